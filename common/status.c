@@ -1,0 +1,37 @@
+#include "hsr/common.h"
+
+#include <stdio.h>
+
+static _Thread_local char last_error[1024];
+
+const char *hsr_status_str(hsr_status st) {
+  switch (st) {
+  case HSR_OK: return "HSR_OK";
+  case HSR_ERR_INVALID: return "HSR_ERR_INVALID";
+  case HSR_ERR_NOMEM: return "HSR_ERR_NOMEM";
+  case HSR_ERR_TIMEOUT: return "HSR_ERR_TIMEOUT";
+  case HSR_ERR_BOOT: return "HSR_ERR_BOOT";
+  case HSR_ERR_TRANSPORT: return "HSR_ERR_TRANSPORT";
+  case HSR_ERR_SYSTEM: return "HSR_ERR_SYSTEM";
+  case HSR_ERR_IO: return "HSR_ERR_IO";
+  case HSR_ERR_UNSUPPORTED: return "HSR_ERR_UNSUPPORTED";
+  case HSR_ERR_MISMATCH: return "HSR_ERR_MISMATCH";
+  case HSR_ERR_STATE: return "HSR_ERR_STATE";
+  case HSR_ERR_NOT_FOUND: return "HSR_ERR_NOT_FOUND";
+  case HSR_ERR_CUDA: return "HSR_ERR_CUDA";
+  case HSR_ERR_INTERNAL: return "HSR_ERR_INTERNAL";
+  }
+  return "HSR_ERR_UNKNOWN";
+}
+
+const char *hsr_last_error(void) { return last_error; }
+
+void hsr_clear_error(void) { last_error[0] = '\0'; }
+
+hsr_status hsr_error(hsr_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  return st;
+}

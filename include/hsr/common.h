@@ -1,0 +1,87 @@
+/* hsr common layer: status codes, last-error detail, logging, env parsing, clock.
+ * Nothing here depends on any other part of hsr. */
+#ifndef HSR_COMMON_H
+#define HSR_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hsr_status {
+  HSR_OK = 0,
+  HSR_ERR_INVALID,     /* bad argument or bad user input */
+  HSR_ERR_NOMEM,       /* allocation failed */
+  HSR_ERR_TIMEOUT,     /* a bounded wait expired */
+  HSR_ERR_BOOT,        /* launcher / PMIx failure */
+  HSR_ERR_TRANSPORT,   /* UCX, shared memory or NCCL transport failure */
+  HSR_ERR_SYSTEM,      /* an OS call failed (errno in the detail) */
+  HSR_ERR_IO,          /* file read/write/parse failure */
+  HSR_ERR_UNSUPPORTED, /* valid request this build or machine cannot do */
+  HSR_ERR_MISMATCH,    /* ranks disagree (config hash, layout, sizes) */
+  HSR_ERR_STATE,       /* call made in the wrong lifecycle state */
+  HSR_ERR_NOT_FOUND,   /* named thing does not exist */
+  HSR_ERR_CUDA,        /* CUDA runtime error */
+  HSR_ERR_INTERNAL     /* a bug in hsr */
+} hsr_status;
+
+/* Short fixed name of a status code ("HSR_ERR_TIMEOUT"); never NULL. */
+const char *hsr_status_str(hsr_status st);
+
+/* Thread-local detail of the last error raised on this thread ("" if none). */
+const char *hsr_last_error(void);
+/* Records a detail message for st on this thread and returns st, so that
+ * failures read `return hsr_error(HSR_ERR_INVALID, "count %zu ...", n);`. */
+hsr_status hsr_error(hsr_status st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void hsr_clear_error(void);
+
+/* Logging. Level from HSR_LOG=error|warn|info|debug (default warn); lines go to
+ * stderr prefixed "[rank N]" where the launcher has set PMIX_RANK. */
+typedef enum hsr_log_level {
+  HSR_LOG_ERROR = 0, HSR_LOG_WARN = 1, HSR_LOG_INFO = 2, HSR_LOG_DEBUG = 3
+} hsr_log_level;
+void hsr_log(hsr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int hsr_log_enabled(hsr_log_level level);
+/* Validates HSR_LOG; a malformed value is an error. */
+hsr_status hsr_log_check_env(void);
+
+#define HSR_LOG_E(...) hsr_log(HSR_LOG_ERROR, __VA_ARGS__)
+#define HSR_LOG_W(...) hsr_log(HSR_LOG_WARN, __VA_ARGS__)
+#define HSR_LOG_I(...) hsr_log(HSR_LOG_INFO, __VA_ARGS__)
+#define HSR_LOG_D(...) hsr_log(HSR_LOG_DEBUG, __VA_ARGS__)
+
+/* Strict parsers: the whole string must be a value in range, else
+ * HSR_ERR_INVALID with a message naming `what` and the valid range. */
+hsr_status hsr_parse_long(const char *what, const char *s, long min, long max, long *out);
+hsr_status hsr_parse_double(const char *what, const char *s, double min, double max, double *out);
+/* Byte sizes with optional K/M/G/T suffix (powers of 1024), e.g. "64M". */
+hsr_status hsr_parse_size(const char *what, const char *s, size_t *out);
+/* One of `choices` (NULL-terminated); *out is its index. */
+hsr_status hsr_parse_choice(const char *what, const char *s, const char *const *choices, int *out);
+
+/* Env helpers: an unset or empty variable gives `def`; a malformed one is an
+ * error (never silently ignored). */
+hsr_status hsr_env_long(const char *name, long def, long min, long max, long *out);
+hsr_status hsr_env_double(const char *name, double def, double min, double max, double *out);
+hsr_status hsr_env_size(const char *name, size_t def, size_t *out);
+hsr_status hsr_env_choice(const char *name, const char *const *choices, int def, int *out);
+hsr_status hsr_env_bool(const char *name, int def, int *out);
+
+/* Monotonic clock. */
+uint64_t hsr_clock_ns(void);
+double hsr_clock_s(void);
+
+#define HSR_CHECK(expr)                        \
+  do {                                         \
+    hsr_status _hsr_st = (expr);               \
+    if (_hsr_st != HSR_OK) return _hsr_st;     \
+  } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

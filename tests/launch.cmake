@@ -1,0 +1,52 @@
+# launch/: the PMIx bootstrap under mpirun, srun and no launcher; hsr-run; hsr CLI.
+hsr_add_program(mr_boot mr_boot.c)
+
+hsr_add_mpi_test(NAME boot_mpirun_4 NP 4 COMMAND $<TARGET_FILE:mr_boot> --size 4 --nodes 1 --launcher mpirun)
+hsr_add_mpi_test(NAME boot_mpirun_8 NP 8 COMMAND $<TARGET_FILE:mr_boot> --size 8 --nodes 1)
+hsr_add_mpi_test(NAME boot_mpirun_4_sim2 NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_boot> --size 4 --nodes 2)
+hsr_add_mpi_test(NAME boot_mpirun_8_sim4 NP 8 NODES 4 COMMAND $<TARGET_FILE:mr_boot> --size 8 --nodes 4)
+add_test(NAME boot_singleton COMMAND mr_boot --size 1 --nodes 1 --launcher singleton)
+set_tests_properties(boot_singleton PROPERTIES TIMEOUT 20)
+add_test(NAME boot_singleton_sim_bad COMMAND mr_boot)
+set_tests_properties(boot_singleton_sim_bad PROPERTIES ENVIRONMENT "HSR_SIM_NODES=2" WILL_FAIL TRUE TIMEOUT 20)
+
+# Slurm: a controller and a daemon on this host, started by a fixture.
+string(MD5 _h "${CMAKE_BINARY_DIR}")
+string(SUBSTRING "${_h}" 0 3 _h)
+math(EXPR HSR_SLURM_PORT "17000 + 2 * (0x${_h} % 1000)")
+set(HSR_SLURM_DIR /tmp/hsr-slurm-${_h})
+add_test(NAME slurm_up COMMAND ${CMAKE_SOURCE_DIR}/tests/slurm/slurm-up.sh ${HSR_SLURM_DIR} ${HSR_SLURM_PORT})
+add_test(NAME slurm_down COMMAND ${CMAKE_SOURCE_DIR}/tests/slurm/slurm-down.sh ${HSR_SLURM_DIR})
+set_tests_properties(slurm_up PROPERTIES FIXTURES_SETUP slurm SKIP_RETURN_CODE 77 TIMEOUT 60)
+set_tests_properties(slurm_down PROPERTIES FIXTURES_CLEANUP slurm)
+# hsr_add_srun_test(NAME n NP ranks [NODES k] COMMAND ...): through hsr-run --launcher srun.
+function(hsr_add_srun_test)
+  cmake_parse_arguments(T "" "NAME;NP;NODES" "COMMAND" ${ARGN})
+  set(run ${HSR_RUN} --launcher srun -n ${T_NP})
+  if(T_NODES)
+    list(APPEND run --nodes ${T_NODES})
+  endif()
+  add_test(NAME ${T_NAME} COMMAND ${run} -- ${T_COMMAND})
+  set_tests_properties(${T_NAME} PROPERTIES FIXTURES_REQUIRED slurm TIMEOUT 120 RESOURCE_LOCK slurm
+                       ENVIRONMENT "SLURM_CONF=${HSR_SLURM_DIR}/slurm.conf;HSR_BOOT_TIMEOUT=60" LABELS "slurm")
+endfunction()
+hsr_add_srun_test(NAME boot_srun_4 NP 4 COMMAND $<TARGET_FILE:mr_boot> --size 4 --nodes 1 --launcher srun)
+hsr_add_srun_test(NAME boot_srun_4_sim2 NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_boot> --size 4 --nodes 2)
+
+# hsr-run argument checking (exit 2 with a message) and --dry-run.
+foreach(bad "-n;0" "-n;x" "-n;4;--nodes;3" "--launcher;pbs" "-n;-1" "--bogus")
+  string(REPLACE ";" "_" _n "${bad}")
+  add_test(NAME hsr_run_bad${_n} COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "" ${HSR_RUN} ${bad} -- true)
+endforeach()
+add_test(NAME hsr_run_dry COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "mpirun -n 4 .*--oversubscribe.*-x HSR_SIM_NODES=2 prog"
+         ${HSR_RUN} --launcher mpirun -n 4 --nodes 2 --dry-run -- prog)
+add_test(NAME hsr_run_dry_srun COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "HSR_SIM_NODES=2 srun --mpi=pmix -n 4 -O prog"
+         ${HSR_RUN} --launcher srun -n 4 --nodes 2 --dry-run -- prog)
+
+# hsr CLI: help, version, unknown commands/flags, info under mpirun.
+add_test(NAME cli_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr" $<TARGET_FILE:hsr_cli> --help)
+add_test(NAME cli_version COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "NCCL" $<TARGET_FILE:hsr_cli> version)
+add_test(NAME cli_unknown COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "unknown command" $<TARGET_FILE:hsr_cli> frobnicate)
+add_test(NAME cli_info_badflag COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "" $<TARGET_FILE:hsr_cli> info --bogus)
+add_test(NAME cli_info_mpirun COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "3 +4 +1 +2 +1 +"
+         ${HSR_RUN} -n 4 --nodes 2 --launcher mpirun -- $<TARGET_FILE:hsr_cli> info)

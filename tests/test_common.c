@@ -1,0 +1,137 @@
+/* Unit tests of common/: status strings, error detail, strict env parsing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "hsr/common.h"
+
+static void test_status_strings(void **state) {
+  (void)state;
+  assert_string_equal(hsr_status_str(HSR_OK), "HSR_OK");
+  assert_string_equal(hsr_status_str(HSR_ERR_TIMEOUT), "HSR_ERR_TIMEOUT");
+  assert_string_equal(hsr_status_str(HSR_ERR_INTERNAL), "HSR_ERR_INTERNAL");
+  assert_string_equal(hsr_status_str((hsr_status)999), "HSR_ERR_UNKNOWN");
+  /* every code has a distinct name */
+  for (int a = HSR_OK; a <= HSR_ERR_INTERNAL; a++)
+    for (int b = a + 1; b <= HSR_ERR_INTERNAL; b++)
+      assert_string_not_equal(hsr_status_str((hsr_status)a), hsr_status_str((hsr_status)b));
+}
+
+static void test_error_detail(void **state) {
+  (void)state;
+  hsr_clear_error();
+  assert_string_equal(hsr_last_error(), "");
+  assert_int_equal(hsr_error(HSR_ERR_INVALID, "count %d bad", 7), HSR_ERR_INVALID);
+  assert_string_equal(hsr_last_error(), "count 7 bad");
+}
+
+static void test_parse_long(void **state) {
+  (void)state;
+  long v = 0;
+  assert_int_equal(hsr_parse_long("x", "42", 0, 100, &v), HSR_OK);
+  assert_int_equal(v, 42);
+  assert_int_equal(hsr_parse_long("x", "-3", -5, 5, &v), HSR_OK);
+  assert_int_equal(v, -3);
+  v = 9;
+  assert_int_equal(hsr_parse_long("x", "4x", 0, 100, &v), HSR_ERR_INVALID);
+  assert_int_equal(v, 9); /* untouched on error */
+  assert_non_null(strstr(hsr_last_error(), "not an integer"));
+  assert_int_equal(hsr_parse_long("x", "", 0, 100, &v), HSR_ERR_INVALID);
+  assert_int_equal(hsr_parse_long("x", "101", 0, 100, &v), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "0 to 100"));
+  assert_int_equal(hsr_parse_long("x", "99999999999999999999999", 0, 100, &v), HSR_ERR_INVALID);
+  assert_int_equal(hsr_parse_long("x", " 5", 0, 100, &v), HSR_OK); /* strtol skips leading space */
+}
+
+static void test_parse_size_and_double(void **state) {
+  (void)state;
+  size_t s = 0;
+  assert_int_equal(hsr_parse_size("b", "64M", &s), HSR_OK);
+  assert_int_equal(s, 64u << 20);
+  assert_int_equal(hsr_parse_size("b", "8", &s), HSR_OK);
+  assert_int_equal(s, 8);
+  assert_int_equal(hsr_parse_size("b", "1KB", &s), HSR_OK);
+  assert_int_equal(s, 1024);
+  assert_int_equal(hsr_parse_size("b", "2G", &s), HSR_OK);
+  assert_int_equal(s, 2ull << 30);
+  assert_int_equal(hsr_parse_size("b", "3Q", &s), HSR_ERR_INVALID);
+  assert_int_equal(hsr_parse_size("b", "-1", &s), HSR_ERR_INVALID);
+  assert_int_equal(hsr_parse_size("b", "M", &s), HSR_ERR_INVALID);
+  assert_int_equal(hsr_parse_size("b", "1Mx", &s), HSR_ERR_INVALID);
+  double d = 0;
+  assert_int_equal(hsr_parse_double("d", "1e-3", 0, 1, &d), HSR_OK);
+  assert_true(d == 1e-3);
+  assert_int_equal(hsr_parse_double("d", "nan", 0, 1, &d), HSR_ERR_INVALID);
+  assert_int_equal(hsr_parse_double("d", "2", 0, 1, &d), HSR_ERR_INVALID);
+}
+
+static void test_env(void **state) {
+  (void)state;
+  long v = 0;
+  unsetenv("HSR_TEST_V");
+  assert_int_equal(hsr_env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_OK);
+  assert_int_equal(v, 7);
+  setenv("HSR_TEST_V", "", 1);
+  assert_int_equal(hsr_env_long("HSR_TEST_V", 8, 0, 10, &v), HSR_OK);
+  assert_int_equal(v, 8);
+  setenv("HSR_TEST_V", "3", 1);
+  assert_int_equal(hsr_env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_OK);
+  assert_int_equal(v, 3);
+  setenv("HSR_TEST_V", "three", 1);
+  assert_int_equal(hsr_env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "HSR_TEST_V"));
+
+  static const char *const ch[] = {"thread", "inline", NULL};
+  int c = -1;
+  setenv("HSR_TEST_V", "INLINE", 1);
+  assert_int_equal(hsr_env_choice("HSR_TEST_V", ch, 0, &c), HSR_OK);
+  assert_int_equal(c, 1);
+  setenv("HSR_TEST_V", "spin", 1);
+  assert_int_equal(hsr_env_choice("HSR_TEST_V", ch, 0, &c), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "thread|inline"));
+
+  int b = -1;
+  setenv("HSR_TEST_V", "yes", 1);
+  assert_int_equal(hsr_env_bool("HSR_TEST_V", 0, &b), HSR_OK);
+  assert_int_equal(b, 1);
+  setenv("HSR_TEST_V", "off", 1);
+  assert_int_equal(hsr_env_bool("HSR_TEST_V", 1, &b), HSR_OK);
+  assert_int_equal(b, 0);
+  setenv("HSR_TEST_V", "maybe", 1);
+  assert_int_equal(hsr_env_bool("HSR_TEST_V", 1, &b), HSR_ERR_INVALID);
+
+  size_t sz = 0;
+  setenv("HSR_TEST_V", "4K", 1);
+  assert_int_equal(hsr_env_size("HSR_TEST_V", 1, &sz), HSR_OK);
+  assert_int_equal(sz, 4096);
+
+  setenv("HSR_LOG", "loud", 1);
+  assert_int_equal(hsr_log_check_env(), HSR_ERR_INVALID);
+  setenv("HSR_LOG", "debug", 1);
+  assert_int_equal(hsr_log_check_env(), HSR_OK);
+  assert_true(hsr_log_enabled(HSR_LOG_DEBUG));
+  setenv("HSR_LOG", "error", 1);
+  assert_false(hsr_log_enabled(HSR_LOG_WARN));
+  unsetenv("HSR_LOG");
+  unsetenv("HSR_TEST_V");
+}
+
+static void test_clock(void **state) {
+  (void)state;
+  uint64_t a = hsr_clock_ns(), b = hsr_clock_ns();
+  assert_true(b >= a);
+  assert_true(hsr_clock_s() > 0.0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_status_strings), cmocka_unit_test(test_error_detail),
+      cmocka_unit_test(test_parse_long),     cmocka_unit_test(test_parse_size_and_double),
+      cmocka_unit_test(test_env),            cmocka_unit_test(test_clock),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

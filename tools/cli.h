@@ -1,0 +1,26 @@
+/* Shared pieces of the hsr command-line front end. */
+#ifndef HSR_TOOLS_CLI_H
+#define HSR_TOOLS_CLI_H
+
+#include "hsr/common.h"
+
+/* Exit codes of every hsr command. */
+enum { HSR_EXIT_OK = 0, HSR_EXIT_FAIL = 1, HSR_EXIT_USAGE = 2 };
+
+typedef struct hsr_cli_command {
+  const char *name;
+  const char *summary;
+  int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+} hsr_cli_command;
+
+/* Prints "hsr <cmd>: <msg>" and a hint to --help on stderr; returns HSR_EXIT_USAGE. */
+int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints the status and the last error detail; returns HSR_EXIT_USAGE for
+ * HSR_ERR_INVALID (bad input) and HSR_EXIT_FAIL otherwise. */
+int hsr_cli_fail(const char *cmd, hsr_status st);
+
+/* Subcommands (one file each under tools/). */
+int hsr_cmd_version(int argc, char **argv);
+int hsr_cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,53 @@
+/* hsr: the command-line front end. Each subcommand lives in its own file. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const hsr_cli_command commands[] = {
+    {"version", "print the version and the library versions compiled in", hsr_cmd_version},
+    {"info", "print rank, size, local rank/size, node and host of every rank", hsr_cmd_info},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: hsr <command> [options]\n\n"
+             "hsr is a hybrid-sharding training runtime. Commands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f, "\nRun 'hsr <command> --help' for a command's options. Multi-rank commands run\n"
+             "under a launcher: hsr-run -n 4 -- hsr info\n");
+}
+
+int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "hsr %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n(see 'hsr %s --help')\n", cmd);
+  va_end(ap);
+  return HSR_EXIT_USAGE;
+}
+
+int hsr_cli_fail(const char *cmd, hsr_status st) {
+  fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
+  return st == HSR_ERR_INVALID ? HSR_EXIT_USAGE : HSR_EXIT_FAIL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return HSR_EXIT_USAGE;
+  }
+  const char *name = argv[1];
+  if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+    usage(stdout);
+    return HSR_EXIT_OK;
+  }
+  if (!strcmp(name, "--version")) return hsr_cmd_version(1, argv + 1);
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(name, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "hsr: unknown command '%s'\n\n", name);
+  usage(stderr);
+  return HSR_EXIT_USAGE;
+}
