@@ -104,6 +104,11 @@ static void find_gpus(disc *d) {
     g->cuda = -1;
     g->numa = na && na->nodeset ? hwloc_bitmap_first(na->nodeset) : -1;
     if (na && na->cpuset) hwloc_bitmap_list_snprintf(g->cpuset, sizeof g->cpuset, na->cpuset);
+    /* A CUDA OS device (live hwloc with the CUDA plugin, or an XML) names the ordinal. */
+    for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling)
+      if (c->type == HWLOC_OBJ_OS_DEVICE && c->name && !strncmp(c->name, "cuda", 4) && c->name[4] >= '0' &&
+          c->name[4] <= '9')
+        g->cuda = atoi(c->name + 4);
     const char *uuid = info_of(o, "HSRFabricClusterUUID"), *clique = info_of(o, "HSRFabricCliqueId");
     if (uuid && clique) snprintf(g->clique, sizeof g->clique, "%.40s/%.20s", uuid, clique);
   }
@@ -353,6 +358,10 @@ static void find_domains(disc *d) {
       if (cuda_match(d, use_cuda ? parent : NULL) && use_cuda) src = "cuda";
     }
   }
+  /* GPUs of one fabric clique reach each other over NVLink, here too. */
+  for (int i = 0; i < t->num_gpus; i++)
+    for (int j = 0; j < i; j++)
+      if (t->gpus[i].clique[0] && !strcmp(t->gpus[i].clique, t->gpus[j].clique)) uf_join(parent, i, j);
   snprintf(t->nvlink_source, sizeof t->nvlink_source, "%s", src);
   int root_dom[HSR_TOPO_MAX_GPUS];
   t->num_domains = 0;
