@@ -385,13 +385,13 @@ static hsr_status load(disc *d, const char *xml) {
     fclose(f);
     if (empty) return hsr_error(HSR_ERR_IO, "topology XML '%s' is empty", xml);
     if (hwloc_topology_set_xml(d->topo, xml) != 0)
-      return hsr_error(HSR_ERR_IO, "topology XML '%s' cannot be read by hwloc: %s", xml, strerror(errno));
+      return hsr_error(HSR_ERR_IO, "topology XML '%s' is not a valid hwloc topology (truncated or malformed XML?)",
+                       xml);
     d->from_xml = 1;
   }
   if (hwloc_topology_load(d->topo) != 0)
-    return hsr_error(HSR_ERR_IO, "%s%s%s is not a valid hwloc topology (truncated or malformed XML?): %s",
-                     xml ? "topology XML '" : "this host's topology", xml ? xml : "", xml ? "'" : "",
-                     strerror(errno));
+    return hsr_error(HSR_ERR_IO, "%s%s%s is not a valid hwloc topology%s", xml ? "topology XML '" : "this host's topology",
+                     xml ? xml : "", xml ? "'" : "", xml ? " (truncated or malformed XML?)" : "");
   return HSR_OK;
 }
 

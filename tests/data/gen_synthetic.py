@@ -10,6 +10,8 @@
                      that report fabric cluster UUID + clique id through the
                      GPU info attributes HSRFabricClusterUUID / HSRFabricCliqueId.
 
+  cpu-2numa.xml      2 packages / 2 NUMA nodes of 4 cpus, no GPUs (binding spread).
+
 Run: python3 gen_synthetic.py (from this folder)."""
 
 
@@ -177,6 +179,11 @@ def nvl2():
     return machine(g, "nvl-tray", [(0, list(range(0, 8)), io)])
 
 
-for name, fn in [("dgx-h100-like.xml", dgx), ("pcie-4gpu.xml", pcie4), ("nvl-2node.xml", nvl2)]:
+def cpu2():
+    g = Gen()
+    return machine(g, "cpu-2numa", [(0, list(range(0, 4)), []), (1, list(range(4, 8)), [])])
+
+
+for name, fn in [("cpu-2numa.xml", cpu2), ("dgx-h100-like.xml", dgx), ("pcie-4gpu.xml", pcie4), ("nvl-2node.xml", nvl2)]:
     with open(name, "w") as f:
         f.write(fn())
