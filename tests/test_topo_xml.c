@@ -114,6 +114,7 @@ static void dgx_h100(void **s) {
   assert_string_equal(hsr_topo_nvlink_source(t), "hwloc");
   for (int g = 0; g < 8; g++) {
     expect_gpu(t, g, pci[g], g / 4, 0);
+    assert_int_equal(hsr_topo_gpu_cuda(t, g), g); /* its cudaN OS device */
     assert_string_equal(hsr_topo_gpu_cpuset(t, g), g < 4 ? "0-7" : "8-15");
     assert_int_equal(hsr_topo_gpu_num_nics(t, g), 8);
     const char *name;

@@ -11,6 +11,8 @@
                      GPU info attributes HSRFabricClusterUUID / HSRFabricCliqueId.
 
   cpu-2numa.xml      2 packages / 2 NUMA nodes of 4 cpus, no GPUs (binding spread).
+  cpu-2x1.xml        2 NUMA nodes of one cpu each (cpus 0 and 1): hsr-run --bind auto
+                     test that any host with 2 cpus can apply.
 
 Run: python3 gen_synthetic.py (from this folder)."""
 
@@ -184,6 +186,11 @@ def cpu2():
     return machine(g, "cpu-2numa", [(0, list(range(0, 4)), []), (1, list(range(4, 8)), [])])
 
 
-for name, fn in [("cpu-2numa.xml", cpu2), ("dgx-h100-like.xml", dgx), ("pcie-4gpu.xml", pcie4), ("nvl-2node.xml", nvl2)]:
+def cpu2x1():
+    g = Gen()
+    return machine(g, "cpu-2x1", [(0, [0], []), (1, [1], [])])
+
+
+for name, fn in [("cpu-2numa.xml", cpu2), ("cpu-2x1.xml", cpu2x1), ("dgx-h100-like.xml", dgx), ("pcie-4gpu.xml", pcie4), ("nvl-2node.xml", nvl2)]:
     with open(name, "w") as f:
         f.write(fn())
