@@ -24,5 +24,6 @@ int hsr_cmd_version(int argc, char **argv);
 int hsr_cmd_info(int argc, char **argv);
 int hsr_cmd_topo(int argc, char **argv);
 int hsr_cmd_mesh(int argc, char **argv);
+int hsr_cmd_trace(int argc, char **argv);
 
 #endif
