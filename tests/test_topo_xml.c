@@ -206,6 +206,7 @@ static void nvl_two_nodes(void **s) {
   hsr_topo *t = load("nvl-2node.xml");
   assert_int_equal(hsr_topo_num_gpus(t), 4);
   assert_int_equal(hsr_topo_num_domains(t), 1);
+  assert_string_equal(hsr_topo_nvlink_source(t), "fabric");
   for (int g = 0; g < 4; g++) {
     assert_string_equal(hsr_topo_gpu_clique(t, g), "5d8e2f1a-7c44-4b9e-9a31-0c6f2b7e9d10/32766");
     char want[32];

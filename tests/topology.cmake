@@ -59,3 +59,6 @@ hsr_topo_cli(hsr_bind_no_rank 2 "no local rank" env -u OMPI_COMM_WORLD_LOCAL_RAN
 hsr_topo_cli(hsr_bind_badflag 2 "unknown option" ${CMAKE_BINARY_DIR}/hsr-bind --bogus)
 add_test(NAME hsr_run_bind_auto COMMAND ${CMAKE_SOURCE_DIR}/tests/topo_bind.sh ${CMAKE_BINARY_DIR} ${_d}/cpu-2x1.xml)
 set_tests_properties(hsr_run_bind_auto PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77 LABELS mpi)
+add_test(NAME hsr_run_bind_auto_srun COMMAND ${CMAKE_SOURCE_DIR}/tests/topo_bind.sh ${CMAKE_BINARY_DIR} ${_d}/cpu-2x1.xml srun)
+set_tests_properties(hsr_run_bind_auto_srun PROPERTIES FIXTURES_REQUIRED slurm RESOURCE_LOCK slurm TIMEOUT 120
+                     SKIP_RETURN_CODE 77 LABELS slurm ENVIRONMENT "SLURM_CONF=${HSR_SLURM_DIR}/slurm.conf")

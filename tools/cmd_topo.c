@@ -35,7 +35,7 @@ static void print_node(const hsr_topo *t, int idx) {
     if (hsr_topo_gpu_clique(t, g)[0]) printf("  fabric clique %s", hsr_topo_gpu_clique(t, g));
     printf("\n");
   }
-  if (strcmp(hsr_topo_nvlink_source(t), "none")) {
+  if (strcmp(hsr_topo_nvlink_source(t), "none") && strcmp(hsr_topo_nvlink_source(t), "fabric")) {
     printf("  NVLink bandwidth (%s units; through NVSwitch counts the narrower port):\n       ",
            !strcmp(hsr_topo_nvlink_source(t), "hwloc") ? "MB/s" : "links");
     for (int h = 0; h < ng; h++) printf(" %8d", h);

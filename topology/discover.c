@@ -361,7 +361,10 @@ static void find_domains(disc *d) {
   /* GPUs of one fabric clique reach each other over NVLink, here too. */
   for (int i = 0; i < t->num_gpus; i++)
     for (int j = 0; j < i; j++)
-      if (t->gpus[i].clique[0] && !strcmp(t->gpus[i].clique, t->gpus[j].clique)) uf_join(parent, i, j);
+      if (t->gpus[i].clique[0] && !strcmp(t->gpus[i].clique, t->gpus[j].clique)) {
+        uf_join(parent, i, j);
+        if (!strcmp(src, "none")) src = "fabric";
+      }
   snprintf(t->nvlink_source, sizeof t->nvlink_source, "%s", src);
   int root_dom[HSR_TOPO_MAX_GPUS];
   t->num_domains = 0;

@@ -38,7 +38,7 @@ typedef enum hsr_topo_path { HSR_PATH_PIX = 0, HSR_PATH_PXB, HSR_PATH_PHB, HSR_P
 const char *hsr_topo_path_str(hsr_topo_path p);
 
 /* Where the NVLink picture came from: "hwloc" (NVLinkBandwidth distances),
- * "nvml", "cuda" (peer attributes), "none". */
+ * "nvml", "cuda" (peer attributes), "fabric" (only fabric cliques), "none". */
 const char *hsr_topo_nvlink_source(const hsr_topo *t);
 const char *hsr_topo_host(const hsr_topo *t);
 int hsr_topo_num_gpus(const hsr_topo *t);
