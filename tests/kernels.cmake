@@ -1,0 +1,3 @@
+# kernels/: element math, host loops, host device layer, GEMM (CPU); the GPU
+# test compares every kernel with the CPU loop and skips (77) without a GPU.
+hsr_add_unit(test_kernels test_kernels.c)
