@@ -14,10 +14,16 @@ static hsr_status launch_check(const char *what) {
   return HSR_OK;
 }
 
-// Enough resident blocks to fill every SM (2048 threads each), no more: the
-// grid-stride loop covers the rest.
-static unsigned grid_for(const hsr_stream *s, size_t items) {
-  size_t g = (items + BLOCK - 1) / BLOCK, cap = (size_t)s->dev->sm_count * (2048 / BLOCK);
+// Exactly the blocks that are resident at once on every SM, no more: the
+// grid-stride loop covers the rest, and no half-empty second wave forms.
+template <typename K>
+static unsigned grid_for(const hsr_stream *s, K kernel, size_t items) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, BLOCK, 0) != cudaSuccess || per_sm < 1) {
+    (void)cudaGetLastError();
+    per_sm = 1;
+  }
+  size_t g = (items + BLOCK - 1) / BLOCK, cap = (size_t)s->dev->sm_count * (size_t)per_sm;
   if (g > cap) g = cap;
   return (unsigned)(g ? g : 1);
 }
@@ -88,9 +94,9 @@ static void launch_adamw(hsr_stream *s, size_t n, float *p, float *m, float *v, 
   bool vec = aligned(p, 16) && aligned(m, 16) && aligned(v, 16) && aligned(g, 4 * (G == C_F32 ? 4 : 2)) &&
              (OUT < 0 || aligned(o, 4 * (OUT == C_F32 ? 4 : 2)));
   if (vec)
-    k_adamw<4, G, OUT><<<grid_for(s, n / 4 + 1), BLOCK, 0, st>>>(n, p, m, v, g, o, *c);
+    k_adamw<4, G, OUT><<<grid_for(s, k_adamw<4, G, OUT>, n / 4 + 1), BLOCK, 0, st>>>(n, p, m, v, g, o, *c);
   else
-    k_adamw<1, G, OUT><<<grid_for(s, n), BLOCK, 0, st>>>(n, p, m, v, g, o, *c);
+    k_adamw<1, G, OUT><<<grid_for(s, k_adamw<1, G, OUT>, n), BLOCK, 0, st>>>(n, p, m, v, g, o, *c);
 }
 
 extern "C" hsr_status hsr_kc_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
@@ -144,9 +150,9 @@ static hsr_status launch_map(hsr_stream *s, size_t n, const void *x, void *y, Op
   const int W = 16 / (sizeof(TX) > sizeof(TY) ? sizeof(TX) : sizeof(TY));
   cudaStream_t st = (cudaStream_t)s->native;
   if (aligned(x, W * sizeof(TX)) && aligned(y, W * sizeof(TY)))
-    k_map<W><<<grid_for(s, (n / W + 1) / 2), BLOCK, 0, st>>>(n, (const TX *)x, (TY *)y, op);
+    k_map<W><<<grid_for(s, k_map<W, TX, TY, Op>, (n / W + 1) / 2), BLOCK, 0, st>>>(n, (const TX *)x, (TY *)y, op);
   else
-    k_map<1><<<grid_for(s, (n + 1) / 2), BLOCK, 0, st>>>(n, (const TX *)x, (TY *)y, op);
+    k_map<1><<<grid_for(s, k_map<1, TX, TY, Op>, (n + 1) / 2), BLOCK, 0, st>>>(n, (const TX *)x, (TY *)y, op);
   return launch_check(what);
 }
 
