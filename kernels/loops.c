@@ -1,6 +1,8 @@
 /* The element-wise kernels: argument checks, then the host loop (plain C
  * over the kmath.h formulas, written so the compiler can vectorise them) or
  * the CUDA launch. */
+/* Built with -fno-math-errno (bench/kernels.cmake): sqrtf needs no errno
+ * branch, so the AdamW loop vectorises; the result is the same IEEE sqrt. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
