@@ -238,10 +238,6 @@ __device__ double block_tree(double acc) {
   return x;
 }
 
-template <typename T> __device__ double sq_load(const T *x, size_t i);
-template <> __device__ double sq_load<float>(const float *x, size_t i) { return (double)x[i]; }
-template <> __device__ double sq_load<double>(const double *x, size_t i) { return x[i]; }
-
 template <typename T, int C>
 __global__ void __launch_bounds__(HSR_KM_SQ_LANES) k_sumsq_parts(size_t n, const T *__restrict__ x,
                                                                  double *__restrict__ parts) {
@@ -254,9 +250,9 @@ __global__ void __launch_bounds__(HSR_KM_SQ_LANES) k_sumsq_parts(size_t n, const
       size_t i = base + (size_t)k * HSR_KM_SQ_LANES;
       if (i < n) {
         double xv;
-        if (C == C_BF16) xv = (double)hsr_km_bf16_to_f32(((const uint16_t *)x)[i]);
-        else if (C == C_F16) xv = (double)hsr_km_f16_to_f32(((const uint16_t *)x)[i]);
-        else xv = sq_load(x, i);
+        if constexpr (C == C_BF16) xv = (double)hsr_km_bf16_to_f32(x[i]);
+        else if constexpr (C == C_F16) xv = (double)hsr_km_f16_to_f32(x[i]);
+        else xv = (double)x[i];
         acc = hsr_km_sq_acc(acc, xv);
       }
     }
@@ -288,14 +284,14 @@ static void CUDART_CB sq_deliver(void *arg) {
 
 extern "C" hsr_status hsr_kc_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out) {
   cudaStream_t st = (cudaStream_t)s->native;
-  if (!s->parts) { // per-stream scratch, so streams never share it
-    cudaError_t e = cudaMalloc(&s->parts, HSR_KM_SQ_MAX_PARTS * sizeof(double));
-    if (e == cudaSuccess) e = cudaHostAlloc(&s->pinned, sizeof(double), cudaHostAllocMapped);
-    if (e != cudaSuccess) return hsr_error(HSR_ERR_CUDA, "sumsq scratch: %s", cudaGetErrorString(e));
-  }
+  // Per-stream scratch, so streams never share it; allocated on first use.
+  cudaError_t e = cudaSuccess;
+  if (!s->parts) e = cudaMalloc(&s->parts, HSR_KM_SQ_MAX_PARTS * sizeof(double));
+  if (e == cudaSuccess && !s->pinned) e = cudaHostAlloc(&s->pinned, sizeof(double), cudaHostAllocMapped);
+  if (e != cudaSuccess) return hsr_error(HSR_ERR_CUDA, "sumsq scratch: %s", cudaGetErrorString(e));
   size_t P = hsr_km_sumsq_parts(n);
   double *res = NULL;
-  cudaError_t e = cudaHostGetDevicePointer((void **)&res, s->pinned, 0);
+  e = cudaHostGetDevicePointer((void **)&res, s->pinned, 0);
   if (e != cudaSuccess) return hsr_error(HSR_ERR_CUDA, "cudaHostGetDevicePointer: %s", cudaGetErrorString(e));
   if (P) {
     switch (dt) {
