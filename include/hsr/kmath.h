@@ -40,6 +40,9 @@
 #define HSR_KM_DMUL(a, b) ((a) * (b))
 #endif
 
+/* c ? a : b on 32-bit words with masks: no branch for any compiler to keep. */
+#define HSR_KM_SEL(c, a, b) ((b) ^ (((a) ^ (b)) & (0u - (uint32_t)(c))))
+
 /* ---- bit casts ---------------------------------------------------------- */
 HSR_HD uint32_t hsr_km_f32_bits(float f) {
 #if defined(__CUDA_ARCH__)
@@ -82,46 +85,35 @@ HSR_HD float hsr_km_bf16_to_f32(uint16_t h) {
 
 /* ---- f16 (IEEE binary16) ---------------------------------------------------
  * f32 -> f16 rounds to nearest, ties to even, including into and out of the
- * subnormal range; |x| >= 65520 becomes inf; NaN stays NaN, quiet. */
+ * subnormal range; |x| >= 65520 becomes inf; NaN stays NaN, quiet.
+ * Both directions compute every case and select (no branches), so the host
+ * loops vectorise and GPU warps do not diverge. */
 HSR_HD uint16_t hsr_km_f32_to_f16(float f) {
   uint32_t u = hsr_km_f32_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520: inf */
-  if (a < 0x38800000u) {                                     /* below 2^-14: f16 subnormal */
-    if (a <= 0x33000000u) return (uint16_t)sign;             /* <= 2^-25 rounds to 0 */
-    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126u - e; /* 14..24: value / 2^-24 = m >> shift */
-    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (r & 1u))) r++;
-    return (uint16_t)(sign | r);
-  }
-  uint32_t r = (a - 0x38000000u) >> 13, rem = a & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
+  /* normal range: rebias, round on the 13 dropped bits (ties to even) */
+  uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13;
+  /* below 2^-14: adding 0.5 leaves a float whose ulp is 2^-24, the f16
+   * subnormal step, so the FPU's own round-to-nearest-even does the work
+   * (the sum is >= 0.5: flush-to-zero modes cannot touch it) */
+  uint32_t sub = hsr_km_f32_bits(HSR_KM_ADD(hsr_km_f32_from_bits(a), 0.5f)) - 0x3f000000u;
+  uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
+  uint32_t r = HSR_KM_SEL(a < 0x38800000u, sub, normal);
+  r = HSR_KM_SEL(a >= 0x477ff000u, 0x7c00u, r); /* >= 65520 rounds past the largest finite: inf */
+  r = HSR_KM_SEL(a > 0x7f800000u, nan, r);
   return (uint16_t)(sign | r);
 }
 
 HSR_HD float hsr_km_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  uint32_t u;
-  if (e == 0x1fu) {
-    u = sign | 0x7f800000u | (m << 13);
-    if (m) u |= 0x00400000u;
-  } else if (e != 0) {
-    u = sign | ((e + 112u) << 23) | (m << 13);
-  } else if (m == 0) {
-    u = sign;
-  } else { /* subnormal: normalise the mantissa */
-    uint32_t ex = 113u;
-    while (!(m & 0x400u)) {
-      m <<= 1;
-      ex--;
-    }
-    u = sign | (ex << 23) | ((m & 0x3ffu) << 13);
-  }
-  return hsr_km_f32_from_bits(u);
+  uint32_t m = h & 0x3ffu, e = h & 0x7c00u;
+  uint32_t normal = ((uint32_t)(h & 0x7fffu) << 13) + (112u << 23); /* rebias 15 -> 127 */
+  uint32_t special = 0x7f800000u | (m << 13) | HSR_KM_SEL(m != 0, 0x00400000u, 0u); /* inf, quiet NaN */
+  /* zero and subnormals: m * 2^-24 is exact in f32 */
+  uint32_t sub = hsr_km_f32_bits(HSR_KM_MUL((float)(int)m, 0x1p-24f));
+  uint32_t u = HSR_KM_SEL(e == 0, sub, HSR_KM_SEL(e == 0x7c00u, special, normal));
+  return hsr_km_f32_from_bits(sign | u);
 }
 
 /* ---- scale, axpy -------------------------------------------------------- */
