@@ -158,6 +158,9 @@ extern "C" hsr_status hsr_kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_
     st = cublasCreate(&h);
     if (st != CUBLAS_STATUS_SUCCESS) return hsr_error(HSR_ERR_CUDA, "cublasCreate: %s", cublasGetStatusString(st));
     d->blas = h;
+    // Plain fp32 (no TF32 tensor-op rounding): GPU and CPU training agree.
+    st = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    if (st != CUBLAS_STATUS_SUCCESS) return hsr_error(HSR_ERR_CUDA, "cublasSetMathMode: %s", cublasGetStatusString(st));
   }
   cublasHandle_t h = (cublasHandle_t)d->blas;
   st = cublasSetStream(h, (cudaStream_t)s->native);
