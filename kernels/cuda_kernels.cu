@@ -117,30 +117,38 @@ extern "C" hsr_status hsr_kc_adamw(hsr_stream *s, size_t n, float *master, float
 }
 
 // ---- element-wise maps: y[i] = op(x[i], y[i]) ---------------------------------
-// Two vectors per thread per trip keep more loads in flight. x and y may be
-// the same array (scale), so no __restrict__ here.
+// Each thread loads MAP_U vectors before it computes, so enough bytes are in
+// flight to cover memory latency even where a vector is only 8 bytes (the
+// 16-bit side of a cast). x and y may be the same array (scale), so no
+// __restrict__ here.
+#define MAP_U 4
 template <int W, typename TX, typename TY, typename Op>
 __global__ void __launch_bounds__(BLOCK) k_map(size_t n, const TX *x, TY *y, Op op) {
+  typedef Vec<TX, W> VX;
+  typedef Vec<TY, W> VY;
   size_t nv = n / W, stride = (size_t)gridDim.x * blockDim.x, tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  for (size_t i = tid; i < nv; i += 2 * stride) {
-    size_t i2 = i + stride;
-    Vec<TX, W> a = ((const Vec<TX, W> *)x)[i], b;
-    Vec<TY, W> ya, yb;
-    if (Op::reads_y) ya = ((const Vec<TY, W> *)y)[i];
-    if (i2 < nv) {
-      b = ((const Vec<TX, W> *)x)[i2];
-      if (Op::reads_y) yb = ((const Vec<TY, W> *)y)[i2];
+  for (size_t base = tid; base < nv; base += MAP_U * stride) {
+    VX a[MAP_U];
+    VY b[MAP_U];
+#pragma unroll
+    for (int u = 0; u < MAP_U; u++) {
+      size_t i = base + u * stride;
+      if (i < nv) {
+        a[u] = ((const VX *)x)[i];
+        if (Op::reads_y) b[u] = ((const VY *)y)[i];
+      }
     }
 #pragma unroll
-    for (int j = 0; j < W; j++) ya.v[j] = op(a.v[j], ya.v[j]);
-    ((Vec<TY, W> *)y)[i] = ya;
-    if (i2 < nv) {
+    for (int u = 0; u < MAP_U; u++) {
+      size_t i = base + u * stride;
+      if (i < nv) {
 #pragma unroll
-      for (int j = 0; j < W; j++) yb.v[j] = op(b.v[j], yb.v[j]);
-      ((Vec<TY, W> *)y)[i2] = yb;
+        for (int j = 0; j < W; j++) b[u].v[j] = op(a[u].v[j], b[u].v[j]);
+        ((VY *)y)[i] = b[u];
+      }
     }
   }
-  size_t i = nv * W + tid;
+  size_t i = nv * W + tid; // the tail (< W elements), one per thread
   if (i < n) y[i] = op(x[i], Op::reads_y ? y[i] : TY());
 }
 
@@ -150,9 +158,11 @@ static hsr_status launch_map(hsr_stream *s, size_t n, const void *x, void *y, Op
   const int W = 16 / (sizeof(TX) > sizeof(TY) ? sizeof(TX) : sizeof(TY));
   cudaStream_t st = (cudaStream_t)s->native;
   if (aligned(x, W * sizeof(TX)) && aligned(y, W * sizeof(TY)))
-    k_map<W><<<grid_for(s, k_map<W, TX, TY, Op>, (n / W + 1) / 2), BLOCK, 0, st>>>(n, (const TX *)x, (TY *)y, op);
+    k_map<W><<<grid_for(s, k_map<W, TX, TY, Op>, (n / W + MAP_U - 1) / MAP_U + 1), BLOCK, 0, st>>>(
+        n, (const TX *)x, (TY *)y, op);
   else
-    k_map<1><<<grid_for(s, k_map<1, TX, TY, Op>, (n + 1) / 2), BLOCK, 0, st>>>(n, (const TX *)x, (TY *)y, op);
+    k_map<1><<<grid_for(s, k_map<1, TX, TY, Op>, (n + MAP_U - 1) / MAP_U), BLOCK, 0, st>>>(n, (const TX *)x,
+                                                                                          (TY *)y, op);
   return launch_check(what);
 }
 
