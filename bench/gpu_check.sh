@@ -27,14 +27,21 @@ OUT=$(cd "$OUT" && pwd)
 T0=$(date +%s)
 declare -a SUMMARY
 note() { SUMMARY+=("$1"); echo "== $1"; }
-failed=0
+failed=0     # a build, test or run failure
+perf_missed=0 # kernels below their bandwidth target
 
 finish() {
   local rc=$1
   {
     echo "hsr GPU check ($(date -u +%FT%TZ), $(($(date +%s) - T0)) s, source $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null))"
     for l in "${SUMMARY[@]}"; do echo "  $l"; done
-    case $rc in 0) echo "RESULT: PASS";; 77) echo "RESULT: SKIPPED (no GPU)";; *) echo "RESULT: FAIL";; esac
+    case $rc in
+      0) echo "RESULT: PASS";;
+      77) echo "RESULT: SKIPPED (no GPU)";;
+      *) [ $failed -eq 0 ] && [ $perf_missed -ne 0 ] &&
+           echo "RESULT: FAIL (correct, but $perf_missed kernel(s) below the bandwidth target)" ||
+           echo "RESULT: FAIL";;
+    esac
   } | tee "$OUT/summary.txt"
   exit "$rc"
 }
@@ -67,9 +74,12 @@ else
   rc=$?
   line=$(grep -E 'tests passed' "$OUT/ctest_gpu.log" | tail -1)
   skipped=$(grep -c '\*\*\*Skipped\|Not Run' "$OUT/ctest_gpu.log" || true)
-  [ $rc -ne 0 ] && failed=1
-  [ "$skipped" -ne 0 ] && failed=1 # a GPU is here: a skip means the test did not see it
-  note "gpu tests ($(tr '\n' ' ' <"$OUT/gpu_tests.txt")): ${line:-ctest exit $rc}, $skipped skipped$([ $rc -ne 0 ] && echo ' -> FAILED, see ctest_gpu.log')"
+  verdict=ok
+  [ $rc -ne 0 ] && verdict="FAILED, see ctest_gpu.log"
+  # a GPU is visible here: a skipped GPU test did not find it
+  [ "$skipped" -ne 0 ] && verdict="FAILED: $skipped skipped although a GPU is visible, see ctest_gpu.log"
+  [ "$verdict" = ok ] || failed=1
+  note "gpu tests ($(tr '\n' ' ' <"$OUT/gpu_tests.txt" | sed 's/ $//')): ${line:-ctest exit $rc} -> $verdict"
   grep -q -i 'equiv' "$OUT/gpu_tests.txt" ||
     note "runtime equivalence test on one GPU: not in this tree (no gpu-labelled equivalence test)"
 fi
@@ -101,9 +111,9 @@ else
   note "kernel benchmark: $(tail -1 "$OUT/kbench.txt")"
   while read -r name gbs frac tgt verdict; do
     note "  $name: $gbs GB/s = $frac of the copy (target $tgt: $verdict)"
-    [ "$verdict" = ok ] || failed=1
+    [ "$verdict" = ok ] || perf_missed=$((perf_missed + 1))
   done < <(awk '$NF=="ok" || $NF=="MISS" {print $1, $4, $5, $(NF-1), $NF}' "$OUT/kbench.txt")
 fi
 
-[ $failed -eq 0 ] && finish 0
+[ $failed -eq 0 ] && [ $perf_missed -eq 0 ] && finish 0
 finish 1
