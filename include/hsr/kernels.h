@@ -5,7 +5,10 @@
  *
  * On a host device every call runs synchronously on the calling thread and
  * streams/events are trivially complete; on a CUDA device work is enqueued on
- * the given stream (NULL = the device's default stream).
+ * the given stream (NULL = the device's default stream, i.e. CUDA's legacy
+ * stream). Streams from hsr_stream_create are non-blocking: order them with
+ * events. A process drives one GPU; a device object is used by one thread
+ * at a time.
  */
 #ifndef HSR_KERNELS_H
 #define HSR_KERNELS_H
