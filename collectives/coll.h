@@ -114,6 +114,12 @@ struct hsr_comm {
   size_t scratch_bytes;
   hsr_comm_counter counters[HSR_OP_COUNT];
   void *nccl; /* NCCL backend state */
+  /* Two-level (groups spanning nodes with the same member count per node):
+   * node_comm = my node's members, cross_comm = same local index on every
+   * node; two[l * nnodes + i] = comm rank with local index l on cross index i. */
+  int two_level, local_n, nnodes;
+  hsr_comm *node_comm, *cross_comm;
+  int *two;
 };
 
 struct hsr_op_s {
@@ -141,6 +147,8 @@ struct hsr_op_s {
   int nucx;
   hsr_op_s *next;
   void *nccl_event;
+  hsr_op_s *child;           /* two-level: the stage in flight */
+  hsr_comm_counter child_before;
 };
 
 /* ctx.c */
@@ -164,6 +172,10 @@ hsr_status hsr_coll_comm_scratch(hsr_comm *c, size_t bytes, void **p);
 
 /* shm.c: one step of an intra-node op; returns 1 if it moved. */
 int hsr_coll_shm_advance(hsr_op_s *op);
+/* two.c: two-level algorithms over node_comm and cross_comm. */
+int hsr_coll_two_advance(hsr_op_s *op);
+/* Decides whether `c` runs two-level and builds its internal communicators. */
+hsr_status hsr_coll_two_setup(hsr_comm *c);
 /* ucx.c */
 hsr_status hsr_coll_ucx_init(coll_ctx *x);
 void hsr_coll_ucx_fini(coll_ctx *x);

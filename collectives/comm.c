@@ -117,6 +117,10 @@ hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
     comm_dealloc(c);
     return st;
   }
+  if (!c->intra && (st = hsr_coll_two_setup(c)) != HSR_OK) {
+    hsr_comm_free(c);
+    return st;
+  }
   *out = c;
   return HSR_OK;
 }
@@ -199,6 +203,10 @@ hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out) 
   free(mem);
   free(all);
   if (st != HSR_OK) return st;
+  if (!c->intra && (st = hsr_coll_two_setup(c)) != HSR_OK) {
+    hsr_comm_free(c);
+    return st;
+  }
   *out = c;
   return HSR_OK;
 }
@@ -217,6 +225,9 @@ hsr_status hsr_comm_free(hsr_comm *c) {
   if (busy)
     return hsr_error(HSR_ERR_STATE, "hsr_comm_free: communicator '%s' still has outstanding requests (wait for them first)",
                      c->name);
+  if (c->node_comm) hsr_comm_free(c->node_comm);
+  if (c->cross_comm) hsr_comm_free(c->cross_comm);
+  free(c->two);
   hsr_coll_ctx_remove_comm(x, c);
   if (c->scratch) hsr_coll_pool_free(x, c->scratch);
   comm_dealloc(c);

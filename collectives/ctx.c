@@ -193,6 +193,8 @@ hsr_status hsr_coll_comm_scratch(hsr_comm *c, size_t bytes, void **p) {
 
 static int advance(hsr_op_s *op) {
   if (op->c->intra) return hsr_coll_shm_advance(op);
+  if (op->c->two_level && (op->kind == HSR_OP_ALLGATHER || op->kind == HSR_OP_REDUCE_SCATTER || op->kind == HSR_OP_ALLREDUCE))
+    return hsr_coll_two_advance(op);
   return hsr_coll_ucx_advance(op);
 }
 
@@ -213,7 +215,7 @@ int hsr_coll_progress(coll_ctx *x) {
           if (advance(op)) {
             moved = 1;
             op->t_progress = now = hsr_clock_ns();
-          } else if ((double)(now - op->t_progress) * 1e-9 > op->timeout_s) {
+          } else if (now > op->t_progress && (double)(now - op->t_progress) * 1e-9 > op->timeout_s) {
             int wr = op->wait_peer >= 0 ? c->world[op->wait_peer] : -1;
             hsr_coll_op_fail(op, HSR_ERR_TIMEOUT,
                              "communicator '%s': %s (op #%llu) made no progress for %.1f s waiting for rank %d "
