@@ -22,5 +22,6 @@ int hsr_cli_fail(const char *cmd, hsr_status st);
 /* Subcommands (one file each under tools/). */
 int hsr_cmd_version(int argc, char **argv);
 int hsr_cmd_info(int argc, char **argv);
+int hsr_cmd_bench(int argc, char **argv);
 
 #endif

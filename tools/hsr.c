@@ -8,6 +8,7 @@
 static const hsr_cli_command commands[] = {
     {"version", "print the version and the library versions compiled in", hsr_cmd_version},
     {"info", "print rank, size, local rank/size, node and host of every rank", hsr_cmd_info},
+    {"bench", "benchmarks: collective bandwidth (coll), copy bandwidth (copy)", hsr_cmd_bench},
 };
 
 static void usage(FILE *f) {
