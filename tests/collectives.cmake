@@ -55,3 +55,7 @@ if(TARGET mpi_peer)
   hsr_coll_cli_test(bench_mpi_peer 0 "Out of bounds values : 0 OK" 2
                    $<TARGET_FILE:mpi_peer> --op reduce_scatter -b 1M -e 1M -n 2 -w 1)
 endif()
+
+# NCCL backend: device memory; skipped (exit 77) without NCCL or a GPU.
+hsr_add_program(mr_nccl mr_nccl.c)
+hsr_add_mpi_test(NAME coll_nccl_world4 NP 4 COMMAND $<TARGET_FILE:mr_nccl> TIMEOUT 120)
