@@ -1,0 +1,417 @@
+/* The world context behind every host communicator: node-shared segments,
+ * control slots, the UCX worker and the progress engine. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll.h"
+
+static void shm_name(char *buf, size_t n, uint64_t job, int rank, int seg) {
+  if (seg < 0)
+    snprintf(buf, n, "/hsr-%016llx-%d-ctl", (unsigned long long)job, rank);
+  else
+    snprintf(buf, n, "/hsr-%016llx-%d-%d", (unsigned long long)job, rank, seg);
+}
+
+static hsr_status shm_create(const char *name, size_t bytes, void **out) {
+  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return hsr_error(HSR_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));
+  if (ftruncate(fd, (off_t)bytes) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(name);
+    return hsr_error(HSR_ERR_NOMEM, "ftruncate(%s, %zu): %s (is /dev/shm full?)", name, bytes, strerror(e));
+  }
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name);
+    return hsr_error(HSR_ERR_NOMEM, "mmap(%s, %zu): %s", name, bytes, strerror(errno));
+  }
+  *out = p;
+  return HSR_OK;
+}
+
+static hsr_status shm_attach(const char *name, size_t bytes, void **out) {
+  int fd = shm_open(name, O_RDWR, 0600);
+  if (fd < 0) return hsr_error(HSR_ERR_TRANSPORT, "shm_open(%s) of a peer segment: %s", name, strerror(errno));
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return hsr_error(HSR_ERR_TRANSPORT, "mmap(%s): %s", name, strerror(errno));
+  *out = p;
+  return HSR_OK;
+}
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts) {
+  return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+void hsr_coll_ring(coll_ctx *x, int world_rank) {
+  ctl_seg *c = world_rank == x->rank ? x->ctl : x->peer_ctl[world_rank];
+  if (!c) return;
+  atomic_fetch_add_explicit(&c->doorbell, 1, memory_order_release);
+  futex(&c->doorbell, FUTEX_WAKE, INT32_MAX, NULL);
+}
+
+void hsr_coll_kick(coll_ctx *x) {
+  hsr_coll_ring(x, x->rank);
+  if (x->evfd >= 0) {
+    uint64_t one = 1;
+    ssize_t r = write(x->evfd, &one, sizeof one);
+    (void)r;
+  }
+  pthread_cond_broadcast(&x->cv);
+}
+
+/* ---- segments ------------------------------------------------------------ */
+
+hsr_status hsr_coll_pool_alloc(coll_ctx *x, size_t bytes, void **ptr) {
+  size_t page = 4096, want = (bytes + page - 1) / page * page;
+  if (want == 0) want = page;
+  pthread_mutex_lock(&x->pool_mu);
+  /* Reuse a free segment of similar size: peers keep their mappings of it. */
+  for (int i = 0; i < x->nsegs; i++) {
+    seg *s = &x->segs[i];
+    if (!s->in_use && s->bytes >= want && s->bytes <= 2 * want + (1u << 20)) {
+      s->in_use = 1;
+      *ptr = s->base;
+      pthread_mutex_unlock(&x->pool_mu);
+      return HSR_OK;
+    }
+  }
+  seg *ns = realloc(x->segs, (size_t)(x->nsegs + 1) * sizeof *ns);
+  if (!ns) {
+    pthread_mutex_unlock(&x->pool_mu);
+    return hsr_error(HSR_ERR_NOMEM, "segment table");
+  }
+  x->segs = ns;
+  char name[96];
+  int id = x->next_seg++;
+  shm_name(name, sizeof name, x->job, x->rank, id);
+  void *p;
+  hsr_status st = shm_create(name, want, &p);
+  if (st != HSR_OK) {
+    pthread_mutex_unlock(&x->pool_mu);
+    return st;
+  }
+  x->segs[x->nsegs++] = (seg){.id = id, .base = p, .bytes = want, .in_use = 1};
+  *ptr = p;
+  pthread_mutex_unlock(&x->pool_mu);
+  return HSR_OK;
+}
+
+hsr_status hsr_coll_pool_free(coll_ctx *x, void *ptr) {
+  pthread_mutex_lock(&x->pool_mu);
+  for (int i = 0; i < x->nsegs; i++)
+    if (x->segs[i].base == ptr && x->segs[i].in_use) {
+      x->segs[i].in_use = 0;
+      pthread_mutex_unlock(&x->pool_mu);
+      return HSR_OK;
+    }
+  pthread_mutex_unlock(&x->pool_mu);
+  return hsr_error(HSR_ERR_INVALID, "hsr_comm_mem_free: %p was not returned by hsr_comm_mem_alloc (or was freed already)", ptr);
+}
+
+int hsr_coll_describe(coll_ctx *x, const void *p, size_t bytes, shm_desc *d) {
+  const char *q = p;
+  int found = 0;
+  pthread_mutex_lock(&x->pool_mu);
+  for (int i = 0; i < x->nsegs; i++) {
+    seg *s = &x->segs[i];
+    const char *b = s->base;
+    if (s->in_use && q >= b && q + bytes <= b + s->bytes) {
+      *d = (shm_desc){.rank = x->rank, .seg = s->id, .off = (uint64_t)(q - b), .seg_bytes = s->bytes};
+      found = 1;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&x->pool_mu);
+  return found;
+}
+
+void *hsr_coll_peer_ptr(coll_ctx *x, const shm_desc *d) {
+  if (d->rank == x->rank) {
+    for (int i = 0; i < x->nsegs; i++)
+      if (x->segs[i].id == d->seg) return (char *)x->segs[i].base + d->off;
+    hsr_error(HSR_ERR_INTERNAL, "own segment %d not found", d->seg);
+    return NULL;
+  }
+  for (int i = 0; i < x->nmaps; i++)
+    if (x->maps[i].rank == d->rank && x->maps[i].seg == d->seg) return (char *)x->maps[i].base + d->off;
+  if (x->nmaps == x->cap_maps) {
+    int cap = x->cap_maps ? 2 * x->cap_maps : 16;
+    peer_map *m = realloc(x->maps, (size_t)cap * sizeof *m);
+    if (!m) {
+      hsr_error(HSR_ERR_NOMEM, "peer map table");
+      return NULL;
+    }
+    x->maps = m, x->cap_maps = cap;
+  }
+  char name[96];
+  shm_name(name, sizeof name, x->job, d->rank, d->seg);
+  void *p;
+  if (shm_attach(name, d->seg_bytes, &p) != HSR_OK) return NULL;
+  x->maps[x->nmaps++] = (peer_map){.rank = d->rank, .seg = d->seg, .base = p, .bytes = d->seg_bytes};
+  return (char *)p + d->off;
+}
+
+int hsr_coll_slot_alloc(coll_ctx *x) {
+  for (int i = 0; i < CTL_SLOTS; i++)
+    if (!x->slot_used[i]) {
+      x->slot_used[i] = 1;
+      return i;
+    }
+  return -1;
+}
+
+void hsr_coll_slot_free(coll_ctx *x, int slot) {
+  if (slot >= 0 && slot < CTL_SLOTS) x->slot_used[slot] = 0;
+}
+
+hsr_status hsr_coll_comm_scratch(hsr_comm *c, size_t bytes, void **p) {
+  if (c->scratch_bytes < bytes) {
+    if (c->scratch) hsr_coll_pool_free(c->ctx, c->scratch);
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    HSR_CHECK(hsr_coll_pool_alloc(c->ctx, bytes, &c->scratch));
+    c->scratch_bytes = bytes;
+  }
+  *p = c->scratch;
+  return HSR_OK;
+}
+
+/* ---- progress -------------------------------------------------------------- */
+
+static int advance(hsr_op_s *op) {
+  if (op->c->intra) return hsr_coll_shm_advance(op);
+  if (op->c->two_level && (op->kind == HSR_OP_ALLGATHER || op->kind == HSR_OP_REDUCE_SCATTER || op->kind == HSR_OP_ALLREDUCE))
+    return hsr_coll_two_advance(op);
+  return hsr_coll_ucx_advance(op);
+}
+
+int hsr_coll_progress(coll_ctx *x) {
+  int moved = 0;
+  if (x->have_ucx)
+    while (ucp_worker_progress(x->worker)) moved = 1;
+  uint64_t now = hsr_clock_ns();
+  for (int i = 0; i < x->ncomms; i++) {
+    hsr_comm *c = x->comms[i];
+    while (c->head) {
+      hsr_op_s *op = c->head;
+      if (!op->done) {
+        if (c->failed) {
+          hsr_coll_op_fail(op, HSR_ERR_STATE, "communicator '%s' has failed earlier: %s", c->name, c->fail_msg);
+        } else {
+          if (!op->t_start) op->t_start = op->t_progress = now;
+          if (advance(op)) {
+            moved = 1;
+            op->t_progress = now = hsr_clock_ns();
+          } else if (now > op->t_progress && (double)(now - op->t_progress) * 1e-9 > op->timeout_s) {
+            int wr = op->wait_peer >= 0 ? c->world[op->wait_peer] : -1;
+            hsr_coll_op_fail(op, HSR_ERR_TIMEOUT,
+                             "communicator '%s': %s (op #%llu) made no progress for %.1f s waiting for rank %d "
+                             "(world rank %d)",
+                             c->name, hsr_op_name(op->kind), (unsigned long long)op->seq, op->timeout_s,
+                             op->wait_peer, wr);
+            if (!c->intra) hsr_coll_ucx_cancel(op);
+          }
+        }
+      }
+      if (!op->done) break;
+      moved = 1;
+      c->head = op->next;
+      if (!c->head) c->tail = NULL;
+      op->next = NULL;
+      pthread_cond_broadcast(&x->cv);
+    }
+  }
+  return moved;
+}
+
+static int any_pending(coll_ctx *x) {
+  for (int i = 0; i < x->ncomms; i++)
+    if (x->comms[i]->head) return 1;
+  return 0;
+}
+
+static void *progress_main(void *arg) {
+  coll_ctx *x = arg;
+  int idle = 0;
+  pthread_mutex_lock(&x->mu);
+  while (!x->stop) {
+    uint32_t seen = atomic_load_explicit(&x->ctl->doorbell, memory_order_acquire);
+    if (hsr_coll_progress(x)) {
+      idle = 0;
+      continue;
+    }
+    int pending = any_pending(x);
+    pthread_mutex_unlock(&x->mu);
+    if (x->have_ucx) {
+      /* Shared-memory flags cannot wake epoll: back off from 0 to 1 ms while
+       * work is pending, sleep long when idle. */
+      int ms = pending ? (idle < 4 ? 0 : 1) : 100;
+      if (ms == 0)
+        sched_yield();
+      else
+        hsr_coll_ucx_wait(x, ms);
+      idle++;
+    } else {
+      struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
+      futex(&x->ctl->doorbell, FUTEX_WAIT, seen, &ts);
+    }
+    pthread_mutex_lock(&x->mu);
+  }
+  pthread_mutex_unlock(&x->mu);
+  return NULL;
+}
+
+hsr_status hsr_coll_ctx_add_comm(coll_ctx *x, hsr_comm *c) {
+  pthread_mutex_lock(&x->mu);
+  if (x->ncomms == x->cap_comms) {
+    int cap = x->cap_comms ? 2 * x->cap_comms : 8;
+    hsr_comm **n = realloc(x->comms, (size_t)cap * sizeof *n);
+    if (!n) {
+      pthread_mutex_unlock(&x->mu);
+      return hsr_error(HSR_ERR_NOMEM, "communicator table");
+    }
+    x->comms = n, x->cap_comms = cap;
+  }
+  x->comms[x->ncomms++] = c;
+  x->refs++;
+  pthread_mutex_unlock(&x->mu);
+  return HSR_OK;
+}
+
+void hsr_coll_ctx_remove_comm(coll_ctx *x, hsr_comm *c) {
+  pthread_mutex_lock(&x->mu);
+  for (int i = 0; i < x->ncomms; i++)
+    if (x->comms[i] == c) {
+      x->comms[i] = x->comms[--x->ncomms];
+      break;
+    }
+  hsr_coll_slot_free(x, c->slot);
+  pthread_mutex_unlock(&x->mu);
+}
+
+/* ---- lifetime ------------------------------------------------------------- */
+
+hsr_status hsr_coll_ctx_create(hsr_boot *boot, coll_ctx **out) {
+  coll_ctx *x = calloc(1, sizeof *x);
+  if (!x) return hsr_error(HSR_ERR_NOMEM, "collectives context");
+  x->boot = boot;
+  x->rank = hsr_boot_rank(boot);
+  x->size = hsr_boot_size(boot);
+  x->node = hsr_boot_node(boot);
+  x->evfd = x->efd = x->epfd = -1;
+  pthread_mutex_init(&x->mu, NULL);
+  pthread_mutex_init(&x->pool_mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&x->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  x->have_avx2 = __builtin_cpu_supports("avx2");
+
+  static const char *const prog[] = {"thread", "inline", NULL};
+  static const char *const ar[] = {"auto", "ring", "rd", NULL};
+  int p = 0;
+  hsr_status st = hsr_env_choice("HSR_PROGRESS", prog, 0, &p);
+  if (st == HSR_OK) st = hsr_env_double("HSR_COMM_TIMEOUT", 300, 0.001, 1e9, &x->timeout_s);
+  if (st == HSR_OK) st = hsr_env_choice("HSR_ALGO_ALLREDUCE", ar, 0, &x->algo_allreduce);
+  if (st == HSR_OK) st = hsr_env_size("HSR_ALGO_ALLREDUCE_RD_MAX", 64 << 10, &x->rd_max_bytes);
+  if (st != HSR_OK) {
+    free(x);
+    return st;
+  }
+  x->inline_progress = p == 1;
+
+  /* A fresh id per world: shm names never collide across jobs or worlds. */
+  uint64_t job = 0;
+  if (x->rank == 0) {
+    if (getrandom(&job, sizeof job, 0) != sizeof job) job = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ hsr_clock_ns();
+  }
+  st = hsr_boot_bcast(boot, &job, sizeof job, 0);
+  if (st != HSR_OK) goto fail;
+  x->job = job;
+
+  char name[96];
+  shm_name(name, sizeof name, job, x->rank, -1);
+  st = shm_create(name, sizeof(ctl_seg), (void **)&x->ctl);
+  if (st != HSR_OK) goto fail;
+  x->peer_ctl = calloc((size_t)x->size, sizeof *x->peer_ctl);
+  if (!x->peer_ctl) {
+    st = hsr_error(HSR_ERR_NOMEM, "peer table");
+    goto fail;
+  }
+  st = hsr_boot_barrier(boot);
+  for (int r = 0; st == HSR_OK && r < x->size; r++) {
+    if (r == x->rank || hsr_boot_node_of(boot, r) != x->node) continue;
+    char pn[96];
+    shm_name(pn, sizeof pn, job, r, -1);
+    st = shm_attach(pn, sizeof(ctl_seg), (void **)&x->peer_ctl[r]);
+  }
+  hsr_status st2 = hsr_boot_barrier(boot);
+  shm_unlink(name); /* every peer has it mapped now */
+  if (st == HSR_OK) st = st2;
+  if (st != HSR_OK) goto fail;
+
+  if (hsr_boot_num_nodes(boot) > 1) {
+    st = hsr_coll_ucx_init(x);
+    if (st != HSR_OK) goto fail;
+  }
+  if (!x->inline_progress) {
+    if (pthread_create(&x->thread, NULL, progress_main, x) != 0) {
+      st = hsr_error(HSR_ERR_SYSTEM, "cannot start the progress thread: %s", strerror(errno));
+      goto fail;
+    }
+    x->thread_started = 1;
+  }
+  *out = x;
+  return HSR_OK;
+fail:
+  hsr_coll_ctx_release(x);
+  return st;
+}
+
+void hsr_coll_ctx_release(coll_ctx *x) {
+  if (!x) return;
+  pthread_mutex_lock(&x->mu);
+  if (x->refs > 0) x->refs--;
+  int last = x->refs == 0;
+  if (last) x->stop = 1;
+  pthread_mutex_unlock(&x->mu);
+  if (!last) return;
+  if (x->thread_started) {
+    hsr_coll_kick(x);
+    pthread_join(x->thread, NULL);
+  }
+  hsr_coll_ucx_fini(x);
+  for (int i = 0; i < x->nmaps; i++) munmap(x->maps[i].base, x->maps[i].bytes);
+  for (int i = 0; i < x->nsegs; i++) {
+    char name[96];
+    shm_name(name, sizeof name, x->job, x->rank, x->segs[i].id);
+    shm_unlink(name);
+    munmap(x->segs[i].base, x->segs[i].bytes);
+  }
+  if (x->peer_ctl)
+    for (int r = 0; r < x->size; r++)
+      if (x->peer_ctl[r]) munmap(x->peer_ctl[r], sizeof(ctl_seg));
+  if (x->ctl) munmap(x->ctl, sizeof(ctl_seg));
+  free(x->peer_ctl);
+  free(x->maps);
+  free(x->segs);
+  free(x->comms);
+  pthread_cond_destroy(&x->cv);
+  pthread_mutex_destroy(&x->mu);
+  pthread_mutex_destroy(&x->pool_mu);
+  free(x);
+}
