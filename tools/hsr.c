@@ -12,6 +12,7 @@ static const hsr_cli_command commands[] = {
     {"mesh", "plan the R x S device mesh and show its groups", hsr_cmd_mesh},
     {"trace", "summarize a lifecycle trace: exposed communication and overlap per step", hsr_cmd_trace},
     {"bench", "benchmarks: collective bandwidth (coll), copy bandwidth (copy)", hsr_cmd_bench},
+    {"train", "train the example MLP with the sharding engine (loss, step time, collective counts)", hsr_cmd_train},
 };
 
 static void usage(FILE *f) {
