@@ -333,6 +333,27 @@ static int run_bad(hsr_boot *boot) {
   expect(hsr_rt_step(rt, NULL), HSR_ERR_STATE, "backward pass", "step without backward");
   OK(hsr_rt_destroy(rt));
 
+  /* a tied parameter: registered once, in its owner; another unit uses it through the owner's view */
+  OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
+  int ua, ub;
+  int64_t s8[1] = {8};
+  OK(hsr_rt_unit_add(rt, "a", 1, &ua));
+  OK(hsr_rt_unit_add(rt, "b", 0, &ub));
+  OK(hsr_rt_param_add(rt, ua, "shared.w", 1, s8, 0));
+  OK(hsr_rt_param_add(rt, ub, "b.w", 1, s8, 0));
+  expect(hsr_rt_param_add(rt, ub, "shared.w", 1, s8, 0), HSR_ERR_INVALID, "registered twice", "tied parameter registered twice");
+  float init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  OK(hsr_rt_param_init(rt, "shared.w", init));
+  OK(hsr_rt_param_init(rt, "b.w", init));
+  OK(hsr_rt_forward_begin(rt, ua));
+  OK(hsr_rt_forward_begin(rt, ub));
+  OK(hsr_rt_param_view(rt, "shared.w", &v)); /* from inside b, through the owner a */
+  CHECK(!memcmp(v, init, sizeof init), "tied view does not show the owner's values");
+  OK(hsr_rt_forward_end(rt, ub));
+  OK(hsr_rt_forward_end(rt, ua));
+  expect(hsr_rt_param_view(rt, "shared.w", &v), HSR_ERR_STATE, "outside its window", "tied view after the owner closed");
+  OK(hsr_rt_destroy(rt));
+
   /* layout mismatch: rank 1 registers a different shape */
   OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
   OK(hsr_rt_unit_add(rt, "u0", 1, &id));
