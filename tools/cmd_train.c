@@ -168,7 +168,9 @@ static void log_line(FILE *f, const hsr_rt_step_info *in, double loss, double ms
   cJSON_AddNumberToObject(o, "step", (double)in->step);
   cJSON_AddNumberToObject(o, "loss", loss);
   cJSON_AddNumberToObject(o, "grad_norm", in->grad_norm);
-  cJSON_AddNumberToObject(o, "lr", in->lr);
+  char lr[32]; /* the float the optimizer used, without float-to-double noise */
+  snprintf(lr, sizeof lr, "%.7g", in->lr);
+  cJSON_AddNumberToObject(o, "lr", strtod(lr, NULL));
   cJSON_AddNumberToObject(o, "step_ms", ms);
   cJSON *calls = cJSON_AddObjectToObject(o, "calls");
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
