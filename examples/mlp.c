@@ -2,6 +2,9 @@
 #include "mlp.h"
 
 #include <cblas.h>
+
+#include "mlp_cuda.h"
+#include "mlp_math.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,114 +97,168 @@ void mlp_data(const mlp_cfg *c, int64_t step, int64_t first, int n, float *x, in
   }
 }
 
-/* ---- layers ---- */
+/* ---- layers ----
+ * One code path for both kinds of device: GEMMs through hsr_kernels_gemm
+ * (OpenBLAS / cuBLAS), element-wise work through the mlp_math.h formulas as
+ * CPU loops or CUDA kernels, everything queued on the work's stream. */
 struct mlp_work {
   int n;
+  hsr_device *dev; /* NULL: host, plain malloc */
+  hsr_stream *s;
+  int gpu;
   float *h;    /* (L+1) x n x d: input of each block, then the head input */
   float *a, *g;/* L x n x 4d: pre-activation and GELU output */
   float *logits, *dh, *dg, *tmp;
+  double *rowloss; /* n: per-sample loss (device memory on GPU) */
+  double *rowloss_h;
 };
 
-hsr_status mlp_work_create(const mlp_cfg *c, int n, mlp_work **out) {
+static void *wal(mlp_work *w, size_t bytes, hsr_status *st) {
+  void *p = NULL;
+  if (*st != HSR_OK) return NULL;
+  if (w->dev) *st = hsr_device_alloc(w->dev, bytes ? bytes : 4, &p);
+  else if (!(p = malloc(bytes ? bytes : 4))) *st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+  return p;
+}
+
+static void wfree(mlp_work *w, void *p) {
+  if (!p) return;
+  if (w->dev) hsr_device_free(w->dev, p);
+  else free(p);
+}
+
+hsr_status mlp_work_create_on(const mlp_cfg *c, int n, hsr_device *dev, hsr_stream *s, mlp_work **out) {
   mlp_work *w = calloc(1, sizeof *w);
   if (!w) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
   size_t d = (size_t)c->dim, h = 4 * d, L = (size_t)c->layers, nn = (size_t)n;
   w->n = n;
-  w->h = malloc((L + 1) * nn * d * sizeof(float));
-  w->a = malloc((L ? L : 1) * nn * h * sizeof(float));
-  w->g = malloc((L ? L : 1) * nn * h * sizeof(float));
-  w->logits = malloc(nn * (size_t)c->classes * sizeof(float));
-  w->dh = malloc(nn * d * sizeof(float));
-  w->dg = malloc(nn * h * sizeof(float));
-  w->tmp = malloc(nn * (d > (size_t)c->in_dim ? d : (size_t)c->in_dim) * sizeof(float));
-  if (!w->h || !w->a || !w->g || !w->logits || !w->dh || !w->dg || !w->tmp) {
+  w->dev = dev;
+  w->s = s;
+  w->gpu = dev && hsr_device_kind_of(dev) == HSR_DEVICE_CUDA;
+  hsr_status st = HSR_OK;
+  w->h = wal(w, (L + 1) * nn * d * sizeof(float), &st);
+  w->a = wal(w, (L ? L : 1) * nn * h * sizeof(float), &st);
+  w->g = wal(w, (L ? L : 1) * nn * h * sizeof(float), &st);
+  w->logits = wal(w, nn * (size_t)c->classes * sizeof(float), &st);
+  w->dh = wal(w, nn * d * sizeof(float), &st);
+  w->dg = wal(w, nn * h * sizeof(float), &st);
+  w->tmp = wal(w, nn * (d > (size_t)c->in_dim ? d : (size_t)c->in_dim) * sizeof(float), &st);
+  w->rowloss = wal(w, nn * sizeof(double), &st);
+  if (st == HSR_OK && !(w->rowloss_h = malloc((nn ? nn : 1) * sizeof(double))))
+    st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+  if (st != HSR_OK) {
     mlp_work_free(w);
-    return hsr_error(HSR_ERR_NOMEM, "model: out of memory for a micro-batch of %d", n);
+    return hsr_error(st, "model: workspace for a micro-batch of %d: %s", n, hsr_last_error());
   }
   *out = w;
   return HSR_OK;
 }
 
+hsr_status mlp_work_create(const mlp_cfg *c, int n, mlp_work **out) { return mlp_work_create_on(c, n, NULL, NULL, out); }
+
 void mlp_work_free(mlp_work *w) {
   if (!w) return;
-  free(w->h), free(w->a), free(w->g), free(w->logits), free(w->dh), free(w->dg), free(w->tmp);
+  wfree(w, w->h), wfree(w, w->a), wfree(w, w->g), wfree(w, w->logits), wfree(w, w->dh), wfree(w, w->dg);
+  wfree(w, w->tmp), wfree(w, w->rowloss);
+  free(w->rowloss_h);
   free(w);
 }
 
+/* The host device object for GEMMs on host work (no state, opened once per call site). */
+static hsr_device *gemm_dev(mlp_work *w, hsr_device **host) {
+  if (w->dev) return w->dev;
+  if (!*host && hsr_device_open(HSR_DEVICE_HOST, 0, host) != HSR_OK) return NULL;
+  return *host;
+}
+
 /* y (n x out) = x (n x in) W^T + b, or y += ... when acc */
-static void linear_fwd(int n, int in, int out, const float *x, const float *W, const float *b, float *y, int acc) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, W, in, acc ? 1.0f : 0.0f, y, out);
+static hsr_status linear_fwd(mlp_work *w, hsr_device *d, int n, int in, int out, const float *x, const float *W,
+                             const float *b, float *y, int acc) {
+  HSR_CHECK(hsr_kernels_gemm(d, w->s, 0, 1, (size_t)n, (size_t)out, (size_t)in, 1.0f, x, (size_t)in, W, (size_t)in,
+                             acc ? 1.0f : 0.0f, y, (size_t)out));
+  if (w->gpu) return mlp_cuda_bias_add(w->s, n, out, b, y);
   for (int s = 0; s < n; s++)
     for (int o = 0; o < out; o++) y[(size_t)s * out + o] += b[o];
+  return HSR_OK;
 }
 
 /* dW += dy^T x, db += sum dy, dx = dy W (dx may be NULL) */
-static void linear_bwd(int n, int in, int out, const float *x, const float *W, const float *dy, float *dx, float *dW,
-                       float *db) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f, dW, in);
-  for (int o = 0; o < out; o++) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += dy[(size_t)i * out + o];
-    db[o] += s;
-  }
-  if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
+static hsr_status linear_bwd(mlp_work *w, hsr_device *d, int n, int in, int out, const float *x, const float *W,
+                             const float *dy, float *dx, float *dW, float *db) {
+  HSR_CHECK(hsr_kernels_gemm(d, w->s, 1, 0, (size_t)out, (size_t)in, (size_t)n, 1.0f, dy, (size_t)out, x, (size_t)in,
+                             1.0f, dW, (size_t)in));
+  if (w->gpu) HSR_CHECK(mlp_cuda_col_sum_add(w->s, n, out, dy, db));
+  else
+    for (int o = 0; o < out; o++) db[o] += mlp_col_sum(dy, n, out, o);
+  if (dx)
+    HSR_CHECK(hsr_kernels_gemm(d, w->s, 0, 0, (size_t)n, (size_t)in, (size_t)out, 1.0f, dy, (size_t)out, W,
+                               (size_t)in, 0.0f, dx, (size_t)in));
+  return HSR_OK;
 }
 
-#define GELU_C 0.7978845608028654f
-static float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_C * (x + 0.044715f * x * x * x))); }
-static float gelu_grad(float x) {
-  float u = GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
+static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const float *x, const int *y, int n,
+                          const mlp_binder *b, double *loss) {
+  int d = c->dim, h = 4 * d, L = c->layers, C = c->classes;
+  size_t nd = (size_t)n * d, nh = (size_t)n * h;
+  mlp_unit_ptrs root, p;
+  HSR_CHECK(b->acquire(b->ctx, 0, 0, &root));
+  HSR_CHECK(linear_fwd(w, dv, n, c->in_dim, d, x, root.w[MLP_EW], root.w[MLP_EB], w->h, 0));
+  for (int l = 0; l < L; l++) {
+    HSR_CHECK(b->acquire(b->ctx, l + 1, 0, &p));
+    const float *hin = w->h + (size_t)l * nd;
+    float *hout = w->h + (size_t)(l + 1) * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
+    HSR_CHECK(linear_fwd(w, dv, n, d, h, hin, p.w[MLP_W1], p.w[MLP_B1], a, 0));
+    if (w->gpu) HSR_CHECK(mlp_cuda_gelu(w->s, nh, a, g));
+    else
+      for (size_t i = 0; i < nh; i++) g[i] = mlp_gelu(a[i]);
+    HSR_CHECK(hsr_device_copy(dv, hout, hin, nd * sizeof(float), w->s)); /* the residual */
+    HSR_CHECK(linear_fwd(w, dv, n, h, d, g, p.w[MLP_W2], p.w[MLP_B2], hout, 1));
+    HSR_CHECK(b->release(b->ctx, l + 1, 0));
+  }
+  const float *hl = w->h + (size_t)L * nd;
+  HSR_CHECK(linear_fwd(w, dv, n, d, C, hl, root.w[MLP_HW], root.w[MLP_HB], w->logits, 0));
+  /* softmax cross-entropy; logits become dlogits = (p - onehot) / n */
+  if (w->gpu) HSR_CHECK(mlp_cuda_ce(w->s, n, C, w->logits, y, w->rowloss));
+  else
+    for (int s = 0; s < n; s++) w->rowloss[s] = mlp_ce_row(w->logits + (size_t)s * C, C, y[s], n);
+  HSR_CHECK(b->release(b->ctx, 0, 0));
+
+  HSR_CHECK(b->acquire(b->ctx, 0, 1, &root));
+  HSR_CHECK(linear_bwd(w, dv, n, d, C, hl, root.w[MLP_HW], w->logits, w->dh, root.g[MLP_HW], root.g[MLP_HB]));
+  for (int l = L - 1; l >= 0; l--) {
+    HSR_CHECK(b->acquire(b->ctx, l + 1, 1, &p));
+    const float *hin = w->h + (size_t)l * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
+    /* dh flows through the residual unchanged; the branch adds to it */
+    HSR_CHECK(linear_bwd(w, dv, n, h, d, g, p.w[MLP_W2], w->dh, w->dg, p.g[MLP_W2], p.g[MLP_B2]));
+    if (w->gpu) HSR_CHECK(mlp_cuda_gelu_bwd(w->s, nh, a, w->dg));
+    else
+      for (size_t i = 0; i < nh; i++) w->dg[i] *= mlp_gelu_grad(a[i]);
+    HSR_CHECK(linear_bwd(w, dv, n, d, h, hin, p.w[MLP_W1], w->dg, w->tmp, p.g[MLP_W1], p.g[MLP_B1]));
+    HSR_CHECK(hsr_kernels_axpy(dv, w->s, nd, 1.0, w->tmp, w->dh, HSR_F32));
+    HSR_CHECK(b->release(b->ctx, l + 1, 1));
+  }
+  HSR_CHECK(linear_bwd(w, dv, n, c->in_dim, d, x, root.w[MLP_EW], w->dh, NULL, root.g[MLP_EW], root.g[MLP_EB]));
+  HSR_CHECK(b->release(b->ctx, 0, 1));
+  const double *rl = w->rowloss;
+  if (w->gpu) { /* the loss is the one value the host reads back per micro-batch */
+    HSR_CHECK(hsr_stream_sync(w->s, MLP_SYNC_TIMEOUT_S));
+    HSR_CHECK(hsr_device_copy(dv, w->rowloss_h, w->rowloss, (size_t)n * sizeof(double), w->s));
+    rl = w->rowloss_h;
+  }
+  double total = 0;
+  for (int s = 0; s < n; s++) total += rl[s];
+  *loss = total / n;
+  return HSR_OK;
 }
 
 hsr_status mlp_fwd_bwd(const mlp_cfg *c, mlp_work *w, const float *x, const int *y, int n, const mlp_binder *b,
                        double *loss) {
   if (n > w->n) return hsr_error(HSR_ERR_INVALID, "model: micro-batch %d exceeds the workspace (%d)", n, w->n);
-  int d = c->dim, h = 4 * d, L = c->layers, C = c->classes;
-  size_t nd = (size_t)n * d, nh = (size_t)n * h;
-  mlp_unit_ptrs root, p;
-  HSR_CHECK(b->acquire(b->ctx, 0, 0, &root));
-  linear_fwd(n, c->in_dim, d, x, root.w[MLP_EW], root.w[MLP_EB], w->h, 0);
-  for (int l = 0; l < L; l++) {
-    HSR_CHECK(b->acquire(b->ctx, l + 1, 0, &p));
-    const float *hin = w->h + (size_t)l * nd;
-    float *hout = w->h + (size_t)(l + 1) * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
-    linear_fwd(n, d, h, hin, p.w[MLP_W1], p.w[MLP_B1], a, 0);
-    for (size_t i = 0; i < nh; i++) g[i] = gelu(a[i]);
-    memcpy(hout, hin, nd * sizeof(float));
-    linear_fwd(n, h, d, g, p.w[MLP_W2], p.w[MLP_B2], hout, 1);
-    HSR_CHECK(b->release(b->ctx, l + 1, 0));
-  }
-  const float *hl = w->h + (size_t)L * nd;
-  linear_fwd(n, d, C, hl, root.w[MLP_HW], root.w[MLP_HB], w->logits, 0);
-  /* softmax cross-entropy; logits become dlogits = (p - onehot) / n */
-  double total = 0;
-  for (int s = 0; s < n; s++) {
-    float *z = w->logits + (size_t)s * C;
-    float mx = z[0];
-    for (int k = 1; k < C; k++) mx = z[k] > mx ? z[k] : mx;
-    double sum = 0;
-    for (int k = 0; k < C; k++) sum += exp((double)(z[k] - mx));
-    total += log(sum) - (double)(z[y[s]] - mx);
-    for (int k = 0; k < C; k++) z[k] = (float)((exp((double)(z[k] - mx)) / sum - (k == y[s])) / n);
-  }
-  *loss = total / n;
-  HSR_CHECK(b->release(b->ctx, 0, 0));
-
-  HSR_CHECK(b->acquire(b->ctx, 0, 1, &root));
-  linear_bwd(n, d, C, hl, root.w[MLP_HW], w->logits, w->dh, root.g[MLP_HW], root.g[MLP_HB]);
-  for (int l = L - 1; l >= 0; l--) {
-    HSR_CHECK(b->acquire(b->ctx, l + 1, 1, &p));
-    const float *hin = w->h + (size_t)l * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
-    /* dh flows through the residual unchanged; the branch adds to it */
-    linear_bwd(n, h, d, g, p.w[MLP_W2], w->dh, w->dg, p.g[MLP_W2], p.g[MLP_B2]);
-    for (size_t i = 0; i < nh; i++) w->dg[i] *= gelu_grad(a[i]);
-    linear_bwd(n, d, h, hin, p.w[MLP_W1], w->dg, w->tmp, p.g[MLP_W1], p.g[MLP_B1]);
-    for (size_t i = 0; i < nd; i++) w->dh[i] += w->tmp[i];
-    HSR_CHECK(b->release(b->ctx, l + 1, 1));
-  }
-  linear_bwd(n, c->in_dim, d, x, root.w[MLP_EW], w->dh, NULL, root.g[MLP_EW], root.g[MLP_EB]);
-  return b->release(b->ctx, 0, 1);
+  hsr_device *host = NULL, *dv = gemm_dev(w, &host);
+  if (!dv) return hsr_error(HSR_ERR_INTERNAL, "model: host device: %s", hsr_last_error());
+  hsr_status st = fwd_bwd(c, w, dv, x, y, n, b, loss);
+  hsr_device_close(host);
+  return st;
 }
 
 /* ---- reference trainer ---- */

@@ -1,7 +1,8 @@
 /* The example model that `hsr train` trains: a stack of residual MLP blocks
  * (Linear d->4d, GELU, Linear 4d->d, + input) between an input embedding
  * (Linear in->d) and a softmax cross-entropy head (Linear d->classes), on
- * synthetic data labelled by a fixed random teacher. CPU compute (OpenBLAS).
+ * synthetic data labelled by a fixed random teacher. CPU compute (OpenBLAS)
+ * or CUDA (cuBLAS GEMMs and the kernels of mlp_cuda.cu), one code path.
  *
  * Units: 0 = root (embedding + head), 1..L = blocks. The same forward /
  * backward code runs under the engine (views of gathered units) and in the
@@ -55,6 +56,11 @@ void mlp_blas_threads(int n);
 /* Scratch activations for a micro-batch of n samples. */
 typedef struct mlp_work mlp_work;
 hsr_status mlp_work_create(const mlp_cfg *c, int n, mlp_work **out);
+/* The same on a device: activations in its memory, work queued on stream s
+ * (CUDA: x, y and every weight/gradient pointer are device memory; the
+ * per-micro-batch loss is read back after a bounded stream sync). */
+hsr_status mlp_work_create_on(const mlp_cfg *c, int n, hsr_device *dev, hsr_stream *s, mlp_work **out);
+#define MLP_SYNC_TIMEOUT_S 600.0
 void mlp_work_free(mlp_work *w);
 /* Forward + backward of one micro-batch: gradients of the mean loss over the
  * n samples are ADDED to the gradient accumulators. *loss = mean loss. */

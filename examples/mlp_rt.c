@@ -10,13 +10,19 @@
 struct mlp_rt_ctx {
   mlp_cfg c;
   hsr_rt *rt;
+  hsr_device *dev; /* the engine's: host or CUDA */
+  hsr_stream *s;   /* the engine's compute stream (NULL on host) */
+  int gpu;
   hsr_dtype pdt;
   int nunits;
-  float **scratch; /* f32 copies of bf16 views, per (unit, k) */
+  float **scratch; /* f32 copies of bf16 views, per (unit, k), on dev */
   mlp_work *w;
   int wn;
   float *x;
   int *y;
+  float *xd; /* GPU: the micro-batch in device memory */
+  int *yd;
+  double *d64;
 };
 
 hsr_status mlp_rt_setup(const mlp_cfg *c, hsr_rt *rt) {
@@ -50,13 +56,6 @@ hsr_status mlp_rt_setup(const mlp_cfg *c, hsr_rt *rt) {
   return HSR_OK;
 }
 
-static float bf16_to_f32(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 static hsr_status acquire(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
   mlp_rt_ctx *x = ctx;
   HSR_CHECK(backward ? hsr_rt_backward_begin(x->rt, unit) : hsr_rt_forward_begin(x->rt, unit));
@@ -69,8 +68,7 @@ static hsr_status acquire(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
       p->w[k] = v;
     } else { /* bf16 weights, f32 compute */
       float *s = x->scratch[unit * 4 + k];
-      const uint16_t *b = v;
-      for (size_t i = 0, n = mlp_param_numel(&x->c, unit, k); i < n; i++) s[i] = bf16_to_f32(b[i]);
+      HSR_CHECK(hsr_kernels_cast(x->dev, x->s, mlp_param_numel(&x->c, unit, k), v, HSR_BF16, s, HSR_F32));
       p->w[k] = s;
     }
     p->g[k] = NULL;
@@ -86,12 +84,18 @@ static hsr_status release(void *ctx, int unit, int backward) {
 
 void mlp_rt_ctx_free(mlp_rt_ctx *x) {
   if (!x) return;
+  if (x->s) hsr_stream_sync(x->s, MLP_SYNC_TIMEOUT_S); /* nothing queued still reads what is freed here */
   if (x->scratch)
-    for (int i = 0; i < x->nunits * 4; i++) free(x->scratch[i]);
+    for (int i = 0; i < x->nunits * 4; i++) hsr_device_free(x->dev, x->scratch[i]);
   free(x->scratch);
   mlp_work_free(x->w);
   free(x->x);
   free(x->y);
+  if (x->gpu) {
+    hsr_device_free(x->dev, x->xd);
+    hsr_device_free(x->dev, x->yd);
+    hsr_device_free(x->dev, x->d64);
+  }
   free(x);
 }
 
@@ -102,20 +106,36 @@ hsr_status mlp_rt_ctx_create(const mlp_cfg *c, hsr_rt *rt, hsr_dtype param_dtype
   x->rt = rt;
   x->pdt = param_dtype;
   x->nunits = mlp_num_units(c);
-  if (param_dtype != HSR_F32) {
+  x->dev = hsr_rt_device(rt);
+  x->s = hsr_rt_compute_stream(rt);
+  x->gpu = hsr_device_kind_of(x->dev) == HSR_DEVICE_CUDA;
+  hsr_status st = HSR_OK;
+  if (x->gpu) st = hsr_device_alloc(x->dev, 64, (void **)&x->d64);
+  if (st == HSR_OK && param_dtype != HSR_F32) {
     x->scratch = calloc((size_t)x->nunits * 4, sizeof(float *));
-    if (!x->scratch) goto oom;
-    for (int u = 0; u < x->nunits; u++)
-      for (int k = 0; k < 4; k++) {
-        size_t n = mlp_param_numel(c, u, k);
-        if (!(x->scratch[u * 4 + k] = malloc((n ? n : 1) * sizeof(float)))) goto oom;
-      }
+    if (!x->scratch) st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+    for (int u = 0; u < x->nunits && st == HSR_OK; u++)
+      for (int k = 0; k < 4 && st == HSR_OK; k++)
+        st = hsr_device_alloc(x->dev, mlp_param_numel(c, u, k) * sizeof(float), (void **)&x->scratch[u * 4 + k]);
+  }
+  if (st != HSR_OK) {
+    mlp_rt_ctx_free(x);
+    return st;
   }
   *out = x;
   return HSR_OK;
-oom:
-  mlp_rt_ctx_free(x);
-  return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+}
+
+/* Mean of one double over the world (NCCL: through a device word). */
+static hsr_status world_mean(mlp_rt_ctx *x, double *v) {
+  hsr_comm *w = hsr_rt_world(x->rt);
+  if (hsr_comm_size(w) == 1) return HSR_OK;
+  if (!x->gpu) return hsr_comm_allreduce(w, v, v, 1, HSR_F64, HSR_AVG, NULL);
+  HSR_CHECK(hsr_device_copy(x->dev, x->d64, v, sizeof *v, x->s));
+  HSR_CHECK(hsr_comm_set_stream(w, hsr_stream_native(x->s))); /* the engine itself never uses the world */
+  HSR_CHECK(hsr_comm_allreduce(w, x->d64, x->d64, 1, HSR_F64, HSR_AVG, NULL));
+  HSR_CHECK(hsr_device_copy(x->dev, v, x->d64, sizeof *v, x->s));
+  return hsr_stream_sync(x->s, MLP_SYNC_TIMEOUT_S);
 }
 
 hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, double *loss, hsr_rt_step_info *info) {
@@ -126,6 +146,7 @@ hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, 
                      N, micro, N * micro);
   int per = batch / N, mb = per / micro;
   if (mb > x->wn) {
+    if (x->s) HSR_CHECK(hsr_stream_sync(x->s, MLP_SYNC_TIMEOUT_S));
     mlp_work_free(x->w);
     free(x->x);
     free(x->y);
@@ -134,7 +155,14 @@ hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, 
     x->x = malloc((size_t)mb * x->c.in_dim * sizeof(float));
     x->y = malloc((size_t)mb * sizeof(int));
     if (!x->x || !x->y) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
-    HSR_CHECK(mlp_work_create(&x->c, mb, &x->w));
+    if (x->gpu) {
+      hsr_device_free(x->dev, x->xd);
+      hsr_device_free(x->dev, x->yd);
+      x->xd = NULL, x->yd = NULL;
+      HSR_CHECK(hsr_device_alloc(x->dev, (size_t)mb * x->c.in_dim * sizeof(float), (void **)&x->xd));
+      HSR_CHECK(hsr_device_alloc(x->dev, (size_t)mb * sizeof(int), (void **)&x->yd));
+    }
+    HSR_CHECK(mlp_work_create_on(&x->c, mb, x->gpu ? x->dev : NULL, x->s, &x->w));
     x->wn = mb;
   }
   mlp_binder b = {x, acquire, release};
@@ -142,14 +170,20 @@ hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, 
   for (int m = 0; m < micro; m++) {
     double l;
     mlp_data(&x->c, step, (int64_t)r * per + (int64_t)m * mb, mb, x->x, x->y);
-    HSR_CHECK(mlp_fwd_bwd(&x->c, x->w, x->x, x->y, mb, &b, &l));
+    const float *xs = x->x;
+    const int *ys = x->y;
+    if (x->gpu) { /* pageable sources: the copies return once the host buffers may be reused */
+      HSR_CHECK(hsr_device_copy(x->dev, x->xd, x->x, (size_t)mb * x->c.in_dim * sizeof(float), x->s));
+      HSR_CHECK(hsr_device_copy(x->dev, x->yd, x->y, (size_t)mb * sizeof(int), x->s));
+      xs = x->xd, ys = x->yd;
+    }
+    HSR_CHECK(mlp_fwd_bwd(&x->c, x->w, xs, ys, mb, &b, &l));
     sum += l;
   }
   HSR_CHECK(hsr_rt_step(x->rt, info));
   HSR_CHECK(hsr_rt_zero_grad(x->rt));
   double mean = sum / micro;
-  hsr_comm *w = hsr_rt_world(x->rt);
-  if (hsr_comm_size(w) > 1) HSR_CHECK(hsr_comm_allreduce(w, &mean, &mean, 1, HSR_F64, HSR_AVG, NULL));
+  HSR_CHECK(world_mean(x, &mean));
   if (loss) *loss = mean;
   return HSR_OK;
 }

@@ -23,6 +23,8 @@ hsr_status hsr_rt_config_default(hsr_rt_config *c) {
   c->num_groups = 1;
   c->groups[0] = (hsr_rt_opt_group){1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
   c->poison = -1;
+  c->device = HSR_DEVICE_HOST;
+  c->device_ordinal = -1;
   return HSR_OK;
 }
 
@@ -43,6 +45,27 @@ hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out) {
   HSR_CHECK(hsr_parse_choice("sync", s, sync_names, &i));
   *out = (hsr_rt_sync)i;
   return HSR_OK;
+}
+
+hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal) {
+  if (!s || !kind || !ordinal) return hsr_error(HSR_ERR_INVALID, "device: NULL argument");
+  if (!strcmp(s, "host") || !strcmp(s, "cpu")) {
+    *kind = HSR_DEVICE_HOST;
+    *ordinal = -1;
+    return HSR_OK;
+  }
+  if (!strcmp(s, "cuda")) {
+    *kind = HSR_DEVICE_CUDA;
+    *ordinal = -1;
+    return HSR_OK;
+  }
+  long v;
+  if (!strncmp(s, "cuda:", 5) && hsr_parse_long("device cuda:N", s + 5, 0, 1 << 16, &v) == HSR_OK) {
+    *kind = HSR_DEVICE_CUDA;
+    *ordinal = (int)v;
+    return HSR_OK;
+  }
+  return hsr_error(HSR_ERR_INVALID, "device '%s' is not valid (valid: host, cuda, cuda:N with N >= 0)", s);
 }
 
 hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k) {
@@ -122,6 +145,8 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
   if (c->num_groups < 1 || c->num_groups > HSR_RT_MAX_GROUPS)
     return hsr_error(HSR_ERR_INVALID, "%d optimizer groups (valid: 1 to %d)", c->num_groups, HSR_RT_MAX_GROUPS);
   if (c->align < 1) return hsr_error(HSR_ERR_INVALID, "alignment must be >= 1 element");
+  if (c->device != HSR_DEVICE_HOST && c->device != HSR_DEVICE_CUDA)
+    return hsr_error(HSR_ERR_INVALID, "device kind %d is not valid (valid: host, cuda)", (int)c->device);
   if (S_out) *S_out = S;
   if (R_out) *R_out = R;
   return HSR_OK;

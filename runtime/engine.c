@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device_path.h"
 #include "hsr/kernels.h"
 #include "internal.h"
 
@@ -63,6 +64,7 @@ struct hsr_rt {
   hsr_cluster *own_cluster;
   hsr_mesh *mesh;
   hsr_device *dev;
+  rt_dev *dv; /* device path: streams and ordering (all NULL / no-ops on host) */
   int S, R, K, srank, rrank, prank;
   int sharded_params, sharded_grads; /* policy flags of the strategy */
   int poison;
@@ -82,6 +84,11 @@ struct hsr_rt {
   hsr_rt_stats stats;
   int live;
 };
+
+/* Streams of the device path: compute, all-gather, reduce (NULL on host). */
+#define CS(rt) rt_dev_cs((rt)->dv)
+#define GS(rt) rt_dev_gs((rt)->dv)
+#define RS(rt) rt_dev_rs((rt)->dv)
 
 /* ---- names ---- */
 static const char *const ev_names[RT_EV_COUNT] = {"gather", "reshard", "reduce_scatter", "all_reduce", "optimizer"};
@@ -104,6 +111,7 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   for (int i = 0; i < rt->nblocks; i++) {
     block *b = &rt->blocks[i];
     if (!b->in_use && b->cat == cat && b->bytes == bytes) {
+      HSR_CHECK(rt_dev_block_reuse(rt->dv, i, cat)); /* its first stream waits for the last users */
       b->in_use = 1;
       rt->stats.pool_hits++;
       *ptr = b->ptr;
@@ -135,14 +143,17 @@ void rt_mem_put(hsr_rt *rt, void *ptr) {
   for (int i = 0; i < rt->nblocks; i++)
     if (rt->blocks[i].ptr == ptr) {
       /* 0xFF bytes are NaN in f32 and bf16: a stale view reads NaN */
-      if (rt->poison && rt->blocks[i].cat == HSR_MEM_FULL_UNIT) hsr_device_memset(rt->dev, ptr, 0xFF, rt->blocks[i].bytes, NULL);
-      rt->blocks[i].in_use = 0;
+      if (rt->poison && rt->blocks[i].cat == HSR_MEM_FULL_UNIT) hsr_device_memset(rt->dev, ptr, 0xFF, rt->blocks[i].bytes, CS(rt));
+      if (rt_dev_block_release(rt->dv, i) != HSR_OK) /* cannot order reuse: never hand it out again */
+        HSR_LOG_W("runtime: buffer %p not recycled: %s", ptr, hsr_last_error());
+      else rt->blocks[i].in_use = 0;
       return;
     }
   HSR_LOG_W("runtime: buffer %p returned twice or never allocated", ptr);
 }
 
 static void mem_release_all(hsr_rt *rt) {
+  if (rt_dev_quiesce(rt->dv) != HSR_OK) HSR_LOG_W("runtime: device work still queued at teardown: %s", hsr_last_error());
   for (int i = 0; i < rt->nblocks; i++) {
     if (rt->blocks[i].shared) hsr_comm_mem_free(rt->world, rt->blocks[i].ptr);
     else hsr_device_free(rt->dev, rt->blocks[i].ptr);
@@ -166,6 +177,7 @@ static uint64_t config_hash(const hsr_rt *rt) {
   uint64_t h = fnv(0xcbf29ce484222325ull, v, sizeof v);
   h = fnv(h, &c->clip, sizeof c->clip);
   h = fnv(h, c->groups, sizeof c->groups);
+  if (rt_dev_gpu(rt->dv)) h = fnv(h, "cuda", 4); /* every rank on the same kind of device */
   return fnv(h, &c->user_hash, sizeof c->user_hash);
 }
 
@@ -267,6 +279,9 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
                    hsr_mesh_replicate(rt->mesh), hsr_mesh_shard(rt->mesh), rt->R, rt->S);
     goto fail;
   }
+  st = rt_dev_open(cfg, boot, cfg->timeout_s, &rt->dv);
+  if (st != HSR_OK) goto fail;
+  rt->dev = rt_dev_device(rt->dv);
   /* compare the configuration before any collective that depends on it */
   st = compare_hashes(rt, config_hash(rt), "configuration");
   if (st != HSR_OK) goto fail;
@@ -286,15 +301,21 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
     if (st != HSR_OK) goto fail;
     rt->poison = p;
   }
-  st = hsr_device_open(HSR_DEVICE_HOST, 0, &rt->dev);
-  if (st != HSR_OK) goto fail;
-  if (world) rt->world = world;
-  else {
-    st = hsr_comm_world(boot, HSR_BACKEND_HOST, &rt->world);
+  if (world) {
+    if (hsr_comm_backend(world) != rt_dev_backend(rt->dv)) {
+      st = hsr_error(HSR_ERR_INVALID, "runtime: the world communicator's backend does not match the device (%s needs %s)",
+                     rt_dev_gpu(rt->dv) ? "cuda" : "host", rt_dev_gpu(rt->dv) ? "HSR_BACKEND_NCCL" : "HSR_BACKEND_HOST");
+      goto fail;
+    }
+    rt->world = world;
+  } else {
+    st = hsr_comm_world(boot, rt_dev_backend(rt->dv), &rt->world);
     if (st != HSR_OK) goto fail;
     rt->own_world = 1;
   }
   st = build_groups(rt);
+  if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->part_c, GS(rt)); /* partial gathers */
+  if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->rep_c, RS(rt));  /* replicate all-reduces */
   if (st != HSR_OK) goto fail;
   st = hsr_rt_layout_create(cfg->align, &rt->layout);
   if (st != HSR_OK) goto fail;
@@ -322,6 +343,10 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
       }
     mem_release_all(rt);
   }
+  if (rt->dv) { /* streams and requests drained before the communicators go */
+    hsr_status d = rt_dev_quiesce(rt->dv);
+    if (d != HSR_OK && st == HSR_OK) st = d;
+  }
   free(rt->q);
   hsr_comm_free(rt->part_c);
   hsr_comm_free(rt->rep_c);
@@ -329,7 +354,10 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
   if (rt->own_world) hsr_comm_free(rt->world);
   hsr_mesh_free(rt->mesh);
   hsr_cluster_free(rt->own_cluster);
-  if (rt->dev) hsr_device_close(rt->dev);
+  if (rt->dv) {
+    hsr_status d = rt_dev_close(rt->dv);
+    if (d != HSR_OK && st == HSR_OK) st = d;
+  }
   hsr_rt_layout_free(rt->layout);
   free(rt->units);
   free(rt->fwd_order);
@@ -367,7 +395,9 @@ hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int ndim, co
   return hsr_rt_layout_add_param(rt->layout, unit, name, ndim, shape, group);
 }
 
-static hsr_status zero(hsr_rt *rt, void *p, size_t bytes) { return hsr_device_memset(rt->dev, p, 0, bytes, NULL); }
+/* On the compute stream: every buffer zeroed here is next touched by compute
+ * (or by a stream that joins compute before it reads). */
+static hsr_status zero(hsr_rt *rt, void *p, size_t bytes) { return hsr_device_memset(rt->dev, p, 0, bytes, CS(rt)); }
 
 hsr_status hsr_rt_commit(hsr_rt *rt) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
@@ -379,6 +409,7 @@ hsr_status hsr_rt_commit(hsr_rt *rt) {
   HSR_CHECK(compare_hashes(rt, h, "configuration + layout"));
   rt->fwd_order = malloc((size_t)rt->nunits * sizeof(int));
   if (!rt->fwd_order) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
+  HSR_CHECK(rt_dev_units(rt->dv, rt->nunits));
   for (int i = 0; i < rt->nunits; i++) {
     unit *u = &rt->units[i];
     u->L = hsr_rt_layout_unit_len(rt->layout, i);
@@ -429,17 +460,26 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
   hsr_rt_param_info p;
   HSR_CHECK(find_param(rt, name, &p));
   unit *u = &rt->units[p.unit];
-  size_t a, b, lo = (size_t)rt->srank * u->Ls;
-  if (local_range(rt, u, p.offset, p.numel, &a, &b)) {
-    HSR_CHECK(hsr_device_copy(rt->dev, u->master + (a - lo), values + (a - p.offset), (b - a) * 4, NULL));
-    if (rt->sharded_params)
-      HSR_CHECK(hsr_kernels_cast(rt->dev, NULL, b - a, values + (a - p.offset), HSR_F32,
-                                 (char *)u->shard + (a - lo) * rt->pes, rt->cfg.param_dtype));
+  const float *src = values;
+  float *staged = NULL;
+  if (rt_dev_gpu(rt->dv) && p.numel) { /* the cast kernels read device memory: stage the values */
+    HSR_CHECK(rt_dev_quiesce(rt->dv));
+    HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, p.numel * 4, (void **)&staged));
+    src = staged;
   }
-  if (!rt->sharded_params && p.numel)
-    HSR_CHECK(hsr_kernels_cast(rt->dev, NULL, p.numel, values, HSR_F32, (char *)u->full + p.offset * rt->pes,
-                               rt->cfg.param_dtype));
-  return HSR_OK;
+  hsr_status st = staged ? hsr_device_copy(rt->dev, staged, values, p.numel * 4, CS(rt)) : HSR_OK;
+  size_t a, b, lo = (size_t)rt->srank * u->Ls;
+  if (st == HSR_OK && local_range(rt, u, p.offset, p.numel, &a, &b)) {
+    st = hsr_device_copy(rt->dev, u->master + (a - lo), src + (a - p.offset), (b - a) * 4, CS(rt));
+    if (st == HSR_OK && rt->sharded_params)
+      st = hsr_kernels_cast(rt->dev, CS(rt), b - a, src + (a - p.offset), HSR_F32, (char *)u->shard + (a - lo) * rt->pes,
+                            rt->cfg.param_dtype);
+  }
+  if (st == HSR_OK && !rt->sharded_params && p.numel)
+    st = hsr_kernels_cast(rt->dev, CS(rt), p.numel, src, HSR_F32, (char *)u->full + p.offset * rt->pes,
+                          rt->cfg.param_dtype);
+  rt_mem_put(rt, staged);
+  return st;
 }
 
 /* ---- gathers ---- */
@@ -452,18 +492,22 @@ static hsr_status gather_start(hsr_rt *rt, int ui) {
   u->gt0 = hsr_clock_ns();
   u->greq = NULL;
   u->gather_from_partial = u->state == U_PARTIAL;
+  /* the shard (optimizer) and the partial slice (forward_end) were written on compute */
+  HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt)));
   if (u->gather_from_partial) {
     size_t n = u->L / (size_t)rt->K;
     u->ggroup = HSR_RT_GROUP_PARTIAL;
     if (rt->K > 1)
       HSR_CHECK(hsr_comm_allgather(rt->part_c, u->partial, u->full, n, rt->cfg.param_dtype, &u->greq));
-    else HSR_CHECK(hsr_device_copy(rt->dev, u->full, u->partial, n * rt->pes, NULL));
+    else HSR_CHECK(hsr_device_copy(rt->dev, u->full, u->partial, n * rt->pes, GS(rt)));
   } else {
     u->ggroup = HSR_RT_GROUP_SHARD;
-    if (rt->S > 1)
+    if (rt->S > 1) {
+      HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, GS(rt)));
       HSR_CHECK(hsr_comm_allgather(rt->shard_c, u->shard, u->full, u->Ls, rt->cfg.param_dtype, &u->greq));
-    else HSR_CHECK(hsr_device_copy(rt->dev, u->full, u->shard, u->L * rt->pes, NULL));
+    } else HSR_CHECK(hsr_device_copy(rt->dev, u->full, u->shard, u->L * rt->pes, GS(rt)));
   }
+  HSR_CHECK(rt_dev_gather_issued(rt->dv, ui));
   u->state = U_GATHERING;
   if (++rt->live > rt->stats.max_live_full) rt->stats.max_live_full = rt->live;
   return HSR_OK;
@@ -473,9 +517,11 @@ static hsr_status gather_start(hsr_rt *rt, int ui) {
 static hsr_status wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, uint64_t *t1) {
   *t0 = issued;
   *t1 = 0;
-  if (!r) {
+  if (!r || rt_dev_gpu(rt->dv)) {
+    /* device: the streams order the consumers (events), the host does not
+     * wait; the span is the host's enqueue span */
     *t1 = hsr_clock_ns();
-    return HSR_OK;
+    return r ? rt_dev_defer(rt->dv, r) : HSR_OK;
   }
   int done = 0;
   hsr_status st = hsr_req_test(r, &done);
@@ -499,6 +545,7 @@ static hsr_status gather_wait(hsr_rt *rt, int ui) {
   hsr_req *r = u->greq;
   u->greq = NULL;
   hsr_status st = wait_req(rt, r, u->gt0, &t0, &t1);
+  if (st == HSR_OK) st = rt_dev_gather_consume(rt->dv, ui); /* compute waits for the gather */
   if (st != HSR_OK)
     return hsr_error(st, "runtime: gather of unit '%s' (%s group) failed: %s", u->name,
                      hsr_rt_group_name((hsr_rt_group)u->ggroup), hsr_last_error());
@@ -582,7 +629,7 @@ hsr_status hsr_rt_forward_end(hsr_rt *rt, int ui) {
     size_t n = u->L / (size_t)rt->K;
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_PARTIAL_SLICE, n * rt->pes, &u->partial));
     HSR_CHECK(hsr_device_copy(rt->dev, u->partial, (char *)u->full + (size_t)rt->prank * n * rt->pes, n * rt->pes,
-                              NULL));
+                              CS(rt)));
     kept = n * rt->pes;
   }
   release_full(rt, ui);
@@ -660,18 +707,20 @@ static hsr_status red_start(hsr_rt *rt, int ui, int last) {
   hsr_dtype rdt = rt->cfg.reduce_dtype;
   red r = {.unit = ui, .stage = 1, .t0 = hsr_clock_ns()};
   hsr_rt_sync sync = rt->cfg.sync;
+  HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt))); /* compute done -> the reduction may read the gradient */
   r.ar = rt->R > 1 && (sync != HSR_RT_SYNC_RS_ONLY || rt->cfg.micro_batches == 1 || last);
   /* reduce-dtype copy of the full gradient (or the gradient itself) */
   if (rdt == HSR_F32) {
     r.send = u->gfull;
   } else {
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * rt->res, &r.send));
-    HSR_CHECK(hsr_kernels_cast(rt->dev, NULL, u->L, u->gfull, HSR_F32, r.send, rdt));
+    HSR_CHECK(hsr_kernels_cast(rt->dev, RS(rt), u->L, u->gfull, HSR_F32, r.send, rdt));
     rt_mem_put(rt, u->gfull);
   }
   u->gfull = NULL;
   HSR_CHECK(rt_mem_get(rt, HSR_MEM_AR_BUF, u->Ls * rt->res, &r.slice));
   if (rt->S > 1) {
+    HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, RS(rt)));
     if (rt->sharded_grads)
       HSR_CHECK(hsr_comm_reduce_scatter(rt->shard_c, r.send, r.slice, u->Ls, rdt, HSR_AVG, &r.req));
     else HSR_CHECK(hsr_comm_allreduce(rt->shard_c, r.send, r.send, u->L, rdt, HSR_AVG, &r.req));
@@ -683,7 +732,7 @@ static hsr_status stage1_done(hsr_rt *rt, red *r) {
   unit *u = &rt->units[r->unit];
   if (rt->S == 1 || !rt->sharded_grads)
     HSR_CHECK(hsr_device_copy(rt->dev, r->slice, (char *)r->send + (size_t)rt->srank * u->Ls * rt->res,
-                              u->Ls * rt->res, NULL));
+                              u->Ls * rt->res, RS(rt)));
   if (r->ar) {
     r->stage = 2;
     r->t0 = hsr_clock_ns();
@@ -695,11 +744,11 @@ static hsr_status stage1_done(hsr_rt *rt, red *r) {
 
 /* Adds a reduced slice into the unit's f32 accumulator. */
 static hsr_status accumulate(hsr_rt *rt, unit *u, const void *slice) {
-  if (rt->cfg.reduce_dtype == HSR_F32) return hsr_kernels_axpy(rt->dev, NULL, u->Ls, 1.0, slice, u->gshard, HSR_F32);
+  if (rt->cfg.reduce_dtype == HSR_F32) return hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, slice, u->gshard, HSR_F32);
   float *tmp;
   HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->Ls * 4, (void **)&tmp));
-  hsr_status st = hsr_kernels_cast(rt->dev, NULL, u->Ls, slice, rt->cfg.reduce_dtype, tmp, HSR_F32);
-  if (st == HSR_OK) st = hsr_kernels_axpy(rt->dev, NULL, u->Ls, 1.0, tmp, u->gshard, HSR_F32);
+  hsr_status st = hsr_kernels_cast(rt->dev, RS(rt), u->Ls, slice, rt->cfg.reduce_dtype, tmp, HSR_F32);
+  if (st == HSR_OK) st = hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, tmp, u->gshard, HSR_F32);
   rt_mem_put(rt, tmp);
   return st;
 }
@@ -715,6 +764,7 @@ static void red_event(hsr_rt *rt, const red *r, uint64_t t0, uint64_t t1) {
 /* Moves entries on without blocking. Stage-1 completions move on in FIFO
  * order, so every rank issues the replicate all-reduces in the same order. */
 static hsr_status advance(hsr_rt *rt) {
+  if (rt_dev_gpu(rt->dv)) return HSR_OK; /* device: everything was issued in program order (retire) */
   for (int i = 0; i < rt->qn; i++) {
     red *r = &rt->q[i];
     if (r->done) continue;
@@ -772,8 +822,8 @@ static hsr_status retire(hsr_rt *rt, int keep) {
     red *r = &rt->q[0];
     unit *u = &rt->units[r->unit];
     if (r->slice_is_gshard) { /* deferred all-reduce of the accumulator */
-      if (rt->cfg.reduce_dtype == HSR_F32) HSR_CHECK(hsr_device_copy(rt->dev, u->gshard, r->slice, u->Ls * 4, NULL));
-      else HSR_CHECK(hsr_kernels_cast(rt->dev, NULL, u->Ls, r->slice, rt->cfg.reduce_dtype, u->gshard, HSR_F32));
+      if (rt->cfg.reduce_dtype == HSR_F32) HSR_CHECK(hsr_device_copy(rt->dev, u->gshard, r->slice, u->Ls * 4, RS(rt)));
+      else HSR_CHECK(hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rt->cfg.reduce_dtype, u->gshard, HSR_F32));
     } else {
       HSR_CHECK(accumulate(rt, u, r->slice));
     }
@@ -794,7 +844,7 @@ static hsr_status deferred_allreduce(hsr_rt *rt, int ui) {
   unit *u = &rt->units[ui];
   red r = {.unit = ui, .stage = 2, .slice_is_gshard = 1, .t0 = hsr_clock_ns()};
   HSR_CHECK(rt_mem_get(rt, HSR_MEM_AR_BUF, u->Ls * rt->res, &r.slice));
-  HSR_CHECK(hsr_kernels_cast(rt->dev, NULL, u->Ls, u->gshard, HSR_F32, r.slice, rt->cfg.reduce_dtype));
+  HSR_CHECK(hsr_kernels_cast(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, r.slice, rt->cfg.reduce_dtype));
   HSR_CHECK(hsr_comm_allreduce(rt->rep_c, r.slice, r.slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &r.req));
   return q_push(rt, &r);
 }
@@ -821,7 +871,9 @@ hsr_status hsr_rt_backward_end(hsr_rt *rt, int ui) {
     }
   }
   HSR_CHECK(advance(rt));
-  return retire(rt, RT_REDUCTIONS_IN_FLIGHT);
+  /* device: the streams keep the reductions in flight; the host issues each
+   * stage in program order right away (no timing-dependent issue order) */
+  return retire(rt, rt_dev_gpu(rt->dv) ? 0 : RT_REDUCTIONS_IN_FLIGHT);
 }
 
 /* ---- the optimizer step ---- */
@@ -852,16 +904,21 @@ hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   HSR_CHECK(drain(rt));
   uint64_t t0 = hsr_clock_ns();
   int M = rt->cfg.micro_batches;
-  double ss = 0;
+  double ss = 0, *sq;
+  /* on the reduce stream, behind the accumulations; partial sums land in host
+   * slots and are added in unit order (the same order on host and device) */
+  HSR_CHECK(rt_dev_slots(rt->dv, rt->nunits, &sq));
   for (int i = 0; i < rt->nunits; i++) {
     unit *u = &rt->units[i];
-    if (M > 1) HSR_CHECK(hsr_kernels_scale(rt->dev, NULL, u->Ls, u->gshard, HSR_F32, 1.0 / M));
-    double s = 0;
-    HSR_CHECK(hsr_kernels_sumsq(rt->dev, NULL, u->Ls, u->gshard, HSR_F32, &s));
-    ss += s;
+    if (M > 1) HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, 1.0 / M));
+    sq[i] = 0;
+    HSR_CHECK(hsr_kernels_sumsq(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, &sq[i]));
   }
+  HSR_CHECK(rt_dev_sync(rt->dv, RS(rt))); /* the one host wait of a device step: the clip factor */
+  for (int i = 0; i < rt->nunits; i++) ss += sq[i];
   /* the slices of one shard group tile the gradient; replicas hold equal slices */
-  if (rt->S > 1) HSR_CHECK(hsr_comm_allreduce(rt->shard_c, &ss, &ss, 1, HSR_F64, HSR_SUM, NULL));
+  if (rt->S > 1) HSR_CHECK(rt_dev_allreduce_f64(rt->dv, rt->shard_c, &ss));
+  HSR_CHECK(rt_dev_join(rt->dv, CS(rt), RS(rt))); /* the optimizer (compute) reads the reduced gradient */
   double norm = sqrt(ss), coef = 1.0;
   if (rt->cfg.clip > 0 && norm > rt->cfg.clip) coef = rt->cfg.clip / (norm + 1e-6);
   rt->step++;
@@ -875,15 +932,16 @@ hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
     hsr_adamw_hparams hp = {g->lr, g->beta1, g->beta2, g->eps, g->weight_decay, rt->step, (float)coef};
     void *out = rt->sharded_params ? (char *)u->shard + (a - lo) * rt->pes : (char *)u->full + a * rt->pes;
     size_t o = a - lo;
-    HSR_CHECK(hsr_kernels_adamw(rt->dev, NULL, b - a, u->master + o, u->m + o, u->v + o, u->gshard + o, HSR_F32, out,
-                                rt->cfg.param_dtype, &hp));
+    HSR_CHECK(hsr_kernels_adamw(rt->dev, CS(rt), b - a, u->master + o, u->m + o, u->v + o, u->gshard + o, HSR_F32,
+                                out, rt->cfg.param_dtype, &hp));
   }
   rt_event(rt, RT_EV_OPTIM, -1, -1, 0, t0, hsr_clock_ns());
   /* zero1/zero2: every rank updated its slice of the full parameters in place */
   if (!rt->sharded_params && rt->S > 1) {
     hsr_req **reqs = calloc((size_t)rt->nunits, sizeof *reqs);
     if (!reqs) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
-    hsr_status st = HSR_OK;
+    hsr_status st = rt_dev_join(rt->dv, GS(rt), CS(rt)); /* gathers read what the optimizer wrote */
+    if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
     uint64_t g0 = hsr_clock_ns();
     for (int i = 0; i < rt->nunits && st == HSR_OK; i++) {
       unit *u = &rt->units[i];
@@ -898,8 +956,10 @@ hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
       rt_event(rt, RT_EV_GATHER, i, HSR_RT_GROUP_SHARD, rt->units[i].Ls * rt->pes, a, b);
     }
     free(reqs);
+    if (st == HSR_OK) st = rt_dev_join(rt->dv, CS(rt), GS(rt)); /* the next forward reads the gathered parameters */
     HSR_CHECK(st);
   }
+  HSR_CHECK(rt_dev_reap(rt->dv));
   rt->order_fixed = 1;
   if (info) {
     memset(info, 0, sizeof *info);
@@ -934,11 +994,19 @@ hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out) {
   hsr_rt_param_info p;
   HSR_CHECK(find_param(rt, name, &p));
   unit *u = &rt->units[p.unit];
-  if (rt->S == 1) return hsr_device_copy(rt->dev, out, u->master + p.offset, p.numel * 4, NULL);
+  /* device: out is host memory; drain the queued updates first (not a steady-state call) */
+  HSR_CHECK(rt_dev_quiesce(rt->dv));
+  if (rt->S == 1) {
+    HSR_CHECK(hsr_device_copy(rt->dev, out, u->master + p.offset, p.numel * 4, GS(rt)));
+    return rt_dev_sync(rt->dv, GS(rt));
+  }
   float *full;
   HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * 4, (void **)&full));
-  hsr_status st = hsr_comm_allgather(rt->shard_c, u->master, full, u->Ls, HSR_F32, NULL);
-  if (st == HSR_OK) st = hsr_device_copy(rt->dev, out, full + p.offset, p.numel * 4, NULL);
+  hsr_status st = rt_dev_quiesce(rt->dv);
+  if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
+  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, u->master, full, u->Ls, HSR_F32, NULL);
+  if (st == HSR_OK) st = hsr_device_copy(rt->dev, out, full + p.offset, p.numel * 4, GS(rt));
+  if (st == HSR_OK) st = rt_dev_sync(rt->dv, GS(rt));
   rt_mem_put(rt, full);
   HSR_CHECK(st);
   return snapshot_counts(rt, NULL); /* read-backs do not count toward the next step */
@@ -948,6 +1016,8 @@ hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out) {
 const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt) { return rt ? rt->layout : NULL; }
 const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt) { return rt ? rt->mesh : NULL; }
 hsr_comm *hsr_rt_world(hsr_rt *rt) { return rt ? rt->world : NULL; }
+hsr_device *hsr_rt_device(hsr_rt *rt) { return rt ? rt->dev : NULL; }
+hsr_stream *hsr_rt_compute_stream(hsr_rt *rt) { return rt ? CS(rt) : NULL; }
 int hsr_rt_shard(const hsr_rt *rt) { return rt ? rt->S : 0; }
 int hsr_rt_replicate(const hsr_rt *rt) { return rt ? rt->R : 0; }
 int hsr_rt_partial(const hsr_rt *rt) { return rt ? rt->K : 0; }

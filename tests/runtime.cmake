@@ -1,10 +1,14 @@
 # runtime/: layout and config (unit), the example model (unit), the engine (multi-rank).
 hsr_add_unit(test_rt_layout test_rt_layout.c)
-hsr_add_unit(test_mlp test_mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp.c)
+set(HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp_nocuda.c)
+if(HSR_HAVE_CUDA)
+  list(APPEND HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu)
+endif()
+hsr_add_unit(test_mlp test_mlp.c ${HSR_MLP_SOURCES})
 
 # Multi-rank: equivalence with the single-rank reference over meshes, strategies,
 # reshard policies, prefetch depths, accumulation modes; counts; determinism.
-hsr_add_program(mr_runtime mr_runtime.c ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
+hsr_add_program(mr_runtime mr_runtime.c ${HSR_MLP_SOURCES} ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
 set(_c "clip=0.05")
 hsr_add_mpi_test(NAME rt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_runtime> equiv
   # 1 x 4: fsdp, every reshard policy and prefetch depth, each sync mode

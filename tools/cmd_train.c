@@ -47,6 +47,9 @@ static void usage(void) {
          "  --sync X            micro-batch gradient sync: full | none | rs_only (default full)\n"
          "  --param-dtype T     f32 | bf16: compute/gather dtype (default f32; master and moments are f32)\n"
          "  --reduce-dtype T    f32 | bf16: gradient reduction dtype (default f32)\n"
+         "  --device X          host | cuda | cuda:N: where parameters, gradients and optimizer state live\n"
+         "                      and the model runs (cuda: NCCL collectives, cuBLAS; the GPU is local rank\n"
+         "                      %% visible GPUs) (default host)\n"
          "optimizer (AdamW on the local shard)\n"
          "  --lr X              learning rate (default 3e-3)\n"
          "  --wd X              weight decay of the weights; biases get none (default 0.01)\n"
@@ -72,7 +75,8 @@ static int parse(int argc, char **argv, train_args *a) {
       {"reduce-dtype", required_argument, 0, 'D'}, {"lr", required_argument, 0, 'l'},
       {"wd", required_argument, 0, 'w'},         {"clip", required_argument, 0, 'c'},
       {"log", required_argument, 0, 'g'},        {"no-progress", no_argument, 0, 'q'},
-      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+      {"device", required_argument, 0, 'V'},     {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
   a->model = (mlp_cfg){.layers = 4, .dim = 64, .in_dim = 64, .classes = 8, .seed = 1};
   a->steps = 200;
@@ -137,11 +141,17 @@ static int parse(int argc, char **argv, train_args *a) {
     case 'c': DBL("--clip", 0, 1e30); a->cfg.clip = d; break;
     case 'g': a->log = optarg; break;
     case 'q': a->progress = 0; break;
+    case 'V': st = hsr_rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
     default: return hsr_cli_usage_error("train", "unknown option or missing value '%s'", argv[optind - 1]);
     }
     if (st != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
   }
   if (optind < argc) return hsr_cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
+  if (a->cfg.device == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0) { /* the reason, before launching anything */
+    hsr_device *d = NULL;
+    if (hsr_device_open(HSR_DEVICE_CUDA, 0, &d) == HSR_OK) hsr_device_close(d);
+    return hsr_cli_usage_error("train", "--device cuda: %s (use --device host)", hsr_last_error());
+  }
   /* K against an explicit S: say so before launching anything */
   if (a->cfg.reshard == HSR_RT_RESHARD_PARTIAL && a->cfg.shard > 0 && a->cfg.shard % a->cfg.partial_k) {
     char dv[256] = "";
@@ -237,11 +247,12 @@ int hsr_cmd_train(int argc, char **argv) {
     char rs[32];
     if (a.cfg.reshard == HSR_RT_RESHARD_PARTIAL) snprintf(rs, sizeof rs, "partial:%d", a.cfg.partial_k);
     else snprintf(rs, sizeof rs, "%s", a.cfg.reshard == HSR_RT_RESHARD_FULL ? "full" : "none");
-    printf("hsr train: %d ranks, %d node(s), mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %d, "
+    printf("hsr train: %d ranks, %d node(s), %s, mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %d, "
            "sync %s, %s/%s\n"
            "model: %d blocks of %d -> %d -> %d, %d classes; global batch %d (%d per rank, %d micro-batch(es)), "
            "%d steps\n",
-           world, hsr_boot_num_nodes(boot), hsr_rt_replicate(rt), hsr_rt_shard(rt),
+           world, hsr_boot_num_nodes(boot), a.cfg.device == HSR_DEVICE_CUDA ? "CUDA (NCCL)" : "host",
+           hsr_rt_replicate(rt), hsr_rt_shard(rt),
            hsr_rt_strategy_name(a.cfg.strategy), rs, a.cfg.prefetch, hsr_rt_sync_name(a.cfg.sync),
            hsr_dtype_name(a.cfg.param_dtype), hsr_dtype_name(a.cfg.reduce_dtype), a.model.layers, a.model.dim,
            4 * a.model.dim, a.model.dim, a.model.classes, a.batch, a.batch / N, a.cfg.micro_batches, a.steps);

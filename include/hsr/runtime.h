@@ -30,6 +30,7 @@
 #include "hsr/comm.h"
 #include "hsr/common.h"
 #include "hsr/dtype.h"
+#include "hsr/kernels.h"
 #include "hsr/topology.h"
 
 #ifdef __cplusplus
@@ -117,6 +118,15 @@ typedef struct hsr_rt_config {
   double timeout_s;  /* bound on every wait; <= 0: HSR_COMM_TIMEOUT */
   int poison;        /* NaN-fill released full buffers: -1 auto (debug builds or HSR_POISON=1), 0, 1 */
   uint64_t user_hash; /* mixed into the cross-rank config hash (model config, seed, ...) */
+  /* Where every runtime buffer lives and the work runs. HSR_DEVICE_HOST
+   * (default): host memory, host collectives. HSR_DEVICE_CUDA: device memory,
+   * NCCL collectives, a compute stream plus high-priority all-gather and
+   * reduce streams ordered by events; views are device pointers, valid for
+   * work queued on hsr_rt_compute_stream() inside the unit's window. */
+  hsr_device_kind device;
+  int device_ordinal;  /* cuda:N; -1 = automatic (local rank % visible GPUs, the GPU NCCL binds) */
+  hsr_device *dev;     /* optional: a device the caller opened (it wins over device/ordinal; must outlive the engine) */
+  hsr_stream *stream;  /* optional, CUDA: the caller's compute stream on `dev` (NULL: the engine creates one) */
 } hsr_rt_config;
 
 /* Defaults: fsdp, S auto, reshard full, prefetch 1, f32/f32, sync full, one
@@ -126,6 +136,8 @@ hsr_status hsr_rt_config_default(hsr_rt_config *c);
 hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out);
 hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k); /* full | none | partial:K */
 hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out);               /* full | none | rs_only */
+/* host | cuda | cuda:N (cuda = automatic ordinal, -1). */
+hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal);
 const char *hsr_rt_strategy_name(hsr_rt_strategy s);
 const char *hsr_rt_sync_name(hsr_rt_sync s);
 /* Checks a configuration against a world size, filling *S and *R where the
@@ -190,6 +202,10 @@ hsr_status hsr_rt_zero_grad(hsr_rt *rt);
 const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt);
 const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt);
 hsr_comm *hsr_rt_world(hsr_rt *rt);
+/* The engine's device, and the stream the caller's compute must be queued on
+ * (NULL on host: the host device layer is synchronous). */
+hsr_device *hsr_rt_device(hsr_rt *rt);
+hsr_stream *hsr_rt_compute_stream(hsr_rt *rt);
 int hsr_rt_shard(const hsr_rt *rt);       /* S */
 int hsr_rt_replicate(const hsr_rt *rt);   /* R */
 int hsr_rt_partial(const hsr_rt *rt);     /* K (0 when reshard is not partial) */
