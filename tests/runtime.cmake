@@ -66,3 +66,20 @@ add_test(NAME train_bad_k_auto COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 
          ${HSR_RUN} -n 4 --nodes 2 --launcher mpirun -- $<TARGET_FILE:hsr_cli> train --strategy fsdp --reshard partial:3 --steps 2)
 add_test(NAME train_run_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/train_check.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(train_bad_k_auto train_run_4 PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+
+# GPU (label gpu; exit 77 without a usable GPU, so CI skips them): the engine's
+# device path on one GPU with an NCCL world of one rank, against the CPU
+# reference (every lifecycle/strategy the one rank can run, bitwise repeat,
+# bf16), and a few steps of hsr train --device cuda. bench/gpu_check.sh runs them.
+add_test(NAME rt_gpu_equiv_1 COMMAND $<TARGET_FILE:mr_runtime> equiv
+  device=cuda,strategy=fsdp,reshard=full,prefetch=1,${_c},twice=1
+  device=cuda,strategy=fsdp,reshard=none,prefetch=2,micro=2,sync=full,${_c}
+  device=cuda,strategy=fsdp,reshard=full,prefetch=0,micro=2,sync=rs_only,${_c}
+  device=cuda,strategy=zero1,${_c}
+  device=cuda,strategy=ddp,micro=2,sync=none,${_c}
+  device=cuda,strategy=fsdp,pdt=bf16,rdt=bf16,${_c})
+add_test(NAME train_gpu COMMAND ${CMAKE_SOURCE_DIR}/tests/train_gpu.sh $<TARGET_FILE:hsr_cli>)
+add_test(NAME train_gpu_refused COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: host, cuda, cuda:N"
+         $<TARGET_FILE:hsr_cli> train --device tpu)
+set_tests_properties(rt_gpu_equiv_1 train_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 150
+                     ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
