@@ -3,8 +3,12 @@ hsr_add_unit(test_rt_layout test_rt_layout.c)
 set(HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp_nocuda.c)
 if(HSR_HAVE_CUDA)
   list(APPEND HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu)
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu PROPERTIES COMPILE_OPTIONS
+                              "-Werror=all-warnings;--compiler-options=-Wall,-Wextra,-Werror")
 endif()
 hsr_add_unit(test_mlp test_mlp.c ${HSR_MLP_SOURCES})
+# The model on CUDA against the CPU (label gpu, exit 77 without a GPU).
+hsr_add_unit(test_mlp_gpu test_mlp_gpu.c ${HSR_MLP_SOURCES})
 
 # Multi-rank: equivalence with the single-rank reference over meshes, strategies,
 # reshard policies, prefetch depths, accumulation modes; counts; determinism.
@@ -81,5 +85,5 @@ add_test(NAME rt_gpu_equiv_1 COMMAND $<TARGET_FILE:mr_runtime> equiv
 add_test(NAME train_gpu COMMAND ${CMAKE_SOURCE_DIR}/tests/train_gpu.sh $<TARGET_FILE:hsr_cli>)
 add_test(NAME train_gpu_refused COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: host, cuda, cuda:N"
          $<TARGET_FILE:hsr_cli> train --device tpu)
-set_tests_properties(rt_gpu_equiv_1 train_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 150
+set_tests_properties(rt_gpu_equiv_1 train_gpu test_mlp_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 150
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")

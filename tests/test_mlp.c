@@ -1,5 +1,7 @@
-/* Unit tests of the example model: finite-difference gradient check, data
- * determinism, and the single-rank reference trainer's loss falling. */
+/* Unit tests of the example model: the shared host/device formulas of
+ * mlp_math.h against straightforward references, finite-difference gradient
+ * check, data determinism, and the single-rank reference trainer's loss
+ * falling. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <cmocka.h>
 
 #include "mlp.h"
+#include "mlp_math.h"
 
 typedef struct arrays {
   float *p[16][4], *g[16][4];
@@ -82,6 +85,42 @@ static void test_gradcheck(void **state) {
     for (int k = 0; k < 4; k++) free(a.p[u][k]), free(a.g[u][k]);
 }
 
+/* The formulas the CPU model and the CUDA kernels share. */
+static double ref_gelu(double x) { return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+static void test_math(void **state) {
+  (void)state;
+  for (int i = -800; i <= 800; i++) {
+    float x = (float)i / 100.0f;
+    double r = ref_gelu(x);
+    if (fabs(mlp_gelu(x) - r) > 1e-6 * (1 + fabs(r))) fail_msg("gelu(%g) = %.9g, reference %.9g", x, mlp_gelu(x), r);
+    double h = 1e-4, fd = (ref_gelu(x + h) - ref_gelu(x - h)) / (2 * h);
+    if (fabs(mlp_gelu_grad(x) - fd) > 1e-5) fail_msg("gelu'(%g) = %.9g, central difference %.9g", x, mlp_gelu_grad(x), fd);
+  }
+  /* cross-entropy: ordinary logits and huge ones (the max shift keeps exp finite) */
+  const float rows[2][4] = {{0.5f, -1.25f, 2.0f, 0.0f}, {1000.0f, 998.0f, -1000.0f, 999.5f}};
+  for (int r = 0; r < 2; r++)
+    for (int y = 0; y < 4; y++) {
+      float z[4];
+      memcpy(z, rows[r], sizeof z);
+      double mx = -INFINITY, sum = 0;
+      for (int k = 0; k < 4; k++) mx = fmax(mx, rows[r][k]);
+      for (int k = 0; k < 4; k++) sum += exp(rows[r][k] - mx);
+      double want = -(rows[r][y] - mx - log(sum));
+      double loss = mlp_ce_row(z, 4, y, 8);
+      if (!isfinite(loss) || fabs(loss - want) > 1e-9 * (1 + want)) fail_msg("ce row %d label %d: %.12g vs %.12g", r, y, loss, want);
+      double gsum = 0;
+      for (int k = 0; k < 4; k++) {
+        double p = exp(rows[r][k] - mx) / sum, g = (p - (k == y)) / 8;
+        if (fabs(z[k] - g) > 1e-7) fail_msg("ce row %d label %d: dz[%d] = %.9g, reference %.9g", r, y, k, z[k], g);
+        gsum += z[k];
+      }
+      assert_true(fabs(gsum) < 1e-6); /* softmax minus one-hot sums to zero */
+    }
+  float m[3][2] = {{1, 2}, {3, 4}, {5, 6}};
+  assert_true(mlp_col_sum(&m[0][0], 3, 2, 0) == 9.0f && mlp_col_sum(&m[0][0], 3, 2, 1) == 12.0f);
+}
+
 static void test_data_deterministic(void **state) {
   (void)state;
   mlp_cfg c = {.layers = 1, .dim = 8, .in_dim = 8, .classes = 4, .seed = 3};
@@ -119,6 +158,7 @@ static void test_reference_learns(void **state) {
 int main(void) {
   mlp_blas_threads(1);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_math),
       cmocka_unit_test(test_gradcheck),
       cmocka_unit_test(test_data_deterministic),
       cmocka_unit_test(test_reference_learns),
