@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gpu_check.sh OUTDIR: the one-script GPU check.
 #   1. configures and builds hsr with CUDA (HSR_WITH_CUDA=ON, Release)
-#   2. runs every CTest test labelled `gpu` (kernels vs CPU on the same inputs,
-#      the runtime equivalence test on one GPU where the tree has it)
+#   2. runs every CTest test labelled `gpu` (kernels and the model vs CPU on the
+#      same inputs, rt_gpu_equiv_1: the engine on one GPU vs the CPU reference)
 #   3. runs the example training for a few steps on the GPU (if `hsr train` exists)
 #   4. runs the kernel benchmark (hsr-kbench: AdamW and casts as a fraction of
 #      a device-to-device copy timed in the same run)
