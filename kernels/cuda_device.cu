@@ -87,6 +87,13 @@ extern "C" hsr_status hsr_kc_stream_init(hsr_stream *s, int priority, int create
 
 extern "C" hsr_status hsr_kc_stream_fini(hsr_stream *s) {
   hsr_status st = HSR_OK;
+  // The cuBLAS handle must not outlive the stream it is bound to: rebind it
+  // to the legacy stream (cublasDestroy and later GEMMs would use a dead one).
+  if (s->owned && s->dev->blas) {
+    cudaStream_t cur = NULL;
+    cublasHandle_t h = (cublasHandle_t)s->dev->blas;
+    if (cublasGetStream(h, &cur) == CUBLAS_STATUS_SUCCESS && cur == (cudaStream_t)s->native) cublasSetStream(h, NULL);
+  }
   // sumsq scratch may still be in use by queued work: drain first (bounded;
   // on timeout the scratch is leaked rather than freed under a kernel).
   if (s->parts || s->pinned) st = hsr_stream_sync(s, 60.0);
