@@ -167,6 +167,29 @@ static void test_config(void **state) {
   hsr_rt_sync sy;
   assert_int_equal(hsr_rt_parse_sync("rs_only", &sy), HSR_OK);
   assert_int_equal(sy, HSR_RT_SYNC_RS_ONLY);
+  /* device: host by default; cuda = automatic ordinal; cuda:N; bad values name what is valid */
+  hsr_rt_config dc;
+  assert_int_equal(hsr_rt_config_default(&dc), HSR_OK);
+  assert_int_equal(dc.device, HSR_DEVICE_HOST);
+  assert_int_equal(dc.device_ordinal, -1);
+  assert_null(dc.dev);
+  assert_null(dc.stream);
+  hsr_device_kind dk;
+  int ord;
+  assert_int_equal(hsr_rt_parse_device("host", &dk, &ord), HSR_OK);
+  assert_int_equal(dk, HSR_DEVICE_HOST);
+  assert_int_equal(hsr_rt_parse_device("cuda", &dk, &ord), HSR_OK);
+  assert_true(dk == HSR_DEVICE_CUDA && ord == -1);
+  assert_int_equal(hsr_rt_parse_device("cuda:3", &dk, &ord), HSR_OK);
+  assert_true(dk == HSR_DEVICE_CUDA && ord == 3);
+  const char *bad[] = {"gpu", "cuda:", "cuda:-1", "cuda:1x", "CUDA", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(hsr_rt_parse_device(bad[i], &dk, &ord), HSR_ERR_INVALID);
+    assert_non_null(strstr(hsr_last_error(), "valid: host, cuda, cuda:N"));
+  }
+  dc.device = (hsr_device_kind)7;
+  int dS, dR;
+  assert_int_equal(hsr_rt_config_resolve(&dc, 4, 4, &dS, &dR), HSR_ERR_INVALID);
 }
 
 int main(void) {
