@@ -919,6 +919,7 @@ hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   /* the slices of one shard group tile the gradient; replicas hold equal slices */
   if (rt->S > 1) HSR_CHECK(rt_dev_allreduce_f64(rt->dv, rt->shard_c, &ss));
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), RS(rt))); /* the optimizer (compute) reads the reduced gradient */
+  HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt))); /* and overwrites shards that a queued gather may still read */
   double norm = sqrt(ss), coef = 1.0;
   if (rt->cfg.clip > 0 && norm > rt->cfg.clip) coef = rt->cfg.clip / (norm + 1e-6);
   rt->step++;
