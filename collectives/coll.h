@@ -148,6 +148,8 @@ struct hsr_op_s {
   hsr_op_s *next;
   void *nccl_event;
   hsr_op_s *child;           /* two-level: the stage in flight */
+  const int *perm;           /* two-level node stage: block (j, i) lives at perm[j * perm_m + i] */
+  int perm_m;
   hsr_comm_counter child_before;
 };
 

@@ -1,7 +1,7 @@
 /* Multi-rank correctness test of the collectives, launched for real.
  *
  *   mr_coll [--split S] [--big] [--counts LIST] [--dtypes all|f32]
- *           [--timeout-case] [--bad-args] [--concurrent]
+ *           [--timeout-case] [--bad-args] [--concurrent] [--interleave]
  *
  * Every operation, dtype, redop, in/out-of-place and buffer kind (from
  * hsr_comm_mem_alloc and from malloc) is checked element by element against a
@@ -315,7 +315,7 @@ static int timeout_case(hsr_comm *w) {
 }
 
 int main(int argc, char **argv) {
-  int split = 0, big = 0, tcase = 0, bad = 0, conc = 0, ndt = 6;
+  int split = 0, big = 0, tcase = 0, bad = 0, conc = 0, ndt = 6, inter = 0;
   size_t counts[8] = {0, 1, 7, 1000003};
   int ncounts = 4;
   for (int i = 1; i < argc; i++) {
@@ -324,6 +324,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--timeout-case")) tcase = 1;
     else if (!strcmp(argv[i], "--bad-args")) bad = 1;
     else if (!strcmp(argv[i], "--concurrent")) conc = 1;
+    else if (!strcmp(argv[i], "--interleave")) inter = 1;
     else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc) ndt = strcmp(argv[++i], "f32") ? 6 : 1;
     else if (!strcmp(argv[i], "--counts") && i + 1 < argc) {
       ncounts = 0;
@@ -385,6 +386,18 @@ int main(int argc, char **argv) {
       }
       hsr_comm_free(shard);
       hsr_comm_free(repl);
+    }
+    if (!rc && inter) {
+      /* Every rank, ordered even ranks first: with simulated nodes the comm
+       * ranks alternate between nodes (two-level with a scattered layout). */
+      hsr_comm *il = NULL;
+      if (hsr_comm_split(w, 0, (g_rank % 2) * 100000 + g_rank / 2, &il) != HSR_OK) {
+        fprintf(stderr, "[rank %d] split: %s\n", g_rank, hsr_last_error());
+        rc = 1;
+      }
+      size_t ic[3] = {1, 7, 100003};
+      if (!rc) rc = run_suite(il, ic, 3, ndt, 1000);
+      hsr_comm_free(il);
     }
     if (!rc && big) {
       /* 64 MiB gathered, f32, comm memory: all-gather and reduce-scatter. */
