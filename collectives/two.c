@@ -98,7 +98,8 @@ static int stage_done(hsr_op_s *op) {
   k->bytes_sent += s->bytes_sent - op->child_before.bytes_sent;
   k->bytes_recv += s->bytes_recv - op->child_before.bytes_recv;
   hsr_status st = ch->st;
-  if (st != HSR_OK) hsr_coll_op_fail(op, st, "%s", ch->err);
+  if (st != HSR_OK)
+    hsr_coll_op_fail(op, st, "communicator '%s': %s, two-level stage: %s", op->c->name, hsr_op_name(op->kind), ch->err);
   if (ch->ucx_pending > 0) ch->freed_by_transport = 1;
   else free(ch);
   op->child = NULL;

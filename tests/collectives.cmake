@@ -13,6 +13,7 @@ hsr_add_mpi_test(NAME coll_world8_sim2_interleave NP 8 NODES 2 COMMAND $<TARGET_
 hsr_add_mpi_test(NAME coll_world8_sim2_rd NP 8 NODES 2 ENV HSR_ALGO_ALLREDUCE=rd COMMAND $<TARGET_FILE:mr_coll> --split 4 --counts 1,7,1000 --dtypes f32)
 hsr_add_mpi_test(NAME coll_world4_sim2_inline NP 4 NODES 2 ENV HSR_PROGRESS=inline COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 7 --dtypes f32 --concurrent)
 hsr_add_mpi_test(NAME coll_timeout NP 4 ENV HSR_COMM_TIMEOUT=1.5 COMMAND $<TARGET_FILE:mr_coll> --timeout-case TIMEOUT 60)
+hsr_add_mpi_test(NAME coll_timeout_sim2 NP 4 NODES 2 ENV HSR_COMM_TIMEOUT=1.5 COMMAND $<TARGET_FILE:mr_coll> --timeout-case --loose TIMEOUT 60)
 hsr_add_mpi_test(NAME coll_bad_args NP 2 COMMAND $<TARGET_FILE:mr_coll> --bad-args TIMEOUT 60)
 # Four simulated nodes: the world is two-level with a 4-member UCX ring; replicate groups are flat rings.
 hsr_add_mpi_test(NAME coll_world8_sim4 NP 8 NODES 4 COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 1,7,1003)

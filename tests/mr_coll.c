@@ -293,7 +293,7 @@ static int concurrent(hsr_comm *shard, hsr_comm *repl, size_t count) {
   return 0;
 }
 
-static int timeout_case(hsr_comm *w) {
+static int timeout_case(hsr_comm *w, int loose) {
   int n = hsr_comm_size(w), r = hsr_comm_rank(w);
   CHECK_OK(hsr_comm_set_name(w, "tworld"));
   float x[16] = {0};
@@ -307,7 +307,10 @@ static int timeout_case(hsr_comm *w) {
   const char *m = hsr_last_error();
   char want[32];
   snprintf(want, sizeof want, "rank %d", n - 1);
-  if (!strstr(m, "tworld") || !strstr(m, "all_reduce") || !strstr(m, want)) FAIL("timeout message '%s'", m);
+  /* Across nodes a rank may be waiting for a peer that itself waits for the
+   * missing one: then the message names that peer (loose). */
+  if (!strstr(m, "tworld") || !strstr(m, "all_reduce") || !strstr(m, loose ? "rank" : want))
+    FAIL("timeout message '%s'", m);
   if (r == 0) printf("timeout message: %s\n", m);
   st = hsr_comm_barrier(w, NULL);
   if (st != HSR_ERR_STATE) FAIL("after a timeout: expected HSR_ERR_STATE, got %s", hsr_status_str(st));
@@ -315,13 +318,14 @@ static int timeout_case(hsr_comm *w) {
 }
 
 int main(int argc, char **argv) {
-  int split = 0, big = 0, tcase = 0, bad = 0, conc = 0, ndt = 6, inter = 0;
+  int split = 0, big = 0, tcase = 0, loose = 0, bad = 0, conc = 0, ndt = 6, inter = 0;
   size_t counts[8] = {0, 1, 7, 1000003};
   int ncounts = 4;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--split") && i + 1 < argc) split = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--big")) big = 1;
     else if (!strcmp(argv[i], "--timeout-case")) tcase = 1;
+    else if (!strcmp(argv[i], "--loose")) loose = 1;
     else if (!strcmp(argv[i], "--bad-args")) bad = 1;
     else if (!strcmp(argv[i], "--concurrent")) conc = 1;
     else if (!strcmp(argv[i], "--interleave")) inter = 1;
@@ -349,7 +353,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (tcase) {
-    rc = timeout_case(w);
+    rc = timeout_case(w, loose);
   } else if (bad) {
     rc = bad_args(w);
   } else {
