@@ -293,6 +293,27 @@ static int concurrent(hsr_comm *shard, hsr_comm *repl, size_t count) {
   return 0;
 }
 
+/* With the progress thread, an operation completes while the caller does
+ * not call into hsr at all (hsr_req_times does not drive progress). */
+static int progress_without_caller(hsr_comm *c) {
+  size_t count = 1 << 20;
+  float *x = malloc(count * 4);
+  for (size_t i = 0; i < count; i++) x[i] = 1;
+  hsr_req *q;
+  CHECK_OK(hsr_comm_allreduce(c, x, x, count, HSR_F32, HSR_SUM, &q));
+  uint64_t t0 = 0, t1 = 0;
+  for (int k = 0; k < 30000 && !t1; k++) {
+    usleep(1000);
+    CHECK_OK(hsr_req_times(q, &t0, &t1));
+  }
+  if (!t1) FAIL("all_reduce did not complete within 30 s without the caller driving it");
+  CHECK_OK(hsr_req_wait(q, -1));
+  for (size_t i = 0; i < count; i++)
+    if (x[i] != (float)hsr_comm_size(c)) FAIL("progress-thread all_reduce element %zu = %g", i, x[i]);
+  free(x);
+  return 0;
+}
+
 static int timeout_case(hsr_comm *w, int loose) {
   int n = hsr_comm_size(w), r = hsr_comm_rank(w);
   CHECK_OK(hsr_comm_set_name(w, "tworld"));
@@ -361,6 +382,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "world identity wrong\n");
       rc = 1;
     }
+    if (!rc && conc && !getenv("HSR_PROGRESS")) rc = progress_without_caller(w);
     if (!rc) rc = run_suite(w, counts, ncounts, ndt, 100000);
     if (!rc && split > 0) {
       hsr_comm *shard = NULL, *repl = NULL, *none = (hsr_comm *)1;
