@@ -63,6 +63,7 @@ typedef struct coll_ctx {
   int inline_progress;
   double timeout_s;
   int algo_allreduce; /* 0 auto, 1 ring, 2 recursive doubling */
+  int algo_two_level; /* 0 auto, 1 off (flat UCX rings for groups spanning nodes) */
   size_t rd_max_bytes;
 
   /* shared memory */

@@ -16,6 +16,7 @@
 hsr_status hsr_coll_two_setup(hsr_comm *c) {
   coll_ctx *x = c->ctx;
   int n = c->size;
+  if (x->algo_two_level == 1) return HSR_OK;
   int *node = calloc((size_t)n, sizeof *node), *lidx = calloc((size_t)n, sizeof *lidx);
   int *seen_nodes = calloc((size_t)n, sizeof *seen_nodes), *per = calloc((size_t)x->size, sizeof *per);
   hsr_status st = HSR_OK;

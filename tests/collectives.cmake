@@ -10,6 +10,7 @@ hsr_add_mpi_test(NAME coll_world8_split2x4 NP 8 COMMAND $<TARGET_FILE:mr_coll> -
 hsr_add_mpi_test(NAME coll_world4_inline NP 4 ENV HSR_PROGRESS=inline COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 0,1,7 --concurrent)
 # Two simulated nodes: world and replicate groups cross nodes (UCX), shard groups stay inside (shm).
 hsr_add_mpi_test(NAME coll_world4_sim2 NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 0,1,7,100003 --concurrent)
+hsr_add_mpi_test(NAME coll_world4_sim2_flat NP 4 NODES 2 ENV HSR_ALGO_TWO_LEVEL=off COMMAND $<TARGET_FILE:mr_coll> --counts 1,7,100003)
 hsr_add_mpi_test(NAME coll_world8_sim2_interleave NP 8 NODES 2 COMMAND $<TARGET_FILE:mr_coll> --counts 7 --interleave)
 hsr_add_mpi_test(NAME coll_world8_sim2_rd NP 8 NODES 2 ENV HSR_ALGO_ALLREDUCE=rd COMMAND $<TARGET_FILE:mr_coll> --split 4 --counts 1,7,1000 --dtypes f32)
 hsr_add_mpi_test(NAME coll_world4_sim2_inline NP 4 NODES 2 ENV HSR_PROGRESS=inline COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 7 --dtypes f32 --concurrent)
