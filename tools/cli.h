@@ -22,6 +22,10 @@ int hsr_cli_fail(const char *cmd, hsr_status st);
 /* Subcommands (one file each under tools/). */
 int hsr_cmd_version(int argc, char **argv);
 int hsr_cmd_info(int argc, char **argv);
+int hsr_cmd_topo(int argc, char **argv);
+int hsr_cmd_mesh(int argc, char **argv);
+int hsr_cmd_trace(int argc, char **argv);
 int hsr_cmd_bench(int argc, char **argv);
+int hsr_cmd_train(int argc, char **argv);
 
 #endif

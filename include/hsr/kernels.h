@@ -5,7 +5,10 @@
  *
  * On a host device every call runs synchronously on the calling thread and
  * streams/events are trivially complete; on a CUDA device work is enqueued on
- * the given stream (NULL = the device's default stream).
+ * the given stream (NULL = the device's default stream, i.e. CUDA's legacy
+ * stream). Streams from hsr_stream_create are non-blocking: order them with
+ * events. A process drives one GPU; a device object is used by one thread
+ * at a time.
  */
 #ifndef HSR_KERNELS_H
 #define HSR_KERNELS_H
@@ -78,6 +81,14 @@ hsr_status hsr_kernels_axpy(hsr_device *d, hsr_stream *s, size_t n, double alpha
  * the final blocks). *out is written when the stream reaches it; on host at
  * return. out must be host memory. */
 hsr_status hsr_kernels_sumsq(hsr_device *d, hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out);
+
+/* Row-major f32 GEMM: C (m x n) = alpha * op(A) * op(B) + beta * C, where
+ * op(X) = X, or X transposed when trans_x is nonzero. op(A) is m x k (A is
+ * stored k x m when transposed), op(B) is k x n. Leading dimensions are row
+ * strides in elements. OpenBLAS on host; cuBLAS on CUDA (full fp32, no TF32). */
+hsr_status hsr_kernels_gemm(hsr_device *d, hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n,
+                            size_t k, float alpha, const float *a, size_t lda, const float *b, size_t ldb,
+                            float beta, float *c, size_t ldc);
 
 #ifdef __cplusplus
 }

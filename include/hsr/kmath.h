@@ -1,15 +1,205 @@
 /* Per-element math shared by host loops and CUDA kernels. Written once,
  * compiled for both: the CPU tests check the formulas the GPU runs.
- * (Owned by kernels/; this header is filled in by the kernels module.) */
+ *
+ * Every float operation that could be contracted or approximated goes through
+ * HSR_KM_{ADD,SUB,MUL,DIV,SQRT}: plain IEEE operators on the host (C11 builds
+ * do not contract a*b+c), the explicitly rounded intrinsics on the device
+ * (nvcc would otherwise fuse into FMA). So a kernel and its CPU loop give the
+ * same bits, and the GPU test can compare them exactly.
+ *
+ * bf16 and f16 values travel as their uint16_t bit patterns. */
 #ifndef HSR_KMATH_H
 #define HSR_KMATH_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <math.h>
+#include <string.h>
 
 #if defined(__CUDACC__)
-#define HSR_HD __host__ __device__ __forceinline__
+#define HSR_HD static __host__ __device__ __forceinline__
 #else
 #define HSR_HD static inline
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define HSR_KM_ADD(a, b) __fadd_rn((a), (b))
+#define HSR_KM_SUB(a, b) __fsub_rn((a), (b))
+#define HSR_KM_MUL(a, b) __fmul_rn((a), (b))
+#define HSR_KM_DIV(a, b) __fdiv_rn((a), (b))
+#define HSR_KM_SQRT(a) __fsqrt_rn(a)
+#define HSR_KM_DADD(a, b) __dadd_rn((a), (b))
+#define HSR_KM_DMUL(a, b) __dmul_rn((a), (b))
+#else
+#define HSR_KM_ADD(a, b) ((a) + (b))
+#define HSR_KM_SUB(a, b) ((a) - (b))
+#define HSR_KM_MUL(a, b) ((a) * (b))
+#define HSR_KM_DIV(a, b) ((a) / (b))
+#define HSR_KM_SQRT(a) sqrtf(a)
+#define HSR_KM_DADD(a, b) ((a) + (b))
+#define HSR_KM_DMUL(a, b) ((a) * (b))
+#endif
+
+/* c ? a : b on 32-bit words with masks: no branch for any compiler to keep. */
+#define HSR_KM_SEL(c, a, b) ((b) ^ (((a) ^ (b)) & (0u - (uint32_t)(c))))
+
+/* ---- bit casts ---------------------------------------------------------- */
+HSR_HD uint32_t hsr_km_f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+HSR_HD float hsr_km_f32_from_bits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+/* ---- bf16 ----------------------------------------------------------------
+ * f32 -> bf16 rounds to nearest, ties to even; values past the largest bf16
+ * round to inf. Every NaN stays a NaN (sign and top payload bits kept) and
+ * comes out quiet, never truncated into an inf. */
+HSR_HD uint16_t hsr_km_f32_to_bf16(float f) {
+  uint32_t u = hsr_km_f32_bits(f);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  uint32_t quiet = (u >> 16) | 0x0040u;
+  /* a select, not a branch: the loops vectorise */
+  return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
+/* Exact widening; a signalling NaN is returned quiet. */
+HSR_HD float hsr_km_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  u |= (u & 0x7fffffffu) > 0x7f800000u ? 0x00400000u : 0u;
+  return hsr_km_f32_from_bits(u);
+}
+
+/* ---- f16 (IEEE binary16) ---------------------------------------------------
+ * f32 -> f16 rounds to nearest, ties to even, including into and out of the
+ * subnormal range; |x| >= 65520 becomes inf; NaN stays NaN, quiet.
+ * Both directions compute every case and select (no branches), so the host
+ * loops vectorise and GPU warps do not diverge. */
+HSR_HD uint16_t hsr_km_f32_to_f16(float f) {
+  uint32_t u = hsr_km_f32_bits(f);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t a = u & 0x7fffffffu;
+  /* normal range: rebias, round on the 13 dropped bits (ties to even) */
+  uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13;
+  /* below 2^-14: adding 0.5 leaves a float whose ulp is 2^-24, the f16
+   * subnormal step, so the FPU's own round-to-nearest-even does the work
+   * (the sum is >= 0.5: flush-to-zero modes cannot touch it) */
+  uint32_t sub = hsr_km_f32_bits(HSR_KM_ADD(hsr_km_f32_from_bits(a), 0.5f)) - 0x3f000000u;
+  uint32_t nan = 0x7e00u | ((a >> 13) & 0x3ffu);
+  uint32_t r = HSR_KM_SEL(a < 0x38800000u, sub, normal);
+  r = HSR_KM_SEL(a >= 0x477ff000u, 0x7c00u, r); /* >= 65520 rounds past the largest finite: inf */
+  r = HSR_KM_SEL(a > 0x7f800000u, nan, r);
+  return (uint16_t)(sign | r);
+}
+
+HSR_HD float hsr_km_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t m = h & 0x3ffu, e = h & 0x7c00u;
+  uint32_t normal = ((uint32_t)(h & 0x7fffu) << 13) + (112u << 23); /* rebias 15 -> 127 */
+  uint32_t special = 0x7f800000u | (m << 13) | HSR_KM_SEL(m != 0, 0x00400000u, 0u); /* inf, quiet NaN */
+  /* zero and subnormals: m * 2^-24 is exact in f32 */
+  uint32_t sub = hsr_km_f32_bits(HSR_KM_MUL((float)(int)m, 0x1p-24f));
+  uint32_t u = HSR_KM_SEL(e == 0, sub, HSR_KM_SEL(e == 0x7c00u, special, normal));
+  return hsr_km_f32_from_bits(sign | u);
+}
+
+/* ---- scale, axpy -------------------------------------------------------- */
+HSR_HD float hsr_km_scale(float x, float alpha) { return HSR_KM_MUL(x, alpha); }
+HSR_HD double hsr_km_scale_f64(double x, double alpha) { return HSR_KM_DMUL(x, alpha); }
+/* y + alpha*x, two roundings (no FMA), the same on host and device. */
+HSR_HD float hsr_km_axpy(float alpha, float x, float y) { return HSR_KM_ADD(y, HSR_KM_MUL(alpha, x)); }
+HSR_HD double hsr_km_axpy_f64(double alpha, double x, double y) { return HSR_KM_DADD(y, HSR_KM_DMUL(alpha, x)); }
+
+/* ---- AdamW ------------------------------------------------------------------
+ * Per-call constants, derived once from the hyper-parameters (PyTorch's
+ * AdamW, decoupled weight decay, bias-corrected moments):
+ *   g  = grad * grad_scale
+ *   p  = p * (1 - lr*wd)
+ *   m  = b1*m + (1-b1)*g
+ *   v  = b2*v + (1-b2)*g*g
+ *   p  = p - (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)      */
+typedef struct hsr_km_adamw_c {
+  float grad_scale, decay, beta1, one_m_beta1, beta2, one_m_beta2, step_size, bc2_sqrt, eps;
+} hsr_km_adamw_c;
+
+#ifndef __CUDACC__
+/* Host only: the bias corrections in double, then rounded once. */
+static inline hsr_km_adamw_c hsr_km_adamw_consts(float lr, float beta1, float beta2, float eps,
+                                                 float weight_decay, int64_t step, float grad_scale) {
+  hsr_km_adamw_c c;
+  double bc1 = 1.0 - pow((double)beta1, (double)step);
+  double bc2 = 1.0 - pow((double)beta2, (double)step);
+  c.grad_scale = grad_scale;
+  c.decay = (float)(1.0 - (double)lr * (double)weight_decay);
+  c.beta1 = beta1;
+  c.one_m_beta1 = (float)(1.0 - (double)beta1);
+  c.beta2 = beta2;
+  c.one_m_beta2 = (float)(1.0 - (double)beta2);
+  c.step_size = (float)((double)lr / bc1);
+  c.bc2_sqrt = (float)sqrt(bc2);
+  c.eps = eps;
+  return c;
+}
+#endif
+
+/* Updates one element in place; returns the new master value. */
+HSR_HD float hsr_km_adamw(float *p, float *m, float *v, float grad, const hsr_km_adamw_c *c) {
+  float g = HSR_KM_MUL(grad, c->grad_scale);
+  float mm = HSR_KM_ADD(HSR_KM_MUL(c->beta1, *m), HSR_KM_MUL(c->one_m_beta1, g));
+  float vv = HSR_KM_ADD(HSR_KM_MUL(c->beta2, *v), HSR_KM_MUL(HSR_KM_MUL(c->one_m_beta2, g), g));
+  float denom = HSR_KM_ADD(HSR_KM_DIV(HSR_KM_SQRT(vv), c->bc2_sqrt), c->eps);
+  float pp = HSR_KM_MUL(*p, c->decay);
+  pp = HSR_KM_SUB(pp, HSR_KM_MUL(c->step_size, HSR_KM_DIV(mm, denom)));
+  *m = mm;
+  *v = vv;
+  *p = pp;
+  return pp;
+}
+
+/* ---- sum of squares ------------------------------------------------------------
+ * The reduction order is fixed by n alone, so a result is the same bits on
+ * every run, and on host and device:
+ *   - the input is cut in chunks of HSR_KM_SQ_CHUNK elements; chunk c goes to
+ *     part (c % P), P = hsr_km_sumsq_parts(n);
+ *   - inside a part, lane t (of HSR_KM_SQ_LANES) adds x[i]^2 in double, in
+ *     index order, for the elements with i % HSR_KM_SQ_LANES == t;
+ *   - the lanes of a part are summed by the pairwise tree below;
+ *   - part p's sum goes to final lane (p % HSR_KM_SQ_LANES), added in order,
+ *     and the final lanes are summed by the same tree.
+ * (On the GPU a part is a thread block and a lane a thread.) */
+#define HSR_KM_SQ_LANES 256
+#define HSR_KM_SQ_CHUNK 4096
+#define HSR_KM_SQ_MAX_PARTS 1024
+
+HSR_HD size_t hsr_km_sumsq_parts(size_t n) {
+  size_t chunks = (n + HSR_KM_SQ_CHUNK - 1) / HSR_KM_SQ_CHUNK;
+  return chunks < HSR_KM_SQ_MAX_PARTS ? chunks : HSR_KM_SQ_MAX_PARTS;
+}
+
+HSR_HD double hsr_km_sq_acc(double acc, double x) { return HSR_KM_DADD(acc, HSR_KM_DMUL(x, x)); }
+
+#ifndef __CUDACC__
+/* The tree over HSR_KM_SQ_LANES lanes: s[i] += s[i + h] for h = 128 .. 1
+ * (the device does the same, the last five levels with warp shuffles).
+ * Destroys s; returns s[0]. */
+static inline double hsr_km_sq_tree(double *s) {
+  for (int h = HSR_KM_SQ_LANES / 2; h >= 1; h /= 2)
+    for (int i = 0; i < h; i++) s[i] += s[i + h];
+  return s[0];
+}
 #endif
 
 #endif

@@ -1,0 +1,314 @@
+/* The example MLP: layers, synthetic data, and the single-rank reference. */
+#include "mlp.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- deterministic randomness: a counter-based hash, so any rank can
+ * produce any sample of any step without shared state ---- */
+static uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static uint64_t hash3(uint64_t a, uint64_t b, uint64_t c) { return mix(mix(mix(a) ^ b) ^ c); }
+static float normal(uint64_t h) {
+  double u1 = ((mix(h) >> 11) + 1.0) / 9007199254740993.0, u2 = (mix(h ^ 0x5bd1e995ull) >> 11) / 9007199254740992.0;
+  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+void mlp_blas_threads(int n) { openblas_set_num_threads(n); }
+
+int mlp_num_units(const mlp_cfg *c) { return c->layers + 1; }
+int mlp_unit_params(const mlp_cfg *c, int unit) {
+  (void)c;
+  return unit == 0 ? MLP_ROOT_PARAMS : MLP_BLOCK_PARAMS;
+}
+
+void mlp_param_name(int unit, int k, char *buf, size_t len) {
+  static const char *root[] = {"embed.w", "embed.b", "head.w", "head.b"};
+  static const char *blk[] = {"fc1.w", "fc1.b", "fc2.w", "fc2.b"};
+  if (unit == 0) snprintf(buf, len, "%s", root[k]);
+  else snprintf(buf, len, "blk%d.%s", unit - 1, blk[k]);
+}
+
+int mlp_param_shape(const mlp_cfg *c, int unit, int k, int64_t shape[2], int *group) {
+  int64_t d = c->dim, h = 4 * (int64_t)c->dim;
+  int64_t rows, cols;
+  if (unit == 0) {
+    rows = k < 2 ? d : c->classes;
+    cols = k < 2 ? c->in_dim : d;
+  } else {
+    rows = k < 2 ? h : d;
+    cols = k < 2 ? d : h;
+  }
+  *group = k & 1; /* weights 0, biases 1 */
+  if (k & 1) {
+    shape[0] = rows;
+    return 1;
+  }
+  shape[0] = rows;
+  shape[1] = cols;
+  return 2;
+}
+
+size_t mlp_param_numel(const mlp_cfg *c, int unit, int k) {
+  int64_t s[2];
+  int g, nd = mlp_param_shape(c, unit, k, s, &g);
+  return nd == 1 ? (size_t)s[0] : (size_t)(s[0] * s[1]);
+}
+
+void mlp_param_init(const mlp_cfg *c, int unit, int k, float *out) {
+  int64_t s[2];
+  int g, nd = mlp_param_shape(c, unit, k, s, &g);
+  size_t n = mlp_param_numel(c, unit, k);
+  if (nd == 1) { /* small random biases so that no gradient is exactly zero by symmetry */
+    for (size_t i = 0; i < n; i++) out[i] = 0.01f * normal(hash3(c->seed, (uint64_t)(unit * 8 + k), i));
+    return;
+  }
+  float std = 1.0f / sqrtf((float)s[1]);
+  if (unit > 0 && k == MLP_W2) std *= 0.5f; /* residual branch starts small */
+  for (size_t i = 0; i < n; i++) out[i] = std * normal(hash3(c->seed, (uint64_t)(unit * 8 + k), i));
+}
+
+void mlp_data(const mlp_cfg *c, int64_t step, int64_t first, int n, float *x, int *y) {
+  int in = c->in_dim;
+  for (int s = 0; s < n; s++) {
+    uint64_t sid = (uint64_t)(first + s);
+    float *xs = x + (size_t)s * in;
+    for (int j = 0; j < in; j++) xs[j] = normal(hash3(c->seed ^ 0xda7aull, ((uint64_t)step << 32) ^ sid, (uint64_t)j));
+    /* teacher: argmax of a fixed random linear map of tanh(x) */
+    int best = 0;
+    double bv = -1e300;
+    for (int k = 0; k < c->classes; k++) {
+      double v = 0;
+      for (int j = 0; j < in; j++)
+        v += normal(hash3(c->seed ^ 0x7eac4e5ull, (uint64_t)k, (uint64_t)j)) * tanh(xs[j]);
+      if (v > bv) bv = v, best = k;
+    }
+    y[s] = best;
+  }
+}
+
+/* ---- layers ---- */
+struct mlp_work {
+  int n;
+  float *h;    /* (L+1) x n x d: input of each block, then the head input */
+  float *a, *g;/* L x n x 4d: pre-activation and GELU output */
+  float *logits, *dh, *dg, *tmp;
+};
+
+hsr_status mlp_work_create(const mlp_cfg *c, int n, mlp_work **out) {
+  mlp_work *w = calloc(1, sizeof *w);
+  if (!w) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+  size_t d = (size_t)c->dim, h = 4 * d, L = (size_t)c->layers, nn = (size_t)n;
+  w->n = n;
+  w->h = malloc((L + 1) * nn * d * sizeof(float));
+  w->a = malloc((L ? L : 1) * nn * h * sizeof(float));
+  w->g = malloc((L ? L : 1) * nn * h * sizeof(float));
+  w->logits = malloc(nn * (size_t)c->classes * sizeof(float));
+  w->dh = malloc(nn * d * sizeof(float));
+  w->dg = malloc(nn * h * sizeof(float));
+  w->tmp = malloc(nn * (d > (size_t)c->in_dim ? d : (size_t)c->in_dim) * sizeof(float));
+  if (!w->h || !w->a || !w->g || !w->logits || !w->dh || !w->dg || !w->tmp) {
+    mlp_work_free(w);
+    return hsr_error(HSR_ERR_NOMEM, "model: out of memory for a micro-batch of %d", n);
+  }
+  *out = w;
+  return HSR_OK;
+}
+
+void mlp_work_free(mlp_work *w) {
+  if (!w) return;
+  free(w->h), free(w->a), free(w->g), free(w->logits), free(w->dh), free(w->dg), free(w->tmp);
+  free(w);
+}
+
+/* y (n x out) = x (n x in) W^T + b, or y += ... when acc */
+static void linear_fwd(int n, int in, int out, const float *x, const float *W, const float *b, float *y, int acc) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, W, in, acc ? 1.0f : 0.0f, y, out);
+  for (int s = 0; s < n; s++)
+    for (int o = 0; o < out; o++) y[(size_t)s * out + o] += b[o];
+}
+
+/* dW += dy^T x, db += sum dy, dx = dy W (dx may be NULL) */
+static void linear_bwd(int n, int in, int out, const float *x, const float *W, const float *dy, float *dx, float *dW,
+                       float *db) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in, 1.0f, dW, in);
+  for (int o = 0; o < out; o++) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += dy[(size_t)i * out + o];
+    db[o] += s;
+  }
+  if (dx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, W, in, 0.0f, dx, in);
+}
+
+#define GELU_C 0.7978845608028654f
+static float gelu(float x) { return 0.5f * x * (1.0f + tanhf(GELU_C * (x + 0.044715f * x * x * x))); }
+static float gelu_grad(float x) {
+  float u = GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+hsr_status mlp_fwd_bwd(const mlp_cfg *c, mlp_work *w, const float *x, const int *y, int n, const mlp_binder *b,
+                       double *loss) {
+  if (n > w->n) return hsr_error(HSR_ERR_INVALID, "model: micro-batch %d exceeds the workspace (%d)", n, w->n);
+  int d = c->dim, h = 4 * d, L = c->layers, C = c->classes;
+  size_t nd = (size_t)n * d, nh = (size_t)n * h;
+  mlp_unit_ptrs root, p;
+  HSR_CHECK(b->acquire(b->ctx, 0, 0, &root));
+  linear_fwd(n, c->in_dim, d, x, root.w[MLP_EW], root.w[MLP_EB], w->h, 0);
+  for (int l = 0; l < L; l++) {
+    HSR_CHECK(b->acquire(b->ctx, l + 1, 0, &p));
+    const float *hin = w->h + (size_t)l * nd;
+    float *hout = w->h + (size_t)(l + 1) * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
+    linear_fwd(n, d, h, hin, p.w[MLP_W1], p.w[MLP_B1], a, 0);
+    for (size_t i = 0; i < nh; i++) g[i] = gelu(a[i]);
+    memcpy(hout, hin, nd * sizeof(float));
+    linear_fwd(n, h, d, g, p.w[MLP_W2], p.w[MLP_B2], hout, 1);
+    HSR_CHECK(b->release(b->ctx, l + 1, 0));
+  }
+  const float *hl = w->h + (size_t)L * nd;
+  linear_fwd(n, d, C, hl, root.w[MLP_HW], root.w[MLP_HB], w->logits, 0);
+  /* softmax cross-entropy; logits become dlogits = (p - onehot) / n */
+  double total = 0;
+  for (int s = 0; s < n; s++) {
+    float *z = w->logits + (size_t)s * C;
+    float mx = z[0];
+    for (int k = 1; k < C; k++) mx = z[k] > mx ? z[k] : mx;
+    double sum = 0;
+    for (int k = 0; k < C; k++) sum += exp((double)(z[k] - mx));
+    total += log(sum) - (double)(z[y[s]] - mx);
+    for (int k = 0; k < C; k++) z[k] = (float)((exp((double)(z[k] - mx)) / sum - (k == y[s])) / n);
+  }
+  *loss = total / n;
+  HSR_CHECK(b->release(b->ctx, 0, 0));
+
+  HSR_CHECK(b->acquire(b->ctx, 0, 1, &root));
+  linear_bwd(n, d, C, hl, root.w[MLP_HW], w->logits, w->dh, root.g[MLP_HW], root.g[MLP_HB]);
+  for (int l = L - 1; l >= 0; l--) {
+    HSR_CHECK(b->acquire(b->ctx, l + 1, 1, &p));
+    const float *hin = w->h + (size_t)l * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
+    /* dh flows through the residual unchanged; the branch adds to it */
+    linear_bwd(n, h, d, g, p.w[MLP_W2], w->dh, w->dg, p.g[MLP_W2], p.g[MLP_B2]);
+    for (size_t i = 0; i < nh; i++) w->dg[i] *= gelu_grad(a[i]);
+    linear_bwd(n, d, h, hin, p.w[MLP_W1], w->dg, w->tmp, p.g[MLP_W1], p.g[MLP_B1]);
+    for (size_t i = 0; i < nd; i++) w->dh[i] += w->tmp[i];
+    HSR_CHECK(b->release(b->ctx, l + 1, 1));
+  }
+  linear_bwd(n, c->in_dim, d, x, root.w[MLP_EW], w->dh, NULL, root.g[MLP_EW], root.g[MLP_EB]);
+  return b->release(b->ctx, 0, 1);
+}
+
+/* ---- reference trainer ---- */
+struct mlp_ref {
+  mlp_cfg c;
+  mlp_opt o;
+  int batch, nunits;
+  int64_t t;
+  float **p, **g, **m, **v; /* per (unit, k): index unit*4+k */
+  float *x;
+  int *y;
+  mlp_work *w;
+};
+
+static hsr_status ref_acquire(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
+  mlp_ref *r = ctx;
+  (void)backward;
+  for (int k = 0; k < 4; k++) {
+    p->w[k] = r->p[unit * 4 + k];
+    p->g[k] = r->g[unit * 4 + k];
+  }
+  return HSR_OK;
+}
+static hsr_status ref_release(void *ctx, int unit, int backward) {
+  (void)ctx, (void)unit, (void)backward;
+  return HSR_OK;
+}
+
+void mlp_ref_free(mlp_ref *r) {
+  if (!r) return;
+  for (int i = 0; i < r->nunits * 4; i++) free(r->p[i]), free(r->g[i]), free(r->m[i]), free(r->v[i]);
+  free(r->p), free(r->g), free(r->m), free(r->v), free(r->x), free(r->y);
+  mlp_work_free(r->w);
+  free(r);
+}
+
+hsr_status mlp_ref_create(const mlp_cfg *c, const mlp_opt *o, int batch, mlp_ref **out) {
+  mlp_ref *r = calloc(1, sizeof *r);
+  if (!r) return hsr_error(HSR_ERR_NOMEM, "reference: out of memory");
+  r->c = *c;
+  r->o = *o;
+  r->batch = batch;
+  r->nunits = mlp_num_units(c);
+  int np = r->nunits * 4;
+  r->p = calloc((size_t)np, sizeof(float *));
+  r->g = calloc((size_t)np, sizeof(float *));
+  r->m = calloc((size_t)np, sizeof(float *));
+  r->v = calloc((size_t)np, sizeof(float *));
+  r->x = malloc((size_t)batch * c->in_dim * sizeof(float));
+  r->y = malloc((size_t)batch * sizeof(int));
+  if (!r->p || !r->g || !r->m || !r->v || !r->x || !r->y) goto oom;
+  for (int u = 0; u < r->nunits; u++)
+    for (int k = 0; k < 4; k++) {
+      size_t n = mlp_param_numel(c, u, k);
+      int i = u * 4 + k;
+      r->p[i] = malloc((n ? n : 1) * sizeof(float));
+      r->g[i] = calloc(n ? n : 1, sizeof(float));
+      r->m[i] = calloc(n ? n : 1, sizeof(float));
+      r->v[i] = calloc(n ? n : 1, sizeof(float));
+      if (!r->p[i] || !r->g[i] || !r->m[i] || !r->v[i]) goto oom;
+      mlp_param_init(c, u, k, r->p[i]);
+    }
+  hsr_status st = mlp_work_create(c, batch, &r->w);
+  if (st != HSR_OK) {
+    mlp_ref_free(r);
+    return st;
+  }
+  *out = r;
+  return HSR_OK;
+oom:
+  mlp_ref_free(r);
+  return hsr_error(HSR_ERR_NOMEM, "reference: out of memory");
+}
+
+hsr_status mlp_ref_step(mlp_ref *r, int64_t step, double *loss, double *grad_norm) {
+  const mlp_cfg *c = &r->c;
+  for (int u = 0; u < r->nunits; u++)
+    for (int k = 0; k < 4; k++) memset(r->g[u * 4 + k], 0, mlp_param_numel(c, u, k) * sizeof(float));
+  mlp_data(c, step, 0, r->batch, r->x, r->y);
+  mlp_binder b = {r, ref_acquire, ref_release};
+  HSR_CHECK(mlp_fwd_bwd(c, r->w, r->x, r->y, r->batch, &b, loss));
+  double ss = 0;
+  for (int u = 0; u < r->nunits; u++)
+    for (int k = 0; k < 4; k++) {
+      const float *g = r->g[u * 4 + k];
+      for (size_t i = 0, n = mlp_param_numel(c, u, k); i < n; i++) ss += (double)g[i] * g[i];
+    }
+  double norm = sqrt(ss), coef = 1.0;
+  if (r->o.clip > 0 && norm > r->o.clip) coef = r->o.clip / (norm + 1e-6);
+  if (grad_norm) *grad_norm = norm;
+  r->t++;
+  double bc1 = 1.0 - pow(r->o.beta1, (double)r->t), bc2 = 1.0 - pow(r->o.beta2, (double)r->t);
+  for (int u = 0; u < r->nunits; u++)
+    for (int k = 0; k < 4; k++) {
+      int i = u * 4 + k;
+      float wd = (k & 1) ? 0.0f : r->o.weight_decay;
+      float *p = r->p[i], *m = r->m[i], *v = r->v[i];
+      const float *g = r->g[i];
+      for (size_t j = 0, n = mlp_param_numel(c, u, k); j < n; j++) {
+        float gj = (float)(g[j] * coef);
+        m[j] = r->o.beta1 * m[j] + (1.0f - r->o.beta1) * gj;
+        v[j] = r->o.beta2 * v[j] + (1.0f - r->o.beta2) * gj * gj;
+        double mh = m[j] / bc1, vh = v[j] / bc2;
+        p[j] = (float)(p[j] - r->o.lr * (wd * p[j] + mh / (sqrt(vh) + r->o.eps)));
+      }
+    }
+  return HSR_OK;
+}
+
+const float *mlp_ref_param(const mlp_ref *r, int unit, int k) { return r->p[unit * 4 + k]; }

@@ -1,0 +1,155 @@
+/* The example MLP under the engine: registration, views, one training step. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mlp.h"
+
+#define MLP_MAX_UNITS 1024
+
+struct mlp_rt_ctx {
+  mlp_cfg c;
+  hsr_rt *rt;
+  hsr_dtype pdt;
+  int nunits;
+  float **scratch; /* f32 copies of bf16 views, per (unit, k) */
+  mlp_work *w;
+  int wn;
+  float *x;
+  int *y;
+};
+
+hsr_status mlp_rt_setup(const mlp_cfg *c, hsr_rt *rt) {
+  if (c->layers < 0 || c->layers + 1 > MLP_MAX_UNITS)
+    return hsr_error(HSR_ERR_INVALID, "model: %d layers (valid: 0 to %d)", c->layers, MLP_MAX_UNITS - 1);
+  char name[64];
+  for (int u = 0; u < mlp_num_units(c); u++) {
+    int id;
+    if (u == 0) snprintf(name, sizeof name, "root");
+    else snprintf(name, sizeof name, "blk%d", u - 1);
+    HSR_CHECK(hsr_rt_unit_add(rt, name, u == 0, &id));
+    for (int k = 0; k < mlp_unit_params(c, u); k++) {
+      int64_t shape[2];
+      int g, nd = mlp_param_shape(c, u, k, shape, &g);
+      mlp_param_name(u, k, name, sizeof name);
+      HSR_CHECK(hsr_rt_param_add(rt, id, name, nd, shape, g));
+    }
+  }
+  HSR_CHECK(hsr_rt_commit(rt));
+  for (int u = 0; u < mlp_num_units(c); u++)
+    for (int k = 0; k < mlp_unit_params(c, u); k++) {
+      size_t n = mlp_param_numel(c, u, k);
+      float *v = malloc((n ? n : 1) * sizeof(float));
+      if (!v) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+      mlp_param_init(c, u, k, v);
+      mlp_param_name(u, k, name, sizeof name);
+      hsr_status st = hsr_rt_param_init(rt, name, v);
+      free(v);
+      HSR_CHECK(st);
+    }
+  return HSR_OK;
+}
+
+static float bf16_to_f32(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+static hsr_status acquire(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
+  mlp_rt_ctx *x = ctx;
+  HSR_CHECK(backward ? hsr_rt_backward_begin(x->rt, unit) : hsr_rt_forward_begin(x->rt, unit));
+  char name[64];
+  for (int k = 0; k < mlp_unit_params(&x->c, unit); k++) {
+    mlp_param_name(unit, k, name, sizeof name);
+    void *v;
+    HSR_CHECK(hsr_rt_param_view(x->rt, name, &v));
+    if (x->pdt == HSR_F32) {
+      p->w[k] = v;
+    } else { /* bf16 weights, f32 compute */
+      float *s = x->scratch[unit * 4 + k];
+      const uint16_t *b = v;
+      for (size_t i = 0, n = mlp_param_numel(&x->c, unit, k); i < n; i++) s[i] = bf16_to_f32(b[i]);
+      p->w[k] = s;
+    }
+    p->g[k] = NULL;
+    if (backward) HSR_CHECK(hsr_rt_grad_view(x->rt, name, &p->g[k]));
+  }
+  return HSR_OK;
+}
+
+static hsr_status release(void *ctx, int unit, int backward) {
+  mlp_rt_ctx *x = ctx;
+  return backward ? hsr_rt_backward_end(x->rt, unit) : hsr_rt_forward_end(x->rt, unit);
+}
+
+void mlp_rt_ctx_free(mlp_rt_ctx *x) {
+  if (!x) return;
+  if (x->scratch)
+    for (int i = 0; i < x->nunits * 4; i++) free(x->scratch[i]);
+  free(x->scratch);
+  mlp_work_free(x->w);
+  free(x->x);
+  free(x->y);
+  free(x);
+}
+
+hsr_status mlp_rt_ctx_create(const mlp_cfg *c, hsr_rt *rt, hsr_dtype param_dtype, mlp_rt_ctx **out) {
+  mlp_rt_ctx *x = calloc(1, sizeof *x);
+  if (!x) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+  x->c = *c;
+  x->rt = rt;
+  x->pdt = param_dtype;
+  x->nunits = mlp_num_units(c);
+  if (param_dtype != HSR_F32) {
+    x->scratch = calloc((size_t)x->nunits * 4, sizeof(float *));
+    if (!x->scratch) goto oom;
+    for (int u = 0; u < x->nunits; u++)
+      for (int k = 0; k < 4; k++) {
+        size_t n = mlp_param_numel(c, u, k);
+        if (!(x->scratch[u * 4 + k] = malloc((n ? n : 1) * sizeof(float)))) goto oom;
+      }
+  }
+  *out = x;
+  return HSR_OK;
+oom:
+  mlp_rt_ctx_free(x);
+  return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+}
+
+hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, double *loss, hsr_rt_step_info *info) {
+  int N = hsr_rt_dp_size(x->rt), r = hsr_rt_dp_rank(x->rt);
+  if (batch < 1 || micro < 1 || batch % (N * micro))
+    return hsr_error(HSR_ERR_INVALID,
+                     "global batch %d must be a multiple of data-parallel ranks x micro-batches = %d x %d = %d", batch,
+                     N, micro, N * micro);
+  int per = batch / N, mb = per / micro;
+  if (mb > x->wn) {
+    mlp_work_free(x->w);
+    free(x->x);
+    free(x->y);
+    x->w = NULL;
+    x->wn = 0;
+    x->x = malloc((size_t)mb * x->c.in_dim * sizeof(float));
+    x->y = malloc((size_t)mb * sizeof(int));
+    if (!x->x || !x->y) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+    HSR_CHECK(mlp_work_create(&x->c, mb, &x->w));
+    x->wn = mb;
+  }
+  mlp_binder b = {x, acquire, release};
+  double sum = 0;
+  for (int m = 0; m < micro; m++) {
+    double l;
+    mlp_data(&x->c, step, (int64_t)r * per + (int64_t)m * mb, mb, x->x, x->y);
+    HSR_CHECK(mlp_fwd_bwd(&x->c, x->w, x->x, x->y, mb, &b, &l));
+    sum += l;
+  }
+  HSR_CHECK(hsr_rt_step(x->rt, info));
+  HSR_CHECK(hsr_rt_zero_grad(x->rt));
+  double mean = sum / micro;
+  hsr_comm *w = hsr_rt_world(x->rt);
+  if (hsr_comm_size(w) > 1) HSR_CHECK(hsr_comm_allreduce(w, &mean, &mean, 1, HSR_F64, HSR_AVG, NULL));
+  if (loss) *loss = mean;
+  return HSR_OK;
+}

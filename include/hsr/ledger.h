@@ -1,0 +1,77 @@
+/* hsr memory ledger: per-rank bytes by category, current and peak, split
+ * persistent (lives across steps) from transient, with the phase and unit in
+ * which each peak was reached. The runtime records every allocation it makes;
+ * programs add their activations with hsr_ledger_note. */
+#ifndef HSR_LEDGER_H
+#define HSR_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hsr/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hsr_mem_cat {
+  /* persistent */
+  HSR_MEM_PARAM_SHARD = 0, HSR_MEM_GRAD_SHARD, HSR_MEM_MASTER, HSR_MEM_MOMENT_M, HSR_MEM_MOMENT_V,
+  /* transient */
+  HSR_MEM_FULL_UNIT, HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF, HSR_MEM_AR_BUF, HSR_MEM_STAGING,
+  HSR_MEM_ACTIVATION,
+  HSR_MEM_CAT_COUNT
+} hsr_mem_cat;
+
+typedef enum hsr_phase {
+  HSR_PHASE_INIT = 0, HSR_PHASE_FORWARD, HSR_PHASE_BACKWARD, HSR_PHASE_REDUCE, HSR_PHASE_STEP, HSR_PHASE_COUNT
+} hsr_phase;
+
+typedef struct hsr_ledger hsr_ledger;
+
+/* Where a peak happened. unit -1: not inside a unit. */
+typedef struct hsr_ledger_where {
+  hsr_phase phase;
+  int unit;
+  int64_t step;
+} hsr_ledger_where;
+
+hsr_status hsr_ledger_create(hsr_ledger **out);
+void hsr_ledger_free(hsr_ledger *l);
+hsr_status hsr_ledger_reset(hsr_ledger *l);
+
+hsr_status hsr_ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
+/* Releasing more than is alive in the category is HSR_ERR_STATE (a bookkeeping bug). */
+hsr_status hsr_ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
+/* Activations reported by the program: delta > 0 allocates, < 0 releases. */
+hsr_status hsr_ledger_note(hsr_ledger *l, int64_t delta_bytes);
+/* The phase/unit/step that later allocations are attributed to. */
+hsr_status hsr_ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step);
+
+int hsr_mem_cat_persistent(hsr_mem_cat cat);
+const char *hsr_mem_cat_name(hsr_mem_cat cat); /* "param_shard", "full_unit", ... */
+const char *hsr_phase_name(hsr_phase p);       /* "init", "forward", ... */
+
+uint64_t hsr_ledger_current(const hsr_ledger *l, hsr_mem_cat cat);
+uint64_t hsr_ledger_peak(const hsr_ledger *l, hsr_mem_cat cat);
+/* Totals over the persistent categories, the transient ones, and all. */
+uint64_t hsr_ledger_persistent(const hsr_ledger *l);
+uint64_t hsr_ledger_transient_peak(const hsr_ledger *l);
+uint64_t hsr_ledger_total_peak(const hsr_ledger *l);
+/* Peak of the runtime's own allocations (every category but activations). */
+uint64_t hsr_ledger_runtime_peak(const hsr_ledger *l);
+hsr_ledger_where hsr_ledger_total_peak_where(const hsr_ledger *l);
+hsr_ledger_where hsr_ledger_runtime_peak_where(const hsr_ledger *l);
+
+/* A human table: measured, and `predicted` beside it when not NULL. nparams > 0
+ * adds persistent bytes per parameter. */
+hsr_status hsr_ledger_print(const hsr_ledger *measured, const hsr_ledger *predicted, double nparams,
+                            FILE *f);
+/* JSON object text (malloc'd, caller frees). */
+hsr_status hsr_ledger_json(const hsr_ledger *l, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,210 @@
+/* hsr runtime: the sharding engine.
+ *
+ * A program registers units (normally one block each) in model order, each
+ * with named parameters. The flat layout of every unit is derived from that
+ * list, deterministically, and is identical on every rank. The engine then
+ * drives each unit through its lifecycle:
+ *
+ *   SHARDED -> gather -> FULL -> forward -> reshard (FULL | PARTIAL | SHARDED)
+ *           -> gather -> FULL -> backward -> reduce-scatter (shard group)
+ *           -> all-reduce (replicate group) -> AdamW on the local shard
+ *
+ * Strategies are policies of this one engine:
+ *   ddp    no sharding (S = 1): gradients all-reduced, full optimizer state
+ *   zero1  optimizer state sharded over S; gradients all-reduced in full;
+ *          parameters all-gathered after the step
+ *   zero2  zero1 with gradients reduce-scattered (sharded)
+ *   fsdp   parameters, gradients and optimizer state sharded, R = 1
+ *   hybrid fsdp inside the shard group, replicated R > 1 times (HSDP)
+ *
+ * Views returned by hsr_rt_param_view / hsr_rt_grad_view are valid only
+ * inside the unit's forward or backward window (begin .. end).
+ */
+#ifndef HSR_RUNTIME_H
+#define HSR_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsr/boot.h"
+#include "hsr/comm.h"
+#include "hsr/common.h"
+#include "hsr/dtype.h"
+#include "hsr/topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HSR_RT_NAME_MAX 64
+#define HSR_RT_MAX_DIMS 4
+#define HSR_RT_MAX_GROUPS 4
+
+/* ---- layout: units, parameters and the flat buffers (pure, no I/O) ---- */
+
+typedef struct hsr_rt_layout hsr_rt_layout;
+
+/* align: elements each parameter's offset is a multiple of (>= 1). */
+hsr_status hsr_rt_layout_create(size_t align, hsr_rt_layout **out);
+void hsr_rt_layout_free(hsr_rt_layout *l);
+/* Units in model order; names unique. */
+hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit);
+/* A parameter of `unit`; names are unique over all units (a tied parameter
+ * is registered once, in the unit that owns it). Zero-size shapes are valid.
+ * group: optimizer group index (0..HSR_RT_MAX_GROUPS-1). */
+hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
+                                   int group);
+/* Fixes the layout for `shards` shards: offsets, padded unit lengths. No
+ * registration afterwards. */
+hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards);
+
+int hsr_rt_layout_num_units(const hsr_rt_layout *l);
+int hsr_rt_layout_num_params(const hsr_rt_layout *l);
+int hsr_rt_layout_shards(const hsr_rt_layout *l);
+size_t hsr_rt_layout_align(const hsr_rt_layout *l);
+const char *hsr_rt_layout_unit_name(const hsr_rt_layout *l, int unit);
+/* Padded flat length of a unit (elements, a multiple of shards * align). */
+size_t hsr_rt_layout_unit_len(const hsr_rt_layout *l, int unit);
+/* Elements of one shard of a unit: unit_len / shards. */
+size_t hsr_rt_layout_shard_len(const hsr_rt_layout *l, int unit);
+
+typedef struct hsr_rt_param_info {
+  char name[HSR_RT_NAME_MAX];
+  int unit, group, ndim;
+  int64_t shape[HSR_RT_MAX_DIMS];
+  size_t numel, offset; /* elements; offset within the unit's flat buffer */
+} hsr_rt_param_info;
+
+/* Parameter `index` (0..num_params-1, registration order). */
+hsr_status hsr_rt_layout_param(const hsr_rt_layout *l, int index, hsr_rt_param_info *out);
+/* Looks a parameter up by name; *index is its registration index. */
+hsr_status hsr_rt_layout_find(const hsr_rt_layout *l, const char *name, int *index);
+/* The shard that owns element `elem` of a unit's flat buffer. */
+int hsr_rt_layout_owner(const hsr_rt_layout *l, int unit, size_t elem);
+/* 64-bit FNV-1a hash of (align, shards, units, parameters, offsets). */
+uint64_t hsr_rt_layout_hash(const hsr_rt_layout *l);
+
+/* ---- engine configuration ---- */
+
+typedef enum hsr_rt_strategy {
+  HSR_RT_DDP = 0, HSR_RT_ZERO1, HSR_RT_ZERO2, HSR_RT_FSDP, HSR_RT_HYBRID, HSR_RT_STRATEGY_COUNT
+} hsr_rt_strategy;
+typedef enum hsr_rt_reshard { HSR_RT_RESHARD_FULL = 0, HSR_RT_RESHARD_NONE, HSR_RT_RESHARD_PARTIAL } hsr_rt_reshard;
+/* Gradient synchronisation for micro-batches that are not the last one of a
+ * step (the last one always completes the full reduction). */
+typedef enum hsr_rt_sync { HSR_RT_SYNC_FULL = 0, HSR_RT_SYNC_NONE, HSR_RT_SYNC_RS_ONLY } hsr_rt_sync;
+
+typedef struct hsr_rt_opt_group {
+  float lr, beta1, beta2, eps, weight_decay;
+} hsr_rt_opt_group;
+
+typedef struct hsr_rt_config {
+  hsr_rt_strategy strategy;
+  int shard;     /* S; 0 = auto (the topology's domain size; ddp: 1) */
+  int replicate; /* R; 0 = world / S */
+  hsr_rt_reshard reshard;
+  int partial_k;     /* K for HSR_RT_RESHARD_PARTIAL (divides S) */
+  int root_reshard;  /* root units: 1 = follow `reshard`, 0 = keep FULL until backward (default, like FSDP2) */
+  int prefetch;      /* units gathered ahead (0 = off) */
+  int max_live;      /* cap on FULL/gathering units at once that prefetch respects (0 = no cap) */
+  hsr_dtype param_dtype, reduce_dtype; /* HSR_F32 or HSR_BF16 */
+  hsr_rt_sync sync;
+  int micro_batches; /* backward passes per step (>= 1) */
+  size_t align;      /* elements (default 16) */
+  double clip;       /* global grad-norm clip; <= 0 off */
+  int num_groups;    /* optimizer groups in use */
+  hsr_rt_opt_group groups[HSR_RT_MAX_GROUPS];
+  double timeout_s;  /* bound on every wait; <= 0: HSR_COMM_TIMEOUT */
+  int poison;        /* NaN-fill released full buffers: -1 auto (debug builds or HSR_POISON=1), 0, 1 */
+  uint64_t user_hash; /* mixed into the cross-rank config hash (model config, seed, ...) */
+} hsr_rt_config;
+
+/* Defaults: fsdp, S auto, reshard full, prefetch 1, f32/f32, sync full, one
+ * micro-batch, align 16, no clip, one group lr 1e-3 (0.9, 0.999, 1e-8, 0.01). */
+hsr_status hsr_rt_config_default(hsr_rt_config *c);
+/* Parsers for flag values, with errors listing what is valid. */
+hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out);
+hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k); /* full | none | partial:K */
+hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out);               /* full | none | rs_only */
+const char *hsr_rt_strategy_name(hsr_rt_strategy s);
+const char *hsr_rt_sync_name(hsr_rt_sync s);
+/* Checks a configuration against a world size, filling *S and *R where the
+ * config leaves them to the engine (auto_shard: the value for shard = 0). */
+hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S, int *R);
+
+/* ---- the engine ---- */
+
+typedef struct hsr_rt hsr_rt;
+
+/* Collective over the boot context. world / cluster may be NULL (the engine
+ * then creates and owns them); when given they must outlive the engine. */
+hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cluster, const hsr_rt_config *cfg,
+                         hsr_rt **out);
+hsr_status hsr_rt_destroy(hsr_rt *rt);
+
+/* Registration, before the first step. A root unit (embedding/head) follows
+ * cfg.root_reshard. */
+hsr_status hsr_rt_unit_add(hsr_rt *rt, const char *name, int is_root, int *unit);
+hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int ndim, const int64_t *shape, int group);
+/* Closes registration: layout, buffers, and the cross-rank comparison of the
+ * (config, mesh, layout) hash. Collective. Called implicitly by the first
+ * hsr_rt_param_init or forward_begin. */
+hsr_status hsr_rt_commit(hsr_rt *rt);
+/* Initial values of a parameter (f32, full size, the same on every rank);
+ * each rank keeps its shard. */
+hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values);
+/* The current master value of a parameter, full size, f32. Collective over
+ * the shard group. */
+hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out);
+
+/* Lifecycle. */
+hsr_status hsr_rt_forward_begin(hsr_rt *rt, int unit);
+hsr_status hsr_rt_forward_end(hsr_rt *rt, int unit);
+hsr_status hsr_rt_backward_begin(hsr_rt *rt, int unit);
+hsr_status hsr_rt_backward_end(hsr_rt *rt, int unit);
+/* Full parameter (param dtype), valid until the unit's forward_end or
+ * backward_end. A tied parameter is viewed through its owner unit. */
+hsr_status hsr_rt_param_view(hsr_rt *rt, const char *name, void **ptr);
+/* Full gradient (f32) that backward ACCUMULATES into; valid inside the
+ * backward window of the parameter's unit. */
+hsr_status hsr_rt_grad_view(hsr_rt *rt, const char *name, float **ptr);
+
+typedef enum hsr_rt_group { HSR_RT_GROUP_SHARD = 0, HSR_RT_GROUP_REPLICATE, HSR_RT_GROUP_PARTIAL, HSR_RT_GROUP_COUNT } hsr_rt_group;
+
+typedef struct hsr_rt_step_info {
+  int64_t step;       /* 1-based, after the update */
+  double grad_norm;   /* global norm of the averaged gradient, before clipping */
+  double clip_coef;   /* factor applied (1 without clipping) */
+  double lr;          /* group 0's learning rate */
+  /* collective calls during this step (since the previous step ended),
+   * counted by the communicators, per group and operation */
+  uint64_t calls[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
+} hsr_rt_step_info;
+
+/* Waits for every reduction, clips, runs AdamW on the local shard, and (zero1,
+ * zero2, ddp) refreshes the full parameters. info may be NULL. */
+hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info);
+hsr_status hsr_rt_zero_grad(hsr_rt *rt);
+
+/* Getters. */
+const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt);
+const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt);
+hsr_comm *hsr_rt_world(hsr_rt *rt);
+int hsr_rt_shard(const hsr_rt *rt);       /* S */
+int hsr_rt_replicate(const hsr_rt *rt);   /* R */
+int hsr_rt_partial(const hsr_rt *rt);     /* K (0 when reshard is not partial) */
+int hsr_rt_dp_rank(const hsr_rt *rt);     /* rep * S + shard: index of this rank's data slice */
+int hsr_rt_dp_size(const hsr_rt *rt);     /* R * S */
+const char *hsr_rt_group_name(hsr_rt_group g); /* "shard", "replicate", "partial" */
+
+typedef struct hsr_rt_stats {
+  uint64_t allocs;      /* buffers taken from the allocator (not the pool) so far */
+  uint64_t pool_hits;   /* buffers reused from the pool */
+  int max_live_full;    /* most units FULL or gathering at once */
+} hsr_rt_stats;
+hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,71 @@
+/* hsr lifecycle trace: spans recorded per rank and written as one Chrome
+ * trace-event JSON file (loads in Perfetto / chrome://tracing): pid = rank,
+ * one lane (tid) per compute stream or communicator.
+ *
+ * Conventions that `hsr trace summarize` relies on:
+ *  - kind STEP: one span per training step on lane "step" (args.step = n);
+ *  - kind COMPUTE: work of the caller (forward/backward per unit, optimizer);
+ *  - kind COMM: a collective, from when the transport started it to when it
+ *    finished (hsr_req_times), on the lane of its communicator, named
+ *    "all_gather", "reduce_scatter", "all_reduce", ...;
+ *  - kind RUNTIME: bookkeeping of the runtime itself (reshard, waits).
+ */
+#ifndef HSR_TRACE_H
+#define HSR_TRACE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hsr/boot.h"
+#include "hsr/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hsr_span_kind { HSR_SPAN_STEP = 0, HSR_SPAN_COMPUTE, HSR_SPAN_COMM, HSR_SPAN_RUNTIME } hsr_span_kind;
+
+typedef struct hsr_trace hsr_trace;
+
+typedef struct hsr_trace_span {
+  hsr_span_kind kind;
+  const char *lane;  /* "compute", "step", "comm shard", ... */
+  const char *name;  /* "forward", "all_gather", ... */
+  const char *unit;  /* unit name or NULL */
+  const char *group; /* communicator name or NULL */
+  uint64_t t0_ns, t1_ns; /* hsr_clock_ns() values */
+  uint64_t bytes;
+  int64_t step;
+} hsr_trace_span;
+
+hsr_status hsr_trace_create(int rank, hsr_trace **out);
+void hsr_trace_free(hsr_trace *t);
+/* Records a span (strings are copied). t1 < t0 is HSR_ERR_INVALID. */
+hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s);
+size_t hsr_trace_count(const hsr_trace *t);
+/* Collective over `boot`: rank 0 writes every rank's spans to `path`
+ * (written to a temporary name, then renamed). boot NULL: this rank alone. */
+hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path);
+
+/* Per-step figures derived from a trace file. */
+typedef struct hsr_trace_step_summary {
+  int64_t step;
+  int ranks;
+  double step_ms;      /* mean over ranks of the step span */
+  double compute_ms;   /* mean over ranks: union of COMPUTE spans in the step */
+  double comm_ms;      /* mean over ranks: union of COMM spans in the step */
+  double exposed_ms;   /* mean over ranks: COMM time not covered by COMPUTE */
+  double overlap;      /* 1 - exposed/comm (1 when there is no communication) */
+  long all_gathers;    /* all_gather spans in the step, summed over ranks / ranks */
+} hsr_trace_step_summary;
+
+/* Reads a trace written by hsr_trace_write and prints per-step figures and
+ * all-gathers per unit (table, or JSON when json != 0) to f. */
+hsr_status hsr_trace_summarize(const char *path, int json, FILE *f);
+/* The same figures as data: *out is malloc'd (caller frees), *n steps. */
+hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

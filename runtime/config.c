@@ -1,0 +1,128 @@
+/* Engine configuration: defaults, flag-value parsers, mesh-shape resolution. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hsr/runtime.h"
+
+static const char *const strategy_names[] = {"ddp", "zero1", "zero2", "fsdp", "hybrid", NULL};
+static const char *const sync_names[] = {"full", "none", "rs_only", NULL};
+
+hsr_status hsr_rt_config_default(hsr_rt_config *c) {
+  if (!c) return hsr_error(HSR_ERR_INVALID, "config is NULL");
+  memset(c, 0, sizeof *c);
+  c->strategy = HSR_RT_FSDP;
+  c->reshard = HSR_RT_RESHARD_FULL;
+  c->prefetch = 1;
+  c->max_live = 0;
+  c->param_dtype = HSR_F32;
+  c->reduce_dtype = HSR_F32;
+  c->sync = HSR_RT_SYNC_FULL;
+  c->micro_batches = 1;
+  c->align = 16;
+  c->num_groups = 1;
+  c->groups[0] = (hsr_rt_opt_group){1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
+  c->poison = -1;
+  return HSR_OK;
+}
+
+const char *hsr_rt_strategy_name(hsr_rt_strategy s) {
+  return s >= 0 && s < HSR_RT_STRATEGY_COUNT ? strategy_names[s] : "?";
+}
+const char *hsr_rt_sync_name(hsr_rt_sync s) { return s >= 0 && s <= HSR_RT_SYNC_RS_ONLY ? sync_names[s] : "?"; }
+
+hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out) {
+  int i;
+  HSR_CHECK(hsr_parse_choice("strategy", s, strategy_names, &i));
+  *out = (hsr_rt_strategy)i;
+  return HSR_OK;
+}
+
+hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out) {
+  int i;
+  HSR_CHECK(hsr_parse_choice("sync", s, sync_names, &i));
+  *out = (hsr_rt_sync)i;
+  return HSR_OK;
+}
+
+hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k) {
+  if (!s || !out || !k) return hsr_error(HSR_ERR_INVALID, "reshard: NULL argument");
+  if (!strcmp(s, "full")) {
+    *out = HSR_RT_RESHARD_FULL;
+    *k = 0;
+    return HSR_OK;
+  }
+  if (!strcmp(s, "none")) {
+    *out = HSR_RT_RESHARD_NONE;
+    *k = 0;
+    return HSR_OK;
+  }
+  if (!strncmp(s, "partial:", 8)) {
+    long v;
+    if (hsr_parse_long("reshard partial:K", s + 8, 1, 1 << 20, &v) != HSR_OK)
+      return hsr_error(HSR_ERR_INVALID, "reshard '%s': K must be a positive integer dividing the shard size", s);
+    *out = HSR_RT_RESHARD_PARTIAL;
+    *k = (int)v;
+    return HSR_OK;
+  }
+  return hsr_error(HSR_ERR_INVALID, "reshard '%s' is not valid (valid: full, none, partial:K with K dividing S)", s);
+}
+
+static void divisors(int n, char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int d = 1; d <= n && o + 16 < len; d++)
+    if (n % d == 0) o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? ", " : "", d);
+}
+
+hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S_out, int *R_out) {
+  if (!c || world < 1) return hsr_error(HSR_ERR_INVALID, "config resolve: bad arguments");
+  char dv[512];
+  if (c->strategy < 0 || c->strategy >= HSR_RT_STRATEGY_COUNT)
+    return hsr_error(HSR_ERR_INVALID, "strategy %d is not valid", (int)c->strategy);
+  if (c->shard < 0 || c->replicate < 0)
+    return hsr_error(HSR_ERR_INVALID, "shard %d / replicate %d must be >= 0 (0 = auto)", c->shard, c->replicate);
+  int S = c->shard, R = c->replicate;
+  if (c->strategy == HSR_RT_DDP) {
+    if (S > 1) return hsr_error(HSR_ERR_INVALID, "ddp does not shard: shard must be 1 or auto (got %d)", S);
+    S = 1;
+  } else if (S == 0) {
+    if (c->strategy == HSR_RT_FSDP) S = R ? world / R : world;
+    else S = auto_shard > 0 ? auto_shard : world;
+    if (S < 1) S = 1;
+  }
+  if (S > world || world % S) {
+    divisors(world, dv, sizeof dv);
+    return hsr_error(HSR_ERR_INVALID, "shard size %d does not divide the %d ranks (valid: %s)", S, world, dv);
+  }
+  if (R == 0) R = world / S;
+  if (R * S != world)
+    return hsr_error(HSR_ERR_INVALID, "mesh %d x %d (replicate x shard) does not cover the %d ranks", R, S, world);
+  if (c->strategy == HSR_RT_FSDP && R != 1)
+    return hsr_error(HSR_ERR_INVALID, "fsdp has R = 1 but the mesh is %d x %d; use --strategy hybrid for R > 1", R, S);
+  if (c->strategy == HSR_RT_HYBRID && R < 2)
+    return hsr_error(HSR_ERR_INVALID, "hybrid needs R > 1 but the mesh is %d x %d; use --strategy fsdp for R = 1", R,
+                     S);
+  if (c->reshard == HSR_RT_RESHARD_PARTIAL && (c->partial_k < 1 || S % c->partial_k)) {
+    divisors(S, dv, sizeof dv);
+    return hsr_error(HSR_ERR_INVALID, "reshard partial:%d: K must divide the shard size S = %d (valid K: %s)",
+                     c->partial_k, S, dv);
+  }
+  if (c->param_dtype != HSR_F32 && c->param_dtype != HSR_BF16)
+    return hsr_error(HSR_ERR_INVALID, "param dtype %s is not supported (valid: f32, bf16)",
+                     hsr_dtype_name(c->param_dtype));
+  if (c->reduce_dtype != HSR_F32 && c->reduce_dtype != HSR_BF16)
+    return hsr_error(HSR_ERR_INVALID, "reduce dtype %s is not supported (valid: f32, bf16)",
+                     hsr_dtype_name(c->reduce_dtype));
+  if (c->micro_batches < 1) return hsr_error(HSR_ERR_INVALID, "micro-batches %d (must be >= 1)", c->micro_batches);
+  if (c->prefetch < 0 || c->max_live < 0)
+    return hsr_error(HSR_ERR_INVALID, "prefetch %d / max-live %d must be >= 0", c->prefetch, c->max_live);
+  if (c->sync < HSR_RT_SYNC_FULL || c->sync > HSR_RT_SYNC_RS_ONLY)
+    return hsr_error(HSR_ERR_INVALID, "sync mode %d is not valid", (int)c->sync);
+  if (c->num_groups < 1 || c->num_groups > HSR_RT_MAX_GROUPS)
+    return hsr_error(HSR_ERR_INVALID, "%d optimizer groups (valid: 1 to %d)", c->num_groups, HSR_RT_MAX_GROUPS);
+  if (c->align < 1) return hsr_error(HSR_ERR_INVALID, "alignment must be >= 1 element");
+  if (S_out) *S_out = S;
+  if (R_out) *R_out = R;
+  return HSR_OK;
+}

@@ -1,0 +1,249 @@
+/* hsr trace summarize: per step, all-gathers per unit, exposed communication
+ * (communication time not covered by compute) and the overlap ratio. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hsr/trace.h"
+
+typedef struct { double a, b; } ival;
+
+static int cmp_ival(const void *x, const void *y) {
+  double d = ((const ival *)x)->a - ((const ival *)y)->a;
+  return d < 0 ? -1 : d > 0;
+}
+
+/* Sorts and merges in place; returns the number of disjoint intervals. */
+static int merge(ival *v, int n) {
+  if (n == 0) return 0;
+  qsort(v, (size_t)n, sizeof *v, cmp_ival);
+  int m = 0;
+  for (int i = 1; i < n; i++) {
+    if (v[i].a <= v[m].b) { if (v[i].b > v[m].b) v[m].b = v[i].b; }
+    else v[++m] = v[i];
+  }
+  return m + 1;
+}
+
+static double length(const ival *v, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += v[i].b - v[i].a;
+  return s;
+}
+
+/* Length of the intersection of two merged interval lists. */
+static double overlap_len(const ival *x, int nx, const ival *y, int ny) {
+  double s = 0;
+  int i = 0, j = 0;
+  while (i < nx && j < ny) {
+    double a = x[i].a > y[j].a ? x[i].a : y[j].a, b = x[i].b < y[j].b ? x[i].b : y[j].b;
+    if (b > a) s += b - a;
+    if (x[i].b < y[j].b) i++; else j++;
+  }
+  return s;
+}
+
+typedef struct { const char *name; long count; } unit_count;
+
+typedef struct {
+  hsr_trace_step_summary s;
+  unit_count *units;
+  int nunits;
+} step_acc;
+
+static const char *str_of(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+static double num_of(const cJSON *o, const char *k, double def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(v) ? v->valuedouble : def;
+}
+
+static hsr_status load(const char *path, cJSON **out) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return hsr_error(HSR_ERR_IO, "trace: cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
+  if (!buf || fread(buf, 1, (size_t)len, f) != (size_t)len) {
+    fclose(f);
+    free(buf);
+    return hsr_error(HSR_ERR_IO, "trace: cannot read %s", path);
+  }
+  fclose(f);
+  buf[len] = '\0';
+  cJSON *doc = cJSON_Parse(buf);
+  free(buf);
+  if (!doc || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents"))) {
+    cJSON_Delete(doc);
+    return hsr_error(HSR_ERR_IO, "trace: %s is not a Chrome trace (expected {\"traceEvents\":[...]})", path);
+  }
+  *out = doc;
+  return HSR_OK;
+}
+
+/* Builds per-step accumulators from the events of every rank. */
+static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
+  int maxpid = -1;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, events) {
+    const char *ph = str_of(e, "ph");
+    if (ph && !strcmp(ph, "X")) {
+      int pid = (int)num_of(e, "pid", -1);
+      if (pid > maxpid) maxpid = pid;
+    }
+  }
+  step_acc *acc = NULL;
+  int nacc = 0;
+  int total = cJSON_GetArraySize(events);
+  ival *comp = malloc(sizeof(ival) * (size_t)(total + 1)), *comm = malloc(sizeof(ival) * (size_t)(total + 1));
+  if (!comp || !comm) { free(comp); free(comm); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
+  for (int pid = 0; pid <= maxpid; pid++) {
+    cJSON_ArrayForEach(e, events) {
+      const char *ph = str_of(e, "ph"), *cat = str_of(e, "cat");
+      if (!ph || strcmp(ph, "X") || !cat || strcmp(cat, "step") || (int)num_of(e, "pid", -1) != pid) continue;
+      double s0 = num_of(e, "ts", 0), s1 = s0 + num_of(e, "dur", 0);
+      int64_t stepno = (int64_t)num_of(cJSON_GetObjectItemCaseSensitive(e, "args"), "step", 0);
+      int nc = 0, nm = 0;
+      step_acc *a = NULL;
+      for (int k = 0; k < nacc; k++)
+        if (acc[k].s.step == stepno) a = &acc[k];
+      if (!a) {
+        step_acc *p = realloc(acc, sizeof *acc * (size_t)(nacc + 1));
+        if (!p) { free(comp); free(comm); free(acc); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
+        acc = p;
+        a = &acc[nacc++];
+        memset(a, 0, sizeof *a);
+        a->s.step = stepno;
+      }
+      const cJSON *x;
+      cJSON_ArrayForEach(x, events) {
+        const char *xph = str_of(x, "ph"), *xcat = str_of(x, "cat");
+        if (!xph || strcmp(xph, "X") || !xcat || (int)num_of(x, "pid", -1) != pid) continue;
+        double a0 = num_of(x, "ts", 0), a1 = a0 + num_of(x, "dur", 0);
+        if (a1 < s0 || a0 > s1) continue;
+        if (a0 < s0) a0 = s0;
+        if (a1 > s1) a1 = s1;
+        if (!strcmp(xcat, "compute")) comp[nc++] = (ival){a0, a1};
+        else if (!strcmp(xcat, "comm")) {
+          comm[nm++] = (ival){a0, a1};
+          const char *nm_ = str_of(x, "name");
+          if (nm_ && !strcmp(nm_, "all_gather")) {
+            a->s.all_gathers++;
+            const char *u = str_of(cJSON_GetObjectItemCaseSensitive(x, "args"), "unit");
+            if (!u) u = "?";
+            int k;
+            for (k = 0; k < a->nunits; k++)
+              if (!strcmp(a->units[k].name, u)) break;
+            if (k == a->nunits) {
+              unit_count *p = realloc(a->units, sizeof *p * (size_t)(a->nunits + 1));
+              if (p) { a->units = p; a->units[a->nunits++] = (unit_count){u, 0}; }
+            }
+            if (k < a->nunits) a->units[k].count++;
+          }
+        }
+      }
+      nc = merge(comp, nc);
+      nm = merge(comm, nm);
+      double cl = length(comp, nc), ml = length(comm, nm), hidden = overlap_len(comp, nc, comm, nm);
+      a->s.ranks++;
+      a->s.step_ms += (s1 - s0) / 1e3;
+      a->s.compute_ms += cl / 1e3;
+      a->s.comm_ms += ml / 1e3;
+      a->s.exposed_ms += (ml - hidden) / 1e3;
+    }
+  }
+  free(comp);
+  free(comm);
+  for (int k = 0; k < nacc; k++) {
+    hsr_trace_step_summary *s = &acc[k].s;
+    double r = s->ranks ? s->ranks : 1;
+    s->step_ms /= r;
+    s->compute_ms /= r;
+    s->comm_ms /= r;
+    s->exposed_ms /= r;
+    s->all_gathers = (long)(s->all_gathers / r + 0.5);
+    s->overlap = s->comm_ms > 0 ? 1.0 - s->exposed_ms / s->comm_ms : 1.0;
+  }
+  *out = acc;
+  *nout = nacc;
+  return HSR_OK;
+}
+
+static void free_acc(step_acc *acc, int n) {
+  for (int k = 0; k < n; k++) free(acc[k].units);
+  free(acc);
+}
+
+hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n) {
+  if (!path || !out || !n) return hsr_error(HSR_ERR_INVALID, "hsr_trace_steps: NULL argument");
+  cJSON *doc = NULL;
+  HSR_CHECK(load(path, &doc));
+  step_acc *acc = NULL;
+  int nacc = 0;
+  hsr_status st = analyse(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents"), &acc, &nacc);
+  if (st == HSR_OK) {
+    *out = malloc(sizeof **out * (size_t)(nacc ? nacc : 1));
+    if (!*out) st = hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+    else {
+      for (int k = 0; k < nacc; k++) (*out)[k] = acc[k].s;
+      *n = nacc;
+    }
+  }
+  free_acc(acc, nacc);
+  cJSON_Delete(doc);
+  return st;
+}
+
+hsr_status hsr_trace_summarize(const char *path, int json, FILE *f) {
+  if (!path || !f) return hsr_error(HSR_ERR_INVALID, "hsr_trace_summarize: NULL argument");
+  cJSON *doc = NULL;
+  HSR_CHECK(load(path, &doc));
+  step_acc *acc = NULL;
+  int nacc = 0;
+  hsr_status st = analyse(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents"), &acc, &nacc);
+  if (st != HSR_OK) { cJSON_Delete(doc); return st; }
+  if (json) {
+    cJSON *root = cJSON_CreateObject(), *steps = cJSON_AddArrayToObject(root, "steps");
+    for (int k = 0; k < nacc; k++) {
+      const hsr_trace_step_summary *s = &acc[k].s;
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddNumberToObject(o, "step", (double)s->step);
+      cJSON_AddNumberToObject(o, "ranks", s->ranks);
+      cJSON_AddNumberToObject(o, "step_ms", s->step_ms);
+      cJSON_AddNumberToObject(o, "compute_ms", s->compute_ms);
+      cJSON_AddNumberToObject(o, "comm_ms", s->comm_ms);
+      cJSON_AddNumberToObject(o, "exposed_comm_ms", s->exposed_ms);
+      cJSON_AddNumberToObject(o, "overlap", s->overlap);
+      cJSON_AddNumberToObject(o, "all_gathers", (double)s->all_gathers);
+      cJSON *u = cJSON_AddObjectToObject(o, "all_gathers_per_unit");
+      for (int i = 0; i < acc[k].nunits; i++)
+        cJSON_AddNumberToObject(u, acc[k].units[i].name, (double)acc[k].units[i].count / (s->ranks ? s->ranks : 1));
+      cJSON_AddItemToArray(steps, o);
+    }
+    char *txt = cJSON_Print(root);
+    if (txt) fprintf(f, "%s\n", txt);
+    free(txt);
+    cJSON_Delete(root);
+  } else {
+    fprintf(f, "%6s %6s %10s %11s %9s %11s %8s %12s\n", "step", "ranks", "step(ms)", "compute(ms)", "comm(ms)",
+            "exposed(ms)", "overlap", "all-gathers");
+    for (int k = 0; k < nacc; k++) {
+      const hsr_trace_step_summary *s = &acc[k].s;
+      fprintf(f, "%6lld %6d %10.3f %11.3f %9.3f %11.3f %7.1f%% %12ld\n", (long long)s->step, s->ranks, s->step_ms,
+              s->compute_ms, s->comm_ms, s->exposed_ms, 100.0 * s->overlap, s->all_gathers);
+      if (acc[k].nunits) {
+        fprintf(f, "       all-gathers per unit (per rank):");
+        for (int i = 0; i < acc[k].nunits; i++)
+          fprintf(f, " %s=%g", acc[k].units[i].name, (double)acc[k].units[i].count / (s->ranks ? s->ranks : 1));
+        fputc('\n', f);
+      }
+    }
+  }
+  free_acc(acc, nacc);
+  cJSON_Delete(doc);
+  return HSR_OK;
+}

@@ -1,0 +1,403 @@
+/* Multi-rank tests of the engine, launched for real.
+ *
+ *   mr_runtime equiv SPEC...   each SPEC (k=v,k=v,...) trains the example model
+ *                              10 steps and compares every parameter with the
+ *                              single-rank reference (whole batch, plain AdamW),
+ *                              checks the per-step collective counts against
+ *                              what the policy implies, that the loss falls,
+ *                              that steady-state steps allocate nothing, and
+ *                              (twice=1) that a second run is bitwise identical.
+ *   mr_runtime bad             bad use: view outside its window (and NaN
+ *                              poison of a stale view), unit registered after
+ *                              the first step, layout mismatch across ranks,
+ *                              K not dividing S.
+ *
+ * SPEC keys: strategy, S, R, reshard, prefetch, live, sync, micro, clip, pdt,
+ * rdt, root (root_reshard), twice. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hsr/boot.h"
+#include "hsr/comm.h"
+#include "hsr/runtime.h"
+#include "hsr/topology.h"
+#include "mlp.h"
+
+#define STEPS 10
+#define BATCH 32
+
+static int g_rank;
+static int g_fail;
+
+#define CHECK(cond, ...)                                  \
+  do {                                                    \
+    if (!(cond)) {                                        \
+      fprintf(stderr, "[rank %d] FAIL: ", g_rank);        \
+      fprintf(stderr, __VA_ARGS__);                       \
+      fprintf(stderr, "\n");                              \
+      g_fail = 1;                                         \
+    }                                                     \
+  } while (0)
+#define OK(expr)                                                                                        \
+  do {                                                                                                  \
+    hsr_status _s = (expr);                                                                             \
+    if (_s != HSR_OK) {                                                                                 \
+      fprintf(stderr, "[rank %d] FAIL: %s: %s: %s\n", g_rank, #expr, hsr_status_str(_s), hsr_last_error()); \
+      return 1;                                                                                         \
+    }                                                                                                   \
+  } while (0)
+
+/* odd sizes: parameters straddle shard boundaries and leave alignment gaps */
+static const mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
+static const mlp_opt opt = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+
+typedef struct spec {
+  hsr_rt_config cfg;
+  int twice;
+  char same[16]; /* configurations with the same tag must give bitwise identical parameters */
+  char text[256];
+} spec;
+
+static int parse_spec(const char *s, spec *out) {
+  hsr_rt_config *c = &out->cfg;
+  hsr_rt_config_default(c);
+  c->num_groups = 2;
+  c->groups[0] = (hsr_rt_opt_group){opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay};
+  c->groups[1] = (hsr_rt_opt_group){opt.lr, opt.beta1, opt.beta2, opt.eps, 0.0f};
+  c->poison = 1;
+  out->twice = 0;
+  out->same[0] = 0;
+  snprintf(out->text, sizeof out->text, "%s", s);
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *v = strchr(kv, '=');
+    if (!v) return fprintf(stderr, "bad spec item '%s'\n", kv), 1;
+    *v++ = 0;
+    hsr_status st = HSR_OK;
+    if (!strcmp(kv, "strategy")) st = hsr_rt_parse_strategy(v, &c->strategy);
+    else if (!strcmp(kv, "S")) c->shard = atoi(v);
+    else if (!strcmp(kv, "R")) c->replicate = atoi(v);
+    else if (!strcmp(kv, "reshard")) st = hsr_rt_parse_reshard(v, &c->reshard, &c->partial_k);
+    else if (!strcmp(kv, "prefetch")) c->prefetch = atoi(v);
+    else if (!strcmp(kv, "live")) c->max_live = atoi(v);
+    else if (!strcmp(kv, "sync")) st = hsr_rt_parse_sync(v, &c->sync);
+    else if (!strcmp(kv, "micro")) c->micro_batches = atoi(v);
+    else if (!strcmp(kv, "clip")) c->clip = atof(v);
+    else if (!strcmp(kv, "pdt")) st = hsr_dtype_parse(v, &c->param_dtype);
+    else if (!strcmp(kv, "rdt")) st = hsr_dtype_parse(v, &c->reduce_dtype);
+    else if (!strcmp(kv, "root")) c->root_reshard = atoi(v);
+    else if (!strcmp(kv, "twice")) out->twice = atoi(v);
+    else if (!strcmp(kv, "same")) snprintf(out->same, sizeof out->same, "%s", v);
+    else return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
+    if (st != HSR_OK) return fprintf(stderr, "spec '%s': %s\n", s, hsr_last_error()), 1;
+  }
+  return 0;
+}
+
+/* What the policy implies, per step and rank. */
+static void expected_calls(const hsr_rt_config *c, int S, int R, int K, int U, uint64_t e[HSR_RT_GROUP_COUNT][HSR_OP_COUNT]) {
+  memset(e, 0, sizeof(uint64_t) * HSR_RT_GROUP_COUNT * HSR_OP_COUNT);
+  int M = c->micro_batches;
+  int sharded = c->strategy == HSR_RT_FSDP || c->strategy == HSR_RT_HYBRID;
+  int sgrads = sharded || c->strategy == HSR_RT_ZERO2;
+  int nred = c->sync == HSR_RT_SYNC_NONE ? 1 : M; /* shard-group reductions per unit */
+  if (S > 1) {
+    if (sharded) {
+      /* forward: every unit; backward: every unit that was resharded (the root is kept unless root=1) */
+      int resharded = c->root_reshard ? U : U - 1;
+      e[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER] = (uint64_t)(M * U);
+      if (c->reshard == HSR_RT_RESHARD_FULL) e[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER] += (uint64_t)(M * resharded);
+      if (c->reshard == HSR_RT_RESHARD_PARTIAL && K > 1) e[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER] = (uint64_t)(M * resharded);
+    } else if (c->strategy != HSR_RT_DDP) {
+      e[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER] = (uint64_t)U; /* after the step */
+    }
+    if (sgrads) e[HSR_RT_GROUP_SHARD][HSR_OP_REDUCE_SCATTER] = (uint64_t)(U * nred);
+    else e[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE] = (uint64_t)(U * nred);
+    e[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE] += 1; /* the gradient norm */
+  }
+  if (R > 1) {
+    int ars = c->sync == HSR_RT_SYNC_FULL ? M : 1;
+    if (c->sync == HSR_RT_SYNC_RS_ONLY) ars = 1;
+    e[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE] = (uint64_t)(U * ars);
+  }
+}
+
+typedef struct ref_cache {
+  double clip;
+  float *p[64][4];
+  double loss[STEPS];
+  int valid;
+} ref_cache;
+
+static int reference(double clip, ref_cache *rc) {
+  if (rc->valid && rc->clip == clip) return 0;
+  if (rc->valid)
+    for (int u = 0; u < mlp_num_units(&model); u++)
+      for (int k = 0; k < 4; k++) free(rc->p[u][k]);
+  mlp_opt o = opt;
+  o.clip = clip;
+  mlp_ref *r;
+  OK(mlp_ref_create(&model, &o, BATCH, &r));
+  for (int s = 0; s < STEPS; s++) OK(mlp_ref_step(r, s, &rc->loss[s], NULL));
+  for (int u = 0; u < mlp_num_units(&model); u++)
+    for (int k = 0; k < 4; k++) {
+      size_t n = mlp_param_numel(&model, u, k);
+      rc->p[u][k] = malloc(n * sizeof(float));
+      memcpy(rc->p[u][k], mlp_ref_param(r, u, k), n * sizeof(float));
+    }
+  mlp_ref_free(r);
+  rc->clip = clip;
+  rc->valid = 1;
+  return 0;
+}
+
+/* Trains one configuration; params[u][k] receives the final master values. */
+static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const spec *sp, float *params[64][4],
+                 double loss[STEPS]) {
+  hsr_rt *rt = NULL;
+  OK(hsr_rt_create(boot, world, cl, &sp->cfg, &rt));
+  OK(mlp_rt_setup(&model, rt));
+  mlp_rt_ctx *x = NULL;
+  OK(mlp_rt_ctx_create(&model, rt, sp->cfg.param_dtype, &x));
+  int S = hsr_rt_shard(rt), R = hsr_rt_replicate(rt), K = hsr_rt_partial(rt), U = mlp_num_units(&model);
+  uint64_t e[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
+  expected_calls(&sp->cfg, S, R, K, U, e);
+  hsr_rt_stats st3 = {0}, st;
+  for (int s = 0; s < STEPS; s++) {
+    hsr_rt_step_info info;
+    OK(mlp_rt_train_step(x, s, BATCH, sp->cfg.micro_batches, &loss[s], &info));
+    CHECK(info.step == s + 1, "%s: step counter %lld", sp->text, (long long)info.step);
+    for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
+      for (int op = 0; op < HSR_OP_COUNT; op++)
+        CHECK(info.calls[g][op] == e[g][op], "%s (mesh %dx%d K %d): step %d: %s %s calls %llu, policy implies %llu",
+              sp->text, R, S, K, s + 1, hsr_rt_group_name((hsr_rt_group)g), hsr_op_name((hsr_op)op),
+              (unsigned long long)info.calls[g][op], (unsigned long long)e[g][op]);
+    if (s == 2) OK(hsr_rt_get_stats(rt, &st3));
+  }
+  OK(hsr_rt_get_stats(rt, &st));
+  CHECK(st.allocs == st3.allocs, "%s: steady-state steps allocated %llu buffers", sp->text,
+        (unsigned long long)(st.allocs - st3.allocs));
+  if (sp->cfg.max_live > 0 && sp->cfg.prefetch > 0)
+    CHECK(st.max_live_full <= sp->cfg.max_live + 1, "%s: %d units live at once, cap %d", sp->text, st.max_live_full,
+          sp->cfg.max_live);
+  char name[64];
+  for (int u = 0; u < U; u++)
+    for (int k = 0; k < 4; k++) {
+      mlp_param_name(u, k, name, sizeof name);
+      params[u][k] = malloc(mlp_param_numel(&model, u, k) * sizeof(float));
+      OK(hsr_rt_param_read(rt, name, params[u][k]));
+    }
+  mlp_rt_ctx_free(x);
+  OK(hsr_rt_destroy(rt));
+  return 0;
+}
+
+static void free_params(float *p[64][4]) {
+  for (int u = 0; u < mlp_num_units(&model); u++)
+    for (int k = 0; k < 4; k++) free(p[u][k]), p[u][k] = NULL;
+}
+
+static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
+  hsr_comm *world = NULL;
+  hsr_topo *t = NULL;
+  hsr_cluster *cl = NULL;
+  OK(hsr_comm_world(boot, HSR_BACKEND_HOST, &world));
+  OK(hsr_topo_discover(NULL, &t));
+  OK(hsr_cluster_gather(boot, t, &cl));
+  ref_cache rc = {0};
+  char tags[8][16];
+  float *tagp[8][64][4];
+  int ntags = 0;
+  for (int i = 0; i < nspec; i++) {
+    spec sp;
+    if (parse_spec(specs[i], &sp)) return 2;
+    if (reference(sp.cfg.clip, &rc)) return 1;
+    float *p[64][4] = {{0}}, *q[64][4] = {{0}};
+    double loss[STEPS], loss2[STEPS];
+    if (train(boot, world, cl, &sp, p, loss)) return 1;
+    int f32 = sp.cfg.param_dtype == HSR_F32 && sp.cfg.reduce_dtype == HSR_F32;
+    double tol = f32 ? 1e-5 : 5e-2, worst = 0;
+    for (int u = 0; u < mlp_num_units(&model); u++)
+      for (int k = 0; k < 4; k++) {
+        size_t n = mlp_param_numel(&model, u, k);
+        double md = 0, mr = 0;
+        for (size_t j = 0; j < n; j++) {
+          double d = fabs((double)p[u][k][j] - rc.p[u][k][j]);
+          md = d > md ? d : md;
+          mr = fabs(rc.p[u][k][j]) > mr ? fabs(rc.p[u][k][j]) : mr;
+        }
+        double rel = md / (mr > 0 ? mr : 1);
+        worst = rel > worst ? rel : worst;
+        char name[64];
+        mlp_param_name(u, k, name, sizeof name);
+        CHECK(rel <= tol, "%s: parameter %s differs from the single-rank reference: relative %.3g > %.0e", sp.text,
+              name, rel, tol);
+      }
+    CHECK(loss[STEPS - 1] < loss[0], "%s: loss did not fall (%.5f -> %.5f)", sp.text, loss[0], loss[STEPS - 1]);
+    if (f32)
+      CHECK(fabs(loss[0] - rc.loss[0]) <= 1e-5 * fabs(rc.loss[0]), "%s: first loss %.7f, reference %.7f", sp.text,
+            loss[0], rc.loss[0]);
+    if (sp.twice) {
+      if (train(boot, world, cl, &sp, q, loss2)) return 1;
+      int same = !memcmp(loss, loss2, sizeof loss);
+      for (int u = 0; u < mlp_num_units(&model); u++)
+        for (int k = 0; k < 4; k++)
+          same &= !memcmp(p[u][k], q[u][k], mlp_param_numel(&model, u, k) * sizeof(float));
+      CHECK(same, "%s: two runs are not bitwise identical", sp.text);
+      free_params(q);
+    }
+    if (sp.same[0]) {
+      int t = 0;
+      while (t < ntags && strcmp(tags[t], sp.same)) t++;
+      if (t == ntags && ntags < 8) { /* first of its tag: keep its parameters */
+        snprintf(tags[ntags], sizeof tags[0], "%s", sp.same);
+        for (int u = 0; u < mlp_num_units(&model); u++)
+          for (int k = 0; k < 4; k++) tagp[ntags][u][k] = p[u][k], p[u][k] = NULL;
+        ntags++;
+      } else if (t < ntags) {
+        int same = 1;
+        for (int u = 0; u < mlp_num_units(&model); u++)
+          for (int k = 0; k < 4; k++)
+            same &= !memcmp(tagp[t][u][k], p[u][k], mlp_param_numel(&model, u, k) * sizeof(float));
+        CHECK(same, "%s: parameters are not bitwise identical to the first configuration tagged '%s'", sp.text,
+              sp.same);
+      }
+    }
+    if (g_rank == 0)
+      printf("ok %-70s max rel %.2e loss %.4f -> %.4f%s\n", sp.text, worst, loss[0], loss[STEPS - 1],
+             sp.twice ? " (bitwise repeat)" : "");
+    fflush(stdout);
+    free_params(p);
+  }
+  if (rc.valid)
+    for (int u = 0; u < mlp_num_units(&model); u++)
+      for (int k = 0; k < 4; k++) free(rc.p[u][k]);
+  for (int t = 0; t < ntags; t++) free_params(tagp[t]);
+  hsr_cluster_free(cl);
+  hsr_topo_free(t);
+  OK(hsr_comm_free(world));
+  return 0;
+}
+
+static int expect(hsr_status got, hsr_status want, const char *needle, const char *what) {
+  if (got != want) {
+    CHECK(0, "%s: got %s (%s), expected %s", what, hsr_status_str(got), hsr_last_error(), hsr_status_str(want));
+    return 1;
+  }
+  if (needle && !strstr(hsr_last_error(), needle)) {
+    CHECK(0, "%s: message '%s' lacks '%s'", what, hsr_last_error(), needle);
+    return 1;
+  }
+  if (g_rank == 0) printf("ok %s: %s\n", what, hsr_last_error());
+  return 0;
+}
+
+static int run_bad(hsr_boot *boot) {
+  hsr_comm *world = NULL;
+  hsr_topo *t = NULL;
+  hsr_cluster *cl = NULL;
+  OK(hsr_comm_world(boot, HSR_BACKEND_HOST, &world));
+  OK(hsr_topo_discover(NULL, &t));
+  OK(hsr_cluster_gather(boot, t, &cl));
+  int n = hsr_boot_size(boot);
+  spec sp;
+  char txt[64];
+  snprintf(txt, sizeof txt, "strategy=fsdp,S=%d", n);
+  parse_spec(txt, &sp);
+
+  /* a view outside its window, and the NaN poison of a stale one */
+  hsr_rt *rt;
+  OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
+  OK(mlp_rt_setup(&model, rt));
+  void *v;
+  expect(hsr_rt_param_view(rt, "blk0.fc1.w", &v), HSR_ERR_STATE, "outside its window", "view before forward_begin");
+  OK(hsr_rt_forward_begin(rt, 1));
+  OK(hsr_rt_param_view(rt, "blk0.fc1.w", &v));
+  float first = ((float *)v)[0];
+  CHECK(isfinite(first), "view inside the window is not finite");
+  OK(hsr_rt_forward_end(rt, 1));
+  CHECK(isnan(((float *)v)[0]), "a stale view after forward_end (reshard full) still reads %g, not NaN",
+        ((float *)v)[0]);
+  expect(hsr_rt_param_view(rt, "blk0.fc1.w", &v), HSR_ERR_STATE, "outside its window", "view after forward_end");
+  float *g;
+  expect(hsr_rt_grad_view(rt, "blk0.fc1.w", &g), HSR_ERR_STATE, "outside its window", "grad view outside backward");
+  expect(hsr_rt_param_view(rt, "nope", &v), HSR_ERR_NOT_FOUND, "nope", "unknown parameter");
+  /* registration after the layout is fixed */
+  int id;
+  expect(hsr_rt_unit_add(rt, "late", 0, &id), HSR_ERR_STATE, "after the first step", "unit registered late");
+  int64_t shape[1] = {4};
+  expect(hsr_rt_param_add(rt, 0, "late.w", 1, shape, 0), HSR_ERR_STATE, "after the first step",
+         "parameter registered late");
+  expect(hsr_rt_step(rt, NULL), HSR_ERR_STATE, "backward pass", "step without backward");
+  OK(hsr_rt_destroy(rt));
+
+  /* a tied parameter: registered once, in its owner; another unit uses it through the owner's view */
+  OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
+  int ua, ub;
+  int64_t s8[1] = {8};
+  OK(hsr_rt_unit_add(rt, "a", 1, &ua));
+  OK(hsr_rt_unit_add(rt, "b", 0, &ub));
+  OK(hsr_rt_param_add(rt, ua, "shared.w", 1, s8, 0));
+  OK(hsr_rt_param_add(rt, ub, "b.w", 1, s8, 0));
+  int64_t s0[2] = {0, 5};
+  OK(hsr_rt_param_add(rt, ub, "b.empty", 2, s0, 0)); /* zero-size parameters are valid */
+  expect(hsr_rt_param_add(rt, ub, "shared.w", 1, s8, 0), HSR_ERR_INVALID, "registered twice", "tied parameter registered twice");
+  float init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  OK(hsr_rt_param_init(rt, "shared.w", init));
+  OK(hsr_rt_param_init(rt, "b.w", init));
+  OK(hsr_rt_param_init(rt, "b.empty", init));
+  OK(hsr_rt_forward_begin(rt, ua));
+  OK(hsr_rt_forward_begin(rt, ub));
+  OK(hsr_rt_param_view(rt, "shared.w", &v)); /* from inside b, through the owner a */
+  CHECK(!memcmp(v, init, sizeof init), "tied view does not show the owner's values");
+  OK(hsr_rt_forward_end(rt, ub));
+  OK(hsr_rt_forward_end(rt, ua));
+  expect(hsr_rt_param_view(rt, "shared.w", &v), HSR_ERR_STATE, "outside its window", "tied view after the owner closed");
+  float back[8] = {0};
+  OK(hsr_rt_param_read(rt, "b.w", back));
+  CHECK(!memcmp(back, init, sizeof init), "read-back of b.w differs from its initial values");
+  OK(hsr_rt_param_read(rt, "b.empty", back));
+  OK(hsr_rt_destroy(rt));
+
+  /* layout mismatch: rank 1 registers a different shape */
+  OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
+  OK(hsr_rt_unit_add(rt, "u0", 1, &id));
+  int64_t s2[1] = {g_rank == 1 ? 17 : 16};
+  OK(hsr_rt_param_add(rt, id, "w", 1, s2, 0));
+  expect(hsr_rt_commit(rt), HSR_ERR_MISMATCH, "rank(s) 1 differ", "layout mismatch");
+  OK(hsr_rt_destroy(rt));
+
+  /* K not dividing S */
+  snprintf(txt, sizeof txt, "strategy=fsdp,S=%d,reshard=partial:3", n);
+  parse_spec(txt, &sp);
+  rt = NULL;
+  expect(hsr_rt_create(boot, world, cl, &sp.cfg, &rt), HSR_ERR_INVALID, "valid K: 1, 2, 4", "K not dividing S");
+  CHECK(rt == NULL, "failed create returned an engine");
+
+  hsr_cluster_free(cl);
+  hsr_topo_free(t);
+  OK(hsr_comm_free(world));
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: mr_runtime equiv SPEC... | bad\n");
+    return 2;
+  }
+  mlp_blas_threads(1);
+  hsr_boot *boot;
+  if (hsr_boot_init(&boot) != HSR_OK) {
+    fprintf(stderr, "boot: %s\n", hsr_last_error());
+    return 1;
+  }
+  g_rank = hsr_boot_rank(boot);
+  int rc = !strcmp(argv[1], "equiv") ? run_equiv(boot, argc - 2, argv + 2) : !strcmp(argv[1], "bad") ? run_bad(boot) : 2;
+  hsr_boot_finalize(boot);
+  if (rc == 0 && g_fail) rc = 1;
+  if (rc == 0 && g_rank == 0) printf("PASS\n");
+  return rc;
+}

@@ -1,0 +1,64 @@
+# runtime/: layout and config (unit), the example model (unit), the engine (multi-rank).
+hsr_add_unit(test_rt_layout test_rt_layout.c)
+hsr_add_unit(test_mlp test_mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp.c)
+
+# Multi-rank: equivalence with the single-rank reference over meshes, strategies,
+# reshard policies, prefetch depths, accumulation modes; counts; determinism.
+hsr_add_program(mr_runtime mr_runtime.c ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
+set(_c "clip=0.05")
+hsr_add_mpi_test(NAME rt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_runtime> equiv
+  # 1 x 4: fsdp, every reshard policy and prefetch depth, each sync mode
+  strategy=fsdp,S=4,reshard=full,prefetch=0,${_c},twice=1,same=f4
+  strategy=fsdp,S=4,reshard=full,prefetch=1,${_c},same=f4
+  strategy=fsdp,S=4,reshard=full,prefetch=2,live=2,${_c},same=f4
+  strategy=fsdp,S=4,reshard=none,prefetch=1,${_c},same=f4
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=0,${_c},same=f4
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=2,root=1,${_c},same=f4
+  strategy=fsdp,S=4,reshard=full,micro=2,sync=full,${_c}
+  strategy=fsdp,S=4,reshard=partial:2,micro=2,sync=none,${_c}
+  strategy=fsdp,S=4,reshard=none,micro=2,sync=rs_only,${_c}
+  strategy=zero1,S=4,${_c}
+  strategy=zero2,S=4,micro=2,sync=none,${_c}
+  # 2 x 2: hybrid, zero1, zero2
+  strategy=hybrid,S=2,reshard=full,prefetch=1,${_c},twice=1,same=h22
+  strategy=hybrid,S=2,reshard=none,prefetch=2,${_c},same=h22
+  strategy=hybrid,S=2,reshard=partial:2,prefetch=0,${_c},same=h22
+  strategy=hybrid,S=2,reshard=full,micro=2,sync=full,${_c}
+  strategy=hybrid,S=2,reshard=partial:2,micro=2,sync=none,prefetch=2,${_c}
+  strategy=hybrid,S=2,reshard=full,micro=2,sync=rs_only,prefetch=1,${_c}
+  strategy=zero1,S=2,R=2,micro=2,sync=rs_only,${_c}
+  strategy=zero2,S=2,R=2,${_c}
+  # 4 x 1: ddp and the degenerate shard group
+  strategy=ddp,${_c},twice=1
+  strategy=ddp,micro=2,sync=rs_only,${_c}
+  strategy=ddp,micro=2,sync=none,${_c}
+  strategy=hybrid,S=1,R=4,${_c}
+  # mixed precision (looser tolerance; loss must still fall)
+  strategy=hybrid,S=2,pdt=bf16,rdt=bf16,${_c}
+  strategy=fsdp,S=4,pdt=bf16,rdt=f32,reshard=partial:2,${_c})
+hsr_add_mpi_test(NAME rt_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_runtime> equiv
+  strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,${_c},twice=1
+  strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only,${_c}
+  strategy=hybrid,S=4,R=2,reshard=none,micro=2,sync=none,${_c}
+  strategy=zero2,S=4,R=2,${_c}
+  strategy=zero1,S=4,R=2,${_c}
+  strategy=ddp,${_c})
+hsr_add_mpi_test(NAME rt_bad_use NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_runtime> bad)
+
+# hsr train: help, bad values (exit 2 with what is valid), a short real run with a log.
+add_test(NAME train_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr train" $<TARGET_FILE:hsr_cli> train --help)
+add_test(NAME train_bad_k COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid K: 1, 2, 4"
+         $<TARGET_FILE:hsr_cli> train --shard 4 --reshard partial:3)
+add_test(NAME train_bad_reshard COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: full, none, partial:K"
+         $<TARGET_FILE:hsr_cli> train --reshard half)
+add_test(NAME train_bad_strategy COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "ddp"
+         $<TARGET_FILE:hsr_cli> train --strategy zero3)
+add_test(NAME train_bad_dtype COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "f32, bf16"
+         $<TARGET_FILE:hsr_cli> train --param-dtype f64)
+add_test(NAME train_bad_steps COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "steps"
+         $<TARGET_FILE:hsr_cli> train --steps 0)
+add_test(NAME train_bad_flag COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "" $<TARGET_FILE:hsr_cli> train --bogus)
+add_test(NAME train_bad_k_auto COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "K must divide"
+         ${HSR_RUN} -n 4 --nodes 2 --launcher mpirun -- $<TARGET_FILE:hsr_cli> train --strategy fsdp --reshard partial:3 --steps 2)
+add_test(NAME train_run_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/train_check.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(train_bad_k_auto train_run_4 PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
