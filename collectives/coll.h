@@ -65,6 +65,7 @@ typedef struct coll_ctx {
   int algo_allreduce; /* 0 auto, 1 ring, 2 recursive doubling */
   int algo_two_level; /* 0 auto, 1 off (flat UCX rings for groups spanning nodes) */
   size_t rd_max_bytes;
+  size_t ucx_chunk; /* bytes per pipelined ring chunk */
 
   /* shared memory */
   ctl_seg *ctl;         /* mine */
@@ -144,8 +145,9 @@ struct hsr_op_s {
   const void *src_in;   /* what peers read (user buffer or staged copy) */
   void *tmp;            /* transport scratch */
   int ucx_pending;
-  void *ucx_reqs[16];
-  int nucx;
+  void *chunks; /* ucx.c: per-chunk pipeline state */
+  int nchunks, chunks_left;
+  size_t chunk_elems;
   hsr_op_s *next;
   void *nccl_event;
   hsr_op_s *child;           /* two-level: the stage in flight */

@@ -328,6 +328,9 @@ hsr_status hsr_coll_ctx_create(hsr_boot *boot, coll_ctx **out) {
   if (st == HSR_OK) st = hsr_env_double("HSR_COMM_TIMEOUT", 300, 0.001, 1e9, &x->timeout_s);
   if (st == HSR_OK) st = hsr_env_choice("HSR_ALGO_ALLREDUCE", ar, 0, &x->algo_allreduce);
   if (st == HSR_OK) st = hsr_env_size("HSR_ALGO_ALLREDUCE_RD_MAX", 64 << 10, &x->rd_max_bytes);
+  if (st == HSR_OK) st = hsr_env_size("HSR_UCX_CHUNK", 1 << 20, &x->ucx_chunk);
+  if (st == HSR_OK && x->ucx_chunk < 4096)
+    st = hsr_error(HSR_ERR_INVALID, "HSR_UCX_CHUNK: %zu bytes is too small (at least 4K)", x->ucx_chunk);
   static const char *const two[] = {"auto", "off", NULL};
   if (st == HSR_OK) st = hsr_env_choice("HSR_ALGO_TWO_LEVEL", two, 0, &x->algo_two_level);
   if (st != HSR_OK) {

@@ -101,8 +101,12 @@ static int stage_done(hsr_op_s *op) {
   hsr_status st = ch->st;
   if (st != HSR_OK)
     hsr_coll_op_fail(op, st, "communicator '%s': %s, two-level stage: %s", op->c->name, hsr_op_name(op->kind), ch->err);
-  if (ch->ucx_pending > 0) ch->freed_by_transport = 1;
-  else free(ch);
+  if (ch->ucx_pending > 0) {
+    ch->freed_by_transport = 1;
+  } else {
+    free(ch->chunks);
+    free(ch);
+  }
   op->child = NULL;
   return st == HSR_OK;
 }
