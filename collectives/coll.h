@@ -21,6 +21,7 @@ uint16_t hsr_coll_f32_to_half(hsr_dtype dt, float f);
 typedef struct shm_desc {
   int32_t rank, seg; /* owner world rank, its segment id (-1: none) */
   uint64_t off, seg_bytes;
+  int32_t scattered, pad; /* two-level all-gather: blocks sit at their final places */
 } shm_desc;
 
 #define CTL_SLOTS 256
@@ -153,6 +154,8 @@ struct hsr_op_s {
   hsr_op_s *child;           /* two-level: the stage in flight */
   const int *perm;           /* two-level node stage: block (j, i) lives at perm[j * perm_m + i] */
   int perm_m;
+  int direct;                /* two-level all-gather: peers read my blocks in place in recv */
+  const int *blk_at;         /* UCX all-gather: block j lives at blk_at[j] * count */
   hsr_comm_counter child_before;
 };
 

@@ -86,7 +86,13 @@ static int advance_allgather(hsr_op_s *op) {
   switch (op->phase) {
   case 0: {
     shm_desc d;
-    if (!expose(op, op->send, bytes, 0, bytes, &d, &op->src_in)) return 1;
+    if (op->direct) { /* my blocks are already in place in my (registered) recv */
+      hsr_coll_describe(c->ctx, recv, bytes * (size_t)n, &d);
+      d.scattered = 1;
+    } else {
+      if (!expose(op, op->send, bytes, 0, bytes, &d, &op->src_in)) return 1;
+      d.scattered = 0;
+    }
     slot_of(c, r)->in = d;
     publish(op, F_ARRIVE);
     op->phase = 1;
@@ -95,12 +101,17 @@ static int advance_allgather(hsr_op_s *op) {
   case 1:
     if (!wait_all(op, F_ARRIVE)) return 0;
     for (int j = 0; j < n; j++) {
-      const char *src = j == r ? op->src_in : peer(op, &slot_of(c, j)->in);
+      if (j == r && op->direct) continue;
+      const shm_desc *dj = &slot_of(c, j)->in;
+      const char *src = j == r ? op->src_in : peer(op, dj);
       if (!src) return 1;
       if (op->perm) { /* two-level: peer j's m sub-blocks go to scattered places */
         size_t sub = bytes / (size_t)op->perm_m;
-        for (int i = 0; i < op->perm_m; i++)
-          hsr_coll_copy(recv + (size_t)op->perm[j * op->perm_m + i] * sub, src + (size_t)i * sub, sub, c->ctx->have_avx2);
+        for (int i = 0; i < op->perm_m; i++) {
+          size_t at = (size_t)op->perm[j * op->perm_m + i] * sub;
+          const char *from = j != r && dj->scattered ? src + at : src + (size_t)i * sub;
+          hsr_coll_copy(recv + at, from, sub, c->ctx->have_avx2);
+        }
       } else {
         hsr_coll_copy(recv + (size_t)j * bytes, src, bytes, c->ctx->have_avx2);
       }

@@ -62,7 +62,7 @@ out:
 
 /* Queues a stage on an internal communicator (caller holds ctx->mu). */
 static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, void *recv, size_t count, hsr_redop rop,
-                 const int *perm) {
+                 const int *perm, const int *blk_at) {
   hsr_op_s *ch = calloc(1, sizeof *ch);
   if (!ch) {
     hsr_coll_op_fail(op, HSR_ERR_NOMEM, "two-level stage");
@@ -73,6 +73,8 @@ static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, voi
   ch->timeout_s = op->timeout_s;
   ch->perm = perm;
   ch->perm_m = op->c->nnodes;
+  ch->blk_at = blk_at;
+  ch->direct = perm && blk_at == NULL && op->direct;
   op->child_before = sub->counters[kind];
   sub->counters[kind].calls++;
   if (count == 0) {
@@ -128,19 +130,29 @@ int hsr_coll_two_advance(hsr_op_s *op) {
   case HSR_OP_ALLGATHER:
     switch (op->phase) {
     case 0: {
+      /* With a registered recv the cross stage lands every block at its
+       * final place and node peers read them there (no intermediate copy). */
+      shm_desc d;
+      op->direct = hsr_coll_describe(c->ctx, op->recv, blk * (size_t)c->size, &d);
+      op->phase = 1;
+      if (op->direct) {
+        stage(op, c->cross_comm, HSR_OP_ALLGATHER, op->send, op->recv, op->count, HSR_SUM, NULL,
+              c->two + (size_t)hsr_comm_rank(c->node_comm) * (size_t)m);
+        return 1;
+      }
       hsr_status st = hsr_coll_comm_scratch(c, blk * (size_t)m, &op->tmp);
       if (st != HSR_OK) {
         hsr_coll_op_fail(op, st, "scratch: %s", hsr_last_error());
         return 1;
       }
-      op->phase = 1;
-      stage(op, c->cross_comm, HSR_OP_ALLGATHER, op->send, op->tmp, op->count, HSR_SUM, NULL);
+      stage(op, c->cross_comm, HSR_OP_ALLGATHER, op->send, op->tmp, op->count, HSR_SUM, NULL, NULL);
       return 1;
     }
     case 1:
       op->phase = 2;
       /* The node stage writes every shard straight to its place in recv. */
-      stage(op, c->node_comm, HSR_OP_ALLGATHER, op->tmp, op->recv, op->count * (size_t)m, HSR_SUM, c->two);
+      stage(op, c->node_comm, HSR_OP_ALLGATHER, op->direct ? NULL : op->tmp, op->recv, op->count * (size_t)m, HSR_SUM,
+            c->two, NULL);
       return 1;
     default:
       op->done = 1;
@@ -158,12 +170,12 @@ int hsr_coll_two_advance(hsr_op_s *op) {
       /* The node stage sums, for each cross index, the blocks of the ranks
        * that share my local index straight from the peers' inputs. */
       op->phase = 1;
-      stage(op, c->node_comm, HSR_OP_REDUCE_SCATTER, op->send, op->tmp, op->count * (size_t)m, HSR_SUM, c->two);
+      stage(op, c->node_comm, HSR_OP_REDUCE_SCATTER, op->send, op->tmp, op->count * (size_t)m, HSR_SUM, c->two, NULL);
       return 1;
     }
     case 1:
       op->phase = 2;
-      stage(op, c->cross_comm, HSR_OP_REDUCE_SCATTER, op->tmp, op->recv, op->count, HSR_SUM, NULL);
+      stage(op, c->cross_comm, HSR_OP_REDUCE_SCATTER, op->tmp, op->recv, op->count, HSR_SUM, NULL, NULL);
       return 1;
     default:
       scale_avg(op, op->recv, op->count);
@@ -175,11 +187,11 @@ int hsr_coll_two_advance(hsr_op_s *op) {
     switch (op->phase) {
     case 0:
       op->phase = 1;
-      stage(op, c->node_comm, HSR_OP_ALLREDUCE, op->send, op->recv, op->count, sum, NULL);
+      stage(op, c->node_comm, HSR_OP_ALLREDUCE, op->send, op->recv, op->count, sum, NULL, NULL);
       return 1;
     case 1:
       op->phase = 2;
-      stage(op, c->cross_comm, HSR_OP_ALLREDUCE, op->recv, op->recv, op->count, sum, NULL);
+      stage(op, c->cross_comm, HSR_OP_ALLREDUCE, op->recv, op->recv, op->count, sum, NULL, NULL);
       return 1;
     default:
       scale_avg(op, op->recv, op->count);

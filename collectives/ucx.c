@@ -244,7 +244,7 @@ static void block(hsr_op_s *op, int j, size_t *off, size_t *len) {
     size_t lo = op->count * (size_t)j / (size_t)n, hi = op->count * (size_t)(j + 1) / (size_t)n;
     *off = lo, *len = hi - lo;
   } else {
-    *off = (size_t)j * op->count;
+    *off = (size_t)(op->blk_at ? op->blk_at[j] : j) * op->count;
     *len = op->count;
   }
 }
@@ -439,8 +439,9 @@ int hsr_coll_ucx_advance(hsr_op_s *op) {
   if (op->phase == P_START) {
     op->step = 0;
     if (op->kind == HSR_OP_ALLGATHER) {
-      size_t bytes = op->count * es;
-      hsr_coll_copy((char *)op->recv + (size_t)r * bytes, op->send, bytes, x->have_avx2);
+      size_t off, len;
+      block(op, r, &off, &len);
+      hsr_coll_copy((char *)op->recv + off * es, op->send, len * es, x->have_avx2);
     }
     if (op->kind == HSR_OP_ALLGATHER || op->kind == HSR_OP_REDUCE_SCATTER ||
         (op->kind == HSR_OP_ALLREDUCE && !use_rd(op)))
