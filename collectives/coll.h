@@ -59,6 +59,7 @@ typedef struct coll_ctx {
   hsr_boot *boot;
   int rank, size, node;
   uint64_t job;     /* random id shared by the world: names shm objects */
+  int32_t *pids;    /* every rank's pid (part of its segment names) */
   int refs;         /* communicators alive */
   int have_avx2;
   int inline_progress;

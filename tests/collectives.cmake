@@ -63,3 +63,5 @@ endif()
 # NCCL backend: device memory; skipped (exit 77) without NCCL or a GPU.
 hsr_add_program(mr_nccl mr_nccl.c)
 hsr_add_mpi_test(NAME coll_nccl_world4 NP 4 COMMAND $<TARGET_FILE:mr_nccl> TIMEOUT 120)
+add_test(NAME coll_shm_cleanup COMMAND ${CMAKE_SOURCE_DIR}/tests/coll_shm_cleanup.sh ${HSR_RUN} $<TARGET_FILE:mr_coll>)
+set_tests_properties(coll_shm_cleanup PROPERTIES TIMEOUT 60 LABELS "mpi")
