@@ -466,7 +466,10 @@ static void op_free(hsr_op_s *op) {
   int owned = op->ucx_pending > 0; /* cancelled, not yet called back: UCX frees it */
   if (owned) op->freed_by_transport = 1;
   pthread_mutex_unlock(&x->mu);
-  if (!owned) free(op);
+  if (!owned) {
+    free(op->chunks);
+    free(op);
+  }
 }
 
 hsr_status hsr_req_wait(hsr_req *r, double timeout_s) {
