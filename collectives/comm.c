@@ -278,8 +278,6 @@ static int overlap(const void *a, size_t an, const void *b, size_t bn) {
   return an && bn && x < y + bn && y < x + an;
 }
 
-/* Callers initialise *bytes: GCC -O2 cannot see that it is set on success
- * (-Werror=maybe-uninitialized in Release builds). */
 static hsr_status check_common(hsr_comm *c, const char *what, size_t count, hsr_dtype dt, size_t mult, size_t *bytes) {
   if (!c) return hsr_error(HSR_ERR_INVALID, "%s: NULL communicator", what);
   size_t es = hsr_dtype_size(dt);
