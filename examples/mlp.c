@@ -102,6 +102,13 @@ struct mlp_work {
   float *logits, *dh, *dg, *tmp;
 };
 
+size_t mlp_work_bytes(const mlp_cfg *c, int n) {
+  size_t d = (size_t)c->dim, h = 4 * d, L = (size_t)c->layers, nn = (size_t)n;
+  size_t in = d > (size_t)c->in_dim ? d : (size_t)c->in_dim;
+  return ((L + 1) * nn * d + 2 * (L ? L : 1) * nn * h + nn * (size_t)c->classes + nn * d + nn * h + nn * in) *
+         sizeof(float);
+}
+
 hsr_status mlp_work_create(const mlp_cfg *c, int n, mlp_work **out) {
   mlp_work *w = calloc(1, sizeof *w);
   if (!w) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
