@@ -1,0 +1,21 @@
+# Seeing the schedule: ledger prediction vs measurement, the trace of a real
+# hsr train run, the wrap diagnostic, hsr bench step.
+hsr_add_unit(test_sched test_sched.c)
+hsr_add_program(mr_sched mr_sched.c ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
+hsr_add_mpi_test(NAME sched_ledger_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
+  strategy=fsdp,S=4,reshard=full,prefetch=0
+  strategy=fsdp,S=4,reshard=full,prefetch=1
+  strategy=fsdp,S=4,reshard=full,prefetch=2,live=2
+  strategy=fsdp,S=4,reshard=none,prefetch=1
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=2,root=1
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=1,micro=2,sync=none
+  strategy=fsdp,S=4,reshard=full,prefetch=1,wrap=linear
+  strategy=fsdp,S=4,pdt=bf16,rdt=bf16,reshard=partial:2,prefetch=1
+  strategy=hybrid,S=2,reshard=full,prefetch=1,micro=2,sync=rs_only
+  strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=full,rdt=bf16
+  strategy=zero1,S=4
+  strategy=zero2,S=2,R=2,micro=2,sync=rs_only
+  strategy=ddp)
+hsr_add_mpi_test(NAME sched_ledger_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
+  strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only
+  strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,pdt=bf16)
