@@ -19,3 +19,8 @@ hsr_add_mpi_test(NAME sched_ledger_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COM
 hsr_add_mpi_test(NAME sched_ledger_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only
   strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,pdt=bf16)
+add_test(NAME sched_trace_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh trace ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+add_test(NAME sched_wrap_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh wrap ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(sched_trace_4 sched_wrap_4 PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
+add_test(NAME train_bad_wrap COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: block, linear"
+         $<TARGET_FILE:hsr_cli> train --wrap layer)
