@@ -100,20 +100,24 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
   int nacc = 0;
   int total = cJSON_GetArraySize(events);
   ival *comp = malloc(sizeof(ival) * (size_t)(total + 1)), *comm = malloc(sizeof(ival) * (size_t)(total + 1));
-  if (!comp || !comm) { free(comp); free(comm); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
+  ival *ag = malloc(sizeof(ival) * (size_t)(total + 1));
+  if (!comp || !comm || !ag) {
+    free(comp); free(comm); free(ag);
+    return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+  }
   for (int pid = 0; pid <= maxpid; pid++) {
     cJSON_ArrayForEach(e, events) {
       const char *ph = str_of(e, "ph"), *cat = str_of(e, "cat");
       if (!ph || strcmp(ph, "X") || !cat || strcmp(cat, "step") || (int)num_of(e, "pid", -1) != pid) continue;
       double s0 = num_of(e, "ts", 0), s1 = s0 + num_of(e, "dur", 0);
       int64_t stepno = (int64_t)num_of(cJSON_GetObjectItemCaseSensitive(e, "args"), "step", 0);
-      int nc = 0, nm = 0;
+      int nc = 0, nm = 0, ng = 0;
       step_acc *a = NULL;
       for (int k = 0; k < nacc; k++)
         if (acc[k].s.step == stepno) a = &acc[k];
       if (!a) {
         step_acc *p = realloc(acc, sizeof *acc * (size_t)(nacc + 1));
-        if (!p) { free(comp); free(comm); free(acc); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
+        if (!p) { free(comp); free(comm); free(ag); free(acc); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
         acc = p;
         a = &acc[nacc++];
         memset(a, 0, sizeof *a);
@@ -133,6 +137,7 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
           const char *nm_ = str_of(x, "name");
           if (nm_ && !strcmp(nm_, "all_gather")) {
             a->s.all_gathers++;
+            ag[ng++] = (ival){a0, a1};
             const char *u = str_of(cJSON_GetObjectItemCaseSensitive(x, "args"), "unit");
             if (!u) u = "?";
             int k;
@@ -148,7 +153,11 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
       }
       nc = merge(comp, nc);
       nm = merge(comm, nm);
+      ng = merge(ag, ng);
       double cl = length(comp, nc), ml = length(comm, nm), hidden = overlap_len(comp, nc, comm, nm);
+      double gl = length(ag, ng);
+      a->s.gather_ms += gl / 1e3;
+      a->s.gather_exposed_ms += (gl - overlap_len(comp, nc, ag, ng)) / 1e3;
       a->s.ranks++;
       a->s.step_ms += (s1 - s0) / 1e3;
       a->s.compute_ms += cl / 1e3;
@@ -158,6 +167,7 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
   }
   free(comp);
   free(comm);
+  free(ag);
   for (int k = 0; k < nacc; k++) {
     hsr_trace_step_summary *s = &acc[k].s;
     double r = s->ranks ? s->ranks : 1;
@@ -165,6 +175,8 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
     s->compute_ms /= r;
     s->comm_ms /= r;
     s->exposed_ms /= r;
+    s->gather_ms /= r;
+    s->gather_exposed_ms /= r;
     s->all_gathers = (long)(s->all_gathers / r + 0.5);
     s->overlap = s->comm_ms > 0 ? 1.0 - s->exposed_ms / s->comm_ms : 1.0;
   }
@@ -218,6 +230,8 @@ hsr_status hsr_trace_summarize(const char *path, int json, FILE *f) {
       cJSON_AddNumberToObject(o, "comm_ms", s->comm_ms);
       cJSON_AddNumberToObject(o, "exposed_comm_ms", s->exposed_ms);
       cJSON_AddNumberToObject(o, "overlap", s->overlap);
+      cJSON_AddNumberToObject(o, "all_gather_ms", s->gather_ms);
+      cJSON_AddNumberToObject(o, "all_gather_exposed_ms", s->gather_exposed_ms);
       cJSON_AddNumberToObject(o, "all_gathers", (double)s->all_gathers);
       cJSON *u = cJSON_AddObjectToObject(o, "all_gathers_per_unit");
       for (int i = 0; i < acc[k].nunits; i++)
