@@ -26,6 +26,7 @@
 
 typedef struct sopts {
   long units, steps, warmup, shard, replicate;
+  int keep_last, prefetch_step;
   size_t unit_bytes;
   double compute_ms, bwd_ratio;
   int nres, npre;
@@ -52,6 +53,10 @@ static void usage(void) {
          "  --reshard LIST      comma list of full, none, partial:K (default full,none and partial:2\n"
          "                      when S is even and > 2)\n"
          "  --prefetch LIST     comma list of depths (default 0,1,2)\n"
+         "  --no-keep-last      reshard the last unit after its forward too (default: it is a root unit,\n"
+         "                      kept FULL until its backward, which follows at once - FSDP2's idiom)\n"
+         "  --no-prefetch-step  do not gather the first unit at the end of each step (default: with\n"
+         "                      prefetch > 0 it is, hiding the next step's first gather)\n"
          "  --json FILE         also write the results as JSON (rank 0)\n"
          "Columns (ms per step, means over ranks and timed steps): step, compute (union of compute\n"
          "spans), comm (union of collective spans), exposed (comm not covered by compute), ag\n"
@@ -89,9 +94,10 @@ static int parse(int argc, char **argv, sopts *o) {
       {"bwd-ratio", required_argument, 0, 'r'}, {"steps", required_argument, 0, 'n'},
       {"warmup", required_argument, 0, 'w'},  {"shard", required_argument, 0, 'S'},
       {"reshard", required_argument, 0, 'R'}, {"prefetch", required_argument, 0, 'p'},
-      {"json", required_argument, 0, 'J'},    {0, 0, 0, 0}};
+      {"json", required_argument, 0, 'J'},    {"no-keep-last", no_argument, 0, 'K'},
+      {"no-prefetch-step", no_argument, 0, 'P'}, {0, 0, 0, 0}};
   *o = (sopts){.units = 8, .steps = 5, .warmup = 2, .unit_bytes = 4 << 20, .compute_ms = 4, .bwd_ratio = 2,
-               .npre = 3, .pre = {0, 1, 2}};
+               .npre = 3, .pre = {0, 1, 2}, .keep_last = 1, .prefetch_step = 1};
   optind = 1;
   opterr = 0;
   int c, e;
@@ -109,6 +115,8 @@ static int parse(int argc, char **argv, sopts *o) {
     case 'R': if ((e = parse_list(optarg, o, 1))) return e; break;
     case 'p': if ((e = parse_list(optarg, o, 0))) return e; break;
     case 'J': o->json = optarg; break;
+    case 'K': o->keep_last = 0; break;
+    case 'P': o->prefetch_step = 0; break;
     default: return hsr_cli_usage_error("bench step", "unknown option or missing value '%s'", argv[optind - 1]);
     }
     if (st != HSR_OK) return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
@@ -170,6 +178,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   c.partial_k = K;
   c.prefetch = depth;
   c.poison = 0;
+  c.prefetch_step = o->prefetch_step;
   hsr_rt *rt = NULL;
   HSR_CHECK(hsr_rt_create(boot, world, cl, &c, &rt));
   size_t per = o->unit_bytes / 4 / (size_t)c.shard * (size_t)c.shard; /* f32 elements per unit */
@@ -178,7 +187,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   for (long u = 0; u < o->units && st == HSR_OK; u++) {
     int id;
     snprintf(name, sizeof name, "u%ld", u);
-    st = hsr_rt_unit_add(rt, name, 0, &id);
+    st = hsr_rt_unit_add(rt, name, o->keep_last && u == o->units - 1, &id);
     snprintf(name, sizeof name, "u%ld.w", u);
     int64_t shape[1] = {(int64_t)per};
     if (st == HSR_OK) st = hsr_rt_param_add(rt, id, name, 1, shape, 0);
@@ -300,9 +309,11 @@ int hsr_bench_step(int argc, char **argv) {
   snprintf(path, sizeof path, "/tmp/hsr-bench-step-%d.json", pid);
   if (rank == 0) {
     printf("# hsr bench step: %d ranks, %d node(s), mesh %d x %ld, %ld units of %.2f MiB gathered, "
-           "compute %.2f ms/unit forward (%ld GEMMs %dx%d), x%.1f backward, %ld timed steps after %ld\n",
+           "compute %.2f ms/unit forward (%ld GEMMs %dx%d), x%.1f backward, %ld timed steps after %ld; "
+           "last unit %s, step-end prefetch %s\n",
            n, hsr_boot_num_nodes(boot), (int)(n / S), S, o.units, (double)o.unit_bytes / (1 << 20), o.compute_ms,
-           k.reps, GEMM_N, GEMM_N, o.bwd_ratio, o.steps, o.warmup);
+           k.reps, GEMM_N, GEMM_N, o.bwd_ratio, o.steps, o.warmup,
+           o.keep_last ? "kept until backward" : "resharded", o.prefetch_step ? "on" : "off");
     printf("%-10s %8s %9s %9s %9s %9s %9s %9s %7s %9s %8s\n", "reshard", "prefetch", "step", "compute", "comm",
            "exposed", "ag", "ag_exp", "hidden", "step/max", "speedup");
     fflush(stdout);
@@ -334,6 +345,8 @@ int hsr_bench_step(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "compute_ms", o.compute_ms);
     cJSON_AddNumberToObject(root, "bwd_ratio", o.bwd_ratio);
     cJSON_AddNumberToObject(root, "gemms_per_unit", (double)k.reps);
+    cJSON_AddBoolToObject(root, "keep_last", o.keep_last);
+    cJSON_AddBoolToObject(root, "prefetch_step", o.prefetch_step);
     cJSON *arr = cJSON_AddArrayToObject(root, "results");
     for (int q = 0; q < nres; q++) {
       result *r = &res[q];

@@ -171,7 +171,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 
 static uint64_t config_hash(const hsr_rt *rt) {
   const hsr_rt_config *c = &rt->cfg;
-  int64_t v[] = {c->strategy, rt->S, rt->R, rt->K, c->reshard, c->root_reshard, c->prefetch, c->max_live,
+  int64_t v[] = {c->strategy, rt->S, rt->R, rt->K, c->reshard, c->root_reshard, c->prefetch, c->max_live, c->prefetch_step,
                  c->param_dtype, c->reduce_dtype, c->sync, c->micro_batches, (int64_t)c->align, c->num_groups};
   uint64_t h = fnv(0xcbf29ce484222325ull, v, sizeof v);
   h = fnv(h, &c->clip, sizeof c->clip);
@@ -932,6 +932,10 @@ static hsr_status step(hsr_rt *rt, hsr_rt_step_info *info) {
     HSR_CHECK(st);
   }
   rt->order_fixed = 1;
+  /* the next step's first gather, overlapping whatever the program does between steps */
+  if (rt->cfg.prefetch_step && rt->cfg.prefetch > 0 && rt->sharded_params && rt->norder > 0 &&
+      rt->units[rt->fwd_order[0]].state == U_SHARDED && can_prefetch(rt))
+    HSR_CHECK(gather_start(rt, rt->fwd_order[0]));
   if (info) {
     memset(info, 0, sizeof *info);
     info->step = rt->step;

@@ -6,6 +6,7 @@
  *
  *   mr_sched ledger SPEC...   keys: strategy, S, R, reshard, prefetch, live,
  *                             sync, micro, pdt, rdt, root, wrap (block|linear) */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,7 @@ static int parse(const char *s, hsr_rt_config *c, mlp_cfg *m) {
     else if (!strcmp(kv, "rdt")) st = hsr_dtype_parse(v, &c->reduce_dtype);
     else if (!strcmp(kv, "root")) c->root_reshard = atoi(v);
     else if (!strcmp(kv, "wrap")) m->wrap_linear = !strcmp(v, "linear");
+    else if (!strcmp(kv, "pstep")) c->prefetch_step = atoi(v);
     else return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
     if (st != HSR_OK) return fprintf(stderr, "spec '%s': %s\n", s, hsr_last_error()), 1;
   }
@@ -83,10 +85,29 @@ static void compare(const char *what, const char *spec, const hsr_ledger *m, con
         hsr_phase_name(a.phase), a.unit, (long long)a.step, hsr_phase_name(b.phase), b.unit, (long long)b.step);
 }
 
-static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *spec) {
+/* FNV-1a over every parameter's bytes, read back after training. */
+static int checksum(hsr_rt *rt, const mlp_cfg *model, uint64_t *h) {
+  *h = 0xcbf29ce484222325ull;
+  char name[64];
+  for (int u = 0; u < mlp_num_units(model); u++)
+    for (int k = 0; k < mlp_unit_params(model, u); k++) {
+      size_t n = mlp_param_numel(model, u, k);
+      float *v = malloc((n ? n : 1) * sizeof *v);
+      mlp_param_name(u, k, name, sizeof name);
+      OK(hsr_rt_param_read(rt, name, v));
+      const unsigned char *b = (const unsigned char *)v;
+      for (size_t i = 0; i < n * sizeof *v; i++) *h = (*h ^ b[i]) * 0x100000001b3ull;
+      free(v);
+    }
+  return 0;
+}
+
+static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *spec, int pstep_off,
+               uint64_t *sum) {
   hsr_rt_config cfg;
   mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
   if (parse(spec, &cfg, &model)) return 1;
+  if (pstep_off) cfg.prefetch_step = 0;
   hsr_rt *rt = NULL;
   OK(hsr_rt_create(boot, world, cl, &cfg, &rt));
   OK(mlp_rt_setup(&model, rt));
@@ -113,6 +134,7 @@ static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const cha
   hsr_ledger_free(pu);
   free(prog);
   free(is_root);
+  if (checksum(rt, &model, sum)) return 1;
   mlp_rt_ctx_free(x);
   OK(hsr_rt_destroy(rt));
   return 0;
@@ -136,7 +158,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "[rank %d] setup: %s\n", g_rank, hsr_last_error());
     rc = 1;
   }
-  for (int i = 2; !rc && i < argc; i++) rc = run(boot, world, cl, argv[i]);
+  for (int i = 2; !rc && i < argc; i++) {
+    uint64_t a = 0, b = 0;
+    rc = run(boot, world, cl, argv[i], 0, &a);
+    /* the step-end prefetch is a scheduling change only: bitwise identical parameters */
+    if (!rc && strstr(argv[i], "pstep=1")) {
+      rc = run(boot, world, cl, argv[i], 1, &b);
+      CHECK(a == b, "%s: parameters differ with and without the step-end prefetch", argv[i]);
+    }
+  }
   hsr_comm_free(world);
   hsr_cluster_free(cl);
   hsr_topo_free(t);

@@ -10,6 +10,8 @@ hsr_add_mpi_test(NAME sched_ledger_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COM
   strategy=fsdp,S=4,reshard=partial:2,prefetch=2,root=1
   strategy=fsdp,S=4,reshard=partial:2,prefetch=1,micro=2,sync=none
   strategy=fsdp,S=4,reshard=full,prefetch=1,wrap=linear
+  strategy=fsdp,S=4,reshard=full,prefetch=1,pstep=1
+  strategy=hybrid,S=2,reshard=partial:2,prefetch=2,pstep=1,micro=2,sync=rs_only
   strategy=fsdp,S=4,pdt=bf16,rdt=bf16,reshard=partial:2,prefetch=1
   strategy=hybrid,S=2,reshard=full,prefetch=1,micro=2,sync=rs_only
   strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=full,rdt=bf16

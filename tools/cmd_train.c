@@ -45,6 +45,8 @@ static void usage(void) {
          "                      all-gather then runs in the K-rank partial group) (default full)\n"
          "  --root-reshard      reshard the root unit (embedding/head) too (default: keep it, like FSDP2)\n"
          "  --prefetch D        units gathered ahead, forward and backward (0 = off; default 1)\n"
+         "  --prefetch-step     also gather the first unit at the end of each step (hides the next\n"
+         "                      step's first gather behind data loading; default off)\n"
          "  --max-live N        cap on gathered units alive at once that prefetch respects (0 = none)\n"
          "  --sync X            micro-batch gradient sync: full | none | rs_only (default full)\n"
          "  --param-dtype T     f32 | bf16: compute/gather dtype (default f32; master and moments are f32)\n"
@@ -81,7 +83,7 @@ static int parse(int argc, char **argv, train_args *a) {
       {"wd", required_argument, 0, 'w'},         {"clip", required_argument, 0, 'c'},
       {"log", required_argument, 0, 'g'},        {"no-progress", no_argument, 0, 'q'},
       {"trace", required_argument, 0, 'T'},      {"json", required_argument, 0, 'J'},
-      {"wrap", required_argument, 0, 'W'},
+      {"wrap", required_argument, 0, 'W'},       {"prefetch-step", no_argument, 0, 'F'},
       {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
   a->model = (mlp_cfg){.layers = 4, .dim = 64, .in_dim = 64, .classes = 8, .seed = 1};
@@ -148,6 +150,7 @@ static int parse(int argc, char **argv, train_args *a) {
     case 'g': a->log = optarg; break;
     case 'q': a->progress = 0; break;
     case 'T': a->trace = optarg; break;
+    case 'F': a->cfg.prefetch_step = 1; break;
     case 'J': a->json = optarg; break;
     case 'W':
       if (!strcmp(optarg, "block")) a->model.wrap_linear = 0;

@@ -211,6 +211,9 @@ static void call(sim *s, const hsr_prog_call *c) {
     phase(s, HSR_PHASE_STEP, -1);
     retire(s, 0);
     s->order_fixed = 1;
+    if (cfg->prefetch_step && cfg->prefetch > 0 && s->sharded_params && s->norder > 0 &&
+        s->u[s->order[0]].state == S_SHARDED && !(cfg->max_live && s->live >= cfg->max_live))
+      gather_start(s, s->order[0]);
     s->step++;
     /* hsr_rt_zero_grad */
     for (int i = 0; i < s->nu; i++) {

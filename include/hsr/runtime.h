@@ -108,6 +108,9 @@ typedef struct hsr_rt_config {
   int root_reshard;  /* root units: 1 = follow `reshard`, 0 = keep FULL until backward (default, like FSDP2) */
   int prefetch;      /* units gathered ahead (0 = off) */
   int max_live;      /* cap on FULL/gathering units at once that prefetch respects (0 = no cap) */
+  int prefetch_step; /* with prefetch > 0: start the first unit's gather at the end of hsr_rt_step, so
+                        the next step's first gather overlaps the program's work between steps (its
+                        count then falls in the step that issued it). Default 0 */
   hsr_dtype param_dtype, reduce_dtype; /* HSR_F32 or HSR_BF16 */
   hsr_rt_sync sync;
   int micro_batches; /* backward passes per step (>= 1) */
