@@ -26,3 +26,10 @@ add_test(NAME sched_wrap_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh wrap
 set_tests_properties(sched_trace_4 sched_wrap_4 PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 add_test(NAME train_bad_wrap COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: block, linear"
          $<TARGET_FILE:hsr_cli> train --wrap layer)
+# hsr bench step: a short real run on 4 ranks (table + JSON with every configuration), bad input.
+add_test(NAME bench_step_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh bench ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(bench_step_4 PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+add_test(NAME bench_step_bad_reshard COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: full, none, partial:K"
+         $<TARGET_FILE:hsr_cli> bench step --reshard half)
+add_test(NAME bench_step_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr bench step"
+         $<TARGET_FILE:hsr_cli> bench step --help)

@@ -73,5 +73,23 @@ wrap)
   grep -q "WARNING: wrap granularity" <<<"$lin" || { echo "sched_check: no diagnostic on per-linear wrapping"; exit 1; }
   echo "sched_check wrap: ok"
   ;;
+bench)
+  out=$("$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" bench step --units 3 --unit-size 64K --compute-ms 0.2 \
+        --steps 2 --warmup 1 --reshard full,partial:2 --prefetch 0,1 --json "$tmp/b.json" 2>&1); rc=$?
+  echo "$out"
+  [ "$rc" = 0 ] || { echo "sched_check: bench step exit code $rc"; exit 1; }
+  python3 - "$tmp/b.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["results"]
+assert [(x["reshard"], x["prefetch"]) for x in r] == [("full", 0), ("full", 1), ("partial:2", 0), ("partial:2", 1)], r
+for x in r:
+    assert x["step_ms"] > 0 and x["compute_ms"] > 0 and x["all_gather_ms"] > 0, x
+    assert 0 <= x["exposed_comm_ms"] <= x["comm_ms"] + 1e-9, x
+    assert 0 <= x["all_gather_exposed_ms"] <= x["all_gather_ms"] + 1e-9, x
+    assert x["speedup_vs_prefetch0"] > 0, x
+print("sched_check bench: ok")
+PY
+  ;;
 *) echo "sched_check: unknown mode $mode"; exit 2 ;;
 esac
