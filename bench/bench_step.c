@@ -33,7 +33,7 @@ typedef struct sopts {
   hsr_rt_reshard res[MAX_LIST];
   int res_k[MAX_LIST];
   int pre[MAX_LIST];
-  const char *json;
+  const char *json, *trace;
 } sopts;
 
 void openblas_set_num_threads(int); /* OpenBLAS: ranks share the cores, one thread each */
@@ -58,6 +58,7 @@ static void usage(void) {
          "  --no-prefetch-step  do not gather the first unit at the end of each step (default: with\n"
          "                      prefetch > 0 it is, hiding the next step's first gather)\n"
          "  --json FILE         also write the results as JSON (rank 0)\n"
+         "  --trace PREFIX      keep each configuration's lifecycle trace as PREFIX-<reshard>-p<D>.json\n"
          "Columns (ms per step, means over ranks and timed steps): step, compute (union of compute\n"
          "spans), comm (union of collective spans), exposed (comm not covered by compute), ag\n"
          "(all-gather), ag exposed, hidden (1 - ag exposed / ag), step / max(compute, comm), and\n"
@@ -95,7 +96,7 @@ static int parse(int argc, char **argv, sopts *o) {
       {"warmup", required_argument, 0, 'w'},  {"shard", required_argument, 0, 'S'},
       {"reshard", required_argument, 0, 'R'}, {"prefetch", required_argument, 0, 'p'},
       {"json", required_argument, 0, 'J'},    {"no-keep-last", no_argument, 0, 'K'},
-      {"no-prefetch-step", no_argument, 0, 'P'}, {0, 0, 0, 0}};
+      {"no-prefetch-step", no_argument, 0, 'P'}, {"trace", required_argument, 0, 'T'}, {0, 0, 0, 0}};
   *o = (sopts){.units = 8, .steps = 5, .warmup = 2, .unit_bytes = 4 << 20, .compute_ms = 4, .bwd_ratio = 2,
                .npre = 3, .pre = {0, 1, 2}, .keep_last = 1, .prefetch_step = 1};
   optind = 1;
@@ -116,6 +117,7 @@ static int parse(int argc, char **argv, sopts *o) {
     case 'p': if ((e = parse_list(optarg, o, 0))) return e; break;
     case 'J': o->json = optarg; break;
     case 'K': o->keep_last = 0; break;
+    case 'T': o->trace = optarg; break;
     case 'P': o->prefetch_step = 0; break;
     default: return hsr_cli_usage_error("bench step", "unknown option or missing value '%s'", argv[optind - 1]);
     }
@@ -225,8 +227,18 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   hsr_trace_step_summary *sum = NULL;
   int ns = 0;
   HSR_CHECK(hsr_trace_steps(path, &sum, &ns));
-  remove(path);
   memset(res, 0, sizeof *res);
+  if (pol == HSR_RT_RESHARD_PARTIAL) snprintf(res->reshard, sizeof res->reshard, "partial:%d", K);
+  else snprintf(res->reshard, sizeof res->reshard, "%s", pol == HSR_RT_RESHARD_FULL ? "full" : "none");
+  char keep[512];
+  if (o->trace) {
+    snprintf(keep, sizeof keep, "%s-%s-p%d.json", o->trace, res->reshard, depth);
+    for (char *q = keep + strlen(o->trace); *q; q++)
+      if (*q == ':') *q = '_';
+    if (rename(path, keep) != 0) HSR_LOG_W("bench step: cannot keep the trace as %s", keep);
+  } else {
+    remove(path);
+  }
   int m = 0;
   for (int i = 0; i < ns; i++) {
     if (sum[i].step <= o->warmup) continue;
@@ -242,8 +254,6 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   if (m) {
     res->step /= m, res->comp /= m, res->comm /= m, res->exposed /= m, res->ag /= m, res->ag_exposed /= m;
   }
-  if (pol == HSR_RT_RESHARD_PARTIAL) snprintf(res->reshard, sizeof res->reshard, "partial:%d", K);
-  else snprintf(res->reshard, sizeof res->reshard, "%s", pol == HSR_RT_RESHARD_FULL ? "full" : "none");
   res->prefetch = depth;
   return HSR_OK;
 }
