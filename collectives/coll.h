@@ -21,6 +21,7 @@ uint16_t hsr_coll_f32_to_half(hsr_dtype dt, float f);
 typedef struct shm_desc {
   int32_t rank, seg; /* owner world rank, its segment id (-1: none) */
   uint64_t off, seg_bytes;
+  int32_t scattered, pad; /* two-level all-gather: blocks sit at their final places */
 } shm_desc;
 
 #define CTL_SLOTS 256
@@ -58,12 +59,15 @@ typedef struct coll_ctx {
   hsr_boot *boot;
   int rank, size, node;
   uint64_t job;     /* random id shared by the world: names shm objects */
+  int32_t *pids;    /* every rank's pid (part of its segment names) */
   int refs;         /* communicators alive */
   int have_avx2;
   int inline_progress;
   double timeout_s;
   int algo_allreduce; /* 0 auto, 1 ring, 2 recursive doubling */
+  int algo_two_level; /* 0 auto, 1 off (flat UCX rings for groups spanning nodes) */
   size_t rd_max_bytes;
+  size_t ucx_chunk; /* bytes per pipelined ring chunk */
 
   /* shared memory */
   ctl_seg *ctl;         /* mine */
@@ -143,11 +147,16 @@ struct hsr_op_s {
   const void *src_in;   /* what peers read (user buffer or staged copy) */
   void *tmp;            /* transport scratch */
   int ucx_pending;
-  void *ucx_reqs[16];
-  int nucx;
+  void *chunks; /* ucx.c: per-chunk pipeline state */
+  int nchunks, chunks_left;
+  size_t chunk_elems;
   hsr_op_s *next;
   void *nccl_event;
   hsr_op_s *child;           /* two-level: the stage in flight */
+  const int *perm;           /* two-level node stage: block (j, i) lives at perm[j * perm_m + i] */
+  int perm_m;
+  int direct;                /* two-level all-gather: peers read my blocks in place in recv */
+  const int *blk_at;         /* UCX all-gather: block j lives at blk_at[j] * count */
   hsr_comm_counter child_before;
 };
 

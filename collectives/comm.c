@@ -350,7 +350,7 @@ static hsr_status submit(hsr_op_s *op, int trivial, hsr_req **req) {
 
 hsr_status hsr_comm_allgather(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt, hsr_req **req) {
   const char *w = "all_gather";
-  size_t b;
+  size_t b = 0;
   if (req) *req = NULL;
   if (!c) return hsr_error(HSR_ERR_INVALID, "%s: NULL communicator", w);
   HSR_CHECK(check_common(c, w, count, dt, (size_t)c->size, &b));
@@ -368,7 +368,7 @@ hsr_status hsr_comm_allgather(hsr_comm *c, const void *send, void *recv, size_t 
 hsr_status hsr_comm_reduce_scatter(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt, hsr_redop rop,
                                    hsr_req **req) {
   const char *w = "reduce_scatter";
-  size_t b;
+  size_t b = 0;
   if (req) *req = NULL;
   if (!c) return hsr_error(HSR_ERR_INVALID, "%s: NULL communicator", w);
   HSR_CHECK(check_common(c, w, count, dt, (size_t)c->size, &b));
@@ -387,7 +387,7 @@ hsr_status hsr_comm_reduce_scatter(hsr_comm *c, const void *send, void *recv, si
 hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt, hsr_redop rop,
                               hsr_req **req) {
   const char *w = "all_reduce";
-  size_t b;
+  size_t b = 0;
   if (req) *req = NULL;
   HSR_CHECK(check_common(c, w, count, dt, 1, &b));
   HSR_CHECK(check_redop(c, w, rop, 1));
@@ -404,7 +404,7 @@ hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv, size_t 
 
 hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, int root, hsr_req **req) {
   const char *w = "broadcast";
-  size_t b;
+  size_t b = 0;
   if (req) *req = NULL;
   HSR_CHECK(check_common(c, w, count, dt, 1, &b));
   if (root < 0 || root >= c->size)
@@ -417,7 +417,7 @@ hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, in
 }
 
 hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req) {
-  size_t b;
+  size_t b = 0;
   if (req) *req = NULL;
   HSR_CHECK(check_common(c, "barrier", 0, HSR_U8, 1, &b));
   hsr_op_s *op = op_new(c, HSR_OP_BARRIER);
@@ -464,7 +464,10 @@ static void op_free(hsr_op_s *op) {
   int owned = op->ucx_pending > 0; /* cancelled, not yet called back: UCX frees it */
   if (owned) op->freed_by_transport = 1;
   pthread_mutex_unlock(&x->mu);
-  if (!owned) free(op);
+  if (!owned) {
+    free(op->chunks);
+    free(op);
+  }
 }
 
 hsr_status hsr_req_wait(hsr_req *r, double timeout_s) {

@@ -1,6 +1,8 @@
 /* The world context behind every host communicator: node-shared segments,
  * control slots, the UCX worker and the progress engine. */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -15,11 +17,39 @@
 
 #include "coll.h"
 
-static void shm_name(char *buf, size_t n, uint64_t job, int rank, int seg) {
+/* /dev/shm/hsr-<job>-<owner pid>-<rank>-<segment|ctl>: the pid lets a later
+ * job remove what a killed one left behind (stale_cleanup). */
+static void shm_name_pid(char *buf, size_t n, uint64_t job, int pid, int rank, int seg) {
   if (seg < 0)
-    snprintf(buf, n, "/hsr-%016llx-%d-ctl", (unsigned long long)job, rank);
+    snprintf(buf, n, "/hsr-%016llx-%d-%d-ctl", (unsigned long long)job, pid, rank);
   else
-    snprintf(buf, n, "/hsr-%016llx-%d-%d", (unsigned long long)job, rank, seg);
+    snprintf(buf, n, "/hsr-%016llx-%d-%d-%d", (unsigned long long)job, pid, rank, seg);
+}
+
+static void shm_name(coll_ctx *x, char *buf, size_t n, int rank, int seg) {
+  shm_name_pid(buf, n, x->job, x->pids[rank], rank, seg);
+}
+
+/* Unlinks hsr segments of this user whose owner process is gone. */
+static void stale_cleanup(void) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    unsigned long long job;
+    int pid, rank, used = 0;
+    if (sscanf(e->d_name, "hsr-%16llx-%d-%d-%n", &job, &pid, &rank, &used) != 3 || used == 0 || pid <= 0) continue;
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "/dev/shm/%s", e->d_name);
+    if (stat(path, &st) != 0 || st.st_uid != getuid()) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+      char name[300];
+      snprintf(name, sizeof name, "/%s", e->d_name);
+      if (shm_unlink(name) == 0) HSR_LOG_I("removed stale shared-memory segment %s (process %d is gone)", name, pid);
+    }
+  }
+  closedir(d);
 }
 
 static hsr_status shm_create(const char *name, size_t bytes, void **out) {
@@ -96,7 +126,7 @@ hsr_status hsr_coll_pool_alloc(coll_ctx *x, size_t bytes, void **ptr) {
   x->segs = ns;
   char name[96];
   int id = x->next_seg++;
-  shm_name(name, sizeof name, x->job, x->rank, id);
+  shm_name(x, name, sizeof name, x->rank, id);
   void *p;
   hsr_status st = shm_create(name, want, &p);
   if (st != HSR_OK) {
@@ -157,7 +187,7 @@ void *hsr_coll_peer_ptr(coll_ctx *x, const shm_desc *d) {
     x->maps = m, x->cap_maps = cap;
   }
   char name[96];
-  shm_name(name, sizeof name, x->job, d->rank, d->seg);
+  shm_name(x, name, sizeof name, d->rank, d->seg);
   void *p;
   if (shm_attach(name, d->seg_bytes, &p) != HSR_OK) return NULL;
   x->maps[x->nmaps++] = (peer_map){.rank = d->rank, .seg = d->seg, .base = p, .bytes = d->seg_bytes};
@@ -328,6 +358,11 @@ hsr_status hsr_coll_ctx_create(hsr_boot *boot, coll_ctx **out) {
   if (st == HSR_OK) st = hsr_env_double("HSR_COMM_TIMEOUT", 300, 0.001, 1e9, &x->timeout_s);
   if (st == HSR_OK) st = hsr_env_choice("HSR_ALGO_ALLREDUCE", ar, 0, &x->algo_allreduce);
   if (st == HSR_OK) st = hsr_env_size("HSR_ALGO_ALLREDUCE_RD_MAX", 64 << 10, &x->rd_max_bytes);
+  if (st == HSR_OK) st = hsr_env_size("HSR_UCX_CHUNK", 1 << 20, &x->ucx_chunk);
+  if (st == HSR_OK && x->ucx_chunk < 4096)
+    st = hsr_error(HSR_ERR_INVALID, "HSR_UCX_CHUNK: %zu bytes is too small (at least 4K)", x->ucx_chunk);
+  static const char *const two[] = {"auto", "off", NULL};
+  if (st == HSR_OK) st = hsr_env_choice("HSR_ALGO_TWO_LEVEL", two, 0, &x->algo_two_level);
   if (st != HSR_OK) {
     free(x);
     return st;
@@ -342,9 +377,18 @@ hsr_status hsr_coll_ctx_create(hsr_boot *boot, coll_ctx **out) {
   st = hsr_boot_bcast(boot, &job, sizeof job, 0);
   if (st != HSR_OK) goto fail;
   x->job = job;
+  x->pids = calloc((size_t)x->size, sizeof *x->pids);
+  if (!x->pids) {
+    st = hsr_error(HSR_ERR_NOMEM, "pid table");
+    goto fail;
+  }
+  int32_t mypid = (int32_t)getpid();
+  st = hsr_boot_allgather(boot, &mypid, sizeof mypid, x->pids);
+  if (st != HSR_OK) goto fail;
+  if (hsr_boot_local_rank(boot) == 0) stale_cleanup();
 
   char name[96];
-  shm_name(name, sizeof name, job, x->rank, -1);
+  shm_name(x, name, sizeof name, x->rank, -1);
   st = shm_create(name, sizeof(ctl_seg), (void **)&x->ctl);
   if (st != HSR_OK) goto fail;
   x->peer_ctl = calloc((size_t)x->size, sizeof *x->peer_ctl);
@@ -356,7 +400,7 @@ hsr_status hsr_coll_ctx_create(hsr_boot *boot, coll_ctx **out) {
   for (int r = 0; st == HSR_OK && r < x->size; r++) {
     if (r == x->rank || hsr_boot_node_of(boot, r) != x->node) continue;
     char pn[96];
-    shm_name(pn, sizeof pn, job, r, -1);
+    shm_name(x, pn, sizeof pn, r, -1);
     st = shm_attach(pn, sizeof(ctl_seg), (void **)&x->peer_ctl[r]);
   }
   hsr_status st2 = hsr_boot_barrier(boot);
@@ -398,7 +442,7 @@ void hsr_coll_ctx_release(coll_ctx *x) {
   for (int i = 0; i < x->nmaps; i++) munmap(x->maps[i].base, x->maps[i].bytes);
   for (int i = 0; i < x->nsegs; i++) {
     char name[96];
-    shm_name(name, sizeof name, x->job, x->rank, x->segs[i].id);
+    shm_name(x, name, sizeof name, x->rank, x->segs[i].id);
     shm_unlink(name);
     munmap(x->segs[i].base, x->segs[i].bytes);
   }
@@ -407,6 +451,7 @@ void hsr_coll_ctx_release(coll_ctx *x) {
       if (x->peer_ctl[r]) munmap(x->peer_ctl[r], sizeof(ctl_seg));
   if (x->ctl) munmap(x->ctl, sizeof(ctl_seg));
   free(x->peer_ctl);
+  free(x->pids);
   free(x->maps);
   free(x->segs);
   free(x->comms);

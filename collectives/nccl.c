@@ -28,11 +28,20 @@ static hsr_status cuda_err(cudaError_t e, const char *what) {
   return hsr_error(HSR_ERR_CUDA, "%s: %s", what, cudaGetErrorString(e));
 }
 
-/* Waits until a nonblocking NCCL call has finished its host-side work. */
+/* Waits until a nonblocking NCCL call has finished its host-side work: the
+ * call returns ncclSuccess or ncclInProgress, then the communicator's async
+ * state is polled until it leaves ncclInProgress (bounded by the timeout). */
 static hsr_status nccl_settle(hsr_comm *c, ncclComm_t comm, ncclResult_t rc, const char *what) {
+  if (rc != ncclSuccess && rc != ncclInProgress)
+    return hsr_error(HSR_ERR_TRANSPORT, "communicator '%s': %s: %s (%s)", c->name, what, ncclGetErrorString(rc),
+                     ncclGetLastError(comm));
   double t0 = hsr_clock_s();
   long us = 1;
-  while (rc == ncclInProgress) {
+  ncclResult_t state = ncclInProgress;
+  for (;;) {
+    ncclResult_t q = ncclCommGetAsyncError(comm, &state);
+    if (q != ncclSuccess) state = q;
+    if (state != ncclInProgress) break;
     if (hsr_clock_s() - t0 > c->timeout_s) {
       ncclCommAbort(comm);
       return hsr_error(HSR_ERR_TIMEOUT, "communicator '%s': %s did not complete within %.1f s (NCCL communicator aborted)",
@@ -40,10 +49,9 @@ static hsr_status nccl_settle(hsr_comm *c, ncclComm_t comm, ncclResult_t rc, con
     }
     usleep((useconds_t)us);
     if (us < 1000) us *= 2;
-    if (ncclCommGetAsyncError(comm, &rc) != ncclSuccess) break;
   }
-  if (rc != ncclSuccess)
-    return hsr_error(HSR_ERR_TRANSPORT, "communicator '%s': %s: %s (%s)", c->name, what, ncclGetErrorString(rc),
+  if (state != ncclSuccess)
+    return hsr_error(HSR_ERR_TRANSPORT, "communicator '%s': %s: %s (%s)", c->name, what, ncclGetErrorString(state),
                      ncclGetLastError(comm));
   return HSR_OK;
 }
@@ -95,7 +103,8 @@ hsr_status hsr_coll_nccl_split(hsr_comm *parent, hsr_comm *child, int color, int
   ncclResult_t rc = ncclCommSplit(ps->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nc, &cfg);
   HSR_CHECK(nccl_settle(parent, ps->comm, rc, "ncclCommSplit"));
   if (color < 0) return HSR_OK;
-  if (nc) HSR_CHECK(nccl_settle(parent, nc, ncclSuccess, "ncclCommSplit (child)"));
+  if (!nc) return hsr_error(HSR_ERR_TRANSPORT, "ncclCommSplit returned no communicator for color %d", color);
+  HSR_CHECK(nccl_settle(parent, nc, ncclSuccess, "ncclCommSplit (child)"));
   nccl_state *s = calloc(1, sizeof *s);
   if (!s) return hsr_error(HSR_ERR_NOMEM, "NCCL state");
   s->comm = nc;

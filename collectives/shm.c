@@ -86,7 +86,13 @@ static int advance_allgather(hsr_op_s *op) {
   switch (op->phase) {
   case 0: {
     shm_desc d;
-    if (!expose(op, op->send, bytes, 0, bytes, &d, &op->src_in)) return 1;
+    if (op->direct) { /* my blocks are already in place in my (registered) recv */
+      hsr_coll_describe(c->ctx, recv, bytes * (size_t)n, &d);
+      d.scattered = 1;
+    } else {
+      if (!expose(op, op->send, bytes, 0, bytes, &d, &op->src_in)) return 1;
+      d.scattered = 0;
+    }
     slot_of(c, r)->in = d;
     publish(op, F_ARRIVE);
     op->phase = 1;
@@ -95,9 +101,20 @@ static int advance_allgather(hsr_op_s *op) {
   case 1:
     if (!wait_all(op, F_ARRIVE)) return 0;
     for (int j = 0; j < n; j++) {
-      const void *src = j == r ? op->src_in : peer(op, &slot_of(c, j)->in);
+      if (j == r && op->direct) continue;
+      const shm_desc *dj = &slot_of(c, j)->in;
+      const char *src = j == r ? op->src_in : peer(op, dj);
       if (!src) return 1;
-      hsr_coll_copy(recv + (size_t)j * bytes, src, bytes, c->ctx->have_avx2);
+      if (op->perm) { /* two-level: peer j's m sub-blocks go to scattered places */
+        size_t sub = bytes / (size_t)op->perm_m;
+        for (int i = 0; i < op->perm_m; i++) {
+          size_t at = (size_t)op->perm[j * op->perm_m + i] * sub;
+          const char *from = j != r && dj->scattered ? src + at : src + (size_t)i * sub;
+          hsr_coll_copy(recv + at, from, sub, c->ctx->have_avx2);
+        }
+      } else {
+        hsr_coll_copy(recv + (size_t)j * bytes, src, bytes, c->ctx->have_avx2);
+      }
     }
     k->bytes_recv += (uint64_t)(n - 1) * bytes;
     k->bytes_sent += (uint64_t)(n - 1) * bytes;
@@ -128,12 +145,19 @@ static int advance_reduce_scatter(hsr_op_s *op) {
   case 1: {
     if (!wait_all(op, F_ARRIVE)) return 0;
     const void *ins[n];
+    const char *bases[n];
     for (int j = 0; j < n; j++) {
-      const char *base = j == r ? op->src_in : peer(op, &slot_of(c, j)->in);
-      if (!base) return 1;
-      ins[j] = base + (size_t)r * bytes;
+      bases[j] = j == r ? op->src_in : peer(op, &slot_of(c, j)->in);
+      if (!bases[j]) return 1;
     }
-    hsr_coll_reduce(op->dt, op->redop, op->recv, ins, n, op->count, n);
+    /* Two-level: my block is m sub-blocks taken from scattered places. */
+    int parts = op->perm ? op->perm_m : 1;
+    size_t sub = bytes / (size_t)parts, subn = op->count / (size_t)parts;
+    for (int i = 0; i < parts; i++) {
+      size_t at = op->perm ? (size_t)op->perm[r * parts + i] * sub : (size_t)r * bytes;
+      for (int j = 0; j < n; j++) ins[j] = bases[j] + at;
+      hsr_coll_reduce(op->dt, op->redop, (char *)op->recv + (size_t)i * sub, ins, n, subn, n);
+    }
     k->bytes_recv += (uint64_t)(n - 1) * bytes;
     k->bytes_sent += (uint64_t)(n - 1) * bytes;
     publish(op, F_DONE);

@@ -3,8 +3,8 @@
  * the members with the same local index on every node. Stages are ordinary
  * operations on two internal communicators, chained by the parent op.
  *
- *   all-gather:     cross all-gather, node all-gather, reorder into recv
- *   reduce-scatter: reorder, node reduce-scatter, cross reduce-scatter
+ *   all-gather:     cross all-gather, node all-gather straight into place
+ *   reduce-scatter: node reduce-scatter reading blocks in place, cross reduce-scatter
  *   all-reduce:     node all-reduce, cross all-reduce
  * Sums are exact stage by stage; AVG sums and scales once at the end. */
 #include <stdio.h>
@@ -16,6 +16,7 @@
 hsr_status hsr_coll_two_setup(hsr_comm *c) {
   coll_ctx *x = c->ctx;
   int n = c->size;
+  if (x->algo_two_level == 1) return HSR_OK;
   int *node = calloc((size_t)n, sizeof *node), *lidx = calloc((size_t)n, sizeof *lidx);
   int *seen_nodes = calloc((size_t)n, sizeof *seen_nodes), *per = calloc((size_t)x->size, sizeof *per);
   hsr_status st = HSR_OK;
@@ -60,7 +61,8 @@ out:
 }
 
 /* Queues a stage on an internal communicator (caller holds ctx->mu). */
-static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, void *recv, size_t count, hsr_redop rop) {
+static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, void *recv, size_t count, hsr_redop rop,
+                 const int *perm, const int *blk_at) {
   hsr_op_s *ch = calloc(1, sizeof *ch);
   if (!ch) {
     hsr_coll_op_fail(op, HSR_ERR_NOMEM, "two-level stage");
@@ -69,6 +71,10 @@ static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, voi
   ch->kind = kind, ch->c = sub, ch->send = send, ch->recv = recv, ch->count = count, ch->dt = op->dt, ch->redop = rop;
   ch->wait_peer = -1;
   ch->timeout_s = op->timeout_s;
+  ch->perm = perm;
+  ch->perm_m = op->c->nnodes;
+  ch->blk_at = blk_at;
+  ch->direct = perm && blk_at == NULL && op->direct;
   op->child_before = sub->counters[kind];
   sub->counters[kind].calls++;
   if (count == 0) {
@@ -95,9 +101,14 @@ static int stage_done(hsr_op_s *op) {
   k->bytes_sent += s->bytes_sent - op->child_before.bytes_sent;
   k->bytes_recv += s->bytes_recv - op->child_before.bytes_recv;
   hsr_status st = ch->st;
-  if (st != HSR_OK) hsr_coll_op_fail(op, st, "%s", ch->err);
-  if (ch->ucx_pending > 0) ch->freed_by_transport = 1;
-  else free(ch);
+  if (st != HSR_OK)
+    hsr_coll_op_fail(op, st, "communicator '%s': %s, two-level stage: %s", op->c->name, hsr_op_name(op->kind), ch->err);
+  if (ch->ucx_pending > 0) {
+    ch->freed_by_transport = 1;
+  } else {
+    free(ch->chunks);
+    free(ch);
+  }
   op->child = NULL;
   return st == HSR_OK;
 }
@@ -110,60 +121,61 @@ static void scale_avg(hsr_op_s *op, void *buf, size_t count) {
 
 int hsr_coll_two_advance(hsr_op_s *op) {
   hsr_comm *c = op->c;
-  int L = c->local_n, m = c->nnodes, n = c->size;
+  int m = c->nnodes;
   size_t es = hsr_dtype_size(op->dt), blk = op->count * es;
   hsr_redop sum = op->redop == HSR_MAX ? HSR_MAX : HSR_SUM;
-  int avx2 = c->ctx->have_avx2;
   if (op->child && !stage_done(op)) return 0;
   if (op->done) return 1;
   switch (op->kind) {
   case HSR_OP_ALLGATHER:
     switch (op->phase) {
     case 0: {
-      hsr_status st = hsr_coll_comm_scratch(c, blk * (size_t)(m + n), &op->tmp);
+      /* With a registered recv the cross stage lands every block at its
+       * final place and node peers read them there (no intermediate copy). */
+      shm_desc d;
+      op->direct = hsr_coll_describe(c->ctx, op->recv, blk * (size_t)c->size, &d);
+      op->phase = 1;
+      if (op->direct) {
+        stage(op, c->cross_comm, HSR_OP_ALLGATHER, op->send, op->recv, op->count, HSR_SUM, NULL,
+              c->two + (size_t)hsr_comm_rank(c->node_comm) * (size_t)m);
+        return 1;
+      }
+      hsr_status st = hsr_coll_comm_scratch(c, blk * (size_t)m, &op->tmp);
       if (st != HSR_OK) {
         hsr_coll_op_fail(op, st, "scratch: %s", hsr_last_error());
         return 1;
       }
-      op->phase = 1;
-      stage(op, c->cross_comm, HSR_OP_ALLGATHER, op->send, op->tmp, op->count, HSR_SUM);
+      stage(op, c->cross_comm, HSR_OP_ALLGATHER, op->send, op->tmp, op->count, HSR_SUM, NULL, NULL);
       return 1;
     }
     case 1:
       op->phase = 2;
-      stage(op, c->node_comm, HSR_OP_ALLGATHER, op->tmp, (char *)op->tmp + blk * (size_t)m, op->count * (size_t)m,
-                   HSR_SUM);
+      /* The node stage writes every shard straight to its place in recv. */
+      stage(op, c->node_comm, HSR_OP_ALLGATHER, op->direct ? NULL : op->tmp, op->recv, op->count * (size_t)m, HSR_SUM,
+            c->two, NULL);
       return 1;
-    default: {
-      const char *s2 = (const char *)op->tmp + blk * (size_t)m;
-      for (int l = 0; l < L; l++)
-        for (int i = 0; i < m; i++)
-          hsr_coll_copy((char *)op->recv + (size_t)c->two[l * m + i] * blk, s2 + (size_t)(l * m + i) * blk, blk, avx2);
+    default:
       op->done = 1;
       op->t_end = hsr_clock_ns();
       return 1;
     }
-    }
   case HSR_OP_REDUCE_SCATTER:
     switch (op->phase) {
     case 0: {
-      hsr_status st = hsr_coll_comm_scratch(c, blk * (size_t)(n + m), &op->tmp);
+      hsr_status st = hsr_coll_comm_scratch(c, blk * (size_t)m, &op->tmp);
       if (st != HSR_OK) {
         hsr_coll_op_fail(op, st, "scratch: %s", hsr_last_error());
         return 1;
       }
-      char *p = op->tmp;
-      for (int l = 0; l < L; l++)
-        for (int i = 0; i < m; i++)
-          hsr_coll_copy(p + (size_t)(l * m + i) * blk, (const char *)op->send + (size_t)c->two[l * m + i] * blk, blk, avx2);
+      /* The node stage sums, for each cross index, the blocks of the ranks
+       * that share my local index straight from the peers' inputs. */
       op->phase = 1;
-      stage(op, c->node_comm, HSR_OP_REDUCE_SCATTER, p, p + blk * (size_t)n, op->count * (size_t)m, HSR_SUM);
+      stage(op, c->node_comm, HSR_OP_REDUCE_SCATTER, op->send, op->tmp, op->count * (size_t)m, HSR_SUM, c->two, NULL);
       return 1;
     }
     case 1:
       op->phase = 2;
-      stage(op, c->cross_comm, HSR_OP_REDUCE_SCATTER, (char *)op->tmp + blk * (size_t)n, op->recv, op->count,
-                   HSR_SUM);
+      stage(op, c->cross_comm, HSR_OP_REDUCE_SCATTER, op->tmp, op->recv, op->count, HSR_SUM, NULL, NULL);
       return 1;
     default:
       scale_avg(op, op->recv, op->count);
@@ -175,11 +187,11 @@ int hsr_coll_two_advance(hsr_op_s *op) {
     switch (op->phase) {
     case 0:
       op->phase = 1;
-      stage(op, c->node_comm, HSR_OP_ALLREDUCE, op->send, op->recv, op->count, sum);
+      stage(op, c->node_comm, HSR_OP_ALLREDUCE, op->send, op->recv, op->count, sum, NULL, NULL);
       return 1;
     case 1:
       op->phase = 2;
-      stage(op, c->cross_comm, HSR_OP_ALLREDUCE, op->recv, op->recv, op->count, sum);
+      stage(op, c->cross_comm, HSR_OP_ALLREDUCE, op->recv, op->recv, op->count, sum, NULL, NULL);
       return 1;
     default:
       scale_avg(op, op->recv, op->count);

@@ -139,15 +139,30 @@ static ucp_ep_h ep_of(coll_ctx *x, int wr) {
 
 /* ---- messages ---------------------------------------------------------------- */
 
-static void forget(hsr_op_s *op, void *req, ucs_status_t status) {
+/* Every message belongs to a chunk: rings run one independent pipeline per
+ * chunk of the blocks (chunk k of step s+1 leaves as soon as chunk k of step
+ * s has arrived, while other chunks are still in flight); the other
+ * algorithms use chunk 0 only. */
+typedef struct ucx_chunk {
+  hsr_op_s *op;
+  int k, stage, step, posted, pending, finished;
+  void *reqs[2];
+} ucx_chunk;
+
+static void forget(ucx_chunk *ch, void *req, ucs_status_t status) {
+  hsr_op_s *op = ch->op;
+  ch->pending--;
   op->ucx_pending--;
-  for (int i = 0; i < op->nucx; i++)
-    if (op->ucx_reqs[i] == req) op->ucx_reqs[i] = NULL;
+  for (int i = 0; i < 2; i++)
+    if (ch->reqs[i] == req) ch->reqs[i] = NULL;
   if (status != UCS_OK && status != UCS_ERR_CANCELED && op->st == HSR_OK && !op->done)
     hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: UCX transfer failed: %s", op->c->name,
                      hsr_op_name(op->kind), ucs_status_string(status));
   ucp_request_free(req);
-  if (op->done && op->ucx_pending == 0 && op->freed_by_transport) free(op);
+  if (op->done && op->ucx_pending == 0 && op->freed_by_transport) {
+    free(op->chunks);
+    free(op);
+  }
 }
 
 static void send_cb(void *req, ucs_status_t status, void *user) { forget(user, req, status); }
@@ -156,21 +171,24 @@ static void recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_info_t *i
   forget(user, req, status);
 }
 
-static uint64_t tag_of(hsr_op_s *op, int step) {
-  return ((op->c->id & 0xffffffull) << 40) | ((op->seq & 0xffffffull) << 16) | ((uint64_t)step & 0xffff);
+/* comm id (20 bits) | op seq (20) | stage (2) | step (12) | chunk (10) */
+static uint64_t tag_of(hsr_op_s *op, int stage, int step, int k) {
+  return ((op->c->id & 0xfffffull) << 44) | ((op->seq & 0xfffffull) << 24) | ((uint64_t)(stage & 3) << 22) |
+         ((uint64_t)(step & 0xfff) << 10) | (uint64_t)(k & 0x3ff);
 }
 
-static void track(hsr_op_s *op, ucs_status_ptr_t r) {
-  op->ucx_pending++;
-  for (int i = 0; i < op->nucx; i++)
-    if (!op->ucx_reqs[i]) {
-      op->ucx_reqs[i] = r;
+static void track(ucx_chunk *ch, ucs_status_ptr_t r) {
+  ch->pending++;
+  ch->op->ucx_pending++;
+  for (int i = 0; i < 2; i++)
+    if (!ch->reqs[i]) {
+      ch->reqs[i] = r;
       return;
     }
-  if (op->nucx < (int)(sizeof op->ucx_reqs / sizeof op->ucx_reqs[0])) op->ucx_reqs[op->nucx++] = r;
 }
 
-static int post_send(hsr_op_s *op, int peer, const void *buf, size_t bytes, int step) {
+static int post_send(ucx_chunk *ch, int peer, const void *buf, size_t bytes, uint64_t tag) {
+  hsr_op_s *op = ch->op;
   coll_ctx *x = op->c->ctx;
   ucp_ep_h ep = ep_of(x, op->c->world[peer]);
   if (!ep) {
@@ -178,56 +196,45 @@ static int post_send(hsr_op_s *op, int peer, const void *buf, size_t bytes, int 
     return 0;
   }
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-                           .cb.send = send_cb, .user_data = op};
-  ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, bytes, tag_of(op, step), &p);
+                           .cb.send = send_cb, .user_data = ch};
+  ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, bytes, tag, &p);
   if (UCS_PTR_IS_ERR(r)) {
     hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: send to rank %d: %s", op->c->name,
                      hsr_op_name(op->kind), peer, ucs_status_string(UCS_PTR_STATUS(r)));
     return 0;
   }
-  if (r) track(op, r);
+  if (r) track(ch, r);
   return 1;
 }
 
-static int post_recv(hsr_op_s *op, void *buf, size_t bytes, int step) {
-  coll_ctx *x = op->c->ctx;
+static int post_recv(ucx_chunk *ch, void *buf, size_t bytes, uint64_t tag) {
+  hsr_op_s *op = ch->op;
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-                           .cb.recv = recv_cb, .user_data = op};
-  ucs_status_ptr_t r = ucp_tag_recv_nbx(x->worker, buf, bytes, tag_of(op, step), ~0ull, &p);
+                           .cb.recv = recv_cb, .user_data = ch};
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(op->c->ctx->worker, buf, bytes, tag, ~0ull, &p);
   if (UCS_PTR_IS_ERR(r)) {
     hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: receive: %s", op->c->name, hsr_op_name(op->kind),
                      ucs_status_string(UCS_PTR_STATUS(r)));
     return 0;
   }
-  if (r) track(op, r);
+  if (r) track(ch, r);
   return 1;
 }
 
 /* Cancels what a failed op still has posted (called with x->mu held). */
-static void cancel_all(hsr_op_s *op) {
+void hsr_coll_ucx_cancel(hsr_op_s *op) {
   coll_ctx *x = op->c->ctx;
-  for (int i = 0; i < op->nucx; i++)
-    if (op->ucx_reqs[i]) ucp_request_cancel(x->worker, op->ucx_reqs[i]);
+  if (!x->have_ucx || op->ucx_pending <= 0 || !op->chunks) return;
+  ucx_chunk *chs = op->chunks;
+  for (int k = 0; k < op->nchunks; k++)
+    for (int i = 0; i < 2; i++)
+      if (chs[k].reqs[i]) ucp_request_cancel(x->worker, chs[k].reqs[i]);
   for (int k = 0; k < 100 && op->ucx_pending > 0; k++) ucp_worker_progress(x->worker);
 }
 
 /* ---- algorithms ------------------------------------------------------------------ */
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
-
-static void block(hsr_op_s *op, int j, size_t *off, size_t *len);
-
-/* Bytes of the largest block: the reduce-scatter scratch holds an
- * accumulator and a receive buffer of this size. */
-static size_t max_block_bytes(hsr_op_s *op) {
-  size_t maxb = 0;
-  for (int j = 0; j < op->c->size; j++) {
-    size_t o, l;
-    block(op, j, &o, &l);
-    if (l > maxb) maxb = l;
-  }
-  return maxb * hsr_dtype_size(op->dt);
-}
 
 /* Block j of an op, in elements: equal blocks for all-gather/reduce-scatter,
  * near-equal slices of `count` for all-reduce. */
@@ -237,12 +244,32 @@ static void block(hsr_op_s *op, int j, size_t *off, size_t *len) {
     size_t lo = op->count * (size_t)j / (size_t)n, hi = op->count * (size_t)(j + 1) / (size_t)n;
     *off = lo, *len = hi - lo;
   } else {
-    *off = op->kind == HSR_OP_ALLGATHER ? (size_t)j * op->count : 0;
+    *off = (size_t)(op->blk_at ? op->blk_at[j] : j) * op->count;
     *len = op->count;
   }
 }
 
-enum { P_START, P_RS_POST, P_RS_WAIT, P_AG_POST, P_AG_WAIT, P_RD_POST, P_RD_WAIT, P_BC_WAIT, P_BAR_POST, P_BAR_WAIT };
+static size_t max_block(hsr_op_s *op) {
+  size_t maxb = 0;
+  for (int j = 0; j < op->c->size; j++) {
+    size_t o, l;
+    block(op, j, &o, &l);
+    if (l > maxb) maxb = l;
+  }
+  return maxb;
+}
+
+/* Chunk k of block j: [*lo, *lo + *len) in elements from the block start. */
+static void chunk_of(hsr_op_s *op, int j, int k, size_t *boff, size_t *lo, size_t *len) {
+  size_t l;
+  block(op, j, boff, &l);
+  size_t a = (size_t)k * op->chunk_elems;
+  *lo = a < l ? a : l;
+  *len = a < l ? (l - a < op->chunk_elems ? l - a : op->chunk_elems) : 0;
+}
+
+enum { S_RS = 0, S_AG = 1, S_RD = 2, S_MISC = 3 };
+enum { P_START, P_RING, P_RD_POST, P_RD_WAIT, P_BC_WAIT, P_BAR_POST, P_BAR_WAIT };
 
 static void finish(hsr_op_s *op) {
   op->done = 1;
@@ -267,126 +294,196 @@ static int use_rd(hsr_op_s *op) {
   return op->count * hsr_dtype_size(op->dt) <= x->rd_max_bytes;
 }
 
+/* Reduce-scatter input block j (all-reduce: slice j of send). */
+static const char *rs_in(hsr_op_s *op, int j, size_t es) {
+  size_t off, len;
+  block(op, j, &off, &len);
+  return (const char *)op->send + off * es;
+}
+/* Where this rank's reduced block goes. */
+static char *rs_out(hsr_op_s *op, size_t es) {
+  size_t off, len;
+  block(op, op->c->rank, &off, &len);
+  return op->kind == HSR_OP_ALLREDUCE ? (char *)op->recv + off * es : op->recv;
+}
+
+/* Posts chunk ch's messages for its current stage and step. */
+static int ring_post(hsr_op_s *op, ucx_chunk *ch, size_t es) {
+  hsr_comm *c = op->c;
+  int n = c->size, r = c->rank, s = ch->step, k = ch->k, right = mod(r + 1, n);
+  hsr_comm_counter *cnt = &c->counters[op->kind];
+  size_t sb_off, s_lo, s_len, rb_off, r_lo, r_len;
+  if (ch->stage == S_RS) {
+    int sb = mod(r - s - 1, n), rb = mod(r - s - 2, n);
+    chunk_of(op, sb, k, &sb_off, &s_lo, &s_len);
+    chunk_of(op, rb, k, &rb_off, &r_lo, &r_len);
+    char *acc = (char *)op->tmp + (size_t)k * 2 * op->chunk_elems * es, *rcv = acc + op->chunk_elems * es;
+    const char *src = s == 0 ? rs_in(op, sb, es) + s_lo * es : acc;
+    if (!post_recv(ch, rcv, r_len * es, tag_of(op, S_RS, s, k)) ||
+        !post_send(ch, right, src, s_len * es, tag_of(op, S_RS, s, k)))
+      return 0;
+  } else {
+    int sb = mod(r - s, n), rb = mod(r - s - 1, n);
+    chunk_of(op, sb, k, &sb_off, &s_lo, &s_len);
+    chunk_of(op, rb, k, &rb_off, &r_lo, &r_len);
+    char *buf = op->recv;
+    if (!post_recv(ch, buf + (rb_off + r_lo) * es, r_len * es, tag_of(op, S_AG, s, k)) ||
+        !post_send(ch, right, buf + (sb_off + s_lo) * es, s_len * es, tag_of(op, S_AG, s, k)))
+      return 0;
+  }
+  cnt->bytes_sent += s_len * es;
+  cnt->bytes_recv += r_len * es;
+  ch->posted = 1;
+  return 1;
+}
+
+/* Chunk ch's step has arrived: reduce (reduce-scatter) and move on. */
+static void ring_step_done(hsr_op_s *op, ucx_chunk *ch, size_t es) {
+  int n = op->c->size, r = op->c->rank, s = ch->step, k = ch->k;
+  if (ch->stage == S_RS) {
+    int rb = mod(r - s - 2, n);
+    size_t boff, lo, len;
+    chunk_of(op, rb, k, &boff, &lo, &len);
+    char *acc = (char *)op->tmp + (size_t)k * 2 * op->chunk_elems * es, *rcv = acc + op->chunk_elems * es;
+    const void *ins[2] = {rcv, rs_in(op, rb, es) + lo * es};
+    int last = s == n - 2;
+    void *out = last ? rs_out(op, es) + lo * es : acc; /* rb == r on the last step */
+    hsr_redop rop = last ? op->redop : (op->redop == HSR_AVG ? HSR_SUM : op->redop);
+    hsr_coll_reduce(op->dt, rop, out, ins, 2, len, n);
+  }
+  ch->posted = 0;
+  if (++ch->step < n - 1) return;
+  if (ch->stage == S_RS && op->kind == HSR_OP_ALLREDUCE) {
+    ch->stage = S_AG;
+    ch->step = 0;
+    return;
+  }
+  ch->finished = 1;
+  op->chunks_left--;
+}
+
+static int ring_start(hsr_op_s *op, size_t es) {
+  hsr_comm *c = op->c;
+  size_t maxb = max_block(op), target = c->ctx->ucx_chunk / es;
+  if (target == 0) target = 1;
+  int nch = (int)((maxb + target - 1) / target);
+  if (nch < 1) nch = 1;
+  if (nch > 1000) nch = 1000;
+  op->chunk_elems = (maxb + (size_t)nch - 1) / (size_t)nch;
+  if (op->chunk_elems == 0) op->chunk_elems = 1;
+  ucx_chunk *chs = calloc((size_t)nch, sizeof *chs);
+  if (!chs) {
+    hsr_coll_op_fail(op, HSR_ERR_NOMEM, "chunk table");
+    return 1;
+  }
+  free(op->chunks);
+  op->chunks = chs;
+  op->nchunks = op->chunks_left = nch;
+  int first = op->kind == HSR_OP_ALLGATHER ? S_AG : S_RS;
+  for (int k = 0; k < nch; k++) chs[k] = (ucx_chunk){.op = op, .k = k, .stage = first};
+  if (first == S_RS) {
+    hsr_status st = hsr_coll_comm_scratch(c, 2 * (size_t)nch * op->chunk_elems * es, &op->tmp);
+    if (st != HSR_OK) {
+      hsr_coll_op_fail(op, st, "scratch: %s", hsr_last_error());
+      return 1;
+    }
+  }
+  if (c->size == 1) {
+    /* A group of one: the reduction of one input, or a copy. */
+    size_t o, l;
+    block(op, 0, &o, &l);
+    if (op->kind == HSR_OP_ALLGATHER) {
+      hsr_coll_copy(op->recv, op->send, l * es, c->ctx->have_avx2);
+    } else {
+      const void *in[1] = {rs_in(op, 0, es)};
+      hsr_coll_reduce(op->dt, op->redop, rs_out(op, es), in, 1, l, 1);
+    }
+    finish(op);
+    return 1;
+  }
+  op->phase = P_RING;
+  return 1;
+}
+
+static int ring_advance(hsr_op_s *op, size_t es) {
+  int moved = 0, left = mod(op->c->rank - 1, op->c->size);
+  ucx_chunk *chs = op->chunks;
+  for (int k = 0; k < op->nchunks && !op->done; k++) {
+    ucx_chunk *ch = &chs[k];
+    if (ch->finished) continue;
+    if (!ch->posted) {
+      if (!ring_post(op, ch, es)) return 1;
+      moved = 1;
+    }
+    if (ch->posted && ch->pending == 0) {
+      ring_step_done(op, ch, es);
+      moved = 1;
+    }
+  }
+  if (op->done) return 1;
+  if (op->chunks_left == 0) {
+    finish(op);
+    return 1;
+  }
+  if (!moved) op->wait_peer = left;
+  return moved;
+}
+
 int hsr_coll_ucx_advance(hsr_op_s *op) {
   hsr_comm *c = op->c;
   coll_ctx *x = c->ctx;
-  int n = c->size, r = c->rank, right = mod(r + 1, n), left = mod(r - 1, n);
+  int n = c->size, r = c->rank;
   size_t es = hsr_dtype_size(op->dt);
   hsr_comm_counter *k = &c->counters[op->kind];
   if (op->st != HSR_OK) return 1;
-  switch (op->phase) {
-  case P_START: {
+  if (op->phase == P_START) {
     op->step = 0;
-    if (op->kind == HSR_OP_BARRIER) {
-      op->phase = P_BAR_POST;
+    if (op->kind == HSR_OP_ALLGATHER) {
+      size_t off, len;
+      block(op, r, &off, &len);
+      hsr_coll_copy((char *)op->recv + off * es, op->send, len * es, x->have_avx2);
+    }
+    if (op->kind == HSR_OP_ALLGATHER || op->kind == HSR_OP_REDUCE_SCATTER ||
+        (op->kind == HSR_OP_ALLREDUCE && !use_rd(op)))
+      return ring_start(op, es);
+    /* The rest run on one chunk. */
+    ucx_chunk *ch = calloc(1, sizeof *ch);
+    if (!ch) {
+      hsr_coll_op_fail(op, HSR_ERR_NOMEM, "chunk");
       return 1;
     }
-    if (op->kind == HSR_OP_BCAST) {
+    *ch = (ucx_chunk){.op = op};
+    free(op->chunks);
+    op->chunks = ch;
+    op->nchunks = 1;
+    if (op->kind == HSR_OP_BARRIER) {
+      op->phase = P_BAR_POST;
+    } else if (op->kind == HSR_OP_BCAST) {
       size_t bytes = op->count * es;
       if (r == op->root) {
         for (int j = 0; j < n; j++)
-          if (j != r && !post_send(op, j, op->recv, bytes, 0)) return 1;
+          if (j != r && !post_send(ch, j, op->recv, bytes, tag_of(op, S_MISC, 0, 0))) return 1;
         k->bytes_sent += (uint64_t)(n - 1) * bytes;
       } else {
-        if (!post_recv(op, op->recv, bytes, 0)) return 1;
+        if (!post_recv(ch, op->recv, bytes, tag_of(op, S_MISC, 0, 0))) return 1;
         k->bytes_recv += bytes;
       }
       op->phase = P_BC_WAIT;
-      return 1;
-    }
-    size_t need = op->kind == HSR_OP_ALLREDUCE && use_rd(op) ? op->count * es : 2 * max_block_bytes(op);
-    if (op->kind != HSR_OP_ALLGATHER && need) {
-      hsr_status st = hsr_coll_comm_scratch(c, need, &op->tmp);
+    } else { /* recursive doubling */
+      hsr_status st = hsr_coll_comm_scratch(c, op->count * es, &op->tmp);
       if (st != HSR_OK) {
         hsr_coll_op_fail(op, st, "scratch: %s", hsr_last_error());
         return 1;
       }
-    }
-    if (op->kind == HSR_OP_ALLGATHER) {
-      size_t bytes = op->count * es;
-      hsr_coll_copy((char *)op->recv + (size_t)r * bytes, op->send, bytes, x->have_avx2);
-      op->phase = P_AG_POST;
-    } else if (op->kind == HSR_OP_ALLREDUCE && use_rd(op)) {
       hsr_coll_copy(op->recv, op->send, op->count * es, x->have_avx2);
       op->step = 1; /* mask */
       op->phase = P_RD_POST;
-    } else {
-      op->phase = P_RS_POST;
     }
     return 1;
   }
-  case P_RS_POST: {
-    if (n == 1 || op->step == n - 1) {
-      if (n == 1) { /* a group of one: the reduction of one input */
-        size_t o, l;
-        block(op, 0, &o, &l);
-        const void *in[1] = {(const char *)op->send + o * es};
-        char *out = op->kind == HSR_OP_ALLREDUCE ? (char *)op->recv + o * es : op->recv;
-        hsr_coll_reduce(op->dt, op->redop, out, in, 1, l, 1);
-      }
-      if (op->kind == HSR_OP_ALLREDUCE) {
-        op->step = 0;
-        op->phase = P_AG_POST;
-      } else {
-        finish(op);
-      }
-      return 1;
-    }
-    int sb = mod(r - op->step - 1, n), rb = mod(r - op->step - 2, n);
-    size_t so, sl, ro, rl;
-    block(op, sb, &so, &sl);
-    block(op, rb, &ro, &rl);
-    const char *in = op->send;
-    size_t in_base = op->kind == HSR_OP_REDUCE_SCATTER ? op->count : 0; /* RS input block j at j*count */
-    const void *src = op->step == 0 ? in + (in_base * (size_t)sb + so) * es : (char *)op->tmp;
-    char *tmp = (char *)op->tmp;
-    size_t maxb = max_block_bytes(op);
-    if (!post_recv(op, tmp + maxb, rl * es, op->step) || !post_send(op, right, src, sl * es, op->step)) return 1;
-    k->bytes_sent += sl * es;
-    k->bytes_recv += rl * es;
-    op->phase = P_RS_WAIT;
-    return 1;
-  }
-  case P_RS_WAIT: {
-    if (waiting(op, left)) return 0;
-    int rb = mod(r - op->step - 2, n);
-    size_t ro, rl;
-    block(op, rb, &ro, &rl);
-    size_t in_base = op->kind == HSR_OP_REDUCE_SCATTER ? op->count : 0;
-    size_t maxb = max_block_bytes(op);
-    const void *ins[2] = {(char *)op->tmp + maxb, (const char *)op->send + (in_base * (size_t)rb + ro) * es};
-    int last = op->step == n - 2;
-    void *out = op->tmp;
-    if (last) out = op->kind == HSR_OP_ALLREDUCE ? (char *)op->recv + ro * es : op->recv;
-    hsr_redop rop = last ? op->redop : (op->redop == HSR_AVG ? HSR_SUM : op->redop);
-    hsr_coll_reduce(op->dt, rop, out, ins, 2, rl, n);
-    op->step++;
-    op->phase = P_RS_POST;
-    return 1;
-  }
-  case P_AG_POST: {
-    if (op->step >= n - 1) {
-      finish(op);
-      return 1;
-    }
-    int sb = mod(r - op->step, n), rb = mod(r - op->step - 1, n);
-    size_t so, sl, ro, rl;
-    block(op, sb, &so, &sl);
-    block(op, rb, &ro, &rl);
-    char *buf = op->recv;
-    if (!post_recv(op, buf + ro * es, rl * es, 0x8000 + op->step) ||
-        !post_send(op, right, buf + so * es, sl * es, 0x8000 + op->step))
-      return 1;
-    k->bytes_sent += sl * es;
-    k->bytes_recv += rl * es;
-    op->phase = P_AG_WAIT;
-    return 1;
-  }
-  case P_AG_WAIT:
-    if (waiting(op, left)) return 0;
-    op->step++;
-    op->phase = P_AG_POST;
-    return 1;
+  ucx_chunk *ch = op->chunks;
+  switch (op->phase) {
+  case P_RING: return ring_advance(op, es);
   case P_RD_POST: {
     size_t bytes = op->count * es;
     if (op->step >= n) {
@@ -398,8 +495,8 @@ int hsr_coll_ucx_advance(hsr_op_s *op) {
       return 1;
     }
     int partner = r ^ op->step;
-    if (!post_recv(op, op->tmp, bytes, 0x4000 + op->step) || !post_send(op, partner, op->recv, bytes, 0x4000 + op->step))
-      return 1;
+    uint64_t tag = tag_of(op, S_RD, op->step, 0);
+    if (!post_recv(ch, op->tmp, bytes, tag) || !post_send(ch, partner, op->recv, bytes, tag)) return 1;
     k->bytes_sent += bytes;
     k->bytes_recv += bytes;
     op->phase = P_RD_WAIT;
@@ -426,8 +523,8 @@ int hsr_coll_ucx_advance(hsr_op_s *op) {
       finish(op);
       return 1;
     }
-    if (!post_recv(op, &op->cur, 0, 0x2000 + op->step) || !post_send(op, mod(r + dist, n), &op->cur, 0, 0x2000 + op->step))
-      return 1;
+    uint64_t tag = tag_of(op, S_MISC, op->step + 1, 0);
+    if (!post_recv(ch, &op->cur, 0, tag) || !post_send(ch, mod(r + dist, n), &op->cur, 0, tag)) return 1;
     op->phase = P_BAR_WAIT;
     return 1;
   }
@@ -438,8 +535,4 @@ int hsr_coll_ucx_advance(hsr_op_s *op) {
     return 1;
   }
   return 0;
-}
-
-void hsr_coll_ucx_cancel(hsr_op_s *op) {
-  if (op->c->ctx->have_ucx && op->ucx_pending > 0) cancel_all(op);
 }

@@ -1,5 +1,6 @@
 # collectives/: every op, dtype and buffer kind against a reference, on the
 # shared-memory path (one node), the UCX path (simulated nodes) and splits.
+hsr_add_unit(test_coll_kern test_coll_kern.c)
 hsr_add_program(mr_coll mr_coll.c)
 
 hsr_add_mpi_test(NAME coll_world4 NP 4 COMMAND $<TARGET_FILE:mr_coll> --big)
@@ -9,13 +10,16 @@ hsr_add_mpi_test(NAME coll_world8_split2x4 NP 8 COMMAND $<TARGET_FILE:mr_coll> -
 hsr_add_mpi_test(NAME coll_world4_inline NP 4 ENV HSR_PROGRESS=inline COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 0,1,7 --concurrent)
 # Two simulated nodes: world and replicate groups cross nodes (UCX), shard groups stay inside (shm).
 hsr_add_mpi_test(NAME coll_world4_sim2 NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 0,1,7,100003 --concurrent)
+hsr_add_mpi_test(NAME coll_world4_sim2_flat NP 4 NODES 2 ENV HSR_ALGO_TWO_LEVEL=off HSR_UCX_CHUNK=16K COMMAND $<TARGET_FILE:mr_coll> --counts 1,7,100003)
+hsr_add_mpi_test(NAME coll_world8_sim2_interleave NP 8 NODES 2 COMMAND $<TARGET_FILE:mr_coll> --counts 7 --interleave)
 hsr_add_mpi_test(NAME coll_world8_sim2_rd NP 8 NODES 2 ENV HSR_ALGO_ALLREDUCE=rd COMMAND $<TARGET_FILE:mr_coll> --split 4 --counts 1,7,1000 --dtypes f32)
 hsr_add_mpi_test(NAME coll_world4_sim2_inline NP 4 NODES 2 ENV HSR_PROGRESS=inline COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 7 --dtypes f32 --concurrent)
 hsr_add_mpi_test(NAME coll_timeout NP 4 ENV HSR_COMM_TIMEOUT=1.5 COMMAND $<TARGET_FILE:mr_coll> --timeout-case TIMEOUT 60)
+hsr_add_mpi_test(NAME coll_timeout_sim2 NP 4 NODES 2 ENV HSR_COMM_TIMEOUT=1.5 COMMAND $<TARGET_FILE:mr_coll> --timeout-case --loose TIMEOUT 60)
 hsr_add_mpi_test(NAME coll_bad_args NP 2 COMMAND $<TARGET_FILE:mr_coll> --bad-args TIMEOUT 60)
 # Four simulated nodes: the world is two-level with a 4-member UCX ring; replicate groups are flat rings.
 hsr_add_mpi_test(NAME coll_world8_sim4 NP 8 NODES 4 COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 1,7,1003)
-hsr_add_mpi_test(NAME coll_world8_sim4_ring NP 8 NODES 4 ENV HSR_ALGO_ALLREDUCE=ring COMMAND $<TARGET_FILE:mr_coll> --split 4 --counts 7,1003 --dtypes f32)
+hsr_add_mpi_test(NAME coll_world8_sim4_ring NP 8 NODES 4 ENV HSR_ALGO_ALLREDUCE=ring HSR_UCX_CHUNK=4K COMMAND $<TARGET_FILE:mr_coll> --split 4 --counts 7,1003,100003 --dtypes f32)
 
 # Like hsr_add_mpi_test, but checks the exit code and rank 0's output from outside the launcher.
 function(hsr_coll_cli_test name code regex np)
@@ -59,3 +63,5 @@ endif()
 # NCCL backend: device memory; skipped (exit 77) without NCCL or a GPU.
 hsr_add_program(mr_nccl mr_nccl.c)
 hsr_add_mpi_test(NAME coll_nccl_world4 NP 4 COMMAND $<TARGET_FILE:mr_nccl> TIMEOUT 120)
+add_test(NAME coll_shm_cleanup COMMAND ${CMAKE_SOURCE_DIR}/tests/coll_shm_cleanup.sh ${HSR_RUN} $<TARGET_FILE:mr_coll>)
+set_tests_properties(coll_shm_cleanup PROPERTIES TIMEOUT 60 LABELS "mpi")
