@@ -4,5 +4,6 @@
 
 int hsr_bench_coll(int argc, char **argv);
 int hsr_bench_copy(int argc, char **argv);
+int hsr_bench_step(int argc, char **argv);
 
 #endif

@@ -113,6 +113,14 @@ struct mlp_work {
   double *rowloss_h;
 };
 
+size_t mlp_work_bytes(const mlp_cfg *c, int n) {
+  size_t d = (size_t)c->dim, h = 4 * d, L = (size_t)c->layers, nn = (size_t)n;
+  size_t in = d > (size_t)c->in_dim ? d : (size_t)c->in_dim;
+  return ((L + 1) * nn * d + 2 * (L ? L : 1) * nn * h + nn * (size_t)c->classes + nn * d + nn * h + nn * in) *
+             sizeof(float) +
+         nn * sizeof(double); /* per-row losses */
+}
+
 static void *wal(mlp_work *w, size_t bytes, hsr_status *st) {
   void *p = NULL;
   if (*st != HSR_OK) return NULL;

@@ -15,10 +15,12 @@
 #include <stdint.h>
 
 #include "hsr/runtime.h"
+#include "hsr/tune_ledger.h"
 
 typedef struct mlp_cfg {
   int layers, dim, in_dim, classes;
   uint64_t seed;
+  int wrap_linear; /* under the engine: one unit per linear layer (2 per block) instead of one per block */
 } mlp_cfg;
 
 /* Parameters of the model, in registration order. */
@@ -61,6 +63,8 @@ hsr_status mlp_work_create(const mlp_cfg *c, int n, mlp_work **out);
  * per-micro-batch loss is read back after a bounded stream sync). */
 hsr_status mlp_work_create_on(const mlp_cfg *c, int n, hsr_device *dev, hsr_stream *s, mlp_work **out);
 #define MLP_SYNC_TIMEOUT_S 600.0
+/* Bytes of that scratch (the activations of one micro-batch). */
+size_t mlp_work_bytes(const mlp_cfg *c, int n);
 void mlp_work_free(mlp_work *w);
 /* Forward + backward of one micro-batch: gradients of the mean loss over the
  * n samples are ADDED to the gradient accumulators. *loss = mean loss. */
@@ -88,6 +92,12 @@ void mlp_rt_ctx_free(mlp_rt_ctx *x);
 /* One training step: this rank's slice of the global batch (batch / dp ranks
  * samples) in `micro` micro-batches, then hsr_rt_step. *loss is the global
  * mean loss (all-reduced over the world). */
+/* Engine units of the model: 1 + layers (wrap per block) or 1 + 2 x layers
+ * (per linear layer); unit 0 is the root. */
+int mlp_rt_num_units(const mlp_cfg *c);
+/* The lifecycle calls of one training step (for the predicted ledger,
+ * hsr/tune_ledger.h); *calls malloc'd. */
+hsr_status mlp_rt_program(const mlp_cfg *c, int micro, hsr_prog_call **calls, int *n);
 hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, double *loss,
                              hsr_rt_step_info *info);
 

@@ -25,16 +25,27 @@ struct mlp_rt_ctx {
   double *d64;
 };
 
+int mlp_rt_num_units(const mlp_cfg *c) { return 1 + (c->wrap_linear ? 2 : 1) * c->layers; }
+
+/* Engine unit of parameter k of model unit u. */
+static int rt_unit(const mlp_cfg *c, int u, int k) {
+  if (u == 0 || !c->wrap_linear) return u;
+  return 1 + 2 * (u - 1) + (k >= MLP_W2);
+}
+
 hsr_status mlp_rt_setup(const mlp_cfg *c, hsr_rt *rt) {
   if (c->layers < 0 || c->layers + 1 > MLP_MAX_UNITS)
     return hsr_error(HSR_ERR_INVALID, "model: %d layers (valid: 0 to %d)", c->layers, MLP_MAX_UNITS - 1);
   char name[64];
   for (int u = 0; u < mlp_num_units(c); u++) {
-    int id;
-    if (u == 0) snprintf(name, sizeof name, "root");
-    else snprintf(name, sizeof name, "blk%d", u - 1);
-    HSR_CHECK(hsr_rt_unit_add(rt, name, u == 0, &id));
+    int id = -1;
     for (int k = 0; k < mlp_unit_params(c, u); k++) {
+      if (k == 0 || rt_unit(c, u, k) != rt_unit(c, u, k - 1)) {
+        if (u == 0) snprintf(name, sizeof name, "root");
+        else if (c->wrap_linear) snprintf(name, sizeof name, "blk%d.fc%d", u - 1, k >= MLP_W2 ? 2 : 1);
+        else snprintf(name, sizeof name, "blk%d", u - 1);
+        HSR_CHECK(hsr_rt_unit_add(rt, name, u == 0, &id));
+      }
       int64_t shape[2];
       int g, nd = mlp_param_shape(c, u, k, shape, &g);
       mlp_param_name(u, k, name, sizeof name);
@@ -56,9 +67,18 @@ hsr_status mlp_rt_setup(const mlp_cfg *c, hsr_rt *rt) {
   return HSR_OK;
 }
 
+/* The engine units of model unit u: one, or two (per linear layer). */
+static int rt_units(const mlp_cfg *c, int u, int out[2]) {
+  out[0] = rt_unit(c, u, 0);
+  out[1] = rt_unit(c, u, MLP_W2);
+  return out[1] != out[0] ? 2 : 1;
+}
+
 static hsr_status acquire(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
   mlp_rt_ctx *x = ctx;
-  HSR_CHECK(backward ? hsr_rt_backward_begin(x->rt, unit) : hsr_rt_forward_begin(x->rt, unit));
+  int ids[2], n = rt_units(&x->c, unit, ids);
+  for (int i = 0; i < n; i++)
+    HSR_CHECK(backward ? hsr_rt_backward_begin(x->rt, ids[i]) : hsr_rt_forward_begin(x->rt, ids[i]));
   char name[64];
   for (int k = 0; k < mlp_unit_params(&x->c, unit); k++) {
     mlp_param_name(unit, k, name, sizeof name);
@@ -79,7 +99,36 @@ static hsr_status acquire(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
 
 static hsr_status release(void *ctx, int unit, int backward) {
   mlp_rt_ctx *x = ctx;
-  return backward ? hsr_rt_backward_end(x->rt, unit) : hsr_rt_forward_end(x->rt, unit);
+  int ids[2], n = rt_units(&x->c, unit, ids);
+  for (int i = 0; i < n; i++)
+    HSR_CHECK(backward ? hsr_rt_backward_end(x->rt, ids[i]) : hsr_rt_forward_end(x->rt, ids[i]));
+  return HSR_OK;
+}
+
+hsr_status mlp_rt_program(const mlp_cfg *c, int micro, hsr_prog_call **calls, int *n) {
+  if (!c->wrap_linear) return hsr_tune_prog_nested(mlp_rt_num_units(c), 1, micro, calls, n);
+  /* per linear layer: each block begins and ends its two units together (mlp_fwd_bwd's binder) */
+  int len = micro * 4 * mlp_rt_num_units(c) + 1, k = 0, L = c->layers;
+  hsr_prog_call *p = malloc((size_t)len * sizeof *p);
+  if (!p) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+  for (int m = 0; m < micro; m++) {
+    p[k++] = (hsr_prog_call){HSR_PROG_FWD_BEGIN, 0};
+    for (int l = 0; l < L; l++) {
+      for (int i = 0; i < 2; i++) p[k++] = (hsr_prog_call){HSR_PROG_FWD_BEGIN, 1 + 2 * l + i};
+      for (int i = 0; i < 2; i++) p[k++] = (hsr_prog_call){HSR_PROG_FWD_END, 1 + 2 * l + i};
+    }
+    p[k++] = (hsr_prog_call){HSR_PROG_FWD_END, 0};
+    p[k++] = (hsr_prog_call){HSR_PROG_BWD_BEGIN, 0};
+    for (int l = L - 1; l >= 0; l--) {
+      for (int i = 0; i < 2; i++) p[k++] = (hsr_prog_call){HSR_PROG_BWD_BEGIN, 1 + 2 * l + i};
+      for (int i = 0; i < 2; i++) p[k++] = (hsr_prog_call){HSR_PROG_BWD_END, 1 + 2 * l + i};
+    }
+    p[k++] = (hsr_prog_call){HSR_PROG_BWD_END, 0};
+  }
+  p[k++] = (hsr_prog_call){HSR_PROG_STEP, -1};
+  *calls = p;
+  *n = k;
+  return HSR_OK;
 }
 
 void mlp_rt_ctx_free(mlp_rt_ctx *x) {
@@ -167,6 +216,9 @@ hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, 
   }
   mlp_binder b = {x, acquire, release};
   double sum = 0;
+  /* the activations of a micro-batch are alive from its forward to its backward */
+  int64_t act = (int64_t)mlp_work_bytes(&x->c, mb);
+  hsr_ledger *led = hsr_rt_ledger(x->rt);
   for (int m = 0; m < micro; m++) {
     double l;
     mlp_data(&x->c, step, (int64_t)r * per + (int64_t)m * mb, mb, x->x, x->y);
@@ -177,7 +229,10 @@ hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, 
       HSR_CHECK(hsr_device_copy(x->dev, x->yd, x->y, (size_t)mb * sizeof(int), x->s));
       xs = x->xd, ys = x->yd;
     }
-    HSR_CHECK(mlp_fwd_bwd(&x->c, x->w, xs, ys, mb, &b, &l));
+    HSR_CHECK(hsr_ledger_note(led, act));
+    hsr_status st = mlp_fwd_bwd(&x->c, x->w, xs, ys, mb, &b, &l);
+    HSR_CHECK(hsr_ledger_note(led, -act));
+    HSR_CHECK(st);
     sum += l;
   }
   HSR_CHECK(hsr_rt_step(x->rt, info));

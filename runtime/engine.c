@@ -83,6 +83,7 @@ struct hsr_rt {
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   hsr_rt_stats stats;
   int live;
+  rt_obs *obs; /* ledgers, trace, timing (observe.c) */
 };
 
 /* Streams of the device path: compute, all-gather, reduce (NULL on host). */
@@ -100,7 +101,12 @@ const char *hsr_rt_group_name(hsr_rt_group g) {
 
 /* ---- the two hooks ---- */
 void rt_event(hsr_rt *rt, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0, uint64_t t1) {
-  (void)rt;
+  /* group < -1: a local copy in place of a collective in group -group-2 */
+  int collective = group >= -1;
+  if (!collective) group = -group - 2;
+  hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
+  rt_obs_event(rt->obs, kind, unit, group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL, collective, bytes, t0,
+               t1);
   if (hsr_log_enabled(HSR_LOG_DEBUG))
     HSR_LOG_D("rt: %s unit %d group %s bytes %zu %.1f us", rt_event_name(kind), unit,
               group >= 0 ? hsr_rt_group_name((hsr_rt_group)group) : "-", bytes, (double)(t1 - t0) / 1e3);
@@ -114,6 +120,7 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
       HSR_CHECK(rt_dev_block_reuse(rt->dv, i, cat)); /* its first stream waits for the last users */
       b->in_use = 1;
       rt->stats.pool_hits++;
+      rt_obs_mem_get(rt->obs, cat, bytes, 0);
       *ptr = b->ptr;
       return HSR_OK;
     }
@@ -134,6 +141,7 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
                      hsr_last_error());
   rt->blocks[rt->nblocks++] = (block){p, bytes, cat, 1, shared};
   rt->stats.allocs++;
+  rt_obs_mem_get(rt->obs, cat, bytes, 1);
   *ptr = p;
   return HSR_OK;
 }
@@ -144,9 +152,12 @@ void rt_mem_put(hsr_rt *rt, void *ptr) {
     if (rt->blocks[i].ptr == ptr) {
       /* 0xFF bytes are NaN in f32 and bf16: a stale view reads NaN */
       if (rt->poison && rt->blocks[i].cat == HSR_MEM_FULL_UNIT) hsr_device_memset(rt->dev, ptr, 0xFF, rt->blocks[i].bytes, CS(rt));
-      if (rt_dev_block_release(rt->dv, i) != HSR_OK) /* cannot order reuse: never hand it out again */
+      if (rt_dev_block_release(rt->dv, i) != HSR_OK) { /* cannot order reuse: never hand it out again */
         HSR_LOG_W("runtime: buffer %p not recycled: %s", ptr, hsr_last_error());
-      else rt->blocks[i].in_use = 0;
+      } else {
+        rt->blocks[i].in_use = 0;
+        rt_obs_mem_put(rt->obs, rt->blocks[i].cat, rt->blocks[i].bytes);
+      }
       return;
     }
   HSR_LOG_W("runtime: buffer %p returned twice or never allocated", ptr);
@@ -155,6 +166,7 @@ void rt_mem_put(hsr_rt *rt, void *ptr) {
 static void mem_release_all(hsr_rt *rt) {
   if (rt_dev_quiesce(rt->dv) != HSR_OK) HSR_LOG_W("runtime: device work still queued at teardown: %s", hsr_last_error());
   for (int i = 0; i < rt->nblocks; i++) {
+    rt_obs_mem_free(rt->obs, rt->blocks[i].cat, rt->blocks[i].bytes, rt->blocks[i].in_use);
     if (rt->blocks[i].shared) hsr_comm_mem_free(rt->world, rt->blocks[i].ptr);
     else hsr_device_free(rt->dev, rt->blocks[i].ptr);
   }
@@ -172,7 +184,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 
 static uint64_t config_hash(const hsr_rt *rt) {
   const hsr_rt_config *c = &rt->cfg;
-  int64_t v[] = {c->strategy, rt->S, rt->R, rt->K, c->reshard, c->root_reshard, c->prefetch, c->max_live,
+  int64_t v[] = {c->strategy, rt->S, rt->R, rt->K, c->reshard, c->root_reshard, c->prefetch, c->max_live, c->prefetch_step,
                  c->param_dtype, c->reduce_dtype, c->sync, c->micro_batches, (int64_t)c->align, c->num_groups};
   uint64_t h = fnv(0xcbf29ce484222325ull, v, sizeof v);
   h = fnv(h, &c->clip, sizeof c->clip);
@@ -210,6 +222,11 @@ static hsr_status compare_hashes(hsr_rt *rt, uint64_t mine, const char *what) {
 }
 
 /* ---- creation ---- */
+static const char *unit_name_of(void *ctx, int u) {
+  hsr_rt *rt = ctx;
+  return u >= 0 && u < rt->nunits ? rt->units[u].name : "?";
+}
+
 static hsr_status split(hsr_rt *rt, int color, int key, const char *name, hsr_comm **out) {
   HSR_CHECK(hsr_comm_split(rt->world, color, key, out));
   return hsr_comm_set_name(*out, name);
@@ -258,7 +275,8 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
   if (!rt) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
   rt->cfg = *cfg;
   rt->boot = boot;
-  hsr_status st = HSR_OK;
+  hsr_status st = rt_obs_create(hsr_boot_rank(boot), unit_name_of, rt, &rt->obs);
+  if (st != HSR_OK) goto fail;
   if (!cluster) {
     hsr_topo *t = NULL;
     st = hsr_topo_discover(NULL, &t);
@@ -361,6 +379,7 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
   hsr_rt_layout_free(rt->layout);
   free(rt->units);
   free(rt->fwd_order);
+  rt_obs_free(rt->obs);
   free(rt);
   return st;
 }
@@ -524,6 +543,7 @@ static hsr_status wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0
     return r ? rt_dev_defer(rt->dv, r) : HSR_OK;
   }
   int done = 0;
+  uint64_t w0 = hsr_clock_ns();
   hsr_status st = hsr_req_test(r, &done);
   if (st == HSR_OK && done) {
     uint64_t a = 0, b = 0;
@@ -535,7 +555,9 @@ static hsr_status wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0
   } else {
     hsr_req_free(r);
   }
-  if (!*t1) *t1 = hsr_clock_ns();
+  uint64_t w1 = hsr_clock_ns();
+  rt_obs_wait(rt->obs, w1 - w0);
+  if (!*t1) *t1 = w1;
   return st;
 }
 
@@ -550,7 +572,7 @@ static hsr_status gather_wait(hsr_rt *rt, int ui) {
     return hsr_error(st, "runtime: gather of unit '%s' (%s group) failed: %s", u->name,
                      hsr_rt_group_name((hsr_rt_group)u->ggroup), hsr_last_error());
   size_t n = u->gather_from_partial ? u->L / (size_t)rt->K : u->Ls;
-  rt_event(rt, RT_EV_GATHER, ui, u->ggroup, n * rt->pes, t0, t1);
+  rt_event(rt, RT_EV_GATHER, ui, r ? u->ggroup : -u->ggroup - 2, n * rt->pes, t0, t1);
   if (u->gather_from_partial) { /* the 1/K copy has served its purpose */
     rt_mem_put(rt, u->partial);
     u->partial = NULL;
@@ -600,8 +622,9 @@ static hsr_status check_unit(hsr_rt *rt, int ui, const char *what) {
   return hsr_rt_commit(rt);
 }
 
-hsr_status hsr_rt_forward_begin(hsr_rt *rt, int ui) {
+static hsr_status forward_begin(hsr_rt *rt, int ui) {
   HSR_CHECK(check_unit(rt, ui, "forward_begin"));
+  rt_obs_phase(rt->obs, HSR_PHASE_FORWARD, ui);
   unit *u = &rt->units[ui];
   if (u->in_fwd || u->in_bwd)
     return hsr_error(HSR_ERR_STATE, "forward_begin(%s): the unit is already inside a forward or backward window",
@@ -615,8 +638,9 @@ hsr_status hsr_rt_forward_begin(hsr_rt *rt, int ui) {
   return prefetch(rt, ui, 0);
 }
 
-hsr_status hsr_rt_forward_end(hsr_rt *rt, int ui) {
+static hsr_status forward_end(hsr_rt *rt, int ui) {
   HSR_CHECK(check_unit(rt, ui, "forward_end"));
+  rt_obs_phase(rt->obs, HSR_PHASE_FORWARD, ui);
   unit *u = &rt->units[ui];
   if (!u->in_fwd) return hsr_error(HSR_ERR_STATE, "forward_end(%s) without forward_begin", u->name);
   u->in_fwd = 0;
@@ -638,8 +662,9 @@ hsr_status hsr_rt_forward_end(hsr_rt *rt, int ui) {
   return HSR_OK;
 }
 
-hsr_status hsr_rt_backward_begin(hsr_rt *rt, int ui) {
+static hsr_status backward_begin(hsr_rt *rt, int ui) {
   HSR_CHECK(check_unit(rt, ui, "backward_begin"));
+  rt_obs_phase(rt->obs, HSR_PHASE_BACKWARD, ui);
   unit *u = &rt->units[ui];
   if (u->in_fwd || u->in_bwd)
     return hsr_error(HSR_ERR_STATE, "backward_begin(%s): the unit is already inside a forward or backward window",
@@ -849,8 +874,9 @@ static hsr_status deferred_allreduce(hsr_rt *rt, int ui) {
   return q_push(rt, &r);
 }
 
-hsr_status hsr_rt_backward_end(hsr_rt *rt, int ui) {
+static hsr_status backward_end(hsr_rt *rt, int ui) {
   HSR_CHECK(check_unit(rt, ui, "backward_end"));
+  rt_obs_phase(rt->obs, HSR_PHASE_REDUCE, ui);
   unit *u = &rt->units[ui];
   if (!u->in_bwd) return hsr_error(HSR_ERR_STATE, "backward_end(%s) without backward_begin", u->name);
   u->in_bwd = 0;
@@ -889,9 +915,9 @@ static hsr_status snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info) {
   return HSR_OK;
 }
 
-hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
-  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+static hsr_status step(hsr_rt *rt, hsr_rt_step_info *info) {
   HSR_CHECK(hsr_rt_commit(rt));
+  rt_obs_phase(rt->obs, HSR_PHASE_STEP, -1);
   for (int i = 0; i < rt->nunits; i++) {
     unit *u = &rt->units[i];
     if (u->in_fwd || u->in_bwd)
@@ -917,7 +943,14 @@ hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   HSR_CHECK(rt_dev_sync(rt->dv, RS(rt))); /* the one host wait of a device step: the clip factor */
   for (int i = 0; i < rt->nunits; i++) ss += sq[i];
   /* the slices of one shard group tile the gradient; replicas hold equal slices */
-  if (rt->S > 1) HSR_CHECK(rt_dev_allreduce_f64(rt->dv, rt->shard_c, &ss));
+  if (rt->S > 1) {
+    uint64_t a = hsr_clock_ns();
+    rt_event(rt, RT_EV_OPTIM, -1, -1, 0, t0, a);
+    HSR_CHECK(rt_dev_allreduce_f64(rt->dv, rt->shard_c, &ss));
+    t0 = hsr_clock_ns();
+    rt_obs_wait(rt->obs, t0 - a);
+    rt_event(rt, RT_EV_ALLREDUCE, -1, HSR_RT_GROUP_SHARD, sizeof ss, a, t0);
+  }
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), RS(rt))); /* the optimizer (compute) reads the reduced gradient */
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt))); /* and overwrites shards that a queued gather may still read */
   double norm = sqrt(ss), coef = 1.0;
@@ -962,6 +995,10 @@ hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   }
   HSR_CHECK(rt_dev_reap(rt->dv));
   rt->order_fixed = 1;
+  /* the next step's first gather, overlapping whatever the program does between steps */
+  if (rt->cfg.prefetch_step && rt->cfg.prefetch > 0 && rt->sharded_params && rt->norder > 0 &&
+      rt->units[rt->fwd_order[0]].state == U_SHARDED && can_prefetch(rt))
+    HSR_CHECK(gather_start(rt, rt->fwd_order[0]));
   if (info) {
     memset(info, 0, sizeof *info);
     info->step = rt->step;
@@ -972,8 +1009,7 @@ hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   return snapshot_counts(rt, info);
 }
 
-hsr_status hsr_rt_zero_grad(hsr_rt *rt) {
-  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+static hsr_status zero_grad(hsr_rt *rt) {
   HSR_CHECK(hsr_rt_commit(rt));
   HSR_CHECK(drain(rt));
   for (int i = 0; i < rt->nunits; i++) {
@@ -1027,5 +1063,46 @@ int hsr_rt_dp_size(const hsr_rt *rt) { return rt ? rt->R * rt->S : 0; }
 hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out) {
   if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_get_stats: NULL argument");
   *out = rt->stats;
+  return HSR_OK;
+}
+
+/* ---- public lifecycle calls: the implementations above, timed and traced ---- */
+#define RT_OBSERVED(call, starts, window, unit, bwd, ends)        \
+  do {                                                            \
+    if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL"); \
+    rt_obs_enter(rt->obs, starts);                                \
+    hsr_status st_ = (call);                                      \
+    rt_obs_leave(rt->obs, st_ == HSR_OK ? (window) : 0, unit, bwd, ends); \
+    return st_;                                                   \
+  } while (0)
+
+hsr_status hsr_rt_forward_begin(hsr_rt *rt, int ui) { RT_OBSERVED(forward_begin(rt, ui), 1, 1, ui, 0, 0); }
+hsr_status hsr_rt_forward_end(hsr_rt *rt, int ui) { RT_OBSERVED(forward_end(rt, ui), 0, -1, ui, 0, 0); }
+hsr_status hsr_rt_backward_begin(hsr_rt *rt, int ui) { RT_OBSERVED(backward_begin(rt, ui), 1, 1, ui, 1, 0); }
+hsr_status hsr_rt_backward_end(hsr_rt *rt, int ui) { RT_OBSERVED(backward_end(rt, ui), 0, -1, ui, 1, 0); }
+hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) { RT_OBSERVED(step(rt, info), 0, 0, -1, 0, 1); }
+hsr_status hsr_rt_zero_grad(hsr_rt *rt) { RT_OBSERVED(zero_grad(rt), 0, 0, -1, 0, 0); }
+
+hsr_ledger *hsr_rt_ledger(hsr_rt *rt) { return rt ? rt_obs_held(rt->obs) : NULL; }
+const hsr_ledger *hsr_rt_ledger_in_use(const hsr_rt *rt) { return rt ? rt_obs_live(rt->obs) : NULL; }
+hsr_status hsr_rt_trace_enable(hsr_rt *rt, int on) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  return rt_obs_trace_enable(rt->obs, on);
+}
+hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path) {
+  if (!rt || !path) return hsr_error(HSR_ERR_INVALID, "hsr_rt_trace_write: NULL argument");
+  hsr_trace *t = rt_obs_trace(rt->obs), *empty = NULL;
+  if (!t) HSR_CHECK(hsr_trace_create(hsr_boot_rank(rt->boot), &empty)); /* still collective: write no spans */
+  hsr_status st = hsr_trace_write(t ? t : empty, rt->boot, path);
+  hsr_trace_free(empty);
+  return st;
+}
+hsr_status hsr_rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out) {
+  if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_get_timing: NULL argument");
+  return rt_obs_timing(rt->obs, out);
+}
+hsr_status hsr_rt_reset_timing(hsr_rt *rt) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  rt_obs_timing_reset(rt->obs);
   return HSR_OK;
 }

@@ -9,6 +9,7 @@
 
 #include "hsr/ledger.h"
 #include "hsr/runtime.h"
+#include "hsr/trace.h"
 
 /* Buffer categories are the ledger's (hsr/ledger.h): param shard, grad
  * shard, master, moments m and v, full unit, partial slice, reduce-scatter
@@ -30,5 +31,27 @@ void rt_mem_put(hsr_rt *rt, void *ptr);
 /* Every lifecycle event: unit, group (-1: none), bytes moved or touched,
  * start/end monotonic ns. */
 void rt_event(hsr_rt *rt, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0, uint64_t t1);
+
+/* ---- observe.c: ledgers, trace and engine timing behind the hooks ---- */
+typedef struct rt_obs rt_obs;
+hsr_status rt_obs_create(int rank, const char *(*unit_name)(void *, int), void *ctx, rt_obs **out);
+void rt_obs_free(rt_obs *o);
+hsr_ledger *rt_obs_held(rt_obs *o);
+hsr_ledger *rt_obs_live(rt_obs *o);
+hsr_trace *rt_obs_trace(rt_obs *o);
+hsr_status rt_obs_trace_enable(rt_obs *o, int on);
+/* fresh: the buffer came from the allocator (held memory grows), not the pool */
+void rt_obs_mem_get(rt_obs *o, hsr_mem_cat cat, size_t bytes, int fresh);
+void rt_obs_mem_put(rt_obs *o, hsr_mem_cat cat, size_t bytes);
+void rt_obs_mem_free(rt_obs *o, hsr_mem_cat cat, size_t bytes, int in_use);
+void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit);
+/* collective: 0 when no collective ran (a local copy standing in for a 1-rank group) */
+void rt_obs_event(rt_obs *o, rt_event_kind kind, int unit, const char *group, int collective, size_t bytes,
+                  uint64_t t0, uint64_t t1);
+void rt_obs_wait(rt_obs *o, uint64_t ns);
+void rt_obs_enter(rt_obs *o, int starts_step);
+void rt_obs_leave(rt_obs *o, int window, int unit, int backward, int ends_step);
+hsr_status rt_obs_timing(const rt_obs *o, hsr_rt_timing *out);
+void rt_obs_timing_reset(rt_obs *o);
 
 #endif

@@ -21,6 +21,8 @@ struct hsr_trace {
   int rank;
   span *spans;
   size_t n, cap;
+  char **strs; /* interned lane/name/unit/group strings: a span costs no allocation */
+  size_t nstrs, capstrs;
 };
 
 static const char *const kind_cat[] = {"step", "compute", "comm", "runtime"};
@@ -35,19 +37,32 @@ hsr_status hsr_trace_create(int rank, hsr_trace **out) {
 
 void hsr_trace_free(hsr_trace *t) {
   if (!t) return;
-  for (size_t i = 0; i < t->n; i++) {
-    free(t->spans[i].lane);
-    free(t->spans[i].name);
-    free(t->spans[i].unit);
-    free(t->spans[i].group);
-  }
+  for (size_t i = 0; i < t->nstrs; i++) free(t->strs[i]);
+  free(t->strs);
   free(t->spans);
   free(t);
 }
 
 size_t hsr_trace_count(const hsr_trace *t) { return t ? t->n : 0; }
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+/* The interned copy of s (NULL stays NULL; a failed allocation gives NULL). The
+ * table is small (lanes, event names, unit and group names), so a linear
+ * search from the most recent entry is enough. */
+static char *intern(hsr_trace *t, const char *s) {
+  if (!s) return NULL;
+  for (size_t i = t->nstrs; i-- > 0;)
+    if (!strcmp(t->strs[i], s)) return t->strs[i];
+  if (t->nstrs == t->capstrs) {
+    size_t cap = t->capstrs ? 2 * t->capstrs : 32;
+    char **p = realloc(t->strs, cap * sizeof *p);
+    if (!p) return NULL;
+    t->strs = p;
+    t->capstrs = cap;
+  }
+  char *d = strdup(s);
+  if (d) t->strs[t->nstrs++] = d;
+  return d;
+}
 
 hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s) {
   if (!t || !s || !s->lane || !s->name) return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: NULL trace, span, lane or name");
@@ -63,15 +78,16 @@ hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s) {
   }
   span *d = &t->spans[t->n];
   d->kind = s->kind;
-  d->lane = strdup(s->lane);
-  d->name = strdup(s->name);
-  d->unit = dup_or_null(s->unit);
-  d->group = dup_or_null(s->group);
+  d->lane = intern(t, s->lane);
+  d->name = intern(t, s->name);
+  d->unit = intern(t, s->unit);
+  d->group = intern(t, s->group);
   d->t0 = s->t0_ns;
   d->t1 = s->t1_ns;
   d->bytes = s->bytes;
   d->step = s->step;
-  if (!d->lane || !d->name) return hsr_error(HSR_ERR_NOMEM, "hsr_trace_add: out of memory");
+  if (!d->lane || !d->name || (s->unit && !d->unit) || (s->group && !d->group))
+    return hsr_error(HSR_ERR_NOMEM, "hsr_trace_add: out of memory");
   t->n++;
   return HSR_OK;
 }

@@ -85,70 +85,96 @@ static hsr_status load(const char *path, cJSON **out) {
   return HSR_OK;
 }
 
+/* A complete event, read once from the JSON (strings point into the document). */
+typedef struct {
+  int pid, cat; /* cat: 0 step, 1 compute, 2 comm, 3 other */
+  int is_ag;
+  double t0, t1;
+  int64_t step;
+  const char *unit;
+} xev;
+
+static int cmp_xev(const void *x, const void *y) {
+  const xev *a = x, *b = y;
+  if (a->pid != b->pid) return a->pid < b->pid ? -1 : 1;
+  return a->t0 < b->t0 ? -1 : a->t0 > b->t0;
+}
+
 /* Builds per-step accumulators from the events of every rank. */
 static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
-  int maxpid = -1;
+  int total = cJSON_GetArraySize(events), n = 0;
+  xev *xs = malloc(sizeof *xs * (size_t)(total + 1));
+  ival *comp = malloc(sizeof(ival) * (size_t)(total + 1)), *comm = malloc(sizeof(ival) * (size_t)(total + 1));
+  ival *ag = malloc(sizeof(ival) * (size_t)(total + 1));
+  if (!xs || !comp || !comm || !ag) {
+    free(xs); free(comp); free(comm); free(ag);
+    return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+  }
   const cJSON *e;
   cJSON_ArrayForEach(e, events) {
-    const char *ph = str_of(e, "ph");
-    if (ph && !strcmp(ph, "X")) {
-      int pid = (int)num_of(e, "pid", -1);
-      if (pid > maxpid) maxpid = pid;
-    }
+    const char *ph = str_of(e, "ph"), *cat = str_of(e, "cat");
+    if (!ph || strcmp(ph, "X") || !cat) continue;
+    xev *x = &xs[n++];
+    x->pid = (int)num_of(e, "pid", -1);
+    x->cat = !strcmp(cat, "step") ? 0 : !strcmp(cat, "compute") ? 1 : !strcmp(cat, "comm") ? 2 : 3;
+    const char *nm = str_of(e, "name");
+    x->is_ag = x->cat == 2 && nm && !strcmp(nm, "all_gather");
+    x->t0 = num_of(e, "ts", 0);
+    x->t1 = x->t0 + num_of(e, "dur", 0);
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+    x->step = (int64_t)num_of(args, "step", 0);
+    x->unit = str_of(args, "unit");
   }
+  qsort(xs, (size_t)n, sizeof *xs, cmp_xev);
   step_acc *acc = NULL;
   int nacc = 0;
-  int total = cJSON_GetArraySize(events);
-  ival *comp = malloc(sizeof(ival) * (size_t)(total + 1)), *comm = malloc(sizeof(ival) * (size_t)(total + 1));
-  if (!comp || !comm) { free(comp); free(comm); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
-  for (int pid = 0; pid <= maxpid; pid++) {
-    cJSON_ArrayForEach(e, events) {
-      const char *ph = str_of(e, "ph"), *cat = str_of(e, "cat");
-      if (!ph || strcmp(ph, "X") || !cat || strcmp(cat, "step") || (int)num_of(e, "pid", -1) != pid) continue;
-      double s0 = num_of(e, "ts", 0), s1 = s0 + num_of(e, "dur", 0);
-      int64_t stepno = (int64_t)num_of(cJSON_GetObjectItemCaseSensitive(e, "args"), "step", 0);
-      int nc = 0, nm = 0;
+  for (int lo = 0, hi; lo < n; lo = hi) { /* one rank at a time: [lo, hi) */
+    for (hi = lo; hi < n && xs[hi].pid == xs[lo].pid; hi++) {}
+    for (int i = lo; i < hi; i++) {
+      if (xs[i].cat != 0) continue;
+      double s0 = xs[i].t0, s1 = xs[i].t1;
+      int nc = 0, nm = 0, ng = 0;
       step_acc *a = NULL;
       for (int k = 0; k < nacc; k++)
-        if (acc[k].s.step == stepno) a = &acc[k];
+        if (acc[k].s.step == xs[i].step) a = &acc[k];
       if (!a) {
         step_acc *p = realloc(acc, sizeof *acc * (size_t)(nacc + 1));
-        if (!p) { free(comp); free(comm); free(acc); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
+        if (!p) { free(xs); free(comp); free(comm); free(ag); free(acc); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
         acc = p;
         a = &acc[nacc++];
         memset(a, 0, sizeof *a);
-        a->s.step = stepno;
+        a->s.step = xs[i].step;
       }
-      const cJSON *x;
-      cJSON_ArrayForEach(x, events) {
-        const char *xph = str_of(x, "ph"), *xcat = str_of(x, "cat");
-        if (!xph || strcmp(xph, "X") || !xcat || (int)num_of(x, "pid", -1) != pid) continue;
-        double a0 = num_of(x, "ts", 0), a1 = a0 + num_of(x, "dur", 0);
-        if (a1 < s0 || a0 > s1) continue;
-        if (a0 < s0) a0 = s0;
-        if (a1 > s1) a1 = s1;
-        if (!strcmp(xcat, "compute")) comp[nc++] = (ival){a0, a1};
-        else if (!strcmp(xcat, "comm")) {
-          comm[nm++] = (ival){a0, a1};
-          const char *nm_ = str_of(x, "name");
-          if (nm_ && !strcmp(nm_, "all_gather")) {
-            a->s.all_gathers++;
-            const char *u = str_of(cJSON_GetObjectItemCaseSensitive(x, "args"), "unit");
-            if (!u) u = "?";
-            int k;
-            for (k = 0; k < a->nunits; k++)
-              if (!strcmp(a->units[k].name, u)) break;
-            if (k == a->nunits) {
-              unit_count *p = realloc(a->units, sizeof *p * (size_t)(a->nunits + 1));
-              if (p) { a->units = p; a->units[a->nunits++] = (unit_count){u, 0}; }
-            }
-            if (k < a->nunits) a->units[k].count++;
-          }
+      /* events are sorted by start: stop at the first that starts after the step */
+      for (int j = lo; j < hi && xs[j].t0 <= s1; j++) {
+        const xev *x = &xs[j];
+        if (x->cat == 0 || x->cat == 3 || x->t1 < s0) continue;
+        double a0 = x->t0 < s0 ? s0 : x->t0, a1 = x->t1 > s1 ? s1 : x->t1;
+        if (x->cat == 1) {
+          comp[nc++] = (ival){a0, a1};
+          continue;
         }
+        comm[nm++] = (ival){a0, a1};
+        if (!x->is_ag) continue;
+        a->s.all_gathers++;
+        ag[ng++] = (ival){a0, a1};
+        const char *u = x->unit ? x->unit : "?";
+        int k;
+        for (k = 0; k < a->nunits; k++)
+          if (!strcmp(a->units[k].name, u)) break;
+        if (k == a->nunits) {
+          unit_count *p = realloc(a->units, sizeof *p * (size_t)(a->nunits + 1));
+          if (p) { a->units = p; a->units[a->nunits++] = (unit_count){u, 0}; }
+        }
+        if (k < a->nunits) a->units[k].count++;
       }
       nc = merge(comp, nc);
       nm = merge(comm, nm);
+      ng = merge(ag, ng);
       double cl = length(comp, nc), ml = length(comm, nm), hidden = overlap_len(comp, nc, comm, nm);
+      double gl = length(ag, ng);
+      a->s.gather_ms += gl / 1e3;
+      a->s.gather_exposed_ms += (gl - overlap_len(comp, nc, ag, ng)) / 1e3;
       a->s.ranks++;
       a->s.step_ms += (s1 - s0) / 1e3;
       a->s.compute_ms += cl / 1e3;
@@ -156,8 +182,10 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
       a->s.exposed_ms += (ml - hidden) / 1e3;
     }
   }
+  free(xs);
   free(comp);
   free(comm);
+  free(ag);
   for (int k = 0; k < nacc; k++) {
     hsr_trace_step_summary *s = &acc[k].s;
     double r = s->ranks ? s->ranks : 1;
@@ -165,6 +193,8 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
     s->compute_ms /= r;
     s->comm_ms /= r;
     s->exposed_ms /= r;
+    s->gather_ms /= r;
+    s->gather_exposed_ms /= r;
     s->all_gathers = (long)(s->all_gathers / r + 0.5);
     s->overlap = s->comm_ms > 0 ? 1.0 - s->exposed_ms / s->comm_ms : 1.0;
   }
@@ -218,6 +248,8 @@ hsr_status hsr_trace_summarize(const char *path, int json, FILE *f) {
       cJSON_AddNumberToObject(o, "comm_ms", s->comm_ms);
       cJSON_AddNumberToObject(o, "exposed_comm_ms", s->exposed_ms);
       cJSON_AddNumberToObject(o, "overlap", s->overlap);
+      cJSON_AddNumberToObject(o, "all_gather_ms", s->gather_ms);
+      cJSON_AddNumberToObject(o, "all_gather_exposed_ms", s->gather_exposed_ms);
       cJSON_AddNumberToObject(o, "all_gathers", (double)s->all_gathers);
       cJSON *u = cJSON_AddObjectToObject(o, "all_gathers_per_unit");
       for (int i = 0; i < acc[k].nunits; i++)

@@ -8,6 +8,7 @@
 static const hsr_cli_command benches[] = {
     {"coll", "collective bandwidth per group (nccl-tests table, JSON)", hsr_bench_coll},
     {"copy", "single- and multi-thread memory copy bandwidth (the physical reference)", hsr_bench_copy},
+    {"step", "training-step lifecycle: exposed vs hidden communication, prefetch speed-up", hsr_bench_step},
 };
 
 static void usage(FILE *f) {
@@ -29,5 +30,5 @@ int hsr_cmd_bench(int argc, char **argv) {
   }
   for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
     if (!strcmp(argv[1], benches[i].name)) return benches[i].run(argc - 1, argv + 1);
-  return hsr_cli_usage_error("bench", "unknown benchmark '%s' (valid: coll, copy)", argv[1]);
+  return hsr_cli_usage_error("bench", "unknown benchmark '%s' (valid: coll, copy, step)", argv[1]);
 }

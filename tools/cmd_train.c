@@ -9,7 +9,9 @@
 #include "hsr/boot.h"
 #include "hsr/runtime.h"
 #include "hsr/topology.h"
+#include "hsr/tune_ledger.h"
 #include "mlp.h"
+#include "train_report.h"
 
 typedef struct train_args {
   mlp_cfg model;
@@ -17,7 +19,7 @@ typedef struct train_args {
   hsr_rt_config cfg;
   int strategy_given;
   float lr, wd;
-  const char *log;
+  const char *log, *trace, *json;
   int progress; /* 1 bar, 0 off */
 } train_args;
 
@@ -43,6 +45,8 @@ static void usage(void) {
          "                      all-gather then runs in the K-rank partial group) (default full)\n"
          "  --root-reshard      reshard the root unit (embedding/head) too (default: keep it, like FSDP2)\n"
          "  --prefetch D        units gathered ahead, forward and backward (0 = off; default 1)\n"
+         "  --prefetch-step     also gather the first unit at the end of each step (hides the next\n"
+         "                      step's first gather behind data loading; default off)\n"
          "  --max-live N        cap on gathered units alive at once that prefetch respects (0 = none)\n"
          "  --sync X            micro-batch gradient sync: full | none | rs_only (default full)\n"
          "  --param-dtype T     f32 | bf16: compute/gather dtype (default f32; master and moments are f32)\n"
@@ -54,9 +58,15 @@ static void usage(void) {
          "  --lr X              learning rate (default 3e-3)\n"
          "  --wd X              weight decay of the weights; biases get none (default 0.01)\n"
          "  --clip X            global gradient-norm clip, 0 = off (default 1.0)\n"
+         "  --wrap W            block | linear: one unit per MLP block (default), or one per linear\n"
+         "                      layer (2 per block: the wrapping mistake the diagnostic catches)\n"
          "output\n"
          "  --log FILE          one JSON line per step: step, loss (global mean), grad_norm (before\n"
          "                      clipping), lr, step_ms, calls per group and collective (counted)\n"
+         "  --trace FILE        lifecycle trace of every rank: Chrome trace JSON (Perfetto,\n"
+         "                      chrome://tracing); summarize with 'hsr trace summarize FILE'\n"
+         "  --json FILE         run summary as JSON: memory ledger (measured: held and in use;\n"
+         "                      predicted), engine timing and bookkeeping overhead, wrap diagnostic\n"
          "  --no-progress       no progress bar\n"
          "  -h, --help          this text\n"
          "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
@@ -75,7 +85,9 @@ static int parse(int argc, char **argv, train_args *a) {
       {"reduce-dtype", required_argument, 0, 'D'}, {"lr", required_argument, 0, 'l'},
       {"wd", required_argument, 0, 'w'},         {"clip", required_argument, 0, 'c'},
       {"log", required_argument, 0, 'g'},        {"no-progress", no_argument, 0, 'q'},
-      {"device", required_argument, 0, 'V'},     {"help", no_argument, 0, 'h'},
+      {"device", required_argument, 0, 'V'},     {"trace", required_argument, 0, 'T'},
+      {"json", required_argument, 0, 'J'},       {"wrap", required_argument, 0, 'W'},
+      {"prefetch-step", no_argument, 0, 'F'},    {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
   a->model = (mlp_cfg){.layers = 4, .dim = 64, .in_dim = 64, .classes = 8, .seed = 1};
@@ -142,6 +154,14 @@ static int parse(int argc, char **argv, train_args *a) {
     case 'g': a->log = optarg; break;
     case 'q': a->progress = 0; break;
     case 'V': st = hsr_rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
+    case 'T': a->trace = optarg; break;
+    case 'F': a->cfg.prefetch_step = 1; break;
+    case 'J': a->json = optarg; break;
+    case 'W':
+      if (!strcmp(optarg, "block")) a->model.wrap_linear = 0;
+      else if (!strcmp(optarg, "linear")) a->model.wrap_linear = 1;
+      else st = hsr_error(HSR_ERR_INVALID, "--wrap '%s' (valid: block, linear)", optarg);
+      break;
     default: return hsr_cli_usage_error("train", "unknown option or missing value '%s'", argv[optind - 1]);
     }
     if (st != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
@@ -169,6 +189,7 @@ static int parse(int argc, char **argv, train_args *a) {
   a->cfg.groups[1] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, 0.0f};
   a->cfg.user_hash = ((uint64_t)a->model.layers << 48) ^ ((uint64_t)a->model.dim << 24) ^
                      ((uint64_t)a->model.classes << 8) ^ a->model.seed ^ ((uint64_t)a->batch << 32) ^
+                     ((uint64_t)a->model.wrap_linear << 62) ^
                      (uint64_t)a->steps * 0x9e3779b97f4a7c15ull;
   return 0;
 }
@@ -212,7 +233,7 @@ int hsr_cmd_train(int argc, char **argv) {
   hsr_cluster *cl = NULL;
   hsr_rt *rt = NULL;
   mlp_rt_ctx *x = NULL;
-  FILE *logf = NULL;
+  FILE *logf = NULL, *jsonf = NULL;
   hsr_status st = hsr_boot_init(&boot);
   if (st != HSR_OK) return hsr_cli_fail("train", st);
   int rank = hsr_boot_rank(boot), world = hsr_boot_size(boot);
@@ -243,19 +264,30 @@ int hsr_cmd_train(int argc, char **argv) {
       goto out;
     }
   }
+  if (a.json) {
+    int ok = 1;
+    if (rank == 0 && !(jsonf = fopen(a.json, "w"))) ok = 0;
+    if ((st = hsr_boot_bcast(boot, &ok, sizeof ok, 0)) != HSR_OK) goto out;
+    if (!ok) {
+      st = hsr_error(HSR_ERR_IO, "cannot open --json file '%s' for writing", a.json);
+      goto out;
+    }
+  }
+  if (a.trace && (st = hsr_rt_trace_enable(rt, 1)) != HSR_OK) goto out;
   if (rank == 0) {
     char rs[32];
     if (a.cfg.reshard == HSR_RT_RESHARD_PARTIAL) snprintf(rs, sizeof rs, "partial:%d", a.cfg.partial_k);
     else snprintf(rs, sizeof rs, "%s", a.cfg.reshard == HSR_RT_RESHARD_FULL ? "full" : "none");
     printf("hsr train: %d ranks, %d node(s), %s, mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %d, "
            "sync %s, %s/%s\n"
-           "model: %d blocks of %d -> %d -> %d, %d classes; global batch %d (%d per rank, %d micro-batch(es)), "
+           "model: %d blocks of %d -> %d -> %d, %d classes, %d units; global batch %d (%d per rank, %d micro-batch(es)), "
            "%d steps\n",
            world, hsr_boot_num_nodes(boot), a.cfg.device == HSR_DEVICE_CUDA ? "CUDA (NCCL)" : "host",
            hsr_rt_replicate(rt), hsr_rt_shard(rt),
            hsr_rt_strategy_name(a.cfg.strategy), rs, a.cfg.prefetch, hsr_rt_sync_name(a.cfg.sync),
            hsr_dtype_name(a.cfg.param_dtype), hsr_dtype_name(a.cfg.reduce_dtype), a.model.layers, a.model.dim,
-           4 * a.model.dim, a.model.dim, a.model.classes, a.batch, a.batch / N, a.cfg.micro_batches, a.steps);
+           4 * a.model.dim, a.model.dim, a.model.classes, mlp_rt_num_units(&a.model), a.batch, a.batch / N,
+           a.cfg.micro_batches, a.steps);
     if (hsr_rt_partial(rt) > 0) { /* say which ranks the backward gathers stay in, and where they live */
       int K = hsr_rt_partial(rt), *pg = calloc((size_t)K, sizeof *pg);
       if (pg && hsr_mesh_partial_group(hsr_rt_get_mesh(rt), 0, pg) == HSR_OK) {
@@ -271,13 +303,21 @@ int hsr_cmd_train(int argc, char **argv) {
     }
     fflush(stdout);
   }
-  double first = 0, last = 0, total_ms = 0;
+  double first = 0, last = 0, total_ms = 0, meas_ms = 0, meas_ag = 0;
+  int meas = 0;
   hsr_rt_step_info info;
   for (int s = 0; s < a.steps; s++) {
     double loss, t0 = hsr_clock_s();
     if ((st = mlp_rt_train_step(x, s, a.batch, a.cfg.micro_batches, &loss, &info)) != HSR_OK) goto out;
     double ms = (hsr_clock_s() - t0) * 1e3;
     total_ms += ms;
+    /* the first step records the execution order (no prefetch yet): measure from the second */
+    if (s == 0 && a.steps > 1) hsr_rt_reset_timing(rt);
+    else {
+      meas++;
+      meas_ms += ms;
+      meas_ag += (double)sum_op(&info, HSR_OP_ALLGATHER);
+    }
     if (s == 0) first = loss;
     last = loss;
     if (rank != 0) continue;
@@ -303,8 +343,20 @@ int hsr_cmd_train(int argc, char **argv) {
   if (rank == 0) {
     printf("loss %.4f -> %.4f over %d steps, %.2f ms/step mean\n", first, last, a.steps, total_ms / a.steps);
   }
+  {
+    train_measured m = {meas, meas ? meas_ms / meas : 0, meas ? meas_ag / meas : 0};
+    int warned = 0;
+    if ((st = train_report(rt, &a.model, &a.cfg, &m, rank == 0 ? jsonf : NULL, rank == 0 ? stdout : NULL,
+                           &warned)) != HSR_OK)
+      goto out;
+  }
+  if (a.trace) {
+    if ((st = hsr_rt_trace_write(rt, a.trace)) != HSR_OK) goto out;
+    if (rank == 0) printf("trace: %s (hsr trace summarize %s)\n", a.trace, a.trace);
+  }
 out:
   if (logf) fclose(logf);
+  if (jsonf) fclose(jsonf);
   mlp_rt_ctx_free(x);
   hsr_status dst = hsr_rt_destroy(rt);
   if (st == HSR_OK) st = dst;

@@ -31,6 +31,7 @@
 #include "hsr/common.h"
 #include "hsr/dtype.h"
 #include "hsr/kernels.h"
+#include "hsr/ledger.h"
 #include "hsr/topology.h"
 
 #ifdef __cplusplus
@@ -108,6 +109,9 @@ typedef struct hsr_rt_config {
   int root_reshard;  /* root units: 1 = follow `reshard`, 0 = keep FULL until backward (default, like FSDP2) */
   int prefetch;      /* units gathered ahead (0 = off) */
   int max_live;      /* cap on FULL/gathering units at once that prefetch respects (0 = no cap) */
+  int prefetch_step; /* with prefetch > 0: start the first unit's gather at the end of hsr_rt_step, so
+                        the next step's first gather overlaps the program's work between steps (its
+                        count then falls in the step that issued it). Default 0 */
   hsr_dtype param_dtype, reduce_dtype; /* HSR_F32 or HSR_BF16 */
   hsr_rt_sync sync;
   int micro_batches; /* backward passes per step (>= 1) */
@@ -219,6 +223,35 @@ typedef struct hsr_rt_stats {
   int max_live_full;    /* most units FULL or gathering at once */
 } hsr_rt_stats;
 hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out);
+
+/* ---- seeing the schedule ---- */
+
+/* The memory ledger of this rank: what the runtime HOLDS from the allocator
+ * (its pool included: a pooled buffer is real memory), by category, plus the
+ * activations the program reports with hsr_ledger_note on this ledger. Its
+ * peak is the pool's high-water mark. Owned by the engine. */
+hsr_ledger *hsr_rt_ledger(hsr_rt *rt);
+/* Buffers IN USE (taken from the pool and not yet returned), by category. */
+const hsr_ledger *hsr_rt_ledger_in_use(const hsr_rt *rt);
+/* Lifecycle trace on/off (off by default; spans cost a little memory each). */
+hsr_status hsr_rt_trace_enable(hsr_rt *rt, int on);
+/* Collective over every rank: rank 0 writes one Chrome trace JSON to `path`. */
+hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path);
+
+/* Where the time of engine calls went (this rank, since creation or the last
+ * reset). bookkeeping = engine - wait - optimizer. */
+typedef struct hsr_rt_timing {
+  uint64_t calls, steps;
+  double engine_s;  /* inside lifecycle calls (begin/end, step, zero_grad) */
+  double wait_s;    /*   of which blocked waiting for collectives */
+  double optim_s;   /*   of which the AdamW update (and the norm) */
+  double compute_s; /* the program's work between calls, inside unit windows */
+  double step_s;    /* total of the step spans (first begin .. end of step) */
+  uint64_t gathers, gather_bytes; /* all-gather collectives and bytes this rank contributed */
+  double gather_s;  /* their duration (transport start .. end) */
+} hsr_rt_timing;
+hsr_status hsr_rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out);
+hsr_status hsr_rt_reset_timing(hsr_rt *rt);
 
 #ifdef __cplusplus
 }

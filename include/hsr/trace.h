@@ -57,6 +57,8 @@ typedef struct hsr_trace_step_summary {
   double exposed_ms;   /* mean over ranks: COMM time not covered by COMPUTE */
   double overlap;      /* 1 - exposed/comm (1 when there is no communication) */
   long all_gathers;    /* all_gather spans in the step, summed over ranks / ranks */
+  double gather_ms;    /* mean over ranks: union of all_gather spans */
+  double gather_exposed_ms; /* mean over ranks: all_gather time not covered by COMPUTE */
 } hsr_trace_step_summary;
 
 /* Reads a trace written by hsr_trace_write and prints per-step figures and

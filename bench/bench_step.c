@@ -1,0 +1,402 @@
+/* hsr bench step: a synthetic model of U units of a given size with a given
+ * compute time per unit (real GEMMs, calibrated), run through the engine's
+ * real lifecycle on the real mesh, for each reshard policy and prefetch
+ * depth. Figures come from the lifecycle trace of every rank: step time,
+ * compute, communication, exposed communication (communication not covered
+ * by compute), exposed all-gather time, and the speed-up of prefetch depth
+ * D over 0. */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "hsr/boot.h"
+#include "hsr/comm.h"
+#include "hsr/kernels.h"
+#include "hsr/runtime.h"
+#include "hsr/topology.h"
+#include "hsr/trace.h"
+
+#define MAX_LIST 8
+#define GEMM_N 96
+
+typedef struct sopts {
+  long units, steps, warmup, shard, replicate;
+  int keep_last, prefetch_step;
+  size_t unit_bytes;
+  double compute_ms, bwd_ratio;
+  int nres, npre;
+  hsr_rt_reshard res[MAX_LIST];
+  int res_k[MAX_LIST];
+  int pre[MAX_LIST];
+  const char *json, *trace;
+} sopts;
+
+void openblas_set_num_threads(int); /* OpenBLAS: ranks share the cores, one thread each */
+
+static void usage(void) {
+  printf("usage: hsr bench step [options]   (under a launcher: hsr-run -n 4 --nodes 2 -- hsr bench step)\n"
+         "A synthetic model of U units through the engine's real lifecycle (gather, forward, reshard,\n"
+         "gather, backward, reduce-scatter, all-reduce, AdamW) on the real mesh. Each unit's forward is\n"
+         "real work (f32 GEMMs reading the gathered unit), calibrated to --compute-ms on this machine.\n"
+         "  --units U           units (default 8)\n"
+         "  --unit-size N       gathered (full) bytes per unit, K/M/G suffixes (default 4M)\n"
+         "  --compute-ms T      forward compute per unit in ms (default 4)\n"
+         "  --bwd-ratio X       backward compute = X x forward (default 2)\n"
+         "  --steps N           timed steps per configuration (default 5)\n"
+         "  --warmup N          untimed steps first (default 2; the first records the order)\n"
+         "  --shard S           shard group size (default: all ranks, fsdp; S < ranks: hybrid)\n"
+         "  --reshard LIST      comma list of full, none, partial:K (default full,none and partial:2\n"
+         "                      when S is even and > 2)\n"
+         "  --prefetch LIST     comma list of depths (default 0,1,2)\n"
+         "  --no-keep-last      reshard the last unit after its forward too (default: it is a root unit,\n"
+         "                      kept FULL until its backward, which follows at once - FSDP2's idiom)\n"
+         "  --no-prefetch-step  do not gather the first unit at the end of each step (default: with\n"
+         "                      prefetch > 0 it is, hiding the next step's first gather)\n"
+         "  --json FILE         also write the results as JSON (rank 0)\n"
+         "  --trace PREFIX      keep each configuration's lifecycle trace as PREFIX-<reshard>-p<D>.json\n"
+         "Columns (ms per step, means over ranks and timed steps): step, compute (union of compute\n"
+         "spans), comm (union of collective spans), exposed (comm not covered by compute), ag\n"
+         "(all-gather), ag exposed, hidden (1 - ag exposed / ag), step / max(compute, comm), and\n"
+         "the speed-up of this prefetch depth over depth 0 for the same reshard policy.\n");
+}
+
+static int parse_list(const char *s, sopts *o, int res) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  int n = 0;
+  for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+    if (n == MAX_LIST) return hsr_cli_usage_error("bench step", "at most %d values in a list", MAX_LIST);
+    if (res) {
+      if (hsr_rt_parse_reshard(t, &o->res[n], &o->res_k[n]) != HSR_OK)
+        return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
+    } else {
+      long v;
+      if (hsr_parse_long("--prefetch", t, 0, 64, &v) != HSR_OK)
+        return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
+      o->pre[n] = (int)v;
+    }
+    n++;
+  }
+  if (!n) return hsr_cli_usage_error("bench step", "empty list '%s'", s);
+  if (res) o->nres = n;
+  else o->npre = n;
+  return 0;
+}
+
+static int parse(int argc, char **argv, sopts *o) {
+  static const struct option lo[] = {
+      {"help", no_argument, 0, 'h'},          {"units", required_argument, 0, 'u'},
+      {"unit-size", required_argument, 0, 's'}, {"compute-ms", required_argument, 0, 't'},
+      {"bwd-ratio", required_argument, 0, 'r'}, {"steps", required_argument, 0, 'n'},
+      {"warmup", required_argument, 0, 'w'},  {"shard", required_argument, 0, 'S'},
+      {"reshard", required_argument, 0, 'R'}, {"prefetch", required_argument, 0, 'p'},
+      {"json", required_argument, 0, 'J'},    {"no-keep-last", no_argument, 0, 'K'},
+      {"no-prefetch-step", no_argument, 0, 'P'}, {"trace", required_argument, 0, 'T'}, {0, 0, 0, 0}};
+  *o = (sopts){.units = 8, .steps = 5, .warmup = 2, .unit_bytes = 4 << 20, .compute_ms = 4, .bwd_ratio = 2,
+               .npre = 3, .pre = {0, 1, 2}, .keep_last = 1, .prefetch_step = 1};
+  optind = 1;
+  opterr = 0;
+  int c, e;
+  while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    hsr_status st = HSR_OK;
+    switch (c) {
+    case 'h': usage(); return -1;
+    case 'u': st = hsr_parse_long("--units", optarg, 1, 4096, &o->units); break;
+    case 's': st = hsr_parse_size("--unit-size", optarg, &o->unit_bytes); break;
+    case 't': st = hsr_parse_double("--compute-ms", optarg, 0, 1e4, &o->compute_ms); break;
+    case 'r': st = hsr_parse_double("--bwd-ratio", optarg, 0, 100, &o->bwd_ratio); break;
+    case 'n': st = hsr_parse_long("--steps", optarg, 1, 100000, &o->steps); break;
+    case 'w': st = hsr_parse_long("--warmup", optarg, 1, 100000, &o->warmup); break;
+    case 'S': st = hsr_parse_long("--shard", optarg, 1, 1 << 20, &o->shard); break;
+    case 'R': if ((e = parse_list(optarg, o, 1))) return e; break;
+    case 'p': if ((e = parse_list(optarg, o, 0))) return e; break;
+    case 'J': o->json = optarg; break;
+    case 'K': o->keep_last = 0; break;
+    case 'T': o->trace = optarg; break;
+    case 'P': o->prefetch_step = 0; break;
+    default: return hsr_cli_usage_error("bench step", "unknown option or missing value '%s'", argv[optind - 1]);
+    }
+    if (st != HSR_OK) return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
+  }
+  if (optind < argc) return hsr_cli_usage_error("bench step", "unexpected argument '%s'", argv[optind]);
+  if (o->unit_bytes < 4096) return hsr_cli_usage_error("bench step", "--unit-size must be at least 4K");
+  return 0;
+}
+
+typedef struct work {
+  hsr_device *dev;
+  float *a, *c, *b;
+  long reps; /* GEMMs per forward of one unit */
+} work;
+
+/* One forward's worth of GEMMs; w: the gathered unit (read as the B matrix when big enough). */
+static hsr_status compute(work *k, const float *w, size_t wn, double scale) {
+  const float *b = wn >= (size_t)GEMM_N * GEMM_N ? w : k->b;
+  long n = (long)(k->reps * scale + 0.5);
+  for (long i = 0; i < n; i++)
+    HSR_CHECK(hsr_kernels_gemm(k->dev, NULL, 0, 0, GEMM_N, GEMM_N, GEMM_N, 1.0f, k->a, GEMM_N, b, GEMM_N, 0.0f, k->c,
+                               GEMM_N));
+  return HSR_OK;
+}
+
+/* GEMMs per --compute-ms, measured with every rank computing at once (as in the run). */
+static hsr_status calibrate(hsr_boot *boot, hsr_comm *world, work *k, double ms) {
+  k->reps = 16;
+  HSR_CHECK(compute(k, k->b, 0, 1));
+  double t = 0;
+  for (int round = 0; round < 3; round++) {
+    HSR_CHECK(hsr_boot_barrier(boot));
+    double t0 = hsr_clock_s();
+    HSR_CHECK(compute(k, k->b, 0, 1));
+    double d = hsr_clock_s() - t0;
+    t = round ? (d < t ? d : t) : d;
+  }
+  double per = t / 16; /* seconds per GEMM; the slowest rank sets the pace */
+  HSR_CHECK(hsr_comm_allreduce(world, &per, &per, 1, HSR_F64, HSR_MAX, NULL));
+  k->reps = (long)(ms * 1e-3 / per + 0.5);
+  if (k->reps < 1 && ms > 0) k->reps = 1;
+  return HSR_OK;
+}
+
+typedef struct result {
+  char reshard[24];
+  int prefetch;
+  double step, comp, comm, exposed, ag, ag_exposed;
+} result;
+
+static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const sopts *o, work *k,
+                             hsr_rt_reshard pol, int K, int depth, const char *path, result *res) {
+  hsr_rt_config c;
+  hsr_rt_config_default(&c);
+  int n = hsr_boot_size(boot);
+  c.shard = o->shard ? (int)o->shard : n;
+  c.strategy = c.shard < n ? HSR_RT_HYBRID : HSR_RT_FSDP;
+  c.reshard = pol;
+  c.partial_k = K;
+  c.prefetch = depth;
+  c.poison = 0;
+  c.prefetch_step = o->prefetch_step;
+  hsr_rt *rt = NULL;
+  HSR_CHECK(hsr_rt_create(boot, world, cl, &c, &rt));
+  size_t per = o->unit_bytes / 4 / (size_t)c.shard * (size_t)c.shard; /* f32 elements per unit */
+  hsr_status st = HSR_OK;
+  char name[32];
+  for (long u = 0; u < o->units && st == HSR_OK; u++) {
+    int id;
+    snprintf(name, sizeof name, "u%ld", u);
+    st = hsr_rt_unit_add(rt, name, o->keep_last && u == o->units - 1, &id);
+    snprintf(name, sizeof name, "u%ld.w", u);
+    int64_t shape[1] = {(int64_t)per};
+    if (st == HSR_OK) st = hsr_rt_param_add(rt, id, name, 1, shape, 0);
+  }
+  if (st == HSR_OK) st = hsr_rt_commit(rt);
+  if (st == HSR_OK) st = hsr_rt_trace_enable(rt, 1);
+  for (long s = 0; s < o->warmup + o->steps && st == HSR_OK; s++) {
+    for (long u = 0; u < o->units && st == HSR_OK; u++) {
+      void *w;
+      snprintf(name, sizeof name, "u%ld.w", u);
+      st = hsr_rt_forward_begin(rt, (int)u);
+      if (st == HSR_OK) st = hsr_rt_param_view(rt, name, &w);
+      if (st == HSR_OK) st = compute(k, w, per, 1);
+      if (st == HSR_OK) st = hsr_rt_forward_end(rt, (int)u);
+    }
+    for (long u = o->units - 1; u >= 0 && st == HSR_OK; u--) {
+      void *w;
+      float *g;
+      snprintf(name, sizeof name, "u%ld.w", u);
+      st = hsr_rt_backward_begin(rt, (int)u);
+      if (st == HSR_OK) st = hsr_rt_param_view(rt, name, &w);
+      if (st == HSR_OK) st = hsr_rt_grad_view(rt, name, &g);
+      if (st == HSR_OK) st = compute(k, w, per, o->bwd_ratio);
+      if (st == HSR_OK) g[0] += k->c[0] * 1e-12f; /* the gradient depends on the work */
+      if (st == HSR_OK) st = hsr_rt_backward_end(rt, (int)u);
+    }
+    if (st == HSR_OK) st = hsr_rt_step(rt, NULL);
+    if (st == HSR_OK) st = hsr_rt_zero_grad(rt);
+  }
+  if (st == HSR_OK) st = hsr_rt_trace_write(rt, path);
+  hsr_status d = hsr_rt_destroy(rt);
+  if (st == HSR_OK) st = d;
+  HSR_CHECK(st);
+  if (hsr_boot_rank(boot) != 0) return HSR_OK;
+  hsr_trace_step_summary *sum = NULL;
+  int ns = 0;
+  HSR_CHECK(hsr_trace_steps(path, &sum, &ns));
+  memset(res, 0, sizeof *res);
+  if (pol == HSR_RT_RESHARD_PARTIAL) snprintf(res->reshard, sizeof res->reshard, "partial:%d", K);
+  else snprintf(res->reshard, sizeof res->reshard, "%s", pol == HSR_RT_RESHARD_FULL ? "full" : "none");
+  char keep[512];
+  if (o->trace) {
+    snprintf(keep, sizeof keep, "%s-%s-p%d.json", o->trace, res->reshard, depth);
+    for (char *q = keep + strlen(o->trace); *q; q++)
+      if (*q == ':') *q = '_';
+    if (rename(path, keep) != 0) HSR_LOG_W("bench step: cannot keep the trace as %s", keep);
+  } else {
+    remove(path);
+  }
+  int m = 0;
+  for (int i = 0; i < ns; i++) {
+    if (sum[i].step <= o->warmup) continue;
+    res->step += sum[i].step_ms;
+    res->comp += sum[i].compute_ms;
+    res->comm += sum[i].comm_ms;
+    res->exposed += sum[i].exposed_ms;
+    res->ag += sum[i].gather_ms;
+    res->ag_exposed += sum[i].gather_exposed_ms;
+    m++;
+  }
+  free(sum);
+  if (m) {
+    res->step /= m, res->comp /= m, res->comm /= m, res->exposed /= m, res->ag /= m, res->ag_exposed /= m;
+  }
+  res->prefetch = depth;
+  return HSR_OK;
+}
+
+int hsr_bench_step(int argc, char **argv) {
+  sopts o;
+  int pr = parse(argc, argv, &o);
+  if (pr < 0) return HSR_EXIT_OK;
+  if (pr > 0) return pr;
+  openblas_set_num_threads(1);
+  hsr_boot *boot = NULL;
+  hsr_status st = hsr_boot_init(&boot);
+  if (st != HSR_OK) return hsr_cli_fail("bench step", st);
+  int rank = hsr_boot_rank(boot), n = hsr_boot_size(boot);
+  hsr_topo *topo = NULL;
+  hsr_cluster *cl = NULL;
+  hsr_comm *world = NULL;
+  work k = {0};
+  result *res = NULL;
+  int nres = 0;
+  FILE *jf = NULL;
+  long S = o.shard ? o.shard : n;
+  if (n % S) {
+    st = hsr_error(HSR_ERR_INVALID, "--shard %ld does not divide the %d ranks", S, n);
+    goto out;
+  }
+  if (!o.nres) { /* default policies */
+    o.res[o.nres++] = HSR_RT_RESHARD_FULL;
+    o.res[o.nres++] = HSR_RT_RESHARD_NONE;
+    if (S > 2 && S % 2 == 0) o.res[o.nres] = HSR_RT_RESHARD_PARTIAL, o.res_k[o.nres++] = 2;
+  }
+  for (int i = 0; i < o.nres; i++)
+    if (o.res[i] == HSR_RT_RESHARD_PARTIAL && S % o.res_k[i]) {
+      st = hsr_error(HSR_ERR_INVALID, "--reshard partial:%d: K must divide the shard size %ld", o.res_k[i], S);
+      goto out;
+    }
+  if (o.json) {
+    int ok = 1;
+    if (rank == 0 && !(jf = fopen(o.json, "w"))) ok = 0;
+    if ((st = hsr_boot_bcast(boot, &ok, sizeof ok, 0)) != HSR_OK) goto out;
+    if (!ok) {
+      st = hsr_error(HSR_ERR_INVALID, "cannot open --json file '%s' for writing", o.json);
+      goto out;
+    }
+  }
+  if ((st = hsr_topo_discover(NULL, &topo)) != HSR_OK) goto out;
+  if ((st = hsr_cluster_gather(boot, topo, &cl)) != HSR_OK) goto out;
+  if ((st = hsr_comm_world(boot, HSR_BACKEND_HOST, &world)) != HSR_OK) goto out;
+  if ((st = hsr_device_open(HSR_DEVICE_HOST, 0, &k.dev)) != HSR_OK) goto out;
+  k.a = malloc(GEMM_N * GEMM_N * sizeof(float));
+  k.b = malloc(GEMM_N * GEMM_N * sizeof(float));
+  k.c = malloc(GEMM_N * GEMM_N * sizeof(float));
+  res = calloc((size_t)(o.nres * o.npre), sizeof *res);
+  if (!k.a || !k.b || !k.c || !res) {
+    st = hsr_error(HSR_ERR_NOMEM, "bench step: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < GEMM_N * GEMM_N; i++) k.a[i] = k.b[i] = (float)((i * 7919) % 1000) * 1e-3f;
+  if ((st = calibrate(boot, world, &k, o.compute_ms)) != HSR_OK) goto out;
+  char path[256];
+  int pid = (int)getpid();
+  if ((st = hsr_boot_bcast(boot, &pid, sizeof pid, 0)) != HSR_OK) goto out;
+  snprintf(path, sizeof path, "/tmp/hsr-bench-step-%d.json", pid);
+  if (rank == 0) {
+    printf("# hsr bench step: %d ranks, %d node(s), mesh %d x %ld, %ld units of %.2f MiB gathered, "
+           "compute %.2f ms/unit forward (%ld GEMMs %dx%d), x%.1f backward, %ld timed steps after %ld; "
+           "last unit %s, step-end prefetch %s\n",
+           n, hsr_boot_num_nodes(boot), (int)(n / S), S, o.units, (double)o.unit_bytes / (1 << 20), o.compute_ms,
+           k.reps, GEMM_N, GEMM_N, o.bwd_ratio, o.steps, o.warmup,
+           o.keep_last ? "kept until backward" : "resharded", o.prefetch_step ? "on" : "off");
+    printf("%-10s %8s %9s %9s %9s %9s %9s %9s %7s %9s %8s\n", "reshard", "prefetch", "step", "compute", "comm",
+           "exposed", "ag", "ag_exp", "hidden", "step/max", "speedup");
+    fflush(stdout);
+  }
+  for (int i = 0; i < o.nres; i++)
+    for (int j = 0; j < o.npre; j++) {
+      result *r = &res[nres];
+      st = run_config(boot, world, cl, &o, &k, o.res[i], o.res_k[i], o.pre[j], path, r);
+      if (st != HSR_OK) goto out;
+      nres++;
+      if (rank != 0) continue;
+      double base = 0;
+      for (int q = i * o.npre; q < nres; q++)
+        if (res[q].prefetch == 0) base = res[q].step;
+      double mx = r->comp > r->comm ? r->comp : r->comm;
+      printf("%-10s %8d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %6.1f%% %9.3f", r->reshard, r->prefetch, r->step,
+             r->comp, r->comm, r->exposed, r->ag, r->ag_exposed, r->ag > 0 ? 100.0 * (1 - r->ag_exposed / r->ag) : 100,
+             mx > 0 ? r->step / mx : 0);
+      if (base > 0) printf(" %7.2fx\n", base / r->step);
+      else printf(" %8s\n", "-");
+      fflush(stdout);
+    }
+  if (rank == 0 && jf) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "ranks", n);
+    cJSON_AddNumberToObject(root, "shard", (double)S);
+    cJSON_AddNumberToObject(root, "units", (double)o.units);
+    cJSON_AddNumberToObject(root, "unit_bytes", (double)o.unit_bytes);
+    cJSON_AddNumberToObject(root, "compute_ms", o.compute_ms);
+    cJSON_AddNumberToObject(root, "bwd_ratio", o.bwd_ratio);
+    cJSON_AddNumberToObject(root, "gemms_per_unit", (double)k.reps);
+    cJSON_AddBoolToObject(root, "keep_last", o.keep_last);
+    cJSON_AddBoolToObject(root, "prefetch_step", o.prefetch_step);
+    cJSON *arr = cJSON_AddArrayToObject(root, "results");
+    for (int q = 0; q < nres; q++) {
+      result *r = &res[q];
+      double base = 0;
+      for (int p = 0; p < nres; p++)
+        if (!strcmp(res[p].reshard, r->reshard) && res[p].prefetch == 0) base = res[p].step;
+      double mx = r->comp > r->comm ? r->comp : r->comm;
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "reshard", r->reshard);
+      cJSON_AddNumberToObject(e, "prefetch", r->prefetch);
+      cJSON_AddNumberToObject(e, "step_ms", r->step);
+      cJSON_AddNumberToObject(e, "compute_ms", r->comp);
+      cJSON_AddNumberToObject(e, "comm_ms", r->comm);
+      cJSON_AddNumberToObject(e, "exposed_comm_ms", r->exposed);
+      cJSON_AddNumberToObject(e, "all_gather_ms", r->ag);
+      cJSON_AddNumberToObject(e, "all_gather_exposed_ms", r->ag_exposed);
+      cJSON_AddNumberToObject(e, "all_gather_hidden", r->ag > 0 ? 1 - r->ag_exposed / r->ag : 1);
+      cJSON_AddNumberToObject(e, "step_over_max", mx > 0 ? r->step / mx : 0);
+      if (base > 0) cJSON_AddNumberToObject(e, "speedup_vs_prefetch0", base / r->step);
+      else cJSON_AddNullToObject(e, "speedup_vs_prefetch0");
+      cJSON_AddItemToArray(arr, e);
+    }
+    char *txt = cJSON_Print(root);
+    if (txt) fprintf(jf, "%s\n", txt);
+    free(txt);
+    cJSON_Delete(root);
+  }
+out:
+  if (jf) fclose(jf);
+  free(res);
+  free(k.a), free(k.b), free(k.c);
+  if (k.dev) hsr_device_close(k.dev);
+  hsr_comm_free(world);
+  hsr_cluster_free(cl);
+  hsr_topo_free(topo);
+  if (st != HSR_OK) {
+    int code = hsr_cli_fail("bench step", st);
+    hsr_boot_finalize(boot);
+    return code;
+  }
+  st = hsr_boot_finalize(boot);
+  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("bench step", st);
+}

@@ -1,0 +1,188 @@
+/* What the engine reports about itself: the memory ledgers (memory held from
+ * the allocator, and buffers in use), the lifecycle trace, and the time spent
+ * inside engine calls (split into waits on collectives, optimizer math and
+ * the rest: the runtime's own bookkeeping).
+ *
+ * The engine calls in here from its two hooks (rt_mem_*, rt_event) and from
+ * the entry and exit of every lifecycle call. Compute spans are not reported
+ * by the program: they are the gaps between engine calls while a unit's
+ * window is open, attributed to the innermost open window. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct rt_obs {
+  hsr_ledger *held, *live;
+  hsr_trace *trace; /* NULL: tracing off */
+  int rank;
+  /* open windows, innermost last: unit index and 0 forward / 1 backward */
+  int *stack, depth, cap;
+  int in_step;
+  int64_t step;
+  uint64_t step_t0, last_leave, enter_t;
+  int nest;
+  hsr_rt_timing tm;
+  const char *(*unit_name)(void *, int);
+  void *name_ctx;
+};
+
+hsr_status rt_obs_create(int rank, const char *(*unit_name)(void *, int), void *ctx, rt_obs **out) {
+  rt_obs *o = calloc(1, sizeof *o);
+  if (!o) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
+  hsr_status st = hsr_ledger_create(&o->held);
+  if (st == HSR_OK) st = hsr_ledger_create(&o->live);
+  if (st != HSR_OK) {
+    rt_obs_free(o);
+    return st;
+  }
+  o->rank = rank;
+  o->unit_name = unit_name;
+  o->name_ctx = ctx;
+  *out = o;
+  return HSR_OK;
+}
+
+void rt_obs_free(rt_obs *o) {
+  if (!o) return;
+  hsr_ledger_free(o->held);
+  hsr_ledger_free(o->live);
+  hsr_trace_free(o->trace);
+  free(o->stack);
+  free(o);
+}
+
+hsr_ledger *rt_obs_held(rt_obs *o) { return o ? o->held : NULL; }
+hsr_ledger *rt_obs_live(rt_obs *o) { return o ? o->live : NULL; }
+hsr_trace *rt_obs_trace(rt_obs *o) { return o ? o->trace : NULL; }
+
+hsr_status rt_obs_trace_enable(rt_obs *o, int on) {
+  if (!on) {
+    hsr_trace_free(o->trace);
+    o->trace = NULL;
+    return HSR_OK;
+  }
+  if (o->trace) return HSR_OK;
+  return hsr_trace_create(o->rank, &o->trace);
+}
+
+/* Ledger errors are bookkeeping bugs: they are logged, never fatal to training. */
+static void led(hsr_status st) {
+  if (st != HSR_OK) HSR_LOG_W("runtime ledger: %s", hsr_last_error());
+}
+
+void rt_obs_mem_get(rt_obs *o, hsr_mem_cat cat, size_t bytes, int fresh) {
+  if (!o) return;
+  if (fresh) led(hsr_ledger_alloc(o->held, cat, bytes));
+  led(hsr_ledger_alloc(o->live, cat, bytes));
+}
+
+void rt_obs_mem_put(rt_obs *o, hsr_mem_cat cat, size_t bytes) {
+  if (o) led(hsr_ledger_release(o->live, cat, bytes));
+}
+
+void rt_obs_mem_free(rt_obs *o, hsr_mem_cat cat, size_t bytes, int in_use) {
+  if (!o) return;
+  led(hsr_ledger_release(o->held, cat, bytes));
+  if (in_use) led(hsr_ledger_release(o->live, cat, bytes));
+}
+
+void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit) {
+  if (!o) return;
+  int64_t s = o->step + 1;
+  hsr_ledger_set_phase(o->held, phase, unit, s);
+  hsr_ledger_set_phase(o->live, phase, unit, s);
+}
+
+static void span(rt_obs *o, hsr_span_kind kind, const char *lane, const char *name, int unit, const char *group,
+                 uint64_t t0, uint64_t t1, uint64_t bytes) {
+  if (!o->trace || t1 < t0) return;
+  hsr_trace_span s = {kind, lane, name, unit >= 0 ? o->unit_name(o->name_ctx, unit) : NULL, group, t0, t1, bytes,
+                      o->step + 1};
+  led(hsr_trace_add(o->trace, &s));
+}
+
+void rt_obs_event(rt_obs *o, rt_event_kind kind, int unit, const char *group, int collective, size_t bytes,
+                  uint64_t t0, uint64_t t1) {
+  if (!o) return;
+  static const char *const comm_names[RT_EV_COUNT] = {"all_gather", "reshard", "reduce_scatter", "all_reduce",
+                                                      "optimizer"};
+  if (kind == RT_EV_OPTIM) {
+    o->tm.optim_s += (double)(t1 - t0) * 1e-9;
+    span(o, HSR_SPAN_COMPUTE, "compute", "optimizer", -1, NULL, t0, t1, bytes);
+    return;
+  }
+  if (kind == RT_EV_GATHER && collective) {
+    o->tm.gathers++;
+    o->tm.gather_bytes += bytes;
+    o->tm.gather_s += (double)(t1 - t0) * 1e-9;
+  }
+  if (!o->trace) return;
+  if (kind == RT_EV_RESHARD || !collective) { /* local work: a reshard, or a copy standing in for a 1-rank gather */
+    span(o, HSR_SPAN_RUNTIME, "runtime", kind == RT_EV_RESHARD ? "reshard" : "local_copy", unit, group, t0, t1,
+         bytes);
+    return;
+  }
+  char lane[80];
+  snprintf(lane, sizeof lane, "comm %s", group ? group : "?");
+  span(o, HSR_SPAN_COMM, lane, comm_names[kind], unit, group, t0, t1, bytes);
+}
+
+void rt_obs_wait(rt_obs *o, uint64_t ns) {
+  if (o) o->tm.wait_s += (double)ns * 1e-9;
+}
+
+/* Entry of a lifecycle call. starts_step: forward/backward begin open a step. */
+void rt_obs_enter(rt_obs *o, int starts_step) {
+  if (!o || o->nest++) return;
+  uint64_t now = hsr_clock_ns();
+  o->enter_t = now;
+  if (!o->in_step && starts_step) {
+    o->in_step = 1;
+    o->step_t0 = now;
+  } else if (o->in_step && o->depth > 0) {
+    int top = o->stack[o->depth - 1];
+    uint64_t t0 = o->last_leave;
+    o->tm.compute_s += (double)(now - t0) * 1e-9;
+    span(o, HSR_SPAN_COMPUTE, "compute", top & 1 ? "backward" : "forward", top >> 1, NULL, t0, now, 0);
+  }
+}
+
+/* Exit of a lifecycle call. window: +1 opened (unit, backward), -1 closed
+ * it, 0 neither; ends_step: hsr_rt_step. */
+void rt_obs_leave(rt_obs *o, int window, int unit, int backward, int ends_step) {
+  if (!o || --o->nest) return;
+  uint64_t now = hsr_clock_ns();
+  o->tm.engine_s += (double)(now - o->enter_t) * 1e-9;
+  o->tm.calls++;
+  int key = unit << 1 | (backward ? 1 : 0);
+  if (window > 0) {
+    if (o->depth == o->cap) {
+      int cap = o->cap ? 2 * o->cap : 16, *p = realloc(o->stack, (size_t)cap * sizeof *p);
+      if (p) o->stack = p, o->cap = cap;
+    }
+    if (o->depth < o->cap) o->stack[o->depth++] = key;
+  } else if (window < 0) {
+    for (int i = o->depth - 1; i >= 0; i--)
+      if (o->stack[i] == key) {
+        memmove(o->stack + i, o->stack + i + 1, (size_t)(o->depth - i - 1) * sizeof *o->stack);
+        o->depth--;
+        break;
+      }
+  }
+  if (ends_step && o->in_step) {
+    o->tm.steps++;
+    o->tm.step_s += (double)(now - o->step_t0) * 1e-9;
+    span(o, HSR_SPAN_STEP, "step", "step", -1, NULL, o->step_t0, now, 0);
+    o->in_step = 0;
+    o->step++;
+  }
+  o->last_leave = now;
+}
+
+hsr_status rt_obs_timing(const rt_obs *o, hsr_rt_timing *out) {
+  *out = o->tm;
+  return HSR_OK;
+}
+
+void rt_obs_timing_reset(rt_obs *o) { memset(&o->tm, 0, sizeof o->tm); }

@@ -1,0 +1,175 @@
+/* The measured memory ledger against the predicted one (tune/), launched for
+ * real: for each SPEC, trains the example model a few steps and requires the
+ * runtime's own allocations, per category (current and peak), the runtime
+ * peak and where it was reached, to equal the prediction exactly, for memory
+ * held (pool high-water) and buffers in use.
+ *
+ *   mr_sched ledger SPEC...   keys: strategy, S, R, reshard, prefetch, live,
+ *                             sync, micro, pdt, rdt, root, wrap (block|linear) */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hsr/boot.h"
+#include "hsr/comm.h"
+#include "hsr/runtime.h"
+#include "hsr/topology.h"
+#include "hsr/tune_ledger.h"
+#include "mlp.h"
+
+static int g_rank, g_fail;
+#define CHECK(cond, ...)                                                \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      fprintf(stderr, "[rank %d] FAIL: ", g_rank);                      \
+      fprintf(stderr, __VA_ARGS__);                                     \
+      fprintf(stderr, "\n");                                            \
+      g_fail = 1;                                                       \
+    }                                                                   \
+  } while (0)
+#define OK(expr)                                                                                            \
+  do {                                                                                                      \
+    hsr_status _s = (expr);                                                                                 \
+    if (_s != HSR_OK) {                                                                                     \
+      fprintf(stderr, "[rank %d] FAIL: %s: %s: %s\n", g_rank, #expr, hsr_status_str(_s), hsr_last_error()); \
+      return 1;                                                                                             \
+    }                                                                                                       \
+  } while (0)
+
+static int parse(const char *s, hsr_rt_config *c, mlp_cfg *m) {
+  hsr_rt_config_default(c);
+  c->num_groups = 2;
+  c->groups[1] = c->groups[0];
+  c->clip = 1.0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *v = strchr(kv, '=');
+    if (!v) return fprintf(stderr, "bad spec item '%s'\n", kv), 1;
+    *v++ = 0;
+    hsr_status st = HSR_OK;
+    if (!strcmp(kv, "strategy")) st = hsr_rt_parse_strategy(v, &c->strategy);
+    else if (!strcmp(kv, "S")) c->shard = atoi(v);
+    else if (!strcmp(kv, "R")) c->replicate = atoi(v);
+    else if (!strcmp(kv, "reshard")) st = hsr_rt_parse_reshard(v, &c->reshard, &c->partial_k);
+    else if (!strcmp(kv, "prefetch")) c->prefetch = atoi(v);
+    else if (!strcmp(kv, "live")) c->max_live = atoi(v);
+    else if (!strcmp(kv, "sync")) st = hsr_rt_parse_sync(v, &c->sync);
+    else if (!strcmp(kv, "micro")) c->micro_batches = atoi(v);
+    else if (!strcmp(kv, "pdt")) st = hsr_dtype_parse(v, &c->param_dtype);
+    else if (!strcmp(kv, "rdt")) st = hsr_dtype_parse(v, &c->reduce_dtype);
+    else if (!strcmp(kv, "root")) c->root_reshard = atoi(v);
+    else if (!strcmp(kv, "wrap")) m->wrap_linear = !strcmp(v, "linear");
+    else if (!strcmp(kv, "pstep")) c->prefetch_step = atoi(v);
+    else return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
+    if (st != HSR_OK) return fprintf(stderr, "spec '%s': %s\n", s, hsr_last_error()), 1;
+  }
+  return 0;
+}
+
+static void compare(const char *what, const char *spec, const hsr_ledger *m, const hsr_ledger *p) {
+  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
+    if (c == HSR_MEM_ACTIVATION) continue; /* the program's, not the runtime's */
+    CHECK(hsr_ledger_peak(m, c) == hsr_ledger_peak(p, c), "%s: %s %s peak %llu, predicted %llu", spec, what,
+          hsr_mem_cat_name(c), (unsigned long long)hsr_ledger_peak(m, c), (unsigned long long)hsr_ledger_peak(p, c));
+    CHECK(hsr_ledger_current(m, c) == hsr_ledger_current(p, c), "%s: %s %s current %llu, predicted %llu", spec, what,
+          hsr_mem_cat_name(c), (unsigned long long)hsr_ledger_current(m, c),
+          (unsigned long long)hsr_ledger_current(p, c));
+  }
+  CHECK(hsr_ledger_runtime_peak(m) == hsr_ledger_runtime_peak(p), "%s: %s runtime peak %llu, predicted %llu", spec,
+        what, (unsigned long long)hsr_ledger_runtime_peak(m), (unsigned long long)hsr_ledger_runtime_peak(p));
+  hsr_ledger_where a = hsr_ledger_runtime_peak_where(m), b = hsr_ledger_runtime_peak_where(p);
+  CHECK(a.phase == b.phase && a.unit == b.unit && a.step == b.step,
+        "%s: %s runtime peak reached in %s/unit %d/step %lld, predicted %s/unit %d/step %lld", spec, what,
+        hsr_phase_name(a.phase), a.unit, (long long)a.step, hsr_phase_name(b.phase), b.unit, (long long)b.step);
+}
+
+/* FNV-1a over every parameter's bytes, read back after training. */
+static int checksum(hsr_rt *rt, const mlp_cfg *model, uint64_t *h) {
+  *h = 0xcbf29ce484222325ull;
+  char name[64];
+  for (int u = 0; u < mlp_num_units(model); u++)
+    for (int k = 0; k < mlp_unit_params(model, u); k++) {
+      size_t n = mlp_param_numel(model, u, k);
+      float *v = malloc((n ? n : 1) * sizeof *v);
+      mlp_param_name(u, k, name, sizeof name);
+      OK(hsr_rt_param_read(rt, name, v));
+      const unsigned char *b = (const unsigned char *)v;
+      for (size_t i = 0; i < n * sizeof *v; i++) *h = (*h ^ b[i]) * 0x100000001b3ull;
+      free(v);
+    }
+  return 0;
+}
+
+static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *spec, int pstep_off,
+               uint64_t *sum) {
+  hsr_rt_config cfg;
+  mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
+  if (parse(spec, &cfg, &model)) return 1;
+  if (pstep_off) cfg.prefetch_step = 0;
+  hsr_rt *rt = NULL;
+  OK(hsr_rt_create(boot, world, cl, &cfg, &rt));
+  OK(mlp_rt_setup(&model, rt));
+  mlp_rt_ctx *x = NULL;
+  OK(mlp_rt_ctx_create(&model, rt, cfg.param_dtype, &x));
+  for (int s = 0; s < 4; s++) OK(mlp_rt_train_step(x, s, 32, cfg.micro_batches, NULL, NULL));
+  const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
+  int nu = hsr_rt_layout_num_units(lay), *is_root = calloc((size_t)nu, sizeof *is_root), n = 0;
+  is_root[0] = 1;
+  hsr_prog_call *prog = NULL;
+  OK(mlp_rt_program(&model, cfg.micro_batches, &prog, &n));
+  hsr_ledger *ph, *pu;
+  OK(hsr_ledger_create(&ph));
+  OK(hsr_ledger_create(&pu));
+  OK(hsr_tune_ledger_predict(lay, is_root, &cfg, hsr_rt_shard(rt), hsr_rt_replicate(rt), prog, n, 4, ph, pu));
+  compare("held", spec, hsr_rt_ledger(rt), ph);
+  compare("in use", spec, hsr_rt_ledger_in_use(rt), pu);
+  CHECK(hsr_ledger_peak(hsr_rt_ledger(rt), HSR_MEM_ACTIVATION) > 0, "%s: activations were not noted", spec);
+  if (g_rank == 0)
+    printf("%-70s runtime peak %8llu B held, %8llu B in use%s\n", spec,
+           (unsigned long long)hsr_ledger_runtime_peak(hsr_rt_ledger(rt)),
+           (unsigned long long)hsr_ledger_runtime_peak(hsr_rt_ledger_in_use(rt)), g_fail ? "  MISMATCH" : "");
+  hsr_ledger_free(ph);
+  hsr_ledger_free(pu);
+  free(prog);
+  free(is_root);
+  if (checksum(rt, &model, sum)) return 1;
+  mlp_rt_ctx_free(x);
+  OK(hsr_rt_destroy(rt));
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3 || strcmp(argv[1], "ledger")) {
+    fprintf(stderr, "usage: mr_sched ledger SPEC...\n");
+    return 2;
+  }
+  mlp_blas_threads(1);
+  hsr_boot *boot;
+  if (hsr_boot_init(&boot) != HSR_OK) return 1;
+  g_rank = hsr_boot_rank(boot);
+  hsr_topo *t = NULL;
+  hsr_cluster *cl = NULL;
+  hsr_comm *world = NULL;
+  int rc = 0;
+  if (hsr_topo_discover(NULL, &t) != HSR_OK || hsr_cluster_gather(boot, t, &cl) != HSR_OK ||
+      hsr_comm_world(boot, HSR_BACKEND_HOST, &world) != HSR_OK) {
+    fprintf(stderr, "[rank %d] setup: %s\n", g_rank, hsr_last_error());
+    rc = 1;
+  }
+  for (int i = 2; !rc && i < argc; i++) {
+    uint64_t a = 0, b = 0;
+    rc = run(boot, world, cl, argv[i], 0, &a);
+    /* the step-end prefetch is a scheduling change only: bitwise identical parameters */
+    if (!rc && strstr(argv[i], "pstep=1")) {
+      rc = run(boot, world, cl, argv[i], 1, &b);
+      CHECK(a == b, "%s: parameters differ with and without the step-end prefetch", argv[i]);
+    }
+  }
+  hsr_comm_free(world);
+  hsr_cluster_free(cl);
+  hsr_topo_free(t);
+  hsr_boot_finalize(boot);
+  return rc || g_fail;
+}

@@ -1,0 +1,35 @@
+# Seeing the schedule: ledger prediction vs measurement, the trace of a real
+# hsr train run, the wrap diagnostic, hsr bench step.
+hsr_add_unit(test_sched test_sched.c)
+hsr_add_program(mr_sched mr_sched.c ${HSR_MLP_SOURCES} ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
+hsr_add_mpi_test(NAME sched_ledger_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
+  strategy=fsdp,S=4,reshard=full,prefetch=0
+  strategy=fsdp,S=4,reshard=full,prefetch=1
+  strategy=fsdp,S=4,reshard=full,prefetch=2,live=2
+  strategy=fsdp,S=4,reshard=none,prefetch=1
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=2,root=1
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=1,micro=2,sync=none
+  strategy=fsdp,S=4,reshard=full,prefetch=1,wrap=linear
+  strategy=fsdp,S=4,reshard=full,prefetch=1,pstep=1
+  strategy=hybrid,S=2,reshard=partial:2,prefetch=2,pstep=1,micro=2,sync=rs_only
+  strategy=fsdp,S=4,pdt=bf16,rdt=bf16,reshard=partial:2,prefetch=1
+  strategy=hybrid,S=2,reshard=full,prefetch=1,micro=2,sync=rs_only
+  strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=full,rdt=bf16
+  strategy=zero1,S=4
+  strategy=zero2,S=2,R=2,micro=2,sync=rs_only
+  strategy=ddp)
+hsr_add_mpi_test(NAME sched_ledger_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
+  strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only
+  strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,pdt=bf16)
+add_test(NAME sched_trace_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh trace ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+add_test(NAME sched_wrap_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh wrap ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(sched_trace_4 sched_wrap_4 PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
+add_test(NAME train_bad_wrap COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: block, linear"
+         $<TARGET_FILE:hsr_cli> train --wrap layer)
+# hsr bench step: a short real run on 4 ranks (table + JSON with every configuration), bad input.
+add_test(NAME bench_step_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh bench ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(bench_step_4 PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+add_test(NAME bench_step_bad_reshard COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: full, none, partial:K"
+         $<TARGET_FILE:hsr_cli> bench step --reshard half)
+add_test(NAME bench_step_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr bench step"
+         $<TARGET_FILE:hsr_cli> bench step --help)

@@ -1,0 +1,125 @@
+/* hsr train's end-of-run report (see train_report.h). */
+#include "train_report.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hsr/tune_ledger.h"
+
+static cJSON *ledger_obj(const hsr_ledger *l) {
+  char *txt = NULL;
+  if (hsr_ledger_json(l, &txt) != HSR_OK) return cJSON_CreateNull();
+  cJSON *o = cJSON_Parse(txt);
+  free(txt);
+  return o ? o : cJSON_CreateNull();
+}
+
+static double pct(double m, double p) { return p > 0 ? 100.0 * (m - p) / p : 0.0; }
+
+hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *cfg, const train_measured *m,
+                        FILE *json, FILE *out, int *warned) {
+  const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
+  int nu = hsr_rt_layout_num_units(lay), S = hsr_rt_shard(rt), R = hsr_rt_replicate(rt);
+  *warned = 0;
+  /* predicted ledgers: sizes and policy only */
+  int *is_root = calloc((size_t)nu, sizeof *is_root);
+  hsr_prog_call *prog = NULL;
+  int nprog = 0;
+  hsr_ledger *ph = NULL, *pu = NULL;
+  hsr_status st = is_root ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
+  if (st == HSR_OK) is_root[0] = 1;
+  if (st == HSR_OK) st = mlp_rt_program(model, cfg->micro_batches, &prog, &nprog);
+  if (st == HSR_OK) st = hsr_ledger_create(&ph);
+  if (st == HSR_OK) st = hsr_ledger_create(&pu);
+  hsr_rt_config rc = *cfg;
+  if (st == HSR_OK) st = hsr_tune_ledger_predict(lay, is_root, &rc, S, R, prog, nprog, 3, ph, pu);
+  free(prog);
+  free(is_root);
+  double nparams = 0, inner_bytes = 0;
+  hsr_rt_param_info pi;
+  for (int i = 0; st == HSR_OK && i < hsr_rt_layout_num_params(lay); i++)
+    if (hsr_rt_layout_param(lay, i, &pi) == HSR_OK) nparams += (double)pi.numel;
+  int inner = nu - 1;
+  size_t pes = hsr_dtype_size(cfg->param_dtype);
+  for (int u = 1; u < nu; u++) inner_bytes += (double)hsr_rt_layout_unit_len(lay, u) * (double)pes;
+  /* wrap diagnostic: measured gathers against the repeating structure */
+  hsr_rt_timing tm;
+  hsr_rt_get_timing(rt, &tm);
+  int sharded = cfg->strategy == HSR_RT_FSDP || cfg->strategy == HSR_RT_HYBRID;
+  int per_unit = !sharded ? 0 : cfg->reshard == HSR_RT_RESHARD_NONE ? 1 : 2;
+  size_t min_bytes = 64 << 10;
+  if (st == HSR_OK) st = hsr_env_size("HSR_WRAP_MIN_BYTES", min_bytes, &min_bytes);
+  hsr_wrap_input wi = {.gathers_per_step = m->gathers_per_step,
+                       .repeating_blocks = model->layers,
+                       .units = nu,
+                       .root_units = 1,
+                       .gathers_per_unit = per_unit,
+                       .root_gathers_per_step = cfg->root_reshard ? per_unit : (per_unit ? 1 : 0),
+                       .mean_gather_bytes = inner ? inner_bytes / inner : 0,
+                       .mean_gather_us = tm.gathers ? tm.gather_s / (double)tm.gathers * 1e6 : 0,
+                       .min_unit_bytes = (double)min_bytes};
+  hsr_wrap_report wr;
+  if (st == HSR_OK) st = hsr_tune_wrap_check(&wi, &wr);
+  if (st != HSR_OK) {
+    hsr_ledger_free(ph);
+    hsr_ledger_free(pu);
+    return st;
+  }
+  *warned = wr.too_many_gathers || wr.latency_bound;
+  const hsr_ledger *mh = hsr_rt_ledger(rt), *mu = hsr_rt_ledger_in_use(rt);
+  double steps = tm.steps ? (double)tm.steps : 1;
+  double eng = tm.engine_s / steps * 1e3, wait = tm.wait_s / steps * 1e3, opt = tm.optim_s / steps * 1e3;
+  double book = eng - wait - opt, comp = tm.compute_s / steps * 1e3;
+  if (out) {
+    fprintf(out, "\nmemory ledger of rank 0 (held from the allocator, pool included; predicted from sizes and policy)\n");
+    hsr_ledger_print(mh, ph, nparams, out);
+    fprintf(out, "persistent per parameter: %.2f bytes x S / S (S = %d, %.0f parameters)\n",
+            (double)hsr_ledger_persistent(mh) * S / nparams, S, nparams);
+    fprintf(out, "buffers in use: runtime peak %.1f KiB (predicted %.1f KiB, %+.2f%%)\n",
+            (double)hsr_ledger_runtime_peak(mu) / 1024, (double)hsr_ledger_runtime_peak(pu) / 1024,
+            pct((double)hsr_ledger_runtime_peak(mu), (double)hsr_ledger_runtime_peak(pu)));
+    fprintf(out, "engine time per step (rank 0, %d steps): %.3f ms in calls = wait %.3f + optimizer %.3f + "
+                 "bookkeeping %.3f (%.2f%% of the %.3f ms step); compute between calls %.3f ms\n",
+            (int)tm.steps, eng, wait, opt, book, m->step_ms > 0 ? 100.0 * book / m->step_ms : 0, m->step_ms, comp);
+    fprintf(out, "all-gathers: %.1f per step, %.1f us each on average\n", m->gathers_per_step, wi.mean_gather_us);
+    if (*warned) fprintf(out, "WARNING: %s\n", wr.message);
+    fflush(out);
+  }
+  if (json) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "ledger", ledger_obj(mh));
+    cJSON_AddItemToObject(o, "ledger_predicted", ledger_obj(ph));
+    cJSON_AddItemToObject(o, "ledger_in_use", ledger_obj(mu));
+    cJSON_AddItemToObject(o, "ledger_in_use_predicted", ledger_obj(pu));
+    cJSON_AddNumberToObject(o, "parameters", nparams);
+    cJSON_AddNumberToObject(o, "shard", S);
+    cJSON_AddNumberToObject(o, "persistent_bytes_per_param_times_S", (double)hsr_ledger_persistent(mh) * S / nparams);
+    cJSON *t = cJSON_AddObjectToObject(o, "timing_per_step_ms");
+    cJSON_AddNumberToObject(t, "steps", (double)tm.steps);
+    cJSON_AddNumberToObject(t, "step", m->step_ms);
+    cJSON_AddNumberToObject(t, "engine", eng);
+    cJSON_AddNumberToObject(t, "wait", wait);
+    cJSON_AddNumberToObject(t, "optimizer", opt);
+    cJSON_AddNumberToObject(t, "bookkeeping", book);
+    cJSON_AddNumberToObject(t, "bookkeeping_pct", m->step_ms > 0 ? 100.0 * book / m->step_ms : 0);
+    cJSON_AddNumberToObject(t, "compute", comp);
+    cJSON *w = cJSON_AddObjectToObject(o, "wrap");
+    cJSON_AddNumberToObject(w, "gathers_per_step", m->gathers_per_step);
+    cJSON_AddNumberToObject(w, "repeating_blocks", model->layers);
+    cJSON_AddNumberToObject(w, "units", nu);
+    cJSON_AddNumberToObject(w, "gathers_per_block", wr.gathers_per_block);
+    cJSON_AddNumberToObject(w, "mean_gather_bytes", wi.mean_gather_bytes);
+    cJSON_AddNumberToObject(w, "mean_gather_us", wi.mean_gather_us);
+    cJSON_AddBoolToObject(w, "too_many_gathers", wr.too_many_gathers);
+    cJSON_AddBoolToObject(w, "latency_bound", wr.latency_bound);
+    cJSON_AddStringToObject(w, "message", wr.message);
+    char *txt = cJSON_Print(o);
+    if (txt) fprintf(json, "%s\n", txt);
+    free(txt);
+    cJSON_Delete(o);
+  }
+  hsr_ledger_free(ph);
+  hsr_ledger_free(pu);
+  return HSR_OK;
+}
