@@ -74,8 +74,9 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
   if (out) {
     fprintf(out, "\nmemory ledger of rank 0 (held from the allocator, pool included; predicted from sizes and policy)\n");
     hsr_ledger_print(mh, ph, nparams, out);
-    fprintf(out, "persistent per parameter: %.2f bytes x S / S (S = %d, %.0f parameters)\n",
-            (double)hsr_ledger_persistent(mh) * S / nparams, S, nparams);
+    double per = (double)hsr_ledger_persistent(mh) / nparams;
+    fprintf(out, "persistent per parameter: %.2f/S bytes = %.2f bytes at S = %d (%.0f parameters)\n", per * S,
+            per, S, nparams);
     fprintf(out, "buffers in use: runtime peak %.1f KiB (predicted %.1f KiB, %+.2f%%)\n",
             (double)hsr_ledger_runtime_peak(mu) / 1024, (double)hsr_ledger_runtime_peak(pu) / 1024,
             pct((double)hsr_ledger_runtime_peak(mu), (double)hsr_ledger_runtime_peak(pu)));
