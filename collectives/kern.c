@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "hsr/kmath.h"
 
 /* glibc's memcpy never streams below its (huge) non-temporal threshold here,
  * so a copy whose destination is not read again soon writes through the cache
@@ -44,57 +45,12 @@ void hsr_coll_copy(void *dst, const void *src, size_t n, int have_avx2) {
     memcpy(dst, src, n);
 }
 
-/* bf16 and f16 are summed in f32 per element and rounded once. */
-static inline float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1);                                           /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
-static inline float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
-  if (exp == 0) {
-    if (man == 0) {
-      u = sign;
-    } else { /* subnormal: normalise */
-      exp = 127 - 15 + 1;
-      while (!(man & 0x400)) man <<= 1, exp--;
-      u = sign | (exp << 23) | ((man & 0x3ff) << 13);
-    }
-  } else if (exp == 31) {
-    u = sign | 0x7f800000u | (man << 13);
-  } else {
-    u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint16_t f32_to_f16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  uint32_t sign = (u >> 16) & 0x8000;
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00);
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow to inf */
-  if (a < 0x38800000u) {                                   /* subnormal or zero */
-    if (a < 0x33000000u) return (uint16_t)sign;
-    uint32_t e = a >> 23, m = (a & 0x7fffff) | 0x800000;
-    uint32_t shift = 126 - e; /* 14..24 */
-    uint32_t half = m >> shift, rem = m & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1) - ((127u - 15u) << 23);
-  return (uint16_t)(sign | (r >> 13));
-}
+/* bf16 and f16 are summed in f32 per element and rounded once, with the
+ * kernels' casts (one definition of the rounding for the whole project). */
+static inline float bf16_to_f32(uint16_t h) { return hsr_km_bf16_to_f32(h); }
+static inline uint16_t f32_to_bf16(float f) { return hsr_km_f32_to_bf16(f); }
+static inline float f16_to_f32(uint16_t h) { return hsr_km_f16_to_f32(h); }
+static inline uint16_t f32_to_f16(float f) { return hsr_km_f32_to_f16(f); }
 
 float hsr_coll_half_to_f32(hsr_dtype dt, uint16_t h) { return dt == HSR_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
 uint16_t hsr_coll_f32_to_half(hsr_dtype dt, float f) { return dt == HSR_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
