@@ -8,6 +8,8 @@
  * `done` tells the owner that nobody reads its buffers any more. */
 #include <string.h>
 
+#include <pthread.h>
+
 #include "coll.h"
 
 static ctl_slot *slot_of(hsr_comm *c, int j) {
@@ -70,6 +72,17 @@ static int expose(hsr_op_s *op, const void *p, size_t bytes, size_t soff, size_t
   return 1;
 }
 
+/* The bulk copy or reduction of a phase runs without the context lock when the
+ * progress thread runs it, so the caller's posts and tests do not wait behind
+ * it: the op's buffers are the op's alone, and everything shared (peer
+ * mappings, slots) is looked up before. Inline progress keeps the lock. */
+static void bulk_begin(hsr_op_s *op) {
+  if (!op->c->ctx->inline_progress) pthread_mutex_unlock(&op->c->ctx->mu);
+}
+static void bulk_end(hsr_op_s *op) {
+  if (!op->c->ctx->inline_progress) pthread_mutex_lock(&op->c->ctx->mu);
+}
+
 static const void *peer(hsr_op_s *op, const shm_desc *d) {
   if (d->seg < 0) return NULL;
   void *p = hsr_coll_peer_ptr(op->c->ctx, d);
@@ -98,13 +111,20 @@ static int advance_allgather(hsr_op_s *op) {
     op->phase = 1;
     return 1;
   }
-  case 1:
+  case 1: {
     if (!wait_all(op, F_ARRIVE)) return 0;
+    const char *srcs[n];
+    for (int j = 0; j < n; j++) {
+      srcs[j] = NULL;
+      if (j == r && op->direct) continue;
+      srcs[j] = j == r ? op->src_in : peer(op, &slot_of(c, j)->in);
+      if (!srcs[j]) return 1;
+    }
+    bulk_begin(op);
     for (int j = 0; j < n; j++) {
       if (j == r && op->direct) continue;
       const shm_desc *dj = &slot_of(c, j)->in;
-      const char *src = j == r ? op->src_in : peer(op, dj);
-      if (!src) return 1;
+      const char *src = srcs[j];
       if (op->perm) { /* two-level: peer j's m sub-blocks go to scattered places */
         size_t sub = bytes / (size_t)op->perm_m;
         for (int i = 0; i < op->perm_m; i++) {
@@ -116,11 +136,13 @@ static int advance_allgather(hsr_op_s *op) {
         hsr_coll_copy(recv + (size_t)j * bytes, src, bytes, c->ctx->have_avx2);
       }
     }
+    bulk_end(op);
     k->bytes_recv += (uint64_t)(n - 1) * bytes;
     k->bytes_sent += (uint64_t)(n - 1) * bytes;
     publish(op, F_DONE);
     op->phase = 2;
     return 1;
+  }
   default:
     if (!wait_all(op, F_DONE)) return 0;
     complete(op);
@@ -153,11 +175,13 @@ static int advance_reduce_scatter(hsr_op_s *op) {
     /* Two-level: my block is m sub-blocks taken from scattered places. */
     int parts = op->perm ? op->perm_m : 1;
     size_t sub = bytes / (size_t)parts, subn = op->count / (size_t)parts;
+    bulk_begin(op);
     for (int i = 0; i < parts; i++) {
       size_t at = op->perm ? (size_t)op->perm[r * parts + i] * sub : (size_t)r * bytes;
       for (int j = 0; j < n; j++) ins[j] = bases[j] + at;
       hsr_coll_reduce(op->dt, op->redop, (char *)op->recv + (size_t)i * sub, ins, n, subn, n);
     }
+    bulk_end(op);
     k->bytes_recv += (uint64_t)(n - 1) * bytes;
     k->bytes_sent += (uint64_t)(n - 1) * bytes;
     publish(op, F_DONE);
@@ -213,26 +237,36 @@ static int advance_allreduce(hsr_op_s *op) {
         if (!base) return 1;
         ins[j] = base + lo * es;
       }
+      bulk_begin(op);
       hsr_coll_reduce(op->dt, op->redop, op->tmp, ins, n, hi - lo, n);
+      bulk_end(op);
     }
     publish(op, F_MID);
     op->phase = 2;
     return 1;
   }
-  case 2:
+  case 2: {
     if (!wait_all(op, F_MID)) return 0;
+    const void *outs[n];
     for (int j = 0; j < n; j++) {
       size_t jlo = slice_off(op->count, n, j), jn = slice_off(op->count, n, j + 1) - jlo;
+      outs[j] = NULL;
       if (!jn) continue;
-      const void *src = j == r ? op->tmp : peer(op, &slot_of(c, j)->out);
-      if (!src) return 1;
-      hsr_coll_copy(recv + jlo * es, src, jn * es, c->ctx->have_avx2);
+      outs[j] = j == r ? op->tmp : peer(op, &slot_of(c, j)->out);
+      if (!outs[j]) return 1;
     }
+    bulk_begin(op);
+    for (int j = 0; j < n; j++) {
+      size_t jlo = slice_off(op->count, n, j), jn = slice_off(op->count, n, j + 1) - jlo;
+      if (jn) hsr_coll_copy(recv + jlo * es, outs[j], jn * es, c->ctx->have_avx2);
+    }
+    bulk_end(op);
     k->bytes_recv += (uint64_t)(n - 1) * mine + (bytes - mine);
     k->bytes_sent += (uint64_t)(n - 1) * mine + (bytes - mine);
     publish(op, F_DONE);
     op->phase = 3;
     return 1;
+  }
   default:
     if (!wait_all(op, F_DONE)) return 0;
     complete(op);
