@@ -3,6 +3,8 @@
 #define HSR_COLL_INTERNAL_H
 
 #include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -36,7 +38,10 @@ typedef struct ctl_slot {
 
 typedef struct ctl_seg {
   _Atomic uint32_t doorbell; /* futex word: bumped by anyone who may unblock this rank */
-  char pad[124];
+  /* Set while this rank's progress thread sleeps in epoll (multi-node runs):
+   * a futex cannot wake epoll, so ringers then also send to its wake socket. */
+  _Atomic uint32_t sleeping;
+  char pad[120];
   ctl_slot slot[CTL_SLOTS];
 } ctl_seg;
 
@@ -87,6 +92,7 @@ typedef struct coll_ctx {
   void *addrs; /* every rank's worker address, addr_max bytes each */
   size_t addr_max;
   int efd, epfd, evfd;
+  int wakefd; /* abstract unix datagram socket node peers ring (multi-node), -1 if none */
 
   /* progress */
   pthread_mutex_t mu; /* queues, op state, UCX worker */
@@ -174,6 +180,8 @@ void *hsr_coll_peer_ptr(coll_ctx *x, const shm_desc *d);
 int hsr_coll_slot_alloc(coll_ctx *x);
 void hsr_coll_slot_free(coll_ctx *x, int slot);
 void hsr_coll_ring(coll_ctx *x, int world_rank);
+/* Abstract socket address of a rank's wake socket; returns the address length. */
+socklen_t hsr_coll_wake_addr(coll_ctx *x, int world_rank, struct sockaddr_un *a);
 void hsr_coll_kick(coll_ctx *x);
 /* Drives every communicator's queue once; caller holds x->mu. Returns 1 if anything moved. */
 int hsr_coll_progress(coll_ctx *x);

@@ -7,6 +7,7 @@
 #include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -85,11 +86,28 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
   return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
 }
 
+socklen_t hsr_coll_wake_addr(coll_ctx *x, int world_rank, struct sockaddr_un *a) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  char name[96];
+  shm_name(x, name, sizeof name, world_rank, -1);
+  /* abstract namespace: sun_path[0] = 0, nothing on disk to clean up */
+  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "%s-wake", name);
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
 void hsr_coll_ring(coll_ctx *x, int world_rank) {
   ctl_seg *c = world_rank == x->rank ? x->ctl : x->peer_ctl[world_rank];
   if (!c) return;
-  atomic_fetch_add_explicit(&c->doorbell, 1, memory_order_release);
+  atomic_fetch_add(&c->doorbell, 1); /* seq_cst: pairs with the sleeper's store of `sleeping` */
   futex(&c->doorbell, FUTEX_WAKE, INT32_MAX, NULL);
+  if (world_rank != x->rank && x->wakefd >= 0 && atomic_load(&c->sleeping)) {
+    struct sockaddr_un a;
+    socklen_t len = hsr_coll_wake_addr(x, world_rank, &a);
+    char b = 1;
+    ssize_t r = sendto(x->wakefd, &b, 1, MSG_DONTWAIT, (struct sockaddr *)&a, len);
+    (void)r; /* a full queue already means a pending wake-up */
+  }
 }
 
 void hsr_coll_kick(coll_ctx *x) {
@@ -285,9 +303,15 @@ static void *progress_main(void *arg) {
     }
     int pending = any_pending(x);
     pthread_mutex_unlock(&x->mu);
-    if (x->have_ucx) {
-      /* Shared-memory flags cannot wake epoll: back off from 0 to 1 ms while
-       * work is pending, sleep long when idle. */
+    if (x->have_ucx && x->wakefd >= 0) {
+      /* Node peers ring the wake socket while `sleeping` is set; the bound
+       * only limits the damage of a lost datagram. */
+      atomic_store(&x->ctl->sleeping, 1);
+      if (atomic_load(&x->ctl->doorbell) == seen) hsr_coll_ucx_wait(x, pending ? 10 : 100);
+      atomic_store(&x->ctl->sleeping, 0);
+    } else if (x->have_ucx) {
+      /* No wake socket: shared-memory flags cannot wake epoll, so back off
+       * from 0 to 1 ms while work is pending, sleep long when idle. */
       int ms = pending ? (idle < 4 ? 0 : 1) : 100;
       if (ms == 0)
         sched_yield();
@@ -341,7 +365,7 @@ hsr_status hsr_coll_ctx_create(hsr_boot *boot, coll_ctx **out) {
   x->rank = hsr_boot_rank(boot);
   x->size = hsr_boot_size(boot);
   x->node = hsr_boot_node(boot);
-  x->evfd = x->efd = x->epfd = -1;
+  x->evfd = x->efd = x->epfd = x->wakefd = -1;
   pthread_mutex_init(&x->mu, NULL);
   pthread_mutex_init(&x->pool_mu, NULL);
   pthread_condattr_t ca;

@@ -68,7 +68,20 @@ hsr_status hsr_coll_ucx_init(coll_ctx *x) {
   struct epoll_event ev2 = {.events = EPOLLIN, .data.fd = x->evfd};
   if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->efd, &ev) || epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->evfd, &ev2))
     return hsr_error(HSR_ERR_SYSTEM, "epoll_ctl: %s", strerror(errno));
-  return HSR_OK;
+  /* Wake socket: lets node peers wake this rank's progress thread out of
+   * epoll. Without it (bind refused) progress falls back to short polls. */
+  int wfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a;
+  socklen_t alen = hsr_coll_wake_addr(x, x->rank, &a);
+  struct epoll_event ev3 = {.events = EPOLLIN, .data.fd = wfd};
+  if (wfd >= 0 && bind(wfd, (struct sockaddr *)&a, alen) == 0 && epoll_ctl(x->epfd, EPOLL_CTL_ADD, wfd, &ev3) == 0) {
+    x->wakefd = wfd;
+  } else {
+    HSR_LOG_I("collectives: no wake socket (%s): shared-memory progress polls", strerror(errno));
+    if (wfd >= 0) close(wfd);
+  }
+  /* Peers only send once every rank has bound its socket. */
+  return hsr_boot_barrier(x->boot);
 }
 
 static void wait_req(coll_ctx *x, ucs_status_ptr_t r) {
@@ -100,6 +113,8 @@ void hsr_coll_ucx_fini(coll_ctx *x) {
   free(x->addrs);
   if (x->epfd >= 0) close(x->epfd);
   if (x->evfd >= 0) close(x->evfd);
+  if (x->wakefd >= 0) close(x->wakefd);
+  x->wakefd = -1;
   ucp_worker_destroy(x->worker);
   ucp_cleanup(x->ucp);
   x->have_ucx = 0;
@@ -114,14 +129,19 @@ void hsr_coll_ucx_wait(coll_ctx *x, int ms) {
   ucs_status_t us = ucp_worker_arm(x->worker);
   pthread_mutex_unlock(&x->mu);
   if (us == UCS_ERR_BUSY) return;
-  struct epoll_event ev[2];
-  int n = epoll_wait(x->epfd, ev, 2, ms);
-  for (int i = 0; i < n; i++)
+  struct epoll_event ev[3];
+  int n = epoll_wait(x->epfd, ev, 3, ms);
+  for (int i = 0; i < n; i++) {
     if (ev[i].data.fd == x->evfd) {
       uint64_t v;
       ssize_t rr = read(x->evfd, &v, sizeof v);
       (void)rr;
+    } else if (ev[i].data.fd == x->wakefd) {
+      char b[64];
+      while (recv(x->wakefd, b, sizeof b, MSG_DONTWAIT) > 0) {
+      }
     }
+  }
 }
 
 static ucp_ep_h ep_of(coll_ctx *x, int wr) {
