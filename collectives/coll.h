@@ -41,7 +41,10 @@ typedef struct ctl_seg {
   /* Set while this rank's progress thread sleeps in epoll (multi-node runs):
    * a futex cannot wake epoll, so ringers then also send to its wake socket. */
   _Atomic uint32_t sleeping;
-  char pad[120];
+  /* Threads blocked in FUTEX_WAIT on the doorbell: ringers skip the wake
+   * syscall when there are none (most posts find the thread awake). */
+  _Atomic uint32_t waiters;
+  char pad[116];
   ctl_slot slot[CTL_SLOTS];
 } ctl_seg;
 

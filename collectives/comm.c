@@ -435,7 +435,9 @@ static hsr_status op_result(hsr_op_s *op) {
 
 static void doorbell_wait(coll_ctx *x, uint32_t seen, long ns) {
   struct timespec ts = {.tv_sec = 0, .tv_nsec = ns};
+  atomic_fetch_add(&x->ctl->waiters, 1);
   syscall(SYS_futex, (uint32_t *)&x->ctl->doorbell, FUTEX_WAIT, seen, &ts, NULL, 0);
+  atomic_fetch_sub(&x->ctl->waiters, 1);
 }
 
 hsr_status hsr_req_test(hsr_req *r, int *done) {

@@ -99,8 +99,8 @@ socklen_t hsr_coll_wake_addr(coll_ctx *x, int world_rank, struct sockaddr_un *a)
 void hsr_coll_ring(coll_ctx *x, int world_rank) {
   ctl_seg *c = world_rank == x->rank ? x->ctl : x->peer_ctl[world_rank];
   if (!c) return;
-  atomic_fetch_add(&c->doorbell, 1); /* seq_cst: pairs with the sleeper's store of `sleeping` */
-  futex(&c->doorbell, FUTEX_WAKE, INT32_MAX, NULL);
+  atomic_fetch_add(&c->doorbell, 1); /* seq_cst: pairs with the sleepers' stores of `waiters`/`sleeping` */
+  if (atomic_load(&c->waiters)) futex(&c->doorbell, FUTEX_WAKE, INT32_MAX, NULL);
   if (world_rank != x->rank && x->wakefd >= 0 && atomic_load(&c->sleeping)) {
     struct sockaddr_un a;
     socklen_t len = hsr_coll_wake_addr(x, world_rank, &a);
@@ -112,7 +112,8 @@ void hsr_coll_ring(coll_ctx *x, int world_rank) {
 
 void hsr_coll_kick(coll_ctx *x) {
   hsr_coll_ring(x, x->rank);
-  if (x->evfd >= 0) {
+  /* with a wake socket the progress thread flags when it sleeps in epoll */
+  if (x->evfd >= 0 && (x->wakefd < 0 || atomic_load(&x->ctl->sleeping))) {
     uint64_t one = 1;
     ssize_t r = write(x->evfd, &one, sizeof one);
     (void)r;
@@ -320,7 +321,9 @@ static void *progress_main(void *arg) {
       idle++;
     } else {
       struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
+      atomic_fetch_add(&x->ctl->waiters, 1);
       futex(&x->ctl->doorbell, FUTEX_WAIT, seen, &ts);
+      atomic_fetch_sub(&x->ctl->waiters, 1);
     }
     pthread_mutex_lock(&x->mu);
   }
