@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "hsr/kmath.h"
 #include "nccl_table.h"
 
 typedef struct bopts {
@@ -114,24 +115,14 @@ static int parse(int argc, char **argv, bopts *o) {
 }
 
 /* ---- element access ------------------------------------------------------- */
+/* The bench's values (small integers and their quarters) are exact in every
+ * dtype; 16-bit formats go through the kernels' casts (kmath.h). */
 static void put(hsr_dtype dt, void *p, size_t i, double v) {
   switch (dt) {
   case HSR_F32: ((float *)p)[i] = (float)v; break;
   case HSR_F64: ((double *)p)[i] = v; break;
-  case HSR_BF16: case HSR_F16: {
-    /* small integers and their quarters: exact in both 16-bit formats */
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (dt == HSR_BF16) {
-      ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
-    } else {
-      uint16_t s = (uint16_t)((u >> 16) & 0x8000);
-      int e = (int)((u >> 23) & 0xff);
-      ((uint16_t *)p)[i] = (u & 0x7fffffff) == 0 ? s : (uint16_t)(s | ((e - 127 + 15) << 10) | ((u >> 13) & 0x3ff));
-    }
-    break;
-  }
+  case HSR_BF16: ((uint16_t *)p)[i] = hsr_km_f32_to_bf16((float)v); break;
+  case HSR_F16: ((uint16_t *)p)[i] = hsr_km_f32_to_f16((float)v); break;
   case HSR_I32: ((int32_t *)p)[i] = (int32_t)v; break;
   default: ((uint8_t *)p)[i] = (uint8_t)v; break;
   }
@@ -140,18 +131,8 @@ static double get(hsr_dtype dt, const void *p, size_t i) {
   switch (dt) {
   case HSR_F32: return ((const float *)p)[i];
   case HSR_F64: return ((const double *)p)[i];
-  case HSR_BF16: {
-    uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-  }
-  case HSR_F16: {
-    uint16_t h = ((const uint16_t *)p)[i];
-    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
-    return (h & 0x8000) ? -v : v;
-  }
+  case HSR_BF16: return hsr_km_bf16_to_f32(((const uint16_t *)p)[i]);
+  case HSR_F16: return hsr_km_f16_to_f32(((const uint16_t *)p)[i]);
   case HSR_I32: return ((const int32_t *)p)[i];
   default: return ((const uint8_t *)p)[i];
   }
