@@ -34,23 +34,7 @@
 static int g_rank;
 static int g_fail;
 
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      fprintf(stderr, "[rank %d] FAIL: ", g_rank);        \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fprintf(stderr, "\n");                              \
-      g_fail = 1;                                         \
-    }                                                     \
-  } while (0)
-#define OK(expr)                                                                                        \
-  do {                                                                                                  \
-    hsr_status _s = (expr);                                                                             \
-    if (_s != HSR_OK) {                                                                                 \
-      fprintf(stderr, "[rank %d] FAIL: %s: %s: %s\n", g_rank, #expr, hsr_status_str(_s), hsr_last_error()); \
-      return 1;                                                                                         \
-    }                                                                                                   \
-  } while (0)
+#include "mr_check.h"
 
 /* odd sizes: parameters straddle shard boundaries and leave alignment gaps */
 static const mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};

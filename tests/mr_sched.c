@@ -19,23 +19,7 @@
 #include "mlp.h"
 
 static int g_rank, g_fail;
-#define CHECK(cond, ...)                                                \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      fprintf(stderr, "[rank %d] FAIL: ", g_rank);                      \
-      fprintf(stderr, __VA_ARGS__);                                     \
-      fprintf(stderr, "\n");                                            \
-      g_fail = 1;                                                       \
-    }                                                                   \
-  } while (0)
-#define OK(expr)                                                                                            \
-  do {                                                                                                      \
-    hsr_status _s = (expr);                                                                                 \
-    if (_s != HSR_OK) {                                                                                     \
-      fprintf(stderr, "[rank %d] FAIL: %s: %s: %s\n", g_rank, #expr, hsr_status_str(_s), hsr_last_error()); \
-      return 1;                                                                                             \
-    }                                                                                                       \
-  } while (0)
+#include "mr_check.h"
 
 static int parse(const char *s, hsr_rt_config *c, mlp_cfg *m) {
   hsr_rt_config_default(c);
