@@ -205,6 +205,8 @@ void hsr_coll_ucx_cancel(hsr_op_s *op);
 void hsr_coll_ucx_wait(coll_ctx *x, int ms);
 
 /* comm.c */
+/* Marks an op finished (its end time is the transport's finish time). */
+void hsr_coll_op_done(hsr_op_s *op);
 void hsr_coll_op_fail(hsr_op_s *op, hsr_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* nccl.c */

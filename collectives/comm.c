@@ -18,14 +18,18 @@ static const char *const op_names[HSR_OP_COUNT] = {"all_gather", "reduce_scatter
 
 const char *hsr_op_name(hsr_op op) { return (unsigned)op < HSR_OP_COUNT ? op_names[op] : "?"; }
 
+void hsr_coll_op_done(hsr_op_s *op) {
+  op->done = 1;
+  op->t_end = hsr_clock_ns();
+}
+
 void hsr_coll_op_fail(hsr_op_s *op, hsr_status st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(op->err, sizeof op->err, fmt, ap);
   va_end(ap);
   op->st = st;
-  op->done = 1;
-  op->t_end = hsr_clock_ns();
+  hsr_coll_op_done(op);
   hsr_comm *c = op->c;
   if (st != HSR_ERR_STATE && !c->failed) {
     c->failed = 1;

@@ -248,8 +248,7 @@ hsr_status hsr_coll_nccl_test(hsr_op_s *op, int *done) {
   if (e == cudaSuccess) {
     cudaEventDestroy((cudaEvent_t)op->nccl_event);
     op->nccl_event = NULL;
-    op->done = 1;
-    op->t_end = hsr_clock_ns();
+    hsr_coll_op_done(op);
     *done = 1;
     return HSR_OK;
   }

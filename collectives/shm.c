@@ -45,11 +45,6 @@ static int wait_all(hsr_op_s *op, int f) {
   return 1;
 }
 
-static void complete(hsr_op_s *op) {
-  op->done = 1;
-  op->t_end = hsr_clock_ns();
-}
-
 /* Describes `p` for the peers, staging it into the comm's scratch at `soff`
  * when it is not registered. */
 static int expose(hsr_op_s *op, const void *p, size_t bytes, size_t soff, size_t scratch_total, shm_desc *d,
@@ -145,7 +140,7 @@ static int advance_allgather(hsr_op_s *op) {
   }
   default:
     if (!wait_all(op, F_DONE)) return 0;
-    complete(op);
+    hsr_coll_op_done(op);
     return 1;
   }
 }
@@ -190,7 +185,7 @@ static int advance_reduce_scatter(hsr_op_s *op) {
   }
   default:
     if (!wait_all(op, F_DONE)) return 0;
-    complete(op);
+    hsr_coll_op_done(op);
     return 1;
   }
 }
@@ -269,7 +264,7 @@ static int advance_allreduce(hsr_op_s *op) {
   }
   default:
     if (!wait_all(op, F_DONE)) return 0;
-    complete(op);
+    hsr_coll_op_done(op);
     return 1;
   }
 }
@@ -306,7 +301,7 @@ static int advance_bcast(hsr_op_s *op) {
     }
     k->bytes_recv += bytes;
     publish(op, F_DONE);
-    complete(op);
+    hsr_coll_op_done(op);
     return 1;
   default:
     /* Only the root waits: its buffer must outlive every reader. */
@@ -316,7 +311,7 @@ static int advance_bcast(hsr_op_s *op) {
         return 0;
       }
     publish(op, F_DONE);
-    complete(op);
+    hsr_coll_op_done(op);
     return 1;
   }
 }
@@ -328,7 +323,7 @@ static int advance_barrier(hsr_op_s *op) {
     return 1;
   }
   if (!wait_all(op, F_ARRIVE)) return 0;
-  complete(op);
+  hsr_coll_op_done(op);
   return 1;
 }
 

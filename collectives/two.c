@@ -155,8 +155,7 @@ int hsr_coll_two_advance(hsr_op_s *op) {
             c->two, NULL);
       return 1;
     default:
-      op->done = 1;
-      op->t_end = hsr_clock_ns();
+      hsr_coll_op_done(op);
       return 1;
     }
   case HSR_OP_REDUCE_SCATTER:
@@ -179,8 +178,7 @@ int hsr_coll_two_advance(hsr_op_s *op) {
       return 1;
     default:
       scale_avg(op, op->recv, op->count);
-      op->done = 1;
-      op->t_end = hsr_clock_ns();
+      hsr_coll_op_done(op);
       return 1;
     }
   default: /* all-reduce */
@@ -195,8 +193,7 @@ int hsr_coll_two_advance(hsr_op_s *op) {
       return 1;
     default:
       scale_avg(op, op->recv, op->count);
-      op->done = 1;
-      op->t_end = hsr_clock_ns();
+      hsr_coll_op_done(op);
       return 1;
     }
   }

@@ -291,11 +291,6 @@ static void chunk_of(hsr_op_s *op, int j, int k, size_t *boff, size_t *lo, size_
 enum { S_RS = 0, S_AG = 1, S_RD = 2, S_MISC = 3 };
 enum { P_START, P_RING, P_RD_POST, P_RD_WAIT, P_BC_WAIT, P_BAR_POST, P_BAR_WAIT };
 
-static void finish(hsr_op_s *op) {
-  op->done = 1;
-  op->t_end = hsr_clock_ns();
-}
-
 static int waiting(hsr_op_s *op, int peer) {
   if (op->ucx_pending > 0) {
     op->wait_peer = peer;
@@ -418,7 +413,7 @@ static int ring_start(hsr_op_s *op, size_t es) {
       const void *in[1] = {rs_in(op, 0, es)};
       hsr_coll_reduce(op->dt, op->redop, rs_out(op, es), in, 1, l, 1);
     }
-    finish(op);
+    hsr_coll_op_done(op);
     return 1;
   }
   op->phase = P_RING;
@@ -442,7 +437,7 @@ static int ring_advance(hsr_op_s *op, size_t es) {
   }
   if (op->done) return 1;
   if (op->chunks_left == 0) {
-    finish(op);
+    hsr_coll_op_done(op);
     return 1;
   }
   if (!moved) op->wait_peer = left;
@@ -511,7 +506,7 @@ int hsr_coll_ucx_advance(hsr_op_s *op) {
         const void *in[1] = {op->recv};
         hsr_coll_reduce(op->dt, HSR_AVG, op->recv, in, 1, op->count, n);
       }
-      finish(op);
+      hsr_coll_op_done(op);
       return 1;
     }
     int partner = r ^ op->step;
@@ -535,12 +530,12 @@ int hsr_coll_ucx_advance(hsr_op_s *op) {
   }
   case P_BC_WAIT:
     if (waiting(op, r == op->root ? mod(r + 1, n) : op->root)) return 0;
-    finish(op);
+    hsr_coll_op_done(op);
     return 1;
   case P_BAR_POST: {
     int dist = 1 << op->step;
     if (dist >= n) {
-      finish(op);
+      hsr_coll_op_done(op);
       return 1;
     }
     uint64_t tag = tag_of(op, S_MISC, op->step + 1, 0);
