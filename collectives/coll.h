@@ -102,6 +102,10 @@ typedef struct coll_ctx {
   pthread_cond_t cv;  /* signalled when an op completes */
   pthread_t thread;
   int thread_started, stop;
+  /* Posted ops not yet in their communicator's queue: posting pushes here
+   * without the lock (a caller never waits behind a progress pass); the
+   * progress pass moves them, in posting order, into the queues. */
+  _Atomic(hsr_op_s *) incoming;
   hsr_comm **comms;
   int ncomms, cap_comms;
 } coll_ctx;
@@ -120,7 +124,7 @@ struct hsr_comm {
   uint64_t *peer_base;
   uint64_t seq;    /* ops issued that use the transport */
   double timeout_s;
-  int failed;
+  _Atomic int failed; /* read by posting threads without the lock; fail_msg is written first */
   char fail_msg[256];
   hsr_op_s *head, *tail;
   void *scratch;
@@ -146,7 +150,12 @@ struct hsr_op_s {
   int root;
   uint64_t seq;
   int phase, step, cur;
-  int done;
+  /* fin: the transport has finished (progress side, under mu). done: the op
+   * has also left its queue and belongs to the caller again; published with
+   * release order, so hsr_req_test reads it without the lock. */
+  int fin;
+  _Atomic int done;
+  hsr_op_s *in_next; /* the context's incoming list */
   int freed_by_transport; /* op is blocking-wrapper owned */
   hsr_status st;
   char err[256];
@@ -188,6 +197,8 @@ socklen_t hsr_coll_wake_addr(coll_ctx *x, int world_rank, struct sockaddr_un *a)
 void hsr_coll_kick(coll_ctx *x);
 /* Drives every communicator's queue once; caller holds x->mu. Returns 1 if anything moved. */
 int hsr_coll_progress(coll_ctx *x);
+/* Moves posted ops into their queues; caller holds x->mu. */
+void hsr_coll_take_incoming(coll_ctx *x);
 hsr_status hsr_coll_comm_scratch(hsr_comm *c, size_t bytes, void **p);
 
 /* shm.c: one step of an intra-node op; returns 1 if it moved. */
@@ -207,6 +218,8 @@ void hsr_coll_ucx_wait(coll_ctx *x, int ms);
 /* comm.c */
 /* Marks an op finished (its end time is the transport's finish time). */
 void hsr_coll_op_done(hsr_op_s *op);
+/* Hands a finished op that has left its queue back to its owner. */
+void hsr_coll_op_publish(hsr_op_s *op);
 void hsr_coll_op_fail(hsr_op_s *op, hsr_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* nccl.c */

@@ -19,9 +19,11 @@ static const char *const op_names[HSR_OP_COUNT] = {"all_gather", "reduce_scatter
 const char *hsr_op_name(hsr_op op) { return (unsigned)op < HSR_OP_COUNT ? op_names[op] : "?"; }
 
 void hsr_coll_op_done(hsr_op_s *op) {
-  op->done = 1;
+  op->fin = 1;
   op->t_end = hsr_clock_ns();
 }
+
+void hsr_coll_op_publish(hsr_op_s *op) { atomic_store_explicit(&op->done, 1, memory_order_release); }
 
 void hsr_coll_op_fail(hsr_op_s *op, hsr_status st, const char *fmt, ...) {
   va_list ap;
@@ -224,6 +226,7 @@ hsr_status hsr_comm_free(hsr_comm *c) {
   }
   coll_ctx *x = c->ctx;
   pthread_mutex_lock(&x->mu);
+  hsr_coll_take_incoming(x);
   int busy = c->head != NULL;
   pthread_mutex_unlock(&x->mu);
   if (busy)
@@ -324,25 +327,24 @@ static hsr_status submit(hsr_op_s *op, int trivial, hsr_req **req) {
       free(op);
       return st;
     }
-    if (trivial) op->done = 1;
+    if (trivial) op->fin = 1;
   } else if (trivial) {
-    op->done = 1;
+    op->fin = 1;
     op->t_start = op->t_end = hsr_clock_ns();
+    hsr_coll_op_publish(op);
   } else {
     coll_ctx *x = c->ctx;
-    pthread_mutex_lock(&x->mu);
     if (c->failed) {
-      pthread_mutex_unlock(&x->mu);
       hsr_op kind = op->kind;
       free(op);
       return hsr_error(HSR_ERR_STATE, "%s on '%s': the communicator has failed: %s", hsr_op_name(kind), c->name,
                        c->fail_msg);
     }
-    op->seq = ++c->seq;
-    if (c->tail) c->tail->next = op;
-    else c->head = op;
-    c->tail = op;
-    pthread_mutex_unlock(&x->mu);
+    /* no lock: the progress pass takes it from here (a comm that fails
+     * meanwhile fails the op there, with the reason) */
+    hsr_op_s *old = atomic_load_explicit(&x->incoming, memory_order_relaxed);
+    do op->in_next = old;
+    while (!atomic_compare_exchange_weak_explicit(&x->incoming, &old, op, memory_order_release, memory_order_relaxed));
     hsr_coll_kick(x);
   }
   if (req) {
@@ -449,23 +451,31 @@ hsr_status hsr_req_test(hsr_req *r, int *done) {
   if (!op || !done) return hsr_error(HSR_ERR_INVALID, "hsr_req_test: NULL argument");
   hsr_comm *c = op->c;
   if (c->backend == HSR_BACKEND_NCCL) {
-    if (!op->done) {
+    if (!op->fin) {
       hsr_status st = hsr_coll_nccl_test(op, done);
       if (st != HSR_OK) return st;
     }
-    *done = op->done;
-    return op->done ? op_result(op) : HSR_OK;
+    *done = op->fin;
+    return op->fin ? op_result(op) : HSR_OK;
   }
   coll_ctx *x = c->ctx;
-  pthread_mutex_lock(&x->mu);
-  if (!op->done && x->inline_progress) hsr_coll_progress(x);
-  *done = op->done;
-  pthread_mutex_unlock(&x->mu);
+  *done = atomic_load_explicit(&op->done, memory_order_acquire);
+  if (!*done && x->inline_progress) {
+    pthread_mutex_lock(&x->mu);
+    hsr_coll_progress(x);
+    pthread_mutex_unlock(&x->mu);
+    *done = atomic_load_explicit(&op->done, memory_order_acquire);
+  }
   return *done ? op_result(op) : HSR_OK;
 }
 
 static void op_free(hsr_op_s *op) {
   coll_ctx *x = op->c->ctx;
+  if (op->st == HSR_OK) { /* a finished op has no transfer in flight; only a failed one may */
+    free(op->chunks);
+    free(op);
+    return;
+  }
   pthread_mutex_lock(&x->mu);
   int owned = op->ucx_pending > 0; /* cancelled, not yet called back: UCX frees it */
   if (owned) op->freed_by_transport = 1;
@@ -483,7 +493,7 @@ hsr_status hsr_req_wait(hsr_req *r, double timeout_s) {
   if (c->backend == HSR_BACKEND_NCCL) {
     double limit = timeout_s >= 0 ? timeout_s : c->timeout_s, t0 = hsr_clock_s();
     long sleep_us = 1;
-    while (!op->done) {
+    while (!op->fin) {
       int d = 0;
       hsr_status st = hsr_coll_nccl_test(op, &d);
       if (st != HSR_OK) {
@@ -505,10 +515,15 @@ hsr_status hsr_req_wait(hsr_req *r, double timeout_s) {
     return st;
   }
   coll_ctx *x = c->ctx;
+  if (atomic_load_explicit(&op->done, memory_order_acquire)) {
+    hsr_status st = op_result(op);
+    op_free(op);
+    return st;
+  }
   pthread_mutex_lock(&x->mu);
   if (timeout_s >= 0) op->timeout_s = timeout_s;
   int spins = 0;
-  while (!op->done) {
+  while (!atomic_load_explicit(&op->done, memory_order_acquire)) {
     if (x->inline_progress) {
       uint32_t seen = atomic_load(&x->ctl->doorbell);
       if (hsr_coll_progress(x)) {
@@ -544,7 +559,9 @@ hsr_status hsr_req_times(const hsr_req *r, uint64_t *start_ns, uint64_t *end_ns)
   const hsr_op_s *op = (const hsr_op_s *)r;
   if (!op) return hsr_error(HSR_ERR_INVALID, "hsr_req_times: NULL request");
   if (start_ns) *start_ns = op->t_start;
-  if (end_ns) *end_ns = op->done ? op->t_end : 0;
+  int fin = op->c->backend == HSR_BACKEND_NCCL ? op->fin
+                                                : atomic_load_explicit(&((hsr_op_s *)op)->done, memory_order_acquire);
+  if (end_ns) *end_ns = fin ? op->t_end : 0;
   return HSR_OK;
 }
 

@@ -247,8 +247,28 @@ static int advance(hsr_op_s *op) {
   return hsr_coll_ucx_advance(op);
 }
 
+void hsr_coll_take_incoming(coll_ctx *x) {
+  hsr_op_s *l = atomic_exchange_explicit(&x->incoming, NULL, memory_order_acquire), *rev = NULL;
+  while (l) { /* newest first: reverse to posting order */
+    hsr_op_s *n = l->in_next;
+    l->in_next = rev;
+    rev = l;
+    l = n;
+  }
+  for (hsr_op_s *op = rev, *n; op; op = n) {
+    n = op->in_next;
+    op->in_next = NULL;
+    hsr_comm *c = op->c;
+    op->seq = ++c->seq;
+    if (c->tail) c->tail->next = op;
+    else c->head = op;
+    c->tail = op;
+  }
+}
+
 int hsr_coll_progress(coll_ctx *x) {
   int moved = 0;
+  hsr_coll_take_incoming(x);
   if (x->have_ucx)
     while (ucp_worker_progress(x->worker)) moved = 1;
   uint64_t now = hsr_clock_ns();
@@ -256,7 +276,7 @@ int hsr_coll_progress(coll_ctx *x) {
     hsr_comm *c = x->comms[i];
     while (c->head) {
       hsr_op_s *op = c->head;
-      if (!op->done) {
+      if (!op->fin) {
         if (c->failed) {
           hsr_coll_op_fail(op, HSR_ERR_STATE, "communicator '%s' has failed earlier: %s", c->name, c->fail_msg);
         } else {
@@ -275,11 +295,12 @@ int hsr_coll_progress(coll_ctx *x) {
           }
         }
       }
-      if (!op->done) break;
+      if (!op->fin) break;
       moved = 1;
       c->head = op->next;
       if (!c->head) c->tail = NULL;
       op->next = NULL;
+      hsr_coll_op_publish(op); /* the caller may free it from here on */
       pthread_cond_broadcast(&x->cv);
     }
   }
@@ -287,6 +308,7 @@ int hsr_coll_progress(coll_ctx *x) {
 }
 
 static int any_pending(coll_ctx *x) {
+  if (atomic_load_explicit(&x->incoming, memory_order_relaxed)) return 1;
   for (int i = 0; i < x->ncomms; i++)
     if (x->comms[i]->head) return 1;
   return 0;

@@ -239,7 +239,7 @@ hsr_status hsr_coll_nccl_start(hsr_op_s *op) {
 
 hsr_status hsr_coll_nccl_test(hsr_op_s *op, int *done) {
   *done = 0;
-  if (op->done) {
+  if (op->fin) {
     *done = 1;
     return HSR_OK;
   }

@@ -78,7 +78,8 @@ static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, voi
   op->child_before = sub->counters[kind];
   sub->counters[kind].calls++;
   if (count == 0) {
-    ch->done = 1;
+    ch->fin = 1;
+    atomic_store(&ch->done, 1);
   } else {
     ch->seq = ++sub->seq;
     if (sub->tail) sub->tail->next = ch;
@@ -93,7 +94,7 @@ static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, voi
  * 0 while it runs. A failed stage fails the parent with its message. */
 static int stage_done(hsr_op_s *op) {
   hsr_op_s *ch = op->child;
-  if (!ch->done) {
+  if (!atomic_load_explicit(&ch->done, memory_order_acquire)) { /* left its queue */
     op->t_progress = hsr_clock_ns(); /* the stage enforces the timeout and names the peer */
     return 0;
   }
@@ -125,7 +126,7 @@ int hsr_coll_two_advance(hsr_op_s *op) {
   size_t es = hsr_dtype_size(op->dt), blk = op->count * es;
   hsr_redop sum = op->redop == HSR_MAX ? HSR_MAX : HSR_SUM;
   if (op->child && !stage_done(op)) return 0;
-  if (op->done) return 1;
+  if (op->fin) return 1;
   switch (op->kind) {
   case HSR_OP_ALLGATHER:
     switch (op->phase) {

@@ -175,11 +175,11 @@ static void forget(ucx_chunk *ch, void *req, ucs_status_t status) {
   op->ucx_pending--;
   for (int i = 0; i < 2; i++)
     if (ch->reqs[i] == req) ch->reqs[i] = NULL;
-  if (status != UCS_OK && status != UCS_ERR_CANCELED && op->st == HSR_OK && !op->done)
+  if (status != UCS_OK && status != UCS_ERR_CANCELED && op->st == HSR_OK && !op->fin)
     hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: UCX transfer failed: %s", op->c->name,
                      hsr_op_name(op->kind), ucs_status_string(status));
   ucp_request_free(req);
-  if (op->done && op->ucx_pending == 0 && op->freed_by_transport) {
+  if (op->fin && op->ucx_pending == 0 && op->freed_by_transport) {
     free(op->chunks);
     free(op);
   }
@@ -423,7 +423,7 @@ static int ring_start(hsr_op_s *op, size_t es) {
 static int ring_advance(hsr_op_s *op, size_t es) {
   int moved = 0, left = mod(op->c->rank - 1, op->c->size);
   ucx_chunk *chs = op->chunks;
-  for (int k = 0; k < op->nchunks && !op->done; k++) {
+  for (int k = 0; k < op->nchunks && !op->fin; k++) {
     ucx_chunk *ch = &chs[k];
     if (ch->finished) continue;
     if (!ch->posted) {
@@ -435,7 +435,7 @@ static int ring_advance(hsr_op_s *op, size_t es) {
       moved = 1;
     }
   }
-  if (op->done) return 1;
+  if (op->fin) return 1;
   if (op->chunks_left == 0) {
     hsr_coll_op_done(op);
     return 1;

@@ -10,6 +10,7 @@
  * exactly. --split S also runs everything in the shard groups (r / S) and the
  * replicate groups (r % S). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,6 +294,55 @@ static int concurrent(hsr_comm *shard, hsr_comm *repl, size_t count) {
   return 0;
 }
 
+/* Two threads of one rank post at once, each on its own communicator
+ * (posting is lock-free: both land in the context's incoming list). */
+typedef struct poster {
+  hsr_comm *c;
+  int allreduce, rc;
+} poster;
+
+static int post_rounds(poster *p) {
+  enum { ROUNDS = 300, COUNT = 7 };
+  int n = hsr_comm_size(p->c), r = hsr_comm_rank(p->c);
+  float in[COUNT], out[COUNT * 16];
+  for (int round = 0; round < ROUNDS; round++) {
+    for (int i = 0; i < COUNT; i++) in[i] = (float)(r * 1000 + round * 10 + i);
+    hsr_req *q;
+    if (p->allreduce) CHECK_OK(hsr_comm_allreduce(p->c, in, out, COUNT, HSR_F32, HSR_SUM, &q));
+    else CHECK_OK(hsr_comm_allgather(p->c, in, out, COUNT, HSR_F32, &q));
+    int done = 0;
+    CHECK_OK(hsr_req_test(q, &done)); /* lock-free when not done yet; no spinning here */
+    CHECK_OK(done ? hsr_req_free(q) : hsr_req_wait(q, -1));
+    for (int j = 0; j < (p->allreduce ? 1 : n); j++)
+      for (int i = 0; i < COUNT; i++) {
+        double want = 0;
+        if (p->allreduce)
+          for (int k = 0; k < n; k++) want += k * 1000 + round * 10 + i;
+        else want = j * 1000 + round * 10 + i;
+        if (out[j * COUNT + i] != (float)want)
+          FAIL("threaded %s round %d element %d: %g vs %g", p->allreduce ? "all-reduce" : "all-gather", round,
+               j * COUNT + i, out[j * COUNT + i], want);
+      }
+  }
+  return 0;
+}
+
+static void *poster_main(void *arg) {
+  poster *p = arg;
+  p->rc = post_rounds(p);
+  return NULL;
+}
+
+static int threaded(hsr_comm *shard, hsr_comm *repl) {
+  if (hsr_comm_size(shard) > 16) return 0;
+  poster a = {shard, 0, 0}, b = {repl, 1, 0};
+  pthread_t t;
+  if (pthread_create(&t, NULL, poster_main, &b) != 0) FAIL("pthread_create");
+  poster_main(&a);
+  pthread_join(t, NULL);
+  return a.rc || b.rc;
+}
+
 /* With the progress thread, an operation completes while the caller does
  * not call into hsr at all (hsr_req_times does not drive progress). */
 static int progress_without_caller(hsr_comm *c) {
@@ -403,6 +453,7 @@ int main(int argc, char **argv) {
         rc = 1;
       }
       if (!rc && conc) rc = concurrent(shard, repl, 100003);
+      if (!rc && conc) rc = threaded(shard, repl);
       size_t sc[3] = {1, 7, 100003};
       if (!rc) rc = run_suite(shard, sc, 3, ndt, 1000);
       if (!rc) rc = run_suite(repl, sc, 3, ndt, 1000);
