@@ -112,6 +112,17 @@ void rt_event(hsr_rt *rt, rt_event_kind kind, int unit, int group, size_t bytes,
               group >= 0 ? hsr_rt_group_name((hsr_rt_group)group) : "-", bytes, (double)(t1 - t0) / 1e3);
 }
 
+/* One call, its time charged to a bucket of the engine timing (post: the
+ * collective library's own non-blocking calls; data: the runtime's copies,
+ * casts, zeroing and accumulation), the rest stays bookkeeping. */
+#define RT_TIMED(rt, kind, call)                         \
+  do {                                                   \
+    uint64_t t_ = hsr_clock_ns();                        \
+    hsr_status s_ = (call);                              \
+    rt_obs_time((rt)->obs, (kind), hsr_clock_ns() - t_); \
+    HSR_CHECK(s_);                                       \
+  } while (0)
+
 hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   if (!bytes) bytes = 64;
   for (int i = 0; i < rt->nblocks; i++) {
@@ -437,17 +448,17 @@ hsr_status hsr_rt_commit(hsr_rt *rt) {
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_MOMENT_M, u->Ls * 4, (void **)&u->m));
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_MOMENT_V, u->Ls * 4, (void **)&u->v));
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_GRAD_SHARD, u->Ls * 4, (void **)&u->gshard));
-    HSR_CHECK(zero(rt, u->master, u->Ls * 4));
-    HSR_CHECK(zero(rt, u->m, u->Ls * 4));
-    HSR_CHECK(zero(rt, u->v, u->Ls * 4));
-    HSR_CHECK(zero(rt, u->gshard, u->Ls * 4));
+    RT_TIMED(rt, RT_T_DATA, zero(rt, u->master, u->Ls * 4));
+    RT_TIMED(rt, RT_T_DATA, zero(rt, u->m, u->Ls * 4));
+    RT_TIMED(rt, RT_T_DATA, zero(rt, u->v, u->Ls * 4));
+    RT_TIMED(rt, RT_T_DATA, zero(rt, u->gshard, u->Ls * 4));
     if (rt->sharded_params) {
       HSR_CHECK(rt_mem_get(rt, HSR_MEM_PARAM_SHARD, u->Ls * rt->pes, &u->shard));
-      HSR_CHECK(zero(rt, u->shard, u->Ls * rt->pes));
+      RT_TIMED(rt, RT_T_DATA, zero(rt, u->shard, u->Ls * rt->pes));
       u->state = U_SHARDED;
     } else {
       HSR_CHECK(rt_mem_get(rt, HSR_MEM_PARAM_SHARD, u->L * rt->pes, &u->full));
-      HSR_CHECK(zero(rt, u->full, u->L * rt->pes));
+      RT_TIMED(rt, RT_T_DATA, zero(rt, u->full, u->L * rt->pes));
       u->state = U_FULL;
     }
   }
@@ -517,14 +528,14 @@ static hsr_status gather_start(hsr_rt *rt, int ui) {
     size_t n = u->L / (size_t)rt->K;
     u->ggroup = HSR_RT_GROUP_PARTIAL;
     if (rt->K > 1)
-      HSR_CHECK(hsr_comm_allgather(rt->part_c, u->partial, u->full, n, rt->cfg.param_dtype, &u->greq));
-    else HSR_CHECK(hsr_device_copy(rt->dev, u->full, u->partial, n * rt->pes, GS(rt)));
+      RT_TIMED(rt, RT_T_POST, hsr_comm_allgather(rt->part_c, u->partial, u->full, n, rt->cfg.param_dtype, &u->greq));
+    else RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->full, u->partial, n * rt->pes, GS(rt)));
   } else {
     u->ggroup = HSR_RT_GROUP_SHARD;
     if (rt->S > 1) {
       HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, GS(rt)));
-      HSR_CHECK(hsr_comm_allgather(rt->shard_c, u->shard, u->full, u->Ls, rt->cfg.param_dtype, &u->greq));
-    } else HSR_CHECK(hsr_device_copy(rt->dev, u->full, u->shard, u->L * rt->pes, GS(rt)));
+      RT_TIMED(rt, RT_T_POST, hsr_comm_allgather(rt->shard_c, u->shard, u->full, u->Ls, rt->cfg.param_dtype, &u->greq));
+    } else RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->full, u->shard, u->L * rt->pes, GS(rt)));
   }
   HSR_CHECK(rt_dev_gather_issued(rt->dv, ui));
   u->state = U_GATHERING;
@@ -652,7 +663,7 @@ static hsr_status forward_end(hsr_rt *rt, int ui) {
   if (pol == HSR_RT_RESHARD_PARTIAL) {
     size_t n = u->L / (size_t)rt->K;
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_PARTIAL_SLICE, n * rt->pes, &u->partial));
-    HSR_CHECK(hsr_device_copy(rt->dev, u->partial, (char *)u->full + (size_t)rt->prank * n * rt->pes, n * rt->pes,
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->partial, (char *)u->full + (size_t)rt->prank * n * rt->pes, n * rt->pes,
                               CS(rt)));
     kept = n * rt->pes;
   }
@@ -677,7 +688,7 @@ static hsr_status backward_begin(hsr_rt *rt, int ui) {
   HSR_CHECK(make_full(rt, ui));
   if (!u->gfull) {
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_RS_BUF, u->L * 4, (void **)&u->gfull));
-    HSR_CHECK(zero(rt, u->gfull, u->L * 4));
+    RT_TIMED(rt, RT_T_DATA, zero(rt, u->gfull, u->L * 4));
   }
   u->in_bwd = 1;
   return prefetch(rt, ui, 1);
@@ -739,7 +750,7 @@ static hsr_status red_start(hsr_rt *rt, int ui, int last) {
     r.send = u->gfull;
   } else {
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * rt->res, &r.send));
-    HSR_CHECK(hsr_kernels_cast(rt->dev, RS(rt), u->L, u->gfull, HSR_F32, r.send, rdt));
+    RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->L, u->gfull, HSR_F32, r.send, rdt));
     rt_mem_put(rt, u->gfull);
   }
   u->gfull = NULL;
@@ -747,8 +758,8 @@ static hsr_status red_start(hsr_rt *rt, int ui, int last) {
   if (rt->S > 1) {
     HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, RS(rt)));
     if (rt->sharded_grads)
-      HSR_CHECK(hsr_comm_reduce_scatter(rt->shard_c, r.send, r.slice, u->Ls, rdt, HSR_AVG, &r.req));
-    else HSR_CHECK(hsr_comm_allreduce(rt->shard_c, r.send, r.send, u->L, rdt, HSR_AVG, &r.req));
+      RT_TIMED(rt, RT_T_POST, hsr_comm_reduce_scatter(rt->shard_c, r.send, r.slice, u->Ls, rdt, HSR_AVG, &r.req));
+    else RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->shard_c, r.send, r.send, u->L, rdt, HSR_AVG, &r.req));
   }
   return q_push(rt, &r);
 }
@@ -756,12 +767,14 @@ static hsr_status red_start(hsr_rt *rt, int ui, int last) {
 static hsr_status stage1_done(hsr_rt *rt, red *r) {
   unit *u = &rt->units[r->unit];
   if (rt->S == 1 || !rt->sharded_grads)
-    HSR_CHECK(hsr_device_copy(rt->dev, r->slice, (char *)r->send + (size_t)rt->srank * u->Ls * rt->res,
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, r->slice, (char *)r->send + (size_t)rt->srank * u->Ls * rt->res,
                               u->Ls * rt->res, RS(rt)));
   if (r->ar) {
     r->stage = 2;
     r->t0 = hsr_clock_ns();
-    return hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &r->req);
+    RT_TIMED(rt, RT_T_POST,
+             hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &r->req));
+    return HSR_OK;
   }
   r->done = 1;
   return HSR_OK;
@@ -795,7 +808,7 @@ static hsr_status advance(hsr_rt *rt) {
     if (r->done) continue;
     if (r->req) {
       int done = 0;
-      HSR_CHECK(hsr_req_test(r->req, &done));
+      RT_TIMED(rt, RT_T_POST, hsr_req_test(r->req, &done));
       if (!done) {
         if (r->stage == 1) break; /* later stage-1 entries cannot pass this one */
         continue;
@@ -847,10 +860,10 @@ static hsr_status retire(hsr_rt *rt, int keep) {
     red *r = &rt->q[0];
     unit *u = &rt->units[r->unit];
     if (r->slice_is_gshard) { /* deferred all-reduce of the accumulator */
-      if (rt->cfg.reduce_dtype == HSR_F32) HSR_CHECK(hsr_device_copy(rt->dev, u->gshard, r->slice, u->Ls * 4, RS(rt)));
-      else HSR_CHECK(hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rt->cfg.reduce_dtype, u->gshard, HSR_F32));
+      if (rt->cfg.reduce_dtype == HSR_F32) RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->gshard, r->slice, u->Ls * 4, RS(rt)));
+      else RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rt->cfg.reduce_dtype, u->gshard, HSR_F32));
     } else {
-      HSR_CHECK(accumulate(rt, u, r->slice));
+      RT_TIMED(rt, RT_T_DATA, accumulate(rt, u, r->slice));
     }
     rt_mem_put(rt, r->send);
     rt_mem_put(rt, r->slice);
@@ -869,8 +882,8 @@ static hsr_status deferred_allreduce(hsr_rt *rt, int ui) {
   unit *u = &rt->units[ui];
   red r = {.unit = ui, .stage = 2, .slice_is_gshard = 1, .t0 = hsr_clock_ns()};
   HSR_CHECK(rt_mem_get(rt, HSR_MEM_AR_BUF, u->Ls * rt->res, &r.slice));
-  HSR_CHECK(hsr_kernels_cast(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, r.slice, rt->cfg.reduce_dtype));
-  HSR_CHECK(hsr_comm_allreduce(rt->rep_c, r.slice, r.slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &r.req));
+  RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, r.slice, rt->cfg.reduce_dtype));
+  RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->rep_c, r.slice, r.slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &r.req));
   return q_push(rt, &r);
 }
 
@@ -1015,7 +1028,7 @@ static hsr_status zero_grad(hsr_rt *rt) {
   for (int i = 0; i < rt->nunits; i++) {
     unit *u = &rt->units[i];
     if (u->in_bwd) return hsr_error(HSR_ERR_STATE, "zero_grad: unit '%s' is inside its backward window", u->name);
-    HSR_CHECK(zero(rt, u->gshard, u->Ls * 4));
+    RT_TIMED(rt, RT_T_DATA, zero(rt, u->gshard, u->Ls * 4));
     if (u->gfull) {
       rt_mem_put(rt, u->gfull);
       u->gfull = NULL;
@@ -1034,7 +1047,7 @@ hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out) {
   /* device: out is host memory; drain the queued updates first (not a steady-state call) */
   HSR_CHECK(rt_dev_quiesce(rt->dv));
   if (rt->S == 1) {
-    HSR_CHECK(hsr_device_copy(rt->dev, out, u->master + p.offset, p.numel * 4, GS(rt)));
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, u->master + p.offset, p.numel * 4, GS(rt)));
     return rt_dev_sync(rt->dv, GS(rt));
   }
   float *full;

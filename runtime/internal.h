@@ -49,6 +49,8 @@ void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit);
 void rt_obs_event(rt_obs *o, rt_event_kind kind, int unit, const char *group, int collective, size_t bytes,
                   uint64_t t0, uint64_t t1);
 void rt_obs_wait(rt_obs *o, uint64_t ns);
+typedef enum rt_time_kind { RT_T_POST = 0, RT_T_DATA } rt_time_kind;
+void rt_obs_time(rt_obs *o, rt_time_kind kind, uint64_t ns);
 void rt_obs_enter(rt_obs *o, int starts_step);
 void rt_obs_leave(rt_obs *o, int window, int unit, int backward, int ends_step);
 hsr_status rt_obs_timing(const rt_obs *o, hsr_rt_timing *out);

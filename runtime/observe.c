@@ -132,6 +132,12 @@ void rt_obs_wait(rt_obs *o, uint64_t ns) {
   if (o) o->tm.wait_s += (double)ns * 1e-9;
 }
 
+void rt_obs_time(rt_obs *o, rt_time_kind kind, uint64_t ns) {
+  if (!o) return;
+  if (kind == RT_T_POST) o->tm.post_s += (double)ns * 1e-9;
+  else o->tm.data_s += (double)ns * 1e-9;
+}
+
 /* Entry of a lifecycle call. starts_step: forward/backward begin open a step. */
 void rt_obs_enter(rt_obs *o, int starts_step) {
   if (!o || o->nest++) return;

@@ -61,6 +61,12 @@ run = json.load(open(f"{d}/run.json"))
 assert run["ledger"]["runtime_peak"] == run["ledger_predicted"]["runtime_peak"], run["ledger"]
 assert run["ledger"]["categories"]["partial_slice"]["peak"] > 0
 assert run["ledger"]["categories"]["activation"]["peak"] > 0
+# engine time: disjoint buckets that add up to the time inside engine calls
+t = run["timing_per_step_ms"]
+parts = ["wait", "collective_posts", "optimizer", "data_work", "bookkeeping"]
+assert all(t[k] >= 0 for k in parts), t
+assert abs(sum(t[k] for k in parts) - t["engine"]) < 1e-6 * max(1, t["engine"]), t
+assert 0 < t["engine"] < t["step"] and t["optimizer"] > 0 and t["collective_posts"] > 0, t
 print(f"sched_check trace: ok, {len(ev)} spans, {steps} steps, counts match the counters")
 PY
   ;;

@@ -70,7 +70,8 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
   const hsr_ledger *mh = hsr_rt_ledger(rt), *mu = hsr_rt_ledger_in_use(rt);
   double steps = tm.steps ? (double)tm.steps : 1;
   double eng = tm.engine_s / steps * 1e3, wait = tm.wait_s / steps * 1e3, opt = tm.optim_s / steps * 1e3;
-  double book = eng - wait - opt, comp = tm.compute_s / steps * 1e3;
+  double post = tm.post_s / steps * 1e3, data = tm.data_s / steps * 1e3;
+  double book = eng - wait - post - opt - data, comp = tm.compute_s / steps * 1e3;
   if (out) {
     fprintf(out, "\nmemory ledger of rank 0 (held from the allocator, pool included; predicted from sizes and policy)\n");
     hsr_ledger_print(mh, ph, nparams, out);
@@ -80,9 +81,11 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
     fprintf(out, "buffers in use: runtime peak %.1f KiB (predicted %.1f KiB, %+.2f%%)\n",
             (double)hsr_ledger_runtime_peak(mu) / 1024, (double)hsr_ledger_runtime_peak(pu) / 1024,
             pct((double)hsr_ledger_runtime_peak(mu), (double)hsr_ledger_runtime_peak(pu)));
-    fprintf(out, "engine time per step (rank 0, %d steps): %.3f ms in calls = wait %.3f + optimizer %.3f + "
-                 "bookkeeping %.3f (%.2f%% of the %.3f ms step); compute between calls %.3f ms\n",
-            (int)tm.steps, eng, wait, opt, book, m->step_ms > 0 ? 100.0 * book / m->step_ms : 0, m->step_ms, comp);
+    fprintf(out, "engine time per step (rank 0, %d steps): %.3f ms in calls = wait %.3f + collective posts %.3f + "
+                 "optimizer %.3f + data work %.3f + bookkeeping %.3f (%.2f%% of the %.3f ms step); compute between "
+                 "calls %.3f ms\n",
+            (int)tm.steps, eng, wait, post, opt, data, book, m->step_ms > 0 ? 100.0 * book / m->step_ms : 0,
+            m->step_ms, comp);
     fprintf(out, "all-gathers: %.1f per step, %.1f us each on average\n", m->gathers_per_step, wi.mean_gather_us);
     if (*warned) fprintf(out, "WARNING: %s\n", wr.message);
     fflush(out);
@@ -101,7 +104,9 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
     cJSON_AddNumberToObject(t, "step", m->step_ms);
     cJSON_AddNumberToObject(t, "engine", eng);
     cJSON_AddNumberToObject(t, "wait", wait);
+    cJSON_AddNumberToObject(t, "collective_posts", post);
     cJSON_AddNumberToObject(t, "optimizer", opt);
+    cJSON_AddNumberToObject(t, "data_work", data);
     cJSON_AddNumberToObject(t, "bookkeeping", book);
     cJSON_AddNumberToObject(t, "bookkeeping_pct", m->step_ms > 0 ? 100.0 * book / m->step_ms : 0);
     cJSON_AddNumberToObject(t, "compute", comp);

@@ -239,12 +239,15 @@ hsr_status hsr_rt_trace_enable(hsr_rt *rt, int on);
 hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path);
 
 /* Where the time of engine calls went (this rank, since creation or the last
- * reset). bookkeeping = engine - wait - optimizer. */
+ * reset). bookkeeping = engine - wait - post - optimizer - data: the
+ * runtime's own state machine, pool, ledger and trace. */
 typedef struct hsr_rt_timing {
   uint64_t calls, steps;
   double engine_s;  /* inside lifecycle calls (begin/end, step, zero_grad) */
   double wait_s;    /*   of which blocked waiting for collectives */
+  double post_s;    /*   of which non-blocking collective calls: posts and tests */
   double optim_s;   /*   of which the AdamW update (and the norm) */
+  double data_s;    /*   of which the runtime's data work: zeroing, casts, accumulation, copies */
   double compute_s; /* the program's work between calls, inside unit windows */
   double step_s;    /* total of the step spans (first begin .. end of step) */
   uint64_t gathers, gather_bytes; /* all-gather collectives and bytes this rank contributed */
