@@ -75,6 +75,7 @@ struct hsr_rt {
   unit *units;
   int nunits;
   int *fwd_order, norder, order_fixed;
+  int *uparam, *ubeg; /* layout params grouped by unit: uparam[ubeg[u] .. ubeg[u+1]) */
   red *q;
   int qn, qcap;
   block *blocks;
@@ -390,6 +391,8 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
   hsr_rt_layout_free(rt->layout);
   free(rt->units);
   free(rt->fwd_order);
+  free(rt->uparam);
+  free(rt->ubeg);
   rt_obs_free(rt->obs);
   free(rt);
   return st;
@@ -438,7 +441,23 @@ hsr_status hsr_rt_commit(hsr_rt *rt) {
   uint64_t h = fnv(config_hash(rt), &(uint64_t){hsr_rt_layout_hash(rt->layout)}, sizeof(uint64_t));
   HSR_CHECK(compare_hashes(rt, h, "configuration + layout"));
   rt->fwd_order = malloc((size_t)rt->nunits * sizeof(int));
-  if (!rt->fwd_order) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
+  int np = hsr_rt_layout_num_params(rt->layout);
+  rt->ubeg = calloc((size_t)rt->nunits + 1, sizeof(int));
+  rt->uparam = malloc((size_t)(np ? np : 1) * sizeof(int));
+  if (!rt->fwd_order || !rt->ubeg || !rt->uparam) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
+  hsr_rt_param_info pi;
+  for (int i = 0; i < np; i++) {
+    HSR_CHECK(hsr_rt_layout_param(rt->layout, i, &pi));
+    rt->ubeg[pi.unit + 1]++;
+  }
+  for (int u = 0; u < rt->nunits; u++) rt->ubeg[u + 1] += rt->ubeg[u];
+  for (int i = 0, *fill = rt->ubeg; i < np; i++) { /* counting sort, stable: layout order within a unit */
+    HSR_CHECK(hsr_rt_layout_param(rt->layout, i, &pi));
+    int at = fill[pi.unit]++;
+    rt->uparam[at] = i;
+  }
+  for (int u = rt->nunits; u > 0; u--) rt->ubeg[u] = rt->ubeg[u - 1]; /* fill moved each start to the next */
+  rt->ubeg[0] = 0;
   HSR_CHECK(rt_dev_units(rt->dv, rt->nunits));
   for (int i = 0; i < rt->nunits; i++) {
     unit *u = &rt->units[i];
@@ -928,6 +947,25 @@ static hsr_status snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info) {
   return HSR_OK;
 }
 
+/* AdamW on this rank's slice of every parameter of unit ui. */
+static hsr_status adamw_unit(hsr_rt *rt, int ui, double coef) {
+  unit *u = &rt->units[ui];
+  size_t lo = (size_t)rt->srank * u->Ls;
+  for (int j = rt->ubeg[ui]; j < rt->ubeg[ui + 1]; j++) {
+    hsr_rt_param_info p;
+    HSR_CHECK(hsr_rt_layout_param(rt->layout, rt->uparam[j], &p));
+    size_t a, b;
+    if (!local_range(rt, u, p.offset, p.numel, &a, &b)) continue;
+    const hsr_rt_opt_group *g = &rt->cfg.groups[p.group];
+    hsr_adamw_hparams hp = {g->lr, g->beta1, g->beta2, g->eps, g->weight_decay, rt->step, (float)coef};
+    void *out = rt->sharded_params ? (char *)u->shard + (a - lo) * rt->pes : (char *)u->full + a * rt->pes;
+    size_t o = a - lo;
+    HSR_CHECK(hsr_kernels_adamw(rt->dev, CS(rt), b - a, u->master + o, u->m + o, u->v + o, u->gshard + o, HSR_F32,
+                                out, rt->cfg.param_dtype, &hp));
+  }
+  return HSR_OK;
+}
+
 static hsr_status step(hsr_rt *rt, hsr_rt_step_info *info) {
   HSR_CHECK(hsr_rt_commit(rt));
   rt_obs_phase(rt->obs, HSR_PHASE_STEP, -1);
@@ -969,49 +1007,65 @@ static hsr_status step(hsr_rt *rt, hsr_rt_step_info *info) {
   double norm = sqrt(ss), coef = 1.0;
   if (rt->cfg.clip > 0 && norm > rt->cfg.clip) coef = rt->cfg.clip / (norm + 1e-6);
   rt->step++;
-  hsr_rt_param_info p;
-  for (int i = 0; i < hsr_rt_layout_num_params(rt->layout); i++) {
-    HSR_CHECK(hsr_rt_layout_param(rt->layout, i, &p));
-    unit *u = &rt->units[p.unit];
-    size_t a, b, lo = (size_t)rt->srank * u->Ls;
-    if (!local_range(rt, u, p.offset, p.numel, &a, &b)) continue;
-    const hsr_rt_opt_group *g = &rt->cfg.groups[p.group];
-    hsr_adamw_hparams hp = {g->lr, g->beta1, g->beta2, g->eps, g->weight_decay, rt->step, (float)coef};
-    void *out = rt->sharded_params ? (char *)u->shard + (a - lo) * rt->pes : (char *)u->full + a * rt->pes;
-    size_t o = a - lo;
-    HSR_CHECK(hsr_kernels_adamw(rt->dev, CS(rt), b - a, u->master + o, u->m + o, u->v + o, u->gshard + o, HSR_F32,
-                                out, rt->cfg.param_dtype, &hp));
-  }
-  rt_event(rt, RT_EV_OPTIM, -1, -1, 0, t0, hsr_clock_ns());
-  /* zero1/zero2: every rank updated its slice of the full parameters in place */
-  if (!rt->sharded_params && rt->S > 1) {
-    hsr_req **reqs = calloc((size_t)rt->nunits, sizeof *reqs);
-    if (!reqs) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
-    hsr_status st = rt_dev_join(rt->dv, GS(rt), CS(rt)); /* gathers read what the optimizer wrote */
-    if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
-    uint64_t g0 = hsr_clock_ns();
-    for (int i = 0; i < rt->nunits && st == HSR_OK; i++) {
-      unit *u = &rt->units[i];
-      st = hsr_comm_allgather(rt->shard_c, (char *)u->full + (size_t)rt->srank * u->Ls * rt->pes, u->full, u->Ls,
-                              rt->cfg.param_dtype, &reqs[i]);
+  rt->order_fixed = 1;
+  /* Units in the order the next forward needs them. The first unit's
+   * gather (the next step's, sharded) or every unit's (zero1/zero2: the
+   * updated slices) is posted as soon as the unit is updated, so it runs
+   * under the rest of the optimizer instead of after it. */
+  int first = rt->norder > 0 ? rt->fwd_order[0] : -1;
+  int early = rt->cfg.prefetch_step && rt->cfg.prefetch > 0 && rt->sharded_params && first >= 0;
+  int regather = !rt->sharded_params && rt->S > 1;
+  hsr_req **reqs = NULL;
+  uint64_t *posted = NULL;
+  if (regather) {
+    reqs = calloc((size_t)rt->nunits, sizeof *reqs);
+    posted = calloc((size_t)rt->nunits, sizeof *posted);
+    if (!reqs || !posted) {
+      free(reqs), free(posted);
+      return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
     }
+  }
+  hsr_status st = HSR_OK;
+  for (int k = -1; k < rt->nunits && st == HSR_OK; k++) {
+    int ui = k < 0 ? first : k;
+    if (ui < 0 || (k >= 0 && ui == first)) continue;
+    st = adamw_unit(rt, ui, coef);
+    if (st != HSR_OK) break;
+    uint64_t now = hsr_clock_ns();
+    if (regather) {
+      rt_event(rt, RT_EV_OPTIM, -1, -1, 0, t0, now);
+      st = rt_dev_join(rt->dv, GS(rt), CS(rt)); /* the gather reads what the optimizer wrote */
+      if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
+      unit *u = &rt->units[ui];
+      posted[ui] = hsr_clock_ns();
+      uint64_t p0 = posted[ui];
+      if (st == HSR_OK)
+        st = hsr_comm_allgather(rt->shard_c, (char *)u->full + (size_t)rt->srank * u->Ls * rt->pes, u->full, u->Ls,
+                                rt->cfg.param_dtype, &reqs[ui]);
+      t0 = hsr_clock_ns();
+      rt_obs_time(rt->obs, RT_T_POST, t0 - p0);
+    } else if (k < 0 && early && rt->units[ui].state == U_SHARDED && can_prefetch(rt)) {
+      rt_event(rt, RT_EV_OPTIM, -1, -1, 0, t0, now);
+      st = gather_start(rt, ui); /* the next step's first gather */
+      t0 = hsr_clock_ns();
+    }
+  }
+  if (st == HSR_OK) rt_event(rt, RT_EV_OPTIM, -1, -1, 0, t0, hsr_clock_ns());
+  /* zero1/zero2: every rank updated its slice of the full parameters in place */
+  if (regather) {
     for (int i = 0; i < rt->nunits; i++) {
       if (!reqs[i]) continue;
       uint64_t a, b;
-      hsr_status w = wait_req(rt, reqs[i], g0, &a, &b);
+      hsr_status w = wait_req(rt, reqs[i], posted[i], &a, &b);
       if (w != HSR_OK && st == HSR_OK) st = w;
       rt_event(rt, RT_EV_GATHER, i, HSR_RT_GROUP_SHARD, rt->units[i].Ls * rt->pes, a, b);
     }
     free(reqs);
+    free(posted);
     if (st == HSR_OK) st = rt_dev_join(rt->dv, CS(rt), GS(rt)); /* the next forward reads the gathered parameters */
-    HSR_CHECK(st);
   }
+  HSR_CHECK(st);
   HSR_CHECK(rt_dev_reap(rt->dv));
-  rt->order_fixed = 1;
-  /* the next step's first gather, overlapping whatever the program does between steps */
-  if (rt->cfg.prefetch_step && rt->cfg.prefetch > 0 && rt->sharded_params && rt->norder > 0 &&
-      rt->units[rt->fwd_order[0]].state == U_SHARDED && can_prefetch(rt))
-    HSR_CHECK(gather_start(rt, rt->fwd_order[0]));
   if (info) {
     memset(info, 0, sizeof *info);
     info->step = rt->step;

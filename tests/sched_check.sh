@@ -81,10 +81,10 @@ wrap)
   ;;
 bench)
   out=$("$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" bench step --units 3 --unit-size 64K --compute-ms 0.2 \
-        --steps 2 --warmup 1 --reshard full,partial:2 --prefetch 0,1 --json "$tmp/b.json" 2>&1); rc=$?
+        --steps 2 --warmup 1 --reshard full,partial:2 --prefetch 0,1 --json "$tmp/b.json" --trace "$tmp/bt" 2>&1); rc=$?
   echo "$out"
   [ "$rc" = 0 ] || { echo "sched_check: bench step exit code $rc"; exit 1; }
-  python3 - "$tmp/b.json" <<'PY'
+  python3 - "$tmp/b.json" "$tmp/bt" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 r = d["results"]
@@ -94,6 +94,23 @@ for x in r:
     assert 0 <= x["exposed_comm_ms"] <= x["comm_ms"] + 1e-9, x
     assert 0 <= x["all_gather_exposed_ms"] <= x["all_gather_ms"] + 1e-9, x
     assert x["speedup_vs_prefetch0"] > 0, x
+# The optimizer updates the next forward's first unit first and posts its
+# gather at once (prefetch > 0): three optimizer spans per step (norm, first
+# unit, the rest) instead of two, and that gather starts after the first
+# unit's update.
+for pf, want in ((0, 2), (1, 3)):
+    ev = [e for e in json.load(open(f"{sys.argv[2]}-full-p{pf}.json"))["traceEvents"] if e["ph"] == "X"]
+    for rank in sorted({e["pid"] for e in ev}):
+        opt = sorted((e for e in ev if e["pid"] == rank and e["name"] == "optimizer"), key=lambda e: e["ts"])
+        steps = sorted({e["args"]["step"] for e in opt})
+        for s in steps:
+            spans = [e for e in opt if e["args"]["step"] == s]
+            assert len(spans) == want, (pf, rank, s, len(spans))
+            if pf and s != steps[-1]:  # the last step's gather is never waited for
+                first_done = spans[1]["ts"] + spans[1]["dur"]
+                g = [e for e in ev if e["pid"] == rank and e["name"] == "all_gather" and e["args"]["unit"] == "u0"
+                     and spans[0]["ts"] < e["ts"]]
+                assert g and min(e["ts"] for e in g) >= first_done - 1, (rank, s, first_done, g[:1])
 print("sched_check bench: ok")
 PY
   ;;
