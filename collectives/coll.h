@@ -159,7 +159,8 @@ struct hsr_op_s {
   int freed_by_transport; /* op is blocking-wrapper owned */
   hsr_status st;
   char err[256];
-  uint64_t t_start, t_end, t_progress;
+  _Atomic uint64_t t_start; /* hsr_req_times may read it while the op runs */
+  uint64_t t_end, t_progress;
   int wait_peer;        /* comm rank waited for, -1 none */
   double timeout_s;     /* no-progress limit */
   const void *src_in;   /* what peers read (user buffer or staged copy) */

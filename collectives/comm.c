@@ -330,7 +330,8 @@ static hsr_status submit(hsr_op_s *op, int trivial, hsr_req **req) {
     if (trivial) op->fin = 1;
   } else if (trivial) {
     op->fin = 1;
-    op->t_start = op->t_end = hsr_clock_ns();
+    op->t_end = hsr_clock_ns();
+    op->t_start = op->t_end;
     hsr_coll_op_publish(op);
   } else {
     coll_ctx *x = c->ctx;

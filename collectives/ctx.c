@@ -280,7 +280,10 @@ int hsr_coll_progress(coll_ctx *x) {
         if (c->failed) {
           hsr_coll_op_fail(op, HSR_ERR_STATE, "communicator '%s' has failed earlier: %s", c->name, c->fail_msg);
         } else {
-          if (!op->t_start) op->t_start = op->t_progress = now;
+          if (!op->t_start) {
+            op->t_start = now;
+            op->t_progress = now;
+          }
           if (advance(op)) {
             moved = 1;
             op->t_progress = now = hsr_clock_ns();

@@ -90,7 +90,14 @@ uint16_t hsr_coll_f32_to_half(hsr_dtype dt, float f) { return dt == HSR_BF16 ? f
 #define H_LOAD(x) f16_to_f32(x)
 #define H_STORE(x) f32_to_f16(x)
 
-__attribute__((target_clones("avx2", "default"))) static void reduce_f32(void *out, const void **ins, int nin, size_t count,
+/* An ifunc resolver runs before ThreadSanitizer's runtime is up: no clones there. */
+#ifdef __SANITIZE_THREAD__
+#define HSR_CLONES
+#else
+#define HSR_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
+HSR_CLONES static void reduce_f32(void *out, const void **ins, int nin, size_t count,
                                                                         hsr_redop op, float inv) {
 #define FDIV(x) ((x) * inv)
   REDUCE_LOOP(float, float, ID, ID, FDIV);

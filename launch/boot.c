@@ -58,6 +58,7 @@ static void detect_launcher(hsr_boot *b) {
  * hosts in order of their lowest rank, each split into sim_nodes nodes. */
 static hsr_status derive_nodes(hsr_boot *b, const boot_record *rec) {
   int n = b->size;
+  if (n < 1) return hsr_error(HSR_ERR_INTERNAL, "boot: world size %d", n);
   int *host_of = calloc((size_t)n, sizeof *host_of);
   int *host_first = calloc((size_t)n, sizeof *host_first);
   if (!host_of || !host_first) {
