@@ -34,6 +34,7 @@ typedef struct unit {
   hsr_req *greq;       /* gather in flight */
   int ggroup;
   uint64_t gt0;
+  int64_t gstep;       /* the step that issued it (the step-end prefetch serves the next) */
   float *master, *m, *v, *gshard; /* Ls each */
   float *gfull;        /* L: full gradient being accumulated */
   int micro;           /* backward passes this step */
@@ -102,12 +103,17 @@ const char *hsr_rt_group_name(hsr_rt_group g) {
 
 /* ---- the two hooks ---- */
 void rt_event(hsr_rt *rt, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0, uint64_t t1) {
+  rt_event_in(rt, 0, kind, unit, group, bytes, t0, t1);
+}
+
+void rt_event_in(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0,
+                 uint64_t t1) {
   /* group < -1: a local copy in place of a collective in group -group-2 */
   int collective = group >= -1;
   if (!collective) group = -group - 2;
   hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
-  rt_obs_event(rt->obs, kind, unit, group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL, collective, bytes, t0,
-               t1);
+  rt_obs_event(rt->obs, step, kind, unit, group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL, collective,
+               bytes, t0, t1);
   if (hsr_log_enabled(HSR_LOG_DEBUG))
     HSR_LOG_D("rt: %s unit %d group %s bytes %zu %.1f us", rt_event_name(kind), unit,
               group >= 0 ? hsr_rt_group_name((hsr_rt_group)group) : "-", bytes, (double)(t1 - t0) / 1e3);
@@ -539,6 +545,7 @@ static hsr_status gather_start(hsr_rt *rt, int ui) {
     return hsr_error(HSR_ERR_INTERNAL, "runtime: gather of unit '%s' in state %d", u->name, u->state);
   HSR_CHECK(rt_mem_get(rt, HSR_MEM_FULL_UNIT, u->L * rt->pes, &u->full));
   u->gt0 = hsr_clock_ns();
+  u->gstep = rt_obs_step_now(rt->obs);
   u->greq = NULL;
   u->gather_from_partial = u->state == U_PARTIAL;
   /* the shard (optimizer) and the partial slice (forward_end) were written on compute */
@@ -602,7 +609,7 @@ static hsr_status gather_wait(hsr_rt *rt, int ui) {
     return hsr_error(st, "runtime: gather of unit '%s' (%s group) failed: %s", u->name,
                      hsr_rt_group_name((hsr_rt_group)u->ggroup), hsr_last_error());
   size_t n = u->gather_from_partial ? u->L / (size_t)rt->K : u->Ls;
-  rt_event(rt, RT_EV_GATHER, ui, r ? u->ggroup : -u->ggroup - 2, n * rt->pes, t0, t1);
+  rt_event_in(rt, u->gstep, RT_EV_GATHER, ui, r ? u->ggroup : -u->ggroup - 2, n * rt->pes, t0, t1);
   if (u->gather_from_partial) { /* the 1/K copy has served its purpose */
     rt_mem_put(rt, u->partial);
     u->partial = NULL;
@@ -1159,10 +1166,15 @@ hsr_status hsr_rt_trace_enable(hsr_rt *rt, int on) {
 hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path) {
   if (!rt || !path) return hsr_error(HSR_ERR_INVALID, "hsr_rt_trace_write: NULL argument");
   hsr_trace *t = rt_obs_trace(rt->obs), *empty = NULL;
+  /* Gathers still in flight (the last step-end prefetch) are completed first,
+   * so every collective the communicators counted is in the file. */
+  hsr_status gst = HSR_OK;
+  for (int i = 0; t && i < rt->nunits && gst == HSR_OK; i++)
+    if (rt->units[i].state == U_GATHERING) gst = gather_wait(rt, i);
   if (!t) HSR_CHECK(hsr_trace_create(hsr_boot_rank(rt->boot), &empty)); /* still collective: write no spans */
-  hsr_status st = hsr_trace_write(t ? t : empty, rt->boot, path);
+  hsr_status st = hsr_trace_write(t ? t : empty, rt->boot, path); /* collective: written even after an error */
   hsr_trace_free(empty);
-  return st;
+  return gst != HSR_OK ? gst : st;
 }
 hsr_status hsr_rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out) {
   if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_get_timing: NULL argument");

@@ -31,6 +31,9 @@ void rt_mem_put(hsr_rt *rt, void *ptr);
 /* Every lifecycle event: unit, group (-1: none), bytes moved or touched,
  * start/end monotonic ns. */
 void rt_event(hsr_rt *rt, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0, uint64_t t1);
+/* The same for a collective issued in an earlier step (the step-end prefetch). */
+void rt_event_in(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0,
+                 uint64_t t1);
 
 /* ---- observe.c: ledgers, trace and engine timing behind the hooks ---- */
 typedef struct rt_obs rt_obs;
@@ -45,9 +48,12 @@ void rt_obs_mem_get(rt_obs *o, hsr_mem_cat cat, size_t bytes, int fresh);
 void rt_obs_mem_put(rt_obs *o, hsr_mem_cat cat, size_t bytes);
 void rt_obs_mem_free(rt_obs *o, hsr_mem_cat cat, size_t bytes, int in_use);
 void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit);
-/* collective: 0 when no collective ran (a local copy standing in for a 1-rank group) */
-void rt_obs_event(rt_obs *o, rt_event_kind kind, int unit, const char *group, int collective, size_t bytes,
-                  uint64_t t0, uint64_t t1);
+/* collective: 0 when no collective ran (a local copy standing in for a 1-rank
+ * group); step: the step that issued it (0: the current one) */
+void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const char *group, int collective,
+                  size_t bytes, uint64_t t0, uint64_t t1);
+/* The step now running (1-based): what a collective posted now belongs to. */
+int64_t rt_obs_step_now(const rt_obs *o);
 void rt_obs_wait(rt_obs *o, uint64_t ns);
 typedef enum rt_time_kind { RT_T_POST = 0, RT_T_DATA } rt_time_kind;
 void rt_obs_time(rt_obs *o, rt_time_kind kind, uint64_t ns);

@@ -94,16 +94,24 @@ void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit) {
   hsr_ledger_set_phase(o->live, phase, unit, s);
 }
 
-static void span(rt_obs *o, hsr_span_kind kind, const char *lane, const char *name, int unit, const char *group,
-                 uint64_t t0, uint64_t t1, uint64_t bytes) {
+int64_t rt_obs_step_now(const rt_obs *o) { return o ? o->step + 1 : 0; }
+
+/* step 0: the current step */
+static void span_in(rt_obs *o, int64_t step, hsr_span_kind kind, const char *lane, const char *name, int unit,
+                    const char *group, uint64_t t0, uint64_t t1, uint64_t bytes) {
   if (!o->trace || t1 < t0) return;
   hsr_trace_span s = {kind, lane, name, unit >= 0 ? o->unit_name(o->name_ctx, unit) : NULL, group, t0, t1, bytes,
-                      o->step + 1};
+                      step > 0 ? step : o->step + 1};
   led(hsr_trace_add(o->trace, &s));
 }
 
-void rt_obs_event(rt_obs *o, rt_event_kind kind, int unit, const char *group, int collective, size_t bytes,
-                  uint64_t t0, uint64_t t1) {
+static void span(rt_obs *o, hsr_span_kind kind, const char *lane, const char *name, int unit, const char *group,
+                 uint64_t t0, uint64_t t1, uint64_t bytes) {
+  span_in(o, 0, kind, lane, name, unit, group, t0, t1, bytes);
+}
+
+void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const char *group, int collective,
+                  size_t bytes, uint64_t t0, uint64_t t1) {
   if (!o) return;
   static const char *const comm_names[RT_EV_COUNT] = {"all_gather", "reshard", "reduce_scatter", "all_reduce",
                                                       "optimizer"};
@@ -125,7 +133,7 @@ void rt_obs_event(rt_obs *o, rt_event_kind kind, int unit, const char *group, in
   }
   char lane[80];
   snprintf(lane, sizeof lane, "comm %s", group ? group : "?");
-  span(o, HSR_SPAN_COMM, lane, comm_names[kind], unit, group, t0, t1, bytes);
+  span_in(o, step, HSR_SPAN_COMM, lane, comm_names[kind], unit, group, t0, t1, bytes);
 }
 
 void rt_obs_wait(rt_obs *o, uint64_t ns) {

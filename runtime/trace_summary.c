@@ -155,18 +155,7 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
           continue;
         }
         comm[nm++] = (ival){a0, a1};
-        if (!x->is_ag) continue;
-        a->s.all_gathers++;
-        ag[ng++] = (ival){a0, a1};
-        const char *u = x->unit ? x->unit : "?";
-        int k;
-        for (k = 0; k < a->nunits; k++)
-          if (!strcmp(a->units[k].name, u)) break;
-        if (k == a->nunits) {
-          unit_count *p = realloc(a->units, sizeof *p * (size_t)(a->nunits + 1));
-          if (p) { a->units = p; a->units[a->nunits++] = (unit_count){u, 0}; }
-        }
-        if (k < a->nunits) a->units[k].count++;
+        if (x->is_ag) ag[ng++] = (ival){a0, a1};
       }
       nc = merge(comp, nc);
       nm = merge(comm, nm);
@@ -180,6 +169,30 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
       a->s.compute_ms += cl / 1e3;
       a->s.comm_ms += ml / 1e3;
       a->s.exposed_ms += (ml - hidden) / 1e3;
+    }
+    /* Counts go to the step that issued the gather (its step argument, as the
+     * communicators count it), also when it ran into the next step (the
+     * step-end prefetch); times above go to the step whose window they fall in. */
+    for (int j = lo; j < hi; j++) {
+      const xev *x = &xs[j];
+      if (!x->is_ag) continue;
+      int64_t s = x->step;
+      for (int i = lo; i < hi && s <= 0; i++) /* no step argument: the window it starts in */
+        if (xs[i].cat == 0 && xs[i].t0 <= x->t0 && x->t0 <= xs[i].t1) s = xs[i].step;
+      step_acc *a = NULL;
+      for (int k = 0; k < nacc && !a; k++)
+        if (acc[k].s.step == s) a = &acc[k];
+      if (!a) continue;
+      a->s.all_gathers++;
+      const char *u = x->unit ? x->unit : "?";
+      int k;
+      for (k = 0; k < a->nunits; k++)
+        if (!strcmp(a->units[k].name, u)) break;
+      if (k == a->nunits) {
+        unit_count *p = realloc(a->units, sizeof *p * (size_t)(a->nunits + 1));
+        if (p) { a->units = p; a->units[a->nunits++] = (unit_count){u, 0}; }
+      }
+      if (k < a->nunits) a->units[k].count++;
     }
   }
   free(xs);
