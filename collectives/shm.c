@@ -78,6 +78,23 @@ static void bulk_end(hsr_op_s *op) {
   if (!op->c->ctx->inline_progress) pthread_mutex_lock(&op->c->ctx->mu);
 }
 
+/* The bulk phase is over: count what moved and tell peers that I no longer
+ * read their buffers. */
+static int bulk_done(hsr_op_s *op, hsr_comm_counter *k, uint64_t bytes, int next_phase) {
+  k->bytes_recv += bytes;
+  k->bytes_sent += bytes;
+  publish(op, F_DONE);
+  op->phase = next_phase;
+  return 1;
+}
+
+/* Last phase: the op is finished once no peer reads my buffers any more. */
+static int finish_when_all_done(hsr_op_s *op) {
+  if (!wait_all(op, F_DONE)) return 0;
+  hsr_coll_op_done(op);
+  return 1;
+}
+
 static const void *peer(hsr_op_s *op, const shm_desc *d) {
   if (d->seg < 0) return NULL;
   void *p = hsr_coll_peer_ptr(op->c->ctx, d);
@@ -132,16 +149,10 @@ static int advance_allgather(hsr_op_s *op) {
       }
     }
     bulk_end(op);
-    k->bytes_recv += (uint64_t)(n - 1) * bytes;
-    k->bytes_sent += (uint64_t)(n - 1) * bytes;
-    publish(op, F_DONE);
-    op->phase = 2;
-    return 1;
+    return bulk_done(op, k, (uint64_t)(n - 1) * bytes, 2);
   }
   default:
-    if (!wait_all(op, F_DONE)) return 0;
-    hsr_coll_op_done(op);
-    return 1;
+    return finish_when_all_done(op);
   }
 }
 
@@ -177,16 +188,10 @@ static int advance_reduce_scatter(hsr_op_s *op) {
       hsr_coll_reduce(op->dt, op->redop, (char *)op->recv + (size_t)i * sub, ins, n, subn, n);
     }
     bulk_end(op);
-    k->bytes_recv += (uint64_t)(n - 1) * bytes;
-    k->bytes_sent += (uint64_t)(n - 1) * bytes;
-    publish(op, F_DONE);
-    op->phase = 2;
-    return 1;
+    return bulk_done(op, k, (uint64_t)(n - 1) * bytes, 2);
   }
   default:
-    if (!wait_all(op, F_DONE)) return 0;
-    hsr_coll_op_done(op);
-    return 1;
+    return finish_when_all_done(op);
   }
 }
 
@@ -256,16 +261,10 @@ static int advance_allreduce(hsr_op_s *op) {
       if (jn) hsr_coll_copy(recv + jlo * es, outs[j], jn * es, c->ctx->have_avx2);
     }
     bulk_end(op);
-    k->bytes_recv += (uint64_t)(n - 1) * mine + (bytes - mine);
-    k->bytes_sent += (uint64_t)(n - 1) * mine + (bytes - mine);
-    publish(op, F_DONE);
-    op->phase = 3;
-    return 1;
+    return bulk_done(op, k, (uint64_t)(n - 1) * mine + (bytes - mine), 3);
   }
   default:
-    if (!wait_all(op, F_DONE)) return 0;
-    hsr_coll_op_done(op);
-    return 1;
+    return finish_when_all_done(op);
   }
 }
 
