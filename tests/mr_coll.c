@@ -22,18 +22,7 @@
 static int g_rank;
 static long g_checked;
 
-#define FAIL(...)                                                   \
-  do {                                                              \
-    fprintf(stderr, "[rank %d] mr_coll FAILED: ", g_rank);          \
-    fprintf(stderr, __VA_ARGS__);                                   \
-    fprintf(stderr, "\n");                                          \
-    return 1;                                                       \
-  } while (0)
-#define CHECK_OK(expr)                                                                                 \
-  do {                                                                                                 \
-    hsr_status _s = (expr);                                                                            \
-    if (_s != HSR_OK) FAIL("%s -> %s: %s", #expr, hsr_status_str(_s), hsr_last_error());               \
-  } while (0)
+#include "mr_check.h"
 
 /* ---- element encoding (independent of the library's own) ---------------- */
 static uint16_t enc_half(double v) { /* exact for small integers and dyadic fractions */
@@ -130,7 +119,7 @@ static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_
   const void *send;
   void *recv;
   hsr_comm_counter before, after;
-  CHECK_OK(hsr_comm_counters(c, kind, &before));
+  OK(hsr_comm_counters(c, kind, &before));
   hsr_status st;
   hsr_req *req = NULL;
   switch (kind) {
@@ -162,16 +151,16 @@ static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_
   if (st != HSR_OK) FAIL("%s issue: %s %s", hsr_op_name(kind), hsr_status_str(st), hsr_last_error());
   /* Poll a little (exercises hsr_req_test), then check the times and wait. */
   int done = 0;
-  for (int k = 0; k < 3 && !done; k++) CHECK_OK(hsr_req_test(req, &done));
+  for (int k = 0; k < 3 && !done; k++) OK(hsr_req_test(req, &done));
   while (!done) {
-    CHECK_OK(hsr_req_test(req, &done));
+    OK(hsr_req_test(req, &done));
     if (!done) usleep(200);
   }
   uint64_t t0, t1;
-  CHECK_OK(hsr_req_times(req, &t0, &t1));
+  OK(hsr_req_times(req, &t0, &t1));
   if (count && (t0 == 0 || t1 < t0)) FAIL("%s: request times %llu..%llu", hsr_op_name(kind), (unsigned long long)t0,
                                           (unsigned long long)t1);
-  CHECK_OK(hsr_req_wait(req, -1));
+  OK(hsr_req_wait(req, -1));
   for (size_t i = 0; i < out_n; i++) {
     double want;
     if (kind == HSR_OP_ALLGATHER) want = val(dt, (int)(i / count), i % count);
@@ -185,7 +174,7 @@ static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_
            comm_mem ? "comm" : "user", n, i, got, want);
   }
   g_checked += (long)out_n;
-  CHECK_OK(hsr_comm_counters(c, kind, &after));
+  OK(hsr_comm_counters(c, kind, &after));
   if (after.calls != before.calls + 1) FAIL("%s: calls counter %llu -> %llu", hsr_op_name(kind),
                                             (unsigned long long)before.calls, (unsigned long long)after.calls);
   uint64_t drecv = after.bytes_recv - before.bytes_recv, dsent = after.bytes_sent - before.bytes_sent;
@@ -224,7 +213,7 @@ static int run_suite(hsr_comm *c, const size_t *counts, int ncounts, int ndt, si
           if (!inplace && run_case(c, HSR_OP_BCAST, dt, HSR_SUM, count, 1, mem, mem ? 0 : hsr_comm_size(c) - 1))
             return 1;
         }
-  CHECK_OK(hsr_comm_barrier(c, NULL));
+  OK(hsr_comm_barrier(c, NULL));
   return 0;
 }
 
@@ -252,7 +241,7 @@ static int bad_args(hsr_comm *c) {
   hsr_comm_allreduce(c, x, x, 4, (hsr_dtype)99, HSR_SUM, NULL);
   if (!strstr(hsr_last_error(), "dtype")) FAIL("dtype message is '%s'", hsr_last_error());
   /* The communicator still works after rejected calls. */
-  CHECK_OK(hsr_comm_barrier(c, NULL));
+  OK(hsr_comm_barrier(c, NULL));
   return 0;
 }
 
@@ -261,8 +250,8 @@ static int bad_args(hsr_comm *c) {
 static int concurrent(hsr_comm *shard, hsr_comm *repl, size_t count) {
   int ns = hsr_comm_size(shard), rs = hsr_comm_rank(shard), nr = hsr_comm_size(repl);
   float *ag_in = NULL, *ag_out = NULL, *ar = NULL, *ar2 = NULL;
-  CHECK_OK(hsr_comm_mem_alloc(shard, count * 4, (void **)&ag_in));
-  CHECK_OK(hsr_comm_mem_alloc(repl, count * 4 * (size_t)ns, (void **)&ag_out));
+  OK(hsr_comm_mem_alloc(shard, count * 4, (void **)&ag_in));
+  OK(hsr_comm_mem_alloc(repl, count * 4 * (size_t)ns, (void **)&ag_out));
   ar = malloc(count * 4), ar2 = malloc(count * 4);
   for (int round = 0; round < 3; round++) {
     for (size_t i = 0; i < count; i++) {
@@ -271,13 +260,13 @@ static int concurrent(hsr_comm *shard, hsr_comm *repl, size_t count) {
       ar2[i] = 1;
     }
     hsr_req *q1, *q2, *q3;
-    CHECK_OK(hsr_comm_allgather(shard, ag_in, ag_out, count, HSR_F32, &q1));
-    CHECK_OK(hsr_comm_allreduce(repl, ar, ar, count, HSR_F32, HSR_SUM, &q2));
-    CHECK_OK(hsr_comm_allreduce(repl, ar2, ar2, count, HSR_F32, HSR_MAX, &q3));
+    OK(hsr_comm_allgather(shard, ag_in, ag_out, count, HSR_F32, &q1));
+    OK(hsr_comm_allreduce(repl, ar, ar, count, HSR_F32, HSR_SUM, &q2));
+    OK(hsr_comm_allreduce(repl, ar2, ar2, count, HSR_F32, HSR_MAX, &q3));
     /* Wait in the opposite order of issue. */
-    CHECK_OK(hsr_req_wait(q3, -1));
-    CHECK_OK(hsr_req_wait(q2, -1));
-    CHECK_OK(hsr_req_wait(q1, -1));
+    OK(hsr_req_wait(q3, -1));
+    OK(hsr_req_wait(q2, -1));
+    OK(hsr_req_wait(q1, -1));
     for (size_t i = 0; i < count * (size_t)ns; i++)
       if (ag_out[i] != (float)val(HSR_F32, (int)(i / count) + round, i % count))
         FAIL("concurrent all-gather round %d element %zu", round, i);
@@ -308,11 +297,11 @@ static int post_rounds(poster *p) {
   for (int round = 0; round < ROUNDS; round++) {
     for (int i = 0; i < COUNT; i++) in[i] = (float)(r * 1000 + round * 10 + i);
     hsr_req *q;
-    if (p->allreduce) CHECK_OK(hsr_comm_allreduce(p->c, in, out, COUNT, HSR_F32, HSR_SUM, &q));
-    else CHECK_OK(hsr_comm_allgather(p->c, in, out, COUNT, HSR_F32, &q));
+    if (p->allreduce) OK(hsr_comm_allreduce(p->c, in, out, COUNT, HSR_F32, HSR_SUM, &q));
+    else OK(hsr_comm_allgather(p->c, in, out, COUNT, HSR_F32, &q));
     int done = 0;
-    CHECK_OK(hsr_req_test(q, &done)); /* lock-free when not done yet; no spinning here */
-    CHECK_OK(done ? hsr_req_free(q) : hsr_req_wait(q, -1));
+    OK(hsr_req_test(q, &done)); /* lock-free when not done yet; no spinning here */
+    OK(done ? hsr_req_free(q) : hsr_req_wait(q, -1));
     for (int j = 0; j < (p->allreduce ? 1 : n); j++)
       for (int i = 0; i < COUNT; i++) {
         double want = 0;
@@ -350,14 +339,14 @@ static int progress_without_caller(hsr_comm *c) {
   float *x = malloc(count * 4);
   for (size_t i = 0; i < count; i++) x[i] = 1;
   hsr_req *q;
-  CHECK_OK(hsr_comm_allreduce(c, x, x, count, HSR_F32, HSR_SUM, &q));
+  OK(hsr_comm_allreduce(c, x, x, count, HSR_F32, HSR_SUM, &q));
   uint64_t t0 = 0, t1 = 0;
   for (int k = 0; k < 30000 && !t1; k++) {
     usleep(1000);
-    CHECK_OK(hsr_req_times(q, &t0, &t1));
+    OK(hsr_req_times(q, &t0, &t1));
   }
   if (!t1) FAIL("all_reduce did not complete within 30 s without the caller driving it");
-  CHECK_OK(hsr_req_wait(q, -1));
+  OK(hsr_req_wait(q, -1));
   for (size_t i = 0; i < count; i++)
     if (x[i] != (float)hsr_comm_size(c)) FAIL("progress-thread all_reduce element %zu = %g", i, x[i]);
   free(x);
@@ -366,7 +355,7 @@ static int progress_without_caller(hsr_comm *c) {
 
 static int timeout_case(hsr_comm *w, int loose) {
   int n = hsr_comm_size(w), r = hsr_comm_rank(w);
-  CHECK_OK(hsr_comm_set_name(w, "tworld"));
+  OK(hsr_comm_set_name(w, "tworld"));
   float x[16] = {0};
   if (r == n - 1) {
     /* Never joins; stays alive until the others have timed out. */

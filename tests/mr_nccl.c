@@ -12,18 +12,7 @@
 #include <cuda_runtime.h>
 
 static int g_rank;
-#define FAIL(...)                                              \
-  do {                                                         \
-    fprintf(stderr, "[rank %d] mr_nccl FAILED: ", g_rank);     \
-    fprintf(stderr, __VA_ARGS__);                              \
-    fprintf(stderr, "\n");                                     \
-    return 1;                                                  \
-  } while (0)
-#define OK(expr)                                                                                       \
-  do {                                                                                                 \
-    hsr_status _s = (expr);                                                                            \
-    if (_s != HSR_OK) FAIL("%s -> %s: %s", #expr, hsr_status_str(_s), hsr_last_error());               \
-  } while (0)
+#include "mr_check.h"
 
 static int check_comm(hsr_comm *c, size_t count) {
   int n = hsr_comm_size(c), r = hsr_comm_rank(c);
