@@ -35,6 +35,7 @@ static int g_rank;
 static int g_fail;
 
 #include "mr_check.h"
+#include "mr_spec.h"
 
 /* odd sizes: parameters straddle shard boundaries and leave alignment gaps */
 static const mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
@@ -64,22 +65,11 @@ static int parse_spec(const char *s, spec *out) {
     if (!v) return fprintf(stderr, "bad spec item '%s'\n", kv), 1;
     *v++ = 0;
     hsr_status st = HSR_OK;
-    if (!strcmp(kv, "strategy")) st = hsr_rt_parse_strategy(v, &c->strategy);
-    else if (!strcmp(kv, "S")) c->shard = atoi(v);
-    else if (!strcmp(kv, "R")) c->replicate = atoi(v);
-    else if (!strcmp(kv, "reshard")) st = hsr_rt_parse_reshard(v, &c->reshard, &c->partial_k);
-    else if (!strcmp(kv, "prefetch")) c->prefetch = atoi(v);
-    else if (!strcmp(kv, "live")) c->max_live = atoi(v);
-    else if (!strcmp(kv, "sync")) st = hsr_rt_parse_sync(v, &c->sync);
-    else if (!strcmp(kv, "micro")) c->micro_batches = atoi(v);
-    else if (!strcmp(kv, "clip")) c->clip = atof(v);
-    else if (!strcmp(kv, "pdt")) st = hsr_dtype_parse(v, &c->param_dtype);
-    else if (!strcmp(kv, "rdt")) st = hsr_dtype_parse(v, &c->reduce_dtype);
-    else if (!strcmp(kv, "root")) c->root_reshard = atoi(v);
-    else if (!strcmp(kv, "twice")) out->twice = atoi(v);
-    else if (!strcmp(kv, "same")) snprintf(out->same, sizeof out->same, "%s", v);
-    else if (!strcmp(kv, "device")) st = hsr_rt_parse_device(v, &c->device, &c->device_ordinal);
-    else return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
+    if (!mr_spec_policy(c, kv, v, &st)) {
+      if (!strcmp(kv, "twice")) out->twice = atoi(v);
+      else if (!strcmp(kv, "same")) snprintf(out->same, sizeof out->same, "%s", v);
+      else return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
+    }
     if (st != HSR_OK) return fprintf(stderr, "spec '%s': %s\n", s, hsr_last_error()), 1;
   }
   return 0;

@@ -20,6 +20,7 @@
 
 static int g_rank, g_fail;
 #include "mr_check.h"
+#include "mr_spec.h"
 
 static int parse(const char *s, hsr_rt_config *c, mlp_cfg *m) {
   hsr_rt_config_default(c);
@@ -33,20 +34,10 @@ static int parse(const char *s, hsr_rt_config *c, mlp_cfg *m) {
     if (!v) return fprintf(stderr, "bad spec item '%s'\n", kv), 1;
     *v++ = 0;
     hsr_status st = HSR_OK;
-    if (!strcmp(kv, "strategy")) st = hsr_rt_parse_strategy(v, &c->strategy);
-    else if (!strcmp(kv, "S")) c->shard = atoi(v);
-    else if (!strcmp(kv, "R")) c->replicate = atoi(v);
-    else if (!strcmp(kv, "reshard")) st = hsr_rt_parse_reshard(v, &c->reshard, &c->partial_k);
-    else if (!strcmp(kv, "prefetch")) c->prefetch = atoi(v);
-    else if (!strcmp(kv, "live")) c->max_live = atoi(v);
-    else if (!strcmp(kv, "sync")) st = hsr_rt_parse_sync(v, &c->sync);
-    else if (!strcmp(kv, "micro")) c->micro_batches = atoi(v);
-    else if (!strcmp(kv, "pdt")) st = hsr_dtype_parse(v, &c->param_dtype);
-    else if (!strcmp(kv, "rdt")) st = hsr_dtype_parse(v, &c->reduce_dtype);
-    else if (!strcmp(kv, "root")) c->root_reshard = atoi(v);
-    else if (!strcmp(kv, "wrap")) m->wrap_linear = !strcmp(v, "linear");
-    else if (!strcmp(kv, "pstep")) c->prefetch_step = atoi(v);
-    else return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
+    if (!mr_spec_policy(c, kv, v, &st)) {
+      if (!strcmp(kv, "wrap")) m->wrap_linear = !strcmp(v, "linear");
+      else return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
+    }
     if (st != HSR_OK) return fprintf(stderr, "spec '%s': %s\n", s, hsr_last_error()), 1;
   }
   return 0;
