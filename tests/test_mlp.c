@@ -12,22 +12,8 @@
 #include <cmocka.h>
 
 #include "mlp.h"
+#include "mlp_arrays.h"
 #include "mlp_math.h"
-
-typedef struct arrays {
-  float *p[16][4], *g[16][4];
-} arrays;
-
-static hsr_status acq(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
-  arrays *a = ctx;
-  (void)backward;
-  for (int k = 0; k < 4; k++) p->w[k] = a->p[unit][k], p->g[k] = a->g[unit][k];
-  return HSR_OK;
-}
-static hsr_status rel(void *ctx, int unit, int backward) {
-  (void)ctx, (void)unit, (void)backward;
-  return HSR_OK;
-}
 
 static void test_gradcheck(void **state) {
   (void)state;

@@ -15,24 +15,9 @@
 
 #include "hsr/kernels.h"
 #include "mlp.h"
+#include "mlp_arrays.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)
-#define MAXU 8
-
-typedef struct arrays {
-  float *p[MAXU][4], *g[MAXU][4];
-} arrays;
-
-static hsr_status acq(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
-  arrays *a = ctx;
-  (void)backward;
-  for (int k = 0; k < 4; k++) p->w[k] = a->p[unit][k], p->g[k] = a->g[unit][k];
-  return HSR_OK;
-}
-static hsr_status rel(void *ctx, int unit, int backward) {
-  (void)ctx, (void)unit, (void)backward;
-  return HSR_OK;
-}
 
 static void test_model_matches_cpu(void **state) {
   (void)state;
