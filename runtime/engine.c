@@ -1045,12 +1045,11 @@ static hsr_status step(hsr_rt *rt, hsr_rt_step_info *info) {
       if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
       unit *u = &rt->units[ui];
       posted[ui] = hsr_clock_ns();
-      uint64_t p0 = posted[ui];
       if (st == HSR_OK)
         st = hsr_comm_allgather(rt->shard_c, (char *)u->full + (size_t)rt->srank * u->Ls * rt->pes, u->full, u->Ls,
                                 rt->cfg.param_dtype, &reqs[ui]);
       t0 = hsr_clock_ns();
-      rt_obs_time(rt->obs, RT_T_POST, t0 - p0);
+      rt_obs_time(rt->obs, RT_T_POST, t0 - posted[ui]);
     } else if (k < 0 && early && rt->units[ui].state == U_SHARDED && can_prefetch(rt)) {
       rt_event(rt, RT_EV_OPTIM, -1, -1, 0, t0, now);
       st = gather_start(rt, ui); /* the next step's first gather */
