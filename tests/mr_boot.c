@@ -6,16 +6,12 @@
 
 #include "hsr/boot.h"
 
-#define FAIL(...)                                                   \
-  do {                                                              \
-    fprintf(stderr, "[rank %d] mr_boot FAILED: ", rank);            \
-    fprintf(stderr, __VA_ARGS__);                                   \
-    fprintf(stderr, "\n");                                          \
-    return 1;                                                       \
-  } while (0)
+static int g_rank; /* for FAIL */
+#include "mr_check.h"
 
 static int check(hsr_boot *b, int expect_size, int expect_nodes) {
   int rank = hsr_boot_rank(b), size = hsr_boot_size(b);
+  g_rank = rank;
   if (expect_size > 0 && size != expect_size) FAIL("size %d, expected %d", size, expect_size);
   if (rank < 0 || rank >= size) FAIL("rank %d outside [0,%d)", rank, size);
   int nodes = hsr_boot_num_nodes(b);

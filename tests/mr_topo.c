@@ -9,16 +9,12 @@
 
 #include "hsr/topology.h"
 
-#define FAIL(...)                                            \
-  do {                                                       \
-    fprintf(stderr, "[rank %d] mr_topo FAILED: ", rank);     \
-    fprintf(stderr, __VA_ARGS__);                            \
-    fprintf(stderr, "\n");                                   \
-    return 1;                                                \
-  } while (0)
+static int g_rank; /* for FAIL */
+#include "mr_check.h"
 
 static int run(hsr_boot *b, int want_domains, int want_dsize, int gpus, int want_k) {
   int rank = hsr_boot_rank(b), size = hsr_boot_size(b), nodes = hsr_boot_num_nodes(b);
+  g_rank = rank;
   hsr_topo *t = NULL;
   hsr_cluster *c = NULL;
   hsr_mesh *m = NULL;
@@ -76,7 +72,8 @@ static int run(hsr_boot *b, int want_domains, int want_dsize, int gpus, int want
 }
 
 int main(int argc, char **argv) {
-  int domains = -1, dsize = -1, gpus = 0, k = 0, rank = -1;
+  int domains = -1, dsize = -1, gpus = 0, k = 0;
+  g_rank = -1; /* until the bootstrap says */
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--domains")) domains = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--domain-size")) dsize = atoi(argv[i + 1]);
@@ -86,7 +83,7 @@ int main(int argc, char **argv) {
   if (domains < 1 || dsize < 1) FAIL("usage: mr_topo --domains D --domain-size Z [--gpus G] [--partial K]");
   hsr_boot *b;
   if (hsr_boot_init(&b) != HSR_OK) FAIL("boot: %s", hsr_last_error());
-  rank = hsr_boot_rank(b);
+  g_rank = hsr_boot_rank(b);
   int rc = run(b, domains, dsize, gpus, k);
   if (rc) hsr_boot_abort(b, 1, "mr_topo failed");
   hsr_boot_barrier(b);
