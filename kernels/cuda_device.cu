@@ -16,7 +16,7 @@ static hsr_status cuerr(cudaError_t e, const char *what) {
     if (_e != cudaSuccess) return cuerr(_e, what);   \
   } while (0)
 
-extern "C" int hsr_kc_count(void) {
+extern "C" int kc_count(void) {
   int n = 0; // left unset when there is no driver
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -25,14 +25,14 @@ extern "C" int hsr_kc_count(void) {
   return n;
 }
 
-extern "C" hsr_status hsr_kc_open(hsr_device *d) {
+extern "C" hsr_status kc_open(hsr_device *d) {
   CU(cudaSetDevice(d->ordinal), "cudaSetDevice");
   CU(cudaDeviceGetAttribute(&d->sm_count, cudaDevAttrMultiProcessorCount, d->ordinal), "cudaDeviceGetAttribute");
-  return hsr_kc_stream_init(&d->dflt, 0, 0);
+  return kc_stream_init(&d->dflt, 0, 0);
 }
 
-extern "C" hsr_status hsr_kc_close(hsr_device *d) {
-  hsr_status st = hsr_kc_stream_fini(&d->dflt);
+extern "C" hsr_status kc_close(hsr_device *d) {
+  hsr_status st = kc_stream_fini(&d->dflt);
   if (d->blas) {
     cublasStatus_t b = cublasDestroy((cublasHandle_t)d->blas);
     d->blas = NULL;
@@ -42,7 +42,7 @@ extern "C" hsr_status hsr_kc_close(hsr_device *d) {
   return st;
 }
 
-extern "C" hsr_status hsr_kc_alloc(hsr_device *d, size_t bytes, void **ptr) {
+extern "C" hsr_status kc_alloc(hsr_device *d, size_t bytes, void **ptr) {
   CU(cudaSetDevice(d->ordinal), "cudaSetDevice");
   cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 256);
   if (e != cudaSuccess) {
@@ -54,23 +54,23 @@ extern "C" hsr_status hsr_kc_alloc(hsr_device *d, size_t bytes, void **ptr) {
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_free(hsr_device *d, void *ptr) {
+extern "C" hsr_status kc_free(hsr_device *d, void *ptr) {
   (void)d;
   CU(cudaFree(ptr), "cudaFree");
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_copy(hsr_stream *s, void *dst, const void *src, size_t bytes) {
+extern "C" hsr_status kc_copy(hsr_stream *s, void *dst, const void *src, size_t bytes) {
   CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)s->native), "cudaMemcpyAsync");
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_memset(hsr_stream *s, void *dst, int value, size_t bytes) {
+extern "C" hsr_status kc_memset(hsr_stream *s, void *dst, int value, size_t bytes) {
   CU(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)s->native), "cudaMemsetAsync");
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_stream_init(hsr_stream *s, int priority, int create) {
+extern "C" hsr_status kc_stream_init(hsr_stream *s, int priority, int create) {
   s->native = NULL;
   s->owned = 0;
   if (!create) return HSR_OK; // the device default: the legacy stream
@@ -85,7 +85,7 @@ extern "C" hsr_status hsr_kc_stream_init(hsr_stream *s, int priority, int create
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_stream_fini(hsr_stream *s) {
+extern "C" hsr_status kc_stream_fini(hsr_stream *s) {
   hsr_status st = HSR_OK;
   // The cuBLAS handle must not outlive the stream it is bound to: rebind it
   // to the legacy stream (cublasDestroy and later GEMMs would use a dead one).
@@ -110,7 +110,7 @@ extern "C" hsr_status hsr_kc_stream_fini(hsr_stream *s) {
   return st;
 }
 
-extern "C" hsr_status hsr_kc_stream_query(hsr_stream *s, int *done) {
+extern "C" hsr_status kc_stream_query(hsr_stream *s, int *done) {
   cudaError_t e = cudaStreamQuery((cudaStream_t)s->native);
   if (e == cudaErrorNotReady) {
     *done = 0;
@@ -121,7 +121,7 @@ extern "C" hsr_status hsr_kc_stream_query(hsr_stream *s, int *done) {
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_event_init(hsr_event *e) {
+extern "C" hsr_status kc_event_init(hsr_event *e) {
   CU(cudaSetDevice(e->dev->ordinal), "cudaSetDevice");
   cudaEvent_t ev;
   CU(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -129,22 +129,22 @@ extern "C" hsr_status hsr_kc_event_init(hsr_event *e) {
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_event_fini(hsr_event *e) {
+extern "C" hsr_status kc_event_fini(hsr_event *e) {
   CU(cudaEventDestroy((cudaEvent_t)e->native), "cudaEventDestroy");
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_event_record(hsr_event *e, hsr_stream *s) {
+extern "C" hsr_status kc_event_record(hsr_event *e, hsr_stream *s) {
   CU(cudaEventRecord((cudaEvent_t)e->native, (cudaStream_t)s->native), "cudaEventRecord");
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_stream_wait_event(hsr_stream *s, hsr_event *e) {
+extern "C" hsr_status kc_stream_wait_event(hsr_stream *s, hsr_event *e) {
   CU(cudaStreamWaitEvent((cudaStream_t)s->native, (cudaEvent_t)e->native, 0), "cudaStreamWaitEvent");
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_event_query(hsr_event *e, int *done) {
+extern "C" hsr_status kc_event_query(hsr_event *e, int *done) {
   cudaError_t r = cudaEventQuery((cudaEvent_t)e->native);
   if (r == cudaErrorNotReady) {
     *done = 0;
@@ -155,7 +155,7 @@ extern "C" hsr_status hsr_kc_event_query(hsr_event *e, int *done) {
   return HSR_OK;
 }
 
-extern "C" hsr_status hsr_kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k,
+extern "C" hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                                   float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
                                   float *c, size_t ldc) {
   hsr_device *d = s->dev;

@@ -99,7 +99,7 @@ static void launch_adamw(hsr_stream *s, size_t n, float *p, float *m, float *v, 
     k_adamw<1, G, OUT><<<grid_for(s, k_adamw<1, G, OUT>, n), BLOCK, 0, st>>>(n, p, m, v, g, o, *c);
 }
 
-extern "C" hsr_status hsr_kc_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
+extern "C" hsr_status kc_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
                                    hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt,
                                    const hsr_km_adamw_c *c) {
   bool g16 = grad_dt == HSR_BF16;
@@ -173,7 +173,7 @@ template <int CI, int CO> struct CastOp {
   }
 };
 
-extern "C" hsr_status hsr_kc_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype sdt, void *dst,
+extern "C" hsr_status kc_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype sdt, void *dst,
                                   hsr_dtype ddt) {
   if (sdt == HSR_F32 && ddt == HSR_BF16) return launch_map<float, uint16_t>(s, n, src, dst, CastOp<C_F32, C_BF16>(), "cast");
   if (sdt == HSR_F32 && ddt == HSR_F16) return launch_map<float, uint16_t>(s, n, src, dst, CastOp<C_F32, C_F16>(), "cast");
@@ -197,7 +197,7 @@ struct ScaleOp64 {
   __device__ double operator()(double x, double) const { return hsr_km_scale_f64(x, a); }
 };
 
-extern "C" hsr_status hsr_kc_scale(hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha) {
+extern "C" hsr_status kc_scale(hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha) {
   float a = (float)alpha;
   switch (dt) {
     case HSR_F64: return launch_map<double, double>(s, n, x, x, ScaleOp64{alpha}, "scale");
@@ -220,7 +220,7 @@ struct AxpyOp64 {
   __device__ double operator()(double x, double y) const { return hsr_km_axpy_f64(a, x, y); }
 };
 
-extern "C" hsr_status hsr_kc_axpy(hsr_stream *s, size_t n, double alpha, const void *x, void *y, hsr_dtype dt) {
+extern "C" hsr_status kc_axpy(hsr_stream *s, size_t n, double alpha, const void *x, void *y, hsr_dtype dt) {
   float a = (float)alpha;
   switch (dt) {
     case HSR_F64: return launch_map<double, double>(s, n, x, y, AxpyOp64{alpha}, "axpy");
@@ -292,7 +292,7 @@ static void CUDART_CB sq_deliver(void *arg) {
   free(dv);
 }
 
-extern "C" hsr_status hsr_kc_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out) {
+extern "C" hsr_status kc_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out) {
   cudaStream_t st = (cudaStream_t)s->native;
   // Per-stream scratch, so streams never share it; allocated on first use.
   cudaError_t e = cudaSuccess;

@@ -13,13 +13,13 @@
  * flat-buffer layout see the same guarantees on both kinds. */
 #define HOST_ALIGN 256
 
-void hsr_kernels_backoff(unsigned *us) {
+void kern_backoff(unsigned *us) {
   struct timespec ts = {0, (long)*us * 1000L};
   nanosleep(&ts, NULL);
   if (*us < 1000) *us *= 2;
 }
 
-int hsr_device_cuda_count(void) { return HSR_HAVE_CUDA ? hsr_kc_count() : 0; }
+int hsr_device_cuda_count(void) { return HSR_HAVE_CUDA ? kc_count() : 0; }
 
 hsr_status hsr_device_open(hsr_device_kind kind, int ordinal, hsr_device **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_device_open: out is NULL");
@@ -30,7 +30,7 @@ hsr_status hsr_device_open(hsr_device_kind kind, int ordinal, hsr_device **out) 
   if (kind == HSR_DEVICE_CUDA) {
     if (!HSR_HAVE_CUDA)
       return hsr_error(HSR_ERR_UNSUPPORTED, "this hsr was built without CUDA (HSR_WITH_CUDA=OFF or no nvcc)");
-    int count = hsr_kc_count();
+    int count = kc_count();
     if (count == 0) return hsr_error(HSR_ERR_UNSUPPORTED, "no CUDA device is visible (no GPU or no driver)");
     if (ordinal >= count)
       return hsr_error(HSR_ERR_NOT_FOUND, "CUDA device %d requested, %d visible (0..%d)", ordinal, count, count - 1);
@@ -41,7 +41,7 @@ hsr_status hsr_device_open(hsr_device_kind kind, int ordinal, hsr_device **out) 
   d->ordinal = ordinal;
   d->dflt.dev = d;
   if (kind == HSR_DEVICE_CUDA) {
-    hsr_status st = hsr_kc_open(d);
+    hsr_status st = kc_open(d);
     if (st != HSR_OK) {
       free(d);
       return st;
@@ -54,7 +54,7 @@ hsr_status hsr_device_open(hsr_device_kind kind, int ordinal, hsr_device **out) 
 hsr_status hsr_device_close(hsr_device *d) {
   if (!d) return HSR_OK;
   hsr_status st = HSR_OK;
-  if (d->kind == HSR_DEVICE_CUDA) st = hsr_kc_close(d);
+  if (d->kind == HSR_DEVICE_CUDA) st = kc_close(d);
   free(d);
   return st;
 }
@@ -65,7 +65,7 @@ hsr_status hsr_device_alloc(hsr_device *d, size_t bytes, void **ptr) {
   if (!d || !ptr) return hsr_error(HSR_ERR_INVALID, "hsr_device_alloc: NULL device or out pointer");
   *ptr = NULL;
   if (bytes > SIZE_MAX - HOST_ALIGN) return hsr_error(HSR_ERR_NOMEM, "allocation of %zu bytes", bytes);
-  if (d->kind == HSR_DEVICE_CUDA) return hsr_kc_alloc(d, bytes, ptr);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_alloc(d, bytes, ptr);
   size_t rounded = (bytes + HOST_ALIGN - 1) / HOST_ALIGN * HOST_ALIGN;
   void *p = aligned_alloc(HOST_ALIGN, rounded ? rounded : HOST_ALIGN);
   if (!p) return hsr_error(HSR_ERR_NOMEM, "host allocation of %zu bytes failed", bytes);
@@ -76,7 +76,7 @@ hsr_status hsr_device_alloc(hsr_device *d, size_t bytes, void **ptr) {
 hsr_status hsr_device_free(hsr_device *d, void *ptr) {
   if (!d) return hsr_error(HSR_ERR_INVALID, "hsr_device_free: NULL device");
   if (!ptr) return HSR_OK;
-  if (d->kind == HSR_DEVICE_CUDA) return hsr_kc_free(d, ptr);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_free(d, ptr);
   free(ptr);
   return HSR_OK;
 }
@@ -94,7 +94,7 @@ hsr_status hsr_device_copy(hsr_device *d, void *dst, const void *src, size_t byt
   HSR_CHECK(pick_stream(d, s, &s));
   if (bytes == 0) return HSR_OK;
   if (!dst || !src) return hsr_error(HSR_ERR_INVALID, "hsr_device_copy of %zu bytes with a NULL pointer", bytes);
-  if (d->kind == HSR_DEVICE_CUDA) return hsr_kc_copy(s, dst, src, bytes);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_copy(s, dst, src, bytes);
   memcpy(dst, src, bytes);
   return HSR_OK;
 }
@@ -103,12 +103,12 @@ hsr_status hsr_device_memset(hsr_device *d, void *dst, int value, size_t bytes, 
   HSR_CHECK(pick_stream(d, s, &s));
   if (bytes == 0) return HSR_OK;
   if (!dst) return hsr_error(HSR_ERR_INVALID, "hsr_device_memset of %zu bytes with a NULL pointer", bytes);
-  if (d->kind == HSR_DEVICE_CUDA) return hsr_kc_memset(s, dst, value, bytes);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_memset(s, dst, value, bytes);
   memset(dst, value, bytes);
   return HSR_OK;
 }
 
-hsr_status hsr_kernels_resolve_stream(hsr_device *d, hsr_stream *s, hsr_stream **out) { return pick_stream(d, s, out); }
+hsr_status kern_resolve_stream(hsr_device *d, hsr_stream *s, hsr_stream **out) { return pick_stream(d, s, out); }
 
 hsr_status hsr_stream_create(hsr_device *d, int priority, hsr_stream **out) {
   if (!d || !out) return hsr_error(HSR_ERR_INVALID, "hsr_stream_create: NULL device or out pointer");
@@ -119,7 +119,7 @@ hsr_status hsr_stream_create(hsr_device *d, int priority, hsr_stream **out) {
   if (!s) return hsr_error(HSR_ERR_NOMEM, "stream object");
   s->dev = d;
   if (d->kind == HSR_DEVICE_CUDA) {
-    hsr_status st = hsr_kc_stream_init(s, priority, 1);
+    hsr_status st = kc_stream_init(s, priority, 1);
     if (st != HSR_OK) {
       free(s);
       return st;
@@ -132,7 +132,7 @@ hsr_status hsr_stream_create(hsr_device *d, int priority, hsr_stream **out) {
 hsr_status hsr_stream_destroy(hsr_stream *s) {
   if (!s) return HSR_OK;
   hsr_status st = HSR_OK;
-  if (s->dev->kind == HSR_DEVICE_CUDA) st = hsr_kc_stream_fini(s);
+  if (s->dev->kind == HSR_DEVICE_CUDA) st = kc_stream_fini(s);
   free(s);
   return st;
 }
@@ -151,11 +151,11 @@ hsr_status hsr_stream_sync(hsr_stream *s, double timeout_s) {
   unsigned us = 20;
   for (;;) {
     int done = 0;
-    HSR_CHECK(hsr_kc_stream_query(s, &done));
+    HSR_CHECK(kc_stream_query(s, &done));
     if (done) return HSR_OK;
     if (hsr_clock_s() - t0 >= timeout_s)
       return hsr_error(HSR_ERR_TIMEOUT, "stream did not drain within %.3f s", timeout_s);
-    hsr_kernels_backoff(&us);
+    kern_backoff(&us);
   }
 }
 
@@ -168,7 +168,7 @@ hsr_status hsr_event_create(hsr_device *d, hsr_event **out) {
   if (!e) return hsr_error(HSR_ERR_NOMEM, "event object");
   e->dev = d;
   if (d->kind == HSR_DEVICE_CUDA) {
-    hsr_status st = hsr_kc_event_init(e);
+    hsr_status st = kc_event_init(e);
     if (st != HSR_OK) {
       free(e);
       return st;
@@ -181,7 +181,7 @@ hsr_status hsr_event_create(hsr_device *d, hsr_event **out) {
 hsr_status hsr_event_destroy(hsr_event *e) {
   if (!e) return HSR_OK;
   hsr_status st = HSR_OK;
-  if (e->dev->kind == HSR_DEVICE_CUDA) st = hsr_kc_event_fini(e);
+  if (e->dev->kind == HSR_DEVICE_CUDA) st = kc_event_fini(e);
   free(e);
   return st;
 }
@@ -189,21 +189,21 @@ hsr_status hsr_event_destroy(hsr_event *e) {
 hsr_status hsr_event_record(hsr_event *e, hsr_stream *s) {
   if (!e) return hsr_error(HSR_ERR_INVALID, "hsr_event_record: NULL event");
   HSR_CHECK(pick_stream(e->dev, s, &s));
-  if (e->dev->kind == HSR_DEVICE_CUDA) return hsr_kc_event_record(e, s);
+  if (e->dev->kind == HSR_DEVICE_CUDA) return kc_event_record(e, s);
   return HSR_OK;
 }
 
 hsr_status hsr_stream_wait_event(hsr_stream *s, hsr_event *e) {
   if (!s || !e) return hsr_error(HSR_ERR_INVALID, "hsr_stream_wait_event: NULL stream or event");
   if (s->dev != e->dev) return hsr_error(HSR_ERR_INVALID, "stream and event belong to different devices");
-  if (s->dev->kind == HSR_DEVICE_CUDA) return hsr_kc_stream_wait_event(s, e);
+  if (s->dev->kind == HSR_DEVICE_CUDA) return kc_stream_wait_event(s, e);
   return HSR_OK;
 }
 
 hsr_status hsr_event_query(hsr_event *e, int *done) {
   if (!e || !done) return hsr_error(HSR_ERR_INVALID, "hsr_event_query: NULL event or out pointer");
   *done = 1;
-  if (e->dev->kind == HSR_DEVICE_CUDA) return hsr_kc_event_query(e, done);
+  if (e->dev->kind == HSR_DEVICE_CUDA) return kc_event_query(e, done);
   return HSR_OK;
 }
 
@@ -218,6 +218,6 @@ hsr_status hsr_event_sync(hsr_event *e, double timeout_s) {
     if (done) return HSR_OK;
     if (hsr_clock_s() - t0 >= timeout_s)
       return hsr_error(HSR_ERR_TIMEOUT, "event not reached within %.3f s", timeout_s);
-    hsr_kernels_backoff(&us);
+    kern_backoff(&us);
   }
 }

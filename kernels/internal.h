@@ -32,34 +32,34 @@ struct hsr_event {
 };
 
 /* Bounded polling: sleeps that grow from 20 us to 1 ms (never spin). */
-void hsr_kernels_backoff(unsigned *us);
+void kern_backoff(unsigned *us);
 /* NULL -> the device default stream; checks the stream is the device's. */
-hsr_status hsr_kernels_resolve_stream(hsr_device *d, hsr_stream *s, hsr_stream **out);
+hsr_status kern_resolve_stream(hsr_device *d, hsr_stream *s, hsr_stream **out);
 
 /* CUDA implementation. Arguments are already validated. */
-int hsr_kc_count(void);
-hsr_status hsr_kc_open(hsr_device *d);
-hsr_status hsr_kc_close(hsr_device *d);
-hsr_status hsr_kc_alloc(hsr_device *d, size_t bytes, void **ptr);
-hsr_status hsr_kc_free(hsr_device *d, void *ptr);
-hsr_status hsr_kc_copy(hsr_stream *s, void *dst, const void *src, size_t bytes);
-hsr_status hsr_kc_memset(hsr_stream *s, void *dst, int value, size_t bytes);
-hsr_status hsr_kc_stream_init(hsr_stream *s, int priority, int create);
-hsr_status hsr_kc_stream_fini(hsr_stream *s);
-hsr_status hsr_kc_stream_query(hsr_stream *s, int *done);
-hsr_status hsr_kc_event_init(hsr_event *e);
-hsr_status hsr_kc_event_fini(hsr_event *e);
-hsr_status hsr_kc_event_record(hsr_event *e, hsr_stream *s);
-hsr_status hsr_kc_stream_wait_event(hsr_stream *s, hsr_event *e);
-hsr_status hsr_kc_event_query(hsr_event *e, int *done);
+int kc_count(void);
+hsr_status kc_open(hsr_device *d);
+hsr_status kc_close(hsr_device *d);
+hsr_status kc_alloc(hsr_device *d, size_t bytes, void **ptr);
+hsr_status kc_free(hsr_device *d, void *ptr);
+hsr_status kc_copy(hsr_stream *s, void *dst, const void *src, size_t bytes);
+hsr_status kc_memset(hsr_stream *s, void *dst, int value, size_t bytes);
+hsr_status kc_stream_init(hsr_stream *s, int priority, int create);
+hsr_status kc_stream_fini(hsr_stream *s);
+hsr_status kc_stream_query(hsr_stream *s, int *done);
+hsr_status kc_event_init(hsr_event *e);
+hsr_status kc_event_fini(hsr_event *e);
+hsr_status kc_event_record(hsr_event *e, hsr_stream *s);
+hsr_status kc_stream_wait_event(hsr_stream *s, hsr_event *e);
+hsr_status kc_event_query(hsr_event *e, int *done);
 
-hsr_status hsr_kc_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
+hsr_status kc_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
                         hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt, const hsr_km_adamw_c *c);
-hsr_status hsr_kc_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype src_dt, void *dst, hsr_dtype dst_dt);
-hsr_status hsr_kc_scale(hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha);
-hsr_status hsr_kc_axpy(hsr_stream *s, size_t n, double alpha, const void *x, void *y, hsr_dtype dt);
-hsr_status hsr_kc_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out);
-hsr_status hsr_kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+hsr_status kc_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype src_dt, void *dst, hsr_dtype dst_dt);
+hsr_status kc_scale(hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha);
+hsr_status kc_axpy(hsr_stream *s, size_t n, double alpha, const void *x, void *y, hsr_dtype dt);
+hsr_status kc_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out);
+hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
                        const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc);
 
 #ifdef __cplusplus

@@ -64,7 +64,7 @@ static hsr_status check_hparams(const hsr_adamw_hparams *hp) {
 hsr_status hsr_kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *master, float *m, float *v,
                              const void *grad, hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt,
                              const hsr_adamw_hparams *hp) {
-  HSR_CHECK(hsr_kernels_resolve_stream(d, s, &s));
+  HSR_CHECK(kern_resolve_stream(d, s, &s));
   HSR_CHECK(check_hparams(hp));
   if (grad_dt != HSR_F32 && grad_dt != HSR_BF16)
     return hsr_error(HSR_ERR_INVALID, "AdamW gradient dtype %s: valid are f32 and bf16", hsr_dtype_name(grad_dt));
@@ -78,7 +78,7 @@ hsr_status hsr_kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *mast
   hsr_km_adamw_c c = hsr_km_adamw_consts(hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, hp->step,
                                          hp->grad_scale);
   if (d->kind == HSR_DEVICE_CUDA)
-    return hsr_kc_adamw(s, n, master, m, v, grad, grad_dt, param_out, param_dt, &c);
+    return kc_adamw(s, n, master, m, v, grad, grad_dt, param_out, param_dt, &c);
   adamw_host(n, master, m, v, grad, grad_dt, param_out, param_dt, &c);
   return HSR_OK;
 }
@@ -109,7 +109,7 @@ static void cast_host(size_t n, const void *src, hsr_dtype sdt, void *dst, hsr_d
 
 hsr_status hsr_kernels_cast(hsr_device *d, hsr_stream *s, size_t n, const void *src, hsr_dtype src_dt, void *dst,
                             hsr_dtype dst_dt) {
-  HSR_CHECK(hsr_kernels_resolve_stream(d, s, &s));
+  HSR_CHECK(kern_resolve_stream(d, s, &s));
   if (src_dt == dst_dt) {
     if (hsr_dtype_size(src_dt) == 0) return hsr_error(HSR_ERR_INVALID, "cast: invalid dtype %d", (int)src_dt);
     if (src == dst) return HSR_OK;
@@ -121,7 +121,7 @@ hsr_status hsr_kernels_cast(hsr_device *d, hsr_stream *s, size_t n, const void *
   HSR_CHECK(need_ptr(src, "cast source", n));
   HSR_CHECK(need_ptr(dst, "cast destination", n));
   if (n == 0) return HSR_OK;
-  if (d->kind == HSR_DEVICE_CUDA) return hsr_kc_cast(s, n, src, src_dt, dst, dst_dt);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_cast(s, n, src, src_dt, dst, dst_dt);
   cast_host(n, src, src_dt, dst, dst_dt);
   return HSR_OK;
 }
@@ -134,11 +134,11 @@ static hsr_status check_arith_dt(const char *op, hsr_dtype dt) {
 }
 
 hsr_status hsr_kernels_scale(hsr_device *d, hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha) {
-  HSR_CHECK(hsr_kernels_resolve_stream(d, s, &s));
+  HSR_CHECK(kern_resolve_stream(d, s, &s));
   HSR_CHECK(check_arith_dt("scale", dt));
   HSR_CHECK(need_ptr(x, "scale x", n));
   if (n == 0) return HSR_OK;
-  if (d->kind == HSR_DEVICE_CUDA) return hsr_kc_scale(s, n, x, dt, alpha);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_scale(s, n, x, dt, alpha);
   const float a = (float)alpha;
   if (dt == HSR_F64) {
     double *xd = (double *)x;
@@ -158,12 +158,12 @@ hsr_status hsr_kernels_scale(hsr_device *d, hsr_stream *s, size_t n, void *x, hs
 
 hsr_status hsr_kernels_axpy(hsr_device *d, hsr_stream *s, size_t n, double alpha, const void *x, void *y,
                             hsr_dtype dt) {
-  HSR_CHECK(hsr_kernels_resolve_stream(d, s, &s));
+  HSR_CHECK(kern_resolve_stream(d, s, &s));
   HSR_CHECK(check_arith_dt("axpy", dt));
   HSR_CHECK(need_ptr(x, "axpy x", n));
   HSR_CHECK(need_ptr(y, "axpy y", n));
   if (n == 0) return HSR_OK;
-  if (d->kind == HSR_DEVICE_CUDA) return hsr_kc_axpy(s, n, alpha, x, y, dt);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_axpy(s, n, alpha, x, y, dt);
   const float a = (float)alpha;
   if (dt == HSR_F64) {
     const double *xd = (const double *)x;
@@ -224,11 +224,11 @@ static double sumsq_host(size_t n, const void *x, hsr_dtype dt) {
 }
 
 hsr_status hsr_kernels_sumsq(hsr_device *d, hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out) {
-  HSR_CHECK(hsr_kernels_resolve_stream(d, s, &s));
+  HSR_CHECK(kern_resolve_stream(d, s, &s));
   HSR_CHECK(check_arith_dt("sumsq", dt));
   HSR_CHECK(need_ptr(x, "sumsq x", n));
   if (!out) return hsr_error(HSR_ERR_INVALID, "sumsq: out is NULL");
-  if (d->kind == HSR_DEVICE_CUDA) return hsr_kc_sumsq(s, n, x, dt, out);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_sumsq(s, n, x, dt, out);
   *out = sumsq_host(n, x, dt);
   return HSR_OK;
 }
