@@ -23,33 +23,33 @@ typedef struct hsr_boot hsr_boot;
 
 /* Joins the job (or becomes a singleton). Reads HSR_SIM_NODES, HSR_LOG and
  * HSR_BOOT_TIMEOUT (seconds, default 300) strictly. */
-hsr_status hsr_boot_init(hsr_boot **out);
+HSR_API hsr_status hsr_boot_init(hsr_boot **out);
 /* Leaves the job and frees the context (NULL is fine). */
-hsr_status hsr_boot_finalize(hsr_boot *b);
+HSR_API hsr_status hsr_boot_finalize(hsr_boot *b);
 
 /* Getters. Node values are after HSR_SIM_NODES is applied. */
-int hsr_boot_rank(const hsr_boot *b);
-int hsr_boot_size(const hsr_boot *b);
-int hsr_boot_local_rank(const hsr_boot *b);
-int hsr_boot_local_size(const hsr_boot *b);
-int hsr_boot_node(const hsr_boot *b);          /* this rank's node index, 0..num_nodes-1 */
-int hsr_boot_num_nodes(const hsr_boot *b);
-int hsr_boot_node_of(const hsr_boot *b, int rank); /* any rank's node index */
-int hsr_boot_sim_nodes(const hsr_boot *b);     /* HSR_SIM_NODES (1 if unset) */
-int hsr_boot_is_singleton(const hsr_boot *b);
-const char *hsr_boot_hostname(const hsr_boot *b);
-const char *hsr_boot_hostname_of(const hsr_boot *b, int rank);
-const char *hsr_boot_launcher(const hsr_boot *b); /* "mpirun", "srun", "pmix" or "singleton" */
+HSR_API int hsr_boot_rank(const hsr_boot *b);
+HSR_API int hsr_boot_size(const hsr_boot *b);
+HSR_API int hsr_boot_local_rank(const hsr_boot *b);
+HSR_API int hsr_boot_local_size(const hsr_boot *b);
+HSR_API int hsr_boot_node(const hsr_boot *b);          /* this rank's node index, 0..num_nodes-1 */
+HSR_API int hsr_boot_num_nodes(const hsr_boot *b);
+HSR_API int hsr_boot_node_of(const hsr_boot *b, int rank); /* any rank's node index */
+HSR_API int hsr_boot_sim_nodes(const hsr_boot *b);     /* HSR_SIM_NODES (1 if unset) */
+HSR_API int hsr_boot_is_singleton(const hsr_boot *b);
+HSR_API const char *hsr_boot_hostname(const hsr_boot *b);
+HSR_API const char *hsr_boot_hostname_of(const hsr_boot *b, int rank);
+HSR_API const char *hsr_boot_launcher(const hsr_boot *b); /* "mpirun", "srun", "pmix" or "singleton" */
 
 /* Every rank contributes `bytes` bytes; `recv` receives size*bytes, rank r's
  * blob at offset r*bytes. All ranks must pass the same `bytes`. */
-hsr_status hsr_boot_allgather(hsr_boot *b, const void *send, size_t bytes, void *recv);
+HSR_API hsr_status hsr_boot_allgather(hsr_boot *b, const void *send, size_t bytes, void *recv);
 /* `bytes` from `root` to every rank. */
-hsr_status hsr_boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root);
-hsr_status hsr_boot_barrier(hsr_boot *b);
+HSR_API hsr_status hsr_boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root);
+HSR_API hsr_status hsr_boot_barrier(hsr_boot *b);
 /* Ends the whole job with `code`, printing `msg` (used when one rank found an
  * error that the others cannot see). Does not return on success. */
-hsr_status hsr_boot_abort(hsr_boot *b, int code, const char *msg);
+HSR_API hsr_status hsr_boot_abort(hsr_boot *b, int code, const char *msg);
 
 #ifdef __cplusplus
 }

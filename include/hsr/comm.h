@@ -47,63 +47,63 @@ typedef struct hsr_comm_counter {
 
 /* World communicator over every rank of the boot context. Collective.
  * Reads HSR_PROGRESS (thread|inline), HSR_COMM_TIMEOUT (seconds), HSR_ALGO_*. */
-hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
+HSR_API hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
 /* Collective over `parent`: ranks with the same color form a new communicator,
  * ordered by (key, parent rank). color < 0: this rank joins none (*out = NULL). */
-hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out);
+HSR_API hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out);
 /* Frees a communicator; outstanding requests must have completed. NULL is fine. */
-hsr_status hsr_comm_free(hsr_comm *c);
+HSR_API hsr_status hsr_comm_free(hsr_comm *c);
 
-int hsr_comm_rank(const hsr_comm *c);
-int hsr_comm_size(const hsr_comm *c);
-int hsr_comm_world_rank(const hsr_comm *c, int comm_rank); /* -1 if out of range */
-hsr_backend hsr_comm_backend(const hsr_comm *c);
+HSR_API int hsr_comm_rank(const hsr_comm *c);
+HSR_API int hsr_comm_size(const hsr_comm *c);
+HSR_API int hsr_comm_world_rank(const hsr_comm *c, int comm_rank); /* -1 if out of range */
+HSR_API hsr_backend hsr_comm_backend(const hsr_comm *c);
 /* A label used in errors and traces ("world", "shard[1]", ...). */
-hsr_status hsr_comm_set_name(hsr_comm *c, const char *name);
-const char *hsr_comm_name(const hsr_comm *c);
+HSR_API hsr_status hsr_comm_set_name(hsr_comm *c, const char *name);
+HSR_API const char *hsr_comm_name(const hsr_comm *c);
 /* NCCL communicators: the CUDA stream (cudaStream_t) operations are ordered on. */
-hsr_status hsr_comm_set_stream(hsr_comm *c, void *stream);
+HSR_API hsr_status hsr_comm_set_stream(hsr_comm *c, void *stream);
 
 /* Memory that peers on the node read directly (host backend: a node-shared
  * segment; NCCL backend: device memory). Not collective. A pointer from one
  * communicator can be used with any communicator of the same world.
  * Host buffers not allocated this way work too, but are staged (slower). */
-hsr_status hsr_comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr);
-hsr_status hsr_comm_mem_free(hsr_comm *c, void *ptr);
+HSR_API hsr_status hsr_comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr);
+HSR_API hsr_status hsr_comm_mem_free(hsr_comm *c, void *ptr);
 
 /* All-gather: every rank contributes `count` elements; `recv` holds
  * size*count, rank r's block at r*count. In place when
  * send == recv + rank*count*elemsize. */
-hsr_status hsr_comm_allgather(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt,
+HSR_API hsr_status hsr_comm_allgather(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt,
                               hsr_req **req);
 /* Reduce-scatter: `send` holds size*count elements; this rank receives the
  * reduction of block `rank` (count elements). op: HSR_SUM or HSR_AVG. In place
  * when recv == send + rank*count*elemsize. */
-hsr_status hsr_comm_reduce_scatter(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt,
+HSR_API hsr_status hsr_comm_reduce_scatter(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt,
                                    hsr_redop op, hsr_req **req);
 /* All-reduce of `count` elements (in place when send == recv). */
-hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt,
+HSR_API hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt,
                               hsr_redop op, hsr_req **req);
-hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, int root, hsr_req **req);
-hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req);
+HSR_API hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, int root, hsr_req **req);
+HSR_API hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req);
 
 /* *done = 1 when the operation has completed (the request stays valid until
  * hsr_req_wait or hsr_req_free). Returns the operation's error, if any. */
-hsr_status hsr_req_test(hsr_req *r, int *done);
+HSR_API hsr_status hsr_req_test(hsr_req *r, int *done);
 /* Waits until done and frees the request. timeout_s < 0 uses HSR_COMM_TIMEOUT.
  * A wait that sees no progress for the timeout returns HSR_ERR_TIMEOUT with a
  * message naming the communicator, the operation and the peer it waited for;
  * the communicator is then failed (later operations return HSR_ERR_STATE). */
-hsr_status hsr_req_wait(hsr_req *r, double timeout_s);
+HSR_API hsr_status hsr_req_wait(hsr_req *r, double timeout_s);
 /* Frees a completed request (waiting first if needed). NULL is fine. */
-hsr_status hsr_req_free(hsr_req *r);
+HSR_API hsr_status hsr_req_free(hsr_req *r);
 /* Monotonic ns when the transport started and finished the operation (for
  * traces and overlap figures); 0 while not known. */
-hsr_status hsr_req_times(const hsr_req *r, uint64_t *start_ns, uint64_t *end_ns);
+HSR_API hsr_status hsr_req_times(const hsr_req *r, uint64_t *start_ns, uint64_t *end_ns);
 
-hsr_status hsr_comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out);
-hsr_status hsr_comm_counters_reset(hsr_comm *c);
-const char *hsr_op_name(hsr_op op); /* "all_gather", "reduce_scatter", ... */
+HSR_API hsr_status hsr_comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out);
+HSR_API hsr_status hsr_comm_counters_reset(hsr_comm *c);
+HSR_API const char *hsr_op_name(hsr_op op); /* "all_gather", "reduce_scatter", ... */
 
 #ifdef __cplusplus
 }

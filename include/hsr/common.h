@@ -7,6 +7,14 @@
 #include <stdint.h>
 #include <stdarg.h>
 
+/* The public API: libhsr.so is built with -fvisibility=hidden, so only what
+ * is declared with HSR_API is exported. */
+#if defined(__GNUC__)
+#define HSR_API __attribute__((visibility("default")))
+#else
+#define HSR_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,25 +37,25 @@ typedef enum hsr_status {
 } hsr_status;
 
 /* Short fixed name of a status code ("HSR_ERR_TIMEOUT"); never NULL. */
-const char *hsr_status_str(hsr_status st);
+HSR_API const char *hsr_status_str(hsr_status st);
 
 /* Thread-local detail of the last error raised on this thread ("" if none). */
-const char *hsr_last_error(void);
+HSR_API const char *hsr_last_error(void);
 /* Records a detail message for st on this thread and returns st, so that
  * failures read `return hsr_error(HSR_ERR_INVALID, "count %zu ...", n);`. */
-hsr_status hsr_error(hsr_status st, const char *fmt, ...)
+HSR_API hsr_status hsr_error(hsr_status st, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void hsr_clear_error(void);
+HSR_API void hsr_clear_error(void);
 
 /* Logging. Level from HSR_LOG=error|warn|info|debug (default warn); lines go to
  * stderr prefixed "[rank N]" where the launcher has set PMIX_RANK. */
 typedef enum hsr_log_level {
   HSR_LOG_ERROR = 0, HSR_LOG_WARN = 1, HSR_LOG_INFO = 2, HSR_LOG_DEBUG = 3
 } hsr_log_level;
-void hsr_log(hsr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int hsr_log_enabled(hsr_log_level level);
+HSR_API void hsr_log(hsr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+HSR_API int hsr_log_enabled(hsr_log_level level);
 /* Validates HSR_LOG; a malformed value is an error. */
-hsr_status hsr_log_check_env(void);
+HSR_API hsr_status hsr_log_check_env(void);
 
 #define HSR_LOG_E(...) hsr_log(HSR_LOG_ERROR, __VA_ARGS__)
 #define HSR_LOG_W(...) hsr_log(HSR_LOG_WARN, __VA_ARGS__)
@@ -56,24 +64,24 @@ hsr_status hsr_log_check_env(void);
 
 /* Strict parsers: the whole string must be a value in range, else
  * HSR_ERR_INVALID with a message naming `what` and the valid range. */
-hsr_status hsr_parse_long(const char *what, const char *s, long min, long max, long *out);
-hsr_status hsr_parse_double(const char *what, const char *s, double min, double max, double *out);
+HSR_API hsr_status hsr_parse_long(const char *what, const char *s, long min, long max, long *out);
+HSR_API hsr_status hsr_parse_double(const char *what, const char *s, double min, double max, double *out);
 /* Byte sizes with optional K/M/G/T suffix (powers of 1024), e.g. "64M". */
-hsr_status hsr_parse_size(const char *what, const char *s, size_t *out);
+HSR_API hsr_status hsr_parse_size(const char *what, const char *s, size_t *out);
 /* One of `choices` (NULL-terminated); *out is its index. */
-hsr_status hsr_parse_choice(const char *what, const char *s, const char *const *choices, int *out);
+HSR_API hsr_status hsr_parse_choice(const char *what, const char *s, const char *const *choices, int *out);
 
 /* Env helpers: an unset or empty variable gives `def`; a malformed one is an
  * error (never silently ignored). */
-hsr_status hsr_env_long(const char *name, long def, long min, long max, long *out);
-hsr_status hsr_env_double(const char *name, double def, double min, double max, double *out);
-hsr_status hsr_env_size(const char *name, size_t def, size_t *out);
-hsr_status hsr_env_choice(const char *name, const char *const *choices, int def, int *out);
-hsr_status hsr_env_bool(const char *name, int def, int *out);
+HSR_API hsr_status hsr_env_long(const char *name, long def, long min, long max, long *out);
+HSR_API hsr_status hsr_env_double(const char *name, double def, double min, double max, double *out);
+HSR_API hsr_status hsr_env_size(const char *name, size_t def, size_t *out);
+HSR_API hsr_status hsr_env_choice(const char *name, const char *const *choices, int def, int *out);
+HSR_API hsr_status hsr_env_bool(const char *name, int def, int *out);
 
 /* Monotonic clock. */
-uint64_t hsr_clock_ns(void);
-double hsr_clock_s(void);
+HSR_API uint64_t hsr_clock_ns(void);
+HSR_API double hsr_clock_s(void);
 
 #define HSR_CHECK(expr)                        \
   do {                                         \

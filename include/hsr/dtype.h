@@ -17,13 +17,13 @@ typedef enum hsr_dtype {
 typedef enum hsr_redop { HSR_SUM = 0, HSR_AVG, HSR_MAX, HSR_REDOP_COUNT } hsr_redop;
 
 /* Bytes per element (0 for an invalid dtype). */
-size_t hsr_dtype_size(hsr_dtype dt);
+HSR_API size_t hsr_dtype_size(hsr_dtype dt);
 /* "f32", "f64", "bf16", "f16", "i32", "u8"; "?" if invalid. */
-const char *hsr_dtype_name(hsr_dtype dt);
+HSR_API const char *hsr_dtype_name(hsr_dtype dt);
 /* nccl-tests names too: float, double, bfloat16, half, int32, uint8. */
-hsr_status hsr_dtype_parse(const char *s, hsr_dtype *out);
-const char *hsr_redop_name(hsr_redop op); /* "sum", "avg", "max" */
-hsr_status hsr_redop_parse(const char *s, hsr_redop *out);
+HSR_API hsr_status hsr_dtype_parse(const char *s, hsr_dtype *out);
+HSR_API const char *hsr_redop_name(hsr_redop op); /* "sum", "avg", "max" */
+HSR_API hsr_status hsr_redop_parse(const char *s, hsr_redop *out);
 
 #ifdef __cplusplus
 }

@@ -47,28 +47,28 @@ extern "C" {
 typedef struct hsr_rt_layout hsr_rt_layout;
 
 /* align: elements each parameter's offset is a multiple of (>= 1). */
-hsr_status hsr_rt_layout_create(size_t align, hsr_rt_layout **out);
-void hsr_rt_layout_free(hsr_rt_layout *l);
+HSR_API hsr_status hsr_rt_layout_create(size_t align, hsr_rt_layout **out);
+HSR_API void hsr_rt_layout_free(hsr_rt_layout *l);
 /* Units in model order; names unique. */
-hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit);
+HSR_API hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit);
 /* A parameter of `unit`; names are unique over all units (a tied parameter
  * is registered once, in the unit that owns it). Zero-size shapes are valid.
  * group: optimizer group index (0..HSR_RT_MAX_GROUPS-1). */
-hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
+HSR_API hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
                                    int group);
 /* Fixes the layout for `shards` shards: offsets, padded unit lengths. No
  * registration afterwards. */
-hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards);
+HSR_API hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards);
 
-int hsr_rt_layout_num_units(const hsr_rt_layout *l);
-int hsr_rt_layout_num_params(const hsr_rt_layout *l);
-int hsr_rt_layout_shards(const hsr_rt_layout *l);
-size_t hsr_rt_layout_align(const hsr_rt_layout *l);
-const char *hsr_rt_layout_unit_name(const hsr_rt_layout *l, int unit);
+HSR_API int hsr_rt_layout_num_units(const hsr_rt_layout *l);
+HSR_API int hsr_rt_layout_num_params(const hsr_rt_layout *l);
+HSR_API int hsr_rt_layout_shards(const hsr_rt_layout *l);
+HSR_API size_t hsr_rt_layout_align(const hsr_rt_layout *l);
+HSR_API const char *hsr_rt_layout_unit_name(const hsr_rt_layout *l, int unit);
 /* Padded flat length of a unit (elements, a multiple of shards * align). */
-size_t hsr_rt_layout_unit_len(const hsr_rt_layout *l, int unit);
+HSR_API size_t hsr_rt_layout_unit_len(const hsr_rt_layout *l, int unit);
 /* Elements of one shard of a unit: unit_len / shards. */
-size_t hsr_rt_layout_shard_len(const hsr_rt_layout *l, int unit);
+HSR_API size_t hsr_rt_layout_shard_len(const hsr_rt_layout *l, int unit);
 
 typedef struct hsr_rt_param_info {
   char name[HSR_RT_NAME_MAX];
@@ -78,13 +78,13 @@ typedef struct hsr_rt_param_info {
 } hsr_rt_param_info;
 
 /* Parameter `index` (0..num_params-1, registration order). */
-hsr_status hsr_rt_layout_param(const hsr_rt_layout *l, int index, hsr_rt_param_info *out);
+HSR_API hsr_status hsr_rt_layout_param(const hsr_rt_layout *l, int index, hsr_rt_param_info *out);
 /* Looks a parameter up by name; *index is its registration index. */
-hsr_status hsr_rt_layout_find(const hsr_rt_layout *l, const char *name, int *index);
+HSR_API hsr_status hsr_rt_layout_find(const hsr_rt_layout *l, const char *name, int *index);
 /* The shard that owns element `elem` of a unit's flat buffer. */
-int hsr_rt_layout_owner(const hsr_rt_layout *l, int unit, size_t elem);
+HSR_API int hsr_rt_layout_owner(const hsr_rt_layout *l, int unit, size_t elem);
 /* 64-bit FNV-1a hash of (align, shards, units, parameters, offsets). */
-uint64_t hsr_rt_layout_hash(const hsr_rt_layout *l);
+HSR_API uint64_t hsr_rt_layout_hash(const hsr_rt_layout *l);
 
 /* ---- engine configuration ---- */
 
@@ -135,18 +135,18 @@ typedef struct hsr_rt_config {
 
 /* Defaults: fsdp, S auto, reshard full, prefetch 1, f32/f32, sync full, one
  * micro-batch, align 16, no clip, one group lr 1e-3 (0.9, 0.999, 1e-8, 0.01). */
-hsr_status hsr_rt_config_default(hsr_rt_config *c);
+HSR_API hsr_status hsr_rt_config_default(hsr_rt_config *c);
 /* Parsers for flag values, with errors listing what is valid. */
-hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out);
-hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k); /* full | none | partial:K */
-hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out);               /* full | none | rs_only */
+HSR_API hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out);
+HSR_API hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k); /* full | none | partial:K */
+HSR_API hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out);               /* full | none | rs_only */
 /* host | cuda | cuda:N (cuda = automatic ordinal, -1). */
-hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal);
-const char *hsr_rt_strategy_name(hsr_rt_strategy s);
-const char *hsr_rt_sync_name(hsr_rt_sync s);
+HSR_API hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal);
+HSR_API const char *hsr_rt_strategy_name(hsr_rt_strategy s);
+HSR_API const char *hsr_rt_sync_name(hsr_rt_sync s);
 /* Checks a configuration against a world size, filling *S and *R where the
  * config leaves them to the engine (auto_shard: the value for shard = 0). */
-hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S, int *R);
+HSR_API hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S, int *R);
 
 /* ---- the engine ---- */
 
@@ -154,36 +154,36 @@ typedef struct hsr_rt hsr_rt;
 
 /* Collective over the boot context. world / cluster may be NULL (the engine
  * then creates and owns them); when given they must outlive the engine. */
-hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cluster, const hsr_rt_config *cfg,
+HSR_API hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cluster, const hsr_rt_config *cfg,
                          hsr_rt **out);
-hsr_status hsr_rt_destroy(hsr_rt *rt);
+HSR_API hsr_status hsr_rt_destroy(hsr_rt *rt);
 
 /* Registration, before the first step. A root unit (embedding/head) follows
  * cfg.root_reshard. */
-hsr_status hsr_rt_unit_add(hsr_rt *rt, const char *name, int is_root, int *unit);
-hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int ndim, const int64_t *shape, int group);
+HSR_API hsr_status hsr_rt_unit_add(hsr_rt *rt, const char *name, int is_root, int *unit);
+HSR_API hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int ndim, const int64_t *shape, int group);
 /* Closes registration: layout, buffers, and the cross-rank comparison of the
  * (config, mesh, layout) hash. Collective. Called implicitly by the first
  * hsr_rt_param_init or forward_begin. */
-hsr_status hsr_rt_commit(hsr_rt *rt);
+HSR_API hsr_status hsr_rt_commit(hsr_rt *rt);
 /* Initial values of a parameter (f32, full size, the same on every rank);
  * each rank keeps its shard. */
-hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values);
+HSR_API hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values);
 /* The current master value of a parameter, full size, f32. Collective over
  * the shard group. */
-hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out);
+HSR_API hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out);
 
 /* Lifecycle. */
-hsr_status hsr_rt_forward_begin(hsr_rt *rt, int unit);
-hsr_status hsr_rt_forward_end(hsr_rt *rt, int unit);
-hsr_status hsr_rt_backward_begin(hsr_rt *rt, int unit);
-hsr_status hsr_rt_backward_end(hsr_rt *rt, int unit);
+HSR_API hsr_status hsr_rt_forward_begin(hsr_rt *rt, int unit);
+HSR_API hsr_status hsr_rt_forward_end(hsr_rt *rt, int unit);
+HSR_API hsr_status hsr_rt_backward_begin(hsr_rt *rt, int unit);
+HSR_API hsr_status hsr_rt_backward_end(hsr_rt *rt, int unit);
 /* Full parameter (param dtype), valid until the unit's forward_end or
  * backward_end. A tied parameter is viewed through its owner unit. */
-hsr_status hsr_rt_param_view(hsr_rt *rt, const char *name, void **ptr);
+HSR_API hsr_status hsr_rt_param_view(hsr_rt *rt, const char *name, void **ptr);
 /* Full gradient (f32) that backward ACCUMULATES into; valid inside the
  * backward window of the parameter's unit. */
-hsr_status hsr_rt_grad_view(hsr_rt *rt, const char *name, float **ptr);
+HSR_API hsr_status hsr_rt_grad_view(hsr_rt *rt, const char *name, float **ptr);
 
 typedef enum hsr_rt_group { HSR_RT_GROUP_SHARD = 0, HSR_RT_GROUP_REPLICATE, HSR_RT_GROUP_PARTIAL, HSR_RT_GROUP_COUNT } hsr_rt_group;
 
@@ -199,30 +199,30 @@ typedef struct hsr_rt_step_info {
 
 /* Waits for every reduction, clips, runs AdamW on the local shard, and (zero1,
  * zero2, ddp) refreshes the full parameters. info may be NULL. */
-hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info);
-hsr_status hsr_rt_zero_grad(hsr_rt *rt);
+HSR_API hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info);
+HSR_API hsr_status hsr_rt_zero_grad(hsr_rt *rt);
 
 /* Getters. */
-const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt);
-const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt);
-hsr_comm *hsr_rt_world(hsr_rt *rt);
+HSR_API const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt);
+HSR_API const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt);
+HSR_API hsr_comm *hsr_rt_world(hsr_rt *rt);
 /* The engine's device, and the stream the caller's compute must be queued on
  * (NULL on host: the host device layer is synchronous). */
-hsr_device *hsr_rt_device(hsr_rt *rt);
-hsr_stream *hsr_rt_compute_stream(hsr_rt *rt);
-int hsr_rt_shard(const hsr_rt *rt);       /* S */
-int hsr_rt_replicate(const hsr_rt *rt);   /* R */
-int hsr_rt_partial(const hsr_rt *rt);     /* K (0 when reshard is not partial) */
-int hsr_rt_dp_rank(const hsr_rt *rt);     /* rep * S + shard: index of this rank's data slice */
-int hsr_rt_dp_size(const hsr_rt *rt);     /* R * S */
-const char *hsr_rt_group_name(hsr_rt_group g); /* "shard", "replicate", "partial" */
+HSR_API hsr_device *hsr_rt_device(hsr_rt *rt);
+HSR_API hsr_stream *hsr_rt_compute_stream(hsr_rt *rt);
+HSR_API int hsr_rt_shard(const hsr_rt *rt);       /* S */
+HSR_API int hsr_rt_replicate(const hsr_rt *rt);   /* R */
+HSR_API int hsr_rt_partial(const hsr_rt *rt);     /* K (0 when reshard is not partial) */
+HSR_API int hsr_rt_dp_rank(const hsr_rt *rt);     /* rep * S + shard: index of this rank's data slice */
+HSR_API int hsr_rt_dp_size(const hsr_rt *rt);     /* R * S */
+HSR_API const char *hsr_rt_group_name(hsr_rt_group g); /* "shard", "replicate", "partial" */
 
 typedef struct hsr_rt_stats {
   uint64_t allocs;      /* buffers taken from the allocator (not the pool) so far */
   uint64_t pool_hits;   /* buffers reused from the pool */
   int max_live_full;    /* most units FULL or gathering at once */
 } hsr_rt_stats;
-hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out);
+HSR_API hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out);
 
 /* ---- seeing the schedule ---- */
 
@@ -230,13 +230,13 @@ hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out);
  * (its pool included: a pooled buffer is real memory), by category, plus the
  * activations the program reports with hsr_ledger_note on this ledger. Its
  * peak is the pool's high-water mark. Owned by the engine. */
-hsr_ledger *hsr_rt_ledger(hsr_rt *rt);
+HSR_API hsr_ledger *hsr_rt_ledger(hsr_rt *rt);
 /* Buffers IN USE (taken from the pool and not yet returned), by category. */
-const hsr_ledger *hsr_rt_ledger_in_use(const hsr_rt *rt);
+HSR_API const hsr_ledger *hsr_rt_ledger_in_use(const hsr_rt *rt);
 /* Lifecycle trace on/off (off by default; spans cost a little memory each). */
-hsr_status hsr_rt_trace_enable(hsr_rt *rt, int on);
+HSR_API hsr_status hsr_rt_trace_enable(hsr_rt *rt, int on);
 /* Collective over every rank: rank 0 writes one Chrome trace JSON to `path`. */
-hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path);
+HSR_API hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path);
 
 /* Where the time of engine calls went (this rank, since creation or the last
  * reset). bookkeeping = engine - wait - post - optimizer - data: the
@@ -253,8 +253,8 @@ typedef struct hsr_rt_timing {
   uint64_t gathers, gather_bytes; /* all-gather collectives and bytes this rank contributed */
   double gather_s;  /* their duration (transport start .. end) */
 } hsr_rt_timing;
-hsr_status hsr_rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out);
-hsr_status hsr_rt_reset_timing(hsr_rt *rt);
+HSR_API hsr_status hsr_rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out);
+HSR_API hsr_status hsr_rt_reset_timing(hsr_rt *rt);
 
 #ifdef __cplusplus
 }

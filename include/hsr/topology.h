@@ -21,8 +21,8 @@ typedef struct hsr_cluster hsr_cluster; /* every rank's placement: nodes, domain
 typedef struct hsr_mesh hsr_mesh;
 
 /* Discovers this host (xml_path NULL: live hwloc, or HSR_TOPO_XML if set). */
-hsr_status hsr_topo_discover(const char *xml_path, hsr_topo **out);
-void hsr_topo_free(hsr_topo *t);
+HSR_API hsr_status hsr_topo_discover(const char *xml_path, hsr_topo **out);
+HSR_API void hsr_topo_free(hsr_topo *t);
 
 /* Limits of one node's record (records are fixed-size blobs for the allgather). */
 #define HSR_TOPO_MAX_GPUS 32
@@ -35,64 +35,64 @@ void hsr_topo_free(hsr_topo *t);
  * PIX same PCIe switch, PXB several bridges, PHB same host bridge or CPU
  * package, SYS across the CPU interconnect. */
 typedef enum hsr_topo_path { HSR_PATH_PIX = 0, HSR_PATH_PXB, HSR_PATH_PHB, HSR_PATH_SYS } hsr_topo_path;
-const char *hsr_topo_path_str(hsr_topo_path p);
+HSR_API const char *hsr_topo_path_str(hsr_topo_path p);
 
 /* Where the NVLink picture came from: "hwloc" (NVLinkBandwidth distances),
  * "nvml", "cuda" (peer attributes), "fabric" (only fabric cliques), "none". */
-const char *hsr_topo_nvlink_source(const hsr_topo *t);
-const char *hsr_topo_host(const hsr_topo *t);
-int hsr_topo_num_gpus(const hsr_topo *t);
-int hsr_topo_num_numa(const hsr_topo *t);
+HSR_API const char *hsr_topo_nvlink_source(const hsr_topo *t);
+HSR_API const char *hsr_topo_host(const hsr_topo *t);
+HSR_API int hsr_topo_num_gpus(const hsr_topo *t);
+HSR_API int hsr_topo_num_numa(const hsr_topo *t);
 /* cpu list of NUMA node i (by position, os index in hsr_topo_numa_os). */
-const char *hsr_topo_numa_cpuset(const hsr_topo *t, int i);
-int hsr_topo_numa_os(const hsr_topo *t, int i);
-const char *hsr_topo_gpu_pci(const hsr_topo *t, int gpu);   /* "0000:34:00.0" */
-int hsr_topo_gpu_cuda(const hsr_topo *t, int gpu);          /* CUDA ordinal, -1 if no driver */
-int hsr_topo_gpu_numa(const hsr_topo *t, int gpu);          /* os index of first NUMA node, -1 unknown */
-const char *hsr_topo_gpu_cpuset(const hsr_topo *t, int gpu); /* local cpu list */
-int hsr_topo_gpu_num_nics(const hsr_topo *t, int gpu);
+HSR_API const char *hsr_topo_numa_cpuset(const hsr_topo *t, int i);
+HSR_API int hsr_topo_numa_os(const hsr_topo *t, int i);
+HSR_API const char *hsr_topo_gpu_pci(const hsr_topo *t, int gpu);   /* "0000:34:00.0" */
+HSR_API int hsr_topo_gpu_cuda(const hsr_topo *t, int gpu);          /* CUDA ordinal, -1 if no driver */
+HSR_API int hsr_topo_gpu_numa(const hsr_topo *t, int gpu);          /* os index of first NUMA node, -1 unknown */
+HSR_API const char *hsr_topo_gpu_cpuset(const hsr_topo *t, int gpu); /* local cpu list */
+HSR_API int hsr_topo_gpu_num_nics(const hsr_topo *t, int gpu);
 /* NIC j of a GPU (closest first): name ("mlx5_0", "eth0") and path class. */
-hsr_status hsr_topo_gpu_nic(const hsr_topo *t, int gpu, int j, const char **name, hsr_topo_path *path);
+HSR_API hsr_status hsr_topo_gpu_nic(const hsr_topo *t, int gpu, int j, const char **name, hsr_topo_path *path);
 /* Node-local NVLink domain index of a GPU (0..num_domains-1). */
-int hsr_topo_gpu_domain(const hsr_topo *t, int gpu);
+HSR_API int hsr_topo_gpu_domain(const hsr_topo *t, int gpu);
 /* Multi-node NVLink fabric clique of a GPU ("" when none): clusterUuid/cliqueId. */
-const char *hsr_topo_gpu_clique(const hsr_topo *t, int gpu);
-int hsr_topo_num_domains(const hsr_topo *t);
+HSR_API const char *hsr_topo_gpu_clique(const hsr_topo *t, int gpu);
+HSR_API int hsr_topo_num_domains(const hsr_topo *t);
 /* NVLink bandwidth between two GPUs (matrix units, 0 = none; through a switch
  * counts as the smaller of the two port bandwidths). */
-double hsr_topo_nvlink_bw(const hsr_topo *t, int a, int b);
+HSR_API double hsr_topo_nvlink_bw(const hsr_topo *t, int a, int b);
 /* Recommended cpu list for local rank `local_rank` of `local_size`: its GPU's
  * NUMA node (GPU = local_rank % GPUs); without GPUs, local ranks spread over
  * the NUMA nodes in blocks. */
-hsr_status hsr_topo_bind_cpuset(const hsr_topo *t, int local_rank, int local_size, char *buf, size_t len);
+HSR_API hsr_status hsr_topo_bind_cpuset(const hsr_topo *t, int local_rank, int local_size, char *buf, size_t len);
 /* JSON of one node ({"host":..,"gpus":[..],"numa":[..],"nvlink_domains":[[..]]});
  * *out is malloc'd, free() it. */
-hsr_status hsr_topo_json(const hsr_topo *t, char **out);
+HSR_API hsr_status hsr_topo_json(const hsr_topo *t, char **out);
 
 /* Collective over the boot context: every rank's record -> one view. */
-hsr_status hsr_cluster_gather(hsr_boot *boot, const hsr_topo *local, hsr_cluster **out);
+HSR_API hsr_status hsr_cluster_gather(hsr_boot *boot, const hsr_topo *local, hsr_cluster **out);
 /* Offline view: `nodes` nodes described by `t`, `world` ranks placed in
  * contiguous blocks (world / nodes per node, one GPU each where there are GPUs). */
-hsr_status hsr_cluster_synthetic(const hsr_topo *t, int nodes, int world, hsr_cluster **out);
+HSR_API hsr_status hsr_cluster_synthetic(const hsr_topo *t, int nodes, int world, hsr_cluster **out);
 /* A view from explicit placement (tools, tests): per world rank its node,
  * GPU (-1 none) and domain id (any integers; equal ids = same domain). Nodes
  * get no hardware record. */
-hsr_status hsr_cluster_create(int world, const int *node_of, const int *gpu_of, const int *domain_of,
+HSR_API hsr_status hsr_cluster_create(int world, const int *node_of, const int *gpu_of, const int *domain_of,
                               hsr_cluster **out);
-void hsr_cluster_free(hsr_cluster *c);
-int hsr_cluster_world(const hsr_cluster *c);
-int hsr_cluster_num_nodes(const hsr_cluster *c);
+HSR_API void hsr_cluster_free(hsr_cluster *c);
+HSR_API int hsr_cluster_world(const hsr_cluster *c);
+HSR_API int hsr_cluster_num_nodes(const hsr_cluster *c);
 /* Ranks per NVLink domain (smallest domain, in ranks). */
-int hsr_cluster_domain_size(const hsr_cluster *c);
-int hsr_cluster_num_domains(const hsr_cluster *c);
+HSR_API int hsr_cluster_domain_size(const hsr_cluster *c);
+HSR_API int hsr_cluster_num_domains(const hsr_cluster *c);
 /* Placement of a world rank (-1 when out of range; gpu -1 on CPU-only nodes). */
-int hsr_cluster_rank_node(const hsr_cluster *c, int rank);
-int hsr_cluster_rank_gpu(const hsr_cluster *c, int rank);
-int hsr_cluster_rank_domain(const hsr_cluster *c, int rank);
+HSR_API int hsr_cluster_rank_node(const hsr_cluster *c, int rank);
+HSR_API int hsr_cluster_rank_gpu(const hsr_cluster *c, int rank);
+HSR_API int hsr_cluster_rank_domain(const hsr_cluster *c, int rank);
 /* Node i's record (the first rank's on that node). */
-const hsr_topo *hsr_cluster_node_topo(const hsr_cluster *c, int node);
+HSR_API const hsr_topo *hsr_cluster_node_topo(const hsr_cluster *c, int node);
 /* {"world":..,"nodes":[<hsr_topo_json>..],"ranks":[{"rank","node","gpu","domain"}..]}; free() it. */
-hsr_status hsr_cluster_json(const hsr_cluster *c, char **out);
+HSR_API hsr_status hsr_cluster_json(const hsr_cluster *c, char **out);
 
 typedef struct hsr_mesh_request {
   int shard;     /* S; 0 = auto (the domain size) */
@@ -100,23 +100,23 @@ typedef struct hsr_mesh_request {
   int partial;   /* K; 0 = default (the shard group's ranks on one node) */
 } hsr_mesh_request;
 
-hsr_status hsr_mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_mesh **out);
-void hsr_mesh_free(hsr_mesh *m);
-int hsr_mesh_world(const hsr_mesh *m);
-int hsr_mesh_replicate(const hsr_mesh *m); /* R */
-int hsr_mesh_shard(const hsr_mesh *m);     /* S */
-int hsr_mesh_partial(const hsr_mesh *m);   /* K */
+HSR_API hsr_status hsr_mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_mesh **out);
+HSR_API void hsr_mesh_free(hsr_mesh *m);
+HSR_API int hsr_mesh_world(const hsr_mesh *m);
+HSR_API int hsr_mesh_replicate(const hsr_mesh *m); /* R */
+HSR_API int hsr_mesh_shard(const hsr_mesh *m);     /* S */
+HSR_API int hsr_mesh_partial(const hsr_mesh *m);   /* K */
 /* World rank at mesh position (rep, shard); -1 if out of range. */
-int hsr_mesh_rank_at(const hsr_mesh *m, int rep, int shard);
+HSR_API int hsr_mesh_rank_at(const hsr_mesh *m, int rep, int shard);
 /* Mesh coordinates of a world rank. */
-hsr_status hsr_mesh_coords(const hsr_mesh *m, int world_rank, int *rep, int *shard);
+HSR_API hsr_status hsr_mesh_coords(const hsr_mesh *m, int world_rank, int *rep, int *shard);
 /* Group members as world ranks, in group order: shard group (S entries),
  * replicate group (R entries), partial group (K entries). */
-hsr_status hsr_mesh_shard_group(const hsr_mesh *m, int world_rank, int *ranks);
-hsr_status hsr_mesh_replicate_group(const hsr_mesh *m, int world_rank, int *ranks);
-hsr_status hsr_mesh_partial_group(const hsr_mesh *m, int world_rank, int *ranks);
+HSR_API hsr_status hsr_mesh_shard_group(const hsr_mesh *m, int world_rank, int *ranks);
+HSR_API hsr_status hsr_mesh_replicate_group(const hsr_mesh *m, int world_rank, int *ranks);
+HSR_API hsr_status hsr_mesh_partial_group(const hsr_mesh *m, int world_rank, int *ranks);
 /* Index of the rank's partial group within its shard group (0..S/K-1). */
-int hsr_mesh_partial_index(const hsr_mesh *m, int world_rank);
+HSR_API int hsr_mesh_partial_index(const hsr_mesh *m, int world_rank);
 
 #ifdef __cplusplus
 }

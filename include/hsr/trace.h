@@ -38,14 +38,14 @@ typedef struct hsr_trace_span {
   int64_t step;
 } hsr_trace_span;
 
-hsr_status hsr_trace_create(int rank, hsr_trace **out);
-void hsr_trace_free(hsr_trace *t);
+HSR_API hsr_status hsr_trace_create(int rank, hsr_trace **out);
+HSR_API void hsr_trace_free(hsr_trace *t);
 /* Records a span (strings are copied). t1 < t0 is HSR_ERR_INVALID. */
-hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s);
-size_t hsr_trace_count(const hsr_trace *t);
+HSR_API hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s);
+HSR_API size_t hsr_trace_count(const hsr_trace *t);
 /* Collective over `boot`: rank 0 writes every rank's spans to `path`
  * (written to a temporary name, then renamed). boot NULL: this rank alone. */
-hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path);
+HSR_API hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path);
 
 /* Per-step figures derived from a trace file. */
 typedef struct hsr_trace_step_summary {
@@ -63,9 +63,9 @@ typedef struct hsr_trace_step_summary {
 
 /* Reads a trace written by hsr_trace_write and prints per-step figures and
  * all-gathers per unit (table, or JSON when json != 0) to f. */
-hsr_status hsr_trace_summarize(const char *path, int json, FILE *f);
+HSR_API hsr_status hsr_trace_summarize(const char *path, int json, FILE *f);
 /* The same figures as data: *out is malloc'd (caller frees), *n steps. */
-hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n);
+HSR_API hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,7 @@ typedef struct hsr_prog_call {
  * after them), with `micro` forward/backward passes, then hsr_rt_step and
  * hsr_rt_zero_grad. Inner units run in order forward, in reverse backward.
  * *calls is malloc'd (caller frees). */
-hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_prog_call **calls, int *n);
+HSR_API hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_prog_call **calls, int *n);
 
 /* Predicts the ledgers of `steps` steps of `prog` (3 reaches the steady
  * state: step 1 records the order, later steps prefetch). layout: finalized
@@ -36,7 +36,7 @@ hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_prog_call 
  * strategy, reshard, K, prefetch, max_live, dtypes, sync, micro-batches;
  * S and R resolved. held / in_use: ledgers to fill (reset first); either may
  * be NULL. */
-hsr_status hsr_tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S,
+HSR_API hsr_status hsr_tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S,
                                    int R, const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held,
                                    hsr_ledger *in_use);
 
@@ -60,7 +60,7 @@ typedef struct hsr_wrap_report {
   char message[1024];   /* the warning(s) with figures and what to change; "" when none */
 } hsr_wrap_report;
 
-hsr_status hsr_tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out);
+HSR_API hsr_status hsr_tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out);
 
 #ifdef __cplusplus
 }
