@@ -1,5 +1,4 @@
 /* hsr: the command-line front end. Each subcommand lives in its own file. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,21 +21,6 @@ static void usage(FILE *f) {
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(f, "\nRun 'hsr <command> --help' for a command's options. Multi-rank commands run\n"
              "under a launcher: hsr-run -n 4 -- hsr info\n");
-}
-
-int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "hsr %s: ", cmd);
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n(see 'hsr %s --help')\n", cmd);
-  va_end(ap);
-  return HSR_EXIT_USAGE;
-}
-
-int hsr_cli_fail(const char *cmd, hsr_status st) {
-  fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
-  return st == HSR_ERR_INVALID ? HSR_EXIT_USAGE : HSR_EXIT_FAIL;
 }
 
 int main(int argc, char **argv) {
