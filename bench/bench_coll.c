@@ -53,17 +53,32 @@ static void usage(void) {
 }
 
 static int parse(int argc, char **argv, bopts *o) {
-  static const struct option lo[] = {
-      {"help", no_argument, 0, 'h'},         {"op", required_argument, 0, 'O'},
-      {"minbytes", required_argument, 0, 'b'}, {"maxbytes", required_argument, 0, 'e'},
-      {"stepfactor", required_argument, 0, 'f'}, {"iters", required_argument, 0, 'n'},
-      {"warmup_iters", required_argument, 0, 'w'}, {"check", required_argument, 0, 'c'},
-      {"op_type", required_argument, 0, 'o'}, {"datatype", required_argument, 0, 'd'},
-      {"group", required_argument, 0, 'G'},   {"shard", required_argument, 0, 'S'},
-      {"partial", required_argument, 0, 'K'}, {"mem", required_argument, 0, 'M'},
-      {"json", required_argument, 0, 'J'},    {0, 0, 0, 0}};
-  *o = (bopts){.op = NT_ALLGATHER, .minb = 32u << 20, .maxb = 64u << 20, .factor = 2, .iters = 20, .warmup = 5,
-               .check = 1, .redop = HSR_SUM, .dt = HSR_F32, .comm_mem = 1};
+  static const struct option lo[] = {{"help", no_argument, 0, 'h'},
+                                     {"op", required_argument, 0, 'O'},
+                                     {"minbytes", required_argument, 0, 'b'},
+                                     {"maxbytes", required_argument, 0, 'e'},
+                                     {"stepfactor", required_argument, 0, 'f'},
+                                     {"iters", required_argument, 0, 'n'},
+                                     {"warmup_iters", required_argument, 0, 'w'},
+                                     {"check", required_argument, 0, 'c'},
+                                     {"op_type", required_argument, 0, 'o'},
+                                     {"datatype", required_argument, 0, 'd'},
+                                     {"group", required_argument, 0, 'G'},
+                                     {"shard", required_argument, 0, 'S'},
+                                     {"partial", required_argument, 0, 'K'},
+                                     {"mem", required_argument, 0, 'M'},
+                                     {"json", required_argument, 0, 'J'},
+                                     {0, 0, 0, 0}};
+  *o = (bopts){.op = NT_ALLGATHER,
+               .minb = 32u << 20,
+               .maxb = 64u << 20,
+               .factor = 2,
+               .iters = 20,
+               .warmup = 5,
+               .check = 1,
+               .redop = HSR_SUM,
+               .dt = HSR_F32,
+               .comm_mem = 1};
   const char *cmd = "bench coll";
   int c;
   optind = 1;
@@ -93,9 +108,12 @@ static int parse(int argc, char **argv, bopts *o) {
     case 'S': st = hsr_parse_long("--shard", optarg, 1, 1 << 20, &o->shard); break;
     case 'K': st = hsr_parse_long("--partial", optarg, 1, 1 << 20, &o->partial); break;
     case 'M':
-      if (!strcmp(optarg, "comm")) o->comm_mem = 1;
-      else if (!strcmp(optarg, "user")) o->comm_mem = 0;
-      else return hsr_cli_usage_error(cmd, "--mem '%s' (valid: comm, user)", optarg);
+      if (!strcmp(optarg, "comm"))
+        o->comm_mem = 1;
+      else if (!strcmp(optarg, "user"))
+        o->comm_mem = 0;
+      else
+        return hsr_cli_usage_error(cmd, "--mem '%s' (valid: comm, user)", optarg);
       break;
     case 'J': o->json = optarg; break;
     default: return hsr_cli_usage_error(cmd, "unknown option or missing value '%s'", argv[optind - 1]);
@@ -163,8 +181,7 @@ static hsr_status issue(const bopts *o, hsr_comm *g, bufs *B, size_t count, int 
   case NT_REDUCE_SCATTER:
     return inplace ? hsr_comm_reduce_scatter(g, B->a, B->a + (size_t)r * count * es, count, o->dt, o->redop, req)
                    : hsr_comm_reduce_scatter(g, B->a, B->b, count, o->dt, o->redop, req);
-  case NT_ALLREDUCE:
-    return hsr_comm_allreduce(g, B->a, inplace ? B->a : B->b, count, o->dt, o->redop, req);
+  case NT_ALLREDUCE: return hsr_comm_allreduce(g, B->a, inplace ? B->a : B->b, count, o->dt, o->redop, req);
   default: return hsr_comm_bcast(g, inplace ? B->a : B->b, count, o->dt, 0, req);
   }
 }
@@ -256,17 +273,22 @@ int hsr_bench_coll(int argc, char **argv) {
     hsr_boot_finalize(boot);
     return HSR_EXIT_USAGE;
   }
-  if (o.group == 1) color = rank / (int)o.shard;
-  else if (o.group == 2) color = rank % (int)o.shard;
-  else if (o.group == 3) color = rank / (int)o.partial;
+  if (o.group == 1)
+    color = rank / (int)o.shard;
+  else if (o.group == 2)
+    color = rank % (int)o.shard;
+  else if (o.group == 3)
+    color = rank / (int)o.partial;
   hsr_comm *w = NULL, *g = NULL;
   bufs B = {0};
   hsr_req **reqs = calloc((size_t)o.iters, sizeof *reqs);
   int rc = HSR_EXIT_OK;
   st = hsr_comm_world(boot, HSR_BACKEND_HOST, &w);
   if (st == HSR_OK) {
-    if (o.group) st = hsr_comm_split(w, color, rank, &g);
-    else g = w;
+    if (o.group)
+      st = hsr_comm_split(w, color, rank, &g);
+    else
+      g = w;
   }
   if (st != HSR_OK) goto out;
   int gn = hsr_comm_size(g);
@@ -278,9 +300,9 @@ int hsr_bench_coll(int argc, char **argv) {
 
   cJSON *jroot = NULL, *jres = NULL;
   if (rank == 0) {
-    printf("# hsr bench coll: op %s, type %s, redop %s, group %s (%d group%s of %d ranks), mem %s\n",
-           nt_op_names[o.op], nt_type_names[o.dt], hsr_redop_name(o.redop), group_names[o.group], n / gn,
-           n / gn > 1 ? "s" : "", gn, o.comm_mem ? "comm" : "user");
+    printf("# hsr bench coll: op %s, type %s, redop %s, group %s (%d group%s of %d ranks), mem %s\n", nt_op_names[o.op],
+           nt_type_names[o.dt], hsr_redop_name(o.redop), group_names[o.group], n / gn, n / gn > 1 ? "s" : "", gn,
+           o.comm_mem ? "comm" : "user");
     printf("#  nranks %d, nodes %d, iters %ld, warmup %ld, check %ld\n", n, hsr_boot_num_nodes(boot), o.iters, o.warmup,
            o.check);
     nt_print_header(stdout);
@@ -314,7 +336,8 @@ int hsr_bench_coll(int argc, char **argv) {
     bw_sum += oop.busbw + ip.busbw;
     bw_n += 2;
     if (rank == 0) {
-      nt_print_row(stdout, total * es, total, o.dt, o.op == NT_ALLGATHER || o.op == NT_BCAST ? "none" : hsr_redop_name(o.redop),
+      nt_print_row(stdout, total * es, total, o.dt,
+                   o.op == NT_ALLGATHER || o.op == NT_BCAST ? "none" : hsr_redop_name(o.redop),
                    o.op == NT_BCAST ? 0 : -1, &oop, &ip);
       fflush(stdout);
       if (jres) {

@@ -42,8 +42,10 @@ static void *worker(void *arg) {
   job *j = arg;
   pthread_barrier_wait(j->bar);
   for (int r = 0; r < j->reps; r++) {
-    if (j->stream) stream_copy(j->dst, j->src, j->bytes);
-    else memcpy(j->dst, j->src, j->bytes);
+    if (j->stream)
+      stream_copy(j->dst, j->src, j->bytes);
+    else
+      memcpy(j->dst, j->src, j->bytes);
   }
   return NULL;
 }
@@ -62,7 +64,8 @@ static double measure(size_t bytes, int threads, int stream, int reps) {
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, (unsigned)threads + 1);
     for (int t = 0; t < threads; t++) {
-      jobs[t] = (job){.dst = bufs[2 * t], .src = bufs[2 * t + 1], .bytes = bytes, .reps = reps, .stream = stream, .bar = &bar};
+      jobs[t] = (job){
+          .dst = bufs[2 * t], .src = bufs[2 * t + 1], .bytes = bytes, .reps = reps, .stream = stream, .bar = &bar};
       pthread_create(&th[t], NULL, worker, &jobs[t]);
     }
     double t0 = hsr_clock_s();
@@ -78,9 +81,9 @@ static double measure(size_t bytes, int threads, int stream, int reps) {
 }
 
 int hsr_bench_copy(int argc, char **argv) {
-  static const struct option lo[] = {{"help", no_argument, 0, 'h'},    {"size", required_argument, 0, 's'},
+  static const struct option lo[] = {{"help", no_argument, 0, 'h'},          {"size", required_argument, 0, 's'},
                                      {"threads", required_argument, 0, 't'}, {"reps", required_argument, 0, 'r'},
-                                     {"json", no_argument, 0, 'j'},   {0, 0, 0, 0}};
+                                     {"json", no_argument, 0, 'j'},          {0, 0, 0, 0}};
   size_t bytes = 64u << 20;
   long threads = sysconf(_SC_NPROCESSORS_ONLN), reps = 5;
   int json = 0, c;

@@ -83,22 +83,39 @@ static int parse_list(const char *s, sopts *o, int res) {
     n++;
   }
   if (!n) return hsr_cli_usage_error("bench step", "empty list '%s'", s);
-  if (res) o->nres = n;
-  else o->npre = n;
+  if (res)
+    o->nres = n;
+  else
+    o->npre = n;
   return 0;
 }
 
 static int parse(int argc, char **argv, sopts *o) {
-  static const struct option lo[] = {
-      {"help", no_argument, 0, 'h'},          {"units", required_argument, 0, 'u'},
-      {"unit-size", required_argument, 0, 's'}, {"compute-ms", required_argument, 0, 't'},
-      {"bwd-ratio", required_argument, 0, 'r'}, {"steps", required_argument, 0, 'n'},
-      {"warmup", required_argument, 0, 'w'},  {"shard", required_argument, 0, 'S'},
-      {"reshard", required_argument, 0, 'R'}, {"prefetch", required_argument, 0, 'p'},
-      {"json", required_argument, 0, 'J'},    {"no-keep-last", no_argument, 0, 'K'},
-      {"no-prefetch-step", no_argument, 0, 'P'}, {"trace", required_argument, 0, 'T'}, {0, 0, 0, 0}};
-  *o = (sopts){.units = 8, .steps = 5, .warmup = 2, .unit_bytes = 4 << 20, .compute_ms = 4, .bwd_ratio = 2,
-               .npre = 3, .pre = {0, 1, 2}, .keep_last = 1, .prefetch_step = 1};
+  static const struct option lo[] = {{"help", no_argument, 0, 'h'},
+                                     {"units", required_argument, 0, 'u'},
+                                     {"unit-size", required_argument, 0, 's'},
+                                     {"compute-ms", required_argument, 0, 't'},
+                                     {"bwd-ratio", required_argument, 0, 'r'},
+                                     {"steps", required_argument, 0, 'n'},
+                                     {"warmup", required_argument, 0, 'w'},
+                                     {"shard", required_argument, 0, 'S'},
+                                     {"reshard", required_argument, 0, 'R'},
+                                     {"prefetch", required_argument, 0, 'p'},
+                                     {"json", required_argument, 0, 'J'},
+                                     {"no-keep-last", no_argument, 0, 'K'},
+                                     {"no-prefetch-step", no_argument, 0, 'P'},
+                                     {"trace", required_argument, 0, 'T'},
+                                     {0, 0, 0, 0}};
+  *o = (sopts){.units = 8,
+               .steps = 5,
+               .warmup = 2,
+               .unit_bytes = 4 << 20,
+               .compute_ms = 4,
+               .bwd_ratio = 2,
+               .npre = 3,
+               .pre = {0, 1, 2},
+               .keep_last = 1,
+               .prefetch_step = 1};
   optind = 1;
   opterr = 0;
   int c, e;
@@ -113,8 +130,12 @@ static int parse(int argc, char **argv, sopts *o) {
     case 'n': st = hsr_parse_long("--steps", optarg, 1, 100000, &o->steps); break;
     case 'w': st = hsr_parse_long("--warmup", optarg, 1, 100000, &o->warmup); break;
     case 'S': st = hsr_parse_long("--shard", optarg, 1, 1 << 20, &o->shard); break;
-    case 'R': if ((e = parse_list(optarg, o, 1))) return e; break;
-    case 'p': if ((e = parse_list(optarg, o, 0))) return e; break;
+    case 'R':
+      if ((e = parse_list(optarg, o, 1))) return e;
+      break;
+    case 'p':
+      if ((e = parse_list(optarg, o, 0))) return e;
+      break;
     case 'J': o->json = optarg; break;
     case 'K': o->keep_last = 0; break;
     case 'T': o->trace = optarg; break;
@@ -228,8 +249,10 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   int ns = 0;
   HSR_CHECK(hsr_trace_steps(path, &sum, &ns));
   memset(res, 0, sizeof *res);
-  if (pol == HSR_RT_RESHARD_PARTIAL) snprintf(res->reshard, sizeof res->reshard, "partial:%d", K);
-  else snprintf(res->reshard, sizeof res->reshard, "%s", pol == HSR_RT_RESHARD_FULL ? "full" : "none");
+  if (pol == HSR_RT_RESHARD_PARTIAL)
+    snprintf(res->reshard, sizeof res->reshard, "partial:%d", K);
+  else
+    snprintf(res->reshard, sizeof res->reshard, "%s", pol == HSR_RT_RESHARD_FULL ? "full" : "none");
   char keep[512];
   if (o->trace) {
     snprintf(keep, sizeof keep, "%s-%s-p%d.json", o->trace, res->reshard, depth);
@@ -322,8 +345,8 @@ int hsr_bench_step(int argc, char **argv) {
            "compute %.2f ms/unit forward (%ld GEMMs %dx%d), x%.1f backward, %ld timed steps after %ld; "
            "last unit %s, step-end prefetch %s\n",
            n, hsr_boot_num_nodes(boot), (int)(n / S), S, o.units, (double)o.unit_bytes / (1 << 20), o.compute_ms,
-           k.reps, GEMM_N, GEMM_N, o.bwd_ratio, o.steps, o.warmup,
-           o.keep_last ? "kept until backward" : "resharded", o.prefetch_step ? "on" : "off");
+           k.reps, GEMM_N, GEMM_N, o.bwd_ratio, o.steps, o.warmup, o.keep_last ? "kept until backward" : "resharded",
+           o.prefetch_step ? "on" : "off");
     printf("%-10s %8s %9s %9s %9s %9s %9s %9s %7s %9s %8s\n", "reshard", "prefetch", "step", "compute", "comm",
            "exposed", "ag", "ag_exp", "hidden", "step/max", "speedup");
     fflush(stdout);
@@ -339,11 +362,13 @@ int hsr_bench_step(int argc, char **argv) {
       for (int q = i * o.npre; q < nres; q++)
         if (res[q].prefetch == 0) base = res[q].step;
       double mx = r->comp > r->comm ? r->comp : r->comm;
-      printf("%-10s %8d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %6.1f%% %9.3f", r->reshard, r->prefetch, r->step,
-             r->comp, r->comm, r->exposed, r->ag, r->ag_exposed, r->ag > 0 ? 100.0 * (1 - r->ag_exposed / r->ag) : 100,
+      printf("%-10s %8d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %6.1f%% %9.3f", r->reshard, r->prefetch, r->step, r->comp,
+             r->comm, r->exposed, r->ag, r->ag_exposed, r->ag > 0 ? 100.0 * (1 - r->ag_exposed / r->ag) : 100,
              mx > 0 ? r->step / mx : 0);
-      if (base > 0) printf(" %7.2fx\n", base / r->step);
-      else printf(" %8s\n", "-");
+      if (base > 0)
+        printf(" %7.2fx\n", base / r->step);
+      else
+        printf(" %8s\n", "-");
       fflush(stdout);
     }
   if (rank == 0 && jf) {
@@ -375,8 +400,10 @@ int hsr_bench_step(int argc, char **argv) {
       cJSON_AddNumberToObject(e, "all_gather_exposed_ms", r->ag_exposed);
       cJSON_AddNumberToObject(e, "all_gather_hidden", r->ag > 0 ? 1 - r->ag_exposed / r->ag : 1);
       cJSON_AddNumberToObject(e, "step_over_max", mx > 0 ? r->step / mx : 0);
-      if (base > 0) cJSON_AddNumberToObject(e, "speedup_vs_prefetch0", base / r->step);
-      else cJSON_AddNullToObject(e, "speedup_vs_prefetch0");
+      if (base > 0)
+        cJSON_AddNumberToObject(e, "speedup_vs_prefetch0", base / r->step);
+      else
+        cJSON_AddNullToObject(e, "speedup_vs_prefetch0");
       cJSON_AddItemToArray(arr, e);
     }
     char *txt = cJSON_Print(root);

@@ -66,9 +66,9 @@ typedef struct hsr_op_s hsr_op_s;
 typedef struct coll_ctx {
   hsr_boot *boot;
   int rank, size, node;
-  uint64_t job;     /* random id shared by the world: names shm objects */
-  int32_t *pids;    /* every rank's pid (part of its segment names) */
-  int refs;         /* communicators alive */
+  uint64_t job;  /* random id shared by the world: names shm objects */
+  int32_t *pids; /* every rank's pid (part of its segment names) */
+  int refs;      /* communicators alive */
   int have_avx2;
   int inline_progress;
   double timeout_s;
@@ -78,8 +78,8 @@ typedef struct coll_ctx {
   size_t ucx_chunk; /* bytes per pipelined ring chunk */
 
   /* shared memory */
-  ctl_seg *ctl;         /* mine */
-  ctl_seg **peer_ctl;   /* per world rank, NULL when not on my node */
+  ctl_seg *ctl;       /* mine */
+  ctl_seg **peer_ctl; /* per world rank, NULL when not on my node */
   uint8_t slot_used[CTL_SLOTS];
   pthread_mutex_t pool_mu;
   seg *segs;
@@ -116,13 +116,13 @@ struct hsr_comm {
   int rank, size;
   int *world; /* comm rank -> world rank */
   char name[64];
-  uint64_t id;     /* same on every member: UCX tags */
-  int nsplits;     /* splits made from this comm (same count on every member) */
-  int intra;       /* every member on my node: shared-memory path */
-  int slot;        /* my control slot */
-  int *peer_slot;  /* per comm rank */
+  uint64_t id;    /* same on every member: UCX tags */
+  int nsplits;    /* splits made from this comm (same count on every member) */
+  int intra;      /* every member on my node: shared-memory path */
+  int slot;       /* my control slot */
+  int *peer_slot; /* per comm rank */
   uint64_t *peer_base;
-  uint64_t seq;    /* ops issued that use the transport */
+  uint64_t seq; /* ops issued that use the transport */
   double timeout_s;
   _Atomic int failed; /* read by posting threads without the lock; fail_msg is written first */
   char fail_msg[256];
@@ -155,27 +155,27 @@ struct hsr_op_s {
    * release order, so hsr_req_test reads it without the lock. */
   int fin;
   _Atomic int done;
-  hsr_op_s *in_next; /* the context's incoming list */
+  hsr_op_s *in_next;      /* the context's incoming list */
   int freed_by_transport; /* op is blocking-wrapper owned */
   hsr_status st;
   char err[256];
   _Atomic uint64_t t_start; /* hsr_req_times may read it while the op runs */
   uint64_t t_end, t_progress;
-  int wait_peer;        /* comm rank waited for, -1 none */
-  double timeout_s;     /* no-progress limit */
-  const void *src_in;   /* what peers read (user buffer or staged copy) */
-  void *tmp;            /* transport scratch */
+  int wait_peer;      /* comm rank waited for, -1 none */
+  double timeout_s;   /* no-progress limit */
+  const void *src_in; /* what peers read (user buffer or staged copy) */
+  void *tmp;          /* transport scratch */
   int ucx_pending;
   void *chunks; /* ucx.c: per-chunk pipeline state */
   int nchunks, chunks_left;
   size_t chunk_elems;
   hsr_op_s *next;
   void *nccl_event;
-  hsr_op_s *child;           /* two-level: the stage in flight */
-  const int *perm;           /* two-level node stage: block (j, i) lives at perm[j * perm_m + i] */
+  hsr_op_s *child; /* two-level: the stage in flight */
+  const int *perm; /* two-level node stage: block (j, i) lives at perm[j * perm_m + i] */
   int perm_m;
-  int direct;                /* two-level all-gather: peers read my blocks in place in recv */
-  const int *blk_at;         /* UCX all-gather: block j lives at blk_at[j] * count */
+  int direct;        /* two-level all-gather: peers read my blocks in place in recv */
+  const int *blk_at; /* UCX all-gather: block j lives at blk_at[j] * count */
   hsr_comm_counter child_before;
 };
 

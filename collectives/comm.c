@@ -14,7 +14,7 @@
 #include "coll.h"
 
 static const char *const op_names[HSR_OP_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
-                                                    "barrier"};
+                                                   "barrier"};
 
 const char *hsr_op_name(hsr_op op) { return (unsigned)op < HSR_OP_COUNT ? op_names[op] : "?"; }
 
@@ -76,9 +76,7 @@ static hsr_status comm_alloc(int size, hsr_comm **out) {
   return HSR_OK;
 }
 
-static void comm_dealloc(hsr_comm *c) {
-  free(c->world), free(c->peer_slot), free(c->peer_base), free(c);
-}
+static void comm_dealloc(hsr_comm *c) { free(c->world), free(c->peer_slot), free(c->peer_base), free(c); }
 
 hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
   if (!boot || !out) return hsr_error(HSR_ERR_INVALID, "hsr_comm_world: boot and out must not be NULL");
@@ -95,8 +93,10 @@ hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
   snprintf(c->name, sizeof c->name, "world");
   if (backend == HSR_BACKEND_NCCL) {
     hsr_status st = hsr_coll_nccl_world(c, boot);
-    if (st != HSR_OK) comm_dealloc(c);
-    else *out = c;
+    if (st != HSR_OK)
+      comm_dealloc(c);
+    else
+      *out = c;
     return st;
   }
   coll_ctx *x;
@@ -202,7 +202,8 @@ hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out) 
       if (pr == parent->rank) c->rank = i;
       if (hsr_boot_node_of(x->boot, c->world[i]) != x->node) c->intra = 0;
     }
-    snprintf(c->name, sizeof c->name, "%.30s.split%d[%d]", parent->name, (parent->nsplits - 1) & 0xffff, color & 0xffffff);
+    snprintf(c->name, sizeof c->name, "%.30s.split%d[%d]", parent->name, (parent->nsplits - 1) & 0xffff,
+             color & 0xffffff);
     st = hsr_coll_ctx_add_comm(x, c);
     if (st != HSR_OK) comm_dealloc(c);
   }
@@ -230,8 +231,8 @@ hsr_status hsr_comm_free(hsr_comm *c) {
   int busy = c->head != NULL;
   pthread_mutex_unlock(&x->mu);
   if (busy)
-    return hsr_error(HSR_ERR_STATE, "hsr_comm_free: communicator '%s' still has outstanding requests (wait for them first)",
-                     c->name);
+    return hsr_error(HSR_ERR_STATE,
+                     "hsr_comm_free: communicator '%s' still has outstanding requests (wait for them first)", c->name);
   if (c->node_comm) hsr_comm_free(c->node_comm);
   if (c->cross_comm) hsr_comm_free(c->cross_comm);
   free(c->two);
@@ -251,7 +252,8 @@ const char *hsr_comm_name(const hsr_comm *c) { return c ? c->name : "(null)"; }
 hsr_status hsr_comm_set_name(hsr_comm *c, const char *name) {
   if (!c || !name) return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_name: NULL argument");
   if (strlen(name) >= sizeof c->name)
-    return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_name: '%s' is longer than %zu characters", name, sizeof c->name - 1);
+    return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_name: '%s' is longer than %zu characters", name,
+                     sizeof c->name - 1);
   snprintf(c->name, sizeof c->name, "%s", name);
   return HSR_OK;
 }
@@ -259,8 +261,10 @@ hsr_status hsr_comm_set_name(hsr_comm *c, const char *name) {
 hsr_status hsr_comm_set_stream(hsr_comm *c, void *stream) {
   if (!c) return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_stream: NULL communicator");
   if (c->backend != HSR_BACKEND_NCCL)
-    return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_stream: communicator '%s' is a host communicator (streams are for "
-                     "HSR_BACKEND_NCCL)", c->name);
+    return hsr_error(HSR_ERR_INVALID,
+                     "hsr_comm_set_stream: communicator '%s' is a host communicator (streams are for "
+                     "HSR_BACKEND_NCCL)",
+                     c->name);
   return hsr_coll_nccl_set_stream(c, stream);
 }
 
@@ -289,8 +293,8 @@ static hsr_status check_common(hsr_comm *c, const char *what, size_t count, hsr_
   if (!c) return hsr_error(HSR_ERR_INVALID, "%s: NULL communicator", what);
   size_t es = hsr_dtype_size(dt);
   if (!es)
-    return hsr_error(HSR_ERR_INVALID, "%s on '%s': unknown dtype %d (valid: f32, f64, bf16, f16, i32, u8)", what, c->name,
-                     (int)dt);
+    return hsr_error(HSR_ERR_INVALID, "%s on '%s': unknown dtype %d (valid: f32, f64, bf16, f16, i32, u8)", what,
+                     c->name, (int)dt);
   if (count > SIZE_MAX / es / (mult ? mult : 1))
     return hsr_error(HSR_ERR_INVALID, "%s on '%s': count %zu x %zu bytes overflows", what, c->name, count, es);
   *bytes = count * es;
@@ -362,10 +366,12 @@ hsr_status hsr_comm_allgather(hsr_comm *c, const void *send, void *recv, size_t 
   if (!c) return hsr_error(HSR_ERR_INVALID, "%s: NULL communicator", w);
   HSR_CHECK(check_common(c, w, count, dt, (size_t)c->size, &b));
   if (count && (!send || !recv))
-    return hsr_error(HSR_ERR_INVALID, "%s on '%s': NULL %s buffer with count %zu", w, c->name, send ? "recv" : "send", count);
+    return hsr_error(HSR_ERR_INVALID, "%s on '%s': NULL %s buffer with count %zu", w, c->name, send ? "recv" : "send",
+                     count);
   char *mine = (char *)recv + (size_t)c->rank * b;
   if (send != mine && overlap(send, b, recv, b * (size_t)c->size))
-    return hsr_error(HSR_ERR_INVALID, "%s on '%s': send overlaps recv but is not recv + rank*count (in place)", w, c->name);
+    return hsr_error(HSR_ERR_INVALID, "%s on '%s': send overlaps recv but is not recv + rank*count (in place)", w,
+                     c->name);
   hsr_op_s *op = op_new(c, HSR_OP_ALLGATHER);
   if (!op) return hsr_error(HSR_ERR_NOMEM, "request");
   op->send = send, op->recv = recv, op->count = count, op->dt = dt;
@@ -381,10 +387,12 @@ hsr_status hsr_comm_reduce_scatter(hsr_comm *c, const void *send, void *recv, si
   HSR_CHECK(check_common(c, w, count, dt, (size_t)c->size, &b));
   HSR_CHECK(check_redop(c, w, rop, 0));
   if (count && (!send || !recv))
-    return hsr_error(HSR_ERR_INVALID, "%s on '%s': NULL %s buffer with count %zu", w, c->name, send ? "recv" : "send", count);
+    return hsr_error(HSR_ERR_INVALID, "%s on '%s': NULL %s buffer with count %zu", w, c->name, send ? "recv" : "send",
+                     count);
   const char *mine = (const char *)send + (size_t)c->rank * b;
   if ((const char *)recv != mine && overlap(send, b * (size_t)c->size, recv, b))
-    return hsr_error(HSR_ERR_INVALID, "%s on '%s': recv overlaps send but is not send + rank*count (in place)", w, c->name);
+    return hsr_error(HSR_ERR_INVALID, "%s on '%s': recv overlaps send but is not send + rank*count (in place)", w,
+                     c->name);
   hsr_op_s *op = op_new(c, HSR_OP_REDUCE_SCATTER);
   if (!op) return hsr_error(HSR_ERR_NOMEM, "request");
   op->send = send, op->recv = recv, op->count = count, op->dt = dt, op->redop = rop;
@@ -399,10 +407,11 @@ hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv, size_t 
   HSR_CHECK(check_common(c, w, count, dt, 1, &b));
   HSR_CHECK(check_redop(c, w, rop, 1));
   if (count && (!send || !recv))
-    return hsr_error(HSR_ERR_INVALID, "%s on '%s': NULL %s buffer with count %zu", w, c->name, send ? "recv" : "send", count);
+    return hsr_error(HSR_ERR_INVALID, "%s on '%s': NULL %s buffer with count %zu", w, c->name, send ? "recv" : "send",
+                     count);
   if (send != recv && overlap(send, b, recv, b))
-    return hsr_error(HSR_ERR_INVALID, "%s on '%s': send and recv overlap without being equal (in place needs send == recv)",
-                     w, c->name);
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s on '%s': send and recv overlap without being equal (in place needs send == recv)", w, c->name);
   hsr_op_s *op = op_new(c, HSR_OP_ALLREDUCE);
   if (!op) return hsr_error(HSR_ERR_NOMEM, "request");
   op->send = send, op->recv = recv, op->count = count, op->dt = dt, op->redop = rop;
@@ -415,7 +424,8 @@ hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, in
   if (req) *req = NULL;
   HSR_CHECK(check_common(c, w, count, dt, 1, &b));
   if (root < 0 || root >= c->size)
-    return hsr_error(HSR_ERR_INVALID, "%s on '%s': root %d out of range (valid: 0 to %d)", w, c->name, root, c->size - 1);
+    return hsr_error(HSR_ERR_INVALID, "%s on '%s': root %d out of range (valid: 0 to %d)", w, c->name, root,
+                     c->size - 1);
   if (count && !buf) return hsr_error(HSR_ERR_INVALID, "%s on '%s': NULL buffer with count %zu", w, c->name, count);
   hsr_op_s *op = op_new(c, HSR_OP_BCAST);
   if (!op) return hsr_error(HSR_ERR_NOMEM, "request");
@@ -503,8 +513,9 @@ hsr_status hsr_req_wait(hsr_req *r, double timeout_s) {
       }
       if (d) break;
       if (hsr_clock_s() - t0 > limit) {
-        hsr_coll_op_fail(op, HSR_ERR_TIMEOUT, "communicator '%s': %s made no progress for %.1f s (NCCL communicator aborted)",
-                         c->name, hsr_op_name(op->kind), limit);
+        hsr_coll_op_fail(op, HSR_ERR_TIMEOUT,
+                         "communicator '%s': %s made no progress for %.1f s (NCCL communicator aborted)", c->name,
+                         hsr_op_name(op->kind), limit);
         hsr_coll_nccl_abort(c);
         break;
       }
@@ -561,7 +572,7 @@ hsr_status hsr_req_times(const hsr_req *r, uint64_t *start_ns, uint64_t *end_ns)
   if (!op) return hsr_error(HSR_ERR_INVALID, "hsr_req_times: NULL request");
   if (start_ns) *start_ns = op->t_start;
   int fin = op->c->backend == HSR_BACKEND_NCCL ? op->fin
-                                                : atomic_load_explicit(&((hsr_op_s *)op)->done, memory_order_acquire);
+                                               : atomic_load_explicit(&((hsr_op_s *)op)->done, memory_order_acquire);
   if (end_ns) *end_ns = fin ? op->t_end : 0;
   return HSR_OK;
 }

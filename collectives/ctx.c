@@ -167,7 +167,8 @@ hsr_status hsr_coll_pool_free(coll_ctx *x, void *ptr) {
       return HSR_OK;
     }
   pthread_mutex_unlock(&x->pool_mu);
-  return hsr_error(HSR_ERR_INVALID, "hsr_comm_mem_free: %p was not returned by hsr_comm_mem_alloc (or was freed already)", ptr);
+  return hsr_error(HSR_ERR_INVALID,
+                   "hsr_comm_mem_free: %p was not returned by hsr_comm_mem_alloc (or was freed already)", ptr);
 }
 
 int hsr_coll_describe(coll_ctx *x, const void *p, size_t bytes, shm_desc *d) {
@@ -242,7 +243,8 @@ hsr_status hsr_coll_comm_scratch(hsr_comm *c, size_t bytes, void **p) {
 
 static int advance(hsr_op_s *op) {
   if (op->c->intra) return hsr_coll_shm_advance(op);
-  if (op->c->two_level && (op->kind == HSR_OP_ALLGATHER || op->kind == HSR_OP_REDUCE_SCATTER || op->kind == HSR_OP_ALLREDUCE))
+  if (op->c->two_level &&
+      (op->kind == HSR_OP_ALLGATHER || op->kind == HSR_OP_REDUCE_SCATTER || op->kind == HSR_OP_ALLREDUCE))
     return hsr_coll_two_advance(op);
   return hsr_coll_ucx_advance(op);
 }
@@ -260,8 +262,10 @@ void hsr_coll_take_incoming(coll_ctx *x) {
     op->in_next = NULL;
     hsr_comm *c = op->c;
     op->seq = ++c->seq;
-    if (c->tail) c->tail->next = op;
-    else c->head = op;
+    if (c->tail)
+      c->tail->next = op;
+    else
+      c->head = op;
     c->tail = op;
   }
 }
@@ -292,8 +296,8 @@ int hsr_coll_progress(coll_ctx *x) {
             hsr_coll_op_fail(op, HSR_ERR_TIMEOUT,
                              "communicator '%s': %s (op #%llu) made no progress for %.1f s waiting for rank %d "
                              "(world rank %d)",
-                             c->name, hsr_op_name(op->kind), (unsigned long long)op->seq, op->timeout_s,
-                             op->wait_peer, wr);
+                             c->name, hsr_op_name(op->kind), (unsigned long long)op->seq, op->timeout_s, op->wait_peer,
+                             wr);
             if (!c->intra) hsr_coll_ucx_cancel(op);
           }
         }

@@ -59,29 +59,29 @@ uint16_t hsr_coll_f32_to_half(hsr_dtype dt, float f) { return dt == HSR_BF16 ? f
 
 /* out = op over ins[0..nin) (in that order); AVG divides the sum by `divisor`.
  * `out` may alias ins[k] element for element. */
-#define REDUCE_LOOP(T, ACC, LOAD, STORE, DIV)                                      \
-  do {                                                                           \
-    const T **in = (const T **)ins;                                              \
-    T *o = out;                                                                  \
-    ACC acc[BLK];                                                                \
-    for (size_t base = 0; base < count; base += BLK) {                           \
-      size_t m = count - base < BLK ? count - base : BLK;                        \
-      const T *p0 = in[0] + base;                                                \
-      for (size_t i = 0; i < m; i++) acc[i] = LOAD(p0[i]);                       \
-      for (int k = 1; k < nin; k++) {                                            \
-        const T *p = in[k] + base;                                               \
-        if (op == HSR_MAX)                                                       \
-          for (size_t i = 0; i < m; i++) {                                       \
-            ACC v = LOAD(p[i]);                                                  \
-            acc[i] = v > acc[i] ? v : acc[i];                                    \
-          }                                                                      \
-        else                                                                     \
-          for (size_t i = 0; i < m; i++) acc[i] += LOAD(p[i]);                   \
-      }                                                                          \
-      if (op == HSR_AVG)                                                         \
-        for (size_t i = 0; i < m; i++) acc[i] = DIV(acc[i]);                     \
-      for (size_t i = 0; i < m; i++) o[base + i] = STORE(acc[i]);                \
-    }                                                                            \
+#define REDUCE_LOOP(T, ACC, LOAD, STORE, DIV)                     \
+  do {                                                            \
+    const T **in = (const T **)ins;                               \
+    T *o = out;                                                   \
+    ACC acc[BLK];                                                 \
+    for (size_t base = 0; base < count; base += BLK) {            \
+      size_t m = count - base < BLK ? count - base : BLK;         \
+      const T *p0 = in[0] + base;                                 \
+      for (size_t i = 0; i < m; i++) acc[i] = LOAD(p0[i]);        \
+      for (int k = 1; k < nin; k++) {                             \
+        const T *p = in[k] + base;                                \
+        if (op == HSR_MAX)                                        \
+          for (size_t i = 0; i < m; i++) {                        \
+            ACC v = LOAD(p[i]);                                   \
+            acc[i] = v > acc[i] ? v : acc[i];                     \
+          }                                                       \
+        else                                                      \
+          for (size_t i = 0; i < m; i++) acc[i] += LOAD(p[i]);    \
+      }                                                           \
+      if (op == HSR_AVG)                                          \
+        for (size_t i = 0; i < m; i++) acc[i] = DIV(acc[i]);      \
+      for (size_t i = 0; i < m; i++) o[base + i] = STORE(acc[i]); \
+    }                                                             \
   } while (0)
 
 #define ID(x) (x)
@@ -97,9 +97,8 @@ uint16_t hsr_coll_f32_to_half(hsr_dtype dt, float f) { return dt == HSR_BF16 ? f
 #define HSR_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
 
-HSR_CLONES static void reduce_f32(void *out, const void **ins, int nin, size_t count,
-                                                                        hsr_redop op, float inv) {
-#define FDIV(x) ((x) * inv)
+HSR_CLONES static void reduce_f32(void *out, const void **ins, int nin, size_t count, hsr_redop op, float inv) {
+#define FDIV(x) ((x)*inv)
   REDUCE_LOOP(float, float, ID, ID, FDIV);
 }
 static void reduce_f64(void *out, const void **ins, int nin, size_t count, hsr_redop op, double div) {

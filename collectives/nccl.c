@@ -44,8 +44,9 @@ static hsr_status nccl_settle(hsr_comm *c, ncclComm_t comm, ncclResult_t rc, con
     if (state != ncclInProgress) break;
     if (hsr_clock_s() - t0 > c->timeout_s) {
       ncclCommAbort(comm);
-      return hsr_error(HSR_ERR_TIMEOUT, "communicator '%s': %s did not complete within %.1f s (NCCL communicator aborted)",
-                       c->name, what, c->timeout_s);
+      return hsr_error(HSR_ERR_TIMEOUT,
+                       "communicator '%s': %s did not complete within %.1f s (NCCL communicator aborted)", c->name,
+                       what, c->timeout_s);
     }
     usleep((useconds_t)us);
     if (us < 1000) us *= 2;
@@ -120,7 +121,8 @@ hsr_status hsr_coll_nccl_split(hsr_comm *parent, hsr_comm *child, int color, int
   child->rank = rank, child->size = size;
   child->backend = HSR_BACKEND_NCCL;
   child->timeout_s = parent->timeout_s;
-  snprintf(child->name, sizeof child->name, "%.30s.split%d[%d]", parent->name, parent->nsplits & 0xffff, color & 0xffffff);
+  snprintf(child->name, sizeof child->name, "%.30s.split%d[%d]", parent->name, parent->nsplits & 0xffff,
+           color & 0xffffff);
   hsr_status st = finish_setup(child, s);
   if (st != HSR_OK) {
     free(s);
@@ -135,7 +137,8 @@ hsr_status hsr_coll_nccl_split(hsr_comm *parent, hsr_comm *child, int color, int
     rc = ncclAllGather(dev + rank, dev, 1, ncclInt32, nc, s->stream);
     st = nccl_settle(child, nc, rc, "ncclAllGather (member table)");
     if (st == HSR_OK) e = cudaStreamSynchronize(s->stream);
-    if (st == HSR_OK && e == cudaSuccess) e = cudaMemcpy(child->world, dev, (size_t)size * sizeof(int), cudaMemcpyDeviceToHost);
+    if (st == HSR_OK && e == cudaSuccess)
+      e = cudaMemcpy(child->world, dev, (size_t)size * sizeof(int), cudaMemcpyDeviceToHost);
   }
   cudaFree(dev);
   if (st == HSR_OK && e != cudaSuccess) st = cuda_err(e, "member table");
@@ -198,8 +201,7 @@ static ncclRedOp_t nccl_op(hsr_redop op) { return op == HSR_AVG ? ncclAvg : op =
 hsr_status hsr_coll_nccl_start(hsr_op_s *op) {
   hsr_comm *c = op->c;
   nccl_state *s = c->nccl;
-  if (!s || !s->comm)
-    return hsr_error(HSR_ERR_STATE, "communicator '%s' has been aborted: %s", c->name, c->fail_msg);
+  if (!s || !s->comm) return hsr_error(HSR_ERR_STATE, "communicator '%s' has been aborted: %s", c->name, c->fail_msg);
   size_t bytes = op->count * hsr_dtype_size(op->dt);
   uint64_t n = (uint64_t)c->size;
   hsr_comm_counter *k = &c->counters[op->kind];
@@ -220,12 +222,12 @@ hsr_status hsr_coll_nccl_start(hsr_op_s *op) {
     break;
   case HSR_OP_BCAST:
     rc = ncclBroadcast(op->recv, op->recv, op->count, dt, op->root, s->comm, s->stream);
-    if (c->rank == op->root) k->bytes_sent += bytes;
-    else k->bytes_recv += bytes;
+    if (c->rank == op->root)
+      k->bytes_sent += bytes;
+    else
+      k->bytes_recv += bytes;
     break;
-  default:
-    rc = ncclAllReduce(s->dev_scratch, s->dev_scratch, 1, ncclInt32, ncclSum, s->comm, s->stream);
-    break;
+  default: rc = ncclAllReduce(s->dev_scratch, s->dev_scratch, 1, ncclInt32, ncclSum, s->comm, s->stream); break;
   }
   HSR_CHECK(nccl_settle(c, s->comm, rc, hsr_op_name(op->kind)));
   cudaEvent_t ev;
@@ -266,18 +268,40 @@ hsr_status hsr_coll_nccl_test(hsr_op_s *op, int *done) {
 #else /* no NCCL in this build */
 
 static hsr_status no_nccl(void) {
-  return hsr_error(HSR_ERR_UNSUPPORTED, "HSR_BACKEND_NCCL: this build of hsr has no NCCL (configure with CUDA and NCCL)");
+  return hsr_error(HSR_ERR_UNSUPPORTED,
+                   "HSR_BACKEND_NCCL: this build of hsr has no NCCL (configure with CUDA and NCCL)");
 }
-hsr_status hsr_coll_nccl_world(hsr_comm *c, hsr_boot *boot) { (void)c, (void)boot; return no_nccl(); }
+hsr_status hsr_coll_nccl_world(hsr_comm *c, hsr_boot *boot) {
+  (void)c, (void)boot;
+  return no_nccl();
+}
 hsr_status hsr_coll_nccl_split(hsr_comm *p, hsr_comm *c, int color, int key) {
   (void)p, (void)c, (void)color, (void)key;
   return no_nccl();
 }
 void hsr_coll_nccl_free(hsr_comm *c) { (void)c; }
-hsr_status hsr_coll_nccl_start(hsr_op_s *op) { (void)op; return no_nccl(); }
-hsr_status hsr_coll_nccl_test(hsr_op_s *op, int *done) { (void)op, *done = 1; return no_nccl(); }
-hsr_status hsr_coll_nccl_abort(hsr_comm *c) { (void)c; return HSR_OK; }
-hsr_status hsr_coll_nccl_set_stream(hsr_comm *c, void *s) { (void)c, (void)s; return no_nccl(); }
-hsr_status hsr_coll_nccl_mem_alloc(size_t b, void **p) { (void)b, (void)p; return no_nccl(); }
-hsr_status hsr_coll_nccl_mem_free(void *p) { (void)p; return no_nccl(); }
+hsr_status hsr_coll_nccl_start(hsr_op_s *op) {
+  (void)op;
+  return no_nccl();
+}
+hsr_status hsr_coll_nccl_test(hsr_op_s *op, int *done) {
+  (void)op, *done = 1;
+  return no_nccl();
+}
+hsr_status hsr_coll_nccl_abort(hsr_comm *c) {
+  (void)c;
+  return HSR_OK;
+}
+hsr_status hsr_coll_nccl_set_stream(hsr_comm *c, void *s) {
+  (void)c, (void)s;
+  return no_nccl();
+}
+hsr_status hsr_coll_nccl_mem_alloc(size_t b, void **p) {
+  (void)b, (void)p;
+  return no_nccl();
+}
+hsr_status hsr_coll_nccl_mem_free(void *p) {
+  (void)p;
+  return no_nccl();
+}
 #endif

@@ -21,7 +21,9 @@ static ctl_slot *slot_of(hsr_comm *c, int j) {
 
 enum { F_ARRIVE, F_MID, F_DONE };
 
-static _Atomic uint64_t *flag(ctl_slot *s, int f) { return f == F_ARRIVE ? &s->arrive : f == F_MID ? &s->mid : &s->done; }
+static _Atomic uint64_t *flag(ctl_slot *s, int f) {
+  return f == F_ARRIVE ? &s->arrive : f == F_MID ? &s->mid : &s->done;
+}
 
 static void publish(hsr_op_s *op, int f) {
   hsr_comm *c = op->c;
@@ -98,7 +100,8 @@ static int finish_when_all_done(hsr_op_s *op) {
 static const void *peer(hsr_op_s *op, const shm_desc *d) {
   if (d->seg < 0) return NULL;
   void *p = hsr_coll_peer_ptr(op->c->ctx, d);
-  if (!p) hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "mapping rank %d's segment %d: %s", d->rank, d->seg, hsr_last_error());
+  if (!p)
+    hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "mapping rank %d's segment %d: %s", d->rank, d->seg, hsr_last_error());
   return p;
 }
 
@@ -151,8 +154,7 @@ static int advance_allgather(hsr_op_s *op) {
     bulk_end(op);
     return bulk_done(op, k, (uint64_t)(n - 1) * bytes, 2);
   }
-  default:
-    return finish_when_all_done(op);
+  default: return finish_when_all_done(op);
   }
 }
 
@@ -190,8 +192,7 @@ static int advance_reduce_scatter(hsr_op_s *op) {
     bulk_end(op);
     return bulk_done(op, k, (uint64_t)(n - 1) * bytes, 2);
   }
-  default:
-    return finish_when_all_done(op);
+  default: return finish_when_all_done(op);
   }
 }
 
@@ -263,8 +264,7 @@ static int advance_allreduce(hsr_op_s *op) {
     bulk_end(op);
     return bulk_done(op, k, (uint64_t)(n - 1) * mine + (bytes - mine), 3);
   }
-  default:
-    return finish_when_all_done(op);
+  default: return finish_when_all_done(op);
   }
 }
 

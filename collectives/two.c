@@ -82,8 +82,10 @@ static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, voi
     atomic_store(&ch->done, 1);
   } else {
     ch->seq = ++sub->seq;
-    if (sub->tail) sub->tail->next = ch;
-    else sub->head = ch;
+    if (sub->tail)
+      sub->tail->next = ch;
+    else
+      sub->head = ch;
     sub->tail = ch;
   }
   op->child = ch;
@@ -95,7 +97,7 @@ static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, voi
 static int stage_done(hsr_op_s *op) {
   hsr_op_s *ch = op->child;
   if (!atomic_load_explicit(&ch->done, memory_order_acquire)) { /* left its queue */
-    op->t_progress = hsr_clock_ns(); /* the stage enforces the timeout and names the peer */
+    op->t_progress = hsr_clock_ns();                            /* the stage enforces the timeout and names the peer */
     return 0;
   }
   hsr_comm_counter *k = &op->c->counters[op->kind], *s = &ch->c->counters[ch->kind];
@@ -155,9 +157,7 @@ int hsr_coll_two_advance(hsr_op_s *op) {
       stage(op, c->node_comm, HSR_OP_ALLGATHER, op->direct ? NULL : op->tmp, op->recv, op->count * (size_t)m, HSR_SUM,
             c->two, NULL);
       return 1;
-    default:
-      hsr_coll_op_done(op);
-      return 1;
+    default: hsr_coll_op_done(op); return 1;
     }
   case HSR_OP_REDUCE_SCATTER:
     switch (op->phase) {

@@ -29,7 +29,8 @@ hsr_status hsr_coll_ucx_init(coll_ctx *x) {
   if (us != UCS_OK)
     return hsr_error(HSR_ERR_TRANSPORT, "ucp_init: %s (check UCX_TLS: it needs a transport such as posix, sysv or tcp)",
                      ucs_status_string(us));
-  ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE, .thread_mode = UCS_THREAD_MODE_SERIALIZED};
+  ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                            .thread_mode = UCS_THREAD_MODE_SERIALIZED};
   us = ucp_worker_create(x->ucp, &wp, &x->worker);
   if (us != UCS_OK) return hsr_error(HSR_ERR_TRANSPORT, "ucp_worker_create: %s", ucs_status_string(us));
   x->have_ucx = 1;
@@ -138,8 +139,7 @@ void hsr_coll_ucx_wait(coll_ctx *x, int ms) {
       (void)rr;
     } else if (ev[i].data.fd == x->wakefd) {
       char b[64];
-      while (recv(x->wakefd, b, sizeof b, MSG_DONTWAIT) > 0) {
-      }
+      while (recv(x->wakefd, b, sizeof b, MSG_DONTWAIT) > 0) {}
     }
   }
 }
@@ -215,8 +215,8 @@ static int post_send(ucx_chunk *ch, int peer, const void *buf, size_t bytes, uin
     hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "%s", hsr_last_error());
     return 0;
   }
-  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-                           .cb.send = send_cb, .user_data = ch};
+  ucp_request_param_t p = {
+      .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, .cb.send = send_cb, .user_data = ch};
   ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, bytes, tag, &p);
   if (UCS_PTR_IS_ERR(r)) {
     hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: send to rank %d: %s", op->c->name,
@@ -229,8 +229,8 @@ static int post_send(ucx_chunk *ch, int peer, const void *buf, size_t bytes, uin
 
 static int post_recv(ucx_chunk *ch, void *buf, size_t bytes, uint64_t tag) {
   hsr_op_s *op = ch->op;
-  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-                           .cb.recv = recv_cb, .user_data = ch};
+  ucp_request_param_t p = {
+      .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, .cb.recv = recv_cb, .user_data = ch};
   ucs_status_ptr_t r = ucp_tag_recv_nbx(op->c->ctx->worker, buf, bytes, tag, ~0ull, &p);
   if (UCS_PTR_IS_ERR(r)) {
     hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: receive: %s", op->c->name, hsr_op_name(op->kind),

@@ -5,9 +5,11 @@
 
 size_t hsr_dtype_size(hsr_dtype dt) {
   switch (dt) {
-  case HSR_F32: case HSR_I32: return 4;
+  case HSR_F32:
+  case HSR_I32: return 4;
   case HSR_F64: return 8;
-  case HSR_BF16: case HSR_F16: return 2;
+  case HSR_BF16:
+  case HSR_F16: return 2;
   case HSR_U8: return 1;
   default: return 0;
   }
@@ -16,9 +18,7 @@ size_t hsr_dtype_size(hsr_dtype dt) {
 static const char *const dtype_names[] = {"f32", "f64", "bf16", "f16", "i32", "u8"};
 static const char *const dtype_alias[] = {"float", "double", "bfloat16", "half", "int32", "uint8"};
 
-const char *hsr_dtype_name(hsr_dtype dt) {
-  return ((unsigned)dt < HSR_DTYPE_COUNT) ? dtype_names[dt] : "?";
-}
+const char *hsr_dtype_name(hsr_dtype dt) { return ((unsigned)dt < HSR_DTYPE_COUNT) ? dtype_names[dt] : "?"; }
 
 hsr_status hsr_dtype_parse(const char *s, hsr_dtype *out) {
   for (int i = 0; i < HSR_DTYPE_COUNT; i++)
@@ -26,8 +26,10 @@ hsr_status hsr_dtype_parse(const char *s, hsr_dtype *out) {
       *out = (hsr_dtype)i;
       return HSR_OK;
     }
-  return hsr_error(HSR_ERR_INVALID, "unknown dtype '%s' (valid: f32|f64|bf16|f16|i32|u8, or float|double|"
-                                    "bfloat16|half|int32|uint8)", s ? s : "");
+  return hsr_error(HSR_ERR_INVALID,
+                   "unknown dtype '%s' (valid: f32|f64|bf16|f16|i32|u8, or float|double|"
+                   "bfloat16|half|int32|uint8)",
+                   s ? s : "");
 }
 
 static const char *const redop_names[] = {"sum", "avg", "max", NULL};

@@ -8,12 +8,14 @@
 #include <strings.h>
 
 hsr_status hsr_parse_long(const char *what, const char *s, long min, long max, long *out) {
-  if (!s || !*s) return hsr_error(HSR_ERR_INVALID, "%s: empty value (expected an integer in [%ld, %ld])", what, min, max);
+  if (!s || !*s)
+    return hsr_error(HSR_ERR_INVALID, "%s: empty value (expected an integer in [%ld, %ld])", what, min, max);
   char *end = NULL;
   errno = 0;
   long v = strtol(s, &end, 10);
   if (errno || *end != '\0' || end == s)
-    return hsr_error(HSR_ERR_INVALID, "%s: '%s' is not an integer (expected an integer in [%ld, %ld])", what, s, min, max);
+    return hsr_error(HSR_ERR_INVALID, "%s: '%s' is not an integer (expected an integer in [%ld, %ld])", what, s, min,
+                     max);
   if (v < min || v > max)
     return hsr_error(HSR_ERR_INVALID, "%s: %ld is out of range (valid: %ld to %ld)", what, v, min, max);
   *out = v;
@@ -43,20 +45,21 @@ hsr_status hsr_parse_size(const char *what, const char *s, size_t *out) {
   unsigned shift = 0;
   if (*end) {
     switch (*end) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
-    case 't': case 'T': shift = 40; break;
-    default:
-      return hsr_error(HSR_ERR_INVALID, "%s: '%s' has an unknown suffix (valid: K, M, G, T)", what, s);
+    case 'k':
+    case 'K': shift = 10; break;
+    case 'm':
+    case 'M': shift = 20; break;
+    case 'g':
+    case 'G': shift = 30; break;
+    case 't':
+    case 'T': shift = 40; break;
+    default: return hsr_error(HSR_ERR_INVALID, "%s: '%s' has an unknown suffix (valid: K, M, G, T)", what, s);
     }
     end++;
     if (*end == 'B' || *end == 'b') end++;
-    if (*end)
-      return hsr_error(HSR_ERR_INVALID, "%s: '%s' has trailing characters (expected e.g. 64M)", what, s);
+    if (*end) return hsr_error(HSR_ERR_INVALID, "%s: '%s' has trailing characters (expected e.g. 64M)", what, s);
   }
-  if (shift && v > (~0ULL >> shift))
-    return hsr_error(HSR_ERR_INVALID, "%s: '%s' is too large", what, s);
+  if (shift && v > (~0ULL >> shift)) return hsr_error(HSR_ERR_INVALID, "%s: '%s' is too large", what, s);
   *out = (size_t)(v << shift);
   return HSR_OK;
 }
@@ -83,25 +86,37 @@ static const char *env_value(const char *name) {
 
 hsr_status hsr_env_long(const char *name, long def, long min, long max, long *out) {
   const char *v = env_value(name);
-  if (!v) { *out = def; return HSR_OK; }
+  if (!v) {
+    *out = def;
+    return HSR_OK;
+  }
   return hsr_parse_long(name, v, min, max, out);
 }
 
 hsr_status hsr_env_double(const char *name, double def, double min, double max, double *out) {
   const char *v = env_value(name);
-  if (!v) { *out = def; return HSR_OK; }
+  if (!v) {
+    *out = def;
+    return HSR_OK;
+  }
   return hsr_parse_double(name, v, min, max, out);
 }
 
 hsr_status hsr_env_size(const char *name, size_t def, size_t *out) {
   const char *v = env_value(name);
-  if (!v) { *out = def; return HSR_OK; }
+  if (!v) {
+    *out = def;
+    return HSR_OK;
+  }
   return hsr_parse_size(name, v, out);
 }
 
 hsr_status hsr_env_choice(const char *name, const char *const *choices, int def, int *out) {
   const char *v = env_value(name);
-  if (!v) { *out = def; return HSR_OK; }
+  if (!v) {
+    *out = def;
+    return HSR_OK;
+  }
   return hsr_parse_choice(name, v, choices, out);
 }
 
@@ -109,7 +124,10 @@ hsr_status hsr_env_bool(const char *name, int def, int *out) {
   static const char *const names[] = {"0", "1", "false", "true", "no", "yes", "off", "on", NULL};
   int idx;
   const char *v = env_value(name);
-  if (!v) { *out = def; return HSR_OK; }
+  if (!v) {
+    *out = def;
+    return HSR_OK;
+  }
   HSR_CHECK(hsr_parse_choice(name, v, names, &idx));
   *out = idx & 1;
   return HSR_OK;

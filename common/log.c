@@ -25,8 +25,7 @@ void hsr_log(hsr_log_level level, const char *fmt, ...) {
   char line[2048];
   int off = 0;
   const char *rank = getenv("PMIX_RANK");
-  off = snprintf(line, sizeof line, "[rank %s] hsr %s: ", rank && *rank ? rank : "0",
-                 level_names[level]);
+  off = snprintf(line, sizeof line, "[rank %s] hsr %s: ", rank && *rank ? rank : "0", level_names[level]);
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(line + off, sizeof line - (size_t)off, fmt, ap);

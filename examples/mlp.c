@@ -35,8 +35,10 @@ int mlp_unit_params(const mlp_cfg *c, int unit) {
 void mlp_param_name(int unit, int k, char *buf, size_t len) {
   static const char *root[] = {"embed.w", "embed.b", "head.w", "head.b"};
   static const char *blk[] = {"fc1.w", "fc1.b", "fc2.w", "fc2.b"};
-  if (unit == 0) snprintf(buf, len, "%s", root[k]);
-  else snprintf(buf, len, "blk%d.%s", unit - 1, blk[k]);
+  if (unit == 0)
+    snprintf(buf, len, "%s", root[k]);
+  else
+    snprintf(buf, len, "blk%d.%s", unit - 1, blk[k]);
 }
 
 int mlp_param_shape(const mlp_cfg *c, int unit, int k, int64_t shape[2], int *group) {
@@ -89,8 +91,7 @@ void mlp_data(const mlp_cfg *c, int64_t step, int64_t first, int n, float *x, in
     double bv = -1e300;
     for (int k = 0; k < c->classes; k++) {
       double v = 0;
-      for (int j = 0; j < in; j++)
-        v += normal(hash3(c->seed ^ 0x7eac4e5ull, (uint64_t)k, (uint64_t)j)) * tanh(xs[j]);
+      for (int j = 0; j < in; j++) v += normal(hash3(c->seed ^ 0x7eac4e5ull, (uint64_t)k, (uint64_t)j)) * tanh(xs[j]);
       if (v > bv) bv = v, best = k;
     }
     y[s] = best;
@@ -106,8 +107,8 @@ struct mlp_work {
   hsr_device *dev; /* NULL: host, plain malloc */
   hsr_stream *s;
   int gpu;
-  float *h;    /* (L+1) x n x d: input of each block, then the head input */
-  float *a, *g;/* L x n x 4d: pre-activation and GELU output */
+  float *h;     /* (L+1) x n x d: input of each block, then the head input */
+  float *a, *g; /* L x n x 4d: pre-activation and GELU output */
   float *logits, *dh, *dg, *tmp;
   double *rowloss; /* n: per-sample loss (device memory on GPU) */
   double *rowloss_h;
@@ -124,15 +125,19 @@ size_t mlp_work_bytes(const mlp_cfg *c, int n) {
 static void *wal(mlp_work *w, size_t bytes, hsr_status *st) {
   void *p = NULL;
   if (*st != HSR_OK) return NULL;
-  if (w->dev) *st = hsr_device_alloc(w->dev, bytes ? bytes : 4, &p);
-  else if (!(p = malloc(bytes ? bytes : 4))) *st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+  if (w->dev)
+    *st = hsr_device_alloc(w->dev, bytes ? bytes : 4, &p);
+  else if (!(p = malloc(bytes ? bytes : 4)))
+    *st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
   return p;
 }
 
 static void wfree(mlp_work *w, void *p) {
   if (!p) return;
-  if (w->dev) hsr_device_free(w->dev, p);
-  else free(p);
+  if (w->dev)
+    hsr_device_free(w->dev, p);
+  else
+    free(p);
 }
 
 hsr_status mlp_work_create_on(const mlp_cfg *c, int n, hsr_device *dev, hsr_stream *s, mlp_work **out) {
@@ -162,7 +167,9 @@ hsr_status mlp_work_create_on(const mlp_cfg *c, int n, hsr_device *dev, hsr_stre
   return HSR_OK;
 }
 
-hsr_status mlp_work_create(const mlp_cfg *c, int n, mlp_work **out) { return mlp_work_create_on(c, n, NULL, NULL, out); }
+hsr_status mlp_work_create(const mlp_cfg *c, int n, mlp_work **out) {
+  return mlp_work_create_on(c, n, NULL, NULL, out);
+}
 
 void mlp_work_free(mlp_work *w) {
   if (!w) return;
@@ -195,12 +202,13 @@ static hsr_status linear_bwd(mlp_work *w, hsr_device *d, int n, int in, int out,
                              const float *dy, float *dx, float *dW, float *db) {
   HSR_CHECK(hsr_kernels_gemm(d, w->s, 1, 0, (size_t)out, (size_t)in, (size_t)n, 1.0f, dy, (size_t)out, x, (size_t)in,
                              1.0f, dW, (size_t)in));
-  if (w->gpu) HSR_CHECK(mlp_cuda_col_sum_add(w->s, n, out, dy, db));
+  if (w->gpu)
+    HSR_CHECK(mlp_cuda_col_sum_add(w->s, n, out, dy, db));
   else
     for (int o = 0; o < out; o++) db[o] += mlp_col_sum(dy, n, out, o);
   if (dx)
-    HSR_CHECK(hsr_kernels_gemm(d, w->s, 0, 0, (size_t)n, (size_t)in, (size_t)out, 1.0f, dy, (size_t)out, W,
-                               (size_t)in, 0.0f, dx, (size_t)in));
+    HSR_CHECK(hsr_kernels_gemm(d, w->s, 0, 0, (size_t)n, (size_t)in, (size_t)out, 1.0f, dy, (size_t)out, W, (size_t)in,
+                               0.0f, dx, (size_t)in));
   return HSR_OK;
 }
 
@@ -216,7 +224,8 @@ static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const f
     const float *hin = w->h + (size_t)l * nd;
     float *hout = w->h + (size_t)(l + 1) * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
     HSR_CHECK(linear_fwd(w, dv, n, d, h, hin, p.w[MLP_W1], p.w[MLP_B1], a, 0));
-    if (w->gpu) HSR_CHECK(mlp_cuda_gelu(w->s, nh, a, g));
+    if (w->gpu)
+      HSR_CHECK(mlp_cuda_gelu(w->s, nh, a, g));
     else
       for (size_t i = 0; i < nh; i++) g[i] = mlp_gelu(a[i]);
     HSR_CHECK(hsr_device_copy(dv, hout, hin, nd * sizeof(float), w->s)); /* the residual */
@@ -226,7 +235,8 @@ static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const f
   const float *hl = w->h + (size_t)L * nd;
   HSR_CHECK(linear_fwd(w, dv, n, d, C, hl, root.w[MLP_HW], root.w[MLP_HB], w->logits, 0));
   /* softmax cross-entropy; logits become dlogits = (p - onehot) / n */
-  if (w->gpu) HSR_CHECK(mlp_cuda_ce(w->s, n, C, w->logits, y, w->rowloss));
+  if (w->gpu)
+    HSR_CHECK(mlp_cuda_ce(w->s, n, C, w->logits, y, w->rowloss));
   else
     for (int s = 0; s < n; s++) w->rowloss[s] = mlp_ce_row(w->logits + (size_t)s * C, C, y[s], n);
   HSR_CHECK(b->release(b->ctx, 0, 0));
@@ -238,7 +248,8 @@ static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const f
     const float *hin = w->h + (size_t)l * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
     /* dh flows through the residual unchanged; the branch adds to it */
     HSR_CHECK(linear_bwd(w, dv, n, h, d, g, p.w[MLP_W2], w->dh, w->dg, p.g[MLP_W2], p.g[MLP_B2]));
-    if (w->gpu) HSR_CHECK(mlp_cuda_gelu_bwd(w->s, nh, a, w->dg));
+    if (w->gpu)
+      HSR_CHECK(mlp_cuda_gelu_bwd(w->s, nh, a, w->dg));
     else
       for (size_t i = 0; i < nh; i++) w->dg[i] *= mlp_gelu_grad(a[i]);
     HSR_CHECK(linear_bwd(w, dv, n, d, h, hin, p.w[MLP_W1], w->dg, w->tmp, p.g[MLP_W1], p.g[MLP_B1]));

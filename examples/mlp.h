@@ -98,7 +98,6 @@ int mlp_rt_num_units(const mlp_cfg *c);
 /* The lifecycle calls of one training step (for the predicted ledger,
  * hsr/tune_ledger.h); *calls malloc'd. */
 hsr_status mlp_rt_program(const mlp_cfg *c, int micro, hsr_prog_call **calls, int *n);
-hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, double *loss,
-                             hsr_rt_step_info *info);
+hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, double *loss, hsr_rt_step_info *info);
 
 #endif

@@ -41,9 +41,12 @@ hsr_status mlp_rt_setup(const mlp_cfg *c, hsr_rt *rt) {
     int id = -1;
     for (int k = 0; k < mlp_unit_params(c, u); k++) {
       if (k == 0 || rt_unit(c, u, k) != rt_unit(c, u, k - 1)) {
-        if (u == 0) snprintf(name, sizeof name, "root");
-        else if (c->wrap_linear) snprintf(name, sizeof name, "blk%d.fc%d", u - 1, k >= MLP_W2 ? 2 : 1);
-        else snprintf(name, sizeof name, "blk%d", u - 1);
+        if (u == 0)
+          snprintf(name, sizeof name, "root");
+        else if (c->wrap_linear)
+          snprintf(name, sizeof name, "blk%d.fc%d", u - 1, k >= MLP_W2 ? 2 : 1);
+        else
+          snprintf(name, sizeof name, "blk%d", u - 1);
         HSR_CHECK(hsr_rt_unit_add(rt, name, u == 0, &id));
       }
       int64_t shape[2];

@@ -10,10 +10,10 @@
 static hsr_status cuerr(cudaError_t e, const char *what) {
   return hsr_error(HSR_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
-#define CU(call, what)                               \
-  do {                                               \
-    cudaError_t _e = (call);                         \
-    if (_e != cudaSuccess) return cuerr(_e, what);   \
+#define CU(call, what)                             \
+  do {                                             \
+    cudaError_t _e = (call);                       \
+    if (_e != cudaSuccess) return cuerr(_e, what); \
   } while (0)
 
 extern "C" int kc_count(void) {
@@ -155,9 +155,9 @@ extern "C" hsr_status kc_event_query(hsr_event *e, int *done) {
   return HSR_OK;
 }
 
-extern "C" hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k,
-                                  float alpha, const float *a, size_t lda, const float *b, size_t ldb, float beta,
-                                  float *c, size_t ldc) {
+extern "C" hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                              const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c,
+                              size_t ldc) {
   hsr_device *d = s->dev;
   cublasStatus_t st;
   if (!d->blas) { // created on first use: most devices never run a GEMM
@@ -173,8 +173,8 @@ extern "C" hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m,
   st = cublasSetStream(h, (cudaStream_t)s->native);
   if (st != CUBLAS_STATUS_SUCCESS) return hsr_error(HSR_ERR_CUDA, "cublasSetStream: %s", cublasGetStatusString(st));
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-  st = cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m,
-                   (int)k, &alpha, b, (int)ldb, a, (int)lda, &beta, c, (int)ldc);
+  st = cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k,
+                   &alpha, b, (int)ldb, a, (int)lda, &beta, c, (int)ldc);
   if (st != CUBLAS_STATUS_SUCCESS) return hsr_error(HSR_ERR_CUDA, "cublasSgemm: %s", cublasGetStatusString(st));
   return HSR_OK;
 }

@@ -16,8 +16,7 @@ static hsr_status launch_check(const char *what) {
 
 // Exactly the blocks that are resident at once on every SM, no more: the
 // grid-stride loop covers the rest, and no half-empty second wave forms.
-template <typename K>
-static unsigned grid_for(const hsr_stream *s, K kernel, size_t items) {
+template <typename K> static unsigned grid_for(const hsr_stream *s, K kernel, size_t items) {
   int per_sm = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, BLOCK, 0) != cudaSuccess || per_sm < 1) {
     (void)cudaGetLastError();
@@ -30,10 +29,7 @@ static unsigned grid_for(const hsr_stream *s, K kernel, size_t items) {
 
 static inline bool aligned(const void *p, size_t a) { return ((uintptr_t)p % a) == 0; }
 
-template <typename T, int W>
-struct alignas(sizeof(T) * W) Vec {
-  T v[W];
-};
+template <typename T, int W> struct alignas(sizeof(T) * W) Vec { T v[W]; };
 
 // ---- element codecs: f32 is `float`, bf16/f16 travel as uint16_t bits ----
 enum { C_F32, C_BF16, C_F16, C_F64 };
@@ -57,11 +53,11 @@ template <> struct Codec<C_F16> {
 // ---- AdamW ------------------------------------------------------------------
 // OUT: -1 no compute copy, else the codec of param_out.
 template <int W, int G, int OUT>
-__global__ void __launch_bounds__(BLOCK) k_adamw(size_t n, float *__restrict__ p, float *__restrict__ m,
-                                                 float *__restrict__ v, const void *__restrict__ grad,
-                                                 void *__restrict__ out, hsr_km_adamw_c c) {
+__global__ void __launch_bounds__(BLOCK)
+    k_adamw(size_t n, float *__restrict__ p, float *__restrict__ m, float *__restrict__ v,
+            const void *__restrict__ grad, void *__restrict__ out, hsr_km_adamw_c c) {
   typedef typename Codec<G>::T GT;
-  typedef typename Codec<OUT < 0 ? C_F32 : OUT>::T OT;
+  typedef typename Codec<(OUT < 0 ? C_F32 : OUT)>::T OT;
   const GT *g = (const GT *)grad;
   OT *o = (OT *)out;
   size_t nv = n / W, stride = (size_t)gridDim.x * blockDim.x, tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -73,7 +69,7 @@ __global__ void __launch_bounds__(BLOCK) k_adamw(size_t n, float *__restrict__ p
 #pragma unroll
     for (int j = 0; j < W; j++) {
       float np = hsr_km_adamw(&pv.v[j], &mv.v[j], &vv.v[j], Codec<G>::dec(gv.v[j]), &c);
-      if (OUT >= 0) ov.v[j] = Codec<OUT < 0 ? C_F32 : OUT>::enc(np);
+      if (OUT >= 0) ov.v[j] = Codec<(OUT < 0 ? C_F32 : OUT)>::enc(np);
     }
     ((Vec<float, W> *)p)[i] = pv;
     ((Vec<float, W> *)m)[i] = mv;
@@ -83,7 +79,7 @@ __global__ void __launch_bounds__(BLOCK) k_adamw(size_t n, float *__restrict__ p
   size_t i = nv * W + tid; // the tail, one element per thread
   if (i < n) {
     float np = hsr_km_adamw(&p[i], &m[i], &v[i], Codec<G>::dec(g[i]), &c);
-    if (OUT >= 0) o[i] = Codec<OUT < 0 ? C_F32 : OUT>::enc(np);
+    if (OUT >= 0) o[i] = Codec<(OUT < 0 ? C_F32 : OUT)>::enc(np);
   }
 }
 
@@ -100,18 +96,23 @@ static void launch_adamw(hsr_stream *s, size_t n, float *p, float *m, float *v, 
 }
 
 extern "C" hsr_status kc_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
-                                   hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt,
-                                   const hsr_km_adamw_c *c) {
+                               hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt, const hsr_km_adamw_c *c) {
   bool g16 = grad_dt == HSR_BF16;
   if (!param_out) {
-    if (g16) launch_adamw<C_BF16, -1>(s, n, master, m, v, grad, NULL, c);
-    else launch_adamw<C_F32, -1>(s, n, master, m, v, grad, NULL, c);
+    if (g16)
+      launch_adamw<C_BF16, -1>(s, n, master, m, v, grad, NULL, c);
+    else
+      launch_adamw<C_F32, -1>(s, n, master, m, v, grad, NULL, c);
   } else if (param_dt == HSR_F32) {
-    if (g16) launch_adamw<C_BF16, C_F32>(s, n, master, m, v, grad, param_out, c);
-    else launch_adamw<C_F32, C_F32>(s, n, master, m, v, grad, param_out, c);
+    if (g16)
+      launch_adamw<C_BF16, C_F32>(s, n, master, m, v, grad, param_out, c);
+    else
+      launch_adamw<C_F32, C_F32>(s, n, master, m, v, grad, param_out, c);
   } else {
-    if (g16) launch_adamw<C_BF16, C_BF16>(s, n, master, m, v, grad, param_out, c);
-    else launch_adamw<C_F32, C_BF16>(s, n, master, m, v, grad, param_out, c);
+    if (g16)
+      launch_adamw<C_BF16, C_BF16>(s, n, master, m, v, grad, param_out, c);
+    else
+      launch_adamw<C_F32, C_BF16>(s, n, master, m, v, grad, param_out, c);
   }
   return launch_check("adamw");
 }
@@ -158,11 +159,11 @@ static hsr_status launch_map(hsr_stream *s, size_t n, const void *x, void *y, Op
   const int W = 16 / (sizeof(TX) > sizeof(TY) ? sizeof(TX) : sizeof(TY));
   cudaStream_t st = (cudaStream_t)s->native;
   if (aligned(x, W * sizeof(TX)) && aligned(y, W * sizeof(TY)))
-    k_map<W><<<grid_for(s, k_map<W, TX, TY, Op>, (n / W + MAP_U - 1) / MAP_U + 1), BLOCK, 0, st>>>(
-        n, (const TX *)x, (TY *)y, op);
+    k_map<W><<<grid_for(s, k_map<W, TX, TY, Op>, (n / W + MAP_U - 1) / MAP_U + 1), BLOCK, 0, st>>>(n, (const TX *)x,
+                                                                                                   (TY *)y, op);
   else
-    k_map<1><<<grid_for(s, k_map<1, TX, TY, Op>, (n + MAP_U - 1) / MAP_U), BLOCK, 0, st>>>(n, (const TX *)x,
-                                                                                          (TY *)y, op);
+    k_map<1>
+        <<<grid_for(s, k_map<1, TX, TY, Op>, (n + MAP_U - 1) / MAP_U), BLOCK, 0, st>>>(n, (const TX *)x, (TY *)y, op);
   return launch_check(what);
 }
 
@@ -173,12 +174,15 @@ template <int CI, int CO> struct CastOp {
   }
 };
 
-extern "C" hsr_status kc_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype sdt, void *dst,
-                                  hsr_dtype ddt) {
-  if (sdt == HSR_F32 && ddt == HSR_BF16) return launch_map<float, uint16_t>(s, n, src, dst, CastOp<C_F32, C_BF16>(), "cast");
-  if (sdt == HSR_F32 && ddt == HSR_F16) return launch_map<float, uint16_t>(s, n, src, dst, CastOp<C_F32, C_F16>(), "cast");
-  if (sdt == HSR_BF16 && ddt == HSR_F32) return launch_map<uint16_t, float>(s, n, src, dst, CastOp<C_BF16, C_F32>(), "cast");
-  if (sdt == HSR_F16 && ddt == HSR_F32) return launch_map<uint16_t, float>(s, n, src, dst, CastOp<C_F16, C_F32>(), "cast");
+extern "C" hsr_status kc_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype sdt, void *dst, hsr_dtype ddt) {
+  if (sdt == HSR_F32 && ddt == HSR_BF16)
+    return launch_map<float, uint16_t>(s, n, src, dst, CastOp<C_F32, C_BF16>(), "cast");
+  if (sdt == HSR_F32 && ddt == HSR_F16)
+    return launch_map<float, uint16_t>(s, n, src, dst, CastOp<C_F32, C_F16>(), "cast");
+  if (sdt == HSR_BF16 && ddt == HSR_F32)
+    return launch_map<uint16_t, float>(s, n, src, dst, CastOp<C_BF16, C_F32>(), "cast");
+  if (sdt == HSR_F16 && ddt == HSR_F32)
+    return launch_map<uint16_t, float>(s, n, src, dst, CastOp<C_F16, C_F32>(), "cast");
   if (sdt == HSR_BF16 && ddt == HSR_F16)
     return launch_map<uint16_t, uint16_t>(s, n, src, dst, CastOp<C_BF16, C_F16>(), "cast");
   return launch_map<uint16_t, uint16_t>(s, n, src, dst, CastOp<C_F16, C_BF16>(), "cast");
@@ -200,10 +204,10 @@ struct ScaleOp64 {
 extern "C" hsr_status kc_scale(hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha) {
   float a = (float)alpha;
   switch (dt) {
-    case HSR_F64: return launch_map<double, double>(s, n, x, x, ScaleOp64{alpha}, "scale");
-    case HSR_F32: return launch_map<float, float>(s, n, x, x, ScaleOp<C_F32>{a}, "scale");
-    case HSR_BF16: return launch_map<uint16_t, uint16_t>(s, n, x, x, ScaleOp<C_BF16>{a}, "scale");
-    default: return launch_map<uint16_t, uint16_t>(s, n, x, x, ScaleOp<C_F16>{a}, "scale");
+  case HSR_F64: return launch_map<double, double>(s, n, x, x, ScaleOp64{alpha}, "scale");
+  case HSR_F32: return launch_map<float, float>(s, n, x, x, ScaleOp<C_F32>{a}, "scale");
+  case HSR_BF16: return launch_map<uint16_t, uint16_t>(s, n, x, x, ScaleOp<C_BF16>{a}, "scale");
+  default: return launch_map<uint16_t, uint16_t>(s, n, x, x, ScaleOp<C_F16>{a}, "scale");
   }
 }
 
@@ -223,10 +227,10 @@ struct AxpyOp64 {
 extern "C" hsr_status kc_axpy(hsr_stream *s, size_t n, double alpha, const void *x, void *y, hsr_dtype dt) {
   float a = (float)alpha;
   switch (dt) {
-    case HSR_F64: return launch_map<double, double>(s, n, x, y, AxpyOp64{alpha}, "axpy");
-    case HSR_F32: return launch_map<float, float>(s, n, x, y, AxpyOp<C_F32>{a}, "axpy");
-    case HSR_BF16: return launch_map<uint16_t, uint16_t>(s, n, x, y, AxpyOp<C_BF16>{a}, "axpy");
-    default: return launch_map<uint16_t, uint16_t>(s, n, x, y, AxpyOp<C_F16>{a}, "axpy");
+  case HSR_F64: return launch_map<double, double>(s, n, x, y, AxpyOp64{alpha}, "axpy");
+  case HSR_F32: return launch_map<float, float>(s, n, x, y, AxpyOp<C_F32>{a}, "axpy");
+  case HSR_BF16: return launch_map<uint16_t, uint16_t>(s, n, x, y, AxpyOp<C_BF16>{a}, "axpy");
+  default: return launch_map<uint16_t, uint16_t>(s, n, x, y, AxpyOp<C_F16>{a}, "axpy");
   }
 }
 
@@ -249,8 +253,8 @@ __device__ double block_tree(double acc) {
 }
 
 template <typename T, int C>
-__global__ void __launch_bounds__(HSR_KM_SQ_LANES) k_sumsq_parts(size_t n, const T *__restrict__ x,
-                                                                 double *__restrict__ parts) {
+__global__ void __launch_bounds__(HSR_KM_SQ_LANES)
+    k_sumsq_parts(size_t n, const T *__restrict__ x, double *__restrict__ parts) {
   const size_t P = gridDim.x, chunks = (n + HSR_KM_SQ_CHUNK - 1) / HSR_KM_SQ_CHUNK;
   double acc = 0.0;
   for (size_t c = blockIdx.x; c < chunks; c += P) {
@@ -260,9 +264,12 @@ __global__ void __launch_bounds__(HSR_KM_SQ_LANES) k_sumsq_parts(size_t n, const
       size_t i = base + (size_t)k * HSR_KM_SQ_LANES;
       if (i < n) {
         double xv;
-        if constexpr (C == C_BF16) xv = (double)hsr_km_bf16_to_f32(x[i]);
-        else if constexpr (C == C_F16) xv = (double)hsr_km_f16_to_f32(x[i]);
-        else xv = (double)x[i];
+        if constexpr (C == C_BF16)
+          xv = (double)hsr_km_bf16_to_f32(x[i]);
+        else if constexpr (C == C_F16)
+          xv = (double)hsr_km_f16_to_f32(x[i]);
+        else
+          xv = (double)x[i];
         acc = hsr_km_sq_acc(acc, xv);
       }
     }
@@ -271,8 +278,8 @@ __global__ void __launch_bounds__(HSR_KM_SQ_LANES) k_sumsq_parts(size_t n, const
   if (threadIdx.x == 0) parts[blockIdx.x] = r;
 }
 
-__global__ void __launch_bounds__(HSR_KM_SQ_LANES) k_sumsq_final(size_t P, const double *__restrict__ parts,
-                                                                 double *result) {
+__global__ void __launch_bounds__(HSR_KM_SQ_LANES)
+    k_sumsq_final(size_t P, const double *__restrict__ parts, double *result) {
   double acc = 0.0;
   for (size_t q = threadIdx.x; q < P; q += HSR_KM_SQ_LANES) acc = HSR_KM_DADD(acc, parts[q]);
   double r = block_tree(acc);
@@ -305,10 +312,18 @@ extern "C" hsr_status kc_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype
   if (e != cudaSuccess) return hsr_error(HSR_ERR_CUDA, "cudaHostGetDevicePointer: %s", cudaGetErrorString(e));
   if (P) {
     switch (dt) {
-      case HSR_F32: k_sumsq_parts<float, C_F32><<<(unsigned)P, HSR_KM_SQ_LANES, 0, st>>>(n, (const float *)x, s->parts); break;
-      case HSR_F64: k_sumsq_parts<double, C_F64><<<(unsigned)P, HSR_KM_SQ_LANES, 0, st>>>(n, (const double *)x, s->parts); break;
-      case HSR_BF16: k_sumsq_parts<uint16_t, C_BF16><<<(unsigned)P, HSR_KM_SQ_LANES, 0, st>>>(n, (const uint16_t *)x, s->parts); break;
-      default: k_sumsq_parts<uint16_t, C_F16><<<(unsigned)P, HSR_KM_SQ_LANES, 0, st>>>(n, (const uint16_t *)x, s->parts); break;
+    case HSR_F32:
+      k_sumsq_parts<float, C_F32><<<(unsigned)P, HSR_KM_SQ_LANES, 0, st>>>(n, (const float *)x, s->parts);
+      break;
+    case HSR_F64:
+      k_sumsq_parts<double, C_F64><<<(unsigned)P, HSR_KM_SQ_LANES, 0, st>>>(n, (const double *)x, s->parts);
+      break;
+    case HSR_BF16:
+      k_sumsq_parts<uint16_t, C_BF16><<<(unsigned)P, HSR_KM_SQ_LANES, 0, st>>>(n, (const uint16_t *)x, s->parts);
+      break;
+    default:
+      k_sumsq_parts<uint16_t, C_F16><<<(unsigned)P, HSR_KM_SQ_LANES, 0, st>>>(n, (const uint16_t *)x, s->parts);
+      break;
     }
   }
   k_sumsq_final<<<1, HSR_KM_SQ_LANES, 0, st>>>(P, s->parts, res);

@@ -22,8 +22,8 @@ struct hsr_device {
   hsr_device_kind kind;
   int ordinal;
   int sm_count;
-  void *blas;       /* cublasHandle_t */
-  hsr_stream dflt;  /* what a NULL stream argument means */
+  void *blas;      /* cublasHandle_t */
+  hsr_stream dflt; /* what a NULL stream argument means */
 };
 
 struct hsr_event {
@@ -53,14 +53,14 @@ hsr_status kc_event_record(hsr_event *e, hsr_stream *s);
 hsr_status kc_stream_wait_event(hsr_stream *s, hsr_event *e);
 hsr_status kc_event_query(hsr_event *e, int *done);
 
-hsr_status kc_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
-                        hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt, const hsr_km_adamw_c *c);
+hsr_status kc_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad, hsr_dtype grad_dt,
+                    void *param_out, hsr_dtype param_dt, const hsr_km_adamw_c *c);
 hsr_status kc_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype src_dt, void *dst, hsr_dtype dst_dt);
 hsr_status kc_scale(hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha);
 hsr_status kc_axpy(hsr_stream *s, size_t n, double alpha, const void *x, void *y, hsr_dtype dt);
 hsr_status kc_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out);
-hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
-                       const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc);
+hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a,
+                   size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc);
 
 #ifdef __cplusplus
 }

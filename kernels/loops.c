@@ -17,10 +17,10 @@ static hsr_status need_ptr(const void *p, const char *what, size_t n) {
 /* ---- AdamW ------------------------------------------------------------------ */
 
 /* One loop per (grad dtype, output dtype) so each body is branch-free. */
-#define ADAMW_LOOP(LOAD_G, STORE_OUT)                              \
-  for (size_t i = 0; i < n; i++) {                                 \
-    float np = hsr_km_adamw(&p[i], &m[i], &v[i], LOAD_G, &c);      \
-    STORE_OUT;                                                     \
+#define ADAMW_LOOP(LOAD_G, STORE_OUT)                         \
+  for (size_t i = 0; i < n; i++) {                            \
+    float np = hsr_km_adamw(&p[i], &m[i], &v[i], LOAD_G, &c); \
+    STORE_OUT;                                                \
   }
 
 static void adamw_host(size_t n, float *restrict p, float *restrict m, float *restrict v, const void *grad,
@@ -75,10 +75,9 @@ hsr_status hsr_kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *mast
   HSR_CHECK(need_ptr(v, "AdamW v", n));
   HSR_CHECK(need_ptr(grad, "AdamW grad", n));
   if (n == 0) return HSR_OK;
-  hsr_km_adamw_c c = hsr_km_adamw_consts(hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, hp->step,
-                                         hp->grad_scale);
-  if (d->kind == HSR_DEVICE_CUDA)
-    return kc_adamw(s, n, master, m, v, grad, grad_dt, param_out, param_dt, &c);
+  hsr_km_adamw_c c =
+      hsr_km_adamw_consts(hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, hp->step, hp->grad_scale);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_adamw(s, n, master, m, v, grad, grad_dt, param_out, param_dt, &c);
   adamw_host(n, master, m, v, grad, grad_dt, param_out, param_dt, &c);
   return HSR_OK;
 }

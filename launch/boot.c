@@ -49,8 +49,10 @@ static hsr_status get_number(const pmix_proc_t *proc, const char *key, long *out
 
 static void detect_launcher(hsr_boot *b) {
   const char *l = "pmix";
-  if (getenv("SLURM_STEP_ID") || getenv("SLURM_STEPID")) l = "srun";
-  else if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("OMPI_MCA_ess")) l = "mpirun";
+  if (getenv("SLURM_STEP_ID") || getenv("SLURM_STEPID"))
+    l = "srun";
+  else if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("OMPI_MCA_ess"))
+    l = "mpirun";
   snprintf(b->launcher, sizeof b->launcher, "%s", b->singleton ? "singleton" : l);
 }
 
@@ -62,7 +64,8 @@ static hsr_status derive_nodes(hsr_boot *b, const boot_record *rec) {
   int *host_of = calloc((size_t)n, sizeof *host_of);
   int *host_first = calloc((size_t)n, sizeof *host_first);
   if (!host_of || !host_first) {
-    free(host_of); free(host_first);
+    free(host_of);
+    free(host_first);
     return hsr_error(HSR_ERR_NOMEM, "boot: out of memory deriving nodes");
   }
   int nhosts = 0;
@@ -70,8 +73,14 @@ static hsr_status derive_nodes(hsr_boot *b, const boot_record *rec) {
   for (int r = 0; r < n && st == HSR_OK; r++) {
     int h = -1;
     for (int k = 0; k < nhosts; k++)
-      if (strncmp(rec[host_first[k]].host, rec[r].host, HSR_HOSTNAME_MAX) == 0) { h = k; break; }
-    if (h < 0) { h = nhosts++; host_first[h] = r; }
+      if (strncmp(rec[host_first[k]].host, rec[r].host, HSR_HOSTNAME_MAX) == 0) {
+        h = k;
+        break;
+      }
+    if (h < 0) {
+      h = nhosts++;
+      host_first[h] = r;
+    }
     host_of[r] = h;
     if (rec[r].sim_nodes != rec[0].sim_nodes)
       st = hsr_error(HSR_ERR_MISMATCH, "HSR_SIM_NODES differs between ranks: rank 0 has %d, rank %d has %d",
@@ -86,9 +95,8 @@ static hsr_status derive_nodes(hsr_boot *b, const boot_record *rec) {
       valid[0] = '\0';
       for (int d = 1; d <= ls && off < sizeof valid; d++)
         if (ls % d == 0) off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? ", " : "", d);
-      st = hsr_error(HSR_ERR_INVALID,
-                     "HSR_SIM_NODES=%d does not divide the %d ranks on host %s (valid values: %s)", sim, ls,
-                     rec[r].host, valid);
+      st = hsr_error(HSR_ERR_INVALID, "HSR_SIM_NODES=%d does not divide the %d ranks on host %s (valid values: %s)",
+                     sim, ls, rec[r].host, valid);
     }
   }
   if (st == HSR_OK) {
@@ -220,9 +228,7 @@ int hsr_boot_local_rank(const hsr_boot *b) { return b->local_rank; }
 int hsr_boot_local_size(const hsr_boot *b) { return b->local_size; }
 int hsr_boot_node(const hsr_boot *b) { return b->node; }
 int hsr_boot_num_nodes(const hsr_boot *b) { return b->num_nodes; }
-int hsr_boot_node_of(const hsr_boot *b, int rank) {
-  return (rank >= 0 && rank < b->size) ? b->node_of[rank] : -1;
-}
+int hsr_boot_node_of(const hsr_boot *b, int rank) { return (rank >= 0 && rank < b->size) ? b->node_of[rank] : -1; }
 int hsr_boot_sim_nodes(const hsr_boot *b) { return b->sim_nodes; }
 int hsr_boot_is_singleton(const hsr_boot *b) { return b->singleton; }
 const char *hsr_boot_hostname(const hsr_boot *b) { return b->hostname; }
@@ -276,8 +282,8 @@ static hsr_status get_blob(hsr_boot *b, int rank, const char *key, void *dst, si
   pmix_value_t *val = NULL;
   pmix_status_t rc = PMIx_Get(&p, key, &info, 1, &val);
   PMIX_INFO_DESTRUCT(&info);
-  if (rc != PMIX_SUCCESS) return hsr_error(HSR_ERR_BOOT, "PMIx_Get of %s from rank %d failed: %s", key, rank,
-                                           PMIx_Error_string(rc));
+  if (rc != PMIX_SUCCESS)
+    return hsr_error(HSR_ERR_BOOT, "PMIx_Get of %s from rank %d failed: %s", key, rank, PMIx_Error_string(rc));
   hsr_status st = HSR_OK;
   if (val->type != PMIX_BYTE_OBJECT || val->data.bo.size != bytes)
     st = hsr_error(HSR_ERR_MISMATCH, "boot exchange %s: rank %d sent %zu bytes, this rank expected %zu", key, rank,
@@ -300,8 +306,10 @@ hsr_status hsr_boot_allgather(hsr_boot *b, const void *send, size_t bytes, void 
   HSR_CHECK(fence(b, 1, "allgather"));
   for (int r = 0; r < b->size; r++) {
     char *dst = (char *)recv + (size_t)r * bytes;
-    if (r == b->rank) memmove(dst, send, bytes);
-    else HSR_CHECK(get_blob(b, r, key, dst, bytes));
+    if (r == b->rank)
+      memmove(dst, send, bytes);
+    else
+      HSR_CHECK(get_blob(b, r, key, dst, bytes));
   }
   return HSR_OK;
 }

@@ -110,8 +110,10 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
     if (S > 1) return hsr_error(HSR_ERR_INVALID, "ddp does not shard: shard must be 1 or auto (got %d)", S);
     S = 1;
   } else if (S == 0) {
-    if (c->strategy == HSR_RT_FSDP) S = R ? world / R : world;
-    else S = auto_shard > 0 ? auto_shard : world;
+    if (c->strategy == HSR_RT_FSDP)
+      S = R ? world / R : world;
+    else
+      S = auto_shard > 0 ? auto_shard : world;
     if (S < 1) S = 1;
   }
   if (S > world || world % S) {

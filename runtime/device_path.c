@@ -17,14 +17,14 @@ struct rt_dev {
   int own_dev, gpu;
   hsr_stream *s[S_COUNT];
   int own_cs;
-  hsr_event *join;  /* reusable: a wait captures the event as recorded at the time */
-  hsr_event **uev;  /* per unit: gather done */
+  hsr_event *join; /* reusable: a wait captures the event as recorded at the time */
+  hsr_event **uev; /* per unit: gather done */
   int nunits;
-  blk_ev *bev;      /* per pool block */
+  blk_ev *bev; /* per pool block */
   int nbev;
-  hsr_req **pend;   /* requests the streams already order */
+  hsr_req **pend; /* requests the streams already order */
   int npend, cappend;
-  double *d64;      /* device word for the norm all-reduce */
+  double *d64; /* device word for the norm all-reduce */
   double *slots;
   int nslots;
   double timeout;
@@ -62,8 +62,10 @@ hsr_status rt_dev_open(const hsr_rt_config *cfg, hsr_boot *boot, double timeout_
   rt_dev *dv = calloc(1, sizeof *dv);
   if (!dv) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
   hsr_status st = HSR_OK;
-  if (timeout_s > 0) dv->timeout = timeout_s;
-  else st = hsr_env_double("HSR_COMM_TIMEOUT", 300, 0.001, 1e9, &dv->timeout);
+  if (timeout_s > 0)
+    dv->timeout = timeout_s;
+  else
+    st = hsr_env_double("HSR_COMM_TIMEOUT", 300, 0.001, 1e9, &dv->timeout);
   if (st != HSR_OK) goto fail;
   if (cfg->dev) {
     dv->dev = cfg->dev;
@@ -172,8 +174,10 @@ hsr_status rt_dev_reap(rt_dev *dv) {
   for (int i = 0; i < dv->npend; i++) {
     int done = 0;
     hsr_status t = hsr_req_test(dv->pend[i], &done);
-    if (t != HSR_OK || done) keep(&st, hsr_req_free(dv->pend[i])); /* free returns the op's error, if any */
-    else dv->pend[k++] = dv->pend[i];
+    if (t != HSR_OK || done)
+      keep(&st, hsr_req_free(dv->pend[i])); /* free returns the op's error, if any */
+    else
+      dv->pend[k++] = dv->pend[i];
     keep(&st, t);
   }
   dv->npend = k;

@@ -51,8 +51,8 @@ hsr_status rt_dev_use(rt_dev *dv, hsr_comm *c, hsr_stream *s);
 
 /* Per-unit gather events: sized once at commit. */
 hsr_status rt_dev_units(rt_dev *dv, int nunits);
-hsr_status rt_dev_gather_issued(rt_dev *dv, int unit);   /* recorded on the gather stream */
-hsr_status rt_dev_gather_consume(rt_dev *dv, int unit);  /* compute waits for it */
+hsr_status rt_dev_gather_issued(rt_dev *dv, int unit);  /* recorded on the gather stream */
+hsr_status rt_dev_gather_consume(rt_dev *dv, int unit); /* compute waits for it */
 
 /* A request whose completion the streams already order: freed once done,
  * without blocking (reaped at later calls, waited for at quiesce). */

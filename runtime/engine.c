@@ -24,28 +24,28 @@ enum { U_SHARDED = 0, U_GATHERING, U_FULL, U_PARTIAL };
 typedef struct unit {
   char name[HSR_RT_NAME_MAX];
   int is_root;
-  size_t L, Ls;        /* elements: padded length, shard length */
-  int state;           /* U_* */
+  size_t L, Ls; /* elements: padded length, shard length */
+  int state;    /* U_* */
   int gather_from_partial;
-  int in_fwd, in_bwd;  /* view windows */
-  void *shard;         /* Ls (param dtype): sharded strategies */
-  void *full;          /* L (param dtype): transient (sharded) or persistent */
-  void *partial;       /* L/K (param dtype) between forward and backward */
-  hsr_req *greq;       /* gather in flight */
+  int in_fwd, in_bwd; /* view windows */
+  void *shard;        /* Ls (param dtype): sharded strategies */
+  void *full;         /* L (param dtype): transient (sharded) or persistent */
+  void *partial;      /* L/K (param dtype) between forward and backward */
+  hsr_req *greq;      /* gather in flight */
   int ggroup;
   uint64_t gt0;
-  int64_t gstep;       /* the step that issued it (the step-end prefetch serves the next) */
+  int64_t gstep;                  /* the step that issued it (the step-end prefetch serves the next) */
   float *master, *m, *v, *gshard; /* Ls each */
-  float *gfull;        /* L: full gradient being accumulated */
-  int micro;           /* backward passes this step */
-  int fwd_pos;         /* position in the recorded forward order, -1 if none */
+  float *gfull;                   /* L: full gradient being accumulated */
+  int micro;                      /* backward passes this step */
+  int fwd_pos;                    /* position in the recorded forward order, -1 if none */
 } unit;
 
 typedef struct red {
   int unit, stage, done, ar; /* stage 1: shard group; 2: replicate group */
   hsr_req *req;
-  void *send;  /* full gradient (or its reduce-dtype copy) read by stage 1 */
-  void *slice; /* Ls (reduce dtype): result of stage 1, in place for stage 2 */
+  void *send;          /* full gradient (or its reduce-dtype copy) read by stage 1 */
+  void *slice;         /* Ls (reduce dtype): result of stage 1, in place for stage 2 */
   int slice_is_gshard; /* rs_only's deferred all-reduce runs on the accumulator itself */
   uint64_t t0;
 } red;
@@ -112,8 +112,8 @@ void rt_event_in(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int gro
   int collective = group >= -1;
   if (!collective) group = -group - 2;
   hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
-  rt_obs_event(rt->obs, step, kind, unit, group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL, collective,
-               bytes, t0, t1);
+  rt_obs_event(rt->obs, step, kind, unit, group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL, collective, bytes,
+               t0, t1);
   if (hsr_log_enabled(HSR_LOG_DEBUG))
     HSR_LOG_D("rt: %s unit %d group %s bytes %zu %.1f us", rt_event_name(kind), unit,
               group >= 0 ? hsr_rt_group_name((hsr_rt_group)group) : "-", bytes, (double)(t1 - t0) / 1e3);
@@ -151,7 +151,8 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
     rt->capblocks = cap;
   }
   /* Optimizer state and the gradient accumulator are never read by peers. */
-  int shared = !(cat == HSR_MEM_MASTER || cat == HSR_MEM_MOMENT_M || cat == HSR_MEM_MOMENT_V || cat == HSR_MEM_GRAD_SHARD);
+  int shared =
+      !(cat == HSR_MEM_MASTER || cat == HSR_MEM_MOMENT_M || cat == HSR_MEM_MOMENT_V || cat == HSR_MEM_GRAD_SHARD);
   void *p = NULL;
   hsr_status st = shared ? hsr_comm_mem_alloc(rt->world, bytes, &p) : hsr_device_alloc(rt->dev, bytes, &p);
   if (st != HSR_OK)
@@ -169,7 +170,8 @@ void rt_mem_put(hsr_rt *rt, void *ptr) {
   for (int i = 0; i < rt->nblocks; i++)
     if (rt->blocks[i].ptr == ptr) {
       /* 0xFF bytes are NaN in f32 and bf16: a stale view reads NaN */
-      if (rt->poison && rt->blocks[i].cat == HSR_MEM_FULL_UNIT) hsr_device_memset(rt->dev, ptr, 0xFF, rt->blocks[i].bytes, CS(rt));
+      if (rt->poison && rt->blocks[i].cat == HSR_MEM_FULL_UNIT)
+        hsr_device_memset(rt->dev, ptr, 0xFF, rt->blocks[i].bytes, CS(rt));
       if (rt_dev_block_release(rt->dv, i) != HSR_OK) { /* cannot order reuse: never hand it out again */
         HSR_LOG_W("runtime: buffer %p not recycled: %s", ptr, hsr_last_error());
       } else {
@@ -182,11 +184,14 @@ void rt_mem_put(hsr_rt *rt, void *ptr) {
 }
 
 static void mem_release_all(hsr_rt *rt) {
-  if (rt_dev_quiesce(rt->dv) != HSR_OK) HSR_LOG_W("runtime: device work still queued at teardown: %s", hsr_last_error());
+  if (rt_dev_quiesce(rt->dv) != HSR_OK)
+    HSR_LOG_W("runtime: device work still queued at teardown: %s", hsr_last_error());
   for (int i = 0; i < rt->nblocks; i++) {
     rt_obs_mem_free(rt->obs, rt->blocks[i].cat, rt->blocks[i].bytes, rt->blocks[i].in_use);
-    if (rt->blocks[i].shared) hsr_comm_mem_free(rt->world, rt->blocks[i].ptr);
-    else hsr_device_free(rt->dev, rt->blocks[i].ptr);
+    if (rt->blocks[i].shared)
+      hsr_comm_mem_free(rt->world, rt->blocks[i].ptr);
+    else
+      hsr_device_free(rt->dev, rt->blocks[i].ptr);
   }
   free(rt->blocks);
   rt->blocks = NULL;
@@ -202,8 +207,21 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 
 static uint64_t config_hash(const hsr_rt *rt) {
   const hsr_rt_config *c = &rt->cfg;
-  int64_t v[] = {c->strategy, rt->S, rt->R, rt->K, c->reshard, c->root_reshard, c->prefetch, c->max_live, c->prefetch_step,
-                 c->param_dtype, c->reduce_dtype, c->sync, c->micro_batches, (int64_t)c->align, c->num_groups};
+  int64_t v[] = {c->strategy,
+                 rt->S,
+                 rt->R,
+                 rt->K,
+                 c->reshard,
+                 c->root_reshard,
+                 c->prefetch,
+                 c->max_live,
+                 c->prefetch_step,
+                 c->param_dtype,
+                 c->reduce_dtype,
+                 c->sync,
+                 c->micro_batches,
+                 (int64_t)c->align,
+                 c->num_groups};
   uint64_t h = fnv(0xcbf29ce484222325ull, v, sizeof v);
   h = fnv(h, &c->clip, sizeof c->clip);
   h = fnv(h, c->groups, sizeof c->groups);
@@ -339,8 +357,9 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
   }
   if (world) {
     if (hsr_comm_backend(world) != rt_dev_backend(rt->dv)) {
-      st = hsr_error(HSR_ERR_INVALID, "runtime: the world communicator's backend does not match the device (%s needs %s)",
-                     rt_dev_gpu(rt->dv) ? "cuda" : "host", rt_dev_gpu(rt->dv) ? "HSR_BACKEND_NCCL" : "HSR_BACKEND_HOST");
+      st = hsr_error(
+          HSR_ERR_INVALID, "runtime: the world communicator's backend does not match the device (%s needs %s)",
+          rt_dev_gpu(rt->dv) ? "cuda" : "host", rt_dev_gpu(rt->dv) ? "HSR_BACKEND_NCCL" : "HSR_BACKEND_HOST");
       goto fail;
     }
     rt->world = world;
@@ -527,8 +546,8 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
   if (st == HSR_OK && local_range(rt, u, p.offset, p.numel, &a, &b)) {
     st = hsr_device_copy(rt->dev, u->master + (a - lo), src + (a - p.offset), (b - a) * 4, CS(rt));
     if (st == HSR_OK && rt->sharded_params)
-      st = hsr_kernels_cast(rt->dev, CS(rt), b - a, src + (a - p.offset), HSR_F32, (char *)u->shard + (a - lo) * rt->pes,
-                            rt->cfg.param_dtype);
+      st = hsr_kernels_cast(rt->dev, CS(rt), b - a, src + (a - p.offset), HSR_F32,
+                            (char *)u->shard + (a - lo) * rt->pes, rt->cfg.param_dtype);
   }
   if (st == HSR_OK && !rt->sharded_params && p.numel)
     st = hsr_kernels_cast(rt->dev, CS(rt), p.numel, src, HSR_F32, (char *)u->full + p.offset * rt->pes,
@@ -555,13 +574,15 @@ static hsr_status gather_start(hsr_rt *rt, int ui) {
     u->ggroup = HSR_RT_GROUP_PARTIAL;
     if (rt->K > 1)
       RT_TIMED(rt, RT_T_POST, hsr_comm_allgather(rt->part_c, u->partial, u->full, n, rt->cfg.param_dtype, &u->greq));
-    else RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->full, u->partial, n * rt->pes, GS(rt)));
+    else
+      RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->full, u->partial, n * rt->pes, GS(rt)));
   } else {
     u->ggroup = HSR_RT_GROUP_SHARD;
     if (rt->S > 1) {
       HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, GS(rt)));
       RT_TIMED(rt, RT_T_POST, hsr_comm_allgather(rt->shard_c, u->shard, u->full, u->Ls, rt->cfg.param_dtype, &u->greq));
-    } else RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->full, u->shard, u->L * rt->pes, GS(rt)));
+    } else
+      RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->full, u->shard, u->L * rt->pes, GS(rt)));
   }
   HSR_CHECK(rt_dev_gather_issued(rt->dv, ui));
   u->state = U_GATHERING;
@@ -689,8 +710,9 @@ static hsr_status forward_end(hsr_rt *rt, int ui) {
   if (pol == HSR_RT_RESHARD_PARTIAL) {
     size_t n = u->L / (size_t)rt->K;
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_PARTIAL_SLICE, n * rt->pes, &u->partial));
-    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->partial, (char *)u->full + (size_t)rt->prank * n * rt->pes, n * rt->pes,
-                              CS(rt)));
+    RT_TIMED(
+        rt, RT_T_DATA,
+        hsr_device_copy(rt->dev, u->partial, (char *)u->full + (size_t)rt->prank * n * rt->pes, n * rt->pes, CS(rt)));
     kept = n * rt->pes;
   }
   release_full(rt, ui);
@@ -742,8 +764,10 @@ hsr_status hsr_rt_grad_view(hsr_rt *rt, const char *name, float **ptr) {
   HSR_CHECK(find_param(rt, name, &p));
   unit *u = &rt->units[p.unit];
   if (!u->in_bwd)
-    return hsr_error(HSR_ERR_STATE, "gradient view of '%s' outside its window: unit '%s' is not between "
-                                    "backward_begin and backward_end", name, u->name);
+    return hsr_error(HSR_ERR_STATE,
+                     "gradient view of '%s' outside its window: unit '%s' is not between "
+                     "backward_begin and backward_end",
+                     name, u->name);
   *ptr = u->gfull + p.offset;
   return HSR_OK;
 }
@@ -785,7 +809,8 @@ static hsr_status red_start(hsr_rt *rt, int ui, int last) {
     HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, RS(rt)));
     if (rt->sharded_grads)
       RT_TIMED(rt, RT_T_POST, hsr_comm_reduce_scatter(rt->shard_c, r.send, r.slice, u->Ls, rdt, HSR_AVG, &r.req));
-    else RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->shard_c, r.send, r.send, u->L, rdt, HSR_AVG, &r.req));
+    else
+      RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->shard_c, r.send, r.send, u->L, rdt, HSR_AVG, &r.req));
   }
   return q_push(rt, &r);
 }
@@ -793,8 +818,9 @@ static hsr_status red_start(hsr_rt *rt, int ui, int last) {
 static hsr_status stage1_done(hsr_rt *rt, red *r) {
   unit *u = &rt->units[r->unit];
   if (rt->S == 1 || !rt->sharded_grads)
-    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, r->slice, (char *)r->send + (size_t)rt->srank * u->Ls * rt->res,
-                              u->Ls * rt->res, RS(rt)));
+    RT_TIMED(rt, RT_T_DATA,
+             hsr_device_copy(rt->dev, r->slice, (char *)r->send + (size_t)rt->srank * u->Ls * rt->res, u->Ls * rt->res,
+                             RS(rt)));
   if (r->ar) {
     r->stage = 2;
     r->t0 = hsr_clock_ns();
@@ -869,8 +895,10 @@ static hsr_status complete_head(hsr_rt *rt) {
                          rt->units[r->unit].name, hsr_last_error());
       red_event(rt, r, t0, t1);
     }
-    if (r->stage == 1) HSR_CHECK(stage1_done(rt, r));
-    else r->done = 1;
+    if (r->stage == 1)
+      HSR_CHECK(stage1_done(rt, r));
+    else
+      r->done = 1;
   }
   return HSR_OK;
 }
@@ -886,8 +914,11 @@ static hsr_status retire(hsr_rt *rt, int keep) {
     red *r = &rt->q[0];
     unit *u = &rt->units[r->unit];
     if (r->slice_is_gshard) { /* deferred all-reduce of the accumulator */
-      if (rt->cfg.reduce_dtype == HSR_F32) RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->gshard, r->slice, u->Ls * 4, RS(rt)));
-      else RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rt->cfg.reduce_dtype, u->gshard, HSR_F32));
+      if (rt->cfg.reduce_dtype == HSR_F32)
+        RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->gshard, r->slice, u->Ls * 4, RS(rt)));
+      else
+        RT_TIMED(rt, RT_T_DATA,
+                 hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rt->cfg.reduce_dtype, u->gshard, HSR_F32));
     } else {
       RT_TIMED(rt, RT_T_DATA, accumulate(rt, u, r->slice));
     }
@@ -909,7 +940,8 @@ static hsr_status deferred_allreduce(hsr_rt *rt, int ui) {
   red r = {.unit = ui, .stage = 2, .slice_is_gshard = 1, .t0 = hsr_clock_ns()};
   HSR_CHECK(rt_mem_get(rt, HSR_MEM_AR_BUF, u->Ls * rt->res, &r.slice));
   RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, r.slice, rt->cfg.reduce_dtype));
-  RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->rep_c, r.slice, r.slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &r.req));
+  RT_TIMED(rt, RT_T_POST,
+           hsr_comm_allreduce(rt->rep_c, r.slice, r.slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &r.req));
   return q_push(rt, &r);
 }
 
@@ -967,8 +999,8 @@ static hsr_status adamw_unit(hsr_rt *rt, int ui, double coef) {
     hsr_adamw_hparams hp = {g->lr, g->beta1, g->beta2, g->eps, g->weight_decay, rt->step, (float)coef};
     void *out = rt->sharded_params ? (char *)u->shard + (a - lo) * rt->pes : (char *)u->full + a * rt->pes;
     size_t o = a - lo;
-    HSR_CHECK(hsr_kernels_adamw(rt->dev, CS(rt), b - a, u->master + o, u->m + o, u->v + o, u->gshard + o, HSR_F32,
-                                out, rt->cfg.param_dtype, &hp));
+    HSR_CHECK(hsr_kernels_adamw(rt->dev, CS(rt), b - a, u->master + o, u->m + o, u->v + o, u->gshard + o, HSR_F32, out,
+                                rt->cfg.param_dtype, &hp));
   }
   return HSR_OK;
 }
@@ -1140,13 +1172,13 @@ hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out) {
 }
 
 /* ---- public lifecycle calls: the implementations above, timed and traced ---- */
-#define RT_OBSERVED(call, starts, window, unit, bwd, ends)        \
-  do {                                                            \
-    if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL"); \
-    rt_obs_enter(rt->obs, starts);                                \
-    hsr_status st_ = (call);                                      \
+#define RT_OBSERVED(call, starts, window, unit, bwd, ends)                \
+  do {                                                                    \
+    if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");        \
+    rt_obs_enter(rt->obs, starts);                                        \
+    hsr_status st_ = (call);                                              \
     rt_obs_leave(rt->obs, st_ == HSR_OK ? (window) : 0, unit, bwd, ends); \
-    return st_;                                                   \
+    return st_;                                                           \
   } while (0)
 
 hsr_status hsr_rt_forward_begin(hsr_rt *rt, int ui) { RT_OBSERVED(forward_begin(rt, ui), 1, 1, ui, 0, 0); }
@@ -1171,7 +1203,7 @@ hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path) {
   for (int i = 0; t && i < rt->nunits && gst == HSR_OK; i++)
     if (rt->units[i].state == U_GATHERING) gst = gather_wait(rt, i);
   if (!t) HSR_CHECK(hsr_trace_create(hsr_boot_rank(rt->boot), &empty)); /* still collective: write no spans */
-  hsr_status st = hsr_trace_write(t ? t : empty, rt->boot, path); /* collective: written even after an error */
+  hsr_status st = hsr_trace_write(t ? t : empty, rt->boot, path);       /* collective: written even after an error */
   hsr_trace_free(empty);
   return gst != HSR_OK ? gst : st;
 }

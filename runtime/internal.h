@@ -17,7 +17,12 @@
 typedef hsr_mem_cat rt_mem_cat;
 
 typedef enum rt_event_kind {
-  RT_EV_GATHER = 0, RT_EV_RESHARD, RT_EV_REDUCE_SCATTER, RT_EV_ALLREDUCE, RT_EV_OPTIM, RT_EV_COUNT
+  RT_EV_GATHER = 0,
+  RT_EV_RESHARD,
+  RT_EV_REDUCE_SCATTER,
+  RT_EV_ALLREDUCE,
+  RT_EV_OPTIM,
+  RT_EV_COUNT
 } rt_event_kind;
 
 const char *rt_event_name(rt_event_kind k);

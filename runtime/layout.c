@@ -54,8 +54,10 @@ hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit)
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   HSR_CHECK(check_name("unit", name));
   if (l->shards)
-    return hsr_error(HSR_ERR_STATE, "unit '%s' registered after the layout was fixed (the first step); "
-                                    "register every unit before training starts", name);
+    return hsr_error(HSR_ERR_STATE,
+                     "unit '%s' registered after the layout was fixed (the first step); "
+                     "register every unit before training starts",
+                     name);
   for (int i = 0; i < l->nunits; i++)
     if (!strcmp(l->units[i].name, name)) return hsr_error(HSR_ERR_INVALID, "unit '%s' registered twice", name);
   if (l->nunits == l->cap_units) {

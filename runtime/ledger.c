@@ -12,14 +12,12 @@ struct hsr_ledger {
 };
 
 static const char *const cat_names[HSR_MEM_CAT_COUNT] = {
-    "param_shard", "grad_shard", "master", "moment_m", "moment_v", "full_unit",
-    "partial_slice", "reduce_scatter_buf", "all_reduce_buf", "staging", "activation"};
+    "param_shard",   "grad_shard",         "master",         "moment_m", "moment_v",  "full_unit",
+    "partial_slice", "reduce_scatter_buf", "all_reduce_buf", "staging",  "activation"};
 static const char *const phase_names[HSR_PHASE_COUNT] = {"init", "forward", "backward", "reduce", "step"};
 
 int hsr_mem_cat_persistent(hsr_mem_cat cat) { return cat <= HSR_MEM_MOMENT_V; }
-const char *hsr_mem_cat_name(hsr_mem_cat cat) {
-  return (unsigned)cat < HSR_MEM_CAT_COUNT ? cat_names[cat] : "?";
-}
+const char *hsr_mem_cat_name(hsr_mem_cat cat) { return (unsigned)cat < HSR_MEM_CAT_COUNT ? cat_names[cat] : "?"; }
 const char *hsr_phase_name(hsr_phase p) { return (unsigned)p < HSR_PHASE_COUNT ? phase_names[p] : "?"; }
 
 hsr_status hsr_ledger_create(hsr_ledger **out) {
@@ -43,8 +41,7 @@ hsr_status hsr_ledger_reset(hsr_ledger *l) {
 
 static hsr_status check_cat(hsr_mem_cat cat) {
   if ((unsigned)cat >= HSR_MEM_CAT_COUNT)
-    return hsr_error(HSR_ERR_INVALID, "ledger: unknown category %d (valid: 0 to %d)", (int)cat,
-                     HSR_MEM_CAT_COUNT - 1);
+    return hsr_error(HSR_ERR_INVALID, "ledger: unknown category %d (valid: 0 to %d)", (int)cat, HSR_MEM_CAT_COUNT - 1);
   return HSR_OK;
 }
 
@@ -76,8 +73,8 @@ hsr_status hsr_ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
   if (!l) return HSR_OK;
   HSR_CHECK(check_cat(cat));
   if (bytes > l->cur[cat])
-    return hsr_error(HSR_ERR_STATE, "ledger: releasing %zu bytes of %s but only %llu are alive", bytes,
-                     cat_names[cat], (unsigned long long)l->cur[cat]);
+    return hsr_error(HSR_ERR_STATE, "ledger: releasing %zu bytes of %s but only %llu are alive", bytes, cat_names[cat],
+                     (unsigned long long)l->cur[cat]);
   l->cur[cat] -= bytes;
   l->total -= bytes;
   if (!hsr_mem_cat_persistent(cat)) l->transient -= bytes;
@@ -92,8 +89,7 @@ hsr_status hsr_ledger_note(hsr_ledger *l, int64_t delta) {
 
 hsr_status hsr_ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step) {
   if (!l) return HSR_OK;
-  if ((unsigned)phase >= HSR_PHASE_COUNT)
-    return hsr_error(HSR_ERR_INVALID, "ledger: unknown phase %d", (int)phase);
+  if ((unsigned)phase >= HSR_PHASE_COUNT) return hsr_error(HSR_ERR_INVALID, "ledger: unknown phase %d", (int)phase);
   l->now.phase = phase;
   l->now.unit = unit;
   l->now.step = step;
@@ -119,10 +115,14 @@ hsr_ledger_where hsr_ledger_total_peak_where(const hsr_ledger *l) { return l->to
 hsr_ledger_where hsr_ledger_runtime_peak_where(const hsr_ledger *l) { return l->runtime_where; }
 
 static void fmt_bytes(char *buf, size_t n, uint64_t b) {
-  if (b >= (1ull << 30)) snprintf(buf, n, "%.2f GiB", (double)b / (1ull << 30));
-  else if (b >= (1ull << 20)) snprintf(buf, n, "%.2f MiB", (double)b / (1ull << 20));
-  else if (b >= (1ull << 10)) snprintf(buf, n, "%.2f KiB", (double)b / (1ull << 10));
-  else snprintf(buf, n, "%llu B", (unsigned long long)b);
+  if (b >= (1ull << 30))
+    snprintf(buf, n, "%.2f GiB", (double)b / (1ull << 30));
+  else if (b >= (1ull << 20))
+    snprintf(buf, n, "%.2f MiB", (double)b / (1ull << 20));
+  else if (b >= (1ull << 10))
+    snprintf(buf, n, "%.2f KiB", (double)b / (1ull << 10));
+  else
+    snprintf(buf, n, "%llu B", (unsigned long long)b);
 }
 
 hsr_status hsr_ledger_print(const hsr_ledger *m, const hsr_ledger *p, double nparams, FILE *f) {
@@ -135,8 +135,7 @@ hsr_status hsr_ledger_print(const hsr_ledger *m, const hsr_ledger *p, double npa
     fmt_bytes(a, sizeof a, m->cur[i]);
     fmt_bytes(b, sizeof b, m->peak[i]);
     if (p) fmt_bytes(c, sizeof c, p->peak[i]);
-    fprintf(f, "%-20s %-11s %12s %12s", cat_names[i], hsr_mem_cat_persistent(cat) ? "persistent" : "transient",
-            a, b);
+    fprintf(f, "%-20s %-11s %12s %12s", cat_names[i], hsr_mem_cat_persistent(cat) ? "persistent" : "transient", a, b);
     if (p) fprintf(f, "   %14s", c);
     fputc('\n', f);
   }
@@ -153,8 +152,8 @@ hsr_status hsr_ledger_print(const hsr_ledger *m, const hsr_ledger *p, double npa
   fprintf(f, ", step %lld", (long long)w.step);
   if (p) {
     fmt_bytes(b, sizeof b, p->runtime_peak);
-    double d = p->runtime_peak ? 100.0 * ((double)m->runtime_peak - (double)p->runtime_peak) / (double)p->runtime_peak
-                               : 0.0;
+    double d =
+        p->runtime_peak ? 100.0 * ((double)m->runtime_peak - (double)p->runtime_peak) / (double)p->runtime_peak : 0.0;
     fprintf(f, " (predicted %s, %+.2f%%)", b, d);
   }
   fputc('\n', f);

@@ -100,7 +100,14 @@ int64_t rt_obs_step_now(const rt_obs *o) { return o ? o->step + 1 : 0; }
 static void span_in(rt_obs *o, int64_t step, hsr_span_kind kind, const char *lane, const char *name, int unit,
                     const char *group, uint64_t t0, uint64_t t1, uint64_t bytes) {
   if (!o->trace || t1 < t0) return;
-  hsr_trace_span s = {kind, lane, name, unit >= 0 ? o->unit_name(o->name_ctx, unit) : NULL, group, t0, t1, bytes,
+  hsr_trace_span s = {kind,
+                      lane,
+                      name,
+                      unit >= 0 ? o->unit_name(o->name_ctx, unit) : NULL,
+                      group,
+                      t0,
+                      t1,
+                      bytes,
                       step > 0 ? step : o->step + 1};
   led(hsr_trace_add(o->trace, &s));
 }
@@ -127,8 +134,7 @@ void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const c
   }
   if (!o->trace) return;
   if (kind == RT_EV_RESHARD || !collective) { /* local work: a reshard, or a copy standing in for a 1-rank gather */
-    span(o, HSR_SPAN_RUNTIME, "runtime", kind == RT_EV_RESHARD ? "reshard" : "local_copy", unit, group, t0, t1,
-         bytes);
+    span(o, HSR_SPAN_RUNTIME, "runtime", kind == RT_EV_RESHARD ? "reshard" : "local_copy", unit, group, t0, t1, bytes);
     return;
   }
   char lane[80];
@@ -142,8 +148,10 @@ void rt_obs_wait(rt_obs *o, uint64_t ns) {
 
 void rt_obs_time(rt_obs *o, rt_time_kind kind, uint64_t ns) {
   if (!o) return;
-  if (kind == RT_T_POST) o->tm.post_s += (double)ns * 1e-9;
-  else o->tm.data_s += (double)ns * 1e-9;
+  if (kind == RT_T_POST)
+    o->tm.post_s += (double)ns * 1e-9;
+  else
+    o->tm.data_s += (double)ns * 1e-9;
 }
 
 /* Entry of a lifecycle call. starts_step: forward/backward begin open a step. */

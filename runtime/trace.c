@@ -65,10 +65,11 @@ static char *intern(hsr_trace *t, const char *s) {
 }
 
 hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s) {
-  if (!t || !s || !s->lane || !s->name) return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: NULL trace, span, lane or name");
-  if ((unsigned)s->kind > HSR_SPAN_RUNTIME) return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: unknown span kind %d", (int)s->kind);
-  if (s->t1_ns < s->t0_ns)
-    return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: span '%s' ends before it starts", s->name);
+  if (!t || !s || !s->lane || !s->name)
+    return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: NULL trace, span, lane or name");
+  if ((unsigned)s->kind > HSR_SPAN_RUNTIME)
+    return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: unknown span kind %d", (int)s->kind);
+  if (s->t1_ns < s->t0_ns) return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: span '%s' ends before it starts", s->name);
   if (t->n == t->cap) {
     size_t cap = t->cap ? 2 * t->cap : 256;
     span *p = realloc(t->spans, cap * sizeof *p);
@@ -109,7 +110,10 @@ static char *rank_events_json(const hsr_trace *t) {
     const span *s = &t->spans[i];
     int tid = -1;
     for (int k = 0; k < nl; k++)
-      if (!strcmp(lanes[k], s->lane)) { tid = k; break; }
+      if (!strcmp(lanes[k], s->lane)) {
+        tid = k;
+        break;
+      }
     if (tid < 0 && nl < 256) {
       tid = nl;
       lanes[nl++] = s->lane;
@@ -164,7 +168,8 @@ static hsr_status gather_texts(hsr_boot *boot, const char *mine, char ***out) {
     hsr_status s2 = hsr_boot_allgather(boot, send, CHUNK, recv);
     if (st == HSR_OK) st = s2;
     for (int r = 0; st == HSR_OK && me == 0 && r < n; r++)
-      if (off < lens[r]) memcpy(texts[r] + off, recv + (size_t)r * CHUNK, (size_t)(lens[r] - off < CHUNK ? lens[r] - off : CHUNK));
+      if (off < lens[r])
+        memcpy(texts[r] + off, recv + (size_t)r * CHUNK, (size_t)(lens[r] - off < CHUNK ? lens[r] - off : CHUNK));
   }
   free(send);
   free(recv);
@@ -191,7 +196,10 @@ hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path) {
     if (st != HSR_OK || !texts) return st;
   } else {
     texts = calloc(1, sizeof *texts);
-    if (!texts) { free(mine); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
+    if (!texts) {
+      free(mine);
+      return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+    }
     texts[0] = mine;
     n = 1;
   }
@@ -217,14 +225,18 @@ hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     FILE *f = doc ? fopen(tmp, "w") : NULL;
-    if (!doc) st = hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
-    else if (!f) st = hsr_error(HSR_ERR_IO, "trace: cannot write %s", tmp);
+    if (!doc)
+      st = hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+    else if (!f)
+      st = hsr_error(HSR_ERR_IO, "trace: cannot write %s", tmp);
     else {
       size_t len = strlen(doc);
       int bad = fwrite(doc, 1, len, f) != len;
       bad |= fclose(f) != 0;
-      if (bad) st = hsr_error(HSR_ERR_IO, "trace: writing %s failed", tmp);
-      else if (rename(tmp, path) != 0) st = hsr_error(HSR_ERR_IO, "trace: cannot rename %s to %s", tmp, path);
+      if (bad)
+        st = hsr_error(HSR_ERR_IO, "trace: writing %s failed", tmp);
+      else if (rename(tmp, path) != 0)
+        st = hsr_error(HSR_ERR_IO, "trace: cannot rename %s to %s", tmp, path);
       if (st != HSR_OK) remove(tmp);
     }
     free(doc);

@@ -7,7 +7,9 @@
 
 #include "hsr/trace.h"
 
-typedef struct { double a, b; } ival;
+typedef struct {
+  double a, b;
+} ival;
 
 static int cmp_ival(const void *x, const void *y) {
   double d = ((const ival *)x)->a - ((const ival *)y)->a;
@@ -20,8 +22,10 @@ static int merge(ival *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_ival);
   int m = 0;
   for (int i = 1; i < n; i++) {
-    if (v[i].a <= v[m].b) { if (v[i].b > v[m].b) v[m].b = v[i].b; }
-    else v[++m] = v[i];
+    if (v[i].a <= v[m].b) {
+      if (v[i].b > v[m].b) v[m].b = v[i].b;
+    } else
+      v[++m] = v[i];
   }
   return m + 1;
 }
@@ -39,12 +43,18 @@ static double overlap_len(const ival *x, int nx, const ival *y, int ny) {
   while (i < nx && j < ny) {
     double a = x[i].a > y[j].a ? x[i].a : y[j].a, b = x[i].b < y[j].b ? x[i].b : y[j].b;
     if (b > a) s += b - a;
-    if (x[i].b < y[j].b) i++; else j++;
+    if (x[i].b < y[j].b)
+      i++;
+    else
+      j++;
   }
   return s;
 }
 
-typedef struct { const char *name; long count; } unit_count;
+typedef struct {
+  const char *name;
+  long count;
+} unit_count;
 
 typedef struct {
   hsr_trace_step_summary s;
@@ -107,7 +117,10 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
   ival *comp = malloc(sizeof(ival) * (size_t)(total + 1)), *comm = malloc(sizeof(ival) * (size_t)(total + 1));
   ival *ag = malloc(sizeof(ival) * (size_t)(total + 1));
   if (!xs || !comp || !comm || !ag) {
-    free(xs); free(comp); free(comm); free(ag);
+    free(xs);
+    free(comp);
+    free(comm);
+    free(ag);
     return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
   }
   const cJSON *e;
@@ -139,7 +152,14 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
         if (acc[k].s.step == xs[i].step) a = &acc[k];
       if (!a) {
         step_acc *p = realloc(acc, sizeof *acc * (size_t)(nacc + 1));
-        if (!p) { free(xs); free(comp); free(comm); free(ag); free(acc); return hsr_error(HSR_ERR_NOMEM, "trace: out of memory"); }
+        if (!p) {
+          free(xs);
+          free(comp);
+          free(comm);
+          free(ag);
+          free(acc);
+          return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+        }
         acc = p;
         a = &acc[nacc++];
         memset(a, 0, sizeof *a);
@@ -190,7 +210,10 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
         if (!strcmp(a->units[k].name, u)) break;
       if (k == a->nunits) {
         unit_count *p = realloc(a->units, sizeof *p * (size_t)(a->nunits + 1));
-        if (p) { a->units = p; a->units[a->nunits++] = (unit_count){u, 0}; }
+        if (p) {
+          a->units = p;
+          a->units[a->nunits++] = (unit_count){u, 0};
+        }
       }
       if (k < a->nunits) a->units[k].count++;
     }
@@ -230,7 +253,8 @@ hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *
   hsr_status st = analyse(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents"), &acc, &nacc);
   if (st == HSR_OK) {
     *out = malloc(sizeof **out * (size_t)(nacc ? nacc : 1));
-    if (!*out) st = hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+    if (!*out)
+      st = hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
     else {
       for (int k = 0; k < nacc; k++) (*out)[k] = acc[k].s;
       *n = nacc;
@@ -248,7 +272,10 @@ hsr_status hsr_trace_summarize(const char *path, int json, FILE *f) {
   step_acc *acc = NULL;
   int nacc = 0;
   hsr_status st = analyse(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents"), &acc, &nacc);
-  if (st != HSR_OK) { cJSON_Delete(doc); return st; }
+  if (st != HSR_OK) {
+    cJSON_Delete(doc);
+    return st;
+  }
   if (json) {
     cJSON *root = cJSON_CreateObject(), *steps = cJSON_AddArrayToObject(root, "steps");
     for (int k = 0; k < nacc; k++) {

@@ -47,8 +47,10 @@ static inline float ref_small_decode(uint16_t h, int eb, int mb) {
   uint32_t sign = h >> (eb + mb), mag = h & ((1u << (eb + mb)) - 1);
   uint32_t e = mag >> mb, m = mag & ((1u << mb) - 1);
   double v;
-  if (e == (1u << eb) - 1) v = m ? NAN : INFINITY;
-  else v = ref_small_value(mag, eb, mb);
+  if (e == (1u << eb) - 1)
+    v = m ? NAN : INFINITY;
+  else
+    v = ref_small_value(mag, eb, mb);
   return (float)(sign ? -v : v);
 }
 
@@ -63,8 +65,10 @@ static inline uint16_t ref_small_round(float f, int eb, int mb) {
   if (a >= ref_small_value(inf, eb, mb)) return (uint16_t)(sign | inf);
   while (hi - lo > 1) {
     uint32_t mid = (lo + hi) / 2;
-    if (ref_small_value(mid, eb, mb) <= a) lo = mid;
-    else hi = mid;
+    if (ref_small_value(mid, eb, mb) <= a)
+      lo = mid;
+    else
+      hi = mid;
   }
   double dlo = a - ref_small_value(lo, eb, mb), dhi = ref_small_value(hi, eb, mb) - a;
   uint32_t r = dlo < dhi ? lo : dhi < dlo ? hi : (lo & 1u) ? hi : lo;

@@ -66,8 +66,7 @@ static int check(hsr_boot *b, int expect_size, int expect_nodes) {
   if (hsr_boot_bcast(b, msg, sizeof msg, size) != HSR_ERR_INVALID) FAIL("bcast with a bad root accepted");
   st = hsr_boot_barrier(b);
   if (st != HSR_OK) FAIL("barrier: %s %s", hsr_status_str(st), hsr_last_error());
-  if (rank == 0)
-    printf("mr_boot OK: %d ranks, %d nodes, launcher %s\n", size, nodes, hsr_boot_launcher(b));
+  if (rank == 0) printf("mr_boot OK: %d ranks, %d nodes, launcher %s\n", size, nodes, hsr_boot_launcher(b));
   return 0;
 }
 
@@ -75,9 +74,12 @@ int main(int argc, char **argv) {
   int expect_size = -1, expect_nodes = -1;
   const char *expect_launcher = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--size")) expect_size = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--nodes")) expect_nodes = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--launcher")) expect_launcher = argv[i + 1];
+    if (!strcmp(argv[i], "--size"))
+      expect_size = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--nodes"))
+      expect_nodes = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--launcher"))
+      expect_launcher = argv[i + 1];
   }
   hsr_boot *b = NULL;
   hsr_status st = hsr_boot_init(&b);

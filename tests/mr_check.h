@@ -9,27 +9,27 @@
 
 #include "hsr/common.h"
 
-#define CHECK(cond, ...)                                  \
-  do {                                                    \
-    if (!(cond)) {                                        \
-      fprintf(stderr, "[rank %d] FAIL: ", g_rank);        \
-      fprintf(stderr, __VA_ARGS__);                       \
-      fprintf(stderr, "\n");                              \
-      g_fail = 1;                                         \
-    }                                                     \
-  } while (0)
-
-#define FAIL(...)                                  \
+#define CHECK(cond, ...)                           \
   do {                                             \
-    fprintf(stderr, "[rank %d] FAIL: ", g_rank);   \
-    fprintf(stderr, __VA_ARGS__);                  \
-    fprintf(stderr, "\n");                         \
-    return 1;                                      \
+    if (!(cond)) {                                 \
+      fprintf(stderr, "[rank %d] FAIL: ", g_rank); \
+      fprintf(stderr, __VA_ARGS__);                \
+      fprintf(stderr, "\n");                       \
+      g_fail = 1;                                  \
+    }                                              \
   } while (0)
 
-#define OK(expr)                                                                    \
-  do {                                                                              \
-    hsr_status _s = (expr);                                                         \
+#define FAIL(...)                                \
+  do {                                           \
+    fprintf(stderr, "[rank %d] FAIL: ", g_rank); \
+    fprintf(stderr, __VA_ARGS__);                \
+    fprintf(stderr, "\n");                       \
+    return 1;                                    \
+  } while (0)
+
+#define OK(expr)                                                                       \
+  do {                                                                                 \
+    hsr_status _s = (expr);                                                            \
     if (_s != HSR_OK) FAIL("%s: %s: %s", #expr, hsr_status_str(_s), hsr_last_error()); \
   } while (0)
 

@@ -82,8 +82,10 @@ static double reduce_ref(hsr_dtype dt, hsr_redop op, int n, size_t i) {
     acc = op == HSR_MAX ? (v > acc ? v : acc) : acc + v;
   }
   if (op == HSR_AVG) {
-    if (dt == HSR_I32 || dt == HSR_U8) acc = (double)((long long)acc / n);
-    else acc /= n;
+    if (dt == HSR_I32 || dt == HSR_U8)
+      acc = (double)((long long)acc / n);
+    else
+      acc /= n;
   }
   return acc;
 }
@@ -98,8 +100,10 @@ static void *buf_alloc(hsr_comm *c, size_t bytes, int comm_mem) {
   return p;
 }
 static void buf_free(hsr_comm *c, void *p, int comm_mem) {
-  if (comm_mem) hsr_comm_mem_free(c, p);
-  else free(p);
+  if (comm_mem)
+    hsr_comm_mem_free(c, p);
+  else
+    free(p);
 }
 
 /* One operation, checked. */
@@ -158,15 +162,19 @@ static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_
   }
   uint64_t t0, t1;
   OK(hsr_req_times(req, &t0, &t1));
-  if (count && (t0 == 0 || t1 < t0)) FAIL("%s: request times %llu..%llu", hsr_op_name(kind), (unsigned long long)t0,
-                                          (unsigned long long)t1);
+  if (count && (t0 == 0 || t1 < t0))
+    FAIL("%s: request times %llu..%llu", hsr_op_name(kind), (unsigned long long)t0, (unsigned long long)t1);
   OK(hsr_req_wait(req, -1));
   for (size_t i = 0; i < out_n; i++) {
     double want;
-    if (kind == HSR_OP_ALLGATHER) want = val(dt, (int)(i / count), i % count);
-    else if (kind == HSR_OP_REDUCE_SCATTER) want = reduce_ref(dt, rop, n, (size_t)r * count + i);
-    else if (kind == HSR_OP_ALLREDUCE) want = reduce_ref(dt, rop, n, i);
-    else want = val(dt, root, i);
+    if (kind == HSR_OP_ALLGATHER)
+      want = val(dt, (int)(i / count), i % count);
+    else if (kind == HSR_OP_REDUCE_SCATTER)
+      want = reduce_ref(dt, rop, n, (size_t)r * count + i);
+    else if (kind == HSR_OP_ALLREDUCE)
+      want = reduce_ref(dt, rop, n, i);
+    else
+      want = val(dt, root, i);
     double got = load(dt, recv, i);
     if (got != want)
       FAIL("%s %s %s count %zu %s %s mem, group of %d: element %zu is %g, expected %g", hsr_op_name(kind),
@@ -175,8 +183,9 @@ static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_
   }
   g_checked += (long)out_n;
   OK(hsr_comm_counters(c, kind, &after));
-  if (after.calls != before.calls + 1) FAIL("%s: calls counter %llu -> %llu", hsr_op_name(kind),
-                                            (unsigned long long)before.calls, (unsigned long long)after.calls);
+  if (after.calls != before.calls + 1)
+    FAIL("%s: calls counter %llu -> %llu", hsr_op_name(kind), (unsigned long long)before.calls,
+         (unsigned long long)after.calls);
   uint64_t drecv = after.bytes_recv - before.bytes_recv, dsent = after.bytes_sent - before.bytes_sent;
   if (kind == HSR_OP_ALLGATHER && drecv != (uint64_t)(n - 1) * count * es)
     FAIL("all_gather: bytes_recv grew by %llu, expected %llu", (unsigned long long)drecv,
@@ -297,8 +306,10 @@ static int post_rounds(poster *p) {
   for (int round = 0; round < ROUNDS; round++) {
     for (int i = 0; i < COUNT; i++) in[i] = (float)(r * 1000 + round * 10 + i);
     hsr_req *q;
-    if (p->allreduce) OK(hsr_comm_allreduce(p->c, in, out, COUNT, HSR_F32, HSR_SUM, &q));
-    else OK(hsr_comm_allgather(p->c, in, out, COUNT, HSR_F32, &q));
+    if (p->allreduce)
+      OK(hsr_comm_allreduce(p->c, in, out, COUNT, HSR_F32, HSR_SUM, &q));
+    else
+      OK(hsr_comm_allgather(p->c, in, out, COUNT, HSR_F32, &q));
     int done = 0;
     OK(hsr_req_test(q, &done)); /* lock-free when not done yet; no spinning here */
     OK(done ? hsr_req_free(q) : hsr_req_wait(q, -1));
@@ -307,7 +318,8 @@ static int post_rounds(poster *p) {
         double want = 0;
         if (p->allreduce)
           for (int k = 0; k < n; k++) want += k * 1000 + round * 10 + i;
-        else want = j * 1000 + round * 10 + i;
+        else
+          want = j * 1000 + round * 10 + i;
         if (out[j * COUNT + i] != (float)want)
           FAIL("threaded %s round %d element %d: %g vs %g", p->allreduce ? "all-reduce" : "all-gather", round,
                j * COUNT + i, out[j * COUNT + i], want);
@@ -382,17 +394,26 @@ int main(int argc, char **argv) {
   size_t counts[8] = {0, 1, 7, 1000003};
   int ncounts = 4;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--split") && i + 1 < argc) split = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--big")) big = 1;
-    else if (!strcmp(argv[i], "--timeout-case")) tcase = 1;
-    else if (!strcmp(argv[i], "--loose")) loose = 1;
-    else if (!strcmp(argv[i], "--bad-args")) bad = 1;
-    else if (!strcmp(argv[i], "--concurrent")) conc = 1;
-    else if (!strcmp(argv[i], "--interleave")) inter = 1;
-    else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc) ndt = strcmp(argv[++i], "f32") ? 6 : 1;
+    if (!strcmp(argv[i], "--split") && i + 1 < argc)
+      split = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--big"))
+      big = 1;
+    else if (!strcmp(argv[i], "--timeout-case"))
+      tcase = 1;
+    else if (!strcmp(argv[i], "--loose"))
+      loose = 1;
+    else if (!strcmp(argv[i], "--bad-args"))
+      bad = 1;
+    else if (!strcmp(argv[i], "--concurrent"))
+      conc = 1;
+    else if (!strcmp(argv[i], "--interleave"))
+      inter = 1;
+    else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc)
+      ndt = strcmp(argv[++i], "f32") ? 6 : 1;
     else if (!strcmp(argv[i], "--counts") && i + 1 < argc) {
       ncounts = 0;
-      for (char *t = strtok(argv[++i], ","); t && ncounts < 8; t = strtok(NULL, ",")) counts[ncounts++] = strtoull(t, 0, 10);
+      for (char *t = strtok(argv[++i], ","); t && ncounts < 8; t = strtok(NULL, ","))
+        counts[ncounts++] = strtoull(t, 0, 10);
     } else {
       fprintf(stderr, "mr_coll: unknown argument '%s'\n", argv[i]);
       return 2;

@@ -28,7 +28,8 @@ static int check_comm(hsr_comm *c, size_t count) {
   OK(hsr_req_wait(q, -1));
   cudaMemcpy(h, d_out, bytes, cudaMemcpyDeviceToHost);
   for (size_t i = 0; i < count * (size_t)n; i++)
-    if (h[i] != (float)((int)(i / count) * 1000 + (int)(i % count % 1000))) FAIL("all_gather element %zu = %g", i, h[i]);
+    if (h[i] != (float)((int)(i / count) * 1000 + (int)(i % count % 1000)))
+      FAIL("all_gather element %zu = %g", i, h[i]);
   /* reduce-scatter (avg) */
   for (size_t i = 0; i < count * (size_t)n; i++) h[i] = (float)(r + 1);
   cudaMemcpy(d_in, h, bytes, cudaMemcpyHostToDevice);

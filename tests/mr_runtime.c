@@ -66,9 +66,12 @@ static int parse_spec(const char *s, spec *out) {
     *v++ = 0;
     hsr_status st = HSR_OK;
     if (!mr_spec_policy(c, kv, v, &st)) {
-      if (!strcmp(kv, "twice")) out->twice = atoi(v);
-      else if (!strcmp(kv, "same")) snprintf(out->same, sizeof out->same, "%s", v);
-      else return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
+      if (!strcmp(kv, "twice"))
+        out->twice = atoi(v);
+      else if (!strcmp(kv, "same"))
+        snprintf(out->same, sizeof out->same, "%s", v);
+      else
+        return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
     }
     if (st != HSR_OK) return fprintf(stderr, "spec '%s': %s\n", s, hsr_last_error()), 1;
   }
@@ -76,7 +79,8 @@ static int parse_spec(const char *s, spec *out) {
 }
 
 /* What the policy implies, per step and rank. */
-static void expected_calls(const hsr_rt_config *c, int S, int R, int K, int U, uint64_t e[HSR_RT_GROUP_COUNT][HSR_OP_COUNT]) {
+static void expected_calls(const hsr_rt_config *c, int S, int R, int K, int U,
+                           uint64_t e[HSR_RT_GROUP_COUNT][HSR_OP_COUNT]) {
   memset(e, 0, sizeof(uint64_t) * HSR_RT_GROUP_COUNT * HSR_OP_COUNT);
   int M = c->micro_batches;
   int sharded = c->strategy == HSR_RT_FSDP || c->strategy == HSR_RT_HYBRID;
@@ -88,12 +92,15 @@ static void expected_calls(const hsr_rt_config *c, int S, int R, int K, int U, u
       int resharded = c->root_reshard ? U : U - 1;
       e[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER] = (uint64_t)(M * U);
       if (c->reshard == HSR_RT_RESHARD_FULL) e[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER] += (uint64_t)(M * resharded);
-      if (c->reshard == HSR_RT_RESHARD_PARTIAL && K > 1) e[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER] = (uint64_t)(M * resharded);
+      if (c->reshard == HSR_RT_RESHARD_PARTIAL && K > 1)
+        e[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER] = (uint64_t)(M * resharded);
     } else if (c->strategy != HSR_RT_DDP) {
       e[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER] = (uint64_t)U; /* after the step */
     }
-    if (sgrads) e[HSR_RT_GROUP_SHARD][HSR_OP_REDUCE_SCATTER] = (uint64_t)(U * nred);
-    else e[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE] = (uint64_t)(U * nred);
+    if (sgrads)
+      e[HSR_RT_GROUP_SHARD][HSR_OP_REDUCE_SCATTER] = (uint64_t)(U * nred);
+    else
+      e[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE] = (uint64_t)(U * nred);
     e[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE] += 1; /* the gradient norm */
   }
   if (R > 1) {
@@ -231,8 +238,7 @@ static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
       if (train(boot, world, cl, &sp, q, loss2)) return 1;
       int same = !memcmp(loss, loss2, sizeof loss);
       for (int u = 0; u < mlp_num_units(&model); u++)
-        for (int k = 0; k < 4; k++)
-          same &= !memcmp(p[u][k], q[u][k], mlp_param_numel(&model, u, k) * sizeof(float));
+        for (int k = 0; k < 4; k++) same &= !memcmp(p[u][k], q[u][k], mlp_param_numel(&model, u, k) * sizeof(float));
       CHECK(same, "%s: two runs are not bitwise identical", sp.text);
       free_params(q);
     }
@@ -331,7 +337,8 @@ static int run_bad(hsr_boot *boot) {
   OK(hsr_rt_param_add(rt, ub, "b.w", 1, s8, 0));
   int64_t s0[2] = {0, 5};
   OK(hsr_rt_param_add(rt, ub, "b.empty", 2, s0, 0)); /* zero-size parameters are valid */
-  expect(hsr_rt_param_add(rt, ub, "shared.w", 1, s8, 0), HSR_ERR_INVALID, "registered twice", "tied parameter registered twice");
+  expect(hsr_rt_param_add(rt, ub, "shared.w", 1, s8, 0), HSR_ERR_INVALID, "registered twice",
+         "tied parameter registered twice");
   float init[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   OK(hsr_rt_param_init(rt, "shared.w", init));
   OK(hsr_rt_param_init(rt, "b.w", init));
@@ -342,7 +349,8 @@ static int run_bad(hsr_boot *boot) {
   CHECK(!memcmp(v, init, sizeof init), "tied view does not show the owner's values");
   OK(hsr_rt_forward_end(rt, ub));
   OK(hsr_rt_forward_end(rt, ua));
-  expect(hsr_rt_param_view(rt, "shared.w", &v), HSR_ERR_STATE, "outside its window", "tied view after the owner closed");
+  expect(hsr_rt_param_view(rt, "shared.w", &v), HSR_ERR_STATE, "outside its window",
+         "tied view after the owner closed");
   float back[8] = {0};
   OK(hsr_rt_param_read(rt, "b.w", back));
   CHECK(!memcmp(back, init, sizeof init), "read-back of b.w differs from its initial values");
@@ -382,7 +390,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   g_rank = hsr_boot_rank(boot);
-  int rc = !strcmp(argv[1], "equiv") ? run_equiv(boot, argc - 2, argv + 2) : !strcmp(argv[1], "bad") ? run_bad(boot) : 2;
+  int rc = !strcmp(argv[1], "equiv") ? run_equiv(boot, argc - 2, argv + 2)
+           : !strcmp(argv[1], "bad") ? run_bad(boot)
+                                     : 2;
   hsr_boot_finalize(boot);
   if (rc == 0 && g_fail) rc = 1;
   if (rc == 0 && g_rank == 0) printf("PASS\n");

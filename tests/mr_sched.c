@@ -35,8 +35,10 @@ static int parse(const char *s, hsr_rt_config *c, mlp_cfg *m) {
     *v++ = 0;
     hsr_status st = HSR_OK;
     if (!mr_spec_policy(c, kv, v, &st)) {
-      if (!strcmp(kv, "wrap")) m->wrap_linear = !strcmp(v, "linear");
-      else return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
+      if (!strcmp(kv, "wrap"))
+        m->wrap_linear = !strcmp(v, "linear");
+      else
+        return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
     }
     if (st != HSR_OK) return fprintf(stderr, "spec '%s': %s\n", s, hsr_last_error()), 1;
   }
@@ -77,8 +79,7 @@ static int checksum(hsr_rt *rt, const mlp_cfg *model, uint64_t *h) {
   return 0;
 }
 
-static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *spec, int pstep_off,
-               uint64_t *sum) {
+static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *spec, int pstep_off, uint64_t *sum) {
   hsr_rt_config cfg;
   mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
   if (parse(spec, &cfg, &model)) return 1;

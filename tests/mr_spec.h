@@ -11,21 +11,36 @@
 /* 1 if `key` is a policy key (*st: whether its value parsed), 0 if not. */
 static int mr_spec_policy(hsr_rt_config *c, const char *key, const char *v, hsr_status *st) {
   *st = HSR_OK;
-  if (!strcmp(key, "strategy")) *st = hsr_rt_parse_strategy(v, &c->strategy);
-  else if (!strcmp(key, "S")) c->shard = atoi(v);
-  else if (!strcmp(key, "R")) c->replicate = atoi(v);
-  else if (!strcmp(key, "reshard")) *st = hsr_rt_parse_reshard(v, &c->reshard, &c->partial_k);
-  else if (!strcmp(key, "prefetch")) c->prefetch = atoi(v);
-  else if (!strcmp(key, "live")) c->max_live = atoi(v);
-  else if (!strcmp(key, "sync")) *st = hsr_rt_parse_sync(v, &c->sync);
-  else if (!strcmp(key, "micro")) c->micro_batches = atoi(v);
-  else if (!strcmp(key, "clip")) c->clip = atof(v);
-  else if (!strcmp(key, "pdt")) *st = hsr_dtype_parse(v, &c->param_dtype);
-  else if (!strcmp(key, "rdt")) *st = hsr_dtype_parse(v, &c->reduce_dtype);
-  else if (!strcmp(key, "root")) c->root_reshard = atoi(v);
-  else if (!strcmp(key, "pstep")) c->prefetch_step = atoi(v);
-  else if (!strcmp(key, "device")) *st = hsr_rt_parse_device(v, &c->device, &c->device_ordinal);
-  else return 0;
+  if (!strcmp(key, "strategy"))
+    *st = hsr_rt_parse_strategy(v, &c->strategy);
+  else if (!strcmp(key, "S"))
+    c->shard = atoi(v);
+  else if (!strcmp(key, "R"))
+    c->replicate = atoi(v);
+  else if (!strcmp(key, "reshard"))
+    *st = hsr_rt_parse_reshard(v, &c->reshard, &c->partial_k);
+  else if (!strcmp(key, "prefetch"))
+    c->prefetch = atoi(v);
+  else if (!strcmp(key, "live"))
+    c->max_live = atoi(v);
+  else if (!strcmp(key, "sync"))
+    *st = hsr_rt_parse_sync(v, &c->sync);
+  else if (!strcmp(key, "micro"))
+    c->micro_batches = atoi(v);
+  else if (!strcmp(key, "clip"))
+    c->clip = atof(v);
+  else if (!strcmp(key, "pdt"))
+    *st = hsr_dtype_parse(v, &c->param_dtype);
+  else if (!strcmp(key, "rdt"))
+    *st = hsr_dtype_parse(v, &c->reduce_dtype);
+  else if (!strcmp(key, "root"))
+    c->root_reshard = atoi(v);
+  else if (!strcmp(key, "pstep"))
+    c->prefetch_step = atoi(v);
+  else if (!strcmp(key, "device"))
+    *st = hsr_rt_parse_device(v, &c->device, &c->device_ordinal);
+  else
+    return 0;
   return 1;
 }
 

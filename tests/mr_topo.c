@@ -31,7 +31,8 @@ static int run(hsr_boot *b, int want_domains, int want_dsize, int gpus, int want
     if (hsr_cluster_rank_node(c, r) != hsr_boot_node_of(b, r))
       FAIL("rank %d on node %d, boot says %d", r, hsr_cluster_rank_node(c, r), hsr_boot_node_of(b, r));
     int want_gpu = gpus ? (r % per) % gpus : -1;
-    if (hsr_cluster_rank_gpu(c, r) != want_gpu) FAIL("rank %d GPU %d, expected %d", r, hsr_cluster_rank_gpu(c, r), want_gpu);
+    if (hsr_cluster_rank_gpu(c, r) != want_gpu)
+      FAIL("rank %d GPU %d, expected %d", r, hsr_cluster_rank_gpu(c, r), want_gpu);
   }
   if (!hsr_cluster_node_topo(c, nodes - 1)) FAIL("no record for node %d", nodes - 1);
   if (hsr_topo_num_gpus(hsr_cluster_node_topo(c, 0)) != gpus) FAIL("node 0 record has wrong GPU count");
@@ -75,10 +76,14 @@ int main(int argc, char **argv) {
   int domains = -1, dsize = -1, gpus = 0, k = 0;
   g_rank = -1; /* until the bootstrap says */
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--domains")) domains = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--domain-size")) dsize = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--gpus")) gpus = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--partial")) k = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--domains"))
+      domains = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--domain-size"))
+      dsize = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--gpus"))
+      gpus = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--partial"))
+      k = atoi(argv[i + 1]);
   }
   if (domains < 1 || dsize < 1) FAIL("usage: mr_topo --domains D --domain-size Z [--gpus G] [--partial K]");
   hsr_boot *b;

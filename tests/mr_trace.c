@@ -17,9 +17,15 @@ int main(int argc, char **argv) {
   hsr_trace_create(rank, &t);
   /* Large enough that the gather needs several chunks. */
   for (int i = 0; i < nspans; i++) {
-    hsr_trace_span s = {i % 2 ? HSR_SPAN_COMM : HSR_SPAN_COMPUTE, i % 2 ? "comm shard" : "compute",
-                        i % 2 ? "all_gather" : "forward", "block_with_a_longish_name", "shard", (uint64_t)i * 1000,
-                        (uint64_t)i * 1000 + 500, (uint64_t)rank, 1};
+    hsr_trace_span s = {i % 2 ? HSR_SPAN_COMM : HSR_SPAN_COMPUTE,
+                        i % 2 ? "comm shard" : "compute",
+                        i % 2 ? "all_gather" : "forward",
+                        "block_with_a_longish_name",
+                        "shard",
+                        (uint64_t)i * 1000,
+                        (uint64_t)i * 1000 + 500,
+                        (uint64_t)rank,
+                        1};
     hsr_trace_add(t, &s);
   }
   hsr_status st = hsr_trace_write(t, b, argv[1]);
@@ -43,11 +49,18 @@ int main(int argc, char **argv) {
       int pid = (int)cJSON_GetObjectItem(e, "pid")->valuedouble;
       cJSON *jb = cJSON_GetObjectItem(cJSON_GetObjectItem(e, "args"), "bytes");
       int bytes = jb ? (int)jb->valuedouble : 0; /* rank 0's spans carry 0 bytes: no field */
-      if (pid < 0 || pid >= size || bytes != pid) { fprintf(stderr, "bad event pid %d bytes %d\n", pid, bytes); rc = 1; break; }
+      if (pid < 0 || pid >= size || bytes != pid) {
+        fprintf(stderr, "bad event pid %d bytes %d\n", pid, bytes);
+        rc = 1;
+        break;
+      }
       per[pid]++;
     }
     for (int r = 0; r < size; r++)
-      if (per[r] != nspans) { fprintf(stderr, "rank %d has %d spans, expected %d\n", r, per[r], nspans); rc = 1; }
+      if (per[r] != nspans) {
+        fprintf(stderr, "rank %d has %d spans, expected %d\n", r, per[r], nspans);
+        rc = 1;
+      }
     if (!rc) printf("mr_trace OK: %d ranks x %d spans, %ld bytes\n", size, nspans, len);
     free(per);
     cJSON_Delete(doc);

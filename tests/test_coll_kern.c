@@ -49,7 +49,8 @@ static void test_half_round_trip(void **state) {
   assert_true(hsr_coll_half_to_f32(HSR_F16, 1) == ldexpf(1, -24));
   /* ties round to even */
   assert_true(hsr_coll_half_to_f32(HSR_F16, hsr_coll_f32_to_half(HSR_F16, 1 + ldexpf(1, -11))) == 1.f);
-  assert_true(hsr_coll_half_to_f32(HSR_F16, hsr_coll_f32_to_half(HSR_F16, 1 + 3 * ldexpf(1, -11))) == 1 + ldexpf(1, -9));
+  assert_true(hsr_coll_half_to_f32(HSR_F16, hsr_coll_f32_to_half(HSR_F16, 1 + 3 * ldexpf(1, -11))) ==
+              1 + ldexpf(1, -9));
   assert_true(hsr_coll_half_to_f32(HSR_BF16, hsr_coll_f32_to_half(HSR_BF16, 257.f)) == 256.f);
   assert_true(hsr_coll_half_to_f32(HSR_BF16, hsr_coll_f32_to_half(HSR_BF16, 259.f)) == 260.f);
 }
@@ -92,7 +93,7 @@ static void test_reduce_types(void **state) {
   for (int i = 0; i < N; i++) {
     assert_true(fo[i] == 0.5f * (float)i);
     assert_int_equal(io[i], (int32_t)((uint32_t)INT32_MAX + (uint32_t)i)); /* wraps */
-    assert_int_equal(uo[i], (200 + (i & 0x7f)) / 2);                      /* averaged before truncation */
+    assert_int_equal(uo[i], (200 + (i & 0x7f)) / 2);                       /* averaged before truncation */
     assert_true(dd[i] == i * 0.25);
   }
   /* in place: out aliases the first input */

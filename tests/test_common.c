@@ -129,9 +129,12 @@ static void test_clock(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_status_strings), cmocka_unit_test(test_error_detail),
-      cmocka_unit_test(test_parse_long),     cmocka_unit_test(test_parse_size_and_double),
-      cmocka_unit_test(test_env),            cmocka_unit_test(test_clock),
+      cmocka_unit_test(test_status_strings),
+      cmocka_unit_test(test_error_detail),
+      cmocka_unit_test(test_parse_long),
+      cmocka_unit_test(test_parse_size_and_double),
+      cmocka_unit_test(test_env),
+      cmocka_unit_test(test_clock),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,7 +21,10 @@
 
 static void test_bf16_special_values(void **state) {
   (void)state;
-  static const struct { uint32_t f; uint16_t h; } cases[] = {
+  static const struct {
+    uint32_t f;
+    uint16_t h;
+  } cases[] = {
       {0x00000000u, 0x0000}, {0x80000000u, 0x8000}, /* +-0 */
       {0x7f800000u, 0x7f80}, {0xff800000u, 0xff80}, /* +-inf */
       {0x3f800000u, 0x3f80}, {0xbf800000u, 0xbf80}, /* +-1 */
@@ -48,8 +51,8 @@ static void test_bf16_special_values(void **state) {
     if (got != cases[i].h) fail_msg("bf16(0x%08x) = 0x%04x, want 0x%04x", cases[i].f, got, cases[i].h);
   }
   /* NaNs: stay NaN (never truncate to inf), keep the sign, come out quiet. */
-  static const uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u, 0x7fbfffffu, 0x7fffffffu,
-                                  0x7f810000u};
+  static const uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u,
+                                  0x7fbfffffu, 0x7fffffffu, 0x7f810000u};
   for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
     uint16_t h = hsr_km_f32_to_bf16(ref_float(nans[i]));
     assert_true(ref_is_quiet_nan16(h, 8, 7));
@@ -82,10 +85,10 @@ static void test_bf16_against_reference(void **state) {
   for (int i = 0; i < 1000000; i++) {
     uint32_t u = (uint32_t)ref_rand(&seed);
     switch (i % 4) {
-      case 1: u = (u & 0xffff0000u) | 0x8000u; break;
-      case 2: u = (u & 0xffff0000u) | 0x7fffu; break;
-      case 3: u = (u & 0xffff0000u) | 0x8001u; break;
-      default: break;
+    case 1: u = (u & 0xffff0000u) | 0x8000u; break;
+    case 2: u = (u & 0xffff0000u) | 0x7fffu; break;
+    case 3: u = (u & 0xffff0000u) | 0x8001u; break;
+    default: break;
     }
     float f = ref_float(u);
     if (isnan(f)) continue;
@@ -98,29 +101,37 @@ static void test_bf16_against_reference(void **state) {
 
 static void test_f16_special_values(void **state) {
   (void)state;
-  static const struct { float f; uint16_t h; } cases[] = {
-      {0.0f, 0x0000}, {-0.0f, 0x8000}, {INFINITY, 0x7c00}, {-INFINITY, 0xfc00},
-      {1.0f, 0x3c00}, {-2.0f, 0xc000},
-      {65504.0f, 0x7bff},                      /* largest finite */
-      {65519.996f, 0x7bff},                    /* just below the overflow tie */
-      {65520.0f, 0x7c00},                      /* the tie: 0x7bff is odd -> inf */
-      {1e10f, 0x7c00}, {-1e10f, 0xfc00},       /* overflow */
-      {0x1p-14f, 0x0400},                      /* smallest normal */
-      {0x1p-24f, 0x0001},                      /* smallest subnormal */
-      {0x1p-25f, 0x0000},                      /* tie between 0 and 2^-24: even 0 */
-      {0x1.000002p-25f, 0x0001},               /* just above that tie */
-      {-0x1p-25f, 0x8000},                     /* negative tie to -0 */
-      {0x1.8p-24f, 0x0002},                    /* 1.5 ulp: tie, 1 odd -> 2 */
-      {0x1.4p-23f, 0x0002},                    /* 2.5 ulp: tie, 2 even -> 2 */
-      {0x1.ff8p-15f, 0x03ff},                  /* largest subnormal */
-      {0x1.ffcp-15f, 0x0400},                  /* tie between it and the smallest normal: 0x3ff odd -> up */
-      {0x1.ffbffep-15f, 0x03ff},               /* just below that tie */
-      {0x1.ff0p-15f, 0x03fe},                  /* exactly 0x3fe * 2^-24 */
-      {0x1p-30f, 0x0000},                      /* underflow */
-      {1.00048828125f, 0x3c00},                /* 1 + 2^-11: tie, even down */
-      {1.00146484375f, 0x3c02},                /* 1 + 3*2^-11: tie, odd up */
-      {0x1.002002p+0f, 0x3c01},                 /* just above 1 + 2^-11 */
-      {0x1p-149f, 0x0000},                     /* f32 subnormal */
+  static const struct {
+    float f;
+    uint16_t h;
+  } cases[] = {
+      {0.0f, 0x0000},
+      {-0.0f, 0x8000},
+      {INFINITY, 0x7c00},
+      {-INFINITY, 0xfc00},
+      {1.0f, 0x3c00},
+      {-2.0f, 0xc000},
+      {65504.0f, 0x7bff},   /* largest finite */
+      {65519.996f, 0x7bff}, /* just below the overflow tie */
+      {65520.0f, 0x7c00},   /* the tie: 0x7bff is odd -> inf */
+      {1e10f, 0x7c00},
+      {-1e10f, 0xfc00},          /* overflow */
+      {0x1p-14f, 0x0400},        /* smallest normal */
+      {0x1p-24f, 0x0001},        /* smallest subnormal */
+      {0x1p-25f, 0x0000},        /* tie between 0 and 2^-24: even 0 */
+      {0x1.000002p-25f, 0x0001}, /* just above that tie */
+      {-0x1p-25f, 0x8000},       /* negative tie to -0 */
+      {0x1.8p-24f, 0x0002},      /* 1.5 ulp: tie, 1 odd -> 2 */
+      {0x1.4p-23f, 0x0002},      /* 2.5 ulp: tie, 2 even -> 2 */
+      {0x1.ff8p-15f, 0x03ff},    /* largest subnormal */
+      {0x1.ffcp-15f, 0x0400},    /* tie between it and the smallest normal: 0x3ff odd -> up */
+      {0x1.ffbffep-15f, 0x03ff}, /* just below that tie */
+      {0x1.ff0p-15f, 0x03fe},    /* exactly 0x3fe * 2^-24 */
+      {0x1p-30f, 0x0000},        /* underflow */
+      {1.00048828125f, 0x3c00},  /* 1 + 2^-11: tie, even down */
+      {1.00146484375f, 0x3c02},  /* 1 + 3*2^-11: tie, odd up */
+      {0x1.002002p+0f, 0x3c01},  /* just above 1 + 2^-11 */
+      {0x1p-149f, 0x0000},       /* f32 subnormal */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     uint16_t got = hsr_km_f32_to_f16(cases[i].f);
@@ -281,7 +292,9 @@ static void test_scale_axpy(void **state) {
 /* ---- AdamW --------------------------------------------------------------------- */
 
 /* ms: the same average over |g|, the scale m's rounding errors are relative to. */
-typedef struct { double p, m, v, ms; } ref_adamw_state;
+typedef struct {
+  double p, m, v, ms;
+} ref_adamw_state;
 
 /* PyTorch AdamW, all in double. */
 static void ref_adamw(ref_adamw_state *s, double g, const hsr_adamw_hparams *hp) {
@@ -313,8 +326,8 @@ static void run_adamw_reference(hsr_dtype gdt, hsr_dtype odt, int with_out) {
     m[i] = v[i] = 0.0f;
     r[i] = (ref_adamw_state){p[i], 0, 0, 0};
   }
-  hsr_adamw_hparams hp = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
-                          .step = 0, .grad_scale = 0.5f};
+  hsr_adamw_hparams hp = {
+      .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 0, .grad_scale = 0.5f};
   for (int t = 1; t <= STEPS; t++) {
     hp.step = t;
     for (int i = 0; i < N; i++) {
@@ -324,9 +337,8 @@ static void run_adamw_reference(hsr_dtype gdt, hsr_dtype odt, int with_out) {
       ref_adamw(&r[i], g, &hp);
     }
     void *out = !with_out ? NULL : odt == HSR_F32 ? (void *)outf : (void *)outb;
-    assert_int_equal(hsr_kernels_adamw(d, NULL, N, p, m, v, gdt == HSR_F32 ? (void *)gf : (void *)gb, gdt, out,
-                                       odt, &hp),
-                     HSR_OK);
+    assert_int_equal(
+        hsr_kernels_adamw(d, NULL, N, p, m, v, gdt == HSR_F32 ? (void *)gf : (void *)gb, gdt, out, odt, &hp), HSR_OK);
     for (int i = 0; i < N; i++) {
       check_close("master", i, p[i], r[i].p, fabs(r[i].p) + hp.lr);
       check_close("m", i, m[i], r[i].m, r[i].ms);
@@ -354,8 +366,8 @@ static void test_adamw_bf16_grad(void **state) {
 static void test_adamw_semantics(void **state) {
   (void)state;
   hsr_device *d = host_dev();
-  hsr_adamw_hparams hp = {.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.5f,
-                          .step = 1, .grad_scale = 1.0f};
+  hsr_adamw_hparams hp = {
+      .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.5f, .step = 1, .grad_scale = 1.0f};
   /* zero gradient, zero moments: only the decoupled decay acts */
   float p[3] = {1.0f, -2.0f, 3.0f}, m[3] = {0}, v[3] = {0}, g[3] = {0};
   assert_int_equal(hsr_kernels_adamw(d, NULL, 3, p, m, v, g, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);

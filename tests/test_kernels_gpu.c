@@ -28,9 +28,9 @@ static const size_t sizes[] = {0, 1, 3, 4, 7, 8, 9, 255, 1000, 4097, 65536 + 13,
 
 /* Random values with the special ones sprinkled in. */
 static void fill_f32(float *x, size_t n, uint64_t seed, float scale) {
-  static const uint32_t special[] = {0x7fc00000u, 0xff800001u, 0x7f800000u, 0xff800000u, 0x00000000u, 0x80000000u,
-                                     0x00000001u, 0x007fffffu, 0x7f7fffffu, 0x3f808000u, 0x3f818000u, 0x33800000u,
-                                     0x477ff000u, 0x387fc000u};
+  static const uint32_t special[] = {0x7fc00000u, 0xff800001u, 0x7f800000u, 0xff800000u, 0x00000000u,
+                                     0x80000000u, 0x00000001u, 0x007fffffu, 0x7f7fffffu, 0x3f808000u,
+                                     0x3f818000u, 0x33800000u, 0x477ff000u, 0x387fc000u};
   for (size_t i = 0; i < n; i++) {
     x[i] = ref_uniform(&seed, -scale, scale);
     if (i % 97 == 5) x[i] = ref_float(special[(i / 97) % (sizeof special / sizeof special[0])]);
@@ -58,10 +58,10 @@ static void drain(void) {
 static int is_nan(const void *p, hsr_dtype dt) {
   uint16_t h;
   switch (dt) {
-    case HSR_F32: return isnan(*(const float *)p);
-    case HSR_F64: return isnan(*(const double *)p);
-    case HSR_BF16: memcpy(&h, p, 2); return (h & 0x7fff) > 0x7f80;
-    default: memcpy(&h, p, 2); return (h & 0x7fff) > 0x7c00;
+  case HSR_F32: return isnan(*(const float *)p);
+  case HSR_F64: return isnan(*(const double *)p);
+  case HSR_BF16: memcpy(&h, p, 2); return (h & 0x7fff) > 0x7f80;
+  default: memcpy(&h, p, 2); return (h & 0x7fff) > 0x7c00;
   }
 }
 
@@ -122,11 +122,15 @@ static void test_scale_axpy(void **state) {
         hsr_dtype dt = dts[t];
         size_t es = hsr_dtype_size(dt);
         fill_f32(f, n, 5 + k, 100.0f);
-        if (dt == HSR_F64) for (size_t i = 0; i < n; i++) ((double *)x)[i] = f[i] * 1.0000001;
-        else OK(hsr_kernels_cast(cpu, NULL, n, f, HSR_F32, x, dt));
+        if (dt == HSR_F64)
+          for (size_t i = 0; i < n; i++) ((double *)x)[i] = f[i] * 1.0000001;
+        else
+          OK(hsr_kernels_cast(cpu, NULL, n, f, HSR_F32, x, dt));
         fill_f32(f, n, 99 + k, 100.0f);
-        if (dt == HSR_F64) for (size_t i = 0; i < n; i++) ((double *)y)[i] = f[i] * 0.9999999;
-        else OK(hsr_kernels_cast(cpu, NULL, n, f, HSR_F32, y, dt));
+        if (dt == HSR_F64)
+          for (size_t i = 0; i < n; i++) ((double *)y)[i] = f[i] * 0.9999999;
+        else
+          OK(hsr_kernels_cast(cpu, NULL, n, f, HSR_F32, y, dt));
         char *dx = dev_from(x, n * es, off * es), *dy = dev_from(y, n * es, off * es);
         OK(hsr_kernels_axpy(cpu, NULL, n, -0.37, x, y, dt));
         OK(hsr_kernels_axpy(gpu, NULL, n, -0.37, dx + off * es, dy + off * es, dt));
@@ -166,8 +170,13 @@ static void test_adamw(void **state) {
         OK(hsr_device_alloc(gpu, n * 4 + 64, (void **)&dg));
         OK(hsr_device_alloc(gpu, n * 4 + 64, (void **)&dout));
         for (int step = 1; step <= 3; step++) {
-          hsr_adamw_hparams hp = {.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
-                                  .step = step, .grad_scale = 0.25f};
+          hsr_adamw_hparams hp = {.lr = 3e-3f,
+                                  .beta1 = 0.9f,
+                                  .beta2 = 0.95f,
+                                  .eps = 1e-8f,
+                                  .weight_decay = 0.1f,
+                                  .step = step,
+                                  .grad_scale = 0.25f};
           fill_f32(g, n, 777 + (uint64_t)step, 3.0f);
           for (size_t i = 0; i < n; i++)
             if (!isfinite(g[i])) g[i] = 0.5f; /* a NaN gradient would poison both sides equally; keep the check sharp */
@@ -211,8 +220,10 @@ static void test_sumsq(void **state) {
       size_t es = hsr_dtype_size(dt);
       uint64_t seed = 3 + k;
       for (size_t i = 0; i < n; i++) f[i] = ref_uniform(&seed, -50, 50);
-      if (dt == HSR_F64) for (size_t i = 0; i < n; i++) ((double *)x)[i] = f[i] * 1.0000001;
-      else OK(hsr_kernels_cast(cpu, NULL, n, f, HSR_F32, x, dt));
+      if (dt == HSR_F64)
+        for (size_t i = 0; i < n; i++) ((double *)x)[i] = f[i] * 1.0000001;
+      else
+        OK(hsr_kernels_cast(cpu, NULL, n, f, HSR_F32, x, dt));
       void *dx = dev_from(x, n * es, 0);
       double want = -1, got = -2, got2 = -3;
       OK(hsr_kernels_sumsq(cpu, NULL, n, x, dt, &want));

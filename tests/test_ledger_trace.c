@@ -70,8 +70,9 @@ static void test_ledger_totals(void **state) {
 
 static void span(hsr_trace *t, hsr_span_kind k, const char *lane, const char *name, const char *unit, double a_ms,
                  double b_ms, int64_t step) {
-  hsr_trace_span s = {k, lane, name, unit, k == HSR_SPAN_COMM ? "shard" : NULL,
-                      (uint64_t)(a_ms * 1e6), (uint64_t)(b_ms * 1e6), 100, step};
+  hsr_trace_span s = {
+      k,   lane, name, unit, k == HSR_SPAN_COMM ? "shard" : NULL, (uint64_t)(a_ms * 1e6), (uint64_t)(b_ms * 1e6),
+      100, step};
   assert_int_equal(hsr_trace_add(t, &s), HSR_OK);
 }
 

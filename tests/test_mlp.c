@@ -81,7 +81,8 @@ static void test_math(void **state) {
     double r = ref_gelu(x);
     if (fabs(mlp_gelu(x) - r) > 1e-6 * (1 + fabs(r))) fail_msg("gelu(%g) = %.9g, reference %.9g", x, mlp_gelu(x), r);
     double h = 1e-4, fd = (ref_gelu(x + h) - ref_gelu(x - h)) / (2 * h);
-    if (fabs(mlp_gelu_grad(x) - fd) > 1e-5) fail_msg("gelu'(%g) = %.9g, central difference %.9g", x, mlp_gelu_grad(x), fd);
+    if (fabs(mlp_gelu_grad(x) - fd) > 1e-5)
+      fail_msg("gelu'(%g) = %.9g, central difference %.9g", x, mlp_gelu_grad(x), fd);
   }
   /* cross-entropy: ordinary logits and huge ones (the max shift keeps exp finite) */
   const float rows[2][4] = {{0.5f, -1.25f, 2.0f, 0.0f}, {1000.0f, 998.0f, -1000.0f, 999.5f}};
@@ -94,7 +95,8 @@ static void test_math(void **state) {
       for (int k = 0; k < 4; k++) sum += exp(rows[r][k] - mx);
       double want = -(rows[r][y] - mx - log(sum));
       double loss = mlp_ce_row(z, 4, y, 8);
-      if (!isfinite(loss) || fabs(loss - want) > 1e-9 * (1 + want)) fail_msg("ce row %d label %d: %.12g vs %.12g", r, y, loss, want);
+      if (!isfinite(loss) || fabs(loss - want) > 1e-9 * (1 + want))
+        fail_msg("ce row %d label %d: %.12g vs %.12g", r, y, loss, want);
       double gsum = 0;
       for (int k = 0; k < 4; k++) {
         double p = exp(rows[r][k] - mx) / sum, g = (p - (k == y)) / 8;

@@ -54,7 +54,8 @@ static void test_predict_fsdp(void **state) {
   assert_int_equal(hsr_ledger_peak(u, HSR_MEM_AR_BUF), (1024 + 256) * 4);
   hsr_ledger_where w = hsr_ledger_runtime_peak_where(u);
   assert_int_equal(w.phase, HSR_PHASE_BACKWARD);
-  assert_int_equal(w.unit, 1); /* blk: its full unit and full gradient (32 KiB) beat root + queued blk reduction (28 KiB) */
+  assert_int_equal(w.unit,
+                   1); /* blk: its full unit and full gradient (32 KiB) beat root + queued blk reduction (28 KiB) */
   /* everything transient is back in the pool at the end */
   assert_int_equal(hsr_ledger_current(u, HSR_MEM_FULL_UNIT), 0);
   assert_int_equal(hsr_ledger_current(h, HSR_MEM_FULL_UNIT), (4096 + 1024) * 4);
@@ -78,9 +79,15 @@ static void test_wrap(void **state) {
   (void)state;
   hsr_wrap_report r;
   /* per block: 4 blocks + root kept, reshard full: 2 x 4 + 1 gathers */
-  hsr_wrap_input in = {.gathers_per_step = 9, .repeating_blocks = 4, .units = 5, .root_units = 1,
-                       .root_gathers_per_step = 1, .gathers_per_unit = 2, .mean_gather_bytes = 256 << 10,
-                       .mean_gather_us = 80, .min_unit_bytes = 64 << 10};
+  hsr_wrap_input in = {.gathers_per_step = 9,
+                       .repeating_blocks = 4,
+                       .units = 5,
+                       .root_units = 1,
+                       .root_gathers_per_step = 1,
+                       .gathers_per_unit = 2,
+                       .mean_gather_bytes = 256 << 10,
+                       .mean_gather_us = 80,
+                       .min_unit_bytes = 64 << 10};
   assert_int_equal(hsr_tune_wrap_check(&in, &r), HSR_OK);
   assert_false(r.too_many_gathers);
   assert_false(r.latency_bound);

@@ -200,9 +200,8 @@ static void uneven_domains(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(auto_two_nodes),        cmocka_unit_test(shard_spans_domains),
-      cmocka_unit_test(world6_s3),             cmocka_unit_test(bad_requests),
-      cmocka_unit_test(round_robin_placement), cmocka_unit_test(multinode_domain),
+      cmocka_unit_test(auto_two_nodes), cmocka_unit_test(shard_spans_domains),   cmocka_unit_test(world6_s3),
+      cmocka_unit_test(bad_requests),   cmocka_unit_test(round_robin_placement), cmocka_unit_test(multinode_domain),
       cmocka_unit_test(uneven_domains),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -331,8 +331,8 @@ static void env_xml(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(xeon_24em64t), cmocka_unit_test(xeon_32em64t),     cmocka_unit_test(power8_nvlink),
-      cmocka_unit_test(dgx_h100),     cmocka_unit_test(pcie_4gpu),        cmocka_unit_test(nvl_two_nodes),
+      cmocka_unit_test(xeon_24em64t),     cmocka_unit_test(xeon_32em64t), cmocka_unit_test(power8_nvlink),
+      cmocka_unit_test(dgx_h100),         cmocka_unit_test(pcie_4gpu),    cmocka_unit_test(nvl_two_nodes),
       cmocka_unit_test(cpu_only_binding), cmocka_unit_test(bad_files),    cmocka_unit_test(env_xml),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,8 +24,10 @@ int hsr_cmd_info(int argc, char **argv) {
              "  (hsr-run --nodes N) splits each host into N simulated nodes.\n");
       return HSR_EXIT_OK;
     }
-    if (c == 'j') json = 1;
-    else return hsr_cli_usage_error("info", "unknown option");
+    if (c == 'j')
+      json = 1;
+    else
+      return hsr_cli_usage_error("info", "unknown option");
   }
   if (optind < argc) return hsr_cli_usage_error("info", "unexpected argument '%s'", argv[optind]);
 
@@ -48,9 +50,11 @@ int hsr_cmd_info(int argc, char **argv) {
   snprintf(mine.host, sizeof mine.host, "%s", hsr_boot_hostname(b));
   st = hsr_boot_allgather(b, &mine, sizeof mine, all);
   if (st == HSR_OK && hsr_boot_rank(b) == 0) {
-    if (json) printf("{\"launcher\":\"%s\",\"size\":%d,\"nodes\":%d,\"ranks\":[", hsr_boot_launcher(b), n,
-                     hsr_boot_num_nodes(b));
-    else printf("%-6s %-6s %-10s %-10s %-6s %s\n", "rank", "size", "local_rank", "local_size", "node", "host");
+    if (json)
+      printf("{\"launcher\":\"%s\",\"size\":%d,\"nodes\":%d,\"ranks\":[", hsr_boot_launcher(b), n,
+             hsr_boot_num_nodes(b));
+    else
+      printf("%-6s %-6s %-10s %-10s %-6s %s\n", "rank", "size", "local_rank", "local_size", "node", "host");
     for (int r = 0; r < n; r++) {
       const info_record *x = &all[r];
       if (json)

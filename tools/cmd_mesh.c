@@ -12,8 +12,10 @@
 
 static void cell(const hsr_cluster *c, int r, char *buf, size_t len) {
   int g = hsr_cluster_rank_gpu(c, r);
-  if (g >= 0) snprintf(buf, len, "%d@%d/%d", r, hsr_cluster_rank_node(c, r), g);
-  else snprintf(buf, len, "%d@%d/cpu", r, hsr_cluster_rank_node(c, r));
+  if (g >= 0)
+    snprintf(buf, len, "%d@%d/%d", r, hsr_cluster_rank_node(c, r), g);
+  else
+    snprintf(buf, len, "%d@%d/cpu", r, hsr_cluster_rank_node(c, r));
 }
 
 static void print_group(const int *g, int n) {
@@ -48,7 +50,8 @@ static void print_text(const hsr_cluster *c, const hsr_mesh *m) {
       cell(c, hsr_mesh_rank_at(m, rep, s), b, sizeof b);
       /* '+' marks a shard-group column where the NVLink domain changes. */
       int prev = s ? hsr_mesh_rank_at(m, rep, s - 1) : -1;
-      int cross = prev >= 0 && hsr_cluster_rank_domain(c, prev) != hsr_cluster_rank_domain(c, hsr_mesh_rank_at(m, rep, s));
+      int cross =
+          prev >= 0 && hsr_cluster_rank_domain(c, prev) != hsr_cluster_rank_domain(c, hsr_mesh_rank_at(m, rep, s));
       printf("%c%*s", cross ? '+' : '|', -w, b);
     }
     printf("|\n");
@@ -149,11 +152,15 @@ static hsr_status parse_count(const char *what, const char *s, int auto_ok, int 
 }
 
 int hsr_cmd_mesh(int argc, char **argv) {
-  static const struct option opts[] = {{"help", no_argument, 0, 'h'},        {"json", no_argument, 0, 'j'},
-                                       {"xml", required_argument, 0, 'x'},   {"world", required_argument, 0, 'w'},
-                                       {"nodes", required_argument, 0, 'n'}, {"shard", required_argument, 0, 's'},
+  static const struct option opts[] = {{"help", no_argument, 0, 'h'},
+                                       {"json", no_argument, 0, 'j'},
+                                       {"xml", required_argument, 0, 'x'},
+                                       {"world", required_argument, 0, 'w'},
+                                       {"nodes", required_argument, 0, 'n'},
+                                       {"shard", required_argument, 0, 's'},
                                        {"replicate", required_argument, 0, 'r'},
-                                       {"partial", required_argument, 0, 'k'}, {0, 0, 0, 0}};
+                                       {"partial", required_argument, 0, 'k'},
+                                       {0, 0, 0, 0}};
   int json = 0, c, world = 0, nodes = 0;
   hsr_mesh_request req = {0, 0, 0};
   const char *xml = NULL;
@@ -184,8 +191,7 @@ int hsr_cmd_mesh(int argc, char **argv) {
     case 's': st = parse_count("--shard", optarg, 1, &req.shard); break;
     case 'r': st = parse_count("--replicate", optarg, 0, &req.replicate); break;
     case 'k': st = parse_count("--partial", optarg, 0, &req.partial); break;
-    default:
-      return hsr_cli_usage_error("mesh", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return hsr_cli_usage_error("mesh", "unknown option or missing value '%s'", argv[optind - 1]);
     }
     if (st != HSR_OK) return hsr_cli_usage_error("mesh", "%s", hsr_last_error());
   }
@@ -199,8 +205,10 @@ int hsr_cmd_mesh(int argc, char **argv) {
   int offline = world > 0 || nodes > 0;
   if (!offline) {
     st = hsr_boot_init(&b);
-    if (st == HSR_OK && hsr_boot_is_singleton(b)) offline = 1;
-    else if (st == HSR_OK) st = hsr_cluster_gather(b, t, &cl);
+    if (st == HSR_OK && hsr_boot_is_singleton(b))
+      offline = 1;
+    else if (st == HSR_OK)
+      st = hsr_cluster_gather(b, t, &cl);
   }
   if (st == HSR_OK && offline) {
     if (!nodes) nodes = 1;
@@ -210,8 +218,10 @@ int hsr_cmd_mesh(int argc, char **argv) {
   hsr_mesh *m = NULL;
   if (st == HSR_OK) st = hsr_mesh_plan(cl, &req, &m); /* every rank plans the same mesh */
   if (st == HSR_OK && (!b || hsr_boot_rank(b) == 0)) {
-    if (json) st = print_json(cl, m);
-    else print_text(cl, m);
+    if (json)
+      st = print_json(cl, m);
+    else
+      print_text(cl, m);
     fflush(stdout);
   }
   hsr_mesh_free(m);

@@ -20,7 +20,8 @@ static void print_node(const hsr_topo *t, int idx) {
     printf("  no NVIDIA GPUs: the host is one shared-memory domain\n");
     return;
   }
-  printf("  %-4s %-13s %-5s %-5s %-14s %-6s %s\n", "gpu", "pci", "cuda", "numa", "cpus", "domain", "nics (closest first)");
+  printf("  %-4s %-13s %-5s %-5s %-14s %-6s %s\n", "gpu", "pci", "cuda", "numa", "cpus", "domain",
+         "nics (closest first)");
   for (int g = 0; g < ng; g++) {
     char cuda[16] = "-";
     if (hsr_topo_gpu_cuda(t, g) >= 0) snprintf(cuda, sizeof cuda, "%d", hsr_topo_gpu_cuda(t, g));
@@ -138,8 +139,7 @@ int hsr_cmd_topo(int argc, char **argv) {
     case 'x': xml = optarg; break;
     case 'b': bind = optarg; break;
     case 'l': local_size = optarg; break;
-    default:
-      return hsr_cli_usage_error("topo", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return hsr_cli_usage_error("topo", "unknown option or missing value '%s'", argv[optind - 1]);
     }
   }
   if (optind < argc) return hsr_cli_usage_error("topo", "unexpected argument '%s'", argv[optind]);

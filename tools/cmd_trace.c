@@ -19,9 +19,14 @@ int hsr_cmd_trace(int argc, char **argv) {
   int json = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "hj", opts, NULL)) != -1) {
-    if (c == 'h') { trace_usage(stdout); return HSR_EXIT_OK; }
-    if (c == 'j') json = 1;
-    else return hsr_cli_usage_error("trace", "unknown option");
+    if (c == 'h') {
+      trace_usage(stdout);
+      return HSR_EXIT_OK;
+    }
+    if (c == 'j')
+      json = 1;
+    else
+      return hsr_cli_usage_error("trace", "unknown option");
   }
   if (optind >= argc) return hsr_cli_usage_error("trace", "missing action (valid: summarize)");
   if (strcmp(argv[optind], "summarize") != 0)

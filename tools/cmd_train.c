@@ -73,22 +73,35 @@ static void usage(void) {
 }
 
 static int parse(int argc, char **argv, train_args *a) {
-  static const struct option opts[] = {
-      {"layers", required_argument, 0, 'L'},     {"dim", required_argument, 0, 'd'},
-      {"classes", required_argument, 0, 'C'},    {"steps", required_argument, 0, 'n'},
-      {"batch", required_argument, 0, 'b'},      {"micro-batches", required_argument, 0, 'm'},
-      {"seed", required_argument, 0, 's'},       {"shard", required_argument, 0, 'S'},
-      {"replicate", required_argument, 0, 'R'},  {"strategy", required_argument, 0, 'x'},
-      {"reshard", required_argument, 0, 'r'},    {"root-reshard", no_argument, 0, 'o'},
-      {"prefetch", required_argument, 0, 'p'},   {"max-live", required_argument, 0, 'M'},
-      {"sync", required_argument, 0, 'y'},       {"param-dtype", required_argument, 0, 'P'},
-      {"reduce-dtype", required_argument, 0, 'D'}, {"lr", required_argument, 0, 'l'},
-      {"wd", required_argument, 0, 'w'},         {"clip", required_argument, 0, 'c'},
-      {"log", required_argument, 0, 'g'},        {"no-progress", no_argument, 0, 'q'},
-      {"device", required_argument, 0, 'V'},     {"trace", required_argument, 0, 'T'},
-      {"json", required_argument, 0, 'J'},       {"wrap", required_argument, 0, 'W'},
-      {"prefetch-step", no_argument, 0, 'F'},    {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+  static const struct option opts[] = {{"layers", required_argument, 0, 'L'},
+                                       {"dim", required_argument, 0, 'd'},
+                                       {"classes", required_argument, 0, 'C'},
+                                       {"steps", required_argument, 0, 'n'},
+                                       {"batch", required_argument, 0, 'b'},
+                                       {"micro-batches", required_argument, 0, 'm'},
+                                       {"seed", required_argument, 0, 's'},
+                                       {"shard", required_argument, 0, 'S'},
+                                       {"replicate", required_argument, 0, 'R'},
+                                       {"strategy", required_argument, 0, 'x'},
+                                       {"reshard", required_argument, 0, 'r'},
+                                       {"root-reshard", no_argument, 0, 'o'},
+                                       {"prefetch", required_argument, 0, 'p'},
+                                       {"max-live", required_argument, 0, 'M'},
+                                       {"sync", required_argument, 0, 'y'},
+                                       {"param-dtype", required_argument, 0, 'P'},
+                                       {"reduce-dtype", required_argument, 0, 'D'},
+                                       {"lr", required_argument, 0, 'l'},
+                                       {"wd", required_argument, 0, 'w'},
+                                       {"clip", required_argument, 0, 'c'},
+                                       {"log", required_argument, 0, 'g'},
+                                       {"no-progress", no_argument, 0, 'q'},
+                                       {"device", required_argument, 0, 'V'},
+                                       {"trace", required_argument, 0, 'T'},
+                                       {"json", required_argument, 0, 'J'},
+                                       {"wrap", required_argument, 0, 'W'},
+                                       {"prefetch-step", no_argument, 0, 'F'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
   a->model = (mlp_cfg){.layers = 4, .dim = 64, .in_dim = 64, .classes = 8, .seed = 1};
   a->steps = 200;
@@ -103,40 +116,74 @@ static int parse(int argc, char **argv, train_args *a) {
   double d;
   optind = 1;
   opterr = 0;
-#define LONG(what, lo, hi)                                                          \
-  do {                                                                              \
-    if (hsr_parse_long(what, optarg, lo, hi, &v) != HSR_OK)                         \
-      return hsr_cli_usage_error("train", "%s", hsr_last_error());                  \
+#define LONG(what, lo, hi)                                         \
+  do {                                                             \
+    if (hsr_parse_long(what, optarg, lo, hi, &v) != HSR_OK)        \
+      return hsr_cli_usage_error("train", "%s", hsr_last_error()); \
   } while (0)
-#define DBL(what, lo, hi)                                                           \
-  do {                                                                              \
-    if (hsr_parse_double(what, optarg, lo, hi, &d) != HSR_OK)                       \
-      return hsr_cli_usage_error("train", "%s", hsr_last_error());                  \
+#define DBL(what, lo, hi)                                          \
+  do {                                                             \
+    if (hsr_parse_double(what, optarg, lo, hi, &d) != HSR_OK)      \
+      return hsr_cli_usage_error("train", "%s", hsr_last_error()); \
   } while (0)
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     hsr_status st = HSR_OK;
     switch (c) {
     case 'h': usage(); return -1;
-    case 'L': LONG("--layers", 0, 1000); a->model.layers = (int)v; break;
-    case 'd': LONG("--dim", 1, 65536); a->model.dim = a->model.in_dim = (int)v; break;
-    case 'C': LONG("--classes", 2, 65536); a->model.classes = (int)v; break;
-    case 'n': LONG("--steps", 1, 100000000); a->steps = (int)v; break;
-    case 'b': LONG("--batch", 1, 1 << 24); a->batch = (int)v; break;
-    case 'm': LONG("--micro-batches", 1, 1 << 20); a->cfg.micro_batches = (int)v; break;
-    case 's': LONG("--seed", 0, 0x7fffffffL); a->model.seed = (uint64_t)v; break;
+    case 'L':
+      LONG("--layers", 0, 1000);
+      a->model.layers = (int)v;
+      break;
+    case 'd':
+      LONG("--dim", 1, 65536);
+      a->model.dim = a->model.in_dim = (int)v;
+      break;
+    case 'C':
+      LONG("--classes", 2, 65536);
+      a->model.classes = (int)v;
+      break;
+    case 'n':
+      LONG("--steps", 1, 100000000);
+      a->steps = (int)v;
+      break;
+    case 'b':
+      LONG("--batch", 1, 1 << 24);
+      a->batch = (int)v;
+      break;
+    case 'm':
+      LONG("--micro-batches", 1, 1 << 20);
+      a->cfg.micro_batches = (int)v;
+      break;
+    case 's':
+      LONG("--seed", 0, 0x7fffffffL);
+      a->model.seed = (uint64_t)v;
+      break;
     case 'S':
-      if (!strcmp(optarg, "auto")) a->cfg.shard = 0;
+      if (!strcmp(optarg, "auto"))
+        a->cfg.shard = 0;
       else {
         LONG("--shard", 1, 1 << 20);
         a->cfg.shard = (int)v;
       }
       break;
-    case 'R': LONG("--replicate", 1, 1 << 20); a->cfg.replicate = (int)v; break;
-    case 'x': st = hsr_rt_parse_strategy(optarg, &a->cfg.strategy); a->strategy_given = 1; break;
+    case 'R':
+      LONG("--replicate", 1, 1 << 20);
+      a->cfg.replicate = (int)v;
+      break;
+    case 'x':
+      st = hsr_rt_parse_strategy(optarg, &a->cfg.strategy);
+      a->strategy_given = 1;
+      break;
     case 'r': st = hsr_rt_parse_reshard(optarg, &a->cfg.reshard, &a->cfg.partial_k); break;
     case 'o': a->cfg.root_reshard = 1; break;
-    case 'p': LONG("--prefetch", 0, 1 << 20); a->cfg.prefetch = (int)v; break;
-    case 'M': LONG("--max-live", 0, 1 << 20); a->cfg.max_live = (int)v; break;
+    case 'p':
+      LONG("--prefetch", 0, 1 << 20);
+      a->cfg.prefetch = (int)v;
+      break;
+    case 'M':
+      LONG("--max-live", 0, 1 << 20);
+      a->cfg.max_live = (int)v;
+      break;
     case 'y': st = hsr_rt_parse_sync(optarg, &a->cfg.sync); break;
     case 'P':
     case 'D': {
@@ -144,13 +191,24 @@ static int parse(int argc, char **argv, train_args *a) {
       st = hsr_dtype_parse(optarg, &t);
       if (st == HSR_OK && t != HSR_F32 && t != HSR_BF16)
         st = hsr_error(HSR_ERR_INVALID, "dtype '%s' is not supported here (valid: f32, bf16)", optarg);
-      if (c == 'P') a->cfg.param_dtype = t;
-      else a->cfg.reduce_dtype = t;
+      if (c == 'P')
+        a->cfg.param_dtype = t;
+      else
+        a->cfg.reduce_dtype = t;
       break;
     }
-    case 'l': DBL("--lr", 0, 10); a->lr = (float)d; break;
-    case 'w': DBL("--wd", 0, 10); a->wd = (float)d; break;
-    case 'c': DBL("--clip", 0, 1e30); a->cfg.clip = d; break;
+    case 'l':
+      DBL("--lr", 0, 10);
+      a->lr = (float)d;
+      break;
+    case 'w':
+      DBL("--wd", 0, 10);
+      a->wd = (float)d;
+      break;
+    case 'c':
+      DBL("--clip", 0, 1e30);
+      a->cfg.clip = d;
+      break;
     case 'g': a->log = optarg; break;
     case 'q': a->progress = 0; break;
     case 'V': st = hsr_rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
@@ -158,9 +216,12 @@ static int parse(int argc, char **argv, train_args *a) {
     case 'F': a->cfg.prefetch_step = 1; break;
     case 'J': a->json = optarg; break;
     case 'W':
-      if (!strcmp(optarg, "block")) a->model.wrap_linear = 0;
-      else if (!strcmp(optarg, "linear")) a->model.wrap_linear = 1;
-      else st = hsr_error(HSR_ERR_INVALID, "--wrap '%s' (valid: block, linear)", optarg);
+      if (!strcmp(optarg, "block"))
+        a->model.wrap_linear = 0;
+      else if (!strcmp(optarg, "linear"))
+        a->model.wrap_linear = 1;
+      else
+        st = hsr_error(HSR_ERR_INVALID, "--wrap '%s' (valid: block, linear)", optarg);
       break;
     default: return hsr_cli_usage_error("train", "unknown option or missing value '%s'", argv[optind - 1]);
     }
@@ -189,8 +250,7 @@ static int parse(int argc, char **argv, train_args *a) {
   a->cfg.groups[1] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, 0.0f};
   a->cfg.user_hash = ((uint64_t)a->model.layers << 48) ^ ((uint64_t)a->model.dim << 24) ^
                      ((uint64_t)a->model.classes << 8) ^ a->model.seed ^ ((uint64_t)a->batch << 32) ^
-                     ((uint64_t)a->model.wrap_linear << 62) ^
-                     (uint64_t)a->steps * 0x9e3779b97f4a7c15ull;
+                     ((uint64_t)a->model.wrap_linear << 62) ^ (uint64_t)a->steps * 0x9e3779b97f4a7c15ull;
   return 0;
 }
 
@@ -276,18 +336,20 @@ int hsr_cmd_train(int argc, char **argv) {
   if (a.trace && (st = hsr_rt_trace_enable(rt, 1)) != HSR_OK) goto out;
   if (rank == 0) {
     char rs[32];
-    if (a.cfg.reshard == HSR_RT_RESHARD_PARTIAL) snprintf(rs, sizeof rs, "partial:%d", a.cfg.partial_k);
-    else snprintf(rs, sizeof rs, "%s", a.cfg.reshard == HSR_RT_RESHARD_FULL ? "full" : "none");
-    printf("hsr train: %d ranks, %d node(s), %s, mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %d, "
-           "sync %s, %s/%s\n"
-           "model: %d blocks of %d -> %d -> %d, %d classes, %d units; global batch %d (%d per rank, %d micro-batch(es)), "
-           "%d steps\n",
-           world, hsr_boot_num_nodes(boot), a.cfg.device == HSR_DEVICE_CUDA ? "CUDA (NCCL)" : "host",
-           hsr_rt_replicate(rt), hsr_rt_shard(rt),
-           hsr_rt_strategy_name(a.cfg.strategy), rs, a.cfg.prefetch, hsr_rt_sync_name(a.cfg.sync),
-           hsr_dtype_name(a.cfg.param_dtype), hsr_dtype_name(a.cfg.reduce_dtype), a.model.layers, a.model.dim,
-           4 * a.model.dim, a.model.dim, a.model.classes, mlp_rt_num_units(&a.model), a.batch, a.batch / N,
-           a.cfg.micro_batches, a.steps);
+    if (a.cfg.reshard == HSR_RT_RESHARD_PARTIAL)
+      snprintf(rs, sizeof rs, "partial:%d", a.cfg.partial_k);
+    else
+      snprintf(rs, sizeof rs, "%s", a.cfg.reshard == HSR_RT_RESHARD_FULL ? "full" : "none");
+    printf(
+        "hsr train: %d ranks, %d node(s), %s, mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %d, "
+        "sync %s, %s/%s\n"
+        "model: %d blocks of %d -> %d -> %d, %d classes, %d units; global batch %d (%d per rank, %d micro-batch(es)), "
+        "%d steps\n",
+        world, hsr_boot_num_nodes(boot), a.cfg.device == HSR_DEVICE_CUDA ? "CUDA (NCCL)" : "host", hsr_rt_replicate(rt),
+        hsr_rt_shard(rt), hsr_rt_strategy_name(a.cfg.strategy), rs, a.cfg.prefetch, hsr_rt_sync_name(a.cfg.sync),
+        hsr_dtype_name(a.cfg.param_dtype), hsr_dtype_name(a.cfg.reduce_dtype), a.model.layers, a.model.dim,
+        4 * a.model.dim, a.model.dim, a.model.classes, mlp_rt_num_units(&a.model), a.batch, a.batch / N,
+        a.cfg.micro_batches, a.steps);
     if (hsr_rt_partial(rt) > 0) { /* say which ranks the backward gathers stay in, and where they live */
       int K = hsr_rt_partial(rt), *pg = calloc((size_t)K, sizeof *pg);
       if (pg && hsr_mesh_partial_group(hsr_rt_get_mesh(rt), 0, pg) == HSR_OK) {
@@ -312,7 +374,8 @@ int hsr_cmd_train(int argc, char **argv) {
     double ms = (hsr_clock_s() - t0) * 1e3;
     total_ms += ms;
     /* the first step records the execution order (no prefetch yet): measure from the second */
-    if (s == 0 && a.steps > 1) hsr_rt_reset_timing(rt);
+    if (s == 0 && a.steps > 1)
+      hsr_rt_reset_timing(rt);
     else {
       meas++;
       meas_ms += ms;
@@ -331,11 +394,10 @@ int hsr_cmd_train(int argc, char **argv) {
       int every = a.steps >= 10 ? a.steps / 10 : 1;
       if ((s + 1) % every == 0 || s + 1 == a.steps) {
         printf("[%s] step %d/%d loss %.4f grad %.3f %.1f ms  all-gather %llu reduce-scatter %llu "
-                        "all-reduce %llu\n",
-                bar, s + 1, a.steps, loss, info.grad_norm, ms,
-                (unsigned long long)sum_op(&info, HSR_OP_ALLGATHER),
-                (unsigned long long)sum_op(&info, HSR_OP_REDUCE_SCATTER),
-                (unsigned long long)sum_op(&info, HSR_OP_ALLREDUCE));
+               "all-reduce %llu\n",
+               bar, s + 1, a.steps, loss, info.grad_norm, ms, (unsigned long long)sum_op(&info, HSR_OP_ALLGATHER),
+               (unsigned long long)sum_op(&info, HSR_OP_REDUCE_SCATTER),
+               (unsigned long long)sum_op(&info, HSR_OP_ALLREDUCE));
         fflush(stdout);
       }
     }
@@ -346,8 +408,8 @@ int hsr_cmd_train(int argc, char **argv) {
   {
     train_measured m = {meas, meas ? meas_ms / meas : 0, meas ? meas_ag / meas : 0};
     int warned = 0;
-    if ((st = train_report(rt, &a.model, &a.cfg, &m, rank == 0 ? jsonf : NULL, rank == 0 ? stdout : NULL,
-                           &warned)) != HSR_OK)
+    if ((st = train_report(rt, &a.model, &a.cfg, &m, rank == 0 ? jsonf : NULL, rank == 0 ? stdout : NULL, &warned)) !=
+        HSR_OK)
       goto out;
   }
   if (a.trace) {

@@ -23,8 +23,10 @@ int hsr_cmd_version(int argc, char **argv) {
              "  versions this build was compiled against.\n");
       return HSR_EXIT_OK;
     }
-    if (c == 'j') json = 1;
-    else return hsr_cli_usage_error("version", "unknown option");
+    if (c == 'j')
+      json = 1;
+    else
+      return hsr_cli_usage_error("version", "unknown option");
   }
   if (optind < argc) return hsr_cli_usage_error("version", "unexpected argument '%s'", argv[optind]);
 
@@ -35,7 +37,8 @@ int hsr_cmd_version(int argc, char **argv) {
 #endif
   char ucx[32], pmix[32], hwloc[32];
   snprintf(ucx, sizeof ucx, "%d.%d", UCP_API_MAJOR, UCP_API_MINOR);
-  snprintf(pmix, sizeof pmix, "%ld.%ld.%ld", (long)PMIX_VERSION_MAJOR, (long)PMIX_VERSION_MINOR, (long)PMIX_VERSION_RELEASE);
+  snprintf(pmix, sizeof pmix, "%ld.%ld.%ld", (long)PMIX_VERSION_MAJOR, (long)PMIX_VERSION_MINOR,
+           (long)PMIX_VERSION_RELEASE);
   snprintf(hwloc, sizeof hwloc, "%u.%u.%u", HWLOC_API_VERSION >> 16, (HWLOC_API_VERSION >> 8) & 0xff,
            HWLOC_API_VERSION & 0xff);
   if (json) {
@@ -44,8 +47,8 @@ int hsr_cmd_version(int argc, char **argv) {
            HSR_VERSION_STRING, HSR_GIT_HASH, cuda, nccl, ucx, pmix, hwloc);
   } else {
     printf("hsr %s (git %s)\n", HSR_VERSION_STRING, HSR_GIT_HASH);
-    printf("  CUDA   %s\n  NCCL   %s\n  UCX    %s (UCP API)\n  PMIx   %s\n  hwloc  %s (API)\n", cuda, nccl, ucx,
-           pmix, hwloc);
+    printf("  CUDA   %s\n  NCCL   %s\n  UCX    %s (UCP API)\n  PMIx   %s\n  hwloc  %s (API)\n", cuda, nccl, ucx, pmix,
+           hwloc);
   }
   return HSR_EXIT_OK;
 }

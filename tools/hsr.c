@@ -10,7 +10,8 @@ static const hsr_cli_command commands[] = {
     {"topo", "show GPUs, NICs, NUMA nodes and NVLink domains (hwloc, or --xml FILE)", hsr_cmd_topo},
     {"mesh", "plan the R x S device mesh and show its groups", hsr_cmd_mesh},
     {"trace", "summarize a lifecycle trace: exposed communication and overlap per step", hsr_cmd_trace},
-    {"bench", "benchmarks: collective bandwidth (coll), copy bandwidth (copy), lifecycle overlap (step)", hsr_cmd_bench},
+    {"bench", "benchmarks: collective bandwidth (coll), copy bandwidth (copy), lifecycle overlap (step)",
+     hsr_cmd_bench},
     {"train", "train the example MLP with the sharding engine (loss, step time, collective counts)", hsr_cmd_train},
 };
 

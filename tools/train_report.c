@@ -17,8 +17,8 @@ static cJSON *ledger_obj(const hsr_ledger *l) {
 
 static double pct(double m, double p) { return p > 0 ? 100.0 * (m - p) / p : 0.0; }
 
-hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *cfg, const train_measured *m,
-                        FILE *json, FILE *out, int *warned) {
+hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *cfg, const train_measured *m, FILE *json,
+                        FILE *out, int *warned) {
   const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
   int nu = hsr_rt_layout_num_units(lay), S = hsr_rt_shard(rt), R = hsr_rt_replicate(rt);
   *warned = 0;
@@ -73,19 +73,21 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
   double post = tm.post_s / steps * 1e3, data = tm.data_s / steps * 1e3;
   double book = eng - wait - post - opt - data, comp = tm.compute_s / steps * 1e3;
   if (out) {
-    fprintf(out, "\nmemory ledger of rank 0 (held from the allocator, pool included; predicted from sizes and policy)\n");
+    fprintf(out,
+            "\nmemory ledger of rank 0 (held from the allocator, pool included; predicted from sizes and policy)\n");
     hsr_ledger_print(mh, ph, nparams, out);
     double per = (double)hsr_ledger_persistent(mh) / nparams;
-    fprintf(out, "persistent per parameter: %.2f/S bytes = %.2f bytes at S = %d (%.0f parameters)\n", per * S,
-            per, S, nparams);
+    fprintf(out, "persistent per parameter: %.2f/S bytes = %.2f bytes at S = %d (%.0f parameters)\n", per * S, per, S,
+            nparams);
     fprintf(out, "buffers in use: runtime peak %.1f KiB (predicted %.1f KiB, %+.2f%%)\n",
             (double)hsr_ledger_runtime_peak(mu) / 1024, (double)hsr_ledger_runtime_peak(pu) / 1024,
             pct((double)hsr_ledger_runtime_peak(mu), (double)hsr_ledger_runtime_peak(pu)));
-    fprintf(out, "engine time per step (rank 0, %d steps): %.3f ms in calls = wait %.3f + collective posts %.3f + "
-                 "optimizer %.3f + data work %.3f + bookkeeping %.3f (%.2f%% of the %.3f ms step); compute between "
-                 "calls %.3f ms\n",
-            (int)tm.steps, eng, wait, post, opt, data, book, m->step_ms > 0 ? 100.0 * book / m->step_ms : 0,
-            m->step_ms, comp);
+    fprintf(out,
+            "engine time per step (rank 0, %d steps): %.3f ms in calls = wait %.3f + collective posts %.3f + "
+            "optimizer %.3f + data work %.3f + bookkeeping %.3f (%.2f%% of the %.3f ms step); compute between "
+            "calls %.3f ms\n",
+            (int)tm.steps, eng, wait, post, opt, data, book, m->step_ms > 0 ? 100.0 * book / m->step_ms : 0, m->step_ms,
+            comp);
     fprintf(out, "all-gathers: %.1f per step, %.1f us each on average\n", m->gathers_per_step, wi.mean_gather_us);
     if (*warned) fprintf(out, "WARNING: %s\n", wr.message);
     fflush(out);

@@ -16,7 +16,7 @@ typedef struct train_measured {
 
 /* Every rank computes; rank 0 prints to out and writes json_path (may be
  * NULL). *warned: the wrap diagnostic fired. */
-hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *cfg, const train_measured *m,
-                        FILE *json, FILE *out, int *warned);
+hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *cfg, const train_measured *m, FILE *json,
+                        FILE *out, int *warned);
 
 #endif

@@ -70,8 +70,10 @@ static hsr_status place_ranks(hsr_cluster *c) {
       HSR_LOG_W("node %d (%s) runs more ranks than its %d GPUs: ranks share GPUs", n, t->host, t->num_gpus);
     int g = idx % t->num_gpus;
     c->rank_gpu[r] = g;
-    if (t->gpus[g].clique[0]) snprintf(key[r], sizeof key[r], "clique:%s", t->gpus[g].clique);
-    else snprintf(key[r], sizeof key[r], "node:%d/%d", n, t->gpus[g].domain);
+    if (t->gpus[g].clique[0])
+      snprintf(key[r], sizeof key[r], "clique:%s", t->gpus[g].clique);
+    else
+      snprintf(key[r], sizeof key[r], "node:%d/%d", n, t->gpus[g].domain);
   }
   hsr_status st = number_domains(c, key);
   free(key);
@@ -118,8 +120,8 @@ hsr_status hsr_cluster_synthetic(const hsr_topo *t, int nodes, int world, hsr_cl
     valid[0] = '\0';
     for (int n = 1; n <= world && u < sizeof valid; n++)
       if (world % n == 0) u += (size_t)snprintf(valid + u, sizeof valid - u, "%s%d", u ? ", " : "", n);
-    return hsr_error(HSR_ERR_INVALID, "offline view: %d nodes do not divide world %d (valid nodes: %s)", nodes,
-                     world, valid);
+    return hsr_error(HSR_ERR_INVALID, "offline view: %d nodes do not divide world %d (valid nodes: %s)", nodes, world,
+                     valid);
   }
   int per = world / nodes;
   if (t->num_gpus > 0 && per > t->num_gpus)
@@ -166,10 +168,11 @@ hsr_status hsr_cluster_gather(hsr_boot *boot, const hsr_topo *local, hsr_cluster
         break;
       }
       c->rank_node[r] = n;
-      if (!have[n]) c->nodes[n] = all[r]; /* the node's record: its lowest rank's */
+      if (!have[n])
+        c->nodes[n] = all[r]; /* the node's record: its lowest rank's */
       else if (all[r].num_gpus != c->nodes[n].num_gpus)
-        st = hsr_error(HSR_ERR_MISMATCH, "ranks on node %d disagree on its GPUs: %d sees %d, an earlier rank %d", n,
-                       r, all[r].num_gpus, c->nodes[n].num_gpus);
+        st = hsr_error(HSR_ERR_MISMATCH, "ranks on node %d disagree on its GPUs: %d sees %d, an earlier rank %d", n, r,
+                       all[r].num_gpus, c->nodes[n].num_gpus);
       have[n] = 1;
     }
     free(have);

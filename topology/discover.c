@@ -64,8 +64,7 @@ static hsr_topo_path path_class(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_
   hwloc_obj_t na = hwloc_get_non_io_ancestor_obj(topo, a), nb = hwloc_get_non_io_ancestor_obj(topo, b);
   hwloc_obj_t pa = package_of(na), pb = package_of(nb);
   if (pa && pb) return pa == pb ? HSR_PATH_PHB : HSR_PATH_SYS;
-  if (na == nb || (na->nodeset && nb->nodeset && hwloc_bitmap_isequal(na->nodeset, nb->nodeset)))
-    return HSR_PATH_PHB;
+  if (na == nb || (na->nodeset && nb->nodeset && hwloc_bitmap_isequal(na->nodeset, nb->nodeset))) return HSR_PATH_PHB;
   return HSR_PATH_SYS;
 }
 
@@ -129,8 +128,7 @@ static void find_nics(disc *d) {
     if (ty != HWLOC_OBJ_OSDEV_OPENFABRICS && ty != HWLOC_OBJ_OSDEV_NETWORK) continue;
     if (!o->parent || o->parent->type != HWLOC_OBJ_PCI_DEVICE || !o->name) continue; /* virtual */
     int k;
-    for (k = 0; k < n && nics[k].pci != o->parent; k++) {
-    }
+    for (k = 0; k < n && nics[k].pci != o->parent; k++) {}
     if (k == n) {
       if (n == 64) continue;
       nics[n].pci = o->parent;
@@ -259,7 +257,8 @@ static int nvlink_from_nvml(disc *d, int *parent) {
   if (!lib) return 0;
   int (*init)(void) = (int (*)(void))dlsym(lib, "nvmlInit_v2");
   int (*shutdown)(void) = (int (*)(void))dlsym(lib, "nvmlShutdown");
-  int (*by_bus)(const char *, nvml_dev *) = (int (*)(const char *, nvml_dev *))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+  int (*by_bus)(const char *, nvml_dev *) =
+      (int (*)(const char *, nvml_dev *))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
   int (*state)(nvml_dev, unsigned, int *) = (int (*)(nvml_dev, unsigned, int *))dlsym(lib, "nvmlDeviceGetNvLinkState");
   int (*remote)(nvml_dev, unsigned, nvml_pci *) =
       (int (*)(nvml_dev, unsigned, nvml_pci *))dlsym(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
@@ -288,7 +287,8 @@ static int nvlink_from_nvml(disc *d, int *parent) {
       if (fabric && fabric(dev, &fi) == 0 && fi.status == 0 && fi.state == NVML_FABRIC_COMPLETED) {
         char *c = d->t->gpus[i].clique;
         int off = 0;
-        for (int k = 0; k < 16; k++) off += snprintf(c + off, sizeof d->t->gpus[i].clique - (size_t)off, "%02x", fi.cluster_uuid[k]);
+        for (int k = 0; k < 16; k++)
+          off += snprintf(c + off, sizeof d->t->gpus[i].clique - (size_t)off, "%02x", fi.cluster_uuid[k]);
         snprintf(c + off, sizeof d->t->gpus[i].clique - (size_t)off, "/%u", fi.clique_id);
       }
     }
@@ -351,8 +351,10 @@ static void find_domains(disc *d) {
   for (int i = 0; i < t->num_gpus; i++) parent[i] = i;
   const char *src = "none";
   if (t->num_gpus > 0) {
-    if (nvlink_from_hwloc(d, parent)) src = "hwloc";
-    else if (!d->from_xml && nvlink_from_nvml(d, parent)) src = "nvml";
+    if (nvlink_from_hwloc(d, parent))
+      src = "hwloc";
+    else if (!d->from_xml && nvlink_from_nvml(d, parent))
+      src = "nvml";
     if (!d->from_xml) {
       int use_cuda = !strcmp(src, "none");
       if (cuda_match(d, use_cuda ? parent : NULL) && use_cuda) src = "cuda";
@@ -393,8 +395,9 @@ static hsr_status load(disc *d, const char *xml) {
     d->from_xml = 1;
   }
   if (hwloc_topology_load(d->topo) != 0)
-    return hsr_error(HSR_ERR_IO, "%s%s%s is not a valid hwloc topology%s", xml ? "topology XML '" : "this host's topology",
-                     xml ? xml : "", xml ? "'" : "", xml ? " (truncated or malformed XML?)" : "");
+    return hsr_error(HSR_ERR_IO, "%s%s%s is not a valid hwloc topology%s",
+                     xml ? "topology XML '" : "this host's topology", xml ? xml : "", xml ? "'" : "",
+                     xml ? " (truncated or malformed XML?)" : "");
   return HSR_OK;
 }
 
@@ -413,8 +416,10 @@ hsr_status hsr_topo_discover(const char *xml_path, hsr_topo **out) {
   if (st == HSR_OK) {
     hwloc_obj_t root = hwloc_get_root_obj(d.topo);
     const char *host = hwloc_obj_get_info_by_name(root, "HostName");
-    if (host) snprintf(d.t->host, sizeof d.t->host, "%s", host);
-    else if (gethostname(d.t->host, sizeof d.t->host) != 0) snprintf(d.t->host, sizeof d.t->host, "localhost");
+    if (host)
+      snprintf(d.t->host, sizeof d.t->host, "%s", host);
+    else if (gethostname(d.t->host, sizeof d.t->host) != 0)
+      snprintf(d.t->host, sizeof d.t->host, "localhost");
     d.t->host[HSR_HOSTNAME_MAX - 1] = '\0';
     find_numa(&d);
     find_gpus(&d);

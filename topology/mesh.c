@@ -22,7 +22,6 @@ typedef struct plan_ctx {
   int *dom_size; /* ranks per domain */
 } plan_ctx;
 
-
 static int by_domain_r(const void *a, const void *b, void *arg) {
   const hsr_cluster *c = arg;
   int x = *(const int *)a, y = *(const int *)b;
@@ -109,8 +108,8 @@ static hsr_status plan(plan_ctx *p, const hsr_mesh_request *req, hsr_mesh **out)
   int W = c->world, S = req->shard, R = req->replicate, K = req->partial;
   char valid[512];
   if (S < 0 || R < 0 || K < 0)
-    return hsr_error(HSR_ERR_INVALID, "mesh request: shard %d, replicate %d, partial %d must be >= 0 (0 = auto)",
-                     S, R, K);
+    return hsr_error(HSR_ERR_INVALID, "mesh request: shard %d, replicate %d, partial %d must be >= 0 (0 = auto)", S, R,
+                     K);
   int dmin = W;
   for (int d = 0; d < c->num_domains; d++)
     if (p->dom_size[d] < dmin) dmin = p->dom_size[d];
@@ -118,8 +117,8 @@ static hsr_status plan(plan_ctx *p, const hsr_mesh_request *req, hsr_mesh **out)
   if (S == 0 && R > 0) {
     if (W % R) {
       list_divisors(W, valid, sizeof valid);
-      return hsr_error(HSR_ERR_INVALID, "replicate R=%d: rule 'R divides the world' broken (world %d); valid R: %s",
-                       R, W, valid);
+      return hsr_error(HSR_ERR_INVALID, "replicate R=%d: rule 'R divides the world' broken (world %d); valid R: %s", R,
+                       W, valid);
     }
     S = W / R;
   }
@@ -132,8 +131,8 @@ static hsr_status plan(plan_ctx *p, const hsr_mesh_request *req, hsr_mesh **out)
   if (R > 0 && R * S != W) {
     list_valid_s(p, valid, sizeof valid);
     return hsr_error(HSR_ERR_INVALID,
-                     "replicate R=%d with shard S=%d: rule 'R x S = world' broken (%d x %d != %d); valid S: %s", R,
-                     S, R, S, W, valid);
+                     "replicate R=%d with shard S=%d: rule 'R x S = world' broken (%d x %d != %d); valid S: %s", R, S,
+                     R, S, W, valid);
   }
   int bad = 0, rule = check_domains(p, S, &bad);
   if (rule) {
@@ -214,8 +213,7 @@ int hsr_mesh_rank_at(const hsr_mesh *m, int rep, int shard) {
 }
 
 static hsr_status check_rank(const hsr_mesh *m, int r) {
-  if (r < 0 || r >= m->world)
-    return hsr_error(HSR_ERR_INVALID, "mesh: rank %d out of range (world %d)", r, m->world);
+  if (r < 0 || r >= m->world) return hsr_error(HSR_ERR_INVALID, "mesh: rank %d out of range (world %d)", r, m->world);
   return HSR_OK;
 }
 

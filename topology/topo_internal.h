@@ -32,7 +32,7 @@ struct hsr_topo {
 
 struct hsr_cluster {
   int world, num_nodes, num_domains;
-  hsr_topo *nodes;  /* num_nodes records; NULL for hsr_cluster_create views */
+  hsr_topo *nodes;                         /* num_nodes records; NULL for hsr_cluster_create views */
   int *rank_node, *rank_gpu, *rank_domain; /* domain: dense 0..num_domains-1 */
 };
 

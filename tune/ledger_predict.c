@@ -271,8 +271,10 @@ hsr_status hsr_tune_ledger_predict(const hsr_rt_layout *layout, const int *is_ro
   for (int k = 0; k < steps && s.err == HSR_OK; k++)
     for (int i = 0; i < nprog && s.err == HSR_OK; i++) {
       /* a reduction queue longer than two per unit means a malformed program */
-      if (s.qn >= 2 * s.nu + 2) s.err = hsr_error(HSR_ERR_INVALID, "ledger prediction: program never steps");
-      else call(&s, &prog[i]);
+      if (s.qn >= 2 * s.nu + 2)
+        s.err = hsr_error(HSR_ERR_INVALID, "ledger prediction: program never steps");
+      else
+        call(&s, &prog[i]);
     }
   hsr_status st = s.err;
   free(s.u);

@@ -7,9 +7,12 @@
 #include "hsr/tune_ledger.h"
 
 static void fmt_bytes(char *b, size_t n, double v) {
-  if (v >= 1 << 20) snprintf(b, n, "%.2f MiB", v / (1 << 20));
-  else if (v >= 1 << 10) snprintf(b, n, "%.1f KiB", v / (1 << 10));
-  else snprintf(b, n, "%.0f B", v);
+  if (v >= 1 << 20)
+    snprintf(b, n, "%.2f MiB", v / (1 << 20));
+  else if (v >= 1 << 10)
+    snprintf(b, n, "%.1f KiB", v / (1 << 10));
+  else
+    snprintf(b, n, "%.0f B", v);
 }
 
 hsr_status hsr_tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out) {

@@ -28,8 +28,8 @@ typedef hsr_status (*bench_fn)(bench_ctx *c);
 
 static hsr_status b_copy(bench_ctx *c) { return hsr_device_copy(c->dev, c->out, c->g, c->n * 4, c->s); }
 
-static const hsr_adamw_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
-                                     .step = 10, .grad_scale = 1.0f};
+static const hsr_adamw_hparams hp = {
+    .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 10, .grad_scale = 1.0f};
 static hsr_status b_adamw_f32_bf16(bench_ctx *c) {
   return hsr_kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->g, HSR_F32, c->out, HSR_BF16, &hp);
 }
@@ -42,10 +42,18 @@ static hsr_status b_adamw_f32_none(bench_ctx *c) {
 static hsr_status b_adamw_f32_f32(bench_ctx *c) {
   return hsr_kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->g, HSR_F32, c->out, HSR_F32, &hp);
 }
-static hsr_status b_cast_f32_bf16(bench_ctx *c) { return hsr_kernels_cast(c->dev, c->s, c->n, c->g, HSR_F32, c->out, HSR_BF16); }
-static hsr_status b_cast_bf16_f32(bench_ctx *c) { return hsr_kernels_cast(c->dev, c->s, c->n, c->out2, HSR_BF16, c->out, HSR_F32); }
-static hsr_status b_cast_f32_f16(bench_ctx *c) { return hsr_kernels_cast(c->dev, c->s, c->n, c->g, HSR_F32, c->out, HSR_F16); }
-static hsr_status b_cast_f16_f32(bench_ctx *c) { return hsr_kernels_cast(c->dev, c->s, c->n, c->out2, HSR_F16, c->out, HSR_F32); }
+static hsr_status b_cast_f32_bf16(bench_ctx *c) {
+  return hsr_kernels_cast(c->dev, c->s, c->n, c->g, HSR_F32, c->out, HSR_BF16);
+}
+static hsr_status b_cast_bf16_f32(bench_ctx *c) {
+  return hsr_kernels_cast(c->dev, c->s, c->n, c->out2, HSR_BF16, c->out, HSR_F32);
+}
+static hsr_status b_cast_f32_f16(bench_ctx *c) {
+  return hsr_kernels_cast(c->dev, c->s, c->n, c->g, HSR_F32, c->out, HSR_F16);
+}
+static hsr_status b_cast_f16_f32(bench_ctx *c) {
+  return hsr_kernels_cast(c->dev, c->s, c->n, c->out2, HSR_F16, c->out, HSR_F32);
+}
 static hsr_status b_axpy_f32(bench_ctx *c) { return hsr_kernels_axpy(c->dev, c->s, c->n, 0.5, c->g, c->out, HSR_F32); }
 static hsr_status b_scale_f32(bench_ctx *c) { return hsr_kernels_scale(c->dev, c->s, c->n, c->out, HSR_F32, 1.0); }
 static hsr_status b_sumsq_f32(bench_ctx *c) { return hsr_kernels_sumsq(c->dev, c->s, c->n, c->g, HSR_F32, &c->sq); }
@@ -72,17 +80,16 @@ static const struct {
 #define NBENCH (sizeof benches / sizeof benches[0])
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: hsr-kbench [--device cuda|host] [--elems N] [--iters N] [--reps N] [--json FILE] [--check]\n"
-          "  Bandwidth of the kernels/ element-wise kernels (AdamW, casts, axpy, scale,\n"
-          "  sumsq) as GB/s and as a fraction of a device-to-device copy timed in the\n"
-          "  same run. Each figure is the best of --reps timings of --iters launches.\n"
-          "  --device  cuda (default when a GPU is visible) or host\n"
-          "  --elems   elements per array, K/M/G suffixes (default 64M on cuda, 4M on host)\n"
-          "  --iters   launches per timing (default 20 on cuda, 3 on host)\n"
-          "  --reps    timings per kernel (default 3)\n"
-          "  --json    also write the results as JSON to FILE ('-' for stdout)\n"
-          "  --check   exit 1 if AdamW < 85%% or a cast < 90%% of the copy bandwidth\n");
+  fprintf(f, "usage: hsr-kbench [--device cuda|host] [--elems N] [--iters N] [--reps N] [--json FILE] [--check]\n"
+             "  Bandwidth of the kernels/ element-wise kernels (AdamW, casts, axpy, scale,\n"
+             "  sumsq) as GB/s and as a fraction of a device-to-device copy timed in the\n"
+             "  same run. Each figure is the best of --reps timings of --iters launches.\n"
+             "  --device  cuda (default when a GPU is visible) or host\n"
+             "  --elems   elements per array, K/M/G suffixes (default 64M on cuda, 4M on host)\n"
+             "  --iters   launches per timing (default 20 on cuda, 3 on host)\n"
+             "  --reps    timings per kernel (default 3)\n"
+             "  --json    also write the results as JSON to FILE ('-' for stdout)\n"
+             "  --check   exit 1 if AdamW < 85%% or a cast < 90%% of the copy bandwidth\n");
 }
 
 static int fail(hsr_status st, const char *what) {
@@ -91,10 +98,10 @@ static int fail(hsr_status st, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option opts[] = {{"help", no_argument, 0, 'h'},     {"device", required_argument, 0, 'd'},
+  static const struct option opts[] = {{"help", no_argument, 0, 'h'},        {"device", required_argument, 0, 'd'},
                                        {"elems", required_argument, 0, 'n'}, {"iters", required_argument, 0, 'i'},
                                        {"reps", required_argument, 0, 'r'},  {"json", required_argument, 0, 'j'},
-                                       {"check", no_argument, 0, 'c'},      {0, 0, 0, 0}};
+                                       {"check", no_argument, 0, 'c'},       {0, 0, 0, 0}};
   int kind = hsr_device_cuda_count() > 0 ? HSR_DEVICE_CUDA : HSR_DEVICE_HOST, check = 0, c;
   size_t n = 0;
   long iters = 0, reps = 3;
@@ -103,14 +110,14 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "hd:n:i:r:j:c", opts, NULL)) != -1) {
     hsr_status st = HSR_OK;
     switch (c) {
-      case 'h': usage(stdout); return 0;
-      case 'd': st = hsr_parse_choice("--device", optarg, kinds, &kind); break;
-      case 'n': st = hsr_parse_size("--elems", optarg, &n); break;
-      case 'i': st = hsr_parse_long("--iters", optarg, 1, 100000, &iters); break;
-      case 'r': st = hsr_parse_long("--reps", optarg, 1, 1000, &reps); break;
-      case 'j': json_path = optarg; break;
-      case 'c': check = 1; break;
-      default: usage(stderr); return 2;
+    case 'h': usage(stdout); return 0;
+    case 'd': st = hsr_parse_choice("--device", optarg, kinds, &kind); break;
+    case 'n': st = hsr_parse_size("--elems", optarg, &n); break;
+    case 'i': st = hsr_parse_long("--iters", optarg, 1, 100000, &iters); break;
+    case 'r': st = hsr_parse_long("--reps", optarg, 1, 1000, &reps); break;
+    case 'j': json_path = optarg; break;
+    case 'c': check = 1; break;
+    default: usage(stderr); return 2;
     }
     if (st != HSR_OK) {
       fprintf(stderr, "hsr-kbench: %s\n(see hsr-kbench --help)\n", hsr_last_error());

@@ -37,9 +37,12 @@ static int parse_size(const char *s, size_t *out) {
   char *end;
   double v = strtod(s, &end);
   if (end == s || v < 0) return -1;
-  if (*end == 'K' || *end == 'k') v *= 1024, end++;
-  else if (*end == 'M' || *end == 'm') v *= 1048576, end++;
-  else if (*end == 'G' || *end == 'g') v *= 1073741824.0, end++;
+  if (*end == 'K' || *end == 'k')
+    v *= 1024, end++;
+  else if (*end == 'M' || *end == 'm')
+    v *= 1048576, end++;
+  else if (*end == 'G' || *end == 'g')
+    v *= 1073741824.0, end++;
   if (*end) return -1;
   *out = (size_t)v;
   return 0;
@@ -84,11 +87,16 @@ int main(int argc, char **argv) {
       if (strcmp(v, "sum") && strcmp(v, "max")) return die("-o '%s': MPI peer supports sum and max", v);
       redop = v;
     } else if (!strcmp(a, "-d")) {
-      if (!strcmp(v, "float") || !strcmp(v, "f32")) type = 0;
-      else if (!strcmp(v, "double") || !strcmp(v, "f64")) type = 1;
-      else if (!strcmp(v, "int32") || !strcmp(v, "i32")) type = 4;
-      else if (!strcmp(v, "uint8") || !strcmp(v, "u8")) type = 5;
-      else return die("-d '%s': MPI peer supports float, double, int32, uint8", v);
+      if (!strcmp(v, "float") || !strcmp(v, "f32"))
+        type = 0;
+      else if (!strcmp(v, "double") || !strcmp(v, "f64"))
+        type = 1;
+      else if (!strcmp(v, "int32") || !strcmp(v, "i32"))
+        type = 4;
+      else if (!strcmp(v, "uint8") || !strcmp(v, "u8"))
+        type = 5;
+      else
+        return die("-d '%s': MPI peer supports float, double, int32, uint8", v);
     } else if (!strcmp(a, "--json")) {
       json = v;
     } else {
@@ -104,11 +112,13 @@ int main(int argc, char **argv) {
   memset(b, 0, maxb + 4096);
   FILE *jf = NULL;
   if (g_rank == 0) {
-    printf("# mpi_peer: op %s, type %s, redop %s, %d ranks (Open MPI)\n", nt_op_names[op], nt_type_names[type], redop, n);
+    printf("# mpi_peer: op %s, type %s, redop %s, %d ranks (Open MPI)\n", nt_op_names[op], nt_type_names[type], redop,
+           n);
     nt_print_header(stdout);
     if (json && !(jf = fopen(json, "w"))) fprintf(stderr, "mpi_peer: cannot write %s\n", json);
-    if (jf) fprintf(jf, "{\"tool\":\"mpi\",\"op\":\"%s\",\"type\":\"%s\",\"ranks\":%d,\"results\":[", nt_op_names[op],
-                    nt_type_names[type], n);
+    if (jf)
+      fprintf(jf, "{\"tool\":\"mpi\",\"op\":\"%s\",\"type\":\"%s\",\"ranks\":%d,\"results\":[", nt_op_names[op],
+              nt_type_names[type], n);
   }
   double bw_sum = 0;
   int bw_n = 0;
@@ -134,25 +144,35 @@ int main(int argc, char **argv) {
         if (checking)
           for (size_t i = 0; i < nin; i++) {
             double val = op == NT_BCAST && g_rank != 0 ? 3 : nt_val(g_rank, i, type == 5);
-            if (type == 0) ((float *)in)[i] = (float)val;
-            else if (type == 1) ((double *)in)[i] = val;
-            else if (type == 4) ((int32_t *)in)[i] = (int32_t)val;
-            else ((uint8_t *)in)[i] = (uint8_t)val;
+            if (type == 0)
+              ((float *)in)[i] = (float)val;
+            else if (type == 1)
+              ((double *)in)[i] = val;
+            else if (type == 4)
+              ((int32_t *)in)[i] = (int32_t)val;
+            else
+              ((uint8_t *)in)[i] = (uint8_t)val;
           }
         const char *out = NULL;
         switch (op) {
         case NT_ALLGATHER:
-          if (ip) MPI_Allgather(MPI_IN_PLACE, 0, dt, b, ic, dt, MPI_COMM_WORLD);
-          else MPI_Allgather(a, ic, dt, b, ic, dt, MPI_COMM_WORLD);
+          if (ip)
+            MPI_Allgather(MPI_IN_PLACE, 0, dt, b, ic, dt, MPI_COMM_WORLD);
+          else
+            MPI_Allgather(a, ic, dt, b, ic, dt, MPI_COMM_WORLD);
           out = b;
           break;
         case NT_REDUCE_SCATTER:
-          if (ip) MPI_Reduce_scatter_block(MPI_IN_PLACE, a, ic, dt, mop, MPI_COMM_WORLD), out = a;
-          else MPI_Reduce_scatter_block(a, b, ic, dt, mop, MPI_COMM_WORLD), out = b;
+          if (ip)
+            MPI_Reduce_scatter_block(MPI_IN_PLACE, a, ic, dt, mop, MPI_COMM_WORLD), out = a;
+          else
+            MPI_Reduce_scatter_block(a, b, ic, dt, mop, MPI_COMM_WORLD), out = b;
           break;
         case NT_ALLREDUCE:
-          if (ip) MPI_Allreduce(MPI_IN_PLACE, a, ic, dt, mop, MPI_COMM_WORLD), out = a;
-          else MPI_Allreduce(a, b, ic, dt, mop, MPI_COMM_WORLD), out = b;
+          if (ip)
+            MPI_Allreduce(MPI_IN_PLACE, a, ic, dt, mop, MPI_COMM_WORLD), out = a;
+          else
+            MPI_Allreduce(a, b, ic, dt, mop, MPI_COMM_WORLD), out = b;
           break;
         default:
           MPI_Bcast(ip ? a : b, ic, dt, 0, MPI_COMM_WORLD);
@@ -177,8 +197,10 @@ int main(int argc, char **argv) {
             }
             if (type == 5) want = fmod(want, 256);
           }
-          double got = type == 0 ? ((float *)out)[i] : type == 1 ? ((double *)out)[i] : type == 4 ? ((int32_t *)out)[i]
-                                                                                                   : ((uint8_t *)out)[i];
+          double got = type == 0   ? ((float *)out)[i]
+                       : type == 1 ? ((double *)out)[i]
+                       : type == 4 ? ((int32_t *)out)[i]
+                                   : ((uint8_t *)out)[i];
           if (got != want) wrong++;
         }
         res[ip].wrong += wrong;
@@ -200,11 +222,12 @@ int main(int argc, char **argv) {
                    op == NT_BCAST ? 0 : -1, &res[0], &res[1]);
       fflush(stdout);
       if (jf)
-        fprintf(jf,
-                "%s{\"size\":%zu,\"count\":%zu,\"out_of_place\":{\"time_us\":%g,\"algbw\":%g,\"busbw\":%g,\"wrong\":%lld},"
-                "\"in_place\":{\"time_us\":%g,\"algbw\":%g,\"busbw\":%g,\"wrong\":%lld}}",
-                first ? "" : ",", total * es, total, res[0].time_us, res[0].algbw, res[0].busbw, res[0].wrong,
-                res[1].time_us, res[1].algbw, res[1].busbw, res[1].wrong);
+        fprintf(
+            jf,
+            "%s{\"size\":%zu,\"count\":%zu,\"out_of_place\":{\"time_us\":%g,\"algbw\":%g,\"busbw\":%g,\"wrong\":%lld},"
+            "\"in_place\":{\"time_us\":%g,\"algbw\":%g,\"busbw\":%g,\"wrong\":%lld}}",
+            first ? "" : ",", total * es, total, res[0].time_us, res[0].algbw, res[0].busbw, res[0].wrong,
+            res[1].time_us, res[1].algbw, res[1].busbw, res[1].wrong);
       first = 0;
     }
   }

@@ -32,10 +32,10 @@ HSR_API int hsr_boot_rank(const hsr_boot *b);
 HSR_API int hsr_boot_size(const hsr_boot *b);
 HSR_API int hsr_boot_local_rank(const hsr_boot *b);
 HSR_API int hsr_boot_local_size(const hsr_boot *b);
-HSR_API int hsr_boot_node(const hsr_boot *b);          /* this rank's node index, 0..num_nodes-1 */
+HSR_API int hsr_boot_node(const hsr_boot *b); /* this rank's node index, 0..num_nodes-1 */
 HSR_API int hsr_boot_num_nodes(const hsr_boot *b);
 HSR_API int hsr_boot_node_of(const hsr_boot *b, int rank); /* any rank's node index */
-HSR_API int hsr_boot_sim_nodes(const hsr_boot *b);     /* HSR_SIM_NODES (1 if unset) */
+HSR_API int hsr_boot_sim_nodes(const hsr_boot *b);         /* HSR_SIM_NODES (1 if unset) */
 HSR_API int hsr_boot_is_singleton(const hsr_boot *b);
 HSR_API const char *hsr_boot_hostname(const hsr_boot *b);
 HSR_API const char *hsr_boot_hostname_of(const hsr_boot *b, int rank);

@@ -36,7 +36,12 @@ typedef enum hsr_backend {
 } hsr_backend;
 
 typedef enum hsr_op {
-  HSR_OP_ALLGATHER = 0, HSR_OP_REDUCE_SCATTER, HSR_OP_ALLREDUCE, HSR_OP_BCAST, HSR_OP_BARRIER, HSR_OP_COUNT
+  HSR_OP_ALLGATHER = 0,
+  HSR_OP_REDUCE_SCATTER,
+  HSR_OP_ALLREDUCE,
+  HSR_OP_BCAST,
+  HSR_OP_BARRIER,
+  HSR_OP_COUNT
 } hsr_op;
 
 /* Per operation, as seen by this rank: calls, payload bytes this rank sent
@@ -75,15 +80,15 @@ HSR_API hsr_status hsr_comm_mem_free(hsr_comm *c, void *ptr);
  * size*count, rank r's block at r*count. In place when
  * send == recv + rank*count*elemsize. */
 HSR_API hsr_status hsr_comm_allgather(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt,
-                              hsr_req **req);
+                                      hsr_req **req);
 /* Reduce-scatter: `send` holds size*count elements; this rank receives the
  * reduction of block `rank` (count elements). op: HSR_SUM or HSR_AVG. In place
  * when recv == send + rank*count*elemsize. */
 HSR_API hsr_status hsr_comm_reduce_scatter(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt,
-                                   hsr_redop op, hsr_req **req);
+                                           hsr_redop op, hsr_req **req);
 /* All-reduce of `count` elements (in place when send == recv). */
 HSR_API hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt,
-                              hsr_redop op, hsr_req **req);
+                                      hsr_redop op, hsr_req **req);
 HSR_API hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, int root, hsr_req **req);
 HSR_API hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req);
 

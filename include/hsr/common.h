@@ -43,15 +43,12 @@ HSR_API const char *hsr_status_str(hsr_status st);
 HSR_API const char *hsr_last_error(void);
 /* Records a detail message for st on this thread and returns st, so that
  * failures read `return hsr_error(HSR_ERR_INVALID, "count %zu ...", n);`. */
-HSR_API hsr_status hsr_error(hsr_status st, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+HSR_API hsr_status hsr_error(hsr_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 HSR_API void hsr_clear_error(void);
 
 /* Logging. Level from HSR_LOG=error|warn|info|debug (default warn); lines go to
  * stderr prefixed "[rank N]" where the launcher has set PMIX_RANK. */
-typedef enum hsr_log_level {
-  HSR_LOG_ERROR = 0, HSR_LOG_WARN = 1, HSR_LOG_INFO = 2, HSR_LOG_DEBUG = 3
-} hsr_log_level;
+typedef enum hsr_log_level { HSR_LOG_ERROR = 0, HSR_LOG_WARN = 1, HSR_LOG_INFO = 2, HSR_LOG_DEBUG = 3 } hsr_log_level;
 HSR_API void hsr_log(hsr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 HSR_API int hsr_log_enabled(hsr_log_level level);
 /* Validates HSR_LOG; a malformed value is an error. */
@@ -83,10 +80,10 @@ HSR_API hsr_status hsr_env_bool(const char *name, int def, int *out);
 HSR_API uint64_t hsr_clock_ns(void);
 HSR_API double hsr_clock_s(void);
 
-#define HSR_CHECK(expr)                        \
-  do {                                         \
-    hsr_status _hsr_st = (expr);               \
-    if (_hsr_st != HSR_OK) return _hsr_st;     \
+#define HSR_CHECK(expr)                    \
+  do {                                     \
+    hsr_status _hsr_st = (expr);           \
+    if (_hsr_st != HSR_OK) return _hsr_st; \
   } while (0)
 
 #ifdef __cplusplus

@@ -10,9 +10,7 @@
 extern "C" {
 #endif
 
-typedef enum hsr_dtype {
-  HSR_F32 = 0, HSR_F64, HSR_BF16, HSR_F16, HSR_I32, HSR_U8, HSR_DTYPE_COUNT
-} hsr_dtype;
+typedef enum hsr_dtype { HSR_F32 = 0, HSR_F64, HSR_BF16, HSR_F16, HSR_I32, HSR_U8, HSR_DTYPE_COUNT } hsr_dtype;
 
 typedef enum hsr_redop { HSR_SUM = 0, HSR_AVG, HSR_MAX, HSR_REDOP_COUNT } hsr_redop;
 

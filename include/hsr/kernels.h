@@ -66,16 +66,16 @@ typedef struct hsr_adamw_hparams {
  * place from `grad` (grad_dt f32 or bf16); if param_out is not NULL the new
  * master is also written there in param_dt (f32 or bf16) in the same pass. */
 HSR_API hsr_status hsr_kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *master, float *m, float *v,
-                             const void *grad, hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt,
-                             const hsr_adamw_hparams *hp);
+                                     const void *grad, hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt,
+                                     const hsr_adamw_hparams *hp);
 /* dst[i] = (dst_dt) src[i]; f32<->bf16, f32<->f16, same-type copy. */
 HSR_API hsr_status hsr_kernels_cast(hsr_device *d, hsr_stream *s, size_t n, const void *src, hsr_dtype src_dt,
-                            void *dst, hsr_dtype dst_dt);
+                                    void *dst, hsr_dtype dst_dt);
 /* x[i] *= alpha (f32, bf16, f16, f64). */
 HSR_API hsr_status hsr_kernels_scale(hsr_device *d, hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha);
 /* y[i] += alpha * x[i] (same dtype; bf16/f16 accumulate in f32 per element). */
 HSR_API hsr_status hsr_kernels_axpy(hsr_device *d, hsr_stream *s, size_t n, double alpha, const void *x, void *y,
-                            hsr_dtype dt);
+                                    hsr_dtype dt);
 /* Sum of squares in f64 with a fixed, size-only-dependent reduction order
  * (deterministic across runs and between host and device up to rounding of
  * the final blocks). *out is written when the stream reaches it; on host at
@@ -87,8 +87,8 @@ HSR_API hsr_status hsr_kernels_sumsq(hsr_device *d, hsr_stream *s, size_t n, con
  * stored k x m when transposed), op(B) is k x n. Leading dimensions are row
  * strides in elements. OpenBLAS on host; cuBLAS on CUDA (full fp32, no TF32). */
 HSR_API hsr_status hsr_kernels_gemm(hsr_device *d, hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n,
-                            size_t k, float alpha, const float *a, size_t lda, const float *b, size_t ldb,
-                            float beta, float *c, size_t ldc);
+                                    size_t k, float alpha, const float *a, size_t lda, const float *b, size_t ldb,
+                                    float beta, float *c, size_t ldc);
 
 #ifdef __cplusplus
 }

@@ -108,7 +108,7 @@ HSR_HD uint16_t hsr_km_f32_to_f16(float f) {
 HSR_HD float hsr_km_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t m = h & 0x3ffu, e = h & 0x7c00u;
-  uint32_t normal = ((uint32_t)(h & 0x7fffu) << 13) + (112u << 23); /* rebias 15 -> 127 */
+  uint32_t normal = ((uint32_t)(h & 0x7fffu) << 13) + (112u << 23);                 /* rebias 15 -> 127 */
   uint32_t special = 0x7f800000u | (m << 13) | HSR_KM_SEL(m != 0, 0x00400000u, 0u); /* inf, quiet NaN */
   /* zero and subnormals: m * 2^-24 is exact in f32 */
   uint32_t sub = hsr_km_f32_bits(HSR_KM_MUL((float)(int)m, 0x1p-24f));
@@ -137,8 +137,8 @@ typedef struct hsr_km_adamw_c {
 
 #ifndef __CUDACC__
 /* Host only: the bias corrections in double, then rounded once. */
-static inline hsr_km_adamw_c hsr_km_adamw_consts(float lr, float beta1, float beta2, float eps,
-                                                 float weight_decay, int64_t step, float grad_scale) {
+static inline hsr_km_adamw_c hsr_km_adamw_consts(float lr, float beta1, float beta2, float eps, float weight_decay,
+                                                 int64_t step, float grad_scale) {
   hsr_km_adamw_c c;
   double bc1 = 1.0 - pow((double)beta1, (double)step);
   double bc2 = 1.0 - pow((double)beta2, (double)step);

@@ -17,15 +17,28 @@ extern "C" {
 
 typedef enum hsr_mem_cat {
   /* persistent */
-  HSR_MEM_PARAM_SHARD = 0, HSR_MEM_GRAD_SHARD, HSR_MEM_MASTER, HSR_MEM_MOMENT_M, HSR_MEM_MOMENT_V,
+  HSR_MEM_PARAM_SHARD = 0,
+  HSR_MEM_GRAD_SHARD,
+  HSR_MEM_MASTER,
+  HSR_MEM_MOMENT_M,
+  HSR_MEM_MOMENT_V,
   /* transient */
-  HSR_MEM_FULL_UNIT, HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF, HSR_MEM_AR_BUF, HSR_MEM_STAGING,
+  HSR_MEM_FULL_UNIT,
+  HSR_MEM_PARTIAL_SLICE,
+  HSR_MEM_RS_BUF,
+  HSR_MEM_AR_BUF,
+  HSR_MEM_STAGING,
   HSR_MEM_ACTIVATION,
   HSR_MEM_CAT_COUNT
 } hsr_mem_cat;
 
 typedef enum hsr_phase {
-  HSR_PHASE_INIT = 0, HSR_PHASE_FORWARD, HSR_PHASE_BACKWARD, HSR_PHASE_REDUCE, HSR_PHASE_STEP, HSR_PHASE_COUNT
+  HSR_PHASE_INIT = 0,
+  HSR_PHASE_FORWARD,
+  HSR_PHASE_BACKWARD,
+  HSR_PHASE_REDUCE,
+  HSR_PHASE_STEP,
+  HSR_PHASE_COUNT
 } hsr_phase;
 
 typedef struct hsr_ledger hsr_ledger;
@@ -66,8 +79,7 @@ HSR_API hsr_ledger_where hsr_ledger_runtime_peak_where(const hsr_ledger *l);
 
 /* A human table: measured, and `predicted` beside it when not NULL. nparams > 0
  * adds persistent bytes per parameter. */
-HSR_API hsr_status hsr_ledger_print(const hsr_ledger *measured, const hsr_ledger *predicted, double nparams,
-                            FILE *f);
+HSR_API hsr_status hsr_ledger_print(const hsr_ledger *measured, const hsr_ledger *predicted, double nparams, FILE *f);
 /* JSON object text (malloc'd, caller frees). */
 HSR_API hsr_status hsr_ledger_json(const hsr_ledger *l, char **out);
 

@@ -55,7 +55,7 @@ HSR_API hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, in
  * is registered once, in the unit that owns it). Zero-size shapes are valid.
  * group: optimizer group index (0..HSR_RT_MAX_GROUPS-1). */
 HSR_API hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
-                                   int group);
+                                           int group);
 /* Fixes the layout for `shards` shards: offsets, padded unit lengths. No
  * registration afterwards. */
 HSR_API hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards);
@@ -89,7 +89,12 @@ HSR_API uint64_t hsr_rt_layout_hash(const hsr_rt_layout *l);
 /* ---- engine configuration ---- */
 
 typedef enum hsr_rt_strategy {
-  HSR_RT_DDP = 0, HSR_RT_ZERO1, HSR_RT_ZERO2, HSR_RT_FSDP, HSR_RT_HYBRID, HSR_RT_STRATEGY_COUNT
+  HSR_RT_DDP = 0,
+  HSR_RT_ZERO1,
+  HSR_RT_ZERO2,
+  HSR_RT_FSDP,
+  HSR_RT_HYBRID,
+  HSR_RT_STRATEGY_COUNT
 } hsr_rt_strategy;
 typedef enum hsr_rt_reshard { HSR_RT_RESHARD_FULL = 0, HSR_RT_RESHARD_NONE, HSR_RT_RESHARD_PARTIAL } hsr_rt_reshard;
 /* Gradient synchronisation for micro-batches that are not the last one of a
@@ -119,8 +124,8 @@ typedef struct hsr_rt_config {
   double clip;       /* global grad-norm clip; <= 0 off */
   int num_groups;    /* optimizer groups in use */
   hsr_rt_opt_group groups[HSR_RT_MAX_GROUPS];
-  double timeout_s;  /* bound on every wait; <= 0: HSR_COMM_TIMEOUT */
-  int poison;        /* NaN-fill released full buffers: -1 auto (debug builds or HSR_POISON=1), 0, 1 */
+  double timeout_s;   /* bound on every wait; <= 0: HSR_COMM_TIMEOUT */
+  int poison;         /* NaN-fill released full buffers: -1 auto (debug builds or HSR_POISON=1), 0, 1 */
   uint64_t user_hash; /* mixed into the cross-rank config hash (model config, seed, ...) */
   /* Where every runtime buffer lives and the work runs. HSR_DEVICE_HOST
    * (default): host memory, host collectives. HSR_DEVICE_CUDA: device memory,
@@ -128,9 +133,9 @@ typedef struct hsr_rt_config {
    * reduce streams ordered by events; views are device pointers, valid for
    * work queued on hsr_rt_compute_stream() inside the unit's window. */
   hsr_device_kind device;
-  int device_ordinal;  /* cuda:N; -1 = automatic (local rank % visible GPUs, the GPU NCCL binds) */
-  hsr_device *dev;     /* optional: a device the caller opened (it wins over device/ordinal; must outlive the engine) */
-  hsr_stream *stream;  /* optional, CUDA: the caller's compute stream on `dev` (NULL: the engine creates one) */
+  int device_ordinal; /* cuda:N; -1 = automatic (local rank % visible GPUs, the GPU NCCL binds) */
+  hsr_device *dev;    /* optional: a device the caller opened (it wins over device/ordinal; must outlive the engine) */
+  hsr_stream *stream; /* optional, CUDA: the caller's compute stream on `dev` (NULL: the engine creates one) */
 } hsr_rt_config;
 
 /* Defaults: fsdp, S auto, reshard full, prefetch 1, f32/f32, sync full, one
@@ -155,7 +160,7 @@ typedef struct hsr_rt hsr_rt;
 /* Collective over the boot context. world / cluster may be NULL (the engine
  * then creates and owns them); when given they must outlive the engine. */
 HSR_API hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cluster, const hsr_rt_config *cfg,
-                         hsr_rt **out);
+                                 hsr_rt **out);
 HSR_API hsr_status hsr_rt_destroy(hsr_rt *rt);
 
 /* Registration, before the first step. A root unit (embedding/head) follows
@@ -185,13 +190,18 @@ HSR_API hsr_status hsr_rt_param_view(hsr_rt *rt, const char *name, void **ptr);
  * backward window of the parameter's unit. */
 HSR_API hsr_status hsr_rt_grad_view(hsr_rt *rt, const char *name, float **ptr);
 
-typedef enum hsr_rt_group { HSR_RT_GROUP_SHARD = 0, HSR_RT_GROUP_REPLICATE, HSR_RT_GROUP_PARTIAL, HSR_RT_GROUP_COUNT } hsr_rt_group;
+typedef enum hsr_rt_group {
+  HSR_RT_GROUP_SHARD = 0,
+  HSR_RT_GROUP_REPLICATE,
+  HSR_RT_GROUP_PARTIAL,
+  HSR_RT_GROUP_COUNT
+} hsr_rt_group;
 
 typedef struct hsr_rt_step_info {
-  int64_t step;       /* 1-based, after the update */
-  double grad_norm;   /* global norm of the averaged gradient, before clipping */
-  double clip_coef;   /* factor applied (1 without clipping) */
-  double lr;          /* group 0's learning rate */
+  int64_t step;     /* 1-based, after the update */
+  double grad_norm; /* global norm of the averaged gradient, before clipping */
+  double clip_coef; /* factor applied (1 without clipping) */
+  double lr;        /* group 0's learning rate */
   /* collective calls during this step (since the previous step ended),
    * counted by the communicators, per group and operation */
   uint64_t calls[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
@@ -210,17 +220,17 @@ HSR_API hsr_comm *hsr_rt_world(hsr_rt *rt);
  * (NULL on host: the host device layer is synchronous). */
 HSR_API hsr_device *hsr_rt_device(hsr_rt *rt);
 HSR_API hsr_stream *hsr_rt_compute_stream(hsr_rt *rt);
-HSR_API int hsr_rt_shard(const hsr_rt *rt);       /* S */
-HSR_API int hsr_rt_replicate(const hsr_rt *rt);   /* R */
-HSR_API int hsr_rt_partial(const hsr_rt *rt);     /* K (0 when reshard is not partial) */
-HSR_API int hsr_rt_dp_rank(const hsr_rt *rt);     /* rep * S + shard: index of this rank's data slice */
-HSR_API int hsr_rt_dp_size(const hsr_rt *rt);     /* R * S */
+HSR_API int hsr_rt_shard(const hsr_rt *rt);            /* S */
+HSR_API int hsr_rt_replicate(const hsr_rt *rt);        /* R */
+HSR_API int hsr_rt_partial(const hsr_rt *rt);          /* K (0 when reshard is not partial) */
+HSR_API int hsr_rt_dp_rank(const hsr_rt *rt);          /* rep * S + shard: index of this rank's data slice */
+HSR_API int hsr_rt_dp_size(const hsr_rt *rt);          /* R * S */
 HSR_API const char *hsr_rt_group_name(hsr_rt_group g); /* "shard", "replicate", "partial" */
 
 typedef struct hsr_rt_stats {
-  uint64_t allocs;      /* buffers taken from the allocator (not the pool) so far */
-  uint64_t pool_hits;   /* buffers reused from the pool */
-  int max_live_full;    /* most units FULL or gathering at once */
+  uint64_t allocs;    /* buffers taken from the allocator (not the pool) so far */
+  uint64_t pool_hits; /* buffers reused from the pool */
+  int max_live_full;  /* most units FULL or gathering at once */
 } hsr_rt_stats;
 HSR_API hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out);
 
@@ -243,15 +253,15 @@ HSR_API hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path);
  * runtime's own state machine, pool, ledger and trace. */
 typedef struct hsr_rt_timing {
   uint64_t calls, steps;
-  double engine_s;  /* inside lifecycle calls (begin/end, step, zero_grad) */
-  double wait_s;    /*   of which blocked waiting for collectives */
-  double post_s;    /*   of which non-blocking collective calls: posts and tests */
-  double optim_s;   /*   of which the AdamW update (and the norm) */
-  double data_s;    /*   of which the runtime's data work: zeroing, casts, accumulation, copies */
-  double compute_s; /* the program's work between calls, inside unit windows */
-  double step_s;    /* total of the step spans (first begin .. end of step) */
+  double engine_s;                /* inside lifecycle calls (begin/end, step, zero_grad) */
+  double wait_s;                  /*   of which blocked waiting for collectives */
+  double post_s;                  /*   of which non-blocking collective calls: posts and tests */
+  double optim_s;                 /*   of which the AdamW update (and the norm) */
+  double data_s;                  /*   of which the runtime's data work: zeroing, casts, accumulation, copies */
+  double compute_s;               /* the program's work between calls, inside unit windows */
+  double step_s;                  /* total of the step spans (first begin .. end of step) */
   uint64_t gathers, gather_bytes; /* all-gather collectives and bytes this rank contributed */
-  double gather_s;  /* their duration (transport start .. end) */
+  double gather_s;                /* their duration (transport start .. end) */
 } hsr_rt_timing;
 HSR_API hsr_status hsr_rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out);
 HSR_API hsr_status hsr_rt_reset_timing(hsr_rt *rt);

@@ -26,7 +26,7 @@ HSR_API void hsr_topo_free(hsr_topo *t);
 
 /* Limits of one node's record (records are fixed-size blobs for the allgather). */
 #define HSR_TOPO_MAX_GPUS 32
-#define HSR_TOPO_MAX_NICS 8   /* per GPU, closest first */
+#define HSR_TOPO_MAX_NICS 8 /* per GPU, closest first */
 #define HSR_TOPO_MAX_NUMA 16
 #define HSR_TOPO_NAME_MAX 32
 #define HSR_TOPO_CPUSET_MAX 256 /* cpu list "0-7,16-23" */
@@ -46,9 +46,9 @@ HSR_API int hsr_topo_num_numa(const hsr_topo *t);
 /* cpu list of NUMA node i (by position, os index in hsr_topo_numa_os). */
 HSR_API const char *hsr_topo_numa_cpuset(const hsr_topo *t, int i);
 HSR_API int hsr_topo_numa_os(const hsr_topo *t, int i);
-HSR_API const char *hsr_topo_gpu_pci(const hsr_topo *t, int gpu);   /* "0000:34:00.0" */
-HSR_API int hsr_topo_gpu_cuda(const hsr_topo *t, int gpu);          /* CUDA ordinal, -1 if no driver */
-HSR_API int hsr_topo_gpu_numa(const hsr_topo *t, int gpu);          /* os index of first NUMA node, -1 unknown */
+HSR_API const char *hsr_topo_gpu_pci(const hsr_topo *t, int gpu);    /* "0000:34:00.0" */
+HSR_API int hsr_topo_gpu_cuda(const hsr_topo *t, int gpu);           /* CUDA ordinal, -1 if no driver */
+HSR_API int hsr_topo_gpu_numa(const hsr_topo *t, int gpu);           /* os index of first NUMA node, -1 unknown */
 HSR_API const char *hsr_topo_gpu_cpuset(const hsr_topo *t, int gpu); /* local cpu list */
 HSR_API int hsr_topo_gpu_num_nics(const hsr_topo *t, int gpu);
 /* NIC j of a GPU (closest first): name ("mlx5_0", "eth0") and path class. */
@@ -78,7 +78,7 @@ HSR_API hsr_status hsr_cluster_synthetic(const hsr_topo *t, int nodes, int world
  * GPU (-1 none) and domain id (any integers; equal ids = same domain). Nodes
  * get no hardware record. */
 HSR_API hsr_status hsr_cluster_create(int world, const int *node_of, const int *gpu_of, const int *domain_of,
-                              hsr_cluster **out);
+                                      hsr_cluster **out);
 HSR_API void hsr_cluster_free(hsr_cluster *c);
 HSR_API int hsr_cluster_world(const hsr_cluster *c);
 HSR_API int hsr_cluster_num_nodes(const hsr_cluster *c);

@@ -29,10 +29,10 @@ typedef struct hsr_trace hsr_trace;
 
 typedef struct hsr_trace_span {
   hsr_span_kind kind;
-  const char *lane;  /* "compute", "step", "comm shard", ... */
-  const char *name;  /* "forward", "all_gather", ... */
-  const char *unit;  /* unit name or NULL */
-  const char *group; /* communicator name or NULL */
+  const char *lane;      /* "compute", "step", "comm shard", ... */
+  const char *name;      /* "forward", "all_gather", ... */
+  const char *unit;      /* unit name or NULL */
+  const char *group;     /* communicator name or NULL */
   uint64_t t0_ns, t1_ns; /* hsr_clock_ns() values */
   uint64_t bytes;
   int64_t step;
@@ -51,13 +51,13 @@ HSR_API hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *pat
 typedef struct hsr_trace_step_summary {
   int64_t step;
   int ranks;
-  double step_ms;      /* mean over ranks of the step span */
-  double compute_ms;   /* mean over ranks: union of COMPUTE spans in the step */
-  double comm_ms;      /* mean over ranks: union of COMM spans in the step */
-  double exposed_ms;   /* mean over ranks: COMM time not covered by COMPUTE */
-  double overlap;      /* 1 - exposed/comm (1 when there is no communication) */
-  long all_gathers;    /* all_gather spans in the step, summed over ranks / ranks */
-  double gather_ms;    /* mean over ranks: union of all_gather spans */
+  double step_ms;           /* mean over ranks of the step span */
+  double compute_ms;        /* mean over ranks: union of COMPUTE spans in the step */
+  double comm_ms;           /* mean over ranks: union of COMM spans in the step */
+  double exposed_ms;        /* mean over ranks: COMM time not covered by COMPUTE */
+  double overlap;           /* 1 - exposed/comm (1 when there is no communication) */
+  long all_gathers;         /* all_gather spans in the step, summed over ranks / ranks */
+  double gather_ms;         /* mean over ranks: union of all_gather spans */
   double gather_exposed_ms; /* mean over ranks: all_gather time not covered by COMPUTE */
 } hsr_trace_step_summary;
 

@@ -17,7 +17,13 @@
 extern "C" {
 #endif
 
-typedef enum hsr_prog_op { HSR_PROG_FWD_BEGIN = 0, HSR_PROG_FWD_END, HSR_PROG_BWD_BEGIN, HSR_PROG_BWD_END, HSR_PROG_STEP } hsr_prog_op;
+typedef enum hsr_prog_op {
+  HSR_PROG_FWD_BEGIN = 0,
+  HSR_PROG_FWD_END,
+  HSR_PROG_BWD_BEGIN,
+  HSR_PROG_BWD_END,
+  HSR_PROG_STEP
+} hsr_prog_op;
 typedef struct hsr_prog_call {
   hsr_prog_op op;
   int unit;
@@ -36,9 +42,9 @@ HSR_API hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_pr
  * strategy, reshard, K, prefetch, max_live, dtypes, sync, micro-batches;
  * S and R resolved. held / in_use: ledgers to fill (reset first); either may
  * be NULL. */
-HSR_API hsr_status hsr_tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S,
-                                   int R, const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held,
-                                   hsr_ledger *in_use);
+HSR_API hsr_status hsr_tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg,
+                                           int S, int R, const hsr_prog_call *prog, int nprog, int steps,
+                                           hsr_ledger *held, hsr_ledger *in_use);
 
 /* ---- wrap granularity ---- */
 typedef struct hsr_wrap_input {
@@ -57,7 +63,7 @@ typedef struct hsr_wrap_report {
   int too_many_gathers; /* more than 1.5 units' gathers per repeating block */
   int latency_bound;    /* mean gathered unit below min_unit_bytes */
   double gathers_per_block, units_per_block;
-  char message[1024];   /* the warning(s) with figures and what to change; "" when none */
+  char message[1024]; /* the warning(s) with figures and what to change; "" when none */
 } hsr_wrap_report;
 
 HSR_API hsr_status hsr_tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out);
