@@ -91,8 +91,9 @@ static void azure_ndv4(void **s) {
   assert_non_null(strstr(hsr_topo_notes(t), "no <gpu> elements"));
   expect_pick(t, 0, "0101:00:00.0", HSR_PATH_PIX);
   expect_pick(t, 1, "0102:00:00.0", HSR_PATH_PIX);
-  expect_nics(t, 0, "0101:00:00.0:PIX 0102:00:00.0:PIX 0103:00:00.0:SYS 0104:00:00.0:SYS 0107:00:00.0:SYS "
-                    "0108:00:00.0:SYS 0105:00:00.0:SYS 0106:00:00.0:SYS");
+  expect_nics(t, 0,
+              "0101:00:00.0:PIX 0102:00:00.0:PIX 0103:00:00.0:SYS 0104:00:00.0:SYS 0107:00:00.0:SYS "
+              "0108:00:00.0:SYS 0105:00:00.0:SYS 0106:00:00.0:SYS");
   char sum[128];
   assert_int_equal(hsr_topo_summary(t, sum, sizeof sum), HSR_OK);
   assert_string_equal(sum, "8 GPUs, NVLink unknown (one GPU per domain), 8 NICs at PIX");
@@ -254,9 +255,9 @@ static void compare_disagree(void **s) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(dump_dgx),      cmocka_unit_test(azure_ndv4),    cmocka_unit_test(azure_ncv4),
-      cmocka_unit_test(aws_p4d),       cmocka_unit_test(bcm_levels),    cmocka_unit_test(fused_hosts),
-      cmocka_unit_test(bad_files),     cmocka_unit_test(compare_agree), cmocka_unit_test(compare_disagree),
+      cmocka_unit_test(dump_dgx),  cmocka_unit_test(azure_ndv4),    cmocka_unit_test(azure_ncv4),
+      cmocka_unit_test(aws_p4d),   cmocka_unit_test(bcm_levels),    cmocka_unit_test(fused_hosts),
+      cmocka_unit_test(bad_files), cmocka_unit_test(compare_agree), cmocka_unit_test(compare_disagree),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

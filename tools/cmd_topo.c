@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -34,7 +33,8 @@ static void print_gpu(const hsr_topo *t, int g) {
   if (!numa[0]) snprintf(numa, sizeof numa, "%d", hsr_topo_gpu_numa(t, g));
   const char *name;
   hsr_topo_path p;
-  if (hsr_topo_gpu_nic_pick(t, g, &name, &p) == HSR_OK) snprintf(pick, sizeof pick, "%s %s", name, hsr_topo_path_str(p));
+  if (hsr_topo_gpu_nic_pick(t, g, &name, &p) == HSR_OK)
+    snprintf(pick, sizeof pick, "%s %s", name, hsr_topo_path_str(p));
   printf("  %-4d %-13s %-5s %-5s %-14s %-6d %-16s", g, hsr_topo_gpu_pci(t, g), cuda, numa, hsr_topo_gpu_cpuset(t, g),
          hsr_topo_gpu_domain(t, g), pick);
   for (int j = 0; j < hsr_topo_gpu_num_nics(t, g); j++) {
@@ -49,7 +49,9 @@ static void print_nvlink(const hsr_topo *t) {
   int ng = hsr_topo_num_gpus(t);
   const char *unit = hsr_topo_nvlink_unit(t);
   printf("  NVLink bandwidth, GPU row to GPU column (%s%s; through NVSwitches the narrower GPU's total):\n       ",
-         !strcmp(unit, "MB/s") ? "MB/s per direction" : !strcmp(unit, "links") ? "NVLink link counts" : "1 = peer",
+         !strcmp(unit, "MB/s")    ? "MB/s per direction"
+         : !strcmp(unit, "links") ? "NVLink link counts"
+                                  : "1 = peer",
          !strcmp(unit, "links") ? ", generation unknown" : "");
   for (int h = 0; h < ng; h++) printf(" %8d", h);
   printf("\n");
@@ -70,7 +72,8 @@ static void print_node(const hsr_topo *t, int idx) {
   printf("  summary: %s\n", summary);
   printf("  domain rule: %s (%s)\n", hsr_topo_domain_rule(t), rule_text(hsr_topo_domain_rule(t)));
   for (int i = 0; i < hsr_topo_num_numa(t); i++)
-    printf("  NUMA %d: cpus %s\n", hsr_topo_numa_os(t, i), hsr_topo_numa_cpuset(t, i)[0] ? hsr_topo_numa_cpuset(t, i) : "?");
+    printf("  NUMA %d: cpus %s\n", hsr_topo_numa_os(t, i),
+           hsr_topo_numa_cpuset(t, i)[0] ? hsr_topo_numa_cpuset(t, i) : "?");
   if (ng > 0) {
     printf("  %-4s %-13s %-5s %-5s %-14s %-6s %-16s %s\n", "gpu", "pci", "cuda", "numa", "cpus", "domain", "nccl nic",
            "nics (closest first)");
@@ -149,8 +152,7 @@ static void print_domains(const cJSON *doms) {
   for (int d = 0; d < cJSON_GetArraySize(doms); d++) {
     const cJSON *dom = cJSON_GetArrayItem(doms, d);
     printf(d ? " [" : "[");
-    for (int i = 0; i < cJSON_GetArraySize(dom); i++)
-      printf(i ? " %s" : "%s", cJSON_GetArrayItem(dom, i)->valuestring);
+    for (int i = 0; i < cJSON_GetArraySize(dom); i++) printf(i ? " %s" : "%s", cJSON_GetArrayItem(dom, i)->valuestring);
     printf("]");
   }
   printf("]");
@@ -230,34 +232,43 @@ static hsr_status load_nccl_for(const char *path, int host, const hsr_topo *mine
 
 /* NCCL writes its topology (NCCL_TOPO_DUMP_FILE) while hsr creates an NCCL
  * world; the lowest rank of each node dumps (NCCL_TOPO_DUMP_FILE_RANK), reads
- * it back and compares it with its hwloc reading. Returns the node's report. */
+ * it back and compares it with its hwloc reading into `report`. Every rank
+ * sets NCCL_TOPO_DUMP_FILE: NCCL's dump pass is an intra-node collective. */
 static hsr_status dump_and_compare(hsr_boot *b, const hsr_topo *hw, char *report) {
-  int leader = 0, node = hsr_boot_node(b);
+  int leader = 0, node = hsr_boot_node(b), lead = 0;
   while (hsr_boot_node_of(b, leader) != node) leader++;
-  unsigned token = (unsigned)time(NULL) ^ ((unsigned)getpid() << 8);
-  HSR_CHECK(hsr_boot_bcast(b, &token, sizeof token, 0));
-  const char *dir = getenv("HSR_TOPO_DUMP_DIR");
-  char path[512], rank_s[16];
-  snprintf(path, sizeof path, "%s/hsr-nccl-topo-%08x-node%d.xml", dir && *dir ? dir : "/tmp", token, node);
+  lead = hsr_boot_rank(b) == leader;
+  const char *keep = getenv("HSR_TOPO_DUMP_DIR");
+  char dir[512] = "/tmp/hsr-nccl-topo-XXXXXX", path[600] = "/dev/null", rank_s[16];
+  hsr_status st = HSR_OK;
+  if (lead && keep && *keep)
+    snprintf(path, sizeof path, "%s/hsr-nccl-topo-node%d.xml", keep, node);
+  else if (lead && mkdtemp(dir))
+    snprintf(path, sizeof path, "%s/node%d.xml", dir, node);
+  else if (lead)
+    st = hsr_error(HSR_ERR_IO, "cannot create a folder for NCCL's topology dump under /tmp");
   snprintf(rank_s, sizeof rank_s, "%d", leader);
   setenv("NCCL_TOPO_DUMP_FILE", path, 1);
   setenv("NCCL_TOPO_DUMP_FILE_RANK", rank_s, 1);
   hsr_comm *c = NULL;
-  hsr_status st = hsr_comm_world(b, HSR_BACKEND_NCCL, &c);
+  hsr_status cst = hsr_comm_world(b, HSR_BACKEND_NCCL, &c); /* every rank, also after a local error */
   if (c) hsr_comm_free(c);
   unsetenv("NCCL_TOPO_DUMP_FILE");
   unsetenv("NCCL_TOPO_DUMP_FILE_RANK");
+  if (st == HSR_OK) st = cst;
   report[0] = '\0';
-  if (st != HSR_OK || hsr_boot_rank(b) != leader) return st;
   hsr_topo *nt = NULL;
   char *js = NULL;
-  st = load_nccl_for(path, -1, hw, &nt);
-  if (st == HSR_OK) st = hsr_topo_compare(hw, nt, &js, NULL);
-  if (st == HSR_OK && strlen(js) >= REPORT_MAX)
+  if (st == HSR_OK && lead) st = load_nccl_for(path, -1, hw, &nt);
+  if (st == HSR_OK && lead) st = hsr_topo_compare(hw, nt, &js, NULL);
+  if (st == HSR_OK && lead && strlen(js) >= REPORT_MAX)
     st = hsr_error(HSR_ERR_INTERNAL, "node %d: the comparison (%zu bytes) exceeds %d bytes", node, strlen(js),
                    REPORT_MAX);
-  if (st == HSR_OK) snprintf(report, REPORT_MAX, "%s", js);
-  if (!(dir && *dir)) unlink(path); /* kept when the user named a folder */
+  if (st == HSR_OK && lead) snprintf(report, REPORT_MAX, "%s", js);
+  if (lead && !(keep && *keep)) {
+    unlink(path);
+    rmdir(dir);
+  }
   free(js);
   hsr_topo_free(nt);
   return st;
@@ -310,6 +321,11 @@ static int compare_mode(const char *xml, const char *nccl, int host, int json) {
     hsr_topo_free(hw);
     return hsr_cli_usage_error("topo", "--compare-nccl: no NVIDIA GPU on this host, so NCCL has nothing to dump "
                                        "(compare with a saved dump: --nccl-xml FILE)");
+  }
+  const char *keep = getenv("HSR_TOPO_DUMP_DIR");
+  if (!nccl && keep && *keep && access(keep, W_OK | X_OK) != 0) {
+    hsr_topo_free(hw);
+    return hsr_cli_usage_error("topo", "HSR_TOPO_DUMP_DIR='%s' is not a writable folder", keep);
   }
   if (!nccl && !HSR_HAVE_NCCL) {
     hsr_topo_free(hw);

@@ -18,13 +18,9 @@ static int gpu_of(const hsr_topo *t, const char *pci) {
   return -1;
 }
 
-static int same_nic(const hsr_topo_nic_rec *a, const hsr_topo_nic_rec *b) {
-  return a->pci[0] && b->pci[0] ? !strcmp(a->pci, b->pci) : !strcmp(a->name, b->name);
-}
-
 static const hsr_topo_nic_rec *nic_in(const hsr_topo_gpu_rec *g, const hsr_topo_nic_rec *n) {
   for (int j = 0; j < g->num_nics; j++)
-    if (same_nic(&g->nics[j], n)) return &g->nics[j];
+    if (topo_same_nic(&g->nics[j], n)) return &g->nics[j];
   return NULL;
 }
 
@@ -103,7 +99,7 @@ static void per_gpu(const hsr_topo *a, const hsr_topo *b, cJSON *diffs, cJSON *e
     const hsr_topo_gpu_rec *gb = &b->gpus[h];
     const hsr_topo_nic_rec *pa = ga->nic_pick >= 0 ? &ga->nics[ga->nic_pick] : NULL;
     const hsr_topo_nic_rec *pb = gb->nic_pick >= 0 ? &gb->nics[gb->nic_pick] : NULL;
-    int same = (!pa && !pb) || (pa && pb && same_nic(pa, pb) &&
+    int same = (!pa && !pb) || (pa && pb && topo_same_nic(pa, pb) &&
                                 hsr_topo_path_nccl((hsr_topo_path)pa->path) == (hsr_topo_path)pb->path);
     if (!same) {
       cJSON *d = diff(diffs, "nic_pick", ga->pci, NULL);

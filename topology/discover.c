@@ -272,9 +272,8 @@ hsr_status hsr_topo_discover(const char *xml_path, hsr_topo **out) {
     find_nics(&d);
     topo_nvlink_discover(&d);
     topo_finish(d.t);
-    HSR_LOG_D("topology %s: %d GPUs, %d NUMA nodes, %d domains (NVLink from %s, rule %s)",
-              xml_path ? xml_path : "live", d.t->num_gpus, d.t->num_numa, d.t->num_domains, d.t->nvlink_source,
-              d.t->domain_rule);
+    HSR_LOG_D("topology %s: %d GPUs, %d NUMA nodes, %d domains (NVLink from %s, rule %s)", xml_path ? xml_path : "live",
+              d.t->num_gpus, d.t->num_numa, d.t->num_domains, d.t->nvlink_source, d.t->domain_rule);
   }
   if (d.topo) hwloc_topology_destroy(d.topo);
   if (st != HSR_OK) {

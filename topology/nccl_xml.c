@@ -280,8 +280,9 @@ static hsr_status parse(const char *path, xmlDocPtr *doc) {
 static hsr_status check_root(const char *path, xmlNodePtr root) {
   if (is(root, "system")) return HSR_OK;
   if (is(root, "topology"))
-    return hsr_error(HSR_ERR_IO, "'%s' is an hwloc topology (root <topology>), not an NCCL one (root <system>): "
-                                 "read it with --xml",
+    return hsr_error(HSR_ERR_IO,
+                     "'%s' is an hwloc topology (root <topology>), not an NCCL one (root <system>): "
+                     "read it with --xml",
                      path);
   return hsr_error(HSR_ERR_IO, "'%s' is not an NCCL topology: root element <%s>, expected <system>", path,
                    root ? (const char *)root->name : "(none)");
@@ -310,10 +311,11 @@ hsr_status hsr_topo_load_nccl(const char *path, int host, hsr_topo **out, int *n
     c->path = path;
     find_hosts(c, sys);
     if (num_hosts) *num_hosts = c->num_hosts;
-    if (c->num_hosts == 0) st = hsr_error(HSR_ERR_IO, "NCCL topology '%s' has no <cpu> element", path);
+    if (c->num_hosts == 0)
+      st = hsr_error(HSR_ERR_IO, "NCCL topology '%s' has no <cpu> element", path);
     else if (host < 0 || host >= c->num_hosts)
-      st = hsr_error(HSR_ERR_INVALID, "NCCL topology '%s' has %d host%s: host %d is not in 0..%d", path,
-                     c->num_hosts, c->num_hosts == 1 ? "" : "s", host, c->num_hosts - 1);
+      st = hsr_error(HSR_ERR_INVALID, "NCCL topology '%s' has %d host%s: host %d is not in 0..%d", path, c->num_hosts,
+                     c->num_hosts == 1 ? "" : "s", host, c->num_hosts - 1);
   }
   if (st == HSR_OK && !(c->t = calloc(1, sizeof *c->t))) st = hsr_error(HSR_ERR_NOMEM, "NCCL topology: out of memory");
   if (st == HSR_OK) {

@@ -76,7 +76,9 @@ void topo_domains(hsr_topo *t, topo_links *l, const char *source) {
   if (clique) add_rule(t->domain_rule, sizeof t->domain_rule, "fabric-clique");
   if (!t->domain_rule[0])
     snprintf(t->domain_rule, sizeof t->domain_rule, "%s",
-             !t->num_gpus ? "shared-memory" : l->known ? "none" : "unknown");
+             !t->num_gpus ? "shared-memory"
+             : l->known   ? "none"
+                          : "unknown");
   int root_dom[HSR_TOPO_MAX_GPUS];
   t->num_domains = 0;
   for (int i = 0; i < t->num_gpus; i++) {

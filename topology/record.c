@@ -56,14 +56,14 @@ void topo_file_stem(const char *path, char *out, size_t len) {
   snprintf(out, len, "%.*s", (int)n, b);
 }
 
-static int same_nic(const hsr_topo_nic_rec *a, const hsr_topo_nic_rec *b) {
+int topo_same_nic(const hsr_topo_nic_rec *a, const hsr_topo_nic_rec *b) {
   return a->pci[0] && b->pci[0] ? !strcmp(a->pci, b->pci) : !strcmp(a->name, b->name);
 }
 
 /* Class of `nic` from GPU h, -1 when it is not among h's closest NICs. */
 static int class_from(const hsr_topo *t, int h, const hsr_topo_nic_rec *nic) {
   for (int j = 0; j < t->gpus[h].num_nics; j++)
-    if (same_nic(&t->gpus[h].nics[j], nic)) return t->gpus[h].nics[j].path;
+    if (topo_same_nic(&t->gpus[h].nics[j], nic)) return t->gpus[h].nics[j].path;
   return -1;
 }
 
@@ -105,7 +105,7 @@ void topo_finish(hsr_topo *t) {
     t->gpus[g].nic_pick = nic_pick(t, g);
     for (int j = 0; j < t->gpus[g].num_nics; j++) {
       int k = 0;
-      while (k < ns && !same_nic(&seen[k], &t->gpus[g].nics[j])) k++;
+      while (k < ns && !topo_same_nic(&seen[k], &t->gpus[g].nics[j])) k++;
       if (k == ns) seen[ns++] = t->gpus[g].nics[j];
     }
   }
@@ -184,7 +184,7 @@ static void nics_phrase(const hsr_topo *t, char *buf, size_t len) {
     if (p < 0) continue;
     for (int h = 0; h < g && first; h++) {
       int q = t->gpus[h].nic_pick;
-      first = q < 0 || !same_nic(&t->gpus[h].nics[q], &t->gpus[g].nics[p]);
+      first = q < 0 || !topo_same_nic(&t->gpus[h].nics[q], &t->gpus[g].nics[p]);
     }
     distinct += first;
     classes += gpus_at[t->gpus[g].nics[p].path]++ == 0;

@@ -77,6 +77,8 @@ int topo_bcm_gen(unsigned vendor, unsigned device, unsigned subvendor, unsigned 
 /* After a reader filled GPUs and their NIC lists (closest first): the NIC
  * NCCL would pick per GPU and the node's distinct NIC count. */
 void topo_finish(hsr_topo *t);
+/* One NIC in two lists: equal bus ids when both have one, else equal names. */
+int topo_same_nic(const hsr_topo_nic_rec *a, const hsr_topo_nic_rec *b);
 void topo_note(hsr_topo *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "0000:0a:00.0" from any case or width ("0:a:0.0" too); 0 if `in` is not a bus id. */
 int topo_busid_norm(const char *in, char *out, size_t len);

@@ -44,13 +44,7 @@ HSR_API void hsr_topo_free(hsr_topo *t);
  * different host bridges of one NUMA node, SYS across NUMA nodes / sockets.
  * NODE is NCCL 2.4-2.5's class (and nvidia-smi topo's); NCCL 2.6 and later
  * fold it into PHB (hsr_topo_path_nccl). */
-typedef enum hsr_topo_path {
-  HSR_PATH_PIX = 0,
-  HSR_PATH_PXB,
-  HSR_PATH_PHB,
-  HSR_PATH_NODE,
-  HSR_PATH_SYS
-} hsr_topo_path;
+typedef enum hsr_topo_path { HSR_PATH_PIX = 0, HSR_PATH_PXB, HSR_PATH_PHB, HSR_PATH_NODE, HSR_PATH_SYS } hsr_topo_path;
 HSR_API const char *hsr_topo_path_str(hsr_topo_path p);
 /* The class current NCCL (>= 2.6) reports for p: NODE -> PHB, others as is. */
 HSR_API hsr_topo_path hsr_topo_path_nccl(hsr_topo_path p);
@@ -83,9 +77,9 @@ HSR_API int hsr_topo_num_nics(const hsr_topo *t);
 /* cpu list of NUMA node i (by position, os index in hsr_topo_numa_os). */
 HSR_API const char *hsr_topo_numa_cpuset(const hsr_topo *t, int i);
 HSR_API int hsr_topo_numa_os(const hsr_topo *t, int i);
-HSR_API const char *hsr_topo_gpu_pci(const hsr_topo *t, int gpu);    /* "0000:34:00.0" */
-HSR_API int hsr_topo_gpu_cuda(const hsr_topo *t, int gpu);           /* CUDA ordinal, -1 if no driver */
-HSR_API int hsr_topo_gpu_numa(const hsr_topo *t, int gpu);           /* os index of first NUMA node, -1 unknown */
+HSR_API const char *hsr_topo_gpu_pci(const hsr_topo *t, int gpu); /* "0000:34:00.0" */
+HSR_API int hsr_topo_gpu_cuda(const hsr_topo *t, int gpu);        /* CUDA ordinal, -1 if no driver */
+HSR_API int hsr_topo_gpu_numa(const hsr_topo *t, int gpu);        /* os index of first NUMA node, -1 unknown */
 /* Every NUMA node near a GPU (an I/O locality can span several): count and
  * the i-th os index. The GPU's cpus (and its binding) are their union. */
 HSR_API int hsr_topo_gpu_num_numa(const hsr_topo *t, int gpu);
