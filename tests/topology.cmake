@@ -4,7 +4,7 @@ hsr_add_unit(test_topo_xml test_topo_xml.c)
 hsr_add_unit(test_topo_nccl test_topo_nccl.c)
 
 # The gathered view under mpirun with simulated nodes: CPU-only (one domain per
-# node), DGX-like XML (2 ranks per node on GPUs 0-1), multi-node NVLink clique.
+# node), DGX-like XML (2 ranks per node on GPUs 0-1), multi-node NVLink clique, DGX-2.
 hsr_add_program(mr_topo mr_topo.c)
 hsr_add_mpi_test(NAME topo_gather_4_sim2 NP 4 NODES 2 ENV HSR_TOPO_XML=
                  COMMAND $<TARGET_FILE:mr_topo> --domains 2 --domain-size 2 --partial 2)
@@ -14,6 +14,9 @@ hsr_add_mpi_test(NAME topo_gather_4_sim2_dgx NP 4 NODES 2 ENV HSR_TOPO_XML=${CMA
                  COMMAND $<TARGET_FILE:mr_topo> --domains 2 --domain-size 2 --gpus 8 --partial 2)
 hsr_add_mpi_test(NAME topo_gather_8_sim2_nvl NP 8 NODES 2 ENV HSR_TOPO_XML=${CMAKE_SOURCE_DIR}/tests/data/nvl-2node.xml
                  COMMAND $<TARGET_FILE:mr_topo> --domains 1 --domain-size 8 --gpus 4 --partial 4)
+# DGX-2: the 16 NVSwitch GPUs of a node are one domain (here 2 ranks of it per node).
+hsr_add_mpi_test(NAME topo_gather_4_sim2_dgx2 NP 4 NODES 2 ENV HSR_TOPO_XML=${CMAKE_SOURCE_DIR}/tests/data/nvidiaDGX2.xml
+                 COMMAND $<TARGET_FILE:mr_topo> --domains 2 --domain-size 2 --gpus 16 --partial 2)
 
 # hsr topo / hsr mesh / hsr-bind: output, JSON, exit codes (2 = bad flags or values).
 set(_x ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh)
