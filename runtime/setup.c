@@ -52,7 +52,7 @@ static hsr_status build_groups(hsr_rt *rt) {
   return HSR_OK;
 }
 
-/* The poison default: on in debug builds, else HSR_POISON. */
+/* cfg.poison, or (-1) HSR_POISON, which defaults to on in debug builds. */
 static hsr_status resolve_poison(hsr_rt *rt) {
   rt->poison = rt->cfg.poison;
   if (rt->poison >= 0) return HSR_OK;
