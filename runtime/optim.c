@@ -199,3 +199,14 @@ hsr_status rt_zero_grad(hsr_rt *rt) {
   }
   return HSR_OK;
 }
+
+hsr_status hsr_rt_set_lr(hsr_rt *rt, int group, double lr) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  if (group < 0 || group >= rt->cfg.num_groups)
+    return hsr_error(HSR_ERR_INVALID, "hsr_rt_set_lr: group %d does not exist (valid: 0 to %d)", group,
+                     rt->cfg.num_groups - 1);
+  if (!(lr >= 0) || !isfinite(lr))
+    return hsr_error(HSR_ERR_INVALID, "hsr_rt_set_lr: learning rate %g is not a number >= 0", lr);
+  rt->cfg.groups[group].lr = (float)lr;
+  return HSR_OK;
+}
