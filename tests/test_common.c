@@ -27,6 +27,9 @@ static void test_error_detail(void **state) {
   assert_string_equal(hsr_last_error(), "");
   assert_int_equal(hsr_error(HSR_ERR_INVALID, "count %d bad", 7), HSR_ERR_INVALID);
   assert_string_equal(hsr_last_error(), "count 7 bad");
+  /* wrapping the previous error (its text is an argument of the new one) */
+  assert_int_equal(hsr_error(HSR_ERR_STATE, "step 3: %s (rank %d)", hsr_last_error(), 2), HSR_ERR_STATE);
+  assert_string_equal(hsr_last_error(), "step 3: count 7 bad (rank 2)");
 }
 
 static void test_parse_long(void **state) {
