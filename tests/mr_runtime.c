@@ -234,6 +234,10 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
     double nrel = fabs(info.grad_norm - rc->norm[s]) / rc->norm[s];
     CHECK(nrel <= gc.tol, "%s: step %d: gradient norm before clipping %.6g, reference %.6g (relative %.2g > %.0e)",
           sp->text, s + 1, info.grad_norm, rc->norm[s], nrel, gc.tol);
+    /* the clip factor scales every update alike: clipped AdamW hardly shows it in the parameters */
+    double clip = sp->cfg.clip, coef = clip > 0 && rc->norm[s] > clip ? clip / (rc->norm[s] + 1e-6) : 1.0;
+    CHECK(fabs(info.clip_coef - coef) <= gc.tol * coef, "%s: step %d: clip factor %.6g, reference %.6g", sp->text,
+          s + 1, info.clip_coef, coef);
     if (s == 2) OK(hsr_rt_get_stats(rt, &st3));
   }
   CHECK(gc.step == STEPS, "%s: the gradient hook ran %d times in %d steps", sp->text, gc.step, STEPS);
