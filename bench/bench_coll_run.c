@@ -114,6 +114,9 @@ static long long check_once(const bc_opts *o, bc_group *g, size_t count, int inp
                                                  : g->b;
   size_t nout = o->coll == NT_ALLGATHER ? count * (size_t)n : count;
   long long wrong = 0;
+  /* HSR_BENCH_CHECK_FAULT=1: rank 0 of each group counts one element wrong (tests the wrong-results path) */
+  const char *fault = getenv("HSR_BENCH_CHECK_FAULT");
+  if (fault && !strcmp(fault, "1") && r == 0 && nout) wrong++;
   for (size_t i = 0; i < nout; i++) {
     double want;
     switch (o->coll) {

@@ -263,6 +263,7 @@ static void log_line(FILE *f, const hsr_rt_step_info *in, double loss, double ms
   snprintf(lr, sizeof lr, "%.7g", in->lr);
   cJSON_AddNumberToObject(o, "lr", strtod(lr, NULL));
   cJSON_AddNumberToObject(o, "step_ms", ms);
+  train_comm_json(o, "comm", in->comm, 1); /* per group and op: calls, bytes sent/received, fabric, full buffers */
   cJSON *calls = cJSON_AddObjectToObject(o, "calls");
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
     cJSON *grp = cJSON_AddObjectToObject(calls, hsr_rt_group_name((hsr_rt_group)g));
@@ -367,6 +368,7 @@ int hsr_cmd_train(int argc, char **argv) {
   }
   double first = 0, last = 0, total_ms = 0, meas_ms = 0, meas_ag = 0;
   int meas = 0;
+  train_measured m = {0};
   hsr_rt_step_info info;
   for (int s = 0; s < a.steps; s++) {
     double loss, t0 = hsr_clock_s();
@@ -380,6 +382,7 @@ int hsr_cmd_train(int argc, char **argv) {
       meas++;
       meas_ms += ms;
       meas_ag += (double)sum_op(&info, HSR_OP_ALLGATHER);
+      train_comm_add(&m, &info);
     }
     if (s == 0) first = loss;
     last = loss;
@@ -406,7 +409,7 @@ int hsr_cmd_train(int argc, char **argv) {
     printf("loss %.4f -> %.4f over %d steps, %.2f ms/step mean\n", first, last, a.steps, total_ms / a.steps);
   }
   {
-    train_measured m = {meas, meas ? meas_ms / meas : 0, meas ? meas_ag / meas : 0};
+    m.steps = meas, m.step_ms = meas ? meas_ms / meas : 0, m.gathers_per_step = meas ? meas_ag / meas : 0;
     int warned = 0;
     if ((st = train_report(rt, &a.model, &a.cfg, &m, rank == 0 ? jsonf : NULL, rank == 0 ? stdout : NULL, &warned)) !=
         HSR_OK)
