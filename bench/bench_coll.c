@@ -81,37 +81,70 @@ static int unsupported(const char *cmd, int c, long v) {
   if (c == 'G' && v != 0)
     return hsr_cli_usage_error(cmd, "-G %ld: CUDA graphs are not supported by hsr's host collectives (only -G 0)", v);
   if ((c == 't' || c == 'g') && v != 1)
-    return hsr_cli_usage_error(cmd, "-%c %ld: not supported: hsr runs one rank per process (start more ranks with "
-                                    "hsr-run -n)", c, v);
+    return hsr_cli_usage_error(cmd,
+                               "-%c %ld: not supported: hsr runs one rank per process (start more ranks with "
+                               "hsr-run -n)",
+                               c, v);
   if (c == 'p' && v != 0) return hsr_cli_usage_error(cmd, "-p %ld: parallel init is not supported (only -p 0)", v);
   if (c == 'R' && v == 2)
     return hsr_cli_usage_error(cmd, "-R 2: symmetric registration is NCCL's; hsr has -R 1 (registered) and 0 (malloc)");
   return 0;
 }
 
-static const struct option long_opts[] = {
-    {"help", no_argument, 0, 'h'},           {"minbytes", required_argument, 0, 'b'},
-    {"maxbytes", required_argument, 0, 'e'}, {"stepbytes", required_argument, 0, 'i'},
-    {"stepfactor", required_argument, 0, 'f'}, {"iters", required_argument, 0, 'n'},
-    {"agg_iters", required_argument, 0, 'm'}, {"warmup_iters", required_argument, 0, 'w'},
-    {"run_cycles", required_argument, 0, 'N'}, {"check", required_argument, 0, 'c'},
-    {"op", required_argument, 0, 'o'},       {"datatype", required_argument, 0, 'd'},
-    {"root", required_argument, 0, 'r'},     {"blocking", required_argument, 0, 'z'},
-    {"timeout", required_argument, 0, 'T'},  {"average", required_argument, 0, 'a'},
-    {"per_iter_timing", required_argument, 0, 'I'}, {"output_file", required_argument, 0, 'J'},
-    {"json", required_argument, 0, 'J'},     {"cudagraph", required_argument, 0, 'G'},
-    {"local_register", required_argument, 0, 'R'}, {"nthreads", required_argument, 0, 't'},
-    {"ngpus", required_argument, 0, 'g'},    {"parallel_init", required_argument, 0, 'p'},
-    {"group", required_argument, 0, 1},      {"concurrent", no_argument, 0, 2},
-    {"shard", required_argument, 0, 3},      {"partial", required_argument, 0, 4},
-    {"mem", required_argument, 0, 5},        {"min-bw", required_argument, 0, 6},
-    {"plot", required_argument, 0, 7},       {"op_type", required_argument, 0, 8}, /* deprecated 'coll' only */
-    {0, 0, 0, 0}};
+static const struct option long_opts[] = {{"help", no_argument, 0, 'h'},
+                                          {"minbytes", required_argument, 0, 'b'},
+                                          {"maxbytes", required_argument, 0, 'e'},
+                                          {"stepbytes", required_argument, 0, 'i'},
+                                          {"stepfactor", required_argument, 0, 'f'},
+                                          {"iters", required_argument, 0, 'n'},
+                                          {"agg_iters", required_argument, 0, 'm'},
+                                          {"warmup_iters", required_argument, 0, 'w'},
+                                          {"run_cycles", required_argument, 0, 'N'},
+                                          {"check", required_argument, 0, 'c'},
+                                          {"op", required_argument, 0, 'o'},
+                                          {"datatype", required_argument, 0, 'd'},
+                                          {"root", required_argument, 0, 'r'},
+                                          {"blocking", required_argument, 0, 'z'},
+                                          {"timeout", required_argument, 0, 'T'},
+                                          {"average", required_argument, 0, 'a'},
+                                          {"per_iter_timing", required_argument, 0, 'I'},
+                                          {"output_file", required_argument, 0, 'J'},
+                                          {"json", required_argument, 0, 'J'},
+                                          {"cudagraph", required_argument, 0, 'G'},
+                                          {"local_register", required_argument, 0, 'R'},
+                                          {"nthreads", required_argument, 0, 't'},
+                                          {"ngpus", required_argument, 0, 'g'},
+                                          {"parallel_init", required_argument, 0, 'p'},
+                                          {"group", required_argument, 0, 1},
+                                          {"concurrent", no_argument, 0, 2},
+                                          {"shard", required_argument, 0, 3},
+                                          {"partial", required_argument, 0, 4},
+                                          {"mem", required_argument, 0, 5},
+                                          {"min-bw", required_argument, 0, 6},
+                                          {"plot", required_argument, 0, 7},
+                                          {"op_type", required_argument, 0, 8}, /* deprecated 'coll' only */
+                                          {0, 0, 0, 0}};
 
 static void defaults(bc_opts *o, int coll, const char *prog, int argc, char **argv) {
-  *o = (bc_opts){.coll = coll, .prog = prog, .minb = 32u << 20, .maxb = 64u << 20, .factor = 2, .iters = 20,
-                 .agg = 1, .warmup = 5, .cycles = 1, .check = 1, .redop = HSR_SUM, .dt = HSR_F32, .average = 1,
-                 .kinds = {BC_WORLD}, .nkinds = 1, .comm_mem = 1, .min_bw = -1, .argc = argc, .argv = argv};
+  *o = (bc_opts){.coll = coll,
+                 .prog = prog,
+                 .minb = 32u << 20,
+                 .maxb = 64u << 20,
+                 .factor = 2,
+                 .iters = 20,
+                 .agg = 1,
+                 .warmup = 5,
+                 .cycles = 1,
+                 .check = 1,
+                 .redop = HSR_SUM,
+                 .dt = HSR_F32,
+                 .average = 1,
+                 .kinds = {BC_WORLD},
+                 .nkinds = 1,
+                 .comm_mem = 1,
+                 .min_bw = -1,
+                 .argc = argc,
+                 .argv = argv};
 }
 
 /* One option; legacy: the deprecated 'hsr bench coll', where --op picks the collective. */
@@ -121,9 +154,7 @@ static hsr_status one_opt(bc_opts *o, int c, const char *cmd, int *urc) {
   switch (c) {
   case 'b': return hsr_parse_size("-b", optarg, &o->minb);
   case 'e': return hsr_parse_size("-e", optarg, &o->maxb);
-  case 'i':
-    o->factor = 0;
-    return hsr_parse_size("-i", optarg, &o->stepb);
+  case 'i': o->factor = 0; return hsr_parse_size("-i", optarg, &o->stepb);
   case 'f': return hsr_parse_double("-f", optarg, 1.0001, 1024, &o->factor);
   case 'n': return hsr_parse_long("-n", optarg, 1, 1000000, &o->iters);
   case 'm': return hsr_parse_long("-m", optarg, 1, 1024, &o->agg);
@@ -159,8 +190,12 @@ static hsr_status one_opt(bc_opts *o, int c, const char *cmd, int *urc) {
   case 'g':
   case 'p':
   case 'R':
-    st = hsr_parse_long(c == 'G' ? "-G" : c == 't' ? "-t" : c == 'g' ? "-g" : c == 'p' ? "-p" : "-R", optarg, 0,
-                        1 << 20, &v);
+    st = hsr_parse_long(c == 'G'   ? "-G"
+                        : c == 't' ? "-t"
+                        : c == 'g' ? "-g"
+                        : c == 'p' ? "-p"
+                                   : "-R",
+                        optarg, 0, 1 << 20, &v);
     if (st == HSR_OK) *urc = unsupported(cmd, c, v);
     if (st == HSR_OK && c == 'R') o->comm_mem = v != 0;
     return st;
@@ -208,7 +243,8 @@ static int check_opts(const char *cmd, bc_opts *o) {
   }
   if (o->min_bw < 0) {
     double v = -1;
-    if (hsr_env_double("HSR_BENCH_MIN_BW", -1, 0, 1e9, &v) != HSR_OK) return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
+    if (hsr_env_double("HSR_BENCH_MIN_BW", -1, 0, 1e9, &v) != HSR_OK)
+      return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
     o->min_bw = getenv("HSR_BENCH_MIN_BW") && *getenv("HSR_BENCH_MIN_BW") ? v : -1;
   }
   /* a bounded sweep: sizes grow (from 0, the next size is 1 byte) */
@@ -242,7 +278,8 @@ static int parse(int argc, char **argv, int coll, const char *prog, bc_opts *o) 
   while ((c = getopt_long(argc, argv, "hb:e:i:f:n:m:w:N:c:o:d:r:z:T:a:I:J:G:R:t:g:p:", lo, NULL)) != -1) {
     if (c == 'h') {
       usage(prog);
-      if (legacy) printf("  --op OP                 (this deprecated command) the collective; -o / --op_type: the reduction\n");
+      if (legacy)
+        printf("  --op OP                 (this deprecated command) the collective; -o / --op_type: the reduction\n");
       return -1;
     }
     if (c == '?' || c == ':') return hsr_cli_usage_error(cmd, "unknown option or missing value '%s'", argv[optind - 1]);
@@ -277,8 +314,10 @@ static int check_job(const char *cmd, bc_opts *o, hsr_boot *boot) {
   else if (o->partial && o->shard % o->partial)
     snprintf(msg, sizeof msg, "--partial %ld does not divide the shard size %ld", o->partial, o->shard);
   for (int i = 0; i < o->nkinds && !msg[0]; i++) {
-    int k = o->kinds[i], gn = k == BC_WORLD ? n : k == BC_SHARD ? (int)o->shard : k == BC_PARTIAL ? (int)o->partial
-                                                                                                 : n / (int)o->shard;
+    int k = o->kinds[i], gn = k == BC_WORLD     ? n
+                              : k == BC_SHARD   ? (int)o->shard
+                              : k == BC_PARTIAL ? (int)o->partial
+                                                : n / (int)o->shard;
     if (o->coll == NT_BCAST && o->root >= gn)
       snprintf(msg, sizeof msg, "-r %ld is not a rank of the %s groups (valid: 0 to %d)", o->root, bc_kind_names[k],
                gn - 1);
@@ -409,7 +448,9 @@ static hsr_status sweep(const bc_ctx *x, hsr_comm *w, bc_row **rows_out, int *nr
         for (int k = 0; k < per && st == HSR_OK; k++) {
           bc_row *r = &rows[nr++];
           size_t cnt = bc_count(o, &x->g[k0 + k], s);
-          *r = (bc_row){.cycle = (int)cyc, .g = k0 + k, .count = cnt,
+          *r = (bc_row){.cycle = (int)cyc,
+                        .g = k0 + k,
+                        .count = cnt,
                         .bytes = cnt * es * (o->coll <= NT_REDUCE_SCATTER ? (size_t)x->g[k0 + k].n : 1)};
           r->place[0] = res[0][k], r->place[1] = res[1][k];
           if (me == 0) bc_print_row(x, r);
@@ -446,8 +487,10 @@ static int report(const bc_ctx *x, bc_row *rows, int nr) {
     if (o->json && bc_json_write(x, rows, nr, wrong, avg) != HSR_OK) rc = hsr_cli_fail(cmd, HSR_ERR_IO);
     if (o->plot) {
       hsr_status st = bc_plot(x, rows, nr);
-      if (st != HSR_OK) rc = hsr_cli_fail(cmd, st);
-      else printf("# plot: %s\n", o->plot);
+      if (st != HSR_OK)
+        rc = hsr_cli_fail(cmd, st);
+      else
+        printf("# plot: %s\n", o->plot);
     }
   }
   if (rc == HSR_EXIT_OK && wrong) rc = BC_EXIT_WRONG;

@@ -19,7 +19,7 @@ extern const char *const bc_kind_names[]; /* "world", "shard", "replicate", "par
 enum { BC_EXIT_WRONG = 3, BC_EXIT_MIN_BW = 4 };
 
 typedef struct bc_opts {
-  int coll; /* NT_* */
+  int coll;         /* NT_* */
   const char *prog; /* "all_gather", ...; "coll" for the deprecated alias */
   size_t minb, maxb, stepb;
   double factor; /* 0: add stepb instead */
@@ -33,7 +33,7 @@ typedef struct bc_opts {
   int per_iter;   /* -I */
   int kinds[BC_KINDS], nkinds, concurrent;
   long shard, partial;
-  int comm_mem; /* -R 1 / --mem comm (default): hsr_comm_mem_alloc buffers */
+  int comm_mem;  /* -R 1 / --mem comm (default): hsr_comm_mem_alloc buffers */
   double min_bw; /* GB/s, < 0: unchecked */
   const char *json, *plot;
   int argc;

@@ -156,7 +156,8 @@ static hsr_status drain(const bc_opts *o, lane *l, long lo, long hi, int times, 
       uint64_t a, b;
       hsr_status s2 = wait_times(o, &l->reqs[i], &a, &b);
       if (s2 == HSR_OK && b > l->last_end) l->last_end = b;
-      if (s2 == HSR_OK && every && l->iter_us) l->iter_us[i / o->agg] = (double)(b - a) / 1e3; /* -m: the group's last */
+      if (s2 == HSR_OK && every && l->iter_us)
+        l->iter_us[i / o->agg] = (double)(b - a) / 1e3; /* -m: the group's last */
       if (st == HSR_OK) st = s2;
     } else {
       hsr_status s2 = wait_req(o, &l->reqs[i]);
@@ -175,10 +176,10 @@ static hsr_status timed(const bc_opts *o, hsr_comm *w, lane *L, int ng, int inpl
   for (long i = 0; i < o->iters && st == HSR_OK; i++) {
     uint64_t ti = hsr_clock_ns();
     for (long a = 0; a < o->agg && st == HSR_OK; a++) {
-      for (int k = 0; k < ng && st == HSR_OK; k++) st = issue(o, L[k].g, L[k].count, inplace, &L[k].reqs[i * o->agg + a]);
+      for (int k = 0; k < ng && st == HSR_OK; k++)
+        st = issue(o, L[k].g, L[k].count, inplace, &L[k].reqs[i * o->agg + a]);
       if (o->blocking == 1 || o->blocking == 2)
-        for (int k = 0; k < ng && st == HSR_OK; k++)
-          st = drain(o, &L[k], i * o->agg + a, i * o->agg + a + 1, conc, 0);
+        for (int k = 0; k < ng && st == HSR_OK; k++) st = drain(o, &L[k], i * o->agg + a, i * o->agg + a + 1, conc, 0);
       if (st == HSR_OK && o->blocking == 1) st = barrier(o, w);
     }
     if (st == HSR_OK && o->blocking == 3)
@@ -197,7 +198,9 @@ static hsr_status timed(const bc_opts *o, hsr_comm *w, lane *L, int ng, int inpl
   }
   double wall = (double)(hsr_clock_ns() - t0) / 1e9;
   for (int k = 0; k < ng; k++)
-    t_s[k] = (o->blocking == 3 ? coll_only : conc && L[k].last_end > t0 ? (double)(L[k].last_end - t0) / 1e9 : wall) /
+    t_s[k] = (o->blocking == 3             ? coll_only
+              : conc && L[k].last_end > t0 ? (double)(L[k].last_end - t0) / 1e9
+                                           : wall) /
              (double)total;
   return st;
 }

@@ -74,8 +74,8 @@ enum { COLL_TWO_AUTO, COLL_TWO_OFF };
 typedef struct coll_tuning {
   int allreduce, two_level;
   size_t rd_max_bytes;
-  size_t ucx_chunk;  /* bytes per pipelined ring chunk */
-  char emulate[32];  /* HSR_EMULATE_NET (hsr-run --emulate-net): the emulated rate, "" when off */
+  size_t ucx_chunk; /* bytes per pipelined ring chunk */
+  char emulate[32]; /* HSR_EMULATE_NET (hsr-run --emulate-net): the emulated rate, "" when off */
 } coll_tuning;
 
 struct coll_ctx {

@@ -109,8 +109,8 @@ void coll_op_count_call(coll_op *op) {
   uint64_t b = (uint64_t)op->count * hsr_dtype_size(op->dt);
   k->calls++;
   k->bytes_full += op->kind == HSR_OP_ALLGATHER || op->kind == HSR_OP_REDUCE_SCATTER ? b * (uint64_t)op->c->size
-                   : op->kind == HSR_OP_BARRIER                                       ? 0
-                                                                                      : b;
+                   : op->kind == HSR_OP_BARRIER                                      ? 0
+                                                                                     : b;
 }
 
 void coll_op_count(coll_op *op, uint64_t sent, uint64_t recv) {

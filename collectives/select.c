@@ -16,8 +16,8 @@ static hsr_status emulate_env(coll_tuning *t) {
   const char *e = getenv("HSR_EMULATE_NET");
   t->emulate[0] = 0;
   if (!e || !*e) return HSR_OK;
-  if (strlen(e) >= sizeof t->emulate || strspn(e, "0123456789.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") !=
-                                            strlen(e))
+  if (strlen(e) >= sizeof t->emulate ||
+      strspn(e, "0123456789.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(e))
     return hsr_error(HSR_ERR_INVALID, "HSR_EMULATE_NET='%s': expected a tc rate such as 1gbit or 200mbit", e);
   snprintf(t->emulate, sizeof t->emulate, "%s", e);
   return HSR_OK;

@@ -36,8 +36,9 @@ static hsr_status enter_netns(coll_ctx *x) {
   snprintf(path, sizeof path, "/run/netns/%s", name);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return hsr_error(HSR_ERR_SYSTEM, "emulated network: cannot open namespace %s: %s (is the hsr-run that made it gone?)",
-                     path, strerror(errno));
+    return hsr_error(HSR_ERR_SYSTEM,
+                     "emulated network: cannot open namespace %s: %s (is the hsr-run that made it gone?)", path,
+                     strerror(errno));
   struct stat want, now;
   int inside = fstat(fd, &want) == 0 && stat("/proc/thread-self/ns/net", &now) == 0 && want.st_ino == now.st_ino &&
                want.st_dev == now.st_dev;

@@ -17,9 +17,12 @@ hsr_status rt_snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info) {
       const hsr_comm_counter *b = &rt->base[g][op];
       if (info) {
         info->calls[g][op] = c.calls - b->calls;
-        info->comm[g][op] = (hsr_comm_counter){c.calls - b->calls,           c.bytes_sent - b->bytes_sent,
-                                               c.bytes_recv - b->bytes_recv, c.fabric_sent - b->fabric_sent,
-                                               c.fabric_recv - b->fabric_recv, c.bytes_full - b->bytes_full};
+        info->comm[g][op] = (hsr_comm_counter){c.calls - b->calls,
+                                               c.bytes_sent - b->bytes_sent,
+                                               c.bytes_recv - b->bytes_recv,
+                                               c.fabric_sent - b->fabric_sent,
+                                               c.fabric_recv - b->fabric_recv,
+                                               c.bytes_full - b->bytes_full};
       }
       rt->base[g][op] = c;
     }

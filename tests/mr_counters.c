@@ -32,9 +32,9 @@ static const char *const tp_names[] = {"shm", "ucx", "two-level"};
 /* ---- how the group lies on nodes ------------------------------------------------ */
 typedef struct shape {
   int n, r, tp;
-  int *node;   /* per comm rank */
-  int L, m;    /* two-level: members per node, nodes */
-  int nr, xr;  /* two-level: my rank in the node group and in the cross group */
+  int *node;  /* per comm rank */
+  int L, m;   /* two-level: members per node, nodes */
+  int nr, xr; /* two-level: my rank in the node group and in the cross group */
 } shape;
 
 static int node_of(hsr_comm *c, int j) { return hsr_boot_node_of(g_boot, hsr_comm_world_rank(c, j)); }
@@ -195,9 +195,7 @@ static int run_op(hsr_comm *c, const char *label, const shape *s, hsr_op k, size
   size_t off = (size_t)s->r * count * es;
   switch (k) {
   case HSR_OP_ALLGATHER: OK(hsr_comm_allgather(c, inplace ? b + off : a, b, count, dt, NULL)); break;
-  case HSR_OP_REDUCE_SCATTER:
-    OK(hsr_comm_reduce_scatter(c, a, inplace ? a + off : b, count, dt, HSR_SUM, NULL));
-    break;
+  case HSR_OP_REDUCE_SCATTER: OK(hsr_comm_reduce_scatter(c, a, inplace ? a + off : b, count, dt, HSR_SUM, NULL)); break;
   case HSR_OP_ALLREDUCE: OK(hsr_comm_allreduce(c, a, inplace ? a : b, count, dt, HSR_SUM, NULL)); break;
   case HSR_OP_BCAST: OK(hsr_comm_bcast(c, a, count, dt, root, NULL)); break;
   default: OK(hsr_comm_barrier(c, NULL)); break;

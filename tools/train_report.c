@@ -50,7 +50,8 @@ void train_comm_json(cJSON *parent, const char *key, const hsr_comm_counter c[HS
   if (per <= 0) per = 1;
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
     cJSON *grp = cJSON_AddObjectToObject(o, hsr_rt_group_name((hsr_rt_group)g));
-    for (int op = 0; op < HSR_OP_COUNT; op++) counter_json(cJSON_AddObjectToObject(grp, hsr_op_name((hsr_op)op)), &c[g][op], per);
+    for (int op = 0; op < HSR_OP_COUNT; op++)
+      counter_json(cJSON_AddObjectToObject(grp, hsr_op_name((hsr_op)op)), &c[g][op], per);
     hsr_comm_counter t = group_total(c[g]);
     counter_json(cJSON_AddObjectToObject(grp, "total"), &t, per);
   }
