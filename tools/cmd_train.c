@@ -19,6 +19,8 @@ typedef struct train_args {
   hsr_rt_config cfg;
   int strategy_given;
   float lr, wd;
+  hsr_rt_lr_schedule sched; /* --warmup / --lr-min: warm-up + cosine over --steps (sched_on) */
+  int sched_on;
   const char *log, *trace, *json;
   int progress; /* 1 bar, 0 off */
 } train_args;
@@ -56,6 +58,9 @@ static void usage(void) {
          "                      %% visible GPUs) (default host)\n"
          "optimizer (AdamW on the local shard)\n"
          "  --lr X              learning rate (default 3e-3)\n"
+         "  --warmup N          linear warm-up over the first N steps, then cosine decay to --lr-min at\n"
+         "                      the last step (default 0: no warm-up)\n"
+         "  --lr-min X          the learning rate the cosine decay ends at (default: --lr, no decay)\n"
          "  --wd X              weight decay of the weights; biases get none (default 0.01)\n"
          "  --clip X            global gradient-norm clip, 0 = off (default 1.0)\n"
          "  --wrap W            block | linear: one unit per MLP block (default), or one per linear\n"
@@ -100,6 +105,8 @@ static int parse(int argc, char **argv, train_args *a) {
                                        {"json", required_argument, 0, 'J'},
                                        {"wrap", required_argument, 0, 'W'},
                                        {"prefetch-step", no_argument, 0, 'F'},
+                                       {"warmup", required_argument, 0, 0x100},
+                                       {"lr-min", required_argument, 0, 0x101},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
@@ -109,6 +116,7 @@ static int parse(int argc, char **argv, train_args *a) {
   a->lr = 3e-3f;
   a->wd = 0.01f;
   a->progress = 1;
+  double lr_min = -1;
   hsr_rt_config_default(&a->cfg);
   a->cfg.clip = 1.0;
   int c;
@@ -215,6 +223,16 @@ static int parse(int argc, char **argv, train_args *a) {
     case 'T': a->trace = optarg; break;
     case 'F': a->cfg.prefetch_step = 1; break;
     case 'J': a->json = optarg; break;
+    case 0x100:
+      LONG("--warmup", 0, 100000000);
+      a->sched.warmup = v;
+      a->sched_on = 1;
+      break;
+    case 0x101:
+      DBL("--lr-min", 0, 10);
+      lr_min = d;
+      a->sched_on = 1;
+      break;
     case 'W':
       if (!strcmp(optarg, "block"))
         a->model.wrap_linear = 0;
@@ -245,6 +263,10 @@ static int parse(int argc, char **argv, train_args *a) {
   if (a->batch % a->cfg.micro_batches)
     return hsr_cli_usage_error("train", "--batch %d is not a multiple of --micro-batches %d", a->batch,
                                a->cfg.micro_batches);
+  a->sched = (hsr_rt_lr_schedule){a->lr, lr_min >= 0 ? lr_min : a->lr, a->sched.warmup, a->steps};
+  if (a->sched_on && hsr_rt_lr_check(&a->sched) != HSR_OK)
+    return hsr_cli_usage_error("train", "--warmup %lld --lr-min %g --lr %g --steps %d: %s", (long long)a->sched.warmup,
+                               a->sched.lr_min, a->sched.lr, a->steps, hsr_last_error());
   a->cfg.num_groups = 2;
   a->cfg.groups[0] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, a->wd};
   a->cfg.groups[1] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, 0.0f};
@@ -370,7 +392,9 @@ int hsr_cmd_train(int argc, char **argv) {
   hsr_rt_step_info info;
   for (int s = 0; s < a.steps; s++) {
     double loss, t0 = hsr_clock_s();
-    if ((st = mlp_rt_train_step(x, s, a.batch, a.cfg.micro_batches, &loss, &info)) != HSR_OK) goto out;
+    for (int g = 0; a.sched_on && g < a.cfg.num_groups && st == HSR_OK; g++)
+      st = hsr_rt_set_lr(rt, g, hsr_rt_lr_at(&a.sched, s + 1));
+    if (st != HSR_OK || (st = mlp_rt_train_step(x, s, a.batch, a.cfg.micro_batches, &loss, &info)) != HSR_OK) goto out;
     double ms = (hsr_clock_s() - t0) * 1e3;
     total_ms += ms;
     /* the first step records the execution order (no prefetch yet): measure from the second */
