@@ -87,3 +87,24 @@ add_test(NAME train_gpu_refused COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh
          $<TARGET_FILE:hsr_cli> train --device tpu)
 set_tests_properties(rt_gpu_equiv_1 train_gpu test_mlp_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 150
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+
+# Checkpoints (hsr/ckpt.h): resume on the same mesh (bitwise) and on other
+# meshes and strategies (tolerance), with the LR schedule and clipping on;
+# small blocks and buffers so loads chunk, cross blocks and read twice;
+# every kind of broken checkpoint refused on every rank; the state API.
+hsr_add_program(mr_ckpt mr_ckpt.c ${HSR_MLP_SOURCES} ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
+hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> resume
+  "strategy=hybrid,S=2->strategy=hybrid,S=2"
+  "strategy=fsdp,S=4,block=256->strategy=fsdp,S=4,block=256,buffer=4096"
+  "strategy=hybrid,S=2->strategy=fsdp,S=4,reshard=partial:2,prefetch=2"
+  "strategy=hybrid,S=2,block=512->strategy=ddp,buffer=4096"
+  "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4"
+  "strategy=zero1,S=4->strategy=zero1,S=4"
+  "strategy=zero2,S=2,R=2->strategy=zero2,S=2,R=2"
+  "strategy=ddp->strategy=ddp"
+  "strategy=hybrid,S=2->strategy=zero1,S=2,R=2"
+  "strategy=hybrid,S=2->strategy=zero2,S=4"
+  "strategy=fsdp,S=4->strategy=hybrid,S=2,reshard=none,micro=2"
+  "strategy=hybrid,S=2->strategy=hybrid,S=2,pdt=bf16")
+hsr_add_mpi_test(NAME ckpt_corrupt_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> corrupt)
+add_test(NAME ckpt_state COMMAND $<TARGET_FILE:mr_ckpt> state)
