@@ -19,7 +19,7 @@ typedef struct load_ctx {
   ckpt_span *s;
   int n, cap;
   char *hold, *buf;
-  size_t need, chunk;
+  size_t need, chunk, alloc; /* bytes needed; the read window and its buffer */
   uint64_t read_bytes;
   double data_s;
 } load_ctx;
@@ -154,11 +154,16 @@ static hsr_status verify(load_ctx *x, const char *path, size_t cap) {
   HSR_CHECK(hsr_ckpt_open(path, &x->c));
   HSR_CHECK(match(x));
   HSR_CHECK(plan(x));
-  uint64_t B = x->c->info.block_bytes;
-  x->chunk = cap < CKPT_CHUNK ? cap : CKPT_CHUNK;
-  if (x->chunk < 2 * B) x->chunk = (size_t)(2 * B);
-  HSR_CHECK(ckpt_stage_alloc(x->rt, x->chunk, (void **)&x->buf));
-  if (x->need + x->chunk <= cap) { /* one read: keep what is needed */
+  /* the read window: at most CKPT_CHUNK and the buffer, no larger than the
+   * largest file it reads, at least a block */
+  uint64_t B = x->c->info.block_bytes, big = 0;
+  for (int i = 0; i < x->n; i++)
+    if (x->c->f[x->s[i].file].bytes > big) big = x->c->f[x->s[i].file].bytes;
+  x->chunk = (cap < CKPT_CHUNK ? cap : CKPT_CHUNK) / B * B;
+  if (x->chunk < B) x->chunk = (size_t)B;
+  x->alloc = x->chunk < big ? x->chunk : (size_t)big; /* a window never runs past its file's end */
+  HSR_CHECK(ckpt_stage_alloc(x->rt, x->alloc, (void **)&x->buf));
+  if (x->need + x->alloc <= cap) { /* one read: keep what is needed */
     HSR_CHECK(ckpt_stage_alloc(x->rt, x->need, (void **)&x->hold));
     size_t o = 0;
     for (int i = 0; i < x->n; i++) {
@@ -242,7 +247,7 @@ static void fill_stats(const load_ctx *x, double t0, hsr_ckpt_stats *s) {
   s->seconds = hsr_clock_s() - t0;
   s->data_seconds = x->data_s;
   s->gbps = s->seconds > 0 ? (double)s->bytes_total / s->seconds / 1e9 : 0;
-  s->staging_bytes = (x->buf ? x->chunk : 0) + (x->hold ? x->need : 0);
+  s->staging_bytes = (x->buf ? x->alloc : 0) + (x->hold ? x->need : 0);
   s->reads = x->hold ? 1 : 2;
 }
 
@@ -272,7 +277,7 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
     HSR_LOG_I("checkpoint: loaded step %lld from %s (read %llu bytes, %.3f s)", (long long)x.c->info.step, x.c->dir,
               (unsigned long long)x.read_bytes, hsr_clock_s() - t0);
   ckpt_stage_free(rt, x.hold, x.need);
-  ckpt_stage_free(rt, x.buf, x.chunk);
+  ckpt_stage_free(rt, x.buf, x.alloc);
   hsr_ckpt_state_free(prog);
   hsr_ckpt_close(x.c);
   free(x.map);

@@ -244,8 +244,9 @@ static hsr_status collect_ranges(save_ctx *x, const int *fidx, rlist *rl) {
 static cJSON *tensor_json(hsr_rt *rt, int i, rlist *l) {
   hsr_rt_param_info p;
   if (hsr_rt_layout_param(rt->layout, i, &p) != HSR_OK) return NULL;
-  cJSON *t = cJSON_CreateObject(), *sh = cJSON_AddArrayToObject(t, "shape"), *ra;
+  cJSON *t = cJSON_CreateObject(), *sh, *ra;
   cJSON_AddStringToObject(t, "name", p.name);
+  sh = cJSON_AddArrayToObject(t, "shape");
   for (int d = 0; d < p.ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)p.shape[d]));
   cJSON_AddStringToObject(t, "dtype", "f32");
   cJSON_AddNumberToObject(t, "numel", (double)p.numel);
@@ -336,11 +337,12 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
       if (fidx[r] < 0) continue;
       char name[64];
       snprintf(name, sizeof name, "data-%08x-%05d.bin", x->id, r);
-      cJSON *f = cJSON_CreateObject(), *bl = cJSON_AddArrayToObject(f, "block_crc32");
+      cJSON *f = cJSON_CreateObject(), *bl;
       cJSON_AddStringToObject(f, "name", name);
       cJSON_AddNumberToObject(f, "rank", r);
       cJSON_AddNumberToObject(f, "bytes", (double)x->votes[r].a);
       cJSON_AddNumberToObject(f, "crc32", x->votes[r].crc);
+      bl = cJSON_AddArrayToObject(f, "block_crc32");
       for (uint64_t b = 0; b < x->votes[r].b; b++)
         cJSON_AddItemToArray(bl, cJSON_CreateNumber(x->blocks[r * x->maxnb + b]));
       cJSON_AddItemToArray(fa, f);
@@ -540,13 +542,15 @@ hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts 
     if (st == HSR_OK) ckpt_fault_here(x.fault, CKPT_FAULT_AFTER_DATA, x.rank, rt->step);
     st = ckpt_agree(rt, st, x.bytes, x.crc.nb, x.crc.file, &x.votes);
     if (st == HSR_OK) st = gather_blocks(&x);
+    int unknown = 0; /* whether rank 0 committed: a rank that cannot tell keeps its file */
     if (st == HSR_OK) {
       hsr_status cs = x.rank == 0 ? commit(&x, o ? o->keep : 0, &committed) : HSR_OK;
       st = ckpt_agree(rt, cs, (uint64_t)committed, 0, 0, &v);
-      committed = v ? (int)v[0].a : committed;
+      if (v) committed = (int)v[0].a;
+      unknown = !v;
       free(v);
     }
-    if (st != HSR_OK && !committed && x.bytes) unlink(x.path);
+    if (st != HSR_OK && !committed && !unknown && x.bytes) unlink(x.path);
   }
   if (st != HSR_OK && x.rank == 0 && !committed) rmdir(x.dir); /* if empty */
   if (stats) fill_stats(&x, t0, stats);
