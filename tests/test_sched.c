@@ -123,7 +123,7 @@ static hsr_rt_layout *three_units(int S, int n) {
   for (int i = 0; i < n; i++) {
     int u;
     int64_t shape[] = {64 << i};
-    char pn[8];
+    char pn[16];
     snprintf(pn, sizeof pn, "p%d", i);
     assert_int_equal(hsr_rt_layout_add_unit(l, names[i], &u), HSR_OK);
     assert_int_equal(hsr_rt_layout_add_param(l, u, pn, 1, shape, 0), HSR_OK);
