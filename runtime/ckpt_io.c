@@ -176,6 +176,7 @@ static hsr_status open_data(const hsr_ckpt *c, int f, const ckpt_span *s, int *f
     return hsr_error(errno == ENOENT ? HSR_ERR_NOT_FOUND : HSR_ERR_IO,
                      "checkpoint '%s': data file '%s' %s (it holds %s)", c->dir, c->f[f].name,
                      errno == ENOENT ? "is missing" : strerror(errno), what);
+  posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a larger read-ahead: windows are read in file order */
   struct stat sb;
   if (fstat(*fd, &sb) || (uint64_t)sb.st_size != c->f[f].bytes) {
     uint64_t have = (uint64_t)sb.st_size;
@@ -235,6 +236,7 @@ hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, si
           ce = cb + capB < fb ? cb + capB : fb;
           st = read_chunk(c, f, fd, cb, ce, buf, &s[i]);
           if (st != HSR_OK) break;
+          if (ce < fb) posix_fadvise(fd, (off_t)ce, (off_t)capB, POSIX_FADV_WILLNEED); /* the next window */
           if (bytes) *bytes += ce - cb;
         }
         uint64_t take = (end < ce ? end : ce) - pos;

@@ -117,6 +117,8 @@ static hsr_status prepare(save_ctx *x, const hsr_ckpt_save_opts *o) {
   return HSR_OK;
 }
 
+#define CKPT_DIRECT ((size_t)256 << 10)
+
 static float *state_of(rt_unit *u, int k) { return k == 0 ? u->master : k == 1 ? u->m : u->v; }
 
 typedef struct writer {
@@ -140,6 +142,11 @@ static hsr_status w_flush(writer *w) {
 static hsr_status w_append(writer *w, const void *src, size_t n) {
   hsr_rt *rt = w->x->rt;
   const char *s = src;
+  if (!rt_dev_gpu(rt->dv) && n >= CKPT_DIRECT) { /* host memory: large pieces go out without a copy */
+    HSR_CHECK(w_flush(w));
+    HSR_CHECK(ckpt_crc_feed(&w->x->crc, s, n));
+    return ckpt_write_all(w->fd, s, n, w->x->path);
+  }
   while (n) {
     size_t take = w->cap - w->fill < n ? w->cap - w->fill : n;
     HSR_CHECK(hsr_device_copy(rt->dev, w->buf + w->fill, s, take, CS(rt)));
@@ -455,7 +462,7 @@ static void prune(const save_ctx *x, int keep) {
   free(v);
 }
 
-static hsr_status commit(save_ctx *x, int keep, int *committed) {
+static hsr_status commit(save_ctx *x, int *committed) {
   cJSON *m;
   HSR_CHECK(build_manifest(x, &m));
   char *text;
@@ -477,7 +484,6 @@ static hsr_status commit(save_ctx *x, int keep, int *committed) {
   st = ckpt_write_small(x->root, CKPT_LATEST, line, (size_t)n, 0);
   if (st == HSR_OK) st = ckpt_fsync_dir(x->root);
   remove_files(x->dir, keep_committed, x);
-  if (st == HSR_OK && keep > 0) prune(x, keep);
   return st;
 }
 
@@ -544,11 +550,13 @@ hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts 
     if (st == HSR_OK) st = gather_blocks(&x);
     int unknown = 0; /* whether rank 0 committed: a rank that cannot tell keeps its file */
     if (st == HSR_OK) {
-      hsr_status cs = x.rank == 0 ? commit(&x, o ? o->keep : 0, &committed) : HSR_OK;
+      hsr_status cs = x.rank == 0 ? commit(&x, &committed) : HSR_OK;
       st = ckpt_agree(rt, cs, (uint64_t)committed, 0, 0, &v);
       if (v) committed = (int)v[0].a;
       unknown = !v;
       free(v);
+      /* after the others have returned: removing old checkpoints blocks only rank 0 */
+      if (st == HSR_OK && x.rank == 0 && o && o->keep > 0) prune(&x, o->keep);
     }
     if (st != HSR_OK && !committed && !unknown && x.bytes) unlink(x.path);
   }
