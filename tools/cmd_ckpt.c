@@ -1,6 +1,6 @@
-/* hsr ckpt inspect | verify | bench: checkpoints (hsr/ckpt.h) without
- * training. inspect and verify read every data file and check every
- * checksum. */
+/* hsr ckpt inspect | verify | export | bench: checkpoints (hsr/ckpt.h)
+ * without training. inspect and verify read every data file and check
+ * every checksum; export is ckpt_export.c, bench ckpt_bench.c. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -11,11 +11,13 @@
 #include "cli.h"
 #include "hsr/ckpt.h"
 
-int hsr_ckpt_bench_main(int argc, char **argv); /* ckpt_bench.c */
+int hsr_ckpt_bench_main(int argc, char **argv);  /* ckpt_bench.c */
+int hsr_ckpt_export_main(int argc, char **argv); /* ckpt_export.c */
 
 static void usage(FILE *f) {
   fprintf(f, "usage: hsr ckpt inspect DIR [--json] [--no-verify]\n"
              "       hsr ckpt verify DIR [--json]\n"
+             "       hsr ckpt export DIR --safetensors FILE\n"
              "       hsr ckpt bench [options]        (under hsr-run: save/load GB/s beside the disk's own)\n"
              "DIR is a checkpoint directory or a checkpoint root (its 'latest' is used).\n"
              "  inspect   the step, the mesh, strategy and dtypes at save, the optimizer, the program's\n"
@@ -23,6 +25,7 @@ static void usage(FILE *f) {
              "            file and verifies every checksum (--no-verify: the manifest's only)\n"
              "  verify    reads every data file and verifies the manifest, the sizes and every crc32;\n"
              "            exit 1 on any problem, naming the file, the block and the tensor\n"
+             "  export    the fp32 master weights by logical name as a safetensors file, streamed\n"
              "  bench     'hsr ckpt bench --help'\n"
              "  --json    one JSON object on stdout instead of the table\n"
              "Exit codes: 0 ok, 1 a problem with the checkpoint, 2 bad usage.\n");
@@ -183,8 +186,9 @@ int hsr_cmd_ckpt(int argc, char **argv) {
   }
   const char *act = argv[1];
   if (!strcmp(act, "bench")) return hsr_ckpt_bench_main(argc - 1, argv + 1);
+  if (!strcmp(act, "export")) return hsr_ckpt_export_main(argc - 1, argv + 1);
   if (strcmp(act, "inspect") && strcmp(act, "verify"))
-    return hsr_cli_usage_error("ckpt", "unknown action '%s' (valid: inspect, verify, bench)", act);
+    return hsr_cli_usage_error("ckpt", "unknown action '%s' (valid: inspect, verify, export, bench)", act);
   static const struct option opts[] = {
       {"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {"no-verify", no_argument, 0, 'n'}, {0, 0, 0, 0}};
   int json = 0, verify = 1, c, ac = argc - 1;
