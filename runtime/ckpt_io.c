@@ -223,7 +223,7 @@ hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, si
                            uint64_t *bytes) {
   uint64_t B = c->info.block_bytes, capB = cap / B * B;
   if (capB == 0) return hsr_error(HSR_ERR_INTERNAL, "checkpoint: a %zu-byte buffer is under one block", cap);
-  qsort(s, (size_t)n, sizeof *s, span_cmp);
+  if (n) qsort(s, (size_t)n, sizeof *s, span_cmp);
   hsr_status st = HSR_OK;
   for (int i = 0; i < n && st == HSR_OK;) {
     int f = s[i].file, fd = -1;

@@ -262,7 +262,7 @@ static cJSON *tensor_json(hsr_rt *rt, int i, rlist *l) {
   cJSON_AddNumberToObject(t, "offset", (double)p.offset);
   cJSON_AddNumberToObject(t, "group", p.group);
   ra = cJSON_AddArrayToObject(t, "ranges");
-  qsort(l->r, (size_t)l->n, sizeof *l->r, range_cmp);
+  if (l->n) qsort(l->r, (size_t)l->n, sizeof *l->r, range_cmp);
   for (int j = 0; j < l->n; j++) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "start", (double)l->r[j].start);
@@ -444,12 +444,12 @@ static void prune(const save_ctx *x, int keep) {
     char m[4400];
     struct stat sb;
     snprintf(m, sizeof m, "%s/%s/%s", x->root, e->d_name, CKPT_MANIFEST);
-    snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
+    snprintf(v[n].name, sizeof v[n].name, "%.127s", e->d_name); /* shorter names only (checked above) */
     v[n].step = s;
     v[n++].committed = !stat(m, &sb);
   }
   closedir(d);
-  qsort(v, (size_t)n, sizeof *v, old_cmp);
+  if (n) qsort(v, (size_t)n, sizeof *v, old_cmp);
   int kept = 1;
   for (int i = 0; i < n; i++) {
     if (v[i].committed && kept < keep) {
