@@ -29,6 +29,7 @@ foreach(case
     "bad_z|-z|all_gather;-z;4"
     "bad_a|-a|all_gather;-a;4"
     "bad_I|-I|all_gather;-I;2"
+    "bad_T|-T|all_gather;-T;soon"
     "cudagraph|CUDA graphs are not supported|all_gather;-G;1"
     "symmetric|symmetric registration|all_gather;-R;2"
     "threads|one rank per process|all_gather;-t;2"
