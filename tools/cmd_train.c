@@ -297,6 +297,7 @@ static void log_line(FILE *f, const hsr_rt_step_info *in, double loss, double ms
   snprintf(lr, sizeof lr, "%.7g", in->lr);
   cJSON_AddNumberToObject(o, "lr", strtod(lr, NULL));
   cJSON_AddNumberToObject(o, "step_ms", ms);
+  train_comm_json(o, "comm", in->comm, 1); /* per group and op: calls, bytes sent/received, fabric, full buffers */
   cJSON *calls = cJSON_AddObjectToObject(o, "calls");
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
     cJSON *grp = cJSON_AddObjectToObject(calls, hsr_rt_group_name((hsr_rt_group)g));
@@ -401,6 +402,7 @@ int hsr_cmd_train(int argc, char **argv) {
   }
   double first = 0, last = 0, total_ms = 0, meas_ms = 0, meas_ag = 0;
   int meas = 0;
+  train_measured m = {0};
   hsr_rt_step_info info;
   int64_t start = 0;
   train_ckpt_state ts = {"mlp", a.batch, a.model.seed, a.sched_on ? &a.sched : NULL};
@@ -419,6 +421,7 @@ int hsr_cmd_train(int argc, char **argv) {
       meas++;
       meas_ms += ms;
       meas_ag += (double)sum_op(&info, HSR_OP_ALLGATHER);
+      train_comm_add(&m, &info);
     }
     if (s == start) first = loss;
     last = loss;
@@ -447,7 +450,7 @@ int hsr_cmd_train(int argc, char **argv) {
            total_ms / (a.steps - (int)start));
   }
   {
-    train_measured m = {meas, meas ? meas_ms / meas : 0, meas ? meas_ag / meas : 0};
+    m.steps = meas, m.step_ms = meas ? meas_ms / meas : 0, m.gathers_per_step = meas ? meas_ag / meas : 0;
     int warned = 0;
     if ((st = train_report(rt, &a.model, &a.cfg, &m, rank == 0 ? jsonf : NULL, rank == 0 ? stdout : NULL, &warned)) !=
         HSR_OK)
