@@ -1,10 +1,27 @@
 /* Every choice the module makes, in one place: which constructor a backend
  * uses, whether the world needs a network transport, which transport a host
  * communicator runs on (shared memory, UCX, two-level), and which row of the
- * transport's per-collective table an op takes. The HSR_ALGO_* knobs and
- * HSR_UCX_CHUNK are read here. */
+ * transport's per-collective table an op takes. The HSR_ALGO_* knobs,
+ * HSR_UCX_CHUNK and HSR_EMULATE_NET are read here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "coll.h"
 #include "two.h"
+
+/* Set by hsr-run --emulate-net RATE inside the namespace it made: the UCX
+ * context then uses TCP on loopback only (ucx_emul.c). */
+static hsr_status emulate_env(coll_tuning *t) {
+  const char *e = getenv("HSR_EMULATE_NET");
+  t->emulate[0] = 0;
+  if (!e || !*e) return HSR_OK;
+  if (strlen(e) >= sizeof t->emulate ||
+      strspn(e, "0123456789.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(e))
+    return hsr_error(HSR_ERR_INVALID, "HSR_EMULATE_NET='%s': expected a tc rate such as 1gbit or 200mbit", e);
+  snprintf(t->emulate, sizeof t->emulate, "%s", e);
+  return HSR_OK;
+}
 
 hsr_status coll_tuning_env(coll_tuning *t) {
   static const char *const ar[] = {"auto", "ring", "rd", NULL};
@@ -15,6 +32,7 @@ hsr_status coll_tuning_env(coll_tuning *t) {
   if (st == HSR_OK && t->ucx_chunk < 4096)
     st = hsr_error(HSR_ERR_INVALID, "HSR_UCX_CHUNK: %zu bytes is too small (at least 4K)", t->ucx_chunk);
   if (st == HSR_OK) st = hsr_env_choice("HSR_ALGO_TWO_LEVEL", two, COLL_TWO_AUTO, &t->two_level);
+  if (st == HSR_OK) st = emulate_env(t);
   return st;
 }
 

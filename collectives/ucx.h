@@ -15,6 +15,7 @@ typedef struct ucx_ctx {
   ucp_ep_h *eps;       /* per world rank, made on first use */
   void *addrs;         /* every rank's worker address, addr_max bytes each */
   size_t addr_max;
+  char lanes_bad[200]; /* emulated network: why an endpoint was refused ("" while fine) */
 } ucx_ctx;
 
 /* Every message belongs to a chunk: rings run one independent pipeline per
@@ -53,5 +54,12 @@ ucx_chunk *ucx_one_chunk(coll_op *op);
 int ucx_waiting(coll_op *op, int peer);
 
 static inline int ucx_mod(int a, int n) { return ((a % n) + n) % n; }
+
+/* ucx_emul.c: with HSR_EMULATE_NET the context uses TCP on loopback only, so
+ * traffic between simulated nodes goes through the shaped interface. */
+hsr_status ucx_config_emulated(coll_ctx *x, ucp_config_t *cfg);
+/* Logs (HSR_LOG=info) the transports of a new endpoint to world rank wr;
+ * on an emulated network, refuses one that does not run on TCP. */
+hsr_status ucx_ep_check(coll_ctx *x, int wr, ucp_ep_h ep);
 
 #endif

@@ -190,7 +190,7 @@ hsr_status rt_red_drain(hsr_rt *rt) {
 /* ---- reading the synchronized gradient ---- */
 /* Counters of the shard group's all-gathers (the only collective a read uses). */
 static hsr_comm_counter read_counter(hsr_rt *rt) {
-  hsr_comm_counter c = {0, 0, 0};
+  hsr_comm_counter c = {0};
   if (rt->shard_c) hsr_comm_counters(rt->shard_c, HSR_OP_ALLGATHER, &c);
   return c;
 }
@@ -224,5 +224,8 @@ hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out) {
   b->calls += after.calls - before.calls;
   b->bytes_sent += after.bytes_sent - before.bytes_sent;
   b->bytes_recv += after.bytes_recv - before.bytes_recv;
+  b->fabric_sent += after.fabric_sent - before.fabric_sent;
+  b->fabric_recv += after.fabric_recv - before.fabric_recv;
+  b->bytes_full += after.bytes_full - before.bytes_full;
   return st;
 }
