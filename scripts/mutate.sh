@@ -54,7 +54,7 @@ tmo=${HSR_MUTATE_TIMEOUT:-120}
 declare -A module_tests=(
   [runtime]='^(rt_equiv|rt_bad_use|sched_|test_sched|test_rt_layout|train_run_4)'
   [tune]='^(sched_ledger|sched_wrap|test_sched|bench_step_4)'
-  [collectives]='^(coll_|test_coll_kern|bench_coll_(ag|ar|rs|bcast))'
+  [collectives]='^(coll_|counters_|test_coll_kern)'
   [topology]='^(test_topo_mesh|test_mesh_props|topo_gather|cli_mesh)'
   [trace]='^(test_trace_sum|test_ledger_trace|trace_mpirun|sched_trace|cli_trace)'
 )
