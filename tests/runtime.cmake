@@ -87,3 +87,8 @@ add_test(NAME train_gpu_refused COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh
          $<TARGET_FILE:hsr_cli> train --device tpu)
 set_tests_properties(rt_gpu_equiv_1 train_gpu test_mlp_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 150
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+
+# The GPT example: layers against double-precision finite differences, the
+# whole model's gradient, wrapping, data windows, the reference learning.
+set(HSR_GPT_SOURCES ${CMAKE_SOURCE_DIR}/examples/gpt.c ${CMAKE_SOURCE_DIR}/examples/gpt_data.c)
+hsr_add_unit(test_gpt test_gpt.c ${HSR_GPT_SOURCES})
