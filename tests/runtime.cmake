@@ -92,3 +92,7 @@ set_tests_properties(rt_gpu_equiv_1 train_gpu test_mlp_gpu PROPERTIES LABELS gpu
 # whole model's gradient, wrapping, data windows, the reference learning.
 set(HSR_GPT_SOURCES ${CMAKE_SOURCE_DIR}/examples/gpt.c ${CMAKE_SOURCE_DIR}/examples/gpt_data.c)
 hsr_add_unit(test_gpt test_gpt.c ${HSR_GPT_SOURCES})
+
+# safetensors: the specification's vectors byte for byte, a streaming round
+# trip, malformed files rejected with the file and the problem named.
+hsr_add_unit(test_safetensors test_safetensors.c)
