@@ -1216,3 +1216,11 @@ hsr_status hsr_rt_reset_timing(hsr_rt *rt) {
   rt_obs_timing_reset(rt->obs);
   return HSR_OK;
 }
+hsr_status hsr_rt_set_lr(hsr_rt *rt, int group, float lr) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  if (group < 0 || group >= rt->cfg.num_groups)
+    return hsr_error(HSR_ERR_INVALID, "hsr_rt_set_lr: group %d (valid: 0 to %d)", group, rt->cfg.num_groups - 1);
+  if (!isfinite(lr) || lr < 0) return hsr_error(HSR_ERR_INVALID, "hsr_rt_set_lr: learning rate %g must be finite and >= 0", lr);
+  rt->cfg.groups[group].lr = lr;
+  return HSR_OK;
+}

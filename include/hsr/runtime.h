@@ -211,6 +211,9 @@ typedef struct hsr_rt_step_info {
  * zero2, ddp) refreshes the full parameters. info may be NULL. */
 HSR_API hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info);
 HSR_API hsr_status hsr_rt_zero_grad(hsr_rt *rt);
+/* The learning rate of optimizer group `group` from the next hsr_rt_step on
+ * (a schedule: warm-up, cosine decay). Every rank must set the same value. */
+HSR_API hsr_status hsr_rt_set_lr(hsr_rt *rt, int group, float lr);
 
 /* Getters. */
 HSR_API const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt);
