@@ -128,6 +128,7 @@ struct gpt_work {
   double *rowloss, *rowloss_h;
   const float **wp; /* the binder's pointers, per parameter */
   float **gp;
+  uint64_t prof[GPT_T_COUNT]; /* ns per category since the last read */
 };
 
 /* elements of each buffer for capacity B x T */
@@ -215,6 +216,13 @@ hsr_status gpt_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hsr_
   return HSR_OK;
 }
 
+void gpt_work_timing(gpt_work *w, double seconds[GPT_T_COUNT], int reset) {
+  for (int i = 0; i < GPT_T_COUNT; i++) {
+    seconds[i] = (double)w->prof[i] * 1e-9;
+    if (reset) w->prof[i] = 0;
+  }
+}
+
 const double *gpt_row_loss(const gpt_work *w) { return w->rowloss_h; }
 const float *gpt_logits(const gpt_work *w) { return w->logits; }
 
@@ -229,19 +237,30 @@ typedef struct pass {
 
 #define DEV(p) (p)->d, (p)->w->s
 
+/* Where the model's time goes (host: the calls are synchronous). */
+#define TIMED(p, cat, expr)                    \
+  do {                                         \
+    uint64_t t0_ = hsr_clock_ns();             \
+    hsr_status s_ = (expr);                    \
+    (p)->w->prof[cat] += hsr_clock_ns() - t0_; \
+    if (s_ != HSR_OK) return s_;               \
+  } while (0)
+
 /* y (N x out) = x (N x in) W (in x out) + bias, or y += ... when acc */
 static hsr_status linear(const pass *p, size_t in, size_t out, const float *x, const float *W, const float *bias,
                          float *y, int acc) {
-  HSR_CHECK(hsr_kernels_gemm(DEV(p), 0, 0, (size_t)p->N, out, in, 1.0f, x, in, W, out, acc ? 1.0f : 0.0f, y, out));
-  return hsr_kernels_bias_add(DEV(p), (size_t)p->N, out, bias, y);
+  TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 0, 0, (size_t)p->N, out, in, 1.0f, x, in, W, out, acc ? 1.0f : 0.0f, y, out));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_bias_add(DEV(p), (size_t)p->N, out, bias, y));
+  return HSR_OK;
 }
 
 /* dW += x^T dy, db += column sums of dy, dx = dy W^T */
 static hsr_status linear_bwd(const pass *p, size_t in, size_t out, const float *x, const float *W, const float *dy,
                              float *dx, float *dW, float *db) {
-  HSR_CHECK(hsr_kernels_gemm(DEV(p), 1, 0, in, out, (size_t)p->N, 1.0f, x, in, dy, out, 1.0f, dW, out));
-  HSR_CHECK(hsr_kernels_bias_bwd(DEV(p), (size_t)p->N, out, dy, db));
-  return hsr_kernels_gemm(DEV(p), 0, 1, (size_t)p->N, in, out, 1.0f, dy, out, W, out, 0.0f, dx, in);
+  TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 1, 0, in, out, (size_t)p->N, 1.0f, x, in, dy, out, 1.0f, dW, out));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_bias_bwd(DEV(p), (size_t)p->N, out, dy, db));
+  TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 0, 1, (size_t)p->N, in, out, 1.0f, dy, out, W, out, 0.0f, dx, in));
+  return HSR_OK;
 }
 
 hsr_status gpt_attention(hsr_device *d, hsr_stream *s, int B, int T, int C, int H, const float *qkv, float *att,
@@ -307,23 +326,23 @@ static hsr_status block_fwd(const pass *p, int l) {
   float *atty = LAYER(w->atty, l, nc), *mid = LAYER(w->mid, l, nc), *ln2 = LAYER(w->ln2, l, nc);
   float *fch = LAYER(w->fch, l, 4 * nc), *fchg = LAYER(w->fchg, l, 4 * nc), *out = LAYER(w->res, l + 1, nc);
   HSR_CHECK(piece_open(p, l, 0, 0));
-  HSR_CHECK(hsr_kernels_layernorm(DEV(p), N, C, x, W[GPT_PARAM(l, GPT_LN1_W)], W[GPT_PARAM(l, GPT_LN1_B)], GPT_LN_EPS, ln1,
+  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm(DEV(p), N, C, x, W[GPT_PARAM(l, GPT_LN1_W)], W[GPT_PARAM(l, GPT_LN1_B)], GPT_LN_EPS, ln1,
                                   LAYER(w->ln1m, l, N), LAYER(w->ln1r, l, N)));
   HSR_CHECK(linear(p, C, 3 * C, ln1, W[GPT_PARAM(l, GPT_ATTN_W)], W[GPT_PARAM(l, GPT_ATTN_B)], qkv, 0));
   HSR_CHECK(piece_close(p, l, 0, 0));
-  HSR_CHECK(gpt_attention(DEV(p), p->B, p->T, p->C, p->H, qkv, att, atty));
+  TIMED(p, GPT_T_ATTN, gpt_attention(DEV(p), p->B, p->T, p->C, p->H, qkv, att, atty));
   HSR_CHECK(piece_open(p, l, 1, 0));
-  HSR_CHECK(hsr_device_copy(p->d, mid, x, nc * sizeof(float), w->s)); /* the residual */
+  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, mid, x, nc * sizeof(float), w->s)); /* the residual */
   HSR_CHECK(linear(p, C, C, atty, W[GPT_PARAM(l, GPT_APROJ_W)], W[GPT_PARAM(l, GPT_APROJ_B)], mid, 1));
   HSR_CHECK(piece_close(p, l, 1, 0));
   HSR_CHECK(piece_open(p, l, 2, 0));
-  HSR_CHECK(hsr_kernels_layernorm(DEV(p), N, C, mid, W[GPT_PARAM(l, GPT_LN2_W)], W[GPT_PARAM(l, GPT_LN2_B)], GPT_LN_EPS,
+  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm(DEV(p), N, C, mid, W[GPT_PARAM(l, GPT_LN2_W)], W[GPT_PARAM(l, GPT_LN2_B)], GPT_LN_EPS,
                                   ln2, LAYER(w->ln2m, l, N), LAYER(w->ln2r, l, N)));
   HSR_CHECK(linear(p, C, 4 * C, ln2, W[GPT_PARAM(l, GPT_FC_W)], W[GPT_PARAM(l, GPT_FC_B)], fch, 0));
   HSR_CHECK(piece_close(p, l, 2, 0));
-  HSR_CHECK(hsr_kernels_gelu(DEV(p), 4 * nc, fch, fchg));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_gelu(DEV(p), 4 * nc, fch, fchg));
   HSR_CHECK(piece_open(p, l, 3, 0));
-  HSR_CHECK(hsr_device_copy(p->d, out, mid, nc * sizeof(float), w->s));
+  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, out, mid, nc * sizeof(float), w->s));
   HSR_CHECK(linear(p, 4 * C, C, fchg, W[GPT_PARAM(l, GPT_MPROJ_W)], W[GPT_PARAM(l, GPT_MPROJ_B)], out, 1));
   return piece_close(p, l, 3, 0);
 }
@@ -343,19 +362,19 @@ static hsr_status block_bwd(const pass *p, int l) {
   HSR_CHECK(piece_open(p, l, 3, 1));
   HSR_CHECK(linear_bwd(p, 4 * C, C, fchg, PW(GPT_MPROJ_W), w->dres, w->dfch, PG(GPT_MPROJ_W), PG(GPT_MPROJ_B)));
   HSR_CHECK(piece_close(p, l, 3, 1));
-  HSR_CHECK(hsr_kernels_gelu_bwd(DEV(p), 4 * nc, fch, w->dfch, w->dfch));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_gelu_bwd(DEV(p), 4 * nc, fch, w->dfch, w->dfch));
   HSR_CHECK(piece_open(p, l, 2, 1));
   HSR_CHECK(linear_bwd(p, C, 4 * C, ln2, PW(GPT_FC_W), w->dfch, w->dln, PG(GPT_FC_W), PG(GPT_FC_B)));
-  HSR_CHECK(hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, mid, PW(GPT_LN2_W), LAYER(w->ln2m, l, N),
+  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, mid, PW(GPT_LN2_W), LAYER(w->ln2m, l, N),
                                       LAYER(w->ln2r, l, N), w->dres, PG(GPT_LN2_W), PG(GPT_LN2_B)));
   HSR_CHECK(piece_close(p, l, 2, 1));
   HSR_CHECK(piece_open(p, l, 1, 1));
   HSR_CHECK(linear_bwd(p, C, C, atty, PW(GPT_APROJ_W), w->dres, w->datty, PG(GPT_APROJ_W), PG(GPT_APROJ_B)));
   HSR_CHECK(piece_close(p, l, 1, 1));
-  HSR_CHECK(gpt_attention_bwd(DEV(p), p->B, p->T, p->C, p->H, qkv, att, w->datty, w->dqkv, w->datt));
+  TIMED(p, GPT_T_ATTN, gpt_attention_bwd(DEV(p), p->B, p->T, p->C, p->H, qkv, att, w->datty, w->dqkv, w->datt));
   HSR_CHECK(piece_open(p, l, 0, 1));
   HSR_CHECK(linear_bwd(p, C, 3 * C, ln1, PW(GPT_ATTN_W), w->dqkv, w->dln, PG(GPT_ATTN_W), PG(GPT_ATTN_B)));
-  HSR_CHECK(hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, x, PW(GPT_LN1_W), LAYER(w->ln1m, l, N), LAYER(w->ln1r, l, N),
+  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, x, PW(GPT_LN1_W), LAYER(w->ln1m, l, N), LAYER(w->ln1r, l, N),
                                       w->dres, PG(GPT_LN1_W), PG(GPT_LN1_B)));
 #undef PW
 #undef PG
@@ -377,16 +396,16 @@ static hsr_status forward(const pass *p, const int32_t *tok, const int32_t *tgt,
   gpt_work *w = p->w;
   size_t C = (size_t)p->C, N = (size_t)p->N, V = (size_t)p->V;
   HSR_CHECK(p->b->acquire(p->b->ctx, 0, 0, w->wp, w->gp));
-  HSR_CHECK(hsr_kernels_embed(DEV(p), (size_t)p->B, (size_t)p->T, C, V, tok, w->wp[GPT_WTE], w->wp[GPT_WPE], w->res));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_embed(DEV(p), (size_t)p->B, (size_t)p->T, C, V, tok, w->wp[GPT_WTE], w->wp[GPT_WPE], w->res));
   for (int l = 0; l < p->c->n_layer; l++) HSR_CHECK(block_fwd(p, l));
-  HSR_CHECK(hsr_kernels_layernorm(DEV(p), N, C, LAYER(w->res, p->c->n_layer, N * C), w->wp[GPT_LNF_W], w->wp[GPT_LNF_B],
+  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm(DEV(p), N, C, LAYER(w->res, p->c->n_layer, N * C), w->wp[GPT_LNF_W], w->wp[GPT_LNF_B],
                                   GPT_LN_EPS, w->lnf, w->lnfm, w->lnfr));
-  HSR_CHECK(hsr_kernels_gemm(DEV(p), 0, 1, N, V, C, 1.0f, w->lnf, C, w->wp[GPT_WTE], C, 0.0f, w->logits, V));
-  if (tgt) HSR_CHECK(hsr_kernels_xent(DEV(p), N, V, w->logits, tgt, 1.0f / (float)N, w->rowloss));
+  TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 0, 1, N, V, C, 1.0f, w->lnf, C, w->wp[GPT_WTE], C, 0.0f, w->logits, V));
+  if (tgt) TIMED(p, GPT_T_OTHER, hsr_kernels_xent(DEV(p), N, V, w->logits, tgt, 1.0f / (float)N, w->rowloss));
   if (!keep) HSR_CHECK(release(p, 0, 0));
   if (!tgt) return HSR_OK;
   if (w->gpu) { /* the loss is the one value read back per micro-batch */
-    HSR_CHECK(hsr_device_copy(p->d, w->rowloss_h, w->rowloss, N * sizeof(double), w->s));
+    TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, w->rowloss_h, w->rowloss, N * sizeof(double), w->s));
     HSR_CHECK(hsr_stream_sync(w->s, GPT_SYNC_TIMEOUT_S));
   }
   double sum = 0;
@@ -402,14 +421,14 @@ static hsr_status backward(const pass *p, const int32_t *tok) {
   HSR_CHECK(p->b->acquire(p->b->ctx, 0, 1, w->wp, w->gp));
   float *dwte = w->gp[GPT_WTE];
   /* the tied head: logits now hold dloss/dlogits */
-  HSR_CHECK(hsr_kernels_gemm(DEV(p), 1, 0, V, C, N, 1.0f, w->logits, V, w->lnf, C, 1.0f, dwte, C));
-  HSR_CHECK(hsr_kernels_gemm(DEV(p), 0, 0, N, C, V, 1.0f, w->logits, V, w->wp[GPT_WTE], C, 0.0f, w->dln, C));
-  HSR_CHECK(hsr_device_memset(p->d, w->dres, 0, N * C * sizeof(float), w->s));
-  HSR_CHECK(hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, LAYER(w->res, p->c->n_layer, N * C), w->wp[GPT_LNF_W],
+  TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 1, 0, V, C, N, 1.0f, w->logits, V, w->lnf, C, 1.0f, dwte, C));
+  TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 0, 0, N, C, V, 1.0f, w->logits, V, w->wp[GPT_WTE], C, 0.0f, w->dln, C));
+  TIMED(p, GPT_T_OTHER, hsr_device_memset(p->d, w->dres, 0, N * C * sizeof(float), w->s));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, LAYER(w->res, p->c->n_layer, N * C), w->wp[GPT_LNF_W],
                                       w->lnfm, w->lnfr, w->dres, w->gp[GPT_LNF_W], w->gp[GPT_LNF_B]));
   for (int l = p->c->n_layer - 1; l >= 0; l--) HSR_CHECK(block_bwd(p, l));
   /* the embedding: wte's second use adds into the same gradient */
-  HSR_CHECK(hsr_kernels_embed_bwd(DEV(p), (size_t)p->B, (size_t)p->T, C, V, tok, w->dres, dwte, w->gp[GPT_WPE]));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_embed_bwd(DEV(p), (size_t)p->B, (size_t)p->T, C, V, tok, w->dres, dwte, w->gp[GPT_WPE]));
   return release(p, 0, 1);
 }
 

@@ -92,6 +92,12 @@ typedef struct gpt_work gpt_work;
 hsr_status gpt_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hsr_stream *s, gpt_work **out);
 size_t gpt_work_bytes(const gpt_cfg *c, int B, int T);
 void gpt_work_free(gpt_work *w);
+/* Seconds the model spent in its calls since the last reset, by kind: the
+ * linear layers' and the head's GEMMs, attention (its batched GEMMs and
+ * softmax), every other kernel and copy. Host time: on CUDA only the time
+ * to queue the work. */
+enum { GPT_T_GEMM = 0, GPT_T_ATTN, GPT_T_OTHER, GPT_T_COUNT };
+void gpt_work_timing(gpt_work *w, double seconds[GPT_T_COUNT], int reset);
 #define GPT_SYNC_TIMEOUT_S 600.0
 
 /* Forward + backward of B x T tokens (t <= the workspace's T): gradients of
@@ -172,6 +178,8 @@ hsr_status gpt_rt_train_step(gpt_rt_ctx *x, const gpt_data *d, uint64_t data_see
 /* Mean loss over validation windows 0..n-1 (forward only, spread over the
  * data-parallel ranks, every rank the same number of passes); collective. */
 hsr_status gpt_rt_val_loss(gpt_rt_ctx *x, const gpt_data *d, int n, double *loss);
+/* The model's own time by kind (gpt_work_timing) since the last reset. */
+void gpt_rt_timing(gpt_rt_ctx *x, double seconds[GPT_T_COUNT], int reset);
 /* The lifecycle calls of one step (for the predicted ledger). */
 hsr_status gpt_rt_program(const gpt_cfg *c, int micro, hsr_prog_call **calls, int *n);
 /* Bytes of activations one micro-batch of B x T notes in the ledger. */

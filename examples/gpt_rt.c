@@ -173,6 +173,11 @@ static hsr_status world_reduce(gpt_rt_ctx *x, double *v, int n, hsr_redop op) {
   return hsr_stream_sync(x->s, GPT_SYNC_TIMEOUT_S);
 }
 
+void gpt_rt_timing(gpt_rt_ctx *x, double seconds[GPT_T_COUNT], int reset) {
+  for (int i = 0; i < GPT_T_COUNT; i++) seconds[i] = 0;
+  if (x->w) gpt_work_timing(x->w, seconds, reset);
+}
+
 size_t gpt_rt_activation_bytes(const gpt_cfg *c, int B, int T) { return gpt_work_bytes(c, B, T); }
 
 hsr_status gpt_rt_train_step(gpt_rt_ctx *x, const gpt_data *d, uint64_t data_seed, int64_t g0, int batch, int micro,

@@ -3,20 +3,27 @@
 #ifndef HSR_TOOLS_TRAIN_REPORT_H
 #define HSR_TOOLS_TRAIN_REPORT_H
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 
 #include "hsr/runtime.h"
-#include "mlp.h"
+#include "hsr/tune_ledger.h"
 
 typedef struct train_measured {
   int steps;               /* steps measured (the first, which records the order, excluded when possible) */
   double step_ms;          /* mean wall time of those steps */
   double gathers_per_step; /* mean all-gathers per step over all groups (counted) */
+  int blocks;              /* repeating blocks of the model */
+  const hsr_prog_call *prog; /* the lifecycle calls of one step */
+  int nprog;
+  size_t activation_bytes; /* per micro-batch, as the model notes them */
+  int wrap_linear;         /* units per linear layer: report the cost against one per block */
 } train_measured;
 
-/* Every rank computes; rank 0 prints to out and writes json_path (may be
+/* Every rank computes; rank 0 prints to out and writes json (may be NULL).
+ * extra: more fields for the JSON summary (taken over and freed; may be
  * NULL). *warned: the wrap diagnostic fired. */
-hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *cfg, const train_measured *m, FILE *json,
+hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measured *m, cJSON *extra, FILE *json,
                         FILE *out, int *warned);
 
 #endif
