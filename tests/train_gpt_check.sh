@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# train_gpt_check.sh HSR_RUN HSR SRC: the GPT end to end at test size on the
+# default data (the repository's text), 4 ranks as 2 simulated nodes:
+#  - the loss falls below 4.0 (from ln 256 = 5.55) and the validation loss is
+#    logged; the JSON summary has tokens/s, GFLOP/s and the GEMM probe;
+#  - the export parses with an independent reader (tests/gpt_st_check.py:
+#    json + struct) whose plain-Python GPT-2 forward gives the validation loss
+#    hsr train printed;
+#  - hsr eval of the export over the same windows equals it too;
+#  - --init of the export on another mesh (1 rank) reproduces it bitwise (one
+#    step at lr 0 leaves AdamW's weights unchanged);
+#  - hsr sample generates the same text for the same seed;
+#  - --wrap linear makes the wrap diagnostic fire, with the cost against block;
+#  - bad --init / --data / flags: exit 2 with what is wrong.
+set -u
+run=$1; hsr=$2; src=$3
+dir=$(mktemp -d /tmp/hsr-gpt-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "train_gpt_check: $*"; exit 1; }
+small=(--model gpt --layers 2 --heads 2 --dim 32 --seq 16 --batch 16)
+
+out=$("$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" train "${small[@]}" --steps 40 --lr 1e-2 --val-every 20 \
+      --val-windows 6 --log "$dir/log" --json "$dir/run.json" --export "$dir/w.safetensors" 2>&1) || { echo "$out"; fail "train exit code $?"; }
+echo "$out"
+grep -q "mesh 2 x 2" <<<"$out" || fail "expected the default 2 x 2 hybrid mesh"
+grep -q "^throughput: .* tokens/s" <<<"$out" || fail "no throughput line"
+read -r val vstart vwin seq < <(python3 - "$dir/log" "$dir/run.json" <<'PY'
+import json, math, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 40, len(lines)
+vals = [l["val_loss"] for l in lines if "val_loss" in l]
+assert len(vals) == 2 and all(math.isfinite(v) for v in vals), vals
+last = sum(l["loss"] for l in lines[-5:]) / 5
+assert lines[0]["loss"] > 5.0 and last < 4.0, f"loss {lines[0]['loss']:.3f} -> {last:.3f}: not below 4.0"
+assert lines[0]["lr"] < lines[2]["lr"] and lines[-1]["lr"] < lines[10]["lr"], "no warm-up + cosine schedule"
+s = json.load(open(sys.argv[2]))
+for k in ("tokens_per_s", "gflops", "gemm_probe", "model_time_per_step_ms", "val_loss", "ledger", "wrap"):
+    assert k in s, f"summary lacks {k}"
+assert s["ledger"]["categories"]["activation"]["peak"] == s["activation_bytes_per_micro_batch"] > 0
+d = s["data"]
+print(repr(s["val_loss"]), d["val_start"], d["val_windows"], d["seq"])
+PY
+) || fail "log/summary check"
+echo "train_gpt_check: validation loss $val over $vwin windows from byte $vstart"
+data=$(grep -o "data '[^']*'" <<<"$out" | head -1 | sed "s/data '//; s/'$//")
+python3 "$src/tests/gpt_st_check.py" "$dir/w.safetensors" "$data" "$vstart" "$vwin" "$seq" "$val" || fail "independent reader"
+
+# hsr eval over the same windows (the held-out tail as its own file)
+python3 -c "import sys; open(sys.argv[2],'wb').write(open(sys.argv[1],'rb').read()[int(sys.argv[3]):])" "$data" "$dir/tail" "$vstart"
+ev=$("$hsr" eval --init "$dir/w.safetensors" --data "$dir/tail" --seq "$seq" --windows "$vwin" --json) || fail "eval: $ev"
+python3 -c "
+import json, sys
+e = json.loads(sys.argv[1]); want = float(sys.argv[2])
+assert e['windows'] == int(sys.argv[3]) and e['seq'] == int(sys.argv[4]), e
+assert abs(e['loss'] - want) <= 1e-6 * want, f'hsr eval {e[\"loss\"]!r}, hsr train {want!r}'
+print(f'train_gpt_check: hsr eval {e[\"loss\"]:.7f} = hsr train {want:.7f}')" "$ev" "$val" "$vwin" "$seq" || fail "eval != train"
+
+# --init on one rank, one step at lr 0: the same weights, bit for bit
+"$hsr" train "${small[@]}" --steps 1 --lr 0 --init "$dir/w.safetensors" --export "$dir/w2.safetensors" --no-progress \
+  >"$dir/init.out" 2>&1 || { cat "$dir/init.out"; fail "train --init"; }
+cmp -s "$dir/w.safetensors" "$dir/w2.safetensors" || fail "--init + export does not reproduce the weights"
+echo "train_gpt_check: --init on 1 rank reproduces the 4-rank export bitwise"
+
+s1=$("$hsr" sample --init "$dir/w.safetensors" --prompt "The " --tokens 40 --seed 5) || fail "sample"
+s2=$("$hsr" sample --init "$dir/w.safetensors" --prompt "The " --tokens 40 --seed 5)
+[ "$s1" = "$s2" ] && [ "${#s1}" -ge 40 ] || fail "sample is not deterministic or too short"
+
+lin=$("$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" train "${small[@]}" --steps 4 --wrap linear --no-progress 2>&1) \
+  || { echo "$lin"; fail "--wrap linear"; }
+grep -q "WARNING: wrap granularity" <<<"$lin" || { echo "$lin"; fail "the wrap diagnostic did not fire for --wrap linear"; }
+grep -q "per-linear wrapping: .* more than one unit per block" <<<"$lin" || fail "no cost against --wrap block"
+
+bad=$("$hsr" train --model gpt --dim 48 --init "$dir/w.safetensors" --steps 1 2>&1); rc=$?
+[ "$rc" = 2 ] && grep -q "dim 48, but --init" <<<"$bad" || fail "mismatched --init: rc $rc: $bad"
+bad=$("$hsr" train --model gpt --data "$dir/none" --steps 1 2>&1); rc=$?
+[ "$rc" != 0 ] && grep -q "cannot open '$dir/none'" <<<"$bad" || fail "missing --data: rc $rc: $bad"
+bad=$("$hsr" eval --init "$dir/w.safetensors" --data "$dir/tail" --seq 16 --windows 100000 2>&1); rc=$?
+[ "$rc" = 2 ] && grep -q "holds .* whole windows" <<<"$bad" || fail "too many --windows: rc $rc: $bad"
+head -c 100 "$dir/w.safetensors" >"$dir/cut.safetensors"
+bad=$("$hsr" eval --init "$dir/cut.safetensors" --data "$dir/tail" 2>&1); rc=$?
+[ "$rc" != 0 ] && grep -q "cut.safetensors" <<<"$bad" || fail "truncated file: rc $rc: $bad"
+echo "train_gpt_check: ok"
