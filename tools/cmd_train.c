@@ -71,7 +71,7 @@ static void usage(void) {
          "output\n"
          "  --log FILE          one JSON line per step: step, loss (global mean), val_loss (when measured),\n"
          "                      grad_norm (before clipping), lr, step_ms, tokens_per_s, gflops, calls per\n"
-         "                      group and collective (counted)\n"
+         "                      group and collective (counted; after a validation they include its gathers)\n"
          "  --trace FILE        lifecycle trace of every rank (Chrome trace JSON; hsr trace summarize FILE)\n"
          "  --json FILE         run summary as JSON: loss, val loss, tokens/s, GFLOP/s beside a GEMM probe,\n"
          "                      time per step by kind, memory ledger (measured and predicted), engine timing,\n"
@@ -319,7 +319,7 @@ static void print_header(const train_run *r) {
 
 typedef struct loop_stats {
   double first, last, val, total_ms, meas_ms, meas_ag, model_s[3];
-  int meas, val_n;
+  int meas, meas_ag_n, val_n;
   double val_first;
 } loop_stats;
 
@@ -370,6 +370,7 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
   const train_model *m = a->model;
   double tokens = m->tokens_per_step(r), fpt = m->flops_per_token(r);
   ls->val = ls->val_first = NAN;
+  int after_val = 0; /* a validation pass's gathers count in the next step's calls */
   for (int s = 0; s < a->steps; s++) {
     float lr = train_lr_at(a->lr, a->lr_min, a->warmup, a->steps, s);
     for (int g = 0; g < a->cfg.num_groups; g++) HSR_CHECK(hsr_rt_set_lr(r->rt, g, lr));
@@ -385,8 +386,9 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
     } else {
       ls->meas++;
       ls->meas_ms += ms;
-      ls->meas_ag += (double)sum_op(&info, HSR_OP_ALLGATHER);
+      if (!after_val) ls->meas_ag += (double)sum_op(&info, HSR_OP_ALLGATHER), ls->meas_ag_n++;
     }
+    after_val = 0;
     if (s == 0) ls->first = loss;
     ls->last = loss;
     if (m->val && ((s + 1) % a->val_every == 0 || s + 1 == a->steps)) {
@@ -400,6 +402,7 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
       }
       ls->val = val;
       if (ls->val_n++ == 0) ls->val_first = val;
+      after_val = 1;
     }
     if (r->rank != 0) continue;
     if (logf) log_line(logf, &info, loss, val, ms, tps, gflops);
@@ -478,7 +481,7 @@ static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
   int nprog = 0;
   if (st == HSR_OK) st = m->program(r, &prog, &nprog);
   if (st == HSR_OK) {
-    train_measured tm = {ls->meas, ls->meas ? ls->meas_ms / ls->meas : 0, ls->meas ? ls->meas_ag / ls->meas : 0,
+    train_measured tm = {ls->meas, ls->meas ? ls->meas_ms / ls->meas : 0, ls->meas_ag_n ? ls->meas_ag / ls->meas_ag_n : 0,
                          m->blocks(r), prog, nprog, m->activation_bytes(r), a->wrap_linear};
     int warned = 0;
     st = train_report(r->rt, &a->cfg, &tm, extra, r->rank == 0 ? jsonf : NULL, r->rank == 0 ? stdout : NULL, &warned);
