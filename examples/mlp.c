@@ -80,22 +80,67 @@ void mlp_param_init(const mlp_cfg *c, int unit, int k, float *out) {
   for (size_t i = 0; i < n; i++) out[i] = std * normal(hash3(c->seed, (uint64_t)(unit * 8 + k), i));
 }
 
-void mlp_data(const mlp_cfg *c, int64_t step, int64_t first, int n, float *x, int *y) {
+/* The teacher is a fixed random map: drawn once per generator, not per sample. */
+struct mlp_gen {
+  mlp_cfg c;
+  float *teacher; /* classes x in_dim */
+  double *th;     /* in_dim: tanh of the current sample */
+};
+
+void mlp_gen_free(mlp_gen *g) {
+  if (!g) return;
+  free(g->teacher), free(g->th);
+  free(g);
+}
+
+hsr_status mlp_gen_create(const mlp_cfg *c, mlp_gen **out) {
+  mlp_gen *g = calloc(1, sizeof *g);
+  size_t in = (size_t)c->in_dim;
+  if (g) g->teacher = malloc(((size_t)c->classes * in + 1) * sizeof(float)), g->th = malloc((in + 1) * sizeof(double));
+  if (!g || !g->teacher || !g->th) {
+    mlp_gen_free(g);
+    return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+  }
+  g->c = *c;
+  for (int k = 0; k < c->classes; k++)
+    for (int j = 0; j < c->in_dim; j++)
+      g->teacher[(size_t)k * in + j] = normal(hash3(c->seed ^ 0x7eac4e5ull, (uint64_t)k, (uint64_t)j));
+  *out = g;
+  return HSR_OK;
+}
+
+void mlp_gen_batch(mlp_gen *g, int64_t step, int64_t first, int n, float *x, int *y) {
+  const mlp_cfg *c = &g->c;
   int in = c->in_dim;
   for (int s = 0; s < n; s++) {
     uint64_t sid = (uint64_t)(first + s);
     float *xs = x + (size_t)s * in;
-    for (int j = 0; j < in; j++) xs[j] = normal(hash3(c->seed ^ 0xda7aull, ((uint64_t)step << 32) ^ sid, (uint64_t)j));
-    /* teacher: argmax of a fixed random linear map of tanh(x) */
+    for (int j = 0; j < in; j++) {
+      xs[j] = normal(hash3(c->seed ^ 0xda7aull, ((uint64_t)step << 32) ^ sid, (uint64_t)j));
+      g->th[j] = tanh(xs[j]);
+    }
+    /* teacher: argmax of the fixed random linear map of tanh(x) */
     int best = 0;
     double bv = -1e300;
     for (int k = 0; k < c->classes; k++) {
+      const float *tk = g->teacher + (size_t)k * in;
       double v = 0;
-      for (int j = 0; j < in; j++) v += normal(hash3(c->seed ^ 0x7eac4e5ull, (uint64_t)k, (uint64_t)j)) * tanh(xs[j]);
+      for (int j = 0; j < in; j++) v += tk[j] * g->th[j];
       if (v > bv) bv = v, best = k;
     }
     y[s] = best;
   }
+}
+
+void mlp_data(const mlp_cfg *c, int64_t step, int64_t first, int n, float *x, int *y) {
+  mlp_gen *g;
+  if (mlp_gen_create(c, &g) != HSR_OK) { /* keep the contract: no outputs left unwritten */
+    memset(x, 0, (size_t)n * c->in_dim * sizeof(float));
+    memset(y, 0, (size_t)n * sizeof(int));
+    return;
+  }
+  mlp_gen_batch(g, step, first, n, x, y);
+  mlp_gen_free(g);
 }
 
 /* ---- layers ----
@@ -290,6 +335,7 @@ struct mlp_ref {
   float *x;
   int *y;
   mlp_work *w;
+  mlp_gen *gen;
 };
 
 static hsr_status ref_acquire(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
@@ -311,6 +357,7 @@ void mlp_ref_free(mlp_ref *r) {
   for (int i = 0; i < r->nunits * 4; i++) free(r->p[i]), free(r->g[i]), free(r->m[i]), free(r->v[i]);
   free(r->p), free(r->g), free(r->m), free(r->v), free(r->x), free(r->y);
   mlp_work_free(r->w);
+  mlp_gen_free(r->gen);
   free(r);
 }
 
@@ -341,6 +388,7 @@ hsr_status mlp_ref_create(const mlp_cfg *c, const mlp_opt *o, int batch, mlp_ref
       mlp_param_init(c, u, k, r->p[i]);
     }
   hsr_status st = mlp_work_create(c, batch, &r->w);
+  if (st == HSR_OK) st = mlp_gen_create(c, &r->gen);
   if (st != HSR_OK) {
     mlp_ref_free(r);
     return st;
@@ -356,7 +404,7 @@ hsr_status mlp_ref_step(mlp_ref *r, int64_t step, double *loss, double *grad_nor
   const mlp_cfg *c = &r->c;
   for (int u = 0; u < r->nunits; u++)
     for (int k = 0; k < 4; k++) memset(r->g[u * 4 + k], 0, mlp_param_numel(c, u, k) * sizeof(float));
-  mlp_data(c, step, 0, r->batch, r->x, r->y);
+  mlp_gen_batch(r->gen, step, 0, r->batch, r->x, r->y);
   mlp_binder b = {r, ref_acquire, ref_release};
   HSR_CHECK(mlp_fwd_bwd(c, r->w, r->x, r->y, r->batch, &b, loss));
   double ss = 0;

@@ -1,6 +1,7 @@
 # runtime/: layout and config (unit), the example model (unit), the engine (multi-rank).
 hsr_add_unit(test_rt_layout test_rt_layout.c)
-set(HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp_nocuda.c)
+set(HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp_nocuda.c
+                    ${CMAKE_SOURCE_DIR}/examples/mlp_feed.c)
 if(HSR_HAVE_CUDA)
   list(APPEND HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu)
   set_source_files_properties(${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu PROPERTIES COMPILE_OPTIONS

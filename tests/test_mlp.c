@@ -126,6 +126,32 @@ static void test_data_deterministic(void **state) {
   assert_memory_not_equal(x1, x2, sizeof x2);
 }
 
+/* The helper thread's samples are mlp_data's, whether asked for ahead or not. */
+static void test_feed(void **state) {
+  (void)state;
+  mlp_cfg c = {.layers = 1, .dim = 8, .in_dim = 8, .classes = 4, .seed = 3};
+  float want[16 * 8];
+  int wy[16];
+  const float *x;
+  const int *y;
+  mlp_feed *f;
+  assert_int_equal(mlp_feed_create(&c, &f), HSR_OK);
+  for (int round = 0; round < 3; round++) {
+    int64_t step = 5 + round;
+    mlp_data(&c, step, 0, 16, want, wy);
+    assert_int_equal(mlp_feed_get(f, step, 0, 16, &x, &y), HSR_OK); /* the first: made now */
+    assert_memory_equal(x, want, sizeof want);
+    assert_memory_equal(y, wy, sizeof wy);
+    assert_int_equal(mlp_feed_ahead(f, step, 16, 8), HSR_OK);
+    mlp_data(&c, step, 16, 8, want, wy);
+    assert_int_equal(mlp_feed_get(f, step, 16, 8, &x, &y), HSR_OK); /* made ahead */
+    assert_memory_equal(x, want, 8 * 8 * sizeof(float));
+    assert_memory_equal(y, wy, 8 * sizeof(int));
+    assert_int_equal(mlp_feed_ahead(f, step + 9, 0, 8), HSR_OK); /* asked for, then not taken */
+  }
+  mlp_feed_free(f);
+}
+
 static void test_reference_learns(void **state) {
   (void)state;
   mlp_cfg c = {.layers = 3, .dim = 16, .in_dim = 16, .classes = 8, .seed = 1};
@@ -149,6 +175,7 @@ int main(void) {
       cmocka_unit_test(test_math),
       cmocka_unit_test(test_gradcheck),
       cmocka_unit_test(test_data_deterministic),
+      cmocka_unit_test(test_feed),
       cmocka_unit_test(test_reference_learns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
