@@ -145,8 +145,9 @@ void mlp_data(const mlp_cfg *c, int64_t step, int64_t first, int n, float *x, in
 
 /* ---- layers ----
  * One code path for both kinds of device: GEMMs through hsr_kernels_gemm
- * (OpenBLAS / cuBLAS), element-wise work through the mlp_math.h formulas as
- * CPU loops or CUDA kernels, everything queued on the work's stream. */
+ * (OpenBLAS / cuBLAS), bias, GELU and their backward through the layer
+ * kernels of hsr/kernels.h (the kmath.h formulas, vectorised on the host),
+ * the loss through mlp_math.h; everything queued on the work's stream. */
 struct mlp_work {
   int n;
   hsr_device *dev; /* NULL: host, plain malloc */
@@ -236,10 +237,7 @@ static hsr_status linear_fwd(mlp_work *w, hsr_device *d, int n, int in, int out,
                              const float *b, float *y, int acc) {
   HSR_CHECK(hsr_kernels_gemm(d, w->s, 0, 1, (size_t)n, (size_t)out, (size_t)in, 1.0f, x, (size_t)in, W, (size_t)in,
                              acc ? 1.0f : 0.0f, y, (size_t)out));
-  if (w->gpu) return mlp_cuda_bias_add(w->s, n, out, b, y);
-  for (int s = 0; s < n; s++)
-    for (int o = 0; o < out; o++) y[(size_t)s * out + o] += b[o];
-  return HSR_OK;
+  return hsr_kernels_bias_add(d, w->s, (size_t)n, (size_t)out, b, y);
 }
 
 /* dW += dy^T x, db += sum dy, dx = dy W (dx may be NULL) */
@@ -247,10 +245,7 @@ static hsr_status linear_bwd(mlp_work *w, hsr_device *d, int n, int in, int out,
                              const float *dy, float *dx, float *dW, float *db) {
   HSR_CHECK(hsr_kernels_gemm(d, w->s, 1, 0, (size_t)out, (size_t)in, (size_t)n, 1.0f, dy, (size_t)out, x, (size_t)in,
                              1.0f, dW, (size_t)in));
-  if (w->gpu)
-    HSR_CHECK(mlp_cuda_col_sum_add(w->s, n, out, dy, db));
-  else
-    for (int o = 0; o < out; o++) db[o] += mlp_col_sum(dy, n, out, o);
+  HSR_CHECK(hsr_kernels_bias_bwd(d, w->s, (size_t)n, (size_t)out, dy, db));
   if (dx)
     HSR_CHECK(hsr_kernels_gemm(d, w->s, 0, 0, (size_t)n, (size_t)in, (size_t)out, 1.0f, dy, (size_t)out, W, (size_t)in,
                                0.0f, dx, (size_t)in));
@@ -269,10 +264,7 @@ static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const f
     const float *hin = w->h + (size_t)l * nd;
     float *hout = w->h + (size_t)(l + 1) * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
     HSR_CHECK(linear_fwd(w, dv, n, d, h, hin, p.w[MLP_W1], p.w[MLP_B1], a, 0));
-    if (w->gpu)
-      HSR_CHECK(mlp_cuda_gelu(w->s, nh, a, g));
-    else
-      for (size_t i = 0; i < nh; i++) g[i] = mlp_gelu(a[i]);
+    HSR_CHECK(hsr_kernels_gelu(dv, w->s, nh, a, g));
     HSR_CHECK(hsr_device_copy(dv, hout, hin, nd * sizeof(float), w->s)); /* the residual */
     HSR_CHECK(linear_fwd(w, dv, n, h, d, g, p.w[MLP_W2], p.w[MLP_B2], hout, 1));
     HSR_CHECK(b->release(b->ctx, l + 1, 0));
@@ -293,10 +285,7 @@ static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const f
     const float *hin = w->h + (size_t)l * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
     /* dh flows through the residual unchanged; the branch adds to it */
     HSR_CHECK(linear_bwd(w, dv, n, h, d, g, p.w[MLP_W2], w->dh, w->dg, p.g[MLP_W2], p.g[MLP_B2]));
-    if (w->gpu)
-      HSR_CHECK(mlp_cuda_gelu_bwd(w->s, nh, a, w->dg));
-    else
-      for (size_t i = 0; i < nh; i++) w->dg[i] *= mlp_gelu_grad(a[i]);
+    HSR_CHECK(hsr_kernels_gelu_bwd(dv, w->s, nh, a, w->dg, w->dg));
     HSR_CHECK(linear_bwd(w, dv, n, d, h, hin, p.w[MLP_W1], w->dg, w->tmp, p.g[MLP_W1], p.g[MLP_B1]));
     HSR_CHECK(hsr_kernels_axpy(dv, w->s, nd, 1.0, w->tmp, w->dh, HSR_F32));
     HSR_CHECK(b->release(b->ctx, l + 1, 1));

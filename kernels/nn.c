@@ -41,6 +41,59 @@ hsr_status hsr_kernels_gemm_batched(hsr_device *d, hsr_stream *s, int trans_a, i
   return HSR_OK;
 }
 
+/* The host loops, built for AVX2 and for the baseline (HSR_KM_CLONES). */
+HSR_KM_CLONES static void ln_host(size_t rows, size_t C, const float *x, const float *w, const float *b, float eps,
+                                  float *y, float *mean, float *rstd) {
+  for (size_t r = 0; r < rows; r++) hsr_km_layernorm_row(x + r * C, w, b, y + r * C, (int)C, eps, &mean[r], &rstd[r]);
+}
+
+HSR_KM_CLONES static void ln_bwd_host(size_t rows, size_t C, const float *dy, const float *x, const float *w,
+                                      const float *mean, const float *rstd, float *dx, float *dw, float *db) {
+  for (size_t r = 0; r < rows; r++) {
+    const float *dyr = dy + r * C, *xr = x + r * C;
+    float m = mean[r], rs = rstd[r];
+    hsr_km_layernorm_bwd_row(dyr, xr, w, m, rs, dx + r * C, (int)C);
+    for (size_t i = 0; i < C; i++) {
+      dw[i] += dyr[i] * ((xr[i] - m) * rs);
+      db[i] += dyr[i];
+    }
+  }
+}
+
+HSR_KM_CLONES static void gelu_host(size_t n, const float *x, float *y) {
+  for (size_t i = 0; i < n; i++) y[i] = hsr_km_gelu(x[i]);
+}
+
+HSR_KM_CLONES static void gelu_bwd_host(size_t n, const float *x, const float *dy, float *dx) {
+  for (size_t i = 0; i < n; i++) dx[i] = dy[i] * hsr_km_gelu_grad(x[i]);
+}
+
+HSR_KM_CLONES static void bias_host(size_t rows, size_t cols, const float *b, float *y, const float *dy, float *db) {
+  for (size_t r = 0; r < rows; r++) {
+    if (y) {
+      float *yr = y + r * cols;
+      for (size_t c = 0; c < cols; c++) yr[c] += b[c];
+    } else {
+      const float *dr = dy + r * cols;
+      for (size_t c = 0; c < cols; c++) db[c] += dr[c];
+    }
+  }
+}
+
+HSR_KM_CLONES static void softmax_host(size_t rows, size_t T, float scale, const float *x, float *p, const float *dp,
+                                       float *dx) {
+  for (size_t r = 0; r < rows; r++) {
+    if (!dp)
+      hsr_km_softmax_causal_row(x + r * T, p + r * T, (int)T, (int)(r % T), scale);
+    else
+      hsr_km_softmax_causal_bwd_row(p + r * T, dp + r * T, dx + r * T, (int)T, (int)(r % T), scale);
+  }
+}
+
+HSR_KM_CLONES static void xent_host(size_t rows, size_t V, float *z, const int32_t *t, float scale, double *rowloss) {
+  for (size_t r = 0; r < rows; r++) rowloss[r] = hsr_km_xent_row(z + r * V, (int)V, t[r], scale);
+}
+
 hsr_status hsr_kernels_layernorm(hsr_device *d, hsr_stream *s, size_t rows, size_t C, const float *x, const float *w,
                                  const float *b, float eps, float *y, float *mean, float *rstd) {
   static const char fn[] = "layernorm";
@@ -55,8 +108,7 @@ hsr_status hsr_kernels_layernorm(hsr_device *d, hsr_stream *s, size_t rows, size
   NEED(mean, fn);
   NEED(rstd, fn);
   if (d->kind == HSR_DEVICE_CUDA) return kc_layernorm(s, rows, C, x, w, b, eps, y, mean, rstd);
-  for (size_t r = 0; r < rows; r++)
-    hsr_km_layernorm_row(x + r * C, w, b, y + r * C, (int)C, eps, &mean[r], &rstd[r]);
+  ln_host(rows, C, x, w, b, eps, y, mean, rstd);
   return HSR_OK;
 }
 
@@ -76,15 +128,7 @@ hsr_status hsr_kernels_layernorm_bwd(hsr_device *d, hsr_stream *s, size_t rows, 
   NEED(dw, fn);
   NEED(db, fn);
   if (d->kind == HSR_DEVICE_CUDA) return kc_layernorm_bwd(s, rows, C, dy, x, w, mean, rstd, dx, dw, db);
-  for (size_t r = 0; r < rows; r++) {
-    const float *dyr = dy + r * C, *xr = x + r * C;
-    float m = mean[r], rs = rstd[r];
-    hsr_km_layernorm_bwd_row(dyr, xr, w, m, rs, dx + r * C, (int)C);
-    for (size_t i = 0; i < C; i++) {
-      dw[i] += dyr[i] * ((xr[i] - m) * rs);
-      db[i] += dyr[i];
-    }
-  }
+  ln_bwd_host(rows, C, dy, x, w, mean, rstd, dx, dw, db);
   return HSR_OK;
 }
 
@@ -94,7 +138,7 @@ hsr_status hsr_kernels_gelu(hsr_device *d, hsr_stream *s, size_t n, const float 
   NEED(x, "gelu");
   NEED(y, "gelu");
   if (d->kind == HSR_DEVICE_CUDA) return kc_gelu(s, n, x, y);
-  for (size_t i = 0; i < n; i++) y[i] = hsr_km_gelu(x[i]);
+  gelu_host(n, x, y);
   return HSR_OK;
 }
 
@@ -105,7 +149,7 @@ hsr_status hsr_kernels_gelu_bwd(hsr_device *d, hsr_stream *s, size_t n, const fl
   NEED(dy, "gelu_bwd");
   NEED(dx, "gelu_bwd");
   if (d->kind == HSR_DEVICE_CUDA) return kc_gelu_bwd(s, n, x, dy, dx);
-  for (size_t i = 0; i < n; i++) dx[i] = dy[i] * hsr_km_gelu_grad(x[i]);
+  gelu_bwd_host(n, x, dy, dx);
   return HSR_OK;
 }
 
@@ -115,10 +159,7 @@ hsr_status hsr_kernels_bias_add(hsr_device *d, hsr_stream *s, size_t rows, size_
   NEED(b, "bias_add");
   NEED(y, "bias_add");
   if (d->kind == HSR_DEVICE_CUDA) return kc_bias_add(s, rows, cols, b, y);
-  for (size_t r = 0; r < rows; r++) {
-    float *yr = y + r * cols;
-    for (size_t c = 0; c < cols; c++) yr[c] += b[c];
-  }
+  bias_host(rows, cols, b, y, NULL, NULL);
   return HSR_OK;
 }
 
@@ -128,10 +169,7 @@ hsr_status hsr_kernels_bias_bwd(hsr_device *d, hsr_stream *s, size_t rows, size_
   NEED(dy, "bias_bwd");
   NEED(db, "bias_bwd");
   if (d->kind == HSR_DEVICE_CUDA) return kc_bias_bwd(s, rows, cols, dy, db);
-  for (size_t r = 0; r < rows; r++) {
-    const float *dr = dy + r * cols;
-    for (size_t c = 0; c < cols; c++) db[c] += dr[c];
-  }
+  bias_host(rows, cols, NULL, NULL, dy, db);
   return HSR_OK;
 }
 
@@ -145,7 +183,7 @@ hsr_status hsr_kernels_softmax_causal(hsr_device *d, hsr_stream *s, size_t rows,
   NEED(x, fn);
   NEED(p, fn);
   if (d->kind == HSR_DEVICE_CUDA) return kc_softmax_causal(s, rows, T, scale, x, p);
-  for (size_t r = 0; r < rows; r++) hsr_km_softmax_causal_row(x + r * T, p + r * T, (int)T, (int)(r % T), scale);
+  softmax_host(rows, T, scale, x, p, NULL, NULL);
   return HSR_OK;
 }
 
@@ -160,8 +198,7 @@ hsr_status hsr_kernels_softmax_causal_bwd(hsr_device *d, hsr_stream *s, size_t r
   NEED(dp, fn);
   NEED(dx, fn);
   if (d->kind == HSR_DEVICE_CUDA) return kc_softmax_causal_bwd(s, rows, T, scale, p, dp, dx);
-  for (size_t r = 0; r < rows; r++)
-    hsr_km_softmax_causal_bwd_row(p + r * T, dp + r * T, dx + r * T, (int)T, (int)(r % T), scale);
+  softmax_host(rows, T, scale, NULL, (float *)p, dp, dx);
   return HSR_OK;
 }
 
@@ -179,7 +216,7 @@ hsr_status hsr_kernels_xent(hsr_device *d, hsr_stream *s, size_t rows, size_t V,
   for (size_t r = 0; r < rows; r++)
     if (targets[r] < 0 || (size_t)targets[r] >= V)
       return hsr_error(HSR_ERR_INVALID, "xent: target %d of row %zu is outside [0, %zu)", (int)targets[r], r, V);
-  for (size_t r = 0; r < rows; r++) rowloss[r] = hsr_km_xent_row(z + r * V, (int)V, targets[r], grad_scale);
+  xent_host(rows, V, z, targets, grad_scale, rowloss);
   return HSR_OK;
 }
 

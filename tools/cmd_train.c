@@ -319,6 +319,7 @@ static void print_header(const train_run *r) {
 
 typedef struct loop_stats {
   double first, last, val, total_ms, meas_ms, meas_ag, model_s[3];
+  double val_engine_s, val_wait_s; /* engine time of validation passes: not training time */
   int meas, meas_ag_n, val_n;
   double val_first;
 } loop_stats;
@@ -393,8 +394,15 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
     ls->last = loss;
     if (m->val && ((s + 1) % a->val_every == 0 || s + 1 == a->steps)) {
       double p[3];
+      hsr_rt_timing t0v, t1v;
       if (m->profile) m->profile(r, p, 0); /* validation is not training time */
+      hsr_rt_get_timing(r->rt, &t0v);
       HSR_CHECK(m->val(r, &val));
+      hsr_rt_get_timing(r->rt, &t1v);
+      if (s > 0 || a->steps == 1) {
+        ls->val_engine_s += t1v.engine_s - t0v.engine_s;
+        ls->val_wait_s += t1v.wait_s - t0v.wait_s;
+      }
       if (m->profile) {
         double q[3];
         m->profile(r, q, 1);
@@ -434,7 +442,7 @@ static hsr_status throughput(train_run *r, const loop_stats *ls, cJSON *extra) {
   double tps = m->tokens_per_step(r) / step_s, gf = m->flops_per_token(r) * tps * 1e-9, per = gf / r->world;
   hsr_rt_timing tm;
   hsr_rt_get_timing(r->rt, &tm);
-  double steps = tm.steps ? (double)tm.steps : 1, eng = tm.engine_s / steps * 1e3;
+  double steps = tm.steps ? (double)tm.steps : 1, eng = (tm.engine_s - ls->val_engine_s) / steps * 1e3;
   double model_ms[3];
   for (int i = 0; i < 3; i++) model_ms[i] = m->profile ? ls->model_s[i] / steps * 1e3 : 0;
   if (r->rank == 0) {
@@ -444,7 +452,7 @@ static hsr_status throughput(train_run *r, const loop_stats *ls, cJSON *extra) {
     if (m->profile)
       printf("time per step (rank 0, %.2f ms): GEMM %.2f, attention %.2f, other kernels %.2f, engine calls %.2f "
              "(waits %.2f), rest %.2f ms\n",
-             step_s * 1e3, model_ms[0], model_ms[1], model_ms[2], eng, tm.wait_s / steps * 1e3,
+             step_s * 1e3, model_ms[0], model_ms[1], model_ms[2], eng, (tm.wait_s - ls->val_wait_s) / steps * 1e3,
              step_s * 1e3 - model_ms[0] - model_ms[1] - model_ms[2] - eng);
   }
   cJSON_AddNumberToObject(extra, "tokens_per_s", tps);

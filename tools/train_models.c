@@ -157,7 +157,7 @@ static hsr_status gpt_finish(train_args *a) {
   if (a->lr < 0) a->lr = 3e-3f;
   if (a->lr_min < 0) a->lr_min = a->lr / 10;
   if (a->warmup < 0) a->warmup = a->steps >= 20 ? a->steps / 20 : 0;
-  if (a->val_every < 0) a->val_every = a->steps >= 5 ? a->steps / 5 : a->steps;
+  if (a->val_every < 0) a->val_every = a->steps >= 25 ? a->steps / 5 : a->steps; /* short runs: at the end */
   if (a->val_windows < 0) a->val_windows = 32;
   gpt_cfg c = {.n_layer = a->layers, .n_head = a->heads, .n_embd = a->dim, .n_ctx = n_ctx > 0 ? n_ctx : a->seq,
                .vocab = vocab};

@@ -40,6 +40,15 @@
 #define HSR_KM_DMUL(a, b) ((a) * (b))
 #endif
 
+/* Host loops built twice, for AVX2 and for the baseline, picked at load time
+ * (ifunc): the same IEEE operations (no FMA contraction in C11), so the same
+ * bits, in wider vectors where the CPU has them. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define HSR_KM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HSR_KM_CLONES
+#endif
+
 /* c ? a : b on 32-bit words with masks: no branch for any compiler to keep. */
 #define HSR_KM_SEL(c, a, b) ((b) ^ (((a) ^ (b)) & (0u - (uint32_t)(c))))
 
