@@ -65,27 +65,45 @@ done
 if [ "$sweep" = 1 ]; then
   n=${ranks##* }
   echo
-  echo "# hsr only, $n ranks: wrapping and prefetch (same minutes)"
-  printf "%-8s %-9s %10s %8s %8s %9s %9s %9s %9s %9s\n" wrap prefetch tok/s GF/rank probe gathers gemm_ms attn_ms other_ms engine_ms
-  for wrap in block linear; do
-    for pf in 0 1; do
-      j="$out/sweep-$wrap-$pf.json"
-      "$B/hsr-run" -n "$n" --nodes "$nodes" -- "$B/hsr" train --model "$model" --steps "$steps" "${extra[@]}" \
-        --wrap "$wrap" --prefetch "$pf" --no-progress --json "$j" >"$out/sweep-$wrap-$pf.log" 2>&1
-      "$PY" - "$j" "$wrap" "$pf" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); t = d.get("model_time_per_step_ms", {}); e = d["timing_per_step_ms"]
-print(f"{sys.argv[2]:<8} {sys.argv[3]:<9} {d['tokens_per_s']:10.0f} {d['gflops_per_rank']:8.2f} "
-      f"{d['gemm_probe']['gflops_per_rank']:8.2f} {d['wrap']['gathers_per_step']:9.1f} {t.get('gemm', 0):9.2f} "
-      f"{t.get('attention', 0):9.2f} {t.get('other_kernels', 0):9.2f} {e['engine']:9.2f}")
-PY
+  echo "# hsr only, $n ranks: wrapping x prefetch, $rounds interleaved rounds, medians"
+  for r in $(seq 1 "$rounds"); do
+    for wrap in block linear; do
+      for pf in 0 1; do
+        "$B/hsr-run" -n "$n" --nodes "$nodes" -- "$B/hsr" train --model "$model" --steps "$steps" "${extra[@]}" \
+          --wrap "$wrap" --prefetch "$pf" --no-progress --json "$out/sweep-$wrap-$pf-$r.json" >"$out/sweep-$wrap-$pf-$r.log" 2>&1
+      done
     done
   done
+  "$PY" - "$out" "$rounds" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+print(f"{'wrap':<8} {'prefetch':<9} {'tok/s':>9} {'GF/rank':>8} {'probe':>7} {'gathers':>8} {'gemm_ms':>8} {'attn_ms':>8} "
+      f"{'other_ms':>9} {'engine_ms':>10} {'wait_ms':>8}")
+for wrap in ("block", "linear"):
+    for pf in ("0", "1"):
+        runs = []
+        for r in range(1, rounds + 1):
+            try:
+                runs.append(json.load(open(f"{out}/sweep-{wrap}-{pf}-{r}.json")))
+            except (OSError, ValueError):
+                pass
+        if not runs:
+            print(f"{wrap:<8} {pf:<9} (no result)")
+            continue
+        m = lambda f: statistics.median(f(d) for d in runs)
+        t = lambda k: m(lambda d: d.get("model_time_per_step_ms", {}).get(k, 0))
+        print(f"{wrap:<8} {pf:<9} {m(lambda d: d['tokens_per_s']):9.0f} {m(lambda d: d['gflops_per_rank']):8.2f} "
+              f"{m(lambda d: d['gemm_probe']['gflops_per_rank']):7.2f} {m(lambda d: d['wrap']['gathers_per_step']):8.1f} "
+              f"{t('gemm'):8.2f} {t('attention'):8.2f} {t('other_kernels'):9.2f} "
+              f"{m(lambda d: d['timing_per_step_ms']['engine']):10.2f} {m(lambda d: d['timing_per_step_ms']['wait']):8.2f}")
+PY
   echo
   echo "# where the time goes: one traced run ($n ranks, block, prefetch 1)"
   "$B/hsr-run" -n "$n" --nodes "$nodes" -- "$B/hsr" train --model "$model" --steps "$steps" "${extra[@]}" \
     --trace "$out/trace.json" --no-progress >"$out/trace.log" 2>&1
   grep -E "^time per step|^engine time" "$out/trace.log"
-  "$B/hsr" trace summarize "$out/trace.json" | tail -n 8
+  "$B/hsr" trace summarize "$out/trace.json" >"$out/trace.txt"
+  head -n 1 "$out/trace.txt"
+  grep -E '^ +[0-9]' "$out/trace.txt" | tail -n 3
 fi
 echo "# logs and JSON: $out"

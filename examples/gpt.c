@@ -263,19 +263,31 @@ static hsr_status linear_bwd(const pass *p, size_t in, size_t out, const float *
   return HSR_OK;
 }
 
+/* Queries in blocks of ATT_BLOCK rows: block [q0, q1) needs keys [0, q1)
+ * only, so the GEMMs skip most of the masked upper triangle (at T = 128,
+ * 3/4 of the full T x T work; the skipped entries stay 0 after the softmax). */
+#define ATT_BLOCK 64
+
 hsr_status gpt_attention(hsr_device *d, hsr_stream *s, int B, int T, int C, int H, const float *qkv, float *att,
                          float *y) {
   size_t t = (size_t)T, c = (size_t)C, hs = (size_t)(C / H), h = (size_t)H, tt = t * t;
   for (int b = 0; b < B; b++) {
     const float *q = qkv + (size_t)b * t * 3 * c;
-    HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 1, t, t, hs, 1.0f, q, 3 * c, hs, q + c, 3 * c, hs, 0.0f,
-                                       att + (size_t)b * h * tt, t, tt, h));
+    float *a = att + (size_t)b * h * tt;
+    for (size_t q0 = 0; q0 < t; q0 += ATT_BLOCK) {
+      size_t q1 = q0 + ATT_BLOCK < t ? q0 + ATT_BLOCK : t;
+      HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 1, q1 - q0, q1, hs, 1.0f, q + q0 * 3 * c, 3 * c, hs, q + c, 3 * c,
+                                         hs, 0.0f, a + q0 * t, t, tt, h));
+    }
   }
   HSR_CHECK(hsr_kernels_softmax_causal(d, s, (size_t)B * h * t, t, 1.0f / sqrtf((float)hs), att, att));
   for (int b = 0; b < B; b++) {
-    const float *q = qkv + (size_t)b * t * 3 * c;
-    HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 0, t, hs, t, 1.0f, att + (size_t)b * h * tt, t, tt, q + 2 * c, 3 * c,
-                                       hs, 0.0f, y + (size_t)b * t * c, c, hs, h));
+    const float *q = qkv + (size_t)b * t * 3 * c, *a = att + (size_t)b * h * tt;
+    for (size_t q0 = 0; q0 < t; q0 += ATT_BLOCK) {
+      size_t q1 = q0 + ATT_BLOCK < t ? q0 + ATT_BLOCK : t;
+      HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 0, q1 - q0, hs, q1, 1.0f, a + q0 * t, t, tt, q + 2 * c, 3 * c, hs,
+                                         0.0f, y + ((size_t)b * t + q0) * c, c, hs, h));
+    }
   }
   return HSR_OK;
 }
@@ -283,16 +295,30 @@ hsr_status gpt_attention(hsr_device *d, hsr_stream *s, int B, int T, int C, int 
 hsr_status gpt_attention_bwd(hsr_device *d, hsr_stream *s, int B, int T, int C, int H, const float *qkv,
                              const float *att, const float *dy, float *dqkv, float *scratch) {
   size_t t = (size_t)T, c = (size_t)C, hs = (size_t)(C / H), h = (size_t)H, tt = t * t;
+  size_t nblk = (t + ATT_BLOCK - 1) / ATT_BLOCK; /* run last first: it covers every key, so it sets dV, dK */
   float *dp = scratch;
   for (int b = 0; b < B; b++) {
     const float *q = qkv + (size_t)b * t * 3 * c, *a = att + (size_t)b * h * tt, *g = dy + (size_t)b * t * c;
     float *dq = dqkv + (size_t)b * t * 3 * c;
-    /* dP = dY V^T, dV = P^T dY, dS = softmax'(dP), dQ = dS K, dK = dS^T Q */
-    HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 1, t, t, hs, 1.0f, g, c, hs, q + 2 * c, 3 * c, hs, 0.0f, dp, t, tt, h));
-    HSR_CHECK(hsr_kernels_gemm_batched(d, s, 1, 0, t, hs, t, 1.0f, a, t, tt, g, c, hs, 0.0f, dq + 2 * c, 3 * c, hs, h));
+    /* dP = dY V^T, dV = P^T dY (summed over the query blocks) */
+    for (size_t k = nblk; k-- > 0;) {
+      size_t q0 = k * ATT_BLOCK, q1 = q0 + ATT_BLOCK < t ? q0 + ATT_BLOCK : t;
+      float acc = k + 1 == nblk ? 0.0f : 1.0f;
+      HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 1, q1 - q0, q1, hs, 1.0f, g + q0 * c, c, hs, q + 2 * c, 3 * c, hs,
+                                         0.0f, dp + q0 * t, t, tt, h));
+      HSR_CHECK(hsr_kernels_gemm_batched(d, s, 1, 0, q1, hs, q1 - q0, 1.0f, a + q0 * t, t, tt, g + q0 * c, c, hs, acc,
+                                         dq + 2 * c, 3 * c, hs, h));
+    }
+    /* dS = softmax'(dP); dQ = dS K; dK = dS^T Q (summed over the query blocks) */
     HSR_CHECK(hsr_kernels_softmax_causal_bwd(d, s, h * t, t, 1.0f / sqrtf((float)hs), a, dp, dp));
-    HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 0, t, hs, t, 1.0f, dp, t, tt, q + c, 3 * c, hs, 0.0f, dq, 3 * c, hs, h));
-    HSR_CHECK(hsr_kernels_gemm_batched(d, s, 1, 0, t, hs, t, 1.0f, dp, t, tt, q, 3 * c, hs, 0.0f, dq + c, 3 * c, hs, h));
+    for (size_t k = nblk; k-- > 0;) {
+      size_t q0 = k * ATT_BLOCK, q1 = q0 + ATT_BLOCK < t ? q0 + ATT_BLOCK : t;
+      float acc = k + 1 == nblk ? 0.0f : 1.0f;
+      HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 0, q1 - q0, hs, q1, 1.0f, dp + q0 * t, t, tt, q + c, 3 * c, hs, 0.0f,
+                                         dq + q0 * 3 * c, 3 * c, hs, h));
+      HSR_CHECK(hsr_kernels_gemm_batched(d, s, 1, 0, q1, hs, q1 - q0, 1.0f, dp + q0 * t, t, tt, q + q0 * 3 * c, 3 * c,
+                                         hs, acc, dq + c, 3 * c, hs, h));
+    }
   }
   return HSR_OK;
 }
