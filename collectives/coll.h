@@ -1,117 +1,116 @@
-/* Internals of the collectives module (not installed). */
-#ifndef HSR_COLL_INTERNAL_H
-#define HSR_COLL_INTERNAL_H
+/* Core of the collectives module (not installed): the context, the
+ * communicator, the operation, and the two tables a transport fills in (one
+ * coll_transport per transport, one coll_algo per algorithm). Names no
+ * transport library: each transport keeps its own state in its own header
+ * (shm.h, ucx.h, two.h, nccl.h) inside the opaque areas below. */
+#ifndef HSR_COLL_H
+#define HSR_COLL_H
 
 #include <pthread.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include <ucp/api/ucp.h>
-
 #include "hsr/comm.h"
+#include "seg.h"
 
-/* ---- kernels (kern.c) ------------------------------------------------ */
-void hsr_coll_copy(void *dst, const void *src, size_t n, int have_avx2);
-void hsr_coll_reduce(hsr_dtype dt, hsr_redop op, void *out, const void **ins, int nin, size_t count, int divisor);
-float hsr_coll_half_to_f32(hsr_dtype dt, uint16_t h);
-uint16_t hsr_coll_f32_to_half(hsr_dtype dt, float f);
+typedef struct hsr_req coll_op; /* a request is the operation itself */
+typedef struct coll_ctx coll_ctx;
+typedef struct coll_transport coll_transport;
 
-/* ---- node-shared memory (ctx.c) ---------------------------------------- */
-/* Where a buffer lives, as peers on the node see it. */
-typedef struct shm_desc {
-  int32_t rank, seg; /* owner world rank, its segment id (-1: none) */
-  uint64_t off, seg_bytes;
-  int32_t scattered, pad; /* two-level all-gather: blocks sit at their final places */
-} shm_desc;
+/* ---- the tables ---------------------------------------------------------- */
 
-#define CTL_SLOTS 256
+/* One algorithm of one collective (UCC's shape). The progress engine calls
+ * start once, when the op reaches the head of its communicator's queue, then
+ * advance until the op is finished. Both run under the context lock and
+ * return 1 if anything moved, 0 while waiting (with op->wait_peer set). */
+typedef struct coll_algo {
+  const char *name;
+  const coll_transport *tp; /* whose per-op state it keeps (cancel, op_fini) */
+  int (*start)(coll_op *op);
+  int (*advance)(coll_op *op);
+} coll_algo;
 
-/* One slot per communicator in every rank's control segment. The three
- * counters only grow: op s of a communicator waits for base + s. */
-typedef struct ctl_slot {
-  _Atomic uint64_t arrive, mid, done;
-  shm_desc in, out;
-  char pad[128 - 3 * 8 - 2 * sizeof(shm_desc)];
-} ctl_slot;
+/* A row of a per-collective table: the first row that fits runs the op. */
+typedef struct coll_row {
+  const coll_algo *algo;
+  int (*fits)(const coll_op *op); /* a rule of select.c; NULL: always */
+} coll_row;
 
-typedef struct ctl_seg {
-  _Atomic uint32_t doorbell; /* futex word: bumped by anyone who may unblock this rank */
-  /* Set while this rank's progress thread sleeps in epoll (multi-node runs):
-   * a futex cannot wake epoll, so ringers then also send to its wake socket. */
-  _Atomic uint32_t sleeping;
-  /* Threads blocked in FUTEX_WAIT on the doorbell: ringers skip the wake
-   * syscall when there are none (most posts find the thread awake). */
-  _Atomic uint32_t waiters;
-  char pad[116];
-  ctl_slot slot[CTL_SLOTS];
-} ctl_seg;
+#define COLL_ROWS 4
+typedef coll_row coll_rows[HSR_OP_COUNT][COLL_ROWS];
 
-typedef struct seg {
-  int id;
-  void *base;
-  size_t bytes;
-  int in_use;
-} seg;
+/* What a communicator's operations run on (NCCL's struct ncclTransport shape).
+ * The public API calls only these; a NULL member is never called. */
+struct coll_transport {
+  const char *name;
+  const coll_rows *rows; /* host transports: the algorithms per collective */
+  /* Takes a posted op (argument checks done, counted). Host: onto the
+   * incoming list for the progress engine; NCCL: enqueued on the stream. */
+  hsr_status (*start)(coll_op *op);
+  hsr_status (*test)(coll_op *op, int *done);
+  hsr_status (*wait)(coll_op *op, double timeout_s); /* and releases the op */
+  void (*cancel)(coll_op *op);                       /* a failed op's transfers in flight (context lock held) */
+  void (*op_fini)(coll_op *op);                      /* frees what the op's state points to */
+  hsr_status (*mem_alloc)(hsr_comm *c, size_t bytes, void **ptr);
+  hsr_status (*mem_free)(hsr_comm *c, void *ptr);
+  hsr_status (*set_stream)(hsr_comm *c, void *stream);
+  hsr_status (*split)(hsr_comm *parent, int color, int key, hsr_comm **out);
+  hsr_status (*free)(hsr_comm *c);
+  /* Context level, for the transport that carries traffic between nodes. */
+  hsr_status (*net_init)(coll_ctx *x); /* collective; sets x->net_state and x->net_fd */
+  void (*net_fini)(coll_ctx *x);
+  int (*net_progress)(coll_ctx *x); /* context lock held: 1 if anything happened */
+  int (*net_arm)(coll_ctx *x);      /* context lock held: 1 when events are pending (do not sleep) */
+};
 
-typedef struct peer_map {
-  int rank, seg;
-  void *base;
-  size_t bytes;
-} peer_map;
+/* The host transports (world on one node, flat across nodes, two-level). */
+extern const coll_transport shm_transport, ucx_transport, two_transport;
 
-typedef struct hsr_op_s hsr_op_s;
+/* ---- the context: one per host world ---------------------------------------- */
 
-typedef struct coll_ctx {
+/* HSR_ALGO_* and HSR_UCX_CHUNK, read by select.c. */
+enum { COLL_AR_AUTO, COLL_AR_RING, COLL_AR_RD };
+enum { COLL_TWO_AUTO, COLL_TWO_OFF };
+typedef struct coll_tuning {
+  int allreduce, two_level;
+  size_t rd_max_bytes;
+  size_t ucx_chunk; /* bytes per pipelined ring chunk */
+} coll_tuning;
+
+struct coll_ctx {
   hsr_boot *boot;
   int rank, size, node;
-  uint64_t job;  /* random id shared by the world: names shm objects */
-  int32_t *pids; /* every rank's pid (part of its segment names) */
-  int refs;      /* communicators alive */
+  int refs; /* communicators alive */
   int have_avx2;
   int inline_progress;
   double timeout_s;
-  int algo_allreduce; /* 0 auto, 1 ring, 2 recursive doubling */
-  int algo_two_level; /* 0 auto, 1 off (flat UCX rings for groups spanning nodes) */
-  size_t rd_max_bytes;
-  size_t ucx_chunk; /* bytes per pipelined ring chunk */
+  coll_tuning tune;
+  seg_node seg; /* node-shared memory, slots, doorbells, wake socket */
 
-  /* shared memory */
-  ctl_seg *ctl;       /* mine */
-  ctl_seg **peer_ctl; /* per world rank, NULL when not on my node */
-  uint8_t slot_used[CTL_SLOTS];
-  pthread_mutex_t pool_mu;
-  seg *segs;
-  int nsegs, next_seg;
-  peer_map *maps;
-  int nmaps, cap_maps;
+  /* the network transport, when the world spans nodes */
+  const coll_transport *net;
+  void *net_state;
+  int net_fd;     /* its event fd */
+  int evfd, epfd; /* kick and sleep (progress.c) */
 
-  /* UCX (only when the world spans nodes) */
-  int have_ucx;
-  ucp_context_h ucp;
-  ucp_worker_h worker;
-  ucp_ep_h *eps;
-  void *addrs; /* every rank's worker address, addr_max bytes each */
-  size_t addr_max;
-  int efd, epfd, evfd;
-  int wakefd; /* abstract unix datagram socket node peers ring (multi-node), -1 if none */
-
-  /* progress */
-  pthread_mutex_t mu; /* queues, op state, UCX worker */
+  pthread_mutex_t mu; /* queues, op state, the network transport */
   pthread_cond_t cv;  /* signalled when an op completes */
   pthread_t thread;
   int thread_started, stop;
   /* Posted ops not yet in their communicator's queue: posting pushes here
    * without the lock (a caller never waits behind a progress pass); the
    * progress pass moves them, in posting order, into the queues. */
-  _Atomic(hsr_op_s *) incoming;
+  _Atomic(coll_op *) incoming;
   hsr_comm **comms;
   int ncomms, cap_comms;
-} coll_ctx;
+};
+
+/* ---- the communicator ------------------------------------------------------ */
 
 struct hsr_comm {
-  coll_ctx *ctx;
+  const coll_transport *tp;
+  coll_ctx *ctx;       /* host communicators; NULL for NCCL */
+  pthread_mutex_t *mu; /* guards the queue and counters (&ctx->mu); NULL: the caller's thread only */
   hsr_backend backend;
   int rank, size;
   int *world; /* comm rank -> world rank */
@@ -126,20 +125,27 @@ struct hsr_comm {
   double timeout_s;
   _Atomic int failed; /* read by posting threads without the lock; fail_msg is written first */
   char fail_msg[256];
-  hsr_op_s *head, *tail;
+  coll_op *head, *tail;
   void *scratch;
   size_t scratch_bytes;
   hsr_comm_counter counters[HSR_OP_COUNT];
-  void *nccl; /* NCCL backend state */
-  /* Two-level (groups spanning nodes with the same member count per node):
-   * node_comm = my node's members, cross_comm = same local index on every
-   * node; two[l * nnodes + i] = comm rank with local index l on cross index i. */
-  int two_level, local_n, nnodes;
-  hsr_comm *node_comm, *cross_comm;
-  int *two;
+  void *tp_state; /* the transport's own (two_comm, nccl_state) */
 };
 
-struct hsr_op_s {
+/* ---- the operation ----------------------------------------------------------- */
+
+/* Where an op's blocks live when they are not in rank order (set by the
+ * two-level transport for its stages, read by the flat algorithms). */
+typedef struct coll_place {
+  const int *perm; /* node stage: block (j, i) lives at perm[j * perm_m + i] */
+  int perm_m;
+  int direct;        /* all-gather: peers read my blocks in place in recv */
+  const int *blk_at; /* UCX all-gather: block j lives at blk_at[j] * count */
+} coll_place;
+
+#define COLL_OP_PRIV 64
+
+struct hsr_req {
   hsr_op kind;
   hsr_comm *c;
   const void *send;
@@ -148,90 +154,107 @@ struct hsr_op_s {
   hsr_dtype dt;
   hsr_redop redop;
   int root;
+  coll_place place;
+  const coll_transport *tp; /* runs it: the comm's, then its algorithm's */
+  const coll_algo *algo;    /* NULL until the progress engine starts it */
   uint64_t seq;
-  int phase, step, cur;
+  int phase; /* the algorithm's position */
   /* fin: the transport has finished (progress side, under mu). done: the op
    * has also left its queue and belongs to the caller again; published with
    * release order, so hsr_req_test reads it without the lock. */
   int fin;
   _Atomic int done;
-  hsr_op_s *in_next;      /* the context's incoming list */
-  int freed_by_transport; /* op is blocking-wrapper owned */
+  coll_op *in_next; /* the context's incoming list */
+  coll_op *next;    /* the communicator's queue */
+  int inflight;     /* transfers still pointing at the op (context lock) */
+  int orphaned;     /* the caller let go first: the last transfer frees it */
   hsr_status st;
   char err[256];
   _Atomic uint64_t t_start; /* hsr_req_times may read it while the op runs */
   uint64_t t_end, t_progress;
-  int wait_peer;      /* comm rank waited for, -1 none */
-  double timeout_s;   /* no-progress limit */
-  const void *src_in; /* what peers read (user buffer or staged copy) */
-  void *tmp;          /* transport scratch */
-  int ucx_pending;
-  void *chunks; /* ucx.c: per-chunk pipeline state */
-  int nchunks, chunks_left;
-  size_t chunk_elems;
-  hsr_op_s *next;
-  void *nccl_event;
-  hsr_op_s *child; /* two-level: the stage in flight */
-  const int *perm; /* two-level node stage: block (j, i) lives at perm[j * perm_m + i] */
-  int perm_m;
-  int direct;        /* two-level all-gather: peers read my blocks in place in recv */
-  const int *blk_at; /* UCX all-gather: block j lives at blk_at[j] * count */
-  hsr_comm_counter child_before;
+  int wait_peer;                                 /* comm rank waited for, -1 none */
+  double timeout_s;                              /* no-progress limit */
+  _Alignas(16) unsigned char priv[COLL_OP_PRIV]; /* the algorithm's state (shm_op, ucx_op, two_op, nccl_op) */
 };
 
-/* ctx.c */
-hsr_status hsr_coll_ctx_create(hsr_boot *boot, coll_ctx **out);
-void hsr_coll_ctx_release(coll_ctx *x);
-hsr_status hsr_coll_ctx_add_comm(coll_ctx *x, hsr_comm *c);
-void hsr_coll_ctx_remove_comm(coll_ctx *x, hsr_comm *c);
-hsr_status hsr_coll_pool_alloc(coll_ctx *x, size_t bytes, void **ptr);
-hsr_status hsr_coll_pool_free(coll_ctx *x, void *ptr);
-/* Describes `p` if it lies in one of my segments (whole [p, p+bytes)); 0 if not. */
-int hsr_coll_describe(coll_ctx *x, const void *p, size_t bytes, shm_desc *d);
-/* Maps a peer's buffer (lazily, cached); NULL with an error set on failure. */
-void *hsr_coll_peer_ptr(coll_ctx *x, const shm_desc *d);
-int hsr_coll_slot_alloc(coll_ctx *x);
-void hsr_coll_slot_free(coll_ctx *x, int slot);
-void hsr_coll_ring(coll_ctx *x, int world_rank);
-/* Abstract socket address of a rank's wake socket; returns the address length. */
-socklen_t hsr_coll_wake_addr(coll_ctx *x, int world_rank, struct sockaddr_un *a);
-void hsr_coll_kick(coll_ctx *x);
-/* Drives every communicator's queue once; caller holds x->mu. Returns 1 if anything moved. */
-int hsr_coll_progress(coll_ctx *x);
-/* Moves posted ops into their queues; caller holds x->mu. */
-void hsr_coll_take_incoming(coll_ctx *x);
-hsr_status hsr_coll_comm_scratch(hsr_comm *c, size_t bytes, void **p);
-
-/* shm.c: one step of an intra-node op; returns 1 if it moved. */
-int hsr_coll_shm_advance(hsr_op_s *op);
-/* two.c: two-level algorithms over node_comm and cross_comm. */
-int hsr_coll_two_advance(hsr_op_s *op);
-/* Decides whether `c` runs two-level and builds its internal communicators. */
-hsr_status hsr_coll_two_setup(hsr_comm *c);
-/* ucx.c */
-hsr_status hsr_coll_ucx_init(coll_ctx *x);
-void hsr_coll_ucx_fini(coll_ctx *x);
-int hsr_coll_ucx_advance(hsr_op_s *op);
-void hsr_coll_ucx_cancel(hsr_op_s *op);
-/* Blocks up to ms for UCX or a local kick; caller does not hold mu. */
-void hsr_coll_ucx_wait(coll_ctx *x, int ms);
-
-/* comm.c */
-/* Marks an op finished (its end time is the transport's finish time). */
-void hsr_coll_op_done(hsr_op_s *op);
+/* ---- op.c: an operation's life -------------------------------------------------- */
+coll_op *coll_op_new(hsr_comm *c, hsr_op kind);
+/* Posting: lock-free push onto the context's incoming list. */
+void coll_op_post(coll_op *op);
+/* Context lock held: posted ops into their queues, in posting order, each
+ * given its communicator's next seq. */
+void coll_take_incoming(coll_ctx *x);
+/* Context lock held: straight into its communicator's queue (two-level stages). */
+void coll_op_enqueue(coll_op *op);
+/* Context lock held: the finished head leaves its queue. */
+coll_op *coll_op_dequeue(hsr_comm *c);
+/* Nothing to move: finished and handed back at once, never queued. */
+void coll_op_skip(coll_op *op);
+/* The transport has finished (its end time is now). */
+void coll_op_finish(coll_op *op);
+void coll_op_fail(coll_op *op, hsr_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Hands a finished op that has left its queue back to its owner. */
-void hsr_coll_op_publish(hsr_op_s *op);
-void hsr_coll_op_fail(hsr_op_s *op, hsr_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void coll_op_publish(coll_op *op);
+hsr_status coll_op_result(const coll_op *op);
+/* Bytes this rank sent and received for the op, on its communicator's counter. */
+void coll_op_count(coll_op *op, uint64_t sent, uint64_t recv);
+/* The caller lets go of a finished op (a failed one may still have transfers). */
+void coll_op_release(coll_op *op);
+void coll_op_release_locked(coll_op *op);
+/* A transfer ended (context lock held): frees an orphaned op once none is left. */
+void coll_op_reap(coll_op *op);
+void coll_op_destroy(coll_op *op);
 
-/* nccl.c */
-hsr_status hsr_coll_nccl_world(hsr_comm *c, hsr_boot *boot);
-hsr_status hsr_coll_nccl_split(hsr_comm *parent, hsr_comm *child, int color, int key);
-void hsr_coll_nccl_free(hsr_comm *c);
-hsr_status hsr_coll_nccl_start(hsr_op_s *op);
-hsr_status hsr_coll_nccl_test(hsr_op_s *op, int *done);
-hsr_status hsr_coll_nccl_abort(hsr_comm *c);
-hsr_status hsr_coll_nccl_set_stream(hsr_comm *c, void *stream);
-hsr_status hsr_coll_nccl_mem_alloc(size_t bytes, void **ptr);
-hsr_status hsr_coll_nccl_mem_free(void *ptr);
+/* ---- ctx.c: the context -------------------------------------------------------- */
+hsr_status coll_ctx_create(hsr_boot *boot, coll_ctx **out);
+void coll_ctx_release(coll_ctx *x);
+hsr_status coll_ctx_add_comm(coll_ctx *x, hsr_comm *c);
+void coll_ctx_remove_comm(coll_ctx *x, hsr_comm *c);
+
+/* ---- progress.c: the progress engine ---------------------------------------------- */
+/* Drives every communicator's queue once; caller holds x->mu. 1 if anything moved. */
+int coll_progress(coll_ctx *x);
+hsr_status coll_progress_start(coll_ctx *x); /* the thread, unless HSR_PROGRESS=inline */
+void coll_progress_stop(coll_ctx *x);
+/* Wakes whatever drives this context's progress. */
+void coll_kick(coll_ctx *x);
+/* Kick and sleep fds of a context with a network transport (and the wake socket). */
+hsr_status coll_events_open(coll_ctx *x);
+void coll_events_close(coll_ctx *x);
+/* The host transports' start, test and wait. */
+hsr_status coll_host_start(coll_op *op);
+hsr_status coll_host_test(coll_op *op, int *done);
+hsr_status coll_host_wait(coll_op *op, double timeout_s);
+
+/* ---- group.c: communicator objects; host communicators --------------------------- */
+hsr_status coll_comm_alloc(int size, hsr_comm **out);
+void coll_comm_dealloc(hsr_comm *c);
+/* Every world rank, in order, named "world". */
+hsr_status coll_comm_alloc_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
+hsr_status coll_host_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
+hsr_status coll_host_split(hsr_comm *parent, int color, int key, hsr_comm **out);
+/* HSR_ERR_STATE while the communicator has outstanding requests. */
+hsr_status coll_host_idle(hsr_comm *c);
+hsr_status coll_host_free(hsr_comm *c);
+void coll_host_destroy(hsr_comm *c); /* after coll_host_idle */
+hsr_status coll_host_mem_alloc(hsr_comm *c, size_t bytes, void **ptr);
+hsr_status coll_host_mem_free(hsr_comm *c, void *ptr);
+hsr_status coll_host_set_stream(hsr_comm *c, void *stream);
+/* The communicator's scratch (a registered segment), at least `bytes`. */
+hsr_status coll_scratch(hsr_comm *c, size_t bytes, void **p);
+
+/* ---- select.c: every choice of transport and algorithm ------------------------------ */
+hsr_status coll_tuning_env(coll_tuning *t);
+typedef hsr_status (*coll_world_fn)(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
+coll_world_fn coll_backend_world(hsr_backend backend);    /* NULL: unknown backend */
+const coll_transport *coll_net_transport(hsr_boot *boot); /* NULL when the world is on one node */
+/* Chooses a new host communicator's transport (and builds two-level's parts). */
+hsr_status coll_pick_transport(hsr_comm *c);
+/* The op's algorithm: the first fitting row of its transport's table. */
+const coll_algo *coll_select(const coll_op *op);
+int coll_rule_rd(const coll_op *op); /* UCX all-reduce: recursive doubling */
+
+/* nccl.c (a stub without NCCL) */
+hsr_status nccl_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
 
 #endif

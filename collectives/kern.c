@@ -5,7 +5,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "coll.h"
+#include "kern.h"
 #include "hsr/kmath.h"
 
 /* glibc's memcpy never streams below its (huge) non-temporal threshold here,
@@ -37,7 +37,7 @@ __attribute__((target("avx2"))) static void copy_stream_avx2(void *dst, const vo
   memcpy(d, s, n);
 }
 
-void hsr_coll_copy(void *dst, const void *src, size_t n, int have_avx2) {
+void coll_copy(void *dst, const void *src, size_t n, int have_avx2) {
   if (dst == src || n == 0) return;
   if (have_avx2 && n >= STREAM_MIN_BYTES)
     copy_stream_avx2(dst, src, n);
@@ -52,8 +52,8 @@ static inline uint16_t f32_to_bf16(float f) { return hsr_km_f32_to_bf16(f); }
 static inline float f16_to_f32(uint16_t h) { return hsr_km_f16_to_f32(h); }
 static inline uint16_t f32_to_f16(float f) { return hsr_km_f32_to_f16(f); }
 
-float hsr_coll_half_to_f32(hsr_dtype dt, uint16_t h) { return dt == HSR_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
-uint16_t hsr_coll_f32_to_half(hsr_dtype dt, float f) { return dt == HSR_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
+float coll_half_to_f32(hsr_dtype dt, uint16_t h) { return dt == HSR_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
+uint16_t coll_f32_to_half(hsr_dtype dt, float f) { return dt == HSR_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
 
 #define BLK 1024
 
@@ -123,7 +123,7 @@ static void reduce_u8(void *out, const void **ins, int nin, size_t count, hsr_re
   REDUCE_LOOP(uint8_t, int64_t, ID, U_STORE, IDIV);
 }
 
-void hsr_coll_reduce(hsr_dtype dt, hsr_redop op, void *out, const void **ins, int nin, size_t count, int divisor) {
+void coll_reduce(hsr_dtype dt, hsr_redop op, void *out, const void **ins, int nin, size_t count, int divisor) {
   if (count == 0) return;
   switch (dt) {
   case HSR_F32: reduce_f32(out, ins, nin, count, op, 1.0f / (float)divisor); break;

@@ -1,28 +1,19 @@
-/* Device-memory collectives through NCCL (HSR_BACKEND_NCCL).
+/* NCCL transport: device-memory collectives (HSR_BACKEND_NCCL).
  *
  * Nonblocking NCCL communicators (config.blocking = 0): every NCCL call may
  * return ncclInProgress, after which ncclCommGetAsyncError is polled (bounded
  * by the communicator's timeout); a communicator that stops making progress is
  * aborted with ncclCommAbort. Requests are CUDA events recorded on the
- * communicator's stream after the collective. */
+ * communicator's stream after the collective. NCCL picks its own algorithms,
+ * so this transport has no rows; its ops never meet the host progress engine. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "coll.h"
-#include "hsr/config.h"
+#include "nccl.h"
 
 #if HSR_HAVE_NCCL
-#include <cuda_runtime.h>
-#include <nccl.h>
-
-typedef struct nccl_state {
-  ncclComm_t comm;
-  cudaStream_t stream;
-  int own_stream;
-  int *dev_scratch; /* barrier word */
-} nccl_state;
 
 static hsr_status cuda_err(cudaError_t e, const char *what) {
   return hsr_error(HSR_ERR_CUDA, "%s: %s", what, cudaGetErrorString(e));
@@ -63,13 +54,13 @@ static hsr_status finish_setup(hsr_comm *c, nccl_state *s) {
   s->own_stream = 1;
   e = cudaMalloc((void **)&s->dev_scratch, 64 * sizeof(int));
   if (e != cudaSuccess) return cuda_err(e, "cudaMalloc");
-  c->nccl = s;
+  c->tp_state = s;
   return HSR_OK;
 }
 
 static hsr_status env_timeout(double *t) { return hsr_env_double("HSR_COMM_TIMEOUT", 300, 0.001, 1e9, t); }
 
-hsr_status hsr_coll_nccl_world(hsr_comm *c, hsr_boot *boot) {
+static hsr_status init_world(hsr_comm *c, hsr_boot *boot) {
   HSR_CHECK(env_timeout(&c->timeout_s));
   int ndev = 0;
   cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -96,8 +87,40 @@ hsr_status hsr_coll_nccl_world(hsr_comm *c, hsr_boot *boot) {
   return st;
 }
 
-hsr_status hsr_coll_nccl_split(hsr_comm *parent, hsr_comm *child, int color, int key) {
-  nccl_state *ps = parent->nccl;
+hsr_status nccl_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
+  hsr_comm *c;
+  HSR_CHECK(coll_comm_alloc_world(boot, backend, &c));
+  c->tp = &nccl_transport;
+  hsr_status st = init_world(c, boot);
+  if (st != HSR_OK) {
+    coll_comm_dealloc(c);
+    return st;
+  }
+  *out = c;
+  return HSR_OK;
+}
+
+/* World ranks of the members: one small all-gather on the new communicator. */
+static hsr_status member_table(hsr_comm *parent, hsr_comm *child, nccl_state *s) {
+  int rank = child->rank, size = child->size, mine = parent->world[parent->rank], *dev = NULL;
+  cudaError_t e = cudaMalloc((void **)&dev, (size_t)size * sizeof(int));
+  if (e != cudaSuccess) return cuda_err(e, "cudaMalloc");
+  hsr_status st = HSR_OK;
+  e = cudaMemcpy(dev + rank, &mine, sizeof mine, cudaMemcpyHostToDevice);
+  if (e == cudaSuccess) {
+    ncclResult_t rc = ncclAllGather(dev + rank, dev, 1, ncclInt32, s->comm, s->stream);
+    st = nccl_settle(child, s->comm, rc, "ncclAllGather (member table)");
+    if (st == HSR_OK) e = cudaStreamSynchronize(s->stream);
+    if (st == HSR_OK && e == cudaSuccess)
+      e = cudaMemcpy(child->world, dev, (size_t)size * sizeof(int), cudaMemcpyDeviceToHost);
+  }
+  cudaFree(dev);
+  if (st == HSR_OK && e != cudaSuccess) st = cuda_err(e, "member table");
+  return st;
+}
+
+static hsr_status split_into(hsr_comm *parent, hsr_comm *child, int color, int key) {
+  nccl_state *ps = nccl_of(parent);
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 0;
   ncclComm_t nc = NULL;
@@ -120,6 +143,7 @@ hsr_status hsr_coll_nccl_split(hsr_comm *parent, hsr_comm *child, int color, int
   child->world = w;
   child->rank = rank, child->size = size;
   child->backend = HSR_BACKEND_NCCL;
+  child->tp = &nccl_transport;
   child->timeout_s = parent->timeout_s;
   snprintf(child->name, sizeof child->name, "%.30s.split%d[%d]", parent->name, parent->nsplits & 0xffff,
            color & 0xffffff);
@@ -128,62 +152,67 @@ hsr_status hsr_coll_nccl_split(hsr_comm *parent, hsr_comm *child, int color, int
     free(s);
     return st;
   }
-  /* World ranks of the members: one small all-gather on the new communicator. */
-  int mine = parent->world[parent->rank], *dev = NULL;
-  cudaError_t e = cudaMalloc((void **)&dev, (size_t)size * sizeof(int));
-  if (e != cudaSuccess) return cuda_err(e, "cudaMalloc");
-  e = cudaMemcpy(dev + rank, &mine, sizeof mine, cudaMemcpyHostToDevice);
-  if (e == cudaSuccess) {
-    rc = ncclAllGather(dev + rank, dev, 1, ncclInt32, nc, s->stream);
-    st = nccl_settle(child, nc, rc, "ncclAllGather (member table)");
-    if (st == HSR_OK) e = cudaStreamSynchronize(s->stream);
-    if (st == HSR_OK && e == cudaSuccess)
-      e = cudaMemcpy(child->world, dev, (size_t)size * sizeof(int), cudaMemcpyDeviceToHost);
+  return member_table(parent, child, s);
+}
+
+static hsr_status nccl_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
+  hsr_comm *c = NULL;
+  if (color >= 0) HSR_CHECK(coll_comm_alloc(1, &c));
+  hsr_status st = split_into(parent, c, color, key);
+  if (st != HSR_OK) {
+    if (c) coll_comm_dealloc(c);
+    return st;
   }
-  cudaFree(dev);
-  if (st == HSR_OK && e != cudaSuccess) st = cuda_err(e, "member table");
-  return st;
+  parent->nsplits++;
+  *out = c;
+  return HSR_OK;
 }
 
-void hsr_coll_nccl_free(hsr_comm *c) {
-  nccl_state *s = c->nccl;
-  if (!s) return;
-  if (s->comm) ncclCommDestroy(s->comm);
-  if (s->own_stream) cudaStreamDestroy(s->stream);
-  cudaFree(s->dev_scratch);
-  free(s);
-  c->nccl = NULL;
+static hsr_status nccl_free(hsr_comm *c) {
+  nccl_state *s = nccl_of(c);
+  if (s) {
+    if (s->comm) ncclCommDestroy(s->comm);
+    if (s->own_stream) cudaStreamDestroy(s->stream);
+    cudaFree(s->dev_scratch);
+    free(s);
+    c->tp_state = NULL;
+  }
+  coll_comm_dealloc(c);
+  return HSR_OK;
 }
 
-hsr_status hsr_coll_nccl_abort(hsr_comm *c) {
-  nccl_state *s = c->nccl;
+static void nccl_abort(hsr_comm *c) {
+  nccl_state *s = nccl_of(c);
   if (s && s->comm) {
     ncclCommAbort(s->comm);
     s->comm = NULL;
   }
   c->failed = 1;
-  return HSR_OK;
 }
 
-hsr_status hsr_coll_nccl_set_stream(hsr_comm *c, void *stream) {
-  nccl_state *s = c->nccl;
+static hsr_status nccl_set_stream(hsr_comm *c, void *stream) {
+  nccl_state *s = nccl_of(c);
   if (s->own_stream) cudaStreamDestroy(s->stream);
   s->own_stream = 0;
   s->stream = (cudaStream_t)stream;
   return HSR_OK;
 }
 
-hsr_status hsr_coll_nccl_mem_alloc(size_t bytes, void **ptr) {
+static hsr_status nccl_mem_alloc(hsr_comm *c, size_t bytes, void **ptr) {
+  (void)c;
   cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
   if (e != cudaSuccess) return cuda_err(e, "hsr_comm_mem_alloc (cudaMalloc)");
   return HSR_OK;
 }
 
-hsr_status hsr_coll_nccl_mem_free(void *ptr) {
+static hsr_status nccl_mem_free(hsr_comm *c, void *ptr) {
+  (void)c;
   cudaError_t e = cudaFree(ptr);
   if (e != cudaSuccess) return cuda_err(e, "hsr_comm_mem_free (cudaFree)");
   return HSR_OK;
 }
+
+/* ---- operations ---------------------------------------------------------------- */
 
 static ncclDataType_t nccl_dt(hsr_dtype dt) {
   switch (dt) {
@@ -196,112 +225,139 @@ static ncclDataType_t nccl_dt(hsr_dtype dt) {
   }
 }
 
-static ncclRedOp_t nccl_op(hsr_redop op) { return op == HSR_AVG ? ncclAvg : op == HSR_MAX ? ncclMax : ncclSum; }
+static ncclRedOp_t nccl_redop(hsr_redop op) { return op == HSR_AVG ? ncclAvg : op == HSR_MAX ? ncclMax : ncclSum; }
 
-hsr_status hsr_coll_nccl_start(hsr_op_s *op) {
-  hsr_comm *c = op->c;
-  nccl_state *s = c->nccl;
-  if (!s || !s->comm) return hsr_error(HSR_ERR_STATE, "communicator '%s' has been aborted: %s", c->name, c->fail_msg);
+/* Enqueues the collective and counts its bytes (NCCL's own accounting). */
+static ncclResult_t enqueue(coll_op *op, nccl_state *s) {
   size_t bytes = op->count * hsr_dtype_size(op->dt);
-  uint64_t n = (uint64_t)c->size;
-  hsr_comm_counter *k = &c->counters[op->kind];
-  ncclResult_t rc;
+  uint64_t n = (uint64_t)op->c->size;
   ncclDataType_t dt = nccl_dt(op->dt);
+  ncclResult_t rc;
   switch (op->kind) {
   case HSR_OP_ALLGATHER:
     rc = ncclAllGather(op->send, op->recv, op->count, dt, s->comm, s->stream);
-    k->bytes_sent += (n - 1) * bytes, k->bytes_recv += (n - 1) * bytes;
+    coll_op_count(op, (n - 1) * bytes, (n - 1) * bytes);
     break;
   case HSR_OP_REDUCE_SCATTER:
-    rc = ncclReduceScatter(op->send, op->recv, op->count, dt, nccl_op(op->redop), s->comm, s->stream);
-    k->bytes_sent += (n - 1) * bytes, k->bytes_recv += (n - 1) * bytes;
+    rc = ncclReduceScatter(op->send, op->recv, op->count, dt, nccl_redop(op->redop), s->comm, s->stream);
+    coll_op_count(op, (n - 1) * bytes, (n - 1) * bytes);
     break;
   case HSR_OP_ALLREDUCE:
-    rc = ncclAllReduce(op->send, op->recv, op->count, dt, nccl_op(op->redop), s->comm, s->stream);
-    k->bytes_sent += 2 * (n - 1) * bytes / n, k->bytes_recv += 2 * (n - 1) * bytes / n;
+    rc = ncclAllReduce(op->send, op->recv, op->count, dt, nccl_redop(op->redop), s->comm, s->stream);
+    coll_op_count(op, 2 * (n - 1) * bytes / n, 2 * (n - 1) * bytes / n);
     break;
   case HSR_OP_BCAST:
     rc = ncclBroadcast(op->recv, op->recv, op->count, dt, op->root, s->comm, s->stream);
-    if (c->rank == op->root)
-      k->bytes_sent += bytes;
+    if (op->c->rank == op->root)
+      coll_op_count(op, bytes, 0);
     else
-      k->bytes_recv += bytes;
+      coll_op_count(op, 0, bytes);
     break;
   default: rc = ncclAllReduce(s->dev_scratch, s->dev_scratch, 1, ncclInt32, ncclSum, s->comm, s->stream); break;
   }
+  return rc;
+}
+
+static hsr_status nccl_start(coll_op *op) {
+  hsr_comm *c = op->c;
+  nccl_state *s = nccl_of(c);
+  if (!s || !s->comm) return hsr_error(HSR_ERR_STATE, "communicator '%s' has been aborted: %s", c->name, c->fail_msg);
+  ncclResult_t rc = enqueue(op, s);
   HSR_CHECK(nccl_settle(c, s->comm, rc, hsr_op_name(op->kind)));
   cudaEvent_t ev;
   cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventRecord(ev, s->stream);
   if (e != cudaSuccess) return cuda_err(e, "cudaEventRecord");
-  op->nccl_event = ev;
+  nccl_op_of(op)->event = ev;
   op->t_start = hsr_clock_ns();
   return HSR_OK;
 }
 
-hsr_status hsr_coll_nccl_test(hsr_op_s *op, int *done) {
+/* Finished (or failed) NCCL ops are the caller's at once: no queue to leave. */
+static void finish(coll_op *op) {
+  coll_op_finish(op);
+  coll_op_publish(op);
+}
+
+/* Polls the op's event and the communicator's async error. */
+static hsr_status query(coll_op *op, int *done) {
   *done = 0;
   if (op->fin) {
     *done = 1;
     return HSR_OK;
   }
-  nccl_state *s = op->c->nccl;
-  cudaError_t e = cudaEventQuery((cudaEvent_t)op->nccl_event);
+  nccl_state *s = nccl_of(op->c);
+  nccl_op *no = nccl_op_of(op);
+  cudaError_t e = cudaEventQuery(no->event);
   if (e == cudaSuccess) {
-    cudaEventDestroy((cudaEvent_t)op->nccl_event);
-    op->nccl_event = NULL;
-    hsr_coll_op_done(op);
+    cudaEventDestroy(no->event);
+    no->event = NULL;
+    finish(op);
     *done = 1;
     return HSR_OK;
   }
   if (e != cudaErrorNotReady) return cuda_err(e, "cudaEventQuery");
   ncclResult_t as = ncclSuccess;
   if (s && s->comm && ncclCommGetAsyncError(s->comm, &as) == ncclSuccess && as != ncclSuccess && as != ncclInProgress) {
-    hsr_coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: %s", op->c->name, hsr_op_name(op->kind),
-                     ncclGetErrorString(as));
-    hsr_coll_nccl_abort(op->c);
+    coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: %s", op->c->name, hsr_op_name(op->kind),
+                 ncclGetErrorString(as));
+    coll_op_publish(op);
+    nccl_abort(op->c);
     *done = 1;
   }
   return HSR_OK;
 }
 
-#else /* no NCCL in this build */
+static hsr_status nccl_test(coll_op *op, int *done) {
+  if (!op->fin) HSR_CHECK(query(op, done));
+  *done = op->fin;
+  return op->fin ? coll_op_result(op) : HSR_OK;
+}
 
-static hsr_status no_nccl(void) {
+static hsr_status nccl_wait(coll_op *op, double timeout_s) {
+  hsr_comm *c = op->c;
+  double limit = timeout_s >= 0 ? timeout_s : c->timeout_s, t0 = hsr_clock_s();
+  long sleep_us = 1;
+  while (!op->fin) {
+    int d = 0;
+    hsr_status st = query(op, &d);
+    if (st != HSR_OK) {
+      coll_op_release(op);
+      return st;
+    }
+    if (d) break;
+    if (hsr_clock_s() - t0 > limit) {
+      coll_op_fail(op, HSR_ERR_TIMEOUT, "communicator '%s': %s made no progress for %.1f s (NCCL communicator aborted)",
+                   c->name, hsr_op_name(op->kind), limit);
+      coll_op_publish(op);
+      nccl_abort(c);
+      break;
+    }
+    usleep((useconds_t)sleep_us);
+    if (sleep_us < 1000) sleep_us *= 2;
+  }
+  hsr_status st = coll_op_result(op);
+  coll_op_release(op);
+  return st;
+}
+
+const coll_transport nccl_transport = {
+    .name = "nccl",
+    .start = nccl_start,
+    .test = nccl_test,
+    .wait = nccl_wait,
+    .mem_alloc = nccl_mem_alloc,
+    .mem_free = nccl_mem_free,
+    .set_stream = nccl_set_stream,
+    .split = nccl_split,
+    .free = nccl_free,
+};
+
+#else /* no NCCL in this build: no NCCL communicator can exist */
+
+hsr_status nccl_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
+  (void)boot, (void)backend, (void)out;
   return hsr_error(HSR_ERR_UNSUPPORTED,
                    "HSR_BACKEND_NCCL: this build of hsr has no NCCL (configure with CUDA and NCCL)");
-}
-hsr_status hsr_coll_nccl_world(hsr_comm *c, hsr_boot *boot) {
-  (void)c, (void)boot;
-  return no_nccl();
-}
-hsr_status hsr_coll_nccl_split(hsr_comm *p, hsr_comm *c, int color, int key) {
-  (void)p, (void)c, (void)color, (void)key;
-  return no_nccl();
-}
-void hsr_coll_nccl_free(hsr_comm *c) { (void)c; }
-hsr_status hsr_coll_nccl_start(hsr_op_s *op) {
-  (void)op;
-  return no_nccl();
-}
-hsr_status hsr_coll_nccl_test(hsr_op_s *op, int *done) {
-  (void)op, *done = 1;
-  return no_nccl();
-}
-hsr_status hsr_coll_nccl_abort(hsr_comm *c) {
-  (void)c;
-  return HSR_OK;
-}
-hsr_status hsr_coll_nccl_set_stream(hsr_comm *c, void *s) {
-  (void)c, (void)s;
-  return no_nccl();
-}
-hsr_status hsr_coll_nccl_mem_alloc(size_t b, void **p) {
-  (void)b, (void)p;
-  return no_nccl();
-}
-hsr_status hsr_coll_nccl_mem_free(void *p) {
-  (void)p;
-  return no_nccl();
 }
 #endif

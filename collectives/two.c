@@ -1,201 +1,158 @@
-/* Two-level collectives for groups that span nodes (MiCS / UCC-hier shape):
- * a shared-memory stage among the members on one node and a UCX stage among
- * the members with the same local index on every node. Stages are ordinary
- * operations on two internal communicators, chained by the parent op.
- *
- *   all-gather:     cross all-gather, node all-gather straight into place
- *   reduce-scatter: node reduce-scatter reading blocks in place, cross reduce-scatter
- *   all-reduce:     node all-reduce, cross all-reduce
- * Sums are exact stage by stage; AVG sums and scales once at the end. */
+/* Two-level transport (MiCS / UCC-hier shape): how a group splits into node
+ * and cross communicators, how a parent op chains its stages on them, and the
+ * transport's table. The algorithms are two_allgather.c,
+ * two_reduce_scatter.c and two_allreduce.c. Sums are exact stage by stage;
+ * AVG sums and scales once at the end. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "coll.h"
+#include "algos.h"
+#include "kern.h"
+#include "two.h"
 
-hsr_status hsr_coll_two_setup(hsr_comm *c) {
+hsr_status two_shape_of(hsr_comm *c, two_shape *sh) {
   coll_ctx *x = c->ctx;
   int n = c->size;
-  if (x->algo_two_level == 1) return HSR_OK;
-  int *node = calloc((size_t)n, sizeof *node), *lidx = calloc((size_t)n, sizeof *lidx);
+  *sh = (two_shape){0};
+  sh->node = calloc((size_t)n, sizeof *sh->node);
+  sh->lidx = calloc((size_t)n, sizeof *sh->lidx);
   int *seen_nodes = calloc((size_t)n, sizeof *seen_nodes), *per = calloc((size_t)x->size, sizeof *per);
   hsr_status st = HSR_OK;
-  if (!node || !lidx || !seen_nodes || !per) {
+  if (!sh->node || !sh->lidx || !seen_nodes || !per) {
     st = hsr_error(HSR_ERR_NOMEM, "two-level tables");
-    goto out;
+    two_shape_free(sh);
+  } else {
+    int nnodes = 0;
+    for (int q = 0; q < n; q++) {
+      sh->node[q] = hsr_boot_node_of(x->boot, c->world[q]);
+      sh->lidx[q] = per[sh->node[q]]++;
+      if (sh->lidx[q] == 0) seen_nodes[nnodes++] = sh->node[q];
+    }
+    sh->local_n = per[sh->node[0]];
+    sh->nnodes = nnodes;
+    sh->uniform = 1;
+    for (int k = 0; k < nnodes; k++)
+      if (per[seen_nodes[k]] != sh->local_n) sh->uniform = 0;
   }
-  int nnodes = 0;
-  for (int q = 0; q < n; q++) {
-    node[q] = hsr_boot_node_of(x->boot, c->world[q]);
-    lidx[q] = per[node[q]]++;
-    if (lidx[q] == 0) seen_nodes[nnodes++] = node[q];
-  }
-  int L = per[node[0]], uniform = 1;
-  for (int k = 0; k < nnodes; k++)
-    if (per[seen_nodes[k]] != L) uniform = 0;
-  /* Worth it only with several members per node and one shape everywhere. */
-  if (!uniform || L < 2 || nnodes < 2) goto out;
-  c->two = calloc((size_t)n, sizeof *c->two);
-  if (!c->two) {
-    st = hsr_error(HSR_ERR_NOMEM, "two-level table");
-    goto out;
-  }
-  int *fill = calloc((size_t)L, sizeof *fill);
-  if (!fill) {
-    st = hsr_error(HSR_ERR_NOMEM, "two-level table");
-    goto out;
-  }
-  for (int q = 0; q < n; q++) c->two[lidx[q] * nnodes + fill[lidx[q]]++] = q; /* cross index = order by comm rank */
-  free(fill);
-  st = hsr_comm_split(c, node[c->rank], c->rank, &c->node_comm);
-  if (st == HSR_OK) st = hsr_comm_split(c, lidx[c->rank], c->rank, &c->cross_comm);
-  if (st != HSR_OK) goto out;
-  snprintf(c->node_comm->name, sizeof c->node_comm->name, "%.40s/node", c->name);
-  snprintf(c->cross_comm->name, sizeof c->cross_comm->name, "%.40s/cross", c->name);
-  c->local_n = L;
-  c->nnodes = nnodes;
-  c->two_level = 1;
-out:
-  free(node), free(lidx), free(seen_nodes), free(per);
+  free(seen_nodes), free(per);
   return st;
 }
 
-/* Queues a stage on an internal communicator (caller holds ctx->mu). */
-static int stage(hsr_op_s *op, hsr_comm *sub, hsr_op kind, const void *send, void *recv, size_t count, hsr_redop rop,
-                 const int *perm, const int *blk_at) {
-  hsr_op_s *ch = calloc(1, sizeof *ch);
+void two_shape_free(two_shape *sh) {
+  free(sh->node), free(sh->lidx);
+  sh->node = sh->lidx = NULL;
+}
+
+static void two_comm_free(two_comm *t) {
+  if (!t) return;
+  if (t->node) hsr_comm_free(t->node);
+  if (t->cross) hsr_comm_free(t->cross);
+  free(t->map);
+  free(t);
+}
+
+hsr_status two_setup(hsr_comm *c, const two_shape *sh) {
+  int n = c->size, L = sh->local_n, m = sh->nnodes;
+  two_comm *t = calloc(1, sizeof *t);
+  int *fill = calloc((size_t)L, sizeof *fill);
+  if (t) t->map = calloc((size_t)n, sizeof *t->map);
+  if (!t || !t->map || !fill) {
+    free(fill);
+    two_comm_free(t);
+    return hsr_error(HSR_ERR_NOMEM, "two-level table");
+  }
+  for (int q = 0; q < n; q++) t->map[sh->lidx[q] * m + fill[sh->lidx[q]]++] = q; /* cross index = order by comm rank */
+  free(fill);
+  hsr_status st = hsr_comm_split(c, sh->node[c->rank], c->rank, &t->node);
+  if (st == HSR_OK) st = hsr_comm_split(c, sh->lidx[c->rank], c->rank, &t->cross);
+  if (st != HSR_OK) {
+    two_comm_free(t);
+    return st;
+  }
+  snprintf(t->node->name, sizeof t->node->name, "%.40s/node", c->name);
+  snprintf(t->cross->name, sizeof t->cross->name, "%.40s/cross", c->name);
+  t->local_n = L;
+  t->nnodes = m;
+  c->tp_state = t;
+  c->tp = &two_transport;
+  return HSR_OK;
+}
+
+static hsr_status two_free(hsr_comm *c) {
+  HSR_CHECK(coll_host_idle(c));
+  two_comm_free(c->tp_state);
+  c->tp_state = NULL;
+  coll_host_destroy(c);
+  return HSR_OK;
+}
+
+/* ---- stages ------------------------------------------------------------------ */
+
+int two_stage(coll_op *op, hsr_comm *sub, hsr_op kind, const void *send, void *recv, size_t count, hsr_redop rop,
+              const int *perm, const int *blk_at) {
+  coll_op *ch = coll_op_new(sub, kind);
   if (!ch) {
-    hsr_coll_op_fail(op, HSR_ERR_NOMEM, "two-level stage");
+    coll_op_fail(op, HSR_ERR_NOMEM, "two-level stage");
     return 0;
   }
-  ch->kind = kind, ch->c = sub, ch->send = send, ch->recv = recv, ch->count = count, ch->dt = op->dt, ch->redop = rop;
-  ch->wait_peer = -1;
+  two_op *t = two_op_of(op);
+  ch->send = send, ch->recv = recv, ch->count = count, ch->dt = op->dt, ch->redop = rop;
   ch->timeout_s = op->timeout_s;
-  ch->perm = perm;
-  ch->perm_m = op->c->nnodes;
-  ch->blk_at = blk_at;
-  ch->direct = perm && blk_at == NULL && op->direct;
-  op->child_before = sub->counters[kind];
+  ch->place = (coll_place){.perm = perm,
+                           .perm_m = two_comm_of(op->c)->nnodes,
+                           .blk_at = blk_at,
+                           .direct = perm && blk_at == NULL && t->direct};
+  t->child_before = sub->counters[kind];
   sub->counters[kind].calls++;
-  if (count == 0) {
-    ch->fin = 1;
-    atomic_store(&ch->done, 1);
-  } else {
-    ch->seq = ++sub->seq;
-    if (sub->tail)
-      sub->tail->next = ch;
-    else
-      sub->head = ch;
-    sub->tail = ch;
-  }
-  op->child = ch;
+  if (count == 0)
+    coll_op_skip(ch);
+  else
+    coll_op_enqueue(ch);
+  t->child = ch;
   return 1;
 }
 
-/* 1 when the stage has finished (its bytes added to the parent's counters);
- * 0 while it runs. A failed stage fails the parent with its message. */
-static int stage_done(hsr_op_s *op) {
-  hsr_op_s *ch = op->child;
+int two_stage_wait(coll_op *op) {
+  two_op *t = two_op_of(op);
+  coll_op *ch = t->child;
+  if (!ch) return 1;
   if (!atomic_load_explicit(&ch->done, memory_order_acquire)) { /* left its queue */
     op->t_progress = hsr_clock_ns();                            /* the stage enforces the timeout and names the peer */
     return 0;
   }
-  hsr_comm_counter *k = &op->c->counters[op->kind], *s = &ch->c->counters[ch->kind];
-  k->bytes_sent += s->bytes_sent - op->child_before.bytes_sent;
-  k->bytes_recv += s->bytes_recv - op->child_before.bytes_recv;
+  /* the stage's bytes count for the parent */
+  hsr_comm_counter *s = &ch->c->counters[ch->kind];
+  coll_op_count(op, s->bytes_sent - t->child_before.bytes_sent, s->bytes_recv - t->child_before.bytes_recv);
   hsr_status st = ch->st;
   if (st != HSR_OK)
-    hsr_coll_op_fail(op, st, "communicator '%s': %s, two-level stage: %s", op->c->name, hsr_op_name(op->kind), ch->err);
-  if (ch->ucx_pending > 0) {
-    ch->freed_by_transport = 1;
-  } else {
-    free(ch->chunks);
-    free(ch);
-  }
-  op->child = NULL;
-  return st == HSR_OK;
+    coll_op_fail(op, st, "communicator '%s': %s, two-level stage: %s", op->c->name, hsr_op_name(op->kind), ch->err);
+  coll_op_release_locked(ch);
+  t->child = NULL;
+  return st == HSR_OK ? 1 : -1;
 }
 
-static void scale_avg(hsr_op_s *op, void *buf, size_t count) {
+void two_scale_avg(coll_op *op, void *buf, size_t count) {
   if (op->redop != HSR_AVG) return;
   const void *in[1] = {buf};
-  hsr_coll_reduce(op->dt, HSR_AVG, buf, in, 1, count, op->c->size);
+  coll_reduce(op->dt, HSR_AVG, buf, in, 1, count, op->c->size);
 }
 
-int hsr_coll_two_advance(hsr_op_s *op) {
-  hsr_comm *c = op->c;
-  int m = c->nnodes;
-  size_t es = hsr_dtype_size(op->dt), blk = op->count * es;
-  hsr_redop sum = op->redop == HSR_MAX ? HSR_MAX : HSR_SUM;
-  if (op->child && !stage_done(op)) return 0;
-  if (op->fin) return 1;
-  switch (op->kind) {
-  case HSR_OP_ALLGATHER:
-    switch (op->phase) {
-    case 0: {
-      /* With a registered recv the cross stage lands every block at its
-       * final place and node peers read them there (no intermediate copy). */
-      shm_desc d;
-      op->direct = hsr_coll_describe(c->ctx, op->recv, blk * (size_t)c->size, &d);
-      op->phase = 1;
-      if (op->direct) {
-        stage(op, c->cross_comm, HSR_OP_ALLGATHER, op->send, op->recv, op->count, HSR_SUM, NULL,
-              c->two + (size_t)hsr_comm_rank(c->node_comm) * (size_t)m);
-        return 1;
-      }
-      hsr_status st = hsr_coll_comm_scratch(c, blk * (size_t)m, &op->tmp);
-      if (st != HSR_OK) {
-        hsr_coll_op_fail(op, st, "scratch: %s", hsr_last_error());
-        return 1;
-      }
-      stage(op, c->cross_comm, HSR_OP_ALLGATHER, op->send, op->tmp, op->count, HSR_SUM, NULL, NULL);
-      return 1;
-    }
-    case 1:
-      op->phase = 2;
-      /* The node stage writes every shard straight to its place in recv. */
-      stage(op, c->node_comm, HSR_OP_ALLGATHER, op->direct ? NULL : op->tmp, op->recv, op->count * (size_t)m, HSR_SUM,
-            c->two, NULL);
-      return 1;
-    default: hsr_coll_op_done(op); return 1;
-    }
-  case HSR_OP_REDUCE_SCATTER:
-    switch (op->phase) {
-    case 0: {
-      hsr_status st = hsr_coll_comm_scratch(c, blk * (size_t)m, &op->tmp);
-      if (st != HSR_OK) {
-        hsr_coll_op_fail(op, st, "scratch: %s", hsr_last_error());
-        return 1;
-      }
-      /* The node stage sums, for each cross index, the blocks of the ranks
-       * that share my local index straight from the peers' inputs. */
-      op->phase = 1;
-      stage(op, c->node_comm, HSR_OP_REDUCE_SCATTER, op->send, op->tmp, op->count * (size_t)m, HSR_SUM, c->two, NULL);
-      return 1;
-    }
-    case 1:
-      op->phase = 2;
-      stage(op, c->cross_comm, HSR_OP_REDUCE_SCATTER, op->tmp, op->recv, op->count, HSR_SUM, NULL, NULL);
-      return 1;
-    default:
-      scale_avg(op, op->recv, op->count);
-      hsr_coll_op_done(op);
-      return 1;
-    }
-  default: /* all-reduce */
-    switch (op->phase) {
-    case 0:
-      op->phase = 1;
-      stage(op, c->node_comm, HSR_OP_ALLREDUCE, op->send, op->recv, op->count, sum, NULL, NULL);
-      return 1;
-    case 1:
-      op->phase = 2;
-      stage(op, c->cross_comm, HSR_OP_ALLREDUCE, op->recv, op->recv, op->count, sum, NULL, NULL);
-      return 1;
-    default:
-      scale_avg(op, op->recv, op->count);
-      hsr_coll_op_done(op);
-      return 1;
-    }
-  }
-}
+/* Broadcast and barrier have no two-level form: flat UCX. */
+static const coll_rows two_rows = {
+    [HSR_OP_ALLGATHER] = {{&two_allgather}},    [HSR_OP_REDUCE_SCATTER] = {{&two_reduce_scatter}},
+    [HSR_OP_ALLREDUCE] = {{&two_allreduce}},    [HSR_OP_BCAST] = {{&ucx_flat_bcast}},
+    [HSR_OP_BARRIER] = {{&ucx_dissem_barrier}},
+};
+
+const coll_transport two_transport = {
+    .name = "two-level",
+    .rows = &two_rows,
+    .start = coll_host_start,
+    .test = coll_host_test,
+    .wait = coll_host_wait,
+    .mem_alloc = coll_host_mem_alloc,
+    .mem_free = coll_host_mem_free,
+    .set_stream = coll_host_set_stream,
+    .split = coll_host_split,
+    .free = two_free,
+};

@@ -1,4 +1,5 @@
 /* Engine configuration: defaults, flag-value parsers, mesh-shape resolution. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,5 +152,31 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
     return hsr_error(HSR_ERR_INVALID, "device kind %d is not valid (valid: host, cuda)", (int)c->device);
   if (S_out) *S_out = S;
   if (R_out) *R_out = R;
+  return HSR_OK;
+}
+
+double hsr_rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step) {
+  if (!s) return 0;
+  int64_t it = step > 0 ? step - 1 : 0;
+  if (s->warmup > 0 && it < s->warmup) return s->lr * (double)(it + 1) / (double)s->warmup;
+  if (s->total <= 0) return s->lr;
+  if (it >= s->total) return s->lr_min;
+  double ratio = (double)(it - s->warmup) / (double)(s->total - s->warmup);
+  return s->lr_min + 0.5 * (1.0 + cos(M_PI * ratio)) * (s->lr - s->lr_min);
+}
+
+hsr_status hsr_rt_lr_check(const hsr_rt_lr_schedule *s) {
+  if (!s) return hsr_error(HSR_ERR_INVALID, "learning-rate schedule: NULL");
+  if (!(s->lr > 0) || !isfinite(s->lr))
+    return hsr_error(HSR_ERR_INVALID, "learning rate %g: must be a positive number", s->lr);
+  if (s->lr_min < 0 || s->lr_min > s->lr)
+    return hsr_error(HSR_ERR_INVALID, "minimum learning rate %g: must be between 0 and the learning rate %g", s->lr_min,
+                     s->lr);
+  if (s->warmup < 0 || s->total < 0)
+    return hsr_error(HSR_ERR_INVALID, "learning-rate schedule: negative warm-up (%lld) or length (%lld)",
+                     (long long)s->warmup, (long long)s->total);
+  if (s->total > 0 && s->warmup >= s->total)
+    return hsr_error(HSR_ERR_INVALID, "warm-up of %lld steps must be shorter than the %lld-step schedule",
+                     (long long)s->warmup, (long long)s->total);
   return HSR_OK;
 }

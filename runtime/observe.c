@@ -177,7 +177,7 @@ void rt_obs_leave(rt_obs *o, int window, int unit, int backward, int ends_step) 
   uint64_t now = hsr_clock_ns();
   o->tm.engine_s += (double)(now - o->enter_t) * 1e-9;
   o->tm.calls++;
-  int key = unit << 1 | (backward ? 1 : 0);
+  int key = unit * 2 + (backward ? 1 : 0); /* unit -1 (not a unit call) is a valid key too */
   if (window > 0) {
     if (o->depth == o->cap) {
       int cap = o->cap ? 2 * o->cap : 16, *p = realloc(o->stack, (size_t)cap * sizeof *p);

@@ -110,24 +110,41 @@ static int cmp_xev(const void *x, const void *y) {
   return a->t0 < b->t0 ? -1 : a->t0 > b->t0;
 }
 
-/* Builds per-step accumulators from the events of every rank. */
-static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
-  int total = cJSON_GetArraySize(events), n = 0;
-  xev *xs = malloc(sizeof *xs * (size_t)(total + 1));
-  ival *comp = malloc(sizeof(ival) * (size_t)(total + 1)), *comm = malloc(sizeof(ival) * (size_t)(total + 1));
-  ival *ag = malloc(sizeof(ival) * (size_t)(total + 1));
-  if (!xs || !comp || !comm || !ag) {
-    free(xs);
-    free(comp);
-    free(comm);
-    free(ag);
-    return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
-  }
+static void free_acc(step_acc *acc, int n) {
+  for (int k = 0; k < n; k++) free(acc[k].units);
+  free(acc);
+}
+
+/* The analysis: every complete event, scratch interval lists (one slot per
+ * event) and the per-step accumulators. */
+typedef struct {
+  xev *xs;
+  int n;
+  ival *comp, *comm, *ag;
+  step_acc *acc;
+  int nacc;
+} analysis;
+
+static void free_scratch(analysis *z) {
+  free(z->xs);
+  free(z->comp);
+  free(z->comm);
+  free(z->ag);
+}
+
+/* Reads the complete events once, sorted by rank, then start. */
+static hsr_status read_events(const cJSON *events, analysis *z) {
+  int total = cJSON_GetArraySize(events);
+  z->xs = malloc(sizeof *z->xs * (size_t)(total + 1));
+  z->comp = malloc(sizeof(ival) * (size_t)(total + 1));
+  z->comm = malloc(sizeof(ival) * (size_t)(total + 1));
+  z->ag = malloc(sizeof(ival) * (size_t)(total + 1));
+  if (!z->xs || !z->comp || !z->comm || !z->ag) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
   const cJSON *e;
   cJSON_ArrayForEach(e, events) {
     const char *ph = str_of(e, "ph"), *cat = str_of(e, "cat");
     if (!ph || strcmp(ph, "X") || !cat) continue;
-    xev *x = &xs[n++];
+    xev *x = &z->xs[z->n++];
     x->pid = (int)num_of(e, "pid", -1);
     x->cat = !strcmp(cat, "step") ? 0 : !strcmp(cat, "compute") ? 1 : !strcmp(cat, "comm") ? 2 : 3;
     const char *nm = str_of(e, "name");
@@ -138,90 +155,89 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
     x->step = (int64_t)num_of(args, "step", 0);
     x->unit = str_of(args, "unit");
   }
-  qsort(xs, (size_t)n, sizeof *xs, cmp_xev);
-  step_acc *acc = NULL;
-  int nacc = 0;
-  for (int lo = 0, hi; lo < n; lo = hi) { /* one rank at a time: [lo, hi) */
-    for (hi = lo; hi < n && xs[hi].pid == xs[lo].pid; hi++) {}
-    for (int i = lo; i < hi; i++) {
-      if (xs[i].cat != 0) continue;
-      double s0 = xs[i].t0, s1 = xs[i].t1;
-      int nc = 0, nm = 0, ng = 0;
-      step_acc *a = NULL;
-      for (int k = 0; k < nacc; k++)
-        if (acc[k].s.step == xs[i].step) a = &acc[k];
-      if (!a) {
-        step_acc *p = realloc(acc, sizeof *acc * (size_t)(nacc + 1));
-        if (!p) {
-          free(xs);
-          free(comp);
-          free(comm);
-          free(ag);
-          free(acc);
-          return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
-        }
-        acc = p;
-        a = &acc[nacc++];
-        memset(a, 0, sizeof *a);
-        a->s.step = xs[i].step;
-      }
-      /* events are sorted by start: stop at the first that starts after the step */
-      for (int j = lo; j < hi && xs[j].t0 <= s1; j++) {
-        const xev *x = &xs[j];
-        if (x->cat == 0 || x->cat == 3 || x->t1 < s0) continue;
-        double a0 = x->t0 < s0 ? s0 : x->t0, a1 = x->t1 > s1 ? s1 : x->t1;
-        if (x->cat == 1) {
-          comp[nc++] = (ival){a0, a1};
-          continue;
-        }
-        comm[nm++] = (ival){a0, a1};
-        if (x->is_ag) ag[ng++] = (ival){a0, a1};
-      }
-      nc = merge(comp, nc);
-      nm = merge(comm, nm);
-      ng = merge(ag, ng);
-      double cl = length(comp, nc), ml = length(comm, nm), hidden = overlap_len(comp, nc, comm, nm);
-      double gl = length(ag, ng);
-      a->s.gather_ms += gl / 1e3;
-      a->s.gather_exposed_ms += (gl - overlap_len(comp, nc, ag, ng)) / 1e3;
-      a->s.ranks++;
-      a->s.step_ms += (s1 - s0) / 1e3;
-      a->s.compute_ms += cl / 1e3;
-      a->s.comm_ms += ml / 1e3;
-      a->s.exposed_ms += (ml - hidden) / 1e3;
+  qsort(z->xs, (size_t)z->n, sizeof *z->xs, cmp_xev);
+  return HSR_OK;
+}
+
+static step_acc *find_step(analysis *z, int64_t step) {
+  for (int k = 0; k < z->nacc; k++)
+    if (z->acc[k].s.step == step) return &z->acc[k];
+  return NULL;
+}
+
+static hsr_status step_of(analysis *z, int64_t step, step_acc **out) {
+  *out = find_step(z, step);
+  if (*out) return HSR_OK;
+  step_acc *p = realloc(z->acc, sizeof *p * (size_t)(z->nacc + 1));
+  if (!p) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+  z->acc = p;
+  *out = &z->acc[z->nacc++];
+  memset(*out, 0, sizeof **out);
+  (*out)->s.step = step;
+  return HSR_OK;
+}
+
+/* One rank's step window (events [lo, hi) of that rank): compute,
+ * communication and all-gather time inside it, and what compute covers. */
+static void step_times(analysis *z, int lo, int hi, const xev *step, step_acc *a) {
+  double s0 = step->t0, s1 = step->t1;
+  int nc = 0, nm = 0, ng = 0;
+  /* events are sorted by start: stop at the first that starts after the step */
+  for (int j = lo; j < hi && z->xs[j].t0 <= s1; j++) {
+    const xev *x = &z->xs[j];
+    if (x->cat == 0 || x->cat == 3 || x->t1 < s0) continue;
+    double a0 = x->t0 < s0 ? s0 : x->t0, a1 = x->t1 > s1 ? s1 : x->t1;
+    if (x->cat == 1) {
+      z->comp[nc++] = (ival){a0, a1};
+      continue;
     }
-    /* Counts go to the step that issued the gather (its step argument, as the
-     * communicators count it), also when it ran into the next step (the
-     * step-end prefetch); times above go to the step whose window they fall in. */
-    for (int j = lo; j < hi; j++) {
-      const xev *x = &xs[j];
-      if (!x->is_ag) continue;
-      int64_t s = x->step;
-      for (int i = lo; i < hi && s <= 0; i++) /* no step argument: the window it starts in */
-        if (xs[i].cat == 0 && xs[i].t0 <= x->t0 && x->t0 <= xs[i].t1) s = xs[i].step;
-      step_acc *a = NULL;
-      for (int k = 0; k < nacc && !a; k++)
-        if (acc[k].s.step == s) a = &acc[k];
-      if (!a) continue;
-      a->s.all_gathers++;
-      const char *u = x->unit ? x->unit : "?";
-      int k;
-      for (k = 0; k < a->nunits; k++)
-        if (!strcmp(a->units[k].name, u)) break;
-      if (k == a->nunits) {
-        unit_count *p = realloc(a->units, sizeof *p * (size_t)(a->nunits + 1));
-        if (p) {
-          a->units = p;
-          a->units[a->nunits++] = (unit_count){u, 0};
-        }
-      }
-      if (k < a->nunits) a->units[k].count++;
-    }
+    z->comm[nm++] = (ival){a0, a1};
+    if (x->is_ag) z->ag[ng++] = (ival){a0, a1};
   }
-  free(xs);
-  free(comp);
-  free(comm);
-  free(ag);
+  nc = merge(z->comp, nc);
+  nm = merge(z->comm, nm);
+  ng = merge(z->ag, ng);
+  double cl = length(z->comp, nc), ml = length(z->comm, nm), hidden = overlap_len(z->comp, nc, z->comm, nm);
+  double gl = length(z->ag, ng);
+  a->s.gather_ms += gl / 1e3;
+  a->s.gather_exposed_ms += (gl - overlap_len(z->comp, nc, z->ag, ng)) / 1e3;
+  a->s.ranks++;
+  a->s.step_ms += (s1 - s0) / 1e3;
+  a->s.compute_ms += cl / 1e3;
+  a->s.comm_ms += ml / 1e3;
+  a->s.exposed_ms += (ml - hidden) / 1e3;
+}
+
+/* Counts go to the step that issued the gather (its step argument, as the
+ * communicators count it), also when it ran into the next step (the
+ * step-end prefetch); times go to the step whose window they fall in. */
+static void count_gathers(analysis *z, int lo, int hi) {
+  for (int j = lo; j < hi; j++) {
+    const xev *x = &z->xs[j];
+    if (!x->is_ag) continue;
+    int64_t s = x->step;
+    for (int i = lo; i < hi && s <= 0; i++) /* no step argument: the window it starts in */
+      if (z->xs[i].cat == 0 && z->xs[i].t0 <= x->t0 && x->t0 <= z->xs[i].t1) s = z->xs[i].step;
+    step_acc *a = find_step(z, s);
+    if (!a) continue;
+    a->s.all_gathers++;
+    const char *u = x->unit ? x->unit : "?";
+    int k;
+    for (k = 0; k < a->nunits; k++)
+      if (!strcmp(a->units[k].name, u)) break;
+    if (k == a->nunits) {
+      unit_count *p = realloc(a->units, sizeof *p * (size_t)(a->nunits + 1));
+      if (p) {
+        a->units = p;
+        a->units[a->nunits++] = (unit_count){u, 0};
+      }
+    }
+    if (k < a->nunits) a->units[k].count++;
+  }
+}
+
+/* Sums over ranks become means per rank. */
+static void per_rank(step_acc *acc, int nacc) {
   for (int k = 0; k < nacc; k++) {
     hsr_trace_step_summary *s = &acc[k].s;
     double r = s->ranks ? s->ranks : 1;
@@ -234,14 +250,31 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
     s->all_gathers = (long)(s->all_gathers / r + 0.5);
     s->overlap = s->comm_ms > 0 ? 1.0 - s->exposed_ms / s->comm_ms : 1.0;
   }
-  *out = acc;
-  *nout = nacc;
-  return HSR_OK;
 }
 
-static void free_acc(step_acc *acc, int n) {
-  for (int k = 0; k < n; k++) free(acc[k].units);
-  free(acc);
+/* Builds per-step accumulators from the events of every rank. */
+static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
+  analysis z = {0};
+  hsr_status st = read_events(events, &z);
+  for (int lo = 0, hi; st == HSR_OK && lo < z.n; lo = hi) { /* one rank at a time: [lo, hi) */
+    for (hi = lo; hi < z.n && z.xs[hi].pid == z.xs[lo].pid; hi++) {}
+    for (int i = lo; i < hi && st == HSR_OK; i++) {
+      step_acc *a;
+      if (z.xs[i].cat != 0) continue;
+      st = step_of(&z, z.xs[i].step, &a);
+      if (st == HSR_OK) step_times(&z, lo, hi, &z.xs[i], a);
+    }
+    if (st == HSR_OK) count_gathers(&z, lo, hi);
+  }
+  free_scratch(&z);
+  if (st != HSR_OK) {
+    free_acc(z.acc, z.nacc);
+    return st;
+  }
+  per_rank(z.acc, z.nacc);
+  *out = z.acc;
+  *nout = z.nacc;
+  return HSR_OK;
 }
 
 hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n) {

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(build-essential cmake pkg-config git libhwloc-dev hwloc libpmix-dev openmpi-bin libopenmpi-dev
+pkgs=(build-essential cmake pkg-config git libhwloc-dev hwloc libxml2-dev libpmix-dev openmpi-bin libopenmpi-dev
       libucx-dev ucx-utils libcmocka-dev libcjson-dev libopenblas-dev zlib1g-dev
       slurmctld slurmd slurm-client python3)
 missing=()

@@ -124,6 +124,7 @@ typedef struct history {
 } history;
 
 static int np(void) { return gpt_num_params(&base); }
+static const hsr_rt_lr_schedule sched = {LR, LR_MIN, WARMUP, STEPS};
 
 static void history_free(history *h) {
   for (int s = 0; s < STEPS; s++) {
@@ -169,7 +170,7 @@ static int reference(double clip, history *h) {
   for (int s = 0; s < STEPS; s++) {
     if (s == 2 || s == 4)
       if (ref_val(r, VAL_WINDOWS, &h->val[s])) return 1;
-    float lr = train_lr_at(LR, LR_MIN, WARMUP, STEPS, s);
+    float lr = (float)hsr_rt_lr_at(&sched, s + 1);
     OK(gpt_ref_step(r, &g_data, base.seed, (int64_t)s * BATCH, lr, &h->loss[s], &h->norm[s]));
     h->p[s] = copy_params(r);
   }
@@ -243,8 +244,8 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
       CHECK(fabs(got->val[s] - ref->val[s]) <= tol * ref->val[s], "%s: validation loss before step %d: %.7f, "
             "reference %.7f", sp->text, s + 1, got->val[s], ref->val[s]);
     }
-    OK(hsr_rt_set_lr(rt, 0, train_lr_at(LR, LR_MIN, WARMUP, STEPS, s)));
-    OK(hsr_rt_set_lr(rt, 1, train_lr_at(LR, LR_MIN, WARMUP, STEPS, s)));
+    OK(hsr_rt_set_lr(rt, 0, hsr_rt_lr_at(&sched, s + 1)));
+    OK(hsr_rt_set_lr(rt, 1, hsr_rt_lr_at(&sched, s + 1)));
     hsr_rt_step_info info;
     OK(gpt_rt_train_step(x, &g_data, base.seed, (int64_t)s * BATCH, BATCH, sp->cfg.micro_batches, &got->loss[s],
                          &info));

@@ -5,7 +5,17 @@
  * held (pool high-water) and buffers in use.
  *
  *   mr_sched ledger SPEC...   keys: strategy, S, R, reshard, prefetch, live,
- *                             sync, micro, pdt, rdt, root, wrap (block|linear) */
+ *                             sync, micro, pdt, rdt, root, wrap (block|linear)
+ *
+ * And the engine's actual gathers against a hand-written expectation: for
+ * each SPEC, trains three steps with the trace on and requires rank 0's
+ * gathers of step 2 (the steady state), in the order the engine recorded
+ * them (when each was waited for), to read exactly EXPECT: "unit/group ..."
+ * with the group's kind (shard, partial), "(copy)" for a one-rank group's
+ * local copy.
+ *
+ *   mr_sched events TRACE.json SPEC EXPECT [SPEC EXPECT...] */
+#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,9 +126,72 @@ static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const cha
   return 0;
 }
 
+/* Rank 0's gathers of step 2 in trace order, as "unit/group" words. */
+static int gathers_of(const char *path, char *out, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return fprintf(stderr, "cannot open %s\n", path), 1;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)len + 1);
+  size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
+  fclose(f);
+  if (!buf || got != (size_t)len) return free(buf), fprintf(stderr, "cannot read %s\n", path), 1;
+  buf[len] = 0;
+  cJSON *doc = cJSON_Parse(buf);
+  free(buf);
+  const cJSON *e, *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
+  size_t o = 0;
+  out[0] = 0;
+  cJSON_ArrayForEach(e, events) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name"),
+                *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(e, "pid"),
+                *step = cJSON_GetObjectItemCaseSensitive(args, "step");
+    const cJSON *unit = cJSON_GetObjectItemCaseSensitive(args, "unit"),
+                *grp = cJSON_GetObjectItemCaseSensitive(args, "group");
+    if (!cJSON_IsString(name) || !cJSON_IsNumber(pid) || pid->valueint != 0 || !cJSON_IsNumber(step) ||
+        step->valueint != 2 || !cJSON_IsString(unit) || !cJSON_IsString(grp))
+      continue;
+    int copy = !strcmp(name->valuestring, "local_copy");
+    if (!copy && strcmp(name->valuestring, "all_gather")) continue;
+    int kind = (int)strcspn(grp->valuestring, "[");
+    o += (size_t)snprintf(out + o, o < cap ? cap - o : 0, "%s%s/%.*s%s", o ? " " : "", unit->valuestring, kind,
+                          grp->valuestring, copy ? "(copy)" : "");
+  }
+  cJSON_Delete(doc);
+  return o >= cap;
+}
+
+static int run_events(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
+                      const char *expect) {
+  hsr_rt_config cfg;
+  mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
+  if (parse(spec, &cfg, &model)) return 1;
+  hsr_rt *rt = NULL;
+  OK(hsr_rt_create(boot, world, cl, &cfg, &rt));
+  OK(mlp_rt_setup(&model, rt));
+  OK(hsr_rt_trace_enable(rt, 1));
+  mlp_rt_ctx *x = NULL;
+  OK(mlp_rt_ctx_create(&model, rt, cfg.param_dtype, &x));
+  for (int s = 0; s < 3; s++) OK(mlp_rt_train_step(x, s, 32, cfg.micro_batches, NULL, NULL));
+  OK(hsr_rt_trace_write(rt, path));
+  if (g_rank == 0) {
+    char got[2048];
+    CHECK(!gathers_of(path, got, sizeof got), "%s: reading the gathers of %s", spec, path);
+    CHECK(!strcmp(got, expect), "%s: step 2 gathered\n    %s\n  expected\n    %s", spec, got, expect);
+    printf("%-60s %s%s\n", spec, got, g_fail ? "  MISMATCH" : "");
+    remove(path);
+  }
+  mlp_rt_ctx_free(x);
+  OK(hsr_rt_destroy(rt));
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 3 || strcmp(argv[1], "ledger")) {
-    fprintf(stderr, "usage: mr_sched ledger SPEC...\n");
+  int events = argc >= 5 && !strcmp(argv[1], "events") && argc % 2 == 1;
+  if (!events && (argc < 3 || strcmp(argv[1], "ledger"))) {
+    fprintf(stderr, "usage: mr_sched ledger SPEC... | mr_sched events TRACE.json SPEC EXPECT [SPEC EXPECT...]\n");
     return 2;
   }
   mlp_blas_threads(1);
@@ -134,7 +207,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "[rank %d] setup: %s\n", g_rank, hsr_last_error());
     rc = 1;
   }
-  for (int i = 2; !rc && i < argc; i++) {
+  for (int i = 3; events && !rc && i + 1 < argc; i += 2)
+    rc = run_events(boot, world, cl, argv[2], argv[i], argv[i + 1]);
+  for (int i = 2; !events && !rc && i < argc; i++) {
     uint64_t a = 0, b = 0;
     rc = run(boot, world, cl, argv[i], 0, &a);
     /* the step-end prefetch is a scheduling change only: bitwise identical parameters */

@@ -21,6 +21,25 @@ hsr_add_mpi_test(NAME sched_ledger_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COM
 hsr_add_mpi_test(NAME sched_ledger_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only
   strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,pdt=bf16)
+# The engine's own gathers of a steady-state step (trace order: unit/group)
+# against hand-written expectations; the model is a root unit wrapping blk0..blk2.
+hsr_add_mpi_test(NAME sched_events_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> events
+  ${CMAKE_BINARY_DIR}/sched_events_4.json
+  # partial:2: forward from the shard group, backward from the partial group; the root stays full
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=1
+  "root/shard blk0/shard blk1/shard blk2/shard blk2/partial blk1/partial blk0/partial"
+  # the root follows reshard full (root=1): gathered again for its backward, first
+  strategy=fsdp,S=4,reshard=full,prefetch=2,live=2,root=1
+  "root/shard blk0/shard blk1/shard blk2/shard root/shard blk2/shard blk1/shard blk0/shard"
+  # step-end prefetch: the next step's root gather is issued by (and counted in) step 2
+  strategy=hybrid,S=2,reshard=partial:2,prefetch=1,pstep=1
+  "blk0/shard blk1/shard blk2/shard blk2/partial blk1/partial blk0/partial root/shard"
+  # a one-rank shard group: local copies, no collective
+  strategy=hybrid,S=1,R=4,reshard=full,prefetch=1
+  "root/shard(copy) blk0/shard(copy) blk1/shard(copy) blk2/shard(copy) blk2/shard(copy) blk1/shard(copy) blk0/shard(copy)"
+  # zero2: no gathers in forward or backward; the step re-gathers every unit
+  strategy=zero2,S=2,R=2
+  "root/shard blk0/shard blk1/shard blk2/shard")
 add_test(NAME sched_trace_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh trace ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 add_test(NAME sched_wrap_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh wrap ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(sched_trace_4 sched_wrap_4 PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")

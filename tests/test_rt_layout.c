@@ -1,5 +1,6 @@
 /* Unit tests of the runtime layout (ownership property, duplicates, hash) and
  * of the configuration parsers/resolution. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,12 +193,31 @@ static void test_config(void **state) {
   assert_int_equal(hsr_rt_config_resolve(&dc, 4, 4, &dS, &dR), HSR_ERR_INVALID);
 }
 
+/* Warm-up then cosine, values computed by hand: lr 1, lr_min 0.1, warm-up 2, 10 steps. */
+static void test_lr_schedule(void **state) {
+  (void)state;
+  hsr_rt_lr_schedule s = {.lr = 1.0, .lr_min = 0.1, .warmup = 2, .total = 10};
+  assert_int_equal(hsr_rt_lr_check(&s), HSR_OK);
+  assert_float_equal(hsr_rt_lr_at(&s, 1), 0.5, 1e-12);
+  assert_float_equal(hsr_rt_lr_at(&s, 2), 1.0, 1e-12);
+  assert_float_equal(hsr_rt_lr_at(&s, 3), 1.0, 1e-12);                                    /* decay starts at ratio 0 */
+  assert_float_equal(hsr_rt_lr_at(&s, 6), 0.1 + 0.45 * (1 + 0.38268343236508984), 1e-12); /* ratio 3/8 */
+  assert_float_equal(hsr_rt_lr_at(&s, 10), 0.1 + 0.45 * (1 + cos(M_PI * 7 / 8)), 1e-12);
+  assert_float_equal(hsr_rt_lr_at(&s, 11), 0.1, 1e-12);
+  assert_float_equal(hsr_rt_lr_at(&s, 500), 0.1, 1e-12);
+  hsr_rt_lr_schedule c = {.lr = 0.3};
+  assert_float_equal(hsr_rt_lr_at(&c, 1), 0.3, 1e-12);
+  assert_float_equal(hsr_rt_lr_at(&c, 99), 0.3, 1e-12);
+  hsr_rt_lr_schedule bad[] = {
+      {.lr = 0}, {.lr = 1, .lr_min = 2}, {.lr = 1, .warmup = 10, .total = 10}, {.lr = 1, .warmup = -1}};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) assert_int_equal(hsr_rt_lr_check(&bad[k]), HSR_ERR_INVALID);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ownership_property),
-      cmocka_unit_test(test_deterministic_hash),
-      cmocka_unit_test(test_bad_registration),
-      cmocka_unit_test(test_config),
+      cmocka_unit_test(test_ownership_property), cmocka_unit_test(test_deterministic_hash),
+      cmocka_unit_test(test_bad_registration),   cmocka_unit_test(test_config),
+      cmocka_unit_test(test_lr_schedule),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,7 @@
-/* Unit tests of the predicted ledger (known layouts, by hand) and the wrap diagnostic. */
+/* Unit tests of the schedule (hsr/schedule.h: the decisions the engine runs,
+ * on small hand-written cases whose expected actions are written out by
+ * hand), the predicted ledger (known layouts, by hand) and the wrap
+ * diagnostic. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "hsr/schedule.h"
 #include "hsr/tune_ledger.h"
 
 /* Two units of 1024 and 4096 f32 elements, S = 4, align 16: no padding. */
@@ -108,7 +112,354 @@ static void test_wrap(void **state) {
   assert_non_null(strstr(r.message, "HSR_WRAP_MIN_BYTES"));
 }
 
+/* ---- the schedule ---- */
+
+/* Units of 64, 128 and 256 f32 elements (a multiple of S x align for S <= 4:
+ * no padding), so shard and partial lengths are easy to check by hand. */
+static hsr_rt_layout *three_units(int S, int n) {
+  hsr_rt_layout *l;
+  assert_int_equal(hsr_rt_layout_create(16, &l), HSR_OK);
+  const char *names[] = {"u0", "u1", "u2"};
+  for (int i = 0; i < n; i++) {
+    int u;
+    int64_t shape[] = {64 << i};
+    char pn[16];
+    snprintf(pn, sizeof pn, "p%d", i);
+    assert_int_equal(hsr_rt_layout_add_unit(l, names[i], &u), HSR_OK);
+    assert_int_equal(hsr_rt_layout_add_param(l, u, pn, 1, shape, 0), HSR_OK);
+  }
+  assert_int_equal(hsr_rt_layout_finalize(l, S), HSR_OK);
+  return l;
+}
+
+static hsr_rt_config sched_cfg(hsr_rt_strategy strat) {
+  hsr_rt_config c;
+  hsr_rt_config_default(&c);
+  c.strategy = strat;
+  c.prefetch = 0;
+  c.root_reshard = 1;
+  return c;
+}
+
+/* One action as text: op [unit] [group:count] [flags]; a call's actions joined by ", ". */
+static void fmt(const hsr_sched_action *a, int n, char *out, size_t cap) {
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 0; i < n && o < cap; i++) {
+    const hsr_sched_action *x = &a[i];
+    o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? ", " : "", hsr_sched_op_name(x->op));
+    if (x->unit >= 0) o += (size_t)snprintf(out + o, cap - o, " %d", x->unit);
+    if (x->group >= 0)
+      o += (size_t)snprintf(out + o, cap - o, " %s:%zu", hsr_rt_group_name((hsr_rt_group)x->group), x->count);
+    const char *flag[] = {"partial", "local", "scatter", "ar", "deferred", "free"};
+    int on[] = {x->partial, x->local, x->scatter, x->all_reduce, x->deferred, x->free_grad};
+    for (int f = 0; f < 6; f++)
+      if (on[f]) o += (size_t)snprintf(out + o, cap - o, " %s", flag[f]);
+  }
+}
+
+enum { FB = 0, FE, BB, BE, ST, ZG };
+/* Runs one lifecycle call and checks its actions against the text. */
+static void expect_call(hsr_sched *s, int call, int unit, const char *want) {
+  const hsr_sched_action *a = NULL;
+  int n = 0;
+  hsr_status st = call == FB   ? hsr_sched_forward_begin(s, unit, &a, &n)
+                  : call == FE ? hsr_sched_forward_end(s, unit, &a, &n)
+                  : call == BB ? hsr_sched_backward_begin(s, unit, &a, &n)
+                  : call == BE ? hsr_sched_backward_end(s, unit, &a, &n)
+                  : call == ST ? hsr_sched_step(s, &a, &n)
+                               : hsr_sched_zero_grad(s, &a, &n);
+  if (st != HSR_OK) fprintf(stderr, "%s\n", hsr_last_error());
+  assert_int_equal(st, HSR_OK);
+  char got[2048];
+  fmt(a, n, got, sizeof got);
+  if (strcmp(got, want)) fprintf(stderr, "call %d unit %d:\n  got  %s\n  want %s\n", call, unit, got, want);
+  assert_string_equal(got, want);
+}
+
+/* fsdp S = 4, reshard partial:2, prefetch 1, live cap 2, three units run in
+ * order. Step 1 records the order (no prefetch); from step 2 on each
+ * forward gathers the next unit from the shard group, each backward the
+ * previous one from the partial group (half a unit per rank). */
+static void test_sched_partial_prefetch(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(4, 3);
+  hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
+  c.reshard = HSR_RT_RESHARD_PARTIAL;
+  c.partial_k = 2;
+  c.prefetch = 1;
+  c.max_live = 2;
+  hsr_sched *s;
+  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_SHARDED);
+  for (int step = 1; step <= 2; step++) {
+    int pf = step > 1;
+    expect_call(s, FB, 0,
+                pf ? "gather 0 shard:16, wait 0 shard:16, gather 1 shard:32" : "gather 0 shard:16, wait 0 shard:16");
+    assert_int_equal(hsr_sched_live(s), pf ? 2 : 1);
+    expect_call(s, FE, 0, "reshard 0 partial:32 partial");
+    assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_PARTIAL);
+    expect_call(s, FB, 1, pf ? "wait 1 shard:32, gather 2 shard:64" : "gather 1 shard:32, wait 1 shard:32");
+    expect_call(s, FE, 1, "reshard 1 partial:64 partial");
+    expect_call(s, FB, 2, pf ? "wait 2 shard:64" : "gather 2 shard:64, wait 2 shard:64");
+    expect_call(s, FE, 2, "reshard 2 partial:128 partial");
+    assert_int_equal(hsr_sched_live(s), 0);
+    expect_call(s, BB, 2,
+                pf ? "gather 2 partial:128 partial, wait 2 partial:128 partial, grad_buf 2, gather 1 partial:64 partial"
+                   : "gather 2 partial:128 partial, wait 2 partial:128 partial, grad_buf 2");
+    expect_call(s, BE, 2, "release 2, reduce 2 shard:64 scatter, progress");
+    expect_call(s, BB, 1,
+                pf ? "wait 1 partial:64 partial, grad_buf 1, gather 0 partial:32 partial"
+                   : "gather 1 partial:64 partial, wait 1 partial:64 partial, grad_buf 1");
+    expect_call(s, BE, 1, "release 1, reduce 1 shard:32 scatter, progress");
+    expect_call(s, BB, 0,
+                pf ? "wait 0 partial:32 partial, grad_buf 0"
+                   : "gather 0 partial:32 partial, wait 0 partial:32 partial, grad_buf 0");
+    /* two reductions stay in flight behind backward (host) */
+    expect_call(s, BE, 0, "release 0, reduce 0 shard:16 scatter, progress, retire 2");
+    assert_int_equal(hsr_sched_queued(s), 2);
+    expect_call(s, ST, -1, "retire 1, retire 0, norm, optim 0, optim 1, optim 2");
+    expect_call(s, ZG, -1, "grad_zero 0, grad_zero 1, grad_zero 2");
+  }
+  int n;
+  const int *order = hsr_sched_order(s, &n);
+  assert_int_equal(n, 3);
+  assert_int_equal(order[0] + 10 * order[1] + 100 * order[2], 210);
+  assert_int_equal(hsr_sched_live_peak(s), 2);
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l);
+}
+
+/* The live cap stops a prefetch: prefetch 2 with at most 2 units live. A
+ * root unit (root_reshard 0) stays FULL from its forward to its backward. */
+static void test_sched_cap_and_root(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(4, 3);
+  hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
+  c.prefetch = 2;
+  c.max_live = 2;
+  c.root_reshard = 0;
+  int roots[3] = {1, 0, 0};
+  hsr_sched *s;
+  assert_int_equal(hsr_sched_create(&c, 4, 1, l, roots, &s), HSR_OK);
+  assert_int_equal(hsr_sched_reshard_of(s, 0), HSR_RT_RESHARD_NONE);
+  assert_int_equal(hsr_sched_reshard_of(s, 1), HSR_RT_RESHARD_FULL);
+  /* step 1: the root wraps units 1 and 2 (as hsr_tune_prog_nested(3, 1, 1)) */
+  expect_call(s, FB, 0, "gather 0 shard:16, wait 0 shard:16");
+  expect_call(s, FB, 1, "gather 1 shard:32, wait 1 shard:32");
+  expect_call(s, FE, 1, "reshard 1 shard:0");
+  expect_call(s, FB, 2, "gather 2 shard:64, wait 2 shard:64");
+  expect_call(s, FE, 2, "reshard 2 shard:0");
+  expect_call(s, FE, 0, ""); /* root: kept FULL */
+  assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_FULL);
+  expect_call(s, BB, 0, "grad_buf 0");
+  expect_call(s, BB, 2, "gather 2 shard:64, wait 2 shard:64, grad_buf 2");
+  expect_call(s, BE, 2, "release 2, reduce 2 shard:64 scatter, progress");
+  expect_call(s, BB, 1, "gather 1 shard:32, wait 1 shard:32, grad_buf 1");
+  expect_call(s, BE, 1, "release 1, reduce 1 shard:32 scatter, progress");
+  expect_call(s, BE, 0, "release 0, reduce 0 shard:16 scatter, progress, retire 2");
+  expect_call(s, ST, -1, "retire 1, retire 0, norm, optim 0, optim 1, optim 2");
+  expect_call(s, ZG, -1, "grad_zero 0, grad_zero 1, grad_zero 2");
+  /* step 2: unit 0 live, unit 1 prefetched, unit 2 would make three */
+  expect_call(s, FB, 0, "gather 0 shard:16, wait 0 shard:16, gather 1 shard:32");
+  expect_call(s, FB, 1, "wait 1 shard:32");
+  expect_call(s, FE, 1, "reshard 1 shard:0");
+  expect_call(s, FB, 2, "gather 2 shard:64, wait 2 shard:64");
+  expect_call(s, FE, 2, "reshard 2 shard:0");
+  expect_call(s, FE, 0, "");
+  expect_call(s, BB, 0, "grad_buf 0"); /* the root is first in the order: nothing before it to prefetch */
+  /* units 0 and 2 live: the cap stops the prefetch of unit 1 */
+  expect_call(s, BB, 2, "gather 2 shard:64, wait 2 shard:64, grad_buf 2");
+  expect_call(s, BE, 2, "release 2, reduce 2 shard:64 scatter, progress");
+  expect_call(s, BB, 1, "gather 1 shard:32, wait 1 shard:32, grad_buf 1"); /* unit 0 is FULL: no gather */
+  expect_call(s, BE, 1, "release 1, reduce 1 shard:32 scatter, progress");
+  expect_call(s, BE, 0, "release 0, reduce 0 shard:16 scatter, progress, retire 2");
+  assert_int_equal(hsr_sched_live_peak(s), 2);
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l);
+}
+/* zero1: parameters stay FULL (no gathers), the gradient is all-reduced in
+ * full in the shard group, and the step re-gathers every unit's updated
+ * slice, the next forward's first unit (here 2) first. */
+static void test_sched_zero1_regather(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(4, 3);
+  hsr_rt_config c = sched_cfg(HSR_RT_ZERO1);
+  hsr_sched *s;
+  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(hsr_sched_state_of(s, 1), HSR_SCHED_FULL);
+  int fwd[3] = {2, 0, 1};
+  for (int i = 0; i < 3; i++) {
+    expect_call(s, FB, fwd[i], "");
+    expect_call(s, FE, fwd[i], "");
+  }
+  expect_call(s, BB, 1, "grad_buf 1");
+  expect_call(s, BE, 1, "reduce 1 shard:128, progress");
+  expect_call(s, BB, 0, "grad_buf 0");
+  expect_call(s, BE, 0, "reduce 0 shard:64, progress");
+  expect_call(s, BB, 2, "grad_buf 2");
+  expect_call(s, BE, 2, "reduce 2 shard:256, progress, retire 1");
+  expect_call(s, ST, -1,
+              "retire 0, retire 2, norm, optim 2, regather 2 shard:64, optim 0, regather 0 shard:16, optim 1, "
+              "regather 1 shard:32, regather_wait 0 shard:16, regather_wait 1 shard:32, regather_wait 2 shard:64");
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l);
+}
+
+/* The step-end prefetch: the next step's first gather is posted right after
+ * its unit's update, and the next forward only waits for it. */
+static void test_sched_step_prefetch(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(4, 2);
+  hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
+  c.prefetch = 1;
+  c.prefetch_step = 1;
+  hsr_sched *s;
+  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  expect_call(s, FB, 0, "gather 0 shard:16, wait 0 shard:16");
+  expect_call(s, FE, 0, "reshard 0 shard:0");
+  expect_call(s, FB, 1, "gather 1 shard:32, wait 1 shard:32");
+  expect_call(s, FE, 1, "reshard 1 shard:0");
+  expect_call(s, BB, 1, "gather 1 shard:32, wait 1 shard:32, grad_buf 1");
+  expect_call(s, BE, 1, "release 1, reduce 1 shard:32 scatter, progress");
+  expect_call(s, BB, 0, "gather 0 shard:16, wait 0 shard:16, grad_buf 0");
+  expect_call(s, BE, 0, "release 0, reduce 0 shard:16 scatter, progress");
+  expect_call(s, ST, -1, "retire 1, retire 0, norm, optim 0, gather 0 shard:16, optim 1");
+  assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_GATHERING);
+  expect_call(s, ZG, -1, "grad_zero 0, grad_zero 1");
+  expect_call(s, FB, 0, "wait 0 shard:16, gather 1 shard:32");
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l);
+}
+
+/* The buffers of an action as text: +get / -put category:bytes. */
+static void fmt_bufs(const hsr_sched *s, const hsr_sched_action *a, int n, char *out, size_t cap) {
+  size_t o = 0;
+  out[0] = 0;
+  for (int i = 0; i < n; i++) {
+    hsr_sched_bufop b[HSR_SCHED_MAX_BUFOPS];
+    int nb;
+    assert_int_equal(hsr_sched_buffers(s, &a[i], b, &nb), HSR_OK);
+    for (int k = 0; k < nb && o < cap; k++)
+      o += (size_t)snprintf(out + o, cap - o, "%s%c%s:%zu", o ? " " : "", b[k].get ? '+' : '-',
+                            hsr_mem_cat_name(b[k].cat), b[k].bytes);
+  }
+}
+
+static void expect_bufs(hsr_sched *s, int call, int unit, const char *want_acts, const char *want_bufs) {
+  const hsr_sched_action *a;
+  int n;
+  assert_int_equal(call == BE ? hsr_sched_backward_end(s, unit, &a, &n) : hsr_sched_step(s, &a, &n), HSR_OK);
+  char got[1024];
+  fmt(a, n, got, sizeof got);
+  assert_string_equal(got, want_acts);
+  fmt_bufs(s, a, n, got, sizeof got);
+  if (strcmp(got, want_bufs)) fprintf(stderr, "buffers:\n  got  %s\n  want %s\n", got, want_bufs);
+  assert_string_equal(got, want_bufs);
+}
+
+/* hybrid 2 x 2, two micro-batches, rs_only, bf16 reduction of one unit of
+ * 64 elements (shard 32): each micro-batch reduce-scatters only; the last
+ * drains the queue and all-reduces the accumulated slice once. */
+static void test_sched_rs_only_bf16(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(2, 1);
+  hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
+  c.micro_batches = 2;
+  c.sync = HSR_RT_SYNC_RS_ONLY;
+  c.reduce_dtype = HSR_BF16;
+  hsr_sched *s;
+  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
+  const hsr_sched_action *a;
+  int n;
+  char got[512];
+  assert_int_equal(hsr_sched_setup(s, &a, &n), HSR_OK);
+  fmt_bufs(s, a, n, got, sizeof got);
+  assert_string_equal(got, "+master:128 +moment_m:128 +moment_v:128 +grad_shard:128 +param_shard:128");
+  for (int m = 0; m < 2; m++) {
+    expect_call(s, FB, 0, "gather 0 shard:32, wait 0 shard:32");
+    expect_call(s, FE, 0, "reshard 0 shard:0");
+    expect_call(s, BB, 0, "gather 0 shard:32, wait 0 shard:32, grad_buf 0");
+    if (m == 0) /* f32 gradient -> bf16 copy (the f32 buffer goes back) -> bf16 slice */
+      expect_bufs(s, BE, 0, "release 0, reduce 0 shard:32 scatter, progress",
+                  "-full_unit:256 +staging:128 -reduce_scatter_buf:256 +all_reduce_buf:64");
+    else
+      /* retiring: the slice through an f32 staging copy into the accumulator */
+      expect_bufs(s, BE, 0,
+                  "release 0, reduce 0 shard:32 scatter, retire 0, retire 0, deferred_ar 0 replicate:32, progress",
+                  "-full_unit:256 +staging:128 -reduce_scatter_buf:256 +all_reduce_buf:64 "
+                  "+staging:128 -staging:128 -staging:128 -all_reduce_buf:64 "
+                  "+staging:128 -staging:128 -staging:128 -all_reduce_buf:64 +all_reduce_buf:64");
+  }
+  expect_bufs(s, ST, -1, "retire 0 deferred, norm, optim 0", "-all_reduce_buf:64");
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l);
+}
+
+/* One-rank groups copy locally: the shard group at S = 1, the partial group
+ * at K = 1. On CUDA no reduction stays in flight behind backward. */
+static void test_sched_local_and_device(void **state) {
+  (void)state;
+  hsr_rt_layout *l1 = three_units(1, 1), *l2 = three_units(2, 1);
+  hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
+  hsr_sched *s;
+  assert_int_equal(hsr_sched_create(&c, 1, 4, l1, NULL, &s), HSR_OK);
+  assert_int_equal(hsr_sched_in_flight(s), 2);
+  expect_call(s, FB, 0, "gather 0 shard:64 local, wait 0 shard:64 local");
+  expect_call(s, FE, 0, "reshard 0 shard:0");
+  expect_call(s, BB, 0, "gather 0 shard:64 local, wait 0 shard:64 local, grad_buf 0");
+  expect_call(s, BE, 0, "release 0, reduce 0 shard:64 local scatter ar, progress");
+  hsr_sched_free(s);
+
+  c = sched_cfg(HSR_RT_FSDP);
+  c.reshard = HSR_RT_RESHARD_PARTIAL;
+  c.partial_k = 1;
+  c.device = HSR_DEVICE_CUDA;
+  assert_int_equal(hsr_sched_create(&c, 2, 1, l2, NULL, &s), HSR_OK);
+  assert_int_equal(hsr_sched_in_flight(s), 0);
+  expect_call(s, FB, 0, "gather 0 shard:32, wait 0 shard:32");
+  expect_call(s, FE, 0, "reshard 0 partial:64 partial");
+  expect_call(s, BB, 0, "gather 0 partial:64 partial local, wait 0 partial:64 partial local, grad_buf 0");
+  expect_call(s, BE, 0, "release 0, reduce 0 shard:32 scatter, progress, retire 0");
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l1);
+  hsr_rt_layout_free(l2);
+}
+
+static void test_sched_bad(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(4, 2);
+  hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
+  hsr_sched *s = NULL;
+  assert_int_equal(hsr_sched_create(&c, 2, 1, l, NULL, &s), HSR_ERR_INVALID); /* layout is for S = 4 */
+  c.reshard = HSR_RT_RESHARD_PARTIAL;
+  c.partial_k = 3;
+  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "does not divide"));
+  assert_null(s);
+  c = sched_cfg(HSR_RT_FSDP);
+  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  const hsr_sched_action *a;
+  int n;
+  assert_int_equal(hsr_sched_forward_begin(s, 2, &a, &n), HSR_ERR_INVALID);
+  assert_int_equal(hsr_sched_forward_end(s, 0, &a, &n), HSR_ERR_STATE); /* still sharded */
+  assert_int_equal(hsr_sched_backward_begin(s, 0, &a, &n), HSR_OK);
+  assert_int_equal(hsr_sched_backward_end(s, 0, &a, &n), HSR_OK);
+  assert_int_equal(hsr_sched_backward_begin(s, 0, &a, &n), HSR_ERR_STATE); /* one micro-batch per step */
+  assert_non_null(strstr(hsr_last_error(), "backward passes"));
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_predict_fsdp), cmocka_unit_test(test_wrap)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_sched_partial_prefetch),
+                                     cmocka_unit_test(test_sched_cap_and_root),
+                                     cmocka_unit_test(test_sched_zero1_regather),
+                                     cmocka_unit_test(test_sched_step_prefetch),
+                                     cmocka_unit_test(test_sched_rs_only_bf16),
+                                     cmocka_unit_test(test_sched_local_and_device),
+                                     cmocka_unit_test(test_sched_bad),
+                                     cmocka_unit_test(test_predict_fsdp),
+                                     cmocka_unit_test(test_wrap)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,8 @@
 /* Discovery from hwloc XML: exact GPUs, NUMA nodes, NIC path classes, NVLink
- * domains per file in tests/data; the offline cluster view and auto mesh on
- * them; binding recommendations; JSON; bad files give clear errors. */
+ * domains (and the rule that formed them) per file in tests/data; the NIC
+ * NCCL would pick and the node summary; the offline cluster view and auto
+ * mesh on them; binding recommendations; JSON; bad files give clear errors.
+ * (Every file's whole output is also pinned by the golden files.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,6 +55,8 @@ static void xeon_24em64t(void **s) {
   expect_gpu(t, 2, "0000:14:00.0", 1, 2);
   assert_int_equal(hsr_topo_num_domains(t), 3);
   assert_string_equal(hsr_topo_nvlink_source(t), "none");
+  assert_string_equal(hsr_topo_domain_rule(t), "unknown"); /* an XML without NVLinkBandwidth cannot tell */
+  assert_non_null(strstr(hsr_topo_notes(t), "no NVLinkBandwidth"));
   expect_nics(t, 0, "eth0:PHB eth1:PHB mlx4_0:PHB");
   expect_nics(t, 1, "eth0:SYS eth1:SYS mlx4_0:SYS");
   assert_string_equal(hsr_topo_gpu_cpuset(t, 0), "0,2,4,6,8,10,12,14,16,18,20,22");
@@ -85,6 +89,8 @@ static void power8_nvlink(void **s) {
   expect_gpu(t, 3, "000b:01:00.0", 1, 1);
   assert_int_equal(hsr_topo_num_domains(t), 2); /* GPU-CPU links join nothing */
   assert_string_equal(hsr_topo_nvlink_source(t), "hwloc");
+  assert_string_equal(hsr_topo_domain_rule(t), "nvlink-components");
+  assert_string_equal(hsr_topo_nvlink_unit(t), "MB/s");
   assert_true(hsr_topo_nvlink_bw(t, 0, 1) == 40000.0);
   assert_true(hsr_topo_nvlink_bw(t, 2, 3) == 40000.0);
   assert_true(hsr_topo_nvlink_bw(t, 0, 2) == 0.0);
@@ -112,6 +118,12 @@ static void dgx_h100(void **s) {
   assert_int_equal(hsr_topo_num_numa(t), 2);
   assert_int_equal(hsr_topo_num_domains(t), 1);
   assert_string_equal(hsr_topo_nvlink_source(t), "hwloc");
+  assert_string_equal(hsr_topo_domain_rule(t), "nvswitch");
+  char sum[128];
+  assert_int_equal(hsr_topo_summary(t, sum, sizeof sum), HSR_OK);
+  assert_string_equal(sum, "8 GPUs, one NVSwitch domain, 8 NICs at PIX");
+  assert_int_equal(hsr_topo_summary(t, sum, 8), HSR_ERR_INVALID); /* does not fit */
+  assert_int_equal(hsr_topo_num_nics(t), 8);
   for (int g = 0; g < 8; g++) {
     expect_gpu(t, g, pci[g], g / 4, 0);
     assert_int_equal(hsr_topo_gpu_cuda(t, g), g); /* its cudaN OS device */
@@ -124,9 +136,13 @@ static void dgx_h100(void **s) {
     assert_int_equal(hsr_topo_gpu_nic(t, g, 0, &name, &p), HSR_OK);
     assert_string_equal(name, want);
     assert_int_equal(p, HSR_PATH_PIX);
-    for (int h = 0; h < 8; h++) assert_true(hsr_topo_nvlink_bw(t, g, h) == (g == h ? 0.0 : 125000.0));
+    assert_int_equal(hsr_topo_gpu_nic_pick(t, g, &name, &p), HSR_OK); /* NCCL's pick: its own NIC */
+    assert_string_equal(name, want);
+    /* One NVS node: 18 links x 25000 MB/s through the 4 switches (5+4+4+5). */
+    for (int h = 0; h < 8; h++) assert_true(hsr_topo_nvlink_bw(t, g, h) == (g == h ? 0.0 : 450000.0));
   }
-  expect_nics(t, 5, "mlx5_5:PIX mlx5_4:PHB mlx5_6:PHB mlx5_7:PHB mlx5_0:SYS mlx5_1:SYS mlx5_2:SYS mlx5_3:SYS");
+  /* Each GPU has its own host bridge: the same socket's other NICs are NODE. */
+  expect_nics(t, 5, "mlx5_5:PIX mlx5_4:NODE mlx5_6:NODE mlx5_7:NODE mlx5_0:SYS mlx5_1:SYS mlx5_2:SYS mlx5_3:SYS");
   assert_int_equal(hsr_topo_gpu_nic(t, 0, 8, NULL, NULL), HSR_ERR_INVALID);
 
   char set[64];
@@ -186,7 +202,7 @@ static void pcie_4gpu(void **s) {
   expect_gpu(t, 2, "0000:84:00.0", 1, 2);
   expect_gpu(t, 3, "0000:85:00.0", 1, 3);
   assert_int_equal(hsr_topo_num_domains(t), 4);
-  expect_nics(t, 0, "mlx5_0:PXB eno1:PHB mlx5_1:SYS");
+  expect_nics(t, 0, "mlx5_0:PXB eno1:PHB mlx5_1:SYS"); /* eno1: the same host bridge */
   expect_nics(t, 1, "mlx5_0:PXB eno1:PHB mlx5_1:SYS");
   expect_nics(t, 2, "mlx5_1:PIX mlx5_0:SYS eno1:SYS");
   hsr_cluster *c;
@@ -201,11 +217,72 @@ static void pcie_4gpu(void **s) {
   hsr_topo_free(t);
 }
 
+/* NVIDIA DGX-2 (hwloc's test suite): 16 V100 on two baseboards, each GPU
+ * linked to the 6 NVSwitches of its board; the boards' switches are joined by
+ * trunks hwloc does not list. Connected components would give 2 domains of 8;
+ * NCCL (one NVS node) and hsr give one domain of 16. */
+static void dgx2_nvswitch(void **s) {
+  (void)s;
+  hsr_topo *t = load("nvidiaDGX2.xml");
+  assert_int_equal(hsr_topo_num_gpus(t), 16);
+  assert_int_equal(hsr_topo_num_domains(t), 1);
+  assert_string_equal(hsr_topo_domain_rule(t), "nvswitch");
+  for (int g = 0; g < 16; g++) assert_int_equal(hsr_topo_gpu_domain(t, g), 0);
+  assert_true(hsr_topo_nvlink_bw(t, 0, 15) == 150000.0); /* 6 links x 25000 MB/s, across the boards */
+  assert_true(hsr_topo_nvlink_bw(t, 3, 4) == 150000.0);
+  hsr_cluster *c;
+  assert_int_equal(hsr_cluster_synthetic(t, 2, 32, &c), HSR_OK);
+  assert_int_equal(hsr_cluster_domain_size(c), 16);
+  hsr_mesh_request req = {0, 0, 0};
+  hsr_mesh *m;
+  assert_int_equal(hsr_mesh_plan(c, &req, &m), HSR_OK);
+  assert_int_equal(hsr_mesh_shard(m), 16); /* not 8 */
+  hsr_mesh_free(m);
+  hsr_cluster_free(c);
+  hsr_topo_free(t);
+}
+
+/* One package in two NUMA nodes: a host bridge local to the whole package
+ * (GPU0, mlx5_0) and one per NUMA node (GPU1 on 0, mlx5_1 on 1). */
+static void snc2_numa(void **s) {
+  (void)s;
+  hsr_topo *t = load("snc2-gpu.xml");
+  assert_int_equal(hsr_topo_gpu_num_numa(t, 0), 2);
+  assert_int_equal(hsr_topo_gpu_numa_at(t, 0, 0), 0);
+  assert_int_equal(hsr_topo_gpu_numa_at(t, 0, 1), 1);
+  assert_int_equal(hsr_topo_gpu_numa_at(t, 0, 2), -1);
+  assert_string_equal(hsr_topo_gpu_cpuset(t, 0), "0-7"); /* the union */
+  assert_int_equal(hsr_topo_gpu_num_numa(t, 1), 1);
+  assert_string_equal(hsr_topo_gpu_cpuset(t, 1), "0-3");
+  expect_nics(t, 0, "mlx5_0:PIX mlx5_1:NODE"); /* shares NUMA node 1 with mlx5_1 */
+  expect_nics(t, 1, "mlx5_0:NODE mlx5_1:SYS"); /* same package, other NUMA node: SYS, as NCCL */
+  char set[64];
+  assert_int_equal(hsr_topo_bind_cpuset(t, 0, 2, set, sizeof set), HSR_OK);
+  assert_string_equal(set, "0-7");
+  assert_int_equal(hsr_topo_bind_cpuset(t, 1, 2, set, sizeof set), HSR_OK);
+  assert_string_equal(set, "0-3");
+  assert_int_equal(hsr_topo_path_nccl(HSR_PATH_NODE), HSR_PATH_PHB);
+  assert_int_equal(hsr_topo_path_nccl(HSR_PATH_SYS), HSR_PATH_SYS);
+  assert_string_equal(hsr_topo_path_str(HSR_PATH_NODE), "NODE");
+  hsr_topo_free(t);
+}
+
+/* A Broadcom Gen5 switch in base mode shows two levels that NCCL flattens:
+ * GPU0 and mlx5_0 are PIX. A PLX switch behind a PLX switch stays PXB. */
+static void bcm_flatten(void **s) {
+  (void)s;
+  hsr_topo *t = load("bcm-2level.xml");
+  expect_nics(t, 0, "mlx5_0:PIX mlx5_1:NODE");
+  expect_nics(t, 1, "mlx5_1:PXB mlx5_0:NODE");
+  hsr_topo_free(t);
+}
+
 static void nvl_two_nodes(void **s) {
   (void)s;
   hsr_topo *t = load("nvl-2node.xml");
   assert_int_equal(hsr_topo_num_gpus(t), 4);
   assert_int_equal(hsr_topo_num_domains(t), 1);
+  assert_string_equal(hsr_topo_domain_rule(t), "fabric-clique");
   assert_string_equal(hsr_topo_nvlink_source(t), "fabric");
   for (int g = 0; g < 4; g++) {
     assert_string_equal(hsr_topo_gpu_clique(t, g), "5d8e2f1a-7c44-4b9e-9a31-0c6f2b7e9d10/32766");
@@ -237,6 +314,10 @@ static void cpu_only_binding(void **s) {
   hsr_topo *t = load("cpu-2numa.xml");
   assert_int_equal(hsr_topo_num_gpus(t), 0);
   assert_int_equal(hsr_topo_num_domains(t), 1);
+  assert_string_equal(hsr_topo_domain_rule(t), "shared-memory");
+  char sum[96];
+  assert_int_equal(hsr_topo_summary(t, sum, sizeof sum), HSR_OK);
+  assert_string_equal(sum, "no GPUs, 2 NUMA nodes: one shared-memory domain");
   char set[64];
   static const char *want4[4] = {"0-3", "0-3", "4-7", "4-7"};
   for (int lr = 0; lr < 4; lr++) {
@@ -334,6 +415,7 @@ int main(void) {
       cmocka_unit_test(xeon_24em64t),     cmocka_unit_test(xeon_32em64t), cmocka_unit_test(power8_nvlink),
       cmocka_unit_test(dgx_h100),         cmocka_unit_test(pcie_4gpu),    cmocka_unit_test(nvl_two_nodes),
       cmocka_unit_test(cpu_only_binding), cmocka_unit_test(bad_files),    cmocka_unit_test(env_xml),
+      cmocka_unit_test(dgx2_nvswitch),    cmocka_unit_test(snc2_numa),    cmocka_unit_test(bcm_flatten),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -155,15 +155,17 @@ int hsr_cmd_mesh(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
                                        {"json", no_argument, 0, 'j'},
                                        {"xml", required_argument, 0, 'x'},
+                                       {"nccl-xml", required_argument, 0, 'N'},
+                                       {"nccl-host", required_argument, 0, 'H'},
                                        {"world", required_argument, 0, 'w'},
                                        {"nodes", required_argument, 0, 'n'},
                                        {"shard", required_argument, 0, 's'},
                                        {"replicate", required_argument, 0, 'r'},
                                        {"partial", required_argument, 0, 'k'},
                                        {0, 0, 0, 0}};
-  int json = 0, c, world = 0, nodes = 0;
+  int json = 0, c, world = 0, nodes = 0, host = -1;
   hsr_mesh_request req = {0, 0, 0};
-  const char *xml = NULL;
+  const char *xml = NULL, *nccl = NULL;
   hsr_status st = HSR_OK;
   optind = 1;
   opterr = 0;
@@ -171,12 +173,13 @@ int hsr_cmd_mesh(int argc, char **argv) {
     switch (c) {
     case 'h':
       printf("usage: hsr mesh [--world N] [--nodes N] [--shard S|auto] [--replicate R] [--partial K]\n"
-             "                [--xml FILE] [--json]\n"
+             "                [--xml FILE | --nccl-xml FILE [--nccl-host N]] [--json]\n"
              "  Plans the replicate x shard mesh and prints it as a grid (rows = replicate index, columns =\n"
              "  shard index, cells rank@node/gpu; '+' marks where a shard group crosses NVLink domains) with\n"
              "  its shard, replicate and partial groups.\n"
              "  Offline: --world/--nodes describe the job; every node is this host (or FILE, an hwloc XML;\n"
-             "  HSR_TOPO_XML does the same) and holds world/nodes ranks, one per GPU. Default world: one\n"
+             "  HSR_TOPO_XML does the same; or host N, default 0, of an NCCL topology file) and holds\n"
+             "  world/nodes ranks, one per GPU. Default world: one\n"
              "  rank per GPU (per node without GPUs) on --nodes nodes (default 1).\n"
              "  Under a launcher without --world (hsr-run -n 8 --nodes 2 -- hsr mesh) it plans the real job\n"
              "  from the gathered view.\n"
@@ -186,6 +189,13 @@ int hsr_cmd_mesh(int argc, char **argv) {
       return HSR_EXIT_OK;
     case 'j': json = 1; break;
     case 'x': xml = optarg; break;
+    case 'N': nccl = optarg; break;
+    case 'H': {
+      long v = 0;
+      st = hsr_parse_long("--nccl-host", optarg, 0, 1 << 16, &v);
+      host = (int)v;
+      break;
+    }
     case 'w': st = parse_count("--world", optarg, 0, &world); break;
     case 'n': st = parse_count("--nodes", optarg, 0, &nodes); break;
     case 's': st = parse_count("--shard", optarg, 1, &req.shard); break;
@@ -196,9 +206,11 @@ int hsr_cmd_mesh(int argc, char **argv) {
     if (st != HSR_OK) return hsr_cli_usage_error("mesh", "%s", hsr_last_error());
   }
   if (optind < argc) return hsr_cli_usage_error("mesh", "unexpected argument '%s'", argv[optind]);
+  if (xml && nccl) return hsr_cli_usage_error("mesh", "give one of --xml (hwloc) and --nccl-xml (NCCL)");
+  if (host >= 0 && !nccl) return hsr_cli_usage_error("mesh", "--nccl-host goes with --nccl-xml");
 
   hsr_topo *t = NULL;
-  st = hsr_topo_discover(xml, &t);
+  st = nccl ? hsr_topo_load_nccl(nccl, host < 0 ? 0 : host, &t, NULL) : hsr_topo_discover(xml, &t);
   if (st != HSR_OK) return hsr_cli_fail("mesh", st);
   hsr_boot *b = NULL;
   hsr_cluster *cl = NULL;

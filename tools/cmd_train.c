@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +65,7 @@ static void usage(void) {
          "optimizer (AdamW on the local shard)\n"
          "  --lr X              peak learning rate (default 3e-3)\n"
          "  --warmup N          linear warm-up steps (mlp default 0, gpt steps / 20)\n"
-         "  --lr-min X          cosine decay from --lr after the warm-up to X at the last step\n"
+         "  --lr-min X          cosine decay from --lr after the warm-up towards X at the last step\n"
          "                      (mlp default: = --lr, constant; gpt: --lr / 10)\n"
          "  --wd X              weight decay of the 2-D weights; biases and LayerNorms get none (default 0.01)\n"
          "  --clip X            global gradient-norm clip, 0 = off (default 1.0)\n"
@@ -225,6 +226,8 @@ static int check_args(train_args *a) {
   if (a->lr_min > a->lr)
     return hsr_cli_usage_error("train", "--lr-min %g exceeds --lr %g (the schedule decays)", a->lr_min, a->lr);
   if (a->warmup > a->steps) return hsr_cli_usage_error("train", "--warmup %d exceeds --steps %d", a->warmup, a->steps);
+  hsr_rt_lr_schedule sched = train_schedule(a);
+  if (a->lr > 0 && hsr_rt_lr_check(&sched) != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
   return 0;
 }
 
@@ -372,8 +375,9 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
   double tokens = m->tokens_per_step(r), fpt = m->flops_per_token(r);
   ls->val = ls->val_first = NAN;
   int after_val = 0; /* a validation pass's gathers count in the next step's calls */
+  hsr_rt_lr_schedule sched = train_schedule(a);
   for (int s = 0; s < a->steps; s++) {
-    float lr = train_lr_at(a->lr, a->lr_min, a->warmup, a->steps, s);
+    double lr = hsr_rt_lr_at(&sched, s + 1);
     for (int g = 0; g < a->cfg.num_groups; g++) HSR_CHECK(hsr_rt_set_lr(r->rt, g, lr));
     double loss, val = NAN, t0 = hsr_clock_s();
     hsr_rt_step_info info;

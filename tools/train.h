@@ -4,7 +4,6 @@
 #define HSR_TOOLS_TRAIN_H
 
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdio.h>
 
 #include "hsr/boot.h"
@@ -69,14 +68,12 @@ typedef struct train_model {
 
 extern const train_model train_model_mlp, train_model_gpt;
 
-/* Learning rate of 0-based step s of `steps`: linear warm-up over `warmup`
- * steps to lr, then cosine decay to lr_min at the last step. */
-static inline float train_lr_at(float lr, float lr_min, int warmup, int steps, int64_t s) {
-  if (s < warmup) return lr * (float)(s + 1) / (float)warmup;
-  int64_t n = steps - warmup;
-  if (n <= 1 || lr_min == lr) return lr;
-  double p = (double)(s - warmup) / (double)(n - 1);
-  return (float)(lr_min + (lr - lr_min) * 0.5 * (1.0 + cos(3.14159265358979323846 * p)));
+/* The run's learning-rate schedule (hsr_rt_lr_at): warm-up over --warmup
+ * steps, then cosine decay to --lr-min over the run; constant when
+ * --lr-min = --lr and no warm-up. */
+static inline hsr_rt_lr_schedule train_schedule(const train_args *a) {
+  hsr_rt_lr_schedule s = {a->lr, a->lr_min, a->warmup, a->lr_min < a->lr || a->warmup ? a->steps : 0};
+  return s;
 }
 
 /* ---- train_io.c ---- */

@@ -1,5 +1,6 @@
 /* hsr train's model table: the MLP of the fast tests and the GPT. */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -4,7 +4,7 @@
 
 #include "topo_internal.h"
 
-static cJSON *int_array(const int *v, int n) {
+static cJSON *int_array(const int32_t *v, int n) {
   cJSON *a = cJSON_CreateArray();
   for (int i = 0; a && i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
   return a;
@@ -12,8 +12,14 @@ static cJSON *int_array(const int *v, int n) {
 
 static cJSON *topo_obj(const hsr_topo *t) {
   cJSON *o = cJSON_CreateObject();
+  char summary[256];
   cJSON_AddStringToObject(o, "host", t->host);
+  cJSON_AddStringToObject(o, "source", t->source);
+  if (hsr_topo_summary(t, summary, sizeof summary) == HSR_OK) cJSON_AddStringToObject(o, "summary", summary);
   cJSON_AddStringToObject(o, "nvlink_source", t->nvlink_source);
+  cJSON_AddStringToObject(o, "nvlink_unit", t->nvlink_unit);
+  cJSON_AddStringToObject(o, "domain_rule", t->domain_rule);
+  if (t->notes[0]) cJSON_AddStringToObject(o, "notes", t->notes);
   cJSON *numa = cJSON_AddArrayToObject(o, "numa");
   for (int i = 0; i < t->num_numa; i++) {
     cJSON *n = cJSON_CreateObject();
@@ -28,6 +34,7 @@ static cJSON *topo_obj(const hsr_topo *t) {
     cJSON_AddNumberToObject(x, "index", g);
     cJSON_AddStringToObject(x, "pci", r->pci);
     cJSON_AddNumberToObject(x, "numa", r->numa);
+    cJSON_AddItemToObject(x, "numa_nodes", int_array(r->numa_list, r->num_numa));
     cJSON_AddStringToObject(x, "cpuset", r->cpuset);
     if (r->cuda >= 0) cJSON_AddNumberToObject(x, "cuda", r->cuda);
     cJSON_AddNumberToObject(x, "domain", r->domain);
@@ -36,8 +43,14 @@ static cJSON *topo_obj(const hsr_topo *t) {
     for (int j = 0; j < r->num_nics; j++) {
       cJSON *nic = cJSON_CreateObject();
       cJSON_AddStringToObject(nic, "name", r->nics[j].name);
+      if (r->nics[j].pci[0]) cJSON_AddStringToObject(nic, "pci", r->nics[j].pci);
       cJSON_AddStringToObject(nic, "path", hsr_topo_path_str((hsr_topo_path)r->nics[j].path));
       cJSON_AddItemToArray(nics, nic);
+    }
+    if (r->nic_pick >= 0) {
+      cJSON *pick = cJSON_AddObjectToObject(x, "nic_pick");
+      cJSON_AddStringToObject(pick, "name", r->nics[r->nic_pick].name);
+      cJSON_AddStringToObject(pick, "path", hsr_topo_path_str((hsr_topo_path)r->nics[r->nic_pick].path));
     }
     cJSON *links = cJSON_AddArrayToObject(x, "nvlink_bw");
     for (int h = 0; h < t->num_gpus; h++) cJSON_AddItemToArray(links, cJSON_CreateNumber(t->nvlink[g][h]));

@@ -153,6 +153,18 @@ HSR_API const char *hsr_rt_sync_name(hsr_rt_sync s);
  * config leaves them to the engine (auto_shard: the value for shard = 0). */
 HSR_API hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S, int *R);
 
+/* Learning-rate schedule (pure): linear warm-up over `warmup` steps, then
+ * cosine decay from lr to lr_min, reaching lr_min at step `total` and staying
+ * there (nanoGPT's get_lr). warmup = 0 and total = 0: constant lr. step is
+ * 1-based: the step about to run. */
+typedef struct hsr_rt_lr_schedule {
+  double lr, lr_min;
+  int64_t warmup, total;
+} hsr_rt_lr_schedule;
+HSR_API double hsr_rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step);
+/* Checks a schedule (lr_min <= lr, warmup <= total when total > 0, ...). */
+HSR_API hsr_status hsr_rt_lr_check(const hsr_rt_lr_schedule *s);
+
 /* ---- the engine ---- */
 
 typedef struct hsr_rt hsr_rt;
@@ -211,9 +223,9 @@ typedef struct hsr_rt_step_info {
  * zero2, ddp) refreshes the full parameters. info may be NULL. */
 HSR_API hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info);
 HSR_API hsr_status hsr_rt_zero_grad(hsr_rt *rt);
-/* The learning rate of optimizer group `group` from the next hsr_rt_step on
- * (a schedule: warm-up, cosine decay). Every rank must set the same value. */
-HSR_API hsr_status hsr_rt_set_lr(hsr_rt *rt, int group, float lr);
+/* The learning rate of optimizer group `group` for the next hsr_rt_step
+ * (every rank must set the same value; a schedule is hsr_rt_lr_at). */
+HSR_API hsr_status hsr_rt_set_lr(hsr_rt *rt, int group, double lr);
 
 /* Getters. */
 HSR_API const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt);

@@ -2,9 +2,11 @@
  * and the wrap-granularity diagnostic. Pure functions: no I/O, no
  * communication.
  *
- * The prediction replays the engine's buffer decisions (which depend on
- * program order only, never on timing) over a program: the sequence of
- * lifecycle calls of one training step. It fills two ledgers like the
+ * The prediction evaluates the runtime's schedule (hsr/schedule.h: the
+ * decisions the engine executes, which depend on program order only, never
+ * on timing) over a program: the sequence of lifecycle calls of one training
+ * step, and applies each action's buffers to a model of the engine's pool.
+ * It fills two ledgers like the
  * engine's: memory held from the allocator (pool high-water; hsr_rt_ledger)
  * and buffers in use (hsr_rt_ledger_in_use). */
 #ifndef HSR_TUNE_LEDGER_H

@@ -1,0 +1,33 @@
+/* NCCL transport (nccl.c), private: the only header that includes CUDA and
+ * NCCL. */
+#ifndef HSR_COLL_NCCL_H
+#define HSR_COLL_NCCL_H
+
+#include "coll.h"
+#include "hsr/config.h"
+
+#if HSR_HAVE_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+/* A NCCL communicator's state (hsr_comm.tp_state). */
+typedef struct nccl_state {
+  ncclComm_t comm; /* NULL once aborted */
+  cudaStream_t stream;
+  int own_stream;
+  int *dev_scratch; /* barrier word */
+} nccl_state;
+
+/* A NCCL op (coll_op.priv): recorded on the stream after the collective. */
+typedef struct nccl_op {
+  cudaEvent_t event;
+} nccl_op;
+_Static_assert(sizeof(nccl_op) <= COLL_OP_PRIV, "nccl_op must fit coll_op.priv");
+
+static inline nccl_op *nccl_op_of(coll_op *op) { return (nccl_op *)op->priv; }
+static inline nccl_state *nccl_of(const hsr_comm *c) { return c->tp_state; }
+
+extern const coll_transport nccl_transport;
+#endif
+
+#endif

@@ -1,0 +1,277 @@
+/* The progress engine of a host context: a pass over every communicator's
+ * queue (the head op's algorithm is chosen, started and advanced; timeouts
+ * name the peer), the progress thread and how it sleeps, and the host
+ * transports' start, test and wait. */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "coll.h"
+
+/* ---- one pass ------------------------------------------------------------ */
+
+/* The op's first step picks its algorithm and starts it; later steps advance it. */
+static int run(coll_op *op) {
+  if (op->algo) return op->algo->advance(op);
+  op->algo = coll_select(op);
+  if (!op->algo) {
+    coll_op_fail(op, HSR_ERR_INTERNAL, "communicator '%s': no %s algorithm on transport %s", op->c->name,
+                 hsr_op_name(op->kind), op->c->tp->name);
+    return 1;
+  }
+  op->tp = op->algo->tp;
+  return op->algo->start(op);
+}
+
+/* One step of the op at the head of c's queue: 1 if it moved. */
+static int step(hsr_comm *c, coll_op *op, uint64_t *now) {
+  if (c->failed) {
+    coll_op_fail(op, HSR_ERR_STATE, "communicator '%s' has failed earlier: %s", c->name, c->fail_msg);
+    return 0;
+  }
+  if (!op->t_start) {
+    op->t_start = *now;
+    op->t_progress = *now;
+  }
+  if (run(op)) {
+    op->t_progress = *now = hsr_clock_ns();
+    return 1;
+  }
+  if (*now > op->t_progress && (double)(*now - op->t_progress) * 1e-9 > op->timeout_s) {
+    int wr = op->wait_peer >= 0 ? c->world[op->wait_peer] : -1;
+    coll_op_fail(op, HSR_ERR_TIMEOUT,
+                 "communicator '%s': %s (op #%llu) made no progress for %.1f s waiting for rank %d "
+                 "(world rank %d)",
+                 c->name, hsr_op_name(op->kind), (unsigned long long)op->seq, op->timeout_s, op->wait_peer, wr);
+    if (op->tp->cancel) op->tp->cancel(op);
+  }
+  return 0;
+}
+
+/* Ops complete in issue order: only the head runs; finished heads leave. */
+static int drain(coll_ctx *x, hsr_comm *c, uint64_t *now) {
+  int moved = 0;
+  while (c->head) {
+    coll_op *op = c->head;
+    if (!op->fin && step(c, op, now)) moved = 1;
+    if (!op->fin) break;
+    moved = 1;
+    coll_op_publish(coll_op_dequeue(c)); /* the caller may free it from here on */
+    pthread_cond_broadcast(&x->cv);
+  }
+  return moved;
+}
+
+int coll_progress(coll_ctx *x) {
+  int moved = 0;
+  coll_take_incoming(x);
+  if (x->net)
+    while (x->net->net_progress(x)) moved = 1;
+  uint64_t now = hsr_clock_ns();
+  for (int i = 0; i < x->ncomms; i++)
+    if (drain(x, x->comms[i], &now)) moved = 1;
+  return moved;
+}
+
+/* ---- waking and sleeping ----------------------------------------------------- */
+
+void coll_kick(coll_ctx *x) {
+  seg_ring(&x->seg, x->rank);
+  /* with a wake socket the progress thread flags when it sleeps in epoll */
+  if (x->evfd >= 0 && (x->seg.wakefd < 0 || atomic_load(&x->seg.ctl->sleeping))) {
+    uint64_t one = 1;
+    ssize_t r = write(x->evfd, &one, sizeof one);
+    (void)r;
+  }
+  pthread_cond_broadcast(&x->cv);
+}
+
+hsr_status coll_events_open(coll_ctx *x) {
+  x->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  x->epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (x->evfd < 0 || x->epfd < 0) return hsr_error(HSR_ERR_SYSTEM, "eventfd/epoll: %s", strerror(errno));
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = x->net_fd};
+  struct epoll_event ev2 = {.events = EPOLLIN, .data.fd = x->evfd};
+  if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->net_fd, &ev) || epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->evfd, &ev2))
+    return hsr_error(HSR_ERR_SYSTEM, "epoll_ctl: %s", strerror(errno));
+  /* Wake socket: lets node peers wake this rank's progress thread out of
+   * epoll. Without it (bind refused) progress falls back to short polls. */
+  int wfd = seg_wake_open(&x->seg);
+  struct epoll_event ev3 = {.events = EPOLLIN, .data.fd = wfd};
+  if (wfd >= 0 && epoll_ctl(x->epfd, EPOLL_CTL_ADD, wfd, &ev3) == 0) {
+    x->seg.wakefd = wfd;
+  } else {
+    HSR_LOG_I("collectives: no wake socket (%s): shared-memory progress polls", strerror(errno));
+    if (wfd >= 0) close(wfd);
+  }
+  return HSR_OK;
+}
+
+void coll_events_close(coll_ctx *x) {
+  if (x->epfd >= 0) close(x->epfd);
+  if (x->evfd >= 0) close(x->evfd);
+  x->epfd = x->evfd = -1;
+}
+
+/* Blocks up to ms for the network transport, a kick or a node peer's ring;
+ * caller does not hold mu. */
+static void net_sleep(coll_ctx *x, int ms) {
+  if (ms <= 0) {
+    sched_yield();
+    return;
+  }
+  pthread_mutex_lock(&x->mu);
+  int busy = x->net->net_arm(x);
+  pthread_mutex_unlock(&x->mu);
+  if (busy) return;
+  struct epoll_event ev[3];
+  int n = epoll_wait(x->epfd, ev, 3, ms);
+  for (int i = 0; i < n; i++) {
+    if (ev[i].data.fd == x->evfd) {
+      uint64_t v;
+      ssize_t rr = read(x->evfd, &v, sizeof v);
+      (void)rr;
+    } else if (ev[i].data.fd == x->seg.wakefd) {
+      seg_wake_drain(&x->seg);
+    }
+  }
+}
+
+static int any_pending(coll_ctx *x) {
+  if (atomic_load_explicit(&x->incoming, memory_order_relaxed)) return 1;
+  for (int i = 0; i < x->ncomms; i++)
+    if (x->comms[i]->head) return 1;
+  return 0;
+}
+
+/* The progress thread's sleep between passes that moved nothing. */
+static void thread_sleep(coll_ctx *x, uint32_t seen, int pending, int *idle) {
+  seg_ctl *me = x->seg.ctl;
+  if (x->net && x->seg.wakefd >= 0) {
+    /* Node peers ring the wake socket while `sleeping` is set; the bound
+     * only limits the damage of a lost datagram. */
+    atomic_store(&me->sleeping, 1);
+    if (atomic_load(&me->doorbell) == seen) net_sleep(x, pending ? 10 : 100);
+    atomic_store(&me->sleeping, 0);
+  } else if (x->net) {
+    /* No wake socket: shared-memory flags cannot wake epoll, so back off
+     * from 0 to 1 ms while work is pending, sleep long when idle. */
+    int ms = pending ? (*idle < 4 ? 0 : 1) : 100;
+    if (ms == 0)
+      sched_yield();
+    else
+      net_sleep(x, ms);
+    (*idle)++;
+  } else {
+    seg_doorbell_wait(&x->seg, seen, 100 * 1000 * 1000);
+  }
+}
+
+static void *progress_main(void *arg) {
+  coll_ctx *x = arg;
+  int idle = 0;
+  pthread_mutex_lock(&x->mu);
+  while (!x->stop) {
+    uint32_t seen = atomic_load_explicit(&x->seg.ctl->doorbell, memory_order_acquire);
+    if (coll_progress(x)) {
+      idle = 0;
+      continue;
+    }
+    int pending = any_pending(x);
+    pthread_mutex_unlock(&x->mu);
+    thread_sleep(x, seen, pending, &idle);
+    pthread_mutex_lock(&x->mu);
+  }
+  pthread_mutex_unlock(&x->mu);
+  return NULL;
+}
+
+hsr_status coll_progress_start(coll_ctx *x) {
+  if (x->inline_progress) return HSR_OK;
+  if (pthread_create(&x->thread, NULL, progress_main, x) != 0)
+    return hsr_error(HSR_ERR_SYSTEM, "cannot start the progress thread: %s", strerror(errno));
+  x->thread_started = 1;
+  return HSR_OK;
+}
+
+void coll_progress_stop(coll_ctx *x) {
+  if (!x->thread_started) return;
+  coll_kick(x);
+  pthread_join(x->thread, NULL);
+  x->thread_started = 0;
+}
+
+/* ---- the host transports' requests ---------------------------------------------- */
+
+hsr_status coll_host_start(coll_op *op) {
+  hsr_comm *c = op->c;
+  if (c->failed)
+    return hsr_error(HSR_ERR_STATE, "%s on '%s': the communicator has failed: %s", hsr_op_name(op->kind), c->name,
+                     c->fail_msg);
+  /* no lock: the progress pass takes it from here (a comm that fails
+   * meanwhile fails the op there, with the reason) */
+  coll_op_post(op);
+  coll_kick(c->ctx);
+  return HSR_OK;
+}
+
+hsr_status coll_host_test(coll_op *op, int *done) {
+  coll_ctx *x = op->c->ctx;
+  *done = atomic_load_explicit(&op->done, memory_order_acquire);
+  if (!*done && x->inline_progress) {
+    pthread_mutex_lock(&x->mu);
+    coll_progress(x);
+    pthread_mutex_unlock(&x->mu);
+    *done = atomic_load_explicit(&op->done, memory_order_acquire);
+  }
+  return *done ? coll_op_result(op) : HSR_OK;
+}
+
+/* Inline progress: the waiting caller drives the engine, sleeping on the
+ * network transport or the doorbell between passes that moved nothing. */
+static void wait_inline(coll_ctx *x, coll_op *op) {
+  int spins = 0;
+  while (!atomic_load_explicit(&op->done, memory_order_acquire)) {
+    uint32_t seen = atomic_load(&x->seg.ctl->doorbell);
+    if (coll_progress(x)) {
+      spins = 0;
+      continue;
+    }
+    pthread_mutex_unlock(&x->mu);
+    if (x->net)
+      net_sleep(x, spins++ < 4 ? 0 : 1);
+    else
+      seg_doorbell_wait(&x->seg, seen, 1000 * 1000);
+    pthread_mutex_lock(&x->mu);
+  }
+}
+
+static void wait_thread(coll_ctx *x, coll_op *op) {
+  while (!atomic_load_explicit(&op->done, memory_order_acquire)) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 100 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&x->cv, &x->mu, &ts);
+  }
+}
+
+hsr_status coll_host_wait(coll_op *op, double timeout_s) {
+  coll_ctx *x = op->c->ctx;
+  if (!atomic_load_explicit(&op->done, memory_order_acquire)) {
+    pthread_mutex_lock(&x->mu);
+    if (timeout_s >= 0) op->timeout_s = timeout_s;
+    if (x->inline_progress)
+      wait_inline(x, op);
+    else
+      wait_thread(x, op);
+    pthread_mutex_unlock(&x->mu);
+  }
+  hsr_status st = coll_op_result(op);
+  coll_op_release(op);
+  return st;
+}

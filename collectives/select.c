@@ -1,0 +1,66 @@
+/* Every choice the module makes, in one place: which constructor a backend
+ * uses, whether the world needs a network transport, which transport a host
+ * communicator runs on (shared memory, UCX, two-level), and which row of the
+ * transport's per-collective table an op takes. The HSR_ALGO_* knobs and
+ * HSR_UCX_CHUNK are read here. */
+#include "coll.h"
+#include "two.h"
+
+hsr_status coll_tuning_env(coll_tuning *t) {
+  static const char *const ar[] = {"auto", "ring", "rd", NULL};
+  static const char *const two[] = {"auto", "off", NULL};
+  hsr_status st = hsr_env_choice("HSR_ALGO_ALLREDUCE", ar, COLL_AR_AUTO, &t->allreduce);
+  if (st == HSR_OK) st = hsr_env_size("HSR_ALGO_ALLREDUCE_RD_MAX", 64 << 10, &t->rd_max_bytes);
+  if (st == HSR_OK) st = hsr_env_size("HSR_UCX_CHUNK", 1 << 20, &t->ucx_chunk);
+  if (st == HSR_OK && t->ucx_chunk < 4096)
+    st = hsr_error(HSR_ERR_INVALID, "HSR_UCX_CHUNK: %zu bytes is too small (at least 4K)", t->ucx_chunk);
+  if (st == HSR_OK) st = hsr_env_choice("HSR_ALGO_TWO_LEVEL", two, COLL_TWO_AUTO, &t->two_level);
+  return st;
+}
+
+coll_world_fn coll_backend_world(hsr_backend backend) {
+  static const coll_world_fn worlds[] = {[HSR_BACKEND_HOST] = coll_host_world, [HSR_BACKEND_NCCL] = nccl_world};
+  return (unsigned)backend < sizeof worlds / sizeof worlds[0] ? worlds[backend] : NULL;
+}
+
+const coll_transport *coll_net_transport(hsr_boot *boot) {
+  return hsr_boot_num_nodes(boot) > 1 ? &ucx_transport : NULL;
+}
+
+/* Members on one node: shared memory. Across nodes: two-level when
+ * HSR_ALGO_TWO_LEVEL allows it and it is worth it (several members per node,
+ * the same number on every node), flat UCX otherwise. */
+hsr_status coll_pick_transport(hsr_comm *c) {
+  if (c->intra) {
+    c->tp = &shm_transport;
+    return HSR_OK;
+  }
+  c->tp = &ucx_transport;
+  if (c->ctx->tune.two_level == COLL_TWO_OFF) return HSR_OK;
+  two_shape sh;
+  HSR_CHECK(two_shape_of(c, &sh));
+  hsr_status st = HSR_OK;
+  if (sh.uniform && sh.local_n >= 2 && sh.nnodes >= 2) st = two_setup(c, &sh); /* sets c->tp */
+  two_shape_free(&sh);
+  return st;
+}
+
+/* UCX all-reduce: recursive doubling for power-of-two groups when asked
+ * (HSR_ALGO_ALLREDUCE=rd) or, by default, up to HSR_ALGO_ALLREDUCE_RD_MAX bytes. */
+int coll_rule_rd(const coll_op *op) {
+  int n = op->c->size;
+  if (n & (n - 1)) return 0;
+  const coll_tuning *t = &op->c->ctx->tune;
+  if (t->allreduce == COLL_AR_RING) return 0;
+  if (t->allreduce == COLL_AR_RD) return 1;
+  return op->count * hsr_dtype_size(op->dt) <= t->rd_max_bytes;
+}
+
+const coll_algo *coll_select(const coll_op *op) {
+  const coll_rows *rows = op->c->tp->rows;
+  if (!rows) return NULL;
+  const coll_row *row = (*rows)[op->kind];
+  for (int i = 0; i < COLL_ROWS && row[i].algo; i++)
+    if (!row[i].fits || row[i].fits(op)) return row[i].algo;
+  return NULL;
+}

@@ -1,0 +1,57 @@
+/* UCX transport (ucx*.c), private: the only header that includes UCP.
+ * One UCP worker per world context, addresses exchanged through the PMIx
+ * bootstrap, endpoints made on first use; tagged messages. */
+#ifndef HSR_COLL_UCX_H
+#define HSR_COLL_UCX_H
+
+#include <ucp/api/ucp.h>
+
+#include "coll.h"
+
+/* The context's UCX state (coll_ctx.net_state). */
+typedef struct ucx_ctx {
+  ucp_context_h ucp;
+  ucp_worker_h worker; /* NULL until made */
+  ucp_ep_h *eps;       /* per world rank, made on first use */
+  void *addrs;         /* every rank's worker address, addr_max bytes each */
+  size_t addr_max;
+} ucx_ctx;
+
+/* Every message belongs to a chunk: rings run one independent pipeline per
+ * chunk of the blocks (chunk k of step s+1 leaves as soon as chunk k of step
+ * s has arrived, while other chunks are still in flight); the other
+ * algorithms use chunk 0 only. */
+typedef struct ucx_chunk {
+  coll_op *op;
+  int k, stage, step, posted, pending, finished;
+  void *reqs[2];
+} ucx_chunk;
+
+/* A UCX op (coll_op.priv); its transfers in flight are coll_op.inflight. */
+typedef struct ucx_op {
+  int step;
+  int cur; /* barrier: the zero-byte messages' buffer */
+  void *tmp;
+  ucx_chunk *chunks;
+  int nchunks, chunks_left;
+  size_t chunk_elems;
+} ucx_op;
+_Static_assert(sizeof(ucx_op) <= COLL_OP_PRIV, "ucx_op must fit coll_op.priv");
+
+static inline ucx_op *ucx_op_of(coll_op *op) { return (ucx_op *)op->priv; }
+static inline ucx_ctx *ucx_ctx_of(coll_ctx *x) { return x->net_state; }
+
+/* Tag stages: comm id (20 bits) | op seq (20) | stage (2) | step (12) | chunk (10). */
+enum { UCX_S_RS = 0, UCX_S_AG = 1, UCX_S_RD = 2, UCX_S_MISC = 3 };
+uint64_t ucx_tag(const coll_op *op, int stage, int step, int k);
+/* Post one message of chunk ch; 0 if the op failed. */
+int ucx_send(ucx_chunk *ch, int peer, const void *buf, size_t bytes, uint64_t tag);
+int ucx_recv(ucx_chunk *ch, void *buf, size_t bytes, uint64_t tag);
+/* One chunk for the algorithms that are not pipelined; NULL if the op failed. */
+ucx_chunk *ucx_one_chunk(coll_op *op);
+/* 1 (naming peer) while the op's messages are in flight. */
+int ucx_waiting(coll_op *op, int peer);
+
+static inline int ucx_mod(int a, int n) { return ((a % n) + n) % n; }
+
+#endif

@@ -1,0 +1,472 @@
+/* The schedule: the lifecycle's decisions as pure functions (see
+ * hsr/schedule.h). The engine executes the actions; tune/ evaluates them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hsr/schedule.h"
+
+typedef struct sunit {
+  size_t L, Ls;
+  int is_root;
+  hsr_sched_state state;
+  int from_partial; /* GATHERING: the gather reads the partial slice */
+  int has_grad;     /* holds the full gradient buffer */
+  int micro;        /* backward passes this step */
+  int fwd_pos;      /* position in the recorded forward order, -1 if none */
+} sunit;
+
+typedef struct sred {
+  int unit, deferred;
+} sred;
+
+struct hsr_sched {
+  hsr_rt_config cfg;
+  int S, R, K, sharded_params, sharded_grads, in_flight;
+  size_t pes, res;
+  sunit *u;
+  int nu;
+  int *order, norder, order_fixed;
+  int live, live_peak;
+  sred *q; /* reduction queue, oldest first */
+  int qn, qcap;
+  hsr_sched_action *act;
+  int nact, capact;
+  hsr_status err; /* out of memory while emitting */
+};
+
+static const char *const state_names[] = {"sharded", "gathering", "full", "partial"};
+static const char *const op_names[HSR_SCHED_OP_COUNT] = {
+    "setup",    "gather", "wait", "reshard", "release",  "grad_buf",      "reduce",   "deferred_ar",
+    "progress", "retire", "norm", "optim",   "regather", "regather_wait", "grad_zero"};
+
+const char *hsr_sched_state_name(hsr_sched_state st) {
+  return st >= 0 && st <= HSR_SCHED_PARTIAL ? state_names[st] : "?";
+}
+const char *hsr_sched_op_name(hsr_sched_op op) { return op >= 0 && op < HSR_SCHED_OP_COUNT ? op_names[op] : "?"; }
+
+hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout, const int *is_root,
+                            hsr_sched **out) {
+  if (!cfg || !layout || !out) return hsr_error(HSR_ERR_INVALID, "hsr_sched_create: NULL argument");
+  *out = NULL;
+  if (S < 1 || R < 1) return hsr_error(HSR_ERR_INVALID, "schedule: mesh %d x %d (both must be >= 1)", R, S);
+  if (hsr_rt_layout_shards(layout) != S)
+    return hsr_error(HSR_ERR_INVALID, "schedule: layout finalized for %d shards, S = %d", hsr_rt_layout_shards(layout),
+                     S);
+  int K = cfg->reshard == HSR_RT_RESHARD_PARTIAL ? cfg->partial_k : 0;
+  if (K < 0 || (cfg->reshard == HSR_RT_RESHARD_PARTIAL && (K < 1 || S % K)))
+    return hsr_error(HSR_ERR_INVALID, "schedule: K = %d does not divide S = %d", K, S);
+  if (cfg->micro_batches < 1)
+    return hsr_error(HSR_ERR_INVALID, "schedule: %d micro-batches (valid: >= 1)", cfg->micro_batches);
+  hsr_sched *s = calloc(1, sizeof *s);
+  int nu = hsr_rt_layout_num_units(layout);
+  if (s) {
+    s->u = calloc((size_t)nu + 1, sizeof *s->u);
+    s->order = calloc((size_t)nu + 1, sizeof *s->order);
+  }
+  if (!s || !s->u || !s->order) {
+    hsr_sched_free(s);
+    return hsr_error(HSR_ERR_NOMEM, "schedule: out of memory");
+  }
+  s->cfg = *cfg;
+  s->S = S;
+  s->R = R;
+  s->K = K;
+  s->sharded_params = cfg->strategy == HSR_RT_FSDP || cfg->strategy == HSR_RT_HYBRID;
+  s->sharded_grads = s->sharded_params || cfg->strategy == HSR_RT_ZERO2;
+  /* host: the reductions of the last two units stay in flight behind the
+   * backward pass; CUDA: the reduce stream keeps them in flight instead */
+  s->in_flight = cfg->device == HSR_DEVICE_CUDA ? 0 : 2;
+  s->pes = hsr_dtype_size(cfg->param_dtype);
+  s->res = hsr_dtype_size(cfg->reduce_dtype);
+  s->nu = nu;
+  for (int i = 0; i < nu; i++) {
+    sunit *u = &s->u[i];
+    u->L = hsr_rt_layout_unit_len(layout, i);
+    u->Ls = hsr_rt_layout_shard_len(layout, i);
+    u->is_root = is_root ? is_root[i] : 0;
+    u->fwd_pos = -1;
+    u->state = s->sharded_params ? HSR_SCHED_SHARDED : HSR_SCHED_FULL;
+  }
+  *out = s;
+  return HSR_OK;
+}
+
+void hsr_sched_free(hsr_sched *s) {
+  if (!s) return;
+  free(s->u);
+  free(s->order);
+  free(s->q);
+  free(s->act);
+  free(s);
+}
+
+/* ---- emitting actions ---- */
+static void emit(hsr_sched *s, hsr_sched_action a) {
+  if (s->nact == s->capact) {
+    int cap = s->capact ? 2 * s->capact : 32;
+    hsr_sched_action *na = realloc(s->act, (size_t)cap * sizeof *na);
+    if (!na) {
+      s->err = hsr_error(HSR_ERR_NOMEM, "schedule: out of memory");
+      return;
+    }
+    s->act = na;
+    s->capact = cap;
+  }
+  s->act[s->nact++] = a;
+}
+
+static hsr_sched_action act(hsr_sched_op op, int unit) {
+  return (hsr_sched_action){.op = op, .unit = unit, .group = -1};
+}
+
+static hsr_status begin(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+  if (!s || !acts || !n) return hsr_error(HSR_ERR_INVALID, "schedule: NULL argument");
+  *acts = NULL;
+  *n = 0;
+  s->nact = 0;
+  s->err = HSR_OK;
+  return HSR_OK;
+}
+
+static hsr_status finish(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+  *acts = s->act;
+  *n = s->err == HSR_OK ? s->nact : 0;
+  return s->err;
+}
+
+static hsr_status begin_unit(hsr_sched *s, int unit, const char *what, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin(s, acts, n));
+  if (unit < 0 || unit >= s->nu)
+    return hsr_error(HSR_ERR_INVALID, "schedule %s: unit %d does not exist (%d units)", what, unit, s->nu);
+  return HSR_OK;
+}
+
+/* ---- gathers and prefetch ---- */
+/* SHARDED or PARTIAL -> GATHERING: from the partial slice in the partial
+ * group, else from the shard in the shard group; a one-rank group copies. */
+static void gather(hsr_sched *s, int ui) {
+  sunit *u = &s->u[ui];
+  int part = u->state == HSR_SCHED_PARTIAL;
+  hsr_sched_action a = act(HSR_SCHED_GATHER, ui);
+  a.partial = part;
+  a.group = part ? HSR_RT_GROUP_PARTIAL : HSR_RT_GROUP_SHARD;
+  a.local = part ? s->K == 1 : s->S == 1;
+  a.count = part ? u->L / (size_t)s->K : u->Ls;
+  emit(s, a);
+  u->from_partial = part;
+  u->state = HSR_SCHED_GATHERING;
+  if (++s->live > s->live_peak) s->live_peak = s->live;
+}
+
+static void gather_wait(hsr_sched *s, int ui) {
+  sunit *u = &s->u[ui];
+  hsr_sched_action a = act(HSR_SCHED_WAIT, ui);
+  a.partial = u->from_partial;
+  a.group = u->from_partial ? HSR_RT_GROUP_PARTIAL : HSR_RT_GROUP_SHARD;
+  a.local = u->from_partial ? s->K == 1 : s->S == 1;
+  a.count = u->from_partial ? u->L / (size_t)s->K : u->Ls;
+  emit(s, a);
+  u->from_partial = 0;
+  u->state = HSR_SCHED_FULL;
+}
+
+static void make_full(hsr_sched *s, int ui) {
+  if (s->u[ui].state == HSR_SCHED_SHARDED || s->u[ui].state == HSR_SCHED_PARTIAL) gather(s, ui);
+  if (s->u[ui].state == HSR_SCHED_GATHERING) gather_wait(s, ui);
+}
+
+static int can_prefetch(const hsr_sched *s) { return s->cfg.max_live == 0 || s->live < s->cfg.max_live; }
+
+/* The next `prefetch` units of the recorded forward order (backward: the
+ * previous ones) that are not gathered yet, while the live cap allows. A
+ * forward prefetch leaves PARTIAL units alone: their backward gathers them. */
+static void prefetch(hsr_sched *s, int ui, int backward) {
+  if (!s->sharded_params || !s->order_fixed || s->cfg.prefetch <= 0) return;
+  int pos = s->u[ui].fwd_pos;
+  if (pos < 0) return;
+  for (int j = 1; j <= s->cfg.prefetch; j++) {
+    int p = backward ? pos - j : pos + j;
+    if (p < 0 || p >= s->norder) break;
+    hsr_sched_state st = s->u[s->order[p]].state;
+    int want = backward ? (st == HSR_SCHED_SHARDED || st == HSR_SCHED_PARTIAL) : st == HSR_SCHED_SHARDED;
+    if (!want) continue;
+    if (!can_prefetch(s)) break;
+    gather(s, s->order[p]);
+  }
+}
+
+static hsr_status need_full(const hsr_sched *s, int ui, const char *what) {
+  if (s->u[ui].state == HSR_SCHED_FULL) return HSR_OK;
+  return hsr_error(HSR_ERR_STATE, "schedule %s: unit %d is %s, not full", what, ui,
+                   hsr_sched_state_name(s->u[ui].state));
+}
+
+/* ---- the lifecycle ---- */
+hsr_status hsr_sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin(s, acts, n));
+  for (int i = 0; i < s->nu; i++) emit(s, act(HSR_SCHED_SETUP, i));
+  return finish(s, acts, n);
+}
+
+hsr_status hsr_sched_forward_begin(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin_unit(s, ui, "forward_begin", acts, n));
+  sunit *u = &s->u[ui];
+  if (!s->order_fixed && u->fwd_pos < 0) { /* the first step records the forward order */
+    u->fwd_pos = s->norder;
+    s->order[s->norder++] = ui;
+  }
+  make_full(s, ui);
+  prefetch(s, ui, 0);
+  return finish(s, acts, n);
+}
+
+hsr_rt_reshard hsr_sched_reshard_of(const hsr_sched *s, int ui) {
+  if (!s || ui < 0 || ui >= s->nu || !s->sharded_params) return HSR_RT_RESHARD_NONE;
+  return s->u[ui].is_root && !s->cfg.root_reshard ? HSR_RT_RESHARD_NONE : s->cfg.reshard;
+}
+
+hsr_status hsr_sched_forward_end(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin_unit(s, ui, "forward_end", acts, n));
+  HSR_CHECK(need_full(s, ui, "forward_end"));
+  hsr_rt_reshard pol = hsr_sched_reshard_of(s, ui);
+  if (pol != HSR_RT_RESHARD_NONE) {
+    int part = pol == HSR_RT_RESHARD_PARTIAL;
+    hsr_sched_action a = act(HSR_SCHED_RESHARD, ui);
+    a.partial = part;
+    a.group = part ? HSR_RT_GROUP_PARTIAL : HSR_RT_GROUP_SHARD;
+    a.count = part ? s->u[ui].L / (size_t)s->K : 0;
+    emit(s, a);
+    s->u[ui].state = part ? HSR_SCHED_PARTIAL : HSR_SCHED_SHARDED;
+    s->live--;
+  }
+  return finish(s, acts, n);
+}
+
+hsr_status hsr_sched_backward_begin(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin_unit(s, ui, "backward_begin", acts, n));
+  sunit *u = &s->u[ui];
+  if (u->micro >= s->cfg.micro_batches)
+    return hsr_error(HSR_ERR_STATE,
+                     "schedule backward_begin: unit %d already ran %d backward passes (micro-batches %d)", ui, u->micro,
+                     s->cfg.micro_batches);
+  make_full(s, ui);
+  if (!u->has_grad) {
+    emit(s, act(HSR_SCHED_GRAD_BUF, ui));
+    u->has_grad = 1;
+  }
+  prefetch(s, ui, 1);
+  return finish(s, acts, n);
+}
+
+static void push(hsr_sched *s, int ui, int deferred) {
+  if (s->qn == s->qcap) {
+    int cap = s->qcap ? 2 * s->qcap : 16;
+    sred *nq = realloc(s->q, (size_t)cap * sizeof *nq);
+    if (!nq) {
+      s->err = hsr_error(HSR_ERR_NOMEM, "schedule: out of memory");
+      return;
+    }
+    s->q = nq;
+    s->qcap = cap;
+  }
+  s->q[s->qn++] = (sred){ui, deferred};
+}
+
+/* Stage 1 in the shard group: a reduce-scatter when gradients are sharded,
+ * else an all-reduce in full; the replicate all-reduce follows unless
+ * rs_only defers it to the last micro-batch. */
+static void reduce(hsr_sched *s, int ui) {
+  hsr_sched_action a = act(HSR_SCHED_REDUCE, ui);
+  a.group = HSR_RT_GROUP_SHARD;
+  a.local = s->S == 1;
+  a.scatter = s->sharded_grads;
+  a.count = a.scatter ? s->u[ui].Ls : s->u[ui].L;
+  a.all_reduce = s->R > 1 && !(s->cfg.sync == HSR_RT_SYNC_RS_ONLY && s->cfg.micro_batches > 1);
+  emit(s, a);
+  s->u[ui].has_grad = 0;
+  push(s, ui, 0);
+}
+
+/* Completes the oldest reductions until `keep` remain, in FIFO order. */
+static void retire(hsr_sched *s, int keep) {
+  while (s->qn > keep) {
+    hsr_sched_action a = act(HSR_SCHED_RETIRE, s->q[0].unit);
+    a.deferred = s->q[0].deferred;
+    emit(s, a);
+    memmove(s->q, s->q + 1, (size_t)(s->qn - 1) * sizeof *s->q);
+    s->qn--;
+  }
+}
+
+hsr_status hsr_sched_backward_end(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin_unit(s, ui, "backward_end", acts, n));
+  HSR_CHECK(need_full(s, ui, "backward_end"));
+  sunit *u = &s->u[ui];
+  int last = u->micro == s->cfg.micro_batches - 1;
+  u->micro++;
+  if (s->sharded_params) { /* a partial slice is gone once the unit is FULL again */
+    emit(s, act(HSR_SCHED_RELEASE, ui));
+    u->state = HSR_SCHED_SHARDED;
+    s->live--;
+  }
+  if (last || s->cfg.sync != HSR_RT_SYNC_NONE) {
+    reduce(s, ui);
+    if (last && s->cfg.sync == HSR_RT_SYNC_RS_ONLY && s->cfg.micro_batches > 1 && s->R > 1) {
+      retire(s, 0); /* the accumulator must hold every micro-batch's slice */
+      hsr_sched_action a = act(HSR_SCHED_DEFERRED_AR, ui);
+      a.group = HSR_RT_GROUP_REPLICATE;
+      a.count = u->Ls;
+      emit(s, a);
+      push(s, ui, 1);
+    }
+  }
+  emit(s, act(HSR_SCHED_PROGRESS, -1));
+  retire(s, s->in_flight);
+  return finish(s, acts, n);
+}
+
+hsr_status hsr_sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin(s, acts, n));
+  retire(s, 0);
+  emit(s, act(HSR_SCHED_NORM, -1));
+  s->order_fixed = 1;
+  /* The next forward's first unit is updated first: its gather (the next
+   * step's, sharded) or every unit's re-gather (zero1/zero2) is posted as
+   * soon as the unit is updated, under the rest of the optimizer. */
+  int first = s->norder > 0 ? s->order[0] : -1;
+  int early = s->cfg.prefetch_step && s->cfg.prefetch > 0 && s->sharded_params && first >= 0;
+  int regather = !s->sharded_params && s->S > 1;
+  for (int k = -1; k < s->nu; k++) {
+    int ui = k < 0 ? first : k;
+    if (ui < 0 || (k >= 0 && ui == first)) continue;
+    emit(s, act(HSR_SCHED_OPTIM, ui));
+    if (regather) {
+      hsr_sched_action a = act(HSR_SCHED_REGATHER, ui);
+      a.group = HSR_RT_GROUP_SHARD;
+      a.count = s->u[ui].Ls;
+      emit(s, a);
+    } else if (k < 0 && early && s->u[ui].state == HSR_SCHED_SHARDED && can_prefetch(s)) {
+      gather(s, ui);
+    }
+  }
+  for (int i = 0; regather && i < s->nu; i++) {
+    hsr_sched_action a = act(HSR_SCHED_REGATHER_WAIT, i);
+    a.group = HSR_RT_GROUP_SHARD;
+    a.count = s->u[i].Ls;
+    emit(s, a);
+  }
+  return finish(s, acts, n);
+}
+
+hsr_status hsr_sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin(s, acts, n));
+  retire(s, 0);
+  for (int i = 0; i < s->nu; i++) {
+    hsr_sched_action a = act(HSR_SCHED_GRAD_ZERO, i);
+    a.free_grad = s->u[i].has_grad;
+    emit(s, a);
+    s->u[i].has_grad = 0;
+    s->u[i].micro = 0;
+  }
+  return finish(s, acts, n);
+}
+
+hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin(s, acts, n));
+  for (int i = 0; i < s->nu; i++)
+    if (s->u[i].state == HSR_SCHED_GATHERING) gather_wait(s, i);
+  return finish(s, acts, n);
+}
+
+/* ---- buffers ---- */
+hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b) {
+  static const hsr_mem_cat cat[HSR_SCHED_BUF_COUNT] = {HSR_MEM_MASTER,        HSR_MEM_MOMENT_M,    HSR_MEM_MOMENT_V,
+                                                       HSR_MEM_GRAD_SHARD,    HSR_MEM_PARAM_SHARD, HSR_MEM_FULL_UNIT,
+                                                       HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF,      HSR_MEM_STAGING,
+                                                       HSR_MEM_AR_BUF,        HSR_MEM_STAGING};
+  return b >= 0 && b < HSR_SCHED_BUF_COUNT ? cat[b] : HSR_MEM_STAGING;
+}
+
+size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
+  if (!s || unit < 0 || unit >= s->nu) return 0;
+  const sunit *u = &s->u[unit];
+  size_t n = 0;
+  switch (b) {
+  case HSR_SCHED_BUF_MASTER:
+  case HSR_SCHED_BUF_MOMENT_M:
+  case HSR_SCHED_BUF_MOMENT_V:
+  case HSR_SCHED_BUF_GRAD_SHARD:
+  case HSR_SCHED_BUF_ACC_STAGE: n = u->Ls * 4; break;
+  case HSR_SCHED_BUF_PARAM: n = (s->sharded_params ? u->Ls : u->L) * s->pes; break;
+  case HSR_SCHED_BUF_FULL: n = u->L * s->pes; break;
+  case HSR_SCHED_BUF_PARTIAL: n = s->K ? u->L / (size_t)s->K * s->pes : 0; break;
+  case HSR_SCHED_BUF_GRAD: n = u->L * 4; break;
+  case HSR_SCHED_BUF_REDUCE_STAGE: n = u->L * s->res; break;
+  case HSR_SCHED_BUF_SLICE: n = u->Ls * s->res; break;
+  default: return 0;
+  }
+  return n ? n : 64;
+}
+
+static void op(const hsr_sched *s, int get, hsr_sched_buf b, int unit, hsr_sched_bufop *out, int *n) {
+  out[(*n)++] = (hsr_sched_bufop){get, b, hsr_sched_buf_cat(b), hsr_sched_buf_bytes(s, b, unit)};
+}
+
+hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n) {
+  if (!s || !a || !out || !n) return hsr_error(HSR_ERR_INVALID, "hsr_sched_buffers: NULL argument");
+  *n = 0;
+  int u = a->unit, staged = s->cfg.reduce_dtype != HSR_F32;
+  switch (a->op) {
+  case HSR_SCHED_SETUP:
+    for (int b = HSR_SCHED_BUF_MASTER; b <= HSR_SCHED_BUF_PARAM; b++) op(s, 1, (hsr_sched_buf)b, u, out, n);
+    break;
+  case HSR_SCHED_GATHER: op(s, 1, HSR_SCHED_BUF_FULL, u, out, n); break;
+  case HSR_SCHED_WAIT:
+    if (a->partial) op(s, 0, HSR_SCHED_BUF_PARTIAL, u, out, n);
+    break;
+  case HSR_SCHED_RESHARD:
+    if (a->partial) op(s, 1, HSR_SCHED_BUF_PARTIAL, u, out, n);
+    op(s, 0, HSR_SCHED_BUF_FULL, u, out, n);
+    break;
+  case HSR_SCHED_RELEASE: op(s, 0, HSR_SCHED_BUF_FULL, u, out, n); break;
+  case HSR_SCHED_GRAD_BUF: op(s, 1, HSR_SCHED_BUF_GRAD, u, out, n); break;
+  case HSR_SCHED_REDUCE:
+    if (staged) {
+      op(s, 1, HSR_SCHED_BUF_REDUCE_STAGE, u, out, n);
+      op(s, 0, HSR_SCHED_BUF_GRAD, u, out, n);
+    }
+    op(s, 1, HSR_SCHED_BUF_SLICE, u, out, n);
+    break;
+  case HSR_SCHED_DEFERRED_AR: op(s, 1, HSR_SCHED_BUF_SLICE, u, out, n); break;
+  case HSR_SCHED_RETIRE:
+    if (!a->deferred) {
+      if (staged) {
+        op(s, 1, HSR_SCHED_BUF_ACC_STAGE, u, out, n);
+        op(s, 0, HSR_SCHED_BUF_ACC_STAGE, u, out, n);
+      }
+      op(s, 0, staged ? HSR_SCHED_BUF_REDUCE_STAGE : HSR_SCHED_BUF_GRAD, u, out, n);
+    }
+    op(s, 0, HSR_SCHED_BUF_SLICE, u, out, n);
+    break;
+  case HSR_SCHED_GRAD_ZERO:
+    if (a->free_grad) op(s, 0, HSR_SCHED_BUF_GRAD, u, out, n);
+    break;
+  default: break;
+  }
+  return HSR_OK;
+}
+
+/* ---- getters ---- */
+int hsr_sched_in_flight(const hsr_sched *s) { return s ? s->in_flight : 0; }
+int hsr_sched_num_units(const hsr_sched *s) { return s ? s->nu : 0; }
+hsr_sched_state hsr_sched_state_of(const hsr_sched *s, int unit) {
+  return s && unit >= 0 && unit < s->nu ? s->u[unit].state : HSR_SCHED_SHARDED;
+}
+int hsr_sched_micro(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].micro : 0; }
+int hsr_sched_live(const hsr_sched *s) { return s ? s->live : 0; }
+int hsr_sched_live_peak(const hsr_sched *s) { return s ? s->live_peak : 0; }
+int hsr_sched_queued(const hsr_sched *s) { return s ? s->qn : 0; }
+const int *hsr_sched_order(const hsr_sched *s, int *n) {
+  if (n) *n = s ? s->norder : 0;
+  return s ? s->order : NULL;
+}

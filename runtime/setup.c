@@ -1,0 +1,354 @@
+/* Setting the engine up: creation (mesh, device, groups), registration, the
+ * commit that fixes the layout, creates the schedule and takes the
+ * persistent buffers, parameter init and read-back, teardown, getters. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+static const char *unit_name_of(void *ctx, int u) {
+  hsr_rt *rt = ctx;
+  return u >= 0 && u < rt->nunits ? rt->units[u].name : "?";
+}
+
+static hsr_status split(hsr_rt *rt, int color, int key, const char *name, hsr_comm **out) {
+  HSR_CHECK(hsr_comm_split(rt->world, color, key, out));
+  return hsr_comm_set_name(*out, name);
+}
+
+static int index_of(const int *v, int n, int x) {
+  for (int i = 0; i < n; i++)
+    if (v[i] == x) return i;
+  return -1;
+}
+
+static hsr_status build_groups(hsr_rt *rt) {
+  int me = hsr_boot_rank(rt->boot), rep, sh;
+  HSR_CHECK(hsr_mesh_coords(rt->mesh, me, &rep, &sh));
+  rt->srank = sh;
+  rt->rrank = rep;
+  char name[48];
+  snprintf(name, sizeof name, "shard[%d]", rep);
+  HSR_CHECK(split(rt, rep, sh, name, &rt->shard_c));
+  snprintf(name, sizeof name, "replicate[%d]", sh);
+  HSR_CHECK(split(rt, sh, rep, name, &rt->rep_c));
+  if (rt->K > 0) {
+    int *pg = malloc((size_t)rt->K * sizeof *pg);
+    if (!pg) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
+    hsr_status st = hsr_mesh_partial_group(rt->mesh, me, pg);
+    int pi = hsr_mesh_partial_index(rt->mesh, me), pos = index_of(pg, rt->K, me);
+    free(pg);
+    HSR_CHECK(st);
+    if (pos < 0) return hsr_error(HSR_ERR_INTERNAL, "runtime: rank %d is not in its own partial group", me);
+    rt->prank = pos;
+    snprintf(name, sizeof name, "partial[%d.%d]", rep, pi);
+    HSR_CHECK(split(rt, rep * (rt->S / rt->K) + pi, pos, name, &rt->part_c));
+  }
+  /* the mesh and the communicators must agree on who is where */
+  if (hsr_comm_rank(rt->shard_c) != rt->srank || hsr_comm_size(rt->shard_c) != rt->S ||
+      hsr_comm_rank(rt->rep_c) != rt->rrank || hsr_comm_size(rt->rep_c) != rt->R)
+    return hsr_error(HSR_ERR_INTERNAL, "runtime: communicator ranks disagree with the mesh");
+  return HSR_OK;
+}
+
+/* cfg.poison, or (-1) HSR_POISON, which defaults to on in debug builds. */
+static hsr_status resolve_poison(hsr_rt *rt) {
+  rt->poison = rt->cfg.poison;
+  if (rt->poison >= 0) return HSR_OK;
+#ifdef NDEBUG
+  int p = 0;
+#else
+  int p = 1;
+#endif
+  HSR_CHECK(hsr_env_bool("HSR_POISON", p, &p));
+  rt->poison = p;
+  return HSR_OK;
+}
+
+/* The world communicator: the caller's (on the device's backend) or our own. */
+static hsr_status open_world(hsr_rt *rt, hsr_comm *world) {
+  if (!world) {
+    HSR_CHECK(hsr_comm_world(rt->boot, rt_dev_backend(rt->dv), &rt->world));
+    rt->own_world = 1;
+    return HSR_OK;
+  }
+  if (hsr_comm_backend(world) != rt_dev_backend(rt->dv))
+    return hsr_error(
+        HSR_ERR_INVALID, "runtime: the world communicator's backend does not match the device (%s needs %s)",
+        rt_dev_gpu(rt->dv) ? "cuda" : "host", rt_dev_gpu(rt->dv) ? "HSR_BACKEND_NCCL" : "HSR_BACKEND_HOST");
+  rt->world = world;
+  return HSR_OK;
+}
+
+/* S, R, K from the config and the topology, and the mesh that places them. */
+static hsr_status plan_mesh(hsr_rt *rt, const hsr_cluster *cluster) {
+  if (!cluster) {
+    hsr_topo *t = NULL;
+    hsr_status st = hsr_topo_discover(NULL, &t);
+    if (st == HSR_OK) st = hsr_cluster_gather(rt->boot, t, &rt->own_cluster);
+    hsr_topo_free(t);
+    HSR_CHECK(st);
+    cluster = rt->own_cluster;
+  }
+  const hsr_rt_config *cfg = &rt->cfg;
+  HSR_CHECK(hsr_rt_config_resolve(cfg, hsr_boot_size(rt->boot), hsr_cluster_domain_size(cluster), &rt->S, &rt->R));
+  rt->K = cfg->reshard == HSR_RT_RESHARD_PARTIAL ? cfg->partial_k : 0;
+  hsr_mesh_request req = {rt->S, rt->R, rt->K};
+  HSR_CHECK(hsr_mesh_plan(cluster, &req, &rt->mesh));
+  if (hsr_mesh_shard(rt->mesh) != rt->S || hsr_mesh_replicate(rt->mesh) != rt->R)
+    return hsr_error(HSR_ERR_INTERNAL, "runtime: mesh planner returned %d x %d for a %d x %d request",
+                     hsr_mesh_replicate(rt->mesh), hsr_mesh_shard(rt->mesh), rt->R, rt->S);
+  return HSR_OK;
+}
+
+hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cluster, const hsr_rt_config *cfg,
+                         hsr_rt **out) {
+  if (!boot || !cfg || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_create: NULL argument");
+  *out = NULL;
+  hsr_rt *rt = calloc(1, sizeof *rt);
+  if (!rt) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
+  rt->cfg = *cfg;
+  rt->boot = boot;
+  hsr_status st = rt_obs_create(hsr_boot_rank(boot), unit_name_of, rt, &rt->obs);
+  if (st == HSR_OK) st = plan_mesh(rt, cluster);
+  if (st == HSR_OK) st = rt_dev_open(cfg, boot, cfg->timeout_s, &rt->dv);
+  if (st != HSR_OK) goto fail;
+  rt->dev = rt_dev_device(rt->dv);
+  /* compare the configuration before any collective that depends on it */
+  st = rt_id_compare(rt, rt_id_config(rt), "configuration");
+  if (st != HSR_OK) goto fail;
+  rt->sharded_params = cfg->strategy == HSR_RT_FSDP || cfg->strategy == HSR_RT_HYBRID;
+  rt->sharded_grads = rt->sharded_params || cfg->strategy == HSR_RT_ZERO2;
+  rt->pes = hsr_dtype_size(cfg->param_dtype);
+  rt->res = hsr_dtype_size(cfg->reduce_dtype);
+  rt->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : -1;
+  st = resolve_poison(rt);
+  if (st == HSR_OK) st = open_world(rt, world);
+  if (st == HSR_OK) st = build_groups(rt);
+  if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->part_c, GS(rt)); /* partial gathers */
+  if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->rep_c, RS(rt));  /* replicate all-reduces */
+  if (st == HSR_OK) st = hsr_rt_layout_create(cfg->align, &rt->layout);
+  if (st != HSR_OK) goto fail;
+  HSR_LOG_I("runtime: %s mesh %d x %d (replicate x shard), rank at (%d, %d)%s", hsr_rt_strategy_name(cfg->strategy),
+            rt->R, rt->S, rt->rrank, rt->srank, rt->K ? ", partial group of K ranks" : "");
+  *out = rt;
+  return HSR_OK;
+fail:
+  hsr_rt_destroy(rt);
+  return st;
+}
+
+hsr_status hsr_rt_destroy(hsr_rt *rt) {
+  if (!rt) return HSR_OK;
+  hsr_status st = HSR_OK;
+  if (rt->world) {
+    hsr_status d = rt_red_drain(rt);
+    if (d != HSR_OK) st = d;
+    for (int u = 0; u < rt->nunits; u++)
+      if (rt->units[u].greq) {
+        hsr_req_wait(rt->units[u].greq, rt->timeout);
+        rt->units[u].greq = NULL;
+      }
+    rt_mem_release_all(rt);
+  }
+  if (rt->dv) { /* streams and requests drained before the communicators go */
+    hsr_status d = rt_dev_quiesce(rt->dv);
+    if (d != HSR_OK && st == HSR_OK) st = d;
+  }
+  free(rt->q);
+  hsr_comm_free(rt->part_c);
+  hsr_comm_free(rt->rep_c);
+  hsr_comm_free(rt->shard_c);
+  if (rt->own_world) hsr_comm_free(rt->world);
+  hsr_mesh_free(rt->mesh);
+  hsr_cluster_free(rt->own_cluster);
+  if (rt->dv) {
+    hsr_status d = rt_dev_close(rt->dv);
+    if (d != HSR_OK && st == HSR_OK) st = d;
+  }
+  hsr_rt_layout_free(rt->layout);
+  hsr_sched_free(rt->sched);
+  free(rt->units);
+  free(rt->uparam);
+  free(rt->ubeg);
+  rt_obs_free(rt->obs);
+  free(rt);
+  return st;
+}
+
+/* ---- registration ---- */
+hsr_status hsr_rt_unit_add(hsr_rt *rt, const char *name, int is_root, int *id) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  if (rt->committed)
+    return hsr_error(HSR_ERR_STATE, "unit '%s' registered after the first step; register every unit before training",
+                     name ? name : "?");
+  int u;
+  HSR_CHECK(hsr_rt_layout_add_unit(rt->layout, name, &u));
+  rt_unit *nu = realloc(rt->units, (size_t)(u + 1) * sizeof *nu);
+  if (!nu) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
+  rt->units = nu;
+  memset(&nu[u], 0, sizeof nu[u]);
+  snprintf(nu[u].name, sizeof nu[u].name, "%s", name);
+  nu[u].is_root = is_root;
+  rt->nunits = u + 1;
+  if (id) *id = u;
+  return HSR_OK;
+}
+
+hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int ndim, const int64_t *shape, int group) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  if (rt->committed)
+    return hsr_error(HSR_ERR_STATE, "parameter '%s' registered after the first step", name ? name : "?");
+  if (group >= rt->cfg.num_groups)
+    return hsr_error(HSR_ERR_INVALID, "parameter '%s': optimizer group %d, but the config has %d group(s)",
+                     name ? name : "?", group, rt->cfg.num_groups);
+  return hsr_rt_layout_add_param(rt->layout, unit, name, ndim, shape, group);
+}
+
+/* Layout params grouped by unit (counting sort, stable: layout order within a unit). */
+static hsr_status group_params(hsr_rt *rt) {
+  int np = hsr_rt_layout_num_params(rt->layout);
+  rt->ubeg = calloc((size_t)rt->nunits + 1, sizeof(int));
+  rt->uparam = malloc((size_t)(np ? np : 1) * sizeof(int));
+  if (!rt->ubeg || !rt->uparam) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
+  hsr_rt_param_info pi;
+  for (int i = 0; i < np; i++) {
+    HSR_CHECK(hsr_rt_layout_param(rt->layout, i, &pi));
+    rt->ubeg[pi.unit + 1]++;
+  }
+  for (int u = 0; u < rt->nunits; u++) rt->ubeg[u + 1] += rt->ubeg[u];
+  for (int i = 0, *fill = rt->ubeg; i < np; i++) {
+    HSR_CHECK(hsr_rt_layout_param(rt->layout, i, &pi));
+    int at = fill[pi.unit]++;
+    rt->uparam[at] = i;
+  }
+  for (int u = rt->nunits; u > 0; u--) rt->ubeg[u] = rt->ubeg[u - 1]; /* fill moved each start to the next */
+  rt->ubeg[0] = 0;
+  return HSR_OK;
+}
+
+/* The schedule, from the config as it runs here (the device actually used). */
+static hsr_status make_schedule(hsr_rt *rt) {
+  int *is_root = calloc((size_t)rt->nunits, sizeof *is_root);
+  if (!is_root) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
+  for (int i = 0; i < rt->nunits; i++) is_root[i] = rt->units[i].is_root;
+  hsr_rt_config c = rt->cfg;
+  c.device = rt_dev_gpu(rt->dv) ? HSR_DEVICE_CUDA : HSR_DEVICE_HOST;
+  hsr_status st = hsr_sched_create(&c, rt->S, rt->R, rt->layout, is_root, &rt->sched);
+  free(is_root);
+  return st;
+}
+
+/* SETUP: the unit's persistent buffers, zeroed. */
+static hsr_status setup_unit(hsr_rt *rt, const hsr_sched_action *a) {
+  rt_unit *u = &rt->units[a->unit];
+  u->L = hsr_rt_layout_unit_len(rt->layout, a->unit);
+  u->Ls = hsr_rt_layout_shard_len(rt->layout, a->unit);
+  void **slot[HSR_SCHED_BUF_COUNT] = {[HSR_SCHED_BUF_MASTER] = (void **)&u->master,
+                                      [HSR_SCHED_BUF_MOMENT_M] = (void **)&u->m,
+                                      [HSR_SCHED_BUF_MOMENT_V] = (void **)&u->v,
+                                      [HSR_SCHED_BUF_GRAD_SHARD] = (void **)&u->gshard,
+                                      [HSR_SCHED_BUF_PARAM] = rt->sharded_params ? &u->shard : &u->full};
+  hsr_sched_bufop ops[HSR_SCHED_MAX_BUFOPS];
+  int n;
+  HSR_CHECK(hsr_sched_buffers(rt->sched, a, ops, &n));
+  for (int i = 0; i < n; i++) {
+    if (!ops[i].get || !slot[ops[i].buf])
+      return hsr_error(HSR_ERR_INTERNAL, "runtime: setup of unit '%s' holds an unexpected buffer", u->name);
+    HSR_CHECK(rt_mem_get(rt, ops[i].cat, ops[i].bytes, slot[ops[i].buf]));
+    RT_TIMED(rt, RT_T_DATA, rt_zero(rt, *slot[ops[i].buf], ops[i].bytes));
+  }
+  return HSR_OK;
+}
+
+hsr_status hsr_rt_commit(hsr_rt *rt) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  if (rt->committed) return HSR_OK;
+  if (rt->nunits == 0) return hsr_error(HSR_ERR_STATE, "runtime: no units registered");
+  HSR_CHECK(hsr_rt_layout_finalize(rt->layout, rt->S));
+  rt->committed = 1;
+  HSR_CHECK(rt_id_compare(rt, rt_id_layout(rt), "configuration + layout"));
+  HSR_CHECK(group_params(rt));
+  HSR_CHECK(make_schedule(rt));
+  HSR_CHECK(rt_dev_units(rt->dv, rt->nunits));
+  const hsr_sched_action *acts;
+  int n;
+  HSR_CHECK(hsr_sched_setup(rt->sched, &acts, &n));
+  for (int i = 0; i < n; i++) HSR_CHECK(setup_unit(rt, &acts[i]));
+  hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
+    for (int op = 0; op < HSR_OP_COUNT; op++)
+      if (gc[g]) HSR_CHECK(hsr_comm_counters(gc[g], (hsr_op)op, &rt->base[g][op]));
+  return HSR_OK;
+}
+
+hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) {
+  if (!rt || !name || !values) return hsr_error(HSR_ERR_INVALID, "hsr_rt_param_init: NULL argument");
+  HSR_CHECK(hsr_rt_commit(rt));
+  if (rt->step > 0) return hsr_error(HSR_ERR_STATE, "parameter '%s' initialized after training started", name);
+  hsr_rt_param_info p;
+  HSR_CHECK(rt_find_param(rt, name, &p));
+  rt_unit *u = &rt->units[p.unit];
+  const float *src = values;
+  float *staged = NULL;
+  if (rt_dev_gpu(rt->dv) && p.numel) { /* the cast kernels read device memory: stage the values */
+    HSR_CHECK(rt_dev_quiesce(rt->dv));
+    HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, p.numel * 4, (void **)&staged));
+    src = staged;
+  }
+  hsr_status st = staged ? hsr_device_copy(rt->dev, staged, values, p.numel * 4, CS(rt)) : HSR_OK;
+  size_t a, b, lo = (size_t)rt->srank * u->Ls;
+  if (st == HSR_OK && rt_local_range(rt, u, p.offset, p.numel, &a, &b)) {
+    st = hsr_device_copy(rt->dev, u->master + (a - lo), src + (a - p.offset), (b - a) * 4, CS(rt));
+    if (st == HSR_OK && rt->sharded_params)
+      st = hsr_kernels_cast(rt->dev, CS(rt), b - a, src + (a - p.offset), HSR_F32,
+                            (char *)u->shard + (a - lo) * rt->pes, rt->cfg.param_dtype);
+  }
+  if (st == HSR_OK && !rt->sharded_params && p.numel)
+    st = hsr_kernels_cast(rt->dev, CS(rt), p.numel, src, HSR_F32, (char *)u->full + p.offset * rt->pes,
+                          rt->cfg.param_dtype);
+  rt_mem_put(rt, staged);
+  return st;
+}
+
+hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out) {
+  if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_param_read: NULL argument");
+  HSR_CHECK(hsr_rt_commit(rt));
+  hsr_rt_param_info p;
+  HSR_CHECK(rt_find_param(rt, name, &p));
+  rt_unit *u = &rt->units[p.unit];
+  /* device: out is host memory; drain the queued updates first (not a steady-state call) */
+  HSR_CHECK(rt_dev_quiesce(rt->dv));
+  if (rt->S == 1) {
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, u->master + p.offset, p.numel * 4, GS(rt)));
+    return rt_dev_sync(rt->dv, GS(rt));
+  }
+  float *full;
+  HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * 4, (void **)&full));
+  hsr_status st = rt_dev_quiesce(rt->dv);
+  if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
+  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, u->master, full, u->Ls, HSR_F32, NULL);
+  if (st == HSR_OK) st = hsr_device_copy(rt->dev, out, full + p.offset, p.numel * 4, GS(rt));
+  if (st == HSR_OK) st = rt_dev_sync(rt->dv, GS(rt));
+  rt_mem_put(rt, full);
+  HSR_CHECK(st);
+  return rt_snapshot_counts(rt, NULL); /* read-backs do not count toward the next step */
+}
+
+/* ---- getters ---- */
+const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt) { return rt ? rt->layout : NULL; }
+const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt) { return rt ? rt->mesh : NULL; }
+hsr_comm *hsr_rt_world(hsr_rt *rt) { return rt ? rt->world : NULL; }
+hsr_device *hsr_rt_device(hsr_rt *rt) { return rt ? rt->dev : NULL; }
+hsr_stream *hsr_rt_compute_stream(hsr_rt *rt) { return rt ? CS(rt) : NULL; }
+int hsr_rt_shard(const hsr_rt *rt) { return rt ? rt->S : 0; }
+int hsr_rt_replicate(const hsr_rt *rt) { return rt ? rt->R : 0; }
+int hsr_rt_partial(const hsr_rt *rt) { return rt ? rt->K : 0; }
+int hsr_rt_dp_rank(const hsr_rt *rt) { return rt ? rt->rrank * rt->S + rt->srank : 0; }
+int hsr_rt_dp_size(const hsr_rt *rt) { return rt ? rt->R * rt->S : 0; }
+hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out) {
+  if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_get_stats: NULL argument");
+  *out = rt->stats;
+  return HSR_OK;
+}
