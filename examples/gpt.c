@@ -12,11 +12,13 @@ hsr_status gpt_cfg_check(const gpt_cfg *c) {
   if (c->n_layer < 0 || c->n_layer > GPT_MAX_LAYERS)
     return hsr_error(HSR_ERR_INVALID, "model: %d layers (valid: 0 to %d)", c->n_layer, GPT_MAX_LAYERS);
   if (c->n_head < 1 || c->n_embd < 1 || c->n_embd % c->n_head)
-    return hsr_error(HSR_ERR_INVALID, "model: width %d with %d heads: the width must be a positive multiple of the heads",
-                     c->n_embd, c->n_head);
+    return hsr_error(HSR_ERR_INVALID,
+                     "model: width %d with %d heads: the width must be a positive multiple of the heads", c->n_embd,
+                     c->n_head);
   if (c->n_ctx < 1 || c->vocab < 1)
     return hsr_error(HSR_ERR_INVALID, "model: context %d and vocabulary %d must be >= 1", c->n_ctx, c->vocab);
-  if ((double)c->n_embd * c->n_embd * 4 > 2e9 || (double)c->vocab * c->n_embd > 2e9 || (double)c->n_ctx * c->n_embd > 2e9)
+  if ((double)c->n_embd * c->n_embd * 4 > 2e9 || (double)c->vocab * c->n_embd > 2e9 ||
+      (double)c->n_ctx * c->n_embd > 2e9)
     return hsr_error(HSR_ERR_INVALID, "model: width %d, vocabulary %d, context %d: a tensor would exceed 2^31 elements",
                      c->n_embd, c->vocab, c->n_ctx);
   return HSR_OK;
@@ -33,7 +35,8 @@ void gpt_param_name(const gpt_cfg *c, int i, char *buf, size_t len) {
   if (i < GPT_ROOT_PARAMS)
     snprintf(buf, len, "%s", root[i]);
   else
-    snprintf(buf, len, "h.%d.%s", (i - GPT_ROOT_PARAMS) / GPT_BLOCK_PARAMS, blk[(i - GPT_ROOT_PARAMS) % GPT_BLOCK_PARAMS]);
+    snprintf(buf, len, "h.%d.%s", (i - GPT_ROOT_PARAMS) / GPT_BLOCK_PARAMS,
+             blk[(i - GPT_ROOT_PARAMS) % GPT_BLOCK_PARAMS]);
 }
 
 int gpt_param_shape(const gpt_cfg *c, int i, int64_t shape[2], int *group) {
@@ -119,7 +122,7 @@ struct gpt_work {
   hsr_stream *s;
   int gpu;
   /* kept for the backward, per layer */
-  float *res;                          /* (L+1) x N x C: block inputs, then the final stream */
+  float *res;                           /* (L+1) x N x C: block inputs, then the final stream */
   float *ln1, *ln1m, *ln1r, *qkv, *att; /* L x: N C, N, N, 3 N C, B H T T */
   float *atty, *mid, *ln2, *ln2m, *ln2r, *fch, *fchg;
   float *lnf, *lnfm, *lnfr, *logits;
@@ -138,16 +141,16 @@ typedef struct sizes {
 
 static sizes sizes_of(const gpt_cfg *c, int B, int T) {
   size_t N = (size_t)B * T, C = (size_t)c->n_embd, L = (size_t)c->n_layer;
-  sizes z = {N * C, N, (size_t)B * c->n_head * T * T, (L + 1) * N * C, 3 * N * C, 4 * N * C, N * (size_t)c->vocab,
-             (size_t)c->n_head * T * T};
+  sizes z = {N * C,     N,         (size_t)B * c->n_head * T * T, (L + 1) * N * C,
+             3 * N * C, 4 * N * C, N * (size_t)c->vocab,          (size_t)c->n_head * T * T};
   return z;
 }
 
 size_t gpt_work_bytes(const gpt_cfg *c, int B, int T) {
   sizes z = sizes_of(c, B, T);
   size_t L = (size_t)c->n_layer;
-  size_t kept = z.res + L * (2 * z.nc + 2 * z.n + z.qkv + z.att + z.nc + z.nc + 2 * z.n + 2 * z.fc) + z.nc + 2 * z.n +
-                z.logits;
+  size_t kept =
+      z.res + L * (2 * z.nc + 2 * z.n + z.qkv + z.att + z.nc + z.nc + 2 * z.n + 2 * z.fc) + z.nc + 2 * z.n + z.logits;
   size_t scratch = 2 * z.nc + z.qkv + z.nc + z.fc + z.datt;
   return (kept + scratch) * sizeof(float) + z.n * sizeof(double);
 }
@@ -162,9 +165,9 @@ static float *walloc(gpt_work *w, size_t n, hsr_status *st) {
 void gpt_work_free(gpt_work *w) {
   if (!w) return;
   hsr_device *d = w->dev ? w->dev : w->host;
-  float **bufs[] = {&w->res, &w->ln1,  &w->ln1m, &w->ln1r,   &w->qkv,  &w->att,  &w->atty, &w->mid,  &w->ln2,
-                    &w->ln2m, &w->ln2r, &w->fch,  &w->fchg,   &w->lnf,  &w->lnfm, &w->lnfr, &w->logits, &w->dres,
-                    &w->dln, &w->dqkv, &w->datty, &w->dfch, &w->datt};
+  float **bufs[] = {&w->res,    &w->ln1,  &w->ln1m, &w->ln1r, &w->qkv,   &w->att,  &w->atty, &w->mid,
+                    &w->ln2,    &w->ln2m, &w->ln2r, &w->fch,  &w->fchg,  &w->lnf,  &w->lnfm, &w->lnfr,
+                    &w->logits, &w->dres, &w->dln,  &w->dqkv, &w->datty, &w->dfch, &w->datt};
   if (d) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hsr_device_free(d, *bufs[i]);
     hsr_device_free(d, w->rowloss);
@@ -249,7 +252,8 @@ typedef struct pass {
 /* y (N x out) = x (N x in) W (in x out) + bias, or y += ... when acc */
 static hsr_status linear(const pass *p, size_t in, size_t out, const float *x, const float *W, const float *bias,
                          float *y, int acc) {
-  TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 0, 0, (size_t)p->N, out, in, 1.0f, x, in, W, out, acc ? 1.0f : 0.0f, y, out));
+  TIMED(p, GPT_T_GEMM,
+        hsr_kernels_gemm(DEV(p), 0, 0, (size_t)p->N, out, in, 1.0f, x, in, W, out, acc ? 1.0f : 0.0f, y, out));
   TIMED(p, GPT_T_OTHER, hsr_kernels_bias_add(DEV(p), (size_t)p->N, out, bias, y));
   return HSR_OK;
 }
@@ -276,8 +280,8 @@ hsr_status gpt_attention(hsr_device *d, hsr_stream *s, int B, int T, int C, int 
     float *a = att + (size_t)b * h * tt;
     for (size_t q0 = 0; q0 < t; q0 += ATT_BLOCK) {
       size_t q1 = q0 + ATT_BLOCK < t ? q0 + ATT_BLOCK : t;
-      HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 1, q1 - q0, q1, hs, 1.0f, q + q0 * 3 * c, 3 * c, hs, q + c, 3 * c,
-                                         hs, 0.0f, a + q0 * t, t, tt, h));
+      HSR_CHECK(hsr_kernels_gemm_batched(d, s, 0, 1, q1 - q0, q1, hs, 1.0f, q + q0 * 3 * c, 3 * c, hs, q + c, 3 * c, hs,
+                                         0.0f, a + q0 * t, t, tt, h));
     }
   }
   HSR_CHECK(hsr_kernels_softmax_causal(d, s, (size_t)B * h * t, t, 1.0f / sqrtf((float)hs), att, att));
@@ -348,12 +352,14 @@ static hsr_status block_fwd(const pass *p, int l) {
   size_t C = (size_t)p->C, N = (size_t)p->N, nc = N * C;
   const float **W = w->wp;
   const float *x = LAYER(w->res, l, nc);
-  float *ln1 = LAYER(w->ln1, l, nc), *qkv = LAYER(w->qkv, l, 3 * nc), *att = LAYER(w->att, l, (size_t)p->B * p->H * p->T * p->T);
+  float *ln1 = LAYER(w->ln1, l, nc), *qkv = LAYER(w->qkv, l, 3 * nc),
+        *att = LAYER(w->att, l, (size_t)p->B * p->H * p->T * p->T);
   float *atty = LAYER(w->atty, l, nc), *mid = LAYER(w->mid, l, nc), *ln2 = LAYER(w->ln2, l, nc);
   float *fch = LAYER(w->fch, l, 4 * nc), *fchg = LAYER(w->fchg, l, 4 * nc), *out = LAYER(w->res, l + 1, nc);
   HSR_CHECK(piece_open(p, l, 0, 0));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm(DEV(p), N, C, x, W[GPT_PARAM(l, GPT_LN1_W)], W[GPT_PARAM(l, GPT_LN1_B)], GPT_LN_EPS, ln1,
-                                  LAYER(w->ln1m, l, N), LAYER(w->ln1r, l, N)));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_layernorm(DEV(p), N, C, x, W[GPT_PARAM(l, GPT_LN1_W)], W[GPT_PARAM(l, GPT_LN1_B)], GPT_LN_EPS, ln1,
+                              LAYER(w->ln1m, l, N), LAYER(w->ln1r, l, N)));
   HSR_CHECK(linear(p, C, 3 * C, ln1, W[GPT_PARAM(l, GPT_ATTN_W)], W[GPT_PARAM(l, GPT_ATTN_B)], qkv, 0));
   HSR_CHECK(piece_close(p, l, 0, 0));
   TIMED(p, GPT_T_ATTN, gpt_attention(DEV(p), p->B, p->T, p->C, p->H, qkv, att, atty));
@@ -362,8 +368,9 @@ static hsr_status block_fwd(const pass *p, int l) {
   HSR_CHECK(linear(p, C, C, atty, W[GPT_PARAM(l, GPT_APROJ_W)], W[GPT_PARAM(l, GPT_APROJ_B)], mid, 1));
   HSR_CHECK(piece_close(p, l, 1, 0));
   HSR_CHECK(piece_open(p, l, 2, 0));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm(DEV(p), N, C, mid, W[GPT_PARAM(l, GPT_LN2_W)], W[GPT_PARAM(l, GPT_LN2_B)], GPT_LN_EPS,
-                                  ln2, LAYER(w->ln2m, l, N), LAYER(w->ln2r, l, N)));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_layernorm(DEV(p), N, C, mid, W[GPT_PARAM(l, GPT_LN2_W)], W[GPT_PARAM(l, GPT_LN2_B)], GPT_LN_EPS,
+                              ln2, LAYER(w->ln2m, l, N), LAYER(w->ln2r, l, N)));
   HSR_CHECK(linear(p, C, 4 * C, ln2, W[GPT_PARAM(l, GPT_FC_W)], W[GPT_PARAM(l, GPT_FC_B)], fch, 0));
   HSR_CHECK(piece_close(p, l, 2, 0));
   TIMED(p, GPT_T_OTHER, hsr_kernels_gelu(DEV(p), 4 * nc, fch, fchg));
@@ -391,8 +398,9 @@ static hsr_status block_bwd(const pass *p, int l) {
   TIMED(p, GPT_T_OTHER, hsr_kernels_gelu_bwd(DEV(p), 4 * nc, fch, w->dfch, w->dfch));
   HSR_CHECK(piece_open(p, l, 2, 1));
   HSR_CHECK(linear_bwd(p, C, 4 * C, ln2, PW(GPT_FC_W), w->dfch, w->dln, PG(GPT_FC_W), PG(GPT_FC_B)));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, mid, PW(GPT_LN2_W), LAYER(w->ln2m, l, N),
-                                      LAYER(w->ln2r, l, N), w->dres, PG(GPT_LN2_W), PG(GPT_LN2_B)));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, mid, PW(GPT_LN2_W), LAYER(w->ln2m, l, N), LAYER(w->ln2r, l, N),
+                                  w->dres, PG(GPT_LN2_W), PG(GPT_LN2_B)));
   HSR_CHECK(piece_close(p, l, 2, 1));
   HSR_CHECK(piece_open(p, l, 1, 1));
   HSR_CHECK(linear_bwd(p, C, C, atty, PW(GPT_APROJ_W), w->dres, w->datty, PG(GPT_APROJ_W), PG(GPT_APROJ_B)));
@@ -400,8 +408,9 @@ static hsr_status block_bwd(const pass *p, int l) {
   TIMED(p, GPT_T_ATTN, gpt_attention_bwd(DEV(p), p->B, p->T, p->C, p->H, qkv, att, w->datty, w->dqkv, w->datt));
   HSR_CHECK(piece_open(p, l, 0, 1));
   HSR_CHECK(linear_bwd(p, C, 3 * C, ln1, PW(GPT_ATTN_W), w->dqkv, w->dln, PG(GPT_ATTN_W), PG(GPT_ATTN_B)));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, x, PW(GPT_LN1_W), LAYER(w->ln1m, l, N), LAYER(w->ln1r, l, N),
-                                      w->dres, PG(GPT_LN1_W), PG(GPT_LN1_B)));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, x, PW(GPT_LN1_W), LAYER(w->ln1m, l, N), LAYER(w->ln1r, l, N),
+                                  w->dres, PG(GPT_LN1_W), PG(GPT_LN1_B)));
 #undef PW
 #undef PG
   return piece_close(p, l, 0, 1);
@@ -422,10 +431,12 @@ static hsr_status forward(const pass *p, const int32_t *tok, const int32_t *tgt,
   gpt_work *w = p->w;
   size_t C = (size_t)p->C, N = (size_t)p->N, V = (size_t)p->V;
   HSR_CHECK(p->b->acquire(p->b->ctx, 0, 0, w->wp, w->gp));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_embed(DEV(p), (size_t)p->B, (size_t)p->T, C, V, tok, w->wp[GPT_WTE], w->wp[GPT_WPE], w->res));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_embed(DEV(p), (size_t)p->B, (size_t)p->T, C, V, tok, w->wp[GPT_WTE], w->wp[GPT_WPE], w->res));
   for (int l = 0; l < p->c->n_layer; l++) HSR_CHECK(block_fwd(p, l));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm(DEV(p), N, C, LAYER(w->res, p->c->n_layer, N * C), w->wp[GPT_LNF_W], w->wp[GPT_LNF_B],
-                                  GPT_LN_EPS, w->lnf, w->lnfm, w->lnfr));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_layernorm(DEV(p), N, C, LAYER(w->res, p->c->n_layer, N * C), w->wp[GPT_LNF_W], w->wp[GPT_LNF_B],
+                              GPT_LN_EPS, w->lnf, w->lnfm, w->lnfr));
   TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 0, 1, N, V, C, 1.0f, w->lnf, C, w->wp[GPT_WTE], C, 0.0f, w->logits, V));
   if (tgt) TIMED(p, GPT_T_OTHER, hsr_kernels_xent(DEV(p), N, V, w->logits, tgt, 1.0f / (float)N, w->rowloss));
   if (!keep) HSR_CHECK(release(p, 0, 0));
@@ -450,11 +461,13 @@ static hsr_status backward(const pass *p, const int32_t *tok) {
   TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 1, 0, V, C, N, 1.0f, w->logits, V, w->lnf, C, 1.0f, dwte, C));
   TIMED(p, GPT_T_GEMM, hsr_kernels_gemm(DEV(p), 0, 0, N, C, V, 1.0f, w->logits, V, w->wp[GPT_WTE], C, 0.0f, w->dln, C));
   TIMED(p, GPT_T_OTHER, hsr_device_memset(p->d, w->dres, 0, N * C * sizeof(float), w->s));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, LAYER(w->res, p->c->n_layer, N * C), w->wp[GPT_LNF_W],
-                                      w->lnfm, w->lnfr, w->dres, w->gp[GPT_LNF_W], w->gp[GPT_LNF_B]));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, LAYER(w->res, p->c->n_layer, N * C), w->wp[GPT_LNF_W], w->lnfm,
+                                  w->lnfr, w->dres, w->gp[GPT_LNF_W], w->gp[GPT_LNF_B]));
   for (int l = p->c->n_layer - 1; l >= 0; l--) HSR_CHECK(block_bwd(p, l));
   /* the embedding: wte's second use adds into the same gradient */
-  TIMED(p, GPT_T_OTHER, hsr_kernels_embed_bwd(DEV(p), (size_t)p->B, (size_t)p->T, C, V, tok, w->dres, dwte, w->gp[GPT_WPE]));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_embed_bwd(DEV(p), (size_t)p->B, (size_t)p->T, C, V, tok, w->dres, dwte, w->gp[GPT_WPE]));
   return release(p, 0, 1);
 }
 

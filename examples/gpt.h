@@ -55,7 +55,7 @@ enum {
   GPT_MPROJ_B,
   GPT_BLOCK_PARAMS
 };
-#define GPT_PARAM(l, k) (GPT_ROOT_PARAMS + (l) * GPT_BLOCK_PARAMS + (k))
+#define GPT_PARAM(l, k) (GPT_ROOT_PARAMS + (l)*GPT_BLOCK_PARAMS + (k))
 
 /* A clear error naming what is wrong with the configuration. */
 hsr_status gpt_cfg_check(const gpt_cfg *c);

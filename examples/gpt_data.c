@@ -20,8 +20,10 @@ hsr_status gpt_data_wrap(const uint8_t *bytes, size_t len, int T, gpt_data *out)
   size_t tail = len / 10;
   if (tail < (size_t)T + 1 && len >= 3 * ((size_t)T + 1)) tail = (size_t)T + 1;
   if (len < tail + (size_t)T + 1)
-    return hsr_error(HSR_ERR_INVALID, "data: %zu bytes cannot hold a training window of %d + 1 bytes beside the "
-                     "held-out tail (%zu bytes); use a longer file or a shorter --seq", len, T, tail);
+    return hsr_error(HSR_ERR_INVALID,
+                     "data: %zu bytes cannot hold a training window of %d + 1 bytes beside the "
+                     "held-out tail (%zu bytes); use a longer file or a shorter --seq",
+                     len, T, tail);
   out->bytes = bytes;
   out->len = len;
   out->split = len - tail;
@@ -139,7 +141,8 @@ hsr_status gpt_ref_create(const gpt_cfg *c, const gpt_opt *o, int batch, int T, 
     ok = r->p[i] && r->g[i] && r->m[i] && r->v[i];
     if (ok) gpt_param_init(c, i, r->p[i]);
   }
-  hsr_status st = ok ? gpt_work_create(c, batch, T, NULL, NULL, &r->w) : hsr_error(HSR_ERR_NOMEM, "reference: out of memory");
+  hsr_status st =
+      ok ? gpt_work_create(c, batch, T, NULL, NULL, &r->w) : hsr_error(HSR_ERR_NOMEM, "reference: out of memory");
   if (st != HSR_OK) {
     gpt_ref_free(r);
     return st;

@@ -195,7 +195,8 @@ hsr_status gpt_rt_train_step(gpt_rt_ctx *x, const gpt_data *d, uint64_t data_see
   double sum = 0;
   for (int m = 0; m < micro; m++) {
     int64_t first = g0 + (int64_t)r * per + (int64_t)m * mb;
-    for (int s = 0; s < mb; s++) gpt_data_window(d, data_seed, first + s, T, x->in + (size_t)s * T, x->tgt + (size_t)s * T);
+    for (int s = 0; s < mb; s++)
+      gpt_data_window(d, data_seed, first + s, T, x->in + (size_t)s * T, x->tgt + (size_t)s * T);
     const int32_t *in, *tgt;
     HSR_CHECK(stage_tokens(x, mb, &in, &tgt));
     double l = 0;

@@ -21,7 +21,8 @@ static unsigned nn_grid(size_t items) {
 }
 
 #define NN_STREAM(s) ((cudaStream_t)(s)->native)
-#define NN_FOR(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+#define NN_FOR(i, n) \
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 extern "C" hsr_status kc_gemm_batched(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k,
                                       float alpha, const float *a, size_t lda, size_t stride_a, const float *b,
@@ -30,10 +31,10 @@ extern "C" hsr_status kc_gemm_batched(hsr_stream *s, int trans_a, int trans_b, s
   void *hv = NULL;
   HSR_CHECK(kc_blas(s, &hv));
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
-  cublasStatus_t st = cublasSgemmStridedBatched(
-      (cublasHandle_t)hv, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m,
-      (int)k, &alpha, b, (int)ldb, (long long)stride_b, a, (int)lda, (long long)stride_a, &beta, c, (int)ldc,
-      (long long)stride_c, (int)count);
+  cublasStatus_t st = cublasSgemmStridedBatched((cublasHandle_t)hv, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b,
+                                                (int)ldb, (long long)stride_b, a, (int)lda, (long long)stride_a, &beta,
+                                                c, (int)ldc, (long long)stride_c, (int)count);
   if (st != CUBLAS_STATUS_SUCCESS)
     return hsr_error(HSR_ERR_CUDA, "cublasSgemmStridedBatched: %s", cublasGetStatusString(st));
   return HSR_OK;
@@ -44,8 +45,8 @@ __global__ void k_layernorm(size_t rows, int C, const float *x, const float *w, 
   NN_FOR(r, rows) hsr_km_layernorm_row(x + r * C, w, b, y + r * C, C, eps, &mean[r], &rstd[r]);
 }
 
-extern "C" hsr_status kc_layernorm(hsr_stream *s, size_t rows, size_t C, const float *x, const float *w,
-                                   const float *b, float eps, float *y, float *mean, float *rstd) {
+extern "C" hsr_status kc_layernorm(hsr_stream *s, size_t rows, size_t C, const float *x, const float *w, const float *b,
+                                   float eps, float *y, float *mean, float *rstd) {
   k_layernorm<<<nn_grid(rows), NN_BLOCK, 0, NN_STREAM(s)>>>(rows, (int)C, x, w, b, eps, y, mean, rstd);
   return nn_launched("layernorm");
 }
@@ -79,9 +80,7 @@ extern "C" hsr_status kc_layernorm_bwd(hsr_stream *s, size_t rows, size_t C, con
   return nn_launched("layernorm_bwd (weights)");
 }
 
-__global__ void k_gelu(size_t n, const float *x, float *y) {
-  NN_FOR(i, n) y[i] = hsr_km_gelu(x[i]);
-}
+__global__ void k_gelu(size_t n, const float *x, float *y) { NN_FOR(i, n) y[i] = hsr_km_gelu(x[i]); }
 
 __global__ void k_gelu_bwd(size_t n, const float *x, const float *dy, float *dx) {
   NN_FOR(i, n) dx[i] = dy[i] * hsr_km_gelu_grad(x[i]);
@@ -149,15 +148,15 @@ __global__ void k_xent(size_t rows, int V, float *z, const int32_t *targets, flo
   }
 }
 
-extern "C" hsr_status kc_xent(hsr_stream *s, size_t rows, size_t V, float *z, const int32_t *targets,
-                              float grad_scale, double *rowloss) {
+extern "C" hsr_status kc_xent(hsr_stream *s, size_t rows, size_t V, float *z, const int32_t *targets, float grad_scale,
+                              double *rowloss) {
   k_xent<<<nn_grid(rows), NN_BLOCK, 0, NN_STREAM(s)>>>(rows, (int)V, z, targets, grad_scale, rowloss);
   return nn_launched("xent");
 }
 
 // Tokens outside [0, V) give NaN rows.
-__global__ void k_embed(size_t n, size_t T, size_t C, size_t V, const int32_t *tok, const float *wte,
-                        const float *wpe, float *out) {
+__global__ void k_embed(size_t n, size_t T, size_t C, size_t V, const int32_t *tok, const float *wte, const float *wpe,
+                        float *out) {
   NN_FOR(i, n * C) {
     size_t p = i / C, c = i % C;
     int t = tok[p];
@@ -166,8 +165,8 @@ __global__ void k_embed(size_t n, size_t T, size_t C, size_t V, const int32_t *t
 }
 
 // A thread per channel, positions in order (the host loop's order): no atomics.
-__global__ void k_embed_bwd(size_t n, size_t T, size_t C, size_t V, const int32_t *tok, const float *dout,
-                            float *dwte, float *dwpe) {
+__global__ void k_embed_bwd(size_t n, size_t T, size_t C, size_t V, const int32_t *tok, const float *dout, float *dwte,
+                            float *dwpe) {
   NN_FOR(c, C) {
     for (size_t p = 0; p < n; p++) {
       int t = tok[p];

@@ -23,8 +23,9 @@ static hsr_status need_ptr(const void *p, const char *what, size_t n) {
     STORE_OUT;                                                \
   }
 
-HSR_KM_CLONES static void adamw_host(size_t n, float *restrict p, float *restrict m, float *restrict v, const void *grad,
-                       hsr_dtype gdt, void *out, hsr_dtype odt, const hsr_km_adamw_c *cp) {
+HSR_KM_CLONES static void adamw_host(size_t n, float *restrict p, float *restrict m, float *restrict v,
+                                     const void *grad, hsr_dtype gdt, void *out, hsr_dtype odt,
+                                     const hsr_km_adamw_c *cp) {
   const hsr_km_adamw_c c = *cp;
   const float *gf = (const float *)grad;
   const uint16_t *gh = (const uint16_t *)grad;

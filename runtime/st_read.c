@@ -114,8 +114,9 @@ static hsr_status parse_entry(hsr_st_file *f, const cJSON *o, entry *e) {
     BAD("tensor '%s': data_offsets must be [BEGIN, END], two non-negative integers", nm);
   uint64_t bytes;
   if (st_mul_overflows(e->numel, e->es, &bytes)) BAD("tensor '%s': its byte size overflows 64 bits", nm);
-  if (e->end < e->begin) BAD("tensor '%s': data_offsets [%llu, %llu] end before they begin", nm,
-                             (unsigned long long)e->begin, (unsigned long long)e->end);
+  if (e->end < e->begin)
+    BAD("tensor '%s': data_offsets [%llu, %llu] end before they begin", nm, (unsigned long long)e->begin,
+        (unsigned long long)e->end);
   if (e->end - e->begin != bytes)
     BAD("tensor '%s': data_offsets [%llu, %llu] hold %llu bytes, but %s x %llu elements need %llu", nm,
         (unsigned long long)e->begin, (unsigned long long)e->end, (unsigned long long)(e->end - e->begin), e->dt,
@@ -173,8 +174,11 @@ static hsr_status parse_header(hsr_st_file *f, const char *h, size_t n) {
   }
   hsr_status st = HSR_OK;
   for (const char *p = end; p < h + n && st == HSR_OK; p++)
-    if (*p != ' ') st = bad(f, "the header has byte 0x%02x after its JSON object at header byte %ld (only space "
-                            "padding is allowed)", (unsigned char)*p, (long)(p - h));
+    if (*p != ' ')
+      st = bad(f,
+               "the header has byte 0x%02x after its JSON object at header byte %ld (only space "
+               "padding is allowed)",
+               (unsigned char)*p, (long)(p - h));
   if (st == HSR_OK && !cJSON_IsObject(root)) st = bad(f, "the header is not a JSON object");
   int cap = st == HSR_OK ? cJSON_GetArraySize(root) : 0, seen_meta = 0;
   if (st == HSR_OK && !(f->t = calloc((size_t)cap + 1, sizeof *f->t)))
@@ -185,7 +189,8 @@ static hsr_status parse_header(hsr_st_file *f, const char *h, size_t n) {
       continue;
     }
     for (int j = 0; j < f->n && st == HSR_OK; j++)
-      if (!strcmp(f->t[j].name, c->string)) st = bad(f, "tensor '%s' appears twice (duplicate keys are not allowed)", c->string);
+      if (!strcmp(f->t[j].name, c->string))
+        st = bad(f, "tensor '%s' appears twice (duplicate keys are not allowed)", c->string);
     if (st == HSR_OK && (st = parse_entry(f, c, &f->t[f->n])) == HSR_OK) f->n++;
   }
   cJSON_Delete(root);
@@ -197,7 +202,8 @@ static hsr_status parse_header(hsr_st_file *f, const char *h, size_t n) {
 static hsr_status check_length(hsr_st_file *f, const uint8_t le[8], uint64_t *n) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = (v << 8) | le[i];
-  if (v > HSR_ST_HEADER_MAX) BAD("header length %llu exceeds the %u-byte limit", (unsigned long long)v, HSR_ST_HEADER_MAX);
+  if (v > HSR_ST_HEADER_MAX)
+    BAD("header length %llu exceeds the %u-byte limit", (unsigned long long)v, HSR_ST_HEADER_MAX);
   if (v > f->size - 8)
     BAD("header length %llu runs past the end of the file (%llu bytes)", (unsigned long long)v,
         (unsigned long long)f->size);
@@ -224,8 +230,8 @@ hsr_status hsr_st_parse(const void *bytes, size_t len, const char *label, hsr_st
   f->mem = bytes;
   f->size = len;
   uint64_t n = 0;
-  hsr_status st = len < 8 ? bad(f, "%zu bytes: shorter than the 8-byte header length", len)
-                          : check_length(f, f->mem, &n);
+  hsr_status st =
+      len < 8 ? bad(f, "%zu bytes: shorter than the 8-byte header length", len) : check_length(f, f->mem, &n);
   if (st == HSR_OK) st = parse_header(f, (const char *)f->mem + 8, (size_t)n);
   if (st != HSR_OK) {
     hsr_st_close(f);
@@ -265,7 +271,8 @@ hsr_status hsr_st_open(const char *path, hsr_st_file **out) {
   f->size = st == HSR_OK ? (uint64_t)sb.st_size : 0;
   uint8_t le[8];
   uint64_t n = 0;
-  if (st == HSR_OK && f->size < 8) st = bad(f, "%llu bytes: shorter than the 8-byte header length", (unsigned long long)f->size);
+  if (st == HSR_OK && f->size < 8)
+    st = bad(f, "%llu bytes: shorter than the 8-byte header length", (unsigned long long)f->size);
   if (st == HSR_OK) st = read_at(f, le, 8, 0);
   if (st == HSR_OK) st = check_length(f, le, &n);
   char *h = st == HSR_OK ? malloc((size_t)n + 1) : NULL;

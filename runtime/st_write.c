@@ -12,7 +12,7 @@
 static const struct {
   const char *name;
   size_t size;
-} dtypes[] = {{"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+} dtypes[] = {{"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
               {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
 
 size_t hsr_st_dtype_size(const char *dtype) {
@@ -22,7 +22,9 @@ size_t hsr_st_dtype_size(const char *dtype) {
   return 0;
 }
 
-const char *st_dtype_list(void) { return "BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64"; }
+const char *st_dtype_list(void) {
+  return "BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64";
+}
 
 int st_utf8_valid(const unsigned char *s, size_t n, size_t *bad) {
   for (size_t i = 0; i < n;) {
@@ -93,7 +95,12 @@ static void put_str(sbuf *b, const char *s) {
       e[0] = '\\', e[1] = (char)c;
       put(b, e, 2);
     } else if (c < 0x20) {
-      const char *named = c == '\b' ? "\\b" : c == '\f' ? "\\f" : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+      const char *named = c == '\b'   ? "\\b"
+                          : c == '\f' ? "\\f"
+                          : c == '\n' ? "\\n"
+                          : c == '\r' ? "\\r"
+                          : c == '\t' ? "\\t"
+                                      : NULL;
       if (named)
         puts_(b, named);
       else {

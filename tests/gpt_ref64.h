@@ -67,7 +67,8 @@ static void r64_attention(const double *qkv, double *y, int B, int T, int C, int
         for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
         for (int e = 0; e < hs; e++) {
           double acc = 0;
-          for (int j = 0; j <= i; j++) acc += s[j] / sum * qkv[((size_t)b * T + j) * 3 * C + 2 * C + (size_t)h * hs + e];
+          for (int j = 0; j <= i; j++)
+            acc += s[j] / sum * qkv[((size_t)b * T + j) * 3 * C + 2 * C + (size_t)h * hs + e];
           y[((size_t)b * T + i) * C + (size_t)h * hs + e] = acc;
         }
       }
@@ -81,7 +82,8 @@ static double r64_model_loss(const gpt_cfg *c, double *const *w, const int32_t *
   double *x = malloc(nc * sizeof *x), *a = malloc(nc * sizeof *a), *qkv = malloc(3 * nc * sizeof *qkv);
   double *y = malloc(nc * sizeof *y), *f = malloc(4 * nc * sizeof *f), *t = malloc(nc * sizeof *t);
   for (int n = 0; n < N; n++)
-    for (int e = 0; e < C; e++) x[(size_t)n * C + e] = w[GPT_WTE][(size_t)in[n] * C + e] + w[GPT_WPE][(size_t)(n % T) * C + e];
+    for (int e = 0; e < C; e++)
+      x[(size_t)n * C + e] = w[GPT_WTE][(size_t)in[n] * C + e] + w[GPT_WPE][(size_t)(n % T) * C + e];
   for (int l = 0; l < c->n_layer; l++) {
 #define W_(k) w[GPT_PARAM(l, k)]
     r64_layernorm(x, W_(GPT_LN1_W), W_(GPT_LN1_B), a, N, C);

@@ -113,9 +113,7 @@ static void expected_calls(const hsr_rt_config *c, int S, int R, int K, int U,
       e[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE] = (uint64_t)(U * nred);
     e[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE] += 1;
   }
-  if (R > 1)
-    e[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE] =
-        (uint64_t)(U * (c->sync == HSR_RT_SYNC_FULL ? M : 1));
+  if (R > 1) e[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE] = (uint64_t)(U * (c->sync == HSR_RT_SYNC_FULL ? M : 1));
 }
 
 typedef struct history {
@@ -241,8 +239,10 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
     int after_val = sp->val && (s == 2 || s == 4);
     if (after_val) {
       OK(gpt_rt_val_loss(x, &g_data, VAL_WINDOWS, &got->val[s]));
-      CHECK(fabs(got->val[s] - ref->val[s]) <= tol * ref->val[s], "%s: validation loss before step %d: %.7f, "
-            "reference %.7f", sp->text, s + 1, got->val[s], ref->val[s]);
+      CHECK(fabs(got->val[s] - ref->val[s]) <= tol * ref->val[s],
+            "%s: validation loss before step %d: %.7f, "
+            "reference %.7f",
+            sp->text, s + 1, got->val[s], ref->val[s]);
     }
     OK(hsr_rt_set_lr(rt, 0, hsr_rt_lr_at(&sched, s + 1)));
     OK(hsr_rt_set_lr(rt, 1, hsr_rt_lr_at(&sched, s + 1)));
@@ -257,8 +257,8 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
               sp->text, R, S, K, s + 1, hsr_rt_group_name((hsr_rt_group)g), hsr_op_name((hsr_op)op),
               (unsigned long long)info.calls[g][op], (unsigned long long)e[g][op]);
     double ltol = f32 ? 1e-5 : 2e-2;
-    CHECK(fabs(got->loss[s] - ref->loss[s]) <= ltol * ref->loss[s], "%s: step %d: loss %.7f, reference %.7f",
-          sp->text, s + 1, got->loss[s], ref->loss[s]);
+    CHECK(fabs(got->loss[s] - ref->loss[s]) <= ltol * ref->loss[s], "%s: step %d: loss %.7f, reference %.7f", sp->text,
+          s + 1, got->loss[s], ref->loss[s]);
     CHECK(fabs(got->norm[s] - ref->norm[s]) <= (f32 ? 1e-4 : 5e-2) * ref->norm[s],
           "%s: step %d: gradient norm %.7f, reference %.7f", sp->text, s + 1, got->norm[s], ref->norm[s]);
     got->p[s] = read_params(rt);

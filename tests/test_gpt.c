@@ -67,11 +67,14 @@ static void test_expf_tanh_gelu(void **state) {
   if (worst > 3e-7) fail_msg("expf: relative error %.3g", worst);
   for (int i = -2000; i <= 2000; i++) {
     float x = (float)i / 100.0f;
-    if (fabs(hsr_km_tanhf(x) - tanh((double)x)) > 2e-7) fail_msg("tanh(%g) = %.9g, libm %.9g", x, hsr_km_tanhf(x), tanh(x));
+    if (fabs(hsr_km_tanhf(x) - tanh((double)x)) > 2e-7)
+      fail_msg("tanh(%g) = %.9g, libm %.9g", x, hsr_km_tanhf(x), tanh(x));
     double g = r64_gelu(x);
-    if (fabs(hsr_km_gelu(x) - g) > 1e-6 * (1 + fabs(g))) fail_msg("gelu(%g) = %.9g, reference %.9g", x, hsr_km_gelu(x), g);
+    if (fabs(hsr_km_gelu(x) - g) > 1e-6 * (1 + fabs(g)))
+      fail_msg("gelu(%g) = %.9g, reference %.9g", x, hsr_km_gelu(x), g);
     double h = 1e-6, fd = (r64_gelu(x + h) - r64_gelu(x - h)) / (2 * h);
-    if (fabs(hsr_km_gelu_grad(x) - fd) > 1e-6) fail_msg("gelu'(%g) = %.9g, finite difference %.9g", x, hsr_km_gelu_grad(x), fd);
+    if (fabs(hsr_km_gelu_grad(x) - fd) > 1e-6)
+      fail_msg("gelu'(%g) = %.9g, finite difference %.9g", x, hsr_km_gelu_grad(x), fd);
   }
   assert_true(hsr_km_expf(-1000.0f) < 1e-37f && isinf(1.0f / 0.0f) && hsr_km_expf(0.0f) == 1.0f);
   assert_true(isnan(hsr_km_expf(NAN)));
@@ -91,7 +94,8 @@ static void test_layernorm(void **state) {
     double *xd = widen(x, n), *wd = widen(w, C), *bd = widen(b, C), *yd = malloc(n * 8), *fd = malloc(n * 8);
     r64_layernorm(xd, wd, bd, yd, rows, C);
     for (size_t i = 0; i < n; i++)
-      if (fabs(y[i] - yd[i]) > 2e-6 * (1 + fabs(yd[i]))) fail_msg("layernorm C=%d: y[%zu] %.9g vs %.9g", C, i, y[i], yd[i]);
+      if (fabs(y[i] - yd[i]) > 2e-6 * (1 + fabs(yd[i])))
+        fail_msg("layernorm C=%d: y[%zu] %.9g vs %.9g", C, i, y[i], yd[i]);
     /* the gradients ADD: start from 0.25 and take it off */
     for (size_t i = 0; i < n; i++) dx[i] = 0.25f;
     for (int i = 0; i < C; i++) dw[i] = db[i] = 0.25f;
@@ -100,7 +104,13 @@ static void test_layernorm(void **state) {
     for (int i = 0; i < C; i++) dw[i] -= 0.25f, db[i] -= 0.25f;
     /* finite differences of sum(dy * LayerNorm(x)) in double */
     double *yp = malloc(n * 8), h = 1e-6;
-#define LOSS(out) ({ r64_layernorm(xd, wd, bd, yp, rows, C); double s_ = 0; for (size_t k = 0; k < n; k++) s_ += dy[k] * yp[k]; out = s_; })
+#define LOSS(out)                                       \
+  ({                                                    \
+    r64_layernorm(xd, wd, bd, yp, rows, C);             \
+    double s_ = 0;                                      \
+    for (size_t k = 0; k < n; k++) s_ += dy[k] * yp[k]; \
+    out = s_;                                           \
+  })
     double lp, lm;
     for (size_t i = 0; i < n; i++) {
       double s0 = xd[i];
@@ -236,7 +246,8 @@ static void check_attention(int B, int T, int C, int H, uint64_t seed) {
   double *qd = widen(qkv, nq), *yd = malloc(ny * 8), *fd = malloc(nq * 8), h = 1e-6;
   r64_attention(qd, yd, B, T, C, H);
   for (size_t i = 0; i < ny; i++)
-    if (fabs(y[i] - yd[i]) > 1e-6 * (1 + fabs(yd[i]))) fail_msg("attention T=%d: y[%zu] %.9g vs %.9g", T, i, y[i], yd[i]);
+    if (fabs(y[i] - yd[i]) > 1e-6 * (1 + fabs(yd[i])))
+      fail_msg("attention T=%d: y[%zu] %.9g vs %.9g", T, i, y[i], yd[i]);
   for (size_t r = 0; r < (size_t)B * H * T; r++)
     for (int j = (int)(r % T) + 1; j < T; j++) assert_true(att[r * T + j] == 0.0f); /* the mask */
   /* token 0's output is its own value vector in every head */
@@ -488,11 +499,11 @@ static void test_reference_learns(void **state) {
 int main(void) {
   openblas_set_num_threads(1);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_expf_tanh_gelu),    cmocka_unit_test(test_layernorm),
-      cmocka_unit_test(test_softmax_causal),    cmocka_unit_test(test_xent_gelu_bias_embed),
-      cmocka_unit_test(test_attention),         cmocka_unit_test(test_model_grad),
-      cmocka_unit_test(test_tied_head_grad),    cmocka_unit_test(test_wrap_linear_same_bits),
-      cmocka_unit_test(test_names_shapes),      cmocka_unit_test(test_data),
+      cmocka_unit_test(test_expf_tanh_gelu),   cmocka_unit_test(test_layernorm),
+      cmocka_unit_test(test_softmax_causal),   cmocka_unit_test(test_xent_gelu_bias_embed),
+      cmocka_unit_test(test_attention),        cmocka_unit_test(test_model_grad),
+      cmocka_unit_test(test_tied_head_grad),   cmocka_unit_test(test_wrap_linear_same_bits),
+      cmocka_unit_test(test_names_shapes),     cmocka_unit_test(test_data),
       cmocka_unit_test(test_reference_learns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

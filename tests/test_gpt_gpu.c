@@ -52,7 +52,8 @@ static void test_layers(void **state) {
   (void)state;
   uint64_t r = 3;
   const size_t rows = 67, C = 45, T = 13, V = 33;
-  float *x = rnd(&r, rows * C, -2, 2), *w = rnd(&r, C, 0.5f, 1.5f), *b = rnd(&r, C, -1, 1), *dy = rnd(&r, rows * C, -1, 1);
+  float *x = rnd(&r, rows * C, -2, 2), *w = rnd(&r, C, 0.5f, 1.5f), *b = rnd(&r, C, -1, 1),
+        *dy = rnd(&r, rows * C, -1, 1);
   float *y = malloc(rows * C * 4), *m = malloc(rows * 4), *rs = malloc(rows * 4), *dx = calloc(rows * C, 4);
   float *dw = calloc(C, 4), *db = calloc(C, 4), *back = malloc(rows * C * 4 + 4096);
   float *xd = up(x, rows * C * 4), *wd = up(w, C * 4), *bd = up(b, C * 4), *dyd = up(dy, rows * C * 4);
@@ -134,7 +135,8 @@ static void test_layers(void **state) {
   OK(hsr_kernels_gemm_batched(g_gpu, g_s, 0, 0, 7, 5, 9, 1.0f, Ad, 9, 63, Bd, 5, 45, 0.0f, Cd, 5, 35, 3));
   down(back, Cd, 3 * 7 * 5 * 4);
   close_to("gemm_batched", Cm, back, 3 * 7 * 5, 1e-6);
-  void *all[] = {xd, wd, bd, dyd, yd, md, rd, dxd, dwd, dbd, sd, pd, dpd, zd, tgd, rld, wted, wped, ed, tokd, Ad, Bd, Cd};
+  void *all[] = {xd,  wd, bd,  dyd, yd,   md,   rd, dxd,  dwd, dbd, sd, pd,
+                 dpd, zd, tgd, rld, wted, wped, ed, tokd, Ad,  Bd,  Cd};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(hsr_device_free(g_gpu, all[i]));
   free(x), free(w), free(b), free(dy), free(y), free(m), free(rs), free(dx), free(dw), free(db), free(back);
   free(s), free(p), free(dp), free(z), free(tg), free(rl), free(rlb), free(wte), free(wpe), free(e), free(A), free(B);

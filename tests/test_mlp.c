@@ -170,11 +170,8 @@ static void test_reference_learns(void **state) {
 int main(void) {
   mlp_blas_threads(1);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_math),
-      cmocka_unit_test(test_gradcheck),
-      cmocka_unit_test(test_data_deterministic),
-      cmocka_unit_test(test_feed),
-      cmocka_unit_test(test_reference_learns),
+      cmocka_unit_test(test_math), cmocka_unit_test(test_gradcheck),        cmocka_unit_test(test_data_deterministic),
+      cmocka_unit_test(test_feed), cmocka_unit_test(test_reference_learns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

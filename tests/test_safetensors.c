@@ -56,9 +56,9 @@ static void test_spec_vectors(void **state) {
   hsr_st_close(f);
 
   /* empty, with metadata {"framework": "pt"} */
-  static const unsigned char meta[] = {40,  0,   0,   0,   0,   0,   0,   0,   123, 34,  95,  95,  109, 101, 116, 97,
-                                       100, 97,  116, 97,  95,  95,  34,  58,  123, 34,  102, 114, 97,  109, 101, 119,
-                                       111, 114, 107, 34,  58,  34,  112, 116, 34,  125, 125, 32,  32,  32,  32,  32};
+  static const unsigned char meta[] = {40,  0,   0,   0,  0,  0,  0,   0,   123, 34,  95,  95,  109, 101, 116, 97,
+                                       100, 97,  116, 97, 95, 95, 34,  58,  123, 34,  102, 114, 97,  109, 101, 119,
+                                       111, 114, 107, 34, 58, 34, 112, 116, 34,  125, 125, 32,  32,  32,  32,  32};
   hsr_st_kv kv = {"framework", "pt"};
   b = write_file("meta.safetensors", NULL, 0, &kv, 1, NULL, 0, &len);
   assert_int_equal(len, sizeof meta);
@@ -71,11 +71,10 @@ static void test_spec_vectors(void **state) {
 
   /* one F32 tensor [1, 2, 3] = 0..5: a 64-byte header needs no padding */
   static const unsigned char one[] = {
-      64,  0,   0,   0,   0,   0,   0,   0,   123, 34,  97,  116, 116, 110, 46, 48,  34,  58,  123, 34,  100, 116,
-      121, 112, 101, 34,  58,  34,  70,  51,  50,  34,  44,  34,  115, 104, 97, 112, 101, 34,  58,  91,  49,  44,
-      50,  44,  51,  93,  44,  34,  100, 97,  116, 97,  95,  111, 102, 102, 115, 101, 116, 115, 34, 58,  91,  48,
-      44,  50,  52,  93,  125, 125, 0,   0,   0,   0,   0,   0,   128, 63,  0,   0,   0,   64,  0,  0,   64,  64,
-      0,   0,   128, 64,  0,   0,   160, 64};
+      64,  0,  0,   0,  0,   0,  0,   0,   123, 34,  97,  116, 116, 110, 46,  48, 34, 58, 123, 34, 100, 116, 121, 112,
+      101, 34, 58,  34, 70,  51, 50,  34,  44,  34,  115, 104, 97,  112, 101, 34, 58, 91, 49,  44, 50,  44,  51,  93,
+      44,  34, 100, 97, 116, 97, 95,  111, 102, 102, 115, 101, 116, 115, 34,  58, 91, 48, 44,  50, 52,  93,  125, 125,
+      0,   0,  0,   0,  0,   0,  128, 63,  0,   0,   0,   64,  0,   0,   64,  64, 0,  0,  128, 64, 0,   0,   160, 64};
   float vals[6] = {0, 1, 2, 3, 4, 5};
   hsr_st_tensor t = {"attn.0", "F32", 3, {1, 2, 3}};
   b = write_file("one.safetensors", &t, 1, NULL, 0, vals, sizeof vals, &len);
@@ -221,16 +220,20 @@ static void test_malformed(void **state) {
   parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}", 8, "shape must be an array");
   parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 8, "[BEGIN, END]");
   parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "end before they begin");
-  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, "hold 4 bytes, but F32 x 2 elements need 8");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
+            "hold 4 bytes, but F32 x 2 elements need 8");
   parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "a hole of 4 bytes");
   parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
             "\"u\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
             12, "overlaps");
-  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 9, "cover 8 bytes of the 9-byte buffer");
-  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "cover 8 bytes of the 4-byte buffer");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 9,
+            "cover 8 bytes of the 9-byte buffer");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4,
+            "cover 8 bytes of the 4-byte buffer");
   parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"offsets\":[0,8]}}", 8, "unknown key 'offsets'");
   parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "lacks data_offsets");
-  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "key 'dtype' twice");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+            "key 'dtype' twice");
   parse_hdr("{\"t\":[1]}", 0, "is not an object");
   parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
             "overflows");

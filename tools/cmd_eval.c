@@ -37,10 +37,10 @@ typedef struct eval_args {
 } eval_args;
 
 static int parse(int argc, char **argv, eval_args *a) {
-  static const struct option opts[] = {{"init", required_argument, 0, 'i'},    {"data", required_argument, 0, 'd'},
-                                       {"seq", required_argument, 0, 'T'},     {"windows", required_argument, 0, 'n'},
-                                       {"batch", required_argument, 0, 'b'},   {"json", no_argument, 0, 'j'},
-                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  static const struct option opts[] = {{"init", required_argument, 0, 'i'},  {"data", required_argument, 0, 'd'},
+                                       {"seq", required_argument, 0, 'T'},   {"windows", required_argument, 0, 'n'},
+                                       {"batch", required_argument, 0, 'b'}, {"json", no_argument, 0, 'j'},
+                                       {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
   a->seq = a->windows = -1;
   a->batch = 8;

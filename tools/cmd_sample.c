@@ -31,9 +31,12 @@ typedef struct sample_args {
 } sample_args;
 
 static int parse(int argc, char **argv, sample_args *a) {
-  static const struct option opts[] = {{"init", required_argument, 0, 'i'},   {"prompt", required_argument, 0, 'p'},
-                                       {"tokens", required_argument, 0, 'n'}, {"temperature", required_argument, 0, 't'},
-                                       {"seed", required_argument, 0, 's'},   {"help", no_argument, 0, 'h'},
+  static const struct option opts[] = {{"init", required_argument, 0, 'i'},
+                                       {"prompt", required_argument, 0, 'p'},
+                                       {"tokens", required_argument, 0, 'n'},
+                                       {"temperature", required_argument, 0, 't'},
+                                       {"seed", required_argument, 0, 's'},
+                                       {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   *a = (sample_args){NULL, "\n", 256, 0.8, 1};
   optind = 1;

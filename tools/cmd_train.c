@@ -139,22 +139,61 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     else
       *st = hsr_error(HSR_ERR_INVALID, "--model '%s' (valid: mlp, gpt)", optarg);
     break;
-  case 'L': LONG("--layers", 0, 1000); a->layers = (int)v; break;
-  case 'd': LONG("--dim", 1, 65536); a->dim = (int)v; break;
-  case O_HEADS: LONG("--heads", 1, 4096); a->heads = (int)v; break;
-  case O_SEQ: LONG("--seq", 1, 1 << 20); a->seq = (int)v; break;
+  case 'L':
+    LONG("--layers", 0, 1000);
+    a->layers = (int)v;
+    break;
+  case 'd':
+    LONG("--dim", 1, 65536);
+    a->dim = (int)v;
+    break;
+  case O_HEADS:
+    LONG("--heads", 1, 4096);
+    a->heads = (int)v;
+    break;
+  case O_SEQ:
+    LONG("--seq", 1, 1 << 20);
+    a->seq = (int)v;
+    break;
   case O_DATA: a->data = optarg; break;
   case O_INIT: a->init = optarg; break;
   case O_EXPORT: a->export_path = optarg; break;
-  case O_VAL_EVERY: LONG("--val-every", 1, 100000000); a->val_every = (int)v; break;
-  case O_VAL_WINDOWS: LONG("--val-windows", 1, 1 << 24); a->val_windows = (int)v; break;
-  case O_WARMUP: LONG("--warmup", 0, 100000000); a->warmup = (int)v; break;
-  case O_LR_MIN: DBL("--lr-min", 0, 10); a->lr_min = (float)d; break;
-  case 'C': LONG("--classes", 2, 65536); a->classes = (int)v; break;
-  case 'n': LONG("--steps", 1, 100000000); a->steps = (int)v; break;
-  case 'b': LONG("--batch", 1, 1 << 24); a->batch = (int)v; break;
-  case 'm': LONG("--micro-batches", 1, 1 << 20); a->cfg.micro_batches = (int)v; break;
-  case 's': LONG("--seed", 0, 0x7fffffffL); a->seed = (uint64_t)v; break;
+  case O_VAL_EVERY:
+    LONG("--val-every", 1, 100000000);
+    a->val_every = (int)v;
+    break;
+  case O_VAL_WINDOWS:
+    LONG("--val-windows", 1, 1 << 24);
+    a->val_windows = (int)v;
+    break;
+  case O_WARMUP:
+    LONG("--warmup", 0, 100000000);
+    a->warmup = (int)v;
+    break;
+  case O_LR_MIN:
+    DBL("--lr-min", 0, 10);
+    a->lr_min = (float)d;
+    break;
+  case 'C':
+    LONG("--classes", 2, 65536);
+    a->classes = (int)v;
+    break;
+  case 'n':
+    LONG("--steps", 1, 100000000);
+    a->steps = (int)v;
+    break;
+  case 'b':
+    LONG("--batch", 1, 1 << 24);
+    a->batch = (int)v;
+    break;
+  case 'm':
+    LONG("--micro-batches", 1, 1 << 20);
+    a->cfg.micro_batches = (int)v;
+    break;
+  case 's':
+    LONG("--seed", 0, 0x7fffffffL);
+    a->seed = (uint64_t)v;
+    break;
   case 'S':
     if (!strcmp(optarg, "auto")) {
       a->cfg.shard = 0;
@@ -163,15 +202,24 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     LONG("--shard", 1, 1 << 20);
     a->cfg.shard = (int)v;
     break;
-  case 'R': LONG("--replicate", 1, 1 << 20); a->cfg.replicate = (int)v; break;
+  case 'R':
+    LONG("--replicate", 1, 1 << 20);
+    a->cfg.replicate = (int)v;
+    break;
   case 'x':
     *st = hsr_rt_parse_strategy(optarg, &a->cfg.strategy);
     a->strategy_given = 1;
     break;
   case 'r': *st = hsr_rt_parse_reshard(optarg, &a->cfg.reshard, &a->cfg.partial_k); break;
   case 'o': a->cfg.root_reshard = 1; break;
-  case 'p': LONG("--prefetch", 0, 1 << 20); a->cfg.prefetch = (int)v; break;
-  case 'M': LONG("--max-live", 0, 1 << 20); a->cfg.max_live = (int)v; break;
+  case 'p':
+    LONG("--prefetch", 0, 1 << 20);
+    a->cfg.prefetch = (int)v;
+    break;
+  case 'M':
+    LONG("--max-live", 0, 1 << 20);
+    a->cfg.max_live = (int)v;
+    break;
   case 'y': *st = hsr_rt_parse_sync(optarg, &a->cfg.sync); break;
   case 'P':
   case 'D': {
@@ -182,9 +230,18 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     *(c == 'P' ? &a->cfg.param_dtype : &a->cfg.reduce_dtype) = t;
     break;
   }
-  case 'l': DBL("--lr", 0, 10); a->lr = (float)d; break;
-  case 'w': DBL("--wd", 0, 10); a->wd = (float)d; break;
-  case 'c': DBL("--clip", 0, 1e30); a->cfg.clip = d; break;
+  case 'l':
+    DBL("--lr", 0, 10);
+    a->lr = (float)d;
+    break;
+  case 'w':
+    DBL("--wd", 0, 10);
+    a->wd = (float)d;
+    break;
+  case 'c':
+    DBL("--clip", 0, 1e30);
+    a->cfg.clip = d;
+    break;
   case 'g': a->log = optarg; break;
   case 'q': a->progress = 0; break;
   case 'V': *st = hsr_rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
@@ -263,9 +320,19 @@ static int parse(int argc, char **argv, train_args *a) {
   a->cfg.groups[0] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, a->wd};
   a->cfg.groups[1] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, 0.0f};
   uint64_t h = 1469598103934665603ull; /* FNV-1a over the model's identity and the run */
-  const long ids[] = {a->model == &train_model_gpt, a->layers, a->dim,          a->heads, a->classes,
-                      a->seq,                       a->batch,  (long)a->seed,   a->steps, a->wrap_linear,
-                      a->warmup,                    (long)(a->lr * 1e9), (long)(a->lr_min * 1e9)};
+  const long ids[] = {a->model == &train_model_gpt,
+                      a->layers,
+                      a->dim,
+                      a->heads,
+                      a->classes,
+                      a->seq,
+                      a->batch,
+                      (long)a->seed,
+                      a->steps,
+                      a->wrap_linear,
+                      a->warmup,
+                      (long)(a->lr * 1e9),
+                      (long)(a->lr_min * 1e9)};
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) h = (h ^ (uint64_t)ids[i]) * 1099511628211ull;
   a->cfg.user_hash = h;
   return 0;
@@ -478,7 +545,8 @@ static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
   train_args *a = r->a;
   const train_model *m = a->model;
   if (r->rank == 0) {
-    printf("loss %.4f -> %.4f over %d steps, %.2f ms/step mean", ls->first, ls->last, a->steps, ls->total_ms / a->steps);
+    printf("loss %.4f -> %.4f over %d steps, %.2f ms/step mean", ls->first, ls->last, a->steps,
+           ls->total_ms / a->steps);
     if (ls->val_n) printf("; validation loss %.4f -> %.4f", ls->val_first, ls->val);
     printf("\n");
   }
@@ -493,8 +561,14 @@ static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
   int nprog = 0;
   if (st == HSR_OK) st = m->program(r, &prog, &nprog);
   if (st == HSR_OK) {
-    train_measured tm = {ls->meas, ls->meas ? ls->meas_ms / ls->meas : 0, ls->meas_ag_n ? ls->meas_ag / ls->meas_ag_n : 0,
-                         m->blocks(r), prog, nprog, m->activation_bytes(r), a->wrap_linear};
+    train_measured tm = {ls->meas,
+                         ls->meas ? ls->meas_ms / ls->meas : 0,
+                         ls->meas_ag_n ? ls->meas_ag / ls->meas_ag_n : 0,
+                         m->blocks(r),
+                         prog,
+                         nprog,
+                         m->activation_bytes(r),
+                         a->wrap_linear};
     int warned = 0;
     st = train_report(r->rt, &a->cfg, &tm, extra, r->rank == 0 ? jsonf : NULL, r->rank == 0 ? stdout : NULL, &warned);
     extra = NULL; /* owned by the report now */

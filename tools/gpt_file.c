@@ -42,8 +42,10 @@ hsr_status gpt_file_config(const hsr_st_file *f, const char *path, gpt_cfg *c) {
   int64_t s[2];
   if (!have[2] || !have[4]) {
     if (!shape_of(f, "wte.weight", s))
-      return hsr_error(HSR_ERR_INVALID, "'%s': no 2-D tensor 'wte.weight' and no __metadata__ n_embd/vocab_size: not "
-                       "GPT-2 weights", path);
+      return hsr_error(HSR_ERR_INVALID,
+                       "'%s': no 2-D tensor 'wte.weight' and no __metadata__ n_embd/vocab_size: not "
+                       "GPT-2 weights",
+                       path);
     if (!have[4]) c->vocab = (int)s[0];
     if (!have[2]) c->n_embd = (int)s[1];
   }
@@ -97,7 +99,8 @@ hsr_status gpt_file_load(const hsr_st_file *f, const char *path, const gpt_cfg *
     st = hsr_st_find(f, name, &j);
     if (st == HSR_OK) st = hsr_st_info_at(f, j, &in);
     if (st == HSR_OK && (in.ndim != nd || in.shape[0] != shape[0] || (nd == 2 && in.shape[1] != shape[1])))
-      st = hsr_error(HSR_ERR_INVALID, "'%s': tensor '%s' does not have the shape its configuration implies", path, name);
+      st =
+          hsr_error(HSR_ERR_INVALID, "'%s': tensor '%s' does not have the shape its configuration implies", path, name);
     if (st == HSR_OK && !(w[i] = malloc((n ? n : 1) * sizeof(float)))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
     if (st == HSR_OK && !strcmp(in.dtype, "F32")) {
       st = hsr_st_read(f, j, 0, w[i], n * 4);

@@ -101,8 +101,10 @@ static hsr_status check_file(const hsr_st_file *f, const tensors *ts, const char
     for (int d = 0; same && d < p->ndim; d++) same = in.shape[d] == p->shape[d];
     if (!same) {
       char a[96] = "", b[96] = "";
-      for (int d = 0, o = 0; d < in.ndim; d++) o += snprintf(a + o, sizeof a - (size_t)o, "%s%lld", d ? ", " : "", (long long)in.shape[d]);
-      for (int d = 0, o = 0; d < p->ndim; d++) o += snprintf(b + o, sizeof b - (size_t)o, "%s%lld", d ? ", " : "", (long long)p->shape[d]);
+      for (int d = 0, o = 0; d < in.ndim; d++)
+        o += snprintf(a + o, sizeof a - (size_t)o, "%s%lld", d ? ", " : "", (long long)in.shape[d]);
+      for (int d = 0, o = 0; d < p->ndim; d++)
+        o += snprintf(b + o, sizeof b - (size_t)o, "%s%lld", d ? ", " : "", (long long)p->shape[d]);
       return hsr_error(HSR_ERR_INVALID, "--init '%s': tensor '%s' has shape [%s], the model's is [%s]", path, p->name,
                        a, b);
     }
@@ -117,8 +119,10 @@ static hsr_status check_file(const hsr_st_file *f, const tensors *ts, const char
       int known = 0;
       for (int i = 0; i < ts->n && !known; i++) known = idx[i] == j;
       if (!known)
-        return hsr_error(HSR_ERR_INVALID, "--init '%s': tensor '%s' is not a parameter of this model (%d tensors, the "
-                         "model has %d)", path, in.name, hsr_st_count(f), ts->n);
+        return hsr_error(HSR_ERR_INVALID,
+                         "--init '%s': tensor '%s' is not a parameter of this model (%d tensors, the "
+                         "model has %d)",
+                         path, in.name, hsr_st_count(f), ts->n);
     }
   }
   return HSR_OK;

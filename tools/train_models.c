@@ -45,7 +45,11 @@ static hsr_status mlp_setup(train_run *r) {
   if (!s) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   r->m = s;
   train_args *a = r->a;
-  s->c = (mlp_cfg){.layers = a->layers, .dim = a->dim, .in_dim = a->dim, .classes = a->classes, .seed = a->seed,
+  s->c = (mlp_cfg){.layers = a->layers,
+                   .dim = a->dim,
+                   .in_dim = a->dim,
+                   .classes = a->classes,
+                   .seed = a->seed,
                    .wrap_linear = a->wrap_linear};
   HSR_CHECK(mlp_rt_setup(&s->c, r->rt));
   if (a->init) HSR_CHECK(train_init_from(r->rt, r->boot, a->init));
@@ -100,7 +104,7 @@ static void mlp_free(train_run *r) {
 
 const train_model train_model_mlp = {"mlp",      mlp_finish, mlp_setup, mlp_step, NULL,         mlp_program,
                                      mlp_blocks, mlp_tokens, mlp_flops, mlp_act,  mlp_describe, mlp_meta,
-                                     mlp_probe,  NULL,       NULL,     mlp_free};
+                                     mlp_probe,  NULL,       NULL,      mlp_free};
 
 /* ---- the GPT (examples/gpt.h) ---- */
 typedef struct gpt_state {
@@ -151,8 +155,7 @@ static hsr_status gpt_finish(train_args *a) {
   if (a->seq < 0) a->seq = n_ctx > 0 && n_ctx < 128 ? n_ctx : 128;
   if (n_ctx > 0 && a->seq > n_ctx)
     return hsr_error(HSR_ERR_INVALID, "--seq %d exceeds the context of --init '%s' (%d)", a->seq, a->init, n_ctx);
-  if (vocab < 256)
-    return hsr_error(HSR_ERR_INVALID, "vocabulary %d: byte-level text needs at least 256 tokens", vocab);
+  if (vocab < 256) return hsr_error(HSR_ERR_INVALID, "vocabulary %d: byte-level text needs at least 256 tokens", vocab);
   if (!a->data) a->data = default_data();
   if (a->batch < 0) a->batch = 16;
   if (a->lr < 0) a->lr = 3e-3f;
@@ -160,8 +163,8 @@ static hsr_status gpt_finish(train_args *a) {
   if (a->warmup < 0) a->warmup = a->steps >= 20 ? a->steps / 20 : 0;
   if (a->val_every < 0) a->val_every = a->steps >= 25 ? a->steps / 5 : a->steps; /* short runs: at the end */
   if (a->val_windows < 0) a->val_windows = 32;
-  gpt_cfg c = {.n_layer = a->layers, .n_head = a->heads, .n_embd = a->dim, .n_ctx = n_ctx > 0 ? n_ctx : a->seq,
-               .vocab = vocab};
+  gpt_cfg c = {
+      .n_layer = a->layers, .n_head = a->heads, .n_embd = a->dim, .n_ctx = n_ctx > 0 ? n_ctx : a->seq, .vocab = vocab};
   return gpt_cfg_check(&c);
 }
 
@@ -172,8 +175,13 @@ static hsr_status gpt_setup(train_run *r) {
   train_args *a = r->a;
   int n_ctx = a->seq, vocab = 256;
   if (a->init) HSR_CHECK(gpt_from_file(a, &n_ctx, &vocab));
-  s->c = (gpt_cfg){.n_layer = a->layers, .n_head = a->heads, .n_embd = a->dim, .n_ctx = n_ctx, .vocab = vocab,
-                   .seed = a->seed, .wrap_linear = a->wrap_linear};
+  s->c = (gpt_cfg){.n_layer = a->layers,
+                   .n_head = a->heads,
+                   .n_embd = a->dim,
+                   .n_ctx = n_ctx,
+                   .vocab = vocab,
+                   .seed = a->seed,
+                   .wrap_linear = a->wrap_linear};
   HSR_CHECK(train_agree(r->boot, gpt_data_open(a->data, a->seq, &s->d)));
   HSR_CHECK(gpt_rt_setup(&s->c, r->rt, !a->init));
   if (a->init) HSR_CHECK(train_init_from(r->rt, r->boot, a->init));
@@ -204,7 +212,9 @@ static hsr_status gpt_program(const train_run *r, hsr_prog_call **calls, int *n)
 static int gpt_blocks(const train_run *r) { return r->a->layers; }
 static double gpt_tokens(const train_run *r) { return (double)r->a->batch * r->a->seq; }
 static double gpt_flops(const train_run *r) { return gpt_flops_per_token(&((const gpt_state *)r->m)->c, r->a->seq); }
-static size_t gpt_act(const train_run *r) { return gpt_work_bytes(&((const gpt_state *)r->m)->c, dp_micro(r), r->a->seq); }
+static size_t gpt_act(const train_run *r) {
+  return gpt_work_bytes(&((const gpt_state *)r->m)->c, dp_micro(r), r->a->seq);
+}
 
 static void gpt_describe(const train_run *r, FILE *f) {
   const gpt_state *s = r->m;
@@ -232,9 +242,7 @@ static void gpt_probe(const train_run *r, size_t *m, size_t *n, size_t *k) {
   *m = (size_t)dp_micro(r) * (size_t)r->a->seq, *n = 4 * (size_t)r->a->dim, *k = (size_t)r->a->dim;
 }
 
-static void gpt_profile(train_run *r, double s[3], int reset) {
-  gpt_rt_timing(((gpt_state *)r->m)->x, s, reset);
-}
+static void gpt_profile(train_run *r, double s[3], int reset) { gpt_rt_timing(((gpt_state *)r->m)->x, s, reset); }
 
 static void gpt_json(const train_run *r, cJSON *o) {
   const gpt_state *s = r->m;
@@ -257,6 +265,6 @@ static void gpt_free(train_run *r) {
   r->m = NULL;
 }
 
-const train_model train_model_gpt = {"gpt",      gpt_finish, gpt_setup, gpt_step, gpt_val,      gpt_program,
-                                     gpt_blocks, gpt_tokens, gpt_flops, gpt_act,  gpt_describe, gpt_meta,
-                                     gpt_probe,  gpt_profile, gpt_json, gpt_free};
+const train_model train_model_gpt = {"gpt",      gpt_finish,  gpt_setup, gpt_step, gpt_val,      gpt_program,
+                                     gpt_blocks, gpt_tokens,  gpt_flops, gpt_act,  gpt_describe, gpt_meta,
+                                     gpt_probe,  gpt_profile, gpt_json,  gpt_free};

@@ -10,10 +10,10 @@
 #include "hsr/tune_ledger.h"
 
 typedef struct train_measured {
-  int steps;               /* steps measured (the first, which records the order, excluded when possible) */
-  double step_ms;          /* mean wall time of those steps */
-  double gathers_per_step; /* mean all-gathers per step over all groups (counted) */
-  int blocks;              /* repeating blocks of the model */
+  int steps;                 /* steps measured (the first, which records the order, excluded when possible) */
+  double step_ms;            /* mean wall time of those steps */
+  double gathers_per_step;   /* mean all-gathers per step over all groups (counted) */
+  int blocks;                /* repeating blocks of the model */
   const hsr_prog_call *prog; /* the lifecycle calls of one step */
   int nprog;
   size_t activation_bytes; /* per micro-batch, as the model notes them */

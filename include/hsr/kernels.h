@@ -93,10 +93,10 @@ HSR_API hsr_status hsr_kernels_gemm(hsr_device *d, hsr_stream *s, int trans_a, i
 /* The same product for `count` matrices at once: matrix i of A, B and C
  * starts stride_a, stride_b, stride_c elements after matrix i-1 (the heads
  * of an attention block). cuBLAS strided-batched on CUDA. */
-HSR_API hsr_status hsr_kernels_gemm_batched(hsr_device *d, hsr_stream *s, int trans_a, int trans_b, size_t m,
-                                            size_t n, size_t k, float alpha, const float *a, size_t lda,
-                                            size_t stride_a, const float *b, size_t ldb, size_t stride_b, float beta,
-                                            float *c, size_t ldc, size_t stride_c, size_t count);
+HSR_API hsr_status hsr_kernels_gemm_batched(hsr_device *d, hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n,
+                                            size_t k, float alpha, const float *a, size_t lda, size_t stride_a,
+                                            const float *b, size_t ldb, size_t stride_b, float beta, float *c,
+                                            size_t ldc, size_t stride_c, size_t count);
 
 /* ---- transformer layers (the GPT example model) ----------------------------
  * Row-major f32, the per-row formulas of hsr/kmath.h. On a CUDA device every
@@ -106,8 +106,7 @@ HSR_API hsr_status hsr_kernels_gemm_batched(hsr_device *d, hsr_stream *s, int tr
 /* y = LayerNorm(x) w + b over `rows` rows of C; mean and rstd (rows each)
  * are kept for the backward. */
 HSR_API hsr_status hsr_kernels_layernorm(hsr_device *d, hsr_stream *s, size_t rows, size_t C, const float *x,
-                                         const float *w, const float *b, float eps, float *y, float *mean,
-                                         float *rstd);
+                                         const float *w, const float *b, float eps, float *y, float *mean, float *rstd);
 /* dx +=, dw +=, db += the gradients of the LayerNorm above for upstream dy. */
 HSR_API hsr_status hsr_kernels_layernorm_bwd(hsr_device *d, hsr_stream *s, size_t rows, size_t C, const float *dy,
                                              const float *x, const float *w, const float *mean, const float *rstd,

@@ -225,8 +225,8 @@ HSR_HD float hsr_km_expf(float x) {
   /* n = round(x / ln 2) by the 1.5 * 2^23 trick; r = x - n ln 2 in two parts */
   float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-06f;
-  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.66666672e-01f + r * (4.16666679e-02f +
-                                                                          r * (8.33333377e-03f + r * 1.38888892e-03f)))));
+  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.66666672e-01f +
+                                                r * (4.16666679e-02f + r * (8.33333377e-03f + r * 1.38888892e-03f)))));
   return p * hsr_km_f32_from_bits((uint32_t)((int32_t)n + 127) << 23);
 }
 
