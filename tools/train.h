@@ -68,6 +68,11 @@ typedef struct train_model {
 
 extern const train_model train_model_mlp, train_model_gpt;
 
+/* train_args.c: parses argv into *a (the model's defaults filled in, the
+ * optimizer groups and the run's hash set). 0: go; -1: --help printed;
+ * else the exit code of a usage error (printed). */
+int train_parse(int argc, char **argv, train_args *a);
+
 /* The run's learning-rate schedule (hsr_rt_lr_at): warm-up over --warmup
  * steps, then cosine decay to --lr-min over the run; constant when
  * --lr-min = --lr and no warm-up. */
