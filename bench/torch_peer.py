@@ -20,6 +20,22 @@ import os
 import sys
 import time
 
+
+def _threads_from_argv():
+    for i, a in enumerate(sys.argv):
+        if a == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return "1"
+
+
+# torch.set_num_threads does not reach OpenBLAS's own pool (Debian's torch
+# calls libblas.so.3 = OpenBLAS, which starts a thread per core): pin it before
+# torch loads, so "one thread per rank" holds for the GEMMs too, as in hsr.
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_v] = _threads_from_argv()
+
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp

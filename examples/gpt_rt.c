@@ -235,7 +235,11 @@ hsr_status gpt_rt_val_loss(gpt_rt_ctx *x, const gpt_data *d, int n, double *loss
     const int32_t *in, *tgt;
     HSR_CHECK(stage_tokens(x, mb, &in, &tgt));
     double l;
-    HSR_CHECK(gpt_forward(&x->c, x->w, in, tgt, mb, T, &b, &l));
+    int64_t act = (int64_t)gpt_work_bytes(&x->c, mb, T);
+    HSR_CHECK(hsr_ledger_note(hsr_rt_ledger(x->rt), act));
+    hsr_status st = gpt_forward(&x->c, x->w, in, tgt, mb, T, &b, &l);
+    HSR_CHECK(hsr_ledger_note(hsr_rt_ledger(x->rt), -act));
+    HSR_CHECK(st);
     const double *rl = gpt_row_loss(x->w);
     for (size_t i = 0; i < (size_t)have * T; i++) acc[0] += rl[i];
     acc[1] += (double)have * T;
