@@ -211,9 +211,11 @@ hsr_status gpt_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hsr_
   w->gp = calloc((size_t)w->np, sizeof *w->gp);
   if (st == HSR_OK && (!w->wp || !w->gp)) st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
   if (st != HSR_OK) {
+    char why[512]; /* hsr_error writes the buffer hsr_last_error reads */
+    snprintf(why, sizeof why, "%s", hsr_last_error());
     gpt_work_free(w);
     return hsr_error(st, "model: activations of %d x %d tokens (%.1f MiB): %s", B, T,
-                     (double)gpt_work_bytes(c, B, T) / (1 << 20), hsr_last_error());
+                     (double)gpt_work_bytes(c, B, T) / (1 << 20), why);
   }
   *out = w;
   return HSR_OK;

@@ -46,7 +46,9 @@ hsr_status gpt_data_open(const char *path, int T, gpt_data *out) {
   hsr_status s = gpt_data_wrap(m, len, T, out);
   if (s != HSR_OK) {
     if (len) munmap(m, len);
-    return hsr_error(s, "'%s': %s", path, hsr_last_error());
+    char why[512]; /* hsr_error writes the buffer hsr_last_error reads */
+    snprintf(why, sizeof why, "%s", hsr_last_error());
+    return hsr_error(s, "'%s': %s", path, why);
   }
   out->map = m;
   out->map_len = len;

@@ -207,7 +207,9 @@ hsr_status mlp_work_create_on(const mlp_cfg *c, int n, hsr_device *dev, hsr_stre
     st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
   if (st != HSR_OK) {
     mlp_work_free(w);
-    return hsr_error(st, "model: workspace for a micro-batch of %d: %s", n, hsr_last_error());
+    char why[512]; /* hsr_error writes the buffer hsr_last_error reads */
+    snprintf(why, sizeof why, "%s", hsr_last_error());
+    return hsr_error(st, "model: workspace for a micro-batch of %d: %s", n, why);
   }
   *out = w;
   return HSR_OK;
@@ -308,7 +310,7 @@ hsr_status mlp_fwd_bwd(const mlp_cfg *c, mlp_work *w, const float *x, const int 
                        double *loss) {
   if (n > w->n) return hsr_error(HSR_ERR_INVALID, "model: micro-batch %d exceeds the workspace (%d)", n, w->n);
   hsr_device *host = NULL, *dv = gemm_dev(w, &host);
-  if (!dv) return hsr_error(HSR_ERR_INTERNAL, "model: host device: %s", hsr_last_error());
+  if (!dv) return HSR_ERR_INTERNAL; /* hsr_device_open said why */
   hsr_status st = fwd_bwd(c, w, dv, x, y, n, b, loss);
   hsr_device_close(host);
   return st;

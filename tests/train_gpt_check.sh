@@ -10,6 +10,8 @@
 #  - --init of the export on another mesh (1 rank) reproduces it bitwise (one
 #    step at lr 0 leaves AdamW's weights unchanged);
 #  - hsr sample generates the same text for the same seed;
+#  - a file laid out like GPT-2's own (no hsr metadata, attention-mask buffers)
+#    evaluates the same with --heads and loads with --init; an extra tensor fails;
 #  - --wrap linear makes the wrap diagnostic fire, with the cost against block;
 #  - bad --init / --data / flags: exit 2 with what is wrong.
 set -u
@@ -70,6 +72,36 @@ lin=$("$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" train "${small[@]}" --st
 grep -q "WARNING: wrap granularity" <<<"$lin" || { echo "$lin"; fail "the wrap diagnostic did not fire for --wrap linear"; }
 grep -q "per-linear wrapping: .* more than one unit per block" <<<"$lin" || fail "no cost against --wrap block"
 
+# weights laid out like GPT-2's own file: no hsr metadata, its attention-mask buffers beside the parameters
+python3 - "$dir/w.safetensors" "$dir/g2.safetensors" "$dir/extra.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", b[:8])
+h = json.loads(b[8:8 + n]); meta = h.pop("__metadata__"); buf = b[8 + n:]
+def write(path, entries):  # entries: name -> (dtype, shape, bytes)
+    hdr, data = {}, b""
+    for k, (dt, shape, raw) in entries.items():
+        hdr[k] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    j = json.dumps(hdr, separators=(",", ":")).encode()
+    j += b" " * (-len(j) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(j)) + j + data)
+e = {k: (v["dtype"], v["shape"], buf[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items()}
+T = int(meta["n_ctx"])
+for l in range(int(meta["n_layer"])):
+    e[f"h.{l}.attn.bias"] = ("F32", [1, 1, T, T], struct.pack(f"<{T * T}f", *([1.0] * (T * T))))
+write(sys.argv[2], e)
+e["foo"] = ("F32", [1], struct.pack("<f", 1.0))
+write(sys.argv[3], e)
+PY
+ev2=$("$hsr" eval --init "$dir/g2.safetensors" --heads 2 --data "$dir/tail" --seq "$seq" --windows "$vwin" --json) || fail "eval of a GPT-2 style file: $ev2"
+[ "$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['loss'] == json.loads(sys.argv[2])['loss'])" "$ev" "$ev2")" = True ] \
+  || fail "the GPT-2 style file evaluates differently: $ev2 vs $ev"
+"$hsr" train "${small[@]}" --steps 1 --lr 0 --init "$dir/g2.safetensors" --no-progress >/dev/null 2>&1 || fail "--init of a GPT-2 style file"
+bad=$("$hsr" train "${small[@]}" --steps 1 --init "$dir/extra.safetensors" 2>&1); rc=$?
+[ "$rc" != 0 ] && grep -q "tensor 'foo' is not a parameter" <<<"$bad" || fail "an extra tensor: rc $rc: $bad"
+bad=$("$hsr" eval --init "$dir/g2.safetensors" --data "$dir/tail" 2>&1); rc=$?
+[ "$rc" = 2 ] && grep -q "give --heads" <<<"$bad" || fail "no n_head: rc $rc: $bad"
 bad=$("$hsr" train --model gpt --dim 48 --init "$dir/w.safetensors" --steps 1 2>&1); rc=$?
 [ "$rc" = 2 ] && grep -q "dim 48, but --init" <<<"$bad" || fail "mismatched --init: rc $rc: $bad"
 bad=$("$hsr" train --model gpt --data "$dir/none" --steps 1 2>&1); rc=$?

@@ -17,30 +17,32 @@
 #include "gpt_file.h"
 
 static void usage(void) {
-  printf("usage: hsr eval --init FILE.safetensors --data FILE [--seq T] [--windows N] [--batch B] [--json]\n"
-         "Mean cross-entropy (natural log) of GPT weights over windows i = 0..N-1 of a text file, each the\n"
-         "bytes [i T, i T + T + 1): inputs the first T, targets the next T. The model's configuration comes from\n"
-         "the file's __metadata__ (hsr train --export writes it).\n\n"
-         "  --init FILE       the weights (safetensors; GPT-2 names)\n"
-         "  --data FILE       the text\n"
-         "  --seq T           tokens per window (default: the model's context)\n"
-         "  --windows N       windows (default: every whole window the file holds)\n"
-         "  --batch B         windows per forward pass (default 8; the result does not depend on it)\n"
-         "  --json            print {\"loss\": ..., \"windows\": N, \"seq\": T} only\n"
-         "  -h, --help        this text\n"
-         "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
+  printf(
+      "usage: hsr eval --init FILE.safetensors --data FILE [--seq T] [--windows N] [--batch B] [--heads H] [--json]\n"
+      "Mean cross-entropy (natural log) of GPT weights over windows i = 0..N-1 of a text file, each the\n"
+      "bytes [i T, i T + T + 1): inputs the first T, targets the next T. The model's configuration comes from\n"
+      "the file's __metadata__ (hsr train --export writes it).\n\n"
+      "  --init FILE       the weights (safetensors; GPT-2 names)\n"
+      "  --data FILE       the text\n"
+      "  --seq T           tokens per window (default: the model's context)\n"
+      "  --windows N       windows (default: every whole window the file holds)\n"
+      "  --batch B         windows per forward pass (default 8; the result does not depend on it)\n"
+      "  --heads H         attention heads, for weights without hsr's __metadata__ (GPT-2's own)\n"
+      "  --json            print {\"loss\": ..., \"windows\": N, \"seq\": T} only\n"
+      "  -h, --help        this text\n"
+      "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
 }
 
 typedef struct eval_args {
   const char *init, *data;
-  int seq, windows, batch, json;
+  int seq, windows, batch, json, heads;
 } eval_args;
 
 static int parse(int argc, char **argv, eval_args *a) {
-  static const struct option opts[] = {{"init", required_argument, 0, 'i'},  {"data", required_argument, 0, 'd'},
-                                       {"seq", required_argument, 0, 'T'},   {"windows", required_argument, 0, 'n'},
-                                       {"batch", required_argument, 0, 'b'}, {"json", no_argument, 0, 'j'},
-                                       {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+  static const struct option opts[] = {
+      {"init", required_argument, 0, 'i'},    {"data", required_argument, 0, 'd'},  {"seq", required_argument, 0, 'T'},
+      {"windows", required_argument, 0, 'n'}, {"batch", required_argument, 0, 'b'}, {"json", no_argument, 0, 'j'},
+      {"help", no_argument, 0, 'h'},          {"heads", required_argument, 0, 'H'}, {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
   a->seq = a->windows = -1;
   a->batch = 8;
@@ -58,8 +60,13 @@ static int parse(int argc, char **argv, eval_args *a) {
     case 'T':
     case 'n':
     case 'b':
-      st = hsr_parse_long(c == 'T' ? "--seq" : c == 'n' ? "--windows" : "--batch", optarg, 1, 1 << 24, &v);
-      *(c == 'T' ? &a->seq : c == 'n' ? &a->windows : &a->batch) = (int)v;
+    case 'H':
+      st = hsr_parse_long(c == 'T'   ? "--seq"
+                          : c == 'n' ? "--windows"
+                          : c == 'b' ? "--batch"
+                                     : "--heads",
+                          optarg, 1, 1 << 24, &v);
+      *(c == 'T' ? &a->seq : c == 'n' ? &a->windows : c == 'b' ? &a->batch : &a->heads) = (int)v;
       break;
     default: return hsr_cli_usage_error("eval", "unknown option or missing value '%s'", argv[optind - 1]);
     }
@@ -123,7 +130,7 @@ int hsr_cmd_eval(int argc, char **argv) {
   float **w = NULL;
   const uint8_t *bytes = NULL;
   size_t len = 0;
-  hsr_status st = gpt_file_open(a.init, &c, &f);
+  hsr_status st = gpt_file_open(a.init, a.heads, &c, &f);
   if (st == HSR_OK && a.seq < 0) a.seq = c.n_ctx;
   if (st == HSR_OK && a.seq > c.n_ctx)
     st = hsr_error(HSR_ERR_INVALID, "--seq %d exceeds the model's context %d", a.seq, c.n_ctx);

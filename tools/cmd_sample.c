@@ -12,6 +12,7 @@
 
 static void usage(void) {
   printf("usage: hsr sample --init FILE.safetensors [--prompt TEXT] [--tokens N] [--temperature X] [--seed N]\n"
+         "                  [--heads H]\n"
          "Prints the prompt and N bytes generated after it by GPT weights (hsr train --model gpt --export),\n"
          "one byte at a time, each drawn from softmax(logits / X) of the last n_ctx bytes.\n\n"
          "  --init FILE        the weights (safetensors with hsr train's __metadata__)\n"
@@ -19,26 +20,25 @@ static void usage(void) {
          "  --tokens N         bytes to generate (default 256)\n"
          "  --temperature X    0: always the likeliest byte; 1: the model's distribution (default 0.8)\n"
          "  --seed N           the draws (default 1): the same seed gives the same text\n"
+         "  --heads H          attention heads, for weights without hsr's __metadata__ (GPT-2's own)\n"
          "  -h, --help         this text\n"
          "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
 }
 
 typedef struct sample_args {
   const char *init, *prompt;
-  int tokens;
+  int tokens, heads;
   double temperature;
   long seed;
 } sample_args;
 
 static int parse(int argc, char **argv, sample_args *a) {
-  static const struct option opts[] = {{"init", required_argument, 0, 'i'},
-                                       {"prompt", required_argument, 0, 'p'},
-                                       {"tokens", required_argument, 0, 'n'},
-                                       {"temperature", required_argument, 0, 't'},
-                                       {"seed", required_argument, 0, 's'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-  *a = (sample_args){NULL, "\n", 256, 0.8, 1};
+  static const struct option opts[] = {
+      {"init", required_argument, 0, 'i'},   {"prompt", required_argument, 0, 'p'},
+      {"tokens", required_argument, 0, 'n'}, {"temperature", required_argument, 0, 't'},
+      {"seed", required_argument, 0, 's'},   {"help", no_argument, 0, 'h'},
+      {"heads", required_argument, 0, 'H'},  {0, 0, 0, 0}};
+  *a = (sample_args){NULL, "\n", 256, 0, 0.8, 1};
   optind = 1;
   opterr = 0;
   int c;
@@ -55,6 +55,10 @@ static int parse(int argc, char **argv, sample_args *a) {
       break;
     case 't': st = hsr_parse_double("--temperature", optarg, 0, 100, &a->temperature); break;
     case 's': st = hsr_parse_long("--seed", optarg, 0, 0x7fffffffL, &a->seed); break;
+    case 'H':
+      st = hsr_parse_long("--heads", optarg, 1, 4096, &v);
+      a->heads = (int)v;
+      break;
     default: return hsr_cli_usage_error("sample", "unknown option or missing value '%s'", argv[optind - 1]);
     }
     if (st != HSR_OK) return hsr_cli_usage_error("sample", "%s", hsr_last_error());
@@ -87,7 +91,7 @@ int hsr_cmd_sample(int argc, char **argv) {
   hsr_st_file *f = NULL;
   float **w = NULL;
   gpt_work *work = NULL;
-  hsr_status st = gpt_file_open(a.init, &c, &f);
+  hsr_status st = gpt_file_open(a.init, a.heads, &c, &f);
   if (st == HSR_OK) st = gpt_file_load(f, a.init, &c, &w);
   if (st == HSR_OK) st = gpt_work_create(&c, 1, c.n_ctx, NULL, NULL, &work);
   size_t plen = strlen(a.prompt), n = plen;

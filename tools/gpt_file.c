@@ -61,16 +61,20 @@ hsr_status gpt_file_config(const hsr_st_file *f, const char *path, gpt_cfg *c) {
   return HSR_OK;
 }
 
-hsr_status gpt_file_open(const char *path, gpt_cfg *c, hsr_st_file **out) {
+hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_file **out) {
   hsr_st_file *f;
   HSR_CHECK(hsr_st_open(path, &f));
   hsr_status st = gpt_file_config(f, path, c);
+  if (st == HSR_OK && heads > 0 && c->n_head > 0 && heads != c->n_head)
+    st = hsr_error(HSR_ERR_INVALID, "--heads %d, but '%s' says n_head %d", heads, path, c->n_head);
+  if (st == HSR_OK && heads > 0) c->n_head = heads;
   if (st == HSR_OK && c->n_head == 0)
-    st = hsr_error(HSR_ERR_INVALID, "'%s': no __metadata__ n_head (the heads cannot be read from the shapes)", path);
+    st = hsr_error(HSR_ERR_INVALID,
+                   "'%s': no __metadata__ n_head (the heads cannot be read from the shapes: give --heads)", path);
   if (st == HSR_OK) st = gpt_cfg_check(c);
   if (st != HSR_OK) {
     hsr_st_close(f);
-    return hsr_error(st, "%s", hsr_last_error());
+    return st; /* the message stands */
   }
   *out = f;
   return HSR_OK;

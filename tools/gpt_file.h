@@ -10,8 +10,9 @@
  * n_embd, n_ctx, vocab_size where present, else what the tensors' shapes
  * say (n_head 0: unknown); an error when hsr.model names another model. */
 hsr_status gpt_file_config(const hsr_st_file *f, const char *path, gpt_cfg *c);
-/* Opens, reads the configuration (n_head required) and checks it. */
-hsr_status gpt_file_open(const char *path, gpt_cfg *c, hsr_st_file **out);
+/* Opens, reads the configuration and checks it; heads > 0 gives n_head for
+ * files without hsr's metadata (GPT-2's own), and must agree with it otherwise. */
+hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_file **out);
 /* Every parameter into malloc'd f32 arrays (*out[i], GPT-2's order). */
 hsr_status gpt_file_load(const hsr_st_file *f, const char *path, const gpt_cfg *c, float ***out);
 void gpt_file_free(const gpt_cfg *c, float **w);

@@ -87,6 +87,14 @@ hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, const hsr_
   return st;
 }
 
+/* GPT-2's published files also hold its attention masks, buffers rather
+ * than parameters (h.N.attn.bias [1, 1, n_ctx, n_ctx], h.N.attn.masked_bias):
+ * they are not weights, so --init passes over them. */
+static int st_buffer_name(const char *name) {
+  size_t n = strlen(name);
+  return (n > 10 && !strcmp(name + n - 10, ".attn.bias")) || (n > 17 && !strcmp(name + n - 17, ".attn.masked_bias"));
+}
+
 /* The file's tensors against the registered parameters: the same names
  * and shapes, float dtypes. */
 static hsr_status check_file(const hsr_st_file *f, const tensors *ts, const char *path, int *idx) {
@@ -116,7 +124,7 @@ static hsr_status check_file(const hsr_st_file *f, const tensors *ts, const char
     for (int j = 0; j < hsr_st_count(f); j++) {
       hsr_st_info in;
       hsr_st_info_at(f, j, &in);
-      int known = 0;
+      int known = st_buffer_name(in.name);
       for (int i = 0; i < ts->n && !known; i++) known = idx[i] == j;
       if (!known)
         return hsr_error(HSR_ERR_INVALID,

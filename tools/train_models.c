@@ -136,7 +136,11 @@ static hsr_status gpt_from_file(train_args *a, int *n_ctx, int *vocab) {
   int file[] = {c.n_layer, c.n_head, c.n_embd};
   static const char *names[] = {"--layers", "--heads", "--dim"};
   for (int k = 0; k < 3; k++) {
-    if (file[k] == 0 && k == 1) continue; /* heads unknown to the file */
+    if (file[k] == 0 && k == 1) { /* heads unknown to the file (GPT-2's own has no hsr metadata) */
+      if (a->heads < 0)
+        return hsr_error(HSR_ERR_INVALID, "--init '%s' has no __metadata__ n_head: give --heads", a->init);
+      continue;
+    }
     if (*flag[k] >= 0 && *flag[k] != file[k])
       return hsr_error(HSR_ERR_INVALID, "%s %d, but --init '%s' holds %d", names[k], *flag[k], a->init, file[k]);
     *flag[k] = file[k];
