@@ -67,8 +67,8 @@ static void print_header(const train_run *r) {
 
 typedef struct loop_stats {
   double first, last, val, total_ms, meas_ms, meas_ag, model_s[3];
-  double val_engine_s, val_wait_s; /* engine time of validation passes: not training time */
-  int meas, meas_ag_n, val_n;
+  double val_engine_s, val_wait_s;   /* engine time of validation passes: not training time */
+  int meas, meas_ag_n, val_n, start; /* start: steps a checkpoint had done */
   double val_first;
 } loop_stats;
 
@@ -121,7 +121,13 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
   ls->val = ls->val_first = NAN;
   int after_val = 0; /* a validation pass's gathers count in the next step's calls */
   hsr_rt_lr_schedule sched = train_schedule(a);
-  for (int s = 0; s < a->steps; s++) {
+  /* --resume: the checkpoint says how many steps are done (and its data
+   * position, seed and schedule must be this run's) */
+  train_ckpt_state ts = {m->name, a->batch, a->seed, sched.total > 0 ? &sched : NULL};
+  int64_t start = 0;
+  HSR_CHECK(train_ckpt_resume(&a->ck, r->boot, r->rt, &ts, a->steps, &start));
+  ls->start = (int)start;
+  for (int s = (int)start; s < a->steps; s++) {
     double lr = hsr_rt_lr_at(&sched, s + 1);
     for (int g = 0; g < a->cfg.num_groups; g++) HSR_CHECK(hsr_rt_set_lr(r->rt, g, lr));
     double loss, val = NAN, t0 = hsr_clock_s();
@@ -129,7 +135,7 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
     HSR_CHECK(m->step(r, s, &loss, &info));
     double ms = (hsr_clock_s() - t0) * 1e3, tps = tokens / (ms * 1e-3), gflops = fpt * tps * 1e-9;
     ls->total_ms += ms;
-    if (s == 0 && a->steps > 1) { /* the first step records the execution order: measure from the second */
+    if (s == start && a->steps > start + 1) { /* the first step records the execution order: measure from the second */
       double drop[3];
       hsr_rt_reset_timing(r->rt);
       if (m->profile) m->profile(r, drop, 1);
@@ -139,7 +145,7 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
       if (!after_val) ls->meas_ag += (double)sum_op(&info, HSR_OP_ALLGATHER), ls->meas_ag_n++;
     }
     after_val = 0;
-    if (s == 0) ls->first = loss;
+    if (s == start) ls->first = loss;
     ls->last = loss;
     if (m->val && ((s + 1) % a->val_every == 0 || s + 1 == a->steps)) {
       double p[3];
@@ -148,7 +154,7 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
       hsr_rt_get_timing(r->rt, &t0v);
       HSR_CHECK(m->val(r, &val));
       hsr_rt_get_timing(r->rt, &t1v);
-      if (s > 0 || a->steps == 1) {
+      if (s > start || a->steps == start + 1) {
         ls->val_engine_s += t1v.engine_s - t0v.engine_s;
         ls->val_wait_s += t1v.wait_s - t0v.wait_s;
       }
@@ -161,9 +167,9 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
       if (ls->val_n++ == 0) ls->val_first = val;
       after_val = 1;
     }
-    if (r->rank != 0) continue;
-    if (logf) log_line(logf, &info, loss, val, ms, tps, gflops);
-    if (a->progress) progress(r, s, loss, ls->val, &info, ms, tps, gflops);
+    if (r->rank == 0 && logf) log_line(logf, &info, loss, val, ms, tps, gflops);
+    if (r->rank == 0 && a->progress) progress(r, s, loss, ls->val, &info, ms, tps, gflops);
+    HSR_CHECK(train_ckpt_after_step(&a->ck, r->boot, r->rt, &ts, s + 1, a->steps)); /* when due; collective */
   }
   if (m->profile) {
     double p[3];
@@ -187,7 +193,8 @@ static hsr_status throughput(train_run *r, const loop_stats *ls, cJSON *extra) {
   for (int i = 0; i < r->world; i++) mean += all[i] / r->world;
   free(all);
   HSR_CHECK(st);
-  double step_s = ls->meas ? ls->meas_ms / ls->meas * 1e-3 : ls->total_ms * 1e-3 / r->a->steps;
+  int ran = r->a->steps - ls->start;
+  double step_s = ls->meas ? ls->meas_ms / ls->meas * 1e-3 : ls->total_ms * 1e-3 / (ran > 0 ? ran : 1);
   double tps = m->tokens_per_step(r) / step_s, gf = m->flops_per_token(r) * tps * 1e-9, per = gf / r->world;
   hsr_rt_timing tm;
   hsr_rt_get_timing(r->rt, &tm);
@@ -223,8 +230,9 @@ static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
   train_args *a = r->a;
   const train_model *m = a->model;
   if (r->rank == 0) {
-    printf("loss %.4f -> %.4f over %d steps, %.2f ms/step mean", ls->first, ls->last, a->steps,
-           ls->total_ms / a->steps);
+    int n = a->steps - ls->start;
+    printf("loss %.4f -> %.4f over %d steps, %.2f ms/step mean", ls->first, ls->last, n,
+           ls->total_ms / (n > 0 ? n : 1));
     if (ls->val_n) printf("; validation loss %.4f -> %.4f", ls->val_first, ls->val);
     printf("\n");
   }

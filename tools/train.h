@@ -10,6 +10,7 @@
 #include "hsr/runtime.h"
 #include "hsr/safetensors.h"
 #include "hsr/tune_ledger.h"
+#include "train_ckpt.h"
 
 struct train_model;
 
@@ -26,6 +27,7 @@ typedef struct train_args {
   int strategy_given;
   const char *log, *trace, *json;
   int progress;
+  train_ckpt ck; /* --ckpt --save-every --keep --resume (train_ckpt.c) */
 } train_args;
 
 /* One run: what the shared loop and the model's functions share. */

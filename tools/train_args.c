@@ -69,8 +69,9 @@ static void usage(void) {
          "  --json FILE         run summary as JSON: loss, val loss, tokens/s, GFLOP/s beside a GEMM probe,\n"
          "                      time per step by kind, memory ledger (measured and predicted), engine timing,\n"
          "                      wrap diagnostic\n"
-         "  --no-progress       no progress lines\n"
-         "  -h, --help          this text\n"
+         "  --no-progress       no progress lines\n");
+  train_ckpt_usage(stdout);
+  printf("  -h, --help          this text\n"
          "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
 }
 
@@ -113,6 +114,10 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"json", required_argument, 0, 'J'},
                                      {"wrap", required_argument, 0, 'W'},
                                      {"prefetch-step", no_argument, 0, 'F'},
+                                     {"ckpt", required_argument, 0, TRAIN_OPT_CKPT},
+                                     {"save-every", required_argument, 0, TRAIN_OPT_SAVE_EVERY},
+                                     {"keep", required_argument, 0, TRAIN_OPT_KEEP},
+                                     {"resume", required_argument, 0, TRAIN_OPT_RESUME},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
 
@@ -246,7 +251,11 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     else
       *st = hsr_error(HSR_ERR_INVALID, "--wrap '%s' (valid: block, linear)", optarg);
     break;
-  default: return hsr_cli_usage_error("train", "unknown option or missing value '%s'", optarg ? optarg : "?");
+  default: {
+    int k = train_ckpt_option(&a->ck, c, optarg);
+    if (k < 0) return -k;
+    if (k == 0) return hsr_cli_usage_error("train", "unknown option or missing value '%s'", optarg ? optarg : "?");
+  }
   }
 #undef LONG
 #undef DBL
@@ -255,6 +264,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
 
 /* Checks that need no launch: said before anything starts. */
 static int check_args(train_args *a) {
+  if (train_ckpt_check(&a->ck)) return HSR_EXIT_USAGE;
   if (a->cfg.device == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0) {
     hsr_device *d = NULL;
     if (hsr_device_open(HSR_DEVICE_CUDA, 0, &d) == HSR_OK) hsr_device_close(d);
@@ -274,9 +284,10 @@ static int check_args(train_args *a) {
                                a->cfg.micro_batches);
   if (a->lr_min > a->lr)
     return hsr_cli_usage_error("train", "--lr-min %g exceeds --lr %g (the schedule decays)", a->lr_min, a->lr);
-  if (a->warmup > a->steps) return hsr_cli_usage_error("train", "--warmup %d exceeds --steps %d", a->warmup, a->steps);
   hsr_rt_lr_schedule sched = train_schedule(a);
-  if (a->lr > 0 && hsr_rt_lr_check(&sched) != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
+  if (a->lr > 0 && sched.total > 0 && hsr_rt_lr_check(&sched) != HSR_OK)
+    return hsr_cli_usage_error("train", "--warmup %d --lr-min %g --lr %g --steps %d: %s", a->warmup, a->lr_min, a->lr,
+                               a->steps, hsr_last_error());
   return 0;
 }
 
