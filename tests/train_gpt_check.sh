@@ -13,6 +13,8 @@
 #  - a file laid out like GPT-2's own (no hsr metadata, attention-mask buffers)
 #    evaluates the same with --heads and loads with --init; an extra tensor fails;
 #  - --wrap linear makes the wrap diagnostic fire, with the cost against block;
+#  - a checkpointed GPT resumed from its middle: bitwise on the same mesh,
+#    within tolerance on one rank;
 #  - bad --init / --data / flags: exit 2 with what is wrong.
 set -u
 run=$1; hsr=$2; src=$3
@@ -111,4 +113,14 @@ bad=$("$hsr" eval --init "$dir/w.safetensors" --data "$dir/tail" --seq 16 --wind
 head -c 100 "$dir/w.safetensors" >"$dir/cut.safetensors"
 bad=$("$hsr" eval --init "$dir/cut.safetensors" --data "$dir/tail" 2>&1); rc=$?
 [ "$rc" != 0 ] && grep -q "cut.safetensors" <<<"$bad" || fail "truncated file: rc $rc: $bad"
+# checkpoints: the GPT's data position is the global sample index, so a run resumed from step 3 on the
+# same mesh is bitwise the uninterrupted one (parameters, moments), and within tolerance on one rank
+"$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" train "${small[@]}" --steps 6 --ckpt "$dir/A" --save-every 3 \
+  --no-progress >"$dir/A.out" 2>&1 || { cat "$dir/A.out"; fail "checkpointed run"; }
+"$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" train "${small[@]}" --steps 6 --ckpt "$dir/B" \
+  --resume "$dir/A/step-00000003" --no-progress >"$dir/B.out" 2>&1 || { cat "$dir/B.out"; fail "resumed run"; }
+python3 "$src/tests/ckpt_read.py" compare "$dir/A" "$dir/B" || fail "the resumed GPT differs from the uninterrupted one"
+"$hsr" train "${small[@]}" --steps 6 --ckpt "$dir/C" --resume "$dir/A/step-00000003" --no-progress \
+  >"$dir/C.out" 2>&1 || { cat "$dir/C.out"; fail "resumed on one rank"; }
+python3 "$src/tests/ckpt_read.py" compare "$dir/A" "$dir/C" --tol 1e-4 || fail "the GPT resumed on one rank differs"
 echo "train_gpt_check: ok"
