@@ -198,3 +198,5 @@ add_test(NAME ckpt_export COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_export.sh ${HSR
 set_tests_properties(ckpt_export PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 add_test(NAME ckpt_export_usage COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "needs a checkpoint DIR and --safetensors"
          $<TARGET_FILE:hsr_cli> ckpt export /tmp)
+add_test(NAME train_init_and_resume COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--init and --resume both set the weights"
+         $<TARGET_FILE:hsr_cli> train --init x.safetensors --resume /tmp)

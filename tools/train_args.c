@@ -265,6 +265,9 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
 /* Checks that need no launch: said before anything starts. */
 static int check_args(train_args *a) {
   if (train_ckpt_check(&a->ck)) return HSR_EXIT_USAGE;
+  if (a->init && a->ck.resume) /* the resume would silently overwrite the --init weights */
+    return hsr_cli_usage_error("train", "--init and --resume both set the weights: use one (--init starts a new run "
+                                        "from a safetensors file, --resume continues a checkpoint)");
   if (a->cfg.device == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0) {
     hsr_device *d = NULL;
     if (hsr_device_open(HSR_DEVICE_CUDA, 0, &d) == HSR_OK) hsr_device_close(d);
