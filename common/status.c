@@ -29,8 +29,9 @@ const char *hsr_last_error(void) { return last_error; }
 
 void hsr_clear_error(void) { last_error[0] = '\0'; }
 
-/* Formatted into a copy first: callers wrap the previous error, passing
- * hsr_last_error() itself as an argument. */
+/* Formats into a scratch buffer first: callers wrap the previous error
+ * (hsr_error(st, "...: %s", hsr_last_error())), and vsnprintf must not read
+ * the buffer it writes. */
 hsr_status hsr_error(hsr_status st, const char *fmt, ...) {
   char msg[sizeof last_error];
   va_list ap;
