@@ -10,7 +10,10 @@
  *     contiguous (the node key of the order), so the default K lies between
  *     the gcd of those (node, domain) counts and the gcd of the node counts
  *     (equal to the latter when no node holds two domains), and every
- *     partial group of the default K lies on one node;
+ *     partial group of the default K lies on one node; with no domain
+ *     across nodes a node's ranks are contiguous as well, the default K is
+ *     exactly the gcd of the node counts, and every K dividing it keeps its
+ *     partial groups on one node;
  *   - a replicate group holds one rank of every shard group, at one index;
  * and a request the cluster obviously allows (every domain a multiple of S,
  * or equal domains that S is a multiple of) must succeed. */
@@ -142,6 +145,19 @@ static int shared_nodes(const view *v) {
   return shared;
 }
 
+/* 1 when some domain holds ranks of several nodes (multi-node NVLink). */
+static int spanning_domains(const view *v) {
+  int *n0 = malloc(sizeof(int) * (size_t)v->ndom), span = 0;
+  for (int d = 0; d < v->ndom; d++) n0[d] = -1;
+  for (int r = 0; r < v->W; r++) {
+    int d = v->dom[r];
+    if (n0[d] >= 0 && n0[d] != v->node[r]) span = 1;
+    n0[d] = v->node[r];
+  }
+  free(n0);
+  return span;
+}
+
 /* Every invariant of one plan; returns the gcd of the node counts in the shard groups. */
 static int check_plan(const view *v, const hsr_mesh *m, int S, int K) {
   int W = v->W, R = W / S;
@@ -180,6 +196,14 @@ static int check_plan(const view *v, const hsr_mesh *m, int S, int K) {
           fail_msg("%s S=%d: in shard group %d the ranks of node %d in domain %d are not contiguous (shard %d, %d)",
                    v->what, S, rep, v->node[grp[s]], v->dom[grp[s]], t, s);
 #undef SAME
+    /* with no domain across nodes, a node's ranks are contiguous too (however the
+     * launcher placed them and however many domains the node holds) */
+    if (!spanning_domains(v))
+      for (int s = 1; s < S; s++)
+        for (int t = 0; t < s - 1; t++)
+          if (v->node[grp[t]] == v->node[grp[s]] && v->node[grp[s - 1]] != v->node[grp[s]])
+            fail_msg("%s S=%d: in shard group %d the ranks of node %d are not contiguous (shard %d, %d)", v->what, S,
+                     rep, v->node[grp[s]], t, s);
     g = gcd(g, count_gcd(v, grp, S, cnt, 0));
     gnd = gcd(gnd, count_gcd(v, grp, S, cnt, 1));
     /* partial groups: on one node whenever K divides every node's count */
@@ -194,12 +218,12 @@ static int check_plan(const view *v, const hsr_mesh *m, int S, int K) {
   }
   for (int r = 0; r < W; r++)
     if (seen[r] != 1) fail_msg("%s S=%d: rank %d sits at %d positions", v->what, S, r, seen[r]);
-  if (K == 0 && (Km % gnd || g % Km || (!shared_nodes(v) && Km != g)))
+  if (K == 0 && (Km % gnd || g % Km || ((!shared_nodes(v) || !spanning_domains(v)) && Km != g)))
     fail_msg("%s S=%d: default K = %d; the shard groups' node counts give %d, their (node, domain) counts %d", v->what,
              S, Km, g, gnd);
   /* every partial group on one node: the default K, or one dividing every (node, domain) count (the node
    * counts are not enough: a node holding two domains can be split by another node's domain between them) */
-  if (K == 0 || gnd % Km == 0)
+  if (K == 0 || gnd % Km == 0 || (!spanning_domains(v) && g % Km == 0))
     for (int rep = 0; rep < R; rep++)
       for (int s = 0; s < S; s++) {
         int r = hsr_mesh_rank_at(m, rep, s), f = hsr_mesh_rank_at(m, rep, s / Km * Km);
