@@ -1,6 +1,7 @@
 #include "hsr/common.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[1024];
 
@@ -28,10 +29,15 @@ const char *hsr_last_error(void) { return last_error; }
 
 void hsr_clear_error(void) { last_error[0] = '\0'; }
 
+/* Formats into a local buffer first: callers often pass hsr_last_error() as
+ * an argument, and formatting straight into last_error would overwrite the
+ * text while it is being read (a duplicated, cut message). */
 hsr_status hsr_error(hsr_status st, const char *fmt, ...) {
+  char buf[sizeof last_error];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  memcpy(last_error, buf, sizeof last_error);
   return st;
 }
