@@ -376,7 +376,7 @@ int hsr_bench_coll(int argc, char **argv) {
   }
   if (wrong_total) rc = HSR_EXIT_FAIL;
 out:
-  if (st != HSR_OK) rc = hsr_cli_fail(cmd, st);
+  if (st != HSR_OK) rc = hsr_cli_fail_job(cmd, st, boot);
   if (B.a) o.comm_mem ? hsr_comm_mem_free(g, B.a) : (free(B.a), HSR_OK);
   if (B.b) o.comm_mem ? hsr_comm_mem_free(g, B.b) : (free(B.b), HSR_OK);
   if (g && g != w) hsr_comm_free(g);

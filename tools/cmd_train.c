@@ -420,12 +420,15 @@ out:
   if (logf) fclose(logf);
   if (jsonf) fclose(jsonf);
   mlp_rt_ctx_free(x);
+  char why[1024] = ""; /* teardown may raise errors of its own: the first one is the job's */
+  if (st != HSR_OK) snprintf(why, sizeof why, "%s", hsr_last_error());
   hsr_status dst = hsr_rt_destroy(rt);
   if (st == HSR_OK) st = dst;
+  else hsr_error(st, "%s", why);
   hsr_cluster_free(cl);
   hsr_topo_free(topo);
   if (st != HSR_OK) {
-    int code = hsr_cli_fail("train", st);
+    int code = hsr_cli_fail_job("train", st, boot);
     hsr_boot_finalize(boot);
     return code;
   }
