@@ -1,256 +1,381 @@
-/* hsr bench coll: collective bandwidth with nccl-tests' flags, table and
- * formulas, in every group of a kind at once (like NCCL_TESTS_SPLIT).
- * Groups come from rank arithmetic only: shard = r / S, replicate = r % S,
- * partial = r / K (K consecutive ranks inside a shard group). */
-#include <cjson/cJSON.h>
+/* hsr bench all_gather|reduce_scatter|all_reduce|broadcast: collective
+ * bandwidth the way nccl-tests measures it (its binaries' names, flags,
+ * table, bus-bandwidth formulas and JSON), in every group of a kind at once
+ * (like NCCL_TESTS_SPLIT). Groups come from rank arithmetic only: shard =
+ * r / S, replicate = r % S, partial = r / K (K consecutive ranks of a shard
+ * group). This file: options, the groups, the size check, the sweep, exit
+ * codes; one size is bench_coll_run.c, output bench_coll_out.c. */
 #include <getopt.h>
-#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "bench.h"
+#include "bench_coll.h"
 #include "cli.h"
-#include "hsr/boot.h"
-#include "hsr/comm.h"
-#include "hsr/kmath.h"
-#include "nccl_table.h"
 
-typedef struct bopts {
-  int op;
-  size_t minb, maxb;
-  double factor;
-  long iters, warmup, check;
-  hsr_redop redop;
-  hsr_dtype dt;
-  int group; /* 0 world, 1 shard, 2 replicate, 3 partial */
-  long shard, partial;
-  int comm_mem;
-  const char *json;
-} bopts;
+const char *const bc_kind_names[] = {"world", "shard", "replicate", "partial", NULL};
 
-static const char *const group_names[] = {"world", "shard", "replicate", "partial", NULL};
-
-static void usage(void) {
-  printf("usage: hsr bench coll [options]   (under a launcher: hsr-run -n 4 -- hsr bench coll ...)\n"
-         "  --op OP            all_gather (default), reduce_scatter, all_reduce, broadcast\n"
-         "  -b, --minbytes N   smallest size (K/M/G suffixes; default 32M)\n"
-         "  -e, --maxbytes N   largest size (default 64M)\n"
-         "  -f, --stepfactor F multiply the size by F each step (default 2)\n"
-         "  -n, --iters N      timed iterations per size (default 20)\n"
-         "  -w, --warmup_iters N  untimed iterations first (default 5)\n"
-         "  -c, --check N      check iterations after timing, wrong elements counted (default 1; 0 = off)\n"
-         "  -o, --op_type OP   redop: sum (default), avg, max (reduce_scatter: sum, avg)\n"
-         "  -d, --datatype T   float (default), double, bfloat16, half, int32, uint8 (or f32, bf16, ...)\n"
-         "  --group G          world (default), shard, replicate, partial: run in every group of that kind at once\n"
-         "  --shard S          shard group size for --group shard|replicate|partial (must divide the ranks)\n"
-         "  --partial K        partial group size (must divide S)\n"
-         "  --mem M            comm: buffers from hsr_comm_mem_alloc (default); user: malloc (staged)\n"
-         "  --json FILE        also write the results as JSON (rank 0)\n"
-         "Sizes are nccl-tests': the gathered size for all_gather/reduce_scatter. algbw = size / time,\n"
-         "busbw = algbw x (n-1)/n (all_gather, reduce_scatter), 2(n-1)/n (all_reduce), 1 (broadcast);\n"
-         "time is the per-iteration average over ranks. Exit status 1 when a check finds wrong elements.\n");
+static void usage(const char *prog) {
+  printf("usage: hsr bench %s [options]   (nccl-tests' %s_perf; under a launcher: hsr-run -n 4 -- hsr bench %s ...)\n"
+         "  -b, --minbytes N        smallest size (K/M/G suffixes; default 32M)\n"
+         "  -e, --maxbytes N        largest size (default 64M)\n"
+         "  -f, --stepfactor F      multiply the size by F each step (default 2)\n"
+         "  -i, --stepbytes N       add N bytes each step instead of -f\n"
+         "  -n, --iters N           timed iterations per size (default 20)\n"
+         "  -m, --agg_iters N       operations per iteration, posted together (default 1)\n"
+         "  -w, --warmup_iters N    untimed iterations first (default 5)\n"
+         "  -N, --run_cycles N      run the whole sweep N times, each printed (default 1)\n"
+         "  -c, --check N           check iterations after timing, wrong elements counted (default 1; 0 = off)\n"
+         "  -o, --op OP             reduction: sum (default), avg, max (reduce_scatter: sum, avg)\n"
+         "  -d, --datatype T        float (default), double, bfloat16, half, int32, uint8 (or f32, bf16, ...)\n"
+         "  -r, --root R            broadcast root, a rank of the group (default 0)\n"
+         "  -z, --blocking Z        0: post every op, then wait (default); 1: wait each op, barrier after each;\n"
+         "                          2: wait each op; 3: wait each iteration, barrier excluded from the time\n"
+         "  -a, --average A         time over ranks: 0 rank 0, 1 mean (default), 2 min, 3 max\n"
+         "  -T, --timeout S         a wait without progress for S seconds fails (default: HSR_COMM_TIMEOUT)\n"
+         "  -I, --per_iter_timing 1 per-iteration times (max over ranks): i_min i_max i_p99 i_cv%% columns\n"
+         "  -R, --local_register R  1: buffers from hsr_comm_mem_alloc, read in place (default); 0: malloc (staged)\n"
+         "  -G, --cudagraph N       only 0: hsr's host collectives have no CUDA graphs\n"
+         "  -J, --output_file FILE  write the results as JSON in nccl-tests' schema (rank 0); also --json FILE\n"
+         "  --group G[,G2]          world (default), shard, replicate, partial: run in every group of that kind at\n"
+         "                          once; two kinds run one after the other, or together with --concurrent\n"
+         "  --concurrent            with two kinds: both at once (a hybrid step), each kind's bandwidth measured\n"
+         "                          from its own operations while the other runs\n"
+         "  --shard S               shard group size (default: the ranks of one node; must divide the ranks)\n"
+         "  --partial K             partial group size (must divide S)\n"
+         "  --mem comm|user         same as -R 1 / -R 0\n"
+         "  --min-bw X              exit %d when the average bus bandwidth is below X GB/s (or HSR_BENCH_MIN_BW)\n"
+         "  --plot FILE.svg         bus bandwidth against size, one curve per group kind and cycle (gnuplot)\n"
+         "Sizes are nccl-tests': the gathered size for all_gather and reduce_scatter (count is per rank).\n"
+         "algbw = size / time; busbw = algbw x (n-1)/n (all_gather, reduce_scatter), 2(n-1)/n (all_reduce),\n"
+         "1 (broadcast). Exit status: 0 ok, 1 failure (an operation failed or timed out), 2 bad usage or\n"
+         "sizes that do not fit in memory or /dev/shm, %d wrong results, %d below the minimum bandwidth.\n",
+         prog, prog, prog, BC_EXIT_MIN_BW, BC_EXIT_WRONG, BC_EXIT_MIN_BW);
 }
 
-static int parse(int argc, char **argv, bopts *o) {
-  static const struct option lo[] = {{"help", no_argument, 0, 'h'},
-                                     {"op", required_argument, 0, 'O'},
-                                     {"minbytes", required_argument, 0, 'b'},
-                                     {"maxbytes", required_argument, 0, 'e'},
-                                     {"stepfactor", required_argument, 0, 'f'},
-                                     {"iters", required_argument, 0, 'n'},
-                                     {"warmup_iters", required_argument, 0, 'w'},
-                                     {"check", required_argument, 0, 'c'},
-                                     {"op_type", required_argument, 0, 'o'},
-                                     {"datatype", required_argument, 0, 'd'},
-                                     {"group", required_argument, 0, 'G'},
-                                     {"shard", required_argument, 0, 'S'},
-                                     {"partial", required_argument, 0, 'K'},
-                                     {"mem", required_argument, 0, 'M'},
-                                     {"json", required_argument, 0, 'J'},
-                                     {0, 0, 0, 0}};
-  *o = (bopts){.op = NT_ALLGATHER,
-               .minb = 32u << 20,
-               .maxb = 64u << 20,
-               .factor = 2,
-               .iters = 20,
-               .warmup = 5,
-               .check = 1,
-               .redop = HSR_SUM,
-               .dt = HSR_F32,
-               .comm_mem = 1};
-  const char *cmd = "bench coll";
-  int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "hb:e:f:n:w:c:o:d:", lo, NULL)) != -1) {
-    hsr_status st = HSR_OK;
-    long v;
-    int idx;
-    switch (c) {
-    case 'h': usage(); return -1;
-    case 'O':
-      if ((o->op = nt_op_parse(optarg)) < 0)
-        return hsr_cli_usage_error(cmd, "--op '%s' (valid: all_gather, reduce_scatter, all_reduce, broadcast)", optarg);
-      break;
-    case 'b': st = hsr_parse_size("-b", optarg, &o->minb); break;
-    case 'e': st = hsr_parse_size("-e", optarg, &o->maxb); break;
-    case 'f': st = hsr_parse_double("-f", optarg, 1.0001, 1024, &o->factor); break;
-    case 'n': st = hsr_parse_long("-n", optarg, 1, 1000000, &o->iters); break;
-    case 'w': st = hsr_parse_long("-w", optarg, 0, 1000000, &o->warmup); break;
-    case 'c': st = hsr_parse_long("-c", optarg, 0, 1000, &o->check); break;
-    case 'o': st = hsr_redop_parse(optarg, &o->redop); break;
-    case 'd': st = hsr_dtype_parse(optarg, &o->dt); break;
-    case 'G':
-      st = hsr_parse_choice("--group", optarg, group_names, &idx);
-      o->group = idx;
-      break;
-    case 'S': st = hsr_parse_long("--shard", optarg, 1, 1 << 20, &o->shard); break;
-    case 'K': st = hsr_parse_long("--partial", optarg, 1, 1 << 20, &o->partial); break;
-    case 'M':
-      if (!strcmp(optarg, "comm"))
-        o->comm_mem = 1;
-      else if (!strcmp(optarg, "user"))
-        o->comm_mem = 0;
-      else
-        return hsr_cli_usage_error(cmd, "--mem '%s' (valid: comm, user)", optarg);
-      break;
-    case 'J': o->json = optarg; break;
-    default: return hsr_cli_usage_error(cmd, "unknown option or missing value '%s'", argv[optind - 1]);
-    }
-    (void)v;
-    if (st != HSR_OK) return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
+/* ---- options -------------------------------------------------------------------- */
+
+static int parse_kinds(const char *cmd, const char *s, bc_opts *o) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s", s);
+  o->nkinds = 0;
+  for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+    int k = -1;
+    for (int i = 0; bc_kind_names[i]; i++)
+      if (!strcmp(t, bc_kind_names[i])) k = i;
+    if (k < 0) return hsr_cli_usage_error(cmd, "--group '%s' (valid: world, shard, replicate, partial)", t);
+    for (int i = 0; i < o->nkinds; i++)
+      if (o->kinds[i] == k) return hsr_cli_usage_error(cmd, "--group: '%s' given twice", t);
+    if (o->nkinds == 2) return hsr_cli_usage_error(cmd, "--group: at most two kinds (e.g. shard,replicate)");
+    o->kinds[o->nkinds++] = k;
   }
-  if (optind < argc) return hsr_cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
-  if (o->minb > o->maxb) return hsr_cli_usage_error(cmd, "-b %zu is larger than -e %zu", o->minb, o->maxb);
-  if (o->op == NT_REDUCE_SCATTER && o->redop == HSR_MAX)
-    return hsr_cli_usage_error(cmd, "reduce_scatter supports -o sum or avg (not max)");
-  if (o->group && !o->shard) return hsr_cli_usage_error(cmd, "--group %s needs --shard S", group_names[o->group]);
-  if (o->group == 3 && !o->partial) return hsr_cli_usage_error(cmd, "--group partial needs --partial K");
-  if (o->partial && o->shard % o->partial)
-    return hsr_cli_usage_error(cmd, "--partial %ld does not divide --shard %ld", o->partial, o->shard);
+  return o->nkinds ? 0 : hsr_cli_usage_error(cmd, "--group needs a kind");
+}
+
+/* nccl-tests flags that mean nothing for host collectives: a clear refusal. */
+static int unsupported(const char *cmd, int c, long v) {
+  if (c == 'G' && v != 0)
+    return hsr_cli_usage_error(cmd, "-G %ld: CUDA graphs are not supported by hsr's host collectives (only -G 0)", v);
+  if ((c == 't' || c == 'g') && v != 1)
+    return hsr_cli_usage_error(cmd,
+                               "-%c %ld: not supported: hsr runs one rank per process (start more ranks with "
+                               "hsr-run -n)",
+                               c, v);
+  if (c == 'p' && v != 0) return hsr_cli_usage_error(cmd, "-p %ld: parallel init is not supported (only -p 0)", v);
+  if (c == 'R' && v == 2)
+    return hsr_cli_usage_error(cmd, "-R 2: symmetric registration is NCCL's; hsr has -R 1 (registered) and 0 (malloc)");
   return 0;
 }
 
-/* ---- element access ------------------------------------------------------- */
-/* The bench's values (small integers and their quarters) are exact in every
- * dtype; 16-bit formats go through the kernels' casts (kmath.h). */
-static void put(hsr_dtype dt, void *p, size_t i, double v) {
-  switch (dt) {
-  case HSR_F32: ((float *)p)[i] = (float)v; break;
-  case HSR_F64: ((double *)p)[i] = v; break;
-  case HSR_BF16: ((uint16_t *)p)[i] = hsr_km_f32_to_bf16((float)v); break;
-  case HSR_F16: ((uint16_t *)p)[i] = hsr_km_f32_to_f16((float)v); break;
-  case HSR_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-  default: ((uint8_t *)p)[i] = (uint8_t)v; break;
-  }
-}
-static double get(hsr_dtype dt, const void *p, size_t i) {
-  switch (dt) {
-  case HSR_F32: return ((const float *)p)[i];
-  case HSR_F64: return ((const double *)p)[i];
-  case HSR_BF16: return hsr_km_bf16_to_f32(((const uint16_t *)p)[i]);
-  case HSR_F16: return hsr_km_f16_to_f32(((const uint16_t *)p)[i]);
-  case HSR_I32: return ((const int32_t *)p)[i];
-  default: return ((const uint8_t *)p)[i];
-  }
-}
-static double ref_reduce(hsr_dtype dt, hsr_redop op, int n, size_t i) {
-  int u8 = dt == HSR_U8;
-  double acc = nt_val(0, i, u8);
-  for (int r = 1; r < n; r++) {
-    double v = nt_val(r, i, u8);
-    acc = op == HSR_MAX ? fmax(acc, v) : acc + v;
-  }
-  if (op == HSR_AVG) acc = (dt == HSR_I32 || u8) ? (double)((long long)acc / n) : acc / n;
-  return acc;
+static const struct option long_opts[] = {{"help", no_argument, 0, 'h'},
+                                          {"minbytes", required_argument, 0, 'b'},
+                                          {"maxbytes", required_argument, 0, 'e'},
+                                          {"stepbytes", required_argument, 0, 'i'},
+                                          {"stepfactor", required_argument, 0, 'f'},
+                                          {"iters", required_argument, 0, 'n'},
+                                          {"agg_iters", required_argument, 0, 'm'},
+                                          {"warmup_iters", required_argument, 0, 'w'},
+                                          {"run_cycles", required_argument, 0, 'N'},
+                                          {"check", required_argument, 0, 'c'},
+                                          {"op", required_argument, 0, 'o'},
+                                          {"datatype", required_argument, 0, 'd'},
+                                          {"root", required_argument, 0, 'r'},
+                                          {"blocking", required_argument, 0, 'z'},
+                                          {"timeout", required_argument, 0, 'T'},
+                                          {"average", required_argument, 0, 'a'},
+                                          {"per_iter_timing", required_argument, 0, 'I'},
+                                          {"output_file", required_argument, 0, 'J'},
+                                          {"json", required_argument, 0, 'J'},
+                                          {"cudagraph", required_argument, 0, 'G'},
+                                          {"local_register", required_argument, 0, 'R'},
+                                          {"nthreads", required_argument, 0, 't'},
+                                          {"ngpus", required_argument, 0, 'g'},
+                                          {"parallel_init", required_argument, 0, 'p'},
+                                          {"group", required_argument, 0, 1},
+                                          {"concurrent", no_argument, 0, 2},
+                                          {"shard", required_argument, 0, 3},
+                                          {"partial", required_argument, 0, 4},
+                                          {"mem", required_argument, 0, 5},
+                                          {"min-bw", required_argument, 0, 6},
+                                          {"plot", required_argument, 0, 7},
+                                          {"op_type", required_argument, 0, 8}, /* deprecated 'coll' only */
+                                          {0, 0, 0, 0}};
+
+static void defaults(bc_opts *o, int coll, const char *prog, int argc, char **argv) {
+  *o = (bc_opts){.coll = coll,
+                 .prog = prog,
+                 .minb = 32u << 20,
+                 .maxb = 64u << 20,
+                 .factor = 2,
+                 .iters = 20,
+                 .agg = 1,
+                 .warmup = 5,
+                 .cycles = 1,
+                 .check = 1,
+                 .redop = HSR_SUM,
+                 .dt = HSR_F32,
+                 .average = 1,
+                 .kinds = {BC_WORLD},
+                 .nkinds = 1,
+                 .comm_mem = 1,
+                 .min_bw = -1,
+                 .argc = argc,
+                 .argv = argv};
 }
 
-/* ---- one size ------------------------------------------------------------------ */
-typedef struct bufs {
-  char *a, *b;
-} bufs;
-
-static hsr_status issue(const bopts *o, hsr_comm *g, bufs *B, size_t count, int inplace, hsr_req **req) {
-  int r = hsr_comm_rank(g);
-  size_t es = hsr_dtype_size(o->dt);
-  switch (o->op) {
-  case NT_ALLGATHER:
-    return inplace ? hsr_comm_allgather(g, B->b + (size_t)r * count * es, B->b, count, o->dt, req)
-                   : hsr_comm_allgather(g, B->a, B->b, count, o->dt, req);
-  case NT_REDUCE_SCATTER:
-    return inplace ? hsr_comm_reduce_scatter(g, B->a, B->a + (size_t)r * count * es, count, o->dt, o->redop, req)
-                   : hsr_comm_reduce_scatter(g, B->a, B->b, count, o->dt, o->redop, req);
-  case NT_ALLREDUCE: return hsr_comm_allreduce(g, B->a, inplace ? B->a : B->b, count, o->dt, o->redop, req);
-  default: return hsr_comm_bcast(g, inplace ? B->a : B->b, count, o->dt, 0, req);
-  }
-}
-
-/* Fills the inputs, runs once, returns the number of wrong elements. */
-static long long check_once(const bopts *o, hsr_comm *g, bufs *B, size_t count, int inplace, hsr_status *st) {
-  int n = hsr_comm_size(g), r = hsr_comm_rank(g), u8 = o->dt == HSR_U8;
-  size_t es = hsr_dtype_size(o->dt);
-  char *in = o->op == NT_ALLGATHER && inplace ? B->b + (size_t)r * count * es
-             : o->op == NT_BCAST && !inplace  ? B->b
-                                              : B->a;
-  size_t nin = o->op == NT_REDUCE_SCATTER ? count * (size_t)n : count;
-  for (size_t i = 0; i < nin; i++) put(o->dt, in, i, o->op == NT_BCAST && r != 0 ? 3 : nt_val(r, i, u8));
-  *st = issue(o, g, B, count, inplace, NULL);
-  if (*st != HSR_OK) return 0;
-  const char *out = o->op == NT_REDUCE_SCATTER ? (inplace ? B->a + (size_t)r * count * es : B->b)
-                    : o->op == NT_ALLGATHER    ? B->b
-                    : inplace                  ? B->a
-                                               : B->b;
-  size_t nout = o->op == NT_ALLGATHER ? count * (size_t)n : count;
-  long long wrong = 0;
-  for (size_t i = 0; i < nout; i++) {
-    double want;
-    switch (o->op) {
-    case NT_ALLGATHER: want = nt_val((int)(i / count), i % count, u8); break;
-    case NT_REDUCE_SCATTER: want = ref_reduce(o->dt, o->redop, n, (size_t)r * count + i); break;
-    case NT_ALLREDUCE: want = ref_reduce(o->dt, o->redop, n, i); break;
-    default: want = nt_val(0, i, u8); break;
-    }
-    if (get(o->dt, out, i) != want) wrong++;
-  }
-  return wrong;
-}
-
-static hsr_status run_size(const bopts *o, hsr_comm *w, hsr_comm *g, bufs *B, size_t count, int inplace, nt_result *res,
-                           hsr_req **reqs) {
+/* One option; legacy: the deprecated 'hsr bench coll', where --op picks the collective. */
+static hsr_status one_opt(bc_opts *o, int c, const char *cmd, int *urc) {
+  long v = 0;
   hsr_status st = HSR_OK;
-  for (long i = 0; i < o->warmup && st == HSR_OK; i++) st = issue(o, g, B, count, inplace, NULL);
-  if (st == HSR_OK) st = hsr_comm_barrier(w, NULL);
-  if (st != HSR_OK) return st;
-  double t0 = hsr_clock_s();
-  for (long i = 0; i < o->iters && st == HSR_OK; i++) st = issue(o, g, B, count, inplace, &reqs[i]);
-  for (long i = 0; i < o->iters; i++) {
-    hsr_status s2 = reqs[i] ? hsr_req_wait(reqs[i], -1) : HSR_OK;
-    reqs[i] = NULL;
-    if (st == HSR_OK) st = s2;
+  switch (c) {
+  case 'b': return hsr_parse_size("-b", optarg, &o->minb);
+  case 'e': return hsr_parse_size("-e", optarg, &o->maxb);
+  case 'i': o->factor = 0; return hsr_parse_size("-i", optarg, &o->stepb);
+  case 'f': return hsr_parse_double("-f", optarg, 1.0001, 1024, &o->factor);
+  case 'n': return hsr_parse_long("-n", optarg, 1, 1000000, &o->iters);
+  case 'm': return hsr_parse_long("-m", optarg, 1, 1024, &o->agg);
+  case 'w': return hsr_parse_long("-w", optarg, 0, 1000000, &o->warmup);
+  case 'N':
+    if (!strcmp(optarg, "0")) return hsr_error(HSR_ERR_INVALID, "-N 0 (run forever) is not supported: give a count");
+    return hsr_parse_long("-N", optarg, 1, 1000, &o->cycles);
+  case 'c': return hsr_parse_long("-c", optarg, 0, 1000, &o->check);
+  case 'o':
+  case 8: return hsr_redop_parse(optarg, &o->redop);
+  case 9:
+    if ((o->coll = nt_op_parse(optarg)) < 0)
+      return hsr_error(HSR_ERR_INVALID, "--op '%s' (valid: all_gather, reduce_scatter, all_reduce, broadcast)", optarg);
+    return HSR_OK;
+  case 'd': return hsr_dtype_parse(optarg, &o->dt);
+  case 'r': return hsr_parse_long("-r", optarg, 0, 1 << 24, &o->root);
+  case 'z':
+    st = hsr_parse_long("-z", optarg, 0, 3, &v);
+    o->blocking = (int)v;
+    return st;
+  case 'T': return hsr_parse_double("-T", optarg, 0, 1e6, &o->timeout);
+  case 'a':
+    st = hsr_parse_long("-a", optarg, 0, 3, &v);
+    o->average = (int)v;
+    return st;
+  case 'I':
+    st = hsr_parse_long("-I", optarg, 0, 1, &v);
+    o->per_iter = (int)v;
+    return st;
+  case 'J': o->json = optarg; return HSR_OK;
+  case 'G':
+  case 't':
+  case 'g':
+  case 'p':
+  case 'R':
+    st = hsr_parse_long(c == 'G'   ? "-G"
+                        : c == 't' ? "-t"
+                        : c == 'g' ? "-g"
+                        : c == 'p' ? "-p"
+                                   : "-R",
+                        optarg, 0, 1 << 20, &v);
+    if (st == HSR_OK) *urc = unsupported(cmd, c, v);
+    if (st == HSR_OK && c == 'R') o->comm_mem = v != 0;
+    return st;
+  case 1: *urc = parse_kinds(cmd, optarg, o); return HSR_OK;
+  case 2: o->concurrent = 1; return HSR_OK;
+  case 3: return hsr_parse_long("--shard", optarg, 1, 1 << 20, &o->shard);
+  case 4: return hsr_parse_long("--partial", optarg, 1, 1 << 20, &o->partial);
+  case 5:
+    if (strcmp(optarg, "comm") && strcmp(optarg, "user"))
+      return hsr_error(HSR_ERR_INVALID, "--mem '%s' (valid: comm, user)", optarg);
+    o->comm_mem = !strcmp(optarg, "comm");
+    return HSR_OK;
+  case 6: return hsr_parse_double("--min-bw", optarg, 0, 1e9, &o->min_bw);
+  case 7: o->plot = optarg; return HSR_OK;
+  default: return HSR_ERR_INVALID;
   }
-  double t = (hsr_clock_s() - t0) / (double)o->iters;
-  if (st != HSR_OK) return st;
-  double sum[2] = {t, 0};
-  long long wrong = 0;
-  for (long i = 0; i < o->check && st == HSR_OK; i++) wrong += check_once(o, g, B, count, inplace, &st);
-  if (st != HSR_OK) return st;
-  sum[1] = (double)wrong;
-  HSR_CHECK(hsr_comm_allreduce(w, sum, sum, 2, HSR_F64, HSR_SUM, NULL));
-  int n = hsr_comm_size(g);
-  size_t es = hsr_dtype_size(o->dt);
-  double bytes = (double)count * (double)es * (o->op <= NT_REDUCE_SCATTER ? n : 1);
-  res->time_us = sum[0] / hsr_comm_size(w) * 1e6;
-  res->algbw = bytes / (res->time_us * 1e-6) / 1e9;
-  res->busbw = res->algbw * nt_bus_factor(o->op, n);
-  res->wrong = (long long)sum[1];
-  return HSR_OK;
 }
 
-static void *alloc_buf(hsr_comm *g, size_t bytes, int comm_mem, hsr_status *st) {
+/* The size after s (from 0, 1 byte); s itself when nothing larger is representable. */
+static size_t next_size(const bc_opts *o, size_t s) {
+  if (o->factor > 0) {
+    double n = s ? (double)s * o->factor : 1;
+    return n >= (double)SIZE_MAX ? s : (size_t)n;
+  }
+  return s > SIZE_MAX - o->stepb ? s : s + o->stepb;
+}
+
+static int check_opts(const char *cmd, bc_opts *o) {
+  if (o->minb > o->maxb) return hsr_cli_usage_error(cmd, "-b %zu is larger than -e %zu", o->minb, o->maxb);
+  if (o->factor == 0 && o->stepb == 0) return hsr_cli_usage_error(cmd, "-i must be at least 1 byte");
+  if (o->coll == NT_REDUCE_SCATTER && o->redop == HSR_MAX)
+    return hsr_cli_usage_error(cmd, "reduce_scatter supports -o sum or avg (not max)");
+  if (o->concurrent && o->nkinds != 2)
+    return hsr_cli_usage_error(cmd, "--concurrent needs two group kinds (e.g. --group shard,replicate)");
+  for (int i = 0; i < o->nkinds; i++)
+    if (o->kinds[i] == BC_PARTIAL && !o->partial) return hsr_cli_usage_error(cmd, "--group partial needs --partial K");
+  if (o->partial && o->shard && o->shard % o->partial)
+    return hsr_cli_usage_error(cmd, "--partial %ld does not divide --shard %ld", o->partial, o->shard);
+  if (o->plot) {
+    size_t l = strlen(o->plot);
+    if (l < 5 || strcmp(o->plot + l - 4, ".svg") || strchr(o->plot, '\''))
+      return hsr_cli_usage_error(cmd, "--plot '%s': expected a FILE.svg name without quotes", o->plot);
+    if (!bc_have_gnuplot())
+      return hsr_cli_usage_error(cmd, "--plot needs gnuplot, which is not installed (apt-get install gnuplot-nox)");
+  }
+  if (o->min_bw < 0) {
+    double v = -1;
+    if (hsr_env_double("HSR_BENCH_MIN_BW", -1, 0, 1e9, &v) != HSR_OK)
+      return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
+    o->min_bw = getenv("HSR_BENCH_MIN_BW") && *getenv("HSR_BENCH_MIN_BW") ? v : -1;
+  }
+  /* a bounded sweep: sizes grow (from 0, the next size is 1 byte) */
+  long rows = 0;
+  for (size_t s = o->minb; s <= o->maxb && rows <= 100000; rows++) {
+    size_t next = next_size(o, s);
+    if (next <= s) break;
+    s = next;
+  }
+  if (rows > 100000) return hsr_cli_usage_error(cmd, "-b/-e/-i give more than 100000 sizes");
+  return 0;
+}
+
+/* Returns 0 to run, -1 after --help, else the exit code. */
+static int parse(int argc, char **argv, int coll, const char *prog, bc_opts *o) {
+  int legacy = coll < 0;
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "bench %s", prog);
+  defaults(o, legacy ? NT_ALLGATHER : coll, prog, argc, argv);
+  /* the deprecated command: --op is the collective, --op_type (or -o) the reduction */
+  enum { NOPTS = sizeof long_opts / sizeof long_opts[0] };
+  struct option lo[NOPTS];
+  memcpy(lo, long_opts, sizeof lo);
+  for (int i = 0; i < NOPTS - 1; i++) {
+    if (legacy && !strcmp(lo[i].name, "op")) lo[i].val = 9;
+    if (!legacy && !strcmp(lo[i].name, "op_type")) lo[i].name = "\001"; /* matches nothing */
+  }
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "hb:e:i:f:n:m:w:N:c:o:d:r:z:T:a:I:J:G:R:t:g:p:", lo, NULL)) != -1) {
+    if (c == 'h') {
+      usage(prog);
+      if (legacy)
+        printf("  --op OP                 (this deprecated command) the collective; -o / --op_type: the reduction\n");
+      return -1;
+    }
+    if (c == '?' || c == ':') return hsr_cli_usage_error(cmd, "unknown option or missing value '%s'", argv[optind - 1]);
+    int urc = 0;
+    hsr_status st = one_opt(o, c, cmd, &urc);
+    if (urc) return urc;
+    if (st != HSR_OK) return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
+  }
+  if (optind < argc) return hsr_cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+  return check_opts(cmd, o);
+}
+
+/* ---- groups and sizes ------------------------------------------------------------------ */
+
+static int color_of(const bc_opts *o, int kind, int r) {
+  switch (kind) {
+  case BC_SHARD: return r / (int)o->shard;
+  case BC_REPLICATE: return r % (int)o->shard;
+  case BC_PARTIAL: return r / (int)o->partial;
+  default: return 0;
+  }
+}
+
+/* S (default: the ranks of one node), K and -r against the job; rank 0 reports. */
+static int check_job(const char *cmd, bc_opts *o, hsr_boot *boot) {
+  int n = hsr_boot_size(boot), nodes = hsr_boot_num_nodes(boot), me = hsr_boot_rank(boot), need_s = 0;
+  for (int i = 0; i < o->nkinds; i++) need_s |= o->kinds[i] != BC_WORLD;
+  if (need_s && !o->shard) o->shard = n % nodes == 0 ? n / nodes : n;
+  char msg[256] = "";
+  if (need_s && (o->shard > n || n % o->shard))
+    snprintf(msg, sizeof msg, "--shard %ld does not divide the %d ranks", o->shard, n);
+  else if (o->partial && o->shard % o->partial)
+    snprintf(msg, sizeof msg, "--partial %ld does not divide the shard size %ld", o->partial, o->shard);
+  for (int i = 0; i < o->nkinds && !msg[0]; i++) {
+    int k = o->kinds[i], gn = k == BC_WORLD     ? n
+                              : k == BC_SHARD   ? (int)o->shard
+                              : k == BC_PARTIAL ? (int)o->partial
+                                                : n / (int)o->shard;
+    if (o->coll == NT_BCAST && o->root >= gn)
+      snprintf(msg, sizeof msg, "-r %ld is not a rank of the %s groups (valid: 0 to %d)", o->root, bc_kind_names[k],
+               gn - 1);
+  }
+  if (!msg[0]) return 0;
+  if (me == 0) hsr_cli_usage_error(cmd, "%s", msg);
+  return HSR_EXIT_USAGE;
+}
+
+static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
+
+static double mem_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  char line[256];
+  double kb = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+  if (f) fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
+/* Every rank of this host holds two buffers of the largest size per group
+ * kind: in /dev/shm when registered (-R 1), in memory either way (malloc
+ * buffers are also staged through /dev/shm). Refused up front when that
+ * does not fit; rank 0 measures and decides for all. */
+static int check_fit(const char *cmd, const bc_opts *o, hsr_boot *boot) {
+  int n = hsr_boot_size(boot), me = hsr_boot_rank(boot), host = 0;
+  for (int r = 0; r < n; r++) host += !strcmp(hsr_boot_hostname_of(boot, r), hsr_boot_hostname(boot));
+  char msg[400] = "";
+  if (me == 0) {
+    double buf = (double)o->maxb + 4096, k = o->nkinds, shm_need = host * k * (o->comm_mem ? 2 : 1) * buf;
+    double mem_need = host * k * (o->comm_mem ? 2 : 3) * buf, mem = mem_available(), shm = -1;
+    struct statvfs sv;
+    if (statvfs("/dev/shm", &sv) == 0) shm = (double)sv.f_bavail * (double)sv.f_frsize;
+    const char *what = o->comm_mem ? "registered buffers" : "buffers, staged";
+    if (shm >= 0 && shm_need > 0.9 * shm)
+      snprintf(msg, sizeof msg,
+               "-e %zu does not fit: it needs %.2f GiB of /dev/shm on host %s (%d ranks x %d group kind%s x %s of "
+               "%.2f GiB), /dev/shm has %.2f GiB available",
+               o->maxb, gib(shm_need), hsr_boot_hostname(boot), host, o->nkinds, o->nkinds > 1 ? "s" : "",
+               o->comm_mem ? "2 registered buffers" : "1 staging buffer", gib(buf), gib(shm));
+    else if (mem >= 0 && mem_need > 0.9 * mem)
+      snprintf(msg, sizeof msg,
+               "-e %zu does not fit: it needs %.2f GiB of memory on host %s (%d ranks x %d group kind%s, %s of "
+               "%.2f GiB), %.2f GiB is available",
+               o->maxb, gib(mem_need), hsr_boot_hostname(boot), host, o->nkinds, o->nkinds > 1 ? "s" : "", what,
+               gib(buf), gib(mem));
+  }
+  if (hsr_boot_bcast(boot, msg, sizeof msg, 0) != HSR_OK) return hsr_cli_fail(cmd, HSR_ERR_TRANSPORT);
+  if (!msg[0]) return 0;
+  if (me == 0) hsr_cli_usage_error(cmd, "%s", msg);
+  return HSR_EXIT_USAGE;
+}
+
+static void *alloc_buf(hsr_comm *c, size_t bytes, int comm_mem, hsr_status *st) {
   void *p = NULL;
   if (comm_mem) {
-    *st = hsr_comm_mem_alloc(g, bytes, &p);
+    *st = hsr_comm_mem_alloc(c, bytes, &p);
   } else {
     p = malloc(bytes);
     *st = p ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "malloc(%zu)", bytes);
@@ -259,129 +384,173 @@ static void *alloc_buf(hsr_comm *g, size_t bytes, int comm_mem, hsr_status *st) 
   return p;
 }
 
-int hsr_bench_coll(int argc, char **argv) {
-  bopts o;
-  int prc = parse(argc, argv, &o);
+/* This rank's communicator of each kind, its buffers, and how the groups lie. */
+static hsr_status groups_make(const bc_opts *o, hsr_boot *boot, hsr_comm *w, bc_group *g) {
+  int me = hsr_boot_rank(boot);
+  for (int k = 0; k < o->nkinds; k++) {
+    g[k].kind = o->kinds[k];
+    if (g[k].kind == BC_WORLD)
+      g[k].c = w;
+    else
+      HSR_CHECK(hsr_comm_split(w, color_of(o, g[k].kind, me), me, &g[k].c));
+    g[k].n = hsr_comm_size(g[k].c);
+    g[k].ngroups = hsr_boot_size(boot) / g[k].n;
+    int nodes[64], nn = 0; /* distinct nodes of my group, then the most over groups */
+    for (int j = 0; j < g[k].n && nn < 64; j++) {
+      int nd = hsr_boot_node_of(boot, hsr_comm_world_rank(g[k].c, j)), seen = 0;
+      for (int q = 0; q < nn; q++) seen |= nodes[q] == nd;
+      if (!seen) nodes[nn++] = nd;
+    }
+    double span = nn;
+    HSR_CHECK(hsr_comm_allreduce(w, &span, &span, 1, HSR_F64, HSR_MAX, NULL));
+    g[k].nodes_spanned = (int)span;
+    hsr_status st = HSR_OK;
+    g[k].a = alloc_buf(g[k].c, o->maxb + 4096, o->comm_mem, &st);
+    if (st == HSR_OK) g[k].b = alloc_buf(g[k].c, o->maxb + 4096, o->comm_mem, &st);
+    HSR_CHECK(st);
+  }
+  return HSR_OK;
+}
+
+static void groups_free(const bc_opts *o, hsr_comm *w, bc_group *g) {
+  for (int k = 0; k < o->nkinds; k++) {
+    if (!g[k].c) continue;
+    char *bufs[2] = {g[k].a, g[k].b};
+    for (int i = 0; i < 2; i++)
+      if (bufs[i]) o->comm_mem ? (void)hsr_comm_mem_free(g[k].c, bufs[i]) : free(bufs[i]);
+    if (g[k].c != w) hsr_comm_free(g[k].c);
+  }
+}
+
+/* ---- the sweep ----------------------------------------------------------------------------- */
+
+static hsr_status sweep(const bc_ctx *x, hsr_comm *w, bc_row **rows_out, int *nrows_out) {
+  const bc_opts *o = x->o;
+  int me = hsr_comm_rank(w), nr = 0, cap = 64;
+  bc_row *rows = calloc((size_t)cap, sizeof *rows);
+  hsr_status st = rows ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "rows");
+  size_t es = hsr_dtype_size(o->dt);
+  for (long cyc = 0; cyc < o->cycles && st == HSR_OK; cyc++)
+    for (size_t s = o->minb; s <= o->maxb && st == HSR_OK;) {
+      int per = o->concurrent ? x->ng : 1; /* groups timed together */
+      for (int k0 = 0; k0 < x->ng && st == HSR_OK; k0 += per) {
+        if (nr + per > cap) {
+          bc_row *n2 = realloc(rows, (size_t)(cap *= 2) * sizeof *rows);
+          if (!n2) {
+            st = hsr_error(HSR_ERR_NOMEM, "rows");
+            break;
+          }
+          rows = n2;
+        }
+        bc_one res[2][BC_KINDS];
+        memset(res, 0, sizeof res);
+        for (int p = 0; p < 2 && st == HSR_OK; p++) st = bc_run_size(o, x->boot, w, &x->g[k0], per, s, p, res[p]);
+        for (int k = 0; k < per && st == HSR_OK; k++) {
+          bc_row *r = &rows[nr++];
+          size_t cnt = bc_count(o, &x->g[k0 + k], s);
+          *r = (bc_row){.cycle = (int)cyc,
+                        .g = k0 + k,
+                        .count = cnt,
+                        .bytes = cnt * es * (o->coll <= NT_REDUCE_SCATTER ? (size_t)x->g[k0 + k].n : 1)};
+          r->place[0] = res[0][k], r->place[1] = res[1][k];
+          if (me == 0) bc_print_row(x, r);
+        }
+      }
+      size_t next = next_size(o, s);
+      if (next <= s) break;
+      s = next;
+    }
+  *rows_out = rows;
+  *nrows_out = nr;
+  return st;
+}
+
+static void rows_free(bc_row *rows, int nr) {
+  for (int i = 0; i < nr; i++)
+    for (int p = 0; p < 2; p++) free(rows[i].place[p].it.times), free(rows[i].place[p].it.procs);
+  free(rows);
+}
+
+/* Results, footers, files; the exit code. */
+static int report(const bc_ctx *x, bc_row *rows, int nr) {
+  const bc_opts *o = x->o;
+  long long wrong = 0;
+  double bw = 0;
+  for (int i = 0; i < nr; i++)
+    for (int p = 0; p < 2; p++) wrong += rows[i].place[p].wrong, bw += rows[i].place[p].busbw;
+  double avg = nr ? bw / (2.0 * nr) : 0;
+  int rc = HSR_EXIT_OK;
+  if (hsr_boot_rank(x->boot) == 0) {
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "bench %s", o->prog);
+    bc_print_footer(x, rows, nr, wrong, avg);
+    if (o->json && bc_json_write(x, rows, nr, wrong, avg) != HSR_OK) rc = hsr_cli_fail(cmd, HSR_ERR_IO);
+    if (o->plot) {
+      hsr_status st = bc_plot(x, rows, nr);
+      if (st != HSR_OK)
+        rc = hsr_cli_fail(cmd, st);
+      else
+        printf("# plot: %s\n", o->plot);
+    }
+  }
+  if (rc == HSR_EXIT_OK && wrong) rc = BC_EXIT_WRONG;
+  if (rc == HSR_EXIT_OK && o->min_bw >= 0 && avg < o->min_bw) rc = BC_EXIT_MIN_BW;
+  return rc;
+}
+
+static int run(int argc, char **argv, int coll, const char *prog) {
+  bc_opts o;
+  int prc = parse(argc, argv, coll, prog, &o);
   if (prc) return prc < 0 ? HSR_EXIT_OK : prc;
-  const char *cmd = "bench coll";
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "bench %s", prog);
   hsr_boot *boot = NULL;
   hsr_status st = hsr_boot_init(&boot);
   if (st != HSR_OK) return hsr_cli_fail(cmd, st);
-  int n = hsr_boot_size(boot), rank = hsr_boot_rank(boot), color = 0;
-  if (o.group && (o.shard > n || n % o.shard)) {
-    if (rank == 0) hsr_cli_usage_error(cmd, "--shard %ld does not divide the %d ranks", o.shard, n);
+  int rc = check_job(cmd, &o, boot);
+  if (!rc) rc = check_fit(cmd, &o, boot);
+  if (rc) {
     hsr_boot_finalize(boot);
-    return HSR_EXIT_USAGE;
+    return rc;
   }
-  if (o.group == 1)
-    color = rank / (int)o.shard;
-  else if (o.group == 2)
-    color = rank % (int)o.shard;
-  else if (o.group == 3)
-    color = rank / (int)o.partial;
-  hsr_comm *w = NULL, *g = NULL;
-  bufs B = {0};
-  hsr_req **reqs = calloc((size_t)o.iters, sizeof *reqs);
-  int rc = HSR_EXIT_OK;
-  st = hsr_comm_world(boot, HSR_BACKEND_HOST, &w);
-  if (st == HSR_OK) {
-    if (o.group)
-      st = hsr_comm_split(w, color, rank, &g);
-    else
-      g = w;
-  }
-  if (st != HSR_OK) goto out;
-  int gn = hsr_comm_size(g);
-  size_t es = hsr_dtype_size(o.dt);
-  /* a: inputs (the full reduce-scatter input), b: outputs (the full gather). */
-  B.a = alloc_buf(g, o.maxb + 4096, o.comm_mem, &st);
-  if (st == HSR_OK) B.b = alloc_buf(g, o.maxb + 4096, o.comm_mem, &st);
-  if (st != HSR_OK) goto out;
-
-  cJSON *jroot = NULL, *jres = NULL;
-  if (rank == 0) {
-    printf("# hsr bench coll: op %s, type %s, redop %s, group %s (%d group%s of %d ranks), mem %s\n", nt_op_names[o.op],
-           nt_type_names[o.dt], hsr_redop_name(o.redop), group_names[o.group], n / gn, n / gn > 1 ? "s" : "", gn,
-           o.comm_mem ? "comm" : "user");
-    printf("#  nranks %d, nodes %d, iters %ld, warmup %ld, check %ld\n", n, hsr_boot_num_nodes(boot), o.iters, o.warmup,
-           o.check);
-    nt_print_header(stdout);
-    if (o.json) {
-      jroot = cJSON_CreateObject();
-      cJSON_AddStringToObject(jroot, "tool", "hsr");
-      cJSON_AddStringToObject(jroot, "op", nt_op_names[o.op]);
-      cJSON_AddStringToObject(jroot, "type", nt_type_names[o.dt]);
-      cJSON_AddStringToObject(jroot, "redop", hsr_redop_name(o.redop));
-      cJSON_AddStringToObject(jroot, "group", group_names[o.group]);
-      cJSON_AddNumberToObject(jroot, "group_size", gn);
-      cJSON_AddNumberToObject(jroot, "ranks", n);
-      cJSON_AddNumberToObject(jroot, "nodes", hsr_boot_num_nodes(boot));
-      cJSON_AddStringToObject(jroot, "mem", o.comm_mem ? "comm" : "user");
-      cJSON_AddNumberToObject(jroot, "iters", (double)o.iters);
-      jres = cJSON_AddArrayToObject(jroot, "results");
-    }
-  }
-  double bw_sum = 0;
-  int bw_n = 0;
-  long long wrong_total = 0;
-  for (double sz = (double)o.minb; sz <= (double)o.maxb * 1.0000001; sz *= o.factor) {
-    size_t bytes = (size_t)sz;
-    size_t count = o.op <= NT_REDUCE_SCATTER ? bytes / es / (size_t)gn : bytes / es;
-    size_t total = o.op <= NT_REDUCE_SCATTER ? count * (size_t)gn : count;
-    nt_result oop = {0}, ip = {0};
-    st = run_size(&o, w, g, &B, count, 0, &oop, reqs);
-    if (st == HSR_OK) st = run_size(&o, w, g, &B, count, 1, &ip, reqs);
-    if (st != HSR_OK) goto out;
-    wrong_total += oop.wrong + ip.wrong;
-    bw_sum += oop.busbw + ip.busbw;
-    bw_n += 2;
-    if (rank == 0) {
-      nt_print_row(stdout, total * es, total, o.dt,
-                   o.op == NT_ALLGATHER || o.op == NT_BCAST ? "none" : hsr_redop_name(o.redop),
-                   o.op == NT_BCAST ? 0 : -1, &oop, &ip);
-      fflush(stdout);
-      if (jres) {
-        cJSON *row = cJSON_CreateObject();
-        cJSON_AddNumberToObject(row, "size", (double)(total * es));
-        cJSON_AddNumberToObject(row, "count", (double)total);
-        const nt_result *rs[2] = {&oop, &ip};
-        const char *nm[2] = {"out_of_place", "in_place"};
-        for (int k = 0; k < 2; k++) {
-          cJSON *e = cJSON_AddObjectToObject(row, nm[k]);
-          cJSON_AddNumberToObject(e, "time_us", rs[k]->time_us);
-          cJSON_AddNumberToObject(e, "algbw", rs[k]->algbw);
-          cJSON_AddNumberToObject(e, "busbw", rs[k]->busbw);
-          cJSON_AddNumberToObject(e, "wrong", (double)rs[k]->wrong);
-        }
-        cJSON_AddItemToArray(jres, row);
-      }
-    }
-    if (o.factor <= 1.0) break;
-  }
-  if (rank == 0) {
-    nt_print_footer(stdout, wrong_total, bw_n ? bw_sum / bw_n : 0);
-    if (jroot) {
-      cJSON_AddNumberToObject(jroot, "avg_busbw", bw_n ? bw_sum / bw_n : 0);
-      cJSON_AddNumberToObject(jroot, "wrong", (double)wrong_total);
-      char *txt = cJSON_Print(jroot);
-      FILE *f = fopen(o.json, "w");
-      if (!f || !txt || fputs(txt, f) < 0) {
-        fprintf(stderr, "hsr bench coll: cannot write %s\n", o.json);
-        rc = HSR_EXIT_FAIL;
-      }
-      if (f) fclose(f);
-      free(txt);
-      cJSON_Delete(jroot);
-    }
-  }
-  if (wrong_total) rc = HSR_EXIT_FAIL;
-out:
-  if (st != HSR_OK) rc = hsr_cli_fail_job(cmd, st, boot);
-  if (B.a) o.comm_mem ? hsr_comm_mem_free(g, B.a) : (free(B.a), HSR_OK);
-  if (B.b) o.comm_mem ? hsr_comm_mem_free(g, B.b) : (free(B.b), HSR_OK);
-  if (g && g != w) hsr_comm_free(g);
+  int n = hsr_boot_size(boot), me = hsr_boot_rank(boot);
+  hsr_comm *w = NULL;
+  bc_group g[BC_KINDS];
+  memset(g, 0, sizeof g);
+  bc_ctx x = {.o = &o, .boot = boot, .g = g, .ng = o.nkinds};
+  x.pids = calloc((size_t)n, sizeof *x.pids);
+  x.colors = calloc((size_t)n, sizeof *x.colors);
+  bc_row *rows = NULL;
+  int nr = 0, pid = (int)getpid();
+  bc_now(x.start_time, sizeof x.start_time);
+  st = x.pids && x.colors ? hsr_boot_allgather(boot, &pid, sizeof pid, x.pids) : hsr_error(HSR_ERR_NOMEM, "tables");
+  for (int r = 0; r < n && x.colors; r++) x.colors[r] = color_of(&o, o.kinds[0], r);
+  if (st == HSR_OK) st = hsr_comm_world(boot, HSR_BACKEND_HOST, &w);
+  if (st == HSR_OK) st = groups_make(&o, boot, w, g);
+  if (st == HSR_OK && me == 0) bc_print_header(&x);
+  if (st == HSR_OK) st = sweep(&x, w, &rows, &nr);
+  rc = st == HSR_OK ? report(&x, rows, nr) : hsr_cli_fail_job(cmd, st, boot);
+  rows_free(rows, nr);
+  groups_free(&o, w, g);
   hsr_comm_free(w);
-  free(reqs);
+  free(x.pids);
+  free(x.colors);
   hsr_boot_finalize(boot);
   return rc;
+}
+
+int hsr_bench_all_gather(int argc, char **argv) { return run(argc, argv, NT_ALLGATHER, "all_gather"); }
+int hsr_bench_reduce_scatter(int argc, char **argv) { return run(argc, argv, NT_REDUCE_SCATTER, "reduce_scatter"); }
+int hsr_bench_all_reduce(int argc, char **argv) { return run(argc, argv, NT_ALLREDUCE, "all_reduce"); }
+int hsr_bench_broadcast(int argc, char **argv) { return run(argc, argv, NT_BCAST, "broadcast"); }
+
+/* Deprecated: 'hsr bench coll --op X' picks the collective with --op. */
+int hsr_bench_coll(int argc, char **argv) {
+  int help = 0;
+  const char *pr = getenv("PMIX_RANK"); /* once per job, before the bootstrap */
+  for (int i = 1; i < argc; i++) help |= !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");
+  if (!help && (!pr || !strcmp(pr, "0")))
+    fprintf(stderr, "hsr bench coll is deprecated: use 'hsr bench all_gather|reduce_scatter|all_reduce|broadcast' "
+                    "(nccl-tests' names; there -o/--op is the reduction op)\n");
+  return run(argc, argv, -1, "coll");
 }

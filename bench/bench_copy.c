@@ -50,14 +50,25 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-/* GB/s of `threads` threads each copying `bytes` (own buffers) `reps` times; best of 3. */
+static void free_bufs(char **bufs, int n) {
+  for (int t = 0; bufs && t < n; t++) free(bufs[t]);
+  free(bufs);
+}
+
+/* GB/s of `threads` threads each copying `bytes` (own buffers) `reps` times;
+ * best of 3. < 0 when the buffers cannot be allocated. */
 static double measure(size_t bytes, int threads, int stream, int reps) {
   double best = 0;
   char **bufs = calloc((size_t)threads * 2, sizeof *bufs);
-  for (int t = 0; t < 2 * threads; t++) {
-    bufs[t] = aligned_alloc(64, bytes);
+  for (int t = 0; bufs && t < 2 * threads; t++) {
+    if (posix_memalign((void **)&bufs[t], 64, bytes) != 0) {
+      bufs[t] = NULL;
+      free_bufs(bufs, 2 * threads);
+      return -1;
+    }
     memset(bufs[t], t + 1, bytes);
   }
+  if (!bufs) return -1;
   for (int trial = 0; trial < 3; trial++) {
     pthread_t th[64];
     job jobs[64];
@@ -75,8 +86,7 @@ static double measure(size_t bytes, int threads, int stream, int reps) {
     if (gbs > best) best = gbs;
     pthread_barrier_destroy(&bar);
   }
-  for (int t = 0; t < 2 * threads; t++) free(bufs[t]);
-  free(bufs);
+  free_bufs(bufs, 2 * threads);
   return best;
 }
 
@@ -108,12 +118,28 @@ int hsr_bench_copy(int argc, char **argv) {
   }
   if (optind < argc) return hsr_cli_usage_error("bench copy", "unexpected argument '%s'", argv[optind]);
   if (bytes < 4096) return hsr_cli_usage_error("bench copy", "--size must be at least 4K");
+  /* the largest run holds 2 buffers per thread: refuse up front what memory cannot hold */
+  double need = 2.0 * (double)(threads > 1 ? threads : 1) * (double)bytes, avail = -1, kb;
+  char line[256];
+  FILE *mf = fopen("/proc/meminfo", "r");
+  while (mf && fgets(line, sizeof line, mf))
+    if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) avail = kb * 1024;
+  if (mf) fclose(mf);
+  if (avail >= 0 && need > 0.9 * avail)
+    return hsr_cli_usage_error("bench copy",
+                               "--size %zu does not fit: %ld thread(s) x 2 buffers need %.2f GiB, %.2f GiB of memory "
+                               "is available",
+                               bytes, threads, need / 1073741824.0, avail / 1073741824.0);
   if (!__builtin_cpu_supports("avx2")) {
     fprintf(stderr, "hsr bench copy: this CPU has no AVX2\n");
     return HSR_EXIT_FAIL;
   }
   double m1 = measure(bytes, 1, 0, (int)reps), s1 = measure(bytes, 1, 1, (int)reps);
   double st = measure(bytes, (int)threads, 1, (int)reps);
+  if (m1 < 0 || s1 < 0 || st < 0) {
+    fprintf(stderr, "hsr bench copy: cannot allocate the buffers (%zu bytes each)\n", bytes);
+    return HSR_EXIT_FAIL;
+  }
   double c4 = st * 3 / 16, c8 = st * 7 / 64;
   if (json)
     printf("{\"size\":%zu,\"memcpy_1t\":%.3f,\"stream_1t\":%.3f,\"threads\":%ld,\"stream_nt\":%.3f,"

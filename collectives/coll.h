@@ -78,6 +78,7 @@ typedef struct coll_tuning {
   size_t rd_max_bytes;
   size_t ucx_chunk;    /* bytes per pipelined ring chunk */
   int ucx_peer_errors; /* endpoints with UCP_ERR_HANDLING_MODE_PEER (HSR_UCX_PEER_ERRORS, default on) */
+  char emulate[32];    /* HSR_EMULATE_NET (hsr-run --emulate-net): the emulated rate, "" when off */
 } coll_tuning;
 
 struct coll_ctx {
@@ -203,8 +204,18 @@ void coll_op_fail(coll_op *op, hsr_status st, const char *fmt, ...) __attribute_
 /* Hands a finished op that has left its queue back to its owner. */
 void coll_op_publish(coll_op *op);
 hsr_status coll_op_result(const coll_op *op);
-/* Bytes this rank sent and received for the op, on its communicator's counter. */
+/* Counts the call and its full buffer (hsr_comm_counter.bytes_full). */
+void coll_op_count_call(coll_op *op);
+/* Bytes this rank sent and received for the op, on its communicator's
+ * counter: to and from members on this rank's node (never fabric bytes). */
 void coll_op_count(coll_op *op, uint64_t sent, uint64_t recv);
+/* Bytes sent to comm rank `to` and received from comm rank `from` (-1: none):
+ * fabric bytes too when that member is on another node. */
+void coll_op_count_peer(coll_op *op, int to, uint64_t sent, int from, uint64_t recv);
+/* A stage's counter delta, added to its parent op (two-level). */
+void coll_op_count_add(coll_op *op, const hsr_comm_counter *delta);
+/* 1 when comm rank j of c lives on another node than this rank. */
+int coll_remote(const hsr_comm *c, int j);
 /* The caller lets go of a finished op (a failed one may still have transfers). */
 void coll_op_release(coll_op *op);
 void coll_op_release_locked(coll_op *op);

@@ -104,10 +104,39 @@ hsr_status coll_op_result(const coll_op *op) {
   return HSR_OK;
 }
 
+void coll_op_count_call(coll_op *op) {
+  hsr_comm_counter *k = &op->c->counters[op->kind];
+  uint64_t b = (uint64_t)op->count * hsr_dtype_size(op->dt);
+  k->calls++;
+  k->bytes_full += op->kind == HSR_OP_ALLGATHER || op->kind == HSR_OP_REDUCE_SCATTER ? b * (uint64_t)op->c->size
+                   : op->kind == HSR_OP_BARRIER                                      ? 0
+                                                                                     : b;
+}
+
 void coll_op_count(coll_op *op, uint64_t sent, uint64_t recv) {
   hsr_comm_counter *k = &op->c->counters[op->kind];
   k->bytes_sent += sent;
   k->bytes_recv += recv;
+}
+
+int coll_remote(const hsr_comm *c, int j) {
+  return c->ctx && hsr_boot_node_of(c->ctx->boot, c->world[j]) != c->ctx->node;
+}
+
+void coll_op_count_peer(coll_op *op, int to, uint64_t sent, int from, uint64_t recv) {
+  hsr_comm_counter *k = &op->c->counters[op->kind];
+  k->bytes_sent += sent;
+  k->bytes_recv += recv;
+  if (to >= 0 && coll_remote(op->c, to)) k->fabric_sent += sent;
+  if (from >= 0 && coll_remote(op->c, from)) k->fabric_recv += recv;
+}
+
+void coll_op_count_add(coll_op *op, const hsr_comm_counter *d) {
+  hsr_comm_counter *k = &op->c->counters[op->kind];
+  k->bytes_sent += d->bytes_sent;
+  k->bytes_recv += d->bytes_recv;
+  k->fabric_sent += d->fabric_sent;
+  k->fabric_recv += d->fabric_recv;
 }
 
 /* ---- release ------------------------------------------------------------------- */

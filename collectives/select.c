@@ -2,9 +2,26 @@
  * uses, whether the world needs a network transport, which transport a host
  * communicator runs on (shared memory, UCX, two-level), and which row of the
  * transport's per-collective table an op takes. The HSR_ALGO_* knobs,
- * HSR_UCX_CHUNK and HSR_UCX_PEER_ERRORS are read here. */
+ * HSR_UCX_CHUNK, HSR_UCX_PEER_ERRORS and HSR_EMULATE_NET are read here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "coll.h"
 #include "two.h"
+
+/* Set by hsr-run --emulate-net RATE inside the namespace it made: the UCX
+ * context then uses TCP on loopback only (ucx_emul.c). */
+static hsr_status emulate_env(coll_tuning *t) {
+  const char *e = getenv("HSR_EMULATE_NET");
+  t->emulate[0] = 0;
+  if (!e || !*e) return HSR_OK;
+  if (strlen(e) >= sizeof t->emulate ||
+      strspn(e, "0123456789.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(e))
+    return hsr_error(HSR_ERR_INVALID, "HSR_EMULATE_NET='%s': expected a tc rate such as 1gbit or 200mbit", e);
+  snprintf(t->emulate, sizeof t->emulate, "%s", e);
+  return HSR_OK;
+}
 
 hsr_status coll_tuning_env(coll_tuning *t) {
   static const char *const ar[] = {"auto", "ring", "rd", NULL};
@@ -22,6 +39,7 @@ hsr_status coll_tuning_env(coll_tuning *t) {
   int off = 0;
   if (st == HSR_OK) st = hsr_env_choice("HSR_UCX_PEER_ERRORS", onoff, 0, &off);
   t->ucx_peer_errors = !off;
+  if (st == HSR_OK) st = emulate_env(t);
   return st;
 }
 

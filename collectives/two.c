@@ -102,8 +102,10 @@ int two_stage(coll_op *op, hsr_comm *sub, hsr_op kind, const void *send, void *r
                            .perm_m = two_comm_of(op->c)->nnodes,
                            .blk_at = blk_at,
                            .direct = perm && blk_at == NULL && t->direct};
-  t->child_before = sub->counters[kind];
-  sub->counters[kind].calls++;
+  const hsr_comm_counter *k = &sub->counters[kind];
+  t->before[0] = k->bytes_sent, t->before[1] = k->bytes_recv;
+  t->before[2] = k->fabric_sent, t->before[3] = k->fabric_recv;
+  coll_op_count_call(ch);
   if (count == 0)
     coll_op_skip(ch);
   else
@@ -121,8 +123,12 @@ int two_stage_wait(coll_op *op) {
     return 0;
   }
   /* the stage's bytes count for the parent */
-  hsr_comm_counter *s = &ch->c->counters[ch->kind];
-  coll_op_count(op, s->bytes_sent - t->child_before.bytes_sent, s->bytes_recv - t->child_before.bytes_recv);
+  const hsr_comm_counter *s = &ch->c->counters[ch->kind];
+  hsr_comm_counter d = {.bytes_sent = s->bytes_sent - t->before[0],
+                        .bytes_recv = s->bytes_recv - t->before[1],
+                        .fabric_sent = s->fabric_sent - t->before[2],
+                        .fabric_recv = s->fabric_recv - t->before[3]};
+  coll_op_count_add(op, &d);
   hsr_status st = ch->st;
   if (st != HSR_OK)
     coll_op_fail(op, st, "communicator '%s': %s, two-level stage: %s", op->c->name, hsr_op_name(op->kind), ch->err);

@@ -24,8 +24,8 @@ typedef struct two_comm {
 
 /* A two-level op (coll_op.priv). */
 typedef struct two_op {
-  coll_op *child; /* the stage in flight */
-  hsr_comm_counter child_before;
+  coll_op *child;     /* the stage in flight */
+  uint64_t before[4]; /* the stage comm's bytes sent, received, fabric sent, fabric received before it */
   void *tmp;
   int direct; /* all-gather: peers read my blocks in place in recv */
 } two_op;

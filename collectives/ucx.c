@@ -5,6 +5,7 @@
  * and ucx_barrier_dissem.c. */
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,11 @@ static hsr_status ucx_net_init(coll_ctx *x) {
   ucp_config_t *cfg;
   ucs_status_t us = ucp_config_read(NULL, NULL, &cfg);
   if (us != UCS_OK) return hsr_error(HSR_ERR_TRANSPORT, "ucp_config_read: %s", ucs_status_string(us));
+  hsr_status est = ucx_config_emulated(x, cfg);
+  if (est != HSR_OK) {
+    ucp_config_release(cfg);
+    return est;
+  }
   ucp_params_t p = {.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
                     .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
                     .mt_workers_shared = 0};
@@ -248,6 +254,10 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
 
 static ucp_ep_h ep_of(coll_ctx *x, int wr) {
   ucx_ctx *u = ucx_ctx_of(x);
+  if (u->lanes_bad[0]) {
+    hsr_error(HSR_ERR_TRANSPORT, "%s", u->lanes_bad);
+    return NULL;
+  }
   if (!u->eps[wr]) {
     ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                                         UCP_EP_PARAM_FIELD_ERR_HANDLER,
@@ -258,6 +268,9 @@ static ucp_ep_h ep_of(coll_ctx *x, int wr) {
     if (us != UCS_OK) {
       hsr_error(HSR_ERR_TRANSPORT, "ucp_ep_create to world rank %d: %s", wr, ucs_status_string(us));
       u->eps[wr] = NULL;
+    } else if (ucx_ep_check(x, wr, u->eps[wr]) != HSR_OK) {
+      snprintf(u->lanes_bad, sizeof u->lanes_bad, "%s", hsr_last_error());
+      return NULL;
     }
   }
   return u->eps[wr];

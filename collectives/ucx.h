@@ -23,6 +23,7 @@ struct ucx_ctx {
   ucx_peer *peers;     /* per world rank */
   void *addrs;         /* every rank's worker address, addr_max bytes each */
   size_t addr_max;
+  char lanes_bad[200]; /* emulated network: why an endpoint was refused ("" while fine) */
   /* fault notices (fault.h): one receive always posted, sends in flight */
   seg_notice notice_in, notice_out;
   void *notice_req;
@@ -70,5 +71,12 @@ ucx_chunk *ucx_one_chunk(coll_op *op);
 int ucx_waiting(coll_op *op, int peer);
 
 static inline int ucx_mod(int a, int n) { return ((a % n) + n) % n; }
+
+/* ucx_emul.c: with HSR_EMULATE_NET the context uses TCP on loopback only, so
+ * traffic between simulated nodes goes through the shaped interface. */
+hsr_status ucx_config_emulated(coll_ctx *x, ucp_config_t *cfg);
+/* Logs (HSR_LOG=info) the transports of a new endpoint to world rank wr;
+ * on an emulated network, refuses one that does not run on TCP. */
+hsr_status ucx_ep_check(coll_ctx *x, int wr, ucp_ep_h ep);
 
 #endif

@@ -38,7 +38,7 @@ static int post(coll_op *op) {
   int partner = r ^ u->step;
   uint64_t tag = ucx_tag(op, UCX_S_RD, u->step, 0);
   if (!ucx_recv(u->chunks, u->tmp, bytes, tag) || !ucx_send(u->chunks, partner, op->recv, bytes, tag)) return 1;
-  coll_op_count(op, bytes, bytes);
+  coll_op_count_peer(op, partner, bytes, partner, bytes);
   op->phase = P_WAIT;
   return 1;
 }

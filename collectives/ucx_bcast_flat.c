@@ -10,12 +10,14 @@ static int start(coll_op *op) {
   if (!ch) return 1;
   uint64_t tag = ucx_tag(op, UCX_S_MISC, 0, 0);
   if (r == op->root) {
-    for (int j = 0; j < n; j++)
-      if (j != r && !ucx_send(ch, j, op->recv, bytes, tag)) return 1;
-    coll_op_count(op, (uint64_t)(n - 1) * bytes, 0);
+    for (int j = 0; j < n; j++) {
+      if (j == r) continue;
+      if (!ucx_send(ch, j, op->recv, bytes, tag)) return 1;
+      coll_op_count_peer(op, j, bytes, -1, 0);
+    }
   } else {
     if (!ucx_recv(ch, op->recv, bytes, tag)) return 1;
-    coll_op_count(op, 0, bytes);
+    coll_op_count_peer(op, -1, 0, op->root, bytes);
   }
   return 1;
 }

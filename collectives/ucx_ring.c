@@ -81,7 +81,7 @@ static int ring_post(coll_op *op, ucx_chunk *ch, size_t es) {
         !ucx_send(ch, right, buf + (sb_off + s_lo) * es, s_len * es, ucx_tag(op, UCX_S_AG, s, k)))
       return 0;
   }
-  coll_op_count(op, s_len * es, r_len * es);
+  coll_op_count_peer(op, right, s_len * es, ucx_mod(r - 1, n), r_len * es);
   ch->posted = 1;
   return 1;
 }

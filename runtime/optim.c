@@ -12,9 +12,18 @@ hsr_status rt_snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info) {
   hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
     for (int op = 0; op < HSR_OP_COUNT; op++) {
-      hsr_comm_counter c = {0, 0, 0};
+      hsr_comm_counter c = {0};
       if (gc[g]) HSR_CHECK(hsr_comm_counters(gc[g], (hsr_op)op, &c));
-      if (info) info->calls[g][op] = c.calls - rt->base[g][op].calls;
+      const hsr_comm_counter *b = &rt->base[g][op];
+      if (info) {
+        info->calls[g][op] = c.calls - b->calls;
+        info->comm[g][op] = (hsr_comm_counter){c.calls - b->calls,
+                                               c.bytes_sent - b->bytes_sent,
+                                               c.bytes_recv - b->bytes_recv,
+                                               c.fabric_sent - b->fabric_sent,
+                                               c.fabric_recv - b->fabric_recv,
+                                               c.bytes_full - b->bytes_full};
+      }
       rt->base[g][op] = c;
     }
   return HSR_OK;

@@ -87,3 +87,42 @@ add_test(NAME train_gpu_refused COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh
          $<TARGET_FILE:hsr_cli> train --device tpu)
 set_tests_properties(rt_gpu_equiv_1 train_gpu test_mlp_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 150
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+
+# Checkpoints (hsr/ckpt.h): resume on the same mesh (bitwise) and on other
+# meshes and strategies (tolerance), with the LR schedule and clipping on;
+# small blocks and buffers so loads chunk, cross blocks and read twice;
+# every kind of broken checkpoint refused on every rank; the state API.
+hsr_add_program(mr_ckpt mr_ckpt.c ${HSR_MLP_SOURCES} ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
+hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> resume
+  "strategy=hybrid,S=2->strategy=hybrid,S=2"
+  "strategy=fsdp,S=4,block=256->strategy=fsdp,S=4,block=256,buffer=4096"
+  "strategy=hybrid,S=2->strategy=fsdp,S=4,reshard=partial:2,prefetch=2"
+  "strategy=hybrid,S=2,block=512->strategy=ddp,buffer=4096"
+  "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4"
+  "strategy=zero1,S=4->strategy=zero1,S=4"
+  "strategy=zero2,S=2,R=2->strategy=zero2,S=2,R=2"
+  "strategy=ddp->strategy=ddp"
+  "strategy=hybrid,S=2->strategy=zero1,S=2,R=2"
+  "strategy=hybrid,S=2->strategy=zero2,S=4"
+  "strategy=fsdp,S=4->strategy=hybrid,S=2,reshard=none,micro=2"
+  "strategy=hybrid,S=2->strategy=hybrid,S=2,pdt=bf16")
+hsr_add_mpi_test(NAME ckpt_corrupt_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> corrupt)
+add_test(NAME ckpt_state COMMAND $<TARGET_FILE:mr_ckpt> state)
+# hsr train --ckpt/--resume across meshes (bitwise on the same mesh), --keep,
+# inspect/verify, a corrupted checkpoint refused; a crash at each commit stage.
+add_test(NAME ckpt_train COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_train.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+add_test(NAME ckpt_crash COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_crash.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ckpt_train ckpt_crash PROPERTIES TIMEOUT 240 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
+add_test(NAME ckpt_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr ckpt inspect" $<TARGET_FILE:hsr_cli> ckpt --help)
+add_test(NAME ckpt_bad_action COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: inspect, verify" $<TARGET_FILE:hsr_cli> ckpt fix x)
+add_test(NAME ckpt_not_a_ckpt COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 1 "not a checkpoint" $<TARGET_FILE:hsr_cli> ckpt verify ${CMAKE_SOURCE_DIR}/tests)
+add_test(NAME train_bad_keep COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--keep needs --ckpt" $<TARGET_FILE:hsr_cli> train --keep 2)
+add_test(NAME train_bad_resume COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--resume latest needs --ckpt" $<TARGET_FILE:hsr_cli> train --resume latest)
+add_test(NAME train_bad_warmup COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "warm-up of 20 steps must be shorter" $<TARGET_FILE:hsr_cli> train --steps 10 --warmup 20)
+# hsr ckpt export (needs the safetensors module, include/hsr/safetensors.h).
+if(EXISTS ${CMAKE_SOURCE_DIR}/include/hsr/safetensors.h)
+  add_test(NAME ckpt_export COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_export.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+  set_tests_properties(ckpt_export PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
+endif()
+add_test(NAME ckpt_export_usage COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "needs a checkpoint DIR and --safetensors"
+         $<TARGET_FILE:hsr_cli> ckpt export /tmp)

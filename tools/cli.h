@@ -33,5 +33,6 @@ int hsr_cmd_mesh(int argc, char **argv);
 int hsr_cmd_trace(int argc, char **argv);
 int hsr_cmd_bench(int argc, char **argv);
 int hsr_cmd_train(int argc, char **argv);
+int hsr_cmd_ckpt(int argc, char **argv);
 
 #endif

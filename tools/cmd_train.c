@@ -11,6 +11,7 @@
 #include "hsr/topology.h"
 #include "hsr/tune_ledger.h"
 #include "mlp.h"
+#include "train_ckpt.h"
 #include "train_report.h"
 
 typedef struct train_args {
@@ -19,6 +20,9 @@ typedef struct train_args {
   hsr_rt_config cfg;
   int strategy_given;
   float lr, wd;
+  hsr_rt_lr_schedule sched; /* --warmup / --lr-min: warm-up + cosine over --steps (sched_on) */
+  int sched_on;
+  train_ckpt ck;
   const char *log, *trace, *json;
   int progress; /* 1 bar, 0 off */
 } train_args;
@@ -56,6 +60,9 @@ static void usage(void) {
          "                      %% visible GPUs) (default host)\n"
          "optimizer (AdamW on the local shard)\n"
          "  --lr X              learning rate (default 3e-3)\n"
+         "  --warmup N          linear warm-up over the first N steps, then cosine decay to --lr-min at\n"
+         "                      the last step (default 0: no warm-up)\n"
+         "  --lr-min X          the learning rate the cosine decay ends at (default: --lr, no decay)\n"
          "  --wd X              weight decay of the weights; biases get none (default 0.01)\n"
          "  --clip X            global gradient-norm clip, 0 = off (default 1.0)\n"
          "  --wrap W            block | linear: one unit per MLP block (default), or one per linear\n"
@@ -67,8 +74,9 @@ static void usage(void) {
          "                      chrome://tracing); summarize with 'hsr trace summarize FILE'\n"
          "  --json FILE         run summary as JSON: memory ledger (measured: held and in use;\n"
          "                      predicted), engine timing and bookkeeping overhead, wrap diagnostic\n"
-         "  --no-progress       no progress bar\n"
-         "  -h, --help          this text\n"
+         "  --no-progress       no progress bar\n");
+  train_ckpt_usage(stdout);
+  printf("  -h, --help          this text\n"
          "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
 }
 
@@ -100,6 +108,12 @@ static int parse(int argc, char **argv, train_args *a) {
                                        {"json", required_argument, 0, 'J'},
                                        {"wrap", required_argument, 0, 'W'},
                                        {"prefetch-step", no_argument, 0, 'F'},
+                                       {"warmup", required_argument, 0, 0x100},
+                                       {"lr-min", required_argument, 0, 0x101},
+                                       {"ckpt", required_argument, 0, TRAIN_OPT_CKPT},
+                                       {"save-every", required_argument, 0, TRAIN_OPT_SAVE_EVERY},
+                                       {"keep", required_argument, 0, TRAIN_OPT_KEEP},
+                                       {"resume", required_argument, 0, TRAIN_OPT_RESUME},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
@@ -109,6 +123,7 @@ static int parse(int argc, char **argv, train_args *a) {
   a->lr = 3e-3f;
   a->wd = 0.01f;
   a->progress = 1;
+  double lr_min = -1;
   hsr_rt_config_default(&a->cfg);
   a->cfg.clip = 1.0;
   int c;
@@ -215,6 +230,16 @@ static int parse(int argc, char **argv, train_args *a) {
     case 'T': a->trace = optarg; break;
     case 'F': a->cfg.prefetch_step = 1; break;
     case 'J': a->json = optarg; break;
+    case 0x100:
+      LONG("--warmup", 0, 100000000);
+      a->sched.warmup = v;
+      a->sched_on = 1;
+      break;
+    case 0x101:
+      DBL("--lr-min", 0, 10);
+      lr_min = d;
+      a->sched_on = 1;
+      break;
     case 'W':
       if (!strcmp(optarg, "block"))
         a->model.wrap_linear = 0;
@@ -223,11 +248,16 @@ static int parse(int argc, char **argv, train_args *a) {
       else
         st = hsr_error(HSR_ERR_INVALID, "--wrap '%s' (valid: block, linear)", optarg);
       break;
-    default: return hsr_cli_usage_error("train", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: {
+      int k = train_ckpt_option(&a->ck, c, optarg);
+      if (k < 0) return -k;
+      if (k == 0) return hsr_cli_usage_error("train", "unknown option or missing value '%s'", argv[optind - 1]);
+    }
     }
     if (st != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
   }
   if (optind < argc) return hsr_cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
+  if (train_ckpt_check(&a->ck)) return HSR_EXIT_USAGE;
   if (a->cfg.device == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0) { /* the reason, before launching anything */
     hsr_device *d = NULL;
     if (hsr_device_open(HSR_DEVICE_CUDA, 0, &d) == HSR_OK) hsr_device_close(d);
@@ -245,6 +275,10 @@ static int parse(int argc, char **argv, train_args *a) {
   if (a->batch % a->cfg.micro_batches)
     return hsr_cli_usage_error("train", "--batch %d is not a multiple of --micro-batches %d", a->batch,
                                a->cfg.micro_batches);
+  a->sched = (hsr_rt_lr_schedule){a->lr, lr_min >= 0 ? lr_min : a->lr, a->sched.warmup, a->steps};
+  if (a->sched_on && hsr_rt_lr_check(&a->sched) != HSR_OK)
+    return hsr_cli_usage_error("train", "--warmup %lld --lr-min %g --lr %g --steps %d: %s", (long long)a->sched.warmup,
+                               a->sched.lr_min, a->sched.lr, a->steps, hsr_last_error());
   a->cfg.num_groups = 2;
   a->cfg.groups[0] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, a->wd};
   a->cfg.groups[1] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, 0.0f};
@@ -263,6 +297,7 @@ static void log_line(FILE *f, const hsr_rt_step_info *in, double loss, double ms
   snprintf(lr, sizeof lr, "%.7g", in->lr);
   cJSON_AddNumberToObject(o, "lr", strtod(lr, NULL));
   cJSON_AddNumberToObject(o, "step_ms", ms);
+  train_comm_json(o, "comm", in->comm, 1); /* per group and op: calls, bytes sent/received, fabric, full buffers */
   cJSON *calls = cJSON_AddObjectToObject(o, "calls");
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
     cJSON *grp = cJSON_AddObjectToObject(calls, hsr_rt_group_name((hsr_rt_group)g));
@@ -367,24 +402,32 @@ int hsr_cmd_train(int argc, char **argv) {
   }
   double first = 0, last = 0, total_ms = 0, meas_ms = 0, meas_ag = 0;
   int meas = 0;
+  train_measured m = {0};
   hsr_rt_step_info info;
-  for (int s = 0; s < a.steps; s++) {
+  int64_t start = 0;
+  train_ckpt_state ts = {"mlp", a.batch, a.model.seed, a.sched_on ? &a.sched : NULL};
+  if ((st = train_ckpt_resume(&a.ck, boot, rt, &ts, a.steps, &start)) != HSR_OK) goto out;
+  for (int s = (int)start; s < a.steps; s++) {
     double loss, t0 = hsr_clock_s();
-    if ((st = mlp_rt_train_step(x, s, a.batch, a.cfg.micro_batches, &loss, &info)) != HSR_OK) goto out;
+    for (int g = 0; a.sched_on && g < a.cfg.num_groups && st == HSR_OK; g++)
+      st = hsr_rt_set_lr(rt, g, hsr_rt_lr_at(&a.sched, s + 1));
+    if (st != HSR_OK || (st = mlp_rt_train_step(x, s, a.batch, a.cfg.micro_batches, &loss, &info)) != HSR_OK) goto out;
     double ms = (hsr_clock_s() - t0) * 1e3;
     total_ms += ms;
     /* the first step records the execution order (no prefetch yet): measure from the second */
-    if (s == 0 && a.steps > 1)
+    if (s == start && a.steps > start + 1)
       hsr_rt_reset_timing(rt);
     else {
       meas++;
       meas_ms += ms;
       meas_ag += (double)sum_op(&info, HSR_OP_ALLGATHER);
+      train_comm_add(&m, &info);
     }
-    if (s == 0) first = loss;
+    if (s == start) first = loss;
     last = loss;
+    if (rank == 0 && logf) log_line(logf, &info, loss, ms);
+    if ((st = train_ckpt_after_step(&a.ck, boot, rt, &ts, s + 1, a.steps)) != HSR_OK) goto out;
     if (rank != 0) continue;
-    if (logf) log_line(logf, &info, loss, ms);
     if (a.progress) {
       int width = 24, done = (int)((long)(s + 1) * width / a.steps);
       char bar[32];
@@ -403,10 +446,11 @@ int hsr_cmd_train(int argc, char **argv) {
     }
   }
   if (rank == 0) {
-    printf("loss %.4f -> %.4f over %d steps, %.2f ms/step mean\n", first, last, a.steps, total_ms / a.steps);
+    printf("loss %.4f -> %.4f over %d steps, %.2f ms/step mean\n", first, last, a.steps - (int)start,
+           total_ms / (a.steps - (int)start));
   }
   {
-    train_measured m = {meas, meas ? meas_ms / meas : 0, meas ? meas_ag / meas : 0};
+    m.steps = meas, m.step_ms = meas ? meas_ms / meas : 0, m.gathers_per_step = meas ? meas_ag / meas : 0;
     int warned = 0;
     if ((st = train_report(rt, &a.model, &a.cfg, &m, rank == 0 ? jsonf : NULL, rank == 0 ? stdout : NULL, &warned)) !=
         HSR_OK)

@@ -13,6 +13,7 @@ static const hsr_cli_command commands[] = {
     {"bench", "benchmarks: collective bandwidth (coll), copy bandwidth (copy), lifecycle overlap (step)",
      hsr_cmd_bench},
     {"train", "train the example MLP with the sharding engine (loss, step time, collective counts)", hsr_cmd_train},
+    {"ckpt", "checkpoints: inspect, verify (every checksum), bench (save/load GB/s beside the disk's)", hsr_cmd_ckpt},
 };
 
 static void usage(FILE *f) {

@@ -17,6 +17,74 @@ static cJSON *ledger_obj(const hsr_ledger *l) {
 
 static double pct(double m, double p) { return p > 0 ? 100.0 * (m - p) / p : 0.0; }
 
+/* ---- communication counters per step ------------------------------------------- */
+
+void train_comm_add(train_measured *m, const hsr_rt_step_info *in) {
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
+    for (int op = 0; op < HSR_OP_COUNT; op++) {
+      hsr_comm_counter *a = &m->comm[g][op];
+      const hsr_comm_counter *b = &in->comm[g][op];
+      a->calls += b->calls, a->bytes_sent += b->bytes_sent, a->bytes_recv += b->bytes_recv;
+      a->fabric_sent += b->fabric_sent, a->fabric_recv += b->fabric_recv, a->bytes_full += b->bytes_full;
+    }
+}
+
+static void counter_json(cJSON *o, const hsr_comm_counter *c, double per) {
+  const char *k[6] = {"calls", "bytes_sent", "bytes_recv", "fabric_sent", "fabric_recv", "bytes_full"};
+  const uint64_t v[6] = {c->calls, c->bytes_sent, c->bytes_recv, c->fabric_sent, c->fabric_recv, c->bytes_full};
+  for (int i = 0; i < 6; i++) cJSON_AddNumberToObject(o, k[i], (double)v[i] / per);
+}
+
+static hsr_comm_counter group_total(const hsr_comm_counter c[HSR_OP_COUNT]) {
+  hsr_comm_counter t = {0};
+  for (int op = 0; op < HSR_OP_COUNT; op++) {
+    t.calls += c[op].calls, t.bytes_sent += c[op].bytes_sent, t.bytes_recv += c[op].bytes_recv;
+    t.fabric_sent += c[op].fabric_sent, t.fabric_recv += c[op].fabric_recv, t.bytes_full += c[op].bytes_full;
+  }
+  return t;
+}
+
+void train_comm_json(cJSON *parent, const char *key, const hsr_comm_counter c[HSR_RT_GROUP_COUNT][HSR_OP_COUNT],
+                     double per) {
+  cJSON *o = cJSON_AddObjectToObject(parent, key);
+  if (per <= 0) per = 1;
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
+    cJSON *grp = cJSON_AddObjectToObject(o, hsr_rt_group_name((hsr_rt_group)g));
+    for (int op = 0; op < HSR_OP_COUNT; op++)
+      counter_json(cJSON_AddObjectToObject(grp, hsr_op_name((hsr_op)op)), &c[g][op], per);
+    hsr_comm_counter t = group_total(c[g]);
+    counter_json(cJSON_AddObjectToObject(grp, "total"), &t, per);
+  }
+}
+
+/* Every rank: per step, this rank's fabric bytes sent per group, summed over
+ * ranks (all that crossed a node boundary), and rank 0's view printed. */
+static hsr_status comm_report(hsr_rt *rt, const train_measured *m, FILE *out, cJSON *json) {
+  double per = m->steps > 0 ? m->steps : 1, fab[HSR_RT_GROUP_COUNT + 1] = {0};
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) fab[g] = (double)group_total(m->comm[g]).fabric_sent / per;
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) fab[HSR_RT_GROUP_COUNT] += fab[g];
+  HSR_CHECK(hsr_comm_allreduce(hsr_rt_world(rt), fab, fab, HSR_RT_GROUP_COUNT + 1, HSR_F64, HSR_SUM, NULL));
+  if (out) {
+    fprintf(out, "communication per step (rank 0; MiB): group calls sent recv across-nodes(sent+recv) full-buffers\n");
+    for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
+      hsr_comm_counter t = group_total(m->comm[g]);
+      if (!t.calls) continue;
+      double mib = 1024.0 * 1024 * per;
+      fprintf(out, "  %-9s %6.1f %9.3f %9.3f %9.3f %9.3f\n", hsr_rt_group_name((hsr_rt_group)g), (double)t.calls / per,
+              (double)t.bytes_sent / mib, (double)t.bytes_recv / mib, (double)(t.fabric_sent + t.fabric_recv) / mib,
+              (double)t.bytes_full / mib);
+    }
+    fprintf(out, "bytes across nodes per step, all ranks: %.3f MiB\n", fab[HSR_RT_GROUP_COUNT] / (1024.0 * 1024));
+  }
+  if (json) {
+    train_comm_json(json, "comm_per_step", m->comm, per);
+    cJSON *f = cJSON_AddObjectToObject(json, "fabric_bytes_per_step_all_ranks");
+    for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) cJSON_AddNumberToObject(f, hsr_rt_group_name((hsr_rt_group)g), fab[g]);
+    cJSON_AddNumberToObject(f, "total", fab[HSR_RT_GROUP_COUNT]);
+  }
+  return HSR_OK;
+}
+
 hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *cfg, const train_measured *m, FILE *json,
                         FILE *out, int *warned) {
   const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
@@ -92,8 +160,15 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
     if (*warned) fprintf(out, "WARNING: %s\n", wr.message);
     fflush(out);
   }
+  cJSON *o = json ? cJSON_CreateObject() : NULL; /* the communication part first: it is collective */
+  st = comm_report(rt, m, out, o);
+  if (st != HSR_OK) {
+    cJSON_Delete(o);
+    hsr_ledger_free(ph);
+    hsr_ledger_free(pu);
+    return st;
+  }
   if (json) {
-    cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "ledger", ledger_obj(mh));
     cJSON_AddItemToObject(o, "ledger_predicted", ledger_obj(ph));
     cJSON_AddItemToObject(o, "ledger_in_use", ledger_obj(mu));

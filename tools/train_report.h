@@ -3,6 +3,7 @@
 #ifndef HSR_TOOLS_TRAIN_REPORT_H
 #define HSR_TOOLS_TRAIN_REPORT_H
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 
 #include "hsr/runtime.h"
@@ -12,7 +13,16 @@ typedef struct train_measured {
   int steps;               /* steps measured (the first, which records the order, excluded when possible) */
   double step_ms;          /* mean wall time of those steps */
   double gathers_per_step; /* mean all-gathers per step over all groups (counted) */
+  hsr_comm_counter comm[HSR_RT_GROUP_COUNT][HSR_OP_COUNT]; /* this rank's counters, summed over those steps */
 } train_measured;
+
+/* Adds a measured step's counters (hsr_rt_step_info.comm) to m. */
+void train_comm_add(train_measured *m, const hsr_rt_step_info *in);
+/* parent[key] = {group: {op: {calls, bytes_sent, bytes_recv, fabric_sent,
+ * fabric_recv, bytes_full}, ..., "total": {...}}}, every number divided by
+ * `per` (1 for one step, the step count for means). */
+void train_comm_json(cJSON *parent, const char *key, const hsr_comm_counter c[HSR_RT_GROUP_COUNT][HSR_OP_COUNT],
+                     double per);
 
 /* Every rank computes; rank 0 prints to out and writes json_path (may be
  * NULL). *warned: the wrap diagnostic fired. */

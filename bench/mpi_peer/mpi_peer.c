@@ -1,8 +1,9 @@
 /* mpi_peer: times MPI_Allgather, MPI_Reduce_scatter_block, MPI_Allreduce and
- * MPI_Bcast with the flags, table and formulas of `hsr bench coll`, so the
- * two can run side by side (bench/coll_vs_mpi.sh).
+ * MPI_Bcast with the flags, table and formulas of `hsr bench <collective>`,
+ * so the two can run side by side (bench/coll_vs_mpi.sh). Its JSON uses
+ * nccl-tests' key names, as hsr's does.
  *
- *   mpirun -n 4 mpi_peer --op all_gather -b 64M -e 64M -n 20 -w 5 -c 1 [-d float] [-o sum] [--json F]
+ *   mpirun -n 4 mpi_peer all_gather -b 64M -e 64M -n 20 -w 5 -c 1 [-d float] [-o sum] [-J F]
  */
 #include <math.h>
 #include <mpi.h>
@@ -17,10 +18,11 @@
 static int g_rank;
 
 static void usage(void) {
-  printf("usage: mpirun -n N mpi_peer [--op all_gather|reduce_scatter|all_reduce|broadcast] [-b SIZE] [-e SIZE]\n"
+  printf("usage: mpirun -n N mpi_peer all_gather|reduce_scatter|all_reduce|broadcast [-b SIZE] [-e SIZE]\n"
          "                [-f FACTOR] [-n ITERS] [-w WARMUP] [-c CHECKS] [-o sum|max] [-d float|double|int32|uint8]\n"
-         "                [--json FILE]\n"
-         "Same meanings as 'hsr bench coll' (MPI has no bfloat16/half and no avg).\n");
+         "                [-J FILE]\n"
+         "Same meanings as 'hsr bench <collective>' (MPI has no bfloat16/half and no avg); --op C and --json F\n"
+         "are older spellings of the collective and -J.\n");
 }
 
 static int die(const char *fmt, const char *arg) {
@@ -58,7 +60,12 @@ int main(int argc, char **argv) {
   double factor = 2;
   long iters = 20, warmup = 5;
   const char *redop = "sum", *json = NULL;
-  for (int i = 1; i < argc; i++) {
+  int first_arg = 1;
+  if (argc > 1 && argv[1][0] != '-') {
+    if ((op = nt_op_parse(argv[1])) < 0) return die("unknown collective '%s'", argv[1]);
+    first_arg = 2;
+  }
+  for (int i = first_arg; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       if (g_rank == 0) usage();
@@ -97,7 +104,7 @@ int main(int argc, char **argv) {
         type = 5;
       else
         return die("-d '%s': MPI peer supports float, double, int32, uint8", v);
-    } else if (!strcmp(a, "--json")) {
+    } else if (!strcmp(a, "--json") || !strcmp(a, "-J")) {
       json = v;
     } else {
       return die("unknown option '%s'", a);
@@ -117,8 +124,8 @@ int main(int argc, char **argv) {
     nt_print_header(stdout);
     if (json && !(jf = fopen(json, "w"))) fprintf(stderr, "mpi_peer: cannot write %s\n", json);
     if (jf)
-      fprintf(jf, "{\"tool\":\"mpi\",\"op\":\"%s\",\"type\":\"%s\",\"ranks\":%d,\"results\":[", nt_op_names[op],
-              nt_type_names[type], n);
+      fprintf(jf, "{\"version\":3,\"hsr\":{\"tool\":\"mpi\",\"collective\":\"%s\",\"ranks\":%d},\"results\":[",
+              nt_op_names[op], n);
   }
   double bw_sum = 0;
   int bw_n = 0;
@@ -218,23 +225,28 @@ int main(int argc, char **argv) {
       wrong_total += res[ip].wrong;
     }
     if (g_rank == 0) {
-      nt_print_row(stdout, total * es, total, type, op == NT_ALLGATHER || op == NT_BCAST ? "none" : redop,
-                   op == NT_BCAST ? 0 : -1, &res[0], &res[1]);
+      const char *rname = op == NT_ALLGATHER || op == NT_BCAST ? "none" : redop;
+      nt_print_row(stdout, total * es, count, type, rname, op == NT_BCAST ? 0 : -1, &res[0], &res[1]);
       fflush(stdout);
       if (jf)
-        fprintf(
-            jf,
-            "%s{\"size\":%zu,\"count\":%zu,\"out_of_place\":{\"time_us\":%g,\"algbw\":%g,\"busbw\":%g,\"wrong\":%lld},"
-            "\"in_place\":{\"time_us\":%g,\"algbw\":%g,\"busbw\":%g,\"wrong\":%lld}}",
-            first ? "" : ",", total * es, total, res[0].time_us, res[0].algbw, res[0].busbw, res[0].wrong,
-            res[1].time_us, res[1].algbw, res[1].busbw, res[1].wrong);
+        fprintf(jf,
+                "%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":\"%6d\","
+                "\"out_of_place\":{\"time\":%g,\"alg_bw\":%g,\"bus_bw\":%g,\"nwrong\":%lld},"
+                "\"in_place\":{\"time\":%g,\"alg_bw\":%g,\"bus_bw\":%g,\"nwrong\":%lld},"
+                "\"actual_iterations\":%ld,\"experiment_name\":\"\"}",
+                first ? "" : ",", total * es, count, nt_type_names[type], rname, op == NT_BCAST ? 0 : -1,
+                res[0].time_us, res[0].algbw, res[0].busbw, res[0].wrong, res[1].time_us, res[1].algbw, res[1].busbw,
+                res[1].wrong, iters);
       first = 0;
     }
   }
   if (g_rank == 0) {
     nt_print_footer(stdout, wrong_total, bw_n ? bw_sum / bw_n : 0);
     if (jf) {
-      fprintf(jf, "],\"avg_busbw\":%g,\"wrong\":%lld}\n", bw_n ? bw_sum / bw_n : 0, wrong_total);
+      fprintf(jf,
+              "],\"out_of_bounds\":{\"count\":%lld,\"okay\":%s},\"average_bus_bandwidth\":{\"bandwidth\":%g,"
+              "\"okay\":\"unchecked\"}}\n",
+              wrong_total, wrong_total ? "false" : "true", bw_n ? bw_sum / bw_n : 0);
       fclose(jf);
     }
   }

@@ -44,10 +44,24 @@ typedef enum hsr_op {
   HSR_OP_COUNT
 } hsr_op;
 
-/* Per operation, as seen by this rank: calls, payload bytes this rank sent
- * and bytes it received (three different numbers). */
+/* Per operation, as seen by this rank:
+ *   calls                    operations issued
+ *   bytes_sent, bytes_recv   payload bytes this rank sent to / received from
+ *                            its peers (a shared-memory peer reading my buffer
+ *                            counts as sent), all peers
+ *   fabric_sent, fabric_recv the part of those that went to / came from ranks
+ *                            on OTHER nodes (node-local traffic is not fabric
+ *                            traffic; shared memory is always 0; two-level ops
+ *                            count their cross-node stage; NCCL: not counted, 0)
+ *   bytes_full               the operations' full buffers: the gathered output
+ *                            (all-gather), the whole input (reduce-scatter),
+ *                            the vector (all-reduce, broadcast): nccl-tests' size
+ * Different numbers: e.g. a 4-rank all-gather of 64 MiB gathered counts 64 MiB
+ * full and 48 MiB received, of which only the blocks from other nodes are fabric. */
 typedef struct hsr_comm_counter {
   uint64_t calls, bytes_sent, bytes_recv;
+  uint64_t fabric_sent, fabric_recv;
+  uint64_t bytes_full;
 } hsr_comm_counter;
 
 /* World communicator over every rank of the boot context. Collective.

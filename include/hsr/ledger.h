@@ -28,6 +28,7 @@ typedef enum hsr_mem_cat {
   HSR_MEM_RS_BUF,
   HSR_MEM_AR_BUF,
   HSR_MEM_STAGING,
+  HSR_MEM_CKPT_STAGING, /* checkpoint save/load staging (host memory, hsr/ckpt.h) */
   HSR_MEM_ACTIVATION,
   HSR_MEM_CAT_COUNT
 } hsr_mem_cat;
@@ -38,6 +39,7 @@ typedef enum hsr_phase {
   HSR_PHASE_BACKWARD,
   HSR_PHASE_REDUCE,
   HSR_PHASE_STEP,
+  HSR_PHASE_CKPT, /* inside hsr_ckpt_save / hsr_ckpt_load */
   HSR_PHASE_COUNT
 } hsr_phase;
 

@@ -217,6 +217,9 @@ typedef struct hsr_rt_step_info {
   /* collective calls during this step (since the previous step ended),
    * counted by the communicators, per group and operation */
   uint64_t calls[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
+  /* the same span's full counters (calls, bytes sent and received, fabric
+   * bytes sent and received, full buffers; hsr_comm_counter) of this rank */
+  hsr_comm_counter comm[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
 } hsr_rt_step_info;
 
 /* Waits for every reduction, clips, runs AdamW on the local shard, and (zero1,

@@ -1,0 +1,179 @@
+/* hsr checkpoints: sharded save, load on any mesh, nothing lost on a crash.
+ *
+ * A checkpoint is a directory:
+ *
+ *   manifest.json          format and hsr version, step, optimizer (AdamW
+ *                          groups, clip), mesh / strategy / dtypes at save,
+ *                          units, and per logical parameter its name, shape,
+ *                          dtype, unit, optimizer group, place in the unit's
+ *                          flat layout and its saved 1-D element ranges
+ *                          (file, byte offsets of master, m and v); every data
+ *                          file (bytes, crc32, crc32 per block); the program's
+ *                          state ("program"); and its own crc32
+ *                          ("manifest_crc32": the crc32 of the file with that
+ *                          value written as "00000000")
+ *   data-<id>-<rank>.bin   the ranges one rank wrote: for each range its fp32
+ *                          master weights, moment m and moment v, back to back
+ *                          (little-endian)
+ *
+ * Ranges are described per tensor, not per rank, so a load on another mesh
+ * intersects intervals per tensor. Replicas hold the same shard: the content
+ * of shard s is split over its R replicas, so each of the R x S ranks writes
+ * about 1/(R x S) of the state, in parallel. Parameters in the compute dtype
+ * are not saved: they are the cast of the master weights.
+ *
+ * A checkpoint root holds step-NNNNNNNN checkpoints and `latest`, a file
+ * naming the newest committed one. Save commits in this order: data files
+ * under temporary names, fsync, rename; the manifest under a temporary name,
+ * fsync, rename, fsync of the directory; then `latest` the same way. A
+ * checkpoint exists only when its manifest does: a crash at any moment leaves
+ * the previous one intact (test hook: HSR_CKPT_FAULT, README).
+ */
+#ifndef HSR_CKPT_H
+#define HSR_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsr/common.h"
+#include "hsr/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HSR_CKPT_FORMAT_VERSION 1
+#define HSR_CKPT_KEY_MAX 64
+
+/* ---- the program's state: typed key/value pairs saved with a checkpoint ----
+ * What the runtime cannot know: the data position (as a GLOBAL sample index,
+ * so that any number of data-parallel ranks continues with exactly the next
+ * samples), every RNG state, the learning-rate schedule. Keys: 1-63 of
+ * [A-Za-z0-9_.-]. Stored as the manifest's "program" object: i64 values as
+ * JSON numbers (strings beyond 2^53), u64 as "0x..." strings (RNG words,
+ * exact), f64 as numbers (round-trip exact), strings as strings. */
+typedef struct hsr_ckpt_state hsr_ckpt_state;
+
+HSR_API hsr_status hsr_ckpt_state_create(hsr_ckpt_state **out);
+HSR_API void hsr_ckpt_state_free(hsr_ckpt_state *s);
+HSR_API hsr_status hsr_ckpt_state_clear(hsr_ckpt_state *s);
+HSR_API hsr_status hsr_ckpt_state_set_i64(hsr_ckpt_state *s, const char *key, int64_t v);
+HSR_API hsr_status hsr_ckpt_state_set_u64(hsr_ckpt_state *s, const char *key, uint64_t v);
+HSR_API hsr_status hsr_ckpt_state_set_f64(hsr_ckpt_state *s, const char *key, double v); /* finite */
+HSR_API hsr_status hsr_ckpt_state_set_str(hsr_ckpt_state *s, const char *key, const char *v);
+/* HSR_ERR_NOT_FOUND when the key is absent, HSR_ERR_INVALID when its value
+ * is not of that type. *v of get_str stays valid until the key is set again
+ * or the state is cleared or freed. */
+HSR_API hsr_status hsr_ckpt_state_get_i64(const hsr_ckpt_state *s, const char *key, int64_t *v);
+HSR_API hsr_status hsr_ckpt_state_get_u64(const hsr_ckpt_state *s, const char *key, uint64_t *v);
+HSR_API hsr_status hsr_ckpt_state_get_f64(const hsr_ckpt_state *s, const char *key, double *v);
+HSR_API hsr_status hsr_ckpt_state_get_str(const hsr_ckpt_state *s, const char *key, const char **v);
+HSR_API int hsr_ckpt_state_has(const hsr_ckpt_state *s, const char *key);
+HSR_API int hsr_ckpt_state_count(const hsr_ckpt_state *s);
+/* Compact JSON object text (malloc'd, caller frees), and its inverse: the
+ * pairs of a JSON object of numbers and strings replace s's. */
+HSR_API hsr_status hsr_ckpt_state_json(const hsr_ckpt_state *s, char **out);
+HSR_API hsr_status hsr_ckpt_state_from_json(hsr_ckpt_state *s, const char *json);
+
+/* ---- save and load (collective over every rank of the engine) ---- */
+
+typedef struct hsr_ckpt_save_opts {
+  const hsr_ckpt_state *program; /* saved as "program" (NULL: none); must be the same on every rank */
+  int keep;                      /* > 0: keep the newest `keep` checkpoints of the root, remove older ones */
+  const char *name;              /* the checkpoint's directory name (NULL: step-NNNNNNNN) */
+} hsr_ckpt_save_opts;
+
+typedef struct hsr_ckpt_stats {
+  char dir[1024];         /* the checkpoint directory written or loaded */
+  int64_t step;           /* its optimizer step */
+  uint64_t bytes_total;   /* data bytes of the whole checkpoint */
+  uint64_t bytes_rank;    /* data bytes this rank wrote (save) or read from disk (load) */
+  double seconds;         /* this rank's time in the call: the training it blocked */
+  double data_seconds;    /* of which its own data files (write + fsync, or read + verify) */
+  double gbps;            /* bytes_total / seconds */
+  uint64_t staging_bytes; /* this rank's peak of checkpoint staging buffers (host memory) */
+  int reads;              /* load: 1 when what it needs fit HSR_CKPT_BUFFER (default 64 MiB) and was
+                             read once, 2 when it was read twice (verified, then installed) */
+} hsr_ckpt_stats;
+
+/* Saves the engine's state (fp32 master weights, moments m and v, step,
+ * optimizer groups) and the program's state as root/<name>, then points
+ * root/latest at it. Call between steps (after hsr_rt_step/zero_grad).
+ * Memory: a staging buffer per rank (at most 8 MiB and HSR_CKPT_BUFFER; the
+ * ledger's "ckpt_staging"); the model is never gathered. stats may be NULL. */
+HSR_API hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts *opts, hsr_ckpt_stats *stats);
+
+/* Loads a checkpoint into the engine, on any mesh, strategy, reshard policy
+ * and prefetch depth. path: a checkpoint directory or a root (its latest).
+ * All or nothing: every rank verifies the manifest, that the names, shapes,
+ * dtypes and optimizer groups match what the program registered, and the
+ * checksums of everything it reads, before any state changes; if any rank
+ * fails, every rank returns the same message ("rank R: ...", naming the
+ * file, the tensor and the problem) and the engine is unchanged. Restores
+ * master weights, moments, the parameters (cast of the masters), the step
+ * and each group's learning rate (the program's betas, eps, weight decay and
+ * clip stay; a difference is logged). program (may be NULL) receives the
+ * saved program state. Call after registration, between steps. */
+HSR_API hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, hsr_ckpt_stats *stats);
+
+/* The checkpoint directory `path` denotes: path itself when it holds a
+ * manifest, else the checkpoint its `latest` names. *dir is malloc'd. */
+HSR_API hsr_status hsr_ckpt_resolve(const char *path, char **dir);
+
+/* ---- reading a checkpoint without an engine (inspect, verify, export) ---- */
+
+typedef struct hsr_ckpt hsr_ckpt;
+
+/* Opens a checkpoint (path as for hsr_ckpt_resolve): reads the manifest and
+ * verifies its checksum, format version and structure (every tensor covered
+ * exactly by its ranges, every range inside its file). */
+HSR_API hsr_status hsr_ckpt_open(const char *path, hsr_ckpt **out);
+HSR_API void hsr_ckpt_close(hsr_ckpt *c);
+
+typedef struct hsr_ckpt_info {
+  const char *dir, *hsr_version, *git_hash, *strategy, *reshard, *device, *param_dtype, *reduce_dtype;
+  int format_version;
+  int64_t step;
+  int world, replicate, shard, partial, prefetch;
+  int num_tensors, num_files, num_groups;
+  uint64_t data_bytes, block_bytes, numel;
+  double clip;
+  hsr_rt_opt_group groups[HSR_RT_MAX_GROUPS];
+} hsr_ckpt_info;
+/* Strings valid until hsr_ckpt_close. */
+HSR_API hsr_status hsr_ckpt_get_info(const hsr_ckpt *c, hsr_ckpt_info *out);
+
+typedef struct hsr_ckpt_tensor {
+  const char *name, *unit, *dtype; /* valid until hsr_ckpt_close */
+  int ndim, group, unit_index, ranges;
+  int64_t shape[HSR_RT_MAX_DIMS];
+  uint64_t numel, offset; /* elements; offset in the unit's flat buffer */
+} hsr_ckpt_tensor;
+HSR_API int hsr_ckpt_num_tensors(const hsr_ckpt *c);
+HSR_API hsr_status hsr_ckpt_tensor_at(const hsr_ckpt *c, int i, hsr_ckpt_tensor *out);
+HSR_API hsr_status hsr_ckpt_find(const hsr_ckpt *c, const char *name, int *i);
+
+typedef enum hsr_ckpt_kind {
+  HSR_CKPT_MASTER = 0,
+  HSR_CKPT_MOMENT_M,
+  HSR_CKPT_MOMENT_V,
+  HSR_CKPT_KIND_COUNT
+} hsr_ckpt_kind;
+HSR_API const char *hsr_ckpt_kind_name(hsr_ckpt_kind k); /* "master", "m", "v" */
+
+/* Elements [start, start + count) of tensor i (f32), read through the block
+ * checksums (a mismatch names the file, the block and the tensor). */
+HSR_API hsr_status hsr_ckpt_read(const hsr_ckpt *c, int i, hsr_ckpt_kind kind, uint64_t start, uint64_t count,
+                                 float *out);
+/* Reads every data file whole: size, crc32 per block and of the file.
+ * *bytes (may be NULL): bytes read. */
+HSR_API hsr_status hsr_ckpt_verify(const hsr_ckpt *c, uint64_t *bytes);
+/* The saved program state. */
+HSR_API hsr_status hsr_ckpt_get_program(const hsr_ckpt *c, hsr_ckpt_state *out);
+/* The manifest's text, as on disk. */
+HSR_API const char *hsr_ckpt_manifest_text(const hsr_ckpt *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

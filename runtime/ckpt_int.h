@@ -1,0 +1,169 @@
+/* runtime/ internal: checkpoints (hsr/ckpt.h) shared between their files.
+ *
+ *   ckpt_manifest.c  the manifest: parse and validate, build, its checksum;
+ *                    the engine-less reader (open, info, tensors)
+ *   ckpt_io.c        files: durable writes, directory syncs, the verified
+ *                    block reader, verify, resolve, the fault hook
+ *   ckpt_plan.c      who writes what (pieces of a shard's content per
+ *                    replica), cross-rank agreement, staging buffers
+ *   ckpt_save.c      hsr_ckpt_save: data files, commit, latest, retention
+ *   ckpt_load.c      hsr_ckpt_load: match, plan, verify, install
+ *   ckpt_state.c     the program's key/value state
+ */
+#ifndef HSR_RUNTIME_CKPT_INT_H
+#define HSR_RUNTIME_CKPT_INT_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "hsr/ckpt.h"
+
+#define CKPT_MANIFEST "manifest.json"
+#define CKPT_LATEST "latest"
+#define CKPT_FORMAT "hsr-checkpoint"
+#define CKPT_BLOCK ((uint64_t)1 << 20) /* default bytes per checksummed block */
+#define CKPT_CHUNK ((size_t)8 << 20)   /* the most bytes one read or write moves */
+#define CKPT_BUFFER_DEFAULT ((size_t)64 << 20)
+#define CKPT_KINDS HSR_CKPT_KIND_COUNT
+#define CKPT_MSG 480
+#define CKPT_NAME_MAX 128
+
+/* One saved range of a tensor: elements [start, start + count) in `file`,
+ * kind k's f32 values at byte off[k]. */
+typedef struct ckpt_range {
+  uint64_t start, count, off[CKPT_KINDS];
+  int file;
+} ckpt_range;
+
+typedef struct ckpt_tensor {
+  const char *name, *unit, *dtype; /* inside the parsed JSON */
+  int ndim, group, unit_index;
+  int64_t shape[HSR_RT_MAX_DIMS];
+  uint64_t numel, offset;
+  ckpt_range *r; /* sorted by start, covering [0, numel) exactly */
+  int nr;
+} ckpt_tensor;
+
+typedef struct ckpt_file {
+  const char *name;
+  uint64_t bytes, nblocks;
+  uint32_t crc;
+  uint32_t *blocks; /* crc32 of each block_bytes block (the last may be short) */
+} ckpt_file;
+
+struct hsr_ckpt {
+  char *dir, *text;
+  cJSON *json;
+  hsr_ckpt_info info;
+  ckpt_tensor *t;
+  int nt;
+  ckpt_file *f;
+  int nf;
+};
+
+/* ---- ckpt_manifest.c ---- */
+/* Parses and validates manifest text read from dir (takes text). */
+hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out);
+/* Adds "manifest_crc32" as the last member and prints root with it:
+ * *text malloc'd. */
+hsr_status ckpt_manifest_print(cJSON *root, char **text, size_t *len);
+/* The tensor and kind that byte `off` of file f holds (for messages). */
+void ckpt_what_at(const hsr_ckpt *c, int f, uint64_t off, char *buf, size_t len);
+
+/* ---- ckpt_io.c ---- */
+/* A plain file name: [A-Za-z0-9._-], not starting with '.'. */
+int ckpt_safe_name(const char *s);
+/* "a/b" into buf (HSR_ERR_INVALID when it does not fit). */
+hsr_status ckpt_path(char *buf, size_t len, const char *dir, const char *name);
+hsr_status ckpt_write_all(int fd, const void *p, size_t n, const char *path);
+hsr_status ckpt_fsync_dir(const char *dir);
+/* Writes a small file durably: temporary sibling, fsync, rename; the
+ * directory is not synced (the caller does). */
+hsr_status ckpt_write_small(const char *dir, const char *name, const void *p, size_t n, int fault_before_rename);
+/* A whole file (at most max bytes) into malloc'd memory, NUL-terminated. */
+hsr_status ckpt_slurp(const char *path, size_t max, char **out, size_t *len);
+
+/* Incremental crc32 of a file, whole and per block. */
+typedef struct ckpt_crc {
+  uint64_t block, in_block, bytes, nb, cap;
+  uint32_t file, cur;
+  uint32_t *blocks;
+} ckpt_crc;
+void ckpt_crc_init(ckpt_crc *c, uint64_t block);
+hsr_status ckpt_crc_feed(ckpt_crc *c, const void *p, size_t n);
+hsr_status ckpt_crc_finish(ckpt_crc *c); /* closes a partial last block */
+void ckpt_crc_free(ckpt_crc *c);
+
+/* A part of a data file that a reader needs. */
+typedef struct ckpt_span {
+  int file;
+  uint64_t off, len; /* bytes */
+  int tensor, kind;  /* what they hold, for messages */
+  uint64_t start;    /* first element */
+  void *dst;         /* where a load installs them (engine memory) */
+  char *hold;        /* a single-read load's host copy (NULL: none) */
+} ckpt_span;
+/* Receives the verified bytes [pos, pos + n) of span s. */
+typedef hsr_status (*ckpt_sink)(void *ctx, ckpt_span *s, uint64_t pos, const void *src, size_t n);
+/* Reads the spans (sorted here by file and offset) in block-aligned chunks
+ * of at most cap bytes through buf, verifying each block's crc32 and each
+ * file's size; sink may be NULL (verify only). *bytes: bytes read. */
+hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, ckpt_sink sink, void *ctx,
+                           uint64_t *bytes);
+
+/* HSR_CKPT_FAULT=STAGE[:STEP] (test hook): rank 0 exits at STAGE of the save
+ * of STEP (any step when omitted). */
+typedef enum ckpt_stage {
+  CKPT_FAULT_NONE = 0,
+  CKPT_FAULT_AFTER_DATA,
+  CKPT_FAULT_BEFORE_MANIFEST_RENAME,
+  CKPT_FAULT_BEFORE_LATEST
+} ckpt_stage;
+hsr_status ckpt_fault_parse(int64_t step, ckpt_stage *out);
+void ckpt_fault_here(ckpt_stage armed, ckpt_stage here, int rank, int64_t step);
+
+/* ---- ckpt_plan.c ---- */
+/* A piece of shard content: elements [start, start + count) of layout
+ * parameter `param` (in unit `unit`), at element `local` of the unit's slice. */
+typedef struct ckpt_piece {
+  int param, unit;
+  uint64_t start, count, local;
+} ckpt_piece;
+/* What the rank at mesh coordinates (rep, sh) writes: its 1/R share of shard
+ * sh's content (units in order, parameters in layout order). *out malloc'd. */
+hsr_status ckpt_pieces(hsr_rt *rt, int rep, int sh, ckpt_piece **out, int *n);
+
+/* A rank's vote: its status and message, and two numbers. */
+typedef struct ckpt_vote {
+  int32_t status;
+  uint32_t crc;
+  uint64_t a, b;
+  char msg[CKPT_MSG];
+} ckpt_vote;
+/* Every rank contributes (st, its last error, a, b, crc); *all (may be
+ * NULL) receives every rank's vote (malloc'd; also when a rank failed).
+ * Returns HSR_OK when every rank succeeded, else on every rank the lowest
+ * failing rank's status and message ("rank R: ..."). Bounded by the
+ * bootstrap's timeout. */
+hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all);
+/* The engine is between steps: no unit window open, no backward pass or
+ * reduction pending (what: "save" / "load"). */
+hsr_status ckpt_check_idle(hsr_rt *rt, const char *what, int need_sharded);
+/* Host staging memory, in the ledger as HSR_MEM_CKPT_STAGING (rt may be NULL). */
+hsr_status ckpt_stage_alloc(hsr_rt *rt, size_t bytes, void **p);
+void ckpt_stage_free(hsr_rt *rt, void *p, size_t bytes);
+/* HSR_CKPT_BUFFER: the staging bytes a rank may hold (default 64 MiB; a
+ * load's read buffer is at least two blocks whatever it says). */
+hsr_status ckpt_buffer_cap(size_t *cap);
+/* HSR_CKPT_BLOCK: bytes per checksummed block of a new checkpoint (default 1 MiB). */
+hsr_status ckpt_block_bytes(uint64_t *block);
+const char *ckpt_reshard_name(const hsr_rt_config *c, char *buf, size_t len);
+
+/* ---- ckpt_state.c ---- */
+/* Replaces s's pairs with a copy of obj's (a manifest's "program"; NULL:
+ * none); each value must be a number or a string. what names it in errors. */
+hsr_status ckpt_state_assign(hsr_ckpt_state *s, const cJSON *obj, const char *what);
+/* The state's object (NULL for a NULL state), for the manifest. */
+const cJSON *ckpt_state_obj(const hsr_ckpt_state *s);
+
+#endif

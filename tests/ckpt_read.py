@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""An independent reader of hsr checkpoints and safetensors files, for the
+tests (json, struct and zlib only: no numpy, no hsr code).
+
+  ckpt_read.py compare A B [--tol X]   every tensor's master, m and v in two
+                                       checkpoints: bitwise (no --tol) or
+                                       within X of the largest magnitude
+  ckpt_read.py latest ROOT NAME        ROOT/latest names NAME
+  ckpt_read.py st-equal FILE.safetensors CKPT
+                                       the file parses per the safetensors
+                                       specification and each tensor equals
+                                       the checkpoint's master weights
+
+A checkpoint directory (or root, through its `latest`) holds manifest.json,
+whose "manifest_crc32" is the crc32 of the file with that value written as
+"00000000", and data files of f32 little-endian ranges.
+"""
+import json
+import os
+import struct
+import sys
+import zlib
+
+
+def resolve(path):
+    if os.path.isfile(os.path.join(path, "manifest.json")):
+        return path
+    name = open(os.path.join(path, "latest")).read().strip()
+    return os.path.join(path, name)
+
+
+def manifest(path):
+    d = resolve(path)
+    raw = open(os.path.join(d, "manifest.json"), "rb").read()
+    key = raw.rfind(b'"manifest_crc32"')
+    assert key >= 0, f"{d}: no manifest_crc32"
+    q = raw.index(b'"', raw.index(b":", key + 16)) + 1
+    want = raw[q:q + 8]
+    zeroed = raw[:q] + b"00000000" + raw[q + 8:]
+    got = b"%08x" % zlib.crc32(zeroed)
+    assert got == want, f"{d}: manifest crc32 {got} != recorded {want}"
+    m = json.loads(raw)
+    assert m["format"] == "hsr-checkpoint" and m["format_version"] == 1, m.get("format_version")
+    return d, m
+
+
+def tensors(path):
+    """name -> {kind: list of floats}, shape; every file and block crc checked."""
+    d, m = manifest(path)
+    files = []
+    for f in m["files"]:
+        data = open(os.path.join(d, f["name"]), "rb").read()
+        assert len(data) == f["bytes"], f"{f['name']}: {len(data)} bytes, manifest {f['bytes']}"
+        assert zlib.crc32(data) == f["crc32"], f"{f['name']}: crc32"
+        b = m["block_bytes"]
+        blocks = [zlib.crc32(data[i:i + b]) for i in range(0, len(data), b)]
+        assert blocks == f["block_crc32"], f"{f['name']}: block crc32s"
+        files.append(data)
+    out = {}
+    for t in m["tensors"]:
+        n = t["numel"]
+        vals = {k: [None] * n for k in ("master", "m", "v")}
+        at = 0
+        for r in t["ranges"]:
+            assert r["start"] == at, f"{t['name']}: ranges do not tile"
+            c = r["count"]
+            for k in vals:
+                off = r[k]
+                vals[k][at:at + c] = struct.unpack_from(f"<{c}f", files[r["file"]], off)
+            at += c
+        assert at == n, f"{t['name']}: ranges cover {at} of {n}"
+        out[t["name"]] = (t["shape"], vals)
+    return m, out
+
+
+def compare(a, b, tol):
+    ma, ta = tensors(a)
+    mb, tb = tensors(b)
+    assert ma["step"] == mb["step"], f"steps {ma['step']} != {mb['step']}"
+    assert sorted(ta) == sorted(tb), "different tensors"
+    worst = 0.0
+    for name, (shape, va) in ta.items():
+        shape_b, vb = tb[name]
+        assert shape == shape_b, f"{name}: shapes {shape} {shape_b}"
+        for k in va:
+            x, y = va[k], vb[k]
+            if tol is None:
+                bx = struct.pack(f"<{len(x)}f", *x)
+                by = struct.pack(f"<{len(y)}f", *y)
+                assert bx == by, f"{name} {k}: not bitwise equal"
+                continue
+            big = max((abs(v) for v in x), default=0.0) or 1.0
+            diff = max((abs(p - q) for p, q in zip(x, y)), default=0.0) / big
+            worst = max(worst, diff)
+            assert diff <= tol, f"{name} {k}: relative difference {diff:.3g} > {tol}"
+    what = "bitwise equal" if tol is None else f"equal within {tol} (worst {worst:.2e})"
+    print(f"ckpt_read: {resolve(a)} and {resolve(b)}: step {ma['step']}, {len(ta)} tensors x (master, m, v) {what}")
+
+
+ST_DTYPES = {"F32": ("f", 4), "F64": ("d", 8), "I32": ("i", 4), "I64": ("q", 8), "U8": ("B", 1)}
+
+
+def safetensors(path):
+    """Parses a safetensors file per its specification; name -> (dtype, shape, bytes)."""
+    raw = open(path, "rb").read()
+    assert len(raw) >= 8, "shorter than the length field"
+    (n,) = struct.unpack_from("<Q", raw, 0)
+    assert 8 + n <= len(raw) and n < 100_000_000, f"header length {n}"
+    head = raw[8:8 + n].decode("utf-8")
+    assert head.startswith("{"), "header does not start with '{'"
+    assert len(head.rstrip(" ")) == len(head.rstrip()) and n % 8 == 0, "header padding"
+    pairs = json.loads(head, object_pairs_hook=lambda kv: kv)
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), "duplicate names"
+    buf = raw[8 + n:]
+    out, spans = {}, []
+    for k, v in pairs:
+        v = dict(v)
+        if k == "__metadata__":
+            assert all(isinstance(a, str) and isinstance(b, str) for a, b in v.items()), "metadata not str->str"
+            continue
+        assert set(v) == {"dtype", "shape", "data_offsets"}, f"{k}: keys {sorted(v)}"
+        s, e = v["data_offsets"]
+        size = ST_DTYPES[v["dtype"]][1]
+        count = 1
+        for d in v["shape"]:
+            count *= d
+        assert e - s == count * size, f"{k}: offsets {s}..{e} for {count} x {size} bytes"
+        spans.append((s, e))
+        out[k] = (v["dtype"], v["shape"], buf[s:e])
+    spans.sort()
+    at = 0
+    for s, e in spans:
+        assert s == at, f"hole or overlap at byte {at}"
+        at = e
+    assert at == len(buf), f"tensors cover {at} of {len(buf)} bytes"
+    return out
+
+
+def st_equal(st_path, ckpt):
+    st = safetensors(st_path)
+    _, ts = tensors(ckpt)
+    assert sorted(st) == sorted(ts), f"names differ: {sorted(set(st) ^ set(ts))}"
+    for name, (dtype, shape, data) in st.items():
+        cshape, vals = ts[name]
+        assert dtype == "F32" and shape == cshape, f"{name}: {dtype} {shape}, checkpoint {cshape}"
+        assert data == struct.pack(f"<{len(vals['master'])}f", *vals["master"]), f"{name}: values differ"
+    print(f"ckpt_read: {st_path}: {len(st)} tensors parse per the specification and equal {resolve(ckpt)}'s master")
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[0] == "compare":
+        tol = float(argv[argv.index("--tol") + 1]) if "--tol" in argv else None
+        compare(argv[1], argv[2], tol)
+    elif len(argv) == 3 and argv[0] == "latest":
+        got = open(os.path.join(argv[1], "latest")).read().strip()
+        assert got == argv[2], f"{argv[1]}/latest names {got}, expected {argv[2]}"
+        print(f"ckpt_read: {argv[1]}/latest names {got}")
+    elif len(argv) == 3 and argv[0] == "st-equal":
+        st_equal(argv[1], argv[2])
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,323 @@
+/* Multi-rank tests of checkpoints (hsr/ckpt.h), launched for real.
+ *
+ *   mr_ckpt resume PAIR...   each PAIR is SAVE->LOAD (two runtime specs as in
+ *                            mr_runtime): train the example model 12 steps on
+ *                            SAVE (warm-up + cosine learning rate, clipping);
+ *                            train 6 on SAVE, save, load into a fresh engine
+ *                            on LOAD and train 6 more. Parameters, moments m
+ *                            and v, loss and grad norm must be bitwise equal
+ *                            when SAVE == LOAD, else equal within float
+ *                            tolerance. Keys beyond mr_spec.h: buffer=BYTES
+ *                            (HSR_CKPT_BUFFER of the load), block=BYTES
+ *                            (HSR_CKPT_BLOCK of the saves).
+ *   mr_ckpt corrupt          a checkpoint broken in each way a load must
+ *                            refuse: every rank fails with the same message,
+ *                            the engine is unchanged, nothing hangs; a save
+ *                            that cannot write fails on every rank too.
+ *   mr_ckpt state            the program-state key/value API.
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hsr/boot.h"
+#include "hsr/ckpt.h"
+#include "hsr/comm.h"
+#include "hsr/runtime.h"
+#include "hsr/topology.h"
+#include "mlp.h"
+
+#define STEPS 12
+#define HALF 6
+#define BATCH 32
+
+static int g_rank;
+static int g_fail;
+
+#include "mr_check.h"
+#include "mr_spec.h"
+
+static const mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
+static const hsr_rt_lr_schedule sched = {.lr = 3e-3, .lr_min = 3e-4, .warmup = 3, .total = STEPS};
+
+typedef struct env {
+  hsr_boot *boot;
+  hsr_comm *world;
+  hsr_topo *topo;
+  hsr_cluster *cl;
+  char tmp[256];
+} env;
+
+typedef struct spec {
+  hsr_rt_config cfg;
+  char buffer[32], block[32];
+  char text[256];
+} spec;
+
+static int parse_spec(const char *s, spec *out) {
+  memset(out, 0, sizeof *out);
+  hsr_rt_config *c = &out->cfg;
+  hsr_rt_config_default(c);
+  c->num_groups = 2;
+  c->groups[0] = (hsr_rt_opt_group){3e-3f, 0.9f, 0.999f, 1e-8f, 0.01f};
+  c->groups[1] = (hsr_rt_opt_group){3e-3f, 0.9f, 0.999f, 1e-8f, 0.0f};
+  c->clip = 0.05;
+  c->poison = 1;
+  snprintf(out->text, sizeof out->text, "%s", s);
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *v = strchr(kv, '=');
+    if (!v) return fprintf(stderr, "bad spec item '%s'\n", kv), 1;
+    *v++ = 0;
+    hsr_status st = HSR_OK;
+    if (mr_spec_policy(c, kv, v, &st)) {
+      if (st != HSR_OK) return fprintf(stderr, "spec '%s': %s\n", s, hsr_last_error()), 1;
+    } else if (!strcmp(kv, "buffer")) {
+      snprintf(out->buffer, sizeof out->buffer, "%s", v);
+    } else if (!strcmp(kv, "block")) {
+      snprintf(out->block, sizeof out->block, "%s", v);
+    } else {
+      return fprintf(stderr, "unknown spec key '%s'\n", kv), 1;
+    }
+  }
+  return 0;
+}
+
+static void set_env(const char *name, const char *v) {
+  if (v && *v)
+    setenv(name, v, 1);
+  else
+    unsetenv(name);
+}
+
+/* One engine with the model, trained from step `from` to `to` (0-based). */
+typedef struct run {
+  hsr_rt *rt;
+  mlp_rt_ctx *x;
+  double loss[STEPS], gnorm[STEPS], lr[STEPS];
+} run;
+
+static int run_open(env *e, const spec *sp, const mlp_cfg *m, run *r) {
+  memset(r, 0, sizeof *r);
+  OK(hsr_rt_create(e->boot, e->world, e->cl, &sp->cfg, &r->rt));
+  OK(mlp_rt_setup(m, r->rt));
+  OK(mlp_rt_ctx_create(m, r->rt, sp->cfg.param_dtype, &r->x));
+  return 0;
+}
+
+static void run_close(run *r) {
+  mlp_rt_ctx_free(r->x);
+  hsr_rt_destroy(r->rt);
+  r->x = NULL, r->rt = NULL;
+}
+
+static int run_steps(run *r, const spec *sp, int from, int to) {
+  for (int s = from; s < to; s++) {
+    double lr = hsr_rt_lr_at(&sched, s + 1);
+    OK(hsr_rt_set_lr(r->rt, 0, lr));
+    OK(hsr_rt_set_lr(r->rt, 1, lr));
+    hsr_rt_step_info info;
+    OK(mlp_rt_train_step(r->x, s, BATCH, sp->cfg.micro_batches, &r->loss[s], &info));
+    CHECK(info.step == s + 1, "%s: step %lld after training step %d", sp->text, (long long)info.step, s + 1);
+    r->gnorm[s] = info.grad_norm;
+    r->lr[s] = info.lr;
+  }
+  return 0;
+}
+
+static int save(run *r, const char *root, int64_t sample, hsr_ckpt_stats *st) {
+  hsr_ckpt_state *ps;
+  OK(hsr_ckpt_state_create(&ps));
+  OK(hsr_ckpt_state_set_i64(ps, "data.sample_index", sample));
+  OK(hsr_ckpt_state_set_u64(ps, "rng.seed", model.seed));
+  hsr_ckpt_save_opts o = {ps, 0, NULL};
+  hsr_status s = hsr_ckpt_save(r->rt, root, &o, st);
+  hsr_ckpt_state_free(ps);
+  OK(s);
+  return 0;
+}
+
+/* Every tensor's master, m and v in two checkpoints: bitwise (tol < 0) or
+ * within a relative tolerance of the largest magnitude per tensor. */
+static int compare_ckpt(const char *a, const char *b, double tol, const char *what, double *worst) {
+  hsr_ckpt *ca, *cb;
+  OK(hsr_ckpt_open(a, &ca));
+  OK(hsr_ckpt_open(b, &cb));
+  *worst = 0;
+  for (int i = 0; i < hsr_ckpt_num_tensors(ca); i++) {
+    hsr_ckpt_tensor t;
+    int j;
+    OK(hsr_ckpt_tensor_at(ca, i, &t));
+    OK(hsr_ckpt_find(cb, t.name, &j));
+    float *x = malloc(t.numel * 4 + 4), *y = malloc(t.numel * 4 + 4);
+    for (int k = 0; k < HSR_CKPT_KIND_COUNT; k++) {
+      OK(hsr_ckpt_read(ca, i, (hsr_ckpt_kind)k, 0, t.numel, x));
+      OK(hsr_ckpt_read(cb, j, (hsr_ckpt_kind)k, 0, t.numel, y));
+      if (tol < 0) {
+        CHECK(!memcmp(x, y, t.numel * 4), "%s: tensor %s %s is not bitwise equal", what, t.name,
+              hsr_ckpt_kind_name((hsr_ckpt_kind)k));
+        continue;
+      }
+      double md = 0, mx = 0;
+      for (uint64_t q = 0; q < t.numel; q++) {
+        md = fmax(md, fabs((double)x[q] - y[q]));
+        mx = fmax(mx, fabs((double)x[q]));
+      }
+      double rel = md / (mx > 0 ? mx : 1);
+      *worst = fmax(*worst, rel);
+      CHECK(rel <= tol, "%s: tensor %s %s differs: relative %.3g > %.0e", what, t.name,
+            hsr_ckpt_kind_name((hsr_ckpt_kind)k), rel, tol);
+    }
+    free(x);
+    free(y);
+  }
+  hsr_ckpt_close(ca);
+  hsr_ckpt_close(cb);
+  return 0;
+}
+
+/* A directory every rank knows (rank 0 makes it). */
+static int shared_dir(env *e, const char *tag, char *out, size_t len) {
+  if (g_rank == 0) {
+    snprintf(out, len, "%s/%s", e->tmp, tag);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+    if (system(cmd)) return 1;
+  }
+  OK(hsr_boot_bcast(e->boot, out, len, 0));
+  return 0;
+}
+
+static int resume_pair(env *e, const char *pair, int idx) {
+  char a[256], *arrow;
+  snprintf(a, sizeof a, "%s", pair);
+  if (!(arrow = strstr(a, "->"))) FAIL("pair '%s' has no '->'", pair);
+  *arrow = 0;
+  spec ss, ls;
+  if (parse_spec(a, &ss) || parse_spec(arrow + 2, &ls)) return 2;
+  int same = !memcmp(&ss.cfg, &ls.cfg, sizeof ss.cfg); /* the same policy: bitwise (buffer, block aside) */
+  char d_ref[300], d_half[300], d_end[300], tag[32];
+  snprintf(tag, sizeof tag, "p%d-ref", idx);
+  if (shared_dir(e, tag, d_ref, sizeof d_ref)) return 1;
+  snprintf(tag, sizeof tag, "p%d-half", idx);
+  if (shared_dir(e, tag, d_half, sizeof d_half)) return 1;
+  snprintf(tag, sizeof tag, "p%d-end", idx);
+  if (shared_dir(e, tag, d_end, sizeof d_end)) return 1;
+  set_env("HSR_CKPT_BLOCK", ss.block);
+  /* uninterrupted */
+  run ref, r1, r2;
+  if (run_open(e, &ss, &model, &ref) || run_steps(&ref, &ss, 0, STEPS) || save(&ref, d_ref, STEPS * BATCH, NULL))
+    return 1;
+  run_close(&ref);
+  /* 6 steps, save, a fresh engine on the other mesh, load, 6 steps */
+  hsr_ckpt_stats sst, lst;
+  if (run_open(e, &ss, &model, &r1) || run_steps(&r1, &ss, 0, HALF) || save(&r1, d_half, HALF * BATCH, &sst)) return 1;
+  run_close(&r1);
+  if (run_open(e, &ls, &model, &r2)) return 1;
+  hsr_ckpt_state *ps;
+  OK(hsr_ckpt_state_create(&ps));
+  set_env("HSR_CKPT_BUFFER", ls.buffer);
+  OK(hsr_ckpt_load(r2.rt, d_half, ps, &lst));
+  set_env("HSR_CKPT_BUFFER", NULL);
+  int64_t sample = -1;
+  uint64_t seed = 0;
+  OK(hsr_ckpt_state_get_i64(ps, "data.sample_index", &sample));
+  OK(hsr_ckpt_state_get_u64(ps, "rng.seed", &seed));
+  hsr_ckpt_state_free(ps);
+  CHECK(sample == HALF * BATCH && seed == model.seed, "%s: program state %lld %llu", pair, (long long)sample,
+        (unsigned long long)seed);
+  CHECK(lst.step == HALF && sst.step == HALF, "%s: saved step %lld, loaded %lld", pair, (long long)sst.step,
+        (long long)lst.step);
+  CHECK(lst.bytes_total == sst.bytes_total && sst.bytes_total > 0, "%s: %llu bytes saved, %llu loaded", pair,
+        (unsigned long long)sst.bytes_total, (unsigned long long)lst.bytes_total);
+  if (run_steps(&r2, &ls, (int)(sample / BATCH), STEPS) || save(&r2, d_end, STEPS * BATCH, NULL)) return 1;
+  run_close(&r2);
+  double worst = 0;
+  /* bf16 compute on one side: the runs differ by bf16 rounding, not float sums */
+  int bf = ss.cfg.param_dtype != HSR_F32 || ls.cfg.param_dtype != HSR_F32;
+  double tol = bf ? 5e-2 : 2e-5, ltol = bf ? 1e-2 : 1e-6, gtol = bf ? 5e-2 : 1e-4;
+  if (g_rank == 0) {
+    if (compare_ckpt(d_ref, d_end, same ? -1 : tol, pair, &worst)) return 1;
+    for (int s = HALF; s < STEPS; s++) {
+      double tl = same ? 0 : ltol * fabs(ref.loss[s]), tg = same ? 0 : gtol * fabs(ref.gnorm[s]);
+      CHECK(fabs(ref.loss[s] - r2.loss[s]) <= tl, "%s: step %d loss %.17g, uninterrupted %.17g", pair, s + 1,
+            r2.loss[s], ref.loss[s]);
+      CHECK(fabs(ref.gnorm[s] - r2.gnorm[s]) <= tg, "%s: step %d grad norm %.17g, uninterrupted %.17g", pair, s + 1,
+            r2.gnorm[s], ref.gnorm[s]);
+      CHECK(ref.lr[s] == r2.lr[s], "%s: step %d lr %g, uninterrupted %g", pair, s + 1, r2.lr[s], ref.lr[s]);
+    }
+    CHECK(ref.gnorm[HALF] > ss.cfg.clip, "%s: clipping is not active at step %d (norm %g)", pair, HALF + 1,
+          ref.gnorm[HALF]);
+    printf("ok %-64s %s (max rel %.1e), save %.1f KB in %.1f ms, load read %s\n", pair,
+           same ? "bitwise" : "within tolerance", worst, sst.bytes_total / 1e3, sst.seconds * 1e3,
+           lst.reads == 1 ? "once" : "twice");
+    fflush(stdout);
+  }
+  set_env("HSR_CKPT_BLOCK", NULL);
+  return 0;
+}
+
+static int env_open(hsr_boot *boot, env *e) {
+  memset(e, 0, sizeof *e);
+  e->boot = boot;
+  OK(hsr_comm_world(boot, HSR_BACKEND_HOST, &e->world));
+  OK(hsr_topo_discover(NULL, &e->topo));
+  OK(hsr_cluster_gather(boot, e->topo, &e->cl));
+  if (g_rank == 0) {
+    snprintf(e->tmp, sizeof e->tmp, "/tmp/hsr-mr-ckpt-XXXXXX");
+    if (!mkdtemp(e->tmp)) FAIL("mkdtemp failed");
+  }
+  OK(hsr_boot_bcast(boot, e->tmp, sizeof e->tmp, 0));
+  return 0;
+}
+
+static void env_close(env *e) {
+  if (g_rank == 0 && !g_fail && e->tmp[0]) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->tmp);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", e->tmp);
+  }
+  hsr_cluster_free(e->cl);
+  hsr_topo_free(e->topo);
+  hsr_comm_free(e->world);
+}
+
+#include "mr_ckpt_bad.h"
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: mr_ckpt resume SAVE->LOAD... | corrupt | state\n");
+    return 2;
+  }
+  if (!strcmp(argv[1], "state")) return mr_ckpt_state();
+  hsr_boot *boot;
+  if (hsr_boot_init(&boot) != HSR_OK) {
+    fprintf(stderr, "boot: %s\n", hsr_last_error());
+    return 1;
+  }
+  g_rank = hsr_boot_rank(boot);
+  mlp_blas_threads(1);
+  env e;
+  int rc = env_open(boot, &e);
+  if (!rc && !strcmp(argv[1], "resume"))
+    for (int i = 2; i < argc && !rc; i++) rc = resume_pair(&e, argv[i], i - 2);
+  else if (!rc && !strcmp(argv[1], "corrupt"))
+    rc = mr_ckpt_corrupt(&e);
+  else if (!rc)
+    rc = (fprintf(stderr, "unknown mode '%s'\n", argv[1]), 2);
+  /* every rank's verdict, so that a failure on one is the exit code of all */
+  int bad = rc || g_fail, any = 0, n = hsr_boot_size(boot);
+  int *all = calloc((size_t)n, sizeof *all);
+  if (all && hsr_boot_allgather(boot, &bad, sizeof bad, all) == HSR_OK)
+    for (int r = 0; r < n; r++) any |= all[r];
+  free(all);
+  env_close(&e);
+  hsr_boot_finalize(boot);
+  if (g_rank == 0) printf(any ? "FAILED\n" : "PASSED\n");
+  return any ? 1 : 0;
+}

@@ -1,0 +1,401 @@
+/* hsr ckpt bench: checkpoint save and load throughput beside the disk's own,
+ * measured in the same run on the same directory: one writer writing the
+ * checkpoint's bytes sequentially with fsync (the issue's yardstick), every
+ * rank writing its share in parallel, one rank's share alone (what a save
+ * may block training for), and cold sequential reads (page cache dropped
+ * with posix_fadvise). Medians over --repeat rounds. */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "hsr/ckpt.h"
+#include "hsr/topology.h"
+
+typedef struct bench_args {
+  size_t size;
+  int units, repeat, keep_files;
+  const char *dir, *json;
+  hsr_rt_config cfg;
+} bench_args;
+
+enum { M_SEQ_W, M_PAR_W, M_SHARE_W, M_SAVE, M_BLOCKED, M_SAVE_DATA, M_SEQ_R, M_PAR_R, M_LOAD, M_LOAD_DATA, M_COUNT };
+static const char *const m_names[M_COUNT] = {
+    "disk_seq_write_s", "disk_parallel_write_s", "disk_share_write_s",   "save_s", "save_blocked_s",
+    "save_data_s",      "disk_seq_read_s",       "disk_parallel_read_s", "load_s", "load_data_s"};
+
+static void bench_usage(void) {
+  printf("usage: hsr-run -n 4 -- hsr ckpt bench [options]\n"
+         "Saves and loads a checkpoint of a synthetic model and measures, in the same run and directory, the\n"
+         "disk's own sequential synced write of the same bytes (one writer), every rank writing its share in\n"
+         "parallel, one rank's share alone, and cold sequential reads (page cache dropped with posix_fadvise).\n"
+         "  --size BYTES     checkpoint data bytes (12 per parameter: master, m, v) (default 256M)\n"
+         "  --units N        units of the model, one parameter each (default 8)\n"
+         "  --dir DIR        where to write (default /tmp); files are removed afterwards\n"
+         "  --shard S        shard group size (default: every rank); --replicate R (default world / S)\n"
+         "  --strategy X     ddp | zero1 | zero2 | fsdp | hybrid (default fsdp, hybrid when R > 1)\n"
+         "  --repeat N       rounds; medians are reported (default 3)\n"
+         "  --json FILE      the figures as JSON\n"
+         "  --keep-files     leave the checkpoint in DIR\n");
+}
+
+static int parse(int argc, char **argv, bench_args *a) {
+  static const struct option opts[] = {{"size", required_argument, 0, 's'},
+                                       {"units", required_argument, 0, 'u'},
+                                       {"dir", required_argument, 0, 'd'},
+                                       {"shard", required_argument, 0, 'S'},
+                                       {"replicate", required_argument, 0, 'R'},
+                                       {"strategy", required_argument, 0, 'x'},
+                                       {"repeat", required_argument, 0, 'n'},
+                                       {"json", required_argument, 0, 'j'},
+                                       {"keep-files", no_argument, 0, 'k'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  memset(a, 0, sizeof *a);
+  a->size = (size_t)256 << 20, a->units = 8, a->repeat = 3, a->dir = "/tmp";
+  hsr_rt_config_default(&a->cfg);
+  a->cfg.strategy = HSR_RT_STRATEGY_COUNT; /* not given */
+  int c;
+  long v;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    hsr_status st = HSR_OK;
+    switch (c) {
+    case 'h': bench_usage(); return -1;
+    case 's': st = hsr_parse_size("--size", optarg, &a->size); break;
+    case 'u':
+      if ((st = hsr_parse_long("--units", optarg, 1, 4096, &v)) == HSR_OK) a->units = (int)v;
+      break;
+    case 'n':
+      if ((st = hsr_parse_long("--repeat", optarg, 1, 100, &v)) == HSR_OK) a->repeat = (int)v;
+      break;
+    case 'S':
+      if ((st = hsr_parse_long("--shard", optarg, 1, 1 << 20, &v)) == HSR_OK) a->cfg.shard = (int)v;
+      break;
+    case 'R':
+      if ((st = hsr_parse_long("--replicate", optarg, 1, 1 << 20, &v)) == HSR_OK) a->cfg.replicate = (int)v;
+      break;
+    case 'x': st = hsr_rt_parse_strategy(optarg, &a->cfg.strategy); break;
+    case 'd': a->dir = optarg; break;
+    case 'j': a->json = optarg; break;
+    case 'k': a->keep_files = 1; break;
+    default: return hsr_cli_usage_error("ckpt bench", "unknown option or missing value '%s'", argv[optind - 1]);
+    }
+    if (st != HSR_OK) return hsr_cli_usage_error("ckpt bench", "%s", hsr_last_error());
+  }
+  if (optind < argc) return hsr_cli_usage_error("ckpt bench", "unexpected argument '%s'", argv[optind]);
+  if (a->size < (size_t)12 * a->units) return hsr_cli_usage_error("ckpt bench", "--size is under 12 bytes per unit");
+  return 0;
+}
+
+static hsr_status write_file(const char *path, size_t bytes, const char *buf, size_t chunk) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return hsr_error(HSR_ERR_IO, "creating '%s' failed: %s", path, strerror(errno));
+  hsr_status st = HSR_OK;
+  for (size_t done = 0; done < bytes && st == HSR_OK;) {
+    size_t n = bytes - done < chunk ? bytes - done : chunk;
+    ssize_t w = write(fd, buf, n);
+    if (w <= 0 && errno != EINTR) st = hsr_error(HSR_ERR_IO, "writing '%s' failed: %s", path, strerror(errno));
+    if (w > 0) done += (size_t)w;
+  }
+  if (st == HSR_OK && fsync(fd)) st = hsr_error(HSR_ERR_IO, "fsync of '%s' failed: %s", path, strerror(errno));
+  close(fd);
+  return st;
+}
+
+/* Drops a file's pages from the page cache (clean after fsync), so that the
+ * next read comes from the disk. */
+static void drop_cache(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  fdatasync(fd);
+  posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+}
+
+static void drop_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char p[4400];
+  while (d && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    struct stat sb;
+    if (!stat(p, &sb) && S_ISDIR(sb.st_mode))
+      drop_dir(p);
+    else
+      drop_cache(p);
+  }
+  if (d) closedir(d);
+}
+
+static hsr_status read_file(const char *path, char *buf, size_t chunk) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return hsr_error(HSR_ERR_IO, "opening '%s' failed: %s", path, strerror(errno));
+  ssize_t r;
+  while ((r = read(fd, buf, chunk)) > 0 || (r < 0 && errno == EINTR)) {}
+  close(fd);
+  return HSR_OK;
+}
+
+/* The slowest rank's time. */
+static hsr_status slowest(hsr_boot *b, double mine, double *out) {
+  int n = hsr_boot_size(b);
+  double *all = calloc((size_t)n, sizeof *all);
+  if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  hsr_status st = hsr_boot_allgather(b, &mine, sizeof mine, all);
+  *out = 0;
+  for (int r = 0; r < n; r++) *out = all[r] > *out ? all[r] : *out;
+  free(all);
+  return st;
+}
+
+typedef struct bench_ctx {
+  bench_args *a;
+  hsr_boot *boot;
+  hsr_rt *rt;
+  int rank, world, reads;
+  char base[4096];
+  char *buf;
+  size_t chunk;
+  uint64_t bytes, share; /* checkpoint data bytes, the largest rank's share */
+} bench_ctx;
+
+static void remove_tree(const char *dir);
+
+/* One round: every figure of m_names, in seconds. */
+static hsr_status round_once(bench_ctx *x, double *t) {
+  char p[4300], ck[4300];
+  hsr_boot *b = x->boot;
+  hsr_status st = HSR_OK;
+  snprintf(ck, sizeof ck, "%s/ckpt", x->base);
+  /* one writer, the whole size; then the same file read cold */
+  snprintf(p, sizeof p, "%s/seq.bin", x->base);
+  if (x->rank == 0) {
+    double t0 = hsr_clock_s();
+    st = write_file(p, (size_t)x->bytes, x->buf, x->chunk);
+    t[M_SEQ_W] = hsr_clock_s() - t0;
+    drop_cache(p);
+    t0 = hsr_clock_s();
+    if (st == HSR_OK) st = read_file(p, x->buf, x->chunk);
+    t[M_SEQ_R] = hsr_clock_s() - t0;
+    unlink(p);
+    /* one rank's share, alone */
+    snprintf(p, sizeof p, "%s/share.bin", x->base);
+    t0 = hsr_clock_s();
+    if (st == HSR_OK) st = write_file(p, (size_t)x->share, x->buf, x->chunk);
+    t[M_SHARE_W] = hsr_clock_s() - t0;
+    unlink(p);
+  }
+  HSR_CHECK(hsr_boot_bcast(b, &st, sizeof st, 0));
+  if (st != HSR_OK) return hsr_error(st, "rank 0's disk baseline failed");
+  /* every rank its share, in parallel */
+  snprintf(p, sizeof p, "%s/par-%05d.bin", x->base, x->rank);
+  HSR_CHECK(hsr_boot_barrier(b));
+  double t0 = hsr_clock_s();
+  st = write_file(p, (size_t)(x->bytes / (uint64_t)x->world), x->buf, x->chunk);
+  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_PAR_W]));
+  drop_cache(p);
+  HSR_CHECK(hsr_boot_barrier(b));
+  t0 = hsr_clock_s();
+  if (st == HSR_OK) st = read_file(p, x->buf, x->chunk);
+  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_PAR_R]));
+  unlink(p);
+  HSR_CHECK(st);
+  /* the save, then the load from a cold cache */
+  hsr_ckpt_stats s;
+  hsr_ckpt_save_opts o = {NULL, 0, NULL};
+  if (x->rank == 0) remove_tree(ck); /* the last round's, outside the timing */
+  HSR_CHECK(hsr_boot_barrier(b));
+  t0 = hsr_clock_s();
+  HSR_CHECK(hsr_ckpt_save(x->rt, ck, &o, &s));
+  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_SAVE]));
+  HSR_CHECK(slowest(b, s.seconds, &t[M_BLOCKED]));
+  HSR_CHECK(slowest(b, s.data_seconds, &t[M_SAVE_DATA]));
+  if (x->rank == 0) drop_dir(ck);
+  HSR_CHECK(hsr_boot_barrier(b));
+  t0 = hsr_clock_s();
+  HSR_CHECK(hsr_ckpt_load(x->rt, ck, NULL, &s));
+  x->reads = s.reads;
+  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_LOAD]));
+  return slowest(b, s.data_seconds, &t[M_LOAD_DATA]);
+}
+
+static int dbl_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void report(bench_ctx *x, double med[M_COUNT]) {
+  bench_args *a = x->a;
+  double B = (double)x->bytes, gb = 1e9;
+  double seq = B / med[M_SEQ_W] / gb, par = B / med[M_PAR_W] / gb, save = B / med[M_SAVE] / gb;
+  double rd = B / med[M_SEQ_R] / gb, prd = B / med[M_PAR_R] / gb, load = B / med[M_LOAD] / gb;
+  printf("hsr ckpt bench: %d ranks, mesh %d x %d (replicate x shard), %s; %" PRIu64 " checkpoint bytes (%d units), "
+         "largest share %" PRIu64 " bytes; dir %s; median of %d\n",
+         x->world, hsr_rt_replicate(x->rt), hsr_rt_shard(x->rt), hsr_rt_strategy_name(a->cfg.strategy), x->bytes,
+         a->units, x->share, a->dir, a->repeat);
+  printf("%-52s %9s %9s\n", "", "seconds", "GB/s");
+  printf("%-52s %9.3f %9.3f\n", "disk: one writer, sequential, fsync (same bytes)", med[M_SEQ_W], seq);
+  printf("%-52s %9.3f %9.3f\n", "disk: every rank its share in parallel, fsync", med[M_PAR_W], par);
+  printf("%-52s %9.3f %9.3f   %.0f%% of one writer (target >= 70%%)\n", "save (hsr_ckpt_save)", med[M_SAVE], save,
+         100 * save / seq);
+  printf("%-52s %9.3f %9s   training blocked; one rank's share alone takes %.3f s\n",
+         "  blocked in the call (slowest "
+         "rank)",
+         med[M_BLOCKED], "", med[M_SHARE_W]);
+  printf("%-52s %9.3f %9s   its own data file (write, fsync, rename)\n", "  of which the slowest rank's data",
+         med[M_SAVE_DATA], "");
+  printf("%-52s %9.3f %9.3f\n", "disk: one reader, sequential, cold", med[M_SEQ_R], rd);
+  printf("%-52s %9.3f %9.3f\n", "disk: every rank its share in parallel, cold", med[M_PAR_R], prd);
+  printf("%-52s %9.3f %9.3f   %.0f%% of one reader, %.0f%% of parallel readers; read %s\n",
+         "load (hsr_ckpt_load, cold)", med[M_LOAD], load, 100 * load / rd, 100 * load / prd,
+         x->reads == 1 ? "once" : "twice (HSR_CKPT_BUFFER)");
+  printf("%-52s %9.3f %9s   reading and verifying what it needs, installing\n", "  of which the slowest rank's data",
+         med[M_LOAD_DATA], "");
+  if (!a->json) return;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "ranks", x->world);
+  cJSON_AddNumberToObject(o, "replicate", hsr_rt_replicate(x->rt));
+  cJSON_AddNumberToObject(o, "shard", hsr_rt_shard(x->rt));
+  cJSON_AddStringToObject(o, "strategy", hsr_rt_strategy_name(a->cfg.strategy));
+  cJSON_AddNumberToObject(o, "bytes", B);
+  cJSON_AddNumberToObject(o, "share_bytes", (double)x->share);
+  cJSON_AddNumberToObject(o, "repeat", a->repeat);
+  for (int i = 0; i < M_COUNT; i++) cJSON_AddNumberToObject(o, m_names[i], med[i]);
+  cJSON_AddNumberToObject(o, "disk_seq_write_gbps", seq);
+  cJSON_AddNumberToObject(o, "save_gbps", save);
+  cJSON_AddNumberToObject(o, "disk_parallel_write_gbps", par);
+  cJSON_AddNumberToObject(o, "save_vs_disk", save / seq);
+  cJSON_AddNumberToObject(o, "disk_seq_read_gbps", rd);
+  cJSON_AddNumberToObject(o, "load_gbps", load);
+  cJSON_AddNumberToObject(o, "disk_parallel_read_gbps", prd);
+  cJSON_AddNumberToObject(o, "load_vs_disk", load / rd);
+  cJSON_AddNumberToObject(o, "load_vs_parallel_read", load / prd);
+  cJSON_AddNumberToObject(o, "load_reads", x->reads);
+  char *s = cJSON_Print(o);
+  FILE *f = fopen(a->json, "w");
+  if (f && s) fprintf(f, "%s\n", s);
+  if (f) fclose(f);
+  if (!f) fprintf(stderr, "hsr ckpt bench: cannot write --json '%s'\n", a->json);
+  free(s);
+  cJSON_Delete(o);
+}
+
+/* The synthetic model: `units` units of one 1-D parameter each, filled with
+ * pseudo-random values (a disk or file system that compresses must not see
+ * zeros). */
+static hsr_status setup_model(bench_ctx *x) {
+  uint64_t params = x->a->size / 12, per = params / (uint64_t)x->a->units;
+  char name[64];
+  for (int u = 0; u < x->a->units; u++) {
+    int id;
+    int64_t n = (int64_t)(u + 1 < x->a->units ? per : params - per * (uint64_t)(x->a->units - 1));
+    snprintf(name, sizeof name, "u%d", u);
+    HSR_CHECK(hsr_rt_unit_add(x->rt, name, 0, &id));
+    snprintf(name, sizeof name, "u%d.w", u);
+    HSR_CHECK(hsr_rt_param_add(x->rt, id, name, 1, &n, 0));
+  }
+  HSR_CHECK(hsr_rt_commit(x->rt));
+  uint64_t maxn = params - per * (uint64_t)(x->a->units - 1);
+  float *v = malloc((size_t)maxn * sizeof *v + 4);
+  if (!v) return hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory for %" PRIu64 " values", maxn);
+  uint64_t z = 0x9e3779b97f4a7c15ull;
+  for (uint64_t i = 0; i < maxn; i++) {
+    z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+    v[i] = (float)(z >> 40) / (float)(1 << 24) - 0.5f;
+  }
+  hsr_status st = HSR_OK;
+  for (int u = 0; u < x->a->units && st == HSR_OK; u++) {
+    snprintf(name, sizeof name, "u%d.w", u);
+    st = hsr_rt_param_init(x->rt, name, v);
+  }
+  free(v);
+  x->bytes = 12 * params;
+  x->share = (x->bytes + (uint64_t)x->world - 1) / (uint64_t)x->world;
+  return st;
+}
+
+static void remove_tree(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char p[4400];
+  while (d && (e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    struct stat sb;
+    if (!lstat(p, &sb) && S_ISDIR(sb.st_mode))
+      remove_tree(p);
+    else
+      unlink(p);
+  }
+  if (d) closedir(d);
+  rmdir(dir);
+}
+
+static hsr_status bench_run(bench_ctx *x) {
+  bench_args *a = x->a;
+  if (x->rank == 0) {
+    snprintf(x->base, sizeof x->base, "%s/hsr-ckpt-bench-%d", a->dir, (int)getpid());
+    if (mkdir(x->base, 0755)) x->base[0] = 0;
+  }
+  HSR_CHECK(hsr_boot_bcast(x->boot, x->base, sizeof x->base, 0));
+  if (!x->base[0]) return hsr_error(HSR_ERR_IO, "ckpt bench: cannot create a directory under '%s'", a->dir);
+  x->chunk = (size_t)8 << 20;
+  x->buf = malloc(x->chunk);
+  hsr_status st = x->buf ? setup_model(x) : hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory");
+  for (size_t i = 0; x->buf && i < x->chunk; i++) x->buf[i] = (char)(i * 2654435761u >> 13);
+  double *t = calloc((size_t)a->repeat * M_COUNT, sizeof *t), med[M_COUNT], col[100];
+  if (!t && st == HSR_OK) st = hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory");
+  for (int r = 0; r < a->repeat && st == HSR_OK; r++) st = round_once(x, t + (size_t)r * M_COUNT);
+  if (st == HSR_OK && x->rank == 0) {
+    for (int m = 0; m < M_COUNT; m++) {
+      for (int r = 0; r < a->repeat; r++) col[r] = t[(size_t)r * M_COUNT + m];
+      qsort(col, (size_t)a->repeat, sizeof *col, dbl_cmp);
+      med[m] = col[a->repeat / 2];
+    }
+    report(x, med);
+  }
+  free(t);
+  free(x->buf);
+  hsr_boot_barrier(x->boot);
+  if (x->rank == 0 && !a->keep_files) remove_tree(x->base);
+  if (x->rank == 0 && a->keep_files) printf("checkpoint kept in %s/ckpt\n", x->base);
+  return st;
+}
+
+int hsr_ckpt_bench_main(int argc, char **argv) {
+  bench_args a;
+  int pr = parse(argc, argv, &a);
+  if (pr) return pr < 0 ? HSR_EXIT_OK : pr;
+  hsr_boot *boot = NULL;
+  hsr_topo *topo = NULL;
+  hsr_cluster *cl = NULL;
+  bench_ctx x = {&a, NULL, NULL, 0, 0, 0, "", NULL, 0, 0, 0};
+  hsr_status st = hsr_boot_init(&boot);
+  if (st != HSR_OK) return hsr_cli_fail("ckpt bench", st);
+  x.boot = boot, x.rank = hsr_boot_rank(boot), x.world = hsr_boot_size(boot);
+  if (!a.cfg.shard) a.cfg.shard = a.cfg.replicate ? x.world / a.cfg.replicate : x.world;
+  if (a.cfg.shard < 1) a.cfg.shard = 1;
+  if (a.cfg.strategy == HSR_RT_STRATEGY_COUNT) a.cfg.strategy = x.world / a.cfg.shard > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
+  if (st == HSR_OK) st = hsr_topo_discover(NULL, &topo);
+  if (st == HSR_OK) st = hsr_cluster_gather(boot, topo, &cl);
+  if (st == HSR_OK) st = hsr_rt_create(boot, NULL, cl, &a.cfg, &x.rt);
+  if (st == HSR_OK) st = bench_run(&x);
+  hsr_status d = hsr_rt_destroy(x.rt);
+  if (st == HSR_OK) st = d;
+  hsr_cluster_free(cl);
+  hsr_topo_free(topo);
+  int code = st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("ckpt bench", st);
+  hsr_boot_finalize(boot);
+  return code;
+}

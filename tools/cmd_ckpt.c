@@ -1,0 +1,213 @@
+/* hsr ckpt inspect | verify | export | bench: checkpoints (hsr/ckpt.h)
+ * without training. inspect and verify read every data file and check
+ * every checksum; export is ckpt_export.c, bench ckpt_bench.c. */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "hsr/ckpt.h"
+
+int hsr_ckpt_bench_main(int argc, char **argv);  /* ckpt_bench.c */
+int hsr_ckpt_export_main(int argc, char **argv); /* ckpt_export.c */
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: hsr ckpt inspect DIR [--json] [--no-verify]\n"
+             "       hsr ckpt verify DIR [--json]\n"
+             "       hsr ckpt export DIR --safetensors FILE\n"
+             "       hsr ckpt bench [options]        (under hsr-run: save/load GB/s beside the disk's own)\n"
+             "DIR is a checkpoint directory or a checkpoint root (its 'latest' is used).\n"
+             "  inspect   the step, the mesh, strategy and dtypes at save, the optimizer, the program's\n"
+             "            state and every tensor (name, shape, dtype, unit, ranges); then reads every data\n"
+             "            file and verifies every checksum (--no-verify: the manifest's only)\n"
+             "  verify    reads every data file and verifies the manifest, the sizes and every crc32;\n"
+             "            exit 1 on any problem, naming the file, the block and the tensor\n"
+             "  export    the fp32 master weights by logical name as a safetensors file, streamed\n"
+             "  bench     'hsr ckpt bench --help'\n"
+             "  --json    one JSON object on stdout instead of the table\n"
+             "Exit codes: 0 ok, 1 a problem with the checkpoint, 2 bad usage.\n");
+}
+
+static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
+  size_t o = (size_t)snprintf(buf, len, "[");
+  for (int d = 0; d < nd && o < len; d++) o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, d ? ", " : "", s[d]);
+  if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
+  cJSON *o = cJSON_CreateObject(), *m, *g, *t;
+  cJSON_AddStringToObject(o, "dir", in->dir);
+  cJSON_AddNumberToObject(o, "step", (double)in->step);
+  cJSON_AddNumberToObject(o, "format_version", in->format_version);
+  cJSON_AddStringToObject(o, "hsr_version", in->hsr_version);
+  cJSON_AddStringToObject(o, "git_hash", in->git_hash);
+  m = cJSON_AddObjectToObject(o, "mesh");
+  cJSON_AddNumberToObject(m, "world", in->world);
+  cJSON_AddNumberToObject(m, "replicate", in->replicate);
+  cJSON_AddNumberToObject(m, "shard", in->shard);
+  cJSON_AddNumberToObject(m, "partial", in->partial);
+  cJSON_AddStringToObject(m, "strategy", in->strategy);
+  cJSON_AddStringToObject(m, "reshard", in->reshard);
+  cJSON_AddNumberToObject(m, "prefetch", in->prefetch);
+  cJSON_AddStringToObject(m, "device", in->device);
+  m = cJSON_AddObjectToObject(o, "dtypes");
+  cJSON_AddStringToObject(m, "param", in->param_dtype);
+  cJSON_AddStringToObject(m, "reduce", in->reduce_dtype);
+  m = cJSON_AddObjectToObject(o, "optimizer");
+  cJSON_AddNumberToObject(m, "clip", in->clip);
+  g = cJSON_AddArrayToObject(m, "groups");
+  for (int i = 0; i < in->num_groups; i++) {
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddNumberToObject(x, "lr", in->groups[i].lr);
+    cJSON_AddNumberToObject(x, "beta1", in->groups[i].beta1);
+    cJSON_AddNumberToObject(x, "beta2", in->groups[i].beta2);
+    cJSON_AddNumberToObject(x, "eps", in->groups[i].eps);
+    cJSON_AddNumberToObject(x, "weight_decay", in->groups[i].weight_decay);
+    cJSON_AddItemToArray(g, x);
+  }
+  cJSON_AddNumberToObject(o, "data_bytes", (double)in->data_bytes);
+  cJSON_AddNumberToObject(o, "files", in->num_files);
+  cJSON_AddNumberToObject(o, "block_bytes", (double)in->block_bytes);
+  cJSON_AddNumberToObject(o, "numel", (double)in->numel);
+  t = cJSON_AddArrayToObject(o, "tensors");
+  for (int i = 0; i < hsr_ckpt_num_tensors(c); i++) {
+    hsr_ckpt_tensor x;
+    if (hsr_ckpt_tensor_at(c, i, &x) != HSR_OK) continue;
+    cJSON *e = cJSON_CreateObject(), *sh;
+    cJSON_AddStringToObject(e, "name", x.name);
+    sh = cJSON_AddArrayToObject(e, "shape");
+    for (int d = 0; d < x.ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)x.shape[d]));
+    cJSON_AddStringToObject(e, "dtype", x.dtype);
+    cJSON_AddStringToObject(e, "unit", x.unit);
+    cJSON_AddNumberToObject(e, "group", x.group);
+    cJSON_AddNumberToObject(e, "numel", (double)x.numel);
+    cJSON_AddNumberToObject(e, "ranges", x.ranges);
+    cJSON_AddItemToArray(t, e);
+  }
+  hsr_ckpt_state *ps = NULL;
+  char *pj = NULL;
+  if (hsr_ckpt_state_create(&ps) == HSR_OK && hsr_ckpt_get_program(c, ps) == HSR_OK &&
+      hsr_ckpt_state_json(ps, &pj) == HSR_OK)
+    cJSON_AddItemToObject(o, "program", cJSON_Parse(pj));
+  free(pj);
+  hsr_ckpt_state_free(ps);
+  return o;
+}
+
+static void print_table(const hsr_ckpt *c, const hsr_ckpt_info *in) {
+  printf("checkpoint %s (format %d, hsr %s %s)\n", in->dir, in->format_version, in->hsr_version, in->git_hash);
+  printf("step %" PRId64 "; saved on %d rank(s): mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %d, %s; "
+         "dtypes param %s reduce %s, master and moments f32\n",
+         in->step, in->world, in->replicate, in->shard, in->strategy, in->reshard, in->prefetch, in->device,
+         in->param_dtype, in->reduce_dtype);
+  printf("optimizer adamw, clip %g", in->clip);
+  for (int g = 0; g < in->num_groups; g++)
+    printf("; group %d: lr %.7g beta1 %g beta2 %g eps %g weight decay %g", g, in->groups[g].lr, in->groups[g].beta1,
+           in->groups[g].beta2, in->groups[g].eps, in->groups[g].weight_decay);
+  printf("\ndata: %" PRIu64 " bytes in %d file(s), %" PRIu64 "-byte checksum blocks; %" PRIu64 " parameters\n",
+         in->data_bytes, in->num_files, in->block_bytes, in->numel);
+  hsr_ckpt_state *ps = NULL;
+  char *pj = NULL;
+  if (hsr_ckpt_state_create(&ps) == HSR_OK && hsr_ckpt_get_program(c, ps) == HSR_OK &&
+      hsr_ckpt_state_json(ps, &pj) == HSR_OK)
+    printf("program state: %s\n", pj);
+  free(pj);
+  hsr_ckpt_state_free(ps);
+  printf("%-32s %-16s %-5s %-12s %5s %10s %6s\n", "tensor", "shape", "dtype", "unit", "group", "numel", "ranges");
+  for (int i = 0; i < hsr_ckpt_num_tensors(c); i++) {
+    hsr_ckpt_tensor t;
+    char sh[96];
+    if (hsr_ckpt_tensor_at(c, i, &t) != HSR_OK) continue;
+    shape_str(t.shape, t.ndim, sh, sizeof sh);
+    printf("%-32s %-16s %-5s %-12s %5d %10" PRIu64 " %6d\n", t.name, sh, t.dtype, t.unit, t.group, t.numel, t.ranges);
+  }
+}
+
+/* inspect (verify: 1 reads the data, 2 = the verify command: no listing). */
+static int run_inspect(const char *dir, int json, int verify, int listing) {
+  hsr_ckpt *c = NULL;
+  hsr_status st = hsr_ckpt_open(dir, &c);
+  if (st != HSR_OK) {
+    if (json) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "dir", dir);
+      cJSON_AddBoolToObject(o, "ok", 0);
+      cJSON_AddStringToObject(o, "error", hsr_last_error());
+      char *s = cJSON_Print(o);
+      printf("%s\n", s);
+      free(s);
+      cJSON_Delete(o);
+    }
+    fprintf(stderr, "hsr ckpt: %s: %s\n", hsr_status_str(st), hsr_last_error());
+    return HSR_EXIT_FAIL;
+  }
+  hsr_ckpt_info in;
+  hsr_ckpt_get_info(c, &in);
+  uint64_t bytes = 0;
+  if (verify) st = hsr_ckpt_verify(c, &bytes);
+  char err[1024] = "";
+  if (st != HSR_OK) snprintf(err, sizeof err, "%s", hsr_last_error());
+  if (json) {
+    cJSON *o = listing ? info_json(c, &in) : cJSON_CreateObject();
+    if (!listing) {
+      cJSON_AddStringToObject(o, "dir", in.dir);
+      cJSON_AddNumberToObject(o, "step", (double)in.step);
+      cJSON_AddNumberToObject(o, "tensors", in.num_tensors);
+      cJSON_AddNumberToObject(o, "files", in.num_files);
+    }
+    cJSON_AddBoolToObject(o, "verified", verify && st == HSR_OK);
+    cJSON_AddNumberToObject(o, "bytes_read", (double)bytes);
+    cJSON_AddBoolToObject(o, "ok", st == HSR_OK);
+    if (st != HSR_OK) cJSON_AddStringToObject(o, "error", err);
+    char *s = cJSON_Print(o);
+    printf("%s\n", s);
+    free(s);
+    cJSON_Delete(o);
+  } else {
+    if (listing) print_table(c, &in);
+    if (verify && st == HSR_OK)
+      printf("%s: ok: step %" PRId64 ", %d tensors, %d file(s), %" PRIu64 " bytes read, every crc32 matches\n",
+             listing ? "checksums" : in.dir, in.step, in.num_tensors, in.num_files, bytes);
+    else if (!verify)
+      printf("checksums: the manifest's verified; data files not read (--no-verify)\n");
+  }
+  if (st != HSR_OK) fprintf(stderr, "hsr ckpt: %s: %s\n", hsr_status_str(st), err);
+  hsr_ckpt_close(c);
+  return st == HSR_OK ? HSR_EXIT_OK : HSR_EXIT_FAIL;
+}
+
+int hsr_cmd_ckpt(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? HSR_EXIT_USAGE : HSR_EXIT_OK;
+  }
+  const char *act = argv[1];
+  if (!strcmp(act, "bench")) return hsr_ckpt_bench_main(argc - 1, argv + 1);
+  if (!strcmp(act, "export")) return hsr_ckpt_export_main(argc - 1, argv + 1);
+  if (strcmp(act, "inspect") && strcmp(act, "verify"))
+    return hsr_cli_usage_error("ckpt", "unknown action '%s' (valid: inspect, verify, export, bench)", act);
+  static const struct option opts[] = {
+      {"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {"no-verify", no_argument, 0, 'n'}, {0, 0, 0, 0}};
+  int json = 0, verify = 1, c, ac = argc - 1;
+  char **av = argv + 1;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(ac, av, "hj", opts, NULL)) != -1) {
+    if (c == 'h') {
+      usage(stdout);
+      return HSR_EXIT_OK;
+    } else if (c == 'j') {
+      json = 1;
+    } else if (c == 'n' && !strcmp(act, "inspect")) {
+      verify = 0;
+    } else {
+      return hsr_cli_usage_error("ckpt", "unknown option '%s' for %s", av[optind - 1], act);
+    }
+  }
+  if (optind >= ac) return hsr_cli_usage_error("ckpt", "%s needs a checkpoint DIR", act);
+  if (optind + 1 < ac) return hsr_cli_usage_error("ckpt", "unexpected argument '%s'", av[optind + 1]);
+  return run_inspect(av[optind], json, verify, !strcmp(act, "inspect"));
+}
