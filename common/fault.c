@@ -7,13 +7,13 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const phases[] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier", "step",
-                                     NULL};
+static const char *const phases[] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
+                                     "barrier",    "step",           "ckpt_save",  NULL};
 
 static hsr_status bad(const char *v, const char *why) {
   return hsr_error(HSR_ERR_INVALID,
                    "HSR_FAULT='%s': %s (valid: RANK:PHASE:N:ACTION, PHASE all_gather|reduce_scatter|all_reduce|"
-                   "broadcast|barrier|step, N >= 1, ACTION kill|stop|sleep:SECONDS; a test hook)",
+                   "broadcast|barrier|step|ckpt_save, N >= 1, ACTION kill|stop|sleep:SECONDS; a test hook)",
                    v, why);
 }
 

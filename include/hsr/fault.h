@@ -6,7 +6,8 @@
  * process), act on itself:
  *   PHASE   all_gather | reduce_scatter | all_reduce | broadcast | barrier
  *           (host collectives, counted when posted) | step (the optimizer
- *           step, hsr_rt_step)
+ *           step, hsr_rt_step) | ckpt_save (hsr_ckpt_save, after this rank
+ *           has written its data, before the ranks agree to commit)
  *   ACTION  kill (SIGKILL) | stop (SIGSTOP) | sleep:S (sleep S seconds,
  *           then carry on: a slow rank that is still alive)
  * Unset or empty: off. A malformed value is an error at start-up. Never set it
