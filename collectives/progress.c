@@ -177,8 +177,8 @@ static void thread_sleep(coll_ctx *x, uint32_t seen, int pending, int *idle) {
     else
       net_sleep(x, ms);
     (*idle)++;
-  } else {
-    seg_doorbell_wait(&x->seg, seen, 100 * 1000 * 1000);
+  } else { /* a node peer's exit cannot ring: look again at least every 20 ms while ops wait */
+    seg_doorbell_wait(&x->seg, seen, (pending ? 20 : 100) * 1000 * 1000);
   }
 }
 
