@@ -24,5 +24,6 @@ hsr_add_mpi_test(NAME coll_world8_sim4_ring NP 8 NODES 4 ENV HSR_ALGO_ALLREDUCE=
 # NCCL backend: device memory; skipped (exit 77) without NCCL or a GPU.
 hsr_add_program(mr_nccl mr_nccl.c)
 hsr_add_mpi_test(NAME coll_nccl_world4 NP 4 COMMAND $<TARGET_FILE:mr_nccl> TIMEOUT 120)
-add_test(NAME coll_shm_cleanup COMMAND ${CMAKE_SOURCE_DIR}/tests/coll_shm_cleanup.sh ${HSR_RUN} $<TARGET_FILE:mr_coll>)
+add_test(NAME coll_shm_cleanup COMMAND ${CMAKE_SOURCE_DIR}/tests/coll_shm_cleanup.sh ${HSR_RUN} $<TARGET_FILE:mr_coll>
+         $<TARGET_FILE:hsr_cli>)
 set_tests_properties(coll_shm_cleanup PROPERTIES TIMEOUT 60 LABELS "mpi")
