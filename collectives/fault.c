@@ -80,8 +80,8 @@ static void verdict_line(coll_ctx *x, const seg_notice *v, char *buf, size_t n) 
 }
 
 static void op_where(const coll_op *op, int culprit, double waited, char *buf, size_t n) {
-  int len = snprintf(buf, n, "communicator '%s' %s #%llu ", op->c->name, hsr_op_name(op->kind),
-                     (unsigned long long)op->seq);
+  int len =
+      snprintf(buf, n, "communicator '%s' %s #%llu ", op->c->name, hsr_op_name(op->kind), (unsigned long long)op->seq);
   if (len < 0 || (size_t)len >= n) return;
   if (culprit < 0)
     snprintf(buf + len, n - (size_t)len, "made no progress for %.1f s", waited);
@@ -91,9 +91,16 @@ static void op_where(const coll_op *op, int culprit, double waited, char *buf, s
     snprintf(buf + len, n - (size_t)len, "was waiting for it");
 }
 
+/* Copies at most n - 1 bytes and terminates (cut, never a format warning). */
+static void copy_text(char *dst, size_t n, const char *src) {
+  size_t len = strnlen(src, n - 1);
+  memcpy(dst, src, len);
+  dst[len] = '\0';
+}
+
 static seg_notice notice(coll_ctx *x, int culprit, int kind, const char *what) {
   seg_notice v = {.culprit = culprit, .kind = kind, .reporter = x->rank};
-  snprintf(v.what, sizeof v.what, "%s", what);
+  copy_text(v.what, sizeof v.what, what);
   return v;
 }
 
@@ -118,7 +125,7 @@ static void mark_gone(coll_ctx *x, int wr, int kind, const char *why, uint64_t n
   if (wr < 0 || wr >= x->size || wr == x->rank || f->gone[wr]) return;
   f->gone[wr] = (uint8_t)kind;
   f->gone_ns[wr] = now;
-  snprintf(f->why[wr], sizeof f->why[wr], "%s", why);
+  copy_text(f->why[wr], sizeof f->why[wr], why);
   HSR_LOG_D("collectives: rank %d %s", wr, why);
 }
 
@@ -147,7 +154,7 @@ static int blame(coll_ctx *x, int wr, uint64_t now, seg_notice *v) {
     char s = proc_state(x->seg.pids[wr]);
     uint64_t beat = atomic_load(&pc->beat_ns);
     int next = atomic_load(&pc->wait_rank);
-    char what[80];
+    char what[160];
     if (s == 'T' || s == 't') {
       snprintf(what, sizeof what, "is stopped (%s, process state %c)%s", s == 'T' ? "SIGSTOP" : "a debugger", s, via);
       *v = notice(x, wr, FAULT_STOPPED, what);
@@ -279,7 +286,7 @@ static void adopt(coll_ctx *x, const seg_notice *n) {
 void coll_fault_notice_in(coll_ctx *x, const seg_notice *n) { adopt(x, n); }
 
 void coll_fault_peer_error(coll_ctx *x, int wr, const char *why) {
-  char what[80];
+  char what[160];
   snprintf(what, sizeof what, "is unreachable: its UCX endpoint failed (%s)", why);
   mark_gone(x, wr, FAULT_DIED, what, hsr_clock_ns());
   if (on_my_node(x, wr)) x->fault.next_poll_ns = 0; /* its pidfd may say it died: the next pass looks */
@@ -367,7 +374,7 @@ static seg_notice xfer_verdict(coll_ctx *x, coll_op *op, int wr, const char *why
   coll_fault *f = &x->fault;
   int g = wr >= 0 && f->gone[wr] ? wr : first_gone_member(x, op->c);
   if (g >= 0) return notice(x, g, f->gone[g], f->why[g]);
-  char what[80];
+  char what[160];
   snprintf(what, sizeof what, "made a transfer fail (%s)", why);
   return notice(x, wr, FAULT_TRANSPORT, what);
 }

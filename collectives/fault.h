@@ -33,15 +33,15 @@ enum {
 };
 
 typedef struct coll_fault {
-  int *pidfd;        /* per world rank: node peers' pidfds, -1 otherwise */
-  uint8_t *gone;     /* per world rank: FAULT_DIED / FAULT_LEFT once seen */
-  uint64_t *gone_ns; /* when */
-  char (*why)[80];   /* what was seen */
+  int *pidfd;                       /* per world rank: node peers' pidfds, -1 otherwise */
+  uint8_t *gone;                    /* per world rank: FAULT_DIED / FAULT_LEFT once seen */
+  uint64_t *gone_ns;                /* when */
+  char (*why)[128];                 /* what was seen */
   _Atomic unsigned launcher_events; /* bumped on PMIx's thread */
   unsigned launcher_seen;
   uint64_t next_poll_ns, last_poll_ns;
   uint64_t gap_ns; /* between the last two polls: long when this rank itself was stopped */
-  int declared; /* a verdict holds: every communicator has failed */
+  int declared;    /* a verdict holds: every communicator has failed */
   hsr_status st;
   seg_notice verdict;
   hsr_fault_hook hook; /* HSR_FAULT */

@@ -104,7 +104,8 @@ static hsr_status hello(seg_node *s, hsr_boot *boot) {
     free(all);
     return hsr_error(HSR_ERR_NOMEM, "pid table");
   }
-  if (getrandom(&me.job, sizeof me.job, 0) != sizeof me.job) me.job = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ hsr_clock_ns();
+  if (getrandom(&me.job, sizeof me.job, 0) != sizeof me.job)
+    me.job = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ hsr_clock_ns();
   hsr_status st = hsr_boot_allgather(boot, &me, sizeof me, all);
   if (st == HSR_OK) {
     s->job = all[0].job;
@@ -250,8 +251,7 @@ void *seg_peer_ptr(seg_node *s, const seg_desc *d) {
     s->maps = m, s->cap_maps = cap;
   }
   void *p;
-  if (d->rank < 0 || d->rank >= s->size ||
-      seg_attach(d->rank, s->pids[d->rank], d->fd, d->seg_bytes, &p) != HSR_OK)
+  if (d->rank < 0 || d->rank >= s->size || seg_attach(d->rank, s->pids[d->rank], d->fd, d->seg_bytes, &p) != HSR_OK)
     return NULL;
   s->maps[s->nmaps++] = (seg_map){.rank = d->rank, .seg = d->seg, .base = p, .bytes = d->seg_bytes};
   return (char *)p + d->off;

@@ -40,8 +40,8 @@ typedef struct seg_notice {
   _Atomic uint32_t valid; /* stored last, with release order */
   int32_t culprit, kind, reporter;
   double waited_s;
-  char what[80];   /* what happened to the culprit */
-  char where[160]; /* the reporter's operation that waited for it */
+  char what[128];  /* what happened to the culprit */
+  char where[192]; /* the reporter's operation that waited for it */
 } seg_notice;
 
 typedef struct seg_ctl {
@@ -79,10 +79,10 @@ typedef struct seg_map {
 
 typedef struct seg_node {
   int rank, size;
-  uint64_t job;                 /* random id shared by the world: names the wake sockets */
-  int32_t *pids;                /* every rank's pid: where its memfds are opened */
-  int32_t *ctl_fds;             /* every rank's control segment memfd */
-  seg_ctl *ctl;                 /* mine */
+  uint64_t job;     /* random id shared by the world: names the wake sockets */
+  int32_t *pids;    /* every rank's pid: where its memfds are opened */
+  int32_t *ctl_fds; /* every rank's control segment memfd */
+  seg_ctl *ctl;     /* mine */
   int ctl_fd;
   seg_ctl **peer_ctl;           /* per world rank, NULL when not on my node */
   uint8_t slot_used[SEG_SLOTS]; /* guarded by the context lock */

@@ -52,8 +52,9 @@ static void notice_recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_in
 
 static void post_notice_recv(coll_ctx *x, ucx_ctx *u) {
   (void)x;
-  ucp_request_param_t p = {
-      .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, .cb.recv = notice_recv_cb, .user_data = u};
+  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                           .cb.recv = notice_recv_cb,
+                           .user_data = u};
   ucs_status_ptr_t r = ucp_tag_recv_nbx(u->worker, &u->notice_in, sizeof u->notice_in, UCX_NOTICE_TAG, ~0ull, &p);
   if (UCS_PTR_IS_ERR(r)) {
     HSR_LOG_D("collectives: cannot post the fault-notice receive: %s", ucs_status_string(UCS_PTR_STATUS(r)));

@@ -53,7 +53,10 @@ hsr_status hsr_fault_hook_hit(hsr_fault_hook *h, const char *phase) {
   if (!h || !h->armed || !phase || strcmp(phase, h->phase) != 0) return HSR_OK;
   long k = __atomic_add_fetch(&h->count, 1, __ATOMIC_RELAXED);
   if (k != h->n) return HSR_OK;
-  HSR_LOG_W("HSR_FAULT: %s at %s #%ld (test hook)", h->action == 0 ? "SIGKILL" : h->action == 1 ? "SIGSTOP" : "sleep",
+  HSR_LOG_W("HSR_FAULT: %s at %s #%ld (test hook)",
+            h->action == 0   ? "SIGKILL"
+            : h->action == 1 ? "SIGSTOP"
+                             : "sleep",
             phase, k);
   if (h->action == 0) raise(SIGKILL);
   if (h->action == 1) raise(SIGSTOP);

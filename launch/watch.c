@@ -33,8 +33,7 @@ static void record(hsr_boot *b, int rank, pmix_status_t code, const pmix_info_t 
 
 /* Which ranks of this job an event is about: the affected proc(s), else its source. */
 static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source, pmix_info_t info[], size_t ninfo,
-                     pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc,
-                     void *cbdata) {
+                     pmix_info_t *results, size_t nresults, pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata) {
   (void)id, (void)results, (void)nresults;
   hsr_boot *b = NULL;
   for (size_t i = 0; i < ninfo; i++)
@@ -62,8 +61,8 @@ void boot_watch_init(hsr_boot *b) {
   pthread_mutex_init(&w->mu, NULL);
   w->gone = calloc((size_t)b->size, sizeof *w->gone);
   if (b->singleton || !w->gone) return;
-  pmix_status_t codes[] = {PMIX_ERR_PROC_ABORTED,   PMIX_ERR_PROC_ABORTING,      PMIX_EVENT_PROC_TERMINATED,
-                           PMIX_ERR_PROC_TERM_WO_SYNC, PMIX_ERR_PROC_KILLED_BY_CMD, PMIX_ERR_EXIT_NONZERO_TERM,
+  pmix_status_t codes[] = {PMIX_ERR_PROC_ABORTED,         PMIX_ERR_PROC_ABORTING,      PMIX_EVENT_PROC_TERMINATED,
+                           PMIX_ERR_PROC_TERM_WO_SYNC,    PMIX_ERR_PROC_KILLED_BY_CMD, PMIX_ERR_EXIT_NONZERO_TERM,
                            PMIX_ERR_PROC_REQUESTED_ABORT, PMIX_EVENT_NODE_DOWN};
   pmix_info_t info[2];
   PMIX_INFO_CONSTRUCT(&info[0]);
@@ -216,8 +215,7 @@ hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(voi
   pmix_status_t fst = f->st;
   pthread_mutex_unlock(&f->mu);
   if (!done) { /* PMIx still holds f: freed after PMIx_Finalize */
-    if (!b->watch.abandoned)
-      b->watch.abandoned = f;
+    if (!b->watch.abandoned) b->watch.abandoned = f;
     return st;
   }
   fence_free(f);

@@ -24,7 +24,8 @@ command -v "$cc" >/dev/null || { echo "fuzz.sh: $cc not found (apt-get install c
 dir=build-fuzz
 CC=$cc cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHSR_FUZZ=ON -DHSR_WITH_CUDA=OFF >/dev/null
 cmake --build "$dir" -j "${HSR_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}" >/dev/null
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# full stacks: the suppressions name frames inside hwloc, which has no frame pointers
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$(pwd)/tests/sanitize/lsan.supp HSR_LOG=error
 found=0
 for t in "${targets[@]}"; do

@@ -9,8 +9,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!path || hsr_topo_discover(path, &t) != HSR_OK) return 0;
   volatile size_t sink = 0;
   sink += (size_t)hsr_topo_num_gpus(t) + (size_t)hsr_topo_num_numa(t) + (size_t)hsr_topo_num_nics(t);
-  const char *s[] = {hsr_topo_source(t), hsr_topo_nvlink_source(t), hsr_topo_nvlink_unit(t), hsr_topo_domain_rule(t),
-                     hsr_topo_notes(t), hsr_topo_host(t)};
+  const char *s[] = {hsr_topo_source(t),      hsr_topo_nvlink_source(t), hsr_topo_nvlink_unit(t),
+                     hsr_topo_domain_rule(t), hsr_topo_notes(t),         hsr_topo_host(t)};
   for (size_t i = 0; i < sizeof s / sizeof *s; i++) sink += s[i] ? s[i][0] : 0;
   for (int i = 0; i < hsr_topo_num_numa(t); i++) {
     const char *c = hsr_topo_numa_cpuset(t, i);
