@@ -29,15 +29,15 @@ const char *hsr_last_error(void) { return last_error; }
 
 void hsr_clear_error(void) { last_error[0] = '\0'; }
 
-/* Formats into a local buffer first: callers often pass hsr_last_error() as
- * an argument, and formatting straight into last_error would overwrite the
- * text while it is being read (a duplicated, cut message). */
+/* Formats into a scratch buffer first: callers wrap the previous error
+ * (hsr_error(st, "...: %s", hsr_last_error())), and vsnprintf must not read
+ * the buffer it writes. */
 hsr_status hsr_error(hsr_status st, const char *fmt, ...) {
-  char buf[sizeof last_error];
+  char msg[sizeof last_error];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  memcpy(last_error, buf, sizeof last_error);
+  memcpy(last_error, msg, sizeof msg);
   return st;
 }

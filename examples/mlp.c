@@ -80,28 +80,74 @@ void mlp_param_init(const mlp_cfg *c, int unit, int k, float *out) {
   for (size_t i = 0; i < n; i++) out[i] = std * normal(hash3(c->seed, (uint64_t)(unit * 8 + k), i));
 }
 
-void mlp_data(const mlp_cfg *c, int64_t step, int64_t first, int n, float *x, int *y) {
+/* The teacher is a fixed random map: drawn once per generator, not per sample. */
+struct mlp_gen {
+  mlp_cfg c;
+  float *teacher; /* classes x in_dim */
+  double *th;     /* in_dim: tanh of the current sample */
+};
+
+void mlp_gen_free(mlp_gen *g) {
+  if (!g) return;
+  free(g->teacher), free(g->th);
+  free(g);
+}
+
+hsr_status mlp_gen_create(const mlp_cfg *c, mlp_gen **out) {
+  mlp_gen *g = calloc(1, sizeof *g);
+  size_t in = (size_t)c->in_dim;
+  if (g) g->teacher = malloc(((size_t)c->classes * in + 1) * sizeof(float)), g->th = malloc((in + 1) * sizeof(double));
+  if (!g || !g->teacher || !g->th) {
+    mlp_gen_free(g);
+    return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+  }
+  g->c = *c;
+  for (int k = 0; k < c->classes; k++)
+    for (int j = 0; j < c->in_dim; j++)
+      g->teacher[(size_t)k * in + j] = normal(hash3(c->seed ^ 0x7eac4e5ull, (uint64_t)k, (uint64_t)j));
+  *out = g;
+  return HSR_OK;
+}
+
+void mlp_gen_batch(mlp_gen *g, int64_t step, int64_t first, int n, float *x, int *y) {
+  const mlp_cfg *c = &g->c;
   int in = c->in_dim;
   for (int s = 0; s < n; s++) {
     uint64_t sid = (uint64_t)(first + s);
     float *xs = x + (size_t)s * in;
-    for (int j = 0; j < in; j++) xs[j] = normal(hash3(c->seed ^ 0xda7aull, ((uint64_t)step << 32) ^ sid, (uint64_t)j));
-    /* teacher: argmax of a fixed random linear map of tanh(x) */
+    for (int j = 0; j < in; j++) {
+      xs[j] = normal(hash3(c->seed ^ 0xda7aull, ((uint64_t)step << 32) ^ sid, (uint64_t)j));
+      g->th[j] = tanh(xs[j]);
+    }
+    /* teacher: argmax of the fixed random linear map of tanh(x) */
     int best = 0;
     double bv = -1e300;
     for (int k = 0; k < c->classes; k++) {
+      const float *tk = g->teacher + (size_t)k * in;
       double v = 0;
-      for (int j = 0; j < in; j++) v += normal(hash3(c->seed ^ 0x7eac4e5ull, (uint64_t)k, (uint64_t)j)) * tanh(xs[j]);
+      for (int j = 0; j < in; j++) v += tk[j] * g->th[j];
       if (v > bv) bv = v, best = k;
     }
     y[s] = best;
   }
 }
 
+void mlp_data(const mlp_cfg *c, int64_t step, int64_t first, int n, float *x, int *y) {
+  mlp_gen *g;
+  if (mlp_gen_create(c, &g) != HSR_OK) { /* keep the contract: no outputs left unwritten */
+    memset(x, 0, (size_t)n * c->in_dim * sizeof(float));
+    memset(y, 0, (size_t)n * sizeof(int));
+    return;
+  }
+  mlp_gen_batch(g, step, first, n, x, y);
+  mlp_gen_free(g);
+}
+
 /* ---- layers ----
  * One code path for both kinds of device: GEMMs through hsr_kernels_gemm
- * (OpenBLAS / cuBLAS), element-wise work through the mlp_math.h formulas as
- * CPU loops or CUDA kernels, everything queued on the work's stream. */
+ * (OpenBLAS / cuBLAS), bias, GELU and their backward through the layer
+ * kernels of hsr/kernels.h (the kmath.h formulas, vectorised on the host),
+ * the loss through mlp_math.h; everything queued on the work's stream. */
 struct mlp_work {
   int n;
   hsr_device *dev; /* NULL: host, plain malloc */
@@ -161,7 +207,9 @@ hsr_status mlp_work_create_on(const mlp_cfg *c, int n, hsr_device *dev, hsr_stre
     st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
   if (st != HSR_OK) {
     mlp_work_free(w);
-    return hsr_error(st, "model: workspace for a micro-batch of %d: %s", n, hsr_last_error());
+    char why[512]; /* hsr_error writes the buffer hsr_last_error reads */
+    snprintf(why, sizeof why, "%s", hsr_last_error());
+    return hsr_error(st, "model: workspace for a micro-batch of %d: %s", n, why);
   }
   *out = w;
   return HSR_OK;
@@ -191,10 +239,7 @@ static hsr_status linear_fwd(mlp_work *w, hsr_device *d, int n, int in, int out,
                              const float *b, float *y, int acc) {
   HSR_CHECK(hsr_kernels_gemm(d, w->s, 0, 1, (size_t)n, (size_t)out, (size_t)in, 1.0f, x, (size_t)in, W, (size_t)in,
                              acc ? 1.0f : 0.0f, y, (size_t)out));
-  if (w->gpu) return mlp_cuda_bias_add(w->s, n, out, b, y);
-  for (int s = 0; s < n; s++)
-    for (int o = 0; o < out; o++) y[(size_t)s * out + o] += b[o];
-  return HSR_OK;
+  return hsr_kernels_bias_add(d, w->s, (size_t)n, (size_t)out, b, y);
 }
 
 /* dW += dy^T x, db += sum dy, dx = dy W (dx may be NULL) */
@@ -202,10 +247,7 @@ static hsr_status linear_bwd(mlp_work *w, hsr_device *d, int n, int in, int out,
                              const float *dy, float *dx, float *dW, float *db) {
   HSR_CHECK(hsr_kernels_gemm(d, w->s, 1, 0, (size_t)out, (size_t)in, (size_t)n, 1.0f, dy, (size_t)out, x, (size_t)in,
                              1.0f, dW, (size_t)in));
-  if (w->gpu)
-    HSR_CHECK(mlp_cuda_col_sum_add(w->s, n, out, dy, db));
-  else
-    for (int o = 0; o < out; o++) db[o] += mlp_col_sum(dy, n, out, o);
+  HSR_CHECK(hsr_kernels_bias_bwd(d, w->s, (size_t)n, (size_t)out, dy, db));
   if (dx)
     HSR_CHECK(hsr_kernels_gemm(d, w->s, 0, 0, (size_t)n, (size_t)in, (size_t)out, 1.0f, dy, (size_t)out, W, (size_t)in,
                                0.0f, dx, (size_t)in));
@@ -224,10 +266,7 @@ static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const f
     const float *hin = w->h + (size_t)l * nd;
     float *hout = w->h + (size_t)(l + 1) * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
     HSR_CHECK(linear_fwd(w, dv, n, d, h, hin, p.w[MLP_W1], p.w[MLP_B1], a, 0));
-    if (w->gpu)
-      HSR_CHECK(mlp_cuda_gelu(w->s, nh, a, g));
-    else
-      for (size_t i = 0; i < nh; i++) g[i] = mlp_gelu(a[i]);
+    HSR_CHECK(hsr_kernels_gelu(dv, w->s, nh, a, g));
     HSR_CHECK(hsr_device_copy(dv, hout, hin, nd * sizeof(float), w->s)); /* the residual */
     HSR_CHECK(linear_fwd(w, dv, n, h, d, g, p.w[MLP_W2], p.w[MLP_B2], hout, 1));
     HSR_CHECK(b->release(b->ctx, l + 1, 0));
@@ -248,10 +287,7 @@ static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const f
     const float *hin = w->h + (size_t)l * nd, *a = w->a + (size_t)l * nh, *g = w->g + (size_t)l * nh;
     /* dh flows through the residual unchanged; the branch adds to it */
     HSR_CHECK(linear_bwd(w, dv, n, h, d, g, p.w[MLP_W2], w->dh, w->dg, p.g[MLP_W2], p.g[MLP_B2]));
-    if (w->gpu)
-      HSR_CHECK(mlp_cuda_gelu_bwd(w->s, nh, a, w->dg));
-    else
-      for (size_t i = 0; i < nh; i++) w->dg[i] *= mlp_gelu_grad(a[i]);
+    HSR_CHECK(hsr_kernels_gelu_bwd(dv, w->s, nh, a, w->dg, w->dg));
     HSR_CHECK(linear_bwd(w, dv, n, d, h, hin, p.w[MLP_W1], w->dg, w->tmp, p.g[MLP_W1], p.g[MLP_B1]));
     HSR_CHECK(hsr_kernels_axpy(dv, w->s, nd, 1.0, w->tmp, w->dh, HSR_F32));
     HSR_CHECK(b->release(b->ctx, l + 1, 1));
@@ -274,7 +310,7 @@ hsr_status mlp_fwd_bwd(const mlp_cfg *c, mlp_work *w, const float *x, const int 
                        double *loss) {
   if (n > w->n) return hsr_error(HSR_ERR_INVALID, "model: micro-batch %d exceeds the workspace (%d)", n, w->n);
   hsr_device *host = NULL, *dv = gemm_dev(w, &host);
-  if (!dv) return hsr_error(HSR_ERR_INTERNAL, "model: host device: %s", hsr_last_error());
+  if (!dv) return HSR_ERR_INTERNAL; /* hsr_device_open said why */
   hsr_status st = fwd_bwd(c, w, dv, x, y, n, b, loss);
   hsr_device_close(host);
   return st;
@@ -290,6 +326,7 @@ struct mlp_ref {
   float *x;
   int *y;
   mlp_work *w;
+  mlp_gen *gen;
 };
 
 static hsr_status ref_acquire(void *ctx, int unit, int backward, mlp_unit_ptrs *p) {
@@ -311,6 +348,7 @@ void mlp_ref_free(mlp_ref *r) {
   for (int i = 0; i < r->nunits * 4; i++) free(r->p[i]), free(r->g[i]), free(r->m[i]), free(r->v[i]);
   free(r->p), free(r->g), free(r->m), free(r->v), free(r->x), free(r->y);
   mlp_work_free(r->w);
+  mlp_gen_free(r->gen);
   free(r);
 }
 
@@ -341,6 +379,7 @@ hsr_status mlp_ref_create(const mlp_cfg *c, const mlp_opt *o, int batch, mlp_ref
       mlp_param_init(c, u, k, r->p[i]);
     }
   hsr_status st = mlp_work_create(c, batch, &r->w);
+  if (st == HSR_OK) st = mlp_gen_create(c, &r->gen);
   if (st != HSR_OK) {
     mlp_ref_free(r);
     return st;
@@ -356,7 +395,7 @@ hsr_status mlp_ref_step(mlp_ref *r, int64_t step, double *loss, double *grad_nor
   const mlp_cfg *c = &r->c;
   for (int u = 0; u < r->nunits; u++)
     for (int k = 0; k < 4; k++) memset(r->g[u * 4 + k], 0, mlp_param_numel(c, u, k) * sizeof(float));
-  mlp_data(c, step, 0, r->batch, r->x, r->y);
+  mlp_gen_batch(r->gen, step, 0, r->batch, r->x, r->y);
   mlp_binder b = {r, ref_acquire, ref_release};
   HSR_CHECK(mlp_fwd_bwd(c, r->w, r->x, r->y, r->batch, &b, loss));
   double ss = 0;

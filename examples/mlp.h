@@ -50,8 +50,21 @@ int mlp_param_shape(const mlp_cfg *c, int unit, int k, int64_t shape[2], int *gr
 size_t mlp_param_numel(const mlp_cfg *c, int unit, int k);
 /* Deterministic initial values. */
 void mlp_param_init(const mlp_cfg *c, int unit, int k, float *out);
-/* Samples [first, first+n) of the global batch of `step`: x (n x in_dim), y (n). */
+/* Samples [first, first+n) of the global batch of `step`: x (n x in_dim), y (n).
+ * A generator keeps the teacher (drawn once); mlp_data makes one per call. */
+typedef struct mlp_gen mlp_gen;
+hsr_status mlp_gen_create(const mlp_cfg *c, mlp_gen **out);
+void mlp_gen_free(mlp_gen *g);
+void mlp_gen_batch(mlp_gen *g, int64_t step, int64_t first, int n, float *x, int *y);
 void mlp_data(const mlp_cfg *c, int64_t step, int64_t first, int n, float *x, int *y);
+/* The same samples made a micro-batch ahead on a helper thread (mlp_feed.c):
+ * get returns (step, first, n) in buffers valid until the next get, made
+ * ahead when `ahead` asked for exactly them, else now. */
+typedef struct mlp_feed mlp_feed;
+hsr_status mlp_feed_create(const mlp_cfg *c, mlp_feed **out);
+void mlp_feed_free(mlp_feed *f);
+hsr_status mlp_feed_get(mlp_feed *f, int64_t step, int64_t first, int n, const float **x, const int **y);
+hsr_status mlp_feed_ahead(mlp_feed *f, int64_t step, int64_t first, int n);
 /* OpenBLAS threads (1 when several ranks share the cores). */
 void mlp_blas_threads(int n);
 

@@ -6,14 +6,10 @@
 
 #include "hsr/kmath.h" /* HSR_HD: host inline, or __host__ __device__ under nvcc */
 
-#define MLP_GELU_C 0.7978845608028654f
-
-/* tanh-approximated GELU and its derivative */
-HSR_HD float mlp_gelu(float x) { return 0.5f * x * (1.0f + tanhf(MLP_GELU_C * (x + 0.044715f * x * x * x))); }
-HSR_HD float mlp_gelu_grad(float x) {
-  float u = MLP_GELU_C * (x + 0.044715f * x * x * x), t = tanhf(u);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * MLP_GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
-}
+/* tanh-approximated GELU and its derivative: the layer kernels' formula
+ * (hsr_kernels_gelu runs it), named here for the model's tests */
+HSR_HD float mlp_gelu(float x) { return hsr_km_gelu(x); }
+HSR_HD float mlp_gelu_grad(float x) { return hsr_km_gelu_grad(x); }
 
 /* Softmax cross-entropy of one row of C logits with label y, over a batch of
  * n: returns the row's loss and turns z into dloss/dz = (p - onehot) / n. */
@@ -25,13 +21,6 @@ HSR_HD double mlp_ce_row(float *z, int C, int y, int n) {
   double loss = log(sum) - (double)(z[y] - mx);
   for (int k = 0; k < C; k++) z[k] = (float)((exp((double)(z[k] - mx)) / sum - (k == y)) / n);
   return loss;
-}
-
-/* Sum of column o of an n x cols row-major matrix, rows in order (bias gradient). */
-HSR_HD float mlp_col_sum(const float *dy, int n, int cols, int o) {
-  float s = 0;
-  for (int i = 0; i < n; i++) s += dy[(size_t)i * cols + o];
-  return s;
 }
 
 #endif

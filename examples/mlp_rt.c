@@ -18,9 +18,8 @@ struct mlp_rt_ctx {
   float **scratch; /* f32 copies of bf16 views, per (unit, k), on dev */
   mlp_work *w;
   int wn;
-  float *x;
-  int *y;
-  float *xd; /* GPU: the micro-batch in device memory */
+  mlp_feed *feed; /* the samples, made a micro-batch ahead on a helper thread */
+  float *xd;      /* GPU: the micro-batch in device memory */
   int *yd;
   double *d64;
 };
@@ -141,8 +140,7 @@ void mlp_rt_ctx_free(mlp_rt_ctx *x) {
     for (int i = 0; i < x->nunits * 4; i++) hsr_device_free(x->dev, x->scratch[i]);
   free(x->scratch);
   mlp_work_free(x->w);
-  free(x->x);
-  free(x->y);
+  mlp_feed_free(x->feed);
   if (x->gpu) {
     hsr_device_free(x->dev, x->xd);
     hsr_device_free(x->dev, x->yd);
@@ -161,8 +159,8 @@ hsr_status mlp_rt_ctx_create(const mlp_cfg *c, hsr_rt *rt, hsr_dtype param_dtype
   x->dev = hsr_rt_device(rt);
   x->s = hsr_rt_compute_stream(rt);
   x->gpu = hsr_device_kind_of(x->dev) == HSR_DEVICE_CUDA;
-  hsr_status st = HSR_OK;
-  if (x->gpu) st = hsr_device_alloc(x->dev, 64, (void **)&x->d64);
+  hsr_status st = mlp_feed_create(c, &x->feed);
+  if (st == HSR_OK && x->gpu) st = hsr_device_alloc(x->dev, 64, (void **)&x->d64);
   if (st == HSR_OK && param_dtype != HSR_F32) {
     x->scratch = calloc((size_t)x->nunits * 4, sizeof(float *));
     if (!x->scratch) st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
@@ -200,13 +198,8 @@ hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, 
   if (mb > x->wn) {
     if (x->s) HSR_CHECK(hsr_stream_sync(x->s, MLP_SYNC_TIMEOUT_S));
     mlp_work_free(x->w);
-    free(x->x);
-    free(x->y);
     x->w = NULL;
     x->wn = 0;
-    x->x = malloc((size_t)mb * x->c.in_dim * sizeof(float));
-    x->y = malloc((size_t)mb * sizeof(int));
-    if (!x->x || !x->y) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
     if (x->gpu) {
       hsr_device_free(x->dev, x->xd);
       hsr_device_free(x->dev, x->yd);
@@ -224,12 +217,17 @@ hsr_status mlp_rt_train_step(mlp_rt_ctx *x, int64_t step, int batch, int micro, 
   hsr_ledger *led = hsr_rt_ledger(x->rt);
   for (int m = 0; m < micro; m++) {
     double l;
-    mlp_data(&x->c, step, (int64_t)r * per + (int64_t)m * mb, mb, x->x, x->y);
-    const float *xs = x->x;
-    const int *ys = x->y;
+    int64_t first = (int64_t)r * per + (int64_t)m * mb;
+    const float *xs, *xh;
+    const int *ys, *yh;
+    HSR_CHECK(mlp_feed_get(x->feed, step, first, mb, &xh, &yh));
+    /* this rank's next micro-batch is made while this one trains */
+    HSR_CHECK(m + 1 < micro ? mlp_feed_ahead(x->feed, step, first + mb, mb)
+                            : mlp_feed_ahead(x->feed, step + 1, (int64_t)r * per, mb));
+    xs = xh, ys = yh;
     if (x->gpu) { /* pageable sources: the copies return once the host buffers may be reused */
-      HSR_CHECK(hsr_device_copy(x->dev, x->xd, x->x, (size_t)mb * x->c.in_dim * sizeof(float), x->s));
-      HSR_CHECK(hsr_device_copy(x->dev, x->yd, x->y, (size_t)mb * sizeof(int), x->s));
+      HSR_CHECK(hsr_device_copy(x->dev, x->xd, xh, (size_t)mb * x->c.in_dim * sizeof(float), x->s));
+      HSR_CHECK(hsr_device_copy(x->dev, x->yd, yh, (size_t)mb * sizeof(int), x->s));
       xs = x->xd, ys = x->yd;
     }
     HSR_CHECK(hsr_ledger_note(led, act));

@@ -155,12 +155,12 @@ extern "C" hsr_status kc_event_query(hsr_event *e, int *done) {
   return HSR_OK;
 }
 
-extern "C" hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
-                              const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c,
-                              size_t ldc) {
+// The device's cuBLAS handle, created on first use (most devices never run a
+// GEMM), bound to stream s.
+extern "C" hsr_status kc_blas(hsr_stream *s, void **handle) {
   hsr_device *d = s->dev;
   cublasStatus_t st;
-  if (!d->blas) { // created on first use: most devices never run a GEMM
+  if (!d->blas) {
     cublasHandle_t h;
     st = cublasCreate(&h);
     if (st != CUBLAS_STATUS_SUCCESS) return hsr_error(HSR_ERR_CUDA, "cublasCreate: %s", cublasGetStatusString(st));
@@ -169,9 +169,19 @@ extern "C" hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m,
     st = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
     if (st != CUBLAS_STATUS_SUCCESS) return hsr_error(HSR_ERR_CUDA, "cublasSetMathMode: %s", cublasGetStatusString(st));
   }
-  cublasHandle_t h = (cublasHandle_t)d->blas;
-  st = cublasSetStream(h, (cudaStream_t)s->native);
+  st = cublasSetStream((cublasHandle_t)d->blas, (cudaStream_t)s->native);
   if (st != CUBLAS_STATUS_SUCCESS) return hsr_error(HSR_ERR_CUDA, "cublasSetStream: %s", cublasGetStatusString(st));
+  *handle = d->blas;
+  return HSR_OK;
+}
+
+extern "C" hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                              const float *a, size_t lda, const float *b, size_t ldb, float beta, float *c,
+                              size_t ldc) {
+  void *hv = NULL;
+  HSR_CHECK(kc_blas(s, &hv));
+  cublasHandle_t h = (cublasHandle_t)hv;
+  cublasStatus_t st;
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
   st = cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k,
                    &alpha, b, (int)ldb, a, (int)lda, &beta, c, (int)ldc);

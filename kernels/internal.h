@@ -59,6 +59,8 @@ hsr_status kc_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype src_dt, v
 hsr_status kc_scale(hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha);
 hsr_status kc_axpy(hsr_stream *s, size_t n, double alpha, const void *x, void *y, hsr_dtype dt);
 hsr_status kc_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out);
+/* The device's cuBLAS handle (cublasHandle_t), created on first use, bound to s. */
+hsr_status kc_blas(hsr_stream *s, void **handle);
 hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a,
                    size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc);
 

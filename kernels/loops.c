@@ -23,8 +23,9 @@ static hsr_status need_ptr(const void *p, const char *what, size_t n) {
     STORE_OUT;                                                \
   }
 
-static void adamw_host(size_t n, float *restrict p, float *restrict m, float *restrict v, const void *grad,
-                       hsr_dtype gdt, void *out, hsr_dtype odt, const hsr_km_adamw_c *cp) {
+HSR_KM_CLONES static void adamw_host(size_t n, float *restrict p, float *restrict m, float *restrict v,
+                                     const void *grad, hsr_dtype gdt, void *out, hsr_dtype odt,
+                                     const hsr_km_adamw_c *cp) {
   const hsr_km_adamw_c c = *cp;
   const float *gf = (const float *)grad;
   const uint16_t *gh = (const uint16_t *)grad;
@@ -86,7 +87,7 @@ hsr_status hsr_kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *mast
 
 static int is_float_dt(hsr_dtype dt) { return dt == HSR_F32 || dt == HSR_BF16 || dt == HSR_F16; }
 
-static void cast_host(size_t n, const void *src, hsr_dtype sdt, void *dst, hsr_dtype ddt) {
+HSR_KM_CLONES static void cast_host(size_t n, const void *src, hsr_dtype sdt, void *dst, hsr_dtype ddt) {
   const float *sf = (const float *)src;
   const uint16_t *sh = (const uint16_t *)src;
   float *df = (float *)dst;
@@ -206,7 +207,7 @@ static void sq_row(double *restrict lane, const void *x, hsr_dtype dt, size_t ba
   }
 }
 
-static double sumsq_host(size_t n, const void *x, hsr_dtype dt) {
+HSR_KM_CLONES static double sumsq_host(size_t n, const void *x, hsr_dtype dt) {
   size_t parts = hsr_km_sumsq_parts(n);
   size_t chunks = (n + HSR_KM_SQ_CHUNK - 1) / HSR_KM_SQ_CHUNK;
   double fin[HSR_KM_SQ_LANES] = {0}, lane[HSR_KM_SQ_LANES];

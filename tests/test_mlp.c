@@ -105,8 +105,6 @@ static void test_math(void **state) {
       }
       assert_true(fabs(gsum) < 1e-6); /* softmax minus one-hot sums to zero */
     }
-  float m[3][2] = {{1, 2}, {3, 4}, {5, 6}};
-  assert_true(mlp_col_sum(&m[0][0], 3, 2, 0) == 9.0f && mlp_col_sum(&m[0][0], 3, 2, 1) == 12.0f);
 }
 
 static void test_data_deterministic(void **state) {
@@ -124,6 +122,32 @@ static void test_data_deterministic(void **state) {
   assert_true(used >= 2);
   mlp_data(&c, 6, 0, 8, x2, y2);
   assert_memory_not_equal(x1, x2, sizeof x2);
+}
+
+/* The helper thread's samples are mlp_data's, whether asked for ahead or not. */
+static void test_feed(void **state) {
+  (void)state;
+  mlp_cfg c = {.layers = 1, .dim = 8, .in_dim = 8, .classes = 4, .seed = 3};
+  float want[16 * 8];
+  int wy[16];
+  const float *x;
+  const int *y;
+  mlp_feed *f;
+  assert_int_equal(mlp_feed_create(&c, &f), HSR_OK);
+  for (int round = 0; round < 3; round++) {
+    int64_t step = 5 + round;
+    mlp_data(&c, step, 0, 16, want, wy);
+    assert_int_equal(mlp_feed_get(f, step, 0, 16, &x, &y), HSR_OK); /* the first: made now */
+    assert_memory_equal(x, want, sizeof want);
+    assert_memory_equal(y, wy, sizeof wy);
+    assert_int_equal(mlp_feed_ahead(f, step, 16, 8), HSR_OK);
+    mlp_data(&c, step, 16, 8, want, wy);
+    assert_int_equal(mlp_feed_get(f, step, 16, 8, &x, &y), HSR_OK); /* made ahead */
+    assert_memory_equal(x, want, 8 * 8 * sizeof(float));
+    assert_memory_equal(y, wy, 8 * sizeof(int));
+    assert_int_equal(mlp_feed_ahead(f, step + 9, 0, 8), HSR_OK); /* asked for, then not taken */
+  }
+  mlp_feed_free(f);
 }
 
 static void test_reference_learns(void **state) {
@@ -146,10 +170,8 @@ static void test_reference_learns(void **state) {
 int main(void) {
   mlp_blas_threads(1);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_math),
-      cmocka_unit_test(test_gradcheck),
-      cmocka_unit_test(test_data_deterministic),
-      cmocka_unit_test(test_reference_learns),
+      cmocka_unit_test(test_math), cmocka_unit_test(test_gradcheck),        cmocka_unit_test(test_data_deterministic),
+      cmocka_unit_test(test_feed), cmocka_unit_test(test_reference_learns),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

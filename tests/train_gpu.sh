@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # train_gpu.sh HSR: `hsr train --device cuda` for a few steps on one GPU
-# (NCCL world of one rank, cuBLAS model); checks the exit code, the JSON log
-# and that the loss falls. Exit 77 (skip) when no GPU is usable: then hsr
+# (NCCL world of one rank, cuBLAS model), the MLP then the GPT; checks the
+# exit code, the JSON log and that the loss falls. Exit 77 (skip) when no GPU is usable: then hsr
 # train must refuse with exit 2 and say why.
 set -u
 hsr=$1
@@ -27,4 +27,18 @@ first = sum(l["loss"] for l in lines[:3]) / 3
 last = sum(l["loss"] for l in lines[-3:]) / 3
 assert last < first, f"loss did not fall: {first:.4f} -> {last:.4f}"
 print(f"train_gpu: loss {first:.4f} -> {last:.4f} over {len(lines)} steps")
+PY
+[ $? = 0 ] || exit 1
+# the GPT on the GPU: cuBLAS, the layer kernels, the tied head through the root's view
+out=$("$hsr" train --device cuda --model gpt --layers 2 --heads 2 --dim 64 --seq 32 --steps 30 --lr 1e-2 \
+      --log "$log" --no-progress 2>&1) || { echo "$out"; echo "train_gpu: gpt exit code $?"; exit 1; }
+echo "$out"
+python3 - "$log" <<'PY'
+import json, math, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert len(lines) == 30 and all(math.isfinite(l["loss"]) for l in lines), len(lines)
+first, last = lines[0]["loss"], sum(l["loss"] for l in lines[-5:]) / 5
+assert last < first - 1.0, f"gpt loss did not fall: {first:.4f} -> {last:.4f}"
+assert any("val_loss" in l for l in lines)
+print(f"train_gpu: gpt loss {first:.4f} -> {last:.4f}")
 PY

@@ -11,12 +11,7 @@
 #include "cli.h"
 #include "hsr/ckpt.h"
 
-#if defined(__has_include)
-#if __has_include("hsr/safetensors.h")
-#define HSR_CKPT_HAVE_ST 1
 #include "hsr/safetensors.h"
-#endif
-#endif
 
 static void export_usage(FILE *f) {
   fprintf(f, "usage: hsr ckpt export DIR --safetensors FILE\n"
@@ -25,7 +20,6 @@ static void export_usage(FILE *f) {
              "  chunk of one tensor at a time. 'hsr train --init FILE' starts a run from it.\n");
 }
 
-#ifdef HSR_CKPT_HAVE_ST
 #define EXPORT_CHUNK ((uint64_t)1 << 20) /* elements: 4 MiB */
 
 static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t *bytes) {
@@ -65,7 +59,6 @@ static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t *bytes
   free(t);
   return st;
 }
-#endif
 
 int hsr_ckpt_export_main(int argc, char **argv) {
   const char *dir = NULL, *out = NULL;
@@ -84,7 +77,6 @@ int hsr_ckpt_export_main(int argc, char **argv) {
     }
   }
   if (!dir || !out) return hsr_cli_usage_error("ckpt export", "needs a checkpoint DIR and --safetensors FILE");
-#ifdef HSR_CKPT_HAVE_ST
   hsr_ckpt *c = NULL;
   uint64_t bytes = 0;
   hsr_status st = hsr_ckpt_open(dir, &c);
@@ -98,8 +90,4 @@ int hsr_ckpt_export_main(int argc, char **argv) {
   hsr_ckpt_close(c);
   if (st != HSR_OK) fprintf(stderr, "hsr ckpt export: %s: %s\n", hsr_status_str(st), hsr_last_error());
   return st == HSR_OK ? HSR_EXIT_OK : HSR_EXIT_FAIL;
-#else
-  fprintf(stderr, "hsr ckpt export: this build has no safetensors module (include/hsr/safetensors.h)\n");
-  return HSR_EXIT_FAIL;
-#endif
 }

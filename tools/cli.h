@@ -33,6 +33,8 @@ int hsr_cmd_mesh(int argc, char **argv);
 int hsr_cmd_trace(int argc, char **argv);
 int hsr_cmd_bench(int argc, char **argv);
 int hsr_cmd_train(int argc, char **argv);
+int hsr_cmd_eval(int argc, char **argv);
+int hsr_cmd_sample(int argc, char **argv);
 int hsr_cmd_ckpt(int argc, char **argv);
 
 #endif

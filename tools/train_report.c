@@ -19,10 +19,10 @@ static double pct(double m, double p) { return p > 0 ? 100.0 * (m - p) / p : 0.0
 
 /* ---- communication counters per step ------------------------------------------- */
 
-void train_comm_add(train_measured *m, const hsr_rt_step_info *in) {
+void train_comm_add(hsr_comm_counter c[HSR_RT_GROUP_COUNT][HSR_OP_COUNT], const hsr_rt_step_info *in) {
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
     for (int op = 0; op < HSR_OP_COUNT; op++) {
-      hsr_comm_counter *a = &m->comm[g][op];
+      hsr_comm_counter *a = &c[g][op];
       const hsr_comm_counter *b = &in->comm[g][op];
       a->calls += b->calls, a->bytes_sent += b->bytes_sent, a->bytes_recv += b->bytes_recv;
       a->fabric_sent += b->fabric_sent, a->fabric_recv += b->fabric_recv, a->bytes_full += b->bytes_full;
@@ -85,24 +85,24 @@ static hsr_status comm_report(hsr_rt *rt, const train_measured *m, FILE *out, cJ
   return HSR_OK;
 }
 
-hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *cfg, const train_measured *m, FILE *json,
+hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measured *m, cJSON *extra, FILE *json,
                         FILE *out, int *warned) {
   const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
   int nu = hsr_rt_layout_num_units(lay), S = hsr_rt_shard(rt), R = hsr_rt_replicate(rt);
   *warned = 0;
   /* predicted ledgers: sizes and policy only */
   int *is_root = calloc((size_t)nu, sizeof *is_root);
-  hsr_prog_call *prog = NULL;
-  int nprog = 0;
   hsr_ledger *ph = NULL, *pu = NULL;
   hsr_status st = is_root ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK) is_root[0] = 1;
-  if (st == HSR_OK) st = mlp_rt_program(model, cfg->micro_batches, &prog, &nprog);
   if (st == HSR_OK) st = hsr_ledger_create(&ph);
   if (st == HSR_OK) st = hsr_ledger_create(&pu);
   hsr_rt_config rc = *cfg;
-  if (st == HSR_OK) st = hsr_tune_ledger_predict(lay, is_root, &rc, S, R, prog, nprog, 3, ph, pu);
-  free(prog);
+  if (st == HSR_OK) st = hsr_tune_ledger_predict(lay, is_root, &rc, S, R, m->prog, m->nprog, 3, ph, pu);
+  /* the model's activations, from its sizes: alive from a micro-batch's forward to its backward */
+  if (st == HSR_OK) st = hsr_ledger_set_phase(ph, HSR_PHASE_FORWARD, 0, 1);
+  if (st == HSR_OK) st = hsr_ledger_note(ph, (int64_t)m->activation_bytes);
+  if (st == HSR_OK) st = hsr_ledger_note(ph, -(int64_t)m->activation_bytes);
   free(is_root);
   double nparams = 0, inner_bytes = 0;
   hsr_rt_param_info pi;
@@ -119,7 +119,7 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
   size_t min_bytes = 64 << 10;
   if (st == HSR_OK) st = hsr_env_size("HSR_WRAP_MIN_BYTES", min_bytes, &min_bytes);
   hsr_wrap_input wi = {.gathers_per_step = m->gathers_per_step,
-                       .repeating_blocks = model->layers,
+                       .repeating_blocks = m->blocks,
                        .units = nu,
                        .root_units = 1,
                        .gathers_per_unit = per_unit,
@@ -132,8 +132,13 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
   if (st != HSR_OK) {
     hsr_ledger_free(ph);
     hsr_ledger_free(pu);
+    cJSON_Delete(extra);
     return st;
   }
+  /* per-linear wrapping: its gathers beyond one unit per block, at their measured duration */
+  double extra_g = m->gathers_per_step - wi.root_gathers_per_step - (double)per_unit * cfg->micro_batches * m->blocks;
+  if (!m->wrap_linear || extra_g < 0) extra_g = 0;
+  double extra_ms = extra_g * wi.mean_gather_us * 1e-3;
   *warned = wr.too_many_gathers || wr.latency_bound;
   const hsr_ledger *mh = hsr_rt_ledger(rt), *mu = hsr_rt_ledger_in_use(rt);
   double steps = tm.steps ? (double)tm.steps : 1;
@@ -157,18 +162,25 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
             (int)tm.steps, eng, wait, post, opt, data, book, m->step_ms > 0 ? 100.0 * book / m->step_ms : 0, m->step_ms,
             comp);
     fprintf(out, "all-gathers: %.1f per step, %.1f us each on average\n", m->gathers_per_step, wi.mean_gather_us);
+    if (extra_g > 0)
+      fprintf(out,
+              "per-linear wrapping: %.1f all-gathers per step more than one unit per block; at the measured %.1f us "
+              "each that is %.3f ms of collective time per step (%.1f%% of the step); compare with --wrap block\n",
+              extra_g, wi.mean_gather_us, extra_ms, m->step_ms > 0 ? 100.0 * extra_ms / m->step_ms : 0);
     if (*warned) fprintf(out, "WARNING: %s\n", wr.message);
     fflush(out);
   }
-  cJSON *o = json ? cJSON_CreateObject() : NULL; /* the communication part first: it is collective */
-  st = comm_report(rt, m, out, o);
-  if (st != HSR_OK) {
+  /* the communication part first: it is collective */
+  cJSON *o = json ? (extra ? extra : cJSON_CreateObject()) : NULL;
+  if (o) extra = NULL;
+  hsr_status cst = comm_report(rt, m, out, o);
+  if (cst != HSR_OK) {
     cJSON_Delete(o);
-    hsr_ledger_free(ph);
-    hsr_ledger_free(pu);
-    return st;
+    o = NULL;
+    json = NULL;
   }
   if (json) {
+    cJSON_AddNumberToObject(o, "activation_bytes_per_micro_batch", (double)m->activation_bytes);
     cJSON_AddItemToObject(o, "ledger", ledger_obj(mh));
     cJSON_AddItemToObject(o, "ledger_predicted", ledger_obj(ph));
     cJSON_AddItemToObject(o, "ledger_in_use", ledger_obj(mu));
@@ -189,7 +201,9 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
     cJSON_AddNumberToObject(t, "compute", comp);
     cJSON *w = cJSON_AddObjectToObject(o, "wrap");
     cJSON_AddNumberToObject(w, "gathers_per_step", m->gathers_per_step);
-    cJSON_AddNumberToObject(w, "repeating_blocks", model->layers);
+    cJSON_AddNumberToObject(w, "repeating_blocks", m->blocks);
+    cJSON_AddNumberToObject(w, "extra_gathers_vs_block", extra_g);
+    cJSON_AddNumberToObject(w, "extra_gather_ms_vs_block", extra_ms);
     cJSON_AddNumberToObject(w, "units", nu);
     cJSON_AddNumberToObject(w, "gathers_per_block", wr.gathers_per_block);
     cJSON_AddNumberToObject(w, "mean_gather_bytes", wi.mean_gather_bytes);
@@ -202,7 +216,8 @@ hsr_status train_report(hsr_rt *rt, const mlp_cfg *model, const hsr_rt_config *c
     free(txt);
     cJSON_Delete(o);
   }
+  cJSON_Delete(extra);
   hsr_ledger_free(ph);
   hsr_ledger_free(pu);
-  return HSR_OK;
+  return cst;
 }

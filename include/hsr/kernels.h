@@ -90,6 +90,56 @@ HSR_API hsr_status hsr_kernels_gemm(hsr_device *d, hsr_stream *s, int trans_a, i
                                     size_t k, float alpha, const float *a, size_t lda, const float *b, size_t ldb,
                                     float beta, float *c, size_t ldc);
 
+/* The same product for `count` matrices at once: matrix i of A, B and C
+ * starts stride_a, stride_b, stride_c elements after matrix i-1 (the heads
+ * of an attention block). cuBLAS strided-batched on CUDA. */
+HSR_API hsr_status hsr_kernels_gemm_batched(hsr_device *d, hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n,
+                                            size_t k, float alpha, const float *a, size_t lda, size_t stride_a,
+                                            const float *b, size_t ldb, size_t stride_b, float beta, float *c,
+                                            size_t ldc, size_t stride_c, size_t count);
+
+/* ---- transformer layers (the GPT example model) ----------------------------
+ * Row-major f32, the per-row formulas of hsr/kmath.h. On a CUDA device every
+ * pointer is device memory (tokens, targets and rowloss too). Outputs marked
+ * "+=" accumulate into what is there. */
+
+/* y = LayerNorm(x) w + b over `rows` rows of C; mean and rstd (rows each)
+ * are kept for the backward. */
+HSR_API hsr_status hsr_kernels_layernorm(hsr_device *d, hsr_stream *s, size_t rows, size_t C, const float *x,
+                                         const float *w, const float *b, float eps, float *y, float *mean, float *rstd);
+/* dx +=, dw +=, db += the gradients of the LayerNorm above for upstream dy. */
+HSR_API hsr_status hsr_kernels_layernorm_bwd(hsr_device *d, hsr_stream *s, size_t rows, size_t C, const float *dy,
+                                             const float *x, const float *w, const float *mean, const float *rstd,
+                                             float *dx, float *dw, float *db);
+/* y = gelu(x) (tanh approximation); dx = dy * gelu'(x) (dx may be dy). */
+HSR_API hsr_status hsr_kernels_gelu(hsr_device *d, hsr_stream *s, size_t n, const float *x, float *y);
+HSR_API hsr_status hsr_kernels_gelu_bwd(hsr_device *d, hsr_stream *s, size_t n, const float *x, const float *dy,
+                                        float *dx);
+/* y[r][c] += b[c]; db[c] += sum over r of dy[r][c]. */
+HSR_API hsr_status hsr_kernels_bias_add(hsr_device *d, hsr_stream *s, size_t rows, size_t cols, const float *b,
+                                        float *y);
+HSR_API hsr_status hsr_kernels_bias_bwd(hsr_device *d, hsr_stream *s, size_t rows, size_t cols, const float *dy,
+                                        float *db);
+/* Causal softmax over blocks of T x T scores: row r is row i = r % T of its
+ * block, p = softmax(scale * x) over its first i + 1 entries, 0 after (p may
+ * be x). The backward gives dx = the gradient with respect to x (dx may be dp). */
+HSR_API hsr_status hsr_kernels_softmax_causal(hsr_device *d, hsr_stream *s, size_t rows, size_t T, float scale,
+                                              const float *x, float *p);
+HSR_API hsr_status hsr_kernels_softmax_causal_bwd(hsr_device *d, hsr_stream *s, size_t rows, size_t T, float scale,
+                                                  const float *p, const float *dp, float *dx);
+/* Softmax cross-entropy of `rows` rows of V logits: rowloss[r] (f64) =
+ * -log softmax(z[r])[targets[r]], and z becomes the gradient of
+ * grad_scale * sum(rowloss). Targets must be in [0, V). */
+HSR_API hsr_status hsr_kernels_xent(hsr_device *d, hsr_stream *s, size_t rows, size_t V, float *z,
+                                    const int32_t *targets, float grad_scale, double *rowloss);
+/* out[b][t] = wte[tokens[b][t]] + wpe[t] for B x T tokens in [0, V), rows of C;
+ * the backward adds dout to the rows it came from (dwte +=, dwpe +=), in a
+ * fixed order. */
+HSR_API hsr_status hsr_kernels_embed(hsr_device *d, hsr_stream *s, size_t B, size_t T, size_t C, size_t V,
+                                     const int32_t *tokens, const float *wte, const float *wpe, float *out);
+HSR_API hsr_status hsr_kernels_embed_bwd(hsr_device *d, hsr_stream *s, size_t B, size_t T, size_t C, size_t V,
+                                         const int32_t *tokens, const float *dout, float *dwte, float *dwpe);
+
 #ifdef __cplusplus
 }
 #endif

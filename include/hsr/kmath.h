@@ -40,6 +40,15 @@
 #define HSR_KM_DMUL(a, b) ((a) * (b))
 #endif
 
+/* Host loops built twice, for AVX2 and for the baseline, picked at load time
+ * (ifunc): the same IEEE operations (no FMA contraction in C11), so the same
+ * bits, in wider vectors where the CPU has them. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define HSR_KM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HSR_KM_CLONES
+#endif
+
 /* c ? a : b on 32-bit words with masks: no branch for any compiler to keep. */
 #define HSR_KM_SEL(c, a, b) ((b) ^ (((a) ^ (b)) & (0u - (uint32_t)(c))))
 
@@ -201,5 +210,148 @@ static inline double hsr_km_sq_tree(double *s) {
   return s[0];
 }
 #endif
+
+/* ---- transformer math (the GPT example model) ----------------------------
+ * Host and device results are compared with a tolerance here (the GEMMs
+ * around these sum in different orders anyway), so plain operators. expf
+ * and tanh are hsr's own branch-free versions, so the host loops
+ * vectorise (glibc's are scalar calls). Rows are row-major f32. */
+
+/* e^x, within 2 ulp of the exact value for x in [-87, 88]; clamped outside
+ * (e^-87 ~ 1.6e-38 stands for 0). NaN stays NaN. */
+HSR_HD float hsr_km_expf(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  /* n = round(x / ln 2) by the 1.5 * 2^23 trick; r = x - n ln 2 in two parts */
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-06f;
+  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.66666672e-01f +
+                                                r * (4.16666679e-02f + r * (8.33333377e-03f + r * 1.38888892e-03f)))));
+  return p * hsr_km_f32_from_bits((uint32_t)((int32_t)n + 127) << 23);
+}
+
+/* tanh(x) = sign(x) (1 - e^-2|x|) / (1 + e^-2|x|): absolute error ~1e-7. */
+HSR_HD float hsr_km_tanhf(float x) {
+  uint32_t b = hsr_km_f32_bits(x);
+  float e = hsr_km_expf(-2.0f * hsr_km_f32_from_bits(b & 0x7fffffffu));
+  float t = (1.0f - e) / (1.0f + e);
+  return hsr_km_f32_from_bits(hsr_km_f32_bits(t) | (b & 0x80000000u));
+}
+
+/* GELU with GPT-2's tanh approximation, and its derivative. */
+#define HSR_KM_GELU_C 0.7978845608028654f /* sqrt(2 / pi) */
+HSR_HD float hsr_km_gelu(float x) {
+  return 0.5f * x * (1.0f + hsr_km_tanhf(HSR_KM_GELU_C * (x + 0.044715f * x * x * x)));
+}
+HSR_HD float hsr_km_gelu_grad(float x) {
+  float t = hsr_km_tanhf(HSR_KM_GELU_C * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * HSR_KM_GELU_C * (1.0f + 3.0f * 0.044715f * x * x);
+}
+
+/* Row reductions in 8 independent lanes (then a fixed tree): the host loops
+ * vectorise without reassociating anything, and the order is fixed by n. */
+#define HSR_KM_LANES 8
+HSR_HD float hsr_km_lanes_total(const float *a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+HSR_HD float hsr_km_row_sum(const float *x, int n) {
+  float a[HSR_KM_LANES] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0f;
+  int j = 0;
+  for (; j + HSR_KM_LANES <= n; j += HSR_KM_LANES)
+    for (int k = 0; k < HSR_KM_LANES; k++) a[k] += x[j + k];
+  for (; j < n; j++) t += x[j];
+  return hsr_km_lanes_total(a) + t;
+}
+/* sum of (x[j] - m)^2 */
+HSR_HD float hsr_km_row_sqdev(const float *x, float m, int n) {
+  float a[HSR_KM_LANES] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0f;
+  int j = 0;
+  for (; j + HSR_KM_LANES <= n; j += HSR_KM_LANES)
+    for (int k = 0; k < HSR_KM_LANES; k++) a[k] += (x[j + k] - m) * (x[j + k] - m);
+  for (; j < n; j++) t += (x[j] - m) * (x[j] - m);
+  return hsr_km_lanes_total(a) + t;
+}
+HSR_HD float hsr_km_row_dot(const float *x, const float *y, int n) {
+  float a[HSR_KM_LANES] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0f;
+  int j = 0;
+  for (; j + HSR_KM_LANES <= n; j += HSR_KM_LANES)
+    for (int k = 0; k < HSR_KM_LANES; k++) a[k] += x[j + k] * y[j + k];
+  for (; j < n; j++) t += x[j] * y[j];
+  return hsr_km_lanes_total(a) + t;
+}
+HSR_HD float hsr_km_row_max(const float *x, int n) {
+  float a[HSR_KM_LANES], t = x[0];
+  for (int k = 0; k < HSR_KM_LANES; k++) a[k] = x[0];
+  int j = 0;
+  for (; j + HSR_KM_LANES <= n; j += HSR_KM_LANES)
+    for (int k = 0; k < HSR_KM_LANES; k++) a[k] = x[j + k] > a[k] ? x[j + k] : a[k];
+  for (; j < n; j++) t = x[j] > t ? x[j] : t;
+  for (int k = 0; k < HSR_KM_LANES; k++) t = a[k] > t ? a[k] : t;
+  return t;
+}
+
+/* LayerNorm of one row of C: y = (x - mean) * rstd * w + b; writes mean and
+ * rstd = 1 / sqrt(var + eps) (biased variance, two passes). */
+HSR_HD void hsr_km_layernorm_row(const float *x, const float *w, const float *b, float *y, int C, float eps,
+                                 float *mean, float *rstd) {
+  float m = hsr_km_row_sum(x, C) / (float)C;
+  float r = 1.0f / sqrtf(hsr_km_row_sqdev(x, m, C) / (float)C + eps);
+  for (int i = 0; i < C; i++) y[i] = (x[i] - m) * r * w[i] + b[i];
+  *mean = m;
+  *rstd = r;
+}
+
+/* The input gradient of one LayerNorm row, ADDED to dx:
+ * dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w. */
+HSR_HD void hsr_km_layernorm_bwd_row(const float *dy, const float *x, const float *w, float mean, float rstd, float *dx,
+                                     int C) {
+  float a[HSR_KM_LANES] = {0, 0, 0, 0, 0, 0, 0, 0}, c[HSR_KM_LANES] = {0, 0, 0, 0, 0, 0, 0, 0}, ta = 0.0f, tc = 0.0f;
+  int j = 0;
+  for (; j + HSR_KM_LANES <= C; j += HSR_KM_LANES)
+    for (int k = 0; k < HSR_KM_LANES; k++) {
+      float g = dy[j + k] * w[j + k];
+      a[k] += g;
+      c[k] += g * ((x[j + k] - mean) * rstd);
+    }
+  for (; j < C; j++) {
+    float g = dy[j] * w[j];
+    ta += g;
+    tc += g * ((x[j] - mean) * rstd);
+  }
+  float sg = (hsr_km_lanes_total(a) + ta) / (float)C, sgx = (hsr_km_lanes_total(c) + tc) / (float)C;
+  for (int i = 0; i < C; i++) dx[i] += rstd * (dy[i] * w[i] - sg - (x[i] - mean) * rstd * sgx);
+}
+
+/* Causal softmax of row i of a T x T score block: p[j] = softmax(scale * x)
+ * over j <= i, 0 for j > i. p may be x. */
+HSR_HD void hsr_km_softmax_causal_row(const float *x, float *p, int T, int i, float scale) {
+  int n = i + 1;
+  float mx = hsr_km_row_max(x, n);
+  for (int j = 0; j < n; j++) p[j] = hsr_km_expf(scale * (x[j] - mx));
+  float inv = 1.0f / hsr_km_row_sum(p, n);
+  for (int j = 0; j < n; j++) p[j] *= inv;
+  for (int j = n; j < T; j++) p[j] = 0.0f;
+}
+
+/* Its backward: dx[j] = scale * p[j] * (dp[j] - sum_k p[k] dp[k]) for j <= i,
+ * 0 after (dx may be dp). */
+HSR_HD void hsr_km_softmax_causal_bwd_row(const float *p, const float *dp, float *dx, int T, int i, float scale) {
+  int n = i + 1;
+  float dot = hsr_km_row_dot(p, dp, n);
+  for (int j = 0; j < n; j++) dx[j] = scale * p[j] * (dp[j] - dot);
+  for (int j = n; j < T; j++) dx[j] = 0.0f;
+}
+
+/* Softmax cross-entropy of one row of V logits with target t: returns
+ * -log softmax(z)[t] (the logarithm in double) and replaces z by
+ * (softmax(z) - onehot(t)) * grad_scale. */
+HSR_HD double hsr_km_xent_row(float *z, int V, int t, float grad_scale) {
+  float mx = hsr_km_row_max(z, V), zt = z[t] - mx;
+  for (int k = 0; k < V; k++) z[k] = hsr_km_expf(z[k] - mx);
+  float sum = hsr_km_row_sum(z, V), inv = grad_scale / sum;
+  for (int k = 0; k < V; k++) z[k] *= inv;
+  z[t] -= grad_scale;
+  return log((double)sum) - (double)zt;
+}
 
 #endif

@@ -1,0 +1,105 @@
+/* safetensors files, both ways, exactly per the format's specification
+ * (github.com/huggingface/safetensors):
+ *
+ *   8 bytes   N, unsigned little-endian 64-bit: the header's length
+ *   N bytes   a UTF-8 JSON object that starts with '{', padded with spaces
+ *             (0x20): {"__metadata__": {"k": "v", ...},
+ *                      "NAME": {"dtype": "F32", "shape": [2, 3],
+ *                               "data_offsets": [BEGIN, END]}, ...}
+ *             offsets relative to the byte buffer, END one past the last byte
+ *   rest      the byte buffer: tensors back to back, little-endian, row-major
+ *
+ * The writer streams: the header goes first (from names, dtypes and shapes),
+ * then the tensors' bytes in the order given, so the whole model is never in
+ * memory; the file appears under its name only when complete (written to a
+ * temporary name, synced, renamed). Its header is compact JSON padded to a
+ * multiple of 8, byte for byte what the reference implementation writes for
+ * the same tensors in the same order.
+ *
+ * The reader validates strictly and names the file and the problem: the
+ * length field, a header within 100,000,000 bytes and inside the file,
+ * valid UTF-8 JSON starting with '{', nothing but spaces after it, entries
+ * of exactly dtype (a known one) / shape (non-negative integers) /
+ * data_offsets ([BEGIN, END], END - BEGIN = bytes of the shape), no
+ * duplicate names or keys, no holes or overlaps, the tensors covering the
+ * buffer exactly, __metadata__ a string-to-string map. */
+#ifndef HSR_SAFETENSORS_H
+#define HSR_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsr/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HSR_ST_MAX_DIMS 8
+#define HSR_ST_HEADER_MAX 100000000u
+
+/* Bytes per element of a dtype name ("F32", "BF16", "I64", ...); 0 when the
+ * name is not one of BOOL U8 I8 F8_E5M2 F8_E4M3 I16 U16 F16 BF16 I32 U32 F32
+ * F64 I64 U64. */
+HSR_API size_t hsr_st_dtype_size(const char *dtype);
+
+typedef struct hsr_st_tensor {
+  const char *name;
+  const char *dtype;
+  int ndim; /* 0 (a scalar) .. HSR_ST_MAX_DIMS */
+  int64_t shape[HSR_ST_MAX_DIMS];
+} hsr_st_tensor;
+
+typedef struct hsr_st_kv {
+  const char *key, *value;
+} hsr_st_kv;
+
+/* ---- writer ---- */
+typedef struct hsr_st_writer hsr_st_writer;
+
+/* The header of these tensors (in this order) and metadata, padded: *out is
+ * malloc'd, *len a multiple of 8 (the N of the file). */
+HSR_API hsr_status hsr_st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta, char **out,
+                                 size_t *len);
+/* Opens `path`'s temporary sibling and writes the length and the header. */
+HSR_API hsr_status hsr_st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
+                                 hsr_st_writer **out);
+/* Appends bytes of the tensors, in order (any chunking). */
+HSR_API hsr_status hsr_st_write(hsr_st_writer *w, const void *data, size_t bytes);
+/* Checks every byte was written, syncs, renames into place; frees w. */
+HSR_API hsr_status hsr_st_finish(hsr_st_writer *w);
+/* Removes the temporary file; frees w (NULL is fine). */
+HSR_API void hsr_st_abort(hsr_st_writer *w);
+
+/* ---- reader ---- */
+typedef struct hsr_st_file hsr_st_file;
+
+typedef struct hsr_st_info {
+  const char *name, *dtype; /* valid until hsr_st_close */
+  size_t dtype_size;
+  int ndim;
+  int64_t shape[HSR_ST_MAX_DIMS];
+  uint64_t numel, begin, end; /* end - begin = numel x dtype_size bytes */
+} hsr_st_info;
+
+/* Opens and validates a file (reads only the header). */
+HSR_API hsr_status hsr_st_open(const char *path, hsr_st_file **out);
+/* The same over a whole file held in memory (it must outlive the result);
+ * `label` names it in errors. */
+HSR_API hsr_status hsr_st_parse(const void *bytes, size_t len, const char *label, hsr_st_file **out);
+HSR_API void hsr_st_close(hsr_st_file *f);
+/* Tensors in header order. */
+HSR_API int hsr_st_count(const hsr_st_file *f);
+HSR_API hsr_status hsr_st_info_at(const hsr_st_file *f, int i, hsr_st_info *out);
+HSR_API hsr_status hsr_st_find(const hsr_st_file *f, const char *name, int *index);
+/* __metadata__: the value of a key (NULL when absent), and every pair in order. */
+HSR_API const char *hsr_st_meta(const hsr_st_file *f, const char *key);
+HSR_API int hsr_st_meta_count(const hsr_st_file *f);
+HSR_API hsr_status hsr_st_meta_at(const hsr_st_file *f, int i, const char **key, const char **value);
+/* Bytes [offset, offset + bytes) of tensor i's data. */
+HSR_API hsr_status hsr_st_read(const hsr_st_file *f, int i, uint64_t offset, void *dst, size_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,281 @@
+/* Unit tests of the safetensors module: the format specification's own test
+ * vectors byte for byte (the reference implementation's serialization
+ * tests), a streaming round trip through a file, and malformed files, each
+ * rejected with an error that names the file and the problem. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "hsr/safetensors.h"
+
+#define OK(x) assert_int_equal((x), HSR_OK)
+
+static char g_dir[64];
+
+/* writes tensors (data: all bytes in order) with the streaming writer and
+ * reads the whole file back */
+static unsigned char *write_file(const char *name, const hsr_st_tensor *t, int n, const hsr_st_kv *m, int nm,
+                                 const void *data, size_t bytes, size_t *len) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/%s", g_dir, name);
+  hsr_st_writer *w;
+  OK(hsr_st_create(path, t, n, m, nm, &w));
+  for (size_t off = 0; off < bytes; off += 5) /* odd chunks: the writer streams */
+    OK(hsr_st_write(w, (const char *)data + off, bytes - off < 5 ? bytes - off : 5));
+  OK(hsr_st_finish(w));
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  *len = (size_t)ftell(f);
+  rewind(f);
+  unsigned char *b = malloc(*len + 1);
+  assert_int_equal(fread(b, 1, *len, f), *len);
+  fclose(f);
+  return b;
+}
+
+static void test_spec_vectors(void **state) {
+  (void)state;
+  size_t len;
+  /* the empty file */
+  static const unsigned char empty[16] = {8, 0, 0, 0, 0, 0, 0, 0, 0x7b, 0x7d, 0x20, 0x20, 0x20, 0x20, 0x20, 0x20};
+  unsigned char *b = write_file("empty.safetensors", NULL, 0, NULL, 0, NULL, 0, &len);
+  assert_int_equal(len, 16);
+  assert_memory_equal(b, empty, 16);
+  free(b);
+  hsr_st_file *f;
+  OK(hsr_st_parse(empty, 16, "empty", &f));
+  assert_int_equal(hsr_st_count(f), 0);
+  assert_int_equal(hsr_st_meta_count(f), 0);
+  hsr_st_close(f);
+
+  /* empty, with metadata {"framework": "pt"} */
+  static const unsigned char meta[] = {40,  0,   0,   0,  0,  0,  0,   0,   123, 34,  95,  95,  109, 101, 116, 97,
+                                       100, 97,  116, 97, 95, 95, 34,  58,  123, 34,  102, 114, 97,  109, 101, 119,
+                                       111, 114, 107, 34, 58, 34, 112, 116, 34,  125, 125, 32,  32,  32,  32,  32};
+  hsr_st_kv kv = {"framework", "pt"};
+  b = write_file("meta.safetensors", NULL, 0, &kv, 1, NULL, 0, &len);
+  assert_int_equal(len, sizeof meta);
+  assert_memory_equal(b, meta, sizeof meta);
+  free(b);
+  OK(hsr_st_parse(meta, sizeof meta, "meta", &f));
+  assert_string_equal(hsr_st_meta(f, "framework"), "pt");
+  assert_null(hsr_st_meta(f, "nope"));
+  hsr_st_close(f);
+
+  /* one F32 tensor [1, 2, 3] = 0..5: a 64-byte header needs no padding */
+  static const unsigned char one[] = {
+      64,  0,  0,   0,  0,   0,  0,   0,   123, 34,  97,  116, 116, 110, 46,  48, 34, 58, 123, 34, 100, 116, 121, 112,
+      101, 34, 58,  34, 70,  51, 50,  34,  44,  34,  115, 104, 97,  112, 101, 34, 58, 91, 49,  44, 50,  44,  51,  93,
+      44,  34, 100, 97, 116, 97, 95,  111, 102, 102, 115, 101, 116, 115, 34,  58, 91, 48, 44,  50, 52,  93,  125, 125,
+      0,   0,  0,   0,  0,   0,  128, 63,  0,   0,   0,   64,  0,   0,   64,  64, 0,  0,  128, 64, 0,   0,   160, 64};
+  float vals[6] = {0, 1, 2, 3, 4, 5};
+  hsr_st_tensor t = {"attn.0", "F32", 3, {1, 2, 3}};
+  b = write_file("one.safetensors", &t, 1, NULL, 0, vals, sizeof vals, &len);
+  assert_int_equal(len, sizeof one);
+  assert_memory_equal(b, one, sizeof one);
+  free(b);
+  /* [1, 1, 2, 3] under a shorter name: padded with 7 spaces to 72 */
+  hsr_st_tensor t2 = {"attn0", "F32", 4, {1, 1, 2, 3}};
+  b = write_file("pad.safetensors", &t2, 1, NULL, 0, vals, sizeof vals, &len);
+  assert_int_equal(len, 8 + 72 + 24);
+  assert_int_equal(b[0], 72);
+  assert_memory_equal(b + 8 + 65, "       ", 7);
+  assert_memory_equal(b + 80, one + 72, 24);
+  OK(hsr_st_parse(b, len, "pad", &f));
+  hsr_st_info in;
+  OK(hsr_st_info_at(f, 0, &in));
+  assert_string_equal(in.name, "attn0");
+  assert_true(in.ndim == 4 && in.shape[3] == 3 && in.numel == 6 && in.begin == 0 && in.end == 24);
+  float back[6];
+  OK(hsr_st_read(f, 0, 0, back, sizeof back));
+  assert_memory_equal(back, vals, sizeof vals);
+  hsr_st_close(f);
+  free(b);
+
+  /* the reference's read example: an unpadded 60-byte header is valid too */
+  static const char ex[] = "<\0\0\0\0\0\0\0{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
+  unsigned char exb[8 + 60 + 16] = {0};
+  memcpy(exb, ex, 8 + 60);
+  OK(hsr_st_parse(exb, sizeof exb, "example", &f));
+  int idx;
+  OK(hsr_st_find(f, "test", &idx));
+  assert_int_equal(hsr_st_find(f, "nope", &idx), HSR_ERR_NOT_FOUND);
+  hsr_st_close(f);
+}
+
+static void test_round_trip(void **state) {
+  (void)state;
+  /* several dtypes, a scalar, an empty tensor, names needing escapes, metadata */
+  hsr_st_tensor t[5] = {{"w", "F32", 2, {3, 4}},
+                        {"a \"quoted\"\\name\n", "BF16", 1, {5}},
+                        {"empty", "F64", 2, {0, 7}},
+                        {"scalar", "I64", 0, {0}},
+                        {"bytes", "U8", 1, {3}}};
+  hsr_st_kv m[2] = {{"hsr.model", "gpt"}, {"n_layer", "12"}};
+  unsigned char data[48 + 10 + 0 + 8 + 3];
+  for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 37 + 1);
+  size_t len;
+  unsigned char *b = write_file("rt.safetensors", t, 5, m, 2, data, sizeof data, &len);
+  assert_int_equal((len - sizeof data) % 8, 0);
+  char path[128];
+  snprintf(path, sizeof path, "%s/rt.safetensors", g_dir);
+  hsr_st_file *f;
+  OK(hsr_st_open(path, &f));
+  assert_int_equal(hsr_st_count(f), 5);
+  assert_string_equal(hsr_st_meta(f, "n_layer"), "12");
+  size_t off = 0;
+  for (int i = 0; i < 5; i++) {
+    hsr_st_info in;
+    OK(hsr_st_info_at(f, i, &in));
+    assert_string_equal(in.name, t[i].name);
+    assert_string_equal(in.dtype, t[i].dtype);
+    assert_int_equal(in.ndim, t[i].ndim);
+    size_t n = in.end - in.begin;
+    unsigned char got[64];
+    OK(hsr_st_read(f, i, 0, got, n));
+    assert_memory_equal(got, data + off, n);
+    off += n;
+  }
+  assert_int_equal(hsr_st_read(f, 0, 40, data, 16), HSR_ERR_INVALID); /* past the tensor */
+  hsr_st_close(f);
+  free(b);
+
+  /* bad input to the writer; a failed write leaves no file behind */
+  hsr_st_writer *w;
+  hsr_st_tensor dup[2] = {{"x", "F32", 1, {1}}, {"x", "F32", 1, {1}}};
+  assert_int_equal(hsr_st_create(path, dup, 2, NULL, 0, &w), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "given twice"));
+  hsr_st_tensor badt = {"x", "F33", 1, {1}};
+  assert_int_equal(hsr_st_create(path, &badt, 1, NULL, 0, &w), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "valid: BOOL"));
+  hsr_st_tensor mt = {"__metadata__", "F32", 1, {1}};
+  assert_int_equal(hsr_st_create(path, &mt, 1, NULL, 0, &w), HSR_ERR_INVALID);
+  snprintf(path, sizeof path, "%s/short.safetensors", g_dir);
+  OK(hsr_st_create(path, t, 1, NULL, 0, &w));
+  assert_int_equal(hsr_st_write(w, data, 49), HSR_ERR_INVALID); /* more than the header holds */
+  OK(hsr_st_write(w, data, 40));
+  assert_int_equal(hsr_st_finish(w), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "40 of the header's 48"));
+  assert_int_equal(access(path, F_OK), -1);
+}
+
+/* a file of header text h (length field = strlen(h)) and `extra` buffer bytes */
+static hsr_status parse_hdr(const char *h, size_t extra, const char *needle) {
+  size_t n = strlen(h), len = 8 + n + extra;
+  unsigned char *b = calloc(1, len + 1);
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)n >> (8 * i));
+  memcpy(b + 8, h, n);
+  hsr_st_file *f = NULL;
+  hsr_status st = hsr_st_parse(b, len, "bad.safetensors", &f);
+  if (st == HSR_OK) {
+    hsr_st_close(f);
+    free(b);
+    fail_msg("accepted: %s", h);
+  }
+  free(b);
+  if (!strstr(hsr_last_error(), "bad.safetensors") || !strstr(hsr_last_error(), needle))
+    fail_msg("header %s: error '%s' lacks the file name or '%s'", h, hsr_last_error(), needle);
+  return st;
+}
+
+static void test_malformed(void **state) {
+  (void)state;
+  hsr_st_file *f;
+  unsigned char tiny[5] = {0};
+  assert_int_equal(hsr_st_parse(tiny, 5, "bad.safetensors", &f), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "shorter than the 8-byte header length"));
+  unsigned char huge[16] = {0x01, 0xe1, 0xf5, 0x05, 0, 0, 0, 0, '{', '}'}; /* 100000001 */
+  assert_int_equal(hsr_st_parse(huge, 16, "bad.safetensors", &f), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "exceeds the 100000000-byte limit"));
+  unsigned char past[16] = {200, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+  assert_int_equal(hsr_st_parse(past, 16, "bad.safetensors", &f), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "runs past the end of the file"));
+
+  parse_hdr(" {}     ", 0, "does not start with '{'");
+  parse_hdr("[]      ", 0, "does not start with '{'");
+  parse_hdr("{\"a\xff\":{}}", 0, "not valid UTF-8");
+  parse_hdr("{\"\xc0\xaf\":{}}", 0, "not valid UTF-8"); /* overlong */
+  parse_hdr("{abc}   ", 0, "not valid JSON");
+  parse_hdr("{}x     ", 0, "only space padding");
+  parse_hdr("{}\n     ", 0, "only space padding");
+  parse_hdr("{\"a\x01\":1}", 0, "control character");
+  const char *T = "\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
+  char h[512];
+  snprintf(h, sizeof h, "{%s,%s}", T, T);
+  parse_hdr(h, 8, "tensor 't' appears twice");
+  parse_hdr("{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", 0, "key 'k' appears twice");
+  parse_hdr("{\"__metadata__\":{\"k\":1}}", 0, "is not a string");
+  parse_hdr("{\"__metadata__\":[\"k\"]}", 0, "is not an object");
+  parse_hdr("{\"__metadata__\":{},\"__metadata__\":{}}", 0, "__metadata__ appears twice");
+  parse_hdr("{\"t\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "dtype 'F33' is not one of");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "not a non-negative integer");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,8]}}", 8, "not a non-negative integer");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}", 8, "shape must be an array");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 8, "[BEGIN, END]");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "end before they begin");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
+            "hold 4 bytes, but F32 x 2 elements need 8");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "a hole of 4 bytes");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+            "\"u\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+            12, "overlaps");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 9,
+            "cover 8 bytes of the 9-byte buffer");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4,
+            "cover 8 bytes of the 4-byte buffer");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"offsets\":[0,8]}}", 8, "unknown key 'offsets'");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "lacks data_offsets");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+            "key 'dtype' twice");
+  parse_hdr("{\"t\":[1]}", 0, "is not an object");
+  parse_hdr("{\"t\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}", 8,
+            "overflows");
+  /* valid edge cases: empty tensors sharing an offset, a scalar, whitespace inside the JSON */
+  const char *okh = "{ \"e\" : {\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[0,0]},\n"
+                    "\"s\":{\"dtype\":\"F64\",\"shape\":[],\"data_offsets\":[0,8]},"
+                    "\"z\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[8,8]}}  ";
+  size_t n = strlen(okh);
+  unsigned char *b = calloc(1, 8 + n + 8);
+  b[0] = (unsigned char)n;
+  memcpy(b + 8, okh, n);
+  OK(hsr_st_parse(b, 8 + n + 8, "ok", &f));
+  assert_int_equal(hsr_st_count(f), 3);
+  hsr_st_info in;
+  OK(hsr_st_info_at(f, 1, &in));
+  assert_true(in.ndim == 0 && in.numel == 1 && in.end == 8);
+  hsr_st_close(f);
+  free(b);
+  /* files: a missing one, a directory */
+  assert_int_equal(hsr_st_open("/nonexistent/x.safetensors", &f), HSR_ERR_IO);
+  assert_non_null(strstr(hsr_last_error(), "/nonexistent/x.safetensors"));
+  assert_int_equal(hsr_st_open(g_dir, &f), HSR_ERR_IO);
+  assert_non_null(strstr(hsr_last_error(), "not a regular file"));
+  assert_int_equal(hsr_st_dtype_size("BF16"), 2);
+  assert_int_equal(hsr_st_dtype_size("bf16"), 0);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(g_dir, sizeof g_dir, "/tmp/hsr-st-XXXXXX");
+  return mkdtemp(g_dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_spec_vectors), cmocka_unit_test(test_round_trip),
+                                     cmocka_unit_test(test_malformed)};
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,102 @@
+/* hsr train's pieces: the arguments, the model table (what differs between
+ * the MLP and the GPT) and the helpers the shared training loop uses. */
+#ifndef HSR_TOOLS_TRAIN_H
+#define HSR_TOOLS_TRAIN_H
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+
+#include "hsr/boot.h"
+#include "hsr/runtime.h"
+#include "hsr/safetensors.h"
+#include "hsr/tune_ledger.h"
+#include "train_ckpt.h"
+
+struct train_model;
+
+typedef struct train_args {
+  const struct train_model *model;
+  /* model shape; -1: the model's default */
+  int layers, dim, heads, classes, seq;
+  const char *data, *init, *export_path;
+  int steps, batch, warmup, val_every, val_windows;
+  float lr, lr_min, wd; /* lr_min < 0: the model's default */
+  uint64_t seed;
+  int wrap_linear;
+  hsr_rt_config cfg;
+  int strategy_given;
+  const char *log, *trace, *json;
+  int progress;
+  train_ckpt ck; /* --ckpt --save-every --keep --resume (train_ckpt.c) */
+} train_args;
+
+/* One run: what the shared loop and the model's functions share. */
+typedef struct train_run {
+  train_args *a;
+  hsr_boot *boot;
+  hsr_rt *rt;
+  int rank, world;
+  void *m; /* the model's state */
+} train_run;
+
+typedef struct train_model {
+  const char *name;
+  /* defaults of the flags left at -1, then checks (usage errors, exit 2) */
+  hsr_status (*finish_args)(train_args *a);
+  /* registers units and parameters, initialises them (or loads --init) */
+  hsr_status (*setup)(train_run *r);
+  /* one step on the global batch of step `step` (0-based) */
+  hsr_status (*step)(train_run *r, int64_t step, double *loss, hsr_rt_step_info *info);
+  /* validation loss (NULL: the model has none); collective */
+  hsr_status (*val)(train_run *r, double *loss);
+  /* the lifecycle calls of one step, for the predicted ledger */
+  hsr_status (*program)(const train_run *r, hsr_prog_call **calls, int *n);
+  int (*blocks)(const train_run *r);              /* repeating blocks, for the wrap diagnostic */
+  double (*tokens_per_step)(const train_run *r);  /* samples or tokens */
+  double (*flops_per_token)(const train_run *r);  /* training FLOPs per token (forward + backward) */
+  size_t (*activation_bytes)(const train_run *r); /* per micro-batch, as noted in the ledger */
+  void (*describe)(const train_run *r, FILE *f);  /* the "model: ..." line */
+  /* __metadata__ of --export (n pairs at most 8, strings in buf) */
+  int (*export_meta)(const train_run *r, hsr_st_kv *kv, char buf[8][64]);
+  /* GEMM of the probe that sizes the model's own (m x n x k) */
+  void (*probe_shape)(const train_run *r, size_t *m, size_t *n, size_t *k);
+  /* seconds of the model's own GEMMs, attention and other kernels since the
+   * last reset (NULL: not measured) */
+  void (*profile)(train_run *r, double s[3], int reset);
+  /* model fields of the --json summary (NULL: none) */
+  void (*json)(const train_run *r, cJSON *o);
+  void (*free)(train_run *r);
+} train_model;
+
+extern const train_model train_model_mlp, train_model_gpt;
+
+/* train_args.c: parses argv into *a (the model's defaults filled in, the
+ * optimizer groups and the run's hash set). 0: go; -1: --help printed;
+ * else the exit code of a usage error (printed). */
+int train_parse(int argc, char **argv, train_args *a);
+
+/* The run's learning-rate schedule (hsr_rt_lr_at): warm-up over --warmup
+ * steps, then cosine decay to --lr-min over the run; constant when
+ * --lr-min = --lr and no warm-up. */
+static inline hsr_rt_lr_schedule train_schedule(const train_args *a) {
+  hsr_rt_lr_schedule s = {a->lr, a->lr_min, a->warmup, a->lr_min < a->lr || a->warmup ? a->steps : 0};
+  return s;
+}
+
+/* ---- train_io.c ---- */
+/* Every rank learns whether all succeeded; on a failure every rank returns
+ * the lowest failing rank's error ("rank R: ..."). Collective. */
+hsr_status train_agree(hsr_boot *boot, hsr_status st);
+/* Writes every parameter by logical name (registration order) to a
+ * safetensors file: rank 0 writes, one tensor in memory at a time, read
+ * through hsr_rt_param_read. Collective. */
+hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, const hsr_st_kv *meta, int nmeta);
+/* Initial values of every parameter from a safetensors file (F32, BF16 or
+ * F16): names and shapes must match the registered ones exactly.
+ * Collective (all ranks agree before any parameter is set). */
+hsr_status train_init_from(hsr_rt *rt, hsr_boot *boot, const char *path);
+/* GFLOP/s of a host or CUDA GEMM of m x n x k, run for about `seconds`. */
+hsr_status train_gemm_probe(hsr_device *dev, hsr_stream *s, size_t m, size_t n, size_t k, double seconds,
+                            double *gflops);
+
+#endif

@@ -1,0 +1,345 @@
+/* hsr train's flags: the help text, the parser, the checks that need no
+ * launch (each a usage error, exit 2, before anything starts). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "train.h"
+
+static void usage(void) {
+  printf("usage: hsr train [options]      (multi-rank: hsr-run -n 4 --nodes 2 -- hsr train --model gpt)\n"
+         "Trains an example model with the sharding engine on a replicate x shard mesh:\n"
+         "  --model gpt   GPT-2 (pre-LayerNorm blocks, causal attention, GELU MLP, head tied to the token\n"
+         "                embedding) on byte-level text: by default the repository's own docs and sources\n"
+         "  --model mlp   residual MLP blocks on synthetic data from a fixed random teacher (the default;\n"
+         "                the fast tests' model)\n\n"
+         "model and data\n"
+         "  --model M           mlp | gpt (default mlp)\n"
+         "  --layers L          blocks (default 4)\n"
+         "  --dim D             width (mlp: blocks D -> 4D -> D, default 64; gpt: default 128)\n"
+         "  --heads H           gpt: attention heads, dividing D (default 4)\n"
+         "  --seq T             gpt: tokens per window; windows are T + 1 bytes (default 128)\n"
+         "  --data FILE         gpt: training text (default: the repository's text, built into\n"
+         "                      build/hsr-corpus.txt); the last tenth is held out for validation\n"
+         "  --classes C         mlp: classes of the teacher (default 8)\n"
+         "  --steps N           training steps (default 200)\n"
+         "  --batch B           GLOBAL batch (mlp: samples, default 64; gpt: windows, default 16), split over\n"
+         "                      all R x S data-parallel ranks: every mesh trains on the same data; gpt window\n"
+         "                      i of step s starts at a position hashed from (seed, s x B + i)\n"
+         "  --micro-batches M   micro-batches per step per rank (default 1)\n"
+         "  --seed N            weights and data seed (default 1)\n"
+         "  --init FILE         start from the weights of a safetensors file (names and shapes must match;\n"
+         "                      gpt: the configuration comes from its __metadata__), fresh optimizer state\n"
+         "  --export FILE       write the trained weights by name to a safetensors file at the end\n"
+         "                      (gpt: GPT-2's names and layouts, __metadata__ hsr.model, n_layer, n_head,\n"
+         "                      n_embd, n_ctx, vocab_size)\n"
+         "  --val-every N       gpt: validation loss every N steps and at the end (default steps / 5)\n"
+         "  --val-windows N     gpt: held-out windows per validation (default 32, at most what the tail holds)\n"
+         "mesh and strategy\n"
+         "  --shard S|auto      shard group size S (auto: the topology's domain size; default auto)\n"
+         "  --replicate R       replicas (default world / S)\n"
+         "  --strategy X        ddp | zero1 | zero2 | fsdp (R = 1) | hybrid (R > 1)\n"
+         "                      (default: hybrid when R > 1, else fsdp)\n"
+         "  --reshard P         after forward: full | none | partial:K (K divides S; the backward\n"
+         "                      all-gather then runs in the K-rank partial group) (default full)\n"
+         "  --root-reshard      reshard the root unit (embedding/head) too (default: keep it, like FSDP2)\n"
+         "  --prefetch D        units gathered ahead, forward and backward (0 = off; default 1)\n"
+         "  --prefetch-step     also gather the first unit at the end of each step (default off)\n"
+         "  --max-live N        cap on gathered units alive at once that prefetch respects (0 = none)\n"
+         "  --sync X            micro-batch gradient sync: full | none | rs_only (default full)\n"
+         "  --param-dtype T     f32 | bf16: compute/gather dtype (default f32; master and moments are f32)\n"
+         "  --reduce-dtype T    f32 | bf16: gradient reduction dtype (default f32)\n"
+         "  --device X          host | cuda | cuda:N (cuda: NCCL collectives, cuBLAS; default host)\n"
+         "  --wrap W            block | linear: one unit per block (default), or one per linear layer\n"
+         "                      (mlp 2, gpt 4 per block: the wrapping mistake the diagnostic catches)\n"
+         "optimizer (AdamW on the local shard)\n"
+         "  --lr X              peak learning rate (default 3e-3)\n"
+         "  --warmup N          linear warm-up steps (mlp default 0, gpt steps / 20)\n"
+         "  --lr-min X          cosine decay from --lr after the warm-up towards X at the last step\n"
+         "                      (mlp default: = --lr, constant; gpt: --lr / 10)\n"
+         "  --wd X              weight decay of the 2-D weights; biases and LayerNorms get none (default 0.01)\n"
+         "  --clip X            global gradient-norm clip, 0 = off (default 1.0)\n"
+         "output\n"
+         "  --log FILE          one JSON line per step: step, loss (global mean), val_loss (when measured),\n"
+         "                      grad_norm (before clipping), lr, step_ms, tokens_per_s, gflops, calls per\n"
+         "                      group and collective (counted; after a validation they include its gathers)\n"
+         "  --trace FILE        lifecycle trace of every rank (Chrome trace JSON; hsr trace summarize FILE)\n"
+         "  --json FILE         run summary as JSON: loss, val loss, tokens/s, GFLOP/s beside a GEMM probe,\n"
+         "                      time per step by kind, memory ledger (measured and predicted), engine timing,\n"
+         "                      wrap diagnostic\n"
+         "  --no-progress       no progress lines\n");
+  train_ckpt_usage(stdout);
+  printf("  -h, --help          this text\n"
+         "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
+}
+
+enum { O_MODEL = 256, O_HEADS, O_SEQ, O_DATA, O_INIT, O_EXPORT, O_VAL_EVERY, O_VAL_WINDOWS, O_WARMUP, O_LR_MIN };
+
+static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
+                                     {"layers", required_argument, 0, 'L'},
+                                     {"dim", required_argument, 0, 'd'},
+                                     {"heads", required_argument, 0, O_HEADS},
+                                     {"seq", required_argument, 0, O_SEQ},
+                                     {"data", required_argument, 0, O_DATA},
+                                     {"init", required_argument, 0, O_INIT},
+                                     {"export", required_argument, 0, O_EXPORT},
+                                     {"val-every", required_argument, 0, O_VAL_EVERY},
+                                     {"val-windows", required_argument, 0, O_VAL_WINDOWS},
+                                     {"warmup", required_argument, 0, O_WARMUP},
+                                     {"lr-min", required_argument, 0, O_LR_MIN},
+                                     {"classes", required_argument, 0, 'C'},
+                                     {"steps", required_argument, 0, 'n'},
+                                     {"batch", required_argument, 0, 'b'},
+                                     {"micro-batches", required_argument, 0, 'm'},
+                                     {"seed", required_argument, 0, 's'},
+                                     {"shard", required_argument, 0, 'S'},
+                                     {"replicate", required_argument, 0, 'R'},
+                                     {"strategy", required_argument, 0, 'x'},
+                                     {"reshard", required_argument, 0, 'r'},
+                                     {"root-reshard", no_argument, 0, 'o'},
+                                     {"prefetch", required_argument, 0, 'p'},
+                                     {"max-live", required_argument, 0, 'M'},
+                                     {"sync", required_argument, 0, 'y'},
+                                     {"param-dtype", required_argument, 0, 'P'},
+                                     {"reduce-dtype", required_argument, 0, 'D'},
+                                     {"lr", required_argument, 0, 'l'},
+                                     {"wd", required_argument, 0, 'w'},
+                                     {"clip", required_argument, 0, 'c'},
+                                     {"log", required_argument, 0, 'g'},
+                                     {"no-progress", no_argument, 0, 'q'},
+                                     {"device", required_argument, 0, 'V'},
+                                     {"trace", required_argument, 0, 'T'},
+                                     {"json", required_argument, 0, 'J'},
+                                     {"wrap", required_argument, 0, 'W'},
+                                     {"prefetch-step", no_argument, 0, 'F'},
+                                     {"ckpt", required_argument, 0, TRAIN_OPT_CKPT},
+                                     {"save-every", required_argument, 0, TRAIN_OPT_SAVE_EVERY},
+                                     {"keep", required_argument, 0, TRAIN_OPT_KEEP},
+                                     {"resume", required_argument, 0, TRAIN_OPT_RESUME},
+                                     {"help", no_argument, 0, 'h'},
+                                     {0, 0, 0, 0}};
+
+/* One flag; *st carries a bad value. Returns 0, or an exit code. */
+static int parse_one(int c, train_args *a, hsr_status *st) {
+  long v = 0;
+  double d = 0;
+#define LONG(what, lo, hi) \
+  if ((*st = hsr_parse_long(what, optarg, lo, hi, &v)) != HSR_OK) return 0
+#define DBL(what, lo, hi) \
+  if ((*st = hsr_parse_double(what, optarg, lo, hi, &d)) != HSR_OK) return 0
+  switch (c) {
+  case O_MODEL:
+    if (!strcmp(optarg, "mlp") || !strcmp(optarg, "gpt"))
+      a->model = !strcmp(optarg, "mlp") ? &train_model_mlp : &train_model_gpt;
+    else
+      *st = hsr_error(HSR_ERR_INVALID, "--model '%s' (valid: mlp, gpt)", optarg);
+    break;
+  case 'L':
+    LONG("--layers", 0, 1000);
+    a->layers = (int)v;
+    break;
+  case 'd':
+    LONG("--dim", 1, 65536);
+    a->dim = (int)v;
+    break;
+  case O_HEADS:
+    LONG("--heads", 1, 4096);
+    a->heads = (int)v;
+    break;
+  case O_SEQ:
+    LONG("--seq", 1, 1 << 20);
+    a->seq = (int)v;
+    break;
+  case O_DATA: a->data = optarg; break;
+  case O_INIT: a->init = optarg; break;
+  case O_EXPORT: a->export_path = optarg; break;
+  case O_VAL_EVERY:
+    LONG("--val-every", 1, 100000000);
+    a->val_every = (int)v;
+    break;
+  case O_VAL_WINDOWS:
+    LONG("--val-windows", 1, 1 << 24);
+    a->val_windows = (int)v;
+    break;
+  case O_WARMUP:
+    LONG("--warmup", 0, 100000000);
+    a->warmup = (int)v;
+    break;
+  case O_LR_MIN:
+    DBL("--lr-min", 0, 10);
+    a->lr_min = (float)d;
+    break;
+  case 'C':
+    LONG("--classes", 2, 65536);
+    a->classes = (int)v;
+    break;
+  case 'n':
+    LONG("--steps", 1, 100000000);
+    a->steps = (int)v;
+    break;
+  case 'b':
+    LONG("--batch", 1, 1 << 24);
+    a->batch = (int)v;
+    break;
+  case 'm':
+    LONG("--micro-batches", 1, 1 << 20);
+    a->cfg.micro_batches = (int)v;
+    break;
+  case 's':
+    LONG("--seed", 0, 0x7fffffffL);
+    a->seed = (uint64_t)v;
+    break;
+  case 'S':
+    if (!strcmp(optarg, "auto")) {
+      a->cfg.shard = 0;
+      break;
+    }
+    LONG("--shard", 1, 1 << 20);
+    a->cfg.shard = (int)v;
+    break;
+  case 'R':
+    LONG("--replicate", 1, 1 << 20);
+    a->cfg.replicate = (int)v;
+    break;
+  case 'x':
+    *st = hsr_rt_parse_strategy(optarg, &a->cfg.strategy);
+    a->strategy_given = 1;
+    break;
+  case 'r': *st = hsr_rt_parse_reshard(optarg, &a->cfg.reshard, &a->cfg.partial_k); break;
+  case 'o': a->cfg.root_reshard = 1; break;
+  case 'p':
+    LONG("--prefetch", 0, 1 << 20);
+    a->cfg.prefetch = (int)v;
+    break;
+  case 'M':
+    LONG("--max-live", 0, 1 << 20);
+    a->cfg.max_live = (int)v;
+    break;
+  case 'y': *st = hsr_rt_parse_sync(optarg, &a->cfg.sync); break;
+  case 'P':
+  case 'D': {
+    hsr_dtype t = HSR_F32;
+    *st = hsr_dtype_parse(optarg, &t);
+    if (*st == HSR_OK && t != HSR_F32 && t != HSR_BF16)
+      *st = hsr_error(HSR_ERR_INVALID, "dtype '%s' is not supported here (valid: f32, bf16)", optarg);
+    *(c == 'P' ? &a->cfg.param_dtype : &a->cfg.reduce_dtype) = t;
+    break;
+  }
+  case 'l':
+    DBL("--lr", 0, 10);
+    a->lr = (float)d;
+    break;
+  case 'w':
+    DBL("--wd", 0, 10);
+    a->wd = (float)d;
+    break;
+  case 'c':
+    DBL("--clip", 0, 1e30);
+    a->cfg.clip = d;
+    break;
+  case 'g': a->log = optarg; break;
+  case 'q': a->progress = 0; break;
+  case 'V': *st = hsr_rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
+  case 'T': a->trace = optarg; break;
+  case 'F': a->cfg.prefetch_step = 1; break;
+  case 'J': a->json = optarg; break;
+  case 'W':
+    if (!strcmp(optarg, "block") || !strcmp(optarg, "linear"))
+      a->wrap_linear = !strcmp(optarg, "linear");
+    else
+      *st = hsr_error(HSR_ERR_INVALID, "--wrap '%s' (valid: block, linear)", optarg);
+    break;
+  default: {
+    int k = train_ckpt_option(&a->ck, c, optarg);
+    if (k < 0) return -k;
+    if (k == 0) return hsr_cli_usage_error("train", "unknown option or missing value '%s'", optarg ? optarg : "?");
+  }
+  }
+#undef LONG
+#undef DBL
+  return 0;
+}
+
+/* Checks that need no launch: said before anything starts. */
+static int check_args(train_args *a) {
+  if (train_ckpt_check(&a->ck)) return HSR_EXIT_USAGE;
+  if (a->init && a->ck.resume) /* the resume would silently overwrite the --init weights */
+    return hsr_cli_usage_error("train", "--init and --resume both set the weights: use one (--init starts a new run "
+                                        "from a safetensors file, --resume continues a checkpoint)");
+  if (a->cfg.device == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0) {
+    hsr_device *d = NULL;
+    if (hsr_device_open(HSR_DEVICE_CUDA, 0, &d) == HSR_OK) hsr_device_close(d);
+    return hsr_cli_usage_error("train", "--device cuda: %s (use --device host)", hsr_last_error());
+  }
+  if (a->cfg.reshard == HSR_RT_RESHARD_PARTIAL && a->cfg.shard > 0 && a->cfg.shard % a->cfg.partial_k) {
+    char dv[256] = "";
+    size_t o = 0;
+    for (int k = 1; k <= a->cfg.shard; k++)
+      if (a->cfg.shard % k == 0) o += (size_t)snprintf(dv + o, sizeof dv - o, "%s%d", o ? ", " : "", k);
+    return hsr_cli_usage_error("train", "--reshard partial:%d: K must divide the shard size %d (valid K: %s)",
+                               a->cfg.partial_k, a->cfg.shard, dv);
+  }
+  if (a->model->finish_args(a) != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
+  if (a->batch % a->cfg.micro_batches)
+    return hsr_cli_usage_error("train", "--batch %d is not a multiple of --micro-batches %d", a->batch,
+                               a->cfg.micro_batches);
+  if (a->lr_min > a->lr)
+    return hsr_cli_usage_error("train", "--lr-min %g exceeds --lr %g (the schedule decays)", a->lr_min, a->lr);
+  hsr_rt_lr_schedule sched = train_schedule(a);
+  if (a->lr > 0 && sched.total > 0 && hsr_rt_lr_check(&sched) != HSR_OK)
+    return hsr_cli_usage_error("train", "--warmup %d --lr-min %g --lr %g --steps %d: %s", a->warmup, a->lr_min, a->lr,
+                               a->steps, hsr_last_error());
+  return 0;
+}
+
+int train_parse(int argc, char **argv, train_args *a) {
+  memset(a, 0, sizeof *a);
+  a->model = &train_model_mlp;
+  a->layers = a->dim = a->heads = a->classes = a->seq = a->batch = a->warmup = a->val_every = a->val_windows = -1;
+  a->lr = a->lr_min = -1;
+  a->steps = 200;
+  a->wd = 0.01f;
+  a->seed = 1;
+  a->progress = 1;
+  hsr_rt_config_default(&a->cfg);
+  a->cfg.clip = 1.0;
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    if (c == 'h') {
+      usage();
+      return -1;
+    }
+    if (c == '?') return hsr_cli_usage_error("train", "unknown option or missing value '%s'", argv[optind - 1]);
+    hsr_status st = HSR_OK;
+    int rc = parse_one(c, a, &st);
+    if (rc) return rc;
+    if (st != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
+  }
+  if (optind < argc) return hsr_cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
+  int rc = check_args(a);
+  if (rc) return rc;
+  a->cfg.num_groups = 2;
+  a->cfg.groups[0] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, a->wd};
+  a->cfg.groups[1] = (hsr_rt_opt_group){a->lr, 0.9f, 0.999f, 1e-8f, 0.0f};
+  uint64_t h = 1469598103934665603ull; /* FNV-1a over the model's identity and the run */
+  const long ids[] = {a->model == &train_model_gpt,
+                      a->layers,
+                      a->dim,
+                      a->heads,
+                      a->classes,
+                      a->seq,
+                      a->batch,
+                      (long)a->seed,
+                      a->steps,
+                      a->wrap_linear,
+                      a->warmup,
+                      (long)(a->lr * 1e9),
+                      (long)(a->lr_min * 1e9)};
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) h = (h ^ (uint64_t)ids[i]) * 1099511628211ull;
+  a->cfg.user_hash = h;
+  return 0;
+}
