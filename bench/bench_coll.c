@@ -529,7 +529,7 @@ static int run(int argc, char **argv, int coll, const char *prog) {
   if (st == HSR_OK) st = groups_make(&o, boot, w, g);
   if (st == HSR_OK && me == 0) bc_print_header(&x);
   if (st == HSR_OK) st = sweep(&x, w, &rows, &nr);
-  rc = st == HSR_OK ? report(&x, rows, nr) : hsr_cli_fail(cmd, st);
+  rc = st == HSR_OK ? report(&x, rows, nr) : hsr_cli_fail_job(cmd, st, boot);
   rows_free(rows, nr);
   groups_free(&o, w, g);
   hsr_comm_free(w);

@@ -420,7 +420,7 @@ out:
   hsr_cluster_free(cl);
   hsr_topo_free(topo);
   if (st != HSR_OK) {
-    int code = hsr_cli_fail("bench step", st);
+    int code = hsr_cli_fail_job("bench step", st, boot);
     hsr_boot_finalize(boot);
     return code;
   }

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "fault.h"
 #include "hsr/comm.h"
 #include "seg.h"
 
@@ -61,6 +62,7 @@ struct coll_transport {
   void (*net_fini)(coll_ctx *x);
   int (*net_progress)(coll_ctx *x); /* context lock held: 1 if anything happened */
   int (*net_arm)(coll_ctx *x);      /* context lock held: 1 when events are pending (do not sleep) */
+  void (*net_notify)(coll_ctx *x, const seg_notice *n); /* context lock held: a verdict to every other node */
 };
 
 /* The host transports (world on one node, flat across nodes, two-level). */
@@ -74,8 +76,9 @@ enum { COLL_TWO_AUTO, COLL_TWO_OFF };
 typedef struct coll_tuning {
   int allreduce, two_level;
   size_t rd_max_bytes;
-  size_t ucx_chunk; /* bytes per pipelined ring chunk */
-  char emulate[32]; /* HSR_EMULATE_NET (hsr-run --emulate-net): the emulated rate, "" when off */
+  size_t ucx_chunk;    /* bytes per pipelined ring chunk */
+  int ucx_peer_errors; /* endpoints with UCP_ERR_HANDLING_MODE_PEER (HSR_UCX_PEER_ERRORS, default on) */
+  char emulate[32];    /* HSR_EMULATE_NET (hsr-run --emulate-net): the emulated rate, "" when off */
 } coll_tuning;
 
 struct coll_ctx {
@@ -86,7 +89,8 @@ struct coll_ctx {
   int inline_progress;
   double timeout_s;
   coll_tuning tune;
-  seg_node seg; /* node-shared memory, slots, doorbells, wake socket */
+  seg_node seg;     /* node-shared memory, slots, doorbells, wake socket */
+  coll_fault fault; /* failure detection and the verdict (fault.c) */
 
   /* the network transport, when the world spans nodes */
   const coll_transport *net;
@@ -125,7 +129,7 @@ struct hsr_comm {
   uint64_t seq; /* ops issued that use the transport */
   double timeout_s;
   _Atomic int failed; /* read by posting threads without the lock; fail_msg is written first */
-  char fail_msg[256];
+  char fail_msg[512];
   coll_op *head, *tail;
   void *scratch;
   size_t scratch_bytes;
@@ -169,12 +173,15 @@ struct hsr_req {
   coll_op *next;    /* the communicator's queue */
   int inflight;     /* transfers still pointing at the op (context lock) */
   int orphaned;     /* the caller let go first: the last transfer frees it */
+  int detached;     /* a stage whose parent was freed while it was queued: released when it leaves the queue */
   hsr_status st;
-  char err[256];
+  char err[512];
   _Atomic uint64_t t_start; /* hsr_req_times may read it while the op runs */
   uint64_t t_end, t_progress;
   int wait_peer;                                 /* comm rank waited for, -1 none */
   double timeout_s;                              /* no-progress limit */
+  uint64_t grace_ns;                             /* timed out on a remote peer: its node's notice may come until then */
+  const char *xfer_err;                          /* a transfer failed (static text), acted on by fault.c */
   _Alignas(16) unsigned char priv[COLL_OP_PRIV]; /* the algorithm's state (shm_op, ucx_op, two_op, nccl_op) */
 };
 

@@ -97,6 +97,7 @@ static hsr_status check_redop(hsr_comm *c, const char *what, hsr_redop op, int a
 static hsr_status post(coll_op *op, int trivial, hsr_req **req) {
   hsr_comm *c = op->c;
   coll_op_count_call(op);
+  if (c->ctx) coll_fault_hook(c->ctx, hsr_op_name(op->kind)); /* HSR_FAULT, a test hook */
   if (trivial) {
     coll_op_skip(op);
   } else {

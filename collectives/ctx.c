@@ -48,6 +48,7 @@ hsr_status coll_ctx_create(hsr_boot *boot, coll_ctx **out) {
     return st;
   }
   st = seg_open(&x->seg, boot);
+  if (st == HSR_OK) st = coll_fault_open(x);
   if (st == HSR_OK) st = open_net(x);
   if (st == HSR_OK) st = coll_progress_start(x);
   if (st != HSR_OK) {
@@ -67,8 +68,10 @@ void coll_ctx_release(coll_ctx *x) {
   pthread_mutex_unlock(&x->mu);
   if (!last) return;
   coll_progress_stop(x);
+  seg_bye(&x->seg); /* node peers no longer wait for this rank */
   if (x->net) x->net->net_fini(x);
   coll_events_close(x);
+  coll_fault_close(x);
   seg_close(&x->seg);
   free(x->comms);
   pthread_cond_destroy(&x->cv);

@@ -181,6 +181,13 @@ hsr_status coll_host_idle(hsr_comm *c) {
   coll_ctx *x = c->ctx;
   pthread_mutex_lock(&x->mu);
   coll_take_incoming(x);
+  while (c->head && c->head->fin) { /* failed ops the engine has not handed back yet */
+    coll_op *op = coll_op_dequeue(c);
+    if (op->detached)
+      coll_op_release_locked(op);
+    else
+      coll_op_publish(op);
+  }
   int busy = c->head != NULL;
   pthread_mutex_unlock(&x->mu);
   if (busy)

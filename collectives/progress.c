@@ -27,7 +27,9 @@ static int run(coll_op *op) {
   return op->algo->start(op);
 }
 
-/* One step of the op at the head of c's queue: 1 if it moved. */
+/* One step of the op at the head of c's queue: 1 if it moved. An op that
+ * moved nothing (or whose transfer failed) goes to fault.c: a gone peer, a
+ * failed transfer or the timeout makes a verdict that names the culprit. */
 static int step(hsr_comm *c, coll_op *op, uint64_t *now) {
   if (c->failed) {
     coll_op_fail(op, HSR_ERR_STATE, "communicator '%s' has failed earlier: %s", c->name, c->fail_msg);
@@ -37,18 +39,11 @@ static int step(hsr_comm *c, coll_op *op, uint64_t *now) {
     op->t_start = *now;
     op->t_progress = *now;
   }
-  if (run(op)) {
+  if (!op->xfer_err && run(op)) {
     op->t_progress = *now = hsr_clock_ns();
     return 1;
   }
-  if (*now > op->t_progress && (double)(*now - op->t_progress) * 1e-9 > op->timeout_s) {
-    int wr = op->wait_peer >= 0 ? c->world[op->wait_peer] : -1;
-    coll_op_fail(op, HSR_ERR_TIMEOUT,
-                 "communicator '%s': %s (op #%llu) made no progress for %.1f s waiting for rank %d "
-                 "(world rank %d)",
-                 c->name, hsr_op_name(op->kind), (unsigned long long)op->seq, op->timeout_s, op->wait_peer, wr);
-    if (op->tp->cancel) op->tp->cancel(op);
-  }
+  coll_fault_check_op(op, *now);
   return 0;
 }
 
@@ -60,7 +55,11 @@ static int drain(coll_ctx *x, hsr_comm *c, uint64_t *now) {
     if (!op->fin && step(c, op, now)) moved = 1;
     if (!op->fin) break;
     moved = 1;
-    coll_op_publish(coll_op_dequeue(c)); /* the caller may free it from here on */
+    coll_op *done = coll_op_dequeue(c);
+    if (done->detached)
+      coll_op_release_locked(done); /* nobody waits for it */
+    else
+      coll_op_publish(done); /* the caller may free it from here on */
     pthread_cond_broadcast(&x->cv);
   }
   return moved;
@@ -72,6 +71,7 @@ int coll_progress(coll_ctx *x) {
   if (x->net)
     while (x->net->net_progress(x)) moved = 1;
   uint64_t now = hsr_clock_ns();
+  coll_fault_poll(x, now, 0);
   for (int i = 0; i < x->ncomms; i++)
     if (drain(x, x->comms[i], &now)) moved = 1;
   return moved;
@@ -108,6 +108,12 @@ hsr_status coll_events_open(coll_ctx *x) {
     HSR_LOG_I("collectives: no wake socket (%s): shared-memory progress polls", strerror(errno));
     if (wfd >= 0) close(wfd);
   }
+  /* a node peer's exit wakes the thread too (fault.c reads the pidfds) */
+  for (int r = 0; x->fault.pidfd && r < x->size; r++)
+    if (x->fault.pidfd[r] >= 0) {
+      struct epoll_event ev4 = {.events = EPOLLIN, .data.fd = x->fault.pidfd[r]};
+      epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fault.pidfd[r], &ev4);
+    }
   return HSR_OK;
 }
 
@@ -128,8 +134,8 @@ static void net_sleep(coll_ctx *x, int ms) {
   int busy = x->net->net_arm(x);
   pthread_mutex_unlock(&x->mu);
   if (busy) return;
-  struct epoll_event ev[3];
-  int n = epoll_wait(x->epfd, ev, 3, ms);
+  struct epoll_event ev[8];
+  int n = epoll_wait(x->epfd, ev, 8, ms);
   for (int i = 0; i < n; i++) {
     if (ev[i].data.fd == x->evfd) {
       uint64_t v;
@@ -137,6 +143,11 @@ static void net_sleep(coll_ctx *x, int ms) {
       (void)rr;
     } else if (ev[i].data.fd == x->seg.wakefd) {
       seg_wake_drain(&x->seg);
+    } else if (ev[i].data.fd != x->net_fd) { /* a peer's pidfd: it stays readable, so once is enough */
+      epoll_ctl(x->epfd, EPOLL_CTL_DEL, ev[i].data.fd, NULL);
+      pthread_mutex_lock(&x->mu);
+      coll_fault_poll(x, hsr_clock_ns(), 1);
+      pthread_mutex_unlock(&x->mu);
     }
   }
 }
@@ -166,8 +177,8 @@ static void thread_sleep(coll_ctx *x, uint32_t seen, int pending, int *idle) {
     else
       net_sleep(x, ms);
     (*idle)++;
-  } else {
-    seg_doorbell_wait(&x->seg, seen, 100 * 1000 * 1000);
+  } else { /* a node peer's exit cannot ring: look again at least every 20 ms while ops wait */
+    seg_doorbell_wait(&x->seg, seen, (pending ? 20 : 100) * 1000 * 1000);
   }
 }
 

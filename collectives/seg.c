@@ -19,17 +19,16 @@
 
 #include "seg.h"
 
-/* /dev/shm/hsr-<job>-<owner pid>-<rank>-<segment|ctl>: the pid lets a later
- * job remove what a killed one left behind (stale_cleanup). */
-static void seg_name(seg_node *s, char *buf, size_t n, int rank, int seg) {
-  unsigned long long job = (unsigned long long)s->job;
+/* A segment's memfd name (shown in /proc/<pid>/fd and /proc/<pid>/maps). */
+static void seg_name(seg_node *s, char *buf, size_t n, int seg) {
   if (seg < 0)
-    snprintf(buf, n, "/hsr-%016llx-%d-%d-ctl", job, s->pids[rank], rank);
+    snprintf(buf, n, "hsr-%016llx-%d-ctl", (unsigned long long)s->job, s->rank);
   else
-    snprintf(buf, n, "/hsr-%016llx-%d-%d-%d", job, s->pids[rank], rank, seg);
+    snprintf(buf, n, "hsr-%016llx-%d-%d", (unsigned long long)s->job, s->rank, seg);
 }
 
-/* Unlinks hsr segments of this user whose owner process is gone. */
+/* Unlinks /dev/shm/hsr-<job>-<pid>-<rank>-* files of this user whose owner
+ * process is gone: the named segments of hsr builds before memfds. */
 static void stale_cleanup(void) {
   DIR *d = opendir("/dev/shm");
   if (!d) return;
@@ -51,76 +50,95 @@ static void stale_cleanup(void) {
   closedir(d);
 }
 
-static hsr_status seg_create(const char *name, size_t bytes, void **out) {
-  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) return hsr_error(HSR_ERR_SYSTEM, "shm_open(%s): %s", name, strerror(errno));
+/* A memfd of `bytes`, mapped; the fd stays open for peers to open. */
+static hsr_status seg_create(const char *name, size_t bytes, void **out, int *fd_out) {
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return hsr_error(HSR_ERR_SYSTEM, "memfd_create(%s): %s", name, strerror(errno));
   if (ftruncate(fd, (off_t)bytes) != 0) {
     int e = errno;
     close(fd);
-    shm_unlink(name);
-    return hsr_error(HSR_ERR_NOMEM, "ftruncate(%s, %zu): %s (is /dev/shm full?)", name, bytes, strerror(e));
+    return hsr_error(HSR_ERR_NOMEM, "ftruncate(memfd %s, %zu): %s", name, bytes, strerror(e));
   }
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
   if (p == MAP_FAILED) {
-    shm_unlink(name);
-    return hsr_error(HSR_ERR_NOMEM, "mmap(%s, %zu): %s", name, bytes, strerror(errno));
+    int e = errno;
+    close(fd);
+    return hsr_error(HSR_ERR_NOMEM, "mmap(memfd %s, %zu): %s", name, bytes, strerror(e));
   }
   *out = p;
+  *fd_out = fd;
   return HSR_OK;
 }
 
-static hsr_status seg_attach(const char *name, size_t bytes, void **out) {
-  int fd = shm_open(name, O_RDWR, 0600);
-  if (fd < 0) return hsr_error(HSR_ERR_TRANSPORT, "shm_open(%s) of a peer segment: %s", name, strerror(errno));
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return hsr_error(HSR_ERR_TRANSPORT, "mmap(%s): %s", name, strerror(errno));
+/* Maps a node peer's memfd: /proc/<pid>/fd/<fd> opens the same file (same
+ * user; no ptrace attach needed), which stays valid after the owner dies. */
+static hsr_status seg_attach(int rank, int pid, int fd, size_t bytes, void **out) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+  int f = open(path, O_RDWR | O_CLOEXEC);
+  if (f < 0)
+    return hsr_error(HSR_ERR_TRANSPORT, "opening rank %d's shared memory %s: %s%s", rank, path, strerror(errno),
+                     errno == ENOENT ? " (has the rank exited?)" : "");
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+  int e = errno;
+  close(f);
+  if (p == MAP_FAILED) return hsr_error(HSR_ERR_TRANSPORT, "mmap(%s): %s", path, strerror(e));
   *out = p;
   return HSR_OK;
 }
 
 /* ---- lifetime -------------------------------------------------------------- */
 
-/* A fresh id per world (shm names never collide across jobs or worlds) and
- * every rank's pid. */
-static hsr_status name_world(seg_node *s, hsr_boot *boot) {
-  uint64_t job = 0;
-  if (s->rank == 0) {
-    if (getrandom(&job, sizeof job, 0) != sizeof job) job = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ hsr_clock_ns();
-  }
-  HSR_CHECK(hsr_boot_bcast(boot, &job, sizeof job, 0));
-  s->job = job;
+/* What each rank tells the others at start. */
+typedef struct seg_hello {
+  uint64_t job; /* rank 0's is the world's: a fresh id per world */
+  int32_t pid, ctl_fd;
+} seg_hello;
+
+/* A fresh id per world and every rank's pid and control memfd. */
+static hsr_status hello(seg_node *s, hsr_boot *boot) {
+  seg_hello me = {.pid = (int32_t)getpid(), .ctl_fd = s->ctl_fd}, *all = calloc((size_t)s->size, sizeof *all);
   s->pids = calloc((size_t)s->size, sizeof *s->pids);
-  if (!s->pids) return hsr_error(HSR_ERR_NOMEM, "pid table");
-  int32_t mypid = (int32_t)getpid();
-  return hsr_boot_allgather(boot, &mypid, sizeof mypid, s->pids);
+  s->ctl_fds = calloc((size_t)s->size, sizeof *s->ctl_fds);
+  if (!all || !s->pids || !s->ctl_fds) {
+    free(all);
+    return hsr_error(HSR_ERR_NOMEM, "pid table");
+  }
+  if (getrandom(&me.job, sizeof me.job, 0) != sizeof me.job)
+    me.job = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ hsr_clock_ns();
+  hsr_status st = hsr_boot_allgather(boot, &me, sizeof me, all);
+  if (st == HSR_OK) {
+    s->job = all[0].job;
+    for (int r = 0; r < s->size; r++) s->pids[r] = all[r].pid, s->ctl_fds[r] = all[r].ctl_fd;
+  }
+  free(all);
+  return st;
 }
 
 hsr_status seg_open(seg_node *s, hsr_boot *boot) {
   s->rank = hsr_boot_rank(boot);
   s->size = hsr_boot_size(boot);
-  s->wakefd = -1;
+  s->wakefd = s->ctl_fd = -1;
   pthread_mutex_init(&s->pool_mu, NULL);
-  HSR_CHECK(name_world(s, boot));
   if (hsr_boot_local_rank(boot) == 0) stale_cleanup();
 
   char name[96];
-  seg_name(s, name, sizeof name, s->rank, -1);
-  HSR_CHECK(seg_create(name, sizeof(seg_ctl), (void **)&s->ctl));
+  seg_name(s, name, sizeof name, -1);
+  HSR_CHECK(seg_create(name, sizeof(seg_ctl), (void **)&s->ctl, &s->ctl_fd));
+  atomic_store(&s->ctl->wait_rank, -1);
   s->peer_ctl = calloc((size_t)s->size, sizeof *s->peer_ctl);
   if (!s->peer_ctl) return hsr_error(HSR_ERR_NOMEM, "peer table");
-  hsr_status st = hsr_boot_barrier(boot);
+  HSR_CHECK(hello(s, boot));
   int node = hsr_boot_node(boot);
-  for (int r = 0; st == HSR_OK && r < s->size; r++) {
+  for (int r = 0; r < s->size; r++) {
     if (r == s->rank || hsr_boot_node_of(boot, r) != node) continue;
-    char pn[96];
-    seg_name(s, pn, sizeof pn, r, -1);
-    st = seg_attach(pn, sizeof(seg_ctl), (void **)&s->peer_ctl[r]);
+    HSR_CHECK(seg_attach(r, s->pids[r], s->ctl_fds[r], sizeof(seg_ctl), (void **)&s->peer_ctl[r]));
   }
-  hsr_status st2 = hsr_boot_barrier(boot);
-  shm_unlink(name); /* every peer has it mapped now */
-  return st != HSR_OK ? st : st2;
+  return HSR_OK;
+}
+
+void seg_bye(seg_node *s) {
+  if (s->ctl) atomic_store(&s->ctl->bye, 1);
 }
 
 void seg_close(seg_node *s) {
@@ -128,17 +146,20 @@ void seg_close(seg_node *s) {
   s->wakefd = -1;
   for (int i = 0; i < s->nmaps; i++) munmap(s->maps[i].base, s->maps[i].bytes);
   for (int i = 0; i < s->nsegs; i++) {
-    char name[96];
-    seg_name(s, name, sizeof name, s->rank, s->segs[i].id);
-    shm_unlink(name);
     munmap(s->segs[i].base, s->segs[i].bytes);
+    close(s->segs[i].fd);
   }
   if (s->peer_ctl)
     for (int r = 0; r < s->size; r++)
       if (s->peer_ctl[r]) munmap(s->peer_ctl[r], sizeof(seg_ctl));
-  if (s->ctl) munmap(s->ctl, sizeof(seg_ctl));
+  if (s->ctl) {
+    atomic_store(&s->ctl->bye, 1);
+    munmap(s->ctl, sizeof(seg_ctl));
+  }
+  if (s->ctl_fd >= 0) close(s->ctl_fd);
   free(s->peer_ctl);
   free(s->pids);
+  free(s->ctl_fds);
   free(s->maps);
   free(s->segs);
   pthread_mutex_destroy(&s->pool_mu);
@@ -167,15 +188,15 @@ hsr_status seg_pool_alloc(seg_node *s, size_t bytes, void **ptr) {
   }
   s->segs = ns;
   char name[96];
-  int id = s->next_seg++;
-  seg_name(s, name, sizeof name, s->rank, id);
+  int id = s->next_seg++, fd = -1;
+  seg_name(s, name, sizeof name, id);
   void *p;
-  hsr_status st = seg_create(name, want, &p);
+  hsr_status st = seg_create(name, want, &p, &fd);
   if (st != HSR_OK) {
     pthread_mutex_unlock(&s->pool_mu);
     return st;
   }
-  s->segs[s->nsegs++] = (seg_mine){.id = id, .base = p, .bytes = want, .in_use = 1};
+  s->segs[s->nsegs++] = (seg_mine){.id = id, .fd = fd, .base = p, .bytes = want, .in_use = 1};
   *ptr = p;
   pthread_mutex_unlock(&s->pool_mu);
   return HSR_OK;
@@ -202,7 +223,7 @@ int seg_describe(seg_node *s, const void *p, size_t bytes, seg_desc *d) {
     seg_mine *m = &s->segs[i];
     const char *b = m->base;
     if (m->in_use && q >= b && q + bytes <= b + m->bytes) {
-      *d = (seg_desc){.rank = s->rank, .seg = m->id, .off = (uint64_t)(q - b), .seg_bytes = m->bytes};
+      *d = (seg_desc){.rank = s->rank, .seg = m->id, .off = (uint64_t)(q - b), .seg_bytes = m->bytes, .fd = m->fd};
       found = 1;
       break;
     }
@@ -229,10 +250,9 @@ void *seg_peer_ptr(seg_node *s, const seg_desc *d) {
     }
     s->maps = m, s->cap_maps = cap;
   }
-  char name[96];
-  seg_name(s, name, sizeof name, d->rank, d->seg);
   void *p;
-  if (seg_attach(name, d->seg_bytes, &p) != HSR_OK) return NULL;
+  if (d->rank < 0 || d->rank >= s->size || seg_attach(d->rank, s->pids[d->rank], d->fd, d->seg_bytes, &p) != HSR_OK)
+    return NULL;
   s->maps[s->nmaps++] = (seg_map){.rank = d->rank, .seg = d->seg, .base = p, .bytes = d->seg_bytes};
   return (char *)p + d->off;
 }
@@ -269,10 +289,9 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
 static socklen_t wake_addr(seg_node *s, int world_rank, struct sockaddr_un *a) {
   memset(a, 0, sizeof *a);
   a->sun_family = AF_UNIX;
-  char name[96];
-  seg_name(s, name, sizeof name, world_rank, -1);
   /* abstract namespace: sun_path[0] = 0, nothing on disk to clean up */
-  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "%s-wake", name);
+  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "hsr-%016llx-%d-%d-wake", (unsigned long long)s->job,
+                   s->pids[world_rank], world_rank);
   return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 

@@ -1,6 +1,9 @@
 /* Node-shared memory of one rank (seg.c): the segments peers on the node map,
  * the control segment with one slot per communicator, the doorbell that wakes
  * a rank, and the wake socket that reaches a progress thread asleep in epoll.
+ * Segments are memfds: a node peer opens the owner's fd through
+ * /proc/<pid>/fd/<fd>, so nothing has a name in /dev/shm and the kernel frees
+ * a segment when the last process holding it ends, killed or not.
  * Knows nothing of communicators or operations. */
 #ifndef HSR_COLL_SEG_H
 #define HSR_COLL_SEG_H
@@ -17,7 +20,8 @@
 typedef struct seg_desc {
   int32_t rank, seg; /* owner world rank, its segment id (-1: none) */
   uint64_t off, seg_bytes;
-  int32_t scattered, pad; /* two-level all-gather: blocks sit at their final places */
+  int32_t scattered; /* two-level all-gather: blocks sit at their final places */
+  int32_t fd;        /* the segment's memfd in the owner */
 } seg_desc;
 
 #define SEG_SLOTS 256
@@ -30,6 +34,16 @@ typedef struct seg_slot {
   char pad[128 - 3 * 8 - 2 * sizeof(seg_desc)];
 } seg_slot;
 
+/* A failure as one rank found or learned it (fault.c): node peers read it
+ * from the rank's control segment, remote ranks get it as a UCX message. */
+typedef struct seg_notice {
+  _Atomic uint32_t valid; /* stored last, with release order */
+  int32_t culprit, kind, reporter;
+  double waited_s;
+  char what[128];  /* what happened to the culprit */
+  char where[192]; /* the reporter's operation that waited for it */
+} seg_notice;
+
 typedef struct seg_ctl {
   _Atomic uint32_t doorbell; /* futex word: bumped by anyone who may unblock this rank */
   /* Set while this rank's progress thread sleeps in epoll (multi-node runs):
@@ -38,12 +52,20 @@ typedef struct seg_ctl {
   /* Threads blocked in FUTEX_WAIT on the doorbell: ringers skip the wake
    * syscall when there are none (most posts find the thread awake). */
   _Atomic uint32_t waiters;
-  char pad[116];
-  seg_slot slot[SEG_SLOTS];
+  /* What node peers read to tell a dead, stopped, busy or waiting rank apart
+   * (fault.c): set when the rank leaves hsr normally; the progress engine's
+   * last pass (CLOCK_MONOTONIC is host-wide); the world rank its longest
+   * stalled op waits for (-1: none) and since when. */
+  _Atomic uint32_t bye;
+  _Atomic uint64_t beat_ns;
+  _Atomic int32_t wait_rank;
+  _Atomic uint64_t wait_since_ns;
+  seg_notice notice;
+  _Alignas(128) seg_slot slot[SEG_SLOTS];
 } seg_ctl;
 
 typedef struct seg_mine {
-  int id;
+  int id, fd;
   void *base;
   size_t bytes;
   int in_use;
@@ -57,9 +79,11 @@ typedef struct seg_map {
 
 typedef struct seg_node {
   int rank, size;
-  uint64_t job;                 /* random id shared by the world: names shm objects */
-  int32_t *pids;                /* every rank's pid (part of its segment names) */
-  seg_ctl *ctl;                 /* mine */
+  uint64_t job;     /* random id shared by the world: names the wake sockets */
+  int32_t *pids;    /* every rank's pid: where its memfds are opened */
+  int32_t *ctl_fds; /* every rank's control segment memfd */
+  seg_ctl *ctl;     /* mine */
+  int ctl_fd;
   seg_ctl **peer_ctl;           /* per world rank, NULL when not on my node */
   uint8_t slot_used[SEG_SLOTS]; /* guarded by the context lock */
   pthread_mutex_t pool_mu;
@@ -73,6 +97,8 @@ typedef struct seg_node {
 /* Collective over the boot context: the world's job id, every pid, my control
  * segment, and the control segments of my node's peers. */
 hsr_status seg_open(seg_node *s, hsr_boot *boot);
+/* Tells node peers this rank leaves normally (before its last barrier). */
+void seg_bye(seg_node *s);
 void seg_close(seg_node *s);
 
 hsr_status seg_pool_alloc(seg_node *s, size_t bytes, void **ptr);

@@ -2,7 +2,7 @@
  * uses, whether the world needs a network transport, which transport a host
  * communicator runs on (shared memory, UCX, two-level), and which row of the
  * transport's per-collective table an op takes. The HSR_ALGO_* knobs,
- * HSR_UCX_CHUNK and HSR_EMULATE_NET are read here. */
+ * HSR_UCX_CHUNK, HSR_UCX_PEER_ERRORS and HSR_EMULATE_NET are read here. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,12 +26,19 @@ static hsr_status emulate_env(coll_tuning *t) {
 hsr_status coll_tuning_env(coll_tuning *t) {
   static const char *const ar[] = {"auto", "ring", "rd", NULL};
   static const char *const two[] = {"auto", "off", NULL};
+  static const char *const onoff[] = {"on", "off", NULL};
   hsr_status st = hsr_env_choice("HSR_ALGO_ALLREDUCE", ar, COLL_AR_AUTO, &t->allreduce);
   if (st == HSR_OK) st = hsr_env_size("HSR_ALGO_ALLREDUCE_RD_MAX", 64 << 10, &t->rd_max_bytes);
   if (st == HSR_OK) st = hsr_env_size("HSR_UCX_CHUNK", 1 << 20, &t->ucx_chunk);
   if (st == HSR_OK && t->ucx_chunk < 4096)
     st = hsr_error(HSR_ERR_INVALID, "HSR_UCX_CHUNK: %zu bytes is too small (at least 4K)", t->ucx_chunk);
   if (st == HSR_OK) st = hsr_env_choice("HSR_ALGO_TWO_LEVEL", two, COLL_TWO_AUTO, &t->two_level);
+  /* off: UCX may use its shared-memory and CMA transports between ranks of
+   * one host (simulated nodes), which cannot report a peer's death: faster,
+   * but a dead peer can then abort a survivor inside UCX */
+  int off = 0;
+  if (st == HSR_OK) st = hsr_env_choice("HSR_UCX_PEER_ERRORS", onoff, 0, &off);
+  t->ucx_peer_errors = !off;
   if (st == HSR_OK) st = emulate_env(t);
   return st;
 }

@@ -137,6 +137,17 @@ int two_stage_wait(coll_op *op) {
   return st == HSR_OK ? 1 : -1;
 }
 
+/* A failed parent freed with its stage still out (context lock held). */
+static void two_op_fini(coll_op *op) {
+  coll_op *ch = two_op_of(op)->child;
+  two_op_of(op)->child = NULL;
+  if (!ch) return;
+  if (atomic_load_explicit(&ch->done, memory_order_acquire))
+    coll_op_release_locked(ch);
+  else
+    ch->detached = 1;
+}
+
 void two_scale_avg(coll_op *op, void *buf, size_t count) {
   if (op->redop != HSR_AVG) return;
   const void *in[1] = {buf};
@@ -156,6 +167,7 @@ const coll_transport two_transport = {
     .start = coll_host_start,
     .test = coll_host_test,
     .wait = coll_host_wait,
+    .op_fini = two_op_fini,
     .mem_alloc = coll_host_mem_alloc,
     .mem_free = coll_host_mem_free,
     .set_stream = coll_host_set_stream,

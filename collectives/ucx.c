@@ -3,6 +3,7 @@
  * transport's table. The algorithms are ucx_ring.c (all-gather,
  * reduce-scatter, all-reduce as both), ucx_allreduce_rd.c, ucx_bcast_flat.c
  * and ucx_barrier_dissem.c. */
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,72 @@ static hsr_status exchange_addresses(coll_ctx *x, ucx_ctx *u) {
   return st;
 }
 
+/* ---- fault notices: one receive always posted; a verdict sent to every other node ---- */
+
+static void notice_recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_info_t *info, void *user) {
+  (void)info;
+  ucx_ctx *u = user;
+  ucp_request_free(req);
+  u->notice_req = NULL;
+  if (status == UCS_OK) u->notice_ready = 1; /* acted on outside the callback (ucx_net_progress) */
+}
+
+static void post_notice_recv(coll_ctx *x, ucx_ctx *u) {
+  (void)x;
+  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                           .cb.recv = notice_recv_cb,
+                           .user_data = u};
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(u->worker, &u->notice_in, sizeof u->notice_in, UCX_NOTICE_TAG, ~0ull, &p);
+  if (UCS_PTR_IS_ERR(r)) {
+    HSR_LOG_D("collectives: cannot post the fault-notice receive: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+  } else if (r == NULL) {
+    u->notice_ready = 1; /* completed in place */
+  } else {
+    u->notice_req = r;
+  }
+}
+
+static void notice_sent_cb(void *req, ucs_status_t status, void *user) {
+  (void)status;
+  ucx_ctx *u = user;
+  u->notices_out--;
+  ucp_request_free(req);
+}
+
+static ucp_ep_h ep_of(coll_ctx *x, int wr);
+
+static void ucx_net_notify(coll_ctx *x, const seg_notice *n) {
+  ucx_ctx *u = ucx_ctx_of(x);
+  if (!u || !u->worker) return;
+  memcpy(&u->notice_out, n, sizeof u->notice_out);
+  int mine = n->reporter == x->rank, dead = n->kind == FAULT_DIED || n->kind == FAULT_LEFT;
+  for (int r = 0; r < x->size; r++) {
+    /* Node peers read my control segment. The finder tells every other node;
+     * the others pass it on over endpoints they have (a new connection to a
+     * rank that has just left only prints UCX errors). */
+    if (r == x->rank || hsr_boot_node_of(x->boot, r) == x->node || x->fault.gone[r] || r == n->reporter ||
+        (dead && r == n->culprit) || (!mine && !u->eps[r]))
+      continue;
+    ucp_ep_h ep = ep_of(x, r);
+    if (!ep || u->peers[r].failed) continue;
+    ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+                             .cb.send = notice_sent_cb,
+                             .user_data = u};
+    ucs_status_ptr_t q = ucp_tag_send_nbx(ep, &u->notice_out, sizeof u->notice_out, UCX_NOTICE_TAG, &p);
+    if (q && !UCS_PTR_IS_ERR(q)) u->notices_out++;
+  }
+}
+
+/* Waits for a UCX request, at most limit_s. */
+static void wait_req(ucx_ctx *u, ucs_status_ptr_t r, double limit_s) {
+  if (r == NULL || UCS_PTR_IS_ERR(r)) return;
+  double t0 = hsr_clock_s();
+  while (ucp_request_check_status(r) == UCS_INPROGRESS && hsr_clock_s() - t0 < limit_s) {
+    if (!ucp_worker_progress(u->worker)) sched_yield();
+  }
+  ucp_request_free(r);
+}
+
 static hsr_status ucx_net_init(coll_ctx *x) {
   ucx_ctx *u = calloc(1, sizeof *u);
   if (!u) return hsr_error(HSR_ERR_NOMEM, "UCX state");
@@ -68,47 +135,123 @@ static hsr_status ucx_net_init(coll_ctx *x) {
   }
   HSR_CHECK(exchange_addresses(x, u));
   u->eps = calloc((size_t)x->size, sizeof *u->eps);
-  if (!u->eps) return hsr_error(HSR_ERR_NOMEM, "endpoint table");
+  u->peers = calloc((size_t)x->size, sizeof *u->peers);
+  if (!u->eps || !u->peers) return hsr_error(HSR_ERR_NOMEM, "endpoint table");
+  for (int r = 0; r < x->size; r++) u->peers[r] = (ucx_peer){.x = x, .wr = r};
   us = ucp_worker_get_efd(u->worker, &x->net_fd);
   if (us != UCS_OK) return hsr_error(HSR_ERR_TRANSPORT, "ucp_worker_get_efd: %s", ucs_status_string(us));
+  post_notice_recv(x, u);
   return HSR_OK;
 }
 
-static void wait_req(ucx_ctx *u, ucs_status_ptr_t r) {
-  if (r == NULL || UCS_PTR_IS_ERR(r)) return;
-  double t0 = hsr_clock_s();
-  while (ucp_request_check_status(r) == UCS_INPROGRESS && hsr_clock_s() - t0 < 10) {
-    if (!ucp_worker_progress(u->worker)) sched_yield();
+/* The teardown barrier gives up as soon as a peer is known to have failed. */
+static int fini_stop(void *arg) {
+  coll_ctx *x = arg;
+  pthread_mutex_lock(&x->mu);
+  ucx_ctx *u = ucx_ctx_of(x);
+  ucp_worker_progress(u->worker);
+  if (u->notice_ready) {
+    u->notice_ready = 0;
+    coll_fault_notice_in(x, &u->notice_in);
   }
-  ucp_request_free(r);
+  coll_fault_poll(x, hsr_clock_ns(), 1);
+  int stop = x->fault.declared;
+  for (int r = 0; r < x->size && !stop; r++) stop = x->fault.gone[r] == FAULT_DIED;
+  pthread_mutex_unlock(&x->mu);
+  return stop;
 }
 
+/* After a failure: every endpoint closed at once (its requests complete as
+ * cancelled), messages nobody will receive taken out, all bounded by a
+ * second, so the worker goes away without waiting on a peer and quietly. */
+static void close_failed(coll_ctx *x, ucx_ctx *u) {
+  int n = 0;
+  void **reqs = calloc((size_t)x->size, sizeof *reqs);
+  for (int r = 0; u->eps && r < x->size; r++)
+    if (u->eps[r]) {
+      ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
+      ucs_status_ptr_t q = ucp_ep_close_nbx(u->eps[r], &cp);
+      if (q && !UCS_PTR_IS_ERR(q) && reqs) reqs[n++] = q;
+    }
+  double t0 = hsr_clock_s();
+  for (int busy = 1; busy && hsr_clock_s() - t0 < 1.0;) {
+    if (!ucp_worker_progress(u->worker)) sched_yield();
+    busy = u->live > 0 || u->notices_out > 0;
+    for (int i = 0; i < n; i++) busy |= ucp_request_check_status(reqs[i]) == UCS_INPROGRESS;
+  }
+  for (int i = 0; i < n; i++) ucp_request_free(reqs[i]);
+  free(reqs);
+  char sink[256];
+  for (int k = 0; k < 4096; k++) { /* unexpected messages: received into nothing */
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h m = ucp_tag_probe_nb(u->worker, 0, 0, 1, &info);
+    if (!m) break;
+    void *big = info.length > sizeof sink ? malloc(info.length) : NULL;
+    ucp_request_param_t p = {.op_attr_mask = 0};
+    wait_req(u, ucp_tag_msg_recv_nbx(u->worker, big ? big : sink, big ? info.length : sizeof sink, m, &p), 0.1);
+    free(big);
+  }
+}
+
+/* Healthy: deliver what is in flight, then let every rank get here before any
+ * endpoint goes away (a closed endpoint is an error on a peer still using it).
+ * After a failure: nothing waits on a peer (close_failed). */
 static void ucx_net_fini(coll_ctx *x) {
   ucx_ctx *u = ucx_ctx_of(x);
   if (!u) return;
   if (u->worker) {
-    /* Deliver what is still in flight, then let every rank get here before any
-     * endpoint goes away (a forced close would drop a peer's last message). */
-    ucp_request_param_t prm = {.op_attr_mask = 0};
-    wait_req(u, ucp_worker_flush_nbx(u->worker, &prm));
-    hsr_boot_barrier(x->boot);
-    if (u->eps)
+    int failed = x->fault.declared;
+    if (!failed) {
+      ucp_request_param_t prm = {.op_attr_mask = 0};
+      wait_req(u, ucp_worker_flush_nbx(u->worker, &prm), 10);
+      if (hsr_boot_barrier_until(x->boot, x->timeout_s, fini_stop, x) != HSR_OK) {
+        failed = 1;
+        if (!x->fault.declared) HSR_LOG_E("collectives: teardown: %s", hsr_last_error());
+      }
+    }
+    if (u->notice_req) ucp_request_cancel(u->worker, u->notice_req);
+    if (failed) {
+      close_failed(x, u);
+    } else if (u->eps) {
       for (int r = 0; r < x->size; r++)
         if (u->eps[r]) {
           ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
-          wait_req(u, ucp_ep_close_nbx(u->eps[r], &cp));
+          wait_req(u, ucp_ep_close_nbx(u->eps[r], &cp), 10);
         }
+    }
+    for (int k = 0; k < 100 && u->notice_req; k++) ucp_worker_progress(u->worker);
     ucp_worker_destroy(u->worker);
   }
   if (u->ucp) ucp_cleanup(u->ucp);
   free(u->eps);
+  free(u->peers);
   free(u->addrs);
   free(u);
   x->net_state = NULL;
 }
 
-static int ucx_net_progress(coll_ctx *x) { return ucp_worker_progress(ucx_ctx_of(x)->worker) != 0; }
+static int ucx_net_progress(coll_ctx *x) {
+  ucx_ctx *u = ucx_ctx_of(x);
+  int moved = ucp_worker_progress(u->worker) != 0;
+  if (u->notice_ready) {
+    u->notice_ready = 0;
+    coll_fault_notice_in(x, &u->notice_in);
+    post_notice_recv(x, u);
+  }
+  return moved;
+}
 static int ucx_net_arm(coll_ctx *x) { return ucp_worker_arm(ucx_ctx_of(x)->worker) == UCS_ERR_BUSY; }
+
+/* A peer's endpoint failed (its process died, its connection broke): with
+ * peer error handling UCX reports it here instead of aborting the process
+ * (without it a CMA read from a dead peer's memory, process_vm_readv: No such
+ * process, was fatal inside UCX). Runs inside ucp_worker_progress. */
+static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
+  (void)ep;
+  ucx_peer *p = arg;
+  p->failed = 1;
+  coll_fault_peer_error(p->x, p->wr, ucs_status_string(status));
+}
 
 static ucp_ep_h ep_of(coll_ctx *x, int wr) {
   ucx_ctx *u = ucx_ctx_of(x);
@@ -117,8 +260,11 @@ static ucp_ep_h ep_of(coll_ctx *x, int wr) {
     return NULL;
   }
   if (!u->eps[wr]) {
-    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
-                          .address = (const ucp_address_t *)((char *)u->addrs + (size_t)wr * u->addr_max)};
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER,
+                          .address = (const ucp_address_t *)((char *)u->addrs + (size_t)wr * u->addr_max),
+                          .err_mode = x->tune.ucx_peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE,
+                          .err_handler = {.cb = ep_error, .arg = &u->peers[wr]}};
     ucs_status_t us = ucp_ep_create(u->worker, &ep, &u->eps[wr]);
     if (us != UCS_OK) {
       hsr_error(HSR_ERR_TRANSPORT, "ucp_ep_create to world rank %d: %s", wr, ucs_status_string(us));
@@ -135,13 +281,13 @@ static ucp_ep_h ep_of(coll_ctx *x, int wr) {
 
 static void forget(ucx_chunk *ch, void *req, ucs_status_t status) {
   coll_op *op = ch->op;
+  ch->u->live--;
   ch->pending--;
   op->inflight--;
   for (int i = 0; i < 2; i++)
     if (ch->reqs[i] == req) ch->reqs[i] = NULL;
   if (status != UCS_OK && status != UCS_ERR_CANCELED && op->st == HSR_OK && !op->fin)
-    coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: UCX transfer failed: %s", op->c->name,
-                 hsr_op_name(op->kind), ucs_status_string(status));
+    coll_fault_xfer_error(op, ucs_status_string(status)); /* a verdict is not made inside a UCX callback */
   ucp_request_free(req);
   coll_op_reap(op);
 }
@@ -153,11 +299,14 @@ static void recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_info_t *i
 }
 
 uint64_t ucx_tag(const coll_op *op, int stage, int step, int k) {
-  return ((op->c->id & 0xfffffull) << 44) | ((op->seq & 0xfffffull) << 24) | ((uint64_t)(stage & 3) << 22) |
+  uint64_t cid = op->c->id & 0xfffffull;
+  return ((cid ? cid : 1) << 44) | ((op->seq & 0xfffffull) << 24) | ((uint64_t)(stage & 3) << 22) |
          ((uint64_t)(step & 0xfff) << 10) | (uint64_t)(k & 0x3ff);
 }
 
 static void track(ucx_chunk *ch, ucs_status_ptr_t r) {
+  ch->u = ucx_ctx_of(ch->op->c->ctx);
+  ch->u->live++;
   ch->pending++;
   ch->op->inflight++;
   for (int i = 0; i < 2; i++)
@@ -170,16 +319,17 @@ static void track(ucx_chunk *ch, ucs_status_ptr_t r) {
 int ucx_send(ucx_chunk *ch, int peer, const void *buf, size_t bytes, uint64_t tag) {
   coll_op *op = ch->op;
   ucp_ep_h ep = ep_of(op->c->ctx, op->c->world[peer]);
-  if (!ep) {
-    coll_op_fail(op, HSR_ERR_TRANSPORT, "%s", hsr_last_error());
+  if (!ep || ucx_ctx_of(op->c->ctx)->peers[op->c->world[peer]].failed) {
+    op->wait_peer = peer;
+    coll_fault_transfer(op, ep ? "its endpoint has failed" : hsr_last_error());
     return 0;
   }
   ucp_request_param_t p = {
       .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, .cb.send = send_cb, .user_data = ch};
   ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, bytes, tag, &p);
   if (UCS_PTR_IS_ERR(r)) {
-    coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: send to rank %d: %s", op->c->name,
-                 hsr_op_name(op->kind), peer, ucs_status_string(UCS_PTR_STATUS(r)));
+    op->wait_peer = peer;
+    coll_fault_transfer(op, ucs_status_string(UCS_PTR_STATUS(r)));
     return 0;
   }
   if (r) track(ch, r);
@@ -192,8 +342,7 @@ int ucx_recv(ucx_chunk *ch, void *buf, size_t bytes, uint64_t tag) {
       .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, .cb.recv = recv_cb, .user_data = ch};
   ucs_status_ptr_t r = ucp_tag_recv_nbx(ucx_ctx_of(op->c->ctx)->worker, buf, bytes, tag, ~0ull, &p);
   if (UCS_PTR_IS_ERR(r)) {
-    coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: receive: %s", op->c->name, hsr_op_name(op->kind),
-                 ucs_status_string(UCS_PTR_STATUS(r)));
+    coll_fault_transfer(op, ucs_status_string(UCS_PTR_STATUS(r)));
     return 0;
   }
   if (r) track(ch, r);
@@ -263,4 +412,5 @@ const coll_transport ucx_transport = {
     .net_fini = ucx_net_fini,
     .net_progress = ucx_net_progress,
     .net_arm = ucx_net_arm,
+    .net_notify = ucx_net_notify,
 };

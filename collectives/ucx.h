@@ -8,22 +8,37 @@
 
 #include "coll.h"
 
+/* What an endpoint's error callback is told: whose endpoint it is. */
+typedef struct ucx_peer {
+  coll_ctx *x;
+  int wr;
+  int failed; /* the endpoint reported an error: nothing more is sent on it */
+} ucx_peer;
+
 /* The context's UCX state (coll_ctx.net_state). */
-typedef struct ucx_ctx {
+struct ucx_ctx {
   ucp_context_h ucp;
   ucp_worker_h worker; /* NULL until made */
-  ucp_ep_h *eps;       /* per world rank, made on first use */
+  ucp_ep_h *eps;       /* per world rank, made on first use, with peer error handling */
+  ucx_peer *peers;     /* per world rank */
   void *addrs;         /* every rank's worker address, addr_max bytes each */
   size_t addr_max;
   char lanes_bad[200]; /* emulated network: why an endpoint was refused ("" while fine) */
-} ucx_ctx;
+  /* fault notices (fault.h): one receive always posted, sends in flight */
+  seg_notice notice_in, notice_out;
+  void *notice_req;
+  int notice_ready, notices_out;
+  int live; /* op transfers in flight (their requests are ours to free) */
+};
 
 /* Every message belongs to a chunk: rings run one independent pipeline per
  * chunk of the blocks (chunk k of step s+1 leaves as soon as chunk k of step
  * s has arrived, while other chunks are still in flight); the other
  * algorithms use chunk 0 only. */
+typedef struct ucx_ctx ucx_ctx;
 typedef struct ucx_chunk {
   coll_op *op;
+  ucx_ctx *u; /* set when a transfer is tracked: a failed op's communicator may be gone before its callback */
   int k, stage, step, posted, pending, finished;
   void *reqs[2];
 } ucx_chunk;
@@ -42,7 +57,9 @@ _Static_assert(sizeof(ucx_op) <= COLL_OP_PRIV, "ucx_op must fit coll_op.priv");
 static inline ucx_op *ucx_op_of(coll_op *op) { return (ucx_op *)op->priv; }
 static inline ucx_ctx *ucx_ctx_of(coll_ctx *x) { return x->net_state; }
 
-/* Tag stages: comm id (20 bits) | op seq (20) | stage (2) | step (12) | chunk (10). */
+/* Tag stages: comm id (20 bits) | op seq (20) | stage (2) | step (12) | chunk (10).
+ * Comm id 0 is never used by an op: tag 1 carries fault notices. */
+#define UCX_NOTICE_TAG 1ull
 enum { UCX_S_RS = 0, UCX_S_AG = 1, UCX_S_RD = 2, UCX_S_MISC = 3 };
 uint64_t ucx_tag(const coll_op *op, int stage, int step, int k);
 /* Post one message of chunk ch; 0 if the op failed. */

@@ -1,25 +1,10 @@
 /* PMIx bootstrap: job identity, node indices, and small-blob exchange. */
-#include "hsr/boot.h"
+#include "boot_int.h"
 
-#include <pmix.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-struct hsr_boot {
-  int singleton;
-  pmix_proc_t me;
-  int rank, size;
-  int local_rank, local_size; /* after simulated-node split */
-  int node, num_nodes, sim_nodes;
-  int timeout_s;
-  unsigned long seq; /* per-call key suffix for allgather/bcast */
-  char launcher[16];
-  char hostname[HSR_HOSTNAME_MAX];
-  char (*hosts)[HSR_HOSTNAME_MAX]; /* per rank */
-  int *node_of;                    /* per rank */
-};
 
 /* What each rank tells the others at start. */
 typedef struct {
@@ -203,6 +188,7 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     hsr_boot_finalize(b);
     return hsr_error(st, "%s", msg);
   }
+  boot_watch_init(b);
   HSR_LOG_D("boot: rank %d/%d local %d/%d node %d/%d host %s launcher %s", b->rank, b->size, b->local_rank,
             b->local_size, b->node, b->num_nodes, b->hostname, b->launcher);
   *out = b;
@@ -212,10 +198,12 @@ hsr_status hsr_boot_init(hsr_boot **out) {
 hsr_status hsr_boot_finalize(hsr_boot *b) {
   if (!b) return HSR_OK;
   hsr_status st = HSR_OK;
+  boot_watch_fini(b);
   if (!b->singleton) {
     pmix_status_t rc = PMIx_Finalize(NULL, 0);
     if (rc != PMIX_SUCCESS) st = pmix_fail("PMIx_Finalize", rc);
   }
+  boot_watch_free(b);
   free(b->hosts);
   free(b->node_of);
   free(b);
@@ -334,8 +322,10 @@ hsr_status hsr_boot_barrier(hsr_boot *b) {
 }
 
 hsr_status hsr_boot_abort(hsr_boot *b, int code, const char *msg) {
-  fprintf(stderr, "[rank %d] hsr: aborting the job: %s\n", b ? b->rank : 0, msg ? msg : "");
-  fflush(stderr);
+  if (msg) {
+    fprintf(stderr, "[rank %d] hsr: aborting the job: %s\n", b ? b->rank : 0, msg);
+    fflush(stderr);
+  }
   if (b && !b->singleton) {
     pmix_status_t rc = PMIx_Abort(code, msg ? msg : "hsr abort", NULL, 0);
     if (rc != PMIX_SUCCESS) return pmix_fail("PMIx_Abort", rc);

@@ -146,6 +146,8 @@ typedef struct ckpt_vote {
  * failing rank's status and message ("rank R: ..."). Bounded by the
  * bootstrap's timeout. */
 hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all);
+/* Every rank's `bytes` (the host world communicator, else the bootstrap). */
+hsr_status ckpt_allgather(hsr_rt *rt, const void *mine, size_t bytes, void *all);
 /* The engine is between steps: no unit window open, no backward pass or
  * reduction pending (what: "save" / "load"). */
 hsr_status ckpt_check_idle(hsr_rt *rt, const char *what, int need_sharded);

@@ -87,7 +87,8 @@ static hsr_status jint(const pctx *px, const cJSON *o, const char *k, int64_t lo
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   if (!cJSON_IsNumber(x)) return PERR(px, "'%s' is missing or not a number", k);
   double d = x->valuedouble;
-  if (d != (double)(int64_t)d || d < (double)lo || d > (double)hi)
+  /* the range first: casting a double beyond int64 is undefined (found by fuzzing) */
+  if (!(d >= (double)lo && d <= (double)hi) || d != (double)(int64_t)d)
     return PERR(px, "'%s' = %.17g is not an integer in [%" PRId64 ", %" PRId64 "]", k, d, lo, hi);
   *v = (int64_t)d;
   return HSR_OK;
@@ -206,8 +207,8 @@ static hsr_status parse_tensor(hsr_ckpt *c, const cJSON *it, int i, pctx *px, ui
   uint64_t numel = 1;
   int k = 0;
   cJSON_ArrayForEach(d, sh) {
-    if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != (double)(int64_t)d->valuedouble ||
-        d->valuedouble > 1e15)
+    if (!cJSON_IsNumber(d) || !(d->valuedouble >= 0 && d->valuedouble <= 1e15) ||
+        d->valuedouble != (double)(int64_t)d->valuedouble)
       return PERR(px, "shape entry %d is not a size", k);
     t->shape[k++] = (int64_t)d->valuedouble;
     numel *= (uint64_t)d->valuedouble;

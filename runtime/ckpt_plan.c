@@ -75,6 +75,15 @@ hsr_status ckpt_pieces(hsr_rt *rt, int rep, int sh, ckpt_piece **out, int *n) {
   return HSR_OK;
 }
 
+/* Over the host world communicator where there is one: bounded by
+ * HSR_COMM_TIMEOUT and naming a dead or stopped rank (a PMIx fence waits
+ * HSR_BOOT_TIMEOUT and names nobody); NCCL runs keep the bootstrap. */
+hsr_status ckpt_allgather(hsr_rt *rt, const void *mine, size_t bytes, void *all) {
+  if (rt->world && hsr_comm_backend(rt->world) == HSR_BACKEND_HOST)
+    return hsr_comm_allgather(rt->world, mine, all, bytes, HSR_U8, NULL);
+  return hsr_boot_allgather(rt->boot, mine, bytes, all);
+}
+
 hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all_out) {
   if (all_out) *all_out = NULL;
   int W = hsr_boot_size(rt->boot);
@@ -87,7 +96,7 @@ hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_
   if (st != HSR_OK) snprintf(mine.msg, sizeof mine.msg, "%s", hsr_last_error());
   ckpt_vote *all = calloc((size_t)W, sizeof *all);
   if (!all) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  hsr_status gs = hsr_boot_allgather(rt->boot, &mine, sizeof mine, all);
+  hsr_status gs = ckpt_allgather(rt, &mine, sizeof mine, all);
   if (gs != HSR_OK) {
     free(all);
     return hsr_error(gs, "checkpoint: the ranks could not agree (%s)", hsr_last_error());

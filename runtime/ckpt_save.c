@@ -497,7 +497,7 @@ static hsr_status gather_blocks(save_ctx *x) {
   hsr_status st = mine && x->blocks ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   if (st == HSR_OK) {
     if (x->crc.nb) memcpy(mine, x->crc.blocks, (size_t)x->crc.nb * sizeof *mine);
-    st = hsr_boot_allgather(x->rt->boot, mine, (size_t)x->maxnb * sizeof *mine, x->blocks);
+    st = ckpt_allgather(x->rt, mine, (size_t)x->maxnb * sizeof *mine, x->blocks);
   }
   free(mine);
   return st;
@@ -546,6 +546,7 @@ hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts 
   if (st == HSR_OK) { /* every rank takes the same branches: they follow agreements */
     st = write_data(&x);
     if (st == HSR_OK) ckpt_fault_here(x.fault, CKPT_FAULT_AFTER_DATA, x.rank, rt->step);
+    hsr_fault_hook_hit(&rt->hook, "ckpt_save"); /* HSR_FAULT: between this rank's data and the agreement */
     st = ckpt_agree(rt, st, x.bytes, x.crc.nb, x.crc.file, &x.votes);
     if (st == HSR_OK) st = gather_blocks(&x);
     int unknown = 0; /* whether rank 0 committed: a rank that cannot tell keeps its file */

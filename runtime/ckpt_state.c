@@ -208,6 +208,9 @@ hsr_status ckpt_state_assign(hsr_ckpt_state *s, const cJSON *obj, const char *wh
     HSR_CHECK(check_key(it->string));
     if (!cJSON_IsNumber(it) && !cJSON_IsRaw(it) && !cJSON_IsString(it))
       return hsr_error(HSR_ERR_INVALID, "%s: program state '%s' is neither a number nor a string", what, it->string);
+    double d = 0; /* 1e999 parses as inf, which no JSON can hold: it would not read back (found by fuzzing) */
+    if (!cJSON_IsString(it) && number_of(it, &d) && !isfinite(d))
+      return hsr_error(HSR_ERR_INVALID, "%s: program state '%s' is not a finite number", what, it->string);
   }
   cJSON *copy = cJSON_CreateObject();
   if (!copy) return hsr_error(HSR_ERR_NOMEM, "checkpoint state: out of memory");

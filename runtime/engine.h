@@ -18,6 +18,7 @@
 #define HSR_RUNTIME_ENGINE_H
 
 #include "device_path.h"
+#include "hsr/fault.h"
 #include "hsr/kernels.h"
 #include "hsr/schedule.h"
 #include "internal.h"
@@ -68,6 +69,7 @@ struct hsr_rt {
   int sharded_params, sharded_grads; /* policy flags of the strategy */
   int poison;
   double timeout;
+  hsr_fault_hook hook; /* HSR_FAULT at the optimizer step (a test hook) */
   size_t pes, res;
   hsr_rt_layout *layout;
   int committed;

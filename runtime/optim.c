@@ -162,6 +162,7 @@ static hsr_status step_action(hsr_rt *rt, const hsr_sched_action *a, opt_run *o)
 
 hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   HSR_CHECK(hsr_rt_commit(rt));
+  hsr_fault_hook_hit(&rt->hook, "step");
   rt_obs_phase(rt->obs, HSR_PHASE_STEP, -1);
   for (int i = 0; i < rt->nunits; i++) {
     rt_unit *u = &rt->units[i];

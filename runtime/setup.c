@@ -111,6 +111,7 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
   rt->cfg = *cfg;
   rt->boot = boot;
   hsr_status st = rt_obs_create(hsr_boot_rank(boot), unit_name_of, rt, &rt->obs);
+  if (st == HSR_OK) st = hsr_fault_hook_init(&rt->hook, hsr_boot_rank(boot));
   if (st == HSR_OK) st = plan_mesh(rt, cluster);
   if (st == HSR_OK) st = rt_dev_open(cfg, boot, cfg->timeout_s, &rt->dv);
   if (st != HSR_OK) goto fail;

@@ -71,6 +71,13 @@ static double num_of(const cJSON *o, const char *k, double def) {
   return cJSON_IsNumber(v) ? v->valuedouble : def;
 }
 
+/* An integer field: a value beyond the type reads as `def` (casting it would
+ * be undefined; found by fuzzing). */
+static int64_t int_of(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t def) {
+  double d = num_of(o, k, (double)def);
+  return d >= (double)lo && d <= (double)hi ? (int64_t)d : def;
+}
+
 static hsr_status load(const char *path, cJSON **out) {
   FILE *f = fopen(path, "rb");
   if (!f) return hsr_error(HSR_ERR_IO, "trace: cannot open %s", path);
@@ -145,14 +152,14 @@ static hsr_status read_events(const cJSON *events, analysis *z) {
     const char *ph = str_of(e, "ph"), *cat = str_of(e, "cat");
     if (!ph || strcmp(ph, "X") || !cat) continue;
     xev *x = &z->xs[z->n++];
-    x->pid = (int)num_of(e, "pid", -1);
+    x->pid = (int)int_of(e, "pid", INT32_MIN, INT32_MAX, -1);
     x->cat = !strcmp(cat, "step") ? 0 : !strcmp(cat, "compute") ? 1 : !strcmp(cat, "comm") ? 2 : 3;
     const char *nm = str_of(e, "name");
     x->is_ag = x->cat == 2 && nm && !strcmp(nm, "all_gather");
     x->t0 = num_of(e, "ts", 0);
     x->t1 = x->t0 + num_of(e, "dur", 0);
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
-    x->step = (int64_t)num_of(args, "step", 0);
+    x->step = int_of(args, "step", -((int64_t)1 << 53), (int64_t)1 << 53, 0);
     x->unit = str_of(args, "unit");
   }
   qsort(z->xs, (size_t)z->n, sizeof *z->xs, cmp_xev);

@@ -39,5 +39,6 @@ hsr_add_mpi_test(NAME coll_round_4_sim2_ring NP 4 NODES 2 ENV HSR_ALGO_TWO_LEVEL
                  HSR_UCX_CHUNK=4K COMMAND $<TARGET_FILE:mr_round>)
 hsr_add_mpi_test(NAME coll_round_4_sim2_rd NP 4 NODES 2 ENV HSR_ALGO_TWO_LEVEL=off HSR_ALGO_ALLREDUCE=rd
                  COMMAND $<TARGET_FILE:mr_round> --counts 1,7,1003)
-add_test(NAME coll_shm_cleanup COMMAND ${CMAKE_SOURCE_DIR}/tests/coll_shm_cleanup.sh ${HSR_RUN} $<TARGET_FILE:mr_coll>)
+add_test(NAME coll_shm_cleanup COMMAND ${CMAKE_SOURCE_DIR}/tests/coll_shm_cleanup.sh ${HSR_RUN} $<TARGET_FILE:mr_coll>
+         $<TARGET_FILE:hsr_cli>)
 set_tests_properties(coll_shm_cleanup PROPERTIES TIMEOUT 60 LABELS "mpi")

@@ -10,11 +10,8 @@ set_tests_properties(boot_singleton PROPERTIES TIMEOUT 20)
 add_test(NAME boot_singleton_sim_bad COMMAND mr_boot)
 set_tests_properties(boot_singleton_sim_bad PROPERTIES ENVIRONMENT "HSR_SIM_NODES=2" WILL_FAIL TRUE TIMEOUT 20)
 
-# Slurm: a controller and a daemon on this host, started by a fixture.
-string(MD5 _h "${CMAKE_BINARY_DIR}")
-string(SUBSTRING "${_h}" 0 3 _h)
-math(EXPR HSR_SLURM_PORT "17000 + 2 * (0x${_h} % 1000)")
-set(HSR_SLURM_DIR /tmp/hsr-slurm-${_h})
+# Slurm: a controller and a daemon on this host, started by a fixture
+# (HSR_SLURM_DIR, HSR_SLURM_PORT: tests/CMakeLists.txt).
 add_test(NAME slurm_up COMMAND ${CMAKE_SOURCE_DIR}/tests/slurm/slurm-up.sh ${HSR_SLURM_DIR} ${HSR_SLURM_PORT})
 add_test(NAME slurm_down COMMAND ${CMAKE_SOURCE_DIR}/tests/slurm/slurm-down.sh ${HSR_SLURM_DIR})
 set_tests_properties(slurm_up PROPERTIES FIXTURES_SETUP slurm SKIP_RETURN_CODE 77 TIMEOUT 60)

@@ -19,3 +19,10 @@ int hsr_cli_fail(const char *cmd, hsr_status st) {
   fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
   return st == HSR_ERR_INVALID ? HSR_EXIT_USAGE : HSR_EXIT_FAIL;
 }
+
+int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b) {
+  int code = hsr_cli_fail(cmd, st);
+  fflush(stdout);
+  if (b) hsr_boot_end_failed_job(b, code, 1.0);
+  return code;
+}

@@ -2,6 +2,7 @@
 #ifndef HSR_TOOLS_CLI_H
 #define HSR_TOOLS_CLI_H
 
+#include "hsr/boot.h"
 #include "hsr/common.h"
 
 /* Exit codes of every hsr command. */
@@ -18,6 +19,11 @@ int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((fo
 /* Prints the status and the last error detail; returns HSR_EXIT_USAGE for
  * HSR_ERR_INVALID (bad input) and HSR_EXIT_FAIL otherwise. */
 int hsr_cli_fail(const char *cmd, hsr_status st);
+/* hsr_cli_fail for a multi-rank command; when this rank found a peer that is
+ * alive but silent or stopped (it would keep the job alive: srun waits for
+ * it), also ends the job a second after the failure was found, so every
+ * survivor prints its line first. */
+int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b);
 
 /* Subcommands (one file each under tools/). */
 int hsr_cmd_version(int argc, char **argv);

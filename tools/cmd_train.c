@@ -310,8 +310,13 @@ static hsr_status run(train_run *r) {
   if (logf) fclose(logf);
   if (jsonf) fclose(jsonf);
   a->model->free(r);
+  char why[1024] = ""; /* teardown may raise errors of its own: the first one is the job's */
+  if (st != HSR_OK) snprintf(why, sizeof why, "%s", hsr_last_error());
   hsr_status dst = hsr_rt_destroy(r->rt);
-  if (st == HSR_OK) st = dst;
+  if (st == HSR_OK)
+    st = dst;
+  else
+    hsr_error(st, "%s", why);
   hsr_cluster_free(cl);
   hsr_topo_free(topo);
   return st;
@@ -329,7 +334,7 @@ int hsr_cmd_train(int argc, char **argv) {
   r.rank = hsr_boot_rank(r.boot), r.world = hsr_boot_size(r.boot);
   st = run(&r);
   if (st != HSR_OK) {
-    int code = hsr_cli_fail("train", st);
+    int code = hsr_cli_fail_job("train", st, r.boot);
     hsr_boot_finalize(r.boot);
     return code;
   }

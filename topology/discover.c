@@ -225,6 +225,7 @@ static hsr_status load(topo_disc *d, const char *xml) {
     int empty = fgetc(f) == EOF;
     fclose(f);
     if (empty) return hsr_error(HSR_ERR_IO, "topology XML '%s' is empty", xml);
+    HSR_CHECK(topo_xml_precheck(xml));
     if (hwloc_topology_set_xml(d->topo, xml) != 0)
       return hsr_error(HSR_ERR_IO, "topology XML '%s' is not a valid hwloc topology (truncated or malformed XML?)",
                        xml);

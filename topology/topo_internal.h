@@ -82,6 +82,8 @@ int topo_same_nic(const hsr_topo_nic_rec *a, const hsr_topo_nic_rec *b);
 void topo_note(hsr_topo *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "0000:0a:00.0" from any case or width ("0:a:0.0" too); 0 if `in` is not a bus id. */
 int topo_busid_norm(const char *in, char *out, size_t len);
+/* Refuses an hwloc XML that hwloc's reader would crash on (xml_check.c). */
+hsr_status topo_xml_precheck(const char *path);
 /* A file's base name without its directory and ".xml" (deterministic host names). */
 void topo_file_stem(const char *path, char *out, size_t len);
 

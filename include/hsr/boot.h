@@ -47,9 +47,38 @@ HSR_API hsr_status hsr_boot_allgather(hsr_boot *b, const void *send, size_t byte
 /* `bytes` from `root` to every rank. */
 HSR_API hsr_status hsr_boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root);
 HSR_API hsr_status hsr_boot_barrier(hsr_boot *b);
-/* Ends the whole job with `code`, printing `msg` (used when one rank found an
- * error that the others cannot see). Does not return on success. */
+/* A barrier bounded by timeout_s that also gives up when stop(arg) returns
+ * non-zero (polled every 20 ms): HSR_ERR_TIMEOUT or HSR_ERR_STATE then, and
+ * the context makes no more exchanges worth trusting. stop may be NULL. */
+HSR_API hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(void *arg), void *arg);
+/* Ends the whole job with `code` (PMIx_Abort: the launcher kills every rank,
+ * a stopped one too), printing `msg` first unless it is NULL (used when one
+ * rank found an error that the others cannot see). Singleton: exit(code). */
 HSR_API hsr_status hsr_boot_abort(hsr_boot *b, int code, const char *msg);
+
+/* ---- failures ------------------------------------------------------------
+ * The launcher's word on dead ranks: PMIx events (PMIX_ERR_PROC_ABORTED,
+ * PMIX_EVENT_PROC_TERMINATED, PMIX_ERR_PROC_TERM_WO_SYNC, ...; a default
+ * handler too). Not every launcher sends them (mpirun 4.1 and srun 22.05 do
+ * not for a killed rank), so collectives/ also watches node peers and UCX
+ * endpoints itself. fn(arg, rank) runs on PMIx's thread: it may only set
+ * flags and wake someone. One subscriber; fn NULL unsubscribes (waiting for a
+ * call in progress to return). */
+typedef void (*hsr_boot_peer_fn)(void *arg, int rank);
+HSR_API hsr_status hsr_boot_watch(hsr_boot *b, hsr_boot_peer_fn fn, void *arg);
+/* 1 (and what the launcher said in `why`, if why_n > 0) when the launcher
+ * reported `rank` terminated or aborted; 0 otherwise. */
+HSR_API int hsr_boot_peer_gone(hsr_boot *b, int rank, char *why, size_t why_n);
+/* Records that this rank found a peer failure: silent = 0 a peer died (the
+ * launcher ends the job), 1 a peer is alive but silent or stopped (it will not
+ * end by itself: hsr_boot_end_failed_job aborts the job). The first call wins. */
+HSR_API hsr_status hsr_boot_note_failure(hsr_boot *b, int silent);
+/* 0 when no failure was noted, else 1 + silent. */
+HSR_API int hsr_boot_failure(const hsr_boot *b);
+/* After a noted silent peer: gives the other ranks `grace_s` from the moment
+ * the failure was found to print their own line, then hsr_boot_abort(b, code,
+ * NULL). Returns HSR_OK at once when no such failure was noted. */
+HSR_API hsr_status hsr_boot_end_failed_job(hsr_boot *b, int code, double grace_s);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,69 @@
+/* HSR_FAULT, the fault matrix's test hook (include/hsr/fault.h). */
+#include "hsr/fault.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const phases[] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
+                                     "barrier",    "step",           "ckpt_save",  NULL};
+
+static hsr_status bad(const char *v, const char *why) {
+  return hsr_error(HSR_ERR_INVALID,
+                   "HSR_FAULT='%s': %s (valid: RANK:PHASE:N:ACTION, PHASE all_gather|reduce_scatter|all_reduce|"
+                   "broadcast|barrier|step|ckpt_save, N >= 1, ACTION kill|stop|sleep:SECONDS; a test hook)",
+                   v, why);
+}
+
+hsr_status hsr_fault_hook_init(hsr_fault_hook *h, int rank) {
+  if (!h) return hsr_error(HSR_ERR_INVALID, "hsr_fault_hook_init: NULL hook");
+  memset(h, 0, sizeof *h);
+  const char *v = getenv("HSR_FAULT");
+  if (!v || !*v) return HSR_OK;
+  char buf[128], *part[6] = {0};
+  if (strlen(v) >= sizeof buf) return bad(v, "too long");
+  snprintf(buf, sizeof buf, "%s", v);
+  int np = 0;
+  for (char *s = buf, *t; np < 6 && (t = strsep(&s, ":")); np++) part[np] = t;
+  if (np < 4 || np > 5 || (np == 5 && strcmp(part[3], "sleep") != 0)) return bad(v, "expected four fields");
+  long r, n;
+  int ph;
+  if (hsr_parse_long("HSR_FAULT rank", part[0], 0, 1 << 24, &r) != HSR_OK) return bad(v, "RANK is not a rank");
+  if (hsr_parse_choice("HSR_FAULT phase", part[1], phases, &ph) != HSR_OK) return bad(v, "unknown PHASE");
+  if (hsr_parse_long("HSR_FAULT N", part[2], 1, 1L << 40, &n) != HSR_OK) return bad(v, "N is not >= 1");
+  if (!strcmp(part[3], "kill") && np == 4)
+    h->action = 0;
+  else if (!strcmp(part[3], "stop") && np == 4)
+    h->action = 1;
+  else if (np == 5) {
+    h->action = 2;
+    if (hsr_parse_double("HSR_FAULT sleep", part[4], 0, 86400, &h->sleep_s) != HSR_OK)
+      return bad(v, "sleep:S needs seconds in [0, 86400]");
+  } else
+    return bad(v, "unknown ACTION");
+  snprintf(h->phase, sizeof h->phase, "%s", phases[ph]);
+  h->n = n;
+  h->armed = r == rank;
+  return HSR_OK;
+}
+
+hsr_status hsr_fault_hook_hit(hsr_fault_hook *h, const char *phase) {
+  if (!h || !h->armed || !phase || strcmp(phase, h->phase) != 0) return HSR_OK;
+  long k = __atomic_add_fetch(&h->count, 1, __ATOMIC_RELAXED);
+  if (k != h->n) return HSR_OK;
+  HSR_LOG_W("HSR_FAULT: %s at %s #%ld (test hook)",
+            h->action == 0   ? "SIGKILL"
+            : h->action == 1 ? "SIGSTOP"
+                             : "sleep",
+            phase, k);
+  if (h->action == 0) raise(SIGKILL);
+  if (h->action == 1) raise(SIGSTOP);
+  if (h->action == 2) {
+    struct timespec ts = {.tv_sec = (time_t)h->sleep_s,
+                          .tv_nsec = (long)((h->sleep_s - (double)(time_t)h->sleep_s) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+  return HSR_OK;
+}

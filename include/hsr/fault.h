@@ -1,0 +1,43 @@
+/* hsr fault injection: a TEST HOOK for the fault matrix (tests/faults/).
+ *
+ *   HSR_FAULT=RANK:PHASE:N:ACTION
+ *
+ * makes world rank RANK, at its Nth call of PHASE (counted from 1, per
+ * process), act on itself:
+ *   PHASE   all_gather | reduce_scatter | all_reduce | broadcast | barrier
+ *           (host collectives, counted when posted) | step (the optimizer
+ *           step, hsr_rt_step) | ckpt_save (hsr_ckpt_save, after this rank
+ *           has written its data, before the ranks agree to commit)
+ *   ACTION  kill (SIGKILL) | stop (SIGSTOP) | sleep:S (sleep S seconds,
+ *           then carry on: a slow rank that is still alive)
+ * Unset or empty: off. A malformed value is an error at start-up. Never set it
+ * in a real job.
+ */
+#ifndef HSR_FAULT_H
+#define HSR_FAULT_H
+
+#include "hsr/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hsr_fault_hook {
+  int armed;      /* this rank is the victim */
+  int action;     /* 0 kill, 1 stop, 2 sleep */
+  double sleep_s; /* sleep:S */
+  long n;         /* the call that fires */
+  long count;     /* calls of the phase so far (atomic) */
+  char phase[16];
+} hsr_fault_hook;
+
+/* Reads HSR_FAULT for world rank `rank`; HSR_ERR_INVALID naming the variable
+ * and the valid forms when it is malformed. */
+HSR_API hsr_status hsr_fault_hook_init(hsr_fault_hook *h, int rank);
+/* Counts a call of `phase` and acts when it is the Nth (thread-safe). */
+HSR_API hsr_status hsr_fault_hook_hit(hsr_fault_hook *h, const char *phase);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

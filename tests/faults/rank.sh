@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# rank.sh DIR PROG [ARGS...]: one rank of a fault-matrix job (matrix.sh). Runs
+# PROG with its output (stdout and stderr) timestamped with $EPOCHREALTIME into
+# DIR/rank.R.log, its pid in DIR/rank.R.pid and its exit status in
+# DIR/rank.R.rc (R: PMIX_RANK). SIGTERM, SIGINT and SIGHUP from the launcher
+# are passed on to PROG (after a SIGCONT, so a stopped rank gets them too).
+set -u
+dir=$1; shift
+r=${PMIX_RANK:-${SLURM_PROCID:-0}}
+log=$dir/rank.$r.log
+"$@" > >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done >> "$log") 2>&1 &
+child=$!
+echo "$child" > "$dir/rank.$r.pid"
+for s in TERM INT HUP; do trap "kill -CONT $child 2>/dev/null; kill -$s $child 2>/dev/null" "$s"; done
+rc=0
+while :; do
+  wait "$child"; rc=$?
+  kill -0 "$child" 2>/dev/null || break # a trapped signal ends `wait` early: the rank still runs
+done
+echo "$rc" > "$dir/rank.$r.rc"
+wait # the timestamping reader
+exit "$rc"
