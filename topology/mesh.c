@@ -1,9 +1,14 @@
 /* The mesh planner: a pure function from (cluster view, request) to the R x S
  * mesh. No I/O, no globals; errors name the rule broken and the valid values.
  *
- * Ranks are ordered by (domain, node, rank), domains in order of their lowest
- * rank, and cut into shard groups of S consecutive ranks. With the usual block
- * placement that order is the identity, so rank r sits at (r / S, r % S). */
+ * Ranks are ordered by (domain, node, rank), domains in order of (their first
+ * node, their lowest rank), and cut into shard groups of S consecutive ranks.
+ * The first-node key keeps a node's domains next to each other, so a shard
+ * group of several domains holds each node's ranks contiguously and its
+ * partial groups stay on one node whatever the launcher's placement. With the
+ * usual block placement that order is the identity, so rank r sits at
+ * (r / S, r % S). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +23,17 @@ struct hsr_mesh {
 
 typedef struct plan_ctx {
   const hsr_cluster *c;
-  int *order;    /* world ranks in (domain, node, rank) order */
-  int *dom_size; /* ranks per domain */
+  int *order;     /* world ranks in (domain's first node, domain, node, rank) order */
+  int *dom_size;  /* ranks per domain */
+  int *dom_node0; /* the lowest node of each domain */
 } plan_ctx;
 
 static int by_domain_r(const void *a, const void *b, void *arg) {
-  const hsr_cluster *c = arg;
-  int x = *(const int *)a, y = *(const int *)b;
-  if (c->rank_domain[x] != c->rank_domain[y]) return c->rank_domain[x] - c->rank_domain[y];
+  const plan_ctx *p = arg;
+  const hsr_cluster *c = p->c;
+  int x = *(const int *)a, y = *(const int *)b, dx = c->rank_domain[x], dy = c->rank_domain[y];
+  if (p->dom_node0[dx] != p->dom_node0[dy]) return p->dom_node0[dx] - p->dom_node0[dy];
+  if (dx != dy) return dx - dy; /* domain ids follow their lowest rank */
   if (c->rank_node[x] != c->rank_node[y]) return c->rank_node[x] - c->rank_node[y];
   return x - y;
 }
@@ -178,20 +186,26 @@ hsr_status hsr_mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_
   if (!c || !req || !out) return hsr_error(HSR_ERR_INVALID, "hsr_mesh_plan: NULL argument");
   *out = NULL;
   if (c->world < 1) return hsr_error(HSR_ERR_INVALID, "hsr_mesh_plan: empty cluster view");
-  plan_ctx p = {c, malloc((size_t)c->world * sizeof(int)), calloc((size_t)c->num_domains, sizeof(int))};
-  if (!p.order || !p.dom_size) {
+  plan_ctx p = {c, malloc((size_t)c->world * sizeof(int)), calloc((size_t)c->num_domains, sizeof(int)),
+                malloc((size_t)c->num_domains * sizeof(int))};
+  if (!p.order || !p.dom_size || !p.dom_node0) {
     free(p.order);
     free(p.dom_size);
+    free(p.dom_node0);
     return hsr_error(HSR_ERR_NOMEM, "mesh: out of memory");
   }
+  for (int d = 0; d < c->num_domains; d++) p.dom_node0[d] = INT32_MAX;
   for (int r = 0; r < c->world; r++) {
+    int d = c->rank_domain[r];
     p.order[r] = r;
-    p.dom_size[c->rank_domain[r]]++;
+    p.dom_size[d]++;
+    if (c->rank_node[r] < p.dom_node0[d]) p.dom_node0[d] = c->rank_node[r];
   }
-  qsort_r(p.order, (size_t)c->world, sizeof(int), by_domain_r, (void *)c);
+  qsort_r(p.order, (size_t)c->world, sizeof(int), by_domain_r, &p);
   hsr_status st = plan(&p, req, out);
   free(p.order);
   free(p.dom_size);
+  free(p.dom_node0);
   return st;
 }
 
