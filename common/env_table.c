@@ -78,6 +78,10 @@ static const hsr_env_info table[] = {
      "flags gpu_check.sh passes to `hsr train`"},
     {"HSR_KBENCH_ARGS", HSR_ENV_ARGS, 0, 0, NULL, 0, "unset", "bench/gpu_check.sh",
      "extra flags gpu_check.sh passes to `hsr-kbench`"},
+    {"HSR_MUTATE_DIR", HSR_ENV_PATH, 0, 0, NULL, 0, "a new one under $TMPDIR", "scripts/mutate.sh",
+     "the mutation check's scratch directory"},
+    {"HSR_MUTATE_TIMEOUT", HSR_ENV_INT, 1, 86400, NULL, 120, "120", "scripts/mutate.sh",
+     "seconds per test of the mutation check"},
     /* ---- test hooks ---- */
     {"HSR_BENCH_CHECK_FAULT", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "hsr bench",
      "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},

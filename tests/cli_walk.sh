@@ -76,6 +76,7 @@ readers() { # what reads it, besides hsr version (the check every command runs f
     scripts/setup.sh) printf '%s\n' '$SRC/scripts/setup.sh' '$SRC/scripts/sanitize.sh address' ;;
     bench/gpu_check.sh) echo '$SRC/bench/gpu_check.sh $T/gpu' ;;
     bench/train_vs_torch.sh) echo '$SRC/bench/train_vs_torch.sh' ;;
+    scripts/mutate.sh) echo '$SRC/scripts/mutate.sh --list' ;;
   esac
 }
 nvars=0
