@@ -16,6 +16,8 @@
 #include "bench.h"
 #include "bench_coll.h"
 #include "cli.h"
+#include "hsr/sys.h"
+#include "hsr/env.h"
 
 const char *const bc_kind_names[] = {"world", "shard", "replicate", "partial", NULL};
 
@@ -223,8 +225,36 @@ static size_t next_size(const bc_opts *o, size_t s) {
   return s > SIZE_MAX - o->stepb ? s : s + o->stepb;
 }
 
+/* nccl-tests' binaries take -o and -r and ignore them where they mean
+ * nothing; so does hsr (scripts pass one set of flags to every
+ * collective), but it says so. */
+static void note_ignored(const char *cmd, const bc_opts *o) {
+  const char *r = getenv("PMIX_RANK");
+  if (r && *r && strcmp(r, "0")) return;
+  if ((o->given & BC_GIVEN_OP) && (o->coll == NT_ALLGATHER || o->coll == NT_BCAST))
+    fprintf(stderr, "hsr %s: warning: -o %s has no effect on %s (it reduces nothing)\n", cmd, hsr_redop_name(o->redop),
+            o->coll == NT_ALLGATHER ? "all_gather" : "broadcast");
+  if ((o->given & BC_GIVEN_ROOT) && o->coll != NT_BCAST)
+    fprintf(stderr, "hsr %s: warning: -r %ld has no effect: only broadcast has a root\n", cmd, o->root);
+}
+
 static int check_opts(const char *cmd, bc_opts *o) {
   if (o->minb > o->maxb) return hsr_cli_usage_error(cmd, "-b %zu is larger than -e %zu", o->minb, o->maxb);
+  if ((o->given & BC_GIVEN_FACTOR) && (o->given & BC_GIVEN_STEP))
+    return hsr_cli_usage_error(cmd, "-f (multiply) and -i (add) both step the size: give one");
+  int grouped = 0, partial = 0;
+  for (int i = 0; i < o->nkinds; i++) grouped |= o->kinds[i] != BC_WORLD, partial |= o->kinds[i] == BC_PARTIAL;
+  if ((o->given & BC_GIVEN_SHARD) && !grouped)
+    return hsr_cli_usage_error(cmd,
+                               "--shard %ld has no effect on --group world (give --group shard, replicate or "
+                               "partial)",
+                               o->shard);
+  if ((o->given & BC_GIVEN_PARTIAL) && !partial)
+    return hsr_cli_usage_error(cmd, "--partial %ld has no effect without --group partial", o->partial);
+  hsr_status pst = o->json ? hsr_path_check_write("-J", o->json) : HSR_OK;
+  if (pst == HSR_OK && o->plot) pst = hsr_path_check_write("--plot", o->plot);
+  if (pst != HSR_OK) return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
+  note_ignored(cmd, o);
   if (o->factor == 0 && o->stepb == 0) return hsr_cli_usage_error(cmd, "-i must be at least 1 byte");
   if (o->coll == NT_REDUCE_SCATTER && o->redop == HSR_MAX)
     return hsr_cli_usage_error(cmd, "reduce_scatter supports -o sum or avg (not max)");
@@ -242,10 +272,8 @@ static int check_opts(const char *cmd, bc_opts *o) {
       return hsr_cli_usage_error(cmd, "--plot needs gnuplot, which is not installed (apt-get install gnuplot-nox)");
   }
   if (o->min_bw < 0) {
-    double v = -1;
-    if (hsr_env_double("HSR_BENCH_MIN_BW", -1, 0, 1e9, &v) != HSR_OK)
+    if (hsr_env_get_double("HSR_BENCH_MIN_BW", &o->min_bw) != HSR_OK) /* -1 when unset */
       return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
-    o->min_bw = getenv("HSR_BENCH_MIN_BW") && *getenv("HSR_BENCH_MIN_BW") ? v : -1;
   }
   /* a bounded sweep: sizes grow (from 0, the next size is 1 byte) */
   long rows = 0;
@@ -287,6 +315,13 @@ static int parse(int argc, char **argv, int coll, const char *prog, bc_opts *o) 
     hsr_status st = one_opt(o, c, cmd, &urc);
     if (urc) return urc;
     if (st != HSR_OK) return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
+    o->given |= c == 'o' || c == 8 ? BC_GIVEN_OP
+                : c == 'r'         ? BC_GIVEN_ROOT
+                : c == 'f'         ? BC_GIVEN_FACTOR
+                : c == 'i'         ? BC_GIVEN_STEP
+                : c == 3           ? BC_GIVEN_SHARD
+                : c == 4           ? BC_GIVEN_PARTIAL
+                                   : 0u;
   }
   if (optind < argc) return hsr_cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
   return check_opts(cmd, o);

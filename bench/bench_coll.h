@@ -15,6 +15,15 @@
 enum { BC_WORLD = 0, BC_SHARD, BC_REPLICATE, BC_PARTIAL, BC_KINDS };
 extern const char *const bc_kind_names[]; /* "world", "shard", "replicate", "partial", NULL */
 
+enum {
+  BC_GIVEN_OP = 1u << 0,
+  BC_GIVEN_ROOT = 1u << 1,
+  BC_GIVEN_FACTOR = 1u << 2,
+  BC_GIVEN_STEP = 1u << 3,
+  BC_GIVEN_SHARD = 1u << 4,
+  BC_GIVEN_PARTIAL = 1u << 5
+};
+
 /* Exit codes beyond cli.h's 0 (ok), 1 (failure), 2 (usage, sizes that do not fit). */
 enum { BC_EXIT_WRONG = 3, BC_EXIT_MIN_BW = 4 };
 
@@ -36,6 +45,7 @@ typedef struct bc_opts {
   int comm_mem;  /* -R 1 / --mem comm (default): hsr_comm_mem_alloc buffers */
   double min_bw; /* GB/s, < 0: unchecked */
   const char *json, *plot;
+  unsigned given; /* BC_GIVEN_* of the flags on the command line */
   int argc;
   char **argv;
 } bc_opts;

@@ -10,6 +10,7 @@
 
 #include "bench_coll.h"
 #include "hsr/kmath.h"
+#include "hsr/env.h"
 
 /* ---- element access -------------------------------------------------------- */
 /* The bench's values (small integers and their quarters) are exact in every
@@ -115,8 +116,8 @@ static long long check_once(const bc_opts *o, bc_group *g, size_t count, int inp
   size_t nout = o->coll == NT_ALLGATHER ? count * (size_t)n : count;
   long long wrong = 0;
   /* HSR_BENCH_CHECK_FAULT=1: rank 0 of each group counts one element wrong (tests the wrong-results path) */
-  const char *fault = getenv("HSR_BENCH_CHECK_FAULT");
-  if (fault && !strcmp(fault, "1") && r == 0 && nout) wrong++;
+  int fault = 0;
+  if (hsr_env_get_bool("HSR_BENCH_CHECK_FAULT", &fault) == HSR_OK && fault && r == 0 && nout) wrong++;
   for (size_t i = 0; i < nout; i++) {
     double want;
     switch (o->coll) {

@@ -18,6 +18,7 @@
 #include "hsr/comm.h"
 #include "hsr/kernels.h"
 #include "hsr/runtime.h"
+#include "hsr/sys.h"
 #include "hsr/topology.h"
 #include "hsr/trace.h"
 
@@ -118,7 +119,7 @@ static int parse(int argc, char **argv, sopts *o) {
                .prefetch_step = 1};
   optind = 1;
   opterr = 0;
-  int c, e;
+  int c, e, no_pstep = 0;
   while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
     hsr_status st = HSR_OK;
     switch (c) {
@@ -139,14 +140,29 @@ static int parse(int argc, char **argv, sopts *o) {
     case 'J': o->json = optarg; break;
     case 'K': o->keep_last = 0; break;
     case 'T': o->trace = optarg; break;
-    case 'P': o->prefetch_step = 0; break;
+    case 'P':
+      o->prefetch_step = 0;
+      no_pstep = 1;
+      break;
     default: return hsr_cli_usage_error("bench step", "unknown option or missing value '%s'", argv[optind - 1]);
     }
     if (st != HSR_OK) return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
   }
   if (optind < argc) return hsr_cli_usage_error("bench step", "unexpected argument '%s'", argv[optind]);
   if (o->unit_bytes < 4096) return hsr_cli_usage_error("bench step", "--unit-size must be at least 4K");
-  return 0;
+  if (o->unit_bytes > ((size_t)1 << 40)) return hsr_cli_usage_error("bench step", "--unit-size is above 1T");
+  int any_prefetch = 0;
+  for (int i = 0; i < o->npre; i++) any_prefetch |= o->pre[i] > 0;
+  if (no_pstep && !any_prefetch)
+    return hsr_cli_usage_error("bench step", "--no-prefetch-step has no effect with --prefetch 0 (no step-end "
+                                             "gather happens without prefetch)");
+  hsr_status st = o->json ? hsr_path_check_write("--json", o->json) : HSR_OK;
+  if (st == HSR_OK && o->trace) { /* PREFIX-<reshard>-p<D>.json: PREFIX's directory must take files */
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s-full-p0.json", o->trace);
+    st = hsr_path_check_write("--trace", probe);
+  }
+  return st == HSR_OK ? 0 : hsr_cli_usage_error("bench step", "%s", hsr_last_error());
 }
 
 typedef struct work {
@@ -281,6 +297,33 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   return HSR_OK;
 }
 
+/* Every rank of a host holds its shards (parameter, gradient, master, two
+ * moments: 5 x 4 bytes per element, 1/S of each unit) and the gathered units
+ * (all of them with reshard none, else prefetch + 2); refused before the run
+ * when the host's memory cannot hold that. Rank 0 decides for all. */
+static hsr_status step_fits(hsr_boot *boot, const sopts *o, long S) {
+  int n = hsr_boot_size(boot), here = 0, maxpre = 0, none = 0;
+  for (int r = 0; r < n; r++) here += !strcmp(hsr_boot_hostname_of(boot, r), hsr_boot_hostname(boot));
+  for (int i = 0; i < o->npre; i++) maxpre = o->pre[i] > maxpre ? o->pre[i] : maxpre;
+  for (int i = 0; i < o->nres; i++) none |= o->res[i] == HSR_RT_RESHARD_NONE;
+  double ub = (double)o->unit_bytes, units = (double)o->units;
+  double live = none ? units : (maxpre + 2 < units ? maxpre + 2 : units);
+  double per = 5 * units * ub / (double)S + live * ub, need = per * here;
+  char msg[512] = "";
+  uint64_t mem = 0;
+  if (hsr_boot_rank(boot) == 0 && hsr_sys_mem_available(&mem) == HSR_OK && need > 0.9 * (double)mem) {
+    char a[32], b[32], c[32];
+    hsr_sys_bytes_text(need, a, sizeof a), hsr_sys_bytes_text(per, b, sizeof b),
+        hsr_sys_bytes_text((double)mem, c, sizeof c);
+    snprintf(msg, sizeof msg,
+             "--units %ld --unit-size %zu does not fit: the %d rank(s) on this host need about %s (%s each: 5 x 4 "
+             "bytes per element of their 1/%ld of every unit, and %.0f gathered unit(s)), %s of memory is available",
+             o->units, o->unit_bytes, here, a, b, S, live, c);
+  }
+  HSR_CHECK(hsr_boot_bcast(boot, msg, sizeof msg, 0));
+  return msg[0] ? hsr_error(HSR_ERR_INVALID, "%s", msg) : HSR_OK;
+}
+
 int hsr_bench_step(int argc, char **argv) {
   sopts o;
   int pr = parse(argc, argv, &o);
@@ -313,6 +356,7 @@ int hsr_bench_step(int argc, char **argv) {
       st = hsr_error(HSR_ERR_INVALID, "--reshard partial:%d: K must divide the shard size %ld", o.res_k[i], S);
       goto out;
     }
+  if ((st = step_fits(boot, &o, S)) != HSR_OK) goto out;
   if (o.json) {
     int ok = 1;
     if (rank == 0 && !(jf = fopen(o.json, "w"))) ok = 0;

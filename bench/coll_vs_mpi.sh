@@ -21,13 +21,15 @@ usage: $prog [-n RANKS] [--nodes N] [--launches K] [-b SIZE] [-e SIZE] [-f F] [-
 MPI always runs as one node (Open MPI's own shared-memory path).
 TXT
 }
-die() { echo "$prog: $*" >&2; echo "(see '$prog --help')" >&2; exit 2; }
+. "$(cd "$(dirname "$0")/.." && pwd)/scripts/argcheck.sh"
+die() { ac_die "$@"; }
 
 np=4; nodes=1; launches=3; b=64M; e=64M; f=2; iters=20; ops="all_gather reduce_scatter"; mem=comm
 build="$(pwd)/build"; out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
+    -n|--nodes|--launches|-b|-e|-f|--iters|--ops|--mem|--build|--out) ac_need "$1" $# "${2:-}" ;;&
     -n) np="$2"; shift 2 ;;
     --nodes) nodes="$2"; shift 2 ;;
     --launches) launches="$2"; shift 2 ;;
@@ -42,9 +44,19 @@ while [ $# -gt 0 ]; do
     *) die "unknown option '$1'" ;;
   esac
 done
-[[ "$np" =~ ^[0-9]+$ && "$np" -ge 2 ]] || die "-n must be an integer >= 2"
-[[ "$launches" =~ ^[0-9]+$ && "$launches" -ge 1 ]] || die "--launches must be >= 1"
-case "$mem" in comm|user) ;; *) die "--mem must be comm or user" ;; esac
+ac_int -n "$np" 2 4096
+ac_int --nodes "$nodes" 1 4096
+[ $((np % nodes)) -eq 0 ] || die "--nodes $nodes does not divide -n $np"
+ac_int --launches "$launches" 1 1000
+ac_size -b "$b"
+ac_size -e "$e"
+ac_num -f "$f"
+ac_int --iters "$iters" 1 1000000
+for op in $ops; do ac_choice "--ops: '$op'" "$op" 'all_gather|reduce_scatter|all_reduce|broadcast'; done
+[ -n "${ops// /}" ] || die "--ops needs at least one op"
+ac_choice --mem "$mem" 'comm|user'
+ac_dir --build "$build"
+[ -z "$out" ] || ac_newdir --out "$out"
 hsr="$build/hsr"; peer="$build/mpi_peer"; run="$build/hsr-run"
 for x in "$hsr" "$peer" "$run"; do [ -x "$x" ] || die "$x not found (build first; mpi_peer needs libopenmpi-dev)"; done
 if [ -z "$out" ]; then out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; fi

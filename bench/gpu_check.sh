@@ -19,6 +19,14 @@ if [ $# -ne 1 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
 fi
 OUT=$1
 SRC=$(cd "$(dirname "$0")/.." && pwd)
+prog=gpu_check.sh
+. "$SRC/scripts/argcheck.sh"
+case "$OUT" in -*) ac_die "unknown option '$OUT' (usage: gpu_check.sh OUTDIR)" ;; esac
+ac_newdir OUTDIR "$OUT"
+ac_env newdir HSR_GPU_BUILD_DIR
+ac_env int HSR_GPU_CHECK_JOBS 1 4096
+ac_env args HSR_GPU_CHECK_TRAIN_ARGS
+ac_env args HSR_KBENCH_ARGS
 BUILD=${HSR_GPU_BUILD_DIR:-$SRC/build-gpu}
 JOBS=${HSR_GPU_CHECK_JOBS:-$(nproc)}
 TRAIN_ARGS=${HSR_GPU_CHECK_TRAIN_ARGS:---device cuda --steps 5}

@@ -30,12 +30,14 @@ Needs what hsr-run --emulate-net needs (root, ip, tc). The CPUs are shared by
 all 8 ranks and the emulated link: compare the rows of one run, not runs.
 TXT
 }
-die() { echo "$prog: $*" >&2; echo "(see '$prog --help')" >&2; exit 2; }
+. "$(cd "$(dirname "$0")/.." && pwd)/scripts/argcheck.sh"
+die() { ac_die "$@"; }
 
 rate=1gbit; steps=12; dim=256; layers=8; batch=64; lr=3e-4; build="$(pwd)/build"; out=""; only=""; rounds=1
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
+    --rate|--steps|--dim|--layers|--batch|--lr|--build|--out|--only|--rounds) ac_need "$1" $# "${2:-}" ;;&
     --rate) rate="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --dim) dim="$2"; shift 2 ;;
@@ -49,12 +51,11 @@ while [ $# -gt 0 ]; do
     *) die "unknown option '$1'" ;;
   esac
 done
-for v in steps dim layers batch rounds; do [[ "${!v}" =~ ^[0-9]+$ && "${!v}" -ge 1 ]] || die "--$v must be a positive integer"; done
-hsr="$build/hsr"; run="$build/hsr-run"
-for x in "$hsr" "$run"; do [ -x "$x" ] || die "$x not found (build first)"; done
-if [ -z "$out" ]; then out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; fi
-mkdir -p "$out"
-
+for v in steps dim layers batch rounds; do ac_int "--$v" "${!v}" 1 100000000; done
+ac_rate --rate "$rate"
+ac_num --lr "$lr"
+ac_dir --build "$build"
+[ -z "$out" ] || ac_newdir --out "$out"
 layouts=(
   "fsdp-8|--strategy fsdp --shard 8"
   "hybrid-2x4|--strategy hybrid --shard 4"
@@ -63,6 +64,16 @@ layouts=(
   "zero2-2x4|--strategy zero2 --shard 4"
   "ddp-8|--strategy ddp"
 )
+names_all=""; for l in "${layouts[@]}"; do names_all="$names_all${names_all:+|}${l%%|*}"; done
+if [ -n "$only" ]; then
+  IFS=, read -ra want <<<"$only"
+  for w in "${want[@]}"; do ac_choice "--only: layout" "$w" "$names_all"; done
+fi
+hsr="$build/hsr"; run="$build/hsr-run"
+for x in "$hsr" "$run"; do [ -x "$x" ] || die "$x not found (build first)"; done
+if [ -z "$out" ]; then out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; fi
+mkdir -p "$out"
+
 model=(--dim "$dim" --layers "$layers" --batch "$batch" --lr "$lr" --steps "$steps" --no-progress)
 emu=("$run" --emulate-net "$rate" --nodes 2 -n 8 --)
 

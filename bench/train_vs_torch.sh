@@ -20,8 +20,12 @@ B=${HSR_BUILD:-$SRC/build}
 PY=${PYTHON:-/usr/bin/python3}
 model=gpt ranks="1 2 4" rounds=3 steps=20 nodes=1 sweep=0 out=""
 extra=()
+prog=train_vs_torch.sh
+. "$SRC/scripts/argcheck.sh"
+ac_env dir HSR_BUILD
 while [ $# -gt 0 ]; do
   case $1 in
+    --model|--ranks|--rounds|--steps|--nodes|--out) ac_need "$1" $# "${2:-}" ;;&
     --model) model=$2; shift 2;;
     --ranks) ranks=$2; shift 2;;
     --rounds) rounds=$2; shift 2;;
@@ -31,10 +35,16 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2;;
     --) shift; extra=("$@"); break;;
     -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
-    *) echo "train_vs_torch: unknown option '$1' (see --help)" >&2; exit 2;;
+    *) ac_die "unknown option '$1'";;
   esac
 done
-case $model in gpt|mlp) ;; *) echo "train_vs_torch: --model $model (valid: gpt, mlp)" >&2; exit 2;; esac
+ac_choice --model "$model" 'gpt|mlp'
+for r in $ranks; do ac_int "--ranks: each" "$r" 1 4096; done
+[ -n "${ranks// /}" ] || ac_die "--ranks needs at least one rank count"
+ac_int --rounds "$rounds" 1 1000
+ac_int --steps "$steps" 1 100000000
+ac_int --nodes "$nodes" 1 4096
+[ -z "$out" ] || ac_newdir --out "$out"
 [ -x "$B/hsr" ] || { echo "train_vs_torch: no $B/hsr (build first: scripts/setup.sh)" >&2; exit 2; }
 "$PY" -c "import torch" 2>/dev/null || { echo "train_vs_torch: $PY has no torch: apt-get install -y python3-torch" >&2; exit 2; }
 out=${out:-$(mktemp -d /tmp/hsr-vs-torch-XXXXXX)}

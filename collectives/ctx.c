@@ -6,12 +6,12 @@
 #include <time.h>
 
 #include "coll.h"
+#include "hsr/env.h"
 
 static hsr_status read_env(coll_ctx *x) {
-  static const char *const prog[] = {"thread", "inline", NULL};
-  int p = 0;
-  hsr_status st = hsr_env_choice("HSR_PROGRESS", prog, 0, &p);
-  if (st == HSR_OK) st = hsr_env_double("HSR_COMM_TIMEOUT", 300, 0.001, 1e9, &x->timeout_s);
+  int p = 0; /* the registry's HSR_PROGRESS: thread|inline */
+  hsr_status st = hsr_env_get_choice("HSR_PROGRESS", &p);
+  if (st == HSR_OK) st = hsr_env_get_double("HSR_COMM_TIMEOUT", &x->timeout_s);
   if (st == HSR_OK) st = coll_tuning_env(&x->tune);
   x->inline_progress = p == 1;
   return st;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#include "hsr/env.h"
 
 #if HSR_HAVE_NCCL
 
@@ -58,7 +59,7 @@ static hsr_status finish_setup(hsr_comm *c, nccl_state *s) {
   return HSR_OK;
 }
 
-static hsr_status env_timeout(double *t) { return hsr_env_double("HSR_COMM_TIMEOUT", 300, 0.001, 1e9, t); }
+static hsr_status env_timeout(double *t) { return hsr_env_get_double("HSR_COMM_TIMEOUT", t); }
 
 static hsr_status init_world(hsr_comm *c, hsr_boot *boot) {
   HSR_CHECK(env_timeout(&c->timeout_s));

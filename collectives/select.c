@@ -8,36 +8,33 @@
 #include <string.h>
 
 #include "coll.h"
+#include "hsr/env.h"
 #include "two.h"
 
 /* Set by hsr-run --emulate-net RATE inside the namespace it made: the UCX
  * context then uses TCP on loopback only (ucx_emul.c). */
 static hsr_status emulate_env(coll_tuning *t) {
-  const char *e = getenv("HSR_EMULATE_NET");
+  const char *e = NULL;
   t->emulate[0] = 0;
-  if (!e || !*e) return HSR_OK;
-  if (strlen(e) >= sizeof t->emulate ||
-      strspn(e, "0123456789.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(e))
+  HSR_CHECK(hsr_env_get_str("HSR_EMULATE_NET", &e)); /* a tc rate (the registry checks it) */
+  if (!e) return HSR_OK;
+  if (strlen(e) >= sizeof t->emulate)
     return hsr_error(HSR_ERR_INVALID, "HSR_EMULATE_NET='%s': expected a tc rate such as 1gbit or 200mbit", e);
   snprintf(t->emulate, sizeof t->emulate, "%s", e);
   return HSR_OK;
 }
 
 hsr_status coll_tuning_env(coll_tuning *t) {
-  static const char *const ar[] = {"auto", "ring", "rd", NULL};
-  static const char *const two[] = {"auto", "off", NULL};
-  static const char *const onoff[] = {"on", "off", NULL};
-  hsr_status st = hsr_env_choice("HSR_ALGO_ALLREDUCE", ar, COLL_AR_AUTO, &t->allreduce);
-  if (st == HSR_OK) st = hsr_env_size("HSR_ALGO_ALLREDUCE_RD_MAX", 64 << 10, &t->rd_max_bytes);
-  if (st == HSR_OK) st = hsr_env_size("HSR_UCX_CHUNK", 1 << 20, &t->ucx_chunk);
-  if (st == HSR_OK && t->ucx_chunk < 4096)
-    st = hsr_error(HSR_ERR_INVALID, "HSR_UCX_CHUNK: %zu bytes is too small (at least 4K)", t->ucx_chunk);
-  if (st == HSR_OK) st = hsr_env_choice("HSR_ALGO_TWO_LEVEL", two, COLL_TWO_AUTO, &t->two_level);
+  /* the registry's choices: auto|ring|rd (COLL_AR_*), auto|off (COLL_TWO_*); ranges there too */
+  hsr_status st = hsr_env_get_choice("HSR_ALGO_ALLREDUCE", &t->allreduce);
+  if (st == HSR_OK) st = hsr_env_get_size("HSR_ALGO_ALLREDUCE_RD_MAX", &t->rd_max_bytes);
+  if (st == HSR_OK) st = hsr_env_get_size("HSR_UCX_CHUNK", &t->ucx_chunk);
+  if (st == HSR_OK) st = hsr_env_get_choice("HSR_ALGO_TWO_LEVEL", &t->two_level);
   /* off: UCX may use its shared-memory and CMA transports between ranks of
    * one host (simulated nodes), which cannot report a peer's death: faster,
    * but a dead peer can then abort a survivor inside UCX */
   int off = 0;
-  if (st == HSR_OK) st = hsr_env_choice("HSR_UCX_PEER_ERRORS", onoff, 0, &off);
+  if (st == HSR_OK) st = hsr_env_get_choice("HSR_UCX_PEER_ERRORS", &off);
   t->ucx_peer_errors = !off;
   if (st == HSR_OK) st = emulate_env(t);
   return st;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ucx.h"
+#include "hsr/env.h"
 
 /* Under srun the tasks start outside the run's namespace: their PMIx server
  * lives in slurmstepd (slurmd's network namespace) and PMIx connects over
@@ -28,8 +29,9 @@
  * thread, the wake socket) lives inside. Under mpirun the whole job already
  * runs inside: nothing to do. */
 static hsr_status enter_netns(coll_ctx *x) {
-  const char *name = getenv("HSR_EMULATE_NET_NS");
-  if (!name || !*name) return HSR_OK;
+  const char *name = NULL;
+  HSR_CHECK(hsr_env_get_str("HSR_EMULATE_NET_NS", &name));
+  if (!name) return HSR_OK;
   if (strchr(name, '/') || strlen(name) > 64)
     return hsr_error(HSR_ERR_INVALID, "HSR_EMULATE_NET_NS='%s': expected a namespace name from hsr-run", name);
   char path[128];

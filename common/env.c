@@ -79,43 +79,49 @@ hsr_status hsr_parse_choice(const char *what, const char *s, const char *const *
   return hsr_error(HSR_ERR_INVALID, "%s: '%s' is not valid (valid: %s)", what, s ? s : "", valid);
 }
 
-static const char *env_value(const char *name) {
+/* NULL when unset; set but empty is an error (it is never the default in disguise). */
+static const char *env_value(const char *name, hsr_status *st) {
   const char *v = getenv(name);
-  return (v && *v) ? v : NULL;
+  *st = v && !*v ? hsr_error(HSR_ERR_INVALID, "%s is set but empty (unset it for the default)", name) : HSR_OK;
+  return v && *v ? v : NULL;
 }
 
 hsr_status hsr_env_long(const char *name, long def, long min, long max, long *out) {
-  const char *v = env_value(name);
+  hsr_status st;
+  const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
-    return HSR_OK;
+    return st;
   }
   return hsr_parse_long(name, v, min, max, out);
 }
 
 hsr_status hsr_env_double(const char *name, double def, double min, double max, double *out) {
-  const char *v = env_value(name);
+  hsr_status st;
+  const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
-    return HSR_OK;
+    return st;
   }
   return hsr_parse_double(name, v, min, max, out);
 }
 
 hsr_status hsr_env_size(const char *name, size_t def, size_t *out) {
-  const char *v = env_value(name);
+  hsr_status st;
+  const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
-    return HSR_OK;
+    return st;
   }
   return hsr_parse_size(name, v, out);
 }
 
 hsr_status hsr_env_choice(const char *name, const char *const *choices, int def, int *out) {
-  const char *v = env_value(name);
+  hsr_status st;
+  const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
-    return HSR_OK;
+    return st;
   }
   return hsr_parse_choice(name, v, choices, out);
 }
@@ -123,10 +129,11 @@ hsr_status hsr_env_choice(const char *name, const char *const *choices, int def,
 hsr_status hsr_env_bool(const char *name, int def, int *out) {
   static const char *const names[] = {"0", "1", "false", "true", "no", "yes", "off", "on", NULL};
   int idx;
-  const char *v = env_value(name);
+  hsr_status st;
+  const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
-    return HSR_OK;
+    return st;
   }
   HSR_CHECK(hsr_parse_choice(name, v, names, &idx));
   *out = idx & 1;

@@ -1,5 +1,6 @@
 /* HSR_FAULT, the fault matrix's test hook (include/hsr/fault.h). */
 #include "hsr/fault.h"
+#include "hsr/env.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -20,8 +21,10 @@ static hsr_status bad(const char *v, const char *why) {
 hsr_status hsr_fault_hook_init(hsr_fault_hook *h, int rank) {
   if (!h) return hsr_error(HSR_ERR_INVALID, "hsr_fault_hook_init: NULL hook");
   memset(h, 0, sizeof *h);
-  const char *v = getenv("HSR_FAULT");
-  if (!v || !*v) return HSR_OK;
+  const char *v = NULL;
+  hsr_status st = hsr_env_get_str("HSR_FAULT", &v);
+  if (st != HSR_OK) return st;
+  if (!v) return HSR_OK;
   char buf[128], *part[6] = {0};
   if (strlen(v) >= sizeof buf) return bad(v, "too long");
   snprintf(buf, sizeof buf, "%s", v);

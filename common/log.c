@@ -1,22 +1,22 @@
 #include "hsr/common.h"
+#include "hsr/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The registry's choices of HSR_LOG are these, in this order (env_table.c). */
 static const char *const level_names[] = {"error", "warn", "info", "debug", NULL};
 
-/* Read each time: logging is off the hot path and this keeps no global state. */
+/* Read each time: logging is off the hot path and this keeps no global state.
+ * A bad value logs at warn here; every command refuses it before it starts. */
 static int current_level(void) {
   int lvl = HSR_LOG_WARN;
-  if (hsr_env_choice("HSR_LOG", level_names, HSR_LOG_WARN, &lvl) != HSR_OK) return HSR_LOG_WARN;
+  if (hsr_env_get_choice("HSR_LOG", &lvl) != HSR_OK) return HSR_LOG_WARN;
   return lvl;
 }
 
-hsr_status hsr_log_check_env(void) {
-  int lvl;
-  return hsr_env_choice("HSR_LOG", level_names, HSR_LOG_WARN, &lvl);
-}
+hsr_status hsr_log_check_env(void) { return hsr_env_check("HSR_LOG"); }
 
 int hsr_log_enabled(hsr_log_level level) { return (int)level <= current_level(); }
 

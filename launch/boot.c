@@ -1,5 +1,6 @@
 /* PMIx bootstrap: job identity, node indices, and small-blob exchange. */
 #include "boot_int.h"
+#include "hsr/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,10 +105,12 @@ static hsr_status derive_nodes(hsr_boot *b, const boot_record *rec) {
 hsr_status hsr_boot_init(hsr_boot **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_boot_init: out is NULL");
   *out = NULL;
-  HSR_CHECK(hsr_log_check_env());
+  /* every HSR_* variable, before anything starts: a program using libhsr
+   * gets the errors hsr's commands give (hsr/env.h) */
+  HSR_CHECK(hsr_env_check_all(0));
   long sim = 1, timeout = 300;
-  HSR_CHECK(hsr_env_long("HSR_SIM_NODES", 1, 1, 4096, &sim));
-  HSR_CHECK(hsr_env_long("HSR_BOOT_TIMEOUT", 300, 1, 86400, &timeout));
+  HSR_CHECK(hsr_env_get_long("HSR_SIM_NODES", &sim));
+  HSR_CHECK(hsr_env_get_long("HSR_BOOT_TIMEOUT", &timeout));
 
   hsr_boot *b = calloc(1, sizeof *b);
   if (!b) return hsr_error(HSR_ERR_NOMEM, "hsr_boot_init: out of memory");

@@ -23,7 +23,6 @@
 #define CKPT_FORMAT "hsr-checkpoint"
 #define CKPT_BLOCK ((uint64_t)1 << 20) /* default bytes per checksummed block */
 #define CKPT_CHUNK ((size_t)8 << 20)   /* the most bytes one read or write moves */
-#define CKPT_BUFFER_DEFAULT ((size_t)64 << 20)
 #define CKPT_KINDS HSR_CKPT_KIND_COUNT
 #define CKPT_MSG 480
 #define CKPT_NAME_MAX 128

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "ckpt_int.h"
+#include "hsr/env.h"
 
 int ckpt_safe_name(const char *s) {
   if (!s || !*s || *s == '.' || strlen(s) >= CKPT_NAME_MAX) return 0;
@@ -361,8 +362,9 @@ static const char *const stage_names[] = {"none", "after_data", "before_manifest
 
 hsr_status ckpt_fault_parse(int64_t step, ckpt_stage *out) {
   *out = CKPT_FAULT_NONE;
-  const char *v = getenv("HSR_CKPT_FAULT");
-  if (!v || !*v) return HSR_OK;
+  const char *v = NULL;
+  HSR_CHECK(hsr_env_get_str("HSR_CKPT_FAULT", &v)); /* checked: STAGE[:STEP] */
+  if (!v) return HSR_OK;
   char name[64];
   const char *colon = strchr(v, ':');
   size_t n = colon ? (size_t)(colon - v) : strlen(v);

@@ -9,6 +9,7 @@
 
 #include "ckpt_int.h"
 #include "engine.h"
+#include "hsr/env.h"
 
 /* Calls f for every piece of shard sh's content, in order. */
 typedef void (*piece_fn)(void *ctx, const ckpt_piece *p);
@@ -157,16 +158,12 @@ void ckpt_stage_free(hsr_rt *rt, void *p, size_t bytes) {
 }
 
 hsr_status ckpt_buffer_cap(size_t *cap) {
-  HSR_CHECK(hsr_env_size("HSR_CKPT_BUFFER", CKPT_BUFFER_DEFAULT, cap));
-  if (*cap < 4096) return hsr_error(HSR_ERR_INVALID, "HSR_CKPT_BUFFER=%zu bytes: at least 4K", *cap);
-  return HSR_OK;
+  return hsr_env_get_size("HSR_CKPT_BUFFER", cap); /* 4K to 1T, default 64M (the registry) */
 }
 
 hsr_status ckpt_block_bytes(uint64_t *block) {
   size_t b;
-  HSR_CHECK(hsr_env_size("HSR_CKPT_BLOCK", (size_t)CKPT_BLOCK, &b));
-  if (b < 64 || b > ((size_t)1 << 30))
-    return hsr_error(HSR_ERR_INVALID, "HSR_CKPT_BLOCK=%zu bytes (valid: 64 to 1G)", b);
+  HSR_CHECK(hsr_env_get_size("HSR_CKPT_BLOCK", &b)); /* 64 to 1G, default 1M (the registry) */
   *block = b;
   return HSR_OK;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "device_path.h"
+#include "hsr/env.h"
 
 enum { S_COMPUTE = 0, S_GATHER, S_REDUCE, S_COUNT };
 
@@ -65,7 +66,7 @@ hsr_status rt_dev_open(const hsr_rt_config *cfg, hsr_boot *boot, double timeout_
   if (timeout_s > 0)
     dv->timeout = timeout_s;
   else
-    st = hsr_env_double("HSR_COMM_TIMEOUT", 300, 0.001, 1e9, &dv->timeout);
+    st = hsr_env_get_double("HSR_COMM_TIMEOUT", &dv->timeout);
   if (st != HSR_OK) goto fail;
   if (cfg->dev) {
     dv->dev = cfg->dev;

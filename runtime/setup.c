@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "hsr/env.h"
 
 static const char *unit_name_of(void *ctx, int u) {
   hsr_rt *rt = ctx;
@@ -56,12 +57,13 @@ static hsr_status build_groups(hsr_rt *rt) {
 static hsr_status resolve_poison(hsr_rt *rt) {
   rt->poison = rt->cfg.poison;
   if (rt->poison >= 0) return HSR_OK;
+  int p = -1;
+  HSR_CHECK(hsr_env_get_bool("HSR_POISON", &p));
 #ifdef NDEBUG
-  int p = 0;
+  if (p < 0) p = 0;
 #else
-  int p = 1;
+  if (p < 0) p = 1;
 #endif
-  HSR_CHECK(hsr_env_bool("HSR_POISON", p, &p));
   rt->poison = p;
   return HSR_OK;
 }

@@ -312,7 +312,13 @@ hsr_status hsr_trace_summarize(const char *path, int json, FILE *f) {
   step_acc *acc = NULL;
   int nacc = 0;
   hsr_status st = analyse(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents"), &acc, &nacc);
+  if (st == HSR_OK && nacc == 0) /* a header and nothing under it would read as "no steps ran" */
+    st = hsr_error(HSR_ERR_IO,
+                   "trace '%s' has no step events (its traceEvents hold no 'step' spans): nothing to summarize "
+                   "(is it a trace that 'hsr train --trace' wrote?)",
+                   path);
   if (st != HSR_OK) {
+    free_acc(acc, nacc);
     cJSON_Delete(doc);
     return st;
   }

@@ -26,28 +26,33 @@
 # Not part of CTest: a whole run takes about 15-25 minutes on 2 cores.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
+prog=mutate.sh
+. "$src/scripts/argcheck.sh"
 list=$src/scripts/mutations.txt
 only="" full=0 do_list=0 do_check=0 keep=0 rev="" lenient=0 baseline=1 jobs=$(nproc) json=""
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 while [ $# -gt 0 ]; do
   case $1 in
-    --only) only=${2:?--only needs IDs}; shift ;;
+    --only|--rev|--jobs|--json) ac_need "$1" $# "${2:-}" ;;&
+    --only) only=$2; shift ;;
     --full) full=1 ;;
     --list) do_list=1 ;;
     --check) do_check=1 ;;
     --keep) keep=1 ;;
     --head) rev=HEAD ;;
-    --rev) rev=${2:?--rev needs a commit}; shift ;;
+    --rev) rev=$2; shift ;;
     --lenient) lenient=1 ;;
     --no-baseline) baseline=0 ;;
-    --jobs) jobs=${2:?--jobs needs N}; shift ;;
-    --json) json=${2:?--json needs FILE}; shift ;;
+    --jobs) jobs=$2; shift ;;
+    --json) json=$2; shift ;;
     -h|--help) usage; exit 0 ;;
-    *) echo "mutate: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    *) ac_die "unknown argument '$1'" ;;
   esac
   shift
 done
-case $jobs in ''|*[!0-9]*) echo "mutate: --jobs '$jobs' is not a number" >&2; exit 2 ;; esac
+ac_int --jobs "$jobs" 1 4096
+ac_env int HSR_MUTATE_TIMEOUT 1 86400
+ac_env newdir HSR_MUTATE_DIR
 tmo=${HSR_MUTATE_TIMEOUT:-120}
 
 # The tests each module's mutations run by default (ctest -R).

@@ -8,6 +8,9 @@
 # Exit status: ctest's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+prog=sanitize.sh
+. scripts/argcheck.sh
+ac_env int HSR_JOBS 1 4096
 kind=${1:-address}; [ $# -gt 0 ] && shift
 case "$kind" in
   address) dir=build-asan ;;

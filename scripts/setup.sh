@@ -5,6 +5,17 @@
 # HSR_WITH_CUDA (AUTO|ON|OFF), HSR_JOBS (default nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+prog=setup.sh
+. scripts/argcheck.sh
+case "${1:-}" in
+  -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) ac_die "takes no arguments (got '$1'); the settings are environment variables" ;;
+esac
+ac_env newdir HSR_BUILD_DIR
+ac_env choice HSR_BUILD_TYPE 'Debug|Release|RelWithDebInfo|MinSizeRel'
+ac_env choice HSR_WITH_CUDA 'AUTO|ON|OFF'
+ac_env int HSR_JOBS 1 4096
 
 pkgs=(build-essential cmake pkg-config git libhwloc-dev hwloc libxml2-dev libpmix-dev openmpi-bin libopenmpi-dev
       libucx-dev ucx-utils libcmocka-dev libcjson-dev libopenblas-dev zlib1g-dev

@@ -47,3 +47,11 @@ add_test(NAME cli_unknown COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "un
 add_test(NAME cli_info_badflag COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "" $<TARGET_FILE:hsr_cli> info --bogus)
 add_test(NAME cli_info_mpirun COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "3 +4 +1 +2 +1 +"
          ${HSR_RUN} -n 4 --nodes 2 --launcher mpirun -- $<TARGET_FILE:hsr_cli> info)
+
+# Every flag of every command and every HSR_* variable with bad values: exit 2
+# and a message naming it, before any work (table: tests/cli_walk.txt).
+add_test(NAME cli_walk COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_walk.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_walk PROPERTIES TIMEOUT 600 LABELS mpi)
+# The HSR_* registry, the README's table and the variables the sources read agree.
+add_test(NAME env_registry COMMAND ${CMAKE_SOURCE_DIR}/tests/env_registry.sh $<TARGET_FILE:hsr_cli> ${CMAKE_SOURCE_DIR})
+set_tests_properties(env_registry PROPERTIES TIMEOUT 60)

@@ -80,9 +80,9 @@ static void test_env(void **state) {
   unsetenv("HSR_TEST_V");
   assert_int_equal(hsr_env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_OK);
   assert_int_equal(v, 7);
-  setenv("HSR_TEST_V", "", 1);
-  assert_int_equal(hsr_env_long("HSR_TEST_V", 8, 0, 10, &v), HSR_OK);
-  assert_int_equal(v, 8);
+  setenv("HSR_TEST_V", "", 1); /* set but empty is an error that says so, not the default */
+  assert_int_equal(hsr_env_long("HSR_TEST_V", 8, 0, 10, &v), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "HSR_TEST_V is set but empty"));
   setenv("HSR_TEST_V", "3", 1);
   assert_int_equal(hsr_env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_OK);
   assert_int_equal(v, 3);

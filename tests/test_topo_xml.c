@@ -400,8 +400,9 @@ static void env_xml(void **s) {
   assert_int_equal(hsr_topo_discover(NULL, &t), HSR_OK);
   assert_string_equal(hsr_topo_host(t), "pcie-4gpu");
   hsr_topo_free(t);
-  setenv("HSR_TOPO_XML", "/nonexistent.xml", 1);
-  assert_int_equal(hsr_topo_discover(NULL, &t), HSR_ERR_IO);
+  setenv("HSR_TOPO_XML", "/nonexistent.xml", 1); /* a bad setting (the HSR_* registry's check), named */
+  assert_int_equal(hsr_topo_discover(NULL, &t), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "HSR_TOPO_XML='/nonexistent.xml'"));
   unsetenv("HSR_TOPO_XML");
   /* Live: this host always discovers (no GPUs here: one domain). */
   assert_int_equal(hsr_topo_discover(NULL, &t), HSR_OK);

@@ -8,7 +8,7 @@ hsr_add_unit(test_topo_nccl test_topo_nccl.c)
 # The gathered view under mpirun with simulated nodes: CPU-only (one domain per
 # node), DGX-like XML (2 ranks per node on GPUs 0-1), multi-node NVLink clique, DGX-2.
 hsr_add_program(mr_topo mr_topo.c)
-hsr_add_mpi_test(NAME topo_gather_4_sim2 NP 4 NODES 2 ENV HSR_TOPO_XML=
+hsr_add_mpi_test(NAME topo_gather_4_sim2 NP 4 NODES 2 UNSET HSR_TOPO_XML
                  COMMAND $<TARGET_FILE:mr_topo> --domains 2 --domain-size 2 --partial 2)
 hsr_add_mpi_test(NAME topo_gather_6_sim2_cpu NP 6 NODES 2 ENV HSR_TOPO_XML=${CMAKE_SOURCE_DIR}/tests/data/cpu-2numa.xml
                  COMMAND $<TARGET_FILE:mr_topo> --domains 2 --domain-size 3 --partial 3)
@@ -26,7 +26,7 @@ set(_d ${CMAKE_SOURCE_DIR}/tests/data)
 set(_hsr $<TARGET_FILE:hsr_cli>)
 function(hsr_topo_cli name code regex)
   add_test(NAME ${name} COMMAND ${_x} ${code} "${regex}" ${ARGN})
-  set_tests_properties(${name} PROPERTIES TIMEOUT 60 ENVIRONMENT "HSR_TOPO_XML=")
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
 endfunction()
 hsr_topo_cli(cli_topo_help 0 "usage: hsr topo" ${_hsr} topo --help)
 hsr_topo_cli(cli_topo_live 0 "node 0: " ${_hsr} topo)
@@ -41,7 +41,7 @@ hsr_topo_cli(cli_topo_json 0 "^\\{\"nodes\":\\[\\{\"host\":\"pcie-4gpu\".*\"inde
              ${_hsr} topo --xml ${_d}/pcie-4gpu.xml --json)
 hsr_topo_cli(cli_topo_badflag 2 "unknown option" ${_hsr} topo --bogus)
 hsr_topo_cli(cli_topo_extra_arg 2 "unexpected argument" ${_hsr} topo extra)
-hsr_topo_cli(cli_topo_missing_xml 1 "cannot open topology XML '/nonexistent.xml'" ${_hsr} topo --xml /nonexistent.xml)
+hsr_topo_cli(cli_topo_missing_xml 2 "--xml '/nonexistent.xml': No such file" ${_hsr} topo --xml /nonexistent.xml)
 hsr_topo_cli(cli_topo_malformed_xml 1 "not a valid hwloc topology" ${_hsr} topo --xml ${_d}/README.md)
 hsr_topo_cli(cli_topo_bind 0 "^8-15$" ${_hsr} topo --xml ${_d}/dgx-h100-like.xml --bind-cpuset 5 --local-size 8)
 hsr_topo_cli(cli_topo_bind_cpu 0 "^4-7$" ${_hsr} topo --xml ${_d}/cpu-2numa.xml --bind-cpuset 3 --local-size 4)
@@ -51,7 +51,7 @@ hsr_topo_cli(cli_topo_nccl_vendor 0 "notes: NCCL input file \\(no <gpu> elements
 hsr_topo_cli(cli_topo_nccl_host 0 "\"host\":\"nvl-2host#1\".*\"pci\":\"0009:12:00.0\"" ${_hsr} topo --nccl-xml ${_d}/nccl/nvl-2host.xml --nccl-host 1 --json)
 hsr_topo_cli(cli_topo_nccl_bad_host 2 "has 2 hosts: host 5 is not in 0..1" ${_hsr} topo --nccl-xml ${_d}/nccl/nvl-2host.xml --nccl-host 5)
 hsr_topo_cli(cli_topo_nccl_hwloc_file 1 "is an hwloc topology \\(root <topology>\\).*read it with --xml" ${_hsr} topo --nccl-xml ${_d}/dgx-h100-like.xml)
-hsr_topo_cli(cli_topo_nccl_missing 1 "cannot open NCCL topology '/nonexistent.xml'" ${_hsr} topo --nccl-xml /nonexistent.xml)
+hsr_topo_cli(cli_topo_nccl_missing 2 "--nccl-xml '/nonexistent.xml': No such file" ${_hsr} topo --nccl-xml /nonexistent.xml)
 hsr_topo_cli(cli_topo_nccl_and_xml 2 "give one, or both with --compare-nccl" ${_hsr} topo --xml ${_d}/dgx-h100-like.xml --nccl-xml ${_d}/nccl/dgx-h100-like.xml)
 hsr_topo_cli(cli_topo_nccl_host_alone 2 "--nccl-host goes with --nccl-xml" ${_hsr} topo --nccl-host 1)
 hsr_topo_cli(cli_topo_bind_nccl 2 "--bind-cpuset reads hwloc" ${_hsr} topo --nccl-xml ${_d}/nccl/dgx-h100-like.xml --bind-cpuset 0)
@@ -86,7 +86,7 @@ hsr_topo_cli(cli_mesh_bad_value 2 "--shard must be a positive integer or 'auto'"
 hsr_topo_cli(cli_mesh_bad_world 2 "--world" ${_hsr} mesh --world 0)
 hsr_topo_cli(cli_mesh_badflag 2 "unknown option" ${_hsr} mesh --bogus)
 hsr_topo_cli(cli_mesh_too_many 2 "8 GPUs per node" ${_hsr} mesh --xml ${_d}/dgx-h100-like.xml --world 16)
-hsr_topo_cli(cli_mesh_missing_xml 1 "cannot open topology XML" ${_hsr} mesh --xml /nonexistent.xml)
+hsr_topo_cli(cli_mesh_missing_xml 2 "--xml '/nonexistent.xml': No such file" ${_hsr} mesh --xml /nonexistent.xml)
 hsr_topo_cli(cli_topo_mpirun 0 "^node 1: .*#1" ${HSR_RUN} -n 4 --nodes 2 --launcher mpirun -- ${_hsr} topo)
 hsr_topo_cli(cli_mesh_mpirun 0 "R x S = 2 x 2, partial K = 2; world 4 on 2 nodes" ${HSR_RUN} -n 4 --nodes 2 --launcher mpirun -- ${_hsr} mesh)
 hsr_topo_cli(hsr_bind_print 0 "^4-7$" env OMPI_COMM_WORLD_LOCAL_RANK=2 OMPI_COMM_WORLD_LOCAL_SIZE=4

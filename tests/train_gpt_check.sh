@@ -107,7 +107,7 @@ bad=$("$hsr" eval --init "$dir/g2.safetensors" --data "$dir/tail" 2>&1); rc=$?
 bad=$("$hsr" train --model gpt --dim 48 --init "$dir/w.safetensors" --steps 1 2>&1); rc=$?
 [ "$rc" = 2 ] && grep -q "dim 48, but --init" <<<"$bad" || fail "mismatched --init: rc $rc: $bad"
 bad=$("$hsr" train --model gpt --data "$dir/none" --steps 1 2>&1); rc=$?
-[ "$rc" != 0 ] && grep -q "cannot open '$dir/none'" <<<"$bad" || fail "missing --data: rc $rc: $bad"
+[ "$rc" = 2 ] && grep -q -- "--data '$dir/none': No such file" <<<"$bad" || fail "missing --data: rc $rc: $bad"
 bad=$("$hsr" eval --init "$dir/w.safetensors" --data "$dir/tail" --seq 16 --windows 100000 2>&1); rc=$?
 [ "$rc" = 2 ] && grep -q "holds .* whole windows" <<<"$bad" || fail "too many --windows: rc $rc: $bad"
 head -c 100 "$dir/w.safetensors" >"$dir/cut.safetensors"

@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
+#include "hsr/sys.h"
 #include "hsr/topology.h"
 
 typedef struct bench_args {
@@ -94,7 +95,11 @@ static int parse(int argc, char **argv, bench_args *a) {
   }
   if (optind < argc) return hsr_cli_usage_error("ckpt bench", "unexpected argument '%s'", argv[optind]);
   if (a->size < (size_t)12 * a->units) return hsr_cli_usage_error("ckpt bench", "--size is under 12 bytes per unit");
-  return 0;
+  if (a->cfg.strategy == HSR_RT_DDP && a->cfg.shard > 1)
+    return hsr_cli_usage_error("ckpt bench", "--shard %d with --strategy ddp: ddp does not shard", a->cfg.shard);
+  hsr_status st = hsr_path_check_dir("--dir", a->dir, 1);
+  if (st == HSR_OK && a->json) st = hsr_path_check_write("--json", a->json);
+  return st == HSR_OK ? 0 : hsr_cli_usage_error("ckpt bench", "%s", hsr_last_error());
 }
 
 static hsr_status write_file(const char *path, size_t bytes, const char *buf, size_t chunk) {
@@ -373,6 +378,35 @@ static hsr_status bench_run(bench_ctx *x) {
   return st;
 }
 
+/* The model in memory (per parameter: 12 bytes of master and moments, 4 of
+ * parameter and 4 of gradient, over S ranks; each host holds its ranks'
+ * shares) and, at once on the disk, the last round's checkpoint and the
+ * one-writer baseline file: refused before the run when either does not
+ * fit. Rank 0 decides for all. */
+static hsr_status bench_fits(hsr_boot *b, const bench_args *a) {
+  int n = hsr_boot_size(b), here = 0;
+  for (int r = 0; r < n; r++) here += !strcmp(hsr_boot_hostname_of(b, r), hsr_boot_hostname(b));
+  double S = a->cfg.strategy == HSR_RT_DDP ? 1 : a->cfg.shard, sz = (double)a->size;
+  double mem_need = sz * 20 / 12 * here / S, disk_need = 2 * sz;
+  uint64_t mem = 0, disk = 0;
+  char msg[512] = "", x[32], y[32];
+  if (hsr_boot_rank(b) == 0 && hsr_sys_mem_available(&mem) == HSR_OK && mem_need > 0.9 * (double)mem) {
+    hsr_sys_bytes_text(mem_need, x, sizeof x), hsr_sys_bytes_text((double)mem, y, sizeof y);
+    snprintf(msg, sizeof msg,
+             "--size %zu does not fit in memory: the model's state on the %d rank(s) of this host needs about %s "
+             "(20 bytes per parameter over %.0f ranks), %s is available",
+             a->size, here, x, S, y);
+  } else if (hsr_boot_rank(b) == 0 && hsr_sys_fs_available(a->dir, &disk) == HSR_OK && disk_need > (double)disk) {
+    hsr_sys_bytes_text(disk_need, x, sizeof x), hsr_sys_bytes_text((double)disk, y, sizeof y);
+    snprintf(msg, sizeof msg,
+             "--size %zu does not fit on the disk of --dir %s: a round holds a checkpoint and the baseline file at "
+             "once, %s, and %s is free",
+             a->size, a->dir, x, y);
+  }
+  HSR_CHECK(hsr_boot_bcast(b, msg, sizeof msg, 0));
+  return msg[0] ? hsr_error(HSR_ERR_INVALID, "%s", msg) : HSR_OK;
+}
+
 int hsr_ckpt_bench_main(int argc, char **argv) {
   bench_args a;
   int pr = parse(argc, argv, &a);
@@ -387,6 +421,7 @@ int hsr_ckpt_bench_main(int argc, char **argv) {
   if (!a.cfg.shard) a.cfg.shard = a.cfg.replicate ? x.world / a.cfg.replicate : x.world;
   if (a.cfg.shard < 1) a.cfg.shard = 1;
   if (a.cfg.strategy == HSR_RT_STRATEGY_COUNT) a.cfg.strategy = x.world / a.cfg.shard > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
+  if (st == HSR_OK) st = bench_fits(boot, &a);
   if (st == HSR_OK) st = hsr_topo_discover(NULL, &topo);
   if (st == HSR_OK) st = hsr_cluster_gather(boot, topo, &cl);
   if (st == HSR_OK) st = hsr_rt_create(boot, NULL, cl, &a.cfg, &x.rt);

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
+#include "hsr/sys.h"
 
 int hsr_ckpt_bench_main(int argc, char **argv);  /* ckpt_bench.c */
 int hsr_ckpt_export_main(int argc, char **argv); /* ckpt_export.c */
@@ -209,5 +210,6 @@ int hsr_cmd_ckpt(int argc, char **argv) {
   }
   if (optind >= ac) return hsr_cli_usage_error("ckpt", "%s needs a checkpoint DIR", act);
   if (optind + 1 < ac) return hsr_cli_usage_error("ckpt", "unexpected argument '%s'", av[optind + 1]);
+  if (hsr_path_check_dir("DIR", av[optind], 0) != HSR_OK) return hsr_cli_usage_error("ckpt", "%s", hsr_last_error());
   return run_inspect(av[optind], json, verify, !strcmp(act, "inspect"));
 }

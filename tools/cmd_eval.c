@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "gpt_file.h"
+#include "hsr/sys.h"
 
 static void usage(void) {
   printf(
@@ -74,7 +75,9 @@ static int parse(int argc, char **argv, eval_args *a) {
   }
   if (optind < argc) return hsr_cli_usage_error("eval", "unexpected argument '%s'", argv[optind]);
   if (!a->init || !a->data) return hsr_cli_usage_error("eval", "--init FILE and --data FILE are required");
-  return 0;
+  hsr_status st = hsr_path_check_read("--init", a->init);
+  if (st == HSR_OK) st = hsr_path_check_read("--data", a->data);
+  return st == HSR_OK ? 0 : hsr_cli_usage_error("eval", "%s", hsr_last_error());
 }
 
 static hsr_status map_file(const char *path, const uint8_t **bytes, size_t *len) {
@@ -120,6 +123,20 @@ static hsr_status eval_windows(const gpt_cfg *c, float **w, const uint8_t *bytes
   return st;
 }
 
+/* The weights (f32) and a forward pass of B windows must fit in memory: said before loading. */
+static hsr_status eval_fits(const gpt_cfg *c, int B, int T) {
+  double need = (double)gpt_num_weights(c) * 4 + (double)gpt_work_bytes(c, B, T);
+  uint64_t mem = 0;
+  if (hsr_sys_mem_available(&mem) != HSR_OK || need <= 0.9 * (double)mem) return HSR_OK;
+  char n[32], m[32];
+  hsr_sys_bytes_text(need, n, sizeof n);
+  hsr_sys_bytes_text((double)mem, m, sizeof m);
+  return hsr_error(HSR_ERR_INVALID,
+                   "--batch %d --seq %d does not fit: the weights and a forward pass of %d windows need %s, %s of "
+                   "memory is available (give a smaller --batch)",
+                   B, T, B, n, m);
+}
+
 int hsr_cmd_eval(int argc, char **argv) {
   eval_args a;
   int pr = parse(argc, argv, &a);
@@ -140,9 +157,11 @@ int hsr_cmd_eval(int argc, char **argv) {
   if (st == HSR_OK && (a.windows < 1 || a.windows > fit))
     st = hsr_error(HSR_ERR_INVALID, "--windows %d: '%s' (%zu bytes) holds %d whole windows of %d + 1 bytes", a.windows,
                    a.data, len, fit, a.seq);
+  int B = a.batch < a.windows ? a.batch : a.windows;
+  if (st == HSR_OK) st = eval_fits(&c, B, a.seq);
   if (st == HSR_OK) st = gpt_file_load(f, a.init, &c, &w);
   double sum = 0;
-  if (st == HSR_OK) st = eval_windows(&c, w, bytes, a.windows, a.seq, a.batch < a.windows ? a.batch : a.windows, &sum);
+  if (st == HSR_OK) st = eval_windows(&c, w, bytes, a.windows, a.seq, B, &sum);
   if (st == HSR_OK) {
     double loss = sum / ((double)a.windows * a.seq);
     if (a.json) {

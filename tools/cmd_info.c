@@ -16,6 +16,7 @@ int hsr_cmd_info(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
   int json = 0, c;
   optind = 1;
+  opterr = 0;
   while ((c = getopt_long(argc, argv, "hj", opts, NULL)) != -1) {
     if (c == 'h') {
       printf("usage: hsr info [--json]\n"
@@ -27,7 +28,7 @@ int hsr_cmd_info(int argc, char **argv) {
     if (c == 'j')
       json = 1;
     else
-      return hsr_cli_usage_error("info", "unknown option");
+      return hsr_cli_usage_error("info", "unknown option '%s'", argv[optind - 1]);
   }
   if (optind < argc) return hsr_cli_usage_error("info", "unexpected argument '%s'", argv[optind]);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hsr/sys.h"
 #include "hsr/topology.h"
 
 static void cell(const hsr_cluster *c, int r, char *buf, size_t len) {
@@ -207,6 +208,9 @@ int hsr_cmd_mesh(int argc, char **argv) {
   }
   if (optind < argc) return hsr_cli_usage_error("mesh", "unexpected argument '%s'", argv[optind]);
   if (xml && nccl) return hsr_cli_usage_error("mesh", "give one of --xml (hwloc) and --nccl-xml (NCCL)");
+  if ((xml && hsr_path_check_read("--xml", xml) != HSR_OK) ||
+      (nccl && hsr_path_check_read("--nccl-xml", nccl) != HSR_OK))
+    return hsr_cli_usage_error("mesh", "%s", hsr_last_error());
   if (host >= 0 && !nccl) return hsr_cli_usage_error("mesh", "--nccl-host goes with --nccl-xml");
 
   hsr_topo *t = NULL;

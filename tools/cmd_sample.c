@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "ex_rand.h"
 #include "gpt_file.h"
+#include "hsr/sys.h"
 
 static void usage(void) {
   printf("usage: hsr sample --init FILE.safetensors [--prompt TEXT] [--tokens N] [--temperature X] [--seed N]\n"
@@ -41,20 +42,26 @@ static int parse(int argc, char **argv, sample_args *a) {
   *a = (sample_args){NULL, "\n", 256, 0, 0.8, 1};
   optind = 1;
   opterr = 0;
-  int c;
+  int c, seed_given = 0;
   long v;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     hsr_status st = HSR_OK;
     switch (c) {
     case 'h': usage(); return -1;
     case 'i': a->init = optarg; break;
-    case 'p': a->prompt = optarg; break;
+    case 'p':
+      a->prompt = optarg;
+      if (!*optarg) st = hsr_error(HSR_ERR_INVALID, "--prompt is empty (give TEXT; without --prompt it is a newline)");
+      break;
     case 'n':
       st = hsr_parse_long("--tokens", optarg, 0, 1 << 24, &v);
       a->tokens = (int)v;
       break;
     case 't': st = hsr_parse_double("--temperature", optarg, 0, 100, &a->temperature); break;
-    case 's': st = hsr_parse_long("--seed", optarg, 0, 0x7fffffffL, &a->seed); break;
+    case 's':
+      st = hsr_parse_long("--seed", optarg, 0, 0x7fffffffL, &a->seed);
+      seed_given = 1;
+      break;
     case 'H':
       st = hsr_parse_long("--heads", optarg, 1, 4096, &v);
       a->heads = (int)v;
@@ -65,7 +72,10 @@ static int parse(int argc, char **argv, sample_args *a) {
   }
   if (optind < argc) return hsr_cli_usage_error("sample", "unexpected argument '%s'", argv[optind]);
   if (!a->init) return hsr_cli_usage_error("sample", "--init FILE is required");
-  if (!*a->prompt) a->prompt = "\n";
+  if (hsr_path_check_read("--init", a->init) != HSR_OK) return hsr_cli_usage_error("sample", "%s", hsr_last_error());
+  if (seed_given && a->temperature == 0)
+    return hsr_cli_usage_error("sample", "--seed has no effect with --temperature 0 (always the likeliest byte: "
+                                         "nothing is drawn)");
   return 0;
 }
 

@@ -13,6 +13,8 @@
 #include "cli.h"
 #include "hsr/comm.h"
 #include "hsr/config.h"
+#include "hsr/env.h"
+#include "hsr/sys.h"
 #include "hsr/topology.h"
 
 static const char *rule_text(const char *rule) {
@@ -448,6 +450,11 @@ int hsr_cmd_topo(int argc, char **argv) {
     }
   }
   if (optind < argc) return hsr_cli_usage_error("topo", "unexpected argument '%s'", argv[optind]);
+  if ((xml && hsr_path_check_read("--xml", xml) != HSR_OK) ||
+      (nccl && hsr_path_check_read("--nccl-xml", nccl) != HSR_OK))
+    return hsr_cli_usage_error("topo", "%s", hsr_last_error());
+  if (json && bind)
+    return hsr_cli_usage_error("topo", "--json has no effect with --bind-cpuset (it prints a cpu list)");
   if (local_size && !bind) return hsr_cli_usage_error("topo", "--local-size goes with --bind-cpuset");
   if (host >= 0 && !nccl) return hsr_cli_usage_error("topo", "--nccl-host goes with --nccl-xml");
   if (bind && (nccl || compare))

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hsr/sys.h"
 #include "hsr/trace.h"
 
 static void trace_usage(FILE *f) {
@@ -18,6 +19,7 @@ int hsr_cmd_trace(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
   int json = 0, c;
   optind = 1;
+  opterr = 0;
   while ((c = getopt_long(argc, argv, "hj", opts, NULL)) != -1) {
     if (c == 'h') {
       trace_usage(stdout);
@@ -26,13 +28,16 @@ int hsr_cmd_trace(int argc, char **argv) {
     if (c == 'j')
       json = 1;
     else
-      return hsr_cli_usage_error("trace", "unknown option");
+      return hsr_cli_usage_error("trace", "unknown option '%s'", argv[optind - 1]);
   }
   if (optind >= argc) return hsr_cli_usage_error("trace", "missing action (valid: summarize)");
   if (strcmp(argv[optind], "summarize") != 0)
     return hsr_cli_usage_error("trace", "unknown action '%s' (valid: summarize)", argv[optind]);
   if (optind + 1 >= argc) return hsr_cli_usage_error("trace", "summarize needs a trace FILE");
   if (optind + 2 < argc) return hsr_cli_usage_error("trace", "unexpected argument '%s'", argv[optind + 2]);
+  /* a FILE that is not there is bad usage (2); one that is there but is not a trace, a failure (1) */
+  if (hsr_path_check_read("FILE", argv[optind + 1]) != HSR_OK)
+    return hsr_cli_usage_error("trace", "%s", hsr_last_error());
   hsr_status st = hsr_trace_summarize(argv[optind + 1], json, stdout);
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("trace", st == HSR_ERR_IO ? HSR_ERR_INVALID : st);
+  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("trace", st);
 }

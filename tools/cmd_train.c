@@ -39,11 +39,16 @@ static void print_header(const train_run *r) {
   else
     snprintf(rs, sizeof rs, "%s", a->cfg.reshard == HSR_RT_RESHARD_FULL ? "full" : "none");
   int N = hsr_rt_dp_size(r->rt);
-  printf("hsr train: %d ranks, %d node(s), %s, mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %d, sync %s, "
+  char pf[48];
+  snprintf(pf, sizeof pf, "%d", a->cfg.prefetch);
+  if (a->cfg.strategy != HSR_RT_FSDP && a->cfg.strategy != HSR_RT_HYBRID) /* parameters stay full: nothing applies */
+    snprintf(rs, sizeof rs, "-"), snprintf(pf, sizeof pf, "-");
+  printf("hsr train: %d ranks, %d node(s), %s, mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %s, sync %s, "
          "%s/%s\n",
          r->world, hsr_boot_num_nodes(r->boot), a->cfg.device == HSR_DEVICE_CUDA ? "CUDA (NCCL)" : "host",
-         hsr_rt_replicate(r->rt), hsr_rt_shard(r->rt), hsr_rt_strategy_name(a->cfg.strategy), rs, a->cfg.prefetch,
-         hsr_rt_sync_name(a->cfg.sync), hsr_dtype_name(a->cfg.param_dtype), hsr_dtype_name(a->cfg.reduce_dtype));
+         hsr_rt_replicate(r->rt), hsr_rt_shard(r->rt), hsr_rt_strategy_name(a->cfg.strategy), rs, pf,
+         a->cfg.micro_batches > 1 ? hsr_rt_sync_name(a->cfg.sync) : "-", hsr_dtype_name(a->cfg.param_dtype),
+         hsr_dtype_name(a->cfg.reduce_dtype));
   a->model->describe(r, stdout);
   printf("global batch %d (%d per rank, %d micro-batch(es)), %d steps, lr %g", a->batch, a->batch / N,
          a->cfg.micro_batches, a->steps, a->lr);
@@ -293,6 +298,15 @@ static hsr_status run(train_run *r) {
     int R = a->cfg.replicate ? a->cfg.replicate : r->world / S;
     a->cfg.strategy = R > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
     if (a->cfg.strategy == HSR_RT_HYBRID && !a->cfg.shard) a->cfg.shard = S;
+  }
+  if (st == HSR_OK) { /* settings this mesh ignores, and what this host can hold: before the engine allocates */
+    int S = 0, R = 0, here = 0;
+    if (hsr_rt_config_resolve(&a->cfg, r->world, hsr_cluster_domain_size(cl), &S, &R) == HSR_OK) {
+      for (int q = 0; q < r->world; q++) here += !strcmp(hsr_boot_hostname_of(r->boot, q), hsr_boot_hostname(r->boot));
+      st = train_check_mesh(a, S, R);
+      if (st == HSR_OK) st = train_check_fit(a, S, R, r->world, here);
+      st = train_agree(r->boot, st);
+    }
   }
   if (st == HSR_OK) st = hsr_rt_create(r->boot, NULL, cl, &a->cfg, &r->rt);
   if (st == HSR_OK) st = a->model->setup(r);

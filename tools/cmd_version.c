@@ -17,6 +17,7 @@ int hsr_cmd_version(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
   int json = 0, c;
   optind = 1;
+  opterr = 0;
   while ((c = getopt_long(argc, argv, "hj", opts, NULL)) != -1) {
     if (c == 'h') {
       printf("usage: hsr version [--json]\n  Prints hsr's version, git hash and the CUDA, NCCL, UCX, PMIx and hwloc\n"
@@ -26,7 +27,7 @@ int hsr_cmd_version(int argc, char **argv) {
     if (c == 'j')
       json = 1;
     else
-      return hsr_cli_usage_error("version", "unknown option");
+      return hsr_cli_usage_error("version", "unknown option '%s'", argv[optind - 1]);
   }
   if (optind < argc) return hsr_cli_usage_error("version", "unexpected argument '%s'", argv[optind]);
 

@@ -25,10 +25,24 @@ typedef struct train_args {
   int wrap_linear;
   hsr_rt_config cfg;
   int strategy_given;
+  unsigned given; /* TRAIN_GIVEN_* of the flags on the command line (defaults are never refused) */
   const char *log, *trace, *json;
   int progress;
   train_ckpt ck; /* --ckpt --save-every --keep --resume (train_ckpt.c) */
 } train_args;
+
+enum {
+  TRAIN_GIVEN_RESHARD = 1u << 0,
+  TRAIN_GIVEN_ROOT_RESHARD = 1u << 1,
+  TRAIN_GIVEN_PREFETCH = 1u << 2,
+  TRAIN_GIVEN_MAX_LIVE = 1u << 3,
+  TRAIN_GIVEN_PREFETCH_STEP = 1u << 4,
+  TRAIN_GIVEN_SYNC = 1u << 5,
+  TRAIN_GIVEN_REPLICATE = 1u << 6,
+  TRAIN_GIVEN_SHARD = 1u << 7,
+  TRAIN_GIVEN_REDUCE_DTYPE = 1u << 8,
+  TRAIN_GIVEN_VAL_WINDOWS = 1u << 9
+};
 
 /* One run: what the shared loop and the model's functions share. */
 typedef struct train_run {
@@ -66,6 +80,10 @@ typedef struct train_model {
   /* model fields of the --json summary (NULL: none) */
   void (*json)(const train_run *r, cJSON *o);
   void (*free)(train_run *r);
+  /* from the flags alone (before setup): parameter elements, the largest
+   * unit's elements and the activation bytes of a micro-batch of `rows`
+   * samples (the memory check) */
+  void (*sizes)(const train_args *a, int rows, double *params, double *unit_max, double *act_bytes);
 } train_model;
 
 extern const train_model train_model_mlp, train_model_gpt;
@@ -74,6 +92,17 @@ extern const train_model train_model_mlp, train_model_gpt;
  * optimizer groups and the run's hash set). 0: go; -1: --help printed;
  * else the exit code of a usage error (printed). */
 int train_parse(int argc, char **argv, train_args *a);
+
+/* train_args.c: the checks that need the mesh (after the bootstrap, before
+ * the engine): flags that have no effect on this mesh are refused. 0 or an
+ * error (HSR_ERR_INVALID) naming the flag. */
+hsr_status train_check_mesh(const train_args *a, int S, int R);
+/* Bytes this host must hold for the run (every rank of it: parameters,
+ * gradients, optimizer state, gathered units, activations), estimated from
+ * the parameter count; refused (HSR_ERR_INVALID saying how much is needed and
+ * how much there is) when it does not fit. ranks_here: the job's ranks on
+ * this host. */
+hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ranks_here);
 
 /* The run's learning-rate schedule (hsr_rt_lr_at): warm-up over --warmup
  * steps, then cosine decay to --lr-min over the run; constant when

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hsr/sys.h"
 #include "train.h"
 
 static void usage(void) {
@@ -160,6 +161,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     a->val_every = (int)v;
     break;
   case O_VAL_WINDOWS:
+    a->given |= TRAIN_GIVEN_VAL_WINDOWS;
     LONG("--val-windows", 1, 1 << 24);
     a->val_windows = (int)v;
     break;
@@ -192,6 +194,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     a->seed = (uint64_t)v;
     break;
   case 'S':
+    a->given |= TRAIN_GIVEN_SHARD;
     if (!strcmp(optarg, "auto")) {
       a->cfg.shard = 0;
       break;
@@ -200,6 +203,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     a->cfg.shard = (int)v;
     break;
   case 'R':
+    a->given |= TRAIN_GIVEN_REPLICATE;
     LONG("--replicate", 1, 1 << 20);
     a->cfg.replicate = (int)v;
     break;
@@ -207,17 +211,28 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     *st = hsr_rt_parse_strategy(optarg, &a->cfg.strategy);
     a->strategy_given = 1;
     break;
-  case 'r': *st = hsr_rt_parse_reshard(optarg, &a->cfg.reshard, &a->cfg.partial_k); break;
-  case 'o': a->cfg.root_reshard = 1; break;
+  case 'r':
+    a->given |= TRAIN_GIVEN_RESHARD;
+    *st = hsr_rt_parse_reshard(optarg, &a->cfg.reshard, &a->cfg.partial_k);
+    break;
+  case 'o':
+    a->given |= TRAIN_GIVEN_ROOT_RESHARD;
+    a->cfg.root_reshard = 1;
+    break;
   case 'p':
+    a->given |= TRAIN_GIVEN_PREFETCH;
     LONG("--prefetch", 0, 1 << 20);
     a->cfg.prefetch = (int)v;
     break;
   case 'M':
+    a->given |= TRAIN_GIVEN_MAX_LIVE;
     LONG("--max-live", 0, 1 << 20);
     a->cfg.max_live = (int)v;
     break;
-  case 'y': *st = hsr_rt_parse_sync(optarg, &a->cfg.sync); break;
+  case 'y':
+    a->given |= TRAIN_GIVEN_SYNC;
+    *st = hsr_rt_parse_sync(optarg, &a->cfg.sync);
+    break;
   case 'P':
   case 'D': {
     hsr_dtype t = HSR_F32;
@@ -225,6 +240,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     if (*st == HSR_OK && t != HSR_F32 && t != HSR_BF16)
       *st = hsr_error(HSR_ERR_INVALID, "dtype '%s' is not supported here (valid: f32, bf16)", optarg);
     *(c == 'P' ? &a->cfg.param_dtype : &a->cfg.reduce_dtype) = t;
+    if (c == 'D') a->given |= TRAIN_GIVEN_REDUCE_DTYPE;
     break;
   }
   case 'l':
@@ -243,7 +259,10 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   case 'q': a->progress = 0; break;
   case 'V': *st = hsr_rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
   case 'T': a->trace = optarg; break;
-  case 'F': a->cfg.prefetch_step = 1; break;
+  case 'F':
+    a->given |= TRAIN_GIVEN_PREFETCH_STEP;
+    a->cfg.prefetch_step = 1;
+    break;
   case 'J': a->json = optarg; break;
   case 'W':
     if (!strcmp(optarg, "block") || !strcmp(optarg, "linear"))
@@ -262,12 +281,92 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   return 0;
 }
 
+/* A flag the chosen strategy ignores is refused, never silently dropped:
+ * ddp, zero1 and zero2 keep every parameter full on every rank, so nothing
+ * is gathered, resharded or prefetched. */
+static int check_strategy(const train_args *a) {
+  const hsr_rt_config *c = &a->cfg;
+  const char *st = hsr_rt_strategy_name(c->strategy);
+  int unsharded =
+      a->strategy_given && (c->strategy == HSR_RT_DDP || c->strategy == HSR_RT_ZERO1 || c->strategy == HSR_RT_ZERO2);
+  static const struct {
+    unsigned bit;
+    const char *flag;
+  } gathers[] = {{TRAIN_GIVEN_RESHARD, "--reshard"},
+                 {TRAIN_GIVEN_ROOT_RESHARD, "--root-reshard"},
+                 {TRAIN_GIVEN_PREFETCH, "--prefetch"},
+                 {TRAIN_GIVEN_MAX_LIVE, "--max-live"},
+                 {TRAIN_GIVEN_PREFETCH_STEP, "--prefetch-step"}};
+  for (size_t i = 0; unsharded && i < sizeof gathers / sizeof gathers[0]; i++)
+    if (a->given & gathers[i].bit)
+      return hsr_cli_usage_error("train",
+                                 "%s has no effect with --strategy %s: it keeps every parameter full on every rank, so "
+                                 "nothing is gathered, resharded or prefetched (drop %s, or use --strategy fsdp or "
+                                 "hybrid)",
+                                 gathers[i].flag, st, gathers[i].flag);
+  if (a->strategy_given && c->strategy == HSR_RT_FSDP && (a->given & TRAIN_GIVEN_REPLICATE) && c->replicate > 1)
+    return hsr_cli_usage_error("train", "--replicate %d with --strategy fsdp: fsdp has R = 1 (use --strategy hybrid)",
+                               c->replicate);
+  if (a->strategy_given && c->strategy == HSR_RT_HYBRID && (a->given & TRAIN_GIVEN_REPLICATE) && c->replicate < 2)
+    return hsr_cli_usage_error("train",
+                               "--replicate 1 with --strategy hybrid: hybrid needs R > 1 (use --strategy fsdp)");
+  if (a->strategy_given && c->strategy == HSR_RT_DDP && c->shard > 1)
+    return hsr_cli_usage_error("train", "--shard %d with --strategy ddp: ddp does not shard (S = 1; drop --shard)",
+                               c->shard);
+  if ((a->given & TRAIN_GIVEN_PREFETCH_STEP) && c->prefetch == 0)
+    return hsr_cli_usage_error("train", "--prefetch-step has no effect with --prefetch 0 (it prefetches the next "
+                                        "step's first unit)");
+  if ((a->given & TRAIN_GIVEN_MAX_LIVE) && c->prefetch == 0)
+    return hsr_cli_usage_error("train", "--max-live %d has no effect with --prefetch 0 (it caps what prefetch gathers)",
+                               c->max_live);
+  if ((a->given & TRAIN_GIVEN_MAX_LIVE) && c->max_live == 1 && !c->prefetch_step)
+    return hsr_cli_usage_error("train",
+                               "--max-live 1 turns --prefetch %d off: the unit in use is already live "
+                               "(use --max-live 2 or more, 0 for no cap, or --prefetch 0)",
+                               c->prefetch);
+  if ((a->given & TRAIN_GIVEN_ROOT_RESHARD) && c->reshard == HSR_RT_RESHARD_NONE)
+    return hsr_cli_usage_error("train", "--root-reshard has no effect with --reshard none (no unit is resharded)");
+  if ((a->given & TRAIN_GIVEN_SYNC) && c->micro_batches == 1)
+    return hsr_cli_usage_error("train",
+                               "--sync %s has no effect with one micro-batch: every step syncs its only "
+                               "backward (give --micro-batches M > 1)",
+                               hsr_rt_sync_name(c->sync));
+  return 0;
+}
+
+/* The files the run reads and writes, before anything starts. */
+static int check_paths(const train_args *a) {
+  static const char *const out_flags[] = {"--log", "--trace", "--json", "--export"};
+  const char *outs[] = {a->log, a->trace, a->json, a->export_path};
+  hsr_status st = HSR_OK;
+  for (int i = 0; i < 4 && st == HSR_OK; i++)
+    if (outs[i]) st = hsr_path_check_write(out_flags[i], outs[i]);
+  for (int i = 0; i < 4 && st == HSR_OK; i++)
+    for (int j = i + 1; j < 4 && st == HSR_OK; j++)
+      if (outs[i] && outs[j] && !strcmp(outs[i], outs[j]))
+        st = hsr_error(HSR_ERR_INVALID, "%s and %s name the same file '%s'", out_flags[i], out_flags[j], outs[i]);
+  if (st == HSR_OK && a->init) st = hsr_path_check_read("--init", a->init);
+  if (st == HSR_OK && a->data) st = hsr_path_check_read("--data", a->data);
+  if (st == HSR_OK && a->ck.dir) st = hsr_path_check_mkdir("--ckpt", a->ck.dir);
+  if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest"))
+    st = hsr_path_check_dir("--resume", a->ck.resume, 0);
+  if (st == HSR_OK && a->ck.save_every && a->ck.save_every >= a->steps)
+    st = hsr_error(HSR_ERR_INVALID,
+                   "--save-every %d has no effect with --steps %d: the run saves after its last step anyway (drop "
+                   "--save-every, or give N < %d)",
+                   a->ck.save_every, a->steps, a->steps);
+  return st == HSR_OK ? 0 : hsr_cli_usage_error("train", "%s", hsr_last_error());
+}
+
 /* Checks that need no launch: said before anything starts. */
 static int check_args(train_args *a) {
   if (train_ckpt_check(&a->ck)) return HSR_EXIT_USAGE;
   if (a->init && a->ck.resume) /* the resume would silently overwrite the --init weights */
     return hsr_cli_usage_error("train", "--init and --resume both set the weights: use one (--init starts a new run "
                                         "from a safetensors file, --resume continues a checkpoint)");
+  int rc = check_strategy(a);
+  if (!rc) rc = check_paths(a);
+  if (rc) return rc;
   if (a->cfg.device == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0) {
     hsr_device *d = NULL;
     if (hsr_device_open(HSR_DEVICE_CUDA, 0, &d) == HSR_OK) hsr_device_close(d);
@@ -342,4 +441,64 @@ int train_parse(int argc, char **argv, train_args *a) {
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) h = (h ^ (uint64_t)ids[i]) * 1099511628211ull;
   a->cfg.user_hash = h;
   return 0;
+}
+
+hsr_status train_check_mesh(const train_args *a, int S, int R) {
+  const hsr_rt_config *c = &a->cfg;
+  if ((a->given & TRAIN_GIVEN_SYNC) && c->sync == HSR_RT_SYNC_RS_ONLY && R == 1)
+    return hsr_error(
+        HSR_ERR_INVALID,
+        "--sync rs_only has no effect on a %d x %d mesh: it defers the replicate all-reduce, and with R = 1 "
+        "there is none (use --sync full or none, or a mesh with R > 1)",
+        R, S);
+  if (c->reshard == HSR_RT_RESHARD_PARTIAL && S % c->partial_k == 0 && c->partial_k == S && S > 1 &&
+      (c->strategy == HSR_RT_FSDP || c->strategy == HSR_RT_HYBRID))
+    return hsr_error(
+        HSR_ERR_INVALID,
+        "--reshard partial:%d on a shard group of %d: the partial group is the whole shard group, which is "
+        "--reshard full with an extra copy (use full, or a K below %d)",
+        c->partial_k, S, S);
+  return HSR_OK;
+}
+
+hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ranks_here) {
+  const hsr_rt_config *c = &a->cfg;
+  if (c->device != HSR_DEVICE_HOST) return HSR_OK; /* device memory: the allocator says (no query here) */
+  int dp = c->strategy == HSR_RT_DDP ? world : S * R;
+  int rows = a->batch / (dp > 0 ? dp : 1) / (c->micro_batches > 0 ? c->micro_batches : 1);
+  double P, U, act;
+  a->model->sizes(a, rows > 0 ? rows : 1, &P, &U, &act);
+  int sp = c->strategy == HSR_RT_FSDP || c->strategy == HSR_RT_HYBRID, sg = sp || c->strategy == HSR_RT_ZERO2;
+  int so = c->strategy != HSR_RT_DDP;
+  double pes = (double)hsr_dtype_size(c->param_dtype), s = S > 0 ? S : 1;
+  double params = P * pes / (sp ? s : 1), grads = P * 4 / (sg ? s : 1), optim = P * 12 / (so ? s : 1);
+  double gathered = !sp ? 0 : c->reshard == HSR_RT_RESHARD_NONE ? P * pes : (c->prefetch + 2) * U * pes;
+  double staging = 2 * U * 4, per = params + grads + optim + gathered + staging + act;
+  double need = per * ranks_here, shm_need = (params + gathered + staging) * ranks_here;
+  uint64_t mem = 0, shm = 0;
+  char b[8][32];
+  hsr_sys_bytes_text(need, b[0], sizeof b[0]);
+  hsr_sys_bytes_text(params + grads + optim, b[1], sizeof b[1]);
+  hsr_sys_bytes_text(gathered + staging, b[2], sizeof b[2]);
+  hsr_sys_bytes_text(act, b[3], sizeof b[3]);
+  if (hsr_sys_mem_available(&mem) == HSR_OK && need > 0.9 * (double)mem) {
+    hsr_sys_bytes_text((double)mem, b[4], sizeof b[4]);
+    return hsr_error(HSR_ERR_INVALID,
+                     "the model does not fit in memory: %.4g parameters (--layers %d --dim %d); the %d rank(s) on this "
+                     "host need about %s (per rank: %s of parameters, gradients and optimizer state on a %d x %d %s "
+                     "mesh, %s of gathered units and staging, %s of activations), %s is available: use a smaller "
+                     "model, --batch or more hosts",
+                     P, a->layers, a->dim, ranks_here, b[0], b[1], R, S, hsr_rt_strategy_name(c->strategy), b[2], b[3],
+                     b[4]);
+  }
+  if (world > 1 && hsr_sys_fs_available("/dev/shm", &shm) == HSR_OK && shm_need > 0.9 * (double)shm) {
+    hsr_sys_bytes_text(shm_need, b[5], sizeof b[5]);
+    hsr_sys_bytes_text((double)shm, b[6], sizeof b[6]);
+    return hsr_error(HSR_ERR_INVALID,
+                     "the model does not fit in /dev/shm: %.4g parameters (--layers %d --dim %d); the %d rank(s) on "
+                     "this host need about %s of shared memory for parameters, gathered units and staging, /dev/shm "
+                     "has %s available",
+                     P, a->layers, a->dim, ranks_here, b[5], b[6]);
+  }
+  return HSR_OK;
 }

@@ -102,9 +102,21 @@ static void mlp_free(train_run *r) {
   r->m = NULL;
 }
 
+static void mlp_sizes(const train_args *a, int rows, double *params, double *unit_max, double *act) {
+  mlp_cfg c = {.layers = a->layers, .dim = a->dim, .in_dim = a->dim, .classes = a->classes, .wrap_linear = 0};
+  *params = 0, *unit_max = 0;
+  for (int u = 0; u < mlp_num_units(&c); u++) {
+    double n = 0;
+    for (int k = 0; k < mlp_unit_params(&c, u); k++) n += (double)mlp_param_numel(&c, u, k);
+    *params += n;
+    if (n > *unit_max) *unit_max = n;
+  }
+  *act = (double)mlp_work_bytes(&c, rows);
+}
+
 const train_model train_model_mlp = {"mlp",      mlp_finish, mlp_setup, mlp_step, NULL,         mlp_program,
                                      mlp_blocks, mlp_tokens, mlp_flops, mlp_act,  mlp_describe, mlp_meta,
-                                     mlp_probe,  NULL,       NULL,      mlp_free};
+                                     mlp_probe,  NULL,       NULL,      mlp_free, mlp_sizes};
 
 /* ---- the GPT (examples/gpt.h) ---- */
 typedef struct gpt_state {
@@ -187,6 +199,12 @@ static hsr_status gpt_setup(train_run *r) {
                    .seed = a->seed,
                    .wrap_linear = a->wrap_linear};
   HSR_CHECK(train_agree(r->boot, gpt_data_open(a->data, a->seq, &s->d)));
+  int held = gpt_data_val_windows(&s->d, a->seq); /* the same file on every rank: the same answer */
+  if ((a->given & TRAIN_GIVEN_VAL_WINDOWS) && a->val_windows > held)
+    return hsr_error(HSR_ERR_INVALID,
+                     "--val-windows %d: the held-out tail of '%s' (its last tenth) holds %d windows of --seq %d + 1 "
+                     "bytes (give at most %d)",
+                     a->val_windows, a->data, held, a->seq, held);
   HSR_CHECK(gpt_rt_setup(&s->c, r->rt, !a->init));
   if (a->init) HSR_CHECK(train_init_from(r->rt, r->boot, a->init));
   return gpt_rt_ctx_create(&s->c, r->rt, a->cfg.param_dtype, a->seq, &s->x);
@@ -269,6 +287,22 @@ static void gpt_free(train_run *r) {
   r->m = NULL;
 }
 
+static void gpt_sizes(const train_args *a, int rows, double *params, double *unit_max, double *act) {
+  gpt_cfg c = {.n_layer = a->layers, .n_head = a->heads, .n_embd = a->dim, .n_ctx = a->seq, .vocab = 256};
+  double *per = calloc((size_t)gpt_num_units(&c), sizeof *per);
+  *params = 0, *unit_max = 0;
+  for (int i = 0; i < gpt_num_params(&c); i++) {
+    double n = (double)gpt_param_numel(&c, i);
+    *params += n;
+    if (per) per[gpt_param_unit(&c, i)] += n;
+  }
+  for (int u = 0; per && u < gpt_num_units(&c); u++)
+    if (per[u] > *unit_max) *unit_max = per[u];
+  if (!per) *unit_max = *params; /* out of memory here: the most a unit can be */
+  free(per);
+  *act = (double)gpt_work_bytes(&c, rows, a->seq);
+}
+
 const train_model train_model_gpt = {"gpt",      gpt_finish,  gpt_setup, gpt_step, gpt_val,      gpt_program,
                                      gpt_blocks, gpt_tokens,  gpt_flops, gpt_act,  gpt_describe, gpt_meta,
-                                     gpt_probe,  gpt_profile, gpt_json,  gpt_free};
+                                     gpt_probe,  gpt_profile, gpt_json,  gpt_free, gpt_sizes};

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hsr/tune_ledger.h"
+#include "hsr/env.h"
 
 static cJSON *ledger_obj(const hsr_ledger *l) {
   char *txt = NULL;
@@ -116,8 +117,8 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
   hsr_rt_get_timing(rt, &tm);
   int sharded = cfg->strategy == HSR_RT_FSDP || cfg->strategy == HSR_RT_HYBRID;
   int per_unit = !sharded ? 0 : cfg->reshard == HSR_RT_RESHARD_NONE ? 1 : 2;
-  size_t min_bytes = 64 << 10;
-  if (st == HSR_OK) st = hsr_env_size("HSR_WRAP_MIN_BYTES", min_bytes, &min_bytes);
+  size_t min_bytes = 64 << 10; /* checked before the run: every command validates the HSR_* variables first */
+  if (st == HSR_OK) st = hsr_env_get_size("HSR_WRAP_MIN_BYTES", &min_bytes);
   hsr_wrap_input wi = {.gathers_per_step = m->gathers_per_step,
                        .repeating_blocks = m->blocks,
                        .units = nu,

@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "topo_hwloc.h"
+#include "hsr/env.h"
 
 static int is_gpu(hwloc_obj_t o) {
   return o && o->type == HWLOC_OBJ_PCI_DEVICE && o->attr->pcidev.vendor_id == 0x10de &&
@@ -220,6 +222,9 @@ static hsr_status load(topo_disc *d, const char *xml) {
   /* hwloc drops I/O objects unless asked to keep them. */
   hwloc_topology_set_io_types_filter(d->topo, HWLOC_TYPE_FILTER_KEEP_ALL);
   if (xml) {
+    struct stat sb;
+    if (stat(xml, &sb) == 0 && S_ISDIR(sb.st_mode))
+      return hsr_error(HSR_ERR_IO, "topology XML '%s' is a directory, not a file", xml);
     FILE *f = fopen(xml, "r");
     if (!f) return hsr_error(HSR_ERR_IO, "cannot open topology XML '%s': %s", xml, strerror(errno));
     int empty = fgetc(f) == EOF;
@@ -256,10 +261,7 @@ static void host_name(topo_disc *d, const char *xml) {
 hsr_status hsr_topo_discover(const char *xml_path, hsr_topo **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_topo_discover: NULL out");
   *out = NULL;
-  if (!xml_path) {
-    const char *env = getenv("HSR_TOPO_XML");
-    if (env && *env) xml_path = env;
-  }
+  if (!xml_path) HSR_CHECK(hsr_env_get_str("HSR_TOPO_XML", &xml_path)); /* a readable file, or unset */
   topo_disc d;
   memset(&d, 0, sizeof d);
   d.t = calloc(1, sizeof *d.t);

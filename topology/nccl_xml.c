@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "topo_internal.h"
 
@@ -258,6 +259,9 @@ static void read_cpus(nx_ctx *c, xmlNodePtr sys) {
 }
 
 static hsr_status parse(const char *path, xmlDocPtr *doc) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return hsr_error(HSR_ERR_IO, "NCCL topology '%s' is a directory, not a file", path);
   FILE *f = fopen(path, "r");
   if (!f) return hsr_error(HSR_ERR_IO, "cannot open NCCL topology '%s': %s", path, strerror(errno));
   int empty = fgetc(f) == EOF;

@@ -4,6 +4,7 @@
  * must move: AdamW with an f32 gradient and a bf16 copy reads p, m, v, g and
  * writes p, m, v, copy = 30 bytes per element; a copy moves 2x its size. */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,9 @@
 #include <cjson/cJSON.h>
 
 #include "hsr/config.h"
+#include "hsr/env.h"
 #include "hsr/kernels.h"
+#include "hsr/sys.h"
 #if HSR_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -92,6 +95,40 @@ static void usage(FILE *f) {
              "  --check   exit 1 if AdamW < 85%% or a cast < 90%% of the copy bandwidth\n");
 }
 
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "hsr-kbench: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n(see hsr-kbench --help)\n");
+  va_end(ap);
+  return 2;
+}
+
+/* Six arrays of n floats on the device (and n on the host to fill them): refused
+ * up front when the device (host: memory) cannot hold them. */
+static int check_fit(int kind, size_t n) {
+  char need[32], have[32], what[64];
+  if (n > ((size_t)1 << 40)) return usage_error("--elems %zu is too large (at most 1T elements)", n);
+  double bytes = 6.0 * 4.0 * (double)n + (kind == HSR_DEVICE_CUDA ? 0 : 4.0 * (double)n);
+  uint64_t avail = 0;
+  snprintf(what, sizeof what, "of memory is available");
+#if HSR_HAVE_CUDA
+  size_t free_b = 0, total_b = 0;
+  if (kind == HSR_DEVICE_CUDA && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    avail = free_b;
+    snprintf(what, sizeof what, "is free on the GPU");
+  } else if (kind == HSR_DEVICE_CUDA) {
+    return 0; /* opening the device reports it */
+  }
+#endif
+  if (kind == HSR_DEVICE_HOST && hsr_sys_mem_available(&avail) != HSR_OK) return 0;
+  if (bytes <= 0.9 * (double)avail) return 0;
+  hsr_sys_bytes_text(bytes, need, sizeof need);
+  hsr_sys_bytes_text((double)avail, have, sizeof have);
+  return usage_error("--elems %zu does not fit: 6 arrays of 4-byte elements need %s, %s %s", n, need, have, what);
+}
+
 static int fail(hsr_status st, const char *what) {
   fprintf(stderr, "hsr-kbench: %s: %s: %s\n", what, hsr_status_str(st), hsr_last_error());
   return 1;
@@ -107,17 +144,25 @@ int main(int argc, char **argv) {
   long iters = 0, reps = 3;
   const char *json_path = NULL;
   static const char *const kinds[] = {"host", "cuda", NULL};
+  if (hsr_env_check_all(1) != HSR_OK) return usage_error("%s", hsr_last_error());
+  opterr = 0;
   while ((c = getopt_long(argc, argv, "hd:n:i:r:j:c", opts, NULL)) != -1) {
     hsr_status st = HSR_OK;
     switch (c) {
     case 'h': usage(stdout); return 0;
     case 'd': st = hsr_parse_choice("--device", optarg, kinds, &kind); break;
-    case 'n': st = hsr_parse_size("--elems", optarg, &n); break;
+    case 'n':
+      st = hsr_parse_size("--elems", optarg, &n);
+      if (st == HSR_OK && n == 0) st = hsr_error(HSR_ERR_INVALID, "--elems 0: give at least 1 element");
+      break;
     case 'i': st = hsr_parse_long("--iters", optarg, 1, 100000, &iters); break;
     case 'r': st = hsr_parse_long("--reps", optarg, 1, 1000, &reps); break;
-    case 'j': json_path = optarg; break;
+    case 'j':
+      json_path = optarg;
+      if (strcmp(optarg, "-")) st = hsr_path_check_write("--json", optarg);
+      break;
     case 'c': check = 1; break;
-    default: usage(stderr); return 2;
+    default: return usage_error("unknown option or missing value '%s'", argv[optind - 1]);
     }
     if (st != HSR_OK) {
       fprintf(stderr, "hsr-kbench: %s\n(see hsr-kbench --help)\n", hsr_last_error());
@@ -128,8 +173,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hsr-kbench: unexpected argument '%s'\n(see hsr-kbench --help)\n", argv[optind]);
     return 2;
   }
+  if (kind == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0)
+    return usage_error("--device cuda: no CUDA device is visible (use --device host)");
   if (n == 0) n = kind == HSR_DEVICE_CUDA ? (size_t)64 << 20 : (size_t)4 << 20;
   if (iters == 0) iters = kind == HSR_DEVICE_CUDA ? 20 : 3;
+  int fit = check_fit(kind, n);
+  if (fit) return fit;
 
   bench_ctx bc = {.n = n};
   hsr_status st = hsr_device_open((hsr_device_kind)kind, 0, &bc.dev);

@@ -68,8 +68,9 @@ HSR_API hsr_status hsr_parse_size(const char *what, const char *s, size_t *out);
 /* One of `choices` (NULL-terminated); *out is its index. */
 HSR_API hsr_status hsr_parse_choice(const char *what, const char *s, const char *const *choices, int *out);
 
-/* Env helpers: an unset or empty variable gives `def`; a malformed one is an
- * error (never silently ignored). */
+/* Env helpers for any variable: an unset one gives `def`; one set but empty,
+ * or malformed, is an error (never silently ignored). hsr's own HSR_*
+ * variables are read through their registry instead (hsr/env.h). */
 HSR_API hsr_status hsr_env_long(const char *name, long def, long min, long max, long *out);
 HSR_API hsr_status hsr_env_double(const char *name, double def, double min, double max, double *out);
 HSR_API hsr_status hsr_env_size(const char *name, size_t def, size_t *out);

@@ -1,0 +1,102 @@
+/* Every HSR_* environment variable hsr reads, in one table (hsr/env.h).
+ * A new variable gets a row here and is read with an hsr_env_get_* reader;
+ * the README's table is `hsr env --markdown` (tests/env_registry.sh). */
+#include "hsr/env.h"
+
+#define K 1024.0
+#define M (1024.0 * 1024.0)
+#define G (1024.0 * 1024.0 * 1024.0)
+#define T (1024.0 * G)
+
+static const hsr_env_info table[] = {
+    /* ---- the library ---- */
+    {"HSR_LOG", HSR_ENV_CHOICE, 0, 0, "error|warn|info|debug", 1, "warn", "common",
+     "log level; lines go to stderr prefixed `[rank N]`"},
+    {"HSR_SIM_NODES", HSR_ENV_INT, 1, 4096, NULL, 1, "1", "launch",
+     "split each host's ranks into N simulated nodes (contiguous local ranks); must divide the ranks per host"},
+    {"HSR_BOOT_TIMEOUT", HSR_ENV_INT, 1, 86400, NULL, 300, "300", "launch",
+     "seconds a bootstrap exchange (allgather, bcast, barrier) waits for every rank"},
+    {"HSR_COMM_TIMEOUT", HSR_ENV_FLOAT, 0.001, 1e9, NULL, 300, "300", "collectives",
+     "seconds without progress before a wait fails with HSR_ERR_TIMEOUT naming the communicator, the operation and "
+     "the rank waited for"},
+    {"HSR_PROGRESS", HSR_ENV_CHOICE, 0, 0, "thread|inline", 0, "thread", "collectives",
+     "`thread`: a progress thread advances operations while the caller computes; `inline`: only inside "
+     "hsr_req_test/hsr_req_wait"},
+    {"HSR_ALGO_ALLREDUCE", HSR_ENV_CHOICE, 0, 0, "auto|ring|rd", 0, "auto", "collectives",
+     "cross-node all-reduce: `ring` (reduce-scatter + all-gather), `rd` (recursive doubling, power-of-two groups), "
+     "`auto` (rd up to HSR_ALGO_ALLREDUCE_RD_MAX)"},
+    {"HSR_ALGO_ALLREDUCE_RD_MAX", HSR_ENV_SIZE, 0, G, NULL, 64 * K, "64K", "collectives",
+     "largest all-reduce (bytes) that `auto` sends by recursive doubling"},
+    {"HSR_UCX_CHUNK", HSR_ENV_SIZE, 4 * K, G, NULL, M, "1M", "collectives",
+     "cross-node rings are pipelined in chunks of this many bytes per block (at most 1000 chunks)"},
+    {"HSR_ALGO_TWO_LEVEL", HSR_ENV_CHOICE, 0, 0, "auto|off", 0, "auto", "collectives",
+     "`auto`: groups spanning nodes with the same member count per node run two-level; `off`: flat UCX rings"},
+    {"HSR_UCX_PEER_ERRORS", HSR_ENV_CHOICE, 0, 0, "on|off", 0, "on", "collectives",
+     "`on`: UCX endpoints report a peer's death as an error hsr names (between simulated nodes of one host UCX then "
+     "uses tcp instead of shared memory and CMA); `off`: the faster transports, for benchmarking on one host"},
+    {"HSR_EMULATE_NET", HSR_ENV_RATE, 0, 0, NULL, 0, "unset", "collectives",
+     "set by `hsr-run --emulate-net RATE` for the ranks: hsr's UCX context uses TCP on loopback only"},
+    {"HSR_EMULATE_NET_NS", HSR_ENV_NAME, 0, 0, NULL, 0, "unset", "collectives",
+     "set by `hsr-run --emulate-net`: the run's network namespace, which an hsr program started outside it (srun) "
+     "enters after joining the PMIx job"},
+    {"HSR_TOPO_XML", HSR_ENV_FILE, 0, 0, NULL, 0, "unset (live hwloc)", "topology",
+     "describe this host from an hwloc XML file instead (as `--xml`); with simulated nodes every node reads it"},
+    {"HSR_TOPO_DUMP_DIR", HSR_ENV_WDIR, 0, 0, NULL, 0, "unset (/tmp, files removed)", "hsr topo",
+     "folder for the NCCL topology dumps of `hsr topo --compare-nccl`; when set, the dumps are kept"},
+    {"HSR_POISON", HSR_ENV_BOOL, 0, 0, NULL, -1, "1 in debug builds, else 0", "runtime",
+     "fill released gathered buffers with NaN so that a stale view shows up"},
+    {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, 64 * M, "64M", "runtime",
+     "checkpoint staging a rank may hold: a save writes through at most 8 MiB of it; a load that needs more reads "
+     "twice (verify, then install)"},
+    {"HSR_CKPT_BLOCK", HSR_ENV_SIZE, 64, G, NULL, M, "1M", "runtime",
+     "bytes per crc32 block of a new checkpoint (a load reads whole blocks)"},
+    /* ---- commands ---- */
+    {"HSR_WRAP_MIN_BYTES", HSR_ENV_SIZE, 0, G, NULL, 64 * K, "64K", "hsr train",
+     "the wrap diagnostic: a gathered unit smaller than this is reported as latency-bound"},
+    {"HSR_BENCH_MIN_BW", HSR_ENV_FLOAT, 0, 1e9, NULL, -1, "unset", "hsr bench",
+     "`hsr bench <collective>`: exit 4 when the average bus bandwidth (GB/s) is below this (as `--min-bw`)"},
+    /* ---- hsr-run ---- */
+    {"HSR_RANKS", HSR_ENV_INT, 1, 999999999, NULL, 1, "1", "hsr-run", "the default `-n` (at most HSR_RUN_MAX_RANKS)"},
+    {"HSR_RUN_MAX_RANKS", HSR_ENV_INT, 1, 999999999, NULL, 4096, "4096", "hsr-run", "the largest `-n` accepted"},
+    {"HSR_LAUNCHER", HSR_ENV_CHOICE, 0, 0, "mpirun|srun", 0, "auto", "hsr-run",
+     "the default `--launcher` (auto: srun inside a Slurm allocation, else mpirun)"},
+    {"HSR_MPIRUN_ARGS", HSR_ENV_ARGS, 0, 0, NULL, 0, "unset", "hsr-run", "extra arguments passed to mpirun"},
+    {"HSR_SRUN_ARGS", HSR_ENV_ARGS, 0, 0, NULL, 0, "unset", "hsr-run", "extra arguments passed to srun"},
+    /* ---- scripts ---- */
+    {"HSR_BUILD_DIR", HSR_ENV_PATH, 0, 0, NULL, 0, "build", "scripts/setup.sh",
+     "build directory of setup.sh and regen_golden.sh"},
+    {"HSR_BUILD_TYPE", HSR_ENV_CHOICE, 0, 0, "Debug|Release|RelWithDebInfo|MinSizeRel", 2, "RelWithDebInfo",
+     "scripts/setup.sh", "CMAKE_BUILD_TYPE of setup.sh"},
+    {"HSR_WITH_CUDA", HSR_ENV_CHOICE, 0, 0, "AUTO|ON|OFF", 0, "AUTO", "scripts/setup.sh",
+     "setup.sh's HSR_WITH_CUDA: ON requires nvcc + NCCL, OFF skips them"},
+    {"HSR_JOBS", HSR_ENV_INT, 1, 4096, NULL, 0, "nproc", "scripts/setup.sh",
+     "parallel build (and sanitize.sh test) jobs"},
+    {"HSR_BUILD", HSR_ENV_DIR, 0, 0, NULL, 0, "<src>/build", "bench/train_vs_torch.sh",
+     "the build tree train_vs_torch.sh runs"},
+    {"HSR_GPU_BUILD_DIR", HSR_ENV_PATH, 0, 0, NULL, 0, "<src>/build-gpu", "bench/gpu_check.sh",
+     "gpu_check.sh's build directory"},
+    {"HSR_GPU_CHECK_JOBS", HSR_ENV_INT, 1, 4096, NULL, 0, "nproc", "bench/gpu_check.sh",
+     "gpu_check.sh's parallel build jobs"},
+    {"HSR_GPU_CHECK_TRAIN_ARGS", HSR_ENV_ARGS, 0, 0, NULL, 0, "--device cuda --steps 5", "bench/gpu_check.sh",
+     "flags gpu_check.sh passes to `hsr train`"},
+    {"HSR_KBENCH_ARGS", HSR_ENV_ARGS, 0, 0, NULL, 0, "unset", "bench/gpu_check.sh",
+     "extra flags gpu_check.sh passes to `hsr-kbench`"},
+    {"HSR_MUTATE_DIR", HSR_ENV_PATH, 0, 0, NULL, 0, "a new one under $TMPDIR", "scripts/mutate.sh",
+     "the mutation check's scratch directory"},
+    {"HSR_MUTATE_TIMEOUT", HSR_ENV_INT, 1, 86400, NULL, 120, "120", "scripts/mutate.sh",
+     "seconds per test of the mutation check"},
+    /* ---- test hooks ---- */
+    {"HSR_FAULT", HSR_ENV_ARGS, 0, 0, NULL, 0, "unset", "common",
+     "test hook of the fault matrix: `RANK:PHASE:N:ACTION` makes world rank RANK, at its Nth `all_gather`, "
+     "`reduce_scatter`, `all_reduce`, `broadcast` or `barrier` (host collectives, counted when posted), `step` "
+     "(optimizer step) or `ckpt_save` (after its checkpoint data, before the ranks agree), `kill` (SIGKILL) or `stop` "
+     "(SIGSTOP) itself, or `sleep:S` seconds and go on (see Failures)"},
+    {"HSR_BENCH_CHECK_FAULT", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "hsr bench",
+     "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},
+    {"HSR_CKPT_FAULT", HSR_ENV_STAGE, 0, 0, "after_data|before_manifest_rename|before_latest", 0, "unset", "runtime",
+     "test hook: rank 0 exits (code 3) at that stage of a save (optionally only the save of step STEP)"},
+};
+
+int hsr_env_count(void) { return (int)(sizeof table / sizeof table[0]); }
+
+const hsr_env_info *hsr_env_at(int i) { return i >= 0 && i < hsr_env_count() ? &table[i] : NULL; }
