@@ -16,11 +16,12 @@ set -euo pipefail
 prog=tune_validate.sh
 usage() {
   cat <<TXT
-usage: $prog [--rates LIST] [--build DIR] [--out DIR] [--steps N] [--units U] [--unit-size BYTES]
-             [--compute-ms X] [-- EXTRA hsr tune --validate OPTIONS]
+usage: $prog [--rates LIST] [--rounds N] [--build DIR] [--out DIR] [--steps N] [--units U]
+             [--unit-size BYTES] [--compute-ms X] [-- EXTRA hsr tune --validate OPTIONS]
 
   --rates LIST      comma-separated tc rates (default 10gbit,3gbit: a cross-node all-gather
                     about 5x and 20x slower than inside the node on the 2-core VM)
+  --rounds N        measure every run N times, interleaved, keep each one's fastest (default 2)
   --build DIR       build tree (./build)
   --out DIR         keep every rate's files in DIR/RATE (default: a temporary directory)
   --steps N         timed steps per hsr bench step run (4)
@@ -32,11 +33,12 @@ TXT
 }
 die() { echo "$prog: $*" >&2; echo "(see '$prog --help')" >&2; exit 2; }
 
-rates=10gbit,3gbit; build="$(pwd)/build"; out=""; steps=4; units=8; usize=8M; cms=10; extra=()
+rates=10gbit,3gbit; rounds=2; build="$(pwd)/build"; out=""; steps=4; units=8; usize=8M; cms=10; extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --rates) rates="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
@@ -47,7 +49,7 @@ while [ $# -gt 0 ]; do
     *) die "unknown option '$1'" ;;
   esac
 done
-for v in steps units; do [[ "${!v}" =~ ^[0-9]+$ && "${!v}" -ge 1 ]] || die "--$v must be a positive integer"; done
+for v in steps units rounds; do [[ "${!v}" =~ ^[0-9]+$ && "${!v}" -ge 1 ]] || die "--$v must be a positive integer"; done
 command -v jq >/dev/null || die "jq is not installed (scripts/setup.sh installs it)"
 hsr="$build/hsr"; run="$build/hsr-run"
 for x in "$hsr" "$run"; do [ -x "$x" ] || die "$x not found (build first)"; done
@@ -61,27 +63,28 @@ for r in "${rl[@]}"; do
   mkdir -p "$d"
   echo
   echo "## $r: $run -n 8 --nodes 2 --emulate-net $r -- $hsr tune --validate --units $units --unit-size $usize" \
-       "--compute-ms-per-unit $cms --validate-steps $steps --validate-keep $d ${extra[*]}"
+       "--compute-ms-per-unit $cms --validate-steps $steps --validate-rounds $rounds --validate-keep $d ${extra[*]}"
   "$run" -n 8 --nodes 2 --emulate-net "$r" -- "$hsr" tune --validate --units "$units" --unit-size "$usize" \
-    --compute-ms-per-unit "$cms" --validate-steps "$steps" --validate-keep "$d" "${extra[@]}" | tee "$d/table.txt"
+    --compute-ms-per-unit "$cms" --validate-steps "$steps" --validate-rounds "$rounds" --validate-keep "$d" \
+    "${extra[@]}" | tee "$d/table.txt"
   jq -r '"# targets at '"$r"': link \(.link_ratio * 10 | round / 10)x; worst step error \(.worst_step_error_pct * 10 | round / 10)% (target 15);" +
          " worst communication error \(.worst_comm_error_pct * 10 | round / 10)% (target 20);" +
          " recommended vs fastest measured \(.recommended_vs_fastest_pct * 10 | round / 10)% (target 10)"' "$d/validate.json"
 done
 
-# The ranking across rates: flat fsdp over both nodes against hybrid with one node per shard group.
+# The ranking across rates: flat fsdp over both nodes against hybrid with one node per shard group, the two
+# layouts every rate measures (--validate's probes).
+a="fsdp 1x8 full p1"; b="hybrid 2x4 none p1"
 echo
-echo "# ranking across rates: the best fsdp 1x8 and hybrid 2x4 layouts, predicted (every layout planned)"
-echo "# and measured (the runs and probes of that rate):"
-printf '%-10s %8s %14s %14s %10s %14s %14s %10s\n' rate link "fsdp pred" "hybrid pred" ratio "fsdp meas" "hybrid meas" ratio
+echo "# ranking across rates: $a against $b, predicted and measured at each rate"
+printf '%-10s %8s %12s %12s %8s %12s %12s %8s\n' rate link "fsdp pred" "hybrid pred" ratio "fsdp meas" "hybrid meas" ratio
 for r in "${rl[@]}"; do
-  jq -r --arg r "$r" '
-    def bestp(p): [.predicted_ranking[] | select(.label | startswith(p)) | .step_ms] | min;
-    def bestm(p): [.runs[] | select(.label | startswith(p)) | .measured.step_ms] | min;
+  jq -r --arg r "$r" --arg a "$a" --arg b "$b" '
     def f(x): if x == null then "-" else (x * 10 | round / 10 | tostring) end;
-    (bestp("fsdp 1x8")) as $fp | (bestp("hybrid 2x4")) as $hp | (bestm("fsdp 1x8")) as $fm | (bestm("hybrid 2x4")) as $hm |
-    "\($r) \(f(.link_ratio))x \(f($fp)) \(f($hp)) \(if $fp and $hp then f($fp / $hp) else "-" end) \(f($fm)) \(f($hm)) \(if $fm and $hm then f($fm / $hm) else "-" end)"' \
-    "$out/$r/validate.json" | awk '{printf "%-10s %8s %14s %14s %10s %14s %14s %10s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+    def run(l): [.runs[] | select(.label == l)][0];
+    (run($a)) as $x | (run($b)) as $y |
+    "\($r) \(f(.link_ratio))x \(f($x.predicted.step_ms)) \(f($y.predicted.step_ms)) \(f($x.predicted.step_ms / $y.predicted.step_ms)) \(f($x.measured.step_ms)) \(f($y.measured.step_ms)) \(f($x.measured.step_ms / $y.measured.step_ms))"' \
+    "$out/$r/validate.json" | awk '{printf "%-10s %8s %12s %12s %8s %12s %12s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
 done
 echo "# physics: the fsdp / hybrid ratio grows as the link slows (per step fsdp over both nodes sends 3P across"
 echo "# the node boundary, hybrid 2P; P = the parameters' bytes)"

@@ -265,7 +265,9 @@ static void test_calib(void **state) {
   assert_true(fabs(a->alpha_us - 20) < 1e-6 && fabs(a->busbw_gbs - 2) < 1e-9);
   assert_true(fabs(x->alpha_us - 50) < 1e-6 && fabs(x->busbw_gbs - 0.1) < 1e-9);
   assert_int_equal(a->samples, 6);
-  assert_int_equal(x->samples, 12); /* flat and two-level rows */
+  assert_int_equal(x->samples, 6); /* the flat rows; the two-level ones fit the span factor */
+  assert_true(fabs(n.span[HSR_OP_ALLGATHER] - 1) < 1e-9);
+  assert_int_equal(n.span_samples[HSR_OP_ALLGATHER], 6);
   assert_false(a->is_default);
   assert_non_null(strstr(a->source, "ag.json"));
   assert_true(fabs(n.concurrent[HSR_TUNE_INTRA] - 0.5) < 1e-6);
@@ -280,6 +282,26 @@ static void test_calib(void **state) {
   assert_int_equal(hsr_tune_calib_add_json(c, "{\"results\":[]}", "x.json"), HSR_ERR_INVALID);
   assert_int_equal(hsr_tune_calib_add_json(c, "{\"hsr\":{\"collective\":\"broadcast\"},\"results\":[]}", "b.json"),
                    HSR_ERR_INVALID);
+  hsr_tune_calib_free(c);
+  /* two-level rows twice as slow as their stages: span 2; without flat cross rows they fit the cross tier */
+  j[0] = '\0';
+  snprintf(j, sizeof j, "{\"hsr\":{\"collective\":\"reduce_scatter\"},\"results\":[");
+  for (double x = 3e4; x < 1e7; x *= 10) {
+    row(j, sizeof j, x, 0, 4, 1, 20 + x / 2000, 0);
+    row(j, sizeof j, x, x, 2, 2, 50 + x / 100, 0);
+    row(j, sizeof j, 6 * x + x, x, 8, 2, 2 * ((20 + 6 * x / 2000) + (50 + x / 100)), 0);
+  }
+  strcat(j, "]}");
+  assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
+  assert_int_equal(hsr_tune_calib_add_json(c, j, "rs.json"), HSR_OK);
+  n = host();
+  assert_int_equal(hsr_tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
+  assert_true(fabs(n.span[HSR_OP_REDUCE_SCATTER] - 2) < 1e-6);
+  assert_non_null(strstr(rep, "2.00x the time of their node and cross stages"));
+  hsr_tune_vol v;
+  hsr_tune_shape g = {8, 2, 4, 2};
+  assert_int_equal(hsr_tune_volume(&n, HSR_OP_REDUCE_SCATTER, &g, 1000, 4, &v), HSR_OK);
+  EQ(hsr_tune_coll_time(&n, &v), 2 * ((20e-6 + 24000 / 2e9) + (50e-6 + 4000 / 1e8)));
   hsr_tune_calib_free(c);
 }
 

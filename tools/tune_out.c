@@ -48,7 +48,8 @@ static void header(const tune_ctx *x, const hsr_tune_plan *p) {
     printf("# cost %s beside the other tier: %.2fx bandwidth (%s); takes %.0f%% of compute speed while busy\n",
            tier_names[t], x->net.concurrent[t], x->net.concurrent_default[t] ? "default" : "fitted",
            100 * x->net.steal[t]);
-  printf("# %d layouts evaluated in %.1f ms, %d within the budget", p->n, p->plan_s * 1e3, p->nfeasible);
+  printf("# %d layouts evaluated in %.1f ms (%.1f ms of CPU), %d within the budget", p->n, p->plan_s * 1e3,
+         p->plan_cpu_s * 1e3, p->nfeasible);
   if (x->o->mem_budget > 0) printf(" of %.2f GiB per rank", x->o->mem_budget / GiB);
   printf("\n");
 }
@@ -198,6 +199,7 @@ hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char
   else
     cJSON_AddNullToObject(o, "mem_budget_bytes");
   cJSON_AddNumberToObject(o, "plan_ms", p->plan_s * 1e3);
+  cJSON_AddNumberToObject(o, "plan_cpu_ms", p->plan_cpu_s * 1e3);
   cJSON_AddNumberToObject(o, "feasible", p->nfeasible);
   cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
   for (int i = 0; i < p->n; i++) cJSON_AddItemToArray(arr, cand_json(&p->cand[i], p->cand[i].feasible ? i + 1 : 0));
@@ -268,13 +270,13 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
          "reshard %s, prefetch %d\n",
          hsr_rt_strategy_name(r->cfg.strategy), r->S, r->R, P, m->units, hsr_dtype_name(r->cfg.param_dtype),
          hsr_dtype_name(r->cfg.reduce_dtype), reshard_name(r, res, sizeof res), r->cfg.prefetch);
-  printf("%-16s %18s %12s %14s\n", "category", "bytes per GPU", "GiB", "bytes/param");
+  printf("%-18s %18s %12s %14s\n", "category", "bytes per GPU", "GiB", "bytes/param");
   double full = 0, sharded = 0;
   int sharded_params = r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
     if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
     double b = (double)r->peak_cat[c];
-    printf("%-16s %18.0f %12.3f %14.4f%s\n", hsr_mem_cat_name((hsr_mem_cat)c), b, b / GiB, b / P,
+    printf("%-18s %18.0f %12.3f %14.4f%s\n", hsr_mem_cat_name((hsr_mem_cat)c), b, b / GiB, b / P,
            hsr_mem_cat_persistent((hsr_mem_cat)c) ? "" : "  (transient, peak)");
     if (!hsr_mem_cat_persistent((hsr_mem_cat)c)) continue;
     if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
@@ -282,11 +284,11 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
     else
       sharded += b / P * r->S;
   }
-  printf("%-16s %18.0f %12.3f %14.4f  = ", "persistent", (double)r->persistent, (double)r->persistent / GiB,
+  printf("%-18s %18.0f %12.3f %14.4f  = ", "persistent", (double)r->persistent, (double)r->persistent / GiB,
          r->persistent_per_param);
   if (full > 0.005) printf("%.3g + ", full);
   printf("%.3g/S with S = %d\n", sharded, r->S);
-  printf("%-16s %18.0f %12.3f   in %s, unit %d, step %lld\n", "runtime peak", (double)r->runtime_peak,
+  printf("%-18s %18.0f %12.3f   in %s, unit %d, step %lld\n", "runtime peak", (double)r->runtime_peak,
          (double)r->runtime_peak / GiB, hsr_phase_name(r->peak_where.phase), r->peak_where.unit,
          (long long)r->peak_where.step);
   if (m->act_bytes > 0)

@@ -107,34 +107,20 @@ static int bench(hsr_boot *boot, const char *coll, char **argv, int argc, const 
   return rc;
 }
 
-static int coll_bench(hsr_boot *boot, const tune_opts *o, const char *coll, int conc, int S0, int nodes,
+/* kind: 0 shard and replicate groups one after the other, 1 both at once, 2 the world (two-level) */
+static int coll_bench(hsr_boot *boot, const tune_opts *o, const char *coll, int kind, int S0, int nodes,
                       const char *dir) {
   char b[32], e[32], s[16], path[512], name[64];
   double U = o->unit_bytes > 0 ? o->unit_bytes : 4 << 20;
   snprintf(b, sizeof b, "%.0f", U / 16 < 65536 ? 65536 : U / 16);
   snprintf(e, sizeof e, "%.0f", U < 262144 ? 262144 : U);
   snprintf(s, sizeof s, "%d", S0);
-  snprintf(name, sizeof name, "%s%s", coll, conc ? "-concurrent" : "");
+  snprintf(name, sizeof name, "%s%s", coll, kind == 1 ? "-concurrent" : kind == 2 ? "-world" : "");
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
-  char *argv[24] = {(char *)coll,
-                    "-b",
-                    b,
-                    "-e",
-                    e,
-                    "-f",
-                    "4",
-                    "-n",
-                    "4",
-                    "-w",
-                    "1",
-                    "--group",
-                    nodes > 1 ? "shard,replicate" : "shard",
-                    "--shard",
-                    s,
-                    "-J",
-                    path};
+  char *argv[24] = {(char *)coll, "-b",      b,  "-e", e,   "-f", "4", "-n", "4", "-w", "1", "--group",
+                    kind == 2 ? "world" : nodes > 1 ? "shard,replicate" : "shard", "--shard", s, "-J", path};
   int argc = 17;
-  if (conc) argv[argc++] = "--concurrent";
+  if (kind == 1) argv[argc++] = "--concurrent";
   return bench(boot, coll, argv, argc, dir, name);
 }
 
@@ -413,10 +399,11 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
                                      const vpick *probes, int nprobes, vpick *picks, int *np, hsr_tune_plan *plan) {
   x->calib_report[0] = '\0';
   tune_opts *o = (tune_opts *)x->o;
-  static char paths[4][512];
-  static const char *const names[] = {"all_gather", "reduce_scatter", "all_reduce", "all_reduce-concurrent"};
+  static char paths[6][512];
+  static const char *const names[] = {"all_gather",           "reduce_scatter",   "all_reduce",
+                                      "all_reduce-concurrent", "all_gather-world", "reduce_scatter-world"};
   o->nbench = 0;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 6; i++) {
     snprintf(paths[i], sizeof paths[i], "%s/%s.json", dir, names[i]);
     if (access(paths[i], R_OK) == 0) o->bench[o->nbench++] = paths[i];
   }
@@ -528,10 +515,12 @@ int tune_validate(tune_opts *o) {
   static const char *const colls[] = {"all_gather", "reduce_scatter", "all_reduce"};
   for (int i = 0; i < 3 && !rc && st == HSR_OK; i++) rc = coll_bench(boot, o, colls[i], 0, per, nodes, dir);
   if (!rc && st == HSR_OK && nodes > 1) rc = coll_bench(boot, o, "all_reduce", 1, per, nodes, dir);
+  for (int i = 0; i < 2 && !rc && st == HSR_OK && nodes > 1; i++) rc = coll_bench(boot, o, colls[i], 2, per, nodes, dir);
   /* probes: the node-sized shard group without re-gathers; one shard group
    * over every node, without and with prefetch (overlap: what busy
-   * collectives take from compute) */
-  vpick probes[3] = {{per, HSR_RT_RESHARD_NONE, 0, 0, -1},
+   * collectives take from compute). The first and the last are measured at
+   * every link rate: bench/tune_validate.sh compares them across rates. */
+  vpick probes[3] = {{per, HSR_RT_RESHARD_NONE, 0, 1, -1},
                      {per * nodes, HSR_RT_RESHARD_FULL, 0, 0, -1},
                      {per * nodes, HSR_RT_RESHARD_FULL, 0, 1, -1}};
   int nprobes = nodes > 1 ? 3 : 2;

@@ -159,12 +159,18 @@ static fit solve(const double *x, const double *t, int n) {
 
 /* Samples of (tier, op, conc): x, t (two-level rows: the cross stage after
  * the fitted node stage). */
+static int has_flat(const hsr_tune_calib *c, int tier, int op) {
+  for (int i = 0; i < c->n; i++)
+    if (c->s[i].tier == tier && c->s[i].op == op && !c->s[i].two) return 1;
+  return 0;
+}
+
 static int collect(const hsr_tune_calib *c, const hsr_tune_net *net, int tier, int op, int conc, double *x, double *t,
                    unsigned *files) {
-  int k = 0;
+  int k = 0, flat = has_flat(c, tier, op);
   for (int i = 0; i < c->n; i++) {
     const sample *s = &c->s[i];
-    if (s->tier != tier || s->op != op || s->conc != conc) continue;
+    if (s->tier != tier || s->op != op || s->conc != conc || (s->two && flat)) continue;
     if (s->two) {
       const hsr_tune_link *l = &net->link[HSR_TUNE_INTRA][op];
       double node = l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? s->x / (l->busbw_gbs * 1e9) : 0);
@@ -285,6 +291,27 @@ static size_t contention(const hsr_tune_calib *c, hsr_tune_net *net, int tier, d
              net->concurrent[tier], n);
 }
 
+/* Two-level rows where flat cross rows fitted the cross tier: how much
+ * longer the operation takes than its two stages modeled alone, k minimising
+ * sum ((k t_model - t) / t)^2. */
+static size_t span_fit(const hsr_tune_calib *c, hsr_tune_net *net, int op, char *r, size_t len, size_t o) {
+  if (!has_flat(c, HSR_TUNE_CROSS, op)) return o;
+  double a = 0, b = 0;
+  int n = 0;
+  for (int i = 0; i < c->n; i++) {
+    const sample *s = &c->s[i];
+    if (!s->two || s->op != op || s->conc) continue;
+    const hsr_tune_link *li = &net->link[HSR_TUNE_INTRA][op], *lx = &net->link[HSR_TUNE_CROSS][op];
+    double tm = li->alpha_us * 1e-6 + s->x / (li->busbw_gbs * 1e9) + lx->alpha_us * 1e-6 + s->x_cross / (lx->busbw_gbs * 1e9);
+    a += tm / s->t, b += (tm / s->t) * (tm / s->t), n++;
+  }
+  if (!n || b <= 0) return o;
+  net->span[op] = a / b;
+  net->span_samples[op] = n;
+  return say(r, len, o, "groups spanning nodes, %s: %.2fx the time of their node and cross stages (%d two-level rows)\n",
+             op_names[op], net->span[op], n);
+}
+
 hsr_status hsr_tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *report, size_t len) {
   if (!c || !net) return hsr_error(HSR_ERR_INVALID, "hsr_tune_calib_fit: NULL argument");
   if (report && len) report[0] = '\0';
@@ -302,6 +329,7 @@ hsr_status hsr_tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *
     o = derive(net, tier, fitted[tier], report, len, o);
   }
   for (int tier = 0; tier < HSR_TUNE_TIER_COUNT; tier++) o = contention(c, net, tier, x, t, report, len, o);
+  for (int op = 0; op < HSR_TUNE_OPS; op++) o = span_fit(c, net, op, report, len, o);
   free(x), free(t);
   return HSR_OK;
 }

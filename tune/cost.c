@@ -50,6 +50,7 @@ hsr_status hsr_tune_net_default(const char *hw, hsr_tune_net *out) {
     snprintf(a->source, sizeof a->source, "%s", f->intra_src);
     snprintf(x->source, sizeof x->source, "%s", f->cross_src);
   }
+  for (int op = 0; op < HSR_TUNE_OPS; op++) out->span[op] = 1;
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
     out->slow[t] = 1;
     out->concurrent[t] = 1;
@@ -86,7 +87,7 @@ static int ilog2(int n) {
 }
 
 static void stage(hsr_tune_vol *v, hsr_tune_tier t, int op, double bytes) {
-  if (v->nstages < HSR_TUNE_MAX_STAGES) v->stage[v->nstages++] = (hsr_tune_stage){t, op, bytes};
+  if (v->nstages < HSR_TUNE_MAX_STAGES) v->stage[v->nstages++] = (hsr_tune_stage){t, op, bytes, 0};
 }
 
 /* Shared memory among n members (B: a rank's block, or the vector for
@@ -138,6 +139,7 @@ static void two_level(const hsr_tune_net *net, int op, const hsr_tune_shape *g, 
     stage(v, HSR_TUNE_INTRA, HSR_OP_ALLGATHER, rs);
   }
   v->algo = "two-level";
+  for (int i = 0; i < v->nstages; i++) v->stage[i].span = 1 + op;
 }
 
 hsr_status hsr_tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
@@ -179,7 +181,8 @@ double hsr_tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v) {
   double t = 0;
   for (int i = 0; i < v->nstages; i++) {
     const hsr_tune_link *l = &net->link[v->stage[i].tier][v->stage[i].op];
-    t += l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? v->stage[i].bytes / (l->busbw_gbs * 1e9) : 0);
+    double s = l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? v->stage[i].bytes / (l->busbw_gbs * 1e9) : 0);
+    t += v->stage[i].span ? s * net->span[v->stage[i].span - 1] : s;
   }
   return t;
 }

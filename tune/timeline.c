@@ -40,7 +40,7 @@ static void *grow(void *p, int *cap, int need, size_t el, hsr_status *err) {
 
 static void load_stage(const tl *t, tl_op *o) {
   const hsr_tune_stage *s = &o->st[o->cur];
-  o->lat_left = t->net->link[s->tier][s->op].alpha_us * 1e-6 * t->net->slow[s->tier];
+  o->lat_left = t->net->link[s->tier][s->op].alpha_us * 1e-6 * t->net->slow[s->tier] * (s->span ? t->net->span[s->span - 1] : 1);
   o->bytes_left = s->bytes;
   o->stage_start = t->now;
 }
@@ -97,7 +97,8 @@ static void advance(tl *t, double *work, double limit) {
       continue;
     }
     int tier = h[l]->st[h[l]->cur].tier;
-    double bw = n->link[tier][h[l]->st[h[l]->cur].op].busbw_gbs * 1e9 / n->slow[tier];
+    const hsr_tune_stage *st = &h[l]->st[h[l]->cur];
+    double bw = n->link[tier][st->op].busbw_gbs * 1e9 / n->slow[tier] / (st->span ? n->span[st->span - 1] : 1);
     if (moving[1 - tier]) bw *= n->concurrent[tier];
     rate[l] = bw > 0 ? bw / moving[tier] : DBL_MAX;
     double need = h[l]->bytes_left / rate[l];

@@ -68,6 +68,11 @@ typedef struct hsr_tune_net {
    * time (host: the ranks' compute holds the cores their progress threads
    * need; 1 unless fitted with hsr_tune_calib_step) */
   double slow[HSR_TUNE_TIER_COUNT];
+  /* groups spanning nodes with several members per node run two-level
+   * (node stage, cross stage): their measured time over the stages' modeled
+   * time, per collective (fitted from `hsr bench --group world` rows; 1) */
+  double span[HSR_TUNE_OPS];
+  int span_samples[HSR_TUNE_OPS];
   double optim_ns_per_elem; /* AdamW per element of the local shard */
   double data_gbs;          /* the runtime's own data work (zeroing, casts, copies) */
   int device_is_gpu;        /* the engine's CUDA path: stream-ordered reductions */
@@ -90,7 +95,8 @@ HSR_API int hsr_tune_net_uses_defaults(const hsr_tune_net *n);
  * tier and collective. Intra-node rows (one node) fit the intra tier;
  * inter-node rows with one member per node fit the cross tier; rows of
  * groups spanning nodes with several members per node (two-level) fit the
- * cross tier from what is left after their node stage; rows run
+ * factor `span` of their collective (or, without cross rows, the cross tier
+ * from what is left after their node stage); rows run
  * --concurrent with the other tier fit the contention factors. Tiers and
  * collectives without rows keep their values (a reduce-scatter fitted
  * without all-reduce rows gives the all-reduce as reduce-scatter plus
@@ -118,6 +124,7 @@ typedef struct hsr_tune_stage {
   hsr_tune_tier tier;
   int op;       /* hsr_op of the stage */
   double bytes; /* what this rank sends in the stage */
+  int span;     /* a stage of a two-level operation (a group spanning nodes): 1 + its hsr_op; else 0 */
 } hsr_tune_stage;
 
 /* Per rank, as the communicators count them (hsr_comm_counter; the mean
@@ -227,7 +234,8 @@ typedef struct hsr_tune_plan {
   int n, nfeasible;
   int world, nodes, per_node, domain_size;
   double min_over_budget; /* when nothing fits: the least any layout is over the budget by (bytes) */
-  double plan_s;          /* seconds the planning took */
+  double plan_s;          /* seconds the planning took (wall clock) */
+  double plan_cpu_s;      /* and of this thread's CPU time: what it takes on an idle core */
 } hsr_tune_plan;
 
 /* Every layout of the cluster's world: S over the mesh planner's valid
