@@ -1,6 +1,7 @@
 #include "hsr/common.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[1024];
 
@@ -28,10 +29,15 @@ const char *hsr_last_error(void) { return last_error; }
 
 void hsr_clear_error(void) { last_error[0] = '\0'; }
 
+/* Formats into a scratch buffer first: callers wrap the previous error
+ * (hsr_error(st, "...: %s", hsr_last_error())), and vsnprintf must not read
+ * the buffer it writes. */
 hsr_status hsr_error(hsr_status st, const char *fmt, ...) {
+  char msg[sizeof last_error];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  memcpy(last_error, msg, sizeof msg);
   return st;
 }

@@ -427,3 +427,4 @@ hsr_status mlp_ref_step(mlp_ref *r, int64_t step, double *loss, double *grad_nor
 }
 
 const float *mlp_ref_param(const mlp_ref *r, int unit, int k) { return r->p[unit * 4 + k]; }
+const float *mlp_ref_grad(const mlp_ref *r, int unit, int k) { return r->g[unit * 4 + k]; }

@@ -95,6 +95,8 @@ void mlp_ref_free(mlp_ref *r);
 /* One step on the whole global batch of step `step` (0-based). */
 hsr_status mlp_ref_step(mlp_ref *r, int64_t step, double *loss, double *grad_norm);
 const float *mlp_ref_param(const mlp_ref *r, int unit, int k);
+/* The gradient of the last step (of the mean loss over the whole batch, before clipping). */
+const float *mlp_ref_grad(const mlp_ref *r, int unit, int k);
 
 /* ---- the model under the engine ---- */
 /* Registers units and parameters, commits, initializes the parameters. */

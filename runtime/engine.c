@@ -9,7 +9,8 @@
 #include "engine.h"
 
 /* ---- names ---- */
-static const char *const ev_names[RT_EV_COUNT] = {"gather", "reshard", "reduce_scatter", "all_reduce", "optimizer"};
+static const char *const ev_names[RT_EV_COUNT] = {"gather",    "reshard",      "reduce_scatter", "all_reduce",
+                                                  "optimizer", "gather_issue", "release"};
 const char *rt_event_name(rt_event_kind k) { return k >= 0 && k < RT_EV_COUNT ? ev_names[k] : "?"; }
 const char *hsr_rt_group_name(hsr_rt_group g) {
   static const char *const n[] = {"shard", "replicate", "partial"};
@@ -83,6 +84,7 @@ hsr_status rt_gather_start(hsr_rt *rt, const hsr_sched_action *a) {
     RT_TIMED(rt, RT_T_POST, hsr_comm_allgather(c, src, u->full, a->count, rt->cfg.param_dtype, &u->greq));
   }
   HSR_CHECK(rt_dev_gather_issued(rt->dv, ui));
+  rt_event(rt, RT_EV_ISSUE, ui, a->local ? -a->group - 2 : a->group, a->count * rt->pes, u->gt0, hsr_clock_ns());
   int live = hsr_sched_live(rt->sched);
   if (live > rt->stats.max_live_full) rt->stats.max_live_full = live;
   return HSR_OK;
@@ -131,10 +133,13 @@ static hsr_status run(hsr_rt *rt, const hsr_sched_action *acts, int n) {
     case HSR_SCHED_GATHER: HSR_CHECK(rt_gather_start(rt, a)); break;
     case HSR_SCHED_WAIT: HSR_CHECK(gather_wait(rt, a)); break;
     case HSR_SCHED_RESHARD: HSR_CHECK(reshard(rt, a)); break;
-    case HSR_SCHED_RELEASE:
+    case HSR_SCHED_RELEASE: {
+      uint64_t t0 = hsr_clock_ns();
       rt_mem_put(rt, u->full);
       u->full = NULL;
+      rt_event(rt, RT_EV_RELEASE, a->unit, -1, 0, t0, hsr_clock_ns());
       break;
+    }
     case HSR_SCHED_GRAD_BUF:
       HSR_CHECK(rt_buf_get(rt, HSR_SCHED_BUF_GRAD, a->unit, (void **)&u->gfull));
       RT_TIMED(rt, RT_T_DATA, rt_zero(rt, u->gfull, u->L * 4));

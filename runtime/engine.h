@@ -80,6 +80,7 @@ struct hsr_rt {
   rt_block *blocks;
   int nblocks, capblocks;
   int64_t step;
+  int grad_ready; /* gshard holds the step's synchronized, averaged gradient (hsr_rt_grad_read) */
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   hsr_rt_stats stats;
   rt_obs *obs; /* ledgers, trace, timing (observe.c) */

@@ -29,6 +29,7 @@ hsr_status rt_red_start(hsr_rt *rt, const hsr_sched_action *a) {
   rt_unit *u = &rt->units[ui];
   hsr_dtype rdt = rt->cfg.reduce_dtype;
   rt_red r = {.unit = ui, .stage = 1, .ar = a->all_reduce, .t0 = hsr_clock_ns()};
+  rt->grad_ready = 0;                             /* the accumulator takes a new reduction */
   HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt))); /* compute done -> the reduction may read the gradient */
   /* reduce-dtype copy of the full gradient (or the gradient itself) */
   if (rdt == HSR_F32) {
@@ -184,4 +185,47 @@ hsr_status rt_red_retire(hsr_rt *rt, const hsr_sched_action *a) {
 hsr_status rt_red_drain(hsr_rt *rt) {
   while (rt->qn > 0) HSR_CHECK(retire_head(rt));
   return HSR_OK;
+}
+
+/* ---- reading the synchronized gradient ---- */
+/* Counters of the shard group's all-gathers (the only collective a read uses). */
+static hsr_comm_counter read_counter(hsr_rt *rt) {
+  hsr_comm_counter c = {0};
+  if (rt->shard_c) hsr_comm_counters(rt->shard_c, HSR_OP_ALLGATHER, &c);
+  return c;
+}
+
+hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out) {
+  if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_grad_read: NULL argument");
+  hsr_rt_param_info p;
+  HSR_CHECK(rt_find_param(rt, name, &p));
+  if (!rt->grad_ready)
+    return hsr_error(HSR_ERR_STATE,
+                     "hsr_rt_grad_read(%s): no synchronized gradient now; it exists from the gradient hook inside "
+                     "hsr_rt_step (after the reductions and the 1/micro-batches scale) until hsr_rt_zero_grad or the "
+                     "next backward reduction",
+                     name);
+  rt_unit *u = &rt->units[p.unit];
+  HSR_CHECK(rt_dev_quiesce(rt->dv)); /* device: the scaled accumulators are complete; out is host memory */
+  if (rt->S == 1) {
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, u->gshard + p.offset, p.numel * 4, RS(rt)));
+    return rt_dev_sync(rt->dv, RS(rt));
+  }
+  float *full;
+  HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * 4, (void **)&full));
+  hsr_comm_counter before = read_counter(rt);
+  hsr_status st = rt_dev_use(rt->dv, rt->shard_c, RS(rt));
+  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, u->gshard, full, u->Ls, HSR_F32, NULL);
+  if (st == HSR_OK) st = hsr_device_copy(rt->dev, out, full + p.offset, p.numel * 4, RS(rt));
+  if (st == HSR_OK) st = rt_dev_sync(rt->dv, RS(rt));
+  rt_mem_put(rt, full);
+  /* a read is not the step's communication: its calls leave the step's counts alone */
+  hsr_comm_counter after = read_counter(rt), *b = &rt->base[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
+  b->calls += after.calls - before.calls;
+  b->bytes_sent += after.bytes_sent - before.bytes_sent;
+  b->bytes_recv += after.bytes_recv - before.bytes_recv;
+  b->fabric_sent += after.fabric_sent - before.fabric_sent;
+  b->fabric_recv += after.fabric_recv - before.fabric_recv;
+  b->bytes_full += after.bytes_full - before.bytes_full;
+  return st;
 }

@@ -22,6 +22,8 @@ typedef enum rt_event_kind {
   RT_EV_REDUCE_SCATTER,
   RT_EV_ALLREDUCE,
   RT_EV_OPTIM,
+  RT_EV_ISSUE,   /* a unit's gather posted (the schedule's GATHER): when prefetch decided it */
+  RT_EV_RELEASE, /* a unit's full buffer returned after its backward */
   RT_EV_COUNT
 } rt_event_kind;
 

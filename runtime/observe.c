@@ -120,8 +120,8 @@ static void span(rt_obs *o, hsr_span_kind kind, const char *lane, const char *na
 void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const char *group, int collective,
                   size_t bytes, uint64_t t0, uint64_t t1) {
   if (!o) return;
-  static const char *const comm_names[RT_EV_COUNT] = {"all_gather", "reshard", "reduce_scatter", "all_reduce",
-                                                      "optimizer"};
+  static const char *const comm_names[RT_EV_COUNT] = {"all_gather", "reshard",      "reduce_scatter", "all_reduce",
+                                                      "optimizer",  "gather_issue", "release"};
   if (kind == RT_EV_OPTIM) {
     o->tm.optim_s += (double)(t1 - t0) * 1e-9;
     span(o, HSR_SPAN_COMPUTE, "compute", "optimizer", -1, NULL, t0, t1, bytes);
@@ -133,8 +133,10 @@ void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const c
     o->tm.gather_s += (double)(t1 - t0) * 1e-9;
   }
   if (!o->trace) return;
-  if (kind == RT_EV_RESHARD || !collective) { /* local work: a reshard, or a copy standing in for a 1-rank gather */
-    span(o, HSR_SPAN_RUNTIME, "runtime", kind == RT_EV_RESHARD ? "reshard" : "local_copy", unit, group, t0, t1, bytes);
+  /* the runtime's own work: a reshard, a release, a gather posted, or a copy standing in for a 1-rank gather */
+  if (kind == RT_EV_RESHARD || kind == RT_EV_RELEASE || kind == RT_EV_ISSUE || !collective) {
+    span(o, HSR_SPAN_RUNTIME, "runtime", kind == RT_EV_GATHER ? "local_copy" : comm_names[kind], unit, group, t0, t1,
+         bytes);
     return;
   }
   char lane[80];

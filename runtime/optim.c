@@ -37,6 +37,19 @@ typedef struct opt_run {
   int open;
 } opt_run;
 
+/* The synchronized gradient is complete: the caller's hook sees it (outside
+ * the optimizer span). */
+static hsr_status grad_hook(hsr_rt *rt, opt_run *o) {
+  rt->grad_ready = 1;
+  if (!rt->cfg.grad_hook) return HSR_OK;
+  rt_event(rt, RT_EV_OPTIM, -1, -1, 0, o->t0, hsr_clock_ns());
+  hsr_status st = rt->cfg.grad_hook(rt, rt->cfg.grad_hook_ctx);
+  o->t0 = hsr_clock_ns();
+  if (st != HSR_OK)
+    return hsr_error(st, "step %lld: the gradient hook failed: %s", (long long)rt->step + 1, hsr_last_error());
+  return HSR_OK;
+}
+
 /* Global norm of the averaged gradient, and the clip factor. */
 static hsr_status grad_norm(hsr_rt *rt, opt_run *o) {
   o->t0 = hsr_clock_ns();
@@ -46,9 +59,13 @@ static hsr_status grad_norm(hsr_rt *rt, opt_run *o) {
   /* on the reduce stream, behind the accumulations; partial sums land in host
    * slots and are added in unit order (the same order on host and device) */
   HSR_CHECK(rt_dev_slots(rt->dv, rt->nunits, &sq));
+  for (int i = 0; i < rt->nunits && M > 1; i++) {
+    rt_unit *u = &rt->units[i];
+    HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, 1.0 / M));
+  }
+  HSR_CHECK(grad_hook(rt, o));
   for (int i = 0; i < rt->nunits; i++) {
     rt_unit *u = &rt->units[i];
-    if (M > 1) HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, 1.0 / M));
     sq[i] = 0;
     HSR_CHECK(hsr_kernels_sumsq(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, &sq[i]));
   }
@@ -193,6 +210,7 @@ hsr_status rt_zero_grad(hsr_rt *rt) {
   const hsr_sched_action *acts;
   int n;
   HSR_CHECK(hsr_sched_zero_grad(rt->sched, &acts, &n));
+  rt->grad_ready = 0;
   for (int i = 0; i < n; i++) {
     const hsr_sched_action *a = &acts[i];
     if (a->op == HSR_SCHED_RETIRE) {

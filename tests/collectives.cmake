@@ -21,8 +21,23 @@ hsr_add_mpi_test(NAME coll_bad_args NP 2 COMMAND $<TARGET_FILE:mr_coll> --bad-ar
 hsr_add_mpi_test(NAME coll_world8_sim4 NP 8 NODES 4 COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 1,7,1003)
 hsr_add_mpi_test(NAME coll_world8_sim4_ring NP 8 NODES 4 ENV HSR_ALGO_ALLREDUCE=ring HSR_UCX_CHUNK=4K COMMAND $<TARGET_FILE:mr_coll> --split 4 --counts 7,1003,100003 --dtypes f32)
 
-# NCCL backend: device memory; skipped (exit 77) without NCCL or a GPU.
+# NCCL backend: device memory, one rank per GPU (up to 4); skipped (exit 77)
+# without NCCL or a GPU. Label gpu: bench/gpu_check.sh runs it.
 hsr_add_program(mr_nccl mr_nccl.c)
-hsr_add_mpi_test(NAME coll_nccl_world4 NP 4 COMMAND $<TARGET_FILE:mr_nccl> TIMEOUT 120)
+add_test(NAME coll_nccl_world4 COMMAND ${CMAKE_SOURCE_DIR}/tests/nccl_check.sh ${HSR_RUN} $<TARGET_FILE:mr_nccl>)
+set_tests_properties(coll_nccl_world4 PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77 LABELS "mpi;gpu"
+                     ENVIRONMENT "HSR_BOOT_TIMEOUT=60")
+
+# bf16/f16 reductions whose results need rounding, bit for bit against a model of
+# where each transport rounds (mr_round.c): shared memory (one node); two-level,
+# node pairs and cross-node pairs (two nodes); the flat UCX ring over 4 ranks in
+# 4K chunks (sizes not multiples of a chunk); recursive doubling.
+hsr_add_program(mr_round mr_round.c)
+hsr_add_mpi_test(NAME coll_round_4 NP 4 COMMAND $<TARGET_FILE:mr_round>)
+hsr_add_mpi_test(NAME coll_round_4_sim2 NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_round>)
+hsr_add_mpi_test(NAME coll_round_4_sim2_ring NP 4 NODES 2 ENV HSR_ALGO_TWO_LEVEL=off HSR_ALGO_ALLREDUCE=ring
+                 HSR_UCX_CHUNK=4K COMMAND $<TARGET_FILE:mr_round>)
+hsr_add_mpi_test(NAME coll_round_4_sim2_rd NP 4 NODES 2 ENV HSR_ALGO_TWO_LEVEL=off HSR_ALGO_ALLREDUCE=rd
+                 COMMAND $<TARGET_FILE:mr_round> --counts 1,7,1003)
 add_test(NAME coll_shm_cleanup COMMAND ${CMAKE_SOURCE_DIR}/tests/coll_shm_cleanup.sh ${HSR_RUN} $<TARGET_FILE:mr_coll>)
 set_tests_properties(coll_shm_cleanup PROPERTIES TIMEOUT 60 LABELS "mpi")

@@ -169,8 +169,25 @@ static void expect(const shape *s, hsr_op k, size_t count, size_t es, int root, 
     ctr nd = {0}, x = {0};
     shape xs = *s; /* the cross group: my index there, every other member remote */
     xs.r = s->xr;
-    int blocks = k == HSR_OP_ALLREDUCE ? 1 : s->m; /* the node stage moves m blocks per member */
-    shm_expect(k, count * (size_t)blocks, es, s->L, s->nr, 0, &nd);
+    if (k == HSR_OP_ALLREDUCE) {
+      /* split rail: node reduce-scatter and all-gather of q = count / L per
+       * member around a cross all-reduce of my q; the count % L tail takes
+       * node all-reduce + cross all-reduce (SUM here, so never the MAX path) */
+      size_t q = count / (size_t)s->L, tail = count - q * (size_t)s->L;
+      ctr st[5] = {{0}};
+      if (q) {
+        shm_expect(HSR_OP_REDUCE_SCATTER, q, es, s->L, s->nr, 0, &st[0]);
+        ucx_expect(HSR_OP_ALLREDUCE, q, es, s->m, s->xr, 0, ar, &xs, rem_all, &st[1]);
+        shm_expect(HSR_OP_ALLGATHER, q, es, s->L, s->nr, 0, &st[2]);
+      }
+      if (tail) {
+        shm_expect(HSR_OP_ALLREDUCE, tail, es, s->L, s->nr, 0, &st[3]);
+        ucx_expect(HSR_OP_ALLREDUCE, tail, es, s->m, s->xr, 0, ar, &xs, rem_all, &st[4]);
+      }
+      for (int i = 0; i < 5; i++) add(e, &st[i]);
+      return;
+    }
+    shm_expect(k, count * (size_t)s->m, es, s->L, s->nr, 0, &nd); /* the node stage moves m blocks per member */
     ucx_expect(k, count, es, s->m, s->xr, 0, ar, &xs, rem_all, &x);
     add(e, &nd);
     add(e, &x);

@@ -3,6 +3,11 @@
  *   mr_runtime equiv SPEC...   each SPEC (k=v,k=v,...) trains the example model
  *                              10 steps and compares every parameter with the
  *                              single-rank reference (whole batch, plain AdamW),
+ *                              and EVERY step the global gradient norm before
+ *                              clipping and every synchronized gradient (read in
+ *                              the engine's gradient hook, before the optimizer:
+ *                              a wrong 1/N or 1/M scale shows there even though
+ *                              clipped AdamW hides it in the parameters),
  *                              checks the per-step collective counts against
  *                              what the policy implies, that the loss falls,
  *                              that steady-state steps allocate nothing, and
@@ -113,38 +118,103 @@ static void expected_calls(const hsr_rt_config *c, int S, int R, int K, int U,
 typedef struct ref_cache {
   double clip;
   float *p[64][4];
-  double loss[STEPS];
+  float *g[STEPS][64][4]; /* each step's gradient (whole batch, before clipping) */
+  double loss[STEPS], norm[STEPS];
   int valid;
 } ref_cache;
 
+static void ref_free(ref_cache *rc) {
+  if (!rc->valid) return;
+  for (int u = 0; u < mlp_num_units(&model); u++)
+    for (int k = 0; k < 4; k++) {
+      free(rc->p[u][k]);
+      for (int s = 0; s < STEPS; s++) free(rc->g[s][u][k]);
+    }
+  rc->valid = 0;
+}
+
+static float *copy_of(const float *v, size_t n) {
+  float *c = malloc((n ? n : 1) * sizeof(float));
+  if (c) memcpy(c, v, n * sizeof(float));
+  return c;
+}
+
 static int reference(double clip, ref_cache *rc) {
   if (rc->valid && rc->clip == clip) return 0;
-  if (rc->valid)
-    for (int u = 0; u < mlp_num_units(&model); u++)
-      for (int k = 0; k < 4; k++) free(rc->p[u][k]);
+  ref_free(rc);
   mlp_opt o = opt;
   o.clip = clip;
   mlp_ref *r;
   OK(mlp_ref_create(&model, &o, BATCH, &r));
-  for (int s = 0; s < STEPS; s++) OK(mlp_ref_step(r, s, &rc->loss[s], NULL));
+  for (int s = 0; s < STEPS; s++) {
+    OK(mlp_ref_step(r, s, &rc->loss[s], &rc->norm[s]));
+    for (int u = 0; u < mlp_num_units(&model); u++)
+      for (int k = 0; k < 4; k++) rc->g[s][u][k] = copy_of(mlp_ref_grad(r, u, k), mlp_param_numel(&model, u, k));
+  }
   for (int u = 0; u < mlp_num_units(&model); u++)
-    for (int k = 0; k < 4; k++) {
-      size_t n = mlp_param_numel(&model, u, k);
-      rc->p[u][k] = malloc(n * sizeof(float));
-      memcpy(rc->p[u][k], mlp_ref_param(r, u, k), n * sizeof(float));
-    }
+    for (int k = 0; k < 4; k++) rc->p[u][k] = copy_of(mlp_ref_param(r, u, k), mlp_param_numel(&model, u, k));
   mlp_ref_free(r);
   rc->clip = clip;
   rc->valid = 1;
   return 0;
 }
 
-/* Trains one configuration; params[u][k] receives the final master values. */
-static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const spec *sp, float *params[64][4],
-                 double loss[STEPS]) {
+/* Largest |a - b| over a tensor, relative to the largest |b| (1 when b is all zero). */
+static double rel_diff(const float *a, const float *b, size_t n) {
+  double md = 0, mr = 0;
+  for (size_t j = 0; j < n; j++) {
+    double d = fabs((double)a[j] - b[j]);
+    md = d > md ? d : md;
+    mr = fabs(b[j]) > mr ? fabs(b[j]) : mr;
+  }
+  return md / (mr > 0 ? mr : 1);
+}
+
+/* The gradient hook's view of a run: every synchronized gradient of the
+ * step against the reference's gradient of the same step. */
+typedef struct grad_check {
+  const spec *sp;
+  const ref_cache *rc;
+  double tol, worst;
+  int step, bad;
+  float *buf;
+} grad_check;
+
+static hsr_status check_grads(hsr_rt *rt, void *ctx) {
+  grad_check *gc = ctx;
+  char name[64];
+  for (int u = 0; u < mlp_num_units(&model); u++)
+    for (int k = 0; k < 4; k++) {
+      size_t n = mlp_param_numel(&model, u, k);
+      mlp_param_name(u, k, name, sizeof name);
+      HSR_CHECK(hsr_rt_grad_read(rt, name, gc->buf));
+      if (gc->step >= STEPS) continue;
+      double rel = rel_diff(gc->buf, gc->rc->g[gc->step][u][k], n);
+      gc->worst = rel > gc->worst ? rel : gc->worst;
+      if (!(rel <= gc->tol) && gc->bad++ < 3) /* the first few: a wrong scale shows everywhere */
+        CHECK(0, "%s: step %d: synchronized gradient of %s differs from the reference's: relative %.3g > %.0e",
+              gc->sp->text, gc->step + 1, name, rel, gc->tol);
+    }
+  gc->step++;
+  return HSR_OK;
+}
+
+/* Trains one configuration; params[u][k] receives the final master values;
+ * the gradients and their norm are checked every step. */
+static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const spec *sp, const ref_cache *rc,
+                 float *params[64][4], double loss[STEPS], double *gworst) {
   hsr_rt *rt = NULL;
+  int f32 = sp->cfg.param_dtype == HSR_F32 && sp->cfg.reduce_dtype == HSR_F32;
+  size_t most = 1;
+  for (int u = 0; u < mlp_num_units(&model); u++)
+    for (int k = 0; k < 4; k++) most = mlp_param_numel(&model, u, k) > most ? mlp_param_numel(&model, u, k) : most;
+  grad_check gc = {
+      sp, rc, f32 ? (sp->cfg.device == HSR_DEVICE_CUDA ? 1e-3 : 1e-4) : 1e-1, 0, 0, 0, malloc(most * sizeof(float))};
+  hsr_rt_config cfg = sp->cfg;
+  cfg.grad_hook = check_grads;
+  cfg.grad_hook_ctx = &gc;
   /* a device run gets the engine's own NCCL world */
-  OK(hsr_rt_create(boot, sp->cfg.device == HSR_DEVICE_CUDA ? NULL : world, cl, &sp->cfg, &rt));
+  OK(hsr_rt_create(boot, cfg.device == HSR_DEVICE_CUDA ? NULL : world, cl, &cfg, &rt));
   OK(mlp_rt_setup(&model, rt));
   mlp_rt_ctx *x = NULL;
   OK(mlp_rt_ctx_create(&model, rt, sp->cfg.param_dtype, &x));
@@ -161,8 +231,23 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
         CHECK(info.calls[g][op] == e[g][op], "%s (mesh %dx%d K %d): step %d: %s %s calls %llu, policy implies %llu",
               sp->text, R, S, K, s + 1, hsr_rt_group_name((hsr_rt_group)g), hsr_op_name((hsr_op)op),
               (unsigned long long)info.calls[g][op], (unsigned long long)e[g][op]);
+    double nrel = fabs(info.grad_norm - rc->norm[s]) / rc->norm[s];
+    CHECK(nrel <= gc.tol, "%s: step %d: gradient norm before clipping %.6g, reference %.6g (relative %.2g > %.0e)",
+          sp->text, s + 1, info.grad_norm, rc->norm[s], nrel, gc.tol);
+    /* the clip factor scales every update alike: clipped AdamW hardly shows it in the parameters */
+    double clip = sp->cfg.clip, coef = clip > 0 && rc->norm[s] > clip ? clip / (rc->norm[s] + 1e-6) : 1.0;
+    CHECK(fabs(info.clip_coef - coef) <= gc.tol * coef, "%s: step %d: clip factor %.6g, reference %.6g", sp->text,
+          s + 1, info.clip_coef, coef);
     if (s == 2) OK(hsr_rt_get_stats(rt, &st3));
   }
+  CHECK(gc.step == STEPS, "%s: the gradient hook ran %d times in %d steps", sp->text, gc.step, STEPS);
+  CHECK(gc.bad == 0, "%s: %d synchronized gradients differ from the reference (worst relative %.3g)", sp->text, gc.bad,
+        gc.worst);
+  float probe;
+  CHECK(hsr_rt_grad_read(rt, "blk0.fc1.w", &probe) == HSR_ERR_STATE, "%s: gradient read after zero_grad accepted",
+        sp->text);
+  free(gc.buf);
+  *gworst = gc.worst;
   OK(hsr_rt_get_stats(rt, &st));
   CHECK(st.allocs == st3.allocs, "%s: steady-state steps allocated %llu buffers", sp->text,
         (unsigned long long)(st.allocs - st3.allocs));
@@ -211,7 +296,8 @@ static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
     if (reference(sp.cfg.clip, &rc)) return 1;
     float *p[64][4] = {{0}}, *q[64][4] = {{0}};
     double loss[STEPS], loss2[STEPS];
-    if (train(boot, world, cl, &sp, p, loss)) return 1;
+    double gw = 0, gw2 = 0;
+    if (train(boot, world, cl, &sp, &rc, p, loss, &gw)) return 1;
     int f32 = sp.cfg.param_dtype == HSR_F32 && sp.cfg.reduce_dtype == HSR_F32;
     double tol = f32 ? (sp.cfg.device == HSR_DEVICE_CUDA ? 1e-4 : 1e-5) : 5e-2, worst = 0;
     for (int u = 0; u < mlp_num_units(&model); u++)
@@ -235,7 +321,7 @@ static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
       CHECK(fabs(loss[0] - rc.loss[0]) <= 1e-5 * fabs(rc.loss[0]), "%s: first loss %.7f, reference %.7f", sp.text,
             loss[0], rc.loss[0]);
     if (sp.twice) {
-      if (train(boot, world, cl, &sp, q, loss2)) return 1;
+      if (train(boot, world, cl, &sp, &rc, q, loss2, &gw2)) return 1;
       int same = !memcmp(loss, loss2, sizeof loss);
       for (int u = 0; u < mlp_num_units(&model); u++)
         for (int k = 0; k < 4; k++) same &= !memcmp(p[u][k], q[u][k], mlp_param_numel(&model, u, k) * sizeof(float));
@@ -260,14 +346,12 @@ static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
       }
     }
     if (g_rank == 0)
-      printf("ok %-70s max rel %.2e loss %.4f -> %.4f%s\n", sp.text, worst, loss[0], loss[STEPS - 1],
+      printf("ok %-70s max rel %.2e grad %.2e loss %.4f -> %.4f%s\n", sp.text, worst, gw, loss[0], loss[STEPS - 1],
              sp.twice ? " (bitwise repeat)" : "");
     fflush(stdout);
     free_params(p);
   }
-  if (rc.valid)
-    for (int u = 0; u < mlp_num_units(&model); u++)
-      for (int k = 0; k < 4; k++) free(rc.p[u][k]);
+  ref_free(&rc);
   for (int t = 0; t < ntags; t++) free_params(tagp[t]);
   hsr_cluster_free(cl);
   hsr_topo_free(t);
@@ -286,6 +370,11 @@ static int expect(hsr_status got, hsr_status want, const char *needle, const cha
   }
   if (g_rank == 0) printf("ok %s: %s\n", what, hsr_last_error());
   return 0;
+}
+
+static hsr_status failing_hook(hsr_rt *rt, void *ctx) {
+  (void)rt, (void)ctx;
+  return hsr_error(HSR_ERR_INVALID, "refused");
 }
 
 static int run_bad(hsr_boot *boot) {
@@ -325,7 +414,23 @@ static int run_bad(hsr_boot *boot) {
   expect(hsr_rt_param_add(rt, 0, "late.w", 1, shape, 0), HSR_ERR_STATE, "after the first step",
          "parameter registered late");
   expect(hsr_rt_step(rt, NULL), HSR_ERR_STATE, "backward pass", "step without backward");
+  float gbuf[1024];
+  expect(hsr_rt_grad_read(rt, "blk0.fc1.w", gbuf), HSR_ERR_STATE, "no synchronized gradient",
+         "gradient read before any step");
+  expect(hsr_rt_grad_read(rt, "nope", gbuf), HSR_ERR_NOT_FOUND, "nope", "gradient read of an unknown parameter");
   OK(hsr_rt_destroy(rt));
+
+  /* a failing gradient hook fails the step with its message */
+  sp.cfg.grad_hook = failing_hook;
+  OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
+  OK(mlp_rt_setup(&model, rt));
+  mlp_rt_ctx *x = NULL;
+  OK(mlp_rt_ctx_create(&model, rt, HSR_F32, &x));
+  expect(mlp_rt_train_step(x, 0, BATCH, 1, NULL, NULL), HSR_ERR_INVALID, "the gradient hook failed: refused",
+         "gradient hook failing");
+  mlp_rt_ctx_free(x);
+  OK(hsr_rt_destroy(rt));
+  sp.cfg.grad_hook = NULL;
 
   /* a tied parameter: registered once, in its owner; another unit uses it through the owner's view */
   OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));

@@ -14,7 +14,19 @@
  * with the group's kind (shard, partial), "(copy)" for a one-rank group's
  * local copy.
  *
- *   mr_sched events TRACE.json SPEC EXPECT [SPEC EXPECT...] */
+ *   mr_sched events TRACE.json SPEC EXPECT [SPEC EXPECT...]
+ *
+ * And every unit's lifecycle, from rank 0's trace: from the end of step 1
+ * to the end of step 2, in the order the engine recorded them, the words
+ *   +U/G  unit U's gather posted on group kind G (shard, partial)
+ *   =U    its gather completed (waited for; "=U(copy)": a one-rank group's copy)
+ *   -U    resharded after forward to nothing   ~U  to its 1/K slice
+ *   !U    its full buffer released after backward
+ * must read exactly EXPECT, and the most units alive at once (posted and not
+ * yet resharded or released, counted from the events of the whole run, and
+ * the engine's own max_live_full) must be exactly MAXLIVE.
+ *
+ *   mr_sched life TRACE.json SPEC EXPECT MAXLIVE [SPEC EXPECT MAXLIVE...] */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -126,20 +138,26 @@ static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const cha
   return 0;
 }
 
-/* Rank 0's gathers of step 2 in trace order, as "unit/group" words. */
-static int gathers_of(const char *path, char *out, size_t cap) {
+static cJSON *load_json(const char *path) {
   FILE *f = fopen(path, "rb");
-  if (!f) return fprintf(stderr, "cannot open %s\n", path), 1;
+  if (!f) return fprintf(stderr, "cannot open %s\n", path), NULL;
   fseek(f, 0, SEEK_END);
   long len = ftell(f);
   fseek(f, 0, SEEK_SET);
   char *buf = malloc((size_t)len + 1);
   size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
   fclose(f);
-  if (!buf || got != (size_t)len) return free(buf), fprintf(stderr, "cannot read %s\n", path), 1;
+  if (!buf || got != (size_t)len) return free(buf), fprintf(stderr, "cannot read %s\n", path), NULL;
   buf[len] = 0;
   cJSON *doc = cJSON_Parse(buf);
   free(buf);
+  return doc;
+}
+
+/* Rank 0's gathers of step 2 in trace order, as "unit/group" words. */
+static int gathers_of(const char *path, char *out, size_t cap) {
+  cJSON *doc = load_json(path);
+  if (!doc) return 1;
   const cJSON *e, *events = cJSON_GetObjectItemCaseSensitive(doc, "traceEvents");
   size_t o = 0;
   out[0] = 0;
@@ -161,6 +179,89 @@ static int gathers_of(const char *path, char *out, size_t cap) {
   }
   cJSON_Delete(doc);
   return o >= cap;
+}
+
+static const char *jstr(const cJSON *o, const char *k) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Rank 0's lifecycle words (see the top of the file) and the most units alive. */
+static int lifecycle_of(const char *path, char *out, size_t cap, int *maxlive) {
+  cJSON *doc = load_json(path);
+  if (!doc) return 1;
+  const cJSON *e;
+  size_t o = 0;
+  int window = 0, live = 0; /* window: 0 before the end of step 1, 1 inside, 2 after the end of step 2 */
+  out[0] = 0;
+  *maxlive = 0;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(doc, "traceEvents")) {
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(e, "pid"), *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+    const char *name = jstr(e, "name"), *cat = jstr(e, "cat"), *ph = jstr(e, "ph");
+    if (!cJSON_IsNumber(pid) || pid->valueint != 0 || !name || !cat || !ph || strcmp(ph, "X")) continue;
+    if (!strcmp(cat, "step")) {
+      const cJSON *st = cJSON_GetObjectItemCaseSensitive(args, "step");
+      if (window == 0 && cJSON_IsNumber(st) && st->valueint == 1)
+        window = 1;
+      else if (window == 1 && cJSON_IsNumber(st) && st->valueint == 2)
+        window = 2;
+      continue;
+    }
+    const char *unit = jstr(args, "unit"), *grp = jstr(args, "group");
+    if (!unit) continue;
+    char w[160];
+    w[0] = 0;
+    int kind = grp ? (int)strcspn(grp, "[") : 0;
+    if (!strcmp(name, "gather_issue")) {
+      live++;
+      snprintf(w, sizeof w, "+%s/%.*s", unit, kind, grp ? grp : "");
+    } else if (!strcmp(name, "all_gather") || !strcmp(name, "local_copy")) {
+      snprintf(w, sizeof w, "=%s%s", unit, name[0] == 'l' ? "(copy)" : "");
+    } else if (!strcmp(name, "reshard")) {
+      live--;
+      snprintf(w, sizeof w, "%c%s", grp && !strncmp(grp, "partial", 7) ? '~' : '-', unit);
+    } else if (!strcmp(name, "release")) {
+      live--;
+      snprintf(w, sizeof w, "!%s", unit);
+    }
+    if (window == 1 && w[0]) {
+      o += (size_t)snprintf(out + o, o < cap ? cap - o : 0, "%s%s", o ? " " : "", w);
+      if (live > *maxlive) *maxlive = live;
+    }
+  }
+  cJSON_Delete(doc);
+  return o >= cap || window != 2;
+}
+
+static int run_life(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
+                    const char *expect, int maxlive) {
+  hsr_rt_config cfg;
+  mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
+  if (parse(spec, &cfg, &model)) return 1;
+  hsr_rt *rt = NULL;
+  OK(hsr_rt_create(boot, world, cl, &cfg, &rt));
+  OK(mlp_rt_setup(&model, rt));
+  OK(hsr_rt_trace_enable(rt, 1));
+  mlp_rt_ctx *x = NULL;
+  OK(mlp_rt_ctx_create(&model, rt, cfg.param_dtype, &x));
+  for (int s = 0; s < 3; s++) OK(mlp_rt_train_step(x, s, 32, cfg.micro_batches, NULL, NULL));
+  hsr_rt_stats st;
+  OK(hsr_rt_get_stats(rt, &st));
+  OK(hsr_rt_trace_write(rt, path));
+  if (g_rank == 0) {
+    char got[4096];
+    int live = -1;
+    CHECK(!lifecycle_of(path, got, sizeof got, &live), "%s: reading the lifecycle of %s", spec, path);
+    CHECK(!strcmp(got, expect), "%s: step 2's lifecycle\n    %s\n  expected\n    %s", spec, got, expect);
+    CHECK(live == maxlive, "%s: %d units alive at most (from the trace), expected %d", spec, live, maxlive);
+    CHECK(st.max_live_full == maxlive, "%s: the engine counted %d units alive at most, expected %d", spec,
+          st.max_live_full, maxlive);
+    printf("%-60s live %d: %s%s\n", spec, live, got, g_fail ? "  MISMATCH" : "");
+    remove(path);
+  }
+  mlp_rt_ctx_free(x);
+  OK(hsr_rt_destroy(rt));
+  return 0;
 }
 
 static int run_events(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
@@ -190,8 +291,10 @@ static int run_events(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
 
 int main(int argc, char **argv) {
   int events = argc >= 5 && !strcmp(argv[1], "events") && argc % 2 == 1;
-  if (!events && (argc < 3 || strcmp(argv[1], "ledger"))) {
-    fprintf(stderr, "usage: mr_sched ledger SPEC... | mr_sched events TRACE.json SPEC EXPECT [SPEC EXPECT...]\n");
+  int life = argc >= 6 && !strcmp(argv[1], "life") && argc % 3 == 0;
+  if (!events && !life && (argc < 3 || strcmp(argv[1], "ledger"))) {
+    fprintf(stderr, "usage: mr_sched ledger SPEC... | mr_sched events TRACE.json SPEC EXPECT [SPEC EXPECT...] | "
+                    "mr_sched life TRACE.json SPEC EXPECT MAXLIVE [SPEC EXPECT MAXLIVE...]\n");
     return 2;
   }
   mlp_blas_threads(1);
@@ -209,7 +312,9 @@ int main(int argc, char **argv) {
   }
   for (int i = 3; events && !rc && i + 1 < argc; i += 2)
     rc = run_events(boot, world, cl, argv[2], argv[i], argv[i + 1]);
-  for (int i = 2; !events && !rc && i < argc; i++) {
+  for (int i = 3; life && !rc && i + 2 < argc; i += 3)
+    rc = run_life(boot, world, cl, argv[2], argv[i], argv[i + 1], atoi(argv[i + 2]));
+  for (int i = 2; !events && !life && !rc && i < argc; i++) {
     uint64_t a = 0, b = 0;
     rc = run(boot, world, cl, argv[i], 0, &a);
     /* the step-end prefetch is a scheduling change only: bitwise identical parameters */

@@ -52,3 +52,51 @@ add_test(NAME bench_step_bad_reshard COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_ex
          $<TARGET_FILE:hsr_cli> bench step --reshard half)
 add_test(NAME bench_step_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr bench step"
          $<TARGET_FILE:hsr_cli> bench step --help)
+# Every unit's lifecycle in a steady-state step, from the engine's trace: gathers
+# posted (+unit/group), completed (=unit), resharded (-unit: nothing kept, ~unit:
+# its 1/K slice), released after backward (!unit), and the most units alive.
+# Written by hand from the rules (hsr/schedule.h), for every reshard policy,
+# prefetch depth 0/1/2 and live cap; the model is a root unit wrapping blk0..blk2,
+# the root kept full after forward unless root=1.
+hsr_add_mpi_test(NAME sched_life_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> life
+  ${CMAKE_BINARY_DIR}/sched_life_4.json
+  # no prefetch: each unit is gathered by its own begin call; at most the root and one block
+  strategy=fsdp,S=4,reshard=full,prefetch=0
+  "+root/shard =root +blk0/shard =blk0 -blk0 +blk1/shard =blk1 -blk1 +blk2/shard =blk2 -blk2 +blk2/shard =blk2 !blk2 +blk1/shard =blk1 !blk1 +blk0/shard =blk0 !blk0 !root"
+  2
+  # depth 1: the next unit is posted before the current one's compute
+  strategy=fsdp,S=4,reshard=full,prefetch=1
+  "+root/shard =root +blk0/shard =blk0 +blk1/shard -blk0 =blk1 +blk2/shard -blk1 =blk2 -blk2 +blk2/shard =blk2 +blk1/shard !blk2 =blk1 +blk0/shard !blk1 =blk0 !blk0 !root"
+  3
+  # depth 2, no cap: two ahead; backward from the root has nothing before it
+  strategy=fsdp,S=4,reshard=full,prefetch=2
+  "+root/shard =root +blk0/shard +blk1/shard =blk0 +blk2/shard -blk0 =blk1 -blk1 =blk2 -blk2 +blk2/shard =blk2 +blk1/shard +blk0/shard !blk2 =blk1 !blk1 =blk0 !blk0 !root"
+  4
+  # depth 2, cap 3: the cap stops the second unit ahead while three are alive
+  strategy=fsdp,S=4,reshard=full,prefetch=2,live=3
+  "+root/shard =root +blk0/shard +blk1/shard =blk0 -blk0 =blk1 +blk2/shard -blk1 =blk2 -blk2 +blk2/shard =blk2 +blk1/shard !blk2 =blk1 +blk0/shard !blk1 =blk0 !blk0 !root"
+  3
+  # depth 2, cap 2: the root kept full holds one slot, so only the root's own prefetch fits
+  strategy=fsdp,S=4,reshard=full,prefetch=2,live=2
+  "+root/shard =root +blk0/shard =blk0 -blk0 +blk1/shard =blk1 -blk1 +blk2/shard =blk2 -blk2 +blk2/shard =blk2 !blk2 +blk1/shard =blk1 !blk1 +blk0/shard =blk0 !blk0 !root"
+  2
+  # reshard none: gathered once in forward, released after backward, no backward gathers
+  strategy=fsdp,S=4,reshard=none,prefetch=1
+  "+root/shard =root +blk0/shard =blk0 +blk1/shard =blk1 +blk2/shard =blk2 !blk2 !blk1 !blk0 !root"
+  4
+  # partial:2: forward keeps a 1/2 slice; backward gathers (and prefetches) from the partial group
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=1
+  "+root/shard =root +blk0/shard =blk0 +blk1/shard ~blk0 =blk1 +blk2/shard ~blk1 =blk2 ~blk2 +blk2/partial =blk2 +blk1/partial !blk2 =blk1 +blk0/partial !blk1 =blk0 !blk0 !root"
+  3
+  # partial:2 with the root resharded too (root=1), depth 2 under cap 2
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=2,live=2,root=1
+  "+root/shard =root +blk0/shard =blk0 ~blk0 +blk1/shard =blk1 ~blk1 +blk2/shard =blk2 ~blk2 ~root +root/partial =root +blk2/partial =blk2 !blk2 +blk1/partial =blk1 !blk1 +blk0/partial =blk0 !blk0 !root"
+  2
+  # step-end prefetch: the root's gather is posted by the step before and completes in this one
+  strategy=fsdp,S=4,reshard=full,prefetch=1,pstep=1
+  "=root +blk0/shard =blk0 +blk1/shard -blk0 =blk1 +blk2/shard -blk1 =blk2 -blk2 +blk2/shard =blk2 +blk1/shard !blk2 =blk1 +blk0/shard !blk1 =blk0 !blk0 !root +root/shard"
+  3
+  # a one-rank shard group: local copies stand in for the gathers
+  strategy=hybrid,S=1,R=4,reshard=full,prefetch=1
+  "+root/shard =root(copy) +blk0/shard =blk0(copy) +blk1/shard -blk0 =blk1(copy) +blk2/shard -blk1 =blk2(copy) -blk2 +blk2/shard =blk2(copy) +blk1/shard !blk2 =blk1(copy) +blk0/shard !blk1 =blk0(copy) !blk0 !root"
+  3)

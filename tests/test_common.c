@@ -27,6 +27,11 @@ static void test_error_detail(void **state) {
   assert_string_equal(hsr_last_error(), "");
   assert_int_equal(hsr_error(HSR_ERR_INVALID, "count %d bad", 7), HSR_ERR_INVALID);
   assert_string_equal(hsr_last_error(), "count 7 bad");
+  /* wrapping the previous detail in a new one (read and written at once) */
+  assert_int_equal(hsr_error(HSR_ERR_IO, "reading x: %s", hsr_last_error()), HSR_ERR_IO);
+  assert_string_equal(hsr_last_error(), "reading x: count 7 bad");
+  assert_int_equal(hsr_error(HSR_ERR_IO, "%s; again: %s", hsr_last_error(), hsr_last_error()), HSR_ERR_IO);
+  assert_string_equal(hsr_last_error(), "reading x: count 7 bad; again: reading x: count 7 bad");
 }
 
 static void test_parse_long(void **state) {

@@ -1,5 +1,7 @@
 # topology/: the mesh planner, discovery from hwloc XML, the gathered view, hsr topo / hsr mesh.
 hsr_add_unit(test_topo_mesh test_topo_mesh.c)
+# The planner enumerated over placements (spanning domains, non-block, unequal nodes, thousands of ranks).
+hsr_add_unit(test_mesh_props test_mesh_props.c)
 hsr_add_unit(test_topo_xml test_topo_xml.c)
 hsr_add_unit(test_topo_nccl test_topo_nccl.c)
 

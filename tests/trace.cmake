@@ -1,5 +1,7 @@
 # runtime/: memory ledger and lifecycle trace.
 hsr_add_unit(test_ledger_trace test_ledger_trace.c)
+# hsr trace summarize on generated traces with known answers, and properties on random ones.
+hsr_add_unit(test_trace_sum test_trace_sum.c)
 target_link_libraries(test_ledger_trace PRIVATE PkgConfig::CJSON)
 hsr_add_program(mr_trace mr_trace.c)
 target_link_libraries(mr_trace PRIVATE PkgConfig::CJSON)

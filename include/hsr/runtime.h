@@ -105,6 +105,14 @@ typedef struct hsr_rt_opt_group {
   float lr, beta1, beta2, eps, weight_decay;
 } hsr_rt_opt_group;
 
+typedef struct hsr_rt hsr_rt;
+/* Called by hsr_rt_step on every rank once the step's gradients are
+ * synchronized: after every reduction (shard group, replicate group) and the
+ * 1/micro_batches scale, before the global norm, clipping and AdamW read
+ * them (what FSDP2 users see from a post-accumulate hook). It may call
+ * hsr_rt_grad_read; a status other than HSR_OK fails the step with it. */
+typedef hsr_status (*hsr_rt_grad_hook)(hsr_rt *rt, void *ctx);
+
 typedef struct hsr_rt_config {
   hsr_rt_strategy strategy;
   int shard;     /* S; 0 = auto (the topology's domain size; ddp: 1) */
@@ -136,6 +144,8 @@ typedef struct hsr_rt_config {
   int device_ordinal; /* cuda:N; -1 = automatic (local rank % visible GPUs, the GPU NCCL binds) */
   hsr_device *dev;    /* optional: a device the caller opened (it wins over device/ordinal; must outlive the engine) */
   hsr_stream *stream; /* optional, CUDA: the caller's compute stream on `dev` (NULL: the engine creates one) */
+  hsr_rt_grad_hook grad_hook; /* optional (NULL: none), with its context */
+  void *grad_hook_ctx;
 } hsr_rt_config;
 
 /* Defaults: fsdp, S auto, reshard full, prefetch 1, f32/f32, sync full, one
@@ -167,8 +177,6 @@ HSR_API hsr_status hsr_rt_lr_check(const hsr_rt_lr_schedule *s);
 
 /* ---- the engine ---- */
 
-typedef struct hsr_rt hsr_rt;
-
 /* Collective over the boot context. world / cluster may be NULL (the engine
  * then creates and owns them); when given they must outlive the engine. */
 HSR_API hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cluster, const hsr_rt_config *cfg,
@@ -189,6 +197,14 @@ HSR_API hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *
 /* The current master value of a parameter, full size, f32. Collective over
  * the shard group. */
 HSR_API hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out);
+
+/* The synchronized gradient of a parameter, full size, f32: the average over
+ * every data-parallel rank and micro-batch, before clipping (what AdamW
+ * reads). Valid from the gradient hook (cfg.grad_hook) inside hsr_rt_step
+ * until hsr_rt_zero_grad or the next reduction; HSR_ERR_STATE outside.
+ * Collective over the shard group; its collectives do not count toward the
+ * step's hsr_rt_step_info.calls. */
+HSR_API hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out);
 
 /* Lifecycle. */
 HSR_API hsr_status hsr_rt_forward_begin(hsr_rt *rt, int unit);

@@ -8,7 +8,11 @@
  *  - kind COMM: a collective, from when the transport started it to when it
  *    finished (hsr_req_times), on the lane of its communicator, named
  *    "all_gather", "reduce_scatter", "all_reduce", ...;
- *  - kind RUNTIME: bookkeeping of the runtime itself (reshard, waits).
+ *  - kind RUNTIME: the runtime's own work on lane "runtime", recorded in
+ *    program order: "gather_issue" (a unit's gather posted: where prefetch
+ *    decided it), "reshard" (after forward; group shard: nothing kept, group
+ *    partial: a 1/K slice kept), "release" (a full unit returned after its
+ *    backward), "local_copy" (a one-rank group's gather).
  */
 #ifndef HSR_TRACE_H
 #define HSR_TRACE_H
