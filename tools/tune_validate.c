@@ -117,8 +117,25 @@ static int coll_bench(hsr_boot *boot, const tune_opts *o, const char *coll, int 
   snprintf(s, sizeof s, "%d", S0);
   snprintf(name, sizeof name, "%s%s", coll, kind == 1 ? "-concurrent" : kind == 2 ? "-world" : "");
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
-  char *argv[24] = {(char *)coll, "-b",      b,  "-e", e,   "-f", "4", "-n", "4", "-w", "1", "--group",
-                    kind == 2 ? "world" : nodes > 1 ? "shard,replicate" : "shard", "--shard", s, "-J", path};
+  char *argv[24] = {(char *)coll,
+                    "-b",
+                    b,
+                    "-e",
+                    e,
+                    "-f",
+                    "4",
+                    "-n",
+                    "4",
+                    "-w",
+                    "1",
+                    "--group",
+                    kind == 2   ? "world"
+                    : nodes > 1 ? "shard,replicate"
+                                : "shard",
+                    "--shard",
+                    s,
+                    "-J",
+                    path};
   int argc = 17;
   if (kind == 1) argv[argc++] = "--concurrent";
   return bench(boot, coll, argv, argc, dir, name);
@@ -400,8 +417,8 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
   x->calib_report[0] = '\0';
   tune_opts *o = (tune_opts *)x->o;
   static char paths[6][512];
-  static const char *const names[] = {"all_gather",           "reduce_scatter",   "all_reduce",
-                                      "all_reduce-concurrent", "all_gather-world", "reduce_scatter-world"};
+  static const char *const names[] = {"all_gather",       "reduce_scatter",      "all_reduce", "all_reduce-concurrent",
+                                      "all_gather-world", "reduce_scatter-world"};
   o->nbench = 0;
   for (int i = 0; i < 6; i++) {
     snprintf(paths[i], sizeof paths[i], "%s/%s.json", dir, names[i]);
@@ -515,7 +532,8 @@ int tune_validate(tune_opts *o) {
   static const char *const colls[] = {"all_gather", "reduce_scatter", "all_reduce"};
   for (int i = 0; i < 3 && !rc && st == HSR_OK; i++) rc = coll_bench(boot, o, colls[i], 0, per, nodes, dir);
   if (!rc && st == HSR_OK && nodes > 1) rc = coll_bench(boot, o, "all_reduce", 1, per, nodes, dir);
-  for (int i = 0; i < 2 && !rc && st == HSR_OK && nodes > 1; i++) rc = coll_bench(boot, o, colls[i], 2, per, nodes, dir);
+  for (int i = 0; i < 2 && !rc && st == HSR_OK && nodes > 1; i++)
+    rc = coll_bench(boot, o, colls[i], 2, per, nodes, dir);
   /* probes: the node-sized shard group without re-gathers; one shard group
    * over every node, without and with prefetch (overlap: what busy
    * collectives take from compute). The first and the last are measured at

@@ -302,13 +302,15 @@ static size_t span_fit(const hsr_tune_calib *c, hsr_tune_net *net, int op, char 
     const sample *s = &c->s[i];
     if (!s->two || s->op != op || s->conc) continue;
     const hsr_tune_link *li = &net->link[HSR_TUNE_INTRA][op], *lx = &net->link[HSR_TUNE_CROSS][op];
-    double tm = li->alpha_us * 1e-6 + s->x / (li->busbw_gbs * 1e9) + lx->alpha_us * 1e-6 + s->x_cross / (lx->busbw_gbs * 1e9);
+    double tm =
+        li->alpha_us * 1e-6 + s->x / (li->busbw_gbs * 1e9) + lx->alpha_us * 1e-6 + s->x_cross / (lx->busbw_gbs * 1e9);
     a += tm / s->t, b += (tm / s->t) * (tm / s->t), n++;
   }
   if (!n || b <= 0) return o;
   net->span[op] = a / b;
   net->span_samples[op] = n;
-  return say(r, len, o, "groups spanning nodes, %s: %.2fx the time of their node and cross stages (%d two-level rows)\n",
+  return say(r, len, o,
+             "groups spanning nodes, %s: %.2fx the time of their node and cross stages (%d two-level rows)\n",
              op_names[op], net->span[op], n);
 }
 

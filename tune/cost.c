@@ -63,7 +63,7 @@ hsr_status hsr_tune_net_default(const char *hw, hsr_tune_net *out) {
   /* AdamW: read parameter, gradient, master, m, v; write them back: ~30 bytes per element */
   out->optim_ns_per_elem = 30.0 / f->hbm_gbs;
   out->data_gbs = f->gpu ? f->hbm_gbs / 2 : f->hbm_gbs;
-  out->ar2 = HSR_TUNE_AR2_FULL; /* collectives/two_allreduce.c */
+  out->ar2 = HSR_TUNE_AR2_SPLIT_RAIL; /* collectives/two_allreduce.c */
   out->ar_rd_max_bytes = 64 * 1024;
   return HSR_OK;
 }
@@ -118,7 +118,7 @@ static void ucx_vol(const hsr_tune_net *net, int op, int n, int nodes, double B,
   stage(v, tier, op, sent);
 }
 
-static void two_level(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double B, hsr_tune_vol *v) {
+static void two_level(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double B, size_t es, hsr_tune_vol *v) {
   int L = g->per_node, m = g->nodes;
   v->algo = "two-level";
   if (op != HSR_OP_ALLREDUCE) { /* node stage over m blocks per member, cross ring of one block */
@@ -131,12 +131,22 @@ static void two_level(const hsr_tune_net *net, int op, const hsr_tune_shape *g, 
     v->sent += nb, v->recv += nb;
     stage(v, HSR_TUNE_INTRA, op, nb);
     ucx_vol(net, op, m, m, B, HSR_TUNE_CROSS, v);
-  } else { /* split rail: node reduce-scatter, cross all-reduce of 1/L, node all-gather */
-    double rs = shm_bytes(HSR_OP_REDUCE_SCATTER, L, B / L);
-    v->sent += 2 * rs, v->recv += 2 * rs;
-    stage(v, HSR_TUNE_INTRA, HSR_OP_REDUCE_SCATTER, rs);
-    ucx_vol(net, op, m, m, B / L, HSR_TUNE_CROSS, v);
-    stage(v, HSR_TUNE_INTRA, HSR_OP_ALLGATHER, rs);
+  } else { /* split rail: node reduce-scatter of q = count / L, cross all-reduce of q, node all-gather;
+            * the count % L tail: node all-reduce, cross all-reduce */
+    double q = floor(B / es / L), tail = B / es - q * L;
+    if (q > 0) {
+      double rs = shm_bytes(HSR_OP_REDUCE_SCATTER, L, q * es);
+      v->sent += 2 * rs, v->recv += 2 * rs;
+      stage(v, HSR_TUNE_INTRA, HSR_OP_REDUCE_SCATTER, rs);
+      ucx_vol(net, op, m, m, q * es, HSR_TUNE_CROSS, v);
+      stage(v, HSR_TUNE_INTRA, HSR_OP_ALLGATHER, rs);
+    }
+    if (tail > 0) {
+      double nb = shm_bytes(op, L, tail * es);
+      v->sent += nb, v->recv += nb;
+      stage(v, HSR_TUNE_INTRA, op, nb);
+      ucx_vol(net, op, m, m, tail * es, HSR_TUNE_CROSS, v);
+    }
   }
   v->algo = "two-level";
   for (int i = 0; i < v->nstages; i++) v->stage[i].span = 1 + op;
@@ -169,7 +179,7 @@ hsr_status hsr_tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape
     stage(v, g->domains == 1 ? HSR_TUNE_INTRA : HSR_TUNE_CROSS, op, b);
     v->algo = "nccl ring";
   } else if (g->per_node >= 2) {
-    two_level(net, op, g, B, v);
+    two_level(net, op, g, B, es, v);
   } else {
     ucx_vol(net, op, g->n, g->nodes, B, HSR_TUNE_CROSS, v);
   }

@@ -40,7 +40,8 @@ static void *grow(void *p, int *cap, int need, size_t el, hsr_status *err) {
 
 static void load_stage(const tl *t, tl_op *o) {
   const hsr_tune_stage *s = &o->st[o->cur];
-  o->lat_left = t->net->link[s->tier][s->op].alpha_us * 1e-6 * t->net->slow[s->tier] * (s->span ? t->net->span[s->span - 1] : 1);
+  o->lat_left =
+      t->net->link[s->tier][s->op].alpha_us * 1e-6 * t->net->slow[s->tier] * (s->span ? t->net->span[s->span - 1] : 1);
   o->bytes_left = s->bytes;
   o->stage_start = t->now;
 }

@@ -50,8 +50,10 @@ typedef struct hsr_tune_link {
 
 /* Two-level all-reduce shapes (groups spanning nodes): */
 typedef enum hsr_tune_ar2 {
-  HSR_TUNE_AR2_FULL = 0,  /* node all-reduce, then every local rank all-reduces the whole vector across */
-  HSR_TUNE_AR2_SPLIT_RAIL /* node reduce-scatter, cross all-reduce of 1/L, node all-gather (UCC hier) */
+  HSR_TUNE_AR2_FULL = 0,  /* node all-reduce, then every local rank all-reduces the whole vector across (hsr
+                             before the split rail) */
+  HSR_TUNE_AR2_SPLIT_RAIL /* node reduce-scatter, cross all-reduce of 1/L, node all-gather; the count % L tail
+                             node all-reduced then cross all-reduced (UCC hier; collectives/two_allreduce.c) */
 } hsr_tune_ar2;
 
 typedef struct hsr_tune_net {
@@ -119,7 +121,7 @@ typedef struct hsr_tune_shape {
   int n, nodes, per_node, domains;
 } hsr_tune_shape;
 
-#define HSR_TUNE_MAX_STAGES 3
+#define HSR_TUNE_MAX_STAGES 5
 typedef struct hsr_tune_stage {
   hsr_tune_tier tier;
   int op;       /* hsr_op of the stage */
