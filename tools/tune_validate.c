@@ -443,6 +443,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
     q->cfg.strategy = q->R > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
     q->cfg.reshard = (hsr_rt_reshard)probes[i].pol;
     q->cfg.prefetch = probes[i].prefetch;
+    q->cfg.prefetch_step = q->cfg.prefetch > 0; /* hsr bench step's default */
     q->step_ms = pm.step, q->comm_ms = pm.comm, q->compute_ms = pm.compute;
     hsr_mesh *mm = NULL;
     hsr_mesh_request req = {q->S, 0, 0};

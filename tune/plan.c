@@ -11,8 +11,8 @@
 
 #include "hsr/tune.h"
 
-void hsr_tune_space_default(hsr_tune_space *s) {
-  if (!s) return;
+hsr_status hsr_tune_space_default(hsr_tune_space *s) {
+  if (!s) return hsr_error(HSR_ERR_INVALID, "hsr_tune_space_default: NULL argument");
   memset(s, 0, sizeof *s);
   s->max_prefetch = 2;
   s->prefetch_step = 1;
@@ -20,6 +20,7 @@ void hsr_tune_space_default(hsr_tune_space *s) {
   s->param_dtype = HSR_F32;
   s->reduce_dtype = HSR_F32;
   s->only_strategy = -1;
+  return HSR_OK;
 }
 
 typedef struct plan_ctx {

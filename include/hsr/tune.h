@@ -229,7 +229,7 @@ typedef struct hsr_tune_space {
   int only_shard;    /* > 0: only this S */
   int only_strategy; /* >= 0: only this hsr_rt_strategy; -1 all */
 } hsr_tune_space;
-HSR_API void hsr_tune_space_default(hsr_tune_space *s);
+HSR_API hsr_status hsr_tune_space_default(hsr_tune_space *s);
 
 typedef struct hsr_tune_plan {
   hsr_tune_result *cand; /* every candidate: feasible ones ranked first, by step time */
