@@ -2,6 +2,8 @@
 #ifndef HSR_BENCH_H
 #define HSR_BENCH_H
 
+#include "hsr/boot.h"
+
 int hsr_bench_all_gather(int argc, char **argv);
 int hsr_bench_reduce_scatter(int argc, char **argv);
 int hsr_bench_all_reduce(int argc, char **argv);
@@ -9,5 +11,10 @@ int hsr_bench_broadcast(int argc, char **argv);
 int hsr_bench_coll(int argc, char **argv); /* deprecated: --op picks the collective */
 int hsr_bench_copy(int argc, char **argv);
 int hsr_bench_step(int argc, char **argv);
+
+/* The same inside a job that keeps its own bootstrap (hsr tune --validate):
+ * boot stays open; coll: all_gather, reduce_scatter, all_reduce, broadcast. */
+int hsr_bench_collective_on(hsr_boot *boot, const char *coll, int argc, char **argv);
+int hsr_bench_step_on(hsr_boot *boot, int argc, char **argv);
 
 #endif

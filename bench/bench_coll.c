@@ -533,19 +533,22 @@ static int report(const bc_ctx *x, bc_row *rows, int nr) {
   return rc;
 }
 
-static int run(int argc, char **argv, int coll, const char *prog) {
+/* given: a bootstrap the caller keeps (hsr tune --validate runs several
+ * benchmarks in one job: PMIx does not re-initialise reliably), else one of
+ * our own. */
+static int run(int argc, char **argv, int coll, const char *prog, hsr_boot *given) {
   bc_opts o;
   int prc = parse(argc, argv, coll, prog, &o);
   if (prc) return prc < 0 ? HSR_EXIT_OK : prc;
   char cmd[64];
   snprintf(cmd, sizeof cmd, "bench %s", prog);
-  hsr_boot *boot = NULL;
-  hsr_status st = hsr_boot_init(&boot);
+  hsr_boot *boot = given;
+  hsr_status st = given ? HSR_OK : hsr_boot_init(&boot);
   if (st != HSR_OK) return hsr_cli_fail(cmd, st);
   int rc = check_job(cmd, &o, boot);
   if (!rc) rc = check_fit(cmd, &o, boot);
   if (rc) {
-    hsr_boot_finalize(boot);
+    if (!given) hsr_boot_finalize(boot);
     return rc;
   }
   int n = hsr_boot_size(boot), me = hsr_boot_rank(boot);
@@ -570,14 +573,23 @@ static int run(int argc, char **argv, int coll, const char *prog) {
   hsr_comm_free(w);
   free(x.pids);
   free(x.colors);
-  hsr_boot_finalize(boot);
+  if (!given) hsr_boot_finalize(boot);
   return rc;
 }
 
-int hsr_bench_all_gather(int argc, char **argv) { return run(argc, argv, NT_ALLGATHER, "all_gather"); }
-int hsr_bench_reduce_scatter(int argc, char **argv) { return run(argc, argv, NT_REDUCE_SCATTER, "reduce_scatter"); }
-int hsr_bench_all_reduce(int argc, char **argv) { return run(argc, argv, NT_ALLREDUCE, "all_reduce"); }
-int hsr_bench_broadcast(int argc, char **argv) { return run(argc, argv, NT_BCAST, "broadcast"); }
+int hsr_bench_all_gather(int argc, char **argv) { return run(argc, argv, NT_ALLGATHER, "all_gather", NULL); }
+int hsr_bench_reduce_scatter(int argc, char **argv) {
+  return run(argc, argv, NT_REDUCE_SCATTER, "reduce_scatter", NULL);
+}
+int hsr_bench_all_reduce(int argc, char **argv) { return run(argc, argv, NT_ALLREDUCE, "all_reduce", NULL); }
+int hsr_bench_broadcast(int argc, char **argv) { return run(argc, argv, NT_BCAST, "broadcast", NULL); }
+int hsr_bench_collective_on(hsr_boot *boot, const char *coll, int argc, char **argv) {
+  static const char *const names[] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast"};
+  static const int ids[] = {NT_ALLGATHER, NT_REDUCE_SCATTER, NT_ALLREDUCE, NT_BCAST};
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(coll, names[i])) return run(argc, argv, ids[i], names[i], boot);
+  return hsr_cli_usage_error("bench", "unknown collective '%s'", coll);
+}
 
 /* Deprecated: 'hsr bench coll --op X' picks the collective with --op. */
 int hsr_bench_coll(int argc, char **argv) {
@@ -587,5 +599,5 @@ int hsr_bench_coll(int argc, char **argv) {
   if (!help && (!pr || !strcmp(pr, "0")))
     fprintf(stderr, "hsr bench coll is deprecated: use 'hsr bench all_gather|reduce_scatter|all_reduce|broadcast' "
                     "(nccl-tests' names; there -o/--op is the reduction op)\n");
-  return run(argc, argv, -1, "coll");
+  return run(argc, argv, -1, "coll", NULL);
 }

@@ -324,14 +324,15 @@ static hsr_status step_fits(hsr_boot *boot, const sopts *o, long S) {
   return msg[0] ? hsr_error(HSR_ERR_INVALID, "%s", msg) : HSR_OK;
 }
 
-int hsr_bench_step(int argc, char **argv) {
+/* given: a bootstrap the caller keeps (hsr tune --validate), else our own. */
+static int step_run(int argc, char **argv, hsr_boot *given) {
   sopts o;
   int pr = parse(argc, argv, &o);
   if (pr < 0) return HSR_EXIT_OK;
   if (pr > 0) return pr;
   openblas_set_num_threads(1);
-  hsr_boot *boot = NULL;
-  hsr_status st = hsr_boot_init(&boot);
+  hsr_boot *boot = given;
+  hsr_status st = given ? HSR_OK : hsr_boot_init(&boot);
   if (st != HSR_OK) return hsr_cli_fail("bench step", st);
   int rank = hsr_boot_rank(boot), n = hsr_boot_size(boot);
   hsr_topo *topo = NULL;
@@ -465,9 +466,12 @@ out:
   hsr_topo_free(topo);
   if (st != HSR_OK) {
     int code = hsr_cli_fail_job("bench step", st, boot);
-    hsr_boot_finalize(boot);
+    if (!given) hsr_boot_finalize(boot);
     return code;
   }
-  st = hsr_boot_finalize(boot);
+  st = given ? HSR_OK : hsr_boot_finalize(boot);
   return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("bench step", st);
 }
+
+int hsr_bench_step(int argc, char **argv) { return step_run(argc, argv, NULL); }
+int hsr_bench_step_on(hsr_boot *boot, int argc, char **argv) { return step_run(argc, argv, boot); }

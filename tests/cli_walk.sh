@@ -95,7 +95,7 @@ done <<<"$vars"
 # ---- 3. every command and script with a bad HSR_LOG --------------------------------
 for c in version info "topo" "mesh" "trace summarize $T/empty.json" "bench all_gather" "bench copy" "bench step" \
   "bench coll --op all_reduce" "train" "ckpt inspect $T/dir" "ckpt verify $T/dir" "ckpt export $T/dir --safetensors x" \
-  "ckpt bench" "eval --init $T/file --data $T/file" "sample --init $T/file"; do
+  "ckpt bench" "eval --init $T/file --data $T/file" "sample --init $T/file" "tune --params 7e9 --shard 8"; do
   add 2 "HSR_LOG: 'loud' is not valid" "HSR_LOG=loud \$HSR $c"
 done
 add 2 "HSR_LOG: 'loud' is not valid" 'HSR_LOG=loud $RUN -n 2 -- true'

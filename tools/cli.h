@@ -37,5 +37,6 @@ int hsr_cmd_eval(int argc, char **argv);
 int hsr_cmd_sample(int argc, char **argv);
 int hsr_cmd_ckpt(int argc, char **argv);
 int hsr_cmd_env(int argc, char **argv);
+int hsr_cmd_tune(int argc, char **argv);
 
 #endif

@@ -26,6 +26,7 @@ typedef struct plan_ctx {
   int *order;     /* world ranks in (domain's first node, domain, node, rank) order */
   int *dom_size;  /* ranks per domain */
   int *dom_node0; /* the lowest node of each domain */
+  int *cnt;       /* scratch: a group's members per domain */
 } plan_ctx;
 
 static int by_domain_r(const void *a, const void *b, void *arg) {
@@ -49,28 +50,30 @@ static int gcd(int a, int b) {
 
 /* 0 if shard groups of size S respect the domain rules, else which rule broke
  * (1: S <= domain size but a group leaves its domain, 2: S > domain size but
- * a group is not a union of whole domains); *bad_dom names the domain. */
+ * a group is not a union of whole domains); *bad_dom names the domain.
+ * Members are counted per domain (p->cnt, zero between groups), so a check
+ * is linear in the world. */
 static int check_domains(const plan_ctx *p, int S, int *bad_dom) {
   const hsr_cluster *c = p->c;
-  int W = c->world;
-  for (int g = 0; g < W / S; g++) {
+  int W = c->world, rule = 0;
+  for (int g = 0; g < W / S && !rule; g++) {
     const int *grp = p->order + g * S;
-    int d0 = c->rank_domain[grp[0]];
-    int same = 1;
-    for (int i = 1; i < S; i++)
-      if (c->rank_domain[grp[i]] != d0) same = 0;
-    if (same) continue;
-    /* Spans domains: every domain it touches must be wholly inside it. */
+    int d0 = c->rank_domain[grp[0]], same = 1;
     for (int i = 0; i < S; i++) {
-      int d = c->rank_domain[grp[i]], n = 0;
-      for (int j = 0; j < S; j++) n += c->rank_domain[grp[j]] == d;
-      if (n != p->dom_size[d]) {
+      p->cnt[c->rank_domain[grp[i]]]++;
+      if (c->rank_domain[grp[i]] != d0) same = 0;
+    }
+    /* Spans domains: every domain it touches must be wholly inside it. */
+    for (int i = 0; i < S && !same && !rule; i++) {
+      int d = c->rank_domain[grp[i]];
+      if (p->cnt[d] != p->dom_size[d]) {
         *bad_dom = d;
-        return S <= p->dom_size[d] ? 1 : 2;
+        rule = S <= p->dom_size[d] ? 1 : 2;
       }
     }
+    for (int i = 0; i < S; i++) p->cnt[c->rank_domain[grp[i]]] = 0;
   }
-  return 0;
+  return rule;
 }
 
 static void list_valid_s(const plan_ctx *p, char *buf, size_t len) {
@@ -187,11 +190,12 @@ hsr_status hsr_mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_
   *out = NULL;
   if (c->world < 1) return hsr_error(HSR_ERR_INVALID, "hsr_mesh_plan: empty cluster view");
   plan_ctx p = {c, malloc((size_t)c->world * sizeof(int)), calloc((size_t)c->num_domains, sizeof(int)),
-                malloc((size_t)c->num_domains * sizeof(int))};
-  if (!p.order || !p.dom_size || !p.dom_node0) {
+                malloc((size_t)c->num_domains * sizeof(int)), calloc((size_t)c->num_domains, sizeof(int))};
+  if (!p.order || !p.dom_size || !p.dom_node0 || !p.cnt) {
     free(p.order);
     free(p.dom_size);
     free(p.dom_node0);
+    free(p.cnt);
     return hsr_error(HSR_ERR_NOMEM, "mesh: out of memory");
   }
   for (int d = 0; d < c->num_domains; d++) p.dom_node0[d] = INT32_MAX;
@@ -206,6 +210,7 @@ hsr_status hsr_mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_
   free(p.order);
   free(p.dom_size);
   free(p.dom_node0);
+  free(p.cnt);
   return st;
 }
 

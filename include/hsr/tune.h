@@ -1,0 +1,269 @@
+/* hsr tune: how much to shard inside the node and how much across, predicted.
+ * Pure functions (no I/O, no communication) in four parts:
+ *
+ *  1. the cost model's parameters (hsr_tune_net): per tier (intra-node,
+ *     cross-node) and collective a latency and a bus bandwidth in nccl-tests'
+ *     sense, built-in defaults from public figures (always labelled as such)
+ *     or fitted to `hsr bench <collective> -J` files;
+ *  2. volumes and times of one collective on a group as it lies on the nodes
+ *     (hsr_tune_volume): bytes sent, received and across nodes per rank, as
+ *     the communicators count them, and the stages that take time;
+ *  3. one layout evaluated (hsr_tune_eval): the runtime's own schedule
+ *     (hsr/schedule.h) walked over one training step gives every collective
+ *     and buffer; a timeline of the program and its communicators gives step,
+ *     communication and exposed time; the ledger comes from
+ *     hsr_tune_ledger_predict (hsr/tune_ledger.h);
+ *  4. the planner (hsr_tune_plan): every layout the mesh planner
+ *     (hsr_mesh_plan) accepts, filtered by a memory budget, ranked by
+ *     predicted step time, explained, and written in FSDP2's, torchtitan's
+ *     and DeepSpeed's vocabulary. */
+#ifndef HSR_TUNE_H
+#define HSR_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsr/ledger.h"
+#include "hsr/runtime.h"
+#include "hsr/topology.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- 1. the cost model's parameters ---- */
+
+typedef enum hsr_tune_tier { HSR_TUNE_INTRA = 0, HSR_TUNE_CROSS, HSR_TUNE_TIER_COUNT } hsr_tune_tier;
+/* The collectives the model times: hsr_op's first three. */
+#define HSR_TUNE_OPS 3 /* HSR_OP_ALLGATHER, HSR_OP_REDUCE_SCATTER, HSR_OP_ALLREDUCE */
+
+/* A stage of tier t moving b bytes per rank (what this rank sends in it)
+ * takes alpha + b / busbw. For a ring all-gather of S gathered bytes over n
+ * ranks b = S (n-1)/n, so busbw is nccl-tests' bus bandwidth. */
+typedef struct hsr_tune_link {
+  double alpha_us;  /* latency per stage */
+  double busbw_gbs; /* 1e9 bytes per second */
+  int samples;      /* bench rows fitted (0: not measured) */
+  int is_default;   /* a built-in figure, not measured on this system */
+  char source[160]; /* where the figure comes from */
+} hsr_tune_link;
+
+/* Two-level all-reduce shapes (groups spanning nodes): */
+typedef enum hsr_tune_ar2 {
+  HSR_TUNE_AR2_FULL = 0,  /* node all-reduce, then every local rank all-reduces the whole vector across (hsr
+                             before the split rail) */
+  HSR_TUNE_AR2_SPLIT_RAIL /* node reduce-scatter, cross all-reduce of 1/L, node all-gather; the count % L tail
+                             node all-reduced then cross all-reduced (UCC hier; collectives/two_allreduce.c) */
+} hsr_tune_ar2;
+
+typedef struct hsr_tune_net {
+  char name[64];
+  hsr_tune_link link[HSR_TUNE_TIER_COUNT][HSR_TUNE_OPS];
+  /* bandwidth factor of a tier while the other tier is busy too (1: no
+   * contention; fitted from `hsr bench --group shard,replicate --concurrent`) */
+  double concurrent[HSR_TUNE_TIER_COUNT];
+  int concurrent_default[HSR_TUNE_TIER_COUNT];
+  /* share of the compute speed a busy collective of the tier takes (host
+   * collectives run on the cores that compute; 0 on GPUs) */
+  double steal[HSR_TUNE_TIER_COUNT];
+  /* collectives inside a training step take `slow` times their benchmarked
+   * time (host: the ranks' compute holds the cores their progress threads
+   * need; 1 unless fitted with hsr_tune_calib_step) */
+  double slow[HSR_TUNE_TIER_COUNT];
+  /* groups spanning nodes with several members per node run two-level
+   * (node stage, cross stage): their measured time over the stages' modeled
+   * time, per collective (fitted from `hsr bench --group world` rows; 1) */
+  double span[HSR_TUNE_OPS];
+  int span_samples[HSR_TUNE_OPS];
+  double optim_ns_per_elem; /* AdamW per element of the local shard */
+  double data_gbs;          /* the runtime's own data work (zeroing, casts, copies) */
+  int device_is_gpu;        /* the engine's CUDA path: stream-ordered reductions */
+  hsr_tune_ar2 ar2;         /* the two-level all-reduce the collectives run */
+  double ar_rd_max_bytes;   /* cross-node all-reduce by recursive doubling up to this size (power-of-two groups) */
+} hsr_tune_net;
+
+/* Built-in figures: "h100", "h200" (NVLink all-gather busbw ~360 GB/s, NDR
+ * 400G ~48 GB/s per GPU's NIC), "a100" (NVLink 3 ~230 GB/s, HDR 200G ~24
+ * GB/s), "pcie5" (PCIe Gen5 ~50 GB/s inside the node, NDR across), "host"
+ * (hsr's host collectives: shared memory, UCX). Every link is marked
+ * is_default with its source. */
+HSR_API hsr_status hsr_tune_net_default(const char *hw, hsr_tune_net *out);
+HSR_API const char *hsr_tune_net_hw_names(void); /* "h100, h200, a100, pcie5, host" */
+/* 1 when any link, contention factor or cost the model would use is a default. */
+HSR_API int hsr_tune_net_uses_defaults(const hsr_tune_net *n);
+
+/* Calibration: rows of `hsr bench all_gather|reduce_scatter|all_reduce -J`
+ * files, then a least-squares fit (relative error) of alpha and busbw per
+ * tier and collective. Intra-node rows (one node) fit the intra tier;
+ * inter-node rows with one member per node fit the cross tier; rows of
+ * groups spanning nodes with several members per node (two-level) fit the
+ * factor `span` of their collective (or, without cross rows, the cross tier
+ * from what is left after their node stage); rows run
+ * --concurrent with the other tier fit the contention factors. Tiers and
+ * collectives without rows keep their values (a reduce-scatter fitted
+ * without all-reduce rows gives the all-reduce as reduce-scatter plus
+ * all-gather, labelled so). */
+typedef struct hsr_tune_calib hsr_tune_calib;
+HSR_API hsr_status hsr_tune_calib_create(hsr_tune_calib **out);
+HSR_API void hsr_tune_calib_free(hsr_tune_calib *c);
+/* text: the file's contents; name: for messages and labels. */
+HSR_API hsr_status hsr_tune_calib_add_json(hsr_tune_calib *c, const char *text, const char *name);
+HSR_API int hsr_tune_calib_rows(const hsr_tune_calib *c);
+/* Fits into net; report (may be NULL) gets one line per fitted link with
+ * its rows and the worst relative error of the fit. */
+HSR_API hsr_status hsr_tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *report, size_t len);
+
+/* ---- 2. one collective ---- */
+
+/* A group as it lies on the nodes: n members on `nodes` nodes, `per_node`
+ * members on each (0 when uneven), in `domains` NVLink domains. */
+typedef struct hsr_tune_shape {
+  int n, nodes, per_node, domains;
+} hsr_tune_shape;
+
+#define HSR_TUNE_MAX_STAGES 5
+typedef struct hsr_tune_stage {
+  hsr_tune_tier tier;
+  int op;       /* hsr_op of the stage */
+  double bytes; /* what this rank sends in the stage */
+  int span;     /* a stage of a two-level operation (a group spanning nodes): 1 + its hsr_op; else 0 */
+} hsr_tune_stage;
+
+/* Per rank, as the communicators count them (hsr_comm_counter; the mean
+ * over the group's members), and the stages that take time. */
+typedef struct hsr_tune_vol {
+  double sent, recv, fabric_sent, fabric_recv, full;
+  int nstages;
+  hsr_tune_stage stage[HSR_TUNE_MAX_STAGES];
+  const char *algo; /* "local", "shared memory", "ucx ring", "ucx recursive doubling", "two-level", ... */
+} hsr_tune_vol;
+
+/* op: HSR_OP_ALLGATHER (count = elements each rank contributes),
+ * HSR_OP_REDUCE_SCATTER (count = elements each rank receives) or
+ * HSR_OP_ALLREDUCE (count = vector length); es: element size. */
+HSR_API hsr_status hsr_tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
+                                   hsr_tune_vol *out);
+/* Seconds of a collective alone: the sum of its stages' alpha + bytes / busbw. */
+HSR_API double hsr_tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v);
+
+/* ---- 3. one layout ---- */
+
+typedef enum hsr_tune_root {
+  HSR_TUNE_ROOT_NONE = 0, /* every unit is a block */
+  HSR_TUNE_ROOT_LAST,     /* the last unit is a root unit (hsr bench step) */
+  HSR_TUNE_ROOT_OUTER     /* the first unit is a root that wraps the rest (embedding + head: hsr train) */
+} hsr_tune_root;
+
+typedef struct hsr_tune_model {
+  int units;
+  const double *unit_params; /* per unit (elements); NULL: params / units each */
+  double params;
+  hsr_tune_root root;
+  const double *unit_fwd_ms; /* per unit forward compute per micro-batch; NULL: fwd_ms each */
+  double fwd_ms, bwd_ratio;  /* backward = bwd_ratio x forward */
+  double act_bytes;          /* activation memory per rank, added to the peak */
+  int compute_default;       /* the compute figure is an assumption, not measured or given */
+} hsr_tune_model;
+
+/* Bytes and calls per rank per step, one group and collective. */
+typedef struct hsr_tune_bytes {
+  double calls, sent, recv, fabric_sent, fabric_recv, full;
+} hsr_tune_bytes;
+
+typedef struct hsr_tune_result {
+  hsr_rt_config cfg; /* strategy, reshard, K (partial_k), prefetch, sync, dtypes */
+  int S, R, K;       /* K: the mesh's partial group size (the planner's choice) */
+  hsr_tune_shape shape[HSR_RT_GROUP_COUNT];
+  int feasible;
+  char reason[256]; /* why not (budget and amount), "" when feasible */
+  /* time per step (ms), as hsr bench step measures it from the trace: */
+  double step_ms, compute_ms, comm_ms, exposed_ms, ag_ms, ag_exposed_ms;
+  double busy_ms[HSR_RT_GROUP_COUNT];       /* time the group's collectives ran */
+  double tier_busy_ms[HSR_TUNE_TIER_COUNT]; /* time a stage of the tier ran */
+  hsr_tune_bytes bytes[HSR_RT_GROUP_COUNT][HSR_TUNE_OPS];
+  double fabric_all_ranks; /* bytes sent across node boundaries per step, summed over every rank */
+  /* the ledger (per rank, held memory: the pool's high-water) */
+  uint64_t persistent, runtime_peak, transient_peak;
+  double peak_total; /* runtime peak + activations */
+  hsr_ledger_where peak_where;
+  uint64_t peak_cat[HSR_MEM_CAT_COUNT];
+  double persistent_per_param; /* bytes per parameter */
+} hsr_tune_result;
+
+/* Evaluates one layout: cfg (strategy, reshard, partial_k, prefetch,
+ * prefetch_step, max_live, sync, micro_batches, dtypes; device chosen from
+ * net), the mesh S x R, and the shapes of its shard, replicate and partial
+ * groups. */
+HSR_API hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr_rt_config *cfg, int S,
+                                 int R, const hsr_tune_shape shapes[HSR_RT_GROUP_COUNT], hsr_tune_result *out);
+/* The shapes of rank 0's groups in a planned mesh. */
+HSR_API hsr_status hsr_tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m,
+                                        hsr_tune_shape shapes[HSR_RT_GROUP_COUNT]);
+/* "hybrid 2x4 reshard full prefetch 1" style label (buf of >= 96 bytes). */
+HSR_API const char *hsr_tune_label(const hsr_tune_result *r, char *buf, size_t len);
+
+/* Measured runs of known layouts (hsr bench step) fit what a benchmark of
+ * collectives alone cannot show: the compute per unit, how much slower the
+ * collectives run inside a step (net->slow) and how much compute speed a
+ * busy collective takes (net->steal), per tier, by minimising the squared
+ * relative errors of the runs' step, communication and compute time
+ * (coordinate descent, golden-section line searches within fixed bounds).
+ * On GPUs these stay 1 and 0: the collectives have their own engines. */
+typedef struct hsr_tune_probe {
+  hsr_rt_config cfg;
+  int S, R;
+  hsr_tune_shape shapes[HSR_RT_GROUP_COUNT];
+  double step_ms, comm_ms, compute_ms; /* measured, per step */
+} hsr_tune_probe;
+HSR_API hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n,
+                                       char *report, size_t len);
+
+/* ---- 4. the planner ---- */
+
+typedef struct hsr_tune_space {
+  double mem_budget; /* bytes per rank; <= 0: no budget */
+  int max_prefetch;  /* prefetch depths 0..max (default 2) */
+  int prefetch_step; /* the step-end prefetch with prefetch > 0 (default 1) */
+  int micro_batches; /* >= 1; with > 1 every sync mode is a candidate */
+  hsr_dtype param_dtype, reduce_dtype;
+  int only_shard;    /* > 0: only this S */
+  int only_strategy; /* >= 0: only this hsr_rt_strategy; -1 all */
+} hsr_tune_space;
+HSR_API hsr_status hsr_tune_space_default(hsr_tune_space *s);
+
+typedef struct hsr_tune_plan {
+  hsr_tune_result *cand; /* every candidate: feasible ones ranked first, by step time */
+  int n, nfeasible;
+  int world, nodes, per_node, domain_size;
+  double min_over_budget; /* when nothing fits: the least any layout is over the budget by (bytes) */
+  double plan_s;          /* seconds the planning took (wall clock) */
+  double plan_cpu_s;      /* and of this thread's CPU time: what it takes on an idle core */
+} hsr_tune_plan;
+
+/* Every layout of the cluster's world: S over the mesh planner's valid
+ * shard sizes (hsr_mesh_plan decides; no second copy of its rules),
+ * strategies (ddp for S = 1, zero1/zero2 for S > 1, fsdp or hybrid),
+ * reshard full/none/partial:K (K over the divisors of S the planner accepts),
+ * prefetch 0..max, sync modes with micro-batches. */
+HSR_API hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
+                                     const hsr_tune_space *sp, hsr_tune_plan *out);
+HSR_API void hsr_tune_plan_free(hsr_tune_plan *p);
+
+/* A few plain lines on the winner (cand[0]) and the runner-up: which
+ * gathers stay inside the node, what crosses nodes and how much, what
+ * partial:K costs in memory and saves in time. */
+HSR_API hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len);
+
+typedef enum hsr_tune_emit_kind {
+  HSR_TUNE_EMIT_FSDP2 = 0,
+  HSR_TUNE_EMIT_TORCHTITAN,
+  HSR_TUNE_EMIT_DEEPSPEED
+} hsr_tune_emit_kind;
+HSR_API hsr_status hsr_tune_parse_emit(const char *s, hsr_tune_emit_kind *out); /* fsdp2 | torchtitan | deepspeed */
+/* The layout in that system's vocabulary (Python, TOML, JSON text). */
+HSR_API hsr_status hsr_tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,446 @@
+/* Unit tests of hsr tune (hsr/tune.h) on hand-computed cases: the volumes of
+ * each collective as the communicators count them (tests/mr_counters.c
+ * derives the same from the message patterns), the bytes a step moves per
+ * layout (fsdp across nodes 3P, hybrid 2P, partial reshard 2P, ddp 8P of
+ * the parameters' bytes P), the ledger in bytes per parameter, the timeline,
+ * the fit to bench JSON, the recommendation where the answer is known, the
+ * emitters and bad inputs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+
+#include "hsr/tune.h"
+
+#define EQ(a, b) assert_true(fabs((double)(a) - (double)(b)) <= 1e-9 * (1 + fabs((double)(b))))
+
+static hsr_tune_net host(void) {
+  hsr_tune_net n;
+  assert_int_equal(hsr_tune_net_default("host", &n), HSR_OK);
+  return n;
+}
+
+static void vol(const hsr_tune_net *n, int op, hsr_tune_shape g, double count, hsr_tune_vol *v) {
+  assert_int_equal(hsr_tune_volume(n, op, &g, count, 4, v), HSR_OK);
+}
+
+static void test_volumes(void **state) {
+  (void)state;
+  hsr_tune_net n = host();
+  hsr_tune_vol v;
+  /* shared memory, 4 ranks, 1000 f32 each (B = 4000): every rank reads 3 blocks */
+  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){4, 1, 4, 1}, 1000, &v);
+  EQ(v.sent, 12000), EQ(v.recv, 12000), EQ(v.fabric_sent, 0), EQ(v.full, 16000);
+  assert_int_equal(v.nstages, 1);
+  assert_int_equal(v.stage[0].tier, HSR_TUNE_INTRA);
+  vol(&n, HSR_OP_REDUCE_SCATTER, (hsr_tune_shape){4, 1, 4, 1}, 1000, &v);
+  EQ(v.sent, 12000), EQ(v.full, 16000);
+  /* all-reduce of 4000 bytes: reduce my quarter from 3 peers, read 3 quarters */
+  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){4, 1, 4, 1}, 1000, &v);
+  EQ(v.sent, 6000), EQ(v.recv, 6000), EQ(v.full, 4000);
+  /* 2 ranks on 2 nodes: a UCX ring, everything crosses */
+  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){2, 2, 1, 2}, 1000, &v);
+  EQ(v.sent, 4000), EQ(v.fabric_sent, 4000), EQ(v.fabric_recv, 4000);
+  assert_int_equal(v.stage[0].tier, HSR_TUNE_CROSS);
+  /* small all-reduce: recursive doubling, log2(2) exchanges of the vector; large: ring, 2V(n-1)/n */
+  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){2, 2, 1, 2}, 1000, &v);
+  EQ(v.sent, 4000), EQ(v.fabric_sent, 4000);
+  assert_string_equal(v.algo, "ucx recursive doubling");
+  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){2, 2, 1, 2}, 100000, &v);
+  EQ(v.sent, 400000);
+  assert_string_equal(v.algo, "ucx ring");
+  /* 8 ranks, 2 nodes of 4: two-level; node stage 3 x 2 blocks, cross ring 1 block */
+  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){8, 2, 4, 2}, 1000, &v);
+  EQ(v.sent, 28000), EQ(v.recv, 28000), EQ(v.fabric_sent, 4000), EQ(v.full, 32000);
+  assert_int_equal(v.nstages, 2);
+  EQ(v.stage[0].bytes, 24000), EQ(v.stage[1].bytes, 4000);
+  /* two-level all-reduce as the collectives run it, UCC's split rail: node reduce-scatter of a
+   * quarter (3 x 100000 bytes), that quarter all-reduced across (a ring of 2: 100000), node all-gather */
+  assert_int_equal(n.ar2, HSR_TUNE_AR2_SPLIT_RAIL);
+  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){8, 2, 4, 2}, 100000, &v);
+  EQ(v.sent, 300000 * 2 + 100000), EQ(v.fabric_sent, 100000);
+  assert_int_equal(v.nstages, 3);
+  /* 1002 elements: quarters of 250 (3000 each way, 1000 across by recursive doubling), and the
+   * 2-element tail node all-reduced (2 x 8 x 3/4) and all-reduced across (8) */
+  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){8, 2, 4, 2}, 1002, &v);
+  EQ(v.sent, 6000 + 1000 + 12 + 8), EQ(v.fabric_sent, 1008);
+  assert_int_equal(v.nstages, 5);
+  /* the shape before the split rail: the whole vector crossed from every local rank */
+  n.ar2 = HSR_TUNE_AR2_FULL;
+  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){8, 2, 4, 2}, 100000, &v);
+  EQ(v.sent, 600000 + 400000), EQ(v.fabric_sent, 400000);
+  n.ar2 = HSR_TUNE_AR2_SPLIT_RAIL;
+  /* one rank: nothing moves */
+  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){1, 1, 1, 1}, 1000, &v);
+  EQ(v.sent, 0), EQ(v.full, 4000);
+  assert_int_equal(v.nstages, 0);
+  /* NCCL across nodes: one ring bound by the network, 2 of its 16 hops cross */
+  hsr_tune_net g;
+  assert_int_equal(hsr_tune_net_default("h100", &g), HSR_OK);
+  vol(&g, HSR_OP_ALLGATHER, (hsr_tune_shape){16, 2, 8, 2}, 1000, &v);
+  EQ(v.sent, 60000), EQ(v.fabric_sent, 7500);
+  assert_int_equal(v.stage[0].tier, HSR_TUNE_CROSS);
+  /* time: alpha + bytes / busbw per stage */
+  for (int op = 0; op < HSR_TUNE_OPS; op++) n.link[HSR_TUNE_INTRA][op].alpha_us = 10, n.link[0][op].busbw_gbs = 1;
+  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){4, 1, 4, 1}, 1000, &v);
+  EQ(hsr_tune_coll_time(&n, &v), 10e-6 + 12000 / 1e9);
+  /* bad input */
+  hsr_tune_shape bad = {2, 3, 1, 1};
+  assert_int_equal(hsr_tune_volume(&n, HSR_OP_ALLGATHER, &bad, 10, 4, &v), HSR_ERR_INVALID);
+  hsr_tune_shape ok = {2, 1, 2, 1};
+  assert_int_equal(hsr_tune_volume(&n, HSR_OP_BCAST, &ok, 10, 4, &v), HSR_ERR_INVALID);
+  assert_int_equal(hsr_tune_net_default("tpu", &n), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "h100"));
+}
+
+/* 8 ranks as 2 nodes of 4, one domain per node. */
+static hsr_cluster *two_nodes(void) {
+  int node[8], gpu[8];
+  for (int r = 0; r < 8; r++) node[r] = r / 4, gpu[r] = -1;
+  hsr_cluster *c;
+  assert_int_equal(hsr_cluster_create(8, node, gpu, node, &c), HSR_OK);
+  return c;
+}
+
+/* Two units of 8192 f32 (P = 65536 bytes): no padding for S up to 8. */
+static const hsr_tune_model two_units = {.units = 2, .params = 16384, .fwd_ms = 1, .bwd_ratio = 2};
+
+static hsr_tune_result eval(const hsr_tune_net *n, const hsr_tune_model *m, hsr_rt_strategy s, int S, int K,
+                            hsr_rt_reshard pol, int prefetch, hsr_dtype pdt) {
+  hsr_cluster *c = two_nodes();
+  hsr_mesh *mesh;
+  hsr_mesh_request q = {S, 0, K};
+  assert_int_equal(hsr_mesh_plan(c, &q, &mesh), HSR_OK);
+  hsr_tune_shape sh[HSR_RT_GROUP_COUNT];
+  assert_int_equal(hsr_tune_mesh_shapes(c, mesh, sh), HSR_OK);
+  hsr_rt_config cfg;
+  hsr_rt_config_default(&cfg);
+  cfg.strategy = s, cfg.reshard = pol, cfg.partial_k = K, cfg.prefetch = prefetch, cfg.param_dtype = pdt;
+  hsr_tune_result r;
+  assert_int_equal(hsr_tune_eval(m, n, &cfg, S, 8 / S, sh, &r), HSR_OK);
+  hsr_mesh_free(mesh);
+  hsr_cluster_free(c);
+  return r;
+}
+
+static void test_step_bytes(void **state) {
+  (void)state;
+  hsr_tune_net n = host();
+  const double P = 65536;
+  /* fsdp over both nodes: forward and backward gathers and the reduce-scatter each send P across
+   * (8 ranks x a 4096-byte shard); the norm's 8-byte all-reduce adds 8 per rank */
+  hsr_tune_result f = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  EQ(f.fabric_all_ranks, 3 * P + 64);
+  EQ(f.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].calls, 4);
+  EQ(f.bytes[HSR_RT_GROUP_SHARD][HSR_OP_REDUCE_SCATTER].calls, 2);
+  EQ(f.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE].calls, 1);
+  EQ(f.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].sent, 4 * (3 * 2 * 4096 + 4096));
+  EQ(f.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].full, 4 * 32768);
+  /* hybrid 2 x 4: only the replicate all-reduce of each unit's quarter crosses */
+  hsr_tune_result h = eval(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  EQ(h.fabric_all_ranks, 2 * P);
+  const hsr_tune_bytes *ag = &h.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
+  const hsr_tune_bytes *ar = &h.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE];
+  EQ(ag->sent, ag->recv), EQ(ag->fabric_sent, 0), EQ(ag->sent, 4 * 3 * 8192);
+  EQ(ar->calls, 2), EQ(ar->sent, 2 * 8192), EQ(ar->fabric_sent, ar->sent), EQ(ar->full, 2 * 8192);
+  /* fsdp over both nodes with partial:4: the backward gathers stay in the node */
+  hsr_tune_result p = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 0, HSR_F32);
+  EQ(p.fabric_all_ranks, 2 * P + 64);
+  EQ(p.bytes[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER].calls, 2);
+  EQ(p.bytes[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER].fabric_sent, 0);
+  /* zero1 2 x 4: the shard group all-reduces in full, the replicate group the slices: 2P across */
+  hsr_tune_result z = eval(&n, &two_units, HSR_RT_ZERO1, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  EQ(z.fabric_all_ranks, 2 * P);
+  EQ(z.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].calls, 2); /* the re-gathers after the step */
+  /* ddp: the split rail sends each local rank's quarter across once: 2P (8P when every local rank
+   * sent the whole vector, the two-level all-reduce before the split rail) */
+  hsr_tune_result d = eval(&n, &two_units, HSR_RT_DDP, 1, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  EQ(d.fabric_all_ranks, 2 * P);
+  n.ar2 = HSR_TUNE_AR2_FULL;
+  d = eval(&n, &two_units, HSR_RT_DDP, 1, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  EQ(d.fabric_all_ranks, 8 * P);
+  assert_true(f.fabric_all_ranks > h.fabric_all_ranks);
+}
+
+static void test_ledger(void **state) {
+  (void)state;
+  hsr_tune_net n = host();
+  /* fsdp, f32: parameter, gradient accumulator, master, m, v shards: 20/S bytes per parameter */
+  hsr_tune_result r = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  EQ(r.persistent_per_param * 8, 20);
+  /* bf16 parameters: 2 + 4 + 12 = 18/S. (The textbook 16/S keeps bf16 gradients; hsr's gradient
+   * accumulator shard is f32 whatever the reduce dtype.) */
+  r = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 1, HSR_BF16);
+  EQ(r.persistent_per_param * 8, 18);
+  r = eval(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_BF16);
+  EQ(r.persistent_per_param * 4, 18);
+  /* zero1 / zero2, f32: the whole parameters (4) + 16/S; ddp: 20 */
+  r = eval(&n, &two_units, HSR_RT_ZERO1, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  EQ(r.persistent_per_param, 4 + 16.0 / 4);
+  /* its peak adds the full f32 gradient of a unit and its all-reduced slice: with one unit
+   * 4 + 4 + 16/S + 4/S (the textbook zero1 "8 + 12/S" counts a whole gradient and no accumulator) */
+  hsr_tune_model one = {.units = 1, .params = 8192, .fwd_ms = 1, .bwd_ratio = 2};
+  r = eval(&n, &one, HSR_RT_ZERO1, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  EQ((double)r.runtime_peak / 8192, 8 + 16.0 / 4 + 4.0 / 4);
+  r = eval(&n, &two_units, HSR_RT_ZERO2, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  EQ(r.persistent_per_param, 4 + 16.0 / 4);
+  r = eval(&n, &two_units, HSR_RT_DDP, 1, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  EQ(r.persistent_per_param, 20);
+  /* reshard none keeps every unit gathered from its forward to its backward: 2 units x 32768 bytes */
+  r = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_NONE, 0, HSR_F32);
+  assert_int_equal(r.peak_cat[HSR_MEM_FULL_UNIT], 2 * 32768);
+  /* partial:4 keeps a quarter of each */
+  r = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 0, HSR_F32);
+  assert_int_equal(r.peak_cat[HSR_MEM_PARTIAL_SLICE], 2 * 32768 / 4);
+}
+
+/* A net where only bandwidth counts: no latency, no data work, no optimizer. */
+static hsr_tune_net clean(double intra, double cross) {
+  hsr_tune_net n = host();
+  for (int op = 0; op < HSR_TUNE_OPS; op++) {
+    n.link[HSR_TUNE_INTRA][op] = (hsr_tune_link){.busbw_gbs = intra};
+    n.link[HSR_TUNE_CROSS][op] = (hsr_tune_link){.busbw_gbs = cross};
+  }
+  n.steal[0] = n.steal[1] = 0;
+  n.optim_ns_per_elem = 0;
+  n.data_gbs = 1e12;
+  return n;
+}
+
+static void test_timeline(void **state) {
+  (void)state;
+  hsr_tune_net n = clean(1, 1);
+  hsr_tune_model m = {.units = 1, .params = 8192, .fwd_ms = 0, .bwd_ratio = 2};
+  /* S = 4 on one node... here 8 on two: use hybrid 2 x 4, one unit, no compute: gathers
+   * (2 x 3 x 8192 bytes), reduce-scatter (3 x 8192), replicate all-reduce (8192), norm (12 bytes) */
+  hsr_tune_result r = eval(&n, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  double want = (2 * 3 * 8192 + 3 * 8192 + 8192 + 12) / 1e9 * 1e3;
+  assert_true(fabs(r.comm_ms - want) < 1e-6);
+  assert_true(fabs(r.exposed_ms - want) < 1e-6);
+  assert_true(r.step_ms >= r.comm_ms - 1e-9);
+  /* compute hides a prefetched gather: same communication, less of it exposed */
+  hsr_tune_model m2 = {.units = 4, .params = 4 * 8192, .fwd_ms = 1, .bwd_ratio = 2};
+  hsr_tune_result p0 = eval(&n, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  hsr_tune_result p1 = eval(&n, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  assert_true(fabs(p0.comm_ms - p1.comm_ms) < 1e-6);
+  assert_true(p1.exposed_ms < p0.exposed_ms);
+  assert_true(p1.step_ms < p0.step_ms);
+  EQ(p0.compute_ms, 4 * 3);
+  /* contention between the tiers: half the bandwidth while the other tier runs costs time */
+  hsr_tune_net c = clean(0.001, 0.001);
+  hsr_tune_result a = eval(&c, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  c.concurrent[0] = c.concurrent[1] = 0.5;
+  hsr_tune_result b = eval(&c, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  assert_true(b.comm_ms > a.comm_ms * 1.01);
+  /* a collective that takes the cores slows the compute beside it */
+  c.steal[0] = c.steal[1] = 0.5;
+  hsr_tune_result s = eval(&c, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  assert_true(s.compute_ms > b.compute_ms * 1.01);
+}
+
+/* One bench row: time = alpha + x / busbw (us, bytes). */
+static void row(char *b, size_t len, double x, double fab, int n, int nodes, double t_us, int conc) {
+  size_t o = strlen(b);
+  snprintf(b + o, len - o,
+           "%s{\"size\":%g,\"out_of_place\":{\"time\":%.9g},\"in_place\":{\"time\":%.9g},\"hsr\":{\"group_size\":%d,"
+           "\"nodes_spanned\":%d,\"concurrent_with\":[%s],\"out_of_place\":{\"sent_bytes_per_op\":%.9g,"
+           "\"fabric_bytes_per_op\":%.9g},\"in_place\":{\"sent_bytes_per_op\":%.9g,\"fabric_bytes_per_op\":%.9g}}}",
+           o && b[o - 1] == '}' ? "," : "", x, t_us, t_us, n, nodes, conc ? "\"replicate\"" : "", x, fab, x, fab);
+}
+
+static void test_calib(void **state) {
+  (void)state;
+  static char j[16384];
+  snprintf(j, sizeof j, "{\"hsr\":{\"collective\":\"all_gather\"},\"results\":[");
+  for (double x = 3e4; x < 1e7; x *= 10) {
+    row(j, sizeof j, x, 0, 4, 1, 20 + x / 2000, 0); /* intra: 20 us, 2 GB/s */
+    row(j, sizeof j, x, x, 2, 2, 50 + x / 100, 0);  /* cross: 50 us, 0.1 GB/s */
+    row(j, sizeof j, x, 0, 4, 1, 20 + x / 1000, 1); /* intra beside the other tier: 1 GB/s */
+    row(j, sizeof j, 6 * x + x, x, 8, 2, (20 + 6 * x / 2000) + (50 + x / 100), 0); /* two-level */
+  }
+  strcat(j, "]}");
+  hsr_tune_calib *c;
+  assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
+  assert_int_equal(hsr_tune_calib_add_json(c, j, "/tmp/x/ag.json"), HSR_OK);
+  assert_int_equal(hsr_tune_calib_rows(c), 24);
+  hsr_tune_net n = host();
+  char rep[2048];
+  assert_int_equal(hsr_tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
+  const hsr_tune_link *a = &n.link[HSR_TUNE_INTRA][HSR_OP_ALLGATHER], *x = &n.link[HSR_TUNE_CROSS][HSR_OP_ALLGATHER];
+  assert_true(fabs(a->alpha_us - 20) < 1e-6 && fabs(a->busbw_gbs - 2) < 1e-9);
+  assert_true(fabs(x->alpha_us - 50) < 1e-6 && fabs(x->busbw_gbs - 0.1) < 1e-9);
+  assert_int_equal(a->samples, 6);
+  assert_int_equal(x->samples, 6); /* the flat rows; the two-level ones fit the span factor */
+  assert_true(fabs(n.span[HSR_OP_ALLGATHER] - 1) < 1e-9);
+  assert_int_equal(n.span_samples[HSR_OP_ALLGATHER], 6);
+  assert_false(a->is_default);
+  assert_non_null(strstr(a->source, "ag.json"));
+  assert_true(fabs(n.concurrent[HSR_TUNE_INTRA] - 0.5) < 1e-6);
+  assert_false(n.concurrent_default[HSR_TUNE_INTRA]);
+  /* no reduce-scatter rows: taken as the all-gather, and said so */
+  assert_true(fabs(n.link[HSR_TUNE_INTRA][HSR_OP_REDUCE_SCATTER].busbw_gbs - 2) < 1e-9);
+  assert_non_null(strstr(n.link[HSR_TUNE_INTRA][HSR_OP_REDUCE_SCATTER].source, "assumed"));
+  assert_non_null(strstr(rep, "intra-node all_gather"));
+  /* bad files */
+  assert_int_equal(hsr_tune_calib_add_json(c, "not json", "bad.json"), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "bad.json"));
+  assert_int_equal(hsr_tune_calib_add_json(c, "{\"results\":[]}", "x.json"), HSR_ERR_INVALID);
+  assert_int_equal(hsr_tune_calib_add_json(c, "{\"hsr\":{\"collective\":\"broadcast\"},\"results\":[]}", "b.json"),
+                   HSR_ERR_INVALID);
+  hsr_tune_calib_free(c);
+  /* two-level rows twice as slow as their stages: span 2; without flat cross rows they fit the cross tier */
+  j[0] = '\0';
+  snprintf(j, sizeof j, "{\"hsr\":{\"collective\":\"reduce_scatter\"},\"results\":[");
+  for (double x = 3e4; x < 1e7; x *= 10) {
+    row(j, sizeof j, x, 0, 4, 1, 20 + x / 2000, 0);
+    row(j, sizeof j, x, x, 2, 2, 50 + x / 100, 0);
+    row(j, sizeof j, 6 * x + x, x, 8, 2, 2 * ((20 + 6 * x / 2000) + (50 + x / 100)), 0);
+  }
+  strcat(j, "]}");
+  assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
+  assert_int_equal(hsr_tune_calib_add_json(c, j, "rs.json"), HSR_OK);
+  n = host();
+  assert_int_equal(hsr_tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
+  assert_true(fabs(n.span[HSR_OP_REDUCE_SCATTER] - 2) < 1e-6);
+  assert_non_null(strstr(rep, "2.00x the time of their node and cross stages"));
+  hsr_tune_vol v;
+  hsr_tune_shape g = {8, 2, 4, 2};
+  assert_int_equal(hsr_tune_volume(&n, HSR_OP_REDUCE_SCATTER, &g, 1000, 4, &v), HSR_OK);
+  EQ(hsr_tune_coll_time(&n, &v), 2 * ((20e-6 + 24000 / 2e9) + (50e-6 + 4000 / 1e8)));
+  hsr_tune_calib_free(c);
+}
+
+static void plan(const hsr_tune_net *n, const hsr_tune_model *m, double budget, hsr_tune_plan *p) {
+  hsr_cluster *c = two_nodes();
+  hsr_tune_space sp;
+  hsr_tune_space_default(&sp);
+  sp.mem_budget = budget;
+  assert_int_equal(hsr_tune_plan_run(c, m, n, &sp, p), HSR_OK);
+  hsr_cluster_free(c);
+}
+
+static void test_recommend(void **state) {
+  (void)state;
+  hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2};
+  /* a slow link between the nodes: the winner sends the least across (2P, give or take the norm's
+   * 8-byte all-reduce); the slowest is flat fsdp over both nodes with full reshard, 3P (P = 8 MiB) */
+  hsr_tune_net slow = clean(10, 0.01);
+  hsr_tune_plan p;
+  plan(&slow, &m, 0, &p);
+  assert_true(p.nfeasible == p.n && p.n > 20);
+  double least = 1e300;
+  for (int i = 0; i < p.n; i++)
+    if (p.cand[i].fabric_all_ranks < least) least = p.cand[i].fabric_all_ranks;
+  assert_true(p.cand[0].fabric_all_ranks <= least * 1.001);
+  EQ(least, 2 * 8 * 262144 * 4);
+  assert_true(p.cand[p.n - 1].fabric_all_ranks >= 3 * 8 * 262144 * 4);
+  char ex[4096];
+  assert_int_equal(hsr_tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
+  assert_non_null(strstr(ex, "recommended"));
+  assert_non_null(strstr(ex, "runner-up"));
+  assert_non_null(strstr(ex, "crosses nodes"));
+  hsr_tune_plan_free(&p);
+  /* a budget only the full sharding fits: fsdp over all 8 */
+  hsr_tune_result f = eval(&slow, &m, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  plan(&slow, &m, f.peak_total * 1.05, &p);
+  assert_true(p.nfeasible > 0);
+  for (int i = 0; i < p.nfeasible; i++) assert_int_equal(p.cand[i].S, 8);
+  assert_true(strstr(p.cand[p.nfeasible].reason, "over the memory budget") != NULL);
+  hsr_tune_plan_free(&p);
+  /* a budget nothing fits: says by how much (the smallest layout's excess) */
+  plan(&slow, &m, 1024, &p);
+  assert_int_equal(p.nfeasible, 0);
+  assert_true(fabs(p.min_over_budget - (f.peak_total - 1024)) < 1);
+  assert_int_equal(hsr_tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
+  assert_non_null(strstr(ex, "no layout fits"));
+  hsr_tune_plan_free(&p);
+  /* as the link slows, flat fsdp over both nodes loses ground to hybrid */
+  double prev = 0;
+  for (double bw = 1; bw >= 0.01; bw /= 10) {
+    hsr_tune_net n = clean(10, bw);
+    hsr_tune_result a = eval(&n, &m, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+    hsr_tune_result b = eval(&n, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+    assert_true(a.step_ms / b.step_ms > prev);
+    prev = a.step_ms / b.step_ms;
+  }
+  assert_true(prev > 1.2);
+}
+
+static void test_gpu_defaults(void **state) {
+  (void)state;
+  /* 7e9 bf16 parameters in 32 units on 64 H100s: ddp needs 18 bytes per parameter */
+  hsr_tune_net n;
+  assert_int_equal(hsr_tune_net_default("h100", &n), HSR_OK);
+  assert_true(hsr_tune_net_uses_defaults(&n));
+  assert_non_null(strstr(n.link[HSR_TUNE_INTRA][0].source, "default"));
+  int node[64], gpu[64];
+  for (int r = 0; r < 64; r++) node[r] = r / 8, gpu[r] = r % 8;
+  hsr_cluster *c;
+  assert_int_equal(hsr_cluster_create(64, node, gpu, node, &c), HSR_OK);
+  hsr_tune_model m = {.units = 32, .params = 7e9, .fwd_ms = 5, .bwd_ratio = 2};
+  hsr_tune_space sp;
+  hsr_tune_space_default(&sp);
+  sp.mem_budget = 80.0 * (1 << 30);
+  sp.param_dtype = HSR_BF16;
+  hsr_tune_plan p;
+  assert_int_equal(hsr_tune_plan_run(c, &m, &n, &sp, &p), HSR_OK);
+  assert_int_equal(p.nfeasible, p.n - 1);
+  const hsr_tune_result *d = &p.cand[p.n - 1];
+  assert_int_equal(d->cfg.strategy, HSR_RT_DDP);
+  assert_true(d->persistent == (uint64_t)(18 * 7e9));
+  assert_non_null(strstr(d->reason, "GiB over 80.00 GiB"));
+  /* the winner keeps its gathers on NVLink: one node per shard group */
+  assert_int_equal(p.cand[0].shape[HSR_RT_GROUP_SHARD].nodes, 1);
+  hsr_tune_plan_free(&p);
+  hsr_cluster_free(c);
+}
+
+static void test_emit(void **state) {
+  (void)state;
+  hsr_tune_net n = host();
+  char b[4096];
+  hsr_tune_result h = eval(&n, &two_units, HSR_RT_HYBRID, 4, 2, HSR_RT_RESHARD_PARTIAL, 2, HSR_BF16);
+  assert_int_equal(hsr_tune_emit(&h, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "init_device_mesh(\"cuda\", (2, 4), mesh_dim_names=(\"replicate\", \"shard\"))"));
+  assert_non_null(strstr(b, "reshard_after_forward=2"));
+  assert_non_null(strstr(b, "param_dtype=torch.bfloat16"));
+  assert_non_null(strstr(b, "set_modules_to_forward_prefetch(blocks[i + 1:i + 3])"));
+  assert_int_equal(hsr_tune_emit(&h, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "data_parallel_replicate_degree = 2"));
+  assert_non_null(strstr(b, "data_parallel_shard_degree = 4"));
+  assert_non_null(strstr(b, "fsdp_reshard_after_forward = \"always\""));
+  assert_non_null(strstr(b, "partial:2 has no torchtitan setting"));
+  hsr_tune_result f = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 1, HSR_F32);
+  assert_int_equal(hsr_tune_emit(&f, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
+  cJSON *j = cJSON_Parse(b);
+  assert_non_null(j);
+  const cJSON *z = cJSON_GetObjectItemCaseSensitive(j, "zero_optimization");
+  assert_int_equal(cJSON_GetObjectItemCaseSensitive(z, "stage")->valueint, 3);
+  assert_int_equal(cJSON_GetObjectItemCaseSensitive(z, "zero_hpz_partition_size")->valueint, 4);
+  cJSON_Delete(j);
+  hsr_tune_result d = eval(&n, &two_units, HSR_RT_ZERO2, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  assert_int_equal(hsr_tune_emit(&d, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
+  j = cJSON_Parse(b);
+  assert_non_null(j);
+  assert_int_equal(
+      cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "zero_optimization"), "stage")->valueint, 2);
+  cJSON_Delete(j);
+  hsr_tune_emit_kind k;
+  assert_int_equal(hsr_tune_parse_emit("torchtitan", &k), HSR_OK);
+  assert_int_equal(k, HSR_TUNE_EMIT_TORCHTITAN);
+  assert_int_equal(hsr_tune_parse_emit("megatron", &k), HSR_ERR_INVALID);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_volumes),      cmocka_unit_test(test_step_bytes),
+                                     cmocka_unit_test(test_ledger),       cmocka_unit_test(test_timeline),
+                                     cmocka_unit_test(test_calib),        cmocka_unit_test(test_recommend),
+                                     cmocka_unit_test(test_gpu_defaults), cmocka_unit_test(test_emit)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

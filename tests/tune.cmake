@@ -1,0 +1,93 @@
+# hsr tune: the cost model, ledger, timeline, fit and recommendation on
+# hand-computed cases (test_tune); the model's bytes against the
+# communicators' counters in a real run (tune_bytes_4); the command: bad
+# inputs (exit 2), the table, JSON, emitters, the calculator, topologies from
+# files and the live job, --plot, a short --validate.
+hsr_add_unit(test_tune test_tune.c)
+hsr_add_program(mr_tune mr_tune.c)
+# 4 ranks as 2 nodes of 2: two-level shard groups (S = 4), node-local ones
+# (S = 2) with replicate groups across, partial groups in the node; a ring
+# all-reduce above the recursive-doubling threshold (elems=65536: 256 KiB).
+hsr_add_mpi_test(NAME tune_bytes_4 NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_tune>
+  strategy=fsdp,S=4,reshard=full,prefetch=1,pstep=1
+  strategy=fsdp,S=4,reshard=partial:2,prefetch=0,last=1
+  strategy=fsdp,S=4,reshard=none,prefetch=2,pdt=bf16,rdt=bf16
+  strategy=hybrid,S=2,reshard=full,prefetch=1
+  strategy=hybrid,S=2,reshard=partial:2,prefetch=1,micro=2,sync=rs_only
+  strategy=hybrid,S=2,reshard=full,micro=2,sync=none
+  strategy=zero1,S=4
+  strategy=zero2,S=2,R=2
+  strategy=ddp,elems=65536)
+
+set(_x ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh)
+set(_hsr $<TARGET_FILE:hsr_cli>)
+set(_d ${CMAKE_SOURCE_DIR}/tests/data)
+set(_big --params 7e9 --units 32 --world 64 --gpus-per-node 8 --mem-budget 80G --param-dtype bf16)
+string(REPLACE ";" " " _bigs "${_big}") # inside sh -c strings
+function(hsr_tune_cli name code regex)
+  add_test(NAME ${name} COMMAND ${_x} ${code} "${regex}" ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
+endfunction()
+hsr_tune_cli(tune_help 0 "usage: hsr tune" ${_hsr} tune --help)
+hsr_tune_cli(tune_bad_params 2 "--params: 'seven' is not a number" ${_hsr} tune --params seven --world 8 --gpus-per-node 8)
+hsr_tune_cli(tune_bad_size 2 "--mem-budget: '80X' has an unknown suffix" ${_hsr} tune ${_big} --mem-budget 80X)
+hsr_tune_cli(tune_no_model 2 "give the model" ${_hsr} tune --world 8 --gpus-per-node 8)
+hsr_tune_cli(tune_bad_shard 2 "shard S=3: rule 'S divides the world' broken .*valid S: 1, 2, 4, 8, 16, 32, 64"
+             ${_hsr} tune ${_big} --shard 3)
+hsr_tune_cli(tune_bad_world 2 "--world 60 is not a multiple of --gpus-per-node 8" ${_hsr} tune --params 1e9 --world 60
+             --gpus-per-node 8)
+hsr_tune_cli(tune_budget 2 "no layout fits --mem-budget 1.00 GiB: the smallest needs [0-9.]+ GiB more per rank"
+             ${_hsr} tune --params 7e9 --world 8 --gpus-per-node 8 --mem-budget 1G)
+hsr_tune_cli(tune_bad_emit 2 "valid: fsdp2\\|torchtitan\\|deepspeed" ${_hsr} tune ${_big} --emit megatron)
+hsr_tune_cli(tune_two_topos 2 "--gpus-per-node goes without --xml" ${_hsr} tune --params 1e9 --xml ${_d}/dgx-h100-like.xml
+             --gpus-per-node 8)
+hsr_tune_cli(tune_two_computes 2 "give one of --compute-ms-per-unit, --tflops" ${_hsr} tune ${_big} --tflops 400
+             --compute-ms-per-unit 3)
+hsr_tune_cli(tune_validate_alone 2 "--validate runs under a launcher" ${_hsr} tune --validate)
+hsr_tune_cli(tune_no_topology 2 "no topology: give --world W with --gpus-per-node G" ${_hsr} tune --params 1e9)
+hsr_tune_cli(tune_bad_bench 2 "--bench '/nonexistent.json': No such file" ${_hsr} tune ${_big} --bench /nonexistent.json)
+# the table: defaults labelled, ddp rejected over 80 GiB with the amount, the explanation
+hsr_tune_cli(tune_table 0 "ddp 64x1: over the memory budget: needs 118.98 GiB .* 38.98 GiB over 80.00 GiB"
+             ${_hsr} tune ${_big})
+hsr_tune_cli(tune_explain 0 "recommended:.*all-gathers: .* inside one node \\(NVLink\\).*runner-up"
+             sh -c "${_hsr} tune ${_bigs} | tr '\\n' ' '")
+hsr_tune_cli(tune_defaults 0 "default: H100 NVLink all-gather busbw ~360 GB/s" ${_hsr} tune ${_big})
+hsr_tune_cli(tune_json 0 "^\\{\"tool\":\"hsr tune\",\"world\":64.*\"defaults_used\":true.*\"candidates\":\\[\\{\"rank\":1,\"label\":.*\"fabric_bytes_per_step_all_ranks\":.*\"chosen\":\\{"
+             ${_hsr} tune ${_big} --json)
+hsr_tune_cli(tune_emit_fsdp2 0 "init_device_mesh\\(\"cuda\", \\(8, 8\\), mesh_dim_names=\\(\"replicate\", \"shard\"\\)\\)"
+             ${_hsr} tune ${_big} --emit fsdp2)
+hsr_tune_cli(tune_emit_titan 0 "data_parallel_replicate_degree = 8" ${_hsr} tune ${_big} --emit torchtitan)
+hsr_tune_cli(tune_emit_ds 0 "\"zero_optimization\": \\{" ${_hsr} tune ${_big} --emit deepspeed)
+hsr_tune_cli(tune_16k 0 "16384 ranks on 2048 nodes.*layouts evaluated in" sh -c
+             "${_hsr} tune --params 7e9 --units 32 --world 16384 --gpus-per-node 8 --top 1 | tr '\\n' ' '")
+# the calculator: hsr train's 20/S, bf16 parameters 18/S, zero1 4 + 16/S
+hsr_tune_cli(tune_calc 0 "persistent .* = 20/S with S = 8" ${_hsr} tune --params 1.6e7 --units 4 --shard 8)
+hsr_tune_cli(tune_calc_bf16 0 "= 18/S with S = 8" ${_hsr} tune --params 1.6e7 --units 4 --shard 8 --param-dtype bf16)
+hsr_tune_cli(tune_calc_zero1 0 "= 4 \\+ 16/S with S = 4" ${_hsr} tune --params 1.6e7 --units 4 --shard 4
+             --strategy zero1)
+hsr_tune_cli(tune_calc_partial 2 "partial:3: K must divide the shard size 8" ${_hsr} tune --params 1.6e7 --shard 8
+             --reshard partial:3)
+# topologies from files: hwloc per node, NCCL's format
+hsr_tune_cli(tune_xml 0 "16 ranks on 2 nodes .*one NVSwitch domain" ${_hsr} tune --params 1e9 --units 16
+             --xml ${_d}/dgx-h100-like.xml --nodes 2)
+hsr_tune_cli(tune_nccl_xml 0 "ranks on 2 nodes" ${_hsr} tune --params 1e9 --units 16
+             --nccl-xml ${_d}/nccl/dgx-h100-like.xml --nodes 2)
+# --plot: an SVG from gnuplot, or (without gnuplot) exit 2 that says so
+set(_j ${CMAKE_BINARY_DIR}/tune_test)
+add_test(NAME tune_plot COMMAND sh -c
+  "mkdir -p ${_j} && rm -f ${_j}/t.svg && if command -v gnuplot >/dev/null; then ${_hsr} tune ${_bigs} --plot ${_j}/t.svg >/dev/null && grep -q '<svg' ${_j}/t.svg && grep -q 'exposed communication, predicted' ${_j}/t.svg; else ${_x} 2 'needs gnuplot' ${_hsr} tune ${_bigs} --plot ${_j}/t.svg; fi")
+set_tests_properties(tune_plot PROPERTIES TIMEOUT 60)
+# Under a launcher, rank 0's output checked from outside it.
+function(hsr_tune_mpi_cli name code regex np timeout)
+  add_test(NAME ${name} COMMAND ${_x} ${code} "${regex}" ${HSR_RUN} --launcher mpirun -n ${np} --nodes 2 -- ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60" ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
+endfunction()
+# the live job; a bench file fitted (cross-node rows labelled with the file)
+hsr_tune_mpi_cli(tune_live_4 0 "this job: 4 ranks on 2 nodes" 4 60 ${_hsr} tune --params 1e8 --units 8 --top 3)
+add_test(NAME tune_bench_fit COMMAND sh -c
+  "mkdir -p ${_j} && ${HSR_RUN} --launcher mpirun -n 4 --nodes 2 -- ${_hsr} bench all_gather -b 64K -e 1M -f 4 -n 3 -w 1 --group shard,replicate --shard 2 -J ${_j}/ag.json >/dev/null && ${_x} 0 'cost cross-node all_gather: .* \\(fit: [0-9]+ rows of ag.json' ${_hsr} tune --params 1e8 --units 8 --world 4 --nodes 2 --hw host --bench ${_j}/ag.json --top 2")
+set_tests_properties(tune_bench_fit PROPERTIES TIMEOUT 120 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60" ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
+# --validate end to end, small: calibration, probes, one top and one bad layout
+hsr_tune_mpi_cli(tune_validate_4 0 "# recommended .* measured .* fastest measured .* slower" 4 240 ${_hsr} tune
+                 --validate --units 4 --unit-size 256K --compute-ms-per-unit 1 --validate-steps 1 --validate-top 1
+                 --validate-bad 1)

@@ -1,0 +1,495 @@
+/* hsr tune: how much to shard inside the node and how much across nodes.
+ * Enumerates every layout the mesh planner accepts, predicts each one's
+ * step time, communication and memory with tune/'s cost model, rejects those
+ * over the memory budget, ranks the rest and explains the choice; emits the
+ * winner for FSDP2, torchtitan or DeepSpeed; as a calculator prints the
+ * ledger of one layout; with --validate (under a launcher) checks itself
+ * against measured runs of this job. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "hsr/sys.h"
+#include "tune_cli.h"
+
+static void usage(void) {
+  printf("usage: hsr tune --params N [--units U] (--world W --gpus-per-node G | --xml FILE | --nccl-xml FILE |\n"
+         "                under a launcher) [options]\n"
+         "       hsr tune --params N --shard S [--replicate R] [options]          the ledger calculator\n"
+         "       hsr-run -n 8 --nodes 2 [--emulate-net RATE] -- hsr tune --validate [options]\n"
+         "Enumerates every valid layout (shard size S, replicas R, strategy, reshard full/none/partial:K,\n"
+         "prefetch depth, sync mode), predicts its step time, communication and memory, rejects those over\n"
+         "--mem-budget with the reason and the amount, ranks the rest and explains the winner and runner-up.\n"
+         "Model:\n"
+         "  --params N            parameters (e.g. 7e9)           --units U    units (default 32)\n"
+         "  --unit-size BYTES     instead of --params: gathered f32 bytes per unit (as hsr bench step)\n"
+         "  --root none|last|outer  root unit: none (default), the last (hsr bench step), the first wrapping\n"
+         "                        the rest (hsr train's embedding + head)\n"
+         "  --compute-ms-per-unit X  forward compute per unit and micro-batch (ms)\n"
+         "  --tflops X [--tokens T]  compute from FLOPs: 2 x params x tokens per rank (default 4096) / X\n"
+         "  --compute-from FILE   compute from a measured `hsr bench step --json` file or `hsr train --trace`\n"
+         "  --bwd-ratio X         backward = X x forward (default 2)\n"
+         "  --param-dtype f32|bf16 --reduce-dtype f32|bf16 --micro-batches M   (default f32, f32, 1)\n"
+         "  --act-mem BYTES       activation memory per rank, added to the peak (default 0)\n"
+         "Topology (the mesh rules are hsr mesh's): --world W --gpus-per-node G (one NVLink domain per\n"
+         "  node assumed), --xml FILE or --nccl-xml FILE [--nccl-host N] per node with --world/--nodes,\n"
+         "  or the live job under a launcher.\n"
+         "Cost model: --hw h100|h200|a100|pcie5|host (built-in public figures, labelled 'default';\n"
+         "  default h100 with GPUs, host without), --bench FILE.json (repeatable: hsr bench ... -J files,\n"
+         "  fitted per tier and collective; a --concurrent run fits the contention between tiers).\n"
+         "Search: --mem-budget BYTES (e.g. 80G), --shard S, --strategy ddp|zero1|zero2|fsdp|hybrid,\n"
+         "  --max-prefetch D (default 2), --no-prefetch-step.\n"
+         "Output: --top N (default 10), --json (every candidate; schema in the README), --plot FILE.svg\n"
+         "  (gnuplot), --emit fsdp2|torchtitan|deepspeed (the winner in that system's vocabulary).\n"
+         "Calculator (--shard without a topology): --reshard full|none|partial:K, --prefetch D, --strategy.\n"
+         "--validate: calibrates from a quick bench on this launch (collectives alone and both tiers at once,\n"
+         "  three probe runs of hsr bench step), runs the top --validate-top N (3) and --validate-bad N (2)\n"
+         "  deliberately bad layouts through hsr bench step and prints predicted vs measured. The model is\n"
+         "  hsr bench step's: --units (8) --unit-size (8M) --compute-ms-per-unit (10). --validate-steps N (4);\n"
+         "  --validate-rounds N (1): measure every probe and layout N times, interleaved, and keep the round\n"
+         "  with the shortest step (other work on the cores only ever adds time);\n"
+         "  --validate-keep DIR keeps the bench files; --validate-reuse DIR also reuses the results already\n"
+         "  there (re-fits and re-plans without measuring them again).\n"
+         "Exit: 0; 2 bad usage, impossible mesh, or nothing fits the budget (says by how much).\n");
+}
+
+enum {
+  O_PARAMS = 256,
+  O_UNITS,
+  O_UNIT_SIZE,
+  O_ROOT,
+  O_CMS,
+  O_TFLOPS,
+  O_TOKENS,
+  O_CFROM,
+  O_BWD,
+  O_PDT,
+  O_RDT,
+  O_MICRO,
+  O_ACT,
+  O_WORLD,
+  O_NODES,
+  O_GPN,
+  O_XML,
+  O_NCCL,
+  O_NHOST,
+  O_HW,
+  O_BENCH,
+  O_BUDGET,
+  O_SHARD,
+  O_REP,
+  O_STRAT,
+  O_MAXPF,
+  O_NOPFS,
+  O_TOP,
+  O_JSON,
+  O_PLOT,
+  O_EMIT,
+  O_RESHARD,
+  O_PF,
+  O_VAL,
+  O_VTOP,
+  O_VBAD,
+  O_VSTEPS,
+  O_VKEEP,
+  O_VREUSE,
+  O_VROUNDS
+};
+
+static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
+  static const char *const roots[] = {"none", "last", "outer", NULL};
+  size_t z = 0;
+  hsr_status st = HSR_OK;
+  switch (c) {
+  case O_PARAMS: return hsr_parse_double("--params", a, 1, 1e16, &o->params);
+  case O_UNITS: o->units_given = 1; return hsr_parse_long("--units", a, 1, 1 << 20, &o->units);
+  case O_UNIT_SIZE:
+    st = hsr_parse_size("--unit-size", a, &z);
+    if (st == HSR_OK && z < 64) st = hsr_error(HSR_ERR_INVALID, "--unit-size: at least 64 bytes (got '%s')", a);
+    o->unit_bytes = (double)z;
+    return st;
+  case O_ROOT: return hsr_parse_choice("--root", a, roots, &o->root);
+  case O_CMS: return hsr_parse_double("--compute-ms-per-unit", a, 0, 1e7, &o->compute_ms);
+  case O_TFLOPS: return hsr_parse_double("--tflops", a, 1e-6, 1e6, &o->tflops);
+  case O_TOKENS: return hsr_parse_double("--tokens", a, 1, 1e12, &o->tokens);
+  case O_CFROM: o->compute_from = a; return HSR_OK;
+  case O_BWD: return hsr_parse_double("--bwd-ratio", a, 0, 100, &o->bwd_ratio);
+  case O_PDT: st = hsr_dtype_parse(a, &o->param_dtype); break;
+  case O_RDT: st = hsr_dtype_parse(a, &o->reduce_dtype); break;
+  case O_MICRO: return hsr_parse_long("--micro-batches", a, 1, 1024, &o->micro);
+  case O_ACT: st = hsr_parse_size("--act-mem", a, &z), o->act_bytes = (double)z; return st;
+  case O_WORLD: return hsr_parse_long("--world", a, 1, 1 << 22, &o->world);
+  case O_NODES: return hsr_parse_long("--nodes", a, 1, 1 << 20, &o->nodes);
+  case O_GPN: return hsr_parse_long("--gpus-per-node", a, 1, 1024, &o->gpus_per_node);
+  case O_XML: o->xml = a; return HSR_OK;
+  case O_NCCL: o->nccl_xml = a; return HSR_OK;
+  case O_NHOST: return hsr_parse_long("--nccl-host", a, 0, 1 << 16, &o->nccl_host);
+  case O_HW: o->hw = a; return HSR_OK;
+  case O_BENCH:
+    if (o->nbench == TUNE_MAX_BENCH) return hsr_error(HSR_ERR_INVALID, "at most %d --bench files", TUNE_MAX_BENCH);
+    o->bench[o->nbench++] = a;
+    return HSR_OK;
+  case O_BUDGET:
+    st = hsr_parse_size("--mem-budget", a, &z);
+    if (st == HSR_OK && z == 0) st = hsr_error(HSR_ERR_INVALID, "--mem-budget: must be above 0 (e.g. 80G)");
+    o->mem_budget = (double)z;
+    return st;
+  case O_SHARD: return hsr_parse_long("--shard", a, 1, 1 << 22, &o->shard);
+  case O_REP: return hsr_parse_long("--replicate", a, 1, 1 << 22, &o->replicate);
+  case O_STRAT: {
+    hsr_rt_strategy s;
+    st = hsr_rt_parse_strategy(a, &s);
+    o->strategy = (int)s;
+    return st;
+  }
+  case O_MAXPF: return hsr_parse_long("--max-prefetch", a, 0, 8, &o->max_prefetch);
+  case O_NOPFS: o->prefetch_step = 0; return HSR_OK;
+  case O_TOP: return hsr_parse_long("--top", a, 1, 1 << 20, &o->top);
+  case O_JSON: o->json = 1; return HSR_OK;
+  case O_PLOT: o->plot = a; return HSR_OK;
+  case O_EMIT: o->emit_given = 1; return hsr_tune_parse_emit(a, &o->emit);
+  case O_RESHARD: o->reshard_given = 1; return hsr_rt_parse_reshard(a, &o->reshard, &o->partial_k);
+  case O_PF: o->prefetch_given = 1; return hsr_parse_long("--prefetch", a, 0, 8, &o->prefetch);
+  case O_VAL: o->validate = 1; return HSR_OK;
+  case O_VTOP: o->v_given = 1; return hsr_parse_long("--validate-top", a, 1, 16, &o->v_top);
+  case O_VBAD: o->v_given = 1; return hsr_parse_long("--validate-bad", a, 0, 16, &o->v_bad);
+  case O_VSTEPS: o->v_given = 1; return hsr_parse_long("--validate-steps", a, 1, 1000, &o->v_steps);
+  case O_VKEEP: o->v_given = 1, o->v_keep = a; return HSR_OK;
+  case O_VROUNDS: o->v_given = 1; return hsr_parse_long("--validate-rounds", a, 1, 20, &o->v_rounds);
+  case O_VREUSE: o->v_given = 1, o->v_keep = a, o->v_reuse = 1; return HSR_OK;
+  default: return hsr_error(HSR_ERR_INVALID, "unknown option");
+  }
+  if (st == HSR_OK && c == O_PDT && o->param_dtype != HSR_F32 && o->param_dtype != HSR_BF16)
+    st = hsr_error(HSR_ERR_INVALID, "--param-dtype: '%s' (valid: f32, bf16)", a);
+  if (st == HSR_OK && c == O_RDT && o->reduce_dtype != HSR_F32 && o->reduce_dtype != HSR_BF16)
+    st = hsr_error(HSR_ERR_INVALID, "--reduce-dtype: '%s' (valid: f32, bf16)", a);
+  return st;
+}
+
+static int parse(int argc, char **argv, tune_opts *o) {
+  static const struct option lo[] = {{"help", no_argument, 0, 'h'},
+                                     {"params", 1, 0, O_PARAMS},
+                                     {"units", 1, 0, O_UNITS},
+                                     {"unit-size", 1, 0, O_UNIT_SIZE},
+                                     {"root", 1, 0, O_ROOT},
+                                     {"compute-ms-per-unit", 1, 0, O_CMS},
+                                     {"tflops", 1, 0, O_TFLOPS},
+                                     {"tokens", 1, 0, O_TOKENS},
+                                     {"compute-from", 1, 0, O_CFROM},
+                                     {"bwd-ratio", 1, 0, O_BWD},
+                                     {"param-dtype", 1, 0, O_PDT},
+                                     {"reduce-dtype", 1, 0, O_RDT},
+                                     {"micro-batches", 1, 0, O_MICRO},
+                                     {"act-mem", 1, 0, O_ACT},
+                                     {"world", 1, 0, O_WORLD},
+                                     {"nodes", 1, 0, O_NODES},
+                                     {"gpus-per-node", 1, 0, O_GPN},
+                                     {"xml", 1, 0, O_XML},
+                                     {"nccl-xml", 1, 0, O_NCCL},
+                                     {"nccl-host", 1, 0, O_NHOST},
+                                     {"hw", 1, 0, O_HW},
+                                     {"bench", 1, 0, O_BENCH},
+                                     {"mem-budget", 1, 0, O_BUDGET},
+                                     {"shard", 1, 0, O_SHARD},
+                                     {"replicate", 1, 0, O_REP},
+                                     {"strategy", 1, 0, O_STRAT},
+                                     {"max-prefetch", 1, 0, O_MAXPF},
+                                     {"no-prefetch-step", 0, 0, O_NOPFS},
+                                     {"top", 1, 0, O_TOP},
+                                     {"json", 0, 0, O_JSON},
+                                     {"plot", 1, 0, O_PLOT},
+                                     {"emit", 1, 0, O_EMIT},
+                                     {"reshard", 1, 0, O_RESHARD},
+                                     {"prefetch", 1, 0, O_PF},
+                                     {"validate", 0, 0, O_VAL},
+                                     {"validate-top", 1, 0, O_VTOP},
+                                     {"validate-bad", 1, 0, O_VBAD},
+                                     {"validate-steps", 1, 0, O_VSTEPS},
+                                     {"validate-keep", 1, 0, O_VKEEP},
+                                     {"validate-reuse", 1, 0, O_VREUSE},
+                                     {"validate-rounds", 1, 0, O_VROUNDS},
+                                     {0, 0, 0, 0}};
+  *o = (tune_opts){.units = 32,
+                   .bwd_ratio = 2,
+                   .top = 10,
+                   .micro = 1,
+                   .max_prefetch = 2,
+                   .prefetch = 1,
+                   .prefetch_step = 1,
+                   .strategy = -1,
+                   .tokens = 4096,
+                   .param_dtype = HSR_F32,
+                   .reduce_dtype = HSR_F32,
+                   .v_top = 3,
+                   .v_bad = 2,
+                   .v_steps = 4,
+                   .v_rounds = 1,
+                   .nccl_host = -1};
+  optind = 1;
+  opterr = 0;
+  int c;
+  while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    if (c == 'h') {
+      usage();
+      return -1;
+    }
+    if (c == '?' || c == ':')
+      return hsr_cli_usage_error("tune", "unknown option or missing value '%s'", argv[optind - 1]);
+    if (parse_opt(o, c, optarg) != HSR_OK) return hsr_cli_usage_error("tune", "%s", hsr_last_error());
+  }
+  if (optind < argc) return hsr_cli_usage_error("tune", "unexpected argument '%s'", argv[optind]);
+  int sources = (o->compute_ms > 0) + (o->tflops > 0) + (o->compute_from != NULL);
+  if (sources > 1) return hsr_cli_usage_error("tune", "give one of --compute-ms-per-unit, --tflops and --compute-from");
+  if (o->params > 0 && o->unit_bytes > 0) return hsr_cli_usage_error("tune", "give one of --params and --unit-size");
+  if (o->xml && o->nccl_xml) return hsr_cli_usage_error("tune", "give one of --xml (hwloc) and --nccl-xml (NCCL)");
+  if ((o->xml || o->nccl_xml) && o->gpus_per_node)
+    return hsr_cli_usage_error("tune", "--gpus-per-node goes without --xml/--nccl-xml (the file says how many)");
+  if (o->nccl_host >= 0 && !o->nccl_xml) return hsr_cli_usage_error("tune", "--nccl-host goes with --nccl-xml");
+  if (!o->validate && o->params <= 0 && o->unit_bytes <= 0)
+    return hsr_cli_usage_error("tune", "give the model: --params N (e.g. 7e9) [--units U], or --unit-size BYTES");
+  if (o->params > 0 && o->params < o->units)
+    return hsr_cli_usage_error("tune", "--params %g is fewer than one parameter per unit (--units %ld)", o->params,
+                               o->units);
+  if (o->replicate && !o->shard) return hsr_cli_usage_error("tune", "--replicate goes with --shard (the calculator)");
+  if (o->v_given && !o->validate)
+    return hsr_cli_usage_error("tune", "--validate-top, -bad, -steps, -rounds, -keep and -reuse go with --validate");
+  /* files before any work: a missing input is a usage error, an output must be writable */
+  hsr_status st = HSR_OK;
+  for (int i = 0; st == HSR_OK && i < o->nbench; i++) st = hsr_path_check_read("--bench", o->bench[i]);
+  if (st == HSR_OK && o->compute_from) st = hsr_path_check_read("--compute-from", o->compute_from);
+  if (st == HSR_OK && o->xml) st = hsr_path_check_read("--xml", o->xml);
+  if (st == HSR_OK && o->nccl_xml) st = hsr_path_check_read("--nccl-xml", o->nccl_xml);
+  if (st == HSR_OK && o->plot) st = hsr_path_check_write("--plot", o->plot);
+  if (st == HSR_OK && o->v_keep)
+    st = o->v_reuse ? hsr_path_check_dir("--validate-reuse", o->v_keep, 0)
+                    : hsr_path_check_mkdir("--validate-keep", o->v_keep);
+  if (st != HSR_OK) return hsr_cli_usage_error("tune", "%s", hsr_last_error());
+  return 0;
+}
+
+/* ---- topology ---- */
+static hsr_status synthetic_gpn(const tune_opts *o, hsr_cluster **cl, char *desc, size_t len) {
+  long G = o->gpus_per_node, W = o->world ? o->world : G * (o->nodes ? o->nodes : 1);
+  if (W % G)
+    return hsr_error(HSR_ERR_INVALID, "--world %ld is not a multiple of --gpus-per-node %ld (valid: %ld, %ld, ...)", W,
+                     G, G * (W / G ? W / G : 1), G * (W / G + 1));
+  if (o->nodes && o->nodes * G != W)
+    return hsr_error(HSR_ERR_INVALID, "--nodes %ld x --gpus-per-node %ld != --world %ld", o->nodes, G, W);
+  int *node = malloc(sizeof(int) * (size_t)W), *gpu = malloc(sizeof(int) * (size_t)W);
+  if (!node || !gpu) {
+    free(node), free(gpu);
+    return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  }
+  for (long r = 0; r < W; r++) node[r] = (int)(r / G), gpu[r] = (int)(r % G);
+  hsr_status st = hsr_cluster_create((int)W, node, gpu, node, cl); /* one domain per node */
+  free(node), free(gpu);
+  snprintf(desc, len, "%ld nodes x %ld GPUs (--gpus-per-node: one NVLink domain per node assumed)", W / G, G);
+  return st;
+}
+
+static hsr_status offline(const tune_opts *o, hsr_topo *t, hsr_cluster **cl, char *desc, size_t len) {
+  int g = hsr_topo_num_gpus(t);
+  long nodes = o->nodes, world = o->world;
+  if (!nodes) nodes = world && g ? (world + g - 1) / g : 1;
+  if (!world) world = nodes * (g ? g : 1);
+  HSR_CHECK(hsr_cluster_synthetic(t, (int)nodes, (int)world, cl));
+  char sum[160];
+  hsr_topo_summary(t, sum, sizeof sum);
+  snprintf(desc, len, "%ld nodes of %s (%s)", nodes, hsr_topo_host(t), sum);
+  return HSR_OK;
+}
+
+/* The cluster view: --gpus-per-node, a file, or the live job (*boot kept for rank 0's printing). */
+static hsr_status build_cluster(const tune_opts *o, hsr_boot **boot, hsr_cluster **cl, char *desc, size_t len) {
+  if (o->gpus_per_node) return synthetic_gpn(o, cl, desc, len);
+  hsr_topo *t = NULL;
+  HSR_CHECK(o->nccl_xml ? hsr_topo_load_nccl(o->nccl_xml, o->nccl_host < 0 ? 0 : (int)o->nccl_host, &t, NULL)
+                        : hsr_topo_discover(o->xml, &t));
+  hsr_status st = HSR_OK;
+  if (o->world || o->nodes || o->xml || o->nccl_xml) {
+    st = offline(o, t, cl, desc, len);
+  } else {
+    st = hsr_boot_init(boot);
+    if (st == HSR_OK && hsr_boot_is_singleton(*boot))
+      st = hsr_error(HSR_ERR_INVALID, "no topology: give --world W with --gpus-per-node G, --xml FILE or "
+                                      "--nccl-xml FILE, or run under a launcher (hsr-run -n 8 -- hsr tune ...)");
+    if (st == HSR_OK) st = hsr_cluster_gather(*boot, t, cl);
+    if (st == HSR_OK) {
+      char sum[160];
+      hsr_topo_summary(t, sum, sizeof sum);
+      snprintf(desc, len, "this job: %d ranks on %d nodes (%s)", hsr_boot_size(*boot), hsr_boot_num_nodes(*boot), sum);
+    }
+  }
+  hsr_topo_free(t);
+  return st;
+}
+
+/* ---- the model and the cost model ---- */
+static char *slurp(const char *path, hsr_status *st) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    *st = hsr_error(HSR_ERR_INVALID, "cannot read '%s'", path);
+    return NULL;
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) free(b), b = NULL;
+  fclose(f);
+  if (!b) {
+    *st = hsr_error(HSR_ERR_INVALID, "cannot read '%s'", path);
+    return NULL;
+  }
+  b[n] = '\0';
+  return b;
+}
+
+hsr_status tune_compute_from(const char *path, int units, double bwd, double *fwd_ms, char *desc, size_t len);
+
+static hsr_status compute(tune_ctx *x) {
+  const tune_opts *o = x->o;
+  hsr_tune_model *m = &x->model;
+  m->bwd_ratio = o->bwd_ratio;
+  if (o->compute_ms > 0) {
+    m->fwd_ms = o->compute_ms;
+    snprintf(x->compute_desc, sizeof x->compute_desc, "%.3f ms per unit forward (given)", m->fwd_ms);
+  } else if (o->tflops > 0 || (!o->compute_from && x->net.device_is_gpu)) {
+    double tf = o->tflops > 0 ? o->tflops : 400;
+    m->fwd_ms = 2 * (m->params / m->units) * o->tokens / (tf * 1e12) * 1e3;
+    m->compute_default = o->tflops <= 0;
+    snprintf(x->compute_desc, sizeof x->compute_desc, "%.3f ms per unit forward (%s%g TFLOP/s x %g tokens per rank)",
+             m->fwd_ms, o->tflops > 0 ? "" : "default: ", tf, o->tokens);
+  } else if (o->compute_from) {
+    HSR_CHECK(tune_compute_from(o->compute_from, m->units, m->bwd_ratio, &m->fwd_ms, x->compute_desc,
+                                sizeof x->compute_desc));
+  } else {
+    m->fwd_ms = 10;
+    m->compute_default = 1;
+    snprintf(x->compute_desc, sizeof x->compute_desc, "10 ms per unit forward (default: give --compute-ms-per-unit)");
+  }
+  return HSR_OK;
+}
+
+hsr_status tune_setup(tune_ctx *x, hsr_cluster *cl) {
+  const tune_opts *o = x->o;
+  x->cl = cl;
+  int gpus = 0;
+  for (int n = 0; cl && n < hsr_cluster_num_nodes(cl); n++)
+    if (hsr_cluster_node_topo(cl, n) && hsr_topo_num_gpus(hsr_cluster_node_topo(cl, n)) > 0) gpus = 1;
+  if (cl && hsr_cluster_rank_gpu(cl, 0) >= 0) gpus = 1;
+  HSR_CHECK(hsr_tune_net_default(o->hw ? o->hw : gpus ? "h100" : "host", &x->net));
+  if (o->nbench) {
+    hsr_tune_calib *c = NULL;
+    HSR_CHECK(hsr_tune_calib_create(&c));
+    hsr_status st = HSR_OK;
+    for (int i = 0; i < o->nbench && st == HSR_OK; i++) {
+      char *txt = slurp(o->bench[i], &st);
+      if (txt) st = hsr_tune_calib_add_json(c, txt, o->bench[i]);
+      free(txt);
+    }
+    if (st == HSR_OK) st = hsr_tune_calib_fit(c, &x->net, x->calib_report, sizeof x->calib_report);
+    hsr_tune_calib_free(c);
+    HSR_CHECK(st);
+  }
+  hsr_tune_model *m = &x->model;
+  m->units = (int)o->units;
+  m->params = o->unit_bytes > 0 ? o->unit_bytes / 4 * (double)o->units : o->params;
+  m->root = (hsr_tune_root)o->root;
+  m->act_bytes = o->act_bytes;
+  return compute(x);
+}
+
+/* ---- the calculator ---- */
+static int calculator(tune_opts *o) {
+  tune_ctx x = {.o = o};
+  hsr_status st = tune_setup(&x, NULL);
+  if (st != HSR_OK) return hsr_cli_fail("tune", st);
+  hsr_rt_config cfg;
+  hsr_rt_config_default(&cfg);
+  int S = (int)o->shard, R = o->replicate ? (int)o->replicate : 1;
+  cfg.strategy = o->strategy >= 0 ? (hsr_rt_strategy)o->strategy : R > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
+  if (cfg.strategy == HSR_RT_DDP) S = 1, R = R > 1 ? R : (int)o->shard;
+  if (cfg.strategy == HSR_RT_FSDP && R > 1)
+    return hsr_cli_usage_error("tune", "--strategy fsdp has R = 1 (use hybrid with --replicate %d)", R);
+  if (cfg.strategy == HSR_RT_HYBRID && R == 1)
+    return hsr_cli_usage_error("tune", "--strategy hybrid needs --replicate R > 1 (fsdp is R = 1)");
+  if (o->reshard_given) cfg.reshard = o->reshard, cfg.partial_k = o->partial_k;
+  if (cfg.reshard == HSR_RT_RESHARD_PARTIAL && S % cfg.partial_k)
+    return hsr_cli_usage_error("tune", "--reshard partial:%d: K must divide the shard size %d", cfg.partial_k, S);
+  cfg.prefetch = (int)o->prefetch;
+  cfg.param_dtype = o->param_dtype, cfg.reduce_dtype = o->reduce_dtype, cfg.micro_batches = (int)o->micro;
+  int K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : S;
+  hsr_tune_shape sh[HSR_RT_GROUP_COUNT] = {{S, 1, S, 1}, {R, R, 1, R}, {K, 1, K, 1}};
+  hsr_tune_result r;
+  st = hsr_tune_eval(&x.model, &x.net, &cfg, S, R, sh, &r);
+  if (st != HSR_OK) return hsr_cli_fail("tune", st);
+  tune_print_ledger(&x, &r);
+  return HSR_EXIT_OK;
+}
+
+static int plan(tune_opts *o) {
+  hsr_boot *boot = NULL;
+  hsr_cluster *cl = NULL;
+  tune_ctx x = {.o = o};
+  hsr_tune_plan p = {0};
+  hsr_status st = build_cluster(o, &boot, &cl, x.topo_desc, sizeof x.topo_desc);
+  int rank0 = !boot || hsr_boot_rank(boot) == 0, code = HSR_EXIT_OK;
+  if (st == HSR_OK) st = tune_setup(&x, cl);
+  if (st == HSR_OK && rank0) {
+    hsr_tune_space sp;
+    hsr_tune_space_default(&sp);
+    sp.mem_budget = o->mem_budget;
+    sp.max_prefetch = (int)o->max_prefetch;
+    sp.prefetch_step = o->prefetch_step;
+    sp.micro_batches = (int)o->micro;
+    sp.param_dtype = o->param_dtype, sp.reduce_dtype = o->reduce_dtype;
+    sp.only_shard = (int)o->shard;
+    sp.only_strategy = o->strategy;
+    st = hsr_tune_plan_run(cl, &x.model, &x.net, &sp, &p);
+  }
+  if (st == HSR_OK && rank0) {
+    static char explain[8192];
+    hsr_tune_explain(&p, &x.net, explain, sizeof explain);
+    if (o->json) {
+      st = tune_print_json(&x, &p, explain);
+    } else {
+      tune_print_table(&x, &p);
+      printf("\n%s", explain);
+    }
+    if (st == HSR_OK && o->emit_given && p.nfeasible > 0) {
+      static char em[8192];
+      st = hsr_tune_emit(&p.cand[0], o->emit, em, sizeof em);
+      if (st == HSR_OK) printf("%s%s", o->json ? "" : "\n", em);
+    }
+    if (st == HSR_OK && o->plot) st = tune_plot(&x, &p, NULL, NULL, 0, o->plot);
+    fflush(stdout);
+    if (st == HSR_OK && p.nfeasible == 0) {
+      fprintf(stderr, "hsr tune: no layout fits --mem-budget %.2f GiB: the smallest needs %.2f GiB more per rank\n",
+              o->mem_budget / (1024.0 * 1024 * 1024), p.min_over_budget / (1024.0 * 1024 * 1024));
+      code = HSR_EXIT_USAGE;
+    }
+  }
+  if (st != HSR_OK) code = hsr_cli_fail("tune", st);
+  hsr_tune_plan_free(&p);
+  hsr_cluster_free(cl);
+  if (boot) hsr_boot_finalize(boot);
+  return code;
+}
+
+int hsr_cmd_tune(int argc, char **argv) {
+  tune_opts o;
+  int pr = parse(argc, argv, &o);
+  if (pr < 0) return HSR_EXIT_OK;
+  if (pr > 0) return pr;
+  if (o.validate) return tune_validate(&o);
+  int topo = o.world || o.nodes || o.gpus_per_node || o.xml || o.nccl_xml;
+  if (o.shard && !topo && !getenv("PMIX_NAMESPACE")) return calculator(&o);
+  if (o.reshard_given || o.prefetch_given)
+    return hsr_cli_usage_error("tune", "--%s goes with the calculator (--shard without a topology); the planner "
+                               "tries every policy (--max-prefetch bounds the depth)",
+                               o.reshard_given ? "reshard" : "prefetch");
+  return plan(&o);
+}

@@ -1,0 +1,349 @@
+/* hsr tune's output: the table, the JSON of every candidate, the plot, the
+ * ledger of the calculator, and the compute time read from a measurement. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_coll.h" /* bc_have_gnuplot */
+#include "cli.h"
+#include "hsr/trace.h"
+#include "tune_cli.h"
+
+static const double GiB = 1024.0 * 1024 * 1024;
+static const char *const tier_names[] = {"intra-node", "cross-node"};
+static const char *const op_names[] = {"all_gather", "reduce_scatter", "all_reduce"};
+
+static double fabric_rank(const hsr_tune_result *r) {
+  double f = 0;
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
+    for (int op = 0; op < HSR_TUNE_OPS; op++) f += r->bytes[g][op].fabric_sent;
+  return f;
+}
+
+static const char *reshard_name(const hsr_tune_result *r, char *b, size_t n) {
+  if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
+    snprintf(b, n, "partial:%d", r->cfg.partial_k);
+  else
+    snprintf(b, n, "%s", r->cfg.reshard == HSR_RT_RESHARD_NONE ? "none" : "full");
+  return b;
+}
+
+static void header(const tune_ctx *x, const hsr_tune_plan *p) {
+  const hsr_tune_model *m = &x->model;
+  printf("# hsr tune: %d ranks on %d nodes (%d per node), NVLink domain %d ranks; %s\n", p->world, p->nodes,
+         p->per_node, p->domain_size, x->topo_desc);
+  printf("# model: %.3g parameters in %d units, %s parameters, %s reduction, %d micro-batch%s; compute %s, "
+         "backward x%.2g\n",
+         m->params, m->units, hsr_dtype_name(x->o->param_dtype), hsr_dtype_name(x->o->reduce_dtype), (int)x->o->micro,
+         x->o->micro > 1 ? "es" : "", x->compute_desc, m->bwd_ratio);
+  for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++)
+    for (int op = 0; op < HSR_TUNE_OPS; op++) {
+      const hsr_tune_link *l = &x->net.link[t][op];
+      printf("# cost %s %s: %.3g GB/s busbw, %.1f us (%s)\n", tier_names[t], op_names[op], l->busbw_gbs, l->alpha_us,
+             l->source);
+    }
+  for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++)
+    printf("# cost %s beside the other tier: %.2fx bandwidth (%s); takes %.0f%% of compute speed while busy\n",
+           tier_names[t], x->net.concurrent[t], x->net.concurrent_default[t] ? "default" : "fitted",
+           100 * x->net.steal[t]);
+  printf("# %d layouts evaluated in %.1f ms (%.1f ms of CPU), %d within the budget", p->n, p->plan_s * 1e3,
+         p->plan_cpu_s * 1e3, p->nfeasible);
+  if (x->o->mem_budget > 0) printf(" of %.2f GiB per rank", x->o->mem_budget / GiB);
+  printf("\n");
+}
+
+void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
+  header(x, p);
+  printf("%4s  %-28s %5s %5s %4s %10s %9s %9s %9s %13s %9s\n", "rank", "layout", "S", "R", "K", "step(ms)", "compute",
+         "comm", "exposed", "fabric/rank", "peak GiB");
+  int shown = 0;
+  for (int i = 0; i < p->nfeasible && shown < x->o->top; i++, shown++) {
+    const hsr_tune_result *r = &p->cand[i];
+    char lab[96];
+    printf("%4d  %-28s %5d %5d %4d %10.2f %9.2f %9.2f %9.2f %10.2f MB %9.2f\n", i + 1,
+           hsr_tune_label(r, lab, sizeof lab), r->S, r->R, r->K, r->step_ms, r->compute_ms, r->comm_ms, r->exposed_ms,
+           fabric_rank(r) / 1e6, r->peak_total / GiB);
+  }
+  int rej = p->n - p->nfeasible;
+  if (rej) {
+    printf("# %d rejected over the budget; the closest:\n", rej);
+    for (int i = p->nfeasible; i < p->n && i < p->nfeasible + x->o->top; i++) {
+      char lab[96];
+      printf("#   %s: %s\n", hsr_tune_label(&p->cand[i], lab, sizeof lab), p->cand[i].reason);
+    }
+  }
+}
+
+static cJSON *bytes_json(const hsr_tune_bytes *b) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "calls", b->calls);
+  cJSON_AddNumberToObject(o, "sent", b->sent);
+  cJSON_AddNumberToObject(o, "recv", b->recv);
+  cJSON_AddNumberToObject(o, "fabric_sent", b->fabric_sent);
+  cJSON_AddNumberToObject(o, "fabric_recv", b->fabric_recv);
+  cJSON_AddNumberToObject(o, "full", b->full);
+  return o;
+}
+
+static cJSON *cand_json(const hsr_tune_result *r, int rank) {
+  cJSON *o = cJSON_CreateObject();
+  char lab[96], res[24];
+  cJSON_AddNumberToObject(o, "rank", rank);
+  cJSON_AddStringToObject(o, "label", hsr_tune_label(r, lab, sizeof lab));
+  cJSON_AddStringToObject(o, "strategy", hsr_rt_strategy_name(r->cfg.strategy));
+  cJSON_AddNumberToObject(o, "shard", r->S);
+  cJSON_AddNumberToObject(o, "replicate", r->R);
+  cJSON_AddStringToObject(o, "reshard", reshard_name(r, res, sizeof res));
+  cJSON_AddNumberToObject(o, "partial_k", r->cfg.reshard == HSR_RT_RESHARD_PARTIAL ? r->cfg.partial_k : 0);
+  cJSON_AddNumberToObject(o, "prefetch", r->cfg.prefetch);
+  cJSON_AddBoolToObject(o, "prefetch_step", r->cfg.prefetch_step);
+  cJSON_AddStringToObject(o, "sync", hsr_rt_sync_name(r->cfg.sync));
+  cJSON_AddNumberToObject(o, "micro_batches", r->cfg.micro_batches);
+  cJSON_AddStringToObject(o, "param_dtype", hsr_dtype_name(r->cfg.param_dtype));
+  cJSON_AddStringToObject(o, "reduce_dtype", hsr_dtype_name(r->cfg.reduce_dtype));
+  cJSON_AddBoolToObject(o, "feasible", r->feasible);
+  cJSON_AddStringToObject(o, "reason", r->reason);
+  cJSON_AddNumberToObject(o, "step_ms", r->step_ms);
+  cJSON_AddNumberToObject(o, "compute_ms", r->compute_ms);
+  cJSON_AddNumberToObject(o, "comm_ms", r->comm_ms);
+  cJSON_AddNumberToObject(o, "exposed_ms", r->exposed_ms);
+  cJSON_AddNumberToObject(o, "all_gather_ms", r->ag_ms);
+  cJSON_AddNumberToObject(o, "all_gather_exposed_ms", r->ag_exposed_ms);
+  cJSON *groups = cJSON_AddObjectToObject(o, "groups"), *busy = cJSON_AddObjectToObject(o, "busy_ms");
+  cJSON *bytes = cJSON_AddObjectToObject(o, "bytes_per_step");
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
+    const char *gn = hsr_rt_group_name((hsr_rt_group)g);
+    cJSON *gj = cJSON_AddObjectToObject(groups, gn);
+    cJSON_AddNumberToObject(gj, "size", r->shape[g].n);
+    cJSON_AddNumberToObject(gj, "nodes", r->shape[g].nodes);
+    cJSON_AddNumberToObject(gj, "per_node", r->shape[g].per_node);
+    cJSON_AddNumberToObject(busy, gn, r->busy_ms[g]);
+    cJSON *bg = cJSON_AddObjectToObject(bytes, gn);
+    for (int op = 0; op < HSR_TUNE_OPS; op++) cJSON_AddItemToObject(bg, op_names[op], bytes_json(&r->bytes[g][op]));
+  }
+  cJSON_AddNumberToObject(o, "fabric_bytes_per_rank", fabric_rank(r));
+  cJSON_AddNumberToObject(o, "fabric_bytes_per_step_all_ranks", r->fabric_all_ranks);
+  cJSON_AddNumberToObject(o, "persistent_bytes", (double)r->persistent);
+  cJSON_AddNumberToObject(o, "transient_peak_bytes", (double)r->transient_peak);
+  cJSON_AddNumberToObject(o, "runtime_peak_bytes", (double)r->runtime_peak);
+  cJSON_AddNumberToObject(o, "peak_bytes", r->peak_total);
+  cJSON_AddNumberToObject(o, "persistent_bytes_per_param", r->persistent_per_param);
+  cJSON *w = cJSON_AddObjectToObject(o, "peak_where");
+  cJSON_AddStringToObject(w, "phase", hsr_phase_name(r->peak_where.phase));
+  cJSON_AddNumberToObject(w, "unit", r->peak_where.unit);
+  cJSON_AddNumberToObject(w, "step", (double)r->peak_where.step);
+  cJSON *cats = cJSON_AddObjectToObject(o, "peak_by_category");
+  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
+    if (r->peak_cat[c]) cJSON_AddNumberToObject(cats, hsr_mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c]);
+  return o;
+}
+
+static cJSON *cost_json(const hsr_tune_net *n) {
+  cJSON *o = cJSON_CreateObject(), *links = NULL;
+  cJSON_AddStringToObject(o, "hardware", n->name);
+  cJSON_AddBoolToObject(o, "defaults_used", hsr_tune_net_uses_defaults(n));
+  links = cJSON_AddArrayToObject(o, "links");
+  for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++)
+    for (int op = 0; op < HSR_TUNE_OPS; op++) {
+      const hsr_tune_link *l = &n->link[t][op];
+      cJSON *j = cJSON_CreateObject();
+      cJSON_AddStringToObject(j, "tier", tier_names[t]);
+      cJSON_AddStringToObject(j, "op", op_names[op]);
+      cJSON_AddNumberToObject(j, "alpha_us", l->alpha_us);
+      cJSON_AddNumberToObject(j, "busbw_gbs", l->busbw_gbs);
+      cJSON_AddNumberToObject(j, "samples", l->samples);
+      cJSON_AddBoolToObject(j, "default", l->is_default);
+      cJSON_AddStringToObject(j, "source", l->source);
+      cJSON_AddItemToArray(links, j);
+    }
+  cJSON *c = cJSON_AddObjectToObject(o, "concurrent"), *s = cJSON_AddObjectToObject(o, "compute_steal");
+  for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
+    cJSON_AddNumberToObject(c, tier_names[t], n->concurrent[t]);
+    cJSON_AddNumberToObject(s, tier_names[t], n->steal[t]);
+  }
+  cJSON_AddNumberToObject(o, "optim_ns_per_elem", n->optim_ns_per_elem);
+  cJSON_AddNumberToObject(o, "data_gbs", n->data_gbs);
+  cJSON_AddStringToObject(o, "two_level_all_reduce", n->ar2 == HSR_TUNE_AR2_FULL ? "full-vector" : "split-rail");
+  cJSON_AddStringToObject(o, "device", n->device_is_gpu ? "gpu" : "host");
+  return o;
+}
+
+hsr_status tune_cost_json_text(const hsr_tune_net *n, char **out) {
+  cJSON *o = cost_json(n);
+  *out = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
+}
+
+hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char *explain) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "tool", "hsr tune");
+  cJSON_AddNumberToObject(o, "world", p->world);
+  cJSON_AddNumberToObject(o, "nodes", p->nodes);
+  cJSON_AddNumberToObject(o, "ranks_per_node", p->per_node);
+  cJSON_AddNumberToObject(o, "domain_size", p->domain_size);
+  cJSON_AddStringToObject(o, "topology", x->topo_desc);
+  cJSON *m = cJSON_AddObjectToObject(o, "model");
+  cJSON_AddNumberToObject(m, "params", x->model.params);
+  cJSON_AddNumberToObject(m, "units", x->model.units);
+  cJSON_AddNumberToObject(m, "fwd_ms_per_unit", x->model.fwd_ms);
+  cJSON_AddNumberToObject(m, "bwd_ratio", x->model.bwd_ratio);
+  cJSON_AddStringToObject(m, "compute", x->compute_desc);
+  cJSON_AddBoolToObject(m, "compute_default", x->model.compute_default);
+  cJSON_AddNumberToObject(m, "act_bytes", x->model.act_bytes);
+  cJSON_AddItemToObject(o, "cost_model", cost_json(&x->net));
+  if (x->o->mem_budget > 0)
+    cJSON_AddNumberToObject(o, "mem_budget_bytes", x->o->mem_budget);
+  else
+    cJSON_AddNullToObject(o, "mem_budget_bytes");
+  cJSON_AddNumberToObject(o, "plan_ms", p->plan_s * 1e3);
+  cJSON_AddNumberToObject(o, "plan_cpu_ms", p->plan_cpu_s * 1e3);
+  cJSON_AddNumberToObject(o, "feasible", p->nfeasible);
+  cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
+  for (int i = 0; i < p->n; i++) cJSON_AddItemToArray(arr, cand_json(&p->cand[i], p->cand[i].feasible ? i + 1 : 0));
+  if (p->nfeasible > 0)
+    cJSON_AddItemToObject(o, "chosen", cand_json(&p->cand[0], 1));
+  else
+    cJSON_AddNullToObject(o, "chosen");
+  cJSON_AddNumberToObject(o, "min_over_budget_bytes", p->nfeasible ? 0 : p->min_over_budget);
+  cJSON_AddStringToObject(o, "explanation", explain ? explain : "");
+  char *txt = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!txt) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  printf("%s\n", txt);
+  free(txt);
+  return HSR_OK;
+}
+
+/* Predicted (and measured, where given) step time of every feasible candidate, split into compute and exposed
+ * communication. measured: pairs (compute, exposed) for candidates which[0..nm). */
+hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *measured, const int *which, int nm,
+                     const char *path) {
+  if (!bc_have_gnuplot())
+    return hsr_error(HSR_ERR_INVALID, "--plot needs gnuplot, which is not installed (Debian: apt-get install "
+                                      "gnuplot-nox; scripts/setup.sh installs it)");
+  int n = nm > 0 ? nm : p->nfeasible;
+  if (n == 0) return hsr_error(HSR_ERR_INVALID, "--plot: no feasible layout to draw");
+  FILE *gp = popen("gnuplot", "w");
+  if (!gp) return hsr_error(HSR_ERR_SYSTEM, "--plot: cannot start gnuplot");
+  fprintf(gp, "$d << EOD\n");
+  for (int i = 0; i < n; i++) {
+    const hsr_tune_result *r = &p->cand[nm > 0 ? which[i] : i];
+    char lab[96];
+    fprintf(gp, "%d \"%s\" %g %g %g %g\n", i, hsr_tune_label(r, lab, sizeof lab), r->step_ms - r->exposed_ms,
+            r->exposed_ms, nm > 0 ? measured[2 * i] : NAN, nm > 0 ? measured[2 * i + 1] : NAN);
+  }
+  fprintf(gp, "EOD\nset terminal svg size %d,600 dynamic background rgb 'white'\nset output '%s'\n",
+          n * 40 + 300 > 4000 ? 4000 : n * 40 + 300, path);
+  fprintf(gp,
+          "set style fill solid 0.8 border -1\nset xtics rotate by -60 font ',9'\nset grid ytics\n"
+          "set ylabel 'ms per step'\nset key left top\nset xrange [-1:%d]\nset yrange [0:*]\n"
+          "set title 'hsr tune: %d ranks, %d nodes: predicted%s step time (compute + exposed communication)'\n",
+          n, p->world, p->nodes, nm > 0 ? " and measured" : "");
+  double o = nm > 0 ? 0.2 : 0, w = nm > 0 ? 0.18 : 0.35;
+  fprintf(gp,
+          "plot $d using ($1-%g):(0):($1-%g-%g):($1-%g+%g):(0):($3) with boxxyerror lc rgb '#4682b4' title "
+          "'compute, predicted', "
+          "$d using ($1-%g):(0):($1-%g-%g):($1-%g+%g):($3):($3+$4) with boxxyerror lc rgb '#ff8c00' title 'exposed "
+          "communication, predicted', $d using 1:(NaN):xtic(2) notitle",
+          o, o, w, o, w, o, o, w, o, w);
+  if (nm > 0)
+    fprintf(gp,
+            ", $d using ($1+%g):(0):($1+%g-%g):($1+%g+%g):(0):($5) with boxxyerror fs pattern 2 lc rgb '#4682b4' "
+            "title 'compute, measured', $d using ($1+%g):(0):($1+%g-%g):($1+%g+%g):($5):($5+$6) with boxxyerror fs "
+            "pattern 2 lc rgb '#ff8c00' title 'exposed communication, measured'",
+            o, o, w, o, w, o, o, w, o, w);
+  fprintf(gp, "\n");
+  int rc = pclose(gp);
+  (void)x;
+  if (rc != 0) return hsr_error(HSR_ERR_SYSTEM, "--plot: gnuplot failed (status %d) writing '%s'", rc, path);
+  return HSR_OK;
+}
+
+void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
+  const hsr_tune_model *m = &x->model;
+  char res[24];
+  double P = m->params;
+  printf("# hsr tune ledger: %s, S = %d, R = %d, %.3g parameters in %d units, %s parameters, %s reduction, "
+         "reshard %s, prefetch %d\n",
+         hsr_rt_strategy_name(r->cfg.strategy), r->S, r->R, P, m->units, hsr_dtype_name(r->cfg.param_dtype),
+         hsr_dtype_name(r->cfg.reduce_dtype), reshard_name(r, res, sizeof res), r->cfg.prefetch);
+  printf("%-18s %18s %12s %14s\n", "category", "bytes per GPU", "GiB", "bytes/param");
+  double full = 0, sharded = 0;
+  int sharded_params = r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
+  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
+    if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
+    double b = (double)r->peak_cat[c];
+    printf("%-18s %18.0f %12.3f %14.4f%s\n", hsr_mem_cat_name((hsr_mem_cat)c), b, b / GiB, b / P,
+           hsr_mem_cat_persistent((hsr_mem_cat)c) ? "" : "  (transient, peak)");
+    if (!hsr_mem_cat_persistent((hsr_mem_cat)c)) continue;
+    if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
+      full += b / P;
+    else
+      sharded += b / P * r->S;
+  }
+  printf("%-18s %18.0f %12.3f %14.4f  = ", "persistent", (double)r->persistent, (double)r->persistent / GiB,
+         r->persistent_per_param);
+  if (full > 0.005) printf("%.3g + ", full);
+  printf("%.3g/S with S = %d\n", sharded, r->S);
+  printf("%-18s %18.0f %12.3f   in %s, unit %d, step %lld\n", "runtime peak", (double)r->runtime_peak,
+         (double)r->runtime_peak / GiB, hsr_phase_name(r->peak_where.phase), r->peak_where.unit,
+         (long long)r->peak_where.step);
+  if (m->act_bytes > 0)
+    printf("%-16s %18.0f %12.3f   with --act-mem\n", "peak + act.", r->peak_total, r->peak_total / GiB);
+  printf("# hsr keeps f32 master weights, moments and gradient accumulator shards; parameters in the parameter "
+         "dtype (sharded under fsdp/hybrid, whole under ddp/zero1/zero2)\n");
+}
+
+hsr_status tune_compute_from(const char *path, int units, double bwd, double *fwd_ms, char *desc, size_t len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return hsr_error(HSR_ERR_INVALID, "--compute-from: cannot read '%s'", path);
+  char head[4096];
+  size_t n = fread(head, 1, sizeof head - 1, f);
+  head[n] = '\0';
+  fclose(f);
+  if (strstr(head, "traceEvents")) { /* a lifecycle trace: compute per step over the units */
+    hsr_trace_step_summary *s = NULL;
+    int ns = 0;
+    HSR_CHECK(hsr_trace_steps(path, &s, &ns));
+    double sum = 0;
+    int k = 0;
+    for (int i = 0; i < ns; i++)
+      if (s[i].step >= 2 || ns == 1) sum += s[i].compute_ms, k++;
+    free(s);
+    if (!k) return hsr_error(HSR_ERR_INVALID, "--compute-from %s: no steps in the trace", path);
+    *fwd_ms = sum / k / (units * (1 + bwd));
+    snprintf(desc, len, "%.3f ms per unit forward (measured: trace %s, %d steps)", *fwd_ms, path, k);
+    return HSR_OK;
+  }
+  FILE *g = fopen(path, "rb");
+  char *txt = NULL;
+  if (g) {
+    fseek(g, 0, SEEK_END);
+    long sz = ftell(g);
+    fseek(g, 0, SEEK_SET);
+    txt = sz > 0 ? calloc(1, (size_t)sz + 1) : NULL;
+    if (txt && fread(txt, 1, (size_t)sz, g) != (size_t)sz) free(txt), txt = NULL;
+    fclose(g);
+  }
+  cJSON *j = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "results"), *r0 = cJSON_GetArrayItem(res, 0);
+  const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "units"), *br = cJSON_GetObjectItemCaseSensitive(j, "bwd_ratio");
+  const cJSON *cm = cJSON_GetObjectItemCaseSensitive(r0, "compute_ms");
+  hsr_status st = HSR_OK;
+  if (!cJSON_IsNumber(cm) || !cJSON_IsNumber(u) || u->valuedouble < 1)
+    st = hsr_error(HSR_ERR_INVALID,
+                   "--compute-from %s: neither a trace (hsr train --trace) nor an `hsr bench step "
+                   "--json` file (results[].compute_ms, units)",
+                   path);
+  if (st == HSR_OK) {
+    double b = cJSON_IsNumber(br) ? br->valuedouble : bwd;
+    *fwd_ms = cm->valuedouble / (u->valuedouble * (1 + b));
+    snprintf(desc, len, "%.3f ms per unit forward (measured: hsr bench step %s)", *fwd_ms, path);
+  }
+  cJSON_Delete(j);
+  return st;
+}

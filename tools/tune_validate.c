@@ -1,0 +1,574 @@
+/* hsr tune --validate: the tuner checked against this launch. Every rank runs
+ * the same sequence: probes of the optimizer and memory speed, a quick bench
+ * of each collective in the shard and replicate groups (alone and with both
+ * tiers at once), one compute probe through `hsr bench step`; rank 0 fits the
+ * cost model to those files and plans the synthetic model of hsr bench step;
+ * then every rank runs the top candidates and a few deliberately bad ones
+ * through `hsr bench step`, and rank 0 prints predicted beside measured.
+ * Each benchmark boots and finalizes its own PMIx session inside this
+ * command's, which stays open throughout (PMIx_Init and PMIx_Finalize nest:
+ * repeated real re-initialisation fails now and then, nested sessions do not)
+ * and carries the decisions from rank 0 to the others. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "hsr/kernels.h"
+#include "tune_cli.h"
+
+#define V_MAX 24
+
+static const char *const probe_names[] = {"probe-0", "probe-1", "probe-2"};
+
+typedef struct vpick {
+  int S, pol, K, prefetch, idx; /* idx: the candidate in the plan */
+} vpick;
+
+typedef struct vmeas {
+  double step, compute, comm, exposed;
+} vmeas;
+
+static double now_s(void) { return hsr_clock_s(); }
+
+/* AdamW and memset speed with every rank at once (the ranks share the cores, as in a step). */
+static hsr_status probe_kernels(hsr_boot *b, double *optim_ns, double *data_gbs) {
+  size_t n = 1 << 20;
+  hsr_device *d = NULL;
+  HSR_CHECK(hsr_device_open(HSR_DEVICE_HOST, 0, &d));
+  float *a = calloc(n * 5, sizeof(float));
+  if (!a) {
+    hsr_device_close(d);
+    return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  }
+  hsr_adamw_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .step = 1, .grad_scale = 1};
+  double best_o = 1e9, best_d = 1e9;
+  hsr_status st = HSR_OK;
+  for (int k = 0; k < 4 && st == HSR_OK; k++) {
+    st = hsr_boot_barrier(b);
+    double t0 = now_s();
+    if (st == HSR_OK)
+      st = hsr_kernels_adamw(d, NULL, n, a, a + n, a + 2 * n, a + 3 * n, HSR_F32, a + 4 * n, HSR_F32, &hp);
+    double t1 = now_s();
+    if (st == HSR_OK) st = hsr_device_memset(d, a, 0, n * 4 * 4, NULL);
+    double t2 = now_s();
+    if (k) { /* the first touches the pages */
+      if (t1 - t0 < best_o) best_o = t1 - t0;
+      if (t2 - t1 < best_d) best_d = t2 - t1;
+    }
+  }
+  free(a);
+  hsr_device_close(d);
+  HSR_CHECK(st);
+  int N = hsr_boot_size(b);
+  double mine[2] = {best_o, best_d}, *all = malloc(sizeof(double) * 2 * (size_t)N);
+  if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  st = hsr_boot_allgather(b, mine, sizeof mine, all);
+  double so = 0, sd = 0;
+  for (int r = 0; r < N; r++) so += all[2 * r], sd += all[2 * r + 1];
+  free(all);
+  *optim_ns = so / N / (double)n * 1e9;
+  *data_gbs = (double)n * 16 / (sd / N) / 1e9;
+  return st;
+}
+
+static int g_reuse; /* --validate-reuse: keep results already in the directory */
+
+/* Runs one benchmark in this process (coll NULL: hsr bench step), rank 0's
+ * table into dir/name.txt; with --validate-reuse a result already in dir
+ * (rank 0 looks) is kept. */
+static int bench(hsr_boot *boot, const char *coll, char **argv, int argc, const char *dir, const char *name) {
+  int rank = hsr_boot_rank(boot), have = 0;
+  if (g_reuse) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.json", dir, name);
+    have = rank == 0 && access(path, R_OK) == 0;
+    if (hsr_boot_bcast(boot, &have, sizeof have, 0) != HSR_OK) return hsr_cli_fail("tune", HSR_ERR_BOOT);
+    if (have) return 0;
+  }
+  int saved = -1;
+  if (rank == 0) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.txt", dir, name);
+    fflush(stdout);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) saved = dup(1), dup2(fd, 1), close(fd);
+  }
+  optind = 1;
+  int rc = coll ? hsr_bench_collective_on(boot, coll, argc, argv) : hsr_bench_step_on(boot, argc, argv);
+  if (saved >= 0) fflush(stdout), dup2(saved, 1), close(saved);
+  return rc;
+}
+
+/* kind: 0 shard and replicate groups one after the other, 1 both at once, 2 the world (two-level) */
+static int coll_bench(hsr_boot *boot, const tune_opts *o, const char *coll, int kind, int S0, int nodes,
+                      const char *dir) {
+  char b[32], e[32], s[16], path[512], name[64];
+  double U = o->unit_bytes > 0 ? o->unit_bytes : 4 << 20;
+  snprintf(b, sizeof b, "%.0f", U / 16 < 65536 ? 65536 : U / 16);
+  snprintf(e, sizeof e, "%.0f", U < 262144 ? 262144 : U);
+  snprintf(s, sizeof s, "%d", S0);
+  snprintf(name, sizeof name, "%s%s", coll, kind == 1 ? "-concurrent" : kind == 2 ? "-world" : "");
+  snprintf(path, sizeof path, "%s/%s.json", dir, name);
+  char *argv[24] = {(char *)coll,
+                    "-b",
+                    b,
+                    "-e",
+                    e,
+                    "-f",
+                    "4",
+                    "-n",
+                    "4",
+                    "-w",
+                    "1",
+                    "--group",
+                    kind == 2   ? "world"
+                    : nodes > 1 ? "shard,replicate"
+                                : "shard",
+                    "--shard",
+                    s,
+                    "-J",
+                    path};
+  int argc = 17;
+  if (kind == 2) { /* --shard means nothing for the world group (bench refuses it) */
+    argv[13] = "-J", argv[14] = path;
+    argc = 15;
+  }
+  if (kind == 1) argv[argc++] = "--concurrent";
+  return bench(boot, coll, argv, argc, dir, name);
+}
+
+static int step_bench(hsr_boot *boot, const tune_opts *o, const vpick *p, const char *dir, const char *name) {
+  char u[16], us[32], cm[32], st[16], S[16], res[24], pf[8], path[512];
+  snprintf(u, sizeof u, "%ld", o->units);
+  snprintf(us, sizeof us, "%.0f", o->unit_bytes);
+  snprintf(cm, sizeof cm, "%g", o->compute_ms);
+  snprintf(st, sizeof st, "%ld", o->v_steps);
+  snprintf(S, sizeof S, "%d", p->S);
+  if (p->pol == HSR_RT_RESHARD_PARTIAL)
+    snprintf(res, sizeof res, "partial:%d", p->K);
+  else
+    snprintf(res, sizeof res, "%s", p->pol == HSR_RT_RESHARD_NONE ? "none" : "full");
+  snprintf(pf, sizeof pf, "%d", p->prefetch);
+  snprintf(path, sizeof path, "%s/%s.json", dir, name);
+  char *argv[24] = {"step", "--units",   u,   "--unit-size", us, "--compute-ms", cm,  "--steps", st,  "--shard",
+                    S,      "--reshard", res, "--prefetch",  pf, "--bwd-ratio",  "2", "--json",  path};
+  char bw[16];
+  snprintf(bw, sizeof bw, "%g", o->bwd_ratio);
+  argv[16] = bw;
+  return bench(boot, NULL, argv, 19, dir, name);
+}
+
+static int read_one(const char *dir, const char *name, vmeas *m) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.json", dir, name);
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  cJSON *j = cJSON_Parse(buf);
+  const cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "results"), 0);
+  int ok = r != NULL;
+  if (ok) {
+    m->step = cJSON_GetObjectItemCaseSensitive(r, "step_ms")->valuedouble;
+    m->compute = cJSON_GetObjectItemCaseSensitive(r, "compute_ms")->valuedouble;
+    m->comm = cJSON_GetObjectItemCaseSensitive(r, "comm_ms")->valuedouble;
+    m->exposed = cJSON_GetObjectItemCaseSensitive(r, "exposed_comm_ms")->valuedouble;
+  }
+  cJSON_Delete(j);
+  return ok ? 0 : -1;
+}
+
+static int g_rounds = 1; /* --validate-rounds */
+
+static void round_name(char *b, size_t n, const char *name, int round) {
+  if (round <= 1)
+    snprintf(b, n, "%s", name);
+  else
+    snprintf(b, n, "%s-r%d", name, round);
+}
+
+/* The round with the shortest step: other work on the cores only ever adds time. */
+static int read_step(const char *dir, const char *name, vmeas *m) {
+  int found = 0;
+  for (int r = 1; r <= g_rounds; r++) {
+    char nm[96];
+    vmeas v;
+    round_name(nm, sizeof nm, name, r);
+    if (read_one(dir, nm, &v) != 0) continue;
+    if (!found || v.step < m->step) *m = v;
+    found = 1;
+  }
+  return found ? 0 : -1;
+}
+
+static void pick_name(const vpick *p, char *b, size_t n) {
+  snprintf(b, n, "step-S%d-%s%d-p%d", p->S,
+           p->pol == HSR_RT_RESHARD_FULL   ? "full"
+           : p->pol == HSR_RT_RESHARD_NONE ? "none"
+                                           : "partial",
+           p->K, p->prefetch);
+}
+
+static int same(const vpick *a, const vpick *b) {
+  return a->S == b->S && a->pol == b->pol && a->K == b->K && a->prefetch == b->prefetch;
+}
+
+static vpick pick_of(const hsr_tune_result *r, int i) {
+  return (vpick){r->S, (int)r->cfg.reshard, r->cfg.partial_k, r->cfg.prefetch, i};
+}
+
+static int is_probe(const vpick *c, const vpick *probes, int np) {
+  for (int k = 0; k < np; k++)
+    if (same(c, &probes[k])) return 1;
+  return 0;
+}
+
+/* The top candidates and a few bad ones (the slowest of distinct meshes and
+ * policies), none of them a probe the model was fitted to. */
+static int choose(const tune_opts *o, const hsr_tune_plan *p, const vpick *probes, int nprobes, vpick *out) {
+  int n = 0;
+  for (int i = 0; i < p->nfeasible && n < o->v_top; i++) {
+    const hsr_tune_result *r = &p->cand[i];
+    if (r->cfg.strategy != HSR_RT_FSDP && r->cfg.strategy != HSR_RT_HYBRID) continue; /* hsr bench step runs these */
+    vpick c = pick_of(r, i);
+    if (!is_probe(&c, probes, nprobes)) out[n++] = c;
+  }
+  int bad = 0;
+  for (int i = p->nfeasible - 1; i >= 0 && bad < o->v_bad && n < V_MAX; i--) {
+    const hsr_tune_result *r = &p->cand[i];
+    if (r->cfg.strategy != HSR_RT_FSDP && r->cfg.strategy != HSR_RT_HYBRID) continue;
+    vpick c = pick_of(r, i);
+    int dup = is_probe(&c, probes, nprobes);
+    for (int k = 0; k < n; k++) dup |= same(&out[k], &c) || (out[k].S == c.S && out[k].pol == c.pol);
+    if (!dup) out[n++] = c, bad++;
+  }
+  return n;
+}
+
+/* The cross-node over intra-node all-gather time at the largest size of the calibration bench. */
+static double link_ratio(const char *dir, double *bytes) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/all_gather.json", dir);
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  static char buf[1 << 18];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  cJSON *j = cJSON_Parse(buf);
+  double ti = 0, tx = 0, best = 0;
+  const cJSON *r;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(j, "results")) {
+    double sz = cJSON_GetObjectItemCaseSensitive(r, "size")->valuedouble;
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(r, "hsr"), *lk = cJSON_GetObjectItemCaseSensitive(h, "link");
+    double t =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "out_of_place"), "time")->valuedouble;
+    if (sz < best) continue;
+    if (sz > best) best = sz, ti = tx = 0;
+    if (cJSON_IsString(lk) && !strcmp(lk->valuestring, "intra-node"))
+      ti = t;
+    else
+      tx = t;
+  }
+  cJSON_Delete(j);
+  *bytes = best;
+  return ti > 0 ? tx / ti : 0;
+}
+
+static cJSON *meas_json(const hsr_tune_result *r, const vmeas *m, int bad, int probe) {
+  cJSON *o = cJSON_CreateObject();
+  char lab[96];
+  cJSON_AddStringToObject(o, "label", hsr_tune_label(r, lab, sizeof lab));
+  cJSON_AddNumberToObject(o, "shard", r->S);
+  cJSON_AddStringToObject(o, "strategy", hsr_rt_strategy_name(r->cfg.strategy));
+  cJSON_AddBoolToObject(o, "deliberately_bad", bad);
+  cJSON_AddBoolToObject(o, "probe", probe);
+  const double p[4] = {r->step_ms, r->comm_ms, r->exposed_ms, r->compute_ms},
+               q[4] = {m->step, m->comm, m->exposed, m->compute};
+  const char *k[4] = {"step_ms", "comm_ms", "exposed_ms", "compute_ms"};
+  cJSON *pr = cJSON_AddObjectToObject(o, "predicted"), *me = cJSON_AddObjectToObject(o, "measured");
+  cJSON *er = cJSON_AddObjectToObject(o, "error_pct");
+  for (int i = 0; i < 4; i++) {
+    cJSON_AddNumberToObject(pr, k[i], p[i]);
+    cJSON_AddNumberToObject(me, k[i], q[i]);
+    cJSON_AddNumberToObject(er, k[i], q[i] > 0 ? 100 * (p[i] - q[i]) / q[i] : 0);
+  }
+  return o;
+}
+
+static int find(const hsr_tune_plan *p, const vpick *c) {
+  for (int i = 0; i < p->n; i++) {
+    vpick q = pick_of(&p->cand[i], i);
+    if ((p->cand[i].cfg.strategy == HSR_RT_FSDP || p->cand[i].cfg.strategy == HSR_RT_HYBRID) && same(&q, c)) return i;
+  }
+  return -1;
+}
+
+static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, const vmeas *m, int n, const char *dir,
+                   const vpick *probes, int nprobes) {
+  double lbytes = 0, ratio = link_ratio(dir, &lbytes);
+  const char *emu = getenv("HSR_EMULATE_NET");
+  printf("# hsr tune --validate: %d ranks on %d nodes%s%s; hsr bench step --units %ld --unit-size %.0f "
+         "--compute-ms %g --steps %ld\n",
+         p->world, p->nodes, emu ? ", emulated link " : "", emu ? emu : "", x->o->units, x->o->unit_bytes,
+         x->o->compute_ms, x->o->v_steps);
+  if (ratio > 0)
+    printf("# link: a %.0f-byte all-gather across the nodes takes %.1fx as long as inside one\n", lbytes, ratio);
+  printf("%s", x->calib_report);
+  printf("# compute: %s\n", x->compute_desc);
+  printf("%-26s %9s %9s %7s %9s %9s %7s %9s %9s\n", "layout", "step pred", "measured", "err", "comm pred", "measured",
+         "err", "exp pred", "measured");
+  double worst_step = 0, worst_comm = 0, fastest = 1e300;
+  int fi = -1;
+  cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "runs");
+  cJSON_AddStringToObject(root, "emulated_net", emu ? emu : "");
+  cJSON_AddNumberToObject(root, "link_ratio", ratio);
+  cJSON_AddNumberToObject(root, "link_ratio_bytes", lbytes);
+  cJSON_AddStringToObject(root, "calibration", x->calib_report);
+  cJSON_AddStringToObject(root, "compute", x->compute_desc);
+  for (int i = 0; i < n; i++) {
+    const hsr_tune_result *r = &p->cand[pk[i].idx];
+    char lab[96];
+    double es = 100 * (r->step_ms - m[i].step) / m[i].step, ec = 100 * (r->comm_ms - m[i].comm) / m[i].comm;
+    printf("%-26s %9.1f %9.1f %+6.1f%% %9.1f %9.1f %+6.1f%% %9.1f %9.1f%s\n", hsr_tune_label(r, lab, sizeof lab),
+           r->step_ms, m[i].step, es, r->comm_ms, m[i].comm, ec, r->exposed_ms, m[i].exposed,
+           i < x->o->v_top ? "" : "   (deliberately bad)");
+    if (fabs(es) > worst_step) worst_step = fabs(es);
+    if (fabs(ec) > worst_comm) worst_comm = fabs(ec);
+    if (m[i].step < fastest) fastest = m[i].step, fi = i;
+    cJSON_AddItemToArray(arr, meas_json(r, &m[i], i >= x->o->v_top, 0));
+  }
+  for (int i = 0; i < nprobes; i++) { /* the runs the model was fitted to: shown, not counted */
+    vmeas pm;
+    int k = find(p, &probes[i]);
+    if (k < 0 || read_step(dir, probe_names[i], &pm) != 0) continue;
+    const hsr_tune_result *r = &p->cand[k];
+    char lab[96];
+    printf("%-26s %9.1f %9.1f %+6.1f%% %9.1f %9.1f %+6.1f%% %9.1f %9.1f   (probe: fitted)\n",
+           hsr_tune_label(r, lab, sizeof lab), r->step_ms, pm.step, 100 * (r->step_ms - pm.step) / pm.step, r->comm_ms,
+           pm.comm, 100 * (r->comm_ms - pm.comm) / pm.comm, r->exposed_ms, pm.exposed);
+    cJSON_AddItemToArray(arr, meas_json(r, &pm, 0, 1));
+  }
+  char a[96], b[96];
+  printf("# worst error: step %.1f%%, communication %.1f%%\n", worst_step, worst_comm);
+  if (n > 0 && fi >= 0) {
+    printf("# recommended %s measured %.1f ms; fastest measured %s %.1f ms: recommended is %.1f%% slower\n",
+           hsr_tune_label(&p->cand[pk[0].idx], a, sizeof a), m[0].step,
+           hsr_tune_label(&p->cand[pk[fi].idx], b, sizeof b), fastest, 100 * (m[0].step - fastest) / fastest);
+    cJSON_AddNumberToObject(root, "recommended_vs_fastest_pct", 100 * (m[0].step - fastest) / fastest);
+  }
+  cJSON_AddNumberToObject(root, "worst_step_error_pct", worst_step);
+  cJSON_AddNumberToObject(root, "worst_comm_error_pct", worst_comm);
+  /* the predicted ranking of every layout hsr bench step runs, for comparing link rates */
+  cJSON *rank = cJSON_AddArrayToObject(root, "predicted_ranking");
+  for (int i = 0; i < p->nfeasible; i++) {
+    const hsr_tune_result *r = &p->cand[i];
+    if (r->cfg.strategy != HSR_RT_FSDP && r->cfg.strategy != HSR_RT_HYBRID) continue;
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "label", hsr_tune_label(r, a, sizeof a));
+    cJSON_AddNumberToObject(e, "step_ms", r->step_ms);
+    cJSON_AddItemToArray(rank, e);
+  }
+  char path[512], *txt = cJSON_Print(root);
+  snprintf(path, sizeof path, "%s/validate.json", dir);
+  FILE *f = fopen(path, "w");
+  if (f && txt) fprintf(f, "%s\n", txt);
+  if (f) fclose(f);
+  free(txt);
+  cJSON_Delete(root);
+}
+
+static hsr_status first_session(tune_opts *o, hsr_boot *b, hsr_cluster **cl, int *rank, int *nodes, int *per,
+                                double *probe, char *dir, size_t len) {
+  hsr_status st = HSR_OK;
+  hsr_topo *t = NULL;
+  if (hsr_boot_is_singleton(b))
+    st = hsr_error(HSR_ERR_INVALID, "--validate runs under a launcher: hsr-run -n 8 --nodes 2 [--emulate-net RATE] -- "
+                                    "hsr tune --validate");
+  if (st == HSR_OK) st = hsr_topo_discover(NULL, &t);
+  if (st == HSR_OK) st = hsr_cluster_gather(b, t, cl);
+  if (st == HSR_OK) st = probe_kernels(b, &probe[0], &probe[1]);
+  *rank = hsr_boot_rank(b), *nodes = hsr_boot_num_nodes(b), *per = hsr_boot_size(b) / hsr_boot_num_nodes(b);
+  if (st == HSR_OK && *rank == 0) {
+    if (o->v_keep) {
+      snprintf(dir, len, "%s", o->v_keep);
+      if (mkdir(dir, 0755) != 0 && errno != EEXIST) st = hsr_error(HSR_ERR_INVALID, "cannot make '%s'", dir);
+    } else {
+      snprintf(dir, len, "/tmp/hsr-tune-XXXXXX");
+      if (!mkdtemp(dir)) st = hsr_error(HSR_ERR_SYSTEM, "cannot make a directory under /tmp");
+    }
+  }
+  if (st == HSR_OK) st = hsr_boot_bcast(b, dir, len, 0);
+  hsr_topo_free(t);
+  return st;
+}
+
+/* Rank 0: the cost model fitted to this launch's benches, the compute per
+ * unit from the probe, the plan, and the picks to run. */
+
+static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *dir, const double *probe,
+                                     const vpick *probes, int nprobes, vpick *picks, int *np, hsr_tune_plan *plan) {
+  x->calib_report[0] = '\0';
+  tune_opts *o = (tune_opts *)x->o;
+  static char paths[6][512];
+  static const char *const names[] = {"all_gather",       "reduce_scatter",      "all_reduce", "all_reduce-concurrent",
+                                      "all_gather-world", "reduce_scatter-world"};
+  o->nbench = 0;
+  for (int i = 0; i < 6; i++) {
+    snprintf(paths[i], sizeof paths[i], "%s/%s.json", dir, names[i]);
+    if (access(paths[i], R_OK) == 0) o->bench[o->nbench++] = paths[i];
+  }
+  if (!o->hw) o->hw = "host";
+  HSR_CHECK(tune_setup(x, cl));
+  x->net.optim_ns_per_elem = probe[0];
+  x->net.data_gbs = probe[1];
+  snprintf(x->topo_desc, sizeof x->topo_desc, "this launch");
+  /* the probes: the collectives' slowdown inside a step and the compute per unit */
+  hsr_tune_probe pr[3];
+  int npr = 0;
+  for (int i = 0; i < nprobes; i++) {
+    vmeas pm;
+    if (read_step(dir, probe_names[i], &pm) != 0)
+      return hsr_error(HSR_ERR_INTERNAL, "--validate: no result in %s/%s.json", dir, probe_names[i]);
+    hsr_tune_probe *q = &pr[npr++];
+    memset(q, 0, sizeof *q);
+    hsr_rt_config_default(&q->cfg);
+    q->S = probes[i].S, q->R = hsr_cluster_world(cl) / probes[i].S;
+    q->cfg.strategy = q->R > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
+    q->cfg.reshard = (hsr_rt_reshard)probes[i].pol;
+    q->cfg.prefetch = probes[i].prefetch;
+    q->cfg.prefetch_step = q->cfg.prefetch > 0; /* hsr bench step's default */
+    q->step_ms = pm.step, q->comm_ms = pm.comm, q->compute_ms = pm.compute;
+    hsr_mesh *mm = NULL;
+    hsr_mesh_request req = {q->S, 0, 0};
+    HSR_CHECK(hsr_mesh_plan(cl, &req, &mm));
+    hsr_status st = hsr_tune_mesh_shapes(cl, mm, q->shapes);
+    hsr_mesh_free(mm);
+    HSR_CHECK(st);
+  }
+  size_t used = strlen(x->calib_report);
+  HSR_CHECK(hsr_tune_calib_step(&x->net, &x->model, pr, npr, x->calib_report + used, sizeof x->calib_report - used));
+  snprintf(x->compute_desc, sizeof x->compute_desc,
+           "%.3f ms per unit forward, fitted to the probes' measured compute (--compute-ms %g asked of hsr bench "
+           "step); AdamW %.2f ns/element, data %.2f GB/s measured",
+           x->model.fwd_ms, o->compute_ms, probe[0], probe[1]);
+  hsr_tune_space sp;
+  hsr_tune_space_default(&sp);
+  sp.max_prefetch = (int)o->max_prefetch;
+  HSR_CHECK(hsr_tune_plan_run(cl, &x->model, &x->net, &sp, plan));
+  if (*np == 0) *np = choose(o, plan, probes, nprobes, picks);
+  for (int i = 0; i < *np; i++) picks[i].idx = find(plan, &picks[i]);
+  return HSR_OK;
+}
+
+/* One round: the probes, then (picks known) every pick; names carry the round. */
+static int run_round(hsr_boot *boot, const tune_opts *o, const vpick *probes, int nprobes, const vpick *picks, int np,
+                     const char *dir, int round) {
+  int rc = 0;
+  char nm[96], base[64];
+  for (int i = 0; i < nprobes && !rc; i++) {
+    round_name(nm, sizeof nm, probe_names[i], round);
+    rc = step_bench(boot, o, &probes[i], dir, nm);
+  }
+  for (int i = 0; i < np && !rc; i++) {
+    pick_name(&picks[i], base, sizeof base);
+    round_name(nm, sizeof nm, base, round);
+    rc = step_bench(boot, o, &picks[i], dir, nm);
+  }
+  return rc;
+}
+
+/* Rank 0: the fit and plan, the table, the JSON, the plot. */
+static hsr_status finish(tune_ctx *x, hsr_cluster *cl, const char *dir, const double *probe, const vpick *probes,
+                         int nprobes, vpick *picks, int np) {
+  hsr_tune_plan plan = {0};
+  vmeas m[V_MAX];
+  hsr_status st = tune_validate_plan(x, cl, dir, probe, probes, nprobes, picks, &np, &plan);
+  for (int i = 0; i < np && st == HSR_OK; i++) {
+    char name[64];
+    pick_name(&picks[i], name, sizeof name);
+    if (read_step(dir, name, &m[i]) != 0 || picks[i].idx < 0)
+      st = hsr_error(HSR_ERR_INTERNAL, "--validate: no result for %s in %s", name, dir);
+  }
+  if (st == HSR_OK) {
+    report(x, &plan, picks, m, np, dir, probes, nprobes);
+    if (x->o->plot) {
+      double meas[2 * V_MAX];
+      int which[V_MAX];
+      for (int i = 0; i < np; i++)
+        which[i] = picks[i].idx, meas[2 * i] = m[i].step - m[i].exposed, meas[2 * i + 1] = m[i].exposed;
+      st = tune_plot(x, &plan, meas, which, np, x->o->plot);
+    }
+    printf("# bench files: %s\n", dir);
+  }
+  hsr_tune_plan_free(&plan);
+  return st;
+}
+
+int tune_validate(tune_opts *o) {
+  g_reuse = o->v_reuse;
+  g_rounds = (int)o->v_rounds;
+  /* units big enough that bandwidth and compute, not the scheduler's jitter, set the times */
+  if (o->unit_bytes <= 0 && o->params <= 0) o->unit_bytes = 8 << 20;
+  if (o->unit_bytes <= 0) o->unit_bytes = o->params / o->units * 4;
+  if (!o->units_given) o->units = 8;
+  if (o->compute_ms <= 0) o->compute_ms = 10;
+  if (o->tflops > 0 || o->compute_from)
+    return hsr_cli_usage_error("tune", "--validate times hsr bench step's compute: give --compute-ms-per-unit");
+  o->params = 0;
+  o->root = HSR_TUNE_ROOT_LAST;
+  hsr_cluster *cl = NULL;
+  char dir[256] = "";
+  int rank = 0, nodes = 1, per = 1, rc = 0;
+  double probe[2] = {0};
+  hsr_boot *boot = NULL;
+  hsr_status st = hsr_boot_init(&boot);
+  if (st == HSR_OK) st = first_session(o, boot, &cl, &rank, &nodes, &per, probe, dir, sizeof dir);
+  static const char *const colls[] = {"all_gather", "reduce_scatter", "all_reduce"};
+  for (int i = 0; i < 3 && !rc && st == HSR_OK; i++) rc = coll_bench(boot, o, colls[i], 0, per, nodes, dir);
+  if (!rc && st == HSR_OK && nodes > 1) rc = coll_bench(boot, o, "all_reduce", 1, per, nodes, dir);
+  for (int i = 0; i < 2 && !rc && st == HSR_OK && nodes > 1; i++)
+    rc = coll_bench(boot, o, colls[i], 2, per, nodes, dir);
+  /* probes: the node-sized shard group without re-gathers; one shard group
+   * over every node, without and with prefetch (overlap: what busy
+   * collectives take from compute). The first and the last are measured at
+   * every link rate: bench/tune_validate.sh compares them across rates. */
+  vpick probes[3] = {{per, HSR_RT_RESHARD_NONE, 0, 1, -1},
+                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 0, -1},
+                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 1, -1}};
+  int nprobes = nodes > 1 ? 3 : 2;
+  if (nodes == 1) probes[1].prefetch = 1;
+  vpick picks[V_MAX];
+  int np = 0;
+  tune_ctx x = {.o = o};
+  for (int round = 1; round <= g_rounds && st == HSR_OK && !rc; round++) {
+    rc = run_round(boot, o, probes, nprobes, picks, np, dir, round);
+    if (round > 1 || rc) continue;
+    /* rank 0 plans from the first round; every rank learns the picks */
+    hsr_tune_plan plan = {0};
+    if (rank == 0) st = tune_validate_plan(&x, cl, dir, probe, probes, nprobes, picks, &np, &plan);
+    hsr_tune_plan_free(&plan);
+    hsr_status sst = hsr_boot_bcast(boot, &np, sizeof np, 0);
+    if (sst == HSR_OK && np > 0) sst = hsr_boot_bcast(boot, picks, sizeof picks, 0);
+    if (st == HSR_OK) st = sst;
+    if (st == HSR_OK) rc = run_round(boot, o, NULL, 0, picks, np, dir, 1);
+  }
+  if (rc && rank == 0) fprintf(stderr, "hsr tune --validate: a benchmark failed (exit %d); see %s\n", rc, dir);
+  /* every round measured: fit to the best of each, predict, compare */
+  if (st == HSR_OK && !rc && rank == 0) st = finish(&x, cl, dir, probe, probes, nprobes, picks, np);
+  hsr_cluster_free(cl);
+  hsr_status f = boot ? hsr_boot_finalize(boot) : HSR_OK;
+  if (st == HSR_OK) st = f;
+  if (st != HSR_OK) return hsr_cli_fail("tune", st);
+  return rc;
+}

@@ -1,0 +1,198 @@
+/* The cost model's arithmetic: built-in figures for well-known hardware and
+ * the volumes and times of one collective on a group as it lies on the
+ * nodes. The volumes follow the algorithms the host collectives run, as
+ * their counters count them (tests/mr_counters.c derives the same figures
+ * by hand from the message patterns; tests/test_tune.c holds these to hand-
+ * computed cases and tests/tune.cmake to counters measured in a real run). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hsr/tune.h"
+
+typedef struct hw_fig {
+  const char *name;
+  double intra_gbs, intra_us, cross_gbs, cross_us, hbm_gbs;
+  const char *intra_src, *cross_src;
+  int gpu;
+} hw_fig;
+
+/* Public figures: nccl-tests bus bandwidth (ANCHORS.md "nccl-tests"),
+ * NCCL's ring latencies (tuning.cc: base 8.4 us + per-hop NVLink/NET). */
+static const hw_fig figs[] = {
+    {"h100", 360, 15, 48, 30, 3350, "default: H100 NVLink all-gather busbw ~360 GB/s (nccl-tests)",
+     "default: NDR 400G ~48 GB/s per GPU's NIC (nccl-tests)", 1},
+    {"h200", 360, 15, 48, 30, 4800, "default: H200 NVLink all-gather busbw ~360 GB/s (nccl-tests)",
+     "default: NDR 400G ~48 GB/s per GPU's NIC (nccl-tests)", 1},
+    {"a100", 230, 15, 24, 30, 2000, "default: A100 NVLink 3 all-gather busbw ~230 GB/s",
+     "default: HDR 200G ~24 GB/s per GPU's NIC", 1},
+    {"pcie5", 50, 20, 48, 30, 3350, "default: PCIe Gen5 x16 ~50 GB/s between GPUs without NVLink",
+     "default: NDR 400G ~48 GB/s per GPU's NIC (nccl-tests)", 1},
+    {"host", 3.0, 30, 0.5, 60, 6, "default: hsr shared-memory collectives, ~3 GB/s busbw on 2-4 cores (ANCHORS.md)",
+     "default: UCX over TCP ~0.5 GB/s per rank (ANCHORS.md: 3.6 GB/s loopback, shared by the ranks)", 0},
+};
+
+const char *hsr_tune_net_hw_names(void) { return "h100, h200, a100, pcie5, host"; }
+
+hsr_status hsr_tune_net_default(const char *hw, hsr_tune_net *out) {
+  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_net_default: NULL argument");
+  const hw_fig *f = NULL;
+  for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++)
+    if (hw && !strcmp(hw, figs[i].name)) f = &figs[i];
+  if (!f)
+    return hsr_error(HSR_ERR_INVALID, "unknown hardware '%s' (valid: %s)", hw ? hw : "(null)", hsr_tune_net_hw_names());
+  memset(out, 0, sizeof *out);
+  snprintf(out->name, sizeof out->name, "%s", f->name);
+  for (int op = 0; op < HSR_TUNE_OPS; op++) {
+    hsr_tune_link *a = &out->link[HSR_TUNE_INTRA][op], *x = &out->link[HSR_TUNE_CROSS][op];
+    *a = (hsr_tune_link){.alpha_us = f->intra_us, .busbw_gbs = f->intra_gbs, .is_default = 1};
+    *x = (hsr_tune_link){.alpha_us = f->cross_us, .busbw_gbs = f->cross_gbs, .is_default = 1};
+    snprintf(a->source, sizeof a->source, "%s", f->intra_src);
+    snprintf(x->source, sizeof x->source, "%s", f->cross_src);
+  }
+  for (int op = 0; op < HSR_TUNE_OPS; op++) out->span[op] = 1;
+  for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
+    out->slow[t] = 1;
+    out->concurrent[t] = 1;
+    out->concurrent_default[t] = 1;
+  }
+  out->device_is_gpu = f->gpu;
+  /* host collectives copy on the cores that compute; a rate-limited link mostly waits */
+  out->steal[HSR_TUNE_INTRA] = f->gpu ? 0 : 0.5;
+  out->steal[HSR_TUNE_CROSS] = f->gpu ? 0 : 0.1;
+  /* AdamW: read parameter, gradient, master, m, v; write them back: ~30 bytes per element */
+  out->optim_ns_per_elem = 30.0 / f->hbm_gbs;
+  out->data_gbs = f->gpu ? f->hbm_gbs / 2 : f->hbm_gbs;
+  out->ar2 = HSR_TUNE_AR2_SPLIT_RAIL; /* collectives/two_allreduce.c */
+  out->ar_rd_max_bytes = 64 * 1024;
+  return HSR_OK;
+}
+
+int hsr_tune_net_uses_defaults(const hsr_tune_net *n) {
+  if (!n) return 0;
+  for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
+    if (n->concurrent_default[t]) return 1;
+    for (int op = 0; op < HSR_TUNE_OPS; op++)
+      if (n->link[t][op].is_default) return 1;
+  }
+  return 0;
+}
+
+/* ---- volumes ---- */
+static int pow2(int n) { return n > 0 && !(n & (n - 1)); }
+static int ilog2(int n) {
+  int k = 0;
+  while ((1 << (k + 1)) <= n) k++;
+  return k;
+}
+
+static void stage(hsr_tune_vol *v, hsr_tune_tier t, int op, double bytes) {
+  if (v->nstages < HSR_TUNE_MAX_STAGES) v->stage[v->nstages++] = (hsr_tune_stage){t, op, bytes, 0};
+}
+
+/* Shared memory among n members (B: a rank's block, or the vector for
+ * all-reduce): every rank reads (n-1) blocks; all-reduce reduces its slice
+ * from the others' inputs, then reads the others' slices. */
+static double shm_bytes(int op, int n, double B) {
+  if (n < 2) return 0;
+  return op == HSR_OP_ALLREDUCE ? 2.0 * B * (n - 1) / n : B * (n - 1);
+}
+
+/* A UCX ring (or recursive doubling) over n members, `cross` of its n hops
+ * to another node. */
+static void ucx_vol(const hsr_tune_net *net, int op, int n, int nodes, double B, hsr_tune_tier tier, hsr_tune_vol *v) {
+  double frac = nodes > 1 ? (n == nodes ? 1.0 : (double)nodes / n) : 0;
+  double sent;
+  if (op == HSR_OP_ALLREDUCE && pow2(n) && B <= net->ar_rd_max_bytes) {
+    /* log2(n) exchanges of the vector; with p members per node the partner
+     * r ^ mask is remote for the log2(nodes) largest masks */
+    sent = ilog2(n) * B;
+    frac = nodes > 1 ? (double)ilog2(nodes) / ilog2(n) : 0;
+    v->algo = "ucx recursive doubling";
+  } else {
+    sent = op == HSR_OP_ALLREDUCE ? 2.0 * B * (n - 1) / n : B * (n - 1);
+    v->algo = "ucx ring";
+  }
+  v->sent += sent, v->recv += sent;
+  v->fabric_sent += sent * frac, v->fabric_recv += sent * frac;
+  stage(v, tier, op, sent);
+}
+
+static void two_level(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double B, size_t es, hsr_tune_vol *v) {
+  int L = g->per_node, m = g->nodes;
+  v->algo = "two-level";
+  if (op != HSR_OP_ALLREDUCE) { /* node stage over m blocks per member, cross ring of one block */
+    double nb = shm_bytes(op, L, B * m);
+    v->sent += nb, v->recv += nb;
+    stage(v, HSR_TUNE_INTRA, op, nb);
+    ucx_vol(net, op, m, m, B, HSR_TUNE_CROSS, v);
+  } else if (net->ar2 == HSR_TUNE_AR2_FULL) { /* node all-reduce, cross all-reduce of the whole vector */
+    double nb = shm_bytes(op, L, B);
+    v->sent += nb, v->recv += nb;
+    stage(v, HSR_TUNE_INTRA, op, nb);
+    ucx_vol(net, op, m, m, B, HSR_TUNE_CROSS, v);
+  } else { /* split rail: node reduce-scatter of q = count / L, cross all-reduce of q, node all-gather;
+            * the count % L tail: node all-reduce, cross all-reduce */
+    double q = floor(B / es / L), tail = B / es - q * L;
+    if (q > 0) {
+      double rs = shm_bytes(HSR_OP_REDUCE_SCATTER, L, q * es);
+      v->sent += 2 * rs, v->recv += 2 * rs;
+      stage(v, HSR_TUNE_INTRA, HSR_OP_REDUCE_SCATTER, rs);
+      ucx_vol(net, op, m, m, q * es, HSR_TUNE_CROSS, v);
+      stage(v, HSR_TUNE_INTRA, HSR_OP_ALLGATHER, rs);
+    }
+    if (tail > 0) {
+      double nb = shm_bytes(op, L, tail * es);
+      v->sent += nb, v->recv += nb;
+      stage(v, HSR_TUNE_INTRA, op, nb);
+      ucx_vol(net, op, m, m, tail * es, HSR_TUNE_CROSS, v);
+    }
+  }
+  v->algo = "two-level";
+  for (int i = 0; i < v->nstages; i++) v->stage[i].span = 1 + op;
+}
+
+hsr_status hsr_tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
+                           hsr_tune_vol *v) {
+  if (!net || !g || !v) return hsr_error(HSR_ERR_INVALID, "hsr_tune_volume: NULL argument");
+  if (op != HSR_OP_ALLGATHER && op != HSR_OP_REDUCE_SCATTER && op != HSR_OP_ALLREDUCE)
+    return hsr_error(HSR_ERR_INVALID, "hsr_tune_volume: operation %d (valid: all-gather, reduce-scatter, all-reduce)",
+                     op);
+  if (g->n < 1 || g->nodes < 1 || g->nodes > g->n || count < 0)
+    return hsr_error(HSR_ERR_INVALID, "hsr_tune_volume: group of %d members on %d nodes, count %g", g->n, g->nodes,
+                     count);
+  memset(v, 0, sizeof *v);
+  double B = count * (double)es;
+  v->full = op == HSR_OP_ALLREDUCE ? B : B * g->n;
+  v->algo = "local";
+  if (g->n == 1 || B == 0) return HSR_OK;
+  if (g->nodes == 1) { /* shared memory (NVLink on GPUs) */
+    double b = shm_bytes(op, g->n, B);
+    v->sent = v->recv = b;
+    stage(v, HSR_TUNE_INTRA, op, b);
+    v->algo = net->device_is_gpu ? "nccl (nvlink)" : "shared memory";
+  } else if (net->device_is_gpu) { /* NCCL's ring: bound by the network (by NVLink inside one domain) */
+    double b = shm_bytes(op, g->n, B);
+    double frac = (double)g->nodes / g->n;
+    v->sent = v->recv = b;
+    v->fabric_sent = v->fabric_recv = b * frac;
+    stage(v, g->domains == 1 ? HSR_TUNE_INTRA : HSR_TUNE_CROSS, op, b);
+    v->algo = "nccl ring";
+  } else if (g->per_node >= 2) {
+    two_level(net, op, g, B, es, v);
+  } else {
+    ucx_vol(net, op, g->n, g->nodes, B, HSR_TUNE_CROSS, v);
+  }
+  return HSR_OK;
+}
+
+double hsr_tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v) {
+  if (!net || !v) return 0;
+  double t = 0;
+  for (int i = 0; i < v->nstages; i++) {
+    const hsr_tune_link *l = &net->link[v->stage[i].tier][v->stage[i].op];
+    double s = l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? v->stage[i].bytes / (l->busbw_gbs * 1e9) : 0);
+    t += v->stage[i].span ? s * net->span[v->stage[i].span - 1] : s;
+  }
+  return t;
+}

@@ -1,0 +1,373 @@
+/* One layout evaluated: the runtime's schedule (hsr/schedule.h, the
+ * decisions the engine executes) walked over three training steps, every
+ * action run on a timeline of the program and its communicators (or CUDA
+ * streams), and the third step measured as `hsr bench step` measures it from
+ * the trace: the step span, compute, communication (the union of the
+ * collectives' spans), its part not covered by compute, all-gather time.
+ * Bytes per step are the volumes of the collectives that step issued; the
+ * ledger is hsr_tune_ledger_predict's over the same program. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hsr/schedule.h"
+#include "hsr/tune_ledger.h"
+#include "tune_int.h"
+
+#define EV_STEPS 3 /* step 1 records the order, step 2 prefetches, step 3 is steady */
+
+typedef struct red {
+  int unit, s1, s2, ar;
+} red;
+
+typedef struct ev {
+  const hsr_tune_model *m;
+  const hsr_tune_net *net;
+  const hsr_rt_config *cfg;
+  const hsr_tune_shape *shape;
+  const hsr_rt_layout *lay;
+  hsr_sched *sc;
+  int S, R, gpu, measure;
+  size_t pes, res;
+  tl t;
+  int *gath, *regath;
+  red *q;
+  int qh, qn, last_reduce;
+  hsr_tune_result *out;
+  hsr_status err;
+} ev;
+
+static double unit_len(const ev *e, int u) { return (double)hsr_rt_layout_unit_len(e->lay, u); }
+static double shard_len(const ev *e, int u) { return (double)hsr_rt_layout_shard_len(e->lay, u); }
+static void data(ev *e, double bytes) { tl_busy(&e->t, bytes / (e->net->data_gbs * 1e9)); }
+
+static int post(ev *e, int group, int op, double count, size_t es) {
+  hsr_tune_vol v;
+  hsr_status st = hsr_tune_volume(e->net, op, &e->shape[group], count, es, &v);
+  if (st != HSR_OK) {
+    e->err = st;
+    return -1;
+  }
+  if (e->measure) {
+    hsr_tune_bytes *b = &e->out->bytes[group][op];
+    b->calls++, b->sent += v.sent, b->recv += v.recv, b->full += v.full;
+    b->fabric_sent += v.fabric_sent, b->fabric_recv += v.fabric_recv;
+    e->out->fabric_all_ranks += v.fabric_sent * e->S * e->R;
+  }
+  /* host: one queue per communicator; CUDA: the all-gather stream and the reduce stream */
+  int lane = e->gpu ? (op == HSR_OP_ALLGATHER ? 0 : 1) : group;
+  int id = tl_post(&e->t, lane, group, op, &v);
+  if (lane == 1 && id >= 0) e->last_reduce = id;
+  return id;
+}
+
+static void push(ev *e, red r) {
+  red *q = realloc(e->q, sizeof *q * (size_t)(e->qn + 1));
+  if (!q) {
+    e->err = hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
+    return;
+  }
+  e->q = q;
+  e->q[e->qn++] = r;
+}
+
+static void stage2(ev *e, red *r) {
+  if (r->ar && r->s2 < 0) r->s2 = post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_ALLREDUCE, shard_len(e, r->unit), e->res);
+}
+
+static void reduce(ev *e, const hsr_sched_action *a) {
+  int u = a->unit;
+  if (e->cfg->reduce_dtype != HSR_F32) data(e, unit_len(e, u) * (4.0 + (double)e->res)); /* the cast */
+  red r = {u, -1, -1, a->all_reduce};
+  if (a->local)
+    data(e, shard_len(e, u) * (double)e->res);
+  else
+    r.s1 = post(e, HSR_RT_GROUP_SHARD, a->scatter ? HSR_OP_REDUCE_SCATTER : HSR_OP_ALLREDUCE, (double)a->count, e->res);
+  if (e->gpu) stage2(e, &r); /* stream order: right behind stage 1 */
+  push(e, r);
+}
+
+/* Host: a finished stage 1 posts its replicate all-reduce at the next
+ * progress point, in FIFO order. */
+static void progress(ev *e) {
+  for (int i = e->qh; i < e->qn; i++) {
+    if (!tl_done(&e->t, e->q[i].s1)) break;
+    stage2(e, &e->q[i]);
+  }
+}
+
+static void retire(ev *e, const hsr_sched_action *a) {
+  if (e->qh >= e->qn) {
+    e->err = hsr_error(HSR_ERR_INTERNAL, "tune: the schedule retires a reduction that was never started");
+    return;
+  }
+  red *r = &e->q[e->qh++];
+  if (!e->gpu) { /* CUDA: the reduce stream orders it, the program does not wait */
+    tl_wait(&e->t, r->s1);
+    stage2(e, r);
+    tl_wait(&e->t, r->s2);
+  }
+  double ls = shard_len(e, r->unit);
+  data(e, a->deferred ? ls * 4 : ls * 8 + (e->cfg->reduce_dtype != HSR_F32 ? ls * (4.0 + (double)e->res) : 0));
+}
+
+static void norm(ev *e) {
+  if (e->gpu) tl_wait(&e->t, e->last_reduce);
+  double ls = 0;
+  for (int u = 0; u < hsr_rt_layout_num_units(e->lay); u++) ls += shard_len(e, u);
+  tl_compute(&e->t, ls * 4 / (e->net->data_gbs * 1e9)); /* sums of squares: the optimizer's span */
+  if (e->S > 1) tl_wait(&e->t, post(e, HSR_RT_GROUP_SHARD, HSR_OP_ALLREDUCE, 1, 8));
+}
+
+static void act(ev *e, const hsr_sched_action *a) {
+  int u = a->unit;
+  switch (a->op) {
+  case HSR_SCHED_GATHER:
+    if (a->local)
+      data(e, unit_len(e, u) * (double)e->pes);
+    else
+      e->gath[u] = post(e, a->group, HSR_OP_ALLGATHER, (double)a->count, e->pes);
+    break;
+  case HSR_SCHED_WAIT:
+    tl_wait(&e->t, e->gath[u]);
+    e->gath[u] = -1;
+    break;
+  case HSR_SCHED_RESHARD:
+    if (a->partial) data(e, (double)a->count * (double)e->pes);
+    break;
+  case HSR_SCHED_GRAD_BUF: data(e, unit_len(e, u) * 4); break;
+  case HSR_SCHED_REDUCE: reduce(e, a); break;
+  case HSR_SCHED_DEFERRED_AR: {
+    red r = {u, -1, -1, 1};
+    stage2(e, &r);
+    push(e, r);
+    break;
+  }
+  case HSR_SCHED_PROGRESS:
+    if (!e->gpu) progress(e);
+    break;
+  case HSR_SCHED_RETIRE: retire(e, a); break;
+  case HSR_SCHED_NORM: norm(e); break;
+  case HSR_SCHED_OPTIM: tl_compute(&e->t, shard_len(e, u) * e->net->optim_ns_per_elem * 1e-9); break;
+  case HSR_SCHED_REGATHER:
+    e->regath[u] = post(e, HSR_RT_GROUP_SHARD, HSR_OP_ALLGATHER, (double)a->count, e->pes);
+    break;
+  case HSR_SCHED_REGATHER_WAIT: tl_wait(&e->t, e->regath[u]); break;
+  case HSR_SCHED_GRAD_ZERO: data(e, shard_len(e, u) * 4); break;
+  default: break;
+  }
+}
+
+static void run(ev *e, hsr_status st, const hsr_sched_action *acts, int n) {
+  if (st != HSR_OK) e->err = st;
+  for (int i = 0; i < n && e->err == HSR_OK && e->t.err == HSR_OK; i++) act(e, &acts[i]);
+}
+
+static double fwd_s(const ev *e, int u) { return (e->m->unit_fwd_ms ? e->m->unit_fwd_ms[u] : e->m->fwd_ms) * 1e-3; }
+
+/* One lifecycle call: the schedule's actions, then the program's compute. */
+static void call(ev *e, const hsr_prog_call *c) {
+  const hsr_sched_action *a = NULL;
+  int n = 0, u = c->unit;
+  hsr_status st;
+  switch (c->op) {
+  case HSR_PROG_FWD_BEGIN: st = hsr_sched_forward_begin(e->sc, u, &a, &n); break;
+  case HSR_PROG_FWD_END: st = hsr_sched_forward_end(e->sc, u, &a, &n); break;
+  case HSR_PROG_BWD_BEGIN: st = hsr_sched_backward_begin(e->sc, u, &a, &n); break;
+  case HSR_PROG_BWD_END: st = hsr_sched_backward_end(e->sc, u, &a, &n); break;
+  default: st = hsr_sched_step(e->sc, &a, &n); break;
+  }
+  run(e, st, a, n);
+  if (c->op == HSR_PROG_FWD_BEGIN) tl_compute(&e->t, fwd_s(e, u));
+  if (c->op == HSR_PROG_BWD_BEGIN) tl_compute(&e->t, fwd_s(e, u) * e->m->bwd_ratio);
+}
+
+/* The measured step's window [s0, s1]: compute, communication and its
+ * exposed part, all-gathers, each group's busy time. */
+static hsr_status measure(ev *e, double s0, double s1) {
+  tl *t = &e->t;
+  tl_ival *c = malloc(sizeof *c * (size_t)(t->ncomp + 1)), *m = malloc(sizeof *m * (size_t)(t->nops + 1));
+  tl_ival *g = malloc(sizeof *g * (size_t)(t->nops + 1));
+  if (!c || !m || !g) {
+    free(c), free(m), free(g);
+    return hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
+  }
+  int nc = 0;
+  for (int i = 0; i < t->ncomp; i++) {
+    double a = t->comp[i].a < s0 ? s0 : t->comp[i].a, b = t->comp[i].b > s1 ? s1 : t->comp[i].b;
+    if (b > a) c[nc++] = (tl_ival){a, b};
+  }
+  nc = tl_merge(c, nc);
+  hsr_tune_result *o = e->out;
+  for (int pass = -2; pass < HSR_RT_GROUP_COUNT; pass++) { /* -2: all, -1: all-gathers, then per group */
+    int nm = 0;
+    for (int i = 0; i < t->nops; i++) {
+      const tl_op *x = &t->ops[i];
+      if ((pass == -1 && x->op != HSR_OP_ALLGATHER) || (pass >= 0 && x->group != pass)) continue;
+      double a = x->start < s0 ? s0 : x->start, b = x->end > s1 ? s1 : x->end;
+      if (b > a) m[nm++] = (tl_ival){a, b};
+    }
+    nm = tl_merge(m, nm);
+    double len = tl_length(m, nm) * 1e3, hid = tl_overlap(c, nc, m, nm) * 1e3;
+    if (pass == -2)
+      o->comm_ms = len, o->exposed_ms = len - hid;
+    else if (pass == -1)
+      o->ag_ms = len, o->ag_exposed_ms = len - hid;
+    else
+      o->busy_ms[pass] = len;
+  }
+  for (int tier = 0; tier < HSR_TUNE_TIER_COUNT; tier++) {
+    int nm = 0;
+    tl_ival *m2 = realloc(m, sizeof *m * (size_t)(t->nstg + 1));
+    if (!m2) break;
+    m = m2;
+    for (int i = 0; i < t->nstg; i++) {
+      double a = t->stg[i].a < s0 ? s0 : t->stg[i].a, b = t->stg[i].b > s1 ? s1 : t->stg[i].b;
+      if (t->stg_tier[i] == tier && b > a) m[nm++] = (tl_ival){a, b};
+    }
+    o->tier_busy_ms[tier] = tl_length(m, tl_merge(m, nm)) * 1e3;
+  }
+  o->compute_ms = tl_length(c, nc) * 1e3;
+  o->step_ms = (s1 - s0) * 1e3;
+  free(c), free(m), free(g);
+  return HSR_OK;
+}
+
+static hsr_status simulate(ev *e, const int *is_root, const hsr_prog_call *prog, int nprog) {
+  double s0 = 0, s1 = 0;
+  HSR_CHECK(hsr_sched_create(e->cfg, e->S, e->R, e->lay, is_root, &e->sc));
+  const hsr_sched_action *a = NULL;
+  int n = 0;
+  hsr_status st = hsr_sched_setup(e->sc, &a, &n);
+  run(e, st, a, n);
+  for (int k = 1; k <= EV_STEPS && e->err == HSR_OK; k++) {
+    e->measure = k == EV_STEPS;
+    if (e->measure) s0 = e->t.now;
+    for (int i = 0; i < nprog && e->err == HSR_OK && e->t.err == HSR_OK; i++) call(e, &prog[i]);
+    if (e->measure) s1 = e->t.now;
+    st = hsr_sched_zero_grad(e->sc, &a, &n);
+    run(e, st, a, n);
+  }
+  e->measure = 0;
+  for (int i = 0; i < e->t.nops && e->t.err == HSR_OK; i++) tl_wait(&e->t, i); /* the last step-end prefetch */
+  if (e->err == HSR_OK) e->err = e->t.err;
+  if (e->err == HSR_OK) e->err = measure(e, s0, s1);
+  return e->err;
+}
+
+static hsr_status ledger(ev *e, const int *is_root, const hsr_prog_call *prog, int nprog, double params) {
+  hsr_ledger *held = NULL;
+  HSR_CHECK(hsr_ledger_create(&held));
+  hsr_status st = hsr_tune_ledger_predict(e->lay, is_root, e->cfg, e->S, e->R, prog, nprog, EV_STEPS, held, NULL);
+  hsr_tune_result *o = e->out;
+  if (st == HSR_OK) {
+    o->persistent = hsr_ledger_persistent(held);
+    o->runtime_peak = hsr_ledger_runtime_peak(held);
+    o->transient_peak = o->runtime_peak - o->persistent;
+    o->peak_where = hsr_ledger_runtime_peak_where(held);
+    for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) o->peak_cat[c] = hsr_ledger_peak(held, (hsr_mem_cat)c);
+    o->peak_total = (double)o->runtime_peak + e->m->act_bytes;
+    o->persistent_per_param = params > 0 ? (double)o->persistent / params : 0;
+  }
+  hsr_ledger_free(held);
+  return st;
+}
+
+static hsr_status build_layout(const hsr_tune_model *m, const hsr_rt_config *cfg, int S, hsr_rt_layout **out,
+                               double *params) {
+  hsr_rt_layout *l = NULL;
+  HSR_CHECK(hsr_rt_layout_create(cfg->align ? cfg->align : 16, &l));
+  hsr_status st = HSR_OK;
+  *params = 0;
+  for (int u = 0; u < m->units && st == HSR_OK; u++) {
+    char name[32];
+    int id;
+    double p = m->unit_params ? m->unit_params[u] : m->params / m->units;
+    int64_t shape[1] = {(int64_t)(p + 0.5)};
+    *params += (double)shape[0];
+    snprintf(name, sizeof name, "u%d", u);
+    st = hsr_rt_layout_add_unit(l, name, &id);
+    snprintf(name, sizeof name, "u%d.w", u);
+    if (st == HSR_OK) st = hsr_rt_layout_add_param(l, id, name, 1, shape, 0);
+  }
+  if (st == HSR_OK) st = hsr_rt_layout_finalize(l, S);
+  if (st != HSR_OK) hsr_rt_layout_free(l), l = NULL;
+  *out = l;
+  return st;
+}
+
+hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr_rt_config *cfg_in, int S, int R,
+                         const hsr_tune_shape shapes[HSR_RT_GROUP_COUNT], hsr_tune_result *out) {
+  if (!m || !net || !cfg_in || !shapes || !out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_eval: NULL argument");
+  if (m->units < 1 || (!m->unit_params && m->params < m->units))
+    return hsr_error(HSR_ERR_INVALID, "tune: a model of %d units and %g parameters (at least one per unit)", m->units,
+                     m->params);
+  hsr_rt_config cfg = *cfg_in;
+  cfg.device = net->device_is_gpu ? HSR_DEVICE_CUDA : HSR_DEVICE_HOST;
+  memset(out, 0, sizeof *out);
+  out->cfg = cfg;
+  out->S = S, out->R = R, out->K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : shapes[2].n;
+  memcpy(out->shape, shapes, sizeof out->shape);
+  out->feasible = 1;
+  int outer = m->root == HSR_TUNE_ROOT_OUTER ? 1 : 0, nprog = 0;
+  int *is_root = calloc((size_t)m->units, sizeof *is_root);
+  ev e = {.m = m, .net = net, .cfg = &cfg, .shape = shapes, .S = S, .R = R, .gpu = net->device_is_gpu, .out = out};
+  e.pes = hsr_dtype_size(cfg.param_dtype), e.res = hsr_dtype_size(cfg.reduce_dtype), e.last_reduce = -1;
+  e.gath = malloc(sizeof(int) * (size_t)m->units), e.regath = malloc(sizeof(int) * (size_t)m->units);
+  hsr_prog_call *prog = NULL;
+  hsr_rt_layout *lay = NULL;
+  double params = 0;
+  hsr_status st = is_root && e.gath && e.regath ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
+  if (st == HSR_OK) {
+    for (int u = 0; u < m->units; u++) e.gath[u] = e.regath[u] = -1;
+    if (m->root == HSR_TUNE_ROOT_LAST) is_root[m->units - 1] = 1;
+    if (outer) is_root[0] = 1;
+    st = hsr_tune_prog_nested(m->units, outer, cfg.micro_batches, &prog, &nprog);
+  }
+  if (st == HSR_OK) st = build_layout(m, &cfg, S, &lay, &params);
+  if (st == HSR_OK) {
+    e.lay = lay;
+    tl_init(&e.t, net);
+    st = simulate(&e, is_root, prog, nprog);
+    tl_free(&e.t);
+  }
+  if (st == HSR_OK) st = ledger(&e, is_root, prog, nprog, params);
+  hsr_sched_free(e.sc);
+  hsr_rt_layout_free(lay);
+  free(prog), free(is_root), free(e.gath), free(e.regath), free(e.q);
+  return st;
+}
+
+hsr_status hsr_tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m, hsr_tune_shape shapes[HSR_RT_GROUP_COUNT]) {
+  if (!c || !m || !shapes) return hsr_error(HSR_ERR_INVALID, "hsr_tune_mesh_shapes: NULL argument");
+  int W = hsr_mesh_world(m), nn = hsr_cluster_num_nodes(c), nd = hsr_cluster_num_domains(c);
+  int *g = malloc(sizeof *g * (size_t)W), *pn = calloc((size_t)nn, sizeof *pn),
+      *pd = calloc((size_t)nd + 1, sizeof *pd);
+  hsr_status st = g && pn && pd ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
+  for (int k = 0; k < HSR_RT_GROUP_COUNT && st == HSR_OK; k++) {
+    int n = k == 0 ? hsr_mesh_shard(m) : k == 1 ? hsr_mesh_replicate(m) : hsr_mesh_partial(m);
+    int r0 = hsr_mesh_rank_at(m, 0, 0);
+    st = k == 0   ? hsr_mesh_shard_group(m, r0, g)
+         : k == 1 ? hsr_mesh_replicate_group(m, r0, g)
+                  : hsr_mesh_partial_group(m, r0, g);
+    if (st != HSR_OK) break;
+    int nodes = 0, domains = 0, per = -1;
+    for (int i = 0; i < n; i++) {
+      int nd_ = hsr_cluster_rank_node(c, g[i]), dm = hsr_cluster_rank_domain(c, g[i]);
+      if (pn[nd_]++ == 0) nodes++;
+      if (dm >= 0 && dm <= nd && pd[dm]++ == 0) domains++;
+    }
+    for (int i = 0; i < n; i++) { /* uniform: every node of the group holds as many */
+      int cnt = pn[hsr_cluster_rank_node(c, g[i])];
+      per = per < 0 ? cnt : per == cnt ? per : 0;
+    }
+    for (int i = 0; i < n; i++) {
+      pn[hsr_cluster_rank_node(c, g[i])] = 0;
+      int dm = hsr_cluster_rank_domain(c, g[i]);
+      if (dm >= 0 && dm <= nd) pd[dm] = 0;
+    }
+    shapes[k] = (hsr_tune_shape){n, nodes, per < 0 ? 0 : per, domains};
+  }
+  free(g), free(pn), free(pd);
+  return st;
+}

@@ -1,0 +1,215 @@
+/* The planner: every layout the mesh planner accepts, evaluated, filtered by
+ * the memory budget and ranked by predicted step time. The mesh rules are
+ * hsr_mesh_plan's own: a shard size or partial group it refuses is not a
+ * candidate. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hsr/tune.h"
+
+hsr_status hsr_tune_space_default(hsr_tune_space *s) {
+  if (!s) return hsr_error(HSR_ERR_INVALID, "hsr_tune_space_default: NULL argument");
+  memset(s, 0, sizeof *s);
+  s->max_prefetch = 2;
+  s->prefetch_step = 1;
+  s->micro_batches = 1;
+  s->param_dtype = HSR_F32;
+  s->reduce_dtype = HSR_F32;
+  s->only_strategy = -1;
+  return HSR_OK;
+}
+
+typedef struct plan_ctx {
+  const hsr_cluster *c;
+  const hsr_tune_model *m;
+  const hsr_tune_net *net;
+  const hsr_tune_space *sp;
+  hsr_tune_plan *p;
+  int cap;
+} plan_ctx;
+
+static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh) {
+  hsr_tune_plan *p = x->p;
+  if (p->n == x->cap) {
+    int cap = x->cap ? 2 * x->cap : 256;
+    hsr_tune_result *nc = realloc(p->cand, (size_t)cap * sizeof *nc);
+    if (!nc) return hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
+    p->cand = nc;
+    x->cap = cap;
+  }
+  hsr_tune_result *r = &p->cand[p->n];
+  HSR_CHECK(hsr_tune_eval(x->m, x->net, cfg, S, R, sh, r));
+  double budget = x->sp->mem_budget;
+  if (budget > 0 && r->peak_total > budget) {
+    const double G = 1024.0 * 1024 * 1024;
+    r->feasible = 0;
+    snprintf(
+        r->reason, sizeof r->reason,
+        "over the memory budget: needs %.2f GiB per rank (persistent %.2f GiB + transient peak %.2f GiB in %s%s%s), "
+        "%.2f GiB over %.2f GiB",
+        r->peak_total / G, (double)r->persistent / G, (double)r->transient_peak / G,
+        hsr_phase_name(r->peak_where.phase), x->m->act_bytes > 0 ? " + activations " : "",
+        x->m->act_bytes > 0 ? "given" : "", (r->peak_total - budget) / G, budget / G);
+    double over = r->peak_total - budget;
+    if (p->min_over_budget == 0 || over < p->min_over_budget) p->min_over_budget = over;
+  }
+  p->n++;
+  if (r->feasible) p->nfeasible++;
+  return HSR_OK;
+}
+
+static hsr_rt_config base_cfg(const hsr_tune_space *sp, hsr_rt_strategy s) {
+  hsr_rt_config c;
+  hsr_rt_config_default(&c);
+  c.strategy = s;
+  c.param_dtype = sp->param_dtype;
+  c.reduce_dtype = sp->reduce_dtype;
+  c.micro_batches = sp->micro_batches > 0 ? sp->micro_batches : 1;
+  c.prefetch = 0;
+  c.prefetch_step = 0;
+  c.poison = 0;
+  return c;
+}
+
+/* Every sync mode that differs with micro-batches (rs_only only with replicas). */
+static hsr_status with_syncs(plan_ctx *x, hsr_rt_config c, int S, int R, const hsr_tune_shape *sh) {
+  int modes = c.micro_batches > 1 ? 3 : 1;
+  for (int k = 0; k < modes; k++) {
+    if (k == HSR_RT_SYNC_RS_ONLY && R == 1) continue;
+    c.sync = (hsr_rt_sync)k;
+    HSR_CHECK(add(x, &c, S, R, sh));
+  }
+  return HSR_OK;
+}
+
+static int wanted(const plan_ctx *x, hsr_rt_strategy s) {
+  return x->sp->only_strategy < 0 || x->sp->only_strategy == (int)s;
+}
+
+/* fsdp / hybrid over reshard policies and prefetch depths. */
+static hsr_status sharded(plan_ctx *x, int S, int R, const hsr_tune_shape *sh) {
+  hsr_rt_strategy s = R == 1 ? HSR_RT_FSDP : HSR_RT_HYBRID;
+  if (!wanted(x, s)) return HSR_OK;
+  for (int K = 0; K < S; K++) { /* 0: full and none; K > 1: partial:K where the planner accepts it */
+    if (K == 1 || (K && S % K)) continue;
+    hsr_tune_shape ksh[HSR_RT_GROUP_COUNT];
+    memcpy(ksh, sh, sizeof ksh);
+    if (K) {
+      hsr_mesh *mk = NULL;
+      hsr_mesh_request req = {S, 0, K};
+      if (hsr_mesh_plan(x->c, &req, &mk) != HSR_OK) continue;
+      hsr_status st = hsr_tune_mesh_shapes(x->c, mk, ksh);
+      hsr_mesh_free(mk);
+      HSR_CHECK(st);
+    }
+    for (int pol = 0; pol < (K ? 1 : 2); pol++)
+      for (int d = 0; d <= x->sp->max_prefetch; d++) {
+        hsr_rt_config c = base_cfg(x->sp, s);
+        c.reshard = K ? HSR_RT_RESHARD_PARTIAL : pol ? HSR_RT_RESHARD_NONE : HSR_RT_RESHARD_FULL;
+        c.partial_k = K;
+        c.prefetch = d;
+        c.prefetch_step = d > 0 && x->sp->prefetch_step;
+        HSR_CHECK(with_syncs(x, c, S, R, ksh));
+      }
+  }
+  return HSR_OK;
+}
+
+static hsr_status one_shard(plan_ctx *x, int S) {
+  int W = hsr_cluster_world(x->c), R = W / S;
+  hsr_mesh *m = NULL;
+  hsr_mesh_request req = {S, 0, 0};
+  if (hsr_mesh_plan(x->c, &req, &m) != HSR_OK) return HSR_OK; /* not a valid S: the planner says why */
+  hsr_tune_shape sh[HSR_RT_GROUP_COUNT];
+  hsr_status st = hsr_tune_mesh_shapes(x->c, m, sh);
+  hsr_mesh_free(m);
+  HSR_CHECK(st);
+  if (S == 1) {
+    if (!wanted(x, HSR_RT_DDP)) return HSR_OK;
+    return with_syncs(x, base_cfg(x->sp, HSR_RT_DDP), S, R, sh);
+  }
+  for (int s = HSR_RT_ZERO1; s <= HSR_RT_ZERO2; s++)
+    if (wanted(x, (hsr_rt_strategy)s)) HSR_CHECK(with_syncs(x, base_cfg(x->sp, (hsr_rt_strategy)s), S, R, sh));
+  return sharded(x, S, R, sh);
+}
+
+/* Step times within 0.2% of each other rank as equal (buckets of a fixed
+ * ratio keep the order total); then less memory, less prefetch, fewer bytes
+ * across nodes. */
+static long bucket(double ms) { return ms > 0 ? (long)floor(log(ms) / log(1.002)) : LONG_MIN; }
+
+static int by_rank(const void *a, const void *b) {
+  const hsr_tune_result *x = a, *y = b;
+  if (x->feasible != y->feasible) return y->feasible - x->feasible;
+  if (x->feasible) {
+    long bx = bucket(x->step_ms), by = bucket(y->step_ms);
+    if (bx != by) return bx < by ? -1 : 1;
+    if (x->peak_total != y->peak_total) return x->peak_total < y->peak_total ? -1 : 1;
+    if (x->cfg.prefetch != y->cfg.prefetch) return x->cfg.prefetch - y->cfg.prefetch;
+    return (x->fabric_all_ranks > y->fabric_all_ranks) - (x->fabric_all_ranks < y->fabric_all_ranks);
+  }
+  return (x->peak_total > y->peak_total) - (x->peak_total < y->peak_total);
+}
+
+hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
+                             const hsr_tune_space *sp, hsr_tune_plan *out) {
+  if (!c || !m || !net || !sp || !out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_plan_run: NULL argument");
+  memset(out, 0, sizeof *out);
+  double t0 = hsr_clock_s();
+  struct timespec c0, c1;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+  int W = hsr_cluster_world(c);
+  out->world = W;
+  out->nodes = hsr_cluster_num_nodes(c);
+  out->domain_size = hsr_cluster_domain_size(c);
+  int on0 = 0;
+  for (int r = 0; r < W; r++) on0 += hsr_cluster_rank_node(c, r) == hsr_cluster_rank_node(c, 0);
+  out->per_node = on0;
+  if (sp->only_shard > 0) { /* the mesh planner's own message: which rule, and the valid S */
+    hsr_mesh *mm = NULL;
+    hsr_mesh_request req = {sp->only_shard, 0, 0};
+    HSR_CHECK(hsr_mesh_plan(c, &req, &mm)); /* says which rule and the valid S */
+    hsr_mesh_free(mm);
+  }
+  plan_ctx x = {c, m, net, sp, out, 0};
+  hsr_status st = HSR_OK;
+  for (int S = 1; S <= W && st == HSR_OK; S++)
+    if (W % S == 0 && (sp->only_shard <= 0 || S == sp->only_shard)) st = one_shard(&x, S);
+  if (st != HSR_OK) {
+    hsr_tune_plan_free(out);
+    return st;
+  }
+  if (out->n == 0) return hsr_error(HSR_ERR_INVALID, "tune: no layout to evaluate (strategy and shard filters)");
+  qsort(out->cand, (size_t)out->n, sizeof *out->cand, by_rank);
+  out->plan_s = hsr_clock_s() - t0;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+  out->plan_cpu_s = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+  return HSR_OK;
+}
+
+void hsr_tune_plan_free(hsr_tune_plan *p) {
+  if (!p) return;
+  free(p->cand);
+  memset(p, 0, sizeof *p);
+}
+
+const char *hsr_tune_label(const hsr_tune_result *r, char *buf, size_t len) {
+  if (!r || !buf || !len) return "";
+  char res[24] = "";
+  int sharded = r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
+  if (sharded) {
+    if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
+      snprintf(res, sizeof res, " partial:%d", r->cfg.partial_k);
+    else
+      snprintf(res, sizeof res, " %s", r->cfg.reshard == HSR_RT_RESHARD_NONE ? "none" : "full");
+  }
+  char pre[16] = "", sync[24] = "";
+  if (sharded) snprintf(pre, sizeof pre, " p%d", r->cfg.prefetch);
+  if (r->cfg.micro_batches > 1) snprintf(sync, sizeof sync, " sync:%s", hsr_rt_sync_name(r->cfg.sync));
+  snprintf(buf, len, "%s %dx%d%s%s%s", hsr_rt_strategy_name(r->cfg.strategy), r->R, r->S, res, pre, sync);
+  return buf;
+}

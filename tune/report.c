@@ -1,0 +1,290 @@
+/* What the planner says in words: the winner and the runner-up explained,
+ * and a layout written in FSDP2's, torchtitan's and DeepSpeed's vocabulary. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hsr/tune.h"
+
+typedef struct out {
+  char *b;
+  size_t len, o;
+} out;
+
+static void put(out *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(out *w, const char *fmt, ...) {
+  if (w->o >= w->len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(w->b + w->o, w->len - w->o, fmt, ap);
+  va_end(ap);
+  if (k > 0) w->o += (size_t)k;
+  if (w->o >= w->len) w->o = w->len - 1;
+}
+
+static const double GiB = 1024.0 * 1024 * 1024;
+
+static void human(char *b, size_t n, double v) { /* decimal, like bandwidths */
+  if (v >= 1e12)
+    snprintf(b, n, "%.2f TB", v / 1e12);
+  else if (v >= 1e9)
+    snprintf(b, n, "%.2f GB", v / 1e9);
+  else if (v >= 1e6)
+    snprintf(b, n, "%.2f MB", v / 1e6);
+  else
+    snprintf(b, n, "%.1f KB", v / 1e3);
+}
+
+static double fabric(const hsr_tune_result *r) {
+  double f = 0;
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
+    for (int op = 0; op < HSR_TUNE_OPS; op++) f += r->bytes[g][op].fabric_sent;
+  return f;
+}
+
+static int sharded(const hsr_tune_result *r) {
+  return r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
+}
+
+static const char *where_of(const hsr_tune_shape *s, const hsr_tune_net *net) {
+  if (s->n <= 1) return "on the rank itself";
+  if (s->nodes == 1) return net->device_is_gpu ? "inside one node (NVLink)" : "inside one node (shared memory)";
+  if (net->device_is_gpu && s->domains == 1) return "inside one NVLink domain across nodes";
+  return "across nodes";
+}
+
+/* The same layout with another reshard policy, if it was evaluated. */
+static const hsr_tune_result *sibling(const hsr_tune_plan *p, const hsr_tune_result *r, hsr_rt_reshard pol) {
+  for (int i = 0; i < p->n; i++) {
+    const hsr_tune_result *c = &p->cand[i];
+    if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
+        c->cfg.sync == r->cfg.sync && c->cfg.reshard == pol && c != r)
+      return c;
+  }
+  return NULL;
+}
+
+static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, const hsr_tune_net *net) {
+  char lab[96], a[32], b[32];
+  hsr_tune_label(r, lab, sizeof lab);
+  put(w, "  %s: step %.1f ms (compute %.1f, communication %.1f, exposed %.1f), peak %.2f GiB per rank\n", lab,
+      r->step_ms, r->compute_ms, r->comm_ms, r->exposed_ms, r->peak_total / GiB);
+  const hsr_tune_bytes *ag = &r->bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
+  const hsr_tune_bytes *pag = &r->bytes[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER];
+  if (ag->calls + pag->calls > 0) {
+    human(a, sizeof a, ag->full);
+    put(w, "    all-gathers: %.0f per step in the shard group of %d %s (%s gathered)", ag->calls,
+        r->shape[HSR_RT_GROUP_SHARD].n, where_of(&r->shape[HSR_RT_GROUP_SHARD], net), a);
+    if (pag->calls > 0) {
+      human(b, sizeof b, pag->full);
+      put(w, "; %.0f in the partial group of %d %s (%s)", pag->calls, r->shape[HSR_RT_GROUP_PARTIAL].n,
+          where_of(&r->shape[HSR_RT_GROUP_PARTIAL], net), b);
+    }
+    put(w, "\n");
+  }
+  double f = fabric(r);
+  if (f > 0) {
+    const hsr_tune_bytes *ar = &r->bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE];
+    double sh = 0;
+    for (int op = 0; op < HSR_TUNE_OPS; op++) sh += r->bytes[HSR_RT_GROUP_SHARD][op].fabric_sent;
+    human(a, sizeof a, f);
+    human(b, sizeof b, r->fabric_all_ranks);
+    put(w, "    crosses nodes: %s per rank per step (%s over all ranks)", a, b);
+    if (ar->fabric_sent > 0 && sh > 0)
+      put(w, ": the shard group's collectives and the replicate all-reduce\n");
+    else if (ar->fabric_sent > 0)
+      put(w, ": only the replicate all-reduce of each unit's 1/%d gradient shard (groups of %d)\n", r->S,
+          r->shape[HSR_RT_GROUP_REPLICATE].n);
+    else
+      put(w, ": the shard group's gathers and reduce-scatters (it spans %d nodes)\n",
+          r->shape[HSR_RT_GROUP_SHARD].nodes);
+  } else {
+    put(w, "    nothing crosses nodes\n");
+  }
+  if (!sharded(r)) return;
+  const hsr_tune_result *full = sibling(p, r, HSR_RT_RESHARD_FULL);
+  if (r->cfg.reshard != HSR_RT_RESHARD_FULL && full)
+    put(w, "    reshard %s vs full: %+.2f GiB peak per rank, %+.1f ms per step\n",
+        r->cfg.reshard == HSR_RT_RESHARD_NONE ? "none" : "partial", (r->peak_total - full->peak_total) / GiB,
+        r->step_ms - full->step_ms);
+}
+
+hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len) {
+  if (!p || !net || !buf || !len) return hsr_error(HSR_ERR_INVALID, "hsr_tune_explain: NULL argument");
+  out w = {buf, len, 0};
+  buf[0] = '\0';
+  if (p->nfeasible == 0) {
+    put(&w, "no layout fits the memory budget: the smallest needs %.2f GiB more per rank\n", p->min_over_budget / GiB);
+    return HSR_OK;
+  }
+  const hsr_tune_result *win = &p->cand[0];
+  put(&w, "recommended:\n");
+  describe(&w, p, win, net);
+  /* a partial:K of the winner's mesh: what it would cost and save */
+  if (sharded(win) && win->cfg.reshard != HSR_RT_RESHARD_PARTIAL) {
+    const hsr_tune_result *best = NULL;
+    for (int i = 0; i < p->n; i++) {
+      const hsr_tune_result *c = &p->cand[i];
+      if (c->S == win->S && c->cfg.reshard == HSR_RT_RESHARD_PARTIAL && c->cfg.prefetch == win->cfg.prefetch &&
+          c->feasible && (!best || c->step_ms < best->step_ms))
+        best = c;
+    }
+    if (best)
+      put(&w,
+          "    partial:%d instead: %+.2f GiB peak per rank, %+.1f ms per step (its backward gathers in groups of %d "
+          "%s)\n",
+          best->cfg.partial_k, (best->peak_total - win->peak_total) / GiB, best->step_ms - win->step_ms,
+          best->shape[HSR_RT_GROUP_PARTIAL].n, where_of(&best->shape[HSR_RT_GROUP_PARTIAL], net));
+  }
+  if (p->nfeasible > 1) {
+    const hsr_tune_result *ru = &p->cand[1];
+    /* the best layout of another mesh or strategy is the informative runner-up */
+    for (int i = 1; i < p->nfeasible; i++)
+      if (p->cand[i].S != win->S || p->cand[i].cfg.strategy != win->cfg.strategy) {
+        ru = &p->cand[i];
+        break;
+      }
+    put(&w, "runner-up (%+.1f ms, %+.1f%%):\n", ru->step_ms - win->step_ms,
+        win->step_ms > 0 ? 100 * (ru->step_ms - win->step_ms) / win->step_ms : 0);
+    describe(&w, p, ru, net);
+  }
+  if (hsr_tune_net_uses_defaults(net))
+    put(&w,
+        "note: some figures are built-in defaults for '%s' (labelled 'default' in --json), not measured here; "
+        "calibrate with --bench FILE.json (hsr bench ... -J)\n",
+        net->name);
+  return HSR_OK;
+}
+
+hsr_status hsr_tune_parse_emit(const char *s, hsr_tune_emit_kind *out) {
+  static const char *const names[] = {"fsdp2", "torchtitan", "deepspeed", NULL};
+  int k = 0;
+  HSR_CHECK(hsr_parse_choice("--emit", s, names, &k));
+  *out = (hsr_tune_emit_kind)k;
+  return HSR_OK;
+}
+
+static void emit_fsdp2(out *w, const hsr_tune_result *r) {
+  const char *pd = r->cfg.param_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
+  const char *rd = r->cfg.reduce_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
+  put(w, "import torch\nfrom torch.distributed.device_mesh import init_device_mesh\n");
+  if (r->cfg.strategy == HSR_RT_DDP || r->cfg.strategy == HSR_RT_ZERO1 || r->cfg.strategy == HSR_RT_ZERO2) {
+    put(w, "from torch.nn.parallel import DistributedDataParallel as DDP\n\n");
+    put(w, "mesh = init_device_mesh(\"cuda\", (%d,), mesh_dim_names=(\"dp\",))\n", r->R * r->S);
+    put(w, "model = DDP(model, process_group=mesh.get_group())\n");
+    if (r->cfg.strategy != HSR_RT_DDP)
+      put(w,
+          "# %s: optimizer state sharded over groups of %d; FSDP2 has no such mode. Nearest in PyTorch:\n"
+          "# torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO-1, over the whole group), or\n"
+          "# DeepSpeed's stage %d (--emit deepspeed)\n",
+          hsr_rt_strategy_name(r->cfg.strategy), r->S, r->cfg.strategy == HSR_RT_ZERO1 ? 1 : 2);
+    return;
+  }
+  put(w, "from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard\n\n");
+  if (r->R > 1)
+    put(w, "mesh = init_device_mesh(\"cuda\", (%d, %d), mesh_dim_names=(\"replicate\", \"shard\"))  # HSDP\n", r->R,
+        r->S);
+  else
+    put(w, "mesh = init_device_mesh(\"cuda\", (%d,), mesh_dim_names=(\"shard\",))\n", r->S);
+  put(w, "mp = MixedPrecisionPolicy(param_dtype=%s, reduce_dtype=%s)\n", pd, rd);
+  char raf[48];
+  if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
+    snprintf(raf, sizeof raf, "%d", r->cfg.partial_k);
+  else
+    snprintf(raf, sizeof raf, "%s", r->cfg.reshard == HSR_RT_RESHARD_NONE ? "False" : "True");
+  put(w, "blocks = list(model.layers)  # one FSDP unit per block, as hsr's units\n");
+  put(w, "for block in blocks:\n    fully_shard(block, mesh=mesh, reshard_after_forward=%s, mp_policy=mp)\n", raf);
+  put(w, "fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=mp)  # the root, kept gathered\n");
+  if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
+    put(w,
+        "# reshard_after_forward=%d keeps 1/%d of each block after forward: the backward all-gather then runs\n"
+        "# in %d consecutive ranks (flattened replicate x shard order), inside one node with block placement\n",
+        r->cfg.partial_k, r->cfg.partial_k, r->cfg.partial_k);
+  if (r->cfg.prefetch == 0)
+    put(w, "# prefetch 0: FSDP2 always prefetches one block implicitly; hsr measured/predicted without it\n");
+  else if (r->cfg.prefetch > 1)
+    put(w,
+        "for i, block in enumerate(blocks):  # prefetch %d blocks ahead\n"
+        "    block.set_modules_to_forward_prefetch(blocks[i + 1:i + %d])\n"
+        "    block.set_modules_to_backward_prefetch(blocks[max(0, i - %d):i][::-1])\n",
+        r->cfg.prefetch, r->cfg.prefetch + 1, r->cfg.prefetch);
+  if (r->cfg.micro_batches > 1 && r->cfg.sync == HSR_RT_SYNC_NONE)
+    put(w, "# micro-batches but the last: model.set_requires_gradient_sync(False)\n");
+  if (r->cfg.micro_batches > 1 && r->cfg.sync == HSR_RT_SYNC_RS_ONLY)
+    put(w, "# micro-batches but the last: model.set_requires_all_reduce(False)\n");
+}
+
+static void emit_titan(out *w, const hsr_tune_result *r) {
+  int rep = r->R, sh = r->S;
+  if (r->cfg.strategy == HSR_RT_DDP) rep = r->R * r->S, sh = 1;
+  put(w, "[parallelism]\ndata_parallel_replicate_degree = %d\ndata_parallel_shard_degree = %d\n", rep, sh);
+  if (sharded(r)) {
+    const char *pol = r->cfg.reshard == HSR_RT_RESHARD_NONE ? "never" : "always";
+    put(w, "fsdp_reshard_after_forward = \"%s\"\n", pol);
+    if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
+      put(w,
+          "# partial:%d has no torchtitan setting (FSDP2's integer reshard_after_forward): pass\n"
+          "# reshard_after_forward=%d to fully_shard in your parallelize function; \"always\" is the nearest\n",
+          r->cfg.partial_k, r->cfg.partial_k);
+  } else if (r->cfg.strategy != HSR_RT_DDP) {
+    put(w, "# %s (optimizer state sharded, parameters replicated) has no torchtitan form; this is plain DDP\n",
+        hsr_rt_strategy_name(r->cfg.strategy));
+  }
+  put(w, "\n[training]\nmixed_precision_param = \"%s\"\nmixed_precision_reduce = \"%s\"\n",
+      r->cfg.param_dtype == HSR_BF16 ? "bfloat16" : "float32",
+      r->cfg.reduce_dtype == HSR_BF16 ? "bfloat16" : "float32");
+}
+
+static void emit_ds(out *w, const hsr_tune_result *r, char *lab) {
+  int stage = r->cfg.strategy == HSR_RT_DDP     ? 0
+              : r->cfg.strategy == HSR_RT_ZERO1 ? 1
+              : r->cfg.strategy == HSR_RT_ZERO2 ? 2
+                                                : 3;
+  put(w, "{\n  \"_hsr\": \"%s", lab);
+  if (r->cfg.strategy == HSR_RT_HYBRID)
+    put(w,
+        "; sharding over groups of %d with %d replicas is MiCS in DeepSpeed (mics_shard_size; check that your "
+        "DeepSpeed version still has it)",
+        r->S, r->R);
+  if (r->cfg.strategy == HSR_RT_HYBRID && r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
+    put(w, "; partial:%d together with MiCS is not expressible", r->cfg.partial_k);
+  if (stage == 1 || stage == 2)
+    put(w, "; DeepSpeed shards stage %d over every rank, hsr over groups of %d", stage, r->S);
+  put(w, "\",\n");
+  put(w, "  \"bf16\": {\"enabled\": %s},\n", r->cfg.param_dtype == HSR_BF16 ? "true" : "false");
+  put(w, "  \"communication_data_type\": \"%s\",\n", r->cfg.reduce_dtype == HSR_BF16 ? "bf16" : "fp32");
+  put(w, "  \"zero_optimization\": {\n    \"stage\": %d", stage);
+  if (stage == 3) {
+    put(w, ",\n    \"overlap_comm\": true,\n    \"reduce_scatter\": true");
+    if (r->cfg.strategy == HSR_RT_HYBRID)
+      put(w, ",\n    \"mics_shard_size\": %d,\n    \"mics_hierarchical_params_gather\": true", r->S);
+    else if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
+      put(w, ",\n    \"zero_hpz_partition_size\": %d", r->cfg.partial_k);
+    if (r->cfg.reshard == HSR_RT_RESHARD_NONE)
+      put(w, ",\n    \"stage3_max_reuse_distance\": 1000000000,\n    \"stage3_max_live_parameters\": 1000000000");
+  }
+  put(w, "\n  }\n}\n");
+}
+
+hsr_status hsr_tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len) {
+  if (!r || !buf || !len) return hsr_error(HSR_ERR_INVALID, "hsr_tune_emit: NULL argument");
+  out w = {buf, len, 0};
+  buf[0] = '\0';
+  char lab[96];
+  hsr_tune_label(r, lab, sizeof lab);
+  switch (kind) {
+  case HSR_TUNE_EMIT_FSDP2:
+    put(&w, "# hsr tune: %s, predicted %.1f ms per step, %.2f GiB peak per rank\n", lab, r->step_ms,
+        r->peak_total / GiB);
+    emit_fsdp2(&w, r);
+    break;
+  case HSR_TUNE_EMIT_TORCHTITAN:
+    put(&w, "# hsr tune: %s, predicted %.1f ms per step, %.2f GiB peak per rank\n", lab, r->step_ms,
+        r->peak_total / GiB);
+    emit_titan(&w, r);
+    break;
+  case HSR_TUNE_EMIT_DEEPSPEED: emit_ds(&w, r, lab); break;
+  default: return hsr_error(HSR_ERR_INVALID, "hsr_tune_emit: kind %d (valid: fsdp2, torchtitan, deepspeed)", kind);
+  }
+  return HSR_OK;
+}

@@ -1,0 +1,55 @@
+/* tune/'s private pieces: the timeline of one rank's program and its
+ * collectives (timeline.c), used by the layout evaluation (eval.c). */
+#ifndef HSR_TUNE_INT_H
+#define HSR_TUNE_INT_H
+
+#include "hsr/tune.h"
+
+/* A lane runs its collectives one after the other, in posting order: a
+ * host communicator's queue, or a CUDA stream. */
+#define TL_LANES 3
+
+typedef struct tl_ival {
+  double a, b;
+} tl_ival;
+
+typedef struct tl_op {
+  int lane, group, op, nst, cur, started, done;
+  hsr_tune_stage st[HSR_TUNE_MAX_STAGES];
+  double lat_left, bytes_left, post, start, end, stage_start;
+} tl_op;
+
+typedef struct tl {
+  const hsr_tune_net *net;
+  double now;
+  tl_op *ops;
+  int nops, capops;
+  int *q[TL_LANES]; /* op ids, in posting order */
+  int qhead[TL_LANES], qn[TL_LANES], qcap[TL_LANES];
+  tl_ival *comp; /* the program's compute, as wall-clock intervals */
+  int ncomp, capcomp;
+  tl_ival *stg; /* every finished stage, and its tier */
+  int *stg_tier, nstg, capstg, capstgt;
+  hsr_status err;
+} tl;
+
+void tl_init(tl *t, const hsr_tune_net *net);
+void tl_free(tl *t);
+/* Posts a collective of these stages on a lane now; -1 when it has none. */
+int tl_post(tl *t, int lane, int group, int op, const hsr_tune_vol *v);
+int tl_done(const tl *t, int id);
+/* The program blocks until the collective has finished. */
+void tl_wait(tl *t, int id);
+/* The program computes for `s` seconds of work (slower while host
+ * collectives take its cores). */
+void tl_compute(tl *t, double s);
+/* The program is busy for `s` seconds without computing (engine data work). */
+void tl_busy(tl *t, double s);
+
+/* Interval arithmetic: merge in place (returns the count), total length,
+ * overlap of two merged sets. */
+int tl_merge(tl_ival *v, int n);
+double tl_length(const tl_ival *v, int n);
+double tl_overlap(const tl_ival *a, int na, const tl_ival *b, int nb);
+
+#endif
