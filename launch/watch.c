@@ -193,7 +193,11 @@ hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(voi
     fence_free(f);
     return hsr_error(HSR_ERR_BOOT, "PMIx_Fence_nb failed: %s", PMIx_Error_string(rc));
   }
-  double t0 = hsr_clock_s();
+  double t0 = hsr_clock_s(), t_stop = -1;
+  /* A peer that has passed the fence may close its endpoints before this
+   * rank hears that the fence completed, which looks like a death to stop():
+   * the fence gets a grace to complete before the barrier is given up. */
+  double grace = timeout_s < 2.0 ? timeout_s : 2.0;
   hsr_status st = HSR_OK;
   pthread_mutex_lock(&f->mu);
   while (!f->done) {
@@ -204,9 +208,11 @@ hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(voi
     pthread_cond_timedwait(&f->cv, &f->mu, &ts);
     if (f->done) break;
     pthread_mutex_unlock(&f->mu);
-    if (stop && stop(arg))
+    double now = hsr_clock_s();
+    if (t_stop < 0 && stop && stop(arg)) t_stop = now;
+    if (t_stop >= 0 && now - t_stop > grace)
       st = hsr_error(HSR_ERR_STATE, "barrier abandoned: a peer has failed");
-    else if (hsr_clock_s() - t0 > timeout_s)
+    else if (now - t0 > timeout_s)
       st = hsr_error(HSR_ERR_TIMEOUT, "barrier: not every rank arrived within %.1f s", timeout_s);
     pthread_mutex_lock(&f->mu);
     if (st != HSR_OK) break;
