@@ -102,24 +102,9 @@ static hsr_status derive_nodes(hsr_boot *b, const boot_record *rec) {
   return st;
 }
 
-hsr_status hsr_boot_init(hsr_boot **out) {
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_boot_init: out is NULL");
-  *out = NULL;
-  /* every HSR_* variable, before anything starts: a program using libhsr
-   * gets the errors hsr's commands give (hsr/env.h) */
-  HSR_CHECK(hsr_env_check_all(0));
-  long sim = 1, timeout = 300;
-  HSR_CHECK(hsr_env_get_long("HSR_SIM_NODES", &sim));
-  HSR_CHECK(hsr_env_get_long("HSR_BOOT_TIMEOUT", &timeout));
-
-  hsr_boot *b = calloc(1, sizeof *b);
-  if (!b) return hsr_error(HSR_ERR_NOMEM, "hsr_boot_init: out of memory");
-  b->timeout_s = (int)timeout;
-  b->sim_nodes = (int)sim;
-  if (gethostname(b->hostname, sizeof b->hostname) != 0) snprintf(b->hostname, sizeof b->hostname, "localhost");
-  b->hostname[HSR_HOSTNAME_MAX - 1] = '\0';
-
-  long lrank = 0, lsize = 1;
+/* Join the launcher's job, or run as a singleton when there is none.
+ * lrank/lsize: -1 when the launcher did not say. */
+static hsr_status join_job(hsr_boot *b, long *lrank, long *lsize) {
   /* No PMIx server address in the environment: no launcher. Skip PMIx_Init
    * so a singleton starts fast and prints nothing. */
   int have_server = getenv("PMIX_NAMESPACE") != NULL || getenv("PMIX_SERVER_URI4") != NULL ||
@@ -131,31 +116,31 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     b->singleton = 1;
     b->rank = 0;
     b->size = 1;
-  } else if (rc != PMIX_SUCCESS) {
-    free(b);
-    return pmix_fail("PMIx_Init", rc);
-  } else {
-    pmix_proc_t wild;
-    PMIX_PROC_CONSTRUCT(&wild);
-    PMIX_LOAD_PROCID(&wild, b->me.nspace, PMIX_RANK_WILDCARD);
-    long size = 0;
-    int found = 0;
-    hsr_status st = get_number(&wild, PMIX_JOB_SIZE, &size, &found);
-    if (st == HSR_OK && !found) st = hsr_error(HSR_ERR_BOOT, "PMIx: the launcher did not provide PMIX_JOB_SIZE");
-    if (st == HSR_OK) st = get_number(&b->me, PMIX_LOCAL_RANK, &lrank, &found);
-    if (st == HSR_OK && !found) lrank = -1;
-    if (st == HSR_OK) st = get_number(&wild, PMIX_LOCAL_SIZE, &lsize, &found);
-    if (st == HSR_OK && !found) lsize = -1;
-    if (st != HSR_OK) {
-      PMIx_Finalize(NULL, 0);
-      free(b);
-      return st;
-    }
-    b->rank = (int)b->me.rank;
-    b->size = (int)size;
+    return HSR_OK;
   }
-  detect_launcher(b);
+  if (rc != PMIX_SUCCESS) return pmix_fail("PMIx_Init", rc);
+  pmix_proc_t wild;
+  PMIX_PROC_CONSTRUCT(&wild);
+  PMIX_LOAD_PROCID(&wild, b->me.nspace, PMIX_RANK_WILDCARD);
+  long size = 0;
+  int found = 0;
+  hsr_status st = get_number(&wild, PMIX_JOB_SIZE, &size, &found);
+  if (st == HSR_OK && !found) st = hsr_error(HSR_ERR_BOOT, "PMIx: the launcher did not provide PMIX_JOB_SIZE");
+  if (st == HSR_OK) st = get_number(&b->me, PMIX_LOCAL_RANK, lrank, &found);
+  if (st == HSR_OK && !found) *lrank = -1;
+  if (st == HSR_OK) st = get_number(&wild, PMIX_LOCAL_SIZE, lsize, &found);
+  if (st == HSR_OK && !found) *lsize = -1;
+  if (st != HSR_OK) {
+    PMIx_Finalize(NULL, 0);
+    return st;
+  }
+  b->rank = (int)b->me.rank;
+  b->size = (int)size;
+  return HSR_OK;
+}
 
+/* Every rank's host, local rank and size; then the (simulated) nodes. */
+static hsr_status exchange_records(hsr_boot *b, long lrank, long lsize) {
   b->hosts = calloc((size_t)b->size, sizeof *b->hosts);
   b->node_of = calloc((size_t)b->size, sizeof *b->node_of);
   boot_record *rec = calloc((size_t)b->size, sizeof *rec);
@@ -185,6 +170,34 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     st = derive_nodes(b, rec);
   }
   free(rec);
+  return st;
+}
+
+hsr_status hsr_boot_init(hsr_boot **out) {
+  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_boot_init: out is NULL");
+  *out = NULL;
+  /* every HSR_* variable, before anything starts: a program using libhsr
+   * gets the errors hsr's commands give (hsr/env.h) */
+  HSR_CHECK(hsr_env_check_all(0));
+  long sim = 1, timeout = 300;
+  HSR_CHECK(hsr_env_get_long("HSR_SIM_NODES", &sim));
+  HSR_CHECK(hsr_env_get_long("HSR_BOOT_TIMEOUT", &timeout));
+
+  hsr_boot *b = calloc(1, sizeof *b);
+  if (!b) return hsr_error(HSR_ERR_NOMEM, "hsr_boot_init: out of memory");
+  b->timeout_s = (int)timeout;
+  b->sim_nodes = (int)sim;
+  if (gethostname(b->hostname, sizeof b->hostname) != 0) snprintf(b->hostname, sizeof b->hostname, "localhost");
+  b->hostname[HSR_HOSTNAME_MAX - 1] = '\0';
+
+  long lrank = 0, lsize = 1;
+  hsr_status st = join_job(b, &lrank, &lsize);
+  if (st != HSR_OK) {
+    free(b);
+    return st;
+  }
+  detect_launcher(b);
+  st = exchange_records(b, lrank, lsize);
   if (st != HSR_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hsr_last_error());
