@@ -79,14 +79,14 @@ static hsr_status probe_kernels(hsr_boot *b, double *optim_ns, double *data_gbs)
   return st;
 }
 
-static int g_reuse; /* --validate-reuse: keep results already in the directory */
-
 /* Runs one benchmark in this process (coll NULL: hsr bench step), rank 0's
  * table into dir/name.txt; with --validate-reuse a result already in dir
  * (rank 0 looks) is kept. */
-static int bench(hsr_boot *boot, const char *coll, char **argv, int argc, const char *dir, const char *name) {
+/* reuse: --validate-reuse, keep results already in the directory */
+static int bench(hsr_boot *boot, int reuse, const char *coll, char **argv, int argc, const char *dir,
+                 const char *name) {
   int rank = hsr_boot_rank(boot), have = 0;
-  if (g_reuse) {
+  if (reuse) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s.json", dir, name);
     have = rank == 0 && access(path, R_OK) == 0;
@@ -142,7 +142,7 @@ static int coll_bench(hsr_boot *boot, const tune_opts *o, const char *coll, int 
     argc = 15;
   }
   if (kind == 1) argv[argc++] = "--concurrent";
-  return bench(boot, coll, argv, argc, dir, name);
+  return bench(boot, o->v_reuse, coll, argv, argc, dir, name);
 }
 
 static int step_bench(hsr_boot *boot, const tune_opts *o, const vpick *p, const char *dir, const char *name) {
@@ -163,7 +163,7 @@ static int step_bench(hsr_boot *boot, const tune_opts *o, const vpick *p, const 
   char bw[16];
   snprintf(bw, sizeof bw, "%g", o->bwd_ratio);
   argv[16] = bw;
-  return bench(boot, NULL, argv, 19, dir, name);
+  return bench(boot, o->v_reuse, NULL, argv, 19, dir, name);
 }
 
 static int read_one(const char *dir, const char *name, vmeas *m) {
@@ -188,8 +188,6 @@ static int read_one(const char *dir, const char *name, vmeas *m) {
   return ok ? 0 : -1;
 }
 
-static int g_rounds = 1; /* --validate-rounds */
-
 static void round_name(char *b, size_t n, const char *name, int round) {
   if (round <= 1)
     snprintf(b, n, "%s", name);
@@ -198,9 +196,9 @@ static void round_name(char *b, size_t n, const char *name, int round) {
 }
 
 /* The round with the shortest step: other work on the cores only ever adds time. */
-static int read_step(const char *dir, const char *name, vmeas *m) {
+static int read_step(long rounds, const char *dir, const char *name, vmeas *m) {
   int found = 0;
-  for (int r = 1; r <= g_rounds; r++) {
+  for (int r = 1; r <= rounds; r++) {
     char nm[96];
     vmeas v;
     round_name(nm, sizeof nm, name, r);
@@ -351,7 +349,7 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
   for (int i = 0; i < nprobes; i++) { /* the runs the model was fitted to: shown, not counted */
     vmeas pm;
     int k = find(p, &probes[i]);
-    if (k < 0 || read_step(dir, probe_names[i], &pm) != 0) continue;
+    if (k < 0 || read_step(x->o->v_rounds, dir, probe_names[i], &pm) != 0) continue;
     const hsr_tune_result *r = &p->cand[k];
     char lab[96];
     printf("%-26s %9.1f %9.1f %+6.1f%% %9.1f %9.1f %+6.1f%% %9.1f %9.1f   (probe: fitted)\n",
@@ -438,7 +436,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
   int npr = 0;
   for (int i = 0; i < nprobes; i++) {
     vmeas pm;
-    if (read_step(dir, probe_names[i], &pm) != 0)
+    if (read_step(x->o->v_rounds, dir, probe_names[i], &pm) != 0)
       return hsr_error(HSR_ERR_INTERNAL, "--validate: no result in %s/%s.json", dir, probe_names[i]);
     hsr_tune_probe *q = &pr[npr++];
     memset(q, 0, sizeof *q);
@@ -497,7 +495,7 @@ static hsr_status finish(tune_ctx *x, hsr_cluster *cl, const char *dir, const do
   for (int i = 0; i < np && st == HSR_OK; i++) {
     char name[64];
     pick_name(&picks[i], name, sizeof name);
-    if (read_step(dir, name, &m[i]) != 0 || picks[i].idx < 0)
+    if (read_step(x->o->v_rounds, dir, name, &m[i]) != 0 || picks[i].idx < 0)
       st = hsr_error(HSR_ERR_INTERNAL, "--validate: no result for %s in %s", name, dir);
   }
   if (st == HSR_OK) {
@@ -516,8 +514,6 @@ static hsr_status finish(tune_ctx *x, hsr_cluster *cl, const char *dir, const do
 }
 
 int tune_validate(tune_opts *o) {
-  g_reuse = o->v_reuse;
-  g_rounds = (int)o->v_rounds;
   /* units big enough that bandwidth and compute, not the scheduler's jitter, set the times */
   if (o->unit_bytes <= 0 && o->params <= 0) o->unit_bytes = 8 << 20;
   if (o->unit_bytes <= 0) o->unit_bytes = o->params / o->units * 4;
@@ -551,7 +547,7 @@ int tune_validate(tune_opts *o) {
   vpick picks[V_MAX];
   int np = 0;
   tune_ctx x = {.o = o};
-  for (int round = 1; round <= g_rounds && st == HSR_OK && !rc; round++) {
+  for (int round = 1; round <= o->v_rounds && st == HSR_OK && !rc; round++) {
     rc = run_round(boot, o, probes, nprobes, picks, np, dir, round);
     if (round > 1 || rc) continue;
     /* rank 0 plans from the first round; every rank learns the picks */
