@@ -81,9 +81,10 @@ printf '%-10s %8s %12s %12s %8s %12s %12s %8s\n' rate link "fsdp pred" "hybrid p
 for r in "${rl[@]}"; do
   jq -r --arg r "$r" --arg a "$a" --arg b "$b" '
     def f(x): if x == null then "-" else (x * 10 | round / 10 | tostring) end;
+    def g(x): if x == null then "-" else (x * 1000 | round / 1000 | tostring) end;
     def run(l): [.runs[] | select(.label == l)][0];
     (run($a)) as $x | (run($b)) as $y |
-    "\($r) \(f(.link_ratio))x \(f($x.predicted.step_ms)) \(f($y.predicted.step_ms)) \(f($x.predicted.step_ms / $y.predicted.step_ms)) \(f($x.measured.step_ms)) \(f($y.measured.step_ms)) \(f($x.measured.step_ms / $y.measured.step_ms))"' \
+    "\($r) \(f(.link_ratio))x \(f($x.predicted.step_ms)) \(f($y.predicted.step_ms)) \(g($x.predicted.step_ms / $y.predicted.step_ms)) \(f($x.measured.step_ms)) \(f($y.measured.step_ms)) \(g($x.measured.step_ms / $y.measured.step_ms))"' \
     "$out/$r/validate.json" | awk '{printf "%-10s %8s %12s %12s %8s %12s %12s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
 done
 echo "# physics: the fsdp / hybrid ratio grows as the link slows (per step fsdp over both nodes sends 3P across"

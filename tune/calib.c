@@ -391,6 +391,8 @@ hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_t
     line(&f, &m->fwd_ms, f0 * 0.3, f0 * 1.5);
     line(&f, &net->slow[HSR_TUNE_INTRA], 0.3, 30);
     if (net->link[HSR_TUNE_CROSS][0].samples) line(&f, &net->slow[HSR_TUNE_CROSS], 0.3, 30);
+    line(&f, &net->slow_busy[HSR_TUNE_INTRA], 0.3, 10);
+    if (net->link[HSR_TUNE_CROSS][0].samples) line(&f, &net->slow_busy[HSR_TUNE_CROSS], 0.3, 10);
     line(&f, &net->steal[HSR_TUNE_INTRA], 0, 0.95);
     if (net->link[HSR_TUNE_CROSS][0].samples) line(&f, &net->steal[HSR_TUNE_CROSS], 0, 0.95);
   }
@@ -399,9 +401,10 @@ hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_t
   if (report && len)
     snprintf(report, len,
              "in-step (fit to %d probe run%s, rms error %.0f%% -> %.0f%%): collectives take %.2fx (intra-node) and "
-             "%.2fx (cross-node) their benchmarked time; busy, they take %.0f%% / %.0f%% of compute speed; compute "
-             "%.3f ms per unit forward\n",
+             "%.2fx (cross-node) their benchmarked time, %.2fx / %.2fx that again beside compute; busy, they take "
+             "%.0f%% / %.0f%% of compute speed; compute %.3f ms per unit forward\n",
              n, n > 1 ? "s" : "", 100 * sqrt(before / (3 * n)), 100 * sqrt(after / (3 * n)), net->slow[0], net->slow[1],
+             net->slow_busy[0], net->slow_busy[1],
              100 * net->steal[0], 100 * net->steal[1], m->fwd_ms);
   return HSR_OK;
 }

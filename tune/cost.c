@@ -53,6 +53,7 @@ hsr_status hsr_tune_net_default(const char *hw, hsr_tune_net *out) {
   for (int op = 0; op < HSR_TUNE_OPS; op++) out->span[op] = 1;
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
     out->slow[t] = 1;
+    out->slow_busy[t] = 1;
     out->concurrent[t] = 1;
     out->concurrent_default[t] = 1;
   }

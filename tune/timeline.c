@@ -76,8 +76,10 @@ static tl_op *head(tl *t, int lane) {
 }
 
 /* One interval of constant rates, at most `limit` seconds long; `work`
- * (may be NULL) is compute left, in seconds at full speed. */
-static void advance(tl *t, double *work, double limit) {
+ * (may be NULL) is compute left, in seconds at full speed; cpu: the program
+ * holds its cores (computing or engine work): its collectives then run
+ * slow_busy times slower again (host: they share those cores). */
+static void advance(tl *t, double *work, double limit, int cpu) {
   const hsr_tune_net *n = t->net;
   tl_op *h[TL_LANES];
   int moving[HSR_TUNE_TIER_COUNT] = {0};
@@ -99,7 +101,8 @@ static void advance(tl *t, double *work, double limit) {
     }
     int tier = h[l]->st[h[l]->cur].tier;
     const hsr_tune_stage *st = &h[l]->st[h[l]->cur];
-    double bw = n->link[tier][st->op].busbw_gbs * 1e9 / n->slow[tier] / (st->span ? n->span[st->span - 1] : 1);
+    double bw = n->link[tier][st->op].busbw_gbs * 1e9 / n->slow[tier] / (cpu ? n->slow_busy[tier] : 1) /
+                (st->span ? n->span[st->span - 1] : 1);
     if (moving[1 - tier]) bw *= n->concurrent[tier];
     rate[l] = bw > 0 ? bw / moving[tier] : DBL_MAX;
     double need = h[l]->bytes_left / rate[l];
@@ -139,20 +142,20 @@ static void advance(tl *t, double *work, double limit) {
 }
 
 void tl_wait(tl *t, int id) {
-  while (t->err == HSR_OK && !tl_done(t, id)) advance(t, NULL, DBL_MAX);
+  while (t->err == HSR_OK && !tl_done(t, id)) advance(t, NULL, DBL_MAX, 0);
 }
 
 void tl_compute(tl *t, double s) {
   if (s <= 0 || t->err != HSR_OK) return;
   double t0 = t->now, work = s;
-  while (t->err == HSR_OK && work > 0) advance(t, &work, DBL_MAX);
+  while (t->err == HSR_OK && work > 0) advance(t, &work, DBL_MAX, 1);
   t->comp = grow(t->comp, &t->capcomp, t->ncomp + 1, sizeof *t->comp, &t->err);
   if (t->err == HSR_OK) t->comp[t->ncomp++] = (tl_ival){t0, t->now};
 }
 
 void tl_busy(tl *t, double s) {
   double end = t->now + s;
-  while (t->err == HSR_OK && t->now < end) advance(t, NULL, end - t->now);
+  while (t->err == HSR_OK && t->now < end) advance(t, NULL, end - t->now, 1);
 }
 
 /* ---- intervals ---- */

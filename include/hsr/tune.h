@@ -70,6 +70,9 @@ typedef struct hsr_tune_net {
    * time (host: the ranks' compute holds the cores their progress threads
    * need; 1 unless fitted with hsr_tune_calib_step) */
   double slow[HSR_TUNE_TIER_COUNT];
+  /* and `slow_busy` times that again while the program computes beside them
+   * (host: they share its cores; 1 unless fitted; 1 on GPUs) */
+  double slow_busy[HSR_TUNE_TIER_COUNT];
   /* groups spanning nodes with several members per node run two-level
    * (node stage, cross stage): their measured time over the stages' modeled
    * time, per collective (fitted from `hsr bench --group world` rows; 1) */
