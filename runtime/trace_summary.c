@@ -7,37 +7,33 @@
 
 #include "hsr/trace.h"
 
-typedef struct {
-  double a, b;
-} ival;
-
 static int cmp_ival(const void *x, const void *y) {
-  double d = ((const ival *)x)->a - ((const ival *)y)->a;
+  double d = ((const hsr_ival *)x)->a - ((const hsr_ival *)y)->a;
   return d < 0 ? -1 : d > 0;
 }
 
-/* Sorts and merges in place; returns the number of disjoint intervals. */
-static int merge(ival *v, int n) {
-  if (n == 0) return 0;
-  qsort(v, (size_t)n, sizeof *v, cmp_ival);
+hsr_status hsr_ival_merge(hsr_ival *v, int *n) {
+  if (!n || (*n > 0 && !v)) return hsr_error(HSR_ERR_INVALID, "hsr_ival_merge: NULL argument");
+  if (*n <= 0) return HSR_OK;
+  qsort(v, (size_t)*n, sizeof *v, cmp_ival);
   int m = 0;
-  for (int i = 1; i < n; i++) {
+  for (int i = 1; i < *n; i++) {
     if (v[i].a <= v[m].b) {
       if (v[i].b > v[m].b) v[m].b = v[i].b;
     } else
       v[++m] = v[i];
   }
-  return m + 1;
+  *n = m + 1;
+  return HSR_OK;
 }
 
-static double length(const ival *v, int n) {
+double hsr_ival_length(const hsr_ival *v, int n) {
   double s = 0;
   for (int i = 0; i < n; i++) s += v[i].b - v[i].a;
   return s;
 }
 
-/* Length of the intersection of two merged interval lists. */
-static double overlap_len(const ival *x, int nx, const ival *y, int ny) {
+double hsr_ival_overlap(const hsr_ival *x, int nx, const hsr_ival *y, int ny) {
   double s = 0;
   int i = 0, j = 0;
   while (i < nx && j < ny) {
@@ -127,7 +123,7 @@ static void free_acc(step_acc *acc, int n) {
 typedef struct {
   xev *xs;
   int n;
-  ival *comp, *comm, *ag;
+  hsr_ival *comp, *comm, *ag;
   step_acc *acc;
   int nacc;
 } analysis;
@@ -143,9 +139,9 @@ static void free_scratch(analysis *z) {
 static hsr_status read_events(const cJSON *events, analysis *z) {
   int total = cJSON_GetArraySize(events);
   z->xs = malloc(sizeof *z->xs * (size_t)(total + 1));
-  z->comp = malloc(sizeof(ival) * (size_t)(total + 1));
-  z->comm = malloc(sizeof(ival) * (size_t)(total + 1));
-  z->ag = malloc(sizeof(ival) * (size_t)(total + 1));
+  z->comp = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
+  z->comm = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
+  z->ag = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
   if (!z->xs || !z->comp || !z->comm || !z->ag) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
   const cJSON *e;
   cJSON_ArrayForEach(e, events) {
@@ -195,19 +191,19 @@ static void step_times(analysis *z, int lo, int hi, const xev *step, step_acc *a
     if (x->cat == 0 || x->cat == 3 || x->t1 < s0) continue;
     double a0 = x->t0 < s0 ? s0 : x->t0, a1 = x->t1 > s1 ? s1 : x->t1;
     if (x->cat == 1) {
-      z->comp[nc++] = (ival){a0, a1};
+      z->comp[nc++] = (hsr_ival){a0, a1};
       continue;
     }
-    z->comm[nm++] = (ival){a0, a1};
-    if (x->is_ag) z->ag[ng++] = (ival){a0, a1};
+    z->comm[nm++] = (hsr_ival){a0, a1};
+    if (x->is_ag) z->ag[ng++] = (hsr_ival){a0, a1};
   }
-  nc = merge(z->comp, nc);
-  nm = merge(z->comm, nm);
-  ng = merge(z->ag, ng);
-  double cl = length(z->comp, nc), ml = length(z->comm, nm), hidden = overlap_len(z->comp, nc, z->comm, nm);
-  double gl = length(z->ag, ng);
+  hsr_ival_merge(z->comp, &nc);
+  hsr_ival_merge(z->comm, &nm);
+  hsr_ival_merge(z->ag, &ng);
+  double cl = hsr_ival_length(z->comp, nc), ml = hsr_ival_length(z->comm, nm);
+  double hidden = hsr_ival_overlap(z->comp, nc, z->comm, nm), gl = hsr_ival_length(z->ag, ng);
   a->s.gather_ms += gl / 1e3;
-  a->s.gather_exposed_ms += (gl - overlap_len(z->comp, nc, z->ag, ng)) / 1e3;
+  a->s.gather_exposed_ms += (gl - hsr_ival_overlap(z->comp, nc, z->ag, ng)) / 1e3;
   a->s.ranks++;
   a->s.step_ms += (s1 - s0) / 1e3;
   a->s.compute_ms += cl / 1e3;

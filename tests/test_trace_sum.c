@@ -271,8 +271,27 @@ static void properties(void **state) {
   }
 }
 
+/* The interval arithmetic itself, shared with the tuner: unsorted, nested,
+ * touching and disjoint intervals, by hand. */
+static void interval_arithmetic(void **state) {
+  (void)state;
+  hsr_ival v[] = {{5, 6}, {0, 2}, {1, 3}, {1.5, 2.5}, {3, 4}, {8, 9}};
+  int n = 6;
+  assert_int_equal(hsr_ival_merge(v, &n), HSR_OK);
+  assert_int_equal(n, 3); /* [0,4] (touching at 3 joins), [5,6], [8,9] */
+  assert_true(v[0].a == 0 && v[0].b == 4 && v[1].a == 5 && v[1].b == 6 && v[2].a == 8 && v[2].b == 9);
+  assert_true(hsr_ival_length(v, n) == 6);
+  hsr_ival w[] = {{3.5, 5.5}, {8.5, 10}};
+  assert_true(hsr_ival_overlap(v, n, w, 2) == 0.5 + 0.5 + 0.5);
+  assert_true(hsr_ival_overlap(v, n, w, 0) == 0);
+  int zero = 0;
+  assert_int_equal(hsr_ival_merge(NULL, &zero), HSR_OK);
+  assert_int_equal(hsr_ival_merge(NULL, &n), HSR_ERR_INVALID);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(crossing_boundary), cmocka_unit_test(nested_overlapping_gaps),
-                                     cmocka_unit_test(several_ranks), cmocka_unit_test(properties)};
+                                     cmocka_unit_test(several_ranks), cmocka_unit_test(properties),
+                                     cmocka_unit_test(interval_arithmetic)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

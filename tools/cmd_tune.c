@@ -488,7 +488,8 @@ int hsr_cmd_tune(int argc, char **argv) {
   int topo = o.world || o.nodes || o.gpus_per_node || o.xml || o.nccl_xml;
   if (o.shard && !topo && !getenv("PMIX_NAMESPACE")) return calculator(&o);
   if (o.reshard_given || o.prefetch_given)
-    return hsr_cli_usage_error("tune", "--%s goes with the calculator (--shard without a topology); the planner "
+    return hsr_cli_usage_error("tune",
+                               "--%s goes with the calculator (--shard without a topology); the planner "
                                "tries every policy (--max-prefetch bounds the depth)",
                                o.reshard_given ? "reshard" : "prefetch");
   return plan(&o);

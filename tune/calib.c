@@ -404,7 +404,6 @@ hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_t
              "%.2fx (cross-node) their benchmarked time, %.2fx / %.2fx that again beside compute; busy, they take "
              "%.0f%% / %.0f%% of compute speed; compute %.3f ms per unit forward\n",
              n, n > 1 ? "s" : "", 100 * sqrt(before / (3 * n)), 100 * sqrt(after / (3 * n)), net->slow[0], net->slow[1],
-             net->slow_busy[0], net->slow_busy[1],
-             100 * net->steal[0], 100 * net->steal[1], m->fwd_ms);
+             net->slow_busy[0], net->slow_busy[1], 100 * net->steal[0], 100 * net->steal[1], m->fwd_ms);
   return HSR_OK;
 }

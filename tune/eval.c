@@ -186,18 +186,17 @@ static void call(ev *e, const hsr_prog_call *c) {
  * exposed part, all-gathers, each group's busy time. */
 static hsr_status measure(ev *e, double s0, double s1) {
   tl *t = &e->t;
-  tl_ival *c = malloc(sizeof *c * (size_t)(t->ncomp + 1)), *m = malloc(sizeof *m * (size_t)(t->nops + 1));
-  tl_ival *g = malloc(sizeof *g * (size_t)(t->nops + 1));
-  if (!c || !m || !g) {
-    free(c), free(m), free(g);
+  hsr_ival *c = malloc(sizeof *c * (size_t)(t->ncomp + 1)), *m = malloc(sizeof *m * (size_t)(t->nops + 1));
+  if (!c || !m) {
+    free(c), free(m);
     return hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
   }
   int nc = 0;
   for (int i = 0; i < t->ncomp; i++) {
     double a = t->comp[i].a < s0 ? s0 : t->comp[i].a, b = t->comp[i].b > s1 ? s1 : t->comp[i].b;
-    if (b > a) c[nc++] = (tl_ival){a, b};
+    if (b > a) c[nc++] = (hsr_ival){a, b};
   }
-  nc = tl_merge(c, nc);
+  hsr_ival_merge(c, &nc);
   hsr_tune_result *o = e->out;
   for (int pass = -2; pass < HSR_RT_GROUP_COUNT; pass++) { /* -2: all, -1: all-gathers, then per group */
     int nm = 0;
@@ -205,10 +204,10 @@ static hsr_status measure(ev *e, double s0, double s1) {
       const tl_op *x = &t->ops[i];
       if ((pass == -1 && x->op != HSR_OP_ALLGATHER) || (pass >= 0 && x->group != pass)) continue;
       double a = x->start < s0 ? s0 : x->start, b = x->end > s1 ? s1 : x->end;
-      if (b > a) m[nm++] = (tl_ival){a, b};
+      if (b > a) m[nm++] = (hsr_ival){a, b};
     }
-    nm = tl_merge(m, nm);
-    double len = tl_length(m, nm) * 1e3, hid = tl_overlap(c, nc, m, nm) * 1e3;
+    hsr_ival_merge(m, &nm);
+    double len = hsr_ival_length(m, nm) * 1e3, hid = hsr_ival_overlap(c, nc, m, nm) * 1e3;
     if (pass == -2)
       o->comm_ms = len, o->exposed_ms = len - hid;
     else if (pass == -1)
@@ -218,18 +217,19 @@ static hsr_status measure(ev *e, double s0, double s1) {
   }
   for (int tier = 0; tier < HSR_TUNE_TIER_COUNT; tier++) {
     int nm = 0;
-    tl_ival *m2 = realloc(m, sizeof *m * (size_t)(t->nstg + 1));
+    hsr_ival *m2 = realloc(m, sizeof *m * (size_t)(t->nstg + 1));
     if (!m2) break;
     m = m2;
     for (int i = 0; i < t->nstg; i++) {
       double a = t->stg[i].a < s0 ? s0 : t->stg[i].a, b = t->stg[i].b > s1 ? s1 : t->stg[i].b;
-      if (t->stg_tier[i] == tier && b > a) m[nm++] = (tl_ival){a, b};
+      if (t->stg_tier[i] == tier && b > a) m[nm++] = (hsr_ival){a, b};
     }
-    o->tier_busy_ms[tier] = tl_length(m, tl_merge(m, nm)) * 1e3;
+    hsr_ival_merge(m, &nm);
+    o->tier_busy_ms[tier] = hsr_ival_length(m, nm) * 1e3;
   }
-  o->compute_ms = tl_length(c, nc) * 1e3;
+  o->compute_ms = hsr_ival_length(c, nc) * 1e3;
   o->step_ms = (s1 - s0) * 1e3;
-  free(c), free(m), free(g);
+  free(c), free(m);
   return HSR_OK;
 }
 

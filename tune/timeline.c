@@ -50,7 +50,7 @@ static void stage_done(tl *t, const tl_op *o) {
   t->stg = grow(t->stg, &t->capstg, t->nstg + 1, sizeof *t->stg, &t->err);
   t->stg_tier = grow(t->stg_tier, &t->capstgt, t->nstg + 1, sizeof *t->stg_tier, &t->err);
   if (t->err != HSR_OK) return;
-  t->stg[t->nstg] = (tl_ival){o->stage_start, t->now};
+  t->stg[t->nstg] = (hsr_ival){o->stage_start, t->now};
   t->stg_tier[t->nstg++] = o->st[o->cur].tier;
 }
 
@@ -150,49 +150,10 @@ void tl_compute(tl *t, double s) {
   double t0 = t->now, work = s;
   while (t->err == HSR_OK && work > 0) advance(t, &work, DBL_MAX, 1);
   t->comp = grow(t->comp, &t->capcomp, t->ncomp + 1, sizeof *t->comp, &t->err);
-  if (t->err == HSR_OK) t->comp[t->ncomp++] = (tl_ival){t0, t->now};
+  if (t->err == HSR_OK) t->comp[t->ncomp++] = (hsr_ival){t0, t->now};
 }
 
 void tl_busy(tl *t, double s) {
   double end = t->now + s;
   while (t->err == HSR_OK && t->now < end) advance(t, NULL, end - t->now, 1);
-}
-
-/* ---- intervals ---- */
-static int by_start(const void *a, const void *b) {
-  double x = ((const tl_ival *)a)->a, y = ((const tl_ival *)b)->a;
-  return (x > y) - (x < y);
-}
-
-int tl_merge(tl_ival *v, int n) {
-  if (n <= 1) return n;
-  qsort(v, (size_t)n, sizeof *v, by_start);
-  int k = 0;
-  for (int i = 1; i < n; i++) {
-    if (v[i].a <= v[k].b) {
-      if (v[i].b > v[k].b) v[k].b = v[i].b;
-    } else {
-      v[++k] = v[i];
-    }
-  }
-  return k + 1;
-}
-
-double tl_length(const tl_ival *v, int n) {
-  double s = 0;
-  for (int i = 0; i < n; i++) s += v[i].b - v[i].a;
-  return s;
-}
-
-double tl_overlap(const tl_ival *a, int na, const tl_ival *b, int nb) {
-  double s = 0;
-  for (int i = 0, j = 0; i < na && j < nb;) {
-    double lo = a[i].a > b[j].a ? a[i].a : b[j].a, hi = a[i].b < b[j].b ? a[i].b : b[j].b;
-    if (hi > lo) s += hi - lo;
-    if (a[i].b < b[j].b)
-      i++;
-    else
-      j++;
-  }
-  return s;
 }

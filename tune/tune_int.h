@@ -3,15 +3,12 @@
 #ifndef HSR_TUNE_INT_H
 #define HSR_TUNE_INT_H
 
+#include "hsr/trace.h"
 #include "hsr/tune.h"
 
 /* A lane runs its collectives one after the other, in posting order: a
  * host communicator's queue, or a CUDA stream. */
 #define TL_LANES 3
-
-typedef struct tl_ival {
-  double a, b;
-} tl_ival;
 
 typedef struct tl_op {
   int lane, group, op, nst, cur, started, done;
@@ -26,9 +23,9 @@ typedef struct tl {
   int nops, capops;
   int *q[TL_LANES]; /* op ids, in posting order */
   int qhead[TL_LANES], qn[TL_LANES], qcap[TL_LANES];
-  tl_ival *comp; /* the program's compute, as wall-clock intervals */
+  hsr_ival *comp; /* the program's compute, as wall-clock intervals */
   int ncomp, capcomp;
-  tl_ival *stg; /* every finished stage, and its tier */
+  hsr_ival *stg; /* every finished stage, and its tier */
   int *stg_tier, nstg, capstg, capstgt;
   hsr_status err;
 } tl;
@@ -48,8 +45,5 @@ void tl_busy(tl *t, double s);
 
 /* Interval arithmetic: merge in place (returns the count), total length,
  * overlap of two merged sets. */
-int tl_merge(tl_ival *v, int n);
-double tl_length(const tl_ival *v, int n);
-double tl_overlap(const tl_ival *a, int na, const tl_ival *b, int nb);
 
 #endif

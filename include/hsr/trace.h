@@ -71,6 +71,19 @@ HSR_API hsr_status hsr_trace_summarize(const char *path, int json, FILE *f);
 /* The same figures as data: *out is malloc'd (caller frees), *n steps. */
 HSR_API hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n);
 
+/* Interval arithmetic of the trace's figures, shared with the tuner's
+ * predicted step (tune/eval.c), so both measure a step the same way. */
+typedef struct hsr_ival {
+  double a, b;
+} hsr_ival;
+/* Sorts v[0..*n) by start and merges overlapping intervals in place; *n
+ * becomes the number of disjoint intervals. */
+HSR_API hsr_status hsr_ival_merge(hsr_ival *v, int *n);
+/* Total length of disjoint intervals. */
+HSR_API double hsr_ival_length(const hsr_ival *v, int n);
+/* Length of the intersection of two merged interval lists. */
+HSR_API double hsr_ival_overlap(const hsr_ival *a, int na, const hsr_ival *b, int nb);
+
 #ifdef __cplusplus
 }
 #endif
