@@ -90,7 +90,7 @@ hsr_status rt_gather_start(hsr_rt *rt, const hsr_sched_action *a) {
   return HSR_OK;
 }
 
-static hsr_status gather_wait(hsr_rt *rt, const hsr_sched_action *a) {
+hsr_status rt_gather_wait(hsr_rt *rt, const hsr_sched_action *a) {
   int ui = a->unit;
   rt_unit *u = &rt->units[ui];
   uint64_t t0, t1;
@@ -131,7 +131,7 @@ static hsr_status run(hsr_rt *rt, const hsr_sched_action *acts, int n) {
     rt_unit *u = a->unit >= 0 ? &rt->units[a->unit] : NULL;
     switch (a->op) {
     case HSR_SCHED_GATHER: HSR_CHECK(rt_gather_start(rt, a)); break;
-    case HSR_SCHED_WAIT: HSR_CHECK(gather_wait(rt, a)); break;
+    case HSR_SCHED_WAIT: HSR_CHECK(rt_gather_wait(rt, a)); break;
     case HSR_SCHED_RESHARD: HSR_CHECK(reshard(rt, a)); break;
     case HSR_SCHED_RELEASE: {
       uint64_t t0 = hsr_clock_ns();

@@ -132,6 +132,7 @@ hsr_status rt_id_compare(hsr_rt *rt, uint64_t mine, const char *what);
 /* Waits for a request and reports the transport's own start/end when known. */
 hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, uint64_t *t1);
 hsr_status rt_gather_start(hsr_rt *rt, const hsr_sched_action *a);
+hsr_status rt_gather_wait(hsr_rt *rt, const hsr_sched_action *a);
 hsr_status rt_check_unit(hsr_rt *rt, int ui, const char *what);
 hsr_status rt_find_param(hsr_rt *rt, const char *name, hsr_rt_param_info *p);
 

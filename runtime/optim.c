@@ -155,6 +155,7 @@ static hsr_status step_action(hsr_rt *rt, const hsr_sched_action *a, opt_run *o)
     o->open = 1;
     return st;
   case HSR_SCHED_REGATHER_WAIT: optim_close(rt, o, hsr_clock_ns()); return regather_wait(rt, a);
+  case HSR_SCHED_WAIT: optim_close(rt, o, hsr_clock_ns()); return rt_gather_wait(rt, a); /* the step-end prefetch */
   default:
     return hsr_error(HSR_ERR_INTERNAL, "runtime: the schedule's step holds a %s action", hsr_sched_op_name(a->op));
   }
@@ -183,8 +184,9 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
     regathered |= acts[i].op == HSR_SCHED_REGATHER_WAIT;
     if (st == HSR_OK) {
       st = step_action(rt, &acts[i], &o);
-    } else if (acts[i].op == HSR_SCHED_REGATHER_WAIT) { /* re-gathers already posted complete even after an error */
-      hsr_status w = regather_wait(rt, &acts[i]);
+    } else if (acts[i].op == HSR_SCHED_REGATHER_WAIT || acts[i].op == HSR_SCHED_WAIT) {
+      /* gathers already posted complete even after an error */
+      hsr_status w = acts[i].op == HSR_SCHED_WAIT ? rt_gather_wait(rt, &acts[i]) : regather_wait(rt, &acts[i]);
       (void)w;
     }
   }

@@ -355,6 +355,10 @@ hsr_status hsr_sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
     a.count = s->u[i].Ls;
     emit(s, a);
   }
+  /* Like the re-gathers, the step-end prefetch completes before the step
+   * returns (it ran under the rest of the optimizer): a step's counters then
+   * hold whole collectives, never the part of one that had moved so far. */
+  if (early && s->u[first].state == HSR_SCHED_GATHERING) gather_wait(s, first);
   return finish(s, acts, n);
 }
 

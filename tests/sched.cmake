@@ -92,9 +92,9 @@ hsr_add_mpi_test(NAME sched_life_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMA
   strategy=fsdp,S=4,reshard=partial:2,prefetch=2,live=2,root=1
   "+root/shard =root +blk0/shard =blk0 ~blk0 +blk1/shard =blk1 ~blk1 +blk2/shard =blk2 ~blk2 ~root +root/partial =root +blk2/partial =blk2 !blk2 +blk1/partial =blk1 !blk1 +blk0/partial =blk0 !blk0 !root"
   2
-  # step-end prefetch: the root's gather is posted by the step before and completes in this one
+  # step-end prefetch: the root's gather is posted under the optimizer and completes before the step returns
   strategy=fsdp,S=4,reshard=full,prefetch=1,pstep=1
-  "=root +blk0/shard =blk0 +blk1/shard -blk0 =blk1 +blk2/shard -blk1 =blk2 -blk2 +blk2/shard =blk2 +blk1/shard !blk2 =blk1 +blk0/shard !blk1 =blk0 !blk0 !root +root/shard"
+  "+blk0/shard =blk0 +blk1/shard -blk0 =blk1 +blk2/shard -blk1 =blk2 -blk2 +blk2/shard =blk2 +blk1/shard !blk2 =blk1 +blk0/shard !blk1 =blk0 !blk0 !root +root/shard =root"
   3
   # a one-rank shard group: local copies stand in for the gathers
   strategy=hybrid,S=1,R=4,reshard=full,prefetch=1
