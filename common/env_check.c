@@ -236,62 +236,53 @@ hsr_status hsr_env_check_all(int warn_unknown) {
   return first == HSR_OK ? HSR_OK : hsr_error(first, "%s", msg);
 }
 
-/* The registered entry of `name` for a reader of `kind` (-1: any); *s: its value (NULL when unset). */
-static hsr_status get(const char *name, int kind, const hsr_env_info **v, const char **s, double *num) {
-  *v = hsr_env_find(name);
-  if (!*v || (kind >= 0 && (int)(*v)->kind != kind))
+/* The registered variable's checked value: its text (NULL when unset) and
+ * its number (the registry's default when unset). */
+static hsr_status get(const char *name, int kind, const char **s, double *num) {
+  const hsr_env_info *v = hsr_env_find(name);
+  if (!v || (kind >= 0 && (int)v->kind != kind))
     return hsr_error(HSR_ERR_INTERNAL, "%s is not in the HSR_* registry as this kind (common/env_table.c)", name);
   *s = getenv(name);
-  *num = (*v)->def;
-  return *s ? check_value(*v, *s, num) : HSR_OK;
+  *num = v->def;
+  return *s ? check_value(v, *s, num) : HSR_OK;
 }
 
 hsr_status hsr_env_get_long(const char *name, long *out) {
-  const hsr_env_info *v;
   const char *s;
   double num = 0;
-  HSR_CHECK(get(name, HSR_ENV_INT, &v, &s, &num));
+  HSR_CHECK(get(name, HSR_ENV_INT, &s, &num));
   *out = (long)num;
   return HSR_OK;
 }
 
 hsr_status hsr_env_get_double(const char *name, double *out) {
-  const hsr_env_info *v;
   const char *s;
-  HSR_CHECK(get(name, HSR_ENV_FLOAT, &v, &s, out));
-  return HSR_OK;
+  return get(name, HSR_ENV_FLOAT, &s, out);
 }
 
 hsr_status hsr_env_get_size(const char *name, size_t *out) {
-  const hsr_env_info *v;
   const char *s;
   double num = 0;
-  HSR_CHECK(get(name, HSR_ENV_SIZE, &v, &s, &num));
+  HSR_CHECK(get(name, HSR_ENV_SIZE, &s, &num));
   if (s) return hsr_parse_size(name, s, out); /* exact: a double holds sizes up to 2^53 only */
   *out = (size_t)num;
   return HSR_OK;
 }
 
-hsr_status hsr_env_get_choice(const char *name, int *out) {
-  const hsr_env_info *v;
+/* CHOICE and BOOL: the number is the choice's index, or 0/1. */
+static hsr_status get_int(const char *name, int kind, int *out) {
   const char *s;
   double num = 0;
-  HSR_CHECK(get(name, HSR_ENV_CHOICE, &v, &s, &num));
+  HSR_CHECK(get(name, kind, &s, &num));
   *out = (int)num;
   return HSR_OK;
 }
 
-hsr_status hsr_env_get_bool(const char *name, int *out) {
-  const hsr_env_info *v;
-  const char *s;
-  double num = 0;
-  HSR_CHECK(get(name, HSR_ENV_BOOL, &v, &s, &num));
-  *out = (int)num;
-  return HSR_OK;
-}
+hsr_status hsr_env_get_choice(const char *name, int *out) { return get_int(name, HSR_ENV_CHOICE, out); }
+
+hsr_status hsr_env_get_bool(const char *name, int *out) { return get_int(name, HSR_ENV_BOOL, out); }
 
 hsr_status hsr_env_get_str(const char *name, const char **out) {
-  const hsr_env_info *v;
   double num = 0;
-  return get(name, -1, &v, out, &num);
+  return get(name, -1, out, &num);
 }

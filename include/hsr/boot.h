@@ -48,8 +48,11 @@ HSR_API hsr_status hsr_boot_allgather(hsr_boot *b, const void *send, size_t byte
 HSR_API hsr_status hsr_boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root);
 HSR_API hsr_status hsr_boot_barrier(hsr_boot *b);
 /* A barrier bounded by timeout_s that also gives up when stop(arg) returns
- * non-zero (polled every 20 ms): HSR_ERR_TIMEOUT or HSR_ERR_STATE then, and
- * the context makes no more exchanges worth trusting. stop may be NULL. */
+ * non-zero (polled every 20 ms) and the barrier has still not completed
+ * min(2 s, timeout_s) later (a sign of a peer's death can come from a peer
+ * that has already passed the barrier): HSR_ERR_TIMEOUT or HSR_ERR_STATE
+ * then, and the context makes no more exchanges worth trusting. stop may be
+ * NULL. */
 HSR_API hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(void *arg), void *arg);
 /* Ends the whole job with `code` (PMIx_Abort: the launcher kills every rank,
  * a stopped one too), printing `msg` first unless it is NULL (used when one
