@@ -233,8 +233,10 @@ static int lifecycle_of(const char *path, char *out, size_t cap, int *maxlive) {
   return o >= cap || window != 2;
 }
 
-static int run_life(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
-                    const char *expect, int maxlive) {
+/* Three traced training steps of the spec's model; the trace goes to path,
+ * the engine's stats to *st. */
+static int traced_run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
+                      hsr_rt_stats *st) {
   hsr_rt_config cfg;
   mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
   if (parse(spec, &cfg, &model)) return 1;
@@ -245,9 +247,17 @@ static int run_life(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, cons
   mlp_rt_ctx *x = NULL;
   OK(mlp_rt_ctx_create(&model, rt, cfg.param_dtype, &x));
   for (int s = 0; s < 3; s++) OK(mlp_rt_train_step(x, s, 32, cfg.micro_batches, NULL, NULL));
-  hsr_rt_stats st;
-  OK(hsr_rt_get_stats(rt, &st));
+  OK(hsr_rt_get_stats(rt, st));
   OK(hsr_rt_trace_write(rt, path));
+  mlp_rt_ctx_free(x);
+  OK(hsr_rt_destroy(rt));
+  return 0;
+}
+
+static int run_life(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
+                    const char *expect, int maxlive) {
+  hsr_rt_stats st;
+  if (traced_run(boot, world, cl, path, spec, &st)) return 1;
   if (g_rank == 0) {
     char got[4096];
     int live = -1;
@@ -259,24 +269,13 @@ static int run_life(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, cons
     printf("%-60s live %d: %s%s\n", spec, live, got, g_fail ? "  MISMATCH" : "");
     remove(path);
   }
-  mlp_rt_ctx_free(x);
-  OK(hsr_rt_destroy(rt));
   return 0;
 }
 
 static int run_events(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
                       const char *expect) {
-  hsr_rt_config cfg;
-  mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
-  if (parse(spec, &cfg, &model)) return 1;
-  hsr_rt *rt = NULL;
-  OK(hsr_rt_create(boot, world, cl, &cfg, &rt));
-  OK(mlp_rt_setup(&model, rt));
-  OK(hsr_rt_trace_enable(rt, 1));
-  mlp_rt_ctx *x = NULL;
-  OK(mlp_rt_ctx_create(&model, rt, cfg.param_dtype, &x));
-  for (int s = 0; s < 3; s++) OK(mlp_rt_train_step(x, s, 32, cfg.micro_batches, NULL, NULL));
-  OK(hsr_rt_trace_write(rt, path));
+  hsr_rt_stats st;
+  if (traced_run(boot, world, cl, path, spec, &st)) return 1;
   if (g_rank == 0) {
     char got[2048];
     CHECK(!gathers_of(path, got, sizeof got), "%s: reading the gathers of %s", spec, path);
@@ -284,8 +283,6 @@ static int run_events(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
     printf("%-60s %s%s\n", spec, got, g_fail ? "  MISMATCH" : "");
     remove(path);
   }
-  mlp_rt_ctx_free(x);
-  OK(hsr_rt_destroy(rt));
   return 0;
 }
 
