@@ -73,11 +73,11 @@ int shm_finish_when_all_done(coll_op *op) {
 }
 
 static const coll_rows shm_rows = {
-    [HSR_OP_ALLGATHER] = {{&shm_allgather}},           /* shm_allgather.c */
-    [HSR_OP_REDUCE_SCATTER] = {{&shm_reduce_scatter}}, /* shm_reduce_scatter.c */
-    [HSR_OP_ALLREDUCE] = {{&shm_allreduce}},           /* shm_allreduce.c */
-    [HSR_OP_BCAST] = {{&shm_bcast}},                   /* shm_bcast.c */
-    [HSR_OP_BARRIER] = {{&shm_barrier}},               /* shm_barrier.c */
+    [HSR_OP_ALLGATHER] = {{.algo = &shm_allgather}},           /* shm_allgather.c */
+    [HSR_OP_REDUCE_SCATTER] = {{.algo = &shm_reduce_scatter}}, /* shm_reduce_scatter.c */
+    [HSR_OP_ALLREDUCE] = {{.algo = &shm_allreduce}},           /* shm_allreduce.c */
+    [HSR_OP_BCAST] = {{.algo = &shm_bcast}},                   /* shm_bcast.c */
+    [HSR_OP_BARRIER] = {{.algo = &shm_barrier}},               /* shm_barrier.c */
 };
 
 const coll_transport shm_transport = {

@@ -156,9 +156,9 @@ void two_scale_avg(coll_op *op, void *buf, size_t count) {
 
 /* Broadcast and barrier have no two-level form: flat UCX. */
 static const coll_rows two_rows = {
-    [HSR_OP_ALLGATHER] = {{&two_allgather}},    [HSR_OP_REDUCE_SCATTER] = {{&two_reduce_scatter}},
-    [HSR_OP_ALLREDUCE] = {{&two_allreduce}},    [HSR_OP_BCAST] = {{&ucx_flat_bcast}},
-    [HSR_OP_BARRIER] = {{&ucx_dissem_barrier}},
+    [HSR_OP_ALLGATHER] = {{.algo = &two_allgather}},    [HSR_OP_REDUCE_SCATTER] = {{.algo = &two_reduce_scatter}},
+    [HSR_OP_ALLREDUCE] = {{.algo = &two_allreduce}},    [HSR_OP_BCAST] = {{.algo = &ucx_flat_bcast}},
+    [HSR_OP_BARRIER] = {{.algo = &ucx_dissem_barrier}},
 };
 
 const coll_transport two_transport = {

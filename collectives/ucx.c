@@ -388,11 +388,11 @@ static void ucx_op_fini(coll_op *op) { free(ucx_op_of(op)->chunks); }
 /* ---- the table --------------------------------------------------------------------- */
 
 static const coll_rows ucx_rows = {
-    [HSR_OP_ALLGATHER] = {{&ucx_ring_allgather}},
-    [HSR_OP_REDUCE_SCATTER] = {{&ucx_ring_reduce_scatter}},
-    [HSR_OP_ALLREDUCE] = {{&ucx_rd_allreduce, coll_rule_rd}, {&ucx_ring_allreduce}},
-    [HSR_OP_BCAST] = {{&ucx_flat_bcast}},
-    [HSR_OP_BARRIER] = {{&ucx_dissem_barrier}},
+    [HSR_OP_ALLGATHER] = {{.algo = &ucx_ring_allgather}},
+    [HSR_OP_REDUCE_SCATTER] = {{.algo = &ucx_ring_reduce_scatter}},
+    [HSR_OP_ALLREDUCE] = {{.algo = &ucx_rd_allreduce, .fits = coll_rule_rd}, {.algo = &ucx_ring_allreduce}},
+    [HSR_OP_BCAST] = {{.algo = &ucx_flat_bcast}},
+    [HSR_OP_BARRIER] = {{.algo = &ucx_dissem_barrier}},
 };
 
 const coll_transport ucx_transport = {

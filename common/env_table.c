@@ -69,6 +69,8 @@ static const hsr_env_info table[] = {
      "scripts/setup.sh", "CMAKE_BUILD_TYPE of setup.sh"},
     {"HSR_WITH_CUDA", HSR_ENV_CHOICE, 0, 0, "AUTO|ON|OFF", 0, "AUTO", "scripts/setup.sh",
      "setup.sh's HSR_WITH_CUDA: ON requires nvcc + NCCL, OFF skips them"},
+    {"HSR_WERROR", HSR_ENV_CHOICE, 0, 0, "ON|OFF", 1, "OFF", "scripts/setup.sh",
+     "setup.sh's HSR_WERROR: ON treats compiler warnings as errors (.ci/run and development)"},
     {"HSR_JOBS", HSR_ENV_INT, 1, 4096, NULL, 0, "nproc", "scripts/setup.sh",
      "parallel build (and sanitize.sh test) jobs"},
     {"HSR_BUILD", HSR_ENV_DIR, 0, 0, NULL, 0, "<src>/build", "bench/train_vs_torch.sh",

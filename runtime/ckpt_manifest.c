@@ -83,7 +83,10 @@ static hsr_status perr(const pctx *px, const char *fmt, ...) {
                    m);
 }
 
+/* Outputs are set on every path: the error paths return hsr_error's status,
+ * which the compiler cannot see is never HSR_OK. */
 static hsr_status jint(const pctx *px, const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *v) {
+  *v = 0;
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   if (!cJSON_IsNumber(x)) return PERR(px, "'%s' is missing or not a number", k);
   double d = x->valuedouble;
@@ -95,13 +98,15 @@ static hsr_status jint(const pctx *px, const cJSON *o, const char *k, int64_t lo
 }
 
 static hsr_status ju64(const pctx *px, const cJSON *o, const char *k, uint64_t *v) {
-  int64_t x;
+  int64_t x = 0;
+  *v = 0;
   HSR_CHECK(jint(px, o, k, 0, (int64_t)1 << 53, &x));
   *v = (uint64_t)x;
   return HSR_OK;
 }
 
 static hsr_status jstr(const pctx *px, const cJSON *o, const char *k, const char **v) {
+  *v = NULL;
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   if (!cJSON_IsString(x)) return PERR(px, "'%s' is missing or not a string", k);
   *v = x->valuestring;
@@ -110,6 +115,7 @@ static hsr_status jstr(const pctx *px, const cJSON *o, const char *k, const char
 
 static hsr_status jarr(const pctx *px, const cJSON *o, const char *k, const cJSON **v, int *n) {
   *n = 0;
+  *v = NULL;
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   if (!cJSON_IsArray(x)) return PERR(px, "'%s' is missing or not an array", k);
   *v = x;

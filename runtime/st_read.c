@@ -213,6 +213,7 @@ static hsr_status check_length(hsr_st_file *f, const uint8_t le[8], uint64_t *n)
 }
 
 static hsr_status new_file(const char *label, hsr_st_file **out) {
+  *out = NULL; /* set on the error path too: the compiler cannot see hsr_error is never HSR_OK */
   hsr_st_file *f = calloc(1, sizeof *f);
   if (!f || !(f->label = strdup(label ? label : "(memory)"))) {
     free(f);

@@ -4,8 +4,7 @@ set(HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examp
                     ${CMAKE_SOURCE_DIR}/examples/mlp_feed.c)
 if(HSR_HAVE_CUDA)
   list(APPEND HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu)
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu PROPERTIES COMPILE_OPTIONS
-                              "-Werror=all-warnings;--compiler-options=-Wall,-Wextra,-Werror")
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu PROPERTIES COMPILE_OPTIONS "${HSR_CUDA_WARN}")
 endif()
 hsr_add_unit(test_mlp test_mlp.c ${HSR_MLP_SOURCES})
 # The model on CUDA against the CPU (label gpu, exit 77 without a GPU).

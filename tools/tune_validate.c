@@ -200,7 +200,7 @@ static int read_step(long rounds, const char *dir, const char *name, vmeas *m) {
   int found = 0;
   for (int r = 1; r <= rounds; r++) {
     char nm[96];
-    vmeas v;
+    vmeas v = {0};
     round_name(nm, sizeof nm, name, r);
     if (read_one(dir, nm, &v) != 0) continue;
     if (!found || v.step < m->step) *m = v;
@@ -347,7 +347,7 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
     cJSON_AddItemToArray(arr, meas_json(r, &m[i], i >= x->o->v_top, 0));
   }
   for (int i = 0; i < nprobes; i++) { /* the runs the model was fitted to: shown, not counted */
-    vmeas pm;
+    vmeas pm = {0};
     int k = find(p, &probes[i]);
     if (k < 0 || read_step(x->o->v_rounds, dir, probe_names[i], &pm) != 0) continue;
     const hsr_tune_result *r = &p->cand[k];
@@ -435,7 +435,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
   hsr_tune_probe pr[3];
   int npr = 0;
   for (int i = 0; i < nprobes; i++) {
-    vmeas pm;
+    vmeas pm = {0};
     if (read_step(x->o->v_rounds, dir, probe_names[i], &pm) != 0)
       return hsr_error(HSR_ERR_INTERNAL, "--validate: no result in %s/%s.json", dir, probe_names[i]);
     hsr_tune_probe *q = &pr[npr++];
