@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,8 +403,9 @@ static hsr_status first_session(tune_opts *o, hsr_boot *b, hsr_cluster **cl, int
       snprintf(dir, len, "%s", o->v_keep);
       if (mkdir(dir, 0755) != 0 && errno != EEXIST) st = hsr_error(HSR_ERR_INVALID, "cannot make '%s'", dir);
     } else {
-      snprintf(dir, len, "/tmp/hsr-tune-XXXXXX");
-      if (!mkdtemp(dir)) st = hsr_error(HSR_ERR_SYSTEM, "cannot make a directory under /tmp");
+      const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+      snprintf(dir, len, "%s/hsr-tune-XXXXXX", tmp);
+      if (!mkdtemp(dir)) st = hsr_error(HSR_ERR_SYSTEM, "cannot make a directory under %s: %s", tmp, strerror(errno));
     }
   }
   if (st == HSR_OK) st = hsr_boot_bcast(b, dir, len, 0);
@@ -507,10 +509,15 @@ static hsr_status finish(tune_ctx *x, hsr_cluster *cl, const char *dir, const do
         which[i] = picks[i].idx, meas[2 * i] = m[i].step - m[i].exposed, meas[2 * i + 1] = m[i].exposed;
       st = tune_plot(x, &plan, meas, which, np, x->o->plot);
     }
-    printf("# bench files: %s\n", dir);
+    if (x->o->v_keep) printf("# bench files: %s\n", dir);
   }
   hsr_tune_plan_free(&plan);
   return st;
+}
+
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *f) {
+  (void)sb, (void)flag, (void)f;
+  return remove(path) != 0 && errno != ENOENT;
 }
 
 int tune_validate(tune_opts *o) {
@@ -562,6 +569,8 @@ int tune_validate(tune_opts *o) {
   if (rc && rank == 0) fprintf(stderr, "hsr tune --validate: a benchmark failed (exit %d); see %s\n", rc, dir);
   /* every round measured: fit to the best of each, predict, compare */
   if (st == HSR_OK && !rc && rank == 0) st = finish(&x, cl, dir, probe, probes, nprobes, picks, np);
+  /* the temporary bench files go (a failure keeps them, and says where) */
+  if (st == HSR_OK && !rc && rank == 0 && !o->v_keep && dir[0]) nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS);
   hsr_cluster_free(cl);
   hsr_status f = boot ? hsr_boot_finalize(boot) : HSR_OK;
   if (st == HSR_OK) st = f;
