@@ -88,6 +88,10 @@ add_test(NAME tune_bench_fit COMMAND sh -c
   "mkdir -p ${_j} && ${HSR_RUN} --launcher mpirun -n 4 --nodes 2 -- ${_hsr} bench all_gather -b 64K -e 1M -f 4 -n 3 -w 1 --group shard,replicate --shard 2 -J ${_j}/ag.json >/dev/null && ${_x} 0 'cost cross-node all_gather: .* \\(fit: [0-9]+ rows of ag.json' ${_hsr} tune --params 1e8 --units 8 --world 4 --nodes 2 --hw host --bench ${_j}/ag.json --top 2")
 set_tests_properties(tune_bench_fit PROPERTIES TIMEOUT 120 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60" ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
 # --validate end to end, small: calibration, probes, one top and one bad layout
-hsr_tune_mpi_cli(tune_validate_4 0 "# recommended .* measured .* fastest measured .* slower" 4 240 ${_hsr} tune
-                 --validate --units 4 --unit-size 256K --compute-ms-per-unit 1 --validate-steps 1 --validate-top 1
-                 --validate-bad 1)
+# (and its temporary bench files removed: nothing left in TMPDIR)
+add_test(NAME tune_validate_4 COMMAND ${_x} 0 "# recommended .* measured .* fastest measured .* slower"
+         ${CMAKE_SOURCE_DIR}/tests/leaves_nothing.sh ${HSR_RUN} --launcher mpirun -n 4 --nodes 2 -- ${_hsr} tune
+         --validate --units 4 --unit-size 256K --compute-ms-per-unit 1 --validate-steps 1 --validate-top 1
+         --validate-bad 1)
+set_tests_properties(tune_validate_4 PROPERTIES TIMEOUT 240 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60"
+                     ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
