@@ -365,13 +365,8 @@ static int check_job(const char *cmd, bc_opts *o, hsr_boot *boot) {
 static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
 
 static double mem_available(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
-  char line[256];
-  double kb = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-  if (f) fclose(f);
-  return kb < 0 ? -1 : kb * 1024;
+  uint64_t b = 0;
+  return hsr_sys_mem_available(&b) == HSR_OK ? (double)b : -1;
 }
 
 /* Every rank of this host holds two buffers of the largest size per group

@@ -10,7 +10,7 @@ extern "C" {
 #endif
 
 /* MemAvailable of /proc/meminfo, in bytes (HSR_ERR_UNSUPPORTED where the
- * kernel does not say). */
+ * kernel does not say); HSR_MEM_AVAILABLE, a test hook, when it is set. */
 HSR_API hsr_status hsr_sys_mem_available(uint64_t *bytes);
 /* Bytes an unprivileged writer may still use on the file system holding
  * `path` (statvfs: f_bavail x f_frsize); /dev/shm for shared memory. */
