@@ -95,3 +95,8 @@ add_test(NAME tune_validate_4 COMMAND ${_x} 0 "# recommended .* measured .* fast
          --validate-bad 1)
 set_tests_properties(tune_validate_4 PROPERTIES TIMEOUT 240 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60"
                      ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
+# The memory checks of hsr train and hsr bench step budget by the peak: a
+# budget (HSR_MEM_AVAILABLE) just below a run's measured peak is refused.
+add_test(NAME size_checks COMMAND ${CMAKE_SOURCE_DIR}/tests/size_checks.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(size_checks PROPERTIES TIMEOUT 300 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60;OPENBLAS_NUM_THREADS=1"
+                     ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
