@@ -21,9 +21,10 @@ refused() {
   shift 2
   out=$(HSR_MEM_AVAILABLE=$b "$@" 2>&1 </dev/null)
   local code=$?
-  [ "$code" = 2 ] && grep -q "does not fit" <<<"$out" ||
-    fail "$name: HSR_MEM_AVAILABLE=$b (below the measured peak) was not refused (exit $code): $(tail -2 <<<"$out")"
   n=$((n + 1))
+  [ "$code" = 2 ] && grep -q "does not fit" <<<"$out" && return 0
+  fail "$name: HSR_MEM_AVAILABLE=$b (below the measured peak) was not refused (exit $code): $(tail -2 <<<"$out")"
+  return 1
 }
 below() { # peak_bytes ranks -> a budget a little below what they need (the checks keep 10% aside)
   python3 -c "import sys; p, r = float(sys.argv[1]), int(sys.argv[2]); print(int(p * r / 0.9 * 0.995))" "$1" "$2"
@@ -38,12 +39,13 @@ while IFS='|' read -r name np flags; do
   read -r peak persist < <(python3 -c "
 import json, sys; l = json.load(open(sys.argv[1]))['ledger']; print(l['total_peak'], l['persistent'])" "$t/j.json")
   # shellcheck disable=SC2086
-  refused "train $name" "$(below "$peak" "$np")" "$run" -n "$np" --launcher mpirun -- "$hsr" "${mlp[@]}" $flags
+  refused "train $name" "$(below "$peak" "$np")" "$run" -n "$np" --launcher mpirun -- "$hsr" "${mlp[@]}" $flags ||
+    continue
   # the persistent bytes fit twice over, the peak does not
   if python3 -c "import sys; sys.exit(not (2 * float(sys.argv[2]) < float(sys.argv[1])))" "$peak" "$persist"; then
     # shellcheck disable=SC2086
     refused "train $name (persistent x2)" "$(below $((2 * persist)) "$np")" "$run" -n "$np" --launcher mpirun -- \
-      "$hsr" "${mlp[@]}" $flags
+      "$hsr" "${mlp[@]}" $flags || continue
   fi
   echo "size_checks: train $name: peak $peak bytes per rank (persistent $persist): a budget below it is refused"
 done <<'EOF'
@@ -64,7 +66,7 @@ while IFS='|' read -r name flags; do
   peak=$(python3 -c "
 import json, sys; print(max(r['engine_peak_bytes'] for r in json.load(open(sys.argv[1]))['results']))" "$t/s.json")
   # shellcheck disable=SC2086
-  refused "bench step $name" "$(below "$peak" 2)" "$run" -n 2 --launcher mpirun -- "$hsr" "${step[@]}" $flags
+  refused "bench step $name" "$(below "$peak" 2)" "$run" -n 2 --launcher mpirun -- "$hsr" "${step[@]}" $flags || continue
   echo "size_checks: bench step $name: peak $peak bytes per rank: a budget below it is refused"
 done <<'EOF'
 reshard full, prefetch 0,2|--reshard full --prefetch 0,2
