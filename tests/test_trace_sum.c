@@ -4,7 +4,8 @@
  * several ranks (means per rank); and property tests on random traces
  * against an independent oracle that counts 1-microsecond cells: exposed <=
  * communication, exposed + hidden = communication, and the per-step figures
- * add up to those of the whole traced time. */
+ * add up to those of the whole traced time; half their all-gathers carry no
+ * step argument and count in the step window they start in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,6 +201,11 @@ static void random_case(int ranks, int steps, int T, oracle *o, tbuf *b) {
       int c = a + len;
       int issued = a < 0 ? 1 : a / T + 1;
       if (issued > steps) issued = steps;
+      /* half the gathers carry no step argument (another writer's trace):
+       * they count in the window they start in, the earlier one on a
+       * boundary, and nowhere outside every window */
+      int noarg = kind == 1 && rnd(2);
+      int window = a < 0 || a > span ? 0 : a == 0 ? 1 : (a + T - 1) / T;
       ev(b, r, kind ? "comm" : "compute",
          kind == 0   ? "forward"
          : kind == 1 ? "all_gather"
@@ -207,8 +213,9 @@ static void random_case(int ranks, int steps, int T, oracle *o, tbuf *b) {
          kind == 0   ? "compute"
          : kind == 1 ? "comm shard"
                      : "comm replicate",
-         a, c, issued, "u");
-      if (kind == 1) o->gathers[issued - 1]++;
+         a, c, noarg ? 0 : issued, "u");
+      if (kind == 1 && !noarg) o->gathers[issued - 1]++;
+      if (noarg && window) o->gathers[window - 1]++;
       for (int t = a < 0 ? 0 : a; t < c && t < span; t++) {
         if (kind == 0) cp[t] = 1;
         if (kind >= 1) cm[t] = 1;
