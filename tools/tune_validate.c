@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,11 @@ typedef struct vmeas {
 } vmeas;
 
 static double now_s(void) { return hsr_clock_s(); }
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *f) {
+  (void)sb, (void)flag, (void)f;
+  return remove(path);
+}
 
 /* AdamW and memset speed with every rank at once (the ranks share the cores, as in a step). */
 static hsr_status probe_kernels(hsr_boot *b, double *optim_ns, double *data_gbs) {
@@ -631,7 +637,7 @@ static hsr_status finish(tune_ctx *x, hsr_cluster *cl, const char *dir, const do
         which[i] = picks[i].idx, meas[2 * i] = m[i].step - m[i].exposed, meas[2 * i + 1] = m[i].exposed;
       st = tune_plot(x, &plan, meas, which, np, x->o->plot);
     }
-    if (!x->o->json) printf("# bench files: %s\n", dir);
+    if (!x->o->json && x->o->v_keep) printf("# bench files: %s\n", dir);
   }
   hsr_tune_plan_free(&plan);
   return st;
@@ -686,6 +692,14 @@ int tune_validate(tune_opts *o) {
   if (rc && rank == 0) fprintf(stderr, "hsr tune --validate: a benchmark failed (exit %d); see %s\n", rc, dir);
   /* every round measured: fit to the best of each, predict, compare */
   if (st == HSR_OK && !rc && rank == 0) st = finish(&x, cl, dir, probe, probes, nprobes, picks, np);
+  /* the temporary directory goes when all went well (--validate-keep keeps
+   * it); after a failure it stays, for the files that say what happened */
+  if (rank == 0 && dir[0] && !o->v_keep) {
+    if (st == HSR_OK && !rc)
+      nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    else
+      fprintf(stderr, "hsr tune --validate: its files are kept in %s\n", dir);
+  }
   hsr_cluster_free(cl);
   hsr_status f = boot ? hsr_boot_finalize(boot) : HSR_OK;
   if (st == HSR_OK) st = f;
