@@ -100,3 +100,7 @@ set_tests_properties(tune_validate_4 PROPERTIES TIMEOUT 240 LABELS "mpi" ENVIRON
 add_test(NAME size_checks COMMAND ${CMAKE_SOURCE_DIR}/tests/size_checks.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(size_checks PROPERTIES TIMEOUT 300 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60;OPENBLAS_NUM_THREADS=1"
                      ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
+# --validate --compute wait --json on 4 ranks as 2 nodes: the JSON's schema, every figure present and finite
+add_test(NAME tune_validate_json COMMAND ${CMAKE_SOURCE_DIR}/tests/tune_validate_json.sh ${HSR_RUN} ${_hsr})
+set_tests_properties(tune_validate_json PROPERTIES TIMEOUT 300 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60"
+                     ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
