@@ -62,6 +62,8 @@ declare -A module_tests=(
   [collectives]='^(coll_|counters_|test_coll_kern)'
   [topology]='^(test_topo_mesh|test_mesh_props|topo_gather|cli_mesh)'
   [trace]='^(test_trace_sum|test_ledger_trace|trace_mpirun|sched_trace|cli_trace)'
+  [common]='^(test_common|env_registry|env_spellings|rt_bad_use|cli_walk)$'
+  [tools]='^(size_checks|env_spellings|init_mesh|train_run_4|cli_walk)$'
 )
 
 # mutations.txt -> one line per mutation: id<TAB>module<TAB>file<TAB>regex<TAB>what
