@@ -124,29 +124,17 @@ static int coll_bench(hsr_boot *boot, const tune_opts *o, const char *coll, int 
   snprintf(s, sizeof s, "%d", S0);
   snprintf(name, sizeof name, "%s%s", coll, kind == 1 ? "-concurrent" : kind == 2 ? "-world" : "");
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
-  char *argv[24] = {(char *)coll,
-                    "-b",
-                    b,
-                    "-e",
-                    e,
-                    "-f",
-                    "4",
-                    "-n",
-                    "4",
-                    "-w",
-                    "1",
-                    "--group",
-                    kind == 2   ? "world"
-                    : nodes > 1 ? "shard,replicate"
-                                : "shard",
-                    "--shard",
-                    s,
-                    "-J",
-                    path};
-  int argc = 17;
+  /* -a 3: the slowest rank's time, not the mean: a step waits for the
+   * slowest rank at every collective that follows (the shard group's
+   * gathers wait for the rank whose cross-node flow was slowest) */
+  char *argv[24] = {(char *)coll, "-a", "3",  "-b",      b,
+                    "-e",         e,    "-f", "4",       "-n",
+                    "6",          "-w", "1",  "--group", kind == 2 ? "world" : nodes > 1 ? "shard,replicate" : "shard",
+                    "--shard",    s,    "-J", path};
+  int argc = 19;
   if (kind == 2) { /* --shard means nothing for the world group (bench refuses it) */
-    argv[13] = "-J", argv[14] = path;
-    argc = 15;
+    argv[15] = "-J", argv[16] = path;
+    argc = 17;
   }
   if (kind == 1) argv[argc++] = "--concurrent";
   return bench(boot, o->v_reuse, coll, argv, argc, dir, name);
