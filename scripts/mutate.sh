@@ -148,11 +148,30 @@ mkdir -p "$work/src" "$work/orig" || exit 3
 cleanup() { [ $keep = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
 echo "mutate: scratch copy in $work (${rev:-the working tree})"
+stage=$work/incoming
+rm -rf "$stage" && mkdir -p "$stage" || exit 3
 if [ -n "$rev" ]; then
-  git -C "$src" archive "$rev" | tar -C "$work/src" -xf - || exit 3
+  git -C "$src" archive "$rev" | tar -C "$stage" -xf - || exit 3
 else
-  (cd "$src" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -C "$work/src" -xf - || exit 3
+  (cd "$src" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -C "$stage" -xf - || exit 3
 fi
+# Into the copy, only the files that differ, each with a new mtime: tar keeps
+# the original mtimes, and a reused HSR_MUTATE_DIR whose objects are newer
+# than an edited source would test a stale build.
+python3 - "$stage" "$work/src" <<'PY' || exit 3
+import filecmp, os, shutil, sys
+src, dst = sys.argv[1:]
+for root, _, files in os.walk(src):
+    for f in files:
+        a = os.path.join(root, f)
+        b = os.path.join(dst, os.path.relpath(a, src))
+        if os.path.isfile(b) and filecmp.cmp(a, b, shallow=False):
+            continue
+        os.makedirs(os.path.dirname(b), exist_ok=True)
+        shutil.copyfile(a, b)
+        shutil.copymode(a, b)
+PY
+rm -rf "$stage"
 build() { cmake --build "$work/build" -j "$jobs" >"$work/build.log" 2>&1; }
 cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHSR_WITH_CUDA=OFF >"$work/build.log" 2>&1 &&
   build || { tail -20 "$work/build.log"; echo "mutate: the unmutated copy does not build" >&2; exit 3; }

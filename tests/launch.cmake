@@ -64,7 +64,7 @@ set_tests_properties(env_registry PROPERTIES TIMEOUT 60)
 # The BOOL and CHOICE variables read by the commands and scripts, in every
 # spelling the registry accepts and in any case, judged by their effect.
 add_test(NAME env_spellings COMMAND ${CMAKE_SOURCE_DIR}/tests/env_spellings.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
-set_tests_properties(env_spellings PROPERTIES TIMEOUT 180)
+set_tests_properties(env_spellings PROPERTIES TIMEOUT 300)
 # The layer table of docs/design.md is the one CMakeLists.txt enforces.
 add_test(NAME design_layers COMMAND ${CMAKE_SOURCE_DIR}/tests/design_layers.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(design_layers PROPERTIES TIMEOUT 30)
