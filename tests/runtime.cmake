@@ -96,6 +96,10 @@ hsr_add_unit(test_gpt test_gpt.c ${HSR_GPT_SOURCES})
 # safetensors: the specification's vectors byte for byte, a streaming round
 # trip, malformed files rejected with the file and the problem named.
 hsr_add_unit(test_safetensors test_safetensors.c)
+# Hugging Face's sharded layout: the shard size, the plan, a round trip through
+# shards and the index (its text byte for byte), re-exports, an aborted one,
+# malformed indexes each refused naming the index and the problem.
+hsr_add_unit(test_st_sharded test_st_sharded.c)
 
 # The GPT under the engine: equivalence with the single-rank reference, every
 # step (loss, gradient norm, every parameter, the tied wte), on the MLP's
