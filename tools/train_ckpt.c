@@ -67,7 +67,7 @@ hsr_status train_ckpt_after_step(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt
   hsr_ckpt_state *p;
   HSR_CHECK(hsr_ckpt_state_create(&p));
   hsr_ckpt_stats s;
-  hsr_ckpt_save_opts o = {p, c->keep, NULL};
+  hsr_ckpt_save_opts o = {p, c->keep, NULL, NULL, NULL};
   hsr_status st = fill_state(p, ts, done);
   if (st == HSR_OK) st = hsr_ckpt_save(rt, c->dir, &o, &s);
   hsr_ckpt_state_free(p);
