@@ -369,6 +369,8 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
          (long long)r->peak_where.step);
   if (m->act_bytes > 0)
     printf("%-16s %18.0f %12.3f   with --act-mem\n", "peak + act.", r->peak_total, r->peak_total / GiB);
+  printf("predicted step: %.2f ms (compute %.2f, communication %.2f, exposed %.2f; %s)\n", r->step_ms, r->compute_ms,
+         r->comm_ms, r->exposed_ms, x->compute_desc);
   printf("# hsr keeps f32 master weights, moments and gradient accumulator shards; parameters in the parameter "
          "dtype (sharded under fsdp/hybrid, whole under ddp/zero1/zero2)\n");
 }
