@@ -3,7 +3,8 @@
  * tests), a streaming round trip through a file, and malformed files, each
  * rejected with an error that names the file and the problem, and partial
  * reads: every slice of every tensor of files laid out as other tools lay
- * them out (data in another order than the header) equals those bytes. */
+ * them out (data in another order than the header) equals those bytes, in
+ * one file and through Hugging Face's sharded form. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <cmocka.h>
 
 #include "hsr/safetensors.h"
+#include "hsr/safetensors_sharded.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)
 
@@ -299,7 +301,7 @@ static void sweep_slices(hsr_st_file *f, const unsigned char *buf, const char *w
  * another order than the header lists them, as other tools write files:
  * header neighbours are apart, with other tensors between them. The
  * header of `order` (header index -> data position) is built by hand. */
-static unsigned char *other_tool_file(const int *order, size_t *len, unsigned char **buf_out) {
+static unsigned char *other_tool_file(const int *order, const char *prefix, size_t *len, unsigned char **buf_out) {
   static const char *const names[6] = {"h.0.attn.c_attn.weight", "b16", "c.bias", "d64", "scalar", "empty"};
   static const char *const dts[6] = {"F32", "BF16", "U8", "F64", "I64", "F16"};
   static const int nd[6] = {2, 1, 1, 2, 0, 1};
@@ -315,7 +317,7 @@ static unsigned char *other_tool_file(const int *order, size_t *len, unsigned ch
   char h[1024];
   int o = snprintf(h, sizeof h, "{\"__metadata__\":{\"format\":\"pt\"}");
   for (int i = 0; i < 6; i++) {
-    o += snprintf(h + o, sizeof h - (size_t)o, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", names[i], dts[i]);
+    o += snprintf(h + o, sizeof h - (size_t)o, ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[", prefix, names[i], dts[i]);
     for (int d = 0; d < nd[i]; d++)
       o += snprintf(h + o, sizeof h - (size_t)o, "%s%lld", d ? "," : "", (long long)shp[i][d]);
     o += snprintf(h + o, sizeof h - (size_t)o, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at[i],
@@ -327,7 +329,7 @@ static unsigned char *other_tool_file(const int *order, size_t *len, unsigned ch
   unsigned char *b = malloc(*len);
   for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)o >> (8 * i));
   memcpy(b + 8, h, (size_t)o);
-  uint32_t r = 12345;
+  uint32_t r = 12345 + (uint32_t)strlen(prefix);
   for (uint64_t i = 0; i < total; i++) r = r * 1103515245u + 12345u, b[8 + o + i] = (unsigned char)(r >> 16);
   *buf_out = b + 8 + o;
   return b;
@@ -340,7 +342,7 @@ static void test_partial_reads(void **state) {
   snprintf(path, sizeof path, "%s/other.safetensors", g_dir);
   for (int k = 0; k < 3; k++) {
     size_t len;
-    unsigned char *buf, *b = other_tool_file(orders[k], &len, &buf);
+    unsigned char *buf, *b = other_tool_file(orders[k], "", &len, &buf);
     hsr_st_file *f;
     OK(hsr_st_parse(b, len, "other tool (memory)", &f));
     assert_int_equal(hsr_st_count(f), 6);
@@ -373,6 +375,61 @@ static void test_partial_reads(void **state) {
   sweep_slices(f, b + len - sizeof data, "hsr's writer, file");
   hsr_st_close(f);
   free(b);
+  /* Hugging Face's sharded form: three such shards and an index; every slice
+   * of every tensor, through the set, equals its shard's bytes */
+  char idx[1024] = "{\"metadata\":{\"total_size\":0},\"weight_map\":{";
+  unsigned char *shard[3], *sbuf[3];
+  size_t slen[3];
+  static const char *const pre[3] = {"a.", "bb.", "ccc."};
+  static const char *const sn[6] = {"h.0.attn.c_attn.weight", "b16", "c.bias", "d64", "scalar", "empty"};
+  for (int k = 0; k < 3; k++) {
+    shard[k] = other_tool_file(orders[2 - k], pre[k], &slen[k], &sbuf[k]);
+    char fn[160];
+    snprintf(fn, sizeof fn, "%s/model-%05d-of-00003.safetensors", g_dir, k + 1);
+    FILE *w = fopen(fn, "wb");
+    assert_non_null(w);
+    assert_int_equal(fwrite(shard[k], 1, slen[k], w), slen[k]);
+    fclose(w);
+    for (int i = 0; i < 6; i++)
+      snprintf(idx + strlen(idx), sizeof idx - strlen(idx), "%s\"%s%s\":\"model-%05d-of-00003.safetensors\"",
+               k || i ? "," : "", pre[k], sn[i], k + 1);
+  }
+  strcat(idx, "}}");
+  /* total_size: the tensors' bytes (every shard's buffer) */
+  uint64_t total = 0;
+  for (int k = 0; k < 3; k++) total += (uint64_t)(slen[k] - (size_t)(sbuf[k] - shard[k]));
+  char num[32];
+  snprintf(num, sizeof num, "%llu", (unsigned long long)total);
+  char fixed[1100];
+  snprintf(fixed, sizeof fixed, "{\"metadata\":{\"total_size\":%s}%s", num, strchr(idx, '}') + 1);
+  snprintf(path, sizeof path, "%s/model.safetensors.index.json", g_dir);
+  FILE *w = fopen(path, "w");
+  assert_non_null(w);
+  fputs(fixed, w);
+  fclose(w);
+  hsr_st_set *set;
+  if (hsr_st_set_open(g_dir, &set) != HSR_OK) fail_msg("the sharded set: %s", hsr_last_error());
+  assert_int_equal(hsr_st_set_count(set), 18);
+  unsigned char got[80 + 8];
+  int slices = 0;
+  for (int i = 0; i < hsr_st_set_count(set); i++) {
+    hsr_st_info in;
+    OK(hsr_st_set_info_at(set, i, &in));
+    int k = in.name[0] == 'a' ? 0 : in.name[1] == 'b' ? 1 : 2;
+    uint64_t n = in.end - in.begin;
+    for (uint64_t o = 0; o <= n; o++)
+      for (uint64_t q = 0; o + q <= n; q++, slices++) {
+        memset(got, 0xA5, sizeof got);
+        OK(hsr_st_set_read(set, i, o, got, (size_t)q));
+        if (memcmp(got, sbuf[k] + in.begin + o, (size_t)q) || got[q] != 0xA5)
+          fail_msg("sharded: tensor '%s' (%s) bytes [%llu, %llu) differ from its shard's", in.name,
+                   hsr_st_set_file_of(set, i), (unsigned long long)o, (unsigned long long)(o + q));
+      }
+    assert_int_equal(hsr_st_set_read(set, i, n + 1, got, 0), HSR_ERR_INVALID);
+  }
+  assert_true(slices > 3000);
+  hsr_st_set_close(set);
+  for (int k = 0; k < 3; k++) free(shard[k]);
   /* out of order with a real hole is still refused (the format forbids holes),
    * naming the tensor after it */
   parse_hdr("{\"u\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]},"
