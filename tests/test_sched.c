@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "hsr/schedule.h"
+#include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
 
 /* Two units of 1024 and 4096 f32 elements, S = 4, align 16: no padding. */

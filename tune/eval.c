@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/schedule.h"
+#include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
 #include "tune_int.h"
 

@@ -7,7 +7,7 @@
  * engine's measured ledgers. */
 #include <stdlib.h>
 
-#include "hsr/schedule.h"
+#include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
 
 /* The pool (runtime/pool.c): a buffer comes back only for the same category

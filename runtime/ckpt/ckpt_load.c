@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ckpt_int.h"
-#include "engine.h"
+#include "runtime/engine/engine.h"
 
 typedef struct load_ctx {
   hsr_rt *rt;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ckpt_int.h"
-#include "engine.h"
+#include "runtime/engine/engine.h"
 #include "hsr/env.h"
 
 /* Calls f for every piece of shard sh's content, in order. */

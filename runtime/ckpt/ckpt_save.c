@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ckpt_int.h"
-#include "engine.h"
+#include "runtime/engine/engine.h"
 #include "hsr/config.h"
 
 typedef struct save_ctx {

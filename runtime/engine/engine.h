@@ -18,9 +18,9 @@
 #define HSR_RUNTIME_ENGINE_H
 
 #include "device_path.h"
-#include "hsr/fault.h"
+#include "common/fault_hook.h"
 #include "hsr/kernels.h"
-#include "hsr/schedule.h"
+#include "runtime/sched/schedule.h"
 #include "internal.h"
 
 typedef struct rt_unit {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/schedule.h"
+#include "schedule.h"
 
 typedef struct sunit {
   size_t L, Ls;

@@ -108,22 +108,22 @@ typedef struct hsr_sched_bufop {
  * keeps no reduction in flight behind backward: the streams order them).
  * S, R: the resolved mesh. layout: finalized for S shards. is_root[u]: root
  * units (cfg->root_reshard applies; NULL: none). */
-HSR_API hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout,
+hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout,
                                     const int *is_root, hsr_sched **out);
-HSR_API void hsr_sched_free(hsr_sched *s);
+void hsr_sched_free(hsr_sched *s);
 
 /* The lifecycle. Each call decides, updates the schedule and returns its
  * actions in *acts (owned by the schedule, valid until its next call). A
  * call that the unit's state does not allow is HSR_ERR_STATE. */
-HSR_API hsr_status hsr_sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n); /* once, at commit */
-HSR_API hsr_status hsr_sched_forward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-HSR_API hsr_status hsr_sched_forward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-HSR_API hsr_status hsr_sched_backward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-HSR_API hsr_status hsr_sched_backward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-HSR_API hsr_status hsr_sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n);
-HSR_API hsr_status hsr_sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n); /* once, at commit */
+hsr_status hsr_sched_forward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_forward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_backward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_backward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n);
 /* WAIT for every unit still GATHERING (before a trace is written). */
-HSR_API hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n);
 
 /* The buffers an action takes and returns, in the order it does so (at most
  * HSR_SCHED_MAX_BUFOPS):
@@ -138,30 +138,30 @@ HSR_API hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts,
  *                then put what stage 1 read (REDUCE_STAGE or GRAD); put SLICE
  *   GRAD_ZERO    put GRAD (if free_grad)
  * the others none. */
-HSR_API hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n);
-HSR_API hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b);
+hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n);
+hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b);
 /* Bytes of a buffer of unit u, as the pool hands it out (an empty one is a
  * 64-byte block). */
-HSR_API size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit);
+size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit);
 
 /* Pure decisions on their own. */
 /* What forward_end does to the unit: NONE for unsharded strategies and for
  * root units unless cfg.root_reshard, else cfg.reshard. */
-HSR_API hsr_rt_reshard hsr_sched_reshard_of(const hsr_sched *s, int unit);
+hsr_rt_reshard hsr_sched_reshard_of(const hsr_sched *s, int unit);
 /* Reductions left in flight at the end of backward_end (2 on host, 0 on CUDA). */
-HSR_API int hsr_sched_in_flight(const hsr_sched *s);
+int hsr_sched_in_flight(const hsr_sched *s);
 
 /* Getters. */
-HSR_API int hsr_sched_num_units(const hsr_sched *s);
-HSR_API hsr_sched_state hsr_sched_state_of(const hsr_sched *s, int unit);
-HSR_API int hsr_sched_micro(const hsr_sched *s, int unit); /* backward passes this step */
-HSR_API int hsr_sched_live(const hsr_sched *s);            /* units gathering or FULL (sharded strategies) */
-HSR_API int hsr_sched_live_peak(const hsr_sched *s);
-HSR_API int hsr_sched_queued(const hsr_sched *s); /* reductions in the queue */
+int hsr_sched_num_units(const hsr_sched *s);
+hsr_sched_state hsr_sched_state_of(const hsr_sched *s, int unit);
+int hsr_sched_micro(const hsr_sched *s, int unit); /* backward passes this step */
+int hsr_sched_live(const hsr_sched *s);            /* units gathering or FULL (sharded strategies) */
+int hsr_sched_live_peak(const hsr_sched *s);
+int hsr_sched_queued(const hsr_sched *s); /* reductions in the queue */
 /* The recorded forward order (*n units; fixed at the first step). */
-HSR_API const int *hsr_sched_order(const hsr_sched *s, int *n);
-HSR_API const char *hsr_sched_state_name(hsr_sched_state st); /* "sharded", "gathering", "full", "partial" */
-HSR_API const char *hsr_sched_op_name(hsr_sched_op op);       /* "gather", "wait", ... */
+const int *hsr_sched_order(const hsr_sched *s, int *n);
+const char *hsr_sched_state_name(hsr_sched_state st); /* "sharded", "gathering", "full", "partial" */
+const char *hsr_sched_op_name(hsr_sched_op op);       /* "gather", "wait", ... */
 
 #ifdef __cplusplus
 }
