@@ -158,6 +158,13 @@ HSR_API hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out);          
 /* host | cuda | cuda:N (cuda = automatic ordinal, -1). */
 HSR_API hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal);
 HSR_API const char *hsr_rt_strategy_name(hsr_rt_strategy s);
+/* What a strategy shards over the shard group, decided here only: the
+ * parameters (fsdp, hybrid) and the gradients (zero2, fsdp, hybrid); every
+ * strategy shards the optimizer state (ddp has S = 1). */
+typedef struct hsr_rt_sharding {
+  int params, grads;
+} hsr_rt_sharding;
+HSR_API hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s);
 HSR_API const char *hsr_rt_sync_name(hsr_rt_sync s);
 /* Checks a configuration against a world size, filling *S and *R where the
  * config leaves them to the engine (auto_shard: the value for shard = 0). */

@@ -1,190 +1,146 @@
-/* The gradient path: the reduction queue. Each unit's full gradient is
- * reduced in the shard group (stage 1: reduce-scatter when gradients are
- * sharded, else an all-reduce in full), its slice all-reduced in the
- * replicate group (stage 2), and accumulated into the unit's f32 gradient
- * shard. What is reduced when, and how many stay in flight, is the
- * schedule's (REDUCE, DEFERRED_AR, PROGRESS, RETIRE); this file runs it. */
+/* The gradient path as the executor of the reduction queue's stages (the
+ * queue, its order and its buffers are the interpreter's: runtime/sched).
+ * Each unit's full gradient is reduced in the shard group (stage 1:
+ * reduce-scatter when gradients are sharded, else an all-reduce in full),
+ * its slice all-reduced in the replicate group (stage 2), and accumulated
+ * into the unit's f32 gradient shard. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 
-static hsr_status q_push(hsr_rt *rt, const rt_red *r) {
-  if (rt->qn == rt->qcap) {
-    int cap = rt->qcap ? 2 * rt->qcap : 16;
-    rt_red *nq = realloc(rt->q, (size_t)cap * sizeof *nq);
-    if (!nq) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
-    rt->q = nq;
-    rt->qcap = cap;
-  }
-  rt->q[rt->qn++] = *r;
+/* A reduce-dtype copy of the full gradient for stage 1 to read. */
+hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
+  rt->grad_ready = 0;                             /* the accumulator takes a new reduction */
+  HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt))); /* compute done -> the reduction may read the gradient */
+  RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->L, grad, HSR_F32, r->send, rt->cfg.reduce_dtype));
   return HSR_OK;
 }
 
 /* Stage 1: reduce the full gradient in the shard group. Grads sharded:
  * reduce-scatter (avg) to the local slice. Grads replicated (zero1, ddp):
  * all-reduce (avg) in full, then the slice is what the optimizer needs. */
-hsr_status rt_red_start(hsr_rt *rt, const hsr_sched_action *a) {
-  int ui = a->unit;
-  rt_unit *u = &rt->units[ui];
+hsr_status rt_x_stage1(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
   hsr_dtype rdt = rt->cfg.reduce_dtype;
-  rt_red r = {.unit = ui, .stage = 1, .ar = a->all_reduce, .t0 = hsr_clock_ns()};
-  rt->grad_ready = 0;                             /* the accumulator takes a new reduction */
-  HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt))); /* compute done -> the reduction may read the gradient */
-  /* reduce-dtype copy of the full gradient (or the gradient itself) */
-  if (rdt == HSR_F32) {
-    r.send = u->gfull;
-  } else {
-    HSR_CHECK(rt_buf_get(rt, HSR_SCHED_BUF_REDUCE_STAGE, ui, &r.send));
-    RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->L, u->gfull, HSR_F32, r.send, rdt));
-    rt_mem_put(rt, u->gfull);
+  r->t0 = hsr_clock_ns();
+  hsr_req *req = NULL;
+  if (rdt == HSR_F32) { /* stage_cast did these for a copy */
+    rt->grad_ready = 0;
+    HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt)));
   }
-  u->gfull = NULL;
-  HSR_CHECK(rt_buf_get(rt, HSR_SCHED_BUF_SLICE, ui, &r.slice));
-  if (!a->local) {
+  if (!r->local) {
     HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, RS(rt)));
-    if (a->scatter)
-      RT_TIMED(rt, RT_T_POST, hsr_comm_reduce_scatter(rt->shard_c, r.send, r.slice, u->Ls, rdt, HSR_AVG, &r.req));
+    if (r->scatter)
+      RT_TIMED(rt, RT_T_POST, hsr_comm_reduce_scatter(rt->shard_c, r->send, r->slice, u->Ls, rdt, HSR_AVG, &req));
     else
-      RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->shard_c, r.send, r.send, u->L, rdt, HSR_AVG, &r.req));
+      RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->shard_c, r->send, r->send, u->L, rdt, HSR_AVG, &req));
   }
-  return q_push(rt, &r);
+  r->h = req;
+  return HSR_OK;
+}
+
+/* A local or unsharded stage 1 left the result in place: the slice is copied out. */
+hsr_status rt_x_stage1_done(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
+  if (r->local || !r->scatter)
+    RT_TIMED(rt, RT_T_DATA,
+             hsr_device_copy(rt->dev, r->slice, (char *)r->send + (size_t)rt->srank * u->Ls * rt->res, u->Ls * rt->res,
+                             RS(rt)));
+  return HSR_OK;
+}
+
+/* Stage 2: the replicate all-reduce of the slice, in place. */
+hsr_status rt_x_stage2(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
+  hsr_req *req = NULL;
+  r->t0 = hsr_clock_ns();
+  RT_TIMED(rt, RT_T_POST,
+           hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &req));
+  r->h = req;
+  return HSR_OK;
 }
 
 /* rs_only, last micro-batch: the slices of earlier micro-batches were summed
  * without the replicate all-reduce; one all-reduce of the accumulated slice
  * completes them all. */
-hsr_status rt_red_deferred(hsr_rt *rt, const hsr_sched_action *a) {
-  rt_unit *u = &rt->units[a->unit];
-  rt_red r = {.unit = a->unit, .stage = 2, .deferred = 1, .t0 = hsr_clock_ns()};
-  HSR_CHECK(rt_buf_get(rt, HSR_SCHED_BUF_SLICE, a->unit, &r.slice));
-  RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, r.slice, rt->cfg.reduce_dtype));
-  RT_TIMED(rt, RT_T_POST,
-           hsr_comm_allreduce(rt->rep_c, r.slice, r.slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &r.req));
-  return q_push(rt, &r);
-}
-
-static hsr_status stage1_done(hsr_rt *rt, rt_red *r) {
+hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
-  if (rt->S == 1 || !rt->sharded_grads)
-    RT_TIMED(rt, RT_T_DATA,
-             hsr_device_copy(rt->dev, r->slice, (char *)r->send + (size_t)rt->srank * u->Ls * rt->res, u->Ls * rt->res,
-                             RS(rt)));
-  if (r->ar) {
-    r->stage = 2;
-    r->t0 = hsr_clock_ns();
-    RT_TIMED(rt, RT_T_POST,
-             hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &r->req));
-    return HSR_OK;
-  }
-  r->done = 1;
+  hsr_req *req = NULL;
+  r->t0 = hsr_clock_ns();
+  RT_TIMED(rt, RT_T_DATA,
+           hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice,
+                            rt->cfg.reduce_dtype));
+  RT_TIMED(rt, RT_T_POST,
+           hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &req));
+  r->h = req;
   return HSR_OK;
 }
 
-/* Adds a reduced slice into the unit's f32 accumulator. */
-static hsr_status accumulate(hsr_rt *rt, int ui, const void *slice) {
-  rt_unit *u = &rt->units[ui];
-  if (rt->cfg.reduce_dtype == HSR_F32) return hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, slice, u->gshard, HSR_F32);
-  float *tmp;
-  HSR_CHECK(rt_buf_get(rt, HSR_SCHED_BUF_ACC_STAGE, ui, (void **)&tmp));
-  hsr_status st = hsr_kernels_cast(rt->dev, RS(rt), u->Ls, slice, rt->cfg.reduce_dtype, tmp, HSR_F32);
-  if (st == HSR_OK) st = hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, tmp, u->gshard, HSR_F32);
-  rt_mem_put(rt, tmp);
-  return st;
-}
-
-static void red_event(hsr_rt *rt, const rt_red *r, uint64_t t0, uint64_t t1) {
+static void red_event(hsr_rt *rt, const hsr_sched_red *r, uint64_t t0, uint64_t t1) {
   const rt_unit *u = &rt->units[r->unit];
   int s1 = r->stage == 1;
-  rt_event(rt, s1 && rt->sharded_grads ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit,
-           s1 ? HSR_RT_GROUP_SHARD : HSR_RT_GROUP_REPLICATE, (s1 && !rt->sharded_grads ? u->L : u->Ls) * rt->res, t0,
-           t1);
+  rt_event(rt, 0, s1 && rt->sh.grads ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit,
+           s1 ? HSR_RT_GROUP_SHARD : HSR_RT_GROUP_REPLICATE, 1, (s1 && !rt->sh.grads ? u->L : u->Ls) * rt->res, t0, t1);
 }
 
-/* Stage-1 completions move on in FIFO order, so every rank issues the
- * replicate all-reduces in the same order. */
-hsr_status rt_red_advance(hsr_rt *rt) {
-  if (rt_dev_gpu(rt->dv)) return HSR_OK; /* device: everything was issued in program order (retire) */
-  for (int i = 0; i < rt->qn; i++) {
-    rt_red *r = &rt->q[i];
-    if (r->done) continue;
-    if (r->req) {
-      int done = 0;
-      RT_TIMED(rt, RT_T_POST, hsr_req_test(r->req, &done));
-      if (!done) {
-        if (r->stage == 1) break; /* later stage-1 entries cannot pass this one */
-        continue;
-      }
-      uint64_t a = 0, b = 0;
-      hsr_req_times(r->req, &a, &b);
-      hsr_req_free(r->req);
-      r->req = NULL;
-      red_event(rt, r, a ? a : r->t0, b ? b : hsr_clock_ns());
-    }
-    if (r->stage == 1) {
-      HSR_CHECK(stage1_done(rt, r));
-      if (r->stage == 2) i--; /* test its all-reduce right away */
-    } else {
-      r->done = 1;
-    }
-  }
+/* PROGRESS (host): whether the stage's collective has finished, without blocking. */
+hsr_status rt_x_test(void *ctx, hsr_sched_red *r, int *done) {
+  hsr_rt *rt = ctx;
+  hsr_req *req = r->h;
+  *done = 0;
+  RT_TIMED(rt, RT_T_POST, hsr_req_test(req, done));
+  if (!*done) return HSR_OK;
+  uint64_t a = 0, b = 0;
+  hsr_req_times(req, &a, &b);
+  hsr_req_free(req);
+  red_event(rt, r, a ? a : r->t0, b ? b : hsr_clock_ns());
   return HSR_OK;
 }
 
-/* Completes the oldest entry, blocking (bounded by the timeout). */
-static hsr_status complete_head(hsr_rt *rt) {
-  rt_red *r = &rt->q[0];
-  while (!r->done) {
-    if (r->req) {
-      uint64_t t0, t1;
-      hsr_status st = rt_wait_req(rt, r->req, r->t0, &t0, &t1);
-      r->req = NULL;
-      if (st != HSR_OK)
-        return hsr_error(st, "runtime: gradient %s of unit '%s' failed: %s",
-                         r->stage == 1 ? "reduction (shard group)" : "all-reduce (replicate group)",
-                         rt->units[r->unit].name, hsr_last_error());
-      red_event(rt, r, t0, t1);
-    }
-    if (r->stage == 1)
-      HSR_CHECK(stage1_done(rt, r));
-    else
-      r->done = 1;
-  }
+/* Blocks (bounded by the timeout) for the stage's collective. */
+hsr_status rt_x_wait(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  uint64_t t0, t1;
+  hsr_status st = rt_wait_req(rt, r->h, r->t0, &t0, &t1);
+  if (st != HSR_OK)
+    return hsr_error(st, "runtime: gradient %s of unit '%s' failed: %s",
+                     r->stage == 1 ? "reduction (shard group)" : "all-reduce (replicate group)",
+                     rt->units[r->unit].name, hsr_last_error());
+  red_event(rt, r, t0, t1);
   return HSR_OK;
 }
 
-/* Accumulates the head's result (in FIFO order: bitwise reproducible sums)
- * and returns its buffers. */
-static hsr_status retire_head(hsr_rt *rt) {
-  HSR_CHECK(complete_head(rt));
-  rt_red *r = &rt->q[0];
+/* RETIRE: the head's result into the unit's f32 accumulator (in FIFO order:
+ * bitwise reproducible sums); a deferred all-reduce's sum replaces it. */
+hsr_status rt_x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
+  hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
-  if (r->deferred) { /* the all-reduced sum replaces the accumulator */
-    if (rt->cfg.reduce_dtype == HSR_F32)
-      RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->gshard, r->slice, u->Ls * 4, RS(rt)));
+  float *acc = rt_f32(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD);
+  hsr_dtype rdt = rt->cfg.reduce_dtype;
+  if (r->deferred) {
+    if (rdt == HSR_F32)
+      RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, acc, r->slice, u->Ls * 4, RS(rt)));
     else
-      RT_TIMED(rt, RT_T_DATA,
-               hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rt->cfg.reduce_dtype, u->gshard, HSR_F32));
-  } else {
-    RT_TIMED(rt, RT_T_DATA, accumulate(rt, r->unit, r->slice));
+      RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rdt, acc, HSR_F32));
+    return HSR_OK;
   }
-  rt_mem_put(rt, r->send);
-  rt_mem_put(rt, r->slice);
-  memmove(rt->q, rt->q + 1, (size_t)(rt->qn - 1) * sizeof *rt->q);
-  rt->qn--;
-  return HSR_OK;
-}
-
-hsr_status rt_red_retire(hsr_rt *rt, const hsr_sched_action *a) {
-  if (rt->qn == 0 || rt->q[0].unit != a->unit || rt->q[0].deferred != a->deferred)
-    return hsr_error(HSR_ERR_INTERNAL, "runtime: the schedule retires a reduction of unit %d, the queue holds %s %d",
-                     a->unit, rt->qn ? "unit" : "none, unit", rt->qn ? rt->q[0].unit : -1);
-  return retire_head(rt);
-}
-
-hsr_status rt_red_drain(hsr_rt *rt) {
-  while (rt->qn > 0) HSR_CHECK(retire_head(rt));
-  return HSR_OK;
+  uint64_t t = hsr_clock_ns();
+  hsr_status st;
+  if (rdt == HSR_F32) {
+    st = hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, r->slice, acc, HSR_F32);
+  } else {
+    st = hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rdt, stage, HSR_F32);
+    if (st == HSR_OK) st = hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, stage, acc, HSR_F32);
+  }
+  rt_obs_time(rt->obs, RT_T_DATA, hsr_clock_ns() - t);
+  return st;
 }
 
 /* ---- reading the synchronized gradient ---- */
@@ -206,16 +162,17 @@ hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out) {
                      "next backward reduction",
                      name);
   rt_unit *u = &rt->units[p.unit];
+  const float *gshard = rt_f32(rt, p.unit, HSR_SCHED_BUF_GRAD_SHARD);
   HSR_CHECK(rt_dev_quiesce(rt->dv)); /* device: the scaled accumulators are complete; out is host memory */
   if (rt->S == 1) {
-    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, u->gshard + p.offset, p.numel * 4, RS(rt)));
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, gshard + p.offset, p.numel * 4, RS(rt)));
     return rt_dev_sync(rt->dv, RS(rt));
   }
   float *full;
   HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * 4, (void **)&full));
   hsr_comm_counter before = read_counter(rt);
   hsr_status st = rt_dev_use(rt->dv, rt->shard_c, RS(rt));
-  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, u->gshard, full, u->Ls, HSR_F32, NULL);
+  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, gshard, full, u->Ls, HSR_F32, NULL);
   if (st == HSR_OK) st = hsr_device_copy(rt->dev, out, full + p.offset, p.numel * 4, RS(rt));
   if (st == HSR_OK) st = rt_dev_sync(rt->dv, RS(rt));
   rt_mem_put(rt, full);

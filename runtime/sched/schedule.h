@@ -1,13 +1,16 @@
-/* hsr schedule: the pure decisions of the unit lifecycle, in one place.
- * The engine (runtime/) executes them; the planner (tune/) evaluates them
- * over a program of lifecycle calls to predict the memory ledger. No I/O, no
- * communication, no real buffers: a schedule only knows sizes and states.
+/* runtime/sched (internal, not installed): the unit lifecycle's decisions
+ * and the one interpreter that runs them. The engine (runtime/engine), the
+ * tuner's timeline (tune/eval.c) and the ledger prediction
+ * (tune/ledger_predict.c) are its three executors, so what they predict and
+ * what the engine does are the same actions over the same buffers and the
+ * same reduction queue. No I/O, no communication: a schedule knows sizes and
+ * states, and holds its executor's buffers and collectives as opaque handles.
  *
  * A schedule holds what the decisions depend on: per unit its state and
  * whether it holds a full gradient buffer, the backward passes of this step,
  * the forward order recorded on the first step, how many units are live
  * (gathering or FULL), and the reduction queue. Each lifecycle call turns
- * into a list of actions, to be run in that order:
+ * into a list of actions, to be run in that order (hsr_sched_run):
  *
  *   forward_begin   [GATHER] [WAIT]  prefetch: GATHER of the next units
  *   forward_end     [RESHARD]        (policy: hsr_sched_reshard_of)
@@ -24,6 +27,7 @@
 #define HSR_SCHEDULE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hsr/common.h"
 #include "hsr/ledger.h"
@@ -108,8 +112,8 @@ typedef struct hsr_sched_bufop {
  * keeps no reduction in flight behind backward: the streams order them).
  * S, R: the resolved mesh. layout: finalized for S shards. is_root[u]: root
  * units (cfg->root_reshard applies; NULL: none). */
-hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout,
-                                    const int *is_root, hsr_sched **out);
+hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout, const int *is_root,
+                            hsr_sched **out);
 void hsr_sched_free(hsr_sched *s);
 
 /* The lifecycle. Each call decides, updates the schedule and returns its
@@ -150,6 +154,98 @@ size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit);
 hsr_rt_reshard hsr_sched_reshard_of(const hsr_sched *s, int unit);
 /* Reductions left in flight at the end of backward_end (2 on host, 0 on CUDA). */
 int hsr_sched_in_flight(const hsr_sched *s);
+
+/* ---- the interpreter (run.c) ----
+ *
+ * hsr_sched_run executes a lifecycle call's actions with one executor: a
+ * table of callbacks, where NULL means "no effect" (the ledger prediction
+ * fills in only the pool; the timeline no pool at all). It owns:
+ *   - the buffer rules: for every action it takes and returns the buffers
+ *     hsr_sched_buffers lists, in that order, through get/put, and keeps them
+ *     (per unit; per reduction: hsr_sched_red). An action's effect runs once
+ *     the buffers it takes are there and before any it returns goes back;
+ *     REDUCE with a reduce-dtype copy is the one effect split in two: the
+ *     copy (stage_cast) before the gradient goes back, stage 1 after the
+ *     slice is taken;
+ *   - the reduction queue (the schedule's own: REDUCE and DEFERRED_AR start
+ *     the entries the decisions appended, RETIRE completes and removes the
+ *     head): stage 1 in the shard group, then, when the entry has an
+ *     all-reduce, stage 2 in the replicate group; PROGRESS moves finished
+ *     stage-1 entries on in FIFO order (timing decides only when, never
+ *     which or in what order); RETIRE waits for the head, accumulates it and
+ *     returns its buffers;
+ *   - the gathers in flight: one handle per unit, from GATHER or REGATHER
+ *     to its WAIT.
+ * After an action fails, the rest of the list runs only the waits of gathers
+ * already posted (a posted collective is always completed); the first error
+ * is returned. */
+
+/* A reduction in the queue. */
+typedef struct hsr_sched_red {
+  int unit;
+  int deferred;       /* rs_only's DEFERRED_AR: its slice replaces the accumulator */
+  int scatter, local; /* REDUCE: stage 1 is a reduce-scatter / its group has one rank (no collective) */
+  int all_reduce;     /* stage 2 (the replicate all-reduce of the slice) follows stage 1 */
+  size_t count;       /* stage 1: elements each rank contributes (REDUCE's count) */
+  int stage;          /* 0 not started, 1 shard group, 2 replicate group */
+  int done;           /* every stage has completed */
+  void *send;         /* what stage 1 reads: the gradient, or its reduce-dtype copy */
+  void *slice;        /* Ls (reduce dtype): stage 1's result, all-reduced in place by stage 2 */
+  void *h;            /* the executor's handle of the stage's collective in flight (NULL: none) */
+  uint64_t t0;        /* the executor's: when that stage was posted */
+} hsr_sched_red;
+
+typedef struct hsr_sched_exec {
+  /* The pool: a buffer of b's kind, category and size for `unit`, and back. */
+  hsr_status (*get)(void *ctx, int unit, const hsr_sched_bufop *b, void **p);
+  void (*put)(void *ctx, int unit, const hsr_sched_bufop *b, void *p);
+  /* One callback per action (its unit's buffers: hsr_sched_buf_of). GATHER
+   * and REGATHER return the handle their WAIT and REGATHER_WAIT get back. */
+  hsr_status (*setup)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*gather)(void *ctx, const hsr_sched_action *a, void **h);
+  hsr_status (*gather_wait)(void *ctx, const hsr_sched_action *a, void *h);
+  hsr_status (*reshard)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*release)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*grad_buf)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*norm)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*optim)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*regather)(void *ctx, const hsr_sched_action *a, void **h);
+  hsr_status (*regather_wait)(void *ctx, const hsr_sched_action *a, void *h);
+  hsr_status (*grad_zero)(void *ctx, const hsr_sched_action *a);
+  /* The reduction queue's stages; each posting callback sets r->h (NULL:
+   * nothing to wait for). stage_cast: the gradient into its reduce-dtype
+   * copy r->send. stage1: post stage 1 (a local one: nothing to post).
+   * stage1_done: stage 1 has completed (where it left the result in
+   * r->send, the slice is copied out). stage2: post the replicate all-reduce
+   * of r->slice. deferred_ar: DEFERRED_AR's all-reduce of the accumulated
+   * slice (into r->slice). test: whether r->h has completed, releasing it
+   * when it has (NULL: PROGRESS moves nothing; the device's streams order
+   * the stages). wait: completes and releases r->h (NULL: no host wait).
+   * accumulate: RETIRE, the slice into the unit's accumulator (stage: an f32
+   * staging buffer when the reduce dtype is not f32, else NULL). */
+  hsr_status (*stage_cast)(void *ctx, hsr_sched_red *r, void *grad);
+  hsr_status (*stage1)(void *ctx, hsr_sched_red *r);
+  hsr_status (*stage1_done)(void *ctx, hsr_sched_red *r);
+  hsr_status (*stage2)(void *ctx, hsr_sched_red *r);
+  hsr_status (*deferred_ar)(void *ctx, hsr_sched_red *r);
+  hsr_status (*test)(void *ctx, hsr_sched_red *r, int *done);
+  hsr_status (*wait)(void *ctx, hsr_sched_red *r);
+  hsr_status (*accumulate)(void *ctx, hsr_sched_red *r, void *stage);
+} hsr_sched_exec;
+
+/* Runs acts[0..n) (a lifecycle call's list, just decided) with executor x. */
+hsr_status hsr_sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, const hsr_sched_exec *x, void *ctx);
+/* Teardown: completes every reduction still queued (stage 2 included, so
+ * peers that posted theirs are not left waiting) and every gather in
+ * flight, and gives their buffers back. */
+hsr_status hsr_sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx);
+/* The buffer of kind b that unit u holds (NULL: none). */
+void *hsr_sched_buf_of(const hsr_sched *s, int unit, hsr_sched_buf b);
+/* The unit's full parameters: the gathered buffer (sharded strategies,
+ * NULL while not FULL) or the persistent one. */
+void *hsr_sched_full_of(const hsr_sched *s, int unit);
+/* Reductions started and not yet retired. */
+int hsr_sched_started(const hsr_sched *s);
 
 /* Getters. */
 int hsr_sched_num_units(const hsr_sched *s);
