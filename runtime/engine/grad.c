@@ -72,13 +72,13 @@ hsr_status rt_x_stage2(void *ctx, hsr_sched_red *r) {
 hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
+  hsr_dtype rdt = rt->cfg.reduce_dtype;
   hsr_req *req = NULL;
   r->t0 = hsr_clock_ns();
-  RT_TIMED(rt, RT_T_DATA,
-           hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice,
-                            rt->cfg.reduce_dtype));
-  RT_TIMED(rt, RT_T_POST,
-           hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &req));
+  RT_TIMED(
+      rt, RT_T_DATA,
+      hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice, rdt));
+  RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rdt, HSR_AVG, &req));
   r->h = req;
   return HSR_OK;
 }
