@@ -1,5 +1,5 @@
-# Build-time check of one module's includes against DESIGN.md's layer table
-# and the rooms' privacy (script mode; see cmake/HsrModules.cmake). Inputs:
+# Build-time check of one module's includes against the layer table of
+# docs/design.md and the rooms' privacy (script mode; see cmake/HsrModules.cmake). Inputs:
 # MODULE, FILES (relative to SRC), SRC, STAMP, TABLE.
 #
 #   #include "hsr/x.h"            a public header: its module must be MODULE or one it may include
@@ -95,6 +95,6 @@ foreach(f ${FILES})
   endforeach()
 endforeach()
 if(NOT errors STREQUAL "")
-  message(FATAL_ERROR "layer rule broken (../shared/DESIGN.md, section 2; cmake/layer_check.cmake):\n${errors}")
+  message(FATAL_ERROR "layer rule broken (docs/design.md, section Layers; cmake/layer_check.cmake):\n${errors}")
 endif()
 file(WRITE ${STAMP} "ok\n")

@@ -41,7 +41,7 @@ static void usage(void) {
          "  fitted per tier and collective; a --concurrent run fits the contention between tiers).\n"
          "Search: --mem-budget BYTES (e.g. 80G), --shard S, --strategy ddp|zero1|zero2|fsdp|hybrid,\n"
          "  --max-prefetch D (default 2), --no-prefetch-step.\n"
-         "Output: --top N (default 10), --json (every candidate; schema in the README), --plot FILE.svg\n"
+         "Output: --top N (default 10), --json (every candidate; schema in docs/tuning.md), --plot FILE.svg\n"
          "  (gnuplot), --emit fsdp2|torchtitan|deepspeed (the winner in that system's vocabulary).\n"
          "Calculator (--shard without a topology): --reshard full|none|partial:K, --prefetch D, --strategy.\n"
          "--validate: calibrates from a quick bench on this launch (collectives alone and both tiers at once,\n"
@@ -51,7 +51,9 @@ static void usage(void) {
          "  --validate-rounds N (1): measure every probe and layout N times, interleaved, and keep the round\n"
          "  with the shortest step (other work on the cores only ever adds time);\n"
          "  --validate-keep DIR keeps the bench files; --validate-reuse DIR also reuses the results already\n"
-         "  there (re-fits and re-plans without measuring them again).\n"
+         "  there (re-fits and re-plans without measuring them again); --compute cpu|wait (cpu): hsr bench\n"
+         "  step's compute: GEMMs on the ranks' cores, or wait: each unit holds its rank for the time without\n"
+         "  a core, as a kernel occupies a GPU (the faithful miniature of a GPU cluster; docs/tuning.md).\n"
          "Exit: 0; 2 bad usage, impossible mesh, or nothing fits the budget (says by how much).\n");
 }
 
@@ -95,7 +97,8 @@ enum {
   O_VSTEPS,
   O_VKEEP,
   O_VREUSE,
-  O_VROUNDS
+  O_VROUNDS,
+  O_VCOMPUTE
 };
 
 static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
@@ -159,6 +162,11 @@ static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
   case O_VKEEP: o->v_given = 1, o->v_keep = a; return HSR_OK;
   case O_VROUNDS: o->v_given = 1; return hsr_parse_long("--validate-rounds", a, 1, 20, &o->v_rounds);
   case O_VREUSE: o->v_given = 1, o->v_keep = a, o->v_reuse = 1; return HSR_OK;
+  case O_VCOMPUTE: {
+    static const char *const modes[] = {"cpu", "wait", NULL};
+    o->v_given = 1;
+    return hsr_parse_choice("--compute", a, modes, &o->v_wait);
+  }
   default: return hsr_error(HSR_ERR_INVALID, "unknown option");
   }
   if (st == HSR_OK && c == O_PDT && o->param_dtype != HSR_F32 && o->param_dtype != HSR_BF16)
@@ -210,6 +218,7 @@ static int parse(int argc, char **argv, tune_opts *o) {
                                      {"validate-keep", 1, 0, O_VKEEP},
                                      {"validate-reuse", 1, 0, O_VREUSE},
                                      {"validate-rounds", 1, 0, O_VROUNDS},
+                                     {"compute", 1, 0, O_VCOMPUTE},
                                      {0, 0, 0, 0}};
   *o = (tune_opts){.units = 32,
                    .bwd_ratio = 2,
@@ -254,7 +263,8 @@ static int parse(int argc, char **argv, tune_opts *o) {
                                o->units);
   if (o->replicate && !o->shard) return hsr_cli_usage_error("tune", "--replicate goes with --shard (the calculator)");
   if (o->v_given && !o->validate)
-    return hsr_cli_usage_error("tune", "--validate-top, -bad, -steps, -rounds, -keep and -reuse go with --validate");
+    return hsr_cli_usage_error("tune",
+                               "--validate-top, -bad, -steps, -rounds, -keep, -reuse and --compute go with --validate");
   /* files before any work: a missing input is a usage error, an output must be writable */
   hsr_status st = HSR_OK;
   for (int i = 0; st == HSR_OK && i < o->nbench; i++) st = hsr_path_check_read("--bench", o->bench[i]);
@@ -426,7 +436,12 @@ static int calculator(tune_opts *o) {
   hsr_tune_result r;
   st = hsr_tune_eval(&x.model, &x.net, &cfg, S, R, sh, &r);
   if (st != HSR_OK) return hsr_cli_fail("tune", st);
-  tune_print_ledger(&x, &r);
+  if (o->json) {
+    st = tune_print_ledger_json(&x, &r);
+    if (st != HSR_OK) return hsr_cli_fail("tune", st);
+  } else {
+    tune_print_ledger(&x, &r);
+  }
   return HSR_EXIT_OK;
 }
 

@@ -19,6 +19,7 @@ typedef struct sample {
 } sample;
 
 struct hsr_tune_calib {
+  hsr_tune_net host; /* the host collectives' algorithms, for the rows' volumes */
   sample *s;
   int n, cap;
   char (*names)[64];
@@ -28,7 +29,8 @@ struct hsr_tune_calib {
 hsr_status hsr_tune_calib_create(hsr_tune_calib **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_calib_create: NULL argument");
   *out = calloc(1, sizeof **out);
-  return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "calibration: out of memory");
+  if (!*out) return hsr_error(HSR_ERR_NOMEM, "calibration: out of memory");
+  return hsr_tune_net_default("host", &(*out)->host);
 }
 
 void hsr_tune_calib_free(hsr_tune_calib *c) {
@@ -65,22 +67,57 @@ static int op_of(const char *coll) {
   return -1;
 }
 
-/* One placement (out_of_place / in_place) of a row. */
-static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h, const char *place, int op, int file) {
+static double type_size(const char *t) {
+  if (!t) return 0;
+  if (!strcmp(t, "float") || !strcmp(t, "int32") || !strcmp(t, "uint32")) return 4;
+  if (!strcmp(t, "double") || !strcmp(t, "int64") || !strcmp(t, "uint64")) return 8;
+  if (!strcmp(t, "bfloat16") || !strcmp(t, "half") || !strcmp(t, "float16")) return 2;
+  if (!strcmp(t, "int8") || !strcmp(t, "uint8")) return 1;
+  return 0;
+}
+
+/* One placement (out_of_place / in_place) of a row. The row's bytes must be
+ * what the model's volumes say this collective moves on this group (the
+ * calibration then fits each stage to the bytes the model gives it, the
+ * same split the timeline uses): a file whose counters disagree comes from
+ * collectives the model does not describe, and is refused. */
+static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h, const char *place, int op, int file,
+                            const char *nm) {
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, place), *hp = cJSON_GetObjectItemCaseSensitive(h, place);
   double t = num(p, "time", -1) * 1e-6, sent = num(hp, "sent_bytes_per_op", -1);
+  /* fabric_bytes_per_op is what crossed nodes, sent plus received */
   double fab = num(hp, "fabric_bytes_per_op", 0);
   int n = (int)num(h, "group_size", 0), nodes = (int)num(h, "nodes_spanned", 1);
-  if (t <= 0 || sent <= 0 || n < 2 || nodes < 1) return HSR_OK; /* nothing moved: no sample */
+  if (!(t > 0) || !(sent > 0) || n < 2 || nodes < 1 || nodes > n) return HSR_OK; /* nothing moved: no sample */
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(row, "type");
+  double es = type_size(cJSON_IsString(ty) ? ty->valuestring : NULL), count = num(row, "count", -1);
+  hsr_tune_shape g = {n, nodes, n % nodes == 0 ? n / nodes : 0, nodes};
+  hsr_tune_vol v;
+  if (!(es > 0) || !(count > 0) || hsr_tune_volume(&c->host, op, &g, count, (size_t)es, &v) != HSR_OK)
+    return hsr_error(HSR_ERR_INVALID, "%s: row of size %g: no usable \"count\" and \"type\" (expected rows of `hsr bench -J`)",
+                     nm, num(row, "size", 0));
+  double vf = v.fabric_sent + v.fabric_recv;
+  if (fabs(v.sent - sent) > 0.02 * sent + 64 || fabs(vf - fab) > 0.02 * (fab > vf ? fab : vf) + 64)
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s: row of size %g (%s, group of %d on %d nodes): it records %.0f bytes sent and %.0f across "
+                     "nodes per op, the model's %s moves %.0f and %.0f: the file comes from collectives this hsr does "
+                     "not model (rerun hsr bench)",
+                     nm, num(row, "size", 0), place, n, nodes, sent, fab, v.algo, v.sent, vf);
   const cJSON *cw = cJSON_GetObjectItemCaseSensitive(h, "concurrent_with");
   sample s = {.op = op, .conc = cJSON_GetArraySize(cw) > 0, .t = t, .file = file};
+  for (int i = 0; i < v.nstages; i++) {
+    if (v.stage[i].tier == HSR_TUNE_INTRA)
+      s.x += v.stage[i].bytes;
+    else
+      s.x_cross += v.stage[i].bytes;
+  }
   if (nodes == 1) {
-    s.tier = HSR_TUNE_INTRA, s.x = sent;
-  } else if (n == nodes) {
-    s.tier = HSR_TUNE_CROSS, s.x = sent;
-  } else { /* two-level: the node stage moved what did not cross */
-    s.tier = HSR_TUNE_CROSS, s.two = 1, s.x = sent - fab, s.x_cross = fab;
-    if (fab <= 0) return HSR_OK;
+    s.tier = HSR_TUNE_INTRA;
+  } else if (s.x == 0) {
+    s.tier = HSR_TUNE_CROSS, s.x = s.x_cross, s.x_cross = 0;
+  } else { /* two-level: a node stage and a cross stage */
+    s.tier = HSR_TUNE_CROSS, s.two = 1;
+    if (s.x_cross <= 0) return HSR_OK;
   }
   return push(c, s);
 }
@@ -114,8 +151,8 @@ hsr_status hsr_tune_calib_add_json(hsr_tune_calib *c, const char *text, const ch
   if (st == HSR_OK) cJSON_ArrayForEach(row, res) {
       const cJSON *rh = cJSON_GetObjectItemCaseSensitive(row, "hsr");
       if (!cJSON_IsObject(rh)) continue;
-      st = add_place(c, row, rh, "out_of_place", op, file);
-      if (st == HSR_OK) st = add_place(c, row, rh, "in_place", op, file);
+      st = add_place(c, row, rh, "out_of_place", op, file, nm);
+      if (st == HSR_OK) st = add_place(c, row, rh, "in_place", op, file, nm);
       if (st != HSR_OK) break;
     }
   cJSON_Delete(root);
@@ -129,6 +166,7 @@ typedef struct fit {
   double alpha, gamma; /* seconds, seconds per byte */
   int n;
   double worst; /* largest relative error */
+  double ss;    /* sum of squared relative errors */
   unsigned files;
 } fit;
 
@@ -153,6 +191,7 @@ static fit solve(const double *x, const double *t, int n) {
   for (int i = 0; i < n; i++) {
     double e = fabs(f.alpha + f.gamma * x[i] - t[i]) / t[i];
     if (e > f.worst) f.worst = e;
+    f.ss += e * e;
   }
   return f;
 }
@@ -219,6 +258,8 @@ static const char *const op_names[] = {"all_gather", "reduce_scatter", "all_redu
 /* Fits the links of one tier; *fitted gets which ops got rows. */
 static size_t fit_tier(const hsr_tune_calib *c, hsr_tune_net *net, int tier, double *x, double *t, int *fitted, char *r,
                        size_t len, size_t o) {
+  double ss = 0;
+  int rows = 0;
   for (int op = 0; op < HSR_TUNE_OPS; op++) {
     unsigned files = 0;
     int conc = 0, k = collect(c, net, tier, op, 0, x, t, &files);
@@ -229,10 +270,12 @@ static size_t fit_tier(const hsr_tune_calib *c, hsr_tune_net *net, int tier, dou
     if (f.gamma <= 0) continue;
     hsr_tune_link *l = &net->link[tier][op];
     set_link(l, f);
+    ss += f.ss, rows += f.n;
     label(c, files, conc ? " (run beside the other tier)" : "", k, l->source, sizeof l->source);
     o = say(r, len, o, "%s %s: alpha %.1f us, busbw %.3f GB/s (%s; worst row off by %.0f%%)\n", tier_names[tier],
             op_names[op], l->alpha_us, l->busbw_gbs, l->source, 100 * f.worst);
   }
+  if (rows) net->rel_rms[tier] = sqrt(ss / rows);
   return o;
 }
 
@@ -354,6 +397,9 @@ static double cost(sfit *f) {
     hsr_tune_result r;
     f->err = hsr_tune_eval(f->m, f->net, &f->p[i].cfg, f->p[i].S, f->p[i].R, f->p[i].shapes, &r);
     c += rel2(r.step_ms, f->p[i].step_ms) + rel2(r.comm_ms, f->p[i].comm_ms) + rel2(r.compute_ms, f->p[i].compute_ms);
+    /* each group's busy time: what tells the tiers apart when one group runs on each */
+    for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
+      if (f->p[i].busy_ms[g] > 0.02 * f->p[i].step_ms) c += rel2(r.busy_ms[g], f->p[i].busy_ms[g]);
   }
   return c;
 }
@@ -378,6 +424,31 @@ static void line(sfit *f, double *x, double lo, double hi) {
   *x = best;
 }
 
+/* What the fitted model leaves unexplained in the probes, as relative rms:
+ * the step, the compute, and each tier's groups' busy time (a group inside
+ * one node is the intra tier's, one across nodes the cross tier's), which
+ * widens the tier's bench residual when it is larger. */
+static hsr_status residuals(sfit *f) {
+  double ss_step = 0, ss_comp = 0, ss_t[HSR_TUNE_TIER_COUNT] = {0};
+  int nt[HSR_TUNE_TIER_COUNT] = {0};
+  for (int i = 0; i < f->n; i++) {
+    hsr_tune_result r;
+    HSR_CHECK(hsr_tune_eval(f->m, f->net, &f->p[i].cfg, f->p[i].S, f->p[i].R, f->p[i].shapes, &r));
+    ss_step += rel2(r.step_ms, f->p[i].step_ms);
+    ss_comp += rel2(r.compute_ms, f->p[i].compute_ms);
+    for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
+      if (f->p[i].busy_ms[g] <= 0.02 * f->p[i].step_ms) continue;
+      int t = f->p[i].shapes[g].nodes > 1 ? HSR_TUNE_CROSS : HSR_TUNE_INTRA;
+      ss_t[t] += rel2(r.busy_ms[g], f->p[i].busy_ms[g]), nt[t]++;
+    }
+  }
+  f->net->step_rel_rms = sqrt(ss_step / f->n);
+  f->net->compute_rel_rms = sqrt(ss_comp / f->n);
+  for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++)
+    if (nt[t] && sqrt(ss_t[t] / nt[t]) > f->net->rel_rms[t]) f->net->rel_rms[t] = sqrt(ss_t[t] / nt[t]);
+  return HSR_OK;
+}
+
 hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n, char *report,
                                size_t len) {
   if (!net || !m || !p || n < 1) return hsr_error(HSR_ERR_INVALID, "hsr_tune_calib_step: no probe runs");
@@ -391,6 +462,7 @@ hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_t
     line(&f, &m->fwd_ms, f0 * 0.3, f0 * 1.5);
     line(&f, &net->slow[HSR_TUNE_INTRA], 0.3, 30);
     if (net->link[HSR_TUNE_CROSS][0].samples) line(&f, &net->slow[HSR_TUNE_CROSS], 0.3, 30);
+    if (net->compute_off_host || net->device_is_gpu) continue; /* compute takes no core from the collectives */
     line(&f, &net->slow_busy[HSR_TUNE_INTRA], 0.3, 10);
     if (net->link[HSR_TUNE_CROSS][0].samples) line(&f, &net->slow_busy[HSR_TUNE_CROSS], 0.3, 10);
     line(&f, &net->steal[HSR_TUNE_INTRA], 0, 0.95);
@@ -398,12 +470,15 @@ hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_t
   }
   double after = cost(&f);
   if (f.err != HSR_OK) return f.err;
+  HSR_CHECK(residuals(&f));
   if (report && len)
     snprintf(report, len,
              "in-step (fit to %d probe run%s, rms error %.0f%% -> %.0f%%): collectives take %.2fx (intra-node) and "
              "%.2fx (cross-node) their benchmarked time, %.2fx / %.2fx that again beside compute; busy, they take "
-             "%.0f%% / %.0f%% of compute speed; compute %.3f ms per unit forward\n",
+             "%.0f%% / %.0f%% of compute speed; compute %.3f ms per unit forward; left unexplained (rms): step "
+             "%.1f%%, compute %.1f%%, intra-node %.1f%%, cross-node %.1f%%\n",
              n, n > 1 ? "s" : "", 100 * sqrt(before / (3 * n)), 100 * sqrt(after / (3 * n)), net->slow[0], net->slow[1],
-             net->slow_busy[0], net->slow_busy[1], 100 * net->steal[0], 100 * net->steal[1], m->fwd_ms);
+             net->slow_busy[0], net->slow_busy[1], 100 * net->steal[0], 100 * net->steal[1], m->fwd_ms,
+             100 * net->step_rel_rms, 100 * net->compute_rel_rms, 100 * net->rel_rms[0], 100 * net->rel_rms[1]);
   return HSR_OK;
 }
