@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/io/trace.h"
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
 #include "tune_int.h"

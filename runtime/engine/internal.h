@@ -9,7 +9,7 @@
 
 #include "hsr/ledger.h"
 #include "hsr/runtime.h"
-#include "hsr/trace.h"
+#include "runtime/io/trace.h"
 
 /* Buffer categories are the ledger's (hsr/ledger.h): param shard, grad
  * shard, master, moments m and v, full unit, partial slice, reduce-scatter
