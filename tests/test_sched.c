@@ -1,4 +1,4 @@
-/* Unit tests of the schedule (hsr/schedule.h: the decisions the engine runs,
+/* Unit tests of the schedule (runtime/sched/schedule.h: the decisions the engine runs,
  * on small hand-written cases whose expected actions are written out by
  * hand), the predicted ledger (known layouts, by hand) and the wrap
  * diagnostic. */

@@ -1,4 +1,4 @@
-/* One layout evaluated: the runtime's schedule (hsr/schedule.h, the
+/* One layout evaluated: the runtime's schedule (runtime/sched/schedule.h, the
  * decisions the engine executes) walked over three training steps, every
  * action run on a timeline of the program and its communicators (or CUDA
  * streams), and the third step measured as `hsr bench step` measures it from

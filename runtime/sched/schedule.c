@@ -1,5 +1,6 @@
 /* The schedule: the lifecycle's decisions as pure functions (see
- * hsr/schedule.h). The engine executes the actions; tune/ evaluates them. */
+ * runtime/sched/schedule.h). The interpreter (run.c) runs them for the
+ * engine and for tune/. */
 #include <stdlib.h>
 #include <string.h>
 
