@@ -285,6 +285,9 @@ static void test_calib(void **state) {
   assert_int_equal(x->samples, 6); /* the flat rows; the two-level ones fit the span factor */
   assert_true(fabs(n.span[HSR_OP_ALLGATHER] - 1) < 1e-9);
   assert_int_equal(n.span_samples[HSR_OP_ALLGATHER], 6);
+  /* two-level rows exactly their stages: their cross stage's fit is the flat one */
+  assert_true(fabs(n.span_link[HSR_OP_ALLGATHER].alpha_us - 50) < 1e-6);
+  assert_true(fabs(n.span_link[HSR_OP_ALLGATHER].busbw_gbs - 0.1) < 1e-9);
   assert_false(a->is_default);
   assert_non_null(strstr(a->source, "ag.json"));
   assert_true(fabs(n.concurrent[HSR_TUNE_INTRA] - 0.5) < 1e-6);
@@ -327,8 +330,14 @@ static void test_calib(void **state) {
   assert_int_equal(hsr_tune_calib_add_json(c, j, "rs.json"), HSR_OK);
   n = host();
   assert_int_equal(hsr_tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
-  assert_true(fabs(n.span[HSR_OP_REDUCE_SCATTER] - 2) < 1e-6);
-  assert_non_null(strstr(rep, "2.00x the time of their node and cross stages"));
+  /* the cross stage gets its own fit: what the rows leave after their node stage, 2 (20 + 0.003 x) + 2 (50 +
+   * 0.01 x) - (20 + 0.003 x) = 120 us + x / 43.48 MB/s; the flat cross fit stays the flat rows' */
+  const hsr_tune_link *sl = &n.span_link[HSR_OP_REDUCE_SCATTER];
+  assert_true(fabs(sl->alpha_us - 120) < 1e-6);
+  assert_true(fabs(sl->busbw_gbs - 1 / 23.0) < 1e-9);
+  assert_true(fabs(n.link[HSR_TUNE_CROSS][HSR_OP_REDUCE_SCATTER].busbw_gbs - 0.1) < 1e-9);
+  EQ(n.span[HSR_OP_REDUCE_SCATTER], 1);
+  assert_non_null(strstr(rep, "their cross stage alpha 120.0 us"));
   hsr_tune_vol v;
   hsr_tune_shape g = {8, 2, 4, 2};
   assert_int_equal(hsr_tune_volume(&n, HSR_OP_REDUCE_SCATTER, &g, 1000, 4, &v), HSR_OK);

@@ -173,6 +173,18 @@ cJSON *tune_cost_json(const hsr_tune_net *n) {
       cJSON_AddStringToObject(j, "source", l->source);
       cJSON_AddItemToArray(links, j);
     }
+  cJSON *tl = cJSON_AddArrayToObject(o, "two_level_cross_links");
+  for (int op = 0; op < HSR_TUNE_OPS; op++) {
+    const hsr_tune_link *l = &n->span_link[op];
+    if (!l->samples) continue;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "op", op_names[op]);
+    cJSON_AddNumberToObject(j, "alpha_us", l->alpha_us);
+    cJSON_AddNumberToObject(j, "busbw_gbs", l->busbw_gbs);
+    cJSON_AddNumberToObject(j, "samples", l->samples);
+    cJSON_AddStringToObject(j, "source", l->source);
+    cJSON_AddItemToArray(tl, j);
+  }
   cJSON *c = cJSON_AddObjectToObject(o, "concurrent"), *s = cJSON_AddObjectToObject(o, "compute_steal");
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
     cJSON_AddNumberToObject(c, tier_names[t], n->concurrent[t]);
@@ -357,6 +369,8 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
          (long long)r->peak_where.step);
   if (m->act_bytes > 0)
     printf("%-16s %18.0f %12.3f   with --act-mem\n", "peak + act.", r->peak_total, r->peak_total / GiB);
+  printf("predicted step: %.2f ms (compute %.2f, communication %.2f, exposed %.2f; %s)\n", r->step_ms, r->compute_ms,
+         r->comm_ms, r->exposed_ms, x->compute_desc);
   printf("# hsr keeps f32 master weights, moments and gradient accumulator shards; parameters in the parameter "
          "dtype (sharded under fsdp/hybrid, whole under ddp/zero1/zero2)\n");
 }

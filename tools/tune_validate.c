@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +29,10 @@
 
 static const char *const probe_names[] = {"probe-0", "probe-1", "probe-2"};
 
+enum { V_TOP = 0, V_BAD, V_PAIR };
 typedef struct vpick {
   int S, pol, K, prefetch, idx; /* idx: the candidate in the plan */
+  int role;                     /* V_TOP, V_BAD or V_PAIR (the physics pair, measured at every rate) */
 } vpick;
 
 typedef struct vmeas {
@@ -38,6 +41,11 @@ typedef struct vmeas {
 } vmeas;
 
 static double now_s(void) { return hsr_clock_s(); }
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *f) {
+  (void)sb, (void)flag, (void)f;
+  return remove(path);
+}
 
 /* AdamW and memset speed with every rank at once (the ranks share the cores, as in a step). */
 static hsr_status probe_kernels(hsr_boot *b, double *optim_ns, double *data_gbs) {
@@ -118,29 +126,17 @@ static int coll_bench(hsr_boot *boot, const tune_opts *o, const char *coll, int 
   snprintf(s, sizeof s, "%d", S0);
   snprintf(name, sizeof name, "%s%s", coll, kind == 1 ? "-concurrent" : kind == 2 ? "-world" : "");
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
-  char *argv[24] = {(char *)coll,
-                    "-b",
-                    b,
-                    "-e",
-                    e,
-                    "-f",
-                    "4",
-                    "-n",
-                    "4",
-                    "-w",
-                    "1",
-                    "--group",
-                    kind == 2   ? "world"
-                    : nodes > 1 ? "shard,replicate"
-                                : "shard",
-                    "--shard",
-                    s,
-                    "-J",
-                    path};
-  int argc = 17;
+  /* -a 3: the slowest rank's time, not the mean: a step waits for the
+   * slowest rank at every collective that follows (the shard group's
+   * gathers wait for the rank whose cross-node flow was slowest) */
+  char *argv[24] = {(char *)coll, "-a", "3",  "-b",      b,
+                    "-e",         e,    "-f", "4",       "-n",
+                    "6",          "-w", "1",  "--group", kind == 2 ? "world" : nodes > 1 ? "shard,replicate" : "shard",
+                    "--shard",    s,    "-J", path};
+  int argc = 19;
   if (kind == 2) { /* --shard means nothing for the world group (bench refuses it) */
-    argv[13] = "-J", argv[14] = path;
-    argc = 15;
+    argv[15] = "-J", argv[16] = path;
+    argc = 17;
   }
   if (kind == 1) argv[argc++] = "--concurrent";
   return bench(boot, o->v_reuse, coll, argv, argc, dir, name);
@@ -248,7 +244,7 @@ static int same(const vpick *a, const vpick *b) {
 }
 
 static vpick pick_of(const hsr_tune_result *r, int i) {
-  return (vpick){r->S, (int)r->cfg.reshard, r->cfg.partial_k, r->cfg.prefetch, i};
+  return (vpick){r->S, (int)r->cfg.reshard, r->cfg.partial_k, r->cfg.prefetch, i, V_TOP};
 }
 
 static int is_probe(const vpick *c, const vpick *probes, int np) {
@@ -258,7 +254,11 @@ static int is_probe(const vpick *c, const vpick *probes, int np) {
 }
 
 /* The top candidates and a few bad ones (the slowest of distinct meshes and
- * policies), none of them a probe the model was fitted to. */
+ * policies), none of them a probe the model was fitted to; then, on several
+ * nodes, the physics pair: flat fsdp over every node against hybrid with a
+ * node per shard group, both reshard full and prefetch 1 (only the mesh
+ * differs), measured at every link rate so bench/tune_validate.sh can find
+ * where they swap places. */
 static int choose(const tune_opts *o, const hsr_tune_plan *p, const vpick *probes, int nprobes, vpick *out) {
   int n = 0;
   for (int i = 0; i < p->nfeasible && n < o->v_top; i++) {
@@ -272,9 +272,19 @@ static int choose(const tune_opts *o, const hsr_tune_plan *p, const vpick *probe
     const hsr_tune_result *r = &p->cand[i];
     if (r->cfg.strategy != HSR_RT_FSDP && r->cfg.strategy != HSR_RT_HYBRID) continue;
     vpick c = pick_of(r, i);
+    c.role = V_BAD;
     int dup = is_probe(&c, probes, nprobes);
     for (int k = 0; k < n; k++) dup |= same(&out[k], &c) || (out[k].S == c.S && out[k].pol == c.pol);
     if (!dup) out[n++] = c, bad++;
+  }
+  if (p->nodes > 1) {
+    vpick pair[2] = {{p->world, HSR_RT_RESHARD_FULL, 0, 1, -1, V_PAIR},
+                     {p->per_node, HSR_RT_RESHARD_FULL, 0, 1, -1, V_PAIR}};
+    for (int j = 0; j < 2 && n < V_MAX; j++) {
+      int dup = is_probe(&pair[j], probes, nprobes);
+      for (int k = 0; k < n; k++) dup |= same(&out[k], &pair[j]);
+      if (!dup) out[n++] = pair[j];
+    }
   }
   return n;
 }
@@ -411,7 +421,7 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
     printf("%-26s %9s %7s %9s %7s %9s %9s %7s %9s %9s\n", "layout", "step pred", "+-", "measured", "err", "comm pred",
            "measured", "err", "exp pred", "measured");
   }
-  errs all = {0}, top = {0}, bad = {0};
+  errs all = {0}, top = {0}, bad = {0}, pair = {0};
   double fastest = 1e300;
   int fi = -1;
   cJSON *root = cJSON_CreateObject();
@@ -437,16 +447,16 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
   cJSON *arr = cJSON_AddArrayToObject(root, "layouts");
   for (int i = 0; i < n; i++) {
     const hsr_tune_result *r = &p->cand[pk[i].idx];
-    int is_bad = i >= x->o->v_top;
-    char note[64] = "";
-    if (is_bad) snprintf(note, sizeof note, "   (deliberately bad)");
+    int role = pk[i].role;
+    char note[80] = "";
+    if (role != V_TOP) snprintf(note, sizeof note, role == V_BAD ? "   (deliberately bad)" : "   (physics pair)");
     if (r->tie >= 0) snprintf(note + strlen(note), sizeof note - strlen(note), "   (tie with rank %d)", r->tie + 1);
     if (!json) row(r, &m[i], note);
     double es = pct(r->step_ms, m[i].step), ec = pct(r->comm_ms, m[i].comm);
-    add_err(&all, es, ec);
-    add_err(is_bad ? &bad : &top, es, ec);
+    if (role != V_PAIR) add_err(&all, es, ec);
+    add_err(role == V_BAD ? &bad : role == V_PAIR ? &pair : &top, es, ec);
     if (m[i].step < fastest) fastest = m[i].step, fi = i;
-    cJSON_AddItemToArray(arr, meas_json(p, r, &m[i], is_bad ? "bad" : "top"));
+    cJSON_AddItemToArray(arr, meas_json(p, r, &m[i], role == V_BAD ? "bad" : role == V_PAIR ? "pair" : "top"));
   }
   for (int i = 0; i < nprobes; i++) { /* the runs the model was fitted to: shown, not counted */
     vmeas pm = {0};
@@ -457,13 +467,15 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
   }
   char a[96], b[96];
   if (!json)
-    printf("# error over the %d validated layouts (not the probes): step mean %.1f%%, worst %.1f%%; communication "
+    printf("# error over the %d validated layouts (top and bad; not the probes, not the pair): step mean %.1f%%, worst "
+           "%.1f%%; communication "
            "mean %.1f%%, worst %.1f%%\n",
            all.n, all.n ? all.step_sum / all.n : 0, all.step_worst, all.n ? all.comm_sum / all.n : 0, all.comm_worst);
   cJSON *ej = cJSON_AddObjectToObject(root, "errors");
   cJSON_AddItemToObject(ej, "all", errs_json(&all));
   cJSON_AddItemToObject(ej, "top", errs_json(&top));
   cJSON_AddItemToObject(ej, "bad", errs_json(&bad));
+  cJSON_AddItemToObject(ej, "pair", errs_json(&pair));
   if (n > 0 && fi >= 0) {
     double rv = 100 * (m[0].step - fastest) / fastest;
     hsr_tune_label(&p->cand[pk[0].idx], a, sizeof a), hsr_tune_label(&p->cand[pk[fi].idx], b, sizeof b);
@@ -587,6 +599,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
   hsr_tune_space sp;
   hsr_tune_space_default(&sp);
   sp.max_prefetch = (int)o->max_prefetch;
+  sp.mem_budget = o->mem_budget;
   HSR_CHECK(hsr_tune_plan_run(cl, &x->model, &x->net, &sp, plan));
   if (*np == 0) *np = choose(o, plan, probes, nprobes, picks);
   for (int i = 0; i < *np; i++) picks[i].idx = find(plan, &picks[i]);
@@ -631,7 +644,7 @@ static hsr_status finish(tune_ctx *x, hsr_cluster *cl, const char *dir, const do
         which[i] = picks[i].idx, meas[2 * i] = m[i].step - m[i].exposed, meas[2 * i + 1] = m[i].exposed;
       st = tune_plot(x, &plan, meas, which, np, x->o->plot);
     }
-    if (!x->o->json) printf("# bench files: %s\n", dir);
+    if (!x->o->json && x->o->v_keep) printf("# bench files: %s\n", dir);
   }
   hsr_tune_plan_free(&plan);
   return st;
@@ -663,9 +676,9 @@ int tune_validate(tune_opts *o) {
    * over every node, without and with prefetch (overlap: what busy
    * collectives take from compute). The first and the last are measured at
    * every link rate: bench/tune_validate.sh compares them across rates. */
-  vpick probes[3] = {{per, HSR_RT_RESHARD_NONE, 0, 1, -1},
-                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 0, -1},
-                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 1, -1}};
+  vpick probes[3] = {{per, HSR_RT_RESHARD_NONE, 0, 1, -1, V_TOP},
+                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 0, -1, V_TOP},
+                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 2, -1, V_TOP}};
   int nprobes = nodes > 1 ? 3 : 2;
   if (nodes == 1) probes[1].prefetch = 1;
   vpick picks[V_MAX];
@@ -686,6 +699,14 @@ int tune_validate(tune_opts *o) {
   if (rc && rank == 0) fprintf(stderr, "hsr tune --validate: a benchmark failed (exit %d); see %s\n", rc, dir);
   /* every round measured: fit to the best of each, predict, compare */
   if (st == HSR_OK && !rc && rank == 0) st = finish(&x, cl, dir, probe, probes, nprobes, picks, np);
+  /* the temporary directory goes when all went well (--validate-keep keeps
+   * it); after a failure it stays, for the files that say what happened */
+  if (rank == 0 && dir[0] && !o->v_keep) {
+    if (st == HSR_OK && !rc)
+      nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    else
+      fprintf(stderr, "hsr tune --validate: its files are kept in %s\n", dir);
+  }
   hsr_cluster_free(cl);
   hsr_status f = boot ? hsr_boot_finalize(boot) : HSR_OK;
   if (st == HSR_OK) st = f;

@@ -78,6 +78,12 @@ typedef struct hsr_tune_net {
    * time, per collective (fitted from `hsr bench --group world` rows; 1) */
   double span[HSR_TUNE_OPS];
   int span_samples[HSR_TUNE_OPS];
+  /* the cross stage of a two-level operation, per collective, fitted to
+   * `hsr bench --group world` rows (what is left of their time after the
+   * node stage): used instead of the cross tier's link times `span` when it
+   * has samples. A two-level stage overlaps and shares differently from a
+   * flat ring, so its own fit beats a factor on the flat one. */
+  hsr_tune_link span_link[HSR_TUNE_OPS];
   double optim_ns_per_elem; /* AdamW per element of the local shard */
   double data_gbs;          /* the runtime's own data work (zeroing, casts, copies) */
   int device_is_gpu;        /* the engine's CUDA path: stream-ordered reductions */
