@@ -313,7 +313,7 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
   cJSON_AddItemToObject(o, "layout", tune_cand_json(r, 1, NULL));
   cJSON *bp = cJSON_AddObjectToObject(o, "bytes_per_param");
   double full = 0, sharded = 0;
-  int sharded_params = r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
+  int sharded_params = hsr_rt_strategy_sharding(r->cfg.strategy).params;
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
     if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
     double b = (double)r->peak_cat[c] / m->params;
@@ -348,7 +348,7 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
          hsr_dtype_name(r->cfg.reduce_dtype), reshard_name(r, res, sizeof res), r->cfg.prefetch);
   printf("%-18s %18s %12s %14s\n", "category", "bytes per GPU", "GiB", "bytes/param");
   double full = 0, sharded = 0;
-  int sharded_params = r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
+  int sharded_params = hsr_rt_strategy_sharding(r->cfg.strategy).params;
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
     if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
     double b = (double)r->peak_cat[c];
