@@ -155,21 +155,30 @@ if [ -n "$rev" ]; then
 else
   (cd "$src" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -C "$stage" -xf - || exit 3
 fi
-# Into the copy, only the files that differ, each with a new mtime: tar keeps
-# the original mtimes, and a reused HSR_MUTATE_DIR whose objects are newer
-# than an edited source would test a stale build.
+# Into the copy, only the files that differ, each with a new mtime (tar keeps
+# the original mtimes: in a reused HSR_MUTATE_DIR an edited source older than
+# its object would not be rebuilt), and out of it the files the tree no
+# longer has (moved or deleted: the build lists every source).
 python3 - "$stage" "$work/src" <<'PY' || exit 3
 import filecmp, os, shutil, sys
 src, dst = sys.argv[1:]
+have = set()
 for root, _, files in os.walk(src):
     for f in files:
         a = os.path.join(root, f)
-        b = os.path.join(dst, os.path.relpath(a, src))
+        rel = os.path.relpath(a, src)
+        have.add(rel)
+        b = os.path.join(dst, rel)
         if os.path.isfile(b) and filecmp.cmp(a, b, shallow=False):
             continue
         os.makedirs(os.path.dirname(b), exist_ok=True)
         shutil.copyfile(a, b)
         shutil.copymode(a, b)
+for root, _, files in os.walk(dst):
+    for f in files:
+        b = os.path.join(root, f)
+        if os.path.relpath(b, dst) not in have:
+            os.remove(b)
 PY
 rm -rf "$stage"
 build() { cmake --build "$work/build" -j "$jobs" >"$work/build.log" 2>&1; }

@@ -19,14 +19,13 @@ for v in $(env | grep -o '^HSR_[A-Za-z0-9_]*'); do unset "$v"; done
 rc=0 n=0
 fail() { echo "env_spellings: $*"; rc=1; }
 valid() { "$hsr" env --json | jq -r --arg n "$1" '.variables[] | select(.name == $n) | .valid'; }
-# as written, and one of lower, UPPER, Capitalized in turn (the readers' any
-# case is walked in full by test_common; here each spelling's effect)
-turn=0
+# as written and in another case: lower case, or UPPER for a spelling that
+# is lower case (the readers' every case is walked by test_common; here each
+# spelling's effect)
 cases() {
-  local l=${1,,} v
-  case $((turn++ % 3)) in 0) v=$l ;; 1) v=${1^^} ;; *) v=${l^} ;; esac
+  local l=${1,,}
   printf '%s\n' "$1"
-  [ "$v" = "$1" ] || printf '%s\n' "$v"
+  if [ "$l" != "$1" ]; then printf '%s\n' "$l"; elif [ "${1^^}" != "$1" ]; then printf '%s\n' "${1^^}"; fi
 }
 means() { case "$1" in 0 | false | no | off) echo 0 ;; 1 | true | yes | on) echo 1 ;; *) echo "?" ;; esac; }
 checked() { # NAME VALUE: hsr env --check takes it (the scripts' own readers must agree)
