@@ -404,13 +404,18 @@ static void test_calib(void **state) {
   hsr_tune_calib_free(c);
 }
 
-static void plan(const hsr_tune_net *n, const hsr_tune_model *m, double budget, hsr_tune_plan *p) {
+static void plan_only(const hsr_tune_net *n, const hsr_tune_model *m, double budget, int strategy, hsr_tune_plan *p) {
   hsr_cluster *c = two_nodes();
   hsr_tune_space sp;
   hsr_tune_space_default(&sp);
   sp.mem_budget = budget;
+  sp.only_strategy = strategy;
   assert_int_equal(hsr_tune_plan_run(c, m, n, &sp, p), HSR_OK);
   hsr_cluster_free(c);
+}
+
+static void plan(const hsr_tune_net *n, const hsr_tune_model *m, double budget, hsr_tune_plan *p) {
+  plan_only(n, m, budget, -1, p);
 }
 
 static void test_recommend(void **state) {
@@ -433,6 +438,38 @@ static void test_recommend(void **state) {
   assert_non_null(strstr(ex, "recommended"));
   assert_non_null(strstr(ex, "runner-up"));
   assert_non_null(strstr(ex, "crosses nodes"));
+  /* the outer shard is in the search, for hybrid only */
+  int outer = 0;
+  for (int i = 0; i < p.n; i++)
+    if (p.cand[i].cfg.outer_shard == HSR_RT_OUTER_OPTIM) {
+      outer++;
+      assert_int_equal(p.cand[i].cfg.strategy, HSR_RT_HYBRID);
+    }
+  assert_true(outer > 0);
+  hsr_tune_plan_free(&p);
+  /* a budget the 2 x 4 layout fits only with the outer shard: among the hybrid layouts the planner
+   * rejects it without, accepts it with, recommends it and states the trade (over every strategy
+   * fsdp 1 x 8 partial:4, which needs no outer shard, is a few ms faster here) */
+  hsr_tune_result hn = eval(&slow, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  hsr_tune_result ho = eval_outer(&slow, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32, HSR_RT_OUTER_OPTIM);
+  assert_true(ho.peak_total < hn.peak_total);
+  plan_only(&slow, &m, (ho.peak_total + hn.peak_total) / 2, HSR_RT_HYBRID, &p);
+  int seen = 0;
+  for (int i = 0; i < p.n; i++) {
+    const hsr_tune_result *c = &p.cand[i];
+    if (c->cfg.strategy != HSR_RT_HYBRID || c->S != 4 || c->cfg.reshard != HSR_RT_RESHARD_FULL || c->cfg.prefetch)
+      continue;
+    seen++;
+    if (c->cfg.outer_shard == HSR_RT_OUTER_OPTIM)
+      assert_true(c->feasible);
+    else
+      assert_non_null(strstr(c->reason, "over the memory budget"));
+  }
+  assert_int_equal(seen, 2);
+  assert_int_equal(p.cand[0].cfg.outer_shard, HSR_RT_OUTER_OPTIM);
+  assert_int_equal(hsr_tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
+  assert_non_null(strstr(ex, "outer-shard optim vs none: -"));
+  assert_non_null(strstr(ex, "all-gathered over the replicate group"));
   hsr_tune_plan_free(&p);
   /* a budget only the full sharding fits: fsdp over all 8 */
   hsr_tune_result f = eval(&slow, &m, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
@@ -518,6 +555,24 @@ static void test_emit(void **state) {
   assert_non_null(j);
   assert_int_equal(
       cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "zero_optimization"), "stage")->valueint, 2);
+  cJSON_Delete(j);
+  /* the outer shard: FSDP2 and torchtitan lack it (the request is pytorch#148257), DeepSpeed has no
+   * exact form; each says so beside the nearest layout it has */
+  hsr_tune_result o =
+      eval_outer(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_BF16, HSR_RT_OUTER_OPTIM);
+  char lab[96];
+  assert_string_equal(hsr_tune_label(&o, lab, sizeof lab), "hybrid 2x4 full p1 outer:optim");
+  assert_int_equal(hsr_tune_emit(&o, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "pytorch#148257"));
+  assert_non_null(strstr(b, "outer_dp_sharding_strategy=\"optim\""));
+  assert_non_null(strstr(b, "mesh_dim_names=(\"replicate\", \"shard\")"));
+  assert_int_equal(hsr_tune_emit(&o, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "has no torchtitan setting"));
+  assert_non_null(strstr(b, "data_parallel_replicate_degree = 2"));
+  assert_int_equal(hsr_tune_emit(&o, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
+  j = cJSON_Parse(b);
+  assert_non_null(j);
+  assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(j, "_hsr")->valuestring, "has no DeepSpeed form"));
   cJSON_Delete(j);
   hsr_tune_emit_kind k;
   assert_int_equal(hsr_tune_parse_emit("torchtitan", &k), HSR_OK);
