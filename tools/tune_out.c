@@ -215,6 +215,16 @@ hsr_status tune_cost_json_text(const hsr_tune_net *n, char **out) {
   return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
 }
 
+/* Prints a document on stdout, one line, and frees it. */
+static hsr_status print_doc(cJSON *o) {
+  char *txt = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!txt) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  printf("%s\n", txt);
+  free(txt);
+  return HSR_OK;
+}
+
 hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char *explain) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "tool", "hsr tune");
@@ -248,12 +258,7 @@ hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char
     cJSON_AddNullToObject(o, "chosen");
   cJSON_AddNumberToObject(o, "min_over_budget_bytes", p->nfeasible ? 0 : p->min_over_budget);
   cJSON_AddStringToObject(o, "explanation", explain ? explain : "");
-  char *txt = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (!txt) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  printf("%s\n", txt);
-  free(txt);
-  return HSR_OK;
+  return print_doc(o);
 }
 
 /* Predicted (and measured, where given) step time of every feasible candidate, split into compute and exposed
@@ -330,17 +335,13 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
     if (r->peak_cat[c] && hsr_mem_cat_persistent((hsr_mem_cat)c))
       cJSON_AddStringToObject(what, hsr_mem_cat_name((hsr_mem_cat)c), tune_cat_what(r, (hsr_mem_cat)c, m->params));
   cJSON_AddItemToObject(o, "cost_model", tune_cost_json(&x->net));
-  char *txt = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (!txt) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  printf("%s\n", txt);
-  free(txt);
-  return HSR_OK;
+  return print_doc(o);
 }
 
-/* The persistent bytes per parameter as full + over_s / S + over_sr / (S R):
- * unsharded parameters are whole; with the outer shard master, m, v (and
- * the accumulator, unless it holds whole slices: rs_only) cover 1/(S R). */
+/* The one split of the persistent bytes per parameter, for the table and the
+ * JSON: full + over_s / S + over_sr / (S R). Unsharded parameters are
+ * whole; with the outer shard master, m, v (and the accumulator, unless it
+ * holds whole slices: rs_only) cover 1/(S R). */
 tune_formula tune_persistent_formula(const hsr_tune_result *r, double P) {
   tune_formula f = {0, 0, 0};
   int sharded_params = hsr_rt_strategy_sharding(r->cfg.strategy).params;
