@@ -224,15 +224,16 @@ HSR_API hsr_status hsr_rt_commit(hsr_rt *rt);
  * each rank keeps its shard. */
 HSR_API hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values);
 /* The current master value of a parameter, full size, f32. Collective over
- * the shard group. */
+ * the shard group (with the outer shard: over the replicate group first). */
 HSR_API hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out);
 
 /* The synchronized gradient of a parameter, full size, f32: the average over
  * every data-parallel rank and micro-batch, before clipping (what AdamW
  * reads). Valid from the gradient hook (cfg.grad_hook) inside hsr_rt_step
  * until hsr_rt_zero_grad or the next reduction; HSR_ERR_STATE outside.
- * Collective over the shard group; its collectives do not count toward the
- * step's hsr_rt_step_info.calls. */
+ * Collective over the shard group (with the outer shard: over the replicate
+ * group first); its collectives do not count toward the step's
+ * hsr_rt_step_info.calls. */
 HSR_API hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out);
 
 /* Lifecycle. */
@@ -267,8 +268,10 @@ typedef struct hsr_rt_step_info {
   hsr_comm_counter comm[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
 } hsr_rt_step_info;
 
-/* Waits for every reduction, clips, runs AdamW on the local shard, and (zero1,
- * zero2, ddp) refreshes the full parameters. info may be NULL. */
+/* Waits for every reduction, clips, runs AdamW on the local shard (with the
+ * outer shard its 1/R piece), and refreshes the parameters the gathers read:
+ * zero1, zero2, ddp the full ones over the shard group, the outer shard the
+ * shard over the replicate group. info may be NULL. */
 HSR_API hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info);
 HSR_API hsr_status hsr_rt_zero_grad(hsr_rt *rt);
 /* The learning rate of optimizer group `group` for the next hsr_rt_step
