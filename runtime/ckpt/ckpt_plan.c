@@ -1,9 +1,10 @@
 /* Who writes what, and how ranks agree. What a rank holds of the saved
- * state (master, m, v: the engine's rt_state_range_at; today shard s of
- * every unit, the parameters' pieces in it, in order) is held alike by
- * `parts` ranks (the R replicas), so the p-th of them writes the p-th of
- * `parts` equal parts of it: every rank writes about 1/(R x S) of the state
- * and no byte twice. Any rank can compute any rank's pieces, which is how
+ * state (master, m, v: the engine's rt_state_range_at; shard s of every
+ * unit, or with the outer shard its piece r of it, the parameters' pieces
+ * in it, in order) is held alike by `parts` ranks (the R replicas; one with
+ * the outer shard), so the p-th of them writes the p-th of `parts` equal
+ * parts of it: every rank writes about 1/(R x S) of the state and no byte
+ * twice. Any rank can compute any rank's pieces, which is how
  * rank 0 writes the manifest without gathering more than checksums. */
 #include <stdlib.h>
 #include <string.h>
