@@ -97,6 +97,9 @@ static const hsr_env_info table[] = {
      "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},
     {"HSR_CKPT_FAULT", HSR_ENV_STAGE, 0, 0, "after_data|before_manifest_rename|before_latest", 0, "unset", "runtime",
      "test hook: rank 0 exits (code 3) at that stage of a save (optionally only the save of step STEP)"},
+    {"HSR_CKPT_DELAY", HSR_ENV_FLOAT, 0, 3600, NULL, 0, "0", "runtime",
+     "test hook: an asynchronous save's writer waits this many seconds before it writes its data file, so that a "
+     "test can change the engine's state meanwhile"},
 };
 
 int hsr_env_count(void) { return (int)(sizeof table / sizeof table[0]); }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "hsr/config.h"
@@ -77,6 +78,30 @@ hsr_status hsr_device_free(hsr_device *d, void *ptr) {
   if (!d) return hsr_error(HSR_ERR_INVALID, "hsr_device_free: NULL device");
   if (!ptr) return HSR_OK;
   if (d->kind == HSR_DEVICE_CUDA) return kc_free(d, ptr);
+  free(ptr);
+  return HSR_OK;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+hsr_status hsr_device_host_alloc(hsr_device *d, size_t bytes, void **ptr) {
+  if (!d || !ptr) return hsr_error(HSR_ERR_INVALID, "hsr_device_host_alloc: NULL device or out pointer");
+  *ptr = NULL;
+  if (bytes > SIZE_MAX - HUGE_PAGE) return hsr_error(HSR_ERR_NOMEM, "host allocation of %zu bytes", bytes);
+  if (d->kind == HSR_DEVICE_CUDA) return kc_host_alloc(d, bytes, ptr);
+  size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : HOST_ALIGN;
+  size_t rounded = (bytes + align - 1) / align * align;
+  void *p = aligned_alloc(align, rounded ? rounded : align);
+  if (!p) return hsr_error(HSR_ERR_NOMEM, "host allocation of %zu bytes failed", bytes);
+  if (align == HUGE_PAGE) (void)madvise(p, rounded, MADV_HUGEPAGE); /* a hint: refused is fine */
+  *ptr = p;
+  return HSR_OK;
+}
+
+hsr_status hsr_device_host_free(hsr_device *d, void *ptr) {
+  if (!d) return hsr_error(HSR_ERR_INVALID, "hsr_device_host_free: NULL device");
+  if (!ptr) return HSR_OK;
+  if (d->kind == HSR_DEVICE_CUDA) return kc_host_free(d, ptr);
   free(ptr);
   return HSR_OK;
 }

@@ -182,7 +182,10 @@ hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMM
   "strategy=hybrid,S=2->strategy=zero1,S=2,R=2"
   "strategy=hybrid,S=2->strategy=zero2,S=4"
   "strategy=fsdp,S=4->strategy=hybrid,S=2,reshard=none,micro=2"
-  "strategy=hybrid,S=2->strategy=hybrid,S=2,pdt=bf16")
+  "strategy=hybrid,S=2->strategy=hybrid,S=2,pdt=bf16"
+  "strategy=hybrid,S=2,async=1->strategy=hybrid,S=2"
+  "strategy=fsdp,S=4,async=1,block=256->strategy=hybrid,S=2,buffer=4096"
+  "strategy=zero1,S=2,R=2,async=1->strategy=zero1,S=2,R=2")
 hsr_add_mpi_test(NAME ckpt_corrupt_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> corrupt)
 add_test(NAME ckpt_state COMMAND $<TARGET_FILE:mr_ckpt> state)
 # hsr train --ckpt/--resume across meshes (bitwise on the same mesh), --keep,

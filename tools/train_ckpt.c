@@ -70,7 +70,7 @@ hsr_status train_ckpt_after_step(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt
   HSR_CHECK(hsr_ckpt_state_create(&p));
   hsr_ckpt_stats s;
   hsr_ckpt_state *mc = NULL;
-  hsr_ckpt_save_opts o = {p, c->keep, NULL, NULL, NULL};
+  hsr_ckpt_save_opts o = {p, c->keep, NULL, NULL, NULL, 0};
   hsr_status st = fill_state(p, ts, done);
   if (st == HSR_OK && ts->nmodel_meta) st = hsr_ckpt_state_create(&mc);
   if (st == HSR_OK && mc) st = model_meta_config(ts->model_meta, ts->nmodel_meta, &o.model_kind, mc);

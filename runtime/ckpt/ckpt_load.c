@@ -263,9 +263,11 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
   if (st == HSR_OK) st = verify(&x, path, cap);
   if (st == HSR_OK && program) st = hsr_ckpt_state_create(&prog);
   if (st == HSR_OK && prog) st = hsr_ckpt_get_program(x.c, prog);
-  st = ckpt_agree(rt, st, 0, 0, 0, NULL); /* nothing has changed yet */
+  ckpt_link l;
+  ckpt_link_of(rt, &l);
+  st = ckpt_agree(&l, st, 0, 0, 0, NULL); /* nothing has changed yet */
   if (st == HSR_OK) {
-    st = ckpt_agree(rt, install(&x), 0, 0, 0, NULL);
+    st = ckpt_agree(&l, install(&x), 0, 0, 0, NULL);
     if (st == HSR_OK) st = rt_state_regather(rt);
     if (st == HSR_OK) st = restore_optimizer(&x);
     if (st == HSR_OK && prog) st = ckpt_state_assign(program, ckpt_state_obj(prog), "checkpoint: program state");
