@@ -192,7 +192,7 @@ add_test(NAME ckpt_state COMMAND $<TARGET_FILE:mr_ckpt> state)
 # inspect/verify, a corrupted checkpoint refused; a crash at each commit stage.
 add_test(NAME ckpt_train COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_train.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 add_test(NAME ckpt_crash COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_crash.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
-set_tests_properties(ckpt_train ckpt_crash PROPERTIES TIMEOUT 240 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
+set_tests_properties(ckpt_train ckpt_crash PROPERTIES TIMEOUT 360 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 add_test(NAME ckpt_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr ckpt inspect" $<TARGET_FILE:hsr_cli> ckpt --help)
 add_test(NAME ckpt_bad_action COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: inspect, verify" $<TARGET_FILE:hsr_cli> ckpt fix x)
 add_test(NAME ckpt_not_a_ckpt COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 1 "not a checkpoint" $<TARGET_FILE:hsr_cli> ckpt verify ${CMAKE_SOURCE_DIR}/tests)
