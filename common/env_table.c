@@ -45,9 +45,9 @@ static const hsr_env_info table[] = {
      "folder for the NCCL topology dumps of `hsr topo --compare-nccl`; when set, the dumps are kept"},
     {"HSR_POISON", HSR_ENV_BOOL, 0, 0, NULL, -1, "1 in debug builds, else 0", "runtime",
      "fill released gathered buffers with NaN so that a stale view shows up"},
-    {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, 64 * M, "64M", "runtime",
-     "checkpoint staging a rank may hold: a save writes through at most 8 MiB of it; a load that needs more reads "
-     "twice (verify, then install)"},
+    {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, G, "1G", "runtime",
+     "checkpoint staging a rank may hold: a save writes through at most 8 MiB of it; a load holds its part (1/R of "
+     "its shard) and an 8 MiB read window, and reads twice (verify, then its whole shard again) when they do not fit"},
     {"HSR_CKPT_BLOCK", HSR_ENV_SIZE, 64, G, NULL, M, "1M", "runtime",
      "bytes per crc32 block of a new checkpoint (a load reads whole blocks)"},
     /* ---- commands ---- */

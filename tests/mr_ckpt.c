@@ -326,6 +326,19 @@ static int resume_pair(env *e, const char *pair, int idx) {
   if (check_model(d_half, pair)) return 1;
   CHECK(lst.bytes_total == sst.bytes_total && sst.bytes_total > 0, "%s: %llu bytes saved, %llu loaded", pair,
         (unsigned long long)sst.bytes_total, (unsigned long long)lst.bytes_total);
+  /* every byte read once: on the saving mesh each rank reads exactly its own
+   * file, and the replicas of a shard receive the rest of it from each other */
+  int W = hsr_boot_size(e->boot), R = hsr_rt_replicate(r2.rt);
+  uint64_t mine[2] = {lst.bytes_rank, lst.exchanged_bytes}, *all = calloc((size_t)W * 2, sizeof *all), rd = 0, ex = 0;
+  OK(hsr_boot_allgather(e->boot, mine, sizeof mine, all));
+  for (int q = 0; q < W; q++) rd += all[2 * q], ex += all[2 * q + 1];
+  free(all);
+  if (same && lst.reads == 1) {
+    CHECK(rd == lst.bytes_total, "%s: the ranks read %llu bytes of a %llu-byte checkpoint", pair,
+          (unsigned long long)rd, (unsigned long long)lst.bytes_total);
+    CHECK(ex == (uint64_t)(R - 1) * lst.bytes_total, "%s: the replicas exchanged %llu bytes, not %d x %llu", pair,
+          (unsigned long long)ex, R - 1, (unsigned long long)lst.bytes_total);
+  }
   if (run_steps(&r2, &ls, (int)(sample / BATCH), STEPS) || save(&r2, d_end, STEPS * BATCH, NULL)) return 1;
   run_close(&r2);
   double worst = 0;

@@ -109,6 +109,7 @@ typedef struct ckpt_span {
   uint64_t start;    /* first element */
   void *dst;         /* where a load installs them (engine memory) */
   char *hold;        /* a single-read load's host copy (NULL: none) */
+  uint64_t at;       /* where in it (bytes from the start of the rank's part) */
 } ckpt_span;
 /* Receives the verified bytes [pos, pos + n) of span s. */
 typedef hsr_status (*ckpt_sink)(void *ctx, ckpt_span *s, uint64_t pos, const void *src, size_t n);
@@ -117,6 +118,11 @@ typedef hsr_status (*ckpt_sink)(void *ctx, ckpt_span *s, uint64_t pos, const voi
  * file's size; sink may be NULL (verify only). *bytes: bytes read. */
 hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, ckpt_sink sink, void *ctx,
                            uint64_t *bytes);
+
+/* The same into each span's hold memory (none may be NULL): a window that
+ * spans contiguous in the file and in memory cover is read straight there
+ * and verified in place (a load on the saving mesh copies nothing). */
+hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes);
 
 /* HSR_CKPT_FAULT=STAGE[:STEP] (test hook): rank 0 exits at STAGE of the save
  * of STEP (any step when omitted). */

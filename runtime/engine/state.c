@@ -100,18 +100,19 @@ hsr_status rt_state_installed(hsr_rt *rt) {
 }
 
 hsr_status rt_state_regather(hsr_rt *rt) {
-  if (rt->sh.params || rt->S == 1) return HSR_OK;
-  HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt)));
-  HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, GS(rt)));
-  for (int ui = 0; ui < rt->nunits; ui++) {
-    rt_unit *u = &rt->units[ui];
-    char *full = rt_buf(rt, ui, HSR_SCHED_BUF_PARAM);
-    HSR_CHECK(hsr_comm_allgather(rt->shard_c, full + (size_t)rt->srank * u->Ls * rt->pes, full, u->Ls,
-                                 rt->cfg.param_dtype, NULL));
+  if (!rt->sh.params && rt->S > 1) {
+    HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt)));
+    HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, GS(rt)));
+    for (int ui = 0; ui < rt->nunits; ui++) {
+      rt_unit *u = &rt->units[ui];
+      char *full = rt_buf(rt, ui, HSR_SCHED_BUF_PARAM);
+      HSR_CHECK(hsr_comm_allgather(rt->shard_c, full + (size_t)rt->srank * u->Ls * rt->pes, full, u->Ls,
+                                   rt->cfg.param_dtype, NULL));
+    }
+    HSR_CHECK(rt_dev_sync(rt->dv, GS(rt)));
+    HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt)));
   }
-  HSR_CHECK(rt_dev_sync(rt->dv, GS(rt)));
-  HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt)));
-  return rt_snapshot_counts(rt, NULL); /* the load's gathers do not count toward the next step */
+  return rt_snapshot_counts(rt, NULL); /* the load's gathers and exchange do not count toward the next step */
 }
 
 void rt_state_set_step(hsr_rt *rt, int64_t step) { rt->step = step; }

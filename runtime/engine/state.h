@@ -78,7 +78,8 @@ hsr_status rt_state_sync(hsr_rt *rt);
  * parameters derived from the master, completed. */
 hsr_status rt_state_installed(hsr_rt *rt);
 /* Then (collective over the shard group) the strategies that keep full
- * parameters gather them; their calls do not count toward the next step. */
+ * parameters gather them; their calls, and those of the load's exchange
+ * before, do not count toward the next step. */
 hsr_status rt_state_regather(hsr_rt *rt);
 /* The optimizer's step count after a load. */
 void rt_state_set_step(hsr_rt *rt, int64_t step);
