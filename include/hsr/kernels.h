@@ -38,8 +38,8 @@ HSR_API hsr_device_kind hsr_device_kind_of(const hsr_device *d);
 HSR_API hsr_status hsr_device_alloc(hsr_device *d, size_t bytes, void **ptr);
 HSR_API hsr_status hsr_device_free(hsr_device *d, void *ptr);
 /* Host memory the device copies to and from at full speed, for staging:
- * pinned (cudaHostAlloc) on a CUDA device; on a host device aligned memory,
- * in huge pages where the kernel allows (fewer page faults on first touch).
+ * pinned (cudaHostAlloc) on a CUDA device; on a host device page-aligned
+ * memory faulted in at once (no page fault on first touch).
  * Any thread may read and write it; free it with hsr_device_host_free. */
 HSR_API hsr_status hsr_device_host_alloc(hsr_device *d, size_t bytes, void **ptr);
 HSR_API hsr_status hsr_device_host_free(hsr_device *d, void *ptr);
