@@ -206,7 +206,7 @@ typedef struct bench_ctx {
   bench_args *a;
   hsr_boot *boot;
   hsr_rt *rt;
-  int rank, world, reads, overlapped;
+  int rank, world, reads, overlapped, readers;
   char base[4096];
   char *buf;
   size_t chunk;
@@ -350,7 +350,7 @@ static hsr_status round_once(bench_ctx *x, double *t) {
   HSR_CHECK(hsr_boot_barrier(b));
   t0 = hsr_clock_s();
   HSR_CHECK(hsr_ckpt_load(x->rt, ck, NULL, &s));
-  x->reads = s.reads;
+  x->reads = s.reads, x->readers = s.readers;
   HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_LOAD]));
   HSR_CHECK(slowest(b, s.data_seconds, &t[M_LOAD_DATA]));
   return async_round(x, ck, t);
@@ -386,6 +386,10 @@ static void report(bench_ctx *x, double med[M_COUNT]) {
   printf("%-52s %9.3f %9.3f   %.0f%% of one reader, %.0f%% of parallel readers; read %s\n",
          "load (hsr_ckpt_load, cold)", med[M_LOAD], load, 100 * load / rd, 100 * load / prd,
          x->reads == 1 ? "once" : "twice (HSR_CKPT_BUFFER)");
+  if (hsr_rt_replicate(x->rt) > 1)
+    printf("%-52s %9s %9s   %s\n", "", "", "",
+           x->readers == 1 ? "by 1 rank: the replicas split the reads and exchange them"
+                           : "by each replica: all of its shard (HSR_CKPT_EXCHANGE; one host shares its page cache)");
   printf("%-52s %9.3f %9s   reading and verifying what it needs, installing\n", "  of which the slowest rank's data",
          med[M_LOAD_DATA], "");
   double slow = 100 * (med[M_STEP_BG] / med[M_STEP] - 1), ratio = med[M_A_BLOCKED] / med[M_COPY];
@@ -421,6 +425,7 @@ static void report(bench_ctx *x, double med[M_COUNT]) {
   cJSON_AddNumberToObject(o, "load_vs_disk", load / rd);
   cJSON_AddNumberToObject(o, "load_vs_parallel_read", load / prd);
   cJSON_AddNumberToObject(o, "load_reads", x->reads);
+  cJSON_AddNumberToObject(o, "load_readers", x->readers);
   cJSON_AddNumberToObject(o, "steps", a->steps);
   cJSON_AddNumberToObject(o, "step_ms", a->step_ms);
   cJSON_AddNumberToObject(o, "async_blocked_vs_copy", ratio);
@@ -570,7 +575,7 @@ int hsr_ckpt_bench_main(int argc, char **argv) {
   hsr_boot *boot = NULL;
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
-  bench_ctx x = {&a, NULL, NULL, 0, 0, 0, 0, "", NULL, 0, 0, 0};
+  bench_ctx x = {&a, NULL, NULL, 0, 0, 0, 0, 0, "", NULL, 0, 0, 0};
   hsr_status st = hsr_boot_init(&boot);
   if (st != HSR_OK) return hsr_cli_fail("ckpt bench", st);
   x.boot = boot, x.rank = hsr_boot_rank(boot), x.world = hsr_boot_size(boot);

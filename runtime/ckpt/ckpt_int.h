@@ -144,8 +144,8 @@ typedef struct ckpt_piece {
 } ckpt_piece;
 /* What the rank at mesh coordinates (rep, sh) writes: its share of what it
  * holds alike with other ranks (today 1/R of shard sh's content; units in
- * order, parameters in layout order). *out malloc'd. */
-hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, ckpt_piece **out, int *n);
+ * order, parameters in layout order); whole: all it holds. *out malloc'd. */
+hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, int whole, ckpt_piece **out, int *n);
 
 /* Who the ranks agree through: a host communicator (bounded by
  * HSR_COMM_TIMEOUT, naming a dead or stopped peer) or the bootstrap. A

@@ -16,6 +16,11 @@
  * (R-1) x (a node's disk bandwidth) < S x (one rank's link): the exchange
  * is then faster than the reads that feed it.
  *
+ * Replicas on one host (simulated nodes) share its page cache: the disk
+ * serves each byte once even when each reads its whole shard, and that is
+ * faster than an exchange over their link, so HSR_CKPT_EXCHANGE=auto
+ * exchanges only between hosts.
+ *
  * A part that does not fit HSR_CKPT_BUFFER (with the read window) is read
  * twice: verified first, then each rank reads its whole shard again into
  * the engine. */
@@ -25,6 +30,7 @@
 #include <string.h>
 
 #include "ckpt_int.h"
+#include "hsr/env.h"
 #include "runtime/engine/state.h"
 
 typedef struct load_ctx {
@@ -43,7 +49,7 @@ typedef struct load_ctx {
   uint64_t read_bytes, exchanged;
   void *slots; /* the exchange's windows (the replicate group's memory) */
   size_t slot_bytes;
-  double data_s;
+  double data_s, read_s, exch_s;
 } load_ctx;
 
 static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
@@ -207,7 +213,16 @@ static hsr_status place(load_ctx *x) {
     return hsr_error(HSR_ERR_INTERNAL,
                      "checkpoint load: the %d ranks that hold this rank's state alike are not its replicate group",
                      x->parts);
-  HSR_CHECK(ckpt_pieces(x->rt, in, x->rep, x->sh, &x->pc, &x->np));
+  if (x->parts > 1) {
+    int mode = 0; /* HSR_CKPT_EXCHANGE: auto, on, off */
+    HSR_CHECK(hsr_env_get_choice("HSR_CKPT_EXCHANGE", &mode));
+    int hosts = 1;
+    for (int j = 1; j < x->parts; j++)
+      hosts += strcmp(hsr_boot_hostname_of(in->boot, hsr_comm_world_rank(in->rep, j)),
+                      hsr_boot_hostname_of(in->boot, hsr_comm_world_rank(in->rep, 0))) != 0;
+    if (mode == 2 || (mode == 0 && hosts == 1)) x->parts = 1, x->part = 0; /* each reads its whole shard */
+  }
+  HSR_CHECK(ckpt_pieces(x->rt, in, x->rep, x->sh, x->parts == 1, &x->pc, &x->np));
   for (int i = 0; i < x->np; i++) x->pbytes += 12 * x->pc[i].count;
   return HSR_OK;
 }
@@ -239,6 +254,7 @@ static hsr_status verify(load_ctx *x, const char *path, size_t cap) {
     st = ckpt_read_spans(x->c, x->s, x->n, x->buf, x->chunk, NULL, NULL, &x->read_bytes);
   }
   x->data_s += hsr_clock_s() - t0;
+  x->read_s = hsr_clock_s() - t0;
   return st;
 }
 
@@ -253,7 +269,7 @@ static hsr_status segments(load_ctx *x, int j, seg **out, int *n, uint64_t *byte
   ckpt_piece *pc;
   int np;
   *out = NULL, *n = 0, *bytes = 0;
-  HSR_CHECK(ckpt_pieces(x->rt, &x->in, j, x->sh, &pc, &np));
+  HSR_CHECK(ckpt_pieces(x->rt, &x->in, j, x->sh, x->parts == 1, &pc, &np));
   seg *sg = malloc((size_t)(np ? np : 1) * CKPT_KINDS * sizeof *sg);
   if (!sg) {
     free(pc);
@@ -340,11 +356,12 @@ static hsr_status install(load_ctx *x) {
   hsr_status st = HSR_OK;
   if (x->hold && x->parts > 1) {
     st = exchange(x);
+    x->exch_s = hsr_clock_s() - t0;
   } else if (x->hold) { /* the whole shard is this rank's part */
     seg *sg = NULL;
     int n = 0, c = 0;
     uint64_t bytes;
-    st = segments(x, x->part, &sg, &n, &bytes);
+    st = segments(x, x->rep, &sg, &n, &bytes);
     if (st == HSR_OK) st = scatter(rt, sg, n, &c, 0, bytes, x->hold);
     free(sg);
   } else { /* read again: the whole shard, into the engine */
@@ -395,6 +412,7 @@ static void fill_stats(const load_ctx *x, double t0, hsr_ckpt_stats *s) {
   s->staging_bytes = (x->buf ? x->alloc : 0) + (x->hold ? x->pbytes : 0) + x->slot_bytes;
   s->reads = x->hold ? 1 : 2;
   s->exchanged_bytes = x->exchanged;
+  s->readers = x->parts > 1 ? 1 : x->in.R;
   s->waited_step = -1;
 }
 
@@ -426,8 +444,10 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
   }
   if (stats) fill_stats(&x, t0, stats);
   if (st == HSR_OK)
-    HSR_LOG_I("checkpoint: loaded step %lld from %s (read %llu bytes, %.3f s)", (long long)x.c->info.step, x.c->dir,
-              (unsigned long long)x.read_bytes, hsr_clock_s() - t0);
+    HSR_LOG_I("checkpoint: loaded step %lld from %s (%.3f s: read and verified %llu bytes in %.3f s, received %llu "
+              "from the replicas in %.3f s)",
+              (long long)x.c->info.step, x.c->dir, hsr_clock_s() - t0, (unsigned long long)x.read_bytes, x.read_s,
+              (unsigned long long)x.exchanged, x.exch_s);
   if (stats) stats->waited_seconds = waited, stats->waited_step = wstep;
   ckpt_stage_free(rt, x.hold, (size_t)x.pbytes);
   ckpt_stage_free(rt, x.buf, x.alloc);

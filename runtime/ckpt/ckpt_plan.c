@@ -80,13 +80,14 @@ static uint64_t part_of(uint64_t T, int r, int R) {
   return T / (uint64_t)R * (uint64_t)r + T % (uint64_t)R * (uint64_t)r / (uint64_t)R;
 }
 
-hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, ckpt_piece **out, int *n) {
+hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, int whole, ckpt_piece **out, int *n) {
   *out = NULL;
   *n = 0;
   cut c = {0};
   int part, parts;
   HSR_CHECK(walk_held(rt, in, rep, sh, count_fn, &c, &part, &parts));
   uint64_t T = c.pos;
+  if (whole) part = 0, parts = 1;
   c = (cut){0, part_of(T, part, parts), part_of(T, part + 1, parts), NULL, 0};
   HSR_CHECK(walk_held(rt, in, rep, sh, cut_fn, &c, &part, &parts)); /* count */
   int np = c.n;

@@ -163,7 +163,7 @@ static hsr_status job_plan(save_ctx *x, const hsr_ckpt_save_opts *o) {
   x->keep = o ? o->keep : 0;
   int rep, sh;
   HSR_CHECK(hsr_mesh_coords(x->in.mesh, x->rank, &rep, &sh));
-  HSR_CHECK(ckpt_pieces(x->rt, &x->in, rep, sh, &x->pc, &x->np));
+  HSR_CHECK(ckpt_pieces(x->rt, &x->in, rep, sh, 0, &x->pc, &x->np));
   for (int i = 0; i < x->np; i++) x->bytes += 12 * x->pc[i].count;
   if (x->rank == 0) x->id = (uint32_t)(hsr_clock_ns() ^ ((uint64_t)getpid() << 16) ^ (uint64_t)time(NULL));
   return HSR_OK;
@@ -283,7 +283,7 @@ static hsr_status collect_ranges(save_ctx *x, const int *fidx, rlist *rl) {
     ckpt_piece *pc;
     int np, rep, sh;
     HSR_CHECK(hsr_mesh_coords(x->in.mesh, r, &rep, &sh));
-    HSR_CHECK(ckpt_pieces(rt, &x->in, rep, sh, &pc, &np));
+    HSR_CHECK(ckpt_pieces(rt, &x->in, rep, sh, 0, &pc, &np));
     uint64_t off = 0;
     for (int i = 0; i < np; i++) {
       rlist *l = &rl[pc[i].param];
