@@ -48,10 +48,9 @@ static const hsr_env_info table[] = {
     {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, G, "1G", "runtime",
      "checkpoint staging a rank may hold: a save writes through at most 8 MiB of it; a load holds its part (1/R of "
      "its shard) and an 8 MiB read window, and reads twice (verify, then its whole shard again) when they do not fit"},
-    {"HSR_CKPT_EXCHANGE", HSR_ENV_CHOICE, 0, 0, "auto|on|off", 0, "auto", "runtime",
-     "a load's replicas of a shard: `on` split the reads and exchange what they read over the replicate group; "
-     "`off` each reads its whole shard; `auto` exchanges when the replicas are on different hosts (on one host "
-     "they share its page cache, so the disk serves each byte once either way)"},
+    {"HSR_CKPT_EXCHANGE", HSR_ENV_CHOICE, 0, 0, "on|off", 0, "on", "runtime",
+     "a load's replicas of a shard: `on` split the reads and all-gather what they read over the replicate group; "
+     "`off` each reads its whole shard (the disk, or one host's page cache, serves each byte R times)"},
     {"HSR_CKPT_BLOCK", HSR_ENV_SIZE, 64, G, NULL, M, "1M", "runtime",
      "bytes per crc32 block of a new checkpoint (a load reads whole blocks)"},
     /* ---- commands ---- */

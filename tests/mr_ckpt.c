@@ -10,8 +10,8 @@
  *                            tolerance. Keys beyond mr_spec.h: buffer=BYTES
  *                            (HSR_CKPT_BUFFER of the load), block=BYTES
  *                            (HSR_CKPT_BLOCK of the saves), exchange=off
- *                            (HSR_CKPT_EXCHANGE of the load; default on:
- *                            the replicas split the reads), async=1 (the
+ *                            (HSR_CKPT_EXCHANGE of the load: each replica
+ *                            reads its whole shard), async=1 (the
  *                            half-way save is asynchronous: its writer is
  *                            held back (HSR_CKPT_DELAY) while the same
  *                            engine trains the 6 steps after it, which must
@@ -316,7 +316,7 @@ static int resume_pair(env *e, const char *pair, int idx) {
   hsr_ckpt_state *ps;
   OK(hsr_ckpt_state_create(&ps));
   set_env("HSR_CKPT_BUFFER", ls.buffer);
-  set_env("HSR_CKPT_EXCHANGE", ls.exchange[0] ? ls.exchange : "on"); /* the simulated nodes share a host */
+  set_env("HSR_CKPT_EXCHANGE", ls.exchange);
   OK(hsr_ckpt_load(r2.rt, d_half, ps, &lst));
   set_env("HSR_CKPT_BUFFER", NULL);
   set_env("HSR_CKPT_EXCHANGE", NULL);
@@ -339,8 +339,7 @@ static int resume_pair(env *e, const char *pair, int idx) {
   OK(hsr_boot_allgather(e->boot, mine, sizeof mine, all));
   for (int q = 0; q < W; q++) rd += all[2 * q], ex += all[2 * q + 1];
   free(all);
-  /* on (the default here) splits; off, and auto on this one host, do not */
-  int split = !ls.exchange[0] || !strcmp(ls.exchange, "on");
+  int split = strcmp(ls.exchange, "off") != 0;
   CHECK(lst.readers == (split ? 1 : R), "%s: %d reader(s) of each byte", pair, lst.readers);
   if (same && lst.reads == 1) {
     uint64_t T = lst.bytes_total;

@@ -179,7 +179,7 @@ hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMM
   "strategy=zero1,S=4->strategy=zero1,S=4"
   "strategy=zero2,S=2,R=2->strategy=zero2,S=2,R=2"
   "strategy=hybrid,S=2->strategy=hybrid,S=2,exchange=off"
-  "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4,exchange=auto"
+  "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4,exchange=on"
   "strategy=ddp->strategy=ddp"
   "strategy=hybrid,S=2->strategy=zero1,S=2,R=2"
   "strategy=hybrid,S=2->strategy=zero2,S=4"

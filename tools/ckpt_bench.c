@@ -389,7 +389,7 @@ static void report(bench_ctx *x, double med[M_COUNT]) {
   if (hsr_rt_replicate(x->rt) > 1)
     printf("%-52s %9s %9s   %s\n", "", "", "",
            x->readers == 1 ? "by 1 rank: the replicas split the reads and exchange them"
-                           : "by each replica: all of its shard (HSR_CKPT_EXCHANGE; one host shares its page cache)");
+                           : "by each replica: all of its shard (HSR_CKPT_EXCHANGE=off)");
   printf("%-52s %9.3f %9s   reading and verifying what it needs, installing\n", "  of which the slowest rank's data",
          med[M_LOAD_DATA], "");
   double slow = 100 * (med[M_STEP_BG] / med[M_STEP] - 1), ratio = med[M_A_BLOCKED] / med[M_COPY];

@@ -16,10 +16,9 @@
  * (R-1) x (a node's disk bandwidth) < S x (one rank's link): the exchange
  * is then faster than the reads that feed it.
  *
- * Replicas on one host (simulated nodes) share its page cache: the disk
- * serves each byte once even when each reads its whole shard, and that is
- * faster than an exchange over their link, so HSR_CKPT_EXCHANGE=auto
- * exchanges only between hosts.
+ * HSR_CKPT_EXCHANGE=off makes each replica read its whole shard instead
+ * (measured here, with simulated nodes on one host whose page cache they
+ * share, that is still slower: twice the copies and checks on 2 cores).
  *
  * A part that does not fit HSR_CKPT_BUFFER (with the read window) is read
  * twice: verified first, then each rank reads its whole shard again into
@@ -214,13 +213,9 @@ static hsr_status place(load_ctx *x) {
                      "checkpoint load: the %d ranks that hold this rank's state alike are not its replicate group",
                      x->parts);
   if (x->parts > 1) {
-    int mode = 0; /* HSR_CKPT_EXCHANGE: auto, on, off */
+    int mode = 0; /* HSR_CKPT_EXCHANGE: on, off */
     HSR_CHECK(hsr_env_get_choice("HSR_CKPT_EXCHANGE", &mode));
-    int hosts = 1;
-    for (int j = 1; j < x->parts; j++)
-      hosts += strcmp(hsr_boot_hostname_of(in->boot, hsr_comm_world_rank(in->rep, j)),
-                      hsr_boot_hostname_of(in->boot, hsr_comm_world_rank(in->rep, 0))) != 0;
-    if (mode == 2 || (mode == 0 && hosts == 1)) x->parts = 1, x->part = 0; /* each reads its whole shard */
+    if (mode == 1) x->parts = 1, x->part = 0; /* each reads its whole shard */
   }
   HSR_CHECK(ckpt_pieces(x->rt, in, x->rep, x->sh, x->parts == 1, &x->pc, &x->np));
   for (int i = 0; i < x->np; i++) x->pbytes += 12 * x->pc[i].count;
