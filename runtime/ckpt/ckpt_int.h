@@ -109,7 +109,6 @@ typedef struct ckpt_span {
   uint64_t start;    /* first element */
   void *dst;         /* where a load installs them (engine memory) */
   char *hold;        /* a single-read load's host copy (NULL: none) */
-  uint64_t at;       /* where in it (bytes from the start of the rank's part) */
 } ckpt_span;
 /* Receives the verified bytes [pos, pos + n) of span s. */
 typedef hsr_status (*ckpt_sink)(void *ctx, ckpt_span *s, uint64_t pos, const void *src, size_t n);

@@ -338,8 +338,7 @@ hsr_status hsr_ckpt_read(const hsr_ckpt *c, int i, hsr_ckpt_kind kind, uint64_t 
     uint64_t a = start > r->start ? start : r->start, b = r->start + r->count;
     if (b > start + count) b = start + count;
     if (a >= b) continue;
-    sp[n++] =
-        (ckpt_span){r->file, r->off[kind] + 4 * (a - r->start), 4 * (b - a), i, kind, a, out + (a - start), NULL, 0};
+    sp[n++] = (ckpt_span){r->file, r->off[kind] + 4 * (a - r->start), 4 * (b - a), i, kind, a, out + (a - start), NULL};
   }
   hsr_status st = sp && buf ? ckpt_read_spans(c, sp, n, buf, cap, copy_sink, NULL, NULL)
                             : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");

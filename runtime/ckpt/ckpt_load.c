@@ -42,6 +42,7 @@ typedef struct load_ctx {
   int np;
   uint64_t pbytes;
   ckpt_span *s;
+  uint64_t *at; /* per span, held: its place in the part (bytes) */
   int n, cap;
   char *hold, *buf;
   size_t need, chunk, alloc; /* bytes needed; the read window and its buffer */
@@ -118,10 +119,13 @@ static hsr_status add_span(load_ctx *x, ckpt_span s) {
   if (x->n == x->cap) {
     int cap = x->cap ? 2 * x->cap : 64;
     ckpt_span *ns = realloc(x->s, (size_t)cap * sizeof *ns);
-    if (!ns) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-    x->s = ns;
+    if (ns) x->s = ns;
+    uint64_t *na = ns ? realloc(x->at, (size_t)cap * sizeof *na) : NULL;
+    if (!na) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+    x->at = na;
     x->cap = cap;
   }
+  x->at[x->n] = 0;
   x->s[x->n++] = s;
   x->need += s.len;
   return HSR_OK;
@@ -144,10 +148,11 @@ static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, int 
   for (int j = lo; j < t->nr && t->r[j].start < tb; j++) {
     const ckpt_range *r = &t->r[j];
     uint64_t a = ta > r->start ? ta : r->start, b = tb < r->start + r->count ? tb : r->start + r->count;
-    for (int k = 0; k < CKPT_KINDS; k++)
-      HSR_CHECK(add_span(x, (ckpt_span){r->file, r->off[k] + 4 * (a - r->start), 4 * (b - a), ti, k, a,
-                                        held ? NULL : (float *)rt_state_ptr(x->rt, u, saved[k]) + at + (a - ta), NULL,
-                                        held ? poff + 4 * (tb - ta) * (uint64_t)k + 4 * (a - ta) : 0}));
+    for (int k = 0; k < CKPT_KINDS; k++) {
+      float *dst = held ? NULL : (float *)rt_state_ptr(x->rt, u, saved[k]) + at + (a - ta);
+      HSR_CHECK(add_span(x, (ckpt_span){r->file, r->off[k] + 4 * (a - r->start), 4 * (b - a), ti, k, a, dst, NULL}));
+      if (held) x->at[x->n - 1] = poff + 4 * (tb - ta) * (uint64_t)k + 4 * (a - ta);
+    }
   }
   return HSR_OK;
 }
@@ -243,7 +248,7 @@ static hsr_status verify(load_ctx *x, const char *path, size_t cap) {
   hsr_status st;
   if (x->pbytes + x->alloc <= cap) { /* one read: hold the part */
     HSR_CHECK(ckpt_stage_alloc(x->rt, (size_t)x->pbytes, (void **)&x->hold));
-    for (int i = 0; i < x->n; i++) x->s[i].hold = x->hold + x->s[i].at;
+    for (int i = 0; i < x->n; i++) x->s[i].hold = x->hold + x->at[i]; /* before the read sorts them */
     st = ckpt_read_held(x->c, x->s, x->n, x->buf, x->chunk, &x->read_bytes);
   } else {
     st = ckpt_read_spans(x->c, x->s, x->n, x->buf, x->chunk, NULL, NULL, &x->read_bytes);
@@ -452,5 +457,6 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
   hsr_ckpt_close(x.c);
   free(x.map);
   free(x.s);
+  free(x.at);
   return st;
 }
