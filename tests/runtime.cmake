@@ -199,6 +199,8 @@ hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMM
   "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4"
   "strategy=zero1,S=4->strategy=zero1,S=4"
   "strategy=zero2,S=2,R=2->strategy=zero2,S=2,R=2"
+  "strategy=hybrid,S=2->strategy=hybrid,S=2,exchange=off"
+  "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4,exchange=on"
   "strategy=ddp->strategy=ddp"
   "strategy=hybrid,S=2->strategy=zero1,S=2,R=2"
   "strategy=hybrid,S=2->strategy=zero2,S=4"
@@ -210,20 +212,26 @@ hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMM
   "strategy=hybrid,S=2->strategy=hybrid,S=2,outer=optim,block=256,buffer=4096"
   "strategy=hybrid,S=2,outer=optim->strategy=fsdp,S=4,reshard=partial:2"
   "strategy=hybrid,S=1,R=4,outer=optim,pdt=bf16->strategy=hybrid,S=2,outer=optim,micro=2,sync=rs_only"
-  "strategy=zero1,S=4->strategy=hybrid,S=1,R=4,outer=optim")
+  "strategy=zero1,S=4->strategy=hybrid,S=1,R=4,outer=optim"
+  "strategy=hybrid,S=2,async=1->strategy=hybrid,S=2"
+  "strategy=fsdp,S=4,async=1,block=256->strategy=hybrid,S=2,buffer=4096"
+  "strategy=zero1,S=2,R=2,async=1->strategy=zero1,S=2,R=2")
 hsr_add_mpi_test(NAME ckpt_corrupt_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> corrupt)
 add_test(NAME ckpt_state COMMAND $<TARGET_FILE:mr_ckpt> state)
 # hsr train --ckpt/--resume across meshes (bitwise on the same mesh), --keep,
 # inspect/verify, a corrupted checkpoint refused; a crash at each commit stage.
 add_test(NAME ckpt_train COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_train.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 add_test(NAME ckpt_crash COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_crash.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
-set_tests_properties(ckpt_train ckpt_crash PROPERTIES TIMEOUT 240 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
+set_tests_properties(ckpt_train ckpt_crash PROPERTIES TIMEOUT 360 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 add_test(NAME ckpt_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr ckpt inspect" $<TARGET_FILE:hsr_cli> ckpt --help)
 add_test(NAME ckpt_bad_action COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: inspect, verify" $<TARGET_FILE:hsr_cli> ckpt fix x)
 add_test(NAME ckpt_not_a_ckpt COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 1 "not a checkpoint" $<TARGET_FILE:hsr_cli> ckpt verify ${CMAKE_SOURCE_DIR}/tests)
 add_test(NAME train_bad_keep COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--keep needs --ckpt" $<TARGET_FILE:hsr_cli> train --keep 2)
 add_test(NAME train_bad_resume COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--resume latest needs --ckpt" $<TARGET_FILE:hsr_cli> train --resume latest)
 add_test(NAME train_bad_warmup COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "warm-up of 20 steps must be shorter" $<TARGET_FILE:hsr_cli> train --steps 10 --warmup 20)
+# hsr ckpt bench runs on 2 x 2 and reports every figure (no timing asserted).
+add_test(NAME ckpt_bench_json COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_bench_json.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ckpt_bench_json PROPERTIES TIMEOUT 180 LABELS mpi ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
 # hsr ckpt export: the independent reader checks the file against the checkpoint.
 add_test(NAME ckpt_export COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_export.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_export PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")

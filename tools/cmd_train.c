@@ -185,6 +185,7 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
     if (r->rank == 0 && a->progress) progress(r, s, loss, ls->val, &info, ms, tps, gflops);
     HSR_CHECK(train_ckpt_after_step(&a->ck, r->boot, r->rt, &ts, s + 1, a->steps)); /* when due; collective */
   }
+  HSR_CHECK(train_ckpt_finish(&a->ck, r->boot, r->rt)); /* --async-save: the last save commits */
   if (m->profile) {
     double p[3];
     m->profile(r, p, 1);

@@ -145,6 +145,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"save-every", required_argument, 0, TRAIN_OPT_SAVE_EVERY},
                                      {"keep", required_argument, 0, TRAIN_OPT_KEEP},
                                      {"resume", required_argument, 0, TRAIN_OPT_RESUME},
+                                     {"async-save", no_argument, 0, TRAIN_OPT_ASYNC_SAVE},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
 

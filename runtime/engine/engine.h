@@ -89,6 +89,8 @@ struct hsr_rt {
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   hsr_rt_stats stats;
   rt_obs *obs; /* ledgers, trace, timing (observe.c) */
+  void *ckpt;  /* the checkpoint room's object (state.h: rt_state_attach) */
+  void (*ckpt_fini)(void *ckpt);
 };
 
 /* Streams of the device path: compute, all-gather, reduce (NULL on host). */

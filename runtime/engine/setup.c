@@ -148,6 +148,8 @@ fail:
 hsr_status hsr_rt_destroy(hsr_rt *rt) {
   if (!rt) return HSR_OK;
   hsr_status st = HSR_OK;
+  if (rt->ckpt_fini) rt->ckpt_fini(rt->ckpt); /* a background save ends before its communicator's parent goes */
+  rt->ckpt = NULL, rt->ckpt_fini = NULL;
   if (rt->world) {
     /* reductions and gathers still in flight complete first (bounded) */
     hsr_status d = rt->sched ? hsr_sched_drain(rt->sched, rt->exec, rt) : HSR_OK;

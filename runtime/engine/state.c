@@ -12,6 +12,7 @@ void rt_state_info_of(const hsr_rt *rt, rt_state_info *out) {
                          .mesh = rt->mesh,
                          .boot = rt->boot,
                          .world = rt->world,
+                         .rep = rt->rep_c,
                          .rank = hsr_boot_rank(rt->boot),
                          .world_size = hsr_boot_size(rt->boot),
                          .S = rt->S,
@@ -129,18 +130,30 @@ hsr_status rt_state_regather(hsr_rt *rt) {
   HSR_CHECK(rt_dev_sync(rt->dv, GS(rt)));
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt)));
   if (rep) HSR_CHECK(rt_dev_use(rt->dv, rt->rep_c, RS(rt))); /* the replicate group's reductions */
-  return rt_snapshot_counts(rt, NULL);                       /* the load's gathers do not count toward the next step */
+  return rt_snapshot_counts(rt, NULL);                       /* the load's gathers and exchange do not count toward the next step */
 }
 
 void rt_state_set_step(hsr_rt *rt, int64_t step) { rt->step = step; }
 
 void rt_state_phase(hsr_rt *rt) { rt_obs_phase(rt->obs, HSR_PHASE_CKPT, -1); }
 
-void rt_state_staging(hsr_rt *rt, size_t bytes, int held) {
-  if (held)
-    rt_obs_mem_get(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
-  else
-    rt_obs_mem_free(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+hsr_status rt_state_host_alloc(hsr_rt *rt, size_t bytes, void **p) {
+  HSR_CHECK(hsr_device_host_alloc(rt->dev, bytes, p));
+  rt_obs_mem_get(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+  return HSR_OK;
+}
+
+void rt_state_host_free(hsr_rt *rt, void *p, size_t bytes) {
+  if (!p) return;
+  rt_obs_mem_free(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+  if (hsr_device_host_free(rt->dev, p) != HSR_OK) HSR_LOG_W("checkpoint: %s", hsr_last_error());
+}
+
+void *rt_state_attached(const hsr_rt *rt) { return rt->ckpt; }
+
+void rt_state_attach(hsr_rt *rt, void *obj, void (*fini)(void *obj)) {
+  rt->ckpt = obj;
+  rt->ckpt_fini = fini;
 }
 
 void rt_state_fault(hsr_rt *rt, const char *phase) { hsr_fault_hook_hit(&rt->hook, phase); }
