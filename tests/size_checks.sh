@@ -64,7 +64,7 @@ while IFS='|' read -r name flags; do
   "$run" -n 2 --launcher mpirun -- "$hsr" "${step[@]}" $flags --json "$t/s.json" >"$t/out" 2>&1 </dev/null ||
     { fail "bench step $name: the run failed: $(tail -3 "$t/out")"; continue; }
   peak=$(python3 -c "
-import json, sys; print(max(r['engine_peak_bytes'] for r in json.load(open(sys.argv[1]))['results']))" "$t/s.json")
+import json, sys; print(max(r['runtime_peak_bytes_max_rank'] for r in json.load(open(sys.argv[1]))['results']))" "$t/s.json")
   # shellcheck disable=SC2086
   refused "bench step $name" "$(below "$peak" 2)" "$run" -n 2 --launcher mpirun -- "$hsr" "${step[@]}" $flags || continue
   echo "size_checks: bench step $name: peak $peak bytes per rank: a budget below it is refused"
