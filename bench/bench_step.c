@@ -380,16 +380,14 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
  * and the transient gathered units, gradient and reduce buffers) over every
  * configuration of the run, predicted from sizes and policy alone
  * (hsr/tune_ledger.h), so the check is the engine's own count. */
-static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
+/* The run's units as run_config registers them; the outer shard cuts every
+ * shard into R pieces, as the engine's commit does. */
+static hsr_status bench_layout(const sopts *o, long S, int parts, size_t align, hsr_rt_layout **out) {
   hsr_rt_layout *lay = NULL;
-  hsr_ledger *held = NULL;
-  hsr_prog_call *prog = NULL;
-  int nprog = 0, *is_root = calloc((size_t)o->units, sizeof *is_root);
-  hsr_rt_config c;
-  hsr_rt_config_default(&c);
-  hsr_status st = is_root ? hsr_rt_layout_create(c.align, &lay) : hsr_error(HSR_ERR_NOMEM, "out of memory");
-  int64_t per = (int64_t)(o->unit_bytes / 4 / (size_t)S * (size_t)S); /* as run_config registers them */
+  HSR_CHECK(hsr_rt_layout_create(align, &lay));
+  int64_t per = (int64_t)(o->unit_bytes / 4 / (size_t)S * (size_t)S);
   char name[32];
+  hsr_status st = parts > 1 ? hsr_rt_layout_set_subshards(lay, parts) : HSR_OK;
   for (long u = 0; u < o->units && st == HSR_OK; u++) {
     int id;
     snprintf(name, sizeof name, "u%ld", u);
@@ -398,24 +396,39 @@ static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
     if (st == HSR_OK) st = hsr_rt_layout_add_param(lay, id, name, 1, &per, 0);
   }
   if (st == HSR_OK) st = hsr_rt_layout_finalize(lay, (int)S);
-  if (st == HSR_OK) st = hsr_ledger_create(&held);
+  if (st != HSR_OK) hsr_rt_layout_free(lay), lay = NULL;
+  *out = lay;
+  return st;
+}
+
+static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
+  hsr_ledger *held = NULL;
+  hsr_prog_call *prog = NULL;
+  int nprog = 0, *is_root = calloc((size_t)o->units, sizeof *is_root);
+  hsr_rt_config c;
+  hsr_rt_config_default(&c);
+  hsr_status st = is_root ? hsr_ledger_create(&held) : hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK) st = hsr_tune_prog_nested((int)o->units, 0, 1, &prog, &nprog);
   if (st == HSR_OK && o->keep_last) is_root[o->units - 1] = 1;
   *peak = 0;
-  for (int h = 0; h < o->nouter && st == HSR_OK; h++)
+  for (int h = 0; h < o->nouter && st == HSR_OK; h++) {
+    hsr_rt_layout *lay = NULL;
+    int R = n / (int)S;
+    st = bench_layout(o, S, o->outer[h] == HSR_RT_OUTER_OPTIM ? R : 1, c.align, &lay);
     for (int i = 0; i < o->nres && st == HSR_OK; i++)
       for (int j = 0; j < o->npre && st == HSR_OK; j++) {
         c.shard = (int)S;
         c.strategy = S < n ? HSR_RT_HYBRID : HSR_RT_FSDP;
         c.reshard = o->res[i], c.partial_k = o->res_k[i], c.prefetch = o->pre[j];
         c.outer_shard = o->outer[h], c.prefetch_step = o->prefetch_step, c.poison = 0;
-        st = hsr_tune_ledger_predict(lay, is_root, &c, (int)S, n / (int)S, prog, nprog, 3, held, NULL);
+        st = hsr_tune_ledger_predict(lay, is_root, &c, (int)S, R, prog, nprog, 3, held, NULL);
         if (st == HSR_OK && (double)hsr_ledger_runtime_peak(held) > *peak)
           *peak = (double)hsr_ledger_runtime_peak(held);
       }
+    hsr_rt_layout_free(lay);
+  }
   free(prog), free(is_root);
   hsr_ledger_free(held);
-  hsr_rt_layout_free(lay);
   return st;
 }
 
