@@ -71,6 +71,7 @@ import json, sys; print(max(r['runtime_peak_bytes_max_rank'] for r in json.load(
 done <<'EOF'
 reshard full, prefetch 0,2|--reshard full --prefetch 0,2
 reshard none|--reshard none --prefetch 1
+hybrid 1x2, outer shard optim|--shard 1 --outer-shard optim
 EOF
 [ $rc = 0 ] && echo "size_checks: ok ($n budgets below the peak refused)"
 exit $rc
