@@ -197,6 +197,7 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     return st;
   }
   detect_launcher(b);
+  boot_life_start(b); /* from here on this rank ends with its launcher */
   st = exchange_records(b, lrank, lsize);
   if (st != HSR_OK) {
     char msg[1024];
@@ -214,6 +215,7 @@ hsr_status hsr_boot_init(hsr_boot **out) {
 hsr_status hsr_boot_finalize(hsr_boot *b) {
   if (!b) return HSR_OK;
   hsr_status st = HSR_OK;
+  boot_life_stop(b);
   boot_watch_fini(b);
   if (!b->singleton) {
     pmix_status_t rc = PMIx_Finalize(NULL, 0);
