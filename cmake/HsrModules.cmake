@@ -1,4 +1,4 @@
-# One CMake target per module of DESIGN.md §2, each allowed to include exactly
+# One CMake target per module of docs/design.md ("Layers"), each allowed to include exactly
 # the modules of its "may include" column. The rule is checked at build time
 # (cmake/layer_check.cmake): an include of a module that is not allowed, or of
 # another module's private header, fails the build with the rule it broke.

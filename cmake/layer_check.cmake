@@ -1,4 +1,4 @@
-# Build-time check of one module's includes against DESIGN.md's layer table
+# Build-time check of one module's includes against the layer table of docs/design.md
 # (script mode; see cmake/HsrModules.cmake). Inputs: MODULE, FILES (relative
 # to SRC), SRC, STAMP, TABLE.
 include(${TABLE})
@@ -44,6 +44,6 @@ foreach(f ${FILES})
   endforeach()
 endforeach()
 if(NOT errors STREQUAL "")
-  message(FATAL_ERROR "layer rule broken (../shared/DESIGN.md, section 2):\n${errors}")
+  message(FATAL_ERROR "layer rule broken (docs/design.md, section Layers):\n${errors}")
 endif()
 file(WRITE ${STAMP} "ok\n")

@@ -2,7 +2,7 @@
 # HSR_COMM_TIMEOUT=4: every survivor names the victim, the job exits non-zero
 # within the timeout + 15 s (a `timeout` kills it later, failing the test), and
 # leaves no hsr file in /dev/shm and no process; a rank slower than the others
-# by less than the timeout fails nothing. The whole matrix: README, Faults.
+# by less than the timeout fails nothing. The whole matrix: docs/faults.md.
 set(_fm ${CMAKE_SOURCE_DIR}/tests/faults/matrix.sh)
 foreach(s train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-stop-reduce_scatter-mpirun-2n
           train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-sleep:2-all_gather-mpirun-2n)

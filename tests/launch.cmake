@@ -52,6 +52,9 @@ add_test(NAME cli_info_mpirun COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0
 # and a message naming it, before any work (table: tests/cli_walk.txt).
 add_test(NAME cli_walk COMMAND ${CMAKE_SOURCE_DIR}/tests/cli_walk.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_walk PROPERTIES TIMEOUT 600 LABELS mpi)
-# The HSR_* registry, the README's table and the variables the sources read agree.
+# The HSR_* registry, docs/environment.md's table and the variables the sources read agree.
 add_test(NAME env_registry COMMAND ${CMAKE_SOURCE_DIR}/tests/env_registry.sh $<TARGET_FILE:hsr_cli> ${CMAKE_SOURCE_DIR})
 set_tests_properties(env_registry PROPERTIES TIMEOUT 60)
+# The layer table of docs/design.md is the one CMakeLists.txt enforces.
+add_test(NAME design_layers COMMAND ${CMAKE_SOURCE_DIR}/tests/design_layers.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(design_layers PROPERTIES TIMEOUT 30)

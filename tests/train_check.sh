@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# train_check.sh HSR_RUN HSR: the README's main job at test size on 4 ranks as
+# train_check.sh HSR_RUN HSR: the README's main job (docs/install.md) at test size on 4 ranks as
 # 2 simulated nodes; checks the exit code, the per-step JSON log (one line per
 # step, counts per group) and that the loss falls.
 set -u

@@ -1,7 +1,7 @@
 /* hsr env: the HSR_* variables hsr reads (the registry, hsr/env.h), their
  * values in this environment and whether each is valid. --check is the
  * validation every command runs before it starts, for scripts (hsr-run runs
- * it before it launches anything); --markdown is the README's table. */
+ * it before it launches anything); --markdown is docs/environment.md's table. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@ static void usage(FILE *f) {
              "              warning with the closest name (what every hsr command checks before it starts)\n"
              "  --quiet     with --check: no warnings, errors only\n"
              "  --json      the list as JSON\n"
-             "  --markdown  the list as the README's table\n"
+             "  --markdown  the list as docs/environment.md's table\n"
              "Exit codes: 0 ok, 2 a variable is not valid (or bad usage).\n");
 }
 

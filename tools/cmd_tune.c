@@ -41,7 +41,7 @@ static void usage(void) {
          "  fitted per tier and collective; a --concurrent run fits the contention between tiers).\n"
          "Search: --mem-budget BYTES (e.g. 80G), --shard S, --strategy ddp|zero1|zero2|fsdp|hybrid,\n"
          "  --max-prefetch D (default 2), --no-prefetch-step.\n"
-         "Output: --top N (default 10), --json (every candidate; schema in the README), --plot FILE.svg\n"
+         "Output: --top N (default 10), --json (every candidate; schema in docs/tuning.md), --plot FILE.svg\n"
          "  (gnuplot), --emit fsdp2|torchtitan|deepspeed (the winner in that system's vocabulary).\n"
          "Calculator (--shard without a topology): --reshard full|none|partial:K, --prefetch D, --strategy.\n"
          "--validate: calibrates from a quick bench on this launch (collectives alone and both tiers at once,\n"

@@ -13,7 +13,7 @@
 #include "cli.h"
 
 void train_ckpt_usage(FILE *f) {
-  fprintf(f, "checkpoints (a directory per checkpoint: manifest + data files; see README \"Checkpoints\")\n"
+  fprintf(f, "checkpoints (a directory per checkpoint: manifest + data files; see docs/checkpoints.md)\n"
              "  --ckpt DIR          save checkpoints under DIR (DIR/step-NNNNNNNN, DIR/latest) after the last step\n"
              "  --save-every N      and every N steps\n"
              "  --keep K            keep the newest K checkpoints of DIR (default: all)\n"

@@ -76,7 +76,7 @@ static hwloc_obj_t package_of(hwloc_obj_t o) {
 }
 
 /* NCCL's PCI path classes between two I/O objects (src/include/graph.h; see
- * README): PIX at most one bridge on each side of their lowest common
+ * docs/topology.md): PIX at most one bridge on each side of their lowest common
  * ancestor, PXB more, PHB the ancestor is their host bridge, NODE different
  * host bridges of one NUMA node, SYS different NUMA nodes. */
 static hsr_topo_path path_class(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b) {

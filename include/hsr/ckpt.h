@@ -27,7 +27,7 @@
  * under temporary names, fsync, rename; the manifest under a temporary name,
  * fsync, rename, fsync of the directory; then `latest` the same way. A
  * checkpoint exists only when its manifest does: a crash at any moment leaves
- * the previous one intact (test hook: HSR_CKPT_FAULT, README).
+ * the previous one intact (test hook: HSR_CKPT_FAULT, docs/checkpoints.md).
  */
 #ifndef HSR_CKPT_H
 #define HSR_CKPT_H

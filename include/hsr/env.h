@@ -2,7 +2,7 @@
  * choices, default, who reads it and a one-line description. Every reader
  * (the library, the hsr commands, hsr-run and the scripts) validates against
  * it, so a value is judged the same everywhere; `hsr env` prints it and the
- * README's variable table is generated from it (tests/env_registry.sh checks
+ * variable table of docs/environment.md is generated from it (tests/env_registry.sh checks
  * that they agree). */
 #ifndef HSR_ENV_H
 #define HSR_ENV_H
@@ -35,12 +35,12 @@ typedef struct hsr_env_info {
   double min, max;      /* INT, FLOAT, SIZE */
   const char *choices;  /* CHOICE, STAGE: "a|b|c"; a reader's index follows this order */
   double def;           /* the value when unset: numbers, bytes, the CHOICE index, BOOL (-1: decided by the reader) */
-  const char *def_text; /* the default as the README says it */
+  const char *def_text; /* the default as the docs say it */
   const char *reader;   /* who reads it: a layer (launch, collectives, ...), a command, hsr-run, a script */
   const char *doc;      /* one line */
 } hsr_env_info;
 
-/* The registry, in README order. */
+/* The registry, in the docs' order. */
 HSR_API int hsr_env_count(void);
 HSR_API const hsr_env_info *hsr_env_at(int i);
 /* The entry of `name` (exact, case-sensitive), NULL if hsr has none. */

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# figures.sh [--list] [--build DIR] [NAME...]: the figures the docs state,
+# each rerun by the command that produced it and printed beside the value
+# the page states, so a stale figure shows.
+#
+# A page states a figure with a marker next to it:
+#     <!-- figure NAME key=value key=value ... -->
+# and this script knows, for each NAME, the command and how to read each key
+# from its output. Keys that a run must reproduce exactly (losses of a
+# deterministic run, byte counts, counts of tests) are compared exactly (to
+# the digits the page gives); timings are shown as a ratio of now to the
+# page, since they depend on the machine and its load.
+#
+#   --list        every figure: its name, the page that states it, its command
+#   --build DIR   the build tree to run (default build)
+#   NAME...       run these figures (default: the quick ones; --all: every one)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prog=figures.sh
+. scripts/argcheck.sh
+build=build
+list=0
+all=0
+names=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --list) list=1; shift ;;
+    --all) all=1; shift ;;
+    --build) ac_need --build $# "${2:-}"; ac_dir --build "$2"; build=$2; shift 2 ;;
+    -*) ac_die "unknown option '$1'" ;;
+    *) names+=("$1"); shift ;;
+  esac
+done
+
+# ---- the figures: name | quick (1) or long (0) | command ----------------
+# Each figure's reader, fig_NAME OUT, prints "key value" lines from the
+# command's output directory OUT.
+declare -A cmd quick
+cmd[main_job]="$build/hsr-run -n 4 --nodes 2 -- $build/hsr train --model gpt --no-progress --json \$OUT/train.json --log \$OUT/log.jsonl"
+quick[main_job]=1
+fig_main_job() {
+  jq -r '"loss_first \(.loss_first)", "loss_last \(.loss_last)", "ms_per_step \(.timing_per_step_ms.step)"' "$1/train.json"
+  # the held-out loss: first and last measured
+  jq -r 'select(.val_loss != null) | .val_loss' "$1/log.jsonl" | sed -n '1s/^/val_first /p;$s/^/val_last /p'
+}
+cmd[tune_calc]="$build/hsr tune --params 7e9 --world 64 --gpus-per-node 8 --hw h100 --json >\$OUT/tune.json"
+quick[tune_calc]=1
+fig_tune_calc() {
+  jq -r '.candidates[0] | "recommended \(.label | gsub(" "; "_"))", "predicted_step \(.step_ms)", "peak_gib \(.peak_bytes / 1073741824)"' "$1/tune.json"
+}
+cmd[suite]="ctest --test-dir $build -j2 --output-junit \$OUT/junit.xml"
+quick[suite]=0
+fig_suite() {
+  local tests skipped failures
+  tests=$(grep -o 'tests="[0-9]*"' "$1/junit.xml" | head -1 | grep -o '[0-9]*')
+  failures=$(grep -o 'failures="[0-9]*"' "$1/junit.xml" | head -1 | grep -o '[0-9]*')
+  skipped=$(grep -o 'skipped="[0-9]*"' "$1/junit.xml" | head -1 | grep -o '[0-9]*')
+  echo "tests $tests"
+  echo "failures $failures"
+  echo "skipped $skipped"
+}
+
+# ---- where each figure is stated ---------------------------------------
+pages() { grep -l -- "<!-- figure $1 " README.md docs/*.md 2>/dev/null | tr '\n' ' '; }
+stated() { grep -ho -- "<!-- figure $1 [^>]*-->" README.md docs/*.md 2>/dev/null | head -1 |
+  sed -E "s/<!-- figure $1 //; s/ *-->//" | tr ' ' '\n' | grep '='; }
+
+if [ $list = 1 ]; then
+  for n in $(printf '%s\n' "${!cmd[@]}" | sort); do
+    printf '%-12s %-6s %-40s %s\n' "$n" "$([ "${quick[$n]}" = 1 ] && echo quick || echo long)" \
+      "$(pages "$n")" "${cmd[$n]//\\\$OUT/OUT}"
+  done
+  exit 0
+fi
+if [ ${#names[@]} -eq 0 ]; then
+  for n in $(printf '%s\n' "${!cmd[@]}" | sort); do
+    { [ $all = 1 ] || [ "${quick[$n]}" = 1 ]; } && names+=("$n")
+  done
+fi
+for n in "${names[@]}"; do
+  [ -n "${cmd[$n]+x}" ] || ac_die "no figure '$n' (valid: $(printf '%s\n' "${!cmd[@]}" | sort | tr '\n' ' '))"
+done
+[ -x "$build/hsr" ] || ac_die "--build '$build' holds no hsr binary (run scripts/setup.sh)"
+
+stale=0
+for n in "${names[@]}"; do
+  OUT=$(mktemp -d /tmp/hsr-figures.XXXXXX)
+  c=${cmd[$n]//\$OUT/$OUT}
+  echo "== $n ($(pages "$n" || true)): $c"
+  t0=$(date +%s.%N)
+  if ! eval "$c" >"$OUT/stdout" 2>"$OUT/stderr"; then
+    echo "   the command failed; its output is in $OUT"
+    stale=1
+    continue
+  fi
+  t1=$(date +%s.%N)
+  declare -A now=()
+  while read -r k v; do [ -n "$k" ] && now[$k]=$v; done < <("fig_$n" "$OUT")
+  now[wall_s]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  printf '   %-16s %-14s %-14s %s\n' key page now verdict
+  seen=()
+  while IFS='=' read -r k v; do
+    [ -n "$k" ] || continue
+    seen+=("$k")
+    m=${now[$k]-}
+    if [ -z "$m" ]; then
+      verdict="not measured by this command"
+      stale=1
+    elif [[ "$k" =~ (_ms|_s|per_s|_gbs|ms_per_step|wall)$ ]] || [[ "$k" =~ ^(ms_|wall) ]]; then
+      verdict=$(awk -v p="$v" -v q="$m" 'BEGIN { printf "timing: now %.2fx the page", q / p }')
+    else
+      # exact to the digits the page gives
+      d=$(echo "$v" | awk -F. '{ print (NF > 1) ? length($2) : 0 }')
+      r=$(awk -v q="$m" -v d="$d" 'BEGIN { if (q ~ /^-?[0-9.eE+-]+$/) printf "%.*f", d, q; else print q }')
+      if [ "$r" = "$v" ]; then verdict=same; else verdict="STALE (the page says $v)"; stale=1; fi
+    fi
+    printf '   %-16s %-14s %-14s %s\n' "$k" "$v" "$m" "$verdict"
+  done < <(stated "$n")
+  for k in "${!now[@]}"; do
+    [[ " ${seen[*]-} " == *" $k "* ]] || printf '   %-16s %-14s %-14s %s\n' "$k" - "${now[$k]}" "(not stated)"
+  done
+  unset now
+  rm -rf "$OUT"
+done
+exit $stale
