@@ -39,12 +39,16 @@ hsr_status coll_fault_open(coll_ctx *x) {
   f->gone_ns = calloc((size_t)x->size, sizeof *f->gone_ns);
   f->why = calloc((size_t)x->size, sizeof *f->why);
   if (!f->pidfd || !f->gone || !f->gone_ns || !f->why) return hsr_error(HSR_ERR_NOMEM, "fault tables");
+  f->node_pids = calloc((size_t)x->size, sizeof *f->node_pids);
+  if (!f->node_pids) return hsr_error(HSR_ERR_NOMEM, "fault tables");
   for (int r = 0; r < x->size; r++) {
     f->pidfd[r] = -1;
+    if (on_my_node(x, r)) f->node_pids[f->hook.n_node_pids++] = x->seg.pids[r];
 #ifdef SYS_pidfd_open
     if (on_my_node(x, r)) f->pidfd[r] = (int)syscall(SYS_pidfd_open, (pid_t)x->seg.pids[r], 0);
 #endif
   }
+  f->hook.node_pids = f->node_pids; /* HSR_FAULT killnode */
   HSR_CHECK(hsr_boot_on_end(x->boot, last_word, x));
   return hsr_boot_watch(x->boot, launcher_event, x);
 }
@@ -55,8 +59,9 @@ void coll_fault_close(coll_ctx *x) {
   hsr_boot_watch(x->boot, NULL, NULL);
   for (int r = 0; f->pidfd && r < x->size; r++)
     if (f->pidfd[r] >= 0) close(f->pidfd[r]);
-  free(f->pidfd), free(f->gone), free(f->gone_ns), free(f->why);
-  f->pidfd = NULL, f->gone = NULL, f->gone_ns = NULL, f->why = NULL;
+  f->hook.node_pids = NULL, f->hook.n_node_pids = 0;
+  free(f->pidfd), free(f->gone), free(f->gone_ns), free(f->why), free(f->node_pids);
+  f->pidfd = NULL, f->gone = NULL, f->gone_ns = NULL, f->why = NULL, f->node_pids = NULL;
 }
 
 void coll_fault_hook(coll_ctx *x, const char *phase) { hsr_fault_hook_hit(&x->fault.hook, phase); }

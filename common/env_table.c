@@ -92,7 +92,8 @@ static const hsr_env_info table[] = {
      "test hook of the fault matrix: `RANK:PHASE:N:ACTION` makes world rank RANK, at its Nth `all_gather`, "
      "`reduce_scatter`, `all_reduce`, `broadcast` or `barrier` (host collectives, counted when posted), `step` "
      "(optimizer step) or `ckpt_save` (after its checkpoint data, before the ranks agree), `kill` (SIGKILL) or `stop` "
-     "(SIGSTOP) itself, or `sleep:S` seconds and go on (docs/faults.md)"},
+     "(SIGSTOP) itself, `killnode` (SIGKILL to every rank of its node at once; collective phases), or `sleep:S` "
+     "seconds and go on (docs/faults.md)"},
     {"HSR_BENCH_CHECK_FAULT", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "hsr bench",
      "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},
     {"HSR_CKPT_FAULT", HSR_ENV_STAGE, 0, 0, "after_data|before_manifest_rename|before_latest", 0, "unset", "runtime",
