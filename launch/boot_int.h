@@ -53,12 +53,23 @@ struct hsr_boot {
   int *node_of;                    /* per rank */
   boot_watch watch;
   boot_life life;
+  /* roll.c */
+  unsigned long fence_seq; /* per-fence marker keys */
+  int no_proc_table;       /* the launcher does not answer PMIX_QUERY_PROC_TABLE */
+  void **roll_left;        /* given-up calls PMIx may still call back into: freed after PMIx_Finalize */
+  int nroll_left;
 };
 
 /* watch.c */
 void boot_watch_init(hsr_boot *b); /* after the world is known; registers the PMIx handlers */
 void boot_watch_fini(hsr_boot *b); /* before PMIx_Finalize */
 void boot_watch_free(hsr_boot *b); /* after it */
+
+/* roll.c: a fence bounded by HSR_BOOT_TIMEOUT that names a rank that has
+ * ended (where the launcher says) at once, and the ranks that did not arrive
+ * at the timeout */
+hsr_status boot_fence(hsr_boot *b, int collect, const char *what);
+void boot_roll_free(hsr_boot *b); /* after PMIx_Finalize */
 
 /* lifeline.c */
 void boot_life_start(hsr_boot *b); /* after PMIx_Init (a singleton: only the subscriber table) */
