@@ -251,8 +251,9 @@ static int check_opts(const char *cmd, bc_opts *o) {
                                o->shard);
   if ((o->given & BC_GIVEN_PARTIAL) && !partial)
     return hsr_cli_usage_error(cmd, "--partial %ld has no effect without --group partial", o->partial);
-  hsr_status pst = o->json ? hsr_path_check_write("-J", o->json) : HSR_OK;
-  if (pst == HSR_OK && o->plot) pst = hsr_path_check_write("--plot", o->plot);
+  hsr_status pst = o->json ? hsr_path_check_output("-J", o->json) : HSR_OK;
+  if (pst == HSR_OK && o->plot) pst = hsr_path_check_output("--plot", o->plot);
+  if (pst == HSR_OK) pst = hsr_path_check_distinct("-J", o->json, "--plot", o->plot);
   if (pst != HSR_OK) return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
   note_ignored(cmd, o);
   if (o->factor == 0 && o->stepb == 0) return hsr_cli_usage_error(cmd, "-i must be at least 1 byte");

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hsr/sys.h"
 #include "hsr/trace.h"
 
 static int cmp_ival(const void *x, const void *y) {
@@ -75,8 +76,8 @@ static int64_t int_of(const cJSON *o, const char *k, int64_t lo, int64_t hi, int
 }
 
 static hsr_status load(const char *path, cJSON **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return hsr_error(HSR_ERR_IO, "trace: cannot open %s", path);
+  FILE *f;
+  HSR_CHECK(hsr_file_fopen_read("trace", path, &f));
   fseek(f, 0, SEEK_END);
   long len = ftell(f);
   fseek(f, 0, SEEK_SET);

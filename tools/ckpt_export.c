@@ -79,7 +79,8 @@ int hsr_ckpt_export_main(int argc, char **argv) {
   }
   if (!dir || !out) return hsr_cli_usage_error("ckpt export", "needs a checkpoint DIR and --safetensors FILE");
   hsr_status pst = hsr_path_check_dir("DIR", dir, 0);
-  if (pst == HSR_OK) pst = hsr_path_check_write("--safetensors", out);
+  if (pst == HSR_OK) pst = hsr_path_check_output("--safetensors", out);
+  if (pst == HSR_OK) pst = hsr_path_check_outside("--safetensors", out, "DIR", dir); /* never over the checkpoint */
   if (pst != HSR_OK) return hsr_cli_usage_error("ckpt export", "%s", hsr_last_error());
   hsr_ckpt *c = NULL;
   uint64_t bytes = 0;

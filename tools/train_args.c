@@ -338,24 +338,32 @@ static int check_strategy(const train_args *a) {
 static int check_paths(const train_args *a) {
   static const char *const out_flags[] = {"--log", "--trace", "--json", "--export"};
   const char *outs[] = {a->log, a->trace, a->json, a->export_path};
+  static const char *const in_flags[] = {"--init", "--data"};
+  const char *ins[] = {a->init, a->data};
   hsr_status st = HSR_OK;
   for (int i = 0; i < 4 && st == HSR_OK; i++)
-    if (outs[i]) st = hsr_path_check_write(out_flags[i], outs[i]);
+    if (outs[i]) st = hsr_path_check_output(out_flags[i], outs[i]);
   for (int i = 0; i < 4 && st == HSR_OK; i++)
     for (int j = i + 1; j < 4 && st == HSR_OK; j++)
-      if (outs[i] && outs[j] && !strcmp(outs[i], outs[j]))
-        st = hsr_error(HSR_ERR_INVALID, "%s and %s name the same file '%s'", out_flags[i], out_flags[j], outs[i]);
-  if (st == HSR_OK && a->init) st = hsr_path_check_read("--init", a->init);
-  if (st == HSR_OK && a->data) st = hsr_path_check_read("--data", a->data);
+      st = hsr_path_check_distinct(out_flags[i], outs[i], out_flags[j], outs[j]);
+  for (int i = 0; i < 2 && st == HSR_OK; i++)
+    if (ins[i]) st = hsr_path_check_read(in_flags[i], ins[i]);
+  for (int i = 0; i < 4 && st == HSR_OK; i++) /* an output is never one of the inputs */
+    for (int j = 0; j < 2 && st == HSR_OK; j++)
+      st = hsr_path_check_distinct(out_flags[i], outs[i], in_flags[j], ins[j]);
   if (st == HSR_OK && a->ck.dir) st = hsr_path_check_mkdir("--ckpt", a->ck.dir);
   if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest"))
     st = hsr_path_check_dir("--resume", a->ck.resume, 0);
-  if (st == HSR_OK && a->ck.save_every && a->ck.save_every >= a->steps)
-    st = hsr_error(HSR_ERR_INVALID,
-                   "--save-every %d has no effect with --steps %d: the run saves after its last step anyway (drop "
-                   "--save-every, or give N < %d)",
-                   a->ck.save_every, a->steps, a->steps);
-  return st == HSR_OK ? 0 : hsr_cli_usage_error("train", "%s", hsr_last_error());
+  for (int i = 0; i < 4 && st == HSR_OK; i++) { /* nor among the checkpoints' files */
+    st = hsr_path_check_outside(out_flags[i], outs[i], "--ckpt", a->ck.dir);
+    if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest"))
+      st = hsr_path_check_outside(out_flags[i], outs[i], "--resume", a->ck.resume);
+  }
+  if (st != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
+  if (a->ck.save_every && a->ck.save_every >= a->steps) /* redundant, not contradictory: said, not refused */
+    hsr_cli_warn("train", "--save-every %d with --steps %d saves once, after the last step, as --ckpt alone does",
+                 a->ck.save_every, a->steps);
+  return 0;
 }
 
 /* Checks that need no launch: said before anything starts. */
@@ -380,7 +388,9 @@ static int check_args(train_args *a) {
     return hsr_cli_usage_error("train", "--reshard partial:%d: K must divide the shard size %d (valid K: %s)",
                                a->cfg.partial_k, a->cfg.shard, dv);
   }
-  if (a->model->finish_args(a) != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
+  hsr_status fst = a->model->finish_args(a); /* reads --init's configuration: a malformed file is exit 1 */
+  if (fst != HSR_OK)
+    return fst == HSR_ERR_INVALID ? hsr_cli_usage_error("train", "%s", hsr_last_error()) : hsr_cli_fail("train", fst);
   if (a->batch % a->cfg.micro_batches)
     return hsr_cli_usage_error("train", "--batch %d is not a multiple of --micro-batches %d", a->batch,
                                a->cfg.micro_batches);

@@ -22,6 +22,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "hsr/kernels.h"
+#include "hsr/sys.h"
 #include "tune_cli.h"
 
 #define V_MAX 24
@@ -169,8 +170,8 @@ static int step_bench(hsr_boot *boot, const tune_opts *o, const vpick *p, const 
 static int read_one(const char *dir, const char *name, vmeas *m) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
+  FILE *f;
+  if (hsr_file_fopen_read("measurement", path, &f) != HSR_OK) return -1;
   char buf[1 << 16];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
@@ -257,8 +258,8 @@ static int choose(const tune_opts *o, const hsr_tune_plan *p, const vpick *probe
 static double link_ratio(const char *dir, double *bytes) {
   char path[512];
   snprintf(path, sizeof path, "%s/all_gather.json", dir);
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
+  FILE *f;
+  if (hsr_file_fopen_read("calibration", path, &f) != HSR_OK) return 0;
   static char buf[1 << 18];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
