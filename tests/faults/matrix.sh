@@ -226,6 +226,9 @@ run_one() {
     [[ " $victims " == *" $r "* ]] && continue
     surv=$((surv + 1))
     tf=$(first_at "$d/rank.$r.log" "rank $vre \\(node [0-9]+")
+    # one line per rank at most: the verdict, or the command's own error
+    local nl; nl=$(grep -cE '\] hsr error: | hsr [a-z ]+: HSR_ERR_' "$d/rank.$r.log" 2>/dev/null)
+    [ "${nl:-0}" -le 1 ] || { ok=0; why+="rank $r printed $nl error lines; "; }
     if [ -n "$tf" ]; then
       named=$((named + 1))
       if [ -z "$first" ] || awk -v a="$tf" -v b="$first" 'BEGIN {exit !(a < b)}'; then first=$tf; fi
