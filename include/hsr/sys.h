@@ -11,9 +11,18 @@
 extern "C" {
 #endif
 
-/* MemAvailable of /proc/meminfo, in bytes (HSR_ERR_UNSUPPORTED where the
- * kernel does not say). */
+/* The memory this process can still use, in bytes: MemAvailable of
+ * /proc/meminfo, or less where a memory cgroup limits it (a container's
+ * --memory). hsr's node-shared memory is memfds, which draw on exactly this
+ * (charged to the cgroup like private memory), not on /dev/shm's size.
+ * HSR_ERR_UNSUPPORTED where the kernel does not say. */
 HSR_API hsr_status hsr_sys_mem_available(uint64_t *bytes);
+/* What the memory cgroup named in `proc_cgroup` (the format of
+ * /proc/self/cgroup; v1 or v2) leaves, with the cgroup file systems under
+ * `root` (/sys/fs/cgroup): the smallest limit - usage (+ reclaimable page
+ * cache) over the cgroup and those above it. HSR_ERR_NOT_FOUND when no limit
+ * applies. */
+HSR_API hsr_status hsr_sys_cgroup_room(const char *proc_cgroup, const char *root, uint64_t *bytes);
 /* Bytes an unprivileged writer may still use on the file system holding
  * `path` (statvfs: f_bavail x f_frsize); /dev/shm for shared memory. */
 HSR_API hsr_status hsr_sys_fs_available(const char *path, uint64_t *bytes);
