@@ -429,6 +429,11 @@ int coll_fault_check_op(coll_op *op, uint64_t now) {
     v = notice(x, wr, f->gone[wr], f->why[wr]);
   } else if (idle <= op->timeout_s) {
     return 0;
+  } else if ((double)f->gap_ns * 1e-9 > op->timeout_s / 2) {
+    /* this rank itself did not run (stopped, descheduled): no evidence
+     * against anyone; the clock starts again */
+    op->t_progress = now;
+    return 0;
   } else if (!op->grace_ns) {
     if (!blame(x, wr, now, &v)) { /* remote: give its node peers' notice a moment to arrive */
       double g = op->timeout_s / 2 < 2 ? op->timeout_s / 2 : 2;

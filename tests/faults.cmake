@@ -15,6 +15,10 @@ foreach(s train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-
   add_test(NAME ${_n} COMMAND ${_fm} --only "^${s}$" --timeout 4)
   set_tests_properties(${_n} PROPERTIES TIMEOUT 90 LABELS "mpi;fault" ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
 endforeach()
+# at HSR_COMM_TIMEOUT's floor, a rank 0.5 s late is accused of nothing
+add_test(NAME fault_floor_train-sleep0.5-all_gather-mpirun-2n COMMAND ${_fm} --only "^train-sleep:0.5-all_gather-mpirun-2n$" --timeout 1)
+set_tests_properties(fault_floor_train-sleep0.5-all_gather-mpirun-2n PROPERTIES TIMEOUT 90 LABELS "mpi;fault"
+                     ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
 foreach(s train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n train-killnode-all_reduce-srun-2n
           launcher-kill9-srun-2n)
   string(REPLACE ":" "" _n "fault_${s}")

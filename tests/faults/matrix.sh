@@ -70,6 +70,8 @@ for l in mpirun srun; do
     add train all_gather sleep:2 100 1 "$l" "$nodes"
     add bench all_reduce sleep:2 200 1 "$l" "$nodes"
   done
+  # at HSR_COMM_TIMEOUT's floor (1 s: run with --timeout 1), a rank half a second late fails nothing
+  add train all_gather sleep:0.5 100 1 "$l" 2
   # a lost node: ranks 2 and 3 (node 1) at once, at rank 2's Nth call
   for ph in all_gather reduce_scatter all_reduce; do add train "$ph" killnode "$(nth train $ph 2)" 2 "$l" 2; done
   add bench all_reduce killnode 200 2 "$l" 2
