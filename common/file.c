@@ -182,6 +182,7 @@ static int sink_close(void *cookie) {
 
 hsr_status hsr_out_open(hsr_out *o, const char *what, const char *path, int mode) {
   memset(o, 0, sizeof *o);
+  o->fd = -1;
   snprintf(o->what, sizeof o->what, "%s", what);
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
   o->path = strdup(path);
@@ -229,6 +230,7 @@ hsr_status hsr_out_open(hsr_out *o, const char *what, const char *path, int mode
       close(fd);
     } else {
       o->sink = s;
+      o->fd = fd;
     }
   }
   if (st != HSR_OK) {
@@ -264,7 +266,7 @@ hsr_status hsr_out_close(hsr_out *o) {
     out_sink *s = o->sink;
     if (!bad && o->tmp && fsync(s->fd) != 0) bad = 1, e = errno;
     if (fclose(o->f) != 0 && !bad) bad = 1, e = EIO; /* the close: the sink has gone with it */
-    o->f = NULL, o->sink = NULL;
+    o->f = NULL, o->sink = NULL, o->fd = -1;
     if (bad) st = hsr_error(HSR_ERR_IO, "%s '%s': write failed: %s", o->what, o->path, strerror(e));
   }
   if (st == HSR_OK && o->tmp && rename(o->tmp, o->target) != 0)
@@ -289,5 +291,5 @@ void hsr_out_abort(hsr_out *o) {
   o->sink = NULL;
   if (o->tmp) unlink(o->tmp);
   free(o->tmp), free(o->target), free(o->path);
-  o->f = NULL, o->tmp = NULL, o->target = NULL, o->path = NULL;
+  o->f = NULL, o->tmp = NULL, o->target = NULL, o->path = NULL, o->fd = -1;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "hsr/safetensors.h"
+#include "hsr/json.h"
 #include "hsr/sys.h"
 #include "st_internal.h"
 
@@ -174,6 +175,8 @@ static hsr_status parse_header(hsr_st_file *f, const char *h, size_t n) {
     BAD("the header is not valid JSON (near header byte %ld)", e && e >= h && e <= h + n ? (long)(e - h) : -1L);
   }
   hsr_status st = HSR_OK;
+  if (hsr_json_check_finite(root, HSR_ERR_INVALID, "header") != HSR_OK) /* an offset of 1e999 */
+    st = bad(f, "%s", hsr_last_error());
   for (const char *p = end; p < h + n && st == HSR_OK; p++)
     if (*p != ' ')
       st = bad(f,

@@ -107,7 +107,7 @@ hsr_status hsr_cli_plot_open(hsr_cli_plot *p, const char *what, const char *path
   pid_t pid = fork();
   if (pid == 0) { /* gnuplot: the script on stdin, the picture on stdout */
     dup2(in[0], 0);
-    dup2(fileno(p->out.f), 1);
+    dup2(p->out.fd, 1);
     execlp("gnuplot", "gnuplot", (char *)NULL);
     _exit(127);
   }

@@ -8,6 +8,7 @@
 
 #include "bench_coll.h" /* bc_have_gnuplot */
 #include "cli.h"
+#include "hsr/json.h"
 #include "hsr/sys.h"
 #include "hsr/trace.h"
 #include "tune_cli.h"
@@ -408,6 +409,10 @@ hsr_status tune_compute_from(const char *path, int units, double bwd, double *fw
   }
   cJSON *j = txt ? cJSON_Parse(txt) : NULL;
   free(txt);
+  if (hsr_json_check_finite(j, HSR_ERR_INVALID, path) != HSR_OK) {
+    cJSON_Delete(j);
+    return HSR_ERR_INVALID;
+  }
   const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "results"), *r0 = cJSON_GetArrayItem(res, 0);
   const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "units"), *br = cJSON_GetObjectItemCaseSensitive(j, "bwd_ratio");
   const cJSON *cm = cJSON_GetObjectItemCaseSensitive(r0, "compute_ms");

@@ -23,6 +23,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "hsr/kernels.h"
+#include "hsr/json.h"
 #include "hsr/sys.h"
 #include "tune_cli.h"
 
@@ -194,7 +195,7 @@ static int read_one(const char *dir, const char *name, vmeas *m) {
   buf[n] = '\0';
   cJSON *j = cJSON_Parse(buf);
   const cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "results"), 0);
-  int ok = r != NULL;
+  int ok = r != NULL && hsr_json_check_finite(j, HSR_ERR_IO, path) == HSR_OK;
   if (ok) {
     m->step = cJSON_GetObjectItemCaseSensitive(r, "step_ms")->valuedouble;
     m->compute = cJSON_GetObjectItemCaseSensitive(r, "compute_ms")->valuedouble;
@@ -301,6 +302,10 @@ static double link_ratio(const char *dir, double *bytes) {
   fclose(f);
   buf[n] = '\0';
   cJSON *j = cJSON_Parse(buf);
+  if (hsr_json_check_finite(j, HSR_ERR_IO, path) != HSR_OK) { /* not a measurement to fit */
+    cJSON_Delete(j);
+    return 0;
+  }
   double ti = 0, tx = 0, best = 0;
   const cJSON *r;
   cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(j, "results")) {

@@ -72,6 +72,7 @@ HSR_API hsr_status hsr_file_fopen_read(const char *what, const char *path, FILE 
 enum { HSR_OUT_WHOLE = 0, HSR_OUT_STREAM = 1 };
 typedef struct hsr_out {
   FILE *f; /* write here */
+  int fd;  /* its descriptor (for a child process's stdout; f is a cookie stream, fileno() is -1) */
   void *sink;
   char *path, *target, *tmp;
   int in_place;
