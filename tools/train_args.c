@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "hsr/sys.h"
@@ -31,11 +32,17 @@ static void usage(void) {
          "                      i of step s starts at a position hashed from (seed, s x B + i)\n"
          "  --micro-batches M   micro-batches per step per rank (default 1)\n"
          "  --seed N            weights and data seed (default 1)\n"
-         "  --init FILE         start from the weights of a safetensors file (names and shapes must match;\n"
-         "                      gpt: the configuration comes from its __metadata__), fresh optimizer state\n"
+         "  --init FILE|DIR     start from safetensors weights (names and shapes must match; gpt: the\n"
+         "                      configuration comes from their __metadata__), fresh optimizer state: a file,\n"
+         "                      a model.safetensors.index.json, or a directory holding one of the two\n"
          "  --export FILE       write the trained weights by name to a safetensors file at the end\n"
-         "                      (gpt: GPT-2's names and layouts, __metadata__ hsr.model, n_layer, n_head,\n"
-         "                      n_embd, n_ctx, vocab_size)\n"
+         "                      (__metadata__ hsr.model and the model's config - gpt: n_layer, n_head, n_embd,\n"
+         "                      n_ctx, vocab_size; GPT-2's names and layouts - then hsr_step, hsr_version)\n"
+         "  --max-shard-size N  --export a directory in Hugging Face's sharded layout instead:\n"
+         "                      model-00001-of-0000K.safetensors ... of at most N bytes of tensors each (a\n"
+         "                      bigger tensor gets a file of its own) and model.safetensors.index.json; one\n"
+         "                      shard: model.safetensors alone. N as save_pretrained: 5GB = 5 x 10^9, 2GiB\n"
+         "                      = 2 x 2^30, or bytes\n"
          "  --val-every N       gpt: validation loss every N steps and at the end (default steps / 5)\n"
          "  --val-windows N     gpt: held-out windows per validation (default 32, at most what the tail holds)\n"
          "mesh and strategy\n"
@@ -76,7 +83,19 @@ static void usage(void) {
          "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
 }
 
-enum { O_MODEL = 256, O_HEADS, O_SEQ, O_DATA, O_INIT, O_EXPORT, O_VAL_EVERY, O_VAL_WINDOWS, O_WARMUP, O_LR_MIN };
+enum {
+  O_MODEL = 256,
+  O_HEADS,
+  O_SEQ,
+  O_DATA,
+  O_INIT,
+  O_EXPORT,
+  O_VAL_EVERY,
+  O_VAL_WINDOWS,
+  O_WARMUP,
+  O_LR_MIN,
+  O_MAX_SHARD
+};
 
 static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"layers", required_argument, 0, 'L'},
@@ -86,6 +105,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"data", required_argument, 0, O_DATA},
                                      {"init", required_argument, 0, O_INIT},
                                      {"export", required_argument, 0, O_EXPORT},
+                                     {"max-shard-size", required_argument, 0, O_MAX_SHARD},
                                      {"val-every", required_argument, 0, O_VAL_EVERY},
                                      {"val-windows", required_argument, 0, O_VAL_WINDOWS},
                                      {"warmup", required_argument, 0, O_WARMUP},
@@ -156,6 +176,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   case O_DATA: a->data = optarg; break;
   case O_INIT: a->init = optarg; break;
   case O_EXPORT: a->export_path = optarg; break;
+  case O_MAX_SHARD: *st = hsr_st_parse_shard_size("--max-shard-size", optarg, &a->max_shard_bytes); break;
   case O_VAL_EVERY:
     LONG("--val-every", 1, 100000000);
     a->val_every = (int)v;
@@ -341,21 +362,28 @@ static int check_paths(const train_args *a) {
   static const char *const in_flags[] = {"--init", "--data"};
   const char *ins[] = {a->init, a->data};
   hsr_status st = HSR_OK;
+  if (a->max_shard_bytes && !a->export_path)
+    return hsr_cli_usage_error("train", "--max-shard-size needs --export DIR (the directory of the shards)");
   for (int i = 0; i < 4 && st == HSR_OK; i++)
-    if (outs[i]) st = hsr_path_check_output(out_flags[i], outs[i]);
+    if (outs[i] && i == 3 && a->max_shard_bytes)
+      st = hsr_cli_check_out_dir(out_flags[i], outs[i]);
+    else if (outs[i])
+      st = hsr_path_check_output(out_flags[i], outs[i]);
   for (int i = 0; i < 4 && st == HSR_OK; i++)
     for (int j = i + 1; j < 4 && st == HSR_OK; j++)
       st = hsr_path_check_distinct(out_flags[i], outs[i], out_flags[j], outs[j]);
-  for (int i = 0; i < 2 && st == HSR_OK; i++)
-    if (ins[i]) st = hsr_path_check_read(in_flags[i], ins[i]);
+  if (st == HSR_OK && a->init) st = hsr_cli_check_weights("--init", a->init);
+  if (st == HSR_OK && a->data) st = hsr_path_check_read("--data", a->data);
   for (int i = 0; i < 4 && st == HSR_OK; i++) /* an output is never one of the inputs */
     for (int j = 0; j < 2 && st == HSR_OK; j++)
       st = hsr_path_check_distinct(out_flags[i], outs[i], in_flags[j], ins[j]);
   if (st == HSR_OK && a->ck.dir) st = hsr_path_check_mkdir("--ckpt", a->ck.dir);
-  if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest"))
-    st = hsr_path_check_dir("--resume", a->ck.resume, 0);
-  for (int i = 0; i < 4 && st == HSR_OK; i++) { /* nor among the checkpoints' files */
+  if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest")) st = hsr_cli_check_ckpt("--resume", a->ck.resume);
+  struct stat isb;
+  int init_dir = a->init && !stat(a->init, &isb) && S_ISDIR(isb.st_mode);
+  for (int i = 0; i < 4 && st == HSR_OK; i++) { /* nor among the checkpoints' files, nor --init's shards */
     st = hsr_path_check_outside(out_flags[i], outs[i], "--ckpt", a->ck.dir);
+    if (st == HSR_OK && init_dir) st = hsr_path_check_outside(out_flags[i], outs[i], "--init", a->init);
     if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest"))
       st = hsr_path_check_outside(out_flags[i], outs[i], "--resume", a->ck.resume);
   }
