@@ -30,7 +30,7 @@ hsr_status hsr_file_open_read(const char *what, const char *path, int *fd) {
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
   /* O_NONBLOCK: opening a FIFO for reading waits for a writer otherwise */
   int f = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (f < 0) return hsr_error(HSR_ERR_IO, "%s '%s': %s", what, path, strerror(errno));
+  if (f < 0) return hsr_error(HSR_ERR_IO, "cannot open %s '%s': %s", what, path, strerror(errno));
   struct stat sb;
   if (fstat(f, &sb) != 0) {
     int e = errno;
