@@ -192,8 +192,10 @@ run_one() {
     rc=$?
   fi
   t1=$EPOCHREALTIME
-  # the launcher's death: the ranks end by themselves; give them the limit
-  [ "$phase" = launcher ] && for _ in $(seq 1 $((limit * 10))); do [ -e "$d/last_exit" ] && break; sleep 0.1; done
+  # the launcher's death: the ranks end by themselves; give them the limit (else 5 s for the watcher to see it)
+  local waits=50
+  [ "$phase" = launcher ] && waits=$((limit * 10))
+  for _ in $(seq 1 "$waits"); do [ -e "$d/last_exit" ] && break; sleep 0.1; done
   # every rank's process is gone (a stopped rank orphaned by its launcher is killed here)
   local pids=() left=0 p
   for f in "$d"/rank.*.pid; do [ -e "$f" ] && pids+=("$(cat "$f")"); done
