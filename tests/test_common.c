@@ -135,7 +135,7 @@ static void test_clock(void **state) {
 
 /* ---- what a memory cgroup leaves (memfds and private memory alike) ---- */
 static void put(const char *dir, const char *name, const char *text) {
-  char p[512];
+  char p[1200];
   snprintf(p, sizeof p, "%s/%s", dir, name);
   FILE *f = fopen(p, "w");
   assert_non_null(f);
