@@ -49,3 +49,12 @@ set_tests_properties(shm_small_devshm PROPERTIES TIMEOUT 180 LABELS "mpi" SKIP_R
 # A job on one host listens on loopback only (UCX_NET_DEVICES for hsr's UCX context: tests/exposure.sh)
 add_test(NAME exposure_loopback COMMAND ${CMAKE_SOURCE_DIR}/tests/exposure.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(exposure_loopback PROPERTIES TIMEOUT 120 LABELS "mpi" SKIP_RETURN_CODE 77)
+
+# No call loop among the module's files: each transport (its table and its
+# algorithms name each other by design) is one node, every other file its own;
+# the graph comes from the symbols the object files define and use (nm).
+file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/objects-collectives.txt
+     CONTENT "$<JOIN:$<TARGET_OBJECTS:hsr_collectives>,\n>\n")
+add_test(NAME coll_call_graph COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/call_graph.py collectives --group "shm=shm(_.*)?"
+         --group "ucx=ucx(_.*)?" --group "two=two(_.*)?" @${CMAKE_BINARY_DIR}/objects-collectives.txt)
+set_tests_properties(coll_call_graph PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/sys.h"
 #include "hsr/json.h"
-#include "hsr/trace.h"
+#include "hsr/sys.h"
+#include "trace.h"
 
 static int cmp_ival(const void *x, const void *y) {
   double d = ((const hsr_ival *)x)->a - ((const hsr_ival *)y)->a;

@@ -1,7 +1,7 @@
 /* Lifecycle trace: spans per rank -> one Chrome trace-event JSON file, and a
  * summary of exposed communication per step. */
 #include "hsr/sys.h"
-#include "hsr/trace.h"
+#include "trace.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
