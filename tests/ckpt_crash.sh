@@ -8,7 +8,10 @@
 # newest committed checkpoint, says so, and never saves over it (here nothing
 # is left to train: refused, step 12 unchanged and equal to the uninterrupted
 # run's). The same with `latest` deleted, and a new run (no --resume) over it
-# is refused before its first step.
+# is refused before its first step. Then the same with --async-save, the crash
+# in the background save of step 8 while steps 9-12 train: `latest` stays at
+# step 4; the rerun resumes step 4, or the committed step 8 after
+# before_latest, and ends bitwise equal to the uninterrupted run.
 set -u
 run=$1; hsr=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -69,6 +72,32 @@ for f in data manifest; do
   [ "$rc" = 1 ] && grep -q "$victim' is a FIFO, not a regular file" <<<"$out" ||
     { echo "$out"; fail "a FIFO as the $f file: exit $rc (124: it hung), expected 1 naming it"; }
   echo "ckpt_crash: a FIFO as the $f file: refused at once"
+done
+for stage in after_data before_manifest_rename before_latest; do
+  d="$t/async-$stage"
+  out=$(HSR_CKPT_FAULT=$stage:8 r2 --ckpt "$d" --save-every 4 --async-save --resume latest 2>&1); rc=$?
+  [ "$rc" != 0 ] || fail "async $stage: the run with the fault did not fail"
+  grep -q "HSR_CKPT_FAULT: rank 0 exits at $stage of the save of step 8" <<<"$out" || { echo "$out"; fail "async $stage: the hook did not fire"; }
+  grep -q "^checkpoint: step 8 -> .*writing in the background" <<<"$out" || { echo "$out"; fail "async $stage: step 8 was not saved in the background"; }
+  py latest "$d" step-00000004 || fail "async $stage: latest moved"
+  [ ! -e "$d/step-00000012" ] || fail "async $stage: a step-12 checkpoint exists"
+  case $stage in
+    after_data) [ ! -e "$d/step-00000008/manifest.json" ] || fail "async $stage: a manifest exists" ;;
+    before_manifest_rename) [ -e "$d/step-00000008/manifest.json.tmp" ] && [ ! -e "$d/step-00000008/manifest.json" ] \
+      || fail "async $stage: expected only the temporary manifest" ;;
+    before_latest) "$hsr" ckpt verify "$d/step-00000008" >/dev/null || fail "async $stage: the committed step 8 is broken" ;;
+  esac
+  "$hsr" ckpt verify "$d" >/dev/null || fail "async $stage: the previous checkpoint does not verify"
+  out=$(r2 --ckpt "$d" --save-every 4 --async-save --resume latest 2>&1) || { echo "$out"; fail "async $stage: the resume failed"; }
+  if [ "$stage" = before_latest ]; then # step 8 is committed: the newest, whatever latest says
+    grep -q "latest names step-00000004, but step-00000008 (step 8) is newer and committed" <<<"$out" &&
+      grep -q "^resume: .*step-00000008: step 8" <<<"$out" || { echo "$out"; fail "async $stage: did not resume from the committed step 8"; }
+  else
+    grep -q "^resume: .*step-00000004: step 4" <<<"$out" || { echo "$out"; fail "async $stage: did not resume from step 4"; }
+  fi
+  py compare "$t/ref" "$d" || fail "async $stage: the resumed run differs from the uninterrupted one"
+  [ -z "$(ls "$d/step-00000008" | grep -v -e '^manifest.json$' -e '^data-')" ] || fail "async $stage: leftovers: $(ls "$d/step-00000008")"
+  echo "ckpt_crash: async $stage: previous checkpoint intact, resumed bitwise"
 done
 out=$(HSR_CKPT_FAULT=sometime "$hsr" $train --ckpt "$t/x" 2>&1); rc=$?
 [ "$rc" != 0 ] && grep -qF "HSR_CKPT_FAULT='sometime' (valid: after_data|before_manifest_rename|before_latest" <<<"$out" || fail "bad HSR_CKPT_FAULT accepted"

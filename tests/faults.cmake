@@ -8,7 +8,8 @@
 # within 10 s. The whole matrix: docs/faults.md.
 set(_fm ${CMAKE_SOURCE_DIR}/tests/faults/matrix.sh)
 foreach(s train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-stop-reduce_scatter-mpirun-2n
-          train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-sleep:2-all_gather-mpirun-2n
+          train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-kill-ckpt_async-mpirun-2n
+          train-stop-ckpt_async-mpirun-1n train-sleep:2-all_gather-mpirun-2n
           train-killnode-all_gather-mpirun-2n launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n
           launcher-pgterm-mpirun-2n launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n)
   string(REPLACE ":" "" _n "fault_${s}")
