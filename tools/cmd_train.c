@@ -20,11 +20,10 @@
 #include "train_report.h"
 
 /* rank 0 opens a file; every rank learns whether it could, so none waits */
-static hsr_status open_out(train_run *r, const char *path, const char *flag, FILE **f) {
+static hsr_status open_out(train_run *r, const char *path, const char *flag, int mode, hsr_out *o) {
   if (!path) return HSR_OK;
   hsr_status st = HSR_OK;
-  if (r->rank == 0 && !(*f = fopen(path, "w")))
-    st = hsr_error(HSR_ERR_IO, "cannot open %s file '%s' for writing", flag, path);
+  if (r->rank == 0) st = hsr_out_open(o, flag, path, mode);
   return train_agree(r->boot, st);
 }
 
@@ -125,7 +124,7 @@ static void progress(const train_run *r, int s, double loss, double val, const h
   fflush(stdout);
 }
 
-static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
+static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
   train_args *a = r->a;
   const train_model *m = a->model;
   double tokens = m->tokens_per_step(r), fpt = m->flops_per_token(r);
@@ -182,7 +181,10 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
       if (ls->val_n++ == 0) ls->val_first = val;
       after_val = 1;
     }
-    if (r->rank == 0 && logf) log_line(logf, &info, loss, val, ms, tps, gflops);
+    if (r->rank == 0 && logf->f) { /* a line per step, each checked: a full disk ends the run now, not at the end */
+      log_line(logf->f, &info, loss, val, ms, tps, gflops);
+      HSR_CHECK(hsr_out_flush(logf));
+    }
     if (r->rank == 0 && a->progress) progress(r, s, loss, ls->val, &info, ms, tps, gflops);
     HSR_CHECK(train_ckpt_after_step(&a->ck, r->boot, r->rt, &ts, s + 1, a->steps)); /* when due; collective */
   }
@@ -331,7 +333,7 @@ static hsr_status run(train_run *r) {
   train_args *a = r->a;
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
-  FILE *logf = NULL, *jsonf = NULL;
+  hsr_out logf = {0}, jsonf = {0};
   hsr_status st = hsr_topo_discover(NULL, &topo);
   if (st == HSR_OK) st = hsr_cluster_gather(r->boot, topo, &cl);
   if (st == HSR_OK && !a->strategy_given) { /* hybrid when the mesh has replicas, else fsdp */
@@ -362,15 +364,16 @@ static hsr_status run(train_run *r) {
   if (st == HSR_OK && a->batch % (N * a->cfg.micro_batches))
     st = hsr_error(HSR_ERR_INVALID, "--batch %d must be a multiple of data-parallel ranks x micro-batches = %d x %d",
                    a->batch, N, a->cfg.micro_batches);
-  if (st == HSR_OK) st = open_out(r, a->log, "--log", &logf);
-  if (st == HSR_OK) st = open_out(r, a->json, "--json", &jsonf);
+  if (st == HSR_OK) st = open_out(r, a->log, "--log", HSR_OUT_STREAM, &logf);
+  if (st == HSR_OK) st = open_out(r, a->json, "--json", HSR_OUT_WHOLE, &jsonf);
   if (st == HSR_OK && a->trace) st = hsr_rt_trace_enable(r->rt, 1);
   if (st == HSR_OK && r->rank == 0) print_header(r);
   loop_stats ls = {0};
-  if (st == HSR_OK) st = train_loop(r, logf, &ls);
-  if (st == HSR_OK) st = finish(r, &ls, jsonf);
-  if (logf) fclose(logf);
-  if (jsonf) fclose(jsonf);
+  if (st == HSR_OK) st = train_loop(r, &logf, &ls);
+  if (st == HSR_OK) st = finish(r, &ls, jsonf.f);
+  if (st == HSR_OK) st = hsr_out_close(&logf); /* a write error is the run's error */
+  if (st == HSR_OK) st = hsr_out_close(&jsonf);
+  hsr_out_abort(&logf), hsr_out_abort(&jsonf); /* after an error: what is left (the log as written) */
   a->model->free(r);
   char why[1024] = ""; /* teardown may raise errors of its own: the first one is the job's */
   if (st != HSR_OK) snprintf(why, sizeof why, "%s", hsr_last_error());
