@@ -355,7 +355,7 @@ static hsr_status run(train_run *r) {
     }
   }
   uint64_t mem = 0;
-  int here = 0, have_mem = a->cfg.device == HSR_DEVICE_HOST && hsr_sys_mem_available(&mem) == HSR_OK;
+  int here = 0, have_mem = st == HSR_OK && a->cfg.device == HSR_DEVICE_HOST && hsr_sys_mem_available(&mem) == HSR_OK;
   for (int q = 0; q < r->world; q++) here += !strcmp(hsr_boot_hostname_of(r->boot, q), hsr_boot_hostname(r->boot));
   if (st == HSR_OK) st = hsr_rt_create(r->boot, NULL, cl, &a->cfg, &r->rt);
   if (st == HSR_OK) st = a->model->setup(r);
