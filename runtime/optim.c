@@ -34,8 +34,26 @@ hsr_status rt_snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info) {
 typedef struct opt_run {
   double norm, coef;
   uint64_t t0, now;
-  int open;
+  int open, dropped; /* dropped: the outer reduction voted the step down */
 } opt_run;
+
+/* The reduction over replicas outside the job (cfg.outer): it sees the
+ * finished gradient shards (the reduce stream drained) outside the optimizer
+ * span, and may drop the step. */
+static hsr_status outer_reduce(hsr_rt *rt, opt_run *o) {
+  if (!rt->cfg.outer) return HSR_OK;
+  HSR_CHECK(rt_dev_sync(rt->dv, RS(rt)));
+  uint64_t a = hsr_clock_ns();
+  rt_event(rt, RT_EV_OPTIM, -1, -1, 0, o->t0, a);
+  int commit = 1;
+  hsr_status st = rt->cfg.outer(rt, rt->cfg.outer_ctx, &commit);
+  o->t0 = hsr_clock_ns();
+  rt_obs_wait(rt->obs, o->t0 - a);
+  if (st != HSR_OK)
+    return hsr_error(st, "step %lld: the outer reduction failed: %s", (long long)rt->step + 1, hsr_last_error());
+  o->dropped = !commit;
+  return HSR_OK;
+}
 
 /* The synchronized gradient is complete: the caller's hook sees it (outside
  * the optimizer span). */
@@ -62,6 +80,11 @@ static hsr_status grad_norm(hsr_rt *rt, opt_run *o) {
   for (int i = 0; i < rt->nunits && M > 1; i++) {
     rt_unit *u = &rt->units[i];
     HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, 1.0 / M));
+  }
+  HSR_CHECK(outer_reduce(rt, o));
+  if (o->dropped) { /* no norm, no update: the step stays where it was */
+    o->norm = 0, o->coef = 1.0;
+    return HSR_OK;
   }
   HSR_CHECK(grad_hook(rt, o));
   for (int i = 0; i < rt->nunits; i++) {
@@ -144,7 +167,7 @@ static hsr_status step_action(hsr_rt *rt, const hsr_sched_action *a, opt_run *o)
   case HSR_SCHED_RETIRE: return rt_red_retire(rt, a);
   case HSR_SCHED_NORM: return grad_norm(rt, o);
   case HSR_SCHED_OPTIM:
-    st = adamw_unit(rt, a->unit, o->coef);
+    st = o->dropped ? HSR_OK : adamw_unit(rt, a->unit, o->coef);
     o->now = hsr_clock_ns();
     return st;
   case HSR_SCHED_GATHER: /* the next step's first gather (the step-end prefetch) */
@@ -201,6 +224,7 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
     info->grad_norm = o.norm;
     info->clip_coef = o.coef;
     info->lr = rt->cfg.groups[0].lr;
+    info->dropped = o.dropped;
   }
   return rt_snapshot_counts(rt, info);
 }
