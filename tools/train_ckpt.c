@@ -45,7 +45,7 @@ int train_ckpt_check(const train_ckpt *c) {
   return 0;
 }
 
-static hsr_status fill_state(hsr_ckpt_state *p, const train_ckpt_state *ts, int64_t done) {
+hsr_status train_ckpt_program(hsr_ckpt_state *p, const train_ckpt_state *ts, int64_t done) {
   HSR_CHECK(hsr_ckpt_state_set_str(p, "model", ts->model));
   HSR_CHECK(hsr_ckpt_state_set_i64(p, "data.sample_index", done * ts->batch));
   HSR_CHECK(hsr_ckpt_state_set_i64(p, "data.batch", ts->batch));
@@ -68,7 +68,7 @@ hsr_status train_ckpt_after_step(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt
   HSR_CHECK(hsr_ckpt_state_create(&p));
   hsr_ckpt_stats s;
   hsr_ckpt_save_opts o = {p, c->keep, NULL};
-  hsr_status st = fill_state(p, ts, done);
+  hsr_status st = train_ckpt_program(p, ts, done);
   if (st == HSR_OK) st = hsr_ckpt_save(rt, c->dir, &o, &s);
   hsr_ckpt_state_free(p);
   HSR_CHECK(st);
@@ -122,6 +122,11 @@ static void note_schedule(const hsr_ckpt_state *p, const train_ckpt_state *ts) {
   }
   if (!same)
     printf("note: the learning-rate schedule differs from the checkpoint's (%s): continuing with this run's\n", kind);
+}
+
+hsr_status train_ckpt_check_program(const hsr_ckpt_state *p, const train_ckpt_state *ts, int64_t step,
+                                    const char *from) {
+  return check_state(p, ts, step, from);
 }
 
 /* --resume latest with no checkpoint under --ckpt yet: a fresh start. */
