@@ -54,14 +54,18 @@ void hsr_ft_coord_close(hsr_ft_coord *c) {
   free(c);
 }
 
-hsr_status hsr_ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, char *line, size_t n) {
+hsr_status hsr_ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n) {
   *changed = 0;
+  *groups = 0;
   if (line && n) line[0] = 0;
   if (c->rev > 0) {
     int ch = 0;
     HSR_CHECK(ft_etcd_watch(c->e, FT_PREFIX "q", c->rev + 1, wait_s, &ch));
   }
   ft_kvs k;
+  HSR_CHECK(ft_etcd_get(c->e, FT_PREFIX "m/", 1, &k));
+  *groups = k.n;
+  ft_kvs_free(&k);
   HSR_CHECK(ft_etcd_get(c->e, FT_PREFIX "q", 0, &k));
   c->rev = k.rev;
   char now[1024] = "no quorum yet";

@@ -26,7 +26,7 @@
 #include "hsr/sys.h"
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: hsr coordinator [--listen ADDR] [--data-dir DIR] [--addr-file FILE] [--json]\n"
+  fprintf(f, "usage: hsr coordinator [--listen ADDR] [--data-dir DIR] [--addr-file FILE] [--json] [--idle-exit S]\n"
              "                       [--name NAME --peer-listen ADDR --cluster NAME=URL,...]\n"
              "Runs the coordinator of fault-tolerant training in the foreground (until SIGINT or SIGTERM): an\n"
              "etcd server that admits only replica groups holding HSR_FT_TOKEN (etcd authentication, root's\n"
@@ -38,6 +38,8 @@ static void usage(FILE *f) {
              "                      one is kept)\n"
              "  --addr-file FILE    write the client address (http://HOST:PORT) there once etcd serves\n"
              "  --json              status lines as JSON objects\n"
+             "  --idle-exit S       stop once no replica group has been registered for S seconds (hsr-run's\n"
+             "                      own coordinator; default: run until a signal)\n"
              "a member of a multi-member etcd (3 members: losing one changes nothing):\n"
              "  --name NAME         this member's name (default hsr0)\n"
              "  --peer-listen ADDR  its peer address, HOST:PORT (default: the client port + 1)\n"
@@ -137,7 +139,7 @@ static void status_line(int json, const char *what, const char *line) {
 }
 
 int hsr_cmd_coordinator(int argc, char **argv) {
-  enum { O_LISTEN = 256, O_DATA, O_ADDRF, O_JSON, O_NAME, O_PEER, O_CLUSTER };
+  enum { O_LISTEN = 256, O_DATA, O_ADDRF, O_JSON, O_NAME, O_PEER, O_CLUSTER, O_IDLE };
   static const struct option opts[] = {{"listen", required_argument, 0, O_LISTEN},
                                        {"data-dir", required_argument, 0, O_DATA},
                                        {"addr-file", required_argument, 0, O_ADDRF},
@@ -145,11 +147,13 @@ int hsr_cmd_coordinator(int argc, char **argv) {
                                        {"name", required_argument, 0, O_NAME},
                                        {"peer-listen", required_argument, 0, O_PEER},
                                        {"cluster", required_argument, 0, O_CLUSTER},
+                                       {"idle-exit", required_argument, 0, O_IDLE},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *listen_s = "127.0.0.1:2379", *data = NULL, *addr_file = NULL, *name = NULL, *peer_s = NULL,
              *cluster = NULL;
   int json = 0, c;
+  double idle = 0;
   optind = 1;
   opterr = 0;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -162,6 +166,10 @@ int hsr_cmd_coordinator(int argc, char **argv) {
     case O_NAME: name = optarg; break;
     case O_PEER: peer_s = optarg; break;
     case O_CLUSTER: cluster = optarg; break;
+    case O_IDLE:
+      if (hsr_parse_double("--idle-exit", optarg, 1, 1e9, &idle) != HSR_OK)
+        return hsr_cli_usage_error("coordinator", "%s", hsr_last_error());
+      break;
     default: return hsr_cli_usage_error("coordinator", "unknown option or missing value '%s'", argv[optind - 1]);
     }
   }
@@ -266,10 +274,17 @@ int hsr_cmd_coordinator(int argc, char **argv) {
            ver, curl_, name ? name : "hsr0", dir, made ? ", removed at exit" : "", cl.host, cl.port);
   status_line(json, "serving", line);
   int down = 0;
+  double busy = hsr_clock_s(); /* the last moment a group was registered (or the start) */
   while (!g_signal) {
-    int changed = 0;
+    int changed = 0, groups = 0;
     char q[1024];
-    st = hsr_ft_coord_watch(co, 1.0, &changed, q, sizeof q);
+    st = hsr_ft_coord_watch(co, 1.0, &changed, &groups, q, sizeof q);
+    if (st == HSR_OK && groups > 0) busy = hsr_clock_s();
+    if (idle > 0 && hsr_clock_s() - busy > idle) {
+      snprintf(line, sizeof line, "no replica group for %.0f s (--idle-exit): stopping", idle);
+      status_line(json, "idle", line);
+      break;
+    }
     if (waitpid(pid, &status, WNOHANG) == pid) {
       done = 1;
       fprintf(stderr, "hsr coordinator: etcd exited on its own (%s %d); its log follows\n",

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "hsr/env.h"
 #include "train.h"
 
 void train_ft_usage(FILE *f) {
@@ -58,6 +59,10 @@ int train_ft_check(const train_args *a) {
   if (f->id >= f->replicas)
     return hsr_cli_usage_error("train", "--replica-id %d with --replicas %d (valid: 0 to %d)", f->id, f->replicas,
                                f->replicas - 1);
+  const char *tok = NULL;
+  if (hsr_env_get_str("HSR_FT_TOKEN", &tok) != HSR_OK || !tok)
+    return hsr_cli_usage_error("train", "--coordinator: HSR_FT_TOKEN is not set (the run's shared token: every group "
+                                        "and the coordinator need the same one)");
   if (f->join && a->ck.resume)
     return hsr_cli_usage_error("train", "--join heals from the live groups and --resume loads from disk: use one");
   if (f->join && a->init) return hsr_cli_usage_error("train", "--join takes the live groups' weights: drop --init");

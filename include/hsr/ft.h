@@ -128,8 +128,9 @@ typedef struct hsr_ft_coord hsr_ft_coord;
 HSR_API hsr_status hsr_ft_coord_open(const char *addr, const char *token, double timeout_s, hsr_ft_coord **out,
                                      char *version, size_t n);
 /* Waits up to wait_s for the quorum to change; *changed and a line saying
- * what it is now ("epoch 3, 57 steps done: replicas 0,2; joining 1 (healer 0)"). */
-HSR_API hsr_status hsr_ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, char *line, size_t n);
+ * what it is now ("epoch 3, 57 steps done: replicas 0,2; joining 1 (healer 0)");
+ * *groups: the replica groups registered now. */
+HSR_API hsr_status hsr_ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n);
 HSR_API void hsr_ft_coord_close(hsr_ft_coord *c);
 
 /* Getters. */

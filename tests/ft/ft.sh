@@ -22,6 +22,8 @@
 #   coord3         a 3-member etcd: one member killed changes nothing; a second one
 #                  killed (no quorum): the groups stop with a clear message, group 0
 #                  saves a checkpoint of the last committed step
+#   hsr_run        2 groups given no --coordinator: hsr-run starts one coordinator on
+#                  loopback for both, with a private token of its own
 # Environment: HSR_BUILD (the build tree: hsr, hsr-run, tests/ft_check).
 set -u
 scen=${1:?usage: ft.sh SCENARIO (see the header)}
@@ -244,6 +246,21 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')
   "$hsr" ckpt verify "$T/ck" >/dev/null || FAIL "the checkpoint does not verify"
   ! grep -q "saved the checkpoint" "$T/g1.out" "$T/g2.out" || FAIL "a group other than the smallest id saved"
   STEPS=$last ref_check "$T"/g?.log
+  ;;
+hsr_run)
+  # no --coordinator: hsr-run starts this user's own on loopback (TMPDIR: the test's), with a token of its own
+  STEPS=30
+  for i in 0 1; do
+    ( env -u HSR_FT_TOKEN TMPDIR="$T" "$run" -n 2 -- "$hsr" train --steps 30 --batch 60 --replica-id $i --replicas 2 \
+        --no-progress --log "$T/h$i.log" >"$T/h$i.out" 2>&1; echo "exit $?" >>"$T/h$i.out" ) &
+    pids+=($!)
+  done
+  wait_all "${pids[@]}"
+  [ -s "$T/hsr-ft.$(id -u)/pid" ] && coords+=("$(cat "$T/hsr-ft.$(id -u)/pid")")
+  for i in 0 1; do expect_exit h$i 0; final_equal h$i 0,1; done
+  [ "$(grep -c "started a coordinator on http://127.0.0.1:" "$T"/h?.out | awk -F: '{s += $2} END {print s}')" = 1 ] ||
+    FAIL "not exactly one hsr-run started a coordinator"
+  [ "$(stat -c %a "$T/hsr-ft.$(id -u)/token")" = 600 ] || FAIL "the generated token is not private (mode 600)"
   ;;
 *) echo "ft.sh: unknown scenario '$scen'"; exit 2 ;;
 esac
