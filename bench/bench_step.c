@@ -6,10 +6,12 @@
  * by compute), exposed all-gather time, and the speed-up of prefetch depth
  * D over 0. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -28,6 +30,7 @@
 typedef struct sopts {
   long units, steps, warmup, shard, replicate;
   int keep_last, prefetch_step;
+  int wait; /* --compute wait: a unit holds its rank for the time without a core (a kernel on a device) */
   size_t unit_bytes;
   double compute_ms, bwd_ratio;
   int nres, npre;
@@ -43,11 +46,15 @@ static void usage(void) {
   printf("usage: hsr bench step [options]   (under a launcher: hsr-run -n 4 --nodes 2 -- hsr bench step)\n"
          "A synthetic model of U units through the engine's real lifecycle (gather, forward, reshard,\n"
          "gather, backward, reduce-scatter, all-reduce, AdamW) on the real mesh. Each unit's forward is\n"
-         "real work (f32 GEMMs reading the gathered unit), calibrated to --compute-ms on this machine.\n"
+         "real work (f32 GEMMs reading the gathered unit), calibrated to --compute-ms on this machine, or\n"
+         "with --compute wait a device-like kernel: the rank sleeps until the unit's deadline, holding no core.\n"
          "  --units U           units (default 8)\n"
          "  --unit-size N       gathered (full) bytes per unit, K/M/G suffixes (default 4M)\n"
          "  --compute-ms T      forward compute per unit in ms (default 4)\n"
          "  --bwd-ratio X       backward compute = X x forward (default 2)\n"
+         "  --compute cpu|wait  cpu (default): GEMMs on this rank's core, beside the collectives' copies;\n"
+         "                      wait: each forward and backward sleeps until its deadline, as a kernel\n"
+         "                      occupies a GPU and not the host (the miniature of a GPU cluster)\n"
          "  --steps N           timed steps per configuration (default 5)\n"
          "  --warmup N          untimed steps first (default 2; the first records the order)\n"
          "  --shard S           shard group size (default: all ranks, fsdp; S < ranks: hybrid)\n"
@@ -106,6 +113,7 @@ static int parse(int argc, char **argv, sopts *o) {
                                      {"no-keep-last", no_argument, 0, 'K'},
                                      {"no-prefetch-step", no_argument, 0, 'P'},
                                      {"trace", required_argument, 0, 'T'},
+                                     {"compute", required_argument, 0, 'C'},
                                      {0, 0, 0, 0}};
   *o = (sopts){.units = 8,
                .steps = 5,
@@ -140,6 +148,11 @@ static int parse(int argc, char **argv, sopts *o) {
     case 'J': o->json = optarg; break;
     case 'K': o->keep_last = 0; break;
     case 'T': o->trace = optarg; break;
+    case 'C': {
+      static const char *const modes[] = {"cpu", "wait", NULL};
+      st = hsr_parse_choice("--compute", optarg, modes, &o->wait);
+      break;
+    }
     case 'P':
       o->prefetch_step = 0;
       no_pstep = 1;
@@ -169,10 +182,30 @@ typedef struct work {
   hsr_device *dev;
   float *a, *c, *b;
   long reps; /* GEMMs per forward of one unit */
+  int wait;  /* sleep for ms x scale instead */
+  double ms; /* forward compute per unit */
 } work;
 
-/* One forward's worth of GEMMs; w: the gathered unit (read as the B matrix when big enough). */
+/* Device-like compute: the rank is busy until the deadline but holds no
+ * core, so the collectives' copies and the progress threads run on the
+ * cores as they do on a GPU cluster, where the kernel runs on the device. */
+static hsr_status hold(double seconds) {
+  struct timespec d;
+  clock_gettime(CLOCK_MONOTONIC, &d);
+  double ns = (double)d.tv_nsec + seconds * 1e9;
+  d.tv_sec += (time_t)(ns / 1e9);
+  d.tv_nsec = (long)(ns - 1e9 * (double)(time_t)(ns / 1e9));
+  int e;
+  while ((e = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &d, NULL)) == EINTR) {}
+  return e ? hsr_error(HSR_ERR_SYSTEM, "bench step: clock_nanosleep: %s", strerror(e)) : HSR_OK;
+}
+
+/* One forward's worth of compute (x scale); w: the gathered unit (read as the B matrix when big enough). */
 static hsr_status compute(work *k, const float *w, size_t wn, double scale) {
+  if (k->wait) {
+    k->c[0] = wn ? w[0] : 0; /* what the kernel read of the gathered unit */
+    return hold(k->ms * 1e-3 * scale);
+  }
   const float *b = wn >= (size_t)GEMM_N * GEMM_N ? w : k->b;
   long n = (long)(k->reps * scale + 0.5);
   for (long i = 0; i < n; i++)
@@ -183,6 +216,8 @@ static hsr_status compute(work *k, const float *w, size_t wn, double scale) {
 
 /* GEMMs per --compute-ms, measured with every rank computing at once (as in the run). */
 static hsr_status calibrate(hsr_boot *boot, hsr_comm *world, work *k, double ms) {
+  k->ms = ms;
+  if (k->wait) return HSR_OK;
   k->reps = 16;
   HSR_CHECK(compute(k, k->b, 0, 1));
   double t = 0;
@@ -204,6 +239,7 @@ typedef struct result {
   char reshard[24];
   int prefetch;
   double step, comp, comm, exposed, ag, ag_exposed;
+  double busy[3]; /* union of each group kind's collectives: shard, replicate, partial */
 } result;
 
 static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const sopts *o, work *k,
@@ -287,11 +323,13 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
     res->exposed += sum[i].exposed_ms;
     res->ag += sum[i].gather_ms;
     res->ag_exposed += sum[i].gather_exposed_ms;
+    for (int g = 0; g < 3; g++) res->busy[g] += sum[i].group_busy_ms[g];
     m++;
   }
   free(sum);
   if (m) {
     res->step /= m, res->comp /= m, res->comm /= m, res->exposed /= m, res->ag /= m, res->ag_exposed /= m;
+    for (int g = 0; g < 3; g++) res->busy[g] /= m;
   }
   res->prefetch = depth;
   return HSR_OK;
@@ -338,7 +376,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
   hsr_comm *world = NULL;
-  work k = {0};
+  work k = {.wait = o.wait};
   result *res = NULL;
   int nres = 0;
   FILE *jf = NULL;
@@ -386,11 +424,16 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   if ((st = hsr_boot_bcast(boot, &pid, sizeof pid, 0)) != HSR_OK) goto out;
   snprintf(path, sizeof path, "/tmp/hsr-bench-step-%d.json", pid);
   if (rank == 0) {
+    char how[64];
+    if (k.wait)
+      snprintf(how, sizeof how, "wait: held without a core");
+    else
+      snprintf(how, sizeof how, "cpu: %ld GEMMs %dx%d", k.reps, GEMM_N, GEMM_N);
     printf("# hsr bench step: %d ranks, %d node(s), mesh %d x %ld, %ld units of %.2f MiB gathered, "
-           "compute %.2f ms/unit forward (%ld GEMMs %dx%d), x%.1f backward, %ld timed steps after %ld; "
+           "compute %.2f ms/unit forward (%s), x%.1f backward, %ld timed steps after %ld; "
            "last unit %s, step-end prefetch %s\n",
-           n, hsr_boot_num_nodes(boot), (int)(n / S), S, o.units, (double)o.unit_bytes / (1 << 20), o.compute_ms,
-           k.reps, GEMM_N, GEMM_N, o.bwd_ratio, o.steps, o.warmup, o.keep_last ? "kept until backward" : "resharded",
+           n, hsr_boot_num_nodes(boot), (int)(n / S), S, o.units, (double)o.unit_bytes / (1 << 20), o.compute_ms, how,
+           o.bwd_ratio, o.steps, o.warmup, o.keep_last ? "kept until backward" : "resharded",
            o.prefetch_step ? "on" : "off");
     printf("%-10s %8s %9s %9s %9s %9s %9s %9s %7s %9s %8s\n", "reshard", "prefetch", "step", "compute", "comm",
            "exposed", "ag", "ag_exp", "hidden", "step/max", "speedup");
@@ -424,6 +467,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
     cJSON_AddNumberToObject(root, "unit_bytes", (double)o.unit_bytes);
     cJSON_AddNumberToObject(root, "compute_ms", o.compute_ms);
     cJSON_AddNumberToObject(root, "bwd_ratio", o.bwd_ratio);
+    cJSON_AddStringToObject(root, "compute", k.wait ? "wait" : "cpu");
     cJSON_AddNumberToObject(root, "gemms_per_unit", (double)k.reps);
     cJSON_AddBoolToObject(root, "keep_last", o.keep_last);
     cJSON_AddBoolToObject(root, "prefetch_step", o.prefetch_step);
@@ -444,6 +488,9 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
       cJSON_AddNumberToObject(e, "all_gather_ms", r->ag);
       cJSON_AddNumberToObject(e, "all_gather_exposed_ms", r->ag_exposed);
       cJSON_AddNumberToObject(e, "all_gather_hidden", r->ag > 0 ? 1 - r->ag_exposed / r->ag : 1);
+      cJSON *gb = cJSON_AddObjectToObject(e, "busy_ms");
+      static const char *const gn[3] = {"shard", "replicate", "partial"};
+      for (int g = 0; g < 3; g++) cJSON_AddNumberToObject(gb, gn[g], r->busy[g]);
       cJSON_AddNumberToObject(e, "step_over_max", mx > 0 ? r->step / mx : 0);
       if (base > 0)
         cJSON_AddNumberToObject(e, "speedup_vs_prefetch0", base / r->step);

@@ -58,6 +58,8 @@ struct hsr_ckpt {
   int nt;
   ckpt_file *f;
   int nf;
+  const char *model;         /* the model's kind (NULL: none recorded) */
+  const cJSON *model_config; /* its config object, inside json */
 };
 
 /* ---- ckpt_manifest.c ---- */
@@ -161,10 +163,13 @@ hsr_status ckpt_block_bytes(uint64_t *block);
 const char *ckpt_reshard_name(const hsr_rt_config *c, char *buf, size_t len);
 
 /* ---- ckpt_state.c ---- */
-/* Replaces s's pairs with a copy of obj's (a manifest's "program"; NULL:
- * none); each value must be a number or a string. what names it in errors. */
+/* Replaces s's pairs with a copy of obj's (a manifest's "program" or its
+ * model's "config"; NULL: none); each value must be a number or a string.
+ * what names the object in errors ("checkpoint 'X': program state"). */
 hsr_status ckpt_state_assign(hsr_ckpt_state *s, const cJSON *obj, const char *what);
 /* The state's object (NULL for a NULL state), for the manifest. */
 const cJSON *ckpt_state_obj(const hsr_ckpt_state *s);
+/* A state key (and a model kind): 1-63 of [A-Za-z0-9_.-]. */
+hsr_status ckpt_check_key(const char *key);
 
 #endif

@@ -321,14 +321,46 @@ static int is_file(const char *path) {
   return !stat(path, &sb) && S_ISREG(sb.st_mode);
 }
 
+/* The checkpoint root's `latest` file p names (in root). */
+static hsr_status from_latest(const char *root, const char *p, char **dir) {
+  char *name;
+  size_t len;
+  HSR_CHECK(ckpt_slurp(p, 4096, &name, &len));
+  while (len && (name[len - 1] == '\n' || name[len - 1] == ' ' || name[len - 1] == '\r')) name[--len] = 0;
+  hsr_status st = HSR_OK;
+  if (!ckpt_safe_name(name))
+    st = hsr_error(HSR_ERR_INVALID, "'%s' does not name a checkpoint directory ('%.64s')", p, name);
+  char d[4096], m[4200];
+  if (st == HSR_OK) st = ckpt_path(d, sizeof d, root, name);
+  if (st == HSR_OK) st = ckpt_path(m, sizeof m, d, CKPT_MANIFEST);
+  if (st == HSR_OK && !is_file(m))
+    st = hsr_error(HSR_ERR_INVALID, "'%s' names '%s', which has no %s", p, name, CKPT_MANIFEST);
+  free(name);
+  if (st == HSR_OK && !(*dir = strdup(d))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
+  return st;
+}
+
 hsr_status hsr_ckpt_resolve(const char *path, char **dir) {
   if (!path || !*path || !dir) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_resolve: empty path");
   *dir = NULL;
   struct stat sb;
   if (stat(path, &sb)) return hsr_error(HSR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
-  if (!S_ISDIR(sb.st_mode))
-    return hsr_error(HSR_ERR_INVALID, "'%s' is not a checkpoint: a checkpoint is a directory with %s", path,
-                     CKPT_MANIFEST);
+  if (!S_ISDIR(sb.st_mode)) {
+    /* ROOT/latest, what users type, stands for the checkpoint it names */
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (strcmp(base, CKPT_LATEST) || !S_ISREG(sb.st_mode))
+      return hsr_error(HSR_ERR_INVALID,
+                       "'%s' is not a checkpoint: a checkpoint is a directory with %s (or a root's '%s' file)", path,
+                       CKPT_MANIFEST, CKPT_LATEST);
+    char root[4096];
+    size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof root) return hsr_error(HSR_ERR_INVALID, "checkpoint path '%.64s...' is too long", path);
+    if (n)
+      memcpy(root, path, n), root[n] = 0;
+    else
+      snprintf(root, sizeof root, ".");
+    return from_latest(root, path, dir);
+  }
   char p[4096];
   HSR_CHECK(ckpt_path(p, sizeof p, path, CKPT_MANIFEST));
   if (is_file(p)) {
@@ -340,21 +372,7 @@ hsr_status hsr_ckpt_resolve(const char *path, char **dir) {
     return hsr_error(HSR_ERR_INVALID,
                      "'%s' is not a checkpoint: it has no %s (a checkpoint) and no '%s' (a checkpoint root)", path,
                      CKPT_MANIFEST, CKPT_LATEST);
-  char *name;
-  size_t len;
-  HSR_CHECK(ckpt_slurp(p, 4096, &name, &len));
-  while (len && (name[len - 1] == '\n' || name[len - 1] == ' ' || name[len - 1] == '\r')) name[--len] = 0;
-  hsr_status st = HSR_OK;
-  if (!ckpt_safe_name(name))
-    st = hsr_error(HSR_ERR_INVALID, "'%s' does not name a checkpoint directory ('%.64s')", p, name);
-  char d[4096], m[4200];
-  if (st == HSR_OK) st = ckpt_path(d, sizeof d, path, name);
-  if (st == HSR_OK) st = ckpt_path(m, sizeof m, d, CKPT_MANIFEST);
-  if (st == HSR_OK && !is_file(m))
-    st = hsr_error(HSR_ERR_INVALID, "'%s' names '%s', which has no %s", p, name, CKPT_MANIFEST);
-  free(name);
-  if (st == HSR_OK && !(*dir = strdup(d))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
-  return st;
+  return from_latest(path, p, dir);
 }
 
 /* ---- the fault hook (tests: a crash at each stage of the commit) ---- */

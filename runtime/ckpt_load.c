@@ -270,7 +270,7 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
     st = ckpt_agree(rt, install(&x), 0, 0, 0, NULL);
     if (st == HSR_OK) st = regather(rt);
     if (st == HSR_OK) restore_optimizer(rt, x.c);
-    if (st == HSR_OK && prog) st = ckpt_state_assign(program, ckpt_state_obj(prog), "checkpoint");
+    if (st == HSR_OK && prog) st = ckpt_state_assign(program, ckpt_state_obj(prog), "checkpoint: program state");
   }
   if (stats) fill_stats(&x, t0, stats);
   if (st == HSR_OK)

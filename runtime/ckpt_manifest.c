@@ -282,6 +282,33 @@ static hsr_status parse_info(hsr_ckpt *c, pctx *px) {
   return HSR_OK;
 }
 
+/* "model" (optional: manifests before it lack it): {"kind": NAME,
+ * "config": {KEY: number or string, ...}}. */
+static hsr_status parse_model(hsr_ckpt *c, pctx *px) {
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(c->json, "model");
+  if (!m) return HSR_OK;
+  snprintf(px->where, sizeof px->where, "model");
+  const char *kind;
+  if (!cJSON_IsObject(m)) return PERR(px, "not an object {\"kind\": ..., \"config\": {...}}");
+  HSR_CHECK(jstr(px, m, "kind", &kind));
+  if (ckpt_check_key(kind) != HSR_OK) return PERR(px, "kind '%.64s' is not a plain name", kind);
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(m, "config");
+  if (!cJSON_IsObject(cfg)) return PERR(px, "'config' is missing or not an object");
+  hsr_ckpt_state *tmp = NULL;
+  HSR_CHECK(hsr_ckpt_state_create(&tmp));
+  hsr_status st = ckpt_state_assign(tmp, cfg, "config");
+  hsr_ckpt_state_free(tmp);
+  if (st != HSR_OK) {
+    char why[CKPT_MSG];
+    snprintf(why, sizeof why, "%s", hsr_last_error());
+    return PERR(px, "%s", why);
+  }
+  c->model = kind;
+  c->model_config = cfg;
+  px->where[0] = 0;
+  return HSR_OK;
+}
+
 /* The checksum, then the format and its version, then everything else. */
 static hsr_status parse_head(hsr_ckpt *c, char *text, size_t len, pctx *px) {
   char *d = crc_digits(text, len);
@@ -319,6 +346,7 @@ hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out) {
   uint64_t *covered = NULL;
   hsr_status st = parse_head(c, text, len, &px);
   if (st == HSR_OK) st = parse_info(c, &px);
+  if (st == HSR_OK) st = parse_model(c, &px);
   if (st == HSR_OK) st = parse_files(c, &px);
   const cJSON *ta = NULL, *it;
   if (st == HSR_OK) st = (px.where[0] = 0, jarr(&px, c->json, "tensors", &ta, &c->nt));
@@ -426,8 +454,23 @@ const char *hsr_ckpt_kind_name(hsr_ckpt_kind k) {
 hsr_status hsr_ckpt_get_program(const hsr_ckpt *c, hsr_ckpt_state *out) {
   if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_get_program: NULL argument");
   char what[1100];
-  snprintf(what, sizeof what, "checkpoint '%s'", c->dir);
+  snprintf(what, sizeof what, "checkpoint '%s': program state", c->dir);
   return ckpt_state_assign(out, cJSON_GetObjectItemCaseSensitive(c->json, "program"), what);
+}
+
+hsr_status hsr_ckpt_get_model(const hsr_ckpt *c, const char **kind, hsr_ckpt_state *config) {
+  if (!c || !kind) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_get_model: NULL argument");
+  *kind = NULL;
+  if (!c->model)
+    return hsr_error(HSR_ERR_NOT_FOUND,
+                     "checkpoint '%s' records no model (saved by hsr %s, before checkpoints carried their model, or "
+                     "by a program that gave none)",
+                     c->dir, c->info.hsr_version);
+  *kind = c->model;
+  if (!config) return HSR_OK;
+  char what[1100];
+  snprintf(what, sizeof what, "checkpoint '%s': model config", c->dir);
+  return ckpt_state_assign(config, c->model_config, what);
 }
 
 const char *hsr_ckpt_manifest_text(const hsr_ckpt *c) { return c ? c->text : NULL; }

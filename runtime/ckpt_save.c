@@ -28,6 +28,9 @@ typedef struct save_ctx {
   ckpt_stage fault;
   char *prog; /* program state JSON (for the cross-rank comparison) */
   const hsr_ckpt_state *program;
+  const char *model; /* the model's kind (NULL: none) */
+  const hsr_ckpt_state *model_config;
+  char *model_text; /* kind and config (for the cross-rank comparison) */
   uint64_t bytes;   /* this rank's data bytes */
   ckpt_crc crc;     /* of this rank's file */
   uint64_t block;   /* bytes per checksummed block */
@@ -110,6 +113,19 @@ static hsr_status prepare(save_ctx *x, const hsr_ckpt_save_opts *o) {
   HSR_CHECK(ckpt_path(x->dir, sizeof x->dir, x->root, x->name));
   x->program = o ? o->program : NULL;
   HSR_CHECK(hsr_ckpt_state_json(x->program, &x->prog));
+  x->model = o ? o->model_kind : NULL;
+  x->model_config = x->model ? o->model_config : NULL;
+  if (x->model && ckpt_check_key(x->model) != HSR_OK)
+    return hsr_error(HSR_ERR_INVALID, "checkpoint save: model kind '%s' is not a plain name (1-63 of [A-Za-z0-9_.-])",
+                     x->model);
+  if (x->model) {
+    char *cfg = NULL;
+    HSR_CHECK(hsr_ckpt_state_json(x->model_config, &cfg));
+    size_t n = strlen(x->model) + strlen(cfg) + 2;
+    if ((x->model_text = malloc(n))) snprintf(x->model_text, n, "%s %s", x->model, cfg);
+    free(cfg);
+    if (!x->model_text) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  }
   if (x->rank == 0) {
     x->id = (uint32_t)(hsr_clock_ns() ^ ((uint64_t)getpid() << 16) ^ (uint64_t)time(NULL));
     HSR_CHECK(prepare_dirs(x));
@@ -369,6 +385,16 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
   cJSON *prog = st == HSR_OK ? (po ? cJSON_Duplicate(po, 1) : cJSON_CreateObject()) : NULL;
   if (st == HSR_OK && !prog) st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   if (st == HSR_OK) cJSON_AddItemToObject(m, "program", prog);
+  if (st == HSR_OK && x->model) {
+    const cJSON *co = ckpt_state_obj(x->model_config);
+    cJSON *mo = cJSON_AddObjectToObject(m, "model"), *cfg = co ? cJSON_Duplicate(co, 1) : cJSON_CreateObject();
+    if (!mo || !cfg || !cJSON_AddStringToObject(mo, "kind", x->model)) {
+      cJSON_Delete(cfg);
+      st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+    } else {
+      cJSON_AddItemToObject(mo, "config", cfg);
+    }
+  }
   for (int i = 0; rl && i < np; i++) free(rl[i].r);
   free(rl);
   free(fidx);
@@ -504,12 +530,16 @@ static hsr_status gather_blocks(save_ctx *x) {
 }
 
 static hsr_status same_program(const save_ctx *x, const ckpt_vote *v) {
-  for (int r = 1; r < x->world; r++)
+  for (int r = 1; r < x->world; r++) {
     if (v[r].b != v[0].b)
       return hsr_error(HSR_ERR_MISMATCH,
                        "checkpoint save: the program state of rank %d differs from rank 0's (it must be global: the "
                        "global sample index, not one rank's position)",
                        r);
+    if (v[r].crc != v[0].crc)
+      return hsr_error(HSR_ERR_MISMATCH, "checkpoint save: the model (kind, config) of rank %d differs from rank 0's",
+                       r);
+  }
   return HSR_OK;
 }
 
@@ -538,7 +568,7 @@ hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts 
   ckpt_vote *v = NULL;
   int committed = 0;
   hsr_status st = prepare(&x, o);
-  st = ckpt_agree(rt, st, x.id, x.prog ? fnv(x.prog) : 0, 0, &v);
+  st = ckpt_agree(rt, st, x.id, x.prog ? fnv(x.prog) : 0, x.model_text ? (uint32_t)fnv(x.model_text) : 0, &v);
   if (st == HSR_OK) st = same_program(&x, v);
   if (v) x.id = (uint32_t)v[0].a;
   free(v);
@@ -567,6 +597,7 @@ hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts 
     HSR_LOG_I("checkpoint: saved step %lld to %s (%llu bytes, this rank %llu, %.3f s)", (long long)rt->step, x.dir,
               (unsigned long long)(stats ? stats->bytes_total : 0), (unsigned long long)x.bytes, hsr_clock_s() - t0);
   free(x.prog);
+  free(x.model_text);
   free(x.votes);
   free(x.blocks);
   ckpt_crc_free(&x.crc);

@@ -202,15 +202,15 @@ hsr_status hsr_ckpt_state_json(const hsr_ckpt_state *s, char **out) {
 
 hsr_status ckpt_state_assign(hsr_ckpt_state *s, const cJSON *obj, const char *what) {
   if (!s) return hsr_error(HSR_ERR_INVALID, "checkpoint state is NULL");
-  if (obj && !cJSON_IsObject(obj)) return hsr_error(HSR_ERR_INVALID, "%s: \"program\" is not a JSON object", what);
+  if (obj && !cJSON_IsObject(obj)) return hsr_error(HSR_ERR_INVALID, "%s is not a JSON object", what);
   const cJSON *it;
   cJSON_ArrayForEach(it, obj) {
     HSR_CHECK(check_key(it->string));
     if (!cJSON_IsNumber(it) && !cJSON_IsRaw(it) && !cJSON_IsString(it))
-      return hsr_error(HSR_ERR_INVALID, "%s: program state '%s' is neither a number nor a string", what, it->string);
+      return hsr_error(HSR_ERR_INVALID, "%s: '%s' is neither a number nor a string", what, it->string);
     double d = 0; /* 1e999 parses as inf, which no JSON can hold: it would not read back (found by fuzzing) */
     if (!cJSON_IsString(it) && number_of(it, &d) && !isfinite(d))
-      return hsr_error(HSR_ERR_INVALID, "%s: program state '%s' is not a finite number", what, it->string);
+      return hsr_error(HSR_ERR_INVALID, "%s: '%s' is not a finite number", what, it->string);
   }
   cJSON *copy = cJSON_CreateObject();
   if (!copy) return hsr_error(HSR_ERR_NOMEM, "checkpoint state: out of memory");
@@ -229,6 +229,25 @@ hsr_status ckpt_state_assign(hsr_ckpt_state *s, const cJSON *obj, const char *wh
 }
 
 const cJSON *ckpt_state_obj(const hsr_ckpt_state *s) { return s ? s->obj : NULL; }
+
+hsr_status ckpt_check_key(const char *key) { return check_key(key); }
+
+hsr_status hsr_ckpt_state_at(const hsr_ckpt_state *s, int i, const char **key, char *value, size_t len) {
+  if (!s || !key || !value || !len) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_state_at: NULL argument");
+  const cJSON *v = i >= 0 ? cJSON_GetArrayItem(s->obj, i) : NULL;
+  if (!v) return hsr_error(HSR_ERR_INVALID, "checkpoint state: pair %d of %d", i, hsr_ckpt_state_count(s));
+  *key = v->string;
+  double d;
+  int n;
+  if (number_of(v, &d))
+    n = d == floor(d) && fabs(d) < (double)SAFE_INT ? snprintf(value, len, "%" PRId64, (int64_t)d)
+                                                    : snprintf(value, len, "%.17g", d);
+  else
+    n = snprintf(value, len, "%s", v->valuestring);
+  if (n < 0 || (size_t)n >= len)
+    return hsr_error(HSR_ERR_INVALID, "checkpoint state: the value of '%s' does not fit %zu bytes", v->string, len);
+  return HSR_OK;
+}
 
 hsr_status hsr_ckpt_state_from_json(hsr_ckpt_state *s, const char *json) {
   if (!s || !json) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_state_from_json: NULL argument");

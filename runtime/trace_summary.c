@@ -102,6 +102,7 @@ static hsr_status load(const char *path, cJSON **out) {
 typedef struct {
   int pid, cat; /* cat: 0 step, 1 compute, 2 comm, 3 other */
   int is_ag;
+  int grp; /* comm: 0 shard, 1 replicate, 2 partial (the "group" argument), else -1 */
   double t0, t1;
   int64_t step;
   const char *unit;
@@ -123,7 +124,7 @@ static void free_acc(step_acc *acc, int n) {
 typedef struct {
   xev *xs;
   int n;
-  hsr_ival *comp, *comm, *ag;
+  hsr_ival *comp, *comm, *ag, *gb;
   step_acc *acc;
   int nacc;
 } analysis;
@@ -133,6 +134,7 @@ static void free_scratch(analysis *z) {
   free(z->comp);
   free(z->comm);
   free(z->ag);
+  free(z->gb);
 }
 
 /* Reads the complete events once, sorted by rank, then start. */
@@ -142,7 +144,8 @@ static hsr_status read_events(const cJSON *events, analysis *z) {
   z->comp = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
   z->comm = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
   z->ag = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
-  if (!z->xs || !z->comp || !z->comm || !z->ag) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+  z->gb = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
+  if (!z->xs || !z->comp || !z->comm || !z->ag || !z->gb) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
   const cJSON *e;
   cJSON_ArrayForEach(e, events) {
     const char *ph = str_of(e, "ph"), *cat = str_of(e, "cat");
@@ -157,6 +160,12 @@ static hsr_status read_events(const cJSON *events, analysis *z) {
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
     x->step = int_of(args, "step", -((int64_t)1 << 53), (int64_t)1 << 53, 0);
     x->unit = str_of(args, "unit");
+    const char *g = x->cat == 2 ? str_of(args, "group") : NULL;
+    x->grp = !g                            ? -1
+             : !strncmp(g, "shard", 5)     ? 0
+             : !strncmp(g, "replicate", 9) ? 1
+             : !strncmp(g, "partial", 7)   ? 2
+                                           : -1;
   }
   qsort(z->xs, (size_t)z->n, sizeof *z->xs, cmp_xev);
   return HSR_OK;
@@ -209,6 +218,16 @@ static void step_times(analysis *z, int lo, int hi, const xev *step, step_acc *a
   a->s.compute_ms += cl / 1e3;
   a->s.comm_ms += ml / 1e3;
   a->s.exposed_ms += (ml - hidden) / 1e3;
+  for (int g = 0; g < 3; g++) {
+    int nb = 0;
+    for (int j = lo; j < hi && z->xs[j].t0 <= s1; j++) {
+      const xev *x = &z->xs[j];
+      if (x->cat != 2 || x->grp != g || x->t1 < s0) continue;
+      z->gb[nb++] = (hsr_ival){x->t0 < s0 ? s0 : x->t0, x->t1 > s1 ? s1 : x->t1};
+    }
+    hsr_ival_merge(z->gb, &nb);
+    a->s.group_busy_ms[g] += hsr_ival_length(z->gb, nb) / 1e3;
+  }
 }
 
 /* Counts go to the step that issued the gather (its step argument, as the
@@ -250,6 +269,7 @@ static void per_rank(step_acc *acc, int nacc) {
     s->exposed_ms /= r;
     s->gather_ms /= r;
     s->gather_exposed_ms /= r;
+    for (int g = 0; g < 3; g++) s->group_busy_ms[g] /= r;
     s->all_gathers = (long)(s->all_gathers / r + 0.5);
     s->overlap = s->comm_ms > 0 ? 1.0 - s->exposed_ms / s->comm_ms : 1.0;
   }
@@ -333,6 +353,9 @@ hsr_status hsr_trace_summarize(const char *path, int json, FILE *f) {
       cJSON_AddNumberToObject(o, "all_gather_ms", s->gather_ms);
       cJSON_AddNumberToObject(o, "all_gather_exposed_ms", s->gather_exposed_ms);
       cJSON_AddNumberToObject(o, "all_gathers", (double)s->all_gathers);
+      cJSON *gb = cJSON_AddObjectToObject(o, "busy_ms");
+      static const char *const gn[3] = {"shard", "replicate", "partial"};
+      for (int g = 0; g < 3; g++) cJSON_AddNumberToObject(gb, gn[g], s->group_busy_ms[g]);
       cJSON *u = cJSON_AddObjectToObject(o, "all_gathers_per_unit");
       for (int i = 0; i < acc[k].nunits; i++)
         cJSON_AddNumberToObject(u, acc[k].units[i].name, (double)acc[k].units[i].count / (s->ranks ? s->ranks : 1));

@@ -3,7 +3,7 @@
 # (-DHSR_FUZZ=ON: coverage + ASan + UBSan) into build-fuzz/ and runs each for
 # SECONDS (default 60), starting from its seeds (tests/fuzz/corpus/<target>,
 # and tests/data for the topology readers). Targets: topo_xml topo_nccl trace
-# ckpt_manifest ckpt_state safetensors tune_bench (default: all). The corpus grows in
+# ckpt_manifest ckpt_state safetensors st_index tune_bench (default: all). The corpus grows in
 # build-fuzz/corpus/<target>; every crash, leak or hang (an input that runs
 # over 10 s) is left in build-fuzz/artifacts/<target>/: copy it to
 # tests/fuzz/regress/<target>/ and the gcc build's ctest runs it from then on
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 secs=60
 if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then secs=$1; shift; fi
 case "${1:-}" in -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
-all=(topo_xml topo_nccl trace ckpt_manifest ckpt_state safetensors tune_bench)
+all=(topo_xml topo_nccl trace ckpt_manifest ckpt_state safetensors st_index tune_bench)
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
   [[ " ${all[*]} " == *" $t "* ]] || { echo "fuzz.sh: unknown target '$t' (valid: ${all[*]})" >&2; exit 2; }

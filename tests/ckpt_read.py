@@ -10,6 +10,24 @@ tests (json, struct and zlib only: no numpy, no hsr code).
                                        the file parses per the safetensors
                                        specification and each tensor equals
                                        the checkpoint's master weights
+  ckpt_read.py st-meta FILE KEY=VALUE...
+                                       the file's __metadata__ is exactly
+                                       these pairs, in this order
+  ckpt_read.py st-index DIR REF.safetensors MAX
+                                       DIR is Hugging Face's sharded layout
+                                       (model-0000k-of-0000N.safetensors and
+                                       model.safetensors.index.json as
+                                       save_pretrained writes it) of REF's
+                                       tensors: every tensor's bytes equal,
+                                       each in the file the weight_map names,
+                                       total_size their bytes, every shard
+                                       with REF's metadata and at most MAX
+                                       bytes of tensors (or one tensor),
+                                       filled in REF's order
+  ckpt_read.py drop-model CKPT         removes the manifest's "model" (a
+                                       checkpoint as hsr wrote it before
+                                       checkpoints recorded their model),
+                                       with its crc32 made right
 
 A checkpoint directory (or root, through its `latest`) holds manifest.json,
 whose "manifest_crc32" is the crc32 of the file with that value written as
@@ -137,6 +155,76 @@ def safetensors(path):
     return out
 
 
+def st_meta(path):
+    """The __metadata__ pairs of a safetensors file, in order."""
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack_from("<Q", raw, 0)
+    pairs = json.loads(raw[8:8 + n].decode("utf-8"), object_pairs_hook=lambda kv: kv)
+    return next((v for k, v in pairs if k == "__metadata__"), [])
+
+
+def st_index(d, ref, max_bytes):
+    raw = open(os.path.join(d, "model.safetensors.index.json")).read()
+    dup = []
+    def pairs(kv):
+        keys = [k for k, _ in kv]
+        dup.extend(k for k in keys if keys.count(k) > 1)
+        return dict(kv)
+    idx = json.loads(raw, object_pairs_hook=pairs)
+    assert not dup, f"names given twice: {sorted(set(dup))}"
+    assert raw == json.dumps(idx, indent=2, sort_keys=True) + "\n", "not the text save_pretrained writes"
+    assert set(idx) == {"metadata", "weight_map"}, sorted(idx)
+    wm = idx["weight_map"]
+    files = sorted(set(wm.values()))
+    n = len(files)
+    assert files == [f"model-{i:05d}-of-{n:05d}.safetensors" for i in range(1, n + 1)], files
+    on_disk = sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
+    assert on_disk == files, f"files {on_disk}, the index names {files}"
+    want, want_meta = safetensors(ref), st_meta(ref)
+    order = list(want)  # REF's header order
+    got, shard_of, size = {}, {}, []
+    for k, f in enumerate(files):
+        t = safetensors(os.path.join(d, f))
+        assert st_meta(os.path.join(d, f)) == want_meta, f"{f}: metadata {st_meta(os.path.join(d, f))}"
+        b = sum(len(v[2]) for v in t.values())
+        assert b <= max_bytes or len(t) == 1, f"{f}: {b} bytes of {len(t)} tensors, above {max_bytes}"
+        size.append(b)
+        for name, v in t.items():
+            assert wm.get(name) == f, f"{name} is in {f}, the weight_map says {wm.get(name)}"
+            assert name not in got, f"{name} is in two files"
+            got[name], shard_of[name] = v, k
+    assert sorted(got) == sorted(wm) == sorted(want), f"names differ: {sorted(set(got) ^ set(want))}"
+    for name in want:
+        assert got[name] == want[name], f"{name}: dtype, shape or bytes differ from {ref}"
+    total = sum(len(v[2]) for v in want.values())
+    assert idx["metadata"]["total_size"] == total, f"total_size {idx['metadata']['total_size']}, tensors {total}"
+    # tensors in order fill shards: shard numbers never go back, and a shard ends
+    # only when the next tensor would not fit (or either is a tensor of its own)
+    ks = [shard_of[name] for name in order]
+    assert ks == sorted(ks) and ks[0] == 0 and len(set(ks)) == n, f"shards in tensor order: {ks}"
+    for i in range(1, len(order)):
+        if ks[i] != ks[i - 1]:
+            nxt = len(want[order[i]][2])
+            alone = size[ks[i - 1]] > max_bytes or nxt > max_bytes
+            assert alone or size[ks[i - 1]] + nxt > max_bytes, f"{order[i]} would have fit in shard {ks[i - 1] + 1}"
+    print(f"ckpt_read: {d}: {len(got)} tensors in {n} shards of at most {max_bytes} bytes (or one tensor), "
+          f"total_size {total}, equal to {ref}")
+
+
+def drop_model(path):
+    d, m = manifest(path)
+    assert "model" in m, f"{d}: the manifest records no model"
+    del m["model"]
+    del m["manifest_crc32"]
+    m["manifest_crc32"] = "00000000"  # its own crc32 is of the text with these digits
+    text = (json.dumps(m, indent="\t") + "\n").encode()
+    q = text.rindex(b'"00000000"') + 1
+    text = text[:q] + b"%08x" % zlib.crc32(text) + text[q + 8:]
+    open(os.path.join(d, "manifest.json"), "wb").write(text)
+    assert "model" not in manifest(path)[1]
+    print(f"ckpt_read: {d}: the manifest's model removed")
+
+
 def st_equal(st_path, ckpt):
     st = safetensors(st_path)
     _, ts = tensors(ckpt)
@@ -158,6 +246,15 @@ def main(argv):
         print(f"ckpt_read: {argv[1]}/latest names {got}")
     elif len(argv) == 3 and argv[0] == "st-equal":
         st_equal(argv[1], argv[2])
+    elif len(argv) >= 2 and argv[0] == "st-meta":
+        got = st_meta(argv[1])
+        want = [tuple(a.split("=", 1)) for a in argv[2:]]
+        assert [tuple(p) for p in got] == want, f"{argv[1]}: __metadata__ {got}, expected {want}"
+        print(f"ckpt_read: {argv[1]}: __metadata__ {dict(got)}")
+    elif len(argv) == 4 and argv[0] == "st-index":
+        st_index(argv[1], argv[2], int(argv[3]))
+    elif len(argv) == 2 and argv[0] == "drop-model":
+        drop_model(argv[1])
     else:
         print(__doc__)
         return 2

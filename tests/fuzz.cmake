@@ -2,7 +2,7 @@
 # runs each target over its seed corpus and every input the fuzzer ever
 # crashed or hung on (tests/fuzz/regress/<target>/); -DHSR_FUZZ=ON with clang
 # builds the libFuzzer executables that scripts/fuzz.sh runs.
-set(HSR_FUZZ_TARGETS topo_xml topo_nccl trace ckpt_manifest ckpt_state safetensors tune_bench)
+set(HSR_FUZZ_TARGETS topo_xml topo_nccl trace ckpt_manifest ckpt_state safetensors st_index tune_bench)
 set(_fz ${CMAKE_SOURCE_DIR}/tests/fuzz)
 set(HSR_FUZZ_SEEDS_topo_xml ${CMAKE_SOURCE_DIR}/tests/data)
 set(HSR_FUZZ_SEEDS_topo_nccl ${CMAKE_SOURCE_DIR}/tests/data/nccl)

@@ -135,10 +135,40 @@ static int save(run *r, const char *root, int64_t sample, hsr_ckpt_stats *st) {
   OK(hsr_ckpt_state_create(&ps));
   OK(hsr_ckpt_state_set_i64(ps, "data.sample_index", sample));
   OK(hsr_ckpt_state_set_u64(ps, "rng.seed", model.seed));
-  hsr_ckpt_save_opts o = {ps, 0, NULL};
+  hsr_ckpt_state *mc;
+  OK(hsr_ckpt_state_create(&mc));
+  OK(hsr_ckpt_state_set_i64(mc, "layers", model.layers));
+  OK(hsr_ckpt_state_set_i64(mc, "dim", model.dim));
+  OK(hsr_ckpt_state_set_str(mc, "note", "a \"quoted\" string"));
+  hsr_ckpt_save_opts o = {ps, 0, NULL, "mlp", mc};
   hsr_status s = hsr_ckpt_save(r->rt, root, &o, st);
   hsr_ckpt_state_free(ps);
+  hsr_ckpt_state_free(mc);
   OK(s);
+  return 0;
+}
+
+/* The model save() records reads back: kind, config in order, values as text. */
+static int check_model(const char *dir, const char *what) {
+  hsr_ckpt *c;
+  hsr_ckpt_state *mc;
+  const char *kind = NULL, *key = NULL;
+  char v[64];
+  OK(hsr_ckpt_open(dir, &c));
+  OK(hsr_ckpt_state_create(&mc));
+  OK(hsr_ckpt_get_model(c, &kind, mc));
+  CHECK(!strcmp(kind, "mlp") && hsr_ckpt_state_count(mc) == 3, "%s: model '%s' with %d config pairs", what, kind,
+        hsr_ckpt_state_count(mc));
+  OK(hsr_ckpt_state_at(mc, 0, &key, v, sizeof v));
+  CHECK(!strcmp(key, "layers") && atoi(v) == model.layers, "%s: model config 0: %s = %s", what, key, v);
+  OK(hsr_ckpt_state_at(mc, 1, &key, v, sizeof v));
+  CHECK(!strcmp(key, "dim") && atoi(v) == model.dim && !strchr(v, '.'), "%s: model config 1: %s = %s", what, key, v);
+  OK(hsr_ckpt_state_at(mc, 2, &key, v, sizeof v));
+  CHECK(!strcmp(key, "note") && !strcmp(v, "a \"quoted\" string"), "%s: model config 2: %s = %s", what, key, v);
+  CHECK(hsr_ckpt_state_at(mc, 3, &key, v, sizeof v) == HSR_ERR_INVALID, "%s: a 4th config pair", what);
+  CHECK(hsr_ckpt_state_at(mc, 2, &key, v, 4) == HSR_ERR_INVALID, "%s: a value that does not fit", what);
+  hsr_ckpt_state_free(mc);
+  hsr_ckpt_close(c);
   return 0;
 }
 
@@ -233,6 +263,7 @@ static int resume_pair(env *e, const char *pair, int idx) {
         (unsigned long long)seed);
   CHECK(lst.step == HALF && sst.step == HALF, "%s: saved step %lld, loaded %lld", pair, (long long)sst.step,
         (long long)lst.step);
+  if (check_model(d_half, pair)) return 1;
   CHECK(lst.bytes_total == sst.bytes_total && sst.bytes_total > 0, "%s: %llu bytes saved, %llu loaded", pair,
         (unsigned long long)sst.bytes_total, (unsigned long long)lst.bytes_total);
   if (run_steps(&r2, &ls, (int)(sample / BATCH), STEPS) || save(&r2, d_end, STEPS * BATCH, NULL)) return 1;

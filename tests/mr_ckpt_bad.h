@@ -88,6 +88,8 @@ static int make_case(int i, const char *good, const char *other_shape, const cha
   case 3: snprintf(f, sizeof f, "%s/manifest.json", dir); return flip_byte(f, 200);
   case 4: return edit_manifest(dir, "\"format_version\":\t1", "\"format_version\":\t2");
   case 5: return edit_manifest(dir, "\"name\":\t\"head.b\"", "\"name\":\t\"head.bias\"");
+  case 10: return edit_manifest(dir, "\"kind\":\t\"mlp\"", "\"kind\":\t\"m/lp\"");
+  case 11: return edit_manifest(dir, "\"layers\":\t3", "\"layers\":\t[3]");
   }
   return 1;
 }
@@ -103,6 +105,9 @@ static const bad_case cases[] = {
     {"another model", "no tensor 'blk2.fc1.w'", HSR_ERR_INVALID},
     {"not a checkpoint", "not a checkpoint", HSR_ERR_INVALID},
     {"latest names nothing", "has no manifest.json", HSR_ERR_INVALID},
+    {"a model kind that is not a name", "manifest: model: kind 'm/lp' is not a plain name", HSR_ERR_INVALID},
+    {"a model config value that is an array", "manifest: model: config: 'layers' is neither a number nor a string",
+     HSR_ERR_INVALID},
 };
 
 /* Every parameter, full size (collective). */
@@ -184,7 +189,9 @@ static int mr_ckpt_corrupt(env *e) {
   }
   /* the engine is where it was: the next step is step 4, and the good checkpoint loads */
   if (run_steps(&r, &sp, 3, 4)) return 1;
-  OK(hsr_ckpt_load(r.rt, good, NULL, NULL));
+  char latest[400]; /* ROOT/latest, as users type it */
+  snprintf(latest, sizeof latest, "%s/latest", good);
+  OK(hsr_ckpt_load(r.rt, latest, NULL, NULL));
   float *again = snapshot(r.rt);
   size_t total = 0;
   for (int u = 0; u < mlp_num_units(&model); u++)
@@ -197,7 +204,7 @@ static int mr_ckpt_corrupt(env *e) {
   snprintf(file, sizeof file, "%s/a-file", e->tmp);
   if (g_rank == 0) sh("touch '%s'%s", file, "");
   OK(hsr_boot_barrier(e->boot));
-  hsr_ckpt_save_opts o = {NULL, 0, NULL};
+  hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL};
   hsr_status st = hsr_ckpt_save(r.rt, file, &o, NULL);
   CHECK(st == HSR_ERR_IO && !strncmp(hsr_last_error(), "rank 0:", 7), "save into a file: %s (%s)", hsr_status_str(st),
         hsr_last_error());

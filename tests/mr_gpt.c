@@ -9,10 +9,12 @@
  *                          that steady-state steps allocate nothing, and
  *                          bitwise repeats (twice=1, same=TAG).
  *   mr_gpt export FILE     trains 3 steps, writes FILE with hsr train's
- *                          export, reads it back with the safetensors reader
- *                          and compares every tensor with the run's
- *                          parameters; then --init's load of FILE into a new
- *                          engine on this mesh reproduces them bitwise.
+ *                          export and FILE.shards in Hugging Face's sharded
+ *                          layout (3000-byte shards: several files), reads
+ *                          both back and compares every tensor with the
+ *                          run's parameters; then --init's load of either
+ *                          into a new engine on this mesh reproduces them
+ *                          bitwise.
  *
  * SPEC keys: those of mr_spec.h, plus wrap (block | linear), val (1: a
  * validation pass before steps 2 and 4, whose loss must equal the
@@ -28,6 +30,7 @@
 #include "hsr/comm.h"
 #include "hsr/runtime.h"
 #include "hsr/safetensors.h"
+#include "hsr/safetensors_sharded.h"
 #include "hsr/topology.h"
 #include "train.h"
 
@@ -339,35 +342,52 @@ static int run_export(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
   for (int s = 0; s < 3; s++) OK(gpt_rt_train_step(x, &g_data, base.seed, (int64_t)s * BATCH, BATCH, 1, NULL, NULL));
   float **p = read_params(rt);
   hsr_st_kv meta[2] = {{"hsr.model", "gpt"}, {"n_layer", "2"}};
-  OK(train_export(rt, boot, path, meta, 2));
-  hsr_st_file *f;
-  OK(hsr_st_open(path, &f));
-  CHECK(hsr_st_count(f) == np(), "export holds %d tensors, the model %d", hsr_st_count(f), np());
+  /* one file, and Hugging Face's sharded layout with shards far below the big tensors */
+  char shards[600];
+  snprintf(shards, sizeof shards, "%s.shards", path);
+  int files = 0;
+  OK(train_export(rt, boot, path, 0, meta, 2, NULL));
+  OK(train_export(rt, boot, shards, 3000, meta, 2, &files));
   char name[64];
-  for (int i = 0; i < np(); i++) {
-    gpt_param_name(&base, i, name, sizeof name);
-    int j = -1;
-    OK(hsr_st_find(f, name, &j));
-    size_t n = gpt_param_numel(&base, i);
-    float *q = malloc(n * 4 + 4);
-    OK(hsr_st_read(f, j, 0, q, n * 4));
-    CHECK(!memcmp(p[i], q, n * 4), "export: tensor %s differs from the run's parameter", name);
-    free(q);
+  for (int form = 0; form < 2; form++) {
+    const char *at = form ? shards : path;
+    hsr_st_set *f;
+    OK(hsr_st_set_open(at, &f));
+    CHECK(hsr_st_set_count(f) == np(), "export %s holds %d tensors, the model %d", at, hsr_st_set_count(f), np());
+    CHECK((g_rank || hsr_st_set_num_files(f) == (form ? files : 1)) && (!form || hsr_st_set_num_files(f) > 2),
+          "export %s: %d files (the writer said %d)", at, hsr_st_set_num_files(f), files);
+    CHECK(!strcmp(hsr_st_set_meta(f, "n_layer"), "2"), "export %s: metadata n_layer", at);
+    for (int i = 0; i < np(); i++) {
+      gpt_param_name(&base, i, name, sizeof name);
+      int j = -1;
+      OK(hsr_st_set_find(f, name, &j));
+      size_t n = gpt_param_numel(&base, i);
+      float *q = malloc(n * 4 + 4);
+      OK(hsr_st_set_read(f, j, 0, q, n * 4));
+      CHECK(!memcmp(p[i], q, n * 4), "export %s: tensor %s differs from the run's parameter", at, name);
+      free(q);
+    }
+    hsr_st_set_close(f);
   }
-  hsr_st_close(f);
   gpt_rt_ctx_free(x);
   OK(hsr_rt_destroy(rt));
-  /* --init's load on the same mesh: bitwise the same parameters */
-  OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
-  OK(gpt_rt_setup(&base, rt, 0));
-  OK(train_init_from(rt, boot, path));
-  float **q = read_params(rt);
-  for (int i = 0; i < np(); i++) {
-    gpt_param_name(&base, i, name, sizeof name);
-    CHECK(!memcmp(p[i], q[i], gpt_param_numel(&base, i) * 4), "--init: parameter %s differs from the file", name);
-    free(p[i]), free(q[i]);
+  /* --init's load on the same mesh, from either form: bitwise the same parameters */
+  for (int form = 0; form < 2; form++) {
+    OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
+    OK(gpt_rt_setup(&base, rt, 0));
+    OK(train_init_from(rt, boot, form ? shards : path));
+    float **q = read_params(rt);
+    for (int i = 0; i < np(); i++) {
+      gpt_param_name(&base, i, name, sizeof name);
+      CHECK(!memcmp(p[i], q[i], gpt_param_numel(&base, i) * 4), "--init %s: parameter %s differs from the file",
+            form ? shards : path, name);
+      free(q[i]);
+    }
+    free(q);
+    if (!form) OK(hsr_rt_destroy(rt));
   }
-  free(p), free(q);
+  for (int i = 0; i < np(); i++) free(p[i]);
+  free(p);
   /* a mismatch is refused on every rank, with the tensor named */
   OK(hsr_rt_destroy(rt));
   gpt_cfg other = base;
@@ -378,7 +398,9 @@ static int run_export(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
   CHECK(st == HSR_ERR_INVALID && strstr(hsr_last_error(), "wte.weight") && strstr(hsr_last_error(), "shape"),
         "--init of another shape: %s (%s)", hsr_status_str(st), hsr_last_error());
   OK(hsr_rt_destroy(rt));
-  if (g_rank == 0) printf("ok export %s: %d tensors equal the run's parameters; --init reproduces them\n", path, np());
+  if (g_rank == 0)
+    printf("ok export %s and %s (%d shards): %d tensors equal the run's parameters; --init of either reproduces them\n",
+           path, shards, files, np());
   return 0;
 }
 

@@ -96,6 +96,10 @@ hsr_add_unit(test_gpt test_gpt.c ${HSR_GPT_SOURCES})
 # safetensors: the specification's vectors byte for byte, a streaming round
 # trip, malformed files rejected with the file and the problem named.
 hsr_add_unit(test_safetensors test_safetensors.c)
+# Hugging Face's sharded layout: the shard size, the plan, a round trip through
+# shards and the index (its text byte for byte), re-exports, an aborted one,
+# malformed indexes each refused naming the index and the problem.
+hsr_add_unit(test_st_sharded test_st_sharded.c)
 
 # The GPT under the engine: equivalence with the single-rank reference, every
 # step (loss, gradient norm, every parameter, the tied wte), on the MLP's
@@ -195,6 +199,10 @@ add_test(NAME train_bad_warmup COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 
 # hsr ckpt export: the independent reader checks the file against the checkpoint.
 add_test(NAME ckpt_export COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_export.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_export PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
+# The model travels with the checkpoint, ROOT/latest everywhere, Hugging Face's
+# sharded layout: checked by tests/ckpt_read.py (json + struct), see the script.
+add_test(NAME ckpt_model COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_model.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ckpt_model PROPERTIES TIMEOUT 240 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 add_test(NAME ckpt_export_usage COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "needs a checkpoint DIR and --safetensors"
          $<TARGET_FILE:hsr_cli> ckpt export /tmp)
 add_test(NAME train_init_and_resume COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--init and --resume both set the weights"

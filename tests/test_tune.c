@@ -244,14 +244,19 @@ static void test_timeline(void **state) {
   assert_true(s.compute_ms > b.compute_ms * 1.01);
 }
 
-/* One bench row: time = alpha + x / busbw (us, bytes). */
+/* One bench row of an all-gather or reduce-scatter of B = 4 x count bytes
+ * per rank: time = alpha + x / busbw (us, bytes), x what the rank sent. */
 static void row(char *b, size_t len, double x, double fab, int n, int nodes, double t_us, int conc) {
   size_t o = strlen(b);
+  /* the block each rank contributes: shared memory and rings send (n-1) blocks, two-level 1 across */
+  double B = nodes == 1 || n == nodes ? x / (n - 1) : fab / 2;
   snprintf(b + o, len - o,
-           "%s{\"size\":%g,\"out_of_place\":{\"time\":%.9g},\"in_place\":{\"time\":%.9g},\"hsr\":{\"group_size\":%d,"
-           "\"nodes_spanned\":%d,\"concurrent_with\":[%s],\"out_of_place\":{\"sent_bytes_per_op\":%.9g,"
-           "\"fabric_bytes_per_op\":%.9g},\"in_place\":{\"sent_bytes_per_op\":%.9g,\"fabric_bytes_per_op\":%.9g}}}",
-           o && b[o - 1] == '}' ? "," : "", x, t_us, t_us, n, nodes, conc ? "\"replicate\"" : "", x, fab, x, fab);
+           "%s{\"size\":%g,\"count\":%.9g,\"type\":\"float\",\"out_of_place\":{\"time\":%.9g},\"in_place\":{"
+           "\"time\":%.9g},\"hsr\":{\"group_size\":%d,\"nodes_spanned\":%d,\"concurrent_with\":[%s],"
+           "\"out_of_place\":{\"sent_bytes_per_op\":%.9g,\"fabric_bytes_per_op\":%.9g},\"in_place\":{\"sent_bytes_"
+           "per_op\":%.9g,\"fabric_bytes_per_op\":%.9g}}}",
+           o && b[o - 1] == '}' ? "," : "", B * n, B / 4, t_us, t_us, n, nodes, conc ? "\"replicate\"" : "", x, fab, x,
+           fab);
 }
 
 static void test_calib(void **state) {
@@ -260,9 +265,10 @@ static void test_calib(void **state) {
   snprintf(j, sizeof j, "{\"hsr\":{\"collective\":\"all_gather\"},\"results\":[");
   for (double x = 3e4; x < 1e7; x *= 10) {
     row(j, sizeof j, x, 0, 4, 1, 20 + x / 2000, 0); /* intra: 20 us, 2 GB/s */
-    row(j, sizeof j, x, x, 2, 2, 50 + x / 100, 0);  /* cross: 50 us, 0.1 GB/s */
+    /* fabric_bytes_per_op is what crossed nodes sent plus received, as hsr bench writes it */
+    row(j, sizeof j, x, 2 * x, 2, 2, 50 + x / 100, 0); /* cross: 50 us, 0.1 GB/s */
     row(j, sizeof j, x, 0, 4, 1, 20 + x / 1000, 1); /* intra beside the other tier: 1 GB/s */
-    row(j, sizeof j, 6 * x + x, x, 8, 2, (20 + 6 * x / 2000) + (50 + x / 100), 0); /* two-level */
+    row(j, sizeof j, 6 * x + x, 2 * x, 8, 2, (20 + 6 * x / 2000) + (50 + x / 100), 0); /* two-level */
   }
   strcat(j, "]}");
   hsr_tune_calib *c;
@@ -279,6 +285,9 @@ static void test_calib(void **state) {
   assert_int_equal(x->samples, 6); /* the flat rows; the two-level ones fit the span factor */
   assert_true(fabs(n.span[HSR_OP_ALLGATHER] - 1) < 1e-9);
   assert_int_equal(n.span_samples[HSR_OP_ALLGATHER], 6);
+  /* two-level rows exactly their stages: their cross stage's fit is the flat one */
+  assert_true(fabs(n.span_link[HSR_OP_ALLGATHER].alpha_us - 50) < 1e-6);
+  assert_true(fabs(n.span_link[HSR_OP_ALLGATHER].busbw_gbs - 0.1) < 1e-9);
   assert_false(a->is_default);
   assert_non_null(strstr(a->source, "ag.json"));
   assert_true(fabs(n.concurrent[HSR_TUNE_INTRA] - 0.5) < 1e-6);
@@ -294,21 +303,41 @@ static void test_calib(void **state) {
   assert_int_equal(hsr_tune_calib_add_json(c, "{\"hsr\":{\"collective\":\"broadcast\"},\"results\":[]}", "b.json"),
                    HSR_ERR_INVALID);
   hsr_tune_calib_free(c);
+  /* a row whose counters are not what the model moves on its group (here half the fabric bytes: the
+   * fabric figure read as bytes sent only) is refused, naming both */
+  j[0] = '\0';
+  snprintf(j, sizeof j, "{\"hsr\":{\"collective\":\"all_gather\"},\"results\":[");
+  row(j, sizeof j, 7e6, 2e6, 8, 2, 1000, 0);
+  strcat(j, "]}");
+  char *fabx = strstr(j, "\"fabric_bytes_per_op\":2000000");
+  assert_non_null(fabx);
+  memcpy(fabx + strlen("\"fabric_bytes_per_op\":"), "1000000", 7);
+  assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
+  assert_int_equal(hsr_tune_calib_add_json(c, j, "old.json"), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "records 7000000 bytes sent and 1000000 across nodes"));
+  assert_non_null(strstr(hsr_last_error(), "moves 7000000 and 2000000"));
+  hsr_tune_calib_free(c);
   /* two-level rows twice as slow as their stages: span 2; without flat cross rows they fit the cross tier */
   j[0] = '\0';
   snprintf(j, sizeof j, "{\"hsr\":{\"collective\":\"reduce_scatter\"},\"results\":[");
   for (double x = 3e4; x < 1e7; x *= 10) {
     row(j, sizeof j, x, 0, 4, 1, 20 + x / 2000, 0);
-    row(j, sizeof j, x, x, 2, 2, 50 + x / 100, 0);
-    row(j, sizeof j, 6 * x + x, x, 8, 2, 2 * ((20 + 6 * x / 2000) + (50 + x / 100)), 0);
+    row(j, sizeof j, x, 2 * x, 2, 2, 50 + x / 100, 0);
+    row(j, sizeof j, 6 * x + x, 2 * x, 8, 2, 2 * ((20 + 6 * x / 2000) + (50 + x / 100)), 0);
   }
   strcat(j, "]}");
   assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
   assert_int_equal(hsr_tune_calib_add_json(c, j, "rs.json"), HSR_OK);
   n = host();
   assert_int_equal(hsr_tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
-  assert_true(fabs(n.span[HSR_OP_REDUCE_SCATTER] - 2) < 1e-6);
-  assert_non_null(strstr(rep, "2.00x the time of their node and cross stages"));
+  /* the cross stage gets its own fit: what the rows leave after their node stage, 2 (20 + 0.003 x) + 2 (50 +
+   * 0.01 x) - (20 + 0.003 x) = 120 us + x / 43.48 MB/s; the flat cross fit stays the flat rows' */
+  const hsr_tune_link *sl = &n.span_link[HSR_OP_REDUCE_SCATTER];
+  assert_true(fabs(sl->alpha_us - 120) < 1e-6);
+  assert_true(fabs(sl->busbw_gbs - 1 / 23.0) < 1e-9);
+  assert_true(fabs(n.link[HSR_TUNE_CROSS][HSR_OP_REDUCE_SCATTER].busbw_gbs - 0.1) < 1e-9);
+  EQ(n.span[HSR_OP_REDUCE_SCATTER], 1);
+  assert_non_null(strstr(rep, "their cross stage alpha 120.0 us"));
   hsr_tune_vol v;
   hsr_tune_shape g = {8, 2, 4, 2};
   assert_int_equal(hsr_tune_volume(&n, HSR_OP_REDUCE_SCATTER, &g, 1000, 4, &v), HSR_OK);

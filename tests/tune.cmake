@@ -91,3 +91,7 @@ set_tests_properties(tune_bench_fit PROPERTIES TIMEOUT 120 LABELS "mpi" ENVIRONM
 hsr_tune_mpi_cli(tune_validate_4 0 "# recommended .* measured .* fastest measured .* slower" 4 240 ${_hsr} tune
                  --validate --units 4 --unit-size 256K --compute-ms-per-unit 1 --validate-steps 1 --validate-top 1
                  --validate-bad 1)
+# --validate --compute wait --json on 4 ranks as 2 nodes: the JSON's schema, every figure present and finite
+add_test(NAME tune_validate_json COMMAND ${CMAKE_SOURCE_DIR}/tests/tune_validate_json.sh ${HSR_RUN} ${_hsr})
+set_tests_properties(tune_validate_json PROPERTIES TIMEOUT 300 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60"
+                     ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")

@@ -218,7 +218,7 @@ static hsr_status round_once(bench_ctx *x, double *t) {
   HSR_CHECK(st);
   /* the save, then the load from a cold cache */
   hsr_ckpt_stats s;
-  hsr_ckpt_save_opts o = {NULL, 0, NULL};
+  hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL};
   if (x->rank == 0) remove_tree(ck); /* the last round's, outside the timing */
   HSR_CHECK(hsr_boot_barrier(b));
   t0 = hsr_clock_s();

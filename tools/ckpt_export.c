@@ -1,8 +1,11 @@
-/* hsr ckpt export DIR --safetensors FILE: the checkpoint's fp32 master
- * weights by logical name, in registration order, through the safetensors
- * module's streaming writer (hsr/safetensors.h): the header from names and
- * shapes, then each tensor read from the checkpoint in chunks of at most
- * 4 MiB (every block's crc32 checked), so the model is never in memory. */
+/* hsr ckpt export DIR --safetensors PATH [--max-shard-size N]: the
+ * checkpoint's fp32 master weights by logical name, in registration order,
+ * through the safetensors module's streaming writers (hsr/safetensors.h, or
+ * Hugging Face's sharded layout: hsr/safetensors_sharded.h): the header from
+ * names and shapes, then each tensor read from the checkpoint in chunks of
+ * at most 4 MiB (every block's crc32 checked), so the model is never in
+ * memory. The __metadata__ is what hsr train --export writes (the model the
+ * manifest records, hsr_step, hsr_version). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,22 +13,28 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
+#include "hsr/safetensors_sharded.h"
 #include "hsr/sys.h"
-
-#include "hsr/safetensors.h"
+#include "model_meta.h"
 
 static void export_usage(FILE *f) {
-  fprintf(f, "usage: hsr ckpt export DIR --safetensors FILE\n"
-             "  Writes the fp32 master weights of checkpoint DIR (a checkpoint or a root: its latest) by logical\n"
-             "  name as a safetensors file (dtype F32; __metadata__: hsr_step, hsr_version, source), streaming one\n"
-             "  chunk of one tensor at a time. 'hsr train --init FILE' starts a run from it.\n");
+  fprintf(f, "usage: hsr ckpt export DIR --safetensors PATH [--max-shard-size N]\n"
+             "  Writes the fp32 master weights of checkpoint DIR (a checkpoint, a root or a root's latest file:\n"
+             "  its latest) by logical name as safetensors (dtype F32), streaming one chunk of one tensor at a time.\n"
+             "  __metadata__: what 'hsr train --export' writes - hsr.model and the model's config as the checkpoint\n"
+             "  records it (gpt: n_layer, n_head, n_embd, n_ctx, vocab_size), then hsr_step and hsr_version - so\n"
+             "  'hsr eval', 'hsr sample' and 'hsr train --init' read it without flags.\n"
+             "  --safetensors PATH   the file written; with --max-shard-size, the directory\n"
+             "  --max-shard-size N   Hugging Face's sharded layout (save_pretrained's): PATH/model-00001-of-0000K\n"
+             "                       .safetensors ... of at most N bytes of tensors each (a bigger tensor gets a\n"
+             "                       file of its own) and PATH/model.safetensors.index.json; one shard:\n"
+             "                       PATH/model.safetensors alone. N: 5GB = 5 x 10^9, 2GiB = 2 x 2^30, or bytes\n");
 }
 
 #define EXPORT_CHUNK ((uint64_t)1 << 20) /* elements: 4 MiB */
 
-static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t *bytes) {
-  hsr_ckpt_info in;
-  HSR_CHECK(hsr_ckpt_get_info(c, &in));
+static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t max_shard, const model_meta *meta,
+                            uint64_t *bytes, int *files) {
   int n = hsr_ckpt_num_tensors(c);
   hsr_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
   float *buf = malloc(EXPORT_CHUNK * sizeof *buf);
@@ -36,26 +45,23 @@ static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t *bytes
     t[i].name = x.name, t[i].dtype = "F32", t[i].ndim = x.ndim;
     for (int d = 0; d < x.ndim; d++) t[i].shape[d] = x.shape[d];
   }
-  char step[32];
-  snprintf(step, sizeof step, "%" PRId64, in.step);
-  hsr_st_kv meta[3] = {
-      {"hsr_step", step}, {"hsr_version", in.hsr_version}, {"source", "hsr checkpoint master weights"}};
-  hsr_st_writer *w = NULL;
-  if (st == HSR_OK) st = hsr_st_create(path, t, n, meta, 3, &w);
+  hsr_st_set_writer *w = NULL;
+  if (st == HSR_OK) st = hsr_st_set_create(path, max_shard, t, n, meta->kv, meta->n, &w);
+  *files = hsr_st_set_writer_files(w);
   for (int i = 0; i < n && st == HSR_OK; i++) {
     hsr_ckpt_tensor x;
     hsr_ckpt_tensor_at(c, i, &x);
     for (uint64_t at = 0; at < x.numel && st == HSR_OK; at += EXPORT_CHUNK) {
       uint64_t k = x.numel - at < EXPORT_CHUNK ? x.numel - at : EXPORT_CHUNK;
       st = hsr_ckpt_read(c, i, HSR_CKPT_MASTER, at, k, buf);
-      if (st == HSR_OK) st = hsr_st_write(w, buf, (size_t)k * sizeof *buf);
+      if (st == HSR_OK) st = hsr_st_set_write(w, buf, (size_t)k * sizeof *buf);
       *bytes += k * sizeof *buf;
     }
   }
   if (w && st == HSR_OK)
-    st = hsr_st_finish(w);
+    st = hsr_st_set_finish(w);
   else if (w)
-    hsr_st_abort(w);
+    hsr_st_set_abort(w);
   free(buf);
   free(t);
   return st;
@@ -63,12 +69,16 @@ static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t *bytes
 
 int hsr_ckpt_export_main(int argc, char **argv) {
   const char *dir = NULL, *out = NULL;
+  uint64_t max_shard = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       export_usage(stdout);
       return HSR_EXIT_OK;
     } else if (!strcmp(argv[i], "--safetensors") && i + 1 < argc) {
       out = argv[++i];
+    } else if (!strcmp(argv[i], "--max-shard-size") && i + 1 < argc) {
+      if (hsr_st_parse_shard_size("--max-shard-size", argv[++i], &max_shard) != HSR_OK)
+        return hsr_cli_usage_error("ckpt export", "%s", hsr_last_error());
     } else if (argv[i][0] == '-') {
       return hsr_cli_usage_error("ckpt export", "unknown option or missing value '%s'", argv[i]);
     } else if (!dir) {
@@ -77,19 +87,32 @@ int hsr_ckpt_export_main(int argc, char **argv) {
       return hsr_cli_usage_error("ckpt export", "unexpected argument '%s'", argv[i]);
     }
   }
-  if (!dir || !out) return hsr_cli_usage_error("ckpt export", "needs a checkpoint DIR and --safetensors FILE");
-  hsr_status pst = hsr_path_check_dir("DIR", dir, 0);
-  if (pst == HSR_OK) pst = hsr_path_check_write("--safetensors", out);
+  if (!dir || !out)
+    return hsr_cli_usage_error("ckpt export", "needs a checkpoint DIR and --safetensors %s",
+                               max_shard ? "DIR" : "FILE");
+  hsr_status pst = hsr_cli_check_ckpt("DIR", dir);
+  if (pst == HSR_OK)
+    pst = max_shard ? hsr_cli_check_out_dir("--safetensors", out) : hsr_path_check_write("--safetensors", out);
   if (pst != HSR_OK) return hsr_cli_usage_error("ckpt export", "%s", hsr_last_error());
   hsr_ckpt *c = NULL;
   uint64_t bytes = 0;
+  model_meta meta;
+  int has_model = 0, files = 0;
   hsr_status st = hsr_ckpt_open(dir, &c);
-  if (st == HSR_OK) st = export_to(c, out, &bytes);
+  if (st == HSR_OK) st = model_meta_of_ckpt(&meta, c, &has_model);
+  if (st == HSR_OK) st = export_to(c, out, max_shard, &meta, &bytes, &files);
   if (st == HSR_OK) {
     hsr_ckpt_info in;
     hsr_ckpt_get_info(c, &in);
-    printf("exported %d tensors (%" PRIu64 " bytes, F32) of %s, step %" PRId64 ", to %s\n", in.num_tensors, bytes,
-           in.dir, in.step, out);
+    printf("exported %d tensors (%" PRIu64 " bytes, F32) of %s, step %" PRId64 ", to %s (%d file%s%s)\n",
+           in.num_tensors, bytes, in.dir, in.step, out, files, files == 1 ? "" : "s",
+           files > 1 ? " and " HSR_ST_INDEX_NAME : "");
+    if (!has_model)
+      fprintf(stderr,
+              "hsr ckpt export: note: %s records no model (saved by hsr %s, before checkpoints carried their "
+              "model), so the export's __metadata__ has no hsr.model: hsr eval and sample need --heads, and hsr "
+              "train --init the model's flags\n",
+              in.dir, in.hsr_version);
   }
   hsr_ckpt_close(c);
   if (st != HSR_OK) fprintf(stderr, "hsr ckpt export: %s: %s\n", hsr_status_str(st), hsr_last_error());

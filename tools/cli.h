@@ -25,6 +25,17 @@ int hsr_cli_fail(const char *cmd, hsr_status st);
  * survivor prints its line first. */
 int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b);
 
+/* Weights a command reads (--init): a readable safetensors file or index,
+ * or a directory holding model.safetensors.index.json or model.safetensors
+ * (hsr/safetensors_sharded.h). HSR_ERR_INVALID naming `what` and the path. */
+hsr_status hsr_cli_check_weights(const char *what, const char *path);
+/* A checkpoint path: a directory (a checkpoint or a root) or a root's
+ * `latest` file (hsr_ckpt_resolve). */
+hsr_status hsr_cli_check_ckpt(const char *what, const char *path);
+/* Where sharded weights go: an existing writable directory, or a missing
+ * one whose parent exists (a file there is refused, saying why). */
+hsr_status hsr_cli_check_out_dir(const char *what, const char *path);
+
 /* Subcommands (one file each under tools/). */
 int hsr_cmd_version(int argc, char **argv);
 int hsr_cmd_info(int argc, char **argv);

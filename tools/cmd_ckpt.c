@@ -18,15 +18,16 @@ int hsr_ckpt_export_main(int argc, char **argv); /* ckpt_export.c */
 static void usage(FILE *f) {
   fprintf(f, "usage: hsr ckpt inspect DIR [--json] [--no-verify]\n"
              "       hsr ckpt verify DIR [--json]\n"
-             "       hsr ckpt export DIR --safetensors FILE\n"
+             "       hsr ckpt export DIR --safetensors FILE [--max-shard-size N]\n"
              "       hsr ckpt bench [options]        (under hsr-run: save/load GB/s beside the disk's own)\n"
-             "DIR is a checkpoint directory or a checkpoint root (its 'latest' is used).\n"
-             "  inspect   the step, the mesh, strategy and dtypes at save, the optimizer, the program's\n"
-             "            state and every tensor (name, shape, dtype, unit, ranges); then reads every data\n"
-             "            file and verifies every checksum (--no-verify: the manifest's only)\n"
+             "DIR is a checkpoint directory, a checkpoint root or a root's 'latest' file (the checkpoint it names).\n"
+             "  inspect   the step, the mesh, strategy and dtypes at save, the model, the optimizer, the\n"
+             "            program's state and every tensor (name, shape, dtype, unit, ranges); then reads every\n"
+             "            data file and verifies every checksum (--no-verify: the manifest's only)\n"
              "  verify    reads every data file and verifies the manifest, the sizes and every crc32;\n"
              "            exit 1 on any problem, naming the file, the block and the tensor\n"
-             "  export    the fp32 master weights by logical name as a safetensors file, streamed\n"
+             "  export    the fp32 master weights by logical name as safetensors, streamed, with the model's\n"
+             "            __metadata__ ('hsr ckpt export --help'; --max-shard-size: Hugging Face's sharded layout)\n"
              "  bench     'hsr ckpt bench --help'\n"
              "  --json    one JSON object on stdout instead of the table\n"
              "Exit codes: 0 ok, 1 a problem with the checkpoint, 2 bad usage.\n");
@@ -36,6 +37,46 @@ static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
   size_t o = (size_t)snprintf(buf, len, "[");
   for (int d = 0; d < nd && o < len; d++) o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, d ? ", " : "", s[d]);
   if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+/* "model": {"kind": ..., "config": {...}}, or null for a checkpoint that records none. */
+static void model_json(const hsr_ckpt *c, cJSON *o) {
+  hsr_ckpt_state *cfg = NULL;
+  const char *kind = NULL;
+  char *cj = NULL;
+  if (hsr_ckpt_state_create(&cfg) == HSR_OK && hsr_ckpt_get_model(c, &kind, cfg) == HSR_OK &&
+      hsr_ckpt_state_json(cfg, &cj) == HSR_OK) {
+    cJSON *m = cJSON_AddObjectToObject(o, "model");
+    cJSON_AddStringToObject(m, "kind", kind);
+    cJSON_AddItemToObject(m, "config", cJSON_Parse(cj));
+  } else {
+    cJSON_AddNullToObject(o, "model");
+  }
+  free(cj);
+  hsr_ckpt_state_free(cfg);
+}
+
+/* "model gpt: n_layer 4, n_head 4, ..." or why there is none. */
+static void print_model(const hsr_ckpt *c) {
+  hsr_ckpt_state *cfg = NULL;
+  const char *kind = NULL;
+  if (hsr_ckpt_state_create(&cfg) != HSR_OK) return;
+  hsr_ckpt_info in;
+  hsr_ckpt_get_info(c, &in);
+  if (hsr_ckpt_get_model(c, &kind, cfg) != HSR_OK) {
+    printf("model: none recorded (saved by hsr %s, before checkpoints carried their model, or by a program that "
+           "gave none)\n",
+           in.hsr_version);
+  } else {
+    printf("model %s:", kind);
+    for (int i = 0; i < hsr_ckpt_state_count(cfg); i++) {
+      const char *k;
+      char v[128];
+      if (hsr_ckpt_state_at(cfg, i, &k, v, sizeof v) == HSR_OK) printf("%s %s %s", i ? "," : "", k, v);
+    }
+    printf("\n");
+  }
+  hsr_ckpt_state_free(cfg);
 }
 
 static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
@@ -69,6 +110,7 @@ static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
     cJSON_AddNumberToObject(x, "weight_decay", in->groups[i].weight_decay);
     cJSON_AddItemToArray(g, x);
   }
+  model_json(c, o);
   cJSON_AddNumberToObject(o, "data_bytes", (double)in->data_bytes);
   cJSON_AddNumberToObject(o, "files", in->num_files);
   cJSON_AddNumberToObject(o, "block_bytes", (double)in->block_bytes);
@@ -104,6 +146,7 @@ static void print_table(const hsr_ckpt *c, const hsr_ckpt_info *in) {
          "dtypes param %s reduce %s, master and moments f32\n",
          in->step, in->world, in->replicate, in->shard, in->strategy, in->reshard, in->prefetch, in->device,
          in->param_dtype, in->reduce_dtype);
+  print_model(c);
   printf("optimizer adamw, clip %g", in->clip);
   for (int g = 0; g < in->num_groups; g++)
     printf("; group %d: lr %.7g beta1 %g beta2 %g eps %g weight decay %g", g, in->groups[g].lr, in->groups[g].beta1,
@@ -210,6 +253,6 @@ int hsr_cmd_ckpt(int argc, char **argv) {
   }
   if (optind >= ac) return hsr_cli_usage_error("ckpt", "%s needs a checkpoint DIR", act);
   if (optind + 1 < ac) return hsr_cli_usage_error("ckpt", "unexpected argument '%s'", av[optind + 1]);
-  if (hsr_path_check_dir("DIR", av[optind], 0) != HSR_OK) return hsr_cli_usage_error("ckpt", "%s", hsr_last_error());
+  if (hsr_cli_check_ckpt("DIR", av[optind]) != HSR_OK) return hsr_cli_usage_error("ckpt", "%s", hsr_last_error());
   return run_inspect(av[optind], json, verify, !strcmp(act, "inspect"));
 }

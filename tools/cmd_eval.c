@@ -18,20 +18,20 @@
 #include "hsr/sys.h"
 
 static void usage(void) {
-  printf(
-      "usage: hsr eval --init FILE.safetensors --data FILE [--seq T] [--windows N] [--batch B] [--heads H] [--json]\n"
-      "Mean cross-entropy (natural log) of GPT weights over windows i = 0..N-1 of a text file, each the\n"
-      "bytes [i T, i T + T + 1): inputs the first T, targets the next T. The model's configuration comes from\n"
-      "the file's __metadata__ (hsr train --export writes it).\n\n"
-      "  --init FILE       the weights (safetensors; GPT-2 names)\n"
-      "  --data FILE       the text\n"
-      "  --seq T           tokens per window (default: the model's context)\n"
-      "  --windows N       windows (default: every whole window the file holds)\n"
-      "  --batch B         windows per forward pass (default 8; the result does not depend on it)\n"
-      "  --heads H         attention heads, for weights without hsr's __metadata__ (GPT-2's own)\n"
-      "  --json            print {\"loss\": ..., \"windows\": N, \"seq\": T} only\n"
-      "  -h, --help        this text\n"
-      "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
+  printf("usage: hsr eval --init FILE|DIR --data FILE [--seq T] [--windows N] [--batch B] [--heads H] [--json]\n"
+         "Mean cross-entropy (natural log) of GPT weights over windows i = 0..N-1 of a text file, each the\n"
+         "bytes [i T, i T + T + 1): inputs the first T, targets the next T. The model's configuration comes from\n"
+         "the weights' __metadata__ (hsr train --export and hsr ckpt export write it).\n\n"
+         "  --init FILE|DIR   the weights (safetensors; GPT-2 names): a file, an index\n"
+         "                    (model.safetensors.index.json) or a directory holding one or model.safetensors\n"
+         "  --data FILE       the text\n"
+         "  --seq T           tokens per window (default: the model's context)\n"
+         "  --windows N       windows (default: every whole window the file holds)\n"
+         "  --batch B         windows per forward pass (default 8; the result does not depend on it)\n"
+         "  --heads H         attention heads, for weights without hsr's __metadata__ (GPT-2's own)\n"
+         "  --json            print {\"loss\": ..., \"windows\": N, \"seq\": T} only\n"
+         "  -h, --help        this text\n"
+         "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
 }
 
 typedef struct eval_args {
@@ -75,7 +75,7 @@ static int parse(int argc, char **argv, eval_args *a) {
   }
   if (optind < argc) return hsr_cli_usage_error("eval", "unexpected argument '%s'", argv[optind]);
   if (!a->init || !a->data) return hsr_cli_usage_error("eval", "--init FILE and --data FILE are required");
-  hsr_status st = hsr_path_check_read("--init", a->init);
+  hsr_status st = hsr_cli_check_weights("--init", a->init);
   if (st == HSR_OK) st = hsr_path_check_read("--data", a->data);
   return st == HSR_OK ? 0 : hsr_cli_usage_error("eval", "%s", hsr_last_error());
 }
@@ -143,7 +143,7 @@ int hsr_cmd_eval(int argc, char **argv) {
   if (pr) return pr < 0 ? HSR_EXIT_OK : pr;
   openblas_set_num_threads(1);
   gpt_cfg c;
-  hsr_st_file *f = NULL;
+  hsr_st_set *f = NULL;
   float **w = NULL;
   const uint8_t *bytes = NULL;
   size_t len = 0;
@@ -180,7 +180,7 @@ int hsr_cmd_eval(int argc, char **argv) {
     }
   }
   gpt_file_free(&c, w);
-  hsr_st_close(f);
+  hsr_st_set_close(f);
   if (bytes) munmap((void *)bytes, len);
   return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("eval", st);
 }

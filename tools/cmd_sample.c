@@ -12,11 +12,12 @@
 #include "hsr/sys.h"
 
 static void usage(void) {
-  printf("usage: hsr sample --init FILE.safetensors [--prompt TEXT] [--tokens N] [--temperature X] [--seed N]\n"
+  printf("usage: hsr sample --init FILE|DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed N]\n"
          "                  [--heads H]\n"
-         "Prints the prompt and N bytes generated after it by GPT weights (hsr train --model gpt --export),\n"
-         "one byte at a time, each drawn from softmax(logits / X) of the last n_ctx bytes.\n\n"
-         "  --init FILE        the weights (safetensors with hsr train's __metadata__)\n"
+         "Prints the prompt and N bytes generated after it by GPT weights (hsr train --model gpt --export,\n"
+         "hsr ckpt export), one byte at a time, each drawn from softmax(logits / X) of the last n_ctx bytes.\n\n"
+         "  --init FILE|DIR    the weights (safetensors with hsr's __metadata__): a file, an index\n"
+         "                     (model.safetensors.index.json) or a directory holding one or model.safetensors\n"
          "  --prompt TEXT      the start of the text (default: a newline)\n"
          "  --tokens N         bytes to generate (default 256)\n"
          "  --temperature X    0: always the likeliest byte; 1: the model's distribution (default 0.8)\n"
@@ -72,7 +73,7 @@ static int parse(int argc, char **argv, sample_args *a) {
   }
   if (optind < argc) return hsr_cli_usage_error("sample", "unexpected argument '%s'", argv[optind]);
   if (!a->init) return hsr_cli_usage_error("sample", "--init FILE is required");
-  if (hsr_path_check_read("--init", a->init) != HSR_OK) return hsr_cli_usage_error("sample", "%s", hsr_last_error());
+  if (hsr_cli_check_weights("--init", a->init) != HSR_OK) return hsr_cli_usage_error("sample", "%s", hsr_last_error());
   if (seed_given && a->temperature == 0)
     return hsr_cli_usage_error("sample", "--seed has no effect with --temperature 0 (always the likeliest byte: "
                                          "nothing is drawn)");
@@ -98,7 +99,7 @@ int hsr_cmd_sample(int argc, char **argv) {
   if (pr) return pr < 0 ? HSR_EXIT_OK : pr;
   openblas_set_num_threads(1);
   gpt_cfg c;
-  hsr_st_file *f = NULL;
+  hsr_st_set *f = NULL;
   float **w = NULL;
   gpt_work *work = NULL;
   hsr_status st = gpt_file_open(a.init, a.heads, &c, &f);
@@ -129,6 +130,6 @@ int hsr_cmd_sample(int argc, char **argv) {
   free(ctx);
   gpt_work_free(work);
   gpt_file_free(&c, w);
-  hsr_st_close(f);
+  hsr_st_set_close(f);
   return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("sample", st);
 }

@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "model_meta.h"
 #include "hsr/boot.h"
+#include "hsr/config.h"
 #include "hsr/runtime.h"
 #include "hsr/topology.h"
 #include "train.h"
@@ -135,7 +137,10 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
   hsr_rt_lr_schedule sched = train_schedule(a);
   /* --resume: the checkpoint says how many steps are done (and its data
    * position, seed and schedule must be this run's) */
-  train_ckpt_state ts = {m->name, a->batch, a->seed, sched.total > 0 ? &sched : NULL};
+  hsr_st_kv mkv[8];
+  char mbuf[8][64];
+  int nm = m->export_meta(r, mkv, mbuf); /* the model the checkpoints record */
+  train_ckpt_state ts = {m->name, a->batch, a->seed, sched.total > 0 ? &sched : NULL, mkv, nm};
   int64_t start = 0;
   HSR_CHECK(train_ckpt_resume(&a->ck, r->boot, r->rt, &ts, a->steps, &start));
   HSR_CHECK(train_ft_join(r, &start)); /* replica groups: into the quorum (a joiner starts where it heals) */
@@ -148,7 +153,7 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
     hsr_rt_step_info info;
     HSR_CHECK(m->step(r, s, &loss, &info));
     int again = 0;
-    HSR_CHECK(train_ft_end(r, s, &again));
+    HSR_CHECK(train_ft_end(r, s, &ts, &again));
     if (again) { /* dropped on every replica group: the same step again */
       s--;
       continue;
@@ -288,10 +293,13 @@ static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
   if (st == HSR_OK && a->export_path) {
     hsr_st_kv kv[8];
     char buf[8][64];
-    int n = m->export_meta(r, kv, buf);
-    if ((st = train_export(r->rt, r->boot, a->export_path, kv, n)) == HSR_OK && r->rank == 0)
-      printf("exported: %s (safetensors, %d tensors)\n", a->export_path,
-             hsr_rt_layout_num_params(hsr_rt_get_layout(r->rt)));
+    model_meta meta;
+    int n = m->export_meta(r, kv, buf), files = 0;
+    st = model_meta_make(&meta, kv, n, a->steps, HSR_VERSION_STRING);
+    if (st == HSR_OK) st = train_export(r->rt, r->boot, a->export_path, a->max_shard_bytes, meta.kv, meta.n, &files);
+    if (st == HSR_OK && r->rank == 0)
+      printf("exported: %s (safetensors, %d tensors in %d file%s)\n", a->export_path,
+             hsr_rt_layout_num_params(hsr_rt_get_layout(r->rt)), files, files == 1 ? "" : "s");
   }
   if (st == HSR_OK && a->trace) {
     if ((st = hsr_rt_trace_write(r->rt, a->trace)) == HSR_OK && r->rank == 0)

@@ -51,7 +51,9 @@ static void usage(void) {
          "  --validate-rounds N (1): measure every probe and layout N times, interleaved, and keep the round\n"
          "  with the shortest step (other work on the cores only ever adds time);\n"
          "  --validate-keep DIR keeps the bench files; --validate-reuse DIR also reuses the results already\n"
-         "  there (re-fits and re-plans without measuring them again).\n"
+         "  there (re-fits and re-plans without measuring them again); --compute cpu|wait (cpu): hsr bench\n"
+         "  step's compute: GEMMs on the ranks' cores, or wait: each unit holds its rank for the time without\n"
+         "  a core, as a kernel occupies a GPU (the faithful miniature of a GPU cluster; docs/tuning.md).\n"
          "Exit: 0; 2 bad usage, impossible mesh, or nothing fits the budget (says by how much).\n");
 }
 
@@ -95,8 +97,79 @@ enum {
   O_VSTEPS,
   O_VKEEP,
   O_VREUSE,
-  O_VROUNDS
+  O_VROUNDS,
+  O_VCOMPUTE,
+  O_COUNT
 };
+
+/* Which modes read each flag: the planner, the calculator (--shard without
+ * a topology), --validate. A flag given to a mode that does not read it is
+ * refused: no flag is accepted and ignored. */
+enum { M_PLAN = 1, M_CALC = 2, M_VAL = 4, M_ALL = 7 };
+static const struct {
+  int code, modes;
+  const char *name;
+} flag_modes[] = {
+    {O_PARAMS, M_ALL, "--params"},
+    {O_UNITS, M_ALL, "--units"},
+    {O_UNIT_SIZE, M_ALL, "--unit-size"},
+    {O_ROOT, M_PLAN | M_CALC, "--root"},
+    {O_CMS, M_ALL, "--compute-ms-per-unit"},
+    {O_TFLOPS, M_PLAN | M_CALC, "--tflops"},
+    {O_TOKENS, M_PLAN | M_CALC, "--tokens"},
+    {O_CFROM, M_PLAN | M_CALC, "--compute-from"},
+    {O_BWD, M_ALL, "--bwd-ratio"},
+    {O_PDT, M_PLAN | M_CALC, "--param-dtype"},
+    {O_RDT, M_PLAN | M_CALC, "--reduce-dtype"},
+    {O_MICRO, M_PLAN | M_CALC, "--micro-batches"},
+    {O_ACT, M_PLAN | M_CALC, "--act-mem"},
+    {O_WORLD, M_PLAN, "--world"},
+    {O_NODES, M_PLAN, "--nodes"},
+    {O_GPN, M_PLAN, "--gpus-per-node"},
+    {O_XML, M_PLAN, "--xml"},
+    {O_NCCL, M_PLAN, "--nccl-xml"},
+    {O_NHOST, M_PLAN, "--nccl-host"},
+    {O_HW, M_ALL, "--hw"},
+    {O_BENCH, M_PLAN | M_CALC, "--bench"},
+    {O_BUDGET, M_PLAN | M_VAL, "--mem-budget"},
+    {O_SHARD, M_PLAN | M_CALC, "--shard"},
+    {O_REP, M_CALC, "--replicate"},
+    {O_STRAT, M_PLAN | M_CALC, "--strategy"},
+    {O_MAXPF, M_PLAN | M_VAL, "--max-prefetch"},
+    {O_NOPFS, M_PLAN, "--no-prefetch-step"},
+    {O_TOP, M_PLAN, "--top"},
+    {O_JSON, M_ALL, "--json"},
+    {O_PLOT, M_PLAN | M_VAL, "--plot"},
+    {O_EMIT, M_PLAN, "--emit"},
+    {O_RESHARD, M_CALC, "--reshard"},
+    {O_PF, M_CALC, "--prefetch"},
+    {O_VTOP, M_VAL, "--validate-top"},
+    {O_VBAD, M_VAL, "--validate-bad"},
+    {O_VSTEPS, M_VAL, "--validate-steps"},
+    {O_VKEEP, M_VAL, "--validate-keep"},
+    {O_VREUSE, M_VAL, "--validate-reuse"},
+    {O_VROUNDS, M_VAL, "--validate-rounds"},
+    {O_VCOMPUTE, M_VAL, "--compute"},
+};
+
+static const char *mode_name(int m) {
+  return m == M_PLAN ? "the planner" : m == M_CALC ? "the calculator (--shard without a topology)" : "--validate";
+}
+
+/* The first given flag the mode does not read, with the modes that do. */
+static int refuse_ignored(const tune_opts *o, int mode) {
+  for (size_t i = 0; i < sizeof flag_modes / sizeof flag_modes[0]; i++) {
+    int c = flag_modes[i].code, m = flag_modes[i].modes;
+    if (!o->given[c - O_PARAMS] || (m & mode)) continue;
+    char who[160] = "";
+    for (int k = M_PLAN; k <= M_VAL; k <<= 1)
+      if (m & k)
+        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", who[0] ? " and " : "", mode_name(k));
+    return hsr_cli_usage_error("tune", "%s means nothing to %s (it is read by %s)", flag_modes[i].name,
+                               mode_name(mode), who);
+  }
+  return 0;
+}
 
 static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
   static const char *const roots[] = {"none", "last", "outer", NULL};
@@ -159,6 +232,11 @@ static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
   case O_VKEEP: o->v_given = 1, o->v_keep = a; return HSR_OK;
   case O_VROUNDS: o->v_given = 1; return hsr_parse_long("--validate-rounds", a, 1, 20, &o->v_rounds);
   case O_VREUSE: o->v_given = 1, o->v_keep = a, o->v_reuse = 1; return HSR_OK;
+  case O_VCOMPUTE: {
+    static const char *const modes[] = {"cpu", "wait", NULL};
+    o->v_given = 1;
+    return hsr_parse_choice("--compute", a, modes, &o->v_wait);
+  }
   default: return hsr_error(HSR_ERR_INVALID, "unknown option");
   }
   if (st == HSR_OK && c == O_PDT && o->param_dtype != HSR_F32 && o->param_dtype != HSR_BF16)
@@ -210,6 +288,7 @@ static int parse(int argc, char **argv, tune_opts *o) {
                                      {"validate-keep", 1, 0, O_VKEEP},
                                      {"validate-reuse", 1, 0, O_VREUSE},
                                      {"validate-rounds", 1, 0, O_VROUNDS},
+                                     {"compute", 1, 0, O_VCOMPUTE},
                                      {0, 0, 0, 0}};
   *o = (tune_opts){.units = 32,
                    .bwd_ratio = 2,
@@ -235,6 +314,7 @@ static int parse(int argc, char **argv, tune_opts *o) {
       usage();
       return -1;
     }
+    if (c >= O_PARAMS && c < O_COUNT) o->given[c - O_PARAMS] = 1;
     if (c == '?' || c == ':')
       return hsr_cli_usage_error("tune", "unknown option or missing value '%s'", argv[optind - 1]);
     if (parse_opt(o, c, optarg) != HSR_OK) return hsr_cli_usage_error("tune", "%s", hsr_last_error());
@@ -254,7 +334,8 @@ static int parse(int argc, char **argv, tune_opts *o) {
                                o->units);
   if (o->replicate && !o->shard) return hsr_cli_usage_error("tune", "--replicate goes with --shard (the calculator)");
   if (o->v_given && !o->validate)
-    return hsr_cli_usage_error("tune", "--validate-top, -bad, -steps, -rounds, -keep and -reuse go with --validate");
+    return hsr_cli_usage_error("tune",
+                               "--validate-top, -bad, -steps, -rounds, -keep, -reuse and --compute go with --validate");
   /* files before any work: a missing input is a usage error, an output must be writable */
   hsr_status st = HSR_OK;
   for (int i = 0; st == HSR_OK && i < o->nbench; i++) st = hsr_path_check_read("--bench", o->bench[i]);
@@ -426,7 +507,12 @@ static int calculator(tune_opts *o) {
   hsr_tune_result r;
   st = hsr_tune_eval(&x.model, &x.net, &cfg, S, R, sh, &r);
   if (st != HSR_OK) return hsr_cli_fail("tune", st);
-  tune_print_ledger(&x, &r);
+  if (o->json) {
+    st = tune_print_ledger_json(&x, &r);
+    if (st != HSR_OK) return hsr_cli_fail("tune", st);
+  } else {
+    tune_print_ledger(&x, &r);
+  }
   return HSR_EXIT_OK;
 }
 
@@ -484,13 +570,15 @@ int hsr_cmd_tune(int argc, char **argv) {
   int pr = parse(argc, argv, &o);
   if (pr < 0) return HSR_EXIT_OK;
   if (pr > 0) return pr;
-  if (o.validate) return tune_validate(&o);
   int topo = o.world || o.nodes || o.gpus_per_node || o.xml || o.nccl_xml;
-  if (o.shard && !topo && !getenv("PMIX_NAMESPACE")) return calculator(&o);
-  if (o.reshard_given || o.prefetch_given)
+  int mode = o.validate ? M_VAL : o.shard && !topo && !getenv("PMIX_NAMESPACE") ? M_CALC : M_PLAN;
+  if (mode == M_PLAN && (o.reshard_given || o.prefetch_given))
     return hsr_cli_usage_error("tune",
                                "--%s goes with the calculator (--shard without a topology); the planner "
                                "tries every policy (--max-prefetch bounds the depth)",
                                o.reshard_given ? "reshard" : "prefetch");
+  if ((pr = refuse_ignored(&o, mode))) return pr;
+  if (mode == M_VAL) return tune_validate(&o);
+  if (mode == M_CALC) return calculator(&o);
   return plan(&o);
 }

@@ -7,8 +7,8 @@
 #include "gpt_file.h"
 #include "hsr/kernels.h"
 
-static int meta_int(const hsr_st_file *f, const char *key, int *out) {
-  const char *v = hsr_st_meta(f, key);
+static int meta_int(const hsr_st_set *f, const char *key, int *out) {
+  const char *v = hsr_st_set_meta(f, key);
   if (!v) return 0;
   char *end;
   long x = strtol(v, &end, 10);
@@ -17,16 +17,16 @@ static int meta_int(const hsr_st_file *f, const char *key, int *out) {
   return 1;
 }
 
-static int shape_of(const hsr_st_file *f, const char *name, int64_t s[2]) {
+static int shape_of(const hsr_st_set *f, const char *name, int64_t s[2]) {
   int i;
   hsr_st_info in;
-  if (hsr_st_find(f, name, &i) != HSR_OK || hsr_st_info_at(f, i, &in) != HSR_OK || in.ndim != 2) return 0;
+  if (hsr_st_set_find(f, name, &i) != HSR_OK || hsr_st_set_info_at(f, i, &in) != HSR_OK || in.ndim != 2) return 0;
   s[0] = in.shape[0], s[1] = in.shape[1];
   return 1;
 }
 
-hsr_status gpt_file_config(const hsr_st_file *f, const char *path, gpt_cfg *c) {
-  const char *model = hsr_st_meta(f, "hsr.model");
+hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c) {
+  const char *model = hsr_st_set_meta(f, "hsr.model");
   if (model && strcmp(model, "gpt"))
     return hsr_error(HSR_ERR_INVALID, "'%s' holds a '%s' model (__metadata__ hsr.model), not a gpt", path, model);
   memset(c, 0, sizeof *c);
@@ -36,7 +36,7 @@ hsr_status gpt_file_config(const hsr_st_file *f, const char *path, gpt_cfg *c) {
     have[k] = meta_int(f, keys[k], dst[k]);
     if (have[k] < 0)
       return hsr_error(HSR_ERR_INVALID, "'%s': __metadata__ %s = '%s' is not a non-negative integer", path, keys[k],
-                       hsr_st_meta(f, keys[k]));
+                       hsr_st_set_meta(f, keys[k]));
   }
   /* without metadata: what the shapes say (heads cannot be seen: 0 = unknown) */
   int64_t s[2];
@@ -55,25 +55,27 @@ hsr_status gpt_file_config(const hsr_st_file *f, const char *path, gpt_cfg *c) {
     int i;
     for (c->n_layer = 0; c->n_layer < GPT_MAX_LAYERS; c->n_layer++) {
       snprintf(name, sizeof name, "h.%d.ln_1.weight", c->n_layer);
-      if (hsr_st_find(f, name, &i) != HSR_OK) break;
+      if (hsr_st_set_find(f, name, &i) != HSR_OK) break;
     }
   }
   return HSR_OK;
 }
 
-hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_file **out) {
-  hsr_st_file *f;
-  HSR_CHECK(hsr_st_open(path, &f));
+hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_set **out) {
+  hsr_st_set *f;
+  HSR_CHECK(hsr_st_set_open(path, &f));
   hsr_status st = gpt_file_config(f, path, c);
   if (st == HSR_OK && heads > 0 && c->n_head > 0 && heads != c->n_head)
     st = hsr_error(HSR_ERR_INVALID, "--heads %d, but '%s' says n_head %d", heads, path, c->n_head);
   if (st == HSR_OK && heads > 0) c->n_head = heads;
   if (st == HSR_OK && c->n_head == 0)
     st = hsr_error(HSR_ERR_INVALID,
-                   "'%s': no __metadata__ n_head (the heads cannot be read from the shapes: give --heads)", path);
+                   "'%s': no __metadata__ n_head (the heads cannot be read from the shapes: give --heads; hsr train "
+                   "--export writes it, and so does hsr ckpt export of a checkpoint that records its model)",
+                   path);
   if (st == HSR_OK) st = gpt_cfg_check(c);
   if (st != HSR_OK) {
-    hsr_st_close(f);
+    hsr_st_set_close(f);
     return st; /* the message stands */
   }
   *out = f;
@@ -86,7 +88,7 @@ void gpt_file_free(const gpt_cfg *c, float **w) {
   free(w);
 }
 
-hsr_status gpt_file_load(const hsr_st_file *f, const char *path, const gpt_cfg *c, float ***out) {
+hsr_status gpt_file_load(const hsr_st_set *f, const char *path, const gpt_cfg *c, float ***out) {
   int np = gpt_num_params(c);
   float **w = calloc((size_t)np, sizeof *w);
   if (!w) return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -100,17 +102,17 @@ hsr_status gpt_file_load(const hsr_st_file *f, const char *path, const gpt_cfg *
     size_t n = gpt_param_numel(c, i);
     hsr_st_info in;
     gpt_param_name(c, i, name, sizeof name);
-    st = hsr_st_find(f, name, &j);
-    if (st == HSR_OK) st = hsr_st_info_at(f, j, &in);
+    st = hsr_st_set_find(f, name, &j);
+    if (st == HSR_OK) st = hsr_st_set_info_at(f, j, &in);
     if (st == HSR_OK && (in.ndim != nd || in.shape[0] != shape[0] || (nd == 2 && in.shape[1] != shape[1])))
       st =
           hsr_error(HSR_ERR_INVALID, "'%s': tensor '%s' does not have the shape its configuration implies", path, name);
     if (st == HSR_OK && !(w[i] = malloc((n ? n : 1) * sizeof(float)))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
     if (st == HSR_OK && !strcmp(in.dtype, "F32")) {
-      st = hsr_st_read(f, j, 0, w[i], n * 4);
+      st = hsr_st_set_read(f, j, 0, w[i], n * 4);
     } else if (st == HSR_OK && (!strcmp(in.dtype, "BF16") || !strcmp(in.dtype, "F16"))) {
       uint16_t *t = malloc((n ? n : 1) * 2);
-      st = t ? hsr_st_read(f, j, 0, t, n * 2) : hsr_error(HSR_ERR_NOMEM, "out of memory");
+      st = t ? hsr_st_set_read(f, j, 0, t, n * 2) : hsr_error(HSR_ERR_NOMEM, "out of memory");
       if (st == HSR_OK && !h) st = hsr_device_open(HSR_DEVICE_HOST, 0, &h);
       if (st == HSR_OK)
         st = hsr_kernels_cast(h, NULL, n, t, !strcmp(in.dtype, "BF16") ? HSR_BF16 : HSR_F16, w[i], HSR_F32);

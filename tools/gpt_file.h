@@ -1,20 +1,21 @@
 /* GPT weights in safetensors files (tools/gpt_file.c): hsr train --init,
- * hsr eval and hsr sample read them. */
+ * hsr eval and hsr sample read them, a single file or Hugging Face's
+ * sharded layout alike (hsr/safetensors_sharded.h). */
 #ifndef HSR_TOOLS_GPT_FILE_H
 #define HSR_TOOLS_GPT_FILE_H
 
 #include "gpt.h"
-#include "hsr/safetensors.h"
+#include "hsr/safetensors_sharded.h"
 
 /* The configuration of the weights in f: __metadata__ n_layer, n_head,
  * n_embd, n_ctx, vocab_size where present, else what the tensors' shapes
  * say (n_head 0: unknown); an error when hsr.model names another model. */
-hsr_status gpt_file_config(const hsr_st_file *f, const char *path, gpt_cfg *c);
+hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c);
 /* Opens, reads the configuration and checks it; heads > 0 gives n_head for
  * files without hsr's metadata (GPT-2's own), and must agree with it otherwise. */
-hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_file **out);
+hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_set **out);
 /* Every parameter into malloc'd f32 arrays (*out[i], GPT-2's order). */
-hsr_status gpt_file_load(const hsr_st_file *f, const char *path, const gpt_cfg *c, float ***out);
+hsr_status gpt_file_load(const hsr_st_set *f, const char *path, const gpt_cfg *c, float ***out);
 void gpt_file_free(const gpt_cfg *c, float **w);
 
 #endif

@@ -9,6 +9,7 @@
 #include "hsr/boot.h"
 #include "hsr/runtime.h"
 #include "hsr/safetensors.h"
+#include "hsr/safetensors_sharded.h"
 #include "hsr/tune_ledger.h"
 #include "train_ckpt.h"
 #include "train_ft.h"
@@ -20,6 +21,7 @@ typedef struct train_args {
   /* model shape; -1: the model's default */
   int layers, dim, heads, classes, seq;
   const char *data, *init, *export_path;
+  uint64_t max_shard_bytes; /* --max-shard-size (0: one file) */
   int steps, batch, warmup, val_every, val_windows;
   float lr, lr_min, wd; /* lr_min < 0: the model's default */
   uint64_t seed;
@@ -119,12 +121,16 @@ static inline hsr_rt_lr_schedule train_schedule(const train_args *a) {
  * the lowest failing rank's error ("rank R: ..."). Collective. */
 hsr_status train_agree(hsr_boot *boot, hsr_status st);
 /* Writes every parameter by logical name (registration order) to a
- * safetensors file: rank 0 writes, one tensor in memory at a time, read
- * through hsr_rt_param_read. Collective. */
-hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, const hsr_st_kv *meta, int nmeta);
-/* Initial values of every parameter from a safetensors file (F32, BF16 or
- * F16): names and shapes must match the registered ones exactly.
- * Collective (all ranks agree before any parameter is set). */
+ * safetensors file, or with max_shard_bytes > 0 to a directory in Hugging
+ * Face's sharded layout (hsr/safetensors_sharded.h): rank 0 writes, one
+ * tensor in memory at a time, read through hsr_rt_param_read. *files
+ * (may be NULL): the files rank 0 writes. Collective. */
+hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t max_shard_bytes, const hsr_st_kv *meta,
+                        int nmeta, int *files);
+/* Initial values of every parameter from safetensors weights (F32, BF16 or
+ * F16; a file, an index or a directory: hsr_st_set_open): names and shapes
+ * must match the registered ones exactly. Collective (all ranks agree
+ * before any parameter is set). */
 hsr_status train_init_from(hsr_rt *rt, hsr_boot *boot, const char *path);
 /* GFLOP/s of a host or CUDA GEMM of m x n x k, run for about `seconds`. */
 hsr_status train_gemm_probe(hsr_device *dev, hsr_stream *s, size_t m, size_t n, size_t k, double seconds,

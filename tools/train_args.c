@@ -31,11 +31,17 @@ static void usage(void) {
          "                      i of step s starts at a position hashed from (seed, s x B + i)\n"
          "  --micro-batches M   micro-batches per step per rank (default 1)\n"
          "  --seed N            weights and data seed (default 1)\n"
-         "  --init FILE         start from the weights of a safetensors file (names and shapes must match;\n"
-         "                      gpt: the configuration comes from its __metadata__), fresh optimizer state\n"
+         "  --init FILE|DIR     start from safetensors weights (names and shapes must match; gpt: the\n"
+         "                      configuration comes from their __metadata__), fresh optimizer state: a file,\n"
+         "                      a model.safetensors.index.json, or a directory holding one of the two\n"
          "  --export FILE       write the trained weights by name to a safetensors file at the end\n"
-         "                      (gpt: GPT-2's names and layouts, __metadata__ hsr.model, n_layer, n_head,\n"
-         "                      n_embd, n_ctx, vocab_size)\n"
+         "                      (__metadata__ hsr.model and the model's config - gpt: n_layer, n_head, n_embd,\n"
+         "                      n_ctx, vocab_size; GPT-2's names and layouts - then hsr_step, hsr_version)\n"
+         "  --max-shard-size N  --export a directory in Hugging Face's sharded layout instead:\n"
+         "                      model-00001-of-0000K.safetensors ... of at most N bytes of tensors each (a\n"
+         "                      bigger tensor gets a file of its own) and model.safetensors.index.json; one\n"
+         "                      shard: model.safetensors alone. N as save_pretrained: 5GB = 5 x 10^9, 2GiB\n"
+         "                      = 2 x 2^30, or bytes\n"
          "  --val-every N       gpt: validation loss every N steps and at the end (default steps / 5)\n"
          "  --val-windows N     gpt: held-out windows per validation (default 32, at most what the tail holds)\n"
          "mesh and strategy\n"
@@ -77,7 +83,19 @@ static void usage(void) {
          "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
 }
 
-enum { O_MODEL = 256, O_HEADS, O_SEQ, O_DATA, O_INIT, O_EXPORT, O_VAL_EVERY, O_VAL_WINDOWS, O_WARMUP, O_LR_MIN };
+enum {
+  O_MODEL = 256,
+  O_HEADS,
+  O_SEQ,
+  O_DATA,
+  O_INIT,
+  O_EXPORT,
+  O_VAL_EVERY,
+  O_VAL_WINDOWS,
+  O_WARMUP,
+  O_LR_MIN,
+  O_MAX_SHARD
+};
 
 static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"layers", required_argument, 0, 'L'},
@@ -87,6 +105,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"data", required_argument, 0, O_DATA},
                                      {"init", required_argument, 0, O_INIT},
                                      {"export", required_argument, 0, O_EXPORT},
+                                     {"max-shard-size", required_argument, 0, O_MAX_SHARD},
                                      {"val-every", required_argument, 0, O_VAL_EVERY},
                                      {"val-windows", required_argument, 0, O_VAL_WINDOWS},
                                      {"warmup", required_argument, 0, O_WARMUP},
@@ -162,6 +181,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   case O_DATA: a->data = optarg; break;
   case O_INIT: a->init = optarg; break;
   case O_EXPORT: a->export_path = optarg; break;
+  case O_MAX_SHARD: *st = hsr_st_parse_shard_size("--max-shard-size", optarg, &a->max_shard_bytes); break;
   case O_VAL_EVERY:
     LONG("--val-every", 1, 100000000);
     a->val_every = (int)v;
@@ -346,17 +366,21 @@ static int check_paths(const train_args *a) {
   static const char *const out_flags[] = {"--log", "--trace", "--json", "--export"};
   const char *outs[] = {a->log, a->trace, a->json, a->export_path};
   hsr_status st = HSR_OK;
+  if (a->max_shard_bytes && !a->export_path)
+    return hsr_cli_usage_error("train", "--max-shard-size needs --export DIR (the directory of the shards)");
   for (int i = 0; i < 4 && st == HSR_OK; i++)
-    if (outs[i]) st = hsr_path_check_write(out_flags[i], outs[i]);
+    if (outs[i] && i == 3 && a->max_shard_bytes)
+      st = hsr_cli_check_out_dir(out_flags[i], outs[i]);
+    else if (outs[i])
+      st = hsr_path_check_write(out_flags[i], outs[i]);
   for (int i = 0; i < 4 && st == HSR_OK; i++)
     for (int j = i + 1; j < 4 && st == HSR_OK; j++)
       if (outs[i] && outs[j] && !strcmp(outs[i], outs[j]))
         st = hsr_error(HSR_ERR_INVALID, "%s and %s name the same file '%s'", out_flags[i], out_flags[j], outs[i]);
-  if (st == HSR_OK && a->init) st = hsr_path_check_read("--init", a->init);
+  if (st == HSR_OK && a->init) st = hsr_cli_check_weights("--init", a->init);
   if (st == HSR_OK && a->data) st = hsr_path_check_read("--data", a->data);
   if (st == HSR_OK && a->ck.dir) st = hsr_path_check_mkdir("--ckpt", a->ck.dir);
-  if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest"))
-    st = hsr_path_check_dir("--resume", a->ck.resume, 0);
+  if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest")) st = hsr_cli_check_ckpt("--resume", a->ck.resume);
   if (st == HSR_OK && a->ck.save_every && a->ck.save_every >= a->steps)
     st = hsr_error(HSR_ERR_INVALID,
                    "--save-every %d has no effect with --steps %d: the run saves after its last step anyway (drop "

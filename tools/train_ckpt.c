@@ -11,15 +11,17 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "model_meta.h"
 
 void train_ckpt_usage(FILE *f) {
   fprintf(f, "checkpoints (a directory per checkpoint: manifest + data files; see docs/checkpoints.md)\n"
              "  --ckpt DIR          save checkpoints under DIR (DIR/step-NNNNNNNN, DIR/latest) after the last step\n"
              "  --save-every N      and every N steps\n"
              "  --keep K            keep the newest K checkpoints of DIR (default: all)\n"
-             "  --resume DIR|latest continue from a checkpoint (DIR: a checkpoint or a root; latest: --ckpt's,\n"
-             "                      or a fresh start when it has none yet) on any mesh and strategy; --steps is\n"
-             "                      the total, so the run trains the steps after the checkpoint's\n");
+             "  --resume DIR|latest continue from a checkpoint (DIR: a checkpoint, a root or a root's latest file;\n"
+             "                      latest: --ckpt's, or a fresh start when it has none yet) on any mesh and\n"
+             "                      strategy; --steps is the total, so the run trains the steps after the\n"
+             "                      checkpoint's. Checkpoints record the model: another one is refused\n");
 }
 
 int train_ckpt_option(train_ckpt *c, int code, const char *arg) {
@@ -67,10 +69,15 @@ hsr_status train_ckpt_after_step(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt
   hsr_ckpt_state *p;
   HSR_CHECK(hsr_ckpt_state_create(&p));
   hsr_ckpt_stats s;
-  hsr_ckpt_save_opts o = {p, c->keep, NULL};
+  hsr_ckpt_state *mc = NULL;
+  hsr_ckpt_save_opts o = {p, c->keep, NULL, NULL, NULL};
   hsr_status st = train_ckpt_program(p, ts, done);
+  if (st == HSR_OK && ts->nmodel_meta) st = hsr_ckpt_state_create(&mc);
+  if (st == HSR_OK && mc) st = model_meta_config(ts->model_meta, ts->nmodel_meta, &o.model_kind, mc);
+  o.model_config = mc;
   if (st == HSR_OK) st = hsr_ckpt_save(rt, c->dir, &o, &s);
   hsr_ckpt_state_free(p);
+  hsr_ckpt_state_free(mc);
   HSR_CHECK(st);
   if (hsr_boot_rank(boot) == 0) {
     printf("checkpoint: step %" PRId64 " -> %s, %.1f KB in %.1f ms (%.3f GB/s); this rank wrote %.1f KB in %.1f ms\n",
@@ -105,6 +112,39 @@ static hsr_status check_state(const hsr_ckpt_state *p, const train_ckpt_state *t
                      "--resume %s: its data position (sample %" PRId64 ") is not step %" PRId64 " x batch %" PRId64,
                      dir, sample, step, batch);
   return HSR_OK;
+}
+
+/* The checkpoint's model (when it records one) is the run's: the kind and
+ * every config value (the shapes can agree where the model does not: the
+ * heads). */
+static hsr_status check_model(const hsr_ckpt *c, const train_ckpt_state *ts, const char *dir) {
+  if (!ts->nmodel_meta) return HSR_OK;
+  hsr_ckpt_state *saved, *mine;
+  const char *kind = NULL, *my_kind = NULL;
+  HSR_CHECK(hsr_ckpt_state_create(&saved));
+  hsr_status st = hsr_ckpt_state_create(&mine);
+  hsr_status got = st == HSR_OK ? hsr_ckpt_get_model(c, &kind, saved) : st;
+  if (st == HSR_OK) st = model_meta_config(ts->model_meta, ts->nmodel_meta, &my_kind, mine);
+  if (st == HSR_OK && got == HSR_ERR_NOT_FOUND)
+    got = HSR_OK, kind = NULL; /* an older checkpoint: the load checks shapes */
+  if (st == HSR_OK) st = got;
+  if (st == HSR_OK && kind && strcmp(kind, my_kind))
+    st = hsr_error(HSR_ERR_INVALID, "--resume %s: a checkpoint of the %s model, this run trains the %s", dir, kind,
+                   my_kind);
+  for (int i = 0; st == HSR_OK && kind && i < hsr_ckpt_state_count(mine); i++) {
+    const char *k, *k2;
+    char v[128], w[128] = "";
+    st = hsr_ckpt_state_at(mine, i, &k, v, sizeof v);
+    int j = -1;
+    for (int q = 0; st == HSR_OK && q < hsr_ckpt_state_count(saved) && j < 0; q++)
+      if (hsr_ckpt_state_at(saved, q, &k2, w, sizeof w) == HSR_OK && !strcmp(k, k2)) j = q;
+    if (st == HSR_OK && (j < 0 || strcmp(v, w)))
+      st = hsr_error(HSR_ERR_INVALID, "--resume %s: the checkpoint's %s model has %s %s, this run's has %s %s", dir,
+                     kind, k, j < 0 ? "none" : w, k, v);
+  }
+  hsr_ckpt_state_free(saved);
+  hsr_ckpt_state_free(mine);
+  return st;
 }
 
 static void note_schedule(const hsr_ckpt_state *p, const train_ckpt_state *ts) {
@@ -164,6 +204,7 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
     hsr_ckpt_get_info(pre, &pi);
     st = hsr_ckpt_get_program(pre, p);
     if (st == HSR_OK) st = check_state(p, ts, pi.step, path);
+    if (st == HSR_OK) st = check_model(pre, ts, path);
     if (st == HSR_OK && pi.step >= steps)
       st = hsr_error(HSR_ERR_INVALID,
                      "--resume %s: the checkpoint is at step %" PRId64 " and --steps is %" PRId64

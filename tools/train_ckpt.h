@@ -10,6 +10,7 @@
 #include "hsr/boot.h"
 #include "hsr/ckpt.h"
 #include "hsr/runtime.h"
+#include "hsr/safetensors.h"
 
 typedef struct train_ckpt {
   const char *dir, *resume; /* --ckpt, --resume */
@@ -31,6 +32,10 @@ typedef struct train_ckpt_state {
   int64_t batch;
   uint64_t seed;
   const hsr_rt_lr_schedule *sched; /* NULL: constant learning rate */
+  /* the model, as the export's __metadata__ (kv[0] "hsr.model" = kind, then
+   * its config): saved as the manifest's "model", compared on resume */
+  const hsr_st_kv *model_meta;
+  int nmodel_meta;
 } train_ckpt_state;
 
 /* The program state at `done` steps (what a checkpoint saves; what a
@@ -42,7 +47,8 @@ hsr_status train_ckpt_check_program(const hsr_ckpt_state *p, const train_ckpt_st
 
 /* --resume: loads into rt (collective) and sets *start to the number of
  * steps already trained (0 for a fresh start: --resume latest with no
- * checkpoint yet). Refuses a checkpoint of another batch, seed or model. */
+ * checkpoint yet). Refuses a checkpoint of another batch, seed or model (its
+ * kind, or a config that differs from the run's: named). */
 hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, const train_ckpt_state *ts, int64_t steps,
                              int64_t *start);
 /* After `done` steps of `steps`: saves when due (every --save-every steps,

@@ -135,7 +135,10 @@ hsr_status train_ft_create(train_run *r) {
     return hsr_error(HSR_ERR_NOMEM, "out of memory");
   }
   p->sched = train_schedule(a);
-  p->ts = (train_ckpt_state){a->model->name, a->batch, a->seed, p->sched.total > 0 ? &p->sched : NULL};
+  p->ts = (train_ckpt_state){.model = a->model->name,
+                             .batch = a->batch,
+                             .seed = a->seed,
+                             .sched = p->sched.total > 0 ? &p->sched : NULL}; /* the program state only */
   hsr_ft_config c = {f->coord, f->id, f->replicas, f->join, f->hash_every, id, program, p};
   hsr_status st = hsr_ft_create(r->boot, &c, &f->ft);
   free(id);
@@ -200,7 +203,7 @@ hsr_status train_ft_begin(train_run *r, int64_t s) {
   return HSR_OK;
 }
 
-hsr_status train_ft_end(train_run *r, int64_t s, int *again) {
+hsr_status train_ft_end(train_run *r, int64_t s, const train_ckpt_state *ts, int *again) {
   train_ft *f = &r->a->ftc;
   *again = 0;
   if (!f->ft) return HSR_OK;
@@ -214,8 +217,7 @@ hsr_status train_ft_end(train_run *r, int64_t s, int *again) {
     char why[1100];
     snprintf(why, sizeof why, "replica %d: %s", f->id, L->line);
     if (L->coord_lost && L->saver && r->a->ck.dir) { /* the last committed state, on disk */
-      train_ckpt_state ts = ((const ft_prog *)f->prog)->ts;
-      hsr_status st = train_ckpt_after_step(&r->a->ck, r->boot, r->rt, &ts, s, s);
+      hsr_status st = train_ckpt_after_step(&r->a->ck, r->boot, r->rt, ts, s, s);
       size_t o = strlen(why);
       snprintf(why + o, sizeof why - o,
                st == HSR_OK ? "; saved the checkpoint of step %" PRId64 " under %s"

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "hsr/ft.h"
+#include "train_ckpt.h"
 
 struct train_args;
 struct train_run;
@@ -44,7 +45,7 @@ hsr_status train_ft_begin(struct train_run *r, int64_t s);
  * again); an error when this group must stop (after saving a checkpoint
  * when the coordinator is gone and this group is the saver). Prints the
  * quorum's changes (rank 0). */
-hsr_status train_ft_end(struct train_run *r, int64_t s, int *again);
+hsr_status train_ft_end(struct train_run *r, int64_t s, const train_ckpt_state *ts, int *again);
 /* The log row's fields: replicas, and state_hash every --hash-every steps
  * and at the last (computed here: collective). */
 hsr_status train_ft_log(struct train_run *r, int64_t done, cJSON *row);

@@ -55,14 +55,16 @@ static hsr_status layout_tensors(hsr_rt *rt, tensors *ts) {
 
 static void tensors_free(tensors *ts) { free(ts->p), free(ts->t); }
 
-hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, const hsr_st_kv *meta, int nmeta) {
+hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t max_shard_bytes, const hsr_st_kv *meta,
+                        int nmeta, int *files) {
   int rank = hsr_boot_rank(boot);
   tensors ts = {0};
   hsr_status st = layout_tensors(rt, &ts);
   float *buf = st == HSR_OK ? malloc(ts.maxn * sizeof(float)) : NULL;
   if (st == HSR_OK && !buf) st = hsr_error(HSR_ERR_NOMEM, "--export: out of memory");
-  hsr_st_writer *w = NULL;
-  if (st == HSR_OK && rank == 0) st = hsr_st_create(path, ts.t, ts.n, meta, nmeta, &w);
+  hsr_st_set_writer *w = NULL;
+  if (st == HSR_OK && rank == 0) st = hsr_st_set_create(path, max_shard_bytes, ts.t, ts.n, meta, nmeta, &w);
+  if (files) *files = hsr_st_set_writer_files(w);
   st = train_agree(boot, st);
   /* every rank reads every tensor (a collective in its shard group); rank 0
    * keeps going after a failed write so no peer waits for it */
@@ -73,13 +75,13 @@ hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, const hsr_
       st = r; /* a read-back failure is not recoverable: the collective is broken */
       break;
     }
-    if (rank == 0 && local == HSR_OK) local = hsr_st_write(w, buf, ts.p[i].numel * sizeof(float));
+    if (rank == 0 && local == HSR_OK) local = hsr_st_set_write(w, buf, ts.p[i].numel * sizeof(float));
   }
   if (rank == 0 && w) {
     if (st == HSR_OK && local == HSR_OK)
-      local = hsr_st_finish(w);
+      local = hsr_st_set_finish(w);
     else
-      hsr_st_abort(w);
+      hsr_st_set_abort(w);
   }
   if (st == HSR_OK) st = train_agree(boot, local);
   free(buf);
@@ -97,14 +99,14 @@ static int st_buffer_name(const char *name) {
 
 /* The file's tensors against the registered parameters: the same names
  * and shapes, float dtypes. */
-static hsr_status check_file(const hsr_st_file *f, const tensors *ts, const char *path, int *idx) {
+static hsr_status check_file(const hsr_st_set *f, const tensors *ts, const char *path, int *idx) {
   for (int i = 0; i < ts->n; i++) {
     const hsr_rt_param_info *p = &ts->p[i];
-    if (hsr_st_find(f, p->name, &idx[i]) != HSR_OK)
+    if (hsr_st_set_find(f, p->name, &idx[i]) != HSR_OK)
       return hsr_error(HSR_ERR_INVALID, "--init '%s': no tensor '%s' (the model's parameter %d of %d)", path, p->name,
                        i + 1, ts->n);
     hsr_st_info in;
-    HSR_CHECK(hsr_st_info_at(f, idx[i], &in));
+    HSR_CHECK(hsr_st_set_info_at(f, idx[i], &in));
     int same = in.ndim == p->ndim;
     for (int d = 0; same && d < p->ndim; d++) same = in.shape[d] == p->shape[d];
     if (!same) {
@@ -120,27 +122,27 @@ static hsr_status check_file(const hsr_st_file *f, const tensors *ts, const char
       return hsr_error(HSR_ERR_INVALID, "--init '%s': tensor '%s' is %s (valid: F32, BF16, F16)", path, p->name,
                        in.dtype);
   }
-  if (hsr_st_count(f) != ts->n) { /* an extra tensor: say which */
-    for (int j = 0; j < hsr_st_count(f); j++) {
+  if (hsr_st_set_count(f) != ts->n) { /* an extra tensor: say which */
+    for (int j = 0; j < hsr_st_set_count(f); j++) {
       hsr_st_info in;
-      hsr_st_info_at(f, j, &in);
+      hsr_st_set_info_at(f, j, &in);
       int known = st_buffer_name(in.name);
       for (int i = 0; i < ts->n && !known; i++) known = idx[i] == j;
       if (!known)
         return hsr_error(HSR_ERR_INVALID,
                          "--init '%s': tensor '%s' is not a parameter of this model (%d tensors, the "
                          "model has %d)",
-                         path, in.name, hsr_st_count(f), ts->n);
+                         path, in.name, hsr_st_set_count(f), ts->n);
     }
   }
   return HSR_OK;
 }
 
-static hsr_status load_one(const hsr_st_file *f, int j, size_t n, float *out, void *tmp) {
+static hsr_status load_one(const hsr_st_set *f, int j, size_t n, float *out, void *tmp) {
   hsr_st_info in;
-  HSR_CHECK(hsr_st_info_at(f, j, &in));
-  if (!strcmp(in.dtype, "F32")) return hsr_st_read(f, j, 0, out, n * 4);
-  HSR_CHECK(hsr_st_read(f, j, 0, tmp, n * 2));
+  HSR_CHECK(hsr_st_set_info_at(f, j, &in));
+  if (!strcmp(in.dtype, "F32")) return hsr_st_set_read(f, j, 0, out, n * 4);
+  HSR_CHECK(hsr_st_set_read(f, j, 0, tmp, n * 2));
   hsr_device *h;
   HSR_CHECK(hsr_device_open(HSR_DEVICE_HOST, 0, &h));
   hsr_status st = hsr_kernels_cast(h, NULL, n, tmp, !strcmp(in.dtype, "BF16") ? HSR_BF16 : HSR_F16, out, HSR_F32);
@@ -150,10 +152,10 @@ static hsr_status load_one(const hsr_st_file *f, int j, size_t n, float *out, vo
 
 hsr_status train_init_from(hsr_rt *rt, hsr_boot *boot, const char *path) {
   tensors ts = {0};
-  hsr_st_file *f = NULL;
+  hsr_st_set *f = NULL;
   int *idx = NULL;
   hsr_status st = layout_tensors(rt, &ts);
-  if (st == HSR_OK) st = hsr_st_open(path, &f);
+  if (st == HSR_OK) st = hsr_st_set_open(path, &f);
   if (st == HSR_OK && !(idx = calloc((size_t)ts.n + 1, sizeof *idx))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK) st = check_file(f, &ts, path, idx);
   st = train_agree(boot, st); /* nothing is set unless every rank can read it all */
@@ -166,7 +168,7 @@ hsr_status train_init_from(hsr_rt *rt, hsr_boot *boot, const char *path) {
   }
   st = train_agree(boot, st);
   free(buf), free(tmp), free(idx);
-  hsr_st_close(f);
+  hsr_st_set_close(f);
   tensors_free(&ts);
   return st;
 }

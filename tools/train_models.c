@@ -138,11 +138,11 @@ static const char *default_data(void) {
 /* --init: the file's configuration wins where a flag was not given and must
  * agree where one was. */
 static hsr_status gpt_from_file(train_args *a, int *n_ctx, int *vocab) {
-  hsr_st_file *f;
+  hsr_st_set *f;
   gpt_cfg c;
-  HSR_CHECK(hsr_st_open(a->init, &f));
+  HSR_CHECK(hsr_st_set_open(a->init, &f));
   hsr_status st = gpt_file_config(f, a->init, &c);
-  hsr_st_close(f);
+  hsr_st_set_close(f);
   HSR_CHECK(st);
   int *flag[] = {&a->layers, &a->heads, &a->dim};
   int file[] = {c.n_layer, c.n_head, c.n_embd};

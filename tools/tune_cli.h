@@ -23,6 +23,8 @@ typedef struct tune_opts {
   /* --validate */
   long v_top, v_bad, v_steps, v_rounds;
   int v_reuse;
+  int v_wait; /* --compute wait: hsr bench step's device-like compute */
+  char given[64]; /* which flags were given (cmd_tune.c's option codes, from 256) */
   const char *v_keep; /* directory for the bench files and results */
 } tune_opts;
 
@@ -41,6 +43,10 @@ hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char
 hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *measured, const int *which, int nm,
                      const char *path);
 void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r);
+hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r);
+/* One candidate as the planner's JSON writes it (p: for its tie; may be NULL). */
+struct cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p);
+struct cJSON *tune_cost_json(const hsr_tune_net *n);
 hsr_status tune_cost_json_text(const hsr_tune_net *n, char **out);
 
 /* tune_validate.c: under a launcher; returns an exit code */

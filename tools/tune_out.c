@@ -56,16 +56,21 @@ static void header(const tune_ctx *x, const hsr_tune_plan *p) {
 
 void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
   header(x, p);
-  printf("%4s  %-28s %5s %5s %4s %10s %9s %9s %9s %13s %9s\n", "rank", "layout", "S", "R", "K", "step(ms)", "compute",
-         "comm", "exposed", "fabric/rank", "peak GiB");
+  int unc = p->nfeasible > 0 && p->cand[0].step_pm_ms > 0;
+  printf("%4s  %-28s %5s %5s %4s %10s %8s %9s %9s %9s %13s %9s  %s\n", "rank", "layout", "S", "R", "K", "step(ms)",
+         unc ? "+-" : "", "compute", "comm", "exposed", "fabric/rank", "peak GiB", "tie");
   int shown = 0;
   for (int i = 0; i < p->nfeasible && shown < x->o->top; i++, shown++) {
     const hsr_tune_result *r = &p->cand[i];
-    char lab[96];
-    printf("%4d  %-28s %5d %5d %4d %10.2f %9.2f %9.2f %9.2f %10.2f MB %9.2f\n", i + 1,
-           hsr_tune_label(r, lab, sizeof lab), r->S, r->R, r->K, r->step_ms, r->compute_ms, r->comm_ms, r->exposed_ms,
-           fabric_rank(r) / 1e6, r->peak_total / GiB);
+    char lab[96], pm[16] = "", tie[16] = "";
+    if (unc) snprintf(pm, sizeof pm, "%.2f", r->step_pm_ms);
+    if (r->tie >= 0) snprintf(tie, sizeof tie, "= %d", r->tie + 1);
+    printf("%4d  %-28s %5d %5d %4d %10.2f %8s %9.2f %9.2f %9.2f %10.2f MB %9.2f  %s\n", i + 1,
+           hsr_tune_label(r, lab, sizeof lab), r->S, r->R, r->K, r->step_ms, pm, r->compute_ms, r->comm_ms,
+           r->exposed_ms, fabric_rank(r) / 1e6, r->peak_total / GiB, tie);
   }
+  printf("# tie '= N': cannot be told apart from rank N within the prediction's uncertainty%s\n",
+         unc ? " (+- one sigma, from the fit's residuals)" : " (built-in figures have no residuals: only exact ties)");
   int rej = p->n - p->nfeasible;
   if (rej) {
     printf("# %d rejected over the budget; the closest:\n", rej);
@@ -87,7 +92,7 @@ static cJSON *bytes_json(const hsr_tune_bytes *b) {
   return o;
 }
 
-static cJSON *cand_json(const hsr_tune_result *r, int rank) {
+cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p) {
   cJSON *o = cJSON_CreateObject();
   char lab[96], res[24];
   cJSON_AddNumberToObject(o, "rank", rank);
@@ -106,6 +111,16 @@ static cJSON *cand_json(const hsr_tune_result *r, int rank) {
   cJSON_AddBoolToObject(o, "feasible", r->feasible);
   cJSON_AddStringToObject(o, "reason", r->reason);
   cJSON_AddNumberToObject(o, "step_ms", r->step_ms);
+  cJSON_AddNumberToObject(o, "step_pm_ms", r->step_pm_ms);
+  cJSON *u = cJSON_AddObjectToObject(o, "uncertainty_ms");
+  static const char *const uk[HSR_TUNE_UNC_TERMS] = {"intra_node", "cross_node", "compute", "step_residual"};
+  for (int k = 0; k < HSR_TUNE_UNC_TERMS; k++) cJSON_AddNumberToObject(u, uk[k], r->unc_ms[k]);
+  if (p && r->tie >= 0 && r->tie < p->n) {
+    char tl[96];
+    cJSON_AddStringToObject(o, "tie_with", hsr_tune_label(&p->cand[r->tie], tl, sizeof tl));
+  } else {
+    cJSON_AddNullToObject(o, "tie_with");
+  }
   cJSON_AddNumberToObject(o, "compute_ms", r->compute_ms);
   cJSON_AddNumberToObject(o, "comm_ms", r->comm_ms);
   cJSON_AddNumberToObject(o, "exposed_ms", r->exposed_ms);
@@ -140,7 +155,7 @@ static cJSON *cand_json(const hsr_tune_result *r, int rank) {
   return o;
 }
 
-static cJSON *cost_json(const hsr_tune_net *n) {
+cJSON *tune_cost_json(const hsr_tune_net *n) {
   cJSON *o = cJSON_CreateObject(), *links = NULL;
   cJSON_AddStringToObject(o, "hardware", n->name);
   cJSON_AddBoolToObject(o, "defaults_used", hsr_tune_net_uses_defaults(n));
@@ -158,6 +173,18 @@ static cJSON *cost_json(const hsr_tune_net *n) {
       cJSON_AddStringToObject(j, "source", l->source);
       cJSON_AddItemToArray(links, j);
     }
+  cJSON *tl = cJSON_AddArrayToObject(o, "two_level_cross_links");
+  for (int op = 0; op < HSR_TUNE_OPS; op++) {
+    const hsr_tune_link *l = &n->span_link[op];
+    if (!l->samples) continue;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "op", op_names[op]);
+    cJSON_AddNumberToObject(j, "alpha_us", l->alpha_us);
+    cJSON_AddNumberToObject(j, "busbw_gbs", l->busbw_gbs);
+    cJSON_AddNumberToObject(j, "samples", l->samples);
+    cJSON_AddStringToObject(j, "source", l->source);
+    cJSON_AddItemToArray(tl, j);
+  }
   cJSON *c = cJSON_AddObjectToObject(o, "concurrent"), *s = cJSON_AddObjectToObject(o, "compute_steal");
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
     cJSON_AddNumberToObject(c, tier_names[t], n->concurrent[t]);
@@ -167,11 +194,21 @@ static cJSON *cost_json(const hsr_tune_net *n) {
   cJSON_AddNumberToObject(o, "data_gbs", n->data_gbs);
   cJSON_AddStringToObject(o, "two_level_all_reduce", n->ar2 == HSR_TUNE_AR2_FULL ? "full-vector" : "split-rail");
   cJSON_AddStringToObject(o, "device", n->device_is_gpu ? "gpu" : "host");
+  cJSON_AddBoolToObject(o, "compute_off_host", n->compute_off_host);
+  cJSON *sl = cJSON_AddObjectToObject(o, "in_step_slowdown"), *sb = cJSON_AddObjectToObject(o, "beside_compute");
+  cJSON *rr = cJSON_AddObjectToObject(o, "residual_rms");
+  for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
+    cJSON_AddNumberToObject(sl, tier_names[t], n->slow[t]);
+    cJSON_AddNumberToObject(sb, tier_names[t], n->slow_busy[t]);
+    cJSON_AddNumberToObject(rr, tier_names[t], n->rel_rms[t]);
+  }
+  cJSON_AddNumberToObject(rr, "compute", n->compute_rel_rms);
+  cJSON_AddNumberToObject(rr, "step", n->step_rel_rms);
   return o;
 }
 
 hsr_status tune_cost_json_text(const hsr_tune_net *n, char **out) {
-  cJSON *o = cost_json(n);
+  cJSON *o = tune_cost_json(n);
   *out = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -193,7 +230,7 @@ hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char
   cJSON_AddStringToObject(m, "compute", x->compute_desc);
   cJSON_AddBoolToObject(m, "compute_default", x->model.compute_default);
   cJSON_AddNumberToObject(m, "act_bytes", x->model.act_bytes);
-  cJSON_AddItemToObject(o, "cost_model", cost_json(&x->net));
+  cJSON_AddItemToObject(o, "cost_model", tune_cost_json(&x->net));
   if (x->o->mem_budget > 0)
     cJSON_AddNumberToObject(o, "mem_budget_bytes", x->o->mem_budget);
   else
@@ -202,9 +239,10 @@ hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char
   cJSON_AddNumberToObject(o, "plan_cpu_ms", p->plan_cpu_s * 1e3);
   cJSON_AddNumberToObject(o, "feasible", p->nfeasible);
   cJSON *arr = cJSON_AddArrayToObject(o, "candidates");
-  for (int i = 0; i < p->n; i++) cJSON_AddItemToArray(arr, cand_json(&p->cand[i], p->cand[i].feasible ? i + 1 : 0));
+  for (int i = 0; i < p->n; i++)
+    cJSON_AddItemToArray(arr, tune_cand_json(&p->cand[i], p->cand[i].feasible ? i + 1 : 0, p));
   if (p->nfeasible > 0)
-    cJSON_AddItemToObject(o, "chosen", cand_json(&p->cand[0], 1));
+    cJSON_AddItemToObject(o, "chosen", tune_cand_json(&p->cand[0], 1, p));
   else
     cJSON_AddNullToObject(o, "chosen");
   cJSON_AddNumberToObject(o, "min_over_budget_bytes", p->nfeasible ? 0 : p->min_over_budget);
@@ -262,6 +300,44 @@ hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *me
   return HSR_OK;
 }
 
+/* The calculator's --json: the layout (as a candidate of the planner's
+ * JSON), its bytes per parameter by category and the formula. */
+hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
+  const hsr_tune_model *m = &x->model;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "tool", "hsr tune");
+  cJSON_AddStringToObject(o, "mode", "calculator");
+  cJSON *mj = cJSON_AddObjectToObject(o, "model");
+  cJSON_AddNumberToObject(mj, "params", m->params);
+  cJSON_AddNumberToObject(mj, "units", m->units);
+  cJSON_AddItemToObject(o, "layout", tune_cand_json(r, 1, NULL));
+  cJSON *bp = cJSON_AddObjectToObject(o, "bytes_per_param");
+  double full = 0, sharded = 0;
+  int sharded_params = r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
+  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
+    if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
+    double b = (double)r->peak_cat[c] / m->params;
+    cJSON_AddNumberToObject(bp, hsr_mem_cat_name((hsr_mem_cat)c), b);
+    if (!hsr_mem_cat_persistent((hsr_mem_cat)c)) continue;
+    if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
+      full += b;
+    else
+      sharded += b * r->S;
+  }
+  cJSON *f = cJSON_AddObjectToObject(o, "persistent_per_param");
+  cJSON_AddNumberToObject(f, "unsharded", full);
+  cJSON_AddNumberToObject(f, "times_S", sharded);
+  cJSON_AddNumberToObject(f, "S", r->S);
+  cJSON_AddNumberToObject(f, "total", r->persistent_per_param);
+  cJSON_AddItemToObject(o, "cost_model", tune_cost_json(&x->net));
+  char *txt = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!txt) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  printf("%s\n", txt);
+  free(txt);
+  return HSR_OK;
+}
+
 void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
   const hsr_tune_model *m = &x->model;
   char res[24];
@@ -293,6 +369,8 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
          (long long)r->peak_where.step);
   if (m->act_bytes > 0)
     printf("%-16s %18.0f %12.3f   with --act-mem\n", "peak + act.", r->peak_total, r->peak_total / GiB);
+  printf("predicted step: %.2f ms (compute %.2f, communication %.2f, exposed %.2f; %s)\n", r->step_ms, r->compute_ms,
+         r->comm_ms, r->exposed_ms, x->compute_desc);
   printf("# hsr keeps f32 master weights, moments and gradient accumulator shards; parameters in the parameter "
          "dtype (sharded under fsdp/hybrid, whole under ddp/zero1/zero2)\n");
 }

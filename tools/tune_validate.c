@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,15 +29,23 @@
 
 static const char *const probe_names[] = {"probe-0", "probe-1", "probe-2"};
 
+enum { V_TOP = 0, V_BAD, V_PAIR };
 typedef struct vpick {
   int S, pol, K, prefetch, idx; /* idx: the candidate in the plan */
+  int role;                     /* V_TOP, V_BAD or V_PAIR (the physics pair, measured at every rate) */
 } vpick;
 
 typedef struct vmeas {
   double step, compute, comm, exposed;
+  double busy[HSR_RT_GROUP_COUNT]; /* each group's collectives' union (shard, replicate, partial) */
 } vmeas;
 
 static double now_s(void) { return hsr_clock_s(); }
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *f) {
+  (void)sb, (void)flag, (void)f;
+  return remove(path);
+}
 
 /* AdamW and memset speed with every rank at once (the ranks share the cores, as in a step). */
 static hsr_status probe_kernels(hsr_boot *b, double *optim_ns, double *data_gbs) {
@@ -117,29 +126,17 @@ static int coll_bench(hsr_boot *boot, const tune_opts *o, const char *coll, int 
   snprintf(s, sizeof s, "%d", S0);
   snprintf(name, sizeof name, "%s%s", coll, kind == 1 ? "-concurrent" : kind == 2 ? "-world" : "");
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
-  char *argv[24] = {(char *)coll,
-                    "-b",
-                    b,
-                    "-e",
-                    e,
-                    "-f",
-                    "4",
-                    "-n",
-                    "4",
-                    "-w",
-                    "1",
-                    "--group",
-                    kind == 2   ? "world"
-                    : nodes > 1 ? "shard,replicate"
-                                : "shard",
-                    "--shard",
-                    s,
-                    "-J",
-                    path};
-  int argc = 17;
+  /* -a 3: the slowest rank's time, not the mean: a step waits for the
+   * slowest rank at every collective that follows (the shard group's
+   * gathers wait for the rank whose cross-node flow was slowest) */
+  char *argv[24] = {(char *)coll, "-a", "3",  "-b",      b,
+                    "-e",         e,    "-f", "4",       "-n",
+                    "6",          "-w", "1",  "--group", kind == 2 ? "world" : nodes > 1 ? "shard,replicate" : "shard",
+                    "--shard",    s,    "-J", path};
+  int argc = 19;
   if (kind == 2) { /* --shard means nothing for the world group (bench refuses it) */
-    argv[13] = "-J", argv[14] = path;
-    argc = 15;
+    argv[15] = "-J", argv[16] = path;
+    argc = 17;
   }
   if (kind == 1) argv[argc++] = "--concurrent";
   return bench(boot, o->v_reuse, coll, argv, argc, dir, name);
@@ -158,12 +155,31 @@ static int step_bench(hsr_boot *boot, const tune_opts *o, const vpick *p, const 
     snprintf(res, sizeof res, "%s", p->pol == HSR_RT_RESHARD_NONE ? "none" : "full");
   snprintf(pf, sizeof pf, "%d", p->prefetch);
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
-  char *argv[24] = {"step", "--units",   u,   "--unit-size", us, "--compute-ms", cm,  "--steps", st,  "--shard",
-                    S,      "--reshard", res, "--prefetch",  pf, "--bwd-ratio",  "2", "--json",  path};
+  char *argv[24] = {"step",
+                    "--units",
+                    u,
+                    "--unit-size",
+                    us,
+                    "--compute-ms",
+                    cm,
+                    "--steps",
+                    st,
+                    "--shard",
+                    S,
+                    "--reshard",
+                    res,
+                    "--prefetch",
+                    pf,
+                    "--bwd-ratio",
+                    "2",
+                    "--json",
+                    path,
+                    "--compute",
+                    o->v_wait ? "wait" : "cpu"};
   char bw[16];
   snprintf(bw, sizeof bw, "%g", o->bwd_ratio);
   argv[16] = bw;
-  return bench(boot, o->v_reuse, NULL, argv, 19, dir, name);
+  return bench(boot, o->v_reuse, NULL, argv, 21, dir, name);
 }
 
 static int read_one(const char *dir, const char *name, vmeas *m) {
@@ -183,6 +199,12 @@ static int read_one(const char *dir, const char *name, vmeas *m) {
     m->compute = cJSON_GetObjectItemCaseSensitive(r, "compute_ms")->valuedouble;
     m->comm = cJSON_GetObjectItemCaseSensitive(r, "comm_ms")->valuedouble;
     m->exposed = cJSON_GetObjectItemCaseSensitive(r, "exposed_comm_ms")->valuedouble;
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(r, "busy_ms");
+    static const char *const gn[HSR_RT_GROUP_COUNT] = {"shard", "replicate", "partial"};
+    for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
+      const cJSON *v = cJSON_GetObjectItemCaseSensitive(b, gn[g]);
+      m->busy[g] = cJSON_IsNumber(v) ? v->valuedouble : 0;
+    }
   }
   cJSON_Delete(j);
   return ok ? 0 : -1;
@@ -222,7 +244,7 @@ static int same(const vpick *a, const vpick *b) {
 }
 
 static vpick pick_of(const hsr_tune_result *r, int i) {
-  return (vpick){r->S, (int)r->cfg.reshard, r->cfg.partial_k, r->cfg.prefetch, i};
+  return (vpick){r->S, (int)r->cfg.reshard, r->cfg.partial_k, r->cfg.prefetch, i, V_TOP};
 }
 
 static int is_probe(const vpick *c, const vpick *probes, int np) {
@@ -232,7 +254,11 @@ static int is_probe(const vpick *c, const vpick *probes, int np) {
 }
 
 /* The top candidates and a few bad ones (the slowest of distinct meshes and
- * policies), none of them a probe the model was fitted to. */
+ * policies), none of them a probe the model was fitted to; then, on several
+ * nodes, the physics pair: flat fsdp over every node against hybrid with a
+ * node per shard group, both reshard full and prefetch 1 (only the mesh
+ * differs), measured at every link rate so bench/tune_validate.sh can find
+ * where they swap places. */
 static int choose(const tune_opts *o, const hsr_tune_plan *p, const vpick *probes, int nprobes, vpick *out) {
   int n = 0;
   for (int i = 0; i < p->nfeasible && n < o->v_top; i++) {
@@ -246,9 +272,19 @@ static int choose(const tune_opts *o, const hsr_tune_plan *p, const vpick *probe
     const hsr_tune_result *r = &p->cand[i];
     if (r->cfg.strategy != HSR_RT_FSDP && r->cfg.strategy != HSR_RT_HYBRID) continue;
     vpick c = pick_of(r, i);
+    c.role = V_BAD;
     int dup = is_probe(&c, probes, nprobes);
     for (int k = 0; k < n; k++) dup |= same(&out[k], &c) || (out[k].S == c.S && out[k].pol == c.pol);
     if (!dup) out[n++] = c, bad++;
+  }
+  if (p->nodes > 1) {
+    vpick pair[2] = {{p->world, HSR_RT_RESHARD_FULL, 0, 1, -1, V_PAIR},
+                     {p->per_node, HSR_RT_RESHARD_FULL, 0, 1, -1, V_PAIR}};
+    for (int j = 0; j < 2 && n < V_MAX; j++) {
+      int dup = is_probe(&pair[j], probes, nprobes);
+      for (int k = 0; k < n; k++) dup |= same(&out[k], &pair[j]);
+      if (!dup) out[n++] = pair[j];
+    }
   }
   return n;
 }
@@ -283,24 +319,49 @@ static double link_ratio(const char *dir, double *bytes) {
   return ti > 0 ? tx / ti : 0;
 }
 
-static cJSON *meas_json(const hsr_tune_result *r, const vmeas *m, int bad, int probe) {
+static cJSON *times_json(double step, double pm, double comm, double exposed, double compute, const double *busy) {
   cJSON *o = cJSON_CreateObject();
-  char lab[96];
+  cJSON_AddNumberToObject(o, "step_ms", step);
+  if (pm >= 0) cJSON_AddNumberToObject(o, "step_pm_ms", pm);
+  cJSON_AddNumberToObject(o, "comm_ms", comm);
+  cJSON_AddNumberToObject(o, "exposed_ms", exposed);
+  cJSON_AddNumberToObject(o, "compute_ms", compute);
+  cJSON *b = cJSON_AddObjectToObject(o, "busy_ms");
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) cJSON_AddNumberToObject(b, hsr_rt_group_name((hsr_rt_group)g), busy[g]);
+  return o;
+}
+
+static double pct(double pred, double meas) { return meas > 0 ? 100 * (pred - meas) / meas : 0; }
+
+/* role: "top", "bad" or "probe" (fitted, shown, not counted) */
+static cJSON *meas_json(const hsr_tune_plan *p, const hsr_tune_result *r, const vmeas *m, const char *role) {
+  cJSON *o = cJSON_CreateObject();
+  char lab[96], res[24];
   cJSON_AddStringToObject(o, "label", hsr_tune_label(r, lab, sizeof lab));
-  cJSON_AddNumberToObject(o, "shard", r->S);
+  cJSON_AddStringToObject(o, "role", role);
   cJSON_AddStringToObject(o, "strategy", hsr_rt_strategy_name(r->cfg.strategy));
-  cJSON_AddBoolToObject(o, "deliberately_bad", bad);
-  cJSON_AddBoolToObject(o, "probe", probe);
-  const double p[4] = {r->step_ms, r->comm_ms, r->exposed_ms, r->compute_ms},
-               q[4] = {m->step, m->comm, m->exposed, m->compute};
-  const char *k[4] = {"step_ms", "comm_ms", "exposed_ms", "compute_ms"};
-  cJSON *pr = cJSON_AddObjectToObject(o, "predicted"), *me = cJSON_AddObjectToObject(o, "measured");
+  cJSON_AddNumberToObject(o, "shard", r->S);
+  cJSON_AddNumberToObject(o, "replicate", r->R);
+  if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
+    snprintf(res, sizeof res, "partial:%d", r->cfg.partial_k);
+  else
+    snprintf(res, sizeof res, "%s", r->cfg.reshard == HSR_RT_RESHARD_NONE ? "none" : "full");
+  cJSON_AddStringToObject(o, "reshard", res);
+  cJSON_AddNumberToObject(o, "prefetch", r->cfg.prefetch);
+  cJSON_AddBoolToObject(o, "deliberately_bad", !strcmp(role, "bad"));
+  cJSON_AddBoolToObject(o, "probe", !strcmp(role, "probe"));
+  cJSON_AddItemToObject(o, "predicted",
+                        times_json(r->step_ms, r->step_pm_ms, r->comm_ms, r->exposed_ms, r->compute_ms, r->busy_ms));
+  cJSON_AddItemToObject(o, "measured", times_json(m->step, -1, m->comm, m->exposed, m->compute, m->busy));
   cJSON *er = cJSON_AddObjectToObject(o, "error_pct");
-  for (int i = 0; i < 4; i++) {
-    cJSON_AddNumberToObject(pr, k[i], p[i]);
-    cJSON_AddNumberToObject(me, k[i], q[i]);
-    cJSON_AddNumberToObject(er, k[i], q[i] > 0 ? 100 * (p[i] - q[i]) / q[i] : 0);
-  }
+  cJSON_AddNumberToObject(er, "step_ms", pct(r->step_ms, m->step));
+  cJSON_AddNumberToObject(er, "comm_ms", pct(r->comm_ms, m->comm));
+  cJSON_AddNumberToObject(er, "exposed_ms", pct(r->exposed_ms, m->exposed));
+  cJSON_AddNumberToObject(er, "compute_ms", pct(r->compute_ms, m->compute));
+  if (r->tie >= 0 && r->tie < p->n)
+    cJSON_AddStringToObject(o, "tie_with", hsr_tune_label(&p->cand[r->tie], lab, sizeof lab));
+  else
+    cJSON_AddNullToObject(o, "tie_with");
   return o;
 }
 
@@ -312,61 +373,125 @@ static int find(const hsr_tune_plan *p, const vpick *c) {
   return -1;
 }
 
+/* Mean absolute and worst error of a set of layouts. */
+typedef struct errs {
+  double step_sum, step_worst, comm_sum, comm_worst;
+  int n;
+} errs;
+
+static void add_err(errs *e, double es, double ec) {
+  e->step_sum += fabs(es), e->comm_sum += fabs(ec), e->n++;
+  if (fabs(es) > e->step_worst) e->step_worst = fabs(es);
+  if (fabs(ec) > e->comm_worst) e->comm_worst = fabs(ec);
+}
+
+static cJSON *errs_json(const errs *e) {
+  cJSON *o = cJSON_CreateObject(), *s = cJSON_AddObjectToObject(o, "step"), *c = cJSON_AddObjectToObject(o, "comm");
+  cJSON_AddNumberToObject(o, "layouts", e->n);
+  cJSON_AddNumberToObject(s, "mean_abs_pct", e->n ? e->step_sum / e->n : 0);
+  cJSON_AddNumberToObject(s, "worst_pct", e->step_worst);
+  cJSON_AddNumberToObject(c, "mean_abs_pct", e->n ? e->comm_sum / e->n : 0);
+  cJSON_AddNumberToObject(c, "worst_pct", e->comm_worst);
+  return o;
+}
+
+static void row(const hsr_tune_result *r, const vmeas *m, const char *note) {
+  char lab[96], pm[16] = "";
+  if (r->step_pm_ms > 0) snprintf(pm, sizeof pm, "+-%.1f", r->step_pm_ms);
+  printf("%-26s %9.1f %7s %9.1f %+6.1f%% %9.1f %9.1f %+6.1f%% %9.1f %9.1f%s\n", hsr_tune_label(r, lab, sizeof lab),
+         r->step_ms, pm, m->step, pct(r->step_ms, m->step), r->comm_ms, m->comm, pct(r->comm_ms, m->comm),
+         r->exposed_ms, m->exposed, note);
+}
+
+/* The table (or, with --json, the JSON on stdout) and dir/validate.json. */
 static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, const vmeas *m, int n, const char *dir,
                    const vpick *probes, int nprobes) {
   double lbytes = 0, ratio = link_ratio(dir, &lbytes);
   const char *emu = getenv("HSR_EMULATE_NET");
-  printf("# hsr tune --validate: %d ranks on %d nodes%s%s; hsr bench step --units %ld --unit-size %.0f "
-         "--compute-ms %g --steps %ld\n",
-         p->world, p->nodes, emu ? ", emulated link " : "", emu ? emu : "", x->o->units, x->o->unit_bytes,
-         x->o->compute_ms, x->o->v_steps);
-  if (ratio > 0)
-    printf("# link: a %.0f-byte all-gather across the nodes takes %.1fx as long as inside one\n", lbytes, ratio);
-  printf("%s", x->calib_report);
-  printf("# compute: %s\n", x->compute_desc);
-  printf("%-26s %9s %9s %7s %9s %9s %7s %9s %9s\n", "layout", "step pred", "measured", "err", "comm pred", "measured",
-         "err", "exp pred", "measured");
-  double worst_step = 0, worst_comm = 0, fastest = 1e300;
+  int json = x->o->json;
+  if (!json) {
+    printf("# hsr tune --validate: %d ranks on %d nodes%s%s; hsr bench step --units %ld --unit-size %.0f "
+           "--compute-ms %g --compute %s --steps %ld\n",
+           p->world, p->nodes, emu ? ", emulated link " : "", emu ? emu : "", x->o->units, x->o->unit_bytes,
+           x->o->compute_ms, x->o->v_wait ? "wait" : "cpu", x->o->v_steps);
+    if (ratio > 0)
+      printf("# link: a %.0f-byte all-gather across the nodes takes %.1fx as long as inside one\n", lbytes, ratio);
+    printf("%s", x->calib_report);
+    printf("# compute: %s\n", x->compute_desc);
+    printf("%-26s %9s %7s %9s %7s %9s %9s %7s %9s %9s\n", "layout", "step pred", "+-", "measured", "err", "comm pred",
+           "measured", "err", "exp pred", "measured");
+  }
+  errs all = {0}, top = {0}, bad = {0}, pair = {0};
+  double fastest = 1e300;
   int fi = -1;
-  cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "runs");
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "tool", "hsr tune --validate");
+  cJSON_AddNumberToObject(root, "ranks", p->world);
+  cJSON_AddNumberToObject(root, "nodes", p->nodes);
   cJSON_AddStringToObject(root, "emulated_net", emu ? emu : "");
+  cJSON_AddStringToObject(root, "compute_mode", x->o->v_wait ? "wait" : "cpu");
+  cJSON *mj = cJSON_AddObjectToObject(root, "model");
+  cJSON_AddNumberToObject(mj, "units", (double)x->o->units);
+  cJSON_AddNumberToObject(mj, "unit_bytes", x->o->unit_bytes);
+  cJSON_AddNumberToObject(mj, "compute_ms_asked", x->o->compute_ms);
+  cJSON_AddNumberToObject(mj, "fwd_ms_fitted", x->model.fwd_ms);
+  cJSON_AddNumberToObject(mj, "bwd_ratio", x->model.bwd_ratio);
+  cJSON_AddNumberToObject(mj, "steps", (double)x->o->v_steps);
+  cJSON_AddNumberToObject(mj, "rounds", (double)x->o->v_rounds);
   cJSON_AddNumberToObject(root, "link_ratio", ratio);
   cJSON_AddNumberToObject(root, "link_ratio_bytes", lbytes);
-  cJSON_AddStringToObject(root, "calibration", x->calib_report);
-  cJSON_AddStringToObject(root, "compute", x->compute_desc);
+  cJSON *fit = cJSON_AddObjectToObject(root, "fit");
+  cJSON_AddStringToObject(fit, "report", x->calib_report);
+  cJSON_AddStringToObject(fit, "compute", x->compute_desc);
+  cJSON_AddItemToObject(fit, "cost_model", tune_cost_json(&x->net));
+  cJSON *arr = cJSON_AddArrayToObject(root, "layouts");
   for (int i = 0; i < n; i++) {
     const hsr_tune_result *r = &p->cand[pk[i].idx];
-    char lab[96];
-    double es = 100 * (r->step_ms - m[i].step) / m[i].step, ec = 100 * (r->comm_ms - m[i].comm) / m[i].comm;
-    printf("%-26s %9.1f %9.1f %+6.1f%% %9.1f %9.1f %+6.1f%% %9.1f %9.1f%s\n", hsr_tune_label(r, lab, sizeof lab),
-           r->step_ms, m[i].step, es, r->comm_ms, m[i].comm, ec, r->exposed_ms, m[i].exposed,
-           i < x->o->v_top ? "" : "   (deliberately bad)");
-    if (fabs(es) > worst_step) worst_step = fabs(es);
-    if (fabs(ec) > worst_comm) worst_comm = fabs(ec);
+    int role = pk[i].role;
+    char note[80] = "";
+    if (role != V_TOP) snprintf(note, sizeof note, role == V_BAD ? "   (deliberately bad)" : "   (physics pair)");
+    if (r->tie >= 0) snprintf(note + strlen(note), sizeof note - strlen(note), "   (tie with rank %d)", r->tie + 1);
+    if (!json) row(r, &m[i], note);
+    double es = pct(r->step_ms, m[i].step), ec = pct(r->comm_ms, m[i].comm);
+    if (role != V_PAIR) add_err(&all, es, ec);
+    add_err(role == V_BAD ? &bad : role == V_PAIR ? &pair : &top, es, ec);
     if (m[i].step < fastest) fastest = m[i].step, fi = i;
-    cJSON_AddItemToArray(arr, meas_json(r, &m[i], i >= x->o->v_top, 0));
+    cJSON_AddItemToArray(arr, meas_json(p, r, &m[i], role == V_BAD ? "bad" : role == V_PAIR ? "pair" : "top"));
   }
   for (int i = 0; i < nprobes; i++) { /* the runs the model was fitted to: shown, not counted */
     vmeas pm = {0};
     int k = find(p, &probes[i]);
     if (k < 0 || read_step(x->o->v_rounds, dir, probe_names[i], &pm) != 0) continue;
-    const hsr_tune_result *r = &p->cand[k];
-    char lab[96];
-    printf("%-26s %9.1f %9.1f %+6.1f%% %9.1f %9.1f %+6.1f%% %9.1f %9.1f   (probe: fitted)\n",
-           hsr_tune_label(r, lab, sizeof lab), r->step_ms, pm.step, 100 * (r->step_ms - pm.step) / pm.step, r->comm_ms,
-           pm.comm, 100 * (r->comm_ms - pm.comm) / pm.comm, r->exposed_ms, pm.exposed);
-    cJSON_AddItemToArray(arr, meas_json(r, &pm, 0, 1));
+    if (!json) row(&p->cand[k], &pm, "   (probe: fitted)");
+    cJSON_AddItemToArray(arr, meas_json(p, &p->cand[k], &pm, "probe"));
   }
   char a[96], b[96];
-  printf("# worst error: step %.1f%%, communication %.1f%%\n", worst_step, worst_comm);
+  if (!json)
+    printf("# error over the %d validated layouts (top and bad; not the probes, not the pair): step mean %.1f%%, worst "
+           "%.1f%%; communication "
+           "mean %.1f%%, worst %.1f%%\n",
+           all.n, all.n ? all.step_sum / all.n : 0, all.step_worst, all.n ? all.comm_sum / all.n : 0, all.comm_worst);
+  cJSON *ej = cJSON_AddObjectToObject(root, "errors");
+  cJSON_AddItemToObject(ej, "all", errs_json(&all));
+  cJSON_AddItemToObject(ej, "top", errs_json(&top));
+  cJSON_AddItemToObject(ej, "bad", errs_json(&bad));
+  cJSON_AddItemToObject(ej, "pair", errs_json(&pair));
   if (n > 0 && fi >= 0) {
-    printf("# recommended %s measured %.1f ms; fastest measured %s %.1f ms: recommended is %.1f%% slower\n",
-           hsr_tune_label(&p->cand[pk[0].idx], a, sizeof a), m[0].step,
-           hsr_tune_label(&p->cand[pk[fi].idx], b, sizeof b), fastest, 100 * (m[0].step - fastest) / fastest);
-    cJSON_AddNumberToObject(root, "recommended_vs_fastest_pct", 100 * (m[0].step - fastest) / fastest);
+    double rv = 100 * (m[0].step - fastest) / fastest;
+    hsr_tune_label(&p->cand[pk[0].idx], a, sizeof a), hsr_tune_label(&p->cand[pk[fi].idx], b, sizeof b);
+    if (!json)
+      printf("# recommended %s measured %.1f ms; fastest measured %s %.1f ms: recommended is %.1f%% slower\n", a,
+             m[0].step, b, fastest, rv);
+    cJSON_AddStringToObject(root, "recommended", a);
+    cJSON_AddNumberToObject(root, "recommended_measured_ms", m[0].step);
+    cJSON_AddStringToObject(root, "fastest_measured", b);
+    cJSON_AddNumberToObject(root, "fastest_measured_ms", fastest);
+    cJSON_AddNumberToObject(root, "recommended_vs_fastest_pct", rv);
   }
-  cJSON_AddNumberToObject(root, "worst_step_error_pct", worst_step);
-  cJSON_AddNumberToObject(root, "worst_comm_error_pct", worst_comm);
+  cJSON_AddNumberToObject(root, "worst_step_error_pct", all.step_worst);
+  cJSON_AddNumberToObject(root, "worst_comm_error_pct", all.comm_worst);
+  cJSON_AddNumberToObject(root, "mean_step_error_pct", all.n ? all.step_sum / all.n : 0);
+  cJSON_AddNumberToObject(root, "mean_comm_error_pct", all.n ? all.comm_sum / all.n : 0);
   /* the predicted ranking of every layout hsr bench step runs, for comparing link rates */
   cJSON *rank = cJSON_AddArrayToObject(root, "predicted_ranking");
   for (int i = 0; i < p->nfeasible; i++) {
@@ -375,6 +500,11 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "label", hsr_tune_label(r, a, sizeof a));
     cJSON_AddNumberToObject(e, "step_ms", r->step_ms);
+    cJSON_AddNumberToObject(e, "step_pm_ms", r->step_pm_ms);
+    if (r->tie >= 0)
+      cJSON_AddStringToObject(e, "tie_with", hsr_tune_label(&p->cand[r->tie], b, sizeof b));
+    else
+      cJSON_AddNullToObject(e, "tie_with");
     cJSON_AddItemToArray(rank, e);
   }
   char path[512], *txt = cJSON_Print(root);
@@ -382,6 +512,7 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
   FILE *f = fopen(path, "w");
   if (f && txt) fprintf(f, "%s\n", txt);
   if (f) fclose(f);
+  if (json && txt) printf("%s\n", txt);
   free(txt);
   cJSON_Delete(root);
 }
@@ -430,6 +561,10 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
   HSR_CHECK(tune_setup(x, cl));
   x->net.optim_ns_per_elem = probe[0];
   x->net.data_gbs = probe[1];
+  if (o->v_wait) { /* device-like compute: it takes nothing from the collectives, nor they from it */
+    x->net.compute_off_host = 1;
+    for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) x->net.steal[t] = 0, x->net.slow_busy[t] = 1;
+  }
   snprintf(x->topo_desc, sizeof x->topo_desc, "this launch");
   /* the probes: the collectives' slowdown inside a step and the compute per unit */
   hsr_tune_probe pr[3];
@@ -447,6 +582,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
     q->cfg.prefetch = probes[i].prefetch;
     q->cfg.prefetch_step = q->cfg.prefetch > 0; /* hsr bench step's default */
     q->step_ms = pm.step, q->comm_ms = pm.comm, q->compute_ms = pm.compute;
+    memcpy(q->busy_ms, pm.busy, sizeof q->busy_ms);
     hsr_mesh *mm = NULL;
     hsr_mesh_request req = {q->S, 0, 0};
     HSR_CHECK(hsr_mesh_plan(cl, &req, &mm));
@@ -463,6 +599,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
   hsr_tune_space sp;
   hsr_tune_space_default(&sp);
   sp.max_prefetch = (int)o->max_prefetch;
+  sp.mem_budget = o->mem_budget;
   HSR_CHECK(hsr_tune_plan_run(cl, &x->model, &x->net, &sp, plan));
   if (*np == 0) *np = choose(o, plan, probes, nprobes, picks);
   for (int i = 0; i < *np; i++) picks[i].idx = find(plan, &picks[i]);
@@ -507,7 +644,7 @@ static hsr_status finish(tune_ctx *x, hsr_cluster *cl, const char *dir, const do
         which[i] = picks[i].idx, meas[2 * i] = m[i].step - m[i].exposed, meas[2 * i + 1] = m[i].exposed;
       st = tune_plot(x, &plan, meas, which, np, x->o->plot);
     }
-    printf("# bench files: %s\n", dir);
+    if (!x->o->json && x->o->v_keep) printf("# bench files: %s\n", dir);
   }
   hsr_tune_plan_free(&plan);
   return st;
@@ -539,9 +676,9 @@ int tune_validate(tune_opts *o) {
    * over every node, without and with prefetch (overlap: what busy
    * collectives take from compute). The first and the last are measured at
    * every link rate: bench/tune_validate.sh compares them across rates. */
-  vpick probes[3] = {{per, HSR_RT_RESHARD_NONE, 0, 1, -1},
-                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 0, -1},
-                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 1, -1}};
+  vpick probes[3] = {{per, HSR_RT_RESHARD_NONE, 0, 1, -1, V_TOP},
+                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 0, -1, V_TOP},
+                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 2, -1, V_TOP}};
   int nprobes = nodes > 1 ? 3 : 2;
   if (nodes == 1) probes[1].prefetch = 1;
   vpick picks[V_MAX];
@@ -562,6 +699,14 @@ int tune_validate(tune_opts *o) {
   if (rc && rank == 0) fprintf(stderr, "hsr tune --validate: a benchmark failed (exit %d); see %s\n", rc, dir);
   /* every round measured: fit to the best of each, predict, compare */
   if (st == HSR_OK && !rc && rank == 0) st = finish(&x, cl, dir, probe, probes, nprobes, picks, np);
+  /* the temporary directory goes when all went well (--validate-keep keeps
+   * it); after a failure it stays, for the files that say what happened */
+  if (rank == 0 && dir[0] && !o->v_keep) {
+    if (st == HSR_OK && !rc)
+      nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    else
+      fprintf(stderr, "hsr tune --validate: its files are kept in %s\n", dir);
+  }
   hsr_cluster_free(cl);
   hsr_status f = boot ? hsr_boot_finalize(boot) : HSR_OK;
   if (st == HSR_OK) st = f;

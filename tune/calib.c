@@ -19,6 +19,7 @@ typedef struct sample {
 } sample;
 
 struct hsr_tune_calib {
+  hsr_tune_net host; /* the host collectives' algorithms, for the rows' volumes */
   sample *s;
   int n, cap;
   char (*names)[64];
@@ -28,7 +29,8 @@ struct hsr_tune_calib {
 hsr_status hsr_tune_calib_create(hsr_tune_calib **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_calib_create: NULL argument");
   *out = calloc(1, sizeof **out);
-  return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "calibration: out of memory");
+  if (!*out) return hsr_error(HSR_ERR_NOMEM, "calibration: out of memory");
+  return hsr_tune_net_default("host", &(*out)->host);
 }
 
 void hsr_tune_calib_free(hsr_tune_calib *c) {
@@ -65,22 +67,58 @@ static int op_of(const char *coll) {
   return -1;
 }
 
-/* One placement (out_of_place / in_place) of a row. */
-static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h, const char *place, int op, int file) {
+static double type_size(const char *t) {
+  if (!t) return 0;
+  if (!strcmp(t, "float") || !strcmp(t, "int32") || !strcmp(t, "uint32")) return 4;
+  if (!strcmp(t, "double") || !strcmp(t, "int64") || !strcmp(t, "uint64")) return 8;
+  if (!strcmp(t, "bfloat16") || !strcmp(t, "half") || !strcmp(t, "float16")) return 2;
+  if (!strcmp(t, "int8") || !strcmp(t, "uint8")) return 1;
+  return 0;
+}
+
+/* One placement (out_of_place / in_place) of a row. The row's bytes must be
+ * what the model's volumes say this collective moves on this group (the
+ * calibration then fits each stage to the bytes the model gives it, the
+ * same split the timeline uses): a file whose counters disagree comes from
+ * collectives the model does not describe, and is refused. */
+static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h, const char *place, int op, int file,
+                            const char *nm) {
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, place), *hp = cJSON_GetObjectItemCaseSensitive(h, place);
   double t = num(p, "time", -1) * 1e-6, sent = num(hp, "sent_bytes_per_op", -1);
+  /* fabric_bytes_per_op is what crossed nodes, sent plus received */
   double fab = num(hp, "fabric_bytes_per_op", 0);
   int n = (int)num(h, "group_size", 0), nodes = (int)num(h, "nodes_spanned", 1);
-  if (t <= 0 || sent <= 0 || n < 2 || nodes < 1) return HSR_OK; /* nothing moved: no sample */
+  if (!(t > 0) || !(sent > 0) || n < 2 || nodes < 1 || nodes > n) return HSR_OK; /* nothing moved: no sample */
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(row, "type");
+  double es = type_size(cJSON_IsString(ty) ? ty->valuestring : NULL), count = num(row, "count", -1);
+  hsr_tune_shape g = {n, nodes, n % nodes == 0 ? n / nodes : 0, nodes};
+  hsr_tune_vol v;
+  if (!(es > 0) || !(count > 0) || hsr_tune_volume(&c->host, op, &g, count, (size_t)es, &v) != HSR_OK)
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s: row of size %g: no usable \"count\" and \"type\" (expected rows of `hsr bench -J`)", nm,
+                     num(row, "size", 0));
+  double vf = v.fabric_sent + v.fabric_recv;
+  if (fabs(v.sent - sent) > 0.02 * sent + 64 || fabs(vf - fab) > 0.02 * (fab > vf ? fab : vf) + 64)
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s: row of size %g (%s, group of %d on %d nodes): it records %.0f bytes sent and %.0f across "
+                     "nodes per op, the model's %s moves %.0f and %.0f: the file comes from collectives this hsr does "
+                     "not model (rerun hsr bench)",
+                     nm, num(row, "size", 0), place, n, nodes, sent, fab, v.algo, v.sent, vf);
   const cJSON *cw = cJSON_GetObjectItemCaseSensitive(h, "concurrent_with");
   sample s = {.op = op, .conc = cJSON_GetArraySize(cw) > 0, .t = t, .file = file};
+  for (int i = 0; i < v.nstages; i++) {
+    if (v.stage[i].tier == HSR_TUNE_INTRA)
+      s.x += v.stage[i].bytes;
+    else
+      s.x_cross += v.stage[i].bytes;
+  }
   if (nodes == 1) {
-    s.tier = HSR_TUNE_INTRA, s.x = sent;
-  } else if (n == nodes) {
-    s.tier = HSR_TUNE_CROSS, s.x = sent;
-  } else { /* two-level: the node stage moved what did not cross */
-    s.tier = HSR_TUNE_CROSS, s.two = 1, s.x = sent - fab, s.x_cross = fab;
-    if (fab <= 0) return HSR_OK;
+    s.tier = HSR_TUNE_INTRA;
+  } else if (s.x == 0) {
+    s.tier = HSR_TUNE_CROSS, s.x = s.x_cross, s.x_cross = 0;
+  } else { /* two-level: a node stage and a cross stage */
+    s.tier = HSR_TUNE_CROSS, s.two = 1;
+    if (s.x_cross <= 0) return HSR_OK;
   }
   return push(c, s);
 }
@@ -114,8 +152,8 @@ hsr_status hsr_tune_calib_add_json(hsr_tune_calib *c, const char *text, const ch
   if (st == HSR_OK) cJSON_ArrayForEach(row, res) {
       const cJSON *rh = cJSON_GetObjectItemCaseSensitive(row, "hsr");
       if (!cJSON_IsObject(rh)) continue;
-      st = add_place(c, row, rh, "out_of_place", op, file);
-      if (st == HSR_OK) st = add_place(c, row, rh, "in_place", op, file);
+      st = add_place(c, row, rh, "out_of_place", op, file, nm);
+      if (st == HSR_OK) st = add_place(c, row, rh, "in_place", op, file, nm);
       if (st != HSR_OK) break;
     }
   cJSON_Delete(root);
@@ -129,6 +167,7 @@ typedef struct fit {
   double alpha, gamma; /* seconds, seconds per byte */
   int n;
   double worst; /* largest relative error */
+  double ss;    /* sum of squared relative errors */
   unsigned files;
 } fit;
 
@@ -153,6 +192,7 @@ static fit solve(const double *x, const double *t, int n) {
   for (int i = 0; i < n; i++) {
     double e = fabs(f.alpha + f.gamma * x[i] - t[i]) / t[i];
     if (e > f.worst) f.worst = e;
+    f.ss += e * e;
   }
   return f;
 }
@@ -219,6 +259,8 @@ static const char *const op_names[] = {"all_gather", "reduce_scatter", "all_redu
 /* Fits the links of one tier; *fitted gets which ops got rows. */
 static size_t fit_tier(const hsr_tune_calib *c, hsr_tune_net *net, int tier, double *x, double *t, int *fitted, char *r,
                        size_t len, size_t o) {
+  double ss = 0;
+  int rows = 0;
   for (int op = 0; op < HSR_TUNE_OPS; op++) {
     unsigned files = 0;
     int conc = 0, k = collect(c, net, tier, op, 0, x, t, &files);
@@ -229,10 +271,12 @@ static size_t fit_tier(const hsr_tune_calib *c, hsr_tune_net *net, int tier, dou
     if (f.gamma <= 0) continue;
     hsr_tune_link *l = &net->link[tier][op];
     set_link(l, f);
+    ss += f.ss, rows += f.n;
     label(c, files, conc ? " (run beside the other tier)" : "", k, l->source, sizeof l->source);
     o = say(r, len, o, "%s %s: alpha %.1f us, busbw %.3f GB/s (%s; worst row off by %.0f%%)\n", tier_names[tier],
             op_names[op], l->alpha_us, l->busbw_gbs, l->source, 100 * f.worst);
   }
+  if (rows) net->rel_rms[tier] = sqrt(ss / rows);
   return o;
 }
 
@@ -291,27 +335,38 @@ static size_t contention(const hsr_tune_calib *c, hsr_tune_net *net, int tier, d
              net->concurrent[tier], n);
 }
 
-/* Two-level rows where flat cross rows fitted the cross tier: how much
- * longer the operation takes than its two stages modeled alone, k minimising
- * sum ((k t_model - t) / t)^2. */
-static size_t span_fit(const hsr_tune_calib *c, hsr_tune_net *net, int op, char *r, size_t len, size_t o) {
+/* Two-level rows where flat cross rows fitted the cross tier: the cross
+ * stage of a two-level operation gets its own fit (alpha + bytes / busbw of
+ * what is left of the row's time after its node stage), so a stage that
+ * overlaps or shares the link unlike a flat ring is timed as measured; the
+ * span factor stays 1. */
+static size_t span_fit(const hsr_tune_calib *c, hsr_tune_net *net, int op, double *x, double *t, char *r, size_t len,
+                       size_t o) {
   if (!has_flat(c, HSR_TUNE_CROSS, op)) return o;
-  double a = 0, b = 0;
-  int n = 0;
+  int k = 0;
+  unsigned files = 0;
   for (int i = 0; i < c->n; i++) {
     const sample *s = &c->s[i];
     if (!s->two || s->op != op || s->conc) continue;
-    const hsr_tune_link *li = &net->link[HSR_TUNE_INTRA][op], *lx = &net->link[HSR_TUNE_CROSS][op];
-    double tm =
-        li->alpha_us * 1e-6 + s->x / (li->busbw_gbs * 1e9) + lx->alpha_us * 1e-6 + s->x_cross / (lx->busbw_gbs * 1e9);
-    a += tm / s->t, b += (tm / s->t) * (tm / s->t), n++;
+    const hsr_tune_link *l = &net->link[HSR_TUNE_INTRA][op];
+    double node = l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? s->x / (l->busbw_gbs * 1e9) : 0);
+    if (s->t - node < 0.05 * s->t) continue; /* the node stage took it all: nothing to fit */
+    x[k] = s->x_cross, t[k] = s->t - node;
+    files |= 1u << (s->file < 31 ? s->file : 31);
+    k++;
   }
-  if (!n || b <= 0) return o;
-  net->span[op] = a / b;
-  net->span_samples[op] = n;
+  if (!k) return o;
+  fit f = solve(x, t, k);
+  if (f.gamma <= 0) return o;
+  hsr_tune_link *l = &net->span_link[op];
+  set_link(l, f);
+  label(c, files, " (the cross stage of two-level operations)", k, l->source, sizeof l->source);
+  net->span[op] = 1;
+  net->span_samples[op] = k;
   return say(r, len, o,
-             "groups spanning nodes, %s: %.2fx the time of their node and cross stages (%d two-level rows)\n",
-             op_names[op], net->span[op], n);
+             "groups spanning nodes, %s: their cross stage alpha %.1f us, busbw %.3f GB/s (%d two-level rows; the flat "
+             "cross-node fit would say %.3f GB/s; worst row off by %.0f%%)\n",
+             op_names[op], l->alpha_us, l->busbw_gbs, k, net->link[HSR_TUNE_CROSS][op].busbw_gbs, 100 * f.worst);
 }
 
 hsr_status hsr_tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *report, size_t len) {
@@ -331,7 +386,7 @@ hsr_status hsr_tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *
     o = derive(net, tier, fitted[tier], report, len, o);
   }
   for (int tier = 0; tier < HSR_TUNE_TIER_COUNT; tier++) o = contention(c, net, tier, x, t, report, len, o);
-  for (int op = 0; op < HSR_TUNE_OPS; op++) o = span_fit(c, net, op, report, len, o);
+  for (int op = 0; op < HSR_TUNE_OPS; op++) o = span_fit(c, net, op, x, t, report, len, o);
   free(x), free(t);
   return HSR_OK;
 }
@@ -378,6 +433,23 @@ static void line(sfit *f, double *x, double lo, double hi) {
   *x = best;
 }
 
+/* What the fitted model leaves unexplained in the probes, as relative rms:
+ * the step and the compute. (Each group's busy time is not a residual of
+ * the model: a rank's span of a collective includes waiting for its slowest
+ * peer to post it, which a model of one symmetric rank has no place for.) */
+static hsr_status residuals(sfit *f) {
+  double ss_step = 0, ss_comp = 0;
+  for (int i = 0; i < f->n; i++) {
+    hsr_tune_result r;
+    HSR_CHECK(hsr_tune_eval(f->m, f->net, &f->p[i].cfg, f->p[i].S, f->p[i].R, f->p[i].shapes, &r));
+    ss_step += rel2(r.step_ms, f->p[i].step_ms);
+    ss_comp += rel2(r.compute_ms, f->p[i].compute_ms);
+  }
+  f->net->step_rel_rms = sqrt(ss_step / f->n);
+  f->net->compute_rel_rms = sqrt(ss_comp / f->n);
+  return HSR_OK;
+}
+
 hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n, char *report,
                                size_t len) {
   if (!net || !m || !p || n < 1) return hsr_error(HSR_ERR_INVALID, "hsr_tune_calib_step: no probe runs");
@@ -391,6 +463,7 @@ hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_t
     line(&f, &m->fwd_ms, f0 * 0.3, f0 * 1.5);
     line(&f, &net->slow[HSR_TUNE_INTRA], 0.3, 30);
     if (net->link[HSR_TUNE_CROSS][0].samples) line(&f, &net->slow[HSR_TUNE_CROSS], 0.3, 30);
+    if (net->compute_off_host || net->device_is_gpu) continue; /* compute takes no core from the collectives */
     line(&f, &net->slow_busy[HSR_TUNE_INTRA], 0.3, 10);
     if (net->link[HSR_TUNE_CROSS][0].samples) line(&f, &net->slow_busy[HSR_TUNE_CROSS], 0.3, 10);
     line(&f, &net->steal[HSR_TUNE_INTRA], 0, 0.95);
@@ -398,12 +471,15 @@ hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_t
   }
   double after = cost(&f);
   if (f.err != HSR_OK) return f.err;
+  HSR_CHECK(residuals(&f));
   if (report && len)
     snprintf(report, len,
              "in-step (fit to %d probe run%s, rms error %.0f%% -> %.0f%%): collectives take %.2fx (intra-node) and "
              "%.2fx (cross-node) their benchmarked time, %.2fx / %.2fx that again beside compute; busy, they take "
-             "%.0f%% / %.0f%% of compute speed; compute %.3f ms per unit forward\n",
+             "%.0f%% / %.0f%% of compute speed; compute %.3f ms per unit forward; left unexplained (rms): step "
+             "%.1f%%, compute %.1f%%; the bench fits': intra-node %.1f%%, cross-node %.1f%%\n",
              n, n > 1 ? "s" : "", 100 * sqrt(before / (3 * n)), 100 * sqrt(after / (3 * n)), net->slow[0], net->slow[1],
-             net->slow_busy[0], net->slow_busy[1], 100 * net->steal[0], 100 * net->steal[1], m->fwd_ms);
+             net->slow_busy[0], net->slow_busy[1], 100 * net->steal[0], 100 * net->steal[1], m->fwd_ms,
+             100 * net->step_rel_rms, 100 * net->compute_rel_rms, 100 * net->rel_rms[0], 100 * net->rel_rms[1]);
   return HSR_OK;
 }

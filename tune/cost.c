@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hsr/tune.h"
+#include "tune_int.h"
 
 typedef struct hw_fig {
   const char *name;
@@ -187,13 +188,21 @@ hsr_status hsr_tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape
   return HSR_OK;
 }
 
+const hsr_tune_link *tl_stage_link(const hsr_tune_net *n, const hsr_tune_stage *s, double *factor) {
+  *factor = 1;
+  if (!s->span) return &n->link[s->tier][s->op];
+  if (s->tier == HSR_TUNE_CROSS && n->span_link[s->span - 1].samples > 0) return &n->span_link[s->span - 1];
+  *factor = n->span[s->span - 1];
+  return &n->link[s->tier][s->op];
+}
+
 double hsr_tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v) {
   if (!net || !v) return 0;
   double t = 0;
   for (int i = 0; i < v->nstages; i++) {
-    const hsr_tune_link *l = &net->link[v->stage[i].tier][v->stage[i].op];
-    double s = l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? v->stage[i].bytes / (l->busbw_gbs * 1e9) : 0);
-    t += v->stage[i].span ? s * net->span[v->stage[i].span - 1] : s;
+    double f;
+    const hsr_tune_link *l = tl_stage_link(net, &v->stage[i], &f);
+    t += f * (l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? v->stage[i].bytes / (l->busbw_gbs * 1e9) : 0));
   }
   return t;
 }

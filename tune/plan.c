@@ -32,6 +32,9 @@ typedef struct plan_ctx {
   int cap;
 } plan_ctx;
 
+static hsr_status uncertainty(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh,
+                              hsr_tune_result *r);
+
 static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh) {
   hsr_tune_plan *p = x->p;
   if (p->n == x->cap) {
@@ -43,6 +46,7 @@ static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const
   }
   hsr_tune_result *r = &p->cand[p->n];
   HSR_CHECK(hsr_tune_eval(x->m, x->net, cfg, S, R, sh, r));
+  HSR_CHECK(uncertainty(x, cfg, S, R, sh, r));
   double budget = x->sp->mem_budget;
   if (budget > 0 && r->peak_total > budget) {
     const double G = 1024.0 * 1024 * 1024;
@@ -59,6 +63,89 @@ static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const
   }
   p->n++;
   if (r->feasible) p->nfeasible++;
+  return HSR_OK;
+}
+
+/* How far the step moves if each term is one residual off: each tier's
+ * collectives slower by its residual, compute longer by its own, and the
+ * step's own residual in the probes. Nothing fitted (built-in figures): no
+ * residuals, no uncertainty. */
+static hsr_status uncertainty(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh,
+                              hsr_tune_result *r) {
+  const hsr_tune_net *n = x->net;
+  hsr_tune_result q;
+  memset(r->unc_ms, 0, sizeof r->unc_ms);
+  for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
+    if (n->rel_rms[t] <= 0) continue;
+    hsr_tune_net np = *n;
+    np.slow[t] *= 1 + n->rel_rms[t];
+    HSR_CHECK(hsr_tune_eval(x->m, &np, cfg, S, R, sh, &q));
+    r->unc_ms[t == HSR_TUNE_INTRA ? HSR_TUNE_UNC_INTRA : HSR_TUNE_UNC_CROSS] = q.step_ms - r->step_ms;
+  }
+  if (n->compute_rel_rms > 0) {
+    hsr_tune_model mp = *x->m;
+    double *uf = NULL;
+    if (mp.unit_fwd_ms) {
+      if (!(uf = malloc(sizeof *uf * (size_t)mp.units))) return hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
+      for (int u = 0; u < mp.units; u++) uf[u] = mp.unit_fwd_ms[u] * (1 + n->compute_rel_rms);
+      mp.unit_fwd_ms = uf;
+    }
+    mp.fwd_ms *= 1 + n->compute_rel_rms;
+    hsr_status st = hsr_tune_eval(&mp, n, cfg, S, R, sh, &q);
+    free(uf);
+    HSR_CHECK(st);
+    r->unc_ms[HSR_TUNE_UNC_COMPUTE] = q.step_ms - r->step_ms;
+  }
+  r->unc_ms[HSR_TUNE_UNC_STEP] = n->step_rel_rms * r->step_ms;
+  double ss = 0;
+  for (int k = 0; k < HSR_TUNE_UNC_TERMS; k++) ss += r->unc_ms[k] * r->unc_ms[k];
+  r->step_pm_ms = sqrt(ss);
+  return HSR_OK;
+}
+
+const char *hsr_tune_unc_name(int term) {
+  static const char *const n[HSR_TUNE_UNC_TERMS] = {"intra-node collectives", "cross-node collectives", "compute",
+                                                    "the step's residual in the probes"};
+  return term >= 0 && term < HSR_TUNE_UNC_TERMS ? n[term] : "?";
+}
+
+/* One sigma of the difference of two layouts' steps: the terms they share
+ * (the same links, the same compute) move both, so what counts is how
+ * differently; the step residual is each layout's own. */
+static double diff_sigma(const hsr_tune_result *a, const hsr_tune_result *b) {
+  double ss = 0;
+  for (int k = 0; k < HSR_TUNE_UNC_STEP; k++) ss += (a->unc_ms[k] - b->unc_ms[k]) * (a->unc_ms[k] - b->unc_ms[k]);
+  ss += a->unc_ms[HSR_TUNE_UNC_STEP] * a->unc_ms[HSR_TUNE_UNC_STEP] +
+        b->unc_ms[HSR_TUNE_UNC_STEP] * b->unc_ms[HSR_TUNE_UNC_STEP];
+  return sqrt(ss);
+}
+
+/* After ranking: a candidate ties with the best faster one it cannot be
+ * told apart from (the difference within one sigma of it, or within 0.2%:
+ * the ranking's own resolution). */
+static void ties(hsr_tune_plan *p) {
+  for (int i = 0; i < p->nfeasible; i++) {
+    hsr_tune_result *r = &p->cand[i];
+    r->tie = -1;
+    for (int j = 0; j < i && r->tie < 0; j++) {
+      double d = r->step_ms - p->cand[j].step_ms;
+      if (d <= diff_sigma(r, &p->cand[j]) || d <= 0.002 * p->cand[j].step_ms) r->tie = j;
+    }
+  }
+  for (int i = p->nfeasible; i < p->n; i++) p->cand[i].tie = -1;
+}
+
+hsr_status hsr_tune_separating_term(const hsr_tune_result *a, const hsr_tune_result *b, int *term) {
+  if (!a || !b || !term) return hsr_error(HSR_ERR_INVALID, "hsr_tune_separating_term: NULL argument");
+  double best = -1;
+  *term = HSR_TUNE_UNC_STEP;
+  for (int k = 0; k < HSR_TUNE_UNC_STEP; k++) {
+    double d = fabs(a->unc_ms[k] - b->unc_ms[k]);
+    if (d > best) best = d, *term = k;
+  }
+  double own = sqrt(a->unc_ms[HSR_TUNE_UNC_STEP] * a->unc_ms[HSR_TUNE_UNC_STEP] +
+                    b->unc_ms[HSR_TUNE_UNC_STEP] * b->unc_ms[HSR_TUNE_UNC_STEP]);
+  if (own > best) *term = HSR_TUNE_UNC_STEP;
   return HSR_OK;
 }
 
@@ -185,6 +272,7 @@ hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, cons
   }
   if (out->n == 0) return hsr_error(HSR_ERR_INVALID, "tune: no layout to evaluate (strategy and shard filters)");
   qsort(out->cand, (size_t)out->n, sizeof *out->cand, by_rank);
+  ties(out);
   out->plan_s = hsr_clock_s() - t0;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
   out->plan_cpu_s = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;

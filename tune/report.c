@@ -67,8 +67,10 @@ static const hsr_tune_result *sibling(const hsr_tune_plan *p, const hsr_tune_res
 static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, const hsr_tune_net *net) {
   char lab[96], a[32], b[32];
   hsr_tune_label(r, lab, sizeof lab);
-  put(w, "  %s: step %.1f ms (compute %.1f, communication %.1f, exposed %.1f), peak %.2f GiB per rank\n", lab,
-      r->step_ms, r->compute_ms, r->comm_ms, r->exposed_ms, r->peak_total / GiB);
+  char pm[48] = "";
+  if (r->step_pm_ms > 0) snprintf(pm, sizeof pm, " +- %.1f", r->step_pm_ms);
+  put(w, "  %s: step %.1f%s ms (compute %.1f, communication %.1f, exposed %.1f), peak %.2f GiB per rank\n", lab,
+      r->step_ms, pm, r->compute_ms, r->comm_ms, r->exposed_ms, r->peak_total / GiB);
   const hsr_tune_bytes *ag = &r->bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
   const hsr_tune_bytes *pag = &r->bytes[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER];
   if (ag->calls + pag->calls > 0) {
@@ -109,6 +111,52 @@ static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, c
         r->step_ms - full->step_ms);
 }
 
+/* The measurement that would tell two layouts apart, by the term their
+ * difference rests on. */
+static void separate(out *w, const hsr_tune_result *a, const hsr_tune_result *b, const hsr_tune_net *net) {
+  int k;
+  if (hsr_tune_separating_term(a, b, &k) != HSR_OK) return;
+  char la[96], lb[96];
+  hsr_tune_label(a, la, sizeof la), hsr_tune_label(b, lb, sizeof lb);
+  if (k == HSR_TUNE_UNC_INTRA || k == HSR_TUNE_UNC_CROSS) {
+    int t = k == HSR_TUNE_UNC_INTRA ? HSR_TUNE_INTRA : HSR_TUNE_CROSS;
+    put(w,
+        "    they differ most in their %s (fitted to %.1f%% rms): more rows of `hsr bench all_gather|reduce_scatter|"
+        "all_reduce --group %s -J` at their message sizes (more -n iterations, --validate-rounds) would separate "
+        "them\n",
+        hsr_tune_unc_name(k), 100 * net->rel_rms[t], t == HSR_TUNE_INTRA ? "shard" : "replicate");
+  } else if (k == HSR_TUNE_UNC_COMPUTE) {
+    put(w,
+        "    they differ most in how much compute hides their communication (compute fitted to %.1f%% rms): a "
+        "measured compute per unit (--compute-from a trace or hsr bench step --json) would separate them\n",
+        100 * net->compute_rel_rms);
+  } else {
+    put(w,
+        "    the model's own residual in the probes (%.1f%% of a step) covers the difference: measure both "
+        "(hsr bench step --shard %d ... and --shard %d ..., or hsr tune --validate, which runs the top layouts)\n",
+        100 * net->step_rel_rms, a->S, b->S);
+  }
+}
+
+/* The top layouts that tie, said once each: which, by how much, and what
+ * would tell them apart. */
+static void ties_said(out *w, const hsr_tune_plan *p, const hsr_tune_net *net) {
+  int said = 0;
+  for (int i = 1; i < p->nfeasible && i < 10; i++) {
+    const hsr_tune_result *r = &p->cand[i];
+    if (r->tie != 0) continue;
+    const hsr_tune_result *a = &p->cand[0];
+    char la[96], lb[96];
+    if (!said++) put(w, "ties (the difference is within the uncertainty of the prediction):\n");
+    put(w, "  %s and %s: %+.1f ms apart, %s\n", hsr_tune_label(a, la, sizeof la), hsr_tune_label(r, lb, sizeof lb),
+        r->step_ms - a->step_ms,
+        a->step_pm_ms > 0 ? "within one sigma of the fit's residuals"
+                          : "the same predicted step within the ranking's resolution (0.2%)");
+    if (a->step_pm_ms > 0) separate(w, a, r, net);
+    if (said == 3) break;
+  }
+}
+
 hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len) {
   if (!p || !net || !buf || !len) return hsr_error(HSR_ERR_INVALID, "hsr_tune_explain: NULL argument");
   out w = {buf, len, 0};
@@ -147,6 +195,7 @@ hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, cha
     put(&w, "runner-up (%+.1f ms, %+.1f%%):\n", ru->step_ms - win->step_ms,
         win->step_ms > 0 ? 100 * (ru->step_ms - win->step_ms) / win->step_ms : 0);
     describe(&w, p, ru, net);
+    ties_said(&w, p, net);
   }
   if (hsr_tune_net_uses_defaults(net))
     put(&w,

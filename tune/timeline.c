@@ -40,8 +40,8 @@ static void *grow(void *p, int *cap, int need, size_t el, hsr_status *err) {
 
 static void load_stage(const tl *t, tl_op *o) {
   const hsr_tune_stage *s = &o->st[o->cur];
-  o->lat_left =
-      t->net->link[s->tier][s->op].alpha_us * 1e-6 * t->net->slow[s->tier] * (s->span ? t->net->span[s->span - 1] : 1);
+  double f;
+  o->lat_left = tl_stage_link(t->net, s, &f)->alpha_us * 1e-6 * t->net->slow[s->tier] * f;
   o->bytes_left = s->bytes;
   o->stage_start = t->now;
 }
@@ -101,8 +101,8 @@ static void advance(tl *t, double *work, double limit, int cpu) {
     }
     int tier = h[l]->st[h[l]->cur].tier;
     const hsr_tune_stage *st = &h[l]->st[h[l]->cur];
-    double bw = n->link[tier][st->op].busbw_gbs * 1e9 / n->slow[tier] / (cpu ? n->slow_busy[tier] : 1) /
-                (st->span ? n->span[st->span - 1] : 1);
+    double f;
+    double bw = tl_stage_link(n, st, &f)->busbw_gbs * 1e9 / n->slow[tier] / (cpu ? n->slow_busy[tier] : 1) / f;
     if (moving[1 - tier]) bw *= n->concurrent[tier];
     rate[l] = bw > 0 ? bw / moving[tier] : DBL_MAX;
     double need = h[l]->bytes_left / rate[l];

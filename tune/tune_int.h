@@ -43,6 +43,11 @@ void tl_compute(tl *t, double s);
 /* The program is busy for `s` seconds without computing (engine data work). */
 void tl_busy(tl *t, double s);
 
+/* The link a stage runs at and the factor on its time: a two-level
+ * operation's cross stage on its own fit (span_link) when there is one,
+ * else the tier's link times the span factor. */
+const hsr_tune_link *tl_stage_link(const hsr_tune_net *n, const hsr_tune_stage *s, double *factor);
+
 /* Interval arithmetic: merge in place (returns the count), total length,
  * overlap of two merged sets. */
 

@@ -9,7 +9,8 @@
  *                          flat layout and its saved 1-D element ranges
  *                          (file, byte offsets of master, m and v); every data
  *                          file (bytes, crc32, crc32 per block); the program's
- *                          state ("program"); and its own crc32
+ *                          state ("program"); the model ("model": kind and
+ *                          config, when the program gave one); its own crc32
  *                          ("manifest_crc32": the crc32 of the file with that
  *                          value written as "00000000")
  *   data-<id>-<rank>.bin   the ranges one rank wrote: for each range its fp32
@@ -74,6 +75,11 @@ HSR_API int hsr_ckpt_state_count(const hsr_ckpt_state *s);
  * pairs of a JSON object of numbers and strings replace s's. */
 HSR_API hsr_status hsr_ckpt_state_json(const hsr_ckpt_state *s, char **out);
 HSR_API hsr_status hsr_ckpt_state_from_json(hsr_ckpt_state *s, const char *json);
+/* Pair i (0 .. count - 1, in insertion order): its key (valid as for
+ * get_str) and its value as text in value[len]: integers in decimal, u64 as
+ * "0x...", other numbers as %.17g, strings as they are (HSR_ERR_INVALID
+ * when one does not fit). */
+HSR_API hsr_status hsr_ckpt_state_at(const hsr_ckpt_state *s, int i, const char **key, char *value, size_t len);
 
 /* ---- save and load (collective over every rank of the engine) ---- */
 
@@ -81,6 +87,14 @@ typedef struct hsr_ckpt_save_opts {
   const hsr_ckpt_state *program; /* saved as "program" (NULL: none); must be the same on every rank */
   int keep;                      /* > 0: keep the newest `keep` checkpoints of the root, remove older ones */
   const char *name;              /* the checkpoint's directory name (NULL: step-NNNNNNNN) */
+  /* The model the weights belong to, which the runtime cannot know, saved as
+   * the manifest's "model": {"kind": ..., "config": {...}} so that the
+   * checkpoint alone says how to run it (hsr ckpt export writes it as the
+   * safetensors __metadata__ "hsr.model" = kind and the config's pairs).
+   * model_kind NULL: none recorded; else 1-63 of [A-Za-z0-9_.-], with
+   * model_config (may be NULL: empty). The same on every rank. */
+  const char *model_kind;
+  const hsr_ckpt_state *model_config;
 } hsr_ckpt_save_opts;
 
 typedef struct hsr_ckpt_stats {
@@ -117,7 +131,8 @@ HSR_API hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_sa
 HSR_API hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, hsr_ckpt_stats *stats);
 
 /* The checkpoint directory `path` denotes: path itself when it holds a
- * manifest, else the checkpoint its `latest` names. *dir is malloc'd. */
+ * manifest, else the checkpoint its `latest` names; a path to a root's
+ * `latest` file itself (ROOT/latest) is that root. *dir is malloc'd. */
 HSR_API hsr_status hsr_ckpt_resolve(const char *path, char **dir);
 
 /* ---- reading a checkpoint without an engine (inspect, verify, export) ---- */
@@ -170,6 +185,12 @@ HSR_API hsr_status hsr_ckpt_read(const hsr_ckpt *c, int i, hsr_ckpt_kind kind, u
 HSR_API hsr_status hsr_ckpt_verify(const hsr_ckpt *c, uint64_t *bytes);
 /* The saved program state. */
 HSR_API hsr_status hsr_ckpt_get_program(const hsr_ckpt *c, hsr_ckpt_state *out);
+/* The model it records (hsr_ckpt_save_opts.model_kind / model_config):
+ * *kind valid until hsr_ckpt_close, config (may be NULL) receives its pairs.
+ * HSR_ERR_NOT_FOUND, saying so, for a checkpoint that records none (saved by
+ * an hsr before checkpoints carried their model, or by a program that gave
+ * none). */
+HSR_API hsr_status hsr_ckpt_get_model(const hsr_ckpt *c, const char **kind, hsr_ckpt_state *config);
 /* The manifest's text, as on disk. */
 HSR_API const char *hsr_ckpt_manifest_text(const hsr_ckpt *c);
 

@@ -63,6 +63,9 @@ typedef struct hsr_trace_step_summary {
   long all_gathers;         /* all_gather spans in the step, summed over ranks / ranks */
   double gather_ms;         /* mean over ranks: union of all_gather spans */
   double gather_exposed_ms; /* mean over ranks: all_gather time not covered by COMPUTE */
+  /* mean over ranks: union of the COMM spans of each group kind (the
+   * span's "group" argument: shard, replicate, partial) */
+  double group_busy_ms[3];
 } hsr_trace_step_summary;
 
 /* Reads a trace written by hsr_trace_write and prints per-step figures and

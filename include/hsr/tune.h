@@ -78,11 +78,28 @@ typedef struct hsr_tune_net {
    * time, per collective (fitted from `hsr bench --group world` rows; 1) */
   double span[HSR_TUNE_OPS];
   int span_samples[HSR_TUNE_OPS];
+  /* the cross stage of a two-level operation, per collective, fitted to
+   * `hsr bench --group world` rows (what is left of their time after the
+   * node stage): used instead of the cross tier's link times `span` when it
+   * has samples. A two-level stage overlaps and shares differently from a
+   * flat ring, so its own fit beats a factor on the flat one. */
+  hsr_tune_link span_link[HSR_TUNE_OPS];
   double optim_ns_per_elem; /* AdamW per element of the local shard */
   double data_gbs;          /* the runtime's own data work (zeroing, casts, copies) */
   int device_is_gpu;        /* the engine's CUDA path: stream-ordered reductions */
-  hsr_tune_ar2 ar2;         /* the two-level all-reduce the collectives run */
-  double ar_rd_max_bytes;   /* cross-node all-reduce by recursive doubling up to this size (power-of-two groups) */
+  /* the program's compute holds no host core (GPU kernels; hsr bench step
+   * --compute wait): steal stays 0 and slow_busy 1, hsr_tune_calib_step
+   * does not fit them */
+  int compute_off_host;
+  /* how well the fits matched what they were fitted to, as relative rms
+   * residuals (0: nothing fitted, e.g. built-in figures): each tier's
+   * collectives (its bench rows, and its groups' busy time in the probes),
+   * the compute per unit, and the step itself in the probes (what the
+   * model leaves unexplained) */
+  double rel_rms[HSR_TUNE_TIER_COUNT];
+  double compute_rel_rms, step_rel_rms;
+  hsr_tune_ar2 ar2;       /* the two-level all-reduce the collectives run */
+  double ar_rd_max_bytes; /* cross-node all-reduce by recursive doubling up to this size (power-of-two groups) */
 } hsr_tune_net;
 
 /* Built-in figures: "h100", "h200" (NVLink all-gather busbw ~360 GB/s, NDR
@@ -173,6 +190,11 @@ typedef struct hsr_tune_bytes {
   double calls, sent, recv, fabric_sent, fabric_recv, full;
 } hsr_tune_bytes;
 
+/* The terms of the uncertainty: each tier's collectives, compute, and the
+ * step's own residual in the probes (independent for every layout). */
+enum { HSR_TUNE_UNC_INTRA = 0, HSR_TUNE_UNC_CROSS, HSR_TUNE_UNC_COMPUTE, HSR_TUNE_UNC_STEP, HSR_TUNE_UNC_TERMS };
+HSR_API const char *hsr_tune_unc_name(int term); /* "intra-node collectives", ... */
+
 typedef struct hsr_tune_result {
   hsr_rt_config cfg; /* strategy, reshard, K (partial_k), prefetch, sync, dtypes */
   int S, R, K;       /* K: the mesh's partial group size (the planner's choice) */
@@ -191,6 +213,14 @@ typedef struct hsr_tune_result {
   hsr_ledger_where peak_where;
   uint64_t peak_cat[HSR_MEM_CAT_COUNT];
   double persistent_per_param; /* bytes per parameter */
+  /* how sure (hsr_tune_plan_run, with a fitted model): unc_ms[k] is how far
+   * the step moves if term k (HSR_TUNE_UNC_*) is one residual off;
+   * step_pm_ms is their root sum of squares (one sigma); tie: the index in
+   * the ranked plan of a faster candidate this one cannot be told apart
+   * from within that uncertainty, else -1 */
+  double unc_ms[HSR_TUNE_UNC_TERMS];
+  double step_pm_ms;
+  int tie;
 } hsr_tune_result;
 
 /* Evaluates one layout: cfg (strategy, reshard, partial_k, prefetch,
@@ -217,6 +247,7 @@ typedef struct hsr_tune_probe {
   int S, R;
   hsr_tune_shape shapes[HSR_RT_GROUP_COUNT];
   double step_ms, comm_ms, compute_ms; /* measured, per step */
+  double busy_ms[HSR_RT_GROUP_COUNT];  /* measured union of each group's collectives (0: not measured) */
 } hsr_tune_probe;
 HSR_API hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n,
                                        char *report, size_t len);
@@ -251,6 +282,9 @@ typedef struct hsr_tune_plan {
 HSR_API hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
                                      const hsr_tune_space *sp, hsr_tune_plan *out);
 HSR_API void hsr_tune_plan_free(hsr_tune_plan *p);
+/* Of two candidates, the uncertainty term (HSR_TUNE_UNC_*) that most
+ * decides which is faster: the measurement that would separate them. */
+HSR_API hsr_status hsr_tune_separating_term(const hsr_tune_result *a, const hsr_tune_result *b, int *term);
 
 /* A few plain lines on the winner (cand[0]) and the runner-up: which
  * gathers stay inside the node, what crosses nodes and how much, what
