@@ -23,7 +23,7 @@
 #include "quorum.h"
 
 #define FT_PREFIX "/hsr/ft/"
-#define FT_LEASE_TTL 3 /* seconds: a dead leader's records go after this */
+#define FT_LEASE_TTL 5 /* seconds: a dead leader's records go after this (renewed every second) */
 
 /* One rank's outcome of a step's cross-group part, gathered by rank 0. */
 typedef struct ft_outcome {
@@ -34,7 +34,7 @@ typedef struct ft_outcome {
 /* A member record as the leader last read it. */
 typedef struct ft_rec {
   int present, join;
-  int64_t rev; /* create revision: a new process has a new one */
+  int64_t rev; /* the revision of the put that wrote it: a new process has a new one */
   char host[64];
   int pid;
   int64_t start;
@@ -75,7 +75,8 @@ struct hsr_ft {
   int64_t qmod;                      /* the quorum key's mod revision as last read */
   int qpresent;                      /* a quorum key exists */
   ft_quorum qkey;                    /* and what it says */
-  int voted;                         /* this step's vote is written */
+  int voted, vote_written;           /* this step's vote was tried; it is in the store */
+  double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */
   double t_voted, t_begin;           /* when it was; when a wait began */
   int wrote_done;
 

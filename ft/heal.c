@@ -108,10 +108,7 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
   out->done = done;
   out->bytes += bytes;
   out->seconds = hsr_clock_s() - t0;
-  if (!r.ok) { /* the joiner is the one that failed: this group's state is intact */
-    out->failed = 1;
-    HSR_LOG_W("ft: healing replica %d failed: %s", joiner, r.why);
-  }
+  out->failed = !r.ok; /* the joiner failed: this group's state is intact; the all-reduce will name it */
   return HSR_OK;
 }
 

@@ -38,7 +38,7 @@ static void *keepalive(void *arg) {
   while (!ft->ka_stop) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1; /* a third of the TTL */
+    ts.tv_sec += 1; /* a fifth of the TTL: a loaded host may delay a renewal or two */
     pthread_cond_timedwait(&ft->cv, &ft->mu, &ts);
     if (ft->ka_stop) break;
     pthread_mutex_unlock(&ft->mu);
@@ -52,9 +52,14 @@ static void *keepalive(void *arg) {
 }
 
 hsr_status ft_lead_open(hsr_ft *ft) {
-  double d = ft->T > 3 ? ft->T : 3;
+  /* a call lasts at most a heartbeat's period, so that the group hears from
+   * its leader in time; a failing coordinator is retried until ft->T */
+  double d = ft->T > 3 ? ft->T : 3, beat = ft->beat > 0.5 ? ft->beat : 0.5;
   HSR_CHECK(ft_etcd_open(ft->coord, ft->token, d, &ft->e));
-  return ft_etcd_open(ft->coord, ft->token, d, &ft->ka);
+  ft_etcd_set_deadline(ft->e, beat);
+  HSR_CHECK(ft_etcd_open(ft->coord, ft->token, d, &ft->ka));
+  ft_etcd_set_deadline(ft->ka, 1.0);
+  return HSR_OK;
 }
 
 void ft_lead_close(hsr_ft *ft) {
@@ -106,7 +111,7 @@ static hsr_status parse_rec(const ft_kv *kv, ft_rec *r) {
   if (st == HSR_OK) {
     free(r->addrs);
     r->present = 1;
-    r->rev = kv->create_rev;
+    r->rev = kv->mod_rev; /* records are written once: the put that made this one (a restart replaces it) */
     snprintf(r->host, sizeof r->host, "%s", h->valuestring);
     r->pid = (int)p->valuedouble;
     r->join = j->valuedouble != 0;
@@ -186,6 +191,9 @@ static hsr_status my_record(hsr_ft *ft, int64_t done, uint64_t hash, char **out)
   cJSON_AddNumberToObject(o, "shard_group", ft->S);
   cJSON_AddNumberToObject(o, "replicas", ft->c.replicas);
   cJSON_AddStringToObject(o, "version", ver);
+  char lay[24]; /* the flat layout: units, offsets, padding (what is exchanged shard by shard) */
+  snprintf(lay, sizeof lay, "%016" PRIx64, hsr_rt_layout_hash(hsr_rt_get_layout(ft->rt)));
+  cJSON_AddStringToObject(o, "layout", lay);
   cJSON_AddItemToObject(o, "identity", cJSON_Parse(ft->identity));
   cJSON_AddItemToObject(o, "addrs", cJSON_Parse(ft->my_addrs));
   cJSON_AddNumberToObject(o, "join", ft->c.join);
@@ -210,10 +218,10 @@ static const char *str_or(const cJSON *o, const char *k, char *buf, size_t n) {
 static void difference(const cJSON *mine, const cJSON *other, char *out, size_t n) {
   out[0] = 0;
   char a[64], b[64];
-  static const char *const top[] = {"shard_group", "replicas", "version"};
+  static const char *const top[] = {"shard_group", "replicas", "version", "layout"};
   static const char *const what[] = {"the group has %s rank(s) here and %s in", "--replicas is %s here and %s in",
-                                     "hsr is %s here and %s in"};
-  for (int i = 0; i < 3; i++) {
+                                     "hsr is %s here and %s in", "the engine's layout hash is %s here and %s in"};
+  for (int i = 0; i < 3; i++) { /* the layout last: the flags that make it differ are named first */
     const char *x = str_or(mine, top[i], a, sizeof a), *y = str_or(other, top[i], b, sizeof b);
     if (strcmp(x, y)) {
       snprintf(out, n, what[i], x, y);
@@ -232,6 +240,8 @@ static void difference(const cJSON *mine, const cJSON *other, char *out, size_t 
       }
     }
   }
+  const char *x = str_or(mine, top[3], a, sizeof a), *y = str_or(other, top[3], b, sizeof b);
+  if (strcmp(x, y)) snprintf(out, n, what[3], x, y);
 }
 
 static hsr_status check_identity(hsr_ft *ft, const view *v, const char *mine_js) {
@@ -301,9 +311,32 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
       *final = 1;
       break;
     }
-    ft_kvs k;
+    ft_kvs k, qk = {0};
     st = ft_etcd_get(ft->e, mk, 0, &k);
-    if (st != HSR_OK) break;
+    if (st == HSR_OK && k.n) st = ft_etcd_get(ft->e, FT_PREFIX "q", 0, &qk);
+    if (st != HSR_OK) {
+      ft_kvs_free(&k);
+      break;
+    }
+    /* the record of a group the quorum has dropped since (a restart before its
+     * lease ran out): replaced, not waited for; a group still in the quorum is
+     * waited for (it may be alive) */
+    ft_quorum q;
+    if (k.n && qk.n && qk.kv[0].mod_rev > k.kv[0].mod_rev && ft_quorum_parse(qk.kv[0].val, &q) == HSR_OK &&
+        ft_quorum_index(&q, ft->c.replica_id) < 0) {
+      ft_cmp c2 = {mk, FT_CMP_MOD, k.kv[0].mod_rev};
+      int64_t rev = 0;
+      st = ft_etcd_txn(ft->e, &c2, 1, &op, 1, &ok, &rev);
+      ft_kvs_free(&qk);
+      ft_kvs_free(&k);
+      if (st == HSR_OK && ok) {
+        ft->my_rev = rev;
+        *final = 1;
+        break;
+      }
+      continue;
+    }
+    ft_kvs_free(&qk);
     if (hsr_clock_s() > end) {
       char host[64] = "?";
       int pid = 0;
@@ -496,7 +529,7 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
   /* every group has decided the steps before the previous one: their votes go */
   snprintf(vend, sizeof vend, FT_PREFIX "v/%010" PRId64, s - 1);
   snprintf(aend, sizeof aend, FT_PREFIX "a/%010" PRId64, s - 1);
-  ft_cmp c[2] = {{ak, FT_CMP_CREATE, 0}, {mk, FT_CMP_CREATE, ft->my_rev}};
+  ft_cmp c[2] = {{ak, FT_CMP_CREATE, 0}, {mk, FT_CMP_MOD, ft->my_rev}};
   ft_op ops[3] = {{FT_OP_PUT, vk, js, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", vend, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0}};
@@ -579,6 +612,22 @@ static hsr_status decided(hsr_ft *ft, const view *v, int commit, char **blob) {
   return decision(ft, &next, commit, !stay, 0, line, blob);
 }
 
+/* A coordinator error in the vote: retried in the next slice (each call is
+ * bounded by a heartbeat's period) until the failures have lasted ft->T;
+ * then no vote is possible. Other errors are hsr's own. */
+static hsr_status vote_error(hsr_ft *ft, hsr_status st, int *final, char **blob) {
+  if (!is_coord_error(st)) {
+    *final = 1;
+    return st;
+  }
+  double now = hsr_clock_s();
+  if (ft->coord_fail_since <= 0) ft->coord_fail_since = now;
+  if (now - ft->coord_fail_since < ft->T) return HSR_OK; /* a heartbeat to the group, then again */
+  *final = 1;
+  ft->coord_fail_since = 0;
+  return coord_lost(ft, blob);
+}
+
 hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **blob) {
   const ft_outcome *o = arg;
   *final = 0;
@@ -590,48 +639,50 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     pthread_mutex_unlock(&ft->mu);
     int written = 0;
     if (!lost) st = write_vote(ft, o, &written);
-    if (st != HSR_OK) {
-      *final = 1;
-      return is_coord_error(st) ? coord_lost(ft, blob) : st;
-    }
+    if (st != HSR_OK) return vote_error(ft, st, final, blob); /* a retry writes the same vote */
+    ft->coord_fail_since = 0;
     ft->voted = 1;
     ft->t_voted = hsr_clock_s();
-    if (!written || lost) { /* the record is gone, or the votes were frozen without this one */
-      view v;
-      st = read_all(ft, &v);
-      int mine = ft->rec[ft->c.replica_id].present && ft->rec[ft->c.replica_id].rev == ft->my_rev;
-      int aborted = v.aborted;
-      view_free(&v);
-      if (st != HSR_OK) {
-        *final = 1;
-        return is_coord_error(st) ? coord_lost(ft, blob) : st;
-      }
-      if (!mine || lost || !aborted) {
-        char line[512];
-        snprintf(line, sizeof line,
-                 "replica %d was dropped from the quorum at step %" PRId64 ": its lease expired (was the group stopped "
-                 "or cut off from the coordinator for more than %d s?); restart it with --join",
-                 ft->c.replica_id, ft->q.done + 1, FT_LEASE_TTL);
-        ft->voted = 0;
-        *final = 1;
-        return decision(ft, &ft->q, 0, 1, 0, line, blob);
-      }
+    ft->vote_written = written && !lost;
+  }
+  if (!ft->vote_written) { /* the record is gone, or the votes were frozen without this one */
+    view v;
+    st = read_all(ft, &v);
+    int mine = ft->rec[ft->c.replica_id].present && ft->rec[ft->c.replica_id].rev == ft->my_rev;
+    int aborted = v.aborted, lost;
+    view_free(&v);
+    if (st != HSR_OK) return vote_error(ft, st, final, blob);
+    pthread_mutex_lock(&ft->mu);
+    lost = ft->lease_lost;
+    pthread_mutex_unlock(&ft->mu);
+    if (!mine || lost || !aborted) {
+      char line[512];
+      snprintf(line, sizeof line,
+               "replica %d was dropped from the quorum at step %" PRId64 ": its lease expired (was the group stopped "
+               "or cut off from the coordinator for more than %d s?); restart it with --join",
+               ft->c.replica_id, ft->q.done + 1, FT_LEASE_TTL);
+      ft->voted = 0;
+      *final = 1;
+      return decision(ft, &ft->q, 0, 1, 0, line, blob);
     }
+    ft->vote_written = 1; /* frozen without it: decide from the others' */
   }
   for (;;) {
+    if (hsr_clock_s() >= until) return HSR_OK; /* a heartbeat to the group, then on */
     view v;
     st = read_all(ft, &v);
     if (st != HSR_OK) {
       view_free(&v);
-      *final = 1;
-      return is_coord_error(st) ? coord_lost(ft, blob) : st;
+      return vote_error(ft, st, final, blob);
     }
+    ft->coord_fail_since = 0;
     int d = ft_quorum_decide(&ft->q, v.votes, v.nv, v.aborted);
     if (d == FT_COMMIT || (d == FT_ABORT && v.aborted)) {
-      *final = 1;
       st = decided(ft, &v, d == FT_COMMIT, blob);
       view_free(&v);
-      return is_coord_error(st) ? coord_lost(ft, blob) : st;
+      if (st != HSR_OK) return vote_error(ft, st, final, blob);
+      *final = 1;
+      return HSR_OK;
     }
     double now = hsr_clock_s();
     if (d == FT_ABORT) { /* a failed vote: freeze the votes before deciding */
@@ -651,20 +702,14 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
         ft_ids_text(late ? miss : dead, late ? nm : nd, ids, sizeof ids);
         snprintf(w, sizeof w, "no vote from replica(s) %s %s", ids, late ? "within the timeout" : "(gone)");
         st = write_abort(ft, late ? miss : dead, late ? nm : nd, w);
-      } else if (now < until) {
+      } else {
         int ch;
         double to = ft->t_voted + ft->T < until ? ft->t_voted + ft->T : until;
         st = ft_etcd_watch(ft->e, FT_PREFIX, v.kvs.rev + 1, to - now, &ch);
-      } else {
-        view_free(&v);
-        return HSR_OK; /* a heartbeat to the group, then on */
       }
     }
     view_free(&v);
-    if (st != HSR_OK) {
-      *final = 1;
-      return is_coord_error(st) ? coord_lost(ft, blob) : st;
-    }
+    if (st != HSR_OK) return vote_error(ft, st, final, blob);
   }
 }
 
@@ -675,16 +720,17 @@ hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char 
   *final = 0;
   char dk[KEY_MAX];
   key_done(dk, ft->c.replica_id);
+  hsr_status st = HSR_OK;
   if (!ft->wrote_done) {
     char val[128];
     snprintf(val, sizeof val, "{\"done\":%" PRIu64 ",\"hash\":\"%016" PRIx64 "\"}", a[0], a[1]);
-    HSR_CHECK(ft_etcd_put(ft->e, dk, val, 0));
-    ft->wrote_done = 1;
     ft->t_begin = hsr_clock_s();
+    if ((st = ft_etcd_put(ft->e, dk, val, 0)) != HSR_OK) goto unreachable;
+    ft->wrote_done = 1;
   }
   for (;;) {
     ft_kvs k;
-    HSR_CHECK(ft_etcd_get(ft->e, FT_PREFIX "d/", 1, &k));
+    if ((st = ft_etcd_get(ft->e, FT_PREFIX "d/", 1, &k)) != HSR_OK) goto unreachable;
     int p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p), miss[FT_MAX_REPLICAS], nm = 0, diff = -1;
     uint64_t hd = 0;
     for (int i = 0; i < n; i++) {
@@ -729,6 +775,16 @@ hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char 
     if (now >= until) return HSR_OK;
     int ch;
     double to = ft->t_begin + ft->T < until ? ft->t_begin + ft->T : until;
-    HSR_CHECK(ft_etcd_watch(ft->e, FT_PREFIX "d/", rev + 1, to - now, &ch));
+    if ((st = ft_etcd_watch(ft->e, FT_PREFIX "d/", rev + 1, to - now, &ch)) != HSR_OK) goto unreachable;
   }
+unreachable: /* the training is done; only the comparison is not possible */
+  if (!is_coord_error(st)) return st;
+  if (hsr_clock_s() - ft->t_begin < ft->T) return HSR_OK; /* again, after a heartbeat */
+  char line[1200];
+  snprintf(line, sizeof line,
+           "state_hash %016" PRIx64 " after %" PRIu64 " steps; not compared: the coordinator is unreachable (%.900s)",
+           a[1], a[0], hsr_last_error());
+  *final = 1;
+  *blob = strdup(line);
+  return *blob ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
 }

@@ -137,7 +137,7 @@ sys.exit(worst > 1e-5)
 EOF
   ;;
 kill_heal)
-  STEPS=300
+  STEPS=400
   group g0 0 --; group g1 1 HSR_FAULT=0:step:10:kill --; group g2 2 --
   wait_step "$T/g0.log" 30 120 || FAIL "group 0 did not reach step 30"
   group g1j 1 -- --join
@@ -245,7 +245,12 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')
   [ "$s" = "$last" ] || FAIL "the checkpoint is of step $s, the last committed step is $last"
   "$hsr" ckpt verify "$T/ck" >/dev/null || FAIL "the checkpoint does not verify"
   ! grep -q "saved the checkpoint" "$T/g1.out" "$T/g2.out" || FAIL "a group other than the smallest id saved"
-  STEPS=$last ref_check "$T"/g?.log
+  # a group that could not read the last vote stops without its step (another may have applied it and
+  # stopped too): the checkpoint is of the saver's last committed step; the groups agree up to the
+  # earliest last step, at most one apart
+  upto=$(for i in 0 1 2; do tail -1 "$T/g$i.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["step"])'; done | sort -n | head -1)
+  [ $((last - upto)) -le 1 ] || FAIL "the groups stopped more than one step apart ($upto, $last)"
+  STEPS=$upto ref_check --partial "$T"/g?.log
   ;;
 hsr_run)
   # no --coordinator: hsr-run starts this user's own on loopback (TMPDIR: the test's), with a token of its own
