@@ -15,21 +15,23 @@
 # Environment: HSR_BUILD (default ./build). Prints a Markdown table.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+prog=ft_bench.sh
+. "$here/../scripts/argcheck.sh"
+ac_env dir HSR_BUILD
 build=${HSR_BUILD:-$here/../build}
 hsr=$build/hsr run=$build/hsr-run wrap=$here/../tests/faults/rank.sh
 sizes="64:4 256:8 512:8" steps=300 tmo=10
 while [ $# -gt 0 ]; do
   case "$1" in
+    --sizes|--steps|--timeout) ac_need "$1" $# "${2:-}" ;;&
     --sizes) sizes=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --timeout) tmo=$2; shift 2 ;;
+    --steps) ac_int --steps "$2" 60 100000000; steps=$2; shift 2 ;;
+    --timeout) ac_num --timeout "$2"; tmo=$2; shift 2 ;;
     -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "ft_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) ac_die "unknown argument '$1'" ;;
   esac
 done
-[[ "$steps" =~ ^[0-9]+$ ]] && [ "$steps" -ge 60 ] || { echo "ft_bench.sh: --steps must be an integer >= 60" >&2; exit 2; }
-[[ "$tmo" =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "ft_bench.sh: --timeout '$tmo' is not a number of seconds" >&2; exit 2; }
-for c in $sizes; do [[ "$c" =~ ^[0-9]+:[0-9]+$ ]] || { echo "ft_bench.sh: --sizes: '$c' is not D:L" >&2; exit 2; }; done
+for c in $sizes; do [[ "$c" =~ ^[0-9]+:[0-9]+$ ]] || ac_die "--sizes: '$c' is not D:L (width:blocks)"; done
 [ -x "$hsr" ] && [ -x "$run" ] || { echo "ft_bench.sh: $hsr or $run missing (build first)" >&2; exit 2; }
 command -v etcd >/dev/null || { echo "ft_bench.sh: etcd is not installed (apt-get install etcd-server)" >&2; exit 2; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/hsr-ftb.XXXXXX")
