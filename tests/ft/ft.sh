@@ -22,6 +22,8 @@
 #   coord3         a 3-member etcd: one member killed changes nothing; a second one
 #                  killed (no quorum): the groups stop with a clear message, group 0
 #                  saves a checkpoint of the last committed step
+#   resume         every group stopped after 30 steps (the smallest id saved), all
+#                  restarted with --resume latest: on from step 30, the reference's
 #   hsr_run        2 groups given no --coordinator: hsr-run starts one coordinator on
 #                  loopback for both, with a private token of its own
 # Environment: HSR_BUILD (the build tree: hsr, hsr-run, tests/ft_check).
@@ -251,6 +253,22 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')
   upto=$(for i in 0 1 2; do tail -1 "$T/g$i.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["step"])'; done | sort -n | head -1)
   [ $((last - upto)) -le 1 ] || FAIL "the groups stopped more than one step apart ($upto, $last)"
   STEPS=$upto ref_check --partial "$T"/g?.log
+  ;;
+resume)
+  # every group stops after 30 steps (group 0 saves), then all restart from the checkpoint to 60
+  mkdir "$T/ck"
+  STEPS=30
+  for i in 0 1 2; do group g$i $i -- --ckpt "$T/ck"; done
+  wait_all "${pids[@]}"
+  for i in 0 1 2; do expect_exit g$i 0; done
+  [ "$(ls -d "$T"/ck/step-* 2>/dev/null | wc -l)" = 1 ] || FAIL "not exactly one checkpoint (only the smallest id saves)"
+  pids=()
+  STEPS=60
+  for i in 0 1 2; do group r$i $i -- --ckpt "$T/ck" --resume latest; done
+  wait_all "${pids[@]}"
+  for i in 0 1 2; do expect_exit r$i 0; final_equal r$i 0,1,2; done
+  grep -q "in the quorum after 30 steps" "$T/r1.out" || FAIL "r1 did not continue from step 30"
+  ref_check "$T"/g?.log "$T"/r?.log
   ;;
 hsr_run)
   # no --coordinator: hsr-run starts this user's own on loopback (TMPDIR: the test's), with a token of its own
