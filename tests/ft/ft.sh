@@ -17,7 +17,7 @@
 #   kill_healed    group 1 killed while it heals: the others drop it and go on
 #   stop           rank 1 of group 2 SIGSTOPped: dropped after the timeout
 #   refuse         a group without the token, with another token, another --dim,
-#                  another group size, or a live id: refused with a message naming
+#                  another group size, another hsr version, or a live id: refused naming
 #                  the difference (exit 2); the running groups are not disturbed
 #   coord3         a 3-member etcd: one member killed changes nothing; a second one
 #                  killed (no quorum): the groups stop with a clear message, group 0
@@ -211,6 +211,17 @@ refuse)
   one "another --dim" "--dim is 32 here and 64 in replica [0-9]" -- --replica-id 1 --join --dim 32
   N=4 one "another group size" "the group has 4 rank\(s\) here and 2 in replica" -- --replica-id 1 --join
   one "a live id" "replica 1 is already running" -- --replica-id 1 --join
+  # another hsr version: a record as another build would write it, put with etcdctl (the token is etcd's root password)
+  if command -v etcdctl >/dev/null; then
+    ETCDCTL_API=3 etcdctl --endpoints="http://$ADDR" --user="root:$HSR_FT_TOKEN" get /hsr/ft/m/0000 --print-value-only \
+      >"$T/g0.rec" 2>"$T/etcdctl.err" || FAIL "etcdctl get: $(cat "$T/etcdctl.err")"
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); r["id"]=7; r["version"]="9.9.9 (git fake)"; r["pid"]=1
+print(json.dumps(r))' "$T/g0.rec" >"$T/fake.rec"
+    ETCDCTL_API=3 etcdctl --endpoints="http://$ADDR" --user="root:$HSR_FT_TOKEN" put /hsr/ft/m/0007 "$(cat "$T/fake.rec")" \
+      >/dev/null 2>"$T/etcdctl.err" || FAIL "etcdctl put: $(cat "$T/etcdctl.err")"
+    one "another hsr version" "hsr is .* here and 9.9.9 \(git fake\) in replica 7" -- --replica-id 1 --join
+    ETCDCTL_API=3 etcdctl --endpoints="http://$ADDR" --user="root:$HSR_FT_TOKEN" del /hsr/ft/m/0007 >/dev/null 2>&1
+  fi
   wait_all "${pids[@]}"
   for i in 0 1 2; do expect_exit g$i 0; final_equal g$i 0,1,2; done
   ! grep -q "dropped" "$T"/g?.out || FAIL "a running group saw a drop"
