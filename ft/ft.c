@@ -221,12 +221,12 @@ static hsr_status gather_addresses(hsr_ft *ft) {
   const void *a;
   size_t len;
   HSR_CHECK(ft_link_address(ft->link, &a, &len));
-  uint64_t mine = len, *lens = calloc((size_t)ft->S, sizeof *lens);
+  uint64_t mine = len, *lens = calloc((unsigned)ft->S, sizeof *lens);
   if (!lens) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   hsr_status st = ft_grp_allgather(ft, &mine, sizeof mine, lens);
   size_t most = 0;
   for (int r = 0; r < ft->S; r++) most = lens[r] > most ? lens[r] : most;
-  char *pad = calloc(1, most), *all = calloc((size_t)ft->S, most);
+  char *pad = calloc(1, most), *all = calloc((unsigned)ft->S, most);
   if (st == HSR_OK && (!pad || !all)) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK) {
     memcpy(pad, a, len);

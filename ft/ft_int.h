@@ -78,7 +78,7 @@ struct hsr_ft {
   int voted, vote_written;           /* this step's vote was tried; it is in the store */
   double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */
   double t_voted, t_begin;           /* when it was; when a wait began */
-  int wrote_done;
+  int wrote_done, said_waiting;
 
   /* the step */
   float *stage;

@@ -161,7 +161,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
   if (!r.ok && !why[0]) snprintf(why, sizeof why, "healing from replica %d: %.250s", healer, r.why);
   /* every rank installs (collective over the group), whatever it got: a
    * failed rank's group votes the step down and heals again */
-  int ok = !why[0], all_ok = ok, *v = calloc((size_t)ft->S, sizeof *v);
+  int ok = !why[0], all_ok = ok, *v = calloc((unsigned)ft->S, sizeof *v);
   if (!v) {
     free(prog);
     return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -225,7 +225,7 @@ hsr_status hsr_ft_state_hash(hsr_ft *ft, hsr_rt *rt, int64_t done, uint64_t *has
   if (st == HSR_OK) XXH3_64bits_update(x, prog, strlen(prog));
   free(prog);
   free(host);
-  uint64_t mine = XXH3_64bits_digest(x), *all = calloc((size_t)ft->S, sizeof *all);
+  uint64_t mine = XXH3_64bits_digest(x), *all = calloc((unsigned)ft->S, sizeof *all);
   XXH3_freeState(x);
   if (st == HSR_OK && !all) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK) st = ft_grp_allgather(ft, &mine, sizeof mine, all); /* combined in rank order */

@@ -460,6 +460,21 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
                        ft->c.replica_id);
     }
     double now = hsr_clock_s();
+    if (now - ft->t_begin > 5 && !ft->said_waiting) { /* a line, once, while a slow start keeps the group waiting */
+      int miss[FT_MAX_REPLICAS], n = 0;
+      for (int id = 0; id < ft->c.replicas && !ft->c.join; id++)
+        if (!ft->rec[id].present) miss[n++] = id;
+      char m[256];
+      ft_ids_text(miss, n, m, sizeof m);
+      if (ft->c.join)
+        printf("replica group %d: waiting to be admitted by the running groups (up to %.0f s)\n", ft->c.replica_id,
+               limit - ft->t_begin);
+      else
+        printf("replica group %d: waiting for replica(s) %s to register (up to %.0f s)\n", ft->c.replica_id, m,
+               limit - ft->t_begin);
+      fflush(stdout);
+      ft->said_waiting = 1;
+    }
     if (now >= limit) {
       int miss[FT_MAX_REPLICAS], n = 0;
       for (int id = 0; id < ft->c.replicas; id++)

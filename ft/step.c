@@ -83,7 +83,7 @@ hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
                                     ft->T, &r));
     if (r.buf_taken) ft->stage = NULL, ft->stage_cap = 0; /* the link frees it */
   }
-  ft_outcome mine = {r.ok, !ft->heal_failed, r.n, {0}, ""}, *all = calloc((size_t)ft->S, sizeof *all), g;
+  ft_outcome mine = {r.ok, !ft->heal_failed, r.n, {0}, ""}, *all = calloc((unsigned)ft->S, sizeof *all), g;
   if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   memcpy(mine.culprit, r.culprit, sizeof mine.culprit);
   snprintf(mine.why, sizeof mine.why, "%s", r.why);

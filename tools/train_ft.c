@@ -21,7 +21,10 @@ void train_ft_usage(FILE *f) {
              "  --join              a restarted group: heal from a live group over UCX (parameters, optimizer\n"
              "                      state, step, data position, RNG, schedule) and train on with it\n"
              "  --hash-every N      log every group's state_hash every N steps, compared across groups\n"
-             "                      (default 10; 0: only after healing and at the last step)\n");
+             "                      (default 10; 0: only after healing and at the last step)\n"
+             "                      --log rows then also hold replicas (the live groups of the step),\n"
+             "                      replica_id, time (wall clock) and, when computed, state_hash; loss is the\n"
+             "                      group's own slice's\n");
 }
 
 int train_ft_option(train_ft *f, int code, const char *arg) {
