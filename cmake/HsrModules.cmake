@@ -4,18 +4,26 @@
 # another module's private header, fails the build with the rule it broke.
 #
 #   hsr_module(NAME name [DEPS module...] HEADERS public-headers... SOURCES files...
-#              [CUDA_SOURCES files...] [LIBS external-targets...])
+#              [CUDA_SOURCES files...] [LIBS external-targets...]
+#              [INTERNAL headers...] [SHARED headers...])
 #
-# HEADERS are the module's public headers under include/hsr/ (file names);
-# SOURCES are paths relative to the source tree, listed rather than globbed;
-# CUDA_SOURCES are built only with CUDA. hsr_modules_finish() then checks that
-# every .c/.cu file in a module folder is listed, so a forgotten file is an
-# error at configure time rather than a silently missing symbol.
+# HEADERS are the module's public headers under include/hsr/ (file names),
+# installed and exported (HSR_API); SOURCES are paths relative to the source
+# tree, listed rather than globbed; CUDA_SOURCES are built only with CUDA.
+# A module's folder may hold rooms (sub-folders): a private header is visible
+# only in its own folder (and a header in the module's top folder to the whole
+# module), unless it is listed as SHARED (every file of the module may include
+# it) or INTERNAL (also the modules above that may include this one, and the
+# tests; never installed). Both name headers by their path from the source
+# tree, which is how other folders include them: #include "runtime/sched/schedule.h".
+# hsr_modules_finish() then checks that every .c/.cu file under a module
+# folder is listed, so a forgotten file is an error at configure time rather
+# than a silently missing symbol.
 
 set(HSR_MODULE_NAMES "")
 
 function(hsr_module)
-  cmake_parse_arguments(M "" "NAME" "DEPS;HEADERS;SOURCES;CUDA_SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(M "" "NAME" "DEPS;HEADERS;SOURCES;CUDA_SOURCES;LIBS;INTERNAL;SHARED" ${ARGN})
   set(m ${M_NAME})
   set(srcs ${M_SOURCES})
   if(HSR_HAVE_CUDA)
@@ -26,6 +34,8 @@ function(hsr_module)
   target_include_directories(hsr_${m} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
     $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/include>)
+  # INTERNAL and SHARED headers by their path from the source tree
+  target_include_directories(hsr_${m} PRIVATE ${CMAKE_SOURCE_DIR})
   # Only the public API leaves libhsr.so (HSR_API in include/hsr/*.h).
   set_target_properties(hsr_${m} PROPERTIES C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
                         VISIBILITY_INLINES_HIDDEN ON)
@@ -39,7 +49,7 @@ function(hsr_module)
 
   # the build-time layer check of this module's sources and public headers
   set(files ${M_SOURCES} ${M_CUDA_SOURCES})
-  file(GLOB priv RELATIVE ${CMAKE_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${m}/*.h)
+  file(GLOB_RECURSE priv RELATIVE ${CMAKE_SOURCE_DIR} CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${m}/*.h)
   list(APPEND files ${priv})
   foreach(h ${M_HEADERS})
     list(APPEND files include/hsr/${h})
@@ -60,6 +70,13 @@ function(hsr_module)
   set(HSR_MODULE_${m}_DEPS ${M_DEPS} PARENT_SCOPE)
   set(HSR_MODULE_${m}_HEADERS ${M_HEADERS} PARENT_SCOPE)
   set(HSR_MODULE_${m}_FILES ${M_SOURCES} ${M_CUDA_SOURCES} PARENT_SCOPE)
+  foreach(h ${M_INTERNAL} ${M_SHARED})
+    if(NOT EXISTS ${CMAKE_SOURCE_DIR}/${h} OR NOT h MATCHES "^${m}/")
+      message(FATAL_ERROR "module ${m}: INTERNAL/SHARED header ${h} is not a header of ${m}/")
+    endif()
+  endforeach()
+  set(HSR_MODULE_${m}_INTERNAL ${M_INTERNAL} PARENT_SCOPE)
+  set(HSR_MODULE_${m}_SHARED ${M_SHARED} PARENT_SCOPE)
 endfunction()
 
 # Writes the table the layer check reads, and checks that every source file
@@ -70,7 +87,9 @@ function(hsr_modules_finish)
   foreach(m ${HSR_MODULE_NAMES})
     string(APPEND t "set(HSR_DEPS_${m} \"${HSR_MODULE_${m}_DEPS}\")\n")
     string(APPEND t "set(HSR_HEADERS_${m} \"${HSR_MODULE_${m}_HEADERS}\")\n")
-    file(GLOB present RELATIVE ${CMAKE_SOURCE_DIR} CONFIGURE_DEPENDS
+    string(APPEND t "set(HSR_INTERNAL_${m} \"${HSR_MODULE_${m}_INTERNAL}\")\n")
+    string(APPEND t "set(HSR_SHARED_${m} \"${HSR_MODULE_${m}_SHARED}\")\n")
+    file(GLOB_RECURSE present RELATIVE ${CMAKE_SOURCE_DIR} CONFIGURE_DEPENDS
          ${CMAKE_SOURCE_DIR}/${m}/*.c ${CMAKE_SOURCE_DIR}/${m}/*.cu)
     foreach(f ${present})
       list(FIND HSR_MODULE_${m}_FILES ${f} at)

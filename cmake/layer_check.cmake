@@ -1,13 +1,27 @@
-# Build-time check of one module's includes against the layer table of docs/design.md
-# (script mode; see cmake/HsrModules.cmake). Inputs: MODULE, FILES (relative
-# to SRC), SRC, STAMP, TABLE.
+# Build-time check of one module's includes against the layer table of
+# docs/design.md and the rooms' privacy (script mode; see cmake/HsrModules.cmake). Inputs:
+# MODULE, FILES (relative to SRC), SRC, STAMP, TABLE.
+#
+#   #include "hsr/x.h"            a public header: its module must be MODULE or one it may include
+#   #include "x.h"                a header beside the including file (its own room)
+#   #include "mod/room/x.h"       a header by its path from the source tree: private to its folder
+#                                 unless its module lists it in SHARED (any file of the module) or
+#                                 INTERNAL (also the modules that may include that module)
+# MODULE "tests" stands for the test programs: any module's INTERNAL headers, nothing private.
 include(${TABLE})
-set(allowed ${MODULE} ${HSR_DEPS_${MODULE}})
+if(MODULE STREQUAL "tests")
+  set(allowed ${HSR_MODULES})
+else()
+  set(allowed ${MODULE} ${HSR_DEPS_${MODULE}})
+endif()
 set(errors "")
 foreach(f ${FILES})
+  get_filename_component(fdir ${f} DIRECTORY)
   file(STRINGS ${SRC}/${f} lines REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]")
   foreach(l ${lines})
-    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[\"<]([^\">]+)[\">].*$" "\\1" inc "${l}")
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*([\"<])([^\">]+)[\">].*$" "\\1;\\2" parts "${l}")
+    list(GET parts 0 quote)
+    list(GET parts 1 inc)
     set(owner "")
     if(inc MATCHES "^hsr/(.+)$")
       set(h ${CMAKE_MATCH_1})
@@ -24,14 +38,48 @@ foreach(f ${FILES})
       if(h STREQUAL "config.h")
         set(owner common)
       endif()
-    elseif(inc MATCHES "^\\.\\./([a-z_]+)/")
-      set(other ${CMAKE_MATCH_1})
-      if(NOT other STREQUAL MODULE)
-        string(APPEND errors "  ${f}: includes ${inc}, a private header of ${other}/ (use its public header)\n")
+      list(FIND allowed ${owner} ok)
+      if(ok LESS 0)
+        string(REPLACE ";" ", " a "${HSR_DEPS_${MODULE}}")
+        if(a STREQUAL "")
+          set(a "nothing of hsr")
+        endif()
+        string(APPEND errors "  ${f}: includes hsr/${h} (module ${owner}); ${MODULE} may include only ${a}\n")
       endif()
       continue()
+    endif()
+    if(NOT quote STREQUAL "\"")
+      continue() # system headers
+    endif()
+    if(inc MATCHES "(^|/)\\.\\./")
+      string(APPEND errors "  ${f}: includes \"${inc}\": name another folder's header by its path from the source "
+                           "tree (\"module/room/name.h\"), never with ../\n")
+      continue()
+    endif()
+    # beside the including file, else from the source tree
+    if(EXISTS ${SRC}/${fdir}/${inc})
+      set(p ${fdir}/${inc})
+    elseif(EXISTS ${SRC}/${inc})
+      set(p ${inc})
     else()
-      continue() # system headers and the module's own private headers
+      continue() # not hsr's
+    endif()
+    string(REGEX REPLACE "/.*$" "" owner "${p}")
+    list(FIND HSR_MODULES ${owner} known)
+    if(known LESS 0)
+      continue() # a front end's own header (tools/, tests/, ...)
+    endif()
+    get_filename_component(pdir ${p} DIRECTORY)
+    list(FIND HSR_INTERNAL_${owner} ${p} internal)
+    list(FIND HSR_SHARED_${owner} ${p} shared)
+    if(owner STREQUAL MODULE)
+      # its own room, the module's top folder, or a header the module shares between its rooms
+      if(pdir STREQUAL fdir OR pdir STREQUAL owner OR internal GREATER -1 OR shared GREATER -1)
+        continue()
+      endif()
+      string(APPEND errors "  ${f}: includes ${p}, private to ${pdir}/ (list it in the SHARED headers of module "
+                           "${owner} if its rooms should share it)\n")
+      continue()
     endif()
     list(FIND allowed ${owner} ok)
     if(ok LESS 0)
@@ -39,11 +87,14 @@ foreach(f ${FILES})
       if(a STREQUAL "")
         set(a "nothing of hsr")
       endif()
-      string(APPEND errors "  ${f}: includes hsr/${h} (module ${owner}); ${MODULE} may include only ${a}\n")
+      string(APPEND errors "  ${f}: includes ${p} (module ${owner}); ${MODULE} may include only ${a}\n")
+    elseif(internal LESS 0)
+      string(APPEND errors "  ${f}: includes ${p}, a private header of ${pdir}/ (use ${owner}'s public header, or "
+                           "list it in its INTERNAL headers)\n")
     endif()
   endforeach()
 endforeach()
 if(NOT errors STREQUAL "")
-  message(FATAL_ERROR "layer rule broken (docs/design.md, section Layers):\n${errors}")
+  message(FATAL_ERROR "layer rule broken (docs/design.md, section Layers; cmake/layer_check.cmake):\n${errors}")
 endif()
 file(WRITE ${STAMP} "ok\n")

@@ -55,7 +55,6 @@ struct coll_transport {
   hsr_status (*mem_alloc)(hsr_comm *c, size_t bytes, void **ptr);
   hsr_status (*mem_free)(hsr_comm *c, void *ptr);
   hsr_status (*set_stream)(hsr_comm *c, void *stream);
-  hsr_status (*split)(hsr_comm *parent, int color, int key, hsr_comm **out);
   hsr_status (*free)(hsr_comm *c);
   /* Context level, for the transport that carries traffic between nodes. */
   hsr_status (*net_init)(coll_ctx *x); /* collective; sets x->net_state and x->net_fd */
@@ -65,8 +64,16 @@ struct coll_transport {
   void (*net_notify)(coll_ctx *x, const seg_notice *n); /* context lock held: a verdict to every other node */
 };
 
-/* The host transports (world on one node, flat across nodes, two-level). */
+/* The host transports (world on one node, flat across nodes) and the
+ * two-level composite built on them. */
 extern const coll_transport shm_transport, ucx_transport, two_transport;
+
+/* A backend's constructors (select.c): the world, and a split of one of its
+ * communicators. */
+typedef struct coll_backend {
+  hsr_status (*world)(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
+  hsr_status (*split)(hsr_comm *parent, int color, int key, hsr_comm **out);
+} coll_backend;
 
 /* ---- the context: one per host world ---------------------------------------- */
 
@@ -224,7 +231,8 @@ void coll_op_reap(coll_op *op);
 void coll_op_destroy(coll_op *op);
 
 /* ---- ctx.c: the context -------------------------------------------------------- */
-hsr_status coll_ctx_create(hsr_boot *boot, coll_ctx **out);
+/* net: the transport between nodes (NULL: the world is on one node). */
+hsr_status coll_ctx_create(hsr_boot *boot, const coll_transport *net, coll_ctx **out);
 void coll_ctx_release(coll_ctx *x);
 hsr_status coll_ctx_add_comm(coll_ctx *x, hsr_comm *c);
 void coll_ctx_remove_comm(coll_ctx *x, hsr_comm *c);
@@ -234,23 +242,32 @@ void coll_ctx_remove_comm(coll_ctx *x, hsr_comm *c);
 int coll_progress(coll_ctx *x);
 hsr_status coll_progress_start(coll_ctx *x); /* the thread, unless HSR_PROGRESS=inline */
 void coll_progress_stop(coll_ctx *x);
+/* Counts the call and hands the op to its transport (trivial: finished at
+ * once); req == NULL: waits for it. Every op of every communicator, the
+ * public API's and the module's own (a split's join exchange), goes here. */
+hsr_status coll_op_issue(coll_op *op, int trivial, hsr_req **req);
+/* The host transports' start, test and wait. */
+hsr_status coll_host_start(coll_op *op);
+hsr_status coll_host_test(coll_op *op, int *done);
+hsr_status coll_host_wait(coll_op *op, double timeout_s);
+
+/* ---- wake.c: waking the progress ---------------------------------------------------- */
 /* Wakes whatever drives this context's progress. */
 void coll_kick(coll_ctx *x);
 /* Kick and sleep fds of a context with a network transport (and the wake socket). */
 hsr_status coll_events_open(coll_ctx *x);
 void coll_events_close(coll_ctx *x);
-/* The host transports' start, test and wait. */
-hsr_status coll_host_start(coll_op *op);
-hsr_status coll_host_test(coll_op *op, int *done);
-hsr_status coll_host_wait(coll_op *op, double timeout_s);
 
 /* ---- group.c: communicator objects; host communicators --------------------------- */
 hsr_status coll_comm_alloc(int size, hsr_comm **out);
 void coll_comm_dealloc(hsr_comm *c);
 /* Every world rank, in order, named "world". */
 hsr_status coll_comm_alloc_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
-hsr_status coll_host_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
-hsr_status coll_host_split(hsr_comm *parent, int color, int key, hsr_comm **out);
+/* Host communicators without a transport yet (the caller gives them one):
+ * the world on a new context (net: its transport between nodes), and a
+ * split (members ordered by (key, parent rank); *out NULL for color < 0). */
+hsr_status coll_group_world(hsr_boot *boot, hsr_backend backend, const coll_transport *net, hsr_comm **out);
+hsr_status coll_group_split(hsr_comm *parent, int color, int key, hsr_comm **out);
 /* HSR_ERR_STATE while the communicator has outstanding requests. */
 hsr_status coll_host_idle(hsr_comm *c);
 hsr_status coll_host_free(hsr_comm *c);
@@ -261,18 +278,19 @@ hsr_status coll_host_set_stream(hsr_comm *c, void *stream);
 /* The communicator's scratch (a registered segment), at least `bytes`. */
 hsr_status coll_scratch(hsr_comm *c, size_t bytes, void **p);
 
-/* ---- select.c: every choice of transport and algorithm ------------------------------ */
+/* ---- algo.c: the knobs and an op's algorithm ------------------------------------------ */
 hsr_status coll_tuning_env(coll_tuning *t);
-typedef hsr_status (*coll_world_fn)(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
-coll_world_fn coll_backend_world(hsr_backend backend);    /* NULL: unknown backend */
-const coll_transport *coll_net_transport(hsr_boot *boot); /* NULL when the world is on one node */
-/* Chooses a new host communicator's transport (and builds two-level's parts). */
-hsr_status coll_pick_transport(hsr_comm *c);
 /* The op's algorithm: the first fitting row of its transport's table. */
 const coll_algo *coll_select(const coll_op *op);
 int coll_rule_rd(const coll_op *op); /* UCX all-reduce: recursive doubling */
 
-/* nccl.c (a stub without NCCL) */
+/* ---- select.c: the choices above the transports ----------------------------------------- */
+/* A backend's constructors (host: the world and splits, each given its
+ * transport: shared memory, UCX or two-level); NULL: unknown backend. */
+const coll_backend *coll_backend_of(hsr_backend backend);
+
+/* nccl.c (stubs without NCCL) */
 hsr_status nccl_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
+hsr_status nccl_split(hsr_comm *parent, int color, int key, hsr_comm **out);
 
 #endif

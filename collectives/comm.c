@@ -1,6 +1,6 @@
-/* The public communicator API: argument checks, then the communicator's
- * transport table (coll.h) does the work. Nothing here depends on which
- * transport a communicator runs on. */
+/* The public communicator API: argument checks, then the backend's
+ * constructors (select.c) or the communicator's transport table (coll.h) do
+ * the work. Nothing here depends on which transport a communicator runs on. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,11 +10,11 @@
 hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
   if (!boot || !out) return hsr_error(HSR_ERR_INVALID, "hsr_comm_world: boot and out must not be NULL");
   *out = NULL;
-  coll_world_fn world = coll_backend_world(backend);
-  if (!world)
+  const coll_backend *b = coll_backend_of(backend);
+  if (!b)
     return hsr_error(HSR_ERR_INVALID, "hsr_comm_world: unknown backend %d (valid: HSR_BACKEND_HOST, HSR_BACKEND_NCCL)",
                      (int)backend);
-  return world(boot, backend, out);
+  return b->world(boot, backend, out);
 }
 
 hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
@@ -22,7 +22,7 @@ hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out) 
   *out = NULL;
   if (parent->failed)
     return hsr_error(HSR_ERR_STATE, "hsr_comm_split: communicator '%s' has failed: %s", parent->name, parent->fail_msg);
-  return parent->tp->split(parent, color, key, out);
+  return coll_backend_of(parent->backend)->split(parent, color, key, out);
 }
 
 hsr_status hsr_comm_free(hsr_comm *c) {
@@ -92,28 +92,6 @@ static hsr_status check_redop(hsr_comm *c, const char *what, hsr_redop op, int a
 
 /* ---- issuing ------------------------------------------------------------------- */
 
-/* Counts the call and hands the op to its transport (trivial: done at once);
- * req == NULL waits for it. */
-static hsr_status post(coll_op *op, int trivial, hsr_req **req) {
-  hsr_comm *c = op->c;
-  coll_op_count_call(op);
-  if (c->ctx) coll_fault_hook(c->ctx, hsr_op_name(op->kind)); /* HSR_FAULT, a test hook */
-  if (trivial) {
-    coll_op_skip(op);
-  } else {
-    hsr_status st = c->tp->start(op);
-    if (st != HSR_OK) {
-      coll_op_destroy(op);
-      return st;
-    }
-  }
-  if (req) {
-    *req = op;
-    return HSR_OK;
-  }
-  return hsr_req_wait(op, -1);
-}
-
 hsr_status hsr_comm_allgather(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt, hsr_req **req) {
   const char *w = "all_gather";
   size_t b = 0;
@@ -130,7 +108,7 @@ hsr_status hsr_comm_allgather(hsr_comm *c, const void *send, void *recv, size_t 
   coll_op *op = coll_op_new(c, HSR_OP_ALLGATHER);
   if (!op) return hsr_error(HSR_ERR_NOMEM, "request");
   op->send = send, op->recv = recv, op->count = count, op->dt = dt;
-  return post(op, count == 0, req);
+  return coll_op_issue(op, count == 0, req);
 }
 
 hsr_status hsr_comm_reduce_scatter(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt, hsr_redop rop,
@@ -151,7 +129,7 @@ hsr_status hsr_comm_reduce_scatter(hsr_comm *c, const void *send, void *recv, si
   coll_op *op = coll_op_new(c, HSR_OP_REDUCE_SCATTER);
   if (!op) return hsr_error(HSR_ERR_NOMEM, "request");
   op->send = send, op->recv = recv, op->count = count, op->dt = dt, op->redop = rop;
-  return post(op, count == 0, req);
+  return coll_op_issue(op, count == 0, req);
 }
 
 hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv, size_t count, hsr_dtype dt, hsr_redop rop,
@@ -170,7 +148,7 @@ hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv, size_t 
   coll_op *op = coll_op_new(c, HSR_OP_ALLREDUCE);
   if (!op) return hsr_error(HSR_ERR_NOMEM, "request");
   op->send = send, op->recv = recv, op->count = count, op->dt = dt, op->redop = rop;
-  return post(op, count == 0, req);
+  return coll_op_issue(op, count == 0, req);
 }
 
 hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, int root, hsr_req **req) {
@@ -185,7 +163,7 @@ hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, in
   coll_op *op = coll_op_new(c, HSR_OP_BCAST);
   if (!op) return hsr_error(HSR_ERR_NOMEM, "request");
   op->send = buf, op->recv = buf, op->count = count, op->dt = dt, op->root = root;
-  return post(op, count == 0, req);
+  return coll_op_issue(op, count == 0, req);
 }
 
 hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req) {
@@ -195,7 +173,7 @@ hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req) {
   coll_op *op = coll_op_new(c, HSR_OP_BARRIER);
   if (!op) return hsr_error(HSR_ERR_NOMEM, "request");
   op->dt = HSR_U8;
-  return post(op, 0, req);
+  return coll_op_issue(op, 0, req);
 }
 
 /* ---- requests -------------------------------------------------------------------- */

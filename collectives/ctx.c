@@ -20,17 +20,17 @@ static hsr_status read_env(coll_ctx *x) {
 /* The network transport's worker, then the fds progress sleeps on; peers
  * only ring a wake socket once every rank has bound its own. */
 static hsr_status open_net(coll_ctx *x) {
-  x->net = coll_net_transport(x->boot);
   if (!x->net) return HSR_OK;
   HSR_CHECK(x->net->net_init(x));
   HSR_CHECK(coll_events_open(x));
   return hsr_boot_barrier(x->boot);
 }
 
-hsr_status coll_ctx_create(hsr_boot *boot, coll_ctx **out) {
+hsr_status coll_ctx_create(hsr_boot *boot, const coll_transport *net, coll_ctx **out) {
   coll_ctx *x = calloc(1, sizeof *x);
   if (!x) return hsr_error(HSR_ERR_NOMEM, "collectives context");
   x->boot = boot;
+  x->net = net;
   x->rank = hsr_boot_rank(boot);
   x->size = hsr_boot_size(boot);
   x->node = hsr_boot_node(boot);

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "hsr/fault.h"
+#include "common/fault_hook.h"
 #include "seg.h"
 
 typedef struct coll_ctx coll_ctx;

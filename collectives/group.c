@@ -1,5 +1,6 @@
 /* Communicator objects (member table and name, every backend) and host
- * communicators: the world and splits on the context's control slots, free. */
+ * communicators: the world and splits on the context's control slots (their
+ * transport is select.c's choice), free, scratch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,23 +49,11 @@ typedef struct join_rec {
   uint64_t base;
 } join_rec;
 
-/* Gives a registered communicator its transport (two-level builds its node
- * and cross communicators here); frees it if that fails. */
-static hsr_status pick(hsr_comm *c, hsr_comm **out) {
-  hsr_status st = coll_pick_transport(c);
-  if (st != HSR_OK) {
-    hsr_comm_free(c);
-    return st;
-  }
-  *out = c;
-  return HSR_OK;
-}
-
-hsr_status coll_host_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
+hsr_status coll_group_world(hsr_boot *boot, hsr_backend backend, const coll_transport *net, hsr_comm **out) {
   hsr_comm *c;
   HSR_CHECK(coll_comm_alloc_world(boot, backend, &c));
   coll_ctx *x;
-  hsr_status st = coll_ctx_create(boot, &x);
+  hsr_status st = coll_ctx_create(boot, net, &x);
   if (st != HSR_OK) {
     coll_comm_dealloc(c);
     return st;
@@ -88,7 +77,8 @@ hsr_status coll_host_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) 
     coll_comm_dealloc(c);
     return st;
   }
-  return pick(c, out);
+  *out = c;
+  return HSR_OK;
 }
 
 static int cmp_member(const void *a, const void *b) {
@@ -112,8 +102,14 @@ static hsr_status exchange_joins(hsr_comm *parent, int color, int key, join_rec 
     me.base = seg_slot_base(&x->seg, me.slot);
   }
   join_rec *all = calloc((size_t)parent->size, sizeof *all);
-  if (!all) return hsr_error(HSR_ERR_NOMEM, "join table");
-  hsr_status st = hsr_comm_allgather(parent, &me, all, sizeof me, HSR_U8, NULL);
+  coll_op *op = all ? coll_op_new(parent, HSR_OP_ALLGATHER) : NULL;
+  if (!op) {
+    free(all);
+    return hsr_error(HSR_ERR_NOMEM, "join table");
+  }
+  /* on the parent's own transport, like any all-gather of it */
+  op->send = &me, op->recv = all, op->count = sizeof me, op->dt = HSR_U8;
+  hsr_status st = coll_op_issue(op, 0, NULL);
   parent->nsplits++;
   if (st != HSR_OK || color < 0) {
     free(all);
@@ -162,8 +158,9 @@ static hsr_status build_split(hsr_comm *parent, int color, const join_rec *all, 
   return st;
 }
 
-hsr_status coll_host_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
+hsr_status coll_group_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
   join_rec *all;
+  *out = NULL;
   HSR_CHECK(exchange_joins(parent, color, key, &all));
   if (!all) return HSR_OK; /* color < 0: joins none */
   hsr_comm *c = NULL;
@@ -174,7 +171,8 @@ hsr_status coll_host_split(hsr_comm *parent, int color, int key, hsr_comm **out)
     if (c) coll_comm_dealloc(c);
     return st;
   }
-  return pick(c, out);
+  *out = c;
+  return HSR_OK;
 }
 
 hsr_status coll_host_idle(hsr_comm *c) {

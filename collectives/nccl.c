@@ -156,7 +156,7 @@ static hsr_status split_into(hsr_comm *parent, hsr_comm *child, int color, int k
   return member_table(parent, child, s);
 }
 
-static hsr_status nccl_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
+hsr_status nccl_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
   hsr_comm *c = NULL;
   if (color >= 0) HSR_CHECK(coll_comm_alloc(1, &c));
   hsr_status st = split_into(parent, c, color, key);
@@ -350,7 +350,6 @@ const coll_transport nccl_transport = {
     .mem_alloc = nccl_mem_alloc,
     .mem_free = nccl_mem_free,
     .set_stream = nccl_set_stream,
-    .split = nccl_split,
     .free = nccl_free,
 };
 
@@ -360,5 +359,10 @@ hsr_status nccl_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
   (void)boot, (void)backend, (void)out;
   return hsr_error(HSR_ERR_UNSUPPORTED,
                    "HSR_BACKEND_NCCL: this build of hsr has no NCCL (configure with CUDA and NCCL)");
+}
+
+hsr_status nccl_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
+  (void)parent, (void)color, (void)key, (void)out;
+  return hsr_error(HSR_ERR_UNSUPPORTED, "HSR_BACKEND_NCCL: this build of hsr has no NCCL");
 }
 #endif

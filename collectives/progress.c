@@ -1,12 +1,11 @@
 /* The progress engine of a host context: a pass over every communicator's
  * queue (the head op's algorithm is chosen, started and advanced; timeouts
- * name the peer), the progress thread and how it sleeps, and the host
- * transports' start, test and wait. */
+ * name the peer), the progress thread and how it sleeps, issuing an op, and
+ * the host transports' start, test and wait. */
 #include <errno.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,51 +76,7 @@ int coll_progress(coll_ctx *x) {
   return moved;
 }
 
-/* ---- waking and sleeping ----------------------------------------------------- */
-
-void coll_kick(coll_ctx *x) {
-  seg_ring(&x->seg, x->rank);
-  /* with a wake socket the progress thread flags when it sleeps in epoll */
-  if (x->evfd >= 0 && (x->seg.wakefd < 0 || atomic_load(&x->seg.ctl->sleeping))) {
-    uint64_t one = 1;
-    ssize_t r = write(x->evfd, &one, sizeof one);
-    (void)r;
-  }
-  pthread_cond_broadcast(&x->cv);
-}
-
-hsr_status coll_events_open(coll_ctx *x) {
-  x->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  x->epfd = epoll_create1(EPOLL_CLOEXEC);
-  if (x->evfd < 0 || x->epfd < 0) return hsr_error(HSR_ERR_SYSTEM, "eventfd/epoll: %s", strerror(errno));
-  struct epoll_event ev = {.events = EPOLLIN, .data.fd = x->net_fd};
-  struct epoll_event ev2 = {.events = EPOLLIN, .data.fd = x->evfd};
-  if (epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->net_fd, &ev) || epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->evfd, &ev2))
-    return hsr_error(HSR_ERR_SYSTEM, "epoll_ctl: %s", strerror(errno));
-  /* Wake socket: lets node peers wake this rank's progress thread out of
-   * epoll. Without it (bind refused) progress falls back to short polls. */
-  int wfd = seg_wake_open(&x->seg);
-  struct epoll_event ev3 = {.events = EPOLLIN, .data.fd = wfd};
-  if (wfd >= 0 && epoll_ctl(x->epfd, EPOLL_CTL_ADD, wfd, &ev3) == 0) {
-    x->seg.wakefd = wfd;
-  } else {
-    HSR_LOG_I("collectives: no wake socket (%s): shared-memory progress polls", strerror(errno));
-    if (wfd >= 0) close(wfd);
-  }
-  /* a node peer's exit wakes the thread too (fault.c reads the pidfds) */
-  for (int r = 0; x->fault.pidfd && r < x->size; r++)
-    if (x->fault.pidfd[r] >= 0) {
-      struct epoll_event ev4 = {.events = EPOLLIN, .data.fd = x->fault.pidfd[r]};
-      epoll_ctl(x->epfd, EPOLL_CTL_ADD, x->fault.pidfd[r], &ev4);
-    }
-  return HSR_OK;
-}
-
-void coll_events_close(coll_ctx *x) {
-  if (x->epfd >= 0) close(x->epfd);
-  if (x->evfd >= 0) close(x->evfd);
-  x->epfd = x->evfd = -1;
-}
+/* ---- sleeping ------------------------------------------------------------------ */
 
 /* Blocks up to ms for the network transport, a kick or a node peer's ring;
  * caller does not hold mu. */
@@ -214,6 +169,30 @@ void coll_progress_stop(coll_ctx *x) {
   coll_kick(x);
   pthread_join(x->thread, NULL);
   x->thread_started = 0;
+}
+
+/* ---- issuing ---------------------------------------------------------------------- */
+
+/* Counts the call and hands the op to its transport (trivial: done at once);
+ * req == NULL waits for it (the transport's own wait, bounded). */
+hsr_status coll_op_issue(coll_op *op, int trivial, hsr_req **req) {
+  hsr_comm *c = op->c;
+  coll_op_count_call(op);
+  if (c->ctx) coll_fault_hook(c->ctx, hsr_op_name(op->kind)); /* HSR_FAULT, a test hook */
+  if (trivial) {
+    coll_op_skip(op);
+  } else {
+    hsr_status st = c->tp->start(op);
+    if (st != HSR_OK) {
+      coll_op_destroy(op);
+      return st;
+    }
+  }
+  if (req) {
+    *req = op;
+    return HSR_OK;
+  }
+  return c->tp->wait(op, -1);
 }
 
 /* ---- the host transports' requests ---------------------------------------------- */

@@ -89,6 +89,5 @@ const coll_transport shm_transport = {
     .mem_alloc = coll_host_mem_alloc,
     .mem_free = coll_host_mem_free,
     .set_stream = coll_host_set_stream,
-    .split = coll_host_split,
     .free = coll_host_free,
 };

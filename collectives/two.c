@@ -1,6 +1,7 @@
-/* Two-level transport (MiCS / UCC-hier shape): how a group splits into node
- * and cross communicators, how a parent op chains its stages on them, and the
- * transport's table. The algorithms are two_allgather.c,
+/* Two-level: a composite above the flat transports (MiCS / UCC-hier shape):
+ * how a group splits into a node communicator (shared memory) and a cross
+ * communicator (UCX), how a parent op chains its stages on them, and the
+ * composite's table. The algorithms are two_allgather.c,
  * two_reduce_scatter.c and two_allreduce.c. Sums are exact stage by stage;
  * AVG sums and scales once at the end. */
 #include <stdio.h>
@@ -45,8 +46,8 @@ void two_shape_free(two_shape *sh) {
 
 static void two_comm_free(two_comm *t) {
   if (!t) return;
-  if (t->node) hsr_comm_free(t->node);
-  if (t->cross) hsr_comm_free(t->cross);
+  if (t->node) coll_host_free(t->node);
+  if (t->cross) coll_host_free(t->cross);
   free(t->map);
   free(t);
 }
@@ -63,8 +64,13 @@ hsr_status two_setup(hsr_comm *c, const two_shape *sh) {
   }
   for (int q = 0; q < n; q++) t->map[sh->lidx[q] * m + fill[sh->lidx[q]]++] = q; /* cross index = order by comm rank */
   free(fill);
-  hsr_status st = hsr_comm_split(c, sh->node[c->rank], c->rank, &t->node);
-  if (st == HSR_OK) st = hsr_comm_split(c, sh->lidx[c->rank], c->rank, &t->cross);
+  /* The parts are host communicators on the flat transports below: the node
+   * group runs shared memory, the cross group (one member per node) UCX. Their
+   * join exchange runs on c's flat UCX transport. */
+  hsr_status st = coll_group_split(c, sh->node[c->rank], c->rank, &t->node);
+  if (st == HSR_OK) t->node->tp = &shm_transport;
+  if (st == HSR_OK) st = coll_group_split(c, sh->lidx[c->rank], c->rank, &t->cross);
+  if (st == HSR_OK) t->cross->tp = &ucx_transport;
   if (st != HSR_OK) {
     two_comm_free(t);
     return st;
@@ -171,6 +177,5 @@ const coll_transport two_transport = {
     .mem_alloc = coll_host_mem_alloc,
     .mem_free = coll_host_mem_free,
     .set_stream = coll_host_set_stream,
-    .split = coll_host_split,
     .free = two_free,
 };

@@ -14,7 +14,7 @@ static int start(coll_op *op) {
   op->phase = 1;
   if (t->direct) {
     two_stage(op, tc->cross, HSR_OP_ALLGATHER, op->send, op->recv, op->count, HSR_SUM, NULL,
-              tc->map + (size_t)hsr_comm_rank(tc->node) * (size_t)tc->nnodes);
+              tc->map + (size_t)tc->node->rank * (size_t)tc->nnodes);
     return 1;
   }
   hsr_status st = coll_scratch(c, blk * (size_t)tc->nnodes, &t->tmp);

@@ -406,7 +406,6 @@ const coll_transport ucx_transport = {
     .mem_alloc = coll_host_mem_alloc,
     .mem_free = coll_host_mem_free,
     .set_stream = coll_host_set_stream,
-    .split = coll_host_split,
     .free = coll_host_free,
     .net_init = ucx_net_init,
     .net_fini = ucx_net_fini,

@@ -1,5 +1,5 @@
-/* HSR_FAULT, the fault matrix's test hook (include/hsr/fault.h). */
-#include "hsr/fault.h"
+/* HSR_FAULT, the fault matrix's test hook (common/fault_hook.h). */
+#include "fault_hook.h"
 #include "hsr/env.h"
 
 #include <signal.h>

@@ -17,7 +17,7 @@
 
 #include "etcd.h"
 #include "hsr/comm.h"
-#include "hsr/fault.h"
+#include "common/fault_hook.h"
 #include "hsr/ft.h"
 #include "link.h"
 #include "quorum.h"

@@ -7,7 +7,7 @@
 
 #include "ft_int.h"
 #include "hsr/kernels.h"
-#include "hsr/fault.h"
+#include "common/fault_hook.h"
 
 #define MAX_ABORTS_IN_ROW 5
 

@@ -42,3 +42,12 @@ hsr_add_mpi_test(NAME coll_round_4_sim2_rd NP 4 NODES 2 ENV HSR_ALGO_TWO_LEVEL=o
 add_test(NAME coll_shm_cleanup COMMAND ${CMAKE_SOURCE_DIR}/tests/coll_shm_cleanup.sh ${HSR_RUN} $<TARGET_FILE:mr_coll>
          $<TARGET_FILE:hsr_cli>)
 set_tests_properties(coll_shm_cleanup PROPERTIES TIMEOUT 60 LABELS "mpi")
+
+# No call loop among the module's files: each transport (its table and its
+# algorithms name each other by design) is one node, every other file its own;
+# the graph comes from the symbols the object files define and use (nm).
+file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/objects-collectives.txt
+     CONTENT "$<JOIN:$<TARGET_OBJECTS:hsr_collectives>,\n>\n")
+add_test(NAME coll_call_graph COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/call_graph.py collectives --group "shm=shm(_.*)?"
+         --group "ucx=ucx(_.*)?" --group "two=two(_.*)?" @${CMAKE_BINARY_DIR}/objects-collectives.txt)
+set_tests_properties(coll_call_graph PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)

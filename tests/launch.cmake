@@ -58,3 +58,9 @@ set_tests_properties(env_registry PROPERTIES TIMEOUT 60)
 # The layer table of docs/design.md is the one CMakeLists.txt enforces.
 add_test(NAME design_layers COMMAND ${CMAKE_SOURCE_DIR}/tests/design_layers.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(design_layers PROPERTIES TIMEOUT 30)
+
+# The layer check refuses a room's private header outside its folder (and
+# SHARED ones outside their module, ../ paths), on a fixture tree.
+add_test(NAME layer_privacy COMMAND ${CMAKE_COMMAND} -DSRC=${CMAKE_SOURCE_DIR} -DBIN=${CMAKE_CURRENT_BINARY_DIR}
+         -P ${CMAKE_SOURCE_DIR}/tests/data/layers/run.cmake)
+set_tests_properties(layer_privacy PROPERTIES TIMEOUT 30)

@@ -468,6 +468,22 @@ static int run_bad(hsr_boot *boot) {
   int64_t s2[1] = {g_rank == 1 ? 17 : 16};
   OK(hsr_rt_param_add(rt, id, "w", 1, s2, 0));
   expect(hsr_rt_commit(rt), HSR_ERR_MISMATCH, "rank(s) 1 differ", "layout mismatch");
+  /* a commit that failed after the layout was fixed leaves no half-built
+   * engine: every call that commits says why, registration stays closed */
+  expect(hsr_rt_commit(rt), HSR_ERR_STATE, "an earlier commit failed (", "commit after a failed commit");
+  expect(hsr_rt_forward_begin(rt, id), HSR_ERR_STATE, "rank(s) 1 differ", "forward_begin after a failed commit");
+  expect(hsr_rt_step(rt, NULL), HSR_ERR_STATE, "rank(s) 1 differ", "step after a failed commit");
+  expect(hsr_rt_param_init(rt, "w", init), HSR_ERR_STATE, "rank(s) 1 differ", "param_init after a failed commit");
+  expect(hsr_rt_unit_add(rt, "late", 0, &ub), HSR_ERR_STATE, "after the first step", "unit after a failed commit");
+  OK(hsr_rt_destroy(rt));
+
+  /* an end call before any begin: a plain state error (no commit, no collective) */
+  OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
+  OK(hsr_rt_unit_add(rt, "u0", 1, &id));
+  OK(hsr_rt_param_add(rt, id, "w", 1, s8, 0));
+  expect(hsr_rt_forward_end(rt, id), HSR_ERR_STATE, "without forward_begin", "forward_end first");
+  expect(hsr_rt_backward_end(rt, id), HSR_ERR_STATE, "without backward_begin", "backward_end first");
+  OK(hsr_rt_param_add(rt, id, "w2", 1, s8, 0)); /* registration is still open */
   OK(hsr_rt_destroy(rt));
 
   /* K not dividing S */

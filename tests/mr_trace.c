@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "hsr/boot.h"
-#include "hsr/trace.h"
+#include "runtime/io/trace.h"
 
 int main(int argc, char **argv) {
   if (argc < 3) return 2;

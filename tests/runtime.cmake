@@ -207,3 +207,9 @@ add_test(NAME ckpt_export_usage COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh
          $<TARGET_FILE:hsr_cli> ckpt export /tmp)
 add_test(NAME train_init_and_resume COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--init and --resume both set the weights"
          $<TARGET_FILE:hsr_cli> train --init x.safetensors --resume /tmp)
+
+# runtime/'s rooms (sched, engine, ckpt, io) call each other without a loop.
+file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/objects-runtime.txt CONTENT "$<JOIN:$<TARGET_OBJECTS:hsr_runtime>,\n>\n")
+add_test(NAME rt_call_graph COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/call_graph.py runtime --by-dir
+         @${CMAKE_BINARY_DIR}/objects-runtime.txt)
+set_tests_properties(rt_call_graph PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)

@@ -55,7 +55,7 @@ add_test(NAME bench_step_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0
 # Every unit's lifecycle in a steady-state step, from the engine's trace: gathers
 # posted (+unit/group), completed (=unit), resharded (-unit: nothing kept, ~unit:
 # its 1/K slice), released after backward (!unit), and the most units alive.
-# Written by hand from the rules (hsr/schedule.h), for every reshard policy,
+# Written by hand from the rules (runtime/sched/schedule.h), for every reshard policy,
 # prefetch depth 0/1/2 and live cap; the model is a root unit wrapping blk0..blk2,
 # the root kept full after forward unless root=1.
 hsr_add_mpi_test(NAME sched_life_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> life

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../collectives/kern.h"
+#include "collectives/kern.h"
 
 static void test_copy_sizes_and_alignment(void **state) {
   (void)state;

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "../ft/quorum.h"
+#include "ft/quorum.h"
 
 static ft_quorum q3(void) { /* members 0, 1, 2 after 9 steps, epoch 4 */
   ft_quorum q = {0};

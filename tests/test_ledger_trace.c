@@ -11,7 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "hsr/ledger.h"
-#include "hsr/trace.h"
+#include "runtime/io/trace.h"
 
 static void test_ledger_totals(void **state) {
   (void)state;

@@ -1,4 +1,4 @@
-/* Unit tests of the schedule (hsr/schedule.h: the decisions the engine runs,
+/* Unit tests of the schedule (runtime/sched/schedule.h: the decisions the engine runs,
  * on small hand-written cases whose expected actions are written out by
  * hand), the predicted ledger (known layouts, by hand) and the wrap
  * diagnostic. */
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "hsr/schedule.h"
+#include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
 
 /* Two units of 1024 and 4096 f32 elements, S = 4, align 16: no padding. */
@@ -453,6 +453,257 @@ static void test_sched_bad(void **state) {
   hsr_rt_layout_free(l);
 }
 
+/* ---- the interpreter (hsr_sched_run) ---- */
+
+/* A recording executor: the buffers it is asked for and gives back, the
+ * collectives it posts and completes, in order. Stage 1 of a reduction
+ * completes only when the test says so (done[unit]). */
+typedef struct rec {
+  hsr_sched *s;
+  char log[8192];
+  size_t o;
+  char pool[8192];
+  size_t po;
+  int done[4];     /* stage 1 of the unit's reduction has finished */
+  int fail_optim;  /* OPTIM of this unit fails (-1: none) */
+  int waits;       /* gather waits that found a handle */
+  int next_handle; /* handles are 1, 2, ... */
+  void *live[64];  /* buffers given out and not yet back */
+  int nlive, casts;
+} rec;
+
+static int is_live(const rec *r, const void *p) {
+  for (int i = 0; i < r->nlive; i++)
+    if (r->live[i] == p) return 1;
+  return 0;
+}
+
+static void logf_(rec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(rec *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  r->o += (size_t)vsnprintf(r->log + r->o, sizeof r->log - r->o, fmt, ap);
+  va_end(ap);
+}
+
+static hsr_status r_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
+  rec *r = ctx;
+  r->po += (size_t)snprintf(r->pool + r->po, sizeof r->pool - r->po, "%s+%s:%zu", r->po ? " " : "",
+                            hsr_mem_cat_name(b->cat), b->bytes);
+  static int serial;
+  *p = (void *)(intptr_t)(100000 * ++serial + 1000 * (unit + 1) + b->buf); /* distinct, recognisable */
+  assert_true(r->nlive < 64);
+  r->live[r->nlive++] = *p;
+  return HSR_OK;
+}
+
+static void r_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
+  rec *r = ctx;
+  (void)unit;
+  assert_true(is_live(r, p)); /* the interpreter gives back only what it was given, once */
+  for (int i = 0; i < r->nlive; i++)
+    if (r->live[i] == p) r->live[i] = r->live[--r->nlive];
+  r->po += (size_t)snprintf(r->pool + r->po, sizeof r->pool - r->po, "%s-%s:%zu", r->po ? " " : "",
+                            hsr_mem_cat_name(b->cat), b->bytes);
+}
+
+static hsr_status r_gather(void *ctx, const hsr_sched_action *a, void **h) {
+  rec *r = ctx;
+  logf_(r, "G%d ", a->unit);
+  *h = (void *)(intptr_t)++r->next_handle;
+  return HSR_OK;
+}
+
+static hsr_status r_gather_wait(void *ctx, const hsr_sched_action *a, void *h) {
+  rec *r = ctx;
+  logf_(r, "W%d ", a->unit);
+  if (h) r->waits++;
+  return HSR_OK;
+}
+
+static hsr_status r_optim(void *ctx, const hsr_sched_action *a) {
+  rec *r = ctx;
+  logf_(r, "O%d ", a->unit);
+  return a->unit == r->fail_optim ? hsr_error(HSR_ERR_TRANSPORT, "optim %d failed (test)", a->unit) : HSR_OK;
+}
+
+/* The copy reads the gradient before it goes back, into a buffer taken for it. */
+static hsr_status r_stage_cast(void *ctx, hsr_sched_red *e, void *grad) {
+  rec *r = ctx;
+  assert_true(is_live(r, grad));
+  assert_true(is_live(r, e->send));
+  r->casts++;
+  return HSR_OK;
+}
+
+static hsr_status r_stage1(void *ctx, hsr_sched_red *e) {
+  rec *r = ctx;
+  logf_(r, "s1:%d ", e->unit);
+  e->h = (void *)(intptr_t)++r->next_handle;
+  return HSR_OK;
+}
+
+static hsr_status r_stage2(void *ctx, hsr_sched_red *e) {
+  rec *r = ctx;
+  logf_(r, "s2:%d ", e->unit);
+  e->h = (void *)(intptr_t)++r->next_handle;
+  return HSR_OK;
+}
+
+static hsr_status r_test(void *ctx, hsr_sched_red *e, int *done) {
+  rec *r = ctx;
+  *done = e->stage == 1 ? r->done[e->unit] : 0; /* stage 2 finishes only when waited for */
+  return HSR_OK;
+}
+
+static hsr_status r_wait(void *ctx, hsr_sched_red *e) {
+  rec *r = ctx;
+  logf_(r, "w%d:%d ", e->stage, e->unit);
+  return HSR_OK;
+}
+
+static hsr_status r_acc(void *ctx, hsr_sched_red *e, void *stage) {
+  rec *r = ctx;
+  (void)stage;
+  logf_(r, "acc:%d ", e->unit);
+  return HSR_OK;
+}
+
+static const hsr_sched_exec rec_exec = {.get = r_get,
+                                        .put = r_put,
+                                        .gather = r_gather,
+                                        .gather_wait = r_gather_wait,
+                                        .optim = r_optim,
+                                        .stage_cast = r_stage_cast,
+                                        .stage1 = r_stage1,
+                                        .stage2 = r_stage2,
+                                        .test = r_test,
+                                        .wait = r_wait,
+                                        .accumulate = r_acc};
+
+/* One lifecycle call decided and run; *want gets the buffers hsr_sched_buffers lists for it. */
+static hsr_status run_call(rec *r, int call, int unit, char *want, size_t *wo, size_t cap) {
+  const hsr_sched_action *a = NULL;
+  int n = 0;
+  hsr_sched *s = r->s;
+  hsr_status st = call == FB   ? hsr_sched_forward_begin(s, unit, &a, &n)
+                  : call == FE ? hsr_sched_forward_end(s, unit, &a, &n)
+                  : call == BB ? hsr_sched_backward_begin(s, unit, &a, &n)
+                  : call == BE ? hsr_sched_backward_end(s, unit, &a, &n)
+                  : call == ST ? hsr_sched_step(s, &a, &n)
+                               : hsr_sched_zero_grad(s, &a, &n);
+  assert_int_equal(st, HSR_OK);
+  char b[2048];
+  fmt_bufs(s, a, n, b, sizeof b);
+  if (b[0]) *wo += (size_t)snprintf(want + *wo, cap - *wo, "%s%s", *wo ? " " : "", b);
+  return hsr_sched_run(s, a, n, &rec_exec, r);
+}
+
+/* hybrid 2 x 2, three units, host (two reductions stay in flight), bf16
+ * reduction. Stage 1 of unit 1 finishes before stage 1 of unit 2: the
+ * replicate all-reduces are still posted in the queue's order (2, then 1),
+ * never in completion order, and the accumulation is FIFO. Every buffer the
+ * executor saw is exactly what hsr_sched_buffers lists, in that order, and
+ * everything transient is given back. */
+static void test_run_fifo_and_buffers(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(2, 3);
+  hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
+  c.reduce_dtype = HSR_BF16;
+  rec *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  r->fail_optim = -1;
+  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &r->s), HSR_OK);
+  static char want[8192];
+  size_t wo = 0;
+  const hsr_sched_action *a;
+  int n;
+  assert_int_equal(hsr_sched_setup(r->s, &a, &n), HSR_OK);
+  fmt_bufs(r->s, a, n, want, sizeof want);
+  wo = strlen(want);
+  assert_int_equal(hsr_sched_run(r->s, a, n, &rec_exec, r), HSR_OK);
+  for (int u = 0; u < 3; u++) {
+    assert_int_equal(run_call(r, FB, u, want, &wo, sizeof want), HSR_OK);
+    assert_int_equal(run_call(r, FE, u, want, &wo, sizeof want), HSR_OK);
+  }
+  r->o = 0, r->log[0] = 0;
+  assert_int_equal(run_call(r, BB, 2, want, &wo, sizeof want), HSR_OK);
+  assert_int_equal(run_call(r, BE, 2, want, &wo, sizeof want), HSR_OK); /* stage 1 of 2 posted, not finished */
+  assert_int_equal(run_call(r, BB, 1, want, &wo, sizeof want), HSR_OK);
+  r->done[1] = 1; /* unit 1's stage 1 finishes first */
+  assert_int_equal(run_call(r, BE, 1, want, &wo, sizeof want), HSR_OK);
+  assert_null(strstr(r->log, "s2:")); /* unit 2 holds the queue: no stage 2 yet */
+  r->done[2] = 1;
+  assert_int_equal(run_call(r, BB, 0, want, &wo, sizeof want), HSR_OK);
+  assert_int_equal(run_call(r, BE, 0, want, &wo, sizeof want), HSR_OK);
+  /* backward_end 0: progress posts 2's then 1's all-reduce; 0's stage 1 is
+   * still running; then the oldest (2) retires, two stay in flight */
+  assert_non_null(strstr(r->log, "s1:0 s2:2 s2:1 w2:2 acc:2 "));
+  assert_int_equal(hsr_sched_queued(r->s), 2);
+  assert_int_equal(hsr_sched_started(r->s), 2);
+  r->o = 0, r->log[0] = 0;
+  assert_int_equal(run_call(r, ST, -1, want, &wo, sizeof want), HSR_OK);
+  assert_string_equal(r->log, "w2:1 acc:1 w1:0 s2:0 w2:0 acc:0 O0 O1 O2 ");
+  assert_int_equal(run_call(r, ZG, -1, want, &wo, sizeof want), HSR_OK);
+  assert_int_equal(hsr_sched_started(r->s), 0);
+  assert_int_equal(r->casts, 3);
+  assert_int_equal(r->nlive, 15); /* three units' five persistent buffers */
+  if (strcmp(r->pool, want)) fprintf(stderr, "pool:\n  got  %s\n  want %s\n", r->pool, want);
+  assert_string_equal(r->pool, want);
+  /* nothing transient left in use: every unit holds only its five persistent buffers */
+  for (int u = 0; u < 3; u++)
+    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++)
+      assert_null(hsr_sched_buf_of(r->s, u, (hsr_sched_buf)b));
+  assert_non_null(hsr_sched_buf_of(r->s, 0, HSR_SCHED_BUF_MASTER));
+  hsr_sched_free(r->s);
+  free(r);
+  hsr_rt_layout_free(l);
+}
+
+/* NULL callbacks are no effect; a RETIRE the queue does not hold is an
+ * internal error; after a failed action the list still completes the
+ * gathers it posted (the step-end prefetch) and returns the first error. */
+static void test_run_errors(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(2, 3);
+  hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
+  c.prefetch = 1;
+  c.prefetch_step = 1;
+  rec *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  r->fail_optim = -1;
+  hsr_sched_exec none = {0};
+  assert_int_equal(hsr_sched_create(&c, 2, 1, l, NULL, &r->s), HSR_OK);
+  const hsr_sched_action *a;
+  int n;
+  assert_int_equal(hsr_sched_setup(r->s, &a, &n), HSR_OK);
+  assert_int_equal(hsr_sched_run(r->s, a, n, &none, NULL), HSR_OK);
+  hsr_sched_action bogus = {.op = HSR_SCHED_RETIRE, .unit = 1, .group = -1};
+  assert_int_equal(hsr_sched_run(r->s, &bogus, 1, &rec_exec, r), HSR_ERR_INTERNAL);
+  assert_non_null(strstr(hsr_last_error(), "reduction queue"));
+  size_t wo = 0;
+  static char want[8192];
+  for (int u = 0; u < 3; u++) {
+    assert_int_equal(run_call(r, FB, u, want, &wo, sizeof want), HSR_OK);
+    assert_int_equal(run_call(r, FE, u, want, &wo, sizeof want), HSR_OK);
+  }
+  for (int u = 2; u >= 0; u--) {
+    r->done[u] = 1;
+    assert_int_equal(run_call(r, BB, u, want, &wo, sizeof want), HSR_OK);
+    assert_int_equal(run_call(r, BE, u, want, &wo, sizeof want), HSR_OK);
+  }
+  r->o = 0, r->log[0] = 0;
+  r->fail_optim = 1; /* after the first unit's update and its gather */
+  r->waits = 0;
+  assert_int_equal(run_call(r, ST, -1, want, &wo, sizeof want), HSR_ERR_TRANSPORT);
+  assert_non_null(strstr(r->log, "O0 G0 O1 W0 "));
+  assert_null(strstr(r->log, "O2"));
+  assert_int_equal(r->waits, 1);
+  hsr_sched_free(r->s);
+  free(r);
+  hsr_rt_layout_free(l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_sched_partial_prefetch),
                                      cmocka_unit_test(test_sched_cap_and_root),
@@ -461,6 +712,8 @@ int main(void) {
                                      cmocka_unit_test(test_sched_rs_only_bf16),
                                      cmocka_unit_test(test_sched_local_and_device),
                                      cmocka_unit_test(test_sched_bad),
+                                     cmocka_unit_test(test_run_fifo_and_buffers),
+                                     cmocka_unit_test(test_run_errors),
                                      cmocka_unit_test(test_predict_fsdp),
                                      cmocka_unit_test(test_wrap)};
   return cmocka_run_group_tests(tests, NULL, NULL);

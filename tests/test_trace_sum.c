@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "hsr/trace.h"
+#include "runtime/io/trace.h"
 
 /* ---- writing a Chrome trace by hand (times in microseconds) ---- */
 typedef struct tbuf {

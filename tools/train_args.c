@@ -314,8 +314,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
 static int check_strategy(const train_args *a) {
   const hsr_rt_config *c = &a->cfg;
   const char *st = hsr_rt_strategy_name(c->strategy);
-  int unsharded =
-      a->strategy_given && (c->strategy == HSR_RT_DDP || c->strategy == HSR_RT_ZERO1 || c->strategy == HSR_RT_ZERO2);
+  int unsharded = a->strategy_given && !hsr_rt_strategy_sharding(c->strategy).params;
   static const struct {
     unsigned bit;
     const char *flag;
@@ -486,7 +485,7 @@ hsr_status train_check_mesh(const train_args *a, int S, int R) {
         "there is none (use --sync full or none, or a mesh with R > 1)",
         R, S);
   if (c->reshard == HSR_RT_RESHARD_PARTIAL && S % c->partial_k == 0 && c->partial_k == S && S > 1 &&
-      (c->strategy == HSR_RT_FSDP || c->strategy == HSR_RT_HYBRID))
+      hsr_rt_strategy_sharding(c->strategy).params)
     return hsr_error(
         HSR_ERR_INVALID,
         "--reshard partial:%d on a shard group of %d: the partial group is the whole shard group, which is "
@@ -502,7 +501,8 @@ hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ran
   int rows = a->batch / (dp > 0 ? dp : 1) / (c->micro_batches > 0 ? c->micro_batches : 1);
   double P, U, act;
   a->model->sizes(a, rows > 0 ? rows : 1, &P, &U, &act);
-  int sp = c->strategy == HSR_RT_FSDP || c->strategy == HSR_RT_HYBRID, sg = sp || c->strategy == HSR_RT_ZERO2;
+  hsr_rt_sharding sh = hsr_rt_strategy_sharding(c->strategy);
+  int sp = sh.params, sg = sh.grads;
   int so = c->strategy != HSR_RT_DDP;
   double pes = (double)hsr_dtype_size(c->param_dtype), s = S > 0 ? S : 1;
   double params = P * pes / (sp ? s : 1), grads = P * 4 / (sg ? s : 1), optim = P * 12 / (so ? s : 1);

@@ -115,7 +115,7 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
   /* wrap diagnostic: measured gathers against the repeating structure */
   hsr_rt_timing tm;
   hsr_rt_get_timing(rt, &tm);
-  int sharded = cfg->strategy == HSR_RT_FSDP || cfg->strategy == HSR_RT_HYBRID;
+  int sharded = hsr_rt_strategy_sharding(cfg->strategy).params;
   int per_unit = !sharded ? 0 : cfg->reshard == HSR_RT_RESHARD_NONE ? 1 : 2;
   size_t min_bytes = 64 << 10; /* checked before the run: every command validates the HSR_* variables first */
   if (st == HSR_OK) st = hsr_env_get_size("HSR_WRAP_MIN_BYTES", &min_bytes);

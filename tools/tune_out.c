@@ -214,6 +214,30 @@ hsr_status tune_cost_json_text(const hsr_tune_net *n, char **out) {
   return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
 }
 
+/* Prints a document on stdout, one line, and frees it. */
+static hsr_status print_doc(cJSON *o) {
+  char *txt = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!txt) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  printf("%s\n", txt);
+  free(txt);
+  return HSR_OK;
+}
+
+/* Persistent bytes per parameter as unsharded + times_S / S. */
+static void persistent_split(const hsr_tune_result *r, double params, double *unsharded, double *times_s) {
+  int sharded_params = hsr_rt_strategy_sharding(r->cfg.strategy).params;
+  *unsharded = *times_s = 0;
+  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
+    if (!r->peak_cat[c] || !hsr_mem_cat_persistent((hsr_mem_cat)c)) continue;
+    double b = (double)r->peak_cat[c] / params;
+    if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
+      *unsharded += b;
+    else
+      *times_s += b * r->S;
+  }
+}
+
 hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char *explain) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "tool", "hsr tune");
@@ -247,12 +271,7 @@ hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char
     cJSON_AddNullToObject(o, "chosen");
   cJSON_AddNumberToObject(o, "min_over_budget_bytes", p->nfeasible ? 0 : p->min_over_budget);
   cJSON_AddStringToObject(o, "explanation", explain ? explain : "");
-  char *txt = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (!txt) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  printf("%s\n", txt);
-  free(txt);
-  return HSR_OK;
+  return print_doc(o);
 }
 
 /* Predicted (and measured, where given) step time of every feasible candidate, split into compute and exposed
@@ -312,30 +331,18 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
   cJSON_AddNumberToObject(mj, "units", m->units);
   cJSON_AddItemToObject(o, "layout", tune_cand_json(r, 1, NULL));
   cJSON *bp = cJSON_AddObjectToObject(o, "bytes_per_param");
-  double full = 0, sharded = 0;
-  int sharded_params = r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
-  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
-    if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
-    double b = (double)r->peak_cat[c] / m->params;
-    cJSON_AddNumberToObject(bp, hsr_mem_cat_name((hsr_mem_cat)c), b);
-    if (!hsr_mem_cat_persistent((hsr_mem_cat)c)) continue;
-    if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
-      full += b;
-    else
-      sharded += b * r->S;
-  }
+  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
+    if (r->peak_cat[c] && c != HSR_MEM_ACTIVATION)
+      cJSON_AddNumberToObject(bp, hsr_mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c] / m->params);
+  double full, sharded;
+  persistent_split(r, m->params, &full, &sharded);
   cJSON *f = cJSON_AddObjectToObject(o, "persistent_per_param");
   cJSON_AddNumberToObject(f, "unsharded", full);
   cJSON_AddNumberToObject(f, "times_S", sharded);
   cJSON_AddNumberToObject(f, "S", r->S);
   cJSON_AddNumberToObject(f, "total", r->persistent_per_param);
   cJSON_AddItemToObject(o, "cost_model", tune_cost_json(&x->net));
-  char *txt = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (!txt) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  printf("%s\n", txt);
-  free(txt);
-  return HSR_OK;
+  return print_doc(o);
 }
 
 void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
@@ -347,19 +354,14 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
          hsr_rt_strategy_name(r->cfg.strategy), r->S, r->R, P, m->units, hsr_dtype_name(r->cfg.param_dtype),
          hsr_dtype_name(r->cfg.reduce_dtype), reshard_name(r, res, sizeof res), r->cfg.prefetch);
   printf("%-18s %18s %12s %14s\n", "category", "bytes per GPU", "GiB", "bytes/param");
-  double full = 0, sharded = 0;
-  int sharded_params = r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
     if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
     double b = (double)r->peak_cat[c];
     printf("%-18s %18.0f %12.3f %14.4f%s\n", hsr_mem_cat_name((hsr_mem_cat)c), b, b / GiB, b / P,
            hsr_mem_cat_persistent((hsr_mem_cat)c) ? "" : "  (transient, peak)");
-    if (!hsr_mem_cat_persistent((hsr_mem_cat)c)) continue;
-    if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
-      full += b / P;
-    else
-      sharded += b / P * r->S;
   }
+  double full, sharded;
+  persistent_split(r, P, &full, &sharded);
   printf("%-18s %18.0f %12.3f %14.4f  = ", "persistent", (double)r->persistent, (double)r->persistent / GiB,
          r->persistent_per_param);
   if (full > 0.005) printf("%.3g + ", full);

@@ -368,7 +368,7 @@ static cJSON *meas_json(const hsr_tune_plan *p, const hsr_tune_result *r, const 
 static int find(const hsr_tune_plan *p, const vpick *c) {
   for (int i = 0; i < p->n; i++) {
     vpick q = pick_of(&p->cand[i], i);
-    if ((p->cand[i].cfg.strategy == HSR_RT_FSDP || p->cand[i].cfg.strategy == HSR_RT_HYBRID) && same(&q, c)) return i;
+    if (hsr_rt_strategy_sharding(p->cand[i].cfg.strategy).params && same(&q, c)) return i;
   }
   return -1;
 }

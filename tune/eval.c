@@ -1,4 +1,4 @@
-/* One layout evaluated: the runtime's schedule (hsr/schedule.h, the
+/* One layout evaluated: the runtime's schedule (runtime/sched/schedule.h, the
  * decisions the engine executes) walked over three training steps, every
  * action run on a timeline of the program and its communicators (or CUDA
  * streams), and the third step measured as `hsr bench step` measures it from
@@ -6,19 +6,17 @@
  * collectives' spans), its part not covered by compute, all-gather time.
  * Bytes per step are the volumes of the collectives that step issued; the
  * ledger is hsr_tune_ledger_predict's over the same program. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/schedule.h"
+#include "runtime/io/trace.h"
+#include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
 #include "tune_int.h"
 
 #define EV_STEPS 3 /* step 1 records the order, step 2 prefetches, step 3 is steady */
-
-typedef struct red {
-  int unit, s1, s2, ar;
-} red;
 
 typedef struct ev {
   const hsr_tune_model *m;
@@ -30,9 +28,7 @@ typedef struct ev {
   int S, R, gpu, measure;
   size_t pes, res;
   tl t;
-  int *gath, *regath;
-  red *q;
-  int qh, qn, last_reduce;
+  int last_reduce;
   hsr_tune_result *out;
   hsr_status err;
 } ev;
@@ -40,6 +36,10 @@ typedef struct ev {
 static double unit_len(const ev *e, int u) { return (double)hsr_rt_layout_unit_len(e->lay, u); }
 static double shard_len(const ev *e, int u) { return (double)hsr_rt_layout_shard_len(e->lay, u); }
 static void data(ev *e, double bytes) { tl_busy(&e->t, bytes / (e->net->data_gbs * 1e9)); }
+
+/* A timeline op as the interpreter's handle: its id + 1 (NULL: none). */
+static void *handle(int id) { return id >= 0 ? (void *)(intptr_t)(id + 1) : NULL; }
+static int id_of(const void *h) { return h ? (int)((intptr_t)h - 1) : -1; }
 
 static int post(ev *e, int group, int op, double count, size_t es) {
   hsr_tune_vol v;
@@ -61,106 +61,149 @@ static int post(ev *e, int group, int op, double count, size_t es) {
   return id;
 }
 
-static void push(ev *e, red r) {
-  red *q = realloc(e->q, sizeof *q * (size_t)(e->qn + 1));
-  if (!q) {
-    e->err = hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
-    return;
-  }
-  e->q = q;
-  e->q[e->qn++] = r;
-}
+/* The status the interpreter sees: the first error of the model or the timeline. */
+static hsr_status ok(const ev *e) { return e->err != HSR_OK ? e->err : e->t.err; }
 
-static void stage2(ev *e, red *r) {
-  if (r->ar && r->s2 < 0) r->s2 = post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_ALLREDUCE, shard_len(e, r->unit), e->res);
-}
-
-static void reduce(ev *e, const hsr_sched_action *a) {
-  int u = a->unit;
-  if (e->cfg->reduce_dtype != HSR_F32) data(e, unit_len(e, u) * (4.0 + (double)e->res)); /* the cast */
-  red r = {u, -1, -1, a->all_reduce};
+/* ---- the timeline as the schedule's executor (hsr_sched_exec) ---- */
+static hsr_status x_gather(void *ctx, const hsr_sched_action *a, void **h) {
+  ev *e = ctx;
   if (a->local)
-    data(e, shard_len(e, u) * (double)e->res);
+    data(e, unit_len(e, a->unit) * (double)e->pes);
   else
-    r.s1 = post(e, HSR_RT_GROUP_SHARD, a->scatter ? HSR_OP_REDUCE_SCATTER : HSR_OP_ALLREDUCE, (double)a->count, e->res);
-  if (e->gpu) stage2(e, &r); /* stream order: right behind stage 1 */
-  push(e, r);
+    *h = handle(post(e, a->group, HSR_OP_ALLGATHER, (double)a->count, e->pes));
+  return ok(e);
 }
 
-/* Host: a finished stage 1 posts its replicate all-reduce at the next
- * progress point, in FIFO order. */
-static void progress(ev *e) {
-  for (int i = e->qh; i < e->qn; i++) {
-    if (!tl_done(&e->t, e->q[i].s1)) break;
-    stage2(e, &e->q[i]);
-  }
+static hsr_status x_wait(void *ctx, const hsr_sched_action *a, void *h) {
+  (void)a;
+  ev *e = ctx;
+  tl_wait(&e->t, id_of(h));
+  return ok(e);
 }
 
-static void retire(ev *e, const hsr_sched_action *a) {
-  if (e->qh >= e->qn) {
-    e->err = hsr_error(HSR_ERR_INTERNAL, "tune: the schedule retires a reduction that was never started");
-    return;
-  }
-  red *r = &e->q[e->qh++];
-  if (!e->gpu) { /* CUDA: the reduce stream orders it, the program does not wait */
-    tl_wait(&e->t, r->s1);
-    stage2(e, r);
-    tl_wait(&e->t, r->s2);
-  }
-  double ls = shard_len(e, r->unit);
-  data(e, a->deferred ? ls * 4 : ls * 8 + (e->cfg->reduce_dtype != HSR_F32 ? ls * (4.0 + (double)e->res) : 0));
+static hsr_status x_reshard(void *ctx, const hsr_sched_action *a) {
+  ev *e = ctx;
+  if (a->partial) data(e, (double)a->count * (double)e->pes);
+  return ok(e);
 }
 
-static void norm(ev *e) {
+static hsr_status x_grad_buf(void *ctx, const hsr_sched_action *a) {
+  ev *e = ctx;
+  data(e, unit_len(e, a->unit) * 4);
+  return ok(e);
+}
+
+static hsr_status x_norm(void *ctx, const hsr_sched_action *a) {
+  (void)a;
+  ev *e = ctx;
   if (e->gpu) tl_wait(&e->t, e->last_reduce);
   double ls = 0;
   for (int u = 0; u < hsr_rt_layout_num_units(e->lay); u++) ls += shard_len(e, u);
   tl_compute(&e->t, ls * 4 / (e->net->data_gbs * 1e9)); /* sums of squares: the optimizer's span */
   if (e->S > 1) tl_wait(&e->t, post(e, HSR_RT_GROUP_SHARD, HSR_OP_ALLREDUCE, 1, 8));
+  return ok(e);
 }
 
-static void act(ev *e, const hsr_sched_action *a) {
-  int u = a->unit;
-  switch (a->op) {
-  case HSR_SCHED_GATHER:
-    if (a->local)
-      data(e, unit_len(e, u) * (double)e->pes);
-    else
-      e->gath[u] = post(e, a->group, HSR_OP_ALLGATHER, (double)a->count, e->pes);
-    break;
-  case HSR_SCHED_WAIT:
-    tl_wait(&e->t, e->gath[u]);
-    e->gath[u] = -1;
-    break;
-  case HSR_SCHED_RESHARD:
-    if (a->partial) data(e, (double)a->count * (double)e->pes);
-    break;
-  case HSR_SCHED_GRAD_BUF: data(e, unit_len(e, u) * 4); break;
-  case HSR_SCHED_REDUCE: reduce(e, a); break;
-  case HSR_SCHED_DEFERRED_AR: {
-    red r = {u, -1, -1, 1};
-    stage2(e, &r);
-    push(e, r);
-    break;
-  }
-  case HSR_SCHED_PROGRESS:
-    if (!e->gpu) progress(e);
-    break;
-  case HSR_SCHED_RETIRE: retire(e, a); break;
-  case HSR_SCHED_NORM: norm(e); break;
-  case HSR_SCHED_OPTIM: tl_compute(&e->t, shard_len(e, u) * e->net->optim_ns_per_elem * 1e-9); break;
-  case HSR_SCHED_REGATHER:
-    e->regath[u] = post(e, HSR_RT_GROUP_SHARD, HSR_OP_ALLGATHER, (double)a->count, e->pes);
-    break;
-  case HSR_SCHED_REGATHER_WAIT: tl_wait(&e->t, e->regath[u]); break;
-  case HSR_SCHED_GRAD_ZERO: data(e, shard_len(e, u) * 4); break;
-  default: break;
-  }
+static hsr_status x_optim(void *ctx, const hsr_sched_action *a) {
+  ev *e = ctx;
+  tl_compute(&e->t, shard_len(e, a->unit) * e->net->optim_ns_per_elem * 1e-9);
+  return ok(e);
 }
+
+static hsr_status x_regather(void *ctx, const hsr_sched_action *a, void **h) {
+  ev *e = ctx;
+  *h = handle(post(e, HSR_RT_GROUP_SHARD, HSR_OP_ALLGATHER, (double)a->count, e->pes));
+  return ok(e);
+}
+
+static hsr_status x_grad_zero(void *ctx, const hsr_sched_action *a) {
+  ev *e = ctx;
+  data(e, shard_len(e, a->unit) * 4);
+  return ok(e);
+}
+
+static hsr_status x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {
+  (void)grad;
+  ev *e = ctx;
+  data(e, unit_len(e, r->unit) * (4.0 + (double)e->res));
+  return ok(e);
+}
+
+static hsr_status x_stage1(void *ctx, hsr_sched_red *r) {
+  ev *e = ctx;
+  if (r->local)
+    data(e, shard_len(e, r->unit) * (double)e->res);
+  else
+    r->h = handle(
+        post(e, HSR_RT_GROUP_SHARD, r->scatter ? HSR_OP_REDUCE_SCATTER : HSR_OP_ALLREDUCE, (double)r->count, e->res));
+  return ok(e);
+}
+
+/* Stage 2 and rs_only's deferred all-reduce: the replicate group. */
+static hsr_status x_stage2(void *ctx, hsr_sched_red *r) {
+  ev *e = ctx;
+  r->h = handle(post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_ALLREDUCE, shard_len(e, r->unit), e->res));
+  return ok(e);
+}
+
+static hsr_status x_test(void *ctx, hsr_sched_red *r, int *done) {
+  ev *e = ctx;
+  *done = tl_done(&e->t, id_of(r->h));
+  return ok(e);
+}
+
+static hsr_status x_red_wait(void *ctx, hsr_sched_red *r) {
+  ev *e = ctx;
+  tl_wait(&e->t, id_of(r->h));
+  return ok(e);
+}
+
+static hsr_status x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
+  (void)stage;
+  ev *e = ctx;
+  double ls = shard_len(e, r->unit);
+  data(e, r->deferred ? ls * 4 : ls * 8 + (e->cfg->reduce_dtype != HSR_F32 ? ls * (4.0 + (double)e->res) : 0));
+  return ok(e);
+}
+
+/* Host: a finished stage 1 posts its replicate all-reduce at the next
+ * progress point, and a retire waits for its stages. CUDA: the reduce stream
+ * orders the stages; the program does not wait for them. */
+static const hsr_sched_exec exec_host = {.gather = x_gather,
+                                         .gather_wait = x_wait,
+                                         .reshard = x_reshard,
+                                         .grad_buf = x_grad_buf,
+                                         .norm = x_norm,
+                                         .optim = x_optim,
+                                         .regather = x_regather,
+                                         .regather_wait = x_wait,
+                                         .grad_zero = x_grad_zero,
+                                         .stage_cast = x_stage_cast,
+                                         .stage1 = x_stage1,
+                                         .stage2 = x_stage2,
+                                         .deferred_ar = x_stage2,
+                                         .test = x_test,
+                                         .wait = x_red_wait,
+                                         .accumulate = x_accumulate};
+static const hsr_sched_exec exec_gpu = {.gather = x_gather,
+                                        .gather_wait = x_wait,
+                                        .reshard = x_reshard,
+                                        .grad_buf = x_grad_buf,
+                                        .norm = x_norm,
+                                        .optim = x_optim,
+                                        .regather = x_regather,
+                                        .regather_wait = x_wait,
+                                        .grad_zero = x_grad_zero,
+                                        .stage_cast = x_stage_cast,
+                                        .stage1 = x_stage1,
+                                        .stage2 = x_stage2,
+                                        .deferred_ar = x_stage2,
+                                        .accumulate = x_accumulate};
 
 static void run(ev *e, hsr_status st, const hsr_sched_action *acts, int n) {
-  if (st != HSR_OK) e->err = st;
-  for (int i = 0; i < n && e->err == HSR_OK && e->t.err == HSR_OK; i++) act(e, &acts[i]);
+  if (st == HSR_OK && e->err == HSR_OK && e->t.err == HSR_OK)
+    st = hsr_sched_run(e->sc, acts, n, e->gpu ? &exec_gpu : &exec_host, e);
+  if (st != HSR_OK && e->err == HSR_OK) e->err = st;
 }
 
 static double fwd_s(const ev *e, int u) { return (e->m->unit_fwd_ms ? e->m->unit_fwd_ms[u] : e->m->fwd_ms) * 1e-3; }
@@ -313,13 +356,11 @@ hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const
   int *is_root = calloc((size_t)m->units, sizeof *is_root);
   ev e = {.m = m, .net = net, .cfg = &cfg, .shape = shapes, .S = S, .R = R, .gpu = net->device_is_gpu, .out = out};
   e.pes = hsr_dtype_size(cfg.param_dtype), e.res = hsr_dtype_size(cfg.reduce_dtype), e.last_reduce = -1;
-  e.gath = malloc(sizeof(int) * (size_t)m->units), e.regath = malloc(sizeof(int) * (size_t)m->units);
   hsr_prog_call *prog = NULL;
   hsr_rt_layout *lay = NULL;
   double params = 0;
-  hsr_status st = is_root && e.gath && e.regath ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
+  hsr_status st = is_root ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
   if (st == HSR_OK) {
-    for (int u = 0; u < m->units; u++) e.gath[u] = e.regath[u] = -1;
     if (m->root == HSR_TUNE_ROOT_LAST) is_root[m->units - 1] = 1;
     if (outer) is_root[0] = 1;
     st = hsr_tune_prog_nested(m->units, outer, cfg.micro_batches, &prog, &nprog);
@@ -334,7 +375,7 @@ hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const
   if (st == HSR_OK) st = ledger(&e, is_root, prog, nprog, params);
   hsr_sched_free(e.sc);
   hsr_rt_layout_free(lay);
-  free(prog), free(is_root), free(e.gath), free(e.regath), free(e.q);
+  free(prog), free(is_root);
   return st;
 }
 

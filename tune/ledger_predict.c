@@ -1,16 +1,16 @@
 /* The memory ledger predicted from sizes and policy: the runtime's own
- * schedule (hsr/schedule.h, runtime/schedule.c: the decisions the engine
- * executes) evaluated over a program of lifecycle calls, with the buffers of
- * each action taken from and returned to a model of the engine's pool.
- * Every decision depends on program order only, so the prediction is exact;
- * tests/mr_sched.c (sched_ledger_4, sched_ledger_8) holds it against the
- * engine's measured ledgers. */
+ * schedule (runtime/sched: the decisions the engine executes) run over a
+ * program of lifecycle calls by the same interpreter (hsr_sched_run), with
+ * an executor that only takes buffers from and returns them to a model of
+ * the engine's pool. Every decision depends on program order only, so the
+ * prediction is exact; tests/mr_sched.c (sched_ledger_4, sched_ledger_8)
+ * holds it against the engine's measured ledgers. */
 #include <stdlib.h>
 
-#include "hsr/schedule.h"
+#include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
 
-/* The pool (runtime/pool.c): a buffer comes back only for the same category
+/* The pool (runtime/engine/pool.c): a buffer comes back only for the same category
  * and size; memory held grows only when none of those is free. */
 typedef struct {
   hsr_mem_cat cat;
@@ -69,19 +69,24 @@ static void phase(sim *s, hsr_phase p, int unit) {
   hsr_ledger_set_phase(s->use, p, unit, s->step + 1);
 }
 
-/* The buffers of each action, in the order the engine takes and returns them. */
-static void apply(sim *s, const hsr_sched *sc, hsr_status st, const hsr_sched_action *acts, int n) {
-  if (st != HSR_OK) {
-    s->err = st;
-    return;
-  }
-  for (int i = 0; i < n && s->err == HSR_OK; i++) {
-    hsr_sched_bufop ops[HSR_SCHED_MAX_BUFOPS];
-    int nops = 0;
-    s->err = hsr_sched_buffers(sc, &acts[i], ops, &nops);
-    for (int k = 0; k < nops && s->err == HSR_OK; k++)
-      ops[k].get ? get(s, ops[k].cat, ops[k].bytes) : put(s, ops[k].cat, ops[k].bytes);
-  }
+/* The executor: the pool alone (every other effect is none). */
+static hsr_status x_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
+  (void)unit, (void)p;
+  sim *s = ctx;
+  get(s, b->cat, b->bytes);
+  return s->err;
+}
+
+static void x_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
+  (void)unit, (void)p;
+  put(ctx, b->cat, b->bytes);
+}
+
+static const hsr_sched_exec pool_only = {.get = x_get, .put = x_put};
+
+static void apply(sim *s, hsr_sched *sc, hsr_status st, const hsr_sched_action *acts, int n) {
+  if (st == HSR_OK) st = hsr_sched_run(sc, acts, n, &pool_only, s);
+  if (st != HSR_OK && s->err == HSR_OK) s->err = st;
 }
 
 static void call(sim *s, hsr_sched *sc, const hsr_prog_call *c) {

@@ -288,7 +288,7 @@ void hsr_tune_plan_free(hsr_tune_plan *p) {
 const char *hsr_tune_label(const hsr_tune_result *r, char *buf, size_t len) {
   if (!r || !buf || !len) return "";
   char res[24] = "";
-  int sharded = r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
+  int sharded = hsr_rt_strategy_sharding(r->cfg.strategy).params;
   if (sharded) {
     if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
       snprintf(res, sizeof res, " partial:%d", r->cfg.partial_k);

@@ -42,9 +42,7 @@ static double fabric(const hsr_tune_result *r) {
   return f;
 }
 
-static int sharded(const hsr_tune_result *r) {
-  return r->cfg.strategy == HSR_RT_FSDP || r->cfg.strategy == HSR_RT_HYBRID;
-}
+static int sharded(const hsr_tune_result *r) { return hsr_rt_strategy_sharding(r->cfg.strategy).params; }
 
 static const char *where_of(const hsr_tune_shape *s, const hsr_tune_net *net) {
   if (s->n <= 1) return "on the rank itself";
@@ -217,7 +215,7 @@ static void emit_fsdp2(out *w, const hsr_tune_result *r) {
   const char *pd = r->cfg.param_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
   const char *rd = r->cfg.reduce_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
   put(w, "import torch\nfrom torch.distributed.device_mesh import init_device_mesh\n");
-  if (r->cfg.strategy == HSR_RT_DDP || r->cfg.strategy == HSR_RT_ZERO1 || r->cfg.strategy == HSR_RT_ZERO2) {
+  if (!hsr_rt_strategy_sharding(r->cfg.strategy).params) {
     put(w, "from torch.nn.parallel import DistributedDataParallel as DDP\n\n");
     put(w, "mesh = init_device_mesh(\"cuda\", (%d,), mesh_dim_names=(\"dp\",))\n", r->R * r->S);
     put(w, "model = DDP(model, process_group=mesh.get_group())\n");

@@ -3,7 +3,7 @@
 #ifndef HSR_TUNE_INT_H
 #define HSR_TUNE_INT_H
 
-#include "hsr/trace.h"
+#include "runtime/io/trace.h"
 #include "hsr/tune.h"
 
 /* A lane runs its collectives one after the other, in posting order: a

@@ -114,7 +114,8 @@ typedef struct hsr_ckpt_stats {
  * optimizer groups) and the program's state as root/<name>, then points
  * root/latest at it. Call between steps (after hsr_rt_step/zero_grad).
  * Memory: a staging buffer per rank (at most 8 MiB and HSR_CKPT_BUFFER; the
- * ledger's "ckpt_staging"); the model is never gathered. stats may be NULL. */
+ * ledger's "ckpt_staging"); the model is never gathered. stats may be NULL.
+ * Commits the engine first if the program has not (hsr_rt_commit). */
 HSR_API hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts *opts, hsr_ckpt_stats *stats);
 
 /* Loads a checkpoint into the engine, on any mesh, strategy, reshard policy
@@ -127,7 +128,8 @@ HSR_API hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_sa
  * master weights, moments, the parameters (cast of the masters), the step
  * and each group's learning rate (the program's betas, eps, weight decay and
  * clip stay; a difference is logged). program (may be NULL) receives the
- * saved program state. Call after registration, between steps. */
+ * saved program state. Call after registration, between steps; commits the
+ * engine first if the program has not (hsr_rt_commit). */
 HSR_API hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, hsr_ckpt_stats *stats);
 
 /* The checkpoint directory `path` denotes: path itself when it holds a

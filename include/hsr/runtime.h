@@ -173,6 +173,13 @@ HSR_API hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out);          
 /* host | cuda | cuda:N (cuda = automatic ordinal, -1). */
 HSR_API hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal);
 HSR_API const char *hsr_rt_strategy_name(hsr_rt_strategy s);
+/* What a strategy shards over the shard group, decided here only: the
+ * parameters (fsdp, hybrid) and the gradients (zero2, fsdp, hybrid); every
+ * strategy shards the optimizer state (ddp has S = 1). */
+typedef struct hsr_rt_sharding {
+  int params, grads;
+} hsr_rt_sharding;
+HSR_API hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s);
 HSR_API const char *hsr_rt_sync_name(hsr_rt_sync s);
 /* Checks a configuration against a world size, filling *S and *R where the
  * config leaves them to the engine (auto_shard: the value for shard = 0). */
@@ -203,8 +210,13 @@ HSR_API hsr_status hsr_rt_destroy(hsr_rt *rt);
 HSR_API hsr_status hsr_rt_unit_add(hsr_rt *rt, const char *name, int is_root, int *unit);
 HSR_API hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int ndim, const int64_t *shape, int group);
 /* Closes registration: layout, buffers, and the cross-rank comparison of the
- * (config, mesh, layout) hash. Collective. Called implicitly by the first
- * hsr_rt_param_init or forward_begin. */
+ * (config, mesh, layout) hash. Collective; once (later calls return HSR_OK).
+ * The calls that start work commit first if the program has not:
+ * hsr_rt_param_init, hsr_rt_param_read, hsr_rt_forward_begin,
+ * hsr_rt_backward_begin, hsr_rt_step, hsr_rt_zero_grad, hsr_ckpt_save and
+ * hsr_ckpt_load; every rank must then reach that call (a commit is
+ * collective). A commit that fails after the layout was fixed leaves the
+ * engine unusable: every later call returns HSR_ERR_STATE with the reason. */
 HSR_API hsr_status hsr_rt_commit(hsr_rt *rt);
 /* Initial values of a parameter (f32, full size, the same on every rank);
  * each rank keeps its shard. */

@@ -9,7 +9,7 @@
  *     (hsr_tune_volume): bytes sent, received and across nodes per rank, as
  *     the communicators count them, and the stages that take time;
  *  3. one layout evaluated (hsr_tune_eval): the runtime's own schedule
- *     (hsr/schedule.h) walked over one training step gives every collective
+ *     (runtime/sched/schedule.h, internal) run over one training step gives every collective
  *     and buffer; a timeline of the program and its communicators gives step,
  *     communication and exposed time; the ledger comes from
  *     hsr_tune_ledger_predict (hsr/tune_ledger.h);

@@ -2,7 +2,7 @@
  * and the wrap-granularity diagnostic. Pure functions: no I/O, no
  * communication.
  *
- * The prediction evaluates the runtime's schedule (hsr/schedule.h: the
+ * The prediction evaluates the runtime's schedule (runtime/sched/schedule.h, internal: the
  * decisions the engine executes, which depend on program order only, never
  * on timing) over a program: the sequence of lifecycle calls of one training
  * step, and applies each action's buffers to a model of the engine's pool.

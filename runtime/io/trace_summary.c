@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/trace.h"
+#include "trace.h"
 
 static int cmp_ival(const void *x, const void *y) {
   double d = ((const hsr_ival *)x)->a - ((const hsr_ival *)y)->a;

@@ -1,7 +1,8 @@
-/* The engine's lifecycle: forward/backward begin and end, the gathers,
- * reshard and release of full units, the prefetch the schedule decides, the
- * views, and the public lifecycle calls (timed and traced). Each call asks
- * the schedule (hsr/schedule.h) what to do and runs its actions in order. */
+/* The engine's lifecycle: forward/backward begin and end, the engine as the
+ * schedule's executor (its table, and the gathers, reshard and release of
+ * full units), the views, and the public lifecycle calls (timed and traced).
+ * Each call asks the schedule (runtime/sched/schedule.h) what to do and runs
+ * its actions through the interpreter (hsr_sched_run). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,21 +19,15 @@ const char *hsr_rt_group_name(hsr_rt_group g) {
 }
 
 /* ---- the event hook ---- */
-void rt_event(hsr_rt *rt, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0, uint64_t t1) {
-  rt_event_in(rt, 0, kind, unit, group, bytes, t0, t1);
-}
-
-void rt_event_in(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0,
-                 uint64_t t1) {
-  /* group < -1: a local copy in place of a collective in group -group-2 */
-  int collective = group >= -1;
-  if (!collective) group = -group - 2;
+void rt_event(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, int collective, size_t bytes,
+              uint64_t t0, uint64_t t1) {
   hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
   rt_obs_event(rt->obs, step, kind, unit, group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL, collective, bytes,
                t0, t1);
   if (hsr_log_enabled(HSR_LOG_DEBUG))
-    HSR_LOG_D("rt: %s unit %d group %s bytes %zu %.1f us", rt_event_name(kind), unit,
-              group >= 0 ? hsr_rt_group_name((hsr_rt_group)group) : "-", bytes, (double)(t1 - t0) / 1e3);
+    HSR_LOG_D("rt: %s unit %d group %s%s bytes %zu %.1f us", rt_event_name(kind), unit,
+              group >= 0 ? hsr_rt_group_name((hsr_rt_group)group) : "-", collective ? "" : " (local copy)", bytes,
+              (double)(t1 - t0) / 1e3);
 }
 
 hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, uint64_t *t1) {
@@ -63,105 +58,149 @@ hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, ui
   return st;
 }
 
-/* ---- gathers, reshard, release ---- */
+/* ---- the engine as the schedule's executor: gathers, reshard, release ---- */
 /* The schedule chose the source (shard or partial slice) and the group; a
- * one-rank group is a local copy. */
-hsr_status rt_gather_start(hsr_rt *rt, const hsr_sched_action *a) {
+ * one-rank group is a local copy (no handle). */
+hsr_status rt_x_gather(void *ctx, const hsr_sched_action *a, void **h) {
+  hsr_rt *rt = ctx;
   int ui = a->unit;
   rt_unit *u = &rt->units[ui];
-  HSR_CHECK(rt_buf_get(rt, HSR_SCHED_BUF_FULL, ui, &u->full));
+  if (rt->opt) rt_optim_close(rt, rt->opt->now); /* the step-end prefetch: at the end of the update before it */
   u->gt0 = hsr_clock_ns();
   u->gstep = rt_obs_step_now(rt->obs);
-  u->greq = NULL;
+  hsr_req *req = NULL;
   /* the shard (optimizer) and the partial slice (forward_end) were written on compute */
   HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt)));
-  void *src = a->partial ? u->partial : u->shard;
+  void *full = rt_buf(rt, ui, HSR_SCHED_BUF_FULL);
+  const void *src = rt_buf(rt, ui, a->partial ? HSR_SCHED_BUF_PARTIAL : HSR_SCHED_BUF_PARAM);
   hsr_comm *c = a->partial ? rt->part_c : rt->shard_c;
   if (a->local) {
-    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, u->full, src, a->count * rt->pes, GS(rt)));
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, full, src, a->count * rt->pes, GS(rt)));
   } else {
     if (!a->partial) HSR_CHECK(rt_dev_use(rt->dv, c, GS(rt))); /* the partial group is bound at creation */
-    RT_TIMED(rt, RT_T_POST, hsr_comm_allgather(c, src, u->full, a->count, rt->cfg.param_dtype, &u->greq));
+    RT_TIMED(rt, RT_T_POST, hsr_comm_allgather(c, src, full, a->count, rt->cfg.param_dtype, &req));
   }
+  *h = req;
   HSR_CHECK(rt_dev_gather_issued(rt->dv, ui));
-  rt_event(rt, RT_EV_ISSUE, ui, a->local ? -a->group - 2 : a->group, a->count * rt->pes, u->gt0, hsr_clock_ns());
+  rt_event(rt, 0, RT_EV_ISSUE, ui, a->group, !a->local, a->count * rt->pes, u->gt0, hsr_clock_ns());
   int live = hsr_sched_live(rt->sched);
   if (live > rt->stats.max_live_full) rt->stats.max_live_full = live;
+  if (rt->opt) rt_optim_open(rt);
   return HSR_OK;
 }
 
-hsr_status rt_gather_wait(hsr_rt *rt, const hsr_sched_action *a) {
+hsr_status rt_x_gather_wait(void *ctx, const hsr_sched_action *a, void *h) {
+  hsr_rt *rt = ctx;
   int ui = a->unit;
   rt_unit *u = &rt->units[ui];
+  if (rt->opt) rt_optim_close(rt, hsr_clock_ns()); /* the step-end prefetch */
   uint64_t t0, t1;
-  hsr_req *r = u->greq;
-  u->greq = NULL;
+  hsr_req *r = h;
   hsr_status st = rt_wait_req(rt, r, u->gt0, &t0, &t1);
   if (st == HSR_OK) st = rt_dev_gather_consume(rt->dv, ui); /* compute waits for the gather */
   if (st != HSR_OK)
     return hsr_error(st, "runtime: gather of unit '%s' (%s group) failed: %s", u->name,
                      hsr_rt_group_name((hsr_rt_group)a->group), hsr_last_error());
-  rt_event_in(rt, u->gstep, RT_EV_GATHER, ui, r ? a->group : -a->group - 2, a->count * rt->pes, t0, t1);
-  if (a->partial) { /* the 1/K copy has served its purpose */
-    rt_mem_put(rt, u->partial);
-    u->partial = NULL;
-  }
-  return HSR_OK;
+  rt_event(rt, u->gstep, RT_EV_GATHER, ui, a->group, r != NULL, a->count * rt->pes, t0, t1);
+  return HSR_OK; /* the interpreter returns the partial slice it read */
 }
 
-static hsr_status reshard(hsr_rt *rt, const hsr_sched_action *a) {
-  rt_unit *u = &rt->units[a->unit];
+hsr_status rt_x_reshard(void *ctx, const hsr_sched_action *a) {
+  hsr_rt *rt = ctx;
   uint64_t t0 = hsr_clock_ns();
   size_t kept = a->count * rt->pes;
-  if (a->partial) { /* this rank's 1/K of the unit, for the backward gather in the partial group */
-    HSR_CHECK(rt_buf_get(rt, HSR_SCHED_BUF_PARTIAL, a->unit, &u->partial));
+  if (a->partial) /* this rank's 1/K of the unit, for the backward gather in the partial group */
     RT_TIMED(rt, RT_T_DATA,
-             hsr_device_copy(rt->dev, u->partial, (char *)u->full + (size_t)rt->prank * kept, kept, CS(rt)));
-  }
-  rt_mem_put(rt, u->full);
-  u->full = NULL;
-  rt_event(rt, RT_EV_RESHARD, a->unit, a->group, kept, t0, hsr_clock_ns());
+             hsr_device_copy(rt->dev, rt_buf(rt, a->unit, HSR_SCHED_BUF_PARTIAL),
+                             (char *)rt_buf(rt, a->unit, HSR_SCHED_BUF_FULL) + (size_t)rt->prank * kept, kept, CS(rt)));
+  rt_event(rt, 0, RT_EV_RESHARD, a->unit, a->group, 1, kept, t0, hsr_clock_ns());
   return HSR_OK;
 }
 
-/* Runs a lifecycle call's actions (hsr/schedule.h) in order. */
-static hsr_status run(hsr_rt *rt, const hsr_sched_action *acts, int n) {
-  for (int i = 0; i < n; i++) {
-    const hsr_sched_action *a = &acts[i];
-    rt_unit *u = a->unit >= 0 ? &rt->units[a->unit] : NULL;
-    switch (a->op) {
-    case HSR_SCHED_GATHER: HSR_CHECK(rt_gather_start(rt, a)); break;
-    case HSR_SCHED_WAIT: HSR_CHECK(rt_gather_wait(rt, a)); break;
-    case HSR_SCHED_RESHARD: HSR_CHECK(reshard(rt, a)); break;
-    case HSR_SCHED_RELEASE: {
-      uint64_t t0 = hsr_clock_ns();
-      rt_mem_put(rt, u->full);
-      u->full = NULL;
-      rt_event(rt, RT_EV_RELEASE, a->unit, -1, 0, t0, hsr_clock_ns());
-      break;
-    }
-    case HSR_SCHED_GRAD_BUF:
-      HSR_CHECK(rt_buf_get(rt, HSR_SCHED_BUF_GRAD, a->unit, (void **)&u->gfull));
-      RT_TIMED(rt, RT_T_DATA, rt_zero(rt, u->gfull, u->L * 4));
-      break;
-    case HSR_SCHED_REDUCE: HSR_CHECK(rt_red_start(rt, a)); break;
-    case HSR_SCHED_DEFERRED_AR: HSR_CHECK(rt_red_deferred(rt, a)); break;
-    case HSR_SCHED_PROGRESS: HSR_CHECK(rt_red_advance(rt)); break;
-    case HSR_SCHED_RETIRE: HSR_CHECK(rt_red_retire(rt, a)); break;
-    default:
-      return hsr_error(HSR_ERR_INTERNAL, "runtime: the schedule's lifecycle call holds a %s action",
-                       hsr_sched_op_name(a->op));
-    }
-  }
+hsr_status rt_x_release(void *ctx, const hsr_sched_action *a) {
+  hsr_rt *rt = ctx;
+  uint64_t t0 = hsr_clock_ns();
+  rt_event(rt, 0, RT_EV_RELEASE, a->unit, -1, 1, 0, t0, hsr_clock_ns());
   return HSR_OK;
+}
+
+hsr_status rt_x_grad_buf(void *ctx, const hsr_sched_action *a) {
+  hsr_rt *rt = ctx;
+  RT_TIMED(rt, RT_T_DATA, rt_zero(rt, rt_buf(rt, a->unit, HSR_SCHED_BUF_GRAD), rt->units[a->unit].L * 4));
+  return HSR_OK;
+}
+
+/* The engine as an executor: every callback, on host and on the device
+ * (where the streams order the reduction stages: nothing to test). */
+static const hsr_sched_exec exec_host = {
+    .get = rt_pool_get,
+    .put = rt_pool_put,
+    .setup = rt_x_setup,
+    .gather = rt_x_gather,
+    .gather_wait = rt_x_gather_wait,
+    .reshard = rt_x_reshard,
+    .release = rt_x_release,
+    .grad_buf = rt_x_grad_buf,
+    .norm = rt_x_norm,
+    .optim = rt_x_optim,
+    .regather = rt_x_regather,
+    .regather_wait = rt_x_regather_wait,
+    .grad_zero = rt_x_grad_zero,
+    .stage_cast = rt_x_stage_cast,
+    .stage1 = rt_x_stage1,
+    .stage1_done = rt_x_stage1_done,
+    .stage2 = rt_x_stage2,
+    .deferred_ar = rt_x_deferred_ar,
+    .test = rt_x_test,
+    .wait = rt_x_wait,
+    .accumulate = rt_x_accumulate,
+};
+static const hsr_sched_exec exec_gpu = {
+    .get = rt_pool_get,
+    .put = rt_pool_put,
+    .setup = rt_x_setup,
+    .gather = rt_x_gather,
+    .gather_wait = rt_x_gather_wait,
+    .reshard = rt_x_reshard,
+    .release = rt_x_release,
+    .grad_buf = rt_x_grad_buf,
+    .norm = rt_x_norm,
+    .optim = rt_x_optim,
+    .regather = rt_x_regather,
+    .regather_wait = rt_x_regather_wait,
+    .grad_zero = rt_x_grad_zero,
+    .stage_cast = rt_x_stage_cast,
+    .stage1 = rt_x_stage1,
+    .stage1_done = rt_x_stage1_done,
+    .stage2 = rt_x_stage2,
+    .deferred_ar = rt_x_deferred_ar,
+    .test = NULL,
+    .wait = rt_x_wait,
+    .accumulate = rt_x_accumulate,
+};
+
+const hsr_sched_exec *rt_exec_of(int gpu) { return gpu ? &exec_gpu : &exec_host; }
+
+hsr_status rt_run(hsr_rt *rt, const hsr_sched_action *acts, int n) {
+  return hsr_sched_run(rt->sched, acts, n, rt->exec, rt);
 }
 
 /* ---- the lifecycle ---- */
+hsr_status rt_need_committed(const hsr_rt *rt, const char *what) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  if (rt->commit == RT_COMMITTED) return HSR_OK;
+  if (rt->commit == RT_BROKEN)
+    return hsr_error(HSR_ERR_STATE, "%s: the engine's commit failed earlier (%s); destroy it", what, rt->commit_msg);
+  return hsr_error(HSR_ERR_STATE,
+                   "%s: the engine is not committed (hsr_rt_commit, or a call that commits: see hsr/runtime.h)", what);
+}
+
+/* Checks only (no collective): the runtime and the unit exist. */
 hsr_status rt_check_unit(hsr_rt *rt, int ui, const char *what) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
   if (ui < 0 || ui >= rt->nunits)
     return hsr_error(HSR_ERR_INVALID, "%s: unit %d does not exist (%d units)", what, ui, rt->nunits);
-  return hsr_rt_commit(rt);
+  return HSR_OK;
 }
 
 static hsr_status window_free(const rt_unit *u, const char *what) {
@@ -169,33 +208,37 @@ static hsr_status window_free(const rt_unit *u, const char *what) {
   return hsr_error(HSR_ERR_STATE, "%s(%s): the unit is already inside a forward or backward window", what, u->name);
 }
 
+/* The begin calls commit first (collective, once: hsr/runtime.h says which
+ * calls do); an end call follows its begin, which did. */
 static hsr_status forward_begin(hsr_rt *rt, int ui) {
   HSR_CHECK(rt_check_unit(rt, ui, "forward_begin"));
+  HSR_CHECK(hsr_rt_commit(rt));
   rt_obs_phase(rt->obs, HSR_PHASE_FORWARD, ui);
   rt_unit *u = &rt->units[ui];
   HSR_CHECK(window_free(u, "forward_begin"));
   const hsr_sched_action *acts;
   int n;
   HSR_CHECK(hsr_sched_forward_begin(rt->sched, ui, &acts, &n));
-  HSR_CHECK(run(rt, acts, n));
+  HSR_CHECK(rt_run(rt, acts, n));
   u->in_fwd = 1;
   return HSR_OK;
 }
 
 static hsr_status forward_end(hsr_rt *rt, int ui) {
   HSR_CHECK(rt_check_unit(rt, ui, "forward_end"));
-  rt_obs_phase(rt->obs, HSR_PHASE_FORWARD, ui);
   rt_unit *u = &rt->units[ui];
   if (!u->in_fwd) return hsr_error(HSR_ERR_STATE, "forward_end(%s) without forward_begin", u->name);
+  rt_obs_phase(rt->obs, HSR_PHASE_FORWARD, ui);
   u->in_fwd = 0;
   const hsr_sched_action *acts;
   int n;
   HSR_CHECK(hsr_sched_forward_end(rt->sched, ui, &acts, &n));
-  return run(rt, acts, n);
+  return rt_run(rt, acts, n);
 }
 
 static hsr_status backward_begin(hsr_rt *rt, int ui) {
   HSR_CHECK(rt_check_unit(rt, ui, "backward_begin"));
+  HSR_CHECK(hsr_rt_commit(rt));
   rt_obs_phase(rt->obs, HSR_PHASE_BACKWARD, ui);
   rt_unit *u = &rt->units[ui];
   HSR_CHECK(window_free(u, "backward_begin"));
@@ -208,21 +251,21 @@ static hsr_status backward_begin(hsr_rt *rt, int ui) {
   const hsr_sched_action *acts;
   int n;
   HSR_CHECK(hsr_sched_backward_begin(rt->sched, ui, &acts, &n));
-  HSR_CHECK(run(rt, acts, n));
+  HSR_CHECK(rt_run(rt, acts, n));
   u->in_bwd = 1;
   return HSR_OK;
 }
 
 static hsr_status backward_end(hsr_rt *rt, int ui) {
   HSR_CHECK(rt_check_unit(rt, ui, "backward_end"));
-  rt_obs_phase(rt->obs, HSR_PHASE_REDUCE, ui);
   rt_unit *u = &rt->units[ui];
   if (!u->in_bwd) return hsr_error(HSR_ERR_STATE, "backward_end(%s) without backward_begin", u->name);
+  rt_obs_phase(rt->obs, HSR_PHASE_REDUCE, ui);
   u->in_bwd = 0;
   const hsr_sched_action *acts;
   int n;
   HSR_CHECK(hsr_sched_backward_end(rt->sched, ui, &acts, &n));
-  return run(rt, acts, n);
+  return rt_run(rt, acts, n);
 }
 
 /* ---- views ---- */
@@ -243,7 +286,7 @@ hsr_status hsr_rt_param_view(hsr_rt *rt, const char *name, void **ptr) {
                      "view of parameter '%s' outside its window: unit '%s' is not between forward_begin/forward_end "
                      "or backward_begin/backward_end",
                      name, u->name);
-  *ptr = (char *)u->full + p.offset * rt->pes;
+  *ptr = (char *)rt_full(rt, p.unit) + p.offset * rt->pes;
   return HSR_OK;
 }
 
@@ -258,7 +301,7 @@ hsr_status hsr_rt_grad_view(hsr_rt *rt, const char *name, float **ptr) {
                      "gradient view of '%s' outside its window: unit '%s' is not between "
                      "backward_begin and backward_end",
                      name, u->name);
-  *ptr = u->gfull + p.offset;
+  *ptr = rt_f32(rt, p.unit, HSR_SCHED_BUF_GRAD) + p.offset;
   return HSR_OK;
 }
 
@@ -297,7 +340,7 @@ hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path) {
     const hsr_sched_action *acts;
     int n;
     gst = hsr_sched_settle(rt->sched, &acts, &n);
-    if (gst == HSR_OK) gst = run(rt, acts, n);
+    if (gst == HSR_OK) gst = rt_run(rt, acts, n);
   }
   if (!t) HSR_CHECK(hsr_trace_create(hsr_boot_rank(rt->boot), &empty)); /* still collective: write no spans */
   hsr_status st = hsr_trace_write(t ? t : empty, rt->boot, path);       /* collective: written even after an error */

@@ -16,11 +16,12 @@
 #include <unistd.h>
 
 #include "ckpt_int.h"
-#include "engine.h"
 #include "hsr/config.h"
+#include "runtime/engine/state.h"
 
 typedef struct save_ctx {
   hsr_rt *rt;
+  rt_state_info in; /* the engine, read-only */
   const char *root;
   char name[CKPT_NAME_MAX], dir[4096], file[64], path[4200];
   int rank, world;
@@ -99,8 +100,8 @@ static hsr_status prepare_dirs(save_ctx *x) {
 
 static hsr_status prepare(save_ctx *x, const hsr_ckpt_save_opts *o) {
   hsr_rt *rt = x->rt;
-  HSR_CHECK(ckpt_check_idle(rt, "save", 0));
-  HSR_CHECK(ckpt_fault_parse(rt->step, &x->fault));
+  HSR_CHECK(rt_state_idle(rt, "save", 0));
+  HSR_CHECK(ckpt_fault_parse(x->in.step, &x->fault));
   HSR_CHECK(ckpt_block_bytes(&x->block));
   ckpt_crc_init(&x->crc, x->block);
   if (o && o->name) {
@@ -108,7 +109,7 @@ static hsr_status prepare(save_ctx *x, const hsr_ckpt_save_opts *o) {
       return hsr_error(HSR_ERR_INVALID, "checkpoint name '%s' is not a plain name ([A-Za-z0-9._-])", o->name);
     snprintf(x->name, sizeof x->name, "%s", o->name);
   } else {
-    snprintf(x->name, sizeof x->name, "step-%08" PRId64, rt->step);
+    snprintf(x->name, sizeof x->name, "step-%08" PRId64, x->in.step);
   }
   HSR_CHECK(ckpt_path(x->dir, sizeof x->dir, x->root, x->name));
   x->program = o ? o->program : NULL;
@@ -135,7 +136,8 @@ static hsr_status prepare(save_ctx *x, const hsr_ckpt_save_opts *o) {
 
 #define CKPT_DIRECT ((size_t)256 << 10)
 
-static float *state_of(rt_unit *u, int k) { return k == 0 ? u->master : k == 1 ? u->m : u->v; }
+/* The kinds a checkpoint holds, in each piece's order. */
+static const rt_state_kind saved[CKPT_KINDS] = {RT_STATE_MASTER, RT_STATE_M, RT_STATE_V};
 
 typedef struct writer {
   save_ctx *x;
@@ -147,7 +149,7 @@ typedef struct writer {
 static hsr_status w_flush(writer *w) {
   hsr_rt *rt = w->x->rt;
   if (!w->fill) return HSR_OK;
-  if (rt_dev_gpu(rt->dv)) HSR_CHECK(rt_dev_sync(rt->dv, CS(rt))); /* the copies out of device memory landed */
+  if (w->x->in.gpu) HSR_CHECK(rt_state_sync(rt)); /* the copies out of device memory landed */
   HSR_CHECK(ckpt_crc_feed(&w->x->crc, w->buf, w->fill));
   HSR_CHECK(ckpt_write_all(w->fd, w->buf, w->fill, w->x->path));
   w->fill = 0;
@@ -158,14 +160,14 @@ static hsr_status w_flush(writer *w) {
 static hsr_status w_append(writer *w, const void *src, size_t n) {
   hsr_rt *rt = w->x->rt;
   const char *s = src;
-  if (!rt_dev_gpu(rt->dv) && n >= CKPT_DIRECT) { /* host memory: large pieces go out without a copy */
+  if (!w->x->in.gpu && n >= CKPT_DIRECT) { /* host memory: large pieces go out without a copy */
     HSR_CHECK(w_flush(w));
     HSR_CHECK(ckpt_crc_feed(&w->x->crc, s, n));
     return ckpt_write_all(w->fd, s, n, w->x->path);
   }
   while (n) {
     size_t take = w->cap - w->fill < n ? w->cap - w->fill : n;
-    HSR_CHECK(hsr_device_copy(rt->dev, w->buf + w->fill, s, take, CS(rt)));
+    HSR_CHECK(rt_state_copy(rt, w->buf + w->fill, s, take));
     w->fill += take;
     s += take;
     n -= take;
@@ -177,7 +179,7 @@ static hsr_status w_append(writer *w, const void *src, size_t n) {
 static hsr_status write_pieces(save_ctx *x, writer *w, const ckpt_piece *pc, int np) {
   for (int i = 0; i < np; i++)
     for (int k = 0; k < CKPT_KINDS; k++)
-      HSR_CHECK(w_append(w, state_of(&x->rt->units[pc[i].unit], k) + pc[i].local, pc[i].count * 4));
+      HSR_CHECK(w_append(w, (float *)rt_state_ptr(x->rt, pc[i].unit, saved[k]) + pc[i].local, pc[i].count * 4));
   return w_flush(w);
 }
 
@@ -186,7 +188,7 @@ static hsr_status write_data(save_ctx *x) {
   hsr_rt *rt = x->rt;
   ckpt_piece *pc;
   int np, rep, sh;
-  HSR_CHECK(hsr_mesh_coords(rt->mesh, x->rank, &rep, &sh));
+  HSR_CHECK(hsr_mesh_coords(x->in.mesh, x->rank, &rep, &sh));
   HSR_CHECK(ckpt_pieces(rt, rep, sh, &pc, &np));
   for (int i = 0; i < np; i++) x->bytes += 12 * pc[i].count;
   snprintf(x->file, sizeof x->file, "data-%08x-%05d.bin", x->id, x->rank);
@@ -203,7 +205,7 @@ static hsr_status write_data(save_ctx *x) {
   char tmp[4300];
   snprintf(tmp, sizeof tmp, "%s.tmp", x->path);
   double t0 = hsr_clock_s();
-  if (st == HSR_OK) st = rt_dev_quiesce(rt->dv); /* the optimizer's updates are in the state */
+  if (st == HSR_OK) st = rt_state_quiesce(rt); /* the optimizer's updates are in the state */
   if (st == HSR_OK) st = ckpt_stage_alloc(rt, cap, (void **)&w.buf);
   if (st == HSR_OK && (w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
     st = hsr_error(HSR_ERR_IO, "creating checkpoint data file '%s' failed: %s", tmp, strerror(errno));
@@ -240,7 +242,7 @@ static hsr_status collect_ranges(save_ctx *x, const int *fidx, rlist *rl) {
     if (fidx[r] < 0) continue;
     ckpt_piece *pc;
     int np, rep, sh;
-    HSR_CHECK(hsr_mesh_coords(rt->mesh, r, &rep, &sh));
+    HSR_CHECK(hsr_mesh_coords(x->in.mesh, r, &rep, &sh));
     HSR_CHECK(ckpt_pieces(rt, rep, sh, &pc, &np));
     uint64_t off = 0;
     for (int i = 0; i < np; i++) {
@@ -264,16 +266,17 @@ static hsr_status collect_ranges(save_ctx *x, const int *fidx, rlist *rl) {
   return HSR_OK;
 }
 
-static cJSON *tensor_json(hsr_rt *rt, int i, rlist *l) {
+static cJSON *tensor_json(hsr_rt *rt, const rt_state_info *in, int i, rlist *l) {
   hsr_rt_param_info p;
-  if (hsr_rt_layout_param(rt->layout, i, &p) != HSR_OK) return NULL;
+  rt_state_unit un;
+  if (hsr_rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
   cJSON *t = cJSON_CreateObject(), *sh, *ra;
   cJSON_AddStringToObject(t, "name", p.name);
   sh = cJSON_AddArrayToObject(t, "shape");
   for (int d = 0; d < p.ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)p.shape[d]));
   cJSON_AddStringToObject(t, "dtype", "f32");
   cJSON_AddNumberToObject(t, "numel", (double)p.numel);
-  cJSON_AddStringToObject(t, "unit", rt->units[p.unit].name);
+  cJSON_AddStringToObject(t, "unit", un.name);
   cJSON_AddNumberToObject(t, "unit_index", p.unit);
   cJSON_AddNumberToObject(t, "offset", (double)p.offset);
   cJSON_AddNumberToObject(t, "group", p.group);
@@ -294,13 +297,14 @@ static cJSON *tensor_json(hsr_rt *rt, int i, rlist *l) {
 
 static void add_head(save_ctx *x, cJSON *m) {
   hsr_rt *rt = x->rt;
-  const hsr_rt_config *c = &rt->cfg;
+  const rt_state_info *in = &x->in;
+  const hsr_rt_config *c = in->cfg;
   char rs[32];
   cJSON_AddStringToObject(m, "format", CKPT_FORMAT);
   cJSON_AddNumberToObject(m, "format_version", HSR_CKPT_FORMAT_VERSION);
   cJSON_AddStringToObject(m, "hsr_version", HSR_VERSION_STRING);
   cJSON_AddStringToObject(m, "git_hash", HSR_GIT_HASH);
-  cJSON_AddNumberToObject(m, "step", (double)rt->step);
+  cJSON_AddNumberToObject(m, "step", (double)in->step);
   cJSON *opt = cJSON_AddObjectToObject(m, "optimizer"), *ga;
   cJSON_AddStringToObject(opt, "kind", "adamw");
   char clip[40];
@@ -318,27 +322,29 @@ static void add_head(save_ctx *x, cJSON *m) {
   }
   cJSON *mesh = cJSON_AddObjectToObject(m, "mesh");
   cJSON_AddNumberToObject(mesh, "world", x->world);
-  cJSON_AddNumberToObject(mesh, "replicate", rt->R);
-  cJSON_AddNumberToObject(mesh, "shard", rt->S);
-  cJSON_AddNumberToObject(mesh, "partial", rt->K);
+  cJSON_AddNumberToObject(mesh, "replicate", in->R);
+  cJSON_AddNumberToObject(mesh, "shard", in->S);
+  cJSON_AddNumberToObject(mesh, "partial", in->K);
   cJSON_AddStringToObject(mesh, "strategy", hsr_rt_strategy_name(c->strategy));
   cJSON_AddStringToObject(mesh, "reshard", ckpt_reshard_name(c, rs, sizeof rs));
   cJSON_AddNumberToObject(mesh, "prefetch", c->prefetch);
-  cJSON_AddStringToObject(mesh, "device", rt_dev_gpu(rt->dv) ? "cuda" : "host");
+  cJSON_AddStringToObject(mesh, "device", in->gpu ? "cuda" : "host");
   cJSON *dt = cJSON_AddObjectToObject(m, "dtypes");
   cJSON_AddStringToObject(dt, "param", hsr_dtype_name(c->param_dtype));
   cJSON_AddStringToObject(dt, "reduce", hsr_dtype_name(c->reduce_dtype));
   cJSON_AddStringToObject(dt, "master", "f32");
   cJSON_AddStringToObject(dt, "moments", "f32");
   cJSON *lay = cJSON_AddObjectToObject(m, "layout"), *ua = cJSON_AddArrayToObject(m, "units");
-  cJSON_AddNumberToObject(lay, "align", (double)hsr_rt_layout_align(rt->layout));
-  cJSON_AddNumberToObject(lay, "shards", rt->S);
-  for (int u = 0; u < rt->nunits; u++) {
+  cJSON_AddNumberToObject(lay, "align", (double)hsr_rt_layout_align(in->layout));
+  cJSON_AddNumberToObject(lay, "shards", in->S);
+  for (int u = 0; u < in->nunits; u++) {
+    rt_state_unit un = {0};
+    rt_state_unit_of(rt, u, &un); /* u exists: name, lengths */
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "name", rt->units[u].name);
-    cJSON_AddBoolToObject(o, "root", rt->units[u].is_root);
-    cJSON_AddNumberToObject(o, "len", (double)rt->units[u].L);
-    cJSON_AddNumberToObject(o, "shard_len", (double)rt->units[u].Ls);
+    cJSON_AddStringToObject(o, "name", un.name ? un.name : "?");
+    cJSON_AddBoolToObject(o, "root", un.is_root);
+    cJSON_AddNumberToObject(o, "len", (double)un.len);
+    cJSON_AddNumberToObject(o, "shard_len", (double)un.shard_len);
     cJSON_AddItemToArray(ua, o);
   }
   cJSON_AddNumberToObject(m, "block_bytes", (double)x->block);
@@ -346,7 +352,7 @@ static void add_head(save_ctx *x, cJSON *m) {
 
 static hsr_status build_manifest(save_ctx *x, cJSON **out) {
   hsr_rt *rt = x->rt;
-  int np = hsr_rt_layout_num_params(rt->layout), nf = 0;
+  int np = hsr_rt_layout_num_params(x->in.layout), nf = 0;
   int *fidx = malloc((size_t)x->world * sizeof *fidx);
   rlist *rl = calloc((size_t)np + 1, sizeof *rl);
   cJSON *m = cJSON_CreateObject();
@@ -376,7 +382,7 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
   }
   cJSON *ta = st == HSR_OK ? cJSON_AddArrayToObject(m, "tensors") : NULL;
   for (int i = 0; st == HSR_OK && i < np; i++) {
-    cJSON *t = tensor_json(rt, i, &rl[i]);
+    cJSON *t = tensor_json(rt, &x->in, i, &rl[i]);
     if (!t) st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
     cJSON_AddItemToArray(ta, t);
   }
@@ -459,8 +465,7 @@ static void prune(const save_ctx *x, int keep) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     int64_t s;
-    if (!step_of(e->d_name, &s) || s >= x->rt->step || !strcmp(e->d_name, x->name) ||
-        strlen(e->d_name) >= CKPT_NAME_MAX)
+    if (!step_of(e->d_name, &s) || s >= x->in.step || !strcmp(e->d_name, x->name) || strlen(e->d_name) >= CKPT_NAME_MAX)
       continue;
     if (n == cap) {
       old_ckpt *nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *nv);
@@ -500,11 +505,11 @@ static hsr_status commit(save_ctx *x, int *committed) {
   st = ckpt_fsync_dir(x->dir); /* the data files' renames are durable before the manifest names them */
   if (st == HSR_OK) st = ckpt_write_small(x->dir, CKPT_MANIFEST, text, len, fault);
   free(text);
-  if (st == HSR_OK && fault) ckpt_fault_here(x->fault, CKPT_FAULT_BEFORE_MANIFEST_RENAME, x->rank, x->rt->step);
+  if (st == HSR_OK && fault) ckpt_fault_here(x->fault, CKPT_FAULT_BEFORE_MANIFEST_RENAME, x->rank, x->in.step);
   if (st == HSR_OK) st = ckpt_fsync_dir(x->dir);
   HSR_CHECK(st);
   *committed = 1; /* from here on the checkpoint exists */
-  ckpt_fault_here(x->fault, CKPT_FAULT_BEFORE_LATEST, x->rank, x->rt->step);
+  ckpt_fault_here(x->fault, CKPT_FAULT_BEFORE_LATEST, x->rank, x->in.step);
   char line[CKPT_NAME_MAX + 2];
   int n = snprintf(line, sizeof line, "%s\n", x->name);
   st = ckpt_write_small(x->root, CKPT_LATEST, line, (size_t)n, 0);
@@ -546,7 +551,7 @@ static hsr_status same_program(const save_ctx *x, const ckpt_vote *v) {
 static void fill_stats(const save_ctx *x, double t0, hsr_ckpt_stats *s) {
   memset(s, 0, sizeof *s);
   snprintf(s->dir, sizeof s->dir, "%.1000s", x->dir);
-  s->step = x->rt->step;
+  s->step = x->in.step;
   for (int r = 0; x->votes && r < x->world; r++) s->bytes_total += x->votes[r].a;
   s->bytes_rank = x->bytes;
   s->seconds = hsr_clock_s() - t0;
@@ -557,14 +562,15 @@ static void fill_stats(const save_ctx *x, double t0, hsr_ckpt_stats *s) {
 
 hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts *o, hsr_ckpt_stats *stats) {
   if (!rt || !root || !*root) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_save: NULL runtime or empty root");
-  HSR_CHECK(hsr_rt_commit(rt));
+  HSR_CHECK(hsr_rt_commit(rt)); /* commits first (hsr/ckpt.h) */
   double t0 = hsr_clock_s();
   save_ctx x;
   memset(&x, 0, sizeof x);
-  x.rt = rt, x.root = root, x.rank = hsr_boot_rank(rt->boot), x.world = hsr_boot_size(rt->boot);
+  rt_state_info_of(rt, &x.in);
+  x.rt = rt, x.root = root, x.rank = x.in.rank, x.world = x.in.world_size;
   ckpt_crc_init(&x.crc, CKPT_BLOCK);
   x.block = CKPT_BLOCK;
-  rt_obs_phase(rt->obs, HSR_PHASE_CKPT, -1);
+  rt_state_phase(rt);
   ckpt_vote *v = NULL;
   int committed = 0;
   hsr_status st = prepare(&x, o);
@@ -575,8 +581,8 @@ hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts 
   v = NULL;
   if (st == HSR_OK) { /* every rank takes the same branches: they follow agreements */
     st = write_data(&x);
-    if (st == HSR_OK) ckpt_fault_here(x.fault, CKPT_FAULT_AFTER_DATA, x.rank, rt->step);
-    hsr_fault_hook_hit(&rt->hook, "ckpt_save"); /* HSR_FAULT: between this rank's data and the agreement */
+    if (st == HSR_OK) ckpt_fault_here(x.fault, CKPT_FAULT_AFTER_DATA, x.rank, x.in.step);
+    rt_state_fault(rt, "ckpt_save"); /* HSR_FAULT: between this rank's data and the agreement */
     st = ckpt_agree(rt, st, x.bytes, x.crc.nb, x.crc.file, &x.votes);
     if (st == HSR_OK) st = gather_blocks(&x);
     int unknown = 0; /* whether rank 0 committed: a rank that cannot tell keeps its file */
@@ -594,7 +600,7 @@ hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts 
   if (st != HSR_OK && x.rank == 0 && !committed) rmdir(x.dir); /* if empty */
   if (stats) fill_stats(&x, t0, stats);
   if (st == HSR_OK)
-    HSR_LOG_I("checkpoint: saved step %lld to %s (%llu bytes, this rank %llu, %.3f s)", (long long)rt->step, x.dir,
+    HSR_LOG_I("checkpoint: saved step %lld to %s (%llu bytes, this rank %llu, %.3f s)", (long long)x.in.step, x.dir,
               (unsigned long long)(stats ? stats->bytes_total : 0), (unsigned long long)x.bytes, hsr_clock_s() - t0);
   free(x.prog);
   free(x.model_text);

@@ -130,8 +130,9 @@ typedef struct ckpt_piece {
   int param, unit;
   uint64_t start, count, local;
 } ckpt_piece;
-/* What the rank at mesh coordinates (rep, sh) writes: its 1/R share of shard
- * sh's content (units in order, parameters in layout order). *out malloc'd. */
+/* What the rank at mesh coordinates (rep, sh) writes: its share of what it
+ * holds alike with other ranks (today 1/R of shard sh's content; units in
+ * order, parameters in layout order). *out malloc'd. */
 hsr_status ckpt_pieces(hsr_rt *rt, int rep, int sh, ckpt_piece **out, int *n);
 
 /* A rank's vote: its status and message, and two numbers. */
@@ -149,9 +150,6 @@ typedef struct ckpt_vote {
 hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all);
 /* Every rank's `bytes` (the host world communicator, else the bootstrap). */
 hsr_status ckpt_allgather(hsr_rt *rt, const void *mine, size_t bytes, void *all);
-/* The engine is between steps: no unit window open, no backward pass or
- * reduction pending (what: "save" / "load"). */
-hsr_status ckpt_check_idle(hsr_rt *rt, const char *what, int need_sharded);
 /* Host staging memory, in the ledger as HSR_MEM_CKPT_STAGING (rt may be NULL). */
 hsr_status ckpt_stage_alloc(hsr_rt *rt, size_t bytes, void **p);
 void ckpt_stage_free(hsr_rt *rt, void *p, size_t bytes);

@@ -1,6 +1,6 @@
 /* Lifecycle trace: spans per rank -> one Chrome trace-event JSON file, and a
  * summary of exposed communication per step. */
-#include "hsr/trace.h"
+#include "trace.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

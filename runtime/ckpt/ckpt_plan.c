@@ -1,28 +1,54 @@
-/* Who writes what, and how ranks agree. The content of shard s (every
- * unit's slice s, the parameters' pieces in it, in order) is the same on
- * its R replicas, so replica r writes the r-th of R equal parts of it: every
- * rank writes about 1/(R x S) of the state and no byte twice. Any rank can
- * compute any rank's pieces, which is how rank 0 writes the manifest without
- * gathering more than checksums. */
+/* Who writes what, and how ranks agree. What a rank holds of the saved
+ * state (master, m, v: the engine's rt_state_range_at; today shard s of
+ * every unit, the parameters' pieces in it, in order) is held alike by
+ * `parts` ranks (the R replicas), so the p-th of them writes the p-th of
+ * `parts` equal parts of it: every rank writes about 1/(R x S) of the state
+ * and no byte twice. Any rank can compute any rank's pieces, which is how
+ * rank 0 writes the manifest without gathering more than checksums. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt_int.h"
-#include "engine.h"
 #include "hsr/env.h"
+#include "runtime/engine/state.h"
 
-/* Calls f for every piece of shard sh's content, in order. */
+/* The range the saved kinds cover at (rep, sh): master, m and v alike. */
+static hsr_status saved_range(hsr_rt *rt, int u, int rep, int sh, rt_state_range *r) {
+  HSR_CHECK(rt_state_range_at(rt, u, RT_STATE_MASTER, rep, sh, r));
+  for (int k = RT_STATE_M; k <= RT_STATE_V; k++) {
+    rt_state_range o;
+    HSR_CHECK(rt_state_range_at(rt, u, (rt_state_kind)k, rep, sh, &o));
+    if (o.lo != r->lo || o.n != r->n || o.part != r->part || o.parts != r->parts)
+      return hsr_error(HSR_ERR_INTERNAL,
+                       "checkpoint: unit %d's moments cover another range than its master (the format stores the three "
+                       "side by side)",
+                       u);
+  }
+  return HSR_OK;
+}
+
+/* Calls f for every piece of what (rep, sh) holds, in order; *part, *parts:
+ * who else holds it. */
 typedef void (*piece_fn)(void *ctx, const ckpt_piece *p);
-static hsr_status walk_shard(hsr_rt *rt, int sh, piece_fn f, void *ctx) {
-  for (int u = 0; u < rt->nunits; u++) {
-    const rt_unit *un = &rt->units[u];
-    uint64_t lo = (uint64_t)sh * un->Ls, hi = lo + un->Ls;
-    for (int j = rt->ubeg[u]; j < rt->ubeg[u + 1]; j++) {
+static hsr_status walk_held(hsr_rt *rt, int rep, int sh, piece_fn f, void *ctx, int *part, int *parts) {
+  rt_state_info in;
+  rt_state_info_of(rt, &in);
+  *part = 0, *parts = 1;
+  for (int u = 0; u < in.nunits; u++) {
+    rt_state_unit un;
+    rt_state_range r;
+    HSR_CHECK(rt_state_unit_of(rt, u, &un));
+    HSR_CHECK(saved_range(rt, u, rep, sh, &r));
+    if (u == 0) *part = r.part, *parts = r.parts;
+    if (r.part != *part || r.parts != *parts)
+      return hsr_error(HSR_ERR_INTERNAL, "checkpoint: unit %d is replicated differently from unit 0", u);
+    uint64_t lo = r.lo, hi = lo + r.n;
+    for (int j = 0; j < un.nparams; j++) {
       hsr_rt_param_info p;
-      HSR_CHECK(hsr_rt_layout_param(rt->layout, rt->uparam[j], &p));
+      HSR_CHECK(hsr_rt_layout_param(in.layout, un.params[j], &p));
       uint64_t a = p.offset > lo ? p.offset : lo, b = p.offset + p.numel < hi ? p.offset + p.numel : hi;
       if (a >= b) continue;
-      ckpt_piece pc = {rt->uparam[j], u, a - p.offset, b - a, a - lo};
+      ckpt_piece pc = {un.params[j], u, a - p.offset, b - a, a - lo};
       f(ctx, &pc);
     }
   }
@@ -51,7 +77,7 @@ static void cut_fn(void *ctx, const ckpt_piece *p) {
   c->pos += p->count;
 }
 
-static uint64_t part(uint64_t T, int r, int R) {
+static uint64_t part_of(uint64_t T, int r, int R) {
   return T / (uint64_t)R * (uint64_t)r + T % (uint64_t)R * (uint64_t)r / (uint64_t)R;
 }
 
@@ -59,14 +85,15 @@ hsr_status ckpt_pieces(hsr_rt *rt, int rep, int sh, ckpt_piece **out, int *n) {
   *out = NULL;
   *n = 0;
   cut c = {0};
-  HSR_CHECK(walk_shard(rt, sh, count_fn, &c));
+  int part, parts;
+  HSR_CHECK(walk_held(rt, rep, sh, count_fn, &c, &part, &parts));
   uint64_t T = c.pos;
-  c = (cut){0, part(T, rep, rt->R), part(T, rep + 1, rt->R), NULL, 0};
-  HSR_CHECK(walk_shard(rt, sh, cut_fn, &c)); /* count */
+  c = (cut){0, part_of(T, part, parts), part_of(T, part + 1, parts), NULL, 0};
+  HSR_CHECK(walk_held(rt, rep, sh, cut_fn, &c, &part, &parts)); /* count */
   int np = c.n;
   c = (cut){0, c.lo, c.hi, malloc((size_t)(np ? np : 1) * sizeof(ckpt_piece)), 0};
   if (!c.out) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  hsr_status st = walk_shard(rt, sh, cut_fn, &c);
+  hsr_status st = walk_held(rt, rep, sh, cut_fn, &c, &part, &parts);
   if (st != HSR_OK) {
     free(c.out);
     return st;
@@ -80,14 +107,18 @@ hsr_status ckpt_pieces(hsr_rt *rt, int rep, int sh, ckpt_piece **out, int *n) {
  * HSR_COMM_TIMEOUT and naming a dead or stopped rank (a PMIx fence waits
  * HSR_BOOT_TIMEOUT and names nobody); NCCL runs keep the bootstrap. */
 hsr_status ckpt_allgather(hsr_rt *rt, const void *mine, size_t bytes, void *all) {
-  if (rt->world && hsr_comm_backend(rt->world) == HSR_BACKEND_HOST)
-    return hsr_comm_allgather(rt->world, mine, all, bytes, HSR_U8, NULL);
-  return hsr_boot_allgather(rt->boot, mine, bytes, all);
+  rt_state_info in;
+  rt_state_info_of(rt, &in);
+  if (in.world && hsr_comm_backend(in.world) == HSR_BACKEND_HOST)
+    return hsr_comm_allgather(in.world, mine, all, bytes, HSR_U8, NULL);
+  return hsr_boot_allgather(in.boot, mine, bytes, all);
 }
 
 hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all_out) {
   if (all_out) *all_out = NULL;
-  int W = hsr_boot_size(rt->boot);
+  rt_state_info in;
+  rt_state_info_of(rt, &in);
+  int W = in.world_size;
   ckpt_vote mine;
   memset(&mine, 0, sizeof mine);
   mine.status = (int32_t)st;
@@ -117,43 +148,19 @@ hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_
   return res;
 }
 
-hsr_status ckpt_check_idle(hsr_rt *rt, const char *what, int need_sharded) {
-  if (hsr_sched_queued(rt->sched) > 0)
-    return hsr_error(HSR_ERR_STATE, "checkpoint %s: %d gradient reduction(s) still in flight; call it between steps",
-                     what, hsr_sched_queued(rt->sched));
-  for (int u = 0; u < rt->nunits; u++) {
-    const rt_unit *un = &rt->units[u];
-    if (un->in_fwd || un->in_bwd)
-      return hsr_error(HSR_ERR_STATE, "checkpoint %s: unit '%s' is inside its %s window; call it between steps", what,
-                       un->name, un->in_fwd ? "forward" : "backward");
-    if (hsr_sched_micro(rt->sched, u) > 0)
-      return hsr_error(HSR_ERR_STATE,
-                       "checkpoint %s: unit '%s' ran %d backward pass(es) of a step not yet taken (gradients are not "
-                       "saved); call it after hsr_rt_step",
-                       what, un->name, hsr_sched_micro(rt->sched, u));
-    hsr_sched_state s = hsr_sched_state_of(rt->sched, u);
-    if (need_sharded && rt->sharded_params && s != HSR_SCHED_SHARDED)
-      return hsr_error(HSR_ERR_STATE,
-                       "checkpoint %s: unit '%s' is %s (a gather issued at the end of the last step); load before "
-                       "the first step or without prefetch_step",
-                       what, un->name, hsr_sched_state_name(s));
-  }
-  return HSR_OK;
-}
-
 hsr_status ckpt_stage_alloc(hsr_rt *rt, size_t bytes, void **p) {
   *p = NULL;
   if (!bytes) bytes = 64;
   if (posix_memalign(p, 4096, bytes))
     return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory for a %zu-byte staging buffer (HSR_CKPT_BUFFER)", bytes);
-  if (rt) rt_obs_mem_get(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+  if (rt) rt_state_staging(rt, bytes, 1);
   return HSR_OK;
 }
 
 void ckpt_stage_free(hsr_rt *rt, void *p, size_t bytes) {
   if (!p) return;
   if (!bytes) bytes = 64;
-  if (rt) rt_obs_mem_free(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+  if (rt) rt_state_staging(rt, bytes, 0);
   free(p);
 }
 

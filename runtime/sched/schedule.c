@@ -1,38 +1,10 @@
 /* The schedule: the lifecycle's decisions as pure functions (see
- * hsr/schedule.h). The engine executes the actions; tune/ evaluates them. */
+ * runtime/sched/schedule.h). The interpreter (run.c) runs them for the
+ * engine and for tune/. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/schedule.h"
-
-typedef struct sunit {
-  size_t L, Ls;
-  int is_root;
-  hsr_sched_state state;
-  int from_partial; /* GATHERING: the gather reads the partial slice */
-  int has_grad;     /* holds the full gradient buffer */
-  int micro;        /* backward passes this step */
-  int fwd_pos;      /* position in the recorded forward order, -1 if none */
-} sunit;
-
-typedef struct sred {
-  int unit, deferred;
-} sred;
-
-struct hsr_sched {
-  hsr_rt_config cfg;
-  int S, R, K, sharded_params, sharded_grads, in_flight;
-  size_t pes, res;
-  sunit *u;
-  int nu;
-  int *order, norder, order_fixed;
-  int live, live_peak;
-  sred *q; /* reduction queue, oldest first */
-  int qn, qcap;
-  hsr_sched_action *act;
-  int nact, capact;
-  hsr_status err; /* out of memory while emitting */
-};
+#include "sched_int.h"
 
 static const char *const state_names[] = {"sharded", "gathering", "full", "partial"};
 static const char *const op_names[HSR_SCHED_OP_COUNT] = {
@@ -71,8 +43,9 @@ hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt
   s->S = S;
   s->R = R;
   s->K = K;
-  s->sharded_params = cfg->strategy == HSR_RT_FSDP || cfg->strategy == HSR_RT_HYBRID;
-  s->sharded_grads = s->sharded_params || cfg->strategy == HSR_RT_ZERO2;
+  hsr_rt_sharding sh = hsr_rt_strategy_sharding(cfg->strategy);
+  s->sharded_params = sh.params;
+  s->sharded_grads = sh.grads;
   /* host: the reductions of the last two units stay in flight behind the
    * backward pass; CUDA: the reduce stream keeps them in flight instead */
   s->in_flight = cfg->device == HSR_DEVICE_CUDA ? 0 : 2;
@@ -258,10 +231,12 @@ hsr_status hsr_sched_backward_begin(hsr_sched *s, int ui, const hsr_sched_action
   return finish(s, acts, n);
 }
 
-static void push(hsr_sched *s, int ui, int deferred) {
+/* Appends a reduction to the queue; hsr_sched_run starts it (REDUCE,
+ * DEFERRED_AR) and removes it (RETIRE). */
+static void push(hsr_sched *s, const hsr_sched_action *a) {
   if (s->qn == s->qcap) {
     int cap = s->qcap ? 2 * s->qcap : 16;
-    sred *nq = realloc(s->q, (size_t)cap * sizeof *nq);
+    hsr_sched_red *nq = realloc(s->q, (size_t)cap * sizeof *nq);
     if (!nq) {
       s->err = hsr_error(HSR_ERR_NOMEM, "schedule: out of memory");
       return;
@@ -269,7 +244,13 @@ static void push(hsr_sched *s, int ui, int deferred) {
     s->q = nq;
     s->qcap = cap;
   }
-  s->q[s->qn++] = (sred){ui, deferred};
+  int deferred = a->op == HSR_SCHED_DEFERRED_AR;
+  s->q[s->qn++] = (hsr_sched_red){.unit = a->unit,
+                                  .deferred = deferred,
+                                  .scatter = a->scatter,
+                                  .local = a->local,
+                                  .all_reduce = deferred || a->all_reduce,
+                                  .count = a->count};
 }
 
 /* Stage 1 in the shard group: a reduce-scatter when gradients are sharded,
@@ -284,17 +265,17 @@ static void reduce(hsr_sched *s, int ui) {
   a.all_reduce = s->R > 1 && !(s->cfg.sync == HSR_RT_SYNC_RS_ONLY && s->cfg.micro_batches > 1);
   emit(s, a);
   s->u[ui].has_grad = 0;
-  push(s, ui, 0);
+  push(s, &a);
 }
 
-/* Completes the oldest reductions until `keep` remain, in FIFO order. */
+/* Retires the oldest reductions until `keep` remain, in FIFO order (qd:
+ * the entries already decided; hsr_sched_run removes them). */
 static void retire(hsr_sched *s, int keep) {
-  while (s->qn > keep) {
-    hsr_sched_action a = act(HSR_SCHED_RETIRE, s->q[0].unit);
-    a.deferred = s->q[0].deferred;
+  while (s->qn - s->qd > keep) {
+    hsr_sched_action a = act(HSR_SCHED_RETIRE, s->q[s->qd].unit);
+    a.deferred = s->q[s->qd].deferred;
     emit(s, a);
-    memmove(s->q, s->q + 1, (size_t)(s->qn - 1) * sizeof *s->q);
-    s->qn--;
+    s->qd++;
   }
 }
 
@@ -317,7 +298,7 @@ hsr_status hsr_sched_backward_end(hsr_sched *s, int ui, const hsr_sched_action *
       a.group = HSR_RT_GROUP_REPLICATE;
       a.count = u->Ls;
       emit(s, a);
-      push(s, ui, 1);
+      push(s, &a);
     }
   }
   emit(s, act(HSR_SCHED_PROGRESS, -1));
@@ -469,7 +450,8 @@ hsr_sched_state hsr_sched_state_of(const hsr_sched *s, int unit) {
 int hsr_sched_micro(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].micro : 0; }
 int hsr_sched_live(const hsr_sched *s) { return s ? s->live : 0; }
 int hsr_sched_live_peak(const hsr_sched *s) { return s ? s->live_peak : 0; }
-int hsr_sched_queued(const hsr_sched *s) { return s ? s->qn : 0; }
+int hsr_sched_queued(const hsr_sched *s) { return s ? s->qn - s->qd : 0; }
+int hsr_sched_started(const hsr_sched *s) { return s ? s->qs : 0; }
 const int *hsr_sched_order(const hsr_sched *s, int *n) {
   if (n) *n = s ? s->norder : 0;
   return s ? s->order : NULL;

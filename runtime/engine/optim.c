@@ -1,7 +1,9 @@
-/* The optimizer step: the global gradient norm and clip factor, AdamW on
- * each unit's local slice, and the gathers the schedule posts under it (the
- * zero1/zero2 re-gather of the updated slices, the step-end prefetch of the
- * next forward's first unit); and zero_grad. */
+/* The optimizer step as the executor's NORM, OPTIM, REGATHER and
+ * REGATHER_WAIT (the global gradient norm and clip factor, AdamW on each
+ * unit's local slice, the zero1/zero2 re-gather of the updated slices; the
+ * step-end prefetch of the next forward's first unit is an ordinary GATHER
+ * that closes the optimizer span), GRAD_ZERO, and the public step and
+ * zero_grad. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,26 +31,18 @@ hsr_status rt_snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info) {
   return HSR_OK;
 }
 
-/* The optimizer's progress through one step: its clip factor and the open
- * span of optimizer work that a posted gather interrupts. */
-typedef struct opt_run {
-  double norm, coef;
-  uint64_t t0, now;
-  int open, dropped; /* dropped: the outer reduction voted the step down */
-} opt_run;
-
 /* The reduction over replicas outside the job (cfg.outer): it sees the
  * finished gradient shards (the reduce stream drained) outside the optimizer
  * span, and may drop the step. */
-static hsr_status outer_reduce(hsr_rt *rt, opt_run *o) {
+static hsr_status outer_reduce(hsr_rt *rt, rt_opt_run *o) {
   if (!rt->cfg.outer) return HSR_OK;
   HSR_CHECK(rt_dev_sync(rt->dv, RS(rt)));
-  uint64_t a = hsr_clock_ns();
-  rt_event(rt, RT_EV_OPTIM, -1, -1, 0, o->t0, a);
+  uint64_t t = hsr_clock_ns();
+  rt_event(rt, 0, RT_EV_OPTIM, -1, -1, 1, 0, o->t0, t);
   int commit = 1;
   hsr_status st = rt->cfg.outer(rt, rt->cfg.outer_ctx, &commit);
   o->t0 = hsr_clock_ns();
-  rt_obs_wait(rt->obs, o->t0 - a);
+  rt_obs_wait(rt->obs, o->t0 - t);
   if (st != HSR_OK)
     return hsr_error(st, "step %lld: the outer reduction failed: %s", (long long)rt->step + 1, hsr_last_error());
   o->dropped = !commit;
@@ -57,10 +51,10 @@ static hsr_status outer_reduce(hsr_rt *rt, opt_run *o) {
 
 /* The synchronized gradient is complete: the caller's hook sees it (outside
  * the optimizer span). */
-static hsr_status grad_hook(hsr_rt *rt, opt_run *o) {
+static hsr_status grad_hook(hsr_rt *rt, rt_opt_run *o) {
   rt->grad_ready = 1;
   if (!rt->cfg.grad_hook) return HSR_OK;
-  rt_event(rt, RT_EV_OPTIM, -1, -1, 0, o->t0, hsr_clock_ns());
+  rt_event(rt, 0, RT_EV_OPTIM, -1, -1, 1, 0, o->t0, hsr_clock_ns());
   hsr_status st = rt->cfg.grad_hook(rt, rt->cfg.grad_hook_ctx);
   o->t0 = hsr_clock_ns();
   if (st != HSR_OK)
@@ -68,8 +62,11 @@ static hsr_status grad_hook(hsr_rt *rt, opt_run *o) {
   return HSR_OK;
 }
 
-/* Global norm of the averaged gradient, and the clip factor. */
-static hsr_status grad_norm(hsr_rt *rt, opt_run *o) {
+/* NORM: the global norm of the averaged gradient, and the clip factor. */
+hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
+  (void)a;
+  hsr_rt *rt = ctx;
+  rt_opt_run *o = rt->opt;
   o->t0 = hsr_clock_ns();
   o->open = 1;
   int M = rt->cfg.micro_batches;
@@ -79,7 +76,7 @@ static hsr_status grad_norm(hsr_rt *rt, opt_run *o) {
   HSR_CHECK(rt_dev_slots(rt->dv, rt->nunits, &sq));
   for (int i = 0; i < rt->nunits && M > 1; i++) {
     rt_unit *u = &rt->units[i];
-    HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, 1.0 / M));
+    HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), u->Ls, rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, 1.0 / M));
   }
   HSR_CHECK(outer_reduce(rt, o));
   if (o->dropped) { /* no norm, no update: the step stays where it was */
@@ -90,18 +87,18 @@ static hsr_status grad_norm(hsr_rt *rt, opt_run *o) {
   for (int i = 0; i < rt->nunits; i++) {
     rt_unit *u = &rt->units[i];
     sq[i] = 0;
-    HSR_CHECK(hsr_kernels_sumsq(rt->dev, RS(rt), u->Ls, u->gshard, HSR_F32, &sq[i]));
+    HSR_CHECK(hsr_kernels_sumsq(rt->dev, RS(rt), u->Ls, rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, &sq[i]));
   }
   HSR_CHECK(rt_dev_sync(rt->dv, RS(rt))); /* the one host wait of a device step: the clip factor */
   for (int i = 0; i < rt->nunits; i++) ss += sq[i];
   /* the slices of one shard group tile the gradient; replicas hold equal slices */
   if (rt->S > 1) {
-    uint64_t a = hsr_clock_ns();
-    rt_event(rt, RT_EV_OPTIM, -1, -1, 0, o->t0, a);
+    uint64_t t = hsr_clock_ns();
+    rt_event(rt, 0, RT_EV_OPTIM, -1, -1, 1, 0, o->t0, t);
     HSR_CHECK(rt_dev_allreduce_f64(rt->dv, rt->shard_c, &ss));
     o->t0 = hsr_clock_ns();
-    rt_obs_wait(rt->obs, o->t0 - a);
-    rt_event(rt, RT_EV_ALLREDUCE, -1, HSR_RT_GROUP_SHARD, sizeof ss, a, o->t0);
+    rt_obs_wait(rt->obs, o->t0 - t);
+    rt_event(rt, 0, RT_EV_ALLREDUCE, -1, HSR_RT_GROUP_SHARD, 1, sizeof ss, t, o->t0);
   }
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), RS(rt))); /* the optimizer (compute) reads the reduced gradient */
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt))); /* and overwrites shards that a queued gather may still read */
@@ -112,78 +109,81 @@ static hsr_status grad_norm(hsr_rt *rt, opt_run *o) {
   return HSR_OK;
 }
 
-/* AdamW on this rank's slice of every parameter of unit ui. */
-static hsr_status adamw_unit(hsr_rt *rt, int ui, double coef) {
+/* OPTIM: AdamW on this rank's slice of every parameter of the unit. */
+hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a) {
+  hsr_rt *rt = ctx;
+  if (rt->opt->dropped) return HSR_OK; /* the outer reduction dropped the step */
+  int ui = a->unit;
   rt_unit *u = &rt->units[ui];
   size_t lo = (size_t)rt->srank * u->Ls;
+  float *master = rt_f32(rt, ui, HSR_SCHED_BUF_MASTER), *m = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_M),
+        *v = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_V), *g = rt_f32(rt, ui, HSR_SCHED_BUF_GRAD_SHARD);
+  char *param = rt_buf(rt, ui, HSR_SCHED_BUF_PARAM); /* the shard, or (unsharded) the whole unit */
   for (int j = rt->ubeg[ui]; j < rt->ubeg[ui + 1]; j++) {
     hsr_rt_param_info p;
     HSR_CHECK(hsr_rt_layout_param(rt->layout, rt->uparam[j], &p));
-    size_t a, b;
-    if (!rt_local_range(rt, u, p.offset, p.numel, &a, &b)) continue;
-    const hsr_rt_opt_group *g = &rt->cfg.groups[p.group];
-    hsr_adamw_hparams hp = {g->lr, g->beta1, g->beta2, g->eps, g->weight_decay, rt->step, (float)coef};
-    void *out = rt->sharded_params ? (char *)u->shard + (a - lo) * rt->pes : (char *)u->full + a * rt->pes;
-    size_t o = a - lo;
-    HSR_CHECK(hsr_kernels_adamw(rt->dev, CS(rt), b - a, u->master + o, u->m + o, u->v + o, u->gshard + o, HSR_F32, out,
+    size_t x, y;
+    if (!rt_local_range(rt, u, p.offset, p.numel, &x, &y)) continue;
+    const hsr_rt_opt_group *gr = &rt->cfg.groups[p.group];
+    hsr_adamw_hparams hp = {gr->lr, gr->beta1, gr->beta2, gr->eps, gr->weight_decay, rt->step, (float)rt->opt->coef};
+    void *out = param + (rt->sh.params ? x - lo : x) * rt->pes;
+    size_t o = x - lo;
+    HSR_CHECK(hsr_kernels_adamw(rt->dev, CS(rt), y - x, master + o, m + o, v + o, g + o, HSR_F32, out,
                                 rt->cfg.param_dtype, &hp));
   }
+  rt->opt->now = hsr_clock_ns();
   return HSR_OK;
 }
 
-/* zero1/zero2: every rank updated its slice of the full parameters in place;
- * the shard group gathers them back (waited for at REGATHER_WAIT). */
-static hsr_status regather(hsr_rt *rt, const hsr_sched_action *a) {
-  rt_unit *u = &rt->units[a->unit];
-  HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt))); /* the gather reads what the optimizer wrote */
-  HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, GS(rt)));
-  u->gt0 = hsr_clock_ns();
-  hsr_status st = hsr_comm_allgather(rt->shard_c, (char *)u->full + (size_t)rt->srank * u->Ls * rt->pes, u->full,
-                                     a->count, rt->cfg.param_dtype, &u->greq);
-  rt_obs_time(rt->obs, RT_T_POST, hsr_clock_ns() - u->gt0);
-  return st;
-}
-
-static hsr_status regather_wait(hsr_rt *rt, const hsr_sched_action *a) {
-  rt_unit *u = &rt->units[a->unit];
-  if (!u->greq) return HSR_OK;
-  uint64_t t0, t1;
-  hsr_status st = rt_wait_req(rt, u->greq, u->gt0, &t0, &t1);
-  u->greq = NULL;
-  rt_event(rt, RT_EV_GATHER, a->unit, a->group, a->count * rt->pes, t0, t1);
-  return st;
-}
-
-static void optim_close(hsr_rt *rt, opt_run *o, uint64_t end) {
-  if (o->open) rt_event(rt, RT_EV_OPTIM, -1, -1, 0, o->t0, end);
+void rt_optim_close(hsr_rt *rt, uint64_t end) {
+  rt_opt_run *o = rt->opt;
+  if (o->open) rt_event(rt, 0, RT_EV_OPTIM, -1, -1, 1, 0, o->t0, end);
   o->open = 0;
 }
 
-/* One action of the step. A gather posted under the optimizer closes the
- * optimizer span at the end of the update before it and opens the next one. */
-static hsr_status step_action(hsr_rt *rt, const hsr_sched_action *a, opt_run *o) {
-  hsr_status st = HSR_OK;
-  switch (a->op) {
-  case HSR_SCHED_RETIRE: return rt_red_retire(rt, a);
-  case HSR_SCHED_NORM: return grad_norm(rt, o);
-  case HSR_SCHED_OPTIM:
-    st = o->dropped ? HSR_OK : adamw_unit(rt, a->unit, o->coef);
-    o->now = hsr_clock_ns();
-    return st;
-  case HSR_SCHED_GATHER: /* the next step's first gather (the step-end prefetch) */
-  case HSR_SCHED_REGATHER:
-    optim_close(rt, o, o->now);
-    st = a->op == HSR_SCHED_GATHER ? rt_gather_start(rt, a) : regather(rt, a);
-    o->t0 = hsr_clock_ns();
-    o->open = 1;
-    return st;
-  case HSR_SCHED_REGATHER_WAIT: optim_close(rt, o, hsr_clock_ns()); return regather_wait(rt, a);
-  case HSR_SCHED_WAIT: optim_close(rt, o, hsr_clock_ns()); return rt_gather_wait(rt, a); /* the step-end prefetch */
-  default:
-    return hsr_error(HSR_ERR_INTERNAL, "runtime: the schedule's step holds a %s action", hsr_sched_op_name(a->op));
-  }
+void rt_optim_open(hsr_rt *rt) {
+  rt->opt->t0 = hsr_clock_ns();
+  rt->opt->open = 1;
 }
 
+/* REGATHER (zero1/zero2): every rank updated its slice of the full
+ * parameters in place; the shard group gathers them back (REGATHER_WAIT). */
+hsr_status rt_x_regather(void *ctx, const hsr_sched_action *a, void **h) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[a->unit];
+  if (rt->opt) rt_optim_close(rt, rt->opt->now);
+  char *full = rt_full(rt, a->unit);
+  hsr_req *req = NULL;
+  hsr_status st = rt_dev_join(rt->dv, GS(rt), CS(rt)); /* the gather reads what the optimizer wrote */
+  if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
+  u->gt0 = hsr_clock_ns();
+  if (st == HSR_OK)
+    st = hsr_comm_allgather(rt->shard_c, full + (size_t)rt->srank * u->Ls * rt->pes, full, a->count,
+                            rt->cfg.param_dtype, &req);
+  rt_obs_time(rt->obs, RT_T_POST, hsr_clock_ns() - u->gt0);
+  *h = req;
+  if (rt->opt) rt_optim_open(rt);
+  return st;
+}
+
+hsr_status rt_x_regather_wait(void *ctx, const hsr_sched_action *a, void *h) {
+  hsr_rt *rt = ctx;
+  if (rt->opt) rt_optim_close(rt, hsr_clock_ns());
+  if (!h) return HSR_OK;
+  uint64_t t0, t1;
+  hsr_status st = rt_wait_req(rt, h, rt->units[a->unit].gt0, &t0, &t1);
+  rt_event(rt, 0, RT_EV_GATHER, a->unit, a->group, 1, a->count * rt->pes, t0, t1);
+  return st;
+}
+
+/* GRAD_ZERO: the accumulator (the interpreter returns a freed gradient buffer). */
+hsr_status rt_x_grad_zero(void *ctx, const hsr_sched_action *a) {
+  hsr_rt *rt = ctx;
+  RT_TIMED(rt, RT_T_DATA, rt_zero(rt, rt_buf(rt, a->unit, HSR_SCHED_BUF_GRAD_SHARD), rt->units[a->unit].Ls * 4));
+  return HSR_OK;
+}
+
+/* hsr_rt_step commits first (hsr/runtime.h). */
 hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   HSR_CHECK(hsr_rt_commit(rt));
   hsr_fault_hook_hit(&rt->hook, "step");
@@ -201,19 +201,12 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   const hsr_sched_action *acts;
   int n, regathered = 0;
   HSR_CHECK(hsr_sched_step(rt->sched, &acts, &n));
-  opt_run o = {0};
-  hsr_status st = HSR_OK;
-  for (int i = 0; i < n; i++) {
-    regathered |= acts[i].op == HSR_SCHED_REGATHER_WAIT;
-    if (st == HSR_OK) {
-      st = step_action(rt, &acts[i], &o);
-    } else if (acts[i].op == HSR_SCHED_REGATHER_WAIT || acts[i].op == HSR_SCHED_WAIT) {
-      /* gathers already posted complete even after an error */
-      hsr_status w = acts[i].op == HSR_SCHED_WAIT ? rt_gather_wait(rt, &acts[i]) : regather_wait(rt, &acts[i]);
-      (void)w;
-    }
-  }
-  if (st == HSR_OK) optim_close(rt, &o, hsr_clock_ns());
+  for (int i = 0; i < n; i++) regathered |= acts[i].op == HSR_SCHED_REGATHER_WAIT;
+  rt_opt_run o = {0};
+  rt->opt = &o;
+  hsr_status st = rt_run(rt, acts, n); /* gathers already posted complete even after an error */
+  if (st == HSR_OK) rt_optim_close(rt, hsr_clock_ns());
+  rt->opt = NULL;
   if (st == HSR_OK && regathered)
     st = rt_dev_join(rt->dv, CS(rt), GS(rt)); /* the next forward reads the gathered parameters */
   HSR_CHECK(st);
@@ -229,6 +222,7 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   return rt_snapshot_counts(rt, info);
 }
 
+/* hsr_rt_zero_grad commits first (hsr/runtime.h). */
 hsr_status rt_zero_grad(hsr_rt *rt) {
   HSR_CHECK(hsr_rt_commit(rt));
   for (int i = 0; i < rt->nunits; i++)
@@ -238,20 +232,7 @@ hsr_status rt_zero_grad(hsr_rt *rt) {
   int n;
   HSR_CHECK(hsr_sched_zero_grad(rt->sched, &acts, &n));
   rt->grad_ready = 0;
-  for (int i = 0; i < n; i++) {
-    const hsr_sched_action *a = &acts[i];
-    if (a->op == HSR_SCHED_RETIRE) {
-      HSR_CHECK(rt_red_retire(rt, a));
-      continue;
-    }
-    rt_unit *u = &rt->units[a->unit];
-    RT_TIMED(rt, RT_T_DATA, rt_zero(rt, u->gshard, u->Ls * 4));
-    if (a->free_grad) {
-      rt_mem_put(rt, u->gfull);
-      u->gfull = NULL;
-    }
-  }
-  return HSR_OK;
+  return rt_run(rt, acts, n);
 }
 
 hsr_status hsr_rt_set_lr(hsr_rt *rt, int group, double lr) {

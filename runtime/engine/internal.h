@@ -1,15 +1,15 @@
-/* runtime/ internals shared between its files: the two hooks every buffer
+/* runtime/engine, private to this folder: the two hooks every buffer
  * and every lifecycle event go through (the memory ledger and the trace are
  * built on exactly these). */
-#ifndef HSR_RUNTIME_INTERNAL_H
-#define HSR_RUNTIME_INTERNAL_H
+#ifndef HSR_RUNTIME_ENGINE_INTERNAL_H
+#define HSR_RUNTIME_ENGINE_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hsr/ledger.h"
 #include "hsr/runtime.h"
-#include "hsr/trace.h"
+#include "runtime/io/trace.h"
 
 /* Buffer categories are the ledger's (hsr/ledger.h): param shard, grad
  * shard, master, moments m and v, full unit, partial slice, reduce-scatter
@@ -35,12 +35,13 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr);
 /* Back to the pool (poisoned first if it held a gathered unit and poisoning is on). */
 void rt_mem_put(hsr_rt *rt, void *ptr);
 
-/* Every lifecycle event: unit, group (-1: none), bytes moved or touched,
- * start/end monotonic ns. */
-void rt_event(hsr_rt *rt, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0, uint64_t t1);
-/* The same for a collective issued in an earlier step (the step-end prefetch). */
-void rt_event_in(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, size_t bytes, uint64_t t0,
-                 uint64_t t1);
+/* Every lifecycle event: the step that issued it (0: the current one; the
+ * step-end prefetch's gather belongs to the step before), unit, group (-1:
+ * none), whether a collective ran (0: a local copy stood in for the
+ * collective of a one-rank group), bytes moved or touched, start/end
+ * monotonic ns. */
+void rt_event(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, int collective, size_t bytes,
+              uint64_t t0, uint64_t t1);
 
 /* ---- observe.c: ledgers, trace and engine timing behind the hooks ---- */
 typedef struct rt_obs rt_obs;

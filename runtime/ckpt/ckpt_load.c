@@ -10,10 +10,11 @@
 #include <string.h>
 
 #include "ckpt_int.h"
-#include "engine.h"
+#include "runtime/engine/state.h"
 
 typedef struct load_ctx {
   hsr_rt *rt;
+  rt_state_info in; /* the engine, read-only */
   hsr_ckpt *c;
   int *map; /* layout parameter -> checkpoint tensor */
   ckpt_span *s;
@@ -32,12 +33,12 @@ static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
 
 /* Names, shapes, dtypes and groups: exactly what the program registered. */
 static hsr_status match(load_ctx *x) {
-  hsr_rt *rt = x->rt;
+  const rt_state_info *in = &x->in;
   const hsr_ckpt *c = x->c;
-  int np = hsr_rt_layout_num_params(rt->layout);
-  if (c->info.num_groups != rt->cfg.num_groups)
+  int np = hsr_rt_layout_num_params(in->layout);
+  if (c->info.num_groups != in->cfg->num_groups)
     return hsr_error(HSR_ERR_INVALID, "checkpoint '%s' has %d optimizer group(s), the program configured %d", c->dir,
-                     c->info.num_groups, rt->cfg.num_groups);
+                     c->info.num_groups, in->cfg->num_groups);
   char *used = calloc((size_t)c->nt + 1, 1);
   x->map = malloc((size_t)(np ? np : 1) * sizeof *x->map);
   if (!used || !x->map) {
@@ -49,7 +50,7 @@ static hsr_status match(load_ctx *x) {
   for (int i = 0; i < np && st == HSR_OK; i++) {
     hsr_rt_param_info p;
     int k = -1;
-    st = hsr_rt_layout_param(rt->layout, i, &p);
+    st = hsr_rt_layout_param(in->layout, i, &p);
     for (int j = 0; st == HSR_OK && j < c->nt && k < 0; j++)
       if (!strcmp(c->t[j].name, p.name)) k = j;
     if (st != HSR_OK) break;
@@ -84,7 +85,8 @@ static hsr_status match(load_ctx *x) {
   return st;
 }
 
-static float *state_of(rt_unit *u, int k) { return k == 0 ? u->master : k == 1 ? u->m : u->v; }
+/* The kinds a checkpoint holds, in each range's order. */
+static const rt_state_kind saved[CKPT_KINDS] = {RT_STATE_MASTER, RT_STATE_M, RT_STATE_V};
 
 static hsr_status add_span(load_ctx *x, ckpt_span s) {
   if (x->n == x->cap) {
@@ -99,8 +101,9 @@ static hsr_status add_span(load_ctx *x, ckpt_span s) {
   return HSR_OK;
 }
 
-/* Tensor elements [ta, tb), landing at element `at` of unit u's slice. */
-static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, rt_unit *u, uint64_t at) {
+/* Tensor elements [ta, tb), landing at element `at` of what this rank holds
+ * of unit u (every saved kind alike). */
+static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, int u, uint64_t at) {
   const ckpt_tensor *t = &x->c->t[ti];
   int lo = 0, hi = t->nr; /* the first range that ends after ta */
   while (lo < hi) {
@@ -115,22 +118,36 @@ static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, rt_u
     uint64_t a = ta > r->start ? ta : r->start, b = tb < r->start + r->count ? tb : r->start + r->count;
     for (int k = 0; k < CKPT_KINDS; k++)
       HSR_CHECK(add_span(x, (ckpt_span){r->file, r->off[k] + 4 * (a - r->start), 4 * (b - a), ti, k, a,
-                                        state_of(u, k) + at + (a - ta), NULL}));
+                                        (float *)rt_state_ptr(x->rt, u, saved[k]) + at + (a - ta), NULL}));
   }
   return HSR_OK;
 }
 
-/* The spans this rank's slices need (resharding is this intersection). */
+/* The spans this rank's ranges need (resharding is this intersection). */
 static hsr_status plan(load_ctx *x) {
-  hsr_rt *rt = x->rt;
-  for (int ui = 0; ui < rt->nunits; ui++) {
-    rt_unit *u = &rt->units[ui];
-    uint64_t lo = (uint64_t)rt->srank * u->Ls, hi = lo + u->Ls;
-    for (int j = rt->ubeg[ui]; j < rt->ubeg[ui + 1]; j++) {
+  const rt_state_info *in = &x->in;
+  int rep, sh;
+  HSR_CHECK(hsr_mesh_coords(in->mesh, in->rank, &rep, &sh));
+  for (int ui = 0; ui < in->nunits; ui++) {
+    rt_state_unit un;
+    rt_state_range r;
+    HSR_CHECK(rt_state_unit_of(x->rt, ui, &un));
+    HSR_CHECK(rt_state_range_at(x->rt, ui, RT_STATE_MASTER, rep, sh, &r));
+    for (int k = RT_STATE_M; k <= RT_STATE_V; k++) {
+      rt_state_range o;
+      HSR_CHECK(rt_state_range_at(x->rt, ui, (rt_state_kind)k, rep, sh, &o));
+      if (o.lo != r.lo || o.n != r.n)
+        return hsr_error(HSR_ERR_INTERNAL,
+                         "checkpoint load: unit '%s' holds its moments over another range than its "
+                         "master",
+                         un.name);
+    }
+    uint64_t lo = r.lo, hi = lo + r.n;
+    for (int j = 0; j < un.nparams; j++) {
       hsr_rt_param_info p;
-      HSR_CHECK(hsr_rt_layout_param(rt->layout, rt->uparam[j], &p));
+      HSR_CHECK(hsr_rt_layout_param(in->layout, un.params[j], &p));
       uint64_t a = p.offset > lo ? p.offset : lo, b = p.offset + p.numel < hi ? p.offset + p.numel : hi;
-      if (a < b) HSR_CHECK(plan_piece(x, x->map[rt->uparam[j]], a - p.offset, b - p.offset, u, a - lo));
+      if (a < b) HSR_CHECK(plan_piece(x, x->map[un.params[j]], a - p.offset, b - p.offset, ui, a - lo));
     }
   }
   return HSR_OK;
@@ -143,14 +160,13 @@ static hsr_status hold_sink(void *ctx, ckpt_span *s, uint64_t pos, const void *s
 }
 
 static hsr_status install_sink(void *ctx, ckpt_span *s, uint64_t pos, const void *src, size_t n) {
-  hsr_rt *rt = ctx;
   /* a pageable host source: the copy returns once src may be reused */
-  return hsr_device_copy(rt->dev, (char *)s->dst + pos, src, n, CS(rt));
+  return rt_state_copy(ctx, (char *)s->dst + pos, src, n);
 }
 
 /* Everything checked, nothing changed: manifest, match, every block read. */
 static hsr_status verify(load_ctx *x, const char *path, size_t cap) {
-  HSR_CHECK(ckpt_check_idle(x->rt, "load", 1));
+  HSR_CHECK(rt_state_idle(x->rt, "load", 1));
   HSR_CHECK(hsr_ckpt_open(path, &x->c));
   HSR_CHECK(match(x));
   HSR_CHECK(plan(x));
@@ -181,21 +197,15 @@ static hsr_status verify(load_ctx *x, const char *path, size_t cap) {
  * rank's slice; the unsharded strategies' full copies are gathered after). */
 static hsr_status install(load_ctx *x) {
   hsr_rt *rt = x->rt;
-  HSR_CHECK(rt_dev_quiesce(rt->dv));
+  HSR_CHECK(rt_state_quiesce(rt));
   double t0 = hsr_clock_s();
   hsr_status st = HSR_OK;
   if (x->hold)
-    for (int i = 0; i < x->n && st == HSR_OK; i++)
-      st = hsr_device_copy(rt->dev, x->s[i].dst, x->s[i].hold, x->s[i].len, CS(rt));
+    for (int i = 0; i < x->n && st == HSR_OK; i++) st = rt_state_copy(rt, x->s[i].dst, x->s[i].hold, x->s[i].len);
   else
     st = ckpt_read_spans(x->c, x->s, x->n, x->buf, x->chunk, install_sink, rt, &x->read_bytes);
   x->data_s += hsr_clock_s() - t0;
-  for (int ui = 0; ui < rt->nunits && st == HSR_OK; ui++) {
-    rt_unit *u = &rt->units[ui];
-    void *dst = rt->sharded_params ? u->shard : (char *)u->full + (size_t)rt->srank * u->Ls * rt->pes;
-    st = hsr_kernels_cast(rt->dev, CS(rt), u->Ls, u->master, HSR_F32, dst, rt->cfg.param_dtype);
-  }
-  if (st == HSR_OK) st = rt_dev_sync(rt->dv, CS(rt)); /* before the staging buffers go */
+  if (st == HSR_OK) st = rt_state_installed(rt); /* the parameters from the master; before the staging buffers go */
   if (st != HSR_OK)
     return hsr_error(st,
                      "checkpoint load failed while installing, after every rank had verified it; the engine's "
@@ -204,36 +214,23 @@ static hsr_status install(load_ctx *x) {
   return HSR_OK;
 }
 
-/* zero1 / zero2 / ddp keep full parameters: the shard group gathers the slices. */
-static hsr_status regather(hsr_rt *rt) {
-  if (rt->sharded_params || rt->S == 1) return HSR_OK;
-  HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt)));
-  HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, GS(rt)));
-  for (int ui = 0; ui < rt->nunits; ui++) {
-    rt_unit *u = &rt->units[ui];
-    HSR_CHECK(hsr_comm_allgather(rt->shard_c, (char *)u->full + (size_t)rt->srank * u->Ls * rt->pes, u->full, u->Ls,
-                                 rt->cfg.param_dtype, NULL));
-  }
-  HSR_CHECK(rt_dev_sync(rt->dv, GS(rt)));
-  HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt)));
-  return rt_snapshot_counts(rt, NULL); /* the load's gathers do not count toward the next step */
-}
-
 /* The step and each group's learning rate; the program's other
  * hyperparameters stay (a difference is worth a line). */
-static void restore_optimizer(hsr_rt *rt, const hsr_ckpt *c) {
-  rt->step = c->info.step;
-  for (int g = 0; g < rt->cfg.num_groups; g++) {
-    hsr_rt_opt_group *now = &rt->cfg.groups[g];
+static hsr_status restore_optimizer(load_ctx *x) {
+  const hsr_ckpt *c = x->c;
+  rt_state_set_step(x->rt, c->info.step);
+  for (int g = 0; g < x->in.cfg->num_groups; g++) {
+    const hsr_rt_opt_group *now = &x->in.cfg->groups[g];
     const hsr_rt_opt_group *was = &c->info.groups[g];
-    if (hsr_boot_rank(rt->boot) == 0 && (now->beta1 != was->beta1 || now->beta2 != was->beta2 || now->eps != was->eps ||
-                                         now->weight_decay != was->weight_decay))
+    if (x->in.rank == 0 && (now->beta1 != was->beta1 || now->beta2 != was->beta2 || now->eps != was->eps ||
+                            now->weight_decay != was->weight_decay))
       HSR_LOG_W("checkpoint: optimizer group %d was saved with beta1 %g beta2 %g eps %g weight_decay %g; keeping the "
                 "program's %g %g %g %g",
                 g, was->beta1, was->beta2, was->eps, was->weight_decay, now->beta1, now->beta2, now->eps,
                 now->weight_decay);
-    now->lr = was->lr;
+    HSR_CHECK(hsr_rt_set_lr(x->rt, g, was->lr));
   }
+  return HSR_OK;
 }
 
 static void fill_stats(const load_ctx *x, double t0, hsr_ckpt_stats *s) {
@@ -253,12 +250,13 @@ static void fill_stats(const load_ctx *x, double t0, hsr_ckpt_stats *s) {
 
 hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, hsr_ckpt_stats *stats) {
   if (!rt || !path) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_load: NULL argument");
-  HSR_CHECK(hsr_rt_commit(rt));
+  HSR_CHECK(hsr_rt_commit(rt)); /* commits first (hsr/ckpt.h) */
   double t0 = hsr_clock_s();
-  rt_obs_phase(rt->obs, HSR_PHASE_CKPT, -1);
+  rt_state_phase(rt);
   load_ctx x;
   memset(&x, 0, sizeof x);
   x.rt = rt;
+  rt_state_info_of(rt, &x.in);
   size_t cap = 0;
   hsr_ckpt_state *prog = NULL;
   hsr_status st = ckpt_buffer_cap(&cap);
@@ -268,8 +266,8 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
   st = ckpt_agree(rt, st, 0, 0, 0, NULL); /* nothing has changed yet */
   if (st == HSR_OK) {
     st = ckpt_agree(rt, install(&x), 0, 0, 0, NULL);
-    if (st == HSR_OK) st = regather(rt);
-    if (st == HSR_OK) restore_optimizer(rt, x.c);
+    if (st == HSR_OK) st = rt_state_regather(rt);
+    if (st == HSR_OK) st = restore_optimizer(&x);
     if (st == HSR_OK && prog) st = ckpt_state_assign(program, ckpt_state_obj(prog), "checkpoint: program state");
   }
   if (stats) fill_stats(&x, t0, stats);

@@ -32,6 +32,10 @@ hsr_status hsr_rt_config_default(hsr_rt_config *c) {
 const char *hsr_rt_strategy_name(hsr_rt_strategy s) {
   return s >= 0 && s < HSR_RT_STRATEGY_COUNT ? strategy_names[s] : "?";
 }
+hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s) {
+  int params = s == HSR_RT_FSDP || s == HSR_RT_HYBRID;
+  return (hsr_rt_sharding){.params = params, .grads = params || s == HSR_RT_ZERO2};
+}
 const char *hsr_rt_sync_name(hsr_rt_sync s) { return s >= 0 && s <= HSR_RT_SYNC_RS_ONLY ? sync_names[s] : "?"; }
 
 hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out) {

@@ -121,8 +121,8 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
   /* compare the configuration before any collective that depends on it */
   st = rt_id_compare(rt, rt_id_config(rt), "configuration");
   if (st != HSR_OK) goto fail;
-  rt->sharded_params = cfg->strategy == HSR_RT_FSDP || cfg->strategy == HSR_RT_HYBRID;
-  rt->sharded_grads = rt->sharded_params || cfg->strategy == HSR_RT_ZERO2;
+  rt->sh = hsr_rt_strategy_sharding(cfg->strategy);
+  rt->exec = rt_exec_of(rt_dev_gpu(rt->dv));
   rt->pes = hsr_dtype_size(cfg->param_dtype);
   rt->res = hsr_dtype_size(cfg->reduce_dtype);
   rt->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : -1;
@@ -146,20 +146,15 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
   if (!rt) return HSR_OK;
   hsr_status st = HSR_OK;
   if (rt->world) {
-    hsr_status d = rt_red_drain(rt);
+    /* reductions and gathers still in flight complete first (bounded) */
+    hsr_status d = rt->sched ? hsr_sched_drain(rt->sched, rt->exec, rt) : HSR_OK;
     if (d != HSR_OK) st = d;
-    for (int u = 0; u < rt->nunits; u++)
-      if (rt->units[u].greq) {
-        hsr_req_wait(rt->units[u].greq, rt->timeout);
-        rt->units[u].greq = NULL;
-      }
     rt_mem_release_all(rt);
   }
   if (rt->dv) { /* streams and requests drained before the communicators go */
     hsr_status d = rt_dev_quiesce(rt->dv);
     if (d != HSR_OK && st == HSR_OK) st = d;
   }
-  free(rt->q);
   hsr_comm_free(rt->part_c);
   hsr_comm_free(rt->rep_c);
   hsr_comm_free(rt->shard_c);
@@ -183,7 +178,7 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
 /* ---- registration ---- */
 hsr_status hsr_rt_unit_add(hsr_rt *rt, const char *name, int is_root, int *id) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
-  if (rt->committed)
+  if (rt->commit != RT_OPEN)
     return hsr_error(HSR_ERR_STATE, "unit '%s' registered after the first step; register every unit before training",
                      name ? name : "?");
   int u;
@@ -201,7 +196,7 @@ hsr_status hsr_rt_unit_add(hsr_rt *rt, const char *name, int is_root, int *id) {
 
 hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int ndim, const int64_t *shape, int group) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
-  if (rt->committed)
+  if (rt->commit != RT_OPEN)
     return hsr_error(HSR_ERR_STATE, "parameter '%s' registered after the first step", name ? name : "?");
   if (group >= rt->cfg.num_groups)
     return hsr_error(HSR_ERR_INVALID, "parameter '%s': optimizer group %d, but the config has %d group(s)",
@@ -243,34 +238,24 @@ static hsr_status make_schedule(hsr_rt *rt) {
   return st;
 }
 
-/* SETUP: the unit's persistent buffers, zeroed. */
-static hsr_status setup_unit(hsr_rt *rt, const hsr_sched_action *a) {
-  rt_unit *u = &rt->units[a->unit];
-  u->L = hsr_rt_layout_unit_len(rt->layout, a->unit);
-  u->Ls = hsr_rt_layout_shard_len(rt->layout, a->unit);
-  void **slot[HSR_SCHED_BUF_COUNT] = {[HSR_SCHED_BUF_MASTER] = (void **)&u->master,
-                                      [HSR_SCHED_BUF_MOMENT_M] = (void **)&u->m,
-                                      [HSR_SCHED_BUF_MOMENT_V] = (void **)&u->v,
-                                      [HSR_SCHED_BUF_GRAD_SHARD] = (void **)&u->gshard,
-                                      [HSR_SCHED_BUF_PARAM] = rt->sharded_params ? &u->shard : &u->full};
-  hsr_sched_bufop ops[HSR_SCHED_MAX_BUFOPS];
-  int n;
-  HSR_CHECK(hsr_sched_buffers(rt->sched, a, ops, &n));
-  for (int i = 0; i < n; i++) {
-    if (!ops[i].get || !slot[ops[i].buf])
-      return hsr_error(HSR_ERR_INTERNAL, "runtime: setup of unit '%s' holds an unexpected buffer", u->name);
-    HSR_CHECK(rt_mem_get(rt, ops[i].cat, ops[i].bytes, slot[ops[i].buf]));
-    RT_TIMED(rt, RT_T_DATA, rt_zero(rt, *slot[ops[i].buf], ops[i].bytes));
-  }
+/* SETUP: the unit's persistent buffers (taken by the interpreter), zeroed. */
+hsr_status rt_x_setup(void *ctx, const hsr_sched_action *a) {
+  hsr_rt *rt = ctx;
+  for (int k = HSR_SCHED_BUF_MASTER; k <= HSR_SCHED_BUF_PARAM; k++)
+    RT_TIMED(
+        rt, RT_T_DATA,
+        rt_zero(rt, rt_buf(rt, a->unit, (hsr_sched_buf)k), hsr_sched_buf_bytes(rt->sched, (hsr_sched_buf)k, a->unit)));
   return HSR_OK;
 }
 
-hsr_status hsr_rt_commit(hsr_rt *rt) {
-  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
-  if (rt->committed) return HSR_OK;
+/* Every step of it, in order; committed only when all of them succeeded. */
+static hsr_status commit(hsr_rt *rt) {
   if (rt->nunits == 0) return hsr_error(HSR_ERR_STATE, "runtime: no units registered");
   HSR_CHECK(hsr_rt_layout_finalize(rt->layout, rt->S));
-  rt->committed = 1;
+  for (int u = 0; u < rt->nunits; u++) {
+    rt->units[u].L = hsr_rt_layout_unit_len(rt->layout, u);
+    rt->units[u].Ls = hsr_rt_layout_shard_len(rt->layout, u);
+  }
   HSR_CHECK(rt_id_compare(rt, rt_id_layout(rt), "configuration + layout"));
   HSR_CHECK(group_params(rt));
   HSR_CHECK(make_schedule(rt));
@@ -278,7 +263,7 @@ hsr_status hsr_rt_commit(hsr_rt *rt) {
   const hsr_sched_action *acts;
   int n;
   HSR_CHECK(hsr_sched_setup(rt->sched, &acts, &n));
-  for (int i = 0; i < n; i++) HSR_CHECK(setup_unit(rt, &acts[i]));
+  HSR_CHECK(rt_run(rt, acts, n));
   hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
     for (int op = 0; op < HSR_OP_COUNT; op++)
@@ -286,6 +271,24 @@ hsr_status hsr_rt_commit(hsr_rt *rt) {
   return HSR_OK;
 }
 
+hsr_status hsr_rt_commit(hsr_rt *rt) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  if (rt->commit == RT_COMMITTED) return HSR_OK;
+  if (rt->commit == RT_BROKEN)
+    return hsr_error(HSR_ERR_STATE, "hsr_rt_commit: an earlier commit failed (%s); destroy the engine", rt->commit_msg);
+  hsr_status st = commit(rt);
+  if (st != HSR_OK) {
+    /* before the layout is fixed registration stays open; after it
+     * collectives may have run, so there is no second attempt */
+    snprintf(rt->commit_msg, sizeof rt->commit_msg, "%s", hsr_last_error());
+    rt->commit = hsr_rt_layout_shards(rt->layout) > 0 ? RT_BROKEN : RT_OPEN;
+    return st;
+  }
+  rt->commit = RT_COMMITTED;
+  return HSR_OK;
+}
+
+/* Commits first (hsr/runtime.h). */
 hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) {
   if (!rt || !name || !values) return hsr_error(HSR_ERR_INVALID, "hsr_rt_param_init: NULL argument");
   HSR_CHECK(hsr_rt_commit(rt));
@@ -293,6 +296,8 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
   hsr_rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
   rt_unit *u = &rt->units[p.unit];
+  float *master = rt_f32(rt, p.unit, HSR_SCHED_BUF_MASTER);
+  char *param = rt_buf(rt, p.unit, HSR_SCHED_BUF_PARAM); /* the shard, or (unsharded) the whole unit */
   const float *src = values;
   float *staged = NULL;
   if (rt_dev_gpu(rt->dv) && p.numel) { /* the cast kernels read device memory: stage the values */
@@ -303,35 +308,36 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
   hsr_status st = staged ? hsr_device_copy(rt->dev, staged, values, p.numel * 4, CS(rt)) : HSR_OK;
   size_t a, b, lo = (size_t)rt->srank * u->Ls;
   if (st == HSR_OK && rt_local_range(rt, u, p.offset, p.numel, &a, &b)) {
-    st = hsr_device_copy(rt->dev, u->master + (a - lo), src + (a - p.offset), (b - a) * 4, CS(rt));
-    if (st == HSR_OK && rt->sharded_params)
-      st = hsr_kernels_cast(rt->dev, CS(rt), b - a, src + (a - p.offset), HSR_F32,
-                            (char *)u->shard + (a - lo) * rt->pes, rt->cfg.param_dtype);
+    st = hsr_device_copy(rt->dev, master + (a - lo), src + (a - p.offset), (b - a) * 4, CS(rt));
+    if (st == HSR_OK && rt->sh.params)
+      st = hsr_kernels_cast(rt->dev, CS(rt), b - a, src + (a - p.offset), HSR_F32, param + (a - lo) * rt->pes,
+                            rt->cfg.param_dtype);
   }
-  if (st == HSR_OK && !rt->sharded_params && p.numel)
-    st = hsr_kernels_cast(rt->dev, CS(rt), p.numel, src, HSR_F32, (char *)u->full + p.offset * rt->pes,
-                          rt->cfg.param_dtype);
+  if (st == HSR_OK && !rt->sh.params && p.numel)
+    st = hsr_kernels_cast(rt->dev, CS(rt), p.numel, src, HSR_F32, param + p.offset * rt->pes, rt->cfg.param_dtype);
   rt_mem_put(rt, staged);
   return st;
 }
 
+/* Commits first (hsr/runtime.h). */
 hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out) {
   if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_param_read: NULL argument");
   HSR_CHECK(hsr_rt_commit(rt));
   hsr_rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
   rt_unit *u = &rt->units[p.unit];
+  const float *master = rt_f32(rt, p.unit, HSR_SCHED_BUF_MASTER);
   /* device: out is host memory; drain the queued updates first (not a steady-state call) */
   HSR_CHECK(rt_dev_quiesce(rt->dv));
   if (rt->S == 1) {
-    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, u->master + p.offset, p.numel * 4, GS(rt)));
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, master + p.offset, p.numel * 4, GS(rt)));
     return rt_dev_sync(rt->dv, GS(rt));
   }
   float *full;
   HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * 4, (void **)&full));
   hsr_status st = rt_dev_quiesce(rt->dv);
   if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
-  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, u->master, full, u->Ls, HSR_F32, NULL);
+  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, master, full, u->Ls, HSR_F32, NULL);
   if (st == HSR_OK) st = hsr_device_copy(rt->dev, out, full + p.offset, p.numel * 4, GS(rt));
   if (st == HSR_OK) st = rt_dev_sync(rt->dv, GS(rt));
   rt_mem_put(rt, full);

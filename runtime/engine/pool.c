@@ -43,8 +43,16 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   return HSR_OK;
 }
 
-hsr_status rt_buf_get(hsr_rt *rt, hsr_sched_buf kind, int unit, void **ptr) {
-  return rt_mem_get(rt, hsr_sched_buf_cat(kind), hsr_sched_buf_bytes(rt->sched, kind, unit), ptr);
+/* The interpreter's buffer rules (hsr_sched_buffers) take and return every
+ * buffer of the lifecycle through these two. */
+hsr_status rt_pool_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
+  (void)unit;
+  return rt_mem_get(ctx, b->cat, b->bytes, p);
+}
+
+void rt_pool_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
+  (void)unit, (void)b;
+  rt_mem_put(ctx, p);
 }
 
 void rt_mem_put(hsr_rt *rt, void *ptr) {

@@ -1,0 +1,186 @@
+/* runtime/engine, private to this folder: the engine's types and the
+ * functions its files share. The engine is one executor of the schedule's
+ * interpreter (runtime/sched/schedule.h, hsr_sched_run): it decides
+ * nothing, and keeps no buffer or queue of its own.
+ *
+ *   engine.c    the lifecycle calls, the executor table, gathers, reshard,
+ *               release, views
+ *   setup.c     creation, groups, registration, commit, init/read-back, getters
+ *   pool.c      the buffer pool (the executor's get/put)
+ *   identity.c  the (config, layout) hash and its cross-rank comparison
+ *   grad.c      the reduction queue's stages: stage 1 in the shard group,
+ *               stage 2 in the replicate group, accumulation; grad_read
+ *   optim.c     the optimizer step (norm, AdamW, re-gather) and zero_grad
+ *   state.c     the checkpoint room's interface (state.h)
+ *
+ * Every rank issues the same collectives on each communicator in the same
+ * order: every decision comes from the schedule and depends on program order
+ * only. The one timing-dependent step, moving a finished reduce-scatter on
+ * to its replicate all-reduce, is done strictly in FIFO order (by the
+ * interpreter), so replicate all-reduces are issued in the same order too. */
+#ifndef HSR_RUNTIME_ENGINE_H
+#define HSR_RUNTIME_ENGINE_H
+
+#include "common/fault_hook.h"
+#include "device_path.h"
+#include "hsr/kernels.h"
+#include "internal.h"
+#include "runtime/sched/schedule.h"
+
+typedef struct rt_unit {
+  char name[HSR_RT_NAME_MAX];
+  int is_root;
+  size_t L, Ls;       /* elements: padded length, shard length */
+  int in_fwd, in_bwd; /* view windows */
+  uint64_t gt0;       /* the gather in flight (its handle is the schedule's): posted at */
+  int64_t gstep;      /* by the step that issued it (the step-end prefetch serves the next) */
+} rt_unit;
+
+/* A pool block. */
+typedef struct rt_block {
+  void *ptr;
+  size_t bytes;
+  rt_mem_cat cat;
+  int in_use, shared;
+} rt_block;
+
+/* The optimizer's progress through one step: its clip factor and the open
+ * span of optimizer work that a posted gather interrupts. */
+typedef struct rt_opt_run {
+  double norm, coef;
+  uint64_t t0, now;
+  int open, dropped; /* dropped: the outer reduction (cfg.outer) voted the step down */
+} rt_opt_run;
+
+/* Where commit stands: registration open, committed, or a commit that
+ * failed part-way (the engine is then unusable: commit_msg says why). */
+typedef enum rt_commit { RT_OPEN = 0, RT_COMMITTED, RT_BROKEN } rt_commit;
+
+struct hsr_rt {
+  hsr_rt_config cfg;
+  hsr_boot *boot;
+  hsr_comm *world, *shard_c, *rep_c, *part_c;
+  int own_world;
+  hsr_cluster *own_cluster;
+  hsr_mesh *mesh;
+  hsr_device *dev;
+  rt_dev *dv; /* device path: streams and ordering (all NULL / no-ops on host) */
+  int S, R, K, srank, rrank, prank;
+  hsr_rt_sharding sh; /* what the strategy shards */
+  int poison;
+  double timeout;
+  hsr_fault_hook hook; /* HSR_FAULT at the optimizer step (a test hook) */
+  size_t pes, res;
+  hsr_rt_layout *layout;
+  rt_commit commit;
+  char commit_msg[512];
+  hsr_sched *sched;           /* the decisions, the buffers and the reduction queue (from commit on) */
+  const hsr_sched_exec *exec; /* this engine as the schedule's executor (host or device) */
+  rt_opt_run *opt;            /* inside hsr_rt_step: the optimizer's span */
+  rt_unit *units;
+  int nunits;
+  int *uparam, *ubeg; /* layout params grouped by unit: uparam[ubeg[u] .. ubeg[u+1]) */
+  rt_block *blocks;
+  int nblocks, capblocks;
+  int64_t step;
+  int grad_ready; /* the accumulators hold the step's synchronized, averaged gradient (hsr_rt_grad_read) */
+  hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
+  hsr_rt_stats stats;
+  rt_obs *obs; /* ledgers, trace, timing (observe.c) */
+};
+
+/* Streams of the device path: compute, all-gather, reduce (NULL on host). */
+#define CS(rt) rt_dev_cs((rt)->dv)
+#define GS(rt) rt_dev_gs((rt)->dv)
+#define RS(rt) rt_dev_rs((rt)->dv)
+
+/* One call, its time charged to a bucket of the engine timing (post: the
+ * collective library's own non-blocking calls; data: the runtime's copies,
+ * casts, zeroing and accumulation), the rest stays bookkeeping. */
+#define RT_TIMED(rt, kind, call)                         \
+  do {                                                   \
+    uint64_t t_ = hsr_clock_ns();                        \
+    hsr_status s_ = (call);                              \
+    rt_obs_time((rt)->obs, (kind), hsr_clock_ns() - t_); \
+    HSR_CHECK(s_);                                       \
+  } while (0)
+
+/* A unit's buffer of kind b (the schedule holds them; NULL: none now). */
+static inline void *rt_buf(const hsr_rt *rt, int unit, hsr_sched_buf b) { return hsr_sched_buf_of(rt->sched, unit, b); }
+static inline float *rt_f32(const hsr_rt *rt, int unit, hsr_sched_buf b) { return rt_buf(rt, unit, b); }
+/* The unit's full parameters: gathered (sharded strategies) or persistent. */
+static inline void *rt_full(const hsr_rt *rt, int unit) { return hsr_sched_full_of(rt->sched, unit); }
+
+/* Intersection of [off, off+n) with this rank's slice of the unit. */
+static inline int rt_local_range(const hsr_rt *rt, const rt_unit *u, size_t off, size_t n, size_t *a, size_t *b) {
+  size_t lo = (size_t)rt->srank * u->Ls, hi = lo + u->Ls;
+  *a = off > lo ? off : lo;
+  *b = off + n < hi ? off + n : hi;
+  return *b > *a;
+}
+
+/* The engine's state is usable: committed (NULL rt, an uncommitted or a
+ * broken engine: an error naming `what`). */
+hsr_status rt_need_committed(const hsr_rt *rt, const char *what);
+
+/* ---- pool.c: the executor's get/put ---- */
+hsr_status rt_pool_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p);
+void rt_pool_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p);
+/* Zero on the compute stream: every buffer zeroed here is next touched by
+ * compute (or by a stream that joins compute before it reads). */
+hsr_status rt_zero(hsr_rt *rt, void *p, size_t bytes);
+/* Teardown: every block back to its allocator. */
+void rt_mem_release_all(hsr_rt *rt);
+
+/* ---- identity.c ---- */
+uint64_t rt_id_config(const hsr_rt *rt);
+uint64_t rt_id_layout(const hsr_rt *rt); /* config + layout */
+/* Every rank contributes its hash; a mismatch names the ranks that differ from rank 0. */
+hsr_status rt_id_compare(hsr_rt *rt, uint64_t mine, const char *what);
+
+/* ---- engine.c ---- */
+/* This engine as an executor: on host, or on the device (where the streams
+ * order the reduction stages). */
+const hsr_sched_exec *rt_exec_of(int gpu);
+/* Runs a lifecycle call's actions through the interpreter with this engine. */
+hsr_status rt_run(hsr_rt *rt, const hsr_sched_action *acts, int n);
+/* Waits for a request and reports the transport's own start/end when known. */
+hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, uint64_t *t1);
+hsr_status rt_check_unit(hsr_rt *rt, int ui, const char *what);
+hsr_status rt_find_param(hsr_rt *rt, const char *name, hsr_rt_param_info *p);
+
+/* ---- the executor's callbacks (hsr_sched_exec): engine.c ---- */
+hsr_status rt_x_gather(void *ctx, const hsr_sched_action *a, void **h);
+hsr_status rt_x_gather_wait(void *ctx, const hsr_sched_action *a, void *h);
+hsr_status rt_x_reshard(void *ctx, const hsr_sched_action *a);
+hsr_status rt_x_release(void *ctx, const hsr_sched_action *a);
+hsr_status rt_x_grad_buf(void *ctx, const hsr_sched_action *a);
+/* setup.c */
+hsr_status rt_x_setup(void *ctx, const hsr_sched_action *a);
+/* grad.c */
+hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad);
+hsr_status rt_x_stage1(void *ctx, hsr_sched_red *r);
+hsr_status rt_x_stage1_done(void *ctx, hsr_sched_red *r);
+hsr_status rt_x_stage2(void *ctx, hsr_sched_red *r);
+hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r);
+hsr_status rt_x_test(void *ctx, hsr_sched_red *r, int *done);
+hsr_status rt_x_wait(void *ctx, hsr_sched_red *r);
+hsr_status rt_x_accumulate(void *ctx, hsr_sched_red *r, void *stage);
+/* optim.c */
+hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a);
+hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a);
+hsr_status rt_x_regather(void *ctx, const hsr_sched_action *a, void **h);
+hsr_status rt_x_regather_wait(void *ctx, const hsr_sched_action *a, void *h);
+hsr_status rt_x_grad_zero(void *ctx, const hsr_sched_action *a);
+
+/* ---- optim.c ---- */
+/* Inside a step, a gather posted under the optimizer ends its span (at
+ * `end`) and opens the next one once posted. */
+void rt_optim_close(hsr_rt *rt, uint64_t end);
+void rt_optim_open(hsr_rt *rt);
+hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info);
+hsr_status rt_zero_grad(hsr_rt *rt);
+/* Communicator call counts since the last snapshot (info may be NULL). */
+hsr_status rt_snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info);
+
+#endif

@@ -1,0 +1,188 @@
+/* The gradient path as the executor of the reduction queue's stages (the
+ * queue, its order and its buffers are the interpreter's: runtime/sched).
+ * Each unit's full gradient is reduced in the shard group (stage 1:
+ * reduce-scatter when gradients are sharded, else an all-reduce in full),
+ * its slice all-reduced in the replicate group (stage 2), and accumulated
+ * into the unit's f32 gradient shard. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+/* A reduce-dtype copy of the full gradient for stage 1 to read. */
+hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
+  rt->grad_ready = 0;                             /* the accumulator takes a new reduction */
+  HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt))); /* compute done -> the reduction may read the gradient */
+  RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->L, grad, HSR_F32, r->send, rt->cfg.reduce_dtype));
+  return HSR_OK;
+}
+
+/* Stage 1: reduce the full gradient in the shard group. Grads sharded:
+ * reduce-scatter (avg) to the local slice. Grads replicated (zero1, ddp):
+ * all-reduce (avg) in full, then the slice is what the optimizer needs. */
+hsr_status rt_x_stage1(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
+  hsr_dtype rdt = rt->cfg.reduce_dtype;
+  r->t0 = hsr_clock_ns();
+  hsr_req *req = NULL;
+  if (rdt == HSR_F32) { /* stage_cast did these for a copy */
+    rt->grad_ready = 0;
+    HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt)));
+  }
+  if (!r->local) {
+    HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, RS(rt)));
+    if (r->scatter)
+      RT_TIMED(rt, RT_T_POST, hsr_comm_reduce_scatter(rt->shard_c, r->send, r->slice, u->Ls, rdt, HSR_AVG, &req));
+    else
+      RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->shard_c, r->send, r->send, u->L, rdt, HSR_AVG, &req));
+  }
+  r->h = req;
+  return HSR_OK;
+}
+
+/* A local or unsharded stage 1 left the result in place: the slice is copied out. */
+hsr_status rt_x_stage1_done(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
+  if (r->local || !r->scatter)
+    RT_TIMED(rt, RT_T_DATA,
+             hsr_device_copy(rt->dev, r->slice, (char *)r->send + (size_t)rt->srank * u->Ls * rt->res, u->Ls * rt->res,
+                             RS(rt)));
+  return HSR_OK;
+}
+
+/* Stage 2: the replicate all-reduce of the slice, in place. */
+hsr_status rt_x_stage2(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
+  hsr_req *req = NULL;
+  r->t0 = hsr_clock_ns();
+  RT_TIMED(rt, RT_T_POST,
+           hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &req));
+  r->h = req;
+  return HSR_OK;
+}
+
+/* rs_only, last micro-batch: the slices of earlier micro-batches were summed
+ * without the replicate all-reduce; one all-reduce of the accumulated slice
+ * completes them all. */
+hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
+  hsr_dtype rdt = rt->cfg.reduce_dtype;
+  hsr_req *req = NULL;
+  r->t0 = hsr_clock_ns();
+  RT_TIMED(
+      rt, RT_T_DATA,
+      hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice, rdt));
+  RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rdt, HSR_AVG, &req));
+  r->h = req;
+  return HSR_OK;
+}
+
+static void red_event(hsr_rt *rt, const hsr_sched_red *r, uint64_t t0, uint64_t t1) {
+  const rt_unit *u = &rt->units[r->unit];
+  int s1 = r->stage == 1;
+  rt_event(rt, 0, s1 && rt->sh.grads ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit,
+           s1 ? HSR_RT_GROUP_SHARD : HSR_RT_GROUP_REPLICATE, 1, (s1 && !rt->sh.grads ? u->L : u->Ls) * rt->res, t0, t1);
+}
+
+/* PROGRESS (host): whether the stage's collective has finished, without blocking. */
+hsr_status rt_x_test(void *ctx, hsr_sched_red *r, int *done) {
+  hsr_rt *rt = ctx;
+  hsr_req *req = r->h;
+  *done = 0;
+  RT_TIMED(rt, RT_T_POST, hsr_req_test(req, done));
+  if (!*done) return HSR_OK;
+  uint64_t a = 0, b = 0;
+  hsr_req_times(req, &a, &b);
+  hsr_req_free(req);
+  red_event(rt, r, a ? a : r->t0, b ? b : hsr_clock_ns());
+  return HSR_OK;
+}
+
+/* Blocks (bounded by the timeout) for the stage's collective. */
+hsr_status rt_x_wait(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  uint64_t t0, t1;
+  hsr_status st = rt_wait_req(rt, r->h, r->t0, &t0, &t1);
+  if (st != HSR_OK)
+    return hsr_error(st, "runtime: gradient %s of unit '%s' failed: %s",
+                     r->stage == 1 ? "reduction (shard group)" : "all-reduce (replicate group)",
+                     rt->units[r->unit].name, hsr_last_error());
+  red_event(rt, r, t0, t1);
+  return HSR_OK;
+}
+
+/* RETIRE: the head's result into the unit's f32 accumulator (in FIFO order:
+ * bitwise reproducible sums); a deferred all-reduce's sum replaces it. */
+hsr_status rt_x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
+  hsr_rt *rt = ctx;
+  rt_unit *u = &rt->units[r->unit];
+  float *acc = rt_f32(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD);
+  hsr_dtype rdt = rt->cfg.reduce_dtype;
+  if (r->deferred) {
+    if (rdt == HSR_F32)
+      RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, acc, r->slice, u->Ls * 4, RS(rt)));
+    else
+      RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rdt, acc, HSR_F32));
+    return HSR_OK;
+  }
+  uint64_t t = hsr_clock_ns();
+  hsr_status st;
+  if (rdt == HSR_F32) {
+    st = hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, r->slice, acc, HSR_F32);
+  } else {
+    st = hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rdt, stage, HSR_F32);
+    if (st == HSR_OK) st = hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, stage, acc, HSR_F32);
+  }
+  rt_obs_time(rt->obs, RT_T_DATA, hsr_clock_ns() - t);
+  return st;
+}
+
+/* ---- reading the synchronized gradient ---- */
+/* Counters of the shard group's all-gathers (the only collective a read uses). */
+static hsr_comm_counter read_counter(hsr_rt *rt) {
+  hsr_comm_counter c = {0};
+  if (rt->shard_c) hsr_comm_counters(rt->shard_c, HSR_OP_ALLGATHER, &c);
+  return c;
+}
+
+hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out) {
+  if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_grad_read: NULL argument");
+  hsr_rt_param_info p;
+  HSR_CHECK(rt_find_param(rt, name, &p));
+  if (!rt->grad_ready)
+    return hsr_error(HSR_ERR_STATE,
+                     "hsr_rt_grad_read(%s): no synchronized gradient now; it exists from the gradient hook inside "
+                     "hsr_rt_step (after the reductions and the 1/micro-batches scale) until hsr_rt_zero_grad or the "
+                     "next backward reduction",
+                     name);
+  rt_unit *u = &rt->units[p.unit];
+  const float *gshard = rt_f32(rt, p.unit, HSR_SCHED_BUF_GRAD_SHARD);
+  HSR_CHECK(rt_dev_quiesce(rt->dv)); /* device: the scaled accumulators are complete; out is host memory */
+  if (rt->S == 1) {
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, gshard + p.offset, p.numel * 4, RS(rt)));
+    return rt_dev_sync(rt->dv, RS(rt));
+  }
+  float *full;
+  HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * 4, (void **)&full));
+  hsr_comm_counter before = read_counter(rt);
+  hsr_status st = rt_dev_use(rt->dv, rt->shard_c, RS(rt));
+  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, gshard, full, u->Ls, HSR_F32, NULL);
+  if (st == HSR_OK) st = hsr_device_copy(rt->dev, out, full + p.offset, p.numel * 4, RS(rt));
+  if (st == HSR_OK) st = rt_dev_sync(rt->dv, RS(rt));
+  rt_mem_put(rt, full);
+  /* a read is not the step's communication: its calls leave the step's counts alone */
+  hsr_comm_counter after = read_counter(rt), *b = &rt->base[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
+  b->calls += after.calls - before.calls;
+  b->bytes_sent += after.bytes_sent - before.bytes_sent;
+  b->bytes_recv += after.bytes_recv - before.bytes_recv;
+  b->fabric_sent += after.fabric_sent - before.fabric_sent;
+  b->fabric_recv += after.fabric_recv - before.fabric_recv;
+  b->bytes_full += after.bytes_full - before.bytes_full;
+  return st;
+}

@@ -1,0 +1,127 @@
+/* The checkpoint room's interface (state.h): ranges, memory, idleness and
+ * the installation of loaded state, answered from the engine's private
+ * struct and the schedule's buffers. */
+#include <string.h>
+
+#include "engine.h"
+#include "state.h"
+
+void rt_state_info_of(const hsr_rt *rt, rt_state_info *out) {
+  *out = (rt_state_info){.cfg = &rt->cfg,
+                         .layout = rt->layout,
+                         .mesh = rt->mesh,
+                         .boot = rt->boot,
+                         .world = rt->world,
+                         .rank = hsr_boot_rank(rt->boot),
+                         .world_size = hsr_boot_size(rt->boot),
+                         .S = rt->S,
+                         .R = rt->R,
+                         .K = rt->K,
+                         .gpu = rt_dev_gpu(rt->dv),
+                         .step = rt->step,
+                         .nunits = rt->nunits};
+}
+
+hsr_status rt_state_unit_of(const hsr_rt *rt, int u, rt_state_unit *out) {
+  if (u < 0 || u >= rt->nunits || !rt->ubeg)
+    return hsr_error(HSR_ERR_INVALID, "runtime state: unit %d does not exist (%d units, committed: %s)", u, rt->nunits,
+                     rt->ubeg ? "yes" : "no");
+  const rt_unit *un = &rt->units[u];
+  *out = (rt_state_unit){un->name, un->is_root, un->L, un->Ls, rt->uparam + rt->ubeg[u], rt->ubeg[u + 1] - rt->ubeg[u]};
+  return HSR_OK;
+}
+
+hsr_status rt_state_range_at(const hsr_rt *rt, int u, rt_state_kind k, int rep, int sh, rt_state_range *out) {
+  if (u < 0 || u >= rt->nunits || k < 0 || k >= RT_STATE_KINDS || rep < 0 || rep >= rt->R || sh < 0 || sh >= rt->S)
+    return hsr_error(HSR_ERR_INVALID, "runtime state: unit %d kind %d at (%d, %d) does not exist", u, (int)k, rep, sh);
+  const rt_unit *un = &rt->units[u];
+  if (k == RT_STATE_PARAM && !rt->sh.params) { /* the whole unit on every rank */
+    *out = (rt_state_range){0, un->L, rep * rt->S + sh, rt->R * rt->S, rt->cfg.param_dtype};
+    return HSR_OK;
+  }
+  /* shard sh, alike on its R replicas */
+  *out = (rt_state_range){(size_t)sh * un->Ls, un->Ls, rep, rt->R, k == RT_STATE_PARAM ? rt->cfg.param_dtype : HSR_F32};
+  return HSR_OK;
+}
+
+void *rt_state_ptr(hsr_rt *rt, int u, rt_state_kind k) {
+  static const hsr_sched_buf buf[RT_STATE_KINDS] = {HSR_SCHED_BUF_MASTER, HSR_SCHED_BUF_MOMENT_M,
+                                                    HSR_SCHED_BUF_MOMENT_V, HSR_SCHED_BUF_PARAM};
+  return k >= 0 && k < RT_STATE_KINDS ? rt_buf(rt, u, buf[k]) : NULL;
+}
+
+hsr_status rt_state_idle(hsr_rt *rt, const char *what, int need_sharded) {
+  HSR_CHECK(rt_need_committed(rt, what));
+  if (hsr_sched_queued(rt->sched) > 0)
+    return hsr_error(HSR_ERR_STATE, "checkpoint %s: %d gradient reduction(s) still in flight; call it between steps",
+                     what, hsr_sched_queued(rt->sched));
+  for (int u = 0; u < rt->nunits; u++) {
+    const rt_unit *un = &rt->units[u];
+    if (un->in_fwd || un->in_bwd)
+      return hsr_error(HSR_ERR_STATE, "checkpoint %s: unit '%s' is inside its %s window; call it between steps", what,
+                       un->name, un->in_fwd ? "forward" : "backward");
+    if (hsr_sched_micro(rt->sched, u) > 0)
+      return hsr_error(HSR_ERR_STATE,
+                       "checkpoint %s: unit '%s' ran %d backward pass(es) of a step not yet taken (gradients are not "
+                       "saved); call it after hsr_rt_step",
+                       what, un->name, hsr_sched_micro(rt->sched, u));
+    hsr_sched_state s = hsr_sched_state_of(rt->sched, u);
+    if (need_sharded && rt->sh.params && s != HSR_SCHED_SHARDED)
+      return hsr_error(HSR_ERR_STATE,
+                       "checkpoint %s: unit '%s' is %s (a gather issued at the end of the last step); load before "
+                       "the first step or without prefetch_step",
+                       what, un->name, hsr_sched_state_name(s));
+  }
+  return HSR_OK;
+}
+
+hsr_status rt_state_quiesce(hsr_rt *rt) { return rt_dev_quiesce(rt->dv); }
+
+hsr_status rt_state_copy(hsr_rt *rt, void *dst, const void *src, size_t bytes) {
+  return hsr_device_copy(rt->dev, dst, src, bytes, CS(rt));
+}
+
+hsr_status rt_state_sync(hsr_rt *rt) { return rt_dev_gpu(rt->dv) ? rt_dev_sync(rt->dv, CS(rt)) : HSR_OK; }
+
+/* This rank's slice of the parameters, cast from the master (unsharded
+ * strategies: its slice of the full copy, which the shard group gathers). */
+hsr_status rt_state_installed(hsr_rt *rt) {
+  hsr_status st = HSR_OK;
+  for (int ui = 0; ui < rt->nunits && st == HSR_OK; ui++) {
+    rt_unit *u = &rt->units[ui];
+    char *param = rt_buf(rt, ui, HSR_SCHED_BUF_PARAM);
+    void *dst = rt->sh.params ? param : param + (size_t)rt->srank * u->Ls * rt->pes;
+    st = hsr_kernels_cast(rt->dev, CS(rt), u->Ls, rt_buf(rt, ui, HSR_SCHED_BUF_MASTER), HSR_F32, dst,
+                          rt->cfg.param_dtype);
+  }
+  if (st == HSR_OK) st = rt_dev_sync(rt->dv, CS(rt)); /* before the caller's staging buffers go */
+  return st;
+}
+
+hsr_status rt_state_regather(hsr_rt *rt) {
+  if (rt->sh.params || rt->S == 1) return HSR_OK;
+  HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt)));
+  HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, GS(rt)));
+  for (int ui = 0; ui < rt->nunits; ui++) {
+    rt_unit *u = &rt->units[ui];
+    char *full = rt_buf(rt, ui, HSR_SCHED_BUF_PARAM);
+    HSR_CHECK(hsr_comm_allgather(rt->shard_c, full + (size_t)rt->srank * u->Ls * rt->pes, full, u->Ls,
+                                 rt->cfg.param_dtype, NULL));
+  }
+  HSR_CHECK(rt_dev_sync(rt->dv, GS(rt)));
+  HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt)));
+  return rt_snapshot_counts(rt, NULL); /* the load's gathers do not count toward the next step */
+}
+
+void rt_state_set_step(hsr_rt *rt, int64_t step) { rt->step = step; }
+
+void rt_state_phase(hsr_rt *rt) { rt_obs_phase(rt->obs, HSR_PHASE_CKPT, -1); }
+
+void rt_state_staging(hsr_rt *rt, size_t bytes, int held) {
+  if (held)
+    rt_obs_mem_get(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+  else
+    rt_obs_mem_free(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+}
+
+void rt_state_fault(hsr_rt *rt, const char *phase) { hsr_fault_hook_hit(&rt->hook, phase); }

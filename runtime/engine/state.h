@@ -1,0 +1,85 @@
+/* runtime/engine/state.h (SHARED with the other rooms of runtime/): what the
+ * checkpoint room (runtime/ckpt) may know of an engine and all it may
+ * change, so a checkpoint never reads the engine's private struct. Per unit
+ * and kind of state: the element range a rank holds, how many ranks hold the
+ * same range, and this rank's memory of it; plus installing loaded state.
+ * Kinds need not share a range (an outer-sharded master, m and v cover part
+ * of a rank's parameter shard), so every caller asks per kind. */
+#ifndef HSR_RUNTIME_ENGINE_STATE_H
+#define HSR_RUNTIME_ENGINE_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsr/runtime.h"
+
+typedef enum rt_state_kind {
+  RT_STATE_MASTER = 0, /* f32 master weights */
+  RT_STATE_M,          /* AdamW's first moment (f32) */
+  RT_STATE_V,          /* and second moment (f32) */
+  RT_STATE_PARAM,      /* the parameters in the param dtype (derived from the master) */
+  RT_STATE_KINDS
+} rt_state_kind;
+
+/* The engine's configuration and place, read-only (valid while it lives). */
+typedef struct rt_state_info {
+  const hsr_rt_config *cfg;
+  const hsr_rt_layout *layout;
+  const hsr_mesh *mesh;
+  hsr_boot *boot;
+  hsr_comm *world;
+  int rank, world_size, S, R, K;
+  int gpu;      /* state lives in device memory */
+  int64_t step; /* steps taken */
+  int nunits;
+} rt_state_info;
+void rt_state_info_of(const hsr_rt *rt, rt_state_info *out);
+
+/* Unit u: its name, root flag, padded and shard lengths, and its layout
+ * parameters in layout order (params[0 .. nparams)). */
+typedef struct rt_state_unit {
+  const char *name;
+  int is_root;
+  size_t len, shard_len;
+  const int *params;
+  int nparams;
+} rt_state_unit;
+hsr_status rt_state_unit_of(const hsr_rt *rt, int u, rt_state_unit *out);
+
+/* Kind k of unit u as the rank at mesh coordinates (rep, sh) holds it:
+ * elements [lo, lo + n) of the unit's flat buffer, held alike by `parts`
+ * ranks of which this one is the part-th (0-based). */
+typedef struct rt_state_range {
+  size_t lo, n;
+  int part, parts;
+  hsr_dtype dtype;
+} rt_state_range;
+hsr_status rt_state_range_at(const hsr_rt *rt, int u, rt_state_kind k, int rep, int sh, rt_state_range *out);
+/* This rank's memory of that range (host or device: rt_state_info.gpu). */
+void *rt_state_ptr(hsr_rt *rt, int u, rt_state_kind k);
+
+/* Between steps: no window open, no backward pass or reduction pending;
+ * need_sharded: and no gather in flight (what: "save" or "load"). */
+hsr_status rt_state_idle(hsr_rt *rt, const char *what, int need_sharded);
+/* Device: every queued update has reached the state (before it is read). */
+hsr_status rt_state_quiesce(hsr_rt *rt);
+/* A copy between the state and host memory, queued on the engine's compute
+ * stream; rt_state_sync waits for what was queued there. */
+hsr_status rt_state_copy(hsr_rt *rt, void *dst, const void *src, size_t bytes);
+hsr_status rt_state_sync(hsr_rt *rt);
+/* After a load wrote the master weights and moments of this rank: its
+ * parameters derived from the master, completed. */
+hsr_status rt_state_installed(hsr_rt *rt);
+/* Then (collective over the shard group) the strategies that keep full
+ * parameters gather them; their calls do not count toward the next step. */
+hsr_status rt_state_regather(hsr_rt *rt);
+/* The optimizer's step count after a load. */
+void rt_state_set_step(hsr_rt *rt, int64_t step);
+
+/* The ledger and the fault hook: the checkpoint phase begins; host staging
+ * memory taken (held = 1) or given back (0); HSR_FAULT at `phase`. */
+void rt_state_phase(hsr_rt *rt);
+void rt_state_staging(hsr_rt *rt, size_t bytes, int held);
+void rt_state_fault(hsr_rt *rt, const char *phase);
+
+#endif

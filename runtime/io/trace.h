@@ -1,0 +1,51 @@
+/* runtime/io (INTERNAL: the engine, tune/ and the tests; not installed):
+ * building a lifecycle trace (hsr/trace.h describes the file), and the
+ * interval arithmetic of its figures. */
+#ifndef HSR_RUNTIME_IO_TRACE_H
+#define HSR_RUNTIME_IO_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsr/boot.h"
+#include "hsr/common.h"
+#include "hsr/trace.h"
+
+typedef enum hsr_span_kind { HSR_SPAN_STEP = 0, HSR_SPAN_COMPUTE, HSR_SPAN_COMM, HSR_SPAN_RUNTIME } hsr_span_kind;
+
+typedef struct hsr_trace hsr_trace;
+
+typedef struct hsr_trace_span {
+  hsr_span_kind kind;
+  const char *lane;      /* "compute", "step", "comm shard", ... */
+  const char *name;      /* "forward", "all_gather", ... */
+  const char *unit;      /* unit name or NULL */
+  const char *group;     /* communicator name or NULL */
+  uint64_t t0_ns, t1_ns; /* hsr_clock_ns() values */
+  uint64_t bytes;
+  int64_t step;
+} hsr_trace_span;
+
+hsr_status hsr_trace_create(int rank, hsr_trace **out);
+void hsr_trace_free(hsr_trace *t);
+/* Records a span (strings are copied). t1 < t0 is HSR_ERR_INVALID. */
+hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s);
+size_t hsr_trace_count(const hsr_trace *t);
+/* Collective over `boot`: rank 0 writes every rank's spans to `path`
+ * (written to a temporary name, then renamed). boot NULL: this rank alone. */
+hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path);
+
+/* Interval arithmetic of the trace's figures, shared with the tuner's
+ * predicted step (tune/eval.c), so both measure a step the same way. */
+typedef struct hsr_ival {
+  double a, b;
+} hsr_ival;
+/* Sorts v[0..*n) by start and merges overlapping intervals in place; *n
+ * becomes the number of disjoint intervals. */
+hsr_status hsr_ival_merge(hsr_ival *v, int *n);
+/* Total length of disjoint intervals. */
+double hsr_ival_length(const hsr_ival *v, int n);
+/* Length of the intersection of two merged interval lists. */
+double hsr_ival_overlap(const hsr_ival *a, int na, const hsr_ival *b, int nb);
+
+#endif

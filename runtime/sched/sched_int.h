@@ -1,0 +1,39 @@
+/* runtime/sched, private: the schedule's state, shared by the decisions
+ * (schedule.c) and the interpreter (run.c). */
+#ifndef HSR_SCHED_INT_H
+#define HSR_SCHED_INT_H
+
+#include "schedule.h"
+
+typedef struct sunit {
+  size_t L, Ls;
+  int is_root;
+  hsr_sched_state state;
+  int from_partial; /* GATHERING: the gather reads the partial slice */
+  int has_grad;     /* holds the full gradient buffer */
+  int micro;        /* backward passes this step */
+  int fwd_pos;      /* position in the recorded forward order, -1 if none */
+  /* the interpreter's */
+  void *buf[HSR_SCHED_BUF_COUNT]; /* what the unit holds (REDUCE_STAGE, SLICE, ACC_STAGE: never) */
+  void *gh;                       /* a gather or re-gather in flight: its handle */
+  hsr_sched_action ga;            /* and the action that posted it */
+} sunit;
+
+struct hsr_sched {
+  hsr_rt_config cfg;
+  int S, R, K, sharded_params, sharded_grads, in_flight;
+  size_t pes, res;
+  sunit *u;
+  int nu;
+  int *order, norder, order_fixed;
+  int live, live_peak;
+  /* The reduction queue, oldest first: q[0, qs) started (hsr_sched_run),
+   * q[0, qd) decided to retire, qn appended. */
+  hsr_sched_red *q;
+  int qn, qd, qs, qcap;
+  hsr_sched_action *act;
+  int nact, capact;
+  hsr_status err; /* out of memory while emitting */
+};
+
+#endif

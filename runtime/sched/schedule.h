@@ -1,0 +1,265 @@
+/* runtime/sched (internal, not installed): the unit lifecycle's decisions
+ * and the one interpreter that runs them. The engine (runtime/engine), the
+ * tuner's timeline (tune/eval.c) and the ledger prediction
+ * (tune/ledger_predict.c) are its three executors, so what they predict and
+ * what the engine does are the same actions over the same buffers and the
+ * same reduction queue. No I/O, no communication: a schedule knows sizes and
+ * states, and holds its executor's buffers and collectives as opaque handles.
+ *
+ * A schedule holds what the decisions depend on: per unit its state and
+ * whether it holds a full gradient buffer, the backward passes of this step,
+ * the forward order recorded on the first step, how many units are live
+ * (gathering or FULL), and the reduction queue. Each lifecycle call turns
+ * into a list of actions, to be run in that order (hsr_sched_run):
+ *
+ *   forward_begin   [GATHER] [WAIT]  prefetch: GATHER of the next units
+ *   forward_end     [RESHARD]        (policy: hsr_sched_reshard_of)
+ *   backward_begin  [GATHER] [WAIT] [GRAD_BUF]  prefetch: GATHER of the previous units
+ *   backward_end    [RELEASE] [REDUCE] [RETIRE... DEFERRED_AR] PROGRESS RETIRE...
+ *   step            RETIRE... NORM, then per unit (the next forward's first
+ *                   unit first) OPTIM and [REGATHER | GATHER]; REGATHER_WAIT...
+ *   zero_grad       RETIRE... GRAD_ZERO per unit
+ *
+ * Every decision depends on program order only, never on timing, so every
+ * rank issues the same collectives in the same order and a prediction from
+ * the same program is exact. */
+#ifndef HSR_SCHEDULE_H
+#define HSR_SCHEDULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsr/common.h"
+#include "hsr/ledger.h"
+#include "hsr/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hsr_sched hsr_sched;
+
+/* A unit's parameters: SHARDED (only the shard), GATHERING (an all-gather
+ * into a full buffer is in flight), FULL (gathered; unsharded strategies are
+ * always FULL), PARTIAL (resharded after forward to 1/K of the unit). */
+typedef enum hsr_sched_state {
+  HSR_SCHED_SHARDED = 0,
+  HSR_SCHED_GATHERING,
+  HSR_SCHED_FULL,
+  HSR_SCHED_PARTIAL
+} hsr_sched_state;
+
+typedef enum hsr_sched_op {
+  HSR_SCHED_SETUP = 0,   /* commit: the unit's persistent buffers */
+  HSR_SCHED_GATHER,      /* start the all-gather of a unit into a new full buffer */
+  HSR_SCHED_WAIT,        /* finish it: the unit is FULL; the partial slice it read goes back */
+  HSR_SCHED_RESHARD,     /* after forward: keep the 1/K slice (partial) or nothing; the full buffer goes back */
+  HSR_SCHED_RELEASE,     /* after backward: the full buffer goes back, the unit is SHARDED */
+  HSR_SCHED_GRAD_BUF,    /* the full f32 gradient buffer (zeroed) that backward accumulates into */
+  HSR_SCHED_REDUCE,      /* start a reduction: stage 1 in the shard group, then (all_reduce) the replicate group */
+  HSR_SCHED_DEFERRED_AR, /* rs_only, last micro-batch: one replicate all-reduce of the accumulated slice */
+  HSR_SCHED_PROGRESS,    /* move queued reductions on without blocking */
+  HSR_SCHED_RETIRE,      /* complete the oldest reduction, accumulate its slice, return its buffers */
+  HSR_SCHED_NORM,        /* global gradient norm and clip factor */
+  HSR_SCHED_OPTIM,       /* AdamW on the unit's local slice */
+  HSR_SCHED_REGATHER,    /* zero1/zero2: start the all-gather of the updated slices, in place */
+  HSR_SCHED_REGATHER_WAIT,
+  HSR_SCHED_GRAD_ZERO, /* zero the gradient accumulator; free_grad: the full gradient buffer goes back */
+  HSR_SCHED_OP_COUNT
+} hsr_sched_op;
+
+typedef struct hsr_sched_action {
+  hsr_sched_op op;
+  int unit;       /* -1: not about one unit (NORM, PROGRESS) */
+  int group;      /* hsr_rt_group of the collective (gathers, reshard, stage 1 of REDUCE); -1: none */
+  int local;      /* the group has one rank: a local copy stands in for the collective */
+  size_t count;   /* elements each rank contributes (gathers); stage 1 of REDUCE: elements reduced;
+                   RESHARD: elements kept (0 unless partial) */
+  int partial;    /* GATHER / WAIT: from the partial slice; RESHARD: keeps one */
+  int scatter;    /* REDUCE: stage 1 is a reduce-scatter (sharded gradients), else an all-reduce in full */
+  int all_reduce; /* REDUCE: the replicate all-reduce follows stage 1 */
+  int deferred;   /* RETIRE: the entry is a DEFERRED_AR (its slice replaces the accumulator) */
+  int free_grad;  /* GRAD_ZERO */
+} hsr_sched_action;
+
+/* Buffer kinds, each with its ledger category and size per unit. */
+typedef enum hsr_sched_buf {
+  HSR_SCHED_BUF_MASTER = 0,   /* f32 master slice: Ls x 4 */
+  HSR_SCHED_BUF_MOMENT_M,     /* Ls x 4 */
+  HSR_SCHED_BUF_MOMENT_V,     /* Ls x 4 */
+  HSR_SCHED_BUF_GRAD_SHARD,   /* f32 gradient accumulator: Ls x 4 */
+  HSR_SCHED_BUF_PARAM,        /* parameters: the shard (Ls) when sharded, else the whole unit (L); param dtype */
+  HSR_SCHED_BUF_FULL,         /* a gathered unit: L x param dtype */
+  HSR_SCHED_BUF_PARTIAL,      /* the slice kept after forward: L/K x param dtype */
+  HSR_SCHED_BUF_GRAD,         /* the full f32 gradient: L x 4 */
+  HSR_SCHED_BUF_REDUCE_STAGE, /* reduce-dtype copy of the full gradient: L x reduce dtype */
+  HSR_SCHED_BUF_SLICE,        /* the reduced slice, all-reduced in place: Ls x reduce dtype */
+  HSR_SCHED_BUF_ACC_STAGE,    /* f32 copy of a reduce-dtype slice before it is accumulated: Ls x 4 */
+  HSR_SCHED_BUF_COUNT
+} hsr_sched_buf;
+
+/* One buffer taken from (get = 1) or returned to (get = 0) the pool. */
+typedef struct hsr_sched_bufop {
+  int get;
+  hsr_sched_buf buf;
+  hsr_mem_cat cat;
+  size_t bytes;
+} hsr_sched_bufop;
+#define HSR_SCHED_MAX_BUFOPS 6
+
+/* cfg: strategy, reshard and K, root_reshard, prefetch, max_live,
+ * prefetch_step, dtypes, sync, micro-batches, and device (HSR_DEVICE_CUDA
+ * keeps no reduction in flight behind backward: the streams order them).
+ * S, R: the resolved mesh. layout: finalized for S shards. is_root[u]: root
+ * units (cfg->root_reshard applies; NULL: none). */
+hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout, const int *is_root,
+                            hsr_sched **out);
+void hsr_sched_free(hsr_sched *s);
+
+/* The lifecycle. Each call decides, updates the schedule and returns its
+ * actions in *acts (owned by the schedule, valid until its next call). A
+ * call that the unit's state does not allow is HSR_ERR_STATE. */
+hsr_status hsr_sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n); /* once, at commit */
+hsr_status hsr_sched_forward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_forward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_backward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_backward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n);
+hsr_status hsr_sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n);
+/* WAIT for every unit still GATHERING (before a trace is written). */
+hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n);
+
+/* The buffers an action takes and returns, in the order it does so (at most
+ * HSR_SCHED_MAX_BUFOPS):
+ *   SETUP        get MASTER, MOMENT_M, MOMENT_V, GRAD_SHARD, PARAM
+ *   GATHER       get FULL                  WAIT      put PARTIAL (if partial)
+ *   RESHARD      get PARTIAL (if partial), put FULL
+ *   RELEASE      put FULL                  GRAD_BUF  get GRAD
+ *   REDUCE       reduce dtype not f32: get REDUCE_STAGE, put GRAD; then get SLICE
+ *                (f32: the gradient buffer itself is what stage 1 reads)
+ *   DEFERRED_AR  get SLICE
+ *   RETIRE       not deferred: reduce dtype not f32: get ACC_STAGE, put ACC_STAGE;
+ *                then put what stage 1 read (REDUCE_STAGE or GRAD); put SLICE
+ *   GRAD_ZERO    put GRAD (if free_grad)
+ * the others none. */
+hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n);
+hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b);
+/* Bytes of a buffer of unit u, as the pool hands it out (an empty one is a
+ * 64-byte block). */
+size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit);
+
+/* Pure decisions on their own. */
+/* What forward_end does to the unit: NONE for unsharded strategies and for
+ * root units unless cfg.root_reshard, else cfg.reshard. */
+hsr_rt_reshard hsr_sched_reshard_of(const hsr_sched *s, int unit);
+/* Reductions left in flight at the end of backward_end (2 on host, 0 on CUDA). */
+int hsr_sched_in_flight(const hsr_sched *s);
+
+/* ---- the interpreter (run.c) ----
+ *
+ * hsr_sched_run executes a lifecycle call's actions with one executor: a
+ * table of callbacks, where NULL means "no effect" (the ledger prediction
+ * fills in only the pool; the timeline no pool at all). It owns:
+ *   - the buffer rules: for every action it takes and returns the buffers
+ *     hsr_sched_buffers lists, in that order, through get/put, and keeps them
+ *     (per unit; per reduction: hsr_sched_red). An action's effect runs once
+ *     the buffers it takes are there and before any it returns goes back;
+ *     REDUCE with a reduce-dtype copy is the one effect split in two: the
+ *     copy (stage_cast) before the gradient goes back, stage 1 after the
+ *     slice is taken;
+ *   - the reduction queue (the schedule's own: REDUCE and DEFERRED_AR start
+ *     the entries the decisions appended, RETIRE completes and removes the
+ *     head): stage 1 in the shard group, then, when the entry has an
+ *     all-reduce, stage 2 in the replicate group; PROGRESS moves finished
+ *     stage-1 entries on in FIFO order (timing decides only when, never
+ *     which or in what order); RETIRE waits for the head, accumulates it and
+ *     returns its buffers;
+ *   - the gathers in flight: one handle per unit, from GATHER or REGATHER
+ *     to its WAIT.
+ * After an action fails, the rest of the list runs only the waits of gathers
+ * already posted (a posted collective is always completed); the first error
+ * is returned. */
+
+/* A reduction in the queue. */
+typedef struct hsr_sched_red {
+  int unit;
+  int deferred;       /* rs_only's DEFERRED_AR: its slice replaces the accumulator */
+  int scatter, local; /* REDUCE: stage 1 is a reduce-scatter / its group has one rank (no collective) */
+  int all_reduce;     /* stage 2 (the replicate all-reduce of the slice) follows stage 1 */
+  size_t count;       /* stage 1: elements each rank contributes (REDUCE's count) */
+  int stage;          /* 0 not started, 1 shard group, 2 replicate group */
+  int done;           /* every stage has completed */
+  void *send;         /* what stage 1 reads: the gradient, or its reduce-dtype copy */
+  void *slice;        /* Ls (reduce dtype): stage 1's result, all-reduced in place by stage 2 */
+  void *h;            /* the executor's handle of the stage's collective in flight (NULL: none) */
+  uint64_t t0;        /* the executor's: when that stage was posted */
+} hsr_sched_red;
+
+typedef struct hsr_sched_exec {
+  /* The pool: a buffer of b's kind, category and size for `unit`, and back. */
+  hsr_status (*get)(void *ctx, int unit, const hsr_sched_bufop *b, void **p);
+  void (*put)(void *ctx, int unit, const hsr_sched_bufop *b, void *p);
+  /* One callback per action (its unit's buffers: hsr_sched_buf_of). GATHER
+   * and REGATHER return the handle their WAIT and REGATHER_WAIT get back. */
+  hsr_status (*setup)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*gather)(void *ctx, const hsr_sched_action *a, void **h);
+  hsr_status (*gather_wait)(void *ctx, const hsr_sched_action *a, void *h);
+  hsr_status (*reshard)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*release)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*grad_buf)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*norm)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*optim)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*regather)(void *ctx, const hsr_sched_action *a, void **h);
+  hsr_status (*regather_wait)(void *ctx, const hsr_sched_action *a, void *h);
+  hsr_status (*grad_zero)(void *ctx, const hsr_sched_action *a);
+  /* The reduction queue's stages; each posting callback sets r->h (NULL:
+   * nothing to wait for). stage_cast: the gradient into its reduce-dtype
+   * copy r->send. stage1: post stage 1 (a local one: nothing to post).
+   * stage1_done: stage 1 has completed (where it left the result in
+   * r->send, the slice is copied out). stage2: post the replicate all-reduce
+   * of r->slice. deferred_ar: DEFERRED_AR's all-reduce of the accumulated
+   * slice (into r->slice). test: whether r->h has completed, releasing it
+   * when it has (NULL: PROGRESS moves nothing; the device's streams order
+   * the stages). wait: completes and releases r->h (NULL: no host wait).
+   * accumulate: RETIRE, the slice into the unit's accumulator (stage: an f32
+   * staging buffer when the reduce dtype is not f32, else NULL). */
+  hsr_status (*stage_cast)(void *ctx, hsr_sched_red *r, void *grad);
+  hsr_status (*stage1)(void *ctx, hsr_sched_red *r);
+  hsr_status (*stage1_done)(void *ctx, hsr_sched_red *r);
+  hsr_status (*stage2)(void *ctx, hsr_sched_red *r);
+  hsr_status (*deferred_ar)(void *ctx, hsr_sched_red *r);
+  hsr_status (*test)(void *ctx, hsr_sched_red *r, int *done);
+  hsr_status (*wait)(void *ctx, hsr_sched_red *r);
+  hsr_status (*accumulate)(void *ctx, hsr_sched_red *r, void *stage);
+} hsr_sched_exec;
+
+/* Runs acts[0..n) (a lifecycle call's list, just decided) with executor x. */
+hsr_status hsr_sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, const hsr_sched_exec *x, void *ctx);
+/* Teardown: completes every reduction still queued (stage 2 included, so
+ * peers that posted theirs are not left waiting) and every gather in
+ * flight, and gives their buffers back. */
+hsr_status hsr_sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx);
+/* The buffer of kind b that unit u holds (NULL: none). */
+void *hsr_sched_buf_of(const hsr_sched *s, int unit, hsr_sched_buf b);
+/* The unit's full parameters: the gathered buffer (sharded strategies,
+ * NULL while not FULL) or the persistent one. */
+void *hsr_sched_full_of(const hsr_sched *s, int unit);
+/* Reductions started and not yet retired. */
+int hsr_sched_started(const hsr_sched *s);
+
+/* Getters. */
+int hsr_sched_num_units(const hsr_sched *s);
+hsr_sched_state hsr_sched_state_of(const hsr_sched *s, int unit);
+int hsr_sched_micro(const hsr_sched *s, int unit); /* backward passes this step */
+int hsr_sched_live(const hsr_sched *s);            /* units gathering or FULL (sharded strategies) */
+int hsr_sched_live_peak(const hsr_sched *s);
+int hsr_sched_queued(const hsr_sched *s); /* reductions in the queue */
+/* The recorded forward order (*n units; fixed at the first step). */
+const int *hsr_sched_order(const hsr_sched *s, int *n);
+const char *hsr_sched_state_name(hsr_sched_state st); /* "sharded", "gathering", "full", "partial" */
+const char *hsr_sched_op_name(hsr_sched_op op);       /* "gather", "wait", ... */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

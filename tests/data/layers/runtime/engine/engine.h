@@ -1,0 +1,1 @@
+/* fixture: the engine room's private header */

@@ -1,0 +1,1 @@
+/* fixture: the engine room's interface for the other rooms (SHARED) */

@@ -1,0 +1,1 @@
+/* fixture: the schedule (INTERNAL) */
