@@ -346,13 +346,13 @@ static hsr_status tmp_get(ft_link *l, size_t floats, float **out) {
 
 /* Sends an abort notice to every peer (tiny: it completes eagerly). */
 static void send_aborts(ft_link *l, const int *peers, int n, int me, int64_t epoch, int64_t step, const ft_result *r,
-                        abort_msg *m) {
+                        abort_msg *m, bufrec *rec) {
   m->n = r->n;
   for (int i = 0; i < r->n; i++) m->culprit[i] = r->culprit[i];
   slot *s[FT_MAX_REPLICAS];
   int k = 0;
   for (int j = 0; j < n; j++)
-    if (j != me) s[k++] = post_send(l, peers[j], ft_tag(FT_TAG_ABORT, epoch, step, peers[me]), m, sizeof *m, 1, NULL);
+    if (j != me) s[k++] = post_send(l, peers[j], ft_tag(FT_TAG_ABORT, epoch, step, peers[me]), m, sizeof *m, 1, rec);
   double end = hsr_clock_s() + 0.05;
   for (;;) {
     int pend = 0;
@@ -376,14 +376,15 @@ hsr_status ft_link_allreduce_avg(ft_link *l, const int *peers, int n, int me, in
   }
   float *tmp = NULL;
   HSR_CHECK(tmp_get(l, (size_t)(n - 1) * mine + 1, &tmp));
-  bufrec *brec = calloc(1, sizeof *brec);
+  bufrec *brec = calloc(1, sizeof *brec), *abrec = calloc(1, sizeof *abrec);
   abort_msg *ab = calloc((size_t)n + 1, sizeof *ab);
   slot **rs = calloc((size_t)n * 5, sizeof *rs);
-  if (!brec || !ab || !rs) {
-    free(brec), free(ab), free(rs);
+  if (!brec || !abrec || !ab || !rs) {
+    free(brec), free(abrec), free(ab), free(rs);
     return hsr_error(HSR_ERR_NOMEM, "out of memory");
   }
   *brec = (bufrec){buf, 0, 0, 0};
+  *abrec = (bufrec){ab, 0, 1, 0}; /* the abort notices in and out: freed with the last request on them */
   slot **rrs = rs, **rag = rs + n, **rab = rs + 2 * n, **srs = rs + 3 * n, **sag = rs + 4 * n;
   int src = peers[me];
   /* every receive first, so that whatever arrives has a place */
@@ -394,7 +395,7 @@ hsr_status ft_link_allreduce_avg(ft_link *l, const int *peers, int n, int me, in
     rrs[j] = post_recv(l, p, ft_tag(FT_TAG_RS, epoch, step, p), tmp + (size_t)(j < me ? j : j - 1) * mine,
                        mine * sizeof(float), -1, l->tmp);
     rag[j] = post_recv(l, p, ft_tag(FT_TAG_AG, epoch, step, p), buf + o, c * sizeof(float), -2, brec);
-    rab[j] = post_recv(l, p, ft_tag(FT_TAG_ABORT, epoch, step, p), &ab[j], sizeof ab[j], -3, NULL);
+    rab[j] = post_recv(l, p, ft_tag(FT_TAG_ABORT, epoch, step, p), &ab[j], sizeof ab[j], -3, abrec);
     if (!rrs[j] || !rag[j] || !rab[j]) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   }
   for (int d = 1; d < n; d++) { /* spread: each sends to its right neighbour first */
@@ -470,7 +471,7 @@ hsr_status ft_link_allreduce_avg(ft_link *l, const int *peers, int n, int me, in
     }
     sleep_on(l, deadline);
   }
-  if (!res->ok) send_aborts(l, peers, n, me, epoch, step, res, &ab[n]);
+  if (!res->ok) send_aborts(l, peers, n, me, epoch, step, res, &ab[n], abrec);
   for (int j = 0; j < n; j++)
     if (j != me && rag[j] && rag[j]->done && rag[j]->st == UCS_OK) res->bytes_recv += rag[j]->len;
   for (int j = 0; j < n; j++)
@@ -483,9 +484,10 @@ hsr_status ft_link_allreduce_avg(ft_link *l, const int *peers, int n, int me, in
   res->buf_taken = brec->refs > 1;
   if (res->buf_taken) brec->owned = 1;
   rec_unref(brec);
+  abrec->retired = 1;
+  abrec->refs++;
+  rec_unref(abrec);
   free(rs);
-  /* ab[] is written by receives only until finish_slots cancelled them */
-  if (l->abandoned == 0) free(ab);
   return HSR_OK;
 }
 
