@@ -49,6 +49,22 @@ quick[tune_calc]=1
 fig_tune_calc() {
   jq -r '.candidates[0] | "recommended \(.label | gsub(" "; "_"))", "predicted_step \(.step_ms)", "peak_gib \(.peak_bytes / 1073741824)"' "$1/tune.json"
 }
+cmd[tier_compare]="bench/tier_compare.sh --build $build"
+quick[tier_compare]=0
+fig_tier_compare() { # the markdown table's rows: | name | S | median | vs best | ... | fabric | peak | calls | loss |
+  awk -F'|' '/^\| [a-z]/ && $2 !~ /layout/ {
+      n = $2; gsub(/[ +:-]/, "", n); gsub(/x/, "", $5);
+      printf "%s_vs_best_x %s\n%s_fabric_mib %s\n%s_peak_mib %s\n", n, $5 + 0, n, $8 + 0, n, $9 + 0; loss = $11 + 0 }
+    /^# link/ { for (i = 1; i <= NF; i++) ; match($0, /cross-node [0-9.]+x/); l = substr($0, RSTART + 11, RLENGTH - 12); print "link_x " l }
+    END { printf "final_loss %.4f\n", loss }' "$1/stdout"
+}
+cmd[coll_vs_mpi]="bench/coll_vs_mpi.sh -n 4 --launches 3 --build $build"
+quick[coll_vs_mpi]=0
+fig_coll_vs_mpi() { # per op: the in-place row's hsr/mpi ratio at the largest size
+  awk '/^# all_gather:/ { op = "all_gather" } /^# reduce_scatter:/ { op = "reduce_scatter" }
+    op && $2 == "in_place" { r[op] = $(NF - (op == "all_gather")) }
+    END { for (o in r) printf "%s_over_mpi_x %s\n", o, r[o] }' "$1/stdout"
+}
 cmd[suite]="ctest --test-dir $build -j2 --output-junit \$OUT/junit.xml"
 quick[suite]=0
 fig_suite() {
@@ -107,7 +123,7 @@ for n in "${names[@]}"; do
     if [ -z "$m" ]; then
       verdict="not measured by this command"
       stale=1
-    elif [[ "$k" =~ (_ms|_s|per_s|_gbs|ms_per_step|wall)$ ]] || [[ "$k" =~ ^(ms_|wall) ]]; then
+    elif [[ "$k" =~ (_ms|_s|per_s|_gbs|_x|ms_per_step|wall)$ ]] || [[ "$k" =~ ^(ms_|wall) ]]; then
       verdict=$(awk -v p="$v" -v q="$m" 'BEGIN { printf "timing: now %.2fx the page", q / p }')
     else
       # exact to the digits the page gives
