@@ -77,18 +77,20 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
   int U = hsr_rt_layout_num_units(l);
   char *prog = NULL;
   HSR_CHECK(program_json(ft, done, &prog));
-  heal_hdr hd = {HEAL_MAGIC, done, hsr_rt_get_step(ft->rt), (uint64_t)U, 0, strlen(prog) + 1};
-  for (int u = 0; u < U; u++) hd.total += hsr_rt_layout_shard_len(l, u);
+  heal_hdr *hd = malloc(sizeof *hd); /* on the heap: a send to a joiner that stopped may outlive this call */
   float *host = device_of(ft) ? malloc(3 * (largest_unit(ft->rt) ? largest_unit(ft->rt) : 1) * sizeof(float)) : NULL;
-  if (device_of(ft) && !host) {
-    free(prog);
+  if (!hd || (device_of(ft) && !host)) {
+    free(prog), free(hd), free(host);
     return hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
   }
+  *hd = (heal_hdr){HEAL_MAGIC, done, hsr_rt_get_step(ft->rt), (uint64_t)U, 0, strlen(prog) + 1};
+  for (int u = 0; u < U; u++) hd->total += hsr_rt_layout_shard_len(l, u);
   ft_result r;
-  void *b0[2] = {&hd, prog};
-  size_t n0[2] = {sizeof hd, hd.prog_len};
+  void *b0[2] = {hd, prog};
+  size_t n0[2] = {sizeof *hd, hd->prog_len};
   int64_t seq = 0, ep = ft->q.epoch;
   hsr_status st = ft_link_send(ft->link, joiner, ft->c.replica_id, ep, seq, b0, n0, 2, ft->T, &r);
+  int taken = r.buf_taken; /* header and program state still read by a pending send */
   seq += 2;
   uint64_t bytes = r.bytes_sent;
   for (int u = 0; u < U && st == HSR_OK && r.ok; u++) {
@@ -97,11 +99,15 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
     st = hsr_fault_hook_hit(&ft->hook, "ft_heal");
     if (st == HSR_OK) st = unit_bufs(ft, u, 1, host, b, n);
     if (st == HSR_OK) st = ft_link_send(ft->link, joiner, ft->c.replica_id, ep, seq, b, n, 3, ft->T, &r);
+    if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive the send anyway */
     seq += 3;
     bytes += r.bytes_sent;
   }
-  free(host);
-  free(prog);
+  if (!taken) { /* otherwise left to the pending send (once per failed heal: bounded) */
+    free(host);
+    free(prog);
+    free(hd);
+  }
   HSR_CHECK(st);
   out->sent = 1;
   out->peer = joiner;
@@ -116,13 +122,20 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
   double t0 = hsr_clock_s();
   const hsr_rt_layout *l = hsr_rt_get_layout(ft->rt);
   int U = hsr_rt_layout_num_units(l);
-  heal_hdr hd = {0};
+  heal_hdr hd = {0}, *hdp = calloc(1, sizeof *hdp); /* received on the heap: a receive from a healer that
+                                                      stopped mid-message may outlive this call */
   char *prog = NULL;
   ft_result r = {.ok = 1};
   int64_t ep = ft->q.epoch;
-  void *b0[1] = {&hd};
-  size_t n0[1] = {sizeof hd};
+  if (!hdp) return hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
+  void *b0[1] = {hdp};
+  size_t n0[1] = {sizeof *hdp};
   hsr_status st = ft_link_recv(ft->link, healer, ep, 0, b0, n0, 1, ft->T, &r);
+  int taken = r.buf_taken; /* then neither the header nor what follows is freed here (bounded: once per heal) */
+  if (!taken) {
+    hd = *hdp;
+    free(hdp);
+  }
   uint64_t total = 0, bytes = r.bytes_recv;
   for (int u = 0; u < U; u++) total += hsr_rt_layout_shard_len(l, u);
   char why[320] = "";
@@ -138,6 +151,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
     void *b1[1] = {prog};
     size_t n1[1] = {hd.prog_len};
     st = prog ? ft_link_recv(ft->link, healer, ep, 1, b1, n1, 1, ft->T, &r) : hsr_error(HSR_ERR_NOMEM, "out of memory");
+    taken |= st == HSR_OK && r.buf_taken;
     bytes += r.bytes_recv;
   }
   float *host = device_of(ft) ? malloc(3 * (largest_unit(ft->rt) ? largest_unit(ft->rt) : 1) * sizeof(float)) : NULL;
@@ -149,13 +163,14 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
     st = hsr_fault_hook_hit(&ft->hook, "ft_heal");
     if (st == HSR_OK) st = unit_bufs(ft, u, 0, host, b, n);
     if (st == HSR_OK) st = ft_link_recv(ft->link, healer, ep, seq, b, n, 3, ft->T, &r);
+    if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive it anyway */
     if (st == HSR_OK && r.ok && host) st = unit_store(ft, u, host);
     seq += 3;
     bytes += r.bytes_recv;
   }
-  free(host);
+  if (!taken) free(host);
   if (st != HSR_OK) {
-    free(prog);
+    if (!taken) free(prog);
     return st;
   }
   if (!r.ok && !why[0]) snprintf(why, sizeof why, "healing from replica %d: %.250s", healer, r.why);
@@ -163,7 +178,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
    * failed rank's group votes the step down and heals again */
   int ok = !why[0], all_ok = ok, *v = calloc((unsigned)ft->S, sizeof *v);
   if (!v) {
-    free(prog);
+    if (!taken) free(prog);
     return hsr_error(HSR_ERR_NOMEM, "out of memory");
   }
   st = ft_grp_allgather(ft, &ok, sizeof ok, v);
@@ -176,7 +191,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
     st = hsr_ckpt_state_create(&ft->healed_prog);
     if (st == HSR_OK) st = hsr_ckpt_state_from_json(ft->healed_prog, prog);
   }
-  free(prog);
+  if (!taken) free(prog);
   HSR_CHECK(st);
   uint64_t h;
   if (all_ok) HSR_CHECK(hsr_ft_state_hash(ft, ft->rt, done, &h)); /* compared with the healer's in the next vote */

@@ -282,7 +282,8 @@ static slot *post_recv(ft_link *l, int id, uint64_t tag, void *buf, size_t n, in
 /* The end of an operation: pending receives are cancelled, pending sends
  * left to finish (or to end with their endpoint); neither outlives its
  * buffer. */
-static void finish_slots(ft_link *l, slot **s, int n) {
+static int finish_slots(ft_link *l, slot **s, int n) {
+  int left = 0;
   for (int i = 0; i < n; i++)
     if (s[i] && !s[i]->done && s[i]->req && s[i]->kind < 0) ucp_request_cancel(l->w, s[i]->req);
   double end = hsr_clock_s() + 0.2;
@@ -300,8 +301,10 @@ static void finish_slots(ft_link *l, slot **s, int n) {
     } else {
       s[i]->abandoned = 1;
       l->abandoned++;
+      left++;
     }
   }
+  return left;
 }
 
 static void add_culprit(ft_result *r, int id, const char *fmt, const char *why) {
@@ -540,7 +543,7 @@ static hsr_status p2p(ft_link *l, int send, int peer, int src, int64_t epoch, in
   }
   for (int i = 0; i < nbuf; i++)
     if (s[i]->done && s[i]->st == UCS_OK) *(send ? &res->bytes_sent : &res->bytes_recv) += bytes[i];
-  finish_slots(l, s, nbuf);
+  res->buf_taken = finish_slots(l, s, nbuf) > 0;
   free(s);
   return HSR_OK;
 }

@@ -26,7 +26,9 @@ typedef struct ft_result {
   char why[320];
   uint64_t bytes_sent, bytes_recv;
   int buf_taken; /* the all-reduce's buffer is still read by a send to a peer that stopped: it belongs to the
-                    link now (freed when that send ends; it was allocated with malloc) and the caller takes another */
+                    link now (freed when that send ends; it was allocated with malloc) and the caller takes another.
+                    After ft_link_send/recv: a request on the buffers is still pending, so the caller must neither
+                    free nor reuse them */
 } ft_result;
 
 hsr_status ft_link_open(ft_link **out);
