@@ -33,10 +33,11 @@ typedef struct sopts {
   int wait; /* --compute wait: a unit holds its rank for the time without a core (a kernel on a device) */
   size_t unit_bytes;
   double compute_ms, bwd_ratio;
-  int nres, npre;
+  int nres, npre, nouter;
   hsr_rt_reshard res[MAX_LIST];
   int res_k[MAX_LIST];
   int pre[MAX_LIST];
+  hsr_rt_outer outer[2];
   const char *json, *trace;
 } sopts;
 
@@ -61,25 +62,35 @@ static void usage(void) {
          "  --reshard LIST      comma list of full, none, partial:K (default full,none and partial:2\n"
          "                      when S is even and > 2)\n"
          "  --prefetch LIST     comma list of depths (default 0,1,2)\n"
+         "  --outer-shard LIST  comma list of none, optim (default none; optim: hybrid's optimizer state\n"
+         "                      split over the replicas too, HFSDP; needs --shard S < ranks)\n"
          "  --no-keep-last      reshard the last unit after its forward too (default: it is a root unit,\n"
          "                      kept FULL until its backward, which follows at once - FSDP2's idiom)\n"
          "  --no-prefetch-step  do not gather the first unit at the end of each step (default: with\n"
          "                      prefetch > 0 it is, hiding the next step's first gather)\n"
          "  --json FILE         also write the results as JSON (rank 0)\n"
          "  --trace PREFIX      keep each configuration's lifecycle trace as PREFIX-<reshard>-p<D>.json\n"
+         "                      (-optim before .json with the outer shard)\n"
          "Columns (ms per step, means over ranks and timed steps): step, compute (union of compute\n"
          "spans), comm (union of collective spans), exposed (comm not covered by compute), ag\n"
          "(all-gather), ag exposed, hidden (1 - ag exposed / ag), step / max(compute, comm), and\n"
-         "the speed-up of this prefetch depth over depth 0 for the same reshard policy.\n");
+         "the speed-up of this prefetch depth over depth 0 for the same reshard policy; then per step\n"
+         "the bytes every rank sent across nodes together (the communicators' fabric counters) and the\n"
+         "largest rank's runtime memory peak (its ledger: what the engine holds from the allocator).\n");
 }
 
+/* res: 1 reshard policies, 0 prefetch depths, 2 outer shards. */
 static int parse_list(const char *s, sopts *o, int res) {
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);
   int n = 0;
   for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-    if (n == MAX_LIST) return hsr_cli_usage_error("bench step", "at most %d values in a list", MAX_LIST);
-    if (res) {
+    if (n == (res == 2 ? 2 : MAX_LIST))
+      return hsr_cli_usage_error("bench step", "at most %d values in a list", res == 2 ? 2 : MAX_LIST);
+    if (res == 2) {
+      if (hsr_rt_parse_outer_shard(t, &o->outer[n]) != HSR_OK)
+        return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
+    } else if (res) {
       if (hsr_rt_parse_reshard(t, &o->res[n], &o->res_k[n]) != HSR_OK)
         return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
     } else {
@@ -91,7 +102,9 @@ static int parse_list(const char *s, sopts *o, int res) {
     n++;
   }
   if (!n) return hsr_cli_usage_error("bench step", "empty list '%s'", s);
-  if (res)
+  if (res == 2)
+    o->nouter = n;
+  else if (res)
     o->nres = n;
   else
     o->npre = n;
@@ -114,6 +127,7 @@ static int parse(int argc, char **argv, sopts *o) {
                                      {"no-prefetch-step", no_argument, 0, 'P'},
                                      {"trace", required_argument, 0, 'T'},
                                      {"compute", required_argument, 0, 'C'},
+                                     {"outer-shard", required_argument, 0, 'O'},
                                      {0, 0, 0, 0}};
   *o = (sopts){.units = 8,
                .steps = 5,
@@ -123,6 +137,7 @@ static int parse(int argc, char **argv, sopts *o) {
                .bwd_ratio = 2,
                .npre = 3,
                .pre = {0, 1, 2},
+               .nouter = 1,
                .keep_last = 1,
                .prefetch_step = 1};
   optind = 1;
@@ -144,6 +159,9 @@ static int parse(int argc, char **argv, sopts *o) {
       break;
     case 'p':
       if ((e = parse_list(optarg, o, 0))) return e;
+      break;
+    case 'O':
+      if ((e = parse_list(optarg, o, 2))) return e;
       break;
     case 'J': o->json = optarg; break;
     case 'K': o->keep_last = 0; break;
@@ -238,17 +256,21 @@ static hsr_status calibrate(hsr_boot *boot, hsr_comm *world, work *k, double ms)
 typedef struct result {
   char reshard[24];
   int prefetch;
+  hsr_rt_outer outer;
   double step, comp, comm, exposed, ag, ag_exposed;
-  double busy[3]; /* union of each group kind's collectives: shard, replicate, partial */
+  double busy[3];                 /* union of each group kind's collectives: shard, replicate, partial */
+  double fabric, fabric_group[3]; /* bytes sent across nodes per timed step, all ranks together */
+  double peak, persistent;        /* the largest rank's runtime peak and persistent bytes (its ledger) */
 } result;
 
 static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const sopts *o, work *k,
-                             hsr_rt_reshard pol, int K, int depth, const char *path, result *res) {
+                             hsr_rt_reshard pol, int K, int depth, hsr_rt_outer outer, const char *path, result *res) {
   hsr_rt_config c;
   hsr_rt_config_default(&c);
   int n = hsr_boot_size(boot);
   c.shard = o->shard ? (int)o->shard : n;
   c.strategy = c.shard < n ? HSR_RT_HYBRID : HSR_RT_FSDP;
+  c.outer_shard = outer;
   c.reshard = pol;
   c.partial_k = K;
   c.prefetch = depth;
@@ -269,6 +291,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   }
   if (st == HSR_OK) st = hsr_rt_commit(rt);
   if (st == HSR_OK) st = hsr_rt_trace_enable(rt, 1);
+  double fab[4] = {0}; /* per group, then the total: this rank's fabric bytes sent over the timed steps */
   for (long s = 0; s < o->warmup + o->steps && st == HSR_OK; s++) {
     for (long u = 0; u < o->units && st == HSR_OK; u++) {
       void *w;
@@ -289,9 +312,21 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
       if (st == HSR_OK) g[0] += k->c[0] * 1e-12f; /* the gradient depends on the work */
       if (st == HSR_OK) st = hsr_rt_backward_end(rt, (int)u);
     }
-    if (st == HSR_OK) st = hsr_rt_step(rt, NULL);
+    hsr_rt_step_info info;
+    if (st == HSR_OK) st = hsr_rt_step(rt, &info);
+    for (int g = 0; st == HSR_OK && s >= o->warmup && g < HSR_RT_GROUP_COUNT; g++)
+      for (int op = 0; op < HSR_OP_COUNT; op++) fab[g] += (double)info.comm[g][op].fabric_sent;
     if (st == HSR_OK) st = hsr_rt_zero_grad(rt);
   }
+  /* every rank's fabric bytes together, and the largest rank's memory */
+  double mem[2] = {0, 0};
+  if (st == HSR_OK) {
+    fab[3] = fab[0] + fab[1] + fab[2];
+    mem[0] = (double)hsr_ledger_runtime_peak(hsr_rt_ledger(rt));
+    mem[1] = (double)hsr_ledger_persistent(hsr_rt_ledger(rt));
+    st = hsr_comm_allreduce(world, fab, fab, 4, HSR_F64, HSR_SUM, NULL);
+  }
+  if (st == HSR_OK) st = hsr_comm_allreduce(world, mem, mem, 2, HSR_F64, HSR_MAX, NULL);
   if (st == HSR_OK) st = hsr_rt_trace_write(rt, path);
   hsr_status d = hsr_rt_destroy(rt);
   if (st == HSR_OK) st = d;
@@ -307,7 +342,8 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
     snprintf(res->reshard, sizeof res->reshard, "%s", pol == HSR_RT_RESHARD_FULL ? "full" : "none");
   char keep[512];
   if (o->trace) {
-    snprintf(keep, sizeof keep, "%s-%s-p%d.json", o->trace, res->reshard, depth);
+    snprintf(keep, sizeof keep, "%s-%s-p%d%s.json", o->trace, res->reshard, depth,
+             outer == HSR_RT_OUTER_OPTIM ? "-optim" : "");
     for (char *q = keep + strlen(o->trace); *q; q++)
       if (*q == ':') *q = '_';
     if (rename(path, keep) != 0) HSR_LOG_W("bench step: cannot keep the trace as %s", keep);
@@ -332,6 +368,10 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
     for (int g = 0; g < 3; g++) res->busy[g] /= m;
   }
   res->prefetch = depth;
+  res->outer = outer;
+  for (int g = 0; g < 3; g++) res->fabric_group[g] = fab[g] / (double)o->steps;
+  res->fabric = fab[3] / (double)o->steps;
+  res->peak = mem[0], res->persistent = mem[1];
   return HSR_OK;
 }
 
@@ -385,6 +425,14 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
     st = hsr_error(HSR_ERR_INVALID, "--shard %ld does not divide the %d ranks", S, n);
     goto out;
   }
+  for (int i = 0; i < o.nouter; i++)
+    if (o.outer[i] == HSR_RT_OUTER_OPTIM && S == n) {
+      st = hsr_error(HSR_ERR_INVALID,
+                     "--outer-shard optim splits the optimizer state over the replicas of hybrid: give --shard S "
+                     "below the %d ranks (S = %ld is fsdp, R = 1)",
+                     n, S);
+      goto out;
+    }
   if (!o.nres) { /* default policies */
     o.res[o.nres++] = HSR_RT_RESHARD_FULL;
     o.res[o.nres++] = HSR_RT_RESHARD_NONE;
@@ -412,7 +460,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   k.a = malloc(GEMM_N * GEMM_N * sizeof(float));
   k.b = malloc(GEMM_N * GEMM_N * sizeof(float));
   k.c = malloc(GEMM_N * GEMM_N * sizeof(float));
-  res = calloc((size_t)(o.nres * o.npre), sizeof *res);
+  res = calloc((size_t)(o.nouter * o.nres * o.npre), sizeof *res);
   if (!k.a || !k.b || !k.c || !res) {
     st = hsr_error(HSR_ERR_NOMEM, "bench step: out of memory");
     goto out;
@@ -435,30 +483,32 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
            n, hsr_boot_num_nodes(boot), (int)(n / S), S, o.units, (double)o.unit_bytes / (1 << 20), o.compute_ms, how,
            o.bwd_ratio, o.steps, o.warmup, o.keep_last ? "kept until backward" : "resharded",
            o.prefetch_step ? "on" : "off");
-    printf("%-10s %8s %9s %9s %9s %9s %9s %9s %7s %9s %8s\n", "reshard", "prefetch", "step", "compute", "comm",
-           "exposed", "ag", "ag_exp", "hidden", "step/max", "speedup");
+    printf("%-10s %6s %8s %9s %9s %9s %9s %9s %9s %7s %9s %8s %12s %10s\n", "reshard", "outer", "prefetch", "step",
+           "compute", "comm", "exposed", "ag", "ag_exp", "hidden", "step/max", "speedup", "fabric/step", "peak MiB");
     fflush(stdout);
   }
-  for (int i = 0; i < o.nres; i++)
-    for (int j = 0; j < o.npre; j++) {
-      result *r = &res[nres];
-      st = run_config(boot, world, cl, &o, &k, o.res[i], o.res_k[i], o.pre[j], path, r);
-      if (st != HSR_OK) goto out;
-      nres++;
-      if (rank != 0) continue;
-      double base = 0;
-      for (int q = i * o.npre; q < nres; q++)
-        if (res[q].prefetch == 0) base = res[q].step;
-      double mx = r->comp > r->comm ? r->comp : r->comm;
-      printf("%-10s %8d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %6.1f%% %9.3f", r->reshard, r->prefetch, r->step, r->comp,
-             r->comm, r->exposed, r->ag, r->ag_exposed, r->ag > 0 ? 100.0 * (1 - r->ag_exposed / r->ag) : 100,
-             mx > 0 ? r->step / mx : 0);
-      if (base > 0)
-        printf(" %7.2fx\n", base / r->step);
-      else
-        printf(" %8s\n", "-");
-      fflush(stdout);
-    }
+  for (int h = 0; h < o.nouter; h++)
+    for (int i = 0; i < o.nres; i++)
+      for (int j = 0; j < o.npre; j++) {
+        result *r = &res[nres];
+        st = run_config(boot, world, cl, &o, &k, o.res[i], o.res_k[i], o.pre[j], o.outer[h], path, r);
+        if (st != HSR_OK) goto out;
+        nres++;
+        if (rank != 0) continue;
+        double base = 0;
+        for (int q = (h * o.nres + i) * o.npre; q < nres; q++)
+          if (res[q].prefetch == 0) base = res[q].step;
+        double mx = r->comp > r->comm ? r->comp : r->comm;
+        printf("%-10s %6s %8d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %6.1f%% %9.3f", r->reshard,
+               hsr_rt_outer_shard_name(r->outer), r->prefetch, r->step, r->comp, r->comm, r->exposed, r->ag,
+               r->ag_exposed, r->ag > 0 ? 100.0 * (1 - r->ag_exposed / r->ag) : 100, mx > 0 ? r->step / mx : 0);
+        if (base > 0)
+          printf(" %7.2fx", base / r->step);
+        else
+          printf(" %8s", "-");
+        printf(" %12.0f %10.2f\n", r->fabric, r->peak / (1 << 20));
+        fflush(stdout);
+      }
   if (rank == 0 && jf) {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "ranks", n);
@@ -476,10 +526,11 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
       result *r = &res[q];
       double base = 0;
       for (int p = 0; p < nres; p++)
-        if (!strcmp(res[p].reshard, r->reshard) && res[p].prefetch == 0) base = res[p].step;
+        if (!strcmp(res[p].reshard, r->reshard) && res[p].outer == r->outer && res[p].prefetch == 0) base = res[p].step;
       double mx = r->comp > r->comm ? r->comp : r->comm;
       cJSON *e = cJSON_CreateObject();
       cJSON_AddStringToObject(e, "reshard", r->reshard);
+      cJSON_AddStringToObject(e, "outer_shard", hsr_rt_outer_shard_name(r->outer));
       cJSON_AddNumberToObject(e, "prefetch", r->prefetch);
       cJSON_AddNumberToObject(e, "step_ms", r->step);
       cJSON_AddNumberToObject(e, "compute_ms", r->comp);
@@ -492,6 +543,11 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
       static const char *const gn[3] = {"shard", "replicate", "partial"};
       for (int g = 0; g < 3; g++) cJSON_AddNumberToObject(gb, gn[g], r->busy[g]);
       cJSON_AddNumberToObject(e, "step_over_max", mx > 0 ? r->step / mx : 0);
+      cJSON_AddNumberToObject(e, "fabric_bytes_per_step_all_ranks", r->fabric);
+      cJSON *fg = cJSON_AddObjectToObject(e, "fabric_bytes_per_step_by_group");
+      for (int g = 0; g < 3; g++) cJSON_AddNumberToObject(fg, gn[g], r->fabric_group[g]);
+      cJSON_AddNumberToObject(e, "runtime_peak_bytes_max_rank", r->peak);
+      cJSON_AddNumberToObject(e, "persistent_bytes_max_rank", r->persistent);
       if (base > 0)
         cJSON_AddNumberToObject(e, "speedup_vs_prefetch0", base / r->step);
       else

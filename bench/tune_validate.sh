@@ -70,6 +70,7 @@ echo "# each run: $run -n 8 --nodes 2 --emulate-net RATE -- $hsr tune --validate
      "--units $units --unit-size $usize --compute-ms-per-unit $cms --validate-steps $steps --validate-rounds $rounds" \
      "--validate-keep DIR ${extra[*]}"
 printf '%-9s %4s %7s %9s %9s %9s %9s %10s  %s\n' rate run link "step mean" "worst" "comm mean" "worst" "rec-fast" recommended
+failed=0
 for r in "${rl[@]}"; do
   for k in $(seq 1 "$runs"); do
     d="$out/$r/run$k"
@@ -77,8 +78,11 @@ for r in "${rl[@]}"; do
     if ! "$run" -n 8 --nodes 2 --emulate-net "$r" -- "$hsr" tune --validate --compute "$mode" --json \
         --units "$units" --unit-size "$usize" --compute-ms-per-unit "$cms" --validate-steps "$steps" \
         --validate-rounds "$rounds" --validate-keep "$d" "${extra[@]}" >"$d/out.json" 2>"$d/err.txt"; then
-      echo "$prog: the run at $r ($k) failed; see $d/err.txt" >&2
-      exit 1
+      # one failed run (a timeout on a loaded host) does not discard the others: it is counted and left out
+      echo "$prog: the run at $r ($k) failed; see $d/err.txt (left out of the table)" >&2
+      mv "$d/out.json" "$d/failed.json" 2>/dev/null || true
+      failed=$((failed + 1))
+      continue
     fi
     jq -r --arg r "$r" --arg k "$k" '"\($r) \($k) \(.link_ratio * 10 | round / 10)x \(.errors.all.step.mean_abs_pct * 10 | round / 10)% \(.errors.all.step.worst_pct * 10 | round / 10)% \(.errors.all.comm.mean_abs_pct * 10 | round / 10)% \(.errors.all.comm.worst_pct * 10 | round / 10)% \(.recommended_vs_fastest_pct * 10 | round / 10)% \(.recommended | gsub(" "; "_"))"' \
       "$d/out.json" | awk '{printf "%-9s %4s %7s %9s %9s %9s %9s %10s  %s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9}'
@@ -104,11 +108,13 @@ echo "| --- | --- | --- | --- | --- | --- | --- |"
 all=()
 for r in "${rl[@]}"; do
   files=("$out/$r"/run*/out.json)
+  [ -e "${files[0]}" ] || ac_die "every run at $r failed"
   all+=("${files[@]}")
   link=$(jq -s -r 'map(.link_ratio) | add / length * 10 | round / 10' "${files[@]}")
   echo "| $r | ${link}x | $(summary "${files[@]}") |"
 done
 echo "| all | | $(summary "${all[@]}") |"
+[ "$failed" = 0 ] || echo "# $failed run(s) failed and are left out (see their err.txt under $out)"
 echo "# targets (wait): step mean <= 5%, worst <= 15%; comm mean <= 10%, worst <= 20%; recommended within 5% in every run"
 
 # ---- the physics check: flat fsdp against hybrid (one node per shard group) ----
@@ -153,7 +159,8 @@ printf '%s\n' "${pts[@]}" | sort -n | awk '
 # (twice the validation model's units: the first gather of a step and its last reduce-scatter have nothing to
 # hide under but AdamW, so the fewer the units, the larger their share)
 fast="${rl[${#rl[@]}-1]}"
-comm=$(jq -r --arg a "$a" '[.layouts[] | select(.label == $a)][0].measured.comm_ms' "$out/$fast/run1/out.json")
+first=("$out/$fast"/run*/out.json)
+comm=$(jq -r --arg a "$a" '[.layouts[] | select(.label == $a)][0].measured.comm_ms' "${first[0]}")
 cms2=$(awk -v c="$comm" -v u="$units" -v m="$cms" 'BEGIN { x = 2 * c / (u * 3); if (x < m) x = m; printf "%.0f", x + 0.5 }')
 u2=$((units * 2))
 echo

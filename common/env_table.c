@@ -45,9 +45,12 @@ static const hsr_env_info table[] = {
      "folder for the NCCL topology dumps of `hsr topo --compare-nccl`; when set, the dumps are kept"},
     {"HSR_POISON", HSR_ENV_BOOL, 0, 0, NULL, -1, "1 in debug builds, else 0", "runtime",
      "fill released gathered buffers with NaN so that a stale view shows up"},
-    {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, 64 * M, "64M", "runtime",
-     "checkpoint staging a rank may hold: a save writes through at most 8 MiB of it; a load that needs more reads "
-     "twice (verify, then install)"},
+    {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, G, "1G", "runtime",
+     "checkpoint staging a rank may hold: a save writes through at most 8 MiB of it; a load holds its part (1/R of "
+     "its shard) and an 8 MiB read window, and reads twice (verify, then its whole shard again) when they do not fit"},
+    {"HSR_CKPT_EXCHANGE", HSR_ENV_CHOICE, 0, 0, "on|off", 0, "on", "runtime",
+     "a load's replicas of a shard: `on` split the reads and all-gather what they read over the replicate group; "
+     "`off` each reads its whole shard (the disk, or one host's page cache, serves each byte R times)"},
     {"HSR_CKPT_BLOCK", HSR_ENV_SIZE, 64, G, NULL, M, "1M", "runtime",
      "bytes per crc32 block of a new checkpoint (a load reads whole blocks)"},
     {"HSR_FT_TOKEN", HSR_ENV_SECRET, 0, 0, NULL, 0, "unset", "ft",
@@ -101,6 +104,9 @@ static const hsr_env_info table[] = {
      "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},
     {"HSR_CKPT_FAULT", HSR_ENV_STAGE, 0, 0, "after_data|before_manifest_rename|before_latest", 0, "unset", "runtime",
      "test hook: rank 0 exits (code 3) at that stage of a save (optionally only the save of step STEP)"},
+    {"HSR_CKPT_DELAY", HSR_ENV_FLOAT, 0, 3600, NULL, 0, "0", "runtime",
+     "test hook: an asynchronous save's writer waits this many seconds before it writes its data file, so that a "
+     "test can change the engine's state meanwhile"},
 };
 
 int hsr_env_count(void) { return (int)(sizeof table / sizeof table[0]); }

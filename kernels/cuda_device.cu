@@ -60,6 +60,24 @@ extern "C" hsr_status kc_free(hsr_device *d, void *ptr) {
   return HSR_OK;
 }
 
+extern "C" hsr_status kc_host_alloc(hsr_device *d, size_t bytes, void **ptr) {
+  CU(cudaSetDevice(d->ordinal), "cudaSetDevice");
+  cudaError_t e = cudaHostAlloc(ptr, bytes ? bytes : 256, cudaHostAllocDefault);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    *ptr = NULL;
+    return hsr_error(e == cudaErrorMemoryAllocation ? HSR_ERR_NOMEM : HSR_ERR_CUDA,
+                     "cudaHostAlloc of %zu bytes (pinned staging): %s", bytes, cudaGetErrorString(e));
+  }
+  return HSR_OK;
+}
+
+extern "C" hsr_status kc_host_free(hsr_device *d, void *ptr) {
+  (void)d;
+  CU(cudaFreeHost(ptr), "cudaFreeHost");
+  return HSR_OK;
+}
+
 extern "C" hsr_status kc_copy(hsr_stream *s, void *dst, const void *src, size_t bytes) {
   CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)s->native), "cudaMemcpyAsync");
   return HSR_OK;

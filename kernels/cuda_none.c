@@ -26,6 +26,17 @@ hsr_status kc_free(hsr_device *d, void *ptr) {
   (void)ptr;
   NO_CUDA;
 }
+hsr_status kc_host_alloc(hsr_device *d, size_t bytes, void **ptr) {
+  (void)d;
+  (void)bytes;
+  (void)ptr;
+  NO_CUDA;
+}
+hsr_status kc_host_free(hsr_device *d, void *ptr) {
+  (void)d;
+  (void)ptr;
+  NO_CUDA;
+}
 hsr_status kc_copy(hsr_stream *s, void *dst, const void *src, size_t bytes) {
   (void)s;
   (void)dst;

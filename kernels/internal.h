@@ -42,6 +42,8 @@ hsr_status kc_open(hsr_device *d);
 hsr_status kc_close(hsr_device *d);
 hsr_status kc_alloc(hsr_device *d, size_t bytes, void **ptr);
 hsr_status kc_free(hsr_device *d, void *ptr);
+hsr_status kc_host_alloc(hsr_device *d, size_t bytes, void **ptr);
+hsr_status kc_host_free(hsr_device *d, void *ptr);
 hsr_status kc_copy(hsr_stream *s, void *dst, const void *src, size_t bytes);
 hsr_status kc_memset(hsr_stream *s, void *dst, int value, size_t bytes);
 hsr_status kc_stream_init(hsr_stream *s, int priority, int create);

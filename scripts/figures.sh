@@ -49,6 +49,14 @@ quick[tune_calc]=1
 fig_tune_calc() {
   jq -r '.candidates[0] | "recommended \(.label | gsub(" "; "_"))", "predicted_step \(.step_ms)", "peak_gib \(.peak_bytes / 1073741824)"' "$1/tune.json"
 }
+# hybrid 2 x 4 on the emulated two tiers, with and without the outer shard (docs/training.md)
+cmd[outer_shard]="$build/hsr-run -n 8 --nodes 2 --emulate-net 1gbit -- $build/hsr bench step --shard 4 --units 8 --unit-size 4M --compute-ms 10 --compute wait --reshard full --prefetch 1 --outer-shard none,optim --steps 5 --json \$OUT/o.json"
+quick[outer_shard]=0
+fig_outer_shard() {
+  jq -r '.results[] | .outer_shard as $o | "\($o)_step_ms \(.step_ms)", "\($o)_exposed_ms \(.exposed_comm_ms)",
+    "\($o)_fabric_bytes \(.fabric_bytes_per_step_all_ranks)", "\($o)_persistent_mib \(.persistent_bytes_max_rank / 1048576)",
+    "\($o)_peak_mib \(.runtime_peak_bytes_max_rank / 1048576)"' "$1/o.json"
+}
 cmd[tier_compare]="bench/tier_compare.sh --build $build"
 quick[tier_compare]=0
 fig_tier_compare() { # the markdown table's rows: | name | S | median | vs best | ... | fabric | peak | calls | loss |
@@ -64,6 +72,11 @@ fig_coll_vs_mpi() { # per op: the in-place row's hsr/mpi ratio at the largest si
   awk '/^# all_gather:/ { op = "all_gather" } /^# reduce_scatter:/ { op = "reduce_scatter" }
     op && $2 == "in_place" { r[op] = $(NF - (op == "all_gather")) }
     END { for (o in r) printf "%s_over_mpi_x %s\n", o, r[o] }' "$1/stdout"
+}
+cmd[ckpt_bench]="$build/hsr-run -n 4 --nodes 2 -- $build/hsr ckpt bench --size 256M --shard 2 --json \$OUT/b.json"
+quick[ckpt_bench]=0
+fig_ckpt_bench() {
+  jq -r 'to_entries[] | select(.key | test("^(async_blocked_s|staging_copy_s|async_write_s|disk_parallel_write_s|step_s|step_during_write_s|load_s|disk_parallel_read_s|load_reads|load_readers)$")) | "\(.key) \(.value)"' "$1/b.json"
 }
 cmd[suite]="ctest --test-dir $build -j2 --output-junit \$OUT/junit.xml"
 quick[suite]=0

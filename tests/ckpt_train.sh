@@ -3,6 +3,8 @@
 #   A  2 x 2 hybrid, 12 steps (warm-up + cosine LR, clipping), a checkpoint every 6
 #   B  resumed from A's step 6 on the same mesh: steps 7-12 and the step-12
 #      checkpoint (master, m, v) bitwise equal to A's, loss and grad norm too
+#   E  A again with --async-save: the same log lines and step-6 and step-12
+#      checkpoints bitwise; F resumed from E's step 6 with --async-save: = A
 #   C  resumed on one rank, D on 2 x 4 (8 ranks) with partial:2: within tolerance
 #   G  one rank, 12 steps; H resumed from G's step 6 on 2 x 2: within tolerance
 #   --keep 2 leaves the newest two; hsr ckpt inspect / verify; a corrupted
@@ -27,6 +29,19 @@ nt() { sed 's/"step_ms":[^,]*,//; s/"tokens_per_s":[^,]*,//; s/"gflops":[^,]*,//
 diff <(tail -n 6 "$t/A.jsonl" | nt) <(nt <"$t/B.jsonl") >/dev/null \
   || fail "steps 7-12 of B (loss, grad norm, lr, counts) differ from A's"
 echo "ckpt_train: B = A bitwise (parameters, moments, loss, grad norm)"
+
+r4 --ckpt "$t/E" --save-every 6 --async-save --log "$t/E.jsonl" >"$t/E.out" 2>&1 || { cat "$t/E.out"; fail "E (--async-save) failed"; }
+grep -q "^checkpoint: step 6 -> .*writing in the background" "$t/E.out" || { cat "$t/E.out"; fail "E did not save step 6 in the background"; }
+[ "$(grep -c "committed in the background" "$t/E.out")" = 2 ] || { cat "$t/E.out"; fail "E: not two commits reported"; }
+diff <(nt <"$t/A.jsonl") <(nt <"$t/E.jsonl") >/dev/null || fail "E's steps (loss, grad norm, lr, counts) differ from A's"
+py latest "$t/E" step-00000012 || fail "E's latest"
+for s in step-00000006 step-00000012; do
+  py compare "$t/A/$s" "$t/E/$s" || fail "E's $s is not bitwise equal to A's"
+done
+"$hsr" ckpt verify "$t/E" >/dev/null || fail "E's checkpoint does not verify"
+r4 --ckpt "$t/F" --async-save --resume "$t/E/step-00000006" >"$t/F.out" 2>&1 || { cat "$t/F.out"; fail "F failed"; }
+py compare "$t/A" "$t/F" || fail "F (resumed from an async save, saving async) is not bitwise equal to A"
+echo "ckpt_train: E (--async-save) = A bitwise, F resumed from E = A bitwise"
 
 "$hsr" $train --ckpt "$t/C" --resume "$t/A/step-00000006" >"$t/C.out" 2>&1 || { cat "$t/C.out"; fail "C (one rank) failed"; }
 py compare "$t/A" "$t/C" --tol 2e-5 || fail "C (one rank) differs from A"

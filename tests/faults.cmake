@@ -5,7 +5,8 @@
 # by less than the timeout fails nothing. The whole matrix: docs/faults.md.
 set(_fm ${CMAKE_SOURCE_DIR}/tests/faults/matrix.sh)
 foreach(s train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-stop-reduce_scatter-mpirun-2n
-          train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-sleep:2-all_gather-mpirun-2n)
+          train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-kill-ckpt_async-mpirun-2n
+          train-stop-ckpt_async-mpirun-1n train-sleep:2-all_gather-mpirun-2n)
   string(REPLACE ":" "" _n "fault_${s}")
   add_test(NAME ${_n} COMMAND ${_fm} --only "^${s}$" --timeout 4)
   set_tests_properties(${_n} PROPERTIES TIMEOUT 90 LABELS "mpi;fault" ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")

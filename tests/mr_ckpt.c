@@ -9,7 +9,15 @@
  *                            when SAVE == LOAD, else equal within float
  *                            tolerance. Keys beyond mr_spec.h: buffer=BYTES
  *                            (HSR_CKPT_BUFFER of the load), block=BYTES
- *                            (HSR_CKPT_BLOCK of the saves).
+ *                            (HSR_CKPT_BLOCK of the saves), exchange=off
+ *                            (HSR_CKPT_EXCHANGE of the load: each replica
+ *                            reads its whole shard), async=1 (the
+ *                            half-way save is asynchronous: its writer is
+ *                            held back (HSR_CKPT_DELAY) while the same
+ *                            engine trains the 6 steps after it, which must
+ *                            equal the uninterrupted run's bitwise; a second
+ *                            async save at step 12 waits for the first and
+ *                            equals the uninterrupted run's checkpoint).
  *   mr_ckpt corrupt          a checkpoint broken in each way a load must
  *                            refuse: every rank fails with the same message,
  *                            the engine is unchanged, nothing hangs; a save
@@ -54,7 +62,8 @@ typedef struct env {
 
 typedef struct spec {
   hsr_rt_config cfg;
-  char buffer[32], block[32];
+  int async;
+  char buffer[32], block[32], exchange[8];
   char text[256];
 } spec;
 
@@ -79,6 +88,10 @@ static int parse_spec(const char *s, spec *out) {
       if (st != HSR_OK) return fprintf(stderr, "spec '%s': %s\n", s, hsr_last_error()), 1;
     } else if (!strcmp(kv, "buffer")) {
       snprintf(out->buffer, sizeof out->buffer, "%s", v);
+    } else if (!strcmp(kv, "exchange")) {
+      snprintf(out->exchange, sizeof out->exchange, "%s", v);
+    } else if (!strcmp(kv, "async")) {
+      out->async = atoi(v);
     } else if (!strcmp(kv, "block")) {
       snprintf(out->block, sizeof out->block, "%s", v);
     } else {
@@ -130,7 +143,7 @@ static int run_steps(run *r, const spec *sp, int from, int to) {
   return 0;
 }
 
-static int save(run *r, const char *root, int64_t sample, hsr_ckpt_stats *st) {
+static int save_as(run *r, const char *root, int64_t sample, int async, hsr_ckpt_stats *st) {
   hsr_ckpt_state *ps;
   OK(hsr_ckpt_state_create(&ps));
   OK(hsr_ckpt_state_set_i64(ps, "data.sample_index", sample));
@@ -140,12 +153,16 @@ static int save(run *r, const char *root, int64_t sample, hsr_ckpt_stats *st) {
   OK(hsr_ckpt_state_set_i64(mc, "layers", model.layers));
   OK(hsr_ckpt_state_set_i64(mc, "dim", model.dim));
   OK(hsr_ckpt_state_set_str(mc, "note", "a \"quoted\" string"));
-  hsr_ckpt_save_opts o = {ps, 0, NULL, "mlp", mc};
+  hsr_ckpt_save_opts o = {ps, 0, NULL, "mlp", mc, async};
   hsr_status s = hsr_ckpt_save(r->rt, root, &o, st);
   hsr_ckpt_state_free(ps);
   hsr_ckpt_state_free(mc);
   OK(s);
   return 0;
+}
+
+static int save(run *r, const char *root, int64_t sample, hsr_ckpt_stats *st) {
+  return save_as(r, root, sample, 0, st);
 }
 
 /* The model save() records reads back: kind, config in order, values as text. */
@@ -223,6 +240,51 @@ static int shared_dir(env *e, const char *tag, char *out, size_t len) {
   return 0;
 }
 
+/* The half-way save in the background: its writer held back while the same
+ * engine trains on (the checkpoint must hold step 6, the training must not
+ * notice), then a second async save that has to wait for the first. */
+static int async_half(env *e, const spec *ss, const run *ref, run *r1, const char *d_half, const char *d_ref, int idx,
+                      hsr_ckpt_stats *sst) {
+  char d_end[300], tag[32];
+  snprintf(tag, sizeof tag, "p%d-aend", idx);
+  if (shared_dir(e, tag, d_end, sizeof d_end)) return 1;
+  set_env("HSR_CKPT_DELAY", "0.4");
+  hsr_ckpt_stats a, b, w;
+  int pending = 0;
+  OK(save_as(r1, d_half, HALF * BATCH, 1, &a));
+  set_env("HSR_CKPT_DELAY", NULL);
+  OK(hsr_ckpt_poll(r1->rt, &pending));
+  CHECK(a.async && a.step == HALF && pending && a.waited_step == -1, "%s: async save: async %d step %lld pending %d",
+        ss->text, a.async, (long long)a.step, pending);
+  CHECK(a.bytes_rank > 0 && a.staging_bytes >= a.bytes_rank, "%s: async save staged %llu of %llu bytes", ss->text,
+        (unsigned long long)a.staging_bytes, (unsigned long long)a.bytes_rank);
+  if (run_steps(r1, ss, HALF, STEPS)) return 1; /* while the writer waits */
+  for (int s = HALF; s < STEPS; s++)
+    CHECK(r1->loss[s] == ref->loss[s] && r1->gnorm[s] == ref->gnorm[s],
+          "%s: step %d after an async save: loss %.17g norm %.17g, uninterrupted %.17g %.17g", ss->text, s + 1,
+          r1->loss[s], r1->gnorm[s], ref->loss[s], ref->gnorm[s]);
+  OK(save_as(r1, d_end, STEPS * BATCH, 1, &b));
+  CHECK(b.waited_step == HALF, "%s: the second async save waited for step %lld, not %d", ss->text,
+        (long long)b.waited_step, HALF);
+  OK(hsr_ckpt_wait(r1->rt, -1, &w));
+  CHECK(w.step == STEPS && w.bytes_total > 0 && w.async, "%s: hsr_ckpt_wait: step %lld, %llu bytes", ss->text,
+        (long long)w.step, (unsigned long long)w.bytes_total);
+  OK(hsr_ckpt_wait(r1->rt, -1, &w));
+  CHECK(w.step == -1, "%s: a second hsr_ckpt_wait found step %lld", ss->text, (long long)w.step);
+  OK(hsr_ckpt_poll(r1->rt, &pending));
+  CHECK(!pending, "%s: pending after the wait", ss->text);
+  double worst = 0;
+  if (g_rank == 0 && compare_ckpt(d_ref, d_end, -1, ss->text, &worst)) return 1;
+  *sst = a;
+  hsr_ckpt *c;
+  OK(hsr_ckpt_open(d_half, &c));
+  hsr_ckpt_info in;
+  OK(hsr_ckpt_get_info(c, &in));
+  sst->bytes_total = in.data_bytes;
+  hsr_ckpt_close(c);
+  return 0;
+}
+
 static int resume_pair(env *e, const char *pair, int idx) {
   char a[256], *arrow;
   snprintf(a, sizeof a, "%s", pair);
@@ -246,14 +308,18 @@ static int resume_pair(env *e, const char *pair, int idx) {
   run_close(&ref);
   /* 6 steps, save, a fresh engine on the other mesh, load, 6 steps */
   hsr_ckpt_stats sst, lst;
-  if (run_open(e, &ss, &model, &r1) || run_steps(&r1, &ss, 0, HALF) || save(&r1, d_half, HALF * BATCH, &sst)) return 1;
+  if (run_open(e, &ss, &model, &r1) || run_steps(&r1, &ss, 0, HALF)) return 1;
+  if (ss.async && async_half(e, &ss, &ref, &r1, d_half, d_ref, idx, &sst)) return 1;
+  if (!ss.async && save(&r1, d_half, HALF * BATCH, &sst)) return 1;
   run_close(&r1);
   if (run_open(e, &ls, &model, &r2)) return 1;
   hsr_ckpt_state *ps;
   OK(hsr_ckpt_state_create(&ps));
   set_env("HSR_CKPT_BUFFER", ls.buffer);
+  set_env("HSR_CKPT_EXCHANGE", ls.exchange);
   OK(hsr_ckpt_load(r2.rt, d_half, ps, &lst));
   set_env("HSR_CKPT_BUFFER", NULL);
+  set_env("HSR_CKPT_EXCHANGE", NULL);
   int64_t sample = -1;
   uint64_t seed = 0;
   OK(hsr_ckpt_state_get_i64(ps, "data.sample_index", &sample));
@@ -266,6 +332,22 @@ static int resume_pair(env *e, const char *pair, int idx) {
   if (check_model(d_half, pair)) return 1;
   CHECK(lst.bytes_total == sst.bytes_total && sst.bytes_total > 0, "%s: %llu bytes saved, %llu loaded", pair,
         (unsigned long long)sst.bytes_total, (unsigned long long)lst.bytes_total);
+  /* every byte read once: on the saving mesh each rank reads exactly its own
+   * file, and the replicas of a shard receive the rest of it from each other */
+  int W = hsr_boot_size(e->boot), R = hsr_rt_replicate(r2.rt);
+  uint64_t mine[2] = {lst.bytes_rank, lst.exchanged_bytes}, *all = calloc((size_t)W * 2, sizeof *all), rd = 0, ex = 0;
+  OK(hsr_boot_allgather(e->boot, mine, sizeof mine, all));
+  for (int q = 0; q < W; q++) rd += all[2 * q], ex += all[2 * q + 1];
+  free(all);
+  int split = strcmp(ls.exchange, "off") != 0;
+  CHECK(lst.readers == (split ? 1 : R), "%s: %d reader(s) of each byte", pair, lst.readers);
+  if (same && lst.reads == 1) {
+    uint64_t T = lst.bytes_total;
+    CHECK(rd == (split ? T : (uint64_t)R * T), "%s: the ranks read %llu bytes of a %llu-byte checkpoint", pair,
+          (unsigned long long)rd, (unsigned long long)T);
+    CHECK(ex == (split ? (uint64_t)(R - 1) * T : 0), "%s: the replicas exchanged %llu bytes (%d x %llu expected)", pair,
+          (unsigned long long)ex, split ? R - 1 : 0, (unsigned long long)T);
+  }
   if (run_steps(&r2, &ls, (int)(sample / BATCH), STEPS) || save(&r2, d_end, STEPS * BATCH, NULL)) return 1;
   run_close(&r2);
   double worst = 0;

@@ -204,7 +204,7 @@ static int mr_ckpt_corrupt(env *e) {
   snprintf(file, sizeof file, "%s/a-file", e->tmp);
   if (g_rank == 0) sh("touch '%s'%s", file, "");
   OK(hsr_boot_barrier(e->boot));
-  hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL};
+  hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL, 0};
   hsr_status st = hsr_ckpt_save(r.rt, file, &o, NULL);
   CHECK(st == HSR_ERR_IO && !strncmp(hsr_last_error(), "rank 0:", 7), "save into a file: %s (%s)", hsr_status_str(st),
         hsr_last_error());

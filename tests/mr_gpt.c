@@ -116,7 +116,14 @@ static void expected_calls(const hsr_rt_config *c, int S, int R, int K, int U,
       e[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE] = (uint64_t)(U * nred);
     e[HSR_RT_GROUP_SHARD][HSR_OP_ALLREDUCE] += 1;
   }
-  if (R > 1) e[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE] = (uint64_t)(U * (c->sync == HSR_RT_SYNC_FULL ? M : 1));
+  int ars = c->sync == HSR_RT_SYNC_FULL ? M : 1;
+  if (R > 1 && c->outer_shard == HSR_RT_OUTER_OPTIM) { /* reduce-scatter over R, the step's gathers, the norm */
+    e[HSR_RT_GROUP_REPLICATE][HSR_OP_REDUCE_SCATTER] = (uint64_t)(U * ars);
+    e[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLGATHER] = (uint64_t)U;
+    e[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE] = 1;
+  } else if (R > 1) {
+    e[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE] = (uint64_t)(U * ars);
+  }
 }
 
 typedef struct history {

@@ -11,7 +11,7 @@
  * each SPEC, trains three steps with the trace on and requires rank 0's
  * gathers of step 2 (the steady state), in the order the engine recorded
  * them (when each was waited for), to read exactly EXPECT: "unit/group ..."
- * with the group's kind (shard, partial), "(copy)" for a one-rank group's
+ * with the group's kind (shard, partial, replicate), "(copy)" for a one-rank group's
  * local copy.
  *
  *   mr_sched events TRACE.json SPEC EXPECT [SPEC EXPECT...]
@@ -20,6 +20,7 @@
  * to the end of step 2, in the order the engine recorded them, the words
  *   +U/G  unit U's gather posted on group kind G (shard, partial)
  *   =U    its gather completed (waited for; "=U(copy)": a one-rank group's copy)
+ *   =U/replicate  the step's all-gather over R of the unit's shard (outer shard optim)
  *   -U    resharded after forward to nothing   ~U  to its 1/K slice
  *   !U    its full buffer released after backward
  * must read exactly EXPECT, and the most units alive at once (posted and not
@@ -216,7 +217,8 @@ static int lifecycle_of(const char *path, char *out, size_t cap, int *maxlive) {
       live++;
       snprintf(w, sizeof w, "+%s/%.*s", unit, kind, grp ? grp : "");
     } else if (!strcmp(name, "all_gather") || !strcmp(name, "local_copy")) {
-      snprintf(w, sizeof w, "=%s%s", unit, name[0] == 'l' ? "(copy)" : "");
+      int rep = grp && !strncmp(grp, "replicate", 9);
+      snprintf(w, sizeof w, "=%s%s%s", unit, name[0] == 'l' ? "(copy)" : "", rep ? "/replicate" : "");
     } else if (!strcmp(name, "reshard")) {
       live--;
       snprintf(w, sizeof w, "%c%s", grp && !strncmp(grp, "partial", 7) ? '~' : '-', unit);

@@ -25,6 +25,8 @@ static int mr_spec_policy(hsr_rt_config *c, const char *key, const char *v, hsr_
     c->max_live = atoi(v);
   else if (!strcmp(key, "sync"))
     *st = hsr_rt_parse_sync(v, &c->sync);
+  else if (!strcmp(key, "outer"))
+    *st = hsr_rt_parse_outer_shard(v, &c->outer_shard);
   else if (!strcmp(key, "micro"))
     c->micro_batches = atoi(v);
   else if (!strcmp(key, "clip"))

@@ -43,14 +43,31 @@ hsr_add_mpi_test(NAME rt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND
   strategy=hybrid,S=1,R=4,${_c}
   # mixed precision (looser tolerance; loss must still fall)
   strategy=hybrid,S=2,pdt=bf16,rdt=bf16,${_c}
-  strategy=fsdp,S=4,pdt=bf16,rdt=f32,reshard=partial:2,${_c})
+  strategy=fsdp,S=4,pdt=bf16,rdt=f32,reshard=partial:2,${_c}
+  # 2 x 2 with the optimizer state over the replicas (HFSDP): every reshard policy alike bitwise,
+  # micro-batches in each sync mode, the step-end prefetch, mixed precision
+  strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,${_c},twice=1,same=h22o
+  strategy=hybrid,S=2,outer=optim,reshard=none,prefetch=2,${_c},same=h22o
+  strategy=hybrid,S=2,outer=optim,reshard=partial:2,prefetch=0,${_c},same=h22o
+  strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,pstep=1,${_c},same=h22o
+  strategy=hybrid,S=2,outer=optim,reshard=full,micro=2,sync=full,${_c}
+  strategy=hybrid,S=2,outer=optim,reshard=partial:2,micro=2,sync=none,prefetch=2,${_c}
+  strategy=hybrid,S=2,outer=optim,reshard=full,micro=2,sync=rs_only,prefetch=1,${_c}
+  strategy=hybrid,S=1,R=4,outer=optim,${_c}
+  strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=bf16,${_c}
+  strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=f32,micro=2,sync=rs_only,${_c})
 hsr_add_mpi_test(NAME rt_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_runtime> equiv
   strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,${_c},twice=1
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only,${_c}
   strategy=hybrid,S=4,R=2,reshard=none,micro=2,sync=none,${_c}
   strategy=zero2,S=4,R=2,${_c}
   strategy=zero1,S=4,R=2,${_c}
-  strategy=ddp,${_c})
+  strategy=ddp,${_c}
+  # the outer shard on 2 x 4 and 4 x 2 (every rank holds 1/8 of the optimizer state)
+  strategy=hybrid,S=4,R=2,outer=optim,reshard=full,prefetch=1,${_c},twice=1
+  strategy=hybrid,S=4,R=2,outer=optim,reshard=partial:2,prefetch=2,micro=2,sync=rs_only,${_c}
+  strategy=hybrid,S=2,R=4,outer=optim,reshard=partial:2,prefetch=1,pstep=1,${_c}
+  strategy=hybrid,S=2,R=4,outer=optim,reshard=none,micro=2,sync=none,pdt=bf16,${_c})
 hsr_add_mpi_test(NAME rt_bad_use NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_runtime> bad)
 
 # hsr train: help, bad values (exit 2 with what is valid), a short real run with a log.
@@ -126,11 +143,15 @@ hsr_add_mpi_test(NAME gpt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAN
   strategy=ddp,${_g},val=1
   strategy=hybrid,S=1,R=4,micro=2,sync=none,${_g}
   strategy=hybrid,S=2,pdt=bf16,rdt=bf16,${_g}
-  strategy=fsdp,S=4,reshard=full,clip=0)
+  strategy=fsdp,S=4,reshard=full,clip=0
+  strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,${_g},val=1,twice=1
+  strategy=hybrid,S=2,outer=optim,reshard=partial:2,micro=2,sync=rs_only,wrap=linear,${_g}
+  strategy=hybrid,S=1,R=4,outer=optim,pdt=bf16,${_g})
 hsr_add_mpi_test(NAME gpt_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=1,${_g},val=1
   strategy=hybrid,S=4,R=2,reshard=full,wrap=linear,micro=1,${_g}
-  strategy=zero2,S=4,R=2,${_g})
+  strategy=zero2,S=4,R=2,${_g}
+  strategy=hybrid,S=2,R=4,outer=optim,reshard=partial:2,prefetch=1,${_g},val=1)
 hsr_add_mpi_test(NAME gpt_export_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> export
   ${CMAKE_BINARY_DIR}/gpt_export_4.safetensors)
 # one GPU (label gpu; exit 77 without one): the GPT on CUDA against the CPU reference
@@ -178,24 +199,39 @@ hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMM
   "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4"
   "strategy=zero1,S=4->strategy=zero1,S=4"
   "strategy=zero2,S=2,R=2->strategy=zero2,S=2,R=2"
+  "strategy=hybrid,S=2->strategy=hybrid,S=2,exchange=off"
+  "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4,exchange=on"
   "strategy=ddp->strategy=ddp"
   "strategy=hybrid,S=2->strategy=zero1,S=2,R=2"
   "strategy=hybrid,S=2->strategy=zero2,S=4"
   "strategy=fsdp,S=4->strategy=hybrid,S=2,reshard=none,micro=2"
-  "strategy=hybrid,S=2->strategy=hybrid,S=2,pdt=bf16")
+  "strategy=hybrid,S=2->strategy=hybrid,S=2,pdt=bf16"
+  # the outer shard (master, m, v over S x R): itself bitwise, optim to none and back, onto other meshes
+  "strategy=hybrid,S=2,outer=optim->strategy=hybrid,S=2,outer=optim"
+  "strategy=hybrid,S=2,outer=optim->strategy=hybrid,S=2"
+  "strategy=hybrid,S=2->strategy=hybrid,S=2,outer=optim,block=256,buffer=4096"
+  "strategy=hybrid,S=2,outer=optim->strategy=fsdp,S=4,reshard=partial:2"
+  "strategy=hybrid,S=1,R=4,outer=optim,pdt=bf16->strategy=hybrid,S=2,outer=optim,micro=2,sync=rs_only"
+  "strategy=zero1,S=4->strategy=hybrid,S=1,R=4,outer=optim"
+  "strategy=hybrid,S=2,async=1->strategy=hybrid,S=2"
+  "strategy=fsdp,S=4,async=1,block=256->strategy=hybrid,S=2,buffer=4096"
+  "strategy=zero1,S=2,R=2,async=1->strategy=zero1,S=2,R=2")
 hsr_add_mpi_test(NAME ckpt_corrupt_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> corrupt)
 add_test(NAME ckpt_state COMMAND $<TARGET_FILE:mr_ckpt> state)
 # hsr train --ckpt/--resume across meshes (bitwise on the same mesh), --keep,
 # inspect/verify, a corrupted checkpoint refused; a crash at each commit stage.
 add_test(NAME ckpt_train COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_train.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 add_test(NAME ckpt_crash COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_crash.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
-set_tests_properties(ckpt_train ckpt_crash PROPERTIES TIMEOUT 240 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
+set_tests_properties(ckpt_train ckpt_crash PROPERTIES TIMEOUT 360 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 add_test(NAME ckpt_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr ckpt inspect" $<TARGET_FILE:hsr_cli> ckpt --help)
 add_test(NAME ckpt_bad_action COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: inspect, verify" $<TARGET_FILE:hsr_cli> ckpt fix x)
 add_test(NAME ckpt_not_a_ckpt COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 1 "not a checkpoint" $<TARGET_FILE:hsr_cli> ckpt verify ${CMAKE_SOURCE_DIR}/tests)
 add_test(NAME train_bad_keep COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--keep needs --ckpt" $<TARGET_FILE:hsr_cli> train --keep 2)
 add_test(NAME train_bad_resume COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--resume latest needs --ckpt" $<TARGET_FILE:hsr_cli> train --resume latest)
 add_test(NAME train_bad_warmup COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "warm-up of 20 steps must be shorter" $<TARGET_FILE:hsr_cli> train --steps 10 --warmup 20)
+# hsr ckpt bench runs on 2 x 2 and reports every figure (no timing asserted).
+add_test(NAME ckpt_bench_json COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_bench_json.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ckpt_bench_json PROPERTIES TIMEOUT 180 LABELS mpi ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
 # hsr ckpt export: the independent reader checks the file against the checkpoint.
 add_test(NAME ckpt_export COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_export.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_export PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")

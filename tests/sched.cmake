@@ -17,10 +17,18 @@ hsr_add_mpi_test(NAME sched_ledger_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COM
   strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=full,rdt=bf16
   strategy=zero1,S=4
   strategy=zero2,S=2,R=2,micro=2,sync=rs_only
-  strategy=ddp)
+  strategy=ddp
+  # the outer shard: pieces of 1/(S R), the f32 master inside the shard or bf16 beside it
+  strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,pstep=1
+  strategy=hybrid,S=2,outer=optim,reshard=partial:2,prefetch=2,pdt=bf16,micro=2,sync=rs_only
+  strategy=hybrid,S=2,outer=optim,reshard=none,pdt=bf16,rdt=bf16,micro=2,sync=none
+  # bf16 without it: every gather's input a transient copy cast from the master
+  strategy=hybrid,S=2,reshard=full,prefetch=2,pdt=bf16)
 hsr_add_mpi_test(NAME sched_ledger_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only
-  strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,pdt=bf16)
+  strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,pdt=bf16
+  strategy=hybrid,S=4,R=2,outer=optim,reshard=full,prefetch=1,pdt=bf16
+  strategy=hybrid,S=2,R=4,outer=optim,reshard=partial:2,prefetch=1,micro=2,sync=full)
 # The engine's own gathers of a steady-state step (trace order: unit/group)
 # against hand-written expectations; the model is a root unit wrapping blk0..blk2.
 hsr_add_mpi_test(NAME sched_events_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> events
@@ -39,7 +47,12 @@ hsr_add_mpi_test(NAME sched_events_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COM
   "root/shard(copy) blk0/shard(copy) blk1/shard(copy) blk2/shard(copy) blk2/shard(copy) blk1/shard(copy) blk0/shard(copy)"
   # zero2: no gathers in forward or backward; the step re-gathers every unit
   strategy=zero2,S=2,R=2
-  "root/shard blk0/shard blk1/shard blk2/shard")
+  "root/shard blk0/shard blk1/shard blk2/shard"
+  # the outer shard: the step gathers every unit's shard back over the replicate group, the next
+  # forward's first unit (the root) first; the step-end gather of the root in the shard group is
+  # posted right after it and completes last
+  strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,pstep=1
+  "blk0/shard blk1/shard blk2/shard blk2/shard blk1/shard blk0/shard root/replicate blk0/replicate blk1/replicate blk2/replicate root/shard")
 add_test(NAME sched_trace_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh trace ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 add_test(NAME sched_wrap_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/sched_check.sh wrap ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(sched_trace_4 sched_wrap_4 PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
@@ -95,6 +108,11 @@ hsr_add_mpi_test(NAME sched_life_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMA
   # step-end prefetch: the root's gather is posted under the optimizer and completes before the step returns
   strategy=fsdp,S=4,reshard=full,prefetch=1,pstep=1
   "+blk0/shard =blk0 +blk1/shard -blk0 =blk1 +blk2/shard -blk1 =blk2 -blk2 +blk2/shard =blk2 +blk1/shard !blk2 =blk1 +blk0/shard !blk1 =blk0 !blk0 !root +root/shard =root"
+  3
+  # the outer shard: the forward and backward of reshard full, then the step's gathers over R of
+  # every unit's shard (posted after each update, waited for in unit order; nothing more alive)
+  strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1
+  "+root/shard =root +blk0/shard =blk0 +blk1/shard -blk0 =blk1 +blk2/shard -blk1 =blk2 -blk2 +blk2/shard =blk2 +blk1/shard !blk2 =blk1 +blk0/shard !blk1 =blk0 !blk0 !root =root/replicate =blk0/replicate =blk1/replicate =blk2/replicate"
   3
   # a one-rank shard group: local copies stand in for the gathers
   strategy=hybrid,S=1,R=4,reshard=full,prefetch=1

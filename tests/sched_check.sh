@@ -124,6 +124,31 @@ for pf, want in ((0, 2), (1, 3)):
                 assert g and min(e["ts"] for e in g) >= first_done - 1, (rank, s, first_done, g[:1])
 print("sched_check bench: ok")
 PY
+  [ $? = 0 ] || exit 1
+  # hybrid 2 x 2 with and without the outer shard: the same bytes across the nodes (the all-reduce over R
+  # = reduce-scatter + all-gather; 64K units are a multiple of S x R x align: no padding apart), plus the
+  # norm's 8-byte all-reduce over R on each of the 4 ranks; less memory held
+  out=$("$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" bench step --units 3 --unit-size 64K --compute-ms 0.2 \
+        --steps 2 --warmup 1 --shard 2 --reshard full --prefetch 1 --outer-shard none,optim --compute wait \
+        --json "$tmp/o.json" 2>&1); rc=$?
+  echo "$out"
+  [ "$rc" = 0 ] || { echo "sched_check: bench step --outer-shard exit code $rc"; exit 1; }
+  python3 - "$tmp/o.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+assert [x["outer_shard"] for x in r] == ["none", "optim"], r
+n, o = r
+assert n["fabric_bytes_per_step_all_ranks"] > 0, n
+assert o["fabric_bytes_per_step_all_ranks"] == n["fabric_bytes_per_step_all_ranks"] + 4 * 8, (n, o)
+assert o["fabric_bytes_per_step_by_group"]["shard"] == n["fabric_bytes_per_step_by_group"]["shard"] == 0, (n, o)
+# persistent per rank, 3 units of 16384 f32 elements: master, m, v, accumulator of 1/S each without;
+# with it the f32 shard (the master is its 1/R piece) and m, v, the accumulator of 1/(S R)
+E = 16384
+assert n["persistent_bytes_max_rank"] == 3 * (E // 2) * 4 * 4, n
+assert o["persistent_bytes_max_rank"] == 3 * ((E // 2) * 4 + (E // 4) * 4 * 3), o
+assert o["runtime_peak_bytes_max_rank"] < n["runtime_peak_bytes_max_rank"], (n, o)
+print("sched_check bench --outer-shard: ok")
+PY
   ;;
 *) echo "sched_check: unknown mode $mode"; exit 2 ;;
 esac

@@ -47,9 +47,12 @@ static void test_predict_fsdp(void **state) {
   hsr_status st = hsr_tune_ledger_predict(l, roots, &c, 4, 1, p, n, 3, h, u);
   if (st != HSR_OK) fprintf(stderr, "%s\n", hsr_last_error());
   assert_int_equal(st, HSR_OK);
-  /* persistent: (256 + 1024) elements x 4 B x 5 categories */
-  assert_int_equal(hsr_ledger_persistent(h), 1280 * 4 * 5);
+  /* persistent: (256 + 1024) elements x 4 B x 4 categories: master, m, v,
+   * gradient; the master is the parameter shard (FSDP2's 16 bytes / S) */
+  assert_int_equal(hsr_ledger_persistent(h), 1280 * 4 * 4);
   assert_int_equal(hsr_ledger_peak(h, HSR_MEM_MASTER), 1280 * 4);
+  assert_int_equal(hsr_ledger_peak(h, HSR_MEM_PARAM_SHARD), 0);
+  assert_int_equal(hsr_ledger_peak(h, HSR_MEM_STAGING), 0); /* f32: the gathers read the master itself */
   /* sequential units, no prefetch: one full unit at a time, pool keeps one of each size */
   assert_int_equal(hsr_ledger_peak(u, HSR_MEM_FULL_UNIT), 4096 * 4);
   assert_int_equal(hsr_ledger_peak(h, HSR_MEM_FULL_UNIT), (4096 + 1024) * 4);
@@ -151,9 +154,9 @@ static void fmt(const hsr_sched_action *a, int n, char *out, size_t cap) {
     if (x->unit >= 0) o += (size_t)snprintf(out + o, cap - o, " %d", x->unit);
     if (x->group >= 0)
       o += (size_t)snprintf(out + o, cap - o, " %s:%zu", hsr_rt_group_name((hsr_rt_group)x->group), x->count);
-    const char *flag[] = {"partial", "local", "scatter", "ar", "deferred", "free"};
-    int on[] = {x->partial, x->local, x->scatter, x->all_reduce, x->deferred, x->free_grad};
-    for (int f = 0; f < 6; f++)
+    const char *flag[] = {"partial", "local", "scatter", "ar", "deferred", "free", "cast", "outer"};
+    int on[] = {x->partial, x->local, x->scatter, x->all_reduce, x->deferred, x->free_grad, x->cast, x->outer};
+    for (int f = 0; f < 8; f++)
       if (on[f]) o += (size_t)snprintf(out + o, cap - o, " %s", flag[f]);
   }
 }
@@ -377,7 +380,8 @@ static void test_sched_rs_only_bf16(void **state) {
   char got[512];
   assert_int_equal(hsr_sched_setup(s, &a, &n), HSR_OK);
   fmt_bufs(s, a, n, got, sizeof got);
-  assert_string_equal(got, "+master:128 +moment_m:128 +moment_v:128 +grad_shard:128 +param_shard:128");
+  /* sharded f32: the master is the parameter shard (no param_shard beside it) */
+  assert_string_equal(got, "+master:128 +moment_m:128 +moment_v:128 +grad_shard:128");
   for (int m = 0; m < 2; m++) {
     expect_call(s, FB, 0, "gather 0 shard:32, wait 0 shard:32");
     expect_call(s, FE, 0, "reshard 0 shard:0");
@@ -428,6 +432,154 @@ static void test_sched_local_and_device(void **state) {
   hsr_rt_layout_free(l2);
 }
 
+/* Units of 64 and 128 f32 elements cut for S shards of R pieces each
+ * (multiples of S x R x align for S x R <= 4: no padding). */
+static hsr_rt_layout *outer_units(int S, int R, int n) {
+  hsr_rt_layout *l;
+  assert_int_equal(hsr_rt_layout_create(16, &l), HSR_OK);
+  assert_int_equal(hsr_rt_layout_set_subshards(l, R), HSR_OK);
+  for (int i = 0; i < n; i++) {
+    int u;
+    int64_t shape[] = {64 << i};
+    char un[16], pn[16];
+    snprintf(un, sizeof un, "u%d", i);
+    snprintf(pn, sizeof pn, "p%d", i);
+    assert_int_equal(hsr_rt_layout_add_unit(l, un, &u), HSR_OK);
+    assert_int_equal(hsr_rt_layout_add_param(l, u, pn, 1, shape, 0), HSR_OK);
+  }
+  assert_int_equal(hsr_rt_layout_finalize(l, S), HSR_OK);
+  return l;
+}
+
+static void expect_setup(hsr_sched *s, const char *want) {
+  const hsr_sched_action *a;
+  int n;
+  char got[512];
+  assert_int_equal(hsr_sched_setup(s, &a, &n), HSR_OK);
+  fmt_bufs(s, a, n, got, sizeof got);
+  if (strcmp(got, want)) fprintf(stderr, "setup:\n  got  %s\n  want %s\n", got, want);
+  assert_string_equal(got, want);
+}
+
+/* Outer shard optim (HFSDP), hybrid 2 x 2, f32, two units of 64 and 128
+ * elements (shards 32 and 64, pieces 16 and 32), the step-end prefetch on.
+ * The master, m, v and accumulator cover the piece (f32: the master is the
+ * piece of the parameter shard, no buffer of its own); stage 2 of every
+ * reduction reduce-scatters over R into a piece-sized buffer; the step
+ * updates the piece and gathers the shard back over R, waiting for the
+ * first unit's before the next forward's gather of it. */
+static void test_sched_outer(void **state) {
+  (void)state;
+  hsr_rt_layout *l = outer_units(2, 2, 2);
+  hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
+  c.outer_shard = HSR_RT_OUTER_OPTIM;
+  c.prefetch = 1;
+  c.prefetch_step = 1;
+  hsr_sched *s;
+  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
+  assert_int_equal(hsr_sched_outer(s), 1);
+  assert_int_equal(hsr_sched_piece_len(s, 1), 32);
+  assert_int_equal(hsr_sched_acc_len(s, 1), 32);
+  assert_int_equal(hsr_sched_holds(s, HSR_SCHED_BUF_MASTER), 0);
+  assert_int_equal(hsr_sched_holds(s, HSR_SCHED_BUF_PARAM), 1);
+  expect_setup(s, "+moment_m:64 +moment_v:64 +grad_shard:64 +param_shard:128 "
+                  "+moment_m:128 +moment_v:128 +grad_shard:128 +param_shard:256");
+  expect_call(s, FB, 0, "gather 0 shard:32, wait 0 shard:32");
+  expect_call(s, FE, 0, "reshard 0 shard:0");
+  expect_call(s, FB, 1, "gather 1 shard:64, wait 1 shard:64");
+  expect_call(s, FE, 1, "reshard 1 shard:0");
+  expect_call(s, BB, 1, "gather 1 shard:64, wait 1 shard:64, grad_buf 1");
+  /* the slice (64 x 4) all-reduced nowhere: reduce-scattered over R into 32 x 4 */
+  expect_bufs(s, BE, 1, "release 1, reduce 1 shard:64 scatter ar outer, progress",
+              "-full_unit:512 +all_reduce_buf:256 +all_reduce_buf:128");
+  expect_call(s, BB, 0, "gather 0 shard:32, wait 0 shard:32, grad_buf 0");
+  expect_call(s, BE, 0, "release 0, reduce 0 shard:32 scatter ar outer, progress");
+  expect_bufs(s, ST, -1,
+              "retire 1 outer, retire 0 outer, norm, optim 0, regather 0 replicate:16, regather_wait 0 replicate:16, "
+              "gather 0 shard:32, optim 1, regather 1 replicate:32, regather_wait 1 replicate:32, wait 0 shard:32",
+              "-reduce_scatter_buf:512 -all_reduce_buf:256 -all_reduce_buf:128 "
+              "-reduce_scatter_buf:256 -all_reduce_buf:128 -all_reduce_buf:64 +full_unit:256");
+  assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_FULL);
+  hsr_sched_free(s);
+
+  /* bf16 parameters, rs_only over two micro-batches: the master is a buffer
+   * of its own (1/R), the parameter shard bf16; the accumulator holds whole
+   * slices until the one deferred reduce-scatter over R of the last
+   * micro-batch, whose piece replaces it */
+  c = sched_cfg(HSR_RT_HYBRID);
+  c.outer_shard = HSR_RT_OUTER_OPTIM;
+  c.param_dtype = HSR_BF16;
+  c.micro_batches = 2;
+  c.sync = HSR_RT_SYNC_RS_ONLY;
+  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
+  assert_int_equal(hsr_sched_acc_len(s, 0), 32);
+  assert_int_equal(hsr_sched_piece_len(s, 0), 16);
+  expect_setup(s, "+master:64 +moment_m:64 +moment_v:64 +grad_shard:128 +param_shard:64 "
+                  "+master:128 +moment_m:128 +moment_v:128 +grad_shard:256 +param_shard:128");
+  for (int m = 0; m < 2; m++) {
+    expect_call(s, FB, 0, "gather 0 shard:32, wait 0 shard:32");
+    expect_call(s, FE, 0, "reshard 0 shard:0");
+    expect_call(s, FB, 1, "gather 1 shard:64, wait 1 shard:64");
+    expect_call(s, FE, 1, "reshard 1 shard:0");
+    expect_call(s, BB, 1, "gather 1 shard:64, wait 1 shard:64, grad_buf 1");
+    if (m == 0) {
+      expect_bufs(s, BE, 1, "release 1, reduce 1 shard:64 scatter, progress", "-full_unit:256 +all_reduce_buf:256");
+    } else {
+      expect_bufs(s, BE, 1,
+                  "release 1, reduce 1 shard:64 scatter, retire 1, retire 0, retire 1, deferred_ar 1 replicate:32 "
+                  "outer, progress",
+                  "-full_unit:256 +all_reduce_buf:256 -reduce_scatter_buf:512 -all_reduce_buf:256 "
+                  "-reduce_scatter_buf:256 -all_reduce_buf:128 -reduce_scatter_buf:512 -all_reduce_buf:256 "
+                  "+all_reduce_buf:256 +all_reduce_buf:128");
+    }
+    expect_call(s, BB, 0, "gather 0 shard:32, wait 0 shard:32, grad_buf 0");
+    expect_call(s, BE, 0,
+                m == 0 ? "release 0, reduce 0 shard:32 scatter, progress"
+                       : "release 0, reduce 0 shard:32 scatter, retire 1 deferred outer, retire 0, deferred_ar 0 "
+                         "replicate:16 outer, progress");
+  }
+  expect_bufs(s, ST, -1,
+              "retire 0 deferred outer, norm, optim 0, regather 0 replicate:16, optim 1, regather 1 replicate:32, "
+              "regather_wait 0 replicate:16, regather_wait 1 replicate:32",
+              "-all_reduce_buf:128 -all_reduce_buf:64");
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l);
+}
+
+/* FSDP2's footprint with bf16 parameters: no parameter shard beside the f32
+ * master; each gather's input is a bf16 copy cast from the master, taken
+ * with the gather and given back when it completes (a partial gather reads
+ * the kept slice, a one-rank group casts straight into the full buffer). */
+static void test_sched_gather_cast(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(4, 1), *l1 = three_units(1, 1);
+  hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
+  c.param_dtype = HSR_BF16;
+  c.reshard = HSR_RT_RESHARD_PARTIAL;
+  c.partial_k = 2;
+  hsr_sched *s;
+  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  expect_setup(s, "+master:64 +moment_m:64 +moment_v:64 +grad_shard:64");
+  const hsr_sched_action *a;
+  int n;
+  char got[512];
+  assert_int_equal(hsr_sched_forward_begin(s, 0, &a, &n), HSR_OK);
+  fmt(a, n, got, sizeof got);
+  assert_string_equal(got, "gather 0 shard:16 cast, wait 0 shard:16 cast");
+  fmt_bufs(s, a, n, got, sizeof got);
+  assert_string_equal(got, "+staging:32 +full_unit:128 -staging:32");
+  expect_call(s, FE, 0, "reshard 0 partial:32 partial");
+  expect_call(s, BB, 0, "gather 0 partial:32 partial, wait 0 partial:32 partial, grad_buf 0");
+  hsr_sched_free(s);
+  c.reshard = HSR_RT_RESHARD_FULL;
+  c.strategy = HSR_RT_HYBRID;
+  assert_int_equal(hsr_sched_create(&c, 1, 4, l1, NULL, &s), HSR_OK);
+  expect_call(s, FB, 0, "gather 0 shard:64 local, wait 0 shard:64 local");
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l);
+  hsr_rt_layout_free(l1);
+}
+
 static void test_sched_bad(void **state) {
   (void)state;
   hsr_rt_layout *l = three_units(4, 2);
@@ -450,6 +602,18 @@ static void test_sched_bad(void **state) {
   assert_int_equal(hsr_sched_backward_begin(s, 0, &a, &n), HSR_ERR_STATE); /* one micro-batch per step */
   assert_non_null(strstr(hsr_last_error(), "backward passes"));
   hsr_sched_free(s);
+  s = NULL;
+  /* the outer shard: only hybrid, only on a layout cut into R pieces per shard */
+  c = sched_cfg(HSR_RT_FSDP);
+  c.outer_shard = HSR_RT_OUTER_OPTIM;
+  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "R > 1"));
+  c.strategy = HSR_RT_HYBRID;
+  hsr_rt_layout *l2 = three_units(2, 2);
+  assert_int_equal(hsr_sched_create(&c, 2, 2, l2, NULL, &s), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "pieces per shard"));
+  assert_null(s);
+  hsr_rt_layout_free(l2);
   hsr_rt_layout_free(l);
 }
 
@@ -469,7 +633,7 @@ typedef struct rec {
   int waits;       /* gather waits that found a handle */
   int next_handle; /* handles are 1, 2, ... */
   void *live[64];  /* buffers given out and not yet back */
-  int nlive, casts;
+  int nlive, casts, outer_acc;
 } rec;
 
 static int is_live(const rec *r, const void *p) {
@@ -546,6 +710,8 @@ static hsr_status r_stage1(void *ctx, hsr_sched_red *e) {
 static hsr_status r_stage2(void *ctx, hsr_sched_red *e) {
   rec *r = ctx;
   logf_(r, "s2:%d ", e->unit);
+  assert_true(is_live(r, e->slice));
+  if (e->outer) assert_true(is_live(r, e->oslice)); /* the reduce-scatter over R writes the piece */
   e->h = (void *)(intptr_t)++r->next_handle;
   return HSR_OK;
 }
@@ -566,6 +732,10 @@ static hsr_status r_acc(void *ctx, hsr_sched_red *e, void *stage) {
   rec *r = ctx;
   (void)stage;
   logf_(r, "acc:%d ", e->unit);
+  if (e->outer) { /* the piece is read before it goes back */
+    assert_true(is_live(r, e->oslice));
+    r->outer_acc++;
+  }
   return HSR_OK;
 }
 
@@ -647,14 +817,73 @@ static void test_run_fifo_and_buffers(void **state) {
   assert_int_equal(run_call(r, ZG, -1, want, &wo, sizeof want), HSR_OK);
   assert_int_equal(hsr_sched_started(r->s), 0);
   assert_int_equal(r->casts, 3);
-  assert_int_equal(r->nlive, 15); /* three units' five persistent buffers */
+  assert_int_equal(r->nlive, 12); /* three units' four persistent buffers (the master is the shard) */
   if (strcmp(r->pool, want)) fprintf(stderr, "pool:\n  got  %s\n  want %s\n", r->pool, want);
   assert_string_equal(r->pool, want);
-  /* nothing transient left in use: every unit holds only its five persistent buffers */
+  /* nothing transient left in use: every unit holds only its four persistent buffers */
   for (int u = 0; u < 3; u++)
     for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++)
       assert_null(hsr_sched_buf_of(r->s, u, (hsr_sched_buf)b));
   assert_non_null(hsr_sched_buf_of(r->s, 0, HSR_SCHED_BUF_MASTER));
+  hsr_sched_free(r->s);
+  free(r);
+  hsr_rt_layout_free(l);
+}
+
+/* The outer shard through the interpreter: hybrid 2 x 2, bf16 reduction,
+ * two units. Every reduction's piece buffer is there for its reduce-scatter
+ * over R and its accumulation, and back after; the step's gathers over R
+ * are posted after each update and waited for at the end; what the pool
+ * saw is exactly hsr_sched_buffers' list. */
+static void test_run_outer(void **state) {
+  (void)state;
+  hsr_rt_layout *l = outer_units(2, 2, 2);
+  hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
+  c.outer_shard = HSR_RT_OUTER_OPTIM;
+  c.reduce_dtype = HSR_BF16;
+  rec *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  r->fail_optim = -1;
+  hsr_sched_exec x = rec_exec;
+  x.regather = r_gather;
+  x.regather_wait = r_gather_wait;
+  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &r->s), HSR_OK);
+  static char want[8192];
+  size_t wo = 0;
+  const hsr_sched_action *a;
+  int n;
+  assert_int_equal(hsr_sched_setup(r->s, &a, &n), HSR_OK);
+  fmt_bufs(r->s, a, n, want, sizeof want);
+  wo = strlen(want);
+  assert_int_equal(hsr_sched_run(r->s, a, n, &x, r), HSR_OK);
+  int calls[][2] = {{FB, 0}, {FE, 0}, {FB, 1}, {FE, 1}, {BB, 1}, {BE, 1}, {BB, 0}, {BE, 0}, {ST, -1}, {ZG, -1}};
+  r->done[0] = r->done[1] = 1;
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+    if (calls[i][0] == ST) r->o = 0, r->log[0] = 0;
+    const hsr_sched_action *b = NULL;
+    int nb = 0, call = calls[i][0], unit = calls[i][1];
+    hsr_status st = call == FB   ? hsr_sched_forward_begin(r->s, unit, &b, &nb)
+                    : call == FE ? hsr_sched_forward_end(r->s, unit, &b, &nb)
+                    : call == BB ? hsr_sched_backward_begin(r->s, unit, &b, &nb)
+                    : call == BE ? hsr_sched_backward_end(r->s, unit, &b, &nb)
+                    : call == ST ? hsr_sched_step(r->s, &b, &nb)
+                                 : hsr_sched_zero_grad(r->s, &b, &nb);
+    assert_int_equal(st, HSR_OK);
+    char t[2048];
+    fmt_bufs(r->s, b, nb, t, sizeof t);
+    if (t[0]) wo += (size_t)snprintf(want + wo, sizeof want - wo, " %s", t);
+    assert_int_equal(hsr_sched_run(r->s, b, nb, &x, r), HSR_OK);
+    if (call == ST) assert_string_equal(r->log, "w2:1 acc:1 w2:0 acc:0 O0 G0 O1 G1 W0 W1 ");
+  }
+  assert_int_equal(r->outer_acc, 2);
+  assert_int_equal(r->casts, 2);
+  assert_int_equal(r->nlive, 8); /* two units' m, v, accumulator and parameter shard (the f32 master is in it) */
+  if (strcmp(r->pool, want)) fprintf(stderr, "pool:\n  got  %s\n  want %s\n", r->pool, want);
+  assert_string_equal(r->pool, want);
+  assert_non_null(strstr(r->pool, "+all_reduce_buf:32")); /* a piece of unit 0: 16 bf16 elements */
+  for (int u = 0; u < 2; u++)
+    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++)
+      assert_null(hsr_sched_buf_of(r->s, u, (hsr_sched_buf)b));
   hsr_sched_free(r->s);
   free(r);
   hsr_rt_layout_free(l);
@@ -711,9 +940,12 @@ int main(void) {
                                      cmocka_unit_test(test_sched_step_prefetch),
                                      cmocka_unit_test(test_sched_rs_only_bf16),
                                      cmocka_unit_test(test_sched_local_and_device),
+                                     cmocka_unit_test(test_sched_outer),
+                                     cmocka_unit_test(test_sched_gather_cast),
                                      cmocka_unit_test(test_sched_bad),
                                      cmocka_unit_test(test_run_fifo_and_buffers),
                                      cmocka_unit_test(test_run_errors),
+                                     cmocka_unit_test(test_run_outer),
                                      cmocka_unit_test(test_predict_fsdp),
                                      cmocka_unit_test(test_wrap)};
   return cmocka_run_group_tests(tests, NULL, NULL);

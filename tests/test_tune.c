@@ -111,8 +111,8 @@ static hsr_cluster *two_nodes(void) {
 /* Two units of 8192 f32 (P = 65536 bytes): no padding for S up to 8. */
 static const hsr_tune_model two_units = {.units = 2, .params = 16384, .fwd_ms = 1, .bwd_ratio = 2};
 
-static hsr_tune_result eval(const hsr_tune_net *n, const hsr_tune_model *m, hsr_rt_strategy s, int S, int K,
-                            hsr_rt_reshard pol, int prefetch, hsr_dtype pdt) {
+static hsr_tune_result eval_outer(const hsr_tune_net *n, const hsr_tune_model *m, hsr_rt_strategy s, int S, int K,
+                                  hsr_rt_reshard pol, int prefetch, hsr_dtype pdt, hsr_rt_outer outer) {
   hsr_cluster *c = two_nodes();
   hsr_mesh *mesh;
   hsr_mesh_request q = {S, 0, K};
@@ -122,11 +122,17 @@ static hsr_tune_result eval(const hsr_tune_net *n, const hsr_tune_model *m, hsr_
   hsr_rt_config cfg;
   hsr_rt_config_default(&cfg);
   cfg.strategy = s, cfg.reshard = pol, cfg.partial_k = K, cfg.prefetch = prefetch, cfg.param_dtype = pdt;
+  cfg.outer_shard = outer;
   hsr_tune_result r;
   assert_int_equal(hsr_tune_eval(m, n, &cfg, S, 8 / S, sh, &r), HSR_OK);
   hsr_mesh_free(mesh);
   hsr_cluster_free(c);
   return r;
+}
+
+static hsr_tune_result eval(const hsr_tune_net *n, const hsr_tune_model *m, hsr_rt_strategy s, int S, int K,
+                            hsr_rt_reshard pol, int prefetch, hsr_dtype pdt) {
+  return eval_outer(n, m, s, S, K, pol, prefetch, pdt, HSR_RT_OUTER_NONE);
 }
 
 static void test_step_bytes(void **state) {
@@ -149,6 +155,20 @@ static void test_step_bytes(void **state) {
   const hsr_tune_bytes *ar = &h.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE];
   EQ(ag->sent, ag->recv), EQ(ag->fabric_sent, 0), EQ(ag->sent, 4 * 3 * 8192);
   EQ(ar->calls, 2), EQ(ar->sent, 2 * 8192), EQ(ar->fabric_sent, ar->sent), EQ(ar->full, 2 * 8192);
+  /* the same with the outer shard: the all-reduce of each quarter becomes a reduce-scatter and,
+   * after the step, an all-gather over R of its half (4096 bytes each way over two ranks): the
+   * same 2P across, plus the norm's second 8-byte all-reduce (over R: 8 ranks x 8 bytes) */
+  hsr_tune_result o =
+      eval_outer(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32, HSR_RT_OUTER_OPTIM);
+  EQ(o.fabric_all_ranks, 2 * P + 64);
+  const hsr_tune_bytes *ors = &o.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_REDUCE_SCATTER];
+  const hsr_tune_bytes *oag = &o.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLGATHER];
+  const hsr_tune_bytes *oar = &o.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE];
+  EQ(ors->calls, 2), EQ(oag->calls, 2), EQ(oar->calls, 1), EQ(oar->sent, 8);
+  EQ(ors->sent, 2 * 4096), EQ(oag->sent, 2 * 4096), EQ(ors->sent + oag->sent, ar->sent);
+  EQ(ors->fabric_sent + oag->fabric_sent, ar->fabric_sent);
+  EQ(o.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].sent, ag->sent); /* the shard group's traffic is unchanged */
+  assert_true(o.step_ms > h.step_ms);                               /* the gather over R waits at the end of the step */
   /* fsdp over both nodes with partial:4: the backward gathers stay in the node */
   hsr_tune_result p = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 0, HSR_F32);
   EQ(p.fabric_all_ranks, 2 * P + 64);
@@ -171,15 +191,25 @@ static void test_step_bytes(void **state) {
 static void test_ledger(void **state) {
   (void)state;
   hsr_tune_net n = host();
-  /* fsdp, f32: parameter, gradient accumulator, master, m, v shards: 20/S bytes per parameter */
+  /* fsdp, f32: the master is the parameter shard; it, the gradient accumulator, m and v: 16/S */
   hsr_tune_result r = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
-  EQ(r.persistent_per_param * 8, 20);
-  /* bf16 parameters: 2 + 4 + 12 = 18/S. (The textbook 16/S keeps bf16 gradients; hsr's gradient
-   * accumulator shard is f32 whatever the reduce dtype.) */
+  EQ(r.persistent_per_param * 8, 16);
+  EQ(r.peak_cat[HSR_MEM_PARAM_SHARD], 0);
+  /* bf16 parameters keep no bf16 shard beside the master (FSDP2: the gather input is cast from it,
+   * a transient staging buffer of Ls x 2): 16/S too */
   r = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 1, HSR_BF16);
-  EQ(r.persistent_per_param * 8, 18);
+  EQ(r.persistent_per_param * 8, 16);
+  EQ(r.peak_cat[HSR_MEM_PARAM_SHARD], 0);
+  assert_true(r.peak_cat[HSR_MEM_STAGING] >= 8192 / 8 * 2); /* a cast gather input of the larger unit */
   r = eval(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_BF16);
-  EQ(r.persistent_per_param * 4, 18);
+  EQ(r.persistent_per_param * 4, 16);
+  /* the outer shard, 2 x 4: master, m, v and accumulator over S x R = 8 (16/8), the bf16 shard
+   * 2/4: 2.5; f32: the master lives in the f32 shard: 4/4 + 12/8 = 2.5 as well */
+  r = eval_outer(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_BF16, HSR_RT_OUTER_OPTIM);
+  EQ(r.persistent_per_param, 16.0 / 8 + 2.0 / 4);
+  r = eval_outer(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32, HSR_RT_OUTER_OPTIM);
+  EQ(r.persistent_per_param, 4.0 / 4 + 12.0 / 8);
+  EQ(r.peak_cat[HSR_MEM_MASTER], 0);
   /* zero1 / zero2, f32: the whole parameters (4) + 16/S; ddp: 20 */
   r = eval(&n, &two_units, HSR_RT_ZERO1, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
   EQ(r.persistent_per_param, 4 + 16.0 / 4);
@@ -198,6 +228,35 @@ static void test_ledger(void **state) {
   /* partial:4 keeps a quarter of each */
   r = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 0, HSR_F32);
   assert_int_equal(r.peak_cat[HSR_MEM_PARTIAL_SLICE], 2 * 32768 / 4);
+}
+
+/* The issue's case: S = 8 inside a node, R = 8 nodes, bf16 parameters, f32 reduction. Without
+ * the outer shard every rank holds 16/S = 2 bytes per parameter (master, m, v, gradient
+ * accumulator; FSDP2's footprint, no bf16 shard beside the master). With it, master, m, v and
+ * the accumulator cover 1/(S R): 16/64 = 0.25, and the bf16 parameter shard that the gather over
+ * R rebuilds 2/S = 0.25: 0.5 bytes. rs_only with micro-batches keeps the accumulator at the
+ * shard (its micro-batches sum whole slices before the one reduce-scatter over R): 0.9375. */
+static void test_outer_bytes(void **state) {
+  (void)state;
+  hsr_tune_net n = host();
+  hsr_tune_shape sh[HSR_RT_GROUP_COUNT] = {{8, 1, 8, 1}, {8, 8, 1, 8}, {1, 1, 1, 1}};
+  hsr_rt_config c;
+  hsr_rt_config_default(&c);
+  c.strategy = HSR_RT_HYBRID;
+  c.param_dtype = HSR_BF16;
+  hsr_tune_result r;
+  assert_int_equal(hsr_tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
+  EQ(r.persistent_per_param, 16.0 / 8);
+  c.outer_shard = HSR_RT_OUTER_OPTIM;
+  assert_int_equal(hsr_tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
+  EQ(r.persistent_per_param, 16.0 / 64 + 2.0 / 8);
+  EQ((double)r.peak_cat[HSR_MEM_MASTER] / 16384, 4.0 / 64);
+  EQ((double)r.peak_cat[HSR_MEM_GRAD_SHARD] / 16384, 4.0 / 64);
+  EQ((double)r.peak_cat[HSR_MEM_PARAM_SHARD] / 16384, 2.0 / 8);
+  c.micro_batches = 2;
+  c.sync = HSR_RT_SYNC_RS_ONLY;
+  assert_int_equal(hsr_tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
+  EQ(r.persistent_per_param, 12.0 / 64 + 4.0 / 8 + 2.0 / 8);
 }
 
 /* A net where only bandwidth counts: no latency, no data work, no optimizer. */
@@ -267,7 +326,7 @@ static void test_calib(void **state) {
     row(j, sizeof j, x, 0, 4, 1, 20 + x / 2000, 0); /* intra: 20 us, 2 GB/s */
     /* fabric_bytes_per_op is what crossed nodes sent plus received, as hsr bench writes it */
     row(j, sizeof j, x, 2 * x, 2, 2, 50 + x / 100, 0); /* cross: 50 us, 0.1 GB/s */
-    row(j, sizeof j, x, 0, 4, 1, 20 + x / 1000, 1); /* intra beside the other tier: 1 GB/s */
+    row(j, sizeof j, x, 0, 4, 1, 20 + x / 1000, 1);    /* intra beside the other tier: 1 GB/s */
     row(j, sizeof j, 6 * x + x, 2 * x, 8, 2, (20 + 6 * x / 2000) + (50 + x / 100), 0); /* two-level */
   }
   strcat(j, "]}");
@@ -345,13 +404,18 @@ static void test_calib(void **state) {
   hsr_tune_calib_free(c);
 }
 
-static void plan(const hsr_tune_net *n, const hsr_tune_model *m, double budget, hsr_tune_plan *p) {
+static void plan_only(const hsr_tune_net *n, const hsr_tune_model *m, double budget, int strategy, hsr_tune_plan *p) {
   hsr_cluster *c = two_nodes();
   hsr_tune_space sp;
   hsr_tune_space_default(&sp);
   sp.mem_budget = budget;
+  sp.only_strategy = strategy;
   assert_int_equal(hsr_tune_plan_run(c, m, n, &sp, p), HSR_OK);
   hsr_cluster_free(c);
+}
+
+static void plan(const hsr_tune_net *n, const hsr_tune_model *m, double budget, hsr_tune_plan *p) {
+  plan_only(n, m, budget, -1, p);
 }
 
 static void test_recommend(void **state) {
@@ -374,6 +438,38 @@ static void test_recommend(void **state) {
   assert_non_null(strstr(ex, "recommended"));
   assert_non_null(strstr(ex, "runner-up"));
   assert_non_null(strstr(ex, "crosses nodes"));
+  /* the outer shard is in the search, for hybrid only */
+  int outer = 0;
+  for (int i = 0; i < p.n; i++)
+    if (p.cand[i].cfg.outer_shard == HSR_RT_OUTER_OPTIM) {
+      outer++;
+      assert_int_equal(p.cand[i].cfg.strategy, HSR_RT_HYBRID);
+    }
+  assert_true(outer > 0);
+  hsr_tune_plan_free(&p);
+  /* a budget the 2 x 4 layout fits only with the outer shard: among the hybrid layouts the planner
+   * rejects it without, accepts it with, recommends it and states the trade (over every strategy
+   * fsdp 1 x 8 partial:4, which needs no outer shard, is a few ms faster here) */
+  hsr_tune_result hn = eval(&slow, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  hsr_tune_result ho = eval_outer(&slow, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32, HSR_RT_OUTER_OPTIM);
+  assert_true(ho.peak_total < hn.peak_total);
+  plan_only(&slow, &m, (ho.peak_total + hn.peak_total) / 2, HSR_RT_HYBRID, &p);
+  int seen = 0;
+  for (int i = 0; i < p.n; i++) {
+    const hsr_tune_result *c = &p.cand[i];
+    if (c->cfg.strategy != HSR_RT_HYBRID || c->S != 4 || c->cfg.reshard != HSR_RT_RESHARD_FULL || c->cfg.prefetch)
+      continue;
+    seen++;
+    if (c->cfg.outer_shard == HSR_RT_OUTER_OPTIM)
+      assert_true(c->feasible);
+    else
+      assert_non_null(strstr(c->reason, "over the memory budget"));
+  }
+  assert_int_equal(seen, 2);
+  assert_int_equal(p.cand[0].cfg.outer_shard, HSR_RT_OUTER_OPTIM);
+  assert_int_equal(hsr_tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
+  assert_non_null(strstr(ex, "outer-shard optim vs none: -"));
+  assert_non_null(strstr(ex, "all-gathered over the replicate group"));
   hsr_tune_plan_free(&p);
   /* a budget only the full sharding fits: fsdp over all 8 */
   hsr_tune_result f = eval(&slow, &m, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
@@ -460,6 +556,24 @@ static void test_emit(void **state) {
   assert_int_equal(
       cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "zero_optimization"), "stage")->valueint, 2);
   cJSON_Delete(j);
+  /* the outer shard: FSDP2 and torchtitan lack it (the request is pytorch#148257), DeepSpeed has no
+   * exact form; each says so beside the nearest layout it has */
+  hsr_tune_result o =
+      eval_outer(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_BF16, HSR_RT_OUTER_OPTIM);
+  char lab[96];
+  assert_string_equal(hsr_tune_label(&o, lab, sizeof lab), "hybrid 2x4 full p1 outer:optim");
+  assert_int_equal(hsr_tune_emit(&o, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "pytorch#148257"));
+  assert_non_null(strstr(b, "outer_dp_sharding_strategy=\"optim\""));
+  assert_non_null(strstr(b, "mesh_dim_names=(\"replicate\", \"shard\")"));
+  assert_int_equal(hsr_tune_emit(&o, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "has no torchtitan setting"));
+  assert_non_null(strstr(b, "data_parallel_replicate_degree = 2"));
+  assert_int_equal(hsr_tune_emit(&o, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
+  j = cJSON_Parse(b);
+  assert_non_null(j);
+  assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(j, "_hsr")->valuestring, "has no DeepSpeed form"));
+  cJSON_Delete(j);
   hsr_tune_emit_kind k;
   assert_int_equal(hsr_tune_parse_emit("torchtitan", &k), HSR_OK);
   assert_int_equal(k, HSR_TUNE_EMIT_TORCHTITAN);
@@ -467,9 +581,9 @@ static void test_emit(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_volumes),      cmocka_unit_test(test_step_bytes),
-                                     cmocka_unit_test(test_ledger),       cmocka_unit_test(test_timeline),
-                                     cmocka_unit_test(test_calib),        cmocka_unit_test(test_recommend),
-                                     cmocka_unit_test(test_gpu_defaults), cmocka_unit_test(test_emit)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_volumes),     cmocka_unit_test(test_step_bytes),   cmocka_unit_test(test_ledger),
+      cmocka_unit_test(test_outer_bytes), cmocka_unit_test(test_timeline),     cmocka_unit_test(test_calib),
+      cmocka_unit_test(test_recommend),   cmocka_unit_test(test_gpu_defaults), cmocka_unit_test(test_emit)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,6 +37,26 @@ check "$out/h.json" '.comm_per_step.replicate.all_reduce.fabric_sent > 0 and .co
   and .fabric_bytes_per_step_all_ranks.shard == 0 and .fabric_bytes_per_step_all_ranks.replicate > 0
   and .fabric_bytes_per_step_all_ranks.total == .fabric_bytes_per_step_all_ranks.replicate' "--json summary per step"
 grep -q "bytes across nodes per step, all ranks" "$out/h.txt" || { echo "FAIL: report line"; fail=1; }
+# the same run with the outer shard: the replicate all-reduce becomes a reduce-scatter and (after AdamW)
+# an all-gather over the pair, as many bytes across the nodes (up to the padding: the outer shard pads
+# each unit to S x R x align elements instead of S x align, under 1% here), plus the norm's 8-byte
+# all-reduce over R
+"$run" -n 4 --nodes 2 -- "$hsr" train --steps 4 --shard 2 --outer-shard optim --no-progress --log "$out/o.jsonl" \
+  --json "$out/o.json" >"$out/o.txt" || { echo "FAIL: outer-shard run"; cat "$out/o.txt"; exit 1; }
+jq -s . "$out/o.jsonl" >"$out/o.steps.json"
+grep -q "outer-shard optim" "$out/o.txt" || { echo "FAIL: the header does not say outer-shard optim"; fail=1; }
+jq -e --slurpfile h "$out/h.steps.json" '. as $o | [range(1; length)] | all(. as $i | $o[$i].comm.replicate as $r |
+  $h[0][$i].comm.replicate.all_reduce as $a | $r.reduce_scatter.calls > 0 and $r.all_gather.calls == $r.reduce_scatter.calls
+  and $r.all_reduce.calls == 1 and $r.all_reduce.fabric_sent == 8
+  and ($r.reduce_scatter.fabric_sent + $r.all_gather.fabric_sent - $a.fabric_sent) as $d | $d >= 0
+  and $d <= 0.01 * $a.fabric_sent and $r.total.fabric_sent == $a.fabric_sent + $d + 8
+  and $o[$i].comm.shard.total.fabric_sent == 0)' "$out/o.steps.json" \
+  >/dev/null || { echo "FAIL: outer shard's fabric bytes per step (RS + AG over R = AR over R, + the norm's 8)"; fail=1; }
+# persistent bytes per parameter x S, f32: 16 without (FSDP2: master, m, v, accumulator), with it the f32
+# shard 4 + (master is in it) m, v, accumulator 12 / R = 6 (padding adds a little to both)
+jq -e --slurpfile h "$out/h.json" '.persistent_bytes_per_param_times_S >= 10 and .persistent_bytes_per_param_times_S < 10.5
+  and $h[0].persistent_bytes_per_param_times_S >= 16 and $h[0].persistent_bytes_per_param_times_S < 16.8' "$out/o.json" \
+  >/dev/null || { echo "FAIL: persistent bytes per parameter x S: 16 without the outer shard, 4 + 12/R with it"; fail=1; }
 # fsdp over both nodes with partial:2: the shard group crosses, the partial groups (one node each) do not
 "$run" -n 4 --nodes 2 -- "$hsr" train --steps 3 --strategy fsdp --shard 4 --reshard partial:2 --no-progress \
   --log "$out/p.jsonl" >"$out/p.txt" || { echo "FAIL: partial run"; cat "$out/p.txt"; exit 1; }

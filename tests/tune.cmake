@@ -17,7 +17,10 @@ hsr_add_mpi_test(NAME tune_bytes_4 NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_tune>
   strategy=hybrid,S=2,reshard=full,micro=2,sync=none
   strategy=zero1,S=4
   strategy=zero2,S=2,R=2
-  strategy=ddp,elems=65536)
+  strategy=ddp,elems=65536
+  strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,pstep=1
+  strategy=hybrid,S=2,outer=optim,reshard=partial:2,prefetch=1,micro=2,sync=rs_only,pdt=bf16
+  strategy=hybrid,S=1,R=4,outer=optim,elems=65536)
 
 set(_x ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh)
 set(_hsr $<TARGET_FILE:hsr_cli>)
@@ -52,17 +55,32 @@ hsr_tune_cli(tune_table 0 "ddp 64x1: over the memory budget: needs 118.98 GiB .*
 hsr_tune_cli(tune_explain 0 "recommended:.*all-gathers: .* inside one node \\(NVLink\\).*runner-up"
              sh -c "${_hsr} tune ${_bigs} | tr '\\n' ' '")
 hsr_tune_cli(tune_defaults 0 "default: H100 NVLink all-gather busbw ~360 GB/s" ${_hsr} tune ${_big})
-hsr_tune_cli(tune_json 0 "^\\{\"tool\":\"hsr tune\",\"world\":64.*\"defaults_used\":true.*\"candidates\":\\[\\{\"rank\":1,\"label\":.*\"fabric_bytes_per_step_all_ranks\":.*\"chosen\":\\{"
+hsr_tune_cli(tune_json 0 "^\\{\"tool\":\"hsr tune\",\"world\":64.*\"defaults_used\":true.*\"candidates\":\\[\\{\"rank\":1,\"label\":.*\"outer_shard\":\"none\".*\"fabric_bytes_per_step_all_ranks\":.*\"outer_shard\":\"optim\".*\"chosen\":\\{"
              ${_hsr} tune ${_big} --json)
 hsr_tune_cli(tune_emit_fsdp2 0 "init_device_mesh\\(\"cuda\", \\(8, 8\\), mesh_dim_names=\\(\"replicate\", \"shard\"\\)\\)"
              ${_hsr} tune ${_big} --emit fsdp2)
 hsr_tune_cli(tune_emit_titan 0 "data_parallel_replicate_degree = 8" ${_hsr} tune ${_big} --emit torchtitan)
 hsr_tune_cli(tune_emit_ds 0 "\"zero_optimization\": \\{" ${_hsr} tune ${_big} --emit deepspeed)
+# the outer shard: a budget that only it lets the 8 x 8 hybrid fit; the trade said; the emitters say
+# what FSDP2 and torchtitan lack (pytorch#148257) and what DeepSpeed has nearest
+hsr_tune_cli(tune_explain_outer 0 "recommended:.*hybrid 8x8 full p1 outer:optim.*outer-shard optim vs none: -[0-9.]+ GiB persistent per rank.*all-gathered over the replicate group"
+             sh -c "${_hsr} tune ${_bigs} --mem-budget 9G | tr '\\n' ' '")
+hsr_tune_cli(tune_emit_outer 0 "pytorch#148257" ${_hsr} tune ${_big} --mem-budget 9G --emit fsdp2)
+hsr_tune_cli(tune_emit_outer_ds 0 "outer-shard optim .* has no DeepSpeed form" ${_hsr} tune ${_big} --mem-budget 9G
+             --emit deepspeed)
+hsr_tune_cli(tune_only_outer 0 "rank  layout.*   1  hybrid [0-9]+x[0-9]+ [a-z:0-9]+ p[0-9] outer:optim"
+             sh -c "${_hsr} tune ${_bigs} --outer-shard optim | tr '\\n' ' '")
 hsr_tune_cli(tune_16k 0 "16384 ranks on 2048 nodes.*layouts evaluated in" sh -c
              "${_hsr} tune --params 7e9 --units 32 --world 16384 --gpus-per-node 8 --top 1 | tr '\\n' ' '")
-# the calculator: hsr train's 20/S, bf16 parameters 18/S, zero1 4 + 16/S
-hsr_tune_cli(tune_calc 0 "persistent .* = 20/S with S = 8" ${_hsr} tune --params 1.6e7 --units 4 --shard 8)
-hsr_tune_cli(tune_calc_bf16 0 "= 18/S with S = 8" ${_hsr} tune --params 1.6e7 --units 4 --shard 8 --param-dtype bf16)
+# the calculator: hsr train's 16/S (FSDP2's: the master is the parameter shard), bf16 parameters 16/S
+# too (the gathers cast the master), zero1 4 + 16/S; the outer shard at S = R = 8, bf16: 0.5 bytes
+hsr_tune_cli(tune_calc 0 "persistent .* = 16/S with S = 8" ${_hsr} tune --params 1.6e7 --units 4 --shard 8)
+hsr_tune_cli(tune_calc_bf16 0 "= 16/S with S = 8" ${_hsr} tune --params 1.6e7 --units 4 --shard 8 --param-dtype bf16)
+hsr_tune_cli(tune_calc_outer 0 "persistent .* 0.5000  = 2/S \\+ 16/\\(S R\\) with S = 8, R = 8" ${_hsr} tune --params 7e9
+             --units 32 --shard 8 --replicate 8 --param-dtype bf16 --outer-shard optim)
+hsr_tune_cli(tune_calc_outer_fsdp 2 "--outer-shard optim splits the optimizer state over the replicas of hybrid"
+             ${_hsr} tune --params 1.6e7 --shard 8 --outer-shard optim)
+hsr_tune_cli(tune_bad_outer 2 "outer-shard: .params. is not valid .valid: none\\|optim" ${_hsr} tune ${_big} --outer-shard params)
 hsr_tune_cli(tune_calc_zero1 0 "= 4 \\+ 16/S with S = 4" ${_hsr} tune --params 1.6e7 --units 4 --shard 4
              --strategy zero1)
 hsr_tune_cli(tune_calc_partial 2 "partial:3: K must divide the shard size 8" ${_hsr} tune --params 1.6e7 --shard 8

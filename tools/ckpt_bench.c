@@ -3,7 +3,13 @@
  * checkpoint's bytes sequentially with fsync (the issue's yardstick), every
  * rank writing its share in parallel, one rank's share alone (what a save
  * may block training for), and cold sequential reads (page cache dropped
- * with posix_fadvise). Medians over --repeat rounds. */
+ * with posix_fadvise). Then the asynchronous save beside training steps of
+ * the engine (every unit's gathers and reductions, --step-ms of compute as
+ * a wait without a core, as a GPU kernel, and AdamW on the shard, which
+ * writes the master and moments the save must not see), timed without a
+ * save and while the background write runs; the time the save blocked
+ * against one copy of the rank's share into host memory.
+ * Medians over --repeat rounds. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -23,15 +30,37 @@
 
 typedef struct bench_args {
   size_t size;
-  int units, repeat, keep_files;
+  int units, repeat, keep_files, steps;
+  double step_ms;
   const char *dir, *json;
   hsr_rt_config cfg;
 } bench_args;
 
-enum { M_SEQ_W, M_PAR_W, M_SHARE_W, M_SAVE, M_BLOCKED, M_SAVE_DATA, M_SEQ_R, M_PAR_R, M_LOAD, M_LOAD_DATA, M_COUNT };
+enum {
+  M_SEQ_W,
+  M_PAR_W,
+  M_SHARE_W,
+  M_SAVE,
+  M_BLOCKED,
+  M_SAVE_DATA,
+  M_SEQ_R,
+  M_PAR_R,
+  M_LOAD,
+  M_LOAD_DATA,
+  M_COPY,
+  M_A_BLOCKED,
+  M_A_STAGE,
+  M_A_COMMIT,
+  M_A_WRITE,
+  M_STEP,
+  M_STEP_BG,
+  M_COUNT
+};
 static const char *const m_names[M_COUNT] = {
-    "disk_seq_write_s", "disk_parallel_write_s", "disk_share_write_s",   "save_s", "save_blocked_s",
-    "save_data_s",      "disk_seq_read_s",       "disk_parallel_read_s", "load_s", "load_data_s"};
+    "disk_seq_write_s", "disk_parallel_write_s", "disk_share_write_s",   "save_s",         "save_blocked_s",
+    "save_data_s",      "disk_seq_read_s",       "disk_parallel_read_s", "load_s",         "load_data_s",
+    "staging_copy_s",   "async_blocked_s",       "async_stage_s",        "async_commit_s", "async_write_s",
+    "step_s",           "step_during_write_s"};
 
 static void bench_usage(void) {
   printf("usage: hsr-run -n 4 -- hsr ckpt bench [options]\n"
@@ -44,6 +73,9 @@ static void bench_usage(void) {
          "  --shard S        shard group size (default: every rank); --replicate R (default world / S)\n"
          "  --strategy X     ddp | zero1 | zero2 | fsdp | hybrid (default fsdp, hybrid when R > 1)\n"
          "  --repeat N       rounds; medians are reported (default 3)\n"
+         "  --steps N        training steps timed without a save and after the async save (default 4)\n"
+         "  --step-ms MS     a step's compute, spread over the units' forward and backward as waits without a\n"
+         "                   core, as a GPU kernel (default 1000: a step of a GPU job, its host mostly idle)\n"
          "  --json FILE      the figures as JSON\n"
          "  --keep-files     leave the checkpoint in DIR\n");
 }
@@ -58,10 +90,12 @@ static int parse(int argc, char **argv, bench_args *a) {
                                        {"repeat", required_argument, 0, 'n'},
                                        {"json", required_argument, 0, 'j'},
                                        {"keep-files", no_argument, 0, 'k'},
+                                       {"steps", required_argument, 0, 't'},
+                                       {"step-ms", required_argument, 0, 'm'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
-  a->size = (size_t)256 << 20, a->units = 8, a->repeat = 3, a->dir = "/tmp";
+  a->size = (size_t)256 << 20, a->units = 8, a->repeat = 3, a->dir = "/tmp", a->steps = 4, a->step_ms = 1000;
   hsr_rt_config_default(&a->cfg);
   a->cfg.strategy = HSR_RT_STRATEGY_COUNT; /* not given */
   int c;
@@ -85,6 +119,10 @@ static int parse(int argc, char **argv, bench_args *a) {
     case 'R':
       if ((st = hsr_parse_long("--replicate", optarg, 1, 1 << 20, &v)) == HSR_OK) a->cfg.replicate = (int)v;
       break;
+    case 't':
+      if ((st = hsr_parse_long("--steps", optarg, 1, 1000, &v)) == HSR_OK) a->steps = (int)v;
+      break;
+    case 'm': st = hsr_parse_double("--step-ms", optarg, 0, 60000, &a->step_ms); break;
     case 'x': st = hsr_rt_parse_strategy(optarg, &a->cfg.strategy); break;
     case 'd': a->dir = optarg; break;
     case 'j': a->json = optarg; break;
@@ -168,7 +206,7 @@ typedef struct bench_ctx {
   bench_args *a;
   hsr_boot *boot;
   hsr_rt *rt;
-  int rank, world, reads;
+  int rank, world, reads, overlapped, readers;
   char base[4096];
   char *buf;
   size_t chunk;
@@ -176,6 +214,88 @@ typedef struct bench_ctx {
 } bench_ctx;
 
 static void remove_tree(const char *dir);
+
+static void wait_s(double w) {
+  if (w <= 0) return;
+  struct timespec d = {(time_t)w, (long)((w - (double)(time_t)w) * 1e9)};
+  nanosleep(&d, NULL);
+}
+
+/* A training step of the engine: every unit's forward and backward with
+ * its gathers and reductions, each unit's compute a wait (--step-ms over
+ * the step, as a GPU kernel holds no core), then AdamW on the shard. */
+static hsr_status train_step(bench_ctx *x, double *sec) {
+  double t0 = hsr_clock_s(), w = x->a->step_ms * 1e-3 / (2.0 * x->a->units);
+  for (int u = 0; u < x->a->units; u++) {
+    HSR_CHECK(hsr_rt_forward_begin(x->rt, u));
+    wait_s(w);
+    HSR_CHECK(hsr_rt_forward_end(x->rt, u));
+  }
+  for (int u = x->a->units - 1; u >= 0; u--) {
+    HSR_CHECK(hsr_rt_backward_begin(x->rt, u));
+    wait_s(w);
+    HSR_CHECK(hsr_rt_backward_end(x->rt, u));
+  }
+  hsr_rt_step_info info;
+  HSR_CHECK(hsr_rt_step(x->rt, &info));
+  HSR_CHECK(hsr_rt_zero_grad(x->rt));
+  *sec = hsr_clock_s() - t0;
+  return HSR_OK;
+}
+
+static int dbl_cmp(const void *a, const void *b);
+
+/* Steps without a save; an async save; the same number of steps while it
+ * runs (a rank times those that started before its writer finished), then
+ * the wait. The yardstick of the block: one copy of the share. */
+static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
+  hsr_boot *b = x->boot;
+  int n = x->a->steps, over = 0;
+  double *st = calloc((size_t)n, sizeof *st), bg = 0, dt;
+  if (!st) return hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory");
+  hsr_status rc = HSR_OK;
+  for (int i = 0; i < n && rc == HSR_OK; i++) rc = train_step(x, &st[i]);
+  qsort(st, (size_t)n, sizeof *st, dbl_cmp);
+  double base = st[n / 2];
+  free(st);
+  HSR_CHECK(rc);
+  HSR_CHECK(slowest(b, base, &t[M_STEP]));
+  /* the staging copy alone: the share between two touched host buffers */
+  size_t share = (size_t)x->share;
+  char *src = malloc(share + 1), *dst = malloc(share + 1);
+  if (!src || !dst) rc = hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory for two %zu-byte buffers", share);
+  if (rc == HSR_OK) {
+    memset(src, 1, share), memset(dst, 2, share);
+    double t0 = hsr_clock_s();
+    memcpy(dst, src, share);
+    dt = hsr_clock_s() - t0;
+    volatile char seen = dst[share / 2]; /* the copy is used */
+    (void)seen;
+    rc = slowest(b, dt, &t[M_COPY]);
+  }
+  free(src), free(dst);
+  HSR_CHECK(rc);
+  if (x->rank == 0) remove_tree(ck);
+  HSR_CHECK(hsr_boot_barrier(b));
+  hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL, 1};
+  hsr_ckpt_stats s, w;
+  double t0 = hsr_clock_s();
+  HSR_CHECK(hsr_ckpt_save(x->rt, ck, &o, &s));
+  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_A_BLOCKED]));
+  for (int i = 0; i < n; i++) {
+    int pending = 0;
+    HSR_CHECK(hsr_ckpt_poll(x->rt, &pending));
+    HSR_CHECK(train_step(x, &dt));
+    if (pending) bg += dt, over++;
+  }
+  HSR_CHECK(hsr_ckpt_wait(x->rt, -1, &w));
+  double commit = hsr_clock_s() - t0; /* an upper bound when the wait found it done */
+  HSR_CHECK(slowest(b, s.stage_seconds, &t[M_A_STAGE]));
+  HSR_CHECK(slowest(b, w.background_seconds, &t[M_A_WRITE]));
+  HSR_CHECK(slowest(b, over ? bg / over : base, &t[M_STEP_BG]));
+  x->overlapped = over;
+  return slowest(b, over < n ? w.background_seconds + s.seconds : commit, &t[M_A_COMMIT]);
+}
 
 /* One round: every figure of m_names, in seconds. */
 static hsr_status round_once(bench_ctx *x, double *t) {
@@ -218,7 +338,7 @@ static hsr_status round_once(bench_ctx *x, double *t) {
   HSR_CHECK(st);
   /* the save, then the load from a cold cache */
   hsr_ckpt_stats s;
-  hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL};
+  hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL, 0};
   if (x->rank == 0) remove_tree(ck); /* the last round's, outside the timing */
   HSR_CHECK(hsr_boot_barrier(b));
   t0 = hsr_clock_s();
@@ -230,9 +350,10 @@ static hsr_status round_once(bench_ctx *x, double *t) {
   HSR_CHECK(hsr_boot_barrier(b));
   t0 = hsr_clock_s();
   HSR_CHECK(hsr_ckpt_load(x->rt, ck, NULL, &s));
-  x->reads = s.reads;
+  x->reads = s.reads, x->readers = s.readers;
   HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_LOAD]));
-  return slowest(b, s.data_seconds, &t[M_LOAD_DATA]);
+  HSR_CHECK(slowest(b, s.data_seconds, &t[M_LOAD_DATA]));
+  return async_round(x, ck, t);
 }
 
 static int dbl_cmp(const void *a, const void *b) {
@@ -265,8 +386,25 @@ static void report(bench_ctx *x, double med[M_COUNT]) {
   printf("%-52s %9.3f %9.3f   %.0f%% of one reader, %.0f%% of parallel readers; read %s\n",
          "load (hsr_ckpt_load, cold)", med[M_LOAD], load, 100 * load / rd, 100 * load / prd,
          x->reads == 1 ? "once" : "twice (HSR_CKPT_BUFFER)");
+  if (hsr_rt_replicate(x->rt) > 1)
+    printf("%-52s %9s %9s   %s\n", "", "", "",
+           x->readers == 1 ? "by 1 rank: the replicas split the reads and exchange them"
+                           : "by each replica: all of its shard (HSR_CKPT_EXCHANGE=off)");
   printf("%-52s %9.3f %9s   reading and verifying what it needs, installing\n", "  of which the slowest rank's data",
          med[M_LOAD_DATA], "");
+  double slow = 100 * (med[M_STEP_BG] / med[M_STEP] - 1), ratio = med[M_A_BLOCKED] / med[M_COPY];
+  printf("async save (opts.async; after one untimed, which makes its communicator and staging), beside %d training "
+         "steps (gathers, reductions, %.0f ms of compute as a wait, AdamW):\n",
+         a->steps, a->step_ms);
+  printf("%-52s %9.3f %9s   %.2fx one copy of the share (%.3f s; target <= 1.2x)\n",
+         "  blocked in the call (slowest rank)", med[M_A_BLOCKED], "", ratio, med[M_COPY]);
+  printf("%-52s %9.3f %9s   of which the staging copy\n", "  staging", med[M_A_STAGE], "");
+  printf("%-52s %9.3f %9.3f   its data, fsync, agreements, commit; %.0f%% of the parallel write\n",
+         "  background write (slowest rank)", med[M_A_WRITE], B / med[M_A_WRITE] / gb,
+         100 * (B / med[M_A_WRITE]) / (B / med[M_PAR_W]));
+  printf("%-52s %9.3f %9s   without a save in flight\n", "  step", med[M_STEP], "");
+  printf("%-52s %9.3f %9s   %+.1f%% (target <= 5%%), over the last round's %d step(s) it overlapped\n",
+         "  step while the background write runs", med[M_STEP_BG], "", slow, x->overlapped);
   if (!a->json) return;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "ranks", x->world);
@@ -287,6 +425,13 @@ static void report(bench_ctx *x, double med[M_COUNT]) {
   cJSON_AddNumberToObject(o, "load_vs_disk", load / rd);
   cJSON_AddNumberToObject(o, "load_vs_parallel_read", load / prd);
   cJSON_AddNumberToObject(o, "load_reads", x->reads);
+  cJSON_AddNumberToObject(o, "load_readers", x->readers);
+  cJSON_AddNumberToObject(o, "steps", a->steps);
+  cJSON_AddNumberToObject(o, "step_ms", a->step_ms);
+  cJSON_AddNumberToObject(o, "async_blocked_vs_copy", ratio);
+  cJSON_AddNumberToObject(o, "async_step_slowdown", med[M_STEP_BG] / med[M_STEP] - 1);
+  cJSON_AddNumberToObject(o, "async_write_vs_parallel_write", med[M_PAR_W] / med[M_A_WRITE]);
+  cJSON_AddNumberToObject(o, "async_overlapped_steps", x->overlapped);
   char *s = cJSON_Print(o);
   FILE *f = fopen(a->json, "w");
   if (f && s) fprintf(f, "%s\n", s);
@@ -330,6 +475,19 @@ static hsr_status setup_model(bench_ctx *x) {
   return st;
 }
 
+/* An untimed async save first: the saver's communicator and staging buffer
+ * are made once per engine, which a training run pays once. */
+static hsr_status warm_up(bench_ctx *x) {
+  char ck[4300];
+  snprintf(ck, sizeof ck, "%s/warm", x->base);
+  hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL, 1};
+  HSR_CHECK(hsr_ckpt_save(x->rt, ck, &o, NULL));
+  HSR_CHECK(hsr_ckpt_wait(x->rt, -1, NULL));
+  HSR_CHECK(hsr_boot_barrier(x->boot));
+  if (x->rank == 0) remove_tree(ck);
+  return HSR_OK;
+}
+
 static void remove_tree(const char *dir) {
   DIR *d = opendir(dir);
   struct dirent *e;
@@ -361,6 +519,7 @@ static hsr_status bench_run(bench_ctx *x) {
   for (size_t i = 0; x->buf && i < x->chunk; i++) x->buf[i] = (char)(i * 2654435761u >> 13);
   double *t = calloc((size_t)a->repeat * M_COUNT, sizeof *t), med[M_COUNT], col[100];
   if (!t && st == HSR_OK) st = hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory");
+  if (st == HSR_OK) st = warm_up(x);
   for (int r = 0; r < a->repeat && st == HSR_OK; r++) st = round_once(x, t + (size_t)r * M_COUNT);
   if (st == HSR_OK && x->rank == 0) {
     for (int m = 0; m < M_COUNT; m++) {
@@ -387,14 +546,16 @@ static hsr_status bench_fits(hsr_boot *b, const bench_args *a) {
   int n = hsr_boot_size(b), here = 0;
   for (int r = 0; r < n; r++) here += !strcmp(hsr_boot_hostname_of(b, r), hsr_boot_hostname(b));
   double S = a->cfg.strategy == HSR_RT_DDP ? 1 : a->cfg.shard, sz = (double)a->size;
-  double mem_need = sz * 20 / 12 * here / S, disk_need = 2 * sz;
+  /* and per rank about 4 shares more: the async save's staging, the load's
+   * part, the two buffers of the copy yardstick */
+  double mem_need = sz * 20 / 12 * here / S + 4 * sz / n * here, disk_need = 2 * sz;
   uint64_t mem = 0, disk = 0;
   char msg[512] = "", x[32], y[32];
   if (hsr_boot_rank(b) == 0 && hsr_sys_mem_available(&mem) == HSR_OK && mem_need > 0.9 * (double)mem) {
     hsr_sys_bytes_text(mem_need, x, sizeof x), hsr_sys_bytes_text((double)mem, y, sizeof y);
     snprintf(msg, sizeof msg,
              "--size %zu does not fit in memory: the model's state on the %d rank(s) of this host needs about %s "
-             "(20 bytes per parameter over %.0f ranks), %s is available",
+             "(20 bytes per parameter over %.0f ranks, and 4 shares of staging), %s is available",
              a->size, here, x, S, y);
   } else if (hsr_boot_rank(b) == 0 && hsr_sys_fs_available(a->dir, &disk) == HSR_OK && disk_need > (double)disk) {
     hsr_sys_bytes_text(disk_need, x, sizeof x), hsr_sys_bytes_text((double)disk, y, sizeof y);
@@ -414,7 +575,7 @@ int hsr_ckpt_bench_main(int argc, char **argv) {
   hsr_boot *boot = NULL;
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
-  bench_ctx x = {&a, NULL, NULL, 0, 0, 0, "", NULL, 0, 0, 0};
+  bench_ctx x = {&a, NULL, NULL, 0, 0, 0, 0, 0, "", NULL, 0, 0, 0};
   hsr_status st = hsr_boot_init(&boot);
   if (st != HSR_OK) return hsr_cli_fail("ckpt bench", st);
   x.boot = boot, x.rank = hsr_boot_rank(boot), x.world = hsr_boot_size(boot);

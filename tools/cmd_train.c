@@ -46,10 +46,11 @@ static void print_header(const train_run *r) {
   if (a->cfg.strategy != HSR_RT_FSDP && a->cfg.strategy != HSR_RT_HYBRID) /* parameters stay full: nothing applies */
     snprintf(rs, sizeof rs, "-"), snprintf(pf, sizeof pf, "-");
   printf("hsr train: %d ranks, %d node(s), %s, mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %s, sync %s, "
-         "%s/%s\n",
+         "%s%s/%s\n",
          r->world, hsr_boot_num_nodes(r->boot), a->cfg.device == HSR_DEVICE_CUDA ? "CUDA (NCCL)" : "host",
          hsr_rt_replicate(r->rt), hsr_rt_shard(r->rt), hsr_rt_strategy_name(a->cfg.strategy), rs, pf,
-         a->cfg.micro_batches > 1 ? hsr_rt_sync_name(a->cfg.sync) : "-", hsr_dtype_name(a->cfg.param_dtype),
+         a->cfg.micro_batches > 1 ? hsr_rt_sync_name(a->cfg.sync) : "-",
+         a->cfg.outer_shard == HSR_RT_OUTER_OPTIM ? "outer-shard optim, " : "", hsr_dtype_name(a->cfg.param_dtype),
          hsr_dtype_name(a->cfg.reduce_dtype));
   a->model->describe(r, stdout);
   printf("global batch %d (%d per rank, %d micro-batch(es)), %d steps, lr %g", a->batch, a->batch / N,
@@ -198,6 +199,7 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
     if (train_ft_saver(r)) /* replica groups: the smallest live id saves */
       HSR_CHECK(train_ckpt_after_step(&a->ck, r->boot, r->rt, &ts, s + 1, a->steps)); /* when due; collective */
   }
+  HSR_CHECK(train_ckpt_finish(&a->ck, r->boot, r->rt)); /* --async-save: the last save commits */
   HSR_CHECK(train_ft_finish(r, a->steps));
   if (m->profile) {
     double p[3];
@@ -322,6 +324,8 @@ static hsr_status run(train_run *r) {
     int R = a->cfg.replicate ? a->cfg.replicate : r->world / S;
     a->cfg.strategy = R > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
     if (a->cfg.strategy == HSR_RT_HYBRID && !a->cfg.shard) a->cfg.shard = S;
+    if (R == 1 && a->cfg.outer_shard == HSR_RT_OUTER_OPTIM) /* said for the mesh, not the strategy it implies */
+      st = train_agree(r->boot, train_check_mesh(a, S, R));
   }
   if (st == HSR_OK) { /* settings this mesh ignores, and what this host can hold: before the engine allocates */
     int S = 0, R = 0, here = 0;

@@ -40,10 +40,12 @@ static void usage(void) {
          "  default h100 with GPUs, host without), --bench FILE.json (repeatable: hsr bench ... -J files,\n"
          "  fitted per tier and collective; a --concurrent run fits the contention between tiers).\n"
          "Search: --mem-budget BYTES (e.g. 80G), --shard S, --strategy ddp|zero1|zero2|fsdp|hybrid,\n"
-         "  --max-prefetch D (default 2), --no-prefetch-step.\n"
+         "  --max-prefetch D (default 2), --no-prefetch-step, --outer-shard none|optim (only layouts with it;\n"
+         "  default both: optim, hybrid only, also splits the optimizer state over the replicas, HFSDP).\n"
          "Output: --top N (default 10), --json (every candidate; schema in docs/tuning.md), --plot FILE.svg\n"
          "  (gnuplot), --emit fsdp2|torchtitan|deepspeed (the winner in that system's vocabulary).\n"
-         "Calculator (--shard without a topology): --reshard full|none|partial:K, --prefetch D, --strategy.\n"
+         "Calculator (--shard without a topology): --reshard full|none|partial:K, --prefetch D, --strategy,\n"
+         "  --outer-shard none|optim (with --replicate R > 1).\n"
          "--validate: calibrates from a quick bench on this launch (collectives alone and both tiers at once,\n"
          "  three probe runs of hsr bench step), runs the top --validate-top N (3) and --validate-bad N (2)\n"
          "  deliberately bad layouts through hsr bench step and prints predicted vs measured. The model is\n"
@@ -99,6 +101,7 @@ enum {
   O_VREUSE,
   O_VROUNDS,
   O_VCOMPUTE,
+  O_OUTER,
   O_COUNT
 };
 
@@ -150,6 +153,7 @@ static const struct {
     {O_VREUSE, M_VAL, "--validate-reuse"},
     {O_VROUNDS, M_VAL, "--validate-rounds"},
     {O_VCOMPUTE, M_VAL, "--compute"},
+    {O_OUTER, M_ALL, "--outer-shard"},
 };
 
 static const char *mode_name(int m) {
@@ -163,10 +167,9 @@ static int refuse_ignored(const tune_opts *o, int mode) {
     if (!o->given[c - O_PARAMS] || (m & mode)) continue;
     char who[160] = "";
     for (int k = M_PLAN; k <= M_VAL; k <<= 1)
-      if (m & k)
-        snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", who[0] ? " and " : "", mode_name(k));
-    return hsr_cli_usage_error("tune", "%s means nothing to %s (it is read by %s)", flag_modes[i].name,
-                               mode_name(mode), who);
+      if (m & k) snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", who[0] ? " and " : "", mode_name(k));
+    return hsr_cli_usage_error("tune", "%s means nothing to %s (it is read by %s)", flag_modes[i].name, mode_name(mode),
+                               who);
   }
   return 0;
 }
@@ -226,6 +229,12 @@ static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
   case O_RESHARD: o->reshard_given = 1; return hsr_rt_parse_reshard(a, &o->reshard, &o->partial_k);
   case O_PF: o->prefetch_given = 1; return hsr_parse_long("--prefetch", a, 0, 8, &o->prefetch);
   case O_VAL: o->validate = 1; return HSR_OK;
+  case O_OUTER: {
+    hsr_rt_outer v;
+    st = hsr_rt_parse_outer_shard(a, &v);
+    o->outer = (int)v;
+    return st;
+  }
   case O_VTOP: o->v_given = 1; return hsr_parse_long("--validate-top", a, 1, 16, &o->v_top);
   case O_VBAD: o->v_given = 1; return hsr_parse_long("--validate-bad", a, 0, 16, &o->v_bad);
   case O_VSTEPS: o->v_given = 1; return hsr_parse_long("--validate-steps", a, 1, 1000, &o->v_steps);
@@ -289,6 +298,7 @@ static int parse(int argc, char **argv, tune_opts *o) {
                                      {"validate-reuse", 1, 0, O_VREUSE},
                                      {"validate-rounds", 1, 0, O_VROUNDS},
                                      {"compute", 1, 0, O_VCOMPUTE},
+                                     {"outer-shard", 1, 0, O_OUTER},
                                      {0, 0, 0, 0}};
   *o = (tune_opts){.units = 32,
                    .bwd_ratio = 2,
@@ -305,6 +315,7 @@ static int parse(int argc, char **argv, tune_opts *o) {
                    .v_bad = 2,
                    .v_steps = 4,
                    .v_rounds = 1,
+                   .outer = -1,
                    .nccl_host = -1};
   optind = 1;
   opterr = 0;
@@ -497,6 +508,12 @@ static int calculator(tune_opts *o) {
     return hsr_cli_usage_error("tune", "--strategy fsdp has R = 1 (use hybrid with --replicate %d)", R);
   if (cfg.strategy == HSR_RT_HYBRID && R == 1)
     return hsr_cli_usage_error("tune", "--strategy hybrid needs --replicate R > 1 (fsdp is R = 1)");
+  if (o->outer == HSR_RT_OUTER_OPTIM && cfg.strategy != HSR_RT_HYBRID)
+    return hsr_cli_usage_error("tune",
+                               "--outer-shard optim splits the optimizer state over the replicas of hybrid; give "
+                               "--replicate R > 1 (strategy %s has none)",
+                               hsr_rt_strategy_name(cfg.strategy));
+  if (o->outer >= 0) cfg.outer_shard = (hsr_rt_outer)o->outer;
   if (o->reshard_given) cfg.reshard = o->reshard, cfg.partial_k = o->partial_k;
   if (cfg.reshard == HSR_RT_RESHARD_PARTIAL && S % cfg.partial_k)
     return hsr_cli_usage_error("tune", "--reshard partial:%d: K must divide the shard size %d", cfg.partial_k, S);
@@ -534,6 +551,7 @@ static int plan(tune_opts *o) {
     sp.param_dtype = o->param_dtype, sp.reduce_dtype = o->reduce_dtype;
     sp.only_shard = (int)o->shard;
     sp.only_strategy = o->strategy;
+    sp.only_outer = o->outer;
     st = hsr_tune_plan_run(cl, &x.model, &x.net, &sp, &p);
   }
   if (st == HSR_OK && rank0) {

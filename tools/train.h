@@ -45,7 +45,8 @@ enum {
   TRAIN_GIVEN_REPLICATE = 1u << 6,
   TRAIN_GIVEN_SHARD = 1u << 7,
   TRAIN_GIVEN_REDUCE_DTYPE = 1u << 8,
-  TRAIN_GIVEN_VAL_WINDOWS = 1u << 9
+  TRAIN_GIVEN_VAL_WINDOWS = 1u << 9,
+  TRAIN_GIVEN_OUTER = 1u << 10
 };
 
 /* One run: what the shared loop and the model's functions share. */

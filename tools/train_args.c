@@ -56,6 +56,11 @@ static void usage(void) {
          "  --prefetch-step     also gather the first unit at the end of each step (default off)\n"
          "  --max-live N        cap on gathered units alive at once that prefetch respects (0 = none)\n"
          "  --sync X            micro-batch gradient sync: full | none | rs_only (default full)\n"
+         "  --outer-shard X     hybrid: none | optim (default none). optim shards the f32 master, m and v\n"
+         "                      of each shard again over the R replicas (Megatron-FSDP's HFSDP): the\n"
+         "                      gradients reduce-scatter over S then over R, AdamW updates 1/(S R), an\n"
+         "                      all-gather over R rebuilds the shard; as many bytes cross nodes as the\n"
+         "                      all-reduce it replaces, for about 12/S - 12/(S R) bytes per parameter less\n"
          "  --param-dtype T     f32 | bf16: compute/gather dtype (default f32; master and moments are f32)\n"
          "  --reduce-dtype T    f32 | bf16: gradient reduction dtype (default f32)\n"
          "  --device X          host | cuda | cuda:N (cuda: NCCL collectives, cuBLAS; default host)\n"
@@ -94,7 +99,8 @@ enum {
   O_VAL_WINDOWS,
   O_WARMUP,
   O_LR_MIN,
-  O_MAX_SHARD
+  O_MAX_SHARD,
+  O_OUTER
 };
 
 static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
@@ -123,6 +129,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"prefetch", required_argument, 0, 'p'},
                                      {"max-live", required_argument, 0, 'M'},
                                      {"sync", required_argument, 0, 'y'},
+                                     {"outer-shard", required_argument, 0, O_OUTER},
                                      {"param-dtype", required_argument, 0, 'P'},
                                      {"reduce-dtype", required_argument, 0, 'D'},
                                      {"lr", required_argument, 0, 'l'},
@@ -144,6 +151,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"replicas", required_argument, 0, TRAIN_OPT_REPLICAS},
                                      {"join", no_argument, 0, TRAIN_OPT_JOIN},
                                      {"hash-every", required_argument, 0, TRAIN_OPT_HASH_EVERY},
+                                     {"async-save", no_argument, 0, TRAIN_OPT_ASYNC_SAVE},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
 
@@ -259,6 +267,10 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     a->given |= TRAIN_GIVEN_SYNC;
     *st = hsr_rt_parse_sync(optarg, &a->cfg.sync);
     break;
+  case O_OUTER:
+    a->given |= TRAIN_GIVEN_OUTER;
+    *st = hsr_rt_parse_outer_shard(optarg, &a->cfg.outer_shard);
+    break;
   case 'P':
   case 'D': {
     hsr_dtype t = HSR_F32;
@@ -339,6 +351,16 @@ static int check_strategy(const train_args *a) {
   if (a->strategy_given && c->strategy == HSR_RT_DDP && c->shard > 1)
     return hsr_cli_usage_error("train", "--shard %d with --strategy ddp: ddp does not shard (S = 1; drop --shard)",
                                c->shard);
+  if (c->outer_shard == HSR_RT_OUTER_OPTIM && a->strategy_given && c->strategy != HSR_RT_HYBRID)
+    return hsr_cli_usage_error("train",
+                               "--outer-shard optim with --strategy %s: it splits the optimizer state over the "
+                               "replicas of hybrid (use --strategy hybrid with R > 1, or drop --outer-shard)",
+                               st);
+  if (c->outer_shard == HSR_RT_OUTER_OPTIM && (a->given & TRAIN_GIVEN_REPLICATE) && c->replicate < 2)
+    return hsr_cli_usage_error("train",
+                               "--outer-shard optim with --replicate %d: it needs R > 1 replicas to split "
+                               "the optimizer state over",
+                               c->replicate);
   if ((a->given & TRAIN_GIVEN_PREFETCH_STEP) && c->prefetch == 0)
     return hsr_cli_usage_error("train", "--prefetch-step has no effect with --prefetch 0 (it prefetches the next "
                                         "step's first unit)");
@@ -478,6 +500,11 @@ int train_parse(int argc, char **argv, train_args *a) {
 
 hsr_status train_check_mesh(const train_args *a, int S, int R) {
   const hsr_rt_config *c = &a->cfg;
+  if (c->outer_shard == HSR_RT_OUTER_OPTIM && R == 1)
+    return hsr_error(HSR_ERR_INVALID,
+                     "--outer-shard optim on a %d x %d mesh: it splits the optimizer state over the R replicas, and "
+                     "with R = 1 there are none (use --shard S below the %d ranks, or drop --outer-shard)",
+                     R, S, R * S);
   if ((a->given & TRAIN_GIVEN_SYNC) && c->sync == HSR_RT_SYNC_RS_ONLY && R == 1)
     return hsr_error(
         HSR_ERR_INVALID,

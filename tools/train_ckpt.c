@@ -21,7 +21,10 @@ void train_ckpt_usage(FILE *f) {
              "  --resume DIR|latest continue from a checkpoint (DIR: a checkpoint, a root or a root's latest file;\n"
              "                      latest: --ckpt's, or a fresh start when it has none yet) on any mesh and\n"
              "                      strategy; --steps is the total, so the run trains the steps after the\n"
-             "                      checkpoint's. Checkpoints record the model: another one is refused\n");
+             "                      checkpoint's. Checkpoints record the model: another one is refused\n"
+             "  --async-save        save in the background: a step blocks only while this rank's share is copied\n"
+             "                      to host memory; writing, fsync, checksums and the commit run on a writer\n"
+             "                      thread (at most one save in flight: the next one waits, and says so)\n");
 }
 
 int train_ckpt_option(train_ckpt *c, int code, const char *arg) {
@@ -29,6 +32,7 @@ int train_ckpt_option(train_ckpt *c, int code, const char *arg) {
   switch (code) {
   case TRAIN_OPT_CKPT: c->dir = arg; return 1;
   case TRAIN_OPT_RESUME: c->resume = arg; return 1;
+  case TRAIN_OPT_ASYNC_SAVE: c->async_save = 1; return 1;
   case TRAIN_OPT_SAVE_EVERY:
   case TRAIN_OPT_KEEP:
     if (hsr_parse_long(code == TRAIN_OPT_KEEP ? "--keep" : "--save-every", arg, 1, 100000000, &v) != HSR_OK)
@@ -40,8 +44,11 @@ int train_ckpt_option(train_ckpt *c, int code, const char *arg) {
 }
 
 int train_ckpt_check(const train_ckpt *c) {
-  if (!c->dir && (c->save_every || c->keep))
-    return hsr_cli_usage_error("train", "--%s needs --ckpt DIR", c->save_every ? "save-every" : "keep");
+  if (!c->dir && (c->save_every || c->keep || c->async_save))
+    return hsr_cli_usage_error("train", "--%s needs --ckpt DIR",
+                               c->save_every ? "save-every"
+                               : c->keep     ? "keep"
+                                             : "async-save");
   if (c->resume && !strcmp(c->resume, "latest") && !c->dir)
     return hsr_cli_usage_error("train", "--resume latest needs --ckpt DIR (the root whose latest to resume)");
   return 0;
@@ -63,14 +70,42 @@ hsr_status train_ckpt_program(hsr_ckpt_state *p, const train_ckpt_state *ts, int
   return HSR_OK;
 }
 
+/* A background save that has finished: one line for the job. */
+static void report_done(const hsr_ckpt_stats *w) {
+  printf("checkpoint: step %" PRId64 " committed in the background -> %s, %.1f KB; this rank wrote %.1f KB in %.1f ms "
+         "(data %.1f ms), the training blocked %.2f ms\n",
+         w->step, w->dir, w->bytes_total / 1e3, w->bytes_rank / 1e3, w->background_seconds * 1e3, w->data_seconds * 1e3,
+         w->seconds * 1e3);
+  fflush(stdout);
+}
+
+/* The save in flight finishes first; *waited: whether it was still running. */
+static hsr_status settle(hsr_boot *boot, hsr_rt *rt, int64_t next, int *waited) {
+  int pending = 0;
+  HSR_CHECK(hsr_ckpt_poll(rt, &pending));
+  hsr_ckpt_stats w;
+  double t0 = hsr_clock_s();
+  HSR_CHECK(hsr_ckpt_wait(rt, -1, &w)); /* its failure is the same on every rank */
+  double ms = (hsr_clock_s() - t0) * 1e3;
+  *waited = pending;
+  if (w.step < 0 || hsr_boot_rank(boot) != 0) return HSR_OK;
+  if (pending && next >= 0)
+    printf("checkpoint: step %" PRId64 " waits %.1f ms for the save of step %" PRId64 " still being written\n", next,
+           ms, w.step);
+  report_done(&w);
+  return HSR_OK;
+}
+
 hsr_status train_ckpt_after_step(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, const train_ckpt_state *ts,
                                  int64_t done, int64_t steps) {
   if (!c->dir || !((c->save_every && done % c->save_every == 0) || done == steps)) return HSR_OK;
+  int waited = 0;
+  if (c->async_save) HSR_CHECK(settle(boot, rt, done, &waited));
   hsr_ckpt_state *p;
   HSR_CHECK(hsr_ckpt_state_create(&p));
   hsr_ckpt_stats s;
   hsr_ckpt_state *mc = NULL;
-  hsr_ckpt_save_opts o = {p, c->keep, NULL, NULL, NULL};
+  hsr_ckpt_save_opts o = {p, c->keep, NULL, NULL, NULL, c->async_save};
   hsr_status st = train_ckpt_program(p, ts, done);
   if (st == HSR_OK && ts->nmodel_meta) st = hsr_ckpt_state_create(&mc);
   if (st == HSR_OK && mc) st = model_meta_config(ts->model_meta, ts->nmodel_meta, &o.model_kind, mc);
@@ -79,12 +114,22 @@ hsr_status train_ckpt_after_step(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt
   hsr_ckpt_state_free(p);
   hsr_ckpt_state_free(mc);
   HSR_CHECK(st);
-  if (hsr_boot_rank(boot) == 0) {
+  if (hsr_boot_rank(boot) == 0 && c->async_save) {
+    printf("checkpoint: step %" PRId64 " -> %s: this rank's %.1f KB staged in %.2f ms (the training blocked %.2f ms); "
+           "writing in the background\n",
+           done, s.dir, s.bytes_rank / 1e3, s.stage_seconds * 1e3, s.seconds * 1e3);
+    fflush(stdout);
+  } else if (hsr_boot_rank(boot) == 0) {
     printf("checkpoint: step %" PRId64 " -> %s, %.1f KB in %.1f ms (%.3f GB/s); this rank wrote %.1f KB in %.1f ms\n",
            done, s.dir, s.bytes_total / 1e3, s.seconds * 1e3, s.gbps, s.bytes_rank / 1e3, s.data_seconds * 1e3);
     fflush(stdout);
   }
   return HSR_OK;
+}
+
+hsr_status train_ckpt_finish(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt) {
+  int waited;
+  return c->async_save ? settle(boot, rt, -1, &waited) : HSR_OK;
 }
 
 /* The saved state must describe this run's data stream. */

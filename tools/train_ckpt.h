@@ -15,10 +15,11 @@
 typedef struct train_ckpt {
   const char *dir, *resume; /* --ckpt, --resume */
   int save_every, keep;
+  int async_save; /* --async-save */
 } train_ckpt;
 
-/* getopt_long codes of --ckpt, --save-every, --keep, --resume. */
-enum { TRAIN_OPT_CKPT = 0x200, TRAIN_OPT_SAVE_EVERY, TRAIN_OPT_KEEP, TRAIN_OPT_RESUME };
+/* getopt_long codes of --ckpt, --save-every, --keep, --resume, --async-save. */
+enum { TRAIN_OPT_CKPT = 0x200, TRAIN_OPT_SAVE_EVERY, TRAIN_OPT_KEEP, TRAIN_OPT_RESUME, TRAIN_OPT_ASYNC_SAVE };
 void train_ckpt_usage(FILE *f);
 /* 1: the option was one of ours (parsed), 0: not ours, < 0: bad value
  * (printed; exit 2). */
@@ -55,5 +56,8 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
  * and after the last one). Collective. */
 hsr_status train_ckpt_after_step(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, const train_ckpt_state *ts,
                                  int64_t done, int64_t steps);
+/* After the last step: --async-save's save in flight commits (or fails: the
+ * same on every rank) and is reported. Not collective. */
+hsr_status train_ckpt_finish(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt);
 
 #endif

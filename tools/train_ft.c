@@ -221,6 +221,7 @@ hsr_status train_ft_end(train_run *r, int64_t s, const train_ckpt_state *ts, int
     snprintf(why, sizeof why, "replica %d: %s", f->id, L->line);
     if (L->coord_lost && L->saver && r->a->ck.dir) { /* the last committed state, on disk */
       hsr_status st = train_ckpt_after_step(&r->a->ck, r->boot, r->rt, ts, s, s);
+      if (st == HSR_OK) st = train_ckpt_finish(&r->a->ck, r->boot, r->rt); /* --async-save: committed before exit */
       size_t o = strlen(why);
       snprintf(why + o, sizeof why - o,
                st == HSR_OK ? "; saved the checkpoint of step %" PRId64 " under %s"

@@ -151,8 +151,9 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
             "\nmemory ledger of rank 0 (held from the allocator, pool included; predicted from sizes and policy)\n");
     hsr_ledger_print(mh, ph, nparams, out);
     double per = (double)hsr_ledger_persistent(mh) / nparams;
-    fprintf(out, "persistent per parameter: %.2f/S bytes = %.2f bytes at S = %d (%.0f parameters)\n", per * S, per, S,
-            nparams);
+    fprintf(out, "persistent per parameter: %.2f/S bytes = %.2f bytes at S = %d (%.0f parameters)%s\n", per * S, per, S,
+            nparams,
+            cfg->outer_shard == HSR_RT_OUTER_OPTIM ? "; outer shard: master, m, v and the accumulator over S x R" : "");
     fprintf(out, "buffers in use: runtime peak %.1f KiB (predicted %.1f KiB, %+.2f%%)\n",
             (double)hsr_ledger_runtime_peak(mu) / 1024, (double)hsr_ledger_runtime_peak(pu) / 1024,
             pct((double)hsr_ledger_runtime_peak(mu), (double)hsr_ledger_runtime_peak(pu)));
@@ -188,6 +189,8 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
     cJSON_AddItemToObject(o, "ledger_in_use_predicted", ledger_obj(pu));
     cJSON_AddNumberToObject(o, "parameters", nparams);
     cJSON_AddNumberToObject(o, "shard", S);
+    cJSON_AddNumberToObject(o, "replicate", R);
+    cJSON_AddStringToObject(o, "outer_shard", hsr_rt_outer_shard_name(cfg->outer_shard));
     cJSON_AddNumberToObject(o, "persistent_bytes_per_param_times_S", (double)hsr_ledger_persistent(mh) * S / nparams);
     cJSON *t = cJSON_AddObjectToObject(o, "timing_per_step_ms");
     cJSON_AddNumberToObject(t, "steps", (double)tm.steps);

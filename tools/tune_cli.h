@@ -14,6 +14,7 @@ typedef struct tune_opts {
   long units, world, nodes, gpus_per_node, top, shard, replicate, nccl_host, micro, max_prefetch, prefetch;
   int json, validate, prefetch_step, units_given, strategy, root, reshard_given, partial_k, emit_given;
   int prefetch_given, v_given; /* flags that only the calculator / --validate read */
+  int outer;                   /* --outer-shard: hsr_rt_outer, -1 not given (the planner searches both) */
   hsr_rt_reshard reshard;
   hsr_dtype param_dtype, reduce_dtype;
   hsr_tune_emit_kind emit;
@@ -23,8 +24,8 @@ typedef struct tune_opts {
   /* --validate */
   long v_top, v_bad, v_steps, v_rounds;
   int v_reuse;
-  int v_wait; /* --compute wait: hsr bench step's device-like compute */
-  char given[64]; /* which flags were given (cmd_tune.c's option codes, from 256) */
+  int v_wait;         /* --compute wait: hsr bench step's device-like compute */
+  char given[64];     /* which flags were given (cmd_tune.c's option codes, from 256) */
   const char *v_keep; /* directory for the bench files and results */
 } tune_opts;
 
@@ -43,6 +44,13 @@ hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char
 hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *measured, const int *which, int nm,
                      const char *path);
 void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r);
+/* The persistent bytes per parameter as full + over_s / S + over_sr / (S R). */
+typedef struct tune_formula {
+  double full, over_s, over_sr;
+} tune_formula;
+tune_formula tune_persistent_formula(const hsr_tune_result *r, double params);
+/* What a persistent category holds in this layout, in a few words. */
+const char *tune_cat_what(const hsr_tune_result *r, hsr_mem_cat c, double params);
 hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r);
 /* One candidate as the planner's JSON writes it (p: for its tie; may be NULL). */
 struct cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p);

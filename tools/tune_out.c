@@ -57,7 +57,7 @@ static void header(const tune_ctx *x, const hsr_tune_plan *p) {
 void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
   header(x, p);
   int unc = p->nfeasible > 0 && p->cand[0].step_pm_ms > 0;
-  printf("%4s  %-28s %5s %5s %4s %10s %8s %9s %9s %9s %13s %9s  %s\n", "rank", "layout", "S", "R", "K", "step(ms)",
+  printf("%4s  %-34s %5s %5s %4s %10s %8s %9s %9s %9s %13s %9s  %s\n", "rank", "layout", "S", "R", "K", "step(ms)",
          unc ? "+-" : "", "compute", "comm", "exposed", "fabric/rank", "peak GiB", "tie");
   int shown = 0;
   for (int i = 0; i < p->nfeasible && shown < x->o->top; i++, shown++) {
@@ -65,7 +65,7 @@ void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
     char lab[96], pm[16] = "", tie[16] = "";
     if (unc) snprintf(pm, sizeof pm, "%.2f", r->step_pm_ms);
     if (r->tie >= 0) snprintf(tie, sizeof tie, "= %d", r->tie + 1);
-    printf("%4d  %-28s %5d %5d %4d %10.2f %8s %9.2f %9.2f %9.2f %10.2f MB %9.2f  %s\n", i + 1,
+    printf("%4d  %-34s %5d %5d %4d %10.2f %8s %9.2f %9.2f %9.2f %10.2f MB %9.2f  %s\n", i + 1,
            hsr_tune_label(r, lab, sizeof lab), r->S, r->R, r->K, r->step_ms, pm, r->compute_ms, r->comm_ms,
            r->exposed_ms, fabric_rank(r) / 1e6, r->peak_total / GiB, tie);
   }
@@ -105,6 +105,7 @@ cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p
   cJSON_AddNumberToObject(o, "prefetch", r->cfg.prefetch);
   cJSON_AddBoolToObject(o, "prefetch_step", r->cfg.prefetch_step);
   cJSON_AddStringToObject(o, "sync", hsr_rt_sync_name(r->cfg.sync));
+  cJSON_AddStringToObject(o, "outer_shard", hsr_rt_outer_shard_name(r->cfg.outer_shard));
   cJSON_AddNumberToObject(o, "micro_batches", r->cfg.micro_batches);
   cJSON_AddStringToObject(o, "param_dtype", hsr_dtype_name(r->cfg.param_dtype));
   cJSON_AddStringToObject(o, "reduce_dtype", hsr_dtype_name(r->cfg.reduce_dtype));
@@ -224,20 +225,6 @@ static hsr_status print_doc(cJSON *o) {
   return HSR_OK;
 }
 
-/* Persistent bytes per parameter as unsharded + times_S / S. */
-static void persistent_split(const hsr_tune_result *r, double params, double *unsharded, double *times_s) {
-  int sharded_params = hsr_rt_strategy_sharding(r->cfg.strategy).params;
-  *unsharded = *times_s = 0;
-  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
-    if (!r->peak_cat[c] || !hsr_mem_cat_persistent((hsr_mem_cat)c)) continue;
-    double b = (double)r->peak_cat[c] / params;
-    if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
-      *unsharded += b;
-    else
-      *times_s += b * r->S;
-  }
-}
-
 hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char *explain) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "tool", "hsr tune");
@@ -331,18 +318,75 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
   cJSON_AddNumberToObject(mj, "units", m->units);
   cJSON_AddItemToObject(o, "layout", tune_cand_json(r, 1, NULL));
   cJSON *bp = cJSON_AddObjectToObject(o, "bytes_per_param");
-  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
-    if (r->peak_cat[c] && c != HSR_MEM_ACTIVATION)
-      cJSON_AddNumberToObject(bp, hsr_mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c] / m->params);
-  double full, sharded;
-  persistent_split(r, m->params, &full, &sharded);
+  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
+    if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
+    cJSON_AddNumberToObject(bp, hsr_mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c] / m->params);
+  }
+  tune_formula fm = tune_persistent_formula(r, m->params);
   cJSON *f = cJSON_AddObjectToObject(o, "persistent_per_param");
-  cJSON_AddNumberToObject(f, "unsharded", full);
-  cJSON_AddNumberToObject(f, "times_S", sharded);
+  cJSON_AddNumberToObject(f, "unsharded", fm.full);
+  cJSON_AddNumberToObject(f, "times_S", fm.over_s);
+  cJSON_AddNumberToObject(f, "times_S_R", fm.over_sr);
   cJSON_AddNumberToObject(f, "S", r->S);
+  cJSON_AddNumberToObject(f, "R", r->R);
   cJSON_AddNumberToObject(f, "total", r->persistent_per_param);
+  cJSON *what = cJSON_AddObjectToObject(o, "what");
+  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
+    if (r->peak_cat[c] && hsr_mem_cat_persistent((hsr_mem_cat)c))
+      cJSON_AddStringToObject(what, hsr_mem_cat_name((hsr_mem_cat)c), tune_cat_what(r, (hsr_mem_cat)c, m->params));
   cJSON_AddItemToObject(o, "cost_model", tune_cost_json(&x->net));
   return print_doc(o);
+}
+
+/* The one split of the persistent bytes per parameter, for the table and the
+ * JSON: full + over_s / S + over_sr / (S R). Unsharded parameters are
+ * whole; with the outer shard master, m, v (and the accumulator, unless it
+ * holds whole slices: rs_only) cover 1/(S R). */
+tune_formula tune_persistent_formula(const hsr_tune_result *r, double P) {
+  tune_formula f = {0, 0, 0};
+  int sharded_params = hsr_rt_strategy_sharding(r->cfg.strategy).params;
+  int outer = r->cfg.outer_shard == HSR_RT_OUTER_OPTIM;
+  for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
+    if (!r->peak_cat[c] || !hsr_mem_cat_persistent((hsr_mem_cat)c)) continue;
+    double b = (double)r->peak_cat[c] / P;
+    int acc_shard = c == HSR_MEM_GRAD_SHARD && fabs(b * r->S - 4) < 0.5; /* rs_only: the shard's slices */
+    if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
+      f.full += b;
+    else if (!outer || c == HSR_MEM_PARAM_SHARD || acc_shard)
+      f.over_s += b * r->S;
+    else
+      f.over_sr += b * r->S * r->R;
+  }
+  return f;
+}
+
+/* What a persistent category holds in this layout, in a few words. */
+const char *tune_cat_what(const hsr_tune_result *r, hsr_mem_cat c, double P) {
+  int sharded = hsr_rt_strategy_sharding(r->cfg.strategy).params;
+  int outer = r->cfg.outer_shard == HSR_RT_OUTER_OPTIM;
+  double b = (double)r->peak_cat[c] / P;
+  switch (c) {
+  case HSR_MEM_PARAM_SHARD:
+    if (!sharded) return "the whole parameters in the param dtype";
+    return r->cfg.param_dtype == HSR_F32 ? "the f32 parameter shard the gathers read, rebuilt by the all-gather "
+                                           "over R after each step; its 1/R piece is this rank's master"
+                                         : "the parameter shard in the param dtype that the gathers read, rebuilt "
+                                           "by the all-gather over R after each step";
+  case HSR_MEM_MASTER:
+    return outer     ? "f32 master weights of the rank's 1/(S R) piece"
+           : sharded ? "f32 master weights of the shard: the "
+                       "parameter shard itself (the gathers "
+                       "read it, or a bf16 copy cast from it)"
+                     : "f32 master weights of the shard";
+  case HSR_MEM_MOMENT_M: return outer ? "AdamW first moment, 1/(S R)" : "AdamW first moment, 1/S";
+  case HSR_MEM_MOMENT_V: return outer ? "AdamW second moment, 1/(S R)" : "AdamW second moment, 1/S";
+  case HSR_MEM_GRAD_SHARD:
+    return outer && fabs(b * r->S - 4) >= 0.5 ? "f32 gradient accumulator of the rank's 1/(S R) piece"
+           : outer ? "f32 gradient accumulator of the shard (rs_only sums whole slices before the one "
+                     "reduce-scatter over R)"
+                   : "f32 gradient accumulator, 1/S";
+  default: return "";
+  }
 }
 
 void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
@@ -350,22 +394,26 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
   char res[24];
   double P = m->params;
   printf("# hsr tune ledger: %s, S = %d, R = %d, %.3g parameters in %d units, %s parameters, %s reduction, "
-         "reshard %s, prefetch %d\n",
+         "reshard %s, prefetch %d, outer shard %s\n",
          hsr_rt_strategy_name(r->cfg.strategy), r->S, r->R, P, m->units, hsr_dtype_name(r->cfg.param_dtype),
-         hsr_dtype_name(r->cfg.reduce_dtype), reshard_name(r, res, sizeof res), r->cfg.prefetch);
+         hsr_dtype_name(r->cfg.reduce_dtype), reshard_name(r, res, sizeof res), r->cfg.prefetch,
+         hsr_rt_outer_shard_name(r->cfg.outer_shard));
   printf("%-18s %18s %12s %14s\n", "category", "bytes per GPU", "GiB", "bytes/param");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
     if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
     double b = (double)r->peak_cat[c];
-    printf("%-18s %18.0f %12.3f %14.4f%s\n", hsr_mem_cat_name((hsr_mem_cat)c), b, b / GiB, b / P,
-           hsr_mem_cat_persistent((hsr_mem_cat)c) ? "" : "  (transient, peak)");
+    int pers = hsr_mem_cat_persistent((hsr_mem_cat)c);
+    printf("%-18s %18.0f %12.3f %14.4f  %s\n", hsr_mem_cat_name((hsr_mem_cat)c), b, b / GiB, b / P,
+           pers ? tune_cat_what(r, (hsr_mem_cat)c, P) : "(transient, peak)");
   }
-  double full, sharded;
-  persistent_split(r, P, &full, &sharded);
+  tune_formula f = tune_persistent_formula(r, P);
   printf("%-18s %18.0f %12.3f %14.4f  = ", "persistent", (double)r->persistent, (double)r->persistent / GiB,
          r->persistent_per_param);
-  if (full > 0.005) printf("%.3g + ", full);
-  printf("%.3g/S with S = %d\n", sharded, r->S);
+  if (f.full > 0.005) printf("%.3g + ", f.full);
+  if (f.over_sr > 0.005)
+    printf("%.3g/S + %.3g/(S R) with S = %d, R = %d\n", f.over_s, f.over_sr, r->S, r->R);
+  else
+    printf("%.3g/S with S = %d\n", f.over_s, r->S);
   printf("%-18s %18.0f %12.3f   in %s, unit %d, step %lld\n", "runtime peak", (double)r->runtime_peak,
          (double)r->runtime_peak / GiB, hsr_phase_name(r->peak_where.phase), r->peak_where.unit,
          (long long)r->peak_where.step);
@@ -373,8 +421,10 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
     printf("%-16s %18.0f %12.3f   with --act-mem\n", "peak + act.", r->peak_total, r->peak_total / GiB);
   printf("predicted step: %.2f ms (compute %.2f, communication %.2f, exposed %.2f; %s)\n", r->step_ms, r->compute_ms,
          r->comm_ms, r->exposed_ms, x->compute_desc);
-  printf("# hsr keeps f32 master weights, moments and gradient accumulator shards; parameters in the parameter "
-         "dtype (sharded under fsdp/hybrid, whole under ddp/zero1/zero2)\n");
+  printf("# hsr keeps f32 master weights, moments and gradient accumulator shards. fsdp/hybrid: the master is the\n"
+         "# parameter shard (FSDP2's 16 bytes/S; the gathers cast it to the param dtype); --outer-shard optim\n"
+         "# splits master, m, v and the accumulator over the R replicas and keeps a parameter shard in the param\n"
+         "# dtype for the gathers. ddp/zero1/zero2 keep the whole parameters in the param dtype.\n");
 }
 
 hsr_status tune_compute_from(const char *path, int units, double bwd, double *fwd_ms, char *desc, size_t len) {

@@ -33,6 +33,7 @@ enum { V_TOP = 0, V_BAD, V_PAIR };
 typedef struct vpick {
   int S, pol, K, prefetch, idx; /* idx: the candidate in the plan */
   int role;                     /* V_TOP, V_BAD or V_PAIR (the physics pair, measured at every rate) */
+  int outer;                    /* hsr_rt_outer (hybrid's outer shard) */
 } vpick;
 
 typedef struct vmeas {
@@ -179,7 +180,9 @@ static int step_bench(hsr_boot *boot, const tune_opts *o, const vpick *p, const 
   char bw[16];
   snprintf(bw, sizeof bw, "%g", o->bwd_ratio);
   argv[16] = bw;
-  return bench(boot, o->v_reuse, NULL, argv, 21, dir, name);
+  int argc = 21;
+  if (p->outer == HSR_RT_OUTER_OPTIM) argv[argc++] = "--outer-shard", argv[argc++] = "optim";
+  return bench(boot, o->v_reuse, NULL, argv, argc, dir, name);
 }
 
 static int read_one(const char *dir, const char *name, vmeas *m) {
@@ -232,19 +235,19 @@ static int read_step(long rounds, const char *dir, const char *name, vmeas *m) {
 }
 
 static void pick_name(const vpick *p, char *b, size_t n) {
-  snprintf(b, n, "step-S%d-%s%d-p%d", p->S,
+  snprintf(b, n, "step-S%d-%s%d-p%d%s", p->S,
            p->pol == HSR_RT_RESHARD_FULL   ? "full"
            : p->pol == HSR_RT_RESHARD_NONE ? "none"
                                            : "partial",
-           p->K, p->prefetch);
+           p->K, p->prefetch, p->outer == HSR_RT_OUTER_OPTIM ? "-optim" : "");
 }
 
 static int same(const vpick *a, const vpick *b) {
-  return a->S == b->S && a->pol == b->pol && a->K == b->K && a->prefetch == b->prefetch;
+  return a->S == b->S && a->pol == b->pol && a->K == b->K && a->prefetch == b->prefetch && a->outer == b->outer;
 }
 
 static vpick pick_of(const hsr_tune_result *r, int i) {
-  return (vpick){r->S, (int)r->cfg.reshard, r->cfg.partial_k, r->cfg.prefetch, i, V_TOP};
+  return (vpick){r->S, (int)r->cfg.reshard, r->cfg.partial_k, r->cfg.prefetch, i, V_TOP, (int)r->cfg.outer_shard};
 }
 
 static int is_probe(const vpick *c, const vpick *probes, int np) {
@@ -278,8 +281,8 @@ static int choose(const tune_opts *o, const hsr_tune_plan *p, const vpick *probe
     if (!dup) out[n++] = c, bad++;
   }
   if (p->nodes > 1) {
-    vpick pair[2] = {{p->world, HSR_RT_RESHARD_FULL, 0, 1, -1, V_PAIR},
-                     {p->per_node, HSR_RT_RESHARD_FULL, 0, 1, -1, V_PAIR}};
+    vpick pair[2] = {{p->world, HSR_RT_RESHARD_FULL, 0, 1, -1, V_PAIR, HSR_RT_OUTER_NONE},
+                     {p->per_node, HSR_RT_RESHARD_FULL, 0, 1, -1, V_PAIR, HSR_RT_OUTER_NONE}};
     for (int j = 0; j < 2 && n < V_MAX; j++) {
       int dup = is_probe(&pair[j], probes, nprobes);
       for (int k = 0; k < n; k++) dup |= same(&out[k], &pair[j]);
@@ -348,6 +351,7 @@ static cJSON *meas_json(const hsr_tune_plan *p, const hsr_tune_result *r, const 
     snprintf(res, sizeof res, "%s", r->cfg.reshard == HSR_RT_RESHARD_NONE ? "none" : "full");
   cJSON_AddStringToObject(o, "reshard", res);
   cJSON_AddNumberToObject(o, "prefetch", r->cfg.prefetch);
+  cJSON_AddStringToObject(o, "outer_shard", hsr_rt_outer_shard_name(r->cfg.outer_shard));
   cJSON_AddBoolToObject(o, "deliberately_bad", !strcmp(role, "bad"));
   cJSON_AddBoolToObject(o, "probe", !strcmp(role, "probe"));
   cJSON_AddItemToObject(o, "predicted",
@@ -600,6 +604,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
   hsr_tune_space_default(&sp);
   sp.max_prefetch = (int)o->max_prefetch;
   sp.mem_budget = o->mem_budget;
+  sp.only_outer = o->outer;
   HSR_CHECK(hsr_tune_plan_run(cl, &x->model, &x->net, &sp, plan));
   if (*np == 0) *np = choose(o, plan, probes, nprobes, picks);
   for (int i = 0; i < *np; i++) picks[i].idx = find(plan, &picks[i]);
@@ -676,9 +681,9 @@ int tune_validate(tune_opts *o) {
    * over every node, without and with prefetch (overlap: what busy
    * collectives take from compute). The first and the last are measured at
    * every link rate: bench/tune_validate.sh compares them across rates. */
-  vpick probes[3] = {{per, HSR_RT_RESHARD_NONE, 0, 1, -1, V_TOP},
-                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 0, -1, V_TOP},
-                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 2, -1, V_TOP}};
+  vpick probes[3] = {{per, HSR_RT_RESHARD_NONE, 0, 1, -1, V_TOP, HSR_RT_OUTER_NONE},
+                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 0, -1, V_TOP, HSR_RT_OUTER_NONE},
+                     {per * nodes, HSR_RT_RESHARD_FULL, 0, 2, -1, V_TOP, HSR_RT_OUTER_NONE}};
   int nprobes = nodes > 1 ? 3 : 2;
   if (nodes == 1) probes[1].prefetch = 1;
   vpick picks[V_MAX];

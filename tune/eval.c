@@ -35,6 +35,9 @@ typedef struct ev {
 
 static double unit_len(const ev *e, int u) { return (double)hsr_rt_layout_unit_len(e->lay, u); }
 static double shard_len(const ev *e, int u) { return (double)hsr_rt_layout_shard_len(e->lay, u); }
+/* the rank's piece (what the optimizer updates) and its accumulator */
+static double piece_len(const ev *e, int u) { return (double)hsr_sched_piece_len(e->sc, u); }
+static double acc_len(const ev *e, int u) { return (double)hsr_sched_acc_len(e->sc, u); }
 static void data(ev *e, double bytes) { tl_busy(&e->t, bytes / (e->net->data_gbs * 1e9)); }
 
 /* A timeline op as the interpreter's handle: its id + 1 (NULL: none). */
@@ -67,6 +70,7 @@ static hsr_status ok(const ev *e) { return e->err != HSR_OK ? e->err : e->t.err;
 /* ---- the timeline as the schedule's executor (hsr_sched_exec) ---- */
 static hsr_status x_gather(void *ctx, const hsr_sched_action *a, void **h) {
   ev *e = ctx;
+  if (a->cast) data(e, (double)a->count * (4.0 + (double)e->pes)); /* the input cast from the master */
   if (a->local)
     data(e, unit_len(e, a->unit) * (double)e->pes);
   else
@@ -98,27 +102,28 @@ static hsr_status x_norm(void *ctx, const hsr_sched_action *a) {
   ev *e = ctx;
   if (e->gpu) tl_wait(&e->t, e->last_reduce);
   double ls = 0;
-  for (int u = 0; u < hsr_rt_layout_num_units(e->lay); u++) ls += shard_len(e, u);
+  for (int u = 0; u < hsr_rt_layout_num_units(e->lay); u++) ls += piece_len(e, u);
   tl_compute(&e->t, ls * 4 / (e->net->data_gbs * 1e9)); /* sums of squares: the optimizer's span */
   if (e->S > 1) tl_wait(&e->t, post(e, HSR_RT_GROUP_SHARD, HSR_OP_ALLREDUCE, 1, 8));
+  if (hsr_sched_outer(e->sc)) tl_wait(&e->t, post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_ALLREDUCE, 1, 8));
   return ok(e);
 }
 
 static hsr_status x_optim(void *ctx, const hsr_sched_action *a) {
   ev *e = ctx;
-  tl_compute(&e->t, shard_len(e, a->unit) * e->net->optim_ns_per_elem * 1e-9);
+  tl_compute(&e->t, piece_len(e, a->unit) * e->net->optim_ns_per_elem * 1e-9);
   return ok(e);
 }
 
 static hsr_status x_regather(void *ctx, const hsr_sched_action *a, void **h) {
   ev *e = ctx;
-  *h = handle(post(e, HSR_RT_GROUP_SHARD, HSR_OP_ALLGATHER, (double)a->count, e->pes));
+  *h = handle(post(e, a->group, HSR_OP_ALLGATHER, (double)a->count, e->pes));
   return ok(e);
 }
 
 static hsr_status x_grad_zero(void *ctx, const hsr_sched_action *a) {
   ev *e = ctx;
-  data(e, shard_len(e, a->unit) * 4);
+  data(e, acc_len(e, a->unit) * 4);
   return ok(e);
 }
 
@@ -139,10 +144,14 @@ static hsr_status x_stage1(void *ctx, hsr_sched_red *r) {
   return ok(e);
 }
 
-/* Stage 2 and rs_only's deferred all-reduce: the replicate group. */
+/* Stage 2 and rs_only's deferred stage: the replicate group's all-reduce of
+ * the slice, or (outer shard optim) its reduce-scatter into the piece. */
 static hsr_status x_stage2(void *ctx, hsr_sched_red *r) {
   ev *e = ctx;
-  r->h = handle(post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_ALLREDUCE, shard_len(e, r->unit), e->res));
+  if (r->outer)
+    r->h = handle(post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_REDUCE_SCATTER, piece_len(e, r->unit), e->res));
+  else
+    r->h = handle(post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_ALLREDUCE, shard_len(e, r->unit), e->res));
   return ok(e);
 }
 
@@ -161,7 +170,7 @@ static hsr_status x_red_wait(void *ctx, hsr_sched_red *r) {
 static hsr_status x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
   (void)stage;
   ev *e = ctx;
-  double ls = shard_len(e, r->unit);
+  double ls = r->outer ? piece_len(e, r->unit) : shard_len(e, r->unit);
   data(e, r->deferred ? ls * 4 : ls * 8 + (e->cfg->reduce_dtype != HSR_F32 ? ls * (4.0 + (double)e->res) : 0));
   return ok(e);
 }
@@ -316,11 +325,12 @@ static hsr_status ledger(ev *e, const int *is_root, const hsr_prog_call *prog, i
   return st;
 }
 
-static hsr_status build_layout(const hsr_tune_model *m, const hsr_rt_config *cfg, int S, hsr_rt_layout **out,
+static hsr_status build_layout(const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R, hsr_rt_layout **out,
                                double *params) {
   hsr_rt_layout *l = NULL;
   HSR_CHECK(hsr_rt_layout_create(cfg->align ? cfg->align : 16, &l));
-  hsr_status st = HSR_OK;
+  /* the outer shard cuts every shard into R pieces, as the engine's commit does */
+  hsr_status st = cfg->outer_shard == HSR_RT_OUTER_OPTIM ? hsr_rt_layout_set_subshards(l, R) : HSR_OK;
   *params = 0;
   for (int u = 0; u < m->units && st == HSR_OK; u++) {
     char name[32];
@@ -365,7 +375,7 @@ hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const
     if (outer) is_root[0] = 1;
     st = hsr_tune_prog_nested(m->units, outer, cfg.micro_batches, &prog, &nprog);
   }
-  if (st == HSR_OK) st = build_layout(m, &cfg, S, &lay, &params);
+  if (st == HSR_OK) st = build_layout(m, &cfg, S, R, &lay, &params);
   if (st == HSR_OK) {
     e.lay = lay;
     tl_init(&e.t, net);

@@ -20,6 +20,7 @@ hsr_status hsr_tune_space_default(hsr_tune_space *s) {
   s->param_dtype = HSR_F32;
   s->reduce_dtype = HSR_F32;
   s->only_strategy = -1;
+  s->only_outer = -1;
   return HSR_OK;
 }
 
@@ -173,7 +174,9 @@ static hsr_status with_syncs(plan_ctx *x, hsr_rt_config c, int S, int R, const h
   return HSR_OK;
 }
 
+/* The strategy filter; the outer shard optim exists only for hybrid. */
 static int wanted(const plan_ctx *x, hsr_rt_strategy s) {
+  if (x->sp->only_outer == HSR_RT_OUTER_OPTIM && s != HSR_RT_HYBRID) return 0;
   return x->sp->only_strategy < 0 || x->sp->only_strategy == (int)s;
 }
 
@@ -193,15 +196,20 @@ static hsr_status sharded(plan_ctx *x, int S, int R, const hsr_tune_shape *sh) {
       hsr_mesh_free(mk);
       HSR_CHECK(st);
     }
-    for (int pol = 0; pol < (K ? 1 : 2); pol++)
-      for (int d = 0; d <= x->sp->max_prefetch; d++) {
-        hsr_rt_config c = base_cfg(x->sp, s);
-        c.reshard = K ? HSR_RT_RESHARD_PARTIAL : pol ? HSR_RT_RESHARD_NONE : HSR_RT_RESHARD_FULL;
-        c.partial_k = K;
-        c.prefetch = d;
-        c.prefetch_step = d > 0 && x->sp->prefetch_step;
-        HSR_CHECK(with_syncs(x, c, S, R, ksh));
-      }
+    for (int outer = HSR_RT_OUTER_NONE; outer <= (s == HSR_RT_HYBRID ? HSR_RT_OUTER_OPTIM : HSR_RT_OUTER_NONE);
+         outer++) {
+      if (s == HSR_RT_HYBRID && x->sp->only_outer >= 0 && outer != x->sp->only_outer) continue;
+      for (int pol = 0; pol < (K ? 1 : 2); pol++)
+        for (int d = 0; d <= x->sp->max_prefetch; d++) {
+          hsr_rt_config c = base_cfg(x->sp, s);
+          c.reshard = K ? HSR_RT_RESHARD_PARTIAL : pol ? HSR_RT_RESHARD_NONE : HSR_RT_RESHARD_FULL;
+          c.partial_k = K;
+          c.prefetch = d;
+          c.prefetch_step = d > 0 && x->sp->prefetch_step;
+          c.outer_shard = (hsr_rt_outer)outer;
+          HSR_CHECK(with_syncs(x, c, S, R, ksh));
+        }
+    }
   }
   return HSR_OK;
 }
@@ -270,7 +278,8 @@ hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, cons
     hsr_tune_plan_free(out);
     return st;
   }
-  if (out->n == 0) return hsr_error(HSR_ERR_INVALID, "tune: no layout to evaluate (strategy and shard filters)");
+  if (out->n == 0)
+    return hsr_error(HSR_ERR_INVALID, "tune: no layout to evaluate (strategy, shard and outer-shard filters)");
   qsort(out->cand, (size_t)out->n, sizeof *out->cand, by_rank);
   ties(out);
   out->plan_s = hsr_clock_s() - t0;
@@ -298,6 +307,7 @@ const char *hsr_tune_label(const hsr_tune_result *r, char *buf, size_t len) {
   char pre[16] = "", sync[24] = "";
   if (sharded) snprintf(pre, sizeof pre, " p%d", r->cfg.prefetch);
   if (r->cfg.micro_batches > 1) snprintf(sync, sizeof sync, " sync:%s", hsr_rt_sync_name(r->cfg.sync));
-  snprintf(buf, len, "%s %dx%d%s%s%s", hsr_rt_strategy_name(r->cfg.strategy), r->R, r->S, res, pre, sync);
+  snprintf(buf, len, "%s %dx%d%s%s%s%s", hsr_rt_strategy_name(r->cfg.strategy), r->R, r->S, res, pre, sync,
+           r->cfg.outer_shard == HSR_RT_OUTER_OPTIM ? " outer:optim" : "");
   return buf;
 }

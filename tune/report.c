@@ -56,10 +56,59 @@ static const hsr_tune_result *sibling(const hsr_tune_plan *p, const hsr_tune_res
   for (int i = 0; i < p->n; i++) {
     const hsr_tune_result *c = &p->cand[i];
     if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
-        c->cfg.sync == r->cfg.sync && c->cfg.reshard == pol && c != r)
+        c->cfg.sync == r->cfg.sync && c->cfg.reshard == pol && c->cfg.outer_shard == r->cfg.outer_shard && c != r)
       return c;
   }
   return NULL;
+}
+
+/* The same layout with the other outer shard (hybrid), if it was evaluated. */
+static const hsr_tune_result *outer_sibling(const hsr_tune_plan *p, const hsr_tune_result *r) {
+  for (int i = 0; i < p->n; i++) {
+    const hsr_tune_result *c = &p->cand[i];
+    if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
+        c->cfg.sync == r->cfg.sync && c->cfg.reshard == r->cfg.reshard && c->cfg.partial_k == r->cfg.partial_k &&
+        c->cfg.outer_shard != r->cfg.outer_shard)
+      return c;
+  }
+  return NULL;
+}
+
+/* The outer shard's trade: the optimizer state it no longer keeps on every
+ * replica against the all-gather over R after AdamW, which the next
+ * forward waits for (the all-reduce it replaces ran under backward). */
+static void outer_trade(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, const hsr_tune_net *net) {
+  const hsr_tune_result *o = outer_sibling(p, r);
+  if (!o || r->cfg.strategy != HSR_RT_HYBRID) return;
+  int is_opt = r->cfg.outer_shard == HSR_RT_OUTER_OPTIM;
+  const hsr_tune_result *none = is_opt ? o : r, *opt = is_opt ? r : o;
+  const hsr_tune_bytes *ag = &opt->bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLGATHER];
+  double alone = 0;
+  size_t pes = hsr_dtype_size(opt->cfg.param_dtype);
+  hsr_tune_vol v;
+  if (ag->calls > 0 && opt->R > 0 &&
+      hsr_tune_volume(net, HSR_OP_ALLGATHER, &opt->shape[HSR_RT_GROUP_REPLICATE],
+                      ag->full / ag->calls / opt->R / (double)pes, pes, &v) == HSR_OK)
+    alone = hsr_tune_coll_time(net, &v) * ag->calls * 1e3;
+  char a[32], b[32];
+  double none_x = 0, opt_x = 0;
+  for (int op = 0; op < HSR_TUNE_OPS; op++) {
+    none_x += none->bytes[HSR_RT_GROUP_REPLICATE][op].fabric_sent;
+    opt_x += opt->bytes[HSR_RT_GROUP_REPLICATE][op].fabric_sent;
+  }
+  human(a, sizeof a, opt_x);
+  human(b, sizeof b, none_x);
+  int same_dt = opt->cfg.param_dtype == opt->cfg.reduce_dtype;
+  put(w,
+      "    outer-shard optim %s none: %+.2f GiB persistent per rank (the optimizer state over all %d ranks instead "
+      "of %d), %+.2f GiB peak, %+.1f ms per step: after AdamW each unit's 1/%d piece is all-gathered over the "
+      "replicate group (%.0f per step, %.1f ms alone) and the next forward waits for it; across nodes per rank %s "
+      "against %s (%s, plus the norm's 8 bytes)\n",
+      is_opt ? "vs" : "instead of", ((double)opt->persistent - (double)none->persistent) / GiB, opt->S * opt->R, opt->S,
+      (opt->peak_total - none->peak_total) / GiB, opt->step_ms - none->step_ms, opt->R, ag->calls, alone, a, b,
+      same_dt ? "reduce-scatter + all-gather = the all-reduce they replace"
+              : "the all-gather moves parameters in the param dtype where the all-reduce moved gradients in the "
+                "reduce dtype");
 }
 
 static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, const hsr_tune_net *net) {
@@ -84,15 +133,22 @@ static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, c
   }
   double f = fabric(r);
   if (f > 0) {
-    const hsr_tune_bytes *ar = &r->bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE];
-    double sh = 0;
-    for (int op = 0; op < HSR_TUNE_OPS; op++) sh += r->bytes[HSR_RT_GROUP_SHARD][op].fabric_sent;
+    double sh = 0, rep = 0;
+    for (int op = 0; op < HSR_TUNE_OPS; op++) {
+      sh += r->bytes[HSR_RT_GROUP_SHARD][op].fabric_sent;
+      rep += r->bytes[HSR_RT_GROUP_REPLICATE][op].fabric_sent;
+    }
     human(a, sizeof a, f);
     human(b, sizeof b, r->fabric_all_ranks);
     put(w, "    crosses nodes: %s per rank per step (%s over all ranks)", a, b);
-    if (ar->fabric_sent > 0 && sh > 0)
-      put(w, ": the shard group's collectives and the replicate all-reduce\n");
-    else if (ar->fabric_sent > 0)
+    if (rep > 0 && sh > 0)
+      put(w, ": the shard group's collectives and the replicate group's\n");
+    else if (rep > 0 && r->cfg.outer_shard == HSR_RT_OUTER_OPTIM)
+      put(w,
+          ": only the replicate group's reduce-scatter of each unit's 1/%d gradient shard and all-gather of its "
+          "updated parameters (groups of %d)\n",
+          r->S, r->shape[HSR_RT_GROUP_REPLICATE].n);
+    else if (rep > 0)
       put(w, ": only the replicate all-reduce of each unit's 1/%d gradient shard (groups of %d)\n", r->S,
           r->shape[HSR_RT_GROUP_REPLICATE].n);
     else
@@ -102,6 +158,7 @@ static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, c
     put(w, "    nothing crosses nodes\n");
   }
   if (!sharded(r)) return;
+  outer_trade(w, p, r, net);
   const hsr_tune_result *full = sibling(p, r, HSR_RT_RESHARD_FULL);
   if (r->cfg.reshard != HSR_RT_RESHARD_FULL && full)
     put(w, "    reshard %s vs full: %+.2f GiB peak per rank, %+.1f ms per step\n",
@@ -172,7 +229,7 @@ hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, cha
     for (int i = 0; i < p->n; i++) {
       const hsr_tune_result *c = &p->cand[i];
       if (c->S == win->S && c->cfg.reshard == HSR_RT_RESHARD_PARTIAL && c->cfg.prefetch == win->cfg.prefetch &&
-          c->feasible && (!best || c->step_ms < best->step_ms))
+          c->cfg.outer_shard == win->cfg.outer_shard && c->feasible && (!best || c->step_ms < best->step_ms))
         best = c;
     }
     if (best)
@@ -233,6 +290,14 @@ static void emit_fsdp2(out *w, const hsr_tune_result *r) {
         r->S);
   else
     put(w, "mesh = init_device_mesh(\"cuda\", (%d,), mesh_dim_names=(\"shard\",))\n", r->S);
+  if (r->cfg.outer_shard == HSR_RT_OUTER_OPTIM)
+    put(w,
+        "# outer-shard optim (HFSDP: master, m and v sharded over all %d ranks, parameters over %d) has no FSDP2\n"
+        "# form: FSDP2 shards the optimizer state like the parameters, so this HSDP keeps a whole copy of it on\n"
+        "# every replica (12 bytes x params / %d per rank, not / %d). It is asked for in pytorch#148257;\n"
+        "# Megatron-FSDP has it: outer_dp_sharding_strategy=\"optim\" on a hybrid mesh, with\n"
+        "# data_parallel_sharding_strategy=\"optim_grads_params\" inside the shard group.\n",
+        r->S * r->R, r->S, r->S, r->S * r->R);
   put(w, "mp = MixedPrecisionPolicy(param_dtype=%s, reduce_dtype=%s)\n", pd, rd);
   char raf[48];
   if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
@@ -277,6 +342,12 @@ static void emit_titan(out *w, const hsr_tune_result *r) {
     put(w, "# %s (optimizer state sharded, parameters replicated) has no torchtitan form; this is plain DDP\n",
         hsr_rt_strategy_name(r->cfg.strategy));
   }
+  if (r->cfg.outer_shard == HSR_RT_OUTER_OPTIM)
+    put(w,
+        "# outer-shard optim (the optimizer state over all %d ranks) has no torchtitan setting: FSDP2 keeps\n"
+        "# a whole copy of it per replica group (pytorch#148257); nearest is the HSDP above, with 12 bytes x\n"
+        "# params / %d of optimizer state per rank instead of / %d\n",
+        r->S * r->R, r->S, r->S * r->R);
   put(w, "\n[training]\nmixed_precision_param = \"%s\"\nmixed_precision_reduce = \"%s\"\n",
       r->cfg.param_dtype == HSR_BF16 ? "bfloat16" : "float32",
       r->cfg.reduce_dtype == HSR_BF16 ? "bfloat16" : "float32");
@@ -295,6 +366,12 @@ static void emit_ds(out *w, const hsr_tune_result *r, char *lab) {
         r->S, r->R);
   if (r->cfg.strategy == HSR_RT_HYBRID && r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
     put(w, "; partial:%d together with MiCS is not expressible", r->cfg.partial_k);
+  if (r->cfg.outer_shard == HSR_RT_OUTER_OPTIM)
+    put(w,
+        "; outer-shard optim (optimizer state over all %d ranks, parameters over groups of %d) has no DeepSpeed "
+        "form: MiCS keeps the optimizer state per group as below, and ZeRO-3 with zero_hpz_partition_size %d "
+        "shards it over every rank but gathers each forward across nodes",
+        r->S * r->R, r->S, r->S);
   if (stage == 1 || stage == 2)
     put(w, "; DeepSpeed shards stage %d over every rank, hsr over groups of %d", stage, r->S);
   put(w, "\",\n");

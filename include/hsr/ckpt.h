@@ -95,28 +95,61 @@ typedef struct hsr_ckpt_save_opts {
    * model_config (may be NULL: empty). The same on every rank. */
   const char *model_kind;
   const hsr_ckpt_state *model_config;
+  /* 1: asynchronous (PyTorch DCP's async_save): the call returns once this
+   * rank's share is copied into host staging memory (pinned on a GPU); the
+   * data file, its fsync and checksums, the agreement of the ranks, the
+   * manifest and `latest` follow on a writer thread of this rank, agreeing
+   * over a communicator of their own. hsr_ckpt_wait gives the result. */
+  int async;
 } hsr_ckpt_save_opts;
 
 typedef struct hsr_ckpt_stats {
-  char dir[1024];         /* the checkpoint directory written or loaded */
-  int64_t step;           /* its optimizer step */
-  uint64_t bytes_total;   /* data bytes of the whole checkpoint */
-  uint64_t bytes_rank;    /* data bytes this rank wrote (save) or read from disk (load) */
-  double seconds;         /* this rank's time in the call: the training it blocked */
-  double data_seconds;    /* of which its own data files (write + fsync, or read + verify) */
-  double gbps;            /* bytes_total / seconds */
-  uint64_t staging_bytes; /* this rank's peak of checkpoint staging buffers (host memory) */
-  int reads;              /* load: 1 when what it needs fit HSR_CKPT_BUFFER (default 64 MiB) and was
-                             read once, 2 when it was read twice (verified, then installed) */
+  char dir[1024];            /* the checkpoint directory written or loaded */
+  int64_t step;              /* its optimizer step */
+  uint64_t bytes_total;      /* data bytes of the whole checkpoint */
+  uint64_t bytes_rank;       /* data bytes this rank wrote (save) or read from disk (load) */
+  double seconds;            /* this rank's time in the call: the training it blocked */
+  double data_seconds;       /* of which its own data files (write + fsync, or read + verify) */
+  double gbps;               /* bytes_total / seconds */
+  uint64_t staging_bytes;    /* this rank's peak of checkpoint staging buffers (host memory) */
+  int reads;                 /* load: 1 when its part fit HSR_CKPT_BUFFER and was read once, 2 when it was
+                             read twice (verified, then read again and installed) */
+  int async;                 /* save: it runs in the background (hsr_ckpt_save_opts.async) */
+  double stage_seconds;      /* async save: copying this rank's share into host staging memory */
+  double waited_seconds;     /* time this call waited for the background save before it */
+  int64_t waited_step;       /* that save's step (-1: none was in flight) */
+  double background_seconds; /* save: its data, agreements and commit on this rank (hsr_ckpt_wait) */
+  uint64_t exchanged_bytes;  /* load: bytes this rank received from the other replicas of its shard */
+  int readers;               /* load: ranks that read each saved byte: 1 when the R replicas split the reads and
+                                exchange them, R when each read its whole shard (HSR_CKPT_EXCHANGE) */
 } hsr_ckpt_stats;
 
 /* Saves the engine's state (fp32 master weights, moments m and v, step,
  * optimizer groups) and the program's state as root/<name>, then points
  * root/latest at it. Call between steps (after hsr_rt_step/zero_grad).
  * Memory: a staging buffer per rank (at most 8 MiB and HSR_CKPT_BUFFER; the
- * ledger's "ckpt_staging"); the model is never gathered. stats may be NULL.
- * Commits the engine first if the program has not (hsr_rt_commit). */
+ * ledger's "ckpt_staging"); an async save stages the rank's whole share
+ * (about 12 bytes per parameter / world) and keeps that buffer for the next
+ * one; the model is never gathered. stats may be NULL: for an async save
+ * they describe the staging (seconds: the time the call blocked). A save
+ * waits first for an async save still in flight (stats->waited_seconds) and
+ * returns its error, if it failed, instead of starting. Commits the engine
+ * first if the program has not (hsr_rt_commit); the first async save also
+ * makes the saver's communicator (collective, like the save). */
 HSR_API hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts *opts, hsr_ckpt_stats *stats);
+
+/* The asynchronous save in flight (opts.async): waits until it has
+ * committed or failed and returns its result, the same on every rank (the
+ * ranks agreed on it); stats (may be NULL) then describe it. Bounded: it
+ * fails when the save makes no progress for timeout_s (< 0: HSR_COMM_TIMEOUT
+ * and 10 s; the save's own agreements fail first, naming the rank they
+ * waited for). HSR_OK with stats->step = -1 when none is in flight. Not
+ * collective; a later hsr_ckpt_save or hsr_ckpt_load waits the same way
+ * first (at most one save is in flight), and hsr_rt_destroy too. */
+HSR_API hsr_status hsr_ckpt_wait(hsr_rt *rt, double timeout_s, hsr_ckpt_stats *stats);
+/* *pending = 1 while an asynchronous save is still running, 0 when none is
+ * or it has finished (hsr_ckpt_wait then returns at once). Never blocks. */
+HSR_API hsr_status hsr_ckpt_poll(hsr_rt *rt, int *pending);
 
 /* Loads a checkpoint into the engine, on any mesh, strategy, reshard policy
  * and prefetch depth. path: a checkpoint directory or a root (its latest).

@@ -37,6 +37,12 @@ HSR_API hsr_device_kind hsr_device_kind_of(const hsr_device *d);
 
 HSR_API hsr_status hsr_device_alloc(hsr_device *d, size_t bytes, void **ptr);
 HSR_API hsr_status hsr_device_free(hsr_device *d, void *ptr);
+/* Host memory the device copies to and from at full speed, for staging:
+ * pinned (cudaHostAlloc) on a CUDA device; on a host device page-aligned
+ * memory faulted in at once (no page fault on first touch).
+ * Any thread may read and write it; free it with hsr_device_host_free. */
+HSR_API hsr_status hsr_device_host_alloc(hsr_device *d, size_t bytes, void **ptr);
+HSR_API hsr_status hsr_device_host_free(hsr_device *d, void *ptr);
 /* Copies between any two pointers the device can address (host<->device too). */
 HSR_API hsr_status hsr_device_copy(hsr_device *d, void *dst, const void *src, size_t bytes, hsr_stream *s);
 HSR_API hsr_status hsr_device_memset(hsr_device *d, void *dst, int value, size_t bytes, hsr_stream *s);

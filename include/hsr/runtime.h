@@ -17,6 +17,12 @@
  *   fsdp   parameters, gradients and optimizer state sharded, R = 1
  *   hybrid fsdp inside the shard group, replicated R > 1 times (HSDP)
  *
+ * hybrid's outer shard (Megatron-FSDP's outer_dp_sharding_strategy):
+ *   none   every replica holds the whole optimizer state of its shard (HSDP)
+ *   optim  the fp32 master, m and v of each shard are split again over the
+ *          R replicas (HFSDP): gradients reduce-scatter over S, then over R;
+ *          AdamW updates 1/(S R); an all-gather over R rebuilds the shard
+ *
  * Views returned by hsr_rt_param_view / hsr_rt_grad_view are valid only
  * inside the unit's forward or backward window (begin .. end).
  */
@@ -56,6 +62,11 @@ HSR_API hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, in
  * group: optimizer group index (0..HSR_RT_MAX_GROUPS-1). */
 HSR_API hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
                                            int group);
+/* Each shard is cut again into `parts` equal, aligned pieces (the outer
+ * shard: parts = R), so unit lengths pad to a multiple of shards * parts *
+ * align. Before finalize; default 1. */
+HSR_API hsr_status hsr_rt_layout_set_subshards(hsr_rt_layout *l, int parts);
+HSR_API int hsr_rt_layout_subshards(const hsr_rt_layout *l);
 /* Fixes the layout for `shards` shards: offsets, padded unit lengths. No
  * registration afterwards. */
 HSR_API hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards);
@@ -100,6 +111,9 @@ typedef enum hsr_rt_reshard { HSR_RT_RESHARD_FULL = 0, HSR_RT_RESHARD_NONE, HSR_
 /* Gradient synchronisation for micro-batches that are not the last one of a
  * step (the last one always completes the full reduction). */
 typedef enum hsr_rt_sync { HSR_RT_SYNC_FULL = 0, HSR_RT_SYNC_NONE, HSR_RT_SYNC_RS_ONLY } hsr_rt_sync;
+/* What hybrid shards across the replicate dimension (Megatron-FSDP's
+ * vocabulary): nothing (HSDP), or the optimizer state (HFSDP). */
+typedef enum hsr_rt_outer { HSR_RT_OUTER_NONE = 0, HSR_RT_OUTER_OPTIM } hsr_rt_outer;
 
 typedef struct hsr_rt_opt_group {
   float lr, beta1, beta2, eps, weight_decay;
@@ -136,10 +150,11 @@ typedef struct hsr_rt_config {
                         count then falls in the step that issued it). Default 0 */
   hsr_dtype param_dtype, reduce_dtype; /* HSR_F32 or HSR_BF16 */
   hsr_rt_sync sync;
-  int micro_batches; /* backward passes per step (>= 1) */
-  size_t align;      /* elements (default 16) */
-  double clip;       /* global grad-norm clip; <= 0 off */
-  int num_groups;    /* optimizer groups in use */
+  hsr_rt_outer outer_shard; /* hybrid only: optim splits master, m, v over the R replicas (default none) */
+  int micro_batches;        /* backward passes per step (>= 1) */
+  size_t align;             /* elements (default 16) */
+  double clip;              /* global grad-norm clip; <= 0 off */
+  int num_groups;           /* optimizer groups in use */
   hsr_rt_opt_group groups[HSR_RT_MAX_GROUPS];
   double timeout_s;   /* bound on every wait; <= 0: HSR_COMM_TIMEOUT */
   int poison;         /* NaN-fill released full buffers: -1 auto (debug builds or HSR_POISON=1), 0, 1 */
@@ -170,6 +185,7 @@ HSR_API hsr_status hsr_rt_config_default(hsr_rt_config *c);
 HSR_API hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out);
 HSR_API hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k); /* full | none | partial:K */
 HSR_API hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out);               /* full | none | rs_only */
+HSR_API hsr_status hsr_rt_parse_outer_shard(const char *s, hsr_rt_outer *out);       /* none | optim */
 /* host | cuda | cuda:N (cuda = automatic ordinal, -1). */
 HSR_API hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal);
 HSR_API const char *hsr_rt_strategy_name(hsr_rt_strategy s);
@@ -181,6 +197,7 @@ typedef struct hsr_rt_sharding {
 } hsr_rt_sharding;
 HSR_API hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s);
 HSR_API const char *hsr_rt_sync_name(hsr_rt_sync s);
+HSR_API const char *hsr_rt_outer_shard_name(hsr_rt_outer o); /* "none", "optim" */
 /* Checks a configuration against a world size, filling *S and *R where the
  * config leaves them to the engine (auto_shard: the value for shard = 0). */
 HSR_API hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S, int *R);
@@ -222,15 +239,16 @@ HSR_API hsr_status hsr_rt_commit(hsr_rt *rt);
  * each rank keeps its shard. */
 HSR_API hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values);
 /* The current master value of a parameter, full size, f32. Collective over
- * the shard group. */
+ * the shard group (with the outer shard: over the replicate group first). */
 HSR_API hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out);
 
 /* The synchronized gradient of a parameter, full size, f32: the average over
  * every data-parallel rank and micro-batch, before clipping (what AdamW
  * reads). Valid from the gradient hook (cfg.grad_hook) inside hsr_rt_step
  * until hsr_rt_zero_grad or the next reduction; HSR_ERR_STATE outside.
- * Collective over the shard group; its collectives do not count toward the
- * step's hsr_rt_step_info.calls. */
+ * Collective over the shard group (with the outer shard: over the replicate
+ * group first); its collectives do not count toward the step's
+ * hsr_rt_step_info.calls. */
 HSR_API hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out);
 
 /* Lifecycle. */
@@ -266,8 +284,10 @@ typedef struct hsr_rt_step_info {
   hsr_comm_counter comm[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
 } hsr_rt_step_info;
 
-/* Waits for every reduction, clips, runs AdamW on the local shard, and (zero1,
- * zero2, ddp) refreshes the full parameters. info may be NULL. */
+/* Waits for every reduction, clips, runs AdamW on the local shard (with the
+ * outer shard its 1/R piece), and refreshes the parameters the gathers read:
+ * zero1, zero2, ddp the full ones over the shard group, the outer shard the
+ * shard over the replicate group. info may be NULL. */
 HSR_API hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info);
 HSR_API hsr_status hsr_rt_zero_grad(hsr_rt *rt);
 /* The learning rate of optimizer group `group` for the next hsr_rt_step

@@ -232,7 +232,8 @@ HSR_API hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *ne
 /* The shapes of rank 0's groups in a planned mesh. */
 HSR_API hsr_status hsr_tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m,
                                         hsr_tune_shape shapes[HSR_RT_GROUP_COUNT]);
-/* "hybrid 2x4 reshard full prefetch 1" style label (buf of >= 96 bytes). */
+/* "hybrid 2x4 full p1" style label, " outer:optim" appended with the
+ * outer shard (buf of >= 96 bytes). */
 HSR_API const char *hsr_tune_label(const hsr_tune_result *r, char *buf, size_t len);
 
 /* Measured runs of known layouts (hsr bench step) fit what a benchmark of
@@ -262,6 +263,7 @@ typedef struct hsr_tune_space {
   hsr_dtype param_dtype, reduce_dtype;
   int only_shard;    /* > 0: only this S */
   int only_strategy; /* >= 0: only this hsr_rt_strategy; -1 all */
+  int only_outer;    /* >= 0: only this hsr_rt_outer (optim: hybrid alone has it); -1 both */
 } hsr_tune_space;
 HSR_API hsr_status hsr_tune_space_default(hsr_tune_space *s);
 
@@ -278,7 +280,8 @@ typedef struct hsr_tune_plan {
  * shard sizes (hsr_mesh_plan decides; no second copy of its rules),
  * strategies (ddp for S = 1, zero1/zero2 for S > 1, fsdp or hybrid),
  * reshard full/none/partial:K (K over the divisors of S the planner accepts),
- * prefetch 0..max, sync modes with micro-batches. */
+ * prefetch 0..max, sync modes with micro-batches, and for hybrid the outer
+ * shard none and optim (the optimizer state over the replicas too). */
 HSR_API hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
                                      const hsr_tune_space *sp, hsr_tune_plan *out);
 HSR_API void hsr_tune_plan_free(hsr_tune_plan *p);
@@ -288,7 +291,9 @@ HSR_API hsr_status hsr_tune_separating_term(const hsr_tune_result *a, const hsr_
 
 /* A few plain lines on the winner (cand[0]) and the runner-up: which
  * gathers stay inside the node, what crosses nodes and how much, what
- * partial:K costs in memory and saves in time. */
+ * partial:K costs in memory and saves in time, and for hybrid the outer
+ * shard's trade (the memory it saves against the all-gather over R that
+ * the step then waits for). */
 HSR_API hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len);
 
 typedef enum hsr_tune_emit_kind {
@@ -297,7 +302,9 @@ typedef enum hsr_tune_emit_kind {
   HSR_TUNE_EMIT_DEEPSPEED
 } hsr_tune_emit_kind;
 HSR_API hsr_status hsr_tune_parse_emit(const char *s, hsr_tune_emit_kind *out); /* fsdp2 | torchtitan | deepspeed */
-/* The layout in that system's vocabulary (Python, TOML, JSON text). */
+/* The layout in that system's vocabulary (Python, TOML, JSON text); what
+ * the system lacks (the outer shard: FSDP2 and torchtitan, pytorch#148257;
+ * DeepSpeed's nearest forms) is said in a comment. */
 HSR_API hsr_status hsr_tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len);
 
 #ifdef __cplusplus

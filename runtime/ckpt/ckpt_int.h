@@ -6,7 +6,11 @@
  *                    block reader, verify, resolve, the fault hook
  *   ckpt_plan.c      who writes what (pieces of a shard's content per
  *                    replica), cross-rank agreement, staging buffers
- *   ckpt_save.c      hsr_ckpt_save: data files, commit, latest, retention
+ *   ckpt_save.c      hsr_ckpt_save: a save as a job (check, plan, stage on
+ *                    the training thread; run: data files, commit, latest,
+ *                    retention, on either thread)
+ *   ckpt_async.c     the background saver: its thread, communicator and
+ *                    staging; hsr_ckpt_wait, hsr_ckpt_poll
  *   ckpt_load.c      hsr_ckpt_load: match, plan, verify, install
  *   ckpt_state.c     the program's key/value state
  */
@@ -17,6 +21,8 @@
 #include <stdint.h>
 
 #include "hsr/ckpt.h"
+#include "hsr/comm.h"
+#include "runtime/engine/state.h"
 
 #define CKPT_MANIFEST "manifest.json"
 #define CKPT_LATEST "latest"
@@ -112,6 +118,11 @@ typedef hsr_status (*ckpt_sink)(void *ctx, ckpt_span *s, uint64_t pos, const voi
 hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, ckpt_sink sink, void *ctx,
                            uint64_t *bytes);
 
+/* The same into each span's hold memory (none may be NULL): a window that
+ * spans contiguous in the file and in memory cover is read straight there
+ * and verified in place (a load on the saving mesh copies nothing). */
+hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes);
+
 /* HSR_CKPT_FAULT=STAGE[:STEP] (test hook): rank 0 exits at STAGE of the save
  * of STEP (any step when omitted). */
 typedef enum ckpt_stage {
@@ -132,8 +143,19 @@ typedef struct ckpt_piece {
 } ckpt_piece;
 /* What the rank at mesh coordinates (rep, sh) writes: its share of what it
  * holds alike with other ranks (today 1/R of shard sh's content; units in
- * order, parameters in layout order). *out malloc'd. */
-hsr_status ckpt_pieces(hsr_rt *rt, int rep, int sh, ckpt_piece **out, int *n);
+ * order, parameters in layout order); whole: all it holds. *out malloc'd. */
+hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, int whole, ckpt_piece **out, int *n);
+
+/* Who the ranks agree through: a host communicator (bounded by
+ * HSR_COMM_TIMEOUT, naming a dead or stopped peer) or the bootstrap. A
+ * background save has a communicator of its own (ckpt_async.c). */
+typedef struct ckpt_link {
+  hsr_comm *comm; /* NULL: the bootstrap */
+  hsr_boot *boot;
+  int rank, world;
+} ckpt_link;
+/* The engine's world when it is a host communicator, else the bootstrap. */
+void ckpt_link_of(hsr_rt *rt, ckpt_link *l);
 
 /* A rank's vote: its status and message, and two numbers. */
 typedef struct ckpt_vote {
@@ -147,10 +169,11 @@ typedef struct ckpt_vote {
  * Returns HSR_OK when every rank succeeded, else on every rank the lowest
  * failing rank's status and message ("rank R: ..."). Bounded by the
  * bootstrap's timeout. */
-hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all);
-/* Every rank's `bytes` (the host world communicator, else the bootstrap). */
-hsr_status ckpt_allgather(hsr_rt *rt, const void *mine, size_t bytes, void *all);
-/* Host staging memory, in the ledger as HSR_MEM_CKPT_STAGING (rt may be NULL). */
+hsr_status ckpt_agree(const ckpt_link *l, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all);
+/* Every rank's `bytes`. */
+hsr_status ckpt_allgather(const ckpt_link *l, const void *mine, size_t bytes, void *all);
+/* Host staging memory through the device layer (pinned on a GPU), in the
+ * ledger as HSR_MEM_CKPT_STAGING. */
 hsr_status ckpt_stage_alloc(hsr_rt *rt, size_t bytes, void **p);
 void ckpt_stage_free(hsr_rt *rt, void *p, size_t bytes);
 /* HSR_CKPT_BUFFER: the staging bytes a rank may hold (default 64 MiB; a
@@ -159,6 +182,35 @@ hsr_status ckpt_buffer_cap(size_t *cap);
 /* HSR_CKPT_BLOCK: bytes per checksummed block of a new checkpoint (default 1 MiB). */
 hsr_status ckpt_block_bytes(uint64_t *block);
 const char *ckpt_reshard_name(const hsr_rt_config *c, char *buf, size_t len);
+
+/* ---- ckpt_save.c: a save as a job ---- */
+typedef struct ckpt_job ckpt_job;
+/* Training thread: *out (always set, free it) and the checks every rank
+ * makes alike (refused on every rank before anything is written). */
+hsr_status ckpt_job_begin(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts *o, ckpt_job **out);
+/* Training thread: this rank's part (its pieces; the program state and
+ * model copied). A failure may be this rank's alone: vote it (run). */
+hsr_status ckpt_job_plan(ckpt_job *x, const hsr_ckpt_save_opts *o);
+/* Training thread: this rank's data, in file order, copied into buf
+ * (ckpt_job_bytes of host memory); run then writes from there. */
+hsr_status ckpt_job_stage(ckpt_job *x, char *buf);
+/* Any thread (it reads only the job, the staged data and what commit
+ * fixed): the agreements over l, the data file, rank 0's commit. st: the
+ * plan's result. *progress (may be NULL) is bumped as it moves. */
+hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t *progress);
+uint64_t ckpt_job_bytes(const ckpt_job *x);
+int64_t ckpt_job_step(const ckpt_job *x);
+const char *ckpt_job_dir(const ckpt_job *x);
+void ckpt_job_stats(const ckpt_job *x, hsr_ckpt_stats *s);
+void ckpt_job_free(ckpt_job *x);
+
+/* ---- ckpt_async.c ---- */
+/* hsr_ckpt_save with opts->async (committed engine, arguments checked). */
+hsr_status ckpt_async_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts *o, hsr_ckpt_stats *stats);
+/* Before a synchronous save or a load: the background save in flight (if
+ * any) finishes first; *waited seconds, *step its step (-1: none). Its
+ * failure is returned. */
+hsr_status ckpt_async_settle(hsr_rt *rt, double *waited, int64_t *step);
 
 /* ---- ckpt_state.c ---- */
 /* Replaces s's pairs with a copy of obj's (a manifest's "program" or its

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <isa-l/crc.h>
 #include <zlib.h>
 
 #include "ckpt_int.h"
@@ -99,6 +100,11 @@ hsr_status ckpt_slurp(const char *path, size_t max, char **out, size_t *len) {
 }
 
 /* ---- crc32, whole file and per block ---- */
+/* zlib's crc32 (the format's), computed by ISA-L with carry-less
+ * multiplication: about 20 GB/s against zlib's 2-4 here, which a load pays
+ * on every byte it reads and a save on every byte it writes. */
+static uint32_t crc_feed(uint32_t crc, const void *p, uint64_t n) { return crc32_gzip_refl(crc, p, n); }
+
 void ckpt_crc_init(ckpt_crc *c, uint64_t block) {
   memset(c, 0, sizeof *c);
   c->block = block;
@@ -124,7 +130,7 @@ hsr_status ckpt_crc_feed(ckpt_crc *c, const void *p, size_t n) {
   const unsigned char *b = p;
   while (n) {
     size_t take = (size_t)(c->block - c->in_block) < n ? (size_t)(c->block - c->in_block) : n;
-    c->cur = (uint32_t)crc32(c->cur, b, (uInt)take);
+    c->cur = crc_feed(c->cur, b, take);
     c->in_block += take;
     c->bytes += take;
     b += take;
@@ -208,7 +214,7 @@ static hsr_status read_chunk(const hsr_ckpt *c, int f, int fd, uint64_t cb, uint
   }
   for (uint64_t b = cb / B; b * B < ce; b++) {
     uint64_t lo = b * B, n = fi->bytes - lo < B ? fi->bytes - lo : B;
-    uint32_t got = (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)buf + (lo - cb), (uInt)n);
+    uint32_t got = crc_feed(0, (const char *)buf + (lo - cb), n);
     if (got != fi->blocks[b]) {
       ckpt_what_at(c, f, lo, what, sizeof what);
       return hsr_error(HSR_ERR_IO,
@@ -247,6 +253,63 @@ hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, si
     }
     while (i < n && s[i].file == f) i++;
     if (fd >= 0) close(fd);
+  }
+  return st;
+}
+
+/* Spans k.. from file offset pos on: how far they run on contiguously in the
+ * file and in their hold memory. */
+static uint64_t run_end(const ckpt_span *s, int k, int n, int f) {
+  uint64_t end = s[k].off + s[k].len;
+  for (int j = k + 1; j < n && s[j].file == f && s[j].off == end && s[j].hold == s[j - 1].hold + s[j - 1].len; j++)
+    end += s[j].len;
+  return end;
+}
+
+hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes) {
+  uint64_t B = c->info.block_bytes, capB = cap / B * B;
+  if (capB == 0) return hsr_error(HSR_ERR_INTERNAL, "checkpoint: a %zu-byte buffer is under one block", cap);
+  if (n) qsort(s, (size_t)n, sizeof *s, span_cmp);
+  hsr_status st = HSR_OK;
+  for (int i = 0; i < n && st == HSR_OK;) {
+    int f = s[i].file, fd = -1, e = i;
+    while (e < n && s[e].file == f) e++;
+    st = open_data(c, f, &s[i], &fd);
+    /* the disk streams the whole of what is needed from this file while the
+     * windows before are verified */
+    uint64_t B0 = s[i].off / B * B, B1 = s[e - 1].off + s[e - 1].len;
+    if (st == HSR_OK) posix_fadvise(fd, (off_t)B0, (off_t)(B1 - B0), POSIX_FADV_WILLNEED);
+    uint64_t fb = c->f[f].bytes, bcb = 0, bce = 0, pos = s[i].off; /* the bounce buffer holds [bcb, bce) */
+    for (int k = i; k < e && st == HSR_OK;) {
+      uint64_t end = s[k].off + s[k].len;
+      if (pos >= end) {
+        if (++k < e) pos = s[k].off;
+        continue;
+      }
+      uint64_t cb = pos / B * B, ce = cb + capB < fb ? cb + capB : fb, run = cb == pos ? run_end(s, k, e, f) : 0;
+      if (run > cb && (run >= ce || run - cb >= B)) { /* whole blocks straight into the hold memory */
+        if (run < ce) ce = run / B * B;
+        st = read_chunk(c, f, fd, cb, ce, s[k].hold + (cb - s[k].off), &s[k]);
+        if (st == HSR_OK && ce < fb) posix_fadvise(fd, (off_t)ce, (off_t)capB, POSIX_FADV_WILLNEED);
+        if (bytes) *bytes += ce - cb;
+        pos = ce;
+        while (k < e && s[k].off + s[k].len <= pos) k++; /* read whole */
+        if (k < e && s[k].off > pos) pos = s[k].off;
+        continue;
+      }
+      if (pos < bcb || pos >= bce) {
+        bcb = cb, bce = ce;
+        st = read_chunk(c, f, fd, bcb, bce, buf, &s[k]);
+        if (st != HSR_OK) break;
+        if (bce < fb) posix_fadvise(fd, (off_t)bce, (off_t)capB, POSIX_FADV_WILLNEED);
+        if (bytes) *bytes += bce - bcb;
+      }
+      uint64_t take = (end < bce ? end : bce) - pos;
+      memcpy(s[k].hold + (pos - s[k].off), (const char *)buf + (pos - bcb), (size_t)take);
+      pos += take;
+    }
+    if (fd >= 0) close(fd);
+    i = e;
   }
   return st;
 }
@@ -294,7 +357,7 @@ static hsr_status verify_file(const hsr_ckpt *c, int f, void *buf, size_t cap, u
   for (uint64_t cb = 0; cb < fi->bytes && st == HSR_OK; cb += capB) {
     uint64_t ce = cb + capB < fi->bytes ? cb + capB : fi->bytes;
     st = read_chunk(c, f, fd, cb, ce, buf, NULL);
-    file = (uint32_t)crc32(file, buf, (uInt)(ce - cb));
+    file = crc_feed(file, buf, ce - cb);
     if (bytes) *bytes += ce - cb;
   }
   close(fd);

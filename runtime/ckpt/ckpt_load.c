@@ -1,28 +1,55 @@
-/* hsr_ckpt_load: every rank reads what its slice of each unit needs on the
- * current mesh (per tensor, the intersection of its slice with the saved
- * ranges), verifying every block against the manifest, and only when every
- * rank has succeeded does any state change. What a rank needs is held in
- * host memory when it fits HSR_CKPT_BUFFER (one read); otherwise it is read
- * twice, verified first and installed second. */
+/* hsr_ckpt_load: every byte is read once. The R replicas of shard s need
+ * the same bytes, so each reads its part of them: the part it would write
+ * if it saved now (ckpt_pieces on this mesh: 1/R of the shard's content),
+ * found per tensor by intersecting with the saved ranges, every block
+ * verified against the manifest, held in host memory. Only when every rank
+ * has verified its part does any state change: then the replicas of each
+ * shard all-gather their parts over the replicate group, window by window,
+ * straight into the engine's master, m and v.
+ *
+ * Why the replicate group: a node's ranks hold different shards, so what a
+ * rank needs beyond its own part is held by its replicas only, on the other
+ * nodes; the cross-node bytes a node must receive are (R-1)/R of its state
+ * whatever the exchange. The replicate all-gather moves them over every
+ * rank's own link in parallel (rail to rail, no hop inside the node) while
+ * the disk serves each byte once, so the disk stays the bottleneck while
+ * (R-1) x (a node's disk bandwidth) < S x (one rank's link): the exchange
+ * is then faster than the reads that feed it.
+ *
+ * HSR_CKPT_EXCHANGE=off makes each replica read its whole shard instead
+ * (measured here, with simulated nodes on one host whose page cache they
+ * share, that is still slower: twice the copies and checks on 2 cores).
+ *
+ * A part that does not fit HSR_CKPT_BUFFER (with the read window) is read
+ * twice: verified first, then each rank reads its whole shard again into
+ * the engine. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt_int.h"
+#include "hsr/env.h"
 #include "runtime/engine/state.h"
 
 typedef struct load_ctx {
   hsr_rt *rt;
   rt_state_info in; /* the engine, read-only */
   hsr_ckpt *c;
-  int *map; /* layout parameter -> checkpoint tensor */
+  int *map;                 /* layout parameter -> checkpoint tensor */
+  int rep, sh, parts, part; /* parts ranks (its replicate group) hold this rank's shard alike */
+  ckpt_piece *pc;           /* this rank's part of it */
+  int np;
+  uint64_t pbytes;
   ckpt_span *s;
+  uint64_t *at; /* per span, held: its place in the part (bytes) */
   int n, cap;
   char *hold, *buf;
   size_t need, chunk, alloc; /* bytes needed; the read window and its buffer */
-  uint64_t read_bytes;
-  double data_s;
+  uint64_t read_bytes, exchanged;
+  void *slots; /* the exchange's windows (the replicate group's memory) */
+  size_t slot_bytes;
+  double data_s, read_s, exch_s;
 } load_ctx;
 
 static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
@@ -92,18 +119,23 @@ static hsr_status add_span(load_ctx *x, ckpt_span s) {
   if (x->n == x->cap) {
     int cap = x->cap ? 2 * x->cap : 64;
     ckpt_span *ns = realloc(x->s, (size_t)cap * sizeof *ns);
-    if (!ns) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-    x->s = ns;
+    if (ns) x->s = ns;
+    uint64_t *na = ns ? realloc(x->at, (size_t)cap * sizeof *na) : NULL;
+    if (!na) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+    x->at = na;
     x->cap = cap;
   }
+  x->at[x->n] = 0;
   x->s[x->n++] = s;
   x->need += s.len;
   return HSR_OK;
 }
 
 /* Tensor elements [ta, tb), landing at element `at` of what this rank holds
- * of unit u (every saved kind alike). */
-static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, int u, uint64_t at) {
+ * of unit u (every saved kind alike), or (held) at byte poff of this rank's
+ * part, laid out as its data file would be (master, m, v of the piece). */
+static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, int u, uint64_t at, int held,
+                             uint64_t poff) {
   const ckpt_tensor *t = &x->c->t[ti];
   int lo = 0, hi = t->nr; /* the first range that ends after ta */
   while (lo < hi) {
@@ -116,18 +148,30 @@ static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, int 
   for (int j = lo; j < t->nr && t->r[j].start < tb; j++) {
     const ckpt_range *r = &t->r[j];
     uint64_t a = ta > r->start ? ta : r->start, b = tb < r->start + r->count ? tb : r->start + r->count;
-    for (int k = 0; k < CKPT_KINDS; k++)
-      HSR_CHECK(add_span(x, (ckpt_span){r->file, r->off[k] + 4 * (a - r->start), 4 * (b - a), ti, k, a,
-                                        (float *)rt_state_ptr(x->rt, u, saved[k]) + at + (a - ta), NULL}));
+    for (int k = 0; k < CKPT_KINDS; k++) {
+      float *dst = held ? NULL : (float *)rt_state_ptr(x->rt, u, saved[k]) + at + (a - ta);
+      HSR_CHECK(add_span(x, (ckpt_span){r->file, r->off[k] + 4 * (a - r->start), 4 * (b - a), ti, k, a, dst, NULL}));
+      if (held) x->at[x->n - 1] = poff + 4 * (tb - ta) * (uint64_t)k + 4 * (a - ta);
+    }
   }
   return HSR_OK;
 }
 
-/* The spans this rank's ranges need (resharding is this intersection). */
-static hsr_status plan(load_ctx *x) {
+/* The spans of this rank's part (resharding is this intersection). */
+static hsr_status plan_part(load_ctx *x) {
+  uint64_t off = 0;
+  for (int i = 0; i < x->np; i++) {
+    const ckpt_piece *p = &x->pc[i];
+    HSR_CHECK(plan_piece(x, x->map[p->param], p->start, p->start + p->count, p->unit, 0, 1, off));
+    off += 12 * p->count;
+  }
+  return HSR_OK;
+}
+
+/* The spans of this rank's whole shard, into the engine (the second read). */
+static hsr_status plan_shard(load_ctx *x) {
   const rt_state_info *in = &x->in;
-  int rep, sh;
-  HSR_CHECK(hsr_mesh_coords(in->mesh, in->rank, &rep, &sh));
+  int rep = x->rep, sh = x->sh;
   for (int ui = 0; ui < in->nunits; ui++) {
     rt_state_unit un;
     rt_state_range r;
@@ -147,15 +191,9 @@ static hsr_status plan(load_ctx *x) {
       hsr_rt_param_info p;
       HSR_CHECK(hsr_rt_layout_param(in->layout, un.params[j], &p));
       uint64_t a = p.offset > lo ? p.offset : lo, b = p.offset + p.numel < hi ? p.offset + p.numel : hi;
-      if (a < b) HSR_CHECK(plan_piece(x, x->map[un.params[j]], a - p.offset, b - p.offset, ui, a - lo));
+      if (a < b) HSR_CHECK(plan_piece(x, x->map[un.params[j]], a - p.offset, b - p.offset, ui, a - lo, 0, 0));
     }
   }
-  return HSR_OK;
-}
-
-static hsr_status hold_sink(void *ctx, ckpt_span *s, uint64_t pos, const void *src, size_t n) {
-  (void)ctx;
-  memcpy(s->hold + pos, src, n);
   return HSR_OK;
 }
 
@@ -164,12 +202,39 @@ static hsr_status install_sink(void *ctx, ckpt_span *s, uint64_t pos, const void
   return rt_state_copy(ctx, (char *)s->dst + pos, src, n);
 }
 
-/* Everything checked, nothing changed: manifest, match, every block read. */
+/* This rank's place, its part and who holds its shard alike. */
+static hsr_status place(load_ctx *x) {
+  const rt_state_info *in = &x->in;
+  HSR_CHECK(hsr_mesh_coords(in->mesh, in->rank, &x->rep, &x->sh));
+  x->parts = 1, x->part = 0;
+  if (in->nunits > 0) {
+    rt_state_range r;
+    HSR_CHECK(rt_state_range_at(x->rt, 0, RT_STATE_MASTER, x->rep, x->sh, &r));
+    x->parts = r.parts, x->part = r.part;
+  }
+  if (x->parts > 1 && (x->parts != in->R || x->part != x->rep || hsr_comm_size(in->rep) != x->parts ||
+                       hsr_comm_rank(in->rep) != x->part))
+    return hsr_error(HSR_ERR_INTERNAL,
+                     "checkpoint load: the %d ranks that hold this rank's state alike are not its replicate group",
+                     x->parts);
+  if (x->parts > 1) {
+    int mode = 0; /* HSR_CKPT_EXCHANGE: on, off */
+    HSR_CHECK(hsr_env_get_choice("HSR_CKPT_EXCHANGE", &mode));
+    if (mode == 1) x->parts = 1, x->part = 0; /* each reads its whole shard */
+  }
+  HSR_CHECK(ckpt_pieces(x->rt, in, x->rep, x->sh, x->parts == 1, &x->pc, &x->np));
+  for (int i = 0; i < x->np; i++) x->pbytes += 12 * x->pc[i].count;
+  return HSR_OK;
+}
+
+/* Everything checked, nothing changed: manifest, match, this rank's part
+ * read and every block of it verified (held when it fits). */
 static hsr_status verify(load_ctx *x, const char *path, size_t cap) {
   HSR_CHECK(rt_state_idle(x->rt, "load", 1));
   HSR_CHECK(hsr_ckpt_open(path, &x->c));
   HSR_CHECK(match(x));
-  HSR_CHECK(plan(x));
+  HSR_CHECK(place(x));
+  HSR_CHECK(plan_part(x));
   /* the read window: at most CKPT_CHUNK and the buffer, no larger than the
    * largest file it reads, at least a block */
   uint64_t B = x->c->info.block_bytes, big = 0;
@@ -179,17 +244,106 @@ static hsr_status verify(load_ctx *x, const char *path, size_t cap) {
   if (x->chunk < B) x->chunk = (size_t)B;
   x->alloc = x->chunk < big ? x->chunk : (size_t)big; /* a window never runs past its file's end */
   HSR_CHECK(ckpt_stage_alloc(x->rt, x->alloc, (void **)&x->buf));
-  if (x->need + x->alloc <= cap) { /* one read: keep what is needed */
-    HSR_CHECK(ckpt_stage_alloc(x->rt, x->need, (void **)&x->hold));
-    size_t o = 0;
-    for (int i = 0; i < x->n; i++) {
-      x->s[i].hold = x->hold + o;
-      o += x->s[i].len;
-    }
-  }
   double t0 = hsr_clock_s();
-  hsr_status st = ckpt_read_spans(x->c, x->s, x->n, x->buf, x->chunk, x->hold ? hold_sink : NULL, NULL, &x->read_bytes);
+  hsr_status st;
+  if (x->pbytes + x->alloc <= cap) { /* one read: hold the part */
+    HSR_CHECK(ckpt_stage_alloc(x->rt, (size_t)x->pbytes, (void **)&x->hold));
+    for (int i = 0; i < x->n; i++) x->s[i].hold = x->hold + x->at[i]; /* before the read sorts them */
+    st = ckpt_read_held(x->c, x->s, x->n, x->buf, x->chunk, &x->read_bytes);
+  } else {
+    st = ckpt_read_spans(x->c, x->s, x->n, x->buf, x->chunk, NULL, NULL, &x->read_bytes);
+  }
   x->data_s += hsr_clock_s() - t0;
+  x->read_s = hsr_clock_s() - t0;
+  return st;
+}
+
+/* Where each byte of replica j's part goes: per piece and kind, its place
+ * in the part and in the engine's memory. */
+typedef struct seg {
+  uint64_t off, len;
+  char *dst;
+} seg;
+
+static hsr_status segments(load_ctx *x, int j, seg **out, int *n, uint64_t *bytes) {
+  ckpt_piece *pc;
+  int np;
+  *out = NULL, *n = 0, *bytes = 0;
+  HSR_CHECK(ckpt_pieces(x->rt, &x->in, j, x->sh, x->parts == 1, &pc, &np));
+  seg *sg = malloc((size_t)(np ? np : 1) * CKPT_KINDS * sizeof *sg);
+  if (!sg) {
+    free(pc);
+    return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  }
+  uint64_t off = 0;
+  for (int i = 0; i < np; i++)
+    for (int k = 0; k < CKPT_KINDS; k++) {
+      uint64_t len = 4 * pc[i].count;
+      sg[(*n)++] = (seg){off, len, (char *)((float *)rt_state_ptr(x->rt, pc[i].unit, saved[k]) + pc[i].local)};
+      off += len;
+    }
+  free(pc);
+  *out = sg, *bytes = off;
+  return HSR_OK;
+}
+
+/* Bytes [lo, hi) of a part, at src, to their places (cursor *c in sg). */
+static hsr_status scatter(hsr_rt *rt, const seg *sg, int n, int *c, uint64_t lo, uint64_t hi, const char *src) {
+  for (; *c < n && sg[*c].off < hi; (*c)++) {
+    const seg *g = &sg[*c];
+    uint64_t a = g->off > lo ? g->off : lo, b = g->off + g->len < hi ? g->off + g->len : hi;
+    if (a < b) HSR_CHECK(rt_state_copy(rt, g->dst + (a - g->off), src + (a - lo), (size_t)(b - a)));
+    if (g->off + g->len > hi) break; /* continues in the next window */
+  }
+  return HSR_OK;
+}
+
+/* The replicas' parts, all-gathered window by window over the replicate
+ * group (two windows in flight: the next is posted before this one is
+ * placed), into the engine. */
+static hsr_status exchange(load_ctx *x) {
+  hsr_rt *rt = x->rt;
+  hsr_comm *rc = x->in.rep;
+  int R = x->parts, me = x->part;
+  seg **sg = calloc((size_t)R, sizeof *sg);
+  int *ns = calloc((size_t)R, sizeof *ns), *cur = calloc((size_t)R, sizeof *cur);
+  uint64_t *P = calloc((size_t)R, sizeof *P), maxP = 0;
+  hsr_status st = sg && ns && cur && P ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  for (int j = 0; j < R && st == HSR_OK; j++) {
+    st = segments(x, j, &sg[j], &ns[j], &P[j]);
+    if (P[j] > maxP) maxP = P[j];
+  }
+  if (st == HSR_OK && P[me] != x->pbytes) st = hsr_error(HSR_ERR_INTERNAL, "checkpoint load: parts disagree");
+  uint64_t W = maxP < CKPT_CHUNK ? maxP : CKPT_CHUNK, rounds = W ? (maxP + W - 1) / W : 0;
+  x->slot_bytes = (size_t)(2 * (uint64_t)R * W);
+  if (st == HSR_OK && rounds) st = hsr_comm_mem_alloc(rc, x->slot_bytes, &x->slots);
+  hsr_req *req[2] = {NULL, NULL};
+  for (uint64_t i = 0; i < rounds + 1 && st == HSR_OK; i++) {
+    if (i < rounds) { /* post window i */
+      char *slot = (char *)x->slots + (i % 2) * R * W, *own = slot + (uint64_t)me * W;
+      uint64_t lo = i * W, hi = lo + W < P[me] ? lo + W : P[me];
+      if (lo < hi) st = rt_state_copy(rt, own, x->hold + lo, (size_t)(hi - lo));
+      if (st == HSR_OK && x->in.gpu) st = rt_state_sync(rt);
+      if (st == HSR_OK) st = hsr_comm_allgather(rc, own, slot, (size_t)W, HSR_U8, &req[i % 2]);
+    }
+    if (i == 0 || st != HSR_OK) continue;
+    uint64_t w = i - 1; /* place window i - 1 */
+    hsr_req *r = req[w % 2];
+    req[w % 2] = NULL;
+    st = hsr_req_wait(r, -1);
+    const char *slot = (const char *)x->slots + (w % 2) * R * W;
+    for (int j = 0; j < R && st == HSR_OK; j++) {
+      uint64_t lo = w * W, hi = lo + W < P[j] ? lo + W : P[j];
+      if (lo >= hi) continue;
+      st = scatter(rt, sg[j], ns[j], &cur[j], lo, hi, slot + (uint64_t)j * W);
+      if (j != me) x->exchanged += hi - lo;
+    }
+    if (st == HSR_OK && x->in.gpu) st = rt_state_sync(rt); /* before the slot is reused */
+  }
+  for (int k = 0; k < 2; k++)
+    if (req[k]) hsr_req_wait(req[k], -1); /* after a failure: nothing left in flight on the slots */
+  for (int j = 0; sg && j < R; j++) free(sg[j]);
+  free(sg), free(ns), free(cur), free(P);
   return st;
 }
 
@@ -200,10 +354,21 @@ static hsr_status install(load_ctx *x) {
   HSR_CHECK(rt_state_quiesce(rt));
   double t0 = hsr_clock_s();
   hsr_status st = HSR_OK;
-  if (x->hold)
-    for (int i = 0; i < x->n && st == HSR_OK; i++) st = rt_state_copy(rt, x->s[i].dst, x->s[i].hold, x->s[i].len);
-  else
-    st = ckpt_read_spans(x->c, x->s, x->n, x->buf, x->chunk, install_sink, rt, &x->read_bytes);
+  if (x->hold && x->parts > 1) {
+    st = exchange(x);
+    x->exch_s = hsr_clock_s() - t0;
+  } else if (x->hold) { /* the whole shard is this rank's part */
+    seg *sg = NULL;
+    int n = 0, c = 0;
+    uint64_t bytes;
+    st = segments(x, x->rep, &sg, &n, &bytes);
+    if (st == HSR_OK) st = scatter(rt, sg, n, &c, 0, bytes, x->hold);
+    free(sg);
+  } else { /* read again: the whole shard, into the engine */
+    x->n = 0, x->need = 0;
+    st = plan_shard(x);
+    if (st == HSR_OK) st = ckpt_read_spans(x->c, x->s, x->n, x->buf, x->chunk, install_sink, rt, &x->read_bytes);
+  }
   x->data_s += hsr_clock_s() - t0;
   if (st == HSR_OK) st = rt_state_installed(rt); /* the parameters from the master; before the staging buffers go */
   if (st != HSR_OK)
@@ -244,14 +409,19 @@ static void fill_stats(const load_ctx *x, double t0, hsr_ckpt_stats *s) {
   s->seconds = hsr_clock_s() - t0;
   s->data_seconds = x->data_s;
   s->gbps = s->seconds > 0 ? (double)s->bytes_total / s->seconds / 1e9 : 0;
-  s->staging_bytes = (x->buf ? x->alloc : 0) + (x->hold ? x->need : 0);
+  s->staging_bytes = (x->buf ? x->alloc : 0) + (x->hold ? x->pbytes : 0) + x->slot_bytes;
   s->reads = x->hold ? 1 : 2;
+  s->exchanged_bytes = x->exchanged;
+  s->readers = x->parts > 1 ? 1 : x->in.R;
+  s->waited_step = -1;
 }
 
 hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, hsr_ckpt_stats *stats) {
   if (!rt || !path) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_load: NULL argument");
   HSR_CHECK(hsr_rt_commit(rt)); /* commits first (hsr/ckpt.h) */
-  double t0 = hsr_clock_s();
+  double t0 = hsr_clock_s(), waited = 0;
+  int64_t wstep = -1;
+  HSR_CHECK(ckpt_async_settle(rt, &waited, &wstep)); /* a background save in flight finishes first */
   rt_state_phase(rt);
   load_ctx x;
   memset(&x, 0, sizeof x);
@@ -263,22 +433,30 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
   if (st == HSR_OK) st = verify(&x, path, cap);
   if (st == HSR_OK && program) st = hsr_ckpt_state_create(&prog);
   if (st == HSR_OK && prog) st = hsr_ckpt_get_program(x.c, prog);
-  st = ckpt_agree(rt, st, 0, 0, 0, NULL); /* nothing has changed yet */
+  ckpt_link l;
+  ckpt_link_of(rt, &l);
+  st = ckpt_agree(&l, st, 0, 0, 0, NULL); /* nothing has changed yet */
   if (st == HSR_OK) {
-    st = ckpt_agree(rt, install(&x), 0, 0, 0, NULL);
+    st = ckpt_agree(&l, install(&x), 0, 0, 0, NULL);
     if (st == HSR_OK) st = rt_state_regather(rt);
     if (st == HSR_OK) st = restore_optimizer(&x);
     if (st == HSR_OK && prog) st = ckpt_state_assign(program, ckpt_state_obj(prog), "checkpoint: program state");
   }
   if (stats) fill_stats(&x, t0, stats);
   if (st == HSR_OK)
-    HSR_LOG_I("checkpoint: loaded step %lld from %s (read %llu bytes, %.3f s)", (long long)x.c->info.step, x.c->dir,
-              (unsigned long long)x.read_bytes, hsr_clock_s() - t0);
-  ckpt_stage_free(rt, x.hold, x.need);
+    HSR_LOG_I("checkpoint: loaded step %lld from %s (%.3f s: read and verified %llu bytes in %.3f s, received %llu "
+              "from the replicas in %.3f s)",
+              (long long)x.c->info.step, x.c->dir, hsr_clock_s() - t0, (unsigned long long)x.read_bytes, x.read_s,
+              (unsigned long long)x.exchanged, x.exch_s);
+  if (stats) stats->waited_seconds = waited, stats->waited_step = wstep;
+  ckpt_stage_free(rt, x.hold, (size_t)x.pbytes);
   ckpt_stage_free(rt, x.buf, x.alloc);
+  if (x.slots) hsr_comm_mem_free(x.in.rep, x.slots);
+  free(x.pc);
   hsr_ckpt_state_free(prog);
   hsr_ckpt_close(x.c);
   free(x.map);
   free(x.s);
+  free(x.at);
   return st;
 }

@@ -1,9 +1,10 @@
 /* Who writes what, and how ranks agree. What a rank holds of the saved
- * state (master, m, v: the engine's rt_state_range_at; today shard s of
- * every unit, the parameters' pieces in it, in order) is held alike by
- * `parts` ranks (the R replicas), so the p-th of them writes the p-th of
- * `parts` equal parts of it: every rank writes about 1/(R x S) of the state
- * and no byte twice. Any rank can compute any rank's pieces, which is how
+ * state (master, m, v: the engine's rt_state_range_at; shard s of every
+ * unit, or with the outer shard its piece r of it, the parameters' pieces
+ * in it, in order) is held alike by `parts` ranks (the R replicas; one with
+ * the outer shard), so the p-th of them writes the p-th of `parts` equal
+ * parts of it: every rank writes about 1/(R x S) of the state and no byte
+ * twice. Any rank can compute any rank's pieces, which is how
  * rank 0 writes the manifest without gathering more than checksums. */
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +31,10 @@ static hsr_status saved_range(hsr_rt *rt, int u, int rep, int sh, rt_state_range
 /* Calls f for every piece of what (rep, sh) holds, in order; *part, *parts:
  * who else holds it. */
 typedef void (*piece_fn)(void *ctx, const ckpt_piece *p);
-static hsr_status walk_held(hsr_rt *rt, int rep, int sh, piece_fn f, void *ctx, int *part, int *parts) {
-  rt_state_info in;
-  rt_state_info_of(rt, &in);
+static hsr_status walk_held(hsr_rt *rt, const rt_state_info *in, int rep, int sh, piece_fn f, void *ctx, int *part,
+                            int *parts) {
   *part = 0, *parts = 1;
-  for (int u = 0; u < in.nunits; u++) {
+  for (int u = 0; u < in->nunits; u++) {
     rt_state_unit un;
     rt_state_range r;
     HSR_CHECK(rt_state_unit_of(rt, u, &un));
@@ -45,7 +45,7 @@ static hsr_status walk_held(hsr_rt *rt, int rep, int sh, piece_fn f, void *ctx, 
     uint64_t lo = r.lo, hi = lo + r.n;
     for (int j = 0; j < un.nparams; j++) {
       hsr_rt_param_info p;
-      HSR_CHECK(hsr_rt_layout_param(in.layout, un.params[j], &p));
+      HSR_CHECK(hsr_rt_layout_param(in->layout, un.params[j], &p));
       uint64_t a = p.offset > lo ? p.offset : lo, b = p.offset + p.numel < hi ? p.offset + p.numel : hi;
       if (a >= b) continue;
       ckpt_piece pc = {un.params[j], u, a - p.offset, b - a, a - lo};
@@ -81,19 +81,20 @@ static uint64_t part_of(uint64_t T, int r, int R) {
   return T / (uint64_t)R * (uint64_t)r + T % (uint64_t)R * (uint64_t)r / (uint64_t)R;
 }
 
-hsr_status ckpt_pieces(hsr_rt *rt, int rep, int sh, ckpt_piece **out, int *n) {
+hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, int whole, ckpt_piece **out, int *n) {
   *out = NULL;
   *n = 0;
   cut c = {0};
   int part, parts;
-  HSR_CHECK(walk_held(rt, rep, sh, count_fn, &c, &part, &parts));
+  HSR_CHECK(walk_held(rt, in, rep, sh, count_fn, &c, &part, &parts));
   uint64_t T = c.pos;
+  if (whole) part = 0, parts = 1;
   c = (cut){0, part_of(T, part, parts), part_of(T, part + 1, parts), NULL, 0};
-  HSR_CHECK(walk_held(rt, rep, sh, cut_fn, &c, &part, &parts)); /* count */
+  HSR_CHECK(walk_held(rt, in, rep, sh, cut_fn, &c, &part, &parts)); /* count */
   int np = c.n;
   c = (cut){0, c.lo, c.hi, malloc((size_t)(np ? np : 1) * sizeof(ckpt_piece)), 0};
   if (!c.out) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  hsr_status st = walk_held(rt, rep, sh, cut_fn, &c, &part, &parts);
+  hsr_status st = walk_held(rt, in, rep, sh, cut_fn, &c, &part, &parts);
   if (st != HSR_OK) {
     free(c.out);
     return st;
@@ -103,22 +104,24 @@ hsr_status ckpt_pieces(hsr_rt *rt, int rep, int sh, ckpt_piece **out, int *n) {
   return HSR_OK;
 }
 
-/* Over the host world communicator where there is one: bounded by
- * HSR_COMM_TIMEOUT and naming a dead or stopped rank (a PMIx fence waits
- * HSR_BOOT_TIMEOUT and names nobody); NCCL runs keep the bootstrap. */
-hsr_status ckpt_allgather(hsr_rt *rt, const void *mine, size_t bytes, void *all) {
+void ckpt_link_of(hsr_rt *rt, ckpt_link *l) {
   rt_state_info in;
   rt_state_info_of(rt, &in);
-  if (in.world && hsr_comm_backend(in.world) == HSR_BACKEND_HOST)
-    return hsr_comm_allgather(in.world, mine, all, bytes, HSR_U8, NULL);
-  return hsr_boot_allgather(in.boot, mine, bytes, all);
+  *l = (ckpt_link){in.world && hsr_comm_backend(in.world) == HSR_BACKEND_HOST ? in.world : NULL, in.boot, in.rank,
+                   in.world_size};
 }
 
-hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all_out) {
+/* Over a host communicator where there is one: bounded by HSR_COMM_TIMEOUT
+ * and naming a dead or stopped rank (a PMIx fence waits HSR_BOOT_TIMEOUT and
+ * names nobody); NCCL runs' synchronous saves keep the bootstrap. */
+hsr_status ckpt_allgather(const ckpt_link *l, const void *mine, size_t bytes, void *all) {
+  if (l->comm) return hsr_comm_allgather(l->comm, mine, all, bytes, HSR_U8, NULL);
+  return hsr_boot_allgather(l->boot, mine, bytes, all);
+}
+
+hsr_status ckpt_agree(const ckpt_link *l, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all_out) {
   if (all_out) *all_out = NULL;
-  rt_state_info in;
-  rt_state_info_of(rt, &in);
-  int W = in.world_size;
+  int W = l->world;
   ckpt_vote mine;
   memset(&mine, 0, sizeof mine);
   mine.status = (int32_t)st;
@@ -128,7 +131,7 @@ hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_
   if (st != HSR_OK) snprintf(mine.msg, sizeof mine.msg, "%s", hsr_last_error());
   ckpt_vote *all = calloc((size_t)W, sizeof *all);
   if (!all) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  hsr_status gs = ckpt_allgather(rt, &mine, sizeof mine, all);
+  hsr_status gs = ckpt_allgather(l, &mine, sizeof mine, all);
   if (gs != HSR_OK) {
     free(all);
     return hsr_error(gs, "checkpoint: the ranks could not agree (%s)", hsr_last_error());
@@ -151,17 +154,15 @@ hsr_status ckpt_agree(hsr_rt *rt, hsr_status st, uint64_t a, uint64_t b, uint32_
 hsr_status ckpt_stage_alloc(hsr_rt *rt, size_t bytes, void **p) {
   *p = NULL;
   if (!bytes) bytes = 64;
-  if (posix_memalign(p, 4096, bytes))
-    return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory for a %zu-byte staging buffer (HSR_CKPT_BUFFER)", bytes);
-  if (rt) rt_state_staging(rt, bytes, 1);
+  if (rt_state_host_alloc(rt, bytes, p) != HSR_OK)
+    return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory for a %zu-byte staging buffer (%s)", bytes,
+                     hsr_last_error());
   return HSR_OK;
 }
 
 void ckpt_stage_free(hsr_rt *rt, void *p, size_t bytes) {
   if (!p) return;
-  if (!bytes) bytes = 64;
-  if (rt) rt_state_staging(rt, bytes, 0);
-  free(p);
+  rt_state_host_free(rt, p, bytes ? bytes : 64);
 }
 
 hsr_status ckpt_buffer_cap(size_t *cap) {

@@ -3,7 +3,13 @@
  * name, fsync, rename, directory fsync, then `latest` the same way. Ranks
  * agree at three points (directory ready, data durable, committed), so a
  * failure anywhere fails every rank with one message and nobody waits
- * longer than the bootstrap's timeout. */
+ * longer than the link's timeout.
+ *
+ * A save is a job: ckpt_job_check and ckpt_job_plan on the training thread
+ * (everything that reads the engine), then ckpt_job_run, which reads only
+ * the job, the staged data and what commit fixed: here on the training
+ * thread for a synchronous save, on the writer thread for an asynchronous
+ * one (ckpt_async.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -17,30 +23,43 @@
 
 #include "ckpt_int.h"
 #include "hsr/config.h"
+#include "hsr/env.h"
 #include "runtime/engine/state.h"
 
-typedef struct save_ctx {
+struct ckpt_job {
   hsr_rt *rt;
-  rt_state_info in; /* the engine, read-only */
-  const char *root;
-  char name[CKPT_NAME_MAX], dir[4096], file[64], path[4200];
-  int rank, world;
+  rt_state_info in;  /* the engine, read-only; in.cfg points at cfg */
+  hsr_rt_config cfg; /* a copy: the training thread changes the learning rates while a job runs */
+  ckpt_link link;
+  char root[4096], name[CKPT_NAME_MAX], dir[4096], file[64], path[4200];
+  int rank, world, keep;
   uint32_t id;
   ckpt_stage fault;
-  char *prog; /* program state JSON (for the cross-rank comparison) */
-  const hsr_ckpt_state *program;
-  const char *model; /* the model's kind (NULL: none) */
-  const hsr_ckpt_state *model_config;
-  char *model_text; /* kind and config (for the cross-rank comparison) */
-  uint64_t bytes;   /* this rank's data bytes */
-  ckpt_crc crc;     /* of this rank's file */
-  uint64_t block;   /* bytes per checksummed block */
-  ckpt_vote *votes; /* round 2: every rank's file */
-  uint32_t *blocks; /* every rank's block crcs, maxnb each */
+  double delay;                 /* HSR_CKPT_DELAY (test hook) */
+  char *prog;                   /* program state JSON (for the cross-rank comparison) */
+  cJSON *prog_obj;              /* a copy of its object, for the manifest */
+  char model[HSR_CKPT_KEY_MAX]; /* the model's kind ("": none) */
+  cJSON *model_cfg;             /* a copy of its config object */
+  char *model_text;             /* kind and config (for the cross-rank comparison) */
+  ckpt_piece *pc;               /* this rank's pieces */
+  int np;
+  uint64_t bytes;     /* this rank's data bytes */
+  const char *stage;  /* the staged data, in file order (NULL: written from the engine's memory) */
+  uint64_t *progress; /* bumped as the job moves (atomic; NULL: nobody watches) */
+  ckpt_crc crc;       /* of this rank's file */
+  uint64_t block;     /* bytes per checksummed block */
+  ckpt_vote *votes;   /* round 2: every rank's file */
+  uint32_t *blocks;   /* every rank's block crcs, maxnb each */
   uint64_t maxnb;
-  double data_s;
+  double t0, data_s, run_s;
   size_t staged;
-} save_ctx;
+  int committed;
+};
+typedef ckpt_job save_ctx;
+
+static void bump(save_ctx *x) {
+  if (x->progress) __atomic_add_fetch(x->progress, 1, __ATOMIC_RELAXED);
+}
 
 static uint64_t fnv(const char *s) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -98,11 +117,14 @@ static hsr_status prepare_dirs(save_ctx *x) {
   return ckpt_fsync_dir(x->root);
 }
 
-static hsr_status prepare(save_ctx *x, const hsr_ckpt_save_opts *o) {
+/* What every rank decides alike from the same program state: refused here
+ * on every rank, before anything is written. */
+static hsr_status job_check(save_ctx *x, const hsr_ckpt_save_opts *o) {
   hsr_rt *rt = x->rt;
   HSR_CHECK(rt_state_idle(rt, "save", 0));
   HSR_CHECK(ckpt_fault_parse(x->in.step, &x->fault));
   HSR_CHECK(ckpt_block_bytes(&x->block));
+  HSR_CHECK(hsr_env_get_double("HSR_CKPT_DELAY", &x->delay));
   ckpt_crc_init(&x->crc, x->block);
   if (o && o->name) {
     if (!ckpt_safe_name(o->name))
@@ -112,25 +134,38 @@ static hsr_status prepare(save_ctx *x, const hsr_ckpt_save_opts *o) {
     snprintf(x->name, sizeof x->name, "step-%08" PRId64, x->in.step);
   }
   HSR_CHECK(ckpt_path(x->dir, sizeof x->dir, x->root, x->name));
-  x->program = o ? o->program : NULL;
-  HSR_CHECK(hsr_ckpt_state_json(x->program, &x->prog));
-  x->model = o ? o->model_kind : NULL;
-  x->model_config = x->model ? o->model_config : NULL;
-  if (x->model && ckpt_check_key(x->model) != HSR_OK)
+  const char *model = o ? o->model_kind : NULL;
+  if (model && ckpt_check_key(model) != HSR_OK)
     return hsr_error(HSR_ERR_INVALID, "checkpoint save: model kind '%s' is not a plain name (1-63 of [A-Za-z0-9_.-])",
-                     x->model);
-  if (x->model) {
+                     model);
+  return HSR_OK;
+}
+
+/* This rank's part: the program state and model copied (an async save
+ * outlives the caller's), its pieces and bytes. */
+static hsr_status job_plan(save_ctx *x, const hsr_ckpt_save_opts *o) {
+  const hsr_ckpt_state *program = o ? o->program : NULL;
+  HSR_CHECK(hsr_ckpt_state_json(program, &x->prog));
+  const cJSON *po = ckpt_state_obj(program);
+  x->prog_obj = po ? cJSON_Duplicate(po, 1) : cJSON_CreateObject();
+  if (!x->prog_obj) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  if (o && o->model_kind) {
+    snprintf(x->model, sizeof x->model, "%s", o->model_kind);
     char *cfg = NULL;
-    HSR_CHECK(hsr_ckpt_state_json(x->model_config, &cfg));
+    HSR_CHECK(hsr_ckpt_state_json(o->model_config, &cfg));
     size_t n = strlen(x->model) + strlen(cfg) + 2;
     if ((x->model_text = malloc(n))) snprintf(x->model_text, n, "%s %s", x->model, cfg);
     free(cfg);
-    if (!x->model_text) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+    const cJSON *co = ckpt_state_obj(o->model_config);
+    x->model_cfg = co ? cJSON_Duplicate(co, 1) : cJSON_CreateObject();
+    if (!x->model_text || !x->model_cfg) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   }
-  if (x->rank == 0) {
-    x->id = (uint32_t)(hsr_clock_ns() ^ ((uint64_t)getpid() << 16) ^ (uint64_t)time(NULL));
-    HSR_CHECK(prepare_dirs(x));
-  }
+  x->keep = o ? o->keep : 0;
+  int rep, sh;
+  HSR_CHECK(hsr_mesh_coords(x->in.mesh, x->rank, &rep, &sh));
+  HSR_CHECK(ckpt_pieces(x->rt, &x->in, rep, sh, 0, &x->pc, &x->np));
+  for (int i = 0; i < x->np; i++) x->bytes += 12 * x->pc[i].count;
+  if (x->rank == 0) x->id = (uint32_t)(hsr_clock_ns() ^ ((uint64_t)getpid() << 16) ^ (uint64_t)time(NULL));
   return HSR_OK;
 }
 
@@ -176,41 +211,46 @@ static hsr_status w_append(writer *w, const void *src, size_t n) {
   return HSR_OK;
 }
 
-static hsr_status write_pieces(save_ctx *x, writer *w, const ckpt_piece *pc, int np) {
-  for (int i = 0; i < np; i++)
+static hsr_status write_pieces(save_ctx *x, writer *w) {
+  for (int i = 0; i < x->np; i++)
     for (int k = 0; k < CKPT_KINDS; k++)
-      HSR_CHECK(w_append(w, (float *)rt_state_ptr(x->rt, pc[i].unit, saved[k]) + pc[i].local, pc[i].count * 4));
+      HSR_CHECK(
+          w_append(w, (float *)rt_state_ptr(x->rt, x->pc[i].unit, saved[k]) + x->pc[i].local, x->pc[i].count * 4));
   return w_flush(w);
+}
+
+/* The staged bytes: already in file order, in host memory. */
+static hsr_status write_staged(save_ctx *x, int fd) {
+  for (uint64_t o = 0; o < x->bytes;) {
+    size_t n = x->bytes - o < CKPT_CHUNK ? (size_t)(x->bytes - o) : CKPT_CHUNK;
+    HSR_CHECK(ckpt_crc_feed(&x->crc, x->stage + o, n));
+    HSR_CHECK(ckpt_write_all(fd, x->stage + o, n, x->path));
+    o += n;
+    bump(x);
+  }
+  return HSR_OK;
 }
 
 /* This rank's data file: its pieces, each as master, m, v; fsync; rename. */
 static hsr_status write_data(save_ctx *x) {
   hsr_rt *rt = x->rt;
-  ckpt_piece *pc;
-  int np, rep, sh;
-  HSR_CHECK(hsr_mesh_coords(x->in.mesh, x->rank, &rep, &sh));
-  HSR_CHECK(ckpt_pieces(rt, rep, sh, &pc, &np));
-  for (int i = 0; i < np; i++) x->bytes += 12 * pc[i].count;
   snprintf(x->file, sizeof x->file, "data-%08x-%05d.bin", x->id, x->rank);
-  hsr_status st = ckpt_path(x->path, sizeof x->path, x->dir, x->file);
-  if (st != HSR_OK || !x->bytes) {
-    free(pc);
-    return st;
-  }
-  size_t cap;
-  st = ckpt_buffer_cap(&cap);
+  HSR_CHECK(ckpt_path(x->path, sizeof x->path, x->dir, x->file));
+  if (!x->bytes) return HSR_OK;
+  size_t cap = 0;
+  hsr_status st = x->stage ? HSR_OK : ckpt_buffer_cap(&cap);
   if (cap > CKPT_CHUNK) cap = CKPT_CHUNK;
   if (cap > x->bytes) cap = (size_t)x->bytes;
   writer w = {x, -1, NULL, cap, 0};
   char tmp[4300];
   snprintf(tmp, sizeof tmp, "%s.tmp", x->path);
   double t0 = hsr_clock_s();
-  if (st == HSR_OK) st = rt_state_quiesce(rt); /* the optimizer's updates are in the state */
-  if (st == HSR_OK) st = ckpt_stage_alloc(rt, cap, (void **)&w.buf);
+  if (st == HSR_OK && !x->stage) st = rt_state_quiesce(rt); /* the optimizer's updates are in the state */
+  if (st == HSR_OK && !x->stage) st = ckpt_stage_alloc(rt, cap, (void **)&w.buf);
   if (st == HSR_OK && (w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
     st = hsr_error(HSR_ERR_IO, "creating checkpoint data file '%s' failed: %s", tmp, strerror(errno));
-  x->staged = w.buf ? cap : 0;
-  if (st == HSR_OK) st = write_pieces(x, &w, pc, np);
+  if (!x->stage) x->staged = w.buf ? cap : 0;
+  if (st == HSR_OK) st = x->stage ? write_staged(x, w.fd) : write_pieces(x, &w);
   if (st == HSR_OK) st = ckpt_crc_finish(&x->crc);
   if (st == HSR_OK && fsync(w.fd)) st = hsr_error(HSR_ERR_IO, "fsync of '%s' failed: %s", tmp, strerror(errno));
   if (w.fd >= 0 && close(w.fd) && st == HSR_OK)
@@ -218,9 +258,9 @@ static hsr_status write_data(save_ctx *x) {
   if (st == HSR_OK && rename(tmp, x->path))
     st = hsr_error(HSR_ERR_IO, "renaming '%s' failed: %s", tmp, strerror(errno));
   if (st != HSR_OK) unlink(tmp);
-  ckpt_stage_free(rt, w.buf, cap);
-  free(pc);
+  if (w.buf) ckpt_stage_free(rt, w.buf, cap);
   x->data_s = hsr_clock_s() - t0;
+  bump(x);
   return st;
 }
 
@@ -243,7 +283,7 @@ static hsr_status collect_ranges(save_ctx *x, const int *fidx, rlist *rl) {
     ckpt_piece *pc;
     int np, rep, sh;
     HSR_CHECK(hsr_mesh_coords(x->in.mesh, r, &rep, &sh));
-    HSR_CHECK(ckpt_pieces(rt, rep, sh, &pc, &np));
+    HSR_CHECK(ckpt_pieces(rt, &x->in, rep, sh, 0, &pc, &np));
     uint64_t off = 0;
     for (int i = 0; i < np; i++) {
       rlist *l = &rl[pc[i].param];
@@ -387,13 +427,11 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
     cJSON_AddItemToArray(ta, t);
   }
   /* a copy of the state's own items: their numbers are printed exactly */
-  const cJSON *po = ckpt_state_obj(x->program);
-  cJSON *prog = st == HSR_OK ? (po ? cJSON_Duplicate(po, 1) : cJSON_CreateObject()) : NULL;
+  cJSON *prog = st == HSR_OK ? cJSON_Duplicate(x->prog_obj, 1) : NULL;
   if (st == HSR_OK && !prog) st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   if (st == HSR_OK) cJSON_AddItemToObject(m, "program", prog);
-  if (st == HSR_OK && x->model) {
-    const cJSON *co = ckpt_state_obj(x->model_config);
-    cJSON *mo = cJSON_AddObjectToObject(m, "model"), *cfg = co ? cJSON_Duplicate(co, 1) : cJSON_CreateObject();
+  if (st == HSR_OK && x->model[0]) {
+    cJSON *mo = cJSON_AddObjectToObject(m, "model"), *cfg = cJSON_Duplicate(x->model_cfg, 1);
     if (!mo || !cfg || !cJSON_AddStringToObject(mo, "kind", x->model)) {
       cJSON_Delete(cfg);
       st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
@@ -528,7 +566,7 @@ static hsr_status gather_blocks(save_ctx *x) {
   hsr_status st = mine && x->blocks ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   if (st == HSR_OK) {
     if (x->crc.nb) memcpy(mine, x->crc.blocks, (size_t)x->crc.nb * sizeof *mine);
-    st = ckpt_allgather(x->rt, mine, (size_t)x->maxnb * sizeof *mine, x->blocks);
+    st = ckpt_allgather(&x->link, mine, (size_t)x->maxnb * sizeof *mine, x->blocks);
   }
   free(mine);
   return st;
@@ -548,64 +586,142 @@ static hsr_status same_program(const save_ctx *x, const ckpt_vote *v) {
   return HSR_OK;
 }
 
-static void fill_stats(const save_ctx *x, double t0, hsr_ckpt_stats *s) {
+/* Stages this rank's data in file order into buf (host memory, x->bytes):
+ * the copy a background save blocks the training for. */
+hsr_status ckpt_job_stage(ckpt_job *x, char *buf) {
+  hsr_rt *rt = x->rt;
+  HSR_CHECK(rt_state_quiesce(rt)); /* the optimizer's updates are in the state */
+  uint64_t off = 0;
+  for (int i = 0; i < x->np; i++)
+    for (int k = 0; k < CKPT_KINDS; k++) {
+      size_t n = x->pc[i].count * 4;
+      HSR_CHECK(rt_state_copy(rt, buf + off, (float *)rt_state_ptr(rt, x->pc[i].unit, saved[k]) + x->pc[i].local, n));
+      off += n;
+    }
+  if (x->in.gpu) HSR_CHECK(rt_state_sync(rt)); /* landed before the training moves on */
+  x->stage = buf;
+  return HSR_OK;
+}
+
+hsr_status ckpt_job_begin(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts *o, ckpt_job **out) {
+  *out = NULL;
+  save_ctx *x = calloc(1, sizeof *x);
+  if (!x) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  x->t0 = hsr_clock_s();
+  rt_state_info_of(rt, &x->in);
+  x->cfg = *x->in.cfg;
+  x->in.cfg = &x->cfg;
+  x->rt = rt, x->rank = x->in.rank, x->world = x->in.world_size;
+  ckpt_crc_init(&x->crc, CKPT_BLOCK);
+  x->block = CKPT_BLOCK;
+  *out = x;
+  if (snprintf(x->root, sizeof x->root, "%s", root) >= (int)sizeof x->root)
+    return hsr_error(HSR_ERR_INVALID, "checkpoint root '%.64s...' is too long", root);
+  return job_check(x, o);
+}
+
+hsr_status ckpt_job_plan(ckpt_job *x, const hsr_ckpt_save_opts *o) { return job_plan(x, o); }
+
+/* Everything after the plan: the directory, the three agreements, this
+ * rank's data file, rank 0's commit and retention. st: the plan's result
+ * (a failure is voted, so every rank returns it). */
+hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t *progress) {
+  double t0 = hsr_clock_s();
+  x->link = *l;
+  x->progress = progress;
+  ckpt_vote *v = NULL;
+  if (st == HSR_OK && x->rank == 0) st = prepare_dirs(x);
+  st =
+      ckpt_agree(&x->link, st, x->id, x->prog ? fnv(x->prog) : 0, x->model_text ? (uint32_t)fnv(x->model_text) : 0, &v);
+  bump(x);
+  if (st == HSR_OK) st = same_program(x, v);
+  if (v) x->id = (uint32_t)v[0].a;
+  free(v);
+  v = NULL;
+  if (st == HSR_OK) {               /* every rank takes the same branches: they follow agreements */
+    if (x->stage && x->delay > 0) { /* test hook: the training moves on before the data is written */
+      struct timespec d = {(time_t)x->delay, (long)((x->delay - (double)(time_t)x->delay) * 1e9)};
+      nanosleep(&d, NULL);
+    }
+    st = write_data(x);
+    if (st == HSR_OK) ckpt_fault_here(x->fault, CKPT_FAULT_AFTER_DATA, x->rank, x->in.step);
+    rt_state_fault(x->rt, "ckpt_save"); /* HSR_FAULT: between this rank's data and the agreement */
+    st = ckpt_agree(&x->link, st, x->bytes, x->crc.nb, x->crc.file, &x->votes);
+    bump(x);
+    if (st == HSR_OK) st = gather_blocks(x);
+    int unknown = 0; /* whether rank 0 committed: a rank that cannot tell keeps its file */
+    if (st == HSR_OK) {
+      hsr_status cs = x->rank == 0 ? commit(x, &x->committed) : HSR_OK;
+      st = ckpt_agree(&x->link, cs, (uint64_t)x->committed, 0, 0, &v);
+      bump(x);
+      if (v) x->committed = (int)v[0].a;
+      unknown = !v;
+      free(v);
+      /* after the others have returned: removing old checkpoints blocks only rank 0 */
+      if (st == HSR_OK && x->rank == 0 && x->keep > 0) prune(x, x->keep);
+    }
+    if (st != HSR_OK && !x->committed && !unknown && x->bytes) unlink(x->path);
+  }
+  if (st != HSR_OK && x->rank == 0 && !x->committed) rmdir(x->dir); /* if empty */
+  x->run_s = hsr_clock_s() - t0;
+  if (st == HSR_OK)
+    HSR_LOG_I("checkpoint: saved step %lld to %s (this rank %llu bytes, %.3f s)", (long long)x->in.step, x->dir,
+              (unsigned long long)x->bytes, x->run_s);
+  return st;
+}
+
+uint64_t ckpt_job_bytes(const ckpt_job *x) { return x->bytes; }
+int64_t ckpt_job_step(const ckpt_job *x) { return x->in.step; }
+const char *ckpt_job_dir(const ckpt_job *x) { return x->dir; }
+
+void ckpt_job_stats(const ckpt_job *x, hsr_ckpt_stats *s) {
   memset(s, 0, sizeof *s);
   snprintf(s->dir, sizeof s->dir, "%.1000s", x->dir);
   s->step = x->in.step;
   for (int r = 0; x->votes && r < x->world; r++) s->bytes_total += x->votes[r].a;
   s->bytes_rank = x->bytes;
-  s->seconds = hsr_clock_s() - t0;
+  s->seconds = hsr_clock_s() - x->t0;
   s->data_seconds = x->data_s;
   s->gbps = s->seconds > 0 ? (double)s->bytes_total / s->seconds / 1e9 : 0;
   s->staging_bytes = x->staged;
+  s->waited_step = -1;
+  s->background_seconds = x->run_s;
+}
+
+void ckpt_job_free(ckpt_job *x) {
+  if (!x) return;
+  free(x->prog);
+  cJSON_Delete(x->prog_obj);
+  cJSON_Delete(x->model_cfg);
+  free(x->model_text);
+  free(x->pc);
+  free(x->votes);
+  free(x->blocks);
+  ckpt_crc_free(&x->crc);
+  free(x);
 }
 
 hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts *o, hsr_ckpt_stats *stats) {
   if (!rt || !root || !*root) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_save: NULL runtime or empty root");
   HSR_CHECK(hsr_rt_commit(rt)); /* commits first (hsr/ckpt.h) */
-  double t0 = hsr_clock_s();
-  save_ctx x;
-  memset(&x, 0, sizeof x);
-  rt_state_info_of(rt, &x.in);
-  x.rt = rt, x.root = root, x.rank = x.in.rank, x.world = x.in.world_size;
-  ckpt_crc_init(&x.crc, CKPT_BLOCK);
-  x.block = CKPT_BLOCK;
+  if (o && o->async) return ckpt_async_save(rt, root, o, stats);
+  double t0 = hsr_clock_s(), waited = 0;
+  int64_t wstep = -1;
+  HSR_CHECK(ckpt_async_settle(rt, &waited, &wstep)); /* a background save in flight finishes first */
   rt_state_phase(rt);
-  ckpt_vote *v = NULL;
-  int committed = 0;
-  hsr_status st = prepare(&x, o);
-  st = ckpt_agree(rt, st, x.id, x.prog ? fnv(x.prog) : 0, x.model_text ? (uint32_t)fnv(x.model_text) : 0, &v);
-  if (st == HSR_OK) st = same_program(&x, v);
-  if (v) x.id = (uint32_t)v[0].a;
-  free(v);
-  v = NULL;
-  if (st == HSR_OK) { /* every rank takes the same branches: they follow agreements */
-    st = write_data(&x);
-    if (st == HSR_OK) ckpt_fault_here(x.fault, CKPT_FAULT_AFTER_DATA, x.rank, x.in.step);
-    rt_state_fault(rt, "ckpt_save"); /* HSR_FAULT: between this rank's data and the agreement */
-    st = ckpt_agree(rt, st, x.bytes, x.crc.nb, x.crc.file, &x.votes);
-    if (st == HSR_OK) st = gather_blocks(&x);
-    int unknown = 0; /* whether rank 0 committed: a rank that cannot tell keeps its file */
-    if (st == HSR_OK) {
-      hsr_status cs = x.rank == 0 ? commit(&x, &committed) : HSR_OK;
-      st = ckpt_agree(rt, cs, (uint64_t)committed, 0, 0, &v);
-      if (v) committed = (int)v[0].a;
-      unknown = !v;
-      free(v);
-      /* after the others have returned: removing old checkpoints blocks only rank 0 */
-      if (st == HSR_OK && x.rank == 0 && o && o->keep > 0) prune(&x, o->keep);
-    }
-    if (st != HSR_OK && !committed && !unknown && x.bytes) unlink(x.path);
+  ckpt_job *x;
+  hsr_status st = ckpt_job_begin(rt, root, o, &x);
+  if (st == HSR_OK) {
+    x->t0 = t0;
+    st = ckpt_job_plan(x, o);
+    ckpt_link l;
+    ckpt_link_of(rt, &l);
+    st = ckpt_job_run(x, st, &l, NULL);
   }
-  if (st != HSR_OK && x.rank == 0 && !committed) rmdir(x.dir); /* if empty */
-  if (stats) fill_stats(&x, t0, stats);
-  if (st == HSR_OK)
-    HSR_LOG_I("checkpoint: saved step %lld to %s (%llu bytes, this rank %llu, %.3f s)", (long long)x.in.step, x.dir,
-              (unsigned long long)(stats ? stats->bytes_total : 0), (unsigned long long)x.bytes, hsr_clock_s() - t0);
-  free(x.prog);
-  free(x.model_text);
-  free(x.votes);
-  free(x.blocks);
-  ckpt_crc_free(&x.crc);
+  if (stats && x) {
+    ckpt_job_stats(x, stats);
+    stats->waited_seconds = waited, stats->waited_step = wstep;
+  }
+  ckpt_job_free(x);
   return st;
 }

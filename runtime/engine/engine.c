@@ -72,9 +72,21 @@ hsr_status rt_x_gather(void *ctx, const hsr_sched_action *a, void **h) {
   /* the shard (optimizer) and the partial slice (forward_end) were written on compute */
   HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt)));
   void *full = rt_buf(rt, ui, HSR_SCHED_BUF_FULL);
-  const void *src = rt_buf(rt, ui, a->partial ? HSR_SCHED_BUF_PARTIAL : HSR_SCHED_BUF_PARAM);
+  /* the partial slice, the parameter shard (outer shard optim), or the f32
+   * master itself (FSDP2's footprint: no parameter shard beside it) */
+  int from_master = !a->partial && !hsr_sched_holds(rt->sched, HSR_SCHED_BUF_PARAM);
+  const void *src = a->partial     ? rt_buf(rt, ui, HSR_SCHED_BUF_PARTIAL)
+                    : !from_master ? rt_buf(rt, ui, HSR_SCHED_BUF_PARAM)
+                                   : (const void *)rt_master(rt, ui);
   hsr_comm *c = a->partial ? rt->part_c : rt->shard_c;
-  if (a->local) {
+  if (a->cast) { /* bf16: the gather's input cast from the master into a transient buffer */
+    void *in = rt_buf(rt, ui, HSR_SCHED_BUF_GATHER_IN);
+    RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, GS(rt), a->count, src, HSR_F32, in, rt->cfg.param_dtype));
+    src = in;
+  }
+  if (a->local && from_master) {
+    RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, GS(rt), a->count, src, HSR_F32, full, rt->cfg.param_dtype));
+  } else if (a->local) {
     RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, full, src, a->count * rt->pes, GS(rt)));
   } else {
     if (!a->partial) HSR_CHECK(rt_dev_use(rt->dv, c, GS(rt))); /* the partial group is bound at creation */

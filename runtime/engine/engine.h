@@ -67,6 +67,8 @@ struct hsr_rt {
   rt_dev *dv; /* device path: streams and ordering (all NULL / no-ops on host) */
   int S, R, K, srank, rrank, prank;
   hsr_rt_sharding sh; /* what the strategy shards */
+  int outer;          /* outer shard optim (hybrid) */
+  int master_shared;  /* the master is a gather's input (sharded f32, no outer shard): registered memory */
   int poison;
   double timeout;
   hsr_fault_hook hook; /* HSR_FAULT at the optimizer step (a test hook) */
@@ -87,6 +89,8 @@ struct hsr_rt {
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   hsr_rt_stats stats;
   rt_obs *obs; /* ledgers, trace, timing (observe.c) */
+  void *ckpt;  /* the checkpoint room's object (state.h: rt_state_attach) */
+  void (*ckpt_fini)(void *ckpt);
 };
 
 /* Streams of the device path: compute, all-gather, reduce (NULL on host). */
@@ -119,6 +123,27 @@ static inline int rt_local_range(const hsr_rt *rt, const rt_unit *u, size_t off,
   return *b > *a;
 }
 
+/* The rank's piece of the unit, what its master, m, v and the optimizer's
+ * gradient cover: its shard, or (outer shard optim) the 1/R of the shard at
+ * its replicate index. Lo elements from element rt_piece_lo. */
+static inline size_t rt_piece_len(const hsr_rt *rt, int unit) { return hsr_sched_piece_len(rt->sched, unit); }
+static inline size_t rt_piece_lo(const hsr_rt *rt, int unit) {
+  size_t lo = (size_t)rt->srank * rt->units[unit].Ls;
+  return hsr_sched_outer(rt->sched) ? lo + (size_t)rt->rrank * rt_piece_len(rt, unit) : lo;
+}
+static inline int rt_piece_range(const hsr_rt *rt, int unit, size_t off, size_t n, size_t *a, size_t *b) {
+  size_t lo = rt_piece_lo(rt, unit), hi = lo + rt_piece_len(rt, unit);
+  *a = off > lo ? off : lo;
+  *b = off + n < hi ? off + n : hi;
+  return *b > *a;
+}
+/* The f32 master of the rank's piece: its own buffer, or (outer shard optim
+ * with f32 parameters) that piece of the parameter shard. */
+static inline float *rt_master(const hsr_rt *rt, int unit) {
+  if (hsr_sched_holds(rt->sched, HSR_SCHED_BUF_MASTER)) return rt_f32(rt, unit, HSR_SCHED_BUF_MASTER);
+  return rt_f32(rt, unit, HSR_SCHED_BUF_PARAM) + (size_t)rt->rrank * rt_piece_len(rt, unit);
+}
+
 /* The engine's state is usable: committed (NULL rt, an uncommitted or a
  * broken engine: an error naming `what`). */
 hsr_status rt_need_committed(const hsr_rt *rt, const char *what);
@@ -131,6 +156,12 @@ void rt_pool_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p);
 hsr_status rt_zero(hsr_rt *rt, void *p, size_t bytes);
 /* Teardown: every block back to its allocator. */
 void rt_mem_release_all(hsr_rt *rt);
+
+/* ---- setup.c ---- */
+/* The whole unit (L x 4, a staging buffer the caller returns) from every
+ * rank's f32 piece: over the replicate group first (outer shard optim),
+ * then the shard group, on stream s. Blocking. */
+hsr_status rt_gather_pieces(hsr_rt *rt, int ui, const float *piece, hsr_stream *s, float **full);
 
 /* ---- identity.c ---- */
 uint64_t rt_id_config(const hsr_rt *rt);

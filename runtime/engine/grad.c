@@ -54,40 +54,50 @@ hsr_status rt_x_stage1_done(void *ctx, hsr_sched_red *r) {
   return HSR_OK;
 }
 
-/* Stage 2: the replicate all-reduce of the slice, in place. */
-hsr_status rt_x_stage2(void *ctx, hsr_sched_red *r) {
-  hsr_rt *rt = ctx;
+/* The replicate stage of the slice: its all-reduce in place, or (outer
+ * shard optim) its reduce-scatter over R into the rank's piece. The
+ * replicate group's collectives run on the reduce stream. */
+static hsr_status replicate_stage(hsr_rt *rt, hsr_sched_red *r) {
   rt_unit *u = &rt->units[r->unit];
+  hsr_dtype rdt = rt->cfg.reduce_dtype;
   hsr_req *req = NULL;
-  r->t0 = hsr_clock_ns();
-  RT_TIMED(rt, RT_T_POST,
-           hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rt->cfg.reduce_dtype, HSR_AVG, &req));
+  HSR_CHECK(rt_dev_use(rt->dv, rt->rep_c, RS(rt)));
+  if (r->outer)
+    RT_TIMED(rt, RT_T_POST,
+             hsr_comm_reduce_scatter(rt->rep_c, r->slice, r->oslice, rt_piece_len(rt, r->unit), rdt, HSR_AVG, &req));
+  else
+    RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rdt, HSR_AVG, &req));
   r->h = req;
   return HSR_OK;
 }
 
+/* Stage 2: the replicate stage of the slice stage 1 left. */
+hsr_status rt_x_stage2(void *ctx, hsr_sched_red *r) {
+  hsr_rt *rt = ctx;
+  r->t0 = hsr_clock_ns();
+  return replicate_stage(rt, r);
+}
+
 /* rs_only, last micro-batch: the slices of earlier micro-batches were summed
- * without the replicate all-reduce; one all-reduce of the accumulated slice
- * completes them all. */
+ * without the replicate stage; one all-reduce (outer shard optim: one
+ * reduce-scatter over R) of the accumulated slice completes them all. */
 hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
-  hsr_dtype rdt = rt->cfg.reduce_dtype;
-  hsr_req *req = NULL;
   r->t0 = hsr_clock_ns();
-  RT_TIMED(
-      rt, RT_T_DATA,
-      hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice, rdt));
-  RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rdt, HSR_AVG, &req));
-  r->h = req;
-  return HSR_OK;
+  RT_TIMED(rt, RT_T_DATA,
+           hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice,
+                            rt->cfg.reduce_dtype));
+  return replicate_stage(rt, r);
 }
 
 static void red_event(hsr_rt *rt, const hsr_sched_red *r, uint64_t t0, uint64_t t1) {
   const rt_unit *u = &rt->units[r->unit];
   int s1 = r->stage == 1;
-  rt_event(rt, 0, s1 && rt->sh.grads ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit,
-           s1 ? HSR_RT_GROUP_SHARD : HSR_RT_GROUP_REPLICATE, 1, (s1 && !rt->sh.grads ? u->L : u->Ls) * rt->res, t0, t1);
+  int rs = s1 ? rt->sh.grads : r->outer;
+  size_t n = s1 && !rt->sh.grads ? u->L : !s1 && r->outer ? rt_piece_len(rt, r->unit) : u->Ls;
+  rt_event(rt, 0, rs ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit,
+           s1 ? HSR_RT_GROUP_SHARD : HSR_RT_GROUP_REPLICATE, 1, n * rt->res, t0, t1);
 }
 
 /* PROGRESS (host): whether the stage's collective has finished, without blocking. */
@@ -118,37 +128,50 @@ hsr_status rt_x_wait(void *ctx, hsr_sched_red *r) {
 }
 
 /* RETIRE: the head's result into the unit's f32 accumulator (in FIFO order:
- * bitwise reproducible sums); a deferred all-reduce's sum replaces it. */
+ * bitwise reproducible sums); a deferred all-reduce's sum replaces it (outer
+ * shard optim: the reduce-scatter's piece replaces its first Lo elements,
+ * which the optimizer reads). */
 hsr_status rt_x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
   float *acc = rt_f32(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD);
   hsr_dtype rdt = rt->cfg.reduce_dtype;
+  const void *res = r->outer ? r->oslice : r->slice;
+  size_t n = r->outer ? rt_piece_len(rt, r->unit) : u->Ls;
   if (r->deferred) {
     if (rdt == HSR_F32)
-      RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, acc, r->slice, u->Ls * 4, RS(rt)));
+      RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, acc, res, n * 4, RS(rt)));
     else
-      RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rdt, acc, HSR_F32));
+      RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), n, res, rdt, acc, HSR_F32));
     return HSR_OK;
   }
   uint64_t t = hsr_clock_ns();
   hsr_status st;
   if (rdt == HSR_F32) {
-    st = hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, r->slice, acc, HSR_F32);
+    st = hsr_kernels_axpy(rt->dev, RS(rt), n, 1.0, res, acc, HSR_F32);
   } else {
-    st = hsr_kernels_cast(rt->dev, RS(rt), u->Ls, r->slice, rdt, stage, HSR_F32);
-    if (st == HSR_OK) st = hsr_kernels_axpy(rt->dev, RS(rt), u->Ls, 1.0, stage, acc, HSR_F32);
+    st = hsr_kernels_cast(rt->dev, RS(rt), n, res, rdt, stage, HSR_F32);
+    if (st == HSR_OK) st = hsr_kernels_axpy(rt->dev, RS(rt), n, 1.0, stage, acc, HSR_F32);
   }
   rt_obs_time(rt->obs, RT_T_DATA, hsr_clock_ns() - t);
   return st;
 }
 
 /* ---- reading the synchronized gradient ---- */
-/* Counters of the shard group's all-gathers (the only collective a read uses). */
-static hsr_comm_counter read_counter(hsr_rt *rt) {
-  hsr_comm_counter c = {0};
-  if (rt->shard_c) hsr_comm_counters(rt->shard_c, HSR_OP_ALLGATHER, &c);
-  return c;
+/* Counters of a group's all-gathers (the only collective a read uses). */
+static hsr_comm_counter read_counter(hsr_comm *c) {
+  hsr_comm_counter k = {0};
+  if (c) hsr_comm_counters(c, HSR_OP_ALLGATHER, &k);
+  return k;
+}
+
+static void not_counted(hsr_comm_counter *b, const hsr_comm_counter *before, const hsr_comm_counter *after) {
+  b->calls += after->calls - before->calls;
+  b->bytes_sent += after->bytes_sent - before->bytes_sent;
+  b->bytes_recv += after->bytes_recv - before->bytes_recv;
+  b->fabric_sent += after->fabric_sent - before->fabric_sent;
+  b->fabric_recv += after->fabric_recv - before->fabric_recv;
+  b->bytes_full += after->bytes_full - before->bytes_full;
 }
 
 hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out) {
@@ -161,28 +184,21 @@ hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out) {
                      "hsr_rt_step (after the reductions and the 1/micro-batches scale) until hsr_rt_zero_grad or the "
                      "next backward reduction",
                      name);
-  rt_unit *u = &rt->units[p.unit];
   const float *gshard = rt_f32(rt, p.unit, HSR_SCHED_BUF_GRAD_SHARD);
   HSR_CHECK(rt_dev_quiesce(rt->dv)); /* device: the scaled accumulators are complete; out is host memory */
-  if (rt->S == 1) {
+  if (rt->S == 1 && !rt->outer) {
     RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, gshard + p.offset, p.numel * 4, RS(rt)));
     return rt_dev_sync(rt->dv, RS(rt));
   }
   float *full;
-  HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * 4, (void **)&full));
-  hsr_comm_counter before = read_counter(rt);
-  hsr_status st = rt_dev_use(rt->dv, rt->shard_c, RS(rt));
-  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, gshard, full, u->Ls, HSR_F32, NULL);
+  hsr_comm_counter b0 = read_counter(rt->shard_c), r0 = read_counter(rt->rep_c);
+  hsr_status st = rt_gather_pieces(rt, p.unit, gshard, RS(rt), &full);
   if (st == HSR_OK) st = hsr_device_copy(rt->dev, out, full + p.offset, p.numel * 4, RS(rt));
   if (st == HSR_OK) st = rt_dev_sync(rt->dv, RS(rt));
   rt_mem_put(rt, full);
   /* a read is not the step's communication: its calls leave the step's counts alone */
-  hsr_comm_counter after = read_counter(rt), *b = &rt->base[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
-  b->calls += after.calls - before.calls;
-  b->bytes_sent += after.bytes_sent - before.bytes_sent;
-  b->bytes_recv += after.bytes_recv - before.bytes_recv;
-  b->fabric_sent += after.fabric_sent - before.fabric_sent;
-  b->fabric_recv += after.fabric_recv - before.fabric_recv;
-  b->bytes_full += after.bytes_full - before.bytes_full;
+  hsr_comm_counter b1 = read_counter(rt->shard_c), r1 = read_counter(rt->rep_c);
+  not_counted(&rt->base[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER], &b0, &b1);
+  not_counted(&rt->base[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLGATHER], &r0, &r1);
   return st;
 }

@@ -74,10 +74,10 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
   /* on the reduce stream, behind the accumulations; partial sums land in host
    * slots and are added in unit order (the same order on host and device) */
   HSR_CHECK(rt_dev_slots(rt->dv, rt->nunits, &sq));
-  for (int i = 0; i < rt->nunits && M > 1; i++) {
-    rt_unit *u = &rt->units[i];
-    HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), u->Ls, rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, 1.0 / M));
-  }
+  /* the optimizer's gradient: the first Lo elements of each accumulator */
+  for (int i = 0; i < rt->nunits && M > 1; i++)
+    HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32,
+                                1.0 / M));
   HSR_CHECK(outer_reduce(rt, o));
   if (o->dropped) { /* no norm, no update: the step stays where it was */
     o->norm = 0, o->coef = 1.0;
@@ -85,20 +85,23 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
   }
   HSR_CHECK(grad_hook(rt, o));
   for (int i = 0; i < rt->nunits; i++) {
-    rt_unit *u = &rt->units[i];
     sq[i] = 0;
-    HSR_CHECK(hsr_kernels_sumsq(rt->dev, RS(rt), u->Ls, rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, &sq[i]));
+    HSR_CHECK(hsr_kernels_sumsq(rt->dev, RS(rt), rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32,
+                                &sq[i]));
   }
   HSR_CHECK(rt_dev_sync(rt->dv, RS(rt))); /* the one host wait of a device step: the clip factor */
   for (int i = 0; i < rt->nunits; i++) ss += sq[i];
-  /* the slices of one shard group tile the gradient; replicas hold equal slices */
-  if (rt->S > 1) {
+  /* the slices of one shard group tile the gradient; replicas hold equal
+   * slices, or (outer shard optim) the R pieces of each */
+  hsr_comm *norm_c[2] = {rt->S > 1 ? rt->shard_c : NULL, rt->outer ? rt->rep_c : NULL};
+  for (int g = 0; g < 2; g++) {
+    if (!norm_c[g]) continue;
     uint64_t t = hsr_clock_ns();
     rt_event(rt, 0, RT_EV_OPTIM, -1, -1, 1, 0, o->t0, t);
-    HSR_CHECK(rt_dev_allreduce_f64(rt->dv, rt->shard_c, &ss));
+    HSR_CHECK(rt_dev_allreduce_f64(rt->dv, norm_c[g], &ss));
     o->t0 = hsr_clock_ns();
     rt_obs_wait(rt->obs, o->t0 - t);
-    rt_event(rt, 0, RT_EV_ALLREDUCE, -1, HSR_RT_GROUP_SHARD, 1, sizeof ss, t, o->t0);
+    rt_event(rt, 0, RT_EV_ALLREDUCE, -1, g ? HSR_RT_GROUP_REPLICATE : HSR_RT_GROUP_SHARD, 1, sizeof ss, t, o->t0);
   }
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), RS(rt))); /* the optimizer (compute) reads the reduced gradient */
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt))); /* and overwrites shards that a queued gather may still read */
@@ -109,24 +112,28 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
   return HSR_OK;
 }
 
-/* OPTIM: AdamW on this rank's slice of every parameter of the unit. */
+/* OPTIM: AdamW on this rank's piece of every parameter of the unit (its
+ * shard, or with the outer shard 1/R of it); the new values also go to the
+ * parameters in the param dtype where they are a buffer of their own (the
+ * whole unit unsharded, the shard with the outer shard), not where the
+ * master is the parameter. */
 hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a) {
   hsr_rt *rt = ctx;
   if (rt->opt->dropped) return HSR_OK; /* the outer reduction dropped the step */
   int ui = a->unit;
   rt_unit *u = &rt->units[ui];
-  size_t lo = (size_t)rt->srank * u->Ls;
-  float *master = rt_f32(rt, ui, HSR_SCHED_BUF_MASTER), *m = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_M),
+  size_t lo = rt_piece_lo(rt, ui), slo = (size_t)rt->srank * u->Ls;
+  float *master = rt_master(rt, ui), *m = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_M),
         *v = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_V), *g = rt_f32(rt, ui, HSR_SCHED_BUF_GRAD_SHARD);
-  char *param = rt_buf(rt, ui, HSR_SCHED_BUF_PARAM); /* the shard, or (unsharded) the whole unit */
+  char *param = hsr_sched_holds(rt->sched, HSR_SCHED_BUF_MASTER) ? rt_buf(rt, ui, HSR_SCHED_BUF_PARAM) : NULL;
   for (int j = rt->ubeg[ui]; j < rt->ubeg[ui + 1]; j++) {
     hsr_rt_param_info p;
     HSR_CHECK(hsr_rt_layout_param(rt->layout, rt->uparam[j], &p));
     size_t x, y;
-    if (!rt_local_range(rt, u, p.offset, p.numel, &x, &y)) continue;
+    if (!rt_piece_range(rt, ui, p.offset, p.numel, &x, &y)) continue;
     const hsr_rt_opt_group *gr = &rt->cfg.groups[p.group];
     hsr_adamw_hparams hp = {gr->lr, gr->beta1, gr->beta2, gr->eps, gr->weight_decay, rt->step, (float)rt->opt->coef};
-    void *out = param + (rt->sh.params ? x - lo : x) * rt->pes;
+    void *out = param ? param + (rt->sh.params ? x - slo : x) * rt->pes : NULL;
     size_t o = x - lo;
     HSR_CHECK(hsr_kernels_adamw(rt->dev, CS(rt), y - x, master + o, m + o, v + o, g + o, HSR_F32, out,
                                 rt->cfg.param_dtype, &hp));
@@ -146,20 +153,22 @@ void rt_optim_open(hsr_rt *rt) {
   rt->opt->open = 1;
 }
 
-/* REGATHER (zero1/zero2): every rank updated its slice of the full
- * parameters in place; the shard group gathers them back (REGATHER_WAIT). */
+/* REGATHER: every rank updated its slice in place; the group gathers them
+ * back (REGATHER_WAIT): zero1/zero2 the full parameters over the shard
+ * group, the outer shard the parameter shard from its R pieces. */
 hsr_status rt_x_regather(void *ctx, const hsr_sched_action *a, void **h) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[a->unit];
   if (rt->opt) rt_optim_close(rt, rt->opt->now);
-  char *full = rt_full(rt, a->unit);
+  int rep = a->group == HSR_RT_GROUP_REPLICATE;
+  hsr_comm *c = rep ? rt->rep_c : rt->shard_c;
+  char *full = rep ? rt_buf(rt, a->unit, HSR_SCHED_BUF_PARAM) : rt_full(rt, a->unit);
+  size_t at = (size_t)(rep ? rt->rrank : rt->srank) * a->count * rt->pes;
   hsr_req *req = NULL;
   hsr_status st = rt_dev_join(rt->dv, GS(rt), CS(rt)); /* the gather reads what the optimizer wrote */
-  if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
+  if (st == HSR_OK) st = rt_dev_use(rt->dv, c, GS(rt));
   u->gt0 = hsr_clock_ns();
-  if (st == HSR_OK)
-    st = hsr_comm_allgather(rt->shard_c, full + (size_t)rt->srank * u->Ls * rt->pes, full, a->count,
-                            rt->cfg.param_dtype, &req);
+  if (st == HSR_OK) st = hsr_comm_allgather(c, full + at, full, a->count, rt->cfg.param_dtype, &req);
   rt_obs_time(rt->obs, RT_T_POST, hsr_clock_ns() - u->gt0);
   *h = req;
   if (rt->opt) rt_optim_open(rt);
@@ -179,7 +188,8 @@ hsr_status rt_x_regather_wait(void *ctx, const hsr_sched_action *a, void *h) {
 /* GRAD_ZERO: the accumulator (the interpreter returns a freed gradient buffer). */
 hsr_status rt_x_grad_zero(void *ctx, const hsr_sched_action *a) {
   hsr_rt *rt = ctx;
-  RT_TIMED(rt, RT_T_DATA, rt_zero(rt, rt_buf(rt, a->unit, HSR_SCHED_BUF_GRAD_SHARD), rt->units[a->unit].Ls * 4));
+  RT_TIMED(rt, RT_T_DATA,
+           rt_zero(rt, rt_buf(rt, a->unit, HSR_SCHED_BUF_GRAD_SHARD), hsr_sched_acc_len(rt->sched, a->unit) * 4));
   return HSR_OK;
 }
 

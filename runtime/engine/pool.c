@@ -3,7 +3,8 @@
  * pool's high-water mark does not depend on timing and steady-state steps
  * allocate nothing. Buffers that collectives touch come from
  * hsr_comm_mem_alloc (registered for zero-copy), optimizer state and the
- * gradient accumulator from the device allocator. */
+ * gradient accumulator from the device allocator (a master the gathers read
+ * is registered too). */
 #include <stdlib.h>
 
 #include "engine.h"
@@ -28,9 +29,10 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
     rt->blocks = nb;
     rt->capblocks = cap;
   }
-  /* Optimizer state and the gradient accumulator are never read by peers. */
-  int shared =
-      !(cat == HSR_MEM_MASTER || cat == HSR_MEM_MOMENT_M || cat == HSR_MEM_MOMENT_V || cat == HSR_MEM_GRAD_SHARD);
+  /* Optimizer state and the gradient accumulator are never read by peers,
+   * except a master that is itself the gathers' input (FSDP2's footprint). */
+  int shared = !((cat == HSR_MEM_MASTER && !rt->master_shared) || cat == HSR_MEM_MOMENT_M || cat == HSR_MEM_MOMENT_V ||
+                 cat == HSR_MEM_GRAD_SHARD);
   void *p = NULL;
   hsr_status st = shared ? hsr_comm_mem_alloc(rt->world, bytes, &p) : hsr_device_alloc(rt->dev, bytes, &p);
   if (st != HSR_OK)

@@ -122,6 +122,8 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
   st = rt_id_compare(rt, rt_id_config(rt), "configuration");
   if (st != HSR_OK) goto fail;
   rt->sh = hsr_rt_strategy_sharding(cfg->strategy);
+  rt->outer = cfg->outer_shard == HSR_RT_OUTER_OPTIM;
+  rt->master_shared = rt->sh.params && !rt->outer && cfg->param_dtype == HSR_F32;
   rt->exec = rt_exec_of(rt_dev_gpu(rt->dv));
   rt->pes = hsr_dtype_size(cfg->param_dtype);
   rt->res = hsr_dtype_size(cfg->reduce_dtype);
@@ -133,8 +135,9 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
   if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->rep_c, RS(rt));  /* replicate all-reduces */
   if (st == HSR_OK) st = hsr_rt_layout_create(cfg->align, &rt->layout);
   if (st != HSR_OK) goto fail;
-  HSR_LOG_I("runtime: %s mesh %d x %d (replicate x shard), rank at (%d, %d)%s", hsr_rt_strategy_name(cfg->strategy),
-            rt->R, rt->S, rt->rrank, rt->srank, rt->K ? ", partial group of K ranks" : "");
+  HSR_LOG_I("runtime: %s mesh %d x %d (replicate x shard), rank at (%d, %d)%s%s", hsr_rt_strategy_name(cfg->strategy),
+            rt->R, rt->S, rt->rrank, rt->srank, rt->K ? ", partial group of K ranks" : "",
+            rt->outer ? ", optimizer state over the R replicas" : "");
   *out = rt;
   return HSR_OK;
 fail:
@@ -145,6 +148,8 @@ fail:
 hsr_status hsr_rt_destroy(hsr_rt *rt) {
   if (!rt) return HSR_OK;
   hsr_status st = HSR_OK;
+  if (rt->ckpt_fini) rt->ckpt_fini(rt->ckpt); /* a background save ends before its communicator's parent goes */
+  rt->ckpt = NULL, rt->ckpt_fini = NULL;
   if (rt->world) {
     /* reductions and gathers still in flight complete first (bounded) */
     hsr_status d = rt->sched ? hsr_sched_drain(rt->sched, rt->exec, rt) : HSR_OK;
@@ -242,15 +247,17 @@ static hsr_status make_schedule(hsr_rt *rt) {
 hsr_status rt_x_setup(void *ctx, const hsr_sched_action *a) {
   hsr_rt *rt = ctx;
   for (int k = HSR_SCHED_BUF_MASTER; k <= HSR_SCHED_BUF_PARAM; k++)
-    RT_TIMED(
-        rt, RT_T_DATA,
-        rt_zero(rt, rt_buf(rt, a->unit, (hsr_sched_buf)k), hsr_sched_buf_bytes(rt->sched, (hsr_sched_buf)k, a->unit)));
+    if (hsr_sched_holds(rt->sched, (hsr_sched_buf)k))
+      RT_TIMED(rt, RT_T_DATA,
+               rt_zero(rt, rt_buf(rt, a->unit, (hsr_sched_buf)k),
+                       hsr_sched_buf_bytes(rt->sched, (hsr_sched_buf)k, a->unit)));
   return HSR_OK;
 }
 
 /* Every step of it, in order; committed only when all of them succeeded. */
 static hsr_status commit(hsr_rt *rt) {
   if (rt->nunits == 0) return hsr_error(HSR_ERR_STATE, "runtime: no units registered");
+  if (rt->outer) HSR_CHECK(hsr_rt_layout_set_subshards(rt->layout, rt->R)); /* equal pieces of every shard */
   HSR_CHECK(hsr_rt_layout_finalize(rt->layout, rt->S));
   for (int u = 0; u < rt->nunits; u++) {
     rt->units[u].L = hsr_rt_layout_unit_len(rt->layout, u);
@@ -296,8 +303,9 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
   hsr_rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
   rt_unit *u = &rt->units[p.unit];
-  float *master = rt_f32(rt, p.unit, HSR_SCHED_BUF_MASTER);
-  char *param = rt_buf(rt, p.unit, HSR_SCHED_BUF_PARAM); /* the shard, or (unsharded) the whole unit */
+  float *master = rt_master(rt, p.unit);
+  /* the shard (outer shard optim), the whole unit (unsharded), or none (the master is the shard) */
+  char *param = rt_buf(rt, p.unit, HSR_SCHED_BUF_PARAM);
   const float *src = values;
   float *staged = NULL;
   if (rt_dev_gpu(rt->dv) && p.numel) { /* the cast kernels read device memory: stage the values */
@@ -306,13 +314,13 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
     src = staged;
   }
   hsr_status st = staged ? hsr_device_copy(rt->dev, staged, values, p.numel * 4, CS(rt)) : HSR_OK;
-  size_t a, b, lo = (size_t)rt->srank * u->Ls;
-  if (st == HSR_OK && rt_local_range(rt, u, p.offset, p.numel, &a, &b)) {
-    st = hsr_device_copy(rt->dev, master + (a - lo), src + (a - p.offset), (b - a) * 4, CS(rt));
-    if (st == HSR_OK && rt->sh.params)
-      st = hsr_kernels_cast(rt->dev, CS(rt), b - a, src + (a - p.offset), HSR_F32, param + (a - lo) * rt->pes,
-                            rt->cfg.param_dtype);
-  }
+  size_t a, b, lo = (size_t)rt->srank * u->Ls, mlo = rt_piece_lo(rt, p.unit);
+  if (st == HSR_OK && rt_piece_range(rt, p.unit, p.offset, p.numel, &a, &b) &&
+      hsr_sched_holds(rt->sched, HSR_SCHED_BUF_MASTER)) /* else the master is a piece of the shard below */
+    st = hsr_device_copy(rt->dev, master + (a - mlo), src + (a - p.offset), (b - a) * 4, CS(rt));
+  if (st == HSR_OK && rt->sh.params && param && rt_local_range(rt, u, p.offset, p.numel, &a, &b))
+    st = hsr_kernels_cast(rt->dev, CS(rt), b - a, src + (a - p.offset), HSR_F32, param + (a - lo) * rt->pes,
+                          rt->cfg.param_dtype);
   if (st == HSR_OK && !rt->sh.params && p.numel)
     st = hsr_kernels_cast(rt->dev, CS(rt), p.numel, src, HSR_F32, param + p.offset * rt->pes, rt->cfg.param_dtype);
   rt_mem_put(rt, staged);
@@ -325,24 +333,44 @@ hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out) {
   HSR_CHECK(hsr_rt_commit(rt));
   hsr_rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
-  rt_unit *u = &rt->units[p.unit];
-  const float *master = rt_f32(rt, p.unit, HSR_SCHED_BUF_MASTER);
   /* device: out is host memory; drain the queued updates first (not a steady-state call) */
   HSR_CHECK(rt_dev_quiesce(rt->dv));
-  if (rt->S == 1) {
-    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, master + p.offset, p.numel * 4, GS(rt)));
+  if (rt->S == 1 && !rt->outer) {
+    RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, rt_master(rt, p.unit) + p.offset, p.numel * 4, GS(rt)));
     return rt_dev_sync(rt->dv, GS(rt));
   }
-  float *full;
-  HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * 4, (void **)&full));
-  hsr_status st = rt_dev_quiesce(rt->dv);
-  if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->shard_c, GS(rt));
-  if (st == HSR_OK) st = hsr_comm_allgather(rt->shard_c, master, full, u->Ls, HSR_F32, NULL);
+  float *full = NULL;
+  hsr_status st = rt_gather_pieces(rt, p.unit, rt_master(rt, p.unit), GS(rt), &full);
   if (st == HSR_OK) st = hsr_device_copy(rt->dev, out, full + p.offset, p.numel * 4, GS(rt));
   if (st == HSR_OK) st = rt_dev_sync(rt->dv, GS(rt));
   rt_mem_put(rt, full);
   HSR_CHECK(st);
   return rt_snapshot_counts(rt, NULL); /* read-backs do not count toward the next step */
+}
+
+/* The whole unit from every rank's f32 piece (master or gradient): over the
+ * replicate group first (outer shard optim: the pieces of a shard), then the
+ * shard group; one rank alone copies. *full: a staging buffer of L x 4. */
+hsr_status rt_gather_pieces(hsr_rt *rt, int ui, const float *piece, hsr_stream *s, float **full) {
+  rt_unit *u = &rt->units[ui];
+  *full = NULL;
+  HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, u->L * 4, (void **)full));
+  float *shard = *full + (size_t)rt->srank * u->Ls; /* this rank's shard, in place for the shard gather */
+  hsr_status st = HSR_OK;
+  if (rt->outer) {
+    st = rt_dev_use(rt->dv, rt->rep_c, s);
+    if (st == HSR_OK) st = hsr_comm_allgather(rt->rep_c, piece, shard, rt_piece_len(rt, ui), HSR_F32, NULL);
+    if (st == HSR_OK && rt_dev_gpu(rt->dv)) st = rt_dev_use(rt->dv, rt->rep_c, RS(rt)); /* its reductions' stream */
+  } else {
+    st = hsr_device_copy(rt->dev, shard, piece, u->Ls * 4, s);
+  }
+  if (st == HSR_OK && rt->S > 1) st = rt_dev_use(rt->dv, rt->shard_c, s);
+  if (st == HSR_OK && rt->S > 1) st = hsr_comm_allgather(rt->shard_c, shard, *full, u->Ls, HSR_F32, NULL);
+  if (st != HSR_OK) {
+    rt_mem_put(rt, *full);
+    *full = NULL;
+  }
+  return st;
 }
 
 /* ---- getters ---- */

@@ -12,6 +12,7 @@ void rt_state_info_of(const hsr_rt *rt, rt_state_info *out) {
                          .mesh = rt->mesh,
                          .boot = rt->boot,
                          .world = rt->world,
+                         .rep = rt->rep_c,
                          .rank = hsr_boot_rank(rt->boot),
                          .world_size = hsr_boot_size(rt->boot),
                          .S = rt->S,
@@ -39,15 +40,27 @@ hsr_status rt_state_range_at(const hsr_rt *rt, int u, rt_state_kind k, int rep, 
     *out = (rt_state_range){0, un->L, rep * rt->S + sh, rt->R * rt->S, rt->cfg.param_dtype};
     return HSR_OK;
   }
-  /* shard sh, alike on its R replicas */
-  *out = (rt_state_range){(size_t)sh * un->Ls, un->Ls, rep, rt->R, k == RT_STATE_PARAM ? rt->cfg.param_dtype : HSR_F32};
+  if (k != RT_STATE_PARAM && rt->outer) { /* piece rep of shard sh: one rank holds it */
+    size_t lo = rt_piece_len(rt, u);
+    *out = (rt_state_range){(size_t)sh * un->Ls + (size_t)rep * lo, lo, 0, 1, HSR_F32};
+    return HSR_OK;
+  }
+  /* shard sh, alike on its R replicas; sharded without the outer shard the
+   * parameters are the f32 master itself */
+  int own = k == RT_STATE_PARAM && hsr_sched_holds(rt->sched, HSR_SCHED_BUF_PARAM);
+  *out = (rt_state_range){(size_t)sh * un->Ls, un->Ls, rep, rt->R, own ? rt->cfg.param_dtype : HSR_F32};
   return HSR_OK;
 }
 
 void *rt_state_ptr(hsr_rt *rt, int u, rt_state_kind k) {
-  static const hsr_sched_buf buf[RT_STATE_KINDS] = {HSR_SCHED_BUF_MASTER, HSR_SCHED_BUF_MOMENT_M,
-                                                    HSR_SCHED_BUF_MOMENT_V, HSR_SCHED_BUF_PARAM};
-  return k >= 0 && k < RT_STATE_KINDS ? rt_buf(rt, u, buf[k]) : NULL;
+  switch (k) {
+  case RT_STATE_MASTER: return rt_master(rt, u);
+  case RT_STATE_M: return rt_buf(rt, u, HSR_SCHED_BUF_MOMENT_M);
+  case RT_STATE_V: return rt_buf(rt, u, HSR_SCHED_BUF_MOMENT_V);
+  case RT_STATE_PARAM:
+    return hsr_sched_holds(rt->sched, HSR_SCHED_BUF_PARAM) ? rt_buf(rt, u, HSR_SCHED_BUF_PARAM) : rt_master(rt, u);
+  default: return NULL;
+  }
 }
 
 hsr_status rt_state_idle(hsr_rt *rt, const char *what, int need_sharded) {
@@ -83,15 +96,19 @@ hsr_status rt_state_copy(hsr_rt *rt, void *dst, const void *src, size_t bytes) {
 
 hsr_status rt_state_sync(hsr_rt *rt) { return rt_dev_gpu(rt->dv) ? rt_dev_sync(rt->dv, CS(rt)) : HSR_OK; }
 
-/* This rank's slice of the parameters, cast from the master (unsharded
- * strategies: its slice of the full copy, which the shard group gathers). */
+/* This rank's piece of the parameters, cast from the master where they are
+ * a buffer of their own (unsharded strategies: its slice of the full copy,
+ * which the shard group gathers; the outer shard: its piece of the shard,
+ * which the replicate group gathers). Sharded without the outer shard the
+ * master is the parameter: nothing to do. */
 hsr_status rt_state_installed(hsr_rt *rt) {
   hsr_status st = HSR_OK;
-  for (int ui = 0; ui < rt->nunits && st == HSR_OK; ui++) {
+  int own = hsr_sched_holds(rt->sched, HSR_SCHED_BUF_PARAM) && hsr_sched_holds(rt->sched, HSR_SCHED_BUF_MASTER);
+  for (int ui = 0; ui < rt->nunits && st == HSR_OK && own; ui++) {
     rt_unit *u = &rt->units[ui];
     char *param = rt_buf(rt, ui, HSR_SCHED_BUF_PARAM);
-    void *dst = rt->sh.params ? param : param + (size_t)rt->srank * u->Ls * rt->pes;
-    st = hsr_kernels_cast(rt->dev, CS(rt), u->Ls, rt_buf(rt, ui, HSR_SCHED_BUF_MASTER), HSR_F32, dst,
+    size_t at = rt->sh.params ? rt_piece_lo(rt, ui) - (size_t)rt->srank * u->Ls : rt_piece_lo(rt, ui);
+    st = hsr_kernels_cast(rt->dev, CS(rt), rt_piece_len(rt, ui), rt_master(rt, ui), HSR_F32, param + at * rt->pes,
                           rt->cfg.param_dtype);
   }
   if (st == HSR_OK) st = rt_dev_sync(rt->dv, CS(rt)); /* before the caller's staging buffers go */
@@ -99,29 +116,44 @@ hsr_status rt_state_installed(hsr_rt *rt) {
 }
 
 hsr_status rt_state_regather(hsr_rt *rt) {
-  if (rt->sh.params || rt->S == 1) return HSR_OK;
+  int rep = rt->outer;
+  if ((rt->sh.params && !rep) || (!rep && rt->S == 1)) return HSR_OK;
+  hsr_comm *c = rep ? rt->rep_c : rt->shard_c;
   HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt)));
-  HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, GS(rt)));
+  HSR_CHECK(rt_dev_use(rt->dv, c, GS(rt)));
   for (int ui = 0; ui < rt->nunits; ui++) {
-    rt_unit *u = &rt->units[ui];
+    size_t n = rep ? rt_piece_len(rt, ui) : rt->units[ui].Ls;
     char *full = rt_buf(rt, ui, HSR_SCHED_BUF_PARAM);
-    HSR_CHECK(hsr_comm_allgather(rt->shard_c, full + (size_t)rt->srank * u->Ls * rt->pes, full, u->Ls,
+    HSR_CHECK(hsr_comm_allgather(c, full + (size_t)(rep ? rt->rrank : rt->srank) * n * rt->pes, full, n,
                                  rt->cfg.param_dtype, NULL));
   }
   HSR_CHECK(rt_dev_sync(rt->dv, GS(rt)));
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt)));
-  return rt_snapshot_counts(rt, NULL); /* the load's gathers do not count toward the next step */
+  if (rep) HSR_CHECK(rt_dev_use(rt->dv, rt->rep_c, RS(rt))); /* the replicate group's reductions */
+  return rt_snapshot_counts(rt, NULL);                       /* the load's gathers and exchange do not count toward the next step */
 }
 
 void rt_state_set_step(hsr_rt *rt, int64_t step) { rt->step = step; }
 
 void rt_state_phase(hsr_rt *rt) { rt_obs_phase(rt->obs, HSR_PHASE_CKPT, -1); }
 
-void rt_state_staging(hsr_rt *rt, size_t bytes, int held) {
-  if (held)
-    rt_obs_mem_get(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
-  else
-    rt_obs_mem_free(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+hsr_status rt_state_host_alloc(hsr_rt *rt, size_t bytes, void **p) {
+  HSR_CHECK(hsr_device_host_alloc(rt->dev, bytes, p));
+  rt_obs_mem_get(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+  return HSR_OK;
+}
+
+void rt_state_host_free(hsr_rt *rt, void *p, size_t bytes) {
+  if (!p) return;
+  rt_obs_mem_free(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
+  if (hsr_device_host_free(rt->dev, p) != HSR_OK) HSR_LOG_W("checkpoint: %s", hsr_last_error());
+}
+
+void *rt_state_attached(const hsr_rt *rt) { return rt->ckpt; }
+
+void rt_state_attach(hsr_rt *rt, void *obj, void (*fini)(void *obj)) {
+  rt->ckpt = obj;
+  rt->ckpt_fini = fini;
 }
 
 void rt_state_fault(hsr_rt *rt, const char *phase) { hsr_fault_hook_hit(&rt->hook, phase); }

@@ -21,19 +21,26 @@ typedef enum rt_state_kind {
   RT_STATE_KINDS
 } rt_state_kind;
 
-/* The engine's configuration and place, read-only (valid while it lives). */
+/* The engine's configuration and place, read-only (valid while it lives).
+ * rep: the replicate group (the ranks that hold a shard alike), on the
+ * device's backend. */
 typedef struct rt_state_info {
   const hsr_rt_config *cfg;
   const hsr_rt_layout *layout;
   const hsr_mesh *mesh;
   hsr_boot *boot;
-  hsr_comm *world;
+  hsr_comm *world, *rep;
   int rank, world_size, S, R, K;
   int gpu;      /* state lives in device memory */
   int64_t step; /* steps taken */
   int nunits;
 } rt_state_info;
 void rt_state_info_of(const hsr_rt *rt, rt_state_info *out);
+
+/* Threads: every call here is the training thread's, except
+ * rt_state_unit_of, rt_state_range_at and rt_state_fault, which read only
+ * what commit fixed (or an atomic counter): a background thread of the
+ * checkpoint room may call them while the engine lives. */
 
 /* Unit u: its name, root flag, padded and shard lengths, and its layout
  * parameters in layout order (params[0 .. nparams)). */
@@ -71,15 +78,25 @@ hsr_status rt_state_sync(hsr_rt *rt);
  * parameters derived from the master, completed. */
 hsr_status rt_state_installed(hsr_rt *rt);
 /* Then (collective over the shard group) the strategies that keep full
- * parameters gather them; their calls do not count toward the next step. */
+ * parameters gather them; their calls, and those of the load's exchange
+ * before, do not count toward the next step. */
 hsr_status rt_state_regather(hsr_rt *rt);
 /* The optimizer's step count after a load. */
 void rt_state_set_step(hsr_rt *rt, int64_t step);
 
-/* The ledger and the fault hook: the checkpoint phase begins; host staging
- * memory taken (held = 1) or given back (0); HSR_FAULT at `phase`. */
+/* The ledger and the fault hook: the checkpoint phase begins; HSR_FAULT at
+ * `phase`. */
 void rt_state_phase(hsr_rt *rt);
-void rt_state_staging(hsr_rt *rt, size_t bytes, int held);
 void rt_state_fault(hsr_rt *rt, const char *phase);
+/* Host staging memory through the device layer (pinned on a GPU), in the
+ * ledger as ckpt_staging. */
+hsr_status rt_state_host_alloc(hsr_rt *rt, size_t bytes, void **p);
+void rt_state_host_free(hsr_rt *rt, void *p, size_t bytes);
+
+/* The checkpoint room's own object on this engine (the background saver:
+ * its thread, communicator and staging), kept until hsr_rt_destroy, which
+ * calls fini(obj) before it frees anything else. One at a time. */
+void *rt_state_attached(const hsr_rt *rt);
+void rt_state_attach(hsr_rt *rt, void *obj, void (*fini)(void *obj));
 
 #endif

@@ -8,6 +8,7 @@
 
 static const char *const strategy_names[] = {"ddp", "zero1", "zero2", "fsdp", "hybrid", NULL};
 static const char *const sync_names[] = {"full", "none", "rs_only", NULL};
+static const char *const outer_names[] = {"none", "optim", NULL};
 
 hsr_status hsr_rt_config_default(hsr_rt_config *c) {
   if (!c) return hsr_error(HSR_ERR_INVALID, "config is NULL");
@@ -37,6 +38,7 @@ hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s) {
   return (hsr_rt_sharding){.params = params, .grads = params || s == HSR_RT_ZERO2};
 }
 const char *hsr_rt_sync_name(hsr_rt_sync s) { return s >= 0 && s <= HSR_RT_SYNC_RS_ONLY ? sync_names[s] : "?"; }
+const char *hsr_rt_outer_shard_name(hsr_rt_outer o) { return o >= 0 && o <= HSR_RT_OUTER_OPTIM ? outer_names[o] : "?"; }
 
 hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out) {
   int i;
@@ -49,6 +51,13 @@ hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out) {
   int i;
   HSR_CHECK(hsr_parse_choice("sync", s, sync_names, &i));
   *out = (hsr_rt_sync)i;
+  return HSR_OK;
+}
+
+hsr_status hsr_rt_parse_outer_shard(const char *s, hsr_rt_outer *out) {
+  int i;
+  HSR_CHECK(hsr_parse_choice("outer-shard", s, outer_names, &i));
+  *out = (hsr_rt_outer)i;
   return HSR_OK;
 }
 
@@ -141,6 +150,13 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
     return hsr_error(HSR_ERR_INVALID, "reshard partial:%d: K must divide the shard size S = %d (valid K: %s)",
                      c->partial_k, S, dv);
   }
+  if (c->outer_shard != HSR_RT_OUTER_NONE && c->outer_shard != HSR_RT_OUTER_OPTIM)
+    return hsr_error(HSR_ERR_INVALID, "outer shard %d is not valid (valid: none, optim)", (int)c->outer_shard);
+  if (c->outer_shard == HSR_RT_OUTER_OPTIM && c->strategy != HSR_RT_HYBRID)
+    return hsr_error(HSR_ERR_INVALID,
+                     "outer-shard optim splits the optimizer state over the replicas of hybrid; strategy %s has "
+                     "none (valid: --strategy hybrid with R > 1, or --outer-shard none)",
+                     hsr_rt_strategy_name(c->strategy));
   if (c->param_dtype != HSR_F32 && c->param_dtype != HSR_BF16)
     return hsr_error(HSR_ERR_INVALID, "param dtype %s is not supported (valid: f32, bf16)",
                      hsr_dtype_name(c->param_dtype));

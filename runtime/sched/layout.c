@@ -3,7 +3,9 @@
  * Each unit's parameters are laid end to end in registration order, each
  * offset rounded up to `align` elements; the unit length is padded to a
  * multiple of shards * align so that every shard is the same contiguous,
- * aligned slice [i*L/S, (i+1)*L/S). Parameters may straddle shards. */
+ * aligned slice [i*L/S, (i+1)*L/S). Parameters may straddle shards. With
+ * subshards P (the outer shard) every shard is cut again into P equal,
+ * aligned pieces: the padding is to shards * P * align. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +19,7 @@ typedef struct lunit {
 struct hsr_rt_layout {
   size_t align;
   int shards; /* 0 until finalized */
+  int parts;  /* pieces of each shard (>= 1) */
   lunit *units;
   int nunits, cap_units;
   hsr_rt_param_info *params;
@@ -31,6 +34,7 @@ hsr_status hsr_rt_layout_create(size_t align, hsr_rt_layout **out) {
   hsr_rt_layout *l = calloc(1, sizeof *l);
   if (!l) return hsr_error(HSR_ERR_NOMEM, "layout: out of memory");
   l->align = align;
+  l->parts = 1;
   *out = l;
   return HSR_OK;
 }
@@ -120,11 +124,24 @@ hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name,
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
+hsr_status hsr_rt_layout_set_subshards(hsr_rt_layout *l, int parts) {
+  if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
+  if (l->shards) return hsr_error(HSR_ERR_STATE, "layout: subshards set after the layout was fixed");
+  if (parts < 1 || parts > 1 << 20)
+    return hsr_error(HSR_ERR_INVALID, "layout: %d pieces per shard (valid: 1 to %d)", parts, 1 << 20);
+  l->parts = parts;
+  return HSR_OK;
+}
+
+int hsr_rt_layout_subshards(const hsr_rt_layout *l) { return l ? l->parts : 0; }
+
 hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards) {
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   if (l->shards) return hsr_error(HSR_ERR_STATE, "layout already finalized");
   if (shards < 1 || shards > 1 << 20)
     return hsr_error(HSR_ERR_INVALID, "layout: %d shards (valid: 1 to %d)", shards, 1 << 20);
+  if ((size_t)shards * (size_t)l->parts > (size_t)1 << 24)
+    return hsr_error(HSR_ERR_INVALID, "layout: %d shards x %d pieces is more than %d", shards, l->parts, 1 << 24);
   for (int u = 0; u < l->nunits; u++) {
     size_t off = 0;
     for (int i = 0; i < l->nparams; i++) {
@@ -133,8 +150,8 @@ hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards) {
       l->params[i].offset = off;
       off += l->params[i].numel;
     }
-    /* An empty unit still gets one aligned slot per shard so shards are never empty buffers. */
-    size_t q = (size_t)shards * l->align;
+    /* An empty unit still gets one aligned slot per piece so pieces are never empty buffers. */
+    size_t q = (size_t)shards * (size_t)l->parts * l->align;
     l->units[u].len = off ? round_up(off, q) : q;
   }
   l->shards = shards;
@@ -189,7 +206,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 uint64_t hsr_rt_layout_hash(const hsr_rt_layout *l) {
   uint64_t h = 0xcbf29ce484222325ull;
   if (!l) return h;
-  uint64_t hdr[3] = {l->align, (uint64_t)l->shards, (uint64_t)l->nunits};
+  uint64_t hdr[4] = {l->align, (uint64_t)l->shards, (uint64_t)l->nunits, (uint64_t)l->parts};
   h = fnv(h, hdr, sizeof hdr);
   for (int u = 0; u < l->nunits; u++) {
     h = fnv(h, l->units[u].name, strlen(l->units[u].name) + 1);

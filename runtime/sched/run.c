@@ -18,6 +18,7 @@ typedef struct run {
  * (stage 1's input and the slice; RETIRE returns the gradient stage 1 read). */
 static void **slot(run *r, const hsr_sched_action *a, hsr_sched_buf b, hsr_sched_red *e, void **acc) {
   if (b == HSR_SCHED_BUF_ACC_STAGE) return acc;
+  if (e && b == HSR_SCHED_BUF_OUTER_SLICE) return &e->oslice;
   if (e && (b == HSR_SCHED_BUF_REDUCE_STAGE || b == HSR_SCHED_BUF_SLICE))
     return b == HSR_SCHED_BUF_SLICE ? &e->slice : &e->send;
   if (e && b == HSR_SCHED_BUF_GRAD && a->op == HSR_SCHED_RETIRE) return &e->send;
@@ -48,7 +49,8 @@ static hsr_sched_red *entry(run *r, const hsr_sched_action *a) {
   int start = a->op != HSR_SCHED_RETIRE, at = start ? s->qs : 0;
   int ok = start ? s->qs < s->qn : s->qs > 0;
   hsr_sched_red *e = ok ? &s->q[at] : NULL;
-  if (!e || e->unit != a->unit || e->deferred != (start ? a->op == HSR_SCHED_DEFERRED_AR : a->deferred)) {
+  if (!e || e->unit != a->unit || e->deferred != (start ? a->op == HSR_SCHED_DEFERRED_AR : a->deferred) ||
+      e->outer != a->outer) {
     hsr_error(HSR_ERR_INTERNAL, "schedule: %s of unit %d, but the reduction queue holds %s %d",
               hsr_sched_op_name(a->op), a->unit, e ? "unit" : "none, unit", e ? e->unit : -1);
     return NULL;
@@ -214,7 +216,8 @@ hsr_status hsr_sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx) {
   hsr_status first = HSR_OK;
   while (s->qs > 0) {
     hsr_sched_red *e = &s->q[0];
-    hsr_sched_action a = {.op = HSR_SCHED_RETIRE, .unit = e->unit, .group = -1, .deferred = e->deferred};
+    hsr_sched_action a = {
+        .op = HSR_SCHED_RETIRE, .unit = e->unit, .group = -1, .deferred = e->deferred, .outer = e->outer};
     hsr_status st = one(r, &a);
     if (st != HSR_OK) {
       if (first == HSR_OK) first = st;

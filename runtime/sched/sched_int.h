@@ -6,10 +6,11 @@
 #include "schedule.h"
 
 typedef struct sunit {
-  size_t L, Ls;
+  size_t L, Ls, Lo, La; /* unit, shard, the rank's piece (outer shard: Ls / R), the accumulator */
   int is_root;
   hsr_sched_state state;
   int from_partial; /* GATHERING: the gather reads the partial slice */
+  int from_cast;    /* GATHERING: the gather reads a copy cast from the master (GATHER_IN) */
   int has_grad;     /* holds the full gradient buffer */
   int micro;        /* backward passes this step */
   int fwd_pos;      /* position in the recorded forward order, -1 if none */
@@ -22,6 +23,9 @@ typedef struct sunit {
 struct hsr_sched {
   hsr_rt_config cfg;
   int S, R, K, sharded_params, sharded_grads, in_flight;
+  int outer;           /* outer shard optim: master, m, v over 1/R of the shard */
+  int master_in_param; /* outer with f32 parameters: the master is the rank's piece of PARAM */
+  int gather_cast;     /* sharded, no outer shard, param dtype not f32: gathers read a cast copy */
   size_t pes, res;
   sunit *u;
   int nu;

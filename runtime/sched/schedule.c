@@ -29,6 +29,16 @@ hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt
     return hsr_error(HSR_ERR_INVALID, "schedule: K = %d does not divide S = %d", K, S);
   if (cfg->micro_batches < 1)
     return hsr_error(HSR_ERR_INVALID, "schedule: %d micro-batches (valid: >= 1)", cfg->micro_batches);
+  hsr_rt_sharding sh = hsr_rt_strategy_sharding(cfg->strategy);
+  int outer = cfg->outer_shard == HSR_RT_OUTER_OPTIM;
+  if (outer && (!sh.params || R < 2))
+    return hsr_error(HSR_ERR_INVALID, "schedule: outer shard optim needs sharded parameters and R > 1 (%s, R = %d)",
+                     hsr_rt_strategy_name(cfg->strategy), R);
+  if (outer && hsr_rt_layout_subshards(layout) != R)
+    return hsr_error(HSR_ERR_INVALID,
+                     "schedule: outer shard optim needs a layout cut into R = %d pieces per shard "
+                     "(it has %d)",
+                     R, hsr_rt_layout_subshards(layout));
   hsr_sched *s = calloc(1, sizeof *s);
   int nu = hsr_rt_layout_num_units(layout);
   if (s) {
@@ -43,9 +53,13 @@ hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt
   s->S = S;
   s->R = R;
   s->K = K;
-  hsr_rt_sharding sh = hsr_rt_strategy_sharding(cfg->strategy);
   s->sharded_params = sh.params;
   s->sharded_grads = sh.grads;
+  s->outer = outer;
+  s->master_in_param = outer && cfg->param_dtype == HSR_F32;
+  s->gather_cast = sh.params && !outer && cfg->param_dtype != HSR_F32;
+  /* rs_only sums whole slices over its micro-batches before the one reduce-scatter over R */
+  int acc_piece = outer && !(cfg->sync == HSR_RT_SYNC_RS_ONLY && cfg->micro_batches > 1);
   /* host: the reductions of the last two units stay in flight behind the
    * backward pass; CUDA: the reduce stream keeps them in flight instead */
   s->in_flight = cfg->device == HSR_DEVICE_CUDA ? 0 : 2;
@@ -56,6 +70,8 @@ hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt
     sunit *u = &s->u[i];
     u->L = hsr_rt_layout_unit_len(layout, i);
     u->Ls = hsr_rt_layout_shard_len(layout, i);
+    u->Lo = outer ? u->Ls / (size_t)R : u->Ls;
+    u->La = acc_piece ? u->Lo : u->Ls;
     u->is_root = is_root ? is_root[i] : 0;
     u->fwd_pos = -1;
     u->state = s->sharded_params ? HSR_SCHED_SHARDED : HSR_SCHED_FULL;
@@ -125,8 +141,10 @@ static void gather(hsr_sched *s, int ui) {
   a.group = part ? HSR_RT_GROUP_PARTIAL : HSR_RT_GROUP_SHARD;
   a.local = part ? s->K == 1 : s->S == 1;
   a.count = part ? u->L / (size_t)s->K : u->Ls;
+  a.cast = !part && !a.local && s->gather_cast;
   emit(s, a);
   u->from_partial = part;
+  u->from_cast = a.cast;
   u->state = HSR_SCHED_GATHERING;
   if (++s->live > s->live_peak) s->live_peak = s->live;
 }
@@ -138,8 +156,10 @@ static void gather_wait(hsr_sched *s, int ui) {
   a.group = u->from_partial ? HSR_RT_GROUP_PARTIAL : HSR_RT_GROUP_SHARD;
   a.local = u->from_partial ? s->K == 1 : s->S == 1;
   a.count = u->from_partial ? u->L / (size_t)s->K : u->Ls;
+  a.cast = u->from_cast;
   emit(s, a);
   u->from_partial = 0;
+  u->from_cast = 0;
   u->state = HSR_SCHED_FULL;
 }
 
@@ -250,12 +270,14 @@ static void push(hsr_sched *s, const hsr_sched_action *a) {
                                   .scatter = a->scatter,
                                   .local = a->local,
                                   .all_reduce = deferred || a->all_reduce,
+                                  .outer = a->outer,
                                   .count = a->count};
 }
 
 /* Stage 1 in the shard group: a reduce-scatter when gradients are sharded,
- * else an all-reduce in full; the replicate all-reduce follows unless
- * rs_only defers it to the last micro-batch. */
+ * else an all-reduce in full; the replicate stage follows unless rs_only
+ * defers it to the last micro-batch: an all-reduce of the slice, or (outer
+ * shard optim) its reduce-scatter over R. */
 static void reduce(hsr_sched *s, int ui) {
   hsr_sched_action a = act(HSR_SCHED_REDUCE, ui);
   a.group = HSR_RT_GROUP_SHARD;
@@ -263,6 +285,7 @@ static void reduce(hsr_sched *s, int ui) {
   a.scatter = s->sharded_grads;
   a.count = a.scatter ? s->u[ui].Ls : s->u[ui].L;
   a.all_reduce = s->R > 1 && !(s->cfg.sync == HSR_RT_SYNC_RS_ONLY && s->cfg.micro_batches > 1);
+  a.outer = a.all_reduce && s->outer;
   emit(s, a);
   s->u[ui].has_grad = 0;
   push(s, &a);
@@ -274,6 +297,7 @@ static void retire(hsr_sched *s, int keep) {
   while (s->qn - s->qd > keep) {
     hsr_sched_action a = act(HSR_SCHED_RETIRE, s->q[s->qd].unit);
     a.deferred = s->q[s->qd].deferred;
+    a.outer = s->q[s->qd].outer;
     emit(s, a);
     s->qd++;
   }
@@ -296,7 +320,8 @@ hsr_status hsr_sched_backward_end(hsr_sched *s, int ui, const hsr_sched_action *
       retire(s, 0); /* the accumulator must hold every micro-batch's slice */
       hsr_sched_action a = act(HSR_SCHED_DEFERRED_AR, ui);
       a.group = HSR_RT_GROUP_REPLICATE;
-      a.count = u->Ls;
+      a.outer = s->outer;
+      a.count = s->outer ? u->Lo : u->Ls; /* elements each rank receives */
       emit(s, a);
       push(s, &a);
     }
@@ -316,24 +341,32 @@ hsr_status hsr_sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
    * soon as the unit is updated, under the rest of the optimizer. */
   int first = s->norder > 0 ? s->order[0] : -1;
   int early = s->cfg.prefetch_step && s->cfg.prefetch > 0 && s->sharded_params && first >= 0;
-  int regather = !s->sharded_params && s->S > 1;
+  /* zero1/zero2 gather the full parameters back in the shard group; the
+   * outer shard gathers each shard back from its R pieces */
+  int regather = (!s->sharded_params && s->S > 1) || s->outer, waited = -1;
+  int rg = s->outer ? HSR_RT_GROUP_REPLICATE : HSR_RT_GROUP_SHARD;
   for (int k = -1; k < s->nu; k++) {
     int ui = k < 0 ? first : k;
     if (ui < 0 || (k >= 0 && ui == first)) continue;
     emit(s, act(HSR_SCHED_OPTIM, ui));
-    if (regather) {
-      hsr_sched_action a = act(HSR_SCHED_REGATHER, ui);
-      a.group = HSR_RT_GROUP_SHARD;
-      a.count = s->u[ui].Ls;
-      emit(s, a);
-    } else if (k < 0 && early && s->u[ui].state == HSR_SCHED_SHARDED && can_prefetch(s)) {
+    hsr_sched_action a = act(HSR_SCHED_REGATHER, ui);
+    a.group = rg;
+    a.count = s->outer ? s->u[ui].Lo : s->u[ui].Ls;
+    if (regather) emit(s, a);
+    if (k < 0 && early && s->u[ui].state == HSR_SCHED_SHARDED && can_prefetch(s)) {
+      if (regather) { /* the next forward's gather reads the shard the outer gather rebuilds */
+        a.op = HSR_SCHED_REGATHER_WAIT;
+        emit(s, a);
+        waited = ui;
+      }
       gather(s, ui);
     }
   }
   for (int i = 0; regather && i < s->nu; i++) {
+    if (i == waited) continue;
     hsr_sched_action a = act(HSR_SCHED_REGATHER_WAIT, i);
-    a.group = HSR_RT_GROUP_SHARD;
-    a.count = s->u[i].Ls;
+    a.group = rg;
+    a.count = s->outer ? s->u[i].Lo : s->u[i].Ls;
     emit(s, a);
   }
   /* Like the re-gathers, the step-end prefetch completes before the step
@@ -365,10 +398,10 @@ hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n)
 
 /* ---- buffers ---- */
 hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b) {
-  static const hsr_mem_cat cat[HSR_SCHED_BUF_COUNT] = {HSR_MEM_MASTER,        HSR_MEM_MOMENT_M,    HSR_MEM_MOMENT_V,
-                                                       HSR_MEM_GRAD_SHARD,    HSR_MEM_PARAM_SHARD, HSR_MEM_FULL_UNIT,
-                                                       HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF,      HSR_MEM_STAGING,
-                                                       HSR_MEM_AR_BUF,        HSR_MEM_STAGING};
+  static const hsr_mem_cat cat[HSR_SCHED_BUF_COUNT] = {
+      HSR_MEM_MASTER,    HSR_MEM_MOMENT_M,      HSR_MEM_MOMENT_V, HSR_MEM_GRAD_SHARD, HSR_MEM_PARAM_SHARD,
+      HSR_MEM_FULL_UNIT, HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF,   HSR_MEM_STAGING,    HSR_MEM_AR_BUF,
+      HSR_MEM_STAGING,   HSR_MEM_STAGING,       HSR_MEM_AR_BUF};
   return b >= 0 && b < HSR_SCHED_BUF_COUNT ? cat[b] : HSR_MEM_STAGING;
 }
 
@@ -379,10 +412,12 @@ size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
   switch (b) {
   case HSR_SCHED_BUF_MASTER:
   case HSR_SCHED_BUF_MOMENT_M:
-  case HSR_SCHED_BUF_MOMENT_V:
+  case HSR_SCHED_BUF_MOMENT_V: n = u->Lo * 4; break;
   case HSR_SCHED_BUF_GRAD_SHARD:
-  case HSR_SCHED_BUF_ACC_STAGE: n = u->Ls * 4; break;
+  case HSR_SCHED_BUF_ACC_STAGE: n = u->La * 4; break;
   case HSR_SCHED_BUF_PARAM: n = (s->sharded_params ? u->Ls : u->L) * s->pes; break;
+  case HSR_SCHED_BUF_GATHER_IN: n = u->Ls * s->pes; break;
+  case HSR_SCHED_BUF_OUTER_SLICE: n = u->Lo * s->res; break;
   case HSR_SCHED_BUF_FULL: n = u->L * s->pes; break;
   case HSR_SCHED_BUF_PARTIAL: n = s->K ? u->L / (size_t)s->K * s->pes : 0; break;
   case HSR_SCHED_BUF_GRAD: n = u->L * 4; break;
@@ -403,10 +438,15 @@ hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_
   int u = a->unit, staged = s->cfg.reduce_dtype != HSR_F32;
   switch (a->op) {
   case HSR_SCHED_SETUP:
-    for (int b = HSR_SCHED_BUF_MASTER; b <= HSR_SCHED_BUF_PARAM; b++) op(s, 1, (hsr_sched_buf)b, u, out, n);
+    for (int b = HSR_SCHED_BUF_MASTER; b <= HSR_SCHED_BUF_PARAM; b++)
+      if (hsr_sched_holds(s, (hsr_sched_buf)b)) op(s, 1, (hsr_sched_buf)b, u, out, n);
     break;
-  case HSR_SCHED_GATHER: op(s, 1, HSR_SCHED_BUF_FULL, u, out, n); break;
+  case HSR_SCHED_GATHER:
+    if (a->cast) op(s, 1, HSR_SCHED_BUF_GATHER_IN, u, out, n);
+    op(s, 1, HSR_SCHED_BUF_FULL, u, out, n);
+    break;
   case HSR_SCHED_WAIT:
+    if (a->cast) op(s, 0, HSR_SCHED_BUF_GATHER_IN, u, out, n);
     if (a->partial) op(s, 0, HSR_SCHED_BUF_PARTIAL, u, out, n);
     break;
   case HSR_SCHED_RESHARD:
@@ -421,8 +461,12 @@ hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_
       op(s, 0, HSR_SCHED_BUF_GRAD, u, out, n);
     }
     op(s, 1, HSR_SCHED_BUF_SLICE, u, out, n);
+    if (a->outer) op(s, 1, HSR_SCHED_BUF_OUTER_SLICE, u, out, n);
     break;
-  case HSR_SCHED_DEFERRED_AR: op(s, 1, HSR_SCHED_BUF_SLICE, u, out, n); break;
+  case HSR_SCHED_DEFERRED_AR:
+    op(s, 1, HSR_SCHED_BUF_SLICE, u, out, n);
+    if (a->outer) op(s, 1, HSR_SCHED_BUF_OUTER_SLICE, u, out, n);
+    break;
   case HSR_SCHED_RETIRE:
     if (!a->deferred) {
       if (staged) {
@@ -432,6 +476,7 @@ hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_
       op(s, 0, staged ? HSR_SCHED_BUF_REDUCE_STAGE : HSR_SCHED_BUF_GRAD, u, out, n);
     }
     op(s, 0, HSR_SCHED_BUF_SLICE, u, out, n);
+    if (a->outer) op(s, 0, HSR_SCHED_BUF_OUTER_SLICE, u, out, n);
     break;
   case HSR_SCHED_GRAD_ZERO:
     if (a->free_grad) op(s, 0, HSR_SCHED_BUF_GRAD, u, out, n);
@@ -440,6 +485,17 @@ hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_
   }
   return HSR_OK;
 }
+
+int hsr_sched_holds(const hsr_sched *s, hsr_sched_buf b) {
+  if (!s || b < HSR_SCHED_BUF_MASTER || b > HSR_SCHED_BUF_PARAM) return 0;
+  if (b == HSR_SCHED_BUF_MASTER) return !s->master_in_param;
+  if (b == HSR_SCHED_BUF_PARAM) return !s->sharded_params || s->outer;
+  return 1;
+}
+
+size_t hsr_sched_piece_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].Lo : 0; }
+size_t hsr_sched_acc_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].La : 0; }
+int hsr_sched_outer(const hsr_sched *s) { return s ? s->outer : 0; }
 
 /* ---- getters ---- */
 int hsr_sched_in_flight(const hsr_sched *s) { return s ? s->in_flight : 0; }

@@ -17,8 +17,18 @@
  *   backward_begin  [GATHER] [WAIT] [GRAD_BUF]  prefetch: GATHER of the previous units
  *   backward_end    [RELEASE] [REDUCE] [RETIRE... DEFERRED_AR] PROGRESS RETIRE...
  *   step            RETIRE... NORM, then per unit (the next forward's first
- *                   unit first) OPTIM and [REGATHER | GATHER]; REGATHER_WAIT...
+ *                   unit first) OPTIM and [REGATHER] [REGATHER_WAIT GATHER];
+ *                   REGATHER_WAIT...
  *   zero_grad       RETIRE... GRAD_ZERO per unit
+ *
+ * Outer shard optim (hybrid, HFSDP): a unit's master, m and v cover 1/R of
+ * its shard (the piece at the rank's replicate index); stage 2 of a
+ * reduction is a reduce-scatter over R into that piece instead of the
+ * all-reduce of the whole slice; the step's REGATHER is the all-gather over
+ * R of the updated pieces into the parameter shard, which the next
+ * forward's gathers read. Sharded strategies without it keep no parameter
+ * shard beside the f32 master (FSDP2's footprint): a gather reads the
+ * master, or a copy cast from it into a transient buffer (bf16).
  *
  * Every decision depends on program order only, never on timing, so every
  * rank issues the same collectives in the same order and a prediction from
@@ -57,12 +67,15 @@ typedef enum hsr_sched_op {
   HSR_SCHED_RELEASE,     /* after backward: the full buffer goes back, the unit is SHARDED */
   HSR_SCHED_GRAD_BUF,    /* the full f32 gradient buffer (zeroed) that backward accumulates into */
   HSR_SCHED_REDUCE,      /* start a reduction: stage 1 in the shard group, then (all_reduce) the replicate group */
-  HSR_SCHED_DEFERRED_AR, /* rs_only, last micro-batch: one replicate all-reduce of the accumulated slice */
+  HSR_SCHED_DEFERRED_AR, /* rs_only, last micro-batch: one replicate all-reduce of the accumulated slice
+                            (outer shard optim: one reduce-scatter over R) */
   HSR_SCHED_PROGRESS,    /* move queued reductions on without blocking */
   HSR_SCHED_RETIRE,      /* complete the oldest reduction, accumulate its slice, return its buffers */
   HSR_SCHED_NORM,        /* global gradient norm and clip factor */
   HSR_SCHED_OPTIM,       /* AdamW on the unit's local slice */
-  HSR_SCHED_REGATHER,    /* zero1/zero2: start the all-gather of the updated slices, in place */
+  HSR_SCHED_REGATHER,    /* start the all-gather of the updated slices, in place: zero1/zero2 over the shard
+                            group into the full parameters, outer shard optim over the replicate group into
+                            the parameter shard */
   HSR_SCHED_REGATHER_WAIT,
   HSR_SCHED_GRAD_ZERO, /* zero the gradient accumulator; free_grad: the full gradient buffer goes back */
   HSR_SCHED_OP_COUNT
@@ -76,6 +89,8 @@ typedef struct hsr_sched_action {
   size_t count;   /* elements each rank contributes (gathers); stage 1 of REDUCE: elements reduced;
                    RESHARD: elements kept (0 unless partial) */
   int partial;    /* GATHER / WAIT: from the partial slice; RESHARD: keeps one */
+  int cast;       /* GATHER / WAIT: the input is a copy of the master cast to the param dtype (GATHER_IN) */
+  int outer;      /* REDUCE, DEFERRED_AR: the replicate stage is a reduce-scatter over R (outer shard optim) */
   int scatter;    /* REDUCE: stage 1 is a reduce-scatter (sharded gradients), else an all-reduce in full */
   int all_reduce; /* REDUCE: the replicate all-reduce follows stage 1 */
   int deferred;   /* RETIRE: the entry is a DEFERRED_AR (its slice replaces the accumulator) */
@@ -83,18 +98,25 @@ typedef struct hsr_sched_action {
 } hsr_sched_action;
 
 /* Buffer kinds, each with its ledger category and size per unit. */
+/* Lo = Ls / R with the outer shard (the rank's piece of its shard), else Ls;
+ * La, the accumulator: Lo, except Ls for rs_only with micro-batches (its
+ * micro-batches sum whole slices before the one reduce-scatter over R). */
 typedef enum hsr_sched_buf {
-  HSR_SCHED_BUF_MASTER = 0,   /* f32 master slice: Ls x 4 */
-  HSR_SCHED_BUF_MOMENT_M,     /* Ls x 4 */
-  HSR_SCHED_BUF_MOMENT_V,     /* Ls x 4 */
-  HSR_SCHED_BUF_GRAD_SHARD,   /* f32 gradient accumulator: Ls x 4 */
-  HSR_SCHED_BUF_PARAM,        /* parameters: the shard (Ls) when sharded, else the whole unit (L); param dtype */
+  HSR_SCHED_BUF_MASTER = 0,   /* f32 master: Lo x 4 (outer shard optim with f32 parameters: none, the
+                                 master is the rank's piece of PARAM) */
+  HSR_SCHED_BUF_MOMENT_M,     /* Lo x 4 */
+  HSR_SCHED_BUF_MOMENT_V,     /* Lo x 4 */
+  HSR_SCHED_BUF_GRAD_SHARD,   /* f32 gradient accumulator: La x 4 */
+  HSR_SCHED_BUF_PARAM,        /* parameters in the param dtype: the whole unit (L) when unsharded, the shard
+                                 (Ls) with the outer shard; sharded without it: none (the master is the shard) */
   HSR_SCHED_BUF_FULL,         /* a gathered unit: L x param dtype */
   HSR_SCHED_BUF_PARTIAL,      /* the slice kept after forward: L/K x param dtype */
   HSR_SCHED_BUF_GRAD,         /* the full f32 gradient: L x 4 */
   HSR_SCHED_BUF_REDUCE_STAGE, /* reduce-dtype copy of the full gradient: L x reduce dtype */
   HSR_SCHED_BUF_SLICE,        /* the reduced slice, all-reduced in place: Ls x reduce dtype */
-  HSR_SCHED_BUF_ACC_STAGE,    /* f32 copy of a reduce-dtype slice before it is accumulated: Ls x 4 */
+  HSR_SCHED_BUF_ACC_STAGE,    /* f32 copy of a reduce-dtype result before it is accumulated: La x 4 */
+  HSR_SCHED_BUF_GATHER_IN,    /* a gather's input cast from the master (bf16, no outer shard): Ls x param dtype */
+  HSR_SCHED_BUF_OUTER_SLICE,  /* the reduce-scatter over R's result (outer shard optim): Lo x reduce dtype */
   HSR_SCHED_BUF_COUNT
 } hsr_sched_buf;
 
@@ -131,15 +153,19 @@ hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n)
 
 /* The buffers an action takes and returns, in the order it does so (at most
  * HSR_SCHED_MAX_BUFOPS):
- *   SETUP        get MASTER, MOMENT_M, MOMENT_V, GRAD_SHARD, PARAM
- *   GATHER       get FULL                  WAIT      put PARTIAL (if partial)
+ *   SETUP        get MASTER (unless it is a piece of PARAM), MOMENT_M, MOMENT_V,
+ *                GRAD_SHARD, PARAM (unless sharded without the outer shard)
+ *   GATHER       get GATHER_IN (if cast), get FULL
+ *   WAIT         put GATHER_IN (if cast), put PARTIAL (if partial)
  *   RESHARD      get PARTIAL (if partial), put FULL
  *   RELEASE      put FULL                  GRAD_BUF  get GRAD
  *   REDUCE       reduce dtype not f32: get REDUCE_STAGE, put GRAD; then get SLICE
- *                (f32: the gradient buffer itself is what stage 1 reads)
- *   DEFERRED_AR  get SLICE
+ *                (f32: the gradient buffer itself is what stage 1 reads); get
+ *                OUTER_SLICE (if outer)
+ *   DEFERRED_AR  get SLICE, get OUTER_SLICE (if outer)
  *   RETIRE       not deferred: reduce dtype not f32: get ACC_STAGE, put ACC_STAGE;
- *                then put what stage 1 read (REDUCE_STAGE or GRAD); put SLICE
+ *                then put what stage 1 read (REDUCE_STAGE or GRAD); put SLICE;
+ *                put OUTER_SLICE (if the entry is outer)
  *   GRAD_ZERO    put GRAD (if free_grad)
  * the others none. */
 hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n);
@@ -147,6 +173,17 @@ hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b);
 /* Bytes of a buffer of unit u, as the pool hands it out (an empty one is a
  * 64-byte block). */
 size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit);
+
+/* The persistent buffers (SETUP's) a unit holds: 1 for b in MASTER .. PARAM
+ * when SETUP takes it. */
+int hsr_sched_holds(const hsr_sched *s, hsr_sched_buf b);
+/* Elements of the rank's piece of unit u's shard (Lo) and of its gradient
+ * accumulator (La); the optimizer's master, m, v and gradient cover them
+ * (the accumulator's first Lo elements when La = Ls). */
+size_t hsr_sched_piece_len(const hsr_sched *s, int unit);
+size_t hsr_sched_acc_len(const hsr_sched *s, int unit);
+/* Outer shard optim in effect (hybrid with cfg.outer_shard = optim). */
+int hsr_sched_outer(const hsr_sched *s);
 
 /* Pure decisions on their own. */
 /* What forward_end does to the unit: NONE for unsharded strategies and for
@@ -186,11 +223,13 @@ typedef struct hsr_sched_red {
   int deferred;       /* rs_only's DEFERRED_AR: its slice replaces the accumulator */
   int scatter, local; /* REDUCE: stage 1 is a reduce-scatter / its group has one rank (no collective) */
   int all_reduce;     /* stage 2 (the replicate all-reduce of the slice) follows stage 1 */
+  int outer;          /* stage 2 (and a deferred one) is a reduce-scatter over R of the slice into oslice */
   size_t count;       /* stage 1: elements each rank contributes (REDUCE's count) */
   int stage;          /* 0 not started, 1 shard group, 2 replicate group */
   int done;           /* every stage has completed */
   void *send;         /* what stage 1 reads: the gradient, or its reduce-dtype copy */
   void *slice;        /* Ls (reduce dtype): stage 1's result, all-reduced in place by stage 2 */
+  void *oslice;       /* Lo (reduce dtype): outer: stage 2's result (the rank's piece of the slice) */
   void *h;            /* the executor's handle of the stage's collective in flight (NULL: none) */
   uint64_t t0;        /* the executor's: when that stage was posted */
 } hsr_sched_red;
@@ -217,12 +256,14 @@ typedef struct hsr_sched_exec {
    * copy r->send. stage1: post stage 1 (a local one: nothing to post).
    * stage1_done: stage 1 has completed (where it left the result in
    * r->send, the slice is copied out). stage2: post the replicate all-reduce
-   * of r->slice. deferred_ar: DEFERRED_AR's all-reduce of the accumulated
-   * slice (into r->slice). test: whether r->h has completed, releasing it
+   * of r->slice (r->outer: its reduce-scatter over R into r->oslice).
+   * deferred_ar: DEFERRED_AR's all-reduce of the accumulated slice (into
+   * r->slice; r->outer: its reduce-scatter into r->oslice). test: whether r->h has completed, releasing it
    * when it has (NULL: PROGRESS moves nothing; the device's streams order
    * the stages). wait: completes and releases r->h (NULL: no host wait).
-   * accumulate: RETIRE, the slice into the unit's accumulator (stage: an f32
-   * staging buffer when the reduce dtype is not f32, else NULL). */
+   * accumulate: RETIRE, the slice (r->outer: oslice) into the unit's
+   * accumulator (stage: an f32 staging buffer when the reduce dtype is not
+   * f32, else NULL). */
   hsr_status (*stage_cast)(void *ctx, hsr_sched_red *r, void *grad);
   hsr_status (*stage1)(void *ctx, hsr_sched_red *r);
   hsr_status (*stage1_done)(void *ctx, hsr_sched_red *r);

@@ -48,14 +48,14 @@ nth() { # prog phase nodes -> N
   case "$1:$2:$3" in
     train:all_gather:*) echo 100 ;; train:reduce_scatter:*) echo 50 ;;
     train:all_reduce:1) echo 20 ;; train:all_reduce:2) echo 50 ;;
-    train:step:*) echo 10 ;; train:ckpt_save:*) echo 2 ;;
+    train:step:*) echo 10 ;; train:ckpt_save:*) echo 2 ;; train:ckpt_async:*) echo 2 ;;
     bench:*) echo 200 ;;
   esac
 }
 for l in mpirun srun; do
   for nodes in 1 2; do
     for act in kill stop; do
-      for ph in all_gather reduce_scatter all_reduce step ckpt_save; do
+      for ph in all_gather reduce_scatter all_reduce step ckpt_save ckpt_async; do
         v=1; [ "$nodes" = 2 ] && [ "$ph" = all_reduce -o "$ph" = step ] && v=2
         add train "$ph" "$act" "$(nth train $ph $nodes)" "$v" "$l" "$nodes"
       done
@@ -69,7 +69,8 @@ for l in mpirun srun; do
 done
 # the CTest subset (tests/faults.cmake)
 quick_set=" train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-stop-reduce_scatter-mpirun-2n "
-quick_set+="train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-sleep:2-all_gather-mpirun-2n "
+quick_set+="train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-kill-ckpt_async-mpirun-2n "
+quick_set+="train-stop-ckpt_async-mpirun-1n train-sleep:2-all_gather-mpirun-2n "
 quick_set+="train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n "
 
 pick=()
@@ -124,6 +125,8 @@ run_one() {
   if [ "$prog" = train ]; then
     args=(train --steps 60 --no-progress)
     [ "$phase" = ckpt_save ] && args+=(--ckpt "$d/ckpt" --save-every 5)
+    # the background writer's HSR_FAULT point (between its data and the agreement) while the training goes on
+    [ "$phase" = ckpt_async ] && args+=(--ckpt "$d/ckpt" --save-every 5 --async-save)
   else
     args=(bench "$phase" -b 1M -e 1M -n 300 -w 5)
   fi
@@ -131,7 +134,9 @@ run_one() {
   limit=$(awk -v t="$tmo" 'BEGIN {print int(t + 30)}')
   local t0 t1 rc
   t0=$EPOCHREALTIME
-  HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$phase:$n:$act" \
+  local hook=$phase
+  [ "$phase" = ckpt_async ] && hook=ckpt_save
+  HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
     timeout -k 5 "$limit" "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" \
     > "$d/launcher.log" 2>&1 < /dev/null
   rc=$?
