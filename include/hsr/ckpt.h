@@ -121,7 +121,8 @@ typedef struct hsr_ckpt_stats {
   double background_seconds; /* save: its data, agreements and commit on this rank (hsr_ckpt_wait) */
   uint64_t exchanged_bytes;  /* load: bytes this rank received from the other replicas of its shard */
   int readers;               /* load: ranks that read each saved byte: 1 when the R replicas split the reads and
-                                exchange them, R when each read its whole shard (HSR_CKPT_EXCHANGE) */
+                                exchange them (or with the outer shard, where one rank holds each piece), R when
+                                each reads its whole shard (HSR_CKPT_EXCHANGE=off) */
 } hsr_ckpt_stats;
 
 /* Saves the engine's state (fp32 master weights, moments m and v, step,

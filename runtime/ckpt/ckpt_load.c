@@ -38,6 +38,7 @@ typedef struct load_ctx {
   hsr_ckpt *c;
   int *map;                 /* layout parameter -> checkpoint tensor */
   int rep, sh, parts, part; /* parts ranks (its replicate group) hold this rank's shard alike */
+  int alike;                /* that count before HSR_CKPT_EXCHANGE=off: 1 with the outer shard */
   ckpt_piece *pc;           /* this rank's part of it */
   int np;
   uint64_t pbytes;
@@ -206,11 +207,12 @@ static hsr_status install_sink(void *ctx, ckpt_span *s, uint64_t pos, const void
 static hsr_status place(load_ctx *x) {
   const rt_state_info *in = &x->in;
   HSR_CHECK(hsr_mesh_coords(in->mesh, in->rank, &x->rep, &x->sh));
-  x->parts = 1, x->part = 0;
+  x->parts = 1, x->part = 0, x->alike = 1;
   if (in->nunits > 0) {
     rt_state_range r;
     HSR_CHECK(rt_state_range_at(x->rt, 0, RT_STATE_MASTER, x->rep, x->sh, &r));
     x->parts = r.parts, x->part = r.part;
+    x->alike = r.parts;
   }
   if (x->parts > 1 && (x->parts != in->R || x->part != x->rep || hsr_comm_size(in->rep) != x->parts ||
                        hsr_comm_rank(in->rep) != x->part))
@@ -412,7 +414,7 @@ static void fill_stats(const load_ctx *x, double t0, hsr_ckpt_stats *s) {
   s->staging_bytes = (x->buf ? x->alloc : 0) + (x->hold ? x->pbytes : 0) + x->slot_bytes;
   s->reads = x->hold ? 1 : 2;
   s->exchanged_bytes = x->exchanged;
-  s->readers = x->parts > 1 ? 1 : x->in.R;
+  s->readers = x->parts > 1 ? 1 : x->alike; /* the outer shard: one rank holds each piece */
   s->waited_step = -1;
 }
 

@@ -117,7 +117,8 @@ hsr_status rt_state_installed(hsr_rt *rt) {
 
 hsr_status rt_state_regather(hsr_rt *rt) {
   int rep = rt->outer;
-  if ((rt->sh.params && !rep) || (!rep && rt->S == 1)) return HSR_OK;
+  /* the load's exchange has counted too: the snapshot below is taken on every path */
+  if ((rt->sh.params && !rep) || (!rep && rt->S == 1)) return rt_snapshot_counts(rt, NULL);
   hsr_comm *c = rep ? rt->rep_c : rt->shard_c;
   HSR_CHECK(rt_dev_join(rt->dv, GS(rt), CS(rt)));
   HSR_CHECK(rt_dev_use(rt->dv, c, GS(rt)));
