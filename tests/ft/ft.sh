@@ -21,7 +21,7 @@
 #                  the difference (exit 2); the running groups are not disturbed
 #   coord3         a 3-member etcd: one member killed changes nothing; a second one
 #                  killed (no quorum): the groups stop with a clear message, group 0
-#                  saves a checkpoint of the last committed step
+#                  saves a checkpoint of the last committed step (in the background: --async-save)
 #   resume         every group stopped after 30 steps (the smallest id saved), all
 #                  restarted with --resume latest: on from step 30, the reference's
 #   hsr_run        2 groups given no --coordinator: hsr-run starts one coordinator on
@@ -242,7 +242,8 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')
   for i in 1 2 3; do wait_file "$T/m$i.addr" 60 || FAIL "member m$i did not come up: $(tail -5 "$T/m$i.coord")"; done
   ADDR="127.0.0.1:$c1,127.0.0.1:$c2,127.0.0.1:$c3"
   mkdir "$T/ck"
-  group g0 0 -- --ckpt "$T/ck"; group g1 1 --; group g2 2 --
+  # the saver saves in the background (--async-save): its last save commits before it exits
+  group g0 0 -- --ckpt "$T/ck" --async-save --save-every 40; group g1 1 --; group g2 2 --
   wait_step "$T/g0.log" 50 120 || FAIL "the groups did not start"
   kill -KILL "$(cat "$T/m1.pid")" # one member of three: nothing changes
   wait_step "$T/g0.log" 150 120 || FAIL "training stopped after losing one etcd member of three"
@@ -257,6 +258,7 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')
   last=$(tail -1 "$T/g0.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["step"])')
   [ "$s" = "$last" ] || FAIL "the checkpoint is of step $s, the last committed step is $last"
   "$hsr" ckpt verify "$T/ck" >/dev/null || FAIL "the checkpoint does not verify"
+  grep -qx "step-0*$s" "$T/ck/latest" || FAIL "latest names $(cat "$T/ck/latest"), not the checkpoint of step $s"
   ! grep -q "saved the checkpoint" "$T/g1.out" "$T/g2.out" || FAIL "a group other than the smallest id saved"
   # a group that could not read the last vote stops without its step (another may have applied it and
   # stopped too): the checkpoint is of the saver's last committed step; the groups agree up to the
