@@ -8,6 +8,8 @@
 
 #include "ft_int.h"
 
+#define WATCH_DEADLINE_S 3.0
+
 struct hsr_ft_coord {
   ft_etcd *e;
   int64_t rev; /* the store's revision last read */
@@ -43,6 +45,10 @@ hsr_status hsr_ft_coord_open(const char *addr, const char *token, double timeout
     free(c);
     return st;
   }
+  /* from here on each watch's request is bounded by one try per member, not
+   * by the start's wait: an etcd without quorum answers nothing, and the
+   * coordinator must still stop promptly on a signal */
+  ft_etcd_set_deadline(c->e, WATCH_DEADLINE_S);
   if (version) snprintf(version, n, "%s", v);
   *out = c;
   return HSR_OK;

@@ -129,7 +129,8 @@ HSR_API hsr_status hsr_ft_coord_open(const char *addr, const char *token, double
                                      char *version, size_t n);
 /* Waits up to wait_s for the quorum to change; *changed and a line saying
  * what it is now ("epoch 3, 57 steps done: replicas 0,2; joining 1 (healer 0)");
- * *groups: the replica groups registered now. */
+ * *groups: the replica groups registered now. An etcd that answers nothing
+ * (no quorum) fails it within about wait_s + 6 s. */
 HSR_API hsr_status hsr_ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n);
 HSR_API void hsr_ft_coord_close(hsr_ft_coord *c);
 

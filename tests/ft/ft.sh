@@ -47,8 +47,15 @@ cleanup() {
   for p in "${pids[@]}"; do for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; done
   for p in "${coords[@]}"; do kill -TERM "$p" 2>/dev/null; done
   for p in "${coords[@]}"; do for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done; done
+  for p in "${coords[@]}"; do # a coordinator stops promptly on SIGTERM, its etcd's quorum lost or not
+    kill -0 "$p" 2>/dev/null || continue
+    echo "ft.sh: FAIL: hsr coordinator $p still runs 10 s after SIGTERM"
+    kill -KILL "$p" 2>/dev/null
+    fail=1
+  done
   [ "$fail" = 0 ] || for f in "$T"/*.out; do echo "---- $f"; grep -v '^  \|^persist\|^trans\|^runtime\|^total\|^buffers\|^engine\|^all-g\|^commun\|^bytes\|^categ\|^throughput\|^time per\|^ledger' "$f" | tail -25; done
   rm -rf "$T"
+  [ "$fail" = 0 ] || exit 1
 }
 trap cleanup EXIT
 
