@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -55,7 +54,7 @@ static void usage(const char *prog) {
          "Sizes are nccl-tests': the gathered size for all_gather and reduce_scatter (count is per rank).\n"
          "algbw = size / time; busbw = algbw x (n-1)/n (all_gather, reduce_scatter), 2(n-1)/n (all_reduce),\n"
          "1 (broadcast). Exit status: 0 ok, 1 failure (an operation failed or timed out), 2 bad usage or\n"
-         "sizes that do not fit in memory or /dev/shm, %d wrong results, %d below the minimum bandwidth.\n",
+         "sizes that do not fit in memory, %d wrong results, %d below the minimum bandwidth.\n",
          prog, prog, prog, BC_EXIT_MIN_BW, BC_EXIT_WRONG, BC_EXIT_MIN_BW);
 }
 
@@ -251,8 +250,9 @@ static int check_opts(const char *cmd, bc_opts *o) {
                                o->shard);
   if ((o->given & BC_GIVEN_PARTIAL) && !partial)
     return hsr_cli_usage_error(cmd, "--partial %ld has no effect without --group partial", o->partial);
-  hsr_status pst = o->json ? hsr_path_check_write("-J", o->json) : HSR_OK;
-  if (pst == HSR_OK && o->plot) pst = hsr_path_check_write("--plot", o->plot);
+  hsr_status pst = o->json ? hsr_path_check_output("-J", o->json) : HSR_OK;
+  if (pst == HSR_OK && o->plot) pst = hsr_path_check_output("--plot", o->plot);
+  if (pst == HSR_OK) pst = hsr_path_check_distinct("-J", o->json, "--plot", o->plot);
   if (pst != HSR_OK) return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
   note_ignored(cmd, o);
   if (o->factor == 0 && o->stepb == 0) return hsr_cli_usage_error(cmd, "-i must be at least 1 byte");
@@ -365,39 +365,27 @@ static int check_job(const char *cmd, bc_opts *o, hsr_boot *boot) {
 static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
 
 static double mem_available(void) {
-  FILE *f = fopen("/proc/meminfo", "r");
-  char line[256];
-  double kb = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-  if (f) fclose(f);
-  return kb < 0 ? -1 : kb * 1024;
+  uint64_t b = 0;
+  return hsr_sys_mem_available(&b) == HSR_OK ? (double)b : -1;
 }
 
 /* Every rank of this host holds two buffers of the largest size per group
- * kind: in /dev/shm when registered (-R 1), in memory either way (malloc
- * buffers are also staged through /dev/shm). Refused up front when that
- * does not fit; rank 0 measures and decides for all. */
+ * kind and a staging copy (registered buffers, -R 1, are node-shared memfds:
+ * memory like the rest, whatever /dev/shm's size). Refused up front when
+ * that does not fit in this host's memory, or its memory cgroup's; rank 0
+ * measures and decides for all. */
 static int check_fit(const char *cmd, const bc_opts *o, hsr_boot *boot) {
   int n = hsr_boot_size(boot), me = hsr_boot_rank(boot), host = 0;
   for (int r = 0; r < n; r++) host += !strcmp(hsr_boot_hostname_of(boot, r), hsr_boot_hostname(boot));
   char msg[400] = "";
   if (me == 0) {
-    double buf = (double)o->maxb + 4096, k = o->nkinds, shm_need = host * k * (o->comm_mem ? 2 : 1) * buf;
-    double mem_need = host * k * (o->comm_mem ? 2 : 3) * buf, mem = mem_available(), shm = -1;
-    struct statvfs sv;
-    if (statvfs("/dev/shm", &sv) == 0) shm = (double)sv.f_bavail * (double)sv.f_frsize;
+    double buf = (double)o->maxb + 4096, k = o->nkinds;
+    double mem_need = host * k * (o->comm_mem ? 2 : 3) * buf, mem = mem_available();
     const char *what = o->comm_mem ? "registered buffers" : "buffers, staged";
-    if (shm >= 0 && shm_need > 0.9 * shm)
-      snprintf(msg, sizeof msg,
-               "-e %zu does not fit: it needs %.2f GiB of /dev/shm on host %s (%d ranks x %d group kind%s x %s of "
-               "%.2f GiB), /dev/shm has %.2f GiB available",
-               o->maxb, gib(shm_need), hsr_boot_hostname(boot), host, o->nkinds, o->nkinds > 1 ? "s" : "",
-               o->comm_mem ? "2 registered buffers" : "1 staging buffer", gib(buf), gib(shm));
-    else if (mem >= 0 && mem_need > 0.9 * mem)
+    if (mem >= 0 && mem_need > 0.9 * mem)
       snprintf(msg, sizeof msg,
                "-e %zu does not fit: it needs %.2f GiB of memory on host %s (%d ranks x %d group kind%s, %s of "
-               "%.2f GiB), %.2f GiB is available",
+               "%.2f GiB), %.2f GiB is available (this host's, or its memory cgroup's)",
                o->maxb, gib(mem_need), hsr_boot_hostname(boot), host, o->nkinds, o->nkinds > 1 ? "s" : "", what,
                gib(buf), gib(mem));
   }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "bench_coll.h"
+#include "cli.h"
 #include "hsr/config.h"
 
 extern char **environ;
@@ -296,11 +297,9 @@ hsr_status bc_json_write(const bc_ctx *x, const bc_row *rows, int nrows, long lo
   cJSON_AddItemToObject(j, "hsr", hsr_json(x));
   char *txt = cJSON_Print(j);
   cJSON_Delete(j);
-  FILE *f = txt ? fopen(o->json, "w") : NULL;
-  int ok = f && fputs(txt, f) >= 0 && fputc('\n', f) != EOF;
-  if (f && fclose(f) != 0) ok = 0;
+  hsr_status st = hsr_cli_write_text("-J", o->json, txt);
   free(txt);
-  return ok ? HSR_OK : hsr_error(HSR_ERR_IO, "cannot write the JSON file '%s'", o->json);
+  return st;
 }
 
 /* ---- plot -------------------------------------------------------------------------- */
@@ -322,8 +321,9 @@ int bc_have_gnuplot(void) {
  * cycle, as gnuplot data blocks. */
 hsr_status bc_plot(const bc_ctx *x, const bc_row *rows, int nrows) {
   const bc_opts *o = x->o;
-  FILE *gp = popen("gnuplot", "w");
-  if (!gp) return hsr_error(HSR_ERR_SYSTEM, "--plot: cannot start gnuplot");
+  hsr_cli_plot pl;
+  HSR_CHECK(hsr_cli_plot_open(&pl, "--plot", o->plot));
+  FILE *gp = pl.script;
   int n = hsr_boot_size(x->boot), nodes = hsr_boot_num_nodes(x->boot), curves = 0;
   for (long c = 0; c < o->cycles; c++)
     for (int k = 0; k < x->ng; k++) {
@@ -334,12 +334,12 @@ hsr_status bc_plot(const bc_ctx *x, const bc_row *rows, int nrows) {
       fprintf(gp, "EOD\n");
     }
   fprintf(gp,
-          "set terminal svg size 900,560 dynamic background rgb 'white'\nset output '%s'\n"
+          "set terminal svg size 900,560 dynamic background rgb 'white'\n"
           "set logscale x 2\nset logscale y\nset format x '%%.0b%%B'\nset grid\nset key left top\n"
           "set xlabel 'size (bytes; gathered size for all_gather / reduce_scatter)'\n"
           "set ylabel 'bus bandwidth, out of place (GB/s)'\n"
           "set title 'hsr bench %s: %d ranks, %d node%s%s%s'\nplot ",
-          o->plot, nt_op_names[o->coll], n, nodes, nodes > 1 ? "s" : "", emulated() ? ", emulated network " : "",
+          nt_op_names[o->coll], n, nodes, nodes > 1 ? "s" : "", emulated() ? ", emulated network " : "",
           emulated() ? emulated() : "");
   curves = 0;
   for (long c = 0; c < o->cycles; c++)
@@ -352,7 +352,5 @@ hsr_status bc_plot(const bc_ctx *x, const bc_row *rows, int nrows) {
       curves++;
     }
   fprintf(gp, "\n");
-  int rc = pclose(gp);
-  if (rc != 0) return hsr_error(HSR_ERR_SYSTEM, "--plot: gnuplot failed (status %d) writing '%s'", rc, o->plot);
-  return HSR_OK;
+  return hsr_cli_plot_close(&pl);
 }

@@ -43,6 +43,19 @@ typedef struct sopts {
 
 void openblas_set_num_threads(int); /* OpenBLAS: ranks share the cores, one thread each */
 
+/* The probe's trace as `keep` (hsr_out: a device or a FIFO is written in place, never renamed over). */
+static hsr_status keep_trace(const char *path, const char *keep) {
+  FILE *in;
+  HSR_CHECK(hsr_file_fopen_read("trace", path, &in));
+  hsr_out o;
+  hsr_status st = hsr_out_open(&o, "--trace", keep, HSR_OUT_WHOLE);
+  char buf[1 << 16];
+  size_t n;
+  while (st == HSR_OK && (n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, o.f);
+  fclose(in);
+  return st == HSR_OK ? hsr_out_close(&o) : st;
+}
+
 static void usage(void) {
   printf("usage: hsr bench step [options]   (under a launcher: hsr-run -n 4 --nodes 2 -- hsr bench step)\n"
          "A synthetic model of U units through the engine's real lifecycle (gather, forward, reshard,\n"
@@ -187,7 +200,7 @@ static int parse(int argc, char **argv, sopts *o) {
   if (no_pstep && !any_prefetch)
     return hsr_cli_usage_error("bench step", "--no-prefetch-step has no effect with --prefetch 0 (no step-end "
                                              "gather happens without prefetch)");
-  hsr_status st = o->json ? hsr_path_check_write("--json", o->json) : HSR_OK;
+  hsr_status st = o->json ? hsr_path_check_output("--json", o->json) : HSR_OK;
   if (st == HSR_OK && o->trace) { /* PREFIX-<reshard>-p<D>.json: PREFIX's directory must take files */
     char probe[4096];
     snprintf(probe, sizeof probe, "%s-full-p0.json", o->trace);
@@ -346,7 +359,8 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
              outer == HSR_RT_OUTER_OPTIM ? "-optim" : "");
     for (char *q = keep + strlen(o->trace); *q; q++)
       if (*q == ':') *q = '_';
-    if (rename(path, keep) != 0) HSR_LOG_W("bench step: cannot keep the trace as %s", keep);
+    if (keep_trace(path, keep) != HSR_OK) HSR_LOG_W("bench step: cannot keep the trace: %s", hsr_last_error());
+    remove(path);
   } else {
     remove(path);
   }
@@ -420,6 +434,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   result *res = NULL;
   int nres = 0;
   FILE *jf = NULL;
+  hsr_out jo = {0};
   long S = o.shard ? o.shard : n;
   if (n % S) {
     st = hsr_error(HSR_ERR_INVALID, "--shard %ld does not divide the %d ranks", S, n);
@@ -446,12 +461,15 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   if ((st = step_fits(boot, &o, S)) != HSR_OK) goto out;
   if (o.json) {
     int ok = 1;
-    if (rank == 0 && !(jf = fopen(o.json, "w"))) ok = 0;
+    char why[512] = "";
+    if (rank == 0 && hsr_out_open(&jo, "--json", o.json, HSR_OUT_WHOLE) != HSR_OK)
+      ok = 0, snprintf(why, sizeof why, "%s", hsr_last_error());
     if ((st = hsr_boot_bcast(boot, &ok, sizeof ok, 0)) != HSR_OK) goto out;
     if (!ok) {
-      st = hsr_error(HSR_ERR_INVALID, "cannot open --json file '%s' for writing", o.json);
+      st = hsr_error(HSR_ERR_IO, "%s", rank == 0 ? why : "rank 0 cannot write --json");
       goto out;
     }
+    jf = jo.f;
   }
   if ((st = hsr_topo_discover(NULL, &topo)) != HSR_OK) goto out;
   if ((st = hsr_cluster_gather(boot, topo, &cl)) != HSR_OK) goto out;
@@ -560,7 +578,10 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
     cJSON_Delete(root);
   }
 out:
-  if (jf) fclose(jf);
+  if (jf && st == HSR_OK)
+    st = hsr_out_close(&jo); /* a write error is the run's error */
+  else
+    hsr_out_abort(&jo);
   free(res);
   free(k.a), free(k.b), free(k.c);
   if (k.dev) hsr_device_close(k.dev);

@@ -94,8 +94,8 @@ fi
 
 # ---- 3. example training -----------------------------------------------------------
 if "$BUILD/hsr" --help 2>/dev/null | grep -qE '^ +train '; then
-  # shellcheck disable=SC2086
-  timeout 120 "$BUILD/hsr" train $TRAIN_ARGS >"$OUT/train.log" 2>&1
+  read -r -a targs <<<"$TRAIN_ARGS" # split at whitespace, never glob-expanded
+  timeout 120 "$BUILD/hsr" train "${targs[@]}" >"$OUT/train.log" 2>&1
   rc=$?
   if [ $rc -eq 0 ]; then
     note "hsr train $TRAIN_ARGS: ok ($(grep -iE 'loss' "$OUT/train.log" | tail -1 | cut -c1-100))"
@@ -108,8 +108,8 @@ else
 fi
 
 # ---- 4. kernel benchmark -----------------------------------------------------------
-# shellcheck disable=SC2086
-timeout 150 "$BUILD/hsr-kbench" --device cuda --json "$OUT/kbench.json" ${HSR_KBENCH_ARGS:-} >"$OUT/kbench.txt" 2>&1
+read -r -a kargs <<<"${HSR_KBENCH_ARGS:-}" # split at whitespace, never glob-expanded
+timeout 150 "$BUILD/hsr-kbench" --device cuda --json "$OUT/kbench.json" "${kargs[@]}" >"$OUT/kbench.txt" 2>&1
 rc=$?
 cat "$OUT/kbench.txt"
 if [ $rc -ne 0 ]; then

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coll.h"
@@ -28,6 +29,8 @@ static void launcher_event(void *arg, int rank) { /* PMIx's thread: flag and wak
   coll_kick(x);
 }
 
+static void last_word(void *arg);
+
 hsr_status coll_fault_open(coll_ctx *x) {
   coll_fault *f = &x->fault;
   HSR_CHECK(hsr_fault_hook_init(&f->hook, x->rank));
@@ -36,22 +39,29 @@ hsr_status coll_fault_open(coll_ctx *x) {
   f->gone_ns = calloc((size_t)x->size, sizeof *f->gone_ns);
   f->why = calloc((size_t)x->size, sizeof *f->why);
   if (!f->pidfd || !f->gone || !f->gone_ns || !f->why) return hsr_error(HSR_ERR_NOMEM, "fault tables");
+  f->node_pids = calloc((size_t)x->size, sizeof *f->node_pids);
+  if (!f->node_pids) return hsr_error(HSR_ERR_NOMEM, "fault tables");
   for (int r = 0; r < x->size; r++) {
     f->pidfd[r] = -1;
+    if (on_my_node(x, r)) f->node_pids[f->hook.n_node_pids++] = x->seg.pids[r];
 #ifdef SYS_pidfd_open
     if (on_my_node(x, r)) f->pidfd[r] = (int)syscall(SYS_pidfd_open, (pid_t)x->seg.pids[r], 0);
 #endif
   }
+  f->hook.node_pids = f->node_pids; /* HSR_FAULT killnode */
+  HSR_CHECK(hsr_boot_on_end(x->boot, last_word, x));
   return hsr_boot_watch(x->boot, launcher_event, x);
 }
 
 void coll_fault_close(coll_ctx *x) {
   coll_fault *f = &x->fault;
+  hsr_boot_on_end(x->boot, NULL, x);
   hsr_boot_watch(x->boot, NULL, NULL);
   for (int r = 0; f->pidfd && r < x->size; r++)
     if (f->pidfd[r] >= 0) close(f->pidfd[r]);
-  free(f->pidfd), free(f->gone), free(f->gone_ns), free(f->why);
-  f->pidfd = NULL, f->gone = NULL, f->gone_ns = NULL, f->why = NULL;
+  f->hook.node_pids = NULL, f->hook.n_node_pids = 0;
+  free(f->pidfd), free(f->gone), free(f->gone_ns), free(f->why), free(f->node_pids);
+  f->pidfd = NULL, f->gone = NULL, f->gone_ns = NULL, f->why = NULL, f->node_pids = NULL;
 }
 
 void coll_fault_hook(coll_ctx *x, const char *phase) { hsr_fault_hook_hit(&x->fault.hook, phase); }
@@ -419,6 +429,11 @@ int coll_fault_check_op(coll_op *op, uint64_t now) {
     v = notice(x, wr, f->gone[wr], f->why[wr]);
   } else if (idle <= op->timeout_s) {
     return 0;
+  } else if ((double)f->gap_ns * 1e-9 > op->timeout_s / 2) {
+    /* this rank itself did not run (stopped, descheduled): no evidence
+     * against anyone; the clock starts again */
+    op->t_progress = now;
+    return 0;
   } else if (!op->grace_ns) {
     if (!blame(x, wr, now, &v)) { /* remote: give its node peers' notice a moment to arrive */
       double g = op->timeout_s / 2 < 2 ? op->timeout_s / 2 : 2;
@@ -434,4 +449,34 @@ int coll_fault_check_op(coll_op *op, uint64_t now) {
   op_where(op, v.culprit, idle, v.where, sizeof v.where);
   declare_op(x, &v, op);
   return 1;
+}
+
+/* ---- the job is ending ---------------------------------------------------------------------- */
+
+/* The launcher ends this rank (its SIGTERM after a death elsewhere, or its
+ * own death): what this rank already knows is said now, without the grace a
+ * gone peer's last messages get, since nothing more will arrive. The lock is
+ * bounded: a rank that cannot say it in time says nothing. */
+static void last_word(void *arg) {
+  coll_ctx *x = arg;
+  struct timespec dl;
+  clock_gettime(CLOCK_REALTIME, &dl);
+  dl.tv_nsec += 250 * 1000 * 1000;
+  if (dl.tv_nsec >= 1000000000) dl.tv_sec++, dl.tv_nsec -= 1000000000;
+  if (pthread_mutex_timedlock(&x->mu, &dl) != 0) return;
+  coll_fault *f = &x->fault;
+  if (f->gone && !f->declared) {
+    for (int k = 0; x->net && k < 64 && x->net->net_progress(x); k++) { /* endpoint errors, notices */
+    }
+    coll_fault_poll(x, hsr_clock_ns(), 1);
+  }
+  int g = -1;
+  for (int r = 0; f->gone && !f->declared && r < x->size; r++)
+    if (f->gone[r] && (g < 0 || f->gone_ns[r] < f->gone_ns[g])) g = r;
+  if (g >= 0) {
+    seg_notice v = notice(x, g, f->gone[g], f->why[g]);
+    copy_text(v.where, sizeof v.where, "seen as the launcher ended this rank");
+    coll_fault_declare(x, &v);
+  }
+  pthread_mutex_unlock(&x->mu);
 }

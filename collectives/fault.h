@@ -45,6 +45,7 @@ typedef struct coll_fault {
   hsr_status st;
   seg_notice verdict;
   hsr_fault_hook hook; /* HSR_FAULT */
+  int *node_pids;      /* the node peers' pids, for the hook's killnode */
 } coll_fault;
 
 /* After seg_open: pidfds of node peers, HSR_FAULT, the launcher's events. */

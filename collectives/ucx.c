@@ -114,6 +114,7 @@ static hsr_status ucx_net_init(coll_ctx *x) {
   ucs_status_t us = ucp_config_read(NULL, NULL, &cfg);
   if (us != UCS_OK) return hsr_error(HSR_ERR_TRANSPORT, "ucp_config_read: %s", ucs_status_string(us));
   hsr_status est = ucx_config_emulated(x, cfg);
+  if (est == HSR_OK) est = ucx_config_ifaces(x, cfg); /* where it listens */
   if (est != HSR_OK) {
     ucp_config_release(cfg);
     return est;

@@ -75,6 +75,10 @@ static inline int ucx_mod(int a, int n) { return ((a % n) + n) % n; }
 /* ucx_emul.c: with HSR_EMULATE_NET the context uses TCP on loopback only, so
  * traffic between simulated nodes goes through the shaped interface. */
 hsr_status ucx_config_emulated(coll_ctx *x, ucp_config_t *cfg);
+/* ucx_ifaces.c: UCX_NET_DEVICES for hsr's context: TCP on loopback for a job
+ * on one host, else on the interfaces that route to its other hosts; every
+ * non-TCP network device kept; a user's UCX_NET_DEVICES left alone. */
+hsr_status ucx_config_ifaces(coll_ctx *x, ucp_config_t *cfg);
 /* Logs (HSR_LOG=info) the transports of a new endpoint to world rank wr;
  * on an emulated network, refuses one that does not run on TCP. */
 hsr_status ucx_ep_check(coll_ctx *x, int wr, ucp_ep_h ep);

@@ -16,9 +16,10 @@ static const hsr_env_info table[] = {
      "split each host's ranks into N simulated nodes (contiguous local ranks); must divide the ranks per host"},
     {"HSR_BOOT_TIMEOUT", HSR_ENV_INT, 1, 86400, NULL, 300, "300", "launch",
      "seconds a bootstrap exchange (allgather, bcast, barrier) waits for every rank"},
-    {"HSR_COMM_TIMEOUT", HSR_ENV_FLOAT, 0.001, 1e9, NULL, 300, "300", "collectives",
+    {"HSR_COMM_TIMEOUT", HSR_ENV_FLOAT, 1, 1e9, NULL, 300, "300", "collectives",
      "seconds without progress before a wait fails with HSR_ERR_TIMEOUT naming the communicator, the operation and "
-     "the rank waited for"},
+     "the rank waited for; at least 1 (below, a rank descheduled on a loaded host, or computing between two "
+     "collectives, would be accused)"},
     {"HSR_PROGRESS", HSR_ENV_CHOICE, 0, 0, "thread|inline", 0, "thread", "collectives",
      "`thread`: a progress thread advances operations while the caller computes; `inline`: only inside "
      "hsr_req_test/hsr_req_wait"},
@@ -99,7 +100,8 @@ static const hsr_env_info table[] = {
      "`reduce_scatter`, `all_reduce`, `broadcast` or `barrier` (host collectives, counted when posted), `step` "
      "(optimizer step), `ckpt_save` (after its checkpoint data, before the ranks agree), `ft_allreduce` (a replica "
      "group's cross-group all-reduce), `ft_vote` (before its vote) or `ft_heal` (each unit a healer sends or a healed "
-     "group receives), `kill` (SIGKILL) or `stop` (SIGSTOP) itself, or `sleep:S` seconds and go on (docs/faults.md)"},
+     "group receives), `kill` (SIGKILL) or `stop` (SIGSTOP) itself, `killnode` (SIGKILL to every rank of its node at "
+     "once; collective phases), or `sleep:S` seconds and go on (docs/faults.md)"},
     {"HSR_BENCH_CHECK_FAULT", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "hsr bench",
      "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},
     {"HSR_CKPT_FAULT", HSR_ENV_STAGE, 0, 0, "after_data|before_manifest_rename|before_latest", 0, "unset", "runtime",

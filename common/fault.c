@@ -15,7 +15,7 @@ static hsr_status bad(const char *v, const char *why) {
   return hsr_error(HSR_ERR_INVALID,
                    "HSR_FAULT='%s': %s (valid: RANK:PHASE:N:ACTION, PHASE all_gather|reduce_scatter|all_reduce|"
                    "broadcast|barrier|step|ckpt_save|ft_allreduce|ft_vote|ft_heal, N >= 1, ACTION "
-                   "kill|stop|sleep:SECONDS; a test hook)",
+                   "kill|killnode|stop|sleep:SECONDS; a test hook)",
                    v, why);
 }
 
@@ -41,7 +41,10 @@ hsr_status hsr_fault_hook_init(hsr_fault_hook *h, int rank) {
     h->action = 0;
   else if (!strcmp(part[3], "stop") && np == 4)
     h->action = 1;
-  else if (np == 5) {
+  else if (!strcmp(part[3], "killnode") && np == 4) {
+    h->action = 3;
+    if (ph >= 5) return bad(v, "killnode needs a collective PHASE (its node peers are the collectives')");
+  } else if (np == 5) {
     h->action = 2;
     if (hsr_parse_double("HSR_FAULT sleep", part[4], 0, 86400, &h->sleep_s) != HSR_OK)
       return bad(v, "sleep:S needs seconds in [0, 86400]");
@@ -60,9 +63,12 @@ hsr_status hsr_fault_hook_hit(hsr_fault_hook *h, const char *phase) {
   HSR_LOG_W("HSR_FAULT: %s at %s #%ld (test hook)",
             h->action == 0   ? "SIGKILL"
             : h->action == 1 ? "SIGSTOP"
+            : h->action == 3 ? "SIGKILL to this rank's node"
                              : "sleep",
             phase, k);
-  if (h->action == 0) raise(SIGKILL);
+  if (h->action == 3) /* the node's ranks at once, as a node that loses power */
+    for (int i = 0; i < h->n_node_pids; i++) kill((pid_t)h->node_pids[i], SIGKILL);
+  if (h->action == 0 || h->action == 3) raise(SIGKILL);
   if (h->action == 1) raise(SIGSTOP);
   if (h->action == 2) {
     struct timespec ts = {.tv_sec = (time_t)h->sleep_s,

@@ -11,8 +11,10 @@
  *           ft_allreduce (a replica group's cross-group all-reduce, hsr/ft.h)
  *           | ft_vote (after it, before the vote) | ft_heal (each buffer a
  *           healer sends or a healed group receives)
- *   ACTION  kill (SIGKILL) | stop (SIGSTOP) | sleep:S (sleep S seconds,
- *           then carry on: a slow rank that is still alive)
+ *   ACTION  kill (SIGKILL) | killnode (SIGKILL to every rank of the
+ *           victim's node at once, itself last: a lost node; collective
+ *           phases only) | stop (SIGSTOP) | sleep:S (sleep S seconds, then
+ *           carry on: a slow rank that is still alive)
  * Unset or empty: off. A malformed value is an error at start-up. Never set it
  * in a real job.
  */
@@ -27,11 +29,13 @@ extern "C" {
 
 typedef struct hsr_fault_hook {
   int armed;      /* this rank is the victim */
-  int action;     /* 0 kill, 1 stop, 2 sleep */
+  int action;     /* 0 kill, 1 stop, 2 sleep, 3 killnode */
   double sleep_s; /* sleep:S */
   long n;         /* the call that fires */
   long count;     /* calls of the phase so far (atomic) */
   char phase[16];
+  const int *node_pids; /* killnode: the node peers' pids (set by the caller; not owned) */
+  int n_node_pids;
 } hsr_fault_hook;
 
 /* Reads HSR_FAULT for world rank `rank`; HSR_ERR_INVALID naming the variable

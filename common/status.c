@@ -4,6 +4,7 @@
 #include <string.h>
 
 static _Thread_local char last_error[1024];
+static _Thread_local int last_shared; /* every rank of the job holds this error (hsr_error_share) */
 
 const char *hsr_status_str(hsr_status st) {
   switch (st) {
@@ -27,7 +28,11 @@ const char *hsr_status_str(hsr_status st) {
 
 const char *hsr_last_error(void) { return last_error; }
 
-void hsr_clear_error(void) { last_error[0] = '\0'; }
+void hsr_clear_error(void) { last_error[0] = '\0', last_shared = 0; }
+
+void hsr_error_share(void) { last_shared = last_error[0] != '\0'; }
+
+int hsr_error_shared(void) { return last_shared; }
 
 /* Formats into a scratch buffer first: callers wrap the previous error
  * (hsr_error(st, "...: %s", hsr_last_error())), and vsnprintf must not read
@@ -38,6 +43,8 @@ hsr_status hsr_error(hsr_status st, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  /* a wrap of a shared error ("...: <it>") is still the job's */
+  last_shared = last_shared && last_error[0] && strstr(msg, last_error) != NULL;
   memcpy(last_error, msg, sizeof msg);
   return st;
 }

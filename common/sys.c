@@ -10,6 +10,101 @@
 
 #include "hsr/sys.h"
 
+/* ---- memory: the machine's, and what a memory cgroup leaves ------------------ */
+
+/* One number from a cgroup file ("max": none); -1 when unreadable. */
+static int64_t cg_num(const char *dir, const char *file) {
+  char p[4200], b[64];
+  snprintf(p, sizeof p, "%s/%s", dir, file);
+  FILE *f = fopen(p, "r");
+  if (!f) return -1;
+  int ok = fgets(b, sizeof b, f) != NULL;
+  fclose(f);
+  if (!ok || !strncmp(b, "max", 3)) return -1;
+  char *end;
+  unsigned long long v = strtoull(b, &end, 10);
+  return end == b || v >= (1ull << 62) ? -1 : (int64_t)v; /* v1's "no limit" is about 2^63 */
+}
+
+/* memory.stat's `key` (bytes); 0 when absent. */
+static int64_t cg_stat(const char *dir, const char *key) {
+  char p[4200], line[256];
+  snprintf(p, sizeof p, "%s/memory.stat", dir);
+  FILE *f = fopen(p, "r");
+  int64_t v = 0;
+  size_t k = strlen(key);
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, key, k) && line[k] == ' ') {
+      v = strtoll(line + k + 1, NULL, 10);
+      break;
+    }
+  if (f) fclose(f);
+  return v;
+}
+
+hsr_status hsr_sys_cgroup_room(const char *proc_cgroup, const char *root, uint64_t *bytes) {
+  if (!proc_cgroup || !root || !bytes) return hsr_error(HSR_ERR_INVALID, "hsr_sys_cgroup_room: NULL argument");
+  FILE *f = fopen(proc_cgroup, "r");
+  if (!f) return hsr_error(HSR_ERR_UNSUPPORTED, "%s: %s", proc_cgroup, strerror(errno));
+  char line[4096], path[4096] = "", base[4200] = "";
+  int v2 = 0;
+  while (fgets(line, sizeof line, f)) { /* "4:memory:/a/b" (v1) or "0::/a/b" (v2) */
+    line[strcspn(line, "\n")] = '\0';
+    char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    if (!c2) continue;
+    *c2 = '\0';
+    const char *ctl = c1 + 1;
+    int mem = !strcmp(ctl, "memory") || !strncmp(ctl, "memory,", 7) || strstr(ctl, ",memory") != NULL;
+    if (mem) { /* v1 wins where both are there: the v1 hierarchy then holds the memory controller */
+      snprintf(path, sizeof path, "%s", c2 + 1);
+      snprintf(base, sizeof base, "%s/memory", root);
+      v2 = 0;
+      break;
+    }
+    if (!*ctl && c1 == line + 1 && line[0] == '0') {
+      snprintf(path, sizeof path, "%s", c2 + 1);
+      char t[4200];
+      snprintf(t, sizeof t, "%s/cgroup.controllers", root);
+      struct stat sb;
+      snprintf(base, sizeof base, stat(t, &sb) == 0 ? "%s" : "%s/unified", root);
+      v2 = 1;
+    }
+  }
+  fclose(f);
+  if (!base[0]) return hsr_error(HSR_ERR_UNSUPPORTED, "%s names no memory cgroup", proc_cgroup);
+  /* the cgroup's folder; in a cgroup namespace or another mount the path may
+   * not be there: the nearest folder above it that is */
+  char dir[8400];
+  struct stat sb;
+  for (;;) {
+    snprintf(dir, sizeof dir, "%s%s", base, path);
+    if (stat(dir, &sb) == 0 || !path[0]) break;
+    char *sl = strrchr(path, '/');
+    if (!sl) break;
+    *sl = '\0';
+  }
+  int64_t room = -1;
+  size_t nb = strlen(base);
+  for (;;) { /* this cgroup and every one above it: the tightest limit holds */
+    int64_t lim = cg_num(dir, v2 ? "memory.max" : "memory.limit_in_bytes");
+    int64_t use = cg_num(dir, v2 ? "memory.current" : "memory.usage_in_bytes");
+    if (lim >= 0 && use >= 0) {
+      /* page cache is reclaimed before the limit bites; shared memory (memfds) is not */
+      int64_t cache = cg_stat(dir, v2 ? "file" : "cache") - cg_stat(dir, "shmem");
+      int64_t r = lim - use + (cache > 0 ? cache : 0);
+      if (r < 0) r = 0;
+      if (room < 0 || r < room) room = r;
+    }
+    if (strlen(dir) <= nb) break;
+    char *sl = strrchr(dir, '/');
+    if (!sl || (size_t)(sl - dir) < nb) break;
+    *sl = '\0';
+  }
+  if (room < 0) return hsr_error(HSR_ERR_NOT_FOUND, "no memory cgroup limit applies");
+  *bytes = (uint64_t)room;
+  return HSR_OK;
+}
+
 hsr_status hsr_sys_mem_available(uint64_t *bytes) {
   FILE *f = fopen("/proc/meminfo", "r");
   char line[256];
@@ -19,6 +114,8 @@ hsr_status hsr_sys_mem_available(uint64_t *bytes) {
   if (f) fclose(f);
   if (!found) return hsr_error(HSR_ERR_UNSUPPORTED, "/proc/meminfo has no MemAvailable");
   *bytes = (uint64_t)kb * 1024;
+  uint64_t cg = 0; /* a container's limit: what private memory and memfds are both charged to */
+  if (hsr_sys_cgroup_room("/proc/self/cgroup", "/sys/fs/cgroup", &cg) == HSR_OK && cg < *bytes) *bytes = cg;
   return HSR_OK;
 }
 

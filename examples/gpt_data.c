@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ex_rand.h"
+#include "hsr/sys.h"
 #include "gpt.h"
 
 /* ---- data ---- */
@@ -32,8 +33,8 @@ hsr_status gpt_data_wrap(const uint8_t *bytes, size_t len, int T, gpt_data *out)
 
 hsr_status gpt_data_open(const char *path, int T, gpt_data *out) {
   memset(out, 0, sizeof *out);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return hsr_error(HSR_ERR_IO, "data: cannot open '%s': %s", path, strerror(errno));
+  int fd;
+  HSR_CHECK(hsr_file_open_read("data", path, &fd));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);

@@ -197,6 +197,7 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     return st;
   }
   detect_launcher(b);
+  boot_life_start(b); /* from here on this rank ends with its launcher */
   st = exchange_records(b, lrank, lsize);
   if (st != HSR_OK) {
     char msg[1024];
@@ -214,12 +215,14 @@ hsr_status hsr_boot_init(hsr_boot **out) {
 hsr_status hsr_boot_finalize(hsr_boot *b) {
   if (!b) return HSR_OK;
   hsr_status st = HSR_OK;
+  boot_life_stop(b);
   boot_watch_fini(b);
   if (!b->singleton) {
     pmix_status_t rc = PMIx_Finalize(NULL, 0);
     if (rc != PMIX_SUCCESS) st = pmix_fail("PMIx_Finalize", rc);
   }
   boot_watch_free(b);
+  boot_roll_free(b);
   free(b->hosts);
   free(b->node_of);
   free(b);
@@ -241,26 +244,7 @@ const char *hsr_boot_hostname_of(const hsr_boot *b, int rank) {
 }
 const char *hsr_boot_launcher(const hsr_boot *b) { return b->launcher; }
 
-static hsr_status fence(hsr_boot *b, int collect, const char *what) {
-  pmix_info_t info[2];
-  PMIX_INFO_CONSTRUCT(&info[0]);
-  PMIX_INFO_CONSTRUCT(&info[1]);
-  bool yes = collect ? true : false;
-  int t = b->timeout_s;
-  PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
-  PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &t, PMIX_INT);
-  pmix_proc_t wild;
-  PMIX_PROC_CONSTRUCT(&wild);
-  PMIX_LOAD_PROCID(&wild, b->me.nspace, PMIX_RANK_WILDCARD);
-  pmix_status_t rc = PMIx_Fence(&wild, 1, info, 2);
-  PMIX_INFO_DESTRUCT(&info[0]);
-  PMIX_INFO_DESTRUCT(&info[1]);
-  if (rc == PMIX_ERR_TIMEOUT)
-    return hsr_error(HSR_ERR_TIMEOUT, "boot %s: not every rank arrived within HSR_BOOT_TIMEOUT=%d s", what,
-                     b->timeout_s);
-  if (rc != PMIX_SUCCESS) return pmix_fail(what, rc);
-  return HSR_OK;
-}
+static hsr_status fence(hsr_boot *b, int collect, const char *what) { return boot_fence(b, collect, what); }
 
 static hsr_status put_blob(const char *key, const void *data, size_t bytes) {
   pmix_value_t val;

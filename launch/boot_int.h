@@ -22,6 +22,23 @@ typedef struct boot_watch {
   void *abandoned; /* a barrier given up on: PMIx may still call back into it */
 } boot_watch;
 
+#define LIFE_NSIGS 3
+#define LIFE_NSUBS 4
+/* lifeline.c: what ends this rank from outside, and who speaks first */
+typedef struct boot_life {
+  int inited, started;
+  pthread_t thread;
+  int rfd, wfd; /* the pipe the thread waits on: signals, PMIx's connection loss, stop */
+  int pidfd;    /* the parent's, -1 if none */
+  int ppid;
+  size_t lost_ref;
+  int lost_registered;
+  int owns_signals, caught[LIFE_NSIGS];
+  pthread_mutex_t mu; /* the subscribers */
+  hsr_boot_end_fn fn[LIFE_NSUBS];
+  void *arg[LIFE_NSUBS];
+} boot_life;
+
 struct hsr_boot {
   int singleton;
   pmix_proc_t me;
@@ -35,11 +52,27 @@ struct hsr_boot {
   char (*hosts)[HSR_HOSTNAME_MAX]; /* per rank */
   int *node_of;                    /* per rank */
   boot_watch watch;
+  boot_life life;
+  /* roll.c */
+  unsigned long fence_seq; /* per-fence marker keys */
+  int no_proc_table;       /* the launcher does not answer PMIX_QUERY_PROC_TABLE */
+  void **roll_left;        /* given-up calls PMIx may still call back into: freed after PMIx_Finalize */
+  int nroll_left;
 };
 
 /* watch.c */
 void boot_watch_init(hsr_boot *b); /* after the world is known; registers the PMIx handlers */
 void boot_watch_fini(hsr_boot *b); /* before PMIx_Finalize */
 void boot_watch_free(hsr_boot *b); /* after it */
+
+/* roll.c: a fence bounded by HSR_BOOT_TIMEOUT that names a rank that has
+ * ended (where the launcher says) at once, and the ranks that did not arrive
+ * at the timeout */
+hsr_status boot_fence(hsr_boot *b, int collect, const char *what);
+void boot_roll_free(hsr_boot *b); /* after PMIx_Finalize */
+
+/* lifeline.c */
+void boot_life_start(hsr_boot *b); /* after PMIx_Init (a singleton: only the subscriber table) */
+void boot_life_stop(hsr_boot *b);  /* before PMIx_Finalize */
 
 #endif

@@ -42,6 +42,13 @@ hsr_add_mpi_test(NAME coll_round_4_sim2_rd NP 4 NODES 2 ENV HSR_ALGO_TWO_LEVEL=o
 add_test(NAME coll_shm_cleanup COMMAND ${CMAKE_SOURCE_DIR}/tests/coll_shm_cleanup.sh ${HSR_RUN} $<TARGET_FILE:mr_coll>
          $<TARGET_FILE:hsr_cli>)
 set_tests_properties(coll_shm_cleanup PROPERTIES TIMEOUT 60 LABELS "mpi")
+# A 64 MiB /dev/shm (Docker's default) refuses nothing: node-shared memory is
+# memfds, which draw on memory and the memory cgroup (tests/shm_small.sh)
+add_test(NAME shm_small_devshm COMMAND ${CMAKE_SOURCE_DIR}/tests/shm_small.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(shm_small_devshm PROPERTIES TIMEOUT 180 LABELS "mpi" SKIP_RETURN_CODE 77)
+# A job on one host listens on loopback only (UCX_NET_DEVICES for hsr's UCX context: tests/exposure.sh)
+add_test(NAME exposure_loopback COMMAND ${CMAKE_SOURCE_DIR}/tests/exposure.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(exposure_loopback PROPERTIES TIMEOUT 120 LABELS "mpi" SKIP_RETURN_CODE 77)
 
 # No call loop among the module's files: each transport (its table and its
 # algorithms name each other by design) is one node, every other file its own;

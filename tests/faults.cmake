@@ -1,17 +1,27 @@
 # Faults: a subset of the fault matrix (tests/faults/matrix.sh) as tests, with
-# HSR_COMM_TIMEOUT=4: every survivor names the victim, the job exits non-zero
-# within the timeout + 15 s (a `timeout` kills it later, failing the test), and
-# leaves no hsr file in /dev/shm and no process; a rank slower than the others
-# by less than the timeout fails nothing. The whole matrix: docs/faults.md.
+# HSR_COMM_TIMEOUT=4: every survivor names the victim (one of a lost node's
+# ranks), the job exits non-zero within the timeout + 15 s (a `timeout` kills
+# it later, failing the test), and leaves no hsr file in /dev/shm and no
+# process; a rank slower than the others by less than the timeout fails
+# nothing; when the launcher itself dies (Ctrl-C on a terminal, twice, a
+# process-group SIGTERM, SIGKILL to hsr-run or to mpirun) every rank has ended
+# within 10 s. The whole matrix: docs/faults.md.
 set(_fm ${CMAKE_SOURCE_DIR}/tests/faults/matrix.sh)
 foreach(s train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-stop-reduce_scatter-mpirun-2n
           train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-kill-ckpt_async-mpirun-2n
-          train-stop-ckpt_async-mpirun-1n train-sleep:2-all_gather-mpirun-2n)
+          train-stop-ckpt_async-mpirun-1n train-sleep:2-all_gather-mpirun-2n
+          train-killnode-all_gather-mpirun-2n launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n
+          launcher-pgterm-mpirun-2n launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n)
   string(REPLACE ":" "" _n "fault_${s}")
   add_test(NAME ${_n} COMMAND ${_fm} --only "^${s}$" --timeout 4)
   set_tests_properties(${_n} PROPERTIES TIMEOUT 90 LABELS "mpi;fault" ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
 endforeach()
-foreach(s train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n)
+# at HSR_COMM_TIMEOUT's floor, a rank 0.5 s late is accused of nothing
+add_test(NAME fault_floor_train-sleep0.5-all_gather-mpirun-2n COMMAND ${_fm} --only "^train-sleep:0.5-all_gather-mpirun-2n$" --timeout 1)
+set_tests_properties(fault_floor_train-sleep0.5-all_gather-mpirun-2n PROPERTIES TIMEOUT 90 LABELS "mpi;fault"
+                     ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
+foreach(s train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n train-killnode-all_reduce-srun-2n
+          launcher-kill9-srun-2n)
   string(REPLACE ":" "" _n "fault_${s}")
   add_test(NAME ${_n} COMMAND ${_fm} --only "^${s}$" --timeout 4)
   set_tests_properties(${_n} PROPERTIES TIMEOUT 90 LABELS "slurm;fault" FIXTURES_REQUIRED slurm RESOURCE_LOCK slurm

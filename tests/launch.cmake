@@ -28,6 +28,14 @@ function(hsr_add_srun_test)
                        ENVIRONMENT "SLURM_CONF=${HSR_SLURM_DIR}/slurm.conf;HSR_BOOT_TIMEOUT=60" LABELS "slurm")
 endfunction()
 hsr_add_srun_test(NAME boot_srun_4 NP 4 COMMAND $<TARGET_FILE:mr_boot> --size 4 --nodes 1 --launcher srun)
+
+# A rank that leaves before joining: named at once under mpirun, at
+# HSR_BOOT_TIMEOUT under srun (tests/boot_absent.sh).
+add_test(NAME boot_left_early_mpirun COMMAND ${CMAKE_SOURCE_DIR}/tests/boot_absent.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli> mpirun)
+set_tests_properties(boot_left_early_mpirun PROPERTIES TIMEOUT 60 LABELS mpi)
+add_test(NAME boot_absent_srun COMMAND ${CMAKE_SOURCE_DIR}/tests/boot_absent.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli> srun)
+set_tests_properties(boot_absent_srun PROPERTIES FIXTURES_REQUIRED slurm TIMEOUT 60 RESOURCE_LOCK slurm LABELS slurm
+                     ENVIRONMENT "SLURM_CONF=${HSR_SLURM_DIR}/slurm.conf")
 hsr_add_srun_test(NAME boot_srun_4_sim2 NP 4 NODES 2 COMMAND $<TARGET_FILE:mr_boot> --size 4 --nodes 2)
 
 # hsr-run argument checking (exit 2 with a message) and --dry-run.

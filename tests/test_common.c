@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "hsr/common.h"
+#include "hsr/sys.h"
 
 static void test_status_strings(void **state) {
   (void)state;
@@ -132,6 +133,67 @@ static void test_clock(void **state) {
   assert_true(hsr_clock_s() > 0.0);
 }
 
+/* ---- what a memory cgroup leaves (memfds and private memory alike) ---- */
+static void put(const char *dir, const char *name, const char *text) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_cgroup_room(void **state) {
+  (void)state;
+  char t[] = "/tmp/hsr-cg-XXXXXX", d[512], cg[512];
+  assert_non_null(mkdtemp(t));
+  uint64_t room = 0;
+  /* v2: a limited parent (1 GiB, 600 MiB used of which 100 MiB reclaimable cache, 50 MiB of it shmem) above an
+   * unlimited child: the parent's room, 1024 - 600 + (100 - 50) = 474 MiB */
+  snprintf(d, sizeof d, "%s/v2/job", t);
+  char mk[600];
+  snprintf(mk, sizeof mk, "mkdir -p %s/step", d);
+  assert_int_equal(system(mk), 0);
+  put(t, "v2/cgroup.controllers", "cpu memory\n");
+  put(d, "memory.max", "1073741824\n");
+  put(d, "memory.current", "629145600\n");
+  put(d, "memory.stat", "anon 1\nfile 104857600\nshmem 52428800\n");
+  snprintf(d, sizeof d, "%s/v2/job/step", t);
+  put(d, "memory.max", "max\n");
+  put(d, "memory.current", "1000\n");
+  snprintf(cg, sizeof cg, "%s/cg2", t);
+  put(t, "cg2", "0::/job/step\n");
+  snprintf(d, sizeof d, "%s/v2", t);
+  assert_int_equal(hsr_sys_cgroup_room(cg, d, &room), HSR_OK);
+  assert_int_equal(room, 474ull << 20);
+  /* a path that is not mounted here (a cgroup namespace): the nearest folder above it */
+  put(t, "cg2b", "0::/job/step/gone/deeper\n");
+  snprintf(cg, sizeof cg, "%s/cg2b", t);
+  assert_int_equal(hsr_sys_cgroup_room(cg, d, &room), HSR_OK);
+  assert_int_equal(room, 474ull << 20);
+  /* v1 (memory controller in its own hierarchy), the child tighter: 256 MiB - 200 MiB */
+  snprintf(mk, sizeof mk, "mkdir -p %s/v1/memory/a/b", t);
+  assert_int_equal(system(mk), 0);
+  snprintf(d, sizeof d, "%s/v1/memory", t);
+  put(d, "memory.limit_in_bytes", "9223372036854771712\n");
+  put(d, "memory.usage_in_bytes", "5000000000\n");
+  snprintf(d, sizeof d, "%s/v1/memory/a/b", t);
+  put(d, "memory.limit_in_bytes", "268435456\n");
+  put(d, "memory.usage_in_bytes", "209715200\n");
+  put(d, "memory.stat", "cache 0\nshmem 0\n");
+  put(t, "cg1", "12:pids:/a/b\n4:memory:/a/b\n0::/\n");
+  snprintf(cg, sizeof cg, "%s/cg1", t);
+  snprintf(d, sizeof d, "%s/v1", t);
+  assert_int_equal(hsr_sys_cgroup_room(cg, d, &room), HSR_OK);
+  assert_int_equal(room, 56ull << 20);
+  /* no limit anywhere */
+  put(t, "cg0", "4:memory:/\n");
+  snprintf(cg, sizeof cg, "%s/cg0", t);
+  assert_int_equal(hsr_sys_cgroup_room(cg, d, &room), HSR_ERR_NOT_FOUND);
+  snprintf(mk, sizeof mk, "rm -rf %s", t);
+  assert_int_equal(system(mk), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_strings),
@@ -140,6 +202,7 @@ int main(void) {
       cmocka_unit_test(test_parse_size_and_double),
       cmocka_unit_test(test_env),
       cmocka_unit_test(test_clock),
+      cmocka_unit_test(test_cgroup_room),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

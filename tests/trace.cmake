@@ -10,3 +10,6 @@ add_test(NAME cli_trace_missing COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh
          $<TARGET_FILE:hsr_cli> trace summarize /nonexistent.json)
 add_test(NAME cli_trace_badaction COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: summarize"
          $<TARGET_FILE:hsr_cli> trace frob)
+# 100,000 steps summarized inside the test's bound: the summary is O(n log n) (tests/trace_big.sh)
+add_test(NAME trace_big COMMAND ${CMAKE_SOURCE_DIR}/tests/trace_big.sh $<TARGET_FILE:hsr_cli>)
+set_tests_properties(trace_big PROPERTIES TIMEOUT 120)

@@ -136,7 +136,7 @@ static int parse(int argc, char **argv, bench_args *a) {
   if (a->cfg.strategy == HSR_RT_DDP && a->cfg.shard > 1)
     return hsr_cli_usage_error("ckpt bench", "--shard %d with --strategy ddp: ddp does not shard", a->cfg.shard);
   hsr_status st = hsr_path_check_dir("--dir", a->dir, 1);
-  if (st == HSR_OK && a->json) st = hsr_path_check_write("--json", a->json);
+  if (st == HSR_OK && a->json) st = hsr_path_check_output("--json", a->json);
   return st == HSR_OK ? 0 : hsr_cli_usage_error("ckpt bench", "%s", hsr_last_error());
 }
 
@@ -361,7 +361,7 @@ static int dbl_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void report(bench_ctx *x, double med[M_COUNT]) {
+static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   bench_args *a = x->a;
   double B = (double)x->bytes, gb = 1e9;
   double seq = B / med[M_SEQ_W] / gb, par = B / med[M_PAR_W] / gb, save = B / med[M_SAVE] / gb;
@@ -405,7 +405,7 @@ static void report(bench_ctx *x, double med[M_COUNT]) {
   printf("%-52s %9.3f %9s   without a save in flight\n", "  step", med[M_STEP], "");
   printf("%-52s %9.3f %9s   %+.1f%% (target <= 5%%), over the last round's %d step(s) it overlapped\n",
          "  step while the background write runs", med[M_STEP_BG], "", slow, x->overlapped);
-  if (!a->json) return;
+  if (!a->json) return HSR_OK;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "ranks", x->world);
   cJSON_AddNumberToObject(o, "replicate", hsr_rt_replicate(x->rt));
@@ -433,12 +433,10 @@ static void report(bench_ctx *x, double med[M_COUNT]) {
   cJSON_AddNumberToObject(o, "async_write_vs_parallel_write", med[M_PAR_W] / med[M_A_WRITE]);
   cJSON_AddNumberToObject(o, "async_overlapped_steps", x->overlapped);
   char *s = cJSON_Print(o);
-  FILE *f = fopen(a->json, "w");
-  if (f && s) fprintf(f, "%s\n", s);
-  if (f) fclose(f);
-  if (!f) fprintf(stderr, "hsr ckpt bench: cannot write --json '%s'\n", a->json);
+  hsr_status st = hsr_cli_write_text("--json", a->json, s);
   free(s);
   cJSON_Delete(o);
+  return st;
 }
 
 /* The synthetic model: `units` units of one 1-D parameter each, filled with
@@ -527,7 +525,7 @@ static hsr_status bench_run(bench_ctx *x) {
       qsort(col, (size_t)a->repeat, sizeof *col, dbl_cmp);
       med[m] = col[a->repeat / 2];
     }
-    report(x, med);
+    st = report(x, med);
   }
   free(t);
   free(x->buf);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "hsr/ckpt.h"
@@ -92,7 +93,17 @@ int hsr_ckpt_export_main(int argc, char **argv) {
                                max_shard ? "DIR" : "FILE");
   hsr_status pst = hsr_cli_check_ckpt("DIR", dir);
   if (pst == HSR_OK)
-    pst = max_shard ? hsr_cli_check_out_dir("--safetensors", out) : hsr_path_check_write("--safetensors", out);
+    pst = max_shard ? hsr_cli_check_out_dir("--safetensors", out) : hsr_path_check_output("--safetensors", out);
+  if (pst == HSR_OK) { /* never among the checkpoint's files (DIR, or the root whose latest DIR is) */
+    char root[4096];
+    const char *sl = strrchr(dir, '/');
+    struct stat sb;
+    if (!stat(dir, &sb) && S_ISREG(sb.st_mode))
+      snprintf(root, sizeof root, "%.*s", sl ? (int)(sl - dir) + (sl == dir) : 1, sl ? dir : ".");
+    else
+      snprintf(root, sizeof root, "%s", dir);
+    pst = hsr_path_check_outside("--safetensors", out, "DIR", root);
+  }
   if (pst != HSR_OK) return hsr_cli_usage_error("ckpt export", "%s", hsr_last_error());
   hsr_ckpt *c = NULL;
   uint64_t bytes = 0;

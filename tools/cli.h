@@ -4,6 +4,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/common.h"
+#include "hsr/sys.h"
 
 /* Exit codes of every hsr command. */
 enum { HSR_EXIT_OK = 0, HSR_EXIT_FAIL = 1, HSR_EXIT_USAGE = 2 };
@@ -14,16 +15,40 @@ typedef struct hsr_cli_command {
   int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
 } hsr_cli_command;
 
-/* Prints "hsr <cmd>: <msg>" and a hint to --help on stderr; returns HSR_EXIT_USAGE. */
+/* Prints "hsr <cmd>: <msg>" and a hint to --help on stderr; returns
+ * HSR_EXIT_USAGE. Under a launcher, before any bootstrap: said once per job
+ * (rank 0; on a job spanning hosts also the first rank of each other host),
+ * the other ranks exit 2 silently. */
 int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "hsr <cmd>: warning: <msg>" on stderr, once per job as usage errors are. */
+void hsr_cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints the status and the last error detail; returns HSR_EXIT_USAGE for
- * HSR_ERR_INVALID (bad input) and HSR_EXIT_FAIL otherwise. */
+ * HSR_ERR_INVALID (bad input) and HSR_EXIT_FAIL otherwise. Bad input, and an
+ * error all ranks share (hsr_error_share), once per job as above. */
 int hsr_cli_fail(const char *cmd, hsr_status st);
-/* hsr_cli_fail for a multi-rank command; when this rank found a peer that is
- * alive but silent or stopped (it would keep the job alive: srun waits for
- * it), also ends the job a second after the failure was found, so every
- * survivor prints its line first. */
+/* hsr_cli_fail for a multi-rank command after the bootstrap: one line per
+ * rank at most: none from a rank that printed a peer's verdict already, rank
+ * 0's alone for an error every rank agreed on (hsr_error_share), else this
+ * rank's. When this rank found a peer that is alive but silent or stopped (it
+ * would keep the job alive: srun waits for it), also ends the job a second
+ * after the failure was found, so every survivor prints its line first. */
 int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b);
+
+/* `text` and a newline as output `path` (hsr_out_open, HSR_OUT_WHOLE): every
+ * write checked, a device or a FIFO written in place. */
+hsr_status hsr_cli_write_text(const char *what, const char *path, const char *text);
+
+/* gnuplot drawing into output `path`: the script goes to gnuplot's stdin and
+ * the picture comes back on its stdout into hsr_out, so no file name (user
+ * text) is ever part of a gnuplot script (whose system() runs commands). */
+typedef struct hsr_cli_plot {
+  FILE *script; /* write the script here (no 'set output') */
+  int pid;
+  hsr_out out;
+} hsr_cli_plot;
+hsr_status hsr_cli_plot_open(hsr_cli_plot *p, const char *what, const char *path);
+/* Ends the script, waits for gnuplot, renames the picture into place. */
+hsr_status hsr_cli_plot_close(hsr_cli_plot *p);
 
 /* Weights a command reads (--init): a readable safetensors file or index,
  * or a directory holding model.safetensors.index.json or model.safetensors

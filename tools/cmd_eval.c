@@ -81,8 +81,8 @@ static int parse(int argc, char **argv, eval_args *a) {
 }
 
 static hsr_status map_file(const char *path, const uint8_t **bytes, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return hsr_error(HSR_ERR_IO, "--data: cannot open '%s': %s", path, strerror(errno));
+  int fd;
+  HSR_CHECK(hsr_file_open_read("--data", path, &fd));
   struct stat sb;
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     close(fd);

@@ -14,16 +14,16 @@
 #include "hsr/boot.h"
 #include "hsr/config.h"
 #include "hsr/runtime.h"
+#include "hsr/sys.h"
 #include "hsr/topology.h"
 #include "train.h"
 #include "train_report.h"
 
 /* rank 0 opens a file; every rank learns whether it could, so none waits */
-static hsr_status open_out(train_run *r, const char *path, const char *flag, FILE **f) {
+static hsr_status open_out(train_run *r, const char *path, const char *flag, int mode, hsr_out *o) {
   if (!path) return HSR_OK;
   hsr_status st = HSR_OK;
-  if (r->rank == 0 && !(*f = fopen(path, "w")))
-    st = hsr_error(HSR_ERR_IO, "cannot open %s file '%s' for writing", flag, path);
+  if (r->rank == 0) st = hsr_out_open(o, flag, path, mode);
   return train_agree(r->boot, st);
 }
 
@@ -106,7 +106,6 @@ static hsr_status log_line(train_run *r, FILE *f, const hsr_rt_step_info *in, do
   hsr_status st = train_ft_log(r, in->step, o);
   char *s = cJSON_PrintUnformatted(o);
   if (s) fprintf(f, "%s\n", s);
-  fflush(f); /* a row per step survives the process (a killed replica group's log is read afterwards) */
   free(s);
   cJSON_Delete(o);
   return st;
@@ -129,7 +128,7 @@ static void progress(const train_run *r, int s, double loss, double val, const h
   fflush(stdout);
 }
 
-static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
+static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
   train_args *a = r->a;
   const train_model *m = a->model;
   double tokens = m->tokens_per_step(r), fpt = m->flops_per_token(r);
@@ -194,7 +193,8 @@ static hsr_status train_loop(train_run *r, FILE *logf, loop_stats *ls) {
       if (ls->val_n++ == 0) ls->val_first = val;
       after_val = 1;
     }
-    HSR_CHECK(log_line(r, logf, &info, loss, val, ms, tps, gflops));
+    HSR_CHECK(log_line(r, logf->f, &info, loss, val, ms, tps, gflops)); /* every rank: a group's state_hash */
+    if (r->rank == 0 && logf->f) HSR_CHECK(hsr_out_flush(logf)); /* each line checked: a full disk ends the run now */
     if (r->rank == 0 && a->progress) progress(r, s, loss, ls->val, &info, ms, tps, gflops);
     if (train_ft_saver(r)) /* replica groups: the smallest live id saves */
       HSR_CHECK(train_ckpt_after_step(&a->ck, r->boot, r->rt, &ts, s + 1, a->steps)); /* when due; collective */
@@ -314,7 +314,7 @@ static hsr_status run(train_run *r) {
   train_args *a = r->a;
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
-  FILE *logf = NULL, *jsonf = NULL;
+  hsr_out logf = {0}, jsonf = {0};
   hsr_status st = train_ft_create(r); /* a replica group: before the engine, which it hooks */
   if (st == HSR_OK) st = hsr_topo_discover(NULL, &topo);
   if (st == HSR_OK) st = hsr_cluster_gather(r->boot, topo, &cl);
@@ -342,15 +342,16 @@ static hsr_status run(train_run *r) {
   if (st == HSR_OK && a->batch % (N * a->cfg.micro_batches))
     st = hsr_error(HSR_ERR_INVALID, "--batch %d must be a multiple of data-parallel ranks x micro-batches = %d x %d",
                    a->batch, N, a->cfg.micro_batches);
-  if (st == HSR_OK) st = open_out(r, a->log, "--log", &logf);
-  if (st == HSR_OK) st = open_out(r, a->json, "--json", &jsonf);
+  if (st == HSR_OK) st = open_out(r, a->log, "--log", HSR_OUT_STREAM, &logf);
+  if (st == HSR_OK) st = open_out(r, a->json, "--json", HSR_OUT_WHOLE, &jsonf);
   if (st == HSR_OK && a->trace) st = hsr_rt_trace_enable(r->rt, 1);
   if (st == HSR_OK && r->rank == 0) print_header(r);
   loop_stats ls = {0};
-  if (st == HSR_OK) st = train_loop(r, logf, &ls);
-  if (st == HSR_OK) st = finish(r, &ls, jsonf);
-  if (logf) fclose(logf);
-  if (jsonf) fclose(jsonf);
+  if (st == HSR_OK) st = train_loop(r, &logf, &ls);
+  if (st == HSR_OK) st = finish(r, &ls, jsonf.f);
+  if (st == HSR_OK) st = hsr_out_close(&logf); /* a write error is the run's error */
+  if (st == HSR_OK) st = hsr_out_close(&jsonf);
+  hsr_out_abort(&logf), hsr_out_abort(&jsonf); /* after an error: what is left (the log as written) */
   a->model->free(r);
   char why[1024] = ""; /* teardown may raise errors of its own: the first one is the job's */
   if (st != HSR_OK) snprintf(why, sizeof why, "%s", hsr_last_error());

@@ -353,7 +353,12 @@ static int parse(int argc, char **argv, tune_opts *o) {
   if (st == HSR_OK && o->compute_from) st = hsr_path_check_read("--compute-from", o->compute_from);
   if (st == HSR_OK && o->xml) st = hsr_path_check_read("--xml", o->xml);
   if (st == HSR_OK && o->nccl_xml) st = hsr_path_check_read("--nccl-xml", o->nccl_xml);
-  if (st == HSR_OK && o->plot) st = hsr_path_check_write("--plot", o->plot);
+  if (st == HSR_OK && o->plot) st = hsr_path_check_output("--plot", o->plot);
+  for (int i = 0; st == HSR_OK && o->plot && i < o->nbench; i++)
+    st = hsr_path_check_distinct("--plot", o->plot, "--bench", o->bench[i]);
+  if (st == HSR_OK) st = hsr_path_check_distinct("--plot", o->plot, "--compute-from", o->compute_from);
+  if (st == HSR_OK) st = hsr_path_check_distinct("--plot", o->plot, "--xml", o->xml);
+  if (st == HSR_OK) st = hsr_path_check_distinct("--plot", o->plot, "--nccl-xml", o->nccl_xml);
   if (st == HSR_OK && o->v_keep)
     st = o->v_reuse ? hsr_path_check_dir("--validate-reuse", o->v_keep, 0)
                     : hsr_path_check_mkdir("--validate-keep", o->v_keep);
@@ -420,11 +425,8 @@ static hsr_status build_cluster(const tune_opts *o, hsr_boot **boot, hsr_cluster
 
 /* ---- the model and the cost model ---- */
 static char *slurp(const char *path, hsr_status *st) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    *st = hsr_error(HSR_ERR_INVALID, "cannot read '%s'", path);
-    return NULL;
-  }
+  FILE *f;
+  if ((*st = hsr_file_fopen_read("input", path, &f)) != HSR_OK) return NULL;
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);

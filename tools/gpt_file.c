@@ -63,7 +63,7 @@ hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c) {
 
 hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_set **out) {
   hsr_st_set *f;
-  HSR_CHECK(hsr_st_set_open(path, &f));
+  HSR_CHECK(init_st_open(path, &f));
   hsr_status st = gpt_file_config(f, path, c);
   if (st == HSR_OK && heads > 0 && c->n_head > 0 && heads != c->n_head)
     st = hsr_error(HSR_ERR_INVALID, "--heads %d, but '%s' says n_head %d", heads, path, c->n_head);

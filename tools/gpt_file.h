@@ -7,6 +7,13 @@
 #include "gpt.h"
 #include "hsr/safetensors_sharded.h"
 
+/* hsr_st_set_open for weights the user gave (--init): a file that is not
+ * safetensors is HSR_ERR_IO, exit 1 (the file is there but is not what it
+ * should be; docs/commands.md), not a usage error. */
+static inline hsr_status init_st_open(const char *path, hsr_st_set **out) {
+  hsr_status st = hsr_st_set_open(path, out);
+  return st == HSR_ERR_INVALID ? hsr_error(HSR_ERR_IO, "%s", hsr_last_error()) : st;
+}
 /* The configuration of the weights in f: __metadata__ n_layer, n_head,
  * n_embd, n_ctx, vocab_size where present, else what the tensors' shapes
  * say (n_head 0: unknown); an error when hsr.model names another model. */

@@ -1,4 +1,5 @@
 /* hsr: the command-line front end. Each subcommand lives in its own file. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +32,16 @@ static void usage(FILE *f) {
              "under a launcher: hsr-run -n 4 -- hsr info\n");
 }
 
+/* What a command printed reached its standard output (a full disk, /dev/full,
+ * a closed pipe): a lost table is a failure, not exit 0. */
+static int out_checked(const char *cmd, int rc) {
+  errno = 0;
+  int bad = fflush(stdout) != 0 || ferror(stdout), e = errno;
+  if (!bad) return rc;
+  fprintf(stderr, "hsr %s: write error on standard output%s%s\n", cmd, e ? ": " : "", e ? strerror(e) : "");
+  return rc ? rc : HSR_EXIT_FAIL;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -52,8 +63,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hsr %s: %s\n(see 'hsr env')\n", cmd->name, hsr_last_error());
     return HSR_EXIT_USAGE;
   }
-  if (!strcmp(name, "--version")) return hsr_cmd_version(1, argv + 1);
-  if (cmd) return cmd->run(argc - 1, argv + 1);
+  if (!strcmp(name, "--version")) return out_checked("version", hsr_cmd_version(1, argv + 1));
+  if (cmd) return out_checked(cmd->name, cmd->run(argc - 1, argv + 1));
   fprintf(stderr, "hsr: unknown command '%s'\n\n", name);
   usage(stderr);
   return HSR_EXIT_USAGE;

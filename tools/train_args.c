@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "hsr/sys.h"
@@ -386,6 +387,8 @@ static int check_strategy(const train_args *a) {
 static int check_paths(const train_args *a) {
   static const char *const out_flags[] = {"--log", "--trace", "--json", "--export"};
   const char *outs[] = {a->log, a->trace, a->json, a->export_path};
+  static const char *const in_flags[] = {"--init", "--data"};
+  const char *ins[] = {a->init, a->data};
   hsr_status st = HSR_OK;
   if (a->max_shard_bytes && !a->export_path)
     return hsr_cli_usage_error("train", "--max-shard-size needs --export DIR (the directory of the shards)");
@@ -393,21 +396,30 @@ static int check_paths(const train_args *a) {
     if (outs[i] && i == 3 && a->max_shard_bytes)
       st = hsr_cli_check_out_dir(out_flags[i], outs[i]);
     else if (outs[i])
-      st = hsr_path_check_write(out_flags[i], outs[i]);
+      st = hsr_path_check_output(out_flags[i], outs[i]);
   for (int i = 0; i < 4 && st == HSR_OK; i++)
     for (int j = i + 1; j < 4 && st == HSR_OK; j++)
-      if (outs[i] && outs[j] && !strcmp(outs[i], outs[j]))
-        st = hsr_error(HSR_ERR_INVALID, "%s and %s name the same file '%s'", out_flags[i], out_flags[j], outs[i]);
+      st = hsr_path_check_distinct(out_flags[i], outs[i], out_flags[j], outs[j]);
   if (st == HSR_OK && a->init) st = hsr_cli_check_weights("--init", a->init);
   if (st == HSR_OK && a->data) st = hsr_path_check_read("--data", a->data);
+  for (int i = 0; i < 4 && st == HSR_OK; i++) /* an output is never one of the inputs */
+    for (int j = 0; j < 2 && st == HSR_OK; j++)
+      st = hsr_path_check_distinct(out_flags[i], outs[i], in_flags[j], ins[j]);
   if (st == HSR_OK && a->ck.dir) st = hsr_path_check_mkdir("--ckpt", a->ck.dir);
   if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest")) st = hsr_cli_check_ckpt("--resume", a->ck.resume);
-  if (st == HSR_OK && a->ck.save_every && a->ck.save_every >= a->steps)
-    st = hsr_error(HSR_ERR_INVALID,
-                   "--save-every %d has no effect with --steps %d: the run saves after its last step anyway (drop "
-                   "--save-every, or give N < %d)",
-                   a->ck.save_every, a->steps, a->steps);
-  return st == HSR_OK ? 0 : hsr_cli_usage_error("train", "%s", hsr_last_error());
+  struct stat isb;
+  int init_dir = a->init && !stat(a->init, &isb) && S_ISDIR(isb.st_mode);
+  for (int i = 0; i < 4 && st == HSR_OK; i++) { /* nor among the checkpoints' files, nor --init's shards */
+    st = hsr_path_check_outside(out_flags[i], outs[i], "--ckpt", a->ck.dir);
+    if (st == HSR_OK && init_dir) st = hsr_path_check_outside(out_flags[i], outs[i], "--init", a->init);
+    if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest"))
+      st = hsr_path_check_outside(out_flags[i], outs[i], "--resume", a->ck.resume);
+  }
+  if (st != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
+  if (a->ck.save_every && a->ck.save_every >= a->steps) /* redundant, not contradictory: said, not refused */
+    hsr_cli_warn("train", "--save-every %d with --steps %d saves once, after the last step, as --ckpt alone does",
+                 a->ck.save_every, a->steps);
+  return 0;
 }
 
 /* Checks that need no launch: said before anything starts. */
@@ -433,7 +445,9 @@ static int check_args(train_args *a) {
     return hsr_cli_usage_error("train", "--reshard partial:%d: K must divide the shard size %d (valid K: %s)",
                                a->cfg.partial_k, a->cfg.shard, dv);
   }
-  if (a->model->finish_args(a) != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
+  hsr_status fst = a->model->finish_args(a); /* reads --init's configuration: a malformed file is exit 1 */
+  if (fst != HSR_OK)
+    return fst == HSR_ERR_INVALID ? hsr_cli_usage_error("train", "%s", hsr_last_error()) : hsr_cli_fail("train", fst);
   if (a->batch % a->cfg.micro_batches)
     return hsr_cli_usage_error("train", "--batch %d is not a multiple of --micro-batches %d", a->batch,
                                a->cfg.micro_batches);
@@ -535,8 +549,10 @@ hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ran
   double params = P * pes / (sp ? s : 1), grads = P * 4 / (sg ? s : 1), optim = P * 12 / (so ? s : 1);
   double gathered = !sp ? 0 : c->reshard == HSR_RT_RESHARD_NONE ? P * pes : (c->prefetch + 2) * U * pes;
   double staging = 2 * U * 4, per = params + grads + optim + gathered + staging + act;
-  double need = per * ranks_here, shm_need = (params + gathered + staging) * ranks_here;
-  uint64_t mem = 0, shm = 0;
+  /* shared parts (parameters, gathered units, staging) are memfds: memory like
+   * the rest, whatever /dev/shm's size (a container's 64 MB /dev/shm is no limit) */
+  double need = per * ranks_here;
+  uint64_t mem = 0;
   char b[8][32];
   hsr_sys_bytes_text(need, b[0], sizeof b[0]);
   hsr_sys_bytes_text(params + grads + optim, b[1], sizeof b[1]);
@@ -547,19 +563,11 @@ hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ran
     return hsr_error(HSR_ERR_INVALID,
                      "the model does not fit in memory: %.4g parameters (--layers %d --dim %d); the %d rank(s) on this "
                      "host need about %s (per rank: %s of parameters, gradients and optimizer state on a %d x %d %s "
-                     "mesh, %s of gathered units and staging, %s of activations), %s is available: use a smaller "
-                     "model, --batch or more hosts",
+                     "mesh, %s of gathered units and staging, %s of activations), %s is available (this host's, or "
+                     "its memory cgroup's): use a smaller model, --batch or more hosts",
                      P, a->layers, a->dim, ranks_here, b[0], b[1], R, S, hsr_rt_strategy_name(c->strategy), b[2], b[3],
                      b[4]);
   }
-  if (world > 1 && hsr_sys_fs_available("/dev/shm", &shm) == HSR_OK && shm_need > 0.9 * (double)shm) {
-    hsr_sys_bytes_text(shm_need, b[5], sizeof b[5]);
-    hsr_sys_bytes_text((double)shm, b[6], sizeof b[6]);
-    return hsr_error(HSR_ERR_INVALID,
-                     "the model does not fit in /dev/shm: %.4g parameters (--layers %d --dim %d); the %d rank(s) on "
-                     "this host need about %s of shared memory for parameters, gathered units and staging, /dev/shm "
-                     "has %s available",
-                     P, a->layers, a->dim, ranks_here, b[5], b[6]);
-  }
+  (void)world;
   return HSR_OK;
 }

@@ -5,13 +5,16 @@
  * seed: no generator has hidden state) and the learning-rate schedule. */
 #include "train_ckpt.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "hsr/sys.h"
 #include "model_meta.h"
+#include "train.h"
 
 void train_ckpt_usage(FILE *f) {
   fprintf(f, "checkpoints (a directory per checkpoint: manifest + data files; see docs/checkpoints.md)\n"
@@ -19,9 +22,11 @@ void train_ckpt_usage(FILE *f) {
              "  --save-every N      and every N steps\n"
              "  --keep K            keep the newest K checkpoints of DIR (default: all)\n"
              "  --resume DIR|latest continue from a checkpoint (DIR: a checkpoint, a root or a root's latest file;\n"
-             "                      latest: --ckpt's, or a fresh start when it has none yet) on any mesh and\n"
-             "                      strategy; --steps is the total, so the run trains the steps after the\n"
-             "                      checkpoint's. Checkpoints record the model: another one is refused\n"
+             "                      latest: the newest committed checkpoint under --ckpt, whatever its 'latest'\n"
+             "                      file says, or a fresh start when it has none) on any mesh and strategy;\n"
+             "                      --steps is the total, so the run trains the steps after the checkpoint's.\n"
+             "                      Checkpoints record the model: another one is refused. A run never saves\n"
+             "                      over a committed checkpoint: it is refused before its first step\n"
              "  --async-save        save in the background: a step blocks only while this rank's share is copied\n"
              "                      to host memory; writing, fsync, checksums and the commit run on a writer\n"
              "                      thread (at most one save in flight: the next one waits, and says so)\n");
@@ -214,30 +219,150 @@ hsr_status train_ckpt_check_program(const hsr_ckpt_state *p, const train_ckpt_st
   return check_state(p, ts, step, from);
 }
 
-/* --resume latest with no checkpoint under --ckpt yet: a fresh start. */
-static hsr_status fresh_start(const train_ckpt *c, hsr_boot *boot, int *fresh) {
-  *fresh = 0;
-  if (strcmp(c->resume, "latest")) return HSR_OK;
-  char p[4096];
+/* Which checkpoint the run continues, decided by rank 0 for all: --resume
+ * DIR as given; --resume latest: the newest committed checkpoint under
+ * --ckpt. `latest` missing, or naming an older one (a save that ended after
+ * its commit and before `latest`), is said and not followed: following it,
+ * or starting over, would later write over a committed checkpoint. No
+ * committed checkpoint at all: a fresh start. */
+typedef struct resume_pick {
+  int32_t fresh;
+  char path[4096];
+  char note[640];
+} resume_pick;
+
+static hsr_status pick(const train_ckpt *c, hsr_boot *boot, resume_pick *d) {
+  memset(d, 0, sizeof *d);
+  if (hsr_boot_rank(boot) == 0) {
+    char name[128];
+    int64_t step = 0;
+    if (strcmp(c->resume, "latest")) {
+      snprintf(d->path, sizeof d->path, "%s", c->resume);
+    } else if (hsr_ckpt_newest(c->dir, name, sizeof name, &step) != HSR_OK) {
+      d->fresh = 1;
+    } else {
+      snprintf(d->path, sizeof d->path, "%s/%s", c->dir, name);
+      char *ld = NULL;
+      const char *lname = NULL;
+      if (hsr_ckpt_resolve(c->dir, &ld) == HSR_OK) lname = strrchr(ld, '/') ? strrchr(ld, '/') + 1 : ld;
+      if (!lname)
+        snprintf(d->note, sizeof d->note,
+                 "%s/latest is missing or names no checkpoint: resuming the newest committed one, %s (step %" PRId64
+                 ")",
+                 c->dir, name, step);
+      else if (strcmp(lname, name))
+        snprintf(d->note, sizeof d->note,
+                 "%s/latest names %s, but %s (step %" PRId64
+                 ") is newer and committed (a save ended before it updated latest): resuming it",
+                 c->dir, lname, name, step);
+      free(ld);
+    }
+  }
+  return hsr_boot_bcast(boot, d, sizeof *d, 0);
+}
+
+/* A save this run will make (every --save-every steps after `start`, and
+ * the last step) must not replace a committed checkpoint: a run that starts
+ * over, or resumes an older step, above another run's checkpoints stops
+ * here, before its first step. Rank 0 looks; every rank gets the answer. */
+static hsr_status check_overwrite(const train_ckpt *c, int64_t start, int64_t steps) {
+  DIR *d = opendir(c->dir);
+  if (!d) return HSR_OK; /* made at the first save */
+  struct dirent *e;
+  int64_t hit = -1;
+  while ((e = readdir(d)) != NULL) {
+    char *end;
+    if (strncmp(e->d_name, "step-", 5) || !e->d_name[5]) continue;
+    long long v = strtoll(e->d_name + 5, &end, 10);
+    if (*end || v <= start || v > steps || !((c->save_every && v % c->save_every == 0) || v == steps)) continue;
+    if (hsr_ckpt_committed(c->dir, e->d_name) && (hit < 0 || v < hit)) hit = v;
+  }
+  closedir(d);
+  if (hit < 0) return HSR_OK;
+  char from[64];
+  snprintf(from, sizeof from, start ? "resumes step %" PRId64 : "starts at step 0", start);
+  return hsr_error(HSR_ERR_INVALID,
+                   "--ckpt %s: this run %s and would save step %" PRId64
+                   " over the committed checkpoint %s/step-%08" PRId64
+                   " (another run's?): continue it with --resume latest, give another --ckpt, or remove it",
+                   c->dir, from, hit, c->dir, hit);
+}
+
+/* The saves that fit: one checkpoint must, or the run is refused before its
+ * first step (needed against available); all the run will keep at once
+ * (--keep + 1 while a save is written, else every save) should, or it is
+ * said. */
+static hsr_status check_space(const train_ckpt *c, hsr_rt *rt, int64_t start, int64_t steps, int *warn, char *msg,
+                              size_t n) {
+  const hsr_rt_layout *l = hsr_rt_get_layout(rt);
+  int np = hsr_rt_layout_num_params(l);
+  double per = 64 * 1024; /* the manifest, `latest`, directory entries */
+  for (int i = 0; i < np; i++) {
+    hsr_rt_param_info p;
+    if (hsr_rt_layout_param(l, i, &p) == HSR_OK) per += (double)p.numel * 4 * HSR_CKPT_KIND_COUNT + 512;
+  }
+  int64_t saves = c->save_every ? steps / c->save_every - start / c->save_every : 0; /* in (start, steps] */
+  if (!c->save_every || steps % c->save_every) saves++;                              /* the last step's */
+  int64_t held = c->keep && c->keep + 1 < saves ? c->keep + 1 : saves;
+  char up[4096];
+  snprintf(up, sizeof up, "%s", c->dir);
   struct stat sb;
-  snprintf(p, sizeof p, "%s/latest", c->dir);
-  int none = stat(p, &sb) != 0;
-  HSR_CHECK(hsr_boot_bcast(boot, &none, sizeof none, 0)); /* rank 0 decides for all */
-  *fresh = none;
+  while (stat(up, &sb) != 0) { /* the nearest directory that exists: the file system it will be on */
+    char *sl = strrchr(up, '/');
+    if (!sl || sl == up) {
+      snprintf(up, sizeof up, "%s", sl == up ? "/" : ".");
+      break;
+    }
+    *sl = '\0';
+  }
+  uint64_t avail = 0;
+  if (hsr_sys_fs_available(up, &avail) != HSR_OK) return HSR_OK; /* unknown: the saves will say */
+  char need[32], have[32], all[32];
+  hsr_sys_bytes_text(per, need, sizeof need);
+  hsr_sys_bytes_text((double)avail, have, sizeof have);
+  hsr_sys_bytes_text(per * (double)held, all, sizeof all);
+  if ((double)avail < per)
+    return hsr_error(HSR_ERR_INVALID,
+                     "--ckpt %s: one checkpoint needs %s, the file system holding it has %s available (free space, "
+                     "or give --ckpt on a larger one)",
+                     c->dir, need, have);
+  if ((double)avail < per * (double)held) {
+    *warn = 1;
+    snprintf(msg, n,
+             "--ckpt %s: the run keeps %" PRId64 " checkpoints of %s at once (%s), the file system has %s available: "
+             "a later save will fail (--keep K bounds what is kept)",
+             c->dir, held, need, all, have);
+  }
   return HSR_OK;
+}
+
+/* Before the first step: the overwrite and the space checks, agreed. */
+static hsr_status check_saves(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, int64_t start, int64_t steps) {
+  if (!c->dir) return HSR_OK;
+  hsr_status st = HSR_OK;
+  int warn = 0;
+  char msg[640] = "";
+  if (hsr_boot_rank(boot) == 0) {
+    st = check_overwrite(c, start, steps);
+    if (st == HSR_OK) st = check_space(c, rt, start, steps, &warn, msg, sizeof msg);
+    if (warn) fprintf(stderr, "hsr train: warning: %s\n", msg);
+  }
+  return train_agree(boot, st);
 }
 
 hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, const train_ckpt_state *ts, int64_t steps,
                              int64_t *start) {
   *start = 0;
-  if (!c->resume) return HSR_OK;
-  int fresh, rank = hsr_boot_rank(boot);
-  HSR_CHECK(fresh_start(c, boot, &fresh));
-  if (fresh) {
-    if (rank == 0) printf("resume: no checkpoint under %s yet: starting at step 0\n", c->dir);
-    return HSR_OK;
+  if (!c->resume) return check_saves(c, boot, rt, 0, steps);
+  int rank = hsr_boot_rank(boot);
+  resume_pick d;
+  HSR_CHECK(pick(c, boot, &d));
+  if (d.fresh) {
+    if (rank == 0) printf("resume: no committed checkpoint under %s yet: starting at step 0\n", c->dir);
+    return check_saves(c, boot, rt, 0, steps);
   }
-  const char *path = strcmp(c->resume, "latest") ? c->resume : c->dir;
+  if (rank == 0 && d.note[0]) printf("resume: %s\n", d.note);
+  const char *path = d.path;
   hsr_ckpt_state *p;
   HSR_CHECK(hsr_ckpt_state_create(&p));
   /* the run's own checks first, so that a refusal changes nothing; a
@@ -275,5 +400,5 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
   hsr_ckpt_state_free(p);
   HSR_CHECK(st);
   *start = s.step;
-  return HSR_OK;
+  return check_saves(c, boot, rt, s.step, steps);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpt_file.h"
 #include "hsr/kernels.h"
 #include "train.h"
 
@@ -22,6 +23,7 @@ hsr_status train_agree(hsr_boot *boot, hsr_status st) {
     if (all[r].st != HSR_OK) {
       g = n > 1 ? hsr_error((hsr_status)all[r].st, "rank %d: %s", r, all[r].msg)
                 : hsr_error((hsr_status)all[r].st, "%s", all[r].msg);
+      hsr_error_share(); /* every rank has it: rank 0 says it */
       break;
     }
   free(all);
@@ -155,7 +157,7 @@ hsr_status train_init_from(hsr_rt *rt, hsr_boot *boot, const char *path) {
   hsr_st_set *f = NULL;
   int *idx = NULL;
   hsr_status st = layout_tensors(rt, &ts);
-  if (st == HSR_OK) st = hsr_st_set_open(path, &f);
+  if (st == HSR_OK) st = init_st_open(path, &f);
   if (st == HSR_OK && !(idx = calloc((size_t)ts.n + 1, sizeof *idx))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK) st = check_file(f, &ts, path, idx);
   st = train_agree(boot, st); /* nothing is set unless every rank can read it all */

@@ -140,7 +140,7 @@ static const char *default_data(void) {
 static hsr_status gpt_from_file(train_args *a, int *n_ctx, int *vocab) {
   hsr_st_set *f;
   gpt_cfg c;
-  HSR_CHECK(hsr_st_set_open(a->init, &f));
+  HSR_CHECK(init_st_open(a->init, &f));
   hsr_status st = gpt_file_config(f, a->init, &c);
   hsr_st_set_close(f);
   HSR_CHECK(st);

@@ -8,6 +8,8 @@
 
 #include "bench_coll.h" /* bc_have_gnuplot */
 #include "cli.h"
+#include "hsr/json.h"
+#include "hsr/sys.h"
 #include "hsr/trace.h"
 #include "tune_cli.h"
 
@@ -270,8 +272,9 @@ hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *me
                                       "gnuplot-nox; scripts/setup.sh installs it)");
   int n = nm > 0 ? nm : p->nfeasible;
   if (n == 0) return hsr_error(HSR_ERR_INVALID, "--plot: no feasible layout to draw");
-  FILE *gp = popen("gnuplot", "w");
-  if (!gp) return hsr_error(HSR_ERR_SYSTEM, "--plot: cannot start gnuplot");
+  hsr_cli_plot pl;
+  HSR_CHECK(hsr_cli_plot_open(&pl, "--plot", path));
+  FILE *gp = pl.script;
   fprintf(gp, "$d << EOD\n");
   for (int i = 0; i < n; i++) {
     const hsr_tune_result *r = &p->cand[nm > 0 ? which[i] : i];
@@ -279,8 +282,8 @@ hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *me
     fprintf(gp, "%d \"%s\" %g %g %g %g\n", i, hsr_tune_label(r, lab, sizeof lab), r->step_ms - r->exposed_ms,
             r->exposed_ms, nm > 0 ? measured[2 * i] : NAN, nm > 0 ? measured[2 * i + 1] : NAN);
   }
-  fprintf(gp, "EOD\nset terminal svg size %d,600 dynamic background rgb 'white'\nset output '%s'\n",
-          n * 40 + 300 > 4000 ? 4000 : n * 40 + 300, path);
+  fprintf(gp, "EOD\nset terminal svg size %d,600 dynamic background rgb 'white'\n",
+          n * 40 + 300 > 4000 ? 4000 : n * 40 + 300);
   fprintf(gp,
           "set style fill solid 0.8 border -1\nset xtics rotate by -60 font ',9'\nset grid ytics\n"
           "set ylabel 'ms per step'\nset key left top\nset xrange [-1:%d]\nset yrange [0:*]\n"
@@ -300,10 +303,8 @@ hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *me
             "pattern 2 lc rgb '#ff8c00' title 'exposed communication, measured'",
             o, o, w, o, w, o, o, w, o, w);
   fprintf(gp, "\n");
-  int rc = pclose(gp);
   (void)x;
-  if (rc != 0) return hsr_error(HSR_ERR_SYSTEM, "--plot: gnuplot failed (status %d) writing '%s'", rc, path);
-  return HSR_OK;
+  return hsr_cli_plot_close(&pl);
 }
 
 /* The calculator's --json: the layout (as a candidate of the planner's
@@ -428,8 +429,8 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
 }
 
 hsr_status tune_compute_from(const char *path, int units, double bwd, double *fwd_ms, char *desc, size_t len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return hsr_error(HSR_ERR_INVALID, "--compute-from: cannot read '%s'", path);
+  FILE *f;
+  HSR_CHECK(hsr_file_fopen_read("--compute-from", path, &f));
   char head[4096];
   size_t n = fread(head, 1, sizeof head - 1, f);
   head[n] = '\0';
@@ -448,9 +449,9 @@ hsr_status tune_compute_from(const char *path, int units, double bwd, double *fw
     snprintf(desc, len, "%.3f ms per unit forward (measured: trace %s, %d steps)", *fwd_ms, path, k);
     return HSR_OK;
   }
-  FILE *g = fopen(path, "rb");
+  FILE *g = NULL;
   char *txt = NULL;
-  if (g) {
+  if (hsr_file_fopen_read("--compute-from", path, &g) == HSR_OK) {
     fseek(g, 0, SEEK_END);
     long sz = ftell(g);
     fseek(g, 0, SEEK_SET);
@@ -460,6 +461,10 @@ hsr_status tune_compute_from(const char *path, int units, double bwd, double *fw
   }
   cJSON *j = txt ? cJSON_Parse(txt) : NULL;
   free(txt);
+  if (hsr_json_check_finite(j, HSR_ERR_INVALID, path) != HSR_OK) {
+    cJSON_Delete(j);
+    return HSR_ERR_INVALID;
+  }
   const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "results"), *r0 = cJSON_GetArrayItem(res, 0);
   const cJSON *u = cJSON_GetObjectItemCaseSensitive(j, "units"), *br = cJSON_GetObjectItemCaseSensitive(j, "bwd_ratio");
   const cJSON *cm = cJSON_GetObjectItemCaseSensitive(r0, "compute_ms");

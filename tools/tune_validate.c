@@ -23,6 +23,8 @@
 #include "bench.h"
 #include "cli.h"
 #include "hsr/kernels.h"
+#include "hsr/json.h"
+#include "hsr/sys.h"
 #include "tune_cli.h"
 
 #define V_MAX 24
@@ -188,15 +190,15 @@ static int step_bench(hsr_boot *boot, const tune_opts *o, const vpick *p, const 
 static int read_one(const char *dir, const char *name, vmeas *m) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
+  FILE *f;
+  if (hsr_file_fopen_read("measurement", path, &f) != HSR_OK) return -1;
   char buf[1 << 16];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = '\0';
   cJSON *j = cJSON_Parse(buf);
   const cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "results"), 0);
-  int ok = r != NULL;
+  int ok = r != NULL && hsr_json_check_finite(j, HSR_ERR_IO, path) == HSR_OK;
   if (ok) {
     m->step = cJSON_GetObjectItemCaseSensitive(r, "step_ms")->valuedouble;
     m->compute = cJSON_GetObjectItemCaseSensitive(r, "compute_ms")->valuedouble;
@@ -296,13 +298,17 @@ static int choose(const tune_opts *o, const hsr_tune_plan *p, const vpick *probe
 static double link_ratio(const char *dir, double *bytes) {
   char path[512];
   snprintf(path, sizeof path, "%s/all_gather.json", dir);
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
+  FILE *f;
+  if (hsr_file_fopen_read("calibration", path, &f) != HSR_OK) return 0;
   static char buf[1 << 18];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = '\0';
   cJSON *j = cJSON_Parse(buf);
+  if (hsr_json_check_finite(j, HSR_ERR_IO, path) != HSR_OK) { /* not a measurement to fit */
+    cJSON_Delete(j);
+    return 0;
+  }
   double ti = 0, tx = 0, best = 0;
   const cJSON *r;
   cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(j, "results")) {

@@ -14,6 +14,7 @@
 
 #include "topo_hwloc.h"
 #include "hsr/env.h"
+#include "hsr/sys.h"
 
 static int is_gpu(hwloc_obj_t o) {
   return o && o->type == HWLOC_OBJ_PCI_DEVICE && o->attr->pcidev.vendor_id == 0x10de &&
@@ -225,8 +226,8 @@ static hsr_status load(topo_disc *d, const char *xml) {
     struct stat sb;
     if (stat(xml, &sb) == 0 && S_ISDIR(sb.st_mode))
       return hsr_error(HSR_ERR_IO, "topology XML '%s' is a directory, not a file", xml);
-    FILE *f = fopen(xml, "r");
-    if (!f) return hsr_error(HSR_ERR_IO, "cannot open topology XML '%s': %s", xml, strerror(errno));
+    FILE *f;
+    HSR_CHECK(hsr_file_fopen_read("topology XML", xml, &f)); /* a FIFO would hang hwloc */
     int empty = fgetc(f) == EOF;
     fclose(f);
     if (empty) return hsr_error(HSR_ERR_IO, "topology XML '%s' is empty", xml);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "hsr/sys.h"
 #include "topo_internal.h"
 
 #define NX_MAX_NICS 64
@@ -262,8 +263,8 @@ static hsr_status parse(const char *path, xmlDocPtr *doc) {
   struct stat sb;
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
     return hsr_error(HSR_ERR_IO, "NCCL topology '%s' is a directory, not a file", path);
-  FILE *f = fopen(path, "r");
-  if (!f) return hsr_error(HSR_ERR_IO, "cannot open NCCL topology '%s': %s", path, strerror(errno));
+  FILE *f;
+  HSR_CHECK(hsr_file_fopen_read("NCCL topology", path, &f)); /* a FIFO would hang the parser */
   int empty = fgetc(f) == EOF;
   fclose(f);
   if (empty) return hsr_error(HSR_ERR_IO, "NCCL topology '%s' is empty", path);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hsr/json.h"
 #include "hsr/tune.h"
 
 typedef struct sample {
@@ -128,6 +129,10 @@ hsr_status hsr_tune_calib_add_json(hsr_tune_calib *c, const char *text, const ch
   const char *nm = name ? name : "bench JSON";
   cJSON *root = cJSON_Parse(text);
   if (!root) return hsr_error(HSR_ERR_INVALID, "%s: not JSON (expected a file of `hsr bench <collective> -J`)", nm);
+  if (hsr_json_check_finite(root, HSR_ERR_INVALID, nm) != HSR_OK) { /* a 1e999 would be an infinite time */
+    cJSON_Delete(root);
+    return HSR_ERR_INVALID;
+  }
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "hsr"),
               *res = cJSON_GetObjectItemCaseSensitive(root, "results");
   const cJSON *coll = cJSON_GetObjectItemCaseSensitive(h, "collective");

@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     case 'r': st = hsr_parse_long("--reps", optarg, 1, 1000, &reps); break;
     case 'j':
       json_path = optarg;
-      if (strcmp(optarg, "-")) st = hsr_path_check_write("--json", optarg);
+      if (strcmp(optarg, "-")) st = hsr_path_check_output("--json", optarg);
       break;
     case 'c': check = 1; break;
     default: return usage_error("unknown option or missing value '%s'", argv[optind - 1]);
@@ -260,12 +260,18 @@ int main(int argc, char **argv) {
   int rc = 0;
   if (json_path) {
     char *txt = cJSON_Print(root);
-    FILE *f = strcmp(json_path, "-") ? fopen(json_path, "w") : stdout;
-    if (!f || !txt || fprintf(f, "%s\n", txt) < 0) {
-      fprintf(stderr, "hsr-kbench: cannot write %s\n", json_path);
+    hsr_out o;
+    hsr_status st = HSR_OK;
+    if (!strcmp(json_path, "-")) {
+      if (!txt || printf("%s\n", txt) < 0 || fflush(stdout) != 0) st = hsr_error(HSR_ERR_IO, "--json -: write failed");
+    } else if ((st = hsr_out_open(&o, "--json", json_path, HSR_OUT_WHOLE)) == HSR_OK) {
+      if (txt) fprintf(o.f, "%s\n", txt);
+      st = txt ? hsr_out_close(&o) : (hsr_out_abort(&o), hsr_error(HSR_ERR_NOMEM, "out of memory"));
+    }
+    if (st != HSR_OK) {
+      fprintf(stderr, "hsr-kbench: %s\n", hsr_last_error());
       rc = 1;
     }
-    if (f && f != stdout) fclose(f);
     free(txt);
   }
   cJSON_Delete(root);

@@ -83,6 +83,22 @@ HSR_API int hsr_boot_failure(const hsr_boot *b);
  * NULL). Returns HSR_OK at once when no such failure was noted. */
 HSR_API hsr_status hsr_boot_end_failed_job(hsr_boot *b, int code, double grace_s);
 
+/* ---- the end of the job -----------------------------------------------------
+ * A rank under a launcher ends with its launcher, whatever ends it: from
+ * hsr_boot_init to hsr_boot_finalize a thread watches the parent process (a
+ * pidfd) and the connection to the PMIx server; when either is gone the rank
+ * prints one line and ends itself with SIGTERM (SIGKILL 5 s later if a
+ * handler of the program keeps it alive). SIGTERM, SIGINT and SIGHUP, where
+ * the program left them at their default action, are caught by the same
+ * thread. Either way the subscribers run first, on that thread: fn(arg) may
+ * print what this rank knows (a dead peer's verdict, which the launcher's
+ * SIGTERM would otherwise cut off) and must return within about 0.3 s; then
+ * the rank ends with the signal's default action (exit status 128 + N).
+ * Up to 4 subscribers, one per arg; fn NULL unsubscribes arg (waiting for a
+ * call in progress). */
+typedef void (*hsr_boot_end_fn)(void *arg);
+HSR_API hsr_status hsr_boot_on_end(hsr_boot *b, hsr_boot_end_fn fn, void *arg);
+
 #ifdef __cplusplus
 }
 #endif

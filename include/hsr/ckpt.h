@@ -170,6 +170,12 @@ HSR_API hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *p
  * manifest, else the checkpoint its `latest` names; a path to a root's
  * `latest` file itself (ROOT/latest) is that root. *dir is malloc'd. */
 HSR_API hsr_status hsr_ckpt_resolve(const char *path, char **dir);
+/* 1 when root/name is a committed checkpoint (its manifest exists). */
+HSR_API int hsr_ckpt_committed(const char *root, const char *name);
+/* The committed step-NNNNNNNN of `root` with the highest step, whatever
+ * `latest` says (a crash before `latest` leaves it behind): its name and
+ * step; HSR_ERR_NOT_FOUND when there is none. */
+HSR_API hsr_status hsr_ckpt_newest(const char *root, char *name, size_t n, int64_t *step);
 
 /* ---- reading a checkpoint without an engine (inspect, verify, export) ---- */
 

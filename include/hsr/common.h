@@ -44,6 +44,11 @@ HSR_API const char *hsr_last_error(void);
 /* Records a detail message for st on this thread and returns st, so that
  * failures read `return hsr_error(HSR_ERR_INVALID, "count %zu ...", n);`. */
 HSR_API hsr_status hsr_error(hsr_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Marks the current error as the job's: every rank has agreed on it (it is
+ * printed once, by rank 0). An error that wraps it (its text contains the
+ * marked text) stays marked; any other new error clears the mark. */
+HSR_API void hsr_error_share(void);
+HSR_API int hsr_error_shared(void);
 HSR_API void hsr_clear_error(void);
 
 /* Logging. Level from HSR_LOG=error|warn|info|debug (default warn); lines go to

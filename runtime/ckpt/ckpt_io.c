@@ -14,6 +14,7 @@
 
 #include "ckpt_int.h"
 #include "hsr/env.h"
+#include "hsr/sys.h"
 
 int ckpt_safe_name(const char *s) {
   if (!s || !*s || *s == '.' || strlen(s) >= CKPT_NAME_MAX) return 0;
@@ -68,10 +69,11 @@ hsr_status ckpt_write_small(const char *dir, const char *name, const void *p, si
 
 hsr_status ckpt_slurp(const char *path, size_t max, char **out, size_t *len) {
   *out = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return hsr_error(errno == ENOENT ? HSR_ERR_NOT_FOUND : HSR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  int fd;
   struct stat sb;
+  if (lstat(path, &sb) != 0 && errno == ENOENT)
+    return hsr_error(HSR_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
+  HSR_CHECK(hsr_file_open_read("checkpoint file", path, &fd)); /* a FIFO or a device: refused, not waited on */
   if (fstat(fd, &sb) || (size_t)sb.st_size > max) {
     close(fd);
     return hsr_error(HSR_ERR_IO, "'%s' is unreadable or larger than %zu bytes", path, max);
@@ -174,15 +176,20 @@ static void span_what(const hsr_ckpt *c, const ckpt_span *s, char *buf, size_t l
 static hsr_status open_data(const hsr_ckpt *c, int f, const ckpt_span *s, int *fd) {
   char path[4096], what[256];
   HSR_CHECK(ckpt_path(path, sizeof path, c->dir, c->f[f].name));
-  *fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat lsb;
+  int missing = lstat(path, &lsb) != 0 && errno == ENOENT;
+  hsr_status ost = missing ? HSR_ERR_NOT_FOUND : hsr_file_open_read("data file", path, fd); /* a FIFO: refused */
   if (s)
     span_what(c, s, what, sizeof what);
   else
     snprintf(what, sizeof what, "%d tensors", c->nt);
-  if (*fd < 0)
-    return hsr_error(errno == ENOENT ? HSR_ERR_NOT_FOUND : HSR_ERR_IO,
-                     "checkpoint '%s': data file '%s' %s (it holds %s)", c->dir, c->f[f].name,
-                     errno == ENOENT ? "is missing" : strerror(errno), what);
+  if (ost == HSR_ERR_NOT_FOUND)
+    return hsr_error(ost, "checkpoint '%s': data file '%s' is missing (it holds %s)", c->dir, c->f[f].name, what);
+  if (ost != HSR_OK) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", hsr_last_error());
+    return hsr_error(ost, "checkpoint '%s': %s (it holds %s)", c->dir, why, what);
+  }
   posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a larger read-ahead: windows are read in file order */
   struct stat sb;
   if (fstat(*fd, &sb) || (uint64_t)sb.st_size != c->f[f].bytes) {
@@ -384,6 +391,14 @@ static int is_file(const char *path) {
   return !stat(path, &sb) && S_ISREG(sb.st_mode);
 }
 
+/* A manifest that is there but not a regular file (a FIFO would hang the read). */
+static hsr_status not_regular(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) || S_ISREG(sb.st_mode)) return HSR_OK;
+  int fd;
+  return hsr_file_open_read("checkpoint file", path, &fd); /* fails, naming what it is */
+}
+
 /* The checkpoint root's `latest` file p names (in root). */
 static hsr_status from_latest(const char *root, const char *p, char **dir) {
   char *name;
@@ -396,6 +411,7 @@ static hsr_status from_latest(const char *root, const char *p, char **dir) {
   char d[4096], m[4200];
   if (st == HSR_OK) st = ckpt_path(d, sizeof d, root, name);
   if (st == HSR_OK) st = ckpt_path(m, sizeof m, d, CKPT_MANIFEST);
+  if (st == HSR_OK) st = not_regular(m);
   if (st == HSR_OK && !is_file(m))
     st = hsr_error(HSR_ERR_INVALID, "'%s' names '%s', which has no %s", p, name, CKPT_MANIFEST);
   free(name);
@@ -426,6 +442,7 @@ hsr_status hsr_ckpt_resolve(const char *path, char **dir) {
   }
   char p[4096];
   HSR_CHECK(ckpt_path(p, sizeof p, path, CKPT_MANIFEST));
+  HSR_CHECK(not_regular(p));
   if (is_file(p)) {
     *dir = strdup(path);
     return *dir ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "hsr/json.h"
 #include "ckpt_int.h"
 
 #define CRC_KEY "\"manifest_crc32\""
@@ -128,6 +129,17 @@ static const cJSON *jobj(const cJSON *o, const char *k) {
   return cJSON_IsObject(x) ? x : NULL;
 }
 
+static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A name listed twice, by sorting (a manifest of 10^6 tensors must not take
+ * 10^12 comparisons); NULL when every name is unique. Sorts `names`. */
+static const char *first_dup(const char **names, int n) {
+  qsort(names, (size_t)n, sizeof *names, cmp_name);
+  for (int k = 1; k < n; k++)
+    if (!strcmp(names[k - 1], names[k])) return names[k];
+  return NULL;
+}
+
 static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
   const cJSON *fa, *it;
   HSR_CHECK(jarr(px, c->json, "files", &fa, &c->nf));
@@ -142,8 +154,6 @@ static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
     int nb = 0;
     HSR_CHECK(jstr(px, it, "name", &f->name));
     if (!ckpt_safe_name(f->name)) return PERR(px, "file name '%s' is not a plain file name", f->name);
-    for (int j = 0; j < i; j++)
-      if (!strcmp(c->f[j].name, f->name)) return PERR(px, "data file '%s' is listed twice", f->name);
     HSR_CHECK(ju64(px, it, "bytes", &f->bytes));
     HSR_CHECK(jint(px, it, "crc32", 0, 0xffffffffll, &crc));
     f->crc = (uint32_t)crc;
@@ -164,6 +174,12 @@ static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
     c->info.data_bytes += f->bytes;
     i++;
   }
+  const char **names = malloc(sizeof *names * (size_t)(c->nf + 1));
+  if (!names) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  for (int k = 0; k < c->nf; k++) names[k] = c->f[k].name;
+  const char *dup = first_dup(names, c->nf);
+  free(names);
+  if (dup) return (px->where[0] = 0, PERR(px, "data file '%s' is listed twice", dup));
   return HSR_OK;
 }
 
@@ -205,8 +221,6 @@ static hsr_status parse_tensor(hsr_ckpt *c, const cJSON *it, int i, pctx *px, ui
   snprintf(px->where, sizeof px->where, "tensor %d", i);
   HSR_CHECK(jstr(px, it, "name", &t->name));
   snprintf(px->where, sizeof px->where, "tensor '%.64s'", t->name);
-  for (int j = 0; j < i; j++)
-    if (!strcmp(c->t[j].name, t->name)) return PERR(px, "listed twice");
   const cJSON *sh, *d;
   HSR_CHECK(jarr(px, it, "shape", &sh, &t->ndim));
   if (t->ndim > HSR_RT_MAX_DIMS) return PERR(px, "%d dimensions (at most %d)", t->ndim, HSR_RT_MAX_DIMS);
@@ -321,6 +335,11 @@ static hsr_status parse_head(hsr_ckpt *c, char *text, size_t len, pctx *px) {
                 !c->json ? "not valid JSON" : "no \"format\": \"" CKPT_FORMAT "\"");
   }
   int64_t v;
+  if (hsr_json_check_finite(c->json, HSR_ERR_IO, "the manifest") != HSR_OK) { /* 1e999 reads as infinity */
+    char m[512];
+    snprintf(m, sizeof m, "%s", hsr_last_error());
+    return PERR(px, "%s", m);
+  }
   HSR_CHECK(jint(px, c->json, "format_version", 1, 1 << 30, &v));
   if (!d) return PERR(px, "no manifest_crc32 (every hsr manifest records its own checksum)");
   uint32_t want = (uint32_t)strtoul(d, NULL, 16), got = text_crc(text, len, d);
@@ -359,6 +378,12 @@ hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out) {
   if (st == HSR_OK) cJSON_ArrayForEach(it, ta) {
       if ((st = parse_tensor(c, it, i++, &px, covered)) != HSR_OK) break;
     }
+  const char **names = st == HSR_OK ? malloc(sizeof *names * (size_t)(c->nt + 1)) : NULL;
+  if (st == HSR_OK && !names) st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  for (int k = 0; st == HSR_OK && k < c->nt; k++) names[k] = c->t[k].name;
+  const char *dup = st == HSR_OK ? first_dup(names, c->nt) : NULL;
+  if (dup) st = (snprintf(px.where, sizeof px.where, "tensor '%.64s'", dup), PERR(&px, "listed twice"));
+  free(names);
   for (int f = 0; st == HSR_OK && f < c->nf; f++)
     if (covered[f] != c->f[f].bytes)
       st = (px.where[0] = 0, PERR(&px, "the tensors' ranges cover %" PRIu64 " of the %" PRIu64 " bytes of '%s'",

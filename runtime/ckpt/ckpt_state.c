@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hsr/json.h"
 #include "ckpt_int.h"
 
 struct hsr_ckpt_state {
@@ -253,9 +254,10 @@ hsr_status hsr_ckpt_state_from_json(hsr_ckpt_state *s, const char *json) {
   if (!s || !json) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_state_from_json: NULL argument");
   cJSON *o = cJSON_Parse(json);
   if (!o) return hsr_error(HSR_ERR_INVALID, "checkpoint state: not JSON: '%.60s'", json);
-  hsr_status st = cJSON_IsObject(o)
-                      ? ckpt_state_assign(s, o, "checkpoint state")
-                      : hsr_error(HSR_ERR_INVALID, "checkpoint state: '%.60s' is not a JSON object", json);
+  hsr_status st = hsr_json_check_finite(o, HSR_ERR_INVALID, "checkpoint state"); /* 1e999 reads as infinity */
+  if (st == HSR_OK)
+    st = cJSON_IsObject(o) ? ckpt_state_assign(s, o, "checkpoint state")
+                           : hsr_error(HSR_ERR_INVALID, "checkpoint state: '%.60s' is not a JSON object", json);
   cJSON_Delete(o);
   return st;
 }

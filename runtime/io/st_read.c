@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "hsr/safetensors.h"
+#include "hsr/json.h"
+#include "hsr/sys.h"
 #include "st_internal.h"
 
 typedef struct entry {
@@ -173,6 +175,8 @@ static hsr_status parse_header(hsr_st_file *f, const char *h, size_t n) {
     BAD("the header is not valid JSON (near header byte %ld)", e && e >= h && e <= h + n ? (long)(e - h) : -1L);
   }
   hsr_status st = HSR_OK;
+  if (hsr_json_check_finite(root, HSR_ERR_INVALID, "header") != HSR_OK) /* an offset of 1e999 */
+    st = bad(f, "%s", hsr_last_error());
   for (const char *p = end; p < h + n && st == HSR_OK; p++)
     if (*p != ' ')
       st = bad(f,
@@ -265,8 +269,8 @@ hsr_status hsr_st_open(const char *path, hsr_st_file **out) {
   HSR_CHECK(new_file(path, &f));
   struct stat sb;
   hsr_status st = HSR_OK;
-  if ((f->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-    st = hsr_error(HSR_ERR_IO, "safetensors '%s': cannot open: %s", path, strerror(errno));
+  if (hsr_file_open_read("safetensors", path, &f->fd) != HSR_OK)
+    st = HSR_ERR_IO; /* hsr_last_error() names it: a FIFO is refused, not waited on */
   else if (fstat(f->fd, &sb) != 0 || !S_ISREG(sb.st_mode))
     st = hsr_error(HSR_ERR_IO, "safetensors '%s': not a regular file", path);
   f->size = st == HSR_OK ? (uint64_t)sb.st_size : 0;

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hsr/json.h"
+#include "hsr/sys.h"
 #include "hsr/safetensors_sharded.h"
 #include "st_internal.h"
 
@@ -217,9 +219,10 @@ static hsr_status open_shards(hsr_st_set *s, const char *dir, wm_entry *e, int n
 static hsr_status parse_index(hsr_st_set *s, const char *file) {
   char *text = NULL;
   size_t len = 0;
-  int fd = open(file, O_RDONLY | O_CLOEXEC);
+  int fd;
   struct stat sb;
-  if (fd < 0) return hsr_error(HSR_ERR_IO, "safetensors index '%s': cannot open: %s", s->label, strerror(errno));
+  if (hsr_file_open_read("safetensors index", file, &fd) != HSR_OK) /* a FIFO is refused, not waited on */
+    return HSR_ERR_IO;
   hsr_status st = HSR_OK;
   if (fstat(fd, &sb) || !S_ISREG(sb.st_mode))
     st = ibad(s, "not a regular file");
@@ -243,6 +246,12 @@ static hsr_status parse_index(hsr_st_set *s, const char *file) {
   if (!root || !cJSON_IsObject(root)) {
     cJSON_Delete(root);
     IBAD("not a JSON object {\"metadata\": {\"total_size\": BYTES}, \"weight_map\": {TENSOR: FILE}}");
+  }
+  if (hsr_json_check_finite(root, HSR_ERR_INVALID, "") != HSR_OK) { /* 1e999 reads as infinity */
+    char m[512];
+    snprintf(m, sizeof m, "%s", hsr_last_error() + 2);
+    cJSON_Delete(root);
+    return ibad(s, "%s", m);
   }
   const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "metadata");
   const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map"), *ts = NULL, *it;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hsr/sys.h"
 #include "hsr/safetensors_sharded.h"
 
 hsr_status hsr_st_parse_shard_size(const char *what, const char *s, uint64_t *out) {
@@ -315,18 +316,17 @@ static void put_json_str(FILE *f, const char *s) {
  * under a temporary name, synced, renamed. */
 static hsr_status write_index(const hsr_st_set_writer *w) {
   wm_row *ord = malloc(((size_t)w->n + 1) * sizeof *ord);
-  char *p = in_dir(w->dir, HSR_ST_INDEX_NAME), *tmp = p ? malloc(strlen(p) + 32) : NULL;
-  if (!ord || !p || !tmp) {
-    free(ord), free(p), free(tmp);
+  char *p = in_dir(w->dir, HSR_ST_INDEX_NAME);
+  if (!ord || !p) {
+    free(ord), free(p);
     return hsr_error(HSR_ERR_NOMEM, "out of memory");
   }
-  snprintf(tmp, strlen(p) + 32, "%s.tmp.%ld", p, (long)getpid());
   uint64_t total = 0;
   for (int i = 0; i < w->n; i++) ord[i] = (wm_row){w->t[i].name, w->shard[i]}, total += w->bytes[i];
   qsort(ord, (size_t)w->n, sizeof *ord, row_cmp);
-  hsr_status st = HSR_OK;
-  FILE *f = fopen(tmp, "wb");
-  if (!f) st = hsr_error(HSR_ERR_IO, "safetensors: creating '%s': %s", tmp, strerror(errno));
+  hsr_out o; /* whole or not at all (synced, renamed); never renamed over a device or a FIFO */
+  hsr_status st = hsr_out_open(&o, "safetensors index", p, HSR_OUT_WHOLE);
+  FILE *f = st == HSR_OK ? o.f : NULL;
   if (st == HSR_OK) {
     fprintf(f, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {", (unsigned long long)total);
     for (int i = 0; i < w->n; i++) {
@@ -338,14 +338,9 @@ static hsr_status write_index(const hsr_st_set_writer *w) {
       put_json_str(f, name);
     }
     fputs(w->n ? "\n  }\n}\n" : "}\n}\n", f);
-    if (fflush(f) || fsync(fileno(f)))
-      st = hsr_error(HSR_ERR_IO, "safetensors: writing '%s': %s", tmp, strerror(errno));
-    if (fclose(f) && st == HSR_OK) st = hsr_error(HSR_ERR_IO, "safetensors: closing '%s': %s", tmp, strerror(errno));
-    if (st == HSR_OK && rename(tmp, p))
-      st = hsr_error(HSR_ERR_IO, "safetensors: renaming '%s' into place: %s", tmp, strerror(errno));
-    if (st != HSR_OK) unlink(tmp);
+    st = hsr_out_close(&o);
   }
-  free(ord), free(p), free(tmp);
+  free(ord), free(p);
   return st;
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "hsr/safetensors.h"
+#include "hsr/sys.h"
 #include "st_internal.h"
 
 static const struct {
@@ -222,16 +223,16 @@ hsr_status hsr_st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, i
 
 /* ---- the streaming writer ---- */
 struct hsr_st_writer {
+  hsr_out out; /* whole or not at all; a device or a FIFO in place, never renamed over */
   FILE *f;
-  char *path, *tmp;
+  char *path;
   uint64_t total, written;
 };
 
 void hsr_st_abort(hsr_st_writer *w) {
   if (!w) return;
-  if (w->f) fclose(w->f);
-  if (w->tmp) unlink(w->tmp);
-  free(w->path), free(w->tmp);
+  hsr_out_abort(&w->out);
+  free(w->path);
   free(w);
 }
 
@@ -251,21 +252,21 @@ hsr_status hsr_st_create(const char *path, const hsr_st_tensor *t, int n, const 
   uint64_t total;
   HSR_CHECK(check_entries(t, n, meta, nmeta, &total));
   hsr_st_writer *w = calloc(1, sizeof *w);
-  size_t pl = strlen(path) + 32;
-  if (w) w->path = strdup(path), w->tmp = malloc(pl);
-  if (!w || !w->path || !w->tmp) {
+  if (w) w->path = strdup(path);
+  if (!w || !w->path) {
     free(hdr);
     hsr_st_abort(w);
     return hsr_error(HSR_ERR_NOMEM, "safetensors: out of memory");
   }
-  snprintf(w->tmp, pl, "%s.tmp.%ld", path, (long)getpid());
   w->total = total;
-  int fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0 || !(w->f = fdopen(fd, "wb"))) {
-    if (fd >= 0) close(fd);
+  hsr_status ost = hsr_out_open(&w->out, "safetensors", path, HSR_OUT_WHOLE);
+  if (ost != HSR_OK) {
     free(hdr);
-    return io_fail(w, "cannot create the temporary file");
+    free(w->path);
+    free(w);
+    return ost;
   }
+  w->f = w->out.f;
   unsigned char le[8];
   for (int i = 0; i < 8; i++) le[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
   int ok = fwrite(le, 1, 8, w->f) == 8 && fwrite(hdr, 1, hlen, w->f) == hlen;
@@ -296,13 +297,8 @@ hsr_status hsr_st_finish(hsr_st_writer *w) {
     hsr_st_abort(w);
     return st;
   }
-  if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) return io_fail(w, "flushing to disk");
-  FILE *f = w->f;
-  w->f = NULL;
-  if (fclose(f) != 0) return io_fail(w, "closing");
-  if (rename(w->tmp, w->path) != 0) return io_fail(w, "renaming the temporary file into place");
-  free(w->tmp);
-  w->tmp = NULL;
-  hsr_st_abort(w); /* frees; nothing left to remove */
-  return HSR_OK;
+  hsr_status st = hsr_out_close(&w->out); /* flush, fsync, every write checked, rename */
+  free(w->path);
+  free(w);
+  return st;
 }

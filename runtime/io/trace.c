@@ -1,5 +1,6 @@
 /* Lifecycle trace: spans per rank -> one Chrome trace-event JSON file, and a
  * summary of exposed communication per step. */
+#include "hsr/sys.h"
 #include "trace.h"
 
 #include <cjson/cJSON.h>
@@ -222,22 +223,12 @@ hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path) {
   free(texts);
   if (st == HSR_OK) {
     char *doc = cJSON_PrintUnformatted(root);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = doc ? fopen(tmp, "w") : NULL;
+    hsr_out o; /* whole or not at all; a device or a FIFO in place, never renamed over */
     if (!doc)
       st = hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
-    else if (!f)
-      st = hsr_error(HSR_ERR_IO, "trace: cannot write %s", tmp);
-    else {
-      size_t len = strlen(doc);
-      int bad = fwrite(doc, 1, len, f) != len;
-      bad |= fclose(f) != 0;
-      if (bad)
-        st = hsr_error(HSR_ERR_IO, "trace: writing %s failed", tmp);
-      else if (rename(tmp, path) != 0)
-        st = hsr_error(HSR_ERR_IO, "trace: cannot rename %s to %s", tmp, path);
-      if (st != HSR_OK) remove(tmp);
+    else if ((st = hsr_out_open(&o, "trace", path, HSR_OUT_WHOLE)) == HSR_OK) {
+      fputs(doc, o.f);
+      st = hsr_out_close(&o);
     }
     free(doc);
   }

@@ -1,10 +1,13 @@
 /* hsr trace summarize: per step, all-gathers per unit, exposed communication
  * (communication time not covered by compute) and the overlap ratio. */
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hsr/json.h"
+#include "hsr/sys.h"
 #include "trace.h"
 
 static int cmp_ival(const void *x, const void *y) {
@@ -75,8 +78,8 @@ static int64_t int_of(const cJSON *o, const char *k, int64_t lo, int64_t hi, int
 }
 
 static hsr_status load(const char *path, cJSON **out) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return hsr_error(HSR_ERR_IO, "trace: cannot open %s", path);
+  FILE *f;
+  HSR_CHECK(hsr_file_fopen_read("trace", path, &f));
   fseek(f, 0, SEEK_END);
   long len = ftell(f);
   fseek(f, 0, SEEK_SET);
@@ -93,6 +96,13 @@ static hsr_status load(const char *path, cJSON **out) {
   if (!doc || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(doc, "traceEvents"))) {
     cJSON_Delete(doc);
     return hsr_error(HSR_ERR_IO, "trace: %s is not a Chrome trace (expected {\"traceEvents\":[...]})", path);
+  }
+  char what[4200];
+  snprintf(what, sizeof what, "trace '%s'", path);
+  hsr_status st = hsr_json_check_finite(doc, HSR_ERR_IO, what); /* a 1e999 duration would be infinite */
+  if (st != HSR_OK) {
+    cJSON_Delete(doc);
+    return st;
   }
   *out = doc;
   return HSR_OK;
@@ -120,16 +130,23 @@ static void free_acc(step_acc *acc, int n) {
 }
 
 /* The analysis: every complete event, scratch interval lists (one slot per
- * event) and the per-step accumulators. */
+ * event), the per-step accumulators and a hash from step to accumulator.
+ * Every pass is O(n log n) in the events: a trace of 100,000 steps is read in
+ * seconds (a linear search per step made it quadratic). */
 typedef struct {
   xev *xs;
   int n;
   hsr_ival *comp, *comm, *ag, *gb;
   step_acc *acc;
-  int nacc;
+  int nacc, cap;
+  int *slot;  /* hash of step -> acc index + 1; 0 empty */
+  int nslot;  /* a power of two, at least twice nacc */
+  int *steps; /* this rank's step events (indices into xs, by start) */
 } analysis;
 
 static void free_scratch(analysis *z) {
+  free(z->slot);
+  free(z->steps);
   free(z->xs);
   free(z->comp);
   free(z->comm);
@@ -171,29 +188,73 @@ static hsr_status read_events(const cJSON *events, analysis *z) {
   return HSR_OK;
 }
 
+static unsigned hash_step(int64_t s, int nslot) {
+  uint64_t h = (uint64_t)s * 0x9E3779B97F4A7C15ull;
+  return (unsigned)(h >> 32) & (unsigned)(nslot - 1);
+}
+
 static step_acc *find_step(analysis *z, int64_t step) {
-  for (int k = 0; k < z->nacc; k++)
-    if (z->acc[k].s.step == step) return &z->acc[k];
-  return NULL;
+  if (!z->nslot) return NULL;
+  for (unsigned i = hash_step(step, z->nslot);; i = (i + 1) & (unsigned)(z->nslot - 1)) {
+    int k = z->slot[i];
+    if (!k) return NULL;
+    if (z->acc[k - 1].s.step == step) return &z->acc[k - 1];
+  }
+}
+
+static hsr_status rehash(analysis *z, int nslot) {
+  int *s = calloc((size_t)nslot, sizeof *s);
+  if (!s) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+  free(z->slot);
+  z->slot = s, z->nslot = nslot;
+  for (int k = 0; k < z->nacc; k++) {
+    unsigned i = hash_step(z->acc[k].s.step, nslot);
+    while (s[i]) i = (i + 1) & (unsigned)(nslot - 1);
+    s[i] = k + 1;
+  }
+  return HSR_OK;
 }
 
 static hsr_status step_of(analysis *z, int64_t step, step_acc **out) {
   *out = find_step(z, step);
   if (*out) return HSR_OK;
-  step_acc *p = realloc(z->acc, sizeof *p * (size_t)(z->nacc + 1));
-  if (!p) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
-  z->acc = p;
+  if (z->nacc == z->cap) {
+    int cap = z->cap ? 2 * z->cap : 64;
+    step_acc *p = realloc(z->acc, sizeof *p * (size_t)cap);
+    if (!p) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
+    z->acc = p, z->cap = cap;
+  }
   *out = &z->acc[z->nacc++];
   memset(*out, 0, sizeof **out);
   (*out)->s.step = step;
+  if (2 * z->nacc > z->nslot) return rehash(z, z->nslot ? 2 * z->nslot : 128);
+  unsigned i = hash_step(step, z->nslot);
+  while (z->slot[i]) i = (i + 1) & (unsigned)(z->nslot - 1);
+  z->slot[i] = z->nacc;
   return HSR_OK;
 }
 
-/* One rank's step window (events [lo, hi) of that rank): compute,
- * communication and all-gather time inside it, and what compute covers. */
-static void step_times(analysis *z, int lo, int hi, const xev *step, step_acc *a) {
+/* The first event of [lo, hi) that can reach into a window starting at s0:
+ * events are sorted by start and none lasts longer than maxdur. */
+static int first_reaching(const analysis *z, int lo, int hi, double s0, double maxdur) {
+  double from = s0 - maxdur;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (z->xs[mid].t0 < from)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+/* One rank's step window (events [lo, hi) of that rank, the longest of them
+ * maxdur): compute, communication and all-gather time inside it, and what
+ * compute covers. */
+static void step_times(analysis *z, int lo, int hi, double maxdur, const xev *step, step_acc *a) {
   double s0 = step->t0, s1 = step->t1;
   int nc = 0, nm = 0, ng = 0;
+  lo = first_reaching(z, lo, hi, s0, maxdur);
   /* events are sorted by start: stop at the first that starts after the step */
   for (int j = lo; j < hi && z->xs[j].t0 <= s1; j++) {
     const xev *x = &z->xs[j];
@@ -230,16 +291,41 @@ static void step_times(analysis *z, int lo, int hi, const xev *step, step_acc *a
   }
 }
 
+/* The step of a gather without a step argument: the window of this rank's
+ * steps (ns of them in z->steps, by start) that it starts in, 0 if none. */
+static int64_t window_of(const analysis *z, int ns, double t, double maxstep) {
+  int lo = 0, hi = ns; /* the first step starting after t */
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (z->xs[z->steps[mid]].t0 <= t)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  int64_t s = 0; /* the earliest window holding t with a step number */
+  for (int i = lo - 1; i >= 0 && z->xs[z->steps[i]].t0 >= t - maxstep; i--) {
+    const xev *w = &z->xs[z->steps[i]];
+    if (w->t0 <= t && t <= w->t1 && w->step > 0) s = w->step;
+  }
+  return s;
+}
+
 /* Counts go to the step that issued the gather (its step argument, as the
  * communicators count it), also when it ran into the next step (the
  * step-end prefetch); times go to the step whose window they fall in. */
 static void count_gathers(analysis *z, int lo, int hi) {
+  int ns = 0;
+  double maxstep = 0;
+  for (int i = lo; i < hi; i++)
+    if (z->xs[i].cat == 0) {
+      z->steps[ns++] = i;
+      if (z->xs[i].t1 - z->xs[i].t0 > maxstep) maxstep = z->xs[i].t1 - z->xs[i].t0;
+    }
   for (int j = lo; j < hi; j++) {
     const xev *x = &z->xs[j];
     if (!x->is_ag) continue;
     int64_t s = x->step;
-    for (int i = lo; i < hi && s <= 0; i++) /* no step argument: the window it starts in */
-      if (z->xs[i].cat == 0 && z->xs[i].t0 <= x->t0 && x->t0 <= z->xs[i].t1) s = z->xs[i].step;
+    if (s <= 0) s = window_of(z, ns, x->t0, maxstep); /* no step argument: the window it starts in */
     step_acc *a = find_step(z, s);
     if (!a) continue;
     a->s.all_gathers++;
@@ -279,13 +365,17 @@ static void per_rank(step_acc *acc, int nacc) {
 static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
   analysis z = {0};
   hsr_status st = read_events(events, &z);
+  if (st == HSR_OK && !(z.steps = malloc(sizeof *z.steps * (size_t)(z.n + 1))))
+    st = hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
   for (int lo = 0, hi; st == HSR_OK && lo < z.n; lo = hi) { /* one rank at a time: [lo, hi) */
-    for (hi = lo; hi < z.n && z.xs[hi].pid == z.xs[lo].pid; hi++) {}
+    double maxdur = 0;
+    for (hi = lo; hi < z.n && z.xs[hi].pid == z.xs[lo].pid; hi++)
+      if (z.xs[hi].cat != 0 && z.xs[hi].t1 - z.xs[hi].t0 > maxdur) maxdur = z.xs[hi].t1 - z.xs[hi].t0;
     for (int i = lo; i < hi && st == HSR_OK; i++) {
       step_acc *a;
       if (z.xs[i].cat != 0) continue;
       st = step_of(&z, z.xs[i].step, &a);
-      if (st == HSR_OK) step_times(&z, lo, hi, &z.xs[i], a);
+      if (st == HSR_OK) step_times(&z, lo, hi, maxdur, &z.xs[i], a);
     }
     if (st == HSR_OK) count_gathers(&z, lo, hi);
   }

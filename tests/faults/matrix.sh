@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # matrix.sh: the fault matrix. Starts real jobs (hsr train, hsr bench) under
 # mpirun and srun on one node or two simulated nodes, makes one rank SIGKILL or
-# SIGSTOP itself at the Nth call of a phase (HSR_FAULT, a test hook), or sleep
-# for less than the timeout (a slow rank that must not fail the job), and
-# records for each scenario: the time from the fault to the first line naming
-# the victim, to the end of the job, which survivors named it, every rank's exit
-# status, the launcher's, and hsr files left in /dev/shm and processes left.
+# SIGSTOP itself at the Nth call of a phase (HSR_FAULT, a test hook), or every
+# rank of its node SIGKILLed at once (a lost node), or sleep for less than the
+# timeout (a slow rank that must not fail the job), or ends the launcher
+# itself (Ctrl-C on a terminal, twice; two SIGINTs; SIGTERM to its process
+# group; SIGKILL to hsr-run or to mpirun/srun: launcher.py), and records for
+# each scenario: the time from the fault to the first line naming the victim,
+# to the end of the job and to the last rank's exit, which survivors named it,
+# every rank's exit status, the launcher's, and hsr files left in /dev/shm and
+# processes left.
 #
 # usage: matrix.sh [--only REGEX] [--quick] [--list] [--out DIR] [--md FILE]
 #                  [--timeout S] [--launchers mpirun,srun]
@@ -22,7 +26,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 build=${HSR_BUILD:-$root/build}
-hsr=$build/hsr; run=$build/hsr-run; wrap=$here/rank.sh
+hsr=$build/hsr; run=$build/hsr-run; wrap=$here/rank.sh; lf=$here/launcher.py
 only=""; quick=0; list=0; out=""; md=""; tmo=5; launchers="mpirun,srun"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -33,7 +37,7 @@ while [ $# -gt 0 ]; do
     --md) md=$2; shift 2 ;;
     --timeout) tmo=$2; shift 2 ;;
     --launchers) launchers=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "matrix.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -66,12 +70,21 @@ for l in mpirun srun; do
     add train all_gather sleep:2 100 1 "$l" "$nodes"
     add bench all_reduce sleep:2 200 1 "$l" "$nodes"
   done
+  # at HSR_COMM_TIMEOUT's floor (1 s: run with --timeout 1), a rank half a second late fails nothing
+  add train all_gather sleep:0.5 100 1 "$l" 2
+  # a lost node: ranks 2 and 3 (node 1) at once, at rank 2's Nth call
+  for ph in all_gather reduce_scatter all_reduce; do add train "$ph" killnode "$(nth train $ph 2)" 2 "$l" 2; done
+  add bench all_reduce killnode 200 2 "$l" 2
+  # the launcher's own death
+  for a in ctrlc ctrlc2 int2 pgterm kill9 kill9launcher; do scen+=("launcher-$a-$l-2n train launcher 0 $a - $l 2"); done
 done
 # the CTest subset (tests/faults.cmake)
 quick_set=" train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-stop-reduce_scatter-mpirun-2n "
 quick_set+="train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-kill-ckpt_async-mpirun-2n "
 quick_set+="train-stop-ckpt_async-mpirun-1n train-sleep:2-all_gather-mpirun-2n "
-quick_set+="train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n "
+quick_set+="train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n train-killnode-all_gather-mpirun-2n "
+quick_set+="train-killnode-all_reduce-srun-2n launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n launcher-pgterm-mpirun-2n "
+quick_set+="launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n launcher-kill9-srun-2n "
 
 pick=()
 for s in "${scen[@]}"; do
@@ -115,6 +128,30 @@ hsr_files_of() { # pids... -> hsr files in /dev/shm naming one of them
   echo "$n"
 }
 
+# The moment the last of the job's ranks ended, into DIR/last_exit: polled
+# every 20 ms once all NP pid files exist (a zombie has ended). Bounded by LIMIT s.
+watch_exit() { # DIR NP LIMIT
+  local d=$1 np=$2 until=$((EPOCHSECONDS + $3)) f p st alive pids=()
+  while :; do
+    pids=()
+    for f in "$d"/rank.*.pid; do [ -s "$f" ] && pids+=("$(< "$f")"); done
+    [ ${#pids[@]} -ge "$np" ] && break
+    [ "$EPOCHSECONDS" -gt "$until" ] && return
+    sleep 0.05
+  done
+  while :; do
+    alive=0
+    for p in "${pids[@]}"; do
+      st=Z
+      [ -r "/proc/$p/stat" ] && read -r _ _ st _ < "/proc/$p/stat" 2>/dev/null
+      [ "$st" != Z ] && { alive=1; break; }
+    done
+    [ $alive = 0 ] && { echo "$EPOCHREALTIME" > "$d/last_exit"; return; }
+    [ "$EPOCHSECONDS" -gt "$until" ] && return
+    sleep 0.02
+  done
+}
+
 rows=(); fails=0
 run_one() {
   local name=$1 prog=$2 phase=$3 n=$4 act=$5 victim=$6 l=$7 nodes=$8
@@ -122,7 +159,9 @@ run_one() {
   rm -rf "$d"; mkdir -p "$d"
   if [ "$l" = srun ] && [ -z "${SLURM_CONF:-}" ]; then rows+=("$name|skipped (no Slurm)"); return; fi
   local args=()
-  if [ "$prog" = train ]; then
+  if [ "$phase" = launcher ]; then
+    args=(train --steps 100000 --no-progress)
+  elif [ "$prog" = train ]; then
     args=(train --steps 60 --no-progress)
     [ "$phase" = ckpt_save ] && args+=(--ckpt "$d/ckpt" --save-every 5)
     # the background writer's HSR_FAULT point (between its data and the agreement) while the training goes on
@@ -130,60 +169,106 @@ run_one() {
   else
     args=(bench "$phase" -b 1M -e 1M -n 300 -w 5)
   fi
+  # the victims: one rank, or every rank of its node (killnode)
+  local victims=$victim per=$((np / nodes)) v0
+  if [ "$act" = killnode ]; then
+    v0=$((victim / per * per)); victims=$(seq -s ' ' "$v0" $((v0 + per - 1)))
+  fi
+  local vre="(${victims// /|})"
   local limit
   limit=$(awk -v t="$tmo" 'BEGIN {print int(t + 30)}')
   local t0 t1 rc
+  watch_exit "$d" "$np" $((limit + 10)) &
+  local watcher=$!
   t0=$EPOCHREALTIME
-  local hook=$phase
-  [ "$phase" = ckpt_async ] && hook=ckpt_save
-  HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
-    timeout -k 5 "$limit" "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" \
-    > "$d/launcher.log" 2>&1 < /dev/null
-  rc=$?
+  if [ "$phase" = launcher ]; then # training has started: then the fault
+    ( until=$((EPOCHSECONDS + limit))
+      until grep -qs ' hsr train: ' "$d/rank.0.log"; do [ "$EPOCHSECONDS" -gt "$until" ] && exit; sleep 0.1; done
+      sleep 1; touch "$d/started" ) &
+    HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 timeout -k 5 "$limit" python3 "$lf" "$act" "$d/started" "$d/tty.log" -- \
+      "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" > "$d/launcher.log" 2>&1 < /dev/null
+    rc=$?
+  else
+    local hook=$phase
+    [ "$phase" = ckpt_async ] && hook=ckpt_save
+    HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
+      timeout -k 5 "$limit" "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" \
+      > "$d/launcher.log" 2>&1 < /dev/null
+    rc=$?
+  fi
   t1=$EPOCHREALTIME
+  # the launcher's death: the ranks end by themselves; give them the limit (else 5 s for the watcher to see it)
+  local waits=50
+  [ "$phase" = launcher ] && waits=$((limit * 10))
+  for _ in $(seq 1 "$waits"); do [ -e "$d/last_exit" ] && break; sleep 0.1; done
   # every rank's process is gone (a stopped rank orphaned by its launcher is killed here)
   local pids=() left=0 p
   for f in "$d"/rank.*.pid; do [ -e "$f" ] && pids+=("$(cat "$f")"); done
   sleep 0.2
   for p in "${pids[@]}"; do
-    if [ -d "/proc/$p" ] && tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "$hsr"; then
+    if [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] &&
+      tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "$hsr"; then
       left=$((left + 1)); kill -KILL "$p" 2>/dev/null
     fi
   done
+  for p in $(sed -n 's/^launcher pid //p' "$d/launcher.log" 2>/dev/null); do # launcher.py's: mpirun or srun
+    for _ in $(seq 1 100); do # srun waits for its step's end a few seconds after its ranks
+      [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] || break
+      sleep 0.1
+    done
+    if [ -d "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ]; then
+      left=$((left + 1)); kill -KILL "$p" 2>/dev/null
+    fi
+  done
+  kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
   local shm; shm=$(hsr_files_of "${pids[@]}")
   local tf ti named=0 surv=0 codes="" r first="" ok=1 why=""
-  ti=$(first_at "$d/rank.$victim.log" "HSR_FAULT:")
+  if [ "$phase" = launcher ]; then
+    ti=$(sed -n 's/^fault at //p' "$d/launcher.log")
+  else
+    ti=$(first_at "$d/rank.$victim.log" "HSR_FAULT:")
+  fi
   for ((r = 0; r < np; r++)); do
     local c; c=$(cat "$d/rank.$r.rc" 2>/dev/null); codes+="${c:--}"
     [ $r -lt $((np - 1)) ] && codes+=","
-    [ $r = "$victim" ] && continue
+    [ "$phase" = launcher ] && continue
+    [[ " $victims " == *" $r "* ]] && continue
     surv=$((surv + 1))
-    tf=$(first_at "$d/rank.$r.log" "rank $victim \\(node [0-9]+")
+    tf=$(first_at "$d/rank.$r.log" "rank $vre \\(node [0-9]+")
+    # one line per rank at most: the verdict, or the command's own error
+    local nl; nl=$(grep -cE '\] hsr error: | hsr [a-z ]+: HSR_ERR_' "$d/rank.$r.log" 2>/dev/null)
+    [ "${nl:-0}" -le 1 ] || { ok=0; why+="rank $r printed $nl error lines; "; }
     if [ -n "$tf" ]; then
       named=$((named + 1))
       if [ -z "$first" ] || awk -v a="$tf" -v b="$first" 'BEGIN {exit !(a < b)}'; then first=$tf; fi
     fi
   done
-  local to_err="-" to_end
+  local to_err="-" to_end to_last="-"
   [ -n "$ti" ] && [ -n "$first" ] && to_err=$(awk -v a="$first" -v b="$ti" 'BEGIN {printf "%.2f", a - b}')
   to_end=$(awk -v a="$t1" -v b="${ti:-$t0}" 'BEGIN {printf "%.2f", a - b}')
+  [ -s "$d/last_exit" ] && to_last=$(awk -v a="$(< "$d/last_exit")" -v b="${ti:-$t0}" 'BEGIN {printf "%.2f", a - b}')
   [ -n "$ti" ] || { ok=0; why+="the fault did not fire; "; }
-  if [[ "$act" == sleep:* ]]; then
+  if [ "$phase" = launcher ]; then
+    [ "$to_last" != - ] || { ok=0; why+="ranks still running ${limit} s after the launcher's death; "; }
+    [ "$to_last" = - ] || awk -v e="$to_last" 'BEGIN {exit !(e <= 10)}' || { ok=0; why+="the last rank ended ${to_last} s after the fault; "; }
+  elif [[ "$act" == sleep:* ]]; then
     [ "$rc" = 0 ] || { ok=0; why+="launcher exit $rc; "; }
     [ "$codes" = "0,0,0,0" ] || { ok=0; why+="rank exits $codes; "; }
     grep -q "hsr error" "$d"/rank.*.log && { ok=0; why+="an hsr error was printed; "; }
   else
     [ "$rc" != 0 ] || { ok=0; why+="launcher exit 0; "; }
-    [ "$named" = "$surv" ] || { ok=0; why+="$named of $surv survivors named rank $victim; "; }
+    [ "$named" = "$surv" ] || { ok=0; why+="$named of $surv survivors named rank ${victims// / or }; "; }
     awk -v e="$to_end" -v t="$tmo" 'BEGIN {exit !(e <= t + 15)}' || { ok=0; why+="ended after ${to_end} s; "; }
   fi
   [ "$shm" = 0 ] || { ok=0; why+="$shm hsr files in /dev/shm; "; }
   [ "$left" = 0 ] || { ok=0; why+="$left processes left; "; }
   local verdict=PASS
   [ $ok = 1 ] || { verdict="FAIL: ${why%; }"; fails=$((fails + 1)); }
-  rows+=("$name|$l|${nodes}|$prog|$phase #$n|$act|$victim|$to_err|$to_end|$named/$surv|$codes|$rc|$shm|$left|$verdict")
-  printf '%-40s fault->named %5s s  ->end %6s s  named %s  ranks %s  launcher %s  shm %s  left %s  %s\n' \
-    "$name" "$to_err" "$to_end" "$named/$surv" "$codes" "$rc" "$shm" "$left" "$verdict"
+  local vshow=${victims// /+}
+  [ "$phase" = launcher ] && vshow=launcher n=-
+  rows+=("$name|$l|${nodes}|$prog|$phase #$n|$act|$vshow|$to_err|$to_end|$to_last|$named/$surv|$codes|$rc|$shm|$left|$verdict")
+  printf '%-40s fault->named %5s s  ->end %6s s  ->last rank %6s s  named %s  ranks %s  launcher %s  shm %s  left %s  %s\n' \
+    "$name" "$to_err" "$to_end" "$to_last" "$named/$surv" "$codes" "$rc" "$shm" "$left" "$verdict"
   if [ "$verdict" != PASS ]; then
     echo "  --- $d (first lines naming the victim, launcher tail)"
     grep -h "hsr error\|HSR_FAULT" "$d"/rank.*.log | head -6 | cut -c1-300 | sed 's/^/  /'
@@ -197,8 +282,8 @@ for s in "${pick[@]}"; do
   run_one "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8"
 done
 
-hdr="| scenario | launcher | nodes | program | phase (victim's Nth call) | fault | victim | fault to first named error (s) | fault to job end (s) | survivors naming the victim | rank exit codes | launcher exit | hsr files left in /dev/shm | processes left | result |"
-sep="|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+hdr="| scenario | launcher | nodes | program | phase (victim's Nth call) | fault | victim | fault to first named error (s) | fault to job end (s) | fault to last rank's exit (s) | survivors naming the victim | rank exit codes | launcher exit | hsr files left in /dev/shm | processes left | result |"
+sep="|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 if [ -n "$md" ]; then
   { echo "$hdr"; echo "$sep"; for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done; } > "$md"
 fi

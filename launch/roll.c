@@ -1,0 +1,333 @@
+/* The roll call of a bootstrap exchange: a fence that names who is missing.
+ *
+ * A PMIx fence only says "not everyone came" when its timeout ends. While it
+ * waits, this one asks the launcher for its process table (mpirun answers
+ * PMIX_QUERY_PROC_TABLE; srun does not) and fails at once, naming the rank,
+ * when a rank has ended (exit 0 before joining, a crash). When the timeout
+ * ends it names the ranks that did not arrive: each rank publishes a marker
+ * before it enters the fence, and the ranks whose marker cannot be read are
+ * the ones missing. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "boot_int.h"
+
+#define ROLL_FIRST_S 1.0 /* the first look at the process table */
+#define ROLL_EVERY_S 2.0
+#define ROLL_GET_S 2  /* how long a missing marker is waited for at the end */
+#define ROLL_NAMES 16 /* ranks named in a message; the rest are counted */
+
+typedef struct roll_fence {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  pmix_status_t st;
+  pmix_info_t info[2]; /* must outlive the nonblocking call */
+} roll_fence;
+
+typedef struct roll_gets { /* the markers read at the end */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int pending;
+  int *found; /* per rank */
+  pmix_info_t info;
+} roll_gets;
+
+typedef struct roll_get_one {
+  roll_gets *g;
+  int rank;
+} roll_get_one;
+
+static void wait_init(pthread_mutex_t *mu, pthread_cond_t *cv) {
+  pthread_mutex_init(mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(cv, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
+static void deadline(struct timespec *ts, double s) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += (time_t)s;
+  ts->tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+  if (ts->tv_nsec >= 1000000000) ts->tv_sec++, ts->tv_nsec -= 1000000000;
+}
+
+/* Keeps a structure PMIx may still call back into until after PMIx_Finalize. */
+static void abandon(hsr_boot *b, void *p) {
+  void **n = realloc(b->roll_left, (size_t)(b->nroll_left + 1) * sizeof *n);
+  if (!n) return; /* leaked: a callback may still come */
+  n[b->nroll_left++] = p;
+  b->roll_left = n;
+}
+
+void boot_roll_free(hsr_boot *b) {
+  for (int i = 0; i < b->nroll_left; i++) free(b->roll_left[i]);
+  free(b->roll_left);
+  b->roll_left = NULL, b->nroll_left = 0;
+}
+
+/* ---- the launcher's process table ------------------------------------------------- */
+
+static const char *state_text(pmix_proc_state_t s) {
+  switch (s) {
+  case PMIX_PROC_STATE_TERMINATED: return "exited";
+  case PMIX_PROC_STATE_KILLED_BY_CMD: return "was killed by the launcher";
+  case PMIX_PROC_STATE_ABORTED: return "aborted";
+  case PMIX_PROC_STATE_FAILED_TO_START: return "failed to start";
+  case PMIX_PROC_STATE_ABORTED_BY_SIG: return "was killed by a signal";
+  case PMIX_PROC_STATE_TERM_WO_SYNC: return "exited without leaving PMIx";
+  case PMIX_PROC_STATE_CALLED_ABORT: return "called PMIx_Abort";
+  case PMIX_PROC_STATE_TERM_NON_ZERO: return "exited with an error";
+  case PMIX_PROC_STATE_FAILED_TO_LAUNCH: return "could not be launched";
+  default: return "ended";
+  }
+}
+
+/* The process exists and is not a zombie. */
+static int alive(pid_t pid) {
+  char path[64], b[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return kill(pid, 0) == 0 || errno != ESRCH;
+  size_t len = fread(b, 1, sizeof b - 1, f);
+  fclose(f);
+  b[len] = '\0';
+  const char *c = strrchr(b, ')');
+  return !(c && c[1] == ' ' && (c[2] == 'Z' || c[2] == 'X'));
+}
+
+/* A rank of this job that has ended, from the launcher's process table:
+ * 1 with `msg` filled ("rank 1 (host vm, pid 4242) exited with code 0"),
+ * 0 when none has or the launcher does not answer (then not asked again). */
+static int ended_rank(hsr_boot *b, char *msg, size_t n) {
+  if (b->no_proc_table) return 0;
+  pmix_query_t q;
+  PMIX_QUERY_CONSTRUCT(&q);
+  pmix_status_t rc = PMIX_SUCCESS;
+  PMIX_ARGV_APPEND(rc, q.keys, PMIX_QUERY_PROC_TABLE);
+  PMIX_QUERY_QUALIFIERS_CREATE(&q, 1);
+  PMIX_INFO_LOAD(&q.qualifiers[0], PMIX_NSPACE, b->me.nspace, PMIX_STRING);
+  pmix_info_t *res = NULL;
+  size_t nres = 0;
+  rc = PMIx_Query_info(&q, 1, &res, &nres);
+  PMIX_QUERY_DESTRUCT(&q);
+  int found = 0;
+  if (rc != PMIX_SUCCESS) {
+    b->no_proc_table = 1;
+    HSR_LOG_D("boot: the launcher has no process table (%s): missing ranks are named at the timeout",
+              PMIx_Error_string(rc));
+  }
+  for (size_t i = 0; rc == PMIX_SUCCESS && i < nres && !found; i++) {
+    if (res[i].value.type != PMIX_DATA_ARRAY || !res[i].value.data.darray) continue;
+    pmix_data_array_t *da = res[i].value.data.darray;
+    if (da->type != PMIX_INFO) continue;
+    pmix_info_t *row = da->array;
+    for (size_t k = 0; k < da->size && !found; k++) {
+      if (row[k].value.type != PMIX_PROC_INFO || !row[k].value.data.pinfo) continue;
+      const pmix_proc_info_t *p = row[k].value.data.pinfo;
+      if (!PMIX_CHECK_NSPACE(p->proc.nspace, b->me.nspace) || (int)p->proc.rank == b->rank) continue;
+      if (p->state > PMIX_PROC_STATE_UNTERMINATED) {
+        snprintf(msg, n, "rank %d (host %s, pid %d) %s before reaching it", (int)p->proc.rank,
+                 p->hostname ? p->hostname : "?", (int)p->pid, state_text(p->state));
+        if (p->state == PMIX_PROC_STATE_TERMINATED || p->state == PMIX_PROC_STATE_TERM_NON_ZERO ||
+            p->state == PMIX_PROC_STATE_TERM_WO_SYNC) {
+          size_t len = strlen(msg);
+          snprintf(msg + len, n - len, " (exit code %d)", p->exit_code);
+        }
+      } else if (p->state < PMIX_PROC_STATE_CONNECTED && p->pid > 0 && p->hostname &&
+                 !strcmp(p->hostname, b->hostname) && !alive(p->pid)) {
+        /* mpirun keeps a rank that exited before PMIx_Init in an undefined state: its process says more */
+        snprintf(msg, n, "rank %d (host %s, pid %d) exited without joining the job", (int)p->proc.rank, p->hostname,
+                 (int)p->pid);
+      } else {
+        continue;
+      }
+      found = 1;
+    }
+  }
+  if (res) PMIX_INFO_FREE(res, nres);
+  return found;
+}
+
+/* ---- who did not arrive ------------------------------------------------------------------ */
+
+static void got_one(pmix_status_t st, pmix_value_t *kv, void *cbdata) {
+  roll_get_one *o = cbdata;
+  roll_gets *g = o->g;
+  (void)kv; /* PMIx releases it */
+  pthread_mutex_lock(&g->mu);
+  g->found[o->rank] = st == PMIX_SUCCESS;
+  g->pending--;
+  pthread_cond_signal(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+/* "ranks 1, 3 (2 of 4)" of the ranks whose marker `key` cannot be read; "" if
+ * every marker could be read or none could be asked. */
+static void missing(hsr_boot *b, const char *key, char *out, size_t n) {
+  out[0] = '\0';
+  roll_gets *g = calloc(1, sizeof *g);
+  roll_get_one *ones = calloc((size_t)b->size, sizeof *ones);
+  if (g) g->found = calloc((size_t)b->size, sizeof *g->found);
+  if (!g || !ones || !g->found) {
+    if (g) free(g->found);
+    free(g), free(ones);
+    return;
+  }
+  wait_init(&g->mu, &g->cv);
+  int t = ROLL_GET_S;
+  PMIX_INFO_CONSTRUCT(&g->info);
+  PMIX_INFO_LOAD(&g->info, PMIX_TIMEOUT, &t, PMIX_INT);
+  g->found[b->rank] = 1;
+  int asked = 0;
+  for (int r = 0; r < b->size; r++) {
+    if (r == b->rank) continue;
+    pmix_proc_t p;
+    PMIX_PROC_CONSTRUCT(&p);
+    PMIX_LOAD_PROCID(&p, b->me.nspace, (pmix_rank_t)r);
+    ones[r] = (roll_get_one){g, r};
+    pthread_mutex_lock(&g->mu);
+    g->pending++;
+    pthread_mutex_unlock(&g->mu);
+    if (PMIx_Get_nb(&p, key, &g->info, 1, got_one, &ones[r]) != PMIX_SUCCESS) {
+      pthread_mutex_lock(&g->mu);
+      g->pending--;
+      g->found[r] = -1; /* not asked */
+      pthread_mutex_unlock(&g->mu);
+    } else {
+      asked++;
+    }
+  }
+  struct timespec ts;
+  deadline(&ts, ROLL_GET_S + 1.0);
+  pthread_mutex_lock(&g->mu);
+  while (g->pending > 0 && pthread_cond_timedwait(&g->cv, &g->mu, &ts) != ETIMEDOUT) {}
+  int late = g->pending;
+  int nmiss = 0;
+  size_t off = 0;
+  for (int r = 0; asked && r < b->size; r++) {
+    if (g->found[r] != 0) continue;
+    if (nmiss < ROLL_NAMES && off < n) off += (size_t)snprintf(out + off, n - off, "%s%d", nmiss ? ", " : "", r);
+    nmiss++;
+  }
+  pthread_mutex_unlock(&g->mu);
+  if (nmiss && off < n)
+    snprintf(out + off, n - off, "%s (%d of %d)", nmiss > ROLL_NAMES ? ", ..." : "", nmiss, b->size);
+  if (nmiss == 1 && out[0]) { /* "rank 3 (1 of 4)" */
+    char one[256];
+    snprintf(one, sizeof one, "rank %s", out);
+    snprintf(out, n, "%s", one);
+  } else if (nmiss) {
+    char many[512];
+    snprintf(many, sizeof many, "ranks %s", out);
+    snprintf(out, n, "%s", many);
+  }
+  if (late) { /* PMIx still holds them */
+    abandon(b, ones);
+    abandon(b, g->found);
+    abandon(b, g);
+    return;
+  }
+  PMIX_INFO_DESTRUCT(&g->info);
+  pthread_cond_destroy(&g->cv);
+  pthread_mutex_destroy(&g->mu);
+  free(g->found), free(g), free(ones);
+}
+
+/* ---- the fence -------------------------------------------------------------------------- */
+
+static void fence_done(pmix_status_t st, void *cbdata) {
+  roll_fence *f = cbdata;
+  pthread_mutex_lock(&f->mu);
+  f->st = st;
+  f->done = 1;
+  pthread_cond_signal(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+}
+
+static void fence_free(roll_fence *f) {
+  PMIX_INFO_DESTRUCT(&f->info[0]);
+  PMIX_INFO_DESTRUCT(&f->info[1]);
+  pthread_cond_destroy(&f->cv);
+  pthread_mutex_destroy(&f->mu);
+  free(f);
+}
+
+static hsr_status put_marker(const char *key) {
+  pmix_value_t val;
+  PMIX_VALUE_CONSTRUCT(&val);
+  val.type = PMIX_UINT8;
+  val.data.uint8 = 1;
+  pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key, &val);
+  if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
+  if (rc != PMIX_SUCCESS) return hsr_error(HSR_ERR_BOOT, "PMIx_Put of %s failed: %s", key, PMIx_Error_string(rc));
+  return HSR_OK;
+}
+
+hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
+  char key[48];
+  snprintf(key, sizeof key, "hsr.at.%lu", b->fence_seq++);
+  HSR_CHECK(put_marker(key));
+  roll_fence *f = calloc(1, sizeof *f);
+  if (!f) return hsr_error(HSR_ERR_NOMEM, "boot %s", what);
+  wait_init(&f->mu, &f->cv);
+  bool yes = collect ? true : false;
+  int t = b->timeout_s + 2 * ROLL_GET_S + 2; /* PMIx's own bound: after ours, and after naming who is missing */
+  PMIX_INFO_CONSTRUCT(&f->info[0]);
+  PMIX_INFO_CONSTRUCT(&f->info[1]);
+  PMIX_INFO_LOAD(&f->info[0], PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+  PMIX_INFO_LOAD(&f->info[1], PMIX_TIMEOUT, &t, PMIX_INT);
+  pmix_proc_t wild;
+  PMIX_PROC_CONSTRUCT(&wild);
+  PMIX_LOAD_PROCID(&wild, b->me.nspace, PMIX_RANK_WILDCARD);
+  pmix_status_t rc = PMIx_Fence_nb(&wild, 1, f->info, 2, fence_done, f);
+  if (rc != PMIX_SUCCESS) {
+    fence_free(f);
+    return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(rc));
+  }
+  double t0 = hsr_clock_s(), next = t0 + ROLL_FIRST_S;
+  char msg[256] = "";
+  int ended = 0;
+  pthread_mutex_lock(&f->mu);
+  while (!f->done) {
+    struct timespec ts;
+    deadline(&ts, 0.25);
+    pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+    if (f->done) break;
+    double now = hsr_clock_s();
+    if (now - t0 > b->timeout_s) break;
+    if (now < next) continue;
+    next = now + ROLL_EVERY_S;
+    pthread_mutex_unlock(&f->mu);
+    ended = ended_rank(b, msg, sizeof msg);
+    pthread_mutex_lock(&f->mu);
+    if (ended) break;
+  }
+  int done = f->done;
+  pmix_status_t fst = f->st;
+  pthread_mutex_unlock(&f->mu);
+  if (!done) { /* PMIx still holds f */
+    abandon(b, f);
+    if (ended) return hsr_error(HSR_ERR_BOOT, "boot %s: %s", what, msg);
+    char who[512];
+    missing(b, key, who, sizeof who);
+    if (who[0])
+      return hsr_error(HSR_ERR_TIMEOUT, "boot %s: %s did not arrive within HSR_BOOT_TIMEOUT=%d s", what, who,
+                       b->timeout_s);
+    return hsr_error(HSR_ERR_TIMEOUT, "boot %s: not every rank arrived within HSR_BOOT_TIMEOUT=%d s", what,
+                     b->timeout_s);
+  }
+  fence_free(f);
+  if (fst == PMIX_ERR_TIMEOUT)
+    return hsr_error(HSR_ERR_TIMEOUT, "boot %s: not every rank arrived within HSR_BOOT_TIMEOUT=%d s", what,
+                     b->timeout_s);
+  if (fst != PMIX_SUCCESS)
+    return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(fst));
+  return HSR_OK;
+}
