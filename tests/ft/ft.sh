@@ -62,7 +62,8 @@ trap cleanup EXIT
 # coordinator NAME [args]: one `hsr coordinator` in the background; its address in $T/NAME.addr
 coordinator() {
   local n=$1; shift
-  "$hsr" coordinator --addr-file "$T/$n.addr" "$@" >"$T/$n.coord" 2>&1 &
+  # its data folder under $T too: a member the test SIGKILLs cannot remove its own
+  TMPDIR="$T" "$hsr" coordinator --addr-file "$T/$n.addr" "$@" >"$T/$n.coord" 2>&1 &
   coords+=($!)
   echo $! >"$T/$n.pid"
 }
