@@ -62,6 +62,7 @@ void hsr_env_valid_text(const hsr_env_info *v, char *buf, size_t len) {
   case HSR_ENV_WDIR: snprintf(buf, len, "a writable directory"); break;
   case HSR_ENV_PATH: snprintf(buf, len, "a directory path (made when missing)"); break;
   case HSR_ENV_ARGS: snprintf(buf, len, "extra arguments"); break;
+  case HSR_ENV_SECRET: snprintf(buf, len, "a secret (not shown)"); break;
   }
 }
 
@@ -164,7 +165,8 @@ static hsr_status check_value(const hsr_env_info *v, const char *s, double *num)
   case HSR_ENV_DIR:
   case HSR_ENV_WDIR:
   case HSR_ENV_PATH: return check_path(v, s);
-  case HSR_ENV_ARGS: return HSR_OK;
+  case HSR_ENV_ARGS:
+  case HSR_ENV_SECRET: return HSR_OK;
   }
   return hsr_error(HSR_ERR_INTERNAL, "%s: unknown kind %d", v->name, (int)v->kind);
 }

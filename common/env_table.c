@@ -54,6 +54,9 @@ static const hsr_env_info table[] = {
      "`off` each reads its whole shard (the disk, or one host's page cache, serves each byte R times)"},
     {"HSR_CKPT_BLOCK", HSR_ENV_SIZE, 64, G, NULL, M, "1M", "runtime",
      "bytes per crc32 block of a new checkpoint (a load reads whole blocks)"},
+    {"HSR_FT_TOKEN", HSR_ENV_SECRET, 0, 0, NULL, 0, "unset", "ft",
+     "the shared token of a fault-tolerant run: `hsr coordinator` admits only replica groups that present it (etcd "
+     "authentication), and `hsr train --coordinator` needs it (docs/fault-tolerance.md)"},
     /* ---- commands ---- */
     {"HSR_WRAP_MIN_BYTES", HSR_ENV_SIZE, 0, G, NULL, 64 * K, "64K", "hsr train",
      "the wrap diagnostic: a gathered unit smaller than this is reported as latency-bound"},
@@ -95,9 +98,10 @@ static const hsr_env_info table[] = {
     {"HSR_FAULT", HSR_ENV_ARGS, 0, 0, NULL, 0, "unset", "common",
      "test hook of the fault matrix: `RANK:PHASE:N:ACTION` makes world rank RANK, at its Nth `all_gather`, "
      "`reduce_scatter`, `all_reduce`, `broadcast` or `barrier` (host collectives, counted when posted), `step` "
-     "(optimizer step) or `ckpt_save` (after its checkpoint data, before the ranks agree), `kill` (SIGKILL) or `stop` "
-     "(SIGSTOP) itself, `killnode` (SIGKILL to every rank of its node at once; collective phases), or `sleep:S` "
-     "seconds and go on (docs/faults.md)"},
+     "(optimizer step), `ckpt_save` (after its checkpoint data, before the ranks agree), `ft_allreduce` (a replica "
+     "group's cross-group all-reduce), `ft_vote` (before its vote) or `ft_heal` (each unit a healer sends or a healed "
+     "group receives), `kill` (SIGKILL) or `stop` (SIGSTOP) itself, `killnode` (SIGKILL to every rank of its node at "
+     "once; collective phases), or `sleep:S` seconds and go on (docs/faults.md)"},
     {"HSR_BENCH_CHECK_FAULT", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "hsr bench",
      "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},
     {"HSR_MEM_AVAILABLE", HSR_ENV_SIZE, 0, 1024 * T, NULL, 0, "unset (MemAvailable)", "common",

@@ -7,7 +7,10 @@
  *   PHASE   all_gather | reduce_scatter | all_reduce | broadcast | barrier
  *           (host collectives, counted when posted) | step (the optimizer
  *           step, hsr_rt_step) | ckpt_save (hsr_ckpt_save, after this rank
- *           has written its data, before the ranks agree to commit)
+ *           has written its data, before the ranks agree to commit) |
+ *           ft_allreduce (a replica group's cross-group all-reduce, hsr/ft.h)
+ *           | ft_vote (after it, before the vote) | ft_heal (each buffer a
+ *           healer sends or a healed group receives)
  *   ACTION  kill (SIGKILL) | killnode (SIGKILL to every rank of the
  *           victim's node at once, itself last: a lost node; collective
  *           phases only) | stop (SIGSTOP) | sleep:S (sleep S seconds, then

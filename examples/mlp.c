@@ -392,12 +392,25 @@ oom:
 }
 
 hsr_status mlp_ref_step(mlp_ref *r, int64_t step, double *loss, double *grad_norm) {
+  int64_t first = 0;
+  return mlp_ref_step_ranges(r, step, 1, &first, &r->batch, loss, grad_norm);
+}
+
+hsr_status mlp_ref_step_ranges(mlp_ref *r, int64_t step, int nr, const int64_t *first, const int *count, double *loss,
+                               double *grad_norm) {
   const mlp_cfg *c = &r->c;
+  int n = 0;
+  for (int i = 0; i < nr; i++) {
+    if (count[i] < 0 || first[i] < 0 || first[i] + count[i] > r->batch || n + count[i] > r->batch)
+      return hsr_error(HSR_ERR_INVALID, "reference: samples [%lld, +%d) are not in a batch of %d", (long long)first[i],
+                       count[i], r->batch);
+    mlp_gen_batch(r->gen, step, first[i], count[i], r->x + (size_t)n * c->in_dim, r->y + n);
+    n += count[i];
+  }
   for (int u = 0; u < r->nunits; u++)
     for (int k = 0; k < 4; k++) memset(r->g[u * 4 + k], 0, mlp_param_numel(c, u, k) * sizeof(float));
-  mlp_gen_batch(r->gen, step, 0, r->batch, r->x, r->y);
   mlp_binder b = {r, ref_acquire, ref_release};
-  HSR_CHECK(mlp_fwd_bwd(c, r->w, r->x, r->y, r->batch, &b, loss));
+  HSR_CHECK(mlp_fwd_bwd(c, r->w, r->x, r->y, n, &b, loss));
   double ss = 0;
   for (int u = 0; u < r->nunits; u++)
     for (int k = 0; k < 4; k++) {

@@ -94,6 +94,10 @@ hsr_status mlp_ref_create(const mlp_cfg *c, const mlp_opt *o, int batch, mlp_ref
 void mlp_ref_free(mlp_ref *r);
 /* One step on the whole global batch of step `step` (0-based). */
 hsr_status mlp_ref_step(mlp_ref *r, int64_t step, double *loss, double *grad_norm);
+/* The same on some samples of the step's global batch only: nr ranges
+ * [first, first + count) (the slices of the replica groups that were live). */
+hsr_status mlp_ref_step_ranges(mlp_ref *r, int64_t step, int nr, const int64_t *first, const int *count, double *loss,
+                               double *grad_norm);
 const float *mlp_ref_param(const mlp_ref *r, int unit, int k);
 /* The gradient of the last step (of the mean loss over the whole batch, before clipping). */
 const float *mlp_ref_grad(const mlp_ref *r, int unit, int k);

@@ -21,7 +21,8 @@ ac_env int HSR_JOBS 1 4096
 
 pkgs=(build-essential cmake pkg-config git libhwloc-dev hwloc libxml2-dev libpmix-dev openmpi-bin libopenmpi-dev
       libucx-dev ucx-utils libcmocka-dev libcjson-dev libopenblas-dev zlib1g-dev libisal-dev
-      slurmctld slurmd slurm-client python3 jq gnuplot-nox iproute2)
+      slurmctld slurmd slurm-client python3 jq gnuplot-nox iproute2
+      etcd-server etcd-client libcurl4-openssl-dev libssl-dev libxxhash-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -32,7 +32,7 @@ extra=$(comm -23 <(echo "$readme") <(echo "$reg"))
 # 3. what the tree reads
 cd "$src" || exit 1
 read_c=$(grep -rhoE '(getenv|hsr_env_[a-z_]+)\("HSR_[A-Z0-9_]+"' --include=*.c --include=*.h --include=*.cu \
-  common launch kernels topology collectives runtime tune tools bench examples | grep -oE 'HSR_[A-Z0-9_]+')
+  common launch kernels topology collectives runtime tune ft tools bench examples | grep -oE 'HSR_[A-Z0-9_]+')
 read_sh=$(grep -hoE '\$\{?HSR_[A-Z0-9_]+|ac_env [a-z]+ HSR_[A-Z0-9_]+|for v in (HSR_[A-Z0-9_]+ ?)+' \
   tools/hsr-run tools/hsr-bind bench/*.sh scripts/*.sh | grep -oE 'HSR_[A-Z0-9_]+')
 read_all=$(printf '%s\n%s\n' "$read_c" "$read_sh" | sort -u)

@@ -74,5 +74,6 @@ int hsr_cmd_sample(int argc, char **argv);
 int hsr_cmd_ckpt(int argc, char **argv);
 int hsr_cmd_env(int argc, char **argv);
 int hsr_cmd_tune(int argc, char **argv);
+int hsr_cmd_coordinator(int argc, char **argv);
 
 #endif

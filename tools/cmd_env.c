@@ -58,6 +58,7 @@ static int list(const hsr_env_info *const *v, int n, int json) {
   for (int i = 0; i < n; i++) {
     const char *val = getenv(v[i]->name);
     hsr_status st = hsr_env_check(v[i]->name);
+    if (val && *val && v[i]->kind == HSR_ENV_SECRET) val = "(set, hidden)";
     char valid[256];
     hsr_env_valid_text(v[i], valid, sizeof valid);
     const char *status = !val ? "unset" : st == HSR_OK ? "ok" : "INVALID";
@@ -65,7 +66,7 @@ static int list(const hsr_env_info *const *v, int n, int json) {
     if (json) {
       cJSON *o = cJSON_CreateObject();
       static const char *const kinds[] = {"int",  "float", "size", "choice", "bool", "stage", "rate",
-                                          "name", "file",  "dir",  "wdir",   "path", "args"};
+                                          "name", "file",  "dir",  "wdir",   "path", "args",  "secret"};
       cJSON_AddStringToObject(o, "name", v[i]->name);
       cJSON_AddStringToObject(o, "kind", kinds[v[i]->kind]);
       if (v[i]->kind <= HSR_ENV_SIZE) {

@@ -81,8 +81,10 @@ typedef struct loop_stats {
   hsr_comm_counter comm[HSR_RT_GROUP_COUNT][HSR_OP_COUNT]; /* counters of the measured steps */
 } loop_stats;
 
-static void log_line(FILE *f, const hsr_rt_step_info *in, double loss, double val, double ms, double tps,
-                     double gflops) {
+/* Every rank: a replica group's fields need the group (its state_hash). */
+static hsr_status log_line(train_run *r, FILE *f, const hsr_rt_step_info *in, double loss, double val, double ms,
+                           double tps, double gflops) {
+  if (r->rank != 0 || !f) return train_ft_log(r, in->step, NULL);
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "step", (double)in->step);
   cJSON_AddNumberToObject(o, "loss", loss);
@@ -101,10 +103,12 @@ static void log_line(FILE *f, const hsr_rt_step_info *in, double loss, double va
       cJSON_AddNumberToObject(grp, hsr_op_name((hsr_op)op), (double)in->calls[g][op]);
   }
   train_comm_json(o, "comm", in->comm, 1); /* per group and op: calls, bytes sent/received, fabric, full buffers */
+  hsr_status st = train_ft_log(r, in->step, o);
   char *s = cJSON_PrintUnformatted(o);
   if (s) fprintf(f, "%s\n", s);
   free(s);
   cJSON_Delete(o);
+  return st;
 }
 
 static void progress(const train_run *r, int s, double loss, double val, const hsr_rt_step_info *info, double ms,
@@ -139,13 +143,21 @@ static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
   train_ckpt_state ts = {m->name, a->batch, a->seed, sched.total > 0 ? &sched : NULL, mkv, nm};
   int64_t start = 0;
   HSR_CHECK(train_ckpt_resume(&a->ck, r->boot, r->rt, &ts, a->steps, &start));
+  HSR_CHECK(train_ft_join(r, &start)); /* replica groups: into the quorum (a joiner starts where it heals) */
   ls->start = (int)start;
   for (int s = (int)start; s < a->steps; s++) {
     double lr = hsr_rt_lr_at(&sched, s + 1);
     for (int g = 0; g < a->cfg.num_groups; g++) HSR_CHECK(hsr_rt_set_lr(r->rt, g, lr));
+    HSR_CHECK(train_ft_begin(r, s));
     double loss, val = NAN, t0 = hsr_clock_s();
     hsr_rt_step_info info;
     HSR_CHECK(m->step(r, s, &loss, &info));
+    int again = 0;
+    HSR_CHECK(train_ft_end(r, s, &ts, &again));
+    if (again) { /* dropped on every replica group: the same step again */
+      s--;
+      continue;
+    }
     double ms = (hsr_clock_s() - t0) * 1e3, tps = tokens / (ms * 1e-3), gflops = fpt * tps * 1e-9;
     ls->total_ms += ms;
     if (s == start && a->steps > start + 1) { /* the first step records the execution order: measure from the second */
@@ -181,14 +193,14 @@ static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
       if (ls->val_n++ == 0) ls->val_first = val;
       after_val = 1;
     }
-    if (r->rank == 0 && logf->f) { /* a line per step, each checked: a full disk ends the run now, not at the end */
-      log_line(logf->f, &info, loss, val, ms, tps, gflops);
-      HSR_CHECK(hsr_out_flush(logf));
-    }
+    HSR_CHECK(log_line(r, logf->f, &info, loss, val, ms, tps, gflops)); /* every rank: a group's state_hash */
+    if (r->rank == 0 && logf->f) HSR_CHECK(hsr_out_flush(logf)); /* each line checked: a full disk ends the run now */
     if (r->rank == 0 && a->progress) progress(r, s, loss, ls->val, &info, ms, tps, gflops);
-    HSR_CHECK(train_ckpt_after_step(&a->ck, r->boot, r->rt, &ts, s + 1, a->steps)); /* when due; collective */
+    if (train_ft_saver(r)) /* replica groups: the smallest live id saves */
+      HSR_CHECK(train_ckpt_after_step(&a->ck, r->boot, r->rt, &ts, s + 1, a->steps)); /* when due; collective */
   }
   HSR_CHECK(train_ckpt_finish(&a->ck, r->boot, r->rt)); /* --async-save: the last save commits */
+  HSR_CHECK(train_ft_finish(r, a->steps));
   if (m->profile) {
     double p[3];
     m->profile(r, p, 1);
@@ -334,7 +346,8 @@ static hsr_status run(train_run *r) {
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
   hsr_out logf = {0}, jsonf = {0};
-  hsr_status st = hsr_topo_discover(NULL, &topo);
+  hsr_status st = train_ft_create(r); /* a replica group: before the engine, which it hooks */
+  if (st == HSR_OK) st = hsr_topo_discover(NULL, &topo);
   if (st == HSR_OK) st = hsr_cluster_gather(r->boot, topo, &cl);
   if (st == HSR_OK && !a->strategy_given) { /* hybrid when the mesh has replicas, else fsdp */
     int S = a->cfg.shard ? a->cfg.shard : hsr_cluster_domain_size(cl);
@@ -377,6 +390,7 @@ static hsr_status run(train_run *r) {
   a->model->free(r);
   char why[1024] = ""; /* teardown may raise errors of its own: the first one is the job's */
   if (st != HSR_OK) snprintf(why, sizeof why, "%s", hsr_last_error());
+  train_ft_free(r); /* leaves the quorum; before the engine it reads */
   hsr_status dst = hsr_rt_destroy(r->rt);
   if (st == HSR_OK)
     st = dst;

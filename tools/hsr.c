@@ -20,6 +20,7 @@ static const hsr_cli_command commands[] = {
     {"tune", "how much to shard inside the node and across: every layout predicted, ranked, explained", hsr_cmd_tune},
     {"ckpt", "checkpoints: inspect, verify (every checksum), bench (save/load GB/s beside the disk's)", hsr_cmd_ckpt},
     {"env", "the HSR_* variables hsr reads: values here, what is valid, defaults (--check: validate)", hsr_cmd_env},
+    {"coordinator", "the coordinator of fault-tolerant training (etcd) in the foreground", hsr_cmd_coordinator},
 };
 
 static void usage(FILE *f) {

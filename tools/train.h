@@ -12,6 +12,7 @@
 #include "hsr/safetensors_sharded.h"
 #include "hsr/tune_ledger.h"
 #include "train_ckpt.h"
+#include "train_ft.h"
 
 struct train_model;
 
@@ -31,6 +32,7 @@ typedef struct train_args {
   const char *log, *trace, *json;
   int progress;
   train_ckpt ck; /* --ckpt --save-every --keep --resume (train_ckpt.c) */
+  train_ft ftc;  /* --coordinator --replica-id --replicas --join --hash-every (train_ft.c) */
 } train_args;
 
 enum {

@@ -84,6 +84,7 @@ static void usage(void) {
          "                      wrap diagnostic\n"
          "  --no-progress       no progress lines\n");
   train_ckpt_usage(stdout);
+  train_ft_usage(stdout);
   printf("  -h, --help          this text\n"
          "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
 }
@@ -146,6 +147,11 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"save-every", required_argument, 0, TRAIN_OPT_SAVE_EVERY},
                                      {"keep", required_argument, 0, TRAIN_OPT_KEEP},
                                      {"resume", required_argument, 0, TRAIN_OPT_RESUME},
+                                     {"coordinator", required_argument, 0, TRAIN_OPT_COORD},
+                                     {"replica-id", required_argument, 0, TRAIN_OPT_REPLICA_ID},
+                                     {"replicas", required_argument, 0, TRAIN_OPT_REPLICAS},
+                                     {"join", no_argument, 0, TRAIN_OPT_JOIN},
+                                     {"hash-every", required_argument, 0, TRAIN_OPT_HASH_EVERY},
                                      {"async-save", no_argument, 0, TRAIN_OPT_ASYNC_SAVE},
                                      {"help", no_argument, 0, 'h'},
                                      {0, 0, 0, 0}};
@@ -305,6 +311,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     break;
   default: {
     int k = train_ckpt_option(&a->ck, c, optarg);
+    if (k == 0) k = train_ft_option(&a->ftc, c, optarg);
     if (k < 0) return -k;
     if (k == 0) return hsr_cli_usage_error("train", "unknown option or missing value '%s'", optarg ? optarg : "?");
   }
@@ -423,6 +430,7 @@ static int check_args(train_args *a) {
                                         "from a safetensors file, --resume continues a checkpoint)");
   int rc = check_strategy(a);
   if (!rc) rc = check_paths(a);
+  if (!rc) rc = train_ft_check(a);
   if (rc) return rc;
   if (a->cfg.device == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0) {
     hsr_device *d = NULL;
@@ -461,6 +469,8 @@ int train_parse(int argc, char **argv, train_args *a) {
   a->wd = 0.01f;
   a->seed = 1;
   a->progress = 1;
+  a->ftc.id = -1;
+  a->ftc.hash_every = 10;
   hsr_rt_config_default(&a->cfg);
   a->cfg.clip = 1.0;
   optind = 1;

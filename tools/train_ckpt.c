@@ -59,7 +59,7 @@ int train_ckpt_check(const train_ckpt *c) {
   return 0;
 }
 
-static hsr_status fill_state(hsr_ckpt_state *p, const train_ckpt_state *ts, int64_t done) {
+hsr_status train_ckpt_program(hsr_ckpt_state *p, const train_ckpt_state *ts, int64_t done) {
   HSR_CHECK(hsr_ckpt_state_set_str(p, "model", ts->model));
   HSR_CHECK(hsr_ckpt_state_set_i64(p, "data.sample_index", done * ts->batch));
   HSR_CHECK(hsr_ckpt_state_set_i64(p, "data.batch", ts->batch));
@@ -111,7 +111,7 @@ hsr_status train_ckpt_after_step(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt
   hsr_ckpt_stats s;
   hsr_ckpt_state *mc = NULL;
   hsr_ckpt_save_opts o = {p, c->keep, NULL, NULL, NULL, c->async_save};
-  hsr_status st = fill_state(p, ts, done);
+  hsr_status st = train_ckpt_program(p, ts, done);
   if (st == HSR_OK && ts->nmodel_meta) st = hsr_ckpt_state_create(&mc);
   if (st == HSR_OK && mc) st = model_meta_config(ts->model_meta, ts->nmodel_meta, &o.model_kind, mc);
   o.model_config = mc;
@@ -212,6 +212,11 @@ static void note_schedule(const hsr_ckpt_state *p, const train_ckpt_state *ts) {
   }
   if (!same)
     printf("note: the learning-rate schedule differs from the checkpoint's (%s): continuing with this run's\n", kind);
+}
+
+hsr_status train_ckpt_check_program(const hsr_ckpt_state *p, const train_ckpt_state *ts, int64_t step,
+                                    const char *from) {
+  return check_state(p, ts, step, from);
 }
 
 /* Which checkpoint the run continues, decided by rank 0 for all: --resume

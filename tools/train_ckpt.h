@@ -39,6 +39,13 @@ typedef struct train_ckpt_state {
   int nmodel_meta;
 } train_ckpt_state;
 
+/* The program state at `done` steps (what a checkpoint saves; what a
+ * replica group sends the one it heals, hsr/ft.h), and the check that one
+ * describes this run's data stream (`from` names where it came from). */
+hsr_status train_ckpt_program(hsr_ckpt_state *p, const train_ckpt_state *ts, int64_t done);
+hsr_status train_ckpt_check_program(const hsr_ckpt_state *p, const train_ckpt_state *ts, int64_t step,
+                                    const char *from);
+
 /* --resume: loads into rt (collective) and sets *start to the number of
  * steps already trained (0 for a fresh start: --resume latest with no
  * checkpoint yet). Refuses a checkpoint of another batch, seed or model (its

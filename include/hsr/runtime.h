@@ -126,6 +126,15 @@ typedef struct hsr_rt hsr_rt;
  * them (what FSDP2 users see from a post-accumulate hook). It may call
  * hsr_rt_grad_read; a status other than HSR_OK fails the step with it. */
 typedef hsr_status (*hsr_rt_grad_hook)(hsr_rt *rt, void *ctx);
+/* Called by hsr_rt_step on every rank after this job's own reductions and
+ * the 1/micro_batches scale, before the gradient hook, the norm, clipping
+ * and AdamW: a reduction over replicas that live outside this job (hsr/ft.h
+ * averages each rank's gradient shard over the live replica groups). It may
+ * read and overwrite the gradient shards (hsr_rt_slice_get; device memory is
+ * idle during the call). *commit = 0 drops the step: no update anywhere, the
+ * step count stays, hsr_rt_step_info.dropped is set and the gradients wait
+ * for hsr_rt_zero_grad. A status other than HSR_OK fails the step. */
+typedef hsr_status (*hsr_rt_outer_fn)(hsr_rt *rt, void *ctx, int *commit);
 
 typedef struct hsr_rt_config {
   hsr_rt_strategy strategy;
@@ -161,6 +170,12 @@ typedef struct hsr_rt_config {
   hsr_stream *stream; /* optional, CUDA: the caller's compute stream on `dev` (NULL: the engine creates one) */
   hsr_rt_grad_hook grad_hook; /* optional (NULL: none), with its context */
   void *grad_hook_ctx;
+  hsr_rt_outer_fn outer; /* optional (NULL: none): the outer reduction, with its context */
+  void *outer_ctx;
+  /* Replicas outside this job that train on other slices of the global batch
+   * (hsr/ft.h): this job is replica outer_rank of outer_replicas, and
+   * hsr_rt_dp_rank / hsr_rt_dp_size count every replica's ranks. 0: none. */
+  int outer_replicas, outer_rank;
 } hsr_rt_config;
 
 /* Defaults: fsdp, S auto, reshard full, prefetch 1, f32/f32, sync full, one
@@ -260,6 +275,7 @@ typedef struct hsr_rt_step_info {
   double grad_norm; /* global norm of the averaged gradient, before clipping */
   double clip_coef; /* factor applied (1 without clipping) */
   double lr;        /* group 0's learning rate */
+  int dropped;      /* the outer reduction dropped the step: nothing was updated (step, norm as before) */
   /* collective calls during this step (since the previous step ended),
    * counted by the communicators, per group and operation */
   uint64_t calls[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
@@ -299,6 +315,26 @@ typedef struct hsr_rt_stats {
   int max_live_full;  /* most units FULL or gathering at once */
 } hsr_rt_stats;
 HSR_API hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out);
+
+/* ---- this rank's persistent state (moving it between replicas: hsr/ft.h) ---- */
+
+/* This rank's slice of unit `unit`: `len` f32 elements each of the master
+ * weights, the AdamW moments and the gradient shard (device memory on CUDA).
+ * Valid from commit until the engine is destroyed; read them between steps
+ * (or in the outer reduction), write master/m/v only between steps and then
+ * call hsr_rt_state_installed. */
+typedef struct hsr_rt_slice {
+  size_t len;
+  float *master, *m, *v, *grad;
+} hsr_rt_slice;
+HSR_API hsr_status hsr_rt_slice_get(hsr_rt *rt, int unit, hsr_rt_slice *out);
+/* Optimizer steps done (AdamW's bias correction counts them). */
+HSR_API int64_t hsr_rt_get_step(const hsr_rt *rt);
+/* After this rank's master weights and moments were overwritten (a peer's
+ * copy): sets the step count and derives the parameters from the master
+ * weights (zero1 / zero2 / ddp gather them over the shard group). Collective
+ * over the shard group; the gradients are zeroed. */
+HSR_API hsr_status hsr_rt_state_installed(hsr_rt *rt, int64_t step);
 
 /* ---- seeing the schedule ---- */
 

@@ -49,7 +49,7 @@ typedef struct rt_block {
 typedef struct rt_opt_run {
   double norm, coef;
   uint64_t t0, now;
-  int open;
+  int open, dropped; /* dropped: the outer reduction (cfg.outer) voted the step down */
 } rt_opt_run;
 
 /* Where commit stands: registration open, committed, or a commit that

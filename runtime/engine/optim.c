@@ -31,6 +31,24 @@ hsr_status rt_snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info) {
   return HSR_OK;
 }
 
+/* The reduction over replicas outside the job (cfg.outer): it sees the
+ * finished gradient shards (the reduce stream drained) outside the optimizer
+ * span, and may drop the step. */
+static hsr_status outer_reduce(hsr_rt *rt, rt_opt_run *o) {
+  if (!rt->cfg.outer) return HSR_OK;
+  HSR_CHECK(rt_dev_sync(rt->dv, RS(rt)));
+  uint64_t t = hsr_clock_ns();
+  rt_event(rt, 0, RT_EV_OPTIM, -1, -1, 1, 0, o->t0, t);
+  int commit = 1;
+  hsr_status st = rt->cfg.outer(rt, rt->cfg.outer_ctx, &commit);
+  o->t0 = hsr_clock_ns();
+  rt_obs_wait(rt->obs, o->t0 - t);
+  if (st != HSR_OK)
+    return hsr_error(st, "step %lld: the outer reduction failed: %s", (long long)rt->step + 1, hsr_last_error());
+  o->dropped = !commit;
+  return HSR_OK;
+}
+
 /* The synchronized gradient is complete: the caller's hook sees it (outside
  * the optimizer span). */
 static hsr_status grad_hook(hsr_rt *rt, rt_opt_run *o) {
@@ -60,6 +78,11 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
   for (int i = 0; i < rt->nunits && M > 1; i++)
     HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32,
                                 1.0 / M));
+  HSR_CHECK(outer_reduce(rt, o));
+  if (o->dropped) { /* no norm, no update: the step stays where it was */
+    o->norm = 0, o->coef = 1.0;
+    return HSR_OK;
+  }
   HSR_CHECK(grad_hook(rt, o));
   for (int i = 0; i < rt->nunits; i++) {
     sq[i] = 0;
@@ -96,6 +119,7 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
  * master is the parameter. */
 hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a) {
   hsr_rt *rt = ctx;
+  if (rt->opt->dropped) return HSR_OK; /* the outer reduction dropped the step */
   int ui = a->unit;
   rt_unit *u = &rt->units[ui];
   size_t lo = rt_piece_lo(rt, ui), slo = (size_t)rt->srank * u->Ls;
@@ -203,6 +227,7 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
     info->grad_norm = o.norm;
     info->clip_coef = o.coef;
     info->lr = rt->cfg.groups[0].lr;
+    info->dropped = o.dropped;
   }
   return rt_snapshot_counts(rt, info);
 }

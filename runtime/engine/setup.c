@@ -382,8 +382,11 @@ hsr_stream *hsr_rt_compute_stream(hsr_rt *rt) { return rt ? CS(rt) : NULL; }
 int hsr_rt_shard(const hsr_rt *rt) { return rt ? rt->S : 0; }
 int hsr_rt_replicate(const hsr_rt *rt) { return rt ? rt->R : 0; }
 int hsr_rt_partial(const hsr_rt *rt) { return rt ? rt->K : 0; }
-int hsr_rt_dp_rank(const hsr_rt *rt) { return rt ? rt->rrank * rt->S + rt->srank : 0; }
-int hsr_rt_dp_size(const hsr_rt *rt) { return rt ? rt->R * rt->S : 0; }
+/* replicas outside the job (cfg.outer_replicas) hold the slices around this job's */
+int hsr_rt_dp_rank(const hsr_rt *rt) { return rt ? (rt->cfg.outer_rank * rt->R + rt->rrank) * rt->S + rt->srank : 0; }
+int hsr_rt_dp_size(const hsr_rt *rt) {
+  return rt ? (rt->cfg.outer_replicas > 0 ? rt->cfg.outer_replicas : 1) * rt->R * rt->S : 0;
+}
 hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out) {
   if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_get_stats: NULL argument");
   *out = rt->stats;

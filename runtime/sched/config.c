@@ -119,6 +119,9 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
     return hsr_error(HSR_ERR_INVALID, "strategy %d is not valid", (int)c->strategy);
   if (c->shard < 0 || c->replicate < 0)
     return hsr_error(HSR_ERR_INVALID, "shard %d / replicate %d must be >= 0 (0 = auto)", c->shard, c->replicate);
+  if (c->outer_replicas < 0 || (c->outer_replicas > 0 && (c->outer_rank < 0 || c->outer_rank >= c->outer_replicas)))
+    return hsr_error(HSR_ERR_INVALID, "outer replica %d of %d (valid: 0 to replicas - 1)", c->outer_rank,
+                     c->outer_replicas);
   int S = c->shard, R = c->replicate;
   if (c->strategy == HSR_RT_DDP) {
     if (S > 1) return hsr_error(HSR_ERR_INVALID, "ddp does not shard: shard must be 1 or auto (got %d)", S);

@@ -1,0 +1,130 @@
+/* ft/ internal: the context and what its files share.
+ *
+ *   ft.c     the context: create, join (register, the quorum's formation or
+ *            admission), finish; the group's internal messages (rank 0 to
+ *            its ranks, with heartbeats while it waits on the coordinator)
+ *   lead.c   rank 0's side of the coordinator: records, the vote, the
+ *            decision, the quorum, the lease's keep-alive thread
+ *   step.c   the engine's outer reduction (pack, the cross-group
+ *            all-reduce, the group's outcome, the decision), step begin/end
+ *   heal.c   the state transfer between groups and the state hash
+ *   quorum.c the quorum's pure rules; etcd.c the coordinator's client;
+ *   link.c   the UCX links between groups */
+#ifndef HSR_FT_FT_INT_H
+#define HSR_FT_FT_INT_H
+
+#include <pthread.h>
+
+#include "etcd.h"
+#include "hsr/comm.h"
+#include "common/fault_hook.h"
+#include "hsr/ft.h"
+#include "link.h"
+#include "quorum.h"
+
+#define FT_PREFIX "/hsr/ft/"
+#define FT_LEASE_TTL 5 /* seconds: a dead leader's records go after this (renewed every second) */
+
+/* One rank's outcome of a step's cross-group part, gathered by rank 0. */
+typedef struct ft_outcome {
+  int32_t ok, healed, n, culprit[FT_MAX_CULPRITS];
+  char why[320];
+} ft_outcome;
+
+/* A member record as the leader last read it. */
+typedef struct ft_rec {
+  int present, join;
+  int64_t rev; /* the revision of the put that wrote it: a new process has a new one */
+  char host[64];
+  int pid;
+  int64_t start;
+  char start_hash[24];
+  char *addrs; /* JSON array of base64 UCX addresses, one per rank */
+} ft_rec;
+
+struct hsr_ft {
+  hsr_ft_config c;
+  char *coord, *identity;
+  char token[1024];
+  hsr_boot *boot;
+  int rank, S;
+  hsr_comm *grp;
+  int own_grp;
+  hsr_rt *rt;
+  double T;    /* cross-group and coordinator bound */
+  double beat; /* rank 0's heartbeat to its ranks while it waits */
+  ft_link *link;
+  void *paddr[FT_MAX_REPLICAS]; /* peers' addresses for this rank's index */
+  size_t plen[FT_MAX_REPLICAS];
+
+  ft_quorum q; /* what the next (or current) step runs on */
+  int parts[FT_MAX_REPLICAS], nparts, me;
+
+  /* rank 0 */
+  ft_etcd *e, *ka;
+  int64_t lease, my_rev;
+  pthread_t ka_thread;
+  int ka_on;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int ka_stop, lease_lost;
+  char *my_addrs; /* JSON array of this group's addresses */
+  ft_rec rec[FT_MAX_REPLICAS];
+  int64_t part_rev[FT_MAX_REPLICAS]; /* each participant's record when the epoch began */
+  int seen[FT_MAX_SEEN], nseen;      /* joiners waiting, seen in the last read */
+  int64_t qmod;                      /* the quorum key's mod revision as last read */
+  int qpresent;                      /* a quorum key exists */
+  ft_quorum qkey;                    /* and what it says */
+  int voted, vote_written;           /* this step's vote was tried; it is in the store */
+  double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */
+  double t_voted, t_begin;           /* when it was; when a wait began */
+  int wrote_done, said_waiting;
+
+  /* the step */
+  float *stage;
+  size_t stage_cap;
+  hsr_ft_step last;
+  int step_ran; /* the outer reduction ran since step_begin */
+  int heal_failed;
+  int heal_culprit;
+  char heal_why[320];
+  int64_t hash_step;
+  uint64_t hash;
+  hsr_ckpt_state *healed_prog;
+  int aborts_in_row;
+  hsr_fault_hook hook; /* HSR_FAULT's ft_allreduce, ft_vote and ft_heal */
+};
+
+/* ---- ft.c: the group's messages ---- */
+hsr_status ft_grp_bcast(hsr_ft *ft, void *buf, size_t n);
+hsr_status ft_grp_allgather(hsr_ft *ft, const void *send, size_t n, void *recv);
+/* Rank 0 runs fn in slices (fn returns with *final = 0 at `until`), telling
+ * its ranks in between that it is still at it; then every rank gets fn's
+ * status (and message) and *blob (malloc'd, NUL-terminated; rank 0's). */
+typedef hsr_status (*ft_lead_fn)(hsr_ft *ft, void *arg, double until, int *final, char **blob);
+hsr_status ft_grp_wait(hsr_ft *ft, ft_lead_fn fn, void *arg, char **blob);
+/* The quorum and peer addresses of a blob: installed on this rank
+ * (endpoints connected to new participants, closed to those that left). */
+hsr_status ft_install(hsr_ft *ft, const char *blob);
+
+/* ---- lead.c ---- */
+hsr_status ft_lead_open(hsr_ft *ft);
+void ft_lead_close(hsr_ft *ft);
+/* Registers the group; *hash: the state hash at `done` (the start's check). */
+hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final);
+/* Waits (a slice) for the quorum to form or admit this group. */
+hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, char **blob);
+/* The step's vote and decision; arg: the group's ft_outcome. */
+hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **blob);
+hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char **blob);
+/* The blob for the current quorum: {"q":..., "addrs":{id:[...]}, ...extra}. */
+hsr_status ft_lead_blob(hsr_ft *ft, const ft_quorum *q, const char *extra_json, char **blob);
+
+/* ---- heal.c ---- */
+hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out);
+hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out);
+
+/* ---- step.c ---- */
+hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit);
+
+#endif

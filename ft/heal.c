@@ -1,0 +1,253 @@
+/* Healing a group from a live one, and the state hash (hsr/ft.h).
+ *
+ * Rank i of the healer sends rank i of the joiner its slice of the state at
+ * the step boundary: a header (the steps done, the sizes, each optimizer
+ * group's learning rate), the program's state (JSON), then unit by unit the
+ * master weights and both AdamW moments, straight from the engine's buffers
+ * (device engines through a host copy). The joiner's ranks then install it
+ * together (hsr_rt_state_installed) and hash it: the healer hashed the same
+ * state before sending, and the next vote compares the two. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "ft_int.h"
+#include "hsr/kernels.h"
+
+#define HEAL_MAGIC 0x6873724845414c31ull /* "hsrHEAL1" */
+
+typedef struct heal_hdr {
+  uint64_t magic;
+  int64_t done, engine_step;
+  uint64_t units, total, prog_len;
+} heal_hdr;
+
+static int device_of(hsr_ft *ft) { return hsr_device_kind_of(hsr_rt_device(ft->rt)) == HSR_DEVICE_CUDA; }
+
+/* A unit's master, m and v in host memory: the engine's own on host, a copy
+ * on a device engine. */
+static hsr_status unit_bufs(hsr_ft *ft, int u, int to_host, float *host, void *bufs[3], size_t bytes[3]) {
+  hsr_rt_slice s;
+  HSR_CHECK(hsr_rt_slice_get(ft->rt, u, &s));
+  float *src[3] = {s.master, s.m, s.v};
+  for (int k = 0; k < 3; k++) {
+    bytes[k] = s.len * sizeof(float);
+    bufs[k] = host ? (void *)(host + (size_t)k * s.len) : (void *)src[k];
+    if (host && to_host)
+      HSR_CHECK(hsr_device_copy(hsr_rt_device(ft->rt), bufs[k], src[k], bytes[k], hsr_rt_compute_stream(ft->rt)));
+  }
+  return host && to_host ? hsr_stream_sync(hsr_rt_compute_stream(ft->rt), ft->T) : HSR_OK;
+}
+
+static hsr_status unit_store(hsr_ft *ft, int u, const float *host) {
+  hsr_rt_slice s;
+  HSR_CHECK(hsr_rt_slice_get(ft->rt, u, &s));
+  float *dst[3] = {s.master, s.m, s.v};
+  hsr_stream *cs = hsr_rt_compute_stream(ft->rt);
+  for (int k = 0; k < 3; k++)
+    HSR_CHECK(hsr_device_copy(hsr_rt_device(ft->rt), dst[k], host + (size_t)k * s.len, s.len * sizeof(float), cs));
+  return hsr_stream_sync(cs, ft->T); /* the host copy is reused for the next unit */
+}
+
+static size_t largest_unit(hsr_rt *rt) {
+  const hsr_rt_layout *l = hsr_rt_get_layout(rt);
+  size_t m = 0;
+  for (int u = 0; u < hsr_rt_layout_num_units(l); u++)
+    if (hsr_rt_layout_shard_len(l, u) > m) m = hsr_rt_layout_shard_len(l, u);
+  return m;
+}
+
+static hsr_status program_json(hsr_ft *ft, int64_t done, char **out) {
+  *out = NULL;
+  hsr_ckpt_state *p;
+  HSR_CHECK(hsr_ckpt_state_create(&p));
+  hsr_status st = ft->c.program ? ft->c.program(ft->c.program_ctx, done, p) : HSR_OK;
+  if (st == HSR_OK) st = hsr_ckpt_state_json(p, out);
+  hsr_ckpt_state_free(p);
+  return st;
+}
+
+hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) {
+  double t0 = hsr_clock_s();
+  uint64_t h;
+  HSR_CHECK(hsr_ft_state_hash(ft, ft->rt, done, &h)); /* what the joiner must end with */
+  const hsr_rt_layout *l = hsr_rt_get_layout(ft->rt);
+  int U = hsr_rt_layout_num_units(l);
+  char *prog = NULL;
+  HSR_CHECK(program_json(ft, done, &prog));
+  heal_hdr *hd = malloc(sizeof *hd); /* on the heap: a send to a joiner that stopped may outlive this call */
+  float *host = device_of(ft) ? malloc(3 * (largest_unit(ft->rt) ? largest_unit(ft->rt) : 1) * sizeof(float)) : NULL;
+  if (!hd || (device_of(ft) && !host)) {
+    free(prog), free(hd), free(host);
+    return hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
+  }
+  *hd = (heal_hdr){HEAL_MAGIC, done, hsr_rt_get_step(ft->rt), (uint64_t)U, 0, strlen(prog) + 1};
+  for (int u = 0; u < U; u++) hd->total += hsr_rt_layout_shard_len(l, u);
+  ft_result r;
+  void *b0[2] = {hd, prog};
+  size_t n0[2] = {sizeof *hd, hd->prog_len};
+  int64_t seq = 0, ep = ft->q.epoch;
+  hsr_status st = ft_link_send(ft->link, joiner, ft->c.replica_id, ep, seq, b0, n0, 2, ft->T, &r);
+  int taken = r.buf_taken; /* header and program state still read by a pending send */
+  seq += 2;
+  uint64_t bytes = r.bytes_sent;
+  for (int u = 0; u < U && st == HSR_OK && r.ok; u++) {
+    void *b[3];
+    size_t n[3];
+    st = hsr_fault_hook_hit(&ft->hook, "ft_heal");
+    if (st == HSR_OK) st = unit_bufs(ft, u, 1, host, b, n);
+    if (st == HSR_OK) st = ft_link_send(ft->link, joiner, ft->c.replica_id, ep, seq, b, n, 3, ft->T, &r);
+    if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive the send anyway */
+    seq += 3;
+    bytes += r.bytes_sent;
+  }
+  if (!taken) { /* otherwise left to the pending send (once per failed heal: bounded) */
+    free(host);
+    free(prog);
+    free(hd);
+  }
+  HSR_CHECK(st);
+  out->sent = 1;
+  out->peer = joiner;
+  out->done = done;
+  out->bytes += bytes;
+  out->seconds = hsr_clock_s() - t0;
+  out->failed = !r.ok; /* the joiner failed: this group's state is intact; the all-reduce will name it */
+  return HSR_OK;
+}
+
+hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) {
+  double t0 = hsr_clock_s();
+  const hsr_rt_layout *l = hsr_rt_get_layout(ft->rt);
+  int U = hsr_rt_layout_num_units(l);
+  heal_hdr hd = {0}, *hdp = calloc(1, sizeof *hdp); /* received on the heap: a receive from a healer that
+                                                      stopped mid-message may outlive this call */
+  char *prog = NULL;
+  ft_result r = {.ok = 1};
+  int64_t ep = ft->q.epoch;
+  if (!hdp) return hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
+  void *b0[1] = {hdp};
+  size_t n0[1] = {sizeof *hdp};
+  hsr_status st = ft_link_recv(ft->link, healer, ep, 0, b0, n0, 1, ft->T, &r);
+  int taken = r.buf_taken; /* then neither the header nor what follows is freed here (bounded: once per heal) */
+  if (!taken) {
+    hd = *hdp;
+    free(hdp);
+  }
+  uint64_t total = 0, bytes = r.bytes_recv;
+  for (int u = 0; u < U; u++) total += hsr_rt_layout_shard_len(l, u);
+  char why[320] = "";
+  if (st == HSR_OK && r.ok &&
+      (hd.magic != HEAL_MAGIC || hd.done != done || hd.units != (uint64_t)U || hd.total != total ||
+       hd.prog_len > (1u << 24) || hd.prog_len == 0))
+    snprintf(why, sizeof why,
+             "replica %d sent a state of %" PRIu64 " units / %" PRIu64 " elements after %" PRId64
+             " steps; this group expects %d / %" PRIu64 " after %" PRId64,
+             healer, hd.units, hd.total, hd.done, U, total, done);
+  if (st == HSR_OK && r.ok && !why[0]) {
+    prog = calloc(1, hd.prog_len);
+    void *b1[1] = {prog};
+    size_t n1[1] = {hd.prog_len};
+    st = prog ? ft_link_recv(ft->link, healer, ep, 1, b1, n1, 1, ft->T, &r) : hsr_error(HSR_ERR_NOMEM, "out of memory");
+    taken |= st == HSR_OK && r.buf_taken;
+    bytes += r.bytes_recv;
+  }
+  float *host = device_of(ft) ? malloc(3 * (largest_unit(ft->rt) ? largest_unit(ft->rt) : 1) * sizeof(float)) : NULL;
+  if (st == HSR_OK && device_of(ft) && !host) st = hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
+  int64_t seq = 2;
+  for (int u = 0; u < U && st == HSR_OK && r.ok && !why[0]; u++) {
+    void *b[3];
+    size_t n[3];
+    st = hsr_fault_hook_hit(&ft->hook, "ft_heal");
+    if (st == HSR_OK) st = unit_bufs(ft, u, 0, host, b, n);
+    if (st == HSR_OK) st = ft_link_recv(ft->link, healer, ep, seq, b, n, 3, ft->T, &r);
+    if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive it anyway */
+    if (st == HSR_OK && r.ok && host) st = unit_store(ft, u, host);
+    seq += 3;
+    bytes += r.bytes_recv;
+  }
+  if (!taken) free(host);
+  if (st != HSR_OK) {
+    if (!taken) free(prog);
+    return st;
+  }
+  if (!r.ok && !why[0]) snprintf(why, sizeof why, "healing from replica %d: %.250s", healer, r.why);
+  /* every rank installs (collective over the group), whatever it got: a
+   * failed rank's group votes the step down and heals again */
+  int ok = !why[0], all_ok = ok, *v = calloc((unsigned)ft->S, sizeof *v);
+  if (!v) {
+    if (!taken) free(prog);
+    return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  }
+  st = ft_grp_allgather(ft, &ok, sizeof ok, v);
+  for (int i = 0; i < ft->S; i++) all_ok &= v[i];
+  free(v);
+  if (st == HSR_OK) st = hsr_rt_state_installed(ft->rt, all_ok ? hd.engine_step : hsr_rt_get_step(ft->rt));
+  if (st == HSR_OK && all_ok) {
+    hsr_ckpt_state_free(ft->healed_prog);
+    ft->healed_prog = NULL;
+    st = hsr_ckpt_state_create(&ft->healed_prog);
+    if (st == HSR_OK) st = hsr_ckpt_state_from_json(ft->healed_prog, prog);
+  }
+  if (!taken) free(prog);
+  HSR_CHECK(st);
+  uint64_t h;
+  if (all_ok) HSR_CHECK(hsr_ft_state_hash(ft, ft->rt, done, &h)); /* compared with the healer's in the next vote */
+  out->peer = healer;
+  out->done = done;
+  out->bytes = bytes;
+  out->seconds = hsr_clock_s() - t0;
+  if (!all_ok) {
+    out->failed = 1;
+    ft->heal_failed = 1;
+    ft->heal_culprit = healer;
+    snprintf(ft->heal_why, sizeof ft->heal_why, "%s", why[0] ? why : "another rank of this group did not heal");
+    return HSR_OK;
+  }
+  out->healed = 1;
+  out->program = ft->healed_prog;
+  return HSR_OK;
+}
+
+/* ---- the state hash ---- */
+
+hsr_status hsr_ft_state_hash(hsr_ft *ft, hsr_rt *rt, int64_t done, uint64_t *hash) {
+  if (!ft || !rt || !hash) return hsr_error(HSR_ERR_INVALID, "hsr_ft_state_hash: NULL argument");
+  if (!ft->grp) return hsr_error(HSR_ERR_STATE, "hsr_ft_state_hash before hsr_ft_join");
+  XXH3_state_t *x = XXH3_createState();
+  if (!x) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  XXH3_64bits_reset(x);
+  int U = hsr_rt_layout_num_units(hsr_rt_get_layout(rt)),
+      dev = hsr_device_kind_of(hsr_rt_device(rt)) == HSR_DEVICE_CUDA;
+  float *host = dev ? malloc((largest_unit(rt) ? largest_unit(rt) : 1) * sizeof(float)) : NULL;
+  hsr_status st = dev && !host ? hsr_error(HSR_ERR_NOMEM, "out of memory") : HSR_OK;
+  for (int u = 0; u < U && st == HSR_OK; u++) {
+    hsr_rt_slice s;
+    st = hsr_rt_slice_get(rt, u, &s);
+    float *b[3] = {s.master, s.m, s.v};
+    for (int k = 0; k < 3 && st == HSR_OK; k++) {
+      if (host) st = hsr_device_copy(hsr_rt_device(rt), host, b[k], s.len * 4, hsr_rt_compute_stream(rt));
+      if (host && st == HSR_OK) st = hsr_stream_sync(hsr_rt_compute_stream(rt), ft->T);
+      if (st == HSR_OK) XXH3_64bits_update(x, host ? host : b[k], s.len * 4);
+    }
+  }
+  int64_t steps[2] = {done, hsr_rt_get_step(rt)};
+  XXH3_64bits_update(x, steps, sizeof steps);
+  char *prog = NULL;
+  if (st == HSR_OK) st = program_json(ft, done, &prog);
+  if (st == HSR_OK) XXH3_64bits_update(x, prog, strlen(prog));
+  free(prog);
+  free(host);
+  uint64_t mine = XXH3_64bits_digest(x), *all = calloc((unsigned)ft->S, sizeof *all);
+  XXH3_freeState(x);
+  if (st == HSR_OK && !all) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
+  if (st == HSR_OK) st = ft_grp_allgather(ft, &mine, sizeof mine, all); /* combined in rank order */
+  if (st == HSR_OK) *hash = XXH3_64bits(all, (size_t)ft->S * sizeof *all);
+  free(all);
+  HSR_CHECK(st);
+  ft->hash_step = done;
+  ft->hash = *hash;
+  return HSR_OK;
+}

@@ -1,0 +1,805 @@
+/* Rank 0's side of the coordinator (ft/ft_int.h): the group's record and
+ * lease, the quorum's formation and admission, the vote and the decision,
+ * the final comparison of state hashes.
+ *
+ * Keys under /hsr/ft/:
+ *   m/IIII               a group's record (lease-bound: it goes when the group does)
+ *   q                    the quorum (epoch, steps done, members, joiners and their healers)
+ *   v/SSSSSSSSSS/EEEEEE/IIII   a vote on step S in epoch E
+ *   a/SSSSSSSSSS/EEEEEE  the abort marker of (S, E): no vote is written after it
+ *   d/IIII               a group's final state hash */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ft_int.h"
+#include "hsr/config.h"
+
+#define KEY_MAX 128
+
+static void key_member(char *k, int id) { snprintf(k, KEY_MAX, FT_PREFIX "m/%04d", id); }
+static void key_vote(char *k, int64_t s, int64_t e, int id) {
+  snprintf(k, KEY_MAX, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/%04d", s, e, id);
+}
+static void key_abort(char *k, int64_t s, int64_t e) {
+  snprintf(k, KEY_MAX, FT_PREFIX "a/%010" PRId64 "/%06" PRId64, s, e);
+}
+static void key_done(char *k, int id) { snprintf(k, KEY_MAX, FT_PREFIX "d/%04d", id); }
+
+/* ---- the lease's keep-alive thread ---- */
+
+static void *keepalive(void *arg) {
+  hsr_ft *ft = arg;
+  pthread_mutex_lock(&ft->mu);
+  while (!ft->ka_stop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1; /* a fifth of the TTL: a loaded host may delay a renewal or two */
+    pthread_cond_timedwait(&ft->cv, &ft->mu, &ts);
+    if (ft->ka_stop) break;
+    pthread_mutex_unlock(&ft->mu);
+    int64_t ttl = -1;
+    hsr_status st = ft_etcd_lease_keepalive(ft->ka, ft->lease, &ttl);
+    pthread_mutex_lock(&ft->mu);
+    if (st == HSR_OK && ttl <= 0) ft->lease_lost = 1; /* expired: the others dropped this group's record */
+  }
+  pthread_mutex_unlock(&ft->mu);
+  return NULL;
+}
+
+hsr_status ft_lead_open(hsr_ft *ft) {
+  /* a call lasts at most a heartbeat's period, so that the group hears from
+   * its leader in time; a failing coordinator is retried until ft->T */
+  double d = ft->T > 3 ? ft->T : 3, beat = ft->beat > 0.5 ? ft->beat : 0.5;
+  HSR_CHECK(ft_etcd_open(ft->coord, ft->token, d, &ft->e));
+  ft_etcd_set_deadline(ft->e, beat);
+  HSR_CHECK(ft_etcd_open(ft->coord, ft->token, d, &ft->ka));
+  ft_etcd_set_deadline(ft->ka, 1.0);
+  return HSR_OK;
+}
+
+void ft_lead_close(hsr_ft *ft) {
+  if (ft->ka_on) {
+    pthread_mutex_lock(&ft->mu);
+    ft->ka_stop = 1;
+    pthread_cond_signal(&ft->cv);
+    pthread_mutex_unlock(&ft->mu);
+    pthread_join(ft->ka_thread, NULL);
+    ft->ka_on = 0;
+  }
+  if (ft->e && ft->lease) { /* the records go now, not a TTL later */
+    ft_etcd_set_deadline(ft->e, 2);
+    ft_etcd_lease_revoke(ft->e, ft->lease);
+  }
+  ft_etcd_close(ft->e);
+  ft_etcd_close(ft->ka);
+  ft->e = ft->ka = NULL;
+  for (int i = 0; i < FT_MAX_REPLICAS; i++) free(ft->rec[i].addrs);
+  free(ft->my_addrs);
+  ft->my_addrs = NULL;
+}
+
+/* ---- reading the store ---- */
+
+typedef struct view {
+  ft_kvs kvs;
+  ft_vote *votes; /* of (done + 1, epoch) */
+  int nv, aborted;
+  int gone[FT_MAX_REPLICAS], ngone; /* the abort marker's groups that did not vote and are gone */
+} view;
+
+static void view_free(view *v) {
+  ft_kvs_free(&v->kvs);
+  free(v->votes);
+  memset(v, 0, sizeof *v);
+}
+
+static hsr_status parse_rec(const ft_kv *kv, ft_rec *r) {
+  cJSON *o = cJSON_Parse(kv->val);
+  if (!o) return hsr_error(HSR_ERR_IO, "coordinator: record '%s' is not JSON", kv->key);
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "host"), *p = cJSON_GetObjectItemCaseSensitive(o, "pid"),
+              *j = cJSON_GetObjectItemCaseSensitive(o, "join"), *s = cJSON_GetObjectItemCaseSensitive(o, "start"),
+              *a = cJSON_GetObjectItemCaseSensitive(o, "addrs"),
+              *sh = cJSON_GetObjectItemCaseSensitive(o, "start_hash");
+  hsr_status st = cJSON_IsString(h) && cJSON_IsNumber(p) && cJSON_IsNumber(j) && cJSON_IsNumber(s) && cJSON_IsArray(a)
+                      ? HSR_OK
+                      : hsr_error(HSR_ERR_IO, "coordinator: record '%s' lacks fields", kv->key);
+  if (st == HSR_OK) {
+    free(r->addrs);
+    r->present = 1;
+    r->rev = kv->mod_rev; /* records are written once: the put that made this one (a restart replaces it) */
+    snprintf(r->host, sizeof r->host, "%s", h->valuestring);
+    r->pid = (int)p->valuedouble;
+    r->join = j->valuedouble != 0;
+    r->start = (int64_t)s->valuedouble;
+    snprintf(r->start_hash, sizeof r->start_hash, "%s", cJSON_IsString(sh) ? sh->valuestring : "?");
+    r->addrs = cJSON_PrintUnformatted(a);
+  }
+  cJSON_Delete(o);
+  return st;
+}
+
+/* Everything under the prefix: records, the quorum, the votes and abort
+ * marker of the step about to commit, and the joiners waiting. */
+static hsr_status read_all(hsr_ft *ft, view *v) {
+  memset(v, 0, sizeof *v);
+  HSR_CHECK(ft_etcd_get(ft->e, FT_PREFIX, 1, &v->kvs));
+  for (int i = 0; i < FT_MAX_REPLICAS; i++) ft->rec[i].present = 0;
+  ft->qpresent = 0;
+  ft->qmod = 0;
+  char vp[KEY_MAX], ak[KEY_MAX];
+  int64_t s = ft->q.done + 1;
+  snprintf(vp, sizeof vp, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s, ft->q.epoch);
+  key_abort(ak, s, ft->q.epoch);
+  v->votes = calloc((size_t)v->kvs.n + 1, sizeof *v->votes);
+  if (!v->votes) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  size_t ml = strlen(FT_PREFIX "m/"), vl = strlen(vp);
+  for (int i = 0; i < v->kvs.n; i++) {
+    const ft_kv *kv = &v->kvs.kv[i];
+    if (!strncmp(kv->key, FT_PREFIX "m/", ml)) {
+      int id = atoi(kv->key + ml);
+      if (id >= 0 && id < FT_MAX_REPLICAS) HSR_CHECK(parse_rec(kv, &ft->rec[id]));
+    } else if (!strcmp(kv->key, FT_PREFIX "q")) {
+      HSR_CHECK(ft_quorum_parse(kv->val, &ft->qkey));
+      ft->qpresent = 1;
+      ft->qmod = kv->mod_rev;
+    } else if (!strncmp(kv->key, vp, vl)) {
+      HSR_CHECK(ft_vote_parse(kv->val, &v->votes[v->nv]));
+      v->nv++;
+    } else if (!strcmp(kv->key, ak)) {
+      v->aborted = 1;
+      cJSON *o = cJSON_Parse(kv->val);
+      const cJSON *g = o ? cJSON_GetObjectItemCaseSensitive(o, "gone") : NULL, *it;
+      cJSON_ArrayForEach(it, g) if (cJSON_IsNumber(it) && v->ngone < FT_MAX_REPLICAS) v->gone[v->ngone++] =
+          (int)it->valuedouble;
+      cJSON_Delete(o);
+    }
+  }
+  ft->nseen = 0;
+  for (int id = 0; id < FT_MAX_REPLICAS && ft->nseen < FT_MAX_SEEN; id++)
+    if (ft->rec[id].present && ft->rec[id].join && ft_quorum_index(&ft->q, id) < 0 && id != ft->c.replica_id)
+      ft->seen[ft->nseen++] = id;
+  return HSR_OK;
+}
+
+/* Whether the quorum key describes groups that are still there: one of
+ * its groups has a record older than the key (a group that registered
+ * after it, a later run's, is not one of them). */
+static int quorum_live(const hsr_ft *ft) {
+  if (!ft->qpresent) return 0;
+  int p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->qkey, p);
+  for (int i = 0; i < n; i++)
+    if (p[i] != ft->c.replica_id && ft->rec[p[i]].present && ft->rec[p[i]].rev < ft->qmod) return 1;
+  return 0;
+}
+
+/* ---- the record and the identity check ---- */
+
+static hsr_status my_record(hsr_ft *ft, int64_t done, uint64_t hash, char **out) {
+  cJSON *o = cJSON_CreateObject();
+  char host[64] = "?", ver[96], h[24];
+  gethostname(host, sizeof host - 1);
+  snprintf(ver, sizeof ver, "%s (git %s)", HSR_VERSION_STRING, HSR_GIT_HASH);
+  snprintf(h, sizeof h, "%016" PRIx64, hash);
+  cJSON_AddNumberToObject(o, "id", ft->c.replica_id);
+  cJSON_AddStringToObject(o, "host", host);
+  cJSON_AddNumberToObject(o, "pid", (double)getpid());
+  cJSON_AddNumberToObject(o, "shard_group", ft->S);
+  cJSON_AddNumberToObject(o, "replicas", ft->c.replicas);
+  cJSON_AddStringToObject(o, "version", ver);
+  char lay[24]; /* the flat layout: units, offsets, padding (what is exchanged shard by shard) */
+  snprintf(lay, sizeof lay, "%016" PRIx64, hsr_rt_layout_hash(hsr_rt_get_layout(ft->rt)));
+  cJSON_AddStringToObject(o, "layout", lay);
+  cJSON_AddItemToObject(o, "identity", cJSON_Parse(ft->identity));
+  cJSON_AddItemToObject(o, "addrs", cJSON_Parse(ft->my_addrs));
+  cJSON_AddNumberToObject(o, "join", ft->c.join);
+  cJSON_AddNumberToObject(o, "start", (double)done);
+  cJSON_AddStringToObject(o, "start_hash", h);
+  *out = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
+}
+
+static const char *str_or(const cJSON *o, const char *k, char *buf, size_t n) {
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (cJSON_IsString(f)) return f->valuestring;
+  if (cJSON_IsNumber(f)) {
+    snprintf(buf, n, "%.17g", f->valuedouble);
+    return buf;
+  }
+  return "(not set)";
+}
+
+/* The first difference between this group's record and another's, or "". */
+static void difference(const cJSON *mine, const cJSON *other, char *out, size_t n) {
+  out[0] = 0;
+  char a[64], b[64];
+  static const char *const top[] = {"shard_group", "replicas", "version", "layout"};
+  static const char *const what[] = {"the group has %s rank(s) here and %s in", "--replicas is %s here and %s in",
+                                     "hsr is %s here and %s in", "the engine's layout hash is %s here and %s in"};
+  for (int i = 0; i < 3; i++) { /* the layout last: the flags that make it differ are named first */
+    const char *x = str_or(mine, top[i], a, sizeof a), *y = str_or(other, top[i], b, sizeof b);
+    if (strcmp(x, y)) {
+      snprintf(out, n, what[i], x, y);
+      return;
+    }
+  }
+  const cJSON *im = cJSON_GetObjectItemCaseSensitive(mine, "identity"),
+              *io = cJSON_GetObjectItemCaseSensitive(other, "identity"), *it;
+  for (int pass = 0; pass < 2; pass++) {
+    const cJSON *arr = pass ? io : im;
+    cJSON_ArrayForEach(it, arr) {
+      const char *x = str_or(im, it->string, a, sizeof a), *y = str_or(io, it->string, b, sizeof b);
+      if (strcmp(x, y)) {
+        snprintf(out, n, "%s is %s here and %s in", it->string, x, y);
+        return;
+      }
+    }
+  }
+  const char *x = str_or(mine, top[3], a, sizeof a), *y = str_or(other, top[3], b, sizeof b);
+  if (strcmp(x, y)) snprintf(out, n, what[3], x, y);
+}
+
+static hsr_status check_identity(hsr_ft *ft, const view *v, const char *mine_js) {
+  cJSON *mine = cJSON_Parse(mine_js);
+  hsr_status st = HSR_OK;
+  for (int i = 0; i < v->kvs.n && st == HSR_OK; i++) {
+    const ft_kv *kv = &v->kvs.kv[i];
+    if (strncmp(kv->key, FT_PREFIX "m/", strlen(FT_PREFIX "m/"))) continue;
+    int id = atoi(kv->key + strlen(FT_PREFIX "m/"));
+    if (id == ft->c.replica_id) continue;
+    cJSON *o = cJSON_Parse(kv->val);
+    char d[512];
+    difference(mine, o, d, sizeof d);
+    if (d[0])
+      st = hsr_error(HSR_ERR_INVALID,
+                     "replica %d cannot join: %s replica %d (host %s, pid %d); every replica group must run the same "
+                     "hsr with the same model, data, optimizer and group size",
+                     ft->c.replica_id, d, id, ft->rec[id].host, ft->rec[id].pid);
+    cJSON_Delete(o);
+  }
+  cJSON_Delete(mine);
+  return st;
+}
+
+hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
+  char *mine = NULL, mk[KEY_MAX];
+  *final = 0;
+  HSR_CHECK(my_record(ft, done, hash, &mine));
+  key_member(mk, ft->c.replica_id);
+  hsr_status st = HSR_OK;
+  if (ft->lease) goto put; /* a later slice: the checks are done */
+  view v;
+  st = read_all(ft, &v);
+  if (st == HSR_OK) st = check_identity(ft, &v, mine);
+  char ids[256];
+  if (st == HSR_OK && ft->qpresent) ft_ids_text(ft->qkey.mem, ft->qkey.nmem, ids, sizeof ids);
+  if (st == HSR_OK && !ft->c.join && quorum_live(ft))
+    st = hsr_error(HSR_ERR_INVALID,
+                   "replica %d cannot start: replicas %s are training (quorum epoch %" PRId64 ", %" PRId64
+                   " steps done); restart this group with --join to heal from them",
+                   ft->c.replica_id, ids, ft->qkey.epoch, ft->qkey.done);
+  if (st == HSR_OK && ft->c.join && !quorum_live(ft))
+    st = hsr_error(HSR_ERR_INVALID,
+                   "replica %d cannot join: no replica group is training (the coordinator holds %s); start every "
+                   "group without --join (--resume to continue from a checkpoint)",
+                   ft->c.replica_id, ft->qpresent ? "a quorum whose groups are all gone" : "no quorum");
+  view_free(&v);
+  if (st == HSR_OK) st = ft_etcd_lease_grant(ft->e, FT_LEASE_TTL, &ft->lease);
+  if (st == HSR_OK && !ft->ka_on) {
+    if (pthread_create(&ft->ka_thread, NULL, keepalive, ft))
+      st = hsr_error(HSR_ERR_SYSTEM, "ft: cannot start the lease's keep-alive thread");
+    else
+      ft->ka_on = 1;
+  }
+  ft->t_begin = hsr_clock_s();
+put:; /* a previous run of this id may still hold the key until its lease ends */
+  double end = ft->t_begin + FT_LEASE_TTL + 3;
+  while (st == HSR_OK) {
+    ft_cmp c = {mk, FT_CMP_CREATE, 0};
+    ft_op op = {FT_OP_PUT, mk, mine, ft->lease};
+    int ok = 0;
+    int64_t rev = 0;
+    st = ft_etcd_txn(ft->e, &c, 1, &op, 1, &ok, &rev);
+    if (st != HSR_OK) break;
+    if (ok) {
+      ft->my_rev = rev;
+      *final = 1;
+      break;
+    }
+    ft_kvs k, qk = {0};
+    st = ft_etcd_get(ft->e, mk, 0, &k);
+    if (st == HSR_OK && k.n) st = ft_etcd_get(ft->e, FT_PREFIX "q", 0, &qk);
+    if (st != HSR_OK) {
+      ft_kvs_free(&k);
+      break;
+    }
+    /* the record of a group the quorum has dropped since (a restart before its
+     * lease ran out): replaced, not waited for; a group still in the quorum is
+     * waited for (it may be alive) */
+    ft_quorum q;
+    if (k.n && qk.n && qk.kv[0].mod_rev > k.kv[0].mod_rev && ft_quorum_parse(qk.kv[0].val, &q) == HSR_OK &&
+        ft_quorum_index(&q, ft->c.replica_id) < 0) {
+      ft_cmp c2 = {mk, FT_CMP_MOD, k.kv[0].mod_rev};
+      int64_t rev = 0;
+      st = ft_etcd_txn(ft->e, &c2, 1, &op, 1, &ok, &rev);
+      ft_kvs_free(&qk);
+      ft_kvs_free(&k);
+      if (st == HSR_OK && ok) {
+        ft->my_rev = rev;
+        *final = 1;
+        break;
+      }
+      continue;
+    }
+    ft_kvs_free(&qk);
+    if (hsr_clock_s() > end) {
+      char host[64] = "?";
+      int pid = 0;
+      if (k.n) {
+        ft_rec r = {0};
+        if (parse_rec(&k.kv[0], &r) == HSR_OK) snprintf(host, sizeof host, "%s", r.host), pid = r.pid;
+        free(r.addrs);
+      }
+      st = hsr_error(HSR_ERR_INVALID, "replica %d is already running (host %s, pid %d): give another --replica-id",
+                     ft->c.replica_id, host, pid);
+    } else if (hsr_clock_s() >= until) {
+      ft_kvs_free(&k);
+      break; /* a heartbeat to the group, then on */
+    } else {
+      int ch;
+      st = ft_etcd_watch(ft->e, mk, k.rev + 1, until - hsr_clock_s(), &ch);
+    }
+    ft_kvs_free(&k);
+  }
+  free(mine);
+  if (*final) ft->t_begin = hsr_clock_s(); /* the quorum's wait starts */
+  return st;
+}
+
+/* ---- the quorum's formation and admission ---- */
+
+static void note_revs(hsr_ft *ft, const ft_quorum *q) {
+  int p[FT_MAX_REPLICAS], n = ft_quorum_parts(q, p);
+  for (int i = 0; i < n; i++) ft->part_rev[p[i]] = ft->rec[p[i]].present ? ft->rec[p[i]].rev : -1;
+  ft->part_rev[ft->c.replica_id] = ft->my_rev;
+}
+
+hsr_status ft_lead_blob(hsr_ft *ft, const ft_quorum *q, const char *extra, char **blob) {
+  char *qs = NULL;
+  HSR_CHECK(ft_quorum_json(q, &qs));
+  cJSON *o = extra ? cJSON_Parse(extra) : cJSON_CreateObject();
+  if (!o) o = cJSON_CreateObject();
+  cJSON_AddItemToObject(o, "q", cJSON_Parse(qs));
+  free(qs);
+  cJSON *ad = cJSON_AddObjectToObject(o, "addrs");
+  int p[FT_MAX_REPLICAS], n = ft_quorum_parts(q, p);
+  for (int i = 0; i < n; i++) {
+    if (p[i] == ft->c.replica_id || !ft->rec[p[i]].present || !ft->rec[p[i]].addrs) continue;
+    char id[16];
+    snprintf(id, sizeof id, "%d", p[i]);
+    cJSON_AddItemToObject(ad, id, cJSON_Parse(ft->rec[p[i]].addrs));
+  }
+  *blob = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return *blob ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
+}
+
+/* Every group started: the first leader to see all N records writes the
+ * quorum (the others see it written). */
+static hsr_status form(hsr_ft *ft, int *formed) {
+  *formed = 0;
+  int N = ft->c.replicas, start = -1;
+  int64_t s0 = 0;
+  for (int id = 0; id < N; id++) {
+    if (!ft->rec[id].present || ft->rec[id].join) return HSR_OK;
+    if (start < 0) s0 = ft->rec[id].start, start = id;
+    if (ft->rec[id].start != s0)
+      return hsr_error(HSR_ERR_INVALID,
+                       "replica %d starts after %" PRId64 " steps and replica %d after %" PRId64
+                       ": start every replica group from the same checkpoint (--resume), or restart this one with "
+                       "--join",
+                       id, ft->rec[id].start, start, s0);
+    if (strcmp(ft->rec[id].start_hash, ft->rec[start].start_hash))
+      return hsr_error(HSR_ERR_INVALID,
+                       "replica %d starts from another state than replica %d after %" PRId64
+                       " steps (state_hash %s, %s): start every group from the same checkpoint",
+                       id, start, s0, ft->rec[id].start_hash, ft->rec[start].start_hash);
+  }
+  ft_quorum q = {0};
+  q.epoch = (ft->qpresent ? ft->qkey.epoch : 0) + 1;
+  q.done = s0;
+  for (int id = 0; id < N; id++) q.mem[q.nmem++] = id;
+  char *qs = NULL, qk[KEY_MAX] = FT_PREFIX "q", ve[KEY_MAX] = FT_PREFIX "w", ae[KEY_MAX] = FT_PREFIX "b",
+       de[KEY_MAX] = FT_PREFIX "e";
+  HSR_CHECK(ft_quorum_json(&q, &qs));
+  ft_cmp c = {qk, FT_CMP_MOD, ft->qmod};
+  ft_op ops[4] = {{FT_OP_PUT, qk, qs, 0},
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "v/", ve, 0}, /* a previous run's votes, markers and hashes */
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "a/", ae, 0},
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "d/", de, 0}};
+  int ok = 0;
+  hsr_status st = ft_etcd_txn(ft->e, &c, 1, ops, 4, &ok, NULL);
+  free(qs);
+  *formed = st == HSR_OK;
+  return st;
+}
+
+hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, char **blob) {
+  (void)arg;
+  *final = 0;
+  double limit = ft->t_begin + (4 * ft->T > 60 ? 4 * ft->T : 60);
+  for (;;) {
+    view v;
+    HSR_CHECK(read_all(ft, &v));
+    int64_t rev = v.kvs.rev;
+    view_free(&v);
+    /* a quorum written after this group registered that holds it: as a
+     * member (formed) or a joiner (admitted) */
+    int me = ft->c.replica_id;
+    if (ft->qpresent && ft->qmod > ft->my_rev &&
+        (ft->c.join ? ft_quorum_healer_of(&ft->qkey, me) >= 0 : ft_quorum_is_member(&ft->qkey, me))) {
+      ft->q = ft->qkey;
+      note_revs(ft, &ft->q);
+      *final = 1;
+      return ft_lead_blob(ft, &ft->q, NULL, blob);
+    }
+    if (!ft->c.join) {
+      if (quorum_live(ft) && ft_quorum_index(&ft->qkey, ft->c.replica_id) < 0)
+        return hsr_error(HSR_ERR_INVALID, "replica %d cannot start: a quorum formed without it; restart it with --join",
+                         ft->c.replica_id);
+      int formed = 0;
+      HSR_CHECK(form(ft, &formed));
+      if (formed) continue;
+    } else if (!quorum_live(ft)) {
+      return hsr_error(HSR_ERR_STATE, "replica %d: every live replica group left before admitting this one",
+                       ft->c.replica_id);
+    }
+    double now = hsr_clock_s();
+    if (now - ft->t_begin > 5 && !ft->said_waiting) { /* a line, once, while a slow start keeps the group waiting */
+      int miss[FT_MAX_REPLICAS], n = 0;
+      for (int id = 0; id < ft->c.replicas && !ft->c.join; id++)
+        if (!ft->rec[id].present) miss[n++] = id;
+      char m[256];
+      ft_ids_text(miss, n, m, sizeof m);
+      if (ft->c.join)
+        printf("replica group %d: waiting to be admitted by the running groups (up to %.0f s)\n", ft->c.replica_id,
+               limit - ft->t_begin);
+      else
+        printf("replica group %d: waiting for replica(s) %s to register (up to %.0f s)\n", ft->c.replica_id, m,
+               limit - ft->t_begin);
+      fflush(stdout);
+      ft->said_waiting = 1;
+    }
+    if (now >= limit) {
+      int miss[FT_MAX_REPLICAS], n = 0;
+      for (int id = 0; id < ft->c.replicas; id++)
+        if (!ft->rec[id].present) miss[n++] = id;
+      char m[256];
+      ft_ids_text(miss, n, m, sizeof m);
+      if (ft->c.join)
+        return hsr_error(HSR_ERR_TIMEOUT, "replica %d was not admitted within %.0f s (are the running groups stuck?)",
+                         ft->c.replica_id, limit - ft->t_begin);
+      return hsr_error(HSR_ERR_TIMEOUT, "the quorum did not form within %.0f s: replica(s) %s never registered",
+                       limit - ft->t_begin, m);
+    }
+    if (now >= until) return HSR_OK;
+    int ch;
+    HSR_CHECK(ft_etcd_watch(ft->e, FT_PREFIX, rev + 1, (until < limit ? until : limit) - now, &ch));
+  }
+}
+
+/* ---- the vote and the decision ---- */
+
+static int is_coord_error(hsr_status st) { return st == HSR_ERR_TIMEOUT || st == HSR_ERR_STATE; }
+
+/* A decision every rank acts on: a JSON object merged into the blob. */
+static hsr_status decision(hsr_ft *ft, const ft_quorum *next, int commit, int stop, int coord_lost, const char *line,
+                           char **blob) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "commit", commit);
+  cJSON_AddNumberToObject(o, "stop", stop);
+  cJSON_AddNumberToObject(o, "coord_lost", coord_lost);
+  cJSON_AddStringToObject(o, "line", line);
+  char *ex = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!ex) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  hsr_status st = ft_lead_blob(ft, next, ex, blob);
+  free(ex);
+  return st;
+}
+
+static hsr_status coord_lost(hsr_ft *ft, char **blob) {
+  char line[1024];
+  snprintf(line, sizeof line,
+           "the coordinator is unreachable (%.700s): step %" PRId64 " is dropped (no vote is possible), this group "
+           "stops",
+           hsr_last_error(), ft->q.done + 1);
+  ft->voted = 0;
+  return decision(ft, &ft->q, 0, 1, 1, line, blob);
+}
+
+static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
+  ft_vote v = {0};
+  v.id = ft->c.replica_id;
+  v.ok = o->ok;
+  v.healed = o->healed;
+  v.ncul = o->n;
+  memcpy(v.cul, o->culprit, sizeof v.cul);
+  v.nseen = ft->nseen;
+  memcpy(v.seen, ft->seen, sizeof v.seen);
+  v.hs = ft->hash_step;
+  v.h = ft->hash;
+  snprintf(v.why, sizeof v.why, "%s", o->why);
+  char *js = NULL, vk[KEY_MAX], ak[KEY_MAX], mk[KEY_MAX], vend[KEY_MAX], aend[KEY_MAX];
+  HSR_CHECK(ft_vote_json(&v, &js));
+  int64_t s = ft->q.done + 1;
+  key_vote(vk, s, ft->q.epoch, v.id);
+  key_abort(ak, s, ft->q.epoch);
+  key_member(mk, v.id);
+  /* every group has decided the steps before the previous one: their votes go */
+  snprintf(vend, sizeof vend, FT_PREFIX "v/%010" PRId64, s - 1);
+  snprintf(aend, sizeof aend, FT_PREFIX "a/%010" PRId64, s - 1);
+  ft_cmp c[2] = {{ak, FT_CMP_CREATE, 0}, {mk, FT_CMP_MOD, ft->my_rev}};
+  ft_op ops[3] = {{FT_OP_PUT, vk, js, 0},
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "v/", vend, 0},
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0}};
+  hsr_status st = ft_etcd_txn(ft->e, c, 2, ops, 3, written, NULL);
+  free(js);
+  return st;
+}
+
+static hsr_status write_abort(hsr_ft *ft, const int *gone, int ngone, const char *why) {
+  char ak[KEY_MAX], vk[FT_MAX_CULPRITS + 1][KEY_MAX];
+  int64_t s = ft->q.done + 1;
+  key_abort(ak, s, ft->q.epoch);
+  ft_cmp c[FT_MAX_CULPRITS + 1];
+  int nc = 0;
+  c[nc++] = (ft_cmp){ak, FT_CMP_CREATE, 0};
+  cJSON *o = cJSON_CreateObject(), *g = cJSON_AddArrayToObject(o, "gone");
+  cJSON_AddNumberToObject(o, "by", ft->c.replica_id);
+  cJSON_AddStringToObject(o, "why", why);
+  for (int i = 0; i < ngone; i++) { /* gone: the abort holds only while none of their votes exists */
+    cJSON_AddItemToArray(g, cJSON_CreateNumber(gone[i]));
+    if (nc == FT_MAX_CULPRITS + 1) continue;
+    key_vote(vk[nc], s, ft->q.epoch, gone[i]);
+    c[nc] = (ft_cmp){vk[nc], FT_CMP_CREATE, 0};
+    nc++;
+  }
+  char *val = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!val) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  ft_op op = {FT_OP_PUT, ak, val, 0};
+  int ok;
+  hsr_status st = ft_etcd_txn(ft->e, c, nc, &op, 1, &ok, NULL);
+  free(val);
+  return st;
+}
+
+/* The frozen votes decide; every group computes the same next quorum. */
+static hsr_status decided(hsr_ft *ft, const view *v, int commit, char **blob) {
+  ft_quorum next;
+  char why[600], line[1024] = "";
+  ft_quorum_next(&ft->q, v->votes, v->nv, commit, v->gone, v->ngone, &next, why, sizeof why);
+  int a, b;
+  if (ft_quorum_hash_mismatch(v->votes, v->nv, &a, &b)) {
+    snprintf(line, sizeof line,
+             "the training state differs between replica groups: after %" PRId64 " steps replica %d has state_hash "
+             "%016" PRIx64 " and replica %d %016" PRIx64 " (a bug: every group stops)",
+             v->votes[a].hs, v->votes[a].id, v->votes[a].h, v->votes[b].id, v->votes[b].h);
+    ft->voted = 0;
+    return decision(ft, &ft->q, 0, 1, 0, line, blob);
+  }
+  int stay = ft_quorum_index(&next, ft->c.replica_id) >= 0;
+  if (!commit) {
+    const char *reason = "";
+    for (int i = 0; i < v->nv && !reason[0]; i++)
+      if (!v->votes[i].ok) reason = v->votes[i].why;
+    char what[400];
+    snprintf(what, sizeof what, "%s%s%s", reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+    if (stay)
+      snprintf(line, sizeof line, "step %" PRId64 " dropped on every replica%.400s: %.400s; the step runs again",
+               ft->q.done + 1, what, why);
+    else
+      snprintf(line, sizeof line,
+               "replica %d was dropped from the quorum at step %" PRId64 "%s; restart it with --join to heal from "
+               "the others",
+               ft->c.replica_id, ft->q.done + 1, what);
+  } else if (why[0]) {
+    snprintf(line, sizeof line, "after step %" PRId64 ": %s", ft->q.done + 1, why);
+  }
+  if (next.epoch != ft->q.epoch && stay) { /* for joiners and the record: the first writer wins, all agree */
+    char qk[KEY_MAX] = FT_PREFIX "q", *qs = NULL;
+    HSR_CHECK(ft_quorum_json(&next, &qs));
+    ft_cmp c = {qk, FT_CMP_MOD, ft->qmod};
+    ft_op op = {FT_OP_PUT, qk, qs, 0};
+    int ok;
+    hsr_status st = ft_etcd_txn(ft->e, &c, 1, &op, 1, &ok, NULL);
+    free(qs);
+    if (st != HSR_OK) return st;
+  }
+  ft->voted = 0;
+  note_revs(ft, &next);
+  return decision(ft, &next, commit, !stay, 0, line, blob);
+}
+
+/* A coordinator error in the vote: retried in the next slice (each call is
+ * bounded by a heartbeat's period) until the failures have lasted ft->T;
+ * then no vote is possible. Other errors are hsr's own. */
+static hsr_status vote_error(hsr_ft *ft, hsr_status st, int *final, char **blob) {
+  if (!is_coord_error(st)) {
+    *final = 1;
+    return st;
+  }
+  double now = hsr_clock_s();
+  if (ft->coord_fail_since <= 0) ft->coord_fail_since = now;
+  if (now - ft->coord_fail_since < ft->T) return HSR_OK; /* a heartbeat to the group, then again */
+  *final = 1;
+  ft->coord_fail_since = 0;
+  return coord_lost(ft, blob);
+}
+
+hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **blob) {
+  const ft_outcome *o = arg;
+  *final = 0;
+  hsr_status st = HSR_OK;
+  if (!ft->voted) {
+    int lost;
+    pthread_mutex_lock(&ft->mu);
+    lost = ft->lease_lost;
+    pthread_mutex_unlock(&ft->mu);
+    int written = 0;
+    if (!lost) st = write_vote(ft, o, &written);
+    if (st != HSR_OK) return vote_error(ft, st, final, blob); /* a retry writes the same vote */
+    ft->coord_fail_since = 0;
+    ft->voted = 1;
+    ft->t_voted = hsr_clock_s();
+    ft->vote_written = written && !lost;
+  }
+  if (!ft->vote_written) { /* the record is gone, or the votes were frozen without this one */
+    view v;
+    st = read_all(ft, &v);
+    int mine = ft->rec[ft->c.replica_id].present && ft->rec[ft->c.replica_id].rev == ft->my_rev;
+    int aborted = v.aborted, lost;
+    view_free(&v);
+    if (st != HSR_OK) return vote_error(ft, st, final, blob);
+    pthread_mutex_lock(&ft->mu);
+    lost = ft->lease_lost;
+    pthread_mutex_unlock(&ft->mu);
+    if (!mine || lost || !aborted) {
+      char line[512];
+      snprintf(line, sizeof line,
+               "replica %d was dropped from the quorum at step %" PRId64 ": its lease expired (was the group stopped "
+               "or cut off from the coordinator for more than %d s?); restart it with --join",
+               ft->c.replica_id, ft->q.done + 1, FT_LEASE_TTL);
+      ft->voted = 0;
+      *final = 1;
+      return decision(ft, &ft->q, 0, 1, 0, line, blob);
+    }
+    ft->vote_written = 1; /* frozen without it: decide from the others' */
+  }
+  for (;;) {
+    if (hsr_clock_s() >= until) return HSR_OK; /* a heartbeat to the group, then on */
+    view v;
+    st = read_all(ft, &v);
+    if (st != HSR_OK) {
+      view_free(&v);
+      return vote_error(ft, st, final, blob);
+    }
+    ft->coord_fail_since = 0;
+    int d = ft_quorum_decide(&ft->q, v.votes, v.nv, v.aborted);
+    if (d == FT_COMMIT || (d == FT_ABORT && v.aborted)) {
+      st = decided(ft, &v, d == FT_COMMIT, blob);
+      view_free(&v);
+      if (st != HSR_OK) return vote_error(ft, st, final, blob);
+      *final = 1;
+      return HSR_OK;
+    }
+    double now = hsr_clock_s();
+    if (d == FT_ABORT) { /* a failed vote: freeze the votes before deciding */
+      st = write_abort(ft, NULL, 0, "a vote failed");
+    } else { /* missing votes: gone, or past the bound */
+      int p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p), miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS],
+                              nd = 0, late = now >= ft->t_voted + ft->T;
+      for (int i = 0; i < n; i++) {
+        int got = 0;
+        for (int k = 0; k < v.nv; k++) got |= v.votes[k].id == p[i];
+        if (got) continue;
+        miss[nm++] = p[i];
+        if (!ft->rec[p[i]].present || ft->rec[p[i]].rev != ft->part_rev[p[i]]) dead[nd++] = p[i];
+      }
+      if (nd || late) { /* past the bound every missing vote's group counts as gone */
+        char w[300], ids[200];
+        ft_ids_text(late ? miss : dead, late ? nm : nd, ids, sizeof ids);
+        snprintf(w, sizeof w, "no vote from replica(s) %s %s", ids, late ? "within the timeout" : "(gone)");
+        st = write_abort(ft, late ? miss : dead, late ? nm : nd, w);
+      } else {
+        int ch;
+        double to = ft->t_voted + ft->T < until ? ft->t_voted + ft->T : until;
+        st = ft_etcd_watch(ft->e, FT_PREFIX, v.kvs.rev + 1, to - now, &ch);
+      }
+    }
+    view_free(&v);
+    if (st != HSR_OK) return vote_error(ft, st, final, blob);
+  }
+}
+
+/* ---- the end: every group's final state hash ---- */
+
+hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char **blob) {
+  const uint64_t *a = arg; /* done, hash */
+  *final = 0;
+  char dk[KEY_MAX];
+  key_done(dk, ft->c.replica_id);
+  hsr_status st = HSR_OK;
+  if (!ft->wrote_done) {
+    char val[128];
+    snprintf(val, sizeof val, "{\"done\":%" PRIu64 ",\"hash\":\"%016" PRIx64 "\"}", a[0], a[1]);
+    ft->t_begin = hsr_clock_s();
+    if ((st = ft_etcd_put(ft->e, dk, val, 0)) != HSR_OK) goto unreachable;
+    ft->wrote_done = 1;
+  }
+  for (;;) {
+    ft_kvs k;
+    if ((st = ft_etcd_get(ft->e, FT_PREFIX "d/", 1, &k)) != HSR_OK) goto unreachable;
+    int p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p), miss[FT_MAX_REPLICAS], nm = 0, diff = -1;
+    uint64_t hd = 0;
+    for (int i = 0; i < n; i++) {
+      char key[KEY_MAX];
+      key_done(key, p[i]);
+      const ft_kv *kv = ft_kvs_find(&k, key);
+      cJSON *o = kv ? cJSON_Parse(kv->val) : NULL;
+      const cJSON *d = o ? cJSON_GetObjectItemCaseSensitive(o, "done") : NULL,
+                  *h = o ? cJSON_GetObjectItemCaseSensitive(o, "hash") : NULL;
+      if (!cJSON_IsNumber(d) || !cJSON_IsString(h) || (uint64_t)d->valuedouble != a[0])
+        miss[nm++] = p[i];
+      else if (strtoull(h->valuestring, NULL, 16) != a[1] && diff < 0)
+        diff = p[i], hd = strtoull(h->valuestring, NULL, 16);
+      cJSON_Delete(o);
+    }
+    int64_t rev = k.rev;
+    ft_kvs_free(&k);
+    char ids[256], line[600];
+    ft_ids_text(p, n, ids, sizeof ids);
+    if (diff >= 0)
+      return hsr_error(HSR_ERR_MISMATCH,
+                       "state_hash after %" PRIu64 " steps: %016" PRIx64 " here (replica %d), %016" PRIx64
+                       " in replica %d: the replica groups' states differ",
+                       a[0], a[1], ft->c.replica_id, hd, diff);
+    double now = hsr_clock_s();
+    if (nm == 0 || now >= ft->t_begin + ft->T) {
+      if (nm == 0)
+        snprintf(line, sizeof line, "state_hash %016" PRIx64 " after %" PRIu64 " steps: equal on replicas %s", a[1],
+                 a[0], ids);
+      else {
+        char m[256];
+        ft_ids_text(miss, nm, m, sizeof m);
+        snprintf(line, sizeof line,
+                 "state_hash %016" PRIx64 " after %" PRIu64 " steps; replica(s) %s did not report theirs within "
+                 "%.1f s",
+                 a[1], a[0], m, ft->T);
+      }
+      *final = 1;
+      *blob = strdup(line);
+      return *blob ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
+    }
+    if (now >= until) return HSR_OK;
+    int ch;
+    double to = ft->t_begin + ft->T < until ? ft->t_begin + ft->T : until;
+    if ((st = ft_etcd_watch(ft->e, FT_PREFIX "d/", rev + 1, to - now, &ch)) != HSR_OK) goto unreachable;
+  }
+unreachable: /* the training is done; only the comparison is not possible */
+  if (!is_coord_error(st)) return st;
+  if (hsr_clock_s() - ft->t_begin < ft->T) return HSR_OK; /* again, after a heartbeat */
+  char line[1200];
+  snprintf(line, sizeof line,
+           "state_hash %016" PRIx64 " after %" PRIu64 " steps; not compared: the coordinator is unreachable (%.900s)",
+           a[1], a[0], hsr_last_error());
+  *final = 1;
+  *blob = strdup(line);
+  return *blob ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
+}

@@ -1,0 +1,72 @@
+/* ft/ internal: the quorum and the vote, as pure functions (no I/O), so that
+ * every group computes the same next quorum from the same frozen votes.
+ *
+ * A step (done + 1) runs on the participants of a quorum: its members and
+ * the joiners it admitted (each healed by a member at the step's start).
+ * Every participant votes once. The votes are frozen when every
+ * participant has voted, or when an abort marker exists (written only while
+ * a vote is missing or failed; a vote is written only while no abort marker
+ * exists: etcd's transactions make the two exclusive). From the frozen votes:
+ *   commit  every participant voted ok: members + joiners become the
+ *           members; the joiners the votes saw waiting are admitted, each
+ *           assigned a healer (members in turn)
+ *   abort   the step is dropped; excluded are a voter that more than half
+ *           of the voters could not hear from, and a participant that did
+ *           not vote and that a voter could not hear from or the abort
+ *           marker names as gone (its record went, or the votes' timeout
+ *           passed); one that did not vote for neither reason was only
+ *           slower and stays. A joiner that did not heal stays a joiner
+ *           (healed again, maybe by another member) */
+#ifndef HSR_FT_QUORUM_H
+#define HSR_FT_QUORUM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hsr/common.h"
+#include "link.h"
+
+#define FT_MAX_SEEN 16
+
+typedef struct ft_quorum {
+  int64_t epoch, done; /* the step about to run is done + 1 */
+  int nmem, mem[FT_MAX_REPLICAS];
+  int njoin, join[FT_MAX_REPLICAS], healer[FT_MAX_REPLICAS];
+} ft_quorum;
+
+typedef struct ft_vote {
+  int id, ok, healed;
+  int ncul, cul[FT_MAX_CULPRITS];
+  int nseen, seen[FT_MAX_SEEN]; /* groups this one saw waiting to join */
+  int64_t hs;                   /* the step of the state hash h (-1: none) */
+  uint64_t h;
+  char why[320];
+} ft_vote;
+
+/* Participants, sorted; the index of `id` among them (-1: not one). */
+int ft_quorum_parts(const ft_quorum *q, int *out);
+int ft_quorum_index(const ft_quorum *q, int id);
+int ft_quorum_is_member(const ft_quorum *q, int id);
+int ft_quorum_healer_of(const ft_quorum *q, int joiner); /* -1: not a joiner */
+
+enum { FT_PENDING = -1, FT_ABORT = 0, FT_COMMIT = 1 };
+/* From the votes of (q, done + 1) seen so far: FT_COMMIT (every participant
+ * voted ok), FT_ABORT (one voted not ok, or aborted: the marker exists), or
+ * FT_PENDING. */
+int ft_quorum_decide(const ft_quorum *q, const ft_vote *v, int nv, int aborted);
+/* The quorum after a decided step. why: what changed, for the log ("" when
+ * nothing did). */
+void ft_quorum_next(const ft_quorum *q, const ft_vote *v, int nv, int commit, const int *gone, int ngone,
+                    ft_quorum *next, char *why, size_t n);
+/* Two votes with hashes of the same step that differ: 1 and the pair. */
+int ft_quorum_hash_mismatch(const ft_vote *v, int nv, int *a, int *b);
+
+/* JSON text of the quorum / a vote, and back (strict: missing fields are errors). */
+hsr_status ft_quorum_json(const ft_quorum *q, char **out);
+hsr_status ft_quorum_parse(const char *js, ft_quorum *q);
+hsr_status ft_vote_json(const ft_vote *v, char **out);
+hsr_status ft_vote_parse(const char *js, ft_vote *v);
+/* "0,2,3" */
+void ft_ids_text(const int *ids, int n, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,151 @@
+/* The engine's outer reduction and the step's boundaries (hsr/ft.h). */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft_int.h"
+#include "hsr/kernels.h"
+#include "common/fault_hook.h"
+
+#define MAX_ABORTS_IN_ROW 5
+
+static size_t total_len(hsr_rt *rt) {
+  size_t t = 0;
+  int U = hsr_rt_layout_num_units(hsr_rt_get_layout(rt));
+  for (int u = 0; u < U; u++) t += hsr_rt_layout_shard_len(hsr_rt_get_layout(rt), u);
+  return t;
+}
+
+/* Every unit's gradient shard into (or out of) the staging buffer. */
+static hsr_status pack(hsr_ft *ft, int out) {
+  hsr_rt *rt = ft->rt;
+  hsr_device *d = hsr_rt_device(rt);
+  hsr_stream *cs = hsr_rt_compute_stream(rt);
+  int U = hsr_rt_layout_num_units(hsr_rt_get_layout(rt));
+  size_t o = 0;
+  for (int u = 0; u < U; u++) {
+    hsr_rt_slice s;
+    HSR_CHECK(hsr_rt_slice_get(rt, u, &s));
+    HSR_CHECK(out ? hsr_device_copy(d, s.grad, ft->stage + o, s.len * 4, cs)
+                  : hsr_device_copy(d, ft->stage + o, s.grad, s.len * 4, cs));
+    o += s.len;
+  }
+  return cs ? hsr_stream_sync(cs, ft->T) : HSR_OK;
+}
+
+static hsr_status stage_get(hsr_ft *ft, size_t n) {
+  if (ft->stage && ft->stage_cap >= n) return HSR_OK;
+  free(ft->stage);
+  ft->stage = malloc((n ? n : 1) * sizeof(float));
+  ft->stage_cap = n;
+  return ft->stage ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "replica all-reduce: staging of %zu bytes", n * 4);
+}
+
+/* The group's outcome from every rank's: ok when all are, the culprits of all. */
+static void merge(const ft_outcome *all, int S, ft_outcome *g) {
+  memset(g, 0, sizeof *g);
+  g->ok = 1, g->healed = 1;
+  for (int r = 0; r < S; r++) {
+    g->healed &= all[r].healed;
+    if (all[r].ok) continue;
+    if (g->ok) snprintf(g->why, sizeof g->why, "rank %d: %.300s", r, all[r].why);
+    g->ok = 0;
+    for (int k = 0; k < all[r].n; k++) {
+      int dup = 0;
+      for (int j = 0; j < g->n; j++) dup |= g->culprit[j] == all[r].culprit[k];
+      if (!dup && g->n < FT_MAX_CULPRITS) g->culprit[g->n++] = all[r].culprit[k];
+    }
+  }
+}
+
+static hsr_status fault_hit(hsr_ft *ft, const char *phase) { return hsr_fault_hook_hit(&ft->hook, phase); }
+
+hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
+  hsr_ft *ft = ctx;
+  *commit = 0;
+  ft->step_ran = 1;
+  hsr_ft_step *L = &ft->last;
+  memset(L, 0, sizeof *L);
+  L->nreplicas = ft->nparts;
+  memcpy(L->replicas, ft->parts, sizeof(int) * (size_t)ft->nparts);
+  size_t n = total_len(rt);
+  HSR_CHECK(stage_get(ft, n));
+  HSR_CHECK(pack(ft, 0));
+  ft_result r = {.ok = 1};
+  HSR_CHECK(fault_hit(ft, "ft_allreduce"));
+  if (ft->heal_failed) {
+    r.ok = 0, r.n = 1, r.culprit[0] = ft->heal_culprit;
+    snprintf(r.why, sizeof r.why, "%s", ft->heal_why);
+  } else if (ft->nparts > 1) {
+    HSR_CHECK(ft_link_allreduce_avg(ft->link, ft->parts, ft->nparts, ft->me, ft->q.epoch, ft->q.done + 1, ft->stage, n,
+                                    ft->T, &r));
+    if (r.buf_taken) ft->stage = NULL, ft->stage_cap = 0; /* the link frees it */
+  }
+  ft_outcome mine = {r.ok, !ft->heal_failed, r.n, {0}, ""}, *all = calloc((unsigned)ft->S, sizeof *all), g;
+  if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  memcpy(mine.culprit, r.culprit, sizeof mine.culprit);
+  snprintf(mine.why, sizeof mine.why, "%s", r.why);
+  hsr_status st = ft_grp_allgather(ft, &mine, sizeof mine, all);
+  merge(all, ft->S, &g);
+  free(all);
+  HSR_CHECK(st);
+  HSR_CHECK(fault_hit(ft, "ft_vote"));
+  char *blob = NULL;
+  HSR_CHECK(ft_grp_wait(ft, ft_lead_vote, &g, &blob));
+  cJSON *o = cJSON_Parse(blob);
+  if (!o) {
+    free(blob);
+    return hsr_error(HSR_ERR_INTERNAL, "ft: the decision is not JSON");
+  }
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "commit"), *s = cJSON_GetObjectItemCaseSensitive(o, "stop"),
+              *cl = cJSON_GetObjectItemCaseSensitive(o, "coord_lost"),
+              *ln = cJSON_GetObjectItemCaseSensitive(o, "line");
+  L->committed = cJSON_IsNumber(c) && c->valuedouble != 0;
+  L->stop = cJSON_IsNumber(s) && s->valuedouble != 0;
+  L->coord_lost = cJSON_IsNumber(cl) && cl->valuedouble != 0;
+  snprintf(L->line, sizeof L->line, "%s", cJSON_IsString(ln) ? ln->valuestring : "");
+  cJSON_Delete(o);
+  int64_t was = ft->q.done;
+  if (!L->stop) st = ft_install(ft, blob);
+  free(blob);
+  HSR_CHECK(st);
+  if (L->committed) {
+    HSR_CHECK(pack(ft, 1));
+    ft->aborts_in_row = 0;
+  } else if (!L->stop && ++ft->aborts_in_row >= MAX_ABORTS_IN_ROW) {
+    L->stop = 1;
+    snprintf(L->line, sizeof L->line,
+             "step %" PRId64 " was dropped %d times in a row with replicas unchanged; this group stops (%s)", was + 1,
+             ft->aborts_in_row, g.ok ? "the others could not complete it" : g.why);
+  }
+  L->saver = ft_quorum_is_member(&ft->q, ft->c.replica_id); /* the smallest live id saves */
+  for (int i = 0; i < ft->q.nmem; i++) L->saver &= ft->q.mem[i] >= ft->c.replica_id;
+  *commit = L->committed;
+  return HSR_OK;
+}
+
+hsr_status hsr_ft_step_begin(hsr_ft *ft, int64_t done, hsr_ft_heal *out) {
+  if (!ft || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ft_step_begin: NULL argument");
+  memset(out, 0, sizeof *out);
+  out->peer = -1;
+  ft->step_ran = 0;
+  ft->heal_failed = 0;
+  if (done != ft->q.done)
+    return hsr_error(HSR_ERR_STATE,
+                     "hsr_ft_step_begin: the program is after %" PRId64 " steps, the quorum after %" PRId64, done,
+                     ft->q.done);
+  int me = ft->c.replica_id, healer = ft_quorum_healer_of(&ft->q, me);
+  if (healer >= 0) return ft_heal_recv(ft, healer, done, out);
+  for (int i = 0; i < ft->q.njoin; i++)
+    if (ft->q.healer[i] == me) HSR_CHECK(ft_heal_send(ft, ft->q.join[i], done, out));
+  return HSR_OK;
+}
+
+hsr_status hsr_ft_step_end(hsr_ft *ft, hsr_ft_step *out) {
+  if (!ft || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ft_step_end: NULL argument");
+  if (!ft->step_ran) return hsr_error(HSR_ERR_STATE, "hsr_ft_step_end: no step ran since hsr_ft_step_begin");
+  *out = ft->last;
+  return HSR_OK;
+}
