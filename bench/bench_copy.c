@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "hsr/sys.h"
 #include "cli.h"
 
 __attribute__((target("avx2"))) static void stream_copy(void *dst, const void *src, size_t n) {
@@ -119,12 +120,9 @@ int hsr_bench_copy(int argc, char **argv) {
   if (optind < argc) return hsr_cli_usage_error("bench copy", "unexpected argument '%s'", argv[optind]);
   if (bytes < 4096) return hsr_cli_usage_error("bench copy", "--size must be at least 4K");
   /* the largest run holds 2 buffers per thread: refuse up front what memory cannot hold */
-  double need = 2.0 * (double)(threads > 1 ? threads : 1) * (double)bytes, avail = -1, kb;
-  char line[256];
-  FILE *mf = fopen("/proc/meminfo", "r");
-  while (mf && fgets(line, sizeof line, mf))
-    if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) avail = kb * 1024;
-  if (mf) fclose(mf);
+  uint64_t mem = 0;
+  double need = 2.0 * (double)(threads > 1 ? threads : 1) * (double)bytes,
+         avail = hsr_sys_mem_available(&mem) == HSR_OK ? (double)mem : -1;
   if (avail >= 0 && need > 0.9 * avail)
     return hsr_cli_usage_error("bench copy",
                                "--size %zu does not fit: %ld thread(s) x 2 buffers need %.2f GiB, %.2f GiB of memory "

@@ -23,6 +23,7 @@
 #include "hsr/sys.h"
 #include "hsr/topology.h"
 #include "hsr/trace.h"
+#include "hsr/tune_ledger.h"
 
 #define MAX_LIST 8
 #define GEMM_N 96
@@ -389,28 +390,84 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   return HSR_OK;
 }
 
-/* Every rank of a host holds its shards (parameter, gradient, master, two
- * moments: 5 x 4 bytes per element, 1/S of each unit) and the gathered units
- * (all of them with reshard none, else prefetch + 2); refused before the run
- * when the host's memory cannot hold that. Rank 0 decides for all. */
-static hsr_status step_fits(hsr_boot *boot, const sopts *o, long S) {
-  int n = hsr_boot_size(boot), here = 0, maxpre = 0, none = 0;
+/* The engine's peak per rank (its held ledger: shards, master and moments,
+ * and the transient gathered units, gradient and reduce buffers) over every
+ * configuration of the run, predicted from sizes and policy alone
+ * (hsr/tune_ledger.h), so the check is the engine's own count. */
+/* The run's units as run_config registers them; the outer shard cuts every
+ * shard into R pieces, as the engine's commit does. */
+static hsr_status bench_layout(const sopts *o, long S, int parts, size_t align, hsr_rt_layout **out) {
+  hsr_rt_layout *lay = NULL;
+  HSR_CHECK(hsr_rt_layout_create(align, &lay));
+  int64_t per = (int64_t)(o->unit_bytes / 4 / (size_t)S * (size_t)S);
+  char name[32];
+  hsr_status st = parts > 1 ? hsr_rt_layout_set_subshards(lay, parts) : HSR_OK;
+  for (long u = 0; u < o->units && st == HSR_OK; u++) {
+    int id;
+    snprintf(name, sizeof name, "u%ld", u);
+    st = hsr_rt_layout_add_unit(lay, name, &id);
+    snprintf(name, sizeof name, "u%ld.w", u);
+    if (st == HSR_OK) st = hsr_rt_layout_add_param(lay, id, name, 1, &per, 0);
+  }
+  if (st == HSR_OK) st = hsr_rt_layout_finalize(lay, (int)S);
+  if (st != HSR_OK) hsr_rt_layout_free(lay), lay = NULL;
+  *out = lay;
+  return st;
+}
+
+static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
+  hsr_ledger *held = NULL;
+  hsr_prog_call *prog = NULL;
+  int nprog = 0, *is_root = calloc((size_t)o->units, sizeof *is_root);
+  hsr_rt_config c;
+  hsr_rt_config_default(&c);
+  hsr_status st = is_root ? hsr_ledger_create(&held) : hsr_error(HSR_ERR_NOMEM, "out of memory");
+  if (st == HSR_OK) st = hsr_tune_prog_nested((int)o->units, 0, 1, &prog, &nprog);
+  if (st == HSR_OK && o->keep_last) is_root[o->units - 1] = 1;
+  *peak = 0;
+  for (int h = 0; h < o->nouter && st == HSR_OK; h++) {
+    hsr_rt_layout *lay = NULL;
+    int R = n / (int)S;
+    st = bench_layout(o, S, o->outer[h] == HSR_RT_OUTER_OPTIM ? R : 1, c.align, &lay);
+    for (int i = 0; i < o->nres && st == HSR_OK; i++)
+      for (int j = 0; j < o->npre && st == HSR_OK; j++) {
+        c.shard = (int)S;
+        c.strategy = S < n ? HSR_RT_HYBRID : HSR_RT_FSDP;
+        c.reshard = o->res[i], c.partial_k = o->res_k[i], c.prefetch = o->pre[j];
+        c.outer_shard = o->outer[h], c.prefetch_step = o->prefetch_step, c.poison = 0;
+        st = hsr_tune_ledger_predict(lay, is_root, &c, (int)S, R, prog, nprog, 3, held, NULL);
+        if (st == HSR_OK && (double)hsr_ledger_runtime_peak(held) > *peak)
+          *peak = (double)hsr_ledger_runtime_peak(held);
+      }
+    hsr_rt_layout_free(lay);
+  }
+  free(prog), free(is_root);
+  hsr_ledger_free(held);
+  return st;
+}
+
+/* Every rank of a host reaches the engine's peak (predicted_peak) and holds
+ * the GEMM operands; refused before the run when the host's memory cannot
+ * hold that. Rank 0 decides for all. */
+static hsr_status step_fits(hsr_boot *boot, const sopts *o, long S, double *per_rank) {
+  int n = hsr_boot_size(boot), here = 0;
   for (int r = 0; r < n; r++) here += !strcmp(hsr_boot_hostname_of(boot, r), hsr_boot_hostname(boot));
-  for (int i = 0; i < o->npre; i++) maxpre = o->pre[i] > maxpre ? o->pre[i] : maxpre;
-  for (int i = 0; i < o->nres; i++) none |= o->res[i] == HSR_RT_RESHARD_NONE;
-  double ub = (double)o->unit_bytes, units = (double)o->units;
-  double live = none ? units : (maxpre + 2 < units ? maxpre + 2 : units);
-  double per = 5 * units * ub / (double)S + live * ub, need = per * here;
+  double peak = 0;
+  HSR_CHECK(predicted_peak(o, S, n, &peak));
+  double persistent = 5.0 * (double)o->units * (double)o->unit_bytes / (double)S;
+  double per = peak + 3.0 * GEMM_N * GEMM_N * 4, need = per * here;
+  *per_rank = per;
   char msg[512] = "";
   uint64_t mem = 0;
   if (hsr_boot_rank(boot) == 0 && hsr_sys_mem_available(&mem) == HSR_OK && need > 0.9 * (double)mem) {
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], d[32];
     hsr_sys_bytes_text(need, a, sizeof a), hsr_sys_bytes_text(per, b, sizeof b),
-        hsr_sys_bytes_text((double)mem, c, sizeof c);
+        hsr_sys_bytes_text((double)mem, c, sizeof c), hsr_sys_bytes_text(persistent, d, sizeof d);
     snprintf(msg, sizeof msg,
-             "--units %ld --unit-size %zu does not fit: the %d rank(s) on this host need about %s (%s each: 5 x 4 "
-             "bytes per element of their 1/%ld of every unit, and %.0f gathered unit(s)), %s of memory is available",
-             o->units, o->unit_bytes, here, a, b, S, live, c);
+             "--units %ld --unit-size %zu does not fit: the %d rank(s) on this host need about %s (%s each at the "
+             "engine's peak: %s of shards, master and moments, the rest gathered units and gradient buffers, "
+             "1/%ld of every unit sharded), %s of memory is available",
+             o->units, o->unit_bytes, here, a, b, d, S, c);
   }
   HSR_CHECK(hsr_boot_bcast(boot, msg, sizeof msg, 0));
   return msg[0] ? hsr_error(HSR_ERR_INVALID, "%s", msg) : HSR_OK;
@@ -458,7 +515,8 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
       st = hsr_error(HSR_ERR_INVALID, "--reshard partial:%d: K must divide the shard size %ld", o.res_k[i], S);
       goto out;
     }
-  if ((st = step_fits(boot, &o, S)) != HSR_OK) goto out;
+  double need_per_rank = 0;
+  if ((st = step_fits(boot, &o, S, &need_per_rank)) != HSR_OK) goto out;
   if (o.json) {
     int ok = 1;
     char why[512] = "";
@@ -539,6 +597,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
     cJSON_AddNumberToObject(root, "gemms_per_unit", (double)k.reps);
     cJSON_AddBoolToObject(root, "keep_last", o.keep_last);
     cJSON_AddBoolToObject(root, "prefetch_step", o.prefetch_step);
+    cJSON_AddNumberToObject(root, "fit_need_bytes_per_rank", need_per_rank);
     cJSON *arr = cJSON_AddArrayToObject(root, "results");
     for (int q = 0; q < nres; q++) {
       result *r = &res[q];

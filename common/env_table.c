@@ -104,6 +104,9 @@ static const hsr_env_info table[] = {
      "once; collective phases), or `sleep:S` seconds and go on (docs/faults.md)"},
     {"HSR_BENCH_CHECK_FAULT", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "hsr bench",
      "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},
+    {"HSR_MEM_AVAILABLE", HSR_ENV_SIZE, 0, 1024 * T, NULL, 0, "unset (MemAvailable)", "common",
+     "test hook: the memory the size checks (hsr train, eval, bench, ckpt bench) take as available on each host, "
+     "instead of /proc/meminfo's MemAvailable"},
     {"HSR_CKPT_FAULT", HSR_ENV_STAGE, 0, 0, "after_data|before_manifest_rename|before_latest", 0, "unset", "runtime",
      "test hook: rank 0 exits (code 3) at that stage of a save (optionally only the save of step STEP)"},
     {"HSR_CKPT_DELAY", HSR_ENV_FLOAT, 0, 3600, NULL, 0, "0", "runtime",

@@ -8,6 +8,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "hsr/env.h"
 #include "hsr/sys.h"
 
 /* ---- memory: the machine's, and what a memory cgroup leaves ------------------ */
@@ -106,6 +107,14 @@ hsr_status hsr_sys_cgroup_room(const char *proc_cgroup, const char *root, uint64
 }
 
 hsr_status hsr_sys_mem_available(uint64_t *bytes) {
+  size_t hook = 0;
+  const char *set = NULL;
+  HSR_CHECK(hsr_env_get_str("HSR_MEM_AVAILABLE", &set));
+  if (set) { /* a test's budget, so a check can be tried at any size */
+    HSR_CHECK(hsr_env_get_size("HSR_MEM_AVAILABLE", &hook));
+    *bytes = hook;
+    return HSR_OK;
+  }
   FILE *f = fopen("/proc/meminfo", "r");
   char line[256];
   unsigned long long kb = 0;

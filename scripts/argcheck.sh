@@ -38,6 +38,15 @@ ac_choice() {
   ac_die "$1 '$2' is not valid (valid: $3)"
 }
 
+# ac_env_choice NAME A|B|C: a registry CHOICE, which any case spells (as
+# `hsr env --check` judges it); NAME is set to the list's own spelling, the
+# one the script then passes on (CMake compares ON/OFF/AUTO as written).
+ac_env_choice() {
+  local IFS='|' c v=${!1}
+  for c in $2; do [ "${v,,}" = "${c,,}" ] && { printf -v "$1" '%s' "$c"; return 0; }; done
+  ac_die "$1 '$v' is not valid (valid: $2)"
+}
+
 # ac_rate WHAT VALUE: a tc rate above zero (1gbit, 200mbit).
 ac_rate() {
   [[ "$2" =~ ^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$ ]] ||
@@ -60,7 +69,7 @@ ac_env() {
   [ -n "${!name}" ] || ac_die "$name is set but empty (unset it for the default)"
   case "$kind" in
     int) ac_int "$name" "${!name}" "$1" "$2" ;;
-    choice) ac_choice "$name" "${!name}" "$1" ;;
+    choice) ac_env_choice "$name" "$1" ;;
     dir) ac_dir "$name" "${!name}" ;;
     newdir) ac_newdir "$name" "${!name}" ;;
     args) ;;

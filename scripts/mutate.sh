@@ -62,6 +62,8 @@ declare -A module_tests=(
   [collectives]='^(coll_|counters_|test_coll_kern)'
   [topology]='^(test_topo_mesh|test_mesh_props|topo_gather|cli_mesh)'
   [trace]='^(test_trace_sum|test_ledger_trace|trace_mpirun|sched_trace|cli_trace)'
+  [common]='^(test_common|env_registry|env_spellings|rt_bad_use|cli_walk)$'
+  [tools]='^(size_checks|env_spellings|init_mesh|train_run_4|cli_walk)$'
 )
 
 # mutations.txt -> one line per mutation: id<TAB>module<TAB>file<TAB>regex<TAB>what
@@ -146,11 +148,39 @@ mkdir -p "$work/src" "$work/orig" || exit 3
 cleanup() { [ $keep = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
 echo "mutate: scratch copy in $work (${rev:-the working tree})"
+stage=$work/incoming
+rm -rf "$stage" && mkdir -p "$stage" || exit 3
 if [ -n "$rev" ]; then
-  git -C "$src" archive "$rev" | tar -C "$work/src" -xf - || exit 3
+  git -C "$src" archive "$rev" | tar -C "$stage" -xf - || exit 3
 else
-  (cd "$src" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -C "$work/src" -xf - || exit 3
+  (cd "$src" && git ls-files -co --exclude-standard -z | tar --null -T - -cf -) | tar -C "$stage" -xf - || exit 3
 fi
+# Into the copy, only the files that differ, each with a new mtime (tar keeps
+# the original mtimes: in a reused HSR_MUTATE_DIR an edited source older than
+# its object would not be rebuilt), and out of it the files the tree no
+# longer has (moved or deleted: the build lists every source).
+python3 - "$stage" "$work/src" <<'PY' || exit 3
+import filecmp, os, shutil, sys
+src, dst = sys.argv[1:]
+have = set()
+for root, _, files in os.walk(src):
+    for f in files:
+        a = os.path.join(root, f)
+        rel = os.path.relpath(a, src)
+        have.add(rel)
+        b = os.path.join(dst, rel)
+        if os.path.isfile(b) and filecmp.cmp(a, b, shallow=False):
+            continue
+        os.makedirs(os.path.dirname(b), exist_ok=True)
+        shutil.copyfile(a, b)
+        shutil.copymode(a, b)
+for root, _, files in os.walk(dst):
+    for f in files:
+        b = os.path.join(root, f)
+        if os.path.relpath(b, dst) not in have:
+            os.remove(b)
+PY
+rm -rf "$stage"
 build() { cmake --build "$work/build" -j "$jobs" >"$work/build.log" 2>&1; }
 cmake -S "$work/src" -B "$work/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHSR_WITH_CUDA=OFF >"$work/build.log" 2>&1 &&
   build || { tail -20 "$work/build.log"; echo "mutate: the unmutated copy does not build" >&2; exit 3; }

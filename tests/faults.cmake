@@ -27,3 +27,9 @@ foreach(s train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n train-
   set_tests_properties(${_n} PROPERTIES TIMEOUT 90 LABELS "slurm;fault" FIXTURES_REQUIRED slurm RESOURCE_LOCK slurm
                        ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR};SLURM_CONF=${HSR_SLURM_DIR}/slurm.conf")
 endforeach()
+# The kind of the verdict, so which path saw the death first: the node-local
+# exit watch (a victim reaped at once or a zombie for longer than the
+# timeout), its notice on the other node, UCX peer errors for a victim alone
+# on its node, SIGSTOP; "stopped responding" only where nothing knew more.
+add_test(NAME fault_verdict COMMAND ${CMAKE_SOURCE_DIR}/tests/faults/verdict.sh --timeout 4)
+set_tests_properties(fault_verdict PROPERTIES TIMEOUT 300 LABELS "mpi;fault" ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")

@@ -16,6 +16,12 @@ add_test(NAME slurm_up COMMAND ${CMAKE_SOURCE_DIR}/tests/slurm/slurm-up.sh ${HSR
 add_test(NAME slurm_down COMMAND ${CMAKE_SOURCE_DIR}/tests/slurm/slurm-down.sh ${HSR_SLURM_DIR})
 set_tests_properties(slurm_up PROPERTIES FIXTURES_SETUP slurm SKIP_RETURN_CODE 77 TIMEOUT 60)
 set_tests_properties(slurm_down PROPERTIES FIXTURES_CLEANUP slurm)
+# Another tree's test Slurm on this host beside this one: steps of both run
+# at once (they once shared job ids and the PMIx folder: a launch flake).
+math(EXPR _p2 "${HSR_SLURM_PORT} + 2000")
+add_test(NAME slurm_two_trees COMMAND ${CMAKE_SOURCE_DIR}/tests/slurm/two_slurms.sh ${HSR_SLURM_DIR}-b ${_p2})
+set_tests_properties(slurm_two_trees PROPERTIES FIXTURES_REQUIRED slurm RESOURCE_LOCK slurm TIMEOUT 120 LABELS slurm
+                     ENVIRONMENT "SLURM_CONF=${HSR_SLURM_DIR}/slurm.conf")
 # hsr_add_srun_test(NAME n NP ranks [NODES k] COMMAND ...): through hsr-run --launcher srun.
 function(hsr_add_srun_test)
   cmake_parse_arguments(T "" "NAME;NP;NODES" "COMMAND" ${ARGN})
@@ -63,6 +69,10 @@ set_tests_properties(cli_walk PROPERTIES TIMEOUT 600 LABELS mpi)
 # The HSR_* registry, docs/environment.md's table and the variables the sources read agree.
 add_test(NAME env_registry COMMAND ${CMAKE_SOURCE_DIR}/tests/env_registry.sh $<TARGET_FILE:hsr_cli> ${CMAKE_SOURCE_DIR})
 set_tests_properties(env_registry PROPERTIES TIMEOUT 60)
+# The BOOL and CHOICE variables read by the commands and scripts, in every
+# spelling the registry accepts and in any case, judged by their effect.
+add_test(NAME env_spellings COMMAND ${CMAKE_SOURCE_DIR}/tests/env_spellings.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
+set_tests_properties(env_spellings PROPERTIES TIMEOUT 300)
 # The layer table of docs/design.md is the one CMakeLists.txt enforces.
 add_test(NAME design_layers COMMAND ${CMAKE_SOURCE_DIR}/tests/design_layers.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(design_layers PROPERTIES TIMEOUT 30)

@@ -13,7 +13,8 @@
  *                              that steady-state steps allocate nothing, and
  *                              (twice=1) that a second run is bitwise identical.
  *   mr_runtime bad             bad use: view outside its window (and NaN
- *                              poison of a stale view), unit registered after
+ *                              poison of a stale view, also as HSR_POISON in
+ *                              each spelling), unit registered after
  *                              the first step, layout mismatch across ranks,
  *                              K not dividing S.
  *
@@ -22,6 +23,7 @@
  * then creates its own NCCL world; exit 77 when no GPU is usable; f32
  * tolerance 1e-4, since cuBLAS and CUDA's tanhf/exp round differently from
  * OpenBLAS and glibc). */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "hsr/env.h"
 #include "hsr/runtime.h"
 #include "hsr/topology.h"
 #include "mlp.h"
@@ -391,6 +394,56 @@ static hsr_status failing_hook(hsr_rt *rt, void *ctx) {
   return hsr_error(HSR_ERR_INVALID, "refused");
 }
 
+/* 1: a stale view after forward_end reads NaN (the released buffer was poisoned). */
+static int stale_is_nan(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const hsr_rt_config *cfg, int *nan) {
+  hsr_rt *rt;
+  void *v;
+  OK(hsr_rt_create(boot, world, cl, cfg, &rt));
+  OK(mlp_rt_setup(&model, rt));
+  OK(hsr_rt_forward_begin(rt, 1));
+  OK(hsr_rt_param_view(rt, "blk0.fc1.w", &v));
+  CHECK(isfinite(((float *)v)[0]), "view inside the window is not finite");
+  OK(hsr_rt_forward_end(rt, 1));
+  *nan = isnan(((float *)v)[0]);
+  OK(hsr_rt_destroy(rt));
+  return 0;
+}
+
+/* HSR_POISON (poison = -1: the variable decides) in every spelling the
+ * registry accepts, in three cases: the effect, a poisoned stale view, is
+ * what the spelling means; unset, the build decides (on in debug builds). */
+static int poison_spellings(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const hsr_rt_config *base) {
+  static const char *const no[] = {"0", "false", "no", "off"}, *const yes[] = {"1", "true", "yes", "on"};
+  hsr_rt_config cfg = *base;
+  cfg.poison = -1;
+  char list[128], val[32];
+  hsr_env_valid_text(hsr_env_find("HSR_POISON"), list, sizeof list);
+  int n = 0, nan = -1;
+  for (char *sv = NULL, *w = strtok_r(list, "|", &sv); w; w = strtok_r(NULL, "|", &sv)) {
+    int want = -1;
+    for (int i = 0; i < 4; i++) want = !strcmp(w, no[i]) ? 0 : !strcmp(w, yes[i]) ? 1 : want;
+    if (want < 0) FAIL("HSR_POISON accepts '%s', which this test gives no meaning", w);
+    for (int how = 0; how < 3; how++, n++) {
+      snprintf(val, sizeof val, "%s", w);
+      for (char *c = val; *c; c++)
+        if (how == 1 || (how == 2 && c == val)) *c = (char)toupper((unsigned char)*c);
+      setenv("HSR_POISON", val, 1);
+      if (stale_is_nan(boot, world, cl, &cfg, &nan)) return 1;
+      CHECK(nan == want, "HSR_POISON=%s: a stale view %s poisoned; %s means %s", val, nan ? "is" : "is not", val,
+            want ? "on" : "off");
+    }
+  }
+  unsetenv("HSR_POISON");
+  if (stale_is_nan(boot, world, cl, &cfg, &nan)) return 1;
+#ifdef NDEBUG
+  CHECK(!nan, "HSR_POISON unset: a release build poisons");
+#else
+  CHECK(nan, "HSR_POISON unset: a debug build does not poison");
+#endif
+  if (g_rank == 0) printf("ok HSR_POISON: %d spellings, each with its effect\n", n);
+  return 0;
+}
+
 static int run_bad(hsr_boot *boot) {
   hsr_comm *world = NULL;
   hsr_topo *t = NULL;
@@ -418,6 +471,10 @@ static int run_bad(hsr_boot *boot) {
   CHECK(isnan(((float *)v)[0]), "a stale view after forward_end (reshard full) still reads %g, not NaN",
         ((float *)v)[0]);
   expect(hsr_rt_param_view(rt, "blk0.fc1.w", &v), HSR_ERR_STATE, "outside its window", "view after forward_end");
+  OK(hsr_rt_destroy(rt));
+  if (poison_spellings(boot, world, cl, &sp.cfg)) return 1;
+  OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
+  OK(mlp_rt_setup(&model, rt));
   float *g;
   expect(hsr_rt_grad_view(rt, "blk0.fc1.w", &g), HSR_ERR_STATE, "outside its window", "grad view outside backward");
   expect(hsr_rt_param_view(rt, "nope", &v), HSR_ERR_NOT_FOUND, "nope", "unknown parameter");

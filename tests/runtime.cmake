@@ -238,6 +238,11 @@ set_tests_properties(ckpt_bench_json PROPERTIES TIMEOUT 180 LABELS mpi ENVIRONME
 # hsr ckpt export: the independent reader checks the file against the checkpoint.
 add_test(NAME ckpt_export COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_export.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_export PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
+# --init into sharded meshes (fsdp, hybrid, partial, bf16 compute, zero2,
+# ddp) = the single-rank load, bit for bit, from a file whose header and bytes
+# lie in other orders, with BF16 tensors (tests/st_relayout.py).
+add_test(NAME init_mesh COMMAND ${CMAKE_SOURCE_DIR}/tests/init_mesh.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(init_mesh PROPERTIES TIMEOUT 240 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 # The model travels with the checkpoint, ROOT/latest everywhere, Hugging Face's
 # sharded layout: checked by tests/ckpt_read.py (json + struct), see the script.
 add_test(NAME ckpt_model COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_model.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)

@@ -1,13 +1,18 @@
-/* Unit tests of common/: status strings, error detail, strict env parsing. */
+/* Unit tests of common/: status strings, error detail, strict env parsing,
+ * and every BOOL and CHOICE variable of the HSR_* registry walked through
+ * every spelling it accepts (in four cases), read back as what it means. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ctype.h>
 #include <cmocka.h>
 
 #include "hsr/common.h"
+#include "hsr/env.h"
 #include "hsr/sys.h"
 
 static void test_status_strings(void **state) {
@@ -126,6 +131,96 @@ static void test_env(void **state) {
   unsetenv("HSR_TEST_V");
 }
 
+/* s in four cases: as written, UPPER, Capitalized, lower */
+static void spell(const char *s, int how, char *out, size_t n) {
+  snprintf(out, n, "%s", s);
+  for (size_t i = 0; out[i]; i++)
+    out[i] = (char)(how == 1 || (how == 2 && i == 0) ? toupper((unsigned char)out[i])
+                    : how == 3 || how == 2           ? tolower((unsigned char)out[i])
+                                                     : out[i]);
+}
+
+/* What each spelling a BOOL accepts means, written down here: a spelling the
+ * registry adds must be given a meaning in this table first. */
+static int bool_meaning(const char *w) {
+  static const char *const no[] = {"0", "false", "no", "off"}, *const yes[] = {"1", "true", "yes", "on"};
+  for (int i = 0; i < 4; i++) {
+    if (!strcmp(w, no[i])) return 0;
+    if (!strcmp(w, yes[i])) return 1;
+  }
+  fail_msg("the registry accepts the BOOL spelling '%s', which this test gives no meaning", w);
+  return -1;
+}
+
+static void test_registry_spellings(void **state) {
+  (void)state;
+  int bools = 0, choices = 0;
+  char buf[512], val[64];
+  for (int i = 0; i < hsr_env_count(); i++) {
+    const hsr_env_info *v = hsr_env_at(i);
+    if (v->kind != HSR_ENV_BOOL && v->kind != HSR_ENV_CHOICE && v->kind != HSR_ENV_STAGE) continue;
+    const char *saved = getenv(v->name);
+    char keep[256] = "";
+    if (saved) snprintf(keep, sizeof keep, "%s", saved);
+    /* the spellings, from what the registry says is valid */
+    if (v->kind == HSR_ENV_BOOL)
+      hsr_env_valid_text(v, buf, sizeof buf);
+    else
+      snprintf(buf, sizeof buf, "%s", v->choices);
+    int k = 0;
+    for (char *sv = NULL, *w = strtok_r(buf, "|", &sv); w; w = strtok_r(NULL, "|", &sv), k++) {
+      for (int how = 0; how < 4; how++) {
+        spell(w, how, val, sizeof val);
+        setenv(v->name, val, 1);
+        if (hsr_env_check(v->name) != HSR_OK) fail_msg("%s=%s refused: %s", v->name, val, hsr_last_error());
+        int got = -7;
+        if (v->kind == HSR_ENV_BOOL) {
+          assert_int_equal(hsr_env_get_bool(v->name, &got), HSR_OK);
+          if (got != bool_meaning(w)) fail_msg("%s=%s reads as %d, it means %d", v->name, val, got, bool_meaning(w));
+          assert_int_equal(hsr_env_bool(v->name, -1, &got), HSR_OK); /* common.h's reader agrees */
+          if (got != bool_meaning(w)) fail_msg("hsr_env_bool: %s=%s reads as %d", v->name, val, got);
+        } else if (v->kind == HSR_ENV_CHOICE) {
+          assert_int_equal(hsr_env_get_choice(v->name, &got), HSR_OK);
+          if (got != k) fail_msg("%s=%s reads as choice %d, it is choice %d of %s", v->name, val, got, k, v->choices);
+        } else {
+          snprintf(val + strlen(val), sizeof val - strlen(val), ":7");
+          setenv(v->name, val, 1);
+          if (hsr_env_check(v->name) != HSR_OK) fail_msg("%s=%s refused: %s", v->name, val, hsr_last_error());
+        }
+      }
+      bools += v->kind == HSR_ENV_BOOL, choices += v->kind != HSR_ENV_BOOL;
+    }
+    /* and what is not a spelling of it, refused with what is */
+    static const char *const bad[] = {"2", "tru", "enabled", "o", " on"};
+    for (int b = 0; b < 5; b++) {
+      setenv(v->name, bad[b], 1);
+      if (hsr_env_check(v->name) != HSR_ERR_INVALID) fail_msg("%s='%s' accepted", v->name, bad[b]);
+      hsr_env_valid_text(v, buf, sizeof buf);
+      if (!strstr(hsr_last_error(), v->name) || !strstr(hsr_last_error(), v->kind == HSR_ENV_STAGE ? v->choices : buf))
+        fail_msg("%s='%s': the error '%s' does not say what is valid", v->name, bad[b], hsr_last_error());
+    }
+    if (saved)
+      setenv(v->name, keep, 1);
+    else
+      unsetenv(v->name);
+  }
+  assert_true(bools >= 2 * 8 && choices >= 10); /* HSR_POISON, HSR_BENCH_CHECK_FAULT; HSR_LOG, ... */
+  /* HSR_LOG's effect: level k lets through exactly the levels up to k */
+  snprintf(buf, sizeof buf, "%s", hsr_env_find("HSR_LOG")->choices);
+  int k = 0;
+  for (char *sv = NULL, *w = strtok_r(buf, "|", &sv); w; w = strtok_r(NULL, "|", &sv), k++)
+    for (int how = 0; how < 4; how++) {
+      spell(w, how, val, sizeof val);
+      setenv("HSR_LOG", val, 1);
+      assert_int_equal(hsr_log_check_env(), HSR_OK);
+      for (int m = HSR_LOG_ERROR; m <= HSR_LOG_DEBUG; m++)
+        if (hsr_log_enabled((hsr_log_level)m) != (m <= k))
+          fail_msg("HSR_LOG=%s: level %d is %s", val, m, m <= k ? "off" : "on");
+    }
+  assert_int_equal(k, HSR_LOG_DEBUG + 1);
+  unsetenv("HSR_LOG");
+}
+
 static void test_clock(void **state) {
   (void)state;
   uint64_t a = hsr_clock_ns(), b = hsr_clock_ns();
@@ -202,6 +297,7 @@ int main(void) {
       cmocka_unit_test(test_parse_size_and_double),
       cmocka_unit_test(test_env),
       cmocka_unit_test(test_clock),
+      cmocka_unit_test(test_registry_spellings),
       cmocka_unit_test(test_cgroup_room),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

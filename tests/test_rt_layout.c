@@ -1,5 +1,6 @@
 /* Unit tests of the runtime layout (ownership property, duplicates, hash) and
  * of the configuration parsers/resolution. */
+#include <ctype.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -194,6 +195,64 @@ static void test_config(void **state) {
 }
 
 /* Warm-up then cosine, values computed by hand: lr 1, lr_min 0.1, warm-up 2, 10 steps. */
+static void upper(const char *s, char *out, size_t n) {
+  snprintf(out, n, "%s", s);
+  for (char *c = out; *c; c++) *c = (char)toupper((unsigned char)*c);
+}
+
+/* The choice lists of the flags (--strategy, --sync, --param-dtype and
+ * --reduce-dtype, -o/--op's redop, --reshard): every value's name, in any
+ * case where the parser takes any case, parses back to that value, and the
+ * names are distinct. A parser that maps a name to the wrong entry of its
+ * list fails here. */
+static void test_choice_round_trip(void **state) {
+  (void)state;
+  char u[64];
+  for (int i = 0; i < HSR_RT_STRATEGY_COUNT; i++) {
+    hsr_rt_strategy st = (hsr_rt_strategy)-1;
+    const char *name = hsr_rt_strategy_name((hsr_rt_strategy)i);
+    upper(name, u, sizeof u);
+    assert_int_equal(hsr_rt_parse_strategy(name, &st), HSR_OK);
+    assert_int_equal(st, i);
+    assert_int_equal(hsr_rt_parse_strategy(u, &st), HSR_OK);
+    assert_int_equal(st, i);
+    for (int j = 0; j < i; j++) assert_string_not_equal(name, hsr_rt_strategy_name((hsr_rt_strategy)j));
+  }
+  for (int i = 0; i <= HSR_RT_SYNC_RS_ONLY; i++) {
+    hsr_rt_sync sy = (hsr_rt_sync)-1;
+    upper(hsr_rt_sync_name((hsr_rt_sync)i), u, sizeof u);
+    assert_int_equal(hsr_rt_parse_sync(hsr_rt_sync_name((hsr_rt_sync)i), &sy), HSR_OK);
+    assert_int_equal(sy, i);
+    assert_int_equal(hsr_rt_parse_sync(u, &sy), HSR_OK);
+    assert_int_equal(sy, i);
+  }
+  for (int i = 0; i < HSR_DTYPE_COUNT; i++) {
+    hsr_dtype dt = (hsr_dtype)-1;
+    upper(hsr_dtype_name((hsr_dtype)i), u, sizeof u);
+    assert_int_equal(hsr_dtype_parse(hsr_dtype_name((hsr_dtype)i), &dt), HSR_OK);
+    assert_int_equal(dt, i);
+    assert_int_equal(hsr_dtype_parse(u, &dt), HSR_OK);
+    assert_int_equal(dt, i);
+  }
+  for (int i = 0; i < HSR_REDOP_COUNT; i++) {
+    hsr_redop op = (hsr_redop)-1;
+    assert_int_equal(hsr_redop_parse(hsr_redop_name((hsr_redop)i), &op), HSR_OK);
+    assert_int_equal(op, i);
+  }
+  static const struct {
+    const char *s;
+    hsr_rt_reshard r;
+    int k;
+  } rs[] = {
+      {"full", HSR_RT_RESHARD_FULL, 0}, {"none", HSR_RT_RESHARD_NONE, 0}, {"partial:2", HSR_RT_RESHARD_PARTIAL, 2}};
+  for (int i = 0; i < 3; i++) {
+    hsr_rt_reshard r = (hsr_rt_reshard)-1;
+    int k = -1;
+    assert_int_equal(hsr_rt_parse_reshard(rs[i].s, &r, &k), HSR_OK);
+    assert_true(r == rs[i].r && k == rs[i].k);
+  }
+}
+
 static void test_lr_schedule(void **state) {
   (void)state;
   hsr_rt_lr_schedule s = {.lr = 1.0, .lr_min = 0.1, .warmup = 2, .total = 10};
@@ -217,7 +276,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ownership_property), cmocka_unit_test(test_deterministic_hash),
       cmocka_unit_test(test_bad_registration),   cmocka_unit_test(test_config),
-      cmocka_unit_test(test_lr_schedule),
+      cmocka_unit_test(test_lr_schedule),        cmocka_unit_test(test_choice_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

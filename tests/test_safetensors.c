@@ -1,7 +1,10 @@
 /* Unit tests of the safetensors module: the format specification's own test
  * vectors byte for byte (the reference implementation's serialization
  * tests), a streaming round trip through a file, and malformed files, each
- * rejected with an error that names the file and the problem. */
+ * rejected with an error that names the file and the problem, and partial
+ * reads: every slice of every tensor of files laid out as other tools lay
+ * them out (data in another order than the header) equals those bytes, in
+ * one file and through Hugging Face's sharded form. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +16,7 @@
 #include <cmocka.h>
 
 #include "hsr/safetensors.h"
+#include "hsr/safetensors_sharded.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)
 
@@ -261,6 +265,178 @@ static void test_malformed(void **state) {
   assert_int_equal(hsr_st_dtype_size("bf16"), 0);
 }
 
+/* ---- partial reads: what a sharded --init and every chunked reader do ---- */
+
+/* Every slice [o, o + k) of every tensor of f equals bytes [o, o + k) of
+ * that tensor in `buf` (the byte buffer as laid out); nothing is written
+ * past k; a slice that leaves the tensor is refused with its name. */
+static void sweep_slices(hsr_st_file *f, const unsigned char *buf, const char *what) {
+  unsigned char got[80 + 8];
+  for (int i = 0; i < hsr_st_count(f); i++) {
+    hsr_st_info in;
+    OK(hsr_st_info_at(f, i, &in));
+    uint64_t n = in.end - in.begin;
+    assert_true(n + 8 <= sizeof got);
+    for (uint64_t o = 0; o <= n; o++)
+      for (uint64_t k = 0; o + k <= n; k++) {
+        memset(got, 0xA5, sizeof got);
+        if (hsr_st_read(f, i, o, got, (size_t)k) != HSR_OK)
+          fail_msg("%s: tensor '%s' bytes [%llu, %llu): %s", what, in.name, (unsigned long long)o,
+                   (unsigned long long)(o + k), hsr_last_error());
+        if (memcmp(got, buf + in.begin + o, (size_t)k))
+          fail_msg("%s: tensor '%s' (buffer bytes [%llu, %llu)): bytes [%llu, %llu) read differ from the file's", what,
+                   in.name, (unsigned long long)in.begin, (unsigned long long)in.end, (unsigned long long)o,
+                   (unsigned long long)(o + k));
+        for (size_t g = (size_t)k; g < k + 8; g++)
+          if (got[g] != 0xA5)
+            fail_msg("%s: tensor '%s': a read of %llu bytes wrote past them", what, in.name, (unsigned long long)k);
+      }
+    assert_int_equal(hsr_st_read(f, i, n + 1, got, 0), HSR_ERR_INVALID);
+    assert_int_equal(hsr_st_read(f, i, n ? n - 1 : 0, got, 2), HSR_ERR_INVALID);
+    assert_non_null(strstr(hsr_last_error(), in.name));
+  }
+}
+
+/* Six tensors (five dtypes, a scalar, an empty one) whose bytes lie in
+ * another order than the header lists them, as other tools write files:
+ * header neighbours are apart, with other tensors between them. The
+ * header of `order` (header index -> data position) is built by hand. */
+static unsigned char *other_tool_file(const int *order, const char *prefix, size_t *len, unsigned char **buf_out) {
+  static const char *const names[6] = {"h.0.attn.c_attn.weight", "b16", "c.bias", "d64", "scalar", "empty"};
+  static const char *const dts[6] = {"F32", "BF16", "U8", "F64", "I64", "F16"};
+  static const int nd[6] = {2, 1, 1, 2, 0, 1};
+  static const int64_t shp[6][2] = {{3, 5}, {7, 0}, {5, 0}, {2, 2}, {0, 0}, {0, 0}};
+  uint64_t bytes[6], at[6], total = 0;
+  for (int i = 0; i < 6; i++) {
+    bytes[i] = hsr_st_dtype_size(dts[i]);
+    for (int d = 0; d < nd[i]; d++) bytes[i] *= (uint64_t)shp[i][d];
+  }
+  for (int pos = 0; pos < 6; pos++) /* the tensor stored pos-th */
+    for (int i = 0; i < 6; i++)
+      if (order[i] == pos) at[i] = total, total += bytes[i];
+  char h[1024];
+  int o = snprintf(h, sizeof h, "{\"__metadata__\":{\"format\":\"pt\"}");
+  for (int i = 0; i < 6; i++) {
+    o += snprintf(h + o, sizeof h - (size_t)o, ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[", prefix, names[i], dts[i]);
+    for (int d = 0; d < nd[i]; d++)
+      o += snprintf(h + o, sizeof h - (size_t)o, "%s%lld", d ? "," : "", (long long)shp[i][d]);
+    o += snprintf(h + o, sizeof h - (size_t)o, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at[i],
+                  (unsigned long long)(at[i] + bytes[i]));
+  }
+  o += snprintf(h + o, sizeof h - (size_t)o, "}");
+  while (o % 8) h[o++] = ' ';
+  *len = 8 + (size_t)o + total;
+  unsigned char *b = malloc(*len);
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)o >> (8 * i));
+  memcpy(b + 8, h, (size_t)o);
+  uint32_t r = 12345 + (uint32_t)strlen(prefix);
+  for (uint64_t i = 0; i < total; i++) r = r * 1103515245u + 12345u, b[8 + o + i] = (unsigned char)(r >> 16);
+  *buf_out = b + 8 + o;
+  return b;
+}
+
+static void test_partial_reads(void **state) {
+  (void)state;
+  static const int orders[3][6] = {{0, 1, 2, 3, 4, 5}, {3, 5, 0, 4, 2, 1}, {5, 4, 3, 2, 1, 0}};
+  char path[128];
+  snprintf(path, sizeof path, "%s/other.safetensors", g_dir);
+  for (int k = 0; k < 3; k++) {
+    size_t len;
+    unsigned char *buf, *b = other_tool_file(orders[k], "", &len, &buf);
+    hsr_st_file *f;
+    OK(hsr_st_parse(b, len, "other tool (memory)", &f));
+    assert_int_equal(hsr_st_count(f), 6);
+    hsr_st_info in;
+    OK(hsr_st_info_at(f, 0, &in)); /* header order, whatever the data order */
+    assert_string_equal(in.name, "h.0.attn.c_attn.weight");
+    sweep_slices(f, buf, "memory");
+    hsr_st_close(f);
+    FILE *w = fopen(path, "wb");
+    assert_non_null(w);
+    assert_int_equal(fwrite(b, 1, len, w), len);
+    fclose(w);
+    OK(hsr_st_open(path, &f));
+    sweep_slices(f, buf, "file");
+    hsr_st_close(f);
+    free(b);
+  }
+  /* hsr's own writer, streamed in odd chunks */
+  hsr_st_tensor t[3] = {{"x", "F32", 2, {2, 3}}, {"y", "BF16", 1, {9}}, {"z", "I8", 1, {11}}};
+  unsigned char data[24 + 18 + 11];
+  for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 29 + 7);
+  size_t len;
+  unsigned char *b = write_file("own.safetensors", t, 3, NULL, 0, data, sizeof data, &len);
+  hsr_st_file *f;
+  OK(hsr_st_parse(b, len, "own (memory)", &f));
+  sweep_slices(f, b + len - sizeof data, "hsr's writer, memory");
+  hsr_st_close(f);
+  snprintf(path, sizeof path, "%s/own.safetensors", g_dir);
+  OK(hsr_st_open(path, &f));
+  sweep_slices(f, b + len - sizeof data, "hsr's writer, file");
+  hsr_st_close(f);
+  free(b);
+  /* Hugging Face's sharded form: three such shards and an index; every slice
+   * of every tensor, through the set, equals its shard's bytes */
+  char idx[1024] = "{\"metadata\":{\"total_size\":0},\"weight_map\":{";
+  unsigned char *shard[3], *sbuf[3];
+  size_t slen[3];
+  static const char *const pre[3] = {"a.", "bb.", "ccc."};
+  static const char *const sn[6] = {"h.0.attn.c_attn.weight", "b16", "c.bias", "d64", "scalar", "empty"};
+  for (int k = 0; k < 3; k++) {
+    shard[k] = other_tool_file(orders[2 - k], pre[k], &slen[k], &sbuf[k]);
+    char fn[160];
+    snprintf(fn, sizeof fn, "%s/model-%05d-of-00003.safetensors", g_dir, k + 1);
+    FILE *w = fopen(fn, "wb");
+    assert_non_null(w);
+    assert_int_equal(fwrite(shard[k], 1, slen[k], w), slen[k]);
+    fclose(w);
+    for (int i = 0; i < 6; i++)
+      snprintf(idx + strlen(idx), sizeof idx - strlen(idx), "%s\"%s%s\":\"model-%05d-of-00003.safetensors\"",
+               k || i ? "," : "", pre[k], sn[i], k + 1);
+  }
+  strcat(idx, "}}");
+  /* total_size: the tensors' bytes (every shard's buffer) */
+  uint64_t total = 0;
+  for (int k = 0; k < 3; k++) total += (uint64_t)(slen[k] - (size_t)(sbuf[k] - shard[k]));
+  char num[32];
+  snprintf(num, sizeof num, "%llu", (unsigned long long)total);
+  char fixed[1100];
+  snprintf(fixed, sizeof fixed, "{\"metadata\":{\"total_size\":%s}%s", num, strchr(idx, '}') + 1);
+  snprintf(path, sizeof path, "%s/model.safetensors.index.json", g_dir);
+  FILE *w = fopen(path, "w");
+  assert_non_null(w);
+  fputs(fixed, w);
+  fclose(w);
+  hsr_st_set *set;
+  if (hsr_st_set_open(g_dir, &set) != HSR_OK) fail_msg("the sharded set: %s", hsr_last_error());
+  assert_int_equal(hsr_st_set_count(set), 18);
+  unsigned char got[80 + 8];
+  int slices = 0;
+  for (int i = 0; i < hsr_st_set_count(set); i++) {
+    hsr_st_info in;
+    OK(hsr_st_set_info_at(set, i, &in));
+    int k = in.name[0] == 'a' ? 0 : in.name[1] == 'b' ? 1 : 2;
+    uint64_t n = in.end - in.begin;
+    for (uint64_t o = 0; o <= n; o++)
+      for (uint64_t q = 0; o + q <= n; q++, slices++) {
+        memset(got, 0xA5, sizeof got);
+        OK(hsr_st_set_read(set, i, o, got, (size_t)q));
+        if (memcmp(got, sbuf[k] + in.begin + o, (size_t)q) || got[q] != 0xA5)
+          fail_msg("sharded: tensor '%s' (%s) bytes [%llu, %llu) differ from its shard's", in.name,
+                   hsr_st_set_file_of(set, i), (unsigned long long)o, (unsigned long long)(o + q));
+      }
+    assert_int_equal(hsr_st_set_read(set, i, n + 1, got, 0), HSR_ERR_INVALID);
+  }
+  assert_true(slices > 3000);
+  hsr_st_set_close(set);
+  for (int k = 0; k < 3; k++) free(shard[k]);
+  /* out of order with a real hole is still refused (the format forbids holes),
+   * naming the tensor after it */
+  parse_hdr("{\"u\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]},"
+            "\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+            16, "a hole of 4 bytes at buffer offset 8, before tensor 'u'");
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(g_dir, sizeof g_dir, "/tmp/hsr-st-XXXXXX");
@@ -276,6 +452,6 @@ static int teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_spec_vectors), cmocka_unit_test(test_round_trip),
-                                     cmocka_unit_test(test_malformed)};
+                                     cmocka_unit_test(test_malformed), cmocka_unit_test(test_partial_reads)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

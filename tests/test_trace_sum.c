@@ -4,7 +4,8 @@
  * several ranks (means per rank); and property tests on random traces
  * against an independent oracle that counts 1-microsecond cells: exposed <=
  * communication, exposed + hidden = communication, and the per-step figures
- * add up to those of the whole traced time. */
+ * add up to those of the whole traced time; half their all-gathers carry no
+ * step argument and count in the step window they start in. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -167,6 +168,26 @@ static void several_ranks(void **state) {
   free(s);
 }
 
+/* Gathers without a step argument count in the window they start in, even
+ * where steps differ in length and leave gaps (the random traces below have
+ * neither): one in the gap after a short step counts nowhere, one inside a
+ * long step counts there and not in the short step that began before it. */
+static void stepless_gathers_in_gaps(void **state) {
+  (void)state;
+  tbuf b;
+  open_trace(&b);
+  ev(&b, 0, "step", "step", "step", 0, 100, 1, NULL);
+  ev(&b, 0, "step", "step", "step", 300, 1300, 2, NULL);
+  ev(&b, 0, "comm", "all_gather", "comm shard", 150, 160, 0, "u");
+  ev(&b, 0, "comm", "all_gather", "comm shard", 350, 360, 0, "u");
+  int n;
+  hsr_trace_step_summary *s = summarize(&b, &n);
+  assert_int_equal(n, 2);
+  assert_int_equal(s[0].all_gathers, 0);
+  assert_int_equal(s[1].all_gathers, 1);
+  free(s);
+}
+
 /* ---- property tests against a cell-counting oracle ---- */
 enum { MAXR = 4, MAXS = 5, CELL_US = 1 };
 
@@ -200,6 +221,11 @@ static void random_case(int ranks, int steps, int T, oracle *o, tbuf *b) {
       int c = a + len;
       int issued = a < 0 ? 1 : a / T + 1;
       if (issued > steps) issued = steps;
+      /* half the gathers carry no step argument (another writer's trace):
+       * they count in the window they start in, the earlier one on a
+       * boundary, and nowhere outside every window */
+      int noarg = kind == 1 && rnd(2);
+      int window = a < 0 || a > span ? 0 : a == 0 ? 1 : (a + T - 1) / T;
       ev(b, r, kind ? "comm" : "compute",
          kind == 0   ? "forward"
          : kind == 1 ? "all_gather"
@@ -207,8 +233,9 @@ static void random_case(int ranks, int steps, int T, oracle *o, tbuf *b) {
          kind == 0   ? "compute"
          : kind == 1 ? "comm shard"
                      : "comm replicate",
-         a, c, issued, "u");
-      if (kind == 1) o->gathers[issued - 1]++;
+         a, c, noarg ? 0 : issued, "u");
+      if (kind == 1 && !noarg) o->gathers[issued - 1]++;
+      if (noarg && window) o->gathers[window - 1]++;
       for (int t = a < 0 ? 0 : a; t < c && t < span; t++) {
         if (kind == 0) cp[t] = 1;
         if (kind >= 1) cm[t] = 1;
@@ -290,8 +317,8 @@ static void interval_arithmetic(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(crossing_boundary), cmocka_unit_test(nested_overlapping_gaps),
-                                     cmocka_unit_test(several_ranks), cmocka_unit_test(properties),
-                                     cmocka_unit_test(interval_arithmetic)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(crossing_boundary),   cmocka_unit_test(nested_overlapping_gaps),
+                                     cmocka_unit_test(several_ranks),       cmocka_unit_test(properties),
+                                     cmocka_unit_test(interval_arithmetic), cmocka_unit_test(stepless_gathers_in_gaps)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

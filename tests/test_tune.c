@@ -497,6 +497,49 @@ static void test_recommend(void **state) {
   assert_true(prev > 1.2);
 }
 
+/* The budget rejects by the peak (persistent + transient peak +
+ * activations), never by the persistent bytes alone. Budgets at every
+ * candidate's persistent bytes and peak (and a byte below the peak), with
+ * and without activations: a layout fits exactly when its peak does; one
+ * whose persistent bytes fit and whose peak does not is refused, saying the
+ * transient peak; the recommendation fits. */
+static void test_budget_by_peak(void **state) {
+  (void)state;
+  hsr_tune_net n = clean(10, 1);
+  for (int act = 0; act < 2; act++) {
+    hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2, .act_bytes = act ? 3e6 : 0};
+    hsr_tune_plan all, p;
+    plan(&n, &m, 0, &all);
+    int between = 0, budgets = 0;
+    for (int i = 0; i < all.n; i++) {
+      const double bs[3] = {(double)all.cand[i].persistent, all.cand[i].peak_total - 1, all.cand[i].peak_total};
+      for (int k = 0; k < 3; k++, budgets++) {
+        double B = bs[k];
+        plan(&n, &m, B, &p);
+        assert_int_equal(p.n, all.n);
+        for (int j = 0; j < p.n; j++) {
+          const hsr_tune_result *r = &p.cand[j];
+          char lab[96];
+          int fits = r->peak_total <= B;
+          if (fits != r->feasible)
+            fail_msg("budget %.0f: %s (persistent %llu, peak %.0f) is %s", B, hsr_tune_label(r, lab, sizeof lab),
+                     (unsigned long long)r->persistent, r->peak_total, r->feasible ? "accepted" : "refused");
+          if (!fits) {
+            assert_non_null(strstr(r->reason, "over the memory budget"));
+            assert_non_null(strstr(r->reason, "transient peak"));
+            between += (double)r->persistent <= B;
+          }
+        }
+        if (p.nfeasible) assert_true(p.cand[0].peak_total <= B);
+        hsr_tune_plan_free(&p);
+      }
+    }
+    /* the cases a check of the persistent bytes alone gets wrong were there */
+    assert_true(between > 0 && budgets == 3 * all.n);
+    hsr_tune_plan_free(&all);
+  }
+}
+
 static void test_gpu_defaults(void **state) {
   (void)state;
   /* 7e9 bf16 parameters in 32 units on 64 H100s: ddp needs 18 bytes per parameter */
@@ -581,9 +624,10 @@ static void test_emit(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_volumes),     cmocka_unit_test(test_step_bytes),   cmocka_unit_test(test_ledger),
-      cmocka_unit_test(test_outer_bytes), cmocka_unit_test(test_timeline),     cmocka_unit_test(test_calib),
-      cmocka_unit_test(test_recommend),   cmocka_unit_test(test_gpu_defaults), cmocka_unit_test(test_emit)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_volumes),   cmocka_unit_test(test_step_bytes),
+                                     cmocka_unit_test(test_ledger),    cmocka_unit_test(test_outer_bytes),
+                                     cmocka_unit_test(test_timeline),  cmocka_unit_test(test_calib),
+                                     cmocka_unit_test(test_recommend), cmocka_unit_test(test_gpu_defaults),
+                                     cmocka_unit_test(test_emit),      cmocka_unit_test(test_budget_by_peak)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

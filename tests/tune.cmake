@@ -106,9 +106,18 @@ add_test(NAME tune_bench_fit COMMAND sh -c
   "mkdir -p ${_j} && ${HSR_RUN} --launcher mpirun -n 4 --nodes 2 -- ${_hsr} bench all_gather -b 64K -e 1M -f 4 -n 3 -w 1 --group shard,replicate --shard 2 -J ${_j}/ag.json >/dev/null && ${_x} 0 'cost cross-node all_gather: .* \\(fit: [0-9]+ rows of ag.json' ${_hsr} tune --params 1e8 --units 8 --world 4 --nodes 2 --hw host --bench ${_j}/ag.json --top 2")
 set_tests_properties(tune_bench_fit PROPERTIES TIMEOUT 120 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60" ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
 # --validate end to end, small: calibration, probes, one top and one bad layout
-hsr_tune_mpi_cli(tune_validate_4 0 "# recommended .* measured .* fastest measured .* slower" 4 240 ${_hsr} tune
-                 --validate --units 4 --unit-size 256K --compute-ms-per-unit 1 --validate-steps 1 --validate-top 1
-                 --validate-bad 1)
+# (and its temporary bench files removed: nothing left in TMPDIR)
+add_test(NAME tune_validate_4 COMMAND ${_x} 0 "# recommended .* measured .* fastest measured .* slower"
+         ${CMAKE_SOURCE_DIR}/tests/leaves_nothing.sh ${HSR_RUN} --launcher mpirun -n 4 --nodes 2 -- ${_hsr} tune
+         --validate --units 4 --unit-size 256K --compute-ms-per-unit 1 --validate-steps 1 --validate-top 1
+         --validate-bad 1)
+set_tests_properties(tune_validate_4 PROPERTIES TIMEOUT 240 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60"
+                     ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
+# The memory checks of hsr train and hsr bench step budget by the peak: a
+# budget (HSR_MEM_AVAILABLE) just below a run's measured peak is refused.
+add_test(NAME size_checks COMMAND ${CMAKE_SOURCE_DIR}/tests/size_checks.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(size_checks PROPERTIES TIMEOUT 300 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60;OPENBLAS_NUM_THREADS=1"
+                     ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
 # --validate --compute wait --json on 4 ranks as 2 nodes: the JSON's schema, every figure present and finite
 add_test(NAME tune_validate_json COMMAND ${CMAKE_SOURCE_DIR}/tests/tune_validate_json.sh ${HSR_RUN} ${_hsr})
 set_tests_properties(tune_validate_json PROPERTIES TIMEOUT 300 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60"

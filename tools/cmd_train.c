@@ -310,6 +310,37 @@ static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
   return st;
 }
 
+/* The schedule's own peak of this run per rank (held ledger + activations,
+ * predicted: train_predict) against what this host had before the engine
+ * allocated: the first check (train_check_fit) estimates from sizes; this
+ * one, before the first step, counts every transient buffer the schedule
+ * takes. */
+static hsr_status check_peak(train_run *r, int here, uint64_t mem) {
+  const train_model *m = r->a->model;
+  hsr_prog_call *prog = NULL;
+  int nprog = 0;
+  hsr_ledger *ph = NULL;
+  hsr_status st = m->program(r, &prog, &nprog);
+  if (st == HSR_OK) st = hsr_ledger_create(&ph);
+  if (st == HSR_OK) st = train_predict(r->rt, &r->a->cfg, prog, nprog, m->activation_bytes(r), ph, NULL);
+  double peak = st == HSR_OK ? (double)hsr_ledger_total_peak(ph) : 0, need = peak * here;
+  if (st == HSR_OK && need > 0.9 * (double)mem) {
+    char b[5][32];
+    double pers = (double)hsr_ledger_persistent(ph), act = (double)m->activation_bytes(r);
+    hsr_sys_bytes_text(need, b[0], sizeof b[0]), hsr_sys_bytes_text(pers, b[1], sizeof b[1]);
+    hsr_sys_bytes_text(peak - pers - act, b[2], sizeof b[2]), hsr_sys_bytes_text(act, b[3], sizeof b[3]);
+    hsr_sys_bytes_text((double)mem, b[4], sizeof b[4]);
+    st = hsr_error(HSR_ERR_INVALID,
+                   "the model does not fit in memory at its peak: the %d rank(s) on this host need about %s (per "
+                   "rank: %s persistent, %s of gathered units and gradient buffers at the peak, in %s, %s of "
+                   "activations: the schedule's count), %s is available: use a smaller model, --batch or more hosts",
+                   here, b[0], b[1], b[2], hsr_phase_name(hsr_ledger_total_peak_where(ph).phase), b[3], b[4]);
+  }
+  free(prog);
+  hsr_ledger_free(ph);
+  return st;
+}
+
 static hsr_status run(train_run *r) {
   train_args *a = r->a;
   hsr_topo *topo = NULL;
@@ -336,8 +367,12 @@ static hsr_status run(train_run *r) {
       st = train_agree(r->boot, st);
     }
   }
+  uint64_t mem = 0;
+  int here = 0, have_mem = st == HSR_OK && a->cfg.device == HSR_DEVICE_HOST && hsr_sys_mem_available(&mem) == HSR_OK;
+  for (int q = 0; q < r->world; q++) here += !strcmp(hsr_boot_hostname_of(r->boot, q), hsr_boot_hostname(r->boot));
   if (st == HSR_OK) st = hsr_rt_create(r->boot, NULL, cl, &a->cfg, &r->rt);
   if (st == HSR_OK) st = a->model->setup(r);
+  if (st == HSR_OK && have_mem) st = train_agree(r->boot, check_peak(r, here, mem));
   int N = r->rt ? hsr_rt_dp_size(r->rt) : 1;
   if (st == HSR_OK && a->batch % (N * a->cfg.micro_batches))
     st = hsr_error(HSR_ERR_INVALID, "--batch %d must be a multiple of data-parallel ranks x micro-batches = %d x %d",

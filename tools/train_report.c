@@ -86,25 +86,34 @@ static hsr_status comm_report(hsr_rt *rt, const train_measured *m, FILE *out, cJ
   return HSR_OK;
 }
 
+hsr_status train_predict(hsr_rt *rt, const hsr_rt_config *cfg, const hsr_prog_call *prog, int nprog, size_t act,
+                         hsr_ledger *ph, hsr_ledger *pu) {
+  const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
+  int nu = hsr_rt_layout_num_units(lay);
+  int *is_root = calloc((size_t)nu + 1, sizeof *is_root);
+  if (!is_root) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  is_root[0] = 1;
+  hsr_rt_config rc = *cfg;
+  hsr_status st =
+      hsr_tune_ledger_predict(lay, is_root, &rc, hsr_rt_shard(rt), hsr_rt_replicate(rt), prog, nprog, 3, ph, pu);
+  free(is_root);
+  /* the model's activations, from its sizes: alive from a micro-batch's forward to its backward */
+  if (st == HSR_OK) st = hsr_ledger_set_phase(ph, HSR_PHASE_FORWARD, 0, 1);
+  if (st == HSR_OK) st = hsr_ledger_note(ph, (int64_t)act);
+  if (st == HSR_OK) st = hsr_ledger_note(ph, -(int64_t)act);
+  return st;
+}
+
 hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measured *m, cJSON *extra, FILE *json,
                         FILE *out, int *warned) {
   const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
   int nu = hsr_rt_layout_num_units(lay), S = hsr_rt_shard(rt), R = hsr_rt_replicate(rt);
   *warned = 0;
   /* predicted ledgers: sizes and policy only */
-  int *is_root = calloc((size_t)nu, sizeof *is_root);
   hsr_ledger *ph = NULL, *pu = NULL;
-  hsr_status st = is_root ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
-  if (st == HSR_OK) is_root[0] = 1;
-  if (st == HSR_OK) st = hsr_ledger_create(&ph);
+  hsr_status st = hsr_ledger_create(&ph);
   if (st == HSR_OK) st = hsr_ledger_create(&pu);
-  hsr_rt_config rc = *cfg;
-  if (st == HSR_OK) st = hsr_tune_ledger_predict(lay, is_root, &rc, S, R, m->prog, m->nprog, 3, ph, pu);
-  /* the model's activations, from its sizes: alive from a micro-batch's forward to its backward */
-  if (st == HSR_OK) st = hsr_ledger_set_phase(ph, HSR_PHASE_FORWARD, 0, 1);
-  if (st == HSR_OK) st = hsr_ledger_note(ph, (int64_t)m->activation_bytes);
-  if (st == HSR_OK) st = hsr_ledger_note(ph, -(int64_t)m->activation_bytes);
-  free(is_root);
+  if (st == HSR_OK) st = train_predict(rt, cfg, m->prog, m->nprog, m->activation_bytes, ph, pu);
   double nparams = 0, inner_bytes = 0;
   hsr_rt_param_info pi;
   for (int i = 0; st == HSR_OK && i < hsr_rt_layout_num_params(lay); i++)

@@ -543,8 +543,9 @@ static hsr_status first_session(tune_opts *o, hsr_boot *b, hsr_cluster **cl, int
       snprintf(dir, len, "%s", o->v_keep);
       if (mkdir(dir, 0755) != 0 && errno != EEXIST) st = hsr_error(HSR_ERR_INVALID, "cannot make '%s'", dir);
     } else {
-      snprintf(dir, len, "/tmp/hsr-tune-XXXXXX");
-      if (!mkdtemp(dir)) st = hsr_error(HSR_ERR_SYSTEM, "cannot make a directory under /tmp");
+      const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+      snprintf(dir, len, "%s/hsr-tune-XXXXXX", tmp);
+      if (!mkdtemp(dir)) st = hsr_error(HSR_ERR_SYSTEM, "cannot make a directory under %s: %s", tmp, strerror(errno));
     }
   }
   if (st == HSR_OK) st = hsr_boot_bcast(b, dir, len, 0);

@@ -15,7 +15,8 @@ extern "C" {
  * /proc/meminfo, or less where a memory cgroup limits it (a container's
  * --memory). hsr's node-shared memory is memfds, which draw on exactly this
  * (charged to the cgroup like private memory), not on /dev/shm's size.
- * HSR_ERR_UNSUPPORTED where the kernel does not say. */
+ * HSR_ERR_UNSUPPORTED where the kernel does not say. HSR_MEM_AVAILABLE, a
+ * test hook, when it is set. */
 HSR_API hsr_status hsr_sys_mem_available(uint64_t *bytes);
 /* What the memory cgroup named in `proc_cgroup` (the format of
  * /proc/self/cgroup; v1 or v2) leaves, with the cgroup file systems under

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "fuzz_io.h"
@@ -25,12 +26,19 @@ static void fix_crc(char *t, size_t n) {
   memcpy(d, hex, 8);
 }
 
+/* The checkpoint directory (a manifest needs one), removed at exit. */
+static char dir[256], file[300];
+static void remove_dir(void) {
+  unlink(file);
+  rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static char dir[64], file[96];
   if (!dir[0]) {
-    snprintf(dir, sizeof dir, "/tmp/hsr-fuzz-ckpt-XXXXXX");
+    snprintf(dir, sizeof dir, "%s/hsr-fuzz-ckpt-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) return 0;
     snprintf(file, sizeof file, "%s/manifest.json", dir);
+    atexit(remove_dir);
   }
   char *t = malloc(size + 1);
   if (!t) return 0;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stops the Slurm daemons that slurm-up.sh started in DIR.
+# Stops the Slurm daemons that slurm-up.sh started in DIR and removes DIR
+# (its state, spool and logs).
 dir=$1
 for f in "$dir/d.pid" "$dir/ctld.pid"; do
   [ -f "$f" ] || continue
@@ -8,4 +9,5 @@ for f in "$dir/d.pid" "$dir/ctld.pid"; do
   kill -9 "$pid" 2>/dev/null
   rm -f "$f"
 done
+grep -qs "^ClusterName=hsrtest$" "$dir/slurm.conf" && rm -rf "$dir" # only what slurm-up.sh made
 exit 0
