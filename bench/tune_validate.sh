@@ -18,7 +18,7 @@ set -euo pipefail
 prog=tune_validate.sh
 usage() {
   cat <<TXT
-usage: $prog [--rates LIST] [--runs N] [--rounds N] [--compute cpu|wait] [--build DIR] [--out DIR]
+usage: $prog [--rates LIST] [--runs N] [--rounds N] [--compute cpu|wait] [--build DIR] [--out DIR | --summarize DIR]
              [--steps N] [--units U] [--unit-size BYTES] [--compute-ms X] [-- EXTRA hsr tune --validate OPTIONS]
 
   --rates LIST      comma-separated tc rates (default 300mbit,1gbit,10gbit)
@@ -27,6 +27,8 @@ usage: $prog [--rates LIST] [--runs N] [--rounds N] [--compute cpu|wait] [--buil
   --compute MODE    hsr bench step's compute: wait (default; device-like) or cpu (GEMMs on the ranks' cores)
   --build DIR       build tree (./build)
   --out DIR         keep every run's files in DIR/RATE/runN (default: a temporary directory)
+  --summarize DIR   run nothing: the tables from the runs kept in DIR/RATE/run*/out.json (and
+                    DIR/overlap.json), e.g. runs of several sittings gathered into one folder
   --steps N         timed steps per hsr bench step run (6)
   --units U, --unit-size BYTES, --compute-ms X   hsr bench step's model (8, 8M, 10)
 Needs what hsr-run --emulate-net needs (root, ip, tc) and jq. Run it on a quiet
@@ -36,7 +38,7 @@ TXT
 }
 . "$(dirname "$0")/../scripts/argcheck.sh"
 
-rates=300mbit,1gbit,10gbit; runs=5; rounds=1; mode=wait; build="$(pwd)/build"; out=""; steps=6; units=8
+rates=300mbit,1gbit,10gbit; runs=5; rounds=1; mode=wait; build="$(pwd)/build"; out=""; steps=6; units=8; only_sum=0
 usize=8M; cms=10; extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
     --compute) ac_need "$1" $# "${2:-}"; ac_choice "$1" "$2" 'cpu|wait'; mode="$2"; shift 2 ;;
     --build) ac_need "$1" $# "${2:-}"; ac_dir "$1" "$2"; build="$2"; shift 2 ;;
     --out) ac_need "$1" $# "${2:-}"; ac_newdir "$1" "$2"; out="$2"; shift 2 ;;
+    --summarize) ac_need "$1" $# "${2:-}"; ac_dir "$1" "$2"; out="$2"; only_sum=1; shift 2 ;;
     --steps) ac_need "$1" $# "${2:-}"; ac_int "$1" "$2" 1 1000; steps="$2"; shift 2 ;;
     --units) ac_need "$1" $# "${2:-}"; ac_int "$1" "$2" 1 4096; units="$2"; shift 2 ;;
     --unit-size) ac_need "$1" $# "${2:-}"; ac_size "$1" "$2"; usize="$2"; shift 2 ;;
@@ -64,18 +67,27 @@ for x in "$hsr" "$run"; do [ -x "$x" ] || ac_die "$x not found (build first)"; d
 if [ -z "$out" ]; then out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; fi
 mkdir -p "$out"
 
-echo "# $prog: 8 ranks, 2 simulated nodes, compute $mode; rates ${rl[*]}, $runs run(s) each," \
-     "--validate-rounds $rounds --validate-steps $steps; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$only_sum" = 1 ]; then
+  echo "# $prog --summarize $out: the runs kept there, rates ${rl[*]}, compute $mode (as they were run:)"
+else
+  echo "# $prog: 8 ranks, 2 simulated nodes, compute $mode; rates ${rl[*]}, $runs run(s) each," \
+       "--validate-rounds $rounds --validate-steps $steps; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
 echo "# each run: $run -n 8 --nodes 2 --emulate-net RATE -- $hsr tune --validate --compute $mode --json" \
      "--units $units --unit-size $usize --compute-ms-per-unit $cms --validate-steps $steps --validate-rounds $rounds" \
      "--validate-keep DIR ${extra[*]}"
 printf '%-9s %4s %7s %9s %9s %9s %9s %10s  %s\n' rate run link "step mean" "worst" "comm mean" "worst" "rec-fast" recommended
 failed=0
 for r in "${rl[@]}"; do
-  for k in $(seq 1 "$runs"); do
+  if [ "$only_sum" = 1 ]; then # the runs kept there, by their number
+    ks=$(find "$out/$r" -mindepth 2 -maxdepth 2 -path "*/run*/out.json" 2>/dev/null | sed 's|.*/run\([0-9]*\)/out.json|\1|' | sort -n)
+  else
+    ks=$(seq 1 "$runs")
+  fi
+  for k in $ks; do
     d="$out/$r/run$k"
     mkdir -p "$d"
-    if ! "$run" -n 8 --nodes 2 --emulate-net "$r" -- "$hsr" tune --validate --compute "$mode" --json \
+    if [ "$only_sum" = 0 ] && ! "$run" -n 8 --nodes 2 --emulate-net "$r" -- "$hsr" tune --validate --compute "$mode" --json \
         --units "$units" --unit-size "$usize" --compute-ms-per-unit "$cms" --validate-steps "$steps" \
         --validate-rounds "$rounds" --validate-keep "$d" "${extra[@]}" >"$d/out.json" 2>"$d/err.txt"; then
       # one failed run (a timeout on a loaded host) does not discard the others: it is counted and left out
@@ -167,7 +179,10 @@ echo
 echo "# overlap at $fast: $a with $u2 units, compute raised to about twice its communication:"
 echo "#   $run -n 8 --nodes 2 --emulate-net $fast -- $hsr bench step --compute $mode --units $u2 --unit-size $usize" \
      "--compute-ms $cms2 --shard 8 --reshard full --prefetch 1 --steps $steps --json $out/overlap.json"
-"$run" -n 8 --nodes 2 --emulate-net "$fast" -- "$hsr" bench step --compute "$mode" --units "$u2" --unit-size "$usize" \
-  --compute-ms "$cms2" --shard 8 --reshard full --prefetch 1 --steps "$steps" --json "$out/overlap.json" >/dev/null
+if [ "$only_sum" = 0 ]; then
+  "$run" -n 8 --nodes 2 --emulate-net "$fast" -- "$hsr" bench step --compute "$mode" --units "$u2" --unit-size "$usize" \
+    --compute-ms "$cms2" --shard 8 --reshard full --prefetch 1 --steps "$steps" --json "$out/overlap.json" >/dev/null
+fi
+[ -f "$out/overlap.json" ] || { echo "#   (no $out/overlap.json)"; exit 0; }
 jq -r '.results[0] | "#   compute \(.compute_ms * 10 | round / 10) ms = \(.compute_ms / .comm_ms * 100 | round / 100)x communication \(.comm_ms * 10 | round / 10) ms; exposed \(.exposed_comm_ms * 10 | round / 10) ms = \(.exposed_comm_ms / .comm_ms * 1000 | round / 10)% of it (target <= 10% with compute >= 1.5x)"' \
   "$out/overlap.json"
