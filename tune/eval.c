@@ -178,36 +178,14 @@ static hsr_status x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
 /* Host: a finished stage 1 posts its replicate all-reduce at the next
  * progress point, and a retire waits for its stages. CUDA: the reduce stream
  * orders the stages; the program does not wait for them. */
-static const hsr_sched_exec exec_host = {.gather = x_gather,
-                                         .gather_wait = x_wait,
-                                         .reshard = x_reshard,
-                                         .grad_buf = x_grad_buf,
-                                         .norm = x_norm,
-                                         .optim = x_optim,
-                                         .regather = x_regather,
-                                         .regather_wait = x_wait,
-                                         .grad_zero = x_grad_zero,
-                                         .stage_cast = x_stage_cast,
-                                         .stage1 = x_stage1,
-                                         .stage2 = x_stage2,
-                                         .deferred_ar = x_stage2,
-                                         .test = x_test,
-                                         .wait = x_red_wait,
-                                         .accumulate = x_accumulate};
-static const hsr_sched_exec exec_gpu = {.gather = x_gather,
-                                        .gather_wait = x_wait,
-                                        .reshard = x_reshard,
-                                        .grad_buf = x_grad_buf,
-                                        .norm = x_norm,
-                                        .optim = x_optim,
-                                        .regather = x_regather,
-                                        .regather_wait = x_wait,
-                                        .grad_zero = x_grad_zero,
-                                        .stage_cast = x_stage_cast,
-                                        .stage1 = x_stage1,
-                                        .stage2 = x_stage2,
-                                        .deferred_ar = x_stage2,
-                                        .accumulate = x_accumulate};
+#define EV_EXEC_COMMON                                                                                     \
+  .gather = x_gather, .gather_wait = x_wait, .reshard = x_reshard, .grad_buf = x_grad_buf, .norm = x_norm, \
+  .optim = x_optim, .regather = x_regather, .regather_wait = x_wait, .grad_zero = x_grad_zero,             \
+  .stage_cast = x_stage_cast, .stage1 = x_stage1, .stage2 = x_stage2, .deferred_ar = x_stage2,             \
+  .accumulate = x_accumulate
+static const hsr_sched_exec exec_host = {EV_EXEC_COMMON, .test = x_test, .wait = x_red_wait};
+static const hsr_sched_exec exec_gpu = {EV_EXEC_COMMON};
+#undef EV_EXEC_COMMON
 
 static void run(ev *e, hsr_status st, const hsr_sched_action *acts, int n) {
   if (st == HSR_OK && e->err == HSR_OK && e->t.err == HSR_OK)

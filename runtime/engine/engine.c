@@ -144,52 +144,15 @@ hsr_status rt_x_grad_buf(void *ctx, const hsr_sched_action *a) {
 
 /* The engine as an executor: every callback, on host and on the device
  * (where the streams order the reduction stages: nothing to test). */
-static const hsr_sched_exec exec_host = {
-    .get = rt_pool_get,
-    .put = rt_pool_put,
-    .setup = rt_x_setup,
-    .gather = rt_x_gather,
-    .gather_wait = rt_x_gather_wait,
-    .reshard = rt_x_reshard,
-    .release = rt_x_release,
-    .grad_buf = rt_x_grad_buf,
-    .norm = rt_x_norm,
-    .optim = rt_x_optim,
-    .regather = rt_x_regather,
-    .regather_wait = rt_x_regather_wait,
-    .grad_zero = rt_x_grad_zero,
-    .stage_cast = rt_x_stage_cast,
-    .stage1 = rt_x_stage1,
-    .stage1_done = rt_x_stage1_done,
-    .stage2 = rt_x_stage2,
-    .deferred_ar = rt_x_deferred_ar,
-    .test = rt_x_test,
-    .wait = rt_x_wait,
-    .accumulate = rt_x_accumulate,
-};
-static const hsr_sched_exec exec_gpu = {
-    .get = rt_pool_get,
-    .put = rt_pool_put,
-    .setup = rt_x_setup,
-    .gather = rt_x_gather,
-    .gather_wait = rt_x_gather_wait,
-    .reshard = rt_x_reshard,
-    .release = rt_x_release,
-    .grad_buf = rt_x_grad_buf,
-    .norm = rt_x_norm,
-    .optim = rt_x_optim,
-    .regather = rt_x_regather,
-    .regather_wait = rt_x_regather_wait,
-    .grad_zero = rt_x_grad_zero,
-    .stage_cast = rt_x_stage_cast,
-    .stage1 = rt_x_stage1,
-    .stage1_done = rt_x_stage1_done,
-    .stage2 = rt_x_stage2,
-    .deferred_ar = rt_x_deferred_ar,
-    .test = NULL,
-    .wait = rt_x_wait,
-    .accumulate = rt_x_accumulate,
-};
+#define RT_EXEC_COMMON                                                                                                 \
+  .get = rt_pool_get, .put = rt_pool_put, .setup = rt_x_setup, .gather = rt_x_gather, .gather_wait = rt_x_gather_wait, \
+  .reshard = rt_x_reshard, .release = rt_x_release, .grad_buf = rt_x_grad_buf, .norm = rt_x_norm, .optim = rt_x_optim, \
+  .regather = rt_x_regather, .regather_wait = rt_x_regather_wait, .grad_zero = rt_x_grad_zero,                         \
+  .stage_cast = rt_x_stage_cast, .stage1 = rt_x_stage1, .stage1_done = rt_x_stage1_done, .stage2 = rt_x_stage2,        \
+  .deferred_ar = rt_x_deferred_ar, .wait = rt_x_wait, .accumulate = rt_x_accumulate
+static const hsr_sched_exec exec_host = {RT_EXEC_COMMON, .test = rt_x_test};
+static const hsr_sched_exec exec_gpu = {RT_EXEC_COMMON, .test = NULL};
+#undef RT_EXEC_COMMON
 
 const hsr_sched_exec *rt_exec_of(int gpu) { return gpu ? &exec_gpu : &exec_host; }
 
