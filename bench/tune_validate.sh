@@ -159,7 +159,7 @@ printf '%s\n' "${pts[@]}" | sort -n | awk '
         return;
       }
     printf "# %s: no swap between %.0f and %.0f Mbit/s (all %s 1)\n", name, r[1] / 1e6, r[n] / 1e6,
-           y[col, 1] > 1 ? "above" : "below";
+           (y[col, 1] > 1 ? "above" : "below");
   }
   { n++; r[n] = $1; y[1, n] = $2; y[2, n] = $3 }
   END {
