@@ -63,7 +63,7 @@ IFS=, read -r -a rl <<<"$rates"
 for r in "${rl[@]}"; do ac_rate --rates "$r"; done
 command -v jq >/dev/null || ac_die "jq is not installed (scripts/setup.sh installs it)"
 hsr="$build/hsr"; run="$build/hsr-run"
-for x in "$hsr" "$run"; do [ -x "$x" ] || ac_die "$x not found (build first)"; done
+[ "$only_sum" = 1 ] || for x in "$hsr" "$run"; do [ -x "$x" ] || ac_die "$x not found (build first)"; done
 if [ -z "$out" ]; then out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; fi
 mkdir -p "$out"
 
