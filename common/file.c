@@ -180,6 +180,15 @@ static int sink_close(void *cookie) {
   return bad ? -1 : 0;
 }
 
+/* Removes what o made, keeping the error that made it fail (the removal may
+ * set another). */
+static hsr_status abort_keeping(hsr_out *o, hsr_status st) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", hsr_last_error());
+  hsr_out_abort(o);
+  return hsr_error(st, "%s", msg);
+}
+
 hsr_status hsr_out_open(hsr_out *o, const char *what, const char *path, int mode) {
   memset(o, 0, sizeof *o);
   o->fd = -1;
@@ -233,12 +242,7 @@ hsr_status hsr_out_open(hsr_out *o, const char *what, const char *path, int mode
       o->fd = fd;
     }
   }
-  if (st != HSR_OK) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", hsr_last_error());
-    hsr_out_abort(o);
-    return hsr_error(st, "%s", msg);
-  }
+  if (st != HSR_OK) return abort_keeping(o, st);
   return HSR_OK;
 }
 
@@ -275,12 +279,7 @@ hsr_status hsr_out_close(hsr_out *o) {
     free(o->tmp);
     o->tmp = NULL;
   }
-  if (st != HSR_OK) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", hsr_last_error());
-    hsr_out_abort(o);
-    return hsr_error(st, "%s", msg);
-  }
+  if (st != HSR_OK) return abort_keeping(o, st);
   hsr_out_abort(o); /* frees; nothing left to remove */
   return HSR_OK;
 }
