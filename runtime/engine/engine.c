@@ -163,6 +163,11 @@ hsr_status rt_run(hsr_rt *rt, const hsr_sched_action *acts, int n) {
 /* ---- the lifecycle ---- */
 hsr_status rt_need_committed(const hsr_rt *rt, const char *what) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  if (rt->commit == RT_COMMITTED && rt->torn && strcmp(what, "load") != 0)
+    return hsr_error(HSR_ERR_STATE,
+                     "%s: a checkpoint load into this fresh engine failed after it had begun writing its state in "
+                     "place; load a checkpoint again (or destroy the engine)",
+                     what);
   if (rt->commit == RT_COMMITTED) return HSR_OK;
   if (rt->commit == RT_BROKEN)
     return hsr_error(HSR_ERR_STATE, "%s: the engine's commit failed earlier (%s); destroy it", what, rt->commit_msg);

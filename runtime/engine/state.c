@@ -112,6 +112,7 @@ hsr_status rt_state_installed(hsr_rt *rt) {
                           rt->cfg.param_dtype);
   }
   if (st == HSR_OK) st = rt_dev_sync(rt->dv, CS(rt)); /* before the caller's staging buffers go */
+  if (st == HSR_OK) rt->loaded = 1;
   return st;
 }
 
@@ -135,6 +136,19 @@ hsr_status rt_state_regather(hsr_rt *rt) {
 }
 
 void rt_state_set_step(hsr_rt *rt, int64_t step) { rt->step = step; }
+
+int rt_state_fresh(const hsr_rt *rt) { return rt->step == 0 && !rt->loaded && !rt->grad_ready; }
+
+void rt_state_torn(hsr_rt *rt, int torn) { rt->torn = torn; }
+
+hsr_status rt_state_commit(hsr_rt *rt) {
+  if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  int torn = rt->torn;
+  rt->torn = 0;
+  hsr_status st = hsr_rt_commit(rt);
+  rt->torn = torn;
+  return st;
+}
 
 void rt_state_phase(hsr_rt *rt) { rt_obs_phase(rt->obs, HSR_PHASE_CKPT, -1); }
 

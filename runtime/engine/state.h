@@ -83,6 +83,14 @@ hsr_status rt_state_installed(hsr_rt *rt);
 hsr_status rt_state_regather(hsr_rt *rt);
 /* The optimizer's step count after a load. */
 void rt_state_set_step(hsr_rt *rt, int64_t step);
+/* 1 while the state is only the engine's initialization: no step taken,
+ * nothing loaded, no gradient pending. */
+int rt_state_fresh(const hsr_rt *rt);
+/* A load writing in place marks the state torn while it runs: until it is
+ * cleared (a load that succeeds), every use but another load is refused. */
+void rt_state_torn(hsr_rt *rt, int torn);
+/* hsr_rt_commit for a load, which a torn state does not refuse. */
+hsr_status rt_state_commit(hsr_rt *rt);
 
 /* The ledger and the fault hook: the checkpoint phase begins; HSR_FAULT at
  * `phase`. */
