@@ -49,6 +49,11 @@ static const hsr_env_info table[] = {
     {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, G, "1G", "runtime",
      "checkpoint staging a rank may hold: a save writes through at most 8 MiB of it; a load holds its part (1/R of "
      "its shard) and an 8 MiB read window, and reads twice (verify, then its whole shard again) when they do not fit"},
+    {"HSR_CKPT_IN_PLACE", HSR_ENV_CHOICE, 0, 0, "auto|on|off", 0, "auto", "runtime",
+     "where a load on host memory reads: `auto` straight into the engine when its state is only its "
+     "initialization (no step taken, nothing loaded), else into a held copy installed once every rank has "
+     "verified; `on` always in place (a failed load then leaves the state torn: only another load may use it); "
+     "`off` always held"},
     {"HSR_CKPT_EXCHANGE", HSR_ENV_CHOICE, 0, 0, "on|off", 0, "on", "runtime",
      "a load's replicas of a shard: `on` split the reads and all-gather what they read over the replicate group; "
      "`off` each reads its whole shard (the disk, or one host's page cache, serves each byte R times)"},
@@ -109,6 +114,9 @@ static const hsr_env_info table[] = {
      "instead of /proc/meminfo's MemAvailable"},
     {"HSR_CKPT_FAULT", HSR_ENV_STAGE, 0, 0, "after_data|before_manifest_rename|before_latest", 0, "unset", "runtime",
      "test hook: rank 0 exits (code 3) at that stage of a save (optionally only the save of step STEP)"},
+    {"HSR_CKPT_IOV", HSR_ENV_INT, 2, 1024, NULL, 1024, "1024", "runtime",
+     "test hook: the most pieces one read of a load in place scatters (IOV_MAX is 1024); a window that needs more "
+     "ends at its last whole block, and a block that needs more goes through the read window"},
     {"HSR_CKPT_DELAY", HSR_ENV_FLOAT, 0, 3600, NULL, 0, "0", "runtime",
      "test hook: an asynchronous save's writer waits this many seconds before it writes its data file, so that a "
      "test can change the engine's state meanwhile"},

@@ -11,7 +11,10 @@
  *                            (HSR_CKPT_BUFFER of the load), block=BYTES
  *                            (HSR_CKPT_BLOCK of the saves), exchange=off
  *                            (HSR_CKPT_EXCHANGE of the load: each replica
- *                            reads its whole shard), async=1 (the
+ *                            reads its whole shard), inplace=off
+ *                            (HSR_CKPT_IN_PLACE of the load: held, then
+ *                            installed), iov=N (HSR_CKPT_IOV: reads in
+ *                            place of at most N pieces), async=1 (the
  *                            half-way save is asynchronous: its writer is
  *                            held back (HSR_CKPT_DELAY) while the same
  *                            engine trains the 6 steps after it, which must
@@ -66,7 +69,7 @@ typedef struct env {
 typedef struct spec {
   hsr_rt_config cfg;
   int async;
-  char buffer[32], block[32], exchange[8];
+  char buffer[32], block[32], exchange[8], inplace[8], iov[8];
   char text[256];
 } spec;
 
@@ -93,6 +96,10 @@ static int parse_spec(const char *s, spec *out) {
       snprintf(out->buffer, sizeof out->buffer, "%s", v);
     } else if (!strcmp(kv, "exchange")) {
       snprintf(out->exchange, sizeof out->exchange, "%s", v);
+    } else if (!strcmp(kv, "inplace")) {
+      snprintf(out->inplace, sizeof out->inplace, "%s", v);
+    } else if (!strcmp(kv, "iov")) {
+      snprintf(out->iov, sizeof out->iov, "%s", v);
     } else if (!strcmp(kv, "async")) {
       out->async = atoi(v);
     } else if (!strcmp(kv, "block")) {
@@ -358,9 +365,15 @@ static int resume_pair(env *e, const char *pair, int idx) {
   OK(hsr_ckpt_state_create(&ps));
   set_env("HSR_CKPT_BUFFER", ls.buffer);
   set_env("HSR_CKPT_EXCHANGE", ls.exchange);
+  set_env("HSR_CKPT_IN_PLACE", ls.inplace);
+  set_env("HSR_CKPT_IOV", ls.iov);
   OK(hsr_ckpt_load(r2.rt, d_half, ps, &lst));
   set_env("HSR_CKPT_BUFFER", NULL);
   set_env("HSR_CKPT_EXCHANGE", NULL);
+  set_env("HSR_CKPT_IN_PLACE", NULL);
+  set_env("HSR_CKPT_IOV", NULL);
+  /* a fresh engine on host memory is loaded in place unless told otherwise */
+  CHECK(lst.in_place == (strcmp(ls.inplace, "off") != 0), "%s: in_place %d", pair, lst.in_place);
   int64_t sample = -1;
   uint64_t seed = 0;
   OK(hsr_ckpt_state_get_i64(ps, "data.sample_index", &sample));

@@ -144,6 +144,7 @@ static int save_variant(env *e, const spec *sp, mlp_cfg m, const char *root) {
 }
 
 static int mr_ckpt_corrupt(env *e) {
+  static const hsr_ckpt_save_opts o_sync = {NULL, 0, NULL, NULL, NULL, 0};
   spec sp;
   int n = hsr_boot_size(e->boot);
   char txt[64], good[300], shp[300], oth[300], dir[300], tag[16];
@@ -198,6 +199,57 @@ static int mr_ckpt_corrupt(env *e) {
     for (int k = 0; k < 4; k++) total += mlp_param_numel(&model, u, k);
   CHECK(again && !memcmp(before, again, total * 4), "loading the good checkpoint back does not restore step 3");
   free(again);
+  /* A fresh engine is loaded in place (HSR_CKPT_IN_PLACE=auto): the manifest
+   * cases above are refused before any byte lands, but a corrupted block is
+   * found after its window was written, so the state is torn: everything but
+   * another load is refused, and the good checkpoint then loads. */
+  char bad[300];
+  if (shared_dir(e, "torn", bad, sizeof bad)) return 1;
+  int made = g_rank == 0 ? make_case(1, gdir, shp, oth, bad) : 0; /* a flipped byte in a data file */
+  OK(hsr_boot_bcast(e->boot, &made, sizeof made, 0));
+  if (made) FAIL("could not build the flipped-byte case");
+  hsr_ckpt_stats ls;
+  for (int mode = 0; mode < 2; mode++) { /* auto, then off */
+    set_env("HSR_CKPT_IN_PLACE", mode ? "off" : NULL);
+    run f;
+    if (run_open(e, &sp, &model, &f)) return 1;
+    float *init = snapshot(f.rt);
+    if (!init) FAIL("snapshot of a fresh engine failed");
+    hsr_status st = hsr_ckpt_load(f.rt, bad, NULL, NULL);
+    char keep[1200];
+    snprintf(keep, sizeof keep, "%s", hsr_last_error());
+    CHECK(st == HSR_ERR_IO && strstr(keep, "corrupted"), "fresh engine (%s), flipped byte: %s (%s)",
+          mode ? "off" : "auto", hsr_status_str(st), keep);
+    CHECK(same_everywhere(e, keep), "fresh engine: ranks report different messages ('%s' here)", keep);
+    if (!mode) {
+      CHECK(strstr(keep, "partly overwritten") != NULL, "in place: the message '%s' does not say the state is torn",
+            keep);
+      st = hsr_rt_param_read(f.rt, "head.b", init);
+      CHECK(st == HSR_ERR_STATE && strstr(hsr_last_error(), "load a checkpoint again"),
+            "a torn engine's parameters were read: %s (%s)", hsr_status_str(st), hsr_last_error());
+      st = hsr_ckpt_save(f.rt, bad, &o_sync, NULL);
+      CHECK(st == HSR_ERR_STATE, "a torn engine was saved: %s (%s)", hsr_status_str(st), hsr_last_error());
+    } else {
+      float *after = snapshot(f.rt);
+      CHECK(strstr(keep, "partly overwritten") == NULL, "held: the message '%s' says the state is torn", keep);
+      CHECK(after && !memcmp(init, after, total * 4), "HSR_CKPT_IN_PLACE=off: a failed load changed a fresh engine");
+      free(after);
+    }
+    OK(hsr_ckpt_load(f.rt, latest, NULL, &ls));
+    CHECK(ls.in_place == !mode && ls.reads == 1, "fresh engine (%s): in_place %d reads %d", mode ? "off" : "auto",
+          ls.in_place, ls.reads);
+    float *fixed = snapshot(f.rt);
+    CHECK(fixed && !memcmp(before, fixed, total * 4), "fresh engine (%s): the good checkpoint does not restore step 3",
+          mode ? "off" : "auto");
+    free(fixed);
+    free(init);
+    if (run_steps(&f, &sp, 3, 4)) return 1; /* usable again */
+    OK(hsr_ckpt_load(f.rt, latest, NULL, &ls));
+    CHECK(ls.in_place == 0, "an engine that has stepped was loaded in place");
+    run_close(&f);
+    if (g_rank == 0) printf("ok fresh engine, HSR_CKPT_IN_PLACE=%s: %s\n", mode ? "off" : "auto", keep);
+  }
+  set_env("HSR_CKPT_IN_PLACE", NULL);
   free(before);
   /* a save that cannot write: every rank fails with rank 0's message */
   char file[400];

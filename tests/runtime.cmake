@@ -193,13 +193,15 @@ set_tests_properties(test_gpt_gpu PROPERTIES LABELS gpu TIMEOUT 150 ENVIRONMENT 
 hsr_add_program(mr_ckpt mr_ckpt.c ${HSR_MLP_SOURCES} ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
 hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> resume
   "strategy=hybrid,S=2->strategy=hybrid,S=2"
-  "strategy=fsdp,S=4,block=256->strategy=fsdp,S=4,block=256,buffer=4096"
+  "strategy=fsdp,S=4,block=256->strategy=fsdp,S=4,block=256,buffer=4096,inplace=off"
+  "strategy=fsdp,S=4,block=256->strategy=hybrid,S=2,iov=3"
   "strategy=hybrid,S=2->strategy=fsdp,S=4,reshard=partial:2,prefetch=2"
-  "strategy=hybrid,S=2,block=512->strategy=ddp,buffer=4096"
+  "strategy=hybrid,S=2,block=512->strategy=ddp,buffer=4096,inplace=off"
+  "strategy=hybrid,S=2,block=512->strategy=ddp,iov=2"
   "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4"
   "strategy=zero1,S=4->strategy=zero1,S=4"
   "strategy=zero2,S=2,R=2->strategy=zero2,S=2,R=2"
-  "strategy=hybrid,S=2->strategy=hybrid,S=2,exchange=off"
+  "strategy=hybrid,S=2->strategy=hybrid,S=2,exchange=off,inplace=off"
   "strategy=hybrid,S=2->strategy=hybrid,S=1,R=4,exchange=on"
   "strategy=ddp->strategy=ddp"
   "strategy=hybrid,S=2->strategy=zero1,S=2,R=2"
@@ -209,12 +211,13 @@ hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMM
   # the outer shard (master, m, v over S x R): itself bitwise, optim to none and back, onto other meshes
   "strategy=hybrid,S=2,outer=optim->strategy=hybrid,S=2,outer=optim"
   "strategy=hybrid,S=2,outer=optim->strategy=hybrid,S=2"
-  "strategy=hybrid,S=2->strategy=hybrid,S=2,outer=optim,block=256,buffer=4096"
+  "strategy=hybrid,S=2->strategy=hybrid,S=2,outer=optim,block=256,buffer=4096,inplace=off"
   "strategy=hybrid,S=2,outer=optim->strategy=fsdp,S=4,reshard=partial:2"
   "strategy=hybrid,S=1,R=4,outer=optim,pdt=bf16->strategy=hybrid,S=2,outer=optim,micro=2,sync=rs_only"
   "strategy=zero1,S=4->strategy=hybrid,S=1,R=4,outer=optim"
   "strategy=hybrid,S=2,async=1->strategy=hybrid,S=2"
-  "strategy=fsdp,S=4,async=1,block=256->strategy=hybrid,S=2,buffer=4096"
+  "strategy=fsdp,S=4,async=1,block=256->strategy=hybrid,S=2,buffer=4096,inplace=off"
+  "strategy=hybrid,S=2->strategy=zero2,S=2,R=2,inplace=off"
   "strategy=zero1,S=2,R=2,async=1->strategy=zero1,S=2,R=2")
 hsr_add_mpi_test(NAME ckpt_corrupt_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> corrupt)
 add_test(NAME ckpt_state COMMAND $<TARGET_FILE:mr_ckpt> state)

@@ -123,6 +123,7 @@ typedef struct hsr_ckpt_stats {
   int readers;               /* load: ranks that read each saved byte: 1 when the R replicas split the reads and
                                 exchange them (or with the outer shard, where one rank holds each piece), R when
                                 each reads its whole shard (HSR_CKPT_EXCHANGE=off) */
+  int in_place;              /* load: read straight into the engine's memory (HSR_CKPT_IN_PLACE), not held first */
 } hsr_ckpt_stats;
 
 /* Saves the engine's state (fp32 master weights, moments m and v, step,
@@ -154,11 +155,18 @@ HSR_API hsr_status hsr_ckpt_poll(hsr_rt *rt, int *pending);
 
 /* Loads a checkpoint into the engine, on any mesh, strategy, reshard policy
  * and prefetch depth. path: a checkpoint directory or a root (its latest).
- * All or nothing: every rank verifies the manifest, that the names, shapes,
- * dtypes and optimizer groups match what the program registered, and the
- * checksums of everything it reads, before any state changes; if any rank
- * fails, every rank returns the same message ("rank R: ...", naming the
- * file, the tensor and the problem) and the engine is unchanged. Restores
+ * Every rank verifies the manifest, that the names, shapes, dtypes and
+ * optimizer groups match what the program registered, every file's size and
+ * the checksum of every block it reads; if any rank fails, every rank
+ * returns the same message ("rank R: ...", naming the file, the tensor and
+ * the problem). All or nothing for an engine that has trained (or loaded):
+ * its state changes only after every rank has verified, so a failed load
+ * leaves it unchanged. A fresh engine (no step taken, nothing loaded: what
+ * a resume has) on host memory is read in place, as DCP does, with no
+ * held copy: the checks that need no data still come first, on every
+ * rank, but a corrupted block is found once its window has landed, and
+ * then the engine is torn: every call but another load is refused until one
+ * succeeds (HSR_CKPT_IN_PLACE: auto, on, off). Restores
  * master weights, moments, the parameters (cast of the masters), the step
  * and each group's learning rate (the program's betas, eps, weight decay and
  * clip stay; a difference is logged). program (may be NULL) receives the

@@ -123,6 +123,12 @@ hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, si
  * and verified in place (a load on the saving mesh copies nothing). */
 hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes);
 
+/* The same straight into each span's dst (host memory; a load in place):
+ * each window of whole blocks is one preadv, its vector sending the needed
+ * bytes to their spans and the rest of the blocks to buf, then verified
+ * across that vector. Nothing is copied but by the kernel. */
+hsr_status ckpt_read_into(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes);
+
 /* HSR_CKPT_FAULT=STAGE[:STEP] (test hook): rank 0 exits at STAGE of the save
  * of STEP (any step when omitted). */
 typedef enum ckpt_stage {

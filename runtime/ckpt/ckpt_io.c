@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <isa-l/crc.h>
 #include <zlib.h>
@@ -190,7 +191,6 @@ static hsr_status open_data(const hsr_ckpt *c, int f, const ckpt_span *s, int *f
     snprintf(why, sizeof why, "%s", hsr_last_error());
     return hsr_error(ost, "checkpoint '%s': %s (it holds %s)", c->dir, why, what);
   }
-  posix_fadvise(*fd, 0, 0, POSIX_FADV_SEQUENTIAL); /* a larger read-ahead: windows are read in file order */
   struct stat sb;
   if (fstat(*fd, &sb) || (uint64_t)sb.st_size != c->f[f].bytes) {
     uint64_t have = (uint64_t)sb.st_size;
@@ -250,7 +250,6 @@ hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, si
           ce = cb + capB < fb ? cb + capB : fb;
           st = read_chunk(c, f, fd, cb, ce, buf, &s[i]);
           if (st != HSR_OK) break;
-          if (ce < fb) posix_fadvise(fd, (off_t)ce, (off_t)capB, POSIX_FADV_WILLNEED); /* the next window */
           if (bytes) *bytes += ce - cb;
         }
         uint64_t take = (end < ce ? end : ce) - pos;
@@ -282,10 +281,6 @@ hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, siz
     int f = s[i].file, fd = -1, e = i;
     while (e < n && s[e].file == f) e++;
     st = open_data(c, f, &s[i], &fd);
-    /* the disk streams the whole of what is needed from this file while the
-     * windows before are verified */
-    uint64_t B0 = s[i].off / B * B, B1 = s[e - 1].off + s[e - 1].len;
-    if (st == HSR_OK) posix_fadvise(fd, (off_t)B0, (off_t)(B1 - B0), POSIX_FADV_WILLNEED);
     uint64_t fb = c->f[f].bytes, bcb = 0, bce = 0, pos = s[i].off; /* the bounce buffer holds [bcb, bce) */
     for (int k = i; k < e && st == HSR_OK;) {
       uint64_t end = s[k].off + s[k].len;
@@ -297,7 +292,6 @@ hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, siz
       if (run > cb && (run >= ce || run - cb >= B)) { /* whole blocks straight into the hold memory */
         if (run < ce) ce = run / B * B;
         st = read_chunk(c, f, fd, cb, ce, s[k].hold + (cb - s[k].off), &s[k]);
-        if (st == HSR_OK && ce < fb) posix_fadvise(fd, (off_t)ce, (off_t)capB, POSIX_FADV_WILLNEED);
         if (bytes) *bytes += ce - cb;
         pos = ce;
         while (k < e && s[k].off + s[k].len <= pos) k++; /* read whole */
@@ -308,7 +302,6 @@ hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, siz
         bcb = cb, bce = ce;
         st = read_chunk(c, f, fd, bcb, bce, buf, &s[k]);
         if (st != HSR_OK) break;
-        if (bce < fb) posix_fadvise(fd, (off_t)bce, (off_t)capB, POSIX_FADV_WILLNEED);
         if (bytes) *bytes += bce - bcb;
       }
       uint64_t take = (end < bce ? end : bce) - pos;
@@ -318,6 +311,119 @@ hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, siz
     if (fd >= 0) close(fd);
     i = e;
   }
+  return st;
+}
+
+/* ---- the reader in place ---- */
+#define CKPT_IOV 1024 /* IOV_MAX on Linux */
+
+static hsr_status preadv_all(int fd, struct iovec *v, int n, uint64_t off) {
+  while (n) {
+    ssize_t r = preadv(fd, v, n, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return hsr_error(HSR_ERR_IO, "%s", r < 0 ? strerror(errno) : "unexpected end of file");
+    off += (uint64_t)r;
+    for (size_t got = (size_t)r; n && got >= v->iov_len; n--, v++) got -= v->iov_len, r = (ssize_t)got;
+    if (n && r) v->iov_base = (char *)v->iov_base + r, v->iov_len -= (size_t)r;
+  }
+  return HSR_OK;
+}
+
+/* Every block of file bytes [cb, ce), read into the vector v, against the
+ * manifest. */
+static hsr_status check_vec(const hsr_ckpt *c, int f, uint64_t cb, uint64_t ce, const struct iovec *v, int n) {
+  const ckpt_file *fi = &c->f[f];
+  uint64_t B = c->info.block_bytes, pos = cb, at = 0; /* at: bytes of v[0] already fed */
+  for (uint64_t b = cb / B; b * B < ce; b++) {
+    uint64_t end = (b + 1) * B < ce ? (b + 1) * B : ce;
+    uint32_t got = 0;
+    while (pos < end && n) {
+      uint64_t take = v->iov_len - at < end - pos ? v->iov_len - at : end - pos;
+      got = crc_feed(got, (const char *)v->iov_base + at, take);
+      pos += take, at += take;
+      if (at == v->iov_len) v++, n--, at = 0;
+    }
+    if (got != fi->blocks[b]) {
+      char what[256];
+      ckpt_what_at(c, f, b * B, what, sizeof what);
+      return hsr_error(HSR_ERR_IO,
+                       "checkpoint '%s': data file '%s' block %" PRIu64 " (bytes [%" PRIu64 ", %" PRIu64
+                       ")) has crc32 0x%08x, the manifest records 0x%08x: corrupted (the block starts in %s)",
+                       c->dir, fi->name, b, b * B, end, got, fi->blocks[b], what);
+    }
+  }
+  return HSR_OK;
+}
+
+/* The vector of file bytes [cb, ce) (spans k.. of file f, sorted): each
+ * needed byte to its span's memory, the others (what other ranks need of
+ * the same blocks) to buf. Returns where it stopped: ce, or before it when
+ * the vector is full. */
+static uint64_t build_vec(const ckpt_span *s, int k, int e, uint64_t cb, uint64_t ce, char *buf, struct iovec *v,
+                          int max, int *nv) {
+  uint64_t p = cb;
+  *nv = 0;
+  while (p < ce && *nv < max) {
+    while (k < e && s[k].off + s[k].len <= p) k++;
+    uint64_t to;
+    char *at;
+    if (k < e && s[k].off <= p) {
+      to = s[k].off + s[k].len < ce ? s[k].off + s[k].len : ce;
+      at = (char *)s[k].dst + (p - s[k].off);
+    } else {
+      to = k < e && s[k].off < ce ? s[k].off : ce;
+      at = buf + (p - cb);
+    }
+    v[(*nv)++] = (struct iovec){at, (size_t)(to - p)};
+    p = to;
+  }
+  return p;
+}
+
+hsr_status ckpt_read_into(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes) {
+  uint64_t B = c->info.block_bytes, capB = cap / B * B;
+  if (capB == 0) return hsr_error(HSR_ERR_INTERNAL, "checkpoint: a %zu-byte buffer is under one block", cap);
+  long max = CKPT_IOV; /* HSR_CKPT_IOV (test hook) */
+  HSR_CHECK(hsr_env_get_long("HSR_CKPT_IOV", &max));
+  struct iovec *v = malloc((size_t)max * sizeof *v);
+  if (!v) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  if (n) qsort(s, (size_t)n, sizeof *s, span_cmp);
+  hsr_status st = HSR_OK;
+  for (int i = 0; i < n && st == HSR_OK;) {
+    int f = s[i].file, fd = -1, e = i, nv = 0;
+    while (e < n && s[e].file == f) e++;
+    st = open_data(c, f, &s[i], &fd);
+    uint64_t fb = c->f[f].bytes, last = s[e - 1].off + s[e - 1].len, pos = 0;
+    uint64_t lim = (last + B - 1) / B * B < fb ? (last + B - 1) / B * B : fb; /* through the last block needed */
+    for (int k = i; k < e && st == HSR_OK;) {
+      uint64_t from = s[k].off > pos ? s[k].off : pos, cb = from / B * B, ce = cb + capB < lim ? cb + capB : lim;
+      uint64_t got = build_vec(s, k, e, cb, ce, buf, v, (int)max, &nv);
+      if (got < ce && got / B * B > cb) /* the vector is full: the window ends at its last whole block */
+        ce = got / B * B, build_vec(s, k, e, cb, ce, buf, v, (int)max, &nv);
+      if (got < ce) { /* one block of more pieces than a vector holds: through buf */
+        ce = cb + B < lim ? cb + B : lim;
+        st = read_chunk(c, f, fd, cb, ce, buf, &s[k]);
+        for (int j = k; j < e && s[j].off < ce && st == HSR_OK; j++) {
+          uint64_t a = s[j].off > cb ? s[j].off : cb, z = s[j].off + s[j].len < ce ? s[j].off + s[j].len : ce;
+          if (a < z) memcpy((char *)s[j].dst + (a - s[j].off), (const char *)buf + (a - cb), (size_t)(z - a));
+        }
+      } else if ((st = preadv_all(fd, v, nv, cb)) != HSR_OK) {
+        char what[256];
+        span_what(c, &s[k], what, sizeof what);
+        st = hsr_error(HSR_ERR_IO, "checkpoint '%s': reading bytes [%" PRIu64 ", %" PRIu64 ") of '%s' failed: %s (%s)",
+                       c->dir, cb, ce, c->f[f].name, hsr_last_error(), what);
+      } else { /* preadv_all moved the vector's bases: built again for the check */
+        build_vec(s, k, e, cb, ce, buf, v, (int)max, &nv);
+        st = check_vec(c, f, cb, ce, v, nv);
+      }
+      if (bytes) *bytes += ce - cb;
+      pos = ce;
+      while (k < e && s[k].off + s[k].len <= pos) k++;
+    }
+    if (fd >= 0) close(fd);
+    i = e;
+  }
+  free(v);
   return st;
 }
 
