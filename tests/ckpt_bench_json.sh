@@ -15,14 +15,15 @@ import json, math, sys
 o = json.load(open(sys.argv[1]))
 assert o["ranks"] == 4 and o["replicate"] == 2 and o["shard"] == 2, o
 times = ["disk_seq_write_s", "disk_parallel_write_s", "disk_share_write_s", "save_s", "save_blocked_s", "save_data_s",
-         "disk_seq_read_s", "disk_parallel_read_s", "load_s", "load_data_s", "staging_copy_s", "async_blocked_s",
+         "disk_seq_read_s", "disk_parallel_read_s", "load_s", "load_data_s", "load_held_s", "load_held_data_s", "staging_copy_s", "async_blocked_s",
          "async_stage_s", "async_commit_s", "async_write_s", "step_s", "step_during_write_s"]
 for k in times:
     assert k in o and math.isfinite(o[k]) and o[k] > 0, (k, o.get(k))
-for k in ["async_blocked_vs_copy", "async_step_slowdown", "async_write_vs_parallel_write", "load_vs_parallel_read"]:
+for k in ["async_blocked_vs_copy", "async_step_slowdown", "async_write_vs_parallel_write", "load_vs_parallel_read",
+          "load_held_vs_parallel_read"]:
     assert math.isfinite(o[k]), (k, o[k])
 assert o["async_blocked_s"] >= o["async_stage_s"], o
-assert o["load_reads"] == 1 and o["steps"] == 2, o
+assert o["load_reads"] == 1 and o["load_held_reads"] == 1 and o["steps"] == 2, o
 assert o["step_s"] >= 0.02, o  # the waits are in the steps
 PY
 echo "ckpt_bench_json: ok"

@@ -8,7 +8,8 @@
  * a wait without a core, as a GPU kernel, and AdamW on the shard, which
  * writes the master and moments the save must not see), timed without a
  * save and while the background write runs; the time the save blocked
- * against one copy of the rank's share into host memory.
+ * against one copy of the rank's share out of the engine's state into host
+ * memory. Loads twice a round: in place and held (HSR_CKPT_IN_PLACE).
  * Medians over --repeat rounds. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -47,6 +48,8 @@ enum {
   M_PAR_R,
   M_LOAD,
   M_LOAD_DATA,
+  M_LOAD_HELD,
+  M_LOAD_HELD_DATA,
   M_COPY,
   M_A_BLOCKED,
   M_A_STAGE,
@@ -54,19 +57,24 @@ enum {
   M_A_WRITE,
   M_STEP,
   M_STEP_BG,
+  M_COPY_TOUCHED,
   M_COUNT
 };
 static const char *const m_names[M_COUNT] = {
     "disk_seq_write_s", "disk_parallel_write_s", "disk_share_write_s",   "save_s",         "save_blocked_s",
     "save_data_s",      "disk_seq_read_s",       "disk_parallel_read_s", "load_s",         "load_data_s",
+    "load_held_s",      "load_held_data_s",
     "staging_copy_s",   "async_blocked_s",       "async_stage_s",        "async_commit_s", "async_write_s",
-    "step_s",           "step_during_write_s"};
+    "step_s",           "step_during_write_s",   "memcpy_touched_s"};
 
 static void bench_usage(void) {
   printf("usage: hsr-run -n 4 -- hsr ckpt bench [options]\n"
          "Saves and loads a checkpoint of a synthetic model and measures, in the same run and directory, the\n"
          "disk's own sequential synced write of the same bytes (one writer), every rank writing its share in\n"
          "parallel, one rank's share alone, and cold sequential reads (page cache dropped with posix_fadvise).\n"
+         "Each round loads twice from a cold cache: in place (HSR_CKPT_IN_PLACE=on, as into a fresh engine)\n"
+         "and held (=off, as into one that has trained); the async save's block is set against one copy of the\n"
+         "share out of the engine's master, m and v.\n"
          "  --size BYTES     checkpoint data bytes (12 per parameter: master, m, v) (default 256M)\n"
          "  --units N        units of the model, one parameter each (default 8)\n"
          "  --dir DIR        where to write (default /tmp); files are removed afterwards\n"
@@ -206,7 +214,7 @@ typedef struct bench_ctx {
   bench_args *a;
   hsr_boot *boot;
   hsr_rt *rt;
-  int rank, world, reads, overlapped, readers;
+  int rank, world, reads, overlapped, readers, held_reads;
   char base[4096];
   char *buf;
   size_t chunk;
@@ -247,7 +255,9 @@ static int dbl_cmp(const void *a, const void *b);
 
 /* Steps without a save; an async save; the same number of steps while it
  * runs (a rank times those that started before its writer finished), then
- * the wait. The yardstick of the block: one copy of the share. */
+ * the wait. The yardstick of the block: one copy of the share out of the
+ * engine's master, m and v (hsr_rt_slice_get) after a step, which is what
+ * staging must do at the least. */
 static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
   hsr_boot *b = x->boot;
   int n = x->a->steps, over = 0;
@@ -260,7 +270,10 @@ static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
   free(st);
   HSR_CHECK(rc);
   HSR_CHECK(slowest(b, base, &t[M_STEP]));
-  /* the staging copy alone: the share between two touched host buffers */
+  /* The staging copy alone, as the save must make it: the share's bytes
+   * from the engine's master, m and v (cold after the steps, as the save
+   * finds them) into a touched buffer; and, for scale, between two touched
+   * buffers (the memory's own copy speed). */
   size_t share = (size_t)x->share;
   char *src = malloc(share + 1), *dst = malloc(share + 1);
   if (!src || !dst) rc = hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory for two %zu-byte buffers", share);
@@ -271,9 +284,29 @@ static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
     dt = hsr_clock_s() - t0;
     volatile char seen = dst[share / 2]; /* the copy is used */
     (void)seen;
-    rc = slowest(b, dt, &t[M_COPY]);
+    rc = slowest(b, dt, &t[M_COPY_TOUCHED]);
   }
-  free(src), free(dst);
+  free(src);
+  if (rc == HSR_OK) rc = train_step(x, &dt); /* the state as a step leaves it */
+  if (rc == HSR_OK) {
+    double t0 = hsr_clock_s();
+    size_t off = 0;
+    for (int u = 0; u < x->a->units && off < share && rc == HSR_OK; u++) {
+      hsr_rt_slice sl;
+      rc = hsr_rt_slice_get(x->rt, u, &sl);
+      const float *kinds[3] = {sl.master, sl.m, sl.v};
+      for (int k = 0; k < 3 && rc == HSR_OK && off < share; k++) {
+        size_t take = sl.len * 4 < share - off ? sl.len * 4 : share - off;
+        memcpy(dst + off, kinds[k], take);
+        off += take;
+      }
+    }
+    dt = hsr_clock_s() - t0;
+    volatile char seen = dst[share / 2];
+    (void)seen;
+    if (rc == HSR_OK) rc = slowest(b, dt, &t[M_COPY]);
+  }
+  free(dst);
   HSR_CHECK(rc);
   if (x->rank == 0) remove_tree(ck);
   HSR_CHECK(hsr_boot_barrier(b));
@@ -295,6 +328,32 @@ static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
   HSR_CHECK(slowest(b, over ? bg / over : base, &t[M_STEP_BG]));
   x->overlapped = over;
   return slowest(b, over < n ? w.background_seconds + s.seconds : commit, &t[M_A_COMMIT]);
+}
+
+/* A load from a cold page cache with HSR_CKPT_IN_PLACE=mode: "on" as into a
+ * fresh engine (what --resume does), "off" as into one that has trained. */
+static hsr_status load_cold(bench_ctx *x, const char *ck, const char *mode, double *sec, double *data,
+                            hsr_ckpt_stats *s) {
+  hsr_boot *b = x->boot;
+  const char *was = getenv("HSR_CKPT_IN_PLACE");
+  char keep[64];
+  snprintf(keep, sizeof keep, "%s", was ? was : "");
+  if (x->rank == 0) drop_dir(ck);
+  HSR_CHECK(hsr_boot_barrier(b));
+  setenv("HSR_CKPT_IN_PLACE", mode, 1);
+  double t0 = hsr_clock_s();
+  hsr_status st = hsr_ckpt_load(x->rt, ck, NULL, s);
+  double dt = hsr_clock_s() - t0;
+  if (was)
+    setenv("HSR_CKPT_IN_PLACE", keep, 1);
+  else
+    unsetenv("HSR_CKPT_IN_PLACE");
+  HSR_CHECK(st);
+  if (s->in_place != !strcmp(mode, "on"))
+    return hsr_error(HSR_ERR_INTERNAL, "ckpt bench: a load with HSR_CKPT_IN_PLACE=%s was%s in place", mode,
+                     s->in_place ? "" : " not");
+  HSR_CHECK(slowest(b, dt, sec));
+  return slowest(b, s->data_seconds, data);
 }
 
 /* One round: every figure of m_names, in seconds. */
@@ -346,13 +405,10 @@ static hsr_status round_once(bench_ctx *x, double *t) {
   HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_SAVE]));
   HSR_CHECK(slowest(b, s.seconds, &t[M_BLOCKED]));
   HSR_CHECK(slowest(b, s.data_seconds, &t[M_SAVE_DATA]));
-  if (x->rank == 0) drop_dir(ck);
-  HSR_CHECK(hsr_boot_barrier(b));
-  t0 = hsr_clock_s();
-  HSR_CHECK(hsr_ckpt_load(x->rt, ck, NULL, &s));
+  HSR_CHECK(load_cold(x, ck, "on", &t[M_LOAD], &t[M_LOAD_DATA], &s));
   x->reads = s.reads, x->readers = s.readers;
-  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_LOAD]));
-  HSR_CHECK(slowest(b, s.data_seconds, &t[M_LOAD_DATA]));
+  HSR_CHECK(load_cold(x, ck, "off", &t[M_LOAD_HELD], &t[M_LOAD_HELD_DATA], &s));
+  x->held_reads = s.reads;
   return async_round(x, ck, t);
 }
 
@@ -366,6 +422,7 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   double B = (double)x->bytes, gb = 1e9;
   double seq = B / med[M_SEQ_W] / gb, par = B / med[M_PAR_W] / gb, save = B / med[M_SAVE] / gb;
   double rd = B / med[M_SEQ_R] / gb, prd = B / med[M_PAR_R] / gb, load = B / med[M_LOAD] / gb;
+  double held = B / med[M_LOAD_HELD] / gb;
   printf("hsr ckpt bench: %d ranks, mesh %d x %d (replicate x shard), %s; %" PRIu64 " checkpoint bytes (%d units), "
          "largest share %" PRIu64 " bytes; dir %s; median of %d\n",
          x->world, hsr_rt_replicate(x->rt), hsr_rt_shard(x->rt), hsr_rt_strategy_name(a->cfg.strategy), x->bytes,
@@ -384,7 +441,7 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   printf("%-52s %9.3f %9.3f\n", "disk: one reader, sequential, cold", med[M_SEQ_R], rd);
   printf("%-52s %9.3f %9.3f\n", "disk: every rank its share in parallel, cold", med[M_PAR_R], prd);
   printf("%-52s %9.3f %9.3f   %.0f%% of one reader, %.0f%% of parallel readers; read %s\n",
-         "load (hsr_ckpt_load, cold)", med[M_LOAD], load, 100 * load / rd, 100 * load / prd,
+         "load, in place (fresh engine: --resume), cold", med[M_LOAD], load, 100 * load / rd, 100 * load / prd,
          x->reads == 1 ? "once" : "twice (HSR_CKPT_BUFFER)");
   if (hsr_rt_replicate(x->rt) > 1)
     printf("%-52s %9s %9s   %s\n", "", "", "",
@@ -392,12 +449,16 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
                            : "by each replica: all of its shard (HSR_CKPT_EXCHANGE=off)");
   printf("%-52s %9.3f %9s   reading and verifying what it needs, installing\n", "  of which the slowest rank's data",
          med[M_LOAD_DATA], "");
+  printf("%-52s %9.3f %9.3f   %.0f%% of parallel readers; verified before it is installed, read %s\n",
+         "load, held (an engine that has trained), cold", med[M_LOAD_HELD], held, 100 * held / prd,
+         x->held_reads == 1 ? "once" : "twice (HSR_CKPT_BUFFER)");
   double slow = 100 * (med[M_STEP_BG] / med[M_STEP] - 1), ratio = med[M_A_BLOCKED] / med[M_COPY];
   printf("async save (opts.async; after one untimed, which makes its communicator and staging), beside %d training "
          "steps (gathers, reductions, %.0f ms of compute as a wait, AdamW):\n",
          a->steps, a->step_ms);
-  printf("%-52s %9.3f %9s   %.2fx one copy of the share (%.3f s; target <= 1.2x)\n",
-         "  blocked in the call (slowest rank)", med[M_A_BLOCKED], "", ratio, med[M_COPY]);
+  printf("%-52s %9.3f %9s   %.2fx one copy of the share from the engine's memory (%.3f s; target <= 1.2x); "
+         "%.3f s between two touched buffers\n",
+         "  blocked in the call (slowest rank)", med[M_A_BLOCKED], "", ratio, med[M_COPY], med[M_COPY_TOUCHED]);
   printf("%-52s %9.3f %9s   of which the staging copy\n", "  staging", med[M_A_STAGE], "");
   printf("%-52s %9.3f %9.3f   its data, fsync, agreements, commit; %.0f%% of the parallel write\n",
          "  background write (slowest rank)", med[M_A_WRITE], B / med[M_A_WRITE] / gb,
@@ -425,6 +486,8 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   cJSON_AddNumberToObject(o, "load_vs_disk", load / rd);
   cJSON_AddNumberToObject(o, "load_vs_parallel_read", load / prd);
   cJSON_AddNumberToObject(o, "load_reads", x->reads);
+  cJSON_AddNumberToObject(o, "load_held_reads", x->held_reads);
+  cJSON_AddNumberToObject(o, "load_held_vs_parallel_read", held / prd);
   cJSON_AddNumberToObject(o, "load_readers", x->readers);
   cJSON_AddNumberToObject(o, "steps", a->steps);
   cJSON_AddNumberToObject(o, "step_ms", a->step_ms);
@@ -573,7 +636,7 @@ int hsr_ckpt_bench_main(int argc, char **argv) {
   hsr_boot *boot = NULL;
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
-  bench_ctx x = {&a, NULL, NULL, 0, 0, 0, 0, 0, "", NULL, 0, 0, 0};
+  bench_ctx x = {&a, NULL, NULL, 0, 0, 0, 0, 0, 0, "", NULL, 0, 0, 0};
   hsr_status st = hsr_boot_init(&boot);
   if (st != HSR_OK) return hsr_cli_fail("ckpt bench", st);
   x.boot = boot, x.rank = hsr_boot_rank(boot), x.world = hsr_boot_size(boot);
