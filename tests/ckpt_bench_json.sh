@@ -19,7 +19,7 @@ times = ["disk_seq_write_s", "disk_parallel_write_s", "disk_share_write_s", "sav
          "async_stage_s", "async_commit_s", "async_write_s", "step_s", "step_during_write_s"]
 for k in times:
     assert k in o and math.isfinite(o[k]) and o[k] > 0, (k, o.get(k))
-for k in ["async_blocked_vs_copy", "async_step_slowdown", "async_write_vs_parallel_write", "load_vs_parallel_read",
+for k in ["async_blocked_vs_copy", "async_blocked_vs_stage", "async_step_slowdown", "async_write_vs_parallel_write", "load_vs_parallel_read",
           "load_held_vs_parallel_read"]:
     assert math.isfinite(o[k]), (k, o[k])
 assert o["async_blocked_s"] >= o["async_stage_s"], o

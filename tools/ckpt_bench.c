@@ -459,7 +459,8 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   printf("%-52s %9.3f %9s   %.2fx one copy of the share from the engine's memory (%.3f s; target <= 1.2x); "
          "%.3f s between two touched buffers\n",
          "  blocked in the call (slowest rank)", med[M_A_BLOCKED], "", ratio, med[M_COPY], med[M_COPY_TOUCHED]);
-  printf("%-52s %9.3f %9s   of which the staging copy\n", "  staging", med[M_A_STAGE], "");
+  printf("%-52s %9.3f %9s   of which its own staging copy (blocked %.2fx it)\n", "  staging", med[M_A_STAGE], "",
+         med[M_A_BLOCKED] / med[M_A_STAGE]);
   printf("%-52s %9.3f %9.3f   its data, fsync, agreements, commit; %.0f%% of the parallel write\n",
          "  background write (slowest rank)", med[M_A_WRITE], B / med[M_A_WRITE] / gb,
          100 * (B / med[M_A_WRITE]) / (B / med[M_PAR_W]));
@@ -492,6 +493,7 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   cJSON_AddNumberToObject(o, "steps", a->steps);
   cJSON_AddNumberToObject(o, "step_ms", a->step_ms);
   cJSON_AddNumberToObject(o, "async_blocked_vs_copy", ratio);
+  cJSON_AddNumberToObject(o, "async_blocked_vs_stage", med[M_A_BLOCKED] / med[M_A_STAGE]);
   cJSON_AddNumberToObject(o, "async_step_slowdown", med[M_STEP_BG] / med[M_STEP] - 1);
   cJSON_AddNumberToObject(o, "async_write_vs_parallel_write", med[M_PAR_W] / med[M_A_WRITE]);
   cJSON_AddNumberToObject(o, "async_overlapped_steps", x->overlapped);
