@@ -76,7 +76,7 @@ fig_coll_vs_mpi() { # per op: the in-place row's hsr/mpi ratio at the largest si
 cmd[ckpt_bench]="$build/hsr-run -n 4 --nodes 2 -- $build/hsr ckpt bench --size 256M --shard 2 --json \$OUT/b.json"
 quick[ckpt_bench]=0
 fig_ckpt_bench() {
-  jq -r 'to_entries[] | select(.key | test("^(async_blocked_s|staging_copy_s|async_write_s|disk_parallel_write_s|step_s|step_during_write_s|load_s|disk_parallel_read_s|load_reads|load_readers)$")) | "\(.key) \(.value)"' "$1/b.json"
+  jq -r 'to_entries[] | select(.key | test("^(async_blocked_s|staging_copy_s|async_write_s|disk_parallel_write_s|step_s|step_during_write_s|load_s|load_held_s|disk_parallel_read_s|load_reads|load_readers)$")) | "\(.key) \(.value)"' "$1/b.json"
 }
 cmd[suite]="ctest --test-dir $build -j2 --output-junit \$OUT/junit.xml"
 quick[suite]=0
