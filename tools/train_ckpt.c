@@ -392,7 +392,7 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
     printf("resume: %s: step %" PRId64 ", next sample %" PRId64 ", saved on %d rank(s) as %d x %d %s; read %.1f KB "
            "in %.1f ms (%s)\n",
            s.dir, s.step, s.step * ts->batch, in.world, in.replicate, in.shard, in.strategy ? in.strategy : "?",
-           s.bytes_rank / 1e3, s.seconds * 1e3, s.reads == 1 ? "one read" : "verified, then read again");
+           s.bytes_rank / 1e3, s.seconds * 1e3, s.in_place ? "one read, in place" : s.reads == 1 ? "one read, held" : "verified, then read again");
     note_schedule(p, ts);
     fflush(stdout);
     hsr_ckpt_close(ck);
