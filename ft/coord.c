@@ -13,7 +13,7 @@
 struct hsr_ft_coord {
   ft_etcd *e;
   int64_t rev; /* the store's revision last read */
-  char last[1024];
+  char last[2048];
 };
 
 static void nap(double s) {
@@ -74,13 +74,14 @@ hsr_status hsr_ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int 
   ft_kvs_free(&k);
   HSR_CHECK(ft_etcd_get(c->e, FT_PREFIX "q", 0, &k));
   c->rev = k.rev;
-  char now[1024] = "no quorum yet";
+  char now[2048] = "no quorum yet"; /* room for the three id lists whole */
   ft_quorum q;
   if (k.n && ft_quorum_parse(k.kv[0].val, &q) == HSR_OK) {
     char m[512], j[512] = "", h[512];
     ft_ids_text(q.mem, q.nmem, m, sizeof m);
-    size_t o = snprintf(now, sizeof now, "epoch %" PRId64 ", %" PRId64 " steps done: replicas %s", q.epoch, q.done, m);
-    if (q.njoin) {
+    size_t o = (size_t)snprintf(now, sizeof now, "epoch %" PRId64 ", %" PRId64 " steps done: replicas %s", q.epoch,
+                                q.done, m);
+    if (q.njoin && o < sizeof now) {
       ft_ids_text(q.join, q.njoin, j, sizeof j);
       ft_ids_text(q.healer, q.njoin, h, sizeof h);
       snprintf(now + o, sizeof now - o, "; joining %s (healers %s)", j, h);

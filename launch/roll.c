@@ -219,14 +219,14 @@ static void missing(hsr_boot *b, const char *key, char *out, size_t n) {
   pthread_mutex_unlock(&g->mu);
   if (nmiss && off < n)
     snprintf(out + off, n - off, "%s (%d of %d)", nmiss > ROLL_NAMES ? ", ..." : "", nmiss, b->size);
-  if (nmiss == 1 && out[0]) { /* "rank 3 (1 of 4)" */
-    char one[256];
-    snprintf(one, sizeof one, "rank %s", out);
-    snprintf(out, n, "%s", one);
-  } else if (nmiss) {
-    char many[512];
-    snprintf(many, sizeof many, "ranks %s", out);
-    snprintf(out, n, "%s", many);
+  const char *pre = nmiss == 1 ? "rank " : "ranks "; /* "rank 3 (1 of 4)", "ranks 1, 3 (2 of 4)" */
+  size_t pl = strlen(pre);
+  if (nmiss && out[0] && n > pl + 1) { /* in place: no second buffer to truncate into */
+    size_t len = strnlen(out, n - 1);
+    if (len > n - 1 - pl) len = n - 1 - pl;
+    memmove(out + pl, out, len);
+    memcpy(out, pre, pl);
+    out[pl + len] = 0;
   }
   if (late) { /* PMIx still holds them */
     abandon(b, ones);
