@@ -480,14 +480,23 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
   if (st == HSR_OK && prog) st = hsr_ckpt_get_program(x.c, prog);
   ckpt_link l;
   ckpt_link_of(rt, &l);
-  if (x.in_place) { /* every rank's checks passed before any byte lands in the engine */
-    st = ckpt_agree(&l, st, 0, 0, 0, NULL);
-    if (st == HSR_OK) st = rt_state_quiesce(rt);
-    if (st == HSR_OK) rt_state_torn(rt, 1);
+  /* every rank's checks that need no data passed before any byte is read;
+   * in place only where every rank is (HSR_CKPT_IN_PLACE may differ) */
+  ckpt_vote *v = NULL;
+  st = ckpt_agree(&l, st, (uint64_t)x.in_place, 0, 0, &v);
+  int all = st == HSR_OK && v;
+  for (int r = 0; all && r < x.in.world_size; r++) all = v[r].a != 0;
+  free(v);
+  if (st == HSR_OK && x.in_place && !all) { /* planned in place: held after all */
+    x.in_place = 0, x.n = 0, x.need = 0;
+    st = plan_part(&x);
   }
+  int torn = st == HSR_OK && x.in_place;
+  if (torn) rt_state_torn(rt, 1);
+  if (torn) st = rt_state_quiesce(rt);
   if (st == HSR_OK) st = read_part(&x, cap);
   st = ckpt_agree(&l, st, 0, 0, 0, NULL); /* every part read and verified; nothing changed unless in place */
-  if (st != HSR_OK && x.in_place && x.read_s > 0)
+  if (st != HSR_OK && torn)
     st = hsr_error(st,
                    "%s (the load was writing in place into this fresh engine, whose state is now partly "
                    "overwritten: load a checkpoint again)",
