@@ -47,8 +47,9 @@ static const hsr_env_info table[] = {
     {"HSR_POISON", HSR_ENV_BOOL, 0, 0, NULL, -1, "1 in debug builds, else 0", "runtime",
      "fill released gathered buffers with NaN so that a stale view shows up"},
     {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, G, "1G", "runtime",
-     "checkpoint staging a rank may hold: a save writes through at most 8 MiB of it; a load holds its part (1/R of "
-     "its shard) and an 8 MiB read window, and reads twice (verify, then its whole shard again) when they do not fit"},
+     "checkpoint staging a rank may hold: a save writes through at most 8 MiB of it; a held load (HSR_CKPT_IN_PLACE) "
+     "holds its part (1/R of its shard) and an 8 MiB read window, and reads twice (verify, then its whole shard "
+     "again) when they do not fit; a load in place holds the window only"},
     {"HSR_CKPT_IN_PLACE", HSR_ENV_CHOICE, 0, 0, "auto|on|off", 0, "auto", "runtime",
      "where a load on host memory reads: `auto` straight into the engine when its state is only its "
      "initialization (no step taken, nothing loaded), else into a held copy installed once every rank has "
