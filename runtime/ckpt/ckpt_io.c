@@ -204,33 +204,49 @@ static hsr_status open_data(const hsr_ckpt *c, int f, const ckpt_span *s, int *f
   return HSR_OK;
 }
 
-/* Reads [cb, ce) of file f (cb block-aligned) into buf and checks its blocks. */
-static hsr_status read_chunk(const hsr_ckpt *c, int f, int fd, uint64_t cb, uint64_t ce, void *buf,
-                             const ckpt_span *s) {
+/* Every block of file bytes [cb, ce), read into the vector v, against the
+ * manifest. */
+static hsr_status check_vec(const hsr_ckpt *c, int f, uint64_t cb, uint64_t ce, const struct iovec *v, int n) {
   const ckpt_file *fi = &c->f[f];
-  uint64_t B = c->info.block_bytes;
-  char what[256];
-  hsr_status st = pread_all(fd, buf, (size_t)(ce - cb), cb);
-  if (st != HSR_OK) {
-    if (s)
-      span_what(c, s, what, sizeof what);
-    else
-      ckpt_what_at(c, f, cb, what, sizeof what);
-    return hsr_error(HSR_ERR_IO, "checkpoint '%s': reading bytes [%" PRIu64 ", %" PRIu64 ") of '%s' failed: %s (%s)",
-                     c->dir, cb, ce, fi->name, hsr_last_error(), what);
-  }
+  uint64_t B = c->info.block_bytes, pos = cb, at = 0; /* at: bytes of v[0] already fed */
   for (uint64_t b = cb / B; b * B < ce; b++) {
-    uint64_t lo = b * B, n = fi->bytes - lo < B ? fi->bytes - lo : B;
-    uint32_t got = crc_feed(0, (const char *)buf + (lo - cb), n);
+    uint64_t end = (b + 1) * B < ce ? (b + 1) * B : ce;
+    uint32_t got = 0;
+    while (pos < end && n) {
+      uint64_t take = v->iov_len - at < end - pos ? v->iov_len - at : end - pos;
+      got = crc_feed(got, (const char *)v->iov_base + at, take);
+      pos += take, at += take;
+      if (at == v->iov_len) v++, n--, at = 0;
+    }
     if (got != fi->blocks[b]) {
-      ckpt_what_at(c, f, lo, what, sizeof what);
+      char what[256];
+      ckpt_what_at(c, f, b * B, what, sizeof what); /* where the block starts */
       return hsr_error(HSR_ERR_IO,
                        "checkpoint '%s': data file '%s' block %" PRIu64 " (bytes [%" PRIu64 ", %" PRIu64
                        ")) has crc32 0x%08x, the manifest records 0x%08x: corrupted (the block starts in %s)",
-                       c->dir, fi->name, b, lo, lo + n, got, fi->blocks[b], what);
+                       c->dir, fi->name, b, b * B, end, got, fi->blocks[b], what);
     }
   }
   return HSR_OK;
+}
+
+/* The message of a failed read of [cb, ce) of file f (s: what it was for). */
+static hsr_status read_failed(const hsr_ckpt *c, int f, uint64_t cb, uint64_t ce, const ckpt_span *s) {
+  char what[256];
+  if (s)
+    span_what(c, s, what, sizeof what);
+  else
+    ckpt_what_at(c, f, cb, what, sizeof what);
+  return hsr_error(HSR_ERR_IO, "checkpoint '%s': reading bytes [%" PRIu64 ", %" PRIu64 ") of '%s' failed: %s (%s)",
+                   c->dir, cb, ce, c->f[f].name, hsr_last_error(), what);
+}
+
+/* Reads [cb, ce) of file f (cb block-aligned) into buf and checks its blocks. */
+static hsr_status read_chunk(const hsr_ckpt *c, int f, int fd, uint64_t cb, uint64_t ce, void *buf,
+                             const ckpt_span *s) {
+  if (pread_all(fd, buf, (size_t)(ce - cb), cb) != HSR_OK) return read_failed(c, f, cb, ce, s);
+  struct iovec v = {buf, (size_t)(ce - cb)};
+  return check_vec(c, f, cb, ce, &v, 1);
 }
 
 hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, ckpt_sink sink, void *ctx,
@@ -329,32 +345,6 @@ static hsr_status preadv_all(int fd, struct iovec *v, int n, uint64_t off) {
   return HSR_OK;
 }
 
-/* Every block of file bytes [cb, ce), read into the vector v, against the
- * manifest. */
-static hsr_status check_vec(const hsr_ckpt *c, int f, uint64_t cb, uint64_t ce, const struct iovec *v, int n) {
-  const ckpt_file *fi = &c->f[f];
-  uint64_t B = c->info.block_bytes, pos = cb, at = 0; /* at: bytes of v[0] already fed */
-  for (uint64_t b = cb / B; b * B < ce; b++) {
-    uint64_t end = (b + 1) * B < ce ? (b + 1) * B : ce;
-    uint32_t got = 0;
-    while (pos < end && n) {
-      uint64_t take = v->iov_len - at < end - pos ? v->iov_len - at : end - pos;
-      got = crc_feed(got, (const char *)v->iov_base + at, take);
-      pos += take, at += take;
-      if (at == v->iov_len) v++, n--, at = 0;
-    }
-    if (got != fi->blocks[b]) {
-      char what[256];
-      ckpt_what_at(c, f, b * B, what, sizeof what);
-      return hsr_error(HSR_ERR_IO,
-                       "checkpoint '%s': data file '%s' block %" PRIu64 " (bytes [%" PRIu64 ", %" PRIu64
-                       ")) has crc32 0x%08x, the manifest records 0x%08x: corrupted (the block starts in %s)",
-                       c->dir, fi->name, b, b * B, end, got, fi->blocks[b], what);
-    }
-  }
-  return HSR_OK;
-}
-
 /* The vector of file bytes [cb, ce) (spans k.. of file f, sorted): each
  * needed byte to its span's memory, the others (what other ranks need of
  * the same blocks) to buf. Returns where it stopped: ce, or before it when
@@ -385,7 +375,7 @@ hsr_status ckpt_read_into(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, siz
   if (capB == 0) return hsr_error(HSR_ERR_INTERNAL, "checkpoint: a %zu-byte buffer is under one block", cap);
   long max = CKPT_IOV; /* HSR_CKPT_IOV (test hook) */
   HSR_CHECK(hsr_env_get_long("HSR_CKPT_IOV", &max));
-  struct iovec *v = malloc((size_t)max * sizeof *v);
+  struct iovec *v = malloc(2 * (size_t)max * sizeof *v), *w = v + max; /* w: the copy preadv_all moves */
   if (!v) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   if (n) qsort(s, (size_t)n, sizeof *s, span_cmp);
   hsr_status st = HSR_OK;
@@ -407,14 +397,9 @@ hsr_status ckpt_read_into(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, siz
           uint64_t a = s[j].off > cb ? s[j].off : cb, z = s[j].off + s[j].len < ce ? s[j].off + s[j].len : ce;
           if (a < z) memcpy((char *)s[j].dst + (a - s[j].off), (const char *)buf + (a - cb), (size_t)(z - a));
         }
-      } else if ((st = preadv_all(fd, v, nv, cb)) != HSR_OK) {
-        char what[256];
-        span_what(c, &s[k], what, sizeof what);
-        st = hsr_error(HSR_ERR_IO, "checkpoint '%s': reading bytes [%" PRIu64 ", %" PRIu64 ") of '%s' failed: %s (%s)",
-                       c->dir, cb, ce, c->f[f].name, hsr_last_error(), what);
-      } else { /* preadv_all moved the vector's bases: built again for the check */
-        build_vec(s, k, e, cb, ce, buf, v, (int)max, &nv);
-        st = check_vec(c, f, cb, ce, v, nv);
+      } else {
+        memcpy(w, v, (size_t)nv * sizeof *v);
+        st = preadv_all(fd, w, nv, cb) != HSR_OK ? read_failed(c, f, cb, ce, &s[k]) : check_vec(c, f, cb, ce, v, nv);
       }
       if (bytes) *bytes += ce - cb;
       pos = ce;

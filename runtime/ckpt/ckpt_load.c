@@ -317,23 +317,14 @@ static hsr_status segments(load_ctx *x, int j, seg **out, int *n, uint64_t *byte
   return HSR_OK;
 }
 
-/* Bytes [lo, hi) of a part, at src, to their places (cursor *c in sg). */
-static hsr_status scatter(hsr_rt *rt, const seg *sg, int n, int *c, uint64_t lo, uint64_t hi, const char *src) {
+/* Bytes [lo, hi) of a part, at buf, to their places in the engine (out = 0)
+ * or from there to buf (out = 1); cursor *c in sg. */
+static hsr_status move(hsr_rt *rt, const seg *sg, int n, int *c, uint64_t lo, uint64_t hi, char *buf, int out) {
   for (; *c < n && sg[*c].off < hi; (*c)++) {
     const seg *g = &sg[*c];
     uint64_t a = g->off > lo ? g->off : lo, b = g->off + g->len < hi ? g->off + g->len : hi;
-    if (a < b) HSR_CHECK(rt_state_copy(rt, g->dst + (a - g->off), src + (a - lo), (size_t)(b - a)));
-    if (g->off + g->len > hi) break; /* continues in the next window */
-  }
-  return HSR_OK;
-}
-
-/* The reverse: bytes [lo, hi) of this rank's part from the engine to dst. */
-static hsr_status gather(hsr_rt *rt, const seg *sg, int n, int *c, uint64_t lo, uint64_t hi, char *dst) {
-  for (; *c < n && sg[*c].off < hi; (*c)++) {
-    const seg *g = &sg[*c];
-    uint64_t a = g->off > lo ? g->off : lo, b = g->off + g->len < hi ? g->off + g->len : hi;
-    if (a < b) HSR_CHECK(rt_state_copy(rt, dst + (a - lo), g->dst + (a - g->off), (size_t)(b - a)));
+    char *part = buf + (a - lo), *engine = g->dst + (a - g->off);
+    if (a < b) HSR_CHECK(rt_state_copy(rt, out ? part : engine, out ? engine : part, (size_t)(b - a)));
     if (g->off + g->len > hi) break; /* continues in the next window */
   }
   return HSR_OK;
@@ -364,7 +355,7 @@ static hsr_status exchange(load_ctx *x) {
       char *slot = (char *)x->slots + (i % 2) * R * W, *own = slot + (uint64_t)me * W;
       uint64_t lo = i * W, hi = lo + W < P[me] ? lo + W : P[me];
       if (lo < hi) /* in place: this rank's part is already in the engine, sent from there */
-        st = x->in_place ? gather(rt, sg[me], ns[me], &gcur, lo, hi, own)
+        st = x->in_place ? move(rt, sg[me], ns[me], &gcur, lo, hi, own, 1)
                          : rt_state_copy(rt, own, x->hold + lo, (size_t)(hi - lo));
       if (st == HSR_OK && x->in.gpu) st = rt_state_sync(rt);
       if (st == HSR_OK) st = hsr_comm_allgather(rc, own, slot, (size_t)W, HSR_U8, &req[i % 2]);
@@ -374,11 +365,11 @@ static hsr_status exchange(load_ctx *x) {
     hsr_req *r = req[w % 2];
     req[w % 2] = NULL;
     st = hsr_req_wait(r, -1);
-    const char *slot = (const char *)x->slots + (w % 2) * R * W;
+    char *slot = (char *)x->slots + (w % 2) * R * W;
     for (int j = 0; j < R && st == HSR_OK; j++) {
       uint64_t lo = w * W, hi = lo + W < P[j] ? lo + W : P[j];
       if (lo >= hi || (j == me && x->in_place)) continue;
-      st = scatter(rt, sg[j], ns[j], &cur[j], lo, hi, slot + (uint64_t)j * W);
+      st = move(rt, sg[j], ns[j], &cur[j], lo, hi, slot + (uint64_t)j * W, 0);
       if (j != me) x->exchanged += hi - lo;
     }
     if (st == HSR_OK && x->in.gpu) st = rt_state_sync(rt); /* before the slot is reused */
@@ -406,7 +397,7 @@ static hsr_status install(load_ctx *x) {
     int n = 0, c = 0;
     uint64_t bytes;
     st = segments(x, x->rep, &sg, &n, &bytes);
-    if (st == HSR_OK) st = scatter(rt, sg, n, &c, 0, bytes, x->hold);
+    if (st == HSR_OK) st = move(rt, sg, n, &c, 0, bytes, x->hold, 0);
     free(sg);
   } else { /* read again: the whole shard, into the engine */
     x->n = 0, x->need = 0;

@@ -163,16 +163,20 @@ hsr_status rt_run(hsr_rt *rt, const hsr_sched_action *acts, int n) {
 /* ---- the lifecycle ---- */
 hsr_status rt_need_committed(const hsr_rt *rt, const char *what) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
-  if (rt->commit == RT_COMMITTED && rt->torn && strcmp(what, "load") != 0)
-    return hsr_error(HSR_ERR_STATE,
-                     "%s: a checkpoint load into this fresh engine failed after it had begun writing its state in "
-                     "place; load a checkpoint again (or destroy the engine)",
-                     what);
+  if (rt->commit == RT_COMMITTED && strcmp(what, "load") != 0) HSR_CHECK(rt_need_whole(rt, what));
   if (rt->commit == RT_COMMITTED) return HSR_OK;
   if (rt->commit == RT_BROKEN)
     return hsr_error(HSR_ERR_STATE, "%s: the engine's commit failed earlier (%s); destroy it", what, rt->commit_msg);
   return hsr_error(HSR_ERR_STATE,
                    "%s: the engine is not committed (hsr_rt_commit, or a call that commits: see hsr/runtime.h)", what);
+}
+
+hsr_status rt_need_whole(const hsr_rt *rt, const char *what) {
+  if (!rt->torn) return HSR_OK;
+  return hsr_error(HSR_ERR_STATE,
+                   "%s: a checkpoint load into this fresh engine failed after it had begun writing its state in place; "
+                   "load a checkpoint again (or destroy the engine)",
+                   what);
 }
 
 /* Checks only (no collective): the runtime and the unit exist. */

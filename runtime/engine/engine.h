@@ -149,6 +149,8 @@ static inline float *rt_master(const hsr_rt *rt, int unit) {
 /* The engine's state is usable: committed (NULL rt, an uncommitted or a
  * broken engine: an error naming `what`). */
 hsr_status rt_need_committed(const hsr_rt *rt, const char *what);
+/* The state is not torn by a failed load in place (rt->torn). */
+hsr_status rt_need_whole(const hsr_rt *rt, const char *what);
 
 /* ---- pool.c: the executor's get/put ---- */
 hsr_status rt_pool_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p);

@@ -280,11 +280,7 @@ static hsr_status commit(hsr_rt *rt) {
 
 hsr_status hsr_rt_commit(hsr_rt *rt) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
-  if (rt->commit == RT_COMMITTED && rt->torn)
-    return hsr_error(HSR_ERR_STATE,
-                     "a checkpoint load into this fresh engine failed after it had begun writing its state in place; "
-                     "load a checkpoint again (or destroy the engine)");
-  if (rt->commit == RT_COMMITTED) return HSR_OK;
+  if (rt->commit == RT_COMMITTED) return rt_need_whole(rt, "hsr_rt_commit");
   if (rt->commit == RT_BROKEN)
     return hsr_error(HSR_ERR_STATE, "hsr_rt_commit: an earlier commit failed (%s); destroy the engine", rt->commit_msg);
   hsr_status st = commit(rt);
