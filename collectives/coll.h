@@ -54,7 +54,7 @@ struct coll_transport {
   void (*op_fini)(coll_op *op);                      /* frees what the op's state points to */
   hsr_status (*mem_alloc)(hsr_comm *c, size_t bytes, void **ptr);
   hsr_status (*mem_free)(hsr_comm *c, void *ptr);
-  hsr_status (*set_stream)(hsr_comm *c, void *stream);
+  hsr_status (*set_stream)(hsr_comm *c, hsr_stream *stream);
   hsr_status (*free)(hsr_comm *c);
   /* Context level, for the transport that carries traffic between nodes. */
   hsr_status (*net_init)(coll_ctx *x); /* collective; sets x->net_state and x->net_fd */
@@ -138,6 +138,7 @@ struct hsr_comm {
   _Atomic int failed; /* read by posting threads without the lock; fail_msg is written first */
   char fail_msg[512];
   coll_op *head, *tail;
+  hsr_stream *stream; /* host transports: a sim stream whose order its ops run in (NULL: at once) */
   void *scratch;
   size_t scratch_bytes;
   hsr_comm_counter counters[HSR_OP_COUNT];
@@ -156,6 +157,7 @@ typedef struct coll_place {
 } coll_place;
 
 #define COLL_OP_PRIV 64
+enum { COLL_GATE_NONE = 0, COLL_GATE_CLOSED, COLL_GATE_OPEN, COLL_GATE_CANCELLED };
 
 struct hsr_req {
   hsr_op kind;
@@ -185,10 +187,16 @@ struct hsr_req {
   char err[512];
   _Atomic uint64_t t_start; /* hsr_req_times may read it while the op runs */
   uint64_t t_end, t_progress;
-  int wait_peer;                                 /* comm rank waited for, -1 none */
-  double timeout_s;                              /* no-progress limit */
-  uint64_t grace_ns;                             /* timed out on a remote peer: its node's notice may come until then */
-  const char *xfer_err;                          /* a transfer failed (static text), acted on by fault.c */
+  int wait_peer;        /* comm rank waited for, -1 none */
+  double timeout_s;     /* no-progress limit */
+  uint64_t grace_ns;    /* timed out on a remote peer: its node's notice may come until then */
+  const char *xfer_err; /* a transfer failed (static text), acted on by fault.c */
+  /* An op of a communicator bound to a sim stream waits at its gate until
+   * the stream reaches it (COLL_GATE_*); the stream's task holds a second
+   * reference until it has seen the op finish. */
+  _Atomic int gate;
+  _Atomic int refs;
+  char gate_why[256];
   _Alignas(16) unsigned char priv[COLL_OP_PRIV]; /* the algorithm's state (shm_op, ucx_op, two_op, nccl_op) */
 };
 
@@ -274,7 +282,7 @@ hsr_status coll_host_free(hsr_comm *c);
 void coll_host_destroy(hsr_comm *c); /* after coll_host_idle */
 hsr_status coll_host_mem_alloc(hsr_comm *c, size_t bytes, void **ptr);
 hsr_status coll_host_mem_free(hsr_comm *c, void *ptr);
-hsr_status coll_host_set_stream(hsr_comm *c, void *stream);
+hsr_status coll_host_set_stream(hsr_comm *c, hsr_stream *stream);
 /* The communicator's scratch (a registered segment), at least `bytes`. */
 hsr_status coll_scratch(hsr_comm *c, size_t bytes, void **p);
 

@@ -45,7 +45,7 @@ hsr_status hsr_comm_set_name(hsr_comm *c, const char *name) {
   return HSR_OK;
 }
 
-hsr_status hsr_comm_set_stream(hsr_comm *c, void *stream) {
+hsr_status hsr_comm_set_stream(hsr_comm *c, hsr_stream *stream) {
   if (!c) return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_stream: NULL communicator");
   return c->tp->set_stream(c, stream);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "coll.h"
+#include "kernels/sim.h"
 
 hsr_status coll_comm_alloc(int size, hsr_comm **out) {
   hsr_comm *c = calloc(1, sizeof *c);
@@ -213,12 +214,16 @@ hsr_status coll_host_mem_alloc(hsr_comm *c, size_t bytes, void **ptr) {
 }
 hsr_status coll_host_mem_free(hsr_comm *c, void *ptr) { return seg_pool_free(&c->ctx->seg, ptr); }
 
-hsr_status coll_host_set_stream(hsr_comm *c, void *stream) {
-  (void)stream;
-  return hsr_error(HSR_ERR_INVALID,
-                   "hsr_comm_set_stream: communicator '%s' is a host communicator (streams are for "
-                   "HSR_BACKEND_NCCL)",
-                   c->name);
+/* A host communicator runs its ops in the order of a sim stream (the sim
+ * device's collectives), or at once (NULL). A CUDA stream needs NCCL. */
+hsr_status coll_host_set_stream(hsr_comm *c, hsr_stream *stream) {
+  if (stream && !kern_stream_is_sim(stream))
+    return hsr_error(HSR_ERR_INVALID,
+                     "hsr_comm_set_stream: communicator '%s' is a host communicator: it takes a stream of a sim device "
+                     "(or NULL); CUDA streams are for HSR_BACKEND_NCCL",
+                     c->name);
+  c->stream = stream;
+  return HSR_OK;
 }
 
 hsr_status coll_scratch(hsr_comm *c, size_t bytes, void **p) {

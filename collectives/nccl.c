@@ -191,11 +191,13 @@ static void nccl_abort(hsr_comm *c) {
   c->failed = 1;
 }
 
-static hsr_status nccl_set_stream(hsr_comm *c, void *stream) {
+static hsr_status nccl_set_stream(hsr_comm *c, hsr_stream *stream) {
   nccl_state *s = nccl_of(c);
+  if (stream && hsr_device_kind_of(hsr_stream_device(stream)) != HSR_DEVICE_CUDA)
+    return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_stream: NCCL communicator '%s' takes a CUDA stream", c->name);
   if (s->own_stream) cudaStreamDestroy(s->stream);
   s->own_stream = 0;
-  s->stream = (cudaStream_t)stream;
+  s->stream = (cudaStream_t)hsr_stream_native(stream);
   return HSR_OK;
 }
 

@@ -21,6 +21,7 @@ coll_op *coll_op_new(hsr_comm *c, hsr_op kind) {
   op->tp = c->tp;
   op->wait_peer = -1;
   op->timeout_s = c->timeout_s;
+  atomic_init(&op->refs, 1);
   return op;
 }
 
@@ -142,6 +143,7 @@ void coll_op_count_add(coll_op *op, const hsr_comm_counter *d) {
 /* ---- release ------------------------------------------------------------------- */
 
 void coll_op_destroy(coll_op *op) {
+  if (atomic_fetch_sub_explicit(&op->refs, 1, memory_order_acq_rel) > 1) return; /* a stream still holds it */
   if (op->tp && op->tp->op_fini) op->tp->op_fini(op);
   free(op);
 }

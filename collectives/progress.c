@@ -3,6 +3,7 @@
  * name the peer), the progress thread and how it sleeps, issuing an op, and
  * the host transports' start, test and wait. */
 #include <errno.h>
+#include <stdio.h>
 #include <sched.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "kernels/sim.h"
 
 /* ---- one pass ------------------------------------------------------------ */
 
@@ -30,6 +32,13 @@ static int run(coll_op *op) {
  * moved nothing (or whose transfer failed) goes to fault.c: a gone peer, a
  * failed transfer or the timeout makes a verdict that names the culprit. */
 static int step(hsr_comm *c, coll_op *op, uint64_t *now) {
+  int gate = atomic_load_explicit(&op->gate, memory_order_acquire);
+  if (gate == COLL_GATE_CLOSED) return 0; /* its stream has not reached it: not started, no timeout */
+  if (gate == COLL_GATE_CANCELLED) {
+    coll_op_fail(op, HSR_ERR_STATE, "%s on '%s' #%llu: %s", hsr_op_name(op->kind), c->name, (unsigned long long)op->seq,
+                 op->gate_why);
+    return 1;
+  }
   if (c->failed) {
     coll_op_fail(op, HSR_ERR_STATE, "communicator '%s' has failed earlier: %s", c->name, c->fail_msg);
     return 0;
@@ -109,8 +118,8 @@ static void net_sleep(coll_ctx *x, int ms) {
 
 static int any_pending(coll_ctx *x) {
   if (atomic_load_explicit(&x->incoming, memory_order_relaxed)) return 1;
-  for (int i = 0; i < x->ncomms; i++)
-    if (x->comms[i]->head) return 1;
+  for (int i = 0; i < x->ncomms; i++) /* an op at its gate waits for a kick, not a timer */
+    if (x->comms[i]->head && atomic_load(&x->comms[i]->head->gate) != COLL_GATE_CLOSED) return 1;
   return 0;
 }
 
@@ -173,6 +182,82 @@ void coll_progress_stop(coll_ctx *x) {
 
 /* ---- issuing ---------------------------------------------------------------------- */
 
+/* ---- ops in a sim stream's order ---------------------------------------------------- */
+
+static void wait_inline(coll_ctx *x, coll_op *op);
+static void wait_thread(coll_ctx *x, coll_op *op);
+
+/* The stream reached the op: open its gate, wait (the progress engine's
+ * timeouts and verdicts bound it) and pass its result to the stream. */
+static hsr_status gate_run(void *arg) {
+  coll_op *op = arg;
+  coll_ctx *x = op->c->ctx;
+  atomic_store_explicit(&op->gate, COLL_GATE_OPEN, memory_order_release);
+  coll_kick(x);
+  if (!atomic_load_explicit(&op->done, memory_order_acquire)) {
+    pthread_mutex_lock(&x->mu);
+    if (x->inline_progress)
+      wait_inline(x, op);
+    else
+      wait_thread(x, op);
+    pthread_mutex_unlock(&x->mu);
+  }
+  hsr_status st = coll_op_result(op);
+  coll_op_destroy(op); /* the stream's reference */
+  return st;
+}
+
+/* The stream failed before reaching the op: it fails with that reason. */
+static void gate_skip(void *arg, const char *why) {
+  coll_op *op = arg;
+  snprintf(op->gate_why, sizeof op->gate_why, "%s", why);
+  atomic_store_explicit(&op->gate, COLL_GATE_CANCELLED, memory_order_release);
+  coll_kick(op->c->ctx);
+  coll_op_destroy(op);
+}
+
+/* What the op reads and writes in this rank's memory, for the stream-order check. */
+static int op_accesses(const coll_op *op, hsr_access *acc) {
+  size_t b = op->count * hsr_dtype_size(op->dt), n = (size_t)op->c->size;
+  switch (op->kind) {
+  case HSR_OP_ALLGATHER: acc[0] = (hsr_access){op->send, b, 0}, acc[1] = (hsr_access){op->recv, b * n, 1}; return 2;
+  case HSR_OP_REDUCE_SCATTER:
+    acc[0] = (hsr_access){op->send, b * n, 0}, acc[1] = (hsr_access){op->recv, b, 1};
+    return 2;
+  case HSR_OP_ALLREDUCE: acc[0] = (hsr_access){op->send, b, 0}, acc[1] = (hsr_access){op->recv, b, 1}; return 2;
+  case HSR_OP_BCAST: acc[0] = (hsr_access){op->recv, b, op->c->rank != op->root}; return 1;
+  default: return 0;
+  }
+}
+
+/* Posts the op closed at its gate (so every rank's ops of this communicator
+ * keep their program order, NCCL's rule) and queues the task that opens it. */
+static hsr_status stream_issue(coll_op *op) {
+  hsr_comm *c = op->c;
+  atomic_store(&op->gate, COLL_GATE_CLOSED);
+  atomic_store(&op->refs, 2);
+  hsr_status st = c->tp->start(op);
+  if (st != HSR_OK) {
+    atomic_store(&op->refs, 1);
+    coll_op_destroy(op);
+    return st;
+  }
+  hsr_access acc[2];
+  int nacc = op_accesses(op, acc);
+  char name[96];
+  snprintf(name, sizeof name, "%s on '%s'", hsr_op_name(op->kind), c->name);
+  st = kern_stream_task(c->stream, name, gate_run, gate_skip, op, acc, nacc);
+  if (st == HSR_OK) return HSR_OK;
+  /* not queued: the op fails at its gate and nobody waits for it */
+  char why[256];
+  snprintf(why, sizeof why, "%s", hsr_last_error());
+  pthread_mutex_lock(&c->ctx->mu);
+  op->detached = 1;
+  pthread_mutex_unlock(&c->ctx->mu);
+  gate_skip(op, why);
+  return hsr_error(st, "%s", why);
+}
+
 /* Counts the call and hands the op to its transport (trivial: done at once);
  * req == NULL waits for it (the transport's own wait, bounded). */
 hsr_status coll_op_issue(coll_op *op, int trivial, hsr_req **req) {
@@ -181,6 +266,8 @@ hsr_status coll_op_issue(coll_op *op, int trivial, hsr_req **req) {
   if (c->ctx) coll_fault_hook(c->ctx, hsr_op_name(op->kind)); /* HSR_FAULT, a test hook */
   if (trivial) {
     coll_op_skip(op);
+  } else if (c->stream) {
+    HSR_CHECK(stream_issue(op));
   } else {
     hsr_status st = c->tp->start(op);
     if (st != HSR_OK) {

@@ -63,6 +63,7 @@ void hsr_env_valid_text(const hsr_env_info *v, char *buf, size_t len) {
   case HSR_ENV_PATH: snprintf(buf, len, "a directory path (made when missing)"); break;
   case HSR_ENV_ARGS: snprintf(buf, len, "extra arguments"); break;
   case HSR_ENV_SECRET: snprintf(buf, len, "a secret (not shown)"); break;
+  case HSR_ENV_DELAY: snprintf(buf, len, "MAX_US[:SEED], MAX_US from 0 to %.0f", v->max); break;
   }
 }
 
@@ -167,6 +168,15 @@ static hsr_status check_value(const hsr_env_info *v, const char *s, double *num)
   case HSR_ENV_PATH: return check_path(v, s);
   case HSR_ENV_ARGS:
   case HSR_ENV_SECRET: return HSR_OK;
+  case HSR_ENV_DELAY: {
+    const char *colon = strchr(s, ':');
+    snprintf(buf, sizeof buf, "%.*s", colon ? (int)(colon - s) : (int)strlen(s), s);
+    if (hsr_parse_long(v->name, buf, (long)v->min, (long)v->max, &l) != HSR_OK ||
+        (colon && (!colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) || strlen(colon + 1) > 19)))
+      return hsr_error(HSR_ERR_INVALID, "%s='%s' (valid: %s)", v->name, s, valid);
+    *num = (double)l;
+    return HSR_OK;
+  }
   }
   return hsr_error(HSR_ERR_INTERNAL, "%s: unknown kind %d", v->name, (int)v->kind);
 }

@@ -44,6 +44,18 @@ static const hsr_env_info table[] = {
      "describe this host from an hwloc XML file instead (as `--xml`); with simulated nodes every node reads it"},
     {"HSR_TOPO_DUMP_DIR", HSR_ENV_WDIR, 0, 0, NULL, 0, "unset (/tmp, files removed)", "hsr topo",
      "folder for the NCCL topology dumps of `hsr topo --compare-nccl`; when set, the dumps are kept"},
+    {"HSR_SIM_DELAY", HSR_ENV_DELAY, 0, 1000000, NULL, 0, "unset (no delay)", "kernels",
+     "sim device: sleep a seeded random 0 to MAX_US microseconds before each queued operation, so an order that "
+     "holds only because a stream was fast breaks; the seed (chosen and logged at info level when not given) "
+     "repeats a run's delays"},
+    {"HSR_SIM_CHECK", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "kernels",
+     "sim device: check every queued operation's reads and writes against the streams' order (vector clocks); a "
+     "race is reported with both operations, their streams and the buffer, and fails the run"},
+    {"HSR_SIM_DROP", HSR_ENV_CHOICE, 0, 0, "none|gather_wait|reduce_wait|pool_reuse|optim_wait", 0, "none", "runtime",
+     "test hook of the sim device (refused on others): the engine leaves out one ordering, so that the stream-order "
+     "check and the equivalence tests show they see it: `gather_wait` compute does not wait for a unit's gather, "
+     "`reduce_wait` the reduce stream does not wait for the gradient, `pool_reuse` a recycled buffer's first stream "
+     "does not wait for its last users, `optim_wait` the optimizer does not wait for the reduce stream"},
     {"HSR_POISON", HSR_ENV_BOOL, 0, 0, NULL, -1, "1 in debug builds, else 0", "runtime",
      "fill released gathered buffers with NaN so that a stale view shows up"},
     {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, G, "1G", "runtime",

@@ -188,7 +188,7 @@ hsr_status gpt_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hsr_
   if (!w) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
   w->B = B, w->T = T, w->L = c->n_layer, w->C = c->n_embd, w->H = c->n_head, w->V = c->vocab, w->np = gpt_num_params(c);
   w->s = s;
-  w->gpu = dev && hsr_device_kind_of(dev) == HSR_DEVICE_CUDA;
+  w->gpu = dev && hsr_device_kind_of(dev) != HSR_DEVICE_HOST;
   w->dev = w->gpu ? dev : NULL;
   hsr_status st = w->gpu ? HSR_OK : hsr_device_open(HSR_DEVICE_HOST, 0, &w->host);
   sizes z = sizes_of(c, B, T);

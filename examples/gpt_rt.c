@@ -102,7 +102,7 @@ hsr_status gpt_rt_ctx_create(const gpt_cfg *c, hsr_rt *rt, hsr_dtype param_dtype
   x->np = gpt_num_params(c), x->nunits = gpt_num_units(c);
   x->dev = hsr_rt_device(rt);
   x->s = hsr_rt_compute_stream(rt);
-  x->gpu = hsr_device_kind_of(x->dev) == HSR_DEVICE_CUDA;
+  x->gpu = hsr_device_kind_of(x->dev) != HSR_DEVICE_HOST;
   x->names = calloc((size_t)x->np, sizeof *x->names);
   x->ubeg = calloc((size_t)x->nunits + 1, sizeof *x->ubeg);
   x->uparam = calloc((size_t)x->np, sizeof *x->uparam);
@@ -167,8 +167,11 @@ static hsr_status world_reduce(gpt_rt_ctx *x, double *v, int n, hsr_redop op) {
   if (hsr_comm_size(w) == 1) return HSR_OK;
   if (!x->gpu) return hsr_comm_allreduce(w, v, v, (size_t)n, HSR_F64, op, NULL);
   HSR_CHECK(hsr_device_copy(x->dev, x->d64, v, (size_t)n * sizeof *v, x->s));
-  HSR_CHECK(hsr_comm_set_stream(w, hsr_stream_native(x->s))); /* the engine itself never uses the world */
-  HSR_CHECK(hsr_comm_allreduce(w, x->d64, x->d64, (size_t)n, HSR_F64, op, NULL));
+  HSR_CHECK(hsr_comm_set_stream(w, x->s)); /* in the compute stream's order; the engine never uses the world */
+  hsr_status st = hsr_comm_allreduce(w, x->d64, x->d64, (size_t)n, HSR_F64, op, NULL);
+  hsr_status un = hsr_comm_set_stream(w, NULL); /* the stream goes with this context: no binding outlives it */
+  HSR_CHECK(st);
+  HSR_CHECK(un);
   HSR_CHECK(hsr_device_copy(x->dev, v, x->d64, (size_t)n * sizeof *v, x->s));
   return hsr_stream_sync(x->s, GPT_SYNC_TIMEOUT_S);
 }

@@ -193,7 +193,7 @@ hsr_status mlp_work_create_on(const mlp_cfg *c, int n, hsr_device *dev, hsr_stre
   w->n = n;
   w->dev = dev;
   w->s = s;
-  w->gpu = dev && hsr_device_kind_of(dev) == HSR_DEVICE_CUDA;
+  w->gpu = dev && hsr_device_kind_of(dev) != HSR_DEVICE_HOST; /* device memory: CUDA or sim */
   hsr_status st = HSR_OK;
   w->h = wal(w, (L + 1) * nn * d * sizeof(float), &st);
   w->a = wal(w, (L ? L : 1) * nn * h * sizeof(float), &st);
@@ -254,6 +254,24 @@ static hsr_status linear_bwd(mlp_work *w, hsr_device *d, int n, int in, int out,
   return HSR_OK;
 }
 
+/* The loss as a device kernel: the CUDA launch, or its CPU twin in stream
+ * order on a sim device. */
+typedef struct ce_args {
+  int n, C;
+  float *z;
+  const int *y;
+  double *rowloss;
+} ce_args;
+static void ce_host(const void *p) {
+  const ce_args *a = p;
+  for (int s = 0; s < a->n; s++) a->rowloss[s] = mlp_ce_row(a->z + (size_t)s * a->C, a->C, a->y[s], a->n);
+}
+static hsr_status ce_cuda(void *stream, const void *p) {
+  const ce_args *a = p;
+  return mlp_cuda_ce(stream, a->n, a->C, a->z, a->y, a->rowloss);
+}
+static const hsr_kernel_def ce_kernel = {"mlp softmax_ce", ce_host, ce_cuda};
+
 static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const float *x, const int *y, int n,
                           const mlp_binder *b, double *loss) {
   int d = c->dim, h = 4 * d, L = c->layers, C = c->classes;
@@ -274,10 +292,15 @@ static hsr_status fwd_bwd(const mlp_cfg *c, mlp_work *w, hsr_device *dv, const f
   const float *hl = w->h + (size_t)L * nd;
   HSR_CHECK(linear_fwd(w, dv, n, d, C, hl, root.w[MLP_HW], root.w[MLP_HB], w->logits, 0));
   /* softmax cross-entropy; logits become dlogits = (p - onehot) / n */
-  if (w->gpu)
-    HSR_CHECK(mlp_cuda_ce(w->s, n, C, w->logits, y, w->rowloss));
-  else
+  if (w->gpu) {
+    ce_args a = {n, C, w->logits, y, w->rowloss};
+    hsr_access acc[] = {{y, (size_t)n * sizeof(int), 0},
+                        {w->logits, (size_t)n * (size_t)C * sizeof(float), 1},
+                        {w->rowloss, (size_t)n * sizeof(double), 1}};
+    HSR_CHECK(hsr_kernels_launch(dv, w->s, &ce_kernel, &a, sizeof a, acc, 3));
+  } else {
     for (int s = 0; s < n; s++) w->rowloss[s] = mlp_ce_row(w->logits + (size_t)s * C, C, y[s], n);
+  }
   HSR_CHECK(b->release(b->ctx, 0, 0));
 
   HSR_CHECK(b->acquire(b->ctx, 0, 1, &root));

@@ -22,10 +22,9 @@ __global__ void k_ce(int n, int C, float *z, const int *y, double *rowloss) {
     rowloss[r] = mlp_ce_row(z + (size_t)r * C, C, y[r], n);
 }
 
-#define STREAM(s) ((cudaStream_t)hsr_stream_native(s))
 
-extern "C" hsr_status mlp_cuda_ce(hsr_stream *s, int n, int C, float *z, const int *y, double *rowloss) {
+extern "C" hsr_status mlp_cuda_ce(void *stream, int n, int C, float *z, const int *y, double *rowloss) {
   if (n <= 0) return HSR_OK;
-  k_ce<<<blocks_for((size_t)n, 128), 128, 0, STREAM(s)>>>(n, C, z, y, rowloss);
+  k_ce<<<blocks_for((size_t)n, 128), 128, 0, (cudaStream_t)stream>>>(n, C, z, y, rowloss);
   return launched("softmax_ce");
 }

@@ -12,8 +12,8 @@
 extern "C" {
 #endif
 
-/* per row: rowloss[r] = CE loss, z[r] = dloss/dz */
-hsr_status mlp_cuda_ce(hsr_stream *s, int n, int C, float *z, const int *y, double *rowloss);
+/* per row: rowloss[r] = CE loss, z[r] = dloss/dz, on stream (a cudaStream_t) */
+hsr_status mlp_cuda_ce(void *stream, int n, int C, float *z, const int *y, double *rowloss);
 
 #ifdef __cplusplus
 }

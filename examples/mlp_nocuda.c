@@ -5,8 +5,8 @@
 
 #if !HSR_HAVE_CUDA
 #define NO_CUDA return hsr_error(HSR_ERR_UNSUPPORTED, "this hsr was built without CUDA")
-hsr_status mlp_cuda_ce(hsr_stream *s, int n, int C, float *z, const int *y, double *rowloss) {
-  (void)s, (void)n, (void)C, (void)z, (void)y, (void)rowloss;
+hsr_status mlp_cuda_ce(void *stream, int n, int C, float *z, const int *y, double *rowloss) {
+  (void)stream, (void)n, (void)C, (void)z, (void)y, (void)rowloss;
   NO_CUDA;
 }
 #else

@@ -158,7 +158,7 @@ hsr_status mlp_rt_ctx_create(const mlp_cfg *c, hsr_rt *rt, hsr_dtype param_dtype
   x->nunits = mlp_num_units(c);
   x->dev = hsr_rt_device(rt);
   x->s = hsr_rt_compute_stream(rt);
-  x->gpu = hsr_device_kind_of(x->dev) == HSR_DEVICE_CUDA;
+  x->gpu = hsr_device_kind_of(x->dev) != HSR_DEVICE_HOST;
   hsr_status st = mlp_feed_create(c, &x->feed);
   if (st == HSR_OK && x->gpu) st = hsr_device_alloc(x->dev, 64, (void **)&x->d64);
   if (st == HSR_OK && param_dtype != HSR_F32) {
@@ -182,8 +182,11 @@ static hsr_status world_mean(mlp_rt_ctx *x, double *v) {
   if (hsr_comm_size(w) == 1) return HSR_OK;
   if (!x->gpu) return hsr_comm_allreduce(w, v, v, 1, HSR_F64, HSR_AVG, NULL);
   HSR_CHECK(hsr_device_copy(x->dev, x->d64, v, sizeof *v, x->s));
-  HSR_CHECK(hsr_comm_set_stream(w, hsr_stream_native(x->s))); /* the engine itself never uses the world */
-  HSR_CHECK(hsr_comm_allreduce(w, x->d64, x->d64, 1, HSR_F64, HSR_AVG, NULL));
+  HSR_CHECK(hsr_comm_set_stream(w, x->s)); /* in the compute stream's order; the engine never uses the world */
+  hsr_status st = hsr_comm_allreduce(w, x->d64, x->d64, 1, HSR_F64, HSR_AVG, NULL);
+  hsr_status un = hsr_comm_set_stream(w, NULL); /* the stream goes with this context: no binding outlives it */
+  HSR_CHECK(st);
+  HSR_CHECK(un);
   HSR_CHECK(hsr_device_copy(x->dev, v, x->d64, sizeof *v, x->s));
   return hsr_stream_sync(x->s, MLP_SYNC_TIMEOUT_S);
 }

@@ -206,3 +206,11 @@ extern "C" hsr_status kc_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m,
   if (st != CUBLAS_STATUS_SUCCESS) return hsr_error(HSR_ERR_CUDA, "cublasSgemm: %s", cublasGetStatusString(st));
   return HSR_OK;
 }
+
+// A program's own kernel: its CUDA launcher on the native stream.
+extern "C" hsr_status kc_launch(hsr_stream *s, const hsr_kernel_def *k, const void *args, size_t args_bytes,
+                                const hsr_access *acc, int nacc) {
+  (void)args_bytes, (void)acc, (void)nacc;
+  if (!k->cuda) return hsr_error(HSR_ERR_UNSUPPORTED, "kernel '%s' has no CUDA launcher", k->name);
+  return k->cuda(s->native, args);
+}

@@ -37,6 +37,11 @@ hsr_status kc_host_free(hsr_device *d, void *ptr) {
   (void)ptr;
   NO_CUDA;
 }
+hsr_status kc_launch(hsr_stream *s, const hsr_kernel_def *k, const void *args, size_t args_bytes,
+                     const hsr_access *acc, int nacc) {
+  (void)s, (void)k, (void)args, (void)args_bytes, (void)acc, (void)nacc;
+  NO_CUDA;
+}
 hsr_status kc_copy(hsr_stream *s, void *dst, const void *src, size_t bytes) {
   (void)s;
   (void)dst;

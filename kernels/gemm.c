@@ -1,4 +1,4 @@
-/* Row-major f32 GEMM for the example model: OpenBLAS on host, cuBLAS on CUDA. */
+/* Row-major f32 GEMM for the example model: OpenBLAS on host (and sim), cuBLAS on CUDA. */
 #include <cblas.h>
 #include <limits.h>
 
@@ -18,7 +18,12 @@ hsr_status hsr_kernels_gemm(hsr_device *d, hsr_stream *s, int trans_a, int trans
                      m, n, k, trans_a, trans_b, lda, ldb, ldc, a_cols, b_cols, n);
   if (m == 0 || n == 0) return HSR_OK;
   if (!c || (k && (!a || !b))) return hsr_error(HSR_ERR_INVALID, "gemm: NULL matrix pointer");
-  if (d->kind == HSR_DEVICE_CUDA) return kc_gemm(s, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  return d->k->gemm(s, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+hsr_status kh_gemm(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a,
+                   size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+  (void)s;
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n,
               (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
   return HSR_OK;

@@ -1,6 +1,6 @@
 /* The element-wise kernels: argument checks, then the host loop (plain C
  * over the kmath.h formulas, written so the compiler can vectorise them) or
- * the CUDA launch. */
+ * the kind's launch (the host kind's are the kh_* CPU twins below). */
 /* Built with -fno-math-errno (bench/kernels.cmake): sqrtf needs no errno
  * branch, so the AdamW loop vectorises; the result is the same IEEE sqrt. */
 #include <math.h>
@@ -78,8 +78,13 @@ hsr_status hsr_kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *mast
   if (n == 0) return HSR_OK;
   hsr_km_adamw_c c =
       hsr_km_adamw_consts(hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, hp->step, hp->grad_scale);
-  if (d->kind == HSR_DEVICE_CUDA) return kc_adamw(s, n, master, m, v, grad, grad_dt, param_out, param_dt, &c);
-  adamw_host(n, master, m, v, grad, grad_dt, param_out, param_dt, &c);
+  return d->k->adamw(s, n, master, m, v, grad, grad_dt, param_out, param_dt, &c);
+}
+
+hsr_status kh_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad, hsr_dtype grad_dt,
+                    void *param_out, hsr_dtype param_dt, const hsr_km_adamw_c *c) {
+  (void)s;
+  adamw_host(n, master, m, v, grad, grad_dt, param_out, param_dt, c);
   return HSR_OK;
 }
 
@@ -121,7 +126,11 @@ hsr_status hsr_kernels_cast(hsr_device *d, hsr_stream *s, size_t n, const void *
   HSR_CHECK(need_ptr(src, "cast source", n));
   HSR_CHECK(need_ptr(dst, "cast destination", n));
   if (n == 0) return HSR_OK;
-  if (d->kind == HSR_DEVICE_CUDA) return kc_cast(s, n, src, src_dt, dst, dst_dt);
+  return d->k->cast(s, n, src, src_dt, dst, dst_dt);
+}
+
+hsr_status kh_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype src_dt, void *dst, hsr_dtype dst_dt) {
+  (void)s;
   cast_host(n, src, src_dt, dst, dst_dt);
   return HSR_OK;
 }
@@ -138,7 +147,11 @@ hsr_status hsr_kernels_scale(hsr_device *d, hsr_stream *s, size_t n, void *x, hs
   HSR_CHECK(check_arith_dt("scale", dt));
   HSR_CHECK(need_ptr(x, "scale x", n));
   if (n == 0) return HSR_OK;
-  if (d->kind == HSR_DEVICE_CUDA) return kc_scale(s, n, x, dt, alpha);
+  return d->k->scale(s, n, x, dt, alpha);
+}
+
+hsr_status kh_scale(hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha) {
+  (void)s;
   const float a = (float)alpha;
   if (dt == HSR_F64) {
     double *xd = (double *)x;
@@ -163,7 +176,11 @@ hsr_status hsr_kernels_axpy(hsr_device *d, hsr_stream *s, size_t n, double alpha
   HSR_CHECK(need_ptr(x, "axpy x", n));
   HSR_CHECK(need_ptr(y, "axpy y", n));
   if (n == 0) return HSR_OK;
-  if (d->kind == HSR_DEVICE_CUDA) return kc_axpy(s, n, alpha, x, y, dt);
+  return d->k->axpy(s, n, alpha, x, y, dt);
+}
+
+hsr_status kh_axpy(hsr_stream *s, size_t n, double alpha, const void *x, void *y, hsr_dtype dt) {
+  (void)s;
   const float a = (float)alpha;
   if (dt == HSR_F64) {
     const double *xd = (const double *)x;
@@ -228,7 +245,11 @@ hsr_status hsr_kernels_sumsq(hsr_device *d, hsr_stream *s, size_t n, const void 
   HSR_CHECK(check_arith_dt("sumsq", dt));
   HSR_CHECK(need_ptr(x, "sumsq x", n));
   if (!out) return hsr_error(HSR_ERR_INVALID, "sumsq: out is NULL");
-  if (d->kind == HSR_DEVICE_CUDA) return kc_sumsq(s, n, x, dt, out);
+  return d->k->sumsq(s, n, x, dt, out);
+}
+
+hsr_status kh_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out) {
+  (void)s;
   *out = sumsq_host(n, x, dt);
   return HSR_OK;
 }

@@ -1,5 +1,5 @@
 /* The transformer layers of the GPT example: argument checks, then the host
- * loop over the kmath.h row formulas or the CUDA launch (cuda_nn.cu).
+ * loop over the kmath.h row formulas (the kh_* CPU twins) or the kind's launch.
  * Built with -O3 -fno-math-errno (CMakeLists.txt) so the maps vectorise. */
 #include <cblas.h>
 #include <limits.h>
@@ -31,10 +31,15 @@ hsr_status hsr_kernels_gemm_batched(hsr_device *d, hsr_stream *s, int trans_a, i
   /* the first product checks sizes and leading dimensions for all */
   HSR_CHECK(hsr_kernels_gemm(d, s, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
   if (count == 1) return HSR_OK;
-  if (d->kind == HSR_DEVICE_CUDA)
-    return kc_gemm_batched(s, trans_a, trans_b, m, n, k, alpha, a + stride_a, lda, stride_a, b + stride_b, ldb,
-                           stride_b, beta, c + stride_c, ldc, stride_c, count - 1);
-  for (size_t i = 1; i < count; i++)
+  return d->k->gemm_batched(s, trans_a, trans_b, m, n, k, alpha, a + stride_a, lda, stride_a, b + stride_b, ldb,
+                            stride_b, beta, c + stride_c, ldc, stride_c, count - 1);
+}
+
+hsr_status kh_gemm_batched(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
+                           const float *a, size_t lda, size_t stride_a, const float *b, size_t ldb, size_t stride_b,
+                           float beta, float *c, size_t ldc, size_t stride_c, size_t count) {
+  (void)s;
+  for (size_t i = 0; i < count; i++)
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                 (int)k, alpha, a + i * stride_a, (int)lda, b + i * stride_b, (int)ldb, beta, c + i * stride_c,
                 (int)ldc);
@@ -107,7 +112,12 @@ hsr_status hsr_kernels_layernorm(hsr_device *d, hsr_stream *s, size_t rows, size
   NEED(y, fn);
   NEED(mean, fn);
   NEED(rstd, fn);
-  if (d->kind == HSR_DEVICE_CUDA) return kc_layernorm(s, rows, C, x, w, b, eps, y, mean, rstd);
+  return d->k->layernorm(s, rows, C, x, w, b, eps, y, mean, rstd);
+}
+
+hsr_status kh_layernorm(hsr_stream *s, size_t rows, size_t C, const float *x, const float *w, const float *b, float eps,
+                        float *y, float *mean, float *rstd) {
+  (void)s;
   ln_host(rows, C, x, w, b, eps, y, mean, rstd);
   return HSR_OK;
 }
@@ -127,7 +137,12 @@ hsr_status hsr_kernels_layernorm_bwd(hsr_device *d, hsr_stream *s, size_t rows, 
   NEED(dx, fn);
   NEED(dw, fn);
   NEED(db, fn);
-  if (d->kind == HSR_DEVICE_CUDA) return kc_layernorm_bwd(s, rows, C, dy, x, w, mean, rstd, dx, dw, db);
+  return d->k->layernorm_bwd(s, rows, C, dy, x, w, mean, rstd, dx, dw, db);
+}
+
+hsr_status kh_layernorm_bwd(hsr_stream *s, size_t rows, size_t C, const float *dy, const float *x, const float *w,
+                            const float *mean, const float *rstd, float *dx, float *dw, float *db) {
+  (void)s;
   ln_bwd_host(rows, C, dy, x, w, mean, rstd, dx, dw, db);
   return HSR_OK;
 }
@@ -137,7 +152,11 @@ hsr_status hsr_kernels_gelu(hsr_device *d, hsr_stream *s, size_t n, const float 
   if (n == 0) return HSR_OK;
   NEED(x, "gelu");
   NEED(y, "gelu");
-  if (d->kind == HSR_DEVICE_CUDA) return kc_gelu(s, n, x, y);
+  return d->k->gelu(s, n, x, y);
+}
+
+hsr_status kh_gelu(hsr_stream *s, size_t n, const float *x, float *y) {
+  (void)s;
   gelu_host(n, x, y);
   return HSR_OK;
 }
@@ -148,7 +167,11 @@ hsr_status hsr_kernels_gelu_bwd(hsr_device *d, hsr_stream *s, size_t n, const fl
   NEED(x, "gelu_bwd");
   NEED(dy, "gelu_bwd");
   NEED(dx, "gelu_bwd");
-  if (d->kind == HSR_DEVICE_CUDA) return kc_gelu_bwd(s, n, x, dy, dx);
+  return d->k->gelu_bwd(s, n, x, dy, dx);
+}
+
+hsr_status kh_gelu_bwd(hsr_stream *s, size_t n, const float *x, const float *dy, float *dx) {
+  (void)s;
   gelu_bwd_host(n, x, dy, dx);
   return HSR_OK;
 }
@@ -158,7 +181,11 @@ hsr_status hsr_kernels_bias_add(hsr_device *d, hsr_stream *s, size_t rows, size_
   if (rows == 0 || cols == 0) return HSR_OK;
   NEED(b, "bias_add");
   NEED(y, "bias_add");
-  if (d->kind == HSR_DEVICE_CUDA) return kc_bias_add(s, rows, cols, b, y);
+  return d->k->bias_add(s, rows, cols, b, y);
+}
+
+hsr_status kh_bias_add(hsr_stream *s, size_t rows, size_t cols, const float *b, float *y) {
+  (void)s;
   bias_host(rows, cols, b, y, NULL, NULL);
   return HSR_OK;
 }
@@ -168,7 +195,11 @@ hsr_status hsr_kernels_bias_bwd(hsr_device *d, hsr_stream *s, size_t rows, size_
   if (rows == 0 || cols == 0) return HSR_OK;
   NEED(dy, "bias_bwd");
   NEED(db, "bias_bwd");
-  if (d->kind == HSR_DEVICE_CUDA) return kc_bias_bwd(s, rows, cols, dy, db);
+  return d->k->bias_bwd(s, rows, cols, dy, db);
+}
+
+hsr_status kh_bias_bwd(hsr_stream *s, size_t rows, size_t cols, const float *dy, float *db) {
+  (void)s;
   bias_host(rows, cols, NULL, NULL, dy, db);
   return HSR_OK;
 }
@@ -182,7 +213,11 @@ hsr_status hsr_kernels_softmax_causal(hsr_device *d, hsr_stream *s, size_t rows,
   if (T == 0) return hsr_error(HSR_ERR_INVALID, "softmax_causal: T is 0 with %zu rows", rows);
   NEED(x, fn);
   NEED(p, fn);
-  if (d->kind == HSR_DEVICE_CUDA) return kc_softmax_causal(s, rows, T, scale, x, p);
+  return d->k->softmax_causal(s, rows, T, scale, x, p);
+}
+
+hsr_status kh_softmax_causal(hsr_stream *s, size_t rows, size_t T, float scale, const float *x, float *p) {
+  (void)s;
   softmax_host(rows, T, scale, x, p, NULL, NULL);
   return HSR_OK;
 }
@@ -197,7 +232,12 @@ hsr_status hsr_kernels_softmax_causal_bwd(hsr_device *d, hsr_stream *s, size_t r
   NEED(p, fn);
   NEED(dp, fn);
   NEED(dx, fn);
-  if (d->kind == HSR_DEVICE_CUDA) return kc_softmax_causal_bwd(s, rows, T, scale, p, dp, dx);
+  return d->k->softmax_causal_bwd(s, rows, T, scale, p, dp, dx);
+}
+
+hsr_status kh_softmax_causal_bwd(hsr_stream *s, size_t rows, size_t T, float scale, const float *p, const float *dp,
+                                 float *dx) {
+  (void)s;
   softmax_host(rows, T, scale, NULL, (float *)p, dp, dx);
   return HSR_OK;
 }
@@ -212,7 +252,12 @@ hsr_status hsr_kernels_xent(hsr_device *d, hsr_stream *s, size_t rows, size_t V,
   NEED(z, fn);
   NEED(targets, fn);
   NEED(rowloss, fn);
-  if (d->kind == HSR_DEVICE_CUDA) return kc_xent(s, rows, V, z, targets, grad_scale, rowloss);
+  return d->k->xent(s, rows, V, z, targets, grad_scale, rowloss);
+}
+
+hsr_status kh_xent(hsr_stream *s, size_t rows, size_t V, float *z, const int32_t *targets, float grad_scale,
+                   double *rowloss) {
+  (void)s;
   for (size_t r = 0; r < rows; r++)
     if (targets[r] < 0 || (size_t)targets[r] >= V)
       return hsr_error(HSR_ERR_INVALID, "xent: target %d of row %zu is outside [0, %zu)", (int)targets[r], r, V);
@@ -237,7 +282,13 @@ hsr_status hsr_kernels_embed(hsr_device *d, hsr_stream *s, size_t B, size_t T, s
   NEED(wte, fn);
   NEED(wpe, fn);
   NEED(out, fn);
-  if (d->kind == HSR_DEVICE_CUDA) return kc_embed(s, B, T, C, V, tokens, wte, wpe, out);
+  return d->k->embed(s, B, T, C, V, tokens, wte, wpe, out);
+}
+
+hsr_status kh_embed(hsr_stream *s, size_t B, size_t T, size_t C, size_t V, const int32_t *tokens, const float *wte,
+                    const float *wpe, float *out) {
+  static const char fn[] = "embed";
+  (void)s;
   HSR_CHECK(check_tokens(tokens, B * T, V, fn));
   for (size_t i = 0; i < B * T; i++) {
     const float *e = wte + (size_t)tokens[i] * C, *p = wpe + (i % T) * C;
@@ -256,7 +307,13 @@ hsr_status hsr_kernels_embed_bwd(hsr_device *d, hsr_stream *s, size_t B, size_t 
   NEED(dout, fn);
   NEED(dwte, fn);
   NEED(dwpe, fn);
-  if (d->kind == HSR_DEVICE_CUDA) return kc_embed_bwd(s, B, T, C, V, tokens, dout, dwte, dwpe);
+  return d->k->embed_bwd(s, B, T, C, V, tokens, dout, dwte, dwpe);
+}
+
+hsr_status kh_embed_bwd(hsr_stream *s, size_t B, size_t T, size_t C, size_t V, const int32_t *tokens, const float *dout,
+                        float *dwte, float *dwpe) {
+  static const char fn[] = "embed_bwd";
+  (void)s;
   HSR_CHECK(check_tokens(tokens, B * T, V, fn));
   /* positions in order: the device kernel (a thread per channel) adds in the same order */
   for (size_t i = 0; i < B * T; i++) {

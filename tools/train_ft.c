@@ -120,7 +120,10 @@ static char *identity(const train_args *a) {
   cJSON_AddStringToObject(o, "--param-dtype", hsr_dtype_name(a->cfg.param_dtype));
   cJSON_AddStringToObject(o, "--reduce-dtype", hsr_dtype_name(a->cfg.reduce_dtype));
   cJSON_AddStringToObject(o, "--wrap", a->wrap_linear ? "linear" : "block");
-  cJSON_AddStringToObject(o, "--device", a->cfg.device == HSR_DEVICE_CUDA ? "cuda" : "host");
+  cJSON_AddStringToObject(o, "--device",
+                          a->cfg.device == HSR_DEVICE_CUDA  ? "cuda"
+                          : a->cfg.device == HSR_DEVICE_SIM ? "sim"
+                                                            : "host");
 #undef NUM
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);

@@ -22,6 +22,7 @@
 #include "hsr/boot.h"
 #include "hsr/common.h"
 #include "hsr/dtype.h"
+#include "hsr/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -80,8 +81,13 @@ HSR_API hsr_backend hsr_comm_backend(const hsr_comm *c);
 /* A label used in errors and traces ("world", "shard[1]", ...). */
 HSR_API hsr_status hsr_comm_set_name(hsr_comm *c, const char *name);
 HSR_API const char *hsr_comm_name(const hsr_comm *c);
-/* NCCL communicators: the CUDA stream (cudaStream_t) operations are ordered on. */
-HSR_API hsr_status hsr_comm_set_stream(hsr_comm *c, void *stream);
+/* The stream later operations are ordered on (NCCL's rule: every operation
+ * of one communicator issued in program order on every rank). NCCL
+ * communicators: a CUDA stream. Host communicators: a stream of a sim
+ * device, whose worker runs each operation when it reaches it (the host
+ * collectives, with their timeouts and verdicts), or NULL to run them at
+ * once. */
+HSR_API hsr_status hsr_comm_set_stream(hsr_comm *c, hsr_stream *stream);
 
 /* Memory that peers on the node read directly (host backend: a node-shared
  * segment; NCCL backend: device memory). Not collective. A pointer from one

@@ -27,7 +27,8 @@ typedef enum hsr_env_kind {
   HSR_ENV_WDIR,    /* an existing directory this process may write */
   HSR_ENV_PATH,    /* a path (need not exist yet) */
   HSR_ENV_ARGS,    /* free text: extra command-line arguments */
-  HSR_ENV_SECRET   /* free text never shown (hsr env prints that it is set) */
+  HSR_ENV_SECRET,  /* free text never shown (hsr env prints that it is set) */
+  HSR_ENV_DELAY    /* MAX_US[:SEED]: microseconds from 0 to max, an optional unsigned 64-bit seed */
 } hsr_env_kind;
 
 typedef struct hsr_env_info {

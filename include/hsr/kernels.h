@@ -3,12 +3,25 @@
  * example model. The per-element formulas are in hsr/kmath.h, shared by the
  * CPU loops and the CUDA kernels.
  *
- * On a host device every call runs synchronously on the calling thread and
- * streams/events are trivially complete; on a CUDA device work is enqueued on
- * the given stream (NULL = the device's default stream, i.e. CUDA's legacy
- * stream). Streams from hsr_stream_create are non-blocking: order them with
- * events. A process drives one GPU; a device object is used by one thread
- * at a time.
+ * Three kinds of device, one API:
+ *   HSR_DEVICE_HOST  every call runs synchronously on the calling thread;
+ *                    streams and events are trivially complete.
+ *   HSR_DEVICE_CUDA  work is enqueued on the given stream (NULL = the
+ *                    device's default stream, CUDA's legacy stream).
+ *   HSR_DEVICE_SIM   an emulated device with CUDA's stream semantics and no
+ *                    GPU: memory from its own arena, a worker thread per
+ *                    stream (the default stream too) running the CPU twins
+ *                    of the kernels in stream order, events as CUDA's (a
+ *                    record captures the stream's position, a wait waits for
+ *                    the last record before it, a never-recorded event is
+ *                    complete). Host calls return once the work is queued.
+ *                    HSR_SIM_DELAY adds seeded random delays before each
+ *                    operation; HSR_SIM_CHECK=1 checks every operation's
+ *                    declared reads and writes against the streams' order
+ *                    (docs/kernels.md, "The sim device").
+ * Streams from hsr_stream_create are non-blocking: order them with events.
+ * A process drives one device; a device object is used by one thread at a
+ * time.
  */
 #ifndef HSR_KERNELS_H
 #define HSR_KERNELS_H
@@ -23,7 +36,7 @@
 extern "C" {
 #endif
 
-typedef enum hsr_device_kind { HSR_DEVICE_HOST = 0, HSR_DEVICE_CUDA = 1 } hsr_device_kind;
+typedef enum hsr_device_kind { HSR_DEVICE_HOST = 0, HSR_DEVICE_CUDA = 1, HSR_DEVICE_SIM = 2 } hsr_device_kind;
 
 typedef struct hsr_device hsr_device;
 typedef struct hsr_stream hsr_stream;
@@ -51,8 +64,10 @@ HSR_API hsr_status hsr_device_memset(hsr_device *d, void *dst, int value, size_t
 HSR_API hsr_status hsr_stream_create(hsr_device *d, int priority, hsr_stream **out);
 HSR_API hsr_status hsr_stream_destroy(hsr_stream *s);
 HSR_API hsr_status hsr_stream_sync(hsr_stream *s, double timeout_s);
-/* The native handle (cudaStream_t), NULL on host. */
+/* The native handle (cudaStream_t), NULL on host and sim. */
 HSR_API void *hsr_stream_native(hsr_stream *s);
+/* The device a stream belongs to. */
+HSR_API hsr_device *hsr_stream_device(hsr_stream *s);
 HSR_API hsr_status hsr_event_create(hsr_device *d, hsr_event **out);
 HSR_API hsr_status hsr_event_destroy(hsr_event *e);
 HSR_API hsr_status hsr_event_record(hsr_event *e, hsr_stream *s);
@@ -60,6 +75,26 @@ HSR_API hsr_status hsr_stream_wait_event(hsr_stream *s, hsr_event *e);
 /* *done = 1 once all work before the record has finished. */
 HSR_API hsr_status hsr_event_query(hsr_event *e, int *done);
 HSR_API hsr_status hsr_event_sync(hsr_event *e, double timeout_s);
+
+/* A kernel of the program's own, with its CPU twin (llm.c's rule): `host`
+ * runs on a host device at once and on a sim device on the stream's thread
+ * in stream order; `cuda` is called with the native cudaStream_t. args
+ * (args_bytes <= HSR_KERNEL_ARGS_MAX) are copied at the call. Every buffer
+ * the kernel touches is listed in acc, which the sim device's sanitizer
+ * checks against the streams' order. */
+#define HSR_KERNEL_ARGS_MAX 256
+typedef struct hsr_access {
+  const void *ptr;
+  size_t bytes;
+  int write; /* 0 read, 1 written (read-modify-write counts as written) */
+} hsr_access;
+typedef struct hsr_kernel_def {
+  const char *name;
+  void (*host)(const void *args);
+  hsr_status (*cuda)(void *stream, const void *args);
+} hsr_kernel_def;
+HSR_API hsr_status hsr_kernels_launch(hsr_device *d, hsr_stream *s, const hsr_kernel_def *k, const void *args,
+                                      size_t args_bytes, const hsr_access *acc, int nacc);
 
 /* AdamW hyper-parameters for one call (one optimizer group). */
 typedef struct hsr_adamw_hparams {

@@ -5,6 +5,7 @@
 
 #include "device_path.h"
 #include "hsr/env.h"
+#include "kernels/sim.h"
 
 enum { S_COMPUTE = 0, S_GATHER, S_REDUCE, S_COUNT };
 
@@ -15,7 +16,7 @@ typedef struct blk_ev {
 
 struct rt_dev {
   hsr_device *dev;
-  int own_dev, gpu;
+  int own_dev, async; /* async: streams and events order the work (CUDA, sim) */
   hsr_stream *s[S_COUNT];
   int own_cs;
   hsr_event *join; /* reusable: a wait captures the event as recorded at the time */
@@ -29,6 +30,7 @@ struct rt_dev {
   double *slots;
   int nslots;
   double timeout;
+  rt_drop drop; /* HSR_SIM_DROP */
 };
 
 static hsr_status open_cuda(rt_dev *dv, const hsr_rt_config *cfg, hsr_boot *boot) {
@@ -58,8 +60,8 @@ hsr_status rt_dev_open(const hsr_rt_config *cfg, hsr_boot *boot, double timeout_
   *out = NULL;
   if (cfg->stream && !cfg->dev)
     return hsr_error(HSR_ERR_INVALID, "runtime config: a compute stream was given without its device (cfg.dev)");
-  if (cfg->device != HSR_DEVICE_HOST && cfg->device != HSR_DEVICE_CUDA)
-    return hsr_error(HSR_ERR_INVALID, "runtime config: device kind %d (valid: host, cuda)", (int)cfg->device);
+  if (cfg->device != HSR_DEVICE_HOST && cfg->device != HSR_DEVICE_CUDA && cfg->device != HSR_DEVICE_SIM)
+    return hsr_error(HSR_ERR_INVALID, "runtime config: device kind %d (valid: host, cuda, sim)", (int)cfg->device);
   rt_dev *dv = calloc(1, sizeof *dv);
   if (!dv) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
   hsr_status st = HSR_OK;
@@ -72,12 +74,23 @@ hsr_status rt_dev_open(const hsr_rt_config *cfg, hsr_boot *boot, double timeout_
     dv->dev = cfg->dev;
   } else if (cfg->device == HSR_DEVICE_CUDA) {
     if ((st = open_cuda(dv, cfg, boot)) != HSR_OK) goto fail;
+  } else if (cfg->device == HSR_DEVICE_SIM) {
+    if ((st = hsr_device_open(HSR_DEVICE_SIM, cfg->device_ordinal < 0 ? 0 : cfg->device_ordinal, &dv->dev)) != HSR_OK)
+      goto fail;
+    dv->own_dev = 1;
   } else {
     if ((st = hsr_device_open(HSR_DEVICE_HOST, 0, &dv->dev)) != HSR_OK) goto fail;
     dv->own_dev = 1;
   }
-  dv->gpu = hsr_device_kind_of(dv->dev) == HSR_DEVICE_CUDA;
-  if (!dv->gpu) { /* host: NULL streams, synchronous device layer */
+  dv->async = hsr_device_kind_of(dv->dev) != HSR_DEVICE_HOST;
+  int drop = 0;
+  if ((st = hsr_env_get_choice("HSR_SIM_DROP", &drop)) != HSR_OK) goto fail;
+  dv->drop = (rt_drop)drop;
+  if (drop && hsr_device_kind_of(dv->dev) != HSR_DEVICE_SIM) {
+    st = hsr_error(HSR_ERR_INVALID, "HSR_SIM_DROP is a test hook of the sim device (--device sim); unset it");
+    goto fail;
+  }
+  if (!dv->async) { /* host: NULL streams, synchronous device layer */
     *out = dv;
     return HSR_OK;
   }
@@ -89,6 +102,9 @@ hsr_status rt_dev_open(const hsr_rt_config *cfg, hsr_boot *boot, double timeout_
   }
   if ((st = hsr_stream_create(dv->dev, 1, &dv->s[S_GATHER])) != HSR_OK) goto fail;
   if ((st = hsr_stream_create(dv->dev, 1, &dv->s[S_REDUCE])) != HSR_OK) goto fail;
+  static const char *const names[S_COUNT] = {"compute", "gather", "reduce"};
+  for (int i = 0; i < S_COUNT; i++)
+    if ((st = kern_stream_label(dv->s[i], names[i])) != HSR_OK) goto fail;
   if ((st = hsr_event_create(dv->dev, &dv->join)) != HSR_OK) goto fail;
   if ((st = hsr_device_alloc(dv->dev, 64, (void **)&dv->d64)) != HSR_OK) goto fail;
   *out = dv;
@@ -103,7 +119,7 @@ static void keep(hsr_status *st, hsr_status s) {
 }
 
 hsr_status rt_dev_quiesce(rt_dev *dv) {
-  if (!dv || !dv->gpu) return HSR_OK;
+  if (!dv || !dv->async) return HSR_OK;
   hsr_status st = HSR_OK;
   for (int i = 0; i < S_COUNT; i++)
     if (dv->s[i]) keep(&st, hsr_stream_sync(dv->s[i], dv->timeout));
@@ -132,26 +148,30 @@ hsr_status rt_dev_close(rt_dev *dv) {
   return st;
 }
 
-int rt_dev_gpu(const rt_dev *dv) { return dv && dv->gpu; }
+int rt_dev_async(const rt_dev *dv) { return dv && dv->async; }
 hsr_device *rt_dev_device(rt_dev *dv) { return dv ? dv->dev : NULL; }
-hsr_backend rt_dev_backend(const rt_dev *dv) { return rt_dev_gpu(dv) ? HSR_BACKEND_NCCL : HSR_BACKEND_HOST; }
+/* NCCL for CUDA memory; the host collectives for host and sim memory (a sim
+ * device runs them in its streams' order). */
+hsr_backend rt_dev_backend(const rt_dev *dv) {
+  return dv && hsr_device_kind_of(dv->dev) == HSR_DEVICE_CUDA ? HSR_BACKEND_NCCL : HSR_BACKEND_HOST;
+}
 hsr_stream *rt_dev_cs(rt_dev *dv) { return dv ? dv->s[S_COMPUTE] : NULL; }
 hsr_stream *rt_dev_gs(rt_dev *dv) { return dv ? dv->s[S_GATHER] : NULL; }
 hsr_stream *rt_dev_rs(rt_dev *dv) { return dv ? dv->s[S_REDUCE] : NULL; }
 
 hsr_status rt_dev_join(rt_dev *dv, hsr_stream *waiter, hsr_stream *on) {
-  if (!rt_dev_gpu(dv) || waiter == on) return HSR_OK;
+  if (!rt_dev_async(dv) || waiter == on) return HSR_OK;
   HSR_CHECK(hsr_event_record(dv->join, on));
   return hsr_stream_wait_event(waiter, dv->join);
 }
 
 hsr_status rt_dev_use(rt_dev *dv, hsr_comm *c, hsr_stream *s) {
-  if (!rt_dev_gpu(dv) || !c) return HSR_OK;
-  return hsr_comm_set_stream(c, hsr_stream_native(s));
+  if (!rt_dev_async(dv) || !c) return HSR_OK;
+  return hsr_comm_set_stream(c, s);
 }
 
 hsr_status rt_dev_units(rt_dev *dv, int nunits) {
-  if (!rt_dev_gpu(dv)) return HSR_OK;
+  if (!rt_dev_async(dv)) return HSR_OK;
   dv->uev = calloc((size_t)(nunits ? nunits : 1), sizeof *dv->uev);
   if (!dv->uev) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
   for (; dv->nunits < nunits; dv->nunits++) HSR_CHECK(hsr_event_create(dv->dev, &dv->uev[dv->nunits]));
@@ -159,17 +179,19 @@ hsr_status rt_dev_units(rt_dev *dv, int nunits) {
 }
 
 hsr_status rt_dev_gather_issued(rt_dev *dv, int unit) {
-  if (!rt_dev_gpu(dv)) return HSR_OK;
+  if (!rt_dev_async(dv)) return HSR_OK;
   return hsr_event_record(dv->uev[unit], dv->s[S_GATHER]);
 }
 
+int rt_dev_dropped(const rt_dev *dv, rt_drop what) { return dv && dv->drop == what; }
+
 hsr_status rt_dev_gather_consume(rt_dev *dv, int unit) {
-  if (!rt_dev_gpu(dv)) return HSR_OK;
+  if (!rt_dev_async(dv) || dv->drop == RT_DROP_GATHER_WAIT) return HSR_OK;
   return hsr_stream_wait_event(dv->s[S_COMPUTE], dv->uev[unit]);
 }
 
 hsr_status rt_dev_reap(rt_dev *dv) {
-  if (!rt_dev_gpu(dv)) return HSR_OK;
+  if (!rt_dev_async(dv)) return HSR_OK;
   hsr_status st = HSR_OK;
   int k = 0;
   for (int i = 0; i < dv->npend; i++) {
@@ -202,7 +224,7 @@ hsr_status rt_dev_defer(rt_dev *dv, hsr_req *r) {
 }
 
 hsr_status rt_dev_block_release(rt_dev *dv, int block) {
-  if (!rt_dev_gpu(dv)) return HSR_OK;
+  if (!rt_dev_async(dv)) return HSR_OK;
   if (block >= dv->nbev) {
     int n = block + 32;
     blk_ev *nb = realloc(dv->bev, (size_t)n * sizeof *nb);
@@ -231,7 +253,8 @@ static int first_user(rt_mem_cat cat) {
 }
 
 hsr_status rt_dev_block_reuse(rt_dev *dv, int block, rt_mem_cat cat) {
-  if (!rt_dev_gpu(dv) || block >= dv->nbev || !dv->bev[block].recorded) return HSR_OK;
+  if (!rt_dev_async(dv) || block >= dv->nbev || !dv->bev[block].recorded || dv->drop == RT_DROP_POOL_REUSE)
+    return HSR_OK;
   hsr_stream *user = dv->s[first_user(cat)];
   for (int i = 0; i < S_COUNT; i++)
     if (dv->s[i] != user) HSR_CHECK(hsr_stream_wait_event(user, dv->bev[block].ev[i]));
@@ -239,7 +262,7 @@ hsr_status rt_dev_block_reuse(rt_dev *dv, int block, rt_mem_cat cat) {
 }
 
 hsr_status rt_dev_sync(rt_dev *dv, hsr_stream *s) {
-  if (!rt_dev_gpu(dv) || !s) return HSR_OK;
+  if (!rt_dev_async(dv) || !s) return HSR_OK;
   return hsr_stream_sync(s, dv->timeout);
 }
 
@@ -255,7 +278,7 @@ hsr_status rt_dev_slots(rt_dev *dv, int n, double **slots) {
 }
 
 hsr_status rt_dev_allreduce_f64(rt_dev *dv, hsr_comm *c, double *x) {
-  if (!rt_dev_gpu(dv)) return hsr_comm_allreduce(c, x, x, 1, HSR_F64, HSR_SUM, NULL);
+  if (!rt_dev_async(dv)) return hsr_comm_allreduce(c, x, x, 1, HSR_F64, HSR_SUM, NULL);
   hsr_stream *rs = dv->s[S_REDUCE];
   HSR_CHECK(hsr_device_copy(dv->dev, dv->d64, x, sizeof *x, rs));
   HSR_CHECK(rt_dev_use(dv, c, rs));

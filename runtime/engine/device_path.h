@@ -4,7 +4,8 @@
  *   host  every stream is NULL (the device layer runs synchronously on the
  *         calling thread) and every ordering call below is a no-op, so host
  *         runs do exactly what they did before the device path existed.
- *   CUDA  three streams: compute (the caller's, or created), all-gather and
+ *   CUDA  three streams (the sim device the same, its collectives the host
+ *         ones run in its streams' order): compute (the caller's, or created), all-gather and
  *         reduce (both high priority). Ordering is expressed with events only:
  *           gather done  -> compute may read the full unit
  *           compute done -> the reduce stream may read the gradient
@@ -26,6 +27,17 @@
 
 typedef struct rt_dev rt_dev;
 
+/* HSR_SIM_DROP (a test hook of the sim device): the one ordering left out. */
+typedef enum rt_drop {
+  RT_DROP_NONE = 0,
+  RT_DROP_GATHER_WAIT,
+  RT_DROP_REDUCE_WAIT,
+  RT_DROP_POOL_REUSE,
+  RT_DROP_OPTIM_WAIT
+} rt_drop;
+/* 1 when the hook leaves this ordering out. */
+int rt_dev_dropped(const rt_dev *dv, rt_drop what);
+
 /* Opens (or adopts cfg->dev / cfg->stream) the device and the streams.
  * boot picks the GPU when cfg->device_ordinal < 0 (local rank % GPUs, the
  * GPU that the NCCL world communicator binds). */
@@ -36,7 +48,8 @@ hsr_status rt_dev_close(rt_dev *dv);
  * freed or communicators destroyed. NULL is fine. */
 hsr_status rt_dev_quiesce(rt_dev *dv);
 
-int rt_dev_gpu(const rt_dev *dv);
+/* Streams and events order the work (CUDA, sim); 0 on host. */
+int rt_dev_async(const rt_dev *dv);
 hsr_device *rt_dev_device(rt_dev *dv);
 hsr_backend rt_dev_backend(const rt_dev *dv);
 /* Streams (NULL on host). */
@@ -46,7 +59,7 @@ hsr_stream *rt_dev_rs(rt_dev *dv);
 
 /* `waiter` does not start later work before `on` reached this point. */
 hsr_status rt_dev_join(rt_dev *dv, hsr_stream *waiter, hsr_stream *on);
-/* Binds an NCCL communicator's next operations to a stream (no-op on host). */
+/* Binds a communicator's next operations to a stream (no-op on host). */
 hsr_status rt_dev_use(rt_dev *dv, hsr_comm *c, hsr_stream *s);
 
 /* Per-unit gather events: sized once at commit. */

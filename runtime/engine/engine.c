@@ -33,7 +33,7 @@ void rt_event(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group,
 hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, uint64_t *t1) {
   *t0 = issued;
   *t1 = 0;
-  if (!r || rt_dev_gpu(rt->dv)) {
+  if (!r || rt_dev_async(rt->dv)) {
     /* device: the streams order the consumers (events), the host does not
      * wait; the span is the host's enqueue span */
     *t1 = hsr_clock_ns();

@@ -85,8 +85,8 @@ struct hsr_rt {
   rt_block *blocks;
   int nblocks, capblocks;
   int64_t step;
-  int loaded; /* a checkpoint load installed state (rt_state_fresh) */
-  int torn;   /* a load in place failed part-way: only another load may use the state */
+  int loaded;     /* a checkpoint load installed state (rt_state_fresh) */
+  int torn;       /* a load in place failed part-way: only another load may use the state */
   int grad_ready; /* the accumulators hold the step's synchronized, averaged gradient (hsr_rt_grad_read) */
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   hsr_rt_stats stats;

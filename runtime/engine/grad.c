@@ -13,8 +13,9 @@
 hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
-  rt->grad_ready = 0;                             /* the accumulator takes a new reduction */
-  HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt))); /* compute done -> the reduction may read the gradient */
+  rt->grad_ready = 0; /* the accumulator takes a new reduction */
+  if (!rt_dev_dropped(rt->dv, RT_DROP_REDUCE_WAIT))
+    HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt))); /* compute done -> the reduction may read the gradient */
   RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->dev, RS(rt), u->L, grad, HSR_F32, r->send, rt->cfg.reduce_dtype));
   return HSR_OK;
 }
@@ -30,7 +31,7 @@ hsr_status rt_x_stage1(void *ctx, hsr_sched_red *r) {
   hsr_req *req = NULL;
   if (rdt == HSR_F32) { /* stage_cast did these for a copy */
     rt->grad_ready = 0;
-    HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt)));
+    if (!rt_dev_dropped(rt->dv, RT_DROP_REDUCE_WAIT)) HSR_CHECK(rt_dev_join(rt->dv, RS(rt), CS(rt)));
   }
   if (!r->local) {
     HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, RS(rt)));

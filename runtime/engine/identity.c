@@ -33,7 +33,8 @@ uint64_t rt_id_config(const hsr_rt *rt) {
   uint64_t h = fnv(0xcbf29ce484222325ull, v, sizeof v);
   h = fnv(h, &c->clip, sizeof c->clip);
   h = fnv(h, c->groups, sizeof c->groups);
-  if (rt_dev_gpu(rt->dv)) h = fnv(h, "cuda", 4); /* every rank on the same kind of device */
+  if (hsr_device_kind_of(rt->dev) == HSR_DEVICE_CUDA) h = fnv(h, "cuda", 4); /* every rank on the same kind */
+  if (hsr_device_kind_of(rt->dev) == HSR_DEVICE_SIM) h = fnv(h, "sim", 3);
   return fnv(h, &c->user_hash, sizeof c->user_hash);
 }
 

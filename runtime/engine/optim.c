@@ -89,7 +89,8 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
     HSR_CHECK(hsr_kernels_sumsq(rt->dev, RS(rt), rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32,
                                 &sq[i]));
   }
-  HSR_CHECK(rt_dev_sync(rt->dv, RS(rt))); /* the one host wait of a device step: the clip factor */
+  if (!rt_dev_dropped(rt->dv, RT_DROP_OPTIM_WAIT))
+    HSR_CHECK(rt_dev_sync(rt->dv, RS(rt))); /* the one host wait of a device step: the clip factor */
   for (int i = 0; i < rt->nunits; i++) ss += sq[i];
   /* the slices of one shard group tile the gradient; replicas hold equal
    * slices, or (outer shard optim) the R pieces of each */
@@ -103,8 +104,9 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
     rt_obs_wait(rt->obs, o->t0 - t);
     rt_event(rt, 0, RT_EV_ALLREDUCE, -1, g ? HSR_RT_GROUP_REPLICATE : HSR_RT_GROUP_SHARD, 1, sizeof ss, t, o->t0);
   }
-  HSR_CHECK(rt_dev_join(rt->dv, CS(rt), RS(rt))); /* the optimizer (compute) reads the reduced gradient */
-  HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt))); /* and overwrites shards that a queued gather may still read */
+  if (!rt_dev_dropped(rt->dv, RT_DROP_OPTIM_WAIT))
+    HSR_CHECK(rt_dev_join(rt->dv, CS(rt), RS(rt))); /* the optimizer (compute) reads the reduced gradient */
+  HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt)));   /* and overwrites shards that a queued gather may still read */
   o->norm = sqrt(ss);
   o->coef = 1.0;
   if (rt->cfg.clip > 0 && o->norm > rt->cfg.clip) o->coef = rt->cfg.clip / (o->norm + 1e-6);

@@ -5,9 +5,11 @@
  * hsr_comm_mem_alloc (registered for zero-copy), optimizer state and the
  * gradient accumulator from the device allocator (a master the gathers read
  * is registered too). */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "engine.h"
+#include "kernels/sim.h"
 
 hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   if (!bytes) bytes = 64;
@@ -38,6 +40,11 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   if (st != HSR_OK)
     return hsr_error(st, "runtime: allocating %zu bytes for %s failed: %s", bytes, hsr_mem_cat_name(cat),
                      hsr_last_error());
+  /* the sim device takes a communicator's segment as its memory (a no-op elsewhere) */
+  if (shared && (st = kern_adopt(rt->dev, p, bytes, hsr_mem_cat_name(cat))) != HSR_OK) {
+    hsr_comm_mem_free(rt->world, p);
+    return st;
+  }
   rt->blocks[rt->nblocks++] = (rt_block){p, bytes, cat, 1, shared};
   rt->stats.allocs++;
   rt_obs_mem_get(rt->obs, cat, bytes, 1);
@@ -48,8 +55,12 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
 /* The interpreter's buffer rules (hsr_sched_buffers) take and return every
  * buffer of the lifecycle through these two. */
 hsr_status rt_pool_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
-  (void)unit;
-  return rt_mem_get(ctx, b->cat, b->bytes, p);
+  hsr_rt *rt = ctx;
+  HSR_CHECK(rt_mem_get(rt, b->cat, b->bytes, p));
+  char label[96];
+  snprintf(label, sizeof label, "%s of unit %d '%s'", hsr_mem_cat_name(b->cat), unit,
+           unit >= 0 && unit < rt->nunits ? rt->units[unit].name : "?");
+  return kern_label(rt->dev, *p, b->bytes, label);
 }
 
 void rt_pool_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
@@ -82,9 +93,10 @@ void rt_mem_release_all(hsr_rt *rt) {
     HSR_LOG_W("runtime: device work still queued at teardown: %s", hsr_last_error());
   for (int i = 0; i < rt->nblocks; i++) {
     rt_obs_mem_free(rt->obs, rt->blocks[i].cat, rt->blocks[i].bytes, rt->blocks[i].in_use);
-    if (rt->blocks[i].shared)
+    if (rt->blocks[i].shared) {
+      if (kern_unadopt(rt->dev, rt->blocks[i].ptr) != HSR_OK) HSR_LOG_W("runtime: %s", hsr_last_error());
       hsr_comm_mem_free(rt->world, rt->blocks[i].ptr);
-    else
+    } else
       hsr_device_free(rt->dev, rt->blocks[i].ptr);
   }
   free(rt->blocks);

@@ -76,9 +76,10 @@ static hsr_status open_world(hsr_rt *rt, hsr_comm *world) {
     return HSR_OK;
   }
   if (hsr_comm_backend(world) != rt_dev_backend(rt->dv))
-    return hsr_error(
-        HSR_ERR_INVALID, "runtime: the world communicator's backend does not match the device (%s needs %s)",
-        rt_dev_gpu(rt->dv) ? "cuda" : "host", rt_dev_gpu(rt->dv) ? "HSR_BACKEND_NCCL" : "HSR_BACKEND_HOST");
+    return hsr_error(HSR_ERR_INVALID,
+                     "runtime: the world communicator's backend does not match the device (%s needs %s)",
+                     rt_dev_backend(rt->dv) == HSR_BACKEND_NCCL ? "cuda" : "host or sim",
+                     rt_dev_backend(rt->dv) == HSR_BACKEND_NCCL ? "HSR_BACKEND_NCCL" : "HSR_BACKEND_HOST");
   rt->world = world;
   return HSR_OK;
 }
@@ -124,7 +125,7 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
   rt->sh = hsr_rt_strategy_sharding(cfg->strategy);
   rt->outer = cfg->outer_shard == HSR_RT_OUTER_OPTIM;
   rt->master_shared = rt->sh.params && !rt->outer && cfg->param_dtype == HSR_F32;
-  rt->exec = rt_exec_of(rt_dev_gpu(rt->dv));
+  rt->exec = rt_exec_of(rt_dev_async(rt->dv));
   rt->pes = hsr_dtype_size(cfg->param_dtype);
   rt->res = hsr_dtype_size(cfg->reduce_dtype);
   rt->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : -1;
@@ -237,7 +238,7 @@ static hsr_status make_schedule(hsr_rt *rt) {
   if (!is_root) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
   for (int i = 0; i < rt->nunits; i++) is_root[i] = rt->units[i].is_root;
   hsr_rt_config c = rt->cfg;
-  c.device = rt_dev_gpu(rt->dv) ? HSR_DEVICE_CUDA : HSR_DEVICE_HOST;
+  c.device = hsr_device_kind_of(rt->dev);
   hsr_status st = hsr_sched_create(&c, rt->S, rt->R, rt->layout, is_root, &rt->sched);
   free(is_root);
   return st;
@@ -308,7 +309,7 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
   char *param = rt_buf(rt, p.unit, HSR_SCHED_BUF_PARAM);
   const float *src = values;
   float *staged = NULL;
-  if (rt_dev_gpu(rt->dv) && p.numel) { /* the cast kernels read device memory: stage the values */
+  if (rt_dev_async(rt->dv) && p.numel) { /* the cast kernels read device memory: stage the values */
     HSR_CHECK(rt_dev_quiesce(rt->dv));
     HSR_CHECK(rt_mem_get(rt, HSR_MEM_STAGING, p.numel * 4, (void **)&staged));
     src = staged;
@@ -360,7 +361,7 @@ hsr_status rt_gather_pieces(hsr_rt *rt, int ui, const float *piece, hsr_stream *
   if (rt->outer) {
     st = rt_dev_use(rt->dv, rt->rep_c, s);
     if (st == HSR_OK) st = hsr_comm_allgather(rt->rep_c, piece, shard, rt_piece_len(rt, ui), HSR_F32, NULL);
-    if (st == HSR_OK && rt_dev_gpu(rt->dv)) st = rt_dev_use(rt->dv, rt->rep_c, RS(rt)); /* its reductions' stream */
+    if (st == HSR_OK && rt_dev_async(rt->dv)) st = rt_dev_use(rt->dv, rt->rep_c, RS(rt)); /* its reductions' stream */
   } else {
     st = hsr_device_copy(rt->dev, shard, piece, u->Ls * 4, s);
   }

@@ -18,7 +18,7 @@ void rt_state_info_of(const hsr_rt *rt, rt_state_info *out) {
                          .S = rt->S,
                          .R = rt->R,
                          .K = rt->K,
-                         .gpu = rt_dev_gpu(rt->dv),
+                         .gpu = rt_dev_async(rt->dv),
                          .step = rt->step,
                          .nunits = rt->nunits};
 }
@@ -94,7 +94,7 @@ hsr_status rt_state_copy(hsr_rt *rt, void *dst, const void *src, size_t bytes) {
   return hsr_device_copy(rt->dev, dst, src, bytes, CS(rt));
 }
 
-hsr_status rt_state_sync(hsr_rt *rt) { return rt_dev_gpu(rt->dv) ? rt_dev_sync(rt->dv, CS(rt)) : HSR_OK; }
+hsr_status rt_state_sync(hsr_rt *rt) { return rt_dev_async(rt->dv) ? rt_dev_sync(rt->dv, CS(rt)) : HSR_OK; }
 
 /* This rank's piece of the parameters, cast from the master where they are
  * a buffer of their own (unsharded strategies: its slice of the full copy,
@@ -132,7 +132,7 @@ hsr_status rt_state_regather(hsr_rt *rt) {
   HSR_CHECK(rt_dev_sync(rt->dv, GS(rt)));
   HSR_CHECK(rt_dev_join(rt->dv, CS(rt), GS(rt)));
   if (rep) HSR_CHECK(rt_dev_use(rt->dv, rt->rep_c, RS(rt))); /* the replicate group's reductions */
-  return rt_snapshot_counts(rt, NULL);                       /* the load's gathers and exchange do not count toward the next step */
+  return rt_snapshot_counts(rt, NULL); /* the load's gathers and exchange do not count toward the next step */
 }
 
 void rt_state_set_step(hsr_rt *rt, int64_t step) { rt->step = step; }

@@ -73,13 +73,18 @@ hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordina
     *ordinal = -1;
     return HSR_OK;
   }
+  if (!strcmp(s, "sim")) { /* the emulated device: CUDA's stream semantics on the CPU */
+    *kind = HSR_DEVICE_SIM;
+    *ordinal = -1;
+    return HSR_OK;
+  }
   long v;
   if (!strncmp(s, "cuda:", 5) && hsr_parse_long("device cuda:N", s + 5, 0, 1 << 16, &v) == HSR_OK) {
     *kind = HSR_DEVICE_CUDA;
     *ordinal = (int)v;
     return HSR_OK;
   }
-  return hsr_error(HSR_ERR_INVALID, "device '%s' is not valid (valid: host, cuda, cuda:N with N >= 0)", s);
+  return hsr_error(HSR_ERR_INVALID, "device '%s' is not valid (valid: host, cuda, cuda:N with N >= 0, sim)", s);
 }
 
 hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k) {
@@ -171,8 +176,8 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
   if (c->num_groups < 1 || c->num_groups > HSR_RT_MAX_GROUPS)
     return hsr_error(HSR_ERR_INVALID, "%d optimizer groups (valid: 1 to %d)", c->num_groups, HSR_RT_MAX_GROUPS);
   if (c->align < 1) return hsr_error(HSR_ERR_INVALID, "alignment must be >= 1 element");
-  if (c->device != HSR_DEVICE_HOST && c->device != HSR_DEVICE_CUDA)
-    return hsr_error(HSR_ERR_INVALID, "device kind %d is not valid (valid: host, cuda)", (int)c->device);
+  if (c->device != HSR_DEVICE_HOST && c->device != HSR_DEVICE_CUDA && c->device != HSR_DEVICE_SIM)
+    return hsr_error(HSR_ERR_INVALID, "device kind %d is not valid (valid: host, cuda, sim)", (int)c->device);
   if (S_out) *S_out = S;
   if (R_out) *R_out = R;
   return HSR_OK;

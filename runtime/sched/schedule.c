@@ -61,8 +61,8 @@ hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt
   /* rs_only sums whole slices over its micro-batches before the one reduce-scatter over R */
   int acc_piece = outer && !(cfg->sync == HSR_RT_SYNC_RS_ONLY && cfg->micro_batches > 1);
   /* host: the reductions of the last two units stay in flight behind the
-   * backward pass; CUDA: the reduce stream keeps them in flight instead */
-  s->in_flight = cfg->device == HSR_DEVICE_CUDA ? 0 : 2;
+   * backward pass; CUDA and sim: the reduce stream keeps them in flight instead */
+  s->in_flight = cfg->device != HSR_DEVICE_HOST ? 0 : 2;
   s->pes = hsr_dtype_size(cfg->param_dtype);
   s->res = hsr_dtype_size(cfg->reduce_dtype);
   s->nu = nu;

@@ -1,0 +1,43 @@
+/* The CUDA kind: the CUDA runtime, cuBLAS and the kernels of cuda_*.cu
+ * (kernels/cuda_none.c and cuda_nn_none.c in a host-only build, where no
+ * CUDA device can be opened). */
+#include "nn_internal.h"
+
+const kern_kind kern_cuda = {
+    .name = "cuda",
+    .open = kc_open,
+    .close = kc_close,
+    .alloc = kc_alloc,
+    .free = kc_free,
+    .host_alloc = kc_host_alloc,
+    .host_free = kc_host_free,
+    .copy = kc_copy,
+    .memset = kc_memset,
+    .stream_init = kc_stream_init,
+    .stream_fini = kc_stream_fini,
+    .stream_query = kc_stream_query,
+    .event_init = kc_event_init,
+    .event_fini = kc_event_fini,
+    .event_record = kc_event_record,
+    .stream_wait_event = kc_stream_wait_event,
+    .event_query = kc_event_query,
+    .launch = kc_launch,
+    .adamw = kc_adamw,
+    .cast = kc_cast,
+    .scale = kc_scale,
+    .axpy = kc_axpy,
+    .sumsq = kc_sumsq,
+    .gemm = kc_gemm,
+    .gemm_batched = kc_gemm_batched,
+    .layernorm = kc_layernorm,
+    .layernorm_bwd = kc_layernorm_bwd,
+    .gelu = kc_gelu,
+    .gelu_bwd = kc_gelu_bwd,
+    .bias_add = kc_bias_add,
+    .bias_bwd = kc_bias_bwd,
+    .softmax_causal = kc_softmax_causal,
+    .softmax_causal_bwd = kc_softmax_causal_bwd,
+    .xent = kc_xent,
+    .embed = kc_embed,
+    .embed_bwd = kc_embed_bwd,
+};
