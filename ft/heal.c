@@ -24,7 +24,8 @@ typedef struct heal_hdr {
   uint64_t units, total, prog_len;
 } heal_hdr;
 
-static int device_of(hsr_ft *ft) { return hsr_device_kind_of(hsr_rt_device(ft->rt)) == HSR_DEVICE_CUDA; }
+/* device memory (CUDA, sim): healing stages through the host */
+static int device_of(hsr_ft *ft) { return hsr_device_kind_of(hsr_rt_device(ft->rt)) != HSR_DEVICE_HOST; }
 
 /* A unit's master, m and v in host memory: the engine's own on host, a copy
  * on a device engine. */
@@ -220,7 +221,7 @@ hsr_status hsr_ft_state_hash(hsr_ft *ft, hsr_rt *rt, int64_t done, uint64_t *has
   if (!x) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   XXH3_64bits_reset(x);
   int U = hsr_rt_layout_num_units(hsr_rt_get_layout(rt)),
-      dev = hsr_device_kind_of(hsr_rt_device(rt)) == HSR_DEVICE_CUDA;
+      dev = hsr_device_kind_of(hsr_rt_device(rt)) != HSR_DEVICE_HOST;
   float *host = dev ? malloc((largest_unit(rt) ? largest_unit(rt) : 1) * sizeof(float)) : NULL;
   hsr_status st = dev && !host ? hsr_error(HSR_ERR_NOMEM, "out of memory") : HSR_OK;
   for (int u = 0; u < U && st == HSR_OK; u++) {

@@ -45,3 +45,11 @@ set_tests_properties(rt_sim_equiv_1 PROPERTIES LABELS sim TIMEOUT 150 ENVIRONMEN
 # and (check off, delays on) changes what the equivalence test sees.
 add_test(NAME sim_detect COMMAND ${CMAKE_SOURCE_DIR}/tests/sim_detect.sh ${HSR_RUN} $<TARGET_FILE:mr_runtime>)
 set_tests_properties(sim_detect PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# hsr train --device sim with checkpoints (async save, resumes on other meshes)
+# and the GPT, bitwise against the host path.
+add_test(NAME train_sim COMMAND ${CMAKE_SOURCE_DIR}/tests/train_sim.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(train_sim PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# The device itself: stream and event rules, copies, bounded waits, the arena,
+# the check's reports, the kernels bitwise the host kind's.
+hsr_add_unit(test_sim test_sim.c)
+set_tests_properties(test_sim PROPERTIES LABELS sim TIMEOUT 60)
