@@ -787,6 +787,18 @@ hsr_status kern_stream_task(hsr_stream *s, const char *name, hsr_status (*run)(v
   return enqueue(s, name, 0, run, skip, NULL, 0, arg, NULL, acc, nacc, NULL);
 }
 
+static hsr_status run_stamp(void *p) {
+  atomic_store_explicit((_Atomic uint64_t *)p, hsr_clock_ns(), memory_order_release);
+  return HSR_OK;
+}
+
+int kern_can_stamp(const hsr_device *d) { return d && d->kind == HSR_DEVICE_SIM; }
+
+hsr_status kern_stream_stamp(hsr_stream *s, _Atomic uint64_t *slot) {
+  if (!kern_stream_is_sim(s)) return hsr_error(HSR_ERR_UNSUPPORTED, "device clock stamps: a sim device's stream only");
+  return enqueue(s, "clock stamp", 0, run_stamp, NULL, NULL, 0, (void *)slot, NULL, NULL, 0, NULL);
+}
+
 long kern_sim_reports(const hsr_device *d) {
   if (!d || !d->sim) return 0;
   pthread_mutex_lock(&d->sim->mu);

@@ -53,3 +53,8 @@ set_tests_properties(train_sim PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONME
 # the check's reports, the kernels bitwise the host kind's.
 hsr_add_unit(test_sim test_sim.c)
 set_tests_properties(test_sim PROPERTIES LABELS sim TIMEOUT 60)
+# hsr bench step on sim: the compute stream's thread holds each unit's time
+# while the host runs ahead; the trace's spans are the device's (a forward
+# that holds 5 ms spans at least 5 ms, where the host only queued it).
+add_test(NAME bench_step_sim COMMAND ${CMAKE_SOURCE_DIR}/tests/sim_bench_step.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(bench_step_sim PROPERTIES LABELS "sim;mpi" TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
