@@ -159,6 +159,9 @@ void rt_pool_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p);
 /* Zero on the compute stream: every buffer zeroed here is next touched by
  * compute (or by a stream that joins compute before it reads). */
 hsr_status rt_zero(hsr_rt *rt, void *p, size_t bytes);
+/* A buffer back to its allocator at once, not to the pool (one-off staging
+ * that steady state never needs again); the device drained first. */
+hsr_status rt_mem_drop(hsr_rt *rt, void *ptr);
 /* Teardown: every block back to its allocator. */
 void rt_mem_release_all(hsr_rt *rt);
 
