@@ -83,7 +83,9 @@ typedef struct sstream {
 } sstream;
 
 typedef struct sevent {
-  sstream *s;
+  sstream *s; /* compared, never followed, once its stream may be gone: sd and id say where to look */
+  sim_dev *sd;
+  int id;
   uint32_t pos;
   vclock vc;
   int recorded;
@@ -331,13 +333,15 @@ static hsr_status wait_pos_locked(sim_dev *sd, sstream *s, uint32_t pos, const u
                                   const char *what) {
   struct timespec dl;
   deadline_after(&dl, timeout_s);
-  while (s->done < pos && !sd->failed)
+  /* after a failure too: the stream skips what is left quickly, and the
+   * caller may free what those tasks point to once this returns */
+  while (s->done < pos)
     if (pthread_cond_timedwait(&sd->cv, &sd->mu, &dl) == ETIMEDOUT && s->done < pos)
-      return hsr_error(HSR_ERR_TIMEOUT,
-                       "sim device: %s: stream '%s' did not reach it within %.3f s (%" PRIu32 " of %" PRIu32
-                       " operations done)",
-                       what, s->name, timeout_s, s->done, pos);
-  if (s->done < pos) return failed_locked(sd);
+      return sd->failed ? failed_locked(sd)
+                        : hsr_error(HSR_ERR_TIMEOUT,
+                                    "sim device: %s: stream '%s' did not reach it within %.3f s (%" PRIu32 " of %" PRIu32
+                                    " operations done)",
+                                    what, s->name, timeout_s, s->done, pos);
   vc_join(sd->host, vc);
   return sd->failed ? failed_locked(sd) : HSR_OK;
 }
@@ -686,6 +690,8 @@ static hsr_status ks_event_record(hsr_event *e, hsr_stream *s) {
   hsr_status st = sd->failed ? failed_locked(sd) : HSR_OK;
   if (st == HSR_OK) { /* the stream's position now: everything queued before the record */
     se->s = ss;
+    se->sd = sd;
+    se->id = ss->id;
     se->pos = ss->queued;
     memcpy(se->vc, ss->vc, sizeof se->vc);
     vc_join(se->vc, sd->host);
@@ -712,7 +718,7 @@ static hsr_status ks_stream_wait_event(hsr_stream *s, hsr_event *e) {
   t->arg = t->buf;
   pthread_mutex_lock(&sd->mu);
   hsr_status st = sd->failed ? failed_locked(sd) : HSR_OK;
-  if (st == HSR_OK && sd->streams[se->s->id] != se->s) { /* its stream is gone: it drained before it went */
+  if (st == HSR_OK && sd->streams[se->id] != se->s) { /* its stream is gone: it drained before it went */
     t->wait_on = NULL;
   } else {
     t->wait_on = se->s;
@@ -731,10 +737,10 @@ static hsr_status ks_event_query(hsr_event *e, int *done) {
   sevent *se = e->native;
   *done = 1;
   if (!se->recorded) return HSR_OK;
-  sim_dev *sd = se->s->sd;
+  sim_dev *sd = se->sd;
   pthread_mutex_lock(&sd->mu);
   hsr_status st = sd->failed ? failed_locked(sd) : HSR_OK;
-  if (st == HSR_OK && sd->streams[se->s->id] == se->s) *done = se->s->done >= se->pos;
+  if (st == HSR_OK && sd->streams[se->id] == se->s) *done = se->s->done >= se->pos;
   if (st == HSR_OK && *done) vc_join(sd->host, se->vc);
   pthread_mutex_unlock(&sd->mu);
   return st;

@@ -58,3 +58,7 @@ set_tests_properties(test_sim PROPERTIES LABELS sim TIMEOUT 60)
 # that holds 5 ms spans at least 5 ms, where the host only queued it).
 add_test(NAME bench_step_sim COMMAND ${CMAKE_SOURCE_DIR}/tests/sim_bench_step.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(bench_step_sim PROPERTIES LABELS "sim;mpi" TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# A dead peer named from inside a stream: a rank killed inside an all-gather
+# on sim; every survivor names it, nothing crashes while the streams skip.
+add_test(NAME sim_fault COMMAND ${CMAKE_SOURCE_DIR}/tests/sim_fault.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(sim_fault PROPERTIES LABELS "sim;mpi;fault" TIMEOUT 90 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
