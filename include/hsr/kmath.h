@@ -42,8 +42,10 @@
 
 /* Host loops built twice, for AVX2 and for the baseline, picked at load time
  * (ifunc): the same IEEE operations (no FMA contraction in C11), so the same
- * bits, in wider vectors where the CPU has them. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+ * bits, in wider vectors where the CPU has them. Not under ThreadSanitizer:
+ * an ifunc resolver runs before its runtime starts and crashes. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && \
+    !defined(__SANITIZE_THREAD__)
 #define HSR_KM_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define HSR_KM_CLONES
