@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "hsr/env.h"
 #include "internal.h"
 #include "sim.h"
@@ -154,13 +155,7 @@ static int blk_find(sim_dev *sd, uintptr_t p) { /* index of the block holding p,
 }
 
 static hsr_status blk_add(sim_dev *sd, void *ptr, size_t bytes, int kind, const char *label) {
-  if (sd->nb == sd->capb) {
-    int cap = sd->capb ? 2 * sd->capb : 64;
-    blk *nb = realloc(sd->b, (size_t)cap * sizeof *nb);
-    if (!nb) return hsr_error(HSR_ERR_NOMEM, "sim device: block table");
-    sd->b = nb;
-    sd->capb = cap;
-  }
+  HSR_CHECK(grow_array(&sd->b, &sd->capb, sd->nb, sizeof *sd->b, 64, "sim device: block table"));
   uintptr_t lo = (uintptr_t)ptr;
   int i = sd->nb;
   while (i > 0 && sd->b[i - 1].lo > lo) i--;
@@ -212,13 +207,7 @@ static hsr_status report(sim_dev *sd, const blk *b, uintptr_t lo, uintptr_t hi, 
 }
 
 static hsr_status rec_add(blk *b, rec r) {
-  if (b->nr == b->capr) {
-    int cap = b->capr ? 2 * b->capr : 8;
-    rec *nr = realloc(b->r, (size_t)cap * sizeof *nr);
-    if (!nr) return hsr_error(HSR_ERR_NOMEM, "sim device: access records");
-    b->r = nr;
-    b->capr = cap;
-  }
+  HSR_CHECK(grow_array(&b->r, &b->capr, b->nr, sizeof *b->r, 8, "sim device: access records"));
   b->r[b->nr++] = r;
   return HSR_OK;
 }
@@ -339,8 +328,8 @@ static hsr_status wait_pos_locked(sim_dev *sd, sstream *s, uint32_t pos, const u
     if (pthread_cond_timedwait(&sd->cv, &sd->mu, &dl) == ETIMEDOUT && s->done < pos)
       return sd->failed ? failed_locked(sd)
                         : hsr_error(HSR_ERR_TIMEOUT,
-                                    "sim device: %s: stream '%s' did not reach it within %.3f s (%" PRIu32 " of %" PRIu32
-                                    " operations done)",
+                                    "sim device: %s: stream '%s' did not reach it within %.3f s (%" PRIu32
+                                    " of %" PRIu32 " operations done)",
                                     what, s->name, timeout_s, s->done, pos);
   vc_join(sd->host, vc);
   return sd->failed ? failed_locked(sd) : HSR_OK;

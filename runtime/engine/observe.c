@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "internal.h"
 
 /* Stamp slots in blocks that never move (queued stamps point into them). */
@@ -187,13 +188,7 @@ void rt_obs_dev_span(rt_obs *o, int64_t step, hsr_span_kind kind, const char *la
                      const char *group, uint64_t bytes, _Atomic uint64_t *a, int end_lane) {
   _Atomic uint64_t *b = a ? rt_obs_mark(o, end_lane) : NULL;
   if (!b) return;
-  if (o->npend == o->cappend) {
-    int cap = o->cappend ? 2 * o->cappend : 64;
-    pend *np = realloc(o->pend, (size_t)cap * sizeof *np);
-    if (!np) return;
-    o->pend = np;
-    o->cappend = cap;
-  }
+  if (grow_array(&o->pend, &o->cappend, o->npend, sizeof *o->pend, 64, "runtime trace") != HSR_OK) return;
   pend *p = &o->pend[o->npend++];
   p->kind = kind;
   snprintf(p->lane, sizeof p->lane, "%s", lane);
