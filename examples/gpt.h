@@ -30,12 +30,19 @@
 #define GPT_LN_EPS 1e-5f
 #define GPT_MAX_LAYERS 256
 
+/* The architecture: GPT-2's, or the Llama-style one of examples/llama.h
+ * (zero-initialised configurations are GPT-2's). */
+enum { GPT_ARCH_GPT2 = 0, GPT_ARCH_LLAMA = 1 };
+
 typedef struct gpt_cfg {
   int n_layer, n_head, n_embd; /* L, H, C (C a multiple of H) */
-  int n_ctx;                   /* rows of wpe: the longest sequence */
+  int n_ctx;                   /* rows of wpe: the longest sequence (llama: positions the rotary table covers) */
   int vocab;                   /* V (256: bytes) */
   uint64_t seed;               /* initial weights */
   int wrap_linear;             /* engine units per linear layer instead of per block */
+  int arch;                    /* GPT_ARCH_* */
+  int n_kv_head;               /* llama: key/value heads, dividing n_head (0: n_head) */
+  int n_ff;                    /* llama: the MLP's width (0: llama_default_ff) */
 } gpt_cfg;
 
 /* Parameters in registration order: the root's, then 12 per block. */

@@ -107,8 +107,13 @@ set_tests_properties(rt_gpu_equiv_1 train_gpu test_mlp_gpu PROPERTIES LABELS gpu
 
 # The GPT example: layers against double-precision finite differences, the
 # whole model's gradient, wrapping, data windows, the reference learning.
-set(HSR_GPT_SOURCES ${CMAKE_SOURCE_DIR}/examples/gpt.c ${CMAKE_SOURCE_DIR}/examples/gpt_data.c)
+set(HSR_GPT_SOURCES ${CMAKE_SOURCE_DIR}/examples/gpt.c ${CMAKE_SOURCE_DIR}/examples/gpt_data.c
+                    ${CMAKE_SOURCE_DIR}/examples/llama.c)
 hsr_add_unit(test_gpt test_gpt.c ${HSR_GPT_SOURCES})
+# The Llama-style model: RMSNorm, SwiGLU, the rotary embedding and grouped-query
+# attention against double-precision finite differences, the whole model's
+# gradient, wrapping, LlamaForCausalLM's names and shapes, the reference learning.
+hsr_add_unit(test_llama test_llama.c ${HSR_GPT_SOURCES})
 
 # safetensors: the specification's vectors byte for byte, a streaming round
 # trip, malformed files rejected with the file and the problem named.
