@@ -15,13 +15,16 @@ static void usage(void) {
          "Trains an example model with the sharding engine on a replicate x shard mesh:\n"
          "  --model gpt   GPT-2 (pre-LayerNorm blocks, causal attention, GELU MLP, head tied to the token\n"
          "                embedding) on byte-level text: by default the repository's own docs and sources\n"
+         "  --model llama Llama-style (RMSNorm, rotary embeddings, SwiGLU MLP, grouped-query attention,\n"
+         "                untied head; transformers' LlamaForCausalLM names) on the same byte-level text\n"
          "  --model mlp   residual MLP blocks on synthetic data from a fixed random teacher (the default;\n"
          "                the fast tests' model)\n\n"
          "model and data\n"
-         "  --model M           mlp | gpt (default mlp)\n"
+         "  --model M           mlp | gpt | llama (default mlp)\n"
          "  --layers L          blocks (default 4)\n"
          "  --dim D             width (mlp: blocks D -> 4D -> D, default 64; gpt: default 128)\n"
-         "  --heads H           gpt: attention heads, dividing D (default 4)\n"
+         "  --heads H           gpt, llama: attention heads, dividing D (default 4)\n"
+         "  --kv-heads G        llama: key/value heads, dividing H (default H / 2 when H is even, else H)\n"
          "  --seq T             gpt: tokens per window; windows are T + 1 bytes (default 128)\n"
          "  --data FILE         gpt: training text (default: the repository's text, built into\n"
          "                      build/hsr-corpus.txt); the last tenth is held out for validation\n"
@@ -37,12 +40,14 @@ static void usage(void) {
          "                      a model.safetensors.index.json, or a directory holding one of the two\n"
          "  --export FILE       write the trained weights by name to a safetensors file at the end\n"
          "                      (__metadata__ hsr.model and the model's config - gpt: n_layer, n_head, n_embd,\n"
-         "                      n_ctx, vocab_size; GPT-2's names and layouts - then hsr_step, hsr_version)\n"
+         "                      n_ctx, vocab_size; GPT-2's names and layouts; llama: also n_kv_head, n_ff,\n"
+         "                      LlamaForCausalLM's names - then hsr_step, hsr_version)\n"
          "  --max-shard-size N  --export a directory in Hugging Face's sharded layout instead:\n"
          "                      model-00001-of-0000K.safetensors ... of at most N bytes of tensors each (a\n"
          "                      bigger tensor gets a file of its own) and model.safetensors.index.json; one\n"
          "                      shard: model.safetensors alone. N as save_pretrained: 5GB = 5 x 10^9, 2GiB\n"
-         "                      = 2 x 2^30, or bytes\n"
+         "                      = 2 x 2^30, or bytes; llama: and config.json (LlamaForCausalLM), so the\n"
+         "                      directory is what transformers' from_pretrained reads\n"
          "  --val-every N       gpt: validation loss every N steps and at the end (default steps / 5)\n"
          "  --val-windows N     gpt: held-out windows per validation (default 32, at most what the tail holds)\n"
          "mesh and strategy\n"
@@ -92,6 +97,7 @@ static void usage(void) {
 enum {
   O_MODEL = 256,
   O_HEADS,
+  O_KV_HEADS,
   O_SEQ,
   O_DATA,
   O_INIT,
@@ -108,6 +114,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"layers", required_argument, 0, 'L'},
                                      {"dim", required_argument, 0, 'd'},
                                      {"heads", required_argument, 0, O_HEADS},
+                                     {"kv-heads", required_argument, 0, O_KV_HEADS},
                                      {"seq", required_argument, 0, O_SEQ},
                                      {"data", required_argument, 0, O_DATA},
                                      {"init", required_argument, 0, O_INIT},
@@ -166,10 +173,14 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   if ((*st = hsr_parse_double(what, optarg, lo, hi, &d)) != HSR_OK) return 0
   switch (c) {
   case O_MODEL:
-    if (!strcmp(optarg, "mlp") || !strcmp(optarg, "gpt"))
-      a->model = !strcmp(optarg, "mlp") ? &train_model_mlp : &train_model_gpt;
+    if (!strcmp(optarg, "mlp"))
+      a->model = &train_model_mlp;
+    else if (!strcmp(optarg, "gpt"))
+      a->model = &train_model_gpt;
+    else if (!strcmp(optarg, "llama"))
+      a->model = &train_model_llama;
     else
-      *st = hsr_error(HSR_ERR_INVALID, "--model '%s' (valid: mlp, gpt)", optarg);
+      *st = hsr_error(HSR_ERR_INVALID, "--model '%s' (valid: mlp, gpt, llama)", optarg);
     break;
   case 'L':
     LONG("--layers", 0, 1000);
@@ -182,6 +193,10 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   case O_HEADS:
     LONG("--heads", 1, 4096);
     a->heads = (int)v;
+    break;
+  case O_KV_HEADS:
+    LONG("--kv-heads", 1, 4096);
+    a->kv_heads = (int)v;
     break;
   case O_SEQ:
     LONG("--seq", 1, 1 << 20);
@@ -463,7 +478,8 @@ static int check_args(train_args *a) {
 int train_parse(int argc, char **argv, train_args *a) {
   memset(a, 0, sizeof *a);
   a->model = &train_model_mlp;
-  a->layers = a->dim = a->heads = a->classes = a->seq = a->batch = a->warmup = a->val_every = a->val_windows = -1;
+  a->layers = a->dim = a->heads = a->kv_heads = a->classes = a->seq = a->batch = a->warmup = a->val_every =
+      a->val_windows = -1;
   a->lr = a->lr_min = -1;
   a->steps = 200;
   a->wd = 0.01f;
@@ -508,6 +524,10 @@ int train_parse(int argc, char **argv, train_args *a) {
                       (long)(a->lr * 1e9),
                       (long)(a->lr_min * 1e9)};
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) h = (h ^ (uint64_t)ids[i]) * 1099511628211ull;
+  if (a->model == &train_model_llama) { /* after the others: the GPT's and the MLP's hashes stay what they were */
+    h = (h ^ 2u) * 1099511628211ull;
+    h = (h ^ (uint64_t)a->kv_heads) * 1099511628211ull;
+  }
   a->cfg.user_hash = h;
   return 0;
 }
