@@ -192,7 +192,14 @@ set_tests_properties(gpt_gpu_equiv_1 llama_gpu_equiv_1 PROPERTIES LABELS gpu SKI
 add_test(NAME train_gpt_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/train_gpt_check.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>
          ${CMAKE_SOURCE_DIR})
 set_tests_properties(train_gpt_4 PROPERTIES TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
-add_test(NAME train_bad_model COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: mlp, gpt"
+# hsr train --model llama end to end: the directory export (shards, index,
+# config.json) read by an independent Python reader configured from
+# config.json alone; eval = train; --init reproduces; a file without hsr's
+# metadata; the wrap diagnostic; hsr ckpt export writes the same.
+add_test(NAME train_llama_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/train_llama_check.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>
+         ${CMAKE_SOURCE_DIR})
+set_tests_properties(train_llama_4 PROPERTIES TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+add_test(NAME train_bad_model COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: mlp, gpt, llama"
          $<TARGET_FILE:hsr_cli> train --model bert)
 add_test(NAME train_gpt_bad_heads COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "multiple of the heads"
          $<TARGET_FILE:hsr_cli> train --model gpt --dim 30 --heads 4)
