@@ -33,8 +33,8 @@ extern "C" hsr_status kc_rmsnorm(hsr_stream *s, size_t rows, size_t C, const flo
   return ll_launched("rmsnorm");
 }
 
-__global__ void k_rmsnorm_bwd_dx(size_t rows, int C, const float *dy, const float *x, const float *w,
-                                 const float *rstd, float *dx) {
+__global__ void k_rmsnorm_bwd_dx(size_t rows, int C, const float *dy, const float *x, const float *w, const float *rstd,
+                                 float *dx) {
   LL_FOR(r, rows) hsr_km_rmsnorm_bwd_row(dy + r * C, x + r * C, w, rstd[r], dx + r * C, C);
 }
 
