@@ -213,9 +213,10 @@ add_test(NAME eval_needs_init COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2
 add_test(NAME sample_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr sample" $<TARGET_FILE:hsr_cli> sample --help)
 add_test(NAME sample_bad_temperature COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--temperature"
          $<TARGET_FILE:hsr_cli> sample --init x --temperature -1)
-# The layer kernels and the GPT on CUDA against the CPU (label gpu, exit 77 without a GPU).
+# The layer kernels, the GPT and the llama on CUDA against the CPU (label gpu, exit 77 without a GPU).
 hsr_add_unit(test_gpt_gpu test_gpt_gpu.c ${HSR_GPT_SOURCES})
-set_tests_properties(test_gpt_gpu PROPERTIES LABELS gpu TIMEOUT 150 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+hsr_add_unit(test_llama_gpu test_llama_gpu.c ${HSR_GPT_SOURCES})
+set_tests_properties(test_gpt_gpu test_llama_gpu PROPERTIES LABELS gpu TIMEOUT 150 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
 # Checkpoints (hsr/ckpt.h): resume on the same mesh (bitwise) and on other
 # meshes and strategies (tolerance), with the LR schedule and clipping on;
 # small blocks and buffers so loads chunk, cross blocks and read twice;
