@@ -14,6 +14,7 @@
 #    the same with --heads, the key/value heads read from k_proj's shape;
 #  - --wrap linear makes the wrap diagnostic fire;
 #  - hsr ckpt export of a checkpoint writes the same names and config.json;
+#  - a run resumed from a checkpoint equals the uninterrupted one, bitwise;
 #  - a llama file given to --model gpt, and bad shapes: exit 2 saying what.
 set -u
 run=$1; hsr=$2; src=$3
@@ -117,4 +118,10 @@ from llama_st_check import read_dir
 assert t1 == t2, "the tensors differ"
 assert open(sys.argv[2] + "/config.json").read() == open(sys.argv[3] + "/config.json").read(), "config.json differs"
 PY
+# a checkpointed llama resumed from its middle equals the uninterrupted run, bitwise
+tiny=(--model llama --layers 1 --heads 2 --dim 16 --seq 8 --batch 4 --steps 4 --no-progress)
+"$hsr" train "${tiny[@]}" --ckpt "$dir/A" --save-every 2 >"$dir/A.out" 2>&1 || { cat "$dir/A.out"; fail "checkpointed run"; }
+"$hsr" train "${tiny[@]}" --ckpt "$dir/B" --resume "$dir/A/step-00000002" >"$dir/B.out" 2>&1 \
+  || { cat "$dir/B.out"; fail "resumed run"; }
+python3 "$src/tests/ckpt_read.py" compare "$dir/A" "$dir/B" || fail "the resumed llama differs from the uninterrupted one"
 echo "train_llama_check: ok"
