@@ -17,7 +17,12 @@
  * Units: 0 = root (wte, wpe, ln_f); then one per block, or with wrap_linear
  * one per linear layer (4 per block; ln_1 rides with c_attn, ln_2 with
  * c_fc). wte is registered once, in the root, and the head uses it through
- * the root's view: its gradient gets both uses, accumulated once. */
+ * the root's view: its gradient gets both uses, accumulated once.
+ *
+ * gpt_cfg.arch = GPT_ARCH_LLAMA makes the same interface the Llama-style
+ * model of llama.h (every gpt_* call below dispatches to it), so whatever is
+ * written against gpt.h (the engine binding, the reference trainer, export,
+ * eval, sample) serves both. */
 #ifndef HSR_EXAMPLES_GPT_H
 #define HSR_EXAMPLES_GPT_H
 
