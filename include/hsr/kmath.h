@@ -390,7 +390,8 @@ HSR_HD void hsr_km_swiglu_bwd(float g, float u, float dy, float *dg, float *du) 
 /* Rotary position embedding, Hugging Face Llama's rotate-half form: in a head
  * of D = 2 h channels, pair i is (i, i + h), turned by the angle pos / theta^(2i/D).
  * The table holds (cos, sin) per position and pair; the angle is formed as
- * transformers forms it (an f32 inverse frequency times the position in f32). */
+ * transformers forms it, an f32 inverse frequency (rounded here from double)
+ * times the position in f32, and its cos and sin rounded from double. */
 HSR_HD void hsr_km_rope_cs(int pos, int i, int D, float theta, float *c, float *s) {
   float inv = (float)(1.0 / pow((double)theta, (double)(2 * i) / (double)D));
   double a = (double)((float)pos * inv);
