@@ -34,6 +34,11 @@ hsr_add_mpi_test(NAME gpt_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} CO
   device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sg4
   device=sim,strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=none,${_g}
   device=sim,strategy=hybrid,S=2,outer=optim,reshard=none,${_g},val=1)
+# The llama on sim (its RMSNorm, SwiGLU and rotary kernels as sim tasks).
+hsr_add_mpi_test(NAME llama_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_gpt> --llama
+  equiv strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sl4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sl4
+  device=sim,strategy=hybrid,S=2,reshard=partial:2,micro=2,sync=rs_only,${_g})
 # One rank: the device path with no collective in it.
 add_test(NAME rt_sim_equiv_1 COMMAND $<TARGET_FILE:mr_runtime> equiv
   device=sim,strategy=fsdp,reshard=full,prefetch=1,${_c},twice=1

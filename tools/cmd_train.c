@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hf_config.h"
 #include "model_meta.h"
 #include "hsr/boot.h"
 #include "hsr/config.h"
@@ -302,9 +303,13 @@ static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
     int n = m->export_meta(r, kv, buf), files = 0;
     st = model_meta_make(&meta, kv, n, a->steps, HSR_VERSION_STRING);
     if (st == HSR_OK) st = train_export(r->rt, r->boot, a->export_path, a->max_shard_bytes, meta.kv, meta.n, &files);
+    int cfg = 0; /* the directory layout: transformers' config.json beside the shards */
+    if (st == HSR_OK && a->max_shard_bytes)
+      st = train_agree(r->boot, r->rank == 0 ? hf_config_write(a->export_path, meta.kv, meta.n, &cfg) : HSR_OK);
     if (st == HSR_OK && r->rank == 0)
-      printf("exported: %s (safetensors, %d tensors in %d file%s)\n", a->export_path,
-             hsr_rt_layout_num_params(hsr_rt_get_layout(r->rt)), files, files == 1 ? "" : "s");
+      printf("exported: %s (safetensors, %d tensors in %d file%s%s)\n", a->export_path,
+             hsr_rt_layout_num_params(hsr_rt_get_layout(r->rt)), files, files == 1 ? "" : "s",
+             cfg ? ", config.json" : "");
   }
   if (st == HSR_OK && a->trace) {
     if ((st = hsr_rt_trace_write(r->rt, a->trace)) == HSR_OK && r->rank == 0)

@@ -19,7 +19,7 @@ struct train_model;
 typedef struct train_args {
   const struct train_model *model;
   /* model shape; -1: the model's default */
-  int layers, dim, heads, classes, seq;
+  int layers, dim, heads, kv_heads, classes, seq;
   const char *data, *init, *export_path;
   uint64_t max_shard_bytes; /* --max-shard-size (0: one file) */
   int steps, batch, warmup, val_every, val_windows;
@@ -91,7 +91,7 @@ typedef struct train_model {
   void (*sizes)(const train_args *a, int rows, double *params, double *unit_max, double *act_bytes);
 } train_model;
 
-extern const train_model train_model_mlp, train_model_gpt;
+extern const train_model train_model_mlp, train_model_gpt, train_model_llama;
 
 /* train_args.c: parses argv into *a (the model's defaults filled in, the
  * optimizer groups and the run's hash set). 0: go; -1: --help printed;
