@@ -238,6 +238,9 @@ add_test(NAME train_bad_warmup COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 
 # hsr ckpt bench runs on 2 x 2 and reports every figure (no timing asserted).
 add_test(NAME ckpt_bench_json COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_bench_json.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_bench_json PROPERTIES TIMEOUT 180 LABELS mpi ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# One exit code per kind of bad checkpoint across ckpt inspect, verify, export and train --resume.
+add_test(NAME ckpt_bad_input COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_bad_input.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ckpt_bad_input PROPERTIES TIMEOUT 300 LABELS mpi ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 # hsr ckpt export: the independent reader checks the file against the checkpoint.
 add_test(NAME ckpt_export COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_export.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_export PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")

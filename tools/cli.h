@@ -22,6 +22,11 @@ typedef struct hsr_cli_command {
 int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "hsr <cmd>: warning: <msg>" on stderr, once per job as usage errors are. */
 void hsr_cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The exit code of a status, one class per kind of input everywhere: 0 for
+ * HSR_OK, HSR_EXIT_USAGE for HSR_ERR_INVALID (bad input: flags, or a file
+ * given, such as a checkpoint's manifest, that is not valid), HSR_EXIT_FAIL
+ * for any other failure (a read that failed, damaged data, a peer). */
+int hsr_cli_exit_code(hsr_status st);
 /* Prints the status and the last error detail; returns HSR_EXIT_USAGE for
  * HSR_ERR_INVALID (bad input) and HSR_EXIT_FAIL otherwise. Bad input, and an
  * error all ranks share (hsr_error_share), once per job as above. */
