@@ -398,6 +398,9 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
                      path, pi.step, steps);
     hsr_ckpt_close(pre);
   }
+  /* one decision for the job (a refusal on some ranks would leave the others
+   * in the load's collectives), said once by rank 0 */
+  st = train_agree(boot, st);
   hsr_ckpt_stats s;
   if (st == HSR_OK) st = hsr_ckpt_load(rt, path, p, &s);
   if (st == HSR_OK) st = check_state(p, ts, s.step, path);
