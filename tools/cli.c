@@ -92,6 +92,22 @@ int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b) {
   return code;
 }
 
+int hsr_cli_say_shared(const char *cmd, hsr_status st, hsr_boot *b) {
+  if (st == HSR_OK || !b || hsr_boot_failure(b) || !hsr_error_shared() || hsr_boot_size(b) < 2) return 0;
+  if (hsr_boot_rank(b) == 0) {
+    fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
+    fflush(stderr);
+  }
+  return 1;
+}
+
+int hsr_cli_end_job(hsr_status st, hsr_boot *b) {
+  int code = hsr_cli_exit_code(st);
+  fflush(stdout);
+  if (b) hsr_boot_end_failed_job(b, code, 1.0);
+  return code;
+}
+
 hsr_status hsr_cli_write_text(const char *what, const char *path, const char *text) {
   if (!text) return hsr_error(HSR_ERR_NOMEM, "%s: out of memory", what);
   hsr_out o;

@@ -38,6 +38,14 @@ int hsr_cli_fail(const char *cmd, hsr_status st);
  * would keep the job alive: srun waits for it), also ends the job a second
  * after the failure was found, so every survivor prints its line first. */
 int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b);
+/* An error every rank shares (hsr_error_share), printed by rank 0 now,
+ * before a teardown that may take longer than the launcher waits once the
+ * other ranks have exited: 1 when it is this job's line (said here, or by
+ * rank 0), so the caller ends with hsr_cli_end_job instead. */
+int hsr_cli_say_shared(const char *cmd, hsr_status st, hsr_boot *b);
+/* hsr_cli_fail_job without the line: the exit code, and the job ended as
+ * hsr_cli_fail_job ends it. */
+int hsr_cli_end_job(hsr_status st, hsr_boot *b);
 
 /* `text` and a newline as output `path` (hsr_out_open, HSR_OUT_WHOLE): every
  * write checked, a device or a FIFO written in place. */

@@ -390,6 +390,9 @@ static hsr_status run(train_run *r) {
   if (st == HSR_OK) st = hsr_out_close(&jsonf);
   hsr_out_abort(&logf), hsr_out_abort(&jsonf); /* after an error: what is left (the log as written) */
   a->model->free(r);
+  /* the job's one line before the teardown (leaving a lost coordinator waits
+   * seconds; the other ranks' exit would have the launcher end this one first) */
+  r->said = hsr_cli_say_shared("train", st, r->boot);
   char why[1024] = ""; /* teardown may raise errors of its own: the first one is the job's */
   int shared = st != HSR_OK && hsr_error_shared();
   if (st != HSR_OK) snprintf(why, sizeof why, "%s", hsr_last_error());
@@ -411,13 +414,13 @@ int hsr_cmd_train(int argc, char **argv) {
   if (pr < 0) return HSR_EXIT_OK;
   if (pr > 0) return pr;
   openblas_set_num_threads(1); /* one BLAS thread per rank: ranks share the cores */
-  train_run r = {&a, NULL, NULL, 0, 1, NULL};
+  train_run r = {&a, NULL, NULL, 0, 1, NULL, 0};
   hsr_status st = hsr_boot_init(&r.boot);
   if (st != HSR_OK) return hsr_cli_fail("train", st);
   r.rank = hsr_boot_rank(r.boot), r.world = hsr_boot_size(r.boot);
   st = run(&r);
   if (st != HSR_OK) {
-    int code = hsr_cli_fail_job("train", st, r.boot);
+    int code = r.said ? hsr_cli_end_job(st, r.boot) : hsr_cli_fail_job("train", st, r.boot);
     hsr_boot_finalize(r.boot);
     return code;
   }

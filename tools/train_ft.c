@@ -230,7 +230,9 @@ hsr_status train_ft_end(train_run *r, int64_t s, const train_ckpt_state *ts, int
                             : "; the checkpoint of step %" PRId64 " under %s failed",
                s, r->a->ck.dir);
     }
-    return hsr_error(L->coord_lost ? HSR_ERR_TIMEOUT : HSR_ERR_STATE, "%s", why);
+    hsr_error(L->coord_lost ? HSR_ERR_TIMEOUT : HSR_ERR_STATE, "%s", why);
+    hsr_error_share(); /* the leader's decision, on every rank of the group: said once */
+    return L->coord_lost ? HSR_ERR_TIMEOUT : HSR_ERR_STATE;
   }
   *again = !L->committed;
   return HSR_OK;

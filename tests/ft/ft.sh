@@ -21,7 +21,8 @@
 #                  --join: the holder named): refused naming
 #                  the difference (exit 2); the running groups are not disturbed
 #   coord3         a 3-member etcd: one member killed changes nothing; a second one
-#                  killed (no quorum): the groups stop with a clear message, group 0
+#                  killed (no quorum): the groups stop with one clear message each (no
+#                  healthy rank of theirs blamed), group 0
 #                  saves a checkpoint of the last committed step (in the background: --async-save)
 #   resume         every group stopped after 30 steps (the smallest id saved), all
 #                  restarted with --resume latest: on from step 30, the reference's
@@ -264,6 +265,11 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')
   for i in 0 1 2; do
     expect_exit g$i 1
     grep -q "the coordinator is unreachable" "$T/g$i.out" || FAIL "g$i: no 'coordinator is unreachable' message"
+    # one message for the group, and its own healthy ranks blamed for nothing
+    n=$(grep -c "hsr train: .*the coordinator is unreachable" "$T/g$i.out")
+    [ "$n" = 1 ] || FAIL "g$i: the coordinator's loss said $n times, once for the group"
+    ! grep -E "hsr error: rank [0-9]+ .*(left hsr|killed or crashed|unreachable|stopped)" "$T/g$i.out" ||
+      FAIL "g$i: a healthy rank of the group was blamed for the coordinator's loss"
   done
   grep -q "saved the checkpoint of step [0-9]* under" "$T/g0.out" || FAIL "group 0 did not save a checkpoint"
   s=$(sed -n 's/.*saved the checkpoint of step \([0-9]*\) under.*/\1/p' "$T/g0.out" | head -1)
