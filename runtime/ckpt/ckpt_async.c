@@ -228,7 +228,10 @@ hsr_status ckpt_async_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opt
 
 hsr_status hsr_ckpt_wait(hsr_rt *rt, double timeout_s, hsr_ckpt_stats *stats) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_wait: NULL runtime");
-  return collect(saver_of(rt), timeout_s, stats);
+  hsr_ckpt_stats own, *w = stats ? stats : &own;
+  hsr_status st = collect(saver_of(rt), timeout_s, w);
+  if (st == HSR_OK && w->step >= 0) rt_state_fault(rt, "ckpt_done"); /* HSR_FAULT: a background save committed */
+  return st;
 }
 
 hsr_status hsr_ckpt_poll(hsr_rt *rt, int *pending) {
