@@ -62,6 +62,13 @@ static hsr_status parse_addr(const char *flag, const char *s, addr *a) {
     return hsr_error(HSR_ERR_INVALID, "%s '%s': expected HOST:PORT (PORT 0 to 65535, 0: a free one)", flag, s);
   snprintf(a->host, sizeof a->host, "%.*s", (int)(colon - p), p);
   a->port = (int)port;
+  /* the host checked as --coordinator's are, before getaddrinfo sees it */
+  char probe[300];
+  snprintf(probe, sizeof probe, "%s:1", a->host);
+  if (hsr_parse_hostports(flag, probe, 1) != HSR_OK)
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s '%s': '%s' is not a host name or IP address (expected HOST:PORT, PORT 0 to 65535)", flag, s,
+                     a->host);
   return HSR_OK;
 }
 
@@ -295,6 +302,7 @@ int hsr_cmd_coordinator(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGPIPE, &sa, NULL); /* its reader gone (| head): stop and remove the data, not die with it */
   pid_t parent = getpid(), pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* etcd never outlives this process */

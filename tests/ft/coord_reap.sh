@@ -2,7 +2,8 @@
 # coord_reap.sh HSR: the data folder of a SIGKILLed `hsr coordinator` (it
 # could not remove its own) is removed by the next coordinator on the host,
 # once its owner is gone and no process (its etcd) uses it; a folder whose
-# owner lives is kept; a coordinator stopped by SIGTERM removes its own.
+# owner lives is kept; a coordinator stopped by SIGTERM, or by SIGPIPE when
+# its reader goes away, removes its own.
 set -u
 hsr=$1
 command -v etcd >/dev/null || { echo "SKIP: etcd is not installed (apt-get install etcd-server)"; exit 77; }
@@ -44,4 +45,9 @@ db=$(ls -d "$T"/hsr-coordinator."$b".?????? 2>/dev/null) || fail "coordinator b 
 kill -TERM "$b"
 for _ in $(seq 100); do kill -0 "$b" 2>/dev/null || break; sleep 0.1; done
 [ ! -e "$db" ] || fail "coordinator b stopped by SIGTERM left its folder $db"
+# its reader gone (piped into head): a write fails with SIGPIPE, which stops it like SIGTERM, folder removed
+mkdir "$T/p"
+TMPDIR=$T/p timeout 60 "$hsr" coordinator --listen 127.0.0.1:0 --idle-exit 2 2>/dev/null | head -1 >"$T/p.out"
+grep -q "serving" "$T/p.out" || fail "the piped coordinator did not serve"
+[ -z "$(ls "$T/p")" ] || fail "a coordinator whose reader went away left $(ls "$T/p")"
 echo "coord_reap: a killed coordinator's folder reaped by the next one, a live owner's kept, a stopped one's removed"
