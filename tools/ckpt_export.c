@@ -132,5 +132,5 @@ int hsr_ckpt_export_main(int argc, char **argv) {
   }
   hsr_ckpt_close(c);
   if (st != HSR_OK) fprintf(stderr, "hsr ckpt export: %s: %s\n", hsr_status_str(st), hsr_last_error());
-  return st == HSR_OK ? HSR_EXIT_OK : HSR_EXIT_FAIL;
+  return hsr_cli_exit_code(st);
 }

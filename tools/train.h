@@ -55,7 +55,8 @@ typedef struct train_run {
   hsr_boot *boot;
   hsr_rt *rt;
   int rank, world;
-  void *m; /* the model's state */
+  void *m;  /* the model's state */
+  int said; /* the job's error is printed already (hsr_cli_say_shared) */
 } train_run;
 
 typedef struct train_model {
