@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ struct ft_etcd {
   double deadline_s; /* per call */
   CURL *c;
   char err[CURL_ERROR_SIZE];
+  atomic_long nreq; /* requests sent (watches included): read by other threads (hsr bench ft) */
 };
 
 typedef struct buf {
@@ -117,6 +119,7 @@ static void prefix_end(const char *prefix, char *out, size_t n) {
 }
 
 void ft_etcd_set_deadline(ft_etcd *e, double d) { e->deadline_s = d; }
+long ft_etcd_requests(const ft_etcd *e) { return e ? atomic_load_explicit(&e->nreq, memory_order_relaxed) : 0; }
 const char *ft_etcd_endpoint(const ft_etcd *e) { return e->ep[e->cur]; }
 
 void ft_etcd_close(ft_etcd *e) {
@@ -165,6 +168,7 @@ static hsr_status request(ft_etcd *e, const char *path, const cJSON *body, cJSON
     curl_easy_setopt(e->c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(e->c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(e->c, CURLOPT_TIMEOUT_MS, (long)(tmo * 1e3));
+    atomic_fetch_add_explicit(&e->nreq, 1, memory_order_relaxed);
     CURLcode cc = curl_easy_perform(e->c);
     curl_slist_free_all(h);
     long http = 0;
@@ -243,6 +247,7 @@ hsr_status ft_etcd_open(const char *endpoints, const char *token, double deadlin
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return hsr_error(HSR_ERR_SYSTEM, "libcurl: global init");
   ft_etcd *e = calloc(1, sizeof *e);
   if (!e) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  atomic_init(&e->nreq, 0);
   e->deadline_s = deadline_s > 0 ? deadline_s : 10;
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s", endpoints);
@@ -465,6 +470,7 @@ hsr_status ft_etcd_watch(ft_etcd *e, const char *prefix, int64_t from_rev, doubl
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)((left > 0.01 ? left : 0.01) * 1e3));
+    atomic_fetch_add_explicit(&e->nreq, 1, memory_order_relaxed);
     CURLcode cc = curl_easy_perform(c);
     curl_slist_free_all(h);
     free(w.p);

@@ -26,6 +26,8 @@ void ft_etcd_close(ft_etcd *e);
 /* The endpoint the last request went to ("http://127.0.0.1:2379"). */
 const char *ft_etcd_endpoint(const ft_etcd *e);
 void ft_etcd_set_deadline(ft_etcd *e, double deadline_s);
+/* Requests sent so far (watches included); any thread may read it. */
+long ft_etcd_requests(const ft_etcd *e);
 
 typedef struct ft_kv {
   char *key, *val; /* NUL-terminated (values are JSON text here) */

@@ -51,9 +51,10 @@ struct hsr_ft {
   hsr_comm *grp;
   int own_grp;
   hsr_rt *rt;
-  double T;    /* cross-group and coordinator bound */
-  double beat; /* rank 0's heartbeat to its ranks while it waits */
-  ft_link *link;
+  uint64_t layout_hash;         /* the engine's flat layout, in the record (hsr bench ft: a stand-in) */
+  double T;                     /* cross-group and coordinator bound */
+  double beat;                  /* rank 0's heartbeat to its ranks while it waits */
+  ft_link *link;                /* NULL in hsr bench ft's simulated groups: no data plane */
   void *paddr[FT_MAX_REPLICAS]; /* peers' addresses for this rank's index */
   size_t plen[FT_MAX_REPLICAS];
 
@@ -126,5 +127,10 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out);
 
 /* ---- step.c ---- */
 hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit);
+/* The step's decision after the cross-group all-reduce: every rank's
+ * outcome gathered, rank 0's vote, the decision installed; fills L (the
+ * data plane's part of ft_outer stays there; hsr bench ft calls this with a
+ * modelled outcome). */
+hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L);
 
 #endif

@@ -192,7 +192,7 @@ static hsr_status my_record(hsr_ft *ft, int64_t done, uint64_t hash, char **out)
   cJSON_AddNumberToObject(o, "replicas", ft->c.replicas);
   cJSON_AddStringToObject(o, "version", ver);
   char lay[24]; /* the flat layout: units, offsets, padding (what is exchanged shard by shard) */
-  snprintf(lay, sizeof lay, "%016" PRIx64, hsr_rt_layout_hash(hsr_rt_get_layout(ft->rt)));
+  snprintf(lay, sizeof lay, "%016" PRIx64, ft->layout_hash);
   cJSON_AddStringToObject(o, "layout", lay);
   cJSON_AddItemToObject(o, "identity", cJSON_Parse(ft->identity));
   cJSON_AddItemToObject(o, "addrs", cJSON_Parse(ft->my_addrs));

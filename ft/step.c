@@ -62,32 +62,10 @@ static void merge(const ft_outcome *all, int S, ft_outcome *g) {
 
 static hsr_status fault_hit(hsr_ft *ft, const char *phase) { return hsr_fault_hook_hit(&ft->hook, phase); }
 
-hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
-  hsr_ft *ft = ctx;
-  *commit = 0;
-  ft->step_ran = 1;
-  hsr_ft_step *L = &ft->last;
-  memset(L, 0, sizeof *L);
-  L->nreplicas = ft->nparts;
-  memcpy(L->replicas, ft->parts, sizeof(int) * (size_t)ft->nparts);
-  size_t n = total_len(rt);
-  HSR_CHECK(stage_get(ft, n));
-  HSR_CHECK(pack(ft, 0));
-  ft_result r = {.ok = 1};
-  HSR_CHECK(fault_hit(ft, "ft_allreduce"));
-  if (ft->heal_failed) {
-    r.ok = 0, r.n = 1, r.culprit[0] = ft->heal_culprit;
-    snprintf(r.why, sizeof r.why, "%s", ft->heal_why);
-  } else if (ft->nparts > 1) {
-    HSR_CHECK(ft_link_allreduce_avg(ft->link, ft->parts, ft->nparts, ft->me, ft->q.epoch, ft->q.done + 1, ft->stage, n,
-                                    ft->T, &r));
-    if (r.buf_taken) ft->stage = NULL, ft->stage_cap = 0; /* the link frees it */
-  }
-  ft_outcome mine = {r.ok, !ft->heal_failed, r.n, {0}, ""}, *all = calloc((unsigned)ft->S, sizeof *all), g;
+hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
+  ft_outcome *all = calloc((unsigned)ft->S, sizeof *all), g;
   if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  memcpy(mine.culprit, r.culprit, sizeof mine.culprit);
-  snprintf(mine.why, sizeof mine.why, "%s", r.why);
-  hsr_status st = ft_grp_allgather(ft, &mine, sizeof mine, all);
+  hsr_status st = ft_grp_allgather(ft, mine, sizeof *mine, all);
   merge(all, ft->S, &g);
   free(all);
   HSR_CHECK(st);
@@ -112,7 +90,6 @@ hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
   free(blob);
   HSR_CHECK(st);
   if (L->committed) {
-    HSR_CHECK(pack(ft, 1));
     ft->aborts_in_row = 0;
   } else if (!L->stop && ++ft->aborts_in_row >= MAX_ABORTS_IN_ROW) {
     L->stop = 1;
@@ -122,6 +99,35 @@ hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
   }
   L->saver = ft_quorum_is_member(&ft->q, ft->c.replica_id); /* the smallest live id saves */
   for (int i = 0; i < ft->q.nmem; i++) L->saver &= ft->q.mem[i] >= ft->c.replica_id;
+  return HSR_OK;
+}
+
+hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
+  hsr_ft *ft = ctx;
+  *commit = 0;
+  ft->step_ran = 1;
+  hsr_ft_step *L = &ft->last;
+  memset(L, 0, sizeof *L);
+  L->nreplicas = ft->nparts;
+  memcpy(L->replicas, ft->parts, sizeof(int) * (size_t)ft->nparts);
+  size_t n = total_len(rt);
+  HSR_CHECK(stage_get(ft, n));
+  HSR_CHECK(pack(ft, 0));
+  ft_result r = {.ok = 1};
+  HSR_CHECK(fault_hit(ft, "ft_allreduce"));
+  if (ft->heal_failed) {
+    r.ok = 0, r.n = 1, r.culprit[0] = ft->heal_culprit;
+    snprintf(r.why, sizeof r.why, "%s", ft->heal_why);
+  } else if (ft->nparts > 1) {
+    HSR_CHECK(ft_link_allreduce_avg(ft->link, ft->parts, ft->nparts, ft->me, ft->q.epoch, ft->q.done + 1, ft->stage, n,
+                                    ft->T, &r));
+    if (r.buf_taken) ft->stage = NULL, ft->stage_cap = 0; /* the link frees it */
+  }
+  ft_outcome mine = {r.ok, !ft->heal_failed, r.n, {0}, ""};
+  memcpy(mine.culprit, r.culprit, sizeof mine.culprit);
+  snprintf(mine.why, sizeof mine.why, "%s", r.why);
+  HSR_CHECK(ft_decide(ft, &mine, L));
+  if (L->committed) HSR_CHECK(pack(ft, 1));
   *commit = L->committed;
   return HSR_OK;
 }

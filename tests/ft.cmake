@@ -27,3 +27,11 @@ foreach(s kill-all-step stop-rank1-step)
   set_tests_properties(fault_group_${s} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mpi;fault;ft"
                        RESOURCE_LOCK ft ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
 endforeach()
+
+# The control plane at 32 groups (hsr bench ft, simulated leaders against a real
+# coordinator): one group killed, restarted with --join, one stopped past the
+# timeout; --check asserts the outcomes (the same steps everywhere, the dead
+# named, the joiner admitted), not the timings.
+add_test(NAME ft_sim COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 32 --steps 8 --step-time 0.2 --timeout 4
+                             --kill 1@2 --restart 1@1 --stop 5:4 --check)
+set_tests_properties(ft_sim PROPERTIES TIMEOUT 120 LABELS ft RESOURCE_LOCK ft)
