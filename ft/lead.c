@@ -363,6 +363,8 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
 
 /* ---- the quorum's formation and admission ---- */
 
+static int is_coord_error(hsr_status st) { return st == HSR_ERR_TIMEOUT || st == HSR_ERR_STATE; }
+
 static void note_revs(hsr_ft *ft, const ft_quorum *q) {
   int p[FT_MAX_REPLICAS], n = ft_quorum_parts(q, p);
   for (int i = 0; i < n; i++) ft->part_rev[p[i]] = ft->rec[p[i]].present ? ft->rec[p[i]].rev : -1;
@@ -429,13 +431,29 @@ static hsr_status form(hsr_ft *ft, int *formed) {
   return st;
 }
 
+static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final, char **blob, int *coord);
+
 hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, char **blob) {
   (void)arg;
   *final = 0;
   double limit = ft->t_begin + (4 * ft->T > 60 ? 4 * ft->T : 60);
+  int coord = 0;
+  hsr_status st = wait_quorum(ft, until, limit, final, blob, &coord);
+  /* a busy coordinator (many groups starting at once) is asked again after a heartbeat, up to the limit */
+  if (st != HSR_OK && coord && is_coord_error(st) && hsr_clock_s() < limit) return HSR_OK;
+  return st;
+}
+
+/* *coord: the error is a coordinator call's */
+static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final, char **blob, int *coord) {
   for (;;) {
     view v;
-    HSR_CHECK(read_all(ft, &v));
+    hsr_status st = read_all(ft, &v);
+    if (st != HSR_OK) {
+      view_free(&v);
+      *coord = 1;
+      return st;
+    }
     int64_t rev = v.kvs.rev;
     view_free(&v);
     /* a quorum written after this group registered that holds it: as a
@@ -453,7 +471,9 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
         return hsr_error(HSR_ERR_INVALID, "replica %d cannot start: a quorum formed without it; restart it with --join",
                          ft->c.replica_id);
       int formed = 0;
-      HSR_CHECK(form(ft, &formed));
+      st = form(ft, &formed);
+      *coord = st != HSR_OK;
+      HSR_CHECK(st);
       if (formed) continue;
     } else if (!quorum_live(ft)) {
       return hsr_error(HSR_ERR_STATE, "replica %d: every live replica group left before admitting this one",
@@ -489,13 +509,13 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
     }
     if (now >= until) return HSR_OK;
     int ch;
-    HSR_CHECK(ft_etcd_watch(ft->e, FT_PREFIX, rev + 1, (until < limit ? until : limit) - now, &ch));
+    st = ft_etcd_watch(ft->e, FT_PREFIX, rev + 1, (until < limit ? until : limit) - now, &ch);
+    *coord = st != HSR_OK;
+    HSR_CHECK(st);
   }
 }
 
 /* ---- the vote and the decision ---- */
-
-static int is_coord_error(hsr_status st) { return st == HSR_ERR_TIMEOUT || st == HSR_ERR_STATE; }
 
 /* A decision every rank acts on: a JSON object merged into the blob. */
 static hsr_status decision(hsr_ft *ft, const ft_quorum *next, int commit, int stop, int coord_lost, const char *line,

@@ -1,11 +1,10 @@
 /* The control plane's simulator (hsr/ft.h, hsr bench ft): N replica groups
  * as threads, each a leader (rank 0 of a one-rank group) that runs lead.c and
- * step.c's ft_decide against a real coordinator. What is modelled is only
- * what needs data: the cross-group all-reduce (its outcome: a killed
- * participant named after detect_s, a stopped one after the bound, the
- * first in participant order, as link.c's scan names it) and a heal's
- * transfer (heal_s). Every thread blocks (sleeps, etcd's sockets, a
- * condition variable), so a thousand groups fit on two cores. */
+ * step.c's ft_decide against a real coordinator. Only what needs data is
+ * modelled: the cross-group all-reduce's outcome (the killed participants
+ * named after detect_s, a stopped one after the bound, as link.c names
+ * them) and a heal's transfer (heal_s). Every thread blocks (sleeps, etcd's
+ * sockets, a condition variable), so a thousand groups fit on two cores. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,24 +78,30 @@ static int dead_for(sim_world *w, const hsr_ft *ft, int id, int64_t s) {
   return !alive;
 }
 
-/* The all-reduce's outcome as link.c reports it: the first participant in
- * order that it cannot hear from (the others' abort notices name the same
- * one), after the link's delay; a stopped one only after the bound. */
+/* The all-reduce's outcome as link.c reports it: every participant it knows
+ * dead (up to FT_MAX_CULPRITS), after the link's delay; with none dead, a
+ * stopped one, after the bound. */
 static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
   sim_world *w = g->w;
   hsr_ft *ft = g->ft;
   memset(o, 0, sizeof *o);
   o->ok = 1, o->healed = 1;
+  int stopped = -1;
   for (int i = 0; i < ft->nparts; i++) {
     int p = ft->parts[i];
     if (p == g->id) continue;
-    int stopped = w->c.stop_step && p == w->stop_id && s >= w->c.stop_step;
-    if (!stopped && !dead_for(w, ft, p, s)) continue;
-    nap(stopped ? ft->T : w->c.detect_s);
-    o->ok = 0, o->n = 1, o->culprit[0] = p;
-    snprintf(o->why, sizeof o->why, "%s replica %d (modelled)",
-             stopped ? "nothing in the bound from" : "cannot send to", p);
-    return;
+    if (w->c.stop_step && p == w->stop_id && s >= w->c.stop_step) stopped = p;
+    if (!dead_for(w, ft, p, s)) continue;
+    if (o->ok) snprintf(o->why, sizeof o->why, "cannot send to replica %d (modelled)", p);
+    o->ok = 0;
+    if (o->n < FT_MAX_CULPRITS) o->culprit[o->n++] = p;
+  }
+  if (!o->ok) {
+    nap(w->c.detect_s);
+  } else if (stopped >= 0) {
+    nap(ft->T);
+    o->ok = 0, o->n = 1, o->culprit[0] = stopped;
+    snprintf(o->why, sizeof o->why, "replica %d sent nothing within the bound (modelled)", stopped);
   }
 }
 

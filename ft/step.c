@@ -86,10 +86,17 @@ hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
   snprintf(L->line, sizeof L->line, "%s", cJSON_IsString(ln) ? ln->valuestring : "");
   cJSON_Delete(o);
   int64_t was = ft->q.done;
-  if (!L->stop) st = ft_install(ft, blob);
+  int nb = ft->nparts, *before = malloc(sizeof(int) * (size_t)(nb + 1));
+  if (!before) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
+  if (before) memcpy(before, ft->parts, sizeof(int) * (size_t)nb);
+  if (!L->stop && st == HSR_OK) st = ft_install(ft, blob);
   free(blob);
+  int same = st == HSR_OK && nb == ft->nparts && !memcmp(before, ft->parts, sizeof(int) * (size_t)nb);
+  free(before);
   HSR_CHECK(st);
-  if (L->committed) {
+  /* only drops that changed nobody count (two groups that blame each other): a drop that dropped someone made
+   * progress, so many groups dying at once are dropped in turn */
+  if (L->committed || !same) {
     ft->aborts_in_row = 0;
   } else if (!L->stop && ++ft->aborts_in_row >= MAX_ABORTS_IN_ROW) {
     L->stop = 1;
