@@ -346,6 +346,44 @@ hsr_status ft_etcd_get(ft_etcd *e, const char *key, int prefix, ft_kvs *out) {
   return st;
 }
 
+hsr_status ft_etcd_read(ft_etcd *e, const ft_range *rg, int n, ft_kvs *out) {
+  memset(out, 0, sizeof *out);
+  cJSON *b = cJSON_CreateObject(), *r = NULL, *sa = cJSON_AddArrayToObject(b, "success");
+  cJSON_AddArrayToObject(b, "compare");
+  hsr_status st = HSR_OK;
+  for (int i = 0; i < n && st == HSR_OK; i++) {
+    cJSON *o = cJSON_CreateObject(), *q = cJSON_CreateObject();
+    cJSON_AddItemToArray(sa, o);
+    cJSON_AddItemToObject(o, "request_range", q);
+    st = range_body(q, rg[i].key, rg[i].prefix);
+    if (rg[i].keys_only) cJSON_AddTrueToObject(q, "keys_only");
+    if (rg[i].min_mod_rev > 0) add_i64(q, "min_mod_revision", rg[i].min_mod_rev);
+  }
+  if (st == HSR_OK) st = request(e, "/v3/kv/txn", b, &r);
+  cJSON_Delete(b);
+  const cJSON *rs = st == HSR_OK ? cJSON_GetObjectItemCaseSensitive(r, "responses") : NULL, *it;
+  const cJSON *hd = r ? cJSON_GetObjectItemCaseSensitive(r, "header") : NULL;
+  out->rev = hd ? get_i64(hd, "revision") : 0;
+  cJSON_ArrayForEach(it, rs) { /* each range's keys, appended */
+    if (st != HSR_OK) break;
+    ft_kvs one;
+    st = parse_kvs(cJSON_GetObjectItemCaseSensitive(it, "response_range"), &one);
+    ft_kv *kv = st == HSR_OK ? realloc(out->kv, sizeof *kv * (size_t)(out->n + one.n + 1)) : NULL;
+    if (st == HSR_OK && !kv) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
+    if (st == HSR_OK) {
+      out->kv = kv;
+      memcpy(out->kv + out->n, one.kv, sizeof *kv * (size_t)one.n);
+      out->n += one.n;
+      free(one.kv);
+    } else {
+      ft_kvs_free(&one);
+    }
+  }
+  cJSON_Delete(r);
+  if (st != HSR_OK) ft_kvs_free(out);
+  return st;
+}
+
 hsr_status ft_etcd_put(ft_etcd *e, const char *key, const char *val, int64_t lease) {
   cJSON *b = cJSON_CreateObject(), *r = NULL;
   hsr_status st = add_b64(b, "key", key, strlen(key));

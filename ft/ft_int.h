@@ -34,7 +34,8 @@ typedef struct ft_outcome {
 /* A member record as the leader last read it. */
 typedef struct ft_rec {
   int present, join;
-  int64_t rev; /* the revision of the put that wrote it: a new process has a new one */
+  int64_t rev;  /* the revision of the put that wrote it: a new process has a new one */
+  int64_t vrev; /* the revision whose value the fields below hold (0: none) */
   char host[64];
   int pid;
   int64_t start;
@@ -79,6 +80,7 @@ struct hsr_ft {
   int voted, vote_written;           /* this step's vote was tried; it is in the store */
   double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */
   double t_voted, t_begin;           /* when it was; when a wait began */
+  double t_reg;                      /* when the registration began */
   int wrote_done, said_waiting;
 
   /* the step */

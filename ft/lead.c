@@ -123,26 +123,50 @@ static hsr_status parse_rec(const ft_kv *kv, ft_rec *r) {
   return st;
 }
 
-/* Everything under the prefix: records, the quorum, the votes and abort
- * marker of the step about to commit, and the joiners waiting. */
-static hsr_status read_all(hsr_ft *ft, view *v) {
+/* The store as the decisions need it: records, the quorum, the votes and
+ * abort marker of the step about to commit, and the joiners waiting. full:
+ * everything under the prefix with every record's value (the start's
+ * identity check reads v->kvs). Otherwise one transaction reads, at one
+ * revision, the records' keys and revisions, the quorum, the step's votes
+ * and its marker; a record's value (every rank's address) is read again
+ * only when its revision changed: reading them all on every wake-up made
+ * each vote cost O(N) records at N groups (hsr bench ft). */
+static hsr_status read_all(hsr_ft *ft, view *v, int full) {
   memset(v, 0, sizeof *v);
-  HSR_CHECK(ft_etcd_get(ft->e, FT_PREFIX, 1, &v->kvs));
-  for (int i = 0; i < FT_MAX_REPLICAS; i++) ft->rec[i].present = 0;
-  ft->qpresent = 0;
-  ft->qmod = 0;
   char vp[KEY_MAX], ak[KEY_MAX];
   int64_t s = ft->q.done + 1;
   snprintf(vp, sizeof vp, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s, ft->q.epoch);
   key_abort(ak, s, ft->q.epoch);
+  if (full) {
+    HSR_CHECK(ft_etcd_get(ft->e, FT_PREFIX, 1, &v->kvs));
+  } else {
+    ft_range rg[4] = {{FT_PREFIX "m/", 1, 1, 0}, {FT_PREFIX "q", 0, 0, 0}, {vp, 1, 0, 0}, {ak, 0, 0, 0}};
+    HSR_CHECK(ft_etcd_read(ft->e, rg, 4, &v->kvs));
+  }
+  for (int i = 0; i < FT_MAX_REPLICAS; i++) ft->rec[i].present = 0;
+  ft->qpresent = 0;
+  ft->qmod = 0;
   v->votes = calloc((size_t)v->kvs.n + 1, sizeof *v->votes);
   if (!v->votes) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   size_t ml = strlen(FT_PREFIX "m/"), vl = strlen(vp);
+  int64_t stale = 0; /* the oldest revision of a record whose value is not loaded */
   for (int i = 0; i < v->kvs.n; i++) {
     const ft_kv *kv = &v->kvs.kv[i];
     if (!strncmp(kv->key, FT_PREFIX "m/", ml)) {
       int id = atoi(kv->key + ml);
-      if (id >= 0 && id < FT_MAX_REPLICAS) HSR_CHECK(parse_rec(kv, &ft->rec[id]));
+      if (id < 0 || id >= FT_MAX_REPLICAS) continue;
+      ft_rec *r = &ft->rec[id];
+      if (full || r->vrev != kv->mod_rev) {
+        if (!full) {
+          stale = stale && stale < kv->mod_rev ? stale : kv->mod_rev;
+          r->vrev = 0;
+        } else {
+          HSR_CHECK(parse_rec(kv, r));
+          r->vrev = kv->mod_rev;
+        }
+      }
+      r->present = 1;
+      r->rev = kv->mod_rev;
     } else if (!strcmp(kv->key, FT_PREFIX "q")) {
       HSR_CHECK(ft_quorum_parse(kv->val, &ft->qkey));
       ft->qpresent = 1;
@@ -158,6 +182,22 @@ static hsr_status read_all(hsr_ft *ft, view *v) {
           (int)it->valuedouble;
       cJSON_Delete(o);
     }
+  }
+  if (stale) { /* the values of records written since they were last read (a start, a restart) */
+    ft_kvs k;
+    ft_range rg = {FT_PREFIX "m/", 1, 0, stale};
+    HSR_CHECK(ft_etcd_read(ft->e, &rg, 1, &k));
+    hsr_status st = HSR_OK;
+    for (int i = 0; i < k.n && st == HSR_OK; i++) {
+      int id = atoi(k.kv[i].key + ml);
+      ft_rec *r = id >= 0 && id < FT_MAX_REPLICAS ? &ft->rec[id] : NULL;
+      if (!r || !r->present || r->vrev) continue;
+      if ((st = parse_rec(&k.kv[i], r)) == HSR_OK) r->vrev = r->rev; /* a later one replaced it: as read now */
+    }
+    ft_kvs_free(&k);
+    HSR_CHECK(st);
+    for (int id = 0; id < FT_MAX_REPLICAS; id++)
+      if (ft->rec[id].present && !ft->rec[id].vrev) ft->rec[id].present = 0; /* gone since */
   }
   ft->nseen = 0;
   for (int id = 0; id < FT_MAX_REPLICAS && ft->nseen < FT_MAX_SEEN; id++)
@@ -176,6 +216,11 @@ static int quorum_live(const hsr_ft *ft) {
     if (p[i] != ft->c.replica_id && ft->rec[p[i]].present && ft->rec[p[i]].rev < ft->qmod) return 1;
   return 0;
 }
+
+static int is_coord_error(hsr_status st) { return st == HSR_ERR_TIMEOUT || st == HSR_ERR_STATE; }
+
+/* How long a start waits for the quorum (and a busy coordinator). */
+static double start_limit(const hsr_ft *ft) { return 4 * ft->T > 60 ? 4 * ft->T : 60; }
 
 /* ---- the record and the identity check ---- */
 
@@ -266,7 +311,7 @@ static hsr_status check_identity(hsr_ft *ft, const view *v, const char *mine_js)
   return st;
 }
 
-hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
+static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
   char *mine = NULL, mk[KEY_MAX];
   *final = 0;
   HSR_CHECK(my_record(ft, done, hash, &mine));
@@ -274,7 +319,7 @@ hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double unti
   hsr_status st = HSR_OK;
   if (ft->lease) goto put; /* a later slice: the checks are done */
   view v;
-  st = read_all(ft, &v);
+  st = read_all(ft, &v, 1);
   if (st == HSR_OK) st = check_identity(ft, &v, mine);
   char ids[256];
   if (st == HSR_OK && ft->qpresent) ft_ids_text(ft->qkey.mem, ft->qkey.nmem, ids, sizeof ids);
@@ -313,6 +358,12 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
     }
     ft_kvs k, qk = {0};
     st = ft_etcd_get(ft->e, mk, 0, &k);
+    if (st == HSR_OK && k.n && k.kv[0].lease == ft->lease) { /* a retried put that had landed */
+      ft->my_rev = k.kv[0].mod_rev;
+      *final = 1;
+      ft_kvs_free(&k);
+      break;
+    }
     if (st == HSR_OK && k.n) st = ft_etcd_get(ft->e, FT_PREFIX "q", 0, &qk);
     if (st != HSR_OK) {
       ft_kvs_free(&k);
@@ -361,9 +412,16 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
   return st;
 }
 
-/* ---- the quorum's formation and admission ---- */
+hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
+  if (ft->t_reg <= 0) ft->t_reg = hsr_clock_s();
+  hsr_status st = lead_register(ft, done, hash, until, final);
+  /* a busy coordinator (many groups starting at once) is asked again after a heartbeat; refusals are
+   * HSR_ERR_INVALID and end the start at once */
+  if (st != HSR_OK && is_coord_error(st) && hsr_clock_s() < ft->t_reg + start_limit(ft)) return HSR_OK;
+  return st;
+}
 
-static int is_coord_error(hsr_status st) { return st == HSR_ERR_TIMEOUT || st == HSR_ERR_STATE; }
+/* ---- the quorum's formation and admission ---- */
 
 static void note_revs(hsr_ft *ft, const ft_quorum *q) {
   int p[FT_MAX_REPLICAS], n = ft_quorum_parts(q, p);
@@ -436,7 +494,7 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
 hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, char **blob) {
   (void)arg;
   *final = 0;
-  double limit = ft->t_begin + (4 * ft->T > 60 ? 4 * ft->T : 60);
+  double limit = ft->t_begin + start_limit(ft);
   int coord = 0;
   hsr_status st = wait_quorum(ft, until, limit, final, blob, &coord);
   /* a busy coordinator (many groups starting at once) is asked again after a heartbeat, up to the limit */
@@ -448,7 +506,7 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
 static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final, char **blob, int *coord) {
   for (;;) {
     view v;
-    hsr_status st = read_all(ft, &v);
+    hsr_status st = read_all(ft, &v, 0);
     if (st != HSR_OK) {
       view_free(&v);
       *coord = 1;
@@ -682,7 +740,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
   }
   if (!ft->vote_written) { /* the record is gone, or the votes were frozen without this one */
     view v;
-    st = read_all(ft, &v);
+    st = read_all(ft, &v, 0);
     int mine = ft->rec[ft->c.replica_id].present && ft->rec[ft->c.replica_id].rev == ft->my_rev;
     int aborted = v.aborted, lost;
     view_free(&v);
@@ -705,7 +763,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
   for (;;) {
     if (hsr_clock_s() >= until) return HSR_OK; /* a heartbeat to the group, then on */
     view v;
-    st = read_all(ft, &v);
+    st = read_all(ft, &v, 0);
     if (st != HSR_OK) {
       view_free(&v);
       return vote_error(ft, st, final, blob);
