@@ -7,6 +7,7 @@
  *   q                    the quorum (epoch, steps done, members, joiners and their healers)
  *   v/SSSSSSSSSS/EEEEEE/IIII   a vote on step S in epoch E
  *   a/SSSSSSSSSS/EEEEEE  the abort marker of (S, E): no vote is written after it
+ *   r/SSSSSSSSSS/EEEEEE  (S, E) is decided: the votes are frozen (written by the smallest participant)
  *   d/IIII               a group's final state hash */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -29,6 +30,9 @@ static void key_abort(char *k, int64_t s, int64_t e) {
   snprintf(k, KEY_MAX, FT_PREFIX "a/%010" PRId64 "/%06" PRId64, s, e);
 }
 static void key_done(char *k, int id) { snprintf(k, KEY_MAX, FT_PREFIX "d/%04d", id); }
+static void key_result(char *k, int64_t s, int64_t e) {
+  snprintf(k, KEY_MAX, FT_PREFIX "r/%010" PRId64 "/%06" PRId64, s, e);
+}
 
 /* ---- the lease's keep-alive thread ---- */
 
@@ -475,15 +479,16 @@ static hsr_status form(hsr_ft *ft, int *formed) {
   q.done = s0;
   for (int id = 0; id < N; id++) q.mem[q.nmem++] = id;
   char *qs = NULL, qk[KEY_MAX] = FT_PREFIX "q", ve[KEY_MAX] = FT_PREFIX "w", ae[KEY_MAX] = FT_PREFIX "b",
-       de[KEY_MAX] = FT_PREFIX "e";
+       de[KEY_MAX] = FT_PREFIX "e", re[KEY_MAX] = FT_PREFIX "s";
   HSR_CHECK(ft_quorum_json(&q, &qs));
   ft_cmp c = {qk, FT_CMP_MOD, ft->qmod};
-  ft_op ops[4] = {{FT_OP_PUT, qk, qs, 0},
+  ft_op ops[5] = {{FT_OP_PUT, qk, qs, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", ve, 0}, /* a previous run's votes, markers and hashes */
                   {FT_OP_DELETE_RANGE, FT_PREFIX "a/", ae, 0},
-                  {FT_OP_DELETE_RANGE, FT_PREFIX "d/", de, 0}};
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "d/", de, 0},
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "r/", re, 0}};
   int ok = 0;
-  hsr_status st = ft_etcd_txn(ft->e, &c, 1, ops, 4, &ok, NULL);
+  hsr_status st = ft_etcd_txn(ft->e, &c, 1, ops, 5, &ok, NULL);
   free(qs);
   *formed = st == HSR_OK;
   return st;
@@ -566,8 +571,12 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
                        limit - ft->t_begin, m);
     }
     if (now >= until) return HSR_OK;
-    int ch;
-    st = ft_etcd_watch(ft->e, FT_PREFIX, rev + 1, (until < limit ? until : limit) - now, &ch);
+    /* only the group that forms the quorum (the smallest id registered) wakes on every registration; the
+     * others on the quorum key, and read again each heartbeat: N groups starting at once would otherwise
+     * each read the store on every other's registration */
+    int former = !ft->c.join, ch;
+    for (int id = 0; id < ft->c.replica_id && former; id++) former = !ft->rec[id].present;
+    st = ft_etcd_watch(ft->e, former ? FT_PREFIX : FT_PREFIX "q", rev + 1, (until < limit ? until : limit) - now, &ch);
     *coord = st != HSR_OK;
     HSR_CHECK(st);
   }
@@ -613,7 +622,7 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
   v.hs = ft->hash_step;
   v.h = ft->hash;
   snprintf(v.why, sizeof v.why, "%s", o->why);
-  char *js = NULL, vk[KEY_MAX], ak[KEY_MAX], mk[KEY_MAX], vend[KEY_MAX], aend[KEY_MAX];
+  char *js = NULL, vk[KEY_MAX], ak[KEY_MAX], mk[KEY_MAX], vend[KEY_MAX], aend[KEY_MAX], rend[KEY_MAX];
   HSR_CHECK(ft_vote_json(&v, &js));
   int64_t s = ft->q.done + 1;
   key_vote(vk, s, ft->q.epoch, v.id);
@@ -622,11 +631,13 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
   /* every group has decided the steps before the previous one: their votes go */
   snprintf(vend, sizeof vend, FT_PREFIX "v/%010" PRId64, s - 1);
   snprintf(aend, sizeof aend, FT_PREFIX "a/%010" PRId64, s - 1);
+  snprintf(rend, sizeof rend, FT_PREFIX "r/%010" PRId64, s - 1);
   ft_cmp c[2] = {{ak, FT_CMP_CREATE, 0}, {mk, FT_CMP_MOD, ft->my_rev}};
-  ft_op ops[3] = {{FT_OP_PUT, vk, js, 0},
+  ft_op ops[4] = {{FT_OP_PUT, vk, js, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", vend, 0},
-                  {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0}};
-  hsr_status st = ft_etcd_txn(ft->e, c, 2, ops, 3, written, NULL);
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0},
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "r/", rend, 0}};
+  hsr_status st = ft_etcd_txn(ft->e, c, 2, ops, 4, written, NULL);
   free(js);
   return st;
 }
@@ -769,8 +780,19 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       return vote_error(ft, st, final, blob);
     }
     ft->coord_fail_since = 0;
-    int d = ft_quorum_decide(&ft->q, v.votes, v.nv, v.aborted);
+    int d = ft_quorum_decide(&ft->q, v.votes, v.nv, v.aborted), p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p);
+    /* the smallest participant wakes on every vote and says when the votes are frozen (r/S/E); the others
+     * wake on that key alone (or each heartbeat, to find the gone and the late themselves): N groups reading
+     * the store on every vote would cost O(N^2) reads a step */
+    int agg = p[0] == ft->c.replica_id;
+    char rk[KEY_MAX];
+    key_result(rk, ft->q.done + 1, ft->q.epoch);
     if (d == FT_COMMIT || (d == FT_ABORT && v.aborted)) {
+      st = agg ? ft_etcd_put(ft->e, rk, "1", 0) : HSR_OK;
+      if (st != HSR_OK) {
+        view_free(&v);
+        return vote_error(ft, st, final, blob);
+      }
       st = decided(ft, &v, d == FT_COMMIT, blob);
       view_free(&v);
       if (st != HSR_OK) return vote_error(ft, st, final, blob);
@@ -781,8 +803,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     if (d == FT_ABORT) { /* a failed vote: freeze the votes before deciding */
       st = write_abort(ft, NULL, 0, "a vote failed");
     } else { /* missing votes: gone, or past the bound */
-      int p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p), miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS],
-                              nd = 0, late = now >= ft->t_voted + ft->T;
+      int miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS], nd = 0, late = now >= ft->t_voted + ft->T;
       for (int i = 0; i < n; i++) {
         int got = 0;
         for (int k = 0; k < v.nv; k++) got |= v.votes[k].id == p[i];
@@ -798,7 +819,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       } else {
         int ch;
         double to = ft->t_voted + ft->T < until ? ft->t_voted + ft->T : until;
-        st = ft_etcd_watch(ft->e, FT_PREFIX, v.kvs.rev + 1, to - now, &ch);
+        st = ft_etcd_watch(ft->e, agg ? FT_PREFIX : rk, v.kvs.rev + 1, to - now, &ch);
       }
     }
     view_free(&v);
