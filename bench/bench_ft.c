@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -147,8 +148,11 @@ static hsr_status coord_start(coord *c) {
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return hsr_error(HSR_ERR_SYSTEM, "hsr bench ft: cannot find its own program");
   self[n] = 0;
+  pid_t parent = getpid();
   c->pid = fork();
   if (c->pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* the coordinator (and so its etcd) ends with this command */
+    if (getppid() != parent) _exit(1);
     FILE *f = freopen(lf, "w", stdout);
     (void)f;
     dup2(1, 2);
