@@ -135,6 +135,7 @@ static hsr_status group_open(sim_group *g) {
   ft->hash_step = -1;
   ft->me = -1;
   ft->layout_hash = SIM_H0;
+  ft->said_waiting = 1; /* the bench reports; N groups' "waiting for ..." lines would bury it */
   pthread_mutex_init(&ft->mu, NULL);
   pthread_cond_init(&ft->cv, NULL);
   pthread_mutex_lock(&w->mu);
