@@ -32,6 +32,6 @@ endforeach()
 # coordinator): one group killed, restarted with --join, one stopped past the
 # timeout; --check asserts the outcomes (the same steps everywhere, the dead
 # named, the joiner admitted), not the timings.
-add_test(NAME ft_sim COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 32 --steps 8 --step-time 0.2 --timeout 4
-                             --kill 1@2 --restart 1@1 --stop 5:4 --check)
+add_test(NAME ft_sim COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 32 --steps 8 --step-time 0.2 --timeout 10
+                             --kill 1@2 --restart 1@1 --stop 5:9 --check)
 set_tests_properties(ft_sim PROPERTIES TIMEOUT 120 LABELS ft RESOURCE_LOCK ft)
