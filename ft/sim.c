@@ -26,10 +26,10 @@ typedef struct sim_group {
   int id, inc; /* incarnation: 0 the first, 1 restarted with join */
   pthread_t th;
   int started;
-  hsr_ft *ft; /* while it runs (w->mu guards the pointer) */
-  int state;
-  int64_t rev;  /* its record's revision once registered */
-  long req_end; /* its requests when it ended */
+  hsr_ft *ft;          /* while it runs (w->mu guards the pointer) */
+  int state, admitted; /* admitted: it got into a quorum (w->mu) */
+  int64_t rev;         /* its record's revision once registered */
+  long req_end;        /* its requests when it ended */
   double t_ready, t_admit, t_first, t_kill, t_stop, t_finish;
   int64_t ready_done, admit_done;
   uint64_t *parts; /* per step: the replicas it committed it with (hash; 0: not committed) */
@@ -196,6 +196,7 @@ static hsr_status group_run(sim_group *g) {
   g->admit_done = ft->q.done;
   pthread_mutex_lock(&w->mu);
   g->state = G_RUN;
+  g->admitted = 1;
   pthread_cond_broadcast(&w->cv);
   pthread_mutex_unlock(&w->mu);
   double last_commit = 0;
@@ -502,8 +503,15 @@ hsr_status hsr_ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r) {
   double t0 = hsr_clock_s(), t1 = 0, t2 = 0;
   long q0 = 0, q1 = 0;
   for (int i = 0; st == HSR_OK && i < c->groups; i++) st = start(w, &w->g[i]);
+  int formed = 0;
   if (st == HSR_OK) {
     wait_for(w, all_admitted);
+    pthread_mutex_lock(&w->mu);
+    formed = 1;
+    for (int i = 0; i < c->groups; i++) formed &= w->g[i].admitted;
+    pthread_mutex_unlock(&w->mu);
+  }
+  if (st == HSR_OK && formed) { /* no steps' phase when the start did not form */
     t1 = hsr_clock_s();
     q0 = requests_now(w);
     if (c->sample) c->sample(c->sample_ctx, 0);
@@ -525,7 +533,7 @@ hsr_status hsr_ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r) {
   for (int i = 0; i < w->ng; i++)
     if (w->g[i].started) pthread_join(w->g[i].th, NULL);
   if (st == HSR_OK) {
-    r->setup_s = t1 - t0;
+    r->setup_s = (formed ? t1 : hsr_clock_s()) - t0;
     r->steps_s = t2 - t1;
     r->requests = q1 - q0;
     r->requests_per_s = t2 > t1 ? (double)r->requests / (t2 - t1) : 0;
