@@ -325,6 +325,16 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
   view v;
   st = read_all(ft, &v, 1);
   if (st == HSR_OK) st = check_identity(ft, &v, mine);
+  /* a crashed job's records stay until their leases run out: a start waits that long for them to go before it
+   * takes them for a running job (a stale quorum never blocks a start) */
+  double stale_end = ft->t_reg + FT_LEASE_TTL + 1, now = hsr_clock_s();
+  if (st == HSR_OK && !ft->c.join && quorum_live(ft) && now < stale_end) {
+    int64_t rev = v.kvs.rev;
+    int ch;
+    view_free(&v);
+    free(mine);
+    return ft_etcd_watch(ft->e, FT_PREFIX "m/", rev + 1, (until < stale_end ? until : stale_end) - now, &ch);
+  }
   char ids[256];
   if (st == HSR_OK && ft->qpresent) ft_ids_text(ft->qkey.mem, ft->qkey.nmem, ids, sizeof ids);
   if (st == HSR_OK && !ft->c.join && quorum_live(ft))
