@@ -11,6 +11,7 @@ int hsr_bench_broadcast(int argc, char **argv);
 int hsr_bench_coll(int argc, char **argv); /* deprecated: --op picks the collective */
 int hsr_bench_copy(int argc, char **argv);
 int hsr_bench_step(int argc, char **argv);
+int hsr_bench_ft(int argc, char **argv); /* the replica groups' control plane, simulated */
 
 /* The same inside a job that keeps its own bootstrap (hsr tune --validate):
  * boot stays open; coll: all_gather, reduce_scatter, all_reduce, broadcast. */

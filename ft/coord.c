@@ -79,8 +79,8 @@ hsr_status hsr_ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int 
   if (k.n && ft_quorum_parse(k.kv[0].val, &q) == HSR_OK) {
     char m[512], j[512] = "", h[512];
     ft_ids_text(q.mem, q.nmem, m, sizeof m);
-    size_t o = (size_t)snprintf(now, sizeof now, "epoch %" PRId64 ", %" PRId64 " steps done: replicas %s", q.epoch,
-                                q.done, m);
+    size_t o =
+        (size_t)snprintf(now, sizeof now, "epoch %" PRId64 ", %" PRId64 " steps done: replicas %s", q.epoch, q.done, m);
     if (q.njoin && o < sizeof now) {
       ft_ids_text(q.join, q.njoin, j, sizeof j);
       ft_ids_text(q.healer, q.njoin, h, sizeof h);

@@ -10,6 +10,7 @@
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@ struct ft_etcd {
   double deadline_s; /* per call */
   CURL *c;
   char err[CURL_ERROR_SIZE];
+  atomic_long nreq; /* requests sent (watches included): read by other threads (hsr bench ft) */
 };
 
 typedef struct buf {
@@ -117,6 +119,7 @@ static void prefix_end(const char *prefix, char *out, size_t n) {
 }
 
 void ft_etcd_set_deadline(ft_etcd *e, double d) { e->deadline_s = d; }
+long ft_etcd_requests(const ft_etcd *e) { return e ? atomic_load_explicit(&e->nreq, memory_order_relaxed) : 0; }
 const char *ft_etcd_endpoint(const ft_etcd *e) { return e->ep[e->cur]; }
 
 void ft_etcd_close(ft_etcd *e) {
@@ -165,6 +168,7 @@ static hsr_status request(ft_etcd *e, const char *path, const cJSON *body, cJSON
     curl_easy_setopt(e->c, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(e->c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(e->c, CURLOPT_TIMEOUT_MS, (long)(tmo * 1e3));
+    atomic_fetch_add_explicit(&e->nreq, 1, memory_order_relaxed);
     CURLcode cc = curl_easy_perform(e->c);
     curl_slist_free_all(h);
     long http = 0;
@@ -245,6 +249,7 @@ hsr_status ft_etcd_open(const char *endpoints, const char *token, double deadlin
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return hsr_error(HSR_ERR_SYSTEM, "libcurl: global init");
   ft_etcd *e = calloc(1, sizeof *e);
   if (!e) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  atomic_init(&e->nreq, 0);
   e->deadline_s = deadline_s > 0 ? deadline_s : 10;
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s", endpoints);
@@ -338,6 +343,44 @@ hsr_status ft_etcd_get(ft_etcd *e, const char *key, int prefix, ft_kvs *out) {
   if (st == HSR_OK) st = request(e, "/v3/kv/range", b, &r);
   cJSON_Delete(b);
   if (st == HSR_OK) st = parse_kvs(r, out);
+  cJSON_Delete(r);
+  if (st != HSR_OK) ft_kvs_free(out);
+  return st;
+}
+
+hsr_status ft_etcd_read(ft_etcd *e, const ft_range *rg, int n, ft_kvs *out) {
+  memset(out, 0, sizeof *out);
+  cJSON *b = cJSON_CreateObject(), *r = NULL, *sa = cJSON_AddArrayToObject(b, "success");
+  cJSON_AddArrayToObject(b, "compare");
+  hsr_status st = HSR_OK;
+  for (int i = 0; i < n && st == HSR_OK; i++) {
+    cJSON *o = cJSON_CreateObject(), *q = cJSON_CreateObject();
+    cJSON_AddItemToArray(sa, o);
+    cJSON_AddItemToObject(o, "request_range", q);
+    st = range_body(q, rg[i].key, rg[i].prefix);
+    if (rg[i].keys_only) cJSON_AddTrueToObject(q, "keys_only");
+    if (rg[i].min_mod_rev > 0) add_i64(q, "min_mod_revision", rg[i].min_mod_rev);
+  }
+  if (st == HSR_OK) st = request(e, "/v3/kv/txn", b, &r);
+  cJSON_Delete(b);
+  const cJSON *rs = st == HSR_OK ? cJSON_GetObjectItemCaseSensitive(r, "responses") : NULL, *it;
+  const cJSON *hd = r ? cJSON_GetObjectItemCaseSensitive(r, "header") : NULL;
+  out->rev = hd ? get_i64(hd, "revision") : 0;
+  cJSON_ArrayForEach(it, rs) { /* each range's keys, appended */
+    if (st != HSR_OK) break;
+    ft_kvs one;
+    st = parse_kvs(cJSON_GetObjectItemCaseSensitive(it, "response_range"), &one);
+    ft_kv *kv = st == HSR_OK ? realloc(out->kv, sizeof *kv * (size_t)(out->n + one.n + 1)) : NULL;
+    if (st == HSR_OK && !kv) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
+    if (st == HSR_OK) {
+      out->kv = kv;
+      memcpy(out->kv + out->n, one.kv, sizeof *kv * (size_t)one.n);
+      out->n += one.n;
+      free(one.kv);
+    } else {
+      ft_kvs_free(&one);
+    }
+  }
   cJSON_Delete(r);
   if (st != HSR_OK) ft_kvs_free(out);
   return st;
@@ -467,6 +510,7 @@ hsr_status ft_etcd_watch(ft_etcd *e, const char *prefix, int64_t from_rev, doubl
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &w);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)((left > 0.01 ? left : 0.01) * 1e3));
+    atomic_fetch_add_explicit(&e->nreq, 1, memory_order_relaxed);
     CURLcode cc = curl_easy_perform(c);
     curl_slist_free_all(h);
     free(w.p);

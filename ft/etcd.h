@@ -26,6 +26,8 @@ void ft_etcd_close(ft_etcd *e);
 /* The endpoint the last request went to ("http://127.0.0.1:2379"). */
 const char *ft_etcd_endpoint(const ft_etcd *e);
 void ft_etcd_set_deadline(ft_etcd *e, double deadline_s);
+/* Requests sent so far (watches included); any thread may read it. */
+long ft_etcd_requests(const ft_etcd *e);
 
 typedef struct ft_kv {
   char *key, *val; /* NUL-terminated (values are JSON text here) */
@@ -43,6 +45,15 @@ const ft_kv *ft_kvs_find(const ft_kvs *k, const char *key);
 
 /* The key, or every key starting with it when prefix != 0. */
 hsr_status ft_etcd_get(ft_etcd *e, const char *key, int prefix, ft_kvs *out);
+/* Several ranges read at one revision (a transaction of reads): their keys
+ * appended in order. keys_only: no values; min_mod_rev > 0: only keys
+ * written at or after it. */
+typedef struct ft_range {
+  const char *key;
+  int prefix, keys_only;
+  int64_t min_mod_rev;
+} ft_range;
+hsr_status ft_etcd_read(ft_etcd *e, const ft_range *rg, int n, ft_kvs *out);
 hsr_status ft_etcd_put(ft_etcd *e, const char *key, const char *val, int64_t lease);
 hsr_status ft_etcd_delete(ft_etcd *e, const char *key, int prefix);
 

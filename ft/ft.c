@@ -108,7 +108,7 @@ hsr_status ft_install(hsr_ft *ft, const char *blob) {
   memcpy(old, ft->parts, sizeof(int) * (size_t)nold);
   const cJSON *it;
   cJSON_ArrayForEach(it, ad) { /* "id": [address of rank 0, rank 1, ...] */
-    if (st != HSR_OK) break;
+    if (st != HSR_OK || !ft->link) break;
     int id = atoi(it->string);
     const cJSON *a = cJSON_GetArrayItem(it, ft->rank);
     if (id < 0 || id >= FT_MAX_REPLICAS || !cJSON_IsString(a)) {
@@ -133,6 +133,7 @@ hsr_status ft_install(hsr_ft *ft, const char *blob) {
   ft->q = q;
   ft->nparts = ft_quorum_parts(&q, ft->parts);
   ft->me = ft_quorum_index(&q, ft->c.replica_id);
+  if (!ft->link) return HSR_OK;    /* a simulated group: no endpoints */
   for (int i = 0; i < nold; i++) { /* those that left the quorum: their pending sends end */
     int still = 0;
     for (int k = 0; k < ft->nparts; k++) still |= ft->parts[k] == old[i];
@@ -268,6 +269,7 @@ hsr_status hsr_ft_join(hsr_ft *ft, hsr_rt *rt, int64_t *done) {
     ft->own_grp = 1;
   }
   HSR_CHECK(hsr_comm_set_name(ft->grp, ft->own_grp ? "ft" : hsr_comm_name(ft->grp)));
+  ft->layout_hash = hsr_rt_layout_hash(hsr_rt_get_layout(rt));
   int64_t d0 = hsr_rt_get_step(rt);
   uint64_t h = 0;
   HSR_CHECK(hsr_ft_state_hash(ft, rt, d0, &h));

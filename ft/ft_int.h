@@ -34,7 +34,8 @@ typedef struct ft_outcome {
 /* A member record as the leader last read it. */
 typedef struct ft_rec {
   int present, join;
-  int64_t rev; /* the revision of the put that wrote it: a new process has a new one */
+  int64_t rev;  /* the revision of the put that wrote it: a new process has a new one */
+  int64_t vrev; /* the revision whose value the fields below hold (0: none) */
   char host[64];
   int pid;
   int64_t start;
@@ -51,9 +52,10 @@ struct hsr_ft {
   hsr_comm *grp;
   int own_grp;
   hsr_rt *rt;
-  double T;    /* cross-group and coordinator bound */
-  double beat; /* rank 0's heartbeat to its ranks while it waits */
-  ft_link *link;
+  uint64_t layout_hash;         /* the engine's flat layout, in the record (hsr bench ft: a stand-in) */
+  double T;                     /* cross-group and coordinator bound */
+  double beat;                  /* rank 0's heartbeat to its ranks while it waits */
+  ft_link *link;                /* NULL in hsr bench ft's simulated groups: no data plane */
   void *paddr[FT_MAX_REPLICAS]; /* peers' addresses for this rank's index */
   size_t plen[FT_MAX_REPLICAS];
 
@@ -78,6 +80,7 @@ struct hsr_ft {
   int voted, vote_written;           /* this step's vote was tried; it is in the store */
   double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */
   double t_voted, t_begin;           /* when it was; when a wait began */
+  double t_reg;                      /* when the registration began */
   int wrote_done, said_waiting;
 
   /* the step */
@@ -126,5 +129,10 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out);
 
 /* ---- step.c ---- */
 hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit);
+/* The step's decision after the cross-group all-reduce: every rank's
+ * outcome gathered, rank 0's vote, the decision installed; fills L (the
+ * data plane's part of ft_outer stays there; hsr bench ft calls this with a
+ * modelled outcome). */
+hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L);
 
 #endif

@@ -7,6 +7,7 @@
  *   q                    the quorum (epoch, steps done, members, joiners and their healers)
  *   v/SSSSSSSSSS/EEEEEE/IIII   a vote on step S in epoch E
  *   a/SSSSSSSSSS/EEEEEE  the abort marker of (S, E): no vote is written after it
+ *   r/SSSSSSSSSS/EEEEEE  (S, E) is decided: the votes are frozen (written by the smallest participant)
  *   d/IIII               a group's final state hash */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -31,6 +32,9 @@ static void key_abort(char *k, int64_t s, int64_t e) {
   snprintf(k, KEY_MAX, FT_PREFIX "a/%010" PRId64 "/%06" PRId64, s, e);
 }
 static void key_done(char *k, int id) { snprintf(k, KEY_MAX, FT_PREFIX "d/%04d", id); }
+static void key_result(char *k, int64_t s, int64_t e) {
+  snprintf(k, KEY_MAX, FT_PREFIX "r/%010" PRId64 "/%06" PRId64, s, e);
+}
 
 /* ---- the lease's keep-alive thread ---- */
 
@@ -125,26 +129,50 @@ static hsr_status parse_rec(const ft_kv *kv, ft_rec *r) {
   return st;
 }
 
-/* Everything under the prefix: records, the quorum, the votes and abort
- * marker of the step about to commit, and the joiners waiting. */
-static hsr_status read_all(hsr_ft *ft, view *v) {
+/* The store as the decisions need it: records, the quorum, the votes and
+ * abort marker of the step about to commit, and the joiners waiting. full:
+ * everything under the prefix with every record's value (the start's
+ * identity check reads v->kvs). Otherwise one transaction reads, at one
+ * revision, the records' keys and revisions, the quorum, the step's votes
+ * and its marker; a record's value (every rank's address) is read again
+ * only when its revision changed: reading them all on every wake-up made
+ * each vote cost O(N) records at N groups (hsr bench ft). */
+static hsr_status read_all(hsr_ft *ft, view *v, int full) {
   memset(v, 0, sizeof *v);
-  HSR_CHECK(ft_etcd_get(ft->e, FT_PREFIX, 1, &v->kvs));
-  for (int i = 0; i < FT_MAX_REPLICAS; i++) ft->rec[i].present = 0;
-  ft->qpresent = 0;
-  ft->qmod = 0;
   char vp[KEY_MAX], ak[KEY_MAX];
   int64_t s = ft->q.done + 1;
   snprintf(vp, sizeof vp, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s, ft->q.epoch);
   key_abort(ak, s, ft->q.epoch);
+  if (full) {
+    HSR_CHECK(ft_etcd_get(ft->e, FT_PREFIX, 1, &v->kvs));
+  } else {
+    ft_range rg[4] = {{FT_PREFIX "m/", 1, 1, 0}, {FT_PREFIX "q", 0, 0, 0}, {vp, 1, 0, 0}, {ak, 0, 0, 0}};
+    HSR_CHECK(ft_etcd_read(ft->e, rg, 4, &v->kvs));
+  }
+  for (int i = 0; i < FT_MAX_REPLICAS; i++) ft->rec[i].present = 0;
+  ft->qpresent = 0;
+  ft->qmod = 0;
   v->votes = calloc((size_t)v->kvs.n + 1, sizeof *v->votes);
   if (!v->votes) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   size_t ml = strlen(FT_PREFIX "m/"), vl = strlen(vp);
+  int64_t stale = 0; /* the oldest revision of a record whose value is not loaded */
   for (int i = 0; i < v->kvs.n; i++) {
     const ft_kv *kv = &v->kvs.kv[i];
     if (!strncmp(kv->key, FT_PREFIX "m/", ml)) {
       int id = atoi(kv->key + ml);
-      if (id >= 0 && id < FT_MAX_REPLICAS) HSR_CHECK(parse_rec(kv, &ft->rec[id]));
+      if (id < 0 || id >= FT_MAX_REPLICAS) continue;
+      ft_rec *r = &ft->rec[id];
+      if (full || r->vrev != kv->mod_rev) {
+        if (!full) {
+          stale = stale && stale < kv->mod_rev ? stale : kv->mod_rev;
+          r->vrev = 0;
+        } else {
+          HSR_CHECK(parse_rec(kv, r));
+          r->vrev = kv->mod_rev;
+        }
+      }
+      r->present = 1;
+      r->rev = kv->mod_rev;
     } else if (!strcmp(kv->key, FT_PREFIX "q")) {
       HSR_CHECK(ft_quorum_parse(kv->val, &ft->qkey));
       ft->qpresent = 1;
@@ -160,6 +188,22 @@ static hsr_status read_all(hsr_ft *ft, view *v) {
           (int)it->valuedouble;
       cJSON_Delete(o);
     }
+  }
+  if (stale) { /* the values of records written since they were last read (a start, a restart) */
+    ft_kvs k;
+    ft_range rg = {FT_PREFIX "m/", 1, 0, stale};
+    HSR_CHECK(ft_etcd_read(ft->e, &rg, 1, &k));
+    hsr_status st = HSR_OK;
+    for (int i = 0; i < k.n && st == HSR_OK; i++) {
+      int id = atoi(k.kv[i].key + ml);
+      ft_rec *r = id >= 0 && id < FT_MAX_REPLICAS ? &ft->rec[id] : NULL;
+      if (!r || !r->present || r->vrev) continue;
+      if ((st = parse_rec(&k.kv[i], r)) == HSR_OK) r->vrev = r->rev; /* a later one replaced it: as read now */
+    }
+    ft_kvs_free(&k);
+    HSR_CHECK(st);
+    for (int id = 0; id < FT_MAX_REPLICAS; id++)
+      if (ft->rec[id].present && !ft->rec[id].vrev) ft->rec[id].present = 0; /* gone since */
   }
   ft->nseen = 0;
   for (int id = 0; id < FT_MAX_REPLICAS && ft->nseen < FT_MAX_SEEN; id++)
@@ -179,6 +223,11 @@ static int quorum_live(const hsr_ft *ft) {
   return 0;
 }
 
+static int is_coord_error(hsr_status st) { return st == HSR_ERR_TIMEOUT || st == HSR_ERR_STATE; }
+
+/* How long a start waits for the quorum (and a busy coordinator). */
+static double start_limit(const hsr_ft *ft) { return 4 * ft->T > 60 ? 4 * ft->T : 60; }
+
 /* ---- the record and the identity check ---- */
 
 static hsr_status my_record(hsr_ft *ft, int64_t done, uint64_t hash, char **out) {
@@ -194,7 +243,7 @@ static hsr_status my_record(hsr_ft *ft, int64_t done, uint64_t hash, char **out)
   cJSON_AddNumberToObject(o, "replicas", ft->c.replicas);
   cJSON_AddStringToObject(o, "version", ver);
   char lay[24]; /* the flat layout: units, offsets, padding (what is exchanged shard by shard) */
-  snprintf(lay, sizeof lay, "%016" PRIx64, hsr_rt_layout_hash(hsr_rt_get_layout(ft->rt)));
+  snprintf(lay, sizeof lay, "%016" PRIx64, ft->layout_hash);
   cJSON_AddStringToObject(o, "layout", lay);
   cJSON_AddItemToObject(o, "identity", cJSON_Parse(ft->identity));
   cJSON_AddItemToObject(o, "addrs", cJSON_Parse(ft->my_addrs));
@@ -293,7 +342,7 @@ static hsr_status check_id_taken(const hsr_ft *ft) {
                    me, r->host, r->pid, ft->qkey.epoch, ft->qkey.done, ft->c.replicas - 1);
 }
 
-hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
+static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
   char *mine = NULL, mk[KEY_MAX];
   *final = 0;
   HSR_CHECK(my_record(ft, done, hash, &mine));
@@ -301,8 +350,18 @@ hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double unti
   hsr_status st = HSR_OK;
   if (ft->lease) goto put; /* a later slice: the checks are done */
   view v;
-  st = read_all(ft, &v);
+  st = read_all(ft, &v, 1);
   if (st == HSR_OK) st = check_identity(ft, &v, mine);
+  /* a crashed job's records stay until their leases run out: a start waits that long for them to go before it
+   * takes them for a running job (a stale quorum never blocks a start) */
+  double stale_end = ft->t_reg + FT_LEASE_TTL + 1, now = hsr_clock_s();
+  if (st == HSR_OK && !ft->c.join && quorum_live(ft) && now < stale_end) {
+    int64_t rev = v.kvs.rev;
+    int ch;
+    view_free(&v);
+    free(mine);
+    return ft_etcd_watch(ft->e, FT_PREFIX "m/", rev + 1, (until < stale_end ? until : stale_end) - now, &ch);
+  }
   char ids[256];
   if (st == HSR_OK && ft->qpresent) ft_ids_text(ft->qkey.mem, ft->qkey.nmem, ids, sizeof ids);
   if (st == HSR_OK && !ft->c.join) st = check_id_taken(ft);
@@ -341,6 +400,12 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
     }
     ft_kvs k, qk = {0};
     st = ft_etcd_get(ft->e, mk, 0, &k);
+    if (st == HSR_OK && k.n && k.kv[0].lease == ft->lease) { /* a retried put that had landed */
+      ft->my_rev = k.kv[0].mod_rev;
+      *final = 1;
+      ft_kvs_free(&k);
+      break;
+    }
     if (st == HSR_OK && k.n) st = ft_etcd_get(ft->e, FT_PREFIX "q", 0, &qk);
     if (st != HSR_OK) {
       ft_kvs_free(&k);
@@ -386,6 +451,15 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
   }
   free(mine);
   if (*final) ft->t_begin = hsr_clock_s(); /* the quorum's wait starts */
+  return st;
+}
+
+hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
+  if (ft->t_reg <= 0) ft->t_reg = hsr_clock_s();
+  hsr_status st = lead_register(ft, done, hash, until, final);
+  /* a busy coordinator (many groups starting at once) is asked again after a heartbeat; refusals are
+   * HSR_ERR_INVALID and end the start at once */
+  if (st != HSR_OK && is_coord_error(st) && hsr_clock_s() < ft->t_reg + start_limit(ft)) return HSR_OK;
   return st;
 }
 
@@ -443,27 +517,44 @@ static hsr_status form(hsr_ft *ft, int *formed) {
   q.done = s0;
   for (int id = 0; id < N; id++) q.mem[q.nmem++] = id;
   char *qs = NULL, qk[KEY_MAX] = FT_PREFIX "q", ve[KEY_MAX] = FT_PREFIX "w", ae[KEY_MAX] = FT_PREFIX "b",
-       de[KEY_MAX] = FT_PREFIX "e";
+       de[KEY_MAX] = FT_PREFIX "e", re[KEY_MAX] = FT_PREFIX "s";
   HSR_CHECK(ft_quorum_json(&q, &qs));
   ft_cmp c = {qk, FT_CMP_MOD, ft->qmod};
-  ft_op ops[4] = {{FT_OP_PUT, qk, qs, 0},
+  ft_op ops[5] = {{FT_OP_PUT, qk, qs, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", ve, 0}, /* a previous run's votes, markers and hashes */
                   {FT_OP_DELETE_RANGE, FT_PREFIX "a/", ae, 0},
-                  {FT_OP_DELETE_RANGE, FT_PREFIX "d/", de, 0}};
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "d/", de, 0},
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "r/", re, 0}};
   int ok = 0;
-  hsr_status st = ft_etcd_txn(ft->e, &c, 1, ops, 4, &ok, NULL);
+  hsr_status st = ft_etcd_txn(ft->e, &c, 1, ops, 5, &ok, NULL);
   free(qs);
   *formed = st == HSR_OK;
   return st;
 }
 
+static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final, char **blob, int *coord);
+
 hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, char **blob) {
   (void)arg;
   *final = 0;
-  double limit = ft->t_begin + (4 * ft->T > 60 ? 4 * ft->T : 60);
+  double limit = ft->t_begin + start_limit(ft);
+  int coord = 0;
+  hsr_status st = wait_quorum(ft, until, limit, final, blob, &coord);
+  /* a busy coordinator (many groups starting at once) is asked again after a heartbeat, up to the limit */
+  if (st != HSR_OK && coord && is_coord_error(st) && hsr_clock_s() < limit) return HSR_OK;
+  return st;
+}
+
+/* *coord: the error is a coordinator call's */
+static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final, char **blob, int *coord) {
   for (;;) {
     view v;
-    HSR_CHECK(read_all(ft, &v));
+    hsr_status st = read_all(ft, &v, 0);
+    if (st != HSR_OK) {
+      view_free(&v);
+      *coord = 1;
+      return st;
+    }
     int64_t rev = v.kvs.rev;
     view_free(&v);
     /* a quorum written after this group registered that holds it: as a
@@ -481,7 +572,9 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
         return hsr_error(HSR_ERR_INVALID, "replica %d cannot start: a quorum formed without it; restart it with --join",
                          ft->c.replica_id);
       int formed = 0;
-      HSR_CHECK(form(ft, &formed));
+      st = form(ft, &formed);
+      *coord = st != HSR_OK;
+      HSR_CHECK(st);
       if (formed) continue;
     } else if (!quorum_live(ft)) {
       return hsr_error(HSR_ERR_STATE, "replica %d: every live replica group left before admitting this one",
@@ -516,14 +609,18 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
                        limit - ft->t_begin, m);
     }
     if (now >= until) return HSR_OK;
-    int ch;
-    HSR_CHECK(ft_etcd_watch(ft->e, FT_PREFIX, rev + 1, (until < limit ? until : limit) - now, &ch));
+    /* only the group that forms the quorum (the smallest id registered) wakes on every registration; the
+     * others on the quorum key, and read again each heartbeat: N groups starting at once would otherwise
+     * each read the store on every other's registration */
+    int former = !ft->c.join, ch;
+    for (int id = 0; id < ft->c.replica_id && former; id++) former = !ft->rec[id].present;
+    st = ft_etcd_watch(ft->e, former ? FT_PREFIX : FT_PREFIX "q", rev + 1, (until < limit ? until : limit) - now, &ch);
+    *coord = st != HSR_OK;
+    HSR_CHECK(st);
   }
 }
 
 /* ---- the vote and the decision ---- */
-
-static int is_coord_error(hsr_status st) { return st == HSR_ERR_TIMEOUT || st == HSR_ERR_STATE; }
 
 /* A decision every rank acts on: a JSON object merged into the blob. */
 static hsr_status decision(hsr_ft *ft, const ft_quorum *next, int commit, int stop, int coord_lost, const char *line,
@@ -563,7 +660,7 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
   v.hs = ft->hash_step;
   v.h = ft->hash;
   snprintf(v.why, sizeof v.why, "%s", o->why);
-  char *js = NULL, vk[KEY_MAX], ak[KEY_MAX], mk[KEY_MAX], vend[KEY_MAX], aend[KEY_MAX];
+  char *js = NULL, vk[KEY_MAX], ak[KEY_MAX], mk[KEY_MAX], vend[KEY_MAX], aend[KEY_MAX], rend[KEY_MAX];
   HSR_CHECK(ft_vote_json(&v, &js));
   int64_t s = ft->q.done + 1;
   key_vote(vk, s, ft->q.epoch, v.id);
@@ -572,11 +669,13 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
   /* every group has decided the steps before the previous one: their votes go */
   snprintf(vend, sizeof vend, FT_PREFIX "v/%010" PRId64, s - 1);
   snprintf(aend, sizeof aend, FT_PREFIX "a/%010" PRId64, s - 1);
+  snprintf(rend, sizeof rend, FT_PREFIX "r/%010" PRId64, s - 1);
   ft_cmp c[2] = {{ak, FT_CMP_CREATE, 0}, {mk, FT_CMP_MOD, ft->my_rev}};
-  ft_op ops[3] = {{FT_OP_PUT, vk, js, 0},
+  ft_op ops[4] = {{FT_OP_PUT, vk, js, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", vend, 0},
-                  {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0}};
-  hsr_status st = ft_etcd_txn(ft->e, c, 2, ops, 3, written, NULL);
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0},
+                  {FT_OP_DELETE_RANGE, FT_PREFIX "r/", rend, 0}};
+  hsr_status st = ft_etcd_txn(ft->e, c, 2, ops, 4, written, NULL);
   free(js);
   return st;
 }
@@ -690,7 +789,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
   }
   if (!ft->vote_written) { /* the record is gone, or the votes were frozen without this one */
     view v;
-    st = read_all(ft, &v);
+    st = read_all(ft, &v, 0);
     int mine = ft->rec[ft->c.replica_id].present && ft->rec[ft->c.replica_id].rev == ft->my_rev;
     int aborted = v.aborted, lost;
     view_free(&v);
@@ -713,14 +812,25 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
   for (;;) {
     if (hsr_clock_s() >= until) return HSR_OK; /* a heartbeat to the group, then on */
     view v;
-    st = read_all(ft, &v);
+    st = read_all(ft, &v, 0);
     if (st != HSR_OK) {
       view_free(&v);
       return vote_error(ft, st, final, blob);
     }
     ft->coord_fail_since = 0;
-    int d = ft_quorum_decide(&ft->q, v.votes, v.nv, v.aborted);
+    int d = ft_quorum_decide(&ft->q, v.votes, v.nv, v.aborted), p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p);
+    /* the smallest participant wakes on every vote and says when the votes are frozen (r/S/E); the others
+     * wake on that key alone (or each heartbeat, to find the gone and the late themselves): N groups reading
+     * the store on every vote would cost O(N^2) reads a step */
+    int agg = p[0] == ft->c.replica_id;
+    char rk[KEY_MAX];
+    key_result(rk, ft->q.done + 1, ft->q.epoch);
     if (d == FT_COMMIT || (d == FT_ABORT && v.aborted)) {
+      st = agg ? ft_etcd_put(ft->e, rk, "1", 0) : HSR_OK;
+      if (st != HSR_OK) {
+        view_free(&v);
+        return vote_error(ft, st, final, blob);
+      }
       st = decided(ft, &v, d == FT_COMMIT, blob);
       view_free(&v);
       if (st != HSR_OK) return vote_error(ft, st, final, blob);
@@ -731,8 +841,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     if (d == FT_ABORT) { /* a failed vote: freeze the votes before deciding */
       st = write_abort(ft, NULL, 0, "a vote failed");
     } else { /* missing votes: gone, or past the bound */
-      int p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p), miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS],
-                              nd = 0, late = now >= ft->t_voted + ft->T;
+      int miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS], nd = 0, late = now >= ft->t_voted + ft->T;
       for (int i = 0; i < n; i++) {
         int got = 0;
         for (int k = 0; k < v.nv; k++) got |= v.votes[k].id == p[i];
@@ -748,7 +857,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       } else {
         int ch;
         double to = ft->t_voted + ft->T < until ? ft->t_voted + ft->T : until;
-        st = ft_etcd_watch(ft->e, FT_PREFIX, v.kvs.rev + 1, to - now, &ch);
+        st = ft_etcd_watch(ft->e, agg ? FT_PREFIX : rk, v.kvs.rev + 1, to - now, &ch);
       }
     }
     view_free(&v);

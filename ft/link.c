@@ -414,7 +414,8 @@ hsr_status ft_link_allreduce_avg(ft_link *l, const int *peers, int n, int me, in
   for (;;) {
     progress_all(l);
     int need = 0;
-    for (int j = 0; j < n && res->ok; j++) {
+    /* every peer it cannot hear from, not only the first: groups that die together are dropped together */
+    for (int j = 0; j < n; j++) {
       if (j == me) continue;
       int p = peers[j];
       if (rab[j]->done && rab[j]->st == UCS_OK) { /* it gave up: say whom it could not hear */
@@ -423,7 +424,7 @@ hsr_status ft_link_allreduce_avg(ft_link *l, const int *peers, int n, int me, in
                    ab[j].n > 0 ? ab[j].culprit[0] : p);
         for (int i = 0; i < ab[j].n && i < FT_MAX_CULPRITS; i++) add_culprit(res, ab[j].culprit[i], NULL, NULL);
         if (ab[j].n == 0) add_culprit(res, p, NULL, NULL);
-        break;
+        continue;
       }
       slot *w = phase == 1 ? rrs[j] : rag[j];
       slot *sd = phase == 1 ? srs[j] : sag[j];

@@ -14,7 +14,7 @@
 #include "hsr/common.h"
 
 #define FT_MAX_REPLICAS 1024
-#define FT_MAX_CULPRITS 8
+#define FT_MAX_CULPRITS 32 /* groups one failure report names: those that die at once are dropped at once */
 
 typedef struct ft_link ft_link;
 

@@ -62,6 +62,53 @@ static void merge(const ft_outcome *all, int S, ft_outcome *g) {
 
 static hsr_status fault_hit(hsr_ft *ft, const char *phase) { return hsr_fault_hook_hit(&ft->hook, phase); }
 
+hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
+  ft_outcome *all = calloc((unsigned)ft->S, sizeof *all), g;
+  if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  hsr_status st = ft_grp_allgather(ft, mine, sizeof *mine, all);
+  merge(all, ft->S, &g);
+  free(all);
+  HSR_CHECK(st);
+  HSR_CHECK(fault_hit(ft, "ft_vote"));
+  char *blob = NULL;
+  HSR_CHECK(ft_grp_wait(ft, ft_lead_vote, &g, &blob));
+  cJSON *o = cJSON_Parse(blob);
+  if (!o) {
+    free(blob);
+    return hsr_error(HSR_ERR_INTERNAL, "ft: the decision is not JSON");
+  }
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "commit"), *s = cJSON_GetObjectItemCaseSensitive(o, "stop"),
+              *cl = cJSON_GetObjectItemCaseSensitive(o, "coord_lost"),
+              *ln = cJSON_GetObjectItemCaseSensitive(o, "line");
+  L->committed = cJSON_IsNumber(c) && c->valuedouble != 0;
+  L->stop = cJSON_IsNumber(s) && s->valuedouble != 0;
+  L->coord_lost = cJSON_IsNumber(cl) && cl->valuedouble != 0;
+  snprintf(L->line, sizeof L->line, "%s", cJSON_IsString(ln) ? ln->valuestring : "");
+  cJSON_Delete(o);
+  int64_t was = ft->q.done;
+  int nb = ft->nparts, *before = malloc(sizeof(int) * (size_t)(nb + 1));
+  if (!before) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
+  if (before) memcpy(before, ft->parts, sizeof(int) * (size_t)nb);
+  if (!L->stop && st == HSR_OK) st = ft_install(ft, blob);
+  free(blob);
+  int same = st == HSR_OK && nb == ft->nparts && !memcmp(before, ft->parts, sizeof(int) * (size_t)nb);
+  free(before);
+  HSR_CHECK(st);
+  /* only drops that changed nobody count (two groups that blame each other): a drop that dropped someone made
+   * progress, so many groups dying at once are dropped in turn */
+  if (L->committed || !same) {
+    ft->aborts_in_row = 0;
+  } else if (!L->stop && ++ft->aborts_in_row >= MAX_ABORTS_IN_ROW) {
+    L->stop = 1;
+    snprintf(L->line, sizeof L->line,
+             "step %" PRId64 " was dropped %d times in a row with replicas unchanged; this group stops (%s)", was + 1,
+             ft->aborts_in_row, g.ok ? "the others could not complete it" : g.why);
+  }
+  L->saver = ft_quorum_is_member(&ft->q, ft->c.replica_id); /* the smallest live id saves */
+  for (int i = 0; i < ft->q.nmem; i++) L->saver &= ft->q.mem[i] >= ft->c.replica_id;
+  return HSR_OK;
+}
+
 hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
   hsr_ft *ft = ctx;
   *commit = 0;
@@ -83,45 +130,11 @@ hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
                                     ft->T, &r));
     if (r.buf_taken) ft->stage = NULL, ft->stage_cap = 0; /* the link frees it */
   }
-  ft_outcome mine = {r.ok, !ft->heal_failed, r.n, {0}, ""}, *all = calloc((unsigned)ft->S, sizeof *all), g;
-  if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  ft_outcome mine = {r.ok, !ft->heal_failed, r.n, {0}, ""};
   memcpy(mine.culprit, r.culprit, sizeof mine.culprit);
   snprintf(mine.why, sizeof mine.why, "%s", r.why);
-  hsr_status st = ft_grp_allgather(ft, &mine, sizeof mine, all);
-  merge(all, ft->S, &g);
-  free(all);
-  HSR_CHECK(st);
-  HSR_CHECK(fault_hit(ft, "ft_vote"));
-  char *blob = NULL;
-  HSR_CHECK(ft_grp_wait(ft, ft_lead_vote, &g, &blob));
-  cJSON *o = cJSON_Parse(blob);
-  if (!o) {
-    free(blob);
-    return hsr_error(HSR_ERR_INTERNAL, "ft: the decision is not JSON");
-  }
-  const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "commit"), *s = cJSON_GetObjectItemCaseSensitive(o, "stop"),
-              *cl = cJSON_GetObjectItemCaseSensitive(o, "coord_lost"),
-              *ln = cJSON_GetObjectItemCaseSensitive(o, "line");
-  L->committed = cJSON_IsNumber(c) && c->valuedouble != 0;
-  L->stop = cJSON_IsNumber(s) && s->valuedouble != 0;
-  L->coord_lost = cJSON_IsNumber(cl) && cl->valuedouble != 0;
-  snprintf(L->line, sizeof L->line, "%s", cJSON_IsString(ln) ? ln->valuestring : "");
-  cJSON_Delete(o);
-  int64_t was = ft->q.done;
-  if (!L->stop) st = ft_install(ft, blob);
-  free(blob);
-  HSR_CHECK(st);
-  if (L->committed) {
-    HSR_CHECK(pack(ft, 1));
-    ft->aborts_in_row = 0;
-  } else if (!L->stop && ++ft->aborts_in_row >= MAX_ABORTS_IN_ROW) {
-    L->stop = 1;
-    snprintf(L->line, sizeof L->line,
-             "step %" PRId64 " was dropped %d times in a row with replicas unchanged; this group stops (%s)", was + 1,
-             ft->aborts_in_row, g.ok ? "the others could not complete it" : g.why);
-  }
-  L->saver = ft_quorum_is_member(&ft->q, ft->c.replica_id); /* the smallest live id saves */
-  for (int i = 0; i < ft->q.nmem; i++) L->saver &= ft->q.mem[i] >= ft->c.replica_id;
+  HSR_CHECK(ft_decide(ft, &mine, L));
+  if (L->committed) HSR_CHECK(pack(ft, 1));
   *commit = L->committed;
   return HSR_OK;
 }

@@ -93,7 +93,7 @@ while IFS=$'\t' read -r name kind min max reader; do
 done <<<"$vars"
 
 # ---- 3. every command and script with a bad HSR_LOG --------------------------------
-for c in version info "topo" "mesh" "trace summarize $T/empty.json" "bench all_gather" "bench copy" "bench step" \
+for c in version info "topo" "mesh" "trace summarize $T/empty.json" "bench all_gather" "bench copy" "bench step" "bench ft" \
   "bench coll --op all_reduce" "train" "ckpt inspect $T/dir" "ckpt verify $T/dir" "ckpt export $T/dir --safetensors x" \
   "ckpt bench" "eval --init $T/file --data $T/file" "sample --init $T/file" "tune --params 7e9 --shard 8"; do
   add 2 "HSR_LOG: 'loud' is not valid" "HSR_LOG=loud \$HSR $c"

@@ -14,7 +14,8 @@ hsr_add_mpi_test(NAME ft_outer_2 NP 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGE
 # loopback, groups of 2 ranks, faults through HSR_FAULT, every run checked
 # against the single-rank reference with the live replicas of each step.
 hsr_add_program(ft_check ft_check.c ${_ft_mlp})
-foreach(s equiv kill_heal kill_allreduce kill_healer kill_healed stop refuse coord3 resume hsr_run sim_device)
+foreach(s equiv kill_heal kill_allreduce kill_healer kill_healed stop refuse coord3 resume hsr_run crash_restart
+          sim_device)
   add_test(NAME ft_${s} COMMAND ${CMAKE_SOURCE_DIR}/tests/ft/ft.sh ${s})
   set_tests_properties(ft_${s} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mpi;ft" RESOURCE_LOCK ft
                        ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
@@ -37,3 +38,11 @@ foreach(s kill-all-step stop-rank1-step)
                        RESOURCE_LOCK ft ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
 endforeach()
 set_property(TEST ft_sim_device APPEND PROPERTY LABELS sim)
+
+# The control plane at 32 groups (hsr bench ft, simulated leaders against a real
+# coordinator): one group killed, restarted with --join, one stopped past the
+# timeout; --check asserts the outcomes (the same steps everywhere, the dead
+# named, the joiner admitted), not the timings.
+add_test(NAME ft_sim COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 32 --steps 8 --step-time 0.2 --timeout 10
+                             --kill 1@2 --restart 1@1 --stop 5:9 --check)
+set_tests_properties(ft_sim PROPERTIES TIMEOUT 120 LABELS ft RESOURCE_LOCK ft)

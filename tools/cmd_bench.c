@@ -12,6 +12,7 @@ static const hsr_cli_command benches[] = {
     {"broadcast", "broadcast bandwidth per group (broadcast_perf)", hsr_bench_broadcast},
     {"copy", "single- and multi-thread memory copy bandwidth (the physical reference)", hsr_bench_copy},
     {"step", "training-step lifecycle: exposed vs hidden communication, prefetch speed-up", hsr_bench_step},
+    {"ft", "replica groups' control plane at N groups, simulated against a real coordinator", hsr_bench_ft},
     {"coll", "deprecated: 'hsr bench coll --op X' is 'hsr bench X'", hsr_bench_coll},
 };
 
@@ -40,6 +41,6 @@ int hsr_cmd_bench(int argc, char **argv) {
     if (!strcmp(name, benches[i].name)) return benches[i].run(argc - 1, argv + 1);
   return hsr_cli_usage_error("bench",
                              "unknown benchmark '%s' (valid: all_gather, reduce_scatter, all_reduce, broadcast, copy, "
-                             "step; coll is deprecated)",
+                             "step, ft; coll is deprecated)",
                              argv[1]);
 }

@@ -30,6 +30,9 @@
 #                  and delays on): the averaging and the heal through its streams
 #   hsr_run        2 groups given no --coordinator: hsr-run starts one coordinator on
 #                  loopback for both, with a private token of its own
+#   crash_restart  every group SIGKILLed at step 10, all restarted at once without
+#                  --join: the dead job's records (their leases still running) do not
+#                  block the new start; it trains to the end, every state_hash equal
 # Environment: HSR_BUILD (the build tree: hsr, hsr-run, tests/ft_check).
 set -u
 scen=${1:?usage: ft.sh SCENARIO (see the header)}
@@ -303,6 +306,16 @@ resume)
   for i in 0 1 2; do expect_exit r$i 0; final_equal r$i 0,1,2; done
   grep -q "in the quorum after 30 steps" "$T/r1.out" || FAIL "r1 did not continue from step 30"
   ref_check "$T"/g?.log "$T"/r?.log
+  ;;
+crash_restart)
+  # the whole job dies; a new start comes while its records' leases still run (5 s)
+  STEPS=20
+  for i in 0 1 2; do group g$i $i HSR_FAULT=0:step:10:kill --; done
+  wait_all "${pids[@]}"
+  pids=()
+  for i in 0 1 2; do group r$i $i --; done
+  wait_all "${pids[@]}"
+  for i in 0 1 2; do expect_exit r$i 0; final_equal r$i 0,1,2; done
   ;;
 hsr_run)
   # no --coordinator: hsr-run starts this user's own on loopback (TMPDIR: the test's), with a token of its own
