@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -45,8 +46,21 @@ static int speaks_for_job(void) {
   return hosts && lr == 0;
 }
 
+/* A silent rank lets the speaker's line out first: a launcher that sees a
+ * rank fail ends the others, and a silent rank that exited at once could
+ * take the job's only message with it. The speaker exits within
+ * microseconds, and the launcher then ends this rank; the bound is a
+ * backstop (interrupted by any signal). */
+static void let_the_speaker_speak(void) {
+  struct timespec ts = {2, 0};
+  nanosleep(&ts, NULL);
+}
+
 int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) {
-  if (!speaks_for_job()) return HSR_EXIT_USAGE;
+  if (!speaks_for_job()) {
+    let_the_speaker_speak();
+    return HSR_EXIT_USAGE;
+  }
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "hsr %s: ", cmd);
@@ -72,7 +86,10 @@ int hsr_cli_exit_code(hsr_status st) {
 
 int hsr_cli_fail(const char *cmd, hsr_status st) {
   int code = hsr_cli_exit_code(st);
-  if ((code == HSR_EXIT_USAGE || hsr_error_shared()) && !speaks_for_job()) return code;
+  if ((code == HSR_EXIT_USAGE || hsr_error_shared()) && !speaks_for_job()) {
+    let_the_speaker_speak();
+    return code;
+  }
   fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
   return code;
 }
