@@ -15,7 +15,8 @@
 #   --venv DIR     where (default $HSR_PEERS_VENV, else bench/peers/.venv; git-ignored)
 #   --python PY    the interpreter to make it with (default python3; torch 2.15 needs >= 3.11)
 #   --with LIST    more peers, comma-separated: torchft, deepspeed, transformers
-#                  (pinned below; each is installed with its own dependencies)
+#                  (pinned below, installed with --no-deps, then their own
+#                  dependencies but torch, unpinned)
 #   --check        only check an existing environment (exit 1 if it does not run)
 #   --force        remake it from scratch
 # Idempotent: a second run checks what is there and installs only what is missing.
@@ -24,10 +25,12 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TORCH=2.15.0
 PINS_BASE=(typing-extensions==4.16.0 mpmath==1.3.0 sympy==1.14.0)
+# the peer, pinned, with --no-deps | its own dependencies but torch (a
+# resolver that saw torch would add torch's nvidia-* wheels back)
 declare -A PINS_WITH=(
-  [torchft]="torchft==0.2.0"
-  [deepspeed]="deepspeed==0.19.8"
-  [transformers]="transformers==5.23.0 safetensors==0.8.0"
+  [torchft]="torchft==0.2.0|opentelemetry-api>=1.39.0 opentelemetry-sdk>=1.39.0 opentelemetry-exporter-otlp-proto-http>=1.39.0"
+  [deepspeed]="deepspeed==0.19.8|setuptools>=77.0.3 wheel filelock einops hjson msgpack ninja numpy packaging>=20.0 psutil py-cpuinfo pydantic>=2.0.0 tqdm"
+  [transformers]="transformers==5.23.0 safetensors==0.8.0|huggingface-hub numpy packaging pyyaml regex tokenizers tqdm"
 )
 venv=${HSR_PEERS_VENV:-$HERE/.venv}
 py=python3 with="" check=0 force=0
@@ -100,9 +103,12 @@ if [ ! -e "$lib/libcudart.so.13" ] || [ "$HERE/cuda_stubs.py" -nt "$lib/libcudar
   "$V" "$HERE/cuda_stubs.py" "$lib" "$lib" >/dev/null || fail "cuda_stubs.py failed"
 fi
 for w in ${with//,/ }; do
-  echo "peers setup: ${PINS_WITH[$w]}"
+  top=${PINS_WITH[$w]%%|*} deps=${PINS_WITH[$w]#*|}
+  echo "peers setup: $top (and $deps)"
   # shellcheck disable=SC2086
-  pip install ${PINS_WITH[$w]} || fail "pip install ${PINS_WITH[$w]} failed"
+  pip install $deps || fail "pip install $deps failed"
+  # shellcheck disable=SC2086 # deepspeed is an sdist whose setup.py imports torch: no build isolation
+  pip install --no-deps --no-build-isolation $top || fail "pip install --no-deps $top failed"
 done
 smoke || fail "torch does not run in $venv (bench/peers/setup.sh --force remakes it)"
 echo "peers setup: ready: $venv ($(du -sh "$venv" | cut -f1)); run bench/peers/run.sh"
