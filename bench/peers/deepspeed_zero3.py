@@ -30,6 +30,8 @@ def worker(rank, world, a):
     import torch
     import deepspeed
 
+    for k, v in (("RANK", rank), ("LOCAL_RANK", rank), ("WORLD_SIZE", world), ("LOCAL_SIZE", world)):
+        os.environ[k] = str(v)  # DeepSpeed reads them; one host
     C.init_dist(rank, world, a)
     deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
     model = C.load_model(a)
