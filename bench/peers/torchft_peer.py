@@ -59,11 +59,11 @@ def group_main(a):
     log.write(json.dumps({"t": time.time(), "event": "start", "group": a.group_id}) + "\n")
     log.flush()
     while manager.current_step() < a.steps:
+        fopt.zero_grad()  # starts the quorum
+        n, i = manager.num_participants(), manager.participating_rank() or 0  # wait for it: a joiner has healed
         step = manager.current_step()
         for g in opt.param_groups:
             g["lr"] = C.lr_at(a, step)
-        fopt.zero_grad()  # starts the quorum
-        n, i = manager.num_participants(), manager.participating_rank() or 0
         per = a.batch // max(n, 1)
         x, y = data.batch(step * a.batch + i * per, per)
         loss = ddp(x, y)
