@@ -13,8 +13,9 @@
 #     fsdp2 fsdp:<reshard>  --strategy fsdp (1-D mesh of N)     reshard full, none, partial:N/2 (N >= 4)
 #     fsdp2 hsdp:<reshard>  --strategy hybrid --replicate 2 --shard N/2 (2-D mesh; N >= 4): full, none
 #     ddp   ddp             --strategy ddp (N >= 2; at 1 rank: plain torch against hsr fsdp)
+#     deepspeed zero3       --strategy fsdp --reshard full (ZeRO-3; needs setup.sh --with deepspeed)
 # Options:
-#   --peers "fsdp2 ddp"    which peers (default both)
+#   --peers "fsdp2 ddp"    which peers: fsdp2, ddp, deepspeed (default "fsdp2 ddp")
 #   --ranks "1 2 4"        rank counts (default "1 2 4")
 #   --reshard "full none partial"   reshard policies of the fsdp2 rows (default all three)
 #   --mesh "fsdp hsdp"     the fsdp2 meshes (default both)
@@ -54,12 +55,12 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2;;
     --quick) quick=1; shift;;
     --) shift; extra=("$@"); break;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
     *) ac_die "unknown option '$1'";;
   esac
 done
 [ "$quick" = 1 ] && { ranks="1 2"; rounds=1; steps=10; reshards=full; meshes=fsdp; }
-for p in $peers; do ac_choice "--peers: each" "$p" 'fsdp2|ddp'; done
+for p in $peers; do ac_choice "--peers: each" "$p" 'fsdp2|ddp|deepspeed'; done
 for r in $ranks; do ac_int "--ranks: each" "$r" 1 4096; done
 for r in $reshards; do ac_choice "--reshard: each" "$r" 'full|none|partial'; done
 for m in $meshes; do ac_choice "--mesh: each" "$m" 'fsdp|hsdp'; done
@@ -88,6 +89,10 @@ echo "# hsr $("$B/hsr" version 2>/dev/null | head -1) vs torch $tv (gloo, CPU), 
 configs() {
   local n=$1 p m r s k
   for p in $peers; do
+    if [ "$p" = deepspeed ]; then
+      echo "zero3|deepspeed_zero3|--strategy fsdp --reshard full --prefetch $prefetch|"
+      continue
+    fi
     if [ "$p" = ddp ]; then
       if [ "$n" -gt 1 ]; then echo "ddp|ddp|--strategy ddp|"; else echo "ddp|ddp|--strategy fsdp|"; fi
       continue

@@ -29,7 +29,7 @@ PINS_BASE=(typing-extensions==4.16.0 mpmath==1.3.0 sympy==1.14.0)
 # resolver that saw torch would add torch's nvidia-* wheels back)
 declare -A PINS_WITH=(
   [torchft]="torchft==0.2.0|opentelemetry-api>=1.39.0 opentelemetry-sdk>=1.39.0 opentelemetry-exporter-otlp-proto-http>=1.39.0"
-  [deepspeed]="deepspeed==0.19.8|setuptools>=77.0.3 wheel filelock einops hjson msgpack ninja numpy packaging>=20.0 psutil py-cpuinfo pydantic>=2.0.0 tqdm"
+  [deepspeed]="deepspeed==0.19.8|setuptools>=77.0.3 wheel filelock networkx jinja2 einops hjson msgpack ninja numpy packaging>=20.0 psutil py-cpuinfo pydantic>=2.0.0 tqdm"
   [transformers]="transformers==5.23.0 safetensors==0.8.0|huggingface-hub numpy packaging pyyaml regex tokenizers tqdm"
 )
 venv=${HSR_PEERS_VENV:-$HERE/.venv}
