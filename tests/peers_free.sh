@@ -7,8 +7,11 @@
 #      python3 started with -I -S (no site-packages, no user paths, no
 #      PYTHONPATH), checked against sys.stdlib_module_names;
 #   2. no build, test or CI file (CMakeLists.txt, cmake/, tests/ but this
-#      file, .ci/, scripts/) installs a Python package, imports one of the
-#      peers' packages, or runs anything under bench/peers/ or its venv.
+#      file, .ci/, and the scripts/ these name) installs a Python package,
+#      imports one of the peers' packages, or runs anything under
+#      bench/peers/ or its venv (comment lines aside, and a line that ends
+#      in "# peers: on demand, never in CI": scripts/figures.sh's command
+#      of the peers' figure, which CI never runs).
 # Exit 0 when both hold, 1 naming each offence.
 set -u
 src=$(cd "${1:?usage: peers_free.sh SRC}" && pwd)
@@ -17,8 +20,8 @@ fail=0
 py=$(command -v python3) || { echo "peers_free: no python3"; exit 1; }
 
 # 1. imports of the tests' Python files, with site-packages out of reach
-files=$(find tests -name '*.py' -type f | sort)
-if ! out=$("$py" -I -S - $files <<'PY' 2>&1
+mapfile -t files < <(find tests -name '*.py' -type f | sort)
+if ! out=$("$py" -I -S - "${files[@]}" <<'PY' 2>&1
 import ast, os, sys
 bad = 0
 std = set(sys.stdlib_module_names)
@@ -47,10 +50,14 @@ else
   echo "peers_free: $out"
 fi
 
-# 2. the build, test and CI files
+# 2. the build, test and CI files: CMake's, the tests, .ci/ and the scripts
+# those name (comments aside)
 pattern='pip3? install|python3? -m pip|bench/peers|HSR_PEERS_VENV|(^|[^a-z_])(import|from) +(torch|torchft|deepspeed|transformers|safetensors|numpy)([^a-z_]|$)'
-where=(CMakeLists.txt cmake tests .ci scripts)
-hits=$(grep -rnIE "$pattern" "${where[@]}" 2>/dev/null | grep -v '^tests/peers_free.sh:' || true)
+mapfile -t named < <(grep -rhoE 'scripts/[A-Za-z0-9_./-]+' CMakeLists.txt cmake tests .ci 2>/dev/null | sort -u |
+  while read -r f; do [ -f "$f" ] && echo "$f"; done)
+where=(CMakeLists.txt cmake tests .ci "${named[@]}")
+hits=$(grep -rnIE "$pattern" "${where[@]}" 2>/dev/null | grep -v '^tests/peers_free.sh:' |
+  grep -vE '^[^:]+:[0-9]+:[[:space:]]*#' | grep -v '# peers: on demand, never in CI$' || true)
 if [ -n "$hits" ]; then
   echo "peers_free: the build, tests or CI reach for the peers' packages:"
   echo "$hits"
