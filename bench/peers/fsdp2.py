@@ -27,7 +27,6 @@ same data windows in the same order, AdamW, clip and schedule as hsr train
     (compare.py then sees the gradient norm scaled by the ranks if it sums).
 """
 import common as C
-import torch
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 

@@ -102,7 +102,7 @@ configs() {
       for r in $reshards; do
         k=$r
         if [ "$r" = partial ]; then
-          [ "$s" -ge 4 ] && [ $((s % 2)) = 0 ] || continue
+          if [ "$s" -lt 4 ] || [ $((s % 2)) != 0 ]; then continue; fi
           k=partial:$((s / 2))
         fi
         [ "$n" = 1 ] && [ "$r" != full ] && continue # one rank: nothing to reshard
