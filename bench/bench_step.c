@@ -31,7 +31,8 @@
 typedef struct sopts {
   long units, steps, warmup, shard, replicate;
   int keep_last, prefetch_step;
-  int wait; /* --compute wait: a unit holds its rank for the time without a core (a kernel on a device) */
+  int wait;               /* --compute wait: a unit holds its rank for the time without a core (a kernel on a device) */
+  hsr_device_kind device; /* --device host | sim */
   size_t unit_bytes;
   double compute_ms, bwd_ratio;
   int nres, npre, nouter;
@@ -70,6 +71,9 @@ static void usage(void) {
          "  --compute cpu|wait  cpu (default): GEMMs on this rank's core, beside the collectives' copies;\n"
          "                      wait: each forward and backward sleeps until its deadline, as a kernel\n"
          "                      occupies a GPU and not the host (the miniature of a GPU cluster)\n"
+         "  --device host|sim   where the engine runs (default host). sim: the emulated device, whose compute\n"
+         "                      stream's thread runs each unit's compute while the host runs ahead and queues\n"
+         "                      the next gather, as on a GPU; the trace's spans are the device's\n"
          "  --steps N           timed steps per configuration (default 5)\n"
          "  --warmup N          untimed steps first (default 2; the first records the order)\n"
          "  --shard S           shard group size (default: all ranks, fsdp; S < ranks: hybrid)\n"
@@ -142,6 +146,7 @@ static int parse(int argc, char **argv, sopts *o) {
                                      {"trace", required_argument, 0, 'T'},
                                      {"compute", required_argument, 0, 'C'},
                                      {"outer-shard", required_argument, 0, 'O'},
+                                     {"device", required_argument, 0, 'D'},
                                      {0, 0, 0, 0}};
   *o = (sopts){.units = 8,
                .steps = 5,
@@ -185,6 +190,13 @@ static int parse(int argc, char **argv, sopts *o) {
       st = hsr_parse_choice("--compute", optarg, modes, &o->wait);
       break;
     }
+    case 'D': {
+      static const char *const kinds[] = {"host", "sim", NULL};
+      int k = 0;
+      st = hsr_parse_choice("--device", optarg, kinds, &k);
+      o->device = k ? HSR_DEVICE_SIM : HSR_DEVICE_HOST;
+      break;
+    }
     case 'P':
       o->prefetch_step = 0;
       no_pstep = 1;
@@ -211,39 +223,96 @@ static int parse(int argc, char **argv, sopts *o) {
 }
 
 typedef struct work {
-  hsr_device *dev;
+  hsr_device *dev; /* the host device the calibration runs on */
   float *a, *c, *b;
   long reps; /* GEMMs per forward of one unit */
   int wait;  /* sleep for ms x scale instead */
   double ms; /* forward compute per unit */
 } work;
 
-/* Device-like compute: the rank is busy until the deadline but holds no
+/* Where a configuration's compute runs: the engine's device and compute
+ * stream, with the GEMM operands in its memory. */
+typedef struct where {
+  hsr_device *dev;
+  hsr_stream *s;
+  float *a, *b, *c;
+} where;
+
+/* Device-like compute: the stream is busy until the deadline but holds no
  * core, so the collectives' copies and the progress threads run on the
- * cores as they do on a GPU cluster, where the kernel runs on the device. */
-static hsr_status hold(double seconds) {
+ * cores as they do on a GPU cluster, where the kernel runs on the device.
+ * On a host device the caller's thread sleeps; on sim the compute stream's
+ * thread does, and the host runs ahead. */
+typedef struct hold_args {
+  const float *w; /* what the kernel reads of the gathered unit */
+  float *c;
+  double seconds;
+} hold_args;
+static void k_hold(const void *p) {
+  const hold_args *a = p;
+  a->c[0] = a->w ? a->w[0] : 0;
   struct timespec d;
   clock_gettime(CLOCK_MONOTONIC, &d);
-  double ns = (double)d.tv_nsec + seconds * 1e9;
+  double ns = (double)d.tv_nsec + a->seconds * 1e9;
   d.tv_sec += (time_t)(ns / 1e9);
   d.tv_nsec = (long)(ns - 1e9 * (double)(time_t)(ns / 1e9));
-  int e;
-  while ((e = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &d, NULL)) == EINTR) {}
-  return e ? hsr_error(HSR_ERR_SYSTEM, "bench step: clock_nanosleep: %s", strerror(e)) : HSR_OK;
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &d, NULL) == EINTR) {}
 }
+static const hsr_kernel_def hold_kernel = {"bench compute (wait)", k_hold, NULL};
 
-/* One forward's worth of compute (x scale); w: the gathered unit (read as the B matrix when big enough). */
-static hsr_status compute(work *k, const float *w, size_t wn, double scale) {
+/* The gradient depends on the work: g[0] += c[0] * 1e-12. */
+typedef struct touch_args {
+  float *g;
+  const float *c;
+} touch_args;
+static void k_touch(const void *p) {
+  const touch_args *a = p;
+  a->g[0] += a->c[0] * 1e-12f;
+}
+static const hsr_kernel_def touch_kernel = {"bench gradient touch", k_touch, NULL};
+
+/* One forward's worth of compute (x scale) on x's stream; w: the gathered
+ * unit (read as the B matrix when big enough). */
+static hsr_status compute_on(const work *k, const where *x, const float *w, size_t wn, double scale) {
   if (k->wait) {
-    k->c[0] = wn ? w[0] : 0; /* what the kernel read of the gathered unit */
-    return hold(k->ms * 1e-3 * scale);
+    hold_args a = {wn ? w : NULL, x->c, k->ms * 1e-3 * scale};
+    hsr_access acc[] = {{a.w, a.w ? sizeof(float) : 0, 0}, {x->c, sizeof(float), 1}};
+    return hsr_kernels_launch(x->dev, x->s, &hold_kernel, &a, sizeof a, acc, 2);
   }
-  const float *b = wn >= (size_t)GEMM_N * GEMM_N ? w : k->b;
+  const float *b = wn >= (size_t)GEMM_N * GEMM_N ? w : x->b;
   long n = (long)(k->reps * scale + 0.5);
   for (long i = 0; i < n; i++)
-    HSR_CHECK(hsr_kernels_gemm(k->dev, NULL, 0, 0, GEMM_N, GEMM_N, GEMM_N, 1.0f, k->a, GEMM_N, b, GEMM_N, 0.0f, k->c,
+    HSR_CHECK(hsr_kernels_gemm(x->dev, x->s, 0, 0, GEMM_N, GEMM_N, GEMM_N, 1.0f, x->a, GEMM_N, b, GEMM_N, 0.0f, x->c,
                                GEMM_N));
   return HSR_OK;
+}
+
+static hsr_status touch(const where *x, float *g) {
+  touch_args a = {g, x->c};
+  hsr_access acc[] = {{x->c, sizeof(float), 0}, {g, sizeof(float), 1}};
+  return hsr_kernels_launch(x->dev, x->s, &touch_kernel, &a, sizeof a, acc, 2);
+}
+
+/* The host calibration's compute (host device, caller's thread). */
+static hsr_status compute(work *k, const float *w, size_t wn, double scale) {
+  where x = {k->dev, NULL, k->a, k->b, k->c};
+  return compute_on(k, &x, w, wn, scale);
+}
+
+/* The configuration's operands on the engine's device (host: the host ones). */
+static hsr_status where_open(const work *k, hsr_rt *rt, where *x) {
+  *x = (where){hsr_rt_device(rt), hsr_rt_compute_stream(rt), NULL, NULL, NULL};
+  size_t bytes = (size_t)GEMM_N * GEMM_N * sizeof(float);
+  float **p[3] = {&x->a, &x->b, &x->c};
+  for (int i = 0; i < 3; i++) HSR_CHECK(hsr_device_alloc(x->dev, bytes, (void **)p[i]));
+  HSR_CHECK(hsr_device_copy(x->dev, x->a, k->a, bytes, x->s));
+  HSR_CHECK(hsr_device_copy(x->dev, x->b, k->b, bytes, x->s));
+  return hsr_device_memset(x->dev, x->c, 0, bytes, x->s);
+}
+
+static void where_close(where *x) {
+  if (x->s) hsr_stream_sync(x->s, 60.0); /* nothing queued still reads them */
+  hsr_device_free(x->dev, x->a), hsr_device_free(x->dev, x->b), hsr_device_free(x->dev, x->c);
 }
 
 /* GEMMs per --compute-ms, measured with every rank computing at once (as in the run). */
@@ -290,8 +359,10 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   c.prefetch = depth;
   c.poison = 0;
   c.prefetch_step = o->prefetch_step;
+  c.device = o->device;
   hsr_rt *rt = NULL;
   HSR_CHECK(hsr_rt_create(boot, world, cl, &c, &rt));
+  where x = {0};
   size_t per = o->unit_bytes / 4 / (size_t)c.shard * (size_t)c.shard; /* f32 elements per unit */
   hsr_status st = HSR_OK;
   char name[32];
@@ -304,6 +375,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
     if (st == HSR_OK) st = hsr_rt_param_add(rt, id, name, 1, shape, 0);
   }
   if (st == HSR_OK) st = hsr_rt_commit(rt);
+  if (st == HSR_OK) st = where_open(k, rt, &x);
   if (st == HSR_OK) st = hsr_rt_trace_enable(rt, 1);
   double fab[4] = {0}; /* per group, then the total: this rank's fabric bytes sent over the timed steps */
   for (long s = 0; s < o->warmup + o->steps && st == HSR_OK; s++) {
@@ -312,7 +384,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
       snprintf(name, sizeof name, "u%ld.w", u);
       st = hsr_rt_forward_begin(rt, (int)u);
       if (st == HSR_OK) st = hsr_rt_param_view(rt, name, &w);
-      if (st == HSR_OK) st = compute(k, w, per, 1);
+      if (st == HSR_OK) st = compute_on(k, &x, w, per, 1);
       if (st == HSR_OK) st = hsr_rt_forward_end(rt, (int)u);
     }
     for (long u = o->units - 1; u >= 0 && st == HSR_OK; u--) {
@@ -322,8 +394,8 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
       st = hsr_rt_backward_begin(rt, (int)u);
       if (st == HSR_OK) st = hsr_rt_param_view(rt, name, &w);
       if (st == HSR_OK) st = hsr_rt_grad_view(rt, name, &g);
-      if (st == HSR_OK) st = compute(k, w, per, o->bwd_ratio);
-      if (st == HSR_OK) g[0] += k->c[0] * 1e-12f; /* the gradient depends on the work */
+      if (st == HSR_OK) st = compute_on(k, &x, w, per, o->bwd_ratio);
+      if (st == HSR_OK) st = touch(&x, g); /* the gradient depends on the work */
       if (st == HSR_OK) st = hsr_rt_backward_end(rt, (int)u);
     }
     hsr_rt_step_info info;
@@ -342,6 +414,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   }
   if (st == HSR_OK) st = hsr_comm_allreduce(world, mem, mem, 2, HSR_F64, HSR_MAX, NULL);
   if (st == HSR_OK) st = hsr_rt_trace_write(rt, path);
+  if (x.dev) where_close(&x);
   hsr_status d = hsr_rt_destroy(rt);
   if (st == HSR_OK) st = d;
   HSR_CHECK(st);
@@ -553,12 +626,12 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
       snprintf(how, sizeof how, "wait: held without a core");
     else
       snprintf(how, sizeof how, "cpu: %ld GEMMs %dx%d", k.reps, GEMM_N, GEMM_N);
-    printf("# hsr bench step: %d ranks, %d node(s), mesh %d x %ld, %ld units of %.2f MiB gathered, "
+    printf("# hsr bench step: %d ranks, %d node(s), %s device, mesh %d x %ld, %ld units of %.2f MiB gathered, "
            "compute %.2f ms/unit forward (%s), x%.1f backward, %ld timed steps after %ld; "
            "last unit %s, step-end prefetch %s\n",
-           n, hsr_boot_num_nodes(boot), (int)(n / S), S, o.units, (double)o.unit_bytes / (1 << 20), o.compute_ms, how,
-           o.bwd_ratio, o.steps, o.warmup, o.keep_last ? "kept until backward" : "resharded",
-           o.prefetch_step ? "on" : "off");
+           n, hsr_boot_num_nodes(boot), o.device == HSR_DEVICE_SIM ? "sim" : "host", (int)(n / S), S, o.units,
+           (double)o.unit_bytes / (1 << 20), o.compute_ms, how, o.bwd_ratio, o.steps, o.warmup,
+           o.keep_last ? "kept until backward" : "resharded", o.prefetch_step ? "on" : "off");
     printf("%-10s %6s %8s %9s %9s %9s %9s %9s %9s %7s %9s %8s %12s %10s\n", "reshard", "outer", "prefetch", "step",
            "compute", "comm", "exposed", "ag", "ag_exp", "hidden", "step/max", "speedup", "fabric/step", "peak MiB");
     fflush(stdout);
@@ -594,6 +667,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
     cJSON_AddNumberToObject(root, "compute_ms", o.compute_ms);
     cJSON_AddNumberToObject(root, "bwd_ratio", o.bwd_ratio);
     cJSON_AddStringToObject(root, "compute", k.wait ? "wait" : "cpu");
+    cJSON_AddStringToObject(root, "device", o.device == HSR_DEVICE_SIM ? "sim" : "host");
     cJSON_AddNumberToObject(root, "gemms_per_unit", (double)k.reps);
     cJSON_AddBoolToObject(root, "keep_last", o.keep_last);
     cJSON_AddBoolToObject(root, "prefetch_step", o.prefetch_step);

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# gpu_check.sh OUTDIR: the one-script GPU check.
-#   1. configures and builds hsr with CUDA (HSR_WITH_CUDA=ON, Release)
-#   2. runs every CTest test labelled `gpu` (kernels and the model vs CPU on the
-#      same inputs, rt_gpu_equiv_1: the engine on one GPU vs the CPU reference)
-#   3. runs the example training for a few steps on the GPU (if `hsr train` exists)
-#   4. runs the kernel benchmark (hsr-kbench: AdamW and casts as a fraction of
+# gpu_check.sh OUTDIR: the one-script GPU check, sized for a 10-minute lease.
+#   1. configures hsr with CUDA (HSR_WITH_CUDA=ON, Release) and builds only
+#      what the GPU tests, hsr and hsr-kbench need
+#   2. runs every CTest test labelled `gpu` (the GPU counterparts of the sim
+#      matrix: kernels and the models vs CPU on the same inputs, the engine on
+#      one GPU vs the CPU reference for every strategy one GPU runs, the GPT)
+#   3. runs the example training for a few steps on the GPU
+#   4. checkpoints on the GPU: a run with --async-save (staging on the
+#      device's streams), resumed from its middle: the last checkpoint bitwise
+#   5. runs the kernel benchmark (hsr-kbench: AdamW and casts as a fraction of
 #      a device-to-device copy timed in the same run)
-# and writes logs, JSON and summary.txt into OUTDIR. Exit: 0 all passed,
-# 1 something failed, 2 usage, 77 no GPU (built, nothing run).
+# and writes logs, JSON and summary.txt (each phase's seconds) into OUTDIR.
+# Exit: 0 all passed, 1 something failed, 2 usage, 77 no GPU (built, nothing run).
 # Env: HSR_GPU_BUILD_DIR (default <src>/build-gpu), HSR_GPU_CHECK_JOBS (make -j),
 #      HSR_GPU_CHECK_TRAIN_ARGS (default "--device cuda --steps 5"),
 #      HSR_KBENCH_ARGS (extra hsr-kbench flags).
 set -u
 if [ $# -ne 1 ] || [ "$1" = "--help" ] || [ "$1" = "-h" ]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   [ $# -eq 1 ] && [ "$1" = "--help" -o "$1" = "-h" ] && exit 0
   exit 2
 fi
@@ -33,8 +37,14 @@ TRAIN_ARGS=${HSR_GPU_CHECK_TRAIN_ARGS:---device cuda --steps 5}
 mkdir -p "$OUT" || { echo "gpu_check: cannot create $OUT" >&2; exit 2; }
 OUT=$(cd "$OUT" && pwd)
 T0=$(date +%s)
+TP=$T0
 declare -a SUMMARY
 note() { SUMMARY+=("$1"); echo "== $1"; }
+phase() { # the seconds since the last phase ended, into the summary
+  local now; now=$(date +%s)
+  SUMMARY+=("  ($1: $((now - TP)) s)")
+  TP=$now
+}
 failed=0     # a build, test or run failure
 perf_missed=0 # kernels below their bandwidth target
 
@@ -56,13 +66,34 @@ finish() {
 
 # ---- 1. build -----------------------------------------------------------------
 (nvidia-smi 2>&1 || echo "nvidia-smi not available") >"$OUT/nvidia-smi.txt"
-if ! timeout 300 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHSR_WITH_CUDA=ON >"$OUT/build.log" 2>&1 ||
-   ! timeout 300 cmake --build "$BUILD" -j"$JOBS" >>"$OUT/build.log" 2>&1; then
+# the targets the gpu-labelled tests run (their commands' programs under the
+# build tree), hsr and hsr-kbench: not the whole suite
+targets() {
+  ctest --test-dir "$BUILD" -L gpu --show-only=json-v1 2>/dev/null |
+    python3 -c '
+import json, os, sys
+b = os.path.realpath(sys.argv[1]); out = {"hsr_cli", "hsr_kbench"}
+for t in json.load(sys.stdin).get("tests", []):
+    for a in t.get("command", []):
+        a = os.path.realpath(a)
+        if a.startswith(b + os.sep):
+            n = os.path.basename(a)
+            out.add({"hsr": "hsr_cli", "hsr-kbench": "hsr_kbench", "hsr-run": "hsr_cli"}.get(n, n))
+print(" ".join(sorted(out)))' "$BUILD"
+}
+if ! timeout 120 cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DHSR_WITH_CUDA=ON >"$OUT/build.log" 2>&1; then
+  tail -30 "$OUT/build.log"
+  note "configure: FAILED (see build.log)"
+  finish 1
+fi
+read -r -a tgts <<<"$(targets)"
+if ! timeout 360 cmake --build "$BUILD" -j"$JOBS" --target "${tgts[@]}" >>"$OUT/build.log" 2>&1; then
   tail -30 "$OUT/build.log"
   note "build: FAILED (see build.log)"
   finish 1
 fi
-note "build: ok (CUDA, Release, $BUILD)"
+note "build: ok (CUDA, Release, $BUILD; targets ${tgts[*]})"
+phase build
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 if [ "${ngpu:-0}" -eq 0 ]; then
@@ -91,6 +122,7 @@ else
   grep -q -i 'equiv' "$OUT/gpu_tests.txt" ||
     note "runtime equivalence test on one GPU: not in this tree (no gpu-labelled equivalence test)"
 fi
+phase "gpu tests"
 
 # ---- 3. example training -----------------------------------------------------------
 if "$BUILD/hsr" --help 2>/dev/null | grep -qE '^ +train '; then
@@ -106,8 +138,23 @@ if "$BUILD/hsr" --help 2>/dev/null | grep -qE '^ +train '; then
 else
   note "example training: 'hsr train' is not in this tree yet (skipped)"
 fi
+phase train
 
-# ---- 4. kernel benchmark -----------------------------------------------------------
+# ---- 4. checkpoints on the GPU -------------------------------------------------------
+ck="$OUT/ckpt"
+ctrain=(train --device cuda --layers 2 --dim 64 --steps 8 --batch 32 --clip 0.5 --no-progress)
+if timeout 120 "$BUILD/hsr" "${ctrain[@]}" --ckpt "$ck/A" --save-every 4 --async-save >"$OUT/ckpt.log" 2>&1 &&
+   timeout 120 "$BUILD/hsr" "${ctrain[@]}" --ckpt "$ck/B" --resume "$ck/A/step-00000004" >>"$OUT/ckpt.log" 2>&1 &&
+   python3 "$SRC/tests/ckpt_read.py" compare "$ck/A" "$ck/B" >>"$OUT/ckpt.log" 2>&1; then
+  note "checkpoints: --async-save on the GPU, resumed from step 4: step 8 bitwise equal"
+else
+  failed=1
+  note "checkpoints: FAILED (see ckpt.log)"
+fi
+rm -rf "$ck"
+phase checkpoints
+
+# ---- 5. kernel benchmark -----------------------------------------------------------
 read -r -a kargs <<<"${HSR_KBENCH_ARGS:-}" # split at whitespace, never glob-expanded
 timeout 150 "$BUILD/hsr-kbench" --device cuda --json "$OUT/kbench.json" "${kargs[@]}" >"$OUT/kbench.txt" 2>&1
 rc=$?
@@ -123,5 +170,6 @@ else
   done < <(awk '$NF=="ok" || $NF=="MISS" {print $1, $4, $5, $(NF-1), $NF}' "$OUT/kbench.txt")
 fi
 
+phase "kernel benchmark"
 [ $failed -eq 0 ] && [ $perf_missed -eq 0 ] && finish 0
 finish 1

@@ -470,9 +470,14 @@ static void last_word(void *arg) {
     }
     coll_fault_poll(x, hsr_clock_ns(), 1);
   }
+  /* a peer that left hsr cleanly (freed its communicators) is a culprit only
+   * to a rank that still waits for it: one that has nothing pending is ending
+   * with the job (an error every rank agreed on), and blames no one */
+  int pending = atomic_load(&x->incoming) != NULL;
+  for (int c = 0; c < x->ncomms && !pending; c++) pending = x->comms[c] && x->comms[c]->head;
   int g = -1;
   for (int r = 0; f->gone && !f->declared && r < x->size; r++)
-    if (f->gone[r] && (g < 0 || f->gone_ns[r] < f->gone_ns[g])) g = r;
+    if (f->gone[r] && (pending || f->gone[r] != FAULT_LEFT) && (g < 0 || f->gone_ns[r] < f->gone_ns[g])) g = r;
   if (g >= 0) {
     seg_notice v = notice(x, g, f->gone[g], f->why[g]);
     copy_text(v.where, sizeof v.where, "seen as the launcher ended this rank");

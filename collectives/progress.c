@@ -184,8 +184,7 @@ void coll_progress_stop(coll_ctx *x) {
 
 /* ---- ops in a sim stream's order ---------------------------------------------------- */
 
-static void wait_inline(coll_ctx *x, coll_op *op);
-static void wait_thread(coll_ctx *x, coll_op *op);
+static void wait_done(coll_op *op, double timeout_s);
 
 /* The stream reached the op: open its gate, wait (the progress engine's
  * timeouts and verdicts bound it) and pass its result to the stream. */
@@ -194,14 +193,7 @@ static hsr_status gate_run(void *arg) {
   coll_ctx *x = op->c->ctx;
   atomic_store_explicit(&op->gate, COLL_GATE_OPEN, memory_order_release);
   coll_kick(x);
-  if (!atomic_load_explicit(&op->done, memory_order_acquire)) {
-    pthread_mutex_lock(&x->mu);
-    if (x->inline_progress)
-      wait_inline(x, op);
-    else
-      wait_thread(x, op);
-    pthread_mutex_unlock(&x->mu);
-  }
+  wait_done(op, -1);
   hsr_status st = coll_op_result(op);
   coll_op_destroy(op); /* the stream's reference */
   return st;
@@ -337,17 +329,21 @@ static void wait_thread(coll_ctx *x, coll_op *op) {
   }
 }
 
-hsr_status coll_host_wait(coll_op *op, double timeout_s) {
+/* Until the op is done (the progress engine's timeouts and verdicts bound it). */
+static void wait_done(coll_op *op, double timeout_s) {
   coll_ctx *x = op->c->ctx;
-  if (!atomic_load_explicit(&op->done, memory_order_acquire)) {
-    pthread_mutex_lock(&x->mu);
-    if (timeout_s >= 0) op->timeout_s = timeout_s;
-    if (x->inline_progress)
-      wait_inline(x, op);
-    else
-      wait_thread(x, op);
-    pthread_mutex_unlock(&x->mu);
-  }
+  if (atomic_load_explicit(&op->done, memory_order_acquire)) return;
+  pthread_mutex_lock(&x->mu);
+  if (timeout_s >= 0) op->timeout_s = timeout_s;
+  if (x->inline_progress)
+    wait_inline(x, op);
+  else
+    wait_thread(x, op);
+  pthread_mutex_unlock(&x->mu);
+}
+
+hsr_status coll_host_wait(coll_op *op, double timeout_s) {
+  wait_done(op, timeout_s);
   hsr_status st = coll_op_result(op);
   coll_op_release(op);
   return st;

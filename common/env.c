@@ -1,5 +1,6 @@
 #include "hsr/common.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -77,6 +78,89 @@ hsr_status hsr_parse_choice(const char *what, const char *s, const char *const *
   for (int i = 0; choices[i] && off < sizeof valid; i++)
     off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%s", i ? "|" : "", choices[i]);
   return hsr_error(HSR_ERR_INVALID, "%s: '%s' is not valid (valid: %s)", what, s ? s : "", valid);
+}
+
+#define HOSTPORT_FORM "HOST:PORT: a host name or IP address and a port 1 to 65535, comma-separated for several"
+
+/* A DNS name: labels of 1-63 letters, digits and '-' (not at either end),
+ * at most 253 in all; all-numeric is an IPv4 address gone wrong, not a name. */
+static int host_name_ok(const char *h, size_t n) {
+  if (n == 0 || n > 253) return 0;
+  size_t label = 0;
+  int alpha = 0;
+  for (size_t i = 0; i < n; i++) {
+    char c = h[i];
+    if (c == '.') {
+      if (label == 0 || h[i - 1] == '-') return 0;
+      label = 0;
+      continue;
+    }
+    int letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!letter && !(c >= '0' && c <= '9') && c != '-') return 0;
+    if (c == '-' && label == 0) return 0;
+    alpha |= letter || c == '-';
+    if (++label > 63) return 0;
+  }
+  return label > 0 && h[n - 1] != '-' && alpha;
+}
+
+static hsr_status hostport_one(const char *what, const char *all, const char *p, size_t n) {
+  char item[320];
+  snprintf(item, sizeof item, "%.*s", (int)(n < 300 ? n : 300), p);
+  if (n >= 7 && strncmp(p, "http://", 7) == 0)
+    p += 7, n -= 7;
+  else if (memchr(p, '/', n))
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s '%s': '%s' is not an address (expected " HOSTPORT_FORM
+                     "; http:// in front is the only scheme)",
+                     what, all, item);
+  const char *colon = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (p[i] == ':') colon = p + i;
+  if (!colon)
+    return hsr_error(HSR_ERR_INVALID, "%s '%s': '%s' has no port (expected " HOSTPORT_FORM ")", what, all, item);
+  size_t hn = (size_t)(colon - p), pn = n - hn - 1;
+  const char *port = colon + 1;
+  long pv = 0;
+  int digits = pn > 0 && pn <= 5;
+  for (size_t i = 0; digits && i < pn; i++) {
+    digits = port[i] >= '0' && port[i] <= '9';
+    pv = pv * 10 + (port[i] - '0');
+  }
+  if (!digits || pv < 1 || pv > 65535)
+    return hsr_error(HSR_ERR_INVALID, "%s '%s': '%s' has no valid port (expected " HOSTPORT_FORM ")", what, all, item);
+  char host[256];
+  int ok = 0;
+  if (hn >= 2 && p[0] == '[' && p[hn - 1] == ']' && hn - 2 < sizeof host) {
+    struct in6_addr a6;
+    snprintf(host, sizeof host, "%.*s", (int)(hn - 2), p + 1);
+    ok = inet_pton(AF_INET6, host, &a6) == 1;
+  } else if (hn > 0 && hn < sizeof host) {
+    struct in_addr a4;
+    snprintf(host, sizeof host, "%.*s", (int)hn, p);
+    ok = inet_pton(AF_INET, host, &a4) == 1 || host_name_ok(host, hn);
+  }
+  if (!ok)
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s '%s': '%s' has no valid host (expected " HOSTPORT_FORM "; an IPv6 address in brackets)", what,
+                     all, item);
+  return HSR_OK;
+}
+
+hsr_status hsr_parse_hostports(const char *what, const char *s, int max) {
+  if (!s || !*s) return hsr_error(HSR_ERR_INVALID, "%s: empty value (expected " HOSTPORT_FORM ")", what);
+  int count = 0;
+  for (const char *p = s;; p++) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == 0)
+      return hsr_error(HSR_ERR_INVALID, "%s '%s': an empty item in the list (expected " HOSTPORT_FORM ")", what, s);
+    if (++count > max) return hsr_error(HSR_ERR_INVALID, "%s '%s': more than %d addresses", what, s, max);
+    HSR_CHECK(hostport_one(what, s, p, n));
+    if (!e) break;
+    p = e;
+  }
+  return HSR_OK;
 }
 
 /* NULL when unset; set but empty is an error (it is never the default in disguise). */

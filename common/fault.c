@@ -8,13 +8,13 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const phases[] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast", "barrier", "step",
-                                     "ckpt_save",  "ft_allreduce",   "ft_vote",    "ft_heal",   NULL};
+static const char *const phases[] = {"all_gather", "reduce_scatter", "all_reduce",   "broadcast", "barrier", "step",
+                                     "ckpt_save",  "ckpt_done",      "ft_allreduce", "ft_vote",   "ft_heal", NULL};
 
 static hsr_status bad(const char *v, const char *why) {
   return hsr_error(HSR_ERR_INVALID,
                    "HSR_FAULT='%s': %s (valid: RANK:PHASE:N:ACTION, PHASE all_gather|reduce_scatter|all_reduce|"
-                   "broadcast|barrier|step|ckpt_save|ft_allreduce|ft_vote|ft_heal, N >= 1, ACTION "
+                   "broadcast|barrier|step|ckpt_save|ckpt_done|ft_allreduce|ft_vote|ft_heal, N >= 1, ACTION "
                    "kill|killnode|stop|sleep:SECONDS; a test hook)",
                    v, why);
 }

@@ -8,6 +8,8 @@
  *           (host collectives, counted when posted) | step (the optimizer
  *           step, hsr_rt_step) | ckpt_save (hsr_ckpt_save, after this rank
  *           has written its data, before the ranks agree to commit) |
+ *           ckpt_done (hsr_ckpt_wait, once a background save has committed:
+ *           the last one is after the last step) |
  *           ft_allreduce (a replica group's cross-group all-reduce, hsr/ft.h)
  *           | ft_vote (after it, before the vote) | ft_heal (each buffer a
  *           healer sends or a healed group receives)

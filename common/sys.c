@@ -146,6 +146,22 @@ void hsr_sys_bytes_text(double b, char *buf, size_t len) {
   snprintf(buf, len, b < 10 ? "%.2f %s" : b < 100 ? "%.1f %s" : "%.0f %s", b, units[u]);
 }
 
+/* Why stat() failed on a path that may still be made: ENOENT is "not there
+ * yet" (0); a symbolic link loop, a file where a directory is meant on the
+ * way, or a directory that cannot be searched would fail the first write of
+ * the run, so they are said now. */
+static hsr_status unreachable(const char *what, const char *path, const char *part, int e) {
+  if (e == ENOENT) return HSR_OK;
+  const char *why = e == ELOOP     ? "is a symbolic link loop (or a chain of more than 40 links)"
+                    : e == ENOTDIR ? "has a file where a directory is meant on its way"
+                                   : NULL;
+  if (!strcmp(part, path))
+    return why ? hsr_error(HSR_ERR_INVALID, "%s '%s' %s", what, path, why)
+               : hsr_error(HSR_ERR_INVALID, "%s '%s': %s", what, path, strerror(e));
+  return why ? hsr_error(HSR_ERR_INVALID, "%s '%s': '%s' %s", what, path, part, why)
+             : hsr_error(HSR_ERR_INVALID, "%s '%s': '%s': %s", what, path, part, strerror(e));
+}
+
 hsr_status hsr_path_check_read(const char *what, const char *path) {
   struct stat sb;
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
@@ -166,14 +182,17 @@ hsr_status hsr_path_check_write(const char *what, const char *path) {
       return hsr_error(HSR_ERR_INVALID, "%s '%s' is not writable: %s", what, path, strerror(errno));
     return HSR_OK;
   }
+  HSR_CHECK(unreachable(what, path, path, errno));
   char dir[4096];
   const char *slash = strrchr(path, '/');
   if (!slash)
     snprintf(dir, sizeof dir, ".");
   else
     snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-  if (stat(dir, &sb) != 0)
+  if (stat(dir, &sb) != 0) {
+    HSR_CHECK(unreachable(what, path, dir, errno));
     return hsr_error(HSR_ERR_INVALID, "%s '%s': its directory '%s' does not exist", what, path, dir);
+  }
   if (!S_ISDIR(sb.st_mode)) return hsr_error(HSR_ERR_INVALID, "%s '%s': '%s' is not a directory", what, path, dir);
   if (access(dir, W_OK | X_OK) != 0)
     return hsr_error(HSR_ERR_INVALID, "%s '%s': its directory '%s' is not writable: %s", what, path, dir,
@@ -195,6 +214,10 @@ hsr_status hsr_path_check_mkdir(const char *what, const char *path) {
   struct stat sb;
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
   if (stat(path, &sb) == 0) return hsr_path_check_dir(what, path, 1);
+  HSR_CHECK(unreachable(what, path, path, errno));
+  /* a link to nothing: mkdir would find the name taken */
+  if (lstat(path, &sb) == 0)
+    return hsr_error(HSR_ERR_INVALID, "%s '%s' is a symbolic link to nothing (a dangling link)", what, path);
   char up[4096];
   snprintf(up, sizeof up, "%s", path);
   for (;;) {
@@ -211,6 +234,10 @@ hsr_status hsr_path_check_mkdir(const char *what, const char *path) {
       *slash = '\0';
     }
     if (stat(up, &sb) == 0) break;
+    HSR_CHECK(unreachable(what, path, up, errno));
+    if (lstat(up, &sb) == 0)
+      return hsr_error(HSR_ERR_INVALID, "%s '%s': '%s' is a symbolic link to nothing (a dangling link)", what, path,
+                       up);
     if (!slash) return hsr_error(HSR_ERR_INVALID, "%s '%s': no existing directory above it", what, path);
   }
   if (!S_ISDIR(sb.st_mode)) return hsr_error(HSR_ERR_INVALID, "%s '%s': '%s' is not a directory", what, path, up);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ex_rand.h"
+#include "llama.h"
 
 hsr_status gpt_cfg_check(const gpt_cfg *c) {
   if (c->n_layer < 0 || c->n_layer > GPT_MAX_LAYERS)
@@ -21,17 +22,26 @@ hsr_status gpt_cfg_check(const gpt_cfg *c) {
       (double)c->n_ctx * c->n_embd > 2e9)
     return hsr_error(HSR_ERR_INVALID, "model: width %d, vocabulary %d, context %d: a tensor would exceed 2^31 elements",
                      c->n_embd, c->vocab, c->n_ctx);
+  if (c->arch == GPT_ARCH_LLAMA) return llama_cfg_check(c);
+  if (c->arch != GPT_ARCH_GPT2)
+    return hsr_error(HSR_ERR_INVALID, "model: architecture %d (valid: gpt 0, llama 1)", c->arch);
   return HSR_OK;
 }
 
-int gpt_num_params(const gpt_cfg *c) { return GPT_ROOT_PARAMS + GPT_BLOCK_PARAMS * c->n_layer; }
+int gpt_num_params(const gpt_cfg *c) {
+  if (c->arch == GPT_ARCH_LLAMA) return llama_num_params(c);
+  return GPT_ROOT_PARAMS + GPT_BLOCK_PARAMS * c->n_layer;
+}
 
 void gpt_param_name(const gpt_cfg *c, int i, char *buf, size_t len) {
   static const char *root[] = {"wte.weight", "wpe.weight", "ln_f.weight", "ln_f.bias"};
   static const char *blk[] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
                               "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
                               "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
-  (void)c;
+  if (c->arch == GPT_ARCH_LLAMA) {
+    llama_param_name(c, i, buf, len);
+    return;
+  }
   if (i < GPT_ROOT_PARAMS)
     snprintf(buf, len, "%s", root[i]);
   else
@@ -40,6 +50,7 @@ void gpt_param_name(const gpt_cfg *c, int i, char *buf, size_t len) {
 }
 
 int gpt_param_shape(const gpt_cfg *c, int i, int64_t shape[2], int *group) {
+  if (c->arch == GPT_ARCH_LLAMA) return llama_param_shape(c, i, shape, group);
   int64_t C = c->n_embd;
   if (i < GPT_ROOT_PARAMS) {
     *group = i < GPT_LNF_W ? 0 : 1;
@@ -74,6 +85,10 @@ size_t gpt_num_weights(const gpt_cfg *c) {
 }
 
 void gpt_param_init(const gpt_cfg *c, int i, float *out) {
+  if (c->arch == GPT_ARCH_LLAMA) {
+    llama_param_init(c, i, out);
+    return;
+  }
   size_t n = gpt_param_numel(c, i);
   int64_t s[2] = {0, 0};
   int g, nd = gpt_param_shape(c, i, s, &g);
@@ -88,13 +103,17 @@ void gpt_param_init(const gpt_cfg *c, int i, float *out) {
   for (size_t j = 0; j < n; j++) out[j] = std * ex_normal(ex_hash3(c->seed, (uint64_t)i, j));
 }
 
-int gpt_num_units(const gpt_cfg *c) { return 1 + (c->wrap_linear ? 4 : 1) * c->n_layer; }
+int gpt_num_units(const gpt_cfg *c) {
+  if (c->arch == GPT_ARCH_LLAMA) return llama_num_units(c);
+  return 1 + (c->wrap_linear ? 4 : 1) * c->n_layer;
+}
 
 /* piece of a block parameter: 0 ln_1 + c_attn, 1 attn.c_proj, 2 ln_2 + c_fc, 3 mlp.c_proj */
 static int piece_of(int k) { return k < GPT_APROJ_W ? 0 : k < GPT_LN2_W ? 1 : k < GPT_MPROJ_W ? 2 : 3; }
 static int unit_of(const gpt_cfg *c, int l, int piece) { return c->wrap_linear ? 1 + 4 * l + piece : 1 + l; }
 
 int gpt_param_unit(const gpt_cfg *c, int i) {
+  if (c->arch == GPT_ARCH_LLAMA) return llama_param_unit(c, i);
   if (i < GPT_ROOT_PARAMS) return 0;
   int l = (i - GPT_ROOT_PARAMS) / GPT_BLOCK_PARAMS, k = (i - GPT_ROOT_PARAMS) % GPT_BLOCK_PARAMS;
   return unit_of(c, l, piece_of(k));
@@ -102,7 +121,9 @@ int gpt_param_unit(const gpt_cfg *c, int i) {
 
 void gpt_unit_name(const gpt_cfg *c, int u, char *buf, size_t len) {
   static const char *pieces[] = {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"};
-  if (u == 0)
+  if (c->arch == GPT_ARCH_LLAMA)
+    llama_unit_name(c, u, buf, len);
+  else if (u == 0)
     snprintf(buf, len, "root");
   else if (c->wrap_linear)
     snprintf(buf, len, "h.%d.%s", (u - 1) / 4, pieces[(u - 1) % 4]);
@@ -111,12 +132,14 @@ void gpt_unit_name(const gpt_cfg *c, int u, char *buf, size_t len) {
 }
 
 double gpt_flops_per_token(const gpt_cfg *c, int T) {
+  if (c->arch == GPT_ARCH_LLAMA) return llama_flops_per_token(c, T);
   double C = c->n_embd, fwd = c->n_layer * (24.0 * C * C + 4.0 * T * C) + 2.0 * C * c->vocab;
   return 3.0 * fwd;
 }
 
 /* ---- activations ---- */
 struct gpt_work {
+  llama_work *ll; /* a llama configuration's activations: everything else unused */
   int B, T, L, C, H, V, np;
   hsr_device *dev, *host; /* dev: the caller's (NULL: host); host: opened here for host GEMMs */
   hsr_stream *s;
@@ -147,6 +170,7 @@ static sizes sizes_of(const gpt_cfg *c, int B, int T) {
 }
 
 size_t gpt_work_bytes(const gpt_cfg *c, int B, int T) {
+  if (c->arch == GPT_ARCH_LLAMA) return llama_work_bytes(c, B, T);
   sizes z = sizes_of(c, B, T);
   size_t L = (size_t)c->n_layer;
   size_t kept =
@@ -164,6 +188,7 @@ static float *walloc(gpt_work *w, size_t n, hsr_status *st) {
 
 void gpt_work_free(gpt_work *w) {
   if (!w) return;
+  llama_work_free(w->ll);
   hsr_device *d = w->dev ? w->dev : w->host;
   float **bufs[] = {&w->res,    &w->ln1,  &w->ln1m, &w->ln1r, &w->qkv,   &w->att,  &w->atty, &w->mid,
                     &w->ln2,    &w->ln2m, &w->ln2r, &w->fch,  &w->fchg,  &w->lnf,  &w->lnfm, &w->lnfr,
@@ -186,6 +211,18 @@ hsr_status gpt_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hsr_
                      c->n_ctx);
   gpt_work *w = calloc(1, sizeof *w);
   if (!w) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
+  if (c->arch == GPT_ARCH_LLAMA) {
+    hsr_status lst = llama_work_create(c, B, T, dev, s, &w->ll);
+    if (lst == HSR_OK) {
+      *out = w;
+      return HSR_OK;
+    }
+    char why[512];
+    snprintf(why, sizeof why, "%s", hsr_last_error());
+    free(w);
+    return hsr_error(lst, "model: activations of %d x %d tokens (%.1f MiB): %s", B, T,
+                     (double)gpt_work_bytes(c, B, T) / (1 << 20), why);
+  }
   w->B = B, w->T = T, w->L = c->n_layer, w->C = c->n_embd, w->H = c->n_head, w->V = c->vocab, w->np = gpt_num_params(c);
   w->s = s;
   w->gpu = dev && hsr_device_kind_of(dev) != HSR_DEVICE_HOST;
@@ -222,14 +259,18 @@ hsr_status gpt_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hsr_
 }
 
 void gpt_work_timing(gpt_work *w, double seconds[GPT_T_COUNT], int reset) {
+  if (w->ll) {
+    llama_work_timing(w->ll, seconds, reset);
+    return;
+  }
   for (int i = 0; i < GPT_T_COUNT; i++) {
     seconds[i] = (double)w->prof[i] * 1e-9;
     if (reset) w->prof[i] = 0;
   }
 }
 
-const double *gpt_row_loss(const gpt_work *w) { return w->rowloss_h; }
-const float *gpt_logits(const gpt_work *w) { return w->logits; }
+const double *gpt_row_loss(const gpt_work *w) { return w->ll ? llama_row_loss(w->ll) : w->rowloss_h; }
+const float *gpt_logits(const gpt_work *w) { return w->ll ? llama_logits(w->ll) : w->logits; }
 
 /* ---- layers: every call on the work's stream ---- */
 typedef struct pass {
@@ -419,6 +460,8 @@ static hsr_status block_bwd(const pass *p, int l) {
 }
 
 static hsr_status pass_init(pass *p, const gpt_cfg *c, gpt_work *w, int B, int T, const gpt_binder *b) {
+  if (!!w->ll != (c->arch == GPT_ARCH_LLAMA))
+    return hsr_error(HSR_ERR_INVALID, "model: workspace made for another architecture");
   if (B < 1 || B > w->B || T < 1 || T > w->T || (size_t)B * T > (size_t)w->B * w->T)
     return hsr_error(HSR_ERR_INVALID, "model: %d x %d tokens exceed the workspace (%d x %d)", B, T, w->B, w->T);
   if (c->n_layer != w->L || c->n_embd != w->C || c->n_head != w->H || c->vocab != w->V)
@@ -475,6 +518,7 @@ static hsr_status backward(const pass *p, const int32_t *tok) {
 
 hsr_status gpt_forward(const gpt_cfg *c, gpt_work *w, const int32_t *tokens, const int32_t *targets, int B, int T,
                        const gpt_binder *b, double *loss) {
+  if (c->arch == GPT_ARCH_LLAMA && w->ll) return llama_forward(c, w->ll, tokens, targets, B, T, b, loss);
   pass p;
   HSR_CHECK(pass_init(&p, c, w, B, T, b));
   return forward(&p, tokens, targets, 0, loss);
@@ -482,6 +526,7 @@ hsr_status gpt_forward(const gpt_cfg *c, gpt_work *w, const int32_t *tokens, con
 
 hsr_status gpt_fwd_bwd(const gpt_cfg *c, gpt_work *w, const int32_t *tokens, const int32_t *targets, int B, int T,
                        const gpt_binder *b, double *loss) {
+  if (c->arch == GPT_ARCH_LLAMA && w->ll) return llama_fwd_bwd(c, w->ll, tokens, targets, B, T, b, loss);
   pass p;
   HSR_CHECK(pass_init(&p, c, w, B, T, b));
   if (!targets) return hsr_error(HSR_ERR_INVALID, "model: a backward pass needs targets");

@@ -17,7 +17,12 @@
  * Units: 0 = root (wte, wpe, ln_f); then one per block, or with wrap_linear
  * one per linear layer (4 per block; ln_1 rides with c_attn, ln_2 with
  * c_fc). wte is registered once, in the root, and the head uses it through
- * the root's view: its gradient gets both uses, accumulated once. */
+ * the root's view: its gradient gets both uses, accumulated once.
+ *
+ * gpt_cfg.arch = GPT_ARCH_LLAMA makes the same interface the Llama-style
+ * model of llama.h (every gpt_* call below dispatches to it), so whatever is
+ * written against gpt.h (the engine binding, the reference trainer, export,
+ * eval, sample) serves both. */
 #ifndef HSR_EXAMPLES_GPT_H
 #define HSR_EXAMPLES_GPT_H
 
@@ -30,12 +35,19 @@
 #define GPT_LN_EPS 1e-5f
 #define GPT_MAX_LAYERS 256
 
+/* The architecture: GPT-2's, or the Llama-style one of examples/llama.h
+ * (zero-initialised configurations are GPT-2's). */
+enum { GPT_ARCH_GPT2 = 0, GPT_ARCH_LLAMA = 1 };
+
 typedef struct gpt_cfg {
   int n_layer, n_head, n_embd; /* L, H, C (C a multiple of H) */
-  int n_ctx;                   /* rows of wpe: the longest sequence */
+  int n_ctx;                   /* rows of wpe: the longest sequence (llama: positions the rotary table covers) */
   int vocab;                   /* V (256: bytes) */
   uint64_t seed;               /* initial weights */
   int wrap_linear;             /* engine units per linear layer instead of per block */
+  int arch;                    /* GPT_ARCH_* */
+  int n_kv_head;               /* llama: key/value heads, dividing n_head (0: n_head) */
+  int n_ff;                    /* llama: the MLP's width (0: llama_default_ff) */
 } gpt_cfg;
 
 /* Parameters in registration order: the root's, then 12 per block. */

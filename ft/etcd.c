@@ -240,6 +240,8 @@ static hsr_status authenticate(ft_etcd *e) {
 hsr_status ft_etcd_open(const char *endpoints, const char *token, double deadline_s, ft_etcd **out) {
   *out = NULL;
   if (!endpoints || !*endpoints) return hsr_error(HSR_ERR_INVALID, "coordinator: no address");
+  /* strict before curl sees it: a malformed item must not become a DNS lookup */
+  HSR_CHECK(hsr_parse_hostports("coordinator", endpoints, MAX_EP));
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return hsr_error(HSR_ERR_SYSTEM, "libcurl: global init");
   ft_etcd *e = calloc(1, sizeof *e);
   if (!e) return hsr_error(HSR_ERR_NOMEM, "out of memory");

@@ -69,7 +69,9 @@ hsr_status ft_grp_wait(hsr_ft *ft, ft_lead_fn fn, void *arg, char **blob) {
   if (m.status != HSR_OK) {
     free(*blob);
     *blob = NULL;
-    return hsr_error((hsr_status)m.status, "%s", m.err);
+    hsr_error((hsr_status)m.status, "%s", m.err);
+    hsr_error_share(); /* the leader's result, on every rank of the group: said once */
+    return (hsr_status)m.status;
   }
   return HSR_OK;
 }
@@ -85,6 +87,7 @@ static hsr_status agree(hsr_boot *b, hsr_status st) {
   for (int r = 0; a == HSR_OK && r < n; r++)
     if (all[r].status != HSR_OK) {
       a = hsr_error((hsr_status)all[r].status, "%s%s", r == hsr_boot_rank(b) ? "" : "", all[r].err);
+      hsr_error_share(); /* every rank holds the same one: said once */
       break;
     }
   free(all);

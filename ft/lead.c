@@ -9,7 +9,9 @@
  *   a/SSSSSSSSSS/EEEEEE  the abort marker of (S, E): no vote is written after it
  *   d/IIII               a group's final state hash */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +268,31 @@ static hsr_status check_identity(hsr_ft *ft, const view *v, const char *mine_js)
   return st;
 }
 
+/* This id's record, kept by a group the quorum counts and, on this host,
+ * whose process lives: the id is taken (a restart, whose predecessor has
+ * died, is not refused here). */
+static hsr_status check_id_taken(const hsr_ft *ft) {
+  int me = ft->c.replica_id;
+  const ft_rec *r = &ft->rec[me];
+  if (!r->present || !ft->qpresent || ft_quorum_index(&ft->qkey, me) < 0) return HSR_OK;
+  char host[64] = "";
+  gethostname(host, sizeof host - 1);
+  if (!strcmp(host, r->host) && r->pid > 0 && kill(r->pid, 0) != 0 && errno == ESRCH) return HSR_OK;
+  char freeids[256] = "";
+  size_t o = 0;
+  for (int id = 0; id < ft->c.replicas && o + 12 < sizeof freeids; id++)
+    if (!ft->rec[id].present) o += (size_t)snprintf(freeids + o, sizeof freeids - o, "%s%d", o ? "," : "", id);
+  if (freeids[0])
+    return hsr_error(HSR_ERR_INVALID,
+                     "replica %d is taken: a live group holds it (host %s, pid %d; quorum epoch %" PRId64 ", %" PRId64
+                     " steps done): give a free --replica-id (%s)",
+                     me, r->host, r->pid, ft->qkey.epoch, ft->qkey.done, freeids);
+  return hsr_error(HSR_ERR_INVALID,
+                   "replica %d is taken: a live group holds it (host %s, pid %d; quorum epoch %" PRId64 ", %" PRId64
+                   " steps done), and every id 0 to %d is held: this run has all its groups",
+                   me, r->host, r->pid, ft->qkey.epoch, ft->qkey.done, ft->c.replicas - 1);
+}
+
 hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
   char *mine = NULL, mk[KEY_MAX];
   *final = 0;
@@ -278,6 +305,7 @@ hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double unti
   if (st == HSR_OK) st = check_identity(ft, &v, mine);
   char ids[256];
   if (st == HSR_OK && ft->qpresent) ft_ids_text(ft->qkey.mem, ft->qkey.nmem, ids, sizeof ids);
+  if (st == HSR_OK && !ft->c.join) st = check_id_taken(ft);
   if (st == HSR_OK && !ft->c.join && quorum_live(ft))
     st = hsr_error(HSR_ERR_INVALID,
                    "replica %d cannot start: replicas %s are training (quorum epoch %" PRId64 ", %" PRId64

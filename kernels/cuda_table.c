@@ -2,6 +2,7 @@
  * (kernels/cuda_none.c and cuda_nn_none.c in a host-only build, where no
  * CUDA device can be opened). */
 #include "nn_internal.h"
+#include "nn_llama_internal.h"
 
 const kern_kind kern_cuda = {
     .name = "cuda",
@@ -40,4 +41,10 @@ const kern_kind kern_cuda = {
     .xent = kc_xent,
     .embed = kc_embed,
     .embed_bwd = kc_embed_bwd,
+    .rmsnorm = kc_rmsnorm,
+    .rmsnorm_bwd = kc_rmsnorm_bwd,
+    .swiglu = kc_swiglu,
+    .swiglu_bwd = kc_swiglu_bwd,
+    .rope_table = kc_rope_table,
+    .rope = kc_rope,
 };

@@ -156,4 +156,10 @@ const kern_kind kern_host = {
     .xent = kh_xent,
     .embed = kh_embed,
     .embed_bwd = kh_embed_bwd,
+    .rmsnorm = kh_rmsnorm,
+    .rmsnorm_bwd = kh_rmsnorm_bwd,
+    .swiglu = kh_swiglu,
+    .swiglu_bwd = kh_swiglu_bwd,
+    .rope_table = kh_rope_table,
+    .rope = kh_rope,
 };

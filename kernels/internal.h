@@ -96,6 +96,17 @@ struct kern_kind {
                       const float *wpe, float *out);
   hsr_status (*embed_bwd)(hsr_stream *s, size_t B, size_t T, size_t C, size_t V, const int32_t *tokens,
                           const float *dout, float *dwte, float *dwpe);
+  /* the Llama-style model's layers (nn_llama.c) */
+  hsr_status (*rmsnorm)(hsr_stream *s, size_t rows, size_t C, const float *x, const float *w, float eps, float *y,
+                        float *rstd);
+  hsr_status (*rmsnorm_bwd)(hsr_stream *s, size_t rows, size_t C, const float *dy, const float *x, const float *w,
+                            const float *rstd, float *dx, float *dw);
+  hsr_status (*swiglu)(hsr_stream *s, size_t n, const float *g, const float *u, float *y);
+  hsr_status (*swiglu_bwd)(hsr_stream *s, size_t n, const float *g, const float *u, const float *dy, float *dg,
+                           float *du);
+  hsr_status (*rope_table)(hsr_stream *s, size_t T, size_t D, float theta, float *cs);
+  hsr_status (*rope)(hsr_stream *s, size_t rows, size_t T, size_t heads, size_t D, const float *cs, int inverse,
+                     float *x);
 };
 
 extern const kern_kind kern_host, kern_cuda, kern_sim;
@@ -132,6 +143,16 @@ hsr_status kh_embed(hsr_stream *s, size_t B, size_t T, size_t C, size_t V, const
                     const float *wpe, float *out);
 hsr_status kh_embed_bwd(hsr_stream *s, size_t B, size_t T, size_t C, size_t V, const int32_t *tokens, const float *dout,
                         float *dwte, float *dwpe);
+hsr_status kh_rmsnorm(hsr_stream *s, size_t rows, size_t C, const float *x, const float *w, float eps, float *y,
+                      float *rstd);
+hsr_status kh_rmsnorm_bwd(hsr_stream *s, size_t rows, size_t C, const float *dy, const float *x, const float *w,
+                          const float *rstd, float *dx, float *dw);
+hsr_status kh_swiglu(hsr_stream *s, size_t n, const float *g, const float *u, float *y);
+hsr_status kh_swiglu_bwd(hsr_stream *s, size_t n, const float *g, const float *u, const float *dy, float *dg,
+                         float *du);
+hsr_status kh_rope_table(hsr_stream *s, size_t T, size_t D, float theta, float *cs);
+hsr_status kh_rope(hsr_stream *s, size_t rows, size_t T, size_t heads, size_t D, const float *cs, int inverse,
+                   float *x);
 
 /* Bounded polling: sleeps that grow from 20 us to 1 ms (never spin). */
 void kern_backoff(unsigned *us);

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "hsr/env.h"
 #include "internal.h"
 #include "sim.h"
@@ -83,7 +84,9 @@ typedef struct sstream {
 } sstream;
 
 typedef struct sevent {
-  sstream *s;
+  sstream *s; /* compared, never followed, once its stream may be gone: sd and id say where to look */
+  sim_dev *sd;
+  int id;
   uint32_t pos;
   vclock vc;
   int recorded;
@@ -152,13 +155,7 @@ static int blk_find(sim_dev *sd, uintptr_t p) { /* index of the block holding p,
 }
 
 static hsr_status blk_add(sim_dev *sd, void *ptr, size_t bytes, int kind, const char *label) {
-  if (sd->nb == sd->capb) {
-    int cap = sd->capb ? 2 * sd->capb : 64;
-    blk *nb = realloc(sd->b, (size_t)cap * sizeof *nb);
-    if (!nb) return hsr_error(HSR_ERR_NOMEM, "sim device: block table");
-    sd->b = nb;
-    sd->capb = cap;
-  }
+  HSR_CHECK(grow_array(&sd->b, &sd->capb, sd->nb, sizeof *sd->b, 64, "sim device: block table"));
   uintptr_t lo = (uintptr_t)ptr;
   int i = sd->nb;
   while (i > 0 && sd->b[i - 1].lo > lo) i--;
@@ -210,13 +207,7 @@ static hsr_status report(sim_dev *sd, const blk *b, uintptr_t lo, uintptr_t hi, 
 }
 
 static hsr_status rec_add(blk *b, rec r) {
-  if (b->nr == b->capr) {
-    int cap = b->capr ? 2 * b->capr : 8;
-    rec *nr = realloc(b->r, (size_t)cap * sizeof *nr);
-    if (!nr) return hsr_error(HSR_ERR_NOMEM, "sim device: access records");
-    b->r = nr;
-    b->capr = cap;
-  }
+  HSR_CHECK(grow_array(&b->r, &b->capr, b->nr, sizeof *b->r, 8, "sim device: access records"));
   b->r[b->nr++] = r;
   return HSR_OK;
 }
@@ -331,13 +322,15 @@ static hsr_status wait_pos_locked(sim_dev *sd, sstream *s, uint32_t pos, const u
                                   const char *what) {
   struct timespec dl;
   deadline_after(&dl, timeout_s);
-  while (s->done < pos && !sd->failed)
+  /* after a failure too: the stream skips what is left quickly, and the
+   * caller may free what those tasks point to once this returns */
+  while (s->done < pos)
     if (pthread_cond_timedwait(&sd->cv, &sd->mu, &dl) == ETIMEDOUT && s->done < pos)
-      return hsr_error(HSR_ERR_TIMEOUT,
-                       "sim device: %s: stream '%s' did not reach it within %.3f s (%" PRIu32 " of %" PRIu32
-                       " operations done)",
-                       what, s->name, timeout_s, s->done, pos);
-  if (s->done < pos) return failed_locked(sd);
+      return sd->failed ? failed_locked(sd)
+                        : hsr_error(HSR_ERR_TIMEOUT,
+                                    "sim device: %s: stream '%s' did not reach it within %.3f s (%" PRIu32
+                                    " of %" PRIu32 " operations done)",
+                                    what, s->name, timeout_s, s->done, pos);
   vc_join(sd->host, vc);
   return sd->failed ? failed_locked(sd) : HSR_OK;
 }
@@ -686,6 +679,8 @@ static hsr_status ks_event_record(hsr_event *e, hsr_stream *s) {
   hsr_status st = sd->failed ? failed_locked(sd) : HSR_OK;
   if (st == HSR_OK) { /* the stream's position now: everything queued before the record */
     se->s = ss;
+    se->sd = sd;
+    se->id = ss->id;
     se->pos = ss->queued;
     memcpy(se->vc, ss->vc, sizeof se->vc);
     vc_join(se->vc, sd->host);
@@ -712,7 +707,7 @@ static hsr_status ks_stream_wait_event(hsr_stream *s, hsr_event *e) {
   t->arg = t->buf;
   pthread_mutex_lock(&sd->mu);
   hsr_status st = sd->failed ? failed_locked(sd) : HSR_OK;
-  if (st == HSR_OK && sd->streams[se->s->id] != se->s) { /* its stream is gone: it drained before it went */
+  if (st == HSR_OK && sd->streams[se->id] != se->s) { /* its stream is gone: it drained before it went */
     t->wait_on = NULL;
   } else {
     t->wait_on = se->s;
@@ -731,10 +726,10 @@ static hsr_status ks_event_query(hsr_event *e, int *done) {
   sevent *se = e->native;
   *done = 1;
   if (!se->recorded) return HSR_OK;
-  sim_dev *sd = se->s->sd;
+  sim_dev *sd = se->sd;
   pthread_mutex_lock(&sd->mu);
   hsr_status st = sd->failed ? failed_locked(sd) : HSR_OK;
-  if (st == HSR_OK && sd->streams[se->s->id] == se->s) *done = se->s->done >= se->pos;
+  if (st == HSR_OK && sd->streams[se->id] == se->s) *done = se->s->done >= se->pos;
   if (st == HSR_OK && *done) vc_join(sd->host, se->vc);
   pthread_mutex_unlock(&sd->mu);
   return st;
@@ -785,6 +780,18 @@ hsr_status kern_stream_task(hsr_stream *s, const char *name, hsr_status (*run)(v
   if (!kern_stream_is_sim(s))
     return hsr_error(HSR_ERR_INVALID, "a host task in stream order needs a stream of a sim device");
   return enqueue(s, name, 0, run, skip, NULL, 0, arg, NULL, acc, nacc, NULL);
+}
+
+static hsr_status run_stamp(void *p) {
+  atomic_store_explicit((_Atomic uint64_t *)p, hsr_clock_ns(), memory_order_release);
+  return HSR_OK;
+}
+
+int kern_can_stamp(const hsr_device *d) { return d && d->kind == HSR_DEVICE_SIM; }
+
+hsr_status kern_stream_stamp(hsr_stream *s, _Atomic uint64_t *slot) {
+  if (!kern_stream_is_sim(s)) return hsr_error(HSR_ERR_UNSUPPORTED, "device clock stamps: a sim device's stream only");
+  return enqueue(s, "clock stamp", 0, run_stamp, NULL, NULL, 0, (void *)slot, NULL, NULL, 0, NULL);
 }
 
 long kern_sim_reports(const hsr_device *d) {

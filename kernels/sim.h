@@ -7,6 +7,8 @@
 #ifndef HSR_KERNELS_SIM_H
 #define HSR_KERNELS_SIM_H
 
+#include <stdatomic.h>
+
 #include "hsr/kernels.h"
 
 #ifdef __cplusplus
@@ -33,6 +35,13 @@ int kern_stream_is_sim(const hsr_stream *s);
  * reads and writes, checked like a kernel's. */
 hsr_status kern_stream_task(hsr_stream *s, const char *name, hsr_status (*run)(void *arg),
                             void (*skip)(void *arg, const char *why), void *arg, const hsr_access *acc, int nacc);
+
+/* A device clock: *slot (written once, atomically) becomes the monotonic ns
+ * at which the stream reaches this point. HSR_ERR_UNSUPPORTED on kinds that
+ * cannot say (host: no streams; CUDA: not yet); 1 from kern_can_stamp where
+ * it can. The slot must stay valid until the stream has passed it. */
+int kern_can_stamp(const hsr_device *d);
+hsr_status kern_stream_stamp(hsr_stream *s, _Atomic uint64_t *slot);
 
 /* Stream-order reports so far (sim device with HSR_SIM_CHECK=1; 0 otherwise). */
 long kern_sim_reports(const hsr_device *d);

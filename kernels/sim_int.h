@@ -43,10 +43,23 @@ hsr_status ks_embed(hsr_stream *s, size_t B, size_t T, size_t C, size_t V, const
 hsr_status ks_embed_bwd(hsr_stream *s, size_t B, size_t T, size_t C, size_t V, const int32_t *tokens, const float *dout,
                         float *dwte, float *dwpe);
 
+hsr_status ks_rmsnorm(hsr_stream *s, size_t rows, size_t C, const float *x, const float *w, float eps, float *y,
+                      float *rstd);
+hsr_status ks_rmsnorm_bwd(hsr_stream *s, size_t rows, size_t C, const float *dy, const float *x, const float *w,
+                          const float *rstd, float *dx, float *dw);
+hsr_status ks_swiglu(hsr_stream *s, size_t n, const float *g, const float *u, float *y);
+hsr_status ks_swiglu_bwd(hsr_stream *s, size_t n, const float *g, const float *u, const float *dy, float *dg,
+                         float *du);
+hsr_status ks_rope_table(hsr_stream *s, size_t T, size_t D, float theta, float *cs);
+hsr_status ks_rope(hsr_stream *s, size_t rows, size_t T, size_t heads, size_t D, const float *cs, int inverse,
+                   float *x);
+
 #define SIM_KERNELS                                                                                               \
   .adamw = ks_adamw, .cast = ks_cast, .scale = ks_scale, .axpy = ks_axpy, .sumsq = ks_sumsq, .gemm = ks_gemm,     \
   .gemm_batched = ks_gemm_batched, .layernorm = ks_layernorm, .layernorm_bwd = ks_layernorm_bwd, .gelu = ks_gelu, \
   .gelu_bwd = ks_gelu_bwd, .bias_add = ks_bias_add, .bias_bwd = ks_bias_bwd, .softmax_causal = ks_softmax_causal, \
-  .softmax_causal_bwd = ks_softmax_causal_bwd, .xent = ks_xent, .embed = ks_embed, .embed_bwd = ks_embed_bwd
+  .softmax_causal_bwd = ks_softmax_causal_bwd, .xent = ks_xent, .embed = ks_embed, .embed_bwd = ks_embed_bwd,     \
+  .rmsnorm = ks_rmsnorm, .rmsnorm_bwd = ks_rmsnorm_bwd, .swiglu = ks_swiglu, .swiglu_bwd = ks_swiglu_bwd,         \
+  .rope_table = ks_rope_table, .rope = ks_rope
 
 #endif

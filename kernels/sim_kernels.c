@@ -252,3 +252,76 @@ hsr_status ks_embed_bwd(hsr_stream *s, size_t B, size_t T, size_t C, size_t V, c
       {tokens, B * T * sizeof(int32_t), 0}, {dout, B * T * C * F4, 0}, {dwte, V * C * F4, 1}, {dwpe, T * C * F4, 1}};
   return sim_launch(s, "embed_bwd", r_embed_bwd, &a, sizeof a, acc, 4);
 }
+
+/* The Llama-style model's layers. */
+static hsr_status r_rms(void *p) {
+  a_nn *a = p;
+  return kh_rmsnorm(NULL, a->rows, a->C, a->x, a->w, a->eps, a->y, a->r);
+}
+hsr_status ks_rmsnorm(hsr_stream *s, size_t rows, size_t C, const float *x, const float *w, float eps, float *y,
+                      float *rstd) {
+  a_nn a = {.rows = rows, .C = C, .eps = eps, .x = x, .w = w, .y = y, .r = rstd};
+  hsr_access acc[] = {{x, rows * C * F4, 0}, {w, C * F4, 0}, {y, rows * C * F4, 1}, {rstd, rows * F4, 1}};
+  return sim_launch(s, "rmsnorm", r_rms, &a, sizeof a, acc, 4);
+}
+
+static hsr_status r_rms_bwd(void *p) {
+  a_nn *a = p;
+  return kh_rmsnorm_bwd(NULL, a->rows, a->C, a->dy, a->x, a->w, a->rstd, a->dx, a->dw);
+}
+hsr_status ks_rmsnorm_bwd(hsr_stream *s, size_t rows, size_t C, const float *dy, const float *x, const float *w,
+                          const float *rstd, float *dx, float *dw) {
+  a_nn a = {.rows = rows, .C = C, .dy = dy, .x = x, .w = w, .rstd = rstd, .dx = dx, .dw = dw};
+  hsr_access acc[] = {{dy, rows * C * F4, 0}, {x, rows * C * F4, 0},  {w, C * F4, 0},
+                      {rstd, rows * F4, 0},   {dx, rows * C * F4, 1}, {dw, C * F4, 1}};
+  return sim_launch(s, "rmsnorm_bwd", r_rms_bwd, &a, sizeof a, acc, 6);
+}
+
+static hsr_status r_swiglu(void *p) {
+  a_nn *a = p;
+  return kh_swiglu(NULL, a->rows, a->x, a->w, a->y);
+}
+hsr_status ks_swiglu(hsr_stream *s, size_t n, const float *g, const float *u, float *y) {
+  a_nn a = {.rows = n, .x = g, .w = u, .y = y};
+  hsr_access acc[] = {{g, n * F4, 0}, {u, n * F4, 0}, {y, n * F4, 1}};
+  return sim_launch(s, "swiglu", r_swiglu, &a, sizeof a, acc, 3);
+}
+
+static hsr_status r_swiglu_bwd(void *p) {
+  a_nn *a = p;
+  return kh_swiglu_bwd(NULL, a->rows, a->x, a->w, a->dy, a->dx, a->dw);
+}
+hsr_status ks_swiglu_bwd(hsr_stream *s, size_t n, const float *g, const float *u, const float *dy, float *dg,
+                         float *du) {
+  a_nn a = {.rows = n, .x = g, .w = u, .dy = dy, .dx = dg, .dw = du};
+  hsr_access acc[] = {{g, n * F4, 0}, {u, n * F4, 0}, {dy, n * F4, 0}, {dg, n * F4, 1}, {du, n * F4, 1}};
+  return sim_launch(s, "swiglu_bwd", r_swiglu_bwd, &a, sizeof a, acc, 5);
+}
+
+static hsr_status r_rope_table(void *p) {
+  a_nn *a = p;
+  return kh_rope_table(NULL, a->T, a->C, a->scale, a->y);
+}
+hsr_status ks_rope_table(hsr_stream *s, size_t T, size_t D, float theta, float *cs) {
+  a_nn a = {.T = T, .C = D, .scale = theta, .y = cs};
+  hsr_access acc = {cs, T * D * F4, 1};
+  return sim_launch(s, "rope_table", r_rope_table, &a, sizeof a, &acc, 1);
+}
+
+typedef struct {
+  size_t rows, T, heads, D;
+  const float *cs;
+  int inverse;
+  float *x;
+} a_rope;
+static hsr_status r_rope(void *p) {
+  a_rope *a = p;
+  return kh_rope(NULL, a->rows, a->T, a->heads, a->D, a->cs, a->inverse, a->x);
+}
+hsr_status ks_rope(hsr_stream *s, size_t rows, size_t T, size_t heads, size_t D, const float *cs, int inverse,
+                   float *x) {
+  a_rope a = {rows, T, heads, D, cs, inverse, x};
+  size_t pos = rows < T ? rows : T; /* the positions the rows use */
+  hsr_access acc[] = {{cs, pos * D * F4, 0}, {x, rows * heads * D * F4, 1}};
+  return sim_launch(s, "rope", r_rope, &a, sizeof a, acc, 2);
+}

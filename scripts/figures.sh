@@ -44,6 +44,10 @@ fig_main_job() {
   # the held-out loss: first and last measured
   jq -r 'select(.val_loss != null) | .val_loss' "$1/log.jsonl" | sed -n '1s/^/val_first /p;$s/^/val_last /p'
 }
+# the Llama-style model's default job (docs/llama.md)
+cmd[llama_job]="$build/hsr-run -n 4 --nodes 2 -- $build/hsr train --model llama --no-progress --json \$OUT/train.json --log \$OUT/log.jsonl"
+quick[llama_job]=1
+fig_llama_job() { fig_main_job "$1"; }
 cmd[tune_calc]="$build/hsr tune --params 7e9 --world 64 --gpus-per-node 8 --hw h100 --json >\$OUT/tune.json"
 quick[tune_calc]=1
 fig_tune_calc() {

@@ -20,6 +20,15 @@ foreach(s equiv kill_heal kill_allreduce kill_healer kill_healed stop refuse coo
                        ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
 endforeach()
 
+# A SIGKILLed coordinator's data folder reaped by the next coordinator on the host.
+add_test(NAME ft_coord_reap COMMAND ${CMAKE_SOURCE_DIR}/tests/ft/coord_reap.sh $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ft_coord_reap PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS ft)
+
+# A group holding the token refuses a coordinator that does not check tokens.
+add_test(NAME ft_coord_noauth COMMAND ${CMAKE_SOURCE_DIR}/tests/ft/coord_noauth.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ft_coord_noauth PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS "mpi;ft"
+                     ENVIRONMENT "HSR_BOOT_TIMEOUT=60;OPENBLAS_NUM_THREADS=1")
+
 # The fault matrix of replica groups (tests/faults/groups.sh): every rank of a
 # group SIGKILLed from outside, one rank stopped past the timeout.
 foreach(s kill-all-step stop-rank1-step)

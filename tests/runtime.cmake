@@ -107,8 +107,13 @@ set_tests_properties(rt_gpu_equiv_1 train_gpu test_mlp_gpu PROPERTIES LABELS gpu
 
 # The GPT example: layers against double-precision finite differences, the
 # whole model's gradient, wrapping, data windows, the reference learning.
-set(HSR_GPT_SOURCES ${CMAKE_SOURCE_DIR}/examples/gpt.c ${CMAKE_SOURCE_DIR}/examples/gpt_data.c)
+set(HSR_GPT_SOURCES ${CMAKE_SOURCE_DIR}/examples/gpt.c ${CMAKE_SOURCE_DIR}/examples/gpt_data.c
+                    ${CMAKE_SOURCE_DIR}/examples/llama.c)
 hsr_add_unit(test_gpt test_gpt.c ${HSR_GPT_SOURCES})
+# The Llama-style model: RMSNorm, SwiGLU, the rotary embedding and grouped-query
+# attention against double-precision finite differences, the whole model's
+# gradient, wrapping, LlamaForCausalLM's names and shapes, the reference learning.
+hsr_add_unit(test_llama test_llama.c ${HSR_GPT_SOURCES})
 
 # safetensors: the specification's vectors byte for byte, a streaming round
 # trip, malformed files rejected with the file and the problem named.
@@ -126,7 +131,7 @@ hsr_add_unit(test_st_sharded test_st_sharded.c)
 hsr_add_program(mr_gpt mr_gpt.c ${HSR_GPT_SOURCES} ${CMAKE_SOURCE_DIR}/examples/gpt_rt.c
                 ${CMAKE_SOURCE_DIR}/tools/train_io.c)
 set(_g "clip=0.05")
-hsr_add_mpi_test(NAME gpt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
+set(_gpt_specs_4
   strategy=fsdp,S=4,reshard=full,prefetch=0,${_g},twice=1,same=f4
   strategy=fsdp,S=4,reshard=full,prefetch=2,live=2,${_g},same=f4
   strategy=fsdp,S=4,reshard=none,prefetch=1,${_g},val=1,same=f4
@@ -147,20 +152,38 @@ hsr_add_mpi_test(NAME gpt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAN
   strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,${_g},val=1,twice=1
   strategy=hybrid,S=2,outer=optim,reshard=partial:2,micro=2,sync=rs_only,wrap=linear,${_g}
   strategy=hybrid,S=1,R=4,outer=optim,pdt=bf16,${_g})
-hsr_add_mpi_test(NAME gpt_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
+hsr_add_mpi_test(NAME gpt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
+  ${_gpt_specs_4})
+set(_gpt_specs_8
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=1,${_g},val=1
   strategy=hybrid,S=4,R=2,reshard=full,wrap=linear,micro=1,${_g}
   strategy=zero2,S=4,R=2,${_g}
   strategy=hybrid,S=2,R=4,outer=optim,reshard=partial:2,prefetch=1,${_g},val=1)
+hsr_add_mpi_test(NAME gpt_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
+  ${_gpt_specs_8})
 hsr_add_mpi_test(NAME gpt_export_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> export
   ${CMAKE_BINARY_DIR}/gpt_export_4.safetensors)
-# one GPU (label gpu; exit 77 without one): the GPT on CUDA against the CPU reference
+# The Llama-style model through the same specs (every strategy, reshard
+# full/none/partial, prefetch, micro-batches, wrapping, bf16, validation) and
+# the same export / --init round trip.
+hsr_add_mpi_test(NAME llama_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> --llama equiv
+  ${_gpt_specs_4})
+hsr_add_mpi_test(NAME llama_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> --llama equiv
+  ${_gpt_specs_8})
+hsr_add_mpi_test(NAME llama_export_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> --llama
+  export ${CMAKE_BINARY_DIR}/llama_export_4.safetensors)
+# one GPU (label gpu; exit 77 without one): the GPT and the llama on CUDA against the CPU reference
 add_test(NAME gpt_gpu_equiv_1 COMMAND $<TARGET_FILE:mr_gpt> equiv
   device=cuda,strategy=fsdp,reshard=full,prefetch=1,${_g},twice=1
   device=cuda,strategy=fsdp,reshard=none,micro=2,sync=full,wrap=linear,val=1,${_g}
   device=cuda,strategy=ddp,${_g}
   device=cuda,strategy=fsdp,pdt=bf16,rdt=bf16,${_g})
-set_tests_properties(gpt_gpu_equiv_1 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 150
+add_test(NAME llama_gpu_equiv_1 COMMAND $<TARGET_FILE:mr_gpt> --llama equiv
+  device=cuda,strategy=fsdp,reshard=full,prefetch=1,${_g},twice=1
+  device=cuda,strategy=fsdp,reshard=none,micro=2,sync=full,wrap=linear,val=1,${_g}
+  device=cuda,strategy=ddp,${_g}
+  device=cuda,strategy=fsdp,pdt=bf16,rdt=bf16,${_g})
+set_tests_properties(gpt_gpu_equiv_1 llama_gpu_equiv_1 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 150
                      ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
 
 # hsr train --model gpt end to end on the default data; the export read by an
@@ -172,7 +195,14 @@ set_tests_properties(train_gpt_4 PROPERTIES TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TI
 # --export-init: the weights a run starts from (what bench/peers starts its peers from)
 add_test(NAME train_export_init COMMAND ${CMAKE_SOURCE_DIR}/tests/export_init.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(train_export_init PROPERTIES TIMEOUT 120 ENVIRONMENT "HSR_BOOT_TIMEOUT=120" LABELS mpi)
-add_test(NAME train_bad_model COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: mlp, gpt"
+# hsr train --model llama end to end: the directory export (shards, index,
+# config.json) read by an independent Python reader configured from
+# config.json alone; eval = train; --init reproduces; a file without hsr's
+# metadata; the wrap diagnostic; hsr ckpt export writes the same.
+add_test(NAME train_llama_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/train_llama_check.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>
+         ${CMAKE_SOURCE_DIR})
+set_tests_properties(train_llama_4 PROPERTIES TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+add_test(NAME train_bad_model COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: mlp, gpt, llama"
          $<TARGET_FILE:hsr_cli> train --model bert)
 add_test(NAME train_gpt_bad_heads COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "multiple of the heads"
          $<TARGET_FILE:hsr_cli> train --model gpt --dim 30 --heads 4)
@@ -186,9 +216,10 @@ add_test(NAME eval_needs_init COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2
 add_test(NAME sample_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr sample" $<TARGET_FILE:hsr_cli> sample --help)
 add_test(NAME sample_bad_temperature COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--temperature"
          $<TARGET_FILE:hsr_cli> sample --init x --temperature -1)
-# The layer kernels and the GPT on CUDA against the CPU (label gpu, exit 77 without a GPU).
+# The layer kernels, the GPT and the llama on CUDA against the CPU (label gpu, exit 77 without a GPU).
 hsr_add_unit(test_gpt_gpu test_gpt_gpu.c ${HSR_GPT_SOURCES})
-set_tests_properties(test_gpt_gpu PROPERTIES LABELS gpu TIMEOUT 150 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
+hsr_add_unit(test_llama_gpu test_llama_gpu.c ${HSR_GPT_SOURCES})
+set_tests_properties(test_gpt_gpu test_llama_gpu PROPERTIES LABELS gpu TIMEOUT 150 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
 # Checkpoints (hsr/ckpt.h): resume on the same mesh (bitwise) and on other
 # meshes and strategies (tolerance), with the LR schedule and clipping on;
 # small blocks and buffers so loads chunk, cross blocks and read twice;
@@ -234,13 +265,16 @@ set_tests_properties(train_disk PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 set_tests_properties(ckpt_train ckpt_crash PROPERTIES TIMEOUT 360 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 add_test(NAME ckpt_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "usage: hsr ckpt inspect" $<TARGET_FILE:hsr_cli> ckpt --help)
 add_test(NAME ckpt_bad_action COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: inspect, verify" $<TARGET_FILE:hsr_cli> ckpt fix x)
-add_test(NAME ckpt_not_a_ckpt COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 1 "not a checkpoint" $<TARGET_FILE:hsr_cli> ckpt verify ${CMAKE_SOURCE_DIR}/tests)
+add_test(NAME ckpt_not_a_ckpt COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "not a checkpoint" $<TARGET_FILE:hsr_cli> ckpt verify ${CMAKE_SOURCE_DIR}/tests)
 add_test(NAME train_bad_keep COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--keep needs --ckpt" $<TARGET_FILE:hsr_cli> train --keep 2)
 add_test(NAME train_bad_resume COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--resume latest needs --ckpt" $<TARGET_FILE:hsr_cli> train --resume latest)
 add_test(NAME train_bad_warmup COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "warm-up of 20 steps must be shorter" $<TARGET_FILE:hsr_cli> train --steps 10 --warmup 20)
 # hsr ckpt bench runs on 2 x 2 and reports every figure (no timing asserted).
 add_test(NAME ckpt_bench_json COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_bench_json.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_bench_json PROPERTIES TIMEOUT 180 LABELS mpi ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# One exit code per kind of bad checkpoint across ckpt inspect, verify, export and train --resume.
+add_test(NAME ckpt_bad_input COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_bad_input.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ckpt_bad_input PROPERTIES TIMEOUT 300 LABELS mpi ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 # hsr ckpt export: the independent reader checks the file against the checkpoint.
 add_test(NAME ckpt_export COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_export.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_export PROPERTIES TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")

@@ -34,6 +34,11 @@ hsr_add_mpi_test(NAME gpt_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} CO
   device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sg4
   device=sim,strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=none,${_g}
   device=sim,strategy=hybrid,S=2,outer=optim,reshard=none,${_g},val=1)
+# The llama on sim (its RMSNorm, SwiGLU and rotary kernels as sim tasks).
+hsr_add_mpi_test(NAME llama_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_gpt> --llama
+  equiv strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sl4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sl4
+  device=sim,strategy=hybrid,S=2,reshard=partial:2,micro=2,sync=rs_only,${_g})
 # One rank: the device path with no collective in it.
 add_test(NAME rt_sim_equiv_1 COMMAND $<TARGET_FILE:mr_runtime> equiv
   device=sim,strategy=fsdp,reshard=full,prefetch=1,${_c},twice=1
@@ -53,3 +58,12 @@ set_tests_properties(train_sim PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONME
 # the check's reports, the kernels bitwise the host kind's.
 hsr_add_unit(test_sim test_sim.c)
 set_tests_properties(test_sim PROPERTIES LABELS sim TIMEOUT 60)
+# hsr bench step on sim: the compute stream's thread holds each unit's time
+# while the host runs ahead; the trace's spans are the device's (a forward
+# that holds 5 ms spans at least 5 ms, where the host only queued it).
+add_test(NAME bench_step_sim COMMAND ${CMAKE_SOURCE_DIR}/tests/sim_bench_step.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(bench_step_sim PROPERTIES LABELS "sim;mpi" TIMEOUT 180 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# A dead peer named from inside a stream: a rank killed inside an all-gather
+# on sim; every survivor names it, nothing crashes while the streams skip.
+add_test(NAME sim_fault COMMAND ${CMAKE_SOURCE_DIR}/tests/sim_fault.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(sim_fault PROPERTIES LABELS "sim;mpi;fault" TIMEOUT 90 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")

@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <cmocka.h>
 
+#include "common/grow.h"
 #include "hsr/common.h"
 #include "hsr/env.h"
 #include "hsr/sys.h"
@@ -289,9 +290,32 @@ static void test_cgroup_room(void **state) {
   assert_int_equal(system(mk), 0);
 }
 
+/* The growable array: room for element n, doubling, contents kept. */
+static void test_grow_array(void **state) {
+  (void)state;
+  int *a = NULL, cap = 0;
+  for (int n = 0; n < 1000; n++) {
+    assert_int_equal(grow_array(&a, &cap, n, sizeof *a, 4, "test"), HSR_OK);
+    assert_true(cap > n);
+    a[n] = n * 3;
+  }
+  assert_int_equal(cap, 1024);
+  for (int n = 0; n < 1000; n++) assert_int_equal(a[n], n * 3);
+  int before = cap;
+  assert_int_equal(grow_array(&a, &cap, 10, sizeof *a, 4, "test"), HSR_OK); /* room already */
+  assert_int_equal(cap, before);
+  free(a);
+  char *b = NULL;
+  int bc = 0;
+  assert_int_equal(grow_array(&b, &bc, 100, 1, 0, "test"), HSR_OK); /* a jump: enough at once */
+  assert_true(bc > 100);
+  free(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status_strings),
+      cmocka_unit_test(test_grow_array),
       cmocka_unit_test(test_error_detail),
       cmocka_unit_test(test_parse_long),
       cmocka_unit_test(test_parse_size_and_double),

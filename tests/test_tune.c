@@ -376,6 +376,38 @@ static void test_calib(void **state) {
   assert_non_null(strstr(hsr_last_error(), "records 7000000 bytes sent and 1000000 across nodes"));
   assert_non_null(strstr(hsr_last_error(), "moves 7000000 and 2000000"));
   hsr_tune_calib_free(c);
+  /* a row's time, size and bandwidths must agree with each other (hsr bench wrote them from one measurement):
+   * the row is named, with the numbers that disagree */
+  static const char *good = "{\"hsr\":{\"collective\":\"all_gather\"},\"results\":[{\"size\":65536,\"count\":"
+                            "8192,\"type\":\"float\",\"out_of_place\":{\"time\":%s,\"alg_bw\":2.243442391462486,"
+                            "\"bus_bw\":%s},\"in_place\":{\"time\":29.21225},\"hsr\":{\"group_size\":2,\"nodes_"
+                            "spanned\":1,\"out_of_place\":{\"sent_bytes_per_op\":32768,\"fabric_bytes_per_op\":0},"
+                            "\"in_place\":{\"sent_bytes_per_op\":32768,\"fabric_bytes_per_op\":0}}}]}";
+  static const char *const rows[][3] = {{"29.21225", "1.121721195731243", NULL},
+                                        {"29.21", "1.1217", NULL}, /* rounded as a table prints it */
+                                        {"1e308", "1.121721195731243",
+                                         "row 1 (size 65536, out_of_place): time 1e+308 us and alg_bw 2.24344 GB/s "
+                                         "disagree"},
+                                        {"58.4245", "1.121721195731243", "time 58.4245 us and alg_bw 2.24344"},
+                                        {"29.21225", "2.243442391462486",
+                                         "row 1 (size 65536, out_of_place): bus_bw "
+                                         "2.24344 GB/s is not alg_bw 2.24344 x 0.5"}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    snprintf(j, sizeof j, good, rows[i][0], rows[i][1]);
+    assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
+    assert_int_equal(hsr_tune_calib_add_json(c, j, "bw.json"), rows[i][2] ? HSR_ERR_INVALID : HSR_OK);
+    if (rows[i][2]) assert_non_null(strstr(hsr_last_error(), rows[i][2]));
+    hsr_tune_calib_free(c);
+  }
+  snprintf(j, sizeof j, good, "29.21225", "1.121721195731243");
+  char *sz = strstr(j, "65536");
+  assert_non_null(sz);
+  memcpy(sz, "65535", 5);
+  assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
+  assert_int_equal(hsr_tune_calib_add_json(c, j, "bw.json"), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "row 1 (size 65535): its size disagrees with count 8192 x 4 bytes x the "
+                                           "group = 65536"));
+  hsr_tune_calib_free(c);
   /* two-level rows twice as slow as their stages: span 2; without flat cross rows they fit the cross tier */
   j[0] = '\0';
   snprintf(j, sizeof j, "{\"hsr\":{\"collective\":\"reduce_scatter\"},\"results\":[");

@@ -4,7 +4,8 @@
 # whose one checkpoint (1.6 MiB) cannot fit is refused with exit 2, needed
 # against available, before any step (no step line, no checkpoint); with
 # 4 MiB, two checkpoints fit but the run would keep four: it is said once
-# (a warning), and the run goes on. Skips (77) where mounts are not allowed.
+# (a warning), and the run goes on; on 2 ranks with --async-save the save that
+# does not fit is said once for the job. Skips (77) where mounts are not allowed.
 set -u
 hsr=$1
 command -v unshare >/dev/null || { echo "train_disk: no unshare: skipping"; exit 77; }
@@ -28,4 +29,13 @@ out=$(inside 4m "$hsr" train --steps 8 --save-every 2 --no-progress --ckpt "$t/s
 echo "$out"
 n=$(grep -cE "warning: --ckpt .*: the run keeps 4 checkpoints of 1\.[0-9]+ MiB at once" <<<"$out")
 [ "$n" = 1 ] || fail "the keep-all warning was said $n times, expected once"
+# the same on 2 ranks with --async-save: the save that does not fit fails in the
+# background; the job says it once (rank 0, the writers agreed), exit 1
+run=$(dirname "$hsr")/hsr-run
+if [ -x "$run" ]; then
+  out=$(inside 4m "$run" -n 2 -- "$hsr" train --steps 8 --save-every 2 --async-save --no-progress --ckpt "$t/small/ck" 2>&1); rc=$?
+  [ "$rc" = 1 ] || { echo "$out"; fail "async save on a full disk: exit $rc, expected 1"; }
+  n=$(grep -cE "hsr train: HSR_ERR_IO: the background save of step [0-9]+ failed: .*No space left on device" <<<"$out")
+  [ "$n" = 1 ] || { echo "$out"; fail "the full disk of the background save said $n times, once for the job"; }
+fi
 echo "train_disk: ok"

@@ -9,7 +9,8 @@
 #      checkpoint bitwise equal to A's
 #   C  sim on one rank resumed from S's step 6 (another mesh): A's losses
 #      within tolerance
-#   G  the GPT on sim, 2 x 2: its losses equal the host run's bitwise
+#   G  the GPT on sim, 2 x 2: its losses equal the host run's bitwise, its
+#      ledger's runtime peak the predicted one
 set -u
 run=$1; hsr=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -53,4 +54,6 @@ gpt="train --model gpt --layers 2 --heads 2 --dim 32 --seq 16 --batch 8 --steps 
 "${sim[@]}" "$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" $gpt --device sim --log "$t/Gs.jsonl" >"$t/Gs.out" 2>&1 ||
   { cat "$t/Gs.out"; fail "G (sim) failed"; }
 diff <(nt <"$t/G.jsonl") <(nt <"$t/Gs.jsonl") >/dev/null || fail "the GPT's log lines on sim differ from the host's"
+# the ledger on the device path: measured = predicted to the byte (no init staging left held)
+grep -E "^runtime peak .*\(predicted .*, \+0\.00%\)" "$t/Gs.out" || fail "the sim run's runtime peak is not the predicted one"
 echo "train_sim: sim = host bitwise (MLP with async save and resumes, GPT); one-rank resume within tolerance"

@@ -16,6 +16,7 @@
 #include "hsr/ckpt.h"
 #include "hsr/safetensors_sharded.h"
 #include "hsr/sys.h"
+#include "hf_config.h"
 #include "model_meta.h"
 
 static void export_usage(FILE *f) {
@@ -23,13 +24,15 @@ static void export_usage(FILE *f) {
              "  Writes the fp32 master weights of checkpoint DIR (a checkpoint, a root or a root's latest file:\n"
              "  its latest) by logical name as safetensors (dtype F32), streaming one chunk of one tensor at a time.\n"
              "  __metadata__: what 'hsr train --export' writes - hsr.model and the model's config as the checkpoint\n"
-             "  records it (gpt: n_layer, n_head, n_embd, n_ctx, vocab_size), then hsr_step and hsr_version - so\n"
-             "  'hsr eval', 'hsr sample' and 'hsr train --init' read it without flags.\n"
+             "  records it (gpt: n_layer, n_head, n_embd, n_ctx, vocab_size; llama: also n_kv_head, n_ff), then\n"
+             "  hsr_step and hsr_version - so 'hsr eval', 'hsr sample' and 'hsr train --init' read it without flags.\n"
              "  --safetensors PATH   the file written; with --max-shard-size, the directory\n"
              "  --max-shard-size N   Hugging Face's sharded layout (save_pretrained's): PATH/model-00001-of-0000K\n"
              "                       .safetensors ... of at most N bytes of tensors each (a bigger tensor gets a\n"
              "                       file of its own) and PATH/model.safetensors.index.json; one shard:\n"
-             "                       PATH/model.safetensors alone. N: 5GB = 5 x 10^9, 2GiB = 2 x 2^30, or bytes\n");
+             "                       PATH/model.safetensors alone. N: 5GB = 5 x 10^9, 2GiB = 2 x 2^30, or bytes;\n"
+             "                       a llama also gets PATH/config.json (LlamaForCausalLM), so the directory is\n"
+             "                       what transformers' from_pretrained reads\n");
 }
 
 #define EXPORT_CHUNK ((uint64_t)1 << 20) /* elements: 4 MiB */
@@ -112,12 +115,14 @@ int hsr_ckpt_export_main(int argc, char **argv) {
   hsr_status st = hsr_ckpt_open(dir, &c);
   if (st == HSR_OK) st = model_meta_of_ckpt(&meta, c, &has_model);
   if (st == HSR_OK) st = export_to(c, out, max_shard, &meta, &bytes, &files);
+  int cfg = 0; /* the directory layout: transformers' config.json beside the shards */
+  if (st == HSR_OK && max_shard) st = hf_config_write(out, meta.kv, meta.n, &cfg);
   if (st == HSR_OK) {
     hsr_ckpt_info in;
     hsr_ckpt_get_info(c, &in);
-    printf("exported %d tensors (%" PRIu64 " bytes, F32) of %s, step %" PRId64 ", to %s (%d file%s%s)\n",
+    printf("exported %d tensors (%" PRIu64 " bytes, F32) of %s, step %" PRId64 ", to %s (%d file%s%s%s)\n",
            in.num_tensors, bytes, in.dir, in.step, out, files, files == 1 ? "" : "s",
-           files > 1 ? " and " HSR_ST_INDEX_NAME : "");
+           files > 1 ? " and " HSR_ST_INDEX_NAME : "", cfg ? ", config.json" : "");
     if (!has_model)
       fprintf(stderr,
               "hsr ckpt export: note: %s records no model (saved by hsr %s, before checkpoints carried their "
@@ -127,5 +132,5 @@ int hsr_ckpt_export_main(int argc, char **argv) {
   }
   hsr_ckpt_close(c);
   if (st != HSR_OK) fprintf(stderr, "hsr ckpt export: %s: %s\n", hsr_status_str(st), hsr_last_error());
-  return st == HSR_OK ? HSR_EXIT_OK : HSR_EXIT_FAIL;
+  return hsr_cli_exit_code(st);
 }

@@ -66,15 +66,19 @@ void hsr_cli_warn(const char *cmd, const char *fmt, ...) {
   va_end(ap);
 }
 
+int hsr_cli_exit_code(hsr_status st) {
+  return st == HSR_OK ? HSR_EXIT_OK : st == HSR_ERR_INVALID ? HSR_EXIT_USAGE : HSR_EXIT_FAIL;
+}
+
 int hsr_cli_fail(const char *cmd, hsr_status st) {
-  int code = st == HSR_ERR_INVALID ? HSR_EXIT_USAGE : HSR_EXIT_FAIL;
+  int code = hsr_cli_exit_code(st);
   if ((code == HSR_EXIT_USAGE || hsr_error_shared()) && !speaks_for_job()) return code;
   fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
   return code;
 }
 
 int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b) {
-  int code = st == HSR_ERR_INVALID ? HSR_EXIT_USAGE : HSR_EXIT_FAIL;
+  int code = hsr_cli_exit_code(st);
   /* a rank that found a peer's failure has printed the verdict: its one line.
    * An error every rank agreed on: rank 0's line. */
   if (b && hsr_boot_failure(b)) {
@@ -83,6 +87,22 @@ int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b) {
   } else { /* this rank's own error, after the bootstrap: it says it */
     fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
   }
+  fflush(stdout);
+  if (b) hsr_boot_end_failed_job(b, code, 1.0);
+  return code;
+}
+
+int hsr_cli_say_shared(const char *cmd, hsr_status st, hsr_boot *b) {
+  if (st == HSR_OK || !b || hsr_boot_failure(b) || !hsr_error_shared() || hsr_boot_size(b) < 2) return 0;
+  if (hsr_boot_rank(b) == 0) {
+    fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
+    fflush(stderr);
+  }
+  return 1;
+}
+
+int hsr_cli_end_job(hsr_status st, hsr_boot *b) {
+  int code = hsr_cli_exit_code(st);
   fflush(stdout);
   if (b) hsr_boot_end_failed_job(b, code, 1.0);
   return code;

@@ -22,6 +22,11 @@ typedef struct hsr_cli_command {
 int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "hsr <cmd>: warning: <msg>" on stderr, once per job as usage errors are. */
 void hsr_cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The exit code of a status, one class per kind of input everywhere: 0 for
+ * HSR_OK, HSR_EXIT_USAGE for HSR_ERR_INVALID (bad input: flags, or a file
+ * given, such as a checkpoint's manifest, that is not valid), HSR_EXIT_FAIL
+ * for any other failure (a read that failed, damaged data, a peer). */
+int hsr_cli_exit_code(hsr_status st);
 /* Prints the status and the last error detail; returns HSR_EXIT_USAGE for
  * HSR_ERR_INVALID (bad input) and HSR_EXIT_FAIL otherwise. Bad input, and an
  * error all ranks share (hsr_error_share), once per job as above. */
@@ -33,6 +38,14 @@ int hsr_cli_fail(const char *cmd, hsr_status st);
  * would keep the job alive: srun waits for it), also ends the job a second
  * after the failure was found, so every survivor prints its line first. */
 int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b);
+/* An error every rank shares (hsr_error_share), printed by rank 0 now,
+ * before a teardown that may take longer than the launcher waits once the
+ * other ranks have exited: 1 when it is this job's line (said here, or by
+ * rank 0), so the caller ends with hsr_cli_end_job instead. */
+int hsr_cli_say_shared(const char *cmd, hsr_status st, hsr_boot *b);
+/* hsr_cli_fail_job without the line: the exit code, and the job ended as
+ * hsr_cli_fail_job ends it. */
+int hsr_cli_end_job(hsr_status st, hsr_boot *b);
 
 /* `text` and a newline as output `path` (hsr_out_open, HSR_OUT_WHOLE): every
  * write checked, a device or a FIFO written in place. */

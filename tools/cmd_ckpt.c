@@ -186,7 +186,7 @@ static int run_inspect(const char *dir, int json, int verify, int listing) {
       cJSON_Delete(o);
     }
     fprintf(stderr, "hsr ckpt: %s: %s\n", hsr_status_str(st), hsr_last_error());
-    return HSR_EXIT_FAIL;
+    return hsr_cli_exit_code(st); /* a bad manifest: 2, as hsr train --resume says it */
   }
   hsr_ckpt_info in;
   hsr_ckpt_get_info(c, &in);
@@ -220,7 +220,7 @@ static int run_inspect(const char *dir, int json, int verify, int listing) {
   }
   if (st != HSR_OK) fprintf(stderr, "hsr ckpt: %s: %s\n", hsr_status_str(st), err);
   hsr_ckpt_close(c);
-  return st == HSR_OK ? HSR_EXIT_OK : HSR_EXIT_FAIL;
+  return hsr_cli_exit_code(st);
 }
 
 int hsr_cmd_ckpt(int argc, char **argv) {

@@ -4,6 +4,7 @@
  * time the quorum of replica groups changes. */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -61,6 +62,13 @@ static hsr_status parse_addr(const char *flag, const char *s, addr *a) {
     return hsr_error(HSR_ERR_INVALID, "%s '%s': expected HOST:PORT (PORT 0 to 65535, 0: a free one)", flag, s);
   snprintf(a->host, sizeof a->host, "%.*s", (int)(colon - p), p);
   a->port = (int)port;
+  /* the host checked as --coordinator's are, before getaddrinfo sees it */
+  char probe[300];
+  snprintf(probe, sizeof probe, "%s:1", a->host);
+  if (hsr_parse_hostports(flag, probe, 1) != HSR_OK)
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s '%s': '%s' is not a host name or IP address (expected HOST:PORT, PORT 0 to 65535)", flag, s,
+                     a->host);
   return HSR_OK;
 }
 
@@ -106,6 +114,56 @@ static void on_signal(int s) { g_signal = s; }
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
   (void)sb, (void)flag, (void)ftw;
   return remove(p);
+}
+
+static void status_line(int json, const char *what, const char *line);
+
+/* Whether any process names `dir` on its command line (etcd runs with
+ * --data-dir DIR/etcd): a folder in use is never reaped. */
+static int in_use(const char *dir) {
+  DIR *d = opendir("/proc");
+  if (!d) return 1; /* cannot tell: keep it */
+  struct dirent *e;
+  int found = 0;
+  char p[300], buf[8192];
+  size_t L = strlen(dir);
+  while (!found && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+    FILE *f = fopen(p, "r");
+    if (!f) continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    for (size_t i = 0; i + L <= n && !found; i++) found = !memcmp(buf + i, dir, L);
+  }
+  closedir(d);
+  return found;
+}
+
+/* Data folders of coordinators that were killed before they could remove
+ * theirs (SIGKILL, a crash): named hsr-coordinator.PID.XXXXXX, this user's,
+ * removed once PID is gone and no process (their etcd) names them, as
+ * hsr-run reaps its session directories. */
+static void reap_stale(const char *tmp, int json) {
+  DIR *d = opendir(tmp);
+  if (!d) return;
+  struct dirent *e;
+  char path[4400], line[4600];
+  while ((e = readdir(d)) != NULL) {
+    char *end;
+    if (strncmp(e->d_name, "hsr-coordinator.", 16)) continue;
+    long pid = strtol(e->d_name + 16, &end, 10);
+    if (end == e->d_name + 16 || *end != '.' || strlen(end + 1) != 6 || pid <= 0) continue;
+    snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
+    struct stat sb;
+    if (lstat(path, &sb) || !S_ISDIR(sb.st_mode) || sb.st_uid != getuid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH || in_use(path)) continue;
+    if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0) {
+      snprintf(line, sizeof line, "removed %s, the data folder of a coordinator that is gone (pid %ld)", path, pid);
+      status_line(json, "reaped", line);
+    }
+  }
+  closedir(d);
 }
 
 /* etcd's last lines, when it failed on its own. */
@@ -193,8 +251,14 @@ int hsr_cmd_coordinator(int argc, char **argv) {
     if (!found)
       return hsr_cli_usage_error("coordinator", "--cluster '%s' does not list this member as '%s'", cluster, self);
   }
-  if (data && hsr_path_check_dir("--data-dir", data, 1) != HSR_OK && hsr_path_check_mkdir("--data-dir", data) != HSR_OK)
-    return hsr_cli_usage_error("coordinator", "%s", hsr_last_error());
+  /* a missing --data-dir is made, its parents are not: a typo in a parent
+   * would otherwise grow a tree somewhere else */
+  struct stat dsb;
+  if (data && (stat(data, &dsb) == 0 ? hsr_path_check_dir("--data-dir", data, 1)
+                                     : hsr_path_check_write("--data-dir", data)) != HSR_OK)
+    return hsr_cli_usage_error(
+        "coordinator", "%s%s", hsr_last_error(),
+        strstr(hsr_last_error(), "does not exist") ? " (the coordinator makes the folder, not its parents)" : "");
   if (addr_file && hsr_path_check_write("--addr-file", addr_file) != HSR_OK)
     return hsr_cli_usage_error("coordinator", "%s", hsr_last_error());
   const char *token = NULL;
@@ -218,10 +282,14 @@ int hsr_cmd_coordinator(int argc, char **argv) {
   int made = !data;
   if (data) {
     snprintf(dir, sizeof dir, "%s", data);
-    mkdir(dir, 0700);
+    if (mkdir(dir, 0700) && errno != EEXIST)
+      return hsr_cli_usage_error("coordinator", "--data-dir '%s': cannot make it: %s", dir, strerror(errno));
   } else {
     const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/hsr-coordinator.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    tmp = tmp && *tmp ? tmp : "/tmp";
+    reap_stale(tmp, json);
+    /* the owner's pid in the name: the next coordinator reaps it once that pid is gone */
+    snprintf(dir, sizeof dir, "%s/hsr-coordinator.%ld.XXXXXX", tmp, (long)getpid());
     if (!mkdtemp(dir))
       return hsr_cli_usage_error("coordinator", "cannot make a data folder '%s': %s", dir, strerror(errno));
   }
@@ -234,6 +302,7 @@ int hsr_cmd_coordinator(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGPIPE, &sa, NULL); /* its reader gone (| head): stop and remove the data, not die with it */
   pid_t parent = getpid(), pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGTERM); /* etcd never outlives this process */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "hf_config.h"
 #include "model_meta.h"
 #include "hsr/boot.h"
 #include "hsr/config.h"
@@ -268,9 +269,12 @@ static hsr_status export_weights(train_run *r, const char *path, uint64_t max_sh
   int n = r->a->model->export_meta(r, kv, buf), files = 0;
   HSR_CHECK(model_meta_make(&meta, kv, n, step, HSR_VERSION_STRING));
   HSR_CHECK(train_export(r->rt, r->boot, path, max_shard_bytes, meta.kv, meta.n, &files));
+  int cfg = 0; /* the directory layout: transformers' config.json beside the shards */
+  if (max_shard_bytes)
+    HSR_CHECK(train_agree(r->boot, r->rank == 0 ? hf_config_write(path, meta.kv, meta.n, &cfg) : HSR_OK));
   if (r->rank == 0)
-    printf("exported: %s (safetensors, %d tensors in %d file%s%s)\n", path,
-           hsr_rt_layout_num_params(hsr_rt_get_layout(r->rt)), files, files == 1 ? "" : "s",
+    printf("exported: %s (safetensors, %d tensors in %d file%s%s%s)\n", path,
+           hsr_rt_layout_num_params(hsr_rt_get_layout(r->rt)), files, files == 1 ? "" : "s", cfg ? ", config.json" : "",
            step ? "" : ", the initial weights");
   return HSR_OK;
 }
@@ -383,9 +387,11 @@ static hsr_status run(train_run *r) {
   if (st == HSR_OK) st = a->model->setup(r);
   if (st == HSR_OK && have_mem) st = train_agree(r->boot, check_peak(r, here, mem));
   int N = r->rt ? hsr_rt_dp_size(r->rt) : 1;
-  if (st == HSR_OK && a->batch % (N * a->cfg.micro_batches))
+  if (st == HSR_OK && a->batch % (N * a->cfg.micro_batches)) {
     st = hsr_error(HSR_ERR_INVALID, "--batch %d must be a multiple of data-parallel ranks x micro-batches = %d x %d",
                    a->batch, N, a->cfg.micro_batches);
+    hsr_error_share(); /* every rank computes it from the same flags and mesh: said once */
+  }
   if (st == HSR_OK) st = open_out(r, a->log, "--log", HSR_OUT_STREAM, &logf);
   if (st == HSR_OK) st = open_out(r, a->json, "--json", HSR_OUT_WHOLE, &jsonf);
   if (st == HSR_OK && a->trace) st = hsr_rt_trace_enable(r->rt, 1);
@@ -398,7 +404,11 @@ static hsr_status run(train_run *r) {
   if (st == HSR_OK) st = hsr_out_close(&jsonf);
   hsr_out_abort(&logf), hsr_out_abort(&jsonf); /* after an error: what is left (the log as written) */
   a->model->free(r);
+  /* the job's one line before the teardown (leaving a lost coordinator waits
+   * seconds; the other ranks' exit would have the launcher end this one first) */
+  r->said = hsr_cli_say_shared("train", st, r->boot);
   char why[1024] = ""; /* teardown may raise errors of its own: the first one is the job's */
+  int shared = st != HSR_OK && hsr_error_shared();
   if (st != HSR_OK) snprintf(why, sizeof why, "%s", hsr_last_error());
   train_ft_free(r); /* leaves the quorum; before the engine it reads */
   hsr_status dst = hsr_rt_destroy(r->rt);
@@ -406,6 +416,7 @@ static hsr_status run(train_run *r) {
     st = dst;
   else
     hsr_error(st, "%s", why);
+  if (shared) hsr_error_share(); /* still the job's one error */
   hsr_cluster_free(cl);
   hsr_topo_free(topo);
   return st;
@@ -417,13 +428,13 @@ int hsr_cmd_train(int argc, char **argv) {
   if (pr < 0) return HSR_EXIT_OK;
   if (pr > 0) return pr;
   openblas_set_num_threads(1); /* one BLAS thread per rank: ranks share the cores */
-  train_run r = {&a, NULL, NULL, 0, 1, NULL};
+  train_run r = {&a, NULL, NULL, 0, 1, NULL, 0};
   hsr_status st = hsr_boot_init(&r.boot);
   if (st != HSR_OK) return hsr_cli_fail("train", st);
   r.rank = hsr_boot_rank(r.boot), r.world = hsr_boot_size(r.boot);
   st = run(&r);
   if (st != HSR_OK) {
-    int code = hsr_cli_fail_job("train", st, r.boot);
+    int code = r.said ? hsr_cli_end_job(st, r.boot) : hsr_cli_fail_job("train", st, r.boot);
     hsr_boot_finalize(r.boot);
     return code;
   }

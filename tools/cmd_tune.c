@@ -55,7 +55,9 @@ static void usage(void) {
          "  --validate-keep DIR keeps the bench files; --validate-reuse DIR also reuses the results already\n"
          "  there (re-fits and re-plans without measuring them again); --compute cpu|wait (cpu): hsr bench\n"
          "  step's compute: GEMMs on the ranks' cores, or wait: each unit holds its rank for the time without\n"
-         "  a core, as a kernel occupies a GPU (the faithful miniature of a GPU cluster; docs/tuning.md).\n"
+         "  a core, as a kernel occupies a GPU (the faithful miniature of a GPU cluster; docs/tuning.md);\n"
+         "  --device host|sim (host): where hsr bench step's engine runs; sim: the emulated device, whose\n"
+         "  compute stream holds the unit's time while the host runs ahead and queues the next gather.\n"
          "Exit: 0; 2 bad usage, impossible mesh, or nothing fits the budget (says by how much).\n");
 }
 
@@ -101,6 +103,7 @@ enum {
   O_VREUSE,
   O_VROUNDS,
   O_VCOMPUTE,
+  O_VDEVICE,
   O_OUTER,
   O_COUNT
 };
@@ -153,6 +156,7 @@ static const struct {
     {O_VREUSE, M_VAL, "--validate-reuse"},
     {O_VROUNDS, M_VAL, "--validate-rounds"},
     {O_VCOMPUTE, M_VAL, "--compute"},
+    {O_VDEVICE, M_VAL, "--device"},
     {O_OUTER, M_ALL, "--outer-shard"},
 };
 
@@ -246,6 +250,11 @@ static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
     o->v_given = 1;
     return hsr_parse_choice("--compute", a, modes, &o->v_wait);
   }
+  case O_VDEVICE: {
+    static const char *const kinds[] = {"host", "sim", NULL};
+    o->v_given = 1;
+    return hsr_parse_choice("--device", a, kinds, &o->v_sim);
+  }
   default: return hsr_error(HSR_ERR_INVALID, "unknown option");
   }
   if (st == HSR_OK && c == O_PDT && o->param_dtype != HSR_F32 && o->param_dtype != HSR_BF16)
@@ -298,6 +307,7 @@ static int parse(int argc, char **argv, tune_opts *o) {
                                      {"validate-reuse", 1, 0, O_VREUSE},
                                      {"validate-rounds", 1, 0, O_VROUNDS},
                                      {"compute", 1, 0, O_VCOMPUTE},
+                                     {"device", 1, 0, O_VDEVICE},
                                      {"outer-shard", 1, 0, O_OUTER},
                                      {0, 0, 0, 0}};
   *o = (tune_opts){.units = 32,

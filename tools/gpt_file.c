@@ -1,11 +1,13 @@
-/* GPT weights in safetensors files: the configuration from __metadata__ (or
- * the shapes), and the weights into plain arrays (hsr eval, hsr sample). */
+/* GPT and Llama-style weights in safetensors files: the configuration from
+ * __metadata__ (or the shapes), and the weights into plain arrays (hsr eval,
+ * hsr sample). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpt_file.h"
 #include "hsr/kernels.h"
+#include "llama.h"
 
 static int meta_int(const hsr_st_set *f, const char *key, int *out) {
   const char *v = hsr_st_set_meta(f, key);
@@ -25,20 +27,63 @@ static int shape_of(const hsr_st_set *f, const char *name, int64_t s[2]) {
   return 1;
 }
 
+/* A Llama-style file without hsr's metadata (transformers' own): the shapes */
+static hsr_status llama_from_shapes(const hsr_st_set *f, const char *path, gpt_cfg *c, const int have[7]) {
+  int64_t s[2];
+  if (!have[2] || !have[4]) {
+    if (!shape_of(f, "model.embed_tokens.weight", s))
+      return hsr_error(HSR_ERR_INVALID, "'%s': no 2-D tensor 'model.embed_tokens.weight'", path);
+    if (!have[4]) c->vocab = (int)s[0];
+    if (!have[2]) c->n_embd = (int)s[1];
+  }
+  if (!have[3]) c->n_ctx = 2048; /* no position table to read it from: Llama's first context */
+  if (!have[6] && shape_of(f, "model.layers.0.mlp.gate_proj.weight", s)) c->n_ff = (int)s[0];
+  if (!have[0]) {
+    char name[64];
+    int i;
+    for (c->n_layer = 0; c->n_layer < GPT_MAX_LAYERS; c->n_layer++) {
+      snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", c->n_layer);
+      if (hsr_st_set_find(f, name, &i) != HSR_OK) break;
+    }
+  }
+  return HSR_OK;
+}
+
+hsr_status gpt_file_kv_heads(const hsr_st_set *f, const char *path, gpt_cfg *c) {
+  int64_t s[2];
+  if (c->arch != GPT_ARCH_LLAMA || c->n_kv_head > 0 || c->n_head < 1) return HSR_OK;
+  if (c->n_layer == 0 || !shape_of(f, "model.layers.0.self_attn.k_proj.weight", s)) {
+    c->n_kv_head = c->n_head;
+    return HSR_OK;
+  }
+  int D = c->n_embd / c->n_head;
+  if (D < 1 || s[0] % D)
+    return hsr_error(HSR_ERR_INVALID, "'%s': k_proj has %lld rows, not a multiple of the head size %d", path,
+                     (long long)s[0], D);
+  c->n_kv_head = (int)(s[0] / D);
+  return HSR_OK;
+}
+
 hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c) {
   const char *model = hsr_st_set_meta(f, "hsr.model");
-  if (model && strcmp(model, "gpt"))
-    return hsr_error(HSR_ERR_INVALID, "'%s' holds a '%s' model (__metadata__ hsr.model), not a gpt", path, model);
+  int i0;
+  if (model && strcmp(model, "gpt") && strcmp(model, "llama"))
+    return hsr_error(HSR_ERR_INVALID, "'%s' holds a '%s' model (__metadata__ hsr.model), not a gpt or a llama", path,
+                     model);
   memset(c, 0, sizeof *c);
-  static const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "vocab_size"};
-  int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->n_ctx, &c->vocab}, have[5];
-  for (int k = 0; k < 5; k++) {
+  c->arch = (model ? !strcmp(model, "llama") : hsr_st_set_find(f, "model.embed_tokens.weight", &i0) == HSR_OK)
+                ? GPT_ARCH_LLAMA
+                : GPT_ARCH_GPT2;
+  static const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "vocab_size", "n_kv_head", "n_ff"};
+  int *dst[] = {&c->n_layer, &c->n_head, &c->n_embd, &c->n_ctx, &c->vocab, &c->n_kv_head, &c->n_ff}, have[7];
+  for (int k = 0; k < (c->arch == GPT_ARCH_LLAMA ? 7 : 5); k++) {
     have[k] = meta_int(f, keys[k], dst[k]);
     if (have[k] < 0)
       return hsr_error(HSR_ERR_INVALID, "'%s': __metadata__ %s = '%s' is not a non-negative integer", path, keys[k],
                        hsr_st_set_meta(f, keys[k]));
   }
   /* without metadata: what the shapes say (heads cannot be seen: 0 = unknown) */
+  if (c->arch == GPT_ARCH_LLAMA) return llama_from_shapes(f, path, c, have);
   int64_t s[2];
   if (!have[2] || !have[4]) {
     if (!shape_of(f, "wte.weight", s))
@@ -68,6 +113,7 @@ hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_set **o
   if (st == HSR_OK && heads > 0 && c->n_head > 0 && heads != c->n_head)
     st = hsr_error(HSR_ERR_INVALID, "--heads %d, but '%s' says n_head %d", heads, path, c->n_head);
   if (st == HSR_OK && heads > 0) c->n_head = heads;
+  if (st == HSR_OK) st = gpt_file_kv_heads(f, path, c);
   if (st == HSR_OK && c->n_head == 0)
     st = hsr_error(HSR_ERR_INVALID,
                    "'%s': no __metadata__ n_head (the heads cannot be read from the shapes: give --heads; hsr train "

@@ -14,10 +14,15 @@ static inline hsr_status init_st_open(const char *path, hsr_st_set **out) {
   hsr_status st = hsr_st_set_open(path, out);
   return st == HSR_ERR_INVALID ? hsr_error(HSR_ERR_IO, "%s", hsr_last_error()) : st;
 }
-/* The configuration of the weights in f: __metadata__ n_layer, n_head,
- * n_embd, n_ctx, vocab_size where present, else what the tensors' shapes
- * say (n_head 0: unknown); an error when hsr.model names another model. */
+/* The configuration of the weights in f: the architecture (hsr.model gpt or
+ * llama; without it, llama when model.embed_tokens.weight is there),
+ * __metadata__ n_layer, n_head, n_embd, n_ctx, vocab_size (llama: n_kv_head,
+ * n_ff) where present, else what the tensors' shapes say (n_head 0 and
+ * n_kv_head 0: unknown; a llama without metadata gets context 2048); an
+ * error when hsr.model names another model. */
 hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c);
+/* A llama's unknown n_kv_head, once n_head is known: k_proj's rows / head size. */
+hsr_status gpt_file_kv_heads(const hsr_st_set *f, const char *path, gpt_cfg *c);
 /* Opens, reads the configuration and checks it; heads > 0 gives n_head for
  * files without hsr's metadata (GPT-2's own), and must agree with it otherwise. */
 hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_set **out);

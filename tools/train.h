@@ -19,7 +19,7 @@ struct train_model;
 typedef struct train_args {
   const struct train_model *model;
   /* model shape; -1: the model's default */
-  int layers, dim, heads, classes, seq;
+  int layers, dim, heads, kv_heads, classes, seq;
   const char *data, *init, *export_path;
   const char *export_init;  /* --export-init: the initial weights, before the first step */
   uint64_t max_shard_bytes; /* --max-shard-size (0: one file) */
@@ -56,7 +56,8 @@ typedef struct train_run {
   hsr_boot *boot;
   hsr_rt *rt;
   int rank, world;
-  void *m; /* the model's state */
+  void *m;  /* the model's state */
+  int said; /* the job's error is printed already (hsr_cli_say_shared) */
 } train_run;
 
 typedef struct train_model {
@@ -92,7 +93,7 @@ typedef struct train_model {
   void (*sizes)(const train_args *a, int rows, double *params, double *unit_max, double *act_bytes);
 } train_model;
 
-extern const train_model train_model_mlp, train_model_gpt;
+extern const train_model train_model_mlp, train_model_gpt, train_model_llama;
 
 /* train_args.c: parses argv into *a (the model's defaults filled in, the
  * optimizer groups and the run's hash set). 0: go; -1: --help printed;

@@ -15,38 +15,43 @@ static void usage(void) {
          "Trains an example model with the sharding engine on a replicate x shard mesh:\n"
          "  --model gpt   GPT-2 (pre-LayerNorm blocks, causal attention, GELU MLP, head tied to the token\n"
          "                embedding) on byte-level text: by default the repository's own docs and sources\n"
+         "  --model llama Llama-style (RMSNorm, rotary embeddings, SwiGLU MLP, grouped-query attention,\n"
+         "                untied head; transformers' LlamaForCausalLM names) on the same byte-level text\n"
          "  --model mlp   residual MLP blocks on synthetic data from a fixed random teacher (the default;\n"
          "                the fast tests' model)\n\n"
          "model and data\n"
-         "  --model M           mlp | gpt (default mlp)\n"
+         "  --model M           mlp | gpt | llama (default mlp)\n"
          "  --layers L          blocks (default 4)\n"
-         "  --dim D             width (mlp: blocks D -> 4D -> D, default 64; gpt: default 128)\n"
-         "  --heads H           gpt: attention heads, dividing D (default 4)\n"
-         "  --seq T             gpt: tokens per window; windows are T + 1 bytes (default 128)\n"
-         "  --data FILE         gpt: training text (default: the repository's text, built into\n"
+         "  --dim D             width (mlp: blocks D -> 4D -> D, default 64; gpt, llama: default 128)\n"
+         "  --heads H           gpt, llama: attention heads, dividing D (default 4)\n"
+         "  --kv-heads G        llama: key/value heads, dividing H (default H / 2 when H is even, else H)\n"
+         "  --seq T             gpt, llama: tokens per window; windows are T + 1 bytes (default 128)\n"
+         "  --data FILE         gpt, llama: training text (default: the repository's text, built into\n"
          "                      build/hsr-corpus.txt); the last tenth is held out for validation\n"
          "  --classes C         mlp: classes of the teacher (default 8)\n"
          "  --steps N           training steps (default 200)\n"
-         "  --batch B           GLOBAL batch (mlp: samples, default 64; gpt: windows, default 16), split over\n"
-         "                      all R x S data-parallel ranks: every mesh trains on the same data; gpt window\n"
+         "  --batch B           GLOBAL batch (mlp: samples, default 64; gpt, llama: windows, default 16), split\n"
+         "                      over all R x S data-parallel ranks: every mesh trains on the same data; window\n"
          "                      i of step s starts at a position hashed from (seed, s x B + i)\n"
          "  --micro-batches M   micro-batches per step per rank (default 1)\n"
          "  --seed N            weights and data seed (default 1)\n"
-         "  --init FILE|DIR     start from safetensors weights (names and shapes must match; gpt: the\n"
+         "  --init FILE|DIR     start from safetensors weights (names and shapes must match; gpt, llama: the\n"
          "                      configuration comes from their __metadata__), fresh optimizer state: a file,\n"
          "                      a model.safetensors.index.json, or a directory holding one of the two\n"
          "  --export FILE       write the trained weights by name to a safetensors file at the end\n"
          "                      (__metadata__ hsr.model and the model's config - gpt: n_layer, n_head, n_embd,\n"
-         "                      n_ctx, vocab_size; GPT-2's names and layouts - then hsr_step, hsr_version)\n"
+         "                      n_ctx, vocab_size; GPT-2's names and layouts; llama: also n_kv_head, n_ff,\n"
+         "                      LlamaForCausalLM's names - then hsr_step, hsr_version)\n"
          "  --export-init FILE  write the initial weights (the seed's or --init's) the same way, before the\n"
          "                      first step (hsr_step 0): what another trainer starts from to run the same job\n"
          "  --max-shard-size N  --export a directory in Hugging Face's sharded layout instead:\n"
          "                      model-00001-of-0000K.safetensors ... of at most N bytes of tensors each (a\n"
          "                      bigger tensor gets a file of its own) and model.safetensors.index.json; one\n"
          "                      shard: model.safetensors alone. N as save_pretrained: 5GB = 5 x 10^9, 2GiB\n"
-         "                      = 2 x 2^30, or bytes\n"
-         "  --val-every N       gpt: validation loss every N steps and at the end (default steps / 5)\n"
-         "  --val-windows N     gpt: held-out windows per validation (default 32, at most what the tail holds)\n"
+         "                      = 2 x 2^30, or bytes; llama: and config.json (LlamaForCausalLM), so the\n"
+         "                      directory is what transformers' from_pretrained reads\n"
+         "  --val-every N       gpt, llama: validation loss every N steps and at the end (default steps / 5)\n"
+         "  --val-windows N     gpt, llama: held-out windows per validation (default 32, at most what the tail holds)\n"
          "mesh and strategy\n"
          "  --shard S|auto      shard group size S (auto: the topology's domain size; default auto)\n"
          "  --replicate R       replicas (default world / S)\n"
@@ -72,7 +77,7 @@ static void usage(void) {
          "                      (mlp 2, gpt 4 per block: the wrapping mistake the diagnostic catches)\n"
          "optimizer (AdamW on the local shard)\n"
          "  --lr X              peak learning rate (default 3e-3)\n"
-         "  --warmup N          linear warm-up steps (mlp default 0, gpt steps / 20)\n"
+         "  --warmup N          linear warm-up steps (mlp default 0, gpt and llama steps / 20)\n"
          "  --lr-min X          cosine decay from --lr after the warm-up towards X at the last step\n"
          "                      (mlp default: = --lr, constant; gpt: --lr / 10)\n"
          "  --wd X              weight decay of the 2-D weights; biases and LayerNorms get none (default 0.01)\n"
@@ -95,6 +100,7 @@ static void usage(void) {
 enum {
   O_MODEL = 256,
   O_HEADS,
+  O_KV_HEADS,
   O_SEQ,
   O_DATA,
   O_INIT,
@@ -112,6 +118,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"layers", required_argument, 0, 'L'},
                                      {"dim", required_argument, 0, 'd'},
                                      {"heads", required_argument, 0, O_HEADS},
+                                     {"kv-heads", required_argument, 0, O_KV_HEADS},
                                      {"seq", required_argument, 0, O_SEQ},
                                      {"data", required_argument, 0, O_DATA},
                                      {"init", required_argument, 0, O_INIT},
@@ -171,10 +178,14 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   if ((*st = hsr_parse_double(what, optarg, lo, hi, &d)) != HSR_OK) return 0
   switch (c) {
   case O_MODEL:
-    if (!strcmp(optarg, "mlp") || !strcmp(optarg, "gpt"))
-      a->model = !strcmp(optarg, "mlp") ? &train_model_mlp : &train_model_gpt;
+    if (!strcmp(optarg, "mlp"))
+      a->model = &train_model_mlp;
+    else if (!strcmp(optarg, "gpt"))
+      a->model = &train_model_gpt;
+    else if (!strcmp(optarg, "llama"))
+      a->model = &train_model_llama;
     else
-      *st = hsr_error(HSR_ERR_INVALID, "--model '%s' (valid: mlp, gpt)", optarg);
+      *st = hsr_error(HSR_ERR_INVALID, "--model '%s' (valid: mlp, gpt, llama)", optarg);
     break;
   case 'L':
     LONG("--layers", 0, 1000);
@@ -187,6 +198,10 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   case O_HEADS:
     LONG("--heads", 1, 4096);
     a->heads = (int)v;
+    break;
+  case O_KV_HEADS:
+    LONG("--kv-heads", 1, 4096);
+    a->kv_heads = (int)v;
     break;
   case O_SEQ:
     LONG("--seq", 1, 1 << 20);
@@ -473,7 +488,8 @@ static int check_args(train_args *a) {
 int train_parse(int argc, char **argv, train_args *a) {
   memset(a, 0, sizeof *a);
   a->model = &train_model_mlp;
-  a->layers = a->dim = a->heads = a->classes = a->seq = a->batch = a->warmup = a->val_every = a->val_windows = -1;
+  a->layers = a->dim = a->heads = a->kv_heads = a->classes = a->seq = a->batch = a->warmup = a->val_every =
+      a->val_windows = -1;
   a->lr = a->lr_min = -1;
   a->steps = 200;
   a->wd = 0.01f;
@@ -518,6 +534,10 @@ int train_parse(int argc, char **argv, train_args *a) {
                       (long)(a->lr * 1e9),
                       (long)(a->lr_min * 1e9)};
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) h = (h ^ (uint64_t)ids[i]) * 1099511628211ull;
+  if (a->model == &train_model_llama) { /* after the others: the GPT's and the MLP's hashes stay what they were */
+    h = (h ^ 2u) * 1099511628211ull;
+    h = (h ^ (uint64_t)a->kv_heads) * 1099511628211ull;
+  }
   a->cfg.user_hash = h;
   return 0;
 }

@@ -6,6 +6,7 @@
 #include "train_ckpt.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,6 +276,21 @@ static hsr_status check_overwrite(const train_ckpt *c, int64_t start, int64_t st
     if (strncmp(e->d_name, "step-", 5) || !e->d_name[5]) continue;
     long long v = strtoll(e->d_name + 5, &end, 10);
     if (*end || v <= start || v > steps || !((c->save_every && v % c->save_every == 0) || v == steps)) continue;
+    /* a name the save will need that cannot be a directory fails that save
+     * after the steps before it trained: said now */
+    char p[4400];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", c->dir, e->d_name);
+    if (stat(p, &sb) || !S_ISDIR(sb.st_mode)) {
+      int loop = errno == ELOOP, dangling = !loop && lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode);
+      closedir(d);
+      return hsr_error(HSR_ERR_INVALID,
+                       "--ckpt %s: %s, where this run will save step %lld, %s: remove it or give another --ckpt",
+                       c->dir, e->d_name, v,
+                       loop       ? "is a symbolic link loop"
+                       : dangling ? "is a symbolic link to nothing"
+                                  : "is not a directory");
+    }
     if (hsr_ckpt_committed(c->dir, e->d_name) && (hit < 0 || v < hit)) hit = v;
   }
   closedir(d);
@@ -382,6 +398,9 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
                      path, pi.step, steps);
     hsr_ckpt_close(pre);
   }
+  /* one decision for the job (a refusal on some ranks would leave the others
+   * in the load's collectives), said once by rank 0 */
+  st = train_agree(boot, st);
   hsr_ckpt_stats s;
   if (st == HSR_OK) st = hsr_ckpt_load(rt, path, p, &s);
   if (st == HSR_OK) st = check_state(p, ts, s.step, path);
@@ -392,7 +411,10 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
     printf("resume: %s: step %" PRId64 ", next sample %" PRId64 ", saved on %d rank(s) as %d x %d %s; read %.1f KB "
            "in %.1f ms (%s)\n",
            s.dir, s.step, s.step * ts->batch, in.world, in.replicate, in.shard, in.strategy ? in.strategy : "?",
-           s.bytes_rank / 1e3, s.seconds * 1e3, s.in_place ? "one read, in place" : s.reads == 1 ? "one read, held" : "verified, then read again");
+           s.bytes_rank / 1e3, s.seconds * 1e3,
+           s.in_place     ? "one read, in place"
+           : s.reads == 1 ? "one read, held"
+                          : "verified, then read again");
     note_schedule(p, ts);
     fflush(stdout);
     hsr_ckpt_close(ck);

@@ -57,6 +57,8 @@ int train_ft_check(const train_args *a) {
   if (!f->coord)
     return hsr_cli_usage_error("train", "--replica-id, --replicas, --join and --hash-every need --coordinator ADDR "
                                         "(hsr coordinator; hsr-run starts one on loopback when none is given)");
+  if (hsr_parse_hostports("--coordinator", f->coord, 16 /* ft/etcd.c's MAX_EP */) != HSR_OK)
+    return hsr_cli_usage_error("train", "%s", hsr_last_error());
   if (f->replicas < 1) return hsr_cli_usage_error("train", "--coordinator needs --replicas N (the replica groups)");
   if (f->id < 0) return hsr_cli_usage_error("train", "--coordinator needs --replica-id I (0 to %d)", f->replicas - 1);
   if (f->id >= f->replicas)
@@ -231,7 +233,9 @@ hsr_status train_ft_end(train_run *r, int64_t s, const train_ckpt_state *ts, int
                             : "; the checkpoint of step %" PRId64 " under %s failed",
                s, r->a->ck.dir);
     }
-    return hsr_error(L->coord_lost ? HSR_ERR_TIMEOUT : HSR_ERR_STATE, "%s", why);
+    hsr_error(L->coord_lost ? HSR_ERR_TIMEOUT : HSR_ERR_STATE, "%s", why);
+    hsr_error_share(); /* the leader's decision, on every rank of the group: said once */
+    return L->coord_lost ? HSR_ERR_TIMEOUT : HSR_ERR_STATE;
   }
   *again = !L->committed;
   return HSR_OK;

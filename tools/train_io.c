@@ -21,8 +21,13 @@ hsr_status train_agree(hsr_boot *boot, hsr_status st) {
   hsr_status g = hsr_boot_allgather(boot, &mine, sizeof mine, all);
   for (int r = 0; g == HSR_OK && r < n; r++)
     if (all[r].st != HSR_OK) {
-      g = n > 1 ? hsr_error((hsr_status)all[r].st, "rank %d: %s", r, all[r].msg)
-                : hsr_error((hsr_status)all[r].st, "%s", all[r].msg);
+      /* the rank is named where it matters: not when every rank found the
+       * same, nor twice (an inner agreement already named it) */
+      int alike = 1;
+      for (int q = 0; q < n && alike; q++) alike = all[q].st == all[r].st && !strcmp(all[q].msg, all[r].msg);
+      g = n > 1 && !alike && strncmp(all[r].msg, "rank ", 5)
+              ? hsr_error((hsr_status)all[r].st, "rank %d: %s", r, all[r].msg)
+              : hsr_error((hsr_status)all[r].st, "%s", all[r].msg);
       hsr_error_share(); /* every rank has it: rank 0 says it */
       break;
     }

@@ -1,10 +1,12 @@
-/* hsr train's model table: the MLP of the fast tests and the GPT. */
+/* hsr train's model table: the MLP of the fast tests, the GPT and the
+ * Llama-style model (the GPT's code with gpt_cfg.arch = GPT_ARCH_LLAMA). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpt_file.h"
+#include "llama.h"
 #include "hsr/config.h"
 #include "mlp.h"
 #include "train.h"
@@ -26,6 +28,7 @@ typedef struct mlp_state {
 
 static hsr_status mlp_finish(train_args *a) {
   if (a->heads >= 0) return not_for("--heads", "mlp");
+  if (a->kv_heads >= 0) return not_for("--kv-heads", "mlp");
   if (a->seq >= 0) return not_for("--seq", "mlp");
   if (a->data) return not_for("--data", "mlp");
   if (a->val_every >= 0 || a->val_windows >= 0) return not_for("--val-every/--val-windows", "mlp");
@@ -118,7 +121,7 @@ const train_model train_model_mlp = {"mlp",      mlp_finish, mlp_setup, mlp_step
                                      mlp_blocks, mlp_tokens, mlp_flops, mlp_act,  mlp_describe, mlp_meta,
                                      mlp_probe,  NULL,       NULL,      mlp_free, mlp_sizes};
 
-/* ---- the GPT (examples/gpt.h) ---- */
+/* ---- the GPT and the Llama-style model (examples/gpt.h, examples/llama.h) ---- */
 typedef struct gpt_state {
   gpt_cfg c;
   gpt_data d;
@@ -135,38 +138,66 @@ static const char *default_data(void) {
   return HSR_CORPUS_INSTALLED;
 }
 
+static int arch_of(const train_args *a) { return a->model == &train_model_llama ? GPT_ARCH_LLAMA : GPT_ARCH_GPT2; }
+
 /* --init: the file's configuration wins where a flag was not given and must
- * agree where one was. */
-static hsr_status gpt_from_file(train_args *a, int *n_ctx, int *vocab) {
+ * agree where one was; *fc is the file's (n_ctx, vocab, the llama's MLP width). */
+static hsr_status gpt_from_file(train_args *a, gpt_cfg *fc) {
   hsr_st_set *f;
   gpt_cfg c;
   HSR_CHECK(init_st_open(a->init, &f));
   hsr_status st = gpt_file_config(f, a->init, &c);
-  hsr_st_set_close(f);
-  HSR_CHECK(st);
-  int *flag[] = {&a->layers, &a->heads, &a->dim};
-  int file[] = {c.n_layer, c.n_head, c.n_embd};
-  static const char *names[] = {"--layers", "--heads", "--dim"};
-  for (int k = 0; k < 3; k++) {
+  if (st == HSR_OK && c.arch != arch_of(a))
+    st = hsr_error(HSR_ERR_INVALID, "--init '%s' holds a %s model: give --model %s", a->init,
+                   c.arch == GPT_ARCH_LLAMA ? "llama" : "gpt", c.arch == GPT_ARCH_LLAMA ? "llama" : "gpt");
+  int llama = c.arch == GPT_ARCH_LLAMA;
+  int *flag[] = {&a->layers, &a->heads, &a->dim, &a->kv_heads};
+  static const char *names[] = {"--layers", "--heads", "--dim", "--kv-heads"};
+  for (int k = 0; st == HSR_OK && k < 3 + llama; k++) {
+    if (k == 3 && c.n_kv_head == 0) { /* transformers' own: from k_proj, now that the heads are known */
+      c.n_head = a->heads;
+      st = gpt_file_kv_heads(f, a->init, &c);
+      if (st != HSR_OK) break;
+    }
+    int file[] = {c.n_layer, c.n_head, c.n_embd, c.n_kv_head};
     if (file[k] == 0 && k == 1) { /* heads unknown to the file (GPT-2's own has no hsr metadata) */
       if (a->heads < 0)
-        return hsr_error(HSR_ERR_INVALID, "--init '%s' has no __metadata__ n_head: give --heads", a->init);
+        st = hsr_error(HSR_ERR_INVALID, "--init '%s' has no __metadata__ n_head: give --heads", a->init);
       continue;
     }
     if (*flag[k] >= 0 && *flag[k] != file[k])
-      return hsr_error(HSR_ERR_INVALID, "%s %d, but --init '%s' holds %d", names[k], *flag[k], a->init, file[k]);
+      st = hsr_error(HSR_ERR_INVALID, "%s %d, but --init '%s' holds %d", names[k], *flag[k], a->init, file[k]);
     *flag[k] = file[k];
   }
-  *n_ctx = c.n_ctx, *vocab = c.vocab;
-  return HSR_OK;
+  hsr_st_set_close(f);
+  *fc = c;
+  return st;
+}
+
+/* The model of the flags (after gpt_finish) and the file's sizes. */
+static gpt_cfg cfg_of(const train_args *a, int n_ctx, int vocab, int n_ff) {
+  gpt_cfg c = {.n_layer = a->layers,
+               .n_head = a->heads,
+               .n_embd = a->dim,
+               .n_ctx = n_ctx,
+               .vocab = vocab,
+               .seed = a->seed,
+               .wrap_linear = a->wrap_linear,
+               .arch = arch_of(a)};
+  if (c.arch == GPT_ARCH_LLAMA) c.n_kv_head = a->kv_heads, c.n_ff = n_ff;
+  return c;
 }
 
 static hsr_status gpt_finish(train_args *a) {
-  if (a->classes >= 0) return not_for("--classes", "gpt");
-  int n_ctx = 0, vocab = 256;
-  if (a->init) HSR_CHECK(gpt_from_file(a, &n_ctx, &vocab));
+  const char *name = a->model->name;
+  if (a->classes >= 0) return not_for("--classes", name);
+  if (a->kv_heads >= 0 && arch_of(a) != GPT_ARCH_LLAMA) return not_for("--kv-heads", name);
+  gpt_cfg fc = {.vocab = 256};
+  if (a->init) HSR_CHECK(gpt_from_file(a, &fc));
+  int n_ctx = fc.n_ctx, vocab = fc.vocab;
   if (a->layers < 0) a->layers = 4;
   if (a->heads < 0) a->heads = 4;
+  if (a->kv_heads < 0 && arch_of(a) == GPT_ARCH_LLAMA) a->kv_heads = a->heads % 2 ? a->heads : a->heads / 2;
   if (a->dim < 0) a->dim = 128;
   if (a->seq < 0) a->seq = n_ctx > 0 && n_ctx < 128 ? n_ctx : 128;
   if (n_ctx > 0 && a->seq > n_ctx)
@@ -179,8 +210,7 @@ static hsr_status gpt_finish(train_args *a) {
   if (a->warmup < 0) a->warmup = a->steps >= 20 ? a->steps / 20 : 0;
   if (a->val_every < 0) a->val_every = a->steps >= 25 ? a->steps / 5 : a->steps; /* short runs: at the end */
   if (a->val_windows < 0) a->val_windows = 32;
-  gpt_cfg c = {
-      .n_layer = a->layers, .n_head = a->heads, .n_embd = a->dim, .n_ctx = n_ctx > 0 ? n_ctx : a->seq, .vocab = vocab};
+  gpt_cfg c = cfg_of(a, n_ctx > 0 ? n_ctx : a->seq, vocab, fc.n_ff);
   return gpt_cfg_check(&c);
 }
 
@@ -189,15 +219,9 @@ static hsr_status gpt_setup(train_run *r) {
   if (!s) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   r->m = s;
   train_args *a = r->a;
-  int n_ctx = a->seq, vocab = 256;
-  if (a->init) HSR_CHECK(gpt_from_file(a, &n_ctx, &vocab));
-  s->c = (gpt_cfg){.n_layer = a->layers,
-                   .n_head = a->heads,
-                   .n_embd = a->dim,
-                   .n_ctx = n_ctx,
-                   .vocab = vocab,
-                   .seed = a->seed,
-                   .wrap_linear = a->wrap_linear};
+  gpt_cfg fc = {.n_ctx = a->seq, .vocab = 256};
+  if (a->init) HSR_CHECK(gpt_from_file(a, &fc));
+  s->c = cfg_of(a, fc.n_ctx, fc.vocab, fc.n_ff);
   HSR_CHECK(train_agree(r->boot, gpt_data_open(a->data, a->seq, &s->d)));
   int held = gpt_data_val_windows(&s->d, a->seq); /* the same file on every rank: the same answer */
   if ((a->given & TRAIN_GIVEN_VAL_WINDOWS) && a->val_windows > held)
@@ -241,23 +265,29 @@ static size_t gpt_act(const train_run *r) {
 static void gpt_describe(const train_run *r, FILE *f) {
   const gpt_state *s = r->m;
   const train_args *a = r->a;
+  char extra[64] = "", mlp[64] = "";
+  if (s->c.arch == GPT_ARCH_LLAMA) snprintf(mlp, sizeof mlp, " (MLP %d)", llama_ff(&s->c));
+  if (s->c.arch == GPT_ARCH_LLAMA) snprintf(extra, sizeof extra, " (%d key/value)", llama_kv_heads(&s->c));
   fprintf(f,
-          "model: gpt, %d layers, %d heads, width %d, context %d, vocabulary %d, %.2fM parameters, %d units; "
+          "model: %s, %d layers, %d heads%s, width %d%s, context %d, vocabulary %d, %.2fM parameters, %d units; "
           "sequence %d; data '%s' (%zu bytes, last %zu held out)\n",
-          s->c.n_layer, s->c.n_head, s->c.n_embd, s->c.n_ctx, s->c.vocab, (double)gpt_num_weights(&s->c) / 1e6,
-          gpt_num_units(&s->c), a->seq, a->data, s->d.len, s->d.len - s->d.split);
+          a->model->name, s->c.n_layer, s->c.n_head, extra, s->c.n_embd, mlp, s->c.n_ctx, s->c.vocab,
+          (double)gpt_num_weights(&s->c) / 1e6, gpt_num_units(&s->c), a->seq, a->data, s->d.len, s->d.len - s->d.split);
 }
 
 static int gpt_meta(const train_run *r, hsr_st_kv *kv, char buf[8][64]) {
   const gpt_cfg *c = &((const gpt_state *)r->m)->c;
-  const int v[5] = {c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab};
-  static const char *keys[5] = {"n_layer", "n_head", "n_embd", "n_ctx", "vocab_size"};
-  kv[0] = (hsr_st_kv){"hsr.model", "gpt"};
-  for (int k = 0; k < 5; k++) {
+  int llama = c->arch == GPT_ARCH_LLAMA;
+  const int v[7] = {
+      c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab, llama ? llama_kv_heads(c) : 0, llama ? llama_ff(c) : 0};
+  static const char *keys[7] = {"n_layer", "n_head", "n_embd", "n_ctx", "vocab_size", "n_kv_head", "n_ff"};
+  kv[0] = (hsr_st_kv){"hsr.model", r->a->model->name};
+  int n = llama ? 7 : 5;
+  for (int k = 0; k < n; k++) {
     snprintf(buf[k], 64, "%d", v[k]);
     kv[k + 1] = (hsr_st_kv){keys[k], buf[k]};
   }
-  return 6;
+  return n + 1;
 }
 
 static void gpt_probe(const train_run *r, size_t *m, size_t *n, size_t *k) {
@@ -288,7 +318,8 @@ static void gpt_free(train_run *r) {
 }
 
 static void gpt_sizes(const train_args *a, int rows, double *params, double *unit_max, double *act) {
-  gpt_cfg c = {.n_layer = a->layers, .n_head = a->heads, .n_embd = a->dim, .n_ctx = a->seq, .vocab = 256};
+  gpt_cfg c = cfg_of(a, a->seq, 256, 0);
+  c.wrap_linear = 0;
   double *per = calloc((size_t)gpt_num_units(&c), sizeof *per);
   *params = 0, *unit_max = 0;
   for (int i = 0; i < gpt_num_params(&c); i++) {
@@ -306,3 +337,8 @@ static void gpt_sizes(const train_args *a, int rows, double *params, double *uni
 const train_model train_model_gpt = {"gpt",      gpt_finish,  gpt_setup, gpt_step, gpt_val,      gpt_program,
                                      gpt_blocks, gpt_tokens,  gpt_flops, gpt_act,  gpt_describe, gpt_meta,
                                      gpt_probe,  gpt_profile, gpt_json,  gpt_free, gpt_sizes};
+
+/* the same code: gpt_cfg.arch, from the table this is, picks the architecture */
+const train_model train_model_llama = {"llama",    gpt_finish,  gpt_setup, gpt_step, gpt_val,      gpt_program,
+                                       gpt_blocks, gpt_tokens,  gpt_flops, gpt_act,  gpt_describe, gpt_meta,
+                                       gpt_probe,  gpt_profile, gpt_json,  gpt_free, gpt_sizes};

@@ -25,6 +25,7 @@ typedef struct tune_opts {
   long v_top, v_bad, v_steps, v_rounds;
   int v_reuse;
   int v_wait;         /* --compute wait: hsr bench step's device-like compute */
+  int v_sim;          /* --device sim: hsr bench step on the sim device */
   char given[64];     /* which flags were given (cmd_tune.c's option codes, from 256) */
   const char *v_keep; /* directory for the bench files and results */
 } tune_opts;

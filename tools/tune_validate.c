@@ -158,7 +158,7 @@ static int step_bench(hsr_boot *boot, const tune_opts *o, const vpick *p, const 
     snprintf(res, sizeof res, "%s", p->pol == HSR_RT_RESHARD_NONE ? "none" : "full");
   snprintf(pf, sizeof pf, "%d", p->prefetch);
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
-  char *argv[24] = {"step",
+  char *argv[26] = {"step",
                     "--units",
                     u,
                     "--unit-size",
@@ -184,6 +184,7 @@ static int step_bench(hsr_boot *boot, const tune_opts *o, const vpick *p, const 
   argv[16] = bw;
   int argc = 21;
   if (p->outer == HSR_RT_OUTER_OPTIM) argv[argc++] = "--outer-shard", argv[argc++] = "optim";
+  if (o->v_sim) argv[argc++] = "--device", argv[argc++] = "sim";
   return bench(boot, o->v_reuse, NULL, argv, argc, dir, name);
 }
 
@@ -423,7 +424,11 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
     printf("# hsr tune --validate: %d ranks on %d nodes%s%s; hsr bench step --units %ld --unit-size %.0f "
            "--compute-ms %g --compute %s --steps %ld\n",
            p->world, p->nodes, emu ? ", emulated link " : "", emu ? emu : "", x->o->units, x->o->unit_bytes,
-           x->o->compute_ms, x->o->v_wait ? "wait" : "cpu", x->o->v_steps);
+           x->o->compute_ms,
+           x->o->v_sim    ? (x->o->v_wait ? "wait --device sim" : "cpu --device sim")
+           : x->o->v_wait ? "wait"
+                          : "cpu",
+           x->o->v_steps);
     if (ratio > 0)
       printf("# link: a %.0f-byte all-gather across the nodes takes %.1fx as long as inside one\n", lbytes, ratio);
     printf("%s", x->calib_report);
@@ -440,6 +445,7 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
   cJSON_AddNumberToObject(root, "nodes", p->nodes);
   cJSON_AddStringToObject(root, "emulated_net", emu ? emu : "");
   cJSON_AddStringToObject(root, "compute_mode", x->o->v_wait ? "wait" : "cpu");
+  cJSON_AddStringToObject(root, "device", x->o->v_sim ? "sim" : "host");
   cJSON *mj = cJSON_AddObjectToObject(root, "model");
   cJSON_AddNumberToObject(mj, "units", (double)x->o->units);
   cJSON_AddNumberToObject(mj, "unit_bytes", x->o->unit_bytes);

@@ -82,8 +82,40 @@ static double type_size(const char *t) {
  * calibration then fits each stage to the bytes the model gives it, the
  * same split the timeline uses): a file whose counters disagree comes from
  * collectives the model does not describe, and is refused. */
+/* a and b equal but for the rounding of a written number (hsr bench writes
+ * every digit; 0.5% leaves room for a file rounded to 3 places) */
+static int agree(double a, double b) { return fabs(a - b) <= 0.005 * fmax(fabs(a), fabs(b)) + 1e-6; }
+
+/* A row's own numbers must agree with each other: size = count x element
+ * size (x the group for all_gather and reduce_scatter), alg_bw = size /
+ * time, bus_bw = alg_bw x the collective's factor. A time that contradicts
+ * its row's bandwidth (1e308 beside 0.1 GB/s) is an edited or broken file,
+ * not a measurement to fit. */
+static hsr_status check_row(const cJSON *row, const cJSON *p, const char *place, int op, int n, double es, double count,
+                            int idx, const char *nm) {
+  double size = num(row, "size", -1), t_us = num(p, "time", -1), alg = num(p, "alg_bw", -1), bus = num(p, "bus_bw", -1),
+         full = count * es * (op == HSR_OP_ALLREDUCE ? 1 : n);
+  double factor = op == HSR_OP_ALLREDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+  if (size >= 0 && fabs(size - full) > 1e-9 * full + 0.5) /* a byte count: exact */
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s: row %d (size %g): its size disagrees with count %.0f x %g bytes%s = %.0f (expected rows of "
+                     "`hsr bench -J`)",
+                     nm, idx, size, count, es, op == HSR_OP_ALLREDUCE ? "" : " x the group", full);
+  if (size > 0 && alg >= 0 && !agree(alg, size / t_us / 1e3))
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s: row %d (size %g, %s): time %g us and alg_bw %g GB/s disagree (size / time is %g GB/s): the "
+                     "row was edited or is broken (rerun hsr bench)",
+                     nm, idx, size, place, t_us, alg, size / t_us / 1e3);
+  if (alg >= 0 && bus >= 0 && !agree(bus, alg * factor))
+    return hsr_error(HSR_ERR_INVALID,
+                     "%s: row %d (size %g, %s): bus_bw %g GB/s is not alg_bw %g x %g (the factor of a group of %d): "
+                     "the row was edited or is broken (rerun hsr bench)",
+                     nm, idx, size, place, bus, alg, factor, n);
+  return HSR_OK;
+}
+
 static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h, const char *place, int op, int file,
-                            const char *nm) {
+                            int idx, const char *nm) {
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, place), *hp = cJSON_GetObjectItemCaseSensitive(h, place);
   double t = num(p, "time", -1) * 1e-6, sent = num(hp, "sent_bytes_per_op", -1);
   /* fabric_bytes_per_op is what crossed nodes, sent plus received */
@@ -96,15 +128,16 @@ static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h,
   hsr_tune_vol v;
   if (!(es > 0) || !(count > 0) || hsr_tune_volume(&c->host, op, &g, count, (size_t)es, &v) != HSR_OK)
     return hsr_error(HSR_ERR_INVALID,
-                     "%s: row of size %g: no usable \"count\" and \"type\" (expected rows of `hsr bench -J`)", nm,
-                     num(row, "size", 0));
+                     "%s: row %d (size %g): no usable \"count\" and \"type\" (expected rows of `hsr bench -J`)", nm,
+                     idx, num(row, "size", 0));
+  HSR_CHECK(check_row(row, p, place, op, n, es, count, idx, nm));
   double vf = v.fabric_sent + v.fabric_recv;
   if (fabs(v.sent - sent) > 0.02 * sent + 64 || fabs(vf - fab) > 0.02 * (fab > vf ? fab : vf) + 64)
     return hsr_error(HSR_ERR_INVALID,
-                     "%s: row of size %g (%s, group of %d on %d nodes): it records %.0f bytes sent and %.0f across "
+                     "%s: row %d (size %g, %s, group of %d on %d nodes): it records %.0f bytes sent and %.0f across "
                      "nodes per op, the model's %s moves %.0f and %.0f: the file comes from collectives this hsr does "
                      "not model (rerun hsr bench)",
-                     nm, num(row, "size", 0), place, n, nodes, sent, fab, v.algo, v.sent, vf);
+                     nm, idx, num(row, "size", 0), place, n, nodes, sent, fab, v.algo, v.sent, vf);
   const cJSON *cw = cJSON_GetObjectItemCaseSensitive(h, "concurrent_with");
   sample s = {.op = op, .conc = cJSON_GetArraySize(cw) > 0, .t = t, .file = file};
   for (int i = 0; i < v.nstages; i++) {
@@ -154,11 +187,13 @@ hsr_status hsr_tune_calib_add_json(hsr_tune_calib *c, const char *text, const ch
     }
   }
   const cJSON *row;
+  int idx = 0; /* rows named from 1, as a reader counts them */
   if (st == HSR_OK) cJSON_ArrayForEach(row, res) {
       const cJSON *rh = cJSON_GetObjectItemCaseSensitive(row, "hsr");
+      idx++;
       if (!cJSON_IsObject(rh)) continue;
-      st = add_place(c, row, rh, "out_of_place", op, file, nm);
-      if (st == HSR_OK) st = add_place(c, row, rh, "in_place", op, file, nm);
+      st = add_place(c, row, rh, "out_of_place", op, file, idx, nm);
+      if (st == HSR_OK) st = add_place(c, row, rh, "in_place", op, file, idx, nm);
       if (st != HSR_OK) break;
     }
   cJSON_Delete(root);

@@ -164,12 +164,14 @@ def build_gpt(meta):
 
 
 def build_llama(meta):
-    """The Llama-style model of `hsr train --model llama` (HF LlamaForCausalLM's
-    names: model.embed_tokens, model.layers.{i}.self_attn.{q,k,v,o}_proj,
-    .mlp.{gate,up,down}_proj, .input_layernorm, .post_attention_layernorm,
-    model.norm, lm_head), with blocks() returning model.layers: added with
-    that model; every other part of the peers takes it as it is."""
-    raise SystemExit("peers: --model llama needs hsr train --model llama (its model is not in this hsr yet)")
+    """The Llama-style model of `hsr train --model llama` (docs/llama.md; HF
+    LlamaForCausalLM's names: model.embed_tokens,
+    model.layers.{i}.self_attn.{q,k,v,o}_proj, .mlp.{gate,up,down}_proj,
+    .input_layernorm, .post_attention_layernorm, model.norm, lm_head), with
+    blocks() returning model.layers and forward(idx, targets) the mean
+    cross-entropy: the hook for it; every other part of the peers takes it
+    as it is."""
+    raise SystemExit("peers: the llama's PyTorch twin is not written yet (bench/peers/common.py build_llama)")
 
 
 MODELS = {"gpt": build_gpt, "llama": build_llama}

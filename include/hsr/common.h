@@ -72,6 +72,12 @@ HSR_API hsr_status hsr_parse_double(const char *what, const char *s, double min,
 HSR_API hsr_status hsr_parse_size(const char *what, const char *s, size_t *out);
 /* One of `choices` (NULL-terminated); *out is its index. */
 HSR_API hsr_status hsr_parse_choice(const char *what, const char *s, const char *const *choices, int *out);
+/* A comma list of at most `max` network addresses, each HOST:PORT with an
+ * optional http:// in front: HOST a host name (letters, digits, '-' and '.'
+ * in labels of at most 63), an IPv4 address or a bracketed IPv6 one, PORT 1
+ * to 65535, nothing else (no path, no empty item). Only checks the text:
+ * nothing is resolved, so a malformed value never reaches DNS. */
+HSR_API hsr_status hsr_parse_hostports(const char *what, const char *s, int max);
 
 /* Env helpers for any variable: an unset one gives `def`; one set but empty,
  * or malformed, is an error (never silently ignored). hsr's own HSR_*

@@ -181,6 +181,28 @@ HSR_API hsr_status hsr_kernels_embed(hsr_device *d, hsr_stream *s, size_t B, siz
 HSR_API hsr_status hsr_kernels_embed_bwd(hsr_device *d, hsr_stream *s, size_t B, size_t T, size_t C, size_t V,
                                          const int32_t *tokens, const float *dout, float *dwte, float *dwpe);
 
+/* ---- the Llama-style model's layers (kernels/nn_llama.c) ------------------- */
+
+/* y = x rstd w, rstd = 1 / sqrt(mean(x^2) + eps) per row of C (kept for
+ * the backward); dx +=, dw += its gradients for upstream dy. */
+HSR_API hsr_status hsr_kernels_rmsnorm(hsr_device *d, hsr_stream *s, size_t rows, size_t C, const float *x,
+                                       const float *w, float eps, float *y, float *rstd);
+HSR_API hsr_status hsr_kernels_rmsnorm_bwd(hsr_device *d, hsr_stream *s, size_t rows, size_t C, const float *dy,
+                                           const float *x, const float *w, const float *rstd, float *dx, float *dw);
+/* y = silu(g) u elementwise; dg = dy u silu'(g), du = dy silu(g) (dg may be
+ * g's buffer only if nothing reads g afterwards; likewise du). */
+HSR_API hsr_status hsr_kernels_swiglu(hsr_device *d, hsr_stream *s, size_t n, const float *g, const float *u, float *y);
+HSR_API hsr_status hsr_kernels_swiglu_bwd(hsr_device *d, hsr_stream *s, size_t n, const float *g, const float *u,
+                                          const float *dy, float *dg, float *du);
+/* The rotary table of T positions x D/2 pairs, (cos, sin) each: 2 T (D/2)
+ * floats, for heads of D channels (D even) and base theta. */
+HSR_API hsr_status hsr_kernels_rope_table(hsr_device *d, hsr_stream *s, size_t T, size_t D, float theta, float *cs);
+/* Rotates, in place, `rows` rows of `heads` heads of D channels: row r is at
+ * position r % T (table from hsr_kernels_rope_table, at least T positions);
+ * inverse turns back, which is the backward. */
+HSR_API hsr_status hsr_kernels_rope(hsr_device *d, hsr_stream *s, size_t rows, size_t T, size_t heads, size_t D,
+                                    const float *cs, int inverse, float *x);
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,8 +42,10 @@
 
 /* Host loops built twice, for AVX2 and for the baseline, picked at load time
  * (ifunc): the same IEEE operations (no FMA contraction in C11), so the same
- * bits, in wider vectors where the CPU has them. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+ * bits, in wider vectors where the CPU has them. Not under ThreadSanitizer:
+ * an ifunc resolver runs before its runtime starts and crashes. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && \
+    !defined(__SANITIZE_THREAD__)
 #define HSR_KM_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define HSR_KM_CLONES
@@ -352,6 +354,64 @@ HSR_HD double hsr_km_xent_row(float *z, int V, int t, float grad_scale) {
   for (int k = 0; k < V; k++) z[k] *= inv;
   z[t] -= grad_scale;
   return log((double)sum) - (double)zt;
+}
+
+/* ---- the Llama-style model's rows (examples/llama.c) ---- */
+
+/* RMSNorm of one row of C: y = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps)
+ * (kept for the backward). */
+HSR_HD void hsr_km_rmsnorm_row(const float *x, const float *w, float *y, int C, float eps, float *rstd) {
+  float r = 1.0f / sqrtf(hsr_km_row_dot(x, x, C) / (float)C + eps);
+  for (int i = 0; i < C; i++) y[i] = x[i] * r * w[i];
+  *rstd = r;
+}
+
+/* Its input gradient, ADDED to dx: dx += rstd * (g - x * rstd^2 * mean(g * x)),
+ * g = dy * w (the weight's gradient, dy * x * rstd, is a column sum: the
+ * caller's). */
+HSR_HD void hsr_km_rmsnorm_bwd_row(const float *dy, const float *x, const float *w, float rstd, float *dx, int C) {
+  float a[HSR_KM_LANES] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0f;
+  int j = 0;
+  for (; j + HSR_KM_LANES <= C; j += HSR_KM_LANES)
+    for (int k = 0; k < HSR_KM_LANES; k++) a[k] += dy[j + k] * w[j + k] * x[j + k];
+  for (; j < C; j++) t += dy[j] * w[j] * x[j];
+  float s = (hsr_km_lanes_total(a) + t) / (float)C * rstd * rstd;
+  for (int i = 0; i < C; i++) dx[i] += rstd * (dy[i] * w[i] - x[i] * s);
+}
+
+/* SiLU x sigmoid(x), and SwiGLU's product silu(g) u with its two input
+ * gradients for upstream dy. */
+HSR_HD float hsr_km_sigmoid(float x) { return 1.0f / (1.0f + hsr_km_expf(-x)); }
+HSR_HD float hsr_km_swiglu(float g, float u) { return g * hsr_km_sigmoid(g) * u; }
+HSR_HD void hsr_km_swiglu_bwd(float g, float u, float dy, float *dg, float *du) {
+  float sg = hsr_km_sigmoid(g);
+  *dg = dy * u * (sg * (1.0f + g * (1.0f - sg)));
+  *du = dy * g * sg;
+}
+
+/* Rotary position embedding, Hugging Face Llama's rotate-half form: in a head
+ * of D = 2 h channels, pair i is (i, i + h), turned by the angle pos / theta^(2i/D).
+ * The table holds (cos, sin) per position and pair; the angle is formed as
+ * transformers forms it, an f32 inverse frequency (rounded here from double)
+ * times the position in f32, and its cos and sin rounded from double. */
+HSR_HD void hsr_km_rope_cs(int pos, int i, int D, float theta, float *c, float *s) {
+  float inv = (float)(1.0 / pow((double)theta, (double)(2 * i) / (double)D));
+  double a = (double)((float)pos * inv);
+  *c = (float)cos(a);
+  *s = (float)sin(a);
+}
+/* One row of `heads` heads of D channels at one position: cs is that
+ * position's h (cos, sin) pairs; inverse turns back (the backward). */
+HSR_HD void hsr_km_rope_row(float *x, int heads, int D, const float *cs, int inverse) {
+  int h = D / 2;
+  for (int k = 0; k < heads; k++) {
+    float *v = x + (size_t)k * D;
+    for (int i = 0; i < h; i++) {
+      float c = cs[2 * i], s = inverse ? -cs[2 * i + 1] : cs[2 * i + 1], a = v[i], b = v[i + h];
+      v[i] = a * c - b * s;
+      v[i + h] = b * c + a * s;
+    }
+  }
 }
 
 #endif

@@ -49,6 +49,7 @@ typedef struct saver {
   ckpt_job *job;
   hsr_status plan_st; /* the plan's result, voted by the writer */
   hsr_status result;
+  int shared; /* the writer's error is one every rank holds (hsr_error_share) */
   char msg[2 * CKPT_MSG];
   uint64_t progress; /* atomic: bumped by the writer as it moves */
   double blocked_s, stage_s, done_at;
@@ -96,6 +97,7 @@ static void *writer_main(void *arg) {
   pthread_mutex_lock(&s->mu);
   s->result = st;
   if (st != HSR_OK) snprintf(s->msg, sizeof s->msg, "%s", hsr_last_error()); /* thread-local: handed over */
+  s->shared = st != HSR_OK && hsr_error_shared();
   s->done_at = hsr_clock_s();
   s->finished = 1;
   pthread_cond_broadcast(&s->cv);
@@ -161,7 +163,11 @@ static hsr_status collect(saver *s, double timeout_s, hsr_ckpt_stats *stats) {
   int64_t step = ckpt_job_step(s->job);
   ckpt_job_free(s->job);
   s->job = NULL;
-  if (st != HSR_OK) return hsr_error(st, "the background save of step %lld failed: %s", (long long)step, s->msg);
+  if (st != HSR_OK) {
+    hsr_error(st, "the background save of step %lld failed: %s", (long long)step, s->msg);
+    if (s->shared) hsr_error_share(); /* agreed by the writers: still said once for the job */
+    return st;
+  }
   return HSR_OK;
 }
 
@@ -202,7 +208,7 @@ hsr_status ckpt_async_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opt
   if (st == HSR_OK) st = ckpt_job_stage(x, s->stage);
   s->stage_s = hsr_clock_s() - ts;
   /* from here the writer votes this rank's result, so every rank returns it */
-  s->job = x, s->plan_st = st, s->result = HSR_OK, s->finished = 0, s->msg[0] = 0;
+  s->job = x, s->plan_st = st, s->result = HSR_OK, s->finished = 0, s->shared = 0, s->msg[0] = 0;
   int e = pthread_create(&s->th, NULL, writer_main, s);
   if (e) {
     s->job = NULL;
@@ -228,7 +234,10 @@ hsr_status ckpt_async_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opt
 
 hsr_status hsr_ckpt_wait(hsr_rt *rt, double timeout_s, hsr_ckpt_stats *stats) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_wait: NULL runtime");
-  return collect(saver_of(rt), timeout_s, stats);
+  hsr_ckpt_stats own, *w = stats ? stats : &own;
+  hsr_status st = collect(saver_of(rt), timeout_s, w);
+  if (st == HSR_OK && w->step >= 0) rt_state_fault(rt, "ckpt_done"); /* HSR_FAULT: a background save committed */
+  return st;
 }
 
 hsr_status hsr_ckpt_poll(hsr_rt *rt, int *pending) {

@@ -142,7 +142,11 @@ hsr_status ckpt_agree(const ckpt_link *l, hsr_status st, uint64_t a, uint64_t b,
       char msg[CKPT_MSG];
       memcpy(msg, all[r].msg, sizeof msg);
       msg[sizeof msg - 1] = 0;
-      res = hsr_error((hsr_status)all[r].status, "rank %d: %s", r, msg);
+      /* named once: a message an inner agreement already named keeps its rank */
+      int named = !strncmp(msg, "rank ", 5);
+      res = W > 1 && !named ? hsr_error((hsr_status)all[r].status, "rank %d: %s", r, msg)
+                            : hsr_error((hsr_status)all[r].status, "%s", msg);
+      hsr_error_share(); /* every rank holds this one result: rank 0 says it for the job */
     }
   if (all_out)
     *all_out = all;

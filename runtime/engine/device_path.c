@@ -261,6 +261,15 @@ hsr_status rt_dev_block_reuse(rt_dev *dv, int block, rt_mem_cat cat) {
   return HSR_OK;
 }
 
+static hsr_status stamp_lane(void *ctx, int lane, _Atomic uint64_t *slot) {
+  rt_dev *dv = ctx;
+  return kern_stream_stamp(dv->s[lane], slot);
+}
+
+void rt_dev_clock(rt_dev *dv, rt_obs *obs) {
+  if (rt_dev_async(dv) && kern_can_stamp(dv->dev)) rt_obs_set_stamper(obs, stamp_lane, dv);
+}
+
 hsr_status rt_dev_sync(rt_dev *dv, hsr_stream *s) {
   if (!rt_dev_async(dv) || !s) return HSR_OK;
   return hsr_stream_sync(s, dv->timeout);

@@ -76,6 +76,8 @@ hsr_status rt_dev_reap(rt_dev *dv);
 hsr_status rt_dev_block_release(rt_dev *dv, int block);
 hsr_status rt_dev_block_reuse(rt_dev *dv, int block, rt_mem_cat cat);
 
+/* Gives obs the device clock when this device can stamp its streams (sim). */
+void rt_dev_clock(rt_dev *dv, rt_obs *obs);
 /* Waits (bounded) until a stream has run everything queued on it. */
 hsr_status rt_dev_sync(rt_dev *dv, hsr_stream *s);
 /* n host slots that sumsq results land in (valid until the next call). */

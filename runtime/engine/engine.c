@@ -30,6 +30,23 @@ void rt_event(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group,
               (double)(t1 - t0) / 1e3);
 }
 
+/* A collective's span on the device clock: stamps before and after it on its
+ * stream (lane 1 gather, 2 reduce); nothing without a device clock. */
+_Atomic uint64_t *rt_dev_span_begin(hsr_rt *rt, int lane) { return rt_obs_mark(rt->obs, lane); }
+
+void rt_dev_span_end(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, size_t bytes,
+                     _Atomic uint64_t *a, int lane) {
+  if (!a) return;
+  hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
+  const char *g = group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL;
+  char l[80];
+  snprintf(l, sizeof l, "comm %s", g ? g : "?");
+  const char *name = kind == RT_EV_GATHER           ? "all_gather"
+                     : kind == RT_EV_REDUCE_SCATTER ? "reduce_scatter"
+                                                    : "all_reduce";
+  rt_obs_dev_span(rt->obs, step, HSR_SPAN_COMM, l, name, unit, g, bytes, a, lane);
+}
+
 hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, uint64_t *t1) {
   *t0 = issued;
   *t1 = 0;
@@ -90,7 +107,9 @@ hsr_status rt_x_gather(void *ctx, const hsr_sched_action *a, void **h) {
     RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, full, src, a->count * rt->pes, GS(rt)));
   } else {
     if (!a->partial) HSR_CHECK(rt_dev_use(rt->dv, c, GS(rt))); /* the partial group is bound at creation */
+    _Atomic uint64_t *ds = rt_dev_span_begin(rt, 1);
     RT_TIMED(rt, RT_T_POST, hsr_comm_allgather(c, src, full, a->count, rt->cfg.param_dtype, &req));
+    rt_dev_span_end(rt, u->gstep, RT_EV_GATHER, ui, a->group, a->count * rt->pes, ds, 1);
   }
   *h = req;
   HSR_CHECK(rt_dev_gather_issued(rt->dv, ui));
@@ -311,6 +330,7 @@ hsr_ledger *hsr_rt_ledger(hsr_rt *rt) { return rt ? rt_obs_held(rt->obs) : NULL;
 const hsr_ledger *hsr_rt_ledger_in_use(const hsr_rt *rt) { return rt ? rt_obs_live(rt->obs) : NULL; }
 hsr_status hsr_rt_trace_enable(hsr_rt *rt, int on) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
+  if (on) rt_dev_clock(rt->dv, rt->obs); /* a device that can stamp its streams times its own spans */
   return rt_obs_trace_enable(rt->obs, on);
 }
 
@@ -325,6 +345,10 @@ hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path) {
     int n;
     gst = hsr_sched_settle(rt->sched, &acts, &n);
     if (gst == HSR_OK) gst = rt_run(rt, acts, n);
+  }
+  if (t && rt_obs_device_clock(rt->obs)) { /* every stamp landed: the device's spans into the trace */
+    if (gst == HSR_OK) gst = rt_dev_quiesce(rt->dv);
+    rt_obs_settle(rt->obs);
   }
   if (!t) HSR_CHECK(hsr_trace_create(hsr_boot_rank(rt->boot), &empty)); /* still collective: write no spans */
   hsr_status st = hsr_trace_write(t ? t : empty, rt->boot, path);       /* collective: written even after an error */

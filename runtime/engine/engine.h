@@ -49,7 +49,8 @@ typedef struct rt_block {
 typedef struct rt_opt_run {
   double norm, coef;
   uint64_t t0, now;
-  int open, dropped; /* dropped: the outer reduction (cfg.outer) voted the step down */
+  int open, dropped;        /* dropped: the outer reduction (cfg.outer) voted the step down */
+  _Atomic uint64_t *dev_t0; /* the device clock at the optimizer's start (NULL: none) */
 } rt_opt_run;
 
 /* Where commit stands: registration open, committed, or a commit that
@@ -158,6 +159,9 @@ void rt_pool_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p);
 /* Zero on the compute stream: every buffer zeroed here is next touched by
  * compute (or by a stream that joins compute before it reads). */
 hsr_status rt_zero(hsr_rt *rt, void *p, size_t bytes);
+/* A buffer back to its allocator at once, not to the pool (one-off staging
+ * that steady state never needs again); the device drained first. */
+hsr_status rt_mem_drop(hsr_rt *rt, void *ptr);
 /* Teardown: every block back to its allocator. */
 void rt_mem_release_all(hsr_rt *rt);
 
@@ -181,6 +185,11 @@ const hsr_sched_exec *rt_exec_of(int gpu);
 hsr_status rt_run(hsr_rt *rt, const hsr_sched_action *acts, int n);
 /* Waits for a request and reports the transport's own start/end when known. */
 hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, uint64_t *t1);
+/* A collective's span on the device clock (NULL / nothing without one):
+ * begin before posting it on the lane's stream (1 gather, 2 reduce), end after. */
+_Atomic uint64_t *rt_dev_span_begin(hsr_rt *rt, int lane);
+void rt_dev_span_end(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, size_t bytes,
+                     _Atomic uint64_t *a, int lane);
 hsr_status rt_check_unit(hsr_rt *rt, int ui, const char *what);
 hsr_status rt_find_param(hsr_rt *rt, const char *name, hsr_rt_param_info *p);
 

@@ -35,10 +35,13 @@ hsr_status rt_x_stage1(void *ctx, hsr_sched_red *r) {
   }
   if (!r->local) {
     HSR_CHECK(rt_dev_use(rt->dv, rt->shard_c, RS(rt)));
+    _Atomic uint64_t *ds = rt_dev_span_begin(rt, 2);
     if (r->scatter)
       RT_TIMED(rt, RT_T_POST, hsr_comm_reduce_scatter(rt->shard_c, r->send, r->slice, u->Ls, rdt, HSR_AVG, &req));
     else
       RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->shard_c, r->send, r->send, u->L, rdt, HSR_AVG, &req));
+    rt_dev_span_end(rt, 0, r->scatter ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit, HSR_RT_GROUP_SHARD,
+                    (r->scatter ? u->Ls : u->L) * rt->res, ds, 2);
   }
   r->h = req;
   return HSR_OK;
@@ -63,11 +66,14 @@ static hsr_status replicate_stage(hsr_rt *rt, hsr_sched_red *r) {
   hsr_dtype rdt = rt->cfg.reduce_dtype;
   hsr_req *req = NULL;
   HSR_CHECK(rt_dev_use(rt->dv, rt->rep_c, RS(rt)));
+  _Atomic uint64_t *ds = rt_dev_span_begin(rt, 2);
   if (r->outer)
     RT_TIMED(rt, RT_T_POST,
              hsr_comm_reduce_scatter(rt->rep_c, r->slice, r->oslice, rt_piece_len(rt, r->unit), rdt, HSR_AVG, &req));
   else
     RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rdt, HSR_AVG, &req));
+  rt_dev_span_end(rt, 0, r->outer ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit, HSR_RT_GROUP_REPLICATE,
+                  (r->outer ? rt_piece_len(rt, r->unit) : u->Ls) * rt->res, ds, 2);
   r->h = req;
   return HSR_OK;
 }

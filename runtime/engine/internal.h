@@ -4,6 +4,7 @@
 #ifndef HSR_RUNTIME_ENGINE_INTERNAL_H
 #define HSR_RUNTIME_ENGINE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,6 +69,17 @@ void rt_obs_time(rt_obs *o, rt_time_kind kind, uint64_t ns);
 void rt_obs_enter(rt_obs *o, int starts_step);
 void rt_obs_leave(rt_obs *o, int window, int unit, int backward, int ends_step);
 hsr_status rt_obs_timing(const rt_obs *o, hsr_rt_timing *out);
+/* The device clock (a device whose streams can be stamped, with tracing on):
+ * stamp(ctx, lane, slot) queues a stamp on lane 0 compute, 1 gather, 2 reduce.
+ * rt_obs_mark queues one and returns its slot (NULL: no device clock);
+ * rt_obs_dev_span stamps the end on end_lane and keeps the span until both
+ * stamps landed; rt_obs_settle moves the landed ones into the trace. */
+void rt_obs_set_stamper(rt_obs *o, hsr_status (*stamp)(void *ctx, int lane, _Atomic uint64_t *slot), void *ctx);
+int rt_obs_device_clock(const rt_obs *o);
+_Atomic uint64_t *rt_obs_mark(rt_obs *o, int lane);
+void rt_obs_dev_span(rt_obs *o, int64_t step, hsr_span_kind kind, const char *lane, const char *name, int unit,
+                     const char *group, uint64_t bytes, _Atomic uint64_t *a, int end_lane);
+void rt_obs_settle(rt_obs *o);
 void rt_obs_timing_reset(rt_obs *o);
 
 #endif

@@ -6,11 +6,37 @@
  * The engine calls in here from its two hooks (rt_mem_*, rt_event) and from
  * the entry and exit of every lifecycle call. Compute spans are not reported
  * by the program: they are the gaps between engine calls while a unit's
- * window is open, attributed to the innermost open window. */
+ * window is open, attributed to the innermost open window.
+ *
+ * On a device that can stamp its streams (the sim device), the trace's
+ * compute and collective spans are the device's: a stamp queued on the
+ * stream before and after the work gives when the stream ran it, so a
+ * host that runs ahead does not turn enqueue time into compute or
+ * communication. Such spans wait in a list until both stamps have landed. */
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "internal.h"
+
+/* Stamp slots in blocks that never move (queued stamps point into them). */
+#define SLOTS 256
+typedef struct slot_blk {
+  struct slot_blk *next;
+  _Atomic uint64_t v[SLOTS];
+} slot_blk;
+
+typedef struct pend {
+  hsr_span_kind kind;
+  char lane[80];
+  const char *name, *group;
+  int unit;
+  int64_t step;
+  uint64_t bytes;
+  _Atomic uint64_t *a, *b;
+} pend;
 
 struct rt_obs {
   hsr_ledger *held, *live;
@@ -25,6 +51,14 @@ struct rt_obs {
   hsr_rt_timing tm;
   const char *(*unit_name)(void *, int);
   void *name_ctx;
+  /* device clock (rt_obs_set_stamper) */
+  hsr_status (*stamp)(void *ctx, int lane, _Atomic uint64_t *slot);
+  void *stamp_ctx;
+  slot_blk *slots;
+  int nslot;                /* used in the head block */
+  _Atomic uint64_t *cstart; /* compute on the device since the last leave */
+  pend *pend;
+  int npend, cappend;
 };
 
 hsr_status rt_obs_create(int rank, const char *(*unit_name)(void *, int), void *ctx, rt_obs **out) {
@@ -49,6 +83,12 @@ void rt_obs_free(rt_obs *o) {
   hsr_ledger_free(o->live);
   hsr_trace_free(o->trace);
   free(o->stack);
+  while (o->slots) {
+    slot_blk *n = o->slots->next;
+    free(o->slots);
+    o->slots = n;
+  }
+  free(o->pend);
   free(o);
 }
 
@@ -117,6 +157,62 @@ static void span(rt_obs *o, hsr_span_kind kind, const char *lane, const char *na
   span_in(o, 0, kind, lane, name, unit, group, t0, t1, bytes);
 }
 
+/* ---- the device clock ---- */
+
+void rt_obs_set_stamper(rt_obs *o, hsr_status (*stamp)(void *ctx, int lane, _Atomic uint64_t *slot), void *ctx) {
+  o->stamp = stamp;
+  o->stamp_ctx = ctx;
+}
+
+int rt_obs_device_clock(const rt_obs *o) { return o && o->stamp && o->trace; }
+
+_Atomic uint64_t *rt_obs_mark(rt_obs *o, int lane) {
+  if (!rt_obs_device_clock(o)) return NULL;
+  if (!o->slots || o->nslot == SLOTS) {
+    slot_blk *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->next = o->slots;
+    o->slots = b;
+    o->nslot = 0;
+  }
+  _Atomic uint64_t *s = &o->slots->v[o->nslot++];
+  atomic_store(s, 0);
+  if (o->stamp(o->stamp_ctx, lane, s) != HSR_OK) {
+    HSR_LOG_W("runtime trace: device clock stamp: %s", hsr_last_error());
+    return NULL;
+  }
+  return s;
+}
+
+void rt_obs_dev_span(rt_obs *o, int64_t step, hsr_span_kind kind, const char *lane, const char *name, int unit,
+                     const char *group, uint64_t bytes, _Atomic uint64_t *a, int end_lane) {
+  _Atomic uint64_t *b = a ? rt_obs_mark(o, end_lane) : NULL;
+  if (!b) return;
+  if (grow_array(&o->pend, &o->cappend, o->npend, sizeof *o->pend, 64, "runtime trace") != HSR_OK) return;
+  pend *p = &o->pend[o->npend++];
+  p->kind = kind;
+  snprintf(p->lane, sizeof p->lane, "%s", lane);
+  p->name = name, p->group = group, p->unit = unit, p->bytes = bytes;
+  p->step = step > 0 ? step : o->step + 1;
+  p->a = a, p->b = b;
+}
+
+/* Spans whose stamps have both landed go into the trace. */
+void rt_obs_settle(rt_obs *o) {
+  if (!o) return;
+  int k = 0;
+  for (int i = 0; i < o->npend; i++) {
+    pend *p = &o->pend[i];
+    uint64_t t0 = atomic_load_explicit(p->a, memory_order_acquire),
+             t1 = atomic_load_explicit(p->b, memory_order_acquire);
+    if (t0 && t1)
+      span_in(o, p->step, p->kind, p->lane, p->name, p->unit, p->group, t0, t1, p->bytes);
+    else
+      o->pend[k++] = *p;
+  }
+  o->npend = k;
+}
+
 void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const char *group, int collective,
                   size_t bytes, uint64_t t0, uint64_t t1) {
   if (!o) return;
@@ -124,7 +220,8 @@ void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const c
                                                       "optimizer",  "gather_issue", "release"};
   if (kind == RT_EV_OPTIM) {
     o->tm.optim_s += (double)(t1 - t0) * 1e-9;
-    span(o, HSR_SPAN_COMPUTE, "compute", "optimizer", -1, NULL, t0, t1, bytes);
+    if (!rt_obs_device_clock(o)) /* else the compute stream's optimizer span (rt_obs_dev_span) */
+      span(o, HSR_SPAN_COMPUTE, "compute", "optimizer", -1, NULL, t0, t1, bytes);
     return;
   }
   if (kind == RT_EV_GATHER && collective) {
@@ -139,6 +236,7 @@ void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const c
          bytes);
     return;
   }
+  if (rt_obs_device_clock(o) && unit >= 0) return; /* the device's span, stamped on its stream */
   char lane[80];
   snprintf(lane, sizeof lane, "comm %s", group ? group : "?");
   span_in(o, step, HSR_SPAN_COMM, lane, comm_names[kind], unit, group, t0, t1, bytes);
@@ -168,7 +266,11 @@ void rt_obs_enter(rt_obs *o, int starts_step) {
     int top = o->stack[o->depth - 1];
     uint64_t t0 = o->last_leave;
     o->tm.compute_s += (double)(now - t0) * 1e-9;
-    span(o, HSR_SPAN_COMPUTE, "compute", top & 1 ? "backward" : "forward", top >> 1, NULL, t0, now, 0);
+    if (rt_obs_device_clock(o)) /* the compute stream's time between the two stamps */
+      rt_obs_dev_span(o, 0, HSR_SPAN_COMPUTE, "compute", top & 1 ? "backward" : "forward", top >> 1, NULL, 0, o->cstart,
+                      0);
+    else
+      span(o, HSR_SPAN_COMPUTE, "compute", top & 1 ? "backward" : "forward", top >> 1, NULL, t0, now, 0);
   }
 }
 
@@ -193,6 +295,10 @@ void rt_obs_leave(rt_obs *o, int window, int unit, int backward, int ends_step) 
         o->depth--;
         break;
       }
+  }
+  if (rt_obs_device_clock(o)) {
+    o->cstart = rt_obs_mark(o, 0); /* compute queued from here on is the program's */
+    if (ends_step) rt_obs_settle(o);
   }
   if (ends_step && o->in_step) {
     o->tm.steps++;

@@ -218,6 +218,8 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   rt->opt = &o;
   hsr_status st = rt_run(rt, acts, n); /* gathers already posted complete even after an error */
   if (st == HSR_OK) rt_optim_close(rt, hsr_clock_ns());
+  if (st == HSR_OK && o.dev_t0)
+    rt_obs_dev_span(rt->obs, 0, HSR_SPAN_COMPUTE, "compute", "optimizer", -1, NULL, 0, o.dev_t0, 0);
   rt->opt = NULL;
   if (st == HSR_OK && regathered)
     st = rt_dev_join(rt->dv, CS(rt), GS(rt)); /* the next forward reads the gathered parameters */

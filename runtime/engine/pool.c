@@ -86,12 +86,35 @@ void rt_mem_put(hsr_rt *rt, void *ptr) {
   HSR_LOG_W("runtime: buffer %p returned twice or never allocated", ptr);
 }
 
+hsr_status rt_mem_drop(hsr_rt *rt, void *ptr) {
+  if (!ptr) return HSR_OK;
+  for (int i = 0; i < rt->nblocks; i++) {
+    rt_block *b = &rt->blocks[i];
+    if (b->ptr != ptr) continue;
+    HSR_CHECK(rt_dev_quiesce(rt->dv)); /* nothing queued still uses it */
+    rt_obs_mem_free(rt->obs, b->cat, b->bytes, b->in_use);
+    hsr_status st = HSR_OK;
+    if (b->shared) {
+      st = kern_unadopt(rt->dev, ptr);
+      hsr_status f = hsr_comm_mem_free(rt->world, ptr);
+      if (st == HSR_OK) st = f;
+    } else {
+      st = hsr_device_free(rt->dev, ptr);
+    }
+    /* the slot stays (block indices name release events) but holds nothing */
+    *b = (rt_block){NULL, 0, b->cat, 1, 0};
+    return st;
+  }
+  return hsr_error(HSR_ERR_INTERNAL, "runtime: buffer %p dropped but never allocated", ptr);
+}
+
 hsr_status rt_zero(hsr_rt *rt, void *p, size_t bytes) { return hsr_device_memset(rt->dev, p, 0, bytes, CS(rt)); }
 
 void rt_mem_release_all(hsr_rt *rt) {
   if (rt_dev_quiesce(rt->dv) != HSR_OK)
     HSR_LOG_W("runtime: device work still queued at teardown: %s", hsr_last_error());
   for (int i = 0; i < rt->nblocks; i++) {
+    if (!rt->blocks[i].ptr) continue; /* dropped */
     rt_obs_mem_free(rt->obs, rt->blocks[i].cat, rt->blocks[i].bytes, rt->blocks[i].in_use);
     if (rt->blocks[i].shared) {
       if (kern_unadopt(rt->dev, rt->blocks[i].ptr) != HSR_OK) HSR_LOG_W("runtime: %s", hsr_last_error());

@@ -324,8 +324,9 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
                           rt->cfg.param_dtype);
   if (st == HSR_OK && !rt->sh.params && p.numel)
     st = hsr_kernels_cast(rt->dev, CS(rt), p.numel, src, HSR_F32, param + p.offset * rt->pes, rt->cfg.param_dtype);
-  rt_mem_put(rt, staged);
-  return st;
+  /* one-off: not kept in the pool, where it would hold a copy of the model after initialization */
+  hsr_status d = rt_mem_drop(rt, staged);
+  return st != HSR_OK ? st : d;
 }
 
 /* Commits first (hsr/runtime.h). */

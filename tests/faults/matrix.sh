@@ -53,6 +53,7 @@ nth() { # prog phase nodes -> N
     train:all_gather:*) echo 100 ;; train:reduce_scatter:*) echo 50 ;;
     train:all_reduce:1) echo 20 ;; train:all_reduce:2) echo 50 ;;
     train:step:*) echo 10 ;; train:ckpt_save:*) echo 2 ;; train:ckpt_async:*) echo 2 ;;
+    train:ckpt_last:*) echo 12 ;; train:ckpt_done:*) echo 12 ;; # the 12th save of 60 steps every 5: the last
     bench:*) echo 200 ;;
   esac
 }
@@ -70,6 +71,12 @@ for l in mpirun srun; do
     add train all_gather sleep:2 100 1 "$l" "$nodes"
     add bench all_reduce sleep:2 200 1 "$l" "$nodes"
   done
+  # the last moments of a run: the victim dies in the final async save's commit, after the last step
+  # (ckpt_last: in its commit; ckpt_done: once it has committed, as the others finish the run)
+  for nodes in 1 2; do
+    # the victim on the other node at 2 nodes: no node peer sees its process end, the survivors must find it
+    for ph in ckpt_last ckpt_done; do add train "$ph" kill "$(nth train $ph $nodes)" "$nodes" "$l" "$nodes"; done
+  done
   # at HSR_COMM_TIMEOUT's floor (1 s: run with --timeout 1), a rank half a second late fails nothing
   add train all_gather sleep:0.5 100 1 "$l" 2
   # a lost node: ranks 2 and 3 (node 1) at once, at rank 2's Nth call
@@ -82,6 +89,7 @@ done
 quick_set=" train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-stop-reduce_scatter-mpirun-2n "
 quick_set+="train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-kill-ckpt_async-mpirun-2n "
 quick_set+="train-stop-ckpt_async-mpirun-1n train-sleep:2-all_gather-mpirun-2n "
+quick_set+="train-kill-ckpt_last-mpirun-2n train-kill-ckpt_done-mpirun-2n train-kill-ckpt_done-srun-2n "
 quick_set+="train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n train-killnode-all_gather-mpirun-2n "
 quick_set+="train-killnode-all_reduce-srun-2n launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n launcher-pgterm-mpirun-2n "
 quick_set+="launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n launcher-kill9-srun-2n "
@@ -166,6 +174,7 @@ run_one() {
     [ "$phase" = ckpt_save ] && args+=(--ckpt "$d/ckpt" --save-every 5)
     # the background writer's HSR_FAULT point (between its data and the agreement) while the training goes on
     [ "$phase" = ckpt_async ] && args+=(--ckpt "$d/ckpt" --save-every 5 --async-save)
+    [ "$phase" = ckpt_last ] || [ "$phase" = ckpt_done ] && args+=(--ckpt "$d/ckpt" --save-every 5 --async-save)
   else
     args=(bench "$phase" -b 1M -e 1M -n 300 -w 5)
   fi
@@ -190,7 +199,7 @@ run_one() {
     rc=$?
   else
     local hook=$phase
-    [ "$phase" = ckpt_async ] && hook=ckpt_save
+    [ "$phase" = ckpt_async ] || [ "$phase" = ckpt_last ] && hook=ckpt_save
     HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
       timeout -k 5 "$limit" "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" \
       > "$d/launcher.log" 2>&1 < /dev/null

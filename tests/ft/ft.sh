@@ -17,10 +17,12 @@
 #   kill_healed    group 1 killed while it heals: the others drop it and go on
 #   stop           rank 1 of group 2 SIGSTOPped: dropped after the timeout
 #   refuse         a group without the token, with another token, another --dim,
-#                  another group size, another hsr version, or a live id: refused naming
+#                  another group size, another hsr version, or a live id (with and without
+#                  --join: the holder named): refused naming
 #                  the difference (exit 2); the running groups are not disturbed
 #   coord3         a 3-member etcd: one member killed changes nothing; a second one
-#                  killed (no quorum): the groups stop with a clear message, group 0
+#                  killed (no quorum): the groups stop with one clear message each (no
+#                  healthy rank of theirs blamed), group 0
 #                  saves a checkpoint of the last committed step (in the background: --async-save)
 #   resume         every group stopped after 30 steps (the smallest id saved), all
 #                  restarted with --resume latest: on from step 30, the reference's
@@ -216,7 +218,10 @@ refuse)
     [ "$rc" = 2 ] || FAIL "$what: exit $rc, expected 2"
     grep -Eq -- "$re" "$T/r.out" || FAIL "$what: no message /$re/: $(head -3 "$T/r.out")"
   }
-  one "a start into a running quorum" "cannot start: replicas 0,1,2 are training" -- --replica-id 1
+  # an id a live group holds: said with the holder, not "restart with --join" (which would wait, then fail)
+  one "a live id without --join" "replica 1 is taken: a live group holds it \(host [^,]+, pid [0-9]+; quorum epoch [0-9]+, [0-9]+ steps done\), and every id 0 to 2 is held" -- --replica-id 1
+  ! grep -q -- "--join" "$T/r.out" || FAIL "a live id without --join: advised --join: $(grep -- --join "$T/r.out")"
+  [ "$(grep -c "replica 1 is taken" "$T/r.out")" = 1 ] || FAIL "a live id without --join: said $(grep -c "replica 1 is taken" "$T/r.out") times, once for the group"
   one "no token" "HSR_FT_TOKEN is not set" -u HSR_FT_TOKEN -- --replica-id 1 --join
   one "wrong token" "HSR_FT_TOKEN is not the coordinator's token" HSR_FT_TOKEN=wrong -- --replica-id 1 --join
   one "another --dim" "--dim is 32 here and 64 in replica [0-9]" -- --replica-id 1 --join --dim 32
@@ -263,6 +268,11 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')
   for i in 0 1 2; do
     expect_exit g$i 1
     grep -q "the coordinator is unreachable" "$T/g$i.out" || FAIL "g$i: no 'coordinator is unreachable' message"
+    # one message for the group, and its own healthy ranks blamed for nothing
+    n=$(grep -c "hsr train: .*the coordinator is unreachable" "$T/g$i.out")
+    [ "$n" = 1 ] || FAIL "g$i: the coordinator's loss said $n times, once for the group"
+    ! grep -E "hsr error: rank [0-9]+ .*(left hsr|killed or crashed|unreachable|stopped)" "$T/g$i.out" ||
+      FAIL "g$i: a healthy rank of the group was blamed for the coordinator's loss"
   done
   grep -q "saved the checkpoint of step [0-9]* under" "$T/g0.out" || FAIL "group 0 did not save a checkpoint"
   s=$(sed -n 's/.*saved the checkpoint of step \([0-9]*\) under.*/\1/p' "$T/g0.out" | head -1)
