@@ -163,15 +163,101 @@ def build_gpt(meta):
     return GPT(*(int(meta[k]) for k in ("n_layer", "n_head", "n_embd", "n_ctx", "vocab_size")))
 
 
+class RMSNorm(nn.Module):
+    def __init__(self, C):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(C))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+
+def _rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, C, H, G):
+        super().__init__()
+        self.H, self.G, self.D = H, G, C // H
+        self.q_proj, self.o_proj = nn.Linear(C, C, bias=False), nn.Linear(C, C, bias=False)
+        self.k_proj, self.v_proj = nn.Linear(C, G * self.D, bias=False), nn.Linear(C, G * self.D, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        q = self.q_proj(x).view(B, T, self.H, self.D).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.G, self.D).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.G, self.D).transpose(1, 2)
+        q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        rep = self.H // self.G  # query head j reads key/value head j / (H / G)
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, C, Fw):
+        super().__init__()
+        self.gate_proj, self.up_proj = nn.Linear(C, Fw, bias=False), nn.Linear(C, Fw, bias=False)
+        self.down_proj = nn.Linear(Fw, C, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, C, H, G, Fw):
+        super().__init__()
+        self.input_layernorm, self.self_attn = RMSNorm(C), LlamaAttention(C, H, G)
+        self.post_attention_layernorm, self.mlp = RMSNorm(C), LlamaMLP(C, Fw)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaBody(nn.Module):
+    def __init__(self, L, C, H, G, Fw, V):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(V, C)
+        self.layers = nn.ModuleList(LlamaBlock(C, H, G, Fw) for _ in range(L))
+        self.norm = RMSNorm(C)
+
+
+class Llama(nn.Module):
+    """The Llama-style model of `hsr train --model llama` (docs/llama.md):
+    RMSNorm (eps 1e-5), rotary embeddings in transformers' rotate-half form
+    (theta 10000), grouped-query attention, SwiGLU MLP, untied lm_head;
+    LlamaForCausalLM's names and [out, in] layouts."""
+
+    def __init__(self, n_layer, n_head, n_embd, n_ctx, vocab_size, n_kv_head, n_ff):
+        super().__init__()
+        self.model = LlamaBody(n_layer, n_embd, n_head, n_kv_head, n_ff, vocab_size)
+        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        D = n_embd // n_head
+        inv = 1.0 / (10000.0 ** (torch.arange(0, D, 2, dtype=torch.float64) / D))
+        ang = torch.outer(torch.arange(n_ctx, dtype=torch.float64), inv)
+        emb = torch.cat((ang, ang), dim=-1)
+        self.register_buffer("cos", emb.cos().float(), persistent=False)
+        self.register_buffer("sin", emb.sin().float(), persistent=False)
+
+    def blocks(self):
+        return list(self.model.layers)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        cos, sin = self.cos[:T], self.sin[:T]
+        x = self.model.embed_tokens(idx)
+        for b in self.model.layers:
+            x = b(x, cos, sin)
+        logits = self.lm_head(self.model.norm(x))
+        return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))
+
+
 def build_llama(meta):
-    """The Llama-style model of `hsr train --model llama` (docs/llama.md; HF
-    LlamaForCausalLM's names: model.embed_tokens,
-    model.layers.{i}.self_attn.{q,k,v,o}_proj, .mlp.{gate,up,down}_proj,
-    .input_layernorm, .post_attention_layernorm, model.norm, lm_head), with
-    blocks() returning model.layers and forward(idx, targets) the mean
-    cross-entropy: the hook for it; every other part of the peers takes it
-    as it is."""
-    raise SystemExit("peers: the llama's PyTorch twin is not written yet (bench/peers/common.py build_llama)")
+    keys = ("n_layer", "n_head", "n_embd", "n_ctx", "vocab_size", "n_kv_head", "n_ff")
+    return Llama(*(int(meta[k]) for k in keys))
 
 
 MODELS = {"gpt": build_gpt, "llama": build_llama}
