@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/peers/run.sh [options] [-- ARGS]: hsr train beside its PyTorch peers, interleaved.
 #   For each rank count and each configuration, ROUNDS rounds of: hsr train
-#   --model gpt, then the peer on the same job (same initial weights, written
+#   --model gpt (or llama), then the peer on the same job (same initial weights, written
 #   once by hsr train --export-init; same data windows, AdamW, clip, schedule,
 #   global batch, dtypes; one thread per rank). Both are started by hsr-run
 #   (mpirun, the same binding), so --nodes / --emulate-net put the peer's ranks
@@ -15,6 +15,7 @@
 #     ddp   ddp             --strategy ddp (N >= 2; at 1 rank: plain torch against hsr fsdp)
 #     deepspeed zero3       --strategy fsdp --reshard full (ZeRO-3; needs setup.sh --with deepspeed)
 # Options:
+#   --model gpt|llama      hsr train --model (default gpt); the peers read it from the weights
 #   --peers "fsdp2 ddp"    which peers: fsdp2, ddp, deepspeed (default "fsdp2 ddp")
 #   --ranks "1 2 4"        rank counts (default "1 2 4")
 #   --reshard "full none partial"   reshard policies of the fsdp2 rows (default all three)
@@ -34,7 +35,7 @@ SRC=$(cd "$HERE/../.." && pwd)
 B=${HSR_BUILD:-$SRC/build}
 VENV=${HSR_PEERS_VENV:-$HERE/.venv}
 PY=$VENV/bin/python
-peers="fsdp2 ddp" ranks="1 2 4" reshards="full none partial" meshes="fsdp hsdp" rounds=3 steps=20 prefetch=1
+model=gpt peers="fsdp2 ddp" ranks="1 2 4" reshards="full none partial" meshes="fsdp hsdp" rounds=3 steps=20 prefetch=1
 nodes=1 rate="" out="" quick=0
 extra=()
 prog=peers/run.sh
@@ -42,7 +43,8 @@ prog=peers/run.sh
 ac_env dir HSR_BUILD
 while [ $# -gt 0 ]; do
   case $1 in
-    --peers|--ranks|--reshard|--mesh|--rounds|--steps|--prefetch|--nodes|--emulate-net|--out) ac_need "$1" $# "${2:-}" ;;&
+    --model|--peers|--ranks|--reshard|--mesh|--rounds|--steps|--prefetch|--nodes|--emulate-net|--out) ac_need "$1" $# "${2:-}" ;;&
+    --model) model=$2; shift 2;;
     --peers) peers=$2; shift 2;;
     --ranks) ranks=$2; shift 2;;
     --reshard) reshards=$2; shift 2;;
@@ -55,11 +57,12 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2;;
     --quick) quick=1; shift;;
     --) shift; extra=("$@"); break;;
-    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
     *) ac_die "unknown option '$1'";;
   esac
 done
 [ "$quick" = 1 ] && { ranks="1 2"; rounds=1; steps=10; reshards=full; meshes=fsdp; }
+ac_choice --model "$model" 'gpt|llama'
 for p in $peers; do ac_choice "--peers: each" "$p" 'fsdp2|ddp|deepspeed'; done
 for r in $ranks; do ac_int "--ranks: each" "$r" 1 4096; done
 for r in $reshards; do ac_choice "--reshard: each" "$r" 'full|none|partial'; done
@@ -79,10 +82,10 @@ launch() { local n=$1; shift; "$B/hsr-run" "${netargs[@]}" "$n" -- "$@" </dev/nu
 
 # the initial weights, once: both sides start from this file
 init=$out/init.safetensors
-"$B/hsr" train --model gpt --steps 1 "${extra[@]}" --export-init "$init" --no-progress >"$out/init.log" 2>&1 ||
+"$B/hsr" train --model "$model" --steps 1 "${extra[@]}" --export-init "$init" --no-progress >"$out/init.log" 2>&1 ||
   { echo "peers: hsr train --export-init failed: $out/init.log" >&2; tail -3 "$out/init.log" >&2; exit 1; }
 tv=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)
-echo "# hsr $("$B/hsr" version 2>/dev/null | head -1) vs torch $tv (gloo, CPU), model gpt, $steps steps, ${extra[*]:-defaults}," \
+echo "# hsr $("$B/hsr" version 2>/dev/null | head -1) vs torch $tv (gloo, CPU), model $model, $steps steps, ${extra[*]:-defaults}," \
   "prefetch $prefetch, nodes $nodes${rate:+, emulated net $rate}; one thread per rank; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # configurations: name|peer|hsr flags|peer flags, for N ranks
@@ -125,7 +128,7 @@ for n in $ranks; do
     tag=$(echo "$n-$name" | tr ':' '_')
     for r in $(seq 1 "$rounds"); do
       # shellcheck disable=SC2086
-      launch "$n" "$B/hsr" train --model gpt --steps "$steps" "${extra[@]}" $hflags --init "$init" --no-progress \
+      launch "$n" "$B/hsr" train --model "$model" --steps "$steps" "${extra[@]}" $hflags --init "$init" --no-progress \
         --json "$out/hsr-$tag-$r.json" --log "$out/hsr-$tag-$r.jsonl" >"$out/hsr-$tag-$r.log" 2>&1 ||
         { echo "hsr failed: $out/hsr-$tag-$r.log"; tail -3 "$out/hsr-$tag-$r.log"; }
       # shellcheck disable=SC2086
