@@ -52,7 +52,7 @@ def group_main(a):
                       min_replica_size=1, replica_id=f"hsr_peer_{a.group_id}", store_addr="127.0.0.1",
                       store_port=store.port, rank=0, world_size=1, lighthouse_addr=a.lighthouse,
                       timeout=timedelta(seconds=10), quorum_timeout=timedelta(seconds=30))
-    ddp = DistributedDataParallel(manager, model)
+    ddp = DistributedDataParallel(manager, model) if a.reduce == "ddp" else model
     fopt = Optimizer(manager, opt)
     data = C.Data(a.data, a.seq, a.seed)
     log = open(a.log, "a")
@@ -68,6 +68,9 @@ def group_main(a):
         x, y = data.batch(step * a.batch + i * per, per)
         loss = ddp(x, y)
         loss.backward()
+        if a.reduce == "manager":  # the gradients averaged over the live groups by the Manager itself
+            for w in [manager.allreduce(p.grad) for p in model.parameters() if p.grad is not None]:
+                w.wait()
         C.clip(a, list(model.parameters()))
         committed = fopt.step() is not False and manager.current_step() > step
         log.write(json.dumps({"t": time.time(), "group": a.group_id, "step": step, "committed": bool(committed),
@@ -88,6 +91,7 @@ def driver(a):
     def start(g):
         logf = os.path.join(out, f"group{g}.jsonl")
         cmd = [sys.executable, "-W", "ignore", __file__, "--role", "group", "--group-id", str(g), "--lighthouse", addr,
+               "--reduce", a.reduce,
                "--log", logf, "--init", a.init, "--steps", str(a.steps), "--batch", str(a.batch), "--data", a.data]
         return subprocess.Popen(cmd, env=env, stdout=open(os.path.join(out, f"group{g}.out"), "a"),
                                 stderr=subprocess.STDOUT)
@@ -120,7 +124,7 @@ def driver(a):
         if p.poll() is None:
             p.kill()
     lh.shutdown()
-    res = {"peer": "torchft", "groups": a.groups, "out": out, "kill_at": a.kill_at, "restart_after": a.restart_after}
+    res = {"peer": "torchft", "groups": a.groups, "reduce": a.reduce, "out": out, "kill_at": a.kill_at, "restart_after": a.restart_after}
     if t_kill:
         nxt = [d["t"] for g in range(a.groups) if g != 1 for d in lines(g)
                if d.get("committed") and d["t"] > t_kill]
@@ -146,6 +150,8 @@ def main():
     p.add_argument("--kill-at", type=int, default=10)
     p.add_argument("--restart-after", type=int, default=25)
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--reduce", choices=["ddp", "manager"], default="ddp",
+                   help="gradients through torchft's DistributedDataParallel (default) or Manager.allreduce per tensor")
     p.add_argument("--out")
     p.add_argument("--role", choices=["driver", "group"], default="driver", help=argparse.SUPPRESS)
     p.add_argument("--group-id", type=int, default=0, help=argparse.SUPPRESS)
