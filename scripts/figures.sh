@@ -82,6 +82,13 @@ quick[ckpt_bench]=0
 fig_ckpt_bench() {
   jq -r 'to_entries[] | select(.key | test("^(async_blocked_s|staging_copy_s|async_write_s|disk_parallel_write_s|step_s|step_during_write_s|load_s|load_held_s|disk_parallel_read_s|load_reads|load_readers)$")) | "\(.key) \(.value)"' "$1/b.json"
 }
+# hsr beside its PyTorch peers, the quick rows (docs/peers.md; needs bench/peers/setup.sh)
+cmd[peers_quick]="bench/peers/run.sh --quick --out \$OUT/p" # peers: on demand, never in CI
+quick[peers_quick]=0
+fig_peers_quick() { # per row: hsr/peer tokens/s; and how many rows ran the same job (first losses within 1e-4)
+  jq -r '.rows[] | "r\(.ranks)_\(.peer)_\(.config | gsub("[:]"; "_"))_x \(.ratio)"' "$1/p/peers.json"
+  jq -r '"same_job_rows \([.rows[] | select(.same_job)] | length)"' "$1/p/peers.json"
+}
 cmd[suite]="ctest --test-dir $build -j2 --output-junit \$OUT/junit.xml"
 quick[suite]=0
 fig_suite() {

@@ -76,6 +76,10 @@ set_tests_properties(env_spellings PROPERTIES TIMEOUT 300)
 # The layer table of docs/design.md is the one CMakeLists.txt enforces.
 add_test(NAME design_layers COMMAND ${CMAKE_SOURCE_DIR}/tests/design_layers.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(design_layers PROPERTIES TIMEOUT 30)
+# The build, the tests and CI need none of the PyTorch peers' Python packages
+# (torch and the rest are a benchmark harness, installed on demand).
+add_test(NAME peers_free COMMAND ${CMAKE_SOURCE_DIR}/tests/peers_free.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(peers_free PROPERTIES TIMEOUT 30)
 
 # The layer check refuses a room's private header outside its folder (and
 # SHARED ones outside their module, ../ paths), on a fixture tree.

@@ -192,6 +192,9 @@ set_tests_properties(gpt_gpu_equiv_1 llama_gpu_equiv_1 PROPERTIES LABELS gpu SKI
 add_test(NAME train_gpt_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/train_gpt_check.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>
          ${CMAKE_SOURCE_DIR})
 set_tests_properties(train_gpt_4 PROPERTIES TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# --export-init: the weights a run starts from (what bench/peers starts its peers from)
+add_test(NAME train_export_init COMMAND ${CMAKE_SOURCE_DIR}/tests/export_init.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(train_export_init PROPERTIES TIMEOUT 120 ENVIRONMENT "HSR_BOOT_TIMEOUT=120" LABELS mpi)
 # hsr train --model llama end to end: the directory export (shards, index,
 # config.json) read by an independent Python reader configured from
 # config.json alone; eval = train; --init reproduces; a file without hsr's

@@ -260,6 +260,25 @@ static hsr_status throughput(train_run *r, const loop_stats *ls, cJSON *extra) {
   return HSR_OK;
 }
 
+/* The parameters by name to safetensors (--export after the last step,
+ * --export-init before the first), the model's __metadata__ with hsr_step. */
+static hsr_status export_weights(train_run *r, const char *path, uint64_t max_shard_bytes, int step) {
+  hsr_st_kv kv[8];
+  char buf[8][64];
+  model_meta meta;
+  int n = r->a->model->export_meta(r, kv, buf), files = 0;
+  HSR_CHECK(model_meta_make(&meta, kv, n, step, HSR_VERSION_STRING));
+  HSR_CHECK(train_export(r->rt, r->boot, path, max_shard_bytes, meta.kv, meta.n, &files));
+  int cfg = 0; /* the directory layout: transformers' config.json beside the shards */
+  if (max_shard_bytes)
+    HSR_CHECK(train_agree(r->boot, r->rank == 0 ? hf_config_write(path, meta.kv, meta.n, &cfg) : HSR_OK));
+  if (r->rank == 0)
+    printf("exported: %s (safetensors, %d tensors in %d file%s%s%s)\n", path,
+           hsr_rt_layout_num_params(hsr_rt_get_layout(r->rt)), files, files == 1 ? "" : "s", cfg ? ", config.json" : "",
+           step ? "" : ", the initial weights");
+  return HSR_OK;
+}
+
 static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
   train_args *a = r->a;
   const train_model *m = a->model;
@@ -296,21 +315,7 @@ static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
   }
   free(prog);
   cJSON_Delete(extra);
-  if (st == HSR_OK && a->export_path) {
-    hsr_st_kv kv[8];
-    char buf[8][64];
-    model_meta meta;
-    int n = m->export_meta(r, kv, buf), files = 0;
-    st = model_meta_make(&meta, kv, n, a->steps, HSR_VERSION_STRING);
-    if (st == HSR_OK) st = train_export(r->rt, r->boot, a->export_path, a->max_shard_bytes, meta.kv, meta.n, &files);
-    int cfg = 0; /* the directory layout: transformers' config.json beside the shards */
-    if (st == HSR_OK && a->max_shard_bytes)
-      st = train_agree(r->boot, r->rank == 0 ? hf_config_write(a->export_path, meta.kv, meta.n, &cfg) : HSR_OK);
-    if (st == HSR_OK && r->rank == 0)
-      printf("exported: %s (safetensors, %d tensors in %d file%s%s)\n", a->export_path,
-             hsr_rt_layout_num_params(hsr_rt_get_layout(r->rt)), files, files == 1 ? "" : "s",
-             cfg ? ", config.json" : "");
-  }
+  if (st == HSR_OK && a->export_path) st = export_weights(r, a->export_path, a->max_shard_bytes, a->steps);
   if (st == HSR_OK && a->trace) {
     if ((st = hsr_rt_trace_write(r->rt, a->trace)) == HSR_OK && r->rank == 0)
       printf("trace: %s (hsr trace summarize %s)\n", a->trace, a->trace);
@@ -391,6 +396,7 @@ static hsr_status run(train_run *r) {
   if (st == HSR_OK) st = open_out(r, a->json, "--json", HSR_OUT_WHOLE, &jsonf);
   if (st == HSR_OK && a->trace) st = hsr_rt_trace_enable(r->rt, 1);
   if (st == HSR_OK && r->rank == 0) print_header(r);
+  if (st == HSR_OK && a->export_init) st = export_weights(r, a->export_init, 0, 0);
   loop_stats ls = {0};
   if (st == HSR_OK) st = train_loop(r, &logf, &ls);
   if (st == HSR_OK) st = finish(r, &ls, jsonf.f);

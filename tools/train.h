@@ -21,6 +21,7 @@ typedef struct train_args {
   /* model shape; -1: the model's default */
   int layers, dim, heads, kv_heads, classes, seq;
   const char *data, *init, *export_path;
+  const char *export_init;  /* --export-init: the initial weights, before the first step */
   uint64_t max_shard_bytes; /* --max-shard-size (0: one file) */
   int steps, batch, warmup, val_every, val_windows;
   float lr, lr_min, wd; /* lr_min < 0: the model's default */

@@ -42,6 +42,8 @@ static void usage(void) {
          "                      (__metadata__ hsr.model and the model's config - gpt: n_layer, n_head, n_embd,\n"
          "                      n_ctx, vocab_size; GPT-2's names and layouts; llama: also n_kv_head, n_ff,\n"
          "                      LlamaForCausalLM's names - then hsr_step, hsr_version)\n"
+         "  --export-init FILE  write the initial weights (the seed's or --init's) the same way, before the\n"
+         "                      first step (hsr_step 0): what another trainer starts from to run the same job\n"
          "  --max-shard-size N  --export a directory in Hugging Face's sharded layout instead:\n"
          "                      model-00001-of-0000K.safetensors ... of at most N bytes of tensors each (a\n"
          "                      bigger tensor gets a file of its own) and model.safetensors.index.json; one\n"
@@ -103,6 +105,7 @@ enum {
   O_DATA,
   O_INIT,
   O_EXPORT,
+  O_EXPORT_INIT,
   O_VAL_EVERY,
   O_VAL_WINDOWS,
   O_WARMUP,
@@ -120,6 +123,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"data", required_argument, 0, O_DATA},
                                      {"init", required_argument, 0, O_INIT},
                                      {"export", required_argument, 0, O_EXPORT},
+                                     {"export-init", required_argument, 0, O_EXPORT_INIT},
                                      {"max-shard-size", required_argument, 0, O_MAX_SHARD},
                                      {"val-every", required_argument, 0, O_VAL_EVERY},
                                      {"val-windows", required_argument, 0, O_VAL_WINDOWS},
@@ -206,6 +210,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   case O_DATA: a->data = optarg; break;
   case O_INIT: a->init = optarg; break;
   case O_EXPORT: a->export_path = optarg; break;
+  case O_EXPORT_INIT: a->export_init = optarg; break;
   case O_MAX_SHARD: *st = hsr_st_parse_shard_size("--max-shard-size", optarg, &a->max_shard_bytes); break;
   case O_VAL_EVERY:
     LONG("--val-every", 1, 100000000);
@@ -401,31 +406,32 @@ static int check_strategy(const train_args *a) {
 
 /* The files the run reads and writes, before anything starts. */
 static int check_paths(const train_args *a) {
-  static const char *const out_flags[] = {"--log", "--trace", "--json", "--export"};
-  const char *outs[] = {a->log, a->trace, a->json, a->export_path};
+  static const char *const out_flags[] = {"--log", "--trace", "--json", "--export", "--export-init"};
+  const char *outs[] = {a->log, a->trace, a->json, a->export_path, a->export_init};
+  enum { NOUT = sizeof outs / sizeof outs[0] };
   static const char *const in_flags[] = {"--init", "--data"};
   const char *ins[] = {a->init, a->data};
   hsr_status st = HSR_OK;
   if (a->max_shard_bytes && !a->export_path)
     return hsr_cli_usage_error("train", "--max-shard-size needs --export DIR (the directory of the shards)");
-  for (int i = 0; i < 4 && st == HSR_OK; i++)
+  for (int i = 0; i < NOUT && st == HSR_OK; i++)
     if (outs[i] && i == 3 && a->max_shard_bytes)
       st = hsr_cli_check_out_dir(out_flags[i], outs[i]);
     else if (outs[i])
       st = hsr_path_check_output(out_flags[i], outs[i]);
-  for (int i = 0; i < 4 && st == HSR_OK; i++)
-    for (int j = i + 1; j < 4 && st == HSR_OK; j++)
+  for (int i = 0; i < NOUT && st == HSR_OK; i++)
+    for (int j = i + 1; j < NOUT && st == HSR_OK; j++)
       st = hsr_path_check_distinct(out_flags[i], outs[i], out_flags[j], outs[j]);
   if (st == HSR_OK && a->init) st = hsr_cli_check_weights("--init", a->init);
   if (st == HSR_OK && a->data) st = hsr_path_check_read("--data", a->data);
-  for (int i = 0; i < 4 && st == HSR_OK; i++) /* an output is never one of the inputs */
+  for (int i = 0; i < NOUT && st == HSR_OK; i++) /* an output is never one of the inputs */
     for (int j = 0; j < 2 && st == HSR_OK; j++)
       st = hsr_path_check_distinct(out_flags[i], outs[i], in_flags[j], ins[j]);
   if (st == HSR_OK && a->ck.dir) st = hsr_path_check_mkdir("--ckpt", a->ck.dir);
   if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest")) st = hsr_cli_check_ckpt("--resume", a->ck.resume);
   struct stat isb;
   int init_dir = a->init && !stat(a->init, &isb) && S_ISDIR(isb.st_mode);
-  for (int i = 0; i < 4 && st == HSR_OK; i++) { /* nor among the checkpoints' files, nor --init's shards */
+  for (int i = 0; i < NOUT && st == HSR_OK; i++) { /* nor among the checkpoints' files, nor --init's shards */
     st = hsr_path_check_outside(out_flags[i], outs[i], "--ckpt", a->ck.dir);
     if (st == HSR_OK && init_dir) st = hsr_path_check_outside(out_flags[i], outs[i], "--init", a->init);
     if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest"))
@@ -444,6 +450,9 @@ static int check_args(train_args *a) {
   if (a->init && a->ck.resume) /* the resume would silently overwrite the --init weights */
     return hsr_cli_usage_error("train", "--init and --resume both set the weights: use one (--init starts a new run "
                                         "from a safetensors file, --resume continues a checkpoint)");
+  if (a->export_init && (a->ck.resume || a->ftc.join)) /* their weights arrive after the first step starts */
+    return hsr_cli_usage_error("train", "--export-init writes the weights a new run starts from: drop %s",
+                               a->ck.resume ? "--resume" : "--join");
   int rc = check_strategy(a);
   if (!rc) rc = check_paths(a);
   if (!rc) rc = train_ft_check(a);
