@@ -1,6 +1,6 @@
 /* Every algorithm of the module, one object per algorithm and collective.
  * Each transport's table (coll_rows, in shm.c, ucx.c, two.c) lists the rows
- * of each collective; the rules that choose between rows live in select.c.
+ * of each collective; the rules that choose between rows live in algo.c.
  * A new algorithm: a new file defining its coll_algo, declared here, and a
  * row in its transport's table. */
 #ifndef HSR_COLL_ALGOS_H

@@ -34,7 +34,7 @@ typedef struct coll_algo {
 /* A row of a per-collective table: the first row that fits runs the op. */
 typedef struct coll_row {
   const coll_algo *algo;
-  int (*fits)(const coll_op *op); /* a rule of select.c; NULL: always */
+  int (*fits)(const coll_op *op); /* a rule of algo.c; NULL: always */
 } coll_row;
 
 #define COLL_ROWS 4
@@ -77,7 +77,7 @@ typedef struct coll_backend {
 
 /* ---- the context: one per host world ---------------------------------------- */
 
-/* HSR_ALGO_* and HSR_UCX_CHUNK, read by select.c. */
+/* HSR_ALGO_* and HSR_UCX_CHUNK, read by algo.c. */
 enum { COLL_AR_AUTO, COLL_AR_RING, COLL_AR_RD };
 enum { COLL_TWO_AUTO, COLL_TWO_OFF };
 typedef struct coll_tuning {

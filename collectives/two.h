@@ -7,7 +7,7 @@
 
 #include "coll.h"
 
-/* How a group's members sit on nodes (select.c decides from it). */
+/* How a group's members sit on nodes (select.c builds from it). */
 typedef struct two_shape {
   int *node, *lidx; /* per comm rank: node id, index among its node's members */
   int local_n, nnodes, uniform;

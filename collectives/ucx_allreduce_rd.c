@@ -1,5 +1,5 @@
 /* UCX recursive-doubling all-reduce (power-of-two groups; chosen for small
- * vectors by select.c): log2(n) exchanges of the whole vector with partner
+ * vectors by algo.c's rule): log2(n) exchanges of the whole vector with partner
  * rank ^ mask, each side summing in rank order so every rank gets the same
  * bits. */
 #include "algos.h"

@@ -18,7 +18,7 @@ typedef struct hw_fig {
   int gpu;
 } hw_fig;
 
-/* Public figures: nccl-tests bus bandwidth (ANCHORS.md "nccl-tests"),
+/* Public figures: nccl-tests bus bandwidth (nccl-tests' published results),
  * NCCL's ring latencies (tuning.cc: base 8.4 us + per-hop NVLink/NET). */
 static const hw_fig figs[] = {
     {"h100", 360, 15, 48, 30, 3350, "default: H100 NVLink all-gather busbw ~360 GB/s (nccl-tests)",
@@ -29,8 +29,8 @@ static const hw_fig figs[] = {
      "default: HDR 200G ~24 GB/s per GPU's NIC", 1},
     {"pcie5", 50, 20, 48, 30, 3350, "default: PCIe Gen5 x16 ~50 GB/s between GPUs without NVLink",
      "default: NDR 400G ~48 GB/s per GPU's NIC (nccl-tests)", 1},
-    {"host", 3.0, 30, 0.5, 60, 6, "default: hsr shared-memory collectives, ~3 GB/s busbw on 2-4 cores (ANCHORS.md)",
-     "default: UCX over TCP ~0.5 GB/s per rank (ANCHORS.md: 3.6 GB/s loopback, shared by the ranks)", 0},
+    {"host", 3.0, 30, 0.5, 60, 6, "default: hsr shared-memory collectives, ~3 GB/s busbw on 2-4 cores (docs/tiers.md)",
+     "default: UCX over TCP ~0.5 GB/s per rank (docs/tiers.md: 3.6 GB/s loopback, shared by the ranks)", 0},
 };
 
 const char *hsr_tune_net_hw_names(void) { return "h100, h200, a100, pcie5, host"; }
