@@ -46,8 +46,8 @@ static const hsr_env_info table[] = {
      "folder for the NCCL topology dumps of `hsr topo --compare-nccl`; when set, the dumps are kept"},
     {"HSR_SIM_DELAY", HSR_ENV_DELAY, 0, 1000000, NULL, 0, "unset (no delay)", "kernels",
      "sim device: sleep a seeded random 0 to MAX_US microseconds before each queued operation, so an order that "
-     "holds only because a stream was fast breaks; the seed (chosen and logged at info level when not given) "
-     "repeats a run's delays"},
+     "holds only because a stream was fast breaks; rank 0 prints the seed (the time when not given), which "
+     "repeats the run's delays on every rank"},
     {"HSR_SIM_CHECK", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "kernels",
      "sim device: check every queued operation's reads and writes against the streams' order (vector clocks); a "
      "race is reported with both operations, their streams and the buffer, and fails the run"},

@@ -385,17 +385,28 @@ hsr_status sim_launch(hsr_stream *s, const char *name, hsr_status (*run)(void *)
 
 /* ---- the device ---- */
 
+/* The launcher's rank of this process (0 without one): the delays of rank r
+ * derive from the seed and r, so the one seed rank 0 prints repeats them all. */
+static uint64_t launch_rank(void) {
+  const char *r = getenv("PMIX_RANK");
+  return r && *r ? strtoull(r, NULL, 10) : 0;
+}
+
 static hsr_status parse_delay(sim_dev *sd) {
   const char *e = NULL;
-  HSR_CHECK(hsr_env_check("HSR_SIM_DELAY"));
   HSR_CHECK(hsr_env_get_str("HSR_SIM_DELAY", &e));
   if (!e || !*e) return HSR_OK;
   char *end;
   sd->delay_us = (unsigned)strtoul(e, &end, 10);
-  sd->seed = *end == ':' ? (uint64_t)strtoull(end + 1, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
-  HSR_LOG_I("sim device: HSR_SIM_DELAY up to %u us before each operation, seed %" PRIu64 " (HSR_SIM_DELAY=%u:%" PRIu64
-            " repeats it)",
-            sd->delay_us, sd->seed, sd->delay_us, sd->seed);
+  int given = *end == ':';
+  sd->seed = given ? (uint64_t)strtoull(end + 1, NULL, 10) : (uint64_t)time(NULL);
+  uint64_t rank = launch_rank();
+  /* once per job: rank 0 says it (the others at debug level) */
+  hsr_log(rank == 0 ? HSR_LOG_WARN : HSR_LOG_DEBUG,
+          "sim device: up to %u us of delay before each operation, seed %" PRIu64 "%s (HSR_SIM_DELAY=%u:%" PRIu64
+          " repeats them)",
+          sd->delay_us, sd->seed, given ? "" : " (chosen)", sd->delay_us, sd->seed);
+  sd->seed ^= 0xD1B54A32D192ED03ULL * (rank + 1);
   return HSR_OK;
 }
 
