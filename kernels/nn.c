@@ -9,18 +9,6 @@
 
 #include "nn_internal.h"
 
-static hsr_status need(const void *p, const char *what, const char *fn) {
-  if (!p) return hsr_error(HSR_ERR_INVALID, "%s: %s is NULL", fn, what);
-  return HSR_OK;
-}
-
-#define NEED(p, fn) HSR_CHECK(need((p), #p, (fn)))
-
-static hsr_status fits_int(size_t v, const char *what, const char *fn) {
-  if (v > INT_MAX) return hsr_error(HSR_ERR_INVALID, "%s: %s = %zu exceeds %d", fn, what, v, INT_MAX);
-  return HSR_OK;
-}
-
 hsr_status hsr_kernels_gemm_batched(hsr_device *d, hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n,
                                     size_t k, float alpha, const float *a, size_t lda, size_t stride_a, const float *b,
                                     size_t ldb, size_t stride_b, float beta, float *c, size_t ldc, size_t stride_c,

@@ -4,11 +4,24 @@
 #ifndef HSR_KERNELS_NN_INTERNAL_H
 #define HSR_KERNELS_NN_INTERNAL_H
 
+#include <limits.h>
+
 #include "internal.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The layers' argument checks (nn.c, nn_llama.c). */
+static inline hsr_status need(const void *p, const char *what, const char *fn) {
+  if (!p) return hsr_error(HSR_ERR_INVALID, "%s: %s is NULL", fn, what);
+  return HSR_OK;
+}
+#define NEED(p, fn) HSR_CHECK(need((p), #p, (fn)))
+static inline hsr_status fits_int(size_t v, const char *what, const char *fn) {
+  if (v > INT_MAX) return hsr_error(HSR_ERR_INVALID, "%s: %s = %zu exceeds %d", fn, what, v, INT_MAX);
+  return HSR_OK;
+}
 
 hsr_status kc_gemm_batched(hsr_stream *s, int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha,
                            const float *a, size_t lda, size_t stride_a, const float *b, size_t ldb, size_t stride_b,

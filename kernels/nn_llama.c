@@ -5,19 +5,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "nn_internal.h"
 #include "nn_llama_internal.h"
-
-static hsr_status need(const void *p, const char *what, const char *fn) {
-  if (!p) return hsr_error(HSR_ERR_INVALID, "%s: %s is NULL", fn, what);
-  return HSR_OK;
-}
-
-#define NEED(p, fn) HSR_CHECK(need((p), #p, (fn)))
-
-static hsr_status fits_int(size_t v, const char *what, const char *fn) {
-  if (v > INT_MAX) return hsr_error(HSR_ERR_INVALID, "%s: %s = %zu exceeds %d", fn, what, v, INT_MAX);
-  return HSR_OK;
-}
 
 HSR_KM_CLONES static void rms_host(size_t rows, size_t C, const float *x, const float *w, float eps, float *y,
                                    float *rstd) {

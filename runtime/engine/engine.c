@@ -41,10 +41,7 @@ void rt_dev_span_end(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int
   const char *g = group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL;
   char l[80];
   snprintf(l, sizeof l, "comm %s", g ? g : "?");
-  const char *name = kind == RT_EV_GATHER           ? "all_gather"
-                     : kind == RT_EV_REDUCE_SCATTER ? "reduce_scatter"
-                                                    : "all_reduce";
-  rt_obs_dev_span(rt->obs, step, HSR_SPAN_COMM, l, name, unit, g, bytes, a, lane);
+  rt_obs_dev_span(rt->obs, step, HSR_SPAN_COMM, l, rt_obs_span_name(kind), unit, g, bytes, a, lane);
 }
 
 hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, uint64_t *t1) {

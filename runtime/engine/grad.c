@@ -20,6 +20,21 @@ hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {
   return HSR_OK;
 }
 
+/* A stage's collective: reduce-scatter or all-reduce, and its bytes per rank
+ * (the slice, the whole unit unsharded, or the outer piece). */
+static int red_scatter(const hsr_rt *rt, const hsr_sched_red *r) { return r->stage == 1 ? rt->sh.grads : r->outer; }
+static size_t red_bytes(const hsr_rt *rt, const hsr_sched_red *r) {
+  const rt_unit *u = &rt->units[r->unit];
+  int s1 = r->stage == 1;
+  size_t n = s1 && !rt->sh.grads ? u->L : !s1 && r->outer ? rt_piece_len(rt, r->unit) : u->Ls;
+  return n * rt->res;
+}
+
+static void red_event(hsr_rt *rt, const hsr_sched_red *r, uint64_t t0, uint64_t t1) {
+  rt_event(rt, 0, red_scatter(rt, r) ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit,
+           r->stage == 1 ? HSR_RT_GROUP_SHARD : HSR_RT_GROUP_REPLICATE, 1, red_bytes(rt, r), t0, t1);
+}
+
 /* Stage 1: reduce the full gradient in the shard group. Grads sharded:
  * reduce-scatter (avg) to the local slice. Grads replicated (zero1, ddp):
  * all-reduce (avg) in full, then the slice is what the optimizer needs. */
@@ -40,8 +55,8 @@ hsr_status rt_x_stage1(void *ctx, hsr_sched_red *r) {
       RT_TIMED(rt, RT_T_POST, hsr_comm_reduce_scatter(rt->shard_c, r->send, r->slice, u->Ls, rdt, HSR_AVG, &req));
     else
       RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->shard_c, r->send, r->send, u->L, rdt, HSR_AVG, &req));
-    rt_dev_span_end(rt, 0, r->scatter ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit, HSR_RT_GROUP_SHARD,
-                    (r->scatter ? u->Ls : u->L) * rt->res, ds, 2);
+    rt_dev_span_end(rt, 0, red_scatter(rt, r) ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit, HSR_RT_GROUP_SHARD,
+                    red_bytes(rt, r), ds, 2);
   }
   r->h = req;
   return HSR_OK;
@@ -72,8 +87,8 @@ static hsr_status replicate_stage(hsr_rt *rt, hsr_sched_red *r) {
              hsr_comm_reduce_scatter(rt->rep_c, r->slice, r->oslice, rt_piece_len(rt, r->unit), rdt, HSR_AVG, &req));
   else
     RT_TIMED(rt, RT_T_POST, hsr_comm_allreduce(rt->rep_c, r->slice, r->slice, u->Ls, rdt, HSR_AVG, &req));
-  rt_dev_span_end(rt, 0, r->outer ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit, HSR_RT_GROUP_REPLICATE,
-                  (r->outer ? rt_piece_len(rt, r->unit) : u->Ls) * rt->res, ds, 2);
+  rt_dev_span_end(rt, 0, red_scatter(rt, r) ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit, HSR_RT_GROUP_REPLICATE,
+                  red_bytes(rt, r), ds, 2);
   r->h = req;
   return HSR_OK;
 }
@@ -96,15 +111,6 @@ hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r) {
            hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice,
                             rt->cfg.reduce_dtype));
   return replicate_stage(rt, r);
-}
-
-static void red_event(hsr_rt *rt, const hsr_sched_red *r, uint64_t t0, uint64_t t1) {
-  const rt_unit *u = &rt->units[r->unit];
-  int s1 = r->stage == 1;
-  int rs = s1 ? rt->sh.grads : r->outer;
-  size_t n = s1 && !rt->sh.grads ? u->L : !s1 && r->outer ? rt_piece_len(rt, r->unit) : u->Ls;
-  rt_event(rt, 0, rs ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit,
-           s1 ? HSR_RT_GROUP_SHARD : HSR_RT_GROUP_REPLICATE, 1, n * rt->res, t0, t1);
 }
 
 /* PROGRESS (host): whether the stage's collective has finished, without blocking. */

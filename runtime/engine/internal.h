@@ -61,6 +61,8 @@ void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit);
  * group); step: the step that issued it (0: the current one) */
 void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const char *group, int collective,
                   size_t bytes, uint64_t t0, uint64_t t1);
+/* An event's name in the trace ("all_gather", "reduce_scatter", ...). */
+const char *rt_obs_span_name(rt_event_kind kind);
 /* The step now running (1-based): what a collective posted now belongs to. */
 int64_t rt_obs_step_now(const rt_obs *o);
 void rt_obs_wait(rt_obs *o, uint64_t ns);

@@ -213,11 +213,16 @@ void rt_obs_settle(rt_obs *o) {
   o->npend = k;
 }
 
+/* An event's name in the trace (a gather is the collective's name). */
+const char *rt_obs_span_name(rt_event_kind kind) {
+  static const char *const names[RT_EV_COUNT] = {"all_gather", "reshard",      "reduce_scatter", "all_reduce",
+                                                 "optimizer",  "gather_issue", "release"};
+  return kind >= 0 && kind < RT_EV_COUNT ? names[kind] : "?";
+}
+
 void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const char *group, int collective,
                   size_t bytes, uint64_t t0, uint64_t t1) {
   if (!o) return;
-  static const char *const comm_names[RT_EV_COUNT] = {"all_gather", "reshard",      "reduce_scatter", "all_reduce",
-                                                      "optimizer",  "gather_issue", "release"};
   if (kind == RT_EV_OPTIM) {
     o->tm.optim_s += (double)(t1 - t0) * 1e-9;
     if (!rt_obs_device_clock(o)) /* else the compute stream's optimizer span (rt_obs_dev_span) */
@@ -232,14 +237,14 @@ void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const c
   if (!o->trace) return;
   /* the runtime's own work: a reshard, a release, a gather posted, or a copy standing in for a 1-rank gather */
   if (kind == RT_EV_RESHARD || kind == RT_EV_RELEASE || kind == RT_EV_ISSUE || !collective) {
-    span(o, HSR_SPAN_RUNTIME, "runtime", kind == RT_EV_GATHER ? "local_copy" : comm_names[kind], unit, group, t0, t1,
-         bytes);
+    span(o, HSR_SPAN_RUNTIME, "runtime", kind == RT_EV_GATHER ? "local_copy" : rt_obs_span_name(kind), unit, group, t0,
+         t1, bytes);
     return;
   }
   if (rt_obs_device_clock(o) && unit >= 0) return; /* the device's span, stamped on its stream */
   char lane[80];
   snprintf(lane, sizeof lane, "comm %s", group ? group : "?");
-  span_in(o, step, HSR_SPAN_COMM, lane, comm_names[kind], unit, group, t0, t1, bytes);
+  span_in(o, step, HSR_SPAN_COMM, lane, rt_obs_span_name(kind), unit, group, t0, t1, bytes);
 }
 
 void rt_obs_wait(rt_obs *o, uint64_t ns) {
