@@ -24,10 +24,6 @@ hsr_status gpt_cfg_check(const gpt_cfg *c) {
                      c->n_embd, c->vocab, c->n_ctx);
   if (c->recompute < HSR_RT_RECOMPUTE_NONE || c->recompute > HSR_RT_RECOMPUTE_SELECTIVE)
     return hsr_error(HSR_ERR_INVALID, "model: recompute %d (valid: none, full, selective)", (int)c->recompute);
-  if (c->recompute != HSR_RT_RECOMPUTE_NONE && c->arch == GPT_ARCH_LLAMA)
-    return hsr_error(HSR_ERR_INVALID,
-                     "model: the llama model keeps every activation (valid: --recompute none; the gpt model "
-                     "recomputes full or selective)");
   if (c->recompute != HSR_RT_RECOMPUTE_NONE && c->wrap_linear)
     return hsr_error(HSR_ERR_INVALID,
                      "model: --recompute %s needs block units (--wrap block): a block's recompute reads all of its "
@@ -201,7 +197,7 @@ struct gpt_work {
 
 hsr_status gpt_act_plan_of(const gpt_cfg *c, int B, int T, gpt_act_plan *out) {
   HSR_CHECK(gpt_cfg_check(c));
-  if (c->arch == GPT_ARCH_LLAMA) return hsr_error(HSR_ERR_INVALID, "model: the llama model has no activation plan");
+  if (c->arch == GPT_ARCH_LLAMA) return llama_act_plan(c, B, T, out);
   size_t N = (size_t)B * T, C = (size_t)c->n_embd, L = (size_t)c->n_layer, V = (size_t)c->vocab, f = sizeof(float);
   gpt_act_plan a = {0};
   a.layer = N * C * f; /* the block input */
@@ -236,7 +232,7 @@ static void *walloc_bytes(gpt_work *w, size_t bytes, hsr_status *st) {
 }
 static float *walloc(gpt_work *w, size_t n, hsr_status *st) { return walloc_bytes(w, n * sizeof(float), st); }
 
-size_t gpt_work_allocated(const gpt_work *w) { return w ? w->allocated : 0; }
+size_t gpt_work_allocated(const gpt_work *w) { return !w ? 0 : w->ll ? llama_work_allocated(w->ll) : w->allocated; }
 
 void gpt_work_free(gpt_work *w) {
   if (!w) return;

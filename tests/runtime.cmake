@@ -164,7 +164,7 @@ hsr_add_mpi_test(NAME gpt_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAN
 # Activation recompute (full, selective) against the reference that keeps
 # every activation, and bitwise against the same cell without it (same=):
 # every strategy, reshard full/none/partial, micro-batches, validation.
-hsr_add_mpi_test(NAME gpt_recompute_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
+set(_rc_specs_4
   strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=rf
   strategy=fsdp,S=4,reshard=full,prefetch=1,rc=full,${_g},val=1,same=rf
   strategy=fsdp,S=4,reshard=full,prefetch=2,rc=selective,${_g},same=rf
@@ -176,6 +176,10 @@ hsr_add_mpi_test(NAME gpt_recompute_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 CO
   strategy=zero2,S=2,R=2,rc=selective,${_g}
   strategy=ddp,micro=2,sync=none,rc=full,${_g}
   strategy=hybrid,S=2,outer=optim,pdt=bf16,rc=full,${_g})
+hsr_add_mpi_test(NAME gpt_recompute_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
+  ${_rc_specs_4})
+hsr_add_mpi_test(NAME llama_recompute_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> --llama equiv
+  ${_rc_specs_4})
 add_test(NAME gpt_recompute_1 COMMAND $<TARGET_FILE:mr_gpt> equiv
   strategy=fsdp,${_g},same=r1 strategy=fsdp,rc=full,${_g},same=r1 strategy=fsdp,rc=selective,${_g},val=1,same=r1
   strategy=ddp,micro=2,rc=selective,${_g})
