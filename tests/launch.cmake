@@ -71,6 +71,9 @@ add_test(NAME env_registry COMMAND ${CMAKE_SOURCE_DIR}/tests/env_registry.sh $<T
 set_tests_properties(env_registry PROPERTIES TIMEOUT 60)
 # The BOOL and CHOICE variables read by the commands and scripts, in every
 # spelling the registry accepts and in any case, judged by their effect.
+# Variables every rank must read alike, set differently: one line, no work
+add_test(NAME env_agree COMMAND ${CMAKE_SOURCE_DIR}/tests/env_agree.sh $<TARGET_FILE:hsr_cli>)
+set_tests_properties(env_agree PROPERTIES LABELS mpi TIMEOUT 120)
 add_test(NAME env_spellings COMMAND ${CMAKE_SOURCE_DIR}/tests/env_spellings.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
 set_tests_properties(env_spellings PROPERTIES TIMEOUT 300)
 # The layer table of docs/design.md is the one CMakeLists.txt enforces.
