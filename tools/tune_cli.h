@@ -26,6 +26,13 @@ typedef struct tune_opts {
   int v_reuse;
   int v_wait;         /* --compute wait: hsr bench step's device-like compute */
   int v_sim;          /* --device sim: hsr bench step on the sim device */
+  /* the model's shape (--arch, --layers ...): resolved and checked by the parser */
+  const char *arch_name;
+  long layers, width, heads, kv_heads, ffn, seq, vocab, micro_batch;
+  int act_dtype_given, has_shape, recompute_given;
+  hsr_dtype act_dtype;
+  hsr_tune_arch arch;
+  hsr_tune_recompute recompute; /* the calculator's (--recompute) */
   char given[64];     /* which flags were given (cmd_tune.c's option codes, from 256) */
   const char *v_keep; /* directory for the bench files and results */
 } tune_opts;
@@ -37,7 +44,15 @@ typedef struct tune_ctx {
   hsr_tune_model model;
   hsr_tune_net net;
   char topo_desc[256], compute_desc[384], calib_report[2048];
+  /* with a shape: per unit parameters, forward and each policy's recompute
+   * (owned; tune_ctx_free), each policy's activations */
+  double *unit_params, *unit_fwd, *unit_rc[HSR_TUNE_RC_COUNT];
+  hsr_tune_rc_choice rc[HSR_TUNE_RC_COUNT];
+  hsr_tune_act act[HSR_TUNE_RC_COUNT];
+  double budget;         /* bytes per rank (0: none): --mem-budget, or the GPU's memory less the reserve */
+  char budget_desc[256]; /* where it comes from */
 } tune_ctx;
+void tune_ctx_free(tune_ctx *x);
 
 /* tune_out.c */
 void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p);

@@ -209,7 +209,8 @@ static void call(ev *e, const hsr_prog_call *c) {
   }
   run(e, st, a, n);
   if (c->op == HSR_PROG_FWD_BEGIN) tl_compute(&e->t, fwd_s(e, u));
-  if (c->op == HSR_PROG_BWD_BEGIN) tl_compute(&e->t, fwd_s(e, u) * e->m->bwd_ratio);
+  if (c->op == HSR_PROG_BWD_BEGIN) /* the recompute runs inside the unit's backward */
+    tl_compute(&e->t, fwd_s(e, u) * e->m->bwd_ratio + (e->m->unit_recompute_ms ? e->m->unit_recompute_ms[u] * 1e-3 : 0));
 }
 
 /* The measured step's window [s0, s1]: compute, communication and its
@@ -340,6 +341,8 @@ hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const
   out->S = S, out->R = R, out->K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : shapes[2].n;
   memcpy(out->shape, shapes, sizeof out->shape);
   out->feasible = 1;
+  out->recompute = m->recompute;
+  out->act_bytes = m->act_bytes;
   int outer = m->root == HSR_TUNE_ROOT_OUTER ? 1 : 0, nprog = 0;
   int *is_root = calloc((size_t)m->units, sizeof *is_root);
   ev e = {.m = m, .net = net, .cfg = &cfg, .shape = shapes, .S = S, .R = R, .gpu = net->device_is_gpu, .out = out};

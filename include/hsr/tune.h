@@ -174,6 +174,28 @@ typedef enum hsr_tune_root {
   HSR_TUNE_ROOT_OUTER     /* the first unit is a root that wraps the rest (embedding + head: hsr train) */
 } hsr_tune_root;
 
+/* Activation recompute (section 5 has the activation model): none keeps
+ * every activation a layer's backward reads; full keeps only each layer's
+ * input and recomputes its forward inside its backward; selective keeps the
+ * outputs of the matmuls and recomputes the cheap ones (normalisation,
+ * elementwise, the attention's scores where they are materialized). */
+typedef enum hsr_tune_recompute {
+  HSR_TUNE_RC_NONE = 0,
+  HSR_TUNE_RC_FULL,
+  HSR_TUNE_RC_SELECTIVE,
+  HSR_TUNE_RC_COUNT
+} hsr_tune_recompute;
+HSR_API const char *hsr_tune_recompute_name(hsr_tune_recompute rc); /* "none", "full", "selective" */
+HSR_API hsr_status hsr_tune_recompute_parse(const char *s, hsr_tune_recompute *out);
+
+/* One recompute policy the planner may choose: its activations per rank at
+ * the peak and the compute it adds to each unit's backward. */
+typedef struct hsr_tune_rc_choice {
+  hsr_tune_recompute rc;
+  double act_bytes;
+  const double *unit_recompute_ms; /* per unit, ms per micro-batch; NULL: none */
+} hsr_tune_rc_choice;
+
 typedef struct hsr_tune_model {
   int units;
   const double *unit_params; /* per unit (elements); NULL: params / units each */
@@ -183,6 +205,14 @@ typedef struct hsr_tune_model {
   double fwd_ms, bwd_ratio;  /* backward = bwd_ratio x forward */
   double act_bytes;          /* activation memory per rank, added to the peak */
   int compute_default;       /* the compute figure is an assumption, not measured or given */
+  /* the recompute act_bytes is of (the result's label), and the compute it
+   * adds to each unit's backward (ms per micro-batch; NULL: none) */
+  hsr_tune_recompute recompute;
+  const double *unit_recompute_ms;
+  /* nrc > 0: the planner searches these policies (each with its own
+   * activations and recompute), ignoring the three fields above */
+  int nrc;
+  const hsr_tune_rc_choice *rc;
 } hsr_tune_model;
 
 /* Bytes and calls per rank per step, one group and collective. */
@@ -210,6 +240,8 @@ typedef struct hsr_tune_result {
   /* the ledger (per rank, held memory: the pool's high-water) */
   uint64_t persistent, runtime_peak, transient_peak;
   double peak_total; /* runtime peak + activations */
+  hsr_tune_recompute recompute; /* the model's policy (hsr_tune_model.recompute or its rc choice) */
+  double act_bytes;             /* the activations in peak_total */
   hsr_ledger_where peak_where;
   uint64_t peak_cat[HSR_MEM_CAT_COUNT];
   double persistent_per_param; /* bytes per parameter */
@@ -274,6 +306,8 @@ typedef struct hsr_tune_plan {
   double min_over_budget; /* when nothing fits: the least any layout is over the budget by (bytes) */
   double plan_s;          /* seconds the planning took (wall clock) */
   double plan_cpu_s;      /* and of this thread's CPU time: what it takes on an idle core */
+  int recompute_searched; /* the model gave rc choices: recompute is a dimension of the search */
+  double mem_budget;      /* the space's (bytes per rank; <= 0: none) */
 } hsr_tune_plan;
 
 /* Every layout of the cluster's world: S over the mesh planner's valid
@@ -306,6 +340,73 @@ HSR_API hsr_status hsr_tune_parse_emit(const char *s, hsr_tune_emit_kind *out); 
  * the system lacks (the outer shard: FSDP2 and torchtitan, pytorch#148257;
  * DeepSpeed's nearest forms) is said in a comment. */
 HSR_API hsr_status hsr_tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len);
+
+/* ---- 5. activations (tune/act.c) ---- */
+
+/* The model families the activation model knows:
+ *  - gpt: the transformer of Korthikanti et al. 2022 ("Reducing Activation
+ *    Recomputation in Large Transformer Models"): LayerNorm, multi-head
+ *    attention with its scores materialized and dropout, a 4C GELU MLP,
+ *    tied head, learned positions;
+ *  - llama: the same adapted to Llama (RMSNorm, grouped-query attention by a
+ *    fused kernel that keeps no score matrix, SwiGLU of width ffn, no
+ *    dropout, untied head);
+ *  - hsr-gpt: hsr's own GPT example (examples/gpt.h) exactly, f32. */
+typedef enum hsr_tune_family { HSR_TUNE_FAM_GPT = 0, HSR_TUNE_FAM_LLAMA, HSR_TUNE_FAM_HSR_GPT } hsr_tune_family;
+HSR_API const char *hsr_tune_family_name(hsr_tune_family f); /* "gpt", "llama", "hsr-gpt" */
+
+/* A model's shape. micro_batch: sequences per micro-batch per rank. ctx:
+ * rows of the learned position table (gpt, hsr-gpt; 0: seq). */
+typedef struct hsr_tune_arch {
+  hsr_tune_family family;
+  int layers, width, heads, kv_heads, ffn, seq, vocab, micro_batch, ctx;
+  hsr_dtype act_dtype; /* bf16 or f32 (hsr-gpt: f32) */
+  char name[32];       /* the preset or family it came from */
+} hsr_tune_arch;
+
+/* Presets, with published shapes: "gpt2-124m" (L12 C768 H12 V50257
+ * T1024), "llama3-8b" (L32 C4096 H32 KV8 F14336 V128256 T8192),
+ * "llama3-70b" (L80 C8192 H64 KV8 F28672 V128256 T8192), micro-batch 1,
+ * bf16; and the families "gpt", "llama", "hsr-gpt" with no shape (zeros:
+ * the caller fills it in). */
+HSR_API hsr_status hsr_tune_arch_preset(const char *name, hsr_tune_arch *out);
+HSR_API const char *hsr_tune_arch_names(void);
+/* Fills the defaults (kv_heads = heads; ffn: 4C for gpt, Llama's rule for
+ * llama; ctx = seq) and checks the shape: a clear error naming what is
+ * wrong and what would be valid. */
+HSR_API hsr_status hsr_tune_arch_check(hsr_tune_arch *a);
+/* Parameters: one layer, the root (embeddings, final norm, head), all. */
+HSR_API double hsr_tune_arch_layer_params(const hsr_tune_arch *a);
+HSR_API double hsr_tune_arch_root_params(const hsr_tune_arch *a);
+HSR_API double hsr_tune_arch_params(const hsr_tune_arch *a);
+/* Forward FLOPs per micro-batch: one layer (2 x its parameters x tokens +
+ * the attention's 4 T C per token), the root (the head: 2 V C per token). */
+HSR_API double hsr_tune_arch_layer_flops(const hsr_tune_arch *a);
+HSR_API double hsr_tune_arch_root_flops(const hsr_tune_arch *a);
+/* What a policy recomputes in one layer's backward, per micro-batch: matmul
+ * FLOPs, and the bytes elementwise work reads and writes. */
+HSR_API hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_tune_recompute rc, double *flops,
+                                           double *bytes);
+
+/* Bytes per rank per micro-batch. saved: what one layer keeps from its
+ * forward to its backward; scratch: what one layer's backward recomputes
+ * (one layer at a time: saved(none) - saved(rc)); root: the embedding
+ * output, the final norm, the logits and the loss, and the backward's
+ * working buffers; peak: layers x saved + scratch + root. */
+typedef struct hsr_tune_act {
+  double saved, scratch, root, peak;
+} hsr_tune_act;
+HSR_API hsr_status hsr_tune_act_layer(const hsr_tune_arch *a, hsr_tune_recompute rc, double *saved, double *scratch);
+HSR_API hsr_status hsr_tune_act_predict(const hsr_tune_arch *a, hsr_tune_recompute rc, hsr_tune_act *out);
+
+/* A GPU's memory as the planner bounds it (tune/cost.c's table): capacity
+ * (h100 80 GiB, h200 141 GiB, a100 80 GiB: the 80 GB part), and the reserve
+ * the runtime's buffers never get, hsr_tune_mem_reserve(capacity). 0 for
+ * hardware without a figure (pcie5, host). */
+HSR_API double hsr_tune_hw_memory(const char *hw);
+/* 2 GiB (the CUDA context, NCCL's buffers) + 5% of the capacity (the
+ * caching allocator's fragmentation). */
+HSR_API double hsr_tune_mem_reserve(double capacity);
 
 #ifdef __cplusplus
 }
