@@ -385,6 +385,7 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
   cJSON *mj = cJSON_AddObjectToObject(o, "model");
   cJSON_AddNumberToObject(mj, "params", m->params);
   cJSON_AddNumberToObject(mj, "units", m->units);
+  cJSON_AddItemToObject(mj, "shape", shape_json(x));
   cJSON_AddItemToObject(o, "layout", tune_cand_json(r, 1, NULL));
   cJSON *bp = cJSON_AddObjectToObject(o, "bytes_per_param");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
