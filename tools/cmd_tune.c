@@ -663,10 +663,24 @@ static hsr_status compute(tune_ctx *x) {
 static void budget(tune_ctx *x) {
   const tune_opts *o = x->o;
   const double G = 1024.0 * 1024 * 1024;
-  double cap = o->hw ? hsr_tune_hw_memory(o->hw) : 0;
+  double cap = o->hw ? hsr_tune_hw_memory(o->hw) : 0, dev = 0;
+  char pci[64] = "", name[96] = "";
+  if (x->live && o->mem_budget <= 0 && x->cl && hsr_cluster_rank_gpu(x->cl, 0) >= 0) {
+    const hsr_topo *t = hsr_cluster_node_topo(x->cl, hsr_cluster_rank_node(x->cl, 0));
+    const char *bus = t ? hsr_topo_gpu_pci(t, hsr_cluster_rank_gpu(x->cl, 0)) : NULL;
+    if (bus) snprintf(pci, sizeof pci, "%s", bus);
+    if (!pci[0] || tune_device_memory(pci, &dev, name, sizeof name) != HSR_OK) dev = 0; /* no driver: --hw's */
+  }
   if (o->mem_budget > 0) {
     x->budget = o->mem_budget;
     snprintf(x->budget_desc, sizeof x->budget_desc, "--mem-budget %.2f GiB", o->mem_budget / G);
+  } else if (dev > 0) {
+    double res = hsr_tune_mem_reserve(dev);
+    x->budget = dev - res;
+    snprintf(x->budget_desc, sizeof x->budget_desc,
+             "this job's GPU (rank 0's, %s %s): %.2f GiB less a reserve of %.2f GiB (2 GiB for the CUDA context and "
+             "NCCL's buffers + 5%% for the allocator's fragmentation) = %.2f GiB",
+             name[0] ? name : "GPU", pci, dev / G, res / G, x->budget / G);
   } else if (cap > 0) {
     double res = hsr_tune_mem_reserve(cap);
     x->budget = cap - res;
@@ -785,6 +799,7 @@ static int plan(tune_opts *o) {
   tune_ctx x = {.o = o};
   hsr_tune_plan p = {0};
   hsr_status st = build_cluster(o, &boot, &cl, x.topo_desc, sizeof x.topo_desc);
+  x.live = boot != NULL;
   int rank0 = !boot || hsr_boot_rank(boot) == 0, code = HSR_EXIT_OK;
   if (st == HSR_OK) st = tune_setup(&x, cl);
   if (st == HSR_OK && rank0) {

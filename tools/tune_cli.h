@@ -49,6 +49,7 @@ typedef struct tune_ctx {
   double *unit_params, *unit_fwd, *unit_rc[HSR_TUNE_RC_COUNT];
   hsr_tune_rc_choice rc[HSR_TUNE_RC_COUNT];
   hsr_tune_act act[HSR_TUNE_RC_COUNT];
+  int live;              /* the job under a launcher: its own GPU's memory bounds the plan */
   double budget;         /* bytes per rank (0: none): --mem-budget, or the GPU's memory less the reserve */
   char budget_desc[256]; /* where it comes from */
 } tune_ctx;
@@ -72,6 +73,10 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r);
 struct cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p);
 struct cJSON *tune_cost_json(const hsr_tune_net *n);
 hsr_status tune_cost_json_text(const hsr_tune_net *n, char **out);
+
+/* tune_mem.c: a GPU's memory (bytes) and name by its PCI bus id, from the
+ * driver; HSR_ERR_UNSUPPORTED without one */
+hsr_status tune_device_memory(const char *pci, double *total, char *name, size_t len);
 
 /* tune_validate.c: under a launcher; returns an exit code */
 int tune_validate(tune_opts *o);
