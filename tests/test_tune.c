@@ -666,9 +666,8 @@ static void test_act(void **state) {
   hsr_tune_arch a;
   assert_int_equal(hsr_tune_arch_preset("hsr-gpt", &a), HSR_OK);
   a.layers = 2, a.width = 64, a.heads = 4, a.seq = 32, a.vocab = 256, a.micro_batch = 2;
-  assert_int_equal(hsr_tune_arch_check(&a), HSR_OK);
   assert_int_equal(a.act_dtype, HSR_F32);
-  double saved, scratch;
+  double saved, scratch; /* an unchecked shape is fine: its defaults are filled on a copy */
   assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_NONE, &saved, &scratch), HSR_OK);
   EQ(saved, 64 * 1156 * 4), EQ(scratch, 0);
   assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_SELECTIVE, &saved, &scratch), HSR_OK);
@@ -679,6 +678,9 @@ static void test_act(void **state) {
   assert_int_equal(hsr_tune_act_predict(&a, HSR_TUNE_RC_FULL, &act), HSR_OK);
   EQ(act.root, 4 * 64 * 386 + 8 * 64 + 4 * (40960 + 4096));
   EQ(act.peak, 2 * 64 * 64 * 4 + 64 * 1092 * 4 + act.root);
+  a.heads = 5; /* a bad one is refused with the check's message */
+  assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_NONE, &saved, &scratch), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "--heads 5 does not divide --width 64"));
   /* GPT-2 124M: 124,439,808 parameters; at 16 bits Korthikanti's s b h (34 + 5 a s / h) per layer */
   assert_int_equal(hsr_tune_arch_preset("gpt2-124m", &a), HSR_OK);
   assert_int_equal(hsr_tune_arch_check(&a), HSR_OK);

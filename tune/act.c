@@ -162,18 +162,19 @@ static void per_token(const hsr_tune_arch *a, hsr_tune_recompute rc, double *non
   }
 }
 
-static hsr_status arg_check(const hsr_tune_arch *a, hsr_tune_recompute rc, const char *fn) {
+/* The shape with its defaults filled and checked (callers may pass one
+ * unchecked), and the policy checked. */
+static hsr_status arg_check(const hsr_tune_arch *a, hsr_tune_recompute rc, const char *fn, hsr_tune_arch *c) {
   if (!a) return hsr_error(HSR_ERR_INVALID, "%s: NULL argument", fn);
   if (rc < 0 || rc >= HSR_TUNE_RC_COUNT)
     return hsr_error(HSR_ERR_INVALID, "%s: recompute %d (valid: none, full, selective)", fn, (int)rc);
-  if (a->layers < 1 || a->width < 1 || a->heads < 1 || a->seq < 1 || a->vocab < 1 || a->micro_batch < 1 ||
-      a->ffn < 1 || a->kv_heads < 1)
-    return hsr_error(HSR_ERR_INVALID, "%s: an unchecked shape (hsr_tune_arch_check fills and checks it)", fn);
-  return HSR_OK;
+  *c = *a;
+  return hsr_tune_arch_check(c);
 }
 
-hsr_status hsr_tune_act_layer(const hsr_tune_arch *a, hsr_tune_recompute rc, double *saved, double *scratch) {
-  HSR_CHECK(arg_check(a, rc, "hsr_tune_act_layer"));
+hsr_status hsr_tune_act_layer(const hsr_tune_arch *arch, hsr_tune_recompute rc, double *saved, double *scratch) {
+  hsr_tune_arch c, *a = &c;
+  HSR_CHECK(arg_check(arch, rc, "hsr_tune_act_layer", &c));
   double none, kept;
   per_token(a, rc, &none, &kept);
   if (saved) *saved = kept * tokens(a);
@@ -195,8 +196,9 @@ static double root_bytes(const hsr_tune_arch *a) {
   return N * (2 * C * e + 8 * V + (a->family == HSR_TUNE_FAM_GPT ? C : 0));
 }
 
-hsr_status hsr_tune_act_predict(const hsr_tune_arch *a, hsr_tune_recompute rc, hsr_tune_act *out) {
-  HSR_CHECK(arg_check(a, rc, "hsr_tune_act_predict"));
+hsr_status hsr_tune_act_predict(const hsr_tune_arch *arch, hsr_tune_recompute rc, hsr_tune_act *out) {
+  hsr_tune_arch c, *a = &c;
+  HSR_CHECK(arg_check(arch, rc, "hsr_tune_act_predict", &c));
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_act_predict: NULL argument");
   HSR_CHECK(hsr_tune_act_layer(a, rc, &out->saved, &out->scratch));
   out->root = root_bytes(a);
@@ -209,8 +211,9 @@ hsr_status hsr_tune_act_predict(const hsr_tune_arch *a, hsr_tune_recompute rc, h
  * also ln_1, ln_2 and GELU; llama its two norms and SwiGLU's product (its
  * fused attention recomputes the scores in every policy). Elementwise work
  * counts as the bytes it reads and writes. */
-hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_tune_recompute rc, double *flops, double *bytes) {
-  HSR_CHECK(arg_check(a, rc, "hsr_tune_recompute_cost"));
+hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_tune_recompute rc, double *flops, double *bytes) {
+  hsr_tune_arch c, *a = &c;
+  HSR_CHECK(arg_check(arch, rc, "hsr_tune_recompute_cost", &c));
   double C = a->width, F = a->ffn, H = a->heads, T = a->seq, N = tokens(a), e = (double)hsr_dtype_size(a->act_dtype);
   double fl = 0, by = 0;
   if (rc == HSR_TUNE_RC_FULL) {

@@ -388,7 +388,9 @@ HSR_API double hsr_tune_arch_root_flops(const hsr_tune_arch *a);
 HSR_API hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_tune_recompute rc, double *flops,
                                            double *bytes);
 
-/* Bytes per rank per micro-batch. saved: what one layer keeps from its
+/* These take a shape as given (its defaults filled and checked on a copy:
+ * a bad one is HSR_ERR_INVALID with the message hsr_tune_arch_check gives).
+ * Bytes per rank per micro-batch. saved: what one layer keeps from its
  * forward to its backward; scratch: what one layer's backward recomputes
  * (one layer at a time: saved(none) - saved(rc)); root: the embedding
  * output, the final norm, the logits and the loss, and the backward's
