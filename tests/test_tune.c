@@ -678,6 +678,12 @@ static void test_act(void **state) {
   assert_int_equal(hsr_tune_act_predict(&a, HSR_TUNE_RC_FULL, &act), HSR_OK);
   EQ(act.root, 4 * 64 * 386 + 8 * 64 + 4 * (40960 + 4096));
   EQ(act.peak, 2 * 64 * 64 * 4 + 64 * 1092 * 4 + act.root);
+  /* full recomputes all that selective does, and more */
+  double ff, fb, sf, sb;
+  assert_int_equal(hsr_tune_recompute_cost(&a, HSR_TUNE_RC_FULL, &ff, &fb), HSR_OK);
+  assert_int_equal(hsr_tune_recompute_cost(&a, HSR_TUNE_RC_SELECTIVE, &sf, &sb), HSR_OK);
+  EQ(sf, 64 * 2 * 32 * 64); /* QK^T: 2 T C per token */
+  assert_true(ff > sf && fb >= sb && sb > 0);
   a.heads = 5; /* a bad one is refused with the check's message */
   assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_NONE, &saved, &scratch), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "--heads 5 does not divide --width 64"));

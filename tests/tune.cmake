@@ -147,3 +147,6 @@ hsr_tune_cli(tune_shape_heads 2 "--heads 12 does not divide --width 100 \\(valid
              --width 100 --heads 12 --seq 64 --vocab 256 --world 8 --gpus-per-node 8)
 hsr_tune_cli(tune_recompute_no_shape 2 "--recompute needs the model's shape" ${_hsr} tune --params 1e8 --shard 2
              --recompute full)
+# a tighter budget changes the pick: GPT-2 124M (8 sequences per rank) recomputes selectively under 9 GiB, fully under 6 GiB
+hsr_tune_cli(tune_recompute_pick 0 "rank +layout.*   1  hybrid 2x8 none p1 recompute:selective .*activations: [0-9.]+ GiB per rank with recompute selective .*none does not fit: needs"
+             sh -c "${_hsr} tune --arch gpt2-124m --micro-batch 8 --world 16 --gpus-per-node 8 --hw a100 --mem-budget 9G --top 1 | tr '\\n' ' '")

@@ -206,19 +206,18 @@ hsr_status hsr_tune_act_predict(const hsr_tune_arch *arch, hsr_tune_recompute rc
   return HSR_OK;
 }
 
-/* full: the layer's forward again. selective: gpt and hsr-gpt recompute the
- * attention's scores (QK^T, 2 T C FLOPs per token) and their softmax, hsr-gpt
- * also ln_1, ln_2 and GELU; llama its two norms and SwiGLU's product (its
- * fused attention recomputes the scores in every policy). Elementwise work
- * counts as the bytes it reads and writes. */
+/* full: the layer's forward again, its FLOPs and the elementwise work
+ * below (the forward does it too). selective: gpt and hsr-gpt recompute the
+ * attention's scores (QK^T, 2 T C FLOPs per token) and their softmax,
+ * hsr-gpt also ln_1, ln_2 and GELU; llama its two norms and SwiGLU's
+ * product (its fused attention recomputes the scores in every policy).
+ * Elementwise work counts as the bytes it reads and writes. */
 hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_tune_recompute rc, double *flops, double *bytes) {
   hsr_tune_arch c, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "hsr_tune_recompute_cost", &c));
   double C = a->width, F = a->ffn, H = a->heads, T = a->seq, N = tokens(a), e = (double)hsr_dtype_size(a->act_dtype);
   double fl = 0, by = 0;
-  if (rc == HSR_TUNE_RC_FULL) {
-    fl = hsr_tune_arch_layer_flops(a); /* its elementwise work rides in the forward's time */
-  } else if (rc == HSR_TUNE_RC_SELECTIVE) {
+  if (rc != HSR_TUNE_RC_NONE) {
     if (a->family == HSR_TUNE_FAM_LLAMA) {
       by = N * e * (4 * C + 3 * F); /* two norms: read C, write C; the product: read 2F, write F */
     } else {
@@ -227,6 +226,7 @@ hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_tune_recompute
       if (a->family == HSR_TUNE_FAM_HSR_GPT) by += N * 4 * (4 * C + 8 * C); /* ln_1, ln_2; GELU 4C in, 4C out */
     }
   }
+  if (rc == HSR_TUNE_RC_FULL) fl = hsr_tune_arch_layer_flops(a);
   if (flops) *flops = fl;
   if (bytes) *bytes = by;
   return HSR_OK;
