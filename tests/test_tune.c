@@ -752,6 +752,8 @@ static void test_recompute_plan(void **state) {
   assert_int_equal(hsr_tune_explain(&p, &n, ex, sizeof ex), HSR_OK);
   assert_non_null(strstr(ex, "none does not fit: needs"));
   assert_non_null(strstr(ex, "selective does not fit: needs"));
+  for (int i = p.nfeasible; i < p.n; i++) /* the rejected say which activations they carry */
+    if (p.cand[i].recompute == HSR_TUNE_RC_NONE) assert_non_null(strstr(p.cand[i].reason, "with recompute none"));
   char b[8192];
   assert_int_equal(hsr_tune_emit(&p.cand[0], HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "[activation_checkpoint]\nmode = \"full\""));

@@ -53,7 +53,7 @@ static hsr_status add_one(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_con
   if (budget > 0 && r->peak_total > budget) {
     const double G = 1024.0 * 1024 * 1024;
     char act[96] = "";
-    if (m->nrc > 0 || m->unit_recompute_ms)
+    if (x->m->nrc > 0) /* the shape's activations, per policy */
       snprintf(act, sizeof act, " + activations %.2f GiB with recompute %s", r->act_bytes / G,
                hsr_tune_recompute_name(r->recompute));
     else if (m->act_bytes > 0)
