@@ -668,34 +668,34 @@ static void test_act(void **state) {
   a.layers = 2, a.width = 64, a.heads = 4, a.seq = 32, a.vocab = 256, a.micro_batch = 2;
   assert_int_equal(a.act_dtype, HSR_F32);
   double saved, scratch; /* an unchecked shape is fine: its defaults are filled on a copy */
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_NONE, &saved, &scratch), HSR_OK);
+  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, &scratch), HSR_OK);
   EQ(saved, 64 * 1156 * 4), EQ(scratch, 0);
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_SELECTIVE, &saved, &scratch), HSR_OK);
+  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_SELECTIVE, &saved, &scratch), HSR_OK);
   EQ(saved, 64 * 644 * 4), EQ(scratch, 64 * 512 * 4);
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_FULL, &saved, &scratch), HSR_OK);
+  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_FULL, &saved, &scratch), HSR_OK);
   EQ(saved, 64 * 64 * 4), EQ(scratch, 64 * 1092 * 4);
   hsr_tune_act act;
-  assert_int_equal(hsr_tune_act_predict(&a, HSR_TUNE_RC_FULL, &act), HSR_OK);
+  assert_int_equal(hsr_tune_act_predict(&a, HSR_RT_RECOMPUTE_FULL, &act), HSR_OK);
   EQ(act.root, 4 * 64 * 386 + 8 * 64 + 4 * (40960 + 4096));
   EQ(act.peak, 2 * 64 * 64 * 4 + 64 * 1092 * 4 + act.root);
   /* full recomputes all that selective does, and more */
   double ff, fb, sf, sb;
-  assert_int_equal(hsr_tune_recompute_cost(&a, HSR_TUNE_RC_FULL, &ff, &fb), HSR_OK);
-  assert_int_equal(hsr_tune_recompute_cost(&a, HSR_TUNE_RC_SELECTIVE, &sf, &sb), HSR_OK);
+  assert_int_equal(hsr_tune_recompute_cost(&a, HSR_RT_RECOMPUTE_FULL, &ff, &fb), HSR_OK);
+  assert_int_equal(hsr_tune_recompute_cost(&a, HSR_RT_RECOMPUTE_SELECTIVE, &sf, &sb), HSR_OK);
   EQ(sf, 64 * 2 * 32 * 64); /* QK^T: 2 T C per token */
   assert_true(ff > sf && fb >= sb && sb > 0);
   a.heads = 5; /* a bad one is refused with the check's message */
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_NONE, &saved, &scratch), HSR_ERR_INVALID);
+  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, &scratch), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "--heads 5 does not divide --width 64"));
   /* GPT-2 124M: 124,439,808 parameters; at 16 bits Korthikanti's s b h (34 + 5 a s / h) per layer */
   assert_int_equal(hsr_tune_arch_preset("gpt2-124m", &a), HSR_OK);
   assert_int_equal(hsr_tune_arch_check(&a), HSR_OK);
   EQ(hsr_tune_arch_params(&a), 124439808);
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_NONE, &saved, NULL), HSR_OK);
+  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, NULL), HSR_OK);
   EQ(saved, 1024.0 * 768 * (34 + 5.0 * 12 * 1024 / 768));
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_SELECTIVE, &saved, NULL), HSR_OK);
+  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_SELECTIVE, &saved, NULL), HSR_OK);
   EQ(saved, 34.0 * 1024 * 768);
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_TUNE_RC_FULL, &saved, NULL), HSR_OK);
+  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_FULL, &saved, NULL), HSR_OK);
   EQ(saved, 2.0 * 1024 * 768);
   /* Llama-3: 8,030,261,248 and 70,553,706,496 parameters */
   assert_int_equal(hsr_tune_arch_preset("llama3-8b", &a), HSR_OK);
@@ -728,23 +728,21 @@ static void test_recompute_plan(void **state) {
   double full_ms[8], sel_ms[8];
   for (int u = 0; u < 8; u++) full_ms[u] = 0.5, sel_ms[u] = 0.05;
   const double M = 1024.0 * 1024;
-  hsr_tune_rc_choice rc[3] = {{HSR_TUNE_RC_NONE, 64 * M, NULL},
-                              {HSR_TUNE_RC_SELECTIVE, 32 * M, sel_ms},
-                              {HSR_TUNE_RC_FULL, 4 * M, full_ms}};
-  hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2, .nrc = 3, .rc = rc};
+  hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2, .act_by_policy = 1,
+                     .act_policy = {64 * M, 4 * M, 32 * M}, .unit_recompute_ms = {NULL, full_ms, sel_ms}};
   hsr_tune_plan p;
   plan(&n, &m, 0, &p);
   assert_int_equal(p.recompute_searched, 1);
-  assert_int_equal(p.cand[0].recompute, HSR_TUNE_RC_NONE);
+  assert_int_equal(p.cand[0].cfg.recompute, HSR_RT_RECOMPUTE_NONE);
   int seen[3] = {0};
-  for (int i = 0; i < p.n; i++) seen[p.cand[i].recompute]++;
+  for (int i = 0; i < p.n; i++) seen[p.cand[i].cfg.recompute]++;
   assert_true(seen[0] > 0 && seen[0] == seen[1] && seen[1] == seen[2]);
   const hsr_tune_result none = p.cand[0];
   hsr_tune_plan_free(&p);
   /* a budget only full's activations fit under (the layout's own memory + 20 MiB) */
   plan(&n, &m, none.peak_total - 64 * M + 20 * M, &p);
   assert_true(p.nfeasible > 0);
-  assert_int_equal(p.cand[0].recompute, HSR_TUNE_RC_FULL);
+  assert_int_equal(p.cand[0].cfg.recompute, HSR_RT_RECOMPUTE_FULL);
   EQ(p.cand[0].act_bytes, 4 * M);
   assert_true(p.cand[0].compute_ms > none.compute_ms); /* the recomputed forward is charged */
   char lab[96], ex[8192];
@@ -753,7 +751,7 @@ static void test_recompute_plan(void **state) {
   assert_non_null(strstr(ex, "none does not fit: needs"));
   assert_non_null(strstr(ex, "selective does not fit: needs"));
   for (int i = p.nfeasible; i < p.n; i++) /* the rejected say which activations they carry */
-    if (p.cand[i].recompute == HSR_TUNE_RC_NONE) assert_non_null(strstr(p.cand[i].reason, "with recompute none"));
+    if (p.cand[i].cfg.recompute == HSR_RT_RECOMPUTE_NONE) assert_non_null(strstr(p.cand[i].reason, "with recompute none"));
   char b[8192];
   assert_int_equal(hsr_tune_emit(&p.cand[0], HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "[activation_checkpoint]\nmode = \"full\""));
@@ -765,7 +763,7 @@ static void test_recompute_plan(void **state) {
   assert_int_equal(hsr_tune_emit(&p.cand[0], HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "checkpoint_wrapper(b)"));
   hsr_tune_result sel = p.cand[0];
-  sel.recompute = HSR_TUNE_RC_SELECTIVE;
+  sel.cfg.recompute = HSR_RT_RECOMPUTE_SELECTIVE;
   assert_int_equal(hsr_tune_emit(&sel, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "selective_ac_option = \"op\""));
   assert_int_equal(hsr_tune_emit(&sel, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);

@@ -289,7 +289,7 @@ static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
     if (st == HSR_OK && o->act_dtype != HSR_F32 && o->act_dtype != HSR_BF16)
       st = hsr_error(HSR_ERR_INVALID, "--act-dtype: '%s' (valid: f32, bf16)", a);
     return st;
-  case O_RECOMPUTE: o->recompute_given = 1; return hsr_tune_recompute_parse(a, &o->recompute);
+  case O_RECOMPUTE: o->recompute_given = 1; return hsr_rt_parse_recompute(a, &o->recompute);
   case O_VTOP: o->v_given = 1; return hsr_parse_long("--validate-top", a, 1, 16, &o->v_top);
   case O_VBAD: o->v_given = 1; return hsr_parse_long("--validate-bad", a, 0, 16, &o->v_bad);
   case O_VSTEPS: o->v_given = 1; return hsr_parse_long("--validate-steps", a, 1, 1000, &o->v_steps);
@@ -592,10 +592,8 @@ static hsr_status activations(tune_ctx *x) {
   double fwd_all = 0; /* the forward of every unit, and the layers' share of it */
   for (int u = 0; u < m->units; u++) fwd_all += m->unit_fwd_ms ? m->unit_fwd_ms[u] : m->fwd_ms;
   double layers_fwd = fwd_all * a->layers * lf / (a->layers * lf + rf);
-  static const hsr_tune_recompute order[HSR_TUNE_RC_COUNT] = {HSR_TUNE_RC_NONE, HSR_TUNE_RC_SELECTIVE,
-                                                             HSR_TUNE_RC_FULL};
-  for (int k = 0; k < HSR_TUNE_RC_COUNT; k++) {
-    hsr_tune_recompute rc = order[k];
+  for (int k = 0; k < HSR_TUNE_RECOMPUTES; k++) {
+    hsr_rt_recompute rc = (hsr_rt_recompute)k;
     double fl = 0, by = 0;
     HSR_CHECK(hsr_tune_act_predict(a, rc, &x->act[rc]));
     HSR_CHECK(hsr_tune_recompute_cost(a, rc, &fl, &by));
@@ -608,17 +606,17 @@ static hsr_status activations(tune_ctx *x) {
       else if (!(has_root && u == root))
         x->unit_rc[rc][u] = (layers_fwd * fl / lf + a->layers * elem_ms) / (m->units - has_root);
     }
-    x->rc[k] = (hsr_tune_rc_choice){rc, x->act[rc].peak, x->unit_rc[rc]};
+    m->act_policy[rc] = x->act[rc].peak;
+    m->unit_recompute_ms[rc] = x->unit_rc[rc];
   }
-  m->nrc = HSR_TUNE_RC_COUNT;
-  m->rc = x->rc;
+  m->act_by_policy = 1;
   return HSR_OK;
 }
 
 void tune_ctx_free(tune_ctx *x) {
   if (!x) return;
   free(x->unit_params), free(x->unit_fwd);
-  for (int k = 0; k < HSR_TUNE_RC_COUNT; k++) free(x->unit_rc[k]);
+  for (int k = 0; k < HSR_TUNE_RECOMPUTES; k++) free(x->unit_rc[k]);
   x->unit_params = x->unit_fwd = NULL;
   memset(x->unit_rc, 0, sizeof x->unit_rc);
 }
@@ -746,11 +744,6 @@ static int calculator(tune_opts *o) {
     tune_ctx_free(&x);
     return hsr_cli_fail("tune", st);
   }
-  if (o->has_shape) { /* one policy: --recompute (none) */
-    x.model.recompute = o->recompute;
-    x.model.act_bytes = x.act[o->recompute].peak;
-    x.model.unit_recompute_ms = x.unit_rc[o->recompute];
-  }
   int code = calc_run(o, &x);
   tune_ctx_free(&x);
   return code;
@@ -778,6 +771,7 @@ static int calc_run(tune_opts *o, tune_ctx *xp) {
   if (cfg.reshard == HSR_RT_RESHARD_PARTIAL && S % cfg.partial_k)
     return hsr_cli_usage_error("tune", "--reshard partial:%d: K must divide the shard size %d", cfg.partial_k, S);
   cfg.prefetch = (int)o->prefetch;
+  cfg.recompute = o->recompute; /* --recompute: with a shape (none without) */
   cfg.param_dtype = o->param_dtype, cfg.reduce_dtype = o->reduce_dtype, cfg.micro_batches = (int)o->micro;
   int K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : S;
   hsr_tune_shape sh[HSR_RT_GROUP_COUNT] = {{S, 1, S, 1}, {R, R, 1, R}, {K, 1, K, 1}};

@@ -32,7 +32,7 @@ typedef struct tune_opts {
   int act_dtype_given, has_shape, recompute_given;
   hsr_dtype act_dtype;
   hsr_tune_arch arch;
-  hsr_tune_recompute recompute; /* the calculator's (--recompute) */
+  hsr_rt_recompute recompute; /* the calculator's (--recompute) */
   char given[64];     /* which flags were given (cmd_tune.c's option codes, from 256) */
   const char *v_keep; /* directory for the bench files and results */
 } tune_opts;
@@ -46,9 +46,8 @@ typedef struct tune_ctx {
   char topo_desc[256], compute_desc[384], calib_report[2048];
   /* with a shape: per unit parameters, forward and each policy's recompute
    * (owned; tune_ctx_free), each policy's activations */
-  double *unit_params, *unit_fwd, *unit_rc[HSR_TUNE_RC_COUNT];
-  hsr_tune_rc_choice rc[HSR_TUNE_RC_COUNT];
-  hsr_tune_act act[HSR_TUNE_RC_COUNT];
+  double *unit_params, *unit_fwd, *unit_rc[HSR_TUNE_RECOMPUTES];
+  hsr_tune_act act[HSR_TUNE_RECOMPUTES]; /* indexed by hsr_rt_recompute */
   int live;              /* the job under a launcher: its own GPU's memory bounds the plan */
   double budget;         /* bytes per rank (0: none): --mem-budget, or the GPU's memory less the reserve */
   char budget_desc[256]; /* where it comes from */

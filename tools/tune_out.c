@@ -51,8 +51,8 @@ static void act_header(const tune_ctx *x) {
          a->name, hsr_tune_family_name(a->family), a->layers, a->width, a->heads, a->kv_heads, a->ffn, a->vocab,
          a->seq, a->micro_batch, hsr_dtype_name(a->act_dtype), hsr_tune_arch_params(a));
   printf("# activations per rank per micro-batch (layers x saved + one layer's recompute + root):");
-  for (int rc = 0; rc < HSR_TUNE_RC_COUNT; rc++)
-    printf("%s %s %.2f GiB", rc ? ";" : "", hsr_tune_recompute_name((hsr_tune_recompute)rc), x->act[rc].peak / GiB);
+  for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++)
+    printf("%s %s %.2f GiB", rc ? ";" : "", hsr_rt_recompute_name((hsr_rt_recompute)rc), x->act[rc].peak / GiB);
   printf("\n");
 }
 
@@ -142,7 +142,7 @@ cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p
   cJSON_AddBoolToObject(o, "prefetch_step", r->cfg.prefetch_step);
   cJSON_AddStringToObject(o, "sync", hsr_rt_sync_name(r->cfg.sync));
   cJSON_AddStringToObject(o, "outer_shard", hsr_rt_outer_shard_name(r->cfg.outer_shard));
-  cJSON_AddStringToObject(o, "recompute", hsr_tune_recompute_name(r->recompute));
+  cJSON_AddStringToObject(o, "recompute", hsr_rt_recompute_name(r->cfg.recompute));
   cJSON_AddNumberToObject(o, "micro_batches", r->cfg.micro_batches);
   cJSON_AddStringToObject(o, "param_dtype", hsr_dtype_name(r->cfg.param_dtype));
   cJSON_AddStringToObject(o, "reduce_dtype", hsr_dtype_name(r->cfg.reduce_dtype));
@@ -281,8 +281,8 @@ static cJSON *shape_json(const tune_ctx *x) {
   cJSON_AddStringToObject(o, "act_dtype", hsr_dtype_name(a->act_dtype));
   cJSON_AddNumberToObject(o, "params", hsr_tune_arch_params(a));
   cJSON *ac = cJSON_AddObjectToObject(o, "activations");
-  for (int rc = 0; rc < HSR_TUNE_RC_COUNT; rc++) {
-    cJSON *p = cJSON_AddObjectToObject(ac, hsr_tune_recompute_name((hsr_tune_recompute)rc));
+  for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++) {
+    cJSON *p = cJSON_AddObjectToObject(ac, hsr_rt_recompute_name((hsr_rt_recompute)rc));
     cJSON_AddNumberToObject(p, "saved_per_layer", x->act[rc].saved);
     cJSON_AddNumberToObject(p, "scratch", x->act[rc].scratch);
     cJSON_AddNumberToObject(p, "root", x->act[rc].root);
@@ -488,14 +488,14 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
          (double)r->runtime_peak / GiB, hsr_phase_name(r->peak_where.phase), r->peak_where.unit,
          (long long)r->peak_where.step);
   if (x->o->has_shape) {
-    for (int rc = 0; rc < HSR_TUNE_RC_COUNT; rc++) {
+    for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++) {
       const hsr_tune_act *a = &x->act[rc];
       printf("%-18s %18.0f %12.3f   recompute %-9s (%d layers x %.0f saved + %.0f recomputed + root %.0f)%s\n",
-             "activations", a->peak, a->peak / GiB, hsr_tune_recompute_name((hsr_tune_recompute)rc), x->o->arch.layers,
-             a->saved, a->scratch, a->root, rc == (int)r->recompute ? " <" : "");
+             "activations", a->peak, a->peak / GiB, hsr_rt_recompute_name((hsr_rt_recompute)rc), x->o->arch.layers,
+             a->saved, a->scratch, a->root, rc == (int)r->cfg.recompute ? " <" : "");
     }
     printf("%-18s %18.0f %12.3f   with recompute %s (--recompute)\n", "peak + act.", r->peak_total,
-           r->peak_total / GiB, hsr_tune_recompute_name(r->recompute));
+           r->peak_total / GiB, hsr_rt_recompute_name(r->cfg.recompute));
   } else if (m->act_bytes > 0) {
     printf("%-16s %18.0f %12.3f   with --act-mem\n", "peak + act.", r->peak_total, r->peak_total / GiB);
   }

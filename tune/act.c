@@ -10,21 +10,6 @@
 
 #include "hsr/tune.h"
 
-static const char *const rc_names[HSR_TUNE_RC_COUNT] = {"none", "full", "selective"};
-
-const char *hsr_tune_recompute_name(hsr_tune_recompute rc) {
-  return rc >= 0 && rc < HSR_TUNE_RC_COUNT ? rc_names[rc] : "?";
-}
-
-hsr_status hsr_tune_recompute_parse(const char *s, hsr_tune_recompute *out) {
-  static const char *const names[] = {"none", "full", "selective", NULL};
-  int k = 0;
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_recompute_parse: NULL argument");
-  HSR_CHECK(hsr_parse_choice("--recompute", s, names, &k));
-  *out = (hsr_tune_recompute)k;
-  return HSR_OK;
-}
-
 const char *hsr_tune_family_name(hsr_tune_family f) {
   return f == HSR_TUNE_FAM_GPT ? "gpt" : f == HSR_TUNE_FAM_LLAMA ? "llama" : f == HSR_TUNE_FAM_HSR_GPT ? "hsr-gpt" : "?";
 }
@@ -138,41 +123,41 @@ double hsr_tune_arch_root_flops(const hsr_tune_arch *a) {
 }
 
 /* Per token, in bytes: what a layer keeps with no recompute, and with rc. */
-static void per_token(const hsr_tune_arch *a, hsr_tune_recompute rc, double *none, double *kept) {
+static void per_token(const hsr_tune_arch *a, hsr_rt_recompute rc, double *none, double *kept) {
   double C = a->width, F = a->ffn, H = a->heads, T = a->seq, e = (double)hsr_dtype_size(a->act_dtype);
   switch (a->family) {
   case HSR_TUNE_FAM_HSR_GPT: /* elements of examples/gpt.c's buffers, f32 */
     *none = 4 * (16 * C + H * T + 4);
-    *kept = rc == HSR_TUNE_RC_FULL ? 4 * C : rc == HSR_TUNE_RC_SELECTIVE ? 4 * (10 * C + 4) : *none;
+    *kept = rc == HSR_RT_RECOMPUTE_FULL ? 4 * C : rc == HSR_RT_RECOMPUTE_SELECTIVE ? 4 * (10 * C + 4) : *none;
     return;
   case HSR_TUNE_FAM_LLAMA: {
     double kv = kv_width(a);
     /* x, norm1 out, q k v after rotary, attention out, residual, norm2 out:
      * 6C + 2kv; gate, up, their product: 3F; f32: two rstd, logsumexp per head */
     *none = e * (6 * C + 2 * kv + 3 * F) + 4 * (2 + H);
-    *kept = rc == HSR_TUNE_RC_FULL        ? e * C
-            : rc == HSR_TUNE_RC_SELECTIVE ? e * (4 * C + 2 * kv + 2 * F) + 4 * (2 + H)
+    *kept = rc == HSR_RT_RECOMPUTE_FULL        ? e * C
+            : rc == HSR_RT_RECOMPUTE_SELECTIVE ? e * (4 * C + 2 * kv + 2 * F) + 4 * (2 + H)
                                           : *none;
     return;
   }
   default: /* Korthikanti's 34 C + 5 H T at 16 bits: 16 C + 2 H T elements, 2 C + H T one-byte masks */
     *none = e * (16 * C + 2 * H * T) + (2 * C + H * T);
-    *kept = rc == HSR_TUNE_RC_FULL ? e * C : rc == HSR_TUNE_RC_SELECTIVE ? e * 16 * C + 2 * C : *none;
+    *kept = rc == HSR_RT_RECOMPUTE_FULL ? e * C : rc == HSR_RT_RECOMPUTE_SELECTIVE ? e * 16 * C + 2 * C : *none;
     return;
   }
 }
 
 /* The shape with its defaults filled and checked (callers may pass one
  * unchecked), and the policy checked. */
-static hsr_status arg_check(const hsr_tune_arch *a, hsr_tune_recompute rc, const char *fn, hsr_tune_arch *c) {
+static hsr_status arg_check(const hsr_tune_arch *a, hsr_rt_recompute rc, const char *fn, hsr_tune_arch *c) {
   if (!a) return hsr_error(HSR_ERR_INVALID, "%s: NULL argument", fn);
-  if (rc < 0 || rc >= HSR_TUNE_RC_COUNT)
+  if (rc < 0 || rc >= HSR_TUNE_RECOMPUTES)
     return hsr_error(HSR_ERR_INVALID, "%s: recompute %d (valid: none, full, selective)", fn, (int)rc);
   *c = *a;
   return hsr_tune_arch_check(c);
 }
 
-hsr_status hsr_tune_act_layer(const hsr_tune_arch *arch, hsr_tune_recompute rc, double *saved, double *scratch) {
+hsr_status hsr_tune_act_layer(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *saved, double *scratch) {
   hsr_tune_arch c, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "hsr_tune_act_layer", &c));
   double none, kept;
@@ -196,7 +181,7 @@ static double root_bytes(const hsr_tune_arch *a) {
   return N * (2 * C * e + 8 * V + (a->family == HSR_TUNE_FAM_GPT ? C : 0));
 }
 
-hsr_status hsr_tune_act_predict(const hsr_tune_arch *arch, hsr_tune_recompute rc, hsr_tune_act *out) {
+hsr_status hsr_tune_act_predict(const hsr_tune_arch *arch, hsr_rt_recompute rc, hsr_tune_act *out) {
   hsr_tune_arch c, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "hsr_tune_act_predict", &c));
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_act_predict: NULL argument");
@@ -212,12 +197,12 @@ hsr_status hsr_tune_act_predict(const hsr_tune_arch *arch, hsr_tune_recompute rc
  * hsr-gpt also ln_1, ln_2 and GELU; llama its two norms and SwiGLU's
  * product (its fused attention recomputes the scores in every policy).
  * Elementwise work counts as the bytes it reads and writes. */
-hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_tune_recompute rc, double *flops, double *bytes) {
+hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *flops, double *bytes) {
   hsr_tune_arch c, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "hsr_tune_recompute_cost", &c));
   double C = a->width, F = a->ffn, H = a->heads, T = a->seq, N = tokens(a), e = (double)hsr_dtype_size(a->act_dtype);
   double fl = 0, by = 0;
-  if (rc != HSR_TUNE_RC_NONE) {
+  if (rc != HSR_RT_RECOMPUTE_NONE) {
     if (a->family == HSR_TUNE_FAM_LLAMA) {
       by = N * e * (4 * C + 3 * F); /* two norms: read C, write C; the product: read 2F, write F */
     } else {
@@ -226,7 +211,7 @@ hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_tune_recompute
       if (a->family == HSR_TUNE_FAM_HSR_GPT) by += N * 4 * (4 * C + 8 * C); /* ln_1, ln_2; GELU 4C in, 4C out */
     }
   }
-  if (rc == HSR_TUNE_RC_FULL) fl = hsr_tune_arch_layer_flops(a);
+  if (rc == HSR_RT_RECOMPUTE_FULL) fl = hsr_tune_arch_layer_flops(a);
   if (flops) *flops = fl;
   if (bytes) *bytes = by;
   return HSR_OK;

@@ -205,12 +205,17 @@ static void call(ev *e, const hsr_prog_call *c) {
   case HSR_PROG_FWD_END: st = hsr_sched_forward_end(e->sc, u, &a, &n); break;
   case HSR_PROG_BWD_BEGIN: st = hsr_sched_backward_begin(e->sc, u, &a, &n); break;
   case HSR_PROG_BWD_END: st = hsr_sched_backward_end(e->sc, u, &a, &n); break;
+  case HSR_PROG_RECOMPUTE: st = hsr_sched_recompute(e->sc, u, &a, &n); break;
   default: st = hsr_sched_step(e->sc, &a, &n); break;
   }
   run(e, st, a, n);
   if (c->op == HSR_PROG_FWD_BEGIN) tl_compute(&e->t, fwd_s(e, u));
-  if (c->op == HSR_PROG_BWD_BEGIN) /* the recompute runs inside the unit's backward */
-    tl_compute(&e->t, fwd_s(e, u) * e->m->bwd_ratio + (e->m->unit_recompute_ms ? e->m->unit_recompute_ms[u] * 1e-3 : 0));
+  if (c->op == HSR_PROG_RECOMPUTE) { /* the shape's cost per unit, or full: the forward again; selective: a part */
+    const double *rc = e->m->unit_recompute_ms[e->cfg->recompute];
+    tl_compute(&e->t, rc ? rc[u] * 1e-3
+                         : fwd_s(e, u) * (e->cfg->recompute == HSR_RT_RECOMPUTE_FULL ? 1.0 : e->m->selective_frac));
+  }
+  if (c->op == HSR_PROG_BWD_BEGIN) tl_compute(&e->t, fwd_s(e, u) * e->m->bwd_ratio);
 }
 
 /* The measured step's window [s0, s1]: compute, communication and its
@@ -297,7 +302,7 @@ static hsr_status ledger(ev *e, const int *is_root, const hsr_prog_call *prog, i
     o->transient_peak = o->runtime_peak - o->persistent;
     o->peak_where = hsr_ledger_runtime_peak_where(held);
     for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) o->peak_cat[c] = hsr_ledger_peak(held, (hsr_mem_cat)c);
-    o->peak_total = (double)o->runtime_peak + e->m->act_bytes;
+    o->peak_total = (double)o->runtime_peak + o->act_bytes;
     o->persistent_per_param = params > 0 ? (double)o->persistent / params : 0;
   }
   hsr_ledger_free(held);
@@ -341,8 +346,7 @@ hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const
   out->S = S, out->R = R, out->K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : shapes[2].n;
   memcpy(out->shape, shapes, sizeof out->shape);
   out->feasible = 1;
-  out->recompute = m->recompute;
-  out->act_bytes = m->act_bytes;
+  out->act_bytes = m->act_by_policy ? m->act_policy[cfg.recompute] : m->act_bytes;
   int outer = m->root == HSR_TUNE_ROOT_OUTER ? 1 : 0, nprog = 0;
   int *is_root = calloc((size_t)m->units, sizeof *is_root);
   ev e = {.m = m, .net = net, .cfg = &cfg, .shape = shapes, .S = S, .R = R, .gpu = net->device_is_gpu, .out = out};
@@ -354,7 +358,7 @@ hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const
   if (st == HSR_OK) {
     if (m->root == HSR_TUNE_ROOT_LAST) is_root[m->units - 1] = 1;
     if (outer) is_root[0] = 1;
-    st = hsr_tune_prog_nested(m->units, outer, cfg.micro_batches, &prog, &nprog);
+    st = hsr_tune_prog_nested(m->units, outer, cfg.micro_batches, cfg.recompute, &prog, &nprog);
   }
   if (st == HSR_OK) st = build_layout(m, &cfg, S, R, &lay, &params);
   if (st == HSR_OK) {

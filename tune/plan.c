@@ -53,9 +53,9 @@ static hsr_status add_one(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_con
   if (budget > 0 && r->peak_total > budget) {
     const double G = 1024.0 * 1024 * 1024;
     char act[96] = "";
-    if (x->m->nrc > 0) /* the shape's activations, per policy */
+    if (m->act_by_policy) /* the shape's activations, per policy */
       snprintf(act, sizeof act, " + activations %.2f GiB with recompute %s", r->act_bytes / G,
-               hsr_tune_recompute_name(r->recompute));
+               hsr_rt_recompute_name(r->cfg.recompute));
     else if (m->act_bytes > 0)
       snprintf(act, sizeof act, " + activations given");
     r->feasible = 0;
@@ -72,16 +72,15 @@ static hsr_status add_one(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_con
   return HSR_OK;
 }
 
-/* One layout, with every recompute policy the model offers. */
+/* One layout, with every recompute policy when the model has activations
+ * per policy (cheapest in time first). */
 static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh) {
-  if (x->m->nrc <= 0) return add_one(x, x->m, cfg, S, R, sh);
-  for (int k = 0; k < x->m->nrc; k++) {
-    hsr_tune_model mm = *x->m;
-    mm.recompute = x->m->rc[k].rc;
-    mm.act_bytes = x->m->rc[k].act_bytes;
-    mm.unit_recompute_ms = x->m->rc[k].unit_recompute_ms;
-    mm.nrc = 0, mm.rc = NULL;
-    HSR_CHECK(add_one(x, &mm, cfg, S, R, sh));
+  if (!x->m->act_by_policy) return add_one(x, x->m, cfg, S, R, sh);
+  static const hsr_rt_recompute order[] = {HSR_RT_RECOMPUTE_NONE, HSR_RT_RECOMPUTE_SELECTIVE, HSR_RT_RECOMPUTE_FULL};
+  for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+    hsr_rt_config c = *cfg;
+    c.recompute = order[k];
+    HSR_CHECK(add_one(x, x->m, &c, S, R, sh));
   }
   return HSR_OK;
 }
@@ -290,7 +289,7 @@ hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, cons
     hsr_mesh_free(mm);
   }
   plan_ctx x = {c, m, net, sp, out, 0};
-  out->recompute_searched = m->nrc > 0;
+  out->recompute_searched = m->act_by_policy;
   out->mem_budget = sp->mem_budget;
   hsr_status st = HSR_OK;
   for (int S = 1; S <= W && st == HSR_OK; S++)
@@ -329,7 +328,8 @@ const char *hsr_tune_label(const hsr_tune_result *r, char *buf, size_t len) {
   if (sharded) snprintf(pre, sizeof pre, " p%d", r->cfg.prefetch);
   if (r->cfg.micro_batches > 1) snprintf(sync, sizeof sync, " sync:%s", hsr_rt_sync_name(r->cfg.sync));
   char rc[24] = "";
-  if (r->recompute != HSR_TUNE_RC_NONE) snprintf(rc, sizeof rc, " recompute:%s", hsr_tune_recompute_name(r->recompute));
+  if (r->cfg.recompute != HSR_RT_RECOMPUTE_NONE)
+    snprintf(rc, sizeof rc, " recompute:%s", hsr_rt_recompute_name(r->cfg.recompute));
   snprintf(buf, len, "%s %dx%d%s%s%s%s%s", hsr_rt_strategy_name(r->cfg.strategy), r->R, r->S, res, pre, sync,
            r->cfg.outer_shard == HSR_RT_OUTER_OPTIM ? " outer:optim" : "", rc);
   return buf;

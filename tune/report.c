@@ -57,7 +57,7 @@ static const hsr_tune_result *sibling(const hsr_tune_plan *p, const hsr_tune_res
     const hsr_tune_result *c = &p->cand[i];
     if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
         c->cfg.sync == r->cfg.sync && c->cfg.reshard == pol && c->cfg.outer_shard == r->cfg.outer_shard &&
-        c->recompute == r->recompute && c != r)
+        c->cfg.recompute == r->cfg.recompute && c != r)
       return c;
   }
   return NULL;
@@ -69,7 +69,7 @@ static const hsr_tune_result *outer_sibling(const hsr_tune_plan *p, const hsr_tu
     const hsr_tune_result *c = &p->cand[i];
     if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
         c->cfg.sync == r->cfg.sync && c->cfg.reshard == r->cfg.reshard && c->cfg.partial_k == r->cfg.partial_k &&
-        c->cfg.outer_shard != r->cfg.outer_shard && c->recompute == r->recompute)
+        c->cfg.outer_shard != r->cfg.outer_shard && c->cfg.recompute == r->cfg.recompute)
       return c;
   }
   return NULL;
@@ -168,12 +168,12 @@ static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, c
 }
 
 /* The same layout with another recompute policy, if it was evaluated. */
-static const hsr_tune_result *rc_sibling(const hsr_tune_plan *p, const hsr_tune_result *r, hsr_tune_recompute rc) {
+static const hsr_tune_result *rc_sibling(const hsr_tune_plan *p, const hsr_tune_result *r, hsr_rt_recompute rc) {
   for (int i = 0; i < p->n; i++) {
     const hsr_tune_result *c = &p->cand[i];
     if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
         c->cfg.sync == r->cfg.sync && c->cfg.reshard == r->cfg.reshard && c->cfg.partial_k == r->cfg.partial_k &&
-        c->cfg.outer_shard == r->cfg.outer_shard && c->recompute == rc)
+        c->cfg.outer_shard == r->cfg.outer_shard && c->cfg.recompute == rc)
       return c;
   }
   return NULL;
@@ -184,37 +184,37 @@ static const hsr_tune_result *rc_sibling(const hsr_tune_plan *p, const hsr_tune_
  * none; or, with none, what recompute would save. */
 static void recompute_said(out *w, const hsr_tune_plan *p, const hsr_tune_result *win) {
   put(w, "    activations: %.2f GiB per rank with recompute %s", win->act_bytes / GiB,
-      hsr_tune_recompute_name(win->recompute));
-  if (win->recompute == HSR_TUNE_RC_NONE) {
+      hsr_rt_recompute_name(win->cfg.recompute));
+  if (win->cfg.recompute == HSR_RT_RECOMPUTE_NONE) {
     put(w, ": no recompute needed");
-    for (int k = HSR_TUNE_RC_FULL; k < HSR_TUNE_RC_COUNT; k++) {
-      const hsr_tune_result *c = rc_sibling(p, win, (hsr_tune_recompute)k);
+    for (int k = HSR_RT_RECOMPUTE_FULL; k < HSR_TUNE_RECOMPUTES; k++) {
+      const hsr_tune_result *c = rc_sibling(p, win, (hsr_rt_recompute)k);
       if (c)
-        put(w, "; %s would save %.2f GiB for %+.1f ms per step", hsr_tune_recompute_name(c->recompute),
+        put(w, "; %s would save %.2f GiB for %+.1f ms per step", hsr_rt_recompute_name(c->cfg.recompute),
             (win->peak_total - c->peak_total) / GiB, c->step_ms - win->step_ms);
     }
     put(w, "\n");
     return;
   }
-  const hsr_tune_result *none = rc_sibling(p, win, HSR_TUNE_RC_NONE);
+  const hsr_tune_result *none = rc_sibling(p, win, HSR_RT_RECOMPUTE_NONE);
   put(w, " (%+.1f ms per step of recompute)\n", none ? win->step_ms - none->step_ms : 0.0);
   /* the cheaper policies of the same layout: none, and selective when full won */
   for (int k = 0; k < 2; k++) {
-    hsr_tune_recompute rc = k == 0 ? HSR_TUNE_RC_NONE : HSR_TUNE_RC_SELECTIVE;
-    if (rc == HSR_TUNE_RC_SELECTIVE && win->recompute != HSR_TUNE_RC_FULL) continue;
+    hsr_rt_recompute rc = k == 0 ? HSR_RT_RECOMPUTE_NONE : HSR_RT_RECOMPUTE_SELECTIVE;
+    if (rc == HSR_RT_RECOMPUTE_SELECTIVE && win->cfg.recompute != HSR_RT_RECOMPUTE_FULL) continue;
     const hsr_tune_result *c = rc_sibling(p, win, rc);
     if (!c) continue;
     if (!c->feasible)
       put(w, "    %s does not fit: needs %.2f GiB more (peak %.2f GiB, activations %.2f GiB)\n",
-          hsr_tune_recompute_name(rc), (c->peak_total - p->mem_budget) / GiB, c->peak_total / GiB,
+          hsr_rt_recompute_name(rc), (c->peak_total - p->mem_budget) / GiB, c->peak_total / GiB,
           c->act_bytes / GiB);
     else
-      put(w, "    %s fits this layout too but is %+.1f ms per step\n", hsr_tune_recompute_name(rc),
+      put(w, "    %s fits this layout too but is %+.1f ms per step\n", hsr_rt_recompute_name(rc),
           c->step_ms - win->step_ms);
   }
   const hsr_tune_result *best_none = NULL;
   for (int i = 0; i < p->nfeasible && !best_none; i++)
-    if (p->cand[i].recompute == HSR_TUNE_RC_NONE) best_none = &p->cand[i];
+    if (p->cand[i].cfg.recompute == HSR_RT_RECOMPUTE_NONE) best_none = &p->cand[i];
   char lab[96];
   if (best_none)
     put(w, "    the fastest layout without recompute, %s, is %+.1f ms per step\n",
@@ -287,7 +287,7 @@ hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, cha
     for (int i = 0; i < p->n; i++) {
       const hsr_tune_result *c = &p->cand[i];
       if (c->S == win->S && c->cfg.reshard == HSR_RT_RESHARD_PARTIAL && c->cfg.prefetch == win->cfg.prefetch &&
-          c->cfg.outer_shard == win->cfg.outer_shard && c->recompute == win->recompute && c->feasible &&
+          c->cfg.outer_shard == win->cfg.outer_shard && c->cfg.recompute == win->cfg.recompute && c->feasible &&
           (!best || c->step_ms < best->step_ms))
         best = c;
     }
@@ -332,11 +332,11 @@ hsr_status hsr_tune_parse_emit(const char *s, hsr_tune_emit_kind *out) {
  * selective checkpoint contexts with a policy that saves the matmuls and
  * the attention for selective. */
 static void emit_fsdp2_recompute(out *w, const hsr_tune_result *r) {
-  if (r->recompute == HSR_TUNE_RC_FULL) {
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_FULL) {
     put(w, "# recompute full: each block keeps only its input and recomputes its forward in its backward\n"
            "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n"
            "blocks = [checkpoint_wrapper(b) for b in blocks]  # put them back in model.layers before fully_shard\n");
-  } else if (r->recompute == HSR_TUNE_RC_SELECTIVE) {
+  } else if (r->cfg.recompute == HSR_RT_RECOMPUTE_SELECTIVE) {
     put(w, "# recompute selective: keep the matmuls' and the attention's outputs, recompute the rest\n"
            "from functools import partial\n"
            "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n"
@@ -357,7 +357,7 @@ static void emit_fsdp2(out *w, const hsr_tune_result *r) {
   if (!hsr_rt_strategy_sharding(r->cfg.strategy).params) {
     put(w, "from torch.nn.parallel import DistributedDataParallel as DDP\n\n");
     put(w, "mesh = init_device_mesh(\"cuda\", (%d,), mesh_dim_names=(\"dp\",))\n", r->R * r->S);
-    if (r->recompute != HSR_TUNE_RC_NONE) {
+    if (r->cfg.recompute != HSR_RT_RECOMPUTE_NONE) {
       put(w, "blocks = list(model.layers)\n");
       emit_fsdp2_recompute(w, r);
     }
@@ -435,8 +435,8 @@ static void emit_titan(out *w, const hsr_tune_result *r) {
         "# a whole copy of it per replica group (pytorch#148257); nearest is the HSDP above, with 12 bytes x\n"
         "# params / %d of optimizer state per rank instead of / %d\n",
         r->S * r->R, r->S, r->S * r->R);
-  put(w, "\n[activation_checkpoint]\nmode = \"%s\"\n", hsr_tune_recompute_name(r->recompute));
-  if (r->recompute == HSR_TUNE_RC_SELECTIVE)
+  put(w, "\n[activation_checkpoint]\nmode = \"%s\"\n", hsr_rt_recompute_name(r->cfg.recompute));
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_SELECTIVE)
     put(w, "selective_ac_option = \"op\"  # save the matmuls and the attention, recompute the rest\n");
   put(w, "\n[training]\nmixed_precision_param = \"%s\"\nmixed_precision_reduce = \"%s\"\n",
       r->cfg.param_dtype == HSR_BF16 ? "bfloat16" : "float32",
@@ -464,14 +464,14 @@ static void emit_ds(out *w, const hsr_tune_result *r, char *lab) {
         r->S * r->R, r->S, r->S);
   if (stage == 1 || stage == 2)
     put(w, "; DeepSpeed shards stage %d over every rank, hsr over groups of %d", stage, r->S);
-  if (r->recompute == HSR_TUNE_RC_FULL)
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_FULL)
     put(w, "; recompute full: call each block through deepspeed.checkpointing.checkpoint(block, x), configured by "
            "activation_checkpointing");
-  if (r->recompute == HSR_TUNE_RC_SELECTIVE)
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_SELECTIVE)
     put(w, "; recompute selective: DeepSpeed checkpoints whole blocks; keep the matmuls' outputs with "
            "torch.utils.checkpoint's create_selective_checkpoint_contexts in the model's blocks");
   put(w, "\",\n");
-  if (r->recompute == HSR_TUNE_RC_FULL)
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_FULL)
     put(w, "  \"activation_checkpointing\": {\"partition_activations\": false, \"cpu_checkpointing\": false, "
            "\"contiguous_memory_optimization\": false, \"number_checkpoints\": null, "
            "\"synchronize_checkpoint_boundary\": false, \"profile\": false},\n");

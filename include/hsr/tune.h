@@ -174,27 +174,9 @@ typedef enum hsr_tune_root {
   HSR_TUNE_ROOT_OUTER     /* the first unit is a root that wraps the rest (embedding + head: hsr train) */
 } hsr_tune_root;
 
-/* Activation recompute (section 5 has the activation model): none keeps
- * every activation a layer's backward reads; full keeps only each layer's
- * input and recomputes its forward inside its backward; selective keeps the
- * outputs of the matmuls and recomputes the cheap ones (normalisation,
- * elementwise, the attention's scores where they are materialized). */
-typedef enum hsr_tune_recompute {
-  HSR_TUNE_RC_NONE = 0,
-  HSR_TUNE_RC_FULL,
-  HSR_TUNE_RC_SELECTIVE,
-  HSR_TUNE_RC_COUNT
-} hsr_tune_recompute;
-HSR_API const char *hsr_tune_recompute_name(hsr_tune_recompute rc); /* "none", "full", "selective" */
-HSR_API hsr_status hsr_tune_recompute_parse(const char *s, hsr_tune_recompute *out);
-
-/* One recompute policy the planner may choose: its activations per rank at
- * the peak and the compute it adds to each unit's backward. */
-typedef struct hsr_tune_rc_choice {
-  hsr_tune_recompute rc;
-  double act_bytes;
-  const double *unit_recompute_ms; /* per unit, ms per micro-batch; NULL: none */
-} hsr_tune_rc_choice;
+/* The recompute policies, indexed by hsr_rt_recompute (none, full,
+ * selective: hsr/runtime.h). */
+#define HSR_TUNE_RECOMPUTES 3
 
 typedef struct hsr_tune_model {
   int units;
@@ -204,15 +186,16 @@ typedef struct hsr_tune_model {
   const double *unit_fwd_ms; /* per unit forward compute per micro-batch; NULL: fwd_ms each */
   double fwd_ms, bwd_ratio;  /* backward = bwd_ratio x forward */
   double act_bytes;          /* activation memory per rank, added to the peak */
+  double selective_frac;     /* recompute selective: the part of a unit's forward compute recomputed */
   int compute_default;       /* the compute figure is an assumption, not measured or given */
-  /* the recompute act_bytes is of (the result's label), and the compute it
-   * adds to each unit's backward (ms per micro-batch; NULL: none) */
-  hsr_tune_recompute recompute;
-  const double *unit_recompute_ms;
-  /* nrc > 0: the planner searches these policies (each with its own
-   * activations and recompute), ignoring the three fields above */
-  int nrc;
-  const hsr_tune_rc_choice *rc;
+  /* With the model's shape: the activations per recompute policy
+   * (act_policy[cfg.recompute] instead of act_bytes), and the planner
+   * searches recompute with the layouts. unit_recompute_ms[policy]: the
+   * compute of each unit's recompute (ms per micro-batch; NULL: its
+   * forward, times selective_frac for selective). */
+  int act_by_policy;
+  double act_policy[HSR_TUNE_RECOMPUTES];
+  const double *unit_recompute_ms[HSR_TUNE_RECOMPUTES];
 } hsr_tune_model;
 
 /* Bytes and calls per rank per step, one group and collective. */
@@ -240,8 +223,7 @@ typedef struct hsr_tune_result {
   /* the ledger (per rank, held memory: the pool's high-water) */
   uint64_t persistent, runtime_peak, transient_peak;
   double peak_total; /* runtime peak + activations */
-  hsr_tune_recompute recompute; /* the model's policy (hsr_tune_model.recompute or its rc choice) */
-  double act_bytes;             /* the activations in peak_total */
+  double act_bytes;  /* the activations in peak_total (cfg.recompute's, with a shape) */
   hsr_ledger_where peak_where;
   uint64_t peak_cat[HSR_MEM_CAT_COUNT];
   double persistent_per_param; /* bytes per parameter */
@@ -306,7 +288,7 @@ typedef struct hsr_tune_plan {
   double min_over_budget; /* when nothing fits: the least any layout is over the budget by (bytes) */
   double plan_s;          /* seconds the planning took (wall clock) */
   double plan_cpu_s;      /* and of this thread's CPU time: what it takes on an idle core */
-  int recompute_searched; /* the model gave rc choices: recompute is a dimension of the search */
+  int recompute_searched; /* the model has activations per policy: recompute is a dimension of the search */
   double mem_budget;      /* the space's (bytes per rank; <= 0: none) */
 } hsr_tune_plan;
 
@@ -385,7 +367,7 @@ HSR_API double hsr_tune_arch_layer_flops(const hsr_tune_arch *a);
 HSR_API double hsr_tune_arch_root_flops(const hsr_tune_arch *a);
 /* What a policy recomputes in one layer's backward, per micro-batch: matmul
  * FLOPs, and the bytes elementwise work reads and writes. */
-HSR_API hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_tune_recompute rc, double *flops,
+HSR_API hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_rt_recompute rc, double *flops,
                                            double *bytes);
 
 /* These take a shape as given (its defaults filled and checked on a copy:
@@ -398,8 +380,8 @@ HSR_API hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_tune_reco
 typedef struct hsr_tune_act {
   double saved, scratch, root, peak;
 } hsr_tune_act;
-HSR_API hsr_status hsr_tune_act_layer(const hsr_tune_arch *a, hsr_tune_recompute rc, double *saved, double *scratch);
-HSR_API hsr_status hsr_tune_act_predict(const hsr_tune_arch *a, hsr_tune_recompute rc, hsr_tune_act *out);
+HSR_API hsr_status hsr_tune_act_layer(const hsr_tune_arch *a, hsr_rt_recompute rc, double *saved, double *scratch);
+HSR_API hsr_status hsr_tune_act_predict(const hsr_tune_arch *a, hsr_rt_recompute rc, hsr_tune_act *out);
 
 /* A GPU's memory as the planner bounds it (tune/cost.c's table): capacity
  * (h100 80 GiB, h200 141 GiB, a100 80 GiB: the 80 GB part), and the reserve
