@@ -4,6 +4,9 @@
 # inputs (exit 2), the table, JSON, emitters, the calculator, topologies from
 # files and the live job, --plot, a short --validate.
 hsr_add_unit(test_tune test_tune.c)
+# the activation model of hsr's GPT example equal to the example's own count
+hsr_add_unit(test_tune_act test_tune_act.c ${CMAKE_SOURCE_DIR}/examples/gpt.c ${CMAKE_SOURCE_DIR}/examples/gpt_data.c
+             ${CMAKE_SOURCE_DIR}/examples/llama.c)
 hsr_add_program(mr_tune mr_tune.c)
 # 4 ranks as 2 nodes of 2: two-level shard groups (S = 4), node-local ones
 # (S = 2) with replicate groups across, partial groups in the node; a ring
