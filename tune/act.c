@@ -11,7 +11,8 @@
 #include "hsr/tune.h"
 
 const char *hsr_tune_family_name(hsr_tune_family f) {
-  return f == HSR_TUNE_FAM_GPT ? "gpt" : f == HSR_TUNE_FAM_LLAMA ? "llama" : f == HSR_TUNE_FAM_HSR_GPT ? "hsr-gpt" : "?";
+  static const char *const n[] = {"gpt", "llama", "hsr-gpt", "hsr-llama"};
+  return f >= 0 && f <= HSR_TUNE_FAM_HSR_LLAMA ? n[f] : "?";
 }
 
 typedef struct preset {
@@ -26,9 +27,14 @@ static const preset presets[] = {
     {"gpt", {HSR_TUNE_FAM_GPT, 0, 0, 0, 0, 0, 0, 0, 1, 0, HSR_BF16, ""}},
     {"llama", {HSR_TUNE_FAM_LLAMA, 0, 0, 0, 0, 0, 0, 0, 1, 0, HSR_BF16, ""}},
     {"hsr-gpt", {HSR_TUNE_FAM_HSR_GPT, 0, 0, 0, 0, 0, 0, 0, 1, 0, HSR_F32, ""}},
+    {"hsr-llama", {HSR_TUNE_FAM_HSR_LLAMA, 0, 0, 0, 0, 0, 0, 0, 1, 0, HSR_F32, ""}},
 };
 
-const char *hsr_tune_arch_names(void) { return "gpt2-124m, llama3-8b, llama3-70b, gpt, llama, hsr-gpt"; }
+const char *hsr_tune_arch_names(void) { return "gpt2-124m, llama3-8b, llama3-70b, gpt, llama, hsr-gpt, hsr-llama"; }
+
+static int is_llama(const hsr_tune_arch *a) {
+  return a->family == HSR_TUNE_FAM_LLAMA || a->family == HSR_TUNE_FAM_HSR_LLAMA;
+}
 
 hsr_status hsr_tune_arch_preset(const char *name, hsr_tune_arch *out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_arch_preset: NULL argument");
@@ -41,8 +47,8 @@ hsr_status hsr_tune_arch_preset(const char *name, hsr_tune_arch *out) {
   return hsr_error(HSR_ERR_INVALID, "--arch: unknown '%s' (valid: %s)", name ? name : "(null)", hsr_tune_arch_names());
 }
 
-/* Llama's MLP width: 8C/3 rounded up to a multiple of 256. */
-static int llama_ffn(int C) { return (int)(((8L * C / 3) + 255) / 256 * 256); }
+/* Llama's MLP width: 8C/3 rounded up to a multiple of 256 (hsr's example: of 8). */
+static int llama_ffn(int C, int mult) { return (int)(((8L * C / 3) + mult - 1) / mult * mult); }
 
 hsr_status hsr_tune_arch_check(hsr_tune_arch *a) {
   if (!a) return hsr_error(HSR_ERR_INVALID, "hsr_tune_arch_check: NULL argument");
@@ -59,14 +65,14 @@ hsr_status hsr_tune_arch_check(hsr_tune_arch *a) {
                      a->heads, a->width, a->heads * (a->width / a->heads ? a->width / a->heads : 1),
                      a->heads * (a->width / a->heads + 1));
   if (!a->kv_heads) a->kv_heads = a->heads;
-  if (a->family != HSR_TUNE_FAM_LLAMA && a->kv_heads != a->heads)
+  if (!is_llama(a) && a->kv_heads != a->heads)
     return hsr_error(HSR_ERR_INVALID, "model shape (%s): --kv-heads %d, but %s has multi-head attention (kv heads = "
                                       "heads = %d; grouped-query attention is --arch llama)",
                      f, a->kv_heads, f, a->heads);
   if (a->kv_heads < 1 || a->kv_heads > a->heads || a->heads % a->kv_heads)
     return hsr_error(HSR_ERR_INVALID, "model shape: --kv-heads %d must divide --heads %d", a->kv_heads, a->heads);
-  if (a->family == HSR_TUNE_FAM_LLAMA) {
-    if (!a->ffn) a->ffn = llama_ffn(a->width);
+  if (is_llama(a)) {
+    if (!a->ffn) a->ffn = llama_ffn(a->width, a->family == HSR_TUNE_FAM_HSR_LLAMA ? 8 : 256);
   } else {
     if (a->ffn && a->ffn != 4 * a->width)
       return hsr_error(HSR_ERR_INVALID, "model shape (%s): --ffn %d, but %s's MLP is 4 x width = %d (another width "
@@ -75,15 +81,15 @@ hsr_status hsr_tune_arch_check(hsr_tune_arch *a) {
     a->ffn = 4 * a->width;
   }
   if (a->ffn < 1) return hsr_error(HSR_ERR_INVALID, "model shape: --ffn %d must be at least 1", a->ffn);
-  if (a->family == HSR_TUNE_FAM_LLAMA)
+  if (is_llama(a))
     a->ctx = 0;
   else if (a->ctx < a->seq)
     a->ctx = a->seq;
   if (a->act_dtype != HSR_F32 && a->act_dtype != HSR_BF16)
     return hsr_error(HSR_ERR_INVALID, "--act-dtype: %s (valid: f32, bf16)", hsr_dtype_name(a->act_dtype));
-  if (a->family == HSR_TUNE_FAM_HSR_GPT && a->act_dtype != HSR_F32)
-    return hsr_error(HSR_ERR_INVALID, "--act-dtype %s: hsr's GPT example keeps f32 activations (valid: f32)",
-                     hsr_dtype_name(a->act_dtype));
+  if ((a->family == HSR_TUNE_FAM_HSR_GPT || a->family == HSR_TUNE_FAM_HSR_LLAMA) && a->act_dtype != HSR_F32)
+    return hsr_error(HSR_ERR_INVALID, "--act-dtype %s: hsr's %s example keeps f32 activations (valid: f32)",
+                     hsr_dtype_name(a->act_dtype), a->family == HSR_TUNE_FAM_HSR_GPT ? "GPT" : "Llama");
   return HSR_OK;
 }
 
@@ -92,7 +98,7 @@ static double kv_width(const hsr_tune_arch *a) { return (double)a->width * a->kv
 double hsr_tune_arch_layer_params(const hsr_tune_arch *a) {
   if (!a) return 0;
   double C = a->width, F = a->ffn;
-  if (a->family == HSR_TUNE_FAM_LLAMA) /* q, o: C x C; k, v: C x kv; gate, up, down: C x F; two RMSNorm weights */
+  if (is_llama(a)) /* q, o: C x C; k, v: C x kv; gate, up, down: C x F; two RMSNorm weights */
     return 2 * C * C + 2 * C * kv_width(a) + 3 * C * F + 2 * C;
   /* c_attn C x 3C + 3C, c_proj C x C + C, c_fc C x 4C + 4C, c_proj 4C x C + C, two LayerNorms 2C each */
   return 4 * C * C + 2 * C * F + 9 * C + F;
@@ -101,7 +107,7 @@ double hsr_tune_arch_layer_params(const hsr_tune_arch *a) {
 double hsr_tune_arch_root_params(const hsr_tune_arch *a) {
   if (!a) return 0;
   double C = a->width, V = a->vocab;
-  if (a->family == HSR_TUNE_FAM_LLAMA) return 2 * V * C + C; /* embedding, untied head, final RMSNorm */
+  if (is_llama(a)) return 2 * V * C + C; /* embedding, untied head, final RMSNorm */
   return V * C + (double)a->ctx * C + 2 * C;                 /* wte (tied head), wpe, ln_f */
 }
 
@@ -130,6 +136,17 @@ static void per_token(const hsr_tune_arch *a, hsr_rt_recompute rc, double *none,
     *none = 4 * (16 * C + H * T + 4);
     *kept = rc == HSR_RT_RECOMPUTE_FULL ? 4 * C : rc == HSR_RT_RECOMPUTE_SELECTIVE ? 4 * (10 * C + 4) : *none;
     return;
+  case HSR_TUNE_FAM_HSR_LLAMA: { /* examples/llama.c's buffers, f32 */
+    double kv = kv_width(a);
+    /* block input, norm 1 out, its rstd, q, k, v (rotated), probabilities, attention out, residual, norm 2
+     * out, its rstd, gate, up, SwiGLU out; selective recomputes the norms' outputs, the probabilities and
+     * SwiGLU's output */
+    *none = 4 * (6 * C + 2 * kv + H * T + 3 * F + 2);
+    *kept = rc == HSR_RT_RECOMPUTE_FULL        ? 4 * C
+            : rc == HSR_RT_RECOMPUTE_SELECTIVE ? 4 * (4 * C + 2 * kv + 2 * F + 2)
+                                               : *none;
+    return;
+  }
   case HSR_TUNE_FAM_LLAMA: {
     double kv = kv_width(a);
     /* x, norm1 out, q k v after rotary, attention out, residual, norm2 out:
@@ -178,6 +195,11 @@ static double root_bytes(const hsr_tune_arch *a) {
   double C = a->width, V = a->vocab, H = a->heads, T = a->seq, N = tokens(a);
   double e = (double)hsr_dtype_size(a->act_dtype);
   if (a->family == HSR_TUNE_FAM_HSR_GPT) return 4 * N * (2 * C + 2 + V) + 8 * N + 4 * (10 * C * N + H * T * T);
+  if (a->family == HSR_TUNE_FAM_HSR_LLAMA) { /* also the rotary table (T x head dim) and the zero row and its sink */
+    double kv = kv_width(a), F = a->ffn;
+    return 4 * N * (2 * C + 1 + V) + 4 * (4 * N * C + 2 * N * kv + 3 * N * F + H * T * T + T * (C / H) + 2 * C) +
+           8 * N;
+  }
   return N * (2 * C * e + 8 * V + (a->family == HSR_TUNE_FAM_GPT ? C : 0));
 }
 
@@ -205,6 +227,9 @@ hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_rt_recompute r
   if (rc != HSR_RT_RECOMPUTE_NONE) {
     if (a->family == HSR_TUNE_FAM_LLAMA) {
       by = N * e * (4 * C + 3 * F); /* two norms: read C, write C; the product: read 2F, write F */
+    } else if (a->family == HSR_TUNE_FAM_HSR_LLAMA) {
+      fl = N * 2 * T * C;                                /* the probabilities from the kept q and k */
+      by = N * 4 * (3 * H * T + 4 * C + 3 * F);          /* softmax, the two norms, SwiGLU's output */
     } else {
       fl = N * 2 * T * C;
       by = N * e * 3 * H * T; /* softmax: read the scores, write the probabilities (and gpt's dropout) */

@@ -333,28 +333,34 @@ HSR_API hsr_status hsr_tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind ki
  *  - llama: the same adapted to Llama (RMSNorm, grouped-query attention by a
  *    fused kernel that keeps no score matrix, SwiGLU of width ffn, no
  *    dropout, untied head);
- *  - hsr-gpt: hsr's own GPT example (examples/gpt.h) exactly, f32. */
-typedef enum hsr_tune_family { HSR_TUNE_FAM_GPT = 0, HSR_TUNE_FAM_LLAMA, HSR_TUNE_FAM_HSR_GPT } hsr_tune_family;
-HSR_API const char *hsr_tune_family_name(hsr_tune_family f); /* "gpt", "llama", "hsr-gpt" */
+ *  - hsr-gpt, hsr-llama: hsr's own GPT and Llama examples (examples/gpt.h,
+ *    examples/llama.h) exactly, f32. */
+typedef enum hsr_tune_family {
+  HSR_TUNE_FAM_GPT = 0,
+  HSR_TUNE_FAM_LLAMA,
+  HSR_TUNE_FAM_HSR_GPT,
+  HSR_TUNE_FAM_HSR_LLAMA
+} hsr_tune_family;
+HSR_API const char *hsr_tune_family_name(hsr_tune_family f); /* "gpt", "llama", "hsr-gpt", "hsr-llama" */
 
 /* A model's shape. micro_batch: sequences per micro-batch per rank. ctx:
  * rows of the learned position table (gpt, hsr-gpt; 0: seq). */
 typedef struct hsr_tune_arch {
   hsr_tune_family family;
   int layers, width, heads, kv_heads, ffn, seq, vocab, micro_batch, ctx;
-  hsr_dtype act_dtype; /* bf16 or f32 (hsr-gpt: f32) */
+  hsr_dtype act_dtype; /* bf16 or f32 (hsr-gpt, hsr-llama: f32) */
   char name[32];       /* the preset or family it came from */
 } hsr_tune_arch;
 
 /* Presets, with published shapes: "gpt2-124m" (L12 C768 H12 V50257
  * T1024), "llama3-8b" (L32 C4096 H32 KV8 F14336 V128256 T8192),
  * "llama3-70b" (L80 C8192 H64 KV8 F28672 V128256 T8192), micro-batch 1,
- * bf16; and the families "gpt", "llama", "hsr-gpt" with no shape (zeros:
- * the caller fills it in). */
+ * bf16; and the families "gpt", "llama", "hsr-gpt", "hsr-llama" with no
+ * shape (zeros: the caller fills it in). */
 HSR_API hsr_status hsr_tune_arch_preset(const char *name, hsr_tune_arch *out);
 HSR_API const char *hsr_tune_arch_names(void);
 /* Fills the defaults (kv_heads = heads; ffn: 4C for gpt, Llama's rule for
- * llama; ctx = seq) and checks the shape: a clear error naming what is
+ * llama (8C/3 up to a multiple of 256; hsr-llama's: of 8); ctx = seq) and checks the shape: a clear error naming what is
  * wrong and what would be valid. */
 HSR_API hsr_status hsr_tune_arch_check(hsr_tune_arch *a);
 /* Parameters: one layer, the root (embeddings, final norm, head), all. */
