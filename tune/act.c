@@ -188,9 +188,11 @@ hsr_status hsr_tune_act_layer(const hsr_tune_arch *arch, hsr_rt_recompute rc, do
  * out and stats, the logits, the loss per row in f64, and the backward's
  * working buffers: residual, norm, qkv, attention-out and fc gradients of
  * one layer, 10 C per token, and one sequence's attention-probability
- * gradient H T^2); the others: the embedding output and the final norm's
- * output (the head's input), the logits in f32 and their gradient, and
- * (gpt) the embedding's dropout mask. */
+ * gradient H T^2); hsr-llama as examples/llama.c allocates it (the same,
+ * with its own gradient buffers, the rotary table and the zero position
+ * row); gpt and llama: the embedding output and the final norm's output
+ * (the head's input), the logits in f32 and their gradient, and (gpt) the
+ * embedding's dropout mask. */
 static double root_bytes(const hsr_tune_arch *a) {
   double C = a->width, V = a->vocab, H = a->heads, T = a->seq, N = tokens(a);
   double e = (double)hsr_dtype_size(a->act_dtype);
@@ -214,11 +216,12 @@ hsr_status hsr_tune_act_predict(const hsr_tune_arch *arch, hsr_rt_recompute rc, 
 }
 
 /* full: the layer's forward again, its FLOPs and the elementwise work
- * below (the forward does it too). selective: gpt and hsr-gpt recompute the
- * attention's scores (QK^T, 2 T C FLOPs per token) and their softmax,
- * hsr-gpt also ln_1, ln_2 and GELU; llama its two norms and SwiGLU's
- * product (its fused attention recomputes the scores in every policy).
- * Elementwise work counts as the bytes it reads and writes. */
+ * below (the forward does it too). selective: gpt, hsr-gpt and hsr-llama
+ * recompute the attention's scores (QK^T, 2 T C FLOPs per token) and their
+ * softmax, hsr-gpt also ln_1, ln_2 and GELU, hsr-llama its two norms and
+ * SwiGLU's output; llama its two norms and SwiGLU's product (its fused
+ * attention recomputes the scores in every policy). Elementwise work counts
+ * as the bytes it reads and writes. */
 hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *flops, double *bytes) {
   hsr_tune_arch c, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "hsr_tune_recompute_cost", &c));
