@@ -728,8 +728,13 @@ static void test_recompute_plan(void **state) {
   double full_ms[8], sel_ms[8];
   for (int u = 0; u < 8; u++) full_ms[u] = 0.5, sel_ms[u] = 0.05;
   const double M = 1024.0 * 1024;
-  hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2, .act_by_policy = 1,
-                     .act_policy = {64 * M, 4 * M, 32 * M}, .unit_recompute_ms = {NULL, full_ms, sel_ms}};
+  hsr_tune_model m = {.units = 8,
+                      .params = 8 * 262144,
+                      .fwd_ms = 0.5,
+                      .bwd_ratio = 2,
+                      .act_by_policy = 1,
+                      .act_policy = {64 * M, 4 * M, 32 * M},
+                      .unit_recompute_ms = {NULL, full_ms, sel_ms}};
   hsr_tune_plan p;
   plan(&n, &m, 0, &p);
   assert_int_equal(p.recompute_searched, 1);
@@ -751,7 +756,8 @@ static void test_recompute_plan(void **state) {
   assert_non_null(strstr(ex, "none does not fit: needs"));
   assert_non_null(strstr(ex, "selective does not fit: needs"));
   for (int i = p.nfeasible; i < p.n; i++) /* the rejected say which activations they carry */
-    if (p.cand[i].cfg.recompute == HSR_RT_RECOMPUTE_NONE) assert_non_null(strstr(p.cand[i].reason, "with recompute none"));
+    if (p.cand[i].cfg.recompute == HSR_RT_RECOMPUTE_NONE)
+      assert_non_null(strstr(p.cand[i].reason, "with recompute none"));
   char b[8192];
   assert_int_equal(hsr_tune_emit(&p.cand[0], HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "[activation_checkpoint]\nmode = \"full\""));

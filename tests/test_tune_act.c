@@ -18,18 +18,22 @@
 static void test_equal(void **state) {
   (void)state;
   static const int shapes[][9] = {/* llama, L, C, H, KV, F, T, V, B */
-                                  {0, 2, 64, 4, 0, 0, 32, 256, 2},
-                                  {0, 4, 128, 8, 0, 0, 64, 256, 1},
-                                  {0, 3, 96, 3, 0, 0, 17, 50, 5},
-                                  {0, 12, 768, 12, 0, 0, 1024, 50257, 1},
-                                  {1, 2, 64, 4, 2, 0, 32, 256, 2},
-                                  {1, 3, 96, 6, 3, 200, 17, 50, 3},
+                                  {0, 2, 64, 4, 0, 0, 32, 256, 2}, {0, 4, 128, 8, 0, 0, 64, 256, 1},
+                                  {0, 3, 96, 3, 0, 0, 17, 50, 5},  {0, 12, 768, 12, 0, 0, 1024, 50257, 1},
+                                  {1, 2, 64, 4, 2, 0, 32, 256, 2}, {1, 3, 96, 6, 3, 200, 17, 50, 3},
                                   {1, 2, 128, 8, 8, 0, 64, 300, 1}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
     for (int rc = HSR_RT_RECOMPUTE_NONE; rc <= HSR_RT_RECOMPUTE_SELECTIVE; rc++) {
       const int *s = shapes[i];
-      gpt_cfg c = {.arch = s[0] ? GPT_ARCH_LLAMA : GPT_ARCH_GPT2, .n_layer = s[1], .n_embd = s[2], .n_head = s[3],
-                   .n_kv_head = s[4], .n_ff = s[5], .n_ctx = s[6], .vocab = s[7], .recompute = (hsr_rt_recompute)rc};
+      gpt_cfg c = {.arch = s[0] ? GPT_ARCH_LLAMA : GPT_ARCH_GPT2,
+                   .n_layer = s[1],
+                   .n_embd = s[2],
+                   .n_head = s[3],
+                   .n_kv_head = s[4],
+                   .n_ff = s[5],
+                   .n_ctx = s[6],
+                   .vocab = s[7],
+                   .recompute = (hsr_rt_recompute)rc};
       gpt_act_plan g;
       assert_int_equal(gpt_act_plan_of(&c, s[8], s[6], &g), HSR_OK);
       hsr_tune_arch a;

@@ -354,16 +354,17 @@ static int resolve_shape(tune_opts *o) {
                                "within 10%% of it, or leave it out",
                                o->params, sh, P);
   if (o->unit_bytes > 0)
-    return hsr_cli_usage_error("tune", "--unit-size contradicts the model's shape (%s): the shape gives the units",
-                               sh);
+    return hsr_cli_usage_error("tune", "--unit-size contradicts the model's shape (%s): the shape gives the units", sh);
   if (o->act_bytes > 0)
-    return hsr_cli_usage_error("tune", "--act-mem contradicts the model's shape (%s): the shape gives the "
-                                       "activations per recompute policy",
+    return hsr_cli_usage_error("tune",
+                               "--act-mem contradicts the model's shape (%s): the shape gives the "
+                               "activations per recompute policy",
                                sh);
   double N = (double)a->micro_batch * a->seq;
   if (o->given[O_TOKENS - O_PARAMS] && o->tokens != N)
-    return hsr_cli_usage_error("tune", "--tokens %g contradicts the model's shape: --micro-batch %d x --seq %d = %g "
-                                       "tokens per rank per micro-batch",
+    return hsr_cli_usage_error("tune",
+                               "--tokens %g contradicts the model's shape: --micro-batch %d x --seq %d = %g "
+                               "tokens per rank per micro-batch",
                                o->tokens, a->micro_batch, a->seq, N);
   if (o->params <= 0) o->params = P;
   if (!o->units_given) o->units = a->layers + 1;
@@ -471,8 +472,9 @@ static int parse(int argc, char **argv, tune_opts *o) {
   int r = resolve_shape(o);
   if (r) return r;
   if (!o->validate && o->params <= 0 && o->unit_bytes <= 0)
-    return hsr_cli_usage_error("tune", "give the model: --params N (e.g. 7e9) [--units U], --unit-size BYTES, or "
-                                       "its shape (--arch %s, or --layers --width --heads --seq --vocab)",
+    return hsr_cli_usage_error("tune",
+                               "give the model: --params N (e.g. 7e9) [--units U], --unit-size BYTES, or "
+                               "its shape (--arch %s, or --layers --width --heads --seq --vocab)",
                                hsr_tune_arch_names());
   if (o->params > 0 && o->params < o->units)
     return hsr_cli_usage_error("tune", "--params %g is fewer than one parameter per unit (--units %ld)", o->params,
@@ -637,9 +639,9 @@ static hsr_status compute(tune_ctx *x) {
       int root = root_unit(m), plain = m->units == a->layers + 1;
       double all = a->layers * hsr_tune_arch_layer_flops(a) + hsr_tune_arch_root_flops(a);
       for (int u = 0; u < m->units; u++)
-        x->unit_fwd[u] = (plain ? (u == root ? hsr_tune_arch_root_flops(a) : hsr_tune_arch_layer_flops(a))
-                                : all / m->units) /
-                         (tf * 1e12) * 1e3;
+        x->unit_fwd[u] =
+            (plain ? (u == root ? hsr_tune_arch_root_flops(a) : hsr_tune_arch_layer_flops(a)) : all / m->units) /
+            (tf * 1e12) * 1e3;
       m->unit_fwd_ms = x->unit_fwd;
       m->fwd_ms = all / m->units / (tf * 1e12) * 1e3;
     }

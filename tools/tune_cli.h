@@ -24,8 +24,8 @@ typedef struct tune_opts {
   /* --validate */
   long v_top, v_bad, v_steps, v_rounds;
   int v_reuse;
-  int v_wait;         /* --compute wait: hsr bench step's device-like compute */
-  int v_sim;          /* --device sim: hsr bench step on the sim device */
+  int v_wait; /* --compute wait: hsr bench step's device-like compute */
+  int v_sim;  /* --device sim: hsr bench step on the sim device */
   /* the model's shape (--arch, --layers ...): resolved and checked by the parser */
   const char *arch_name;
   long layers, width, heads, kv_heads, ffn, seq, vocab, micro_batch;
@@ -33,8 +33,8 @@ typedef struct tune_opts {
   hsr_dtype act_dtype;
   hsr_tune_arch arch;
   hsr_rt_recompute recompute; /* the calculator's (--recompute) */
-  char given[64];     /* which flags were given (cmd_tune.c's option codes, from 256) */
-  const char *v_keep; /* directory for the bench files and results */
+  char given[64];             /* which flags were given (cmd_tune.c's option codes, from 256) */
+  const char *v_keep;         /* directory for the bench files and results */
 } tune_opts;
 
 /* What the planner was given, for the report. */
@@ -48,7 +48,7 @@ typedef struct tune_ctx {
    * (owned; tune_ctx_free), each policy's activations */
   double *unit_params, *unit_fwd, *unit_rc[HSR_TUNE_RECOMPUTES];
   hsr_tune_act act[HSR_TUNE_RECOMPUTES]; /* indexed by hsr_rt_recompute */
-  int live;              /* the job under a launcher: its own GPU's memory bounds the plan */
+  int live;                              /* the job under a launcher: its own GPU's memory bounds the plan */
   double budget;         /* bytes per rank (0: none): --mem-budget, or the GPU's memory less the reserve */
   char budget_desc[256]; /* where it comes from */
 } tune_ctx;

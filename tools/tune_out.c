@@ -48,8 +48,8 @@ static void act_header(const tune_ctx *x) {
   const hsr_tune_arch *a = &o->arch;
   printf("# shape %s (%s): layers %d, width %d, heads %d, kv heads %d, ffn %d, vocab %d, seq %d, micro-batch %d, "
          "%s activations: %.4g parameters\n",
-         a->name, hsr_tune_family_name(a->family), a->layers, a->width, a->heads, a->kv_heads, a->ffn, a->vocab,
-         a->seq, a->micro_batch, hsr_dtype_name(a->act_dtype), hsr_tune_arch_params(a));
+         a->name, hsr_tune_family_name(a->family), a->layers, a->width, a->heads, a->kv_heads, a->ffn, a->vocab, a->seq,
+         a->micro_batch, hsr_dtype_name(a->act_dtype), hsr_tune_arch_params(a));
   printf("# activations per rank per micro-batch (layers x saved + one layer's recompute + root):");
   for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++)
     printf("%s %s %.2f GiB", rc ? ";" : "", hsr_rt_recompute_name((hsr_rt_recompute)rc), x->act[rc].peak / GiB);
@@ -101,8 +101,8 @@ void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
     if (r->tie >= 0) snprintf(tie, sizeof tie, "= %d", r->tie + 1);
     char ab[16] = "";
     if (act) snprintf(ab, sizeof ab, " %9.2f", r->act_bytes / GiB);
-    printf("%4d  %-*s %5d %5d %4d %10.2f %8s %9.2f %9.2f %9.2f %10.2f MB %9.2f%s  %s\n", i + 1,
-           lw, hsr_tune_label(r, lab, sizeof lab), r->S, r->R, r->K, r->step_ms, pm, r->compute_ms, r->comm_ms,
+    printf("%4d  %-*s %5d %5d %4d %10.2f %8s %9.2f %9.2f %9.2f %10.2f MB %9.2f%s  %s\n", i + 1, lw,
+           hsr_tune_label(r, lab, sizeof lab), r->S, r->R, r->K, r->step_ms, pm, r->compute_ms, r->comm_ms,
            r->exposed_ms, fabric_rank(r) / 1e6, r->peak_total / GiB, ab, tie);
   }
   printf("# tie '= N': cannot be told apart from rank N within the prediction's uncertainty%s\n",
@@ -494,8 +494,8 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
              "activations", a->peak, a->peak / GiB, hsr_rt_recompute_name((hsr_rt_recompute)rc), x->o->arch.layers,
              a->saved, a->scratch, a->root, rc == (int)r->cfg.recompute ? " <" : "");
     }
-    printf("%-18s %18.0f %12.3f   with recompute %s (--recompute)\n", "peak + act.", r->peak_total,
-           r->peak_total / GiB, hsr_rt_recompute_name(r->cfg.recompute));
+    printf("%-18s %18.0f %12.3f   with recompute %s (--recompute)\n", "peak + act.", r->peak_total, r->peak_total / GiB,
+           hsr_rt_recompute_name(r->cfg.recompute));
   } else if (m->act_bytes > 0) {
     printf("%-16s %18.0f %12.3f   with --act-mem\n", "peak + act.", r->peak_total, r->peak_total / GiB);
   }

@@ -57,8 +57,9 @@ hsr_status hsr_tune_arch_check(hsr_tune_arch *a) {
   int v[] = {a->layers, a->width, a->heads, a->seq, a->vocab, a->micro_batch};
   for (int i = 0; i < 6; i++)
     if (v[i] < 1)
-      return hsr_error(HSR_ERR_INVALID, "model shape (%s): %s missing or below 1 (give --layers, --width, --heads, "
-                                        "--seq, --vocab; --micro-batch defaults to 1)",
+      return hsr_error(HSR_ERR_INVALID,
+                       "model shape (%s): %s missing or below 1 (give --layers, --width, --heads, "
+                       "--seq, --vocab; --micro-batch defaults to 1)",
                        f, what[i]);
   if (a->width % a->heads)
     return hsr_error(HSR_ERR_INVALID, "model shape: --heads %d does not divide --width %d (valid widths: %d, %d, ...)",
@@ -66,8 +67,9 @@ hsr_status hsr_tune_arch_check(hsr_tune_arch *a) {
                      a->heads * (a->width / a->heads + 1));
   if (!a->kv_heads) a->kv_heads = a->heads;
   if (!is_llama(a) && a->kv_heads != a->heads)
-    return hsr_error(HSR_ERR_INVALID, "model shape (%s): --kv-heads %d, but %s has multi-head attention (kv heads = "
-                                      "heads = %d; grouped-query attention is --arch llama)",
+    return hsr_error(HSR_ERR_INVALID,
+                     "model shape (%s): --kv-heads %d, but %s has multi-head attention (kv heads = "
+                     "heads = %d; grouped-query attention is --arch llama)",
                      f, a->kv_heads, f, a->heads);
   if (a->kv_heads < 1 || a->kv_heads > a->heads || a->heads % a->kv_heads)
     return hsr_error(HSR_ERR_INVALID, "model shape: --kv-heads %d must divide --heads %d", a->kv_heads, a->heads);
@@ -75,8 +77,9 @@ hsr_status hsr_tune_arch_check(hsr_tune_arch *a) {
     if (!a->ffn) a->ffn = llama_ffn(a->width, a->family == HSR_TUNE_FAM_HSR_LLAMA ? 8 : 256);
   } else {
     if (a->ffn && a->ffn != 4 * a->width)
-      return hsr_error(HSR_ERR_INVALID, "model shape (%s): --ffn %d, but %s's MLP is 4 x width = %d (another width "
-                                        "is --arch llama)",
+      return hsr_error(HSR_ERR_INVALID,
+                       "model shape (%s): --ffn %d, but %s's MLP is 4 x width = %d (another width "
+                       "is --arch llama)",
                        f, a->ffn, f, 4 * a->width);
     a->ffn = 4 * a->width;
   }
@@ -107,8 +110,8 @@ double hsr_tune_arch_layer_params(const hsr_tune_arch *a) {
 double hsr_tune_arch_root_params(const hsr_tune_arch *a) {
   if (!a) return 0;
   double C = a->width, V = a->vocab;
-  if (is_llama(a)) return 2 * V * C + C; /* embedding, untied head, final RMSNorm */
-  return V * C + (double)a->ctx * C + 2 * C;                 /* wte (tied head), wpe, ln_f */
+  if (is_llama(a)) return 2 * V * C + C;     /* embedding, untied head, final RMSNorm */
+  return V * C + (double)a->ctx * C + 2 * C; /* wte (tied head), wpe, ln_f */
 }
 
 double hsr_tune_arch_params(const hsr_tune_arch *a) {
@@ -124,9 +127,7 @@ double hsr_tune_arch_layer_flops(const hsr_tune_arch *a) {
   return tokens(a) * (2 * hsr_tune_arch_layer_params(a) + 4.0 * a->seq * a->width);
 }
 
-double hsr_tune_arch_root_flops(const hsr_tune_arch *a) {
-  return a ? tokens(a) * 2.0 * a->vocab * a->width : 0;
-}
+double hsr_tune_arch_root_flops(const hsr_tune_arch *a) { return a ? tokens(a) * 2.0 * a->vocab * a->width : 0; }
 
 /* Per token, in bytes: what a layer keeps with no recompute, and with rc. */
 static void per_token(const hsr_tune_arch *a, hsr_rt_recompute rc, double *none, double *kept) {
@@ -154,7 +155,7 @@ static void per_token(const hsr_tune_arch *a, hsr_rt_recompute rc, double *none,
     *none = e * (6 * C + 2 * kv + 3 * F) + 4 * (2 + H);
     *kept = rc == HSR_RT_RECOMPUTE_FULL        ? e * C
             : rc == HSR_RT_RECOMPUTE_SELECTIVE ? e * (4 * C + 2 * kv + 2 * F) + 4 * (2 + H)
-                                          : *none;
+                                               : *none;
     return;
   }
   default: /* Korthikanti's 34 C + 5 H T at 16 bits: 16 C + 2 H T elements, 2 C + H T one-byte masks */
@@ -199,8 +200,7 @@ static double root_bytes(const hsr_tune_arch *a) {
   if (a->family == HSR_TUNE_FAM_HSR_GPT) return 4 * N * (2 * C + 2 + V) + 8 * N + 4 * (10 * C * N + H * T * T);
   if (a->family == HSR_TUNE_FAM_HSR_LLAMA) { /* also the rotary table (T x head dim) and the zero row and its sink */
     double kv = kv_width(a), F = a->ffn;
-    return 4 * N * (2 * C + 1 + V) + 4 * (4 * N * C + 2 * N * kv + 3 * N * F + H * T * T + T * (C / H) + 2 * C) +
-           8 * N;
+    return 4 * N * (2 * C + 1 + V) + 4 * (4 * N * C + 2 * N * kv + 3 * N * F + H * T * T + T * (C / H) + 2 * C) + 8 * N;
   }
   return N * (2 * C * e + 8 * V + (a->family == HSR_TUNE_FAM_GPT ? C : 0));
 }
@@ -231,8 +231,8 @@ hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_rt_recompute r
     if (a->family == HSR_TUNE_FAM_LLAMA) {
       by = N * e * (4 * C + 3 * F); /* two norms: read C, write C; the product: read 2F, write F */
     } else if (a->family == HSR_TUNE_FAM_HSR_LLAMA) {
-      fl = N * 2 * T * C;                                /* the probabilities from the kept q and k */
-      by = N * 4 * (3 * H * T + 4 * C + 3 * F);          /* softmax, the two norms, SwiGLU's output */
+      fl = N * 2 * T * C;                       /* the probabilities from the kept q and k */
+      by = N * 4 * (3 * H * T + 4 * C + 3 * F); /* softmax, the two norms, SwiGLU's output */
     } else {
       fl = N * 2 * T * C;
       by = N * e * 3 * H * T; /* softmax: read the scores, write the probabilities (and gpt's dropout) */

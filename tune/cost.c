@@ -30,7 +30,8 @@ static const hw_fig figs[] = {
      "default: HDR 200G ~24 GB/s per GPU's NIC", 1},
     {"pcie5", 50, 20, 48, 30, 3350, 0, "default: PCIe Gen5 x16 ~50 GB/s between GPUs without NVLink",
      "default: NDR 400G ~48 GB/s per GPU's NIC (nccl-tests)", 1},
-    {"host", 3.0, 30, 0.5, 60, 6, 0, "default: hsr shared-memory collectives, ~3 GB/s busbw on 2-4 cores (docs/tiers.md)",
+    {"host", 3.0, 30, 0.5, 60, 6, 0,
+     "default: hsr shared-memory collectives, ~3 GB/s busbw on 2-4 cores (docs/tiers.md)",
      "default: UCX over TCP ~0.5 GB/s per rank (docs/tiers.md: 3.6 GB/s loopback, shared by the ranks)", 0},
 };
 
@@ -41,9 +42,7 @@ double hsr_tune_hw_memory(const char *hw) {
   return 0;
 }
 
-double hsr_tune_mem_reserve(double capacity) {
-  return capacity > 0 ? 2.0 * 1024 * 1024 * 1024 + 0.05 * capacity : 0;
-}
+double hsr_tune_mem_reserve(double capacity) { return capacity > 0 ? 2.0 * 1024 * 1024 * 1024 + 0.05 * capacity : 0; }
 
 const char *hsr_tune_net_hw_names(void) { return "h100, h200, a100, pcie5, host"; }
 

@@ -206,8 +206,7 @@ static void recompute_said(out *w, const hsr_tune_plan *p, const hsr_tune_result
     if (!c) continue;
     if (!c->feasible)
       put(w, "    %s does not fit: needs %.2f GiB more (peak %.2f GiB, activations %.2f GiB)\n",
-          hsr_rt_recompute_name(rc), (c->peak_total - p->mem_budget) / GiB, c->peak_total / GiB,
-          c->act_bytes / GiB);
+          hsr_rt_recompute_name(rc), (c->peak_total - p->mem_budget) / GiB, c->peak_total / GiB, c->act_bytes / GiB);
     else
       put(w, "    %s fits this layout too but is %+.1f ms per step\n", hsr_rt_recompute_name(rc),
           c->step_ms - win->step_ms);

@@ -373,8 +373,7 @@ HSR_API double hsr_tune_arch_layer_flops(const hsr_tune_arch *a);
 HSR_API double hsr_tune_arch_root_flops(const hsr_tune_arch *a);
 /* What a policy recomputes in one layer's backward, per micro-batch: matmul
  * FLOPs, and the bytes elementwise work reads and writes. */
-HSR_API hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_rt_recompute rc, double *flops,
-                                           double *bytes);
+HSR_API hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_rt_recompute rc, double *flops, double *bytes);
 
 /* These take a shape as given (its defaults filled and checked on a copy:
  * a bad one is HSR_ERR_INVALID with the message hsr_tune_arch_check gives).
