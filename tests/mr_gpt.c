@@ -39,7 +39,8 @@
 #include "train.h"
 
 #define STEPS 6
-#define BATCH 8
+#define BATCH g_batch
+static int g_batch = 8; /* global batch: --batch N (a multiple of the data-parallel ranks) */
 #define T 8
 #define WARMUP 2
 #define LR 3e-3f
@@ -435,12 +436,16 @@ static int run_export(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
 
 int main(int argc, char **argv) {
   base = gpt_base;
+  if (argc > 2 && !strcmp(argv[1], "--batch")) {
+    g_batch = atoi(argv[2]);
+    argv[2] = argv[0], argv += 2, argc -= 2;
+  }
   if (argc > 1 && !strcmp(argv[1], "--llama")) {
     base = llama_base;
     argv[1] = argv[0], argv++, argc--;
   }
   if (argc < 2) {
-    fprintf(stderr, "usage: mr_gpt [--llama] equiv SPEC... | export FILE\n");
+    fprintf(stderr, "usage: mr_gpt [--batch N] [--llama] equiv SPEC... | export FILE\n");
     return 2;
   }
   openblas_set_num_threads(1);

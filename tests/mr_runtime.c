@@ -37,7 +37,8 @@
 #include "mlp.h"
 
 #define STEPS 10
-#define BATCH 32
+#define BATCH g_batch
+static int g_batch = 32; /* global batch: --batch N before the mode (a multiple of the data-parallel ranks) */
 
 static int g_rank;
 static int g_fail;
@@ -606,8 +607,12 @@ static int run_bad(hsr_boot *boot) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: mr_runtime equiv SPEC... | bad\n");
+  if (argc > 2 && !strcmp(argv[1], "--batch")) {
+    g_batch = atoi(argv[2]);
+    argv[2] = argv[0], argv += 2, argc -= 2;
+  }
+  if (argc < 2 || g_batch < 1) {
+    fprintf(stderr, "usage: mr_runtime [--batch N] equiv SPEC... | bad\n");
     return 2;
   }
   mlp_blas_threads(1);
