@@ -80,6 +80,9 @@ static void header(const tune_ctx *x, const hsr_tune_plan *p) {
   if (x->budget > 0) printf(" of %.2f GiB per rank", x->budget / GiB);
   printf("\n");
   if (x->budget > 0 && x->o->mem_budget <= 0) printf("# memory budget: %s\n", x->budget_desc);
+  if (x->budget <= 0 && x->net.device_is_gpu)
+    printf("# memory: not bounded (give --mem-budget, or --hw h100|h200|a100 for the GPU's memory less the "
+           "reserve)\n");
 }
 
 void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
