@@ -796,8 +796,8 @@ static int plan(tune_opts *o) {
   tune_ctx x = {.o = o};
   hsr_tune_plan p = {0};
   hsr_status st = build_cluster(o, &boot, &cl, x.topo_desc, sizeof x.topo_desc);
-  x.live = boot != NULL;
   int rank0 = !boot || hsr_boot_rank(boot) == 0, code = HSR_EXIT_OK;
+  x.live = boot && rank0; /* rank 0 plans, on its own GPU's memory */
   if (st == HSR_OK) st = tune_setup(&x, cl);
   if (st == HSR_OK && rank0) {
     hsr_tune_space sp;
