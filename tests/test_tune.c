@@ -529,6 +529,37 @@ static void test_recommend(void **state) {
   assert_true(prev > 1.2);
 }
 
+/* Ties: with residuals (a fitted net), two layouts whose steps differ by
+ * less than one sigma of their difference tie even when they differ by more
+ * than the ranking's 0.2% resolution; the rule's two arms both occur, and
+ * without residuals only the 0.2% arm is left. */
+static void test_ties(void **state) {
+  (void)state;
+  hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2};
+  hsr_tune_net n = clean(10, 0.1);
+  n.step_rel_rms = 0.05; /* each layout's own residual in the probes: 5% of its step */
+  hsr_tune_plan p;
+  plan(&n, &m, 0, &p);
+  int by_sigma = 0;
+  for (int i = 1; i < p.nfeasible; i++) {
+    const hsr_tune_result *r = &p.cand[i];
+    if (r->tie < 0) continue;
+    assert_true(r->tie < i);
+    const hsr_tune_result *b = &p.cand[r->tie];
+    if (r->step_ms - b->step_ms > 0.002 * b->step_ms) by_sigma++; /* beyond the resolution: tied by the sigma */
+  }
+  assert_true(by_sigma > 0);
+  /* and a layout 30% slower than the best never ties with it at 5% residuals */
+  for (int i = 1; i < p.nfeasible; i++)
+    if (p.cand[i].step_ms > 1.3 * p.cand[0].step_ms) assert_int_not_equal(p.cand[i].tie, 0);
+  hsr_tune_plan_free(&p);
+  n.step_rel_rms = 0; /* nothing fitted: ties only within 0.2% */
+  plan(&n, &m, 0, &p);
+  for (int i = 1; i < p.nfeasible; i++)
+    if (p.cand[i].tie >= 0) assert_true(p.cand[i].step_ms - p.cand[p.cand[i].tie].step_ms <= 0.002 * p.cand[p.cand[i].tie].step_ms + 1e-12);
+  hsr_tune_plan_free(&p);
+}
+
 /* The budget rejects by the peak (persistent + transient peak +
  * activations), never by the persistent bytes alone. Budgets at every
  * candidate's persistent bytes and peak (and a byte below the peak), with
@@ -783,6 +814,7 @@ int main(void) {
                                      cmocka_unit_test(test_timeline),  cmocka_unit_test(test_calib),
                                      cmocka_unit_test(test_recommend), cmocka_unit_test(test_gpu_defaults),
                                      cmocka_unit_test(test_emit),      cmocka_unit_test(test_budget_by_peak),
-                                     cmocka_unit_test(test_act),       cmocka_unit_test(test_recompute_plan)};
+                                     cmocka_unit_test(test_act),       cmocka_unit_test(test_recompute_plan),
+                                     cmocka_unit_test(test_ties)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
