@@ -28,7 +28,6 @@ def fail(msg):
 
 
 md = subprocess.run(["git", "-C", src, "ls-files", "*.md"], capture_output=True, text=True, check=True).stdout.split()
-md = [f for f in md if not f.startswith(("bench/peers/.venv",))]
 
 
 def anchors(path):
