@@ -27,6 +27,30 @@ hsr_add_mpi_test(NAME rt_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COM
   # the outer shard (HFSDP): its outer all-gather, the step-end prefetch, the norm over R
   device=sim,strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,pstep=1,${_c}
   device=sim,strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=f32,micro=2,sync=rs_only,${_c})
+# Offload optim (the optimizer state in pinned host memory, AdamW on the
+# host): losses and parameters bitwise those of the device path without it
+# and of the host path; micro-batches add copies down into a landing the host
+# has not added yet; the outer shard, zero2 and ddp copy their pieces up.
+hsr_add_mpi_test(NAME rt_sim_offload_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_runtime> equiv
+  strategy=fsdp,S=4,reshard=full,prefetch=1,${_c},same=of4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_c},same=of4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_c},off=optim,twice=1,same=of4
+  device=sim,strategy=fsdp,S=4,reshard=partial:2,prefetch=2,pstep=1,micro=2,sync=full,${_c},same=ofm4
+  device=sim,strategy=fsdp,S=4,reshard=partial:2,prefetch=2,pstep=1,micro=2,sync=full,${_c},off=optim,same=ofm4
+  strategy=hybrid,S=2,pdt=bf16,rdt=bf16,${_c},same=oh4
+  device=sim,strategy=hybrid,S=2,pdt=bf16,rdt=bf16,${_c},same=oh4
+  device=sim,strategy=hybrid,S=2,pdt=bf16,rdt=bf16,${_c},off=optim,same=oh4
+  device=sim,strategy=hybrid,S=2,outer=optim,pstep=1,${_c},same=oho4
+  device=sim,strategy=hybrid,S=2,outer=optim,pstep=1,${_c},off=optim,same=oho4
+  device=sim,strategy=zero2,S=2,R=2,micro=2,sync=none,${_c},off=optim
+  device=sim,strategy=ddp,pdt=bf16,${_c},off=optim)
+add_test(NAME rt_sim_offload_1 COMMAND $<TARGET_FILE:mr_runtime> equiv
+  strategy=fsdp,reshard=full,prefetch=1,${_c},same=o1
+  device=sim,strategy=fsdp,reshard=full,prefetch=1,${_c},same=o1
+  device=sim,strategy=fsdp,reshard=full,prefetch=1,${_c},off=optim,same=o1
+  device=sim,strategy=fsdp,pdt=bf16,rdt=bf16,micro=2,sync=full,${_c},same=o1b
+  device=sim,strategy=fsdp,pdt=bf16,rdt=bf16,micro=2,sync=full,${_c},off=optim,same=o1b)
+set_tests_properties(rt_sim_offload_1 PROPERTIES LABELS sim TIMEOUT 150 ENVIRONMENT "${_sim_env}")
 # The GPT on sim against its single-rank reference (its kernels as sim tasks).
 set(_g "clip=1")
 hsr_add_mpi_test(NAME gpt_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_gpt> equiv
