@@ -58,6 +58,13 @@ hsr_add_mpi_test(NAME gpt_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} CO
   device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sg4
   device=sim,strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=none,${_g}
   device=sim,strategy=hybrid,S=2,outer=optim,reshard=none,${_g},val=1)
+# The GPT with offload optim, its AdamW split over 3 host threads: bitwise the host path.
+hsr_add_mpi_test(NAME gpt_sim_offload_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} HSR_OFFLOAD_THREADS=3 COMMAND
+  $<TARGET_FILE:mr_gpt> equiv strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=og4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},off=optim,same=og4
+  strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=none,${_g},same=ogh4
+  device=sim,strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=none,${_g},off=optim,same=ogh4
+  device=sim,strategy=hybrid,S=2,outer=optim,reshard=none,${_g},off=optim,val=1)
 # The llama on sim (its RMSNorm, SwiGLU and rotary kernels as sim tasks).
 hsr_add_mpi_test(NAME llama_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_gpt> --llama
   equiv strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sl4
