@@ -85,6 +85,16 @@ set_tests_properties(sim_detect PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONM
 # and the GPT, bitwise against the host path.
 add_test(NAME train_sim COMMAND ${CMAKE_SOURCE_DIR}/tests/train_sim.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(train_sim PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# hsr train --offload optim on sim: bitwise the host path (hybrid, fsdp, one
+# rank), its ledger's host rows, checkpoints saved and loaded across the
+# setting (held and in place), and the bad input.
+add_test(NAME train_offload COMMAND ${CMAKE_SOURCE_DIR}/tests/train_offload.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(train_offload PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+add_test(NAME train_bad_offload COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2
+  "all state already lives in host memory.*--device sim or --device cuda" $<TARGET_FILE:hsr_cli> train --offload optim)
+add_test(NAME train_bad_offload_value COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: none\\|optim"
+  $<TARGET_FILE:hsr_cli> train --device sim --offload yes)
+set_tests_properties(train_bad_offload train_bad_offload_value PROPERTIES LABELS sim)
 # The device itself: stream and event rules, copies, bounded waits, the arena,
 # the check's reports, the kernels bitwise the host kind's.
 hsr_add_unit(test_sim test_sim.c)

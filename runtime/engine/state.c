@@ -19,6 +19,7 @@ void rt_state_info_of(const hsr_rt *rt, rt_state_info *out) {
                          .R = rt->R,
                          .K = rt->K,
                          .gpu = rt_dev_async(rt->dv),
+                         .host_state = !rt_dev_async(rt->dv) || rt->off != NULL,
                          .step = rt->step,
                          .nunits = rt->nunits};
 }
