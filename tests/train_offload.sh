@@ -8,6 +8,7 @@
 #      accumulator in host memory, predicted to the byte
 #   P  sim without offload, resumed from O's step 6: steps 7-12 and the
 #      step-12 checkpoint bitwise A's (saved with offload, loaded without)
+#   H  the host path resumed from O's step 6: the same
 #   Q  sim with offload resumed from A's step 6, held and in place (the
 #      state is host memory): bitwise A's (saved without, loaded with)
 #   F  fsdp on 4 ranks and on one: sim with offload bitwise the host run
@@ -51,6 +52,10 @@ PY
   --resume "$t/O/step-00000006" --log "$t/P.jsonl" >"$t/P.out" 2>&1 || { cat "$t/P.out"; fail "P failed"; }
 py compare "$t/A" "$t/P" || fail "P (offloaded save, loaded without): the step-12 checkpoint is not bitwise A's"
 diff <(tail -n 6 "$t/A.jsonl" | nt) <(nt <"$t/P.jsonl") >/dev/null || fail "P: steps 7-12 differ from A's"
+"$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" $train --ckpt "$t/H" --resume "$t/O/step-00000006" \
+  --log "$t/H.jsonl" >"$t/H.out" 2>&1 || { cat "$t/H.out"; fail "H failed"; }
+py compare "$t/A" "$t/H" || fail "H (offloaded save, loaded on the host path): the step-12 checkpoint is not A's"
+diff <(tail -n 6 "$t/A.jsonl" | nt) <(nt <"$t/H.jsonl") >/dev/null || fail "H: steps 7-12 differ from A's"
 for ip in off on; do
   HSR_CKPT_IN_PLACE=$ip "${sim[@]}" "$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" $train --device sim \
     --offload optim --ckpt "$t/Q$ip" --resume "$t/A/step-00000006" --log "$t/Q$ip.jsonl" >"$t/Q$ip.out" 2>&1 ||
