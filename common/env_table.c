@@ -56,7 +56,8 @@ static const hsr_env_info table[] = {
      "test hook of the sim device (refused on others): the engine leaves out one ordering, so that the stream-order "
      "check and the equivalence tests show they see it: `gather_wait` compute does not wait for a unit's gather, "
      "`reduce_wait` the reduce stream does not wait for the gradient, `pool_reuse` a recycled buffer's first stream "
-     "does not wait for its last users, `optim_wait` the optimizer does not wait for the reduce stream, `offload_wait` (--offload optim) the host "
+     "does not wait for its last users, `optim_wait` the optimizer does not wait for the reduce stream, `offload_wait` "
+     "(--offload optim) the host "
      "optimizer does not wait for the gradient's copy down"},
     {"HSR_OFFLOAD_THREADS", HSR_ENV_INT, 1, 64, NULL, 2, "2", "runtime",
      "--offload optim: threads (the training thread included) that split each unit's host AdamW update; the "

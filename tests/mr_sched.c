@@ -74,8 +74,9 @@ static void compare(const char *what, const char *spec, const hsr_ledger *m, con
     /* a device run's hsr_rt_param_init stages the values through device
      * memory: a one-off buffer, dropped at once, that no schedule action takes */
     int init_staging = c == HSR_MEM_STAGING && g_device;
-    CHECK(init_staging || hsr_ledger_peak(m, c) == hsr_ledger_peak(p, c), "%s: %s %s peak %llu, predicted %llu", spec, what,
-          hsr_mem_cat_name(c), (unsigned long long)hsr_ledger_peak(m, c), (unsigned long long)hsr_ledger_peak(p, c));
+    CHECK(init_staging || hsr_ledger_peak(m, c) == hsr_ledger_peak(p, c), "%s: %s %s peak %llu, predicted %llu", spec,
+          what, hsr_mem_cat_name(c), (unsigned long long)hsr_ledger_peak(m, c),
+          (unsigned long long)hsr_ledger_peak(p, c));
     CHECK(hsr_ledger_current(m, c) == hsr_ledger_current(p, c), "%s: %s %s current %llu, predicted %llu", spec, what,
           hsr_mem_cat_name(c), (unsigned long long)hsr_ledger_current(m, c),
           (unsigned long long)hsr_ledger_current(p, c));

@@ -91,9 +91,9 @@ struct hsr_rt {
   int grad_ready; /* the accumulators hold the step's synchronized, averaged gradient (hsr_rt_grad_read) */
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   hsr_rt_stats stats;
-  rt_obs *obs; /* ledgers, trace, timing (observe.c) */
+  rt_obs *obs;        /* ledgers, trace, timing (observe.c) */
   struct rt_off *off; /* offload optim: the host optimizer (offload.c); NULL without */
-  void *ckpt;  /* the checkpoint room's object (state.h: rt_state_attach) */
+  void *ckpt;         /* the checkpoint room's object (state.h: rt_state_attach) */
   void (*ckpt_fini)(void *ckpt);
 };
 

@@ -92,8 +92,7 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
   HSR_CHECK(grad_hook(rt, o));
   for (int i = 0; i < rt->nunits; i++) {
     sq[i] = 0;
-    HSR_CHECK(
-        hsr_kernels_sumsq(gd, gs, rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, &sq[i]));
+    HSR_CHECK(hsr_kernels_sumsq(gd, gs, rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, &sq[i]));
   }
   if (!rt_dev_dropped(rt->dv, RT_DROP_OPTIM_WAIT))
     HSR_CHECK(rt_dev_sync(rt->dv, RS(rt))); /* the one host wait of a device step: the clip factor */
@@ -133,8 +132,8 @@ hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a) {
     hsr_adamw_hparams hp[HSR_RT_MAX_GROUPS];
     for (int g = 0; g < rt->cfg.num_groups; g++) {
       const hsr_rt_opt_group *gr = &rt->cfg.groups[g];
-      hp[g] = (hsr_adamw_hparams){gr->lr,           gr->beta1, gr->beta2, gr->eps, gr->weight_decay,
-                                  rt->step,         (float)rt->opt->coef};
+      hp[g] =
+          (hsr_adamw_hparams){gr->lr, gr->beta1, gr->beta2, gr->eps, gr->weight_decay, rt->step, (float)rt->opt->coef};
     }
     HSR_CHECK(rt_off_optim(rt, ui, hp));
     rt->opt->now = hsr_clock_ns();
@@ -240,7 +239,7 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
     rt_obs_dev_span(rt->obs, 0, HSR_SPAN_COMPUTE, "compute", "optimizer", -1, NULL, 0, o.dev_t0, 0);
   rt->opt = NULL;
   if (st == HSR_OK && (regathered || rt->off)) /* offload: the parameters came up on the gather stream */
-    st = rt_dev_join(rt->dv, CS(rt), GS(rt)); /* the next forward reads the gathered parameters */
+    st = rt_dev_join(rt->dv, CS(rt), GS(rt));  /* the next forward reads the gathered parameters */
   HSR_CHECK(st);
   HSR_CHECK(rt_dev_reap(rt->dv));
   if (info) {

@@ -158,7 +158,7 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
     rt_mem_release_all(rt);
   }
   rt_off_close(rt); /* after the drain: its events and threads are no longer needed */
-  if (rt->dv) { /* streams and requests drained before the communicators go */
+  if (rt->dv) {     /* streams and requests drained before the communicators go */
     hsr_status d = rt_dev_quiesce(rt->dv);
     if (d != HSR_OK && st == HSR_OK) st = d;
   }

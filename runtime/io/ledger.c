@@ -12,8 +12,8 @@ struct hsr_ledger {
 };
 
 static const char *const cat_names[HSR_MEM_CAT_COUNT] = {
-    "param_shard",   "grad_shard",         "master",         "moment_m", "moment_v",     "full_unit",
-    "partial_slice", "reduce_scatter_buf", "all_reduce_buf", "staging",  "ckpt_staging", "activation",
+    "param_shard",   "grad_shard",         "master",         "moment_m",        "moment_v",     "full_unit",
+    "partial_slice", "reduce_scatter_buf", "all_reduce_buf", "staging",         "ckpt_staging", "activation",
     "host_master",   "host_moment_m",      "host_moment_v",  "host_grad_shard", "host_staging"};
 static const char *const phase_names[HSR_PHASE_COUNT] = {"init", "forward", "backward", "reduce", "step", "checkpoint"};
 

@@ -401,10 +401,9 @@ hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n)
 /* ---- buffers ---- */
 hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b) {
   static const hsr_mem_cat cat[HSR_SCHED_BUF_COUNT] = {
-      HSR_MEM_MASTER,        HSR_MEM_MOMENT_M,  HSR_MEM_MOMENT_V,      HSR_MEM_GRAD_SHARD, HSR_MEM_PARAM_SHARD,
-      HSR_MEM_HOST_STAGING,  HSR_MEM_HOST_STAGING,
-      HSR_MEM_FULL_UNIT,     HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF,   HSR_MEM_STAGING,    HSR_MEM_AR_BUF,
-      HSR_MEM_STAGING,       HSR_MEM_STAGING,       HSR_MEM_AR_BUF};
+      HSR_MEM_MASTER,       HSR_MEM_MOMENT_M,     HSR_MEM_MOMENT_V,  HSR_MEM_GRAD_SHARD,    HSR_MEM_PARAM_SHARD,
+      HSR_MEM_HOST_STAGING, HSR_MEM_HOST_STAGING, HSR_MEM_FULL_UNIT, HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF,
+      HSR_MEM_STAGING,      HSR_MEM_AR_BUF,       HSR_MEM_STAGING,   HSR_MEM_STAGING,       HSR_MEM_AR_BUF};
   return b >= 0 && b < HSR_SCHED_BUF_COUNT ? cat[b] : HSR_MEM_STAGING;
 }
 
