@@ -505,7 +505,7 @@ static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
   hsr_rt_config c;
   hsr_rt_config_default(&c);
   hsr_status st = is_root ? hsr_ledger_create(&held) : hsr_error(HSR_ERR_NOMEM, "out of memory");
-  if (st == HSR_OK) st = hsr_tune_prog_nested((int)o->units, 0, 1, &prog, &nprog);
+  if (st == HSR_OK) st = hsr_tune_prog_nested((int)o->units, 0, 1, HSR_RT_RECOMPUTE_NONE, &prog, &nprog);
   if (st == HSR_OK && o->keep_last) is_root[o->units - 1] = 1;
   *peak = 0;
   for (int h = 0; h < o->nouter && st == HSR_OK; h++) {

@@ -12,6 +12,7 @@
 #   Q  sim with offload resumed from A's step 6, held and in place (the
 #      state is host memory): bitwise A's (saved without, loaded with)
 #   F  fsdp on 4 ranks and on one: sim with offload bitwise the host run
+#   G  the GPT with --recompute full and offload: bitwise the host run
 #   bad input: --offload optim on the host device and a bad value exit 2
 #      before any work, said once per job
 set -u
@@ -75,6 +76,11 @@ diff <(nt <"$t/Fh.jsonl") <(nt <"$t/Fb.jsonl") >/dev/null || fail "F: fsdp 1 x 4
 "${sim[@]}" "$hsr" $f --device sim --offload optim --log "$t/F1.jsonl" >/dev/null 2>&1 || fail "F (one rank) failed"
 "$hsr" $f --log "$t/F1h.jsonl" >/dev/null 2>&1 || fail "F (one rank, host) failed"
 diff <(nt <"$t/F1h.jsonl") <(nt <"$t/F1.jsonl") >/dev/null || fail "F: one rank with offload differs from the host"
+g="train --model gpt --layers 2 --heads 2 --dim 32 --seq 16 --batch 8 --steps 4 --no-progress --recompute full"
+"$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" $g --log "$t/G.jsonl" >/dev/null 2>&1 || fail "G (host) failed"
+"${sim[@]}" "$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" $g --device sim --offload optim --log "$t/Go.jsonl" \
+  >/dev/null 2>&1 || fail "G (sim, offload, recompute) failed"
+diff <(nt <"$t/G.jsonl") <(nt <"$t/Go.jsonl") >/dev/null || fail "G: the GPT with recompute and offload differs from the host"
 # bad input: once per job, exit 2, before any work (no log written)
 out=$("$run" -n 4 --nodes 2 --launcher mpirun -- "$hsr" $train --offload optim --log "$t/bad.jsonl" 2>&1)
 rc=$?
@@ -86,5 +92,5 @@ grep -q -- "--device sim or --device cuda" <<<"$out" || fail "the error does not
 out=$("$hsr" $train --device sim --offload host 2>&1)
 rc=$?
 [ "$rc" = 2 ] && grep -q "valid: none|optim" <<<"$out" || fail "--offload host: exit $rc, $out"
-echo "train_offload: offload optim = host bitwise (hybrid 2 x 2, fsdp 1 x 4 bf16, one rank); checkpoints across the" \
+echo "train_offload: offload optim = host bitwise (hybrid 2 x 2, fsdp 1 x 4 bf16, one rank, the GPT with recompute); checkpoints across the" \
   "setting bitwise; bad input exit 2"

@@ -101,6 +101,7 @@ static hsr_status log_line(train_run *r, FILE *f, const hsr_rt_step_info *in, do
   cJSON_AddNumberToObject(o, "step_ms", ms);
   cJSON_AddNumberToObject(o, "tokens_per_s", tps);
   cJSON_AddNumberToObject(o, "gflops", gflops);
+  cJSON_AddNumberToObject(o, "recomputes", in->recomputes);
   cJSON *calls = cJSON_AddObjectToObject(o, "calls");
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
     cJSON *grp = cJSON_AddObjectToObject(calls, hsr_rt_group_name((hsr_rt_group)g));
@@ -125,11 +126,13 @@ static void progress(const train_run *r, int s, double loss, double val, const h
   for (int i = 0; i < width; i++) bar[i] = i < done ? '#' : '.';
   bar[width] = 0;
   if (val == val) snprintf(vs, sizeof vs, " val %.4f", val);
+  char rc[32] = ""; /* with recompute on: the units recomputed, beside the gathers that served them */
+  if (a->cfg.recompute != HSR_RT_RECOMPUTE_NONE) snprintf(rc, sizeof rc, " recompute %d", info->recomputes);
   printf("[%s] step %d/%d loss %.4f%s grad %.3f lr %.2e %.1f ms %.0f tok/s %.2f GFLOP/s  all-gather %llu "
-         "reduce-scatter %llu all-reduce %llu\n",
+         "reduce-scatter %llu all-reduce %llu%s\n",
          bar, s + 1, a->steps, loss, vs, info->grad_norm, info->lr, ms, tps, gflops,
          (unsigned long long)sum_op(info, HSR_OP_ALLGATHER), (unsigned long long)sum_op(info, HSR_OP_REDUCE_SCATTER),
-         (unsigned long long)sum_op(info, HSR_OP_ALLREDUCE));
+         (unsigned long long)sum_op(info, HSR_OP_ALLREDUCE), rc);
   fflush(stdout);
 }
 
@@ -336,7 +339,7 @@ static hsr_status check_peak(train_run *r, int here, uint64_t mem) {
   hsr_ledger *ph = NULL;
   hsr_status st = m->program(r, &prog, &nprog);
   if (st == HSR_OK) st = hsr_ledger_create(&ph);
-  if (st == HSR_OK) st = train_predict(r->rt, &r->a->cfg, prog, nprog, m->activation_bytes(r), ph, NULL);
+  if (st == HSR_OK) st = train_predict(r->rt, &r->a->cfg, prog, nprog, m->activation_bytes(r), ph, NULL, NULL);
   double peak = st == HSR_OK ? (double)hsr_ledger_total_peak(ph) : 0, need = peak * here;
   if (st == HSR_OK && need > 0.9 * (double)mem) {
     char b[5][32];

@@ -76,9 +76,13 @@ static void usage(void) {
          "  --offload X         device runs: none | optim (default none). optim keeps the f32 master, m, v and\n"
          "                      the gradient shard in pinned host memory and runs AdamW on the host's cores\n"
          "                      (HSR_OFFLOAD_THREADS); the device keeps the parameter shard (2/S bytes per\n"
-         "                      parameter in bf16) and transients (docs/training.md, \"Offload\")\n"
+         "                      parameter in bf16) and transients (docs/memory.md, \"Offload\")\n"
          "  --wrap W            block | linear: one unit per block (default), or one per linear layer\n"
          "                      (mlp 2, gpt 4 per block: the wrapping mistake the diagnostic catches)\n"
+         "  --recompute X       none | full | selective (gpt; block units): full keeps each block's input\n"
+         "                      and recomputes its forward inside its backward; selective keeps the\n"
+         "                      matmuls' outputs and recomputes LayerNorm, the attention's softmax and\n"
+         "                      GELU. The backward's gather serves the recompute (docs/memory.md)\n"
          "optimizer (AdamW on the local shard)\n"
          "  --lr X              peak learning rate (default 3e-3)\n"
          "  --warmup N          linear warm-up steps (mlp default 0, gpt and llama steps / 20)\n"
@@ -116,7 +120,8 @@ enum {
   O_LR_MIN,
   O_MAX_SHARD,
   O_OUTER,
-  O_OFFLOAD
+  O_OFFLOAD,
+  O_RECOMPUTE
 };
 
 static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
@@ -149,6 +154,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"sync", required_argument, 0, 'y'},
                                      {"outer-shard", required_argument, 0, O_OUTER},
                                      {"offload", required_argument, 0, O_OFFLOAD},
+                                     {"recompute", required_argument, 0, O_RECOMPUTE},
                                      {"param-dtype", required_argument, 0, 'P'},
                                      {"reduce-dtype", required_argument, 0, 'D'},
                                      {"lr", required_argument, 0, 'l'},
@@ -300,6 +306,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     *st = hsr_rt_parse_outer_shard(optarg, &a->cfg.outer_shard);
     break;
   case O_OFFLOAD: *st = hsr_rt_parse_offload(optarg, &a->cfg.offload); break;
+  case O_RECOMPUTE: *st = hsr_rt_parse_recompute(optarg, &a->cfg.recompute); break;
   case 'P':
   case 'D': {
     hsr_dtype t = HSR_F32;

@@ -205,10 +205,13 @@ static void call(ev *e, const hsr_prog_call *c) {
   case HSR_PROG_FWD_END: st = hsr_sched_forward_end(e->sc, u, &a, &n); break;
   case HSR_PROG_BWD_BEGIN: st = hsr_sched_backward_begin(e->sc, u, &a, &n); break;
   case HSR_PROG_BWD_END: st = hsr_sched_backward_end(e->sc, u, &a, &n); break;
+  case HSR_PROG_RECOMPUTE: st = hsr_sched_recompute(e->sc, u, &a, &n); break;
   default: st = hsr_sched_step(e->sc, &a, &n); break;
   }
   run(e, st, a, n);
   if (c->op == HSR_PROG_FWD_BEGIN) tl_compute(&e->t, fwd_s(e, u));
+  if (c->op == HSR_PROG_RECOMPUTE) /* full: the unit's forward again; selective: the model's stated part of it */
+    tl_compute(&e->t, fwd_s(e, u) * (e->cfg->recompute == HSR_RT_RECOMPUTE_FULL ? 1.0 : e->m->selective_frac));
   if (c->op == HSR_PROG_BWD_BEGIN) tl_compute(&e->t, fwd_s(e, u) * e->m->bwd_ratio);
 }
 
@@ -351,7 +354,7 @@ hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const
   if (st == HSR_OK) {
     if (m->root == HSR_TUNE_ROOT_LAST) is_root[m->units - 1] = 1;
     if (outer) is_root[0] = 1;
-    st = hsr_tune_prog_nested(m->units, outer, cfg.micro_batches, &prog, &nprog);
+    st = hsr_tune_prog_nested(m->units, outer, cfg.micro_batches, cfg.recompute, &prog, &nprog);
   }
   if (st == HSR_OK) st = build_layout(m, &cfg, S, R, &lay, &params);
   if (st == HSR_OK) {

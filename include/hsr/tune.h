@@ -182,6 +182,7 @@ typedef struct hsr_tune_model {
   const double *unit_fwd_ms; /* per unit forward compute per micro-batch; NULL: fwd_ms each */
   double fwd_ms, bwd_ratio;  /* backward = bwd_ratio x forward */
   double act_bytes;          /* activation memory per rank, added to the peak */
+  double selective_frac;     /* recompute selective: the part of a unit's forward compute recomputed */
   int compute_default;       /* the compute figure is an assumption, not measured or given */
 } hsr_tune_model;
 

@@ -24,7 +24,8 @@ typedef enum hsr_prog_op {
   HSR_PROG_FWD_END,
   HSR_PROG_BWD_BEGIN,
   HSR_PROG_BWD_END,
-  HSR_PROG_STEP
+  HSR_PROG_STEP,
+  HSR_PROG_RECOMPUTE /* hsr_rt_recompute_begin .. _end inside the unit's backward window */
 } hsr_prog_op;
 typedef struct hsr_prog_call {
   hsr_prog_op op;
@@ -34,9 +35,11 @@ typedef struct hsr_prog_call {
 /* The program of one step of a model whose first `outer` units wrap the rest
  * (like an embedding/head root unit: begun before the inner units, ended
  * after them), with `micro` forward/backward passes, then hsr_rt_step and
- * hsr_rt_zero_grad. Inner units run in order forward, in reverse backward.
- * *calls is malloc'd (caller frees). */
-HSR_API hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_prog_call **calls, int *n);
+ * hsr_rt_zero_grad. Inner units run in order forward, in reverse backward;
+ * with recompute other than none each inner unit recomputes right after its
+ * backward_begin. *calls is malloc'd (caller frees). */
+HSR_API hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_rt_recompute recompute,
+                                        hsr_prog_call **calls, int *n);
 
 /* Predicts the ledgers of `steps` steps of `prog` (3 reaches the steady
  * state: step 1 records the order, later steps prefetch). layout: finalized
@@ -47,6 +50,14 @@ HSR_API hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_pr
 HSR_API hsr_status hsr_tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg,
                                            int S, int R, const hsr_prog_call *prog, int nprog, int steps,
                                            hsr_ledger *held, hsr_ledger *in_use);
+
+/* The same, also counting the all-gathers (collectives, not the local copies
+ * of one-rank groups) the schedule issues in the last of the `steps` steps:
+ * what hsr_rt_step_info.calls counts for HSR_OP_ALLGATHER over every group.
+ * gathers may be NULL. */
+HSR_API hsr_status hsr_tune_prog_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg,
+                                         int S, int R, const hsr_prog_call *prog, int nprog, int steps,
+                                         hsr_ledger *held, hsr_ledger *in_use, int *gathers);
 
 /* ---- wrap granularity ---- */
 typedef struct hsr_wrap_input {

@@ -15,7 +15,7 @@ static const char *const cat_names[HSR_MEM_CAT_COUNT] = {
     "param_shard",   "grad_shard",         "master",         "moment_m",        "moment_v",     "full_unit",
     "partial_slice", "reduce_scatter_buf", "all_reduce_buf", "staging",         "ckpt_staging", "activation",
     "host_master",   "host_moment_m",      "host_moment_v",  "host_grad_shard", "host_staging"};
-static const char *const phase_names[HSR_PHASE_COUNT] = {"init", "forward", "backward", "reduce", "step", "checkpoint"};
+static const char *const phase_names[HSR_PHASE_COUNT] = {"init", "forward", "backward", "reduce", "step", "checkpoint", "recompute"};
 
 int hsr_mem_cat_persistent(hsr_mem_cat cat) { return cat <= HSR_MEM_MOMENT_V || hsr_mem_cat_host(cat); }
 int hsr_mem_cat_host(hsr_mem_cat cat) { return cat >= HSR_MEM_HOST_MASTER && cat < HSR_MEM_CAT_COUNT; }

@@ -253,6 +253,18 @@ hsr_status hsr_sched_backward_begin(hsr_sched *s, int ui, const hsr_sched_action
   return finish(s, acts, n);
 }
 
+/* A unit's recompute inside its backward window: the backward's gather
+ * serves it, so it decides nothing (no gather, no prefetch in the forward
+ * order: the recompute is not a forward); the unit must be FULL, which is
+ * what makes a third gather impossible. */
+hsr_status hsr_sched_recompute(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin_unit(s, ui, "recompute", acts, n));
+  if (s->cfg.recompute == HSR_RT_RECOMPUTE_NONE)
+    return hsr_error(HSR_ERR_STATE, "schedule recompute: unit %d, but the configuration's recompute is none", ui);
+  HSR_CHECK(need_full(s, ui, "recompute"));
+  return finish(s, acts, n);
+}
+
 /* Appends a reduction to the queue; hsr_sched_run starts it (REDUCE,
  * DEFERRED_AR) and removes it (RETIRE). */
 static void push(hsr_sched *s, const hsr_sched_action *a) {
