@@ -35,7 +35,8 @@ hsr_add_mpi_test(NAME sched_ledger_sim_4 NP 4 NODES 2 LABELS sim ENV OPENBLAS_NU
   device=sim,strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=full,rdt=bf16,pdt=bf16,off=optim
   device=sim,strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,pstep=1,off=optim
   device=sim,strategy=zero2,S=2,R=2,off=optim
-  device=sim,strategy=ddp,pdt=bf16,off=optim)
+  device=sim,strategy=ddp,pdt=bf16,off=optim
+  device=sim,strategy=hybrid,S=2,outer=optim,reshard=partial:2,prefetch=2,pdt=bf16,micro=2,sync=rs_only,off=optim)
 hsr_add_mpi_test(NAME sched_ledger_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only
   strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,pdt=bf16

@@ -43,7 +43,13 @@ hsr_add_mpi_test(NAME rt_sim_offload_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} C
   device=sim,strategy=hybrid,S=2,outer=optim,pstep=1,${_c},same=oho4
   device=sim,strategy=hybrid,S=2,outer=optim,pstep=1,${_c},off=optim,same=oho4
   device=sim,strategy=zero2,S=2,R=2,micro=2,sync=none,${_c},off=optim
-  device=sim,strategy=ddp,pdt=bf16,${_c},off=optim)
+  device=sim,strategy=ddp,pdt=bf16,${_c},off=optim
+  # rs_only's deferred replicate stage: the host's accumulator cast and copied up, its result copied down
+  strategy=hybrid,S=2,reshard=none,micro=2,sync=rs_only,${_c},same=ors4
+  device=sim,strategy=hybrid,S=2,reshard=none,micro=2,sync=rs_only,${_c},off=optim,same=ors4
+  strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=bf16,micro=2,sync=rs_only,${_c},same=oro4
+  device=sim,strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=bf16,micro=2,sync=rs_only,${_c},off=optim,same=oro4
+  device=sim,strategy=zero1,S=2,R=2,micro=2,sync=rs_only,${_c},off=optim)
 add_test(NAME rt_sim_offload_1 COMMAND $<TARGET_FILE:mr_runtime> equiv
   strategy=fsdp,reshard=full,prefetch=1,${_c},same=o1
   device=sim,strategy=fsdp,reshard=full,prefetch=1,${_c},same=o1

@@ -568,12 +568,6 @@ hsr_status train_check_mesh(const train_args *a, int S, int R) {
                      "--outer-shard optim on a %d x %d mesh: it splits the optimizer state over the R replicas, and "
                      "with R = 1 there are none (use --shard S below the %d ranks, or drop --outer-shard)",
                      R, S, R * S);
-  if (c->offload == HSR_RT_OFFLOAD_OPTIM && c->sync == HSR_RT_SYNC_RS_ONLY && c->micro_batches > 1 && R > 1)
-    return hsr_error(HSR_ERR_INVALID,
-                     "--offload optim with --sync rs_only on a %d x %d mesh: the deferred replicate reduction reads "
-                     "the gradient accumulator, which offload keeps in host memory (use --sync full or none, or drop "
-                     "--offload)",
-                     R, S);
   if ((a->given & TRAIN_GIVEN_SYNC) && c->sync == HSR_RT_SYNC_RS_ONLY && R == 1)
     return hsr_error(
         HSR_ERR_INVALID,

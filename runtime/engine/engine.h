@@ -230,6 +230,10 @@ hsr_status rt_off_down(hsr_rt *rt, hsr_sched_red *r);
  * accumulator after a bounded wait for the copy. */
 hsr_status rt_off_settle(hsr_rt *rt, int unit);
 hsr_status rt_off_zero(hsr_rt *rt, int unit);
+/* rs_only's deferred replicate stage: the accumulator (every micro-batch's
+ * slice added) cast on the host into GRAD_DOWN and copied up into r->slice
+ * on the reduce stream. */
+hsr_status rt_off_deferred(hsr_rt *rt, hsr_sched_red *r);
 /* AdamW on the host (hps: per optimizer group), the parameters copied up. */
 hsr_status rt_off_optim(hsr_rt *rt, int unit, const hsr_adamw_hparams *hps);
 /* The parameters from the master (after a load), copied up and completed. */

@@ -107,9 +107,12 @@ hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
   r->t0 = hsr_clock_ns();
-  RT_TIMED(rt, RT_T_DATA,
-           hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice,
-                            rt->cfg.reduce_dtype));
+  if (rt->off) /* the accumulator is in host memory: cast there, copied up */
+    HSR_CHECK(rt_off_deferred(rt, r));
+  else
+    RT_TIMED(rt, RT_T_DATA,
+             hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice,
+                              rt->cfg.reduce_dtype));
   return replicate_stage(rt, r);
 }
 

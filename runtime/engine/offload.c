@@ -50,7 +50,8 @@ typedef struct off_worker {
 struct rt_off {
   hsr_device *host; /* the caller's CPU twins */
   hsr_event **down; /* per unit: its GRAD_DOWN copy landed */
-  int *pending;     /* per unit: 0 nothing, 1 GRAD_DOWN waits to be added to the accumulator */
+  int *pending;     /* per unit: 0 nothing; GRAD_DOWN waits to be added to (1) or to replace (2) the accumulator */
+  size_t *count;    /* per unit: the elements GRAD_DOWN holds */
   int nunits;
   double timeout;
   int threads; /* the caller and threads - 1 workers */
@@ -156,7 +157,8 @@ hsr_status rt_off_open(hsr_rt *rt) {
   o->nunits = rt->nunits;
   o->down = calloc((size_t)rt->nunits, sizeof *o->down);
   o->pending = calloc((size_t)rt->nunits, sizeof *o->pending);
-  if (!o->down || !o->pending) return hsr_error(HSR_ERR_NOMEM, "offload: out of memory");
+  o->count = calloc((size_t)rt->nunits, sizeof *o->count);
+  if (!o->down || !o->pending || !o->count) return hsr_error(HSR_ERR_NOMEM, "offload: out of memory");
   HSR_CHECK(hsr_device_open(HSR_DEVICE_HOST, 0, &o->host));
   for (int u = 0; u < rt->nunits; u++) HSR_CHECK(hsr_event_create(rt->dev, &o->down[u]));
   return pool_start(o);
@@ -183,6 +185,7 @@ void rt_off_close(hsr_rt *rt) {
   free(o->w);
   free(o->down);
   free(o->pending);
+  free(o->count);
   free(o);
   rt->off = NULL;
 }
@@ -201,15 +204,27 @@ static hsr_status host_touch(hsr_rt *rt, const char *name, const void *r, size_t
 hsr_status rt_off_down(hsr_rt *rt, hsr_sched_red *r) {
   struct rt_off *o = rt->off;
   int ui = r->unit;
-  if (r->deferred)
-    return hsr_error(HSR_ERR_UNSUPPORTED, "offload: a deferred replicate reduction (rs_only) of unit '%s'",
-                     rt->units[ui].name);
   HSR_CHECK(rt_off_settle(rt, ui));
-  size_t bytes = rt_piece_len(rt, ui) * rt->res;
+  /* the piece (outer: the replicate stage's), or the whole slice (rs_only's
+   * micro-batches before the last sum slices) */
+  size_t n = r->outer ? rt_piece_len(rt, ui) : rt->units[ui].Ls;
   const void *res = r->outer ? r->oslice : r->slice;
-  RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, rt_buf(rt, ui, HSR_SCHED_BUF_GRAD_DOWN), res, bytes, RS(rt)));
+  RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, rt_buf(rt, ui, HSR_SCHED_BUF_GRAD_DOWN), res, n * rt->res, RS(rt)));
   HSR_CHECK(hsr_event_record(o->down[ui], RS(rt)));
-  o->pending[ui] = 1;
+  o->count[ui] = n;
+  o->pending[ui] = r->deferred ? 2 : 1; /* a deferred stage's result replaces the sum it was made of */
+  return HSR_OK;
+}
+
+hsr_status rt_off_deferred(hsr_rt *rt, hsr_sched_red *r) {
+  int ui = r->unit;
+  HSR_CHECK(rt_off_settle(rt, ui)); /* every earlier micro-batch's slice is in the accumulator */
+  size_t n = rt->units[ui].Ls;
+  const float *acc = rt_f32(rt, ui, HSR_SCHED_BUF_GRAD_SHARD);
+  char *down = rt_buf(rt, ui, HSR_SCHED_BUF_GRAD_DOWN);
+  HSR_CHECK(host_touch(rt, "offload: the accumulator for the deferred stage", acc, n * 4, down, n * rt->res));
+  RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(rt->off->host, NULL, n, acc, HSR_F32, down, rt->cfg.reduce_dtype));
+  RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, r->slice, down, n * rt->res, RS(rt)));
   return HSR_OK;
 }
 
@@ -234,11 +249,14 @@ hsr_status rt_off_settle(hsr_rt *rt, int unit) {
     uint64_t t = hsr_clock_ns();
     if (!rt_dev_dropped(rt->dv, RT_DROP_OFFLOAD_WAIT)) HSR_CHECK(hsr_event_sync(o->down[ui], o->timeout));
     rt_obs_wait(rt->obs, hsr_clock_ns() - t);
-    size_t n = rt_piece_len(rt, ui);
+    size_t n = o->count[ui];
     float *acc = rt_f32(rt, ui, HSR_SCHED_BUF_GRAD_SHARD);
     const void *piece = rt_buf(rt, ui, HSR_SCHED_BUF_GRAD_DOWN);
     HSR_CHECK(host_touch(rt, "offload: accumulate", piece, n * rt->res, acc, n * 4));
-    RT_TIMED(rt, RT_T_DATA, accumulate(rt, acc, piece, n));
+    if (o->pending[ui] == 2) /* the deferred stage's result replaces the accumulator's first n */
+      RT_TIMED(rt, RT_T_DATA, hsr_kernels_cast(o->host, NULL, n, piece, rt->cfg.reduce_dtype, acc, HSR_F32));
+    else
+      RT_TIMED(rt, RT_T_DATA, accumulate(rt, acc, piece, n));
     o->pending[ui] = 0;
   }
   return HSR_OK;

@@ -193,12 +193,6 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
                      "offload optim moves the optimizer state off a device into host memory; on the host device all "
                      "state already lives in host memory (valid: --device sim or cuda with --offload optim, or "
                      "--offload none)");
-  if (c->offload == HSR_RT_OFFLOAD_OPTIM && c->sync == HSR_RT_SYNC_RS_ONLY && c->micro_batches > 1 && R > 1)
-    return hsr_error(HSR_ERR_INVALID,
-                     "offload optim with sync rs_only over %d micro-batches and R = %d: the deferred replicate "
-                     "reduction reads the gradient accumulator, which lives in host memory (valid: --sync full or "
-                     "none, or --offload none)",
-                     c->micro_batches, R);
   if (c->param_dtype != HSR_F32 && c->param_dtype != HSR_BF16)
     return hsr_error(HSR_ERR_INVALID, "param dtype %s is not supported (valid: f32, bf16)",
                      hsr_dtype_name(c->param_dtype));

@@ -442,7 +442,7 @@ size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
   case HSR_SCHED_BUF_ACC_STAGE: n = u->La * 4; break;
   case HSR_SCHED_BUF_PARAM: n = (s->sharded_params ? u->Ls : u->L) * s->pes; break;
   case HSR_SCHED_BUF_PARAM_UP: n = u->Lo * s->pes; break;
-  case HSR_SCHED_BUF_GRAD_DOWN: n = u->Lo * s->res; break;
+  case HSR_SCHED_BUF_GRAD_DOWN: n = u->La * s->res; break; /* rs_only's deferred stage sends the La accumulator up */
   case HSR_SCHED_BUF_GATHER_IN: n = u->Ls * s->pes; break;
   case HSR_SCHED_BUF_OUTER_SLICE: n = u->Lo * s->res; break;
   case HSR_SCHED_BUF_FULL: n = u->L * s->pes; break;

@@ -117,7 +117,8 @@ typedef enum hsr_sched_buf {
                                  is the shard) */
   HSR_SCHED_BUF_PARAM_UP,     /* offload optim, host: the updated piece in the param dtype, copied up: Lo x param
                                  dtype */
-  HSR_SCHED_BUF_GRAD_DOWN,    /* offload optim, host: the reduced piece copied down: Lo x reduce dtype */
+  HSR_SCHED_BUF_GRAD_DOWN,    /* offload optim, host: the reduced piece copied down (and rs_only's deferred
+                                 stage's accumulator copied up): La x reduce dtype */
   HSR_SCHED_BUF_FULL,         /* a gathered unit: L x param dtype */
   HSR_SCHED_BUF_PARTIAL,      /* the slice kept after forward: L/K x param dtype */
   HSR_SCHED_BUF_GRAD,         /* the full f32 gradient: L x 4 */
