@@ -6,8 +6,9 @@
  *         replicate stage's piece) is copied into the unit's GRAD_DOWN on
  *         the reduce stream, right behind its reduction, and an event is
  *         recorded; the host accumulates it into the accumulator later
- *         (the unit's next RETIRE, NORM, GRAD_ZERO), after a bounded wait
- *         on that event, so each copy overlaps the backward of the others.
+ *         (the unit's next RETIRE or DEFERRED_AR, NORM, GRAD_ZERO), after a
+ *         bounded wait on that event, so each copy overlaps the backward of
+ *         the others.
  *   up    OPTIM: AdamW on the host writes the new parameters in the param
  *         dtype into the unit's PARAM_UP; one copy on the gather stream
  *         takes them to the device's PARAM, ahead of any gather of the
