@@ -33,6 +33,7 @@ typedef struct sopts {
   int keep_last, prefetch_step;
   int wait;               /* --compute wait: a unit holds its rank for the time without a core (a kernel on a device) */
   hsr_device_kind device; /* --device host | sim */
+  hsr_rt_offload offload; /* --offload none | optim (a device run) */
   size_t unit_bytes;
   double compute_ms, bwd_ratio;
   int nres, npre, nouter;
@@ -74,6 +75,8 @@ static void usage(void) {
          "  --device host|sim   where the engine runs (default host). sim: the emulated device, whose compute\n"
          "                      stream's thread runs each unit's compute while the host runs ahead and queues\n"
          "                      the next gather, as on a GPU; the trace's spans are the device's\n"
+         "  --offload X         none | optim (with --device sim: the optimizer state in host memory,\n"
+         "                      AdamW on the host's cores; default none)\n"
          "  --steps N           timed steps per configuration (default 5)\n"
          "  --warmup N          untimed steps first (default 2; the first records the order)\n"
          "  --shard S           shard group size (default: all ranks, fsdp; S < ranks: hybrid)\n"
@@ -147,6 +150,7 @@ static int parse(int argc, char **argv, sopts *o) {
                                      {"compute", required_argument, 0, 'C'},
                                      {"outer-shard", required_argument, 0, 'O'},
                                      {"device", required_argument, 0, 'D'},
+                                     {"offload", required_argument, 0, 'F'},
                                      {0, 0, 0, 0}};
   *o = (sopts){.units = 8,
                .steps = 5,
@@ -197,6 +201,7 @@ static int parse(int argc, char **argv, sopts *o) {
       o->device = k ? HSR_DEVICE_SIM : HSR_DEVICE_HOST;
       break;
     }
+    case 'F': st = hsr_rt_parse_offload(optarg, &o->offload); break;
     case 'P':
       o->prefetch_step = 0;
       no_pstep = 1;
@@ -208,6 +213,10 @@ static int parse(int argc, char **argv, sopts *o) {
   if (optind < argc) return hsr_cli_usage_error("bench step", "unexpected argument '%s'", argv[optind]);
   if (o->unit_bytes < 4096) return hsr_cli_usage_error("bench step", "--unit-size must be at least 4K");
   if (o->unit_bytes > ((size_t)1 << 40)) return hsr_cli_usage_error("bench step", "--unit-size is above 1T");
+  if (o->offload == HSR_RT_OFFLOAD_OPTIM && o->device == HSR_DEVICE_HOST)
+    return hsr_cli_usage_error("bench step",
+                               "--offload optim on the host device: all state already lives in host memory (use "
+                               "--device sim with --offload optim, or drop --offload)");
   int any_prefetch = 0;
   for (int i = 0; i < o->npre; i++) any_prefetch |= o->pre[i] > 0;
   if (no_pstep && !any_prefetch)
@@ -360,6 +369,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   c.poison = 0;
   c.prefetch_step = o->prefetch_step;
   c.device = o->device;
+  c.offload = o->offload;
   hsr_rt *rt = NULL;
   HSR_CHECK(hsr_rt_create(boot, world, cl, &c, &rt));
   where x = {0};
@@ -628,10 +638,11 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
       snprintf(how, sizeof how, "cpu: %ld GEMMs %dx%d", k.reps, GEMM_N, GEMM_N);
     printf("# hsr bench step: %d ranks, %d node(s), %s device, mesh %d x %ld, %ld units of %.2f MiB gathered, "
            "compute %.2f ms/unit forward (%s), x%.1f backward, %ld timed steps after %ld; "
-           "last unit %s, step-end prefetch %s\n",
+           "last unit %s, step-end prefetch %s%s\n",
            n, hsr_boot_num_nodes(boot), o.device == HSR_DEVICE_SIM ? "sim" : "host", (int)(n / S), S, o.units,
            (double)o.unit_bytes / (1 << 20), o.compute_ms, how, o.bwd_ratio, o.steps, o.warmup,
-           o.keep_last ? "kept until backward" : "resharded", o.prefetch_step ? "on" : "off");
+           o.keep_last ? "kept until backward" : "resharded", o.prefetch_step ? "on" : "off",
+           o.offload == HSR_RT_OFFLOAD_OPTIM ? "; offload optim (optimizer state in host memory)" : "");
     printf("%-10s %6s %8s %9s %9s %9s %9s %9s %9s %7s %9s %8s %12s %10s\n", "reshard", "outer", "prefetch", "step",
            "compute", "comm", "exposed", "ag", "ag_exp", "hidden", "step/max", "speedup", "fabric/step", "peak MiB");
     fflush(stdout);
@@ -668,6 +679,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
     cJSON_AddNumberToObject(root, "bwd_ratio", o.bwd_ratio);
     cJSON_AddStringToObject(root, "compute", k.wait ? "wait" : "cpu");
     cJSON_AddStringToObject(root, "device", o.device == HSR_DEVICE_SIM ? "sim" : "host");
+    cJSON_AddStringToObject(root, "offload", hsr_rt_offload_name(o.offload));
     cJSON_AddNumberToObject(root, "gemms_per_unit", (double)k.reps);
     cJSON_AddBoolToObject(root, "keep_last", o.keep_last);
     cJSON_AddBoolToObject(root, "prefetch_step", o.prefetch_step);

@@ -55,11 +55,17 @@ static const hsr_env_info table[] = {
     {"HSR_SIM_CHECK", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "kernels",
      "sim device: check every queued operation's reads and writes against the streams' order (vector clocks); a "
      "race is reported with both operations, their streams and the buffer, and fails the run"},
-    {"HSR_SIM_DROP", HSR_ENV_CHOICE, 0, 0, "none|gather_wait|reduce_wait|pool_reuse|optim_wait", 0, "none", "runtime",
+    {"HSR_SIM_DROP", HSR_ENV_CHOICE, 0, 0, "none|gather_wait|reduce_wait|pool_reuse|optim_wait|offload_wait", 0, "none",
+     "runtime",
      "test hook of the sim device (refused on others): the engine leaves out one ordering, so that the stream-order "
      "check and the equivalence tests show they see it: `gather_wait` compute does not wait for a unit's gather, "
      "`reduce_wait` the reduce stream does not wait for the gradient, `pool_reuse` a recycled buffer's first stream "
-     "does not wait for its last users, `optim_wait` the optimizer does not wait for the reduce stream"},
+     "does not wait for its last users, `optim_wait` the optimizer does not wait for the reduce stream, `offload_wait` "
+     "(--offload optim) the host "
+     "optimizer does not wait for the gradient's copy down"},
+    {"HSR_OFFLOAD_THREADS", HSR_ENV_INT, 1, 64, NULL, 2, "2", "runtime",
+     "--offload optim: threads (the training thread included) that split each unit's host AdamW update; the "
+     "result is bitwise the same for any count"},
     {"HSR_POISON", HSR_ENV_BOOL, 0, 0, NULL, -1, "1 in debug builds, else 0", "runtime",
      "fill released gathered buffers with NaN so that a stale view shows up"},
     {"HSR_CKPT_BUFFER", HSR_ENV_SIZE, 4 * K, T, NULL, G, "1G", "runtime",

@@ -805,6 +805,19 @@ hsr_status kern_stream_stamp(hsr_stream *s, _Atomic uint64_t *slot) {
   return enqueue(s, "clock stamp", 0, run_stamp, NULL, NULL, 0, (void *)slot, NULL, NULL, 0, NULL);
 }
 
+hsr_status kern_host_access(hsr_device *d, const char *name, const hsr_access *acc, int nacc) {
+  if (!d || !d->sim || !acc) return HSR_OK;
+  sim_dev *sd = d->sim;
+  pthread_mutex_lock(&sd->mu);
+  hsr_status st = sd->failed ? failed_locked(sd) : HSR_OK;
+  if (st == HSR_OK) { /* the host's slot counts its accesses: later queued work joins it (push_locked) */
+    uint32_t pos = ++sd->host[HOST_ID];
+    st = check_accesses(sd, name ? name : "host access", 0, HOST_ID, pos, sd->host, acc, nacc);
+  }
+  pthread_mutex_unlock(&sd->mu);
+  return st;
+}
+
 long kern_sim_reports(const hsr_device *d) {
   if (!d || !d->sim) return 0;
   pthread_mutex_lock(&d->sim->mu);

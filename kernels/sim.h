@@ -43,6 +43,12 @@ hsr_status kern_stream_task(hsr_stream *s, const char *name, hsr_status (*run)(v
 int kern_can_stamp(const hsr_device *d);
 hsr_status kern_stream_stamp(hsr_stream *s, _Atomic uint64_t *slot);
 
+/* The host's own reads and writes of memory the device tracks (pinned
+ * host memory the host updates between device copies): checked against
+ * the streams' order like an operation's, as the host's (what it has
+ * synchronized with orders them). NULL or empty ranges are skipped. */
+hsr_status kern_host_access(hsr_device *d, const char *name, const hsr_access *acc, int nacc);
+
 /* Stream-order reports so far (sim device with HSR_SIM_CHECK=1; 0 otherwise). */
 long kern_sim_reports(const hsr_device *d);
 

@@ -15,7 +15,7 @@ hsr_add_mpi_test(NAME ft_outer_2 NP 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGE
 # against the single-rank reference with the live replicas of each step.
 hsr_add_program(ft_check ft_check.c ${_ft_mlp})
 foreach(s equiv kill_heal kill_allreduce kill_healer kill_healed stop refuse coord3 resume hsr_run crash_restart
-          sim_device)
+          sim_device sim_offload)
   add_test(NAME ft_${s} COMMAND ${CMAKE_SOURCE_DIR}/tests/ft/ft.sh ${s})
   set_tests_properties(ft_${s} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mpi;ft" RESOURCE_LOCK ft
                        ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
@@ -37,7 +37,7 @@ foreach(s kill-all-step stop-rank1-step)
   set_tests_properties(fault_group_${s} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mpi;fault;ft"
                        RESOURCE_LOCK ft ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
 endforeach()
-set_property(TEST ft_sim_device APPEND PROPERTY LABELS sim)
+set_property(TEST ft_sim_device ft_sim_offload APPEND PROPERTY LABELS sim)
 
 # The control plane at 32 groups (hsr bench ft, simulated leaders against a real
 # coordinator): one group killed, restarted with --join, one stopped past the

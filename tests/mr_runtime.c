@@ -307,6 +307,7 @@ static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
   ref_cache rc = {0};
   char tags[8][16];
   float *tagp[8][64][4];
+  double tagl[8][STEPS]; /* and their losses */
   int ntags = 0;
   for (int i = 0; i < nspec; i++) {
     spec sp;
@@ -351,6 +352,7 @@ static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
       while (t < ntags && strcmp(tags[t], sp.same)) t++;
       if (t == ntags && ntags < 8) { /* first of its tag: keep its parameters */
         snprintf(tags[ntags], sizeof tags[0], "%s", sp.same);
+        memcpy(tagl[ntags], loss, sizeof loss);
         for (int u = 0; u < mlp_num_units(&model); u++)
           for (int k = 0; k < 4; k++) tagp[ntags][u][k] = p[u][k], p[u][k] = NULL;
         ntags++;
@@ -361,6 +363,8 @@ static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
             same &= !memcmp(tagp[t][u][k], p[u][k], mlp_param_numel(&model, u, k) * sizeof(float));
         CHECK(same, "%s: parameters are not bitwise identical to the first configuration tagged '%s'", sp.text,
               sp.same);
+        CHECK(!memcmp(tagl[t], loss, sizeof loss),
+              "%s: losses are not bitwise identical to the first configuration tagged '%s'", sp.text, sp.same);
       }
     }
     if (g_rank == 0)

@@ -27,6 +27,8 @@ static int mr_spec_policy(hsr_rt_config *c, const char *key, const char *v, hsr_
     *st = hsr_rt_parse_sync(v, &c->sync);
   else if (!strcmp(key, "outer"))
     *st = hsr_rt_parse_outer_shard(v, &c->outer_shard);
+  else if (!strcmp(key, "off"))
+    *st = hsr_rt_parse_offload(v, &c->offload);
   else if (!strcmp(key, "micro"))
     c->micro_batches = atoi(v);
   else if (!strcmp(key, "clip"))

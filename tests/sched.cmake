@@ -24,6 +24,19 @@ hsr_add_mpi_test(NAME sched_ledger_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COM
   strategy=hybrid,S=2,outer=optim,reshard=none,pdt=bf16,rdt=bf16,micro=2,sync=none
   # bf16 without it: every gather's input a transient copy cast from the master
   strategy=hybrid,S=2,reshard=full,prefetch=2,pdt=bf16)
+# On the sim device with offload optim: the host categories (master, m, v,
+# the accumulator and the staging in pinned host memory) and the device's
+# (the parameter shard beside the transients) predicted to the byte.
+hsr_add_mpi_test(NAME sched_ledger_sim_4 NP 4 NODES 2 LABELS sim ENV OPENBLAS_NUM_THREADS=1 HSR_SIM_CHECK=1 COMMAND
+  $<TARGET_FILE:mr_sched> ledger
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,off=optim
+  device=sim,strategy=fsdp,S=4,reshard=partial:2,prefetch=2,pstep=1,pdt=bf16,off=optim
+  device=sim,strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=full,rdt=bf16,pdt=bf16,off=optim
+  device=sim,strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,pstep=1,off=optim
+  device=sim,strategy=zero2,S=2,R=2,off=optim
+  device=sim,strategy=ddp,pdt=bf16,off=optim
+  device=sim,strategy=hybrid,S=2,outer=optim,reshard=partial:2,prefetch=2,pdt=bf16,micro=2,sync=rs_only,off=optim)
 hsr_add_mpi_test(NAME sched_ledger_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only
   strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,pdt=bf16

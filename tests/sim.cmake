@@ -27,6 +27,36 @@ hsr_add_mpi_test(NAME rt_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COM
   # the outer shard (HFSDP): its outer all-gather, the step-end prefetch, the norm over R
   device=sim,strategy=hybrid,S=2,outer=optim,reshard=full,prefetch=1,pstep=1,${_c}
   device=sim,strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=f32,micro=2,sync=rs_only,${_c})
+# Offload optim (the optimizer state in pinned host memory, AdamW on the
+# host): losses and parameters bitwise those of the device path without it
+# and of the host path; micro-batches add copies down into a landing the host
+# has not added yet; the outer shard, zero2 and ddp copy their pieces up.
+hsr_add_mpi_test(NAME rt_sim_offload_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_runtime> equiv
+  strategy=fsdp,S=4,reshard=full,prefetch=1,${_c},same=of4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_c},same=of4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_c},off=optim,twice=1,same=of4
+  device=sim,strategy=fsdp,S=4,reshard=partial:2,prefetch=2,pstep=1,micro=2,sync=full,${_c},same=ofm4
+  device=sim,strategy=fsdp,S=4,reshard=partial:2,prefetch=2,pstep=1,micro=2,sync=full,${_c},off=optim,same=ofm4
+  strategy=hybrid,S=2,pdt=bf16,rdt=bf16,${_c},same=oh4
+  device=sim,strategy=hybrid,S=2,pdt=bf16,rdt=bf16,${_c},same=oh4
+  device=sim,strategy=hybrid,S=2,pdt=bf16,rdt=bf16,${_c},off=optim,same=oh4
+  device=sim,strategy=hybrid,S=2,outer=optim,pstep=1,${_c},same=oho4
+  device=sim,strategy=hybrid,S=2,outer=optim,pstep=1,${_c},off=optim,same=oho4
+  device=sim,strategy=zero2,S=2,R=2,micro=2,sync=none,${_c},off=optim
+  device=sim,strategy=ddp,pdt=bf16,${_c},off=optim
+  # rs_only's deferred replicate stage: the host's accumulator cast and copied up, its result copied down
+  strategy=hybrid,S=2,reshard=none,micro=2,sync=rs_only,${_c},same=ors4
+  device=sim,strategy=hybrid,S=2,reshard=none,micro=2,sync=rs_only,${_c},off=optim,same=ors4
+  strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=bf16,micro=2,sync=rs_only,${_c},same=oro4
+  device=sim,strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=bf16,micro=2,sync=rs_only,${_c},off=optim,same=oro4
+  device=sim,strategy=zero1,S=2,R=2,micro=2,sync=rs_only,${_c},off=optim)
+add_test(NAME rt_sim_offload_1 COMMAND $<TARGET_FILE:mr_runtime> equiv
+  strategy=fsdp,reshard=full,prefetch=1,${_c},same=o1
+  device=sim,strategy=fsdp,reshard=full,prefetch=1,${_c},same=o1
+  device=sim,strategy=fsdp,reshard=full,prefetch=1,${_c},off=optim,same=o1
+  device=sim,strategy=fsdp,pdt=bf16,rdt=bf16,micro=2,sync=full,${_c},same=o1b
+  device=sim,strategy=fsdp,pdt=bf16,rdt=bf16,micro=2,sync=full,${_c},off=optim,same=o1b)
+set_tests_properties(rt_sim_offload_1 PROPERTIES LABELS sim TIMEOUT 150 ENVIRONMENT "${_sim_env}")
 # The GPT on sim against its single-rank reference (its kernels as sim tasks).
 set(_g "clip=1")
 hsr_add_mpi_test(NAME gpt_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_gpt> equiv
@@ -34,6 +64,13 @@ hsr_add_mpi_test(NAME gpt_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} CO
   device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sg4
   device=sim,strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=none,${_g}
   device=sim,strategy=hybrid,S=2,outer=optim,reshard=none,${_g},val=1)
+# The GPT with offload optim, its AdamW split over 3 host threads: bitwise the host path.
+hsr_add_mpi_test(NAME gpt_sim_offload_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} HSR_OFFLOAD_THREADS=3 COMMAND
+  $<TARGET_FILE:mr_gpt> equiv strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=og4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},off=optim,same=og4
+  strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=none,${_g},same=ogh4
+  device=sim,strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=none,${_g},off=optim,same=ogh4
+  device=sim,strategy=hybrid,S=2,outer=optim,reshard=none,${_g},off=optim,val=1)
 # Recompute on sim: the recomputed block's kernels queue on the compute
 # stream inside the backward window; bitwise the host path's.
 hsr_add_mpi_test(NAME gpt_sim_recompute_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_gpt> equiv
@@ -61,6 +98,16 @@ set_tests_properties(sim_detect PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONM
 # and the GPT, bitwise against the host path.
 add_test(NAME train_sim COMMAND ${CMAKE_SOURCE_DIR}/tests/train_sim.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(train_sim PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# hsr train --offload optim on sim: bitwise the host path (hybrid, fsdp, one
+# rank), its ledger's host rows, checkpoints saved and loaded across the
+# setting (held and in place), and the bad input.
+add_test(NAME train_offload COMMAND ${CMAKE_SOURCE_DIR}/tests/train_offload.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(train_offload PROPERTIES LABELS "sim;mpi" TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+add_test(NAME train_bad_offload COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2
+  "all state already lives in host memory.*--device sim or --device cuda" $<TARGET_FILE:hsr_cli> train --offload optim)
+add_test(NAME train_bad_offload_value COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "valid: none\\|optim"
+  $<TARGET_FILE:hsr_cli> train --device sim --offload yes)
+set_tests_properties(train_bad_offload train_bad_offload_value PROPERTIES LABELS sim)
 # The device itself: stream and event rules, copies, bounded waits, the arena,
 # the check's reports, the kernels bitwise the host kind's.
 hsr_add_unit(test_sim test_sim.c)

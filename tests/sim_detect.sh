@@ -10,11 +10,13 @@ rc=0
 fail() { echo "sim_detect: $*"; rc=1; }
 cell=device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,clip=0.05
 one=device=sim,strategy=fsdp,reshard=full,prefetch=1,clip=0.05
-# drop, ranks, the two streams the report must name
-cases="gather_wait:4:compute:gather reduce_wait:4:reduce:compute pool_reuse:4:compute:reduce optim_wait:1:compute:reduce"
+# drop, ranks, the two streams the report must name[, what the spec adds]
+cases="gather_wait:4:compute:gather reduce_wait:4:reduce:compute pool_reuse:4:compute:reduce optim_wait:1:compute:reduce
+  offload_wait:1:host:reduce:off=optim"
 for c in $cases; do
-  IFS=: read -r drop np s1 s2 <<<"$c"
+  IFS=: read -r drop np s1 s2 extra <<<"$c"
   spec=$cell; [ "$np" = 1 ] && spec=$one
+  [ -n "$extra" ] && spec=$spec,$extra
   launch=("$run" --launcher mpirun -n "$np"); [ "$np" -gt 1 ] && launch+=(--nodes 2)
   out=$(env OPENBLAS_NUM_THREADS=1 HSR_SIM_CHECK=1 HSR_SIM_DROP="$drop" "${launch[@]}" -- "$mr" equiv "$spec" 2>&1)
   st=$?
@@ -42,5 +44,5 @@ for c in $cases; do
     echo "sim_detect: $drop changes the result: $(grep -m1 -o 'FAIL: .*' <<<"$out" | cut -c1-200)"
   fi
 done
-[ "$rc" = 0 ] && echo "sim_detect: 4 orderings, each reported by name and each changing the result"
+[ "$rc" = 0 ] && echo "sim_detect: 5 orderings, each reported by name and each changing the result"
 exit "$rc"

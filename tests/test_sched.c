@@ -461,6 +461,39 @@ static void expect_setup(hsr_sched *s, const char *want) {
   assert_string_equal(got, want);
 }
 
+/* Offload optim, fsdp S = 2, bf16 parameters and reductions, one unit of 64
+ * elements (shard 32) on a device: the master, m, v and accumulator are
+ * host categories, the device holds the parameter shard in bf16 (2 bytes x
+ * 32) which the gathers read (no cast copy), each unit holds its two host
+ * staging buffers (the piece up in bf16, the reduced piece down in bf16),
+ * and a RETIRE takes no device staging to accumulate. On the host device
+ * the setting has no effect. */
+static void test_sched_offload(void **state) {
+  (void)state;
+  hsr_rt_layout *l = three_units(2, 1);
+  hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
+  c.offload = HSR_RT_OFFLOAD_OPTIM;
+  c.param_dtype = c.reduce_dtype = HSR_BF16;
+  hsr_sched *s;
+  assert_int_equal(hsr_sched_create(&c, 2, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(hsr_sched_offload(s), 0); /* host: all state is host memory already */
+  hsr_sched_free(s);
+  c.device = HSR_DEVICE_SIM;
+  assert_int_equal(hsr_sched_create(&c, 2, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(hsr_sched_offload(s), 1);
+  assert_int_equal(hsr_sched_holds(s, HSR_SCHED_BUF_PARAM), 1);
+  assert_int_equal(hsr_sched_cat_of(s, HSR_SCHED_BUF_MASTER), HSR_MEM_HOST_MASTER);
+  expect_setup(s, "+host_master:128 +host_moment_m:128 +host_moment_v:128 +host_grad_shard:128 +param_shard:64 "
+                  "+host_staging:64 +host_staging:64");
+  expect_call(s, FB, 0, "gather 0 shard:32, wait 0 shard:32");
+  expect_call(s, FE, 0, "reshard 0 shard:0");
+  expect_call(s, BB, 0, "gather 0 shard:32, wait 0 shard:32, grad_buf 0");
+  expect_bufs(s, BE, 0, "release 0, reduce 0 shard:32 scatter, progress, retire 0",
+              "-full_unit:128 +staging:128 -reduce_scatter_buf:256 +all_reduce_buf:64 -staging:128 -all_reduce_buf:64");
+  hsr_sched_free(s);
+  hsr_rt_layout_free(l);
+}
+
 /* Outer shard optim (HFSDP), hybrid 2 x 2, f32, two units of 64 and 128
  * elements (shards 32 and 64, pieces 16 and 32), the step-end prefetch on.
  * The master, m, v and accumulator cover the piece (f32: the master is the
@@ -946,6 +979,7 @@ int main(void) {
                                      cmocka_unit_test(test_run_fifo_and_buffers),
                                      cmocka_unit_test(test_run_errors),
                                      cmocka_unit_test(test_run_outer),
+                                     cmocka_unit_test(test_sched_offload),
                                      cmocka_unit_test(test_predict_fsdp),
                                      cmocka_unit_test(test_wrap)};
   return cmocka_run_group_tests(tests, NULL, NULL);

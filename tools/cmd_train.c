@@ -47,14 +47,15 @@ static void print_header(const train_run *r) {
   if (a->cfg.strategy != HSR_RT_FSDP && a->cfg.strategy != HSR_RT_HYBRID) /* parameters stay full: nothing applies */
     snprintf(rs, sizeof rs, "-"), snprintf(pf, sizeof pf, "-");
   printf("hsr train: %d ranks, %d node(s), %s, mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %s, sync %s, "
-         "%s%s/%s\n",
+         "%s%s%s/%s\n",
          r->world, hsr_boot_num_nodes(r->boot),
          a->cfg.device == HSR_DEVICE_CUDA  ? "CUDA (NCCL)"
          : a->cfg.device == HSR_DEVICE_SIM ? "sim"
                                            : "host",
          hsr_rt_replicate(r->rt), hsr_rt_shard(r->rt), hsr_rt_strategy_name(a->cfg.strategy), rs, pf,
          a->cfg.micro_batches > 1 ? hsr_rt_sync_name(a->cfg.sync) : "-",
-         a->cfg.outer_shard == HSR_RT_OUTER_OPTIM ? "outer-shard optim, " : "", hsr_dtype_name(a->cfg.param_dtype),
+         a->cfg.outer_shard == HSR_RT_OUTER_OPTIM ? "outer-shard optim, " : "",
+         a->cfg.offload == HSR_RT_OFFLOAD_OPTIM ? "offload optim, " : "", hsr_dtype_name(a->cfg.param_dtype),
          hsr_dtype_name(a->cfg.reduce_dtype));
   a->model->describe(r, stdout);
   printf("global batch %d (%d per rank, %d micro-batch(es)), %d steps, lr %g", a->batch, a->batch / N,

@@ -73,6 +73,10 @@ static void usage(void) {
          "  --reduce-dtype T    f32 | bf16: gradient reduction dtype (default f32)\n"
          "  --device X          host | cuda | cuda:N | sim (cuda: NCCL collectives, cuBLAS; sim: the emulated\n"
          "                      device, CUDA's stream semantics on the CPU with the host collectives; default host)\n"
+         "  --offload X         device runs: none | optim (default none). optim keeps the f32 master, m, v and\n"
+         "                      the gradient shard in pinned host memory and runs AdamW on the host's cores\n"
+         "                      (HSR_OFFLOAD_THREADS); the device keeps the parameter shard (2/S bytes per\n"
+         "                      parameter in bf16) and transients (docs/memory.md, \"Offload\")\n"
          "  --wrap W            block | linear: one unit per block (default), or one per linear layer\n"
          "                      (mlp 2, gpt 4 per block: the wrapping mistake the diagnostic catches)\n"
          "  --recompute X       none | full | selective (gpt; block units): full keeps each block's input\n"
@@ -116,6 +120,7 @@ enum {
   O_LR_MIN,
   O_MAX_SHARD,
   O_OUTER,
+  O_OFFLOAD,
   O_RECOMPUTE
 };
 
@@ -148,6 +153,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"max-live", required_argument, 0, 'M'},
                                      {"sync", required_argument, 0, 'y'},
                                      {"outer-shard", required_argument, 0, O_OUTER},
+                                     {"offload", required_argument, 0, O_OFFLOAD},
                                      {"recompute", required_argument, 0, O_RECOMPUTE},
                                      {"param-dtype", required_argument, 0, 'P'},
                                      {"reduce-dtype", required_argument, 0, 'D'},
@@ -299,6 +305,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     a->given |= TRAIN_GIVEN_OUTER;
     *st = hsr_rt_parse_outer_shard(optarg, &a->cfg.outer_shard);
     break;
+  case O_OFFLOAD: *st = hsr_rt_parse_offload(optarg, &a->cfg.offload); break;
   case O_RECOMPUTE: *st = hsr_rt_parse_recompute(optarg, &a->cfg.recompute); break;
   case 'P':
   case 'D': {
@@ -401,6 +408,11 @@ static int check_strategy(const train_args *a) {
                                "--max-live 1 turns --prefetch %d off: the unit in use is already live "
                                "(use --max-live 2 or more, 0 for no cap, or --prefetch 0)",
                                c->prefetch);
+  if (c->offload == HSR_RT_OFFLOAD_OPTIM && c->device == HSR_DEVICE_HOST)
+    return hsr_cli_usage_error("train",
+                               "--offload optim on the host device: it moves the optimizer state off a device into "
+                               "host memory, and on the host path all state already lives in host memory (use "
+                               "--device sim or --device cuda with --offload optim, or drop --offload)");
   if ((a->given & TRAIN_GIVEN_ROOT_RESHARD) && c->reshard == HSR_RT_RESHARD_NONE)
     return hsr_cli_usage_error("train", "--root-reshard has no effect with --reshard none (no unit is resharded)");
   if ((a->given & TRAIN_GIVEN_SYNC) && c->micro_batches == 1)

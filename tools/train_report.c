@@ -164,6 +164,9 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
     fprintf(out, "persistent per parameter: %.2f/S bytes = %.2f bytes at S = %d (%.0f parameters)%s\n", per * S, per, S,
             nparams,
             cfg->outer_shard == HSR_RT_OUTER_OPTIM ? "; outer shard: master, m, v and the accumulator over S x R" : "");
+    if (cfg->offload == HSR_RT_OFFLOAD_OPTIM)
+      fprintf(out, "offload optim: %.2f bytes per parameter in pinned host memory (master, m, v, gradient, staging)\n",
+              (double)hsr_ledger_host(mh) / nparams);
     fprintf(out, "buffers in use: runtime peak %.1f KiB (predicted %.1f KiB, %+.2f%%)\n",
             (double)hsr_ledger_runtime_peak(mu) / 1024, (double)hsr_ledger_runtime_peak(pu) / 1024,
             pct((double)hsr_ledger_runtime_peak(mu), (double)hsr_ledger_runtime_peak(pu)));
@@ -202,6 +205,8 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
     cJSON_AddNumberToObject(o, "shard", S);
     cJSON_AddNumberToObject(o, "replicate", R);
     cJSON_AddStringToObject(o, "outer_shard", hsr_rt_outer_shard_name(cfg->outer_shard));
+    cJSON_AddStringToObject(o, "offload", hsr_rt_offload_name(cfg->offload));
+    cJSON_AddNumberToObject(o, "host_bytes_per_param", (double)hsr_ledger_host(mh) / nparams);
     cJSON_AddNumberToObject(o, "persistent_bytes_per_param_times_S", (double)hsr_ledger_persistent(mh) * S / nparams);
     cJSON *t = cJSON_AddObjectToObject(o, "timing_per_step_ms");
     cJSON_AddNumberToObject(t, "steps", (double)tm.steps);

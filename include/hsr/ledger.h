@@ -30,6 +30,13 @@ typedef enum hsr_mem_cat {
   HSR_MEM_STAGING,
   HSR_MEM_CKPT_STAGING, /* checkpoint save/load staging (host memory, hsr/ckpt.h) */
   HSR_MEM_ACTIVATION,
+  /* host memory (persistent): the optimizer state a device run offloads
+   * (hsr_rt_config.offload), pinned; not in the device totals below */
+  HSR_MEM_HOST_MASTER,
+  HSR_MEM_HOST_MOMENT_M,
+  HSR_MEM_HOST_MOMENT_V,
+  HSR_MEM_HOST_GRAD_SHARD,
+  HSR_MEM_HOST_STAGING, /* per unit: the reduced gradient copied down, the updated parameters before they go up */
   HSR_MEM_CAT_COUNT
 } hsr_mem_cat;
 
@@ -66,12 +73,19 @@ HSR_API hsr_status hsr_ledger_note(hsr_ledger *l, int64_t delta_bytes);
 HSR_API hsr_status hsr_ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step);
 
 HSR_API int hsr_mem_cat_persistent(hsr_mem_cat cat);
+/* 1 for the host categories (HSR_MEM_HOST_*), which the totals below leave
+ * out: they count device memory (and the program's activations). */
+HSR_API int hsr_mem_cat_host(hsr_mem_cat cat);
 HSR_API const char *hsr_mem_cat_name(hsr_mem_cat cat); /* "param_shard", "full_unit", ... */
 HSR_API const char *hsr_phase_name(hsr_phase p);       /* "init", "forward", ... */
 
 HSR_API uint64_t hsr_ledger_current(const hsr_ledger *l, hsr_mem_cat cat);
 HSR_API uint64_t hsr_ledger_peak(const hsr_ledger *l, hsr_mem_cat cat);
-/* Totals over the persistent categories, the transient ones, and all. */
+/* Host memory: current and peak over the host categories. */
+HSR_API uint64_t hsr_ledger_host(const hsr_ledger *l);
+HSR_API uint64_t hsr_ledger_host_peak(const hsr_ledger *l);
+/* Totals over the persistent categories, the transient ones, and all
+ * (every one but the host categories). */
 HSR_API uint64_t hsr_ledger_persistent(const hsr_ledger *l);
 HSR_API uint64_t hsr_ledger_transient_peak(const hsr_ledger *l);
 HSR_API uint64_t hsr_ledger_total_peak(const hsr_ledger *l);

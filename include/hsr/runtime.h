@@ -114,6 +114,12 @@ typedef enum hsr_rt_sync { HSR_RT_SYNC_FULL = 0, HSR_RT_SYNC_NONE, HSR_RT_SYNC_R
 /* What hybrid shards across the replicate dimension (Megatron-FSDP's
  * vocabulary): nothing (HSDP), or the optimizer state (HFSDP). */
 typedef enum hsr_rt_outer { HSR_RT_OUTER_NONE = 0, HSR_RT_OUTER_OPTIM } hsr_rt_outer;
+/* Where a device run keeps its optimizer state: on the device (none), or
+ * (optim) the f32 master, m, v and the f32 gradient shard in pinned host
+ * memory, AdamW on the host's cores, the reduced gradient copied down after
+ * its reduction and the updated parameters copied up before the next
+ * forward's gather; the device keeps the parameter shard in its dtype. */
+typedef enum hsr_rt_offload { HSR_RT_OFFLOAD_NONE = 0, HSR_RT_OFFLOAD_OPTIM } hsr_rt_offload;
 /* Activation recompute, as the program declares it (docs/memory.md): none
  * keeps every activation the backward reads; full keeps each unit's input
  * and recomputes its forward inside its backward window; selective keeps the
@@ -162,6 +168,7 @@ typedef struct hsr_rt_config {
   hsr_dtype param_dtype, reduce_dtype; /* HSR_F32 or HSR_BF16 */
   hsr_rt_sync sync;
   hsr_rt_outer outer_shard; /* hybrid only: optim splits master, m, v over the R replicas (default none) */
+  hsr_rt_offload offload;   /* device runs (cuda, sim): optim keeps the optimizer state in host memory */
   int micro_batches;        /* backward passes per step (>= 1) */
   hsr_rt_recompute recompute; /* the program's activation recompute (default none) */
   size_t align;             /* elements (default 16) */
@@ -198,6 +205,7 @@ HSR_API hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out);
 HSR_API hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k); /* full | none | partial:K */
 HSR_API hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out);               /* full | none | rs_only */
 HSR_API hsr_status hsr_rt_parse_outer_shard(const char *s, hsr_rt_outer *out);       /* none | optim */
+HSR_API hsr_status hsr_rt_parse_offload(const char *s, hsr_rt_offload *out);         /* none | optim */
 HSR_API hsr_status hsr_rt_parse_recompute(const char *s, hsr_rt_recompute *out);     /* none | full | selective */
 HSR_API const char *hsr_rt_recompute_name(hsr_rt_recompute r);
 /* host | cuda | cuda:N (cuda = automatic ordinal, -1). */
@@ -212,6 +220,7 @@ typedef struct hsr_rt_sharding {
 HSR_API hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s);
 HSR_API const char *hsr_rt_sync_name(hsr_rt_sync s);
 HSR_API const char *hsr_rt_outer_shard_name(hsr_rt_outer o); /* "none", "optim" */
+HSR_API const char *hsr_rt_offload_name(hsr_rt_offload o);   /* "none", "optim" */
 /* Checks a configuration against a world size, filling *S and *R where the
  * config leaves them to the engine (auto_shard: the value for shard = 0). */
 HSR_API hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S, int *R);
@@ -342,7 +351,8 @@ HSR_API hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out);
 /* ---- this rank's persistent state (moving it between replicas: hsr/ft.h) ---- */
 
 /* This rank's slice of unit `unit`: `len` f32 elements each of the master
- * weights, the AdamW moments and the gradient shard (device memory on CUDA).
+ * weights, the AdamW moments and the gradient shard (device memory on CUDA;
+ * pinned host memory with cfg.offload = optim).
  * Valid from commit until the engine is destroyed; read them between steps
  * (or in the outer reduction), write master/m/v only between steps and then
  * call hsr_rt_state_installed. */

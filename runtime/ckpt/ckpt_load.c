@@ -240,12 +240,13 @@ static hsr_status place(load_ctx *x) {
   return HSR_OK;
 }
 
-/* Where the part goes: in place on a host engine whose state is only its
+/* Where the part goes: in place on an engine whose state is host memory
+ * (a host run, or offload optim) and only its
  * initialization (auto), or always (on); else held, then installed. */
 static hsr_status pick_in_place(load_ctx *x) {
   int mode = 0; /* HSR_CKPT_IN_PLACE: auto, on, off */
   HSR_CHECK(hsr_env_get_choice("HSR_CKPT_IN_PLACE", &mode));
-  x->in_place = !x->in.gpu && (mode == 1 || (mode == 0 && rt_state_fresh(x->rt)));
+  x->in_place = x->in.host_state && (mode == 1 || (mode == 0 && rt_state_fresh(x->rt)));
   return HSR_OK;
 }
 
@@ -275,6 +276,8 @@ static hsr_status read_part(load_ctx *x, size_t cap) {
   double t0 = hsr_clock_s();
   hsr_status st;
   if (x->in_place) {
+    /* a device run with offload: no copy queued earlier (the initialization's) may land after the read */
+    if (x->in.gpu) HSR_CHECK(rt_state_quiesce(x->rt));
     st = ckpt_read_into(x->c, x->s, x->n, x->buf, x->chunk, &x->read_bytes);
   } else if (x->pbytes + x->alloc <= cap) { /* one read: hold the part */
     HSR_CHECK(ckpt_stage_alloc(x->rt, (size_t)x->pbytes, (void **)&x->hold));

@@ -195,7 +195,7 @@ static hsr_status w_flush(writer *w) {
 static hsr_status w_append(writer *w, const void *src, size_t n) {
   hsr_rt *rt = w->x->rt;
   const char *s = src;
-  if (!w->x->in.gpu && n >= CKPT_DIRECT) { /* host memory: large pieces go out without a copy */
+  if (w->x->in.host_state && n >= CKPT_DIRECT) { /* host memory: large pieces go out without a copy */
     HSR_CHECK(w_flush(w));
     HSR_CHECK(ckpt_crc_feed(&w->x->crc, s, n));
     return ckpt_write_all(w->fd, s, n, w->x->path);

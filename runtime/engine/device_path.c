@@ -270,6 +270,8 @@ void rt_dev_clock(rt_dev *dv, rt_obs *obs) {
   if (rt_dev_async(dv) && kern_can_stamp(dv->dev)) rt_obs_set_stamper(obs, stamp_lane, dv);
 }
 
+double rt_dev_timeout(const rt_dev *dv) { return dv->timeout; }
+
 hsr_status rt_dev_sync(rt_dev *dv, hsr_stream *s) {
   if (!rt_dev_async(dv) || !s) return HSR_OK;
   return hsr_stream_sync(s, dv->timeout);

@@ -33,7 +33,8 @@ typedef enum rt_drop {
   RT_DROP_GATHER_WAIT,
   RT_DROP_REDUCE_WAIT,
   RT_DROP_POOL_REUSE,
-  RT_DROP_OPTIM_WAIT
+  RT_DROP_OPTIM_WAIT,
+  RT_DROP_OFFLOAD_WAIT
 } rt_drop;
 /* 1 when the hook leaves this ordering out. */
 int rt_dev_dropped(const rt_dev *dv, rt_drop what);
@@ -78,6 +79,8 @@ hsr_status rt_dev_block_reuse(rt_dev *dv, int block, rt_mem_cat cat);
 
 /* Gives obs the device clock when this device can stamp its streams (sim). */
 void rt_dev_clock(rt_dev *dv, rt_obs *obs);
+/* The bound on every wait (cfg.timeout_s, else HSR_COMM_TIMEOUT). */
+double rt_dev_timeout(const rt_dev *dv);
 /* Waits (bounded) until a stream has run everything queued on it. */
 hsr_status rt_dev_sync(rt_dev *dv, hsr_stream *s);
 /* n host slots that sumsq results land in (valid until the next call). */

@@ -93,8 +93,9 @@ struct hsr_rt {
   int recomputes; /* hsr_rt_recompute_begin calls since the last step */
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   hsr_rt_stats stats;
-  rt_obs *obs; /* ledgers, trace, timing (observe.c) */
-  void *ckpt;  /* the checkpoint room's object (state.h: rt_state_attach) */
+  rt_obs *obs;        /* ledgers, trace, timing (observe.c) */
+  struct rt_off *off; /* offload optim: the host optimizer (offload.c); NULL without */
+  void *ckpt;         /* the checkpoint room's object (state.h: rt_state_attach) */
   void (*ckpt_fini)(void *ckpt);
 };
 
@@ -218,6 +219,25 @@ hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a);
 hsr_status rt_x_regather(void *ctx, const hsr_sched_action *a, void **h);
 hsr_status rt_x_regather_wait(void *ctx, const hsr_sched_action *a, void *h);
 hsr_status rt_x_grad_zero(void *ctx, const hsr_sched_action *a);
+
+/* ---- offload.c: offload optim (rt->off; every call a no-op without) ---- */
+hsr_status rt_off_open(hsr_rt *rt); /* commit, after the schedule */
+void rt_off_close(hsr_rt *rt);
+hsr_device *rt_off_host(hsr_rt *rt); /* the host device whose CPU twins the host optimizer runs */
+/* RETIRE: the reduced piece copied down on the reduce stream. */
+hsr_status rt_off_down(hsr_rt *rt, hsr_sched_red *r);
+/* What was copied down for the unit (-1: every unit), added to its
+ * accumulator after a bounded wait for the copy. */
+hsr_status rt_off_settle(hsr_rt *rt, int unit);
+hsr_status rt_off_zero(hsr_rt *rt, int unit);
+/* rs_only's deferred replicate stage: the accumulator (every micro-batch's
+ * slice added) cast on the host into GRAD_DOWN and copied up into r->slice
+ * on the reduce stream. */
+hsr_status rt_off_deferred(hsr_rt *rt, hsr_sched_red *r);
+/* AdamW on the host (hps: per optimizer group), the parameters copied up. */
+hsr_status rt_off_optim(hsr_rt *rt, int unit, const hsr_adamw_hparams *hps);
+/* The parameters from the master (after a load), copied up and completed. */
+hsr_status rt_off_installed(hsr_rt *rt);
 
 /* ---- optim.c ---- */
 /* Inside a step, a gather posted under the optimizer ends its span (at

@@ -107,9 +107,12 @@ hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
   r->t0 = hsr_clock_ns();
-  RT_TIMED(rt, RT_T_DATA,
-           hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice,
-                            rt->cfg.reduce_dtype));
+  if (rt->off) /* the accumulator is in host memory: cast there, copied up */
+    HSR_CHECK(rt_off_deferred(rt, r));
+  else
+    RT_TIMED(rt, RT_T_DATA,
+             hsr_kernels_cast(rt->dev, RS(rt), u->Ls, rt_buf(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, r->slice,
+                              rt->cfg.reduce_dtype));
   return replicate_stage(rt, r);
 }
 
@@ -146,6 +149,7 @@ hsr_status rt_x_wait(void *ctx, hsr_sched_red *r) {
  * which the optimizer reads). */
 hsr_status rt_x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
   hsr_rt *rt = ctx;
+  if (rt->off) return rt_off_down(rt, r); /* the accumulator is in host memory */
   rt_unit *u = &rt->units[r->unit];
   float *acc = rt_f32(rt, r->unit, HSR_SCHED_BUF_GRAD_SHARD);
   hsr_dtype rdt = rt->cfg.reduce_dtype;
@@ -199,6 +203,7 @@ hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out) {
                      name);
   const float *gshard = rt_f32(rt, p.unit, HSR_SCHED_BUF_GRAD_SHARD);
   HSR_CHECK(rt_dev_quiesce(rt->dv)); /* device: the scaled accumulators are complete; out is host memory */
+  HSR_CHECK(rt_off_settle(rt, -1));
   if (rt->S == 1 && !rt->outer) {
     RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, out, gshard + p.offset, p.numel * 4, RS(rt)));
     return rt_dev_sync(rt->dv, RS(rt));

@@ -27,6 +27,7 @@ uint64_t rt_id_config(const hsr_rt *rt) {
                  c->reduce_dtype,
                  c->sync,
                  c->outer_shard,
+                 c->offload,
                  c->micro_batches,
                  (int64_t)c->align,
                  c->num_groups};

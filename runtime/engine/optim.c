@@ -71,13 +71,19 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
   o->open = 1;
   int M = rt->cfg.micro_batches;
   double ss = 0, *sq;
+  /* offload: the accumulators are host memory, complete once every copy
+   * down landed and was added; the host scales and sums them */
+  if (rt->off && !rt_dev_dropped(rt->dv, RT_DROP_OFFLOAD_WAIT)) HSR_CHECK(rt_dev_quiesce(rt->dv));
+  HSR_CHECK(rt_off_settle(rt, -1));
+  hsr_device *gd = rt->off ? rt_off_host(rt) : rt->dev;
+  hsr_stream *gs = rt->off ? NULL : RS(rt);
   /* on the reduce stream, behind the accumulations; partial sums land in host
    * slots and are added in unit order (the same order on host and device) */
   HSR_CHECK(rt_dev_slots(rt->dv, rt->nunits, &sq));
   /* the optimizer's gradient: the first Lo elements of each accumulator */
   for (int i = 0; i < rt->nunits && M > 1; i++)
-    HSR_CHECK(hsr_kernels_scale(rt->dev, RS(rt), rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32,
-                                1.0 / M));
+    HSR_CHECK(
+        hsr_kernels_scale(gd, gs, rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, 1.0 / M));
   HSR_CHECK(outer_reduce(rt, o));
   if (o->dropped) { /* no norm, no update: the step stays where it was */
     o->norm = 0, o->coef = 1.0;
@@ -86,8 +92,7 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
   HSR_CHECK(grad_hook(rt, o));
   for (int i = 0; i < rt->nunits; i++) {
     sq[i] = 0;
-    HSR_CHECK(hsr_kernels_sumsq(rt->dev, RS(rt), rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32,
-                                &sq[i]));
+    HSR_CHECK(hsr_kernels_sumsq(gd, gs, rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, &sq[i]));
   }
   if (!rt_dev_dropped(rt->dv, RT_DROP_OPTIM_WAIT))
     HSR_CHECK(rt_dev_sync(rt->dv, RS(rt))); /* the one host wait of a device step: the clip factor */
@@ -123,6 +128,17 @@ hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a) {
   hsr_rt *rt = ctx;
   if (rt->opt->dropped) return HSR_OK; /* the outer reduction dropped the step */
   int ui = a->unit;
+  if (rt->off) { /* AdamW on the host's cores, the parameters copied up */
+    hsr_adamw_hparams hp[HSR_RT_MAX_GROUPS];
+    for (int g = 0; g < rt->cfg.num_groups; g++) {
+      const hsr_rt_opt_group *gr = &rt->cfg.groups[g];
+      hp[g] =
+          (hsr_adamw_hparams){gr->lr, gr->beta1, gr->beta2, gr->eps, gr->weight_decay, rt->step, (float)rt->opt->coef};
+    }
+    HSR_CHECK(rt_off_optim(rt, ui, hp));
+    rt->opt->now = hsr_clock_ns();
+    return HSR_OK;
+  }
   rt_unit *u = &rt->units[ui];
   size_t lo = rt_piece_lo(rt, ui), slo = (size_t)rt->srank * u->Ls;
   float *master = rt_master(rt, ui), *m = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_M),
@@ -190,6 +206,7 @@ hsr_status rt_x_regather_wait(void *ctx, const hsr_sched_action *a, void *h) {
 /* GRAD_ZERO: the accumulator (the interpreter returns a freed gradient buffer). */
 hsr_status rt_x_grad_zero(void *ctx, const hsr_sched_action *a) {
   hsr_rt *rt = ctx;
+  if (rt->off) return rt_off_zero(rt, a->unit); /* host memory: the host zeroes it */
   RT_TIMED(rt, RT_T_DATA,
            rt_zero(rt, rt_buf(rt, a->unit, HSR_SCHED_BUF_GRAD_SHARD), hsr_sched_acc_len(rt->sched, a->unit) * 4));
   return HSR_OK;
@@ -221,8 +238,8 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   if (st == HSR_OK && o.dev_t0)
     rt_obs_dev_span(rt->obs, 0, HSR_SPAN_COMPUTE, "compute", "optimizer", -1, NULL, 0, o.dev_t0, 0);
   rt->opt = NULL;
-  if (st == HSR_OK && regathered)
-    st = rt_dev_join(rt->dv, CS(rt), GS(rt)); /* the next forward reads the gathered parameters */
+  if (st == HSR_OK && (regathered || rt->off)) /* offload: the parameters came up on the gather stream */
+    st = rt_dev_join(rt->dv, CS(rt), GS(rt));  /* the next forward reads the gathered parameters */
   HSR_CHECK(st);
   HSR_CHECK(rt_dev_reap(rt->dv));
   if (info) {

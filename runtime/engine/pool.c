@@ -4,7 +4,8 @@
  * allocate nothing. Buffers that collectives touch come from
  * hsr_comm_mem_alloc (registered for zero-copy), optimizer state and the
  * gradient accumulator from the device allocator (a master the gathers read
- * is registered too). */
+ * is registered too), or with offload from the device's pinned host
+ * allocator (the HSR_MEM_HOST_* categories). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -33,10 +34,13 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   }
   /* Optimizer state and the gradient accumulator are never read by peers,
    * except a master that is itself the gathers' input (FSDP2's footprint). */
-  int shared = !((cat == HSR_MEM_MASTER && !rt->master_shared) || cat == HSR_MEM_MOMENT_M || cat == HSR_MEM_MOMENT_V ||
-                 cat == HSR_MEM_GRAD_SHARD);
+  int host = hsr_mem_cat_host(cat); /* offloaded optimizer state: pinned host memory */
+  int shared = !host && !((cat == HSR_MEM_MASTER && !rt->master_shared) || cat == HSR_MEM_MOMENT_M ||
+                          cat == HSR_MEM_MOMENT_V || cat == HSR_MEM_GRAD_SHARD);
   void *p = NULL;
-  hsr_status st = shared ? hsr_comm_mem_alloc(rt->world, bytes, &p) : hsr_device_alloc(rt->dev, bytes, &p);
+  hsr_status st = shared ? hsr_comm_mem_alloc(rt->world, bytes, &p)
+                  : host ? hsr_device_host_alloc(rt->dev, bytes, &p)
+                         : hsr_device_alloc(rt->dev, bytes, &p);
   if (st != HSR_OK)
     return hsr_error(st, "runtime: allocating %zu bytes for %s failed: %s", bytes, hsr_mem_cat_name(cat),
                      hsr_last_error());
@@ -99,7 +103,7 @@ hsr_status rt_mem_drop(hsr_rt *rt, void *ptr) {
       hsr_status f = hsr_comm_mem_free(rt->world, ptr);
       if (st == HSR_OK) st = f;
     } else {
-      st = hsr_device_free(rt->dev, ptr);
+      st = hsr_mem_cat_host(b->cat) ? hsr_device_host_free(rt->dev, ptr) : hsr_device_free(rt->dev, ptr);
     }
     /* the slot stays (block indices name release events) but holds nothing */
     *b = (rt_block){NULL, 0, b->cat, 1, 0};
@@ -119,8 +123,11 @@ void rt_mem_release_all(hsr_rt *rt) {
     if (rt->blocks[i].shared) {
       if (kern_unadopt(rt->dev, rt->blocks[i].ptr) != HSR_OK) HSR_LOG_W("runtime: %s", hsr_last_error());
       hsr_comm_mem_free(rt->world, rt->blocks[i].ptr);
-    } else
+    } else if (hsr_mem_cat_host(rt->blocks[i].cat)) {
+      hsr_device_host_free(rt->dev, rt->blocks[i].ptr);
+    } else {
       hsr_device_free(rt->dev, rt->blocks[i].ptr);
+    }
   }
   free(rt->blocks);
   rt->blocks = NULL;

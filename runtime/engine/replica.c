@@ -38,7 +38,10 @@ hsr_status hsr_rt_state_installed(hsr_rt *rt, int64_t step) {
   HSR_CHECK(rt_dev_quiesce(rt->dv));
   HSR_CHECK(rt_state_installed(rt));
   for (int ui = 0; ui < rt->nunits; ui++)
-    RT_TIMED(rt, RT_T_DATA, rt_zero(rt, rt_buf(rt, ui, HSR_SCHED_BUF_GRAD_SHARD), rt->units[ui].Ls * 4));
+    if (rt->off) /* offload: host memory, the host zeroes it */
+      HSR_CHECK(rt_off_zero(rt, ui));
+    else
+      RT_TIMED(rt, RT_T_DATA, rt_zero(rt, rt_buf(rt, ui, HSR_SCHED_BUF_GRAD_SHARD), rt->units[ui].Ls * 4));
   HSR_CHECK(rt_dev_sync(rt->dv, CS(rt)));
   HSR_CHECK(rt_state_regather(rt));
   rt_state_set_step(rt, step);

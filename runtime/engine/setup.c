@@ -157,7 +157,8 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
     if (d != HSR_OK) st = d;
     rt_mem_release_all(rt);
   }
-  if (rt->dv) { /* streams and requests drained before the communicators go */
+  rt_off_close(rt); /* after the drain: its events and threads are no longer needed */
+  if (rt->dv) {     /* streams and requests drained before the communicators go */
     hsr_status d = rt_dev_quiesce(rt->dv);
     if (d != HSR_OK && st == HSR_OK) st = d;
   }
@@ -244,14 +245,20 @@ static hsr_status make_schedule(hsr_rt *rt) {
   return st;
 }
 
-/* SETUP: the unit's persistent buffers (taken by the interpreter), zeroed. */
+/* SETUP: the unit's persistent buffers (taken by the interpreter), zeroed
+ * (host memory, offload's, by the host: nothing is queued on it yet). */
 hsr_status rt_x_setup(void *ctx, const hsr_sched_action *a) {
   hsr_rt *rt = ctx;
-  for (int k = HSR_SCHED_BUF_MASTER; k <= HSR_SCHED_BUF_PARAM; k++)
-    if (hsr_sched_holds(rt->sched, (hsr_sched_buf)k))
-      RT_TIMED(rt, RT_T_DATA,
-               rt_zero(rt, rt_buf(rt, a->unit, (hsr_sched_buf)k),
-                       hsr_sched_buf_bytes(rt->sched, (hsr_sched_buf)k, a->unit)));
+  for (int k = HSR_SCHED_BUF_MASTER; k <= HSR_SCHED_BUF_LAST_HELD; k++) {
+    hsr_sched_buf b = (hsr_sched_buf)k;
+    if (!hsr_sched_holds(rt->sched, b)) continue;
+    void *p = rt_buf(rt, a->unit, b);
+    size_t bytes = hsr_sched_buf_bytes(rt->sched, b, a->unit);
+    if (hsr_mem_cat_host(hsr_sched_cat_of(rt->sched, b)))
+      memset(p, 0, bytes);
+    else
+      RT_TIMED(rt, RT_T_DATA, rt_zero(rt, p, bytes));
+  }
   return HSR_OK;
 }
 
@@ -268,6 +275,7 @@ static hsr_status commit(hsr_rt *rt) {
   HSR_CHECK(group_params(rt));
   HSR_CHECK(make_schedule(rt));
   HSR_CHECK(rt_dev_units(rt->dv, rt->nunits));
+  HSR_CHECK(rt_off_open(rt));
   const hsr_sched_action *acts;
   int n;
   HSR_CHECK(hsr_sched_setup(rt->sched, &acts, &n));
@@ -360,8 +368,12 @@ hsr_status rt_gather_pieces(hsr_rt *rt, int ui, const float *piece, hsr_stream *
   float *shard = *full + (size_t)rt->srank * u->Ls; /* this rank's shard, in place for the shard gather */
   hsr_status st = HSR_OK;
   if (rt->outer) {
+    size_t lo = rt_piece_len(rt, ui);
     st = rt_dev_use(rt->dv, rt->rep_c, s);
-    if (st == HSR_OK) st = hsr_comm_allgather(rt->rep_c, piece, shard, rt_piece_len(rt, ui), HSR_F32, NULL);
+    if (st == HSR_OK && rt->off) /* a host piece: copied in, then gathered in place (collectives read device memory) */
+      st = hsr_device_copy(rt->dev, shard + (size_t)rt->rrank * lo, piece, lo * 4, s);
+    if (st == HSR_OK)
+      st = hsr_comm_allgather(rt->rep_c, rt->off ? shard + (size_t)rt->rrank * lo : piece, shard, lo, HSR_F32, NULL);
     if (st == HSR_OK && rt_dev_async(rt->dv)) st = rt_dev_use(rt->dv, rt->rep_c, RS(rt)); /* its reductions' stream */
   } else {
     st = hsr_device_copy(rt->dev, shard, piece, u->Ls * 4, s);

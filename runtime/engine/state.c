@@ -19,6 +19,7 @@ void rt_state_info_of(const hsr_rt *rt, rt_state_info *out) {
                          .R = rt->R,
                          .K = rt->K,
                          .gpu = rt_dev_async(rt->dv),
+                         .host_state = !rt_dev_async(rt->dv) || rt->off != NULL,
                          .step = rt->step,
                          .nunits = rt->nunits};
 }
@@ -102,6 +103,11 @@ hsr_status rt_state_sync(hsr_rt *rt) { return rt_dev_async(rt->dv) ? rt_dev_sync
  * which the replicate group gathers). Sharded without the outer shard the
  * master is the parameter: nothing to do. */
 hsr_status rt_state_installed(hsr_rt *rt) {
+  if (rt->off) { /* host master: cast on the host, copied up */
+    HSR_CHECK(rt_off_installed(rt));
+    rt->loaded = 1;
+    return HSR_OK;
+  }
   hsr_status st = HSR_OK;
   int own = hsr_sched_holds(rt->sched, HSR_SCHED_BUF_PARAM) && hsr_sched_holds(rt->sched, HSR_SCHED_BUF_MASTER);
   for (int ui = 0; ui < rt->nunits && st == HSR_OK && own; ui++) {

@@ -31,8 +31,10 @@ typedef struct rt_state_info {
   hsr_boot *boot;
   hsr_comm *world, *rep;
   int rank, world_size, S, R, K;
-  int gpu;      /* state lives in device memory */
-  int64_t step; /* steps taken */
+  int gpu;        /* the engine runs on a device (cuda, sim): copies go through its streams */
+  int host_state; /* the saved kinds (master, m, v) live in host memory: a host run, or a device run with
+                     offload optim; a save writes them and a load reads into them directly */
+  int64_t step;   /* steps taken */
   int nunits;
 } rt_state_info;
 void rt_state_info_of(const hsr_rt *rt, rt_state_info *out);

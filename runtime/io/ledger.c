@@ -7,16 +7,18 @@
 
 struct hsr_ledger {
   uint64_t cur[HSR_MEM_CAT_COUNT], peak[HSR_MEM_CAT_COUNT];
-  uint64_t total, total_peak, runtime, runtime_peak, transient, transient_peak;
+  uint64_t total, total_peak, runtime, runtime_peak, transient, transient_peak, host, host_peak;
   hsr_ledger_where now, total_where, runtime_where;
 };
 
 static const char *const cat_names[HSR_MEM_CAT_COUNT] = {
-    "param_shard",   "grad_shard",         "master",         "moment_m", "moment_v",     "full_unit",
-    "partial_slice", "reduce_scatter_buf", "all_reduce_buf", "staging",  "ckpt_staging", "activation"};
+    "param_shard",   "grad_shard",         "master",         "moment_m",        "moment_v",     "full_unit",
+    "partial_slice", "reduce_scatter_buf", "all_reduce_buf", "staging",         "ckpt_staging", "activation",
+    "host_master",   "host_moment_m",      "host_moment_v",  "host_grad_shard", "host_staging"};
 static const char *const phase_names[HSR_PHASE_COUNT] = {"init", "forward", "backward", "reduce", "step", "checkpoint", "recompute"};
 
-int hsr_mem_cat_persistent(hsr_mem_cat cat) { return cat <= HSR_MEM_MOMENT_V; }
+int hsr_mem_cat_persistent(hsr_mem_cat cat) { return cat <= HSR_MEM_MOMENT_V || hsr_mem_cat_host(cat); }
+int hsr_mem_cat_host(hsr_mem_cat cat) { return cat >= HSR_MEM_HOST_MASTER && cat < HSR_MEM_CAT_COUNT; }
 const char *hsr_mem_cat_name(hsr_mem_cat cat) { return (unsigned)cat < HSR_MEM_CAT_COUNT ? cat_names[cat] : "?"; }
 const char *hsr_phase_name(hsr_phase p) { return (unsigned)p < HSR_PHASE_COUNT ? phase_names[p] : "?"; }
 
@@ -50,6 +52,11 @@ hsr_status hsr_ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
   HSR_CHECK(check_cat(cat));
   l->cur[cat] += bytes;
   if (l->cur[cat] > l->peak[cat]) l->peak[cat] = l->cur[cat];
+  if (hsr_mem_cat_host(cat)) { /* host memory: its own total */
+    l->host += bytes;
+    if (l->host > l->host_peak) l->host_peak = l->host;
+    return HSR_OK;
+  }
   l->total += bytes;
   if (l->total > l->total_peak) {
     l->total_peak = l->total;
@@ -76,6 +83,10 @@ hsr_status hsr_ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
     return hsr_error(HSR_ERR_STATE, "ledger: releasing %zu bytes of %s but only %llu are alive", bytes, cat_names[cat],
                      (unsigned long long)l->cur[cat]);
   l->cur[cat] -= bytes;
+  if (hsr_mem_cat_host(cat)) {
+    l->host -= bytes;
+    return HSR_OK;
+  }
   l->total -= bytes;
   if (!hsr_mem_cat_persistent(cat)) l->transient -= bytes;
   if (cat != HSR_MEM_ACTIVATION) l->runtime -= bytes;
@@ -105,9 +116,11 @@ uint64_t hsr_ledger_peak(const hsr_ledger *l, hsr_mem_cat cat) {
 uint64_t hsr_ledger_persistent(const hsr_ledger *l) {
   uint64_t s = 0;
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
-    if (hsr_mem_cat_persistent((hsr_mem_cat)c)) s += l->cur[c];
+    if (hsr_mem_cat_persistent((hsr_mem_cat)c) && !hsr_mem_cat_host((hsr_mem_cat)c)) s += l->cur[c];
   return s;
 }
+uint64_t hsr_ledger_host(const hsr_ledger *l) { return l->host; }
+uint64_t hsr_ledger_host_peak(const hsr_ledger *l) { return l->host_peak; }
 uint64_t hsr_ledger_transient_peak(const hsr_ledger *l) { return l->transient_peak; }
 uint64_t hsr_ledger_total_peak(const hsr_ledger *l) { return l->total_peak; }
 uint64_t hsr_ledger_runtime_peak(const hsr_ledger *l) { return l->runtime_peak; }
@@ -135,7 +148,11 @@ hsr_status hsr_ledger_print(const hsr_ledger *m, const hsr_ledger *p, double npa
     fmt_bytes(a, sizeof a, m->cur[i]);
     fmt_bytes(b, sizeof b, m->peak[i]);
     if (p) fmt_bytes(c, sizeof c, p->peak[i]);
-    fprintf(f, "%-20s %-11s %12s %12s", cat_names[i], hsr_mem_cat_persistent(cat) ? "persistent" : "transient", a, b);
+    fprintf(f, "%-20s %-11s %12s %12s", cat_names[i],
+            hsr_mem_cat_host(cat)         ? "host"
+            : hsr_mem_cat_persistent(cat) ? "persistent"
+                                          : "transient",
+            a, b);
     if (p) fprintf(f, "   %14s", c);
     fputc('\n', f);
   }
@@ -143,6 +160,12 @@ hsr_status hsr_ledger_print(const hsr_ledger *m, const hsr_ledger *p, double npa
   fprintf(f, "persistent total     %s", a);
   if (nparams > 0) fprintf(f, " (%.2f bytes/param)", (double)hsr_ledger_persistent(m) / nparams);
   fputc('\n', f);
+  if (m->host_peak || (p && p->host_peak)) {
+    fmt_bytes(a, sizeof a, m->host);
+    fprintf(f, "host total           %s (pinned; not device memory)", a);
+    if (nparams > 0) fprintf(f, " (%.2f bytes/param)", (double)m->host / nparams);
+    fputc('\n', f);
+  }
   fmt_bytes(a, sizeof a, m->transient_peak);
   fprintf(f, "transient peak       %s\n", a);
   hsr_ledger_where w = m->runtime_where;
@@ -176,10 +199,13 @@ hsr_status hsr_ledger_json(const hsr_ledger *l, char **out) {
   for (int i = 0; i < HSR_MEM_CAT_COUNT; i++) {
     cJSON *c = cJSON_AddObjectToObject(cats, cat_names[i]);
     cJSON_AddBoolToObject(c, "persistent", hsr_mem_cat_persistent((hsr_mem_cat)i));
+    cJSON_AddBoolToObject(c, "host", hsr_mem_cat_host((hsr_mem_cat)i));
     cJSON_AddNumberToObject(c, "current", (double)l->cur[i]);
     cJSON_AddNumberToObject(c, "peak", (double)l->peak[i]);
   }
   cJSON_AddNumberToObject(root, "persistent", (double)hsr_ledger_persistent(l));
+  cJSON_AddNumberToObject(root, "host", (double)l->host);
+  cJSON_AddNumberToObject(root, "host_peak", (double)l->host_peak);
   cJSON_AddNumberToObject(root, "transient_peak", (double)l->transient_peak);
   cJSON_AddNumberToObject(root, "runtime_peak", (double)l->runtime_peak);
   cJSON_AddItemToObject(root, "runtime_peak_at", where_json(l->runtime_where));

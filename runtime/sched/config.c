@@ -9,6 +9,7 @@
 static const char *const strategy_names[] = {"ddp", "zero1", "zero2", "fsdp", "hybrid", NULL};
 static const char *const sync_names[] = {"full", "none", "rs_only", NULL};
 static const char *const outer_names[] = {"none", "optim", NULL};
+static const char *const offload_names[] = {"none", "optim", NULL};
 static const char *const recompute_names[] = {"none", "full", "selective", NULL};
 
 hsr_status hsr_rt_config_default(hsr_rt_config *c) {
@@ -60,6 +61,17 @@ hsr_status hsr_rt_parse_outer_shard(const char *s, hsr_rt_outer *out) {
   HSR_CHECK(hsr_parse_choice("outer-shard", s, outer_names, &i));
   *out = (hsr_rt_outer)i;
   return HSR_OK;
+}
+
+hsr_status hsr_rt_parse_offload(const char *s, hsr_rt_offload *out) {
+  int i;
+  HSR_CHECK(hsr_parse_choice("offload", s, offload_names, &i));
+  *out = (hsr_rt_offload)i;
+  return HSR_OK;
+}
+
+const char *hsr_rt_offload_name(hsr_rt_offload o) {
+  return o >= 0 && o <= HSR_RT_OFFLOAD_OPTIM ? offload_names[o] : "?";
 }
 
 hsr_status hsr_rt_parse_recompute(const char *s, hsr_rt_recompute *out) {
@@ -173,6 +185,14 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
                      "outer-shard optim splits the optimizer state over the replicas of hybrid; strategy %s has "
                      "none (valid: --strategy hybrid with R > 1, or --outer-shard none)",
                      hsr_rt_strategy_name(c->strategy));
+  if (c->offload != HSR_RT_OFFLOAD_NONE && c->offload != HSR_RT_OFFLOAD_OPTIM)
+    return hsr_error(HSR_ERR_INVALID, "offload %d is not valid (valid: none, optim)", (int)c->offload);
+  hsr_device_kind kind = c->dev ? hsr_device_kind_of(c->dev) : c->device;
+  if (c->offload == HSR_RT_OFFLOAD_OPTIM && kind == HSR_DEVICE_HOST)
+    return hsr_error(HSR_ERR_INVALID,
+                     "offload optim moves the optimizer state off a device into host memory; on the host device all "
+                     "state already lives in host memory (valid: --device sim or cuda with --offload optim, or "
+                     "--offload none)");
   if (c->param_dtype != HSR_F32 && c->param_dtype != HSR_BF16)
     return hsr_error(HSR_ERR_INVALID, "param dtype %s is not supported (valid: f32, bf16)",
                      hsr_dtype_name(c->param_dtype));

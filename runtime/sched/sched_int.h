@@ -26,6 +26,7 @@ struct hsr_sched {
   int outer;           /* outer shard optim: master, m, v over 1/R of the shard */
   int master_in_param; /* outer with f32 parameters: the master is the rank's piece of PARAM */
   int gather_cast;     /* sharded, no outer shard, param dtype not f32: gathers read a cast copy */
+  int offload;         /* offload optim: the optimizer state in host memory, PARAM held */
   size_t pes, res;
   sunit *u;
   int nu;

@@ -56,8 +56,10 @@ hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt
   s->sharded_params = sh.params;
   s->sharded_grads = sh.grads;
   s->outer = outer;
-  s->master_in_param = outer && cfg->param_dtype == HSR_F32;
-  s->gather_cast = sh.params && !outer && cfg->param_dtype != HSR_F32;
+  /* offload: the device keeps the parameters in their dtype, the master is on the host */
+  s->offload = cfg->offload == HSR_RT_OFFLOAD_OPTIM && cfg->device != HSR_DEVICE_HOST;
+  s->master_in_param = outer && cfg->param_dtype == HSR_F32 && !s->offload;
+  s->gather_cast = sh.params && !outer && cfg->param_dtype != HSR_F32 && !s->offload;
   /* rs_only sums whole slices over its micro-batches before the one reduce-scatter over R */
   int acc_piece = outer && !(cfg->sync == HSR_RT_SYNC_RS_ONLY && cfg->micro_batches > 1);
   /* host: the reductions of the last two units stay in flight behind the
@@ -411,10 +413,21 @@ hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n)
 /* ---- buffers ---- */
 hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b) {
   static const hsr_mem_cat cat[HSR_SCHED_BUF_COUNT] = {
-      HSR_MEM_MASTER,    HSR_MEM_MOMENT_M,      HSR_MEM_MOMENT_V, HSR_MEM_GRAD_SHARD, HSR_MEM_PARAM_SHARD,
-      HSR_MEM_FULL_UNIT, HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF,   HSR_MEM_STAGING,    HSR_MEM_AR_BUF,
-      HSR_MEM_STAGING,   HSR_MEM_STAGING,       HSR_MEM_AR_BUF};
+      HSR_MEM_MASTER,       HSR_MEM_MOMENT_M,     HSR_MEM_MOMENT_V,  HSR_MEM_GRAD_SHARD,    HSR_MEM_PARAM_SHARD,
+      HSR_MEM_HOST_STAGING, HSR_MEM_HOST_STAGING, HSR_MEM_FULL_UNIT, HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF,
+      HSR_MEM_STAGING,      HSR_MEM_AR_BUF,       HSR_MEM_STAGING,   HSR_MEM_STAGING,       HSR_MEM_AR_BUF};
   return b >= 0 && b < HSR_SCHED_BUF_COUNT ? cat[b] : HSR_MEM_STAGING;
+}
+
+hsr_mem_cat hsr_sched_cat_of(const hsr_sched *s, hsr_sched_buf b) {
+  if (s && s->offload) switch (b) {
+    case HSR_SCHED_BUF_MASTER: return HSR_MEM_HOST_MASTER;
+    case HSR_SCHED_BUF_MOMENT_M: return HSR_MEM_HOST_MOMENT_M;
+    case HSR_SCHED_BUF_MOMENT_V: return HSR_MEM_HOST_MOMENT_V;
+    case HSR_SCHED_BUF_GRAD_SHARD: return HSR_MEM_HOST_GRAD_SHARD;
+    default: break;
+    }
+  return hsr_sched_buf_cat(b);
 }
 
 size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
@@ -428,6 +441,8 @@ size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
   case HSR_SCHED_BUF_GRAD_SHARD:
   case HSR_SCHED_BUF_ACC_STAGE: n = u->La * 4; break;
   case HSR_SCHED_BUF_PARAM: n = (s->sharded_params ? u->Ls : u->L) * s->pes; break;
+  case HSR_SCHED_BUF_PARAM_UP: n = u->Lo * s->pes; break;
+  case HSR_SCHED_BUF_GRAD_DOWN: n = u->La * s->res; break; /* rs_only's deferred stage sends the La accumulator up */
   case HSR_SCHED_BUF_GATHER_IN: n = u->Ls * s->pes; break;
   case HSR_SCHED_BUF_OUTER_SLICE: n = u->Lo * s->res; break;
   case HSR_SCHED_BUF_FULL: n = u->L * s->pes; break;
@@ -441,16 +456,17 @@ size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
 }
 
 static void op(const hsr_sched *s, int get, hsr_sched_buf b, int unit, hsr_sched_bufop *out, int *n) {
-  out[(*n)++] = (hsr_sched_bufop){get, b, hsr_sched_buf_cat(b), hsr_sched_buf_bytes(s, b, unit)};
+  out[(*n)++] = (hsr_sched_bufop){get, b, hsr_sched_cat_of(s, b), hsr_sched_buf_bytes(s, b, unit)};
 }
 
 hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n) {
   if (!s || !a || !out || !n) return hsr_error(HSR_ERR_INVALID, "hsr_sched_buffers: NULL argument");
   *n = 0;
   int u = a->unit, staged = s->cfg.reduce_dtype != HSR_F32;
+  int acc_stage = staged && !s->offload; /* offload: the host casts what GRAD_DOWN received */
   switch (a->op) {
   case HSR_SCHED_SETUP:
-    for (int b = HSR_SCHED_BUF_MASTER; b <= HSR_SCHED_BUF_PARAM; b++)
+    for (int b = HSR_SCHED_BUF_MASTER; b <= HSR_SCHED_BUF_LAST_HELD; b++)
       if (hsr_sched_holds(s, (hsr_sched_buf)b)) op(s, 1, (hsr_sched_buf)b, u, out, n);
     break;
   case HSR_SCHED_GATHER:
@@ -481,7 +497,7 @@ hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_
     break;
   case HSR_SCHED_RETIRE:
     if (!a->deferred) {
-      if (staged) {
+      if (acc_stage) {
         op(s, 1, HSR_SCHED_BUF_ACC_STAGE, u, out, n);
         op(s, 0, HSR_SCHED_BUF_ACC_STAGE, u, out, n);
       }
@@ -499,11 +515,14 @@ hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_
 }
 
 int hsr_sched_holds(const hsr_sched *s, hsr_sched_buf b) {
-  if (!s || b < HSR_SCHED_BUF_MASTER || b > HSR_SCHED_BUF_PARAM) return 0;
+  if (!s || b < HSR_SCHED_BUF_MASTER || b > HSR_SCHED_BUF_LAST_HELD) return 0;
   if (b == HSR_SCHED_BUF_MASTER) return !s->master_in_param;
-  if (b == HSR_SCHED_BUF_PARAM) return !s->sharded_params || s->outer;
+  if (b == HSR_SCHED_BUF_PARAM) return !s->sharded_params || s->outer || s->offload;
+  if (b == HSR_SCHED_BUF_PARAM_UP || b == HSR_SCHED_BUF_GRAD_DOWN) return s->offload;
   return 1;
 }
+
+int hsr_sched_offload(const hsr_sched *s) { return s ? s->offload : 0; }
 
 size_t hsr_sched_piece_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].Lo : 0; }
 size_t hsr_sched_acc_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].La : 0; }

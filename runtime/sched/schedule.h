@@ -98,7 +98,12 @@ typedef struct hsr_sched_action {
 } hsr_sched_action;
 
 /* Buffer kinds, each with its ledger category and size per unit. */
-/* Lo = Ls / R with the outer shard (the rank's piece of its shard), else Ls;
+/* Offload optim (cfg.offload, a device run): MASTER, MOMENT_M, MOMENT_V and
+ * GRAD_SHARD live in host memory (the HSR_MEM_HOST_* categories), PARAM is
+ * held by every strategy (the gathers read it: no GATHER_IN), and each unit
+ * holds PARAM_UP and GRAD_DOWN (host_staging); RETIRE takes no ACC_STAGE
+ * (the host accumulates what GRAD_DOWN received).
+ * Lo = Ls / R with the outer shard (the rank's piece of its shard), else Ls;
  * La, the accumulator: Lo, except Ls for rs_only with micro-batches (its
  * micro-batches sum whole slices before the one reduce-scatter over R). */
 typedef enum hsr_sched_buf {
@@ -108,7 +113,12 @@ typedef enum hsr_sched_buf {
   HSR_SCHED_BUF_MOMENT_V,     /* Lo x 4 */
   HSR_SCHED_BUF_GRAD_SHARD,   /* f32 gradient accumulator: La x 4 */
   HSR_SCHED_BUF_PARAM,        /* parameters in the param dtype: the whole unit (L) when unsharded, the shard
-                                 (Ls) with the outer shard; sharded without it: none (the master is the shard) */
+                                 (Ls) with the outer shard or offload; sharded without either: none (the master
+                                 is the shard) */
+  HSR_SCHED_BUF_PARAM_UP,     /* offload optim, host: the updated piece in the param dtype, copied up: Lo x param
+                                 dtype */
+  HSR_SCHED_BUF_GRAD_DOWN,    /* offload optim, host: the reduced piece copied down (and rs_only's deferred
+                                 stage's accumulator copied up): La x reduce dtype */
   HSR_SCHED_BUF_FULL,         /* a gathered unit: L x param dtype */
   HSR_SCHED_BUF_PARTIAL,      /* the slice kept after forward: L/K x param dtype */
   HSR_SCHED_BUF_GRAD,         /* the full f32 gradient: L x 4 */
@@ -127,7 +137,7 @@ typedef struct hsr_sched_bufop {
   hsr_mem_cat cat;
   size_t bytes;
 } hsr_sched_bufop;
-#define HSR_SCHED_MAX_BUFOPS 6
+#define HSR_SCHED_MAX_BUFOPS 8
 
 /* cfg: strategy, reshard and K, root_reshard, prefetch, max_live,
  * prefetch_step, dtypes, sync, micro-batches, and device (HSR_DEVICE_CUDA
@@ -156,7 +166,8 @@ hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n)
 /* The buffers an action takes and returns, in the order it does so (at most
  * HSR_SCHED_MAX_BUFOPS):
  *   SETUP        get MASTER (unless it is a piece of PARAM), MOMENT_M, MOMENT_V,
- *                GRAD_SHARD, PARAM (unless sharded without the outer shard)
+ *                GRAD_SHARD, PARAM (unless sharded without the outer shard or offload);
+ *                offload: PARAM_UP, GRAD_DOWN
  *   GATHER       get GATHER_IN (if cast), get FULL
  *   WAIT         put GATHER_IN (if cast), put PARTIAL (if partial)
  *   RESHARD      get PARTIAL (if partial), put FULL
@@ -165,20 +176,25 @@ hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n)
  *                (f32: the gradient buffer itself is what stage 1 reads); get
  *                OUTER_SLICE (if outer)
  *   DEFERRED_AR  get SLICE, get OUTER_SLICE (if outer)
- *   RETIRE       not deferred: reduce dtype not f32: get ACC_STAGE, put ACC_STAGE;
+ *   RETIRE       not deferred: reduce dtype not f32 (no offload): get ACC_STAGE, put ACC_STAGE;
  *                then put what stage 1 read (REDUCE_STAGE or GRAD); put SLICE;
  *                put OUTER_SLICE (if the entry is outer)
  *   GRAD_ZERO    put GRAD (if free_grad)
  * the others none. */
 hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n);
 hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b);
+/* The category of b in this schedule (offload: the host categories). */
+hsr_mem_cat hsr_sched_cat_of(const hsr_sched *s, hsr_sched_buf b);
 /* Bytes of a buffer of unit u, as the pool hands it out (an empty one is a
  * 64-byte block). */
 size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit);
 
-/* The persistent buffers (SETUP's) a unit holds: 1 for b in MASTER .. PARAM
- * when SETUP takes it. */
+/* The persistent buffers (SETUP's) a unit holds: 1 for b in MASTER ..
+ * HSR_SCHED_BUF_LAST_HELD when SETUP takes it. */
+#define HSR_SCHED_BUF_LAST_HELD HSR_SCHED_BUF_GRAD_DOWN
 int hsr_sched_holds(const hsr_sched *s, hsr_sched_buf b);
+/* Offload optim in effect (cfg.offload on a device run). */
+int hsr_sched_offload(const hsr_sched *s);
 /* Elements of the rank's piece of unit u's shard (Lo) and of its gradient
  * accumulator (La); the optimizer's master, m, v and gradient cover them
  * (the accumulator's first Lo elements when La = Ls). */

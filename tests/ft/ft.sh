@@ -28,6 +28,8 @@
 #                  restarted with --resume latest: on from step 30, the reference's
 #   sim_device     kill_heal on the sim device (--device sim, the stream-order check
 #                  and delays on): the averaging and the heal through its streams
+#   sim_offload    sim_device with --offload optim: the outer reduction and the heal read and
+#                  write the optimizer state in host memory
 #   hsr_run        2 groups given no --coordinator: hsr-run starts one coordinator on
 #                  loopback for both, with a private token of its own
 #   crash_restart  every group SIGKILLed at step 10, all restarted at once without
@@ -153,9 +155,10 @@ print(f"groups vs one hybrid 3 x 2 job: worst relative difference (loss, grad_no
 sys.exit(worst > 1e-5)
 EOF
   ;;
-kill_heal | sim_device)
+kill_heal | sim_device | sim_offload)
   STEPS=400 dev=()
   [ "$scen" = sim_device ] && STEPS=240 dev=(--device sim) && export HSR_SIM_CHECK=1 HSR_SIM_DELAY=100:5
+  [ "$scen" = sim_offload ] && STEPS=240 dev=(--device sim --offload optim) && export HSR_SIM_CHECK=1 HSR_SIM_DELAY=100:5
   group g0 0 -- "${dev[@]}"; group g1 1 HSR_FAULT=0:step:10:kill -- "${dev[@]}"; group g2 2 -- "${dev[@]}"
   wait_step "$T/g0.log" 30 120 || FAIL "group 0 did not reach step 30"
   group g1j 1 -- --join "${dev[@]}"
