@@ -1,6 +1,8 @@
 # collectives/: every op, dtype and buffer kind against a reference, on the
 # shared-memory path (one node), the UCX path (simulated nodes) and splits.
 hsr_add_unit(test_coll_kern test_coll_kern.c)
+# every row of every host transport's table has the volume the tuner reads (collectives/model.h)
+hsr_add_unit(test_coll_model test_coll_model.c)
 hsr_add_program(mr_coll mr_coll.c)
 
 hsr_add_mpi_test(NAME coll_world4 NP 4 COMMAND $<TARGET_FILE:mr_coll> --big)
