@@ -1,7 +1,8 @@
 /* runtime/ internal: checkpoints (hsr/ckpt.h) shared between their files.
  *
- *   ckpt_manifest.c  the manifest: parse and validate, build, its checksum;
- *                    the engine-less reader (open, info, tensors)
+ *   ckpt_manifest.c  the manifest's one schema: write, parse and validate,
+ *                    its checksum
+ *   ckpt_reader.c    the engine-less reader (open, info, tensors)
  *   ckpt_io.c        files: durable writes, directory syncs, the verified
  *                    block reader, verify, resolve, the fault hook
  *   ckpt_plan.c      who writes what (pieces of a shard's content per
@@ -68,14 +69,21 @@ struct hsr_ckpt {
   const cJSON *model_config; /* its config object, inside json */
 };
 
-/* ---- ckpt_manifest.c ---- */
+/* ---- ckpt_manifest.c: the manifest's one schema, written and parsed ---- */
+/* Writes the head (format, versions, step, optimizer, mesh, dtypes) from
+ * in, then layout and units (taken) and in->block_bytes. */
+hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, cJSON *units);
+/* A data file's entry (f->nblocks block checksums), and a tensor's (its
+ * ranges in order). */
+cJSON *ckpt_manifest_file(const ckpt_file *f, int rank);
+cJSON *ckpt_manifest_tensor(const ckpt_tensor *t);
 /* Parses and validates manifest text read from dir (takes text). */
 hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out);
 /* Adds "manifest_crc32" as the last member and prints root with it:
  * *text malloc'd. */
 hsr_status ckpt_manifest_print(cJSON *root, char **text, size_t *len);
 /* The tensor and kind that byte `off` of file f holds (for messages). */
-void ckpt_what_at(const hsr_ckpt *c, int f, uint64_t off, char *buf, size_t len);
+void ckpt_what_at(const hsr_ckpt *c, int f, uint64_t off, char *buf, size_t len); /* ckpt_reader.c */
 
 /* ---- ckpt_io.c ---- */
 /* A plain file name: [A-Za-z0-9._-], not starting with '.'. */

@@ -310,71 +310,38 @@ static cJSON *tensor_json(hsr_rt *rt, const rt_state_info *in, int i, rlist *l) 
   hsr_rt_param_info p;
   rt_state_unit un;
   if (hsr_rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
-  cJSON *t = cJSON_CreateObject(), *sh, *ra;
-  cJSON_AddStringToObject(t, "name", p.name);
-  sh = cJSON_AddArrayToObject(t, "shape");
-  for (int d = 0; d < p.ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)p.shape[d]));
-  cJSON_AddStringToObject(t, "dtype", "f32");
-  cJSON_AddNumberToObject(t, "numel", (double)p.numel);
-  cJSON_AddStringToObject(t, "unit", un.name);
-  cJSON_AddNumberToObject(t, "unit_index", p.unit);
-  cJSON_AddNumberToObject(t, "offset", (double)p.offset);
-  cJSON_AddNumberToObject(t, "group", p.group);
-  ra = cJSON_AddArrayToObject(t, "ranges");
   if (l->n) qsort(l->r, (size_t)l->n, sizeof *l->r, range_cmp);
-  for (int j = 0; j < l->n; j++) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "start", (double)l->r[j].start);
-    cJSON_AddNumberToObject(r, "count", (double)l->r[j].count);
-    cJSON_AddNumberToObject(r, "file", l->r[j].file);
-    cJSON_AddNumberToObject(r, "master", (double)l->r[j].off[0]);
-    cJSON_AddNumberToObject(r, "m", (double)l->r[j].off[1]);
-    cJSON_AddNumberToObject(r, "v", (double)l->r[j].off[2]);
-    cJSON_AddItemToArray(ra, r);
-  }
-  return t;
+  ckpt_tensor t = {.name = p.name, .unit = un.name, .dtype = "f32", .ndim = p.ndim, .group = p.group,
+                   .unit_index = p.unit, .numel = p.numel, .offset = p.offset, .r = l->r, .nr = l->n};
+  memcpy(t.shape, p.shape, sizeof t.shape);
+  return ckpt_manifest_tensor(&t);
 }
 
+/* The manifest's head from the engine (ckpt_manifest.c writes it), with
+ * the layout and the units, which only a load reads. */
 static void add_head(save_ctx *x, cJSON *m) {
   hsr_rt *rt = x->rt;
   const rt_state_info *in = &x->in;
   const hsr_rt_config *c = in->cfg;
   char rs[32];
-  cJSON_AddStringToObject(m, "format", CKPT_FORMAT);
-  cJSON_AddNumberToObject(m, "format_version", HSR_CKPT_FORMAT_VERSION);
-  cJSON_AddStringToObject(m, "hsr_version", HSR_VERSION_STRING);
-  cJSON_AddStringToObject(m, "git_hash", HSR_GIT_HASH);
-  cJSON_AddNumberToObject(m, "step", (double)in->step);
-  cJSON *opt = cJSON_AddObjectToObject(m, "optimizer"), *ga;
-  cJSON_AddStringToObject(opt, "kind", "adamw");
-  char clip[40];
-  snprintf(clip, sizeof clip, "%.17g", c->clip); /* exactly (cJSON may round a double's last digit) */
-  cJSON_AddRawToObject(opt, "clip", clip);
-  ga = cJSON_AddArrayToObject(opt, "groups");
-  for (int g = 0; g < c->num_groups; g++) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "lr", c->groups[g].lr);
-    cJSON_AddNumberToObject(o, "beta1", c->groups[g].beta1);
-    cJSON_AddNumberToObject(o, "beta2", c->groups[g].beta2);
-    cJSON_AddNumberToObject(o, "eps", c->groups[g].eps);
-    cJSON_AddNumberToObject(o, "weight_decay", c->groups[g].weight_decay);
-    cJSON_AddItemToArray(ga, o);
-  }
-  cJSON *mesh = cJSON_AddObjectToObject(m, "mesh");
-  cJSON_AddNumberToObject(mesh, "world", x->world);
-  cJSON_AddNumberToObject(mesh, "replicate", in->R);
-  cJSON_AddNumberToObject(mesh, "shard", in->S);
-  cJSON_AddNumberToObject(mesh, "partial", in->K);
-  cJSON_AddStringToObject(mesh, "strategy", hsr_rt_strategy_name(c->strategy));
-  cJSON_AddStringToObject(mesh, "reshard", ckpt_reshard_name(c, rs, sizeof rs));
-  cJSON_AddNumberToObject(mesh, "prefetch", c->prefetch);
-  cJSON_AddStringToObject(mesh, "device", in->gpu ? "cuda" : "host");
-  cJSON *dt = cJSON_AddObjectToObject(m, "dtypes");
-  cJSON_AddStringToObject(dt, "param", hsr_dtype_name(c->param_dtype));
-  cJSON_AddStringToObject(dt, "reduce", hsr_dtype_name(c->reduce_dtype));
-  cJSON_AddStringToObject(dt, "master", "f32");
-  cJSON_AddStringToObject(dt, "moments", "f32");
-  cJSON *lay = cJSON_AddObjectToObject(m, "layout"), *ua = cJSON_AddArrayToObject(m, "units");
+  hsr_ckpt_info h = {.hsr_version = HSR_VERSION_STRING,
+                     .git_hash = HSR_GIT_HASH,
+                     .step = in->step,
+                     .clip = c->clip,
+                     .num_groups = c->num_groups,
+                     .world = x->world,
+                     .replicate = in->R,
+                     .shard = in->S,
+                     .partial = in->K,
+                     .strategy = hsr_rt_strategy_name(c->strategy),
+                     .reshard = ckpt_reshard_name(c, rs, sizeof rs),
+                     .prefetch = c->prefetch,
+                     .device = in->gpu ? "cuda" : "host",
+                     .param_dtype = hsr_dtype_name(c->param_dtype),
+                     .reduce_dtype = hsr_dtype_name(c->reduce_dtype),
+                     .block_bytes = x->block};
+  memcpy(h.groups, c->groups, sizeof h.groups);
+  cJSON *lay = cJSON_CreateObject(), *ua = cJSON_CreateArray();
   cJSON_AddNumberToObject(lay, "align", (double)hsr_rt_layout_align(in->layout));
   cJSON_AddNumberToObject(lay, "shards", in->S);
   for (int u = 0; u < in->nunits; u++) {
@@ -387,7 +354,7 @@ static void add_head(save_ctx *x, cJSON *m) {
     cJSON_AddNumberToObject(o, "shard_len", (double)un.shard_len);
     cJSON_AddItemToArray(ua, o);
   }
-  cJSON_AddNumberToObject(m, "block_bytes", (double)x->block);
+  ckpt_manifest_head(m, &h, lay, ua);
 }
 
 static hsr_status build_manifest(save_ctx *x, cJSON **out) {
@@ -406,15 +373,8 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
       if (fidx[r] < 0) continue;
       char name[64];
       snprintf(name, sizeof name, "data-%08x-%05d.bin", x->id, r);
-      cJSON *f = cJSON_CreateObject(), *bl;
-      cJSON_AddStringToObject(f, "name", name);
-      cJSON_AddNumberToObject(f, "rank", r);
-      cJSON_AddNumberToObject(f, "bytes", (double)x->votes[r].a);
-      cJSON_AddNumberToObject(f, "crc32", x->votes[r].crc);
-      bl = cJSON_AddArrayToObject(f, "block_crc32");
-      for (uint64_t b = 0; b < x->votes[r].b; b++)
-        cJSON_AddItemToArray(bl, cJSON_CreateNumber(x->blocks[r * x->maxnb + b]));
-      cJSON_AddItemToArray(fa, f);
+      const ckpt_file f = {name, x->votes[r].a, x->votes[r].b, x->votes[r].crc, &x->blocks[r * x->maxnb]};
+      cJSON_AddItemToArray(fa, ckpt_manifest_file(&f, r));
       total += x->votes[r].a;
     }
     cJSON_AddNumberToObject(m, "data_bytes", (double)total);
