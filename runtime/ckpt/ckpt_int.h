@@ -8,8 +8,10 @@
  *   ckpt_plan.c      who writes what (pieces of a shard's content per
  *                    replica), cross-rank agreement, staging buffers
  *   ckpt_save.c      hsr_ckpt_save: a save as a job (check, plan, stage on
- *                    the training thread; run: data files, commit, latest,
- *                    retention, on either thread)
+ *                    the training thread; run: data files, commit, on
+ *                    either thread); the native format's writer
+ *   ckpt_commit.c    the commit protocol, whatever the format: staging,
+ *                    the index, latest, crash safety, retention
  *   ckpt_async.c     the background saver: its thread, communicator and
  *                    staging; hsr_ckpt_wait, hsr_ckpt_poll
  *   ckpt_load.c      hsr_ckpt_load: match, plan, verify, install
@@ -217,6 +219,36 @@ int64_t ckpt_job_step(const ckpt_job *x);
 const char *ckpt_job_dir(const ckpt_job *x);
 void ckpt_job_stats(const ckpt_job *x, hsr_ckpt_stats *s);
 void ckpt_job_free(ckpt_job *x);
+
+/* ---- ckpt_commit.c: the commit protocol, and a format's writer ---- */
+/* A checkpoint format: what a save writes inside the protocol. */
+typedef struct ckpt_format {
+  const char *name;
+  const char *index; /* the file whose presence makes a checkpoint (written last, atomically) */
+  /* every rank: its data, durable under its final name (temporary name, fsync, rename) */
+  hsr_status (*data)(ckpt_job *x);
+  /* rank 0, once every rank's data is durable: the index's text (*text malloc'd) */
+  hsr_status (*index_text)(ckpt_job *x, char **text, size_t *len);
+  /* whether a file of the directory stays after the commit */
+  int (*keep)(const char *name, ckpt_job *x);
+} ckpt_format;
+extern const ckpt_format ckpt_format_native; /* data-ID-RANK.bin and manifest.json (ckpt_save.c) */
+
+/* Where a save commits: root/name = dir, and the test hook's stage. */
+typedef struct ckpt_commit_at {
+  const char *root, *dir, *name;
+  int rank;
+  int64_t step;
+  ckpt_stage fault;
+} ckpt_commit_at;
+/* Rank 0, before any data: the root and an empty (or committed) directory. */
+hsr_status ckpt_commit_prepare(const ckpt_commit_at *at, const ckpt_format *f);
+/* Rank 0, after every rank's data: the index, then `latest`, then the
+ * files f does not keep go. *committed is set once the index is durable. */
+hsr_status ckpt_commit_run(const ckpt_commit_at *at, const ckpt_format *f, ckpt_job *x, int *committed);
+/* Rank 0: keeps the new checkpoint and the keep - 1 newest committed older
+ * ones; removes the rest and crashed saves' leftovers older than it. */
+void ckpt_commit_prune(const ckpt_commit_at *at, const ckpt_format *f, int keep);
 
 /* ---- ckpt_async.c ---- */
 /* hsr_ckpt_save with opts->async (committed engine, arguments checked). */
