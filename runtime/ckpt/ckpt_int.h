@@ -25,6 +25,7 @@
 
 #include "hsr/ckpt.h"
 #include "hsr/comm.h"
+#include "launch/agree.h"
 #include "runtime/engine/state.h"
 
 #define CKPT_MANIFEST "manifest.json"
@@ -173,18 +174,14 @@ typedef struct ckpt_link {
 /* The engine's world when it is a host communicator, else the bootstrap. */
 void ckpt_link_of(hsr_rt *rt, ckpt_link *l);
 
-/* A rank's vote: its status and message, and two numbers. */
-typedef struct ckpt_vote {
-  int32_t status;
-  uint32_t crc;
-  uint64_t a, b;
-  char msg[CKPT_MSG];
-} ckpt_vote;
+/* A rank's vote: its status and message, and two numbers and a crc
+ * (launch/agree.h, the one agreement). */
+typedef agree_vote ckpt_vote;
 /* Every rank contributes (st, its last error, a, b, crc); *all (may be
  * NULL) receives every rank's vote (malloc'd; also when a rank failed).
  * Returns HSR_OK when every rank succeeded, else on every rank the lowest
  * failing rank's status and message ("rank R: ..."). Bounded by the
- * bootstrap's timeout. */
+ * link's timeout. */
 hsr_status ckpt_agree(const ckpt_link *l, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all);
 /* Every rank's `bytes`. */
 hsr_status ckpt_allgather(const ckpt_link *l, const void *mine, size_t bytes, void *all);
