@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "ckpt_int.h"
 
 static hsr_status mkdir_p(const char *path) {
@@ -109,11 +110,7 @@ void ckpt_commit_prune(const ckpt_commit_at *x, const ckpt_format *f, int keep) 
     int64_t s;
     if (!step_of(e->d_name, &s) || s >= x->step || !strcmp(e->d_name, x->name) || strlen(e->d_name) >= CKPT_NAME_MAX)
       continue;
-    if (n == cap) {
-      old_ckpt *nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *nv);
-      if (!nv) break;
-      v = nv;
-    }
+    if (grow_array(&v, &cap, n, sizeof *v, 16, "checkpoint retention") != HSR_OK) break;
     char m[4400];
     struct stat sb;
     snprintf(m, sizeof m, "%s/%s/%s", x->root, e->d_name, f->index);

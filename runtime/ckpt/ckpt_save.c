@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "ckpt_int.h"
 #include "hsr/config.h"
 #include "hsr/env.h"
@@ -240,15 +241,10 @@ static hsr_status collect_ranges(save_ctx *x, const int *fidx, rlist *rl) {
     uint64_t off = 0;
     for (int i = 0; i < np; i++) {
       rlist *l = &rl[pc[i].param];
-      if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 4;
-        ckpt_range *nr = realloc(l->r, (size_t)cap * sizeof *nr);
-        if (!nr) {
-          free(pc);
-          return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-        }
-        l->r = nr;
-        l->cap = cap;
+      hsr_status gs = grow_array(&l->r, &l->cap, l->n, sizeof *l->r, 4, "checkpoint");
+      if (gs != HSR_OK) {
+        free(pc);
+        return gs;
       }
       uint64_t c = pc[i].count;
       l->r[l->n++] = (ckpt_range){pc[i].start, c, {off, off + 4 * c, off + 8 * c}, fidx[r]};
