@@ -212,8 +212,7 @@ hsr_status seg_pool_free(seg_node *s, void *ptr) {
       return HSR_OK;
     }
   pthread_mutex_unlock(&s->pool_mu);
-  return hsr_error(HSR_ERR_INVALID,
-                   "hsr_comm_mem_free: %p was not returned by hsr_comm_mem_alloc (or was freed already)", ptr);
+  return hsr_error(HSR_ERR_INVALID, "%p is not a block of this node's buffer pool in use (or was freed already)", ptr);
 }
 
 int seg_describe(seg_node *s, const void *p, size_t bytes, seg_desc *d) {
