@@ -39,15 +39,11 @@ hsr_status coll_tuning_env(coll_tuning *t) {
   return st;
 }
 
-/* UCX all-reduce: recursive doubling for power-of-two groups when asked
- * (HSR_ALGO_ALLREDUCE=rd) or, by default, up to HSR_ALGO_ALLREDUCE_RD_MAX bytes. */
+/* UCX all-reduce: the model's rule (model.c) on the context's settings. */
 int coll_rule_rd(const coll_op *op) {
-  int n = op->c->size;
-  if (n & (n - 1)) return 0;
   const coll_tuning *t = &op->c->ctx->tune;
-  if (t->allreduce == COLL_AR_RING) return 0;
-  if (t->allreduce == COLL_AR_RD) return 1;
-  return op->count * hsr_dtype_size(op->dt) <= t->rd_max_bytes;
+  const coll_model_cfg cfg = {.allreduce = t->allreduce, .rd_max_bytes = (double)t->rd_max_bytes};
+  return coll_model_rd(&cfg, op->c->size, (double)(op->count * hsr_dtype_size(op->dt)));
 }
 
 const coll_algo *coll_select(const coll_op *op) {

@@ -12,6 +12,7 @@
 
 #include "fault.h"
 #include "hsr/comm.h"
+#include "model.h"
 #include "seg.h"
 
 typedef struct hsr_req coll_op; /* a request is the operation itself */
@@ -29,6 +30,7 @@ typedef struct coll_algo {
   const coll_transport *tp; /* whose per-op state it keeps (cancel, op_fini) */
   int (*start)(coll_op *op);
   int (*advance)(coll_op *op);
+  const coll_model_algo *model; /* its bytes per rank (model.c), as the tuner reads them */
 } coll_algo;
 
 /* A row of a per-collective table: the first row that fits runs the op. */
@@ -77,9 +79,7 @@ typedef struct coll_backend {
 
 /* ---- the context: one per host world ---------------------------------------- */
 
-/* HSR_ALGO_* and HSR_UCX_CHUNK, read by algo.c. */
-enum { COLL_AR_AUTO, COLL_AR_RING, COLL_AR_RD };
-enum { COLL_TWO_AUTO, COLL_TWO_OFF };
+/* HSR_ALGO_* and HSR_UCX_CHUNK, read by algo.c (COLL_AR_*, COLL_TWO_*: model.h). */
 typedef struct coll_tuning {
   int allreduce, two_level;
   size_t rd_max_bytes;

@@ -59,7 +59,10 @@ hsr_status hsr_comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr) {
 hsr_status hsr_comm_mem_free(hsr_comm *c, void *ptr) {
   if (!c) return hsr_error(HSR_ERR_INVALID, "hsr_comm_mem_free: NULL communicator");
   if (!ptr) return HSR_OK;
-  return c->tp->mem_free(c, ptr);
+  hsr_status st = c->tp->mem_free(c, ptr);
+  if (st == HSR_ERR_INVALID) /* said here, where the public names are */
+    return hsr_error(st, "hsr_comm_mem_free: %p was not returned by hsr_comm_mem_alloc (or was freed already)", ptr);
+  return st;
 }
 
 /* ---- argument checks -------------------------------------------------------- */

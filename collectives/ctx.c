@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/grow.h"
 #include "coll.h"
 #include "hsr/env.h"
 
@@ -81,14 +82,10 @@ void coll_ctx_release(coll_ctx *x) {
 
 hsr_status coll_ctx_add_comm(coll_ctx *x, hsr_comm *c) {
   pthread_mutex_lock(&x->mu);
-  if (x->ncomms == x->cap_comms) {
-    int cap = x->cap_comms ? 2 * x->cap_comms : 8;
-    hsr_comm **n = realloc(x->comms, (size_t)cap * sizeof *n);
-    if (!n) {
-      pthread_mutex_unlock(&x->mu);
-      return hsr_error(HSR_ERR_NOMEM, "communicator table");
-    }
-    x->comms = n, x->cap_comms = cap;
+  hsr_status st = grow_array(&x->comms, &x->cap_comms, x->ncomms, sizeof *x->comms, 8, "communicator table");
+  if (st != HSR_OK) {
+    pthread_mutex_unlock(&x->mu);
+    return st;
   }
   x->comms[x->ncomms++] = c;
   x->refs++;

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "seg.h"
 
 /* A segment's memfd name (shown in /proc/<pid>/fd and /proc/<pid>/maps). */
@@ -211,8 +212,7 @@ hsr_status seg_pool_free(seg_node *s, void *ptr) {
       return HSR_OK;
     }
   pthread_mutex_unlock(&s->pool_mu);
-  return hsr_error(HSR_ERR_INVALID,
-                   "hsr_comm_mem_free: %p was not returned by hsr_comm_mem_alloc (or was freed already)", ptr);
+  return hsr_error(HSR_ERR_INVALID, "%p is not a block of this node's buffer pool in use (or was freed already)", ptr);
 }
 
 int seg_describe(seg_node *s, const void *p, size_t bytes, seg_desc *d) {
@@ -241,15 +241,7 @@ void *seg_peer_ptr(seg_node *s, const seg_desc *d) {
   }
   for (int i = 0; i < s->nmaps; i++)
     if (s->maps[i].rank == d->rank && s->maps[i].seg == d->seg) return (char *)s->maps[i].base + d->off;
-  if (s->nmaps == s->cap_maps) {
-    int cap = s->cap_maps ? 2 * s->cap_maps : 16;
-    seg_map *m = realloc(s->maps, (size_t)cap * sizeof *m);
-    if (!m) {
-      hsr_error(HSR_ERR_NOMEM, "peer map table");
-      return NULL;
-    }
-    s->maps = m, s->cap_maps = cap;
-  }
+  if (grow_array(&s->maps, &s->cap_maps, s->nmaps, sizeof *s->maps, 16, "peer map table") != HSR_OK) return NULL;
   void *p;
   if (d->rank < 0 || d->rank >= s->size || seg_attach(d->rank, s->pids[d->rank], d->fd, d->seg_bytes, &p) != HSR_OK)
     return NULL;

@@ -27,7 +27,8 @@ static hsr_status pick_transport(hsr_comm *c) {
   two_shape sh;
   HSR_CHECK(two_shape_of(c, &sh));
   hsr_status st = HSR_OK;
-  if (sh.uniform && sh.local_n >= 2 && sh.nnodes >= 2) st = two_setup(c, &sh); /* sets c->tp */
+  if (coll_model_transport(sh.nnodes, sh.uniform ? sh.local_n : 0, c->ctx->tune.two_level) == COLL_MODEL_TWO)
+    st = two_setup(c, &sh); /* sets c->tp */
   two_shape_free(&sh);
   return st;
 }
@@ -60,4 +61,15 @@ const coll_backend *coll_backend_of(hsr_backend backend) {
   static const coll_backend b[] = {
       [HSR_BACKEND_HOST] = {host_world, host_split}, [HSR_BACKEND_NCCL] = {nccl_world, nccl_split}};
   return (unsigned)backend < sizeof b / sizeof b[0] ? &b[backend] : NULL;
+}
+
+void coll_model_each_algo(void (*fn)(const char *tp, int op, const char *algo, const coll_model_algo *m, void *arg),
+                          void *arg) {
+  const coll_transport *const tps[] = {&shm_transport, &ucx_transport, &two_transport};
+  for (size_t t = 0; t < sizeof tps / sizeof tps[0]; t++)
+    for (int k = 0; k < HSR_OP_COUNT; k++)
+      for (int i = 0; i < COLL_ROWS && (*tps[t]->rows)[k][i].algo; i++) {
+        const coll_algo *a = (*tps[t]->rows)[k][i].algo;
+        fn(tps[t]->name, k, a->name, a->model, arg);
+      }
 }

@@ -60,4 +60,4 @@ static int gather(coll_op *op) {
 
 static int advance(coll_op *op) { return op->phase == 1 ? gather(op) : shm_finish_when_all_done(op); }
 
-const coll_algo shm_allgather = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance};
+const coll_algo shm_allgather = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance, .model = &coll_model_shm};

@@ -92,4 +92,4 @@ static int advance(coll_op *op) {
   }
 }
 
-const coll_algo shm_allreduce = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance};
+const coll_algo shm_allreduce = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance, .model = &coll_model_shm};

@@ -14,4 +14,4 @@ static int advance(coll_op *op) {
   return 1;
 }
 
-const coll_algo shm_barrier = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance};
+const coll_algo shm_barrier = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance, .model = &coll_model_shm};

@@ -54,4 +54,4 @@ static int root_wait(coll_op *op) {
 
 static int advance(coll_op *op) { return op->phase == 1 ? copy_from_root(op) : root_wait(op); }
 
-const coll_algo shm_bcast = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance};
+const coll_algo shm_bcast = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance, .model = &coll_model_shm};

@@ -42,4 +42,4 @@ static int reduce(coll_op *op) {
 
 static int advance(coll_op *op) { return op->phase == 1 ? reduce(op) : shm_finish_when_all_done(op); }
 
-const coll_algo shm_reduce_scatter = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance};
+const coll_algo shm_reduce_scatter = {.name = "shm", .tp = &shm_transport, .start = start, .advance = advance, .model = &coll_model_shm};

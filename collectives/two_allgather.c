@@ -41,4 +41,4 @@ static int advance(coll_op *op) {
   return 1;
 }
 
-const coll_algo two_allgather = {.name = "two-level", .tp = &two_transport, .start = start, .advance = advance};
+const coll_algo two_allgather = {.name = "two-level", .tp = &two_transport, .start = start, .advance = advance, .model = &coll_model_two};

@@ -64,4 +64,4 @@ static int advance(coll_op *op) {
 }
 
 const coll_algo two_allreduce = {
-    .name = "two-level split rail", .tp = &two_transport, .start = start, .advance = advance};
+    .name = "two-level split rail", .tp = &two_transport, .start = start, .advance = advance, .model = &coll_model_two};

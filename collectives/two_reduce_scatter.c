@@ -33,4 +33,4 @@ static int advance(coll_op *op) {
   return 1;
 }
 
-const coll_algo two_reduce_scatter = {.name = "two-level", .tp = &two_transport, .start = start, .advance = advance};
+const coll_algo two_reduce_scatter = {.name = "two-level", .tp = &two_transport, .start = start, .advance = advance, .model = &coll_model_two};

@@ -59,4 +59,4 @@ static int combine(coll_op *op) {
 static int advance(coll_op *op) { return op->phase == P_POST ? post(op) : combine(op); }
 
 const coll_algo ucx_rd_allreduce = {
-    .name = "recursive doubling", .tp = &ucx_transport, .start = start, .advance = advance};
+    .name = "recursive doubling", .tp = &ucx_transport, .start = start, .advance = advance, .model = &coll_model_ucx_rd};

@@ -35,4 +35,4 @@ static int advance(coll_op *op) {
 }
 
 const coll_algo ucx_dissem_barrier = {
-    .name = "dissemination", .tp = &ucx_transport, .start = start, .advance = advance};
+    .name = "dissemination", .tp = &ucx_transport, .start = start, .advance = advance, .model = &coll_model_ucx_dissem};

@@ -29,4 +29,4 @@ static int advance(coll_op *op) {
   return 1;
 }
 
-const coll_algo ucx_flat_bcast = {.name = "flat", .tp = &ucx_transport, .start = start, .advance = advance};
+const coll_algo ucx_flat_bcast = {.name = "flat", .tp = &ucx_transport, .start = start, .advance = advance, .model = &coll_model_ucx_flat};

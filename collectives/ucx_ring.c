@@ -189,7 +189,7 @@ static int advance(coll_op *op) {
   return moved;
 }
 
-const coll_algo ucx_ring_allgather = {.name = "ring", .tp = &ucx_transport, .start = start, .advance = advance};
-const coll_algo ucx_ring_reduce_scatter = {.name = "ring", .tp = &ucx_transport, .start = start, .advance = advance};
+const coll_algo ucx_ring_allgather = {.name = "ring", .tp = &ucx_transport, .start = start, .advance = advance, .model = &coll_model_ucx_ring};
+const coll_algo ucx_ring_reduce_scatter = {.name = "ring", .tp = &ucx_transport, .start = start, .advance = advance, .model = &coll_model_ucx_ring};
 const coll_algo ucx_ring_allreduce = {
-    .name = "ring (reduce-scatter + all-gather)", .tp = &ucx_transport, .start = start, .advance = advance};
+    .name = "ring (reduce-scatter + all-gather)", .tp = &ucx_transport, .start = start, .advance = advance, .model = &coll_model_ucx_ring};

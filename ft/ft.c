@@ -7,6 +7,7 @@
 
 #include "ft_int.h"
 #include "hsr/env.h"
+#include "launch/agree.h"
 
 /* ---- the group's messages ---- */
 
@@ -76,22 +77,10 @@ hsr_status ft_grp_wait(hsr_ft *ft, ft_lead_fn fn, void *arg, char **blob) {
   return HSR_OK;
 }
 
-/* Every rank learns whether all succeeded: the lowest failing rank's error. */
+/* Every rank learns whether all succeeded: the lowest failing rank's error
+ * (launch/agree.h), as it said it. */
 static hsr_status agree(hsr_boot *b, hsr_status st) {
-  int n = hsr_boot_size(b);
-  if (n == 1) return st;
-  gmsg m = {0, st, 0, ""}, *all = calloc((size_t)n, sizeof *all);
-  if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  if (st != HSR_OK) snprintf(m.err, sizeof m.err, "%s", hsr_last_error());
-  hsr_status a = hsr_boot_allgather(b, &m, sizeof m, all);
-  for (int r = 0; a == HSR_OK && r < n; r++)
-    if (all[r].status != HSR_OK) {
-      a = hsr_error((hsr_status)all[r].status, "%s%s", r == hsr_boot_rank(b) ? "" : "", all[r].err);
-      hsr_error_share(); /* every rank holds the same one: said once */
-      break;
-    }
-  free(all);
-  return a;
+  return agree_votes(agree_boot_gather, b, hsr_boot_size(b), st, 0, 0, 0, 0, NULL, NULL);
 }
 
 /* ---- installing a quorum ---- */

@@ -19,7 +19,6 @@ typedef struct boot_watch {
   char (*gone)[96]; /* per rank: what the launcher said, "" if nothing */
   int failure;      /* hsr_boot_note_failure: 0 none, 1 a peer died, 2 a peer is silent */
   double failure_at;
-  void *abandoned; /* a barrier given up on: PMIx may still call back into it */
 } boot_watch;
 
 #define LIFE_NSIGS 3
@@ -70,6 +69,15 @@ void boot_watch_free(hsr_boot *b); /* after it */
  * at the timeout */
 hsr_status boot_fence(hsr_boot *b, int collect, const char *what);
 void boot_roll_free(hsr_boot *b); /* after PMIx_Finalize */
+/* The one bounded PMIx fence (roll.c), under boot_fence and the barrier
+ * that gives up (watch.c): a nonblocking fence over every rank (collect:
+ * with the data put before; PMIx's own bound pmix_timeout_s), waited in
+ * slices of slice_s; after each, give_up(arg) (called unlocked) says
+ * whether to stop waiting. *done: it completed, *fst its status; a fence
+ * given up on stays with PMIx, kept until PMIx_Finalize. Returns the start's
+ * status (PMIX_ERR_NOMEM: no memory). */
+pmix_status_t boot_fence_wait(hsr_boot *b, int collect, int pmix_timeout_s, double slice_s,
+                              int (*give_up)(void *arg), void *arg, int *done, pmix_status_t *fst);
 
 /* lifeline.c */
 void boot_life_start(hsr_boot *b); /* after PMIx_Init (a singleton: only the subscriber table) */

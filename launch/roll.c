@@ -21,14 +21,6 @@
 #define ROLL_GET_S 2  /* how long a missing marker is waited for at the end */
 #define ROLL_NAMES 16 /* ranks named in a message; the rest are counted */
 
-typedef struct roll_fence {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done;
-  pmix_status_t st;
-  pmix_info_t info[2]; /* must outlive the nonblocking call */
-} roll_fence;
-
 typedef struct roll_gets { /* the markers read at the end */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -240,10 +232,18 @@ static void missing(hsr_boot *b, const char *key, char *out, size_t n) {
   free(g->found), free(g), free(ones);
 }
 
-/* ---- the fence -------------------------------------------------------------------------- */
+/* ---- the one bounded fence ---------------------------------------------------------------- */
+
+typedef struct fence_wait {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  pmix_status_t st;
+  pmix_info_t info[2]; /* must outlive the nonblocking call */
+} fence_wait;
 
 static void fence_done(pmix_status_t st, void *cbdata) {
-  roll_fence *f = cbdata;
+  fence_wait *f = cbdata;
   pthread_mutex_lock(&f->mu);
   f->st = st;
   f->done = 1;
@@ -251,12 +251,73 @@ static void fence_done(pmix_status_t st, void *cbdata) {
   pthread_mutex_unlock(&f->mu);
 }
 
-static void fence_free(roll_fence *f) {
+static void fence_free(fence_wait *f) {
   PMIX_INFO_DESTRUCT(&f->info[0]);
   PMIX_INFO_DESTRUCT(&f->info[1]);
   pthread_cond_destroy(&f->cv);
   pthread_mutex_destroy(&f->mu);
   free(f);
+}
+
+pmix_status_t boot_fence_wait(hsr_boot *b, int collect, int pmix_timeout_s, double slice_s,
+                              int (*give_up)(void *arg), void *arg, int *done, pmix_status_t *fst) {
+  *done = 0;
+  *fst = PMIX_SUCCESS;
+  fence_wait *f = calloc(1, sizeof *f);
+  if (!f) return PMIX_ERR_NOMEM;
+  wait_init(&f->mu, &f->cv);
+  bool yes = collect ? true : false;
+  PMIX_INFO_CONSTRUCT(&f->info[0]);
+  PMIX_INFO_CONSTRUCT(&f->info[1]);
+  PMIX_INFO_LOAD(&f->info[0], PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+  PMIX_INFO_LOAD(&f->info[1], PMIX_TIMEOUT, &pmix_timeout_s, PMIX_INT);
+  pmix_proc_t wild;
+  PMIX_PROC_CONSTRUCT(&wild);
+  PMIX_LOAD_PROCID(&wild, b->me.nspace, PMIX_RANK_WILDCARD);
+  pmix_status_t rc = PMIx_Fence_nb(&wild, 1, f->info, 2, fence_done, f);
+  if (rc != PMIX_SUCCESS) {
+    fence_free(f);
+    return rc;
+  }
+  pthread_mutex_lock(&f->mu);
+  while (!f->done) {
+    struct timespec ts;
+    deadline(&ts, slice_s);
+    pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+    if (f->done) break;
+    pthread_mutex_unlock(&f->mu);
+    int stop = give_up(arg);
+    pthread_mutex_lock(&f->mu);
+    if (stop) break;
+  }
+  *done = f->done;
+  *fst = f->st;
+  pthread_mutex_unlock(&f->mu);
+  if (*done)
+    fence_free(f);
+  else
+    abandon(b, f); /* PMIx still holds f */
+  return PMIX_SUCCESS;
+}
+
+/* ---- the roll call ------------------------------------------------------------------------ */
+
+typedef struct roll_wait {
+  hsr_boot *b;
+  double t0, next;
+  char msg[256];
+  int ended;
+} roll_wait;
+
+/* Past HSR_BOOT_TIMEOUT, or a rank has ended (the process table, every ROLL_EVERY_S). */
+static int roll_give_up(void *arg) {
+  roll_wait *w = arg;
+  double now = hsr_clock_s();
+  if (now - w->t0 > w->b->timeout_s) return 1;
+  if (now < w->next) return 0;
+  w->next = now + ROLL_EVERY_S;
+  w->ended = ended_rank(w->b, w->msg, sizeof w->msg);
+  return w->ended;
 }
 
 static hsr_status put_marker(const char *key) {
@@ -274,47 +335,16 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
   char key[48];
   snprintf(key, sizeof key, "hsr.at.%lu", b->fence_seq++);
   HSR_CHECK(put_marker(key));
-  roll_fence *f = calloc(1, sizeof *f);
-  if (!f) return hsr_error(HSR_ERR_NOMEM, "boot %s", what);
-  wait_init(&f->mu, &f->cv);
-  bool yes = collect ? true : false;
   int t = b->timeout_s + 2 * ROLL_GET_S + 2; /* PMIx's own bound: after ours, and after naming who is missing */
-  PMIX_INFO_CONSTRUCT(&f->info[0]);
-  PMIX_INFO_CONSTRUCT(&f->info[1]);
-  PMIX_INFO_LOAD(&f->info[0], PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
-  PMIX_INFO_LOAD(&f->info[1], PMIX_TIMEOUT, &t, PMIX_INT);
-  pmix_proc_t wild;
-  PMIX_PROC_CONSTRUCT(&wild);
-  PMIX_LOAD_PROCID(&wild, b->me.nspace, PMIX_RANK_WILDCARD);
-  pmix_status_t rc = PMIx_Fence_nb(&wild, 1, f->info, 2, fence_done, f);
-  if (rc != PMIX_SUCCESS) {
-    fence_free(f);
+  roll_wait w = {.b = b, .t0 = hsr_clock_s()};
+  w.next = w.t0 + ROLL_FIRST_S;
+  int done;
+  pmix_status_t fst, rc = boot_fence_wait(b, collect, t, 0.25, roll_give_up, &w, &done, &fst);
+  if (rc == PMIX_ERR_NOMEM) return hsr_error(HSR_ERR_NOMEM, "boot %s", what);
+  if (rc != PMIX_SUCCESS)
     return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(rc));
-  }
-  double t0 = hsr_clock_s(), next = t0 + ROLL_FIRST_S;
-  char msg[256] = "";
-  int ended = 0;
-  pthread_mutex_lock(&f->mu);
-  while (!f->done) {
-    struct timespec ts;
-    deadline(&ts, 0.25);
-    pthread_cond_timedwait(&f->cv, &f->mu, &ts);
-    if (f->done) break;
-    double now = hsr_clock_s();
-    if (now - t0 > b->timeout_s) break;
-    if (now < next) continue;
-    next = now + ROLL_EVERY_S;
-    pthread_mutex_unlock(&f->mu);
-    ended = ended_rank(b, msg, sizeof msg);
-    pthread_mutex_lock(&f->mu);
-    if (ended) break;
-  }
-  int done = f->done;
-  pmix_status_t fst = f->st;
-  pthread_mutex_unlock(&f->mu);
-  if (!done) { /* PMIx still holds f */
-    abandon(b, f);
-    if (ended) return hsr_error(HSR_ERR_BOOT, "boot %s: %s", what, msg);
+  if (!done) {
+    if (w.ended) return hsr_error(HSR_ERR_BOOT, "boot %s: %s", what, w.msg);
     char who[512];
     missing(b, key, who, sizeof who);
     if (who[0])
@@ -323,7 +353,6 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
     return hsr_error(HSR_ERR_TIMEOUT, "boot %s: not every rank arrived within HSR_BOOT_TIMEOUT=%d s", what,
                      b->timeout_s);
   }
-  fence_free(f);
   if (fst == PMIX_ERR_TIMEOUT)
     return hsr_error(HSR_ERR_TIMEOUT, "boot %s: not every rank arrived within HSR_BOOT_TIMEOUT=%d s", what,
                      b->timeout_s);

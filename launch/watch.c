@@ -87,26 +87,9 @@ void boot_watch_fini(hsr_boot *b) {
   w->nrefs = 0;
 }
 
-typedef struct fence_wait {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done;
-  pmix_status_t st;
-  pmix_info_t info[2]; /* must outlive the nonblocking call */
-} fence_wait;
-
-static void fence_free(fence_wait *f) {
-  PMIX_INFO_DESTRUCT(&f->info[0]);
-  PMIX_INFO_DESTRUCT(&f->info[1]);
-  pthread_cond_destroy(&f->cv);
-  pthread_mutex_destroy(&f->mu);
-  free(f);
-}
-
 void boot_watch_free(hsr_boot *b) {
   boot_watch *w = &b->watch;
   if (!w->gone) return;
-  if (w->abandoned) fence_free(w->abandoned); /* PMIx is finalized: no callback can come */
   free(w->gone);
   w->gone = NULL;
   pthread_mutex_destroy(&w->mu);
@@ -159,72 +142,37 @@ hsr_status hsr_boot_end_failed_job(hsr_boot *b, int code, double grace_s) {
 
 /* ---- a barrier that gives up --------------------------------------------------- */
 
-static void fence_done(pmix_status_t st, void *cbdata) {
-  fence_wait *f = cbdata;
-  pthread_mutex_lock(&f->mu);
-  f->st = st;
-  f->done = 1;
-  pthread_cond_signal(&f->cv);
-  pthread_mutex_unlock(&f->mu);
+typedef struct barrier_wait {
+  int (*stop)(void *arg);
+  void *arg;
+  double t0, t_stop, grace, timeout_s;
+  hsr_status st;
+} barrier_wait;
+
+/* A peer that has passed the fence may close its endpoints before this
+ * rank hears that the fence completed, which looks like a death to stop():
+ * the fence gets a grace to complete before the barrier is given up. */
+static int barrier_give_up(void *arg) {
+  barrier_wait *w = arg;
+  double now = hsr_clock_s();
+  if (w->t_stop < 0 && w->stop && w->stop(w->arg)) w->t_stop = now;
+  if (w->t_stop >= 0 && now - w->t_stop > w->grace)
+    w->st = hsr_error(HSR_ERR_STATE, "barrier abandoned: a peer has failed");
+  else if (now - w->t0 > w->timeout_s)
+    w->st = hsr_error(HSR_ERR_TIMEOUT, "barrier: not every rank arrived within %.1f s", w->timeout_s);
+  return w->st != HSR_OK;
 }
 
 hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(void *arg), void *arg) {
   if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_barrier_until: NULL context");
   if (b->singleton) return HSR_OK;
-  fence_wait *f = calloc(1, sizeof *f);
-  if (!f) return hsr_error(HSR_ERR_NOMEM, "barrier");
-  pthread_mutex_init(&f->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&f->cv, &ca);
-  pthread_condattr_destroy(&ca);
-  bool no = false;
   int t = (int)(timeout_s + 1.999);
-  PMIX_INFO_CONSTRUCT(&f->info[0]);
-  PMIX_INFO_CONSTRUCT(&f->info[1]);
-  PMIX_INFO_LOAD(&f->info[0], PMIX_COLLECT_DATA, &no, PMIX_BOOL);
-  PMIX_INFO_LOAD(&f->info[1], PMIX_TIMEOUT, &t, PMIX_INT);
-  pmix_proc_t wild;
-  PMIX_PROC_CONSTRUCT(&wild);
-  PMIX_LOAD_PROCID(&wild, b->me.nspace, PMIX_RANK_WILDCARD);
-  pmix_status_t rc = PMIx_Fence_nb(&wild, 1, f->info, 2, fence_done, f);
-  if (rc != PMIX_SUCCESS) {
-    fence_free(f);
-    return hsr_error(HSR_ERR_BOOT, "PMIx_Fence_nb failed: %s", PMIx_Error_string(rc));
-  }
-  double t0 = hsr_clock_s(), t_stop = -1;
-  /* A peer that has passed the fence may close its endpoints before this
-   * rank hears that the fence completed, which looks like a death to stop():
-   * the fence gets a grace to complete before the barrier is given up. */
-  double grace = timeout_s < 2.0 ? timeout_s : 2.0;
-  hsr_status st = HSR_OK;
-  pthread_mutex_lock(&f->mu);
-  while (!f->done) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 20 * 1000 * 1000;
-    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-    pthread_cond_timedwait(&f->cv, &f->mu, &ts);
-    if (f->done) break;
-    pthread_mutex_unlock(&f->mu);
-    double now = hsr_clock_s();
-    if (t_stop < 0 && stop && stop(arg)) t_stop = now;
-    if (t_stop >= 0 && now - t_stop > grace)
-      st = hsr_error(HSR_ERR_STATE, "barrier abandoned: a peer has failed");
-    else if (now - t0 > timeout_s)
-      st = hsr_error(HSR_ERR_TIMEOUT, "barrier: not every rank arrived within %.1f s", timeout_s);
-    pthread_mutex_lock(&f->mu);
-    if (st != HSR_OK) break;
-  }
-  int done = f->done;
-  pmix_status_t fst = f->st;
-  pthread_mutex_unlock(&f->mu);
-  if (!done) { /* PMIx still holds f: freed after PMIx_Finalize */
-    if (!b->watch.abandoned) b->watch.abandoned = f;
-    return st;
-  }
-  fence_free(f);
+  barrier_wait w = {stop, arg, hsr_clock_s(), -1, timeout_s < 2.0 ? timeout_s : 2.0, timeout_s, HSR_OK};
+  int done;
+  pmix_status_t fst, rc = boot_fence_wait(b, 0, t, 0.02, barrier_give_up, &w, &done, &fst);
+  if (rc == PMIX_ERR_NOMEM) return hsr_error(HSR_ERR_NOMEM, "barrier");
+  if (rc != PMIX_SUCCESS) return hsr_error(HSR_ERR_BOOT, "PMIx_Fence_nb failed: %s", PMIx_Error_string(rc));
+  if (!done) return w.st;
   if (fst == PMIX_ERR_TIMEOUT) return hsr_error(HSR_ERR_TIMEOUT, "barrier: not every rank arrived within %d s", t);
   if (fst != PMIX_SUCCESS) return hsr_error(HSR_ERR_BOOT, "barrier failed: %s", PMIx_Error_string(fst));
   return HSR_OK;

@@ -4,6 +4,14 @@ object files, through the symbols each defines and the others use (nm), with
 files grouped into components; fails when the components' graph has a cycle.
 
 usage: call_graph.py NAME [--group LABEL=REGEX]... [--by-dir] OBJECT|@LISTFILE...
+       call_graph.py --self-test
+
+Every symbol counts: a call to a public entry point (hsr_*, exported) is
+an edge like any other, so a file that calls its own module's public API
+from below closes a loop; such edges are marked "public" in the listing.
+--self-test compiles two small files with the build's visibility (hidden,
+the public function exported) whose only loop goes through a public entry
+point, and checks that it is found.
 
 A file whose name (without .c.o) matches a --group REGEX belongs to that
 component (a transport: its table and its algorithms name each other by
@@ -19,7 +27,44 @@ import subprocess
 import sys
 
 
+PUBLIC = re.compile(r"hsr_[a-z0-9_]+$")
+
+
+def self_test():
+    import tempfile
+    cc = os.environ.get("CC", "cc")
+    if not shutil.which(cc) or not shutil.which("nm"):
+        print("call_graph: no C compiler or nm: skipping the self-test")
+        return 77
+    api = '__attribute__((visibility("default")))'
+    srcs = {
+        "low.c": f"int mid_helper(void);\n{api} int hsr_low_entry(void) {{ return mid_helper() + 1; }}\n",
+        "mid.c": "int hsr_low_entry(void);\nint mid_helper(void) { return 1; }\n"
+        "int mid_work(void) { return hsr_low_entry(); }\n",
+    }
+    with tempfile.TemporaryDirectory() as d:
+        objs = []
+        for name, text in srcs.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+            o = os.path.join(d, name + ".o")
+            subprocess.run([cc, "-c", "-fvisibility=hidden", "-o", o, os.path.join(d, name)], check=True)
+            objs.append(o)
+        rc = main(["call_graph.py", "self-test", *objs])
+        if rc != 1:
+            print("call_graph: self-test: a loop closed by a public entry point (hsr_low_entry) was not found")
+            return 1
+        rc = main(["call_graph.py", "self-test", objs[0]])
+        if rc != 0:
+            print("call_graph: self-test: one file alone reported a loop")
+            return 1
+    print("call_graph: self-test: a loop through a public entry point is found")
+    return 0
+
+
 def main(argv):
+    if len(argv) == 2 and argv[1] == "--self-test":
+        return self_test()
     if len(argv) < 3:
         print(__doc__)
         return 2
@@ -80,9 +125,13 @@ def main(argv):
             m = defs.get(s)
             if m and m != n and m not in edges[n]:
                 edges[n][m] = s
-    print(f"{name}: who calls or reads whom ({len(objs)} files, {len(nodes)} nodes)")
+    # an edge made only by calls to public entry points is marked so
+    public = {(n, m) for n in edges for m in edges[n] if all(PUBLIC.match(s) for s in uses[n] if defs.get(s) == m)}
+    npub = len(public)
+    print(f"{name}: who calls or reads whom ({len(objs)} files, {len(nodes)} nodes, "
+          f"{npub} edge(s) only through public entry points)")
     for n in nodes:
-        callees = ", ".join(f"{m} ({s})" for m, s in sorted(edges[n].items()))
+        callees = ", ".join(f"{m} ({s}{', public' if (n, m) in public else ''})" for m, s in sorted(edges[n].items()))
         print(f"  {n} -> {callees if callees else '(nothing)'}")
 
     # Tarjan's strongly connected components
@@ -116,7 +165,9 @@ def main(argv):
             visit(n)
     if sccs:
         for c in sccs:
-            print(f"{name}: call loop among {', '.join(c)}")
+            via = sorted(f"{a} -> {b} ({edges[a][b]})" for (a, b) in public if a in c and b in c)
+            print(f"{name}: call loop among {', '.join(c)}"
+                  + (f"; closed through public entry points: {'; '.join(via)}" if via else ""))
         return 1
     print(f"{name}: no call loop")
     return 0

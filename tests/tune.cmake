@@ -81,7 +81,7 @@ hsr_tune_cli(tune_calc 0 "persistent .* = 16/S with S = 8" ${_hsr} tune --params
 hsr_tune_cli(tune_calc_bf16 0 "= 16/S with S = 8" ${_hsr} tune --params 1.6e7 --units 4 --shard 8 --param-dtype bf16)
 hsr_tune_cli(tune_calc_outer 0 "persistent .* 0.5000  = 2/S \\+ 16/\\(S R\\) with S = 8, R = 8" ${_hsr} tune --params 7e9
              --units 32 --shard 8 --replicate 8 --param-dtype bf16 --outer-shard optim)
-hsr_tune_cli(tune_calc_outer_fsdp 2 "--outer-shard optim splits the optimizer state over the replicas of hybrid"
+hsr_tune_cli(tune_calc_outer_fsdp 2 "--outer-shard optim on a 1 x 8 mesh: it splits the optimizer state over the R replicas"
              ${_hsr} tune --params 1.6e7 --shard 8 --outer-shard optim)
 hsr_tune_cli(tune_bad_outer 2 "outer-shard: .params. is not valid .valid: none\\|optim" ${_hsr} tune ${_big} --outer-shard params)
 hsr_tune_cli(tune_calc_zero1 0 "= 4 \\+ 16/S with S = 4" ${_hsr} tune --params 1.6e7 --units 4 --shard 4

@@ -80,36 +80,25 @@ static void print_model(const hsr_ckpt *c) {
 }
 
 static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
-  cJSON *o = cJSON_CreateObject(), *m, *g, *t;
+  cJSON *o = cJSON_CreateObject(), *m, *t;
   cJSON_AddStringToObject(o, "dir", in->dir);
   cJSON_AddNumberToObject(o, "step", (double)in->step);
   cJSON_AddNumberToObject(o, "format_version", in->format_version);
   cJSON_AddStringToObject(o, "hsr_version", in->hsr_version);
   cJSON_AddStringToObject(o, "git_hash", in->git_hash);
-  m = cJSON_AddObjectToObject(o, "mesh");
-  cJSON_AddNumberToObject(m, "world", in->world);
-  cJSON_AddNumberToObject(m, "replicate", in->replicate);
-  cJSON_AddNumberToObject(m, "shard", in->shard);
-  cJSON_AddNumberToObject(m, "partial", in->partial);
-  cJSON_AddStringToObject(m, "strategy", in->strategy);
-  cJSON_AddStringToObject(m, "reshard", in->reshard);
-  cJSON_AddNumberToObject(m, "prefetch", in->prefetch);
-  cJSON_AddStringToObject(m, "device", in->device);
-  m = cJSON_AddObjectToObject(o, "dtypes");
-  cJSON_AddStringToObject(m, "param", in->param_dtype);
-  cJSON_AddStringToObject(m, "reduce", in->reduce_dtype);
-  m = cJSON_AddObjectToObject(o, "optimizer");
-  cJSON_AddNumberToObject(m, "clip", in->clip);
-  g = cJSON_AddArrayToObject(m, "groups");
-  for (int i = 0; i < in->num_groups; i++) {
-    cJSON *x = cJSON_CreateObject();
-    cJSON_AddNumberToObject(x, "lr", in->groups[i].lr);
-    cJSON_AddNumberToObject(x, "beta1", in->groups[i].beta1);
-    cJSON_AddNumberToObject(x, "beta2", in->groups[i].beta2);
-    cJSON_AddNumberToObject(x, "eps", in->groups[i].eps);
-    cJSON_AddNumberToObject(x, "weight_decay", in->groups[i].weight_decay);
-    cJSON_AddItemToArray(g, x);
+  /* mesh, dtypes and optimizer as the manifest's one schema has them (the
+   * library parsed and validated it on open); the dtypes and optimizer
+   * lists name what varies between checkpoints only */
+  cJSON *man = cJSON_Parse(hsr_ckpt_manifest_text(c));
+  static const char *const sub[] = {"mesh", "dtypes", "optimizer"};
+  for (size_t k = 0; k < sizeof sub / sizeof sub[0]; k++) {
+    m = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(man, sub[k]), 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "master"); /* f32 in every checkpoint */
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "moments");
+    cJSON_DeleteItemFromObjectCaseSensitive(m, "kind"); /* adamw in every checkpoint */
+    cJSON_AddItemToObject(o, sub[k], m ? m : cJSON_CreateNull());
   }
+  cJSON_Delete(man);
   model_json(c, o);
   cJSON_AddNumberToObject(o, "data_bytes", (double)in->data_bytes);
   cJSON_AddNumberToObject(o, "files", in->num_files);

@@ -760,22 +760,15 @@ static int calc_run(tune_opts *o, tune_ctx *xp) {
   int S = (int)o->shard, R = o->replicate ? (int)o->replicate : 1;
   cfg.strategy = o->strategy >= 0 ? (hsr_rt_strategy)o->strategy : R > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
   if (cfg.strategy == HSR_RT_DDP) S = 1, R = R > 1 ? R : (int)o->shard;
-  if (cfg.strategy == HSR_RT_FSDP && R > 1)
-    return hsr_cli_usage_error("tune", "--strategy fsdp has R = 1 (use hybrid with --replicate %d)", R);
-  if (cfg.strategy == HSR_RT_HYBRID && R == 1)
-    return hsr_cli_usage_error("tune", "--strategy hybrid needs --replicate R > 1 (fsdp is R = 1)");
-  if (o->outer == HSR_RT_OUTER_OPTIM && cfg.strategy != HSR_RT_HYBRID)
-    return hsr_cli_usage_error("tune",
-                               "--outer-shard optim splits the optimizer state over the replicas of hybrid; give "
-                               "--replicate R > 1 (strategy %s has none)",
-                               hsr_rt_strategy_name(cfg.strategy));
   if (o->outer >= 0) cfg.outer_shard = (hsr_rt_outer)o->outer;
   if (o->reshard_given) cfg.reshard = o->reshard, cfg.partial_k = o->partial_k;
-  if (cfg.reshard == HSR_RT_RESHARD_PARTIAL && S % cfg.partial_k)
-    return hsr_cli_usage_error("tune", "--reshard partial:%d: K must divide the shard size %d", cfg.partial_k, S);
   cfg.prefetch = (int)o->prefetch;
   cfg.recompute = o->recompute; /* --recompute: with a shape (none without) */
   cfg.param_dtype = o->param_dtype, cfg.reduce_dtype = o->reduce_dtype, cfg.micro_batches = (int)o->micro;
+  hsr_rt_config mesh = cfg; /* strategy and mesh: the runtime's one check, on this R x S */
+  mesh.shard = S, mesh.replicate = R;
+  if (hsr_rt_config_resolve(&mesh, S * R, 0, NULL, NULL) != HSR_OK)
+    return hsr_cli_usage_error("tune", "%s", hsr_last_error());
   int K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : S;
   hsr_tune_shape sh[HSR_RT_GROUP_COUNT] = {{S, 1, S, 1}, {R, R, 1, R}, {K, 1, K, 1}};
   hsr_tune_result r;

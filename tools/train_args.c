@@ -378,25 +378,12 @@ static int check_strategy(const train_args *a) {
                                  "nothing is gathered, resharded or prefetched (drop %s, or use --strategy fsdp or "
                                  "hybrid)",
                                  gathers[i].flag, st, gathers[i].flag);
-  if (a->strategy_given && c->strategy == HSR_RT_FSDP && (a->given & TRAIN_GIVEN_REPLICATE) && c->replicate > 1)
-    return hsr_cli_usage_error("train", "--replicate %d with --strategy fsdp: fsdp has R = 1 (use --strategy hybrid)",
-                               c->replicate);
-  if (a->strategy_given && c->strategy == HSR_RT_HYBRID && (a->given & TRAIN_GIVEN_REPLICATE) && c->replicate < 2)
-    return hsr_cli_usage_error("train",
-                               "--replicate 1 with --strategy hybrid: hybrid needs R > 1 (use --strategy fsdp)");
-  if (a->strategy_given && c->strategy == HSR_RT_DDP && c->shard > 1)
-    return hsr_cli_usage_error("train", "--shard %d with --strategy ddp: ddp does not shard (S = 1; drop --shard)",
-                               c->shard);
-  if (c->outer_shard == HSR_RT_OUTER_OPTIM && a->strategy_given && c->strategy != HSR_RT_HYBRID)
-    return hsr_cli_usage_error("train",
-                               "--outer-shard optim with --strategy %s: it splits the optimizer state over the "
-                               "replicas of hybrid (use --strategy hybrid with R > 1, or drop --outer-shard)",
-                               st);
-  if (c->outer_shard == HSR_RT_OUTER_OPTIM && (a->given & TRAIN_GIVEN_REPLICATE) && c->replicate < 2)
-    return hsr_cli_usage_error("train",
-                               "--outer-shard optim with --replicate %d: it needs R > 1 replicas to split "
-                               "the optimizer state over",
-                               c->replicate);
+  /* strategy and mesh: the runtime's one check, on the values given (without --strategy, the launch picks
+   * hybrid unless R = 1, which the check then holds too) */
+  hsr_rt_config given = *c;
+  if (!a->strategy_given) given.strategy = c->replicate == 1 ? HSR_RT_FSDP : HSR_RT_HYBRID;
+  if (hsr_rt_config_resolve(&given, 0, 0, NULL, NULL) != HSR_OK)
+    return hsr_cli_usage_error("train", "%s", hsr_last_error());
   if ((a->given & TRAIN_GIVEN_PREFETCH_STEP) && c->prefetch == 0)
     return hsr_cli_usage_error("train", "--prefetch-step has no effect with --prefetch 0 (it prefetches the next "
                                         "step's first unit)");
@@ -481,14 +468,6 @@ static int check_args(train_args *a) {
     if (hsr_device_open(HSR_DEVICE_CUDA, 0, &d) == HSR_OK) hsr_device_close(d);
     return hsr_cli_usage_error("train", "--device cuda: %s (use --device host)", hsr_last_error());
   }
-  if (a->cfg.reshard == HSR_RT_RESHARD_PARTIAL && a->cfg.shard > 0 && a->cfg.shard % a->cfg.partial_k) {
-    char dv[256] = "";
-    size_t o = 0;
-    for (int k = 1; k <= a->cfg.shard; k++)
-      if (a->cfg.shard % k == 0) o += (size_t)snprintf(dv + o, sizeof dv - o, "%s%d", o ? ", " : "", k);
-    return hsr_cli_usage_error("train", "--reshard partial:%d: K must divide the shard size %d (valid K: %s)",
-                               a->cfg.partial_k, a->cfg.shard, dv);
-  }
   hsr_status fst = a->model->finish_args(a); /* reads --init's configuration: a malformed file is exit 1 */
   if (fst != HSR_OK)
     return fst == HSR_ERR_INVALID ? hsr_cli_usage_error("train", "%s", hsr_last_error()) : hsr_cli_fail("train", fst);
@@ -563,11 +542,9 @@ int train_parse(int argc, char **argv, train_args *a) {
 
 hsr_status train_check_mesh(const train_args *a, int S, int R) {
   const hsr_rt_config *c = &a->cfg;
-  if (c->outer_shard == HSR_RT_OUTER_OPTIM && R == 1)
-    return hsr_error(HSR_ERR_INVALID,
-                     "--outer-shard optim on a %d x %d mesh: it splits the optimizer state over the R replicas, and "
-                     "with R = 1 there are none (use --shard S below the %d ranks, or drop --outer-shard)",
-                     R, S, R * S);
+  hsr_rt_config mesh = *c; /* strategy and mesh: the runtime's one check, on this mesh */
+  mesh.shard = S, mesh.replicate = R;
+  HSR_CHECK(hsr_rt_config_resolve(&mesh, S * R, 0, NULL, NULL));
   if ((a->given & TRAIN_GIVEN_SYNC) && c->sync == HSR_RT_SYNC_RS_ONLY && R == 1)
     return hsr_error(
         HSR_ERR_INVALID,

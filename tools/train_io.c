@@ -6,33 +6,14 @@
 
 #include "gpt_file.h"
 #include "hsr/kernels.h"
+#include "launch/agree.h"
 #include "train.h"
 
-#define AGREE_MSG 400
-
+/* The rank is named where it matters: not when every rank found the same,
+ * nor twice (an inner agreement already named it). */
 hsr_status train_agree(hsr_boot *boot, hsr_status st) {
-  int n = hsr_boot_size(boot);
-  struct {
-    int32_t st;
-    char msg[AGREE_MSG];
-  } mine = {(int32_t)st, {0}}, *all = calloc((size_t)n, sizeof mine);
-  if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  if (st != HSR_OK) snprintf(mine.msg, sizeof mine.msg, "%s", hsr_last_error());
-  hsr_status g = hsr_boot_allgather(boot, &mine, sizeof mine, all);
-  for (int r = 0; g == HSR_OK && r < n; r++)
-    if (all[r].st != HSR_OK) {
-      /* the rank is named where it matters: not when every rank found the
-       * same, nor twice (an inner agreement already named it) */
-      int alike = 1;
-      for (int q = 0; q < n && alike; q++) alike = all[q].st == all[r].st && !strcmp(all[q].msg, all[r].msg);
-      g = n > 1 && !alike && strncmp(all[r].msg, "rank ", 5)
-              ? hsr_error((hsr_status)all[r].st, "rank %d: %s", r, all[r].msg)
-              : hsr_error((hsr_status)all[r].st, "%s", all[r].msg);
-      hsr_error_share(); /* every rank has it: rank 0 says it */
-      break;
-    }
-  free(all);
-  return g;
+  return agree_votes(agree_boot_gather, boot, hsr_boot_size(boot), st, 0, 0, 0, AGREE_NAME_RANK | AGREE_UNLESS_ALIKE,
+                     NULL, NULL);
 }
 
 typedef struct tensors {

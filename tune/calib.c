@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "hsr/json.h"
 #include "hsr/tune.h"
 
@@ -44,13 +45,7 @@ void hsr_tune_calib_free(hsr_tune_calib *c) {
 int hsr_tune_calib_rows(const hsr_tune_calib *c) { return c ? c->n : 0; }
 
 static hsr_status push(hsr_tune_calib *c, sample s) {
-  if (c->n == c->cap) {
-    int cap = c->cap ? 2 * c->cap : 64;
-    sample *p = realloc(c->s, (size_t)cap * sizeof *p);
-    if (!p) return hsr_error(HSR_ERR_NOMEM, "calibration: out of memory");
-    c->s = p;
-    c->cap = cap;
-  }
+  HSR_CHECK(grow_array(&c->s, &c->cap, c->n, sizeof *c->s, 64, "calibration"));
   c->s[c->n++] = s;
   return HSR_OK;
 }

@@ -1,13 +1,13 @@
 /* The cost model's arithmetic: built-in figures for well-known hardware and
  * the volumes and times of one collective on a group as it lies on the
- * nodes. The volumes follow the algorithms the host collectives run, as
- * their counters count them (tests/mr_counters.c derives the same figures
- * by hand from the message patterns; tests/test_tune.c holds these to hand-
- * computed cases and tests/tune.cmake to counters measured in a real run). */
-#include <math.h>
+ * nodes. The volumes are the collectives' own model of the algorithms they
+ * run (collectives/model.c, the rule and the bytes written once);
+ * tests/test_tune.c holds them to hand-computed cases and tests/tune.cmake
+ * to counters measured in a real run. */
 #include <stdio.h>
 #include <string.h>
 
+#include "collectives/model.h"
 #include "hsr/tune.h"
 #include "tune_int.h"
 
@@ -91,79 +91,7 @@ int hsr_tune_net_uses_defaults(const hsr_tune_net *n) {
   return 0;
 }
 
-/* ---- volumes ---- */
-static int pow2(int n) { return n > 0 && !(n & (n - 1)); }
-static int ilog2(int n) {
-  int k = 0;
-  while ((1 << (k + 1)) <= n) k++;
-  return k;
-}
-
-static void stage(hsr_tune_vol *v, hsr_tune_tier t, int op, double bytes) {
-  if (v->nstages < HSR_TUNE_MAX_STAGES) v->stage[v->nstages++] = (hsr_tune_stage){t, op, bytes, 0};
-}
-
-/* Shared memory among n members (B: a rank's block, or the vector for
- * all-reduce): every rank reads (n-1) blocks; all-reduce reduces its slice
- * from the others' inputs, then reads the others' slices. */
-static double shm_bytes(int op, int n, double B) {
-  if (n < 2) return 0;
-  return op == HSR_OP_ALLREDUCE ? 2.0 * B * (n - 1) / n : B * (n - 1);
-}
-
-/* A UCX ring (or recursive doubling) over n members, `cross` of its n hops
- * to another node. */
-static void ucx_vol(const hsr_tune_net *net, int op, int n, int nodes, double B, hsr_tune_tier tier, hsr_tune_vol *v) {
-  double frac = nodes > 1 ? (n == nodes ? 1.0 : (double)nodes / n) : 0;
-  double sent;
-  if (op == HSR_OP_ALLREDUCE && pow2(n) && B <= net->ar_rd_max_bytes) {
-    /* log2(n) exchanges of the vector; with p members per node the partner
-     * r ^ mask is remote for the log2(nodes) largest masks */
-    sent = ilog2(n) * B;
-    frac = nodes > 1 ? (double)ilog2(nodes) / ilog2(n) : 0;
-    v->algo = "ucx recursive doubling";
-  } else {
-    sent = op == HSR_OP_ALLREDUCE ? 2.0 * B * (n - 1) / n : B * (n - 1);
-    v->algo = "ucx ring";
-  }
-  v->sent += sent, v->recv += sent;
-  v->fabric_sent += sent * frac, v->fabric_recv += sent * frac;
-  stage(v, tier, op, sent);
-}
-
-static void two_level(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double B, size_t es, hsr_tune_vol *v) {
-  int L = g->per_node, m = g->nodes;
-  v->algo = "two-level";
-  if (op != HSR_OP_ALLREDUCE) { /* node stage over m blocks per member, cross ring of one block */
-    double nb = shm_bytes(op, L, B * m);
-    v->sent += nb, v->recv += nb;
-    stage(v, HSR_TUNE_INTRA, op, nb);
-    ucx_vol(net, op, m, m, B, HSR_TUNE_CROSS, v);
-  } else if (net->ar2 == HSR_TUNE_AR2_FULL) { /* node all-reduce, cross all-reduce of the whole vector */
-    double nb = shm_bytes(op, L, B);
-    v->sent += nb, v->recv += nb;
-    stage(v, HSR_TUNE_INTRA, op, nb);
-    ucx_vol(net, op, m, m, B, HSR_TUNE_CROSS, v);
-  } else { /* split rail: node reduce-scatter of q = count / L, cross all-reduce of q, node all-gather;
-            * the count % L tail: node all-reduce, cross all-reduce */
-    double q = floor(B / es / L), tail = B / es - q * L;
-    if (q > 0) {
-      double rs = shm_bytes(HSR_OP_REDUCE_SCATTER, L, q * es);
-      v->sent += 2 * rs, v->recv += 2 * rs;
-      stage(v, HSR_TUNE_INTRA, HSR_OP_REDUCE_SCATTER, rs);
-      ucx_vol(net, op, m, m, q * es, HSR_TUNE_CROSS, v);
-      stage(v, HSR_TUNE_INTRA, HSR_OP_ALLGATHER, rs);
-    }
-    if (tail > 0) {
-      double nb = shm_bytes(op, L, tail * es);
-      v->sent += nb, v->recv += nb;
-      stage(v, HSR_TUNE_INTRA, op, nb);
-      ucx_vol(net, op, m, m, tail * es, HSR_TUNE_CROSS, v);
-    }
-  }
-  v->algo = "two-level";
-  for (int i = 0; i < v->nstages; i++) v->stage[i].span = 1 + op;
-}
+/* ---- volumes: the collectives' own model (collectives/model.c) ---- */
 
 hsr_status hsr_tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
                            hsr_tune_vol *v) {
@@ -174,27 +102,21 @@ hsr_status hsr_tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape
   if (g->n < 1 || g->nodes < 1 || g->nodes > g->n || count < 0)
     return hsr_error(HSR_ERR_INVALID, "hsr_tune_volume: group of %d members on %d nodes, count %g", g->n, g->nodes,
                      count);
-  memset(v, 0, sizeof *v);
+  const coll_model_cfg cfg = {.allreduce = COLL_AR_AUTO,
+                              .rd_max_bytes = net->ar_rd_max_bytes,
+                              .split_rail = net->ar2 == HSR_TUNE_AR2_SPLIT_RAIL};
+  const coll_model_shape shape = {g->n, g->nodes, g->per_node, g->domains};
   double B = count * (double)es;
+  coll_model_vol m;
+  coll_model_volume(&cfg, net->device_is_gpu, op, &shape, B, es, &m);
+  memset(v, 0, sizeof *v);
   v->full = op == HSR_OP_ALLREDUCE ? B : B * g->n;
-  v->algo = "local";
-  if (g->n == 1 || B == 0) return HSR_OK;
-  if (g->nodes == 1) { /* shared memory (NVLink on GPUs) */
-    double b = shm_bytes(op, g->n, B);
-    v->sent = v->recv = b;
-    stage(v, HSR_TUNE_INTRA, op, b);
-    v->algo = net->device_is_gpu ? "nccl (nvlink)" : "shared memory";
-  } else if (net->device_is_gpu) { /* NCCL's ring: bound by the network (by NVLink inside one domain) */
-    double b = shm_bytes(op, g->n, B);
-    double frac = (double)g->nodes / g->n;
-    v->sent = v->recv = b;
-    v->fabric_sent = v->fabric_recv = b * frac;
-    stage(v, g->domains == 1 ? HSR_TUNE_INTRA : HSR_TUNE_CROSS, op, b);
-    v->algo = "nccl ring";
-  } else if (g->per_node >= 2) {
-    two_level(net, op, g, B, es, v);
-  } else {
-    ucx_vol(net, op, g->n, g->nodes, B, HSR_TUNE_CROSS, v);
+  v->sent = m.sent, v->recv = m.recv, v->fabric_sent = m.fabric_sent, v->fabric_recv = m.fabric_recv;
+  v->algo = m.algo;
+  for (int i = 0; i < m.nstages && i < HSR_TUNE_MAX_STAGES; i++) {
+    const coll_model_stage *s = &m.stage[i];
+    v->stage[v->nstages++] = (hsr_tune_stage){s->tier == COLL_MODEL_CROSS ? HSR_TUNE_CROSS : HSR_TUNE_INTRA, s->op,
+                                              s->bytes, s->span};
   }
   return HSR_OK;
 }

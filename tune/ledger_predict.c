@@ -7,6 +7,7 @@
  * holds it against the engine's measured ledgers. */
 #include <stdlib.h>
 
+#include "common/grow.h"
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
 
@@ -39,15 +40,10 @@ static void get(sim *s, hsr_mem_cat cat, size_t bytes) {
       hsr_ledger_alloc(s->use, cat, bytes);
       return;
     }
-  if (s->npool == s->cappool) {
-    int cap = s->cappool ? 2 * s->cappool : 32;
-    pool_ent *p = realloc(s->pool, (size_t)cap * sizeof *p);
-    if (!p) {
-      s->err = hsr_error(HSR_ERR_NOMEM, "ledger prediction: out of memory");
-      return;
-    }
-    s->pool = p;
-    s->cappool = cap;
+  hsr_status gs = grow_array(&s->pool, &s->cappool, s->npool, sizeof *s->pool, 32, "ledger prediction");
+  if (gs != HSR_OK) {
+    s->err = gs;
+    return;
   }
   s->pool[s->npool++] = (pool_ent){cat, bytes, 0, 1};
   hsr_ledger_alloc(s->held, cat, bytes);

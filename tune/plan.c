@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/grow.h"
 #include "hsr/tune.h"
 
 hsr_status hsr_tune_space_default(hsr_tune_space *s) {
@@ -39,13 +40,7 @@ static hsr_status uncertainty(plan_ctx *x, const hsr_tune_model *m, const hsr_rt
 static hsr_status add_one(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R,
                           const hsr_tune_shape *sh) {
   hsr_tune_plan *p = x->p;
-  if (p->n == x->cap) {
-    int cap = x->cap ? 2 * x->cap : 256;
-    hsr_tune_result *nc = realloc(p->cand, (size_t)cap * sizeof *nc);
-    if (!nc) return hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
-    p->cand = nc;
-    x->cap = cap;
-  }
+  HSR_CHECK(grow_array(&p->cand, &x->cap, p->n, sizeof *p->cand, 256, "tune"));
   hsr_tune_result *r = &p->cand[p->n];
   HSR_CHECK(hsr_tune_eval(m, x->net, cfg, S, R, sh, r));
   HSR_CHECK(uncertainty(x, m, cfg, S, R, sh, r));

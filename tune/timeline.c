@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "tune_int.h"
 
 void tl_init(tl *t, const hsr_tune_net *net) {
@@ -25,17 +26,11 @@ void tl_free(tl *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* grow_array, keeping the first error in *err (the timeline checks it once, at the end) */
 static void *grow(void *p, int *cap, int need, size_t el, hsr_status *err) {
-  if (need <= *cap) return p;
-  int c = *cap ? *cap : 64;
-  while (c < need) c *= 2;
-  void *np = realloc(p, (size_t)c * el);
-  if (!np) {
-    *err = hsr_error(HSR_ERR_NOMEM, "tune timeline: out of memory");
-    return p;
-  }
-  *cap = c;
-  return np;
+  hsr_status st = grow_array(&p, cap, need - 1, el, 64, "tune timeline");
+  if (st != HSR_OK) *err = st;
+  return p;
 }
 
 static void load_stage(const tl *t, tl_op *o) {

@@ -221,8 +221,11 @@ HSR_API hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s);
 HSR_API const char *hsr_rt_sync_name(hsr_rt_sync s);
 HSR_API const char *hsr_rt_outer_shard_name(hsr_rt_outer o); /* "none", "optim" */
 HSR_API const char *hsr_rt_offload_name(hsr_rt_offload o);   /* "none", "optim" */
-/* Checks a configuration against a world size, filling *S and *R where the
- * config leaves them to the engine (auto_shard: the value for shard = 0). */
+/* The one check of a configuration: its fields, and the strategy against
+ * the mesh. On a world size it fills *S and *R where the config leaves them
+ * to the engine (auto_shard: the value for shard = 0); with world 0 (before
+ * a launch) it checks what the given shard and replicate already decide and
+ * returns them as given. The engine, hsr train and hsr tune all use it. */
 HSR_API hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S, int *R);
 
 /* Learning-rate schedule (pure): linear warm-up over `warmup` steps, then

@@ -1,14 +1,17 @@
 /* runtime/ internal: checkpoints (hsr/ckpt.h) shared between their files.
  *
- *   ckpt_manifest.c  the manifest: parse and validate, build, its checksum;
- *                    the engine-less reader (open, info, tensors)
+ *   ckpt_manifest.c  the manifest's one schema: write, parse and validate,
+ *                    its checksum
+ *   ckpt_reader.c    the engine-less reader (open, info, tensors)
  *   ckpt_io.c        files: durable writes, directory syncs, the verified
  *                    block reader, verify, resolve, the fault hook
  *   ckpt_plan.c      who writes what (pieces of a shard's content per
  *                    replica), cross-rank agreement, staging buffers
  *   ckpt_save.c      hsr_ckpt_save: a save as a job (check, plan, stage on
- *                    the training thread; run: data files, commit, latest,
- *                    retention, on either thread)
+ *                    the training thread; run: data files, commit, on
+ *                    either thread); the native format's writer
+ *   ckpt_commit.c    the commit protocol, whatever the format: staging,
+ *                    the index, latest, crash safety, retention
  *   ckpt_async.c     the background saver: its thread, communicator and
  *                    staging; hsr_ckpt_wait, hsr_ckpt_poll
  *   ckpt_load.c      hsr_ckpt_load: match, plan, verify, install
@@ -22,6 +25,7 @@
 
 #include "hsr/ckpt.h"
 #include "hsr/comm.h"
+#include "launch/agree.h"
 #include "runtime/engine/state.h"
 
 #define CKPT_MANIFEST "manifest.json"
@@ -68,14 +72,21 @@ struct hsr_ckpt {
   const cJSON *model_config; /* its config object, inside json */
 };
 
-/* ---- ckpt_manifest.c ---- */
+/* ---- ckpt_manifest.c: the manifest's one schema, written and parsed ---- */
+/* Writes the head (format, versions, step, optimizer, mesh, dtypes) from
+ * in, then layout and units (taken) and in->block_bytes. */
+hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, cJSON *units);
+/* A data file's entry (f->nblocks block checksums), and a tensor's (its
+ * ranges in order). */
+cJSON *ckpt_manifest_file(const ckpt_file *f, int rank);
+cJSON *ckpt_manifest_tensor(const ckpt_tensor *t);
 /* Parses and validates manifest text read from dir (takes text). */
 hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out);
 /* Adds "manifest_crc32" as the last member and prints root with it:
  * *text malloc'd. */
 hsr_status ckpt_manifest_print(cJSON *root, char **text, size_t *len);
 /* The tensor and kind that byte `off` of file f holds (for messages). */
-void ckpt_what_at(const hsr_ckpt *c, int f, uint64_t off, char *buf, size_t len);
+void ckpt_what_at(const hsr_ckpt *c, int f, uint64_t off, char *buf, size_t len); /* ckpt_reader.c */
 
 /* ---- ckpt_io.c ---- */
 /* A plain file name: [A-Za-z0-9._-], not starting with '.'. */
@@ -163,18 +174,14 @@ typedef struct ckpt_link {
 /* The engine's world when it is a host communicator, else the bootstrap. */
 void ckpt_link_of(hsr_rt *rt, ckpt_link *l);
 
-/* A rank's vote: its status and message, and two numbers. */
-typedef struct ckpt_vote {
-  int32_t status;
-  uint32_t crc;
-  uint64_t a, b;
-  char msg[CKPT_MSG];
-} ckpt_vote;
+/* A rank's vote: its status and message, and two numbers and a crc
+ * (launch/agree.h, the one agreement). */
+typedef agree_vote ckpt_vote;
 /* Every rank contributes (st, its last error, a, b, crc); *all (may be
  * NULL) receives every rank's vote (malloc'd; also when a rank failed).
  * Returns HSR_OK when every rank succeeded, else on every rank the lowest
  * failing rank's status and message ("rank R: ..."). Bounded by the
- * bootstrap's timeout. */
+ * link's timeout. */
 hsr_status ckpt_agree(const ckpt_link *l, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all);
 /* Every rank's `bytes`. */
 hsr_status ckpt_allgather(const ckpt_link *l, const void *mine, size_t bytes, void *all);
@@ -209,6 +216,36 @@ int64_t ckpt_job_step(const ckpt_job *x);
 const char *ckpt_job_dir(const ckpt_job *x);
 void ckpt_job_stats(const ckpt_job *x, hsr_ckpt_stats *s);
 void ckpt_job_free(ckpt_job *x);
+
+/* ---- ckpt_commit.c: the commit protocol, and a format's writer ---- */
+/* A checkpoint format: what a save writes inside the protocol. */
+typedef struct ckpt_format {
+  const char *name;
+  const char *index; /* the file whose presence makes a checkpoint (written last, atomically) */
+  /* every rank: its data, durable under its final name (temporary name, fsync, rename) */
+  hsr_status (*data)(ckpt_job *x);
+  /* rank 0, once every rank's data is durable: the index's text (*text malloc'd) */
+  hsr_status (*index_text)(ckpt_job *x, char **text, size_t *len);
+  /* whether a file of the directory stays after the commit */
+  int (*keep)(const char *name, ckpt_job *x);
+} ckpt_format;
+extern const ckpt_format ckpt_format_native; /* data-ID-RANK.bin and manifest.json (ckpt_save.c) */
+
+/* Where a save commits: root/name = dir, and the test hook's stage. */
+typedef struct ckpt_commit_at {
+  const char *root, *dir, *name;
+  int rank;
+  int64_t step;
+  ckpt_stage fault;
+} ckpt_commit_at;
+/* Rank 0, before any data: the root and an empty (or committed) directory. */
+hsr_status ckpt_commit_prepare(const ckpt_commit_at *at, const ckpt_format *f);
+/* Rank 0, after every rank's data: the index, then `latest`, then the
+ * files f does not keep go. *committed is set once the index is durable. */
+hsr_status ckpt_commit_run(const ckpt_commit_at *at, const ckpt_format *f, ckpt_job *x, int *committed);
+/* Rank 0: keeps the new checkpoint and the keep - 1 newest committed older
+ * ones; removes the rest and crashed saves' leftovers older than it. */
+void ckpt_commit_prune(const ckpt_commit_at *at, const ckpt_format *f, int keep);
 
 /* ---- ckpt_async.c ---- */
 /* hsr_ckpt_save with opts->async (committed engine, arguments checked). */

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "ckpt_int.h"
 #include "hsr/env.h"
 #include "runtime/engine/state.h"
@@ -128,14 +129,11 @@ static hsr_status match(load_ctx *x) {
 static const rt_state_kind saved[CKPT_KINDS] = {RT_STATE_MASTER, RT_STATE_M, RT_STATE_V};
 
 static hsr_status add_span(load_ctx *x, ckpt_span s) {
-  if (x->n == x->cap) {
-    int cap = x->cap ? 2 * x->cap : 64;
-    ckpt_span *ns = realloc(x->s, (size_t)cap * sizeof *ns);
-    if (ns) x->s = ns;
-    uint64_t *na = ns ? realloc(x->at, (size_t)cap * sizeof *na) : NULL;
-    if (!na) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-    x->at = na;
-    x->cap = cap;
+  if (x->n == x->cap) { /* two arrays in step: the second grows to the first's capacity */
+    int cs = x->cap, ca = x->cap;
+    HSR_CHECK(grow_array(&x->s, &cs, x->n, sizeof *x->s, 64, "checkpoint"));
+    HSR_CHECK(grow_array(&x->at, &ca, cs - 1, sizeof *x->at, 64, "checkpoint"));
+    x->cap = cs;
   }
   x->at[x->n] = 0;
   x->s[x->n++] = s;

@@ -1,8 +1,11 @@
-/* The checkpoint manifest: its checksum, parsing with strict validation
- * (every problem names the checkpoint and the item), and the engine-less
- * reader's getters. */
+/* The checkpoint manifest, written and parsed from one schema: its fields
+ * (the tables below), its checksum, the writer of its head, files and
+ * tensors (ckpt_save.c assembles them), and parsing with strict validation
+ * (every problem names the checkpoint and the item). The engine-less
+ * reader's getters are ckpt_reader.c. */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +67,118 @@ hsr_status ckpt_manifest_print(cJSON *root, char **text, size_t *len) {
   *text = t;
   *len = n;
   return HSR_OK;
+}
+
+/* ---- the schema: one row per field, for the writer and the parser ---- */
+typedef enum ftype { F_STR, F_INT, F_I64 } ftype;
+typedef struct field {
+  const char *key;
+  ftype type;
+  size_t off;     /* in hsr_ckpt_info */
+  int64_t lo, hi; /* integers' range */
+} field;
+#define INFO(m) offsetof(hsr_ckpt_info, m)
+static const field top_fields[] = {{"hsr_version", F_STR, INFO(hsr_version), 0, 0},
+                                   {"git_hash", F_STR, INFO(git_hash), 0, 0},
+                                   {"step", F_I64, INFO(step), 0, (int64_t)1 << 53}};
+static const field mesh_fields[] = {
+    {"world", F_INT, INFO(world), 1, 1 << 24},      {"replicate", F_INT, INFO(replicate), 1, 1 << 24},
+    {"shard", F_INT, INFO(shard), 1, 1 << 24},      {"partial", F_INT, INFO(partial), 0, 1 << 24},
+    {"strategy", F_STR, INFO(strategy), 0, 0},      {"reshard", F_STR, INFO(reshard), 0, 0},
+    {"prefetch", F_INT, INFO(prefetch), 0, 1 << 24}, {"device", F_STR, INFO(device), 0, 0}};
+static const field dtype_fields[] = {{"param", F_STR, INFO(param_dtype), 0, 0},
+                                     {"reduce", F_STR, INFO(reduce_dtype), 0, 0}};
+#define NFIELDS(a) (int)(sizeof a / sizeof a[0])
+/* an optimizer group's numbers, in hsr_rt_opt_group */
+static const struct {
+  const char *key;
+  size_t off;
+} group_fields[] = {{"lr", offsetof(hsr_rt_opt_group, lr)},
+                    {"beta1", offsetof(hsr_rt_opt_group, beta1)},
+                    {"beta2", offsetof(hsr_rt_opt_group, beta2)},
+                    {"eps", offsetof(hsr_rt_opt_group, eps)},
+                    {"weight_decay", offsetof(hsr_rt_opt_group, weight_decay)}};
+#define NGROUP_FIELDS 5
+
+static void put_fields(cJSON *o, const field *f, int n, const hsr_ckpt_info *in) {
+  const char *base = (const char *)in;
+  for (int i = 0; i < n; i++) {
+    const void *p = base + f[i].off;
+    if (f[i].type == F_STR)
+      cJSON_AddStringToObject(o, f[i].key, *(const char *const *)p);
+    else if (f[i].type == F_INT)
+      cJSON_AddNumberToObject(o, f[i].key, *(const int *)p);
+    else
+      cJSON_AddNumberToObject(o, f[i].key, (double)*(const int64_t *)p);
+  }
+}
+
+hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, cJSON *units) {
+  cJSON_AddStringToObject(m, "format", CKPT_FORMAT);
+  cJSON_AddNumberToObject(m, "format_version", HSR_CKPT_FORMAT_VERSION);
+  put_fields(m, top_fields, NFIELDS(top_fields), in);
+  cJSON *opt = cJSON_AddObjectToObject(m, "optimizer"), *ga;
+  cJSON_AddStringToObject(opt, "kind", "adamw");
+  char clip[40];
+  snprintf(clip, sizeof clip, "%.17g", in->clip); /* exactly (cJSON may round a double's last digit) */
+  cJSON_AddRawToObject(opt, "clip", clip);
+  ga = cJSON_AddArrayToObject(opt, "groups");
+  for (int g = 0; g < in->num_groups; g++) {
+    cJSON *o = cJSON_CreateObject();
+    for (int q = 0; q < NGROUP_FIELDS; q++)
+      cJSON_AddNumberToObject(o, group_fields[q].key, *(const float *)((const char *)&in->groups[g] + group_fields[q].off));
+    cJSON_AddItemToArray(ga, o);
+  }
+  put_fields(cJSON_AddObjectToObject(m, "mesh"), mesh_fields, NFIELDS(mesh_fields), in);
+  cJSON *dt = cJSON_AddObjectToObject(m, "dtypes");
+  put_fields(dt, dtype_fields, NFIELDS(dtype_fields), in);
+  cJSON_AddStringToObject(dt, "master", "f32");
+  cJSON_AddStringToObject(dt, "moments", "f32");
+  cJSON_AddItemToObject(m, "layout", layout);
+  cJSON_AddItemToObject(m, "units", units);
+  cJSON_AddNumberToObject(m, "block_bytes", (double)in->block_bytes);
+  return cJSON_GetObjectItemCaseSensitive(m, "block_bytes") ? HSR_OK
+                                                             : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+}
+
+cJSON *ckpt_manifest_file(const ckpt_file *f, int rank) {
+  cJSON *o = cJSON_CreateObject(), *bl;
+  cJSON_AddStringToObject(o, "name", f->name);
+  cJSON_AddNumberToObject(o, "rank", rank);
+  cJSON_AddNumberToObject(o, "bytes", (double)f->bytes);
+  cJSON_AddNumberToObject(o, "crc32", f->crc);
+  bl = cJSON_AddArrayToObject(o, "block_crc32");
+  for (uint64_t b = 0; b < f->nblocks; b++) cJSON_AddItemToArray(bl, cJSON_CreateNumber(f->blocks[b]));
+  return o;
+}
+
+cJSON *ckpt_manifest_tensor(const ckpt_tensor *t) {
+  cJSON *o = cJSON_CreateObject(), *sh, *ra;
+  cJSON_AddStringToObject(o, "name", t->name);
+  sh = cJSON_AddArrayToObject(o, "shape");
+  for (int d = 0; d < t->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
+  cJSON_AddStringToObject(o, "dtype", t->dtype);
+  cJSON_AddNumberToObject(o, "numel", (double)t->numel);
+  cJSON_AddStringToObject(o, "unit", t->unit);
+  cJSON_AddNumberToObject(o, "unit_index", t->unit_index);
+  cJSON_AddNumberToObject(o, "offset", (double)t->offset);
+  cJSON_AddNumberToObject(o, "group", t->group);
+  ra = cJSON_AddArrayToObject(o, "ranges");
+  for (int j = 0; j < t->nr; j++) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddNumberToObject(r, "start", (double)t->r[j].start);
+    cJSON_AddNumberToObject(r, "count", (double)t->r[j].count);
+    cJSON_AddNumberToObject(r, "file", t->r[j].file);
+    for (int k = 0; k < CKPT_KINDS; k++)
+      cJSON_AddNumberToObject(r, hsr_ckpt_kind_name((hsr_ckpt_kind)k), (double)t->r[j].off[k]);
+    cJSON_AddItemToArray(ra, r);
+  }
+  return o;
+}
+
+const char *hsr_ckpt_kind_name(hsr_ckpt_kind k) {
+  static const char *const n[CKPT_KINDS] = {"master", "m", "v"}; /* the ranges' keys */
+  return (unsigned)k < CKPT_KINDS ? n[k] : "?";
 }
 
 /* ---- validated getters: errors say "checkpoint 'DIR': manifest: WHERE: ..." ---- */
@@ -129,6 +244,24 @@ static const cJSON *jobj(const cJSON *o, const char *k) {
   return cJSON_IsObject(x) ? x : NULL;
 }
 
+static hsr_status get_fields(const pctx *px, const cJSON *o, const field *f, int n, hsr_ckpt_info *in) {
+  char *base = (char *)in;
+  for (int i = 0; i < n; i++) {
+    void *p = base + f[i].off;
+    int64_t v;
+    if (f[i].type == F_STR) {
+      HSR_CHECK(jstr(px, o, f[i].key, (const char **)p));
+      continue;
+    }
+    HSR_CHECK(jint(px, o, f[i].key, f[i].lo, f[i].hi, &v));
+    if (f[i].type == F_INT)
+      *(int *)p = (int)v;
+    else
+      *(int64_t *)p = v;
+  }
+  return HSR_OK;
+}
+
 static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* A name listed twice, by sorting (a manifest of 10^6 tensors must not take
@@ -188,7 +321,6 @@ static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pct
   HSR_CHECK(jarr(px, tj, "ranges", &ra, &t->nr));
   t->r = calloc((size_t)t->nr + 1, sizeof *t->r);
   if (!t->r) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  static const char *const kn[CKPT_KINDS] = {"master", "m", "v"};
   uint64_t next = 0;
   int i = 0;
   cJSON_ArrayForEach(it, ra) {
@@ -205,9 +337,10 @@ static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pct
                   i - 1, r->start, r->count, next);
     next = r->start + r->count;
     for (int k = 0; k < CKPT_KINDS; k++) {
-      HSR_CHECK(ju64(px, it, kn[k], &r->off[k]));
+      const char *kn = hsr_ckpt_kind_name((hsr_ckpt_kind)k);
+      HSR_CHECK(ju64(px, it, kn, &r->off[k]));
       if (r->off[k] + 4 * r->count > c->f[r->file].bytes)
-        return PERR(px, "range %d (%s) ends at byte %" PRIu64 " of '%s', which has %" PRIu64, i - 1, kn[k],
+        return PERR(px, "range %d (%s) ends at byte %" PRIu64 " of '%s', which has %" PRIu64, i - 1, kn,
                     r->off[k] + 4 * r->count, c->f[r->file].name, c->f[r->file].bytes);
     }
     covered[r->file] += 12 * r->count;
@@ -253,26 +386,14 @@ static hsr_status parse_info(hsr_ckpt *c, pctx *px) {
   hsr_ckpt_info *in = &c->info;
   const cJSON *j = c->json, *mesh = jobj(j, "mesh"), *dt = jobj(j, "dtypes"), *opt = jobj(j, "optimizer");
   int64_t v;
-  HSR_CHECK(jint(px, j, "step", 0, (int64_t)1 << 53, &in->step));
-  HSR_CHECK(jstr(px, j, "hsr_version", &in->hsr_version));
-  HSR_CHECK(jstr(px, j, "git_hash", &in->git_hash));
+  HSR_CHECK(get_fields(px, j, top_fields, NFIELDS(top_fields), in));
   HSR_CHECK(jint(px, j, "block_bytes", 1, (int64_t)1 << 30, &v));
   in->block_bytes = (uint64_t)v;
   if (!mesh || !dt || !opt) return PERR(px, "'mesh', 'dtypes' or 'optimizer' is missing or not an object");
   snprintf(px->where, sizeof px->where, "mesh");
-  int64_t w, r, s, k, p;
-  HSR_CHECK(jint(px, mesh, "world", 1, 1 << 24, &w));
-  HSR_CHECK(jint(px, mesh, "replicate", 1, 1 << 24, &r));
-  HSR_CHECK(jint(px, mesh, "shard", 1, 1 << 24, &s));
-  HSR_CHECK(jint(px, mesh, "partial", 0, 1 << 24, &k));
-  HSR_CHECK(jint(px, mesh, "prefetch", 0, 1 << 24, &p));
-  in->world = (int)w, in->replicate = (int)r, in->shard = (int)s, in->partial = (int)k, in->prefetch = (int)p;
-  HSR_CHECK(jstr(px, mesh, "strategy", &in->strategy));
-  HSR_CHECK(jstr(px, mesh, "reshard", &in->reshard));
-  HSR_CHECK(jstr(px, mesh, "device", &in->device));
+  HSR_CHECK(get_fields(px, mesh, mesh_fields, NFIELDS(mesh_fields), in));
   snprintf(px->where, sizeof px->where, "dtypes");
-  HSR_CHECK(jstr(px, dt, "param", &in->param_dtype));
-  HSR_CHECK(jstr(px, dt, "reduce", &in->reduce_dtype));
+  HSR_CHECK(get_fields(px, dt, dtype_fields, NFIELDS(dtype_fields), in));
   snprintf(px->where, sizeof px->where, "optimizer");
   const cJSON *ga, *g, *cl = cJSON_GetObjectItemCaseSensitive(opt, "clip");
   if (!cJSON_IsNumber(cl)) return PERR(px, "'clip' is missing or not a number");
@@ -282,13 +403,10 @@ static hsr_status parse_info(hsr_ckpt *c, pctx *px) {
     return PERR(px, "%d groups (valid: 1 to %d)", in->num_groups, HSR_RT_MAX_GROUPS);
   int i = 0;
   cJSON_ArrayForEach(g, ga) {
-    static const char *const names[5] = {"lr", "beta1", "beta2", "eps", "weight_decay"};
-    float *dst[5] = {&in->groups[i].lr, &in->groups[i].beta1, &in->groups[i].beta2, &in->groups[i].eps,
-                     &in->groups[i].weight_decay};
-    for (int q = 0; q < 5; q++) {
-      const cJSON *x = cJSON_GetObjectItemCaseSensitive(g, names[q]);
-      if (!cJSON_IsNumber(x)) return PERR(px, "group %d: '%s' is missing or not a number", i, names[q]);
-      *dst[q] = (float)x->valuedouble;
+    for (int q = 0; q < NGROUP_FIELDS; q++) {
+      const cJSON *x = cJSON_GetObjectItemCaseSensitive(g, group_fields[q].key);
+      if (!cJSON_IsNumber(x)) return PERR(px, "group %d: '%s' is missing or not a number", i, group_fields[q].key);
+      *(float *)((char *)&in->groups[i] + group_fields[q].off) = (float)x->valuedouble;
     }
     i++;
   }
@@ -399,103 +517,3 @@ hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out) {
   return st;
 }
 
-void ckpt_what_at(const hsr_ckpt *c, int f, uint64_t off, char *buf, size_t len) {
-  static const char *const kn[CKPT_KINDS] = {"master", "m", "v"};
-  for (int i = 0; i < c->nt; i++)
-    for (int j = 0; j < c->t[i].nr; j++) {
-      const ckpt_range *r = &c->t[i].r[j];
-      for (int k = 0; r->file == f && k < CKPT_KINDS; k++)
-        if (off >= r->off[k] && off < r->off[k] + 4 * r->count) {
-          snprintf(buf, len, "tensor '%s', %s, element %" PRIu64, c->t[i].name, kn[k],
-                   r->start + (off - r->off[k]) / 4);
-          return;
-        }
-    }
-  snprintf(buf, len, "no tensor");
-}
-
-/* ---- the engine-less reader ---- */
-hsr_status hsr_ckpt_open(const char *path, hsr_ckpt **out) {
-  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_open: NULL argument");
-  *out = NULL;
-  char *dir = NULL, mp[4096], *text = NULL;
-  size_t len = 0;
-  HSR_CHECK(hsr_ckpt_resolve(path, &dir));
-  hsr_status st = ckpt_path(mp, sizeof mp, dir, CKPT_MANIFEST);
-  if (st == HSR_OK) st = ckpt_slurp(mp, (size_t)1 << 30, &text, &len);
-  if (st == HSR_OK) st = ckpt_parse(dir, text, len, out);
-  free(dir);
-  return st;
-}
-
-void hsr_ckpt_close(hsr_ckpt *c) {
-  if (!c) return;
-  for (int i = 0; i < c->nt; i++) free(c->t[i].r);
-  for (int i = 0; i < c->nf; i++) free(c->f[i].blocks);
-  free(c->t);
-  free(c->f);
-  cJSON_Delete(c->json);
-  free(c->text);
-  free(c->dir);
-  free(c);
-}
-
-hsr_status hsr_ckpt_get_info(const hsr_ckpt *c, hsr_ckpt_info *out) {
-  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_get_info: NULL argument");
-  *out = c->info;
-  return HSR_OK;
-}
-
-int hsr_ckpt_num_tensors(const hsr_ckpt *c) { return c ? c->nt : 0; }
-
-hsr_status hsr_ckpt_tensor_at(const hsr_ckpt *c, int i, hsr_ckpt_tensor *out) {
-  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_tensor_at: NULL argument");
-  if (i < 0 || i >= c->nt)
-    return hsr_error(HSR_ERR_INVALID, "checkpoint tensor %d does not exist (valid: 0 to %d)", i, c->nt - 1);
-  const ckpt_tensor *t = &c->t[i];
-  memset(out, 0, sizeof *out);
-  out->name = t->name, out->unit = t->unit, out->dtype = t->dtype;
-  out->ndim = t->ndim, out->group = t->group, out->unit_index = t->unit_index, out->ranges = t->nr;
-  memcpy(out->shape, t->shape, sizeof out->shape);
-  out->numel = t->numel, out->offset = t->offset;
-  return HSR_OK;
-}
-
-hsr_status hsr_ckpt_find(const hsr_ckpt *c, const char *name, int *i) {
-  if (!c || !name || !i) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_find: NULL argument");
-  for (int k = 0; k < c->nt; k++)
-    if (!strcmp(c->t[k].name, name)) {
-      *i = k;
-      return HSR_OK;
-    }
-  return hsr_error(HSR_ERR_NOT_FOUND, "checkpoint '%s' has no tensor '%s'", c->dir, name);
-}
-
-const char *hsr_ckpt_kind_name(hsr_ckpt_kind k) {
-  static const char *const n[CKPT_KINDS] = {"master", "m", "v"};
-  return (unsigned)k < CKPT_KINDS ? n[k] : "?";
-}
-
-hsr_status hsr_ckpt_get_program(const hsr_ckpt *c, hsr_ckpt_state *out) {
-  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_get_program: NULL argument");
-  char what[1100];
-  snprintf(what, sizeof what, "checkpoint '%s': program state", c->dir);
-  return ckpt_state_assign(out, cJSON_GetObjectItemCaseSensitive(c->json, "program"), what);
-}
-
-hsr_status hsr_ckpt_get_model(const hsr_ckpt *c, const char **kind, hsr_ckpt_state *config) {
-  if (!c || !kind) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_get_model: NULL argument");
-  *kind = NULL;
-  if (!c->model)
-    return hsr_error(HSR_ERR_NOT_FOUND,
-                     "checkpoint '%s' records no model (saved by hsr %s, before checkpoints carried their model, or "
-                     "by a program that gave none)",
-                     c->dir, c->info.hsr_version);
-  *kind = c->model;
-  if (!config) return HSR_OK;
-  char what[1100];
-  snprintf(what, sizeof what, "checkpoint '%s': model config", c->dir);
-  return ckpt_state_assign(config, c->model_config, what);
-}
-
-const char *hsr_ckpt_manifest_text(const hsr_ckpt *c) { return c ? c->text : NULL; }

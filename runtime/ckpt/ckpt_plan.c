@@ -119,40 +119,12 @@ hsr_status ckpt_allgather(const ckpt_link *l, const void *mine, size_t bytes, vo
   return hsr_boot_allgather(l->boot, mine, bytes, all);
 }
 
+static hsr_status link_gather(void *l, const void *mine, size_t bytes, void *all) {
+  return ckpt_allgather(l, mine, bytes, all);
+}
+
 hsr_status ckpt_agree(const ckpt_link *l, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all_out) {
-  if (all_out) *all_out = NULL;
-  int W = l->world;
-  ckpt_vote mine;
-  memset(&mine, 0, sizeof mine);
-  mine.status = (int32_t)st;
-  mine.crc = crc;
-  mine.a = a;
-  mine.b = b;
-  if (st != HSR_OK) snprintf(mine.msg, sizeof mine.msg, "%s", hsr_last_error());
-  ckpt_vote *all = calloc((size_t)W, sizeof *all);
-  if (!all) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  hsr_status gs = ckpt_allgather(l, &mine, sizeof mine, all);
-  if (gs != HSR_OK) {
-    free(all);
-    return hsr_error(gs, "checkpoint: the ranks could not agree (%s)", hsr_last_error());
-  }
-  hsr_status res = HSR_OK;
-  for (int r = 0; r < W && res == HSR_OK; r++)
-    if (all[r].status != HSR_OK) {
-      char msg[CKPT_MSG];
-      memcpy(msg, all[r].msg, sizeof msg);
-      msg[sizeof msg - 1] = 0;
-      /* named once: a message an inner agreement already named keeps its rank */
-      int named = !strncmp(msg, "rank ", 5);
-      res = W > 1 && !named ? hsr_error((hsr_status)all[r].status, "rank %d: %s", r, msg)
-                            : hsr_error((hsr_status)all[r].status, "%s", msg);
-      hsr_error_share(); /* every rank holds this one result: rank 0 says it for the job */
-    }
-  if (all_out)
-    *all_out = all;
-  else
-    free(all);
-  return res;
+  return agree_votes(link_gather, (void *)l, l->world, st, a, b, crc, AGREE_NAME_RANK, "checkpoint", all_out);
 }
 
 hsr_status ckpt_stage_alloc(hsr_rt *rt, size_t bytes, void **p) {

@@ -1,6 +1,8 @@
 /* hsr_ckpt_save: every rank writes its share (ckpt_plan.c) to its own data
- * file in parallel, then rank 0 commits: the manifest under a temporary
- * name, fsync, rename, directory fsync, then `latest` the same way. Ranks
+ * file in parallel, then rank 0 commits through the commit protocol
+ * (ckpt_commit.c): the manifest under a temporary name, fsync, rename,
+ * directory fsync, then `latest` the same way. The native format (data
+ * files and manifest) is ckpt_format_native, the writer behind it. Ranks
  * agree at three points (directory ready, data durable, committed), so a
  * failure anywhere fails every rank with one message and nobody waits
  * longer than the link's timeout.
@@ -21,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/grow.h"
 #include "ckpt_int.h"
 #include "hsr/config.h"
 #include "hsr/env.h"
@@ -54,6 +57,7 @@ struct ckpt_job {
   double t0, data_s, run_s;
   size_t staged;
   int committed;
+  const ckpt_format *fmt; /* what the commit protocol commits */
 };
 typedef ckpt_job save_ctx;
 
@@ -65,56 +69,6 @@ static uint64_t fnv(const char *s) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
   return h;
-}
-
-static hsr_status mkdir_p(const char *path) {
-  char p[4096];
-  if (snprintf(p, sizeof p, "%s", path) >= (int)sizeof p) return hsr_error(HSR_ERR_INVALID, "path too long");
-  for (char *s = p + 1;; s++) {
-    char c = *s;
-    if (c == '/' || c == 0) {
-      *s = 0;
-      if (mkdir(p, 0755) && errno != EEXIST)
-        return hsr_error(HSR_ERR_IO, "creating checkpoint directory '%s' failed: %s", p, strerror(errno));
-      *s = c;
-    }
-    if (!c) break;
-  }
-  struct stat sb;
-  if (stat(path, &sb) || !S_ISDIR(sb.st_mode))
-    return hsr_error(HSR_ERR_IO, "checkpoint root '%s' is not a directory", path);
-  return HSR_OK;
-}
-
-/* Removes a directory's files that `keep` says are not to be kept. */
-static void remove_files(const char *dir, int (*keep)(const char *name, void *ctx), void *ctx) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  char p[4400];
-  while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || (keep && keep(e->d_name, ctx))) continue;
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    if (unlink(p)) HSR_LOG_W("checkpoint: could not remove '%s': %s", p, strerror(errno));
-  }
-  closedir(d);
-}
-
-/* Rank 0: the root and an empty (or committed) checkpoint directory. */
-static hsr_status prepare_dirs(save_ctx *x) {
-  HSR_CHECK(mkdir_p(x->root));
-  char m[4400];
-  snprintf(m, sizeof m, "%s/%s", x->dir, CKPT_MANIFEST);
-  struct stat sb;
-  if (!stat(x->dir, &sb)) {
-    if (!S_ISDIR(sb.st_mode)) return hsr_error(HSR_ERR_IO, "'%s' exists and is not a directory", x->dir);
-    /* a committed checkpoint stays valid until the new manifest replaces it
-     * (new data files have new names); a crashed attempt's files go */
-    if (stat(m, &sb)) remove_files(x->dir, NULL, NULL);
-    return HSR_OK;
-  }
-  if (mkdir(x->dir, 0755)) return hsr_error(HSR_ERR_IO, "creating '%s' failed: %s", x->dir, strerror(errno));
-  return ckpt_fsync_dir(x->root);
 }
 
 /* What every rank decides alike from the same program state: refused here
@@ -232,7 +186,7 @@ static hsr_status write_staged(save_ctx *x, int fd) {
 }
 
 /* This rank's data file: its pieces, each as master, m, v; fsync; rename. */
-static hsr_status write_data(save_ctx *x) {
+static hsr_status write_data(ckpt_job *x) {
   hsr_rt *rt = x->rt;
   snprintf(x->file, sizeof x->file, "data-%08x-%05d.bin", x->id, x->rank);
   HSR_CHECK(ckpt_path(x->path, sizeof x->path, x->dir, x->file));
@@ -287,15 +241,10 @@ static hsr_status collect_ranges(save_ctx *x, const int *fidx, rlist *rl) {
     uint64_t off = 0;
     for (int i = 0; i < np; i++) {
       rlist *l = &rl[pc[i].param];
-      if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 4;
-        ckpt_range *nr = realloc(l->r, (size_t)cap * sizeof *nr);
-        if (!nr) {
-          free(pc);
-          return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-        }
-        l->r = nr;
-        l->cap = cap;
+      hsr_status gs = grow_array(&l->r, &l->cap, l->n, sizeof *l->r, 4, "checkpoint");
+      if (gs != HSR_OK) {
+        free(pc);
+        return gs;
       }
       uint64_t c = pc[i].count;
       l->r[l->n++] = (ckpt_range){pc[i].start, c, {off, off + 4 * c, off + 8 * c}, fidx[r]};
@@ -310,71 +259,38 @@ static cJSON *tensor_json(hsr_rt *rt, const rt_state_info *in, int i, rlist *l) 
   hsr_rt_param_info p;
   rt_state_unit un;
   if (hsr_rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
-  cJSON *t = cJSON_CreateObject(), *sh, *ra;
-  cJSON_AddStringToObject(t, "name", p.name);
-  sh = cJSON_AddArrayToObject(t, "shape");
-  for (int d = 0; d < p.ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)p.shape[d]));
-  cJSON_AddStringToObject(t, "dtype", "f32");
-  cJSON_AddNumberToObject(t, "numel", (double)p.numel);
-  cJSON_AddStringToObject(t, "unit", un.name);
-  cJSON_AddNumberToObject(t, "unit_index", p.unit);
-  cJSON_AddNumberToObject(t, "offset", (double)p.offset);
-  cJSON_AddNumberToObject(t, "group", p.group);
-  ra = cJSON_AddArrayToObject(t, "ranges");
   if (l->n) qsort(l->r, (size_t)l->n, sizeof *l->r, range_cmp);
-  for (int j = 0; j < l->n; j++) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "start", (double)l->r[j].start);
-    cJSON_AddNumberToObject(r, "count", (double)l->r[j].count);
-    cJSON_AddNumberToObject(r, "file", l->r[j].file);
-    cJSON_AddNumberToObject(r, "master", (double)l->r[j].off[0]);
-    cJSON_AddNumberToObject(r, "m", (double)l->r[j].off[1]);
-    cJSON_AddNumberToObject(r, "v", (double)l->r[j].off[2]);
-    cJSON_AddItemToArray(ra, r);
-  }
-  return t;
+  ckpt_tensor t = {.name = p.name, .unit = un.name, .dtype = "f32", .ndim = p.ndim, .group = p.group,
+                   .unit_index = p.unit, .numel = p.numel, .offset = p.offset, .r = l->r, .nr = l->n};
+  memcpy(t.shape, p.shape, sizeof t.shape);
+  return ckpt_manifest_tensor(&t);
 }
 
+/* The manifest's head from the engine (ckpt_manifest.c writes it), with
+ * the layout and the units, which only a load reads. */
 static void add_head(save_ctx *x, cJSON *m) {
   hsr_rt *rt = x->rt;
   const rt_state_info *in = &x->in;
   const hsr_rt_config *c = in->cfg;
   char rs[32];
-  cJSON_AddStringToObject(m, "format", CKPT_FORMAT);
-  cJSON_AddNumberToObject(m, "format_version", HSR_CKPT_FORMAT_VERSION);
-  cJSON_AddStringToObject(m, "hsr_version", HSR_VERSION_STRING);
-  cJSON_AddStringToObject(m, "git_hash", HSR_GIT_HASH);
-  cJSON_AddNumberToObject(m, "step", (double)in->step);
-  cJSON *opt = cJSON_AddObjectToObject(m, "optimizer"), *ga;
-  cJSON_AddStringToObject(opt, "kind", "adamw");
-  char clip[40];
-  snprintf(clip, sizeof clip, "%.17g", c->clip); /* exactly (cJSON may round a double's last digit) */
-  cJSON_AddRawToObject(opt, "clip", clip);
-  ga = cJSON_AddArrayToObject(opt, "groups");
-  for (int g = 0; g < c->num_groups; g++) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "lr", c->groups[g].lr);
-    cJSON_AddNumberToObject(o, "beta1", c->groups[g].beta1);
-    cJSON_AddNumberToObject(o, "beta2", c->groups[g].beta2);
-    cJSON_AddNumberToObject(o, "eps", c->groups[g].eps);
-    cJSON_AddNumberToObject(o, "weight_decay", c->groups[g].weight_decay);
-    cJSON_AddItemToArray(ga, o);
-  }
-  cJSON *mesh = cJSON_AddObjectToObject(m, "mesh");
-  cJSON_AddNumberToObject(mesh, "world", x->world);
-  cJSON_AddNumberToObject(mesh, "replicate", in->R);
-  cJSON_AddNumberToObject(mesh, "shard", in->S);
-  cJSON_AddNumberToObject(mesh, "partial", in->K);
-  cJSON_AddStringToObject(mesh, "strategy", hsr_rt_strategy_name(c->strategy));
-  cJSON_AddStringToObject(mesh, "reshard", ckpt_reshard_name(c, rs, sizeof rs));
-  cJSON_AddNumberToObject(mesh, "prefetch", c->prefetch);
-  cJSON_AddStringToObject(mesh, "device", in->gpu ? "cuda" : "host");
-  cJSON *dt = cJSON_AddObjectToObject(m, "dtypes");
-  cJSON_AddStringToObject(dt, "param", hsr_dtype_name(c->param_dtype));
-  cJSON_AddStringToObject(dt, "reduce", hsr_dtype_name(c->reduce_dtype));
-  cJSON_AddStringToObject(dt, "master", "f32");
-  cJSON_AddStringToObject(dt, "moments", "f32");
-  cJSON *lay = cJSON_AddObjectToObject(m, "layout"), *ua = cJSON_AddArrayToObject(m, "units");
+  hsr_ckpt_info h = {.hsr_version = HSR_VERSION_STRING,
+                     .git_hash = HSR_GIT_HASH,
+                     .step = in->step,
+                     .clip = c->clip,
+                     .num_groups = c->num_groups,
+                     .world = x->world,
+                     .replicate = in->R,
+                     .shard = in->S,
+                     .partial = in->K,
+                     .strategy = hsr_rt_strategy_name(c->strategy),
+                     .reshard = ckpt_reshard_name(c, rs, sizeof rs),
+                     .prefetch = c->prefetch,
+                     .device = in->gpu ? "cuda" : "host",
+                     .param_dtype = hsr_dtype_name(c->param_dtype),
+                     .reduce_dtype = hsr_dtype_name(c->reduce_dtype),
+                     .block_bytes = x->block};
+  memcpy(h.groups, c->groups, sizeof h.groups);
+  cJSON *lay = cJSON_CreateObject(), *ua = cJSON_CreateArray();
   cJSON_AddNumberToObject(lay, "align", (double)hsr_rt_layout_align(in->layout));
   cJSON_AddNumberToObject(lay, "shards", in->S);
   for (int u = 0; u < in->nunits; u++) {
@@ -387,7 +303,7 @@ static void add_head(save_ctx *x, cJSON *m) {
     cJSON_AddNumberToObject(o, "shard_len", (double)un.shard_len);
     cJSON_AddItemToArray(ua, o);
   }
-  cJSON_AddNumberToObject(m, "block_bytes", (double)x->block);
+  ckpt_manifest_head(m, &h, lay, ua);
 }
 
 static hsr_status build_manifest(save_ctx *x, cJSON **out) {
@@ -406,15 +322,8 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
       if (fidx[r] < 0) continue;
       char name[64];
       snprintf(name, sizeof name, "data-%08x-%05d.bin", x->id, r);
-      cJSON *f = cJSON_CreateObject(), *bl;
-      cJSON_AddStringToObject(f, "name", name);
-      cJSON_AddNumberToObject(f, "rank", r);
-      cJSON_AddNumberToObject(f, "bytes", (double)x->votes[r].a);
-      cJSON_AddNumberToObject(f, "crc32", x->votes[r].crc);
-      bl = cJSON_AddArrayToObject(f, "block_crc32");
-      for (uint64_t b = 0; b < x->votes[r].b; b++)
-        cJSON_AddItemToArray(bl, cJSON_CreateNumber(x->blocks[r * x->maxnb + b]));
-      cJSON_AddItemToArray(fa, f);
+      const ckpt_file f = {name, x->votes[r].a, x->votes[r].b, x->votes[r].crc, &x->blocks[r * x->maxnb]};
+      cJSON_AddItemToArray(fa, ckpt_manifest_file(&f, r));
       total += x->votes[r].a;
     }
     cJSON_AddNumberToObject(m, "data_bytes", (double)total);
@@ -450,11 +359,10 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
   return HSR_OK;
 }
 
-/* ---- commit, latest, retention (rank 0) ---- */
+/* ---- the native format behind the commit protocol (ckpt_commit.c) ---- */
 /* Files of the checkpoint directory that stay after a commit: the manifest,
  * this save's data files, and anything that is not a checkpoint's. */
-static int keep_committed(const char *name, void *ctx) {
-  const save_ctx *x = ctx;
+static int keep_committed(const char *name, ckpt_job *x) {
   if (!strcmp(name, CKPT_MANIFEST)) return 1;
   int ours = !strncmp(name, "data-", 5) || strstr(name, ".tmp") != NULL;
   char pre[32];
@@ -462,98 +370,23 @@ static int keep_committed(const char *name, void *ctx) {
   return !ours || (!strncmp(name, pre, strlen(pre)) && !strstr(name, ".tmp"));
 }
 
-static void remove_ckpt(const char *root, const char *name) {
-  char d[4200], m[4400];
-  snprintf(d, sizeof d, "%s/%s", root, name);
-  snprintf(m, sizeof m, "%s/%s", d, CKPT_MANIFEST);
-  /* first it stops being a checkpoint, then its files go */
-  if (!unlink(m) && ckpt_fsync_dir(d) != HSR_OK) HSR_LOG_W("checkpoint: %s", hsr_last_error());
-  remove_files(d, NULL, NULL);
-  if (rmdir(d)) HSR_LOG_W("checkpoint: could not remove '%s': %s", d, strerror(errno));
-}
-
-static int step_of(const char *name, int64_t *step) {
-  if (strncmp(name, "step-", 5) || !name[5]) return 0;
-  char *end;
-  long long v = strtoll(name + 5, &end, 10);
-  if (*end || v < 0) return 0;
-  *step = v;
-  return 1;
-}
-
-typedef struct old_ckpt {
-  char name[CKPT_NAME_MAX];
-  int64_t step;
-  int committed;
-} old_ckpt;
-
-static int old_cmp(const void *a, const void *b) {
-  const old_ckpt *x = a, *y = b;
-  return x->step > y->step ? -1 : x->step < y->step;
-}
-
-/* Keeps the new checkpoint and the keep - 1 newest older ones; removes the
- * rest and the leftovers of crashed saves older than the new one.
- * Checkpoints of a later step (an abandoned run) are left alone. */
-static void prune(const save_ctx *x, int keep) {
-  DIR *d = opendir(x->root);
-  if (!d) return;
-  old_ckpt *v = NULL;
-  int n = 0, cap = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    int64_t s;
-    if (!step_of(e->d_name, &s) || s >= x->in.step || !strcmp(e->d_name, x->name) || strlen(e->d_name) >= CKPT_NAME_MAX)
-      continue;
-    if (n == cap) {
-      old_ckpt *nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *nv);
-      if (!nv) break;
-      v = nv;
-    }
-    char m[4400];
-    struct stat sb;
-    snprintf(m, sizeof m, "%s/%s/%s", x->root, e->d_name, CKPT_MANIFEST);
-    snprintf(v[n].name, sizeof v[n].name, "%.127s", e->d_name); /* shorter names only (checked above) */
-    v[n].step = s;
-    v[n++].committed = !stat(m, &sb);
-  }
-  closedir(d);
-  if (n) qsort(v, (size_t)n, sizeof *v, old_cmp);
-  int kept = 1;
-  for (int i = 0; i < n; i++) {
-    if (v[i].committed && kept < keep) {
-      kept++;
-      continue;
-    }
-    HSR_LOG_I("checkpoint: removing %s/%s (%s)", x->root, v[i].name, v[i].committed ? "--keep" : "incomplete");
-    remove_ckpt(x->root, v[i].name);
-  }
-  free(v);
-}
-
-static hsr_status commit(save_ctx *x, int *committed) {
+/* The native format's index: the manifest (ckpt_manifest.c's schema). */
+static hsr_status native_index(ckpt_job *x, char **text, size_t *len) {
   cJSON *m;
   HSR_CHECK(build_manifest(x, &m));
-  char *text;
-  size_t len;
-  hsr_status st = ckpt_manifest_print(m, &text, &len);
+  hsr_status st = ckpt_manifest_print(m, text, len);
   cJSON_Delete(m);
-  HSR_CHECK(st);
-  int fault = x->fault == CKPT_FAULT_BEFORE_MANIFEST_RENAME;
-  st = ckpt_fsync_dir(x->dir); /* the data files' renames are durable before the manifest names them */
-  if (st == HSR_OK) st = ckpt_write_small(x->dir, CKPT_MANIFEST, text, len, fault);
-  free(text);
-  if (st == HSR_OK && fault) ckpt_fault_here(x->fault, CKPT_FAULT_BEFORE_MANIFEST_RENAME, x->rank, x->in.step);
-  if (st == HSR_OK) st = ckpt_fsync_dir(x->dir);
-  HSR_CHECK(st);
-  *committed = 1; /* from here on the checkpoint exists */
-  ckpt_fault_here(x->fault, CKPT_FAULT_BEFORE_LATEST, x->rank, x->in.step);
-  char line[CKPT_NAME_MAX + 2];
-  int n = snprintf(line, sizeof line, "%s\n", x->name);
-  st = ckpt_write_small(x->root, CKPT_LATEST, line, (size_t)n, 0);
-  if (st == HSR_OK) st = ckpt_fsync_dir(x->root);
-  remove_files(x->dir, keep_committed, x);
   return st;
+}
+
+const ckpt_format ckpt_format_native = {.name = CKPT_FORMAT,
+                                        .index = CKPT_MANIFEST,
+                                        .data = write_data,
+                                        .index_text = native_index,
+                                        .keep = keep_committed};
+
+static ckpt_commit_at at_of(const save_ctx *x) {
+  return (ckpt_commit_at){x->root, x->dir, x->name, x->rank, x->in.step, x->fault};
 }
 
 /* Every rank's block checksums (maxnb per rank). */
@@ -614,6 +447,7 @@ hsr_status ckpt_job_begin(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts
   x->rt = rt, x->rank = x->in.rank, x->world = x->in.world_size;
   ckpt_crc_init(&x->crc, CKPT_BLOCK);
   x->block = CKPT_BLOCK;
+  x->fmt = &ckpt_format_native;
   *out = x;
   if (snprintf(x->root, sizeof x->root, "%s", root) >= (int)sizeof x->root)
     return hsr_error(HSR_ERR_INVALID, "checkpoint root '%.64s...' is too long", root);
@@ -630,7 +464,8 @@ hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t
   x->link = *l;
   x->progress = progress;
   ckpt_vote *v = NULL;
-  if (st == HSR_OK && x->rank == 0) st = prepare_dirs(x);
+  const ckpt_commit_at at = at_of(x);
+  if (st == HSR_OK && x->rank == 0) st = ckpt_commit_prepare(&at, x->fmt);
   st =
       ckpt_agree(&x->link, st, x->id, x->prog ? fnv(x->prog) : 0, x->model_text ? (uint32_t)fnv(x->model_text) : 0, &v);
   bump(x);
@@ -643,7 +478,7 @@ hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t
       struct timespec d = {(time_t)x->delay, (long)((x->delay - (double)(time_t)x->delay) * 1e9)};
       nanosleep(&d, NULL);
     }
-    st = write_data(x);
+    st = x->fmt->data(x);
     if (st == HSR_OK) ckpt_fault_here(x->fault, CKPT_FAULT_AFTER_DATA, x->rank, x->in.step);
     rt_state_fault(x->rt, "ckpt_save"); /* HSR_FAULT: between this rank's data and the agreement */
     st = ckpt_agree(&x->link, st, x->bytes, x->crc.nb, x->crc.file, &x->votes);
@@ -651,14 +486,14 @@ hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t
     if (st == HSR_OK) st = gather_blocks(x);
     int unknown = 0; /* whether rank 0 committed: a rank that cannot tell keeps its file */
     if (st == HSR_OK) {
-      hsr_status cs = x->rank == 0 ? commit(x, &x->committed) : HSR_OK;
+      hsr_status cs = x->rank == 0 ? ckpt_commit_run(&at, x->fmt, x, &x->committed) : HSR_OK;
       st = ckpt_agree(&x->link, cs, (uint64_t)x->committed, 0, 0, &v);
       bump(x);
       if (v) x->committed = (int)v[0].a;
       unknown = !v;
       free(v);
       /* after the others have returned: removing old checkpoints blocks only rank 0 */
-      if (st == HSR_OK && x->rank == 0 && x->keep > 0) prune(x, x->keep);
+      if (st == HSR_OK && x->rank == 0 && x->keep > 0) ckpt_commit_prune(&at, x->fmt, x->keep);
     }
     if (st != HSR_OK && !x->committed && !unknown && x->bytes) unlink(x->path);
   }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "hsr/json.h"
 #include "hsr/sys.h"
 #include "trace.h"
@@ -218,12 +219,7 @@ static hsr_status rehash(analysis *z, int nslot) {
 static hsr_status step_of(analysis *z, int64_t step, step_acc **out) {
   *out = find_step(z, step);
   if (*out) return HSR_OK;
-  if (z->nacc == z->cap) {
-    int cap = z->cap ? 2 * z->cap : 64;
-    step_acc *p = realloc(z->acc, sizeof *p * (size_t)cap);
-    if (!p) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
-    z->acc = p, z->cap = cap;
-  }
+  HSR_CHECK(grow_array(&z->acc, &z->cap, z->nacc, sizeof *z->acc, 64, "trace"));
   *out = &z->acc[z->nacc++];
   memset(*out, 0, sizeof **out);
   (*out)->s.step = step;

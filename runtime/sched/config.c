@@ -140,9 +140,46 @@ static void divisors(int n, char *buf, size_t len) {
     if (n % d == 0) o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? ", " : "", d);
 }
 
-hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S_out, int *R_out) {
-  if (!c || world < 1) return hsr_error(HSR_ERR_INVALID, "config resolve: bad arguments");
-  char dv[512];
+/* Every fact of strategy and mesh, once: for the engine (S and R resolved
+ * on a world) and for the front ends before the launch (S and R as given,
+ * 0 when the launch decides). The messages name the flags, which are the
+ * config's fields. */
+static hsr_status check_mesh(const hsr_rt_config *c, int S, int R, int world) {
+  char dv[512], mesh[64];
+  if (world)
+    snprintf(mesh, sizeof mesh, "a %d x %d mesh (replicate x shard)", R, S);
+  else
+    snprintf(mesh, sizeof mesh, "--replicate %d", R);
+  if (c->strategy == HSR_RT_DDP && S > 1)
+    return hsr_error(HSR_ERR_INVALID, "--shard %d with --strategy ddp: ddp does not shard (S = 1; drop --shard)", S);
+  if (c->strategy == HSR_RT_FSDP && R > 1)
+    return hsr_error(HSR_ERR_INVALID, "%s with --strategy fsdp: fsdp has R = 1 (use --strategy hybrid)", mesh);
+  if (c->strategy == HSR_RT_HYBRID && R == 1)
+    return hsr_error(HSR_ERR_INVALID, "%s with --strategy hybrid: hybrid needs R > 1 (use --strategy fsdp)", mesh);
+  if (c->outer_shard == HSR_RT_OUTER_OPTIM && R == 1 && world)
+    return hsr_error(HSR_ERR_INVALID,
+                     "--outer-shard optim on a %d x %d mesh: it splits the optimizer state over the R replicas, and "
+                     "with R = 1 there are none (give R > 1 replicas: --replicate, or --shard S below the %d ranks; "
+                     "or drop --outer-shard)",
+                     R, S, world);
+  if (c->outer_shard == HSR_RT_OUTER_OPTIM && R == 1)
+    return hsr_error(HSR_ERR_INVALID, "--outer-shard optim with --replicate 1: it needs R > 1 replicas to split "
+                                      "the optimizer state over");
+  if (c->outer_shard == HSR_RT_OUTER_OPTIM && c->strategy != HSR_RT_HYBRID)
+    return hsr_error(HSR_ERR_INVALID,
+                     "--outer-shard optim with --strategy %s: it splits the optimizer state over the replicas of "
+                     "hybrid (use --strategy hybrid with R > 1, or drop --outer-shard)",
+                     hsr_rt_strategy_name(c->strategy));
+  if (c->reshard == HSR_RT_RESHARD_PARTIAL && (c->partial_k < 1 || (S > 0 && S % c->partial_k))) {
+    divisors(S, dv, sizeof dv);
+    return hsr_error(HSR_ERR_INVALID, "--reshard partial:%d: K must divide the shard size %d (valid K: %s)",
+                     c->partial_k, S, dv);
+  }
+  return HSR_OK;
+}
+
+/* The settings that need no mesh. */
+static hsr_status check_fields(const hsr_rt_config *c) {
   if (c->strategy < 0 || c->strategy >= HSR_RT_STRATEGY_COUNT)
     return hsr_error(HSR_ERR_INVALID, "strategy %d is not valid", (int)c->strategy);
   if (c->shard < 0 || c->replicate < 0)
@@ -150,41 +187,8 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
   if (c->outer_replicas < 0 || (c->outer_replicas > 0 && (c->outer_rank < 0 || c->outer_rank >= c->outer_replicas)))
     return hsr_error(HSR_ERR_INVALID, "outer replica %d of %d (valid: 0 to replicas - 1)", c->outer_rank,
                      c->outer_replicas);
-  int S = c->shard, R = c->replicate;
-  if (c->strategy == HSR_RT_DDP) {
-    if (S > 1) return hsr_error(HSR_ERR_INVALID, "ddp does not shard: shard must be 1 or auto (got %d)", S);
-    S = 1;
-  } else if (S == 0) {
-    if (c->strategy == HSR_RT_FSDP)
-      S = R ? world / R : world;
-    else
-      S = auto_shard > 0 ? auto_shard : world;
-    if (S < 1) S = 1;
-  }
-  if (S > world || world % S) {
-    divisors(world, dv, sizeof dv);
-    return hsr_error(HSR_ERR_INVALID, "shard size %d does not divide the %d ranks (valid: %s)", S, world, dv);
-  }
-  if (R == 0) R = world / S;
-  if (R * S != world)
-    return hsr_error(HSR_ERR_INVALID, "mesh %d x %d (replicate x shard) does not cover the %d ranks", R, S, world);
-  if (c->strategy == HSR_RT_FSDP && R != 1)
-    return hsr_error(HSR_ERR_INVALID, "fsdp has R = 1 but the mesh is %d x %d; use --strategy hybrid for R > 1", R, S);
-  if (c->strategy == HSR_RT_HYBRID && R < 2)
-    return hsr_error(HSR_ERR_INVALID, "hybrid needs R > 1 but the mesh is %d x %d; use --strategy fsdp for R = 1", R,
-                     S);
-  if (c->reshard == HSR_RT_RESHARD_PARTIAL && (c->partial_k < 1 || S % c->partial_k)) {
-    divisors(S, dv, sizeof dv);
-    return hsr_error(HSR_ERR_INVALID, "reshard partial:%d: K must divide the shard size S = %d (valid K: %s)",
-                     c->partial_k, S, dv);
-  }
   if (c->outer_shard != HSR_RT_OUTER_NONE && c->outer_shard != HSR_RT_OUTER_OPTIM)
     return hsr_error(HSR_ERR_INVALID, "outer shard %d is not valid (valid: none, optim)", (int)c->outer_shard);
-  if (c->outer_shard == HSR_RT_OUTER_OPTIM && c->strategy != HSR_RT_HYBRID)
-    return hsr_error(HSR_ERR_INVALID,
-                     "outer-shard optim splits the optimizer state over the replicas of hybrid; strategy %s has "
-                     "none (valid: --strategy hybrid with R > 1, or --outer-shard none)",
-                     hsr_rt_strategy_name(c->strategy));
   if (c->offload != HSR_RT_OFFLOAD_NONE && c->offload != HSR_RT_OFFLOAD_OPTIM)
     return hsr_error(HSR_ERR_INVALID, "offload %d is not valid (valid: none, optim)", (int)c->offload);
   hsr_device_kind kind = c->dev ? hsr_device_kind_of(c->dev) : c->device;
@@ -211,6 +215,38 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
   if (c->align < 1) return hsr_error(HSR_ERR_INVALID, "alignment must be >= 1 element");
   if (c->device != HSR_DEVICE_HOST && c->device != HSR_DEVICE_CUDA && c->device != HSR_DEVICE_SIM)
     return hsr_error(HSR_ERR_INVALID, "device kind %d is not valid (valid: host, cuda, sim)", (int)c->device);
+  return HSR_OK;
+}
+
+hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S_out, int *R_out) {
+  if (!c || world < 0) return hsr_error(HSR_ERR_INVALID, "config resolve: bad arguments");
+  char dv[512];
+  HSR_CHECK(check_fields(c));
+  int S = c->shard, R = c->replicate;
+  if (!world) { /* before the launch: what the given values already decide */
+    HSR_CHECK(check_mesh(c, S, R, 0));
+    if (S_out) *S_out = S;
+    if (R_out) *R_out = R;
+    return HSR_OK;
+  }
+  if (c->strategy == HSR_RT_DDP) {
+    HSR_CHECK(check_mesh(c, S, 0, 0)); /* ddp does not shard */
+    S = 1;
+  } else if (S == 0) {
+    if (c->strategy == HSR_RT_FSDP)
+      S = R ? world / R : world;
+    else
+      S = auto_shard > 0 ? auto_shard : world;
+    if (S < 1) S = 1;
+  }
+  if (S > world || world % S) {
+    divisors(world, dv, sizeof dv);
+    return hsr_error(HSR_ERR_INVALID, "shard size %d does not divide the %d ranks (valid: %s)", S, world, dv);
+  }
+  if (R == 0) R = world / S;
+  if (R * S != world)
+    return hsr_error(HSR_ERR_INVALID, "mesh %d x %d (replicate x shard) does not cover the %d ranks", R, S, world);
+  HSR_CHECK(check_mesh(c, S, R, world));
   if (S_out) *S_out = S;
   if (R_out) *R_out = R;
   return HSR_OK;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "hsr/runtime.h"
 
 typedef struct lunit {
@@ -64,13 +65,7 @@ hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit)
                      name);
   for (int i = 0; i < l->nunits; i++)
     if (!strcmp(l->units[i].name, name)) return hsr_error(HSR_ERR_INVALID, "unit '%s' registered twice", name);
-  if (l->nunits == l->cap_units) {
-    int cap = l->cap_units ? 2 * l->cap_units : 8;
-    lunit *u = realloc(l->units, (size_t)cap * sizeof *u);
-    if (!u) return hsr_error(HSR_ERR_NOMEM, "layout: out of memory");
-    l->units = u;
-    l->cap_units = cap;
-  }
+  HSR_CHECK(grow_array(&l->units, &l->cap_units, l->nunits, sizeof *l->units, 8, "layout"));
   memset(&l->units[l->nunits], 0, sizeof l->units[0]);
   strcpy(l->units[l->nunits].name, name);
   if (unit) *unit = l->nunits;
@@ -104,13 +99,7 @@ hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name,
                        "parameter '%s' registered twice (already in unit '%s'); a tied parameter is registered "
                        "once, in its owner unit, and viewed through it",
                        name, l->units[l->params[i].unit].name);
-  if (l->nparams == l->cap_params) {
-    int cap = l->cap_params ? 2 * l->cap_params : 16;
-    hsr_rt_param_info *p = realloc(l->params, (size_t)cap * sizeof *p);
-    if (!p) return hsr_error(HSR_ERR_NOMEM, "layout: out of memory");
-    l->params = p;
-    l->cap_params = cap;
-  }
+  HSR_CHECK(grow_array(&l->params, &l->cap_params, l->nparams, sizeof *l->params, 16, "layout"));
   hsr_rt_param_info *p = &l->params[l->nparams++];
   memset(p, 0, sizeof *p);
   strcpy(p->name, name);
