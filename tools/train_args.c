@@ -395,11 +395,6 @@ static int check_strategy(const train_args *a) {
                                "--max-live 1 turns --prefetch %d off: the unit in use is already live "
                                "(use --max-live 2 or more, 0 for no cap, or --prefetch 0)",
                                c->prefetch);
-  if (c->offload == HSR_RT_OFFLOAD_OPTIM && c->device == HSR_DEVICE_HOST)
-    return hsr_cli_usage_error("train",
-                               "--offload optim on the host device: it moves the optimizer state off a device into "
-                               "host memory, and on the host path all state already lives in host memory (use "
-                               "--device sim or --device cuda with --offload optim, or drop --offload)");
   if ((a->given & TRAIN_GIVEN_ROOT_RESHARD) && c->reshard == HSR_RT_RESHARD_NONE)
     return hsr_cli_usage_error("train", "--root-reshard has no effect with --reshard none (no unit is resharded)");
   if ((a->given & TRAIN_GIVEN_SYNC) && c->micro_batches == 1)

@@ -194,9 +194,9 @@ static hsr_status check_fields(const hsr_rt_config *c) {
   hsr_device_kind kind = c->dev ? hsr_device_kind_of(c->dev) : c->device;
   if (c->offload == HSR_RT_OFFLOAD_OPTIM && kind == HSR_DEVICE_HOST)
     return hsr_error(HSR_ERR_INVALID,
-                     "offload optim moves the optimizer state off a device into host memory; on the host device all "
-                     "state already lives in host memory (valid: --device sim or cuda with --offload optim, or "
-                     "--offload none)");
+                     "--offload optim on the host device: it moves the optimizer state off a device into host "
+                     "memory, and on the host path all state already lives in host memory (use --device sim or "
+                     "--device cuda with --offload optim, or drop --offload)");
   if (c->param_dtype != HSR_F32 && c->param_dtype != HSR_BF16)
     return hsr_error(HSR_ERR_INVALID, "param dtype %s is not supported (valid: f32, bf16)",
                      hsr_dtype_name(c->param_dtype));
