@@ -166,8 +166,8 @@ hsr_add_mpi_test(NAME gpt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAN
 set(_gpt_specs_8
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=1,${_g},val=1
   strategy=hybrid,S=4,R=2,reshard=full,wrap=linear,micro=1,${_g}
-  strategy=zero2,S=4,R=2,${_g}
-  strategy=hybrid,S=2,R=4,outer=optim,reshard=partial:2,prefetch=1,${_g},val=1)
+  strategy=zero2,S=4,R=2,rc=selective,${_g}
+  strategy=hybrid,S=2,R=4,outer=optim,reshard=partial:2,prefetch=1,rc=full,${_g},val=1)
 hsr_add_mpi_test(NAME gpt_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
   ${_gpt_specs_8})
 # Activation recompute (full, selective) against the reference that keeps
