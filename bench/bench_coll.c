@@ -15,8 +15,12 @@
 #include "bench.h"
 #include "bench_coll.h"
 #include "cli.h"
-#include "hsr/sys.h"
-#include "hsr/env.h"
+#include "common/sys.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
 
 const char *const bc_kind_names[] = {"world", "shard", "replicate", "partial", NULL};
 

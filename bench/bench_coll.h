@@ -10,6 +10,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "collectives/comm_internal.h"
 #include "nccl_table.h"
 
 enum { BC_WORLD = 0, BC_SHARD, BC_REPLICATE, BC_PARTIAL, BC_KINDS };

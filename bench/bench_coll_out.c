@@ -18,6 +18,9 @@
 #include "bench_coll.h"
 #include "cli.h"
 #include "hsr/config.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
+#include "launch/boot_internal.h"
 
 extern char **environ;
 

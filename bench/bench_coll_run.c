@@ -10,7 +10,10 @@
 
 #include "bench_coll.h"
 #include "hsr/kmath.h"
-#include "hsr/env.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/common_internal.h"
+#include "common/env.h"
 
 /* ---- element access -------------------------------------------------------- */
 /* The bench's values (small integers and their quarters) are exact in every

@@ -12,8 +12,9 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "cli.h"
+#include "common/common_internal.h"
 
 __attribute__((target("avx2"))) static void stream_copy(void *dst, const void *src, size_t n) {
   char *d = dst;

@@ -20,6 +20,8 @@
 #include "bench.h"
 #include "cli.h"
 #include "hsr/ft.h"
+#include "ft/ft_internal.h"
+#include "common/common_internal.h"
 
 #define MAX_RUNS 16
 

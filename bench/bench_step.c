@@ -17,13 +17,19 @@
 #include "bench.h"
 #include "cli.h"
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 #include "hsr/comm.h"
 #include "hsr/kernels.h"
 #include "hsr/runtime.h"
-#include "hsr/sys.h"
+#include "runtime/runtime_internal.h"
+#include "common/sys.h"
 #include "hsr/topology.h"
-#include "hsr/trace.h"
+#include "topology/topology_internal.h"
+#include "runtime/io/trace_summary.h"
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "common/common_internal.h"
 
 #define MAX_LIST 8
 #define GEMM_N 96

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "coll.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/dtype_internal.h"
 
 /* Set by hsr-run --emulate-net RATE inside the namespace it made: the UCX
  * context then uses TCP on loopback only (ucx_emul.c). */

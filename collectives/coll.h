@@ -12,6 +12,7 @@
 
 #include "fault.h"
 #include "hsr/comm.h"
+#include "collectives/comm_internal.h"
 #include "seg.h"
 
 typedef struct hsr_req coll_op; /* a request is the operation itself */

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "coll.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
 
 hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
   if (!boot || !out) return hsr_error(HSR_ERR_INVALID, "hsr_comm_world: boot and out must not be NULL");

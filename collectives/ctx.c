@@ -6,7 +6,8 @@
 #include <time.h>
 
 #include "coll.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "launch/boot_internal.h"
 
 static hsr_status read_env(coll_ctx *x) {
   int p = 0; /* the registry's HSR_PROGRESS: thread|inline */

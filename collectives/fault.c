@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
 
 #define POLL_NS (20 * 1000 * 1000ull)
 #define GONE_GRACE_NS (500 * 1000 * 1000ull) /* what a gone peer sent before it left still arrives */

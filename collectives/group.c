@@ -7,6 +7,7 @@
 
 #include "coll.h"
 #include "kernels/sim.h"
+#include "launch/boot_internal.h"
 
 hsr_status coll_comm_alloc(int size, hsr_comm **out) {
   hsr_comm *c = calloc(1, sizeof *c);

@@ -12,7 +12,12 @@
 #include <unistd.h>
 
 #include "nccl.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
+#include "kernels/kernels_internal.h"
 
 #if HSR_HAVE_NCCL
 

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 
 #include "coll.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
 
 static const char *const op_names[HSR_OP_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
                                                    "barrier"};

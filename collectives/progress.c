@@ -12,6 +12,8 @@
 
 #include "coll.h"
 #include "kernels/sim.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
 
 /* ---- one pass ------------------------------------------------------------ */
 

@@ -18,6 +18,9 @@
 #include <unistd.h>
 
 #include "seg.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
 
 /* A segment's memfd name (shown in /proc/<pid>/fd and /proc/<pid>/maps). */
 static void seg_name(seg_node *s, char *buf, size_t n, int seg) {

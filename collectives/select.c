@@ -9,6 +9,7 @@
 
 #include "coll.h"
 #include "two.h"
+#include "launch/boot_internal.h"
 
 static const coll_transport *net_transport(hsr_boot *boot) {
   return hsr_boot_num_nodes(boot) > 1 ? &ucx_transport : NULL;

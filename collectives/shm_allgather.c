@@ -3,6 +3,7 @@
 #include "algos.h"
 #include "kern.h"
 #include "shm.h"
+#include "common/dtype_internal.h"
 
 /* Publishes where my input is. */
 static int start(coll_op *op) {

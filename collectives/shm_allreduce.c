@@ -4,6 +4,7 @@
 #include "algos.h"
 #include "kern.h"
 #include "shm.h"
+#include "common/dtype_internal.h"
 
 static size_t slice_off(size_t count, int n, int j) { return count * (size_t)j / (size_t)n; }
 

@@ -3,6 +3,7 @@
 #include "algos.h"
 #include "kern.h"
 #include "shm.h"
+#include "common/dtype_internal.h"
 
 static int start(coll_op *op) {
   hsr_comm *c = op->c;

@@ -10,6 +10,8 @@
 #include "algos.h"
 #include "kern.h"
 #include "two.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
 
 hsr_status two_shape_of(hsr_comm *c, two_shape *sh) {
   coll_ctx *x = c->ctx;

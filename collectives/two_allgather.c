@@ -3,6 +3,7 @@
  * final place and node peers read them there (no intermediate copy). */
 #include "algos.h"
 #include "two.h"
+#include "common/dtype_internal.h"
 
 static int start(coll_op *op) {
   hsr_comm *c = op->c;

@@ -9,6 +9,7 @@
  * count < L) takes the plain path: node all-reduce, then cross all-reduce. */
 #include "algos.h"
 #include "two.h"
+#include "common/dtype_internal.h"
 
 enum { P_RS = 1, P_AR, P_AG, P_TAIL_NODE, P_TAIL_CROSS, P_DONE };
 

@@ -3,6 +3,7 @@
  * peers' inputs; then a cross reduce-scatter. */
 #include "algos.h"
 #include "two.h"
+#include "common/dtype_internal.h"
 
 static int start(coll_op *op) {
   hsr_comm *c = op->c;

@@ -11,6 +11,8 @@
 
 #include "algos.h"
 #include "ucx.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 /* ---- the context's worker ---------------------------------------------------- */
 

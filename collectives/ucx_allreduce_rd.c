@@ -5,6 +5,7 @@
 #include "algos.h"
 #include "kern.h"
 #include "ucx.h"
+#include "common/dtype_internal.h"
 
 enum { P_POST = 1, P_WAIT };
 

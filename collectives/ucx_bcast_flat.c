@@ -1,6 +1,7 @@
 /* UCX flat broadcast: the root sends the buffer to every other rank. */
 #include "algos.h"
 #include "ucx.h"
+#include "common/dtype_internal.h"
 
 static int start(coll_op *op) {
   int n = op->c->size, r = op->c->rank;

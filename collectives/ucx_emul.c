@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "ucx.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 /* Under srun the tasks start outside the run's namespace: their PMIx server
  * lives in slurmstepd (slurmd's network namespace) and PMIx connects over

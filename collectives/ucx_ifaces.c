@@ -17,6 +17,8 @@
 #include <uct/api/uct.h>
 
 #include "ucx.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 #define IFACES_MAX 1024
 

@@ -6,6 +6,7 @@
 #include "algos.h"
 #include "kern.h"
 #include "ucx.h"
+#include "common/dtype_internal.h"
 
 /* Block j of an op, in elements: equal blocks for all-gather/reduce-scatter,
  * near-equal slices of `count` for all-reduce. */

@@ -1,4 +1,6 @@
 #include "hsr/dtype.h"
+#include "common/dtype_internal.h"
+#include "common/common_internal.h"
 
 #include <string.h>
 #include <strings.h>

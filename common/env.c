@@ -1,4 +1,5 @@
 #include "hsr/common.h"
+#include "common/common_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -212,7 +213,7 @@ hsr_status hsr_env_choice(const char *name, const char *const *choices, int def,
 
 hsr_status hsr_env_bool(const char *name, int def, int *out) {
   static const char *const names[] = {"0", "1", "false", "true", "no", "yes", "off", "on", NULL};
-  int idx;
+  int idx = 0;
   hsr_status st;
   const char *v = env_value(name, &st);
   if (!v) {

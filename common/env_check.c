@@ -9,7 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
 
 extern char **environ;
 

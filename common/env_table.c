@@ -1,7 +1,7 @@
-/* Every HSR_* environment variable hsr reads, in one table (hsr/env.h).
+/* Every HSR_* environment variable hsr reads, in one table (common/env.h).
  * A new variable gets a row here and is read with an hsr_env_get_* reader;
  * docs/environment.md's table is `hsr env --markdown` (tests/env_registry.sh). */
-#include "hsr/env.h"
+#include "common/env.h"
 
 #define K 1024.0
 #define M (1024.0 * 1024.0)

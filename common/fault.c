@@ -1,12 +1,13 @@
 /* HSR_FAULT, the fault matrix's test hook (common/fault_hook.h). */
 #include "fault_hook.h"
-#include "hsr/env.h"
+#include "common/env.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "common/common_internal.h"
 
 static const char *const phases[] = {"all_gather", "reduce_scatter", "all_reduce",   "broadcast", "barrier", "step",
                                      "ckpt_save",  "ckpt_done",      "ft_allreduce", "ft_vote",   "ft_heal", NULL};

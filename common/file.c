@@ -1,4 +1,4 @@
-/* Files a user names, opened the same way everywhere (hsr/sys.h): inputs
+/* Files a user names, opened the same way everywhere (common/sys.h): inputs
  * must be regular files (a FIFO would block the open, a device would be read
  * forever), outputs never rename a new file over something that is not a
  * regular file, every write is checked, and an output is never one of the
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/sys.h"
+#include "common/sys.h"
 
 static const char *kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a directory";

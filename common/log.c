@@ -1,5 +1,6 @@
 #include "hsr/common.h"
-#include "hsr/env.h"
+#include "common/common_internal.h"
+#include "common/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>

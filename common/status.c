@@ -1,4 +1,5 @@
 #include "hsr/common.h"
+#include "common/common_internal.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* What this machine can hold (memory, a file system's free space) and the
- * checks of paths a user names (hsr/sys.h). */
+ * checks of paths a user names (common/sys.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +8,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/env.h"
+#include "common/sys.h"
 
 /* ---- memory: the machine's, and what a memory cgroup leaves ------------------ */
 

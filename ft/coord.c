@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "ft_int.h"
+#include "common/common_internal.h"
+#include "ft/ft_internal.h"
 
 #define WATCH_DEADLINE_S 3.0
 

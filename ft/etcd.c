@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "common/common_internal.h"
 
 #define MAX_EP 16
 #define REQ_S 3.0 /* one request to one member; a member without quorum answers etcd's own timeout later */

@@ -6,7 +6,12 @@
 #include <string.h>
 
 #include "ft_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "runtime/runtime_internal.h"
+#include "ft/ft_internal.h"
 
 /* ---- the group's messages ---- */
 

@@ -15,6 +15,9 @@
 
 #include "ft_int.h"
 #include "hsr/kernels.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "runtime/runtime_internal.h"
+#include "common/common_internal.h"
 
 #define HEAL_MAGIC 0x6873724845414c31ull /* "hsrHEAL1" */
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
+#include "common/common_internal.h"
 
 typedef struct peer {
   struct ft_link *l;

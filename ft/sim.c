@@ -12,7 +12,9 @@
 #include <time.h>
 
 #include "ft_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "ft/ft_internal.h"
 
 #define SIM_STACK (1u << 20) /* the deciding code keeps a few FT_MAX_REPLICAS arrays on the stack */
 #define SIM_H0 0x5eed5eed5eed5eedULL

@@ -7,6 +7,7 @@
 
 #include "ft_int.h"
 #include "hsr/kernels.h"
+#include "runtime/runtime_internal.h"
 #include "common/fault_hook.h"
 
 #define MAX_ABORTS_IN_ROW 5

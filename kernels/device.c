@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "hsr/config.h"
+#include "kernels/kernels_internal.h"
+#include "common/common_internal.h"
 #include "internal.h"
 
 void kern_backoff(unsigned *us) {

@@ -4,6 +4,7 @@
 #define HSR_KERNELS_INTERNAL_H
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "hsr/kmath.h"
 
 #ifdef __cplusplus

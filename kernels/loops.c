@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "common/dtype_internal.h"
+#include "kernels/kernels_internal.h"
 
 static hsr_status need_ptr(const void *p, const char *what, size_t n) {
   if (!p && n) return hsr_error(HSR_ERR_INVALID, "%s is NULL (n = %zu)", what, n);

@@ -32,10 +32,12 @@
 #include <unistd.h>
 
 #include "common/grow.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "internal.h"
 #include "sim.h"
 #include "sim_int.h"
+#include "common/common_internal.h"
+#include "kernels/kernels_internal.h"
 
 #define ALIGN 256
 #define HOST_ID SIM_MAX_STREAMS /* the host's slot in a vector clock */

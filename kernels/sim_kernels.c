@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sim_int.h"
+#include "common/dtype_internal.h"
 
 #define F4 sizeof(float)
 

@@ -1,11 +1,13 @@
 /* PMIx bootstrap: job identity, node indices, and small-blob exchange. */
 #include "boot_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 /* What each rank tells the others at start. */
 typedef struct {
@@ -177,7 +179,7 @@ hsr_status hsr_boot_init(hsr_boot **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_boot_init: out is NULL");
   *out = NULL;
   /* every HSR_* variable, before anything starts: a program using libhsr
-   * gets the errors hsr's commands give (hsr/env.h) */
+   * gets the errors hsr's commands give (common/env.h) */
   HSR_CHECK(hsr_env_check_all(0));
   long sim = 1, timeout = 300;
   HSR_CHECK(hsr_env_get_long("HSR_SIM_NODES", &sim));

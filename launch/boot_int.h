@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 
 typedef struct boot_watch {
   pthread_mutex_t mu; /* the subscriber and the table below (PMIx's thread writes them) */

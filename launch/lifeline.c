@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "boot_int.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 #define LIFE_STOP 0xff /* finalize: the thread returns */
 #define LIFE_LOST 0xfe /* the PMIx server's connection is gone */

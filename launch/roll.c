@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "boot_int.h"
+#include "common/common_internal.h"
 
 #define ROLL_FIRST_S 1.0 /* the first look at the process table */
 #define ROLL_EVERY_S 2.0

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "boot_int.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 /* ---- the launcher's events ------------------------------------------------- */
 

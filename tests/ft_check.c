@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/safetensors.h"
+#include "runtime/io/safetensors.h"
 #include "mlp.h"
 
 #define MAXG 64

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 
 static int g_rank; /* for FAIL */
 #include "mr_check.h"

@@ -39,10 +39,14 @@
 #include <unistd.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 #include "hsr/ckpt.h"
+#include "runtime/ckpt/ckpt_internal.h"
 #include "hsr/comm.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 #include "mlp.h"
 
 #define STEPS 12

@@ -3,6 +3,9 @@
  * write, and the program-state API. */
 #include <glob.h>
 #include <zlib.h>
+#include "launch/boot_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 /* Rank 0 edits; others wait. */
 static int sh(const char *fmt, const char *a, const char *b) {

@@ -18,6 +18,8 @@
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
 
 static int g_rank;
 static long g_checked;

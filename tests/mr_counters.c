@@ -18,7 +18,11 @@
 #include <string.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 #include "hsr/comm.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/common_internal.h"
 
 static int g_rank, g_fail;
 static hsr_boot *g_boot;

@@ -29,10 +29,14 @@
 #include "gpt.h"
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "collectives/comm_internal.h"
 #include "hsr/runtime.h"
-#include "hsr/safetensors.h"
-#include "hsr/safetensors_sharded.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_sharded.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "kernels/kernels_internal.h"
 #include "train.h"
 
 #define STEPS 6

@@ -6,6 +6,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "collectives/comm_internal.h"
 #include "hsr/config.h"
 
 #if HSR_HAVE_NCCL

@@ -23,7 +23,9 @@
 #include "hsr/boot.h"
 #include "hsr/comm.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 #include "mlp.h"
 
 #define BATCH 16

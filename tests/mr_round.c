@@ -24,7 +24,10 @@
 #include <string.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 #include "hsr/comm.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
 
 static int g_rank, g_fail;
 static long g_checked, g_rounded, g_ties;

@@ -31,9 +31,13 @@
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
-#include "hsr/env.h"
+#include "collectives/comm_internal.h"
+#include "common/env.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "kernels/kernels_internal.h"
 #include "mlp.h"
 
 #define STEPS 10

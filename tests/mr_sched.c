@@ -37,8 +37,12 @@
 #include "hsr/boot.h"
 #include "hsr/comm.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
+#include "runtime/io/ledger_internal.h"
 #include "mlp.h"
 
 static int g_rank, g_fail;

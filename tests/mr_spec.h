@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
+#include "common/dtype_internal.h"
 
 /* 1 if `key` is a policy key (*st: whether its value parsed), 0 if not. */
 static int mr_spec_policy(hsr_rt_config *c, const char *key, const char *v, hsr_status *st) {

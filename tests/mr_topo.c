@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "launch/boot_internal.h"
 
 static int g_rank; /* for FAIL */
 #include "mr_check.h"

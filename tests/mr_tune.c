@@ -17,7 +17,9 @@
 #include "hsr/boot.h"
 #include "hsr/comm.h"
 #include "hsr/runtime.h"
-#include "hsr/tune.h"
+#include "topology/topology_internal.h"
+#include "runtime/runtime_internal.h"
+#include "tune/tune.h"
 
 static int g_rank, g_fail;
 #include "mr_check.h"

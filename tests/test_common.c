@@ -13,8 +13,9 @@
 
 #include "common/grow.h"
 #include "hsr/common.h"
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/common_internal.h"
+#include "common/env.h"
+#include "common/sys.h"
 
 static void test_status_strings(void **state) {
   (void)state;

@@ -18,6 +18,7 @@
 
 #include "gpt.h"
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "kernels_ref.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "hsr/kmath.h"
 #include "kernels_ref.h"
 

@@ -13,7 +13,9 @@
 #include <cmocka.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "hsr/kmath.h"
+#include "common/dtype_internal.h"
 #include "kernels_ref.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "hsr/ledger.h"
+#include "runtime/io/ledger_internal.h"
 #include "runtime/io/trace.h"
 
 static void test_ledger_totals(void **state) {

@@ -17,6 +17,7 @@
 #include <cblas.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "kernels_ref.h"
 #include "llama.h"
 

@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static unsigned rnd(unsigned n) {

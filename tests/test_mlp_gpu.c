@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "mlp.h"
 #include "mlp_arrays.h"
 

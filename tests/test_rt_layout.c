@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
+#include "common/dtype_internal.h"
 
 /* Awkward sizes: primes, 1, 0, sizes smaller than S, a straddling big one. */
 static const int64_t sizes[] = {7, 0, 1, 13, 0, 31, 2, 97, 3, 1021, 5, 0, 11, 257, 1};

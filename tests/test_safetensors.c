@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "hsr/safetensors.h"
-#include "hsr/safetensors_sharded.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_sharded.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)
 

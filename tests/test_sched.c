@@ -13,6 +13,9 @@
 
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 /* Two units of 1024 and 4096 f32 elements, S = 4, align 16: no padding. */
 static hsr_rt_layout *two_units(int S) {

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "kernels/sim.h"
 
 #define BOUND_S 10.0

@@ -1,5 +1,5 @@
 /* Unit tests of Hugging Face's sharded safetensors layout
- * (hsr/safetensors_sharded.h): the shard size as save_pretrained reads it,
+ * (runtime/io/safetensors_sharded.h): the shard size as save_pretrained reads it,
  * the plan (hand-written cases), a streaming round trip through the shards
  * and the index (its text byte for byte), re-exports into the same directory
  * (stale files go, others stay), an aborted export (no index left behind),
@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "hsr/safetensors_sharded.h"
+#include "runtime/io/safetensors_sharded.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 
 /* world ranks in blocks of `per_node` per node; domain = node. */
 static hsr_cluster *blocks(int world, int per_node) {

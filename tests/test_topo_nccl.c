@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 
 static hsr_topo *nccl(const char *file, int host, int *hosts) {
   char path[512];

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 
 static hsr_topo *load(const char *file) {
   char path[512];

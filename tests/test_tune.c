@@ -1,4 +1,4 @@
-/* Unit tests of hsr tune (hsr/tune.h) on hand-computed cases: the volumes of
+/* Unit tests of hsr tune (tune/tune.h) on hand-computed cases: the volumes of
  * each collective as the communicators count them (tests/mr_counters.c
  * derives the same from the message patterns), the bytes a step moves per
  * layout (fsdp across nodes 3P, hybrid 2P, partial reshard 2P, ddp 8P of
@@ -16,7 +16,8 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 
-#include "hsr/tune.h"
+#include "tune/tune.h"
+#include "topology/topology_internal.h"
 
 #define EQ(a, b) assert_true(fabs((double)(a) - (double)(b)) <= 1e-9 * (1 + fabs((double)(b))))
 

@@ -26,8 +26,13 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
-#include "hsr/sys.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "common/sys.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "runtime/runtime_internal.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
 
 typedef struct bench_args {
   size_t size;

@@ -1,7 +1,7 @@
 /* hsr ckpt export DIR --safetensors PATH [--max-shard-size N]: the
  * checkpoint's fp32 master weights by logical name, in registration order,
- * through the safetensors module's streaming writers (hsr/safetensors.h, or
- * Hugging Face's sharded layout: hsr/safetensors_sharded.h): the header from
+ * through the safetensors module's streaming writers (runtime/io/safetensors.h, or
+ * Hugging Face's sharded layout: runtime/io/safetensors_sharded.h): the header from
  * names and shapes, then each tensor read from the checkpoint in chunks of
  * at most 4 MiB (every block's crc32 checked), so the model is never in
  * memory. The __metadata__ is what hsr train --export writes (the model the
@@ -14,8 +14,9 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
-#include "hsr/safetensors_sharded.h"
-#include "hsr/sys.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "runtime/io/safetensors_sharded.h"
+#include "common/sys.h"
 #include "hf_config.h"
 #include "model_meta.h"
 

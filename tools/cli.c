@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "hsr/safetensors_sharded.h"
-#include "hsr/sys.h"
+#include "runtime/io/safetensors_sharded.h"
+#include "common/sys.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 /* ---- one message per job ---------------------------------------------------
  * Before the bootstrap a rank knows its place only from the launcher's

@@ -4,7 +4,9 @@
 
 #include "hsr/boot.h"
 #include "hsr/common.h"
-#include "hsr/sys.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "common/common_internal.h"
+#include "common/sys.h"
 
 /* Exit codes of every hsr command. */
 enum { HSR_EXIT_OK = 0, HSR_EXIT_FAIL = 1, HSR_EXIT_USAGE = 2 };
@@ -65,7 +67,7 @@ hsr_status hsr_cli_plot_close(hsr_cli_plot *p);
 
 /* Weights a command reads (--init): a readable safetensors file or index,
  * or a directory holding model.safetensors.index.json or model.safetensors
- * (hsr/safetensors_sharded.h). HSR_ERR_INVALID naming `what` and the path. */
+ * (runtime/io/safetensors_sharded.h). HSR_ERR_INVALID naming `what` and the path. */
 hsr_status hsr_cli_check_weights(const char *what, const char *path);
 /* A checkpoint path: a directory (a checkpoint or a root) or a root's
  * `latest` file (hsr_ckpt_resolve). */

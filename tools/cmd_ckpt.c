@@ -10,7 +10,8 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
-#include "hsr/sys.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "common/sys.h"
 
 int hsr_ckpt_bench_main(int argc, char **argv);  /* ckpt_bench.c */
 int hsr_ckpt_export_main(int argc, char **argv); /* ckpt_export.c */

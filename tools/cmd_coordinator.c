@@ -22,9 +22,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "hsr/ft.h"
-#include "hsr/sys.h"
+#include "ft/ft_internal.h"
+#include "common/common_internal.h"
+#include "common/sys.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: hsr coordinator [--listen ADDR] [--data-dir DIR] [--addr-file FILE] [--json] [--idle-exit S]\n"

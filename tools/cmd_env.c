@@ -1,4 +1,4 @@
-/* hsr env: the HSR_* variables hsr reads (the registry, hsr/env.h), their
+/* hsr env: the HSR_* variables hsr reads (the registry, common/env.h), their
  * values in this environment and whether each is valid. --check is the
  * validation every command runs before it starts, for scripts (hsr-run runs
  * it before it launches anything); --markdown is docs/environment.md's table. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hsr/env.h"
+#include "common/env.h"
 
 extern char **environ;
 

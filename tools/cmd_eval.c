@@ -15,7 +15,8 @@
 
 #include "cli.h"
 #include "gpt_file.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
+#include "common/common_internal.h"
 
 static void usage(void) {
   printf("usage: hsr eval --init FILE|DIR --data FILE [--seq T] [--windows N] [--batch B] [--heads H] [--json]\n"

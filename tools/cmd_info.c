@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 
 typedef struct {
   int32_t rank, size, local_rank, local_size, node, num_nodes;

@@ -8,8 +8,11 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
 
 static void cell(const hsr_cluster *c, int r, char *buf, size_t len) {
   int g = hsr_cluster_rank_gpu(c, r);

@@ -9,7 +9,8 @@
 #include "cli.h"
 #include "ex_rand.h"
 #include "gpt_file.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
+#include "common/common_internal.h"
 
 static void usage(void) {
   printf("usage: hsr sample --init FILE|DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed N]\n"

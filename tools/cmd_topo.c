@@ -13,9 +13,12 @@
 #include "cli.h"
 #include "hsr/comm.h"
 #include "hsr/config.h"
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/env.h"
+#include "common/sys.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
 
 static const char *rule_text(const char *rule) {
   if (!strcmp(rule, "nvswitch")) return "every GPU with NVSwitch links is in one domain per node (NCCL's NVS node)";

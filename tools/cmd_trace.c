@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
-#include "hsr/trace.h"
+#include "common/sys.h"
+#include "runtime/io/trace_summary.h"
 
 static void trace_usage(FILE *f) {
   fprintf(f, "usage: hsr trace summarize FILE [--json]\n"

@@ -11,8 +11,13 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "tune_cli.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "common/dtype_internal.h"
+#include "runtime/runtime_internal.h"
+#include "topology/topology_internal.h"
 
 static void usage(void) {
   printf("usage: hsr tune --params N [--units U] (--world W --gpus-per-node G | --xml FILE | --nccl-xml FILE |\n"

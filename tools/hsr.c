@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hsr/env.h"
+#include "common/env.h"
 
 static const hsr_cli_command commands[] = {
     {"version", "print the version and the library versions compiled in", hsr_cmd_version},

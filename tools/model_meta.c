@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "runtime/ckpt/ckpt_internal.h"
 
 hsr_status model_meta_add(model_meta *m, const char *key, const char *value) {
   if (m->n >= MODEL_META_MAX) return hsr_error(HSR_ERR_INVALID, "more than %d metadata pairs", MODEL_META_MAX);

@@ -8,8 +8,9 @@
 
 #include "hsr/boot.h"
 #include "hsr/runtime.h"
-#include "hsr/safetensors.h"
-#include "hsr/safetensors_sharded.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_sharded.h"
 #include "hsr/tune_ledger.h"
 #include "train_ckpt.h"
 #include "train_ft.h"
@@ -125,7 +126,7 @@ static inline hsr_rt_lr_schedule train_schedule(const train_args *a) {
 hsr_status train_agree(hsr_boot *boot, hsr_status st);
 /* Writes every parameter by logical name (registration order) to a
  * safetensors file, or with max_shard_bytes > 0 to a directory in Hugging
- * Face's sharded layout (hsr/safetensors_sharded.h): rank 0 writes, one
+ * Face's sharded layout (runtime/io/safetensors_sharded.h): rank 0 writes, one
  * tensor in memory at a time, read through hsr_rt_param_read. *files
  * (may be NULL): the files rank 0 writes. Collective. */
 hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t max_shard_bytes, const hsr_st_kv *meta,

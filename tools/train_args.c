@@ -7,8 +7,12 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "train.h"
+#include "common/common_internal.h"
+#include "common/dtype_internal.h"
+#include "kernels/kernels_internal.h"
+#include "runtime/runtime_internal.h"
 
 static void usage(void) {
   printf("usage: hsr train [options]      (multi-rank: hsr-run -n 4 --nodes 2 -- hsr train --model gpt)\n"

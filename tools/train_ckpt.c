@@ -13,9 +13,13 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "model_meta.h"
 #include "train.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 void train_ckpt_usage(FILE *f) {
   fprintf(f, "checkpoints (a directory per checkpoint: manifest + data files; see docs/checkpoints.md)\n"

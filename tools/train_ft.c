@@ -7,8 +7,13 @@
 #include <time.h>
 
 #include "cli.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "train.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "common/dtype_internal.h"
+#include "runtime/runtime_internal.h"
+#include "ft/ft_internal.h"
 
 void train_ft_usage(FILE *f) {
   fprintf(f, "replica groups (fault tolerance: each group its own launch; docs/fault-tolerance.md)\n"

@@ -6,6 +6,9 @@
 
 #include "gpt_file.h"
 #include "hsr/kernels.h"
+#include "runtime/runtime_internal.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
 #include "train.h"
 
 #define AGREE_MSG 400

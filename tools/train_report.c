@@ -6,7 +6,12 @@
 #include <string.h>
 
 #include "hsr/tune_ledger.h"
-#include "hsr/env.h"
+#include "tune/tune_ledger_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/env.h"
 
 static cJSON *ledger_obj(const hsr_ledger *l) {
   char *txt = NULL;

@@ -4,7 +4,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/topology.h"
-#include "hsr/tune.h"
+#include "tune/tune.h"
 
 #define TUNE_MAX_BENCH 16
 

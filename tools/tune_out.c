@@ -8,10 +8,13 @@
 
 #include "bench_coll.h" /* bc_have_gnuplot */
 #include "cli.h"
-#include "hsr/json.h"
-#include "hsr/sys.h"
-#include "hsr/trace.h"
+#include "common/json.h"
+#include "common/sys.h"
+#include "runtime/io/trace_summary.h"
 #include "tune_cli.h"
+#include "common/dtype_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "runtime/runtime_internal.h"
 
 static const double GiB = 1024.0 * 1024 * 1024;
 static const char *const tier_names[] = {"intra-node", "cross-node"};

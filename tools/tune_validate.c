@@ -23,8 +23,13 @@
 #include "bench.h"
 #include "cli.h"
 #include "hsr/kernels.h"
-#include "hsr/json.h"
-#include "hsr/sys.h"
+#include "topology/topology_internal.h"
+#include "runtime/runtime_internal.h"
+#include "kernels/kernels_internal.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
+#include "common/json.h"
+#include "common/sys.h"
 #include "tune_cli.h"
 
 #define V_MAX 24

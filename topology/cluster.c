@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "topo_internal.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "topology/topology_internal.h"
 
 static hsr_status cluster_alloc(int world, int num_nodes, int with_records, hsr_cluster **out) {
   hsr_cluster *c = calloc(1, sizeof *c);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 static int gpu_of(const hsr_topo *t, const char *pci) {
   for (int g = 0; g < t->num_gpus; g++)

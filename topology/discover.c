@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "topo_hwloc.h"
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/env.h"
+#include "common/sys.h"
+#include "common/common_internal.h"
+#include "topology/topology_internal.h"
 
 static int is_gpu(hwloc_obj_t o) {
   return o && o->type == HWLOC_OBJ_PCI_DEVICE && o->attr->pcidev.vendor_id == 0x10de &&

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 static cJSON *int_array(const int32_t *v, int n) {
   cJSON *a = cJSON_CreateArray();

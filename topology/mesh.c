@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 struct hsr_mesh {
   int world, R, S, K;

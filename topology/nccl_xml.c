@@ -24,8 +24,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 #define NX_MAX_NICS 64
 #define NX_MAX_HOSTS 64

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 void hsr_topo_free(hsr_topo *t) { free(t); }
 

@@ -6,6 +6,8 @@
 #include <stdint.h>
 
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "launch/boot_internal.h"
 
 typedef struct hsr_topo_nic_rec {
   char name[HSR_TOPO_NAME_MAX];

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/json.h"
-#include "hsr/tune.h"
+#include "common/json.h"
+#include "tune/tune.h"
 
 typedef struct sample {
   int tier, op, conc, two; /* two: a two-level row (node stage + cross stage) */

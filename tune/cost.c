@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hsr/tune.h"
+#include "tune/tune.h"
 #include "tune_int.h"
 
 typedef struct hw_fig {

@@ -14,6 +14,11 @@
 #include "runtime/io/trace.h"
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
+#include "topology/topology_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "common/dtype_internal.h"
 #include "tune_int.h"
 
 #define EV_STEPS 3 /* step 1 records the order, step 2 prefetches, step 3 is steady */

@@ -9,6 +9,9 @@
 
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 /* The pool (runtime/engine/pool.c): a buffer comes back only for the same category
  * and size; memory held grows only when none of those is free. */

@@ -9,7 +9,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "hsr/tune.h"
+#include "tune/tune.h"
+#include "common/common_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "runtime/runtime_internal.h"
+#include "topology/topology_internal.h"
 
 hsr_status hsr_tune_space_default(hsr_tune_space *s) {
   if (!s) return hsr_error(HSR_ERR_INVALID, "hsr_tune_space_default: NULL argument");

@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hsr/tune.h"
+#include "tune/tune.h"
+#include "common/common_internal.h"
+#include "common/dtype_internal.h"
+#include "runtime/runtime_internal.h"
 
 typedef struct out {
   char *b;

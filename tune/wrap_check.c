@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
 
 static void fmt_bytes(char *b, size_t n, double v) {
   if (v >= 1 << 20)

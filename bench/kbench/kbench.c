@@ -12,9 +12,11 @@
 #include <cjson/cJSON.h>
 
 #include "hsr/config.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "hsr/kernels.h"
-#include "hsr/sys.h"
+#include "kernels/kernels_internal.h"
+#include "common/common_internal.h"
+#include "common/sys.h"
 #if HSR_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif

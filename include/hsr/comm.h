@@ -76,11 +76,6 @@ HSR_API hsr_status hsr_comm_free(hsr_comm *c);
 
 HSR_API int hsr_comm_rank(const hsr_comm *c);
 HSR_API int hsr_comm_size(const hsr_comm *c);
-HSR_API int hsr_comm_world_rank(const hsr_comm *c, int comm_rank); /* -1 if out of range */
-HSR_API hsr_backend hsr_comm_backend(const hsr_comm *c);
-/* A label used in errors and traces ("world", "shard[1]", ...). */
-HSR_API hsr_status hsr_comm_set_name(hsr_comm *c, const char *name);
-HSR_API const char *hsr_comm_name(const hsr_comm *c);
 /* The stream later operations are ordered on (NCCL's rule: every operation
  * of one communicator issued in program order on every rank). NCCL
  * communicators: a CUDA stream. Host communicators: a stream of a sim
@@ -88,13 +83,6 @@ HSR_API const char *hsr_comm_name(const hsr_comm *c);
  * collectives, with their timeouts and verdicts), or NULL to run them at
  * once. */
 HSR_API hsr_status hsr_comm_set_stream(hsr_comm *c, hsr_stream *stream);
-
-/* Memory that peers on the node read directly (host backend: a node-shared
- * segment; NCCL backend: device memory). Not collective. A pointer from one
- * communicator can be used with any communicator of the same world.
- * Host buffers not allocated this way work too, but are staged (slower). */
-HSR_API hsr_status hsr_comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr);
-HSR_API hsr_status hsr_comm_mem_free(hsr_comm *c, void *ptr);
 
 /* All-gather: every rank contributes `count` elements; `recv` holds
  * size*count, rank r's block at r*count. In place when
@@ -120,15 +108,6 @@ HSR_API hsr_status hsr_req_test(hsr_req *r, int *done);
  * message naming the communicator, the operation and the peer it waited for;
  * the communicator is then failed (later operations return HSR_ERR_STATE). */
 HSR_API hsr_status hsr_req_wait(hsr_req *r, double timeout_s);
-/* Frees a completed request (waiting first if needed). NULL is fine. */
-HSR_API hsr_status hsr_req_free(hsr_req *r);
-/* Monotonic ns when the transport started and finished the operation (for
- * traces and overlap figures); 0 while not known. */
-HSR_API hsr_status hsr_req_times(const hsr_req *r, uint64_t *start_ns, uint64_t *end_ns);
-
-HSR_API hsr_status hsr_comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out);
-HSR_API hsr_status hsr_comm_counters_reset(hsr_comm *c);
-HSR_API const char *hsr_op_name(hsr_op op); /* "all_gather", "reduce_scatter", ... */
 
 #ifdef __cplusplus
 }

@@ -45,45 +45,8 @@ typedef enum hsr_phase {
 
 typedef struct hsr_ledger hsr_ledger;
 
-/* Where a peak happened. unit -1: not inside a unit. */
-typedef struct hsr_ledger_where {
-  hsr_phase phase;
-  int unit;
-  int64_t step;
-} hsr_ledger_where;
-
-HSR_API hsr_status hsr_ledger_create(hsr_ledger **out);
-HSR_API void hsr_ledger_free(hsr_ledger *l);
-HSR_API hsr_status hsr_ledger_reset(hsr_ledger *l);
-
-HSR_API hsr_status hsr_ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
-/* Releasing more than is alive in the category is HSR_ERR_STATE (a bookkeeping bug). */
-HSR_API hsr_status hsr_ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
 /* Activations reported by the program: delta > 0 allocates, < 0 releases. */
 HSR_API hsr_status hsr_ledger_note(hsr_ledger *l, int64_t delta_bytes);
-/* The phase/unit/step that later allocations are attributed to. */
-HSR_API hsr_status hsr_ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step);
-
-HSR_API int hsr_mem_cat_persistent(hsr_mem_cat cat);
-HSR_API const char *hsr_mem_cat_name(hsr_mem_cat cat); /* "param_shard", "full_unit", ... */
-HSR_API const char *hsr_phase_name(hsr_phase p);       /* "init", "forward", ... */
-
-HSR_API uint64_t hsr_ledger_current(const hsr_ledger *l, hsr_mem_cat cat);
-HSR_API uint64_t hsr_ledger_peak(const hsr_ledger *l, hsr_mem_cat cat);
-/* Totals over the persistent categories, the transient ones, and all. */
-HSR_API uint64_t hsr_ledger_persistent(const hsr_ledger *l);
-HSR_API uint64_t hsr_ledger_transient_peak(const hsr_ledger *l);
-HSR_API uint64_t hsr_ledger_total_peak(const hsr_ledger *l);
-/* Peak of the runtime's own allocations (every category but activations). */
-HSR_API uint64_t hsr_ledger_runtime_peak(const hsr_ledger *l);
-HSR_API hsr_ledger_where hsr_ledger_total_peak_where(const hsr_ledger *l);
-HSR_API hsr_ledger_where hsr_ledger_runtime_peak_where(const hsr_ledger *l);
-
-/* A human table: measured, and `predicted` beside it when not NULL. nparams > 0
- * adds persistent bytes per parameter. */
-HSR_API hsr_status hsr_ledger_print(const hsr_ledger *measured, const hsr_ledger *predicted, double nparams, FILE *f);
-/* JSON object text (malloc'd, caller frees). */
-HSR_API hsr_status hsr_ledger_json(const hsr_ledger *l, char **out);
 
 #ifdef __cplusplus
 }

@@ -30,8 +30,11 @@
 #include <unistd.h>
 
 #include "ckpt_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "runtime/engine/state.h"
+#include "common/common_internal.h"
+#include "collectives/comm_internal.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 typedef struct saver {
   hsr_rt *rt;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "ckpt_int.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 int hsr_ckpt_committed(const char *root, const char *name) {
   if (!root || !name) return 0;

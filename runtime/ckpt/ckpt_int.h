@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "hsr/ckpt.h"
+#include "runtime/ckpt/ckpt_internal.h"
 #include "hsr/comm.h"
 #include "runtime/engine/state.h"
 

@@ -14,8 +14,9 @@
 #include <zlib.h>
 
 #include "ckpt_int.h"
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/env.h"
+#include "common/sys.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 int ckpt_safe_name(const char *s) {
   if (!s || !*s || *s == '.' || strlen(s) >= CKPT_NAME_MAX) return 0;

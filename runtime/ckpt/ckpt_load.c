@@ -39,8 +39,12 @@
 #include <string.h>
 
 #include "ckpt_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "runtime/engine/state.h"
+#include "common/common_internal.h"
+#include "collectives/comm_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 typedef struct load_ctx {
   hsr_rt *rt;

@@ -8,8 +8,9 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "hsr/json.h"
+#include "common/json.h"
 #include "ckpt_int.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 #define CRC_KEY "\"manifest_crc32\""
 

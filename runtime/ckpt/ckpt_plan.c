@@ -10,8 +10,12 @@
 #include <string.h>
 
 #include "ckpt_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "runtime/engine/state.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "runtime/runtime_internal.h"
 
 /* The range the saved kinds cover at (rep, sh): master, m and v alike. */
 static hsr_status saved_range(hsr_rt *rt, int u, int rep, int sh, rt_state_range *r) {

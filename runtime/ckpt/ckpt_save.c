@@ -23,7 +23,11 @@
 
 #include "ckpt_int.h"
 #include "hsr/config.h"
-#include "hsr/env.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "runtime/runtime_internal.h"
+#include "common/dtype_internal.h"
+#include "common/common_internal.h"
+#include "common/env.h"
 #include "runtime/engine/state.h"
 
 struct ckpt_job {

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/json.h"
+#include "common/json.h"
 #include "ckpt_int.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 struct hsr_ckpt_state {
   cJSON *obj;

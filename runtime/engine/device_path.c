@@ -4,8 +4,11 @@
 #include <string.h>
 
 #include "device_path.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "kernels/sim.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "kernels/kernels_internal.h"
 
 enum { S_COMPUTE = 0, S_GATHER, S_REDUCE, S_COUNT };
 

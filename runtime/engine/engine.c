@@ -8,6 +8,9 @@
 #include <string.h>
 
 #include "engine.h"
+#include "common/common_internal.h"
+#include "collectives/comm_internal.h"
+#include "runtime/runtime_internal.h"
 
 /* ---- names ---- */
 static const char *const ev_names[RT_EV_COUNT] = {"gather",    "reshard",      "reduce_scatter", "all_reduce",

@@ -24,6 +24,7 @@
 #include "common/fault_hook.h"
 #include "device_path.h"
 #include "hsr/kernels.h"
+#include "runtime/runtime_internal.h"
 #include "internal.h"
 #include "runtime/sched/schedule.h"
 

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "engine.h"
+#include "collectives/comm_internal.h"
+#include "runtime/runtime_internal.h"
 
 /* A reduce-dtype copy of the full gradient for stage 1 to read. */
 hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {

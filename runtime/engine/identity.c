@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "engine.h"
+#include "launch/boot_internal.h"
+#include "runtime/runtime_internal.h"
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;

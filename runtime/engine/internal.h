@@ -10,6 +10,8 @@
 
 #include "hsr/ledger.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
+#include "collectives/comm_internal.h"
 #include "runtime/io/trace.h"
 
 /* Buffer categories are the ledger's (hsr/ledger.h): param shard, grad

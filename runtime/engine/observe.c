@@ -20,6 +20,9 @@
 
 #include "common/grow.h"
 #include "internal.h"
+#include "common/common_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "runtime/runtime_internal.h"
 
 /* Stamp slots in blocks that never move (queued stamps point into them). */
 #define SLOTS 256

@@ -10,6 +10,9 @@
 
 #include "engine.h"
 #include "kernels/sim.h"
+#include "common/common_internal.h"
+#include "collectives/comm_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   if (!bytes) bytes = 64;

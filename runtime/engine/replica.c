@@ -6,6 +6,7 @@
 
 #include "engine.h"
 #include "state.h"
+#include "runtime/runtime_internal.h"
 
 hsr_status hsr_rt_slice_get(hsr_rt *rt, int unit, hsr_rt_slice *out) {
   if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_slice_get: NULL argument");

@@ -6,7 +6,12 @@
 #include <string.h>
 
 #include "engine.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
+#include "runtime/runtime_internal.h"
+#include "topology/topology_internal.h"
 
 static const char *unit_name_of(void *ctx, int u) {
   hsr_rt *rt = ctx;

@@ -5,6 +5,8 @@
 
 #include "engine.h"
 #include "state.h"
+#include "common/common_internal.h"
+#include "kernels/kernels_internal.h"
 
 void rt_state_info_of(const hsr_rt *rt, rt_state_info *out) {
   *out = (rt_state_info){.cfg = &rt->cfg,

@@ -1,5 +1,6 @@
 /* Memory ledger: current/peak bytes per category with the phase of each peak. */
 #include "hsr/ledger.h"
+#include "runtime/io/ledger_internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* safetensors: the validating reader (hsr/safetensors.h). */
+/* safetensors: the validating reader (runtime/io/safetensors.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/safetensors.h"
-#include "hsr/json.h"
-#include "hsr/sys.h"
+#include "runtime/io/safetensors.h"
+#include "common/json.h"
+#include "common/sys.h"
 #include "st_internal.h"
 
 typedef struct entry {

@@ -1,6 +1,6 @@
 /* A model's weights in one safetensors file or in Hugging Face's sharded
  * layout: locating the file a path denotes, the strict index parser and the
- * reader over every shard (hsr/safetensors_sharded.h). */
+ * reader over every shard (runtime/io/safetensors_sharded.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,10 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/json.h"
-#include "hsr/sys.h"
-#include "hsr/safetensors_sharded.h"
+#include "common/json.h"
+#include "common/sys.h"
+#include "runtime/io/safetensors_sharded.h"
 #include "st_internal.h"
+#include "common/common_internal.h"
 
 typedef struct set_tensor {
   int file, idx; /* shard, its tensor */

@@ -1,6 +1,6 @@
 /* Hugging Face's sharded safetensors layout, written: the shard size, the
  * plan (which tensors go to which file), the streaming writer over the
- * shards and the index (hsr/safetensors_sharded.h). */
+ * shards and the index (runtime/io/safetensors_sharded.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/sys.h"
-#include "hsr/safetensors_sharded.h"
+#include "common/sys.h"
+#include "runtime/io/safetensors_sharded.h"
+#include "common/common_internal.h"
 
 hsr_status hsr_st_parse_shard_size(const char *what, const char *s, uint64_t *out) {
   static const char *const valid = "a positive number of bytes, e.g. 5GB (5 x 10^9, as save_pretrained), 500MB, "

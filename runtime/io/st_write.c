@@ -1,4 +1,4 @@
-/* safetensors: dtypes and the streaming writer (hsr/safetensors.h). */
+/* safetensors: dtypes and the streaming writer (runtime/io/safetensors.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hsr/safetensors.h"
-#include "hsr/sys.h"
+#include "runtime/io/safetensors.h"
+#include "common/sys.h"
 #include "st_internal.h"
 
 static const struct {

@@ -1,6 +1,6 @@
 /* Lifecycle trace: spans per rank -> one Chrome trace-event JSON file, and a
  * summary of exposed communication per step. */
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "trace.h"
 
 #include <cjson/cJSON.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "hsr/config.h"
+#include "launch/boot_internal.h"
 
 typedef struct {
   hsr_span_kind kind;

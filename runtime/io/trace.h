@@ -1,5 +1,5 @@
 /* runtime/io (INTERNAL: the engine, tune/ and the tests; not installed):
- * building a lifecycle trace (hsr/trace.h describes the file), and the
+ * building a lifecycle trace (runtime/io/trace_summary.h describes the file), and the
  * interval arithmetic of its figures. */
 #ifndef HSR_RUNTIME_IO_TRACE_H
 #define HSR_RUNTIME_IO_TRACE_H
@@ -9,7 +9,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/common.h"
-#include "hsr/trace.h"
+#include "runtime/io/trace_summary.h"
 
 typedef enum hsr_span_kind { HSR_SPAN_STEP = 0, HSR_SPAN_COMPUTE, HSR_SPAN_COMM, HSR_SPAN_RUNTIME } hsr_span_kind;
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/json.h"
-#include "hsr/sys.h"
+#include "common/json.h"
+#include "common/sys.h"
 #include "trace.h"
 
 static int cmp_ival(const void *x, const void *y) {

@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
+#include "common/dtype_internal.h"
+#include "common/common_internal.h"
 
 static const char *const strategy_names[] = {"ddp", "zero1", "zero2", "fsdp", "hybrid", NULL};
 static const char *const sync_names[] = {"full", "none", "rs_only", NULL};

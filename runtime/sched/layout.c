@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 
 typedef struct lunit {
   char name[HSR_RT_NAME_MAX];

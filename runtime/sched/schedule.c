@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "sched_int.h"
+#include "common/dtype_internal.h"
+#include "runtime/runtime_internal.h"
 
 static const char *const state_names[] = {"sharded", "gathering", "full", "partial"};
 static const char *const op_names[HSR_SCHED_OP_COUNT] = {

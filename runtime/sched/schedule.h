@@ -42,6 +42,7 @@
 #include "hsr/common.h"
 #include "hsr/ledger.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 
 #ifdef __cplusplus
 extern "C" {

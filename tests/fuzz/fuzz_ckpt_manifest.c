@@ -10,6 +10,7 @@
 
 #include "fuzz_io.h"
 #include "hsr/ckpt.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 static void fix_crc(char *t, size_t n) {
   const char *key = "\"manifest_crc32\"";

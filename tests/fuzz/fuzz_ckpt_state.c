@@ -5,6 +5,7 @@
 
 #include "fuzz_io.h"
 #include "hsr/ckpt.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *t = malloc(size + 1);

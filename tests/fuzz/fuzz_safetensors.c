@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "fuzz_io.h"
-#include "hsr/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 static void walk(const hsr_st_file *f) {
   for (int i = 0; i < hsr_st_count(f); i++) {

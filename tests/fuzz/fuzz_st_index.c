@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "fuzz_io.h"
-#include "hsr/safetensors_sharded.h"
+#include "runtime/io/safetensors_sharded.h"
 
 static int shard(const char *dir, const char *name, const hsr_st_tensor *t, int n, size_t bytes) {
   char p[160];

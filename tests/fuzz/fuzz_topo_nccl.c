@@ -2,6 +2,7 @@
  * reads it, every host it names. */
 #include "fuzz_io.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_file(data, size);

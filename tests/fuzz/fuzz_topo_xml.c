@@ -2,6 +2,7 @@
  * (HSR_TOPO_XML / hsr topo --xml), and every getter on the result. */
 #include "fuzz_io.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_file(data, size);

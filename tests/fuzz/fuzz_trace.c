@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "fuzz_io.h"
-#include "hsr/trace.h"
+#include "runtime/io/trace_summary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_file(data, size);

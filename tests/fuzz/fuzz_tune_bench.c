@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz_io.h"
-#include "hsr/tune.h"
+#include "tune/tune.h"
 
 static void must(int ok) {
   if (!ok) abort();

@@ -22,6 +22,8 @@
 #include <stdio.h>
 
 #include "hsr/common.h"
+#include "runtime/runtime_internal.h"
+#include "collectives/comm_internal.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,9 +48,9 @@ typedef struct hsr_trace_step_summary {
 
 /* Reads a trace written by hsr_rt_trace_write and prints per-step figures and
  * all-gathers per unit (table, or JSON when json != 0) to f. */
-HSR_API hsr_status hsr_trace_summarize(const char *path, int json, FILE *f);
+hsr_status hsr_trace_summarize(const char *path, int json, FILE *f);
 /* The same figures as data: *out is malloc'd (caller frees), *n steps. */
-HSR_API hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n);
+hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n);
 
 #ifdef __cplusplus
 }
