@@ -18,6 +18,7 @@
 
 #include "tune/tune.h"
 #include "topology/topology_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 #define EQ(a, b) assert_true(fabs((double)(a) - (double)(b)) <= 1e-9 * (1 + fabs((double)(b))))
 

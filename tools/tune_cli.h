@@ -4,6 +4,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/topology.h"
+#include "runtime/io/ledger_internal.h"
 #include "tune/tune.h"
 
 #define TUNE_MAX_BENCH 16

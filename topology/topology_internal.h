@@ -1,6 +1,10 @@
-/* topology internals: the calls of hsr/topology.h that the library, the front ends
- * and the tests use and a program does not. Not installed, not exported
- * from libhsr.so (docs/api.md holds the contract). */
+/* topology internals: per-rank hardware discovery (hwloc), the cluster view
+ * gathered from every rank, and the 2-D mesh planner; the library, the front
+ * ends and the tests use them, a program does not (not installed, not
+ * exported from libhsr.so; docs/api.md holds the contract).
+ *
+ * hsr_mesh_plan is a pure function: (cluster view, request) -> mesh, no I/O.
+ */
 #ifndef HSR_TOPOLOGY_TOPOLOGY_INTERNAL_H
 #define HSR_TOPOLOGY_TOPOLOGY_INTERNAL_H
 #include "hsr/topology.h"

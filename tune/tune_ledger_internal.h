@@ -1,6 +1,15 @@
-/* tune internals: the calls of hsr/tune_ledger.h that the library, the front ends
- * and the tests use and a program does not. Not installed, not exported
- * from libhsr.so (docs/api.md holds the contract). */
+/* hsr tune (internal: not installed, not exported): the memory ledger
+ * predicted from sizes and policy alone (no run),
+ * and the wrap-granularity diagnostic. Pure functions: no I/O, no
+ * communication.
+ *
+ * The prediction evaluates the runtime's schedule (runtime/sched/schedule.h, internal: the
+ * decisions the engine executes, which depend on program order only, never
+ * on timing) over a program: the sequence of lifecycle calls of one training
+ * step, and applies each action's buffers to a model of the engine's pool.
+ * It fills two ledgers like the
+ * engine's: memory held from the allocator (pool high-water; hsr_rt_ledger)
+ * and buffers in use (hsr_rt_ledger_in_use). */
 #ifndef HSR_TUNE_TUNE_LEDGER_INTERNAL_H
 #define HSR_TUNE_TUNE_LEDGER_INTERNAL_H
 #include "hsr/tune_ledger.h"

@@ -157,8 +157,6 @@ HSR_API hsr_status hsr_ckpt_wait(hsr_rt *rt, double timeout_s, hsr_ckpt_stats *s
  * engine first if the program has not (hsr_rt_commit). */
 HSR_API hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, hsr_ckpt_stats *stats);
 
-/* ---- reading a checkpoint without an engine (inspect, verify, export) ---- */
-
 #ifdef __cplusplus
 }
 #endif

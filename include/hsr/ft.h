@@ -119,8 +119,6 @@ HSR_API hsr_status hsr_ft_state_hash(hsr_ft *ft, hsr_rt *rt, int64_t done, uint6
  * Collective. */
 HSR_API hsr_status hsr_ft_finish(hsr_ft *ft, int64_t done, uint64_t hash, char *line, size_t n);
 
-/* ---- the coordinator's side (hsr coordinator) ---- */
-
 #ifdef __cplusplus
 }
 #endif

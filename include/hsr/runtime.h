@@ -48,8 +48,6 @@ extern "C" {
 #define HSR_RT_MAX_DIMS 4
 #define HSR_RT_MAX_GROUPS 4
 
-/* ---- layout: units, parameters and the flat buffers (pure, no I/O) ---- */
-
 /* ---- engine configuration ---- */
 
 typedef enum hsr_rt_strategy {
@@ -204,9 +202,10 @@ typedef struct hsr_rt_step_info {
 HSR_API hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info);
 HSR_API hsr_status hsr_rt_zero_grad(hsr_rt *rt);
 /* The learning rate of optimizer group `group` for the next hsr_rt_step
- * (every rank must set the same value; a schedule is hsr_rt_lr_at). */
+ * (every rank must set the same value). */
 HSR_API hsr_status hsr_rt_set_lr(hsr_rt *rt, int group, double lr);
 
+/* Getters. The mesh: hsr_mesh_shard, hsr_mesh_replicate, hsr_mesh_coords (hsr/topology.h). */
 HSR_API const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt);
 HSR_API hsr_comm *hsr_rt_world(hsr_rt *rt);
 /* The engine's device, and the stream the caller's compute must be queued on
@@ -215,8 +214,6 @@ HSR_API hsr_device *hsr_rt_device(hsr_rt *rt);
 HSR_API hsr_stream *hsr_rt_compute_stream(hsr_rt *rt);
 HSR_API int hsr_rt_dp_rank(const hsr_rt *rt); /* rep * S + shard: index of this rank's data slice */
 HSR_API int hsr_rt_dp_size(const hsr_rt *rt); /* R * S */
-
-/* ---- this rank's persistent state (moving it between replicas: hsr/ft.h) ---- */
 
 /* ---- seeing the schedule ---- */
 

@@ -1,10 +1,7 @@
-/* hsr topology: per-rank hardware discovery (hwloc), the cluster view gathered
- * from every rank, and the 2-D mesh planner.
- *
- * hsr_mesh_plan is a pure function: (cluster view, request) -> mesh, no I/O.
- * Mesh position (rep, shard) holds one world rank; shard groups lie inside one
- * NVLink domain whenever S fits in a domain. (Contract; topology/ fills in the
- * record and view details.)
+/* hsr topology: the mesh a program's engine runs on (hsr_rt_get_mesh). Mesh
+ * position (rep, shard) holds one world rank: R replicas of S shards, shard
+ * groups inside one NVLink domain whenever S fits in one. Discovery, the
+ * cluster view and the planner are internal (topology/topology_internal.h).
  */
 #ifndef HSR_TOPOLOGY_H
 #define HSR_TOPOLOGY_H

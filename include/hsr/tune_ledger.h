@@ -1,14 +1,6 @@
-/* hsr tune: the memory ledger predicted from sizes and policy alone (no run),
- * and the wrap-granularity diagnostic. Pure functions: no I/O, no
- * communication.
- *
- * The prediction evaluates the runtime's schedule (runtime/sched/schedule.h, internal: the
- * decisions the engine executes, which depend on program order only, never
- * on timing) over a program: the sequence of lifecycle calls of one training
- * step, and applies each action's buffers to a model of the engine's pool.
- * It fills two ledgers like the
- * engine's: memory held from the allocator (pool high-water; hsr_rt_ledger)
- * and buffers in use (hsr_rt_ledger_in_use). */
+/* hsr tune's view of a program: the sequence of lifecycle calls of one
+ * training step, from which the tuner predicts the engine's memory ledger
+ * without a run (a model describes its program with these). */
 #ifndef HSR_TUNE_LEDGER_H
 #define HSR_TUNE_LEDGER_H
 
@@ -37,8 +29,6 @@ typedef struct hsr_prog_call {
  * hsr_rt_zero_grad. Inner units run in order forward, in reverse backward.
  * *calls is malloc'd (caller frees). */
 HSR_API hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_prog_call **calls, int *n);
-
-/* ---- wrap granularity ---- */
 
 #ifdef __cplusplus
 }

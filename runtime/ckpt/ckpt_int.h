@@ -23,6 +23,7 @@
 #include "hsr/ckpt.h"
 #include "runtime/ckpt/ckpt_internal.h"
 #include "hsr/comm.h"
+#include "runtime/io/ledger_internal.h"
 #include "runtime/engine/state.h"
 
 #define CKPT_MANIFEST "manifest.json"

@@ -9,6 +9,7 @@
 #include "launch/boot_internal.h"
 #include "collectives/comm_internal.h"
 #include "kernels/kernels_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 enum { S_COMPUTE = 0, S_GATHER, S_REDUCE, S_COUNT };
 

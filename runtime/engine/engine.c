@@ -11,6 +11,7 @@
 #include "common/common_internal.h"
 #include "collectives/comm_internal.h"
 #include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 /* ---- names ---- */
 static const char *const ev_names[RT_EV_COUNT] = {"gather",    "reshard",      "reduce_scatter", "all_reduce",

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "hsr/ledger.h"
+#include "runtime/io/ledger_internal.h"
 #include "hsr/runtime.h"
 #include "runtime/runtime_internal.h"
 #include "collectives/comm_internal.h"

@@ -12,6 +12,7 @@
 #include "collectives/comm_internal.h"
 #include "kernels/kernels_internal.h"
 #include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 hsr_status rt_snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info) {
   hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};

@@ -12,6 +12,7 @@
 #include "common/dtype_internal.h"
 #include "runtime/runtime_internal.h"
 #include "topology/topology_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 static const char *unit_name_of(void *ctx, int u) {
   hsr_rt *rt = ctx;

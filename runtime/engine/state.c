@@ -7,6 +7,7 @@
 #include "state.h"
 #include "common/common_internal.h"
 #include "kernels/kernels_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 void rt_state_info_of(const hsr_rt *rt, rt_state_info *out) {
   *out = (rt_state_info){.cfg = &rt->cfg,

@@ -1,13 +1,45 @@
-/* runtime internals: the calls of hsr/ledger.h that the library, the front ends
- * and the tests use and a program does not. Not installed, not exported
- * from libhsr.so (docs/api.md holds the contract). */
+/* The memory ledger's internals: per-rank bytes by category, current and
+ * peak, split persistent (lives across steps) from transient, with the phase
+ * and unit in which each peak was reached. The runtime records every
+ * allocation it makes. Not installed, not exported from libhsr.so (docs/api.md
+ * holds the contract). */
 #ifndef HSR_RUNTIME_IO_LEDGER_INTERNAL_H
 #define HSR_RUNTIME_IO_LEDGER_INTERNAL_H
+#include <stdio.h>
+
 #include "hsr/ledger.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef enum hsr_mem_cat {
+  /* persistent */
+  HSR_MEM_PARAM_SHARD = 0,
+  HSR_MEM_GRAD_SHARD,
+  HSR_MEM_MASTER,
+  HSR_MEM_MOMENT_M,
+  HSR_MEM_MOMENT_V,
+  /* transient */
+  HSR_MEM_FULL_UNIT,
+  HSR_MEM_PARTIAL_SLICE,
+  HSR_MEM_RS_BUF,
+  HSR_MEM_AR_BUF,
+  HSR_MEM_STAGING,
+  HSR_MEM_CKPT_STAGING, /* checkpoint save/load staging (host memory, hsr/ckpt.h) */
+  HSR_MEM_ACTIVATION,
+  HSR_MEM_CAT_COUNT
+} hsr_mem_cat;
+
+typedef enum hsr_phase {
+  HSR_PHASE_INIT = 0,
+  HSR_PHASE_FORWARD,
+  HSR_PHASE_BACKWARD,
+  HSR_PHASE_REDUCE,
+  HSR_PHASE_STEP,
+  HSR_PHASE_CKPT, /* inside hsr_ckpt_save / hsr_ckpt_load */
+  HSR_PHASE_COUNT
+} hsr_phase;
 
 /* Where a peak happened. unit -1: not inside a unit. */
 typedef struct hsr_ledger_where {

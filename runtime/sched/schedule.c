@@ -7,6 +7,7 @@
 #include "sched_int.h"
 #include "common/dtype_internal.h"
 #include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 static const char *const state_names[] = {"sharded", "gathering", "full", "partial"};
 static const char *const op_names[HSR_SCHED_OP_COUNT] = {

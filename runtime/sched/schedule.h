@@ -41,6 +41,7 @@
 
 #include "hsr/common.h"
 #include "hsr/ledger.h"
+#include "runtime/io/ledger_internal.h"
 #include "hsr/runtime.h"
 #include "runtime/runtime_internal.h"
 
