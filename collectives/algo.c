@@ -16,7 +16,7 @@
 static hsr_status emulate_env(coll_tuning *t) {
   const char *e = NULL;
   t->emulate[0] = 0;
-  HSR_CHECK(hsr_env_get_str("HSR_EMULATE_NET", &e)); /* a tc rate (the registry checks it) */
+  HSR_CHECK(env_get_str("HSR_EMULATE_NET", &e)); /* a tc rate (the registry checks it) */
   if (!e) return HSR_OK;
   if (strlen(e) >= sizeof t->emulate)
     return hsr_error(HSR_ERR_INVALID, "HSR_EMULATE_NET='%s': expected a tc rate such as 1gbit or 200mbit", e);
@@ -26,15 +26,15 @@ static hsr_status emulate_env(coll_tuning *t) {
 
 hsr_status coll_tuning_env(coll_tuning *t) {
   /* the registry's choices: auto|ring|rd (COLL_AR_*), auto|off (COLL_TWO_*); ranges there too */
-  hsr_status st = hsr_env_get_choice("HSR_ALGO_ALLREDUCE", &t->allreduce);
-  if (st == HSR_OK) st = hsr_env_get_size("HSR_ALGO_ALLREDUCE_RD_MAX", &t->rd_max_bytes);
-  if (st == HSR_OK) st = hsr_env_get_size("HSR_UCX_CHUNK", &t->ucx_chunk);
-  if (st == HSR_OK) st = hsr_env_get_choice("HSR_ALGO_TWO_LEVEL", &t->two_level);
+  hsr_status st = env_get_choice("HSR_ALGO_ALLREDUCE", &t->allreduce);
+  if (st == HSR_OK) st = env_get_size("HSR_ALGO_ALLREDUCE_RD_MAX", &t->rd_max_bytes);
+  if (st == HSR_OK) st = env_get_size("HSR_UCX_CHUNK", &t->ucx_chunk);
+  if (st == HSR_OK) st = env_get_choice("HSR_ALGO_TWO_LEVEL", &t->two_level);
   /* off: UCX may use its shared-memory and CMA transports between ranks of
    * one host (simulated nodes), which cannot report a peer's death: faster,
    * but a dead peer can then abort a survivor inside UCX */
   int off = 0;
-  if (st == HSR_OK) st = hsr_env_get_choice("HSR_UCX_PEER_ERRORS", &off);
+  if (st == HSR_OK) st = env_get_choice("HSR_UCX_PEER_ERRORS", &off);
   t->ucx_peer_errors = !off;
   if (st == HSR_OK) st = emulate_env(t);
   return st;
@@ -48,7 +48,7 @@ int coll_rule_rd(const coll_op *op) {
   const coll_tuning *t = &op->c->ctx->tune;
   if (t->allreduce == COLL_AR_RING) return 0;
   if (t->allreduce == COLL_AR_RD) return 1;
-  return op->count * hsr_dtype_size(op->dt) <= t->rd_max_bytes;
+  return op->count * dtype_size(op->dt) <= t->rd_max_bytes;
 }
 
 const coll_algo *coll_select(const coll_op *op) {

@@ -186,7 +186,7 @@ struct hsr_req {
   int detached;     /* a stage whose parent was freed while it was queued: released when it leaves the queue */
   hsr_status st;
   char err[512];
-  _Atomic uint64_t t_start; /* hsr_req_times may read it while the op runs */
+  _Atomic uint64_t t_start; /* req_times may read it while the op runs */
   uint64_t t_end, t_progress;
   int wait_peer;        /* comm rank waited for, -1 none */
   double timeout_s;     /* no-progress limit */

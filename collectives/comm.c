@@ -34,15 +34,14 @@ hsr_status hsr_comm_free(hsr_comm *c) {
 
 int hsr_comm_rank(const hsr_comm *c) { return c ? c->rank : -1; }
 int hsr_comm_size(const hsr_comm *c) { return c ? c->size : 0; }
-int hsr_comm_world_rank(const hsr_comm *c, int r) { return c && r >= 0 && r < c->size ? c->world[r] : -1; }
-hsr_backend hsr_comm_backend(const hsr_comm *c) { return c ? c->backend : HSR_BACKEND_HOST; }
-const char *hsr_comm_name(const hsr_comm *c) { return c ? c->name : "(null)"; }
+int comm_world_rank(const hsr_comm *c, int r) { return c && r >= 0 && r < c->size ? c->world[r] : -1; }
+hsr_backend comm_backend(const hsr_comm *c) { return c ? c->backend : HSR_BACKEND_HOST; }
+const char *comm_name(const hsr_comm *c) { return c ? c->name : "(null)"; }
 
-hsr_status hsr_comm_set_name(hsr_comm *c, const char *name) {
-  if (!c || !name) return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_name: NULL argument");
+hsr_status comm_set_name(hsr_comm *c, const char *name) {
+  if (!c || !name) return hsr_error(HSR_ERR_INVALID, "comm_set_name: NULL argument");
   if (strlen(name) >= sizeof c->name)
-    return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_name: '%s' is longer than %zu characters", name,
-                     sizeof c->name - 1);
+    return hsr_error(HSR_ERR_INVALID, "comm_set_name: '%s' is longer than %zu characters", name, sizeof c->name - 1);
   snprintf(c->name, sizeof c->name, "%s", name);
   return HSR_OK;
 }
@@ -52,14 +51,14 @@ hsr_status hsr_comm_set_stream(hsr_comm *c, hsr_stream *stream) {
   return c->tp->set_stream(c, stream);
 }
 
-hsr_status hsr_comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr) {
-  if (!c || !ptr) return hsr_error(HSR_ERR_INVALID, "hsr_comm_mem_alloc: NULL argument");
+hsr_status comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr) {
+  if (!c || !ptr) return hsr_error(HSR_ERR_INVALID, "comm_mem_alloc: NULL argument");
   *ptr = NULL;
   return c->tp->mem_alloc(c, bytes, ptr);
 }
 
-hsr_status hsr_comm_mem_free(hsr_comm *c, void *ptr) {
-  if (!c) return hsr_error(HSR_ERR_INVALID, "hsr_comm_mem_free: NULL communicator");
+hsr_status comm_mem_free(hsr_comm *c, void *ptr) {
+  if (!c) return hsr_error(HSR_ERR_INVALID, "comm_mem_free: NULL communicator");
   if (!ptr) return HSR_OK;
   return c->tp->mem_free(c, ptr);
 }
@@ -73,7 +72,7 @@ static int overlap(const void *a, size_t an, const void *b, size_t bn) {
 
 static hsr_status check_common(hsr_comm *c, const char *what, size_t count, hsr_dtype dt, size_t mult, size_t *bytes) {
   if (!c) return hsr_error(HSR_ERR_INVALID, "%s: NULL communicator", what);
-  size_t es = hsr_dtype_size(dt);
+  size_t es = dtype_size(dt);
   if (!es)
     return hsr_error(HSR_ERR_INVALID, "%s on '%s': unknown dtype %d (valid: f32, f64, bf16, f16, i32, u8)", what,
                      c->name, (int)dt);
@@ -190,13 +189,13 @@ hsr_status hsr_req_wait(hsr_req *op, double timeout_s) {
   return op->c->tp->wait(op, timeout_s);
 }
 
-hsr_status hsr_req_free(hsr_req *r) {
+hsr_status req_free(hsr_req *r) {
   if (!r) return HSR_OK;
   return hsr_req_wait(r, -1);
 }
 
-hsr_status hsr_req_times(const hsr_req *op, uint64_t *start_ns, uint64_t *end_ns) {
-  if (!op) return hsr_error(HSR_ERR_INVALID, "hsr_req_times: NULL request");
+hsr_status req_times(const hsr_req *op, uint64_t *start_ns, uint64_t *end_ns) {
+  if (!op) return hsr_error(HSR_ERR_INVALID, "req_times: NULL request");
   if (start_ns) *start_ns = op->t_start;
   int fin = atomic_load_explicit(&((hsr_req *)op)->done, memory_order_acquire);
   if (end_ns) *end_ns = fin ? op->t_end : 0;
@@ -205,17 +204,17 @@ hsr_status hsr_req_times(const hsr_req *op, uint64_t *start_ns, uint64_t *end_ns
 
 /* ---- counters ---------------------------------------------------------------------- */
 
-hsr_status hsr_comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out) {
-  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_comm_counters: NULL argument");
-  if ((unsigned)op >= HSR_OP_COUNT) return hsr_error(HSR_ERR_INVALID, "hsr_comm_counters: unknown op %d", (int)op);
+hsr_status comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out) {
+  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "comm_counters: NULL argument");
+  if ((unsigned)op >= HSR_OP_COUNT) return hsr_error(HSR_ERR_INVALID, "comm_counters: unknown op %d", (int)op);
   if (c->mu) pthread_mutex_lock(c->mu);
   *out = c->counters[op];
   if (c->mu) pthread_mutex_unlock(c->mu);
   return HSR_OK;
 }
 
-hsr_status hsr_comm_counters_reset(hsr_comm *c) {
-  if (!c) return hsr_error(HSR_ERR_INVALID, "hsr_comm_counters_reset: NULL communicator");
+hsr_status comm_counters_reset(hsr_comm *c) {
+  if (!c) return hsr_error(HSR_ERR_INVALID, "comm_counters_reset: NULL communicator");
   if (c->mu) pthread_mutex_lock(c->mu);
   memset(c->counters, 0, sizeof c->counters);
   if (c->mu) pthread_mutex_unlock(c->mu);

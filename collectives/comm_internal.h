@@ -9,29 +9,29 @@
 extern "C" {
 #endif
 
-int hsr_comm_world_rank(const hsr_comm *c, int comm_rank); /* -1 if out of range */
-hsr_backend hsr_comm_backend(const hsr_comm *c);
+int comm_world_rank(const hsr_comm *c, int comm_rank); /* -1 if out of range */
+hsr_backend comm_backend(const hsr_comm *c);
 
 /* A label used in errors and traces ("world", "shard[1]", ...). */
-hsr_status hsr_comm_set_name(hsr_comm *c, const char *name);
-const char *hsr_comm_name(const hsr_comm *c);
+hsr_status comm_set_name(hsr_comm *c, const char *name);
+const char *comm_name(const hsr_comm *c);
 
 /* Memory that peers on the node read directly (host backend: a node-shared
  * segment; NCCL backend: device memory). Not collective. A pointer from one
  * communicator can be used with any communicator of the same world.
  * Host buffers not allocated this way work too, but are staged (slower). */
-hsr_status hsr_comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr);
-hsr_status hsr_comm_mem_free(hsr_comm *c, void *ptr);
+hsr_status comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr);
+hsr_status comm_mem_free(hsr_comm *c, void *ptr);
 
 /* Frees a completed request (waiting first if needed). NULL is fine. */
-hsr_status hsr_req_free(hsr_req *r);
+hsr_status req_free(hsr_req *r);
 
 /* Monotonic ns when the transport started and finished the operation (for
  * traces and overlap figures); 0 while not known. */
-hsr_status hsr_req_times(const hsr_req *r, uint64_t *start_ns, uint64_t *end_ns);
-hsr_status hsr_comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out);
-hsr_status hsr_comm_counters_reset(hsr_comm *c);
-const char *hsr_op_name(hsr_op op); /* "all_gather", "reduce_scatter", ... */
+hsr_status req_times(const hsr_req *r, uint64_t *start_ns, uint64_t *end_ns);
+hsr_status comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out);
+hsr_status comm_counters_reset(hsr_comm *c);
+const char *op_name(hsr_op op); /* "all_gather", "reduce_scatter", ... */
 
 #ifdef __cplusplus
 }

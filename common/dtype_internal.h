@@ -10,15 +10,15 @@ extern "C" {
 #endif
 
 /* Bytes per element (0 for an invalid dtype). */
-size_t hsr_dtype_size(hsr_dtype dt);
+size_t dtype_size(hsr_dtype dt);
 
 /* "f32", "f64", "bf16", "f16", "i32", "u8"; "?" if invalid. */
-const char *hsr_dtype_name(hsr_dtype dt);
+const char *dtype_name(hsr_dtype dt);
 
 /* nccl-tests names too: float, double, bfloat16, half, int32, uint8. */
-hsr_status hsr_dtype_parse(const char *s, hsr_dtype *out);
-const char *hsr_redop_name(hsr_redop op); /* "sum", "avg", "max" */
-hsr_status hsr_redop_parse(const char *s, hsr_redop *out);
+hsr_status dtype_parse(const char *s, hsr_dtype *out);
+const char *redop_name(hsr_redop op); /* "sum", "avg", "max" */
+hsr_status redop_parse(const char *s, hsr_redop *out);
 
 #ifdef __cplusplus
 }

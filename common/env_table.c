@@ -1,5 +1,5 @@
 /* Every HSR_* environment variable hsr reads, in one table (common/env.h).
- * A new variable gets a row here and is read with an hsr_env_get_* reader;
+ * A new variable gets a row here and is read with an env_get_* reader;
  * docs/environment.md's table is `hsr env --markdown` (tests/env_registry.sh). */
 #include "common/env.h"
 
@@ -136,6 +136,6 @@ static const hsr_env_info table[] = {
      "test can change the engine's state meanwhile"},
 };
 
-int hsr_env_count(void) { return (int)(sizeof table / sizeof table[0]); }
+int env_count(void) { return (int)(sizeof table / sizeof table[0]); }
 
-const hsr_env_info *hsr_env_at(int i) { return i >= 0 && i < hsr_env_count() ? &table[i] : NULL; }
+const hsr_env_info *env_at(int i) { return i >= 0 && i < env_count() ? &table[i] : NULL; }

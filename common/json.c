@@ -25,7 +25,7 @@ static int walk(const cJSON *node, char *path, size_t n, size_t at) {
   return 0;
 }
 
-hsr_status hsr_json_check_finite(const cJSON *doc, hsr_status st, const char *what) {
+hsr_status json_check_finite(const cJSON *doc, hsr_status st, const char *what) {
   char path[256] = "";
   if (!doc || !walk(doc, path, sizeof path, 0)) return HSR_OK;
   return hsr_error(st,

@@ -15,15 +15,15 @@ typedef struct hsr_ft_coord hsr_ft_coord;
  * check tokens: a root user whose password is `token`, authentication on
  * (idempotent; a cluster that already checks another token is refused,
  * HSR_ERR_INVALID). version: etcd's ("3.4.23"). */
-hsr_status hsr_ft_coord_open(const char *addr, const char *token, double timeout_s, hsr_ft_coord **out, char *version,
-                             size_t n);
+hsr_status ft_coord_open(const char *addr, const char *token, double timeout_s, hsr_ft_coord **out, char *version,
+                         size_t n);
 
 /* Waits up to wait_s for the quorum to change; *changed and a line saying
  * what it is now ("epoch 3, 57 steps done: replicas 0,2; joining 1 (healer 0)");
  * *groups: the replica groups registered now. An etcd that answers nothing
  * (no quorum) fails it within about wait_s + 6 s. */
-hsr_status hsr_ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n);
-void hsr_ft_coord_close(hsr_ft_coord *c);
+hsr_status ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n);
+void ft_coord_close(hsr_ft_coord *c);
 
 /* ---- the control plane's simulator (hsr bench ft) ----
  * N replica groups as threads of this process, each a leader without ranks
@@ -82,11 +82,11 @@ typedef struct hsr_ft_sim_report {
 /* Runs the simulation against the coordinator; HSR_ERR_INVALID for a bad
  * config. The outcome (who stopped, what was named) is in the report, not
  * the status. */
-hsr_status hsr_ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r);
+hsr_status ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r);
 
 /* Getters. */
-int hsr_ft_replica_id(const hsr_ft *ft);
-double hsr_ft_timeout(const hsr_ft *ft); /* the cross-group bound, seconds */
+int ft_replica_id(const hsr_ft *ft);
+double ft_timeout(const hsr_ft *ft); /* the cross-group bound, seconds */
 
 #ifdef __cplusplus
 }

@@ -292,7 +292,7 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
     fence_free(f);
     return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(rc));
   }
-  double t0 = hsr_clock_s(), next = t0 + ROLL_FIRST_S;
+  double t0 = clock_s(), next = t0 + ROLL_FIRST_S;
   char msg[256] = "";
   int ended = 0;
   pthread_mutex_lock(&f->mu);
@@ -301,7 +301,7 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
     deadline(&ts, 0.25);
     pthread_cond_timedwait(&f->cv, &f->mu, &ts);
     if (f->done) break;
-    double now = hsr_clock_s();
+    double now = clock_s();
     if (now - t0 > b->timeout_s) break;
     if (now < next) continue;
     next = now + ROLL_EVERY_S;

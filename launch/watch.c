@@ -114,8 +114,8 @@ void boot_watch_free(hsr_boot *b) {
   pthread_mutex_destroy(&w->mu);
 }
 
-hsr_status hsr_boot_watch(hsr_boot *b, hsr_boot_peer_fn fn, void *arg) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_watch: NULL context");
+hsr_status boot_watch_peers(hsr_boot *b, hsr_boot_peer_fn fn, void *arg) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_watch_peers: NULL context");
   if (!b->watch.gone) return HSR_OK;
   pthread_mutex_lock(&b->watch.mu);
   b->watch.fn = fn;
@@ -124,7 +124,7 @@ hsr_status hsr_boot_watch(hsr_boot *b, hsr_boot_peer_fn fn, void *arg) {
   return HSR_OK;
 }
 
-int hsr_boot_peer_gone(hsr_boot *b, int rank, char *why, size_t why_n) {
+int boot_peer_gone(hsr_boot *b, int rank, char *why, size_t why_n) {
   if (!b || !b->watch.gone || rank < 0 || rank >= b->size) return 0;
   pthread_mutex_lock(&b->watch.mu);
   int gone = b->watch.gone[rank][0] != '\0';
@@ -135,28 +135,28 @@ int hsr_boot_peer_gone(hsr_boot *b, int rank, char *why, size_t why_n) {
 
 /* ---- this rank's failure ------------------------------------------------------- */
 
-hsr_status hsr_boot_note_failure(hsr_boot *b, int silent) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_note_failure: NULL context");
+hsr_status boot_note_failure(hsr_boot *b, int silent) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_note_failure: NULL context");
   if (b->watch.gone) pthread_mutex_lock(&b->watch.mu);
   if (!b->watch.failure) {
     b->watch.failure = silent ? 2 : 1;
-    b->watch.failure_at = hsr_clock_s();
+    b->watch.failure_at = clock_s();
   }
   if (b->watch.gone) pthread_mutex_unlock(&b->watch.mu);
   return HSR_OK;
 }
 
-int hsr_boot_failure(const hsr_boot *b) { return b ? b->watch.failure : 0; }
+int boot_failure(const hsr_boot *b) { return b ? b->watch.failure : 0; }
 
-hsr_status hsr_boot_end_failed_job(hsr_boot *b, int code, double grace_s) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_end_failed_job: NULL context");
+hsr_status boot_end_failed_job(hsr_boot *b, int code, double grace_s) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_end_failed_job: NULL context");
   if (b->watch.failure != 2) return HSR_OK;
-  double left = b->watch.failure_at + grace_s - hsr_clock_s();
+  double left = b->watch.failure_at + grace_s - clock_s();
   if (left > 0) {
     struct timespec ts = {.tv_sec = (time_t)left, .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
     nanosleep(&ts, NULL);
   }
-  return hsr_boot_abort(b, code, NULL);
+  return boot_abort(b, code, NULL);
 }
 
 /* ---- a barrier that gives up --------------------------------------------------- */
@@ -170,8 +170,8 @@ static void fence_done(pmix_status_t st, void *cbdata) {
   pthread_mutex_unlock(&f->mu);
 }
 
-hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(void *arg), void *arg) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_barrier_until: NULL context");
+hsr_status boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(void *arg), void *arg) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_barrier_until: NULL context");
   if (b->singleton) return HSR_OK;
   fence_wait *f = calloc(1, sizeof *f);
   if (!f) return hsr_error(HSR_ERR_NOMEM, "barrier");
@@ -195,7 +195,7 @@ hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(voi
     fence_free(f);
     return hsr_error(HSR_ERR_BOOT, "PMIx_Fence_nb failed: %s", PMIx_Error_string(rc));
   }
-  double t0 = hsr_clock_s(), t_stop = -1;
+  double t0 = clock_s(), t_stop = -1;
   /* A peer that has passed the fence may close its endpoints before this
    * rank hears that the fence completed, which looks like a death to stop():
    * the fence gets a grace to complete before the barrier is given up. */
@@ -210,7 +210,7 @@ hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(voi
     pthread_cond_timedwait(&f->cv, &f->mu, &ts);
     if (f->done) break;
     pthread_mutex_unlock(&f->mu);
-    double now = hsr_clock_s();
+    double now = clock_s();
     if (t_stop < 0 && stop && stop(arg)) t_stop = now;
     if (t_stop >= 0 && now - t_stop > grace)
       st = hsr_error(HSR_ERR_STATE, "barrier abandoned: a peer has failed");

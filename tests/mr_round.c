@@ -156,7 +156,7 @@ static int group_of(hsr_boot *boot, hsr_comm *c, group *g) {
   int ids[64], nid = 0;
   if (g->n > 64) FAIL("groups of more than 64 ranks are not modelled");
   for (int r = 0; r < g->n; r++) {
-    int nd = hsr_boot_node_of(boot, hsr_comm_world_rank(c, r)), k;
+    int nd = boot_node_of(boot, comm_world_rank(c, r)), k;
     for (k = 0; k < nid && ids[k] != nd; k++) {}
     if (k == nid) ids[nid++] = nd;
     g->node[r] = k;
@@ -171,8 +171,8 @@ static int run_case(hsr_comm *c, const group *g, hsr_op kind, hsr_dtype dt, hsr_
   size_t in_n = kind == HSR_OP_REDUCE_SCATTER ? count * (size_t)n : count, bytes = (in_n + 32) * 2;
   uint16_t *in = NULL, *out = NULL;
   if (cmem) {
-    OK(hsr_comm_mem_alloc(c, bytes, (void **)&in));
-    OK(hsr_comm_mem_alloc(c, bytes, (void **)&out));
+    OK(comm_mem_alloc(c, bytes, (void **)&in));
+    OK(comm_mem_alloc(c, bytes, (void **)&out));
   } else {
     in = malloc(bytes), out = malloc(bytes);
   }
@@ -199,13 +199,13 @@ static int run_case(hsr_comm *c, const group *g, hsr_op kind, hsr_dtype dt, hsr_
       CHECK(0,
             "%s %s %s count %zu (%s memory), group of %d over %d node(s), %s model: element %zu is %.9g, "
             "expected %.9g (exact %.9g)",
-            hsr_op_name(kind), hsr_dtype_name(dt), hsr_redop_name(op), count, cmem ? "comm" : "user", n, g->nnodes,
-            model_names[m], j, got, want, exact);
+            op_name(kind), dtype_name(dt), redop_name(op), count, cmem ? "comm" : "user", n, g->nnodes, model_names[m],
+            j, got, want, exact);
   }
   g_checked += (long)count;
   if (cmem) {
-    hsr_comm_mem_free(c, in);
-    hsr_comm_mem_free(c, out);
+    comm_mem_free(c, in);
+    comm_mem_free(c, out);
   } else {
     free(in), free(out);
   }
@@ -226,7 +226,7 @@ static int run_group(hsr_boot *boot, hsr_comm *c, const size_t *counts, int nc) 
           return free(g.node), 1;
       }
   if (g_rank == 0)
-    printf("%-12s %d ranks over %d node(s): reduce-scatter %s, all-reduce %s (largest count)\n", hsr_comm_name(c), g.n,
+    printf("%-12s %d ranks over %d node(s): reduce-scatter %s, all-reduce %s (largest count)\n", comm_name(c), g.n,
            g.nnodes, model_names[pick(&g, HSR_OP_REDUCE_SCATTER, counts[nc - 1] * 2)],
            model_names[pick(&g, HSR_OP_ALLREDUCE, counts[nc - 1] * 2)]);
   free(g.node);

@@ -7,11 +7,11 @@
 #include "gpt.h"
 #include "runtime/io/safetensors_sharded.h"
 
-/* hsr_st_set_open for weights the user gave (--init): a file that is not
+/* st_set_open for weights the user gave (--init): a file that is not
  * safetensors is HSR_ERR_IO, exit 1 (the file is there but is not what it
  * should be; docs/commands.md), not a usage error. */
 static inline hsr_status init_st_open(const char *path, hsr_st_set **out) {
-  hsr_status st = hsr_st_set_open(path, out);
+  hsr_status st = st_set_open(path, out);
   return st == HSR_ERR_INVALID ? hsr_error(HSR_ERR_IO, "%s", hsr_last_error()) : st;
 }
 /* The configuration of the weights in f: the architecture (hsr.model gpt or

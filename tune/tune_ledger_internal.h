@@ -9,7 +9,7 @@
  * step, and applies each action's buffers to a model of the engine's pool.
  * It fills two ledgers like the
  * engine's: memory held from the allocator (pool high-water; hsr_rt_ledger)
- * and buffers in use (hsr_rt_ledger_in_use). */
+ * and buffers in use (rt_ledger_in_use). */
 #ifndef HSR_TUNE_TUNE_LEDGER_INTERNAL_H
 #define HSR_TUNE_TUNE_LEDGER_INTERNAL_H
 #include "hsr/tune_ledger.h"
@@ -25,9 +25,8 @@ extern "C" {
  * strategy, reshard, K, prefetch, max_live, dtypes, sync, micro-batches;
  * S and R resolved. held / in_use: ledgers to fill (reset first); either may
  * be NULL. */
-hsr_status hsr_tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S,
-                                   int R, const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held,
-                                   hsr_ledger *in_use);
+hsr_status tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
+                               const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use);
 typedef struct hsr_wrap_input {
   double gathers_per_step;   /* measured all-gathers per step (all groups) */
   int repeating_blocks;      /* repeating blocks of the model (e.g. transformer layers) */
@@ -45,7 +44,7 @@ typedef struct hsr_wrap_report {
   double gathers_per_block, units_per_block;
   char message[1024]; /* the warning(s) with figures and what to change; "" when none */
 } hsr_wrap_report;
-hsr_status hsr_tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out);
+hsr_status tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,7 @@
  *                    operation; HSR_SIM_CHECK=1 checks every operation's
  *                    declared reads and writes against the streams' order
  *                    (docs/kernels.md, "The sim device").
- * Streams from hsr_stream_create are non-blocking: order them with events.
+ * Streams from stream_create are non-blocking: order them with events.
  * A process drives one device; a device object is used by one thread at a
  * time.
  */

@@ -10,7 +10,7 @@
  *                    the training thread; run: data files, commit, latest,
  *                    retention, on either thread)
  *   ckpt_async.c     the background saver: its thread, communicator and
- *                    staging; hsr_ckpt_wait, hsr_ckpt_poll
+ *                    staging; hsr_ckpt_wait, ckpt_poll
  *   ckpt_load.c      hsr_ckpt_load: match, plan, verify, install
  *   ckpt_state.c     the program's key/value state
  */

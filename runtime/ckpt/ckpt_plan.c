@@ -49,7 +49,7 @@ static hsr_status walk_held(hsr_rt *rt, const rt_state_info *in, int rep, int sh
     uint64_t lo = r.lo, hi = lo + r.n;
     for (int j = 0; j < un.nparams; j++) {
       hsr_rt_param_info p;
-      HSR_CHECK(hsr_rt_layout_param(in->layout, un.params[j], &p));
+      HSR_CHECK(rt_layout_param(in->layout, un.params[j], &p));
       uint64_t a = p.offset > lo ? p.offset : lo, b = p.offset + p.numel < hi ? p.offset + p.numel : hi;
       if (a >= b) continue;
       ckpt_piece pc = {un.params[j], u, a - p.offset, b - a, a - lo};
@@ -111,7 +111,7 @@ hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, int
 void ckpt_link_of(hsr_rt *rt, ckpt_link *l) {
   rt_state_info in;
   rt_state_info_of(rt, &in);
-  *l = (ckpt_link){in.world && hsr_comm_backend(in.world) == HSR_BACKEND_HOST ? in.world : NULL, in.boot, in.rank,
+  *l = (ckpt_link){in.world && comm_backend(in.world) == HSR_BACKEND_HOST ? in.world : NULL, in.boot, in.rank,
                    in.world_size};
 }
 
@@ -120,7 +120,7 @@ void ckpt_link_of(hsr_rt *rt, ckpt_link *l) {
  * names nobody); NCCL runs' synchronous saves keep the bootstrap. */
 hsr_status ckpt_allgather(const ckpt_link *l, const void *mine, size_t bytes, void *all) {
   if (l->comm) return hsr_comm_allgather(l->comm, mine, all, bytes, HSR_U8, NULL);
-  return hsr_boot_allgather(l->boot, mine, bytes, all);
+  return boot_allgather(l->boot, mine, bytes, all);
 }
 
 hsr_status ckpt_agree(const ckpt_link *l, hsr_status st, uint64_t a, uint64_t b, uint32_t crc, ckpt_vote **all_out) {
@@ -150,7 +150,7 @@ hsr_status ckpt_agree(const ckpt_link *l, hsr_status st, uint64_t a, uint64_t b,
       int named = !strncmp(msg, "rank ", 5);
       res = W > 1 && !named ? hsr_error((hsr_status)all[r].status, "rank %d: %s", r, msg)
                             : hsr_error((hsr_status)all[r].status, "%s", msg);
-      hsr_error_share(); /* every rank holds this one result: rank 0 says it for the job */
+      error_share(); /* every rank holds this one result: rank 0 says it for the job */
     }
   if (all_out)
     *all_out = all;
@@ -174,12 +174,12 @@ void ckpt_stage_free(hsr_rt *rt, void *p, size_t bytes) {
 }
 
 hsr_status ckpt_buffer_cap(size_t *cap) {
-  return hsr_env_get_size("HSR_CKPT_BUFFER", cap); /* 4K to 1T, default 64M (the registry) */
+  return env_get_size("HSR_CKPT_BUFFER", cap); /* 4K to 1T, default 64M (the registry) */
 }
 
 hsr_status ckpt_block_bytes(uint64_t *block) {
   size_t b;
-  HSR_CHECK(hsr_env_get_size("HSR_CKPT_BLOCK", &b)); /* 64 to 1G, default 1M (the registry) */
+  HSR_CHECK(env_get_size("HSR_CKPT_BLOCK", &b)); /* 64 to 1G, default 1M (the registry) */
   *block = b;
   return HSR_OK;
 }

@@ -128,7 +128,7 @@ static hsr_status job_check(save_ctx *x, const hsr_ckpt_save_opts *o) {
   HSR_CHECK(rt_state_idle(rt, "save", 0));
   HSR_CHECK(ckpt_fault_parse(x->in.step, &x->fault));
   HSR_CHECK(ckpt_block_bytes(&x->block));
-  HSR_CHECK(hsr_env_get_double("HSR_CKPT_DELAY", &x->delay));
+  HSR_CHECK(env_get_double("HSR_CKPT_DELAY", &x->delay));
   ckpt_crc_init(&x->crc, x->block);
   if (o && o->name) {
     if (!ckpt_safe_name(o->name))
@@ -149,14 +149,14 @@ static hsr_status job_check(save_ctx *x, const hsr_ckpt_save_opts *o) {
  * outlives the caller's), its pieces and bytes. */
 static hsr_status job_plan(save_ctx *x, const hsr_ckpt_save_opts *o) {
   const hsr_ckpt_state *program = o ? o->program : NULL;
-  HSR_CHECK(hsr_ckpt_state_json(program, &x->prog));
+  HSR_CHECK(ckpt_state_json(program, &x->prog));
   const cJSON *po = ckpt_state_obj(program);
   x->prog_obj = po ? cJSON_Duplicate(po, 1) : cJSON_CreateObject();
   if (!x->prog_obj) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   if (o && o->model_kind) {
     snprintf(x->model, sizeof x->model, "%s", o->model_kind);
     char *cfg = NULL;
-    HSR_CHECK(hsr_ckpt_state_json(o->model_config, &cfg));
+    HSR_CHECK(ckpt_state_json(o->model_config, &cfg));
     size_t n = strlen(x->model) + strlen(cfg) + 2;
     if ((x->model_text = malloc(n))) snprintf(x->model_text, n, "%s %s", x->model, cfg);
     free(cfg);
@@ -248,7 +248,7 @@ static hsr_status write_data(save_ctx *x) {
   writer w = {x, -1, NULL, cap, 0};
   char tmp[4300];
   snprintf(tmp, sizeof tmp, "%s.tmp", x->path);
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   if (st == HSR_OK && !x->stage) st = rt_state_quiesce(rt); /* the optimizer's updates are in the state */
   if (st == HSR_OK && !x->stage) st = ckpt_stage_alloc(rt, cap, (void **)&w.buf);
   if (st == HSR_OK && (w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
@@ -263,7 +263,7 @@ static hsr_status write_data(save_ctx *x) {
     st = hsr_error(HSR_ERR_IO, "renaming '%s' failed: %s", tmp, strerror(errno));
   if (st != HSR_OK) unlink(tmp);
   if (w.buf) ckpt_stage_free(rt, w.buf, cap);
-  x->data_s = hsr_clock_s() - t0;
+  x->data_s = clock_s() - t0;
   bump(x);
   return st;
 }
@@ -313,7 +313,7 @@ static hsr_status collect_ranges(save_ctx *x, const int *fidx, rlist *rl) {
 static cJSON *tensor_json(hsr_rt *rt, const rt_state_info *in, int i, rlist *l) {
   hsr_rt_param_info p;
   rt_state_unit un;
-  if (hsr_rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
+  if (rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
   cJSON *t = cJSON_CreateObject(), *sh, *ra;
   cJSON_AddStringToObject(t, "name", p.name);
   sh = cJSON_AddArrayToObject(t, "shape");
@@ -369,17 +369,17 @@ static void add_head(save_ctx *x, cJSON *m) {
   cJSON_AddNumberToObject(mesh, "replicate", in->R);
   cJSON_AddNumberToObject(mesh, "shard", in->S);
   cJSON_AddNumberToObject(mesh, "partial", in->K);
-  cJSON_AddStringToObject(mesh, "strategy", hsr_rt_strategy_name(c->strategy));
+  cJSON_AddStringToObject(mesh, "strategy", rt_strategy_name(c->strategy));
   cJSON_AddStringToObject(mesh, "reshard", ckpt_reshard_name(c, rs, sizeof rs));
   cJSON_AddNumberToObject(mesh, "prefetch", c->prefetch);
   cJSON_AddStringToObject(mesh, "device", in->gpu ? "cuda" : "host");
   cJSON *dt = cJSON_AddObjectToObject(m, "dtypes");
-  cJSON_AddStringToObject(dt, "param", hsr_dtype_name(c->param_dtype));
-  cJSON_AddStringToObject(dt, "reduce", hsr_dtype_name(c->reduce_dtype));
+  cJSON_AddStringToObject(dt, "param", dtype_name(c->param_dtype));
+  cJSON_AddStringToObject(dt, "reduce", dtype_name(c->reduce_dtype));
   cJSON_AddStringToObject(dt, "master", "f32");
   cJSON_AddStringToObject(dt, "moments", "f32");
   cJSON *lay = cJSON_AddObjectToObject(m, "layout"), *ua = cJSON_AddArrayToObject(m, "units");
-  cJSON_AddNumberToObject(lay, "align", (double)hsr_rt_layout_align(in->layout));
+  cJSON_AddNumberToObject(lay, "align", (double)rt_layout_align(in->layout));
   cJSON_AddNumberToObject(lay, "shards", in->S);
   for (int u = 0; u < in->nunits; u++) {
     rt_state_unit un = {0};
@@ -396,7 +396,7 @@ static void add_head(save_ctx *x, cJSON *m) {
 
 static hsr_status build_manifest(save_ctx *x, cJSON **out) {
   hsr_rt *rt = x->rt;
-  int np = hsr_rt_layout_num_params(x->in.layout), nf = 0;
+  int np = rt_layout_num_params(x->in.layout), nf = 0;
   int *fidx = malloc((size_t)x->world * sizeof *fidx);
   rlist *rl = calloc((size_t)np + 1, sizeof *rl);
   cJSON *m = cJSON_CreateObject();
@@ -611,7 +611,7 @@ hsr_status ckpt_job_begin(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts
   *out = NULL;
   save_ctx *x = calloc(1, sizeof *x);
   if (!x) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  x->t0 = hsr_clock_s();
+  x->t0 = clock_s();
   rt_state_info_of(rt, &x->in);
   x->cfg = *x->in.cfg;
   x->in.cfg = &x->cfg;
@@ -630,7 +630,7 @@ hsr_status ckpt_job_plan(ckpt_job *x, const hsr_ckpt_save_opts *o) { return job_
  * rank's data file, rank 0's commit and retention. st: the plan's result
  * (a failure is voted, so every rank returns it). */
 hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t *progress) {
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   x->link = *l;
   x->progress = progress;
   ckpt_vote *v = NULL;
@@ -667,7 +667,7 @@ hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t
     if (st != HSR_OK && !x->committed && !unknown && x->bytes) unlink(x->path);
   }
   if (st != HSR_OK && x->rank == 0 && !x->committed) rmdir(x->dir); /* if empty */
-  x->run_s = hsr_clock_s() - t0;
+  x->run_s = clock_s() - t0;
   if (st == HSR_OK)
     HSR_LOG_I("checkpoint: saved step %lld to %s (this rank %llu bytes, %.3f s)", (long long)x->in.step, x->dir,
               (unsigned long long)x->bytes, x->run_s);
@@ -684,7 +684,7 @@ void ckpt_job_stats(const ckpt_job *x, hsr_ckpt_stats *s) {
   s->step = x->in.step;
   for (int r = 0; x->votes && r < x->world; r++) s->bytes_total += x->votes[r].a;
   s->bytes_rank = x->bytes;
-  s->seconds = hsr_clock_s() - x->t0;
+  s->seconds = clock_s() - x->t0;
   s->data_seconds = x->data_s;
   s->gbps = s->seconds > 0 ? (double)s->bytes_total / s->seconds / 1e9 : 0;
   s->staging_bytes = x->staged;
@@ -709,7 +709,7 @@ hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts 
   if (!rt || !root || !*root) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_save: NULL runtime or empty root");
   HSR_CHECK(hsr_rt_commit(rt)); /* commits first (hsr/ckpt.h) */
   if (o && o->async) return ckpt_async_save(rt, root, o, stats);
-  double t0 = hsr_clock_s(), waited = 0;
+  double t0 = clock_s(), waited = 0;
   int64_t wstep = -1;
   HSR_CHECK(ckpt_async_settle(rt, &waited, &wstep)); /* a background save in flight finishes first */
   rt_state_phase(rt);

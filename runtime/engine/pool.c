@@ -2,7 +2,7 @@
  * go back only at points fixed by program order (the schedule's), so the
  * pool's high-water mark does not depend on timing and steady-state steps
  * allocate nothing. Buffers that collectives touch come from
- * hsr_comm_mem_alloc (registered for zero-copy), optimizer state and the
+ * comm_mem_alloc (registered for zero-copy), optimizer state and the
  * gradient accumulator from the device allocator (a master the gathers read
  * is registered too). */
 #include <stdio.h>
@@ -39,13 +39,12 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   int shared = !((cat == HSR_MEM_MASTER && !rt->master_shared) || cat == HSR_MEM_MOMENT_M || cat == HSR_MEM_MOMENT_V ||
                  cat == HSR_MEM_GRAD_SHARD);
   void *p = NULL;
-  hsr_status st = shared ? hsr_comm_mem_alloc(rt->world, bytes, &p) : hsr_device_alloc(rt->dev, bytes, &p);
+  hsr_status st = shared ? comm_mem_alloc(rt->world, bytes, &p) : hsr_device_alloc(rt->dev, bytes, &p);
   if (st != HSR_OK)
-    return hsr_error(st, "runtime: allocating %zu bytes for %s failed: %s", bytes, hsr_mem_cat_name(cat),
-                     hsr_last_error());
+    return hsr_error(st, "runtime: allocating %zu bytes for %s failed: %s", bytes, mem_cat_name(cat), hsr_last_error());
   /* the sim device takes a communicator's segment as its memory (a no-op elsewhere) */
-  if (shared && (st = kern_adopt(rt->dev, p, bytes, hsr_mem_cat_name(cat))) != HSR_OK) {
-    hsr_comm_mem_free(rt->world, p);
+  if (shared && (st = kern_adopt(rt->dev, p, bytes, mem_cat_name(cat))) != HSR_OK) {
+    comm_mem_free(rt->world, p);
     return st;
   }
   rt->blocks[rt->nblocks++] = (rt_block){p, bytes, cat, 1, shared};
@@ -55,13 +54,13 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   return HSR_OK;
 }
 
-/* The interpreter's buffer rules (hsr_sched_buffers) take and return every
+/* The interpreter's buffer rules (sched_buffers) take and return every
  * buffer of the lifecycle through these two. */
 hsr_status rt_pool_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
   hsr_rt *rt = ctx;
   HSR_CHECK(rt_mem_get(rt, b->cat, b->bytes, p));
   char label[96];
-  snprintf(label, sizeof label, "%s of unit %d '%s'", hsr_mem_cat_name(b->cat), unit,
+  snprintf(label, sizeof label, "%s of unit %d '%s'", mem_cat_name(b->cat), unit,
            unit >= 0 && unit < rt->nunits ? rt->units[unit].name : "?");
   return kern_label(rt->dev, *p, b->bytes, label);
 }
@@ -99,7 +98,7 @@ hsr_status rt_mem_drop(hsr_rt *rt, void *ptr) {
     hsr_status st = HSR_OK;
     if (b->shared) {
       st = kern_unadopt(rt->dev, ptr);
-      hsr_status f = hsr_comm_mem_free(rt->world, ptr);
+      hsr_status f = comm_mem_free(rt->world, ptr);
       if (st == HSR_OK) st = f;
     } else {
       st = hsr_device_free(rt->dev, ptr);
@@ -121,7 +120,7 @@ void rt_mem_release_all(hsr_rt *rt) {
     rt_obs_mem_free(rt->obs, rt->blocks[i].cat, rt->blocks[i].bytes, rt->blocks[i].in_use);
     if (rt->blocks[i].shared) {
       if (kern_unadopt(rt->dev, rt->blocks[i].ptr) != HSR_OK) HSR_LOG_W("runtime: %s", hsr_last_error());
-      hsr_comm_mem_free(rt->world, rt->blocks[i].ptr);
+      comm_mem_free(rt->world, rt->blocks[i].ptr);
     } else
       hsr_device_free(rt->dev, rt->blocks[i].ptr);
   }

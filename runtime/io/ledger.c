@@ -17,24 +17,24 @@ static const char *const cat_names[HSR_MEM_CAT_COUNT] = {
     "partial_slice", "reduce_scatter_buf", "all_reduce_buf", "staging",  "ckpt_staging", "activation"};
 static const char *const phase_names[HSR_PHASE_COUNT] = {"init", "forward", "backward", "reduce", "step", "checkpoint"};
 
-int hsr_mem_cat_persistent(hsr_mem_cat cat) { return cat <= HSR_MEM_MOMENT_V; }
-const char *hsr_mem_cat_name(hsr_mem_cat cat) { return (unsigned)cat < HSR_MEM_CAT_COUNT ? cat_names[cat] : "?"; }
-const char *hsr_phase_name(hsr_phase p) { return (unsigned)p < HSR_PHASE_COUNT ? phase_names[p] : "?"; }
+int mem_cat_persistent(hsr_mem_cat cat) { return cat <= HSR_MEM_MOMENT_V; }
+const char *mem_cat_name(hsr_mem_cat cat) { return (unsigned)cat < HSR_MEM_CAT_COUNT ? cat_names[cat] : "?"; }
+const char *phase_name(hsr_phase p) { return (unsigned)p < HSR_PHASE_COUNT ? phase_names[p] : "?"; }
 
-hsr_status hsr_ledger_create(hsr_ledger **out) {
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_ledger_create: out is NULL");
+hsr_status ledger_create(hsr_ledger **out) {
+  if (!out) return hsr_error(HSR_ERR_INVALID, "ledger_create: out is NULL");
   *out = calloc(1, sizeof **out);
-  if (!*out) return hsr_error(HSR_ERR_NOMEM, "hsr_ledger_create: out of memory");
+  if (!*out) return hsr_error(HSR_ERR_NOMEM, "ledger_create: out of memory");
   (*out)->now.unit = -1;
   (*out)->total_where.unit = -1;
   (*out)->runtime_where.unit = -1;
   return HSR_OK;
 }
 
-void hsr_ledger_free(hsr_ledger *l) { free(l); }
+void ledger_free(hsr_ledger *l) { free(l); }
 
-hsr_status hsr_ledger_reset(hsr_ledger *l) {
-  if (!l) return hsr_error(HSR_ERR_INVALID, "hsr_ledger_reset: NULL ledger");
+hsr_status ledger_reset(hsr_ledger *l) {
+  if (!l) return hsr_error(HSR_ERR_INVALID, "ledger_reset: NULL ledger");
   memset(l, 0, sizeof *l);
   l->now.unit = l->total_where.unit = l->runtime_where.unit = -1;
   return HSR_OK;
@@ -46,7 +46,7 @@ static hsr_status check_cat(hsr_mem_cat cat) {
   return HSR_OK;
 }
 
-hsr_status hsr_ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
+hsr_status ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
   if (!l) return HSR_OK; /* a runtime without a ledger records nothing */
   HSR_CHECK(check_cat(cat));
   l->cur[cat] += bytes;
@@ -56,7 +56,7 @@ hsr_status hsr_ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
     l->total_peak = l->total;
     l->total_where = l->now;
   }
-  if (!hsr_mem_cat_persistent(cat)) {
+  if (!mem_cat_persistent(cat)) {
     l->transient += bytes;
     if (l->transient > l->transient_peak) l->transient_peak = l->transient;
   }
@@ -70,7 +70,7 @@ hsr_status hsr_ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
   return HSR_OK;
 }
 
-hsr_status hsr_ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
+hsr_status ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
   if (!l) return HSR_OK;
   HSR_CHECK(check_cat(cat));
   if (bytes > l->cur[cat])
@@ -78,17 +78,17 @@ hsr_status hsr_ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
                      (unsigned long long)l->cur[cat]);
   l->cur[cat] -= bytes;
   l->total -= bytes;
-  if (!hsr_mem_cat_persistent(cat)) l->transient -= bytes;
+  if (!mem_cat_persistent(cat)) l->transient -= bytes;
   if (cat != HSR_MEM_ACTIVATION) l->runtime -= bytes;
   return HSR_OK;
 }
 
 hsr_status hsr_ledger_note(hsr_ledger *l, int64_t delta) {
-  if (delta >= 0) return hsr_ledger_alloc(l, HSR_MEM_ACTIVATION, (size_t)delta);
-  return hsr_ledger_release(l, HSR_MEM_ACTIVATION, (size_t)(-delta));
+  if (delta >= 0) return ledger_alloc(l, HSR_MEM_ACTIVATION, (size_t)delta);
+  return ledger_release(l, HSR_MEM_ACTIVATION, (size_t)(-delta));
 }
 
-hsr_status hsr_ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step) {
+hsr_status ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step) {
   if (!l) return HSR_OK;
   if ((unsigned)phase >= HSR_PHASE_COUNT) return hsr_error(HSR_ERR_INVALID, "ledger: unknown phase %d", (int)phase);
   l->now.phase = phase;
@@ -97,23 +97,23 @@ hsr_status hsr_ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_
   return HSR_OK;
 }
 
-uint64_t hsr_ledger_current(const hsr_ledger *l, hsr_mem_cat cat) {
+uint64_t ledger_current(const hsr_ledger *l, hsr_mem_cat cat) {
   return (unsigned)cat < HSR_MEM_CAT_COUNT ? l->cur[cat] : 0;
 }
-uint64_t hsr_ledger_peak(const hsr_ledger *l, hsr_mem_cat cat) {
+uint64_t ledger_peak(const hsr_ledger *l, hsr_mem_cat cat) {
   return (unsigned)cat < HSR_MEM_CAT_COUNT ? l->peak[cat] : 0;
 }
-uint64_t hsr_ledger_persistent(const hsr_ledger *l) {
+uint64_t ledger_persistent(const hsr_ledger *l) {
   uint64_t s = 0;
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
-    if (hsr_mem_cat_persistent((hsr_mem_cat)c)) s += l->cur[c];
+    if (mem_cat_persistent((hsr_mem_cat)c)) s += l->cur[c];
   return s;
 }
-uint64_t hsr_ledger_transient_peak(const hsr_ledger *l) { return l->transient_peak; }
-uint64_t hsr_ledger_total_peak(const hsr_ledger *l) { return l->total_peak; }
-uint64_t hsr_ledger_runtime_peak(const hsr_ledger *l) { return l->runtime_peak; }
-hsr_ledger_where hsr_ledger_total_peak_where(const hsr_ledger *l) { return l->total_where; }
-hsr_ledger_where hsr_ledger_runtime_peak_where(const hsr_ledger *l) { return l->runtime_where; }
+uint64_t ledger_transient_peak(const hsr_ledger *l) { return l->transient_peak; }
+uint64_t ledger_total_peak(const hsr_ledger *l) { return l->total_peak; }
+uint64_t ledger_runtime_peak(const hsr_ledger *l) { return l->runtime_peak; }
+hsr_ledger_where ledger_total_peak_where(const hsr_ledger *l) { return l->total_where; }
+hsr_ledger_where ledger_runtime_peak_where(const hsr_ledger *l) { return l->runtime_where; }
 
 static void fmt_bytes(char *buf, size_t n, uint64_t b) {
   if (b >= (1ull << 30))
@@ -126,8 +126,8 @@ static void fmt_bytes(char *buf, size_t n, uint64_t b) {
     snprintf(buf, n, "%llu B", (unsigned long long)b);
 }
 
-hsr_status hsr_ledger_print(const hsr_ledger *m, const hsr_ledger *p, double nparams, FILE *f) {
-  if (!m || !f) return hsr_error(HSR_ERR_INVALID, "hsr_ledger_print: NULL argument");
+hsr_status ledger_print(const hsr_ledger *m, const hsr_ledger *p, double nparams, FILE *f) {
+  if (!m || !f) return hsr_error(HSR_ERR_INVALID, "ledger_print: NULL argument");
   char a[32], b[32], c[32];
   fprintf(f, "%-20s %-11s %12s %12s%s\n", "category", "kind", "current", "peak", p ? "   predicted peak" : "");
   for (int i = 0; i < HSR_MEM_CAT_COUNT; i++) {
@@ -136,13 +136,13 @@ hsr_status hsr_ledger_print(const hsr_ledger *m, const hsr_ledger *p, double npa
     fmt_bytes(a, sizeof a, m->cur[i]);
     fmt_bytes(b, sizeof b, m->peak[i]);
     if (p) fmt_bytes(c, sizeof c, p->peak[i]);
-    fprintf(f, "%-20s %-11s %12s %12s", cat_names[i], hsr_mem_cat_persistent(cat) ? "persistent" : "transient", a, b);
+    fprintf(f, "%-20s %-11s %12s %12s", cat_names[i], mem_cat_persistent(cat) ? "persistent" : "transient", a, b);
     if (p) fprintf(f, "   %14s", c);
     fputc('\n', f);
   }
-  fmt_bytes(a, sizeof a, hsr_ledger_persistent(m));
+  fmt_bytes(a, sizeof a, ledger_persistent(m));
   fprintf(f, "persistent total     %s", a);
-  if (nparams > 0) fprintf(f, " (%.2f bytes/param)", (double)hsr_ledger_persistent(m) / nparams);
+  if (nparams > 0) fprintf(f, " (%.2f bytes/param)", (double)ledger_persistent(m) / nparams);
   fputc('\n', f);
   fmt_bytes(a, sizeof a, m->transient_peak);
   fprintf(f, "transient peak       %s\n", a);
@@ -171,16 +171,16 @@ static cJSON *where_json(hsr_ledger_where w) {
   return o;
 }
 
-hsr_status hsr_ledger_json(const hsr_ledger *l, char **out) {
-  if (!l || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ledger_json: NULL argument");
+hsr_status ledger_json(const hsr_ledger *l, char **out) {
+  if (!l || !out) return hsr_error(HSR_ERR_INVALID, "ledger_json: NULL argument");
   cJSON *root = cJSON_CreateObject(), *cats = cJSON_AddObjectToObject(root, "categories");
   for (int i = 0; i < HSR_MEM_CAT_COUNT; i++) {
     cJSON *c = cJSON_AddObjectToObject(cats, cat_names[i]);
-    cJSON_AddBoolToObject(c, "persistent", hsr_mem_cat_persistent((hsr_mem_cat)i));
+    cJSON_AddBoolToObject(c, "persistent", mem_cat_persistent((hsr_mem_cat)i));
     cJSON_AddNumberToObject(c, "current", (double)l->cur[i]);
     cJSON_AddNumberToObject(c, "peak", (double)l->peak[i]);
   }
-  cJSON_AddNumberToObject(root, "persistent", (double)hsr_ledger_persistent(l));
+  cJSON_AddNumberToObject(root, "persistent", (double)ledger_persistent(l));
   cJSON_AddNumberToObject(root, "transient_peak", (double)l->transient_peak);
   cJSON_AddNumberToObject(root, "runtime_peak", (double)l->runtime_peak);
   cJSON_AddItemToObject(root, "runtime_peak_at", where_json(l->runtime_where));
@@ -188,5 +188,5 @@ hsr_status hsr_ledger_json(const hsr_ledger *l, char **out) {
   cJSON_AddItemToObject(root, "total_peak_at", where_json(l->total_where));
   *out = cJSON_PrintUnformatted(root);
   cJSON_Delete(root);
-  return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "hsr_ledger_json: out of memory");
+  return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "ledger_json: out of memory");
 }

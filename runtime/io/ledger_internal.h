@@ -47,38 +47,38 @@ typedef struct hsr_ledger_where {
   int unit;
   int64_t step;
 } hsr_ledger_where;
-hsr_status hsr_ledger_create(hsr_ledger **out);
-void hsr_ledger_free(hsr_ledger *l);
-hsr_status hsr_ledger_reset(hsr_ledger *l);
-hsr_status hsr_ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
+hsr_status ledger_create(hsr_ledger **out);
+void ledger_free(hsr_ledger *l);
+hsr_status ledger_reset(hsr_ledger *l);
+hsr_status ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
 
 /* Releasing more than is alive in the category is HSR_ERR_STATE (a bookkeeping bug). */
-hsr_status hsr_ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
+hsr_status ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
 
 /* The phase/unit/step that later allocations are attributed to. */
-hsr_status hsr_ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step);
-int hsr_mem_cat_persistent(hsr_mem_cat cat);
-const char *hsr_mem_cat_name(hsr_mem_cat cat); /* "param_shard", "full_unit", ... */
-const char *hsr_phase_name(hsr_phase p);       /* "init", "forward", ... */
-uint64_t hsr_ledger_current(const hsr_ledger *l, hsr_mem_cat cat);
-uint64_t hsr_ledger_peak(const hsr_ledger *l, hsr_mem_cat cat);
+hsr_status ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step);
+int mem_cat_persistent(hsr_mem_cat cat);
+const char *mem_cat_name(hsr_mem_cat cat); /* "param_shard", "full_unit", ... */
+const char *phase_name(hsr_phase p);       /* "init", "forward", ... */
+uint64_t ledger_current(const hsr_ledger *l, hsr_mem_cat cat);
+uint64_t ledger_peak(const hsr_ledger *l, hsr_mem_cat cat);
 
 /* Totals over the persistent categories, the transient ones, and all. */
-uint64_t hsr_ledger_persistent(const hsr_ledger *l);
-uint64_t hsr_ledger_transient_peak(const hsr_ledger *l);
-uint64_t hsr_ledger_total_peak(const hsr_ledger *l);
+uint64_t ledger_persistent(const hsr_ledger *l);
+uint64_t ledger_transient_peak(const hsr_ledger *l);
+uint64_t ledger_total_peak(const hsr_ledger *l);
 
 /* Peak of the runtime's own allocations (every category but activations). */
-uint64_t hsr_ledger_runtime_peak(const hsr_ledger *l);
-hsr_ledger_where hsr_ledger_total_peak_where(const hsr_ledger *l);
-hsr_ledger_where hsr_ledger_runtime_peak_where(const hsr_ledger *l);
+uint64_t ledger_runtime_peak(const hsr_ledger *l);
+hsr_ledger_where ledger_total_peak_where(const hsr_ledger *l);
+hsr_ledger_where ledger_runtime_peak_where(const hsr_ledger *l);
 
 /* A human table: measured, and `predicted` beside it when not NULL. nparams > 0
  * adds persistent bytes per parameter. */
-hsr_status hsr_ledger_print(const hsr_ledger *measured, const hsr_ledger *predicted, double nparams, FILE *f);
+hsr_status ledger_print(const hsr_ledger *measured, const hsr_ledger *predicted, double nparams, FILE *f);
 
 /* JSON object text (malloc'd, caller frees). */
-hsr_status hsr_ledger_json(const hsr_ledger *l, char **out);
+hsr_status ledger_json(const hsr_ledger *l, char **out);
 
 #ifdef __cplusplus
 }

@@ -33,33 +33,33 @@ hsr_status hsr_rt_config_default(hsr_rt_config *c) {
   return HSR_OK;
 }
 
-const char *hsr_rt_strategy_name(hsr_rt_strategy s) {
+const char *rt_strategy_name(hsr_rt_strategy s) {
   return s >= 0 && s < HSR_RT_STRATEGY_COUNT ? strategy_names[s] : "?";
 }
-hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s) {
+hsr_rt_sharding rt_strategy_sharding(hsr_rt_strategy s) {
   int params = s == HSR_RT_FSDP || s == HSR_RT_HYBRID;
   return (hsr_rt_sharding){.params = params, .grads = params || s == HSR_RT_ZERO2};
 }
-const char *hsr_rt_sync_name(hsr_rt_sync s) { return s >= 0 && s <= HSR_RT_SYNC_RS_ONLY ? sync_names[s] : "?"; }
-const char *hsr_rt_outer_shard_name(hsr_rt_outer o) { return o >= 0 && o <= HSR_RT_OUTER_OPTIM ? outer_names[o] : "?"; }
+const char *rt_sync_name(hsr_rt_sync s) { return s >= 0 && s <= HSR_RT_SYNC_RS_ONLY ? sync_names[s] : "?"; }
+const char *rt_outer_shard_name(hsr_rt_outer o) { return o >= 0 && o <= HSR_RT_OUTER_OPTIM ? outer_names[o] : "?"; }
 
 hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out) {
   int i;
-  HSR_CHECK(hsr_parse_choice("strategy", s, strategy_names, &i));
+  HSR_CHECK(parse_choice("strategy", s, strategy_names, &i));
   *out = (hsr_rt_strategy)i;
   return HSR_OK;
 }
 
-hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out) {
+hsr_status rt_parse_sync(const char *s, hsr_rt_sync *out) {
   int i;
-  HSR_CHECK(hsr_parse_choice("sync", s, sync_names, &i));
+  HSR_CHECK(parse_choice("sync", s, sync_names, &i));
   *out = (hsr_rt_sync)i;
   return HSR_OK;
 }
 
-hsr_status hsr_rt_parse_outer_shard(const char *s, hsr_rt_outer *out) {
+hsr_status rt_parse_outer_shard(const char *s, hsr_rt_outer *out) {
   int i;
-  HSR_CHECK(hsr_parse_choice("outer-shard", s, outer_names, &i));
+  HSR_CHECK(parse_choice("outer-shard", s, outer_names, &i));
   *out = (hsr_rt_outer)i;
   return HSR_OK;
 }
@@ -82,7 +82,7 @@ hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordina
     return HSR_OK;
   }
   long v;
-  if (!strncmp(s, "cuda:", 5) && hsr_parse_long("device cuda:N", s + 5, 0, 1 << 16, &v) == HSR_OK) {
+  if (!strncmp(s, "cuda:", 5) && parse_long("device cuda:N", s + 5, 0, 1 << 16, &v) == HSR_OK) {
     *kind = HSR_DEVICE_CUDA;
     *ordinal = (int)v;
     return HSR_OK;
@@ -90,7 +90,7 @@ hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordina
   return hsr_error(HSR_ERR_INVALID, "device '%s' is not valid (valid: host, cuda, cuda:N with N >= 0, sim)", s);
 }
 
-hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k) {
+hsr_status rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k) {
   if (!s || !out || !k) return hsr_error(HSR_ERR_INVALID, "reshard: NULL argument");
   if (!strcmp(s, "full")) {
     *out = HSR_RT_RESHARD_FULL;
@@ -104,7 +104,7 @@ hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k) {
   }
   if (!strncmp(s, "partial:", 8)) {
     long v;
-    if (hsr_parse_long("reshard partial:K", s + 8, 1, 1 << 20, &v) != HSR_OK)
+    if (parse_long("reshard partial:K", s + 8, 1, 1 << 20, &v) != HSR_OK)
       return hsr_error(HSR_ERR_INVALID, "reshard '%s': K must be a positive integer dividing the shard size", s);
     *out = HSR_RT_RESHARD_PARTIAL;
     *k = (int)v;
@@ -120,7 +120,7 @@ static void divisors(int n, char *buf, size_t len) {
     if (n % d == 0) o += (size_t)snprintf(buf + o, len - o, "%s%d", o ? ", " : "", d);
 }
 
-hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S_out, int *R_out) {
+hsr_status rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S_out, int *R_out) {
   if (!c || world < 1) return hsr_error(HSR_ERR_INVALID, "config resolve: bad arguments");
   char dv[512];
   if (c->strategy < 0 || c->strategy >= HSR_RT_STRATEGY_COUNT)
@@ -164,13 +164,12 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
     return hsr_error(HSR_ERR_INVALID,
                      "outer-shard optim splits the optimizer state over the replicas of hybrid; strategy %s has "
                      "none (valid: --strategy hybrid with R > 1, or --outer-shard none)",
-                     hsr_rt_strategy_name(c->strategy));
+                     rt_strategy_name(c->strategy));
   if (c->param_dtype != HSR_F32 && c->param_dtype != HSR_BF16)
-    return hsr_error(HSR_ERR_INVALID, "param dtype %s is not supported (valid: f32, bf16)",
-                     hsr_dtype_name(c->param_dtype));
+    return hsr_error(HSR_ERR_INVALID, "param dtype %s is not supported (valid: f32, bf16)", dtype_name(c->param_dtype));
   if (c->reduce_dtype != HSR_F32 && c->reduce_dtype != HSR_BF16)
     return hsr_error(HSR_ERR_INVALID, "reduce dtype %s is not supported (valid: f32, bf16)",
-                     hsr_dtype_name(c->reduce_dtype));
+                     dtype_name(c->reduce_dtype));
   if (c->micro_batches < 1) return hsr_error(HSR_ERR_INVALID, "micro-batches %d (must be >= 1)", c->micro_batches);
   if (c->prefetch < 0 || c->max_live < 0)
     return hsr_error(HSR_ERR_INVALID, "prefetch %d / max-live %d must be >= 0", c->prefetch, c->max_live);
@@ -186,7 +185,7 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
   return HSR_OK;
 }
 
-double hsr_rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step) {
+double rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step) {
   if (!s) return 0;
   int64_t it = step > 0 ? step - 1 : 0;
   if (s->warmup > 0 && it < s->warmup) return s->lr * (double)(it + 1) / (double)s->warmup;
@@ -196,7 +195,7 @@ double hsr_rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step) {
   return s->lr_min + 0.5 * (1.0 + cos(M_PI * ratio)) * (s->lr - s->lr_min);
 }
 
-hsr_status hsr_rt_lr_check(const hsr_rt_lr_schedule *s) {
+hsr_status rt_lr_check(const hsr_rt_lr_schedule *s) {
   if (!s) return hsr_error(HSR_ERR_INVALID, "learning-rate schedule: NULL");
   if (!(s->lr > 0) || !isfinite(s->lr))
     return hsr_error(HSR_ERR_INVALID, "learning rate %g: must be a positive number", s->lr);
