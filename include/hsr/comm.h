@@ -101,7 +101,7 @@ HSR_API hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtyp
 HSR_API hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req);
 
 /* *done = 1 when the operation has completed (the request stays valid until
- * hsr_req_wait or req_free). Returns the operation's error, if any. */
+ * hsr_req_wait frees it). Returns the operation's error, if any. */
 HSR_API hsr_status hsr_req_test(hsr_req *r, int *done);
 /* Waits until done and frees the request. timeout_s < 0 uses HSR_COMM_TIMEOUT.
  * A wait that sees no progress for the timeout returns HSR_ERR_TIMEOUT with a

@@ -19,7 +19,7 @@
  *                    operation; HSR_SIM_CHECK=1 checks every operation's
  *                    declared reads and writes against the streams' order
  *                    (docs/kernels.md, "The sim device").
- * Streams from stream_create are non-blocking: order them with events.
+ * A program on the engine queues its work on hsr_rt_compute_stream.
  * A process drives one device; a device object is used by one thread at a
  * time.
  */

@@ -74,15 +74,15 @@ typedef struct hsr_rt hsr_rt;
 /* Called by hsr_rt_step on every rank once the step's gradients are
  * synchronized: after every reduction (shard group, replicate group) and the
  * 1/micro_batches scale, before the global norm, clipping and AdamW read
- * them (what FSDP2 users see from a post-accumulate hook). It may call
- * rt_grad_read; a status other than HSR_OK fails the step with it. */
+ * them (what FSDP2 users see from a post-accumulate hook). A status other
+ * than HSR_OK fails the step with it. */
 typedef hsr_status (*hsr_rt_grad_hook)(hsr_rt *rt, void *ctx);
 /* Called by hsr_rt_step on every rank after this job's own reductions and
  * the 1/micro_batches scale, before the gradient hook, the norm, clipping
  * and AdamW: a reduction over replicas that live outside this job (hsr/ft.h
- * averages each rank's gradient shard over the live replica groups). It may
- * read and overwrite the gradient shards (rt_slice_get; device memory is
- * idle during the call). *commit = 0 drops the step: no update anywhere, the
+ * averages each rank's gradient shard over the live replica groups:
+ * hsr_ft_attach sets it). It may read and overwrite the gradient shards
+ * (device memory is idle during the call). *commit = 0 drops the step: no update anywhere, the
  * step count stays, hsr_rt_step_info.dropped is set and the gradients wait
  * for hsr_rt_zero_grad. A status other than HSR_OK fails the step. */
 typedef hsr_status (*hsr_rt_outer_fn)(hsr_rt *rt, void *ctx, int *commit);
@@ -152,7 +152,7 @@ HSR_API hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int 
 /* Closes registration: layout, buffers, and the cross-rank comparison of the
  * (config, mesh, layout) hash. Collective; once (later calls return HSR_OK).
  * The calls that start work commit first if the program has not:
- * hsr_rt_param_init, rt_param_read, hsr_rt_forward_begin,
+ * hsr_rt_param_init, hsr_rt_forward_begin,
  * hsr_rt_backward_begin, hsr_rt_step, hsr_rt_zero_grad, hsr_ckpt_save and
  * hsr_ckpt_load; every rank must then reach that call (a commit is
  * collective). A commit that fails after the layout was fixed leaves the
