@@ -419,7 +419,7 @@ static hsr_status groups_make(const bc_opts *o, hsr_boot *boot, hsr_comm *w, bc_
     if (g[k].kind == BC_WORLD)
       g[k].c = w;
     else
-      HSR_CHECK(hsr_comm_split(w, color_of(o, g[k].kind, me), me, &g[k].c));
+      HSR_CHECK(comm_split(w, color_of(o, g[k].kind, me), me, &g[k].c));
     g[k].n = hsr_comm_size(g[k].c);
     g[k].ngroups = hsr_boot_size(boot) / g[k].n;
     int nodes[64], nn = 0; /* distinct nodes of my group, then the most over groups */

@@ -87,7 +87,7 @@ static hsr_status wait_times(const bc_opts *o, hsr_req **r, uint64_t *t0, uint64
   double start = clock_s();
   hsr_status st = HSR_OK;
   while (st == HSR_OK && !done) {
-    st = hsr_req_test(*r, &done);
+    st = req_test(*r, &done);
     if (done || st != HSR_OK) break;
     if (o->timeout > 0 && clock_s() - start > o->timeout) break; /* the wait below names the peer */
     struct timespec ts = {0, ns};

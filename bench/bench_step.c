@@ -21,7 +21,6 @@
 #include "hsr/comm.h"
 #include "hsr/kernels.h"
 #include "hsr/runtime.h"
-#include "runtime/runtime_internal.h"
 #include "common/sys.h"
 #include "hsr/topology.h"
 #include "topology/topology_internal.h"
@@ -29,7 +28,6 @@
 #include "hsr/tune_ledger.h"
 #include "tune/tune_ledger_internal.h"
 #include "runtime/io/ledger_internal.h"
-#include "common/common_internal.h"
 
 #define MAX_LIST 8
 #define GEMM_N 96
@@ -500,7 +498,7 @@ static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
   hsr_rt_config c;
   hsr_rt_config_default(&c);
   hsr_status st = is_root ? ledger_create(&held) : hsr_error(HSR_ERR_NOMEM, "out of memory");
-  if (st == HSR_OK) st = hsr_tune_prog_nested((int)o->units, 0, 1, &prog, &nprog);
+  if (st == HSR_OK) st = hsr_tune_prog_nested((int)o->units, 0, 1, HSR_RT_RECOMPUTE_NONE, &prog, &nprog);
   if (st == HSR_OK && o->keep_last) is_root[o->units - 1] = 1;
   *peak = 0;
   for (int h = 0; h < o->nouter && st == HSR_OK; h++) {

@@ -176,7 +176,7 @@ struct hsr_req {
   int phase; /* the algorithm's position */
   /* fin: the transport has finished (progress side, under mu). done: the op
    * has also left its queue and belongs to the caller again; published with
-   * release order, so hsr_req_test reads it without the lock. */
+   * release order, so req_test reads it without the lock. */
   int fin;
   _Atomic int done;
   coll_op *in_next; /* the context's incoming list */

@@ -19,11 +19,11 @@ hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
   return b->world(boot, backend, out);
 }
 
-hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
-  if (!parent || !out) return hsr_error(HSR_ERR_INVALID, "hsr_comm_split: parent and out must not be NULL");
+hsr_status comm_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
+  if (!parent || !out) return hsr_error(HSR_ERR_INVALID, "comm_split: parent and out must not be NULL");
   *out = NULL;
   if (parent->failed)
-    return hsr_error(HSR_ERR_STATE, "hsr_comm_split: communicator '%s' has failed: %s", parent->name, parent->fail_msg);
+    return hsr_error(HSR_ERR_STATE, "comm_split: communicator '%s' has failed: %s", parent->name, parent->fail_msg);
   return coll_backend_of(parent->backend)->split(parent, color, key, out);
 }
 
@@ -179,8 +179,8 @@ hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req) {
 
 /* ---- requests -------------------------------------------------------------------- */
 
-hsr_status hsr_req_test(hsr_req *op, int *done) {
-  if (!op || !done) return hsr_error(HSR_ERR_INVALID, "hsr_req_test: NULL argument");
+hsr_status req_test(hsr_req *op, int *done) {
+  if (!op || !done) return hsr_error(HSR_ERR_INVALID, "req_test: NULL argument");
   return op->c->tp->test(op, done);
 }
 

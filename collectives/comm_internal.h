@@ -9,6 +9,12 @@
 extern "C" {
 #endif
 
+/* Collective over `parent`: ranks with the same color form a new communicator,
+ * ordered by (key, parent rank). color < 0: this rank joins none (*out = NULL). */
+hsr_status comm_split(hsr_comm *parent, int color, int key, hsr_comm **out);
+/* *done = 1 when the operation has completed (the request stays valid until
+ * hsr_req_wait or req_free). Returns the operation's error, if any. */
+hsr_status req_test(hsr_req *r, int *done);
 int comm_world_rank(const hsr_comm *c, int comm_rank); /* -1 if out of range */
 hsr_backend comm_backend(const hsr_comm *c);
 

@@ -100,7 +100,7 @@ static hsr_status exchange_joins(hsr_comm *parent, int color, int key, join_rec 
     me.slot = seg_slot_alloc(&x->seg);
     pthread_mutex_unlock(&x->mu);
     if (me.slot < 0)
-      return hsr_error(HSR_ERR_NOMEM, "hsr_comm_split: more than %d live communicators on this rank", SEG_SLOTS);
+      return hsr_error(HSR_ERR_NOMEM, "comm_split: more than %d live communicators on this rank", SEG_SLOTS);
     me.base = seg_slot_base(&x->seg, me.slot);
   }
   join_rec *all = calloc((size_t)parent->size, sizeof *all);

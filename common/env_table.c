@@ -13,7 +13,8 @@ static const hsr_env_info table[] = {
     {"HSR_LOG", HSR_ENV_CHOICE, 0, 0, "error|warn|info|debug", 1, "warn", "common",
      "log level; lines go to stderr prefixed `[rank N]`"},
     {"HSR_SIM_NODES", HSR_ENV_INT, 1, 4096, NULL, 1, "1", "launch",
-     "split each host's ranks into N simulated nodes (contiguous local ranks); must divide the ranks per host"},
+     "split each host's ranks into N simulated nodes (contiguous local ranks); must divide the ranks per host; "
+     "every rank alike (the bootstrap checks)"},
     {"HSR_BOOT_TIMEOUT", HSR_ENV_INT, 1, 86400, NULL, 300, "300", "launch",
      "seconds a bootstrap exchange (allgather, bcast, barrier) waits for every rank"},
     {"HSR_COMM_TIMEOUT", HSR_ENV_FLOAT, 1, 1e9, NULL, 300, "300", "collectives",
@@ -22,19 +23,22 @@ static const hsr_env_info table[] = {
      "collectives, would be accused)"},
     {"HSR_PROGRESS", HSR_ENV_CHOICE, 0, 0, "thread|inline", 0, "thread", "collectives",
      "`thread`: a progress thread advances operations while the caller computes; `inline`: only inside "
-     "hsr_req_test/hsr_req_wait"},
+     "req_test/hsr_req_wait"},
     {"HSR_ALGO_ALLREDUCE", HSR_ENV_CHOICE, 0, 0, "auto|ring|rd", 0, "auto", "collectives",
      "cross-node all-reduce: `ring` (reduce-scatter + all-gather), `rd` (recursive doubling, power-of-two groups), "
-     "`auto` (rd up to HSR_ALGO_ALLREDUCE_RD_MAX)"},
+     "`auto` (rd up to HSR_ALGO_ALLREDUCE_RD_MAX); every rank alike (the bootstrap checks)"},
     {"HSR_ALGO_ALLREDUCE_RD_MAX", HSR_ENV_SIZE, 0, G, NULL, 64 * K, "64K", "collectives",
-     "largest all-reduce (bytes) that `auto` sends by recursive doubling"},
+     "largest all-reduce (bytes) that `auto` sends by recursive doubling; every rank alike (the bootstrap checks)"},
     {"HSR_UCX_CHUNK", HSR_ENV_SIZE, 4 * K, G, NULL, M, "1M", "collectives",
-     "cross-node rings are pipelined in chunks of this many bytes per block (at most 1000 chunks)"},
+     "cross-node rings are pipelined in chunks of this many bytes per block (at most 1000 chunks); every rank "
+     "alike (the bootstrap checks)"},
     {"HSR_ALGO_TWO_LEVEL", HSR_ENV_CHOICE, 0, 0, "auto|off", 0, "auto", "collectives",
-     "`auto`: groups spanning nodes with the same member count per node run two-level; `off`: flat UCX rings"},
+     "`auto`: groups spanning nodes with the same member count per node run two-level; `off`: flat UCX rings; "
+     "every rank alike (the bootstrap checks)"},
     {"HSR_UCX_PEER_ERRORS", HSR_ENV_CHOICE, 0, 0, "on|off", 0, "on", "collectives",
      "`on`: UCX endpoints report a peer's death as an error hsr names (between simulated nodes of one host UCX then "
-     "uses tcp instead of shared memory and CMA); `off`: the faster transports, for benchmarking on one host"},
+     "uses tcp instead of shared memory and CMA); `off`: the faster transports, for benchmarking on one host; every "
+     "rank alike (the bootstrap checks)"},
     {"HSR_EMULATE_NET", HSR_ENV_RATE, 0, 0, NULL, 0, "unset", "collectives",
      "set by `hsr-run --emulate-net RATE` for the ranks: hsr's UCX context uses TCP on loopback only"},
     {"HSR_EMULATE_NET_NS", HSR_ENV_NAME, 0, 0, NULL, 0, "unset", "collectives",

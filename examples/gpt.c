@@ -22,6 +22,13 @@ hsr_status gpt_cfg_check(const gpt_cfg *c) {
       (double)c->n_ctx * c->n_embd > 2e9)
     return hsr_error(HSR_ERR_INVALID, "model: width %d, vocabulary %d, context %d: a tensor would exceed 2^31 elements",
                      c->n_embd, c->vocab, c->n_ctx);
+  if (c->recompute < HSR_RT_RECOMPUTE_NONE || c->recompute > HSR_RT_RECOMPUTE_SELECTIVE)
+    return hsr_error(HSR_ERR_INVALID, "model: recompute %d (valid: none, full, selective)", (int)c->recompute);
+  if (c->recompute != HSR_RT_RECOMPUTE_NONE && c->wrap_linear)
+    return hsr_error(HSR_ERR_INVALID,
+                     "model: --recompute %s needs block units (--wrap block): a block's recompute reads all of its "
+                     "weights, which one backward window holds only when the block is one unit",
+                     hsr_rt_recompute_name(c->recompute));
   if (c->arch == GPT_ARCH_LLAMA) return llama_cfg_check(c);
   if (c->arch != GPT_ARCH_GPT2)
     return hsr_error(HSR_ERR_INVALID, "model: architecture %d (valid: gpt 0, llama 1)", c->arch);
@@ -138,16 +145,47 @@ double gpt_flops_per_token(const gpt_cfg *c, int T) {
 }
 
 /* ---- activations ---- */
+/* What a block's forward writes and its backward reads, per token (N = B T
+ * tokens): elements of each buffer, and which the recompute policies keep
+ * per layer. A buffer not kept lives once, in the scratch of the layer being
+ * recomputed. The block input (res) is always kept. */
+enum { AB_LN1 = 0, AB_LN1M, AB_LN1R, AB_QKV, AB_ATT, AB_ATTY, AB_MID, AB_LN2, AB_LN2M, AB_LN2R, AB_FCH, AB_FCHG, AB_COUNT };
+static size_t ab_per_token(const gpt_cfg *c, int T, int k) {
+  size_t C = (size_t)c->n_embd;
+  switch (k) {
+  case AB_QKV: return 3 * C;
+  case AB_ATT: return (size_t)c->n_head * (size_t)T; /* B H T T probabilities over B T tokens */
+  case AB_FCH:
+  case AB_FCHG: return 4 * C;
+  case AB_LN1M:
+  case AB_LN1R:
+  case AB_LN2M:
+  case AB_LN2R: return 1;
+  default: return C;
+  }
+}
+/* selective keeps the matmuls' outputs (qkv, the attention's output, the
+ * residual after the projection, c_fc's output) and the LayerNorms' tiny
+ * statistics; it recomputes the LayerNorms' outputs, the attention's
+ * probabilities (Q K^T and the softmax: O(T^2) memory for a small part of the
+ * FLOPs) and the GELU. full keeps nothing but the block input. */
+static int ab_kept(int policy, int k) {
+  if (policy == HSR_RT_RECOMPUTE_NONE) return 1;
+  if (policy == HSR_RT_RECOMPUTE_FULL) return 0;
+  return k == AB_LN1M || k == AB_LN1R || k == AB_QKV || k == AB_ATTY || k == AB_MID || k == AB_LN2M || k == AB_LN2R ||
+         k == AB_FCH;
+}
+
 struct gpt_work {
   llama_work *ll; /* a llama configuration's activations: everything else unused */
-  int B, T, L, C, H, V, np;
+  int B, T, L, C, H, V, np, policy;
   hsr_device *dev, *host; /* dev: the caller's (NULL: host); host: opened here for host GEMMs */
   hsr_stream *s;
   int gpu;
-  /* kept for the backward, per layer */
-  float *res;                           /* (L+1) x N x C: block inputs, then the final stream */
-  float *ln1, *ln1m, *ln1r, *qkv, *att; /* L x: N C, N, N, 3 N C, B H T T */
-  float *atty, *mid, *ln2, *ln2m, *ln2r, *fch, *fchg;
+  size_t allocated; /* bytes of device (or host) memory this workspace holds, as allocated */
+  /* kept for the backward: the block inputs and the final stream, (L+1) x N x C */
+  float *res;
+  float *ab[AB_COUNT]; /* per buffer: L layers when kept, else one (the recompute's scratch) */
   float *lnf, *lnfm, *lnfr, *logits;
   /* backward scratch */
   float *dres, *dln, *dqkv, *datty, *dfch, *datt;
@@ -157,44 +195,54 @@ struct gpt_work {
   uint64_t prof[GPT_T_COUNT]; /* ns per category since the last read */
 };
 
-/* elements of each buffer for capacity B x T */
-typedef struct sizes {
-  size_t nc, n, att, res, qkv, fc, logits, datt;
-} sizes;
-
-static sizes sizes_of(const gpt_cfg *c, int B, int T) {
-  size_t N = (size_t)B * T, C = (size_t)c->n_embd, L = (size_t)c->n_layer;
-  sizes z = {N * C,     N,         (size_t)B * c->n_head * T * T, (L + 1) * N * C,
-             3 * N * C, 4 * N * C, N * (size_t)c->vocab,          (size_t)c->n_head * T * T};
-  return z;
+hsr_status gpt_act_plan_of(const gpt_cfg *c, int B, int T, gpt_act_plan *out) {
+  HSR_CHECK(gpt_cfg_check(c));
+  if (c->arch == GPT_ARCH_LLAMA) return llama_act_plan(c, B, T, out);
+  size_t N = (size_t)B * T, C = (size_t)c->n_embd, L = (size_t)c->n_layer, V = (size_t)c->vocab, f = sizeof(float);
+  gpt_act_plan a = {0};
+  a.layer = N * C * f; /* the block input */
+  for (int k = 0; k < AB_COUNT; k++) {
+    size_t b = N * ab_per_token(c, T, k) * f;
+    if (ab_kept(c->recompute, k))
+      a.layer += b;
+    else
+      a.scratch += b;
+  }
+  /* the final stream, ln_f (output, mean, rstd), the logits; the backward's
+   * scratch (one sequence's attention gradient) and the per-token losses */
+  a.fixed = N * C * f + (N * C + 2 * N) * f + N * V * f;
+  a.fixed += (2 * N * C + 3 * N * C + N * C + 4 * N * C) * f + (size_t)c->n_head * T * T * f + N * sizeof(double);
+  a.total = L * a.layer + a.scratch + a.fixed;
+  *out = a;
+  return HSR_OK;
 }
 
 size_t gpt_work_bytes(const gpt_cfg *c, int B, int T) {
   if (c->arch == GPT_ARCH_LLAMA) return llama_work_bytes(c, B, T);
-  sizes z = sizes_of(c, B, T);
-  size_t L = (size_t)c->n_layer;
-  size_t kept =
-      z.res + L * (2 * z.nc + 2 * z.n + z.qkv + z.att + z.nc + z.nc + 2 * z.n + 2 * z.fc) + z.nc + 2 * z.n + z.logits;
-  size_t scratch = 2 * z.nc + z.qkv + z.nc + z.fc + z.datt;
-  return (kept + scratch) * sizeof(float) + z.n * sizeof(double);
+  gpt_act_plan a;
+  return gpt_act_plan_of(c, B, T, &a) == HSR_OK ? a.total : 0;
 }
 
-static float *walloc(gpt_work *w, size_t n, hsr_status *st) {
+static void *walloc_bytes(gpt_work *w, size_t bytes, hsr_status *st) {
   void *p = NULL;
   if (*st != HSR_OK) return NULL;
-  *st = hsr_device_alloc(w->dev ? w->dev : w->host, (n ? n : 1) * sizeof(float), &p);
+  *st = hsr_device_alloc(w->dev ? w->dev : w->host, bytes ? bytes : 1, &p);
+  if (*st == HSR_OK) w->allocated += bytes;
   return p;
 }
+static float *walloc(gpt_work *w, size_t n, hsr_status *st) { return walloc_bytes(w, n * sizeof(float), st); }
+
+size_t gpt_work_allocated(const gpt_work *w) { return !w ? 0 : w->ll ? llama_work_allocated(w->ll) : w->allocated; }
 
 void gpt_work_free(gpt_work *w) {
   if (!w) return;
   llama_work_free(w->ll);
   hsr_device *d = w->dev ? w->dev : w->host;
-  float **bufs[] = {&w->res,    &w->ln1,  &w->ln1m, &w->ln1r, &w->qkv,   &w->att,  &w->atty, &w->mid,
-                    &w->ln2,    &w->ln2m, &w->ln2r, &w->fch,  &w->fchg,  &w->lnf,  &w->lnfm, &w->lnfr,
-                    &w->logits, &w->dres, &w->dln,  &w->dqkv, &w->datty, &w->dfch, &w->datt};
+  float **bufs[] = {&w->res,  &w->lnf,  &w->lnfm,  &w->lnfr, &w->logits, &w->dres,
+                    &w->dln,  &w->dqkv, &w->datty, &w->dfch, &w->datt};
   if (d) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hsr_device_free(d, *bufs[i]);
+    for (int k = 0; k < AB_COUNT; k++) hsr_device_free(d, w->ab[k]);
     hsr_device_free(d, w->rowloss);
   }
   if (w->gpu) free(w->rowloss_h);
@@ -224,24 +272,22 @@ hsr_status gpt_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hsr_
                      (double)gpt_work_bytes(c, B, T) / (1 << 20), why);
   }
   w->B = B, w->T = T, w->L = c->n_layer, w->C = c->n_embd, w->H = c->n_head, w->V = c->vocab, w->np = gpt_num_params(c);
+  w->policy = c->recompute;
   w->s = s;
   w->gpu = dev && hsr_device_kind_of(dev) != HSR_DEVICE_HOST;
   w->dev = w->gpu ? dev : NULL;
   hsr_status st = w->gpu ? HSR_OK : hsr_device_open(HSR_DEVICE_HOST, 0, &w->host);
-  sizes z = sizes_of(c, B, T);
-  size_t L = (size_t)w->L;
-  w->res = walloc(w, z.res, &st);
-  w->ln1 = walloc(w, L * z.nc, &st), w->ln1m = walloc(w, L * z.n, &st), w->ln1r = walloc(w, L * z.n, &st);
-  w->qkv = walloc(w, L * z.qkv, &st), w->att = walloc(w, L * z.att, &st), w->atty = walloc(w, L * z.nc, &st);
-  w->mid = walloc(w, L * z.nc, &st), w->ln2 = walloc(w, L * z.nc, &st);
-  w->ln2m = walloc(w, L * z.n, &st), w->ln2r = walloc(w, L * z.n, &st);
-  w->fch = walloc(w, L * z.fc, &st), w->fchg = walloc(w, L * z.fc, &st);
-  w->lnf = walloc(w, z.nc, &st), w->lnfm = walloc(w, z.n, &st), w->lnfr = walloc(w, z.n, &st);
-  w->logits = walloc(w, z.logits, &st);
-  w->dres = walloc(w, z.nc, &st), w->dln = walloc(w, z.nc, &st), w->dqkv = walloc(w, z.qkv, &st);
-  w->datty = walloc(w, z.nc, &st), w->dfch = walloc(w, z.fc, &st), w->datt = walloc(w, z.datt, &st);
-  if (st == HSR_OK) st = hsr_device_alloc(w->dev ? w->dev : w->host, z.n * sizeof(double), (void **)&w->rowloss);
-  if (st == HSR_OK && w->gpu && !(w->rowloss_h = malloc(z.n * sizeof(double))))
+  size_t N = (size_t)B * T, nc = N * (size_t)c->n_embd, L = (size_t)w->L;
+  w->res = walloc(w, (L + 1) * nc, &st);
+  for (int k = 0; k < AB_COUNT; k++)
+    w->ab[k] = walloc(w, (ab_kept(w->policy, k) ? L : 1) * N * ab_per_token(c, T, k), &st);
+  w->lnf = walloc(w, nc, &st), w->lnfm = walloc(w, N, &st), w->lnfr = walloc(w, N, &st);
+  w->logits = walloc(w, N * (size_t)c->vocab, &st);
+  w->dres = walloc(w, nc, &st), w->dln = walloc(w, nc, &st), w->dqkv = walloc(w, 3 * nc, &st);
+  w->datty = walloc(w, nc, &st), w->dfch = walloc(w, 4 * nc, &st);
+  w->datt = walloc(w, (size_t)c->n_head * T * T, &st);
+  w->rowloss = walloc_bytes(w, N * sizeof(double), &st);
+  if (st == HSR_OK && w->gpu && !(w->rowloss_h = malloc(N * sizeof(double))))
     st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
   if (st == HSR_OK && !w->gpu) w->rowloss_h = w->rowloss;
   w->wp = calloc((size_t)w->np, sizeof *w->wp);
@@ -315,8 +361,9 @@ static hsr_status linear_bwd(const pass *p, size_t in, size_t out, const float *
  * 3/4 of the full T x T work; the skipped entries stay 0 after the softmax). */
 #define ATT_BLOCK 64
 
-hsr_status gpt_attention(hsr_device *d, hsr_stream *s, int B, int T, int C, int H, const float *qkv, float *att,
-                         float *y) {
+/* The probabilities: att = softmax(Q K^T / sqrt(hs)), causal. */
+static hsr_status attention_probs(hsr_device *d, hsr_stream *s, int B, int T, int C, int H, const float *qkv,
+                                  float *att) {
   size_t t = (size_t)T, c = (size_t)C, hs = (size_t)(C / H), h = (size_t)H, tt = t * t;
   for (int b = 0; b < B; b++) {
     const float *q = qkv + (size_t)b * t * 3 * c;
@@ -327,7 +374,13 @@ hsr_status gpt_attention(hsr_device *d, hsr_stream *s, int B, int T, int C, int 
                                          0.0f, a + q0 * t, t, tt, h));
     }
   }
-  HSR_CHECK(hsr_kernels_softmax_causal(d, s, (size_t)B * h * t, t, 1.0f / sqrtf((float)hs), att, att));
+  return hsr_kernels_softmax_causal(d, s, (size_t)B * h * t, t, 1.0f / sqrtf((float)hs), att, att);
+}
+
+hsr_status gpt_attention(hsr_device *d, hsr_stream *s, int B, int T, int C, int H, const float *qkv, float *att,
+                         float *y) {
+  size_t t = (size_t)T, c = (size_t)C, hs = (size_t)(C / H), h = (size_t)H, tt = t * t;
+  HSR_CHECK(attention_probs(d, s, B, T, C, H, qkv, att));
   for (int b = 0; b < B; b++) {
     const float *q = qkv + (size_t)b * t * 3 * c, *a = att + (size_t)b * h * tt;
     for (size_t q0 = 0; q0 < t; q0 += ATT_BLOCK) {
@@ -390,37 +443,91 @@ static hsr_status piece_close(const pass *p, int l, int piece, int bwd) {
 
 #define LAYER(buf, l, n) ((buf) + (size_t)(l) * (n))
 
-static hsr_status block_fwd(const pass *p, int l) {
+/* Block l's buffers: the kept ones at layer l, the others in the one layer
+ * of scratch the recompute policy leaves them. */
+typedef struct lbufs {
+  const float *x;
+  float *out, *b[AB_COUNT];
+} lbufs;
+static lbufs layer_bufs(const pass *p, int l) {
+  gpt_work *w = p->w;
+  size_t nc = (size_t)p->N * p->C;
+  lbufs r = {LAYER(w->res, l, nc), LAYER(w->res, l + 1, nc), {0}};
+  for (int k = 0; k < AB_COUNT; k++)
+    r.b[k] = LAYER(w->ab[k], ab_kept(w->policy, k) ? l : 0, (size_t)p->N * ab_per_token(p->c, p->T, k));
+  return r;
+}
+
+/* The block's forward up to c_fc's GELU, on weights already open (the
+ * whole block is one unit when it recomputes, hsr_rt_recompute_begin). rc:
+ * a recompute, whose work is the same as the forward's, so its results are
+ * bitwise the forward's. */
+static hsr_status block_fwd_body(const pass *p, int l, int rc) {
   gpt_work *w = p->w;
   size_t C = (size_t)p->C, N = (size_t)p->N, nc = N * C;
   const float **W = w->wp;
-  const float *x = LAYER(w->res, l, nc);
-  float *ln1 = LAYER(w->ln1, l, nc), *qkv = LAYER(w->qkv, l, 3 * nc),
-        *att = LAYER(w->att, l, (size_t)p->B * p->H * p->T * p->T);
-  float *atty = LAYER(w->atty, l, nc), *mid = LAYER(w->mid, l, nc), *ln2 = LAYER(w->ln2, l, nc);
-  float *fch = LAYER(w->fch, l, 4 * nc), *fchg = LAYER(w->fchg, l, 4 * nc), *out = LAYER(w->res, l + 1, nc);
-  HSR_CHECK(piece_open(p, l, 0, 0));
+  lbufs b = layer_bufs(p, l);
+  if (!rc) HSR_CHECK(piece_open(p, l, 0, 0));
   TIMED(p, GPT_T_OTHER,
-        hsr_kernels_layernorm(DEV(p), N, C, x, W[GPT_PARAM(l, GPT_LN1_W)], W[GPT_PARAM(l, GPT_LN1_B)], GPT_LN_EPS, ln1,
-                              LAYER(w->ln1m, l, N), LAYER(w->ln1r, l, N)));
-  HSR_CHECK(linear(p, C, 3 * C, ln1, W[GPT_PARAM(l, GPT_ATTN_W)], W[GPT_PARAM(l, GPT_ATTN_B)], qkv, 0));
-  HSR_CHECK(piece_close(p, l, 0, 0));
-  TIMED(p, GPT_T_ATTN, gpt_attention(DEV(p), p->B, p->T, p->C, p->H, qkv, att, atty));
-  HSR_CHECK(piece_open(p, l, 1, 0));
-  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, mid, x, nc * sizeof(float), w->s)); /* the residual */
-  HSR_CHECK(linear(p, C, C, atty, W[GPT_PARAM(l, GPT_APROJ_W)], W[GPT_PARAM(l, GPT_APROJ_B)], mid, 1));
-  HSR_CHECK(piece_close(p, l, 1, 0));
-  HSR_CHECK(piece_open(p, l, 2, 0));
+        hsr_kernels_layernorm(DEV(p), N, C, b.x, W[GPT_PARAM(l, GPT_LN1_W)], W[GPT_PARAM(l, GPT_LN1_B)], GPT_LN_EPS,
+                              b.b[AB_LN1], b.b[AB_LN1M], b.b[AB_LN1R]));
+  HSR_CHECK(linear(p, C, 3 * C, b.b[AB_LN1], W[GPT_PARAM(l, GPT_ATTN_W)], W[GPT_PARAM(l, GPT_ATTN_B)], b.b[AB_QKV], 0));
+  if (!rc) HSR_CHECK(piece_close(p, l, 0, 0));
+  TIMED(p, GPT_T_ATTN, gpt_attention(DEV(p), p->B, p->T, p->C, p->H, b.b[AB_QKV], b.b[AB_ATT], b.b[AB_ATTY]));
+  if (!rc) HSR_CHECK(piece_open(p, l, 1, 0));
+  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, b.b[AB_MID], b.x, nc * sizeof(float), w->s)); /* the residual */
+  HSR_CHECK(
+      linear(p, C, C, b.b[AB_ATTY], W[GPT_PARAM(l, GPT_APROJ_W)], W[GPT_PARAM(l, GPT_APROJ_B)], b.b[AB_MID], 1));
+  if (!rc) HSR_CHECK(piece_close(p, l, 1, 0));
+  if (!rc) HSR_CHECK(piece_open(p, l, 2, 0));
   TIMED(p, GPT_T_OTHER,
-        hsr_kernels_layernorm(DEV(p), N, C, mid, W[GPT_PARAM(l, GPT_LN2_W)], W[GPT_PARAM(l, GPT_LN2_B)], GPT_LN_EPS,
-                              ln2, LAYER(w->ln2m, l, N), LAYER(w->ln2r, l, N)));
-  HSR_CHECK(linear(p, C, 4 * C, ln2, W[GPT_PARAM(l, GPT_FC_W)], W[GPT_PARAM(l, GPT_FC_B)], fch, 0));
-  HSR_CHECK(piece_close(p, l, 2, 0));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_gelu(DEV(p), 4 * nc, fch, fchg));
+        hsr_kernels_layernorm(DEV(p), N, C, b.b[AB_MID], W[GPT_PARAM(l, GPT_LN2_W)], W[GPT_PARAM(l, GPT_LN2_B)],
+                              GPT_LN_EPS, b.b[AB_LN2], b.b[AB_LN2M], b.b[AB_LN2R]));
+  HSR_CHECK(linear(p, C, 4 * C, b.b[AB_LN2], W[GPT_PARAM(l, GPT_FC_W)], W[GPT_PARAM(l, GPT_FC_B)], b.b[AB_FCH], 0));
+  if (!rc) HSR_CHECK(piece_close(p, l, 2, 0));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_gelu(DEV(p), 4 * nc, b.b[AB_FCH], b.b[AB_FCHG]));
+  return HSR_OK;
+}
+
+static hsr_status block_fwd(const pass *p, int l) {
+  size_t C = (size_t)p->C, nc = (size_t)p->N * C;
+  const float **W = p->w->wp;
+  HSR_CHECK(block_fwd_body(p, l, 0));
+  lbufs b = layer_bufs(p, l);
   HSR_CHECK(piece_open(p, l, 3, 0));
-  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, out, mid, nc * sizeof(float), w->s));
-  HSR_CHECK(linear(p, 4 * C, C, fchg, W[GPT_PARAM(l, GPT_MPROJ_W)], W[GPT_PARAM(l, GPT_MPROJ_B)], out, 1));
+  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, b.out, b.b[AB_MID], nc * sizeof(float), p->w->s));
+  HSR_CHECK(linear(p, 4 * C, C, b.b[AB_FCHG], W[GPT_PARAM(l, GPT_MPROJ_W)], W[GPT_PARAM(l, GPT_MPROJ_B)], b.out, 1));
   return piece_close(p, l, 3, 0);
+}
+
+/* selective: the LayerNorms' outputs (from the kept inputs; the statistics
+ * they write again are the kept ones, bit for bit), the attention's
+ * probabilities from the kept qkv, the GELU from the kept c_fc output. */
+static hsr_status block_recompute_selective(const pass *p, int l) {
+  gpt_work *w = p->w;
+  size_t C = (size_t)p->C, N = (size_t)p->N, nc = N * C;
+  const float **W = w->wp;
+  lbufs b = layer_bufs(p, l);
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_layernorm(DEV(p), N, C, b.x, W[GPT_PARAM(l, GPT_LN1_W)], W[GPT_PARAM(l, GPT_LN1_B)], GPT_LN_EPS,
+                              b.b[AB_LN1], b.b[AB_LN1M], b.b[AB_LN1R]));
+  TIMED(p, GPT_T_ATTN, attention_probs(DEV(p), p->B, p->T, p->C, p->H, b.b[AB_QKV], b.b[AB_ATT]));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_layernorm(DEV(p), N, C, b.b[AB_MID], W[GPT_PARAM(l, GPT_LN2_W)], W[GPT_PARAM(l, GPT_LN2_B)],
+                              GPT_LN_EPS, b.b[AB_LN2], b.b[AB_LN2M], b.b[AB_LN2R]));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_gelu(DEV(p), 4 * nc, b.b[AB_FCH], b.b[AB_FCHG]));
+  return HSR_OK;
+}
+
+/* Inside the block's backward window: its recompute, declared to the binder
+ * (the engine: hsr_rt_recompute_begin/_end) so the schedule, the trace and
+ * the counters see it. */
+static hsr_status block_recompute(const pass *p, int l) {
+  int policy = p->w->policy, unit = unit_of(p->c, l, 0);
+  if (policy == HSR_RT_RECOMPUTE_NONE) return HSR_OK;
+  if (p->b->recompute) HSR_CHECK(p->b->recompute(p->b->ctx, unit, 1));
+  HSR_CHECK(policy == HSR_RT_RECOMPUTE_FULL ? block_fwd_body(p, l, 1) : block_recompute_selective(p, l));
+  return p->b->recompute ? p->b->recompute(p->b->ctx, unit, 0) : HSR_OK;
 }
 
 /* w->dres holds d(output of block l) and becomes d(input of block l) */
@@ -429,21 +536,21 @@ static hsr_status block_bwd(const pass *p, int l) {
   size_t C = (size_t)p->C, N = (size_t)p->N, nc = N * C;
   const float **W = w->wp;
   float **G = w->gp;
-  const float *x = LAYER(w->res, l, nc), *ln1 = LAYER(w->ln1, l, nc), *qkv = LAYER(w->qkv, l, 3 * nc);
-  const float *att = LAYER(w->att, l, (size_t)p->B * p->H * p->T * p->T), *atty = LAYER(w->atty, l, nc);
-  const float *mid = LAYER(w->mid, l, nc), *ln2 = LAYER(w->ln2, l, nc), *fch = LAYER(w->fch, l, 4 * nc);
-  const float *fchg = LAYER(w->fchg, l, 4 * nc);
+  HSR_CHECK(piece_open(p, l, 3, 1));
+  HSR_CHECK(block_recompute(p, l));
+  lbufs b = layer_bufs(p, l);
+  const float *x = b.x, *ln1 = b.b[AB_LN1], *qkv = b.b[AB_QKV], *att = b.b[AB_ATT], *atty = b.b[AB_ATTY];
+  const float *mid = b.b[AB_MID], *ln2 = b.b[AB_LN2], *fch = b.b[AB_FCH], *fchg = b.b[AB_FCHG];
 #define PW(k) W[GPT_PARAM(l, k)]
 #define PG(k) G[GPT_PARAM(l, k)]
-  HSR_CHECK(piece_open(p, l, 3, 1));
   HSR_CHECK(linear_bwd(p, 4 * C, C, fchg, PW(GPT_MPROJ_W), w->dres, w->dfch, PG(GPT_MPROJ_W), PG(GPT_MPROJ_B)));
   HSR_CHECK(piece_close(p, l, 3, 1));
   TIMED(p, GPT_T_OTHER, hsr_kernels_gelu_bwd(DEV(p), 4 * nc, fch, w->dfch, w->dfch));
   HSR_CHECK(piece_open(p, l, 2, 1));
   HSR_CHECK(linear_bwd(p, C, 4 * C, ln2, PW(GPT_FC_W), w->dfch, w->dln, PG(GPT_FC_W), PG(GPT_FC_B)));
   TIMED(p, GPT_T_OTHER,
-        hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, mid, PW(GPT_LN2_W), LAYER(w->ln2m, l, N), LAYER(w->ln2r, l, N),
-                                  w->dres, PG(GPT_LN2_W), PG(GPT_LN2_B)));
+        hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, mid, PW(GPT_LN2_W), b.b[AB_LN2M], b.b[AB_LN2R], w->dres,
+                                  PG(GPT_LN2_W), PG(GPT_LN2_B)));
   HSR_CHECK(piece_close(p, l, 2, 1));
   HSR_CHECK(piece_open(p, l, 1, 1));
   HSR_CHECK(linear_bwd(p, C, C, atty, PW(GPT_APROJ_W), w->dres, w->datty, PG(GPT_APROJ_W), PG(GPT_APROJ_B)));
@@ -452,8 +559,8 @@ static hsr_status block_bwd(const pass *p, int l) {
   HSR_CHECK(piece_open(p, l, 0, 1));
   HSR_CHECK(linear_bwd(p, C, 3 * C, ln1, PW(GPT_ATTN_W), w->dqkv, w->dln, PG(GPT_ATTN_W), PG(GPT_ATTN_B)));
   TIMED(p, GPT_T_OTHER,
-        hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, x, PW(GPT_LN1_W), LAYER(w->ln1m, l, N), LAYER(w->ln1r, l, N),
-                                  w->dres, PG(GPT_LN1_W), PG(GPT_LN1_B)));
+        hsr_kernels_layernorm_bwd(DEV(p), N, C, w->dln, x, PW(GPT_LN1_W), b.b[AB_LN1M], b.b[AB_LN1R], w->dres,
+                                  PG(GPT_LN1_W), PG(GPT_LN1_B)));
 #undef PW
 #undef PG
   return piece_close(p, l, 0, 1);

@@ -48,6 +48,7 @@ typedef struct gpt_cfg {
   int arch;                    /* GPT_ARCH_* */
   int n_kv_head;               /* llama: key/value heads, dividing n_head (0: n_head) */
   int n_ff;                    /* llama: the MLP's width (0: llama_default_ff) */
+  hsr_rt_recompute recompute;  /* activations kept for the backward (gpt only; block units): see gpt.c */
 } gpt_cfg;
 
 /* Parameters in registration order: the root's, then 12 per block. */
@@ -95,6 +96,9 @@ typedef struct gpt_binder {
   void *ctx;
   hsr_status (*acquire)(void *ctx, int unit, int backward, const float **w, float **g);
   hsr_status (*release)(void *ctx, int unit, int backward);
+  /* optional (NULL: none): the recompute of `unit` inside its backward
+   * window begins (begin 1) or ends (0) */
+  hsr_status (*recompute)(void *ctx, int unit, int begin);
 } gpt_binder;
 
 /* Activations of a micro-batch of B sequences of up to T tokens, on a device
@@ -103,6 +107,17 @@ typedef struct gpt_binder {
 typedef struct gpt_work gpt_work;
 hsr_status gpt_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hsr_stream *s, gpt_work **out);
 size_t gpt_work_bytes(const gpt_cfg *c, int B, int T);
+/* The activations of a micro-batch of B x T under c->recompute, from the
+ * shapes alone (gpt only): bytes kept per layer from its forward to its
+ * backward, the one layer of scratch its recompute writes, the rest (the
+ * final stream, ln_f, logits, the backward's scratch, the losses), and the
+ * total the workspace holds (= gpt_work_bytes). */
+typedef struct gpt_act_plan {
+  size_t layer, scratch, fixed, total;
+} gpt_act_plan;
+hsr_status gpt_act_plan_of(const gpt_cfg *c, int B, int T, gpt_act_plan *out);
+/* Bytes the workspace allocated, counted as it allocated them. */
+size_t gpt_work_allocated(const gpt_work *w);
 void gpt_work_free(gpt_work *w);
 /* Seconds the model spent in its calls since the last reset, by kind: the
  * linear layers' and the head's GEMMs, attention (its batched GEMMs and

@@ -99,7 +99,7 @@ static hsr_status arr_release(void *ctx, int unit, int backward) {
   return HSR_OK;
 }
 
-gpt_binder gpt_arrays_binder(gpt_arrays *a) { return (gpt_binder){a, arr_acquire, arr_release}; }
+gpt_binder gpt_arrays_binder(gpt_arrays *a) { return (gpt_binder){a, arr_acquire, arr_release, NULL}; }
 
 /* ---- reference trainer ---- */
 struct gpt_ref {

@@ -76,6 +76,11 @@ static hsr_status release(void *ctx, int unit, int backward) {
   return backward ? hsr_rt_backward_end(x->rt, unit) : hsr_rt_forward_end(x->rt, unit);
 }
 
+static hsr_status recompute(void *ctx, int unit, int begin) {
+  gpt_rt_ctx *x = ctx;
+  return begin ? hsr_rt_recompute_begin(x->rt, unit) : hsr_rt_recompute_end(x->rt, unit);
+}
+
 void gpt_rt_ctx_free(gpt_rt_ctx *x) {
   if (!x) return;
   if (x->s) hsr_stream_sync(x->s, GPT_SYNC_TIMEOUT_S); /* nothing queued still reads what is freed here */
@@ -192,8 +197,8 @@ hsr_status gpt_rt_train_step(gpt_rt_ctx *x, const gpt_data *d, uint64_t data_see
                      N, micro, N * micro);
   int per = batch / N, mb = per / micro;
   HSR_CHECK(ensure_work(x, mb));
-  gpt_binder b = {x, acquire, release};
-  int64_t act = (int64_t)gpt_work_bytes(&x->c, mb, T); /* alive from a micro-batch's forward to its backward */
+  gpt_binder b = {x, acquire, release, recompute};
+  int64_t act = (int64_t)gpt_work_allocated(x->w); /* alive from a micro-batch's forward to its backward: as allocated */
   hsr_ledger *led = hsr_rt_ledger(x->rt);
   double sum = 0;
   for (int m = 0; m < micro; m++) {
@@ -224,7 +229,7 @@ hsr_status gpt_rt_val_loss(gpt_rt_ctx *x, const gpt_data *d, int n, double *loss
                      gpt_data_val_windows(d, T));
   int mb = x->wb > 0 ? x->wb : 1;
   HSR_CHECK(ensure_work(x, mb));
-  gpt_binder b = {x, acquire, release};
+  gpt_binder b = {x, acquire, release, recompute};
   /* pass p gives rank r windows [(p N + r) mb, +mb); every rank runs every
    * pass (the gathers are collective), one that has no window left runs a
    * dummy one and drops it */
@@ -238,7 +243,7 @@ hsr_status gpt_rt_val_loss(gpt_rt_ctx *x, const gpt_data *d, int n, double *loss
     const int32_t *in, *tgt;
     HSR_CHECK(stage_tokens(x, mb, &in, &tgt));
     double l;
-    int64_t act = (int64_t)gpt_work_bytes(&x->c, mb, T);
+    int64_t act = (int64_t)gpt_work_allocated(x->w);
     HSR_CHECK(hsr_ledger_note(hsr_rt_ledger(x->rt), act));
     hsr_status st = gpt_forward(&x->c, x->w, in, tgt, mb, T, &b, &l);
     HSR_CHECK(hsr_ledger_note(hsr_rt_ledger(x->rt), -act));
@@ -253,7 +258,7 @@ hsr_status gpt_rt_val_loss(gpt_rt_ctx *x, const gpt_data *d, int n, double *loss
 }
 
 hsr_status gpt_rt_program(const gpt_cfg *c, int micro, hsr_prog_call **calls, int *n) {
-  if (!c->wrap_linear) return hsr_tune_prog_nested(gpt_num_units(c), 1, micro, calls, n);
+  if (!c->wrap_linear) return hsr_tune_prog_nested(gpt_num_units(c), 1, micro, c->recompute, calls, n);
   /* per linear layer: each unit's window closes before the next opens (gpt.c's pieces) */
   int U = gpt_num_units(c), len = micro * 4 * U + 1, k = 0;
   hsr_prog_call *p = malloc((size_t)len * sizeof *p);

@@ -110,15 +110,43 @@ double llama_flops_per_token(const gpt_cfg *c, int T) {
 }
 
 /* ---- activations ---- */
+/* What a block's forward writes and its backward reads, per token, and what
+ * each recompute policy keeps per layer (the rest lives in one layer of
+ * scratch); the block input (res) is always kept. As gpt.c: selective keeps
+ * the matmuls' outputs (q and k after their rotation, v, the attention's
+ * output, the residual after o_proj, gate and up) and the RMSNorms'
+ * statistics, and recomputes the RMSNorms' outputs, the attention's
+ * probabilities and SwiGLU; full keeps the block input only. */
+enum { LB_H1 = 0, LB_R1, LB_Q, LB_K, LB_V, LB_ATT, LB_ATTY, LB_MID, LB_H2, LB_R2, LB_GT, LB_UP, LB_ACT, LB_COUNT };
+static size_t lb_per_token(const gpt_cfg *c, int T, int k) {
+  size_t C = (size_t)c->n_embd, KV = (size_t)llama_kv_heads(c) * (C / (size_t)c->n_head);
+  switch (k) {
+  case LB_R1:
+  case LB_R2: return 1;
+  case LB_K:
+  case LB_V: return KV;
+  case LB_ATT: return (size_t)c->n_head * (size_t)T;
+  case LB_GT:
+  case LB_UP:
+  case LB_ACT: return (size_t)llama_ff(c);
+  default: return C;
+  }
+}
+static int lb_kept(int policy, int k) {
+  if (policy == HSR_RT_RECOMPUTE_NONE) return 1;
+  if (policy == HSR_RT_RECOMPUTE_FULL) return 0;
+  return k != LB_H1 && k != LB_ATT && k != LB_H2 && k != LB_ACT;
+}
+
 struct llama_work {
-  int B, T, L, C, H, G, D, F, V;
+  int B, T, L, C, H, G, D, F, V, policy;
   hsr_device *dev, *host; /* dev: the caller's (NULL: host); host: opened here for host GEMMs */
   hsr_stream *s;
   int gpu;
-  /* kept for the backward, per layer */
-  float *res;                       /* (L+1) x N x C: block inputs, then the final stream */
-  float *h1, *r1, *q, *k, *v, *att; /* L x: N C, N, N C, N G D, N G D, B H T T */
-  float *atty, *mid, *h2, *r2, *gt, *up, *act;
+  size_t allocated; /* bytes allocated, counted as allocated */
+  /* kept for the backward: the block inputs and the final stream, (L+1) x N x C */
+  float *res;
+  float *ab[LB_COUNT]; /* per buffer: L layers when kept, else one (the recompute's scratch) */
   float *hf, *rf, *logits;
   /* backward scratch; the rotary table; a zero position row for hsr_kernels_embed */
   float *dres, *dh, *dq, *dk, *dv, *datty, *dact, *dg, *du, *datt, *rope, *zpos, *dzpos;
@@ -129,45 +157,50 @@ struct llama_work {
   uint64_t prof[GPT_T_COUNT]; /* ns per category since the last read */
 };
 
-typedef struct sizes {
-  size_t nc, n, kv, att, res, ff, logits, datt, rope;
-} sizes;
-
-static sizes sizes_of(const gpt_cfg *c, int B, int T) {
-  size_t N = (size_t)B * T, C = (size_t)c->n_embd, L = (size_t)c->n_layer, D = C / (size_t)c->n_head;
-  sizes z = {N * C,
-             N,
-             N * (size_t)llama_kv_heads(c) * D,
-             (size_t)B * c->n_head * T * T,
-             (L + 1) * N * C,
-             N * (size_t)llama_ff(c),
-             N * (size_t)c->vocab,
-             (size_t)c->n_head * T * T,
-             (size_t)T * D};
-  return z;
+hsr_status llama_act_plan(const gpt_cfg *c, int B, int T, gpt_act_plan *out) {
+  size_t N = (size_t)B * T, C = (size_t)c->n_embd, L = (size_t)c->n_layer, f = sizeof(float);
+  size_t D = C / (size_t)c->n_head, KV = (size_t)llama_kv_heads(c) * D, F = (size_t)llama_ff(c);
+  gpt_act_plan a = {0};
+  a.layer = N * C * f;
+  for (int k = 0; k < LB_COUNT; k++) {
+    size_t b = N * lb_per_token(c, T, k) * f;
+    if (lb_kept(c->recompute, k))
+      a.layer += b;
+    else
+      a.scratch += b;
+  }
+  /* the final stream, the final RMSNorm (output, statistic), the logits; the
+   * backward's scratch, one sequence's attention gradient, the rotary table,
+   * the zero position row and its sink; the per-token losses */
+  a.fixed = (N * C + N * C + N + N * (size_t)c->vocab) * f;
+  a.fixed += (4 * N * C + 2 * N * KV + 3 * N * F + (size_t)c->n_head * T * T + (size_t)T * D + 2 * C) * f;
+  a.fixed += N * sizeof(double);
+  a.total = L * a.layer + a.scratch + a.fixed;
+  *out = a;
+  return HSR_OK;
 }
 
 size_t llama_work_bytes(const gpt_cfg *c, int B, int T) {
-  sizes z = sizes_of(c, B, T);
-  size_t L = (size_t)c->n_layer, C = (size_t)c->n_embd;
-  size_t kept =
-      z.res + L * (z.nc + z.n + z.nc + 2 * z.kv + z.att + z.nc + z.nc + z.nc + z.n + 3 * z.ff) + z.nc + z.n + z.logits;
-  size_t scratch = 4 * z.nc + 2 * z.kv + 3 * z.ff + z.datt + z.rope + 2 * C;
-  return (kept + scratch) * sizeof(float) + z.n * sizeof(double);
+  gpt_act_plan a;
+  llama_act_plan(c, B, T, &a);
+  return a.total;
 }
 
-static float *walloc(llama_work *w, size_t n, hsr_status *st) {
+size_t llama_work_allocated(const llama_work *w) { return w ? w->allocated : 0; }
+
+static void *walloc_bytes(llama_work *w, size_t bytes, hsr_status *st) {
   void *p = NULL;
   if (*st != HSR_OK) return NULL;
-  *st = hsr_device_alloc(w->dev ? w->dev : w->host, (n ? n : 1) * sizeof(float), &p);
+  *st = hsr_device_alloc(w->dev ? w->dev : w->host, bytes ? bytes : 1, &p);
+  if (*st == HSR_OK) w->allocated += bytes;
   return p;
 }
+static float *walloc(llama_work *w, size_t n, hsr_status *st) { return walloc_bytes(w, n * sizeof(float), st); }
 
-#define LLAMA_BUFS(w)                                                                                               \
-  {                                                                                                                 \
-    &(w)->res, &(w)->h1, &(w)->r1, &(w)->q, &(w)->k, &(w)->v, &(w)->att, &(w)->atty, &(w)->mid, &(w)->h2, &(w)->r2, \
-        &(w)->gt, &(w)->up, &(w)->act, &(w)->hf, &(w)->rf, &(w)->logits, &(w)->dres, &(w)->dh, &(w)->dq, &(w)->dk,  \
-        &(w)->dv, &(w)->datty, &(w)->dact, &(w)->dg, &(w)->du, &(w)->datt, &(w)->rope, &(w)->zpos, &(w)->dzpos      \
+#define LLAMA_BUFS(w)                                                                                              \
+  {                                                                                                                \
+    &(w)->res, &(w)->hf, &(w)->rf, &(w)->logits, &(w)->dres, &(w)->dh, &(w)->dq, &(w)->dk, &(w)->dv, &(w)->datty, \
+        &(w)->dact, &(w)->dg, &(w)->du, &(w)->datt, &(w)->rope, &(w)->zpos, &(w)->dzpos                            \
   }
 
 void llama_work_free(llama_work *w) {
@@ -177,6 +210,7 @@ void llama_work_free(llama_work *w) {
   if (d) {
     if (w->s) hsr_stream_sync(w->s, GPT_SYNC_TIMEOUT_S); /* the table's and zero row's writes are queued */
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hsr_device_free(d, *bufs[i]);
+    for (int k = 0; k < LB_COUNT; k++) hsr_device_free(d, w->ab[k]);
     hsr_device_free(d, w->rowloss);
   }
   if (w->gpu) free(w->rowloss_h);
@@ -191,27 +225,25 @@ hsr_status llama_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hs
   if (!w) return hsr_error(HSR_ERR_NOMEM, "model: out of memory");
   w->B = B, w->T = T, w->L = c->n_layer, w->C = c->n_embd, w->H = c->n_head, w->G = llama_kv_heads(c);
   w->D = c->n_embd / c->n_head, w->F = llama_ff(c), w->V = c->vocab, w->np = llama_num_params(c);
+  w->policy = c->recompute;
   w->s = s;
   w->gpu = dev && hsr_device_kind_of(dev) != HSR_DEVICE_HOST; /* device memory: CUDA or sim */
   w->dev = w->gpu ? dev : NULL;
   hsr_status st = w->gpu ? HSR_OK : hsr_device_open(HSR_DEVICE_HOST, 0, &w->host);
-  sizes z = sizes_of(c, B, T);
-  size_t L = (size_t)w->L, C = (size_t)w->C;
-  w->res = walloc(w, z.res, &st);
-  w->h1 = walloc(w, L * z.nc, &st), w->r1 = walloc(w, L * z.n, &st), w->q = walloc(w, L * z.nc, &st);
-  w->k = walloc(w, L * z.kv, &st), w->v = walloc(w, L * z.kv, &st), w->att = walloc(w, L * z.att, &st);
-  w->atty = walloc(w, L * z.nc, &st), w->mid = walloc(w, L * z.nc, &st), w->h2 = walloc(w, L * z.nc, &st);
-  w->r2 = walloc(w, L * z.n, &st), w->gt = walloc(w, L * z.ff, &st), w->up = walloc(w, L * z.ff, &st);
-  w->act = walloc(w, L * z.ff, &st);
-  w->hf = walloc(w, z.nc, &st), w->rf = walloc(w, z.n, &st), w->logits = walloc(w, z.logits, &st);
-  w->dres = walloc(w, z.nc, &st), w->dh = walloc(w, z.nc, &st), w->dq = walloc(w, z.nc, &st);
-  w->dk = walloc(w, z.kv, &st), w->dv = walloc(w, z.kv, &st), w->datty = walloc(w, z.nc, &st);
-  w->dact = walloc(w, z.ff, &st), w->dg = walloc(w, z.ff, &st), w->du = walloc(w, z.ff, &st);
-  w->datt = walloc(w, z.datt, &st), w->rope = walloc(w, z.rope, &st);
+  size_t N = (size_t)B * T, L = (size_t)w->L, C = (size_t)w->C, nc = N * C, kv = N * (size_t)w->G * w->D;
+  size_t ff = N * (size_t)w->F;
+  w->res = walloc(w, (L + 1) * nc, &st);
+  for (int k = 0; k < LB_COUNT; k++)
+    w->ab[k] = walloc(w, (lb_kept(w->policy, k) ? L : 1) * N * lb_per_token(c, T, k), &st);
+  w->hf = walloc(w, nc, &st), w->rf = walloc(w, N, &st), w->logits = walloc(w, N * (size_t)c->vocab, &st);
+  w->dres = walloc(w, nc, &st), w->dh = walloc(w, nc, &st), w->dq = walloc(w, nc, &st);
+  w->dk = walloc(w, kv, &st), w->dv = walloc(w, kv, &st), w->datty = walloc(w, nc, &st);
+  w->dact = walloc(w, ff, &st), w->dg = walloc(w, ff, &st), w->du = walloc(w, ff, &st);
+  w->datt = walloc(w, (size_t)c->n_head * T * T, &st), w->rope = walloc(w, (size_t)T * w->D, &st);
   w->zpos = walloc(w, C, &st), w->dzpos = walloc(w, C, &st);
   hsr_device *d = w->gpu ? w->dev : w->host;
-  if (st == HSR_OK) st = hsr_device_alloc(d, z.n * sizeof(double), (void **)&w->rowloss);
-  if (st == HSR_OK && w->gpu && !(w->rowloss_h = malloc(z.n * sizeof(double))))
+  w->rowloss = walloc_bytes(w, N * sizeof(double), &st);
+  if (st == HSR_OK && w->gpu && !(w->rowloss_h = malloc(N * sizeof(double))))
     st = hsr_error(HSR_ERR_NOMEM, "model: out of memory");
   if (st == HSR_OK && !w->gpu) w->rowloss_h = w->rowloss;
   if (st == HSR_OK) st = hsr_kernels_rope_table(d, w->s, (size_t)T, (size_t)w->D, LLAMA_ROPE_THETA, w->rope);
@@ -277,8 +309,9 @@ static hsr_status linear_bwd(const pass *p, size_t in, size_t out, const float *
  * for each r, one strided-batched call over the G groups. */
 #define ATT_BLOCK 64
 
-hsr_status llama_attention(hsr_device *d, hsr_stream *s, int B, int T, int H, int G, int D, const float *q,
-                           const float *k, const float *v, float *att, float *y) {
+/* The probabilities: att = softmax(Q K^T / sqrt(D)), causal. */
+static hsr_status attention_probs(hsr_device *d, hsr_stream *s, int B, int T, int H, int G, int D, const float *q,
+                                  const float *k, float *att) {
   size_t t = (size_t)T, hd = (size_t)H * D, gd = (size_t)G * D, dd = (size_t)D, tt = t * t, R = (size_t)(H / G);
   for (int b = 0; b < B; b++) {
     const float *qb = q + (size_t)b * t * hd, *kb = k + (size_t)b * t * gd;
@@ -290,7 +323,13 @@ hsr_status llama_attention(hsr_device *d, hsr_stream *s, int B, int T, int H, in
                                            dd, 0.0f, a + r * tt + q0 * t, t, R * tt, (size_t)G));
       }
   }
-  HSR_CHECK(hsr_kernels_softmax_causal(d, s, (size_t)B * H * t, t, 1.0f / sqrtf((float)D), att, att));
+  return hsr_kernels_softmax_causal(d, s, (size_t)B * H * t, t, 1.0f / sqrtf((float)D), att, att);
+}
+
+hsr_status llama_attention(hsr_device *d, hsr_stream *s, int B, int T, int H, int G, int D, const float *q,
+                           const float *k, const float *v, float *att, float *y) {
+  size_t t = (size_t)T, hd = (size_t)H * D, gd = (size_t)G * D, dd = (size_t)D, tt = t * t, R = (size_t)(H / G);
+  HSR_CHECK(attention_probs(d, s, B, T, H, G, D, q, k, att));
   for (int b = 0; b < B; b++) {
     const float *vb = v + (size_t)b * t * gd, *a = att + (size_t)b * H * tt;
     float *yb = y + (size_t)b * t * hd;
@@ -359,77 +398,113 @@ static hsr_status piece_close(const pass *p, int l, int piece, int bwd) {
 
 #define LAYER(buf, l, n) ((buf) + (size_t)(l) * (n))
 
-/* per-layer strides of the kept buffers */
-typedef struct lay {
-  size_t nc, n, kv, att, ff;
-} lay;
-static lay lay_of(const pass *p) {
-  size_t N = (size_t)p->N;
-  lay z = {N * p->C, N, N * (size_t)p->G * p->D, (size_t)p->B * p->H * p->T * p->T, N * (size_t)p->F};
-  return z;
+/* Block l's buffers: the kept ones at layer l, the others in the one layer
+ * of scratch the recompute policy leaves them (as gpt.c). */
+typedef struct lbufs {
+  const float *x;
+  float *out, *b[LB_COUNT];
+} lbufs;
+static lbufs layer_bufs(const pass *p, int l) {
+  llama_work *w = p->w;
+  size_t nc = (size_t)p->N * p->C;
+  lbufs r = {LAYER(w->res, l, nc), LAYER(w->res, l + 1, nc), {0}};
+  for (int k = 0; k < LB_COUNT; k++)
+    r.b[k] = LAYER(w->ab[k], lb_kept(w->policy, k) ? l : 0, (size_t)p->N * lb_per_token(p->c, p->T, k));
+  return r;
+}
+
+/* The block's forward up to SwiGLU, on weights already open when it is a
+ * recompute (rc: the whole block is one unit), bitwise the forward's. */
+static hsr_status block_fwd_body(const pass *p, int l, int rc) {
+  llama_work *w = p->w;
+  size_t C = (size_t)p->C, N = (size_t)p->N, KV = (size_t)p->G * p->D, F = (size_t)p->F;
+  const float **W = w->wp;
+  lbufs b = layer_bufs(p, l);
+  float **B = b.b;
+#define PW(kk) W[LLAMA_PARAM(l, kk)]
+  if (!rc) HSR_CHECK(piece_open(p, l, 0, 0));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_rmsnorm(DEV(p), N, C, b.x, PW(LLAMA_IN_NORM), LLAMA_RMS_EPS, B[LB_H1], B[LB_R1]));
+  HSR_CHECK(linear(p, C, C, B[LB_H1], PW(LLAMA_Q), B[LB_Q], 0));
+  HSR_CHECK(linear(p, C, KV, B[LB_H1], PW(LLAMA_K), B[LB_K], 0));
+  HSR_CHECK(linear(p, C, KV, B[LB_H1], PW(LLAMA_V), B[LB_V], 0));
+  if (!rc) HSR_CHECK(piece_close(p, l, 0, 0));
+  TIMED(p, GPT_T_ATTN, hsr_kernels_rope(DEV(p), N, (size_t)p->T, (size_t)p->H, (size_t)p->D, w->rope, 0, B[LB_Q]));
+  TIMED(p, GPT_T_ATTN, hsr_kernels_rope(DEV(p), N, (size_t)p->T, (size_t)p->G, (size_t)p->D, w->rope, 0, B[LB_K]));
+  TIMED(p, GPT_T_ATTN,
+        llama_attention(DEV(p), p->B, p->T, p->H, p->G, p->D, B[LB_Q], B[LB_K], B[LB_V], B[LB_ATT], B[LB_ATTY]));
+  if (!rc) HSR_CHECK(piece_open(p, l, 1, 0));
+  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, B[LB_MID], b.x, N * C * sizeof(float), w->s)); /* the residual */
+  HSR_CHECK(linear(p, C, C, B[LB_ATTY], PW(LLAMA_O), B[LB_MID], 1));
+  if (!rc) HSR_CHECK(piece_close(p, l, 1, 0));
+  if (!rc) HSR_CHECK(piece_open(p, l, 2, 0));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_rmsnorm(DEV(p), N, C, B[LB_MID], PW(LLAMA_POST_NORM), LLAMA_RMS_EPS, B[LB_H2], B[LB_R2]));
+  HSR_CHECK(linear(p, C, F, B[LB_H2], PW(LLAMA_GATE), B[LB_GT], 0));
+  HSR_CHECK(linear(p, C, F, B[LB_H2], PW(LLAMA_UP), B[LB_UP], 0));
+  if (!rc) HSR_CHECK(piece_close(p, l, 2, 0));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_swiglu(DEV(p), N * F, B[LB_GT], B[LB_UP], B[LB_ACT]));
+#undef PW
+  return HSR_OK;
 }
 
 static hsr_status block_fwd(const pass *p, int l) {
-  llama_work *w = p->w;
-  lay z = lay_of(p);
-  size_t C = (size_t)p->C, N = (size_t)p->N, KV = (size_t)p->G * p->D, F = (size_t)p->F;
-  const float **W = w->wp;
-  const float *x = LAYER(w->res, l, z.nc);
-  float *h1 = LAYER(w->h1, l, z.nc), *q = LAYER(w->q, l, z.nc), *k = LAYER(w->k, l, z.kv), *v = LAYER(w->v, l, z.kv);
-  float *att = LAYER(w->att, l, z.att), *atty = LAYER(w->atty, l, z.nc), *mid = LAYER(w->mid, l, z.nc);
-  float *h2 = LAYER(w->h2, l, z.nc), *gt = LAYER(w->gt, l, z.ff), *up = LAYER(w->up, l, z.ff);
-  float *act = LAYER(w->act, l, z.ff), *out = LAYER(w->res, l + 1, z.nc);
-#define PW(kk) W[LLAMA_PARAM(l, kk)]
-  HSR_CHECK(piece_open(p, l, 0, 0));
-  TIMED(p, GPT_T_OTHER,
-        hsr_kernels_rmsnorm(DEV(p), N, C, x, PW(LLAMA_IN_NORM), LLAMA_RMS_EPS, h1, LAYER(w->r1, l, z.n)));
-  HSR_CHECK(linear(p, C, C, h1, PW(LLAMA_Q), q, 0));
-  HSR_CHECK(linear(p, C, KV, h1, PW(LLAMA_K), k, 0));
-  HSR_CHECK(linear(p, C, KV, h1, PW(LLAMA_V), v, 0));
-  HSR_CHECK(piece_close(p, l, 0, 0));
-  TIMED(p, GPT_T_ATTN, hsr_kernels_rope(DEV(p), N, (size_t)p->T, (size_t)p->H, (size_t)p->D, w->rope, 0, q));
-  TIMED(p, GPT_T_ATTN, hsr_kernels_rope(DEV(p), N, (size_t)p->T, (size_t)p->G, (size_t)p->D, w->rope, 0, k));
-  TIMED(p, GPT_T_ATTN, llama_attention(DEV(p), p->B, p->T, p->H, p->G, p->D, q, k, v, att, atty));
-  HSR_CHECK(piece_open(p, l, 1, 0));
-  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, mid, x, z.nc * sizeof(float), w->s)); /* the residual */
-  HSR_CHECK(linear(p, C, C, atty, PW(LLAMA_O), mid, 1));
-  HSR_CHECK(piece_close(p, l, 1, 0));
-  HSR_CHECK(piece_open(p, l, 2, 0));
-  TIMED(p, GPT_T_OTHER,
-        hsr_kernels_rmsnorm(DEV(p), N, C, mid, PW(LLAMA_POST_NORM), LLAMA_RMS_EPS, h2, LAYER(w->r2, l, z.n)));
-  HSR_CHECK(linear(p, C, F, h2, PW(LLAMA_GATE), gt, 0));
-  HSR_CHECK(linear(p, C, F, h2, PW(LLAMA_UP), up, 0));
-  HSR_CHECK(piece_close(p, l, 2, 0));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_swiglu(DEV(p), z.ff, gt, up, act));
+  size_t C = (size_t)p->C, F = (size_t)p->F;
+  HSR_CHECK(block_fwd_body(p, l, 0));
+  lbufs b = layer_bufs(p, l);
   HSR_CHECK(piece_open(p, l, 3, 0));
-  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, out, mid, z.nc * sizeof(float), w->s));
-  HSR_CHECK(linear(p, F, C, act, PW(LLAMA_DOWN), out, 1));
-#undef PW
+  TIMED(p, GPT_T_OTHER, hsr_device_copy(p->d, b.out, b.b[LB_MID], (size_t)p->N * C * sizeof(float), p->w->s));
+  HSR_CHECK(linear(p, F, C, b.b[LB_ACT], p->w->wp[LLAMA_PARAM(l, LLAMA_DOWN)], b.out, 1));
   return piece_close(p, l, 3, 0);
+}
+
+/* selective: the RMSNorms' outputs (their statistics again, bit for bit),
+ * the attention's probabilities from the kept rotated q and k, SwiGLU. */
+static hsr_status block_recompute_selective(const pass *p, int l) {
+  llama_work *w = p->w;
+  size_t C = (size_t)p->C, N = (size_t)p->N, F = (size_t)p->F;
+  const float **W = w->wp;
+  lbufs b = layer_bufs(p, l);
+  float **B = b.b;
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_rmsnorm(DEV(p), N, C, b.x, W[LLAMA_PARAM(l, LLAMA_IN_NORM)], LLAMA_RMS_EPS, B[LB_H1], B[LB_R1]));
+  TIMED(p, GPT_T_ATTN, attention_probs(DEV(p), p->B, p->T, p->H, p->G, p->D, B[LB_Q], B[LB_K], B[LB_ATT]));
+  TIMED(p, GPT_T_OTHER,
+        hsr_kernels_rmsnorm(DEV(p), N, C, B[LB_MID], W[LLAMA_PARAM(l, LLAMA_POST_NORM)], LLAMA_RMS_EPS, B[LB_H2],
+                            B[LB_R2]));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_swiglu(DEV(p), N * F, B[LB_GT], B[LB_UP], B[LB_ACT]));
+  return HSR_OK;
+}
+
+static hsr_status block_recompute(const pass *p, int l) {
+  int policy = p->w->policy, unit = unit_of(p->c, l, 0);
+  if (policy == HSR_RT_RECOMPUTE_NONE) return HSR_OK;
+  if (p->b->recompute) HSR_CHECK(p->b->recompute(p->b->ctx, unit, 1));
+  HSR_CHECK(policy == HSR_RT_RECOMPUTE_FULL ? block_fwd_body(p, l, 1) : block_recompute_selective(p, l));
+  return p->b->recompute ? p->b->recompute(p->b->ctx, unit, 0) : HSR_OK;
 }
 
 /* w->dres holds d(output of block l) and becomes d(input of block l) */
 static hsr_status block_bwd(const pass *p, int l) {
   llama_work *w = p->w;
-  lay z = lay_of(p);
   size_t C = (size_t)p->C, N = (size_t)p->N, KV = (size_t)p->G * p->D, F = (size_t)p->F;
   const float **W = w->wp;
   float **G = w->gp;
-  const float *x = LAYER(w->res, l, z.nc), *h1 = LAYER(w->h1, l, z.nc), *q = LAYER(w->q, l, z.nc);
-  const float *k = LAYER(w->k, l, z.kv), *v = LAYER(w->v, l, z.kv), *att = LAYER(w->att, l, z.att);
-  const float *atty = LAYER(w->atty, l, z.nc), *mid = LAYER(w->mid, l, z.nc), *h2 = LAYER(w->h2, l, z.nc);
-  const float *gt = LAYER(w->gt, l, z.ff), *up = LAYER(w->up, l, z.ff), *act = LAYER(w->act, l, z.ff);
+  HSR_CHECK(piece_open(p, l, 3, 1));
+  HSR_CHECK(block_recompute(p, l));
+  lbufs b = layer_bufs(p, l);
+  const float *x = b.x, *h1 = b.b[LB_H1], *q = b.b[LB_Q], *k = b.b[LB_K], *v = b.b[LB_V], *att = b.b[LB_ATT];
+  const float *atty = b.b[LB_ATTY], *mid = b.b[LB_MID], *h2 = b.b[LB_H2], *gt = b.b[LB_GT], *up = b.b[LB_UP];
+  const float *act = b.b[LB_ACT];
 #define PW(kk) W[LLAMA_PARAM(l, kk)]
 #define PG(kk) G[LLAMA_PARAM(l, kk)]
-  HSR_CHECK(piece_open(p, l, 3, 1));
   HSR_CHECK(linear_bwd(p, F, C, act, PW(LLAMA_DOWN), w->dres, w->dact, PG(LLAMA_DOWN), 0));
   HSR_CHECK(piece_close(p, l, 3, 1));
-  TIMED(p, GPT_T_OTHER, hsr_kernels_swiglu_bwd(DEV(p), z.ff, gt, up, w->dact, w->dg, w->du));
+  TIMED(p, GPT_T_OTHER, hsr_kernels_swiglu_bwd(DEV(p), N * F, gt, up, w->dact, w->dg, w->du));
   HSR_CHECK(piece_open(p, l, 2, 1));
   HSR_CHECK(linear_bwd(p, C, F, h2, PW(LLAMA_GATE), w->dg, w->dh, PG(LLAMA_GATE), 0));
   HSR_CHECK(linear_bwd(p, C, F, h2, PW(LLAMA_UP), w->du, w->dh, PG(LLAMA_UP), 1));
   TIMED(p, GPT_T_OTHER,
-        hsr_kernels_rmsnorm_bwd(DEV(p), N, C, w->dh, mid, PW(LLAMA_POST_NORM), LAYER(w->r2, l, z.n), w->dres,
+        hsr_kernels_rmsnorm_bwd(DEV(p), N, C, w->dh, mid, PW(LLAMA_POST_NORM), b.b[LB_R2], w->dres,
                                 PG(LLAMA_POST_NORM)));
   HSR_CHECK(piece_close(p, l, 2, 1));
   HSR_CHECK(piece_open(p, l, 1, 1));
@@ -446,8 +521,7 @@ static hsr_status block_bwd(const pass *p, int l) {
   HSR_CHECK(linear_bwd(p, C, KV, h1, PW(LLAMA_K), w->dk, w->dh, PG(LLAMA_K), 1));
   HSR_CHECK(linear_bwd(p, C, KV, h1, PW(LLAMA_V), w->dv, w->dh, PG(LLAMA_V), 1));
   TIMED(p, GPT_T_OTHER,
-        hsr_kernels_rmsnorm_bwd(DEV(p), N, C, w->dh, x, PW(LLAMA_IN_NORM), LAYER(w->r1, l, z.n), w->dres,
-                                PG(LLAMA_IN_NORM)));
+        hsr_kernels_rmsnorm_bwd(DEV(p), N, C, w->dh, x, PW(LLAMA_IN_NORM), b.b[LB_R1], w->dres, PG(LLAMA_IN_NORM)));
 #undef PW
 #undef PG
   return piece_close(p, l, 0, 1);

@@ -67,6 +67,9 @@ double llama_flops_per_token(const gpt_cfg *c, int T);
 typedef struct llama_work llama_work;
 hsr_status llama_work_create(const gpt_cfg *c, int B, int T, hsr_device *dev, hsr_stream *s, llama_work **out);
 size_t llama_work_bytes(const gpt_cfg *c, int B, int T);
+/* gpt_act_plan_of's figures for the llama (llama.c keeps per policy what gpt.c does) and the bytes allocated. */
+hsr_status llama_act_plan(const gpt_cfg *c, int B, int T, gpt_act_plan *out);
+size_t llama_work_allocated(const llama_work *w);
 void llama_work_free(llama_work *w);
 void llama_work_timing(llama_work *w, double seconds[GPT_T_COUNT], int reset);
 const double *llama_row_loss(const llama_work *w);

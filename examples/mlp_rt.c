@@ -108,7 +108,7 @@ static hsr_status release(void *ctx, int unit, int backward) {
 }
 
 hsr_status mlp_rt_program(const mlp_cfg *c, int micro, hsr_prog_call **calls, int *n) {
-  if (!c->wrap_linear) return hsr_tune_prog_nested(mlp_rt_num_units(c), 1, micro, calls, n);
+  if (!c->wrap_linear) return hsr_tune_prog_nested(mlp_rt_num_units(c), 1, micro, HSR_RT_RECOMPUTE_NONE, calls, n);
   /* per linear layer: each block begins and ends its two units together (mlp_fwd_bwd's binder) */
   int len = micro * 4 * mlp_rt_num_units(c) + 1, k = 0, L = c->layers;
   hsr_prog_call *p = malloc((size_t)len * sizeof *p);

@@ -7,13 +7,56 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/common_internal.h"
-#include "launch/boot_internal.h"
+
+/* The variables whose value decides what every rank of a collective does
+ * (which algorithm, how a ring is cut, which transport): ranks that read them
+ * differently would run different protocols against each other, so they
+ * must agree before anything runs (HSR_SIM_NODES is agreed with the nodes). */
+static const char *const agreed[] = {"HSR_ALGO_ALLREDUCE", "HSR_ALGO_ALLREDUCE_RD_MAX", "HSR_UCX_CHUNK",
+                                     "HSR_ALGO_TWO_LEVEL", "HSR_UCX_PEER_ERRORS"};
+#define BOOT_AGREED (int)(sizeof agreed / sizeof agreed[0])
 
 /* What each rank tells the others at start. */
 typedef struct {
   char host[HSR_HOSTNAME_MAX];
   int32_t local_rank, local_size, sim_nodes, pad;
+  uint64_t agreed[BOOT_AGREED];     /* each agreed variable's value as read (a choice's index, a size in bytes) */
+  char agreed_text[BOOT_AGREED][24]; /* and as set ("" when unset), for the message */
 } boot_record;
+
+/* This rank's reading of the agreed variables (checked before: valid). */
+static hsr_status read_agreed(boot_record *r) {
+  for (int i = 0; i < BOOT_AGREED; i++) {
+    const hsr_env_info *v = env_find(agreed[i]);
+    if (!v) return hsr_error(HSR_ERR_INTERNAL, "boot: %s is not in the registry", agreed[i]);
+    if (v->kind == HSR_ENV_CHOICE) {
+      int c = 0;
+      HSR_CHECK(env_get_choice(agreed[i], &c));
+      r->agreed[i] = (uint64_t)c;
+    } else {
+      size_t z = 0;
+      HSR_CHECK(env_get_size(agreed[i], &z));
+      r->agreed[i] = z;
+    }
+    const char *t = getenv(agreed[i]);
+    snprintf(r->agreed_text[i], sizeof r->agreed_text[i], "%s", t ? t : "");
+  }
+  return HSR_OK;
+}
+
+static hsr_status check_agreed(const boot_record *rec, int n) {
+  for (int i = 0; i < BOOT_AGREED; i++)
+    for (int r = 1; r < n; r++)
+      if (rec[r].agreed[i] != rec[0].agreed[i]) {
+        const char *a = rec[0].agreed_text[i], *b = rec[r].agreed_text[i];
+        return hsr_error(HSR_ERR_MISMATCH,
+                         "%s differs between ranks: rank 0 has %s%s%s, rank %d has %s%s%s; it decides what every rank "
+                         "of a collective runs, so set it alike on every rank (or on none)",
+                         agreed[i], *a ? "'" : "", *a ? a : "it unset", *a ? "'" : "", r, *b ? "'" : "",
+                         *b ? b : "it unset", *b ? "'" : "");
+      }
+  return HSR_OK;
+}
 
 static hsr_status pmix_fail(const char *what, pmix_status_t rc) {
   return hsr_error(rc == PMIX_ERR_TIMEOUT ? HSR_ERR_TIMEOUT : HSR_ERR_BOOT, "PMIx %s failed: %s", what,
@@ -154,7 +197,8 @@ static hsr_status exchange_records(hsr_boot *b, long lrank, long lsize) {
     mine.local_rank = (int32_t)lrank;
     mine.local_size = (int32_t)lsize;
     mine.sim_nodes = b->sim_nodes;
-    st = boot_allgather(b, &mine, sizeof mine, rec);
+    st = read_agreed(&mine);
+    if (st == HSR_OK) st = boot_allgather(b, &mine, sizeof mine, rec);
   }
   if (st == HSR_OK) {
     /* A launcher that gave no local rank/size: derive them from hostnames. */
@@ -170,6 +214,8 @@ static hsr_status exchange_records(hsr_boot *b, long lrank, long lsize) {
       rec[r].local_size = ls;
     }
     st = derive_nodes(b, rec);
+    if (st == HSR_OK) st = check_agreed(rec, b->size);
+    if (st == HSR_ERR_MISMATCH) error_share(); /* every rank found the same: the job's one line */
   }
   free(rec);
   return st;

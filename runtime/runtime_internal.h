@@ -64,6 +64,9 @@ uint64_t rt_layout_hash(const hsr_rt_layout *l);
 hsr_status rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k); /* full | none | partial:K */
 hsr_status rt_parse_sync(const char *s, hsr_rt_sync *out);               /* full | none | rs_only */
 hsr_status rt_parse_outer_shard(const char *s, hsr_rt_outer *out);       /* none | optim */
+hsr_status rt_parse_recompute(const char *s, hsr_rt_recompute *out);     /* none | full | selective */
+/* host | cuda | cuda:N (cuda = automatic ordinal, -1). */
+hsr_status rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal);
 const char *rt_strategy_name(hsr_rt_strategy s);
 
 /* What a strategy shards over the shard group, decided here only: the

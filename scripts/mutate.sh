@@ -64,6 +64,7 @@ declare -A module_tests=(
   [trace]='^(test_trace_sum|test_ledger_trace|trace_mpirun|sched_trace|cli_trace)'
   [common]='^(test_common|env_registry|env_spellings|rt_bad_use|cli_walk)$'
   [tools]='^(size_checks|env_spellings|init_mesh|train_run_4|cli_walk)$'
+  [ft]='^(test_ft_quorum|ft_outer_2|ft_equiv|ft_kill_heal|ft_kill_allreduce|ft_coord_noauth)$'
 )
 
 # mutations.txt -> one line per mutation: id<TAB>module<TAB>file<TAB>regex<TAB>what

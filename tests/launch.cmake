@@ -71,11 +71,20 @@ add_test(NAME env_registry COMMAND ${CMAKE_SOURCE_DIR}/tests/env_registry.sh $<T
 set_tests_properties(env_registry PROPERTIES TIMEOUT 60)
 # The BOOL and CHOICE variables read by the commands and scripts, in every
 # spelling the registry accepts and in any case, judged by their effect.
+# Variables every rank must read alike, set differently: one line, no work
+add_test(NAME env_agree COMMAND ${CMAKE_SOURCE_DIR}/tests/env_agree.sh $<TARGET_FILE:hsr_cli>)
+set_tests_properties(env_agree PROPERTIES LABELS mpi TIMEOUT 120)
 add_test(NAME env_spellings COMMAND ${CMAKE_SOURCE_DIR}/tests/env_spellings.sh ${CMAKE_BINARY_DIR} ${CMAKE_SOURCE_DIR})
 set_tests_properties(env_spellings PROPERTIES TIMEOUT 300)
 # The layer table of docs/design.md is the one CMakeLists.txt enforces.
 add_test(NAME design_layers COMMAND ${CMAKE_SOURCE_DIR}/tests/design_layers.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(design_layers PROPERTIES TIMEOUT 30)
+# The docs as reference: no issue numbers, every link resolves, every page in
+# the README's table, every command in docs/commands.md, every module in
+# design.md's table, every HSR_* name a variable or the code's
+add_test(NAME docs_check COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/docs_check.py ${CMAKE_SOURCE_DIR}
+         $<TARGET_FILE:hsr_cli>)
+set_tests_properties(docs_check PROPERTIES TIMEOUT 60)
 # The build, the tests and CI need none of the PyTorch peers' Python packages
 # (torch and the rest are a benchmark harness, installed on demand).
 add_test(NAME peers_free COMMAND ${CMAKE_SOURCE_DIR}/tests/peers_free.sh ${CMAKE_SOURCE_DIR})

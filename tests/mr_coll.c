@@ -155,11 +155,11 @@ static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_
     break;
   }
   if (st != HSR_OK) FAIL("%s issue: %s %s", op_name(kind), hsr_status_str(st), hsr_last_error());
-  /* Poll a little (exercises hsr_req_test), then check the times and wait. */
+  /* Poll a little (exercises req_test), then check the times and wait. */
   int done = 0;
-  for (int k = 0; k < 3 && !done; k++) OK(hsr_req_test(req, &done));
+  for (int k = 0; k < 3 && !done; k++) OK(req_test(req, &done));
   while (!done) {
-    OK(hsr_req_test(req, &done));
+    OK(req_test(req, &done));
     if (!done) usleep(200);
   }
   uint64_t t0, t1;
@@ -312,7 +312,7 @@ static int post_rounds(poster *p) {
     else
       OK(hsr_comm_allgather(p->c, in, out, COUNT, HSR_F32, &q));
     int done = 0;
-    OK(hsr_req_test(q, &done)); /* lock-free when not done yet; no spinning here */
+    OK(req_test(q, &done)); /* lock-free when not done yet; no spinning here */
     OK(done ? req_free(q) : hsr_req_wait(q, -1));
     for (int j = 0; j < (p->allreduce ? 1 : n); j++)
       for (int i = 0; i < COUNT; i++) {
@@ -447,9 +447,9 @@ int main(int argc, char **argv) {
     if (!rc) rc = run_suite(w, counts, ncounts, ndt, 100000);
     if (!rc && split > 0) {
       hsr_comm *shard = NULL, *repl = NULL, *none = (hsr_comm *)1;
-      if (hsr_comm_split(w, g_rank / split, g_rank, &shard) != HSR_OK ||
-          hsr_comm_split(w, g_rank % split, -g_rank, &repl) != HSR_OK ||
-          hsr_comm_split(w, g_rank == 0 ? 0 : -1, 0, &none) != HSR_OK) {
+      if (comm_split(w, g_rank / split, g_rank, &shard) != HSR_OK ||
+          comm_split(w, g_rank % split, -g_rank, &repl) != HSR_OK ||
+          comm_split(w, g_rank == 0 ? 0 : -1, 0, &none) != HSR_OK) {
         fprintf(stderr, "[rank %d] split: %s\n", g_rank, hsr_last_error());
         rc = 1;
       }
@@ -479,7 +479,7 @@ int main(int argc, char **argv) {
       /* Every rank, ordered even ranks first: with simulated nodes the comm
        * ranks alternate between nodes (two-level with a scattered layout). */
       hsr_comm *il = NULL;
-      if (hsr_comm_split(w, 0, (g_rank % 2) * 100000 + g_rank / 2, &il) != HSR_OK) {
+      if (comm_split(w, 0, (g_rank % 2) * 100000 + g_rank / 2, &il) != HSR_OK) {
         fprintf(stderr, "[rank %d] split: %s\n", g_rank, hsr_last_error());
         rc = 1;
       }

@@ -320,8 +320,8 @@ int main(int argc, char **argv) {
    * two-level set-up ran: splits count what they move on their parent) */
   rc |= run_group(w, "world", counts, nc, two_off, &ar, &fabric);
   if (!rc && split > 0 && n % split == 0) {
-    if (hsr_comm_split(w, g_rank / split, g_rank, &shard) != HSR_OK ||
-        hsr_comm_split(w, g_rank % split, g_rank, &repl) != HSR_OK) {
+    if (comm_split(w, g_rank / split, g_rank, &shard) != HSR_OK ||
+        comm_split(w, g_rank % split, g_rank, &repl) != HSR_OK) {
       fprintf(stderr, "[rank %d] split: %s\n", g_rank, hsr_last_error());
       rc = 1;
     } else {

@@ -19,7 +19,10 @@
  *
  * SPEC keys: those of mr_spec.h, plus wrap (block | linear), val (1: a
  * validation pass before steps 2 and 4, whose loss must equal the
- * reference's forward on the same weights), twice, same, device. */
+ * reference's forward on the same weights), rc (none | full | selective:
+ * activation recompute, against the reference that keeps everything; every
+ * block recomputes once per micro-batch and the gathers stay the policy's),
+ * twice, same, device. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,7 +43,8 @@
 #include "train.h"
 
 #define STEPS 6
-#define BATCH 8
+#define BATCH g_batch
+static int g_batch = 8; /* global batch: --batch N (a multiple of the data-parallel ranks) */
 #define T 8
 #define WARMUP 2
 #define LR 3e-3f
@@ -100,6 +104,8 @@ static int parse_spec(const char *s, spec *out) {
     } else if (!strcmp(kv, "wrap")) {
       if (strcmp(v, "block") && strcmp(v, "linear")) return fprintf(stderr, "wrap=%s (block | linear)\n", v), 1;
       out->wrap = !strcmp(v, "linear");
+    } else if (!strcmp(kv, "rc")) {
+      st = rt_parse_recompute(v, &c->recompute);
     } else if (!strcmp(kv, "same")) {
       snprintf(out->same, sizeof out->same, "%s", v);
     } else {
@@ -247,6 +253,7 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
                  history *got, double *worst) {
   gpt_cfg c = base;
   c.wrap_linear = sp->wrap;
+  c.recompute = sp->cfg.recompute;
   hsr_rt *rt = NULL;
   OK(hsr_rt_create(boot, sp->cfg.device == HSR_DEVICE_CUDA ? NULL : world, cl, &sp->cfg, &rt));
   OK(gpt_rt_setup(&c, rt, 1));
@@ -277,6 +284,9 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
                          &info));
     got->norm[s] = info.grad_norm;
     CHECK(info.step == s + 1, "%s: step counter %lld", sp->text, (long long)info.step);
+    int rcs = sp->cfg.recompute != HSR_RT_RECOMPUTE_NONE ? sp->cfg.micro_batches * (U - 1) : 0;
+    CHECK(info.recomputes == rcs, "%s: step %d: %d recomputes, expected %d (every block, every micro-batch)",
+          sp->text, s + 1, info.recomputes, rcs);
     for (int g = 0; g < HSR_RT_GROUP_COUNT && !after_val; g++) /* a validation pass's gathers count in the next step */
       for (int op = 0; op < HSR_OP_COUNT; op++)
         CHECK(info.calls[g][op] == e[g][op], "%s (mesh %dx%d K %d): step %d: %s %s calls %llu, policy implies %llu",
@@ -430,12 +440,16 @@ static int run_export(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
 
 int main(int argc, char **argv) {
   base = gpt_base;
+  if (argc > 2 && !strcmp(argv[1], "--batch")) {
+    g_batch = atoi(argv[2]);
+    argv[2] = argv[0], argv += 2, argc -= 2;
+  }
   if (argc > 1 && !strcmp(argv[1], "--llama")) {
     base = llama_base;
     argv[1] = argv[0], argv++, argc--;
   }
   if (argc < 2) {
-    fprintf(stderr, "usage: mr_gpt [--llama] equiv SPEC... | export FILE\n");
+    fprintf(stderr, "usage: mr_gpt [--batch N] [--llama] equiv SPEC... | export FILE\n");
     return 2;
   }
   openblas_set_num_threads(1);

@@ -71,7 +71,7 @@ int main(void) {
   int rc = check_comm(w, 100003);
   hsr_comm *half = NULL;
   if (!rc) {
-    OK(hsr_comm_split(w, g_rank % 2, g_rank, &half));
+    OK(comm_split(w, g_rank % 2, g_rank, &half));
     rc = check_comm(half, 4099);
     hsr_comm_free(half);
   }

@@ -253,8 +253,8 @@ int main(int argc, char **argv) {
   OK(hsr_comm_world(boot, HSR_BACKEND_HOST, &w));
   rc = run_group(boot, w, counts, nc);
   if (!rc && n >= 4 && n % 2 == 0) {
-    OK(hsr_comm_split(w, g_rank / 2, g_rank, &pair));
-    OK(hsr_comm_split(w, g_rank % 2, g_rank, &cross));
+    OK(comm_split(w, g_rank / 2, g_rank, &pair));
+    OK(comm_split(w, g_rank % 2, g_rank, &cross));
     rc = run_group(boot, pair, counts, nc) || run_group(boot, cross, counts, nc);
     hsr_comm_free(pair);
     hsr_comm_free(cross);

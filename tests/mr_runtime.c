@@ -41,7 +41,8 @@
 #include "mlp.h"
 
 #define STEPS 10
-#define BATCH 32
+#define BATCH g_batch
+static int g_batch = 32; /* global batch: --batch N before the mode (a multiple of the data-parallel ranks) */
 
 static int g_rank;
 static int g_fail;
@@ -561,6 +562,41 @@ static int run_bad(hsr_boot *boot) {
   OK(hsr_rt_param_add(rt, id, "w2", 1, s8, 0)); /* registration is still open */
   OK(hsr_rt_destroy(rt));
 
+  /* recompute: only inside the unit's backward window, declared, once; the
+   * window's gather serves it, and a forward_begin there (the way to gather
+   * a unit a third time) is refused */
+  OK(hsr_rt_create(boot, world, cl, &sp.cfg, &rt));
+  OK(hsr_rt_unit_add(rt, "u0", 1, &id));
+  OK(hsr_rt_param_add(rt, id, "w", 1, s8, 0));
+  OK(hsr_rt_forward_begin(rt, id));
+  OK(hsr_rt_forward_end(rt, id));
+  OK(hsr_rt_backward_begin(rt, id));
+  expect(hsr_rt_recompute_begin(rt, id), HSR_ERR_STATE, "recompute is none; declare", "recompute undeclared");
+  OK(hsr_rt_backward_end(rt, id));
+  OK(hsr_rt_destroy(rt));
+  hsr_rt_config rcfg = sp.cfg;
+  rcfg.recompute = HSR_RT_RECOMPUTE_FULL;
+  OK(hsr_rt_create(boot, world, cl, &rcfg, &rt));
+  OK(hsr_rt_unit_add(rt, "u0", 1, &id));
+  OK(hsr_rt_param_add(rt, id, "w", 1, s8, 0));
+  OK(hsr_rt_forward_begin(rt, id));
+  expect(hsr_rt_recompute_begin(rt, id), HSR_ERR_STATE, "outside its backward window", "recompute in forward");
+  OK(hsr_rt_forward_end(rt, id));
+  OK(hsr_rt_backward_begin(rt, id));
+  expect(hsr_rt_forward_begin(rt, id), HSR_ERR_STATE, "already inside a forward or backward window",
+         "forward_begin inside the backward window");
+  expect(hsr_rt_recompute_end(rt, id), HSR_ERR_STATE, "without recompute_begin", "recompute_end first");
+  OK(hsr_rt_recompute_begin(rt, id));
+  OK(hsr_rt_param_view(rt, "w", &v)); /* the backward's gather serves the recompute */
+  expect(hsr_rt_backward_end(rt, id), HSR_ERR_STATE, "inside its recompute", "backward_end inside recompute");
+  OK(hsr_rt_recompute_end(rt, id));
+  expect(hsr_rt_recompute_begin(rt, id), HSR_ERR_STATE, "already recomputed", "a second recompute");
+  OK(hsr_rt_backward_end(rt, id));
+  hsr_rt_step_info rinfo;
+  OK(hsr_rt_step(rt, &rinfo));
+  CHECK(rinfo.recomputes == 1, "step counted %d recomputes, expected 1", rinfo.recomputes);
+  OK(hsr_rt_destroy(rt));
+
   /* K not dividing S */
   snprintf(txt, sizeof txt, "strategy=fsdp,S=%d,reshard=partial:3", n);
   parse_spec(txt, &sp);
@@ -575,8 +611,12 @@ static int run_bad(hsr_boot *boot) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: mr_runtime equiv SPEC... | bad\n");
+  if (argc > 2 && !strcmp(argv[1], "--batch")) {
+    g_batch = atoi(argv[2]);
+    argv[2] = argv[0], argv += 2, argc -= 2;
+  }
+  if (argc < 2 || g_batch < 1) {
+    fprintf(stderr, "usage: mr_runtime [--batch N] equiv SPEC... | bad\n");
     return 2;
   }
   mlp_blas_threads(1);

@@ -42,7 +42,7 @@ static int mr_spec_policy(hsr_rt_config *c, const char *key, const char *v, hsr_
   else if (!strcmp(key, "pstep"))
     c->prefetch_step = atoi(v);
   else if (!strcmp(key, "device"))
-    *st = hsr_rt_parse_device(v, &c->device, &c->device_ordinal);
+    *st = rt_parse_device(v, &c->device, &c->device_ordinal);
   else
     return 0;
   return 1;

@@ -51,6 +51,15 @@ hsr_add_mpi_test(NAME rt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND
   strategy=hybrid,S=1,R=4,outer=optim,${_c}
   strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=bf16,${_c}
   strategy=hybrid,S=2,outer=optim,pdt=bf16,rdt=f32,micro=2,sync=rs_only,${_c})
+# Three replicas (R = 3 divides neither the alignment nor a power of two):
+# the outer shard's pieces, the replicate averages and the partial group on
+# 3 simulated nodes, against the single-rank reference.
+hsr_add_mpi_test(NAME rt_equiv_6 NP 6 NODES 3 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_runtime> --batch 48 equiv
+  strategy=hybrid,S=2,R=3,reshard=full,prefetch=1,${_c}
+  strategy=hybrid,S=2,R=3,outer=optim,reshard=partial:2,micro=2,sync=rs_only,${_c}
+  strategy=hybrid,S=2,R=3,outer=optim,pdt=bf16,${_c}
+  strategy=hybrid,S=1,R=6,outer=optim,${_c}
+  strategy=zero2,S=2,R=3,${_c})
 hsr_add_mpi_test(NAME rt_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_runtime> equiv
   strategy=hybrid,S=4,R=2,reshard=full,prefetch=1,${_c},twice=1
   strategy=hybrid,S=4,R=2,reshard=partial:2,prefetch=2,micro=2,sync=rs_only,${_c}
@@ -153,6 +162,33 @@ set(_gpt_specs_8
   strategy=hybrid,S=2,R=4,outer=optim,reshard=partial:2,prefetch=1,${_g},val=1)
 hsr_add_mpi_test(NAME gpt_equiv_8 NP 8 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
   ${_gpt_specs_8})
+# Activation recompute (full, selective) against the reference that keeps
+# every activation, and bitwise against the same cell without it (same=):
+# every strategy, reshard full/none/partial, micro-batches, validation.
+set(_rc_specs_4
+  strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=rf
+  strategy=fsdp,S=4,reshard=full,prefetch=1,rc=full,${_g},val=1,same=rf
+  strategy=fsdp,S=4,reshard=full,prefetch=2,rc=selective,${_g},same=rf
+  strategy=fsdp,S=4,reshard=none,prefetch=1,rc=full,${_g},same=rf
+  strategy=hybrid,S=2,reshard=partial:2,micro=2,rc=selective,${_g},same=rp
+  strategy=hybrid,S=2,reshard=partial:2,micro=2,rc=full,${_g},same=rp
+  strategy=hybrid,S=2,reshard=partial:2,micro=2,${_g},same=rp
+  strategy=zero1,S=2,R=2,rc=full,${_g}
+  strategy=zero2,S=2,R=2,rc=selective,${_g}
+  strategy=ddp,micro=2,sync=none,rc=full,${_g}
+  strategy=hybrid,S=2,outer=optim,pdt=bf16,rc=full,${_g})
+hsr_add_mpi_test(NAME gpt_recompute_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> equiv
+  ${_rc_specs_4})
+hsr_add_mpi_test(NAME llama_recompute_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> --llama equiv
+  ${_rc_specs_4})
+add_test(NAME gpt_recompute_1 COMMAND $<TARGET_FILE:mr_gpt> equiv
+  strategy=fsdp,${_g},same=r1 strategy=fsdp,rc=full,${_g},same=r1 strategy=fsdp,rc=selective,${_g},val=1,same=r1
+  strategy=ddp,micro=2,rc=selective,${_g})
+set_tests_properties(gpt_recompute_1 PROPERTIES TIMEOUT 120 ENVIRONMENT OPENBLAS_NUM_THREADS=1)
+hsr_add_mpi_test(NAME gpt_equiv_6 NP 6 NODES 3 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> --batch 12 equiv
+  strategy=hybrid,S=2,R=3,outer=optim,reshard=full,prefetch=1,rc=selective,${_g}
+  strategy=fsdp,S=6,reshard=partial:2,micro=2,rc=full,${_g}
+  strategy=hybrid,S=1,R=6,pdt=bf16,${_g})
 hsr_add_mpi_test(NAME gpt_export_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_gpt> export
   ${CMAKE_BINARY_DIR}/gpt_export_4.safetensors)
 # The Llama-style model through the same specs (every strategy, reshard
@@ -184,6 +220,10 @@ set_tests_properties(gpt_gpu_equiv_1 llama_gpu_equiv_1 PROPERTIES LABELS gpu SKI
 add_test(NAME train_gpt_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/train_gpt_check.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>
          ${CMAKE_SOURCE_DIR})
 set_tests_properties(train_gpt_4 PROPERTIES TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# hsr train --recompute: bitwise logs, activations predicted = measured = the
+# shapes' count, gathers as the schedule predicts, the trace's recompute spans
+add_test(NAME train_recompute_4 COMMAND ${CMAKE_SOURCE_DIR}/tests/train_recompute.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(train_recompute_4 PROPERTIES LABELS mpi TIMEOUT 300 ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
 # --export-init: the weights a run starts from (what bench/peers starts its peers from)
 add_test(NAME train_export_init COMMAND ${CMAKE_SOURCE_DIR}/tests/export_init.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(train_export_init PROPERTIES TIMEOUT 120 ENVIRONMENT "HSR_BOOT_TIMEOUT=120" LABELS mpi)

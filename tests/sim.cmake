@@ -34,6 +34,13 @@ hsr_add_mpi_test(NAME gpt_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} CO
   device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sg4
   device=sim,strategy=hybrid,S=2,reshard=partial:2,prefetch=2,micro=2,sync=none,${_g}
   device=sim,strategy=hybrid,S=2,outer=optim,reshard=none,${_g},val=1)
+# Recompute on sim: the recomputed block's kernels queue on the compute
+# stream inside the backward window; bitwise the host path's.
+hsr_add_mpi_test(NAME gpt_sim_recompute_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_gpt> equiv
+  strategy=fsdp,S=4,reshard=full,prefetch=1,rc=full,${_g},same=sr4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=1,rc=full,${_g},same=sr4
+  device=sim,strategy=fsdp,S=4,reshard=full,prefetch=2,rc=selective,${_g},same=sr4
+  device=sim,strategy=hybrid,S=2,reshard=partial:2,micro=2,rc=full,${_g})
 # The llama on sim (its RMSNorm, SwiGLU and rotary kernels as sim tasks).
 hsr_add_mpi_test(NAME llama_sim_equiv_4 NP 4 NODES 2 LABELS sim ENV ${_sim_env} COMMAND $<TARGET_FILE:mr_gpt> --llama
   equiv strategy=fsdp,S=4,reshard=full,prefetch=1,${_g},same=sl4

@@ -180,15 +180,15 @@ static void test_config(void **state) {
   assert_null(dc.stream);
   hsr_device_kind dk;
   int ord;
-  assert_int_equal(hsr_rt_parse_device("host", &dk, &ord), HSR_OK);
+  assert_int_equal(rt_parse_device("host", &dk, &ord), HSR_OK);
   assert_int_equal(dk, HSR_DEVICE_HOST);
-  assert_int_equal(hsr_rt_parse_device("cuda", &dk, &ord), HSR_OK);
+  assert_int_equal(rt_parse_device("cuda", &dk, &ord), HSR_OK);
   assert_true(dk == HSR_DEVICE_CUDA && ord == -1);
-  assert_int_equal(hsr_rt_parse_device("cuda:3", &dk, &ord), HSR_OK);
+  assert_int_equal(rt_parse_device("cuda:3", &dk, &ord), HSR_OK);
   assert_true(dk == HSR_DEVICE_CUDA && ord == 3);
   const char *bad[] = {"gpu", "cuda:", "cuda:-1", "cuda:1x", "CUDA", ""};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    assert_int_equal(hsr_rt_parse_device(bad[i], &dk, &ord), HSR_ERR_INVALID);
+    assert_int_equal(rt_parse_device(bad[i], &dk, &ord), HSR_ERR_INVALID);
     assert_non_null(strstr(hsr_last_error(), "valid: host, cuda, cuda:N"));
   }
   dc.device = (hsr_device_kind)7;

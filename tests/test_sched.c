@@ -41,7 +41,7 @@ static void test_predict_fsdp(void **state) {
   c.root_reshard = 1;
   hsr_prog_call *p;
   int n;
-  assert_int_equal(hsr_tune_prog_nested(2, 0, 1, &p, &n), HSR_OK);
+  assert_int_equal(hsr_tune_prog_nested(2, 0, 1, HSR_RT_RECOMPUTE_NONE, &p, &n), HSR_OK);
   assert_int_equal(n, 9);
   hsr_ledger *h, *u;
   ledger_create(&h);

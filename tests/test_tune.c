@@ -4,7 +4,7 @@
  * layout (fsdp across nodes 3P, hybrid 2P, partial reshard 2P, ddp 8P of
  * the parameters' bytes P), the ledger in bytes per parameter, the timeline,
  * the fit to bench JSON, the recommendation where the answer is known, the
- * emitters and bad inputs. */
+ * emitters and bad inputs; the activation model and recompute in the search. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -531,6 +531,37 @@ static void test_recommend(void **state) {
   assert_true(prev > 1.2);
 }
 
+/* Ties: with residuals (a fitted net), two layouts whose steps differ by
+ * less than one sigma of their difference tie even when they differ by more
+ * than the ranking's 0.2% resolution; the rule's two arms both occur, and
+ * without residuals only the 0.2% arm is left. */
+static void test_ties(void **state) {
+  (void)state;
+  hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2};
+  hsr_tune_net n = clean(10, 0.1);
+  n.step_rel_rms = 0.05; /* each layout's own residual in the probes: 5% of its step */
+  hsr_tune_plan p;
+  plan(&n, &m, 0, &p);
+  int by_sigma = 0;
+  for (int i = 1; i < p.nfeasible; i++) {
+    const hsr_tune_result *r = &p.cand[i];
+    if (r->tie < 0) continue;
+    assert_true(r->tie < i);
+    const hsr_tune_result *b = &p.cand[r->tie];
+    if (r->step_ms - b->step_ms > 0.002 * b->step_ms) by_sigma++; /* beyond the resolution: tied by the sigma */
+  }
+  assert_true(by_sigma > 0);
+  /* and a layout 30% slower than the best never ties with it at 5% residuals */
+  for (int i = 1; i < p.nfeasible; i++)
+    if (p.cand[i].step_ms > 1.3 * p.cand[0].step_ms) assert_int_not_equal(p.cand[i].tie, 0);
+  tune_plan_free(&p);
+  n.step_rel_rms = 0; /* nothing fitted: ties only within 0.2% */
+  plan(&n, &m, 0, &p);
+  for (int i = 1; i < p.nfeasible; i++)
+    if (p.cand[i].tie >= 0) assert_true(p.cand[i].step_ms - p.cand[p.cand[i].tie].step_ms <= 0.002 * p.cand[p.cand[i].tie].step_ms + 1e-12);
+  tune_plan_free(&p);
+}
+
 /* The budget rejects by the peak (persistent + transient peak +
  * activations), never by the persistent bytes alone. Budgets at every
  * candidate's persistent bytes and peak (and a byte below the peak), with
@@ -657,11 +688,135 @@ static void test_emit(void **state) {
   assert_int_equal(tune_parse_emit("megatron", &k), HSR_ERR_INVALID);
 }
 
+/* The activation model on hand-computed cases. hsr's GPT example (f32):
+ * L 2, C 64, H 4, T 32, V 256, B 2, so N = 64 tokens. Per layer and token,
+ * none keeps 16C + HT + 4 = 1156 floats; selective 10C + 4 = 644 and
+ * recomputes 6C + HT = 512; full keeps C = 64 and recomputes
+ * 15C + HT + 4 = 1092. The root: N (2C + 2 + V) = 64 x 386 floats, 8N of
+ * f64 losses, and the backward's 10 C N + H T^2 = 40960 + 4096 floats. */
+static void test_act(void **state) {
+  (void)state;
+  hsr_tune_arch a;
+  assert_int_equal(tune_arch_preset("hsr-gpt", &a), HSR_OK);
+  a.layers = 2, a.width = 64, a.heads = 4, a.seq = 32, a.vocab = 256, a.micro_batch = 2;
+  assert_int_equal(a.act_dtype, HSR_F32);
+  double saved, scratch; /* an unchecked shape is fine: its defaults are filled on a copy */
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, &scratch), HSR_OK);
+  EQ(saved, 64 * 1156 * 4), EQ(scratch, 0);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_SELECTIVE, &saved, &scratch), HSR_OK);
+  EQ(saved, 64 * 644 * 4), EQ(scratch, 64 * 512 * 4);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_FULL, &saved, &scratch), HSR_OK);
+  EQ(saved, 64 * 64 * 4), EQ(scratch, 64 * 1092 * 4);
+  hsr_tune_act act;
+  assert_int_equal(tune_act_predict(&a, HSR_RT_RECOMPUTE_FULL, &act), HSR_OK);
+  EQ(act.root, 4 * 64 * 386 + 8 * 64 + 4 * (40960 + 4096));
+  EQ(act.peak, 2 * 64 * 64 * 4 + 64 * 1092 * 4 + act.root);
+  /* full recomputes all that selective does, and more */
+  double ff, fb, sf, sb;
+  assert_int_equal(tune_recompute_cost(&a, HSR_RT_RECOMPUTE_FULL, &ff, &fb), HSR_OK);
+  assert_int_equal(tune_recompute_cost(&a, HSR_RT_RECOMPUTE_SELECTIVE, &sf, &sb), HSR_OK);
+  EQ(sf, 64 * 2 * 32 * 64); /* QK^T: 2 T C per token */
+  assert_true(ff > sf && fb >= sb && sb > 0);
+  a.heads = 5; /* a bad one is refused with the check's message */
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, &scratch), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "--heads 5 does not divide --width 64"));
+  /* GPT-2 124M: 124,439,808 parameters; at 16 bits Korthikanti's s b h (34 + 5 a s / h) per layer */
+  assert_int_equal(tune_arch_preset("gpt2-124m", &a), HSR_OK);
+  assert_int_equal(tune_arch_check(&a), HSR_OK);
+  EQ(tune_arch_params(&a), 124439808);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, NULL), HSR_OK);
+  EQ(saved, 1024.0 * 768 * (34 + 5.0 * 12 * 1024 / 768));
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_SELECTIVE, &saved, NULL), HSR_OK);
+  EQ(saved, 34.0 * 1024 * 768);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_FULL, &saved, NULL), HSR_OK);
+  EQ(saved, 2.0 * 1024 * 768);
+  /* Llama-3: 8,030,261,248 and 70,553,706,496 parameters */
+  assert_int_equal(tune_arch_preset("llama3-8b", &a), HSR_OK);
+  assert_int_equal(tune_arch_check(&a), HSR_OK);
+  EQ(tune_arch_params(&a), 8030261248.0);
+  assert_int_equal(tune_arch_preset("llama3-70b", &a), HSR_OK);
+  assert_int_equal(tune_arch_check(&a), HSR_OK);
+  EQ(tune_arch_params(&a), 70553706496.0);
+  /* bad shapes: heads not dividing width, kv heads not dividing heads, an unknown preset */
+  a.heads = 60;
+  assert_int_equal(tune_arch_check(&a), HSR_ERR_INVALID);
+  assert_non_null(strstr(hsr_last_error(), "does not divide --width 8192"));
+  assert_int_equal(tune_arch_preset("llama3-70b", &a), HSR_OK);
+  a.kv_heads = 7;
+  assert_int_equal(tune_arch_check(&a), HSR_ERR_INVALID);
+  assert_int_equal(tune_arch_preset("llama4", &a), HSR_ERR_INVALID);
+  /* --hw's bound: h200 141 GiB less 2 GiB + 5% */
+  const double G = 1024.0 * 1024 * 1024;
+  EQ(tune_hw_memory("h200"), 141 * G);
+  EQ(tune_mem_reserve(141 * G), 2 * G + 0.05 * 141 * G);
+  EQ(tune_hw_memory("host"), 0);
+}
+
+/* Recompute as a dimension of the search: with activations the budget holds
+ * only under full recompute, the winner recomputes and is charged for it;
+ * with room for every policy, none wins. */
+static void test_recompute_plan(void **state) {
+  (void)state;
+  hsr_tune_net n = clean(10, 1);
+  double full_ms[8], sel_ms[8];
+  for (int u = 0; u < 8; u++) full_ms[u] = 0.5, sel_ms[u] = 0.05;
+  const double M = 1024.0 * 1024;
+  hsr_tune_model m = {.units = 8,
+                      .params = 8 * 262144,
+                      .fwd_ms = 0.5,
+                      .bwd_ratio = 2,
+                      .act_by_policy = 1,
+                      .act_policy = {64 * M, 4 * M, 32 * M},
+                      .unit_recompute_ms = {NULL, full_ms, sel_ms}};
+  hsr_tune_plan p;
+  plan(&n, &m, 0, &p);
+  assert_int_equal(p.recompute_searched, 1);
+  assert_int_equal(p.cand[0].cfg.recompute, HSR_RT_RECOMPUTE_NONE);
+  int seen[3] = {0};
+  for (int i = 0; i < p.n; i++) seen[p.cand[i].cfg.recompute]++;
+  assert_true(seen[0] > 0 && seen[0] == seen[1] && seen[1] == seen[2]);
+  const hsr_tune_result none = p.cand[0];
+  tune_plan_free(&p);
+  /* a budget only full's activations fit under (the layout's own memory + 20 MiB) */
+  plan(&n, &m, none.peak_total - 64 * M + 20 * M, &p);
+  assert_true(p.nfeasible > 0);
+  assert_int_equal(p.cand[0].cfg.recompute, HSR_RT_RECOMPUTE_FULL);
+  EQ(p.cand[0].act_bytes, 4 * M);
+  assert_true(p.cand[0].compute_ms > none.compute_ms); /* the recomputed forward is charged */
+  char lab[96], ex[8192];
+  assert_non_null(strstr(tune_label(&p.cand[0], lab, sizeof lab), "recompute:full"));
+  assert_int_equal(tune_explain(&p, &n, ex, sizeof ex), HSR_OK);
+  assert_non_null(strstr(ex, "none does not fit: needs"));
+  assert_non_null(strstr(ex, "selective does not fit: needs"));
+  for (int i = p.nfeasible; i < p.n; i++) /* the rejected say which activations they carry */
+    if (p.cand[i].cfg.recompute == HSR_RT_RECOMPUTE_NONE)
+      assert_non_null(strstr(p.cand[i].reason, "with recompute none"));
+  char b[8192];
+  assert_int_equal(tune_emit(&p.cand[0], HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "[activation_checkpoint]\nmode = \"full\""));
+  assert_int_equal(tune_emit(&p.cand[0], HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
+  cJSON *j = cJSON_Parse(b);
+  assert_non_null(j);
+  assert_non_null(cJSON_GetObjectItemCaseSensitive(j, "activation_checkpointing"));
+  cJSON_Delete(j);
+  assert_int_equal(tune_emit(&p.cand[0], HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "checkpoint_wrapper(b)"));
+  hsr_tune_result sel = p.cand[0];
+  sel.cfg.recompute = HSR_RT_RECOMPUTE_SELECTIVE;
+  assert_int_equal(tune_emit(&sel, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "selective_ac_option = \"op\""));
+  assert_int_equal(tune_emit(&sel, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
+  assert_non_null(strstr(b, "create_selective_checkpoint_contexts"));
+  tune_plan_free(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_volumes),   cmocka_unit_test(test_step_bytes),
                                      cmocka_unit_test(test_ledger),    cmocka_unit_test(test_outer_bytes),
                                      cmocka_unit_test(test_timeline),  cmocka_unit_test(test_calib),
                                      cmocka_unit_test(test_recommend), cmocka_unit_test(test_gpu_defaults),
-                                     cmocka_unit_test(test_emit),      cmocka_unit_test(test_budget_by_peak)};
+                                     cmocka_unit_test(test_emit),      cmocka_unit_test(test_budget_by_peak),
+                                     cmocka_unit_test(test_act),       cmocka_unit_test(test_recompute_plan),
+                                     cmocka_unit_test(test_ties)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

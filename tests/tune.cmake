@@ -4,6 +4,9 @@
 # inputs (exit 2), the table, JSON, emitters, the calculator, topologies from
 # files and the live job, --plot, a short --validate.
 hsr_add_unit(test_tune test_tune.c)
+# the activation model of hsr's GPT example equal to the example's own count
+hsr_add_unit(test_tune_act test_tune_act.c ${CMAKE_SOURCE_DIR}/examples/gpt.c ${CMAKE_SOURCE_DIR}/examples/gpt_data.c
+             ${CMAKE_SOURCE_DIR}/examples/llama.c)
 hsr_add_program(mr_tune mr_tune.c)
 # 4 ranks as 2 nodes of 2: two-level shard groups (S = 4), node-local ones
 # (S = 2) with replicate groups across, partial groups in the node; a ring
@@ -122,3 +125,31 @@ set_tests_properties(size_checks PROPERTIES TIMEOUT 300 LABELS "mpi" ENVIRONMENT
 add_test(NAME tune_validate_json COMMAND ${CMAKE_SOURCE_DIR}/tests/tune_validate_json.sh ${HSR_RUN} ${_hsr})
 set_tests_properties(tune_validate_json PROPERTIES TIMEOUT 300 LABELS "mpi" ENVIRONMENT "HSR_BOOT_TIMEOUT=60"
                      ENVIRONMENT_MODIFICATION "HSR_TOPO_XML=unset:")
+# The model's shape: activations per recompute policy, recompute searched with
+# the layouts, --hw bounding memory by the GPU less the reserve. The 70B job
+# on 256 H200s fits 141 GiB less the reserve (131.95 GiB): with parameters
+# alone (activations not counted, and said so), and with Llama-3 70B's shape,
+# where only full recompute fits and the explanation says so.
+set(_fit "recommended: +[^(]+: step [0-9.]+ ms \\([^)]+\\), peak ([0-9]|[0-9][0-9]|1[0-2][0-9]|13[01])\\.[0-9][0-9] GiB per rank")
+hsr_tune_cli(tune_70b_fits 0 "within the budget of 131.95 GiB per rank.*${_fit}.*activations are not counted" sh -c
+             "${_hsr} tune --params 70e9 --world 256 --gpus-per-node 8 --hw h200 --top 3 | tr '\\n' ' '")
+hsr_tune_cli(tune_70b_arch_fits 0 "llama3-70b.*7.055e\\+10 parameters.*${_fit}.*activations: [0-9.]+ GiB per rank with recompute full.*none does not fit: needs [0-9.]+ GiB more.*selective does not fit"
+             sh -c "${_hsr} tune --arch llama3-70b --world 256 --gpus-per-node 8 --hw h200 --top 3 | tr '\\n' ' '")
+hsr_tune_cli(tune_70b_emit 0 "\\[activation_checkpoint\\] mode = \"full\"" sh -c
+             "${_hsr} tune --arch llama3-70b --params 70e9 --world 256 --gpus-per-node 8 --hw h200 --emit torchtitan | tr '\\n' ' '")
+hsr_tune_cli(tune_shape_json 0 "\"shape\":\\{\"arch\":\"llama3-8b\".*\"activations\":\\{\"none\":\\{\"saved_per_layer\":.*\"recompute\":\"selective\".*\"act_bytes\""
+             ${_hsr} tune --arch llama3-8b --world 64 --gpus-per-node 8 --hw h100 --json)
+# hsr's GPT example to the byte (L 2, C 64, H 4, T 32, V 256, B 2: test_tune's hand-computed case)
+hsr_tune_cli(tune_act_hsr_gpt 0 "activations +871424 .*recompute none .*activations +591872 .*recompute full .*activations +740352 .*recompute selective .* <"
+             sh -c "${_hsr} tune --arch hsr-gpt --layers 2 --width 64 --heads 4 --seq 32 --vocab 256 --micro-batch 2 --shard 2 --recompute selective | tr '\\n' ' '")
+hsr_tune_cli(tune_shape_params 2 "--params 7e\\+09 contradicts the model's shape \\(llama3-70b: .*\\) of 7.055e\\+10 parameters"
+             ${_hsr} tune --arch llama3-70b --params 7e9 --world 8 --gpus-per-node 8)
+hsr_tune_cli(tune_bad_arch 2 "--arch: unknown 'llama4' \\(valid: gpt2-124m, llama3-8b, llama3-70b" ${_hsr} tune --arch llama4
+             --world 8 --gpus-per-node 8)
+hsr_tune_cli(tune_shape_heads 2 "--heads 12 does not divide --width 100 \\(valid widths: 96, 108" ${_hsr} tune --layers 4
+             --width 100 --heads 12 --seq 64 --vocab 256 --world 8 --gpus-per-node 8)
+hsr_tune_cli(tune_recompute_no_shape 2 "--recompute needs the model's shape" ${_hsr} tune --params 1e8 --shard 2
+             --recompute full)
+# a tighter budget changes the pick: GPT-2 124M (8 sequences per rank) recomputes selectively under 9 GiB, fully under 6 GiB
+hsr_tune_cli(tune_recompute_pick 0 "rank +layout.*   1  hybrid 2x8 none p1 recompute:selective .*activations: [0-9.]+ GiB per rank with recompute selective .*none does not fit: needs"
+             sh -c "${_hsr} tune --arch gpt2-124m --micro-batch 8 --world 16 --gpus-per-node 8 --hw a100 --mem-budget 9G --top 1 | tr '\\n' ' '")

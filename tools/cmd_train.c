@@ -16,14 +16,12 @@
 #include "launch/boot_internal.h"
 #include "hsr/config.h"
 #include "hsr/runtime.h"
-#include "runtime/runtime_internal.h"
 #include "common/sys.h"
 #include "hsr/topology.h"
 #include "topology/topology_internal.h"
 #include "runtime/io/ledger_internal.h"
 #include "common/dtype_internal.h"
 #include "collectives/comm_internal.h"
-#include "common/common_internal.h"
 #include "train.h"
 #include "train_report.h"
 
@@ -107,6 +105,7 @@ static hsr_status log_line(train_run *r, FILE *f, const hsr_rt_step_info *in, do
   cJSON_AddNumberToObject(o, "step_ms", ms);
   cJSON_AddNumberToObject(o, "tokens_per_s", tps);
   cJSON_AddNumberToObject(o, "gflops", gflops);
+  cJSON_AddNumberToObject(o, "recomputes", in->recomputes);
   cJSON *calls = cJSON_AddObjectToObject(o, "calls");
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
     cJSON *grp = cJSON_AddObjectToObject(calls, rt_group_name((hsr_rt_group)g));
@@ -131,11 +130,13 @@ static void progress(const train_run *r, int s, double loss, double val, const h
   for (int i = 0; i < width; i++) bar[i] = i < done ? '#' : '.';
   bar[width] = 0;
   if (val == val) snprintf(vs, sizeof vs, " val %.4f", val);
+  char rc[32] = ""; /* with recompute on: the units recomputed, beside the gathers that served them */
+  if (a->cfg.recompute != HSR_RT_RECOMPUTE_NONE) snprintf(rc, sizeof rc, " recompute %d", info->recomputes);
   printf("[%s] step %d/%d loss %.4f%s grad %.3f lr %.2e %.1f ms %.0f tok/s %.2f GFLOP/s  all-gather %llu "
-         "reduce-scatter %llu all-reduce %llu\n",
+         "reduce-scatter %llu all-reduce %llu%s\n",
          bar, s + 1, a->steps, loss, vs, info->grad_norm, info->lr, ms, tps, gflops,
          (unsigned long long)sum_op(info, HSR_OP_ALLGATHER), (unsigned long long)sum_op(info, HSR_OP_REDUCE_SCATTER),
-         (unsigned long long)sum_op(info, HSR_OP_ALLREDUCE));
+         (unsigned long long)sum_op(info, HSR_OP_ALLREDUCE), rc);
   fflush(stdout);
 }
 
@@ -342,7 +343,7 @@ static hsr_status check_peak(train_run *r, int here, uint64_t mem) {
   hsr_ledger *ph = NULL;
   hsr_status st = m->program(r, &prog, &nprog);
   if (st == HSR_OK) st = ledger_create(&ph);
-  if (st == HSR_OK) st = train_predict(r->rt, &r->a->cfg, prog, nprog, m->activation_bytes(r), ph, NULL);
+  if (st == HSR_OK) st = train_predict(r->rt, &r->a->cfg, prog, nprog, m->activation_bytes(r), ph, NULL, NULL);
   double peak = st == HSR_OK ? (double)ledger_total_peak(ph) : 0, need = peak * here;
   if (st == HSR_OK && need > 0.9 * (double)mem) {
     char b[5][32];

@@ -13,11 +13,8 @@
 #include "cli.h"
 #include "common/sys.h"
 #include "tune_cli.h"
-#include "common/common_internal.h"
 #include "launch/boot_internal.h"
 #include "common/dtype_internal.h"
-#include "runtime/runtime_internal.h"
-#include "topology/topology_internal.h"
 
 static void usage(void) {
   printf("usage: hsr tune --params N [--units U] (--world W --gpus-per-node G | --xml FILE | --nccl-xml FILE |\n"
@@ -37,12 +34,26 @@ static void usage(void) {
          "  --compute-from FILE   compute from a measured `hsr bench step --json` file or `hsr train --trace`\n"
          "  --bwd-ratio X         backward = X x forward (default 2)\n"
          "  --param-dtype f32|bf16 --reduce-dtype f32|bf16 --micro-batches M   (default f32, f32, 1)\n"
-         "  --act-mem BYTES       activation memory per rank, added to the peak (default 0)\n"
+         "  --act-mem BYTES       activation memory per rank, added to the peak (default 0: not counted)\n"
+         "The model's shape (activations per recompute policy; --params, --units and --tokens follow from it):\n"
+         "  --arch gpt2-124m|llama3-8b|llama3-70b   a published shape (bf16 activations), or a family with the\n"
+         "                        shape flags: gpt (Korthikanti et al. 2022's transformer; the default family),\n"
+         "                        llama (GQA, SwiGLU, RMSNorm, fused attention), hsr-gpt and hsr-llama (hsr train\n"
+         "                        --model gpt|llama exactly, f32)\n"
+         "  --layers L --width C --heads H [--kv-heads K] [--ffn F] --seq T --vocab V\n"
+         "  --micro-batch B       sequences per micro-batch per rank (default 1; --micro-batches M is how many)\n"
+         "  --act-dtype f32|bf16  (default bf16; hsr-gpt, hsr-llama f32)\n"
+         "  The planner searches recompute none, selective and full with the layouts: full costs one more\n"
+         "  forward of every layer, selective what it recomputes (FLOPs and elementwise bytes, from the shape).\n"
+         "  The calculator takes --recompute none|full|selective (default none). A --params more than 10%% off\n"
+         "  the shape's, or --unit-size, --act-mem, --tokens beside a shape: exit 2.\n"
          "Topology (the mesh rules are hsr mesh's): --world W --gpus-per-node G (one NVLink domain per\n"
          "  node assumed), --xml FILE or --nccl-xml FILE [--nccl-host N] per node with --world/--nodes,\n"
          "  or the live job under a launcher.\n"
          "Cost model: --hw h100|h200|a100|pcie5|host (built-in public figures, labelled 'default';\n"
-         "  default h100 with GPUs, host without), --bench FILE.json (repeatable: hsr bench ... -J files,\n"
+         "  default h100 with GPUs, host without; without --mem-budget, h100|h200|a100 bound memory by the GPU's\n"
+         "  80|141|80 GiB (a100: the 80 GB part) less a reserve of 2 GiB (CUDA context, NCCL's buffers) + 5%%\n"
+         "  (the allocator's fragmentation)), --bench FILE.json (repeatable: hsr bench ... -J files,\n"
          "  fitted per tier and collective; a --concurrent run fits the contention between tiers).\n"
          "Search: --mem-budget BYTES (e.g. 80G), --shard S, --strategy ddp|zero1|zero2|fsdp|hybrid,\n"
          "  --max-prefetch D (default 2), --no-prefetch-step, --outer-shard none|optim (only layouts with it;\n"
@@ -110,6 +121,17 @@ enum {
   O_VCOMPUTE,
   O_VDEVICE,
   O_OUTER,
+  O_ARCH,
+  O_LAYERS,
+  O_WIDTH,
+  O_HEADS,
+  O_KVH,
+  O_FFN,
+  O_SEQ,
+  O_VOCAB,
+  O_MB,
+  O_ADT,
+  O_RECOMPUTE,
   O_COUNT
 };
 
@@ -163,6 +185,17 @@ static const struct {
     {O_VCOMPUTE, M_VAL, "--compute"},
     {O_VDEVICE, M_VAL, "--device"},
     {O_OUTER, M_ALL, "--outer-shard"},
+    {O_ARCH, M_PLAN | M_CALC, "--arch"},
+    {O_LAYERS, M_PLAN | M_CALC, "--layers"},
+    {O_WIDTH, M_PLAN | M_CALC, "--width"},
+    {O_HEADS, M_PLAN | M_CALC, "--heads"},
+    {O_KVH, M_PLAN | M_CALC, "--kv-heads"},
+    {O_FFN, M_PLAN | M_CALC, "--ffn"},
+    {O_SEQ, M_PLAN | M_CALC, "--seq"},
+    {O_VOCAB, M_PLAN | M_CALC, "--vocab"},
+    {O_MB, M_PLAN | M_CALC, "--micro-batch"},
+    {O_ADT, M_PLAN | M_CALC, "--act-dtype"},
+    {O_RECOMPUTE, M_CALC, "--recompute"},
 };
 
 static const char *mode_name(int m) {
@@ -244,6 +277,22 @@ static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
     o->outer = (int)v;
     return st;
   }
+  case O_ARCH: o->arch_name = a; return HSR_OK;
+  case O_LAYERS: return parse_long("--layers", a, 1, 4096, &o->layers);
+  case O_WIDTH: return parse_long("--width", a, 1, 1 << 20, &o->width);
+  case O_HEADS: return parse_long("--heads", a, 1, 1 << 16, &o->heads);
+  case O_KVH: return parse_long("--kv-heads", a, 1, 1 << 16, &o->kv_heads);
+  case O_FFN: return parse_long("--ffn", a, 1, 1 << 22, &o->ffn);
+  case O_SEQ: return parse_long("--seq", a, 1, 1 << 24, &o->seq);
+  case O_VOCAB: return parse_long("--vocab", a, 1, 1 << 26, &o->vocab);
+  case O_MB: return parse_long("--micro-batch", a, 1, 1 << 20, &o->micro_batch);
+  case O_ADT:
+    o->act_dtype_given = 1;
+    st = dtype_parse(a, &o->act_dtype);
+    if (st == HSR_OK && o->act_dtype != HSR_F32 && o->act_dtype != HSR_BF16)
+      st = hsr_error(HSR_ERR_INVALID, "--act-dtype: '%s' (valid: f32, bf16)", a);
+    return st;
+  case O_RECOMPUTE: o->recompute_given = 1; return rt_parse_recompute(a, &o->recompute);
   case O_VTOP: o->v_given = 1; return parse_long("--validate-top", a, 1, 16, &o->v_top);
   case O_VBAD: o->v_given = 1; return parse_long("--validate-bad", a, 0, 16, &o->v_bad);
   case O_VSTEPS: o->v_given = 1; return parse_long("--validate-steps", a, 1, 1000, &o->v_steps);
@@ -267,6 +316,64 @@ static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
   if (st == HSR_OK && c == O_RDT && o->reduce_dtype != HSR_F32 && o->reduce_dtype != HSR_BF16)
     st = hsr_error(HSR_ERR_INVALID, "--reduce-dtype: '%s' (valid: f32, bf16)", a);
   return st;
+}
+
+/* The model's shape from --arch and the shape flags, checked; --params and
+ * --units follow from it unless given, and a given --params more than 10%
+ * off the shape's, or a --unit-size, --act-mem or --tokens beside it, is a
+ * contradiction. All before any work. */
+static int resolve_shape(tune_opts *o) {
+  int any = o->layers || o->width || o->heads || o->kv_heads || o->ffn || o->seq || o->vocab || o->micro_batch ||
+            o->act_dtype_given;
+  if (!o->arch_name && !any) {
+    if (o->recompute_given)
+      return cli_usage_error("tune", "--recompute needs the model's shape (--arch, or --layers --width --heads "
+                                     "--seq --vocab): without it activations are not counted");
+    return 0;
+  }
+  hsr_tune_arch *a = &o->arch;
+  hsr_status st = tune_arch_preset(o->arch_name ? o->arch_name : "gpt", a);
+  if (st != HSR_OK) return cli_usage_error("tune", "%s", hsr_last_error());
+  if (o->layers) a->layers = (int)o->layers;
+  if (o->width) a->width = (int)o->width;
+  if (o->heads) a->heads = (int)o->heads;
+  if (o->kv_heads) a->kv_heads = (int)o->kv_heads;
+  if (o->ffn) a->ffn = (int)o->ffn;
+  if (o->seq) a->seq = (int)o->seq;
+  if (o->vocab) a->vocab = (int)o->vocab;
+  if (o->micro_batch) a->micro_batch = (int)o->micro_batch;
+  if (o->act_dtype_given) a->act_dtype = o->act_dtype;
+  /* derived sizes follow the given ones: gpt's MLP is 4 x width, Llama's by its rule unless --ffn */
+  if (a->family != HSR_TUNE_FAM_LLAMA || (o->width && !o->ffn)) a->ffn = (int)o->ffn;
+  if ((st = tune_arch_check(a)) != HSR_OK) return cli_usage_error("tune", "%s", hsr_last_error());
+  double P = tune_arch_params(a);
+  char sh[200];
+  snprintf(sh, sizeof sh, "%s: layers %d, width %d, heads %d, kv heads %d, ffn %d, vocab %d, seq %d", a->name,
+           a->layers, a->width, a->heads, a->kv_heads, a->ffn, a->vocab, a->seq);
+  if (o->params > 0 && (o->params < 0.9 * P || o->params > 1.1 * P))
+    return cli_usage_error("tune",
+                           "--params %g contradicts the model's shape (%s) of %.4g parameters: give --params "
+                           "within 10%% of it, or leave it out",
+                           o->params, sh, P);
+  if (o->unit_bytes > 0)
+    return cli_usage_error("tune", "--unit-size contradicts the model's shape (%s): the shape gives the units", sh);
+  if (o->act_bytes > 0)
+    return cli_usage_error("tune",
+                           "--act-mem contradicts the model's shape (%s): the shape gives the "
+                           "activations per recompute policy",
+                           sh);
+  double N = (double)a->micro_batch * a->seq;
+  if (o->given[O_TOKENS - O_PARAMS] && o->tokens != N)
+    return cli_usage_error("tune",
+                           "--tokens %g contradicts the model's shape: --micro-batch %d x --seq %d = %g "
+                           "tokens per rank per micro-batch",
+                           o->tokens, a->micro_batch, a->seq, N);
+  if (o->params <= 0) o->params = P;
+  if (!o->units_given) o->units = a->layers + 1;
+  if (!o->given[O_ROOT - O_PARAMS]) o->root = HSR_TUNE_ROOT_OUTER;
+  o->tokens = N;
+  o->has_shape = 1;
+  return 0;
 }
 
 static int parse(int argc, char **argv, tune_opts *o) {
@@ -314,6 +421,17 @@ static int parse(int argc, char **argv, tune_opts *o) {
                                      {"compute", 1, 0, O_VCOMPUTE},
                                      {"device", 1, 0, O_VDEVICE},
                                      {"outer-shard", 1, 0, O_OUTER},
+                                     {"arch", 1, 0, O_ARCH},
+                                     {"layers", 1, 0, O_LAYERS},
+                                     {"width", 1, 0, O_WIDTH},
+                                     {"heads", 1, 0, O_HEADS},
+                                     {"kv-heads", 1, 0, O_KVH},
+                                     {"ffn", 1, 0, O_FFN},
+                                     {"seq", 1, 0, O_SEQ},
+                                     {"vocab", 1, 0, O_VOCAB},
+                                     {"micro-batch", 1, 0, O_MB},
+                                     {"act-dtype", 1, 0, O_ADT},
+                                     {"recompute", 1, 0, O_RECOMPUTE},
                                      {0, 0, 0, 0}};
   *o = (tune_opts){.units = 32,
                    .bwd_ratio = 2,
@@ -352,8 +470,13 @@ static int parse(int argc, char **argv, tune_opts *o) {
   if ((o->xml || o->nccl_xml) && o->gpus_per_node)
     return cli_usage_error("tune", "--gpus-per-node goes without --xml/--nccl-xml (the file says how many)");
   if (o->nccl_host >= 0 && !o->nccl_xml) return cli_usage_error("tune", "--nccl-host goes with --nccl-xml");
+  int r = resolve_shape(o);
+  if (r) return r;
   if (!o->validate && o->params <= 0 && o->unit_bytes <= 0)
-    return cli_usage_error("tune", "give the model: --params N (e.g. 7e9) [--units U], or --unit-size BYTES");
+    return cli_usage_error("tune",
+                           "give the model: --params N (e.g. 7e9) [--units U], --unit-size BYTES, or "
+                           "its shape (--arch %s, or --layers --width --heads --seq --vocab)",
+                           tune_arch_names());
   if (o->params > 0 && o->params < o->units)
     return cli_usage_error("tune", "--params %g is fewer than one parameter per unit (--units %ld)", o->params,
                            o->units);
@@ -456,6 +579,51 @@ static char *slurp(const char *path, hsr_status *st) {
 
 hsr_status tune_compute_from(const char *path, int units, double bwd, double *fwd_ms, char *desc, size_t len);
 
+/* The unit that holds the root's parameters (the first unless --root last). */
+static int root_unit(const hsr_tune_model *m) { return m->root == HSR_TUNE_ROOT_LAST ? m->units - 1 : 0; }
+
+/* With a shape: each policy's activations, and its recompute per unit (a
+ * layer's forward times the share of its FLOPs recomputed, plus the
+ * elementwise bytes at the runtime's data rate), spread over the units that
+ * hold layers. */
+static hsr_status activations(tune_ctx *x) {
+  const hsr_tune_arch *a = &x->o->arch;
+  hsr_tune_model *m = &x->model;
+  int root = root_unit(m), plain = m->units == a->layers + 1;
+  int has_root = m->root != HSR_TUNE_ROOT_NONE && m->units > 1;
+  double lf = tune_arch_layer_flops(a), rf = tune_arch_root_flops(a);
+  double fwd_all = 0; /* the forward of every unit, and the layers' share of it */
+  for (int u = 0; u < m->units; u++) fwd_all += m->unit_fwd_ms ? m->unit_fwd_ms[u] : m->fwd_ms;
+  double layers_fwd = fwd_all * a->layers * lf / (a->layers * lf + rf);
+  for (int k = 0; k < HSR_TUNE_RECOMPUTES; k++) {
+    hsr_rt_recompute rc = (hsr_rt_recompute)k;
+    double fl = 0, by = 0;
+    HSR_CHECK(tune_act_predict(a, rc, &x->act[rc]));
+    HSR_CHECK(tune_recompute_cost(a, rc, &fl, &by));
+    if (!(x->unit_rc[rc] = calloc((size_t)m->units, sizeof(double)))) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+    double elem_ms = by / (x->net.data_gbs * 1e9) * 1e3; /* one layer's elementwise recompute */
+    for (int u = 0; u < m->units; u++) {
+      if (plain && u == root) continue; /* the root is not recomputed */
+      if (plain)
+        x->unit_rc[rc][u] = (m->unit_fwd_ms ? m->unit_fwd_ms[u] : m->fwd_ms) * fl / lf + elem_ms;
+      else if (!(has_root && u == root))
+        x->unit_rc[rc][u] = (layers_fwd * fl / lf + a->layers * elem_ms) / (m->units - has_root);
+    }
+    m->act_policy[rc] = x->act[rc].peak;
+    m->unit_recompute_ms[rc] = x->unit_rc[rc];
+  }
+  m->act_by_policy = 1;
+  return HSR_OK;
+}
+
+void tune_ctx_free(tune_ctx *x) {
+  if (!x) return;
+  free(x->unit_params), free(x->unit_fwd);
+  for (int k = 0; k < HSR_TUNE_RECOMPUTES; k++) free(x->unit_rc[k]);
+  x->unit_params = x->unit_fwd = NULL;
+  memset(x->unit_rc, 0, sizeof x->unit_rc);
+}
+
 static hsr_status compute(tune_ctx *x) {
   const tune_opts *o = x->o;
   hsr_tune_model *m = &x->model;
@@ -466,6 +634,16 @@ static hsr_status compute(tune_ctx *x) {
   } else if (o->tflops > 0 || (!o->compute_from && x->net.device_is_gpu)) {
     double tf = o->tflops > 0 ? o->tflops : 400;
     m->fwd_ms = 2 * (m->params / m->units) * o->tokens / (tf * 1e12) * 1e3;
+    if (x->unit_fwd) { /* the shape's FLOPs: the root's head, each layer's matmuls and attention */
+      const hsr_tune_arch *a = &o->arch;
+      int root = root_unit(m), plain = m->units == a->layers + 1;
+      double all = a->layers * tune_arch_layer_flops(a) + tune_arch_root_flops(a);
+      for (int u = 0; u < m->units; u++)
+        x->unit_fwd[u] = (plain ? (u == root ? tune_arch_root_flops(a) : tune_arch_layer_flops(a)) : all / m->units) /
+                         (tf * 1e12) * 1e3;
+      m->unit_fwd_ms = x->unit_fwd;
+      m->fwd_ms = all / m->units / (tf * 1e12) * 1e3;
+    }
     m->compute_default = o->tflops <= 0;
     snprintf(x->compute_desc, sizeof x->compute_desc, "%.3f ms per unit forward (%s%g TFLOP/s x %g tokens per rank)",
              m->fwd_ms, o->tflops > 0 ? "" : "default: ", tf, o->tokens);
@@ -478,6 +656,40 @@ static hsr_status compute(tune_ctx *x) {
     snprintf(x->compute_desc, sizeof x->compute_desc, "10 ms per unit forward (default: give --compute-ms-per-unit)");
   }
   return HSR_OK;
+}
+
+/* The memory bound: --mem-budget, else the GPU's memory (--hw) less the
+ * reserve. */
+static void budget(tune_ctx *x) {
+  const tune_opts *o = x->o;
+  const double G = 1024.0 * 1024 * 1024;
+  double cap = o->hw ? tune_hw_memory(o->hw) : 0, dev = 0;
+  char pci[64] = "", name[96] = "";
+  if (x->live && o->mem_budget <= 0 && x->cl && cluster_rank_gpu(x->cl, 0) >= 0) {
+    const hsr_topo *t = cluster_node_topo(x->cl, cluster_rank_node(x->cl, 0));
+    const char *bus = t ? topo_gpu_pci(t, cluster_rank_gpu(x->cl, 0)) : NULL;
+    if (bus) snprintf(pci, sizeof pci, "%s", bus);
+    if (!pci[0] || tune_device_memory(pci, &dev, name, sizeof name) != HSR_OK) dev = 0; /* no driver: --hw's */
+  }
+  if (o->mem_budget > 0) {
+    x->budget = o->mem_budget;
+    snprintf(x->budget_desc, sizeof x->budget_desc, "--mem-budget %.2f GiB", o->mem_budget / G);
+  } else if (dev > 0) {
+    double res = tune_mem_reserve(dev);
+    x->budget = dev - res;
+    snprintf(x->budget_desc, sizeof x->budget_desc,
+             "this job's GPU (rank 0's, %s %s): %.2f GiB less a reserve of %.2f GiB (2 GiB for the CUDA context and "
+             "NCCL's buffers + 5%% for the allocator's fragmentation) = %.2f GiB",
+             name[0] ? name : "GPU", pci, dev / G, res / G, x->budget / G);
+  } else if (cap > 0) {
+    double res = tune_mem_reserve(cap);
+    x->budget = cap - res;
+    snprintf(x->budget_desc, sizeof x->budget_desc,
+             "--hw %s: %.0f GiB%s less a reserve of %.2f GiB (2 GiB for the CUDA context and NCCL's buffers + 5%% "
+             "for the allocator's fragmentation) = %.2f GiB",
+             o->hw, cap / G, strcmp(o->hw, "a100") ? "" : " (the 80 GB A100; for the 40 GB one give --mem-budget)",
+             res / G, x->budget / G);
+  }
 }
 
 hsr_status tune_setup(tune_ctx *x, hsr_cluster *cl) {
@@ -506,14 +718,42 @@ hsr_status tune_setup(tune_ctx *x, hsr_cluster *cl) {
   m->params = o->unit_bytes > 0 ? o->unit_bytes / 4 * (double)o->units : o->params;
   m->root = (hsr_tune_root)o->root;
   m->act_bytes = o->act_bytes;
-  return compute(x);
+  if (o->has_shape) { /* parameters per unit from the shape, scaled to a given --params */
+    const hsr_tune_arch *a = &o->arch;
+    int root = root_unit(m);
+    x->unit_params = malloc(sizeof(double) * (size_t)m->units);
+    x->unit_fwd = malloc(sizeof(double) * (size_t)m->units);
+    if (!x->unit_params || !x->unit_fwd) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+    double scale = m->params / tune_arch_params(a);
+    for (int u = 0; u < m->units; u++)
+      x->unit_params[u] = m->units == a->layers + 1
+                              ? scale * (u == root ? tune_arch_root_params(a) : tune_arch_layer_params(a))
+                              : m->params / m->units;
+    m->unit_params = x->unit_params;
+  }
+  HSR_CHECK(compute(x));
+  if (o->has_shape) HSR_CHECK(activations(x));
+  budget(x);
+  return HSR_OK;
 }
 
 /* ---- the calculator ---- */
+static int calc_run(tune_opts *o, tune_ctx *xp);
 static int calculator(tune_opts *o) {
   tune_ctx x = {.o = o};
   hsr_status st = tune_setup(&x, NULL);
-  if (st != HSR_OK) return cli_fail("tune", st);
+  if (st != HSR_OK) {
+    tune_ctx_free(&x);
+    return cli_fail("tune", st);
+  }
+  int code = calc_run(o, &x);
+  tune_ctx_free(&x);
+  return code;
+}
+
+static int calc_run(tune_opts *o, tune_ctx *xp) {
+  tune_ctx x = *xp;
+  hsr_status st = HSR_OK;
   hsr_rt_config cfg;
   hsr_rt_config_default(&cfg);
   int S = (int)o->shard, R = o->replicate ? (int)o->replicate : 1;
@@ -533,6 +773,7 @@ static int calculator(tune_opts *o) {
   if (cfg.reshard == HSR_RT_RESHARD_PARTIAL && S % cfg.partial_k)
     return cli_usage_error("tune", "--reshard partial:%d: K must divide the shard size %d", cfg.partial_k, S);
   cfg.prefetch = (int)o->prefetch;
+  cfg.recompute = o->recompute; /* --recompute: with a shape (none without) */
   cfg.param_dtype = o->param_dtype, cfg.reduce_dtype = o->reduce_dtype, cfg.micro_batches = (int)o->micro;
   int K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : S;
   hsr_tune_shape sh[HSR_RT_GROUP_COUNT] = {{S, 1, S, 1}, {R, R, 1, R}, {K, 1, K, 1}};
@@ -555,11 +796,12 @@ static int plan(tune_opts *o) {
   hsr_tune_plan p = {0};
   hsr_status st = build_cluster(o, &boot, &cl, x.topo_desc, sizeof x.topo_desc);
   int rank0 = !boot || hsr_boot_rank(boot) == 0, code = HSR_EXIT_OK;
+  x.live = boot && rank0; /* rank 0 plans, on its own GPU's memory */
   if (st == HSR_OK) st = tune_setup(&x, cl);
   if (st == HSR_OK && rank0) {
     hsr_tune_space sp;
     tune_space_default(&sp);
-    sp.mem_budget = o->mem_budget;
+    sp.mem_budget = x.budget;
     sp.max_prefetch = (int)o->max_prefetch;
     sp.prefetch_step = o->prefetch_step;
     sp.micro_batches = (int)o->micro;
@@ -577,6 +819,9 @@ static int plan(tune_opts *o) {
     } else {
       tune_print_table(&x, &p);
       printf("\n%s", explain);
+      if (!o->has_shape && o->act_bytes <= 0)
+        printf("note: activations are not counted in these peaks: give the model's shape (--arch, or --layers "
+               "--width --heads --seq --vocab) to plan them and their recompute, or --act-mem BYTES\n");
     }
     if (st == HSR_OK && o->emit_given && p.nfeasible > 0) {
       static char em[8192];
@@ -586,8 +831,8 @@ static int plan(tune_opts *o) {
     if (st == HSR_OK && o->plot) st = tune_plot(&x, &p, NULL, NULL, 0, o->plot);
     fflush(stdout);
     if (st == HSR_OK && p.nfeasible == 0) {
-      fprintf(stderr, "hsr tune: no layout fits --mem-budget %.2f GiB: the smallest needs %.2f GiB more per rank\n",
-              o->mem_budget / (1024.0 * 1024 * 1024), p.min_over_budget / (1024.0 * 1024 * 1024));
+      fprintf(stderr, "hsr tune: no layout fits %s: the smallest needs %.2f GiB more per rank\n", x.budget_desc,
+              p.min_over_budget / (1024.0 * 1024 * 1024));
       code = HSR_EXIT_USAGE;
     }
   }
@@ -595,6 +840,7 @@ static int plan(tune_opts *o) {
   tune_plan_free(&p);
   cluster_free(cl);
   if (boot) hsr_boot_finalize(boot);
+  tune_ctx_free(&x);
   return code;
 }
 

@@ -79,6 +79,10 @@ static void usage(void) {
          "                      device, CUDA's stream semantics on the CPU with the host collectives; default host)\n"
          "  --wrap W            block | linear: one unit per block (default), or one per linear layer\n"
          "                      (mlp 2, gpt 4 per block: the wrapping mistake the diagnostic catches)\n"
+         "  --recompute X       none | full | selective (gpt; block units): full keeps each block's input\n"
+         "                      and recomputes its forward inside its backward; selective keeps the\n"
+         "                      matmuls' outputs and recomputes LayerNorm, the attention's softmax and\n"
+         "                      GELU. The backward's gather serves the recompute (docs/memory.md)\n"
          "optimizer (AdamW on the local shard)\n"
          "  --lr X              peak learning rate (default 3e-3)\n"
          "  --warmup N          linear warm-up steps (mlp default 0, gpt and llama steps / 20)\n"
@@ -115,7 +119,8 @@ enum {
   O_WARMUP,
   O_LR_MIN,
   O_MAX_SHARD,
-  O_OUTER
+  O_OUTER,
+  O_RECOMPUTE
 };
 
 static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
@@ -147,6 +152,7 @@ static const struct option opts[] = {{"model", required_argument, 0, O_MODEL},
                                      {"max-live", required_argument, 0, 'M'},
                                      {"sync", required_argument, 0, 'y'},
                                      {"outer-shard", required_argument, 0, O_OUTER},
+                                     {"recompute", required_argument, 0, O_RECOMPUTE},
                                      {"param-dtype", required_argument, 0, 'P'},
                                      {"reduce-dtype", required_argument, 0, 'D'},
                                      {"lr", required_argument, 0, 'l'},
@@ -297,6 +303,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     a->given |= TRAIN_GIVEN_OUTER;
     *st = rt_parse_outer_shard(optarg, &a->cfg.outer_shard);
     break;
+  case O_RECOMPUTE: *st = rt_parse_recompute(optarg, &a->cfg.recompute); break;
   case 'P':
   case 'D': {
     hsr_dtype t = HSR_F32;
@@ -321,7 +328,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     break;
   case 'g': a->log = optarg; break;
   case 'q': a->progress = 0; break;
-  case 'V': *st = hsr_rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
+  case 'V': *st = rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
   case 'T': a->trace = optarg; break;
   case 'F':
     a->given |= TRAIN_GIVEN_PREFETCH_STEP;

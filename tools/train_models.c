@@ -40,6 +40,11 @@ static hsr_status mlp_finish(train_args *a) {
   if (a->lr_min < 0) a->lr_min = a->lr; /* constant unless asked */
   if (a->warmup < 0) a->warmup = 0;
   if (a->layers > 1000) return hsr_error(HSR_ERR_INVALID, "--layers %d (valid for the mlp: 0 to 1000)", a->layers);
+  if (a->cfg.recompute != HSR_RT_RECOMPUTE_NONE)
+    return hsr_error(HSR_ERR_INVALID,
+                     "--recompute %s: the mlp keeps every activation (valid: --recompute none; the gpt model "
+                     "recomputes full or selective)",
+                     hsr_rt_recompute_name(a->cfg.recompute));
   return HSR_OK;
 }
 
@@ -183,7 +188,8 @@ static gpt_cfg cfg_of(const train_args *a, int n_ctx, int vocab, int n_ff) {
                .vocab = vocab,
                .seed = a->seed,
                .wrap_linear = a->wrap_linear,
-               .arch = arch_of(a)};
+               .arch = arch_of(a),
+               .recompute = a->cfg.recompute};
   if (c.arch == GPT_ARCH_LLAMA) c.n_kv_head = a->kv_heads, c.n_ff = n_ff;
   return c;
 }

@@ -92,14 +92,14 @@ static hsr_status comm_report(hsr_rt *rt, const train_measured *m, FILE *out, cJ
 }
 
 hsr_status train_predict(hsr_rt *rt, const hsr_rt_config *cfg, const hsr_prog_call *prog, int nprog, size_t act,
-                         hsr_ledger *ph, hsr_ledger *pu) {
+                         hsr_ledger *ph, hsr_ledger *pu, int *gathers) {
   const hsr_rt_layout *lay = rt_get_layout(rt);
   int nu = rt_layout_num_units(lay);
   int *is_root = calloc((size_t)nu + 1, sizeof *is_root);
   if (!is_root) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   is_root[0] = 1;
   hsr_rt_config rc = *cfg;
-  hsr_status st = tune_ledger_predict(lay, is_root, &rc, rt_shard(rt), rt_replicate(rt), prog, nprog, 3, ph, pu);
+  hsr_status st = tune_prog_predict(lay, is_root, &rc, rt_shard(rt), rt_replicate(rt), prog, nprog, 3, ph, pu, gathers);
   free(is_root);
   /* the model's activations, from its sizes: alive from a micro-batch's forward to its backward */
   if (st == HSR_OK) st = ledger_set_phase(ph, HSR_PHASE_FORWARD, 0, 1);
@@ -117,7 +117,8 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
   hsr_ledger *ph = NULL, *pu = NULL;
   hsr_status st = ledger_create(&ph);
   if (st == HSR_OK) st = ledger_create(&pu);
-  if (st == HSR_OK) st = train_predict(rt, cfg, m->prog, m->nprog, m->activation_bytes, ph, pu);
+  int pred_gathers = 0;
+  if (st == HSR_OK) st = train_predict(rt, cfg, m->prog, m->nprog, m->activation_bytes, ph, pu, &pred_gathers);
   double nparams = 0, inner_bytes = 0;
   hsr_rt_param_info pi;
   for (int i = 0; st == HSR_OK && i < rt_layout_num_params(lay); i++)
@@ -176,7 +177,8 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
             "calls %.3f ms\n",
             (int)tm.steps, eng, wait, post, opt, data, book, m->step_ms > 0 ? 100.0 * book / m->step_ms : 0, m->step_ms,
             comp);
-    fprintf(out, "all-gathers: %.1f per step, %.1f us each on average\n", m->gathers_per_step, wi.mean_gather_us);
+    fprintf(out, "all-gathers: %.1f per step (the schedule predicts %d), %.1f us each on average\n",
+            m->gathers_per_step, pred_gathers, wi.mean_gather_us);
     if (extra_g > 0)
       fprintf(out,
               "per-linear wrapping: %.1f all-gathers per step more than one unit per block; at the measured %.1f us "
@@ -218,6 +220,7 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
     cJSON_AddNumberToObject(t, "compute", comp);
     cJSON *w = cJSON_AddObjectToObject(o, "wrap");
     cJSON_AddNumberToObject(w, "gathers_per_step", m->gathers_per_step);
+    cJSON_AddNumberToObject(w, "gathers_per_step_predicted", pred_gathers);
     cJSON_AddNumberToObject(w, "repeating_blocks", m->blocks);
     cJSON_AddNumberToObject(w, "extra_gathers_vs_block", extra_g);
     cJSON_AddNumberToObject(w, "extra_gather_ms_vs_block", extra_ms);

@@ -31,9 +31,10 @@ void train_comm_json(cJSON *parent, const char *key, const hsr_comm_counter c[HS
 
 /* The ledgers the schedule predicts for a run of prog (one step's calls)
  * with `act` activation bytes per micro-batch: held (ph, activations
- * included) and in use (pu, may be NULL); reset first. */
+ * included) and in use (pu, may be NULL); reset first. *gathers (may be
+ * NULL): the all-gathers of a steady step. */
 hsr_status train_predict(hsr_rt *rt, const hsr_rt_config *cfg, const hsr_prog_call *prog, int nprog, size_t act,
-                         hsr_ledger *ph, hsr_ledger *pu);
+                         hsr_ledger *ph, hsr_ledger *pu, int *gathers);
 
 /* Every rank computes; rank 0 prints to out and writes json (may be NULL).
  * extra: more fields for the JSON summary (taken over and freed; may be

@@ -25,10 +25,17 @@ typedef struct tune_opts {
   /* --validate */
   long v_top, v_bad, v_steps, v_rounds;
   int v_reuse;
-  int v_wait;         /* --compute wait: hsr bench step's device-like compute */
-  int v_sim;          /* --device sim: hsr bench step on the sim device */
-  char given[64];     /* which flags were given (cmd_tune.c's option codes, from 256) */
-  const char *v_keep; /* directory for the bench files and results */
+  int v_wait; /* --compute wait: hsr bench step's device-like compute */
+  int v_sim;  /* --device sim: hsr bench step on the sim device */
+  /* the model's shape (--arch, --layers ...): resolved and checked by the parser */
+  const char *arch_name;
+  long layers, width, heads, kv_heads, ffn, seq, vocab, micro_batch;
+  int act_dtype_given, has_shape, recompute_given;
+  hsr_dtype act_dtype;
+  hsr_tune_arch arch;
+  hsr_rt_recompute recompute; /* the calculator's (--recompute) */
+  char given[64];             /* which flags were given (cmd_tune.c's option codes, from 256) */
+  const char *v_keep;         /* directory for the bench files and results */
 } tune_opts;
 
 /* What the planner was given, for the report. */
@@ -38,7 +45,15 @@ typedef struct tune_ctx {
   hsr_tune_model model;
   hsr_tune_net net;
   char topo_desc[256], compute_desc[384], calib_report[2048];
+  /* with a shape: per unit parameters, forward and each policy's recompute
+   * (owned; tune_ctx_free), each policy's activations */
+  double *unit_params, *unit_fwd, *unit_rc[HSR_TUNE_RECOMPUTES];
+  hsr_tune_act act[HSR_TUNE_RECOMPUTES]; /* indexed by hsr_rt_recompute */
+  int live;                              /* the job under a launcher: its own GPU's memory bounds the plan */
+  double budget;         /* bytes per rank (0: none): --mem-budget, or the GPU's memory less the reserve */
+  char budget_desc[256]; /* where it comes from */
 } tune_ctx;
+void tune_ctx_free(tune_ctx *x);
 
 /* tune_out.c */
 void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p);
@@ -58,6 +73,10 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r);
 struct cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p);
 struct cJSON *tune_cost_json(const hsr_tune_net *n);
 hsr_status tune_cost_json_text(const hsr_tune_net *n, char **out);
+
+/* tune_mem.c: a GPU's memory (bytes) and name by its PCI bus id, from the
+ * driver; HSR_ERR_UNSUPPORTED without one */
+hsr_status tune_device_memory(const char *pci, double *total, char *name, size_t len);
 
 /* tune_validate.c: under a launcher; returns an exit code */
 int tune_validate(tune_opts *o);

@@ -13,8 +13,6 @@
 #include "runtime/io/trace_summary.h"
 #include "tune_cli.h"
 #include "common/dtype_internal.h"
-#include "runtime/io/ledger_internal.h"
-#include "runtime/runtime_internal.h"
 
 static const double GiB = 1024.0 * 1024 * 1024;
 static const char *const tier_names[] = {"intra-node", "cross-node"};
@@ -35,6 +33,30 @@ static const char *reshard_name(const hsr_tune_result *r, char *b, size_t n) {
   return b;
 }
 
+/* The shape and its activations per policy, or that activations are not counted. */
+static void act_header(const tune_ctx *x) {
+  const tune_opts *o = x->o;
+  if (!o->has_shape) {
+    if (o->act_bytes > 0)
+      printf("# activations: %.2f GiB per rank (--act-mem), the same for every layout; no recompute planned\n",
+             o->act_bytes / GiB);
+    else
+      printf("# activations: not counted (the model's shape is unknown: give --arch %s, or --layers --width "
+             "--heads --seq --vocab [--micro-batch], to plan them and their recompute; or --act-mem BYTES)\n",
+             tune_arch_names());
+    return;
+  }
+  const hsr_tune_arch *a = &o->arch;
+  printf("# shape %s (%s): layers %d, width %d, heads %d, kv heads %d, ffn %d, vocab %d, seq %d, micro-batch %d, "
+         "%s activations: %.4g parameters\n",
+         a->name, tune_family_name(a->family), a->layers, a->width, a->heads, a->kv_heads, a->ffn, a->vocab, a->seq,
+         a->micro_batch, dtype_name(a->act_dtype), tune_arch_params(a));
+  printf("# activations per rank per micro-batch (layers x saved + one layer's recompute + root):");
+  for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++)
+    printf("%s %s %.2f GiB", rc ? ";" : "", hsr_rt_recompute_name((hsr_rt_recompute)rc), x->act[rc].peak / GiB);
+  printf("\n");
+}
+
 static void header(const tune_ctx *x, const hsr_tune_plan *p) {
   const hsr_tune_model *m = &x->model;
   printf("# hsr tune: %d ranks on %d nodes (%d per node), NVLink domain %d ranks; %s\n", p->world, p->nodes,
@@ -43,6 +65,7 @@ static void header(const tune_ctx *x, const hsr_tune_plan *p) {
          "backward x%.2g\n",
          m->params, m->units, dtype_name(x->o->param_dtype), dtype_name(x->o->reduce_dtype), (int)x->o->micro,
          x->o->micro > 1 ? "es" : "", x->compute_desc, m->bwd_ratio);
+  act_header(x);
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++)
     for (int op = 0; op < HSR_TUNE_OPS; op++) {
       const hsr_tune_link *l = &x->net.link[t][op];
@@ -55,24 +78,36 @@ static void header(const tune_ctx *x, const hsr_tune_plan *p) {
            100 * x->net.steal[t]);
   printf("# %d layouts evaluated in %.1f ms (%.1f ms of CPU), %d within the budget", p->n, p->plan_s * 1e3,
          p->plan_cpu_s * 1e3, p->nfeasible);
-  if (x->o->mem_budget > 0) printf(" of %.2f GiB per rank", x->o->mem_budget / GiB);
+  if (x->budget > 0) printf(" of %.2f GiB per rank", x->budget / GiB);
   printf("\n");
+  if (x->budget > 0 && x->o->mem_budget <= 0) printf("# memory budget: %s\n", x->budget_desc);
+  if (x->budget <= 0 && x->net.device_is_gpu)
+    printf("# memory: not bounded (give --mem-budget, or --hw h100|h200|a100 for the GPU's memory less the "
+           "reserve)\n");
 }
 
 void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
   header(x, p);
   int unc = p->nfeasible > 0 && p->cand[0].step_pm_ms > 0;
-  printf("%4s  %-34s %5s %5s %4s %10s %8s %9s %9s %9s %13s %9s  %s\n", "rank", "layout", "S", "R", "K", "step(ms)",
-         unc ? "+-" : "", "compute", "comm", "exposed", "fabric/rank", "peak GiB", "tie");
+  int act = x->o->has_shape, lw = 34; /* the layout column: as wide as the longest label shown */
+  for (int i = 0; i < p->nfeasible && i < x->o->top; i++) {
+    char lab[96];
+    int n = (int)strlen(tune_label(&p->cand[i], lab, sizeof lab));
+    if (n > lw) lw = n;
+  }
+  printf("%4s  %-*s %5s %5s %4s %10s %8s %9s %9s %9s %13s %9s%s  %s\n", "rank", lw, "layout", "S", "R", "K", "step(ms)",
+         unc ? "+-" : "", "compute", "comm", "exposed", "fabric/rank", "peak GiB", act ? "   act GiB" : "", "tie");
   int shown = 0;
   for (int i = 0; i < p->nfeasible && shown < x->o->top; i++, shown++) {
     const hsr_tune_result *r = &p->cand[i];
     char lab[96], pm[16] = "", tie[16] = "";
     if (unc) snprintf(pm, sizeof pm, "%.2f", r->step_pm_ms);
     if (r->tie >= 0) snprintf(tie, sizeof tie, "= %d", r->tie + 1);
-    printf("%4d  %-34s %5d %5d %4d %10.2f %8s %9.2f %9.2f %9.2f %10.2f MB %9.2f  %s\n", i + 1,
+    char ab[16] = "";
+    if (act) snprintf(ab, sizeof ab, " %9.2f", r->act_bytes / GiB);
+    printf("%4d  %-*s %5d %5d %4d %10.2f %8s %9.2f %9.2f %9.2f %10.2f MB %9.2f%s  %s\n", i + 1, lw,
            tune_label(r, lab, sizeof lab), r->S, r->R, r->K, r->step_ms, pm, r->compute_ms, r->comm_ms, r->exposed_ms,
-           fabric_rank(r) / 1e6, r->peak_total / GiB, tie);
+           fabric_rank(r) / 1e6, r->peak_total / GiB, ab, tie);
   }
   printf("# tie '= N': cannot be told apart from rank N within the prediction's uncertainty%s\n",
          unc ? " (+- one sigma, from the fit's residuals)" : " (built-in figures have no residuals: only exact ties)");
@@ -111,6 +146,7 @@ cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p
   cJSON_AddBoolToObject(o, "prefetch_step", r->cfg.prefetch_step);
   cJSON_AddStringToObject(o, "sync", rt_sync_name(r->cfg.sync));
   cJSON_AddStringToObject(o, "outer_shard", rt_outer_shard_name(r->cfg.outer_shard));
+  cJSON_AddStringToObject(o, "recompute", hsr_rt_recompute_name(r->cfg.recompute));
   cJSON_AddNumberToObject(o, "micro_batches", r->cfg.micro_batches);
   cJSON_AddStringToObject(o, "param_dtype", dtype_name(r->cfg.param_dtype));
   cJSON_AddStringToObject(o, "reduce_dtype", dtype_name(r->cfg.reduce_dtype));
@@ -150,6 +186,7 @@ cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p
   cJSON_AddNumberToObject(o, "transient_peak_bytes", (double)r->transient_peak);
   cJSON_AddNumberToObject(o, "runtime_peak_bytes", (double)r->runtime_peak);
   cJSON_AddNumberToObject(o, "peak_bytes", r->peak_total);
+  cJSON_AddNumberToObject(o, "act_bytes", r->act_bytes);
   cJSON_AddNumberToObject(o, "persistent_bytes_per_param", r->persistent_per_param);
   cJSON *w = cJSON_AddObjectToObject(o, "peak_where");
   cJSON_AddStringToObject(w, "phase", phase_name(r->peak_where.phase));
@@ -230,6 +267,34 @@ static hsr_status print_doc(cJSON *o) {
   return HSR_OK;
 }
 
+/* The shape and its activations per policy (null without a shape). */
+static cJSON *shape_json(const tune_ctx *x) {
+  if (!x->o->has_shape) return cJSON_CreateNull();
+  const hsr_tune_arch *a = &x->o->arch;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "arch", a->name);
+  cJSON_AddStringToObject(o, "family", tune_family_name(a->family));
+  cJSON_AddNumberToObject(o, "layers", a->layers);
+  cJSON_AddNumberToObject(o, "width", a->width);
+  cJSON_AddNumberToObject(o, "heads", a->heads);
+  cJSON_AddNumberToObject(o, "kv_heads", a->kv_heads);
+  cJSON_AddNumberToObject(o, "ffn", a->ffn);
+  cJSON_AddNumberToObject(o, "seq", a->seq);
+  cJSON_AddNumberToObject(o, "vocab", a->vocab);
+  cJSON_AddNumberToObject(o, "micro_batch", a->micro_batch);
+  cJSON_AddStringToObject(o, "act_dtype", dtype_name(a->act_dtype));
+  cJSON_AddNumberToObject(o, "params", tune_arch_params(a));
+  cJSON *ac = cJSON_AddObjectToObject(o, "activations");
+  for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++) {
+    cJSON *p = cJSON_AddObjectToObject(ac, hsr_rt_recompute_name((hsr_rt_recompute)rc));
+    cJSON_AddNumberToObject(p, "saved_per_layer", x->act[rc].saved);
+    cJSON_AddNumberToObject(p, "scratch", x->act[rc].scratch);
+    cJSON_AddNumberToObject(p, "root", x->act[rc].root);
+    cJSON_AddNumberToObject(p, "peak", x->act[rc].peak);
+  }
+  return o;
+}
+
 hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char *explain) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "tool", "hsr tune");
@@ -246,11 +311,15 @@ hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char
   cJSON_AddStringToObject(m, "compute", x->compute_desc);
   cJSON_AddBoolToObject(m, "compute_default", x->model.compute_default);
   cJSON_AddNumberToObject(m, "act_bytes", x->model.act_bytes);
+  cJSON_AddItemToObject(m, "shape", shape_json(x));
   cJSON_AddItemToObject(o, "cost_model", tune_cost_json(&x->net));
-  if (x->o->mem_budget > 0)
-    cJSON_AddNumberToObject(o, "mem_budget_bytes", x->o->mem_budget);
-  else
+  if (x->budget > 0) {
+    cJSON_AddNumberToObject(o, "mem_budget_bytes", x->budget);
+    cJSON_AddStringToObject(o, "mem_budget_source", x->budget_desc);
+  } else {
     cJSON_AddNullToObject(o, "mem_budget_bytes");
+    cJSON_AddNullToObject(o, "mem_budget_source");
+  }
   cJSON_AddNumberToObject(o, "plan_ms", p->plan_s * 1e3);
   cJSON_AddNumberToObject(o, "plan_cpu_ms", p->plan_cpu_s * 1e3);
   cJSON_AddNumberToObject(o, "feasible", p->nfeasible);
@@ -320,6 +389,7 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
   cJSON *mj = cJSON_AddObjectToObject(o, "model");
   cJSON_AddNumberToObject(mj, "params", m->params);
   cJSON_AddNumberToObject(mj, "units", m->units);
+  cJSON_AddItemToObject(mj, "shape", shape_json(x));
   cJSON_AddItemToObject(o, "layout", tune_cand_json(r, 1, NULL));
   cJSON *bp = cJSON_AddObjectToObject(o, "bytes_per_param");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
@@ -421,8 +491,18 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
   printf("%-18s %18.0f %12.3f   in %s, unit %d, step %lld\n", "runtime peak", (double)r->runtime_peak,
          (double)r->runtime_peak / GiB, phase_name(r->peak_where.phase), r->peak_where.unit,
          (long long)r->peak_where.step);
-  if (m->act_bytes > 0)
+  if (x->o->has_shape) {
+    for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++) {
+      const hsr_tune_act *a = &x->act[rc];
+      printf("%-18s %18.0f %12.3f   recompute %-9s (%d layers x %.0f saved + %.0f recomputed + root %.0f)%s\n",
+             "activations", a->peak, a->peak / GiB, hsr_rt_recompute_name((hsr_rt_recompute)rc), x->o->arch.layers,
+             a->saved, a->scratch, a->root, rc == (int)r->cfg.recompute ? " <" : "");
+    }
+    printf("%-18s %18.0f %12.3f   with recompute %s (--recompute)\n", "peak + act.", r->peak_total, r->peak_total / GiB,
+           hsr_rt_recompute_name(r->cfg.recompute));
+  } else if (m->act_bytes > 0) {
     printf("%-16s %18.0f %12.3f   with --act-mem\n", "peak + act.", r->peak_total, r->peak_total / GiB);
+  }
   printf("predicted step: %.2f ms (compute %.2f, communication %.2f, exposed %.2f; %s)\n", r->step_ms, r->compute_ms,
          r->comm_ms, r->exposed_ms, x->compute_desc);
   printf("# hsr keeps f32 master weights, moments and gradient accumulator shards. fsdp/hybrid: the master is the\n"

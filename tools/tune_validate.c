@@ -620,7 +620,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
   hsr_tune_space sp;
   tune_space_default(&sp);
   sp.max_prefetch = (int)o->max_prefetch;
-  sp.mem_budget = o->mem_budget;
+  sp.mem_budget = x->budget;
   sp.only_outer = o->outer;
   HSR_CHECK(tune_plan_run(cl, &x->model, &x->net, &sp, plan));
   if (*np == 0) *np = choose(o, plan, probes, nprobes, picks);

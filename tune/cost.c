@@ -14,6 +14,7 @@
 typedef struct hw_fig {
   const char *name;
   double intra_gbs, intra_us, cross_gbs, cross_us, hbm_gbs;
+  double mem_gib; /* the GPU's memory (0: no figure) */
   const char *intra_src, *cross_src;
   int gpu;
 } hw_fig;
@@ -21,17 +22,27 @@ typedef struct hw_fig {
 /* Public figures: nccl-tests bus bandwidth (nccl-tests' published results),
  * NCCL's ring latencies (tuning.cc: base 8.4 us + per-hop NVLink/NET). */
 static const hw_fig figs[] = {
-    {"h100", 360, 15, 48, 30, 3350, "default: H100 NVLink all-gather busbw ~360 GB/s (nccl-tests)",
+    {"h100", 360, 15, 48, 30, 3350, 80, "default: H100 NVLink all-gather busbw ~360 GB/s (nccl-tests)",
      "default: NDR 400G ~48 GB/s per GPU's NIC (nccl-tests)", 1},
-    {"h200", 360, 15, 48, 30, 4800, "default: H200 NVLink all-gather busbw ~360 GB/s (nccl-tests)",
+    {"h200", 360, 15, 48, 30, 4800, 141, "default: H200 NVLink all-gather busbw ~360 GB/s (nccl-tests)",
      "default: NDR 400G ~48 GB/s per GPU's NIC (nccl-tests)", 1},
-    {"a100", 230, 15, 24, 30, 2000, "default: A100 NVLink 3 all-gather busbw ~230 GB/s",
+    {"a100", 230, 15, 24, 30, 2000, 80, "default: A100 NVLink 3 all-gather busbw ~230 GB/s",
      "default: HDR 200G ~24 GB/s per GPU's NIC", 1},
-    {"pcie5", 50, 20, 48, 30, 3350, "default: PCIe Gen5 x16 ~50 GB/s between GPUs without NVLink",
+    {"pcie5", 50, 20, 48, 30, 3350, 0, "default: PCIe Gen5 x16 ~50 GB/s between GPUs without NVLink",
      "default: NDR 400G ~48 GB/s per GPU's NIC (nccl-tests)", 1},
-    {"host", 3.0, 30, 0.5, 60, 6, "default: hsr shared-memory collectives, ~3 GB/s busbw on 2-4 cores (docs/tiers.md)",
+    {"host", 3.0, 30, 0.5, 60, 6, 0,
+     "default: hsr shared-memory collectives, ~3 GB/s busbw on 2-4 cores (docs/tiers.md)",
      "default: UCX over TCP ~0.5 GB/s per rank (docs/tiers.md: 3.6 GB/s loopback, shared by the ranks)", 0},
 };
+
+/* a100: the 80 GB part (the 40 GB one: --mem-budget 40G less the reserve). */
+double tune_hw_memory(const char *hw) {
+  for (size_t i = 0; hw && i < sizeof figs / sizeof figs[0]; i++)
+    if (!strcmp(hw, figs[i].name)) return figs[i].mem_gib * 1024.0 * 1024 * 1024;
+  return 0;
+}
+
+double tune_mem_reserve(double capacity) { return capacity > 0 ? 2.0 * 1024 * 1024 * 1024 + 0.05 * capacity : 0; }
 
 const char *tune_net_hw_names(void) { return "h100, h200, a100, pcie5, host"; }
 

@@ -14,10 +14,6 @@
 #include "runtime/io/trace.h"
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
-#include "tune/tune_ledger_internal.h"
-#include "topology/topology_internal.h"
-#include "runtime/runtime_internal.h"
-#include "runtime/io/ledger_internal.h"
 #include "common/dtype_internal.h"
 #include "tune_int.h"
 
@@ -210,10 +206,16 @@ static void call(ev *e, const hsr_prog_call *c) {
   case HSR_PROG_FWD_END: st = sched_forward_end(e->sc, u, &a, &n); break;
   case HSR_PROG_BWD_BEGIN: st = sched_backward_begin(e->sc, u, &a, &n); break;
   case HSR_PROG_BWD_END: st = sched_backward_end(e->sc, u, &a, &n); break;
+  case HSR_PROG_RECOMPUTE: st = sched_recompute(e->sc, u, &a, &n); break;
   default: st = sched_step(e->sc, &a, &n); break;
   }
   run(e, st, a, n);
   if (c->op == HSR_PROG_FWD_BEGIN) tl_compute(&e->t, fwd_s(e, u));
+  if (c->op == HSR_PROG_RECOMPUTE) { /* the shape's cost per unit, or full: the forward again; selective: a part */
+    const double *rc = e->m->unit_recompute_ms[e->cfg->recompute];
+    tl_compute(&e->t, rc ? rc[u] * 1e-3
+                         : fwd_s(e, u) * (e->cfg->recompute == HSR_RT_RECOMPUTE_FULL ? 1.0 : e->m->selective_frac));
+  }
   if (c->op == HSR_PROG_BWD_BEGIN) tl_compute(&e->t, fwd_s(e, u) * e->m->bwd_ratio);
 }
 
@@ -301,7 +303,7 @@ static hsr_status ledger(ev *e, const int *is_root, const hsr_prog_call *prog, i
     o->transient_peak = o->runtime_peak - o->persistent;
     o->peak_where = ledger_runtime_peak_where(held);
     for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) o->peak_cat[c] = ledger_peak(held, (hsr_mem_cat)c);
-    o->peak_total = (double)o->runtime_peak + e->m->act_bytes;
+    o->peak_total = (double)o->runtime_peak + o->act_bytes;
     o->persistent_per_param = params > 0 ? (double)o->persistent / params : 0;
   }
   ledger_free(held);
@@ -345,6 +347,7 @@ hsr_status tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr
   out->S = S, out->R = R, out->K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : shapes[2].n;
   memcpy(out->shape, shapes, sizeof out->shape);
   out->feasible = 1;
+  out->act_bytes = m->act_by_policy ? m->act_policy[cfg.recompute] : m->act_bytes;
   int outer = m->root == HSR_TUNE_ROOT_OUTER ? 1 : 0, nprog = 0;
   int *is_root = calloc((size_t)m->units, sizeof *is_root);
   ev e = {.m = m, .net = net, .cfg = &cfg, .shape = shapes, .S = S, .R = R, .gpu = net->device_is_gpu, .out = out};
@@ -356,7 +359,7 @@ hsr_status tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr
   if (st == HSR_OK) {
     if (m->root == HSR_TUNE_ROOT_LAST) is_root[m->units - 1] = 1;
     if (outer) is_root[0] = 1;
-    st = hsr_tune_prog_nested(m->units, outer, cfg.micro_batches, &prog, &nprog);
+    st = hsr_tune_prog_nested(m->units, outer, cfg.micro_batches, cfg.recompute, &prog, &nprog);
   }
   if (st == HSR_OK) st = build_layout(m, &cfg, S, R, &lay, &params);
   if (st == HSR_OK) {

@@ -10,8 +10,6 @@
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
 #include "tune/tune_ledger_internal.h"
-#include "runtime/runtime_internal.h"
-#include "runtime/io/ledger_internal.h"
 
 /* The pool (runtime/engine/pool.c): a buffer comes back only for the same category
  * and size; memory held grows only when none of those is free. */
@@ -26,6 +24,7 @@ typedef struct {
   int npool, cappool;
   hsr_ledger *held, *use;
   int64_t step;
+  int gathers, step_gathers; /* all-gathers (not local copies) in the running step; in the last complete one */
   hsr_status err;
 } sim;
 
@@ -88,6 +87,8 @@ static void x_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
 static const hsr_sched_exec pool_only = {.get = x_get, .put = x_put};
 
 static void apply(sim *s, hsr_sched *sc, hsr_status st, const hsr_sched_action *acts, int n) {
+  for (int i = 0; st == HSR_OK && i < n; i++)
+    s->gathers += (acts[i].op == HSR_SCHED_GATHER || acts[i].op == HSR_SCHED_REGATHER) && !acts[i].local;
   if (st == HSR_OK) st = sched_run(sc, acts, n, &pool_only, s);
   if (st != HSR_OK && s->err == HSR_OK) s->err = st;
 }
@@ -121,6 +122,12 @@ static void call(sim *s, hsr_sched *sc, const hsr_prog_call *c) {
     st = sched_backward_end(sc, ui, &a, &n);
     apply(s, sc, st, a, n);
     break;
+  case HSR_PROG_RECOMPUTE: /* decides nothing: the backward's gather serves it */
+    phase(s, HSR_PHASE_RECOMPUTE, ui);
+    st = sched_recompute(sc, ui, &a, &n);
+    apply(s, sc, st, a, n);
+    phase(s, HSR_PHASE_BACKWARD, ui);
+    break;
   case HSR_PROG_STEP: /* hsr_rt_step, then hsr_rt_zero_grad */
     phase(s, HSR_PHASE_STEP, -1);
     st = sched_step(sc, &a, &n);
@@ -128,6 +135,8 @@ static void call(sim *s, hsr_sched *sc, const hsr_prog_call *c) {
     s->step++;
     if (s->err == HSR_OK) st = sched_zero_grad(sc, &a, &n);
     apply(s, sc, st, a, n);
+    s->step_gathers = s->gathers; /* what the step's hsr_rt_step_info counts */
+    s->gathers = 0;
     break;
   default: s->err = hsr_error(HSR_ERR_INVALID, "ledger prediction: program op %d", (int)c->op);
   }
@@ -135,6 +144,12 @@ static void call(sim *s, hsr_sched *sc, const hsr_prog_call *c) {
 
 hsr_status tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
                                const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use) {
+  return tune_prog_predict(layout, is_root, cfg, S, R, prog, nprog, steps, held, in_use, NULL);
+}
+
+hsr_status tune_prog_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
+                             const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use,
+                             int *gathers) {
   if (!layout || !cfg || !prog || nprog < 1 || steps < 1)
     return hsr_error(HSR_ERR_INVALID, "tune_ledger_predict: NULL or empty argument");
   hsr_sched *sc = NULL;
@@ -162,6 +177,7 @@ hsr_status tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, 
         call(&s, sc, &prog[i]);
     }
   st = s.err;
+  if (st == HSR_OK && gathers) *gathers = s.step_gathers;
   sched_free(sc);
   free(s.pool);
   ledger_free(own_h);
@@ -169,11 +185,12 @@ hsr_status tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, 
   return st;
 }
 
-hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_prog_call **calls, int *n) {
+hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_rt_recompute recompute, hsr_prog_call **calls,
+                                int *n) {
   if (!calls || !n || nunits < 1 || outer < 0 || outer > nunits || micro < 1)
     return hsr_error(HSR_ERR_INVALID, "hsr_tune_prog_nested: %d units, %d outer, %d micro-batches", nunits, outer,
                      micro);
-  int len = micro * 4 * nunits + 1, k = 0;
+  int len = micro * 5 * nunits + 1, k = 0;
   hsr_prog_call *c = malloc((size_t)len * sizeof *c);
   if (!c) return hsr_error(HSR_ERR_NOMEM, "hsr_tune_prog_nested: out of memory");
   for (int m = 0; m < micro; m++) {
@@ -186,6 +203,7 @@ hsr_status hsr_tune_prog_nested(int nunits, int outer, int micro, hsr_prog_call 
     for (int u = 0; u < outer; u++) c[k++] = (hsr_prog_call){HSR_PROG_BWD_BEGIN, u};
     for (int u = nunits - 1; u >= outer; u--) {
       c[k++] = (hsr_prog_call){HSR_PROG_BWD_BEGIN, u};
+      if (recompute != HSR_RT_RECOMPUTE_NONE) c[k++] = (hsr_prog_call){HSR_PROG_RECOMPUTE, u};
       c[k++] = (hsr_prog_call){HSR_PROG_BWD_END, u};
     }
     for (int u = outer - 1; u >= 0; u--) c[k++] = (hsr_prog_call){HSR_PROG_BWD_END, u};

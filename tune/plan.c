@@ -11,9 +11,6 @@
 
 #include "tune/tune.h"
 #include "common/common_internal.h"
-#include "runtime/io/ledger_internal.h"
-#include "runtime/runtime_internal.h"
-#include "topology/topology_internal.h"
 
 hsr_status tune_space_default(hsr_tune_space *s) {
   if (!s) return hsr_error(HSR_ERR_INVALID, "tune_space_default: NULL argument");
@@ -37,10 +34,11 @@ typedef struct plan_ctx {
   int cap;
 } plan_ctx;
 
-static hsr_status uncertainty(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh,
-                              hsr_tune_result *r);
+static hsr_status uncertainty(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R,
+                              const hsr_tune_shape *sh, hsr_tune_result *r);
 
-static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh) {
+static hsr_status add_one(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R,
+                          const hsr_tune_shape *sh) {
   hsr_tune_plan *p = x->p;
   if (p->n == x->cap) {
     int cap = x->cap ? 2 * x->cap : 256;
@@ -50,19 +48,23 @@ static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const
     x->cap = cap;
   }
   hsr_tune_result *r = &p->cand[p->n];
-  HSR_CHECK(tune_eval(x->m, x->net, cfg, S, R, sh, r));
-  HSR_CHECK(uncertainty(x, cfg, S, R, sh, r));
+  HSR_CHECK(tune_eval(m, x->net, cfg, S, R, sh, r));
+  HSR_CHECK(uncertainty(x, m, cfg, S, R, sh, r));
   double budget = x->sp->mem_budget;
   if (budget > 0 && r->peak_total > budget) {
     const double G = 1024.0 * 1024 * 1024;
+    char act[96] = "";
+    if (m->act_by_policy) /* the shape's activations, per policy */
+      snprintf(act, sizeof act, " + activations %.2f GiB with recompute %s", r->act_bytes / G,
+               hsr_rt_recompute_name(r->cfg.recompute));
+    else if (m->act_bytes > 0)
+      snprintf(act, sizeof act, " + activations given");
     r->feasible = 0;
-    snprintf(
-        r->reason, sizeof r->reason,
-        "over the memory budget: needs %.2f GiB per rank (persistent %.2f GiB + transient peak %.2f GiB in %s%s%s), "
-        "%.2f GiB over %.2f GiB",
-        r->peak_total / G, (double)r->persistent / G, (double)r->transient_peak / G, phase_name(r->peak_where.phase),
-        x->m->act_bytes > 0 ? " + activations " : "", x->m->act_bytes > 0 ? "given" : "", (r->peak_total - budget) / G,
-        budget / G);
+    snprintf(r->reason, sizeof r->reason,
+             "over the memory budget: needs %.2f GiB per rank (persistent %.2f GiB + transient peak %.2f GiB in "
+             "%s%s), %.2f GiB over %.2f GiB",
+             r->peak_total / G, (double)r->persistent / G, (double)r->transient_peak / G,
+             phase_name(r->peak_where.phase), act, (r->peak_total - budget) / G, budget / G);
     double over = r->peak_total - budget;
     if (p->min_over_budget == 0 || over < p->min_over_budget) p->min_over_budget = over;
   }
@@ -71,12 +73,25 @@ static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const
   return HSR_OK;
 }
 
+/* One layout, with every recompute policy when the model has activations
+ * per policy (cheapest in time first). */
+static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh) {
+  if (!x->m->act_by_policy) return add_one(x, x->m, cfg, S, R, sh);
+  static const hsr_rt_recompute order[] = {HSR_RT_RECOMPUTE_NONE, HSR_RT_RECOMPUTE_SELECTIVE, HSR_RT_RECOMPUTE_FULL};
+  for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+    hsr_rt_config c = *cfg;
+    c.recompute = order[k];
+    HSR_CHECK(add_one(x, x->m, &c, S, R, sh));
+  }
+  return HSR_OK;
+}
+
 /* How far the step moves if each term is one residual off: each tier's
  * collectives slower by its residual, compute longer by its own, and the
  * step's own residual in the probes. Nothing fitted (built-in figures): no
  * residuals, no uncertainty. */
-static hsr_status uncertainty(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh,
-                              hsr_tune_result *r) {
+static hsr_status uncertainty(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R,
+                              const hsr_tune_shape *sh, hsr_tune_result *r) {
   const hsr_tune_net *n = x->net;
   hsr_tune_result q;
   memset(r->unc_ms, 0, sizeof r->unc_ms);
@@ -84,11 +99,11 @@ static hsr_status uncertainty(plan_ctx *x, const hsr_rt_config *cfg, int S, int 
     if (n->rel_rms[t] <= 0) continue;
     hsr_tune_net np = *n;
     np.slow[t] *= 1 + n->rel_rms[t];
-    HSR_CHECK(tune_eval(x->m, &np, cfg, S, R, sh, &q));
+    HSR_CHECK(tune_eval(m, &np, cfg, S, R, sh, &q));
     r->unc_ms[t == HSR_TUNE_INTRA ? HSR_TUNE_UNC_INTRA : HSR_TUNE_UNC_CROSS] = q.step_ms - r->step_ms;
   }
   if (n->compute_rel_rms > 0) {
-    hsr_tune_model mp = *x->m;
+    hsr_tune_model mp = *m;
     double *uf = NULL;
     if (mp.unit_fwd_ms) {
       if (!(uf = malloc(sizeof *uf * (size_t)mp.units))) return hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
@@ -275,6 +290,8 @@ hsr_status tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hs
     mesh_free(mm);
   }
   plan_ctx x = {c, m, net, sp, out, 0};
+  out->recompute_searched = m->act_by_policy;
+  out->mem_budget = sp->mem_budget;
   hsr_status st = HSR_OK;
   for (int S = 1; S <= W && st == HSR_OK; S++)
     if (W % S == 0 && (sp->only_shard <= 0 || S == sp->only_shard)) st = one_shard(&x, S);
@@ -311,7 +328,10 @@ const char *tune_label(const hsr_tune_result *r, char *buf, size_t len) {
   char pre[16] = "", sync[24] = "";
   if (sharded) snprintf(pre, sizeof pre, " p%d", r->cfg.prefetch);
   if (r->cfg.micro_batches > 1) snprintf(sync, sizeof sync, " sync:%s", rt_sync_name(r->cfg.sync));
-  snprintf(buf, len, "%s %dx%d%s%s%s%s", rt_strategy_name(r->cfg.strategy), r->R, r->S, res, pre, sync,
-           r->cfg.outer_shard == HSR_RT_OUTER_OPTIM ? " outer:optim" : "");
+  char rc[24] = "";
+  if (r->cfg.recompute != HSR_RT_RECOMPUTE_NONE)
+    snprintf(rc, sizeof rc, " recompute:%s", hsr_rt_recompute_name(r->cfg.recompute));
+  snprintf(buf, len, "%s %dx%d%s%s%s%s%s", rt_strategy_name(r->cfg.strategy), r->R, r->S, res, pre, sync,
+           r->cfg.outer_shard == HSR_RT_OUTER_OPTIM ? " outer:optim" : "", rc);
   return buf;
 }

@@ -59,7 +59,8 @@ static const hsr_tune_result *sibling(const hsr_tune_plan *p, const hsr_tune_res
   for (int i = 0; i < p->n; i++) {
     const hsr_tune_result *c = &p->cand[i];
     if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
-        c->cfg.sync == r->cfg.sync && c->cfg.reshard == pol && c->cfg.outer_shard == r->cfg.outer_shard && c != r)
+        c->cfg.sync == r->cfg.sync && c->cfg.reshard == pol && c->cfg.outer_shard == r->cfg.outer_shard &&
+        c->cfg.recompute == r->cfg.recompute && c != r)
       return c;
   }
   return NULL;
@@ -71,7 +72,7 @@ static const hsr_tune_result *outer_sibling(const hsr_tune_plan *p, const hsr_tu
     const hsr_tune_result *c = &p->cand[i];
     if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
         c->cfg.sync == r->cfg.sync && c->cfg.reshard == r->cfg.reshard && c->cfg.partial_k == r->cfg.partial_k &&
-        c->cfg.outer_shard != r->cfg.outer_shard)
+        c->cfg.outer_shard != r->cfg.outer_shard && c->cfg.recompute == r->cfg.recompute)
       return c;
   }
   return NULL;
@@ -169,6 +170,61 @@ static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, c
         r->step_ms - full->step_ms);
 }
 
+/* The same layout with another recompute policy, if it was evaluated. */
+static const hsr_tune_result *rc_sibling(const hsr_tune_plan *p, const hsr_tune_result *r, hsr_rt_recompute rc) {
+  for (int i = 0; i < p->n; i++) {
+    const hsr_tune_result *c = &p->cand[i];
+    if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
+        c->cfg.sync == r->cfg.sync && c->cfg.reshard == r->cfg.reshard && c->cfg.partial_k == r->cfg.partial_k &&
+        c->cfg.outer_shard == r->cfg.outer_shard && c->cfg.recompute == rc)
+      return c;
+  }
+  return NULL;
+}
+
+/* Which recompute the winner needs and why: the cheaper policies of its
+ * layout, over the budget by how much, and the fastest layout that needs
+ * none; or, with none, what recompute would save. */
+static void recompute_said(out *w, const hsr_tune_plan *p, const hsr_tune_result *win) {
+  put(w, "    activations: %.2f GiB per rank with recompute %s", win->act_bytes / GiB,
+      hsr_rt_recompute_name(win->cfg.recompute));
+  if (win->cfg.recompute == HSR_RT_RECOMPUTE_NONE) {
+    put(w, ": no recompute needed");
+    for (int k = HSR_RT_RECOMPUTE_FULL; k < HSR_TUNE_RECOMPUTES; k++) {
+      const hsr_tune_result *c = rc_sibling(p, win, (hsr_rt_recompute)k);
+      if (c)
+        put(w, "; %s would save %.2f GiB for %+.1f ms per step", hsr_rt_recompute_name(c->cfg.recompute),
+            (win->peak_total - c->peak_total) / GiB, c->step_ms - win->step_ms);
+    }
+    put(w, "\n");
+    return;
+  }
+  const hsr_tune_result *none = rc_sibling(p, win, HSR_RT_RECOMPUTE_NONE);
+  put(w, " (%+.1f ms per step of recompute)\n", none ? win->step_ms - none->step_ms : 0.0);
+  /* the cheaper policies of the same layout: none, and selective when full won */
+  for (int k = 0; k < 2; k++) {
+    hsr_rt_recompute rc = k == 0 ? HSR_RT_RECOMPUTE_NONE : HSR_RT_RECOMPUTE_SELECTIVE;
+    if (rc == HSR_RT_RECOMPUTE_SELECTIVE && win->cfg.recompute != HSR_RT_RECOMPUTE_FULL) continue;
+    const hsr_tune_result *c = rc_sibling(p, win, rc);
+    if (!c) continue;
+    if (!c->feasible)
+      put(w, "    %s does not fit: needs %.2f GiB more (peak %.2f GiB, activations %.2f GiB)\n",
+          hsr_rt_recompute_name(rc), (c->peak_total - p->mem_budget) / GiB, c->peak_total / GiB, c->act_bytes / GiB);
+    else
+      put(w, "    %s fits this layout too but is %+.1f ms per step\n", hsr_rt_recompute_name(rc),
+          c->step_ms - win->step_ms);
+  }
+  const hsr_tune_result *best_none = NULL;
+  for (int i = 0; i < p->nfeasible && !best_none; i++)
+    if (p->cand[i].cfg.recompute == HSR_RT_RECOMPUTE_NONE) best_none = &p->cand[i];
+  char lab[96];
+  if (best_none)
+    put(w, "    the fastest layout without recompute, %s, is %+.1f ms per step\n",
+        tune_label(best_none, lab, sizeof lab), best_none->step_ms - win->step_ms);
+  else
+    put(w, "    no layout fits without recompute\n");
+}
+
 /* The measurement that would tell two layouts apart, by the term their
  * difference rests on. */
 static void separate(out *w, const hsr_tune_result *a, const hsr_tune_result *b, const hsr_tune_net *net) {
@@ -226,13 +282,15 @@ hsr_status tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *b
   const hsr_tune_result *win = &p->cand[0];
   put(&w, "recommended:\n");
   describe(&w, p, win, net);
+  if (p->recompute_searched) recompute_said(&w, p, win);
   /* a partial:K of the winner's mesh: what it would cost and save */
   if (sharded(win) && win->cfg.reshard != HSR_RT_RESHARD_PARTIAL) {
     const hsr_tune_result *best = NULL;
     for (int i = 0; i < p->n; i++) {
       const hsr_tune_result *c = &p->cand[i];
       if (c->S == win->S && c->cfg.reshard == HSR_RT_RESHARD_PARTIAL && c->cfg.prefetch == win->cfg.prefetch &&
-          c->cfg.outer_shard == win->cfg.outer_shard && c->feasible && (!best || c->step_ms < best->step_ms))
+          c->cfg.outer_shard == win->cfg.outer_shard && c->cfg.recompute == win->cfg.recompute && c->feasible &&
+          (!best || c->step_ms < best->step_ms))
         best = c;
     }
     if (best)
@@ -271,6 +329,29 @@ hsr_status tune_parse_emit(const char *s, hsr_tune_emit_kind *out) {
   return HSR_OK;
 }
 
+/* Recompute in PyTorch's words, before fully_shard wraps the blocks:
+ * checkpoint_wrapper (torch.utils.checkpoint) per block for full; the
+ * selective checkpoint contexts with a policy that saves the matmuls and
+ * the attention for selective. */
+static void emit_fsdp2_recompute(out *w, const hsr_tune_result *r) {
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_FULL) {
+    put(w, "# recompute full: each block keeps only its input and recomputes its forward in its backward\n"
+           "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n"
+           "blocks = [checkpoint_wrapper(b) for b in blocks]  # put them back in model.layers before fully_shard\n");
+  } else if (r->cfg.recompute == HSR_RT_RECOMPUTE_SELECTIVE) {
+    put(w, "# recompute selective: keep the matmuls' and the attention's outputs, recompute the rest\n"
+           "from functools import partial\n"
+           "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n"
+           "from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts\n"
+           "_save = {torch.ops.aten.mm.default, torch.ops.aten._scaled_dot_product_flash_attention.default,\n"
+           "         torch.ops.aten._scaled_dot_product_efficient_attention.default}\n"
+           "def _policy(ctx, op, *args, **kwargs):\n"
+           "    return CheckpointPolicy.MUST_SAVE if op in _save else CheckpointPolicy.PREFER_RECOMPUTE\n"
+           "blocks = [checkpoint_wrapper(b, context_fn=partial(create_selective_checkpoint_contexts, _policy))\n"
+           "          for b in blocks]  # put them back in model.layers before fully_shard\n");
+  }
+}
+
 static void emit_fsdp2(out *w, const hsr_tune_result *r) {
   const char *pd = r->cfg.param_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
   const char *rd = r->cfg.reduce_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
@@ -278,6 +359,10 @@ static void emit_fsdp2(out *w, const hsr_tune_result *r) {
   if (!rt_strategy_sharding(r->cfg.strategy).params) {
     put(w, "from torch.nn.parallel import DistributedDataParallel as DDP\n\n");
     put(w, "mesh = init_device_mesh(\"cuda\", (%d,), mesh_dim_names=(\"dp\",))\n", r->R * r->S);
+    if (r->cfg.recompute != HSR_RT_RECOMPUTE_NONE) {
+      put(w, "blocks = list(model.layers)\n");
+      emit_fsdp2_recompute(w, r);
+    }
     put(w, "model = DDP(model, process_group=mesh.get_group())\n");
     if (r->cfg.strategy != HSR_RT_DDP)
       put(w,
@@ -308,6 +393,7 @@ static void emit_fsdp2(out *w, const hsr_tune_result *r) {
   else
     snprintf(raf, sizeof raf, "%s", r->cfg.reshard == HSR_RT_RESHARD_NONE ? "False" : "True");
   put(w, "blocks = list(model.layers)  # one FSDP unit per block, as hsr's units\n");
+  emit_fsdp2_recompute(w, r);
   put(w, "for block in blocks:\n    fully_shard(block, mesh=mesh, reshard_after_forward=%s, mp_policy=mp)\n", raf);
   put(w, "fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=mp)  # the root, kept gathered\n");
   if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
@@ -351,6 +437,9 @@ static void emit_titan(out *w, const hsr_tune_result *r) {
         "# a whole copy of it per replica group (pytorch#148257); nearest is the HSDP above, with 12 bytes x\n"
         "# params / %d of optimizer state per rank instead of / %d\n",
         r->S * r->R, r->S, r->S * r->R);
+  put(w, "\n[activation_checkpoint]\nmode = \"%s\"\n", hsr_rt_recompute_name(r->cfg.recompute));
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_SELECTIVE)
+    put(w, "selective_ac_option = \"op\"  # save the matmuls and the attention, recompute the rest\n");
   put(w, "\n[training]\nmixed_precision_param = \"%s\"\nmixed_precision_reduce = \"%s\"\n",
       r->cfg.param_dtype == HSR_BF16 ? "bfloat16" : "float32",
       r->cfg.reduce_dtype == HSR_BF16 ? "bfloat16" : "float32");
@@ -377,7 +466,17 @@ static void emit_ds(out *w, const hsr_tune_result *r, char *lab) {
         r->S * r->R, r->S, r->S);
   if (stage == 1 || stage == 2)
     put(w, "; DeepSpeed shards stage %d over every rank, hsr over groups of %d", stage, r->S);
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_FULL)
+    put(w, "; recompute full: call each block through deepspeed.checkpointing.checkpoint(block, x), configured by "
+           "activation_checkpointing");
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_SELECTIVE)
+    put(w, "; recompute selective: DeepSpeed checkpoints whole blocks; keep the matmuls' outputs with "
+           "torch.utils.checkpoint's create_selective_checkpoint_contexts in the model's blocks");
   put(w, "\",\n");
+  if (r->cfg.recompute == HSR_RT_RECOMPUTE_FULL)
+    put(w, "  \"activation_checkpointing\": {\"partition_activations\": false, \"cpu_checkpointing\": false, "
+           "\"contiguous_memory_optimization\": false, \"number_checkpoints\": null, "
+           "\"synchronize_checkpoint_boundary\": false, \"profile\": false},\n");
   put(w, "  \"bf16\": {\"enabled\": %s},\n", r->cfg.param_dtype == HSR_BF16 ? "true" : "false");
   put(w, "  \"communication_data_type\": \"%s\",\n", r->cfg.reduce_dtype == HSR_BF16 ? "bf16" : "fp32");
   put(w, "  \"zero_optimization\": {\n    \"stage\": %d", stage);

@@ -177,6 +177,10 @@ typedef enum hsr_tune_root {
   HSR_TUNE_ROOT_OUTER     /* the first unit is a root that wraps the rest (embedding + head: hsr train) */
 } hsr_tune_root;
 
+/* The recompute policies, indexed by hsr_rt_recompute (none, full,
+ * selective: hsr/runtime.h). */
+#define HSR_TUNE_RECOMPUTES 3
+
 typedef struct hsr_tune_model {
   int units;
   const double *unit_params; /* per unit (elements); NULL: params / units each */
@@ -185,7 +189,16 @@ typedef struct hsr_tune_model {
   const double *unit_fwd_ms; /* per unit forward compute per micro-batch; NULL: fwd_ms each */
   double fwd_ms, bwd_ratio;  /* backward = bwd_ratio x forward */
   double act_bytes;          /* activation memory per rank, added to the peak */
+  double selective_frac;     /* recompute selective: the part of a unit's forward compute recomputed */
   int compute_default;       /* the compute figure is an assumption, not measured or given */
+  /* With the model's shape: the activations per recompute policy
+   * (act_policy[cfg.recompute] instead of act_bytes), and the planner
+   * searches recompute with the layouts. unit_recompute_ms[policy]: the
+   * compute of each unit's recompute (ms per micro-batch; NULL: its
+   * forward, times selective_frac for selective). */
+  int act_by_policy;
+  double act_policy[HSR_TUNE_RECOMPUTES];
+  const double *unit_recompute_ms[HSR_TUNE_RECOMPUTES];
 } hsr_tune_model;
 
 /* Bytes and calls per rank per step, one group and collective. */
@@ -213,6 +226,7 @@ typedef struct hsr_tune_result {
   /* the ledger (per rank, held memory: the pool's high-water) */
   uint64_t persistent, runtime_peak, transient_peak;
   double peak_total; /* runtime peak + activations */
+  double act_bytes;  /* the activations in peak_total (cfg.recompute's, with a shape) */
   hsr_ledger_where peak_where;
   uint64_t peak_cat[HSR_MEM_CAT_COUNT];
   double persistent_per_param; /* bytes per parameter */
@@ -276,6 +290,8 @@ typedef struct hsr_tune_plan {
   double min_over_budget; /* when nothing fits: the least any layout is over the budget by (bytes) */
   double plan_s;          /* seconds the planning took (wall clock) */
   double plan_cpu_s;      /* and of this thread's CPU time: what it takes on an idle core */
+  int recompute_searched; /* the model has activations per policy: recompute is a dimension of the search */
+  double mem_budget;      /* the space's (bytes per rank; <= 0: none) */
 } hsr_tune_plan;
 
 /* Every layout of the cluster's world: S over the mesh planner's valid
@@ -308,6 +324,80 @@ hsr_status tune_parse_emit(const char *s, hsr_tune_emit_kind *out); /* fsdp2 | t
  * the system lacks (the outer shard: FSDP2 and torchtitan, pytorch#148257;
  * DeepSpeed's nearest forms) is said in a comment. */
 hsr_status tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len);
+
+/* ---- 5. activations (tune/act.c) ---- */
+
+/* The model families the activation model knows:
+ *  - gpt: the transformer of Korthikanti et al. 2022 ("Reducing Activation
+ *    Recomputation in Large Transformer Models"): LayerNorm, multi-head
+ *    attention with its scores materialized and dropout, a 4C GELU MLP,
+ *    tied head, learned positions;
+ *  - llama: the same adapted to Llama (RMSNorm, grouped-query attention by a
+ *    fused kernel that keeps no score matrix, SwiGLU of width ffn, no
+ *    dropout, untied head);
+ *  - hsr-gpt, hsr-llama: hsr's own GPT and Llama examples (examples/gpt.h,
+ *    examples/llama.h) exactly, f32. */
+typedef enum hsr_tune_family {
+  HSR_TUNE_FAM_GPT = 0,
+  HSR_TUNE_FAM_LLAMA,
+  HSR_TUNE_FAM_HSR_GPT,
+  HSR_TUNE_FAM_HSR_LLAMA
+} hsr_tune_family;
+const char *tune_family_name(hsr_tune_family f); /* "gpt", "llama", "hsr-gpt", "hsr-llama" */
+
+/* A model's shape. micro_batch: sequences per micro-batch per rank. ctx:
+ * rows of the learned position table (gpt, hsr-gpt; 0: seq). */
+typedef struct hsr_tune_arch {
+  hsr_tune_family family;
+  int layers, width, heads, kv_heads, ffn, seq, vocab, micro_batch, ctx;
+  hsr_dtype act_dtype; /* bf16 or f32 (hsr-gpt, hsr-llama: f32) */
+  char name[32];       /* the preset or family it came from */
+} hsr_tune_arch;
+
+/* Presets, with published shapes: "gpt2-124m" (L12 C768 H12 V50257
+ * T1024), "llama3-8b" (L32 C4096 H32 KV8 F14336 V128256 T8192),
+ * "llama3-70b" (L80 C8192 H64 KV8 F28672 V128256 T8192), micro-batch 1,
+ * bf16; and the families "gpt", "llama", "hsr-gpt", "hsr-llama" with no
+ * shape (zeros: the caller fills it in). */
+hsr_status tune_arch_preset(const char *name, hsr_tune_arch *out);
+const char *tune_arch_names(void);
+/* Fills the defaults (kv_heads = heads; ffn: 4C for gpt, Llama's rule for
+ * llama (8C/3 up to a multiple of 256; hsr-llama's: of 8); ctx = seq) and checks the shape: a clear error naming what is
+ * wrong and what would be valid. */
+hsr_status tune_arch_check(hsr_tune_arch *a);
+/* Parameters: one layer, the root (embeddings, final norm, head), all. */
+double tune_arch_layer_params(const hsr_tune_arch *a);
+double tune_arch_root_params(const hsr_tune_arch *a);
+double tune_arch_params(const hsr_tune_arch *a);
+/* Forward FLOPs per micro-batch: one layer (2 x its parameters x tokens +
+ * the attention's 4 T C per token), the root (the head: 2 V C per token). */
+double tune_arch_layer_flops(const hsr_tune_arch *a);
+double tune_arch_root_flops(const hsr_tune_arch *a);
+/* What a policy recomputes in one layer's backward, per micro-batch: matmul
+ * FLOPs, and the bytes elementwise work reads and writes. */
+hsr_status tune_recompute_cost(const hsr_tune_arch *a, hsr_rt_recompute rc, double *flops, double *bytes);
+
+/* These take a shape as given (its defaults filled and checked on a copy:
+ * a bad one is HSR_ERR_INVALID with the message tune_arch_check gives).
+ * Bytes per rank per micro-batch. saved: what one layer keeps from its
+ * forward to its backward; scratch: what one layer's backward recomputes
+ * (one layer at a time: saved(none) - saved(rc)); root: the embedding
+ * output, the final norm, the logits and the loss, and the backward's
+ * working buffers; peak: layers x saved + scratch + root. */
+typedef struct hsr_tune_act {
+  double saved, scratch, root, peak;
+} hsr_tune_act;
+hsr_status tune_act_layer(const hsr_tune_arch *a, hsr_rt_recompute rc, double *saved, double *scratch);
+hsr_status tune_act_predict(const hsr_tune_arch *a, hsr_rt_recompute rc, hsr_tune_act *out);
+
+/* A GPU's memory as the planner bounds it (tune/cost.c's table): capacity
+ * (h100 80 GiB, h200 141 GiB, a100 80 GiB: the 80 GB part), and the reserve
+ * the runtime's buffers never get, tune_mem_reserve(capacity). 0 for
+ * hardware without a figure (pcie5, host). */
+double tune_hw_memory(const char *hw);
+/* 2 GiB (the CUDA context, NCCL's buffers) + 5% of the capacity (the
+ * caching allocator's fragmentation). */
+double tune_mem_reserve(double capacity);
 
 #ifdef __cplusplus
 }

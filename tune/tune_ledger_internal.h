@@ -27,6 +27,14 @@ extern "C" {
  * be NULL. */
 hsr_status tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
                                const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use);
+
+/* The same, also counting the all-gathers (collectives, not the local copies
+ * of one-rank groups) the schedule issues in the last of the `steps` steps:
+ * what hsr_rt_step_info.calls counts for HSR_OP_ALLGATHER over every group.
+ * gathers may be NULL. */
+hsr_status tune_prog_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
+                                 const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use,
+                                 int *gathers);
 typedef struct hsr_wrap_input {
   double gathers_per_step;   /* measured all-gathers per step (all groups) */
   int repeating_blocks;      /* repeating blocks of the model (e.g. transformer layers) */

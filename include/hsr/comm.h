@@ -68,9 +68,6 @@ typedef struct hsr_comm_counter {
 /* World communicator over every rank of the boot context. Collective.
  * Reads HSR_PROGRESS (thread|inline), HSR_COMM_TIMEOUT (seconds), HSR_ALGO_*. */
 HSR_API hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
-/* Collective over `parent`: ranks with the same color form a new communicator,
- * ordered by (key, parent rank). color < 0: this rank joins none (*out = NULL). */
-HSR_API hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out);
 /* Frees a communicator; outstanding requests must have completed. NULL is fine. */
 HSR_API hsr_status hsr_comm_free(hsr_comm *c);
 
@@ -100,9 +97,6 @@ HSR_API hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv,
 HSR_API hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, int root, hsr_req **req);
 HSR_API hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req);
 
-/* *done = 1 when the operation has completed (the request stays valid until
- * hsr_req_wait frees it). Returns the operation's error, if any. */
-HSR_API hsr_status hsr_req_test(hsr_req *r, int *done);
 /* Waits until done and frees the request. timeout_s < 0 uses HSR_COMM_TIMEOUT.
  * A wait that sees no progress for the timeout returns HSR_ERR_TIMEOUT with a
  * message naming the communicator, the operation and the peer it waited for;

@@ -65,6 +65,17 @@ typedef enum hsr_rt_sync { HSR_RT_SYNC_FULL = 0, HSR_RT_SYNC_NONE, HSR_RT_SYNC_R
 /* What hybrid shards across the replicate dimension (Megatron-FSDP's
  * vocabulary): nothing (HSDP), or the optimizer state (HFSDP). */
 typedef enum hsr_rt_outer { HSR_RT_OUTER_NONE = 0, HSR_RT_OUTER_OPTIM } hsr_rt_outer;
+/* Activation recompute, as the program declares it (docs/memory.md): none
+ * keeps every activation the backward reads; full keeps each unit's input
+ * and recomputes its forward inside its backward window; selective keeps the
+ * matmuls' outputs and recomputes the cheap rest. The engine holds no
+ * activations: the policy tells the schedule, the ledger's prediction and the
+ * tuner what the program does between hsr_rt_recompute_begin and _end. */
+typedef enum hsr_rt_recompute {
+  HSR_RT_RECOMPUTE_NONE = 0,
+  HSR_RT_RECOMPUTE_FULL,
+  HSR_RT_RECOMPUTE_SELECTIVE
+} hsr_rt_recompute;
 
 typedef struct hsr_rt_opt_group {
   float lr, beta1, beta2, eps, weight_decay;
@@ -103,6 +114,7 @@ typedef struct hsr_rt_config {
   hsr_rt_sync sync;
   hsr_rt_outer outer_shard; /* hybrid only: optim splits master, m, v over the R replicas (default none) */
   int micro_batches;        /* backward passes per step (>= 1) */
+  hsr_rt_recompute recompute; /* the program's activation recompute (default none) */
   size_t align;             /* elements (default 16) */
   double clip;              /* global grad-norm clip; <= 0 off */
   int num_groups;           /* optimizer groups in use */
@@ -134,8 +146,7 @@ typedef struct hsr_rt_config {
 HSR_API hsr_status hsr_rt_config_default(hsr_rt_config *c);
 /* Parsers for flag values, with errors listing what is valid. */
 HSR_API hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out);
-/* host | cuda | cuda:N (cuda = automatic ordinal, -1). */
-HSR_API hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal);
+HSR_API const char *hsr_rt_recompute_name(hsr_rt_recompute r); /* "none", "full", "selective" */
 
 /* ---- the engine ---- */
 
@@ -167,6 +178,14 @@ HSR_API hsr_status hsr_rt_forward_begin(hsr_rt *rt, int unit);
 HSR_API hsr_status hsr_rt_forward_end(hsr_rt *rt, int unit);
 HSR_API hsr_status hsr_rt_backward_begin(hsr_rt *rt, int unit);
 HSR_API hsr_status hsr_rt_backward_end(hsr_rt *rt, int unit);
+/* The unit's recompute: opened inside its backward window (after
+ * hsr_rt_backward_begin, before any of its backward work), closed before
+ * hsr_rt_backward_end. The backward's gather serves it: no collective, no
+ * gather, no prefetch in the forward order; the views stay valid. Needs
+ * cfg.recompute other than none, at most once per backward window. The
+ * compute in between is traced and timed as the unit's "recompute". */
+HSR_API hsr_status hsr_rt_recompute_begin(hsr_rt *rt, int unit);
+HSR_API hsr_status hsr_rt_recompute_end(hsr_rt *rt, int unit);
 /* Full parameter (param dtype), valid until the unit's forward_end or
  * backward_end. A tied parameter is viewed through its owner unit. */
 HSR_API hsr_status hsr_rt_param_view(hsr_rt *rt, const char *name, void **ptr);
@@ -187,6 +206,7 @@ typedef struct hsr_rt_step_info {
   double clip_coef; /* factor applied (1 without clipping) */
   double lr;        /* group 0's learning rate */
   int dropped;      /* the outer reduction dropped the step: nothing was updated (step, norm as before) */
+  int recomputes;   /* units recomputed during this step (hsr_rt_recompute_begin calls) */
   /* collective calls during this step (since the previous step ended),
    * counted by the communicators, per group and operation */
   uint64_t calls[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];

@@ -82,7 +82,7 @@ static hsr_status saver_link(saver *s) {
   rt_state_info in;
   rt_state_info_of(s->rt, &in);
   if (in.world && comm_backend(in.world) == HSR_BACKEND_HOST) {
-    HSR_CHECK(hsr_comm_split(in.world, 0, in.rank, &s->comm));
+    HSR_CHECK(comm_split(in.world, 0, in.rank, &s->comm));
   } else {
     HSR_CHECK(hsr_comm_world(in.boot, HSR_BACKEND_HOST, &s->comm));
     s->own_world = 1;

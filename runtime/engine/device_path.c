@@ -200,7 +200,7 @@ hsr_status rt_dev_reap(rt_dev *dv) {
   int k = 0;
   for (int i = 0; i < dv->npend; i++) {
     int done = 0;
-    hsr_status t = hsr_req_test(dv->pend[i], &done);
+    hsr_status t = req_test(dv->pend[i], &done);
     if (t != HSR_OK || done)
       keep(&st, req_free(dv->pend[i])); /* free returns the op's error, if any */
     else

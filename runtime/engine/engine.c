@@ -59,7 +59,7 @@ hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, ui
   }
   int done = 0;
   uint64_t w0 = hsr_clock_ns();
-  hsr_status st = hsr_req_test(r, &done);
+  hsr_status st = req_test(r, &done);
   if (st == HSR_OK && done) {
     uint64_t a = 0, b = 0;
     req_times(r, &a, &b);
@@ -264,12 +264,54 @@ static hsr_status backward_end(hsr_rt *rt, int ui) {
   HSR_CHECK(rt_check_unit(rt, ui, "backward_end"));
   rt_unit *u = &rt->units[ui];
   if (!u->in_bwd) return hsr_error(HSR_ERR_STATE, "backward_end(%s) without backward_begin", u->name);
+  if (u->in_rc) return hsr_error(HSR_ERR_STATE, "backward_end(%s) inside its recompute: call hsr_rt_recompute_end first", u->name);
   rt_obs_phase(rt->obs, HSR_PHASE_REDUCE, ui);
   u->in_bwd = 0;
+  u->rc_done = 0;
   const hsr_sched_action *acts;
   int n;
   HSR_CHECK(sched_backward_end(rt->sched, ui, &acts, &n));
   return rt_run(rt, acts, n);
+}
+
+/* The recompute opens inside the backward window, whose gather serves it:
+ * the schedule only checks that the unit is FULL (sched_recompute). A
+ * forward_begin there is refused (window_free), which is what keeps a
+ * program from gathering a unit a third time. */
+static hsr_status recompute_begin(hsr_rt *rt, int ui) {
+  HSR_CHECK(rt_check_unit(rt, ui, "recompute_begin"));
+  rt_unit *u = &rt->units[ui];
+  if (rt->cfg.recompute == HSR_RT_RECOMPUTE_NONE)
+    return hsr_error(HSR_ERR_STATE,
+                     "recompute_begin(%s): the configuration's recompute is none; declare the policy "
+                     "(hsr_rt_config.recompute full or selective) so that the schedule, the ledger and the tuner see it",
+                     u->name);
+  if (!u->in_bwd)
+    return hsr_error(HSR_ERR_STATE,
+                     "recompute_begin(%s) outside its backward window: call it after hsr_rt_backward_begin, whose "
+                     "gather serves the recompute",
+                     u->name);
+  if (u->in_rc || u->rc_done)
+    return hsr_error(HSR_ERR_STATE, "recompute_begin(%s): the unit %s in this backward window", u->name,
+                     u->in_rc ? "is already recomputing" : "was already recomputed");
+  rt_obs_phase(rt->obs, HSR_PHASE_RECOMPUTE, ui);
+  const hsr_sched_action *acts;
+  int n;
+  HSR_CHECK(sched_recompute(rt->sched, ui, &acts, &n));
+  HSR_CHECK(rt_run(rt, acts, n));
+  u->in_rc = 1;
+  rt->recomputes++;
+  return HSR_OK;
+}
+
+static hsr_status recompute_end(hsr_rt *rt, int ui) {
+  HSR_CHECK(rt_check_unit(rt, ui, "recompute_end"));
+  rt_unit *u = &rt->units[ui];
+  if (!u->in_rc) return hsr_error(HSR_ERR_STATE, "recompute_end(%s) without recompute_begin", u->name);
+  rt_obs_phase(rt->obs, HSR_PHASE_BACKWARD, ui);
+  u->in_rc = 0;
+  u->rc_done = 1;
+  return HSR_OK;
 }
 
 /* ---- views ---- */
@@ -310,19 +352,23 @@ hsr_status hsr_rt_grad_view(hsr_rt *rt, const char *name, float **ptr) {
 }
 
 /* ---- public lifecycle calls: the implementations above, timed and traced ---- */
-#define RT_OBSERVED(call, starts, window, unit, bwd, ends)                \
-  do {                                                                    \
-    if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");        \
-    rt_obs_enter(rt->obs, starts);                                        \
-    hsr_status st_ = (call);                                              \
-    rt_obs_leave(rt->obs, st_ == HSR_OK ? (window) : 0, unit, bwd, ends); \
-    return st_;                                                           \
+#define RT_OBSERVED(call, starts, window, unit, kind, ends)                \
+  do {                                                                     \
+    if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");         \
+    rt_obs_enter(rt->obs, starts);                                         \
+    hsr_status st_ = (call);                                               \
+    rt_obs_leave(rt->obs, st_ == HSR_OK ? (window) : 0, unit, kind, ends); \
+    return st_;                                                            \
   } while (0)
 
-hsr_status hsr_rt_forward_begin(hsr_rt *rt, int ui) { RT_OBSERVED(forward_begin(rt, ui), 1, 1, ui, 0, 0); }
-hsr_status hsr_rt_forward_end(hsr_rt *rt, int ui) { RT_OBSERVED(forward_end(rt, ui), 0, -1, ui, 0, 0); }
-hsr_status hsr_rt_backward_begin(hsr_rt *rt, int ui) { RT_OBSERVED(backward_begin(rt, ui), 1, 1, ui, 1, 0); }
-hsr_status hsr_rt_backward_end(hsr_rt *rt, int ui) { RT_OBSERVED(backward_end(rt, ui), 0, -1, ui, 1, 0); }
+hsr_status hsr_rt_forward_begin(hsr_rt *rt, int ui) { RT_OBSERVED(forward_begin(rt, ui), 1, 1, ui, RT_WIN_FWD, 0); }
+hsr_status hsr_rt_forward_end(hsr_rt *rt, int ui) { RT_OBSERVED(forward_end(rt, ui), 0, -1, ui, RT_WIN_FWD, 0); }
+hsr_status hsr_rt_backward_begin(hsr_rt *rt, int ui) { RT_OBSERVED(backward_begin(rt, ui), 1, 1, ui, RT_WIN_BWD, 0); }
+hsr_status hsr_rt_backward_end(hsr_rt *rt, int ui) { RT_OBSERVED(backward_end(rt, ui), 0, -1, ui, RT_WIN_BWD, 0); }
+hsr_status hsr_rt_recompute_begin(hsr_rt *rt, int ui) {
+  RT_OBSERVED(recompute_begin(rt, ui), 0, 1, ui, RT_WIN_RECOMPUTE, 0);
+}
+hsr_status hsr_rt_recompute_end(hsr_rt *rt, int ui) { RT_OBSERVED(recompute_end(rt, ui), 0, -1, ui, RT_WIN_RECOMPUTE, 0); }
 hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info) { RT_OBSERVED(rt_step(rt, info), 0, 0, -1, 0, 1); }
 hsr_status hsr_rt_zero_grad(hsr_rt *rt) { RT_OBSERVED(rt_zero_grad(rt), 0, 0, -1, 0, 0); }
 

@@ -24,7 +24,6 @@
 #include "common/fault_hook.h"
 #include "device_path.h"
 #include "hsr/kernels.h"
-#include "runtime/runtime_internal.h"
 #include "internal.h"
 #include "runtime/sched/schedule.h"
 
@@ -33,6 +32,7 @@ typedef struct rt_unit {
   int is_root;
   size_t L, Ls;       /* elements: padded length, shard length */
   int in_fwd, in_bwd; /* view windows */
+  int in_rc, rc_done; /* inside its recompute; recomputed in this backward window */
   uint64_t gt0;       /* the gather in flight (its handle is the schedule's): posted at */
   int64_t gstep;      /* by the step that issued it (the step-end prefetch serves the next) */
 } rt_unit;
@@ -90,6 +90,7 @@ struct hsr_rt {
   int loaded;     /* a checkpoint load installed state (rt_state_fresh) */
   int torn;       /* a load in place failed part-way: only another load may use the state */
   int grad_ready; /* the accumulators hold the step's synchronized, averaged gradient (rt_grad_read) */
+  int recomputes; /* hsr_rt_recompute_begin calls since the last step */
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   hsr_rt_stats stats;
   rt_obs *obs; /* ledgers, trace, timing (observe.c) */

@@ -120,7 +120,7 @@ hsr_status rt_x_test(void *ctx, hsr_sched_red *r, int *done) {
   hsr_rt *rt = ctx;
   hsr_req *req = r->h;
   *done = 0;
-  RT_TIMED(rt, RT_T_POST, hsr_req_test(req, done));
+  RT_TIMED(rt, RT_T_POST, req_test(req, done));
   if (!*done) return HSR_OK;
   uint64_t a = 0, b = 0;
   req_times(req, &a, &b);

@@ -72,7 +72,10 @@ void rt_obs_wait(rt_obs *o, uint64_t ns);
 typedef enum rt_time_kind { RT_T_POST = 0, RT_T_DATA } rt_time_kind;
 void rt_obs_time(rt_obs *o, rt_time_kind kind, uint64_t ns);
 void rt_obs_enter(rt_obs *o, int starts_step);
-void rt_obs_leave(rt_obs *o, int window, int unit, int backward, int ends_step);
+/* The windows a lifecycle call opens or closes; the compute between two
+ * calls is the innermost open window's ("forward", "backward", "recompute"). */
+typedef enum rt_window { RT_WIN_FWD = 0, RT_WIN_BWD, RT_WIN_RECOMPUTE, RT_WIN_COUNT } rt_window;
+void rt_obs_leave(rt_obs *o, int window, int unit, rt_window kind, int ends_step);
 hsr_status rt_obs_timing(const rt_obs *o, hsr_rt_timing *out);
 /* The device clock (a device whose streams can be stamped, with tracing on):
  * stamp(ctx, lane, slot) queues a stamp on lane 0 compute, 1 gather, 2 reduce.

@@ -272,24 +272,27 @@ void rt_obs_enter(rt_obs *o, int starts_step) {
     o->step_t0 = now;
   } else if (o->in_step && o->depth > 0) {
     int top = o->stack[o->depth - 1];
+    static const char *const win_names[RT_WIN_COUNT] = {"forward", "backward", "recompute"};
+    const char *what = win_names[(top + RT_WIN_COUNT) % RT_WIN_COUNT];
+    int tu = (top - (top + RT_WIN_COUNT) % RT_WIN_COUNT) / RT_WIN_COUNT;
     uint64_t t0 = o->last_leave;
     o->tm.compute_s += (double)(now - t0) * 1e-9;
     if (rt_obs_device_clock(o)) /* the compute stream's time between the two stamps */
-      rt_obs_dev_span(o, 0, HSR_SPAN_COMPUTE, "compute", top & 1 ? "backward" : "forward", top >> 1, NULL, 0, o->cstart,
+      rt_obs_dev_span(o, 0, HSR_SPAN_COMPUTE, "compute", what, tu, NULL, 0, o->cstart,
                       0);
     else
-      span(o, HSR_SPAN_COMPUTE, "compute", top & 1 ? "backward" : "forward", top >> 1, NULL, t0, now, 0);
+      span(o, HSR_SPAN_COMPUTE, "compute", what, tu, NULL, t0, now, 0);
   }
 }
 
 /* Exit of a lifecycle call. window: +1 opened (unit, backward), -1 closed
  * it, 0 neither; ends_step: hsr_rt_step. */
-void rt_obs_leave(rt_obs *o, int window, int unit, int backward, int ends_step) {
+void rt_obs_leave(rt_obs *o, int window, int unit, rt_window kind, int ends_step) {
   if (!o || --o->nest) return;
   uint64_t now = hsr_clock_ns();
   o->tm.engine_s += (double)(now - o->enter_t) * 1e-9;
   o->tm.calls++;
-  int key = unit * 2 + (backward ? 1 : 0); /* unit -1 (not a unit call) is a valid key too */
+  int key = unit * RT_WIN_COUNT + (int)kind; /* unit -1 (not a unit call) is a valid key too */
   if (window > 0) {
     if (o->depth == o->cap) {
       int cap = o->cap ? 2 * o->cap : 16, *p = realloc(o->stack, (size_t)cap * sizeof *p);

@@ -236,7 +236,9 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
     info->clip_coef = o.coef;
     info->lr = rt->cfg.groups[0].lr;
     info->dropped = o.dropped;
+    info->recomputes = rt->recomputes;
   }
+  rt->recomputes = 0;
   return rt_snapshot_counts(rt, info);
 }
 

@@ -20,7 +20,7 @@ static const char *unit_name_of(void *ctx, int u) {
 }
 
 static hsr_status split(hsr_rt *rt, int color, int key, const char *name, hsr_comm **out) {
-  HSR_CHECK(hsr_comm_split(rt->world, color, key, out));
+  HSR_CHECK(comm_split(rt->world, color, key, out));
   return comm_set_name(*out, name);
 }
 

@@ -15,7 +15,7 @@ struct hsr_ledger {
 static const char *const cat_names[HSR_MEM_CAT_COUNT] = {
     "param_shard",   "grad_shard",         "master",         "moment_m", "moment_v",     "full_unit",
     "partial_slice", "reduce_scatter_buf", "all_reduce_buf", "staging",  "ckpt_staging", "activation"};
-static const char *const phase_names[HSR_PHASE_COUNT] = {"init", "forward", "backward", "reduce", "step", "checkpoint"};
+static const char *const phase_names[HSR_PHASE_COUNT] = {"init", "forward", "backward", "reduce", "step", "checkpoint", "recompute"};
 
 int mem_cat_persistent(hsr_mem_cat cat) { return cat <= HSR_MEM_MOMENT_V; }
 const char *mem_cat_name(hsr_mem_cat cat) { return (unsigned)cat < HSR_MEM_CAT_COUNT ? cat_names[cat] : "?"; }

@@ -37,7 +37,8 @@ typedef enum hsr_phase {
   HSR_PHASE_BACKWARD,
   HSR_PHASE_REDUCE,
   HSR_PHASE_STEP,
-  HSR_PHASE_CKPT, /* inside hsr_ckpt_save / hsr_ckpt_load */
+  HSR_PHASE_CKPT,      /* inside hsr_ckpt_save / hsr_ckpt_load */
+  HSR_PHASE_RECOMPUTE, /* between hsr_rt_recompute_begin and _end */
   HSR_PHASE_COUNT
 } hsr_phase;
 

@@ -12,6 +12,7 @@
 static const char *const strategy_names[] = {"ddp", "zero1", "zero2", "fsdp", "hybrid", NULL};
 static const char *const sync_names[] = {"full", "none", "rs_only", NULL};
 static const char *const outer_names[] = {"none", "optim", NULL};
+static const char *const recompute_names[] = {"none", "full", "selective", NULL};
 
 hsr_status hsr_rt_config_default(hsr_rt_config *c) {
   if (!c) return hsr_error(HSR_ERR_INVALID, "config is NULL");
@@ -64,7 +65,17 @@ hsr_status rt_parse_outer_shard(const char *s, hsr_rt_outer *out) {
   return HSR_OK;
 }
 
-hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal) {
+hsr_status rt_parse_recompute(const char *s, hsr_rt_recompute *out) {
+  int i;
+  HSR_CHECK(parse_choice("recompute", s, recompute_names, &i));
+  *out = (hsr_rt_recompute)i;
+  return HSR_OK;
+}
+const char *hsr_rt_recompute_name(hsr_rt_recompute r) {
+  return r >= 0 && r <= HSR_RT_RECOMPUTE_SELECTIVE ? recompute_names[r] : "?";
+}
+
+hsr_status rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal) {
   if (!s || !kind || !ordinal) return hsr_error(HSR_ERR_INVALID, "device: NULL argument");
   if (!strcmp(s, "host") || !strcmp(s, "cpu")) {
     *kind = HSR_DEVICE_HOST;
@@ -171,6 +182,8 @@ hsr_status rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, 
     return hsr_error(HSR_ERR_INVALID, "reduce dtype %s is not supported (valid: f32, bf16)",
                      dtype_name(c->reduce_dtype));
   if (c->micro_batches < 1) return hsr_error(HSR_ERR_INVALID, "micro-batches %d (must be >= 1)", c->micro_batches);
+  if (c->recompute < HSR_RT_RECOMPUTE_NONE || c->recompute > HSR_RT_RECOMPUTE_SELECTIVE)
+    return hsr_error(HSR_ERR_INVALID, "recompute %d is not valid (valid: none, full, selective)", (int)c->recompute);
   if (c->prefetch < 0 || c->max_live < 0)
     return hsr_error(HSR_ERR_INVALID, "prefetch %d / max-live %d must be >= 0", c->prefetch, c->max_live);
   if (c->sync < HSR_RT_SYNC_FULL || c->sync > HSR_RT_SYNC_RS_ONLY)

@@ -6,8 +6,8 @@
 
 #include "sched_int.h"
 #include "common/dtype_internal.h"
-#include "runtime/runtime_internal.h"
 #include "runtime/io/ledger_internal.h"
+#include "runtime/runtime_internal.h"
 
 static const char *const state_names[] = {"sharded", "gathering", "full", "partial"};
 static const char *const op_names[HSR_SCHED_OP_COUNT] = {
@@ -247,6 +247,18 @@ hsr_status sched_backward_begin(hsr_sched *s, int ui, const hsr_sched_action **a
     u->has_grad = 1;
   }
   prefetch(s, ui, 1);
+  return finish(s, acts, n);
+}
+
+/* A unit's recompute inside its backward window: the backward's gather
+ * serves it, so it decides nothing (no gather, no prefetch in the forward
+ * order: the recompute is not a forward); the unit must be FULL, which is
+ * what makes a third gather impossible. */
+hsr_status sched_recompute(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+  HSR_CHECK(begin_unit(s, ui, "recompute", acts, n));
+  if (s->cfg.recompute == HSR_RT_RECOMPUTE_NONE)
+    return hsr_error(HSR_ERR_STATE, "schedule recompute: unit %d, but the configuration's recompute is none", ui);
+  HSR_CHECK(need_full(s, ui, "recompute"));
   return finish(s, acts, n);
 }
 

@@ -148,6 +148,8 @@ hsr_status sched_forward_begin(hsr_sched *s, int unit, const hsr_sched_action **
 hsr_status sched_forward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
 hsr_status sched_backward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
 hsr_status sched_backward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+/* Inside the unit's backward window (FULL): no actions; see schedule.c. */
+hsr_status sched_recompute(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
 hsr_status sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n);
 hsr_status sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n);
 /* WAIT for every unit still GATHERING (before a trace is written). */
