@@ -15,8 +15,12 @@
 #include "bench.h"
 #include "bench_coll.h"
 #include "cli.h"
-#include "hsr/sys.h"
-#include "hsr/env.h"
+#include "common/sys.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
 
 const char *const bc_kind_names[] = {"world", "shard", "replicate", "partial", NULL};
 
@@ -39,7 +43,7 @@ static void usage(const char *prog) {
          "  -a, --average A         time over ranks: 0 rank 0, 1 mean (default), 2 min, 3 max\n"
          "  -T, --timeout S         a wait without progress for S seconds fails (default: HSR_COMM_TIMEOUT)\n"
          "  -I, --per_iter_timing 1 per-iteration times (max over ranks): i_min i_max i_p99 i_cv%% columns\n"
-         "  -R, --local_register R  1: buffers from hsr_comm_mem_alloc, read in place (default); 0: malloc (staged)\n"
+         "  -R, --local_register R  1: buffers from comm_mem_alloc, read in place (default); 0: malloc (staged)\n"
          "  -G, --cudagraph N       only 0: hsr's host collectives have no CUDA graphs\n"
          "  -J, --output_file FILE  write the results as JSON in nccl-tests' schema (rank 0); also --json FILE\n"
          "  --group G[,G2]          world (default), shard, replicate, partial: run in every group of that kind at\n"
@@ -68,27 +72,27 @@ static int parse_kinds(const char *cmd, const char *s, bc_opts *o) {
     int k = -1;
     for (int i = 0; bc_kind_names[i]; i++)
       if (!strcmp(t, bc_kind_names[i])) k = i;
-    if (k < 0) return hsr_cli_usage_error(cmd, "--group '%s' (valid: world, shard, replicate, partial)", t);
+    if (k < 0) return cli_usage_error(cmd, "--group '%s' (valid: world, shard, replicate, partial)", t);
     for (int i = 0; i < o->nkinds; i++)
-      if (o->kinds[i] == k) return hsr_cli_usage_error(cmd, "--group: '%s' given twice", t);
-    if (o->nkinds == 2) return hsr_cli_usage_error(cmd, "--group: at most two kinds (e.g. shard,replicate)");
+      if (o->kinds[i] == k) return cli_usage_error(cmd, "--group: '%s' given twice", t);
+    if (o->nkinds == 2) return cli_usage_error(cmd, "--group: at most two kinds (e.g. shard,replicate)");
     o->kinds[o->nkinds++] = k;
   }
-  return o->nkinds ? 0 : hsr_cli_usage_error(cmd, "--group needs a kind");
+  return o->nkinds ? 0 : cli_usage_error(cmd, "--group needs a kind");
 }
 
 /* nccl-tests flags that mean nothing for host collectives: a clear refusal. */
 static int unsupported(const char *cmd, int c, long v) {
   if (c == 'G' && v != 0)
-    return hsr_cli_usage_error(cmd, "-G %ld: CUDA graphs are not supported by hsr's host collectives (only -G 0)", v);
+    return cli_usage_error(cmd, "-G %ld: CUDA graphs are not supported by hsr's host collectives (only -G 0)", v);
   if ((c == 't' || c == 'g') && v != 1)
-    return hsr_cli_usage_error(cmd,
-                               "-%c %ld: not supported: hsr runs one rank per process (start more ranks with "
-                               "hsr-run -n)",
-                               c, v);
-  if (c == 'p' && v != 0) return hsr_cli_usage_error(cmd, "-p %ld: parallel init is not supported (only -p 0)", v);
+    return cli_usage_error(cmd,
+                           "-%c %ld: not supported: hsr runs one rank per process (start more ranks with "
+                           "hsr-run -n)",
+                           c, v);
+  if (c == 'p' && v != 0) return cli_usage_error(cmd, "-p %ld: parallel init is not supported (only -p 0)", v);
   if (c == 'R' && v == 2)
-    return hsr_cli_usage_error(cmd, "-R 2: symmetric registration is NCCL's; hsr has -R 1 (registered) and 0 (malloc)");
+    return cli_usage_error(cmd, "-R 2: symmetric registration is NCCL's; hsr has -R 1 (registered) and 0 (malloc)");
   return 0;
 }
 
@@ -153,36 +157,36 @@ static hsr_status one_opt(bc_opts *o, int c, const char *cmd, int *urc) {
   long v = 0;
   hsr_status st = HSR_OK;
   switch (c) {
-  case 'b': return hsr_parse_size("-b", optarg, &o->minb);
-  case 'e': return hsr_parse_size("-e", optarg, &o->maxb);
-  case 'i': o->factor = 0; return hsr_parse_size("-i", optarg, &o->stepb);
-  case 'f': return hsr_parse_double("-f", optarg, 1.0001, 1024, &o->factor);
-  case 'n': return hsr_parse_long("-n", optarg, 1, 1000000, &o->iters);
-  case 'm': return hsr_parse_long("-m", optarg, 1, 1024, &o->agg);
-  case 'w': return hsr_parse_long("-w", optarg, 0, 1000000, &o->warmup);
+  case 'b': return parse_size("-b", optarg, &o->minb);
+  case 'e': return parse_size("-e", optarg, &o->maxb);
+  case 'i': o->factor = 0; return parse_size("-i", optarg, &o->stepb);
+  case 'f': return parse_double("-f", optarg, 1.0001, 1024, &o->factor);
+  case 'n': return parse_long("-n", optarg, 1, 1000000, &o->iters);
+  case 'm': return parse_long("-m", optarg, 1, 1024, &o->agg);
+  case 'w': return parse_long("-w", optarg, 0, 1000000, &o->warmup);
   case 'N':
     if (!strcmp(optarg, "0")) return hsr_error(HSR_ERR_INVALID, "-N 0 (run forever) is not supported: give a count");
-    return hsr_parse_long("-N", optarg, 1, 1000, &o->cycles);
-  case 'c': return hsr_parse_long("-c", optarg, 0, 1000, &o->check);
+    return parse_long("-N", optarg, 1, 1000, &o->cycles);
+  case 'c': return parse_long("-c", optarg, 0, 1000, &o->check);
   case 'o':
-  case 8: return hsr_redop_parse(optarg, &o->redop);
+  case 8: return redop_parse(optarg, &o->redop);
   case 9:
     if ((o->coll = nt_op_parse(optarg)) < 0)
       return hsr_error(HSR_ERR_INVALID, "--op '%s' (valid: all_gather, reduce_scatter, all_reduce, broadcast)", optarg);
     return HSR_OK;
-  case 'd': return hsr_dtype_parse(optarg, &o->dt);
-  case 'r': return hsr_parse_long("-r", optarg, 0, 1 << 24, &o->root);
+  case 'd': return dtype_parse(optarg, &o->dt);
+  case 'r': return parse_long("-r", optarg, 0, 1 << 24, &o->root);
   case 'z':
-    st = hsr_parse_long("-z", optarg, 0, 3, &v);
+    st = parse_long("-z", optarg, 0, 3, &v);
     o->blocking = (int)v;
     return st;
-  case 'T': return hsr_parse_double("-T", optarg, 0, 1e6, &o->timeout);
+  case 'T': return parse_double("-T", optarg, 0, 1e6, &o->timeout);
   case 'a':
-    st = hsr_parse_long("-a", optarg, 0, 3, &v);
+    st = parse_long("-a", optarg, 0, 3, &v);
     o->average = (int)v;
     return st;
   case 'I':
-    st = hsr_parse_long("-I", optarg, 0, 1, &v);
+    st = parse_long("-I", optarg, 0, 1, &v);
     o->per_iter = (int)v;
     return st;
   case 'J': o->json = optarg; return HSR_OK;
@@ -191,25 +195,25 @@ static hsr_status one_opt(bc_opts *o, int c, const char *cmd, int *urc) {
   case 'g':
   case 'p':
   case 'R':
-    st = hsr_parse_long(c == 'G'   ? "-G"
-                        : c == 't' ? "-t"
-                        : c == 'g' ? "-g"
-                        : c == 'p' ? "-p"
-                                   : "-R",
-                        optarg, 0, 1 << 20, &v);
+    st = parse_long(c == 'G'   ? "-G"
+                    : c == 't' ? "-t"
+                    : c == 'g' ? "-g"
+                    : c == 'p' ? "-p"
+                               : "-R",
+                    optarg, 0, 1 << 20, &v);
     if (st == HSR_OK) *urc = unsupported(cmd, c, v);
     if (st == HSR_OK && c == 'R') o->comm_mem = v != 0;
     return st;
   case 1: *urc = parse_kinds(cmd, optarg, o); return HSR_OK;
   case 2: o->concurrent = 1; return HSR_OK;
-  case 3: return hsr_parse_long("--shard", optarg, 1, 1 << 20, &o->shard);
-  case 4: return hsr_parse_long("--partial", optarg, 1, 1 << 20, &o->partial);
+  case 3: return parse_long("--shard", optarg, 1, 1 << 20, &o->shard);
+  case 4: return parse_long("--partial", optarg, 1, 1 << 20, &o->partial);
   case 5:
     if (strcmp(optarg, "comm") && strcmp(optarg, "user"))
       return hsr_error(HSR_ERR_INVALID, "--mem '%s' (valid: comm, user)", optarg);
     o->comm_mem = !strcmp(optarg, "comm");
     return HSR_OK;
-  case 6: return hsr_parse_double("--min-bw", optarg, 0, 1e9, &o->min_bw);
+  case 6: return parse_double("--min-bw", optarg, 0, 1e9, &o->min_bw);
   case 7: o->plot = optarg; return HSR_OK;
   default: return HSR_ERR_INVALID;
   }
@@ -231,49 +235,49 @@ static void note_ignored(const char *cmd, const bc_opts *o) {
   const char *r = getenv("PMIX_RANK");
   if (r && *r && strcmp(r, "0")) return;
   if ((o->given & BC_GIVEN_OP) && (o->coll == NT_ALLGATHER || o->coll == NT_BCAST))
-    fprintf(stderr, "hsr %s: warning: -o %s has no effect on %s (it reduces nothing)\n", cmd, hsr_redop_name(o->redop),
+    fprintf(stderr, "hsr %s: warning: -o %s has no effect on %s (it reduces nothing)\n", cmd, redop_name(o->redop),
             o->coll == NT_ALLGATHER ? "all_gather" : "broadcast");
   if ((o->given & BC_GIVEN_ROOT) && o->coll != NT_BCAST)
     fprintf(stderr, "hsr %s: warning: -r %ld has no effect: only broadcast has a root\n", cmd, o->root);
 }
 
 static int check_opts(const char *cmd, bc_opts *o) {
-  if (o->minb > o->maxb) return hsr_cli_usage_error(cmd, "-b %zu is larger than -e %zu", o->minb, o->maxb);
+  if (o->minb > o->maxb) return cli_usage_error(cmd, "-b %zu is larger than -e %zu", o->minb, o->maxb);
   if ((o->given & BC_GIVEN_FACTOR) && (o->given & BC_GIVEN_STEP))
-    return hsr_cli_usage_error(cmd, "-f (multiply) and -i (add) both step the size: give one");
+    return cli_usage_error(cmd, "-f (multiply) and -i (add) both step the size: give one");
   int grouped = 0, partial = 0;
   for (int i = 0; i < o->nkinds; i++) grouped |= o->kinds[i] != BC_WORLD, partial |= o->kinds[i] == BC_PARTIAL;
   if ((o->given & BC_GIVEN_SHARD) && !grouped)
-    return hsr_cli_usage_error(cmd,
-                               "--shard %ld has no effect on --group world (give --group shard, replicate or "
-                               "partial)",
-                               o->shard);
+    return cli_usage_error(cmd,
+                           "--shard %ld has no effect on --group world (give --group shard, replicate or "
+                           "partial)",
+                           o->shard);
   if ((o->given & BC_GIVEN_PARTIAL) && !partial)
-    return hsr_cli_usage_error(cmd, "--partial %ld has no effect without --group partial", o->partial);
-  hsr_status pst = o->json ? hsr_path_check_output("-J", o->json) : HSR_OK;
-  if (pst == HSR_OK && o->plot) pst = hsr_path_check_output("--plot", o->plot);
-  if (pst == HSR_OK) pst = hsr_path_check_distinct("-J", o->json, "--plot", o->plot);
-  if (pst != HSR_OK) return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
+    return cli_usage_error(cmd, "--partial %ld has no effect without --group partial", o->partial);
+  hsr_status pst = o->json ? path_check_output("-J", o->json) : HSR_OK;
+  if (pst == HSR_OK && o->plot) pst = path_check_output("--plot", o->plot);
+  if (pst == HSR_OK) pst = path_check_distinct("-J", o->json, "--plot", o->plot);
+  if (pst != HSR_OK) return cli_usage_error(cmd, "%s", hsr_last_error());
   note_ignored(cmd, o);
-  if (o->factor == 0 && o->stepb == 0) return hsr_cli_usage_error(cmd, "-i must be at least 1 byte");
+  if (o->factor == 0 && o->stepb == 0) return cli_usage_error(cmd, "-i must be at least 1 byte");
   if (o->coll == NT_REDUCE_SCATTER && o->redop == HSR_MAX)
-    return hsr_cli_usage_error(cmd, "reduce_scatter supports -o sum or avg (not max)");
+    return cli_usage_error(cmd, "reduce_scatter supports -o sum or avg (not max)");
   if (o->concurrent && o->nkinds != 2)
-    return hsr_cli_usage_error(cmd, "--concurrent needs two group kinds (e.g. --group shard,replicate)");
+    return cli_usage_error(cmd, "--concurrent needs two group kinds (e.g. --group shard,replicate)");
   for (int i = 0; i < o->nkinds; i++)
-    if (o->kinds[i] == BC_PARTIAL && !o->partial) return hsr_cli_usage_error(cmd, "--group partial needs --partial K");
+    if (o->kinds[i] == BC_PARTIAL && !o->partial) return cli_usage_error(cmd, "--group partial needs --partial K");
   if (o->partial && o->shard && o->shard % o->partial)
-    return hsr_cli_usage_error(cmd, "--partial %ld does not divide --shard %ld", o->partial, o->shard);
+    return cli_usage_error(cmd, "--partial %ld does not divide --shard %ld", o->partial, o->shard);
   if (o->plot) {
     size_t l = strlen(o->plot);
     if (l < 5 || strcmp(o->plot + l - 4, ".svg") || strchr(o->plot, '\''))
-      return hsr_cli_usage_error(cmd, "--plot '%s': expected a FILE.svg name without quotes", o->plot);
+      return cli_usage_error(cmd, "--plot '%s': expected a FILE.svg name without quotes", o->plot);
     if (!bc_have_gnuplot())
-      return hsr_cli_usage_error(cmd, "--plot needs gnuplot, which is not installed (apt-get install gnuplot-nox)");
+      return cli_usage_error(cmd, "--plot needs gnuplot, which is not installed (apt-get install gnuplot-nox)");
   }
   if (o->min_bw < 0) {
-    if (hsr_env_get_double("HSR_BENCH_MIN_BW", &o->min_bw) != HSR_OK) /* -1 when unset */
-      return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
+    if (env_get_double("HSR_BENCH_MIN_BW", &o->min_bw) != HSR_OK) /* -1 when unset */
+      return cli_usage_error(cmd, "%s", hsr_last_error());
   }
   /* a bounded sweep: sizes grow (from 0, the next size is 1 byte) */
   long rows = 0;
@@ -282,7 +286,7 @@ static int check_opts(const char *cmd, bc_opts *o) {
     if (next <= s) break;
     s = next;
   }
-  if (rows > 100000) return hsr_cli_usage_error(cmd, "-b/-e/-i give more than 100000 sizes");
+  if (rows > 100000) return cli_usage_error(cmd, "-b/-e/-i give more than 100000 sizes");
   return 0;
 }
 
@@ -310,11 +314,11 @@ static int parse(int argc, char **argv, int coll, const char *prog, bc_opts *o) 
         printf("  --op OP                 (this deprecated command) the collective; -o / --op_type: the reduction\n");
       return -1;
     }
-    if (c == '?' || c == ':') return hsr_cli_usage_error(cmd, "unknown option or missing value '%s'", argv[optind - 1]);
+    if (c == '?' || c == ':') return cli_usage_error(cmd, "unknown option or missing value '%s'", argv[optind - 1]);
     int urc = 0;
     hsr_status st = one_opt(o, c, cmd, &urc);
     if (urc) return urc;
-    if (st != HSR_OK) return hsr_cli_usage_error(cmd, "%s", hsr_last_error());
+    if (st != HSR_OK) return cli_usage_error(cmd, "%s", hsr_last_error());
     o->given |= c == 'o' || c == 8 ? BC_GIVEN_OP
                 : c == 'r'         ? BC_GIVEN_ROOT
                 : c == 'f'         ? BC_GIVEN_FACTOR
@@ -323,7 +327,7 @@ static int parse(int argc, char **argv, int coll, const char *prog, bc_opts *o) 
                 : c == 4           ? BC_GIVEN_PARTIAL
                                    : 0u;
   }
-  if (optind < argc) return hsr_cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+  if (optind < argc) return cli_usage_error(cmd, "unexpected argument '%s'", argv[optind]);
   return check_opts(cmd, o);
 }
 
@@ -340,7 +344,7 @@ static int color_of(const bc_opts *o, int kind, int r) {
 
 /* S (default: the ranks of one node), K and -r against the job; rank 0 reports. */
 static int check_job(const char *cmd, bc_opts *o, hsr_boot *boot) {
-  int n = hsr_boot_size(boot), nodes = hsr_boot_num_nodes(boot), me = hsr_boot_rank(boot), need_s = 0;
+  int n = hsr_boot_size(boot), nodes = boot_num_nodes(boot), me = hsr_boot_rank(boot), need_s = 0;
   for (int i = 0; i < o->nkinds; i++) need_s |= o->kinds[i] != BC_WORLD;
   if (need_s && !o->shard) o->shard = n % nodes == 0 ? n / nodes : n;
   char msg[256] = "";
@@ -358,7 +362,7 @@ static int check_job(const char *cmd, bc_opts *o, hsr_boot *boot) {
                gn - 1);
   }
   if (!msg[0]) return 0;
-  if (me == 0) hsr_cli_usage_error(cmd, "%s", msg);
+  if (me == 0) cli_usage_error(cmd, "%s", msg);
   return HSR_EXIT_USAGE;
 }
 
@@ -366,7 +370,7 @@ static double gib(double b) { return b / (1024.0 * 1024 * 1024); }
 
 static double mem_available(void) {
   uint64_t b = 0;
-  return hsr_sys_mem_available(&b) == HSR_OK ? (double)b : -1;
+  return sys_mem_available(&b) == HSR_OK ? (double)b : -1;
 }
 
 /* Every rank of this host holds two buffers of the largest size per group
@@ -376,7 +380,7 @@ static double mem_available(void) {
  * measures and decides for all. */
 static int check_fit(const char *cmd, const bc_opts *o, hsr_boot *boot) {
   int n = hsr_boot_size(boot), me = hsr_boot_rank(boot), host = 0;
-  for (int r = 0; r < n; r++) host += !strcmp(hsr_boot_hostname_of(boot, r), hsr_boot_hostname(boot));
+  for (int r = 0; r < n; r++) host += !strcmp(boot_hostname_of(boot, r), boot_hostname(boot));
   char msg[400] = "";
   if (me == 0) {
     double buf = (double)o->maxb + 4096, k = o->nkinds;
@@ -386,19 +390,19 @@ static int check_fit(const char *cmd, const bc_opts *o, hsr_boot *boot) {
       snprintf(msg, sizeof msg,
                "-e %zu does not fit: it needs %.2f GiB of memory on host %s (%d ranks x %d group kind%s, %s of "
                "%.2f GiB), %.2f GiB is available (this host's, or its memory cgroup's)",
-               o->maxb, gib(mem_need), hsr_boot_hostname(boot), host, o->nkinds, o->nkinds > 1 ? "s" : "", what,
-               gib(buf), gib(mem));
+               o->maxb, gib(mem_need), boot_hostname(boot), host, o->nkinds, o->nkinds > 1 ? "s" : "", what, gib(buf),
+               gib(mem));
   }
-  if (hsr_boot_bcast(boot, msg, sizeof msg, 0) != HSR_OK) return hsr_cli_fail(cmd, HSR_ERR_TRANSPORT);
+  if (boot_bcast(boot, msg, sizeof msg, 0) != HSR_OK) return cli_fail(cmd, HSR_ERR_TRANSPORT);
   if (!msg[0]) return 0;
-  if (me == 0) hsr_cli_usage_error(cmd, "%s", msg);
+  if (me == 0) cli_usage_error(cmd, "%s", msg);
   return HSR_EXIT_USAGE;
 }
 
 static void *alloc_buf(hsr_comm *c, size_t bytes, int comm_mem, hsr_status *st) {
   void *p = NULL;
   if (comm_mem) {
-    *st = hsr_comm_mem_alloc(c, bytes, &p);
+    *st = comm_mem_alloc(c, bytes, &p);
   } else {
     p = malloc(bytes);
     *st = p ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "malloc(%zu)", bytes);
@@ -415,12 +419,12 @@ static hsr_status groups_make(const bc_opts *o, hsr_boot *boot, hsr_comm *w, bc_
     if (g[k].kind == BC_WORLD)
       g[k].c = w;
     else
-      HSR_CHECK(hsr_comm_split(w, color_of(o, g[k].kind, me), me, &g[k].c));
+      HSR_CHECK(comm_split(w, color_of(o, g[k].kind, me), me, &g[k].c));
     g[k].n = hsr_comm_size(g[k].c);
     g[k].ngroups = hsr_boot_size(boot) / g[k].n;
     int nodes[64], nn = 0; /* distinct nodes of my group, then the most over groups */
     for (int j = 0; j < g[k].n && nn < 64; j++) {
-      int nd = hsr_boot_node_of(boot, hsr_comm_world_rank(g[k].c, j)), seen = 0;
+      int nd = boot_node_of(boot, comm_world_rank(g[k].c, j)), seen = 0;
       for (int q = 0; q < nn; q++) seen |= nodes[q] == nd;
       if (!seen) nodes[nn++] = nd;
     }
@@ -440,7 +444,7 @@ static void groups_free(const bc_opts *o, hsr_comm *w, bc_group *g) {
     if (!g[k].c) continue;
     char *bufs[2] = {g[k].a, g[k].b};
     for (int i = 0; i < 2; i++)
-      if (bufs[i]) o->comm_mem ? (void)hsr_comm_mem_free(g[k].c, bufs[i]) : free(bufs[i]);
+      if (bufs[i]) o->comm_mem ? (void)comm_mem_free(g[k].c, bufs[i]) : free(bufs[i]);
     if (g[k].c != w) hsr_comm_free(g[k].c);
   }
 }
@@ -452,7 +456,7 @@ static hsr_status sweep(const bc_ctx *x, hsr_comm *w, bc_row **rows_out, int *nr
   int me = hsr_comm_rank(w), nr = 0, cap = 64;
   bc_row *rows = calloc((size_t)cap, sizeof *rows);
   hsr_status st = rows ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "rows");
-  size_t es = hsr_dtype_size(o->dt);
+  size_t es = dtype_size(o->dt);
   for (long cyc = 0; cyc < o->cycles && st == HSR_OK; cyc++)
     for (size_t s = o->minb; s <= o->maxb && st == HSR_OK;) {
       int per = o->concurrent ? x->ng : 1; /* groups timed together */
@@ -507,11 +511,11 @@ static int report(const bc_ctx *x, bc_row *rows, int nr) {
     char cmd[64];
     snprintf(cmd, sizeof cmd, "bench %s", o->prog);
     bc_print_footer(x, rows, nr, wrong, avg);
-    if (o->json && bc_json_write(x, rows, nr, wrong, avg) != HSR_OK) rc = hsr_cli_fail(cmd, HSR_ERR_IO);
+    if (o->json && bc_json_write(x, rows, nr, wrong, avg) != HSR_OK) rc = cli_fail(cmd, HSR_ERR_IO);
     if (o->plot) {
       hsr_status st = bc_plot(x, rows, nr);
       if (st != HSR_OK)
-        rc = hsr_cli_fail(cmd, st);
+        rc = cli_fail(cmd, st);
       else
         printf("# plot: %s\n", o->plot);
     }
@@ -532,7 +536,7 @@ static int run(int argc, char **argv, int coll, const char *prog, hsr_boot *give
   snprintf(cmd, sizeof cmd, "bench %s", prog);
   hsr_boot *boot = given;
   hsr_status st = given ? HSR_OK : hsr_boot_init(&boot);
-  if (st != HSR_OK) return hsr_cli_fail(cmd, st);
+  if (st != HSR_OK) return cli_fail(cmd, st);
   int rc = check_job(cmd, &o, boot);
   if (!rc) rc = check_fit(cmd, &o, boot);
   if (rc) {
@@ -549,13 +553,13 @@ static int run(int argc, char **argv, int coll, const char *prog, hsr_boot *give
   bc_row *rows = NULL;
   int nr = 0, pid = (int)getpid();
   bc_now(x.start_time, sizeof x.start_time);
-  st = x.pids && x.colors ? hsr_boot_allgather(boot, &pid, sizeof pid, x.pids) : hsr_error(HSR_ERR_NOMEM, "tables");
+  st = x.pids && x.colors ? boot_allgather(boot, &pid, sizeof pid, x.pids) : hsr_error(HSR_ERR_NOMEM, "tables");
   for (int r = 0; r < n && x.colors; r++) x.colors[r] = color_of(&o, o.kinds[0], r);
   if (st == HSR_OK) st = hsr_comm_world(boot, HSR_BACKEND_HOST, &w);
   if (st == HSR_OK) st = groups_make(&o, boot, w, g);
   if (st == HSR_OK && me == 0) bc_print_header(&x);
   if (st == HSR_OK) st = sweep(&x, w, &rows, &nr);
-  rc = st == HSR_OK ? report(&x, rows, nr) : hsr_cli_fail_job(cmd, st, boot);
+  rc = st == HSR_OK ? report(&x, rows, nr) : cli_fail_job(cmd, st, boot);
   rows_free(rows, nr);
   groups_free(&o, w, g);
   hsr_comm_free(w);
@@ -565,22 +569,20 @@ static int run(int argc, char **argv, int coll, const char *prog, hsr_boot *give
   return rc;
 }
 
-int hsr_bench_all_gather(int argc, char **argv) { return run(argc, argv, NT_ALLGATHER, "all_gather", NULL); }
-int hsr_bench_reduce_scatter(int argc, char **argv) {
-  return run(argc, argv, NT_REDUCE_SCATTER, "reduce_scatter", NULL);
-}
-int hsr_bench_all_reduce(int argc, char **argv) { return run(argc, argv, NT_ALLREDUCE, "all_reduce", NULL); }
-int hsr_bench_broadcast(int argc, char **argv) { return run(argc, argv, NT_BCAST, "broadcast", NULL); }
-int hsr_bench_collective_on(hsr_boot *boot, const char *coll, int argc, char **argv) {
+int bench_all_gather(int argc, char **argv) { return run(argc, argv, NT_ALLGATHER, "all_gather", NULL); }
+int bench_reduce_scatter(int argc, char **argv) { return run(argc, argv, NT_REDUCE_SCATTER, "reduce_scatter", NULL); }
+int bench_all_reduce(int argc, char **argv) { return run(argc, argv, NT_ALLREDUCE, "all_reduce", NULL); }
+int bench_broadcast(int argc, char **argv) { return run(argc, argv, NT_BCAST, "broadcast", NULL); }
+int bench_collective_on(hsr_boot *boot, const char *coll, int argc, char **argv) {
   static const char *const names[] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast"};
   static const int ids[] = {NT_ALLGATHER, NT_REDUCE_SCATTER, NT_ALLREDUCE, NT_BCAST};
   for (int i = 0; i < 4; i++)
     if (!strcmp(coll, names[i])) return run(argc, argv, ids[i], names[i], boot);
-  return hsr_cli_usage_error("bench", "unknown collective '%s'", coll);
+  return cli_usage_error("bench", "unknown collective '%s'", coll);
 }
 
 /* Deprecated: 'hsr bench coll --op X' picks the collective with --op. */
-int hsr_bench_coll(int argc, char **argv) {
+int bench_coll(int argc, char **argv) {
   int help = 0;
   const char *pr = getenv("PMIX_RANK"); /* once per job, before the bootstrap */
   for (int i = 1; i < argc; i++) help |= !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");

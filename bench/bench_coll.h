@@ -10,6 +10,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "collectives/comm_internal.h"
 #include "nccl_table.h"
 
 enum { BC_WORLD = 0, BC_SHARD, BC_REPLICATE, BC_PARTIAL, BC_KINDS };
@@ -42,7 +43,7 @@ typedef struct bc_opts {
   int per_iter;   /* -I */
   int kinds[BC_KINDS], nkinds, concurrent;
   long shard, partial;
-  int comm_mem;  /* -R 1 / --mem comm (default): hsr_comm_mem_alloc buffers */
+  int comm_mem;  /* -R 1 / --mem comm (default): comm_mem_alloc buffers */
   double min_bw; /* GB/s, < 0: unchecked */
   const char *json, *plot;
   unsigned given; /* BC_GIVEN_* of the flags on the command line */

@@ -18,6 +18,9 @@
 #include "bench_coll.h"
 #include "cli.h"
 #include "hsr/config.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
+#include "launch/boot_internal.h"
 
 extern char **environ;
 
@@ -29,7 +32,7 @@ void bc_now(char *buf, size_t len) {
 }
 
 static const char *redop_of(const bc_opts *o) {
-  return o->coll == NT_ALLGATHER || o->coll == NT_BCAST ? "none" : hsr_redop_name(o->redop);
+  return o->coll == NT_ALLGATHER || o->coll == NT_BCAST ? "none" : redop_name(o->redop);
 }
 static int root_of(const bc_opts *o) { return o->coll == NT_BCAST ? (int)o->root : -1; }
 static const char *emulated(void) {
@@ -41,7 +44,7 @@ static const char *emulated(void) {
 
 void bc_print_header(const bc_ctx *x) {
   const bc_opts *o = x->o;
-  int n = hsr_boot_size(x->boot), nodes = hsr_boot_num_nodes(x->boot);
+  int n = hsr_boot_size(x->boot), nodes = boot_num_nodes(x->boot);
   printf("# hsr bench %s (nccl-tests' %s_perf): hsr %s\n", nt_op_names[o->coll], nt_op_names[o->coll],
          HSR_VERSION_STRING);
   printf("# nranks %d nodes %d%s%s%s minBytes %zu maxBytes %zu step: %g(%s) warmup iters: %ld iters: %ld agg iters: "
@@ -51,7 +54,7 @@ void bc_print_header(const bc_ctx *x) {
          o->iters, o->agg, o->check);
   if (o->blocking) printf("# Blocking Enabled: -z %d\n", o->blocking);
   printf("# type %s, redop %s, buffers %s, time %s over ranks%s\n", nt_type_names[o->dt], redop_of(o),
-         o->comm_mem ? "registered (hsr_comm_mem_alloc)" : "user (malloc, staged)",
+         o->comm_mem ? "registered (comm_mem_alloc)" : "user (malloc, staged)",
          (const char *[]){"of rank 0", "mean", "min", "max"}[o->average], o->timeout > 0 ? ", -T set" : "");
   for (int k = 0; k < x->ng; k++) {
     const bc_group *g = &x->g[k];
@@ -62,7 +65,7 @@ void bc_print_header(const bc_ctx *x) {
   printf("#\n# Using devices\n");
   for (int r = 0; r < n; r++)
     printf("#  Rank %2d Group %2d Pid %6d on %10s node %d host\n", r, x->colors[r], x->pids[r],
-           hsr_boot_hostname_of(x->boot, r), hsr_boot_node_of(x->boot, r));
+           boot_hostname_of(x->boot, r), boot_node_of(x->boot, r));
   printf("#\n");
   const char *it = o->per_iter ? "   i_min   i_max   i_p99   i_cv%" : "";
   int w = o->per_iter ? 63 : 31; /* one placement's columns */
@@ -222,11 +225,11 @@ static cJSON *config_json(const bc_ctx *x) {
   for (int r = 0; r < hsr_boot_size(x->boot); r++) {
     cJSON *e = cJSON_CreateObject();
     char info[64];
-    snprintf(info, sizeof info, "host (node %d)", hsr_boot_node_of(x->boot, r));
+    snprintf(info, sizeof info, "host (node %d)", boot_node_of(x->boot, r));
     cJSON_AddNumberToObject(e, "rank", r);
     cJSON_AddNumberToObject(e, "group", x->colors[r]);
     cJSON_AddNumberToObject(e, "pid", x->pids[r]);
-    cJSON_AddStringToObject(e, "hostname", hsr_boot_hostname_of(x->boot, r));
+    cJSON_AddStringToObject(e, "hostname", boot_hostname_of(x->boot, r));
     cJSON_AddNumberToObject(e, "device", -1);
     cJSON_AddStringToObject(e, "device_hex", "");
     cJSON_AddStringToObject(e, "device_info", info);
@@ -236,10 +239,10 @@ static cJSON *config_json(const bc_ctx *x) {
 }
 
 /* What a cost model fitted to this file needs to know about the run. */
-static cJSON *hsr_json(const bc_ctx *x) {
+static cJSON *bc_hsr_json(const bc_ctx *x) {
   const bc_opts *o = x->o;
   cJSON *h = cJSON_CreateObject();
-  int n = hsr_boot_size(x->boot), nodes = hsr_boot_num_nodes(x->boot);
+  int n = hsr_boot_size(x->boot), nodes = boot_num_nodes(x->boot);
   cJSON_AddStringToObject(h, "tool", "hsr");
   cJSON_AddStringToObject(h, "version", HSR_VERSION_STRING);
   cJSON_AddStringToObject(h, "git", HSR_GIT_HASH);
@@ -247,7 +250,7 @@ static cJSON *hsr_json(const bc_ctx *x) {
   cJSON_AddNumberToObject(h, "ranks", n);
   cJSON_AddNumberToObject(h, "nodes", nodes);
   cJSON_AddNumberToObject(h, "ranks_per_node", nodes ? (double)n / nodes : n);
-  cJSON_AddNumberToObject(h, "simulated_nodes", hsr_boot_sim_nodes(x->boot));
+  cJSON_AddNumberToObject(h, "simulated_nodes", boot_sim_nodes(x->boot));
   if (emulated())
     cJSON_AddStringToObject(h, "emulated_net", emulated());
   else
@@ -294,10 +297,10 @@ hsr_status bc_json_write(const bc_ctx *x, const bc_row *rows, int nrows, long lo
   else
     cJSON_AddBoolToObject(bw, "okay", avg >= o->min_bw);
   cJSON_AddStringToObject(j, "end_time", end);
-  cJSON_AddItemToObject(j, "hsr", hsr_json(x));
+  cJSON_AddItemToObject(j, "hsr", bc_hsr_json(x));
   char *txt = cJSON_Print(j);
   cJSON_Delete(j);
-  hsr_status st = hsr_cli_write_text("-J", o->json, txt);
+  hsr_status st = cli_write_text("-J", o->json, txt);
   free(txt);
   return st;
 }
@@ -322,9 +325,9 @@ int bc_have_gnuplot(void) {
 hsr_status bc_plot(const bc_ctx *x, const bc_row *rows, int nrows) {
   const bc_opts *o = x->o;
   hsr_cli_plot pl;
-  HSR_CHECK(hsr_cli_plot_open(&pl, "--plot", o->plot));
+  HSR_CHECK(cli_plot_open(&pl, "--plot", o->plot));
   FILE *gp = pl.script;
-  int n = hsr_boot_size(x->boot), nodes = hsr_boot_num_nodes(x->boot), curves = 0;
+  int n = hsr_boot_size(x->boot), nodes = boot_num_nodes(x->boot), curves = 0;
   for (long c = 0; c < o->cycles; c++)
     for (int k = 0; k < x->ng; k++) {
       fprintf(gp, "$d%d << EOD\n", curves++);
@@ -352,5 +355,5 @@ hsr_status bc_plot(const bc_ctx *x, const bc_row *rows, int nrows) {
       curves++;
     }
   fprintf(gp, "\n");
-  return hsr_cli_plot_close(&pl);
+  return cli_plot_close(&pl);
 }

@@ -10,7 +10,10 @@
 
 #include "bench_coll.h"
 #include "hsr/kmath.h"
-#include "hsr/env.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/common_internal.h"
+#include "common/env.h"
 
 /* ---- element access -------------------------------------------------------- */
 /* The bench's values (small integers and their quarters) are exact in every
@@ -47,14 +50,14 @@ static double ref_reduce(hsr_dtype dt, hsr_redop op, int n, size_t i) {
 }
 
 size_t bc_count(const bc_opts *o, const bc_group *g, size_t bytes) {
-  size_t es = hsr_dtype_size(o->dt);
+  size_t es = dtype_size(o->dt);
   return o->coll <= NT_REDUCE_SCATTER ? bytes / es / (size_t)g->n : bytes / es;
 }
 
 /* ---- posting and checking ----------------------------------------------------- */
 static hsr_status issue(const bc_opts *o, bc_group *g, size_t count, int inplace, hsr_req **req) {
   int r = hsr_comm_rank(g->c);
-  size_t es = hsr_dtype_size(o->dt);
+  size_t es = dtype_size(o->dt);
   switch (o->coll) {
   case NT_ALLGATHER:
     return inplace ? hsr_comm_allgather(g->c, g->b + (size_t)r * count * es, g->b, count, o->dt, req)
@@ -81,17 +84,17 @@ static hsr_status wait_req(const bc_opts *o, hsr_req **r) {
 static hsr_status wait_times(const bc_opts *o, hsr_req **r, uint64_t *t0, uint64_t *t1) {
   int done = 0;
   long ns = 20000;
-  double start = hsr_clock_s();
+  double start = clock_s();
   hsr_status st = HSR_OK;
   while (st == HSR_OK && !done) {
-    st = hsr_req_test(*r, &done);
+    st = req_test(*r, &done);
     if (done || st != HSR_OK) break;
-    if (o->timeout > 0 && hsr_clock_s() - start > o->timeout) break; /* the wait below names the peer */
+    if (o->timeout > 0 && clock_s() - start > o->timeout) break; /* the wait below names the peer */
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
     if (ns < 1000000) ns *= 2;
   }
-  hsr_req_times(*r, t0, t1);
+  req_times(*r, t0, t1);
   hsr_status w = wait_req(o, r);
   return st != HSR_OK ? st : w;
 }
@@ -99,7 +102,7 @@ static hsr_status wait_times(const bc_opts *o, hsr_req **r, uint64_t *t0, uint64
 /* Fills the inputs, runs once, returns the number of wrong elements. */
 static long long check_once(const bc_opts *o, bc_group *g, size_t count, int inplace, hsr_status *st) {
   int n = g->n, r = hsr_comm_rank(g->c), u8 = o->dt == HSR_U8, root = (int)o->root;
-  size_t es = hsr_dtype_size(o->dt);
+  size_t es = dtype_size(o->dt);
   char *in = o->coll == NT_ALLGATHER && inplace ? g->b + (size_t)r * count * es
              : o->coll == NT_BCAST && !inplace  ? g->b
                                                 : g->a;
@@ -117,7 +120,7 @@ static long long check_once(const bc_opts *o, bc_group *g, size_t count, int inp
   long long wrong = 0;
   /* HSR_BENCH_CHECK_FAULT=1: rank 0 of each group counts one element wrong (tests the wrong-results path) */
   int fault = 0;
-  if (hsr_env_get_bool("HSR_BENCH_CHECK_FAULT", &fault) == HSR_OK && fault && r == 0 && nout) wrong++;
+  if (env_get_bool("HSR_BENCH_CHECK_FAULT", &fault) == HSR_OK && fault && r == 0 && nout) wrong++;
   for (size_t i = 0; i < nout; i++) {
     double want;
     switch (o->coll) {
@@ -261,9 +264,9 @@ static hsr_status measure(const bc_opts *o, hsr_comm *w, lane *L, int ng, int in
     }
   }
   if (st == HSR_OK) st = barrier(o, w);
-  for (int k = 0; k < ng && st == HSR_OK; k++) st = hsr_comm_counters(L[k].g->c, (hsr_op)o->coll, &L[k].before);
+  for (int k = 0; k < ng && st == HSR_OK; k++) st = comm_counters(L[k].g->c, (hsr_op)o->coll, &L[k].before);
   if (st == HSR_OK) st = timed(o, w, L, ng, inplace, t);
-  for (int k = 0; k < ng && st == HSR_OK; k++) st = hsr_comm_counters(L[k].g->c, (hsr_op)o->coll, &L[k].after);
+  for (int k = 0; k < ng && st == HSR_OK; k++) st = comm_counters(L[k].g->c, (hsr_op)o->coll, &L[k].after);
   return st;
 }
 
@@ -316,7 +319,7 @@ hsr_status bc_run_size(const bc_opts *o, hsr_boot *boot, hsr_comm *w, bc_group *
     for (int k = 0; k < ng && st == HSR_OK; k++) wrong[k] += (double)check_once(o, &g[k], L[k].count, inplace, &st);
   if (st == HSR_OK) st = hsr_comm_allreduce(w, wrong, wrong, (size_t)ng, HSR_F64, HSR_SUM, NULL);
   for (int k = 0; k < ng && st == HSR_OK; k++) {
-    double full = (double)L[k].count * (double)hsr_dtype_size(o->dt) * (o->coll <= NT_REDUCE_SCATTER ? g[k].n : 1);
+    double full = (double)L[k].count * (double)dtype_size(o->dt) * (o->coll <= NT_REDUCE_SCATTER ? g[k].n : 1);
     res[k].time_us = t[k] * 1e6;
     res[k].algbw = t[k] > 0 ? full / t[k] / 1e9 : 0;
     res[k].busbw = res[k].algbw * nt_bus_factor(o->coll, g[k].n);

@@ -12,8 +12,9 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "cli.h"
+#include "common/common_internal.h"
 
 __attribute__((target("avx2"))) static void stream_copy(void *dst, const void *src, size_t n) {
   char *d = dst;
@@ -80,10 +81,10 @@ static double measure(size_t bytes, int threads, int stream, int reps) {
           .dst = bufs[2 * t], .src = bufs[2 * t + 1], .bytes = bytes, .reps = reps, .stream = stream, .bar = &bar};
       pthread_create(&th[t], NULL, worker, &jobs[t]);
     }
-    double t0 = hsr_clock_s();
+    double t0 = clock_s();
     pthread_barrier_wait(&bar);
     for (int t = 0; t < threads; t++) pthread_join(th[t], NULL);
-    double gbs = (double)bytes * reps * threads / (hsr_clock_s() - t0) / 1e9;
+    double gbs = (double)bytes * reps * threads / (clock_s() - t0) / 1e9;
     if (gbs > best) best = gbs;
     pthread_barrier_destroy(&bar);
   }
@@ -91,7 +92,7 @@ static double measure(size_t bytes, int threads, int stream, int reps) {
   return best;
 }
 
-int hsr_bench_copy(int argc, char **argv) {
+int bench_copy(int argc, char **argv) {
   static const struct option lo[] = {{"help", no_argument, 0, 'h'},          {"size", required_argument, 0, 's'},
                                      {"threads", required_argument, 0, 't'}, {"reps", required_argument, 0, 'r'},
                                      {"json", no_argument, 0, 'j'},          {0, 0, 0, 0}};
@@ -109,25 +110,25 @@ int hsr_bench_copy(int argc, char **argv) {
              "  and on T threads (default: the online CPUs), best of 3 trials of N copies each. The\n"
              "  all-gather ceiling printed is T-thread streaming x (n-1)/n^2 for n = 4 and 8 ranks.\n");
       return HSR_EXIT_OK;
-    case 's': st = hsr_parse_size("--size", optarg, &bytes); break;
-    case 't': st = hsr_parse_long("--threads", optarg, 1, 64, &threads); break;
-    case 'r': st = hsr_parse_long("--reps", optarg, 1, 10000, &reps); break;
+    case 's': st = parse_size("--size", optarg, &bytes); break;
+    case 't': st = parse_long("--threads", optarg, 1, 64, &threads); break;
+    case 'r': st = parse_long("--reps", optarg, 1, 10000, &reps); break;
     case 'j': json = 1; break;
-    default: return hsr_cli_usage_error("bench copy", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error("bench copy", "unknown option or missing value '%s'", argv[optind - 1]);
     }
-    if (st != HSR_OK) return hsr_cli_usage_error("bench copy", "%s", hsr_last_error());
+    if (st != HSR_OK) return cli_usage_error("bench copy", "%s", hsr_last_error());
   }
-  if (optind < argc) return hsr_cli_usage_error("bench copy", "unexpected argument '%s'", argv[optind]);
-  if (bytes < 4096) return hsr_cli_usage_error("bench copy", "--size must be at least 4K");
+  if (optind < argc) return cli_usage_error("bench copy", "unexpected argument '%s'", argv[optind]);
+  if (bytes < 4096) return cli_usage_error("bench copy", "--size must be at least 4K");
   /* the largest run holds 2 buffers per thread: refuse up front what memory cannot hold */
   uint64_t mem = 0;
   double need = 2.0 * (double)(threads > 1 ? threads : 1) * (double)bytes,
-         avail = hsr_sys_mem_available(&mem) == HSR_OK ? (double)mem : -1;
+         avail = sys_mem_available(&mem) == HSR_OK ? (double)mem : -1;
   if (avail >= 0 && need > 0.9 * avail)
-    return hsr_cli_usage_error("bench copy",
-                               "--size %zu does not fit: %ld thread(s) x 2 buffers need %.2f GiB, %.2f GiB of memory "
-                               "is available",
-                               bytes, threads, need / 1073741824.0, avail / 1073741824.0);
+    return cli_usage_error("bench copy",
+                           "--size %zu does not fit: %ld thread(s) x 2 buffers need %.2f GiB, %.2f GiB of memory "
+                           "is available",
+                           bytes, threads, need / 1073741824.0, avail / 1073741824.0);
   if (!__builtin_cpu_supports("avx2")) {
     fprintf(stderr, "hsr bench copy: this CPU has no AVX2\n");
     return HSR_EXIT_FAIL;

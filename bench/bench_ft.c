@@ -1,5 +1,5 @@
 /* hsr bench ft: the replica groups' control plane at scale, simulated
- * (hsr_ft_sim_run): N leaders speaking the real protocol to a real
+ * (ft_sim_run): N leaders speaking the real protocol to a real
  * `hsr coordinator` that this command starts (loopback, a free port, its
  * own token) and stops, for each N of --groups. Reports the vote's latency,
  * the time from a death to the survivors' next committed step, a joiner's
@@ -20,6 +20,8 @@
 #include "bench.h"
 #include "cli.h"
 #include "hsr/ft.h"
+#include "ft/ft_internal.h"
+#include "common/common_internal.h"
 
 #define MAX_RUNS 16
 
@@ -161,7 +163,7 @@ static hsr_status coord_start(coord *c) {
   }
   if (c->pid < 0) return hsr_error(HSR_ERR_SYSTEM, "hsr bench ft: fork: %s", strerror(errno));
   /* etcd starts in about a second; a missing file is checked every 50 ms */
-  for (double end = hsr_clock_s() + 60; hsr_clock_s() < end; nap(0.05)) {
+  for (double end = clock_s() + 60; clock_s() < end; nap(0.05)) {
     int status;
     if (waitpid(c->pid, &status, WNOHANG) == c->pid) {
       c->pid = 0;
@@ -184,9 +186,9 @@ static void sample(void *ctx, int phase) {
   coord *c = ctx;
   double cpu = c->etcd ? proc_cpu_s(c->etcd) : 0;
   if (phase == 0) {
-    c->cpu0 = cpu, c->t0 = hsr_clock_s();
+    c->cpu0 = cpu, c->t0 = clock_s();
   } else {
-    c->cpu1 = cpu, c->t1 = hsr_clock_s();
+    c->cpu1 = cpu, c->t1 = clock_s();
     c->rss_kb = c->etcd ? proc_kb(c->etcd, "VmRSS:") : 0;
     c->hwm_kb = c->etcd ? proc_kb(c->etcd, "VmHWM:") : 0;
   }
@@ -204,7 +206,7 @@ static int parse_pair(const char *flag, const char *s, char sep, long *a, double
   char head[64];
   if (!p || (size_t)(p - s) >= sizeof head) return 0;
   snprintf(head, sizeof head, "%.*s", (int)(p - s), s);
-  return hsr_parse_long(flag, head, amin, amax, a) == HSR_OK && hsr_parse_double(flag, p + 1, 0, 1e6, b) == HSR_OK;
+  return parse_long(flag, head, amin, amax, a) == HSR_OK && parse_double(flag, p + 1, 0, 1e6, b) == HSR_OK;
 }
 
 static void ms(char *buf, size_t n, double s) {
@@ -257,7 +259,7 @@ static char *to_json(const hsr_ft_sim_config *c, const run *runs, int nr) {
   return j;
 }
 
-int hsr_bench_ft(int argc, char **argv) {
+int bench_ft(int argc, char **argv) {
   enum {
     O_GROUPS = 256,
     O_STEPS,
@@ -309,14 +311,14 @@ int hsr_bench_ft(int argc, char **argv) {
           st = hsr_error(HSR_ERR_INVALID, "--groups: at most %d runs", MAX_RUNS);
           break;
         }
-        st = hsr_parse_long("--groups", t, 2, HSR_FT_MAX_REPLICAS, &v);
+        st = parse_long("--groups", t, 2, HSR_FT_MAX_REPLICAS, &v);
         groups[ng++] = (int)v;
       }
       break;
     }
-    case O_STEPS: st = hsr_parse_long("--steps", optarg, 1, 1000000, &v), c.steps = (int)v; break;
-    case O_STEP: st = hsr_parse_double("--step-time", optarg, 0, 3600, &c.step_s); break;
-    case O_TIMEOUT: st = hsr_parse_double("--timeout", optarg, 0.1, 3600, &c.timeout_s); break;
+    case O_STEPS: st = parse_long("--steps", optarg, 1, 1000000, &v), c.steps = (int)v; break;
+    case O_STEP: st = parse_double("--step-time", optarg, 0, 3600, &c.step_s); break;
+    case O_TIMEOUT: st = parse_double("--timeout", optarg, 0.1, 3600, &c.timeout_s); break;
     case O_KILL:
       if (!parse_pair("--kill", optarg, '@', &v, &d, 1, HSR_FT_MAX_REPLICAS) || d < 1 || d != (int)d)
         st = hsr_error(HSR_ERR_INVALID, "--kill '%s': expected K@STEP (K groups killed at the start of STEP >= 1)",
@@ -337,38 +339,38 @@ int hsr_bench_ft(int argc, char **argv) {
                        optarg);
       c.restart = (int)v, c.restart_gap = (int)d;
       break;
-    case O_SIZE: st = hsr_parse_long("--group-size", optarg, 1, 4096, &v), c.group_size = (int)v; break;
-    case O_ADDR: st = hsr_parse_long("--addr-bytes", optarg, 1, 65536, &v), c.addr_bytes = (int)v; break;
-    case O_DETECT: st = hsr_parse_double("--detect", optarg, 0, 3600, &c.detect_s); break;
-    case O_HEAL: st = hsr_parse_double("--heal", optarg, 0, 3600, &c.heal_s); break;
+    case O_SIZE: st = parse_long("--group-size", optarg, 1, 4096, &v), c.group_size = (int)v; break;
+    case O_ADDR: st = parse_long("--addr-bytes", optarg, 1, 65536, &v), c.addr_bytes = (int)v; break;
+    case O_DETECT: st = parse_double("--detect", optarg, 0, 3600, &c.detect_s); break;
+    case O_HEAL: st = parse_double("--heal", optarg, 0, 3600, &c.heal_s); break;
     case O_JSON: json = optarg; break;
     case O_CHECK: check = 1; break;
-    default: return hsr_cli_usage_error("bench ft", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error("bench ft", "unknown option or missing value '%s'", argv[optind - 1]);
     }
-    if (st != HSR_OK) return hsr_cli_usage_error("bench ft", "%s", hsr_last_error());
+    if (st != HSR_OK) return cli_usage_error("bench ft", "%s", hsr_last_error());
   }
-  if (optind < argc) return hsr_cli_usage_error("bench ft", "unexpected argument '%s'", argv[optind]);
-  if (json && strcmp(json, "-") && hsr_path_check_write("--json", json) != HSR_OK)
-    return hsr_cli_usage_error("bench ft", "%s", hsr_last_error());
+  if (optind < argc) return cli_usage_error("bench ft", "unexpected argument '%s'", argv[optind]);
+  if (json && strcmp(json, "-") && path_check_write("--json", json) != HSR_OK)
+    return cli_usage_error("bench ft", "%s", hsr_last_error());
   for (int i = 0; i < ng; i++) { /* every run's settings checked before the first starts */
     hsr_ft_sim_config t = c;
     t.groups = groups[i];
     t.coordinator = "127.0.0.1:1";
     hsr_ft_sim_report r;
     if (c.restart > c.kill)
-      return hsr_cli_usage_error("bench ft", "--restart %d: only %d group(s) are killed (--kill)", c.restart, c.kill);
+      return cli_usage_error("bench ft", "--restart %d: only %d group(s) are killed (--kill)", c.restart, c.kill);
     if (c.kill >= groups[i] - 1)
-      return hsr_cli_usage_error("bench ft", "--kill %d with --groups %d: at least two groups must survive", c.kill,
-                                 groups[i]);
+      return cli_usage_error("bench ft", "--kill %d with --groups %d: at least two groups must survive", c.kill,
+                             groups[i]);
     if (c.stop_step && c.stop_step == c.kill_step)
-      return hsr_cli_usage_error("bench ft", "--stop and --kill at the same step %d: give them different steps",
-                                 c.kill_step);
+      return cli_usage_error("bench ft", "--stop and --kill at the same step %d: give them different steps",
+                             c.kill_step);
     if ((c.kill && c.kill_step > c.steps) || c.stop_step > c.steps ||
         (c.restart && c.kill_step + c.restart_gap >= c.steps))
-      return hsr_cli_usage_error("bench ft",
-                                 "--kill, --stop and --restart must happen before the last step "
-                                 "(--steps %d)",
-                                 c.steps);
+      return cli_usage_error("bench ft",
+                             "--kill, --stop and --restart must happen before the last step "
+                             "(--steps %d)",
+                             c.steps);
     (void)t, (void)r;
   }
   char tok[40];
@@ -393,13 +395,13 @@ int hsr_bench_ft(int argc, char **argv) {
     run *R = &runs[i];
     R->groups = groups[i];
     if (st == HSR_OK && i == 0 && nice(5) == -1 && errno) /* the leaders below etcd: as if they ran elsewhere */
-      hsr_cli_warn("bench ft", "cannot lower its own priority (%s): the leaders compete with etcd", strerror(errno));
+      cli_warn("bench ft", "cannot lower its own priority (%s): the leaders compete with etcd", strerror(errno));
     if (st == HSR_OK) {
       c.groups = groups[i];
       c.coordinator = co.addr;
       c.sample = sample;
       c.sample_ctx = &co;
-      st = hsr_ft_sim_run(&c, &R->r);
+      st = ft_sim_run(&c, &R->r);
     }
     coord_stop(&co);
     if (st != HSR_OK) {
@@ -448,11 +450,11 @@ int hsr_bench_ft(int argc, char **argv) {
   }
   if (json) {
     char *j = to_json(&c, runs, ng);
-    hsr_status st = j ? (strcmp(json, "-") ? hsr_cli_write_text("--json", json, j) : HSR_OK)
+    hsr_status st = j ? (strcmp(json, "-") ? cli_write_text("--json", json, j) : HSR_OK)
                       : hsr_error(HSR_ERR_NOMEM, "out of memory");
     if (j && !strcmp(json, "-")) printf("%s\n", j);
     free(j);
-    if (st != HSR_OK) return hsr_cli_fail("bench ft", st);
+    if (st != HSR_OK) return cli_fail("bench ft", st);
   }
   return rc;
 }

@@ -17,13 +17,17 @@
 #include "bench.h"
 #include "cli.h"
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 #include "hsr/comm.h"
 #include "hsr/kernels.h"
 #include "hsr/runtime.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "hsr/topology.h"
-#include "hsr/trace.h"
+#include "topology/topology_internal.h"
+#include "runtime/io/trace_summary.h"
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 #define MAX_LIST 8
 #define GEMM_N 96
@@ -49,14 +53,14 @@ void openblas_set_num_threads(int); /* OpenBLAS: ranks share the cores, one thre
 /* The probe's trace as `keep` (hsr_out: a device or a FIFO is written in place, never renamed over). */
 static hsr_status keep_trace(const char *path, const char *keep) {
   FILE *in;
-  HSR_CHECK(hsr_file_fopen_read("trace", path, &in));
+  HSR_CHECK(file_fopen_read("trace", path, &in));
   hsr_out o;
-  hsr_status st = hsr_out_open(&o, "--trace", keep, HSR_OUT_WHOLE);
+  hsr_status st = out_open(&o, "--trace", keep, HSR_OUT_WHOLE);
   char buf[1 << 16];
   size_t n;
   while (st == HSR_OK && (n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, o.f);
   fclose(in);
-  return st == HSR_OK ? hsr_out_close(&o) : st;
+  return st == HSR_OK ? out_close(&o) : st;
 }
 
 static void usage(void) {
@@ -107,22 +111,21 @@ static int parse_list(const char *s, sopts *o, int res) {
   int n = 0;
   for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
     if (n == (res == 2 ? 2 : MAX_LIST))
-      return hsr_cli_usage_error("bench step", "at most %d values in a list", res == 2 ? 2 : MAX_LIST);
+      return cli_usage_error("bench step", "at most %d values in a list", res == 2 ? 2 : MAX_LIST);
     if (res == 2) {
-      if (hsr_rt_parse_outer_shard(t, &o->outer[n]) != HSR_OK)
-        return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
+      if (rt_parse_outer_shard(t, &o->outer[n]) != HSR_OK) return cli_usage_error("bench step", "%s", hsr_last_error());
     } else if (res) {
-      if (hsr_rt_parse_reshard(t, &o->res[n], &o->res_k[n]) != HSR_OK)
-        return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
+      if (rt_parse_reshard(t, &o->res[n], &o->res_k[n]) != HSR_OK)
+        return cli_usage_error("bench step", "%s", hsr_last_error());
     } else {
       long v;
-      if (hsr_parse_long("--prefetch", t, 0, 64, &v) != HSR_OK)
-        return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
+      if (parse_long("--prefetch", t, 0, 64, &v) != HSR_OK)
+        return cli_usage_error("bench step", "%s", hsr_last_error());
       o->pre[n] = (int)v;
     }
     n++;
   }
-  if (!n) return hsr_cli_usage_error("bench step", "empty list '%s'", s);
+  if (!n) return cli_usage_error("bench step", "empty list '%s'", s);
   if (res == 2)
     o->nouter = n;
   else if (res)
@@ -170,13 +173,13 @@ static int parse(int argc, char **argv, sopts *o) {
     hsr_status st = HSR_OK;
     switch (c) {
     case 'h': usage(); return -1;
-    case 'u': st = hsr_parse_long("--units", optarg, 1, 4096, &o->units); break;
-    case 's': st = hsr_parse_size("--unit-size", optarg, &o->unit_bytes); break;
-    case 't': st = hsr_parse_double("--compute-ms", optarg, 0, 1e4, &o->compute_ms); break;
-    case 'r': st = hsr_parse_double("--bwd-ratio", optarg, 0, 100, &o->bwd_ratio); break;
-    case 'n': st = hsr_parse_long("--steps", optarg, 1, 100000, &o->steps); break;
-    case 'w': st = hsr_parse_long("--warmup", optarg, 1, 100000, &o->warmup); break;
-    case 'S': st = hsr_parse_long("--shard", optarg, 1, 1 << 20, &o->shard); break;
+    case 'u': st = parse_long("--units", optarg, 1, 4096, &o->units); break;
+    case 's': st = parse_size("--unit-size", optarg, &o->unit_bytes); break;
+    case 't': st = parse_double("--compute-ms", optarg, 0, 1e4, &o->compute_ms); break;
+    case 'r': st = parse_double("--bwd-ratio", optarg, 0, 100, &o->bwd_ratio); break;
+    case 'n': st = parse_long("--steps", optarg, 1, 100000, &o->steps); break;
+    case 'w': st = parse_long("--warmup", optarg, 1, 100000, &o->warmup); break;
+    case 'S': st = parse_long("--shard", optarg, 1, 1 << 20, &o->shard); break;
     case 'R':
       if ((e = parse_list(optarg, o, 1))) return e;
       break;
@@ -191,44 +194,44 @@ static int parse(int argc, char **argv, sopts *o) {
     case 'T': o->trace = optarg; break;
     case 'C': {
       static const char *const modes[] = {"cpu", "wait", NULL};
-      st = hsr_parse_choice("--compute", optarg, modes, &o->wait);
+      st = parse_choice("--compute", optarg, modes, &o->wait);
       break;
     }
     case 'D': {
       static const char *const kinds[] = {"host", "sim", NULL};
       int k = 0;
-      st = hsr_parse_choice("--device", optarg, kinds, &k);
+      st = parse_choice("--device", optarg, kinds, &k);
       o->device = k ? HSR_DEVICE_SIM : HSR_DEVICE_HOST;
       break;
     }
-    case 'F': st = hsr_rt_parse_offload(optarg, &o->offload); break;
+    case 'F': st = rt_parse_offload(optarg, &o->offload); break;
     case 'P':
       o->prefetch_step = 0;
       no_pstep = 1;
       break;
-    default: return hsr_cli_usage_error("bench step", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error("bench step", "unknown option or missing value '%s'", argv[optind - 1]);
     }
-    if (st != HSR_OK) return hsr_cli_usage_error("bench step", "%s", hsr_last_error());
+    if (st != HSR_OK) return cli_usage_error("bench step", "%s", hsr_last_error());
   }
-  if (optind < argc) return hsr_cli_usage_error("bench step", "unexpected argument '%s'", argv[optind]);
-  if (o->unit_bytes < 4096) return hsr_cli_usage_error("bench step", "--unit-size must be at least 4K");
-  if (o->unit_bytes > ((size_t)1 << 40)) return hsr_cli_usage_error("bench step", "--unit-size is above 1T");
+  if (optind < argc) return cli_usage_error("bench step", "unexpected argument '%s'", argv[optind]);
+  if (o->unit_bytes < 4096) return cli_usage_error("bench step", "--unit-size must be at least 4K");
+  if (o->unit_bytes > ((size_t)1 << 40)) return cli_usage_error("bench step", "--unit-size is above 1T");
   if (o->offload == HSR_RT_OFFLOAD_OPTIM && o->device == HSR_DEVICE_HOST)
-    return hsr_cli_usage_error("bench step",
-                               "--offload optim on the host device: all state already lives in host memory (use "
-                               "--device sim with --offload optim, or drop --offload)");
+    return cli_usage_error("bench step",
+                           "--offload optim on the host device: all state already lives in host memory (use "
+                           "--device sim with --offload optim, or drop --offload)");
   int any_prefetch = 0;
   for (int i = 0; i < o->npre; i++) any_prefetch |= o->pre[i] > 0;
   if (no_pstep && !any_prefetch)
-    return hsr_cli_usage_error("bench step", "--no-prefetch-step has no effect with --prefetch 0 (no step-end "
-                                             "gather happens without prefetch)");
-  hsr_status st = o->json ? hsr_path_check_output("--json", o->json) : HSR_OK;
+    return cli_usage_error("bench step", "--no-prefetch-step has no effect with --prefetch 0 (no step-end "
+                                         "gather happens without prefetch)");
+  hsr_status st = o->json ? path_check_output("--json", o->json) : HSR_OK;
   if (st == HSR_OK && o->trace) { /* PREFIX-<reshard>-p<D>.json: PREFIX's directory must take files */
     char probe[4096];
     snprintf(probe, sizeof probe, "%s-full-p0.json", o->trace);
-    st = hsr_path_check_write("--trace", probe);
+    st = path_check_write("--trace", probe);
   }
-  return st == HSR_OK ? 0 : hsr_cli_usage_error("bench step", "%s", hsr_last_error());
+  return st == HSR_OK ? 0 : cli_usage_error("bench step", "%s", hsr_last_error());
 }
 
 typedef struct work {
@@ -332,10 +335,10 @@ static hsr_status calibrate(hsr_boot *boot, hsr_comm *world, work *k, double ms)
   HSR_CHECK(compute(k, k->b, 0, 1));
   double t = 0;
   for (int round = 0; round < 3; round++) {
-    HSR_CHECK(hsr_boot_barrier(boot));
-    double t0 = hsr_clock_s();
+    HSR_CHECK(boot_barrier(boot));
+    double t0 = clock_s();
     HSR_CHECK(compute(k, k->b, 0, 1));
-    double d = hsr_clock_s() - t0;
+    double d = clock_s() - t0;
     t = round ? (d < t ? d : t) : d;
   }
   double per = t / 16; /* seconds per GEMM; the slowest rank sets the pace */
@@ -386,7 +389,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   }
   if (st == HSR_OK) st = hsr_rt_commit(rt);
   if (st == HSR_OK) st = where_open(k, rt, &x);
-  if (st == HSR_OK) st = hsr_rt_trace_enable(rt, 1);
+  if (st == HSR_OK) st = rt_trace_enable(rt, 1);
   double fab[4] = {0}; /* per group, then the total: this rank's fabric bytes sent over the timed steps */
   for (long s = 0; s < o->warmup + o->steps && st == HSR_OK; s++) {
     for (long u = 0; u < o->units && st == HSR_OK; u++) {
@@ -418,12 +421,12 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   double mem[2] = {0, 0};
   if (st == HSR_OK) {
     fab[3] = fab[0] + fab[1] + fab[2];
-    mem[0] = (double)hsr_ledger_runtime_peak(hsr_rt_ledger(rt));
-    mem[1] = (double)hsr_ledger_persistent(hsr_rt_ledger(rt));
+    mem[0] = (double)ledger_runtime_peak(hsr_rt_ledger(rt));
+    mem[1] = (double)ledger_persistent(hsr_rt_ledger(rt));
     st = hsr_comm_allreduce(world, fab, fab, 4, HSR_F64, HSR_SUM, NULL);
   }
   if (st == HSR_OK) st = hsr_comm_allreduce(world, mem, mem, 2, HSR_F64, HSR_MAX, NULL);
-  if (st == HSR_OK) st = hsr_rt_trace_write(rt, path);
+  if (st == HSR_OK) st = rt_trace_write(rt, path);
   if (x.dev) where_close(&x);
   hsr_status d = hsr_rt_destroy(rt);
   if (st == HSR_OK) st = d;
@@ -431,7 +434,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   if (hsr_boot_rank(boot) != 0) return HSR_OK;
   hsr_trace_step_summary *sum = NULL;
   int ns = 0;
-  HSR_CHECK(hsr_trace_steps(path, &sum, &ns));
+  HSR_CHECK(trace_steps(path, &sum, &ns));
   memset(res, 0, sizeof *res);
   if (pol == HSR_RT_RESHARD_PARTIAL)
     snprintf(res->reshard, sizeof res->reshard, "partial:%d", K);
@@ -481,19 +484,19 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
  * shard into R pieces, as the engine's commit does. */
 static hsr_status bench_layout(const sopts *o, long S, int parts, size_t align, hsr_rt_layout **out) {
   hsr_rt_layout *lay = NULL;
-  HSR_CHECK(hsr_rt_layout_create(align, &lay));
+  HSR_CHECK(rt_layout_create(align, &lay));
   int64_t per = (int64_t)(o->unit_bytes / 4 / (size_t)S * (size_t)S);
   char name[32];
-  hsr_status st = parts > 1 ? hsr_rt_layout_set_subshards(lay, parts) : HSR_OK;
+  hsr_status st = parts > 1 ? rt_layout_set_subshards(lay, parts) : HSR_OK;
   for (long u = 0; u < o->units && st == HSR_OK; u++) {
     int id;
     snprintf(name, sizeof name, "u%ld", u);
-    st = hsr_rt_layout_add_unit(lay, name, &id);
+    st = rt_layout_add_unit(lay, name, &id);
     snprintf(name, sizeof name, "u%ld.w", u);
-    if (st == HSR_OK) st = hsr_rt_layout_add_param(lay, id, name, 1, &per, 0);
+    if (st == HSR_OK) st = rt_layout_add_param(lay, id, name, 1, &per, 0);
   }
-  if (st == HSR_OK) st = hsr_rt_layout_finalize(lay, (int)S);
-  if (st != HSR_OK) hsr_rt_layout_free(lay), lay = NULL;
+  if (st == HSR_OK) st = rt_layout_finalize(lay, (int)S);
+  if (st != HSR_OK) rt_layout_free(lay), lay = NULL;
   *out = lay;
   return st;
 }
@@ -504,7 +507,7 @@ static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
   int nprog = 0, *is_root = calloc((size_t)o->units, sizeof *is_root);
   hsr_rt_config c;
   hsr_rt_config_default(&c);
-  hsr_status st = is_root ? hsr_ledger_create(&held) : hsr_error(HSR_ERR_NOMEM, "out of memory");
+  hsr_status st = is_root ? ledger_create(&held) : hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK) st = hsr_tune_prog_nested((int)o->units, 0, 1, HSR_RT_RECOMPUTE_NONE, &prog, &nprog);
   if (st == HSR_OK && o->keep_last) is_root[o->units - 1] = 1;
   *peak = 0;
@@ -518,14 +521,13 @@ static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
         c.strategy = S < n ? HSR_RT_HYBRID : HSR_RT_FSDP;
         c.reshard = o->res[i], c.partial_k = o->res_k[i], c.prefetch = o->pre[j];
         c.outer_shard = o->outer[h], c.prefetch_step = o->prefetch_step, c.poison = 0;
-        st = hsr_tune_ledger_predict(lay, is_root, &c, (int)S, R, prog, nprog, 3, held, NULL);
-        if (st == HSR_OK && (double)hsr_ledger_runtime_peak(held) > *peak)
-          *peak = (double)hsr_ledger_runtime_peak(held);
+        st = tune_ledger_predict(lay, is_root, &c, (int)S, R, prog, nprog, 3, held, NULL);
+        if (st == HSR_OK && (double)ledger_runtime_peak(held) > *peak) *peak = (double)ledger_runtime_peak(held);
       }
-    hsr_rt_layout_free(lay);
+    rt_layout_free(lay);
   }
   free(prog), free(is_root);
-  hsr_ledger_free(held);
+  ledger_free(held);
   return st;
 }
 
@@ -534,7 +536,7 @@ static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
  * hold that. Rank 0 decides for all. */
 static hsr_status step_fits(hsr_boot *boot, const sopts *o, long S, double *per_rank) {
   int n = hsr_boot_size(boot), here = 0;
-  for (int r = 0; r < n; r++) here += !strcmp(hsr_boot_hostname_of(boot, r), hsr_boot_hostname(boot));
+  for (int r = 0; r < n; r++) here += !strcmp(boot_hostname_of(boot, r), boot_hostname(boot));
   double peak = 0;
   HSR_CHECK(predicted_peak(o, S, n, &peak));
   double persistent = 5.0 * (double)o->units * (double)o->unit_bytes / (double)S;
@@ -542,17 +544,17 @@ static hsr_status step_fits(hsr_boot *boot, const sopts *o, long S, double *per_
   *per_rank = per;
   char msg[512] = "";
   uint64_t mem = 0;
-  if (hsr_boot_rank(boot) == 0 && hsr_sys_mem_available(&mem) == HSR_OK && need > 0.9 * (double)mem) {
+  if (hsr_boot_rank(boot) == 0 && sys_mem_available(&mem) == HSR_OK && need > 0.9 * (double)mem) {
     char a[32], b[32], c[32], d[32];
-    hsr_sys_bytes_text(need, a, sizeof a), hsr_sys_bytes_text(per, b, sizeof b),
-        hsr_sys_bytes_text((double)mem, c, sizeof c), hsr_sys_bytes_text(persistent, d, sizeof d);
+    sys_bytes_text(need, a, sizeof a), sys_bytes_text(per, b, sizeof b), sys_bytes_text((double)mem, c, sizeof c),
+        sys_bytes_text(persistent, d, sizeof d);
     snprintf(msg, sizeof msg,
              "--units %ld --unit-size %zu does not fit: the %d rank(s) on this host need about %s (%s each at the "
              "engine's peak: %s of shards, master and moments, the rest gathered units and gradient buffers, "
              "1/%ld of every unit sharded), %s of memory is available",
              o->units, o->unit_bytes, here, a, b, d, S, c);
   }
-  HSR_CHECK(hsr_boot_bcast(boot, msg, sizeof msg, 0));
+  HSR_CHECK(boot_bcast(boot, msg, sizeof msg, 0));
   return msg[0] ? hsr_error(HSR_ERR_INVALID, "%s", msg) : HSR_OK;
 }
 
@@ -565,7 +567,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   openblas_set_num_threads(1);
   hsr_boot *boot = given;
   hsr_status st = given ? HSR_OK : hsr_boot_init(&boot);
-  if (st != HSR_OK) return hsr_cli_fail("bench step", st);
+  if (st != HSR_OK) return cli_fail("bench step", st);
   int rank = hsr_boot_rank(boot), n = hsr_boot_size(boot);
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
@@ -603,17 +605,17 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   if (o.json) {
     int ok = 1;
     char why[512] = "";
-    if (rank == 0 && hsr_out_open(&jo, "--json", o.json, HSR_OUT_WHOLE) != HSR_OK)
+    if (rank == 0 && out_open(&jo, "--json", o.json, HSR_OUT_WHOLE) != HSR_OK)
       ok = 0, snprintf(why, sizeof why, "%s", hsr_last_error());
-    if ((st = hsr_boot_bcast(boot, &ok, sizeof ok, 0)) != HSR_OK) goto out;
+    if ((st = boot_bcast(boot, &ok, sizeof ok, 0)) != HSR_OK) goto out;
     if (!ok) {
       st = hsr_error(HSR_ERR_IO, "%s", rank == 0 ? why : "rank 0 cannot write --json");
       goto out;
     }
     jf = jo.f;
   }
-  if ((st = hsr_topo_discover(NULL, &topo)) != HSR_OK) goto out;
-  if ((st = hsr_cluster_gather(boot, topo, &cl)) != HSR_OK) goto out;
+  if ((st = topo_discover(NULL, &topo)) != HSR_OK) goto out;
+  if ((st = cluster_gather(boot, topo, &cl)) != HSR_OK) goto out;
   if ((st = hsr_comm_world(boot, HSR_BACKEND_HOST, &world)) != HSR_OK) goto out;
   if ((st = hsr_device_open(HSR_DEVICE_HOST, 0, &k.dev)) != HSR_OK) goto out;
   k.a = malloc(GEMM_N * GEMM_N * sizeof(float));
@@ -628,7 +630,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   if ((st = calibrate(boot, world, &k, o.compute_ms)) != HSR_OK) goto out;
   char path[256];
   int pid = (int)getpid();
-  if ((st = hsr_boot_bcast(boot, &pid, sizeof pid, 0)) != HSR_OK) goto out;
+  if ((st = boot_bcast(boot, &pid, sizeof pid, 0)) != HSR_OK) goto out;
   snprintf(path, sizeof path, "/tmp/hsr-bench-step-%d.json", pid);
   if (rank == 0) {
     char how[64];
@@ -639,7 +641,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
     printf("# hsr bench step: %d ranks, %d node(s), %s device, mesh %d x %ld, %ld units of %.2f MiB gathered, "
            "compute %.2f ms/unit forward (%s), x%.1f backward, %ld timed steps after %ld; "
            "last unit %s, step-end prefetch %s%s\n",
-           n, hsr_boot_num_nodes(boot), o.device == HSR_DEVICE_SIM ? "sim" : "host", (int)(n / S), S, o.units,
+           n, boot_num_nodes(boot), o.device == HSR_DEVICE_SIM ? "sim" : "host", (int)(n / S), S, o.units,
            (double)o.unit_bytes / (1 << 20), o.compute_ms, how, o.bwd_ratio, o.steps, o.warmup,
            o.keep_last ? "kept until backward" : "resharded", o.prefetch_step ? "on" : "off",
            o.offload == HSR_RT_OFFLOAD_OPTIM ? "; offload optim (optimizer state in host memory)" : "");
@@ -660,8 +662,8 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
           if (res[q].prefetch == 0) base = res[q].step;
         double mx = r->comp > r->comm ? r->comp : r->comm;
         printf("%-10s %6s %8d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %6.1f%% %9.3f", r->reshard,
-               hsr_rt_outer_shard_name(r->outer), r->prefetch, r->step, r->comp, r->comm, r->exposed, r->ag,
-               r->ag_exposed, r->ag > 0 ? 100.0 * (1 - r->ag_exposed / r->ag) : 100, mx > 0 ? r->step / mx : 0);
+               rt_outer_shard_name(r->outer), r->prefetch, r->step, r->comp, r->comm, r->exposed, r->ag, r->ag_exposed,
+               r->ag > 0 ? 100.0 * (1 - r->ag_exposed / r->ag) : 100, mx > 0 ? r->step / mx : 0);
         if (base > 0)
           printf(" %7.2fx", base / r->step);
         else
@@ -679,7 +681,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
     cJSON_AddNumberToObject(root, "bwd_ratio", o.bwd_ratio);
     cJSON_AddStringToObject(root, "compute", k.wait ? "wait" : "cpu");
     cJSON_AddStringToObject(root, "device", o.device == HSR_DEVICE_SIM ? "sim" : "host");
-    cJSON_AddStringToObject(root, "offload", hsr_rt_offload_name(o.offload));
+    cJSON_AddStringToObject(root, "offload", rt_offload_name(o.offload));
     cJSON_AddNumberToObject(root, "gemms_per_unit", (double)k.reps);
     cJSON_AddBoolToObject(root, "keep_last", o.keep_last);
     cJSON_AddBoolToObject(root, "prefetch_step", o.prefetch_step);
@@ -693,7 +695,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
       double mx = r->comp > r->comm ? r->comp : r->comm;
       cJSON *e = cJSON_CreateObject();
       cJSON_AddStringToObject(e, "reshard", r->reshard);
-      cJSON_AddStringToObject(e, "outer_shard", hsr_rt_outer_shard_name(r->outer));
+      cJSON_AddStringToObject(e, "outer_shard", rt_outer_shard_name(r->outer));
       cJSON_AddNumberToObject(e, "prefetch", r->prefetch);
       cJSON_AddNumberToObject(e, "step_ms", r->step);
       cJSON_AddNumberToObject(e, "compute_ms", r->comp);
@@ -724,23 +726,23 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   }
 out:
   if (jf && st == HSR_OK)
-    st = hsr_out_close(&jo); /* a write error is the run's error */
+    st = out_close(&jo); /* a write error is the run's error */
   else
-    hsr_out_abort(&jo);
+    out_abort(&jo);
   free(res);
   free(k.a), free(k.b), free(k.c);
   if (k.dev) hsr_device_close(k.dev);
   hsr_comm_free(world);
-  hsr_cluster_free(cl);
-  hsr_topo_free(topo);
+  cluster_free(cl);
+  topo_free(topo);
   if (st != HSR_OK) {
-    int code = hsr_cli_fail_job("bench step", st, boot);
+    int code = cli_fail_job("bench step", st, boot);
     if (!given) hsr_boot_finalize(boot);
     return code;
   }
   st = given ? HSR_OK : hsr_boot_finalize(boot);
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("bench step", st);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("bench step", st);
 }
 
-int hsr_bench_step(int argc, char **argv) { return step_run(argc, argv, NULL); }
-int hsr_bench_step_on(hsr_boot *boot, int argc, char **argv) { return step_run(argc, argv, boot); }
+int bench_step(int argc, char **argv) { return step_run(argc, argv, NULL); }
+int bench_step_on(hsr_boot *boot, int argc, char **argv) { return step_run(argc, argv, boot); }

@@ -175,7 +175,7 @@ struct hsr_req {
   int phase; /* the algorithm's position */
   /* fin: the transport has finished (progress side, under mu). done: the op
    * has also left its queue and belongs to the caller again; published with
-   * release order, so hsr_req_test reads it without the lock. */
+   * release order, so req_test reads it without the lock. */
   int fin;
   _Atomic int done;
   coll_op *in_next; /* the context's incoming list */
@@ -185,7 +185,7 @@ struct hsr_req {
   int detached;     /* a stage whose parent was freed while it was queued: released when it leaves the queue */
   hsr_status st;
   char err[512];
-  _Atomic uint64_t t_start; /* hsr_req_times may read it while the op runs */
+  _Atomic uint64_t t_start; /* req_times may read it while the op runs */
   uint64_t t_end, t_progress;
   int wait_peer;        /* comm rank waited for, -1 none */
   double timeout_s;     /* no-progress limit */

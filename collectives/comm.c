@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "coll.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
 
 hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
   if (!boot || !out) return hsr_error(HSR_ERR_INVALID, "hsr_comm_world: boot and out must not be NULL");
@@ -17,11 +19,11 @@ hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out) {
   return b->world(boot, backend, out);
 }
 
-hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
-  if (!parent || !out) return hsr_error(HSR_ERR_INVALID, "hsr_comm_split: parent and out must not be NULL");
+hsr_status comm_split(hsr_comm *parent, int color, int key, hsr_comm **out) {
+  if (!parent || !out) return hsr_error(HSR_ERR_INVALID, "comm_split: parent and out must not be NULL");
   *out = NULL;
   if (parent->failed)
-    return hsr_error(HSR_ERR_STATE, "hsr_comm_split: communicator '%s' has failed: %s", parent->name, parent->fail_msg);
+    return hsr_error(HSR_ERR_STATE, "comm_split: communicator '%s' has failed: %s", parent->name, parent->fail_msg);
   return coll_backend_of(parent->backend)->split(parent, color, key, out);
 }
 
@@ -32,15 +34,14 @@ hsr_status hsr_comm_free(hsr_comm *c) {
 
 int hsr_comm_rank(const hsr_comm *c) { return c ? c->rank : -1; }
 int hsr_comm_size(const hsr_comm *c) { return c ? c->size : 0; }
-int hsr_comm_world_rank(const hsr_comm *c, int r) { return c && r >= 0 && r < c->size ? c->world[r] : -1; }
-hsr_backend hsr_comm_backend(const hsr_comm *c) { return c ? c->backend : HSR_BACKEND_HOST; }
-const char *hsr_comm_name(const hsr_comm *c) { return c ? c->name : "(null)"; }
+int comm_world_rank(const hsr_comm *c, int r) { return c && r >= 0 && r < c->size ? c->world[r] : -1; }
+hsr_backend comm_backend(const hsr_comm *c) { return c ? c->backend : HSR_BACKEND_HOST; }
+const char *comm_name(const hsr_comm *c) { return c ? c->name : "(null)"; }
 
-hsr_status hsr_comm_set_name(hsr_comm *c, const char *name) {
-  if (!c || !name) return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_name: NULL argument");
+hsr_status comm_set_name(hsr_comm *c, const char *name) {
+  if (!c || !name) return hsr_error(HSR_ERR_INVALID, "comm_set_name: NULL argument");
   if (strlen(name) >= sizeof c->name)
-    return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_name: '%s' is longer than %zu characters", name,
-                     sizeof c->name - 1);
+    return hsr_error(HSR_ERR_INVALID, "comm_set_name: '%s' is longer than %zu characters", name, sizeof c->name - 1);
   snprintf(c->name, sizeof c->name, "%s", name);
   return HSR_OK;
 }
@@ -50,18 +51,18 @@ hsr_status hsr_comm_set_stream(hsr_comm *c, hsr_stream *stream) {
   return c->tp->set_stream(c, stream);
 }
 
-hsr_status hsr_comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr) {
-  if (!c || !ptr) return hsr_error(HSR_ERR_INVALID, "hsr_comm_mem_alloc: NULL argument");
+hsr_status comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr) {
+  if (!c || !ptr) return hsr_error(HSR_ERR_INVALID, "comm_mem_alloc: NULL argument");
   *ptr = NULL;
   return c->tp->mem_alloc(c, bytes, ptr);
 }
 
-hsr_status hsr_comm_mem_free(hsr_comm *c, void *ptr) {
-  if (!c) return hsr_error(HSR_ERR_INVALID, "hsr_comm_mem_free: NULL communicator");
+hsr_status comm_mem_free(hsr_comm *c, void *ptr) {
+  if (!c) return hsr_error(HSR_ERR_INVALID, "comm_mem_free: NULL communicator");
   if (!ptr) return HSR_OK;
   hsr_status st = c->tp->mem_free(c, ptr);
   if (st == HSR_ERR_INVALID) /* said here, where the public names are */
-    return hsr_error(st, "hsr_comm_mem_free: %p was not returned by hsr_comm_mem_alloc (or was freed already)", ptr);
+    return hsr_error(st, "comm_mem_free: %p was not returned by comm_mem_alloc (or was freed already)", ptr);
   return st;
 }
 
@@ -74,7 +75,7 @@ static int overlap(const void *a, size_t an, const void *b, size_t bn) {
 
 static hsr_status check_common(hsr_comm *c, const char *what, size_t count, hsr_dtype dt, size_t mult, size_t *bytes) {
   if (!c) return hsr_error(HSR_ERR_INVALID, "%s: NULL communicator", what);
-  size_t es = hsr_dtype_size(dt);
+  size_t es = dtype_size(dt);
   if (!es)
     return hsr_error(HSR_ERR_INVALID, "%s on '%s': unknown dtype %d (valid: f32, f64, bf16, f16, i32, u8)", what,
                      c->name, (int)dt);
@@ -181,8 +182,8 @@ hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req) {
 
 /* ---- requests -------------------------------------------------------------------- */
 
-hsr_status hsr_req_test(hsr_req *op, int *done) {
-  if (!op || !done) return hsr_error(HSR_ERR_INVALID, "hsr_req_test: NULL argument");
+hsr_status req_test(hsr_req *op, int *done) {
+  if (!op || !done) return hsr_error(HSR_ERR_INVALID, "req_test: NULL argument");
   return op->c->tp->test(op, done);
 }
 
@@ -191,13 +192,13 @@ hsr_status hsr_req_wait(hsr_req *op, double timeout_s) {
   return op->c->tp->wait(op, timeout_s);
 }
 
-hsr_status hsr_req_free(hsr_req *r) {
+hsr_status req_free(hsr_req *r) {
   if (!r) return HSR_OK;
   return hsr_req_wait(r, -1);
 }
 
-hsr_status hsr_req_times(const hsr_req *op, uint64_t *start_ns, uint64_t *end_ns) {
-  if (!op) return hsr_error(HSR_ERR_INVALID, "hsr_req_times: NULL request");
+hsr_status req_times(const hsr_req *op, uint64_t *start_ns, uint64_t *end_ns) {
+  if (!op) return hsr_error(HSR_ERR_INVALID, "req_times: NULL request");
   if (start_ns) *start_ns = op->t_start;
   int fin = atomic_load_explicit(&((hsr_req *)op)->done, memory_order_acquire);
   if (end_ns) *end_ns = fin ? op->t_end : 0;
@@ -206,17 +207,17 @@ hsr_status hsr_req_times(const hsr_req *op, uint64_t *start_ns, uint64_t *end_ns
 
 /* ---- counters ---------------------------------------------------------------------- */
 
-hsr_status hsr_comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out) {
-  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_comm_counters: NULL argument");
-  if ((unsigned)op >= HSR_OP_COUNT) return hsr_error(HSR_ERR_INVALID, "hsr_comm_counters: unknown op %d", (int)op);
+hsr_status comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out) {
+  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "comm_counters: NULL argument");
+  if ((unsigned)op >= HSR_OP_COUNT) return hsr_error(HSR_ERR_INVALID, "comm_counters: unknown op %d", (int)op);
   if (c->mu) pthread_mutex_lock(c->mu);
   *out = c->counters[op];
   if (c->mu) pthread_mutex_unlock(c->mu);
   return HSR_OK;
 }
 
-hsr_status hsr_comm_counters_reset(hsr_comm *c) {
-  if (!c) return hsr_error(HSR_ERR_INVALID, "hsr_comm_counters_reset: NULL communicator");
+hsr_status comm_counters_reset(hsr_comm *c) {
+  if (!c) return hsr_error(HSR_ERR_INVALID, "comm_counters_reset: NULL communicator");
   if (c->mu) pthread_mutex_lock(c->mu);
   memset(c->counters, 0, sizeof c->counters);
   if (c->mu) pthread_mutex_unlock(c->mu);

@@ -7,12 +7,13 @@
 
 #include "common/grow.h"
 #include "coll.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "launch/boot_internal.h"
 
 static hsr_status read_env(coll_ctx *x) {
   int p = 0; /* the registry's HSR_PROGRESS: thread|inline */
-  hsr_status st = hsr_env_get_choice("HSR_PROGRESS", &p);
-  if (st == HSR_OK) st = hsr_env_get_double("HSR_COMM_TIMEOUT", &x->timeout_s);
+  hsr_status st = env_get_choice("HSR_PROGRESS", &p);
+  if (st == HSR_OK) st = env_get_double("HSR_COMM_TIMEOUT", &x->timeout_s);
   if (st == HSR_OK) st = coll_tuning_env(&x->tune);
   x->inline_progress = p == 1;
   return st;
@@ -24,7 +25,7 @@ static hsr_status open_net(coll_ctx *x) {
   if (!x->net) return HSR_OK;
   HSR_CHECK(x->net->net_init(x));
   HSR_CHECK(coll_events_open(x));
-  return hsr_boot_barrier(x->boot);
+  return boot_barrier(x->boot);
 }
 
 hsr_status coll_ctx_create(hsr_boot *boot, const coll_transport *net, coll_ctx **out) {
@@ -34,7 +35,7 @@ hsr_status coll_ctx_create(hsr_boot *boot, const coll_transport *net, coll_ctx *
   x->net = net;
   x->rank = hsr_boot_rank(boot);
   x->size = hsr_boot_size(boot);
-  x->node = hsr_boot_node(boot);
+  x->node = boot_node(boot);
   x->evfd = x->epfd = x->net_fd = -1;
   pthread_mutex_init(&x->mu, NULL);
   pthread_condattr_t ca;

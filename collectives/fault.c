@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
 
 #define POLL_NS (20 * 1000 * 1000ull)
 #define GONE_GRACE_NS (500 * 1000 * 1000ull) /* what a gone peer sent before it left still arrives */
@@ -33,7 +36,7 @@ static void last_word(void *arg);
 
 hsr_status coll_fault_open(coll_ctx *x) {
   coll_fault *f = &x->fault;
-  HSR_CHECK(hsr_fault_hook_init(&f->hook, x->rank));
+  HSR_CHECK(fault_hook_init(&f->hook, x->rank));
   f->pidfd = malloc((size_t)x->size * sizeof *f->pidfd);
   f->gone = calloc((size_t)x->size, sizeof *f->gone);
   f->gone_ns = calloc((size_t)x->size, sizeof *f->gone_ns);
@@ -49,14 +52,14 @@ hsr_status coll_fault_open(coll_ctx *x) {
 #endif
   }
   f->hook.node_pids = f->node_pids; /* HSR_FAULT killnode */
-  HSR_CHECK(hsr_boot_on_end(x->boot, last_word, x));
-  return hsr_boot_watch(x->boot, launcher_event, x);
+  HSR_CHECK(boot_on_end(x->boot, last_word, x));
+  return boot_watch_peers(x->boot, launcher_event, x);
 }
 
 void coll_fault_close(coll_ctx *x) {
   coll_fault *f = &x->fault;
-  hsr_boot_on_end(x->boot, NULL, x);
-  hsr_boot_watch(x->boot, NULL, NULL);
+  boot_on_end(x->boot, NULL, x);
+  boot_watch_peers(x->boot, NULL, NULL);
   for (int r = 0; f->pidfd && r < x->size; r++)
     if (f->pidfd[r] >= 0) close(f->pidfd[r]);
   f->hook.node_pids = NULL, f->hook.n_node_pids = 0;
@@ -64,7 +67,7 @@ void coll_fault_close(coll_ctx *x) {
   f->pidfd = NULL, f->gone = NULL, f->gone_ns = NULL, f->why = NULL, f->node_pids = NULL;
 }
 
-void coll_fault_hook(coll_ctx *x, const char *phase) { hsr_fault_hook_hit(&x->fault.hook, phase); }
+void coll_fault_hook(coll_ctx *x, const char *phase) { fault_hook_hit(&x->fault.hook, phase); }
 
 /* ---- words ------------------------------------------------------------------------ */
 
@@ -76,8 +79,8 @@ static hsr_status status_of(int kind) {
 static void verdict_line(coll_ctx *x, const seg_notice *v, char *buf, size_t n) {
   int off = 0, c = v->culprit;
   if (c >= 0 && c < x->size)
-    off = snprintf(buf, n, "rank %d (node %d, host %s, pid %d) %s", c, hsr_boot_node_of(x->boot, c),
-                   hsr_boot_hostname_of(x->boot, c), x->seg.pids[c], v->what);
+    off = snprintf(buf, n, "rank %d (node %d, host %s, pid %d) %s", c, boot_node_of(x->boot, c),
+                   boot_hostname_of(x->boot, c), x->seg.pids[c], v->what);
   else
     off = snprintf(buf, n, "%s", v->what);
   if (off < 0 || (size_t)off >= n) return;
@@ -91,7 +94,7 @@ static void verdict_line(coll_ctx *x, const seg_notice *v, char *buf, size_t n) 
 
 static void op_where(const coll_op *op, int culprit, double waited, char *buf, size_t n) {
   int len =
-      snprintf(buf, n, "communicator '%s' %s #%llu ", op->c->name, hsr_op_name(op->kind), (unsigned long long)op->seq);
+      snprintf(buf, n, "communicator '%s' %s #%llu ", op->c->name, op_name(op->kind), (unsigned long long)op->seq);
   if (len < 0 || (size_t)len >= n) return;
   if (culprit < 0)
     snprintf(buf + len, n - (size_t)len, "made no progress for %.1f s", waited);
@@ -206,8 +209,8 @@ static void fail_all(coll_ctx *x, const char *line, coll_op *trigger) {
       if (op == trigger)
         coll_op_fail(op, x->fault.st, "%s", line);
       else
-        coll_op_fail(op, x->fault.st, "%s; communicator '%s' %s #%llu failed with it", line, c->name,
-                     hsr_op_name(op->kind), (unsigned long long)op->seq);
+        coll_op_fail(op, x->fault.st, "%s; communicator '%s' %s #%llu failed with it", line, c->name, op_name(op->kind),
+                     (unsigned long long)op->seq);
       if (op->tp->cancel) op->tp->cancel(op);
     }
     if (!c->failed) {
@@ -239,7 +242,7 @@ static void declare_op(coll_ctx *x, const seg_notice *v, coll_op *trigger) {
   verdict_line(x, v, line, sizeof line);
   coll_op *p = trigger ? NULL : oldest_pending(x);
   if (p)
-    snprintf(here, sizeof here, "; pending here: communicator '%s' %s #%llu", p->c->name, hsr_op_name(p->kind),
+    snprintf(here, sizeof here, "; pending here: communicator '%s' %s #%llu", p->c->name, op_name(p->kind),
              (unsigned long long)p->seq);
   HSR_LOG_E("%s%s", line, here);
   /* node peers read it from my control segment, other nodes get a message */
@@ -256,7 +259,7 @@ static void declare_op(coll_ctx *x, const seg_notice *v, coll_op *trigger) {
    * gone then has its reason already */
   if (x->net && x->net->net_notify) x->net->net_notify(x, v);
   fail_all(x, line, trigger);
-  hsr_boot_note_failure(x->boot, v->kind == FAULT_STOPPED || v->kind == FAULT_SILENT || v->kind == FAULT_ABSENT);
+  boot_note_failure(x->boot, v->kind == FAULT_STOPPED || v->kind == FAULT_SILENT || v->kind == FAULT_ABSENT);
   coll_kick(x);
 }
 
@@ -366,7 +369,7 @@ void coll_fault_poll(coll_ctx *x, uint64_t now, int force) {
     f->launcher_seen = ev;
     char why[96];
     for (int r = 0; r < x->size; r++)
-      if (!f->gone[r] && hsr_boot_peer_gone(x->boot, r, why, sizeof why)) mark_gone(x, r, FAULT_DIED, why, now);
+      if (!f->gone[r] && boot_peer_gone(x->boot, r, why, sizeof why)) mark_gone(x, r, FAULT_DIED, why, now);
   }
   watch_node(x, now);
 }
@@ -402,8 +405,8 @@ void coll_fault_transfer(coll_op *op, const char *why) {
     declare_op(x, &v, op);
   }
   if (!op->fin)
-    coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: transfer failed: %s", op->c->name,
-                 hsr_op_name(op->kind), why);
+    coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: transfer failed: %s", op->c->name, op_name(op->kind),
+                 why);
 }
 
 int coll_fault_check_op(coll_op *op, uint64_t now) {

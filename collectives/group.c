@@ -7,6 +7,7 @@
 
 #include "coll.h"
 #include "kernels/sim.h"
+#include "launch/boot_internal.h"
 
 hsr_status coll_comm_alloc(int size, hsr_comm **out) {
   hsr_comm *c = calloc(1, sizeof *c);
@@ -64,11 +65,11 @@ hsr_status coll_group_world(hsr_boot *boot, hsr_backend backend, const coll_tran
   c->mu = &x->mu;
   c->timeout_s = x->timeout_s;
   c->id = mix64(x->seg.job, 1);
-  c->intra = hsr_boot_num_nodes(boot) == 1;
+  c->intra = boot_num_nodes(boot) == 1;
   c->slot = seg_slot_alloc(&x->seg);
   join_rec me = {.slot = c->slot, .base = seg_slot_base(&x->seg, c->slot)}, *all = calloc((size_t)size, sizeof *all);
   if (!all) st = hsr_error(HSR_ERR_NOMEM, "join table");
-  if (st == HSR_OK) st = hsr_boot_allgather(boot, &me, sizeof me, all);
+  if (st == HSR_OK) st = boot_allgather(boot, &me, sizeof me, all);
   if (st == HSR_OK)
     for (int i = 0; i < size; i++) c->peer_slot[i] = all[i].slot, c->peer_base[i] = all[i].base;
   free(all);
@@ -99,7 +100,7 @@ static hsr_status exchange_joins(hsr_comm *parent, int color, int key, join_rec 
     me.slot = seg_slot_alloc(&x->seg);
     pthread_mutex_unlock(&x->mu);
     if (me.slot < 0)
-      return hsr_error(HSR_ERR_NOMEM, "hsr_comm_split: more than %d live communicators on this rank", SEG_SLOTS);
+      return hsr_error(HSR_ERR_NOMEM, "comm_split: more than %d live communicators on this rank", SEG_SLOTS);
     me.base = seg_slot_base(&x->seg, me.slot);
   }
   join_rec *all = calloc((size_t)parent->size, sizeof *all);
@@ -149,7 +150,7 @@ static hsr_status build_split(hsr_comm *parent, int color, const join_rec *all, 
       c->peer_slot[i] = all[pr].slot;
       c->peer_base[i] = all[pr].base;
       if (pr == parent->rank) c->rank = i;
-      if (hsr_boot_node_of(x->boot, c->world[i]) != x->node) c->intra = 0;
+      if (boot_node_of(x->boot, c->world[i]) != x->node) c->intra = 0;
     }
     snprintf(c->name, sizeof c->name, "%.30s.split%d[%d]", parent->name, (parent->nsplits - 1) & 0xffff,
              color & 0xffffff);

@@ -12,7 +12,12 @@
 #include <unistd.h>
 
 #include "nccl.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
+#include "kernels/kernels_internal.h"
 
 #if HSR_HAVE_NCCL
 
@@ -27,14 +32,14 @@ static hsr_status nccl_settle(hsr_comm *c, ncclComm_t comm, ncclResult_t rc, con
   if (rc != ncclSuccess && rc != ncclInProgress)
     return hsr_error(HSR_ERR_TRANSPORT, "communicator '%s': %s: %s (%s)", c->name, what, ncclGetErrorString(rc),
                      ncclGetLastError(comm));
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   long us = 1;
   ncclResult_t state = ncclInProgress;
   for (;;) {
     ncclResult_t q = ncclCommGetAsyncError(comm, &state);
     if (q != ncclSuccess) state = q;
     if (state != ncclInProgress) break;
-    if (hsr_clock_s() - t0 > c->timeout_s) {
+    if (clock_s() - t0 > c->timeout_s) {
       ncclCommAbort(comm);
       return hsr_error(HSR_ERR_TIMEOUT,
                        "communicator '%s': %s did not complete within %.1f s (NCCL communicator aborted)", c->name,
@@ -59,7 +64,7 @@ static hsr_status finish_setup(hsr_comm *c, nccl_state *s) {
   return HSR_OK;
 }
 
-static hsr_status env_timeout(double *t) { return hsr_env_get_double("HSR_COMM_TIMEOUT", t); }
+static hsr_status env_timeout(double *t) { return env_get_double("HSR_COMM_TIMEOUT", t); }
 
 static hsr_status init_world(hsr_comm *c, hsr_boot *boot) {
   HSR_CHECK(env_timeout(&c->timeout_s));
@@ -68,7 +73,7 @@ static hsr_status init_world(hsr_comm *c, hsr_boot *boot) {
   if (e != cudaSuccess || ndev == 0)
     return hsr_error(HSR_ERR_UNSUPPORTED, "HSR_BACKEND_NCCL needs a CUDA device, and none is usable here (%s)",
                      e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-  e = cudaSetDevice(hsr_boot_local_rank(boot) % ndev);
+  e = cudaSetDevice(boot_local_rank(boot) % ndev);
   if (e != cudaSuccess) return cuda_err(e, "cudaSetDevice");
   ncclUniqueId id;
   memset(&id, 0, sizeof id);
@@ -76,7 +81,7 @@ static hsr_status init_world(hsr_comm *c, hsr_boot *boot) {
     ncclResult_t rc = ncclGetUniqueId(&id);
     if (rc != ncclSuccess) return hsr_error(HSR_ERR_TRANSPORT, "ncclGetUniqueId: %s", ncclGetErrorString(rc));
   }
-  HSR_CHECK(hsr_boot_bcast(boot, &id, sizeof id, 0));
+  HSR_CHECK(boot_bcast(boot, &id, sizeof id, 0));
   nccl_state *s = calloc(1, sizeof *s);
   if (!s) return hsr_error(HSR_ERR_NOMEM, "NCCL state");
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -193,25 +198,25 @@ static void nccl_abort(hsr_comm *c) {
 
 static hsr_status nccl_set_stream(hsr_comm *c, hsr_stream *stream) {
   nccl_state *s = nccl_of(c);
-  if (stream && hsr_device_kind_of(hsr_stream_device(stream)) != HSR_DEVICE_CUDA)
+  if (stream && hsr_device_kind_of(stream_device(stream)) != HSR_DEVICE_CUDA)
     return hsr_error(HSR_ERR_INVALID, "hsr_comm_set_stream: NCCL communicator '%s' takes a CUDA stream", c->name);
   if (s->own_stream) cudaStreamDestroy(s->stream);
   s->own_stream = 0;
-  s->stream = (cudaStream_t)hsr_stream_native(stream);
+  s->stream = (cudaStream_t)stream_native(stream);
   return HSR_OK;
 }
 
 static hsr_status nccl_mem_alloc(hsr_comm *c, size_t bytes, void **ptr) {
   (void)c;
   cudaError_t e = cudaMalloc(ptr, bytes ? bytes : 1);
-  if (e != cudaSuccess) return cuda_err(e, "hsr_comm_mem_alloc (cudaMalloc)");
+  if (e != cudaSuccess) return cuda_err(e, "comm_mem_alloc (cudaMalloc)");
   return HSR_OK;
 }
 
 static hsr_status nccl_mem_free(hsr_comm *c, void *ptr) {
   (void)c;
   cudaError_t e = cudaFree(ptr);
-  if (e != cudaSuccess) return cuda_err(e, "hsr_comm_mem_free (cudaFree)");
+  if (e != cudaSuccess) return cuda_err(e, "comm_mem_free (cudaFree)");
   return HSR_OK;
 }
 
@@ -232,7 +237,7 @@ static ncclRedOp_t nccl_redop(hsr_redop op) { return op == HSR_AVG ? ncclAvg : o
 
 /* Enqueues the collective and counts its bytes (NCCL's own accounting). */
 static ncclResult_t enqueue(coll_op *op, nccl_state *s) {
-  size_t bytes = op->count * hsr_dtype_size(op->dt);
+  size_t bytes = op->count * dtype_size(op->dt);
   uint64_t n = (uint64_t)op->c->size;
   ncclDataType_t dt = nccl_dt(op->dt);
   ncclResult_t rc;
@@ -266,7 +271,7 @@ static hsr_status nccl_start(coll_op *op) {
   nccl_state *s = nccl_of(c);
   if (!s || !s->comm) return hsr_error(HSR_ERR_STATE, "communicator '%s' has been aborted: %s", c->name, c->fail_msg);
   ncclResult_t rc = enqueue(op, s);
-  HSR_CHECK(nccl_settle(c, s->comm, rc, hsr_op_name(op->kind)));
+  HSR_CHECK(nccl_settle(c, s->comm, rc, op_name(op->kind)));
   cudaEvent_t ev;
   cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventRecord(ev, s->stream);
@@ -302,7 +307,7 @@ static hsr_status query(coll_op *op, int *done) {
   if (e != cudaErrorNotReady) return cuda_err(e, "cudaEventQuery");
   ncclResult_t as = ncclSuccess;
   if (s && s->comm && ncclCommGetAsyncError(s->comm, &as) == ncclSuccess && as != ncclSuccess && as != ncclInProgress) {
-    coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: %s", op->c->name, hsr_op_name(op->kind),
+    coll_op_fail(op, HSR_ERR_TRANSPORT, "communicator '%s': %s: %s", op->c->name, op_name(op->kind),
                  ncclGetErrorString(as));
     coll_op_publish(op);
     nccl_abort(op->c);
@@ -319,7 +324,7 @@ static hsr_status nccl_test(coll_op *op, int *done) {
 
 static hsr_status nccl_wait(coll_op *op, double timeout_s) {
   hsr_comm *c = op->c;
-  double limit = timeout_s >= 0 ? timeout_s : c->timeout_s, t0 = hsr_clock_s();
+  double limit = timeout_s >= 0 ? timeout_s : c->timeout_s, t0 = clock_s();
   long sleep_us = 1;
   while (!op->fin) {
     int d = 0;
@@ -329,9 +334,9 @@ static hsr_status nccl_wait(coll_op *op, double timeout_s) {
       return st;
     }
     if (d) break;
-    if (hsr_clock_s() - t0 > limit) {
+    if (clock_s() - t0 > limit) {
       coll_op_fail(op, HSR_ERR_TIMEOUT, "communicator '%s': %s made no progress for %.1f s (NCCL communicator aborted)",
-                   c->name, hsr_op_name(op->kind), limit);
+                   c->name, op_name(op->kind), limit);
       coll_op_publish(op);
       nccl_abort(c);
       break;

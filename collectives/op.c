@@ -7,11 +7,15 @@
 #include <stdlib.h>
 
 #include "coll.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
 
 static const char *const op_names[HSR_OP_COUNT] = {"all_gather", "reduce_scatter", "all_reduce", "broadcast",
                                                    "barrier"};
 
-const char *hsr_op_name(hsr_op op) { return (unsigned)op < HSR_OP_COUNT ? op_names[op] : "?"; }
+const char *op_name(hsr_op op) { return (unsigned)op < HSR_OP_COUNT ? op_names[op] : "?"; }
 
 coll_op *coll_op_new(hsr_comm *c, hsr_op kind) {
   coll_op *op = calloc(1, sizeof *op);
@@ -107,7 +111,7 @@ hsr_status coll_op_result(const coll_op *op) {
 
 void coll_op_count_call(coll_op *op) {
   hsr_comm_counter *k = &op->c->counters[op->kind];
-  uint64_t b = (uint64_t)op->count * hsr_dtype_size(op->dt);
+  uint64_t b = (uint64_t)op->count * dtype_size(op->dt);
   k->calls++;
   k->bytes_full += op->kind == HSR_OP_ALLGATHER || op->kind == HSR_OP_REDUCE_SCATTER ? b * (uint64_t)op->c->size
                    : op->kind == HSR_OP_BARRIER                                      ? 0
@@ -120,9 +124,7 @@ void coll_op_count(coll_op *op, uint64_t sent, uint64_t recv) {
   k->bytes_recv += recv;
 }
 
-int coll_remote(const hsr_comm *c, int j) {
-  return c->ctx && hsr_boot_node_of(c->ctx->boot, c->world[j]) != c->ctx->node;
-}
+int coll_remote(const hsr_comm *c, int j) { return c->ctx && boot_node_of(c->ctx->boot, c->world[j]) != c->ctx->node; }
 
 void coll_op_count_peer(coll_op *op, int to, uint64_t sent, int from, uint64_t recv) {
   hsr_comm_counter *k = &op->c->counters[op->kind];

@@ -12,6 +12,8 @@
 
 #include "coll.h"
 #include "kernels/sim.h"
+#include "collectives/comm_internal.h"
+#include "common/dtype_internal.h"
 
 /* ---- one pass ------------------------------------------------------------ */
 
@@ -21,7 +23,7 @@ static int run(coll_op *op) {
   op->algo = coll_select(op);
   if (!op->algo) {
     coll_op_fail(op, HSR_ERR_INTERNAL, "communicator '%s': no %s algorithm on transport %s", op->c->name,
-                 hsr_op_name(op->kind), op->c->tp->name);
+                 op_name(op->kind), op->c->tp->name);
     return 1;
   }
   op->tp = op->algo->tp;
@@ -35,7 +37,7 @@ static int step(hsr_comm *c, coll_op *op, uint64_t *now) {
   int gate = atomic_load_explicit(&op->gate, memory_order_acquire);
   if (gate == COLL_GATE_CLOSED) return 0; /* its stream has not reached it: not started, no timeout */
   if (gate == COLL_GATE_CANCELLED) {
-    coll_op_fail(op, HSR_ERR_STATE, "%s on '%s' #%llu: %s", hsr_op_name(op->kind), c->name, (unsigned long long)op->seq,
+    coll_op_fail(op, HSR_ERR_STATE, "%s on '%s' #%llu: %s", op_name(op->kind), c->name, (unsigned long long)op->seq,
                  op->gate_why);
     return 1;
   }
@@ -210,7 +212,7 @@ static void gate_skip(void *arg, const char *why) {
 
 /* What the op reads and writes in this rank's memory, for the stream-order check. */
 static int op_accesses(const coll_op *op, hsr_access *acc) {
-  size_t b = op->count * hsr_dtype_size(op->dt), n = (size_t)op->c->size;
+  size_t b = op->count * dtype_size(op->dt), n = (size_t)op->c->size;
   switch (op->kind) {
   case HSR_OP_ALLGATHER: acc[0] = (hsr_access){op->send, b, 0}, acc[1] = (hsr_access){op->recv, b * n, 1}; return 2;
   case HSR_OP_REDUCE_SCATTER:
@@ -237,7 +239,7 @@ static hsr_status stream_issue(coll_op *op) {
   hsr_access acc[2];
   int nacc = op_accesses(op, acc);
   char name[96];
-  snprintf(name, sizeof name, "%s on '%s'", hsr_op_name(op->kind), c->name);
+  snprintf(name, sizeof name, "%s on '%s'", op_name(op->kind), c->name);
   st = kern_stream_task(c->stream, name, gate_run, gate_skip, op, acc, nacc);
   if (st == HSR_OK) return HSR_OK;
   /* not queued: the op fails at its gate and nobody waits for it */
@@ -255,7 +257,7 @@ static hsr_status stream_issue(coll_op *op) {
 hsr_status coll_op_issue(coll_op *op, int trivial, hsr_req **req) {
   hsr_comm *c = op->c;
   coll_op_count_call(op);
-  if (c->ctx) coll_fault_hook(c->ctx, hsr_op_name(op->kind)); /* HSR_FAULT, a test hook */
+  if (c->ctx) coll_fault_hook(c->ctx, op_name(op->kind)); /* HSR_FAULT, a test hook */
   if (trivial) {
     coll_op_skip(op);
   } else if (c->stream) {
@@ -279,7 +281,7 @@ hsr_status coll_op_issue(coll_op *op, int trivial, hsr_req **req) {
 hsr_status coll_host_start(coll_op *op) {
   hsr_comm *c = op->c;
   if (c->failed)
-    return hsr_error(HSR_ERR_STATE, "%s on '%s': the communicator has failed: %s", hsr_op_name(op->kind), c->name,
+    return hsr_error(HSR_ERR_STATE, "%s on '%s': the communicator has failed: %s", op_name(op->kind), c->name,
                      c->fail_msg);
   /* no lock: the progress pass takes it from here (a comm that fails
    * meanwhile fails the op there, with the reason) */

@@ -19,6 +19,8 @@
 
 #include "common/grow.h"
 #include "seg.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 /* A segment's memfd name (shown in /proc/<pid>/fd and /proc/<pid>/maps). */
 static void seg_name(seg_node *s, char *buf, size_t n, int seg) {
@@ -107,7 +109,7 @@ static hsr_status hello(seg_node *s, hsr_boot *boot) {
   }
   if (getrandom(&me.job, sizeof me.job, 0) != sizeof me.job)
     me.job = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ hsr_clock_ns();
-  hsr_status st = hsr_boot_allgather(boot, &me, sizeof me, all);
+  hsr_status st = boot_allgather(boot, &me, sizeof me, all);
   if (st == HSR_OK) {
     s->job = all[0].job;
     for (int r = 0; r < s->size; r++) s->pids[r] = all[r].pid, s->ctl_fds[r] = all[r].ctl_fd;
@@ -121,7 +123,7 @@ hsr_status seg_open(seg_node *s, hsr_boot *boot) {
   s->size = hsr_boot_size(boot);
   s->wakefd = s->ctl_fd = -1;
   pthread_mutex_init(&s->pool_mu, NULL);
-  if (hsr_boot_local_rank(boot) == 0) stale_cleanup();
+  if (boot_local_rank(boot) == 0) stale_cleanup();
 
   char name[96];
   seg_name(s, name, sizeof name, -1);
@@ -130,9 +132,9 @@ hsr_status seg_open(seg_node *s, hsr_boot *boot) {
   s->peer_ctl = calloc((size_t)s->size, sizeof *s->peer_ctl);
   if (!s->peer_ctl) return hsr_error(HSR_ERR_NOMEM, "peer table");
   HSR_CHECK(hello(s, boot));
-  int node = hsr_boot_node(boot);
+  int node = boot_node(boot);
   for (int r = 0; r < s->size; r++) {
-    if (r == s->rank || hsr_boot_node_of(boot, r) != node) continue;
+    if (r == s->rank || boot_node_of(boot, r) != node) continue;
     HSR_CHECK(seg_attach(r, s->pids[r], s->ctl_fds[r], sizeof(seg_ctl), (void **)&s->peer_ctl[r]));
   }
   return HSR_OK;

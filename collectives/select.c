@@ -9,10 +9,9 @@
 
 #include "coll.h"
 #include "two.h"
+#include "launch/boot_internal.h"
 
-static const coll_transport *net_transport(hsr_boot *boot) {
-  return hsr_boot_num_nodes(boot) > 1 ? &ucx_transport : NULL;
-}
+static const coll_transport *net_transport(hsr_boot *boot) { return boot_num_nodes(boot) > 1 ? &ucx_transport : NULL; }
 
 /* Members on one node: shared memory. Across nodes: two-level when
  * HSR_ALGO_TWO_LEVEL allows it and it is worth it (several members per node,

@@ -3,11 +3,12 @@
 #include "algos.h"
 #include "kern.h"
 #include "shm.h"
+#include "common/dtype_internal.h"
 
 /* Publishes where my input is. */
 static int start(coll_op *op) {
   hsr_comm *c = op->c;
-  size_t bytes = op->count * hsr_dtype_size(op->dt);
+  size_t bytes = op->count * dtype_size(op->dt);
   seg_desc d;
   if (op->place.direct) { /* my blocks are already in place in my (registered) recv */
     seg_describe(&c->ctx->seg, op->recv, bytes * (size_t)c->size, &d);
@@ -41,7 +42,7 @@ static void copy_from(coll_op *op, int j, const char *src, size_t bytes) {
 
 static int gather(coll_op *op) {
   hsr_comm *c = op->c;
-  size_t bytes = op->count * hsr_dtype_size(op->dt);
+  size_t bytes = op->count * dtype_size(op->dt);
   int n = c->size, r = c->rank;
   if (!shm_wait_all(op, SHM_ARRIVE)) return 0;
   const char *srcs[n];

@@ -4,6 +4,7 @@
 #include "algos.h"
 #include "kern.h"
 #include "shm.h"
+#include "common/dtype_internal.h"
 
 static size_t slice_off(size_t count, int n, int j) { return count * (size_t)j / (size_t)n; }
 
@@ -12,7 +13,7 @@ static size_t slice_off(size_t count, int n, int j) { return count * (size_t)j /
 static int start(coll_op *op) {
   hsr_comm *c = op->c;
   shm_op *s = shm_op_of(op);
-  size_t es = hsr_dtype_size(op->dt), bytes = op->count * es;
+  size_t es = dtype_size(op->dt), bytes = op->count * es;
   int n = c->size, r = c->rank;
   size_t lo = slice_off(op->count, n, r), mine = (slice_off(op->count, n, r + 1) - lo) * es;
   char *recv = op->recv;
@@ -40,7 +41,7 @@ static int start(coll_op *op) {
 
 static int reduce_mine(coll_op *op) {
   hsr_comm *c = op->c;
-  size_t es = hsr_dtype_size(op->dt);
+  size_t es = dtype_size(op->dt);
   int n = c->size, r = c->rank;
   size_t lo = slice_off(op->count, n, r), hi = slice_off(op->count, n, r + 1);
   if (!shm_wait_all(op, SHM_ARRIVE)) return 0;
@@ -62,7 +63,7 @@ static int reduce_mine(coll_op *op) {
 
 static int gather_all(coll_op *op) {
   hsr_comm *c = op->c;
-  size_t es = hsr_dtype_size(op->dt), bytes = op->count * es;
+  size_t es = dtype_size(op->dt), bytes = op->count * es;
   int n = c->size, r = c->rank;
   size_t mine = (slice_off(op->count, n, r + 1) - slice_off(op->count, n, r)) * es;
   char *recv = op->recv;

@@ -3,11 +3,12 @@
 #include "algos.h"
 #include "kern.h"
 #include "shm.h"
+#include "common/dtype_internal.h"
 
 static int start(coll_op *op) {
   hsr_comm *c = op->c;
   if (c->rank == op->root) {
-    size_t bytes = op->count * hsr_dtype_size(op->dt);
+    size_t bytes = op->count * dtype_size(op->dt);
     seg_desc d;
     if (!shm_expose(op, op->recv, bytes, 0, bytes, &d, &shm_op_of(op)->src_in)) return 1;
     shm_slot(c, c->rank)->in = d;
@@ -19,7 +20,7 @@ static int start(coll_op *op) {
 
 static int copy_from_root(coll_op *op) {
   hsr_comm *c = op->c;
-  size_t bytes = op->count * hsr_dtype_size(op->dt);
+  size_t bytes = op->count * dtype_size(op->dt);
   int n = c->size, root = op->root;
   if (c->rank == root) {
     coll_op_count(op, (uint64_t)(n - 1) * bytes, 0);

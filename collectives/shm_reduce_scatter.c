@@ -3,10 +3,11 @@
 #include "algos.h"
 #include "kern.h"
 #include "shm.h"
+#include "common/dtype_internal.h"
 
 static int start(coll_op *op) {
   hsr_comm *c = op->c;
-  size_t all = op->count * hsr_dtype_size(op->dt) * (size_t)c->size;
+  size_t all = op->count * dtype_size(op->dt) * (size_t)c->size;
   seg_desc d;
   if (!shm_expose(op, op->send, all, 0, all, &d, &shm_op_of(op)->src_in)) return 1;
   shm_slot(c, c->rank)->in = d;
@@ -17,7 +18,7 @@ static int start(coll_op *op) {
 
 static int reduce(coll_op *op) {
   hsr_comm *c = op->c;
-  size_t bytes = op->count * hsr_dtype_size(op->dt);
+  size_t bytes = op->count * dtype_size(op->dt);
   int n = c->size, r = c->rank;
   if (!shm_wait_all(op, SHM_ARRIVE)) return 0;
   const void *ins[n];

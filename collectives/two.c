@@ -10,6 +10,8 @@
 #include "algos.h"
 #include "kern.h"
 #include "two.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
 
 hsr_status two_shape_of(hsr_comm *c, two_shape *sh) {
   coll_ctx *x = c->ctx;
@@ -25,7 +27,7 @@ hsr_status two_shape_of(hsr_comm *c, two_shape *sh) {
   } else {
     int nnodes = 0;
     for (int q = 0; q < n; q++) {
-      sh->node[q] = hsr_boot_node_of(x->boot, c->world[q]);
+      sh->node[q] = boot_node_of(x->boot, c->world[q]);
       sh->lidx[q] = per[sh->node[q]]++;
       if (sh->lidx[q] == 0) seen_nodes[nnodes++] = sh->node[q];
     }
@@ -137,7 +139,7 @@ int two_stage_wait(coll_op *op) {
   coll_op_count_add(op, &d);
   hsr_status st = ch->st;
   if (st != HSR_OK)
-    coll_op_fail(op, st, "communicator '%s': %s, two-level stage: %s", op->c->name, hsr_op_name(op->kind), ch->err);
+    coll_op_fail(op, st, "communicator '%s': %s, two-level stage: %s", op->c->name, op_name(op->kind), ch->err);
   coll_op_release_locked(ch);
   t->child = NULL;
   return st == HSR_OK ? 1 : -1;

@@ -3,12 +3,13 @@
  * final place and node peers read them there (no intermediate copy). */
 #include "algos.h"
 #include "two.h"
+#include "common/dtype_internal.h"
 
 static int start(coll_op *op) {
   hsr_comm *c = op->c;
   two_comm *tc = two_comm_of(c);
   two_op *t = two_op_of(op);
-  size_t blk = op->count * hsr_dtype_size(op->dt);
+  size_t blk = op->count * dtype_size(op->dt);
   seg_desc d;
   t->direct = seg_describe(&c->ctx->seg, op->recv, blk * (size_t)c->size, &d);
   op->phase = 1;

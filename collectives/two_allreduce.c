@@ -9,6 +9,7 @@
  * count < L) takes the plain path: node all-reduce, then cross all-reduce. */
 #include "algos.h"
 #include "two.h"
+#include "common/dtype_internal.h"
 
 enum { P_RS = 1, P_AR, P_AG, P_TAIL_NODE, P_TAIL_CROSS, P_DONE };
 
@@ -23,7 +24,7 @@ static size_t slice_of(const coll_op *op) {
 /* Queues the stage of `phase`; phases with nothing to do are skipped. */
 static int next(coll_op *op, int phase) {
   two_comm *t = two_comm_of(op->c);
-  size_t es = hsr_dtype_size(op->dt), q = slice_of(op), head = q * (size_t)t->local_n, tail = op->count - head;
+  size_t es = dtype_size(op->dt), q = slice_of(op), head = q * (size_t)t->local_n, tail = op->count - head;
   int me = t->node->rank; /* the node group is ordered like the local indices */
   char *mine = (char *)op->recv + (size_t)me * q * es;
   const char *send = op->send;

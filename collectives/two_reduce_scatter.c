@@ -3,12 +3,13 @@
  * peers' inputs; then a cross reduce-scatter. */
 #include "algos.h"
 #include "two.h"
+#include "common/dtype_internal.h"
 
 static int start(coll_op *op) {
   hsr_comm *c = op->c;
   two_comm *tc = two_comm_of(c);
   two_op *t = two_op_of(op);
-  size_t blk = op->count * hsr_dtype_size(op->dt);
+  size_t blk = op->count * dtype_size(op->dt);
   hsr_status st = coll_scratch(c, blk * (size_t)tc->nnodes, &t->tmp);
   if (st != HSR_OK) {
     coll_op_fail(op, st, "scratch: %s", hsr_last_error());

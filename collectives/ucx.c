@@ -11,6 +11,8 @@
 
 #include "algos.h"
 #include "ucx.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 /* ---- the context's worker ---------------------------------------------------- */
 
@@ -21,7 +23,7 @@ static hsr_status exchange_addresses(coll_ctx *x, ucx_ctx *u) {
   ucs_status_t us = ucp_worker_get_address(u->worker, &addr, &len);
   if (us != UCS_OK) return hsr_error(HSR_ERR_TRANSPORT, "ucp_worker_get_address: %s", ucs_status_string(us));
   uint64_t mylen = len, *lens = calloc((size_t)x->size, sizeof *lens);
-  hsr_status st = lens ? hsr_boot_allgather(x->boot, &mylen, sizeof mylen, lens) : hsr_error(HSR_ERR_NOMEM, "lens");
+  hsr_status st = lens ? boot_allgather(x->boot, &mylen, sizeof mylen, lens) : hsr_error(HSR_ERR_NOMEM, "lens");
   if (st == HSR_OK) {
     for (int r = 0; r < x->size; r++)
       if (lens[r] > u->addr_max) u->addr_max = lens[r];
@@ -31,7 +33,7 @@ static hsr_status exchange_addresses(coll_ctx *x, ucx_ctx *u) {
       st = hsr_error(HSR_ERR_NOMEM, "UCX address table");
     } else {
       memcpy(mine, addr, len);
-      st = hsr_boot_allgather(x->boot, mine, u->addr_max, u->addrs);
+      st = boot_allgather(x->boot, mine, u->addr_max, u->addrs);
     }
     free(mine);
   }
@@ -83,7 +85,7 @@ static void ucx_net_notify(coll_ctx *x, const seg_notice *n) {
     /* Node peers read my control segment. The finder tells every other node;
      * the others pass it on over endpoints they have (a new connection to a
      * rank that has just left only prints UCX errors). */
-    if (r == x->rank || hsr_boot_node_of(x->boot, r) == x->node || x->fault.gone[r] || r == n->reporter ||
+    if (r == x->rank || boot_node_of(x->boot, r) == x->node || x->fault.gone[r] || r == n->reporter ||
         (dead && r == n->culprit) || (!mine && !u->eps[r]))
       continue;
     ucp_ep_h ep = ep_of(x, r);
@@ -99,8 +101,8 @@ static void ucx_net_notify(coll_ctx *x, const seg_notice *n) {
 /* Waits for a UCX request, at most limit_s. */
 static void wait_req(ucx_ctx *u, ucs_status_ptr_t r, double limit_s) {
   if (r == NULL || UCS_PTR_IS_ERR(r)) return;
-  double t0 = hsr_clock_s();
-  while (ucp_request_check_status(r) == UCS_INPROGRESS && hsr_clock_s() - t0 < limit_s) {
+  double t0 = clock_s();
+  while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_s() - t0 < limit_s) {
     if (!ucp_worker_progress(u->worker)) sched_yield();
   }
   ucp_request_free(r);
@@ -174,8 +176,8 @@ static void close_failed(coll_ctx *x, ucx_ctx *u) {
       ucs_status_ptr_t q = ucp_ep_close_nbx(u->eps[r], &cp);
       if (q && !UCS_PTR_IS_ERR(q) && reqs) reqs[n++] = q;
     }
-  double t0 = hsr_clock_s();
-  for (int busy = 1; busy && hsr_clock_s() - t0 < 1.0;) {
+  double t0 = clock_s();
+  for (int busy = 1; busy && clock_s() - t0 < 1.0;) {
     if (!ucp_worker_progress(u->worker)) sched_yield();
     busy = u->live > 0 || u->notices_out > 0;
     for (int i = 0; i < n; i++) busy |= ucp_request_check_status(reqs[i]) == UCS_INPROGRESS;
@@ -205,7 +207,7 @@ static void ucx_net_fini(coll_ctx *x) {
     if (!failed) {
       ucp_request_param_t prm = {.op_attr_mask = 0};
       wait_req(u, ucp_worker_flush_nbx(u->worker, &prm), 10);
-      if (hsr_boot_barrier_until(x->boot, x->timeout_s, fini_stop, x) != HSR_OK) {
+      if (boot_barrier_until(x->boot, x->timeout_s, fini_stop, x) != HSR_OK) {
         failed = 1;
         if (!x->fault.declared) HSR_LOG_E("collectives: teardown: %s", hsr_last_error());
       }

@@ -5,12 +5,13 @@
 #include "algos.h"
 #include "kern.h"
 #include "ucx.h"
+#include "common/dtype_internal.h"
 
 enum { P_POST = 1, P_WAIT };
 
 static int start(coll_op *op) {
   ucx_op *u = ucx_op_of(op);
-  size_t bytes = op->count * hsr_dtype_size(op->dt);
+  size_t bytes = op->count * dtype_size(op->dt);
   if (!ucx_one_chunk(op)) return 1;
   hsr_status st = coll_scratch(op->c, bytes, &u->tmp);
   if (st != HSR_OK) {
@@ -26,7 +27,7 @@ static int start(coll_op *op) {
 static int post(coll_op *op) {
   ucx_op *u = ucx_op_of(op);
   int n = op->c->size, r = op->c->rank;
-  size_t bytes = op->count * hsr_dtype_size(op->dt);
+  size_t bytes = op->count * dtype_size(op->dt);
   if (u->step >= n) {
     if (op->redop == HSR_AVG) {
       const void *in[1] = {op->recv};

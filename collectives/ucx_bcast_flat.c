@@ -1,10 +1,11 @@
 /* UCX flat broadcast: the root sends the buffer to every other rank. */
 #include "algos.h"
 #include "ucx.h"
+#include "common/dtype_internal.h"
 
 static int start(coll_op *op) {
   int n = op->c->size, r = op->c->rank;
-  size_t bytes = op->count * hsr_dtype_size(op->dt);
+  size_t bytes = op->count * dtype_size(op->dt);
   ucx_op_of(op)->step = 0;
   ucx_chunk *ch = ucx_one_chunk(op);
   if (!ch) return 1;

@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "ucx.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 /* Under srun the tasks start outside the run's namespace: their PMIx server
  * lives in slurmstepd (slurmd's network namespace) and PMIx connects over
@@ -30,7 +32,7 @@
  * runs inside: nothing to do. */
 static hsr_status enter_netns(coll_ctx *x) {
   const char *name = NULL;
-  HSR_CHECK(hsr_env_get_str("HSR_EMULATE_NET_NS", &name));
+  HSR_CHECK(env_get_str("HSR_EMULATE_NET_NS", &name));
   if (!name) return HSR_OK;
   if (strchr(name, '/') || strlen(name) > 64)
     return hsr_error(HSR_ERR_INVALID, "HSR_EMULATE_NET_NS='%s': expected a namespace name from hsr-run", name);
@@ -94,7 +96,7 @@ static void lanes_of(const char *info, char *out, size_t cap, int *nlanes, int *
 
 hsr_status ucx_ep_check(coll_ctx *x, int wr, ucp_ep_h ep) {
   int emulated = x->tune.emulate[0] != 0;
-  if (!emulated && !hsr_log_enabled(HSR_LOG_INFO)) return HSR_OK;
+  if (!emulated && !log_enabled(HSR_LOG_INFO)) return HSR_OK;
   char *info = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&info, &len);
@@ -105,7 +107,7 @@ hsr_status ucx_ep_check(coll_ctx *x, int wr, ucp_ep_h ep) {
   int n = 0, all_tcp = 1;
   lanes_of(info ? info : "", lanes, sizeof lanes, &n, &all_tcp);
   free(info);
-  int peer_node = hsr_boot_node_of(x->boot, wr);
+  int peer_node = boot_node_of(x->boot, wr);
   HSR_LOG_I("collectives: UCX endpoint to world rank %d (node %d, %s): %s", wr, peer_node,
             peer_node == x->node ? "same node" : "cross-node", n ? lanes : "(no lanes reported)");
   if (emulated && (!n || !all_tcp))

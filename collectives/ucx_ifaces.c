@@ -17,6 +17,8 @@
 #include <uct/api/uct.h>
 
 #include "ucx.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 #define IFACES_MAX 1024
 
@@ -115,15 +117,15 @@ hsr_status ucx_config_ifaces(coll_ctx *x, ucp_config_t *cfg) {
   char list[IFACES_MAX] = "", tcp[IFACES_MAX] = "", why[256] = "";
   for (int r = 0; r < n; r++) {
     int first = 1;
-    for (int q = 0; q < r && first; q++) first = strcmp(hsr_boot_hostname_of(b, q), hsr_boot_hostname_of(b, r)) != 0;
+    for (int q = 0; q < r && first; q++) first = strcmp(boot_hostname_of(b, q), boot_hostname_of(b, r)) != 0;
     if (!first) continue;
     hosts++;
-    if (!strcmp(hsr_boot_hostname_of(b, r), hsr_boot_hostname(b))) continue;
+    if (!strcmp(boot_hostname_of(b, r), boot_hostname(b))) continue;
     char ifn[64];
-    if (route_iface(hsr_boot_hostname_of(b, r), ifn, sizeof ifn))
+    if (route_iface(boot_hostname_of(b, r), ifn, sizeof ifn))
       add_name(tcp, sizeof tcp, ifn);
     else if (!why[0])
-      snprintf(why, sizeof why, "host %s does not resolve to a routed address", hsr_boot_hostname_of(b, r));
+      snprintf(why, sizeof why, "host %s does not resolve to a routed address", boot_hostname_of(b, r));
   }
   if (why[0]) { /* better every interface than a job that cannot connect */
     HSR_LOG_W("collectives: cannot tell which interface reaches the other hosts (%s): UCX listens on every "
@@ -131,7 +133,7 @@ hsr_status ucx_config_ifaces(coll_ctx *x, ucp_config_t *cfg) {
               why);
     return HSR_OK;
   }
-  if (hosts == 1 || hsr_boot_sim_nodes(b) > 1) add_name(tcp, sizeof tcp, "lo"); /* simulated nodes: TCP on lo */
+  if (hosts == 1 || boot_sim_nodes(b) > 1) add_name(tcp, sizeof tcp, "lo"); /* simulated nodes: TCP on lo */
   snprintf(list, sizeof list, "%s", tcp);
   rdma_devices(list, sizeof list);
   ucs_status_t us = ucp_config_modify(cfg, "NET_DEVICES", list);

@@ -6,6 +6,7 @@
 #include "algos.h"
 #include "kern.h"
 #include "ucx.h"
+#include "common/dtype_internal.h"
 
 /* Block j of an op, in elements: equal blocks for all-gather/reduce-scatter,
  * near-equal slices of `count` for all-reduce. */
@@ -128,7 +129,7 @@ static void ring_of_one(coll_op *op, size_t es) {
 static int start(coll_op *op) {
   hsr_comm *c = op->c;
   ucx_op *u = ucx_op_of(op);
-  size_t es = hsr_dtype_size(op->dt);
+  size_t es = dtype_size(op->dt);
   u->step = 0;
   if (op->kind == HSR_OP_ALLGATHER) {
     size_t off, len;
@@ -166,7 +167,7 @@ static int start(coll_op *op) {
 /* Every chunk that can move does: post its step, or finish it once arrived. */
 static int advance(coll_op *op) {
   ucx_op *u = ucx_op_of(op);
-  size_t es = hsr_dtype_size(op->dt);
+  size_t es = dtype_size(op->dt);
   int moved = 0, left = ucx_mod(op->c->rank - 1, op->c->size);
   for (int k = 0; k < u->nchunks && !op->fin; k++) {
     ucx_chunk *ch = &u->chunks[k];

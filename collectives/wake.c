@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "common/common_internal.h"
 
 void coll_kick(coll_ctx *x) {
   seg_ring(&x->seg, x->rank);

@@ -1,4 +1,5 @@
 #include "hsr/common.h"
+#include "common/common_internal.h"
 
 #include <time.h>
 
@@ -8,4 +9,4 @@ uint64_t hsr_clock_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-double hsr_clock_s(void) { return (double)hsr_clock_ns() * 1e-9; }
+double clock_s(void) { return (double)hsr_clock_ns() * 1e-9; }

@@ -1,4 +1,5 @@
 #include "hsr/common.h"
+#include "common/common_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -8,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-hsr_status hsr_parse_long(const char *what, const char *s, long min, long max, long *out) {
+hsr_status parse_long(const char *what, const char *s, long min, long max, long *out) {
   if (!s || !*s)
     return hsr_error(HSR_ERR_INVALID, "%s: empty value (expected an integer in [%ld, %ld])", what, min, max);
   char *end = NULL;
@@ -23,7 +24,7 @@ hsr_status hsr_parse_long(const char *what, const char *s, long min, long max, l
   return HSR_OK;
 }
 
-hsr_status hsr_parse_double(const char *what, const char *s, double min, double max, double *out) {
+hsr_status parse_double(const char *what, const char *s, double min, double max, double *out) {
   if (!s || !*s) return hsr_error(HSR_ERR_INVALID, "%s: empty value (expected a number in [%g, %g])", what, min, max);
   char *end = NULL;
   errno = 0;
@@ -36,7 +37,7 @@ hsr_status hsr_parse_double(const char *what, const char *s, double min, double 
   return HSR_OK;
 }
 
-hsr_status hsr_parse_size(const char *what, const char *s, size_t *out) {
+hsr_status parse_size(const char *what, const char *s, size_t *out) {
   if (!s || !*s) return hsr_error(HSR_ERR_INVALID, "%s: empty size (expected e.g. 1024, 64K, 64M, 1G)", what);
   char *end = NULL;
   errno = 0;
@@ -65,7 +66,7 @@ hsr_status hsr_parse_size(const char *what, const char *s, size_t *out) {
   return HSR_OK;
 }
 
-hsr_status hsr_parse_choice(const char *what, const char *s, const char *const *choices, int *out) {
+hsr_status parse_choice(const char *what, const char *s, const char *const *choices, int *out) {
   for (int i = 0; choices[i]; i++) {
     if (s && strcasecmp(s, choices[i]) == 0) {
       *out = i;
@@ -147,7 +148,7 @@ static hsr_status hostport_one(const char *what, const char *all, const char *p,
   return HSR_OK;
 }
 
-hsr_status hsr_parse_hostports(const char *what, const char *s, int max) {
+hsr_status parse_hostports(const char *what, const char *s, int max) {
   if (!s || !*s) return hsr_error(HSR_ERR_INVALID, "%s: empty value (expected " HOSTPORT_FORM ")", what);
   int count = 0;
   for (const char *p = s;; p++) {
@@ -170,56 +171,56 @@ static const char *env_value(const char *name, hsr_status *st) {
   return v && *v ? v : NULL;
 }
 
-hsr_status hsr_env_long(const char *name, long def, long min, long max, long *out) {
+hsr_status env_long(const char *name, long def, long min, long max, long *out) {
   hsr_status st;
   const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
     return st;
   }
-  return hsr_parse_long(name, v, min, max, out);
+  return parse_long(name, v, min, max, out);
 }
 
-hsr_status hsr_env_double(const char *name, double def, double min, double max, double *out) {
+hsr_status env_double(const char *name, double def, double min, double max, double *out) {
   hsr_status st;
   const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
     return st;
   }
-  return hsr_parse_double(name, v, min, max, out);
+  return parse_double(name, v, min, max, out);
 }
 
-hsr_status hsr_env_size(const char *name, size_t def, size_t *out) {
+hsr_status env_size(const char *name, size_t def, size_t *out) {
   hsr_status st;
   const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
     return st;
   }
-  return hsr_parse_size(name, v, out);
+  return parse_size(name, v, out);
 }
 
-hsr_status hsr_env_choice(const char *name, const char *const *choices, int def, int *out) {
+hsr_status env_choice(const char *name, const char *const *choices, int def, int *out) {
   hsr_status st;
   const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
     return st;
   }
-  return hsr_parse_choice(name, v, choices, out);
+  return parse_choice(name, v, choices, out);
 }
 
-hsr_status hsr_env_bool(const char *name, int def, int *out) {
+hsr_status env_bool(const char *name, int def, int *out) {
   static const char *const names[] = {"0", "1", "false", "true", "no", "yes", "off", "on", NULL};
-  int idx;
+  int idx = 0;
   hsr_status st;
   const char *v = env_value(name, &st);
   if (!v) {
     *out = def;
     return st;
   }
-  HSR_CHECK(hsr_parse_choice(name, v, names, &idx));
+  HSR_CHECK(parse_choice(name, v, names, &idx));
   *out = idx & 1;
   return HSR_OK;
 }

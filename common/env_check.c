@@ -9,15 +9,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
 
 extern char **environ;
 
 #define MAX_CHOICES 16
 
-const hsr_env_info *hsr_env_find(const char *name) {
-  for (int i = 0; name && i < hsr_env_count(); i++)
-    if (!strcmp(hsr_env_at(i)->name, name)) return hsr_env_at(i);
+const hsr_env_info *env_find(const char *name) {
+  for (int i = 0; name && i < env_count(); i++)
+    if (!strcmp(env_at(i)->name, name)) return env_at(i);
   return NULL;
 }
 
@@ -40,7 +41,7 @@ static void size_text(double b, char *buf, size_t len) {
     snprintf(buf, len, "%.0f%c", b, sfx[i]);
 }
 
-void hsr_env_valid_text(const hsr_env_info *v, char *buf, size_t len) {
+void env_valid_text(const hsr_env_info *v, char *buf, size_t len) {
   char a[32], b[32];
   if (!buf || !len) return;
   buf[0] = '\0';
@@ -116,34 +117,34 @@ static hsr_status check_value(const hsr_env_info *v, const char *s, double *num)
   long l = 0;
   size_t z = 0;
   double d = 0;
-  hsr_env_valid_text(v, valid, sizeof valid);
+  env_valid_text(v, valid, sizeof valid);
   if (!*s)
     return hsr_error(HSR_ERR_INVALID, "%s is set but empty (valid: %s; unset it for the default, %s)", v->name, valid,
                      v->def_text);
   switch (v->kind) {
   case HSR_ENV_INT:
-    HSR_CHECK(hsr_parse_long(v->name, s, (long)v->min, (long)v->max, &l));
+    HSR_CHECK(parse_long(v->name, s, (long)v->min, (long)v->max, &l));
     *num = (double)l;
     return HSR_OK;
   case HSR_ENV_FLOAT:
-    HSR_CHECK(hsr_parse_double(v->name, s, v->min, v->max, &d));
+    HSR_CHECK(parse_double(v->name, s, v->min, v->max, &d));
     *num = d;
     return HSR_OK;
   case HSR_ENV_SIZE:
-    HSR_CHECK(hsr_parse_size(v->name, s, &z));
+    HSR_CHECK(parse_size(v->name, s, &z));
     if ((double)z < v->min || (double)z > v->max)
       return hsr_error(HSR_ERR_INVALID, "%s: %s is out of range (valid: %s)", v->name, s, valid);
     *num = (double)z;
     return HSR_OK;
   case HSR_ENV_BOOL: {
     static const char *const names[] = {"0", "1", "false", "true", "no", "yes", "off", "on", NULL};
-    HSR_CHECK(hsr_parse_choice(v->name, s, names, &idx));
+    HSR_CHECK(parse_choice(v->name, s, names, &idx));
     *num = idx & 1;
     return HSR_OK;
   }
   case HSR_ENV_CHOICE:
     split_choices(v->choices, buf, sizeof buf, ch);
-    HSR_CHECK(hsr_parse_choice(v->name, s, ch, &idx));
+    HSR_CHECK(parse_choice(v->name, s, ch, &idx));
     *num = idx;
     return HSR_OK;
   case HSR_ENV_STAGE: {
@@ -151,8 +152,7 @@ static hsr_status check_value(const hsr_env_info *v, const char *s, double *num)
     const char *colon = strchr(s, ':');
     snprintf(head, sizeof head, "%.*s", colon ? (int)(colon - s) : (int)strlen(s), s);
     split_choices(v->choices, buf, sizeof buf, ch);
-    if (hsr_parse_choice(v->name, head, ch, &idx) != HSR_OK ||
-        (colon && hsr_parse_long(v->name, colon + 1, 0, 1L << 62, &l)))
+    if (parse_choice(v->name, head, ch, &idx) != HSR_OK || (colon && parse_long(v->name, colon + 1, 0, 1L << 62, &l)))
       return hsr_error(HSR_ERR_INVALID, "%s='%s' (valid: %s)", v->name, s, valid);
     *num = idx;
     return HSR_OK;
@@ -171,7 +171,7 @@ static hsr_status check_value(const hsr_env_info *v, const char *s, double *num)
   case HSR_ENV_DELAY: {
     const char *colon = strchr(s, ':');
     snprintf(buf, sizeof buf, "%.*s", colon ? (int)(colon - s) : (int)strlen(s), s);
-    if (hsr_parse_long(v->name, buf, (long)v->min, (long)v->max, &l) != HSR_OK ||
+    if (parse_long(v->name, buf, (long)v->min, (long)v->max, &l) != HSR_OK ||
         (colon && (!colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) || strlen(colon + 1) > 19)))
       return hsr_error(HSR_ERR_INVALID, "%s='%s' (valid: %s)", v->name, s, valid);
     *num = (double)l;
@@ -181,8 +181,8 @@ static hsr_status check_value(const hsr_env_info *v, const char *s, double *num)
   return hsr_error(HSR_ERR_INTERNAL, "%s: unknown kind %d", v->name, (int)v->kind);
 }
 
-hsr_status hsr_env_check(const char *name) {
-  const hsr_env_info *v = hsr_env_find(name);
+hsr_status env_check(const char *name) {
+  const hsr_env_info *v = env_find(name);
   if (!v) return hsr_error(HSR_ERR_NOT_FOUND, "%s is not a variable hsr reads ('hsr env' lists them)", name);
   const char *s = getenv(name);
   double num = 0;
@@ -207,12 +207,12 @@ static size_t edit_distance(const char *a, const char *b) {
   return row[lb];
 }
 
-const char *hsr_env_closest(const char *name) {
+const char *env_closest(const char *name) {
   const char *best = NULL;
   size_t bd = 99, len = name ? strlen(name) : 0;
-  for (int i = 0; name && i < hsr_env_count(); i++) {
-    size_t d = edit_distance(name, hsr_env_at(i)->name);
-    if (d < bd) bd = d, best = hsr_env_at(i)->name;
+  for (int i = 0; name && i < env_count(); i++) {
+    size_t d = edit_distance(name, env_at(i)->name);
+    if (d < bd) bd = d, best = env_at(i)->name;
   }
   return best && bd <= 3 && bd * 3 <= len ? best : NULL;
 }
@@ -222,7 +222,7 @@ static int rank0(void) {
   return !r || !*r || !strcmp(r, "0");
 }
 
-hsr_status hsr_env_check_all(int warn_unknown) {
+hsr_status env_check_all(int warn_unknown) {
   char msg[1024] = "", name[128];
   hsr_status first = HSR_OK;
   size_t off = 0;
@@ -230,9 +230,9 @@ hsr_status hsr_env_check_all(int warn_unknown) {
     if (strncmp(*e, "HSR_", 4)) continue;
     const char *eq = strchr(*e, '=');
     snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - *e) : (int)strlen(*e), *e);
-    const hsr_env_info *v = hsr_env_find(name);
+    const hsr_env_info *v = env_find(name);
     if (!v) {
-      const char *near = hsr_env_closest(name);
+      const char *near = env_closest(name);
       if (warn_unknown && rank0())
         HSR_LOG_W("%s is not a variable hsr reads%s%s%s ('hsr env' lists them)", name, near ? "; did you mean " : "",
                   near ? near : "", near ? "?" : "");
@@ -251,7 +251,7 @@ hsr_status hsr_env_check_all(int warn_unknown) {
 /* The registered variable's checked value: its text (NULL when unset) and
  * its number (the registry's default when unset). */
 static hsr_status get(const char *name, int kind, const char **s, double *num) {
-  const hsr_env_info *v = hsr_env_find(name);
+  const hsr_env_info *v = env_find(name);
   if (!v || (kind >= 0 && (int)v->kind != kind))
     return hsr_error(HSR_ERR_INTERNAL, "%s is not in the HSR_* registry as this kind (common/env_table.c)", name);
   *s = getenv(name);
@@ -259,7 +259,7 @@ static hsr_status get(const char *name, int kind, const char **s, double *num) {
   return *s ? check_value(v, *s, num) : HSR_OK;
 }
 
-hsr_status hsr_env_get_long(const char *name, long *out) {
+hsr_status env_get_long(const char *name, long *out) {
   const char *s;
   double num = 0;
   HSR_CHECK(get(name, HSR_ENV_INT, &s, &num));
@@ -267,16 +267,16 @@ hsr_status hsr_env_get_long(const char *name, long *out) {
   return HSR_OK;
 }
 
-hsr_status hsr_env_get_double(const char *name, double *out) {
+hsr_status env_get_double(const char *name, double *out) {
   const char *s;
   return get(name, HSR_ENV_FLOAT, &s, out);
 }
 
-hsr_status hsr_env_get_size(const char *name, size_t *out) {
+hsr_status env_get_size(const char *name, size_t *out) {
   const char *s;
   double num = 0;
   HSR_CHECK(get(name, HSR_ENV_SIZE, &s, &num));
-  if (s) return hsr_parse_size(name, s, out); /* exact: a double holds sizes up to 2^53 only */
+  if (s) return parse_size(name, s, out); /* exact: a double holds sizes up to 2^53 only */
   *out = (size_t)num;
   return HSR_OK;
 }
@@ -290,11 +290,11 @@ static hsr_status get_int(const char *name, int kind, int *out) {
   return HSR_OK;
 }
 
-hsr_status hsr_env_get_choice(const char *name, int *out) { return get_int(name, HSR_ENV_CHOICE, out); }
+hsr_status env_get_choice(const char *name, int *out) { return get_int(name, HSR_ENV_CHOICE, out); }
 
-hsr_status hsr_env_get_bool(const char *name, int *out) { return get_int(name, HSR_ENV_BOOL, out); }
+hsr_status env_get_bool(const char *name, int *out) { return get_int(name, HSR_ENV_BOOL, out); }
 
-hsr_status hsr_env_get_str(const char *name, const char **out) {
+hsr_status env_get_str(const char *name, const char **out) {
   double num = 0;
   return get(name, -1, out, &num);
 }

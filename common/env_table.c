@@ -1,7 +1,7 @@
-/* Every HSR_* environment variable hsr reads, in one table (hsr/env.h).
- * A new variable gets a row here and is read with an hsr_env_get_* reader;
+/* Every HSR_* environment variable hsr reads, in one table (common/env.h).
+ * A new variable gets a row here and is read with an env_get_* reader;
  * docs/environment.md's table is `hsr env --markdown` (tests/env_registry.sh). */
-#include "hsr/env.h"
+#include "common/env.h"
 
 #define K 1024.0
 #define M (1024.0 * 1024.0)
@@ -23,7 +23,7 @@ static const hsr_env_info table[] = {
      "collectives, would be accused)"},
     {"HSR_PROGRESS", HSR_ENV_CHOICE, 0, 0, "thread|inline", 0, "thread", "collectives",
      "`thread`: a progress thread advances operations while the caller computes; `inline`: only inside "
-     "hsr_req_test/hsr_req_wait"},
+     "req_test/hsr_req_wait"},
     {"HSR_ALGO_ALLREDUCE", HSR_ENV_CHOICE, 0, 0, "auto|ring|rd", 0, "auto", "collectives",
      "cross-node all-reduce: `ring` (reduce-scatter + all-gather), `rd` (recursive doubling, power-of-two groups), "
      "`auto` (rd up to HSR_ALGO_ALLREDUCE_RD_MAX); every rank alike (the bootstrap checks)"},
@@ -146,6 +146,6 @@ static const hsr_env_info table[] = {
      "test can change the engine's state meanwhile"},
 };
 
-int hsr_env_count(void) { return (int)(sizeof table / sizeof table[0]); }
+int env_count(void) { return (int)(sizeof table / sizeof table[0]); }
 
-const hsr_env_info *hsr_env_at(int i) { return i >= 0 && i < hsr_env_count() ? &table[i] : NULL; }
+const hsr_env_info *env_at(int i) { return i >= 0 && i < env_count() ? &table[i] : NULL; }

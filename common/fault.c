@@ -1,12 +1,13 @@
 /* HSR_FAULT, the fault matrix's test hook (common/fault_hook.h). */
 #include "fault_hook.h"
-#include "hsr/env.h"
+#include "common/env.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "common/common_internal.h"
 
 static const char *const phases[] = {"all_gather", "reduce_scatter", "all_reduce",   "broadcast", "barrier", "step",
                                      "ckpt_save",  "ckpt_done",      "ft_allreduce", "ft_vote",   "ft_heal", NULL};
@@ -19,11 +20,11 @@ static hsr_status bad(const char *v, const char *why) {
                    v, why);
 }
 
-hsr_status hsr_fault_hook_init(hsr_fault_hook *h, int rank) {
-  if (!h) return hsr_error(HSR_ERR_INVALID, "hsr_fault_hook_init: NULL hook");
+hsr_status fault_hook_init(hsr_fault_hook *h, int rank) {
+  if (!h) return hsr_error(HSR_ERR_INVALID, "fault_hook_init: NULL hook");
   memset(h, 0, sizeof *h);
   const char *v = NULL;
-  hsr_status st = hsr_env_get_str("HSR_FAULT", &v);
+  hsr_status st = env_get_str("HSR_FAULT", &v);
   if (st != HSR_OK) return st;
   if (!v) return HSR_OK;
   char buf[128], *part[6] = {0};
@@ -34,9 +35,9 @@ hsr_status hsr_fault_hook_init(hsr_fault_hook *h, int rank) {
   if (np < 4 || np > 5 || (np == 5 && strcmp(part[3], "sleep") != 0)) return bad(v, "expected four fields");
   long r, n;
   int ph;
-  if (hsr_parse_long("HSR_FAULT rank", part[0], 0, 1 << 24, &r) != HSR_OK) return bad(v, "RANK is not a rank");
-  if (hsr_parse_choice("HSR_FAULT phase", part[1], phases, &ph) != HSR_OK) return bad(v, "unknown PHASE");
-  if (hsr_parse_long("HSR_FAULT N", part[2], 1, 1L << 40, &n) != HSR_OK) return bad(v, "N is not >= 1");
+  if (parse_long("HSR_FAULT rank", part[0], 0, 1 << 24, &r) != HSR_OK) return bad(v, "RANK is not a rank");
+  if (parse_choice("HSR_FAULT phase", part[1], phases, &ph) != HSR_OK) return bad(v, "unknown PHASE");
+  if (parse_long("HSR_FAULT N", part[2], 1, 1L << 40, &n) != HSR_OK) return bad(v, "N is not >= 1");
   if (!strcmp(part[3], "kill") && np == 4)
     h->action = 0;
   else if (!strcmp(part[3], "stop") && np == 4)
@@ -46,7 +47,7 @@ hsr_status hsr_fault_hook_init(hsr_fault_hook *h, int rank) {
     if (ph >= 5) return bad(v, "killnode needs a collective PHASE (its node peers are the collectives')");
   } else if (np == 5) {
     h->action = 2;
-    if (hsr_parse_double("HSR_FAULT sleep", part[4], 0, 86400, &h->sleep_s) != HSR_OK)
+    if (parse_double("HSR_FAULT sleep", part[4], 0, 86400, &h->sleep_s) != HSR_OK)
       return bad(v, "sleep:S needs seconds in [0, 86400]");
   } else
     return bad(v, "unknown ACTION");
@@ -56,7 +57,7 @@ hsr_status hsr_fault_hook_init(hsr_fault_hook *h, int rank) {
   return HSR_OK;
 }
 
-hsr_status hsr_fault_hook_hit(hsr_fault_hook *h, const char *phase) {
+hsr_status fault_hook_hit(hsr_fault_hook *h, const char *phase) {
   if (!h || !h->armed || !phase || strcmp(phase, h->phase) != 0) return HSR_OK;
   long k = __atomic_add_fetch(&h->count, 1, __ATOMIC_RELAXED);
   if (k != h->n) return HSR_OK;

@@ -42,9 +42,9 @@ typedef struct hsr_fault_hook {
 
 /* Reads HSR_FAULT for world rank `rank`; HSR_ERR_INVALID naming the variable
  * and the valid forms when it is malformed. */
-hsr_status hsr_fault_hook_init(hsr_fault_hook *h, int rank);
+hsr_status fault_hook_init(hsr_fault_hook *h, int rank);
 /* Counts a call of `phase` and acts when it is the Nth (thread-safe). */
-hsr_status hsr_fault_hook_hit(hsr_fault_hook *h, const char *phase);
+hsr_status fault_hook_hit(hsr_fault_hook *h, const char *phase);
 
 #ifdef __cplusplus
 }

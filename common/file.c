@@ -1,4 +1,4 @@
-/* Files a user names, opened the same way everywhere (hsr/sys.h): inputs
+/* Files a user names, opened the same way everywhere (common/sys.h): inputs
  * must be regular files (a FIFO would block the open, a device would be read
  * forever), outputs never rename a new file over something that is not a
  * regular file, every write is checked, and an output is never one of the
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/sys.h"
+#include "common/sys.h"
 
 static const char *kind_of(mode_t m) {
   if (S_ISDIR(m)) return "a directory";
@@ -25,7 +25,7 @@ static const char *kind_of(mode_t m) {
 
 /* ---- inputs --------------------------------------------------------------------- */
 
-hsr_status hsr_file_open_read(const char *what, const char *path, int *fd) {
+hsr_status file_open_read(const char *what, const char *path, int *fd) {
   *fd = -1;
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
   /* O_NONBLOCK: opening a FIFO for reading waits for a writer otherwise */
@@ -47,10 +47,10 @@ hsr_status hsr_file_open_read(const char *what, const char *path, int *fd) {
   return HSR_OK;
 }
 
-hsr_status hsr_file_fopen_read(const char *what, const char *path, FILE **out) {
+hsr_status file_fopen_read(const char *what, const char *path, FILE **out) {
   *out = NULL;
   int fd;
-  HSR_CHECK(hsr_file_open_read(what, path, &fd));
+  HSR_CHECK(file_open_read(what, path, &fd));
   FILE *f = fdopen(fd, "rb");
   if (!f) {
     int e = errno;
@@ -102,8 +102,8 @@ static hsr_status resolve(const char *what, const char *path, char *out, size_t 
   return HSR_OK;
 }
 
-hsr_status hsr_path_check_output(const char *what, const char *path) {
-  HSR_CHECK(hsr_path_check_write(what, path));
+hsr_status path_check_output(const char *what, const char *path) {
+  HSR_CHECK(path_check_write(what, path));
   if (magic(path)) return HSR_OK;
   char t[PATH_MAX];
   HSR_CHECK(resolve(what, path, t, sizeof t));
@@ -125,7 +125,7 @@ static int same(const char *a, const char *b) {
   return !strcmp(ra, rb);
 }
 
-hsr_status hsr_path_check_distinct(const char *what_a, const char *a, const char *what_b, const char *b) {
+hsr_status path_check_distinct(const char *what_a, const char *a, const char *what_b, const char *b) {
   if (!a || !b) return HSR_OK;
   if (magic(a) && magic(b) && strcmp(a, b)) return HSR_OK; /* /dev/stdout and /dev/stderr may be one terminal */
   struct stat sb;
@@ -137,7 +137,7 @@ hsr_status hsr_path_check_distinct(const char *what_a, const char *a, const char
                    what_a, a, what_b, b);
 }
 
-hsr_status hsr_path_check_outside(const char *what, const char *path, const char *what_dir, const char *dir) {
+hsr_status path_check_outside(const char *what, const char *path, const char *what_dir, const char *dir) {
   if (!path || !dir || magic(path)) return HSR_OK;
   char rp[PATH_MAX], rd[PATH_MAX];
   if (resolve(what, path, rp, sizeof rp) != HSR_OK || !realpath(dir, rd)) return HSR_OK; /* checked elsewhere */
@@ -185,11 +185,11 @@ static int sink_close(void *cookie) {
 static hsr_status abort_keeping(hsr_out *o, hsr_status st) {
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", hsr_last_error());
-  hsr_out_abort(o);
+  out_abort(o);
   return hsr_error(st, "%s", msg);
 }
 
-hsr_status hsr_out_open(hsr_out *o, const char *what, const char *path, int mode) {
+hsr_status out_open(hsr_out *o, const char *what, const char *path, int mode) {
   memset(o, 0, sizeof *o);
   o->fd = -1;
   snprintf(o->what, sizeof o->what, "%s", what);
@@ -255,14 +255,14 @@ static int write_error(hsr_out *o) {
   return s && s->err ? s->err : EIO;
 }
 
-hsr_status hsr_out_flush(hsr_out *o) {
+hsr_status out_flush(hsr_out *o) {
   if (!o || !o->f) return HSR_OK;
   int e = write_error(o);
   if (e) return hsr_error(HSR_ERR_IO, "%s '%s': write failed: %s", o->what, o->path, strerror(e));
   return HSR_OK;
 }
 
-hsr_status hsr_out_close(hsr_out *o) {
+hsr_status out_close(hsr_out *o) {
   if (!o || !o->path) return HSR_OK;
   hsr_status st = HSR_OK;
   if (o->f) {
@@ -280,11 +280,11 @@ hsr_status hsr_out_close(hsr_out *o) {
     o->tmp = NULL;
   }
   if (st != HSR_OK) return abort_keeping(o, st);
-  hsr_out_abort(o); /* frees; nothing left to remove */
+  out_abort(o); /* frees; nothing left to remove */
   return HSR_OK;
 }
 
-void hsr_out_abort(hsr_out *o) {
+void out_abort(hsr_out *o) {
   if (!o) return;
   if (o->f) fclose(o->f); /* closes the sink */
   o->sink = NULL;

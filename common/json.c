@@ -1,4 +1,4 @@
-/* Numbers in the JSON files hsr reads (hsr/json.h). cJSON reads a number too
+/* Numbers in the JSON files hsr reads (common/json.h). cJSON reads a number too
  * large for a double (1e999) as infinity and gives no error: every parser
  * of a file a user hands hsr checks the whole document once, so a
  * non-finite value is refused naming where it sits instead of turning into
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hsr/json.h"
+#include "common/json.h"
 
 /* The path of the first non-finite number under node, appended to path. */
 static int walk(const cJSON *node, char *path, size_t n, size_t at) {
@@ -25,7 +25,7 @@ static int walk(const cJSON *node, char *path, size_t n, size_t at) {
   return 0;
 }
 
-hsr_status hsr_json_check_finite(const cJSON *doc, hsr_status st, const char *what) {
+hsr_status json_check_finite(const cJSON *doc, hsr_status st, const char *what) {
   char path[256] = "";
   if (!doc || !walk(doc, path, sizeof path, 0)) return HSR_OK;
   return hsr_error(st,

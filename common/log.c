@@ -1,5 +1,6 @@
 #include "hsr/common.h"
-#include "hsr/env.h"
+#include "common/common_internal.h"
+#include "common/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,16 +13,16 @@ static const char *const level_names[] = {"error", "warn", "info", "debug", NULL
  * A bad value logs at warn here; every command refuses it before it starts. */
 static int current_level(void) {
   int lvl = HSR_LOG_WARN;
-  if (hsr_env_get_choice("HSR_LOG", &lvl) != HSR_OK) return HSR_LOG_WARN;
+  if (env_get_choice("HSR_LOG", &lvl) != HSR_OK) return HSR_LOG_WARN;
   return lvl;
 }
 
-hsr_status hsr_log_check_env(void) { return hsr_env_check("HSR_LOG"); }
+hsr_status log_check_env(void) { return env_check("HSR_LOG"); }
 
-int hsr_log_enabled(hsr_log_level level) { return (int)level <= current_level(); }
+int log_enabled(hsr_log_level level) { return (int)level <= current_level(); }
 
-void hsr_log(hsr_log_level level, const char *fmt, ...) {
-  if (!hsr_log_enabled(level)) return;
+void log_msg(hsr_log_level level, const char *fmt, ...) {
+  if (!log_enabled(level)) return;
   char line[2048];
   int off = 0;
   const char *rank = getenv("PMIX_RANK");

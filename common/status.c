@@ -1,10 +1,11 @@
 #include "hsr/common.h"
+#include "common/common_internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static _Thread_local char last_error[1024];
-static _Thread_local int last_shared; /* every rank of the job holds this error (hsr_error_share) */
+static _Thread_local int last_shared; /* every rank of the job holds this error (error_share) */
 
 const char *hsr_status_str(hsr_status st) {
   switch (st) {
@@ -28,11 +29,11 @@ const char *hsr_status_str(hsr_status st) {
 
 const char *hsr_last_error(void) { return last_error; }
 
-void hsr_clear_error(void) { last_error[0] = '\0', last_shared = 0; }
+void clear_error(void) { last_error[0] = '\0', last_shared = 0; }
 
-void hsr_error_share(void) { last_shared = last_error[0] != '\0'; }
+void error_share(void) { last_shared = last_error[0] != '\0'; }
 
-int hsr_error_shared(void) { return last_shared; }
+int error_shared(void) { return last_shared; }
 
 /* Formats into a scratch buffer first: callers wrap the previous error
  * (hsr_error(st, "...: %s", hsr_last_error())), and vsnprintf must not read

@@ -1,5 +1,5 @@
 /* What this machine can hold (memory, a file system's free space) and the
- * checks of paths a user names (hsr/sys.h). */
+ * checks of paths a user names (common/sys.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +8,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/env.h"
+#include "common/sys.h"
 
 /* ---- memory: the machine's, and what a memory cgroup leaves ------------------ */
 
@@ -43,8 +43,8 @@ static int64_t cg_stat(const char *dir, const char *key) {
   return v;
 }
 
-hsr_status hsr_sys_cgroup_room(const char *proc_cgroup, const char *root, uint64_t *bytes) {
-  if (!proc_cgroup || !root || !bytes) return hsr_error(HSR_ERR_INVALID, "hsr_sys_cgroup_room: NULL argument");
+hsr_status sys_cgroup_room(const char *proc_cgroup, const char *root, uint64_t *bytes) {
+  if (!proc_cgroup || !root || !bytes) return hsr_error(HSR_ERR_INVALID, "sys_cgroup_room: NULL argument");
   FILE *f = fopen(proc_cgroup, "r");
   if (!f) return hsr_error(HSR_ERR_UNSUPPORTED, "%s: %s", proc_cgroup, strerror(errno));
   char line[4096], path[4096] = "", base[4200] = "";
@@ -106,12 +106,12 @@ hsr_status hsr_sys_cgroup_room(const char *proc_cgroup, const char *root, uint64
   return HSR_OK;
 }
 
-hsr_status hsr_sys_mem_available(uint64_t *bytes) {
+hsr_status sys_mem_available(uint64_t *bytes) {
   size_t hook = 0;
   const char *set = NULL;
-  HSR_CHECK(hsr_env_get_str("HSR_MEM_AVAILABLE", &set));
+  HSR_CHECK(env_get_str("HSR_MEM_AVAILABLE", &set));
   if (set) { /* a test's budget, so a check can be tried at any size */
-    HSR_CHECK(hsr_env_get_size("HSR_MEM_AVAILABLE", &hook));
+    HSR_CHECK(env_get_size("HSR_MEM_AVAILABLE", &hook));
     *bytes = hook;
     return HSR_OK;
   }
@@ -124,18 +124,18 @@ hsr_status hsr_sys_mem_available(uint64_t *bytes) {
   if (!found) return hsr_error(HSR_ERR_UNSUPPORTED, "/proc/meminfo has no MemAvailable");
   *bytes = (uint64_t)kb * 1024;
   uint64_t cg = 0; /* a container's limit: what private memory and memfds are both charged to */
-  if (hsr_sys_cgroup_room("/proc/self/cgroup", "/sys/fs/cgroup", &cg) == HSR_OK && cg < *bytes) *bytes = cg;
+  if (sys_cgroup_room("/proc/self/cgroup", "/sys/fs/cgroup", &cg) == HSR_OK && cg < *bytes) *bytes = cg;
   return HSR_OK;
 }
 
-hsr_status hsr_sys_fs_available(const char *path, uint64_t *bytes) {
+hsr_status sys_fs_available(const char *path, uint64_t *bytes) {
   struct statvfs sv;
   if (statvfs(path, &sv) != 0) return hsr_error(HSR_ERR_SYSTEM, "statvfs(%s): %s", path, strerror(errno));
   *bytes = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
   return HSR_OK;
 }
 
-void hsr_sys_bytes_text(double b, char *buf, size_t len) {
+void sys_bytes_text(double b, char *buf, size_t len) {
   static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
   if (b < 1024) {
     snprintf(buf, len, "%.0f bytes", b);
@@ -162,7 +162,7 @@ static hsr_status unreachable(const char *what, const char *path, const char *pa
              : hsr_error(HSR_ERR_INVALID, "%s '%s': '%s': %s", what, path, part, strerror(e));
 }
 
-hsr_status hsr_path_check_read(const char *what, const char *path) {
+hsr_status path_check_read(const char *what, const char *path) {
   struct stat sb;
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
   if (stat(path, &sb) != 0) return hsr_error(HSR_ERR_INVALID, "%s '%s': %s", what, path, strerror(errno));
@@ -173,7 +173,7 @@ hsr_status hsr_path_check_read(const char *what, const char *path) {
   return HSR_OK;
 }
 
-hsr_status hsr_path_check_write(const char *what, const char *path) {
+hsr_status path_check_write(const char *what, const char *path) {
   struct stat sb;
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
   if (stat(path, &sb) == 0) {
@@ -200,7 +200,7 @@ hsr_status hsr_path_check_write(const char *what, const char *path) {
   return HSR_OK;
 }
 
-hsr_status hsr_path_check_dir(const char *what, const char *path, int writable) {
+hsr_status path_check_dir(const char *what, const char *path, int writable) {
   struct stat sb;
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
   if (stat(path, &sb) != 0) return hsr_error(HSR_ERR_INVALID, "%s '%s': %s", what, path, strerror(errno));
@@ -210,10 +210,10 @@ hsr_status hsr_path_check_dir(const char *what, const char *path, int writable) 
   return HSR_OK;
 }
 
-hsr_status hsr_path_check_mkdir(const char *what, const char *path) {
+hsr_status path_check_mkdir(const char *what, const char *path) {
   struct stat sb;
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
-  if (stat(path, &sb) == 0) return hsr_path_check_dir(what, path, 1);
+  if (stat(path, &sb) == 0) return path_check_dir(what, path, 1);
   HSR_CHECK(unreachable(what, path, path, errno));
   /* a link to nothing: mkdir would find the name taken */
   if (lstat(path, &sb) == 0)

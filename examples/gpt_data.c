@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "ex_rand.h"
-#include "hsr/sys.h"
 #include "gpt.h"
 
 /* ---- data ---- */
@@ -33,8 +32,10 @@ hsr_status gpt_data_wrap(const uint8_t *bytes, size_t len, int T, gpt_data *out)
 
 hsr_status gpt_data_open(const char *path, int T, gpt_data *out) {
   memset(out, 0, sizeof *out);
-  int fd;
-  HSR_CHECK(hsr_file_open_read("data", path, &fd));
+  if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "data: empty path");
+  /* O_NONBLOCK: opening a FIFO for reading would wait for a writer */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return hsr_error(HSR_ERR_IO, "cannot open data '%s': %s", path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);

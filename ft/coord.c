@@ -7,6 +7,8 @@
 #include <time.h>
 
 #include "ft_int.h"
+#include "common/common_internal.h"
+#include "ft/ft_internal.h"
 
 #define WATCH_DEADLINE_S 3.0
 
@@ -21,16 +23,16 @@ static void nap(double s) {
   nanosleep(&ts, NULL);
 }
 
-hsr_status hsr_ft_coord_open(const char *addr, const char *token, double timeout_s, hsr_ft_coord **out, char *version,
-                             size_t n) {
-  if (!addr || !token || !*token || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ft_coord_open: no address or token");
+hsr_status ft_coord_open(const char *addr, const char *token, double timeout_s, hsr_ft_coord **out, char *version,
+                         size_t n) {
+  if (!addr || !token || !*token || !out) return hsr_error(HSR_ERR_INVALID, "ft_coord_open: no address or token");
   *out = NULL;
   ft_etcd *plain = NULL;
   HSR_CHECK(ft_etcd_open(addr, NULL, timeout_s, &plain));
-  double end = hsr_clock_s() + timeout_s;
+  double end = clock_s() + timeout_s;
   hsr_status st;
   char v[64] = "";
-  while ((st = ft_etcd_version(plain, v, sizeof v)) != HSR_OK && hsr_clock_s() < end) nap(0.1);
+  while ((st = ft_etcd_version(plain, v, sizeof v)) != HSR_OK && clock_s() < end) nap(0.1);
   if (st == HSR_OK) { /* a member answers; writes need the cluster's quorum, which etcd's own retry waits for */
     st = ft_etcd_enable_auth(plain, token);
     if (st != HSR_OK && (strstr(hsr_last_error(), "user name is empty") || strstr(hsr_last_error(), "permission")))
@@ -54,13 +56,13 @@ hsr_status hsr_ft_coord_open(const char *addr, const char *token, double timeout
   return HSR_OK;
 }
 
-void hsr_ft_coord_close(hsr_ft_coord *c) {
+void ft_coord_close(hsr_ft_coord *c) {
   if (!c) return;
   ft_etcd_close(c->e);
   free(c);
 }
 
-hsr_status hsr_ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n) {
+hsr_status ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n) {
   *changed = 0;
   *groups = 0;
   if (line && n) line[0] = 0;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "common/common_internal.h"
 
 #define MAX_EP 16
 #define REQ_S 3.0 /* one request to one member; a member without quorum answers etcd's own timeout later */
@@ -144,13 +145,13 @@ static hsr_status authenticate(ft_etcd *e);
 static hsr_status request(ft_etcd *e, const char *path, const cJSON *body, cJSON **resp) {
   char *js = cJSON_PrintUnformatted(body);
   if (!js) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  double end = hsr_clock_s() + e->deadline_s;
+  double end = clock_s() + e->deadline_s;
   char last[512] = "no member answered";
   int reauth = 0;
   hsr_status st = HSR_ERR_TIMEOUT;
   *resp = NULL;
   for (int attempt = 0;; attempt++) {
-    double left = end - hsr_clock_s();
+    double left = end - clock_s();
     if (attempt > 0 && left <= 0) break;
     char url[512];
     snprintf(url, sizeof url, "%s%s", e->ep[e->cur], path);
@@ -245,7 +246,7 @@ hsr_status ft_etcd_open(const char *endpoints, const char *token, double deadlin
   *out = NULL;
   if (!endpoints || !*endpoints) return hsr_error(HSR_ERR_INVALID, "coordinator: no address");
   /* strict before curl sees it: a malformed item must not become a DNS lookup */
-  HSR_CHECK(hsr_parse_hostports("coordinator", endpoints, MAX_EP));
+  HSR_CHECK(parse_hostports("coordinator", endpoints, MAX_EP));
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return hsr_error(HSR_ERR_SYSTEM, "libcurl: global init");
   ft_etcd *e = calloc(1, sizeof *e);
   if (!e) return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -490,7 +491,7 @@ hsr_status ft_etcd_watch(ft_etcd *e, const char *prefix, int64_t from_rev, doubl
     free(js);
     return hsr_error(HSR_ERR_SYSTEM, "libcurl: cannot create a handle");
   }
-  double end = hsr_clock_s() + wait_s;
+  double end = clock_s() + wait_s;
   for (int tries = 0; tries < e->nep; tries++) {
     char url[512];
     snprintf(url, sizeof url, "%s/v3/watch", e->ep[e->cur]);
@@ -501,7 +502,7 @@ hsr_status ft_etcd_watch(ft_etcd *e, const char *prefix, int64_t from_rev, doubl
       snprintf(a, sizeof a, "Authorization: %s", e->auth);
       h = curl_slist_append(h, a);
     }
-    double left = end - hsr_clock_s();
+    double left = end - clock_s();
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -521,7 +522,7 @@ hsr_status ft_etcd_watch(ft_etcd *e, const char *prefix, int64_t from_rev, doubl
     /* refused or cut off: the next member; the caller reads the store again */
     e->cur = (e->cur + 1) % e->nep;
     if (tries + 1 == e->nep) {
-      sleep_s(end - hsr_clock_s() < 0.2 ? end - hsr_clock_s() : 0.2);
+      sleep_s(end - clock_s() < 0.2 ? end - clock_s() : 0.2);
       *changed = 1;
     }
   }

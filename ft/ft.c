@@ -6,8 +6,12 @@
 #include <string.h>
 
 #include "ft_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "launch/agree.h"
+#include "common/common_internal.h"
+#include "collectives/comm_internal.h"
+#include "runtime/runtime_internal.h"
+#include "ft/ft_internal.h"
 
 /* ---- the group's messages ---- */
 
@@ -38,7 +42,7 @@ hsr_status ft_grp_wait(hsr_ft *ft, ft_lead_fn fn, void *arg, char **blob) {
     char *b = NULL;
     do {
       memset(&m, 0, sizeof m);
-      hsr_status st = fn(ft, arg, hsr_clock_s() + ft->beat, &final, &b);
+      hsr_status st = fn(ft, arg, clock_s() + ft->beat, &final, &b);
       if (st != HSR_OK) {
         final = 1;
         m.status = st;
@@ -71,7 +75,7 @@ hsr_status ft_grp_wait(hsr_ft *ft, ft_lead_fn fn, void *arg, char **blob) {
     free(*blob);
     *blob = NULL;
     hsr_error((hsr_status)m.status, "%s", m.err);
-    hsr_error_share(); /* the leader's result, on every rank of the group: said once */
+    error_share(); /* the leader's result, on every rank of the group: said once */
     return (hsr_status)m.status;
   }
   return HSR_OK;
@@ -146,12 +150,12 @@ hsr_status hsr_ft_create(hsr_boot *boot, const hsr_ft_config *c, hsr_ft **out) {
                      c->replicas - 1);
   if (!c->coordinator || !*c->coordinator) return hsr_error(HSR_ERR_INVALID, "ft: no coordinator address");
   const char *tok = NULL;
-  HSR_CHECK(hsr_env_get_str("HSR_FT_TOKEN", &tok));
+  HSR_CHECK(env_get_str("HSR_FT_TOKEN", &tok));
   if (!tok)
     return hsr_error(HSR_ERR_INVALID, "HSR_FT_TOKEN is not set: a replica group joins the coordinator with the run's "
                                       "shared token (the one 'hsr coordinator' was started with)");
   double ct = 300;
-  HSR_CHECK(hsr_env_get_double("HSR_COMM_TIMEOUT", &ct));
+  HSR_CHECK(env_get_double("HSR_COMM_TIMEOUT", &ct));
   hsr_ft *ft = calloc(1, sizeof *ft);
   if (!ft) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   ft->c = *c;
@@ -170,7 +174,7 @@ hsr_status hsr_ft_create(hsr_boot *boot, const hsr_ft_config *c, hsr_ft **out) {
   cJSON *idj = cJSON_Parse(ft->identity);
   hsr_status st = idj && cJSON_IsObject(idj) ? HSR_OK : hsr_error(HSR_ERR_INVALID, "ft: identity is not a JSON object");
   cJSON_Delete(idj);
-  if (st == HSR_OK) st = hsr_fault_hook_init(&ft->hook, ft->rank);
+  if (st == HSR_OK) st = fault_hook_init(&ft->hook, ft->rank);
   if (st == HSR_OK) st = ft_link_open(&ft->link);
   if (st == HSR_OK && ft->rank == 0) st = ft_lead_open(ft);
   st = agree(boot, st);
@@ -206,8 +210,8 @@ hsr_status hsr_ft_attach(hsr_ft *ft, hsr_rt_config *cfg) {
   return HSR_OK;
 }
 
-int hsr_ft_replica_id(const hsr_ft *ft) { return ft ? ft->c.replica_id : -1; }
-double hsr_ft_timeout(const hsr_ft *ft) { return ft ? ft->T : 0; }
+int ft_replica_id(const hsr_ft *ft) { return ft ? ft->c.replica_id : -1; }
+double ft_timeout(const hsr_ft *ft) { return ft ? ft->T : 0; }
 
 /* Every rank's UCX address: rank 0 keeps them as a JSON array of base64. */
 static hsr_status gather_addresses(hsr_ft *ft) {
@@ -251,15 +255,15 @@ hsr_status hsr_ft_join(hsr_ft *ft, hsr_rt *rt, int64_t *done) {
   if (!ft || !rt || !done) return hsr_error(HSR_ERR_INVALID, "hsr_ft_join: NULL argument");
   ft->rt = rt;
   hsr_comm *w = hsr_rt_world(rt);
-  if (w && hsr_comm_backend(w) == HSR_BACKEND_HOST) {
+  if (w && comm_backend(w) == HSR_BACKEND_HOST) {
     ft->grp = w;
   } else { /* a device engine's world is NCCL's: the group's messages get a host world of their own */
     HSR_CHECK(hsr_comm_world(ft->boot, HSR_BACKEND_HOST, &ft->grp));
     ft->own_grp = 1;
   }
-  HSR_CHECK(hsr_comm_set_name(ft->grp, ft->own_grp ? "ft" : hsr_comm_name(ft->grp)));
-  ft->layout_hash = hsr_rt_layout_hash(hsr_rt_get_layout(rt));
-  int64_t d0 = hsr_rt_get_step(rt);
+  HSR_CHECK(comm_set_name(ft->grp, ft->own_grp ? "ft" : comm_name(ft->grp)));
+  ft->layout_hash = rt_layout_hash(rt_get_layout(rt));
+  int64_t d0 = rt_get_step(rt);
   uint64_t h = 0;
   HSR_CHECK(hsr_ft_state_hash(ft, rt, d0, &h));
   HSR_CHECK(gather_addresses(ft));

@@ -5,7 +5,7 @@
  * group's learning rate), the program's state (JSON), then unit by unit the
  * master weights and both AdamW moments, straight from the engine's buffers
  * (device engines through a host copy). The joiner's ranks then install it
- * together (hsr_rt_state_installed) and hash it: the healer hashed the same
+ * together (rt_state_installed_at) and hash it: the healer hashed the same
  * state before sending, and the next vote compares the two. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,6 +15,9 @@
 
 #include "ft_int.h"
 #include "hsr/kernels.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "runtime/runtime_internal.h"
+#include "common/common_internal.h"
 
 #define HEAL_MAGIC 0x6873724845414c31ull /* "hsrHEAL1" */
 
@@ -31,7 +34,7 @@ static int device_of(hsr_ft *ft) { return hsr_device_kind_of(hsr_rt_device(ft->r
  * on a device engine. */
 static hsr_status unit_bufs(hsr_ft *ft, int u, int to_host, float *host, void *bufs[3], size_t bytes[3]) {
   hsr_rt_slice s;
-  HSR_CHECK(hsr_rt_slice_get(ft->rt, u, &s));
+  HSR_CHECK(rt_slice_get(ft->rt, u, &s));
   float *src[3] = {s.master, s.m, s.v};
   for (int k = 0; k < 3; k++) {
     bytes[k] = s.len * sizeof(float);
@@ -44,7 +47,7 @@ static hsr_status unit_bufs(hsr_ft *ft, int u, int to_host, float *host, void *b
 
 static hsr_status unit_store(hsr_ft *ft, int u, const float *host) {
   hsr_rt_slice s;
-  HSR_CHECK(hsr_rt_slice_get(ft->rt, u, &s));
+  HSR_CHECK(rt_slice_get(ft->rt, u, &s));
   float *dst[3] = {s.master, s.m, s.v};
   hsr_stream *cs = hsr_rt_compute_stream(ft->rt);
   for (int k = 0; k < 3; k++)
@@ -53,10 +56,10 @@ static hsr_status unit_store(hsr_ft *ft, int u, const float *host) {
 }
 
 static size_t largest_unit(hsr_rt *rt) {
-  const hsr_rt_layout *l = hsr_rt_get_layout(rt);
+  const hsr_rt_layout *l = rt_get_layout(rt);
   size_t m = 0;
-  for (int u = 0; u < hsr_rt_layout_num_units(l); u++)
-    if (hsr_rt_layout_shard_len(l, u) > m) m = hsr_rt_layout_shard_len(l, u);
+  for (int u = 0; u < rt_layout_num_units(l); u++)
+    if (rt_layout_shard_len(l, u) > m) m = rt_layout_shard_len(l, u);
   return m;
 }
 
@@ -65,17 +68,17 @@ static hsr_status program_json(hsr_ft *ft, int64_t done, char **out) {
   hsr_ckpt_state *p;
   HSR_CHECK(hsr_ckpt_state_create(&p));
   hsr_status st = ft->c.program ? ft->c.program(ft->c.program_ctx, done, p) : HSR_OK;
-  if (st == HSR_OK) st = hsr_ckpt_state_json(p, out);
+  if (st == HSR_OK) st = ckpt_state_json(p, out);
   hsr_ckpt_state_free(p);
   return st;
 }
 
 hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) {
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   uint64_t h;
   HSR_CHECK(hsr_ft_state_hash(ft, ft->rt, done, &h)); /* what the joiner must end with */
-  const hsr_rt_layout *l = hsr_rt_get_layout(ft->rt);
-  int U = hsr_rt_layout_num_units(l);
+  const hsr_rt_layout *l = rt_get_layout(ft->rt);
+  int U = rt_layout_num_units(l);
   char *prog = NULL;
   HSR_CHECK(program_json(ft, done, &prog));
   heal_hdr *hd = malloc(sizeof *hd); /* on the heap: a send to a joiner that stopped may outlive this call */
@@ -84,8 +87,8 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
     free(prog), free(hd), free(host);
     return hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
   }
-  *hd = (heal_hdr){HEAL_MAGIC, done, hsr_rt_get_step(ft->rt), (uint64_t)U, 0, strlen(prog) + 1};
-  for (int u = 0; u < U; u++) hd->total += hsr_rt_layout_shard_len(l, u);
+  *hd = (heal_hdr){HEAL_MAGIC, done, rt_get_step(ft->rt), (uint64_t)U, 0, strlen(prog) + 1};
+  for (int u = 0; u < U; u++) hd->total += rt_layout_shard_len(l, u);
   ft_result r;
   void *b0[2] = {hd, prog};
   size_t n0[2] = {sizeof *hd, hd->prog_len};
@@ -97,7 +100,7 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
   for (int u = 0; u < U && st == HSR_OK && r.ok; u++) {
     void *b[3];
     size_t n[3];
-    st = hsr_fault_hook_hit(&ft->hook, "ft_heal");
+    st = fault_hook_hit(&ft->hook, "ft_heal");
     if (st == HSR_OK) st = unit_bufs(ft, u, 1, host, b, n);
     if (st == HSR_OK) st = ft_link_send(ft->link, joiner, ft->c.replica_id, ep, seq, b, n, 3, ft->T, &r);
     if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive the send anyway */
@@ -114,15 +117,15 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
   out->peer = joiner;
   out->done = done;
   out->bytes += bytes;
-  out->seconds = hsr_clock_s() - t0;
+  out->seconds = clock_s() - t0;
   out->failed = !r.ok; /* the joiner failed: this group's state is intact; the all-reduce will name it */
   return HSR_OK;
 }
 
 hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) {
-  double t0 = hsr_clock_s();
-  const hsr_rt_layout *l = hsr_rt_get_layout(ft->rt);
-  int U = hsr_rt_layout_num_units(l);
+  double t0 = clock_s();
+  const hsr_rt_layout *l = rt_get_layout(ft->rt);
+  int U = rt_layout_num_units(l);
   heal_hdr hd = {0}, *hdp = calloc(1, sizeof *hdp); /* received on the heap: a receive from a healer that
                                                       stopped mid-message may outlive this call */
   char *prog = NULL;
@@ -138,7 +141,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
     free(hdp);
   }
   uint64_t total = 0, bytes = r.bytes_recv;
-  for (int u = 0; u < U; u++) total += hsr_rt_layout_shard_len(l, u);
+  for (int u = 0; u < U; u++) total += rt_layout_shard_len(l, u);
   char why[320] = "";
   if (st == HSR_OK && r.ok &&
       (hd.magic != HEAL_MAGIC || hd.done != done || hd.units != (uint64_t)U || hd.total != total ||
@@ -161,7 +164,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
   for (int u = 0; u < U && st == HSR_OK && r.ok && !why[0]; u++) {
     void *b[3];
     size_t n[3];
-    st = hsr_fault_hook_hit(&ft->hook, "ft_heal");
+    st = fault_hook_hit(&ft->hook, "ft_heal");
     if (st == HSR_OK) st = unit_bufs(ft, u, 0, host, b, n);
     if (st == HSR_OK) st = ft_link_recv(ft->link, healer, ep, seq, b, n, 3, ft->T, &r);
     if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive it anyway */
@@ -185,12 +188,12 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
   st = ft_grp_allgather(ft, &ok, sizeof ok, v);
   for (int i = 0; i < ft->S; i++) all_ok &= v[i];
   free(v);
-  if (st == HSR_OK) st = hsr_rt_state_installed(ft->rt, all_ok ? hd.engine_step : hsr_rt_get_step(ft->rt));
+  if (st == HSR_OK) st = rt_state_installed_at(ft->rt, all_ok ? hd.engine_step : rt_get_step(ft->rt));
   if (st == HSR_OK && all_ok) {
     hsr_ckpt_state_free(ft->healed_prog);
     ft->healed_prog = NULL;
     st = hsr_ckpt_state_create(&ft->healed_prog);
-    if (st == HSR_OK) st = hsr_ckpt_state_from_json(ft->healed_prog, prog);
+    if (st == HSR_OK) st = ckpt_state_from_json(ft->healed_prog, prog);
   }
   if (!taken) free(prog);
   HSR_CHECK(st);
@@ -199,7 +202,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
   out->peer = healer;
   out->done = done;
   out->bytes = bytes;
-  out->seconds = hsr_clock_s() - t0;
+  out->seconds = clock_s() - t0;
   if (!all_ok) {
     out->failed = 1;
     ft->heal_failed = 1;
@@ -220,13 +223,12 @@ hsr_status hsr_ft_state_hash(hsr_ft *ft, hsr_rt *rt, int64_t done, uint64_t *has
   XXH3_state_t *x = XXH3_createState();
   if (!x) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   XXH3_64bits_reset(x);
-  int U = hsr_rt_layout_num_units(hsr_rt_get_layout(rt)),
-      dev = hsr_device_kind_of(hsr_rt_device(rt)) != HSR_DEVICE_HOST;
+  int U = rt_layout_num_units(rt_get_layout(rt)), dev = hsr_device_kind_of(hsr_rt_device(rt)) != HSR_DEVICE_HOST;
   float *host = dev ? malloc((largest_unit(rt) ? largest_unit(rt) : 1) * sizeof(float)) : NULL;
   hsr_status st = dev && !host ? hsr_error(HSR_ERR_NOMEM, "out of memory") : HSR_OK;
   for (int u = 0; u < U && st == HSR_OK; u++) {
     hsr_rt_slice s;
-    st = hsr_rt_slice_get(rt, u, &s);
+    st = rt_slice_get(rt, u, &s);
     float *b[3] = {s.master, s.m, s.v};
     for (int k = 0; k < 3 && st == HSR_OK; k++) {
       if (host) st = hsr_device_copy(hsr_rt_device(rt), host, b[k], s.len * 4, hsr_rt_compute_stream(rt));
@@ -234,7 +236,7 @@ hsr_status hsr_ft_state_hash(hsr_ft *ft, hsr_rt *rt, int64_t done, uint64_t *has
       if (st == HSR_OK) XXH3_64bits_update(x, host ? host : b[k], s.len * 4);
     }
   }
-  int64_t steps[2] = {done, hsr_rt_get_step(rt)};
+  int64_t steps[2] = {done, rt_get_step(rt)};
   XXH3_64bits_update(x, steps, sizeof steps);
   char *prog = NULL;
   if (st == HSR_OK) st = program_json(ft, done, &prog);

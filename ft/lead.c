@@ -21,6 +21,7 @@
 
 #include "ft_int.h"
 #include "hsr/config.h"
+#include "common/common_internal.h"
 
 #define KEY_MAX 128
 
@@ -354,7 +355,7 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
   if (st == HSR_OK) st = check_identity(ft, &v, mine);
   /* a crashed job's records stay until their leases run out: a start waits that long for them to go before it
    * takes them for a running job (a stale quorum never blocks a start) */
-  double stale_end = ft->t_reg + FT_LEASE_TTL + 1, now = hsr_clock_s();
+  double stale_end = ft->t_reg + FT_LEASE_TTL + 1, now = clock_s();
   if (st == HSR_OK && !ft->c.join && quorum_live(ft) && now < stale_end) {
     int64_t rev = v.kvs.rev;
     int ch;
@@ -383,7 +384,7 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
     else
       ft->ka_on = 1;
   }
-  ft->t_begin = hsr_clock_s();
+  ft->t_begin = clock_s();
 put:; /* a previous run of this id may still hold the key until its lease ends */
   double end = ft->t_begin + FT_LEASE_TTL + 3;
   while (st == HSR_OK) {
@@ -430,7 +431,7 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
       continue;
     }
     ft_kvs_free(&qk);
-    if (hsr_clock_s() > end) {
+    if (clock_s() > end) {
       char host[64] = "?";
       int pid = 0;
       if (k.n) {
@@ -440,26 +441,26 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
       }
       st = hsr_error(HSR_ERR_INVALID, "replica %d is already running (host %s, pid %d): give another --replica-id",
                      ft->c.replica_id, host, pid);
-    } else if (hsr_clock_s() >= until) {
+    } else if (clock_s() >= until) {
       ft_kvs_free(&k);
       break; /* a heartbeat to the group, then on */
     } else {
       int ch;
-      st = ft_etcd_watch(ft->e, mk, k.rev + 1, until - hsr_clock_s(), &ch);
+      st = ft_etcd_watch(ft->e, mk, k.rev + 1, until - clock_s(), &ch);
     }
     ft_kvs_free(&k);
   }
   free(mine);
-  if (*final) ft->t_begin = hsr_clock_s(); /* the quorum's wait starts */
+  if (*final) ft->t_begin = clock_s(); /* the quorum's wait starts */
   return st;
 }
 
 hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
-  if (ft->t_reg <= 0) ft->t_reg = hsr_clock_s();
+  if (ft->t_reg <= 0) ft->t_reg = clock_s();
   hsr_status st = lead_register(ft, done, hash, until, final);
   /* a busy coordinator (many groups starting at once) is asked again after a heartbeat; refusals are
    * HSR_ERR_INVALID and end the start at once */
-  if (st != HSR_OK && is_coord_error(st) && hsr_clock_s() < ft->t_reg + start_limit(ft)) return HSR_OK;
+  if (st != HSR_OK && is_coord_error(st) && clock_s() < ft->t_reg + start_limit(ft)) return HSR_OK;
   return st;
 }
 
@@ -541,7 +542,7 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
   int coord = 0;
   hsr_status st = wait_quorum(ft, until, limit, final, blob, &coord);
   /* a busy coordinator (many groups starting at once) is asked again after a heartbeat, up to the limit */
-  if (st != HSR_OK && coord && is_coord_error(st) && hsr_clock_s() < limit) return HSR_OK;
+  if (st != HSR_OK && coord && is_coord_error(st) && clock_s() < limit) return HSR_OK;
   return st;
 }
 
@@ -580,7 +581,7 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
       return hsr_error(HSR_ERR_STATE, "replica %d: every live replica group left before admitting this one",
                        ft->c.replica_id);
     }
-    double now = hsr_clock_s();
+    double now = clock_s();
     if (now - ft->t_begin > 5 && !ft->said_waiting) { /* a line, once, while a slow start keeps the group waiting */
       int miss[FT_MAX_REPLICAS], n = 0;
       for (int id = 0; id < ft->c.replicas && !ft->c.join; id++)
@@ -762,7 +763,7 @@ static hsr_status vote_error(hsr_ft *ft, hsr_status st, int *final, char **blob)
     *final = 1;
     return st;
   }
-  double now = hsr_clock_s();
+  double now = clock_s();
   if (ft->coord_fail_since <= 0) ft->coord_fail_since = now;
   if (now - ft->coord_fail_since < ft->T) return HSR_OK; /* a heartbeat to the group, then again */
   *final = 1;
@@ -784,7 +785,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     if (st != HSR_OK) return vote_error(ft, st, final, blob); /* a retry writes the same vote */
     ft->coord_fail_since = 0;
     ft->voted = 1;
-    ft->t_voted = hsr_clock_s();
+    ft->t_voted = clock_s();
     ft->vote_written = written && !lost;
   }
   if (!ft->vote_written) { /* the record is gone, or the votes were frozen without this one */
@@ -810,7 +811,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     ft->vote_written = 1; /* frozen without it: decide from the others' */
   }
   for (;;) {
-    if (hsr_clock_s() >= until) return HSR_OK; /* a heartbeat to the group, then on */
+    if (clock_s() >= until) return HSR_OK; /* a heartbeat to the group, then on */
     view v;
     st = read_all(ft, &v, 0);
     if (st != HSR_OK) {
@@ -837,7 +838,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       *final = 1;
       return HSR_OK;
     }
-    double now = hsr_clock_s();
+    double now = clock_s();
     if (d == FT_ABORT) { /* a failed vote: freeze the votes before deciding */
       st = write_abort(ft, NULL, 0, "a vote failed");
     } else { /* missing votes: gone, or past the bound */
@@ -876,7 +877,7 @@ hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char 
   if (!ft->wrote_done) {
     char val[128];
     snprintf(val, sizeof val, "{\"done\":%" PRIu64 ",\"hash\":\"%016" PRIx64 "\"}", a[0], a[1]);
-    ft->t_begin = hsr_clock_s();
+    ft->t_begin = clock_s();
     if ((st = ft_etcd_put(ft->e, dk, val, 0)) != HSR_OK) goto unreachable;
     ft->wrote_done = 1;
   }
@@ -907,7 +908,7 @@ hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char 
                        "state_hash after %" PRIu64 " steps: %016" PRIx64 " here (replica %d), %016" PRIx64
                        " in replica %d: the replica groups' states differ",
                        a[0], a[1], ft->c.replica_id, hd, diff);
-    double now = hsr_clock_s();
+    double now = clock_s();
     if (nm == 0 || now >= ft->t_begin + ft->T) {
       if (nm == 0)
         snprintf(line, sizeof line, "state_hash %016" PRIx64 " after %" PRIu64 " steps: equal on replicas %s", a[1],
@@ -931,7 +932,7 @@ hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char 
   }
 unreachable: /* the training is done; only the comparison is not possible */
   if (!is_coord_error(st)) return st;
-  if (hsr_clock_s() - ft->t_begin < ft->T) return HSR_OK; /* again, after a heartbeat */
+  if (clock_s() - ft->t_begin < ft->T) return HSR_OK; /* again, after a heartbeat */
   char line[1200];
   snprintf(line, sizeof line,
            "state_hash %016" PRIx64 " after %" PRIu64 " steps; not compared: the coordinator is unreachable (%.900s)",

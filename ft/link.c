@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
+#include "common/common_internal.h"
 
 typedef struct peer {
   struct ft_link *l;
@@ -122,7 +123,7 @@ static void progress_all(ft_link *l) {
 static void sleep_on(ft_link *l, double deadline) {
   progress_all(l);
   if (ucp_worker_arm(l->w) == UCS_ERR_BUSY) return;
-  double left = deadline - hsr_clock_s();
+  double left = deadline - clock_s();
   int ms = left <= 0 ? 0 : left > 0.1 ? 100 : (int)(left * 1e3) + 1;
   struct pollfd pf = {.fd = l->efd, .events = POLLIN};
   poll(&pf, 1, ms);
@@ -134,8 +135,8 @@ static void close_ep(ft_link *l, peer *p, int force) {
   ucs_status_ptr_t r = ucp_ep_close_nbx(p->ep, &cp);
   p->ep = NULL;
   if (r == NULL || UCS_PTR_IS_ERR(r)) return;
-  double end = hsr_clock_s() + 1.0;
-  while (ucp_request_check_status(r) == UCS_INPROGRESS && hsr_clock_s() < end) sleep_on(l, end);
+  double end = clock_s() + 1.0;
+  while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_s() < end) sleep_on(l, end);
   if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(l->w, r);
   ucp_request_free(r);
 }
@@ -152,8 +153,8 @@ static void drain_unexpected(ft_link *l) {
     if (!b) return;
     ucp_request_param_t rp = {.op_attr_mask = 0};
     ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(l->w, b, info.length, m, &rp);
-    double end = hsr_clock_s() + 0.5;
-    while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS && hsr_clock_s() < end)
+    double end = clock_s() + 0.5;
+    while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS && clock_s() < end)
       sleep_on(l, end);
     if (r && !UCS_PTR_IS_ERR(r)) {
       if (ucp_request_check_status(r) == UCS_INPROGRESS) { /* still arriving: leave it and its buffer */
@@ -174,8 +175,8 @@ void ft_link_close(ft_link *l) {
       close_ep(l, l->peers[i], 1); /* pending sends end here */
     }
   if (l->w) {
-    double end = hsr_clock_s() + 1.0;
-    while (l->abandoned > 0 && hsr_clock_s() < end) sleep_on(l, end);
+    double end = clock_s() + 1.0;
+    while (l->abandoned > 0 && clock_s() < end) sleep_on(l, end);
   }
   for (int i = 0; i < FT_MAX_REPLICAS; i++) free(l->peers[i]);
   if (l->tmp) {
@@ -286,11 +287,11 @@ static int finish_slots(ft_link *l, slot **s, int n) {
   int left = 0;
   for (int i = 0; i < n; i++)
     if (s[i] && !s[i]->done && s[i]->req && s[i]->kind < 0) ucp_request_cancel(l->w, s[i]->req);
-  double end = hsr_clock_s() + 0.2;
+  double end = clock_s() + 0.2;
   for (;;) {
     int pend = 0;
     for (int i = 0; i < n; i++) pend += s[i] && !s[i]->done && s[i]->kind < 0;
-    if (!pend || hsr_clock_s() >= end) break;
+    if (!pend || clock_s() >= end) break;
     sleep_on(l, end);
   }
   for (int i = 0; i < n; i++) {
@@ -356,11 +357,11 @@ static void send_aborts(ft_link *l, const int *peers, int n, int me, int64_t epo
   int k = 0;
   for (int j = 0; j < n; j++)
     if (j != me) s[k++] = post_send(l, peers[j], ft_tag(FT_TAG_ABORT, epoch, step, peers[me]), m, sizeof *m, 1, rec);
-  double end = hsr_clock_s() + 0.05;
+  double end = clock_s() + 0.05;
   for (;;) {
     int pend = 0;
     for (int i = 0; i < k; i++) pend += s[i] && !s[i]->done;
-    if (!pend || hsr_clock_s() >= end) break;
+    if (!pend || clock_s() >= end) break;
     sleep_on(l, end);
   }
   finish_slots(l, s, k);
@@ -408,7 +409,7 @@ hsr_status ft_link_allreduce_avg(ft_link *l, const int *peers, int n, int me, in
     if (!srs[j]) return hsr_error(HSR_ERR_NOMEM, "out of memory");
     res->bytes_sent += c * sizeof(float);
   }
-  double deadline = hsr_clock_s() + timeout_s;
+  double deadline = clock_s() + timeout_s;
   int phase = 1;
   float *out = buf + off_of(len, n, me);
   for (;;) {
@@ -460,7 +461,7 @@ hsr_status ft_link_allreduce_avg(ft_link *l, const int *peers, int n, int me, in
       continue;
     }
     if (need == 0 && phase == 2) break;
-    if (hsr_clock_s() >= deadline) {
+    if (clock_s() >= deadline) {
       char t[32];
       snprintf(t, sizeof t, "%.1f s", timeout_s);
       for (int j = 0; j < n; j++) {
@@ -514,7 +515,7 @@ static hsr_status p2p(ft_link *l, int send, int peer, int src, int64_t epoch, in
       return hsr_error(HSR_ERR_NOMEM, "out of memory");
     }
   }
-  double deadline = hsr_clock_s() + timeout_s;
+  double deadline = clock_s() + timeout_s;
   for (;;) {
     progress_all(l);
     int pend = 0;
@@ -534,7 +535,7 @@ static hsr_status p2p(ft_link *l, int send, int peer, int src, int64_t epoch, in
       add_culprit(res, peer, "replica %d is gone: %s", l->peers[peer]->why);
       break;
     }
-    if (hsr_clock_s() >= deadline) {
+    if (clock_s() >= deadline) {
       char t[64];
       snprintf(t, sizeof t, "%s for %.1f s", send ? "took nothing" : "sent nothing", timeout_s);
       add_culprit(res, peer, "replica %d %s", t);

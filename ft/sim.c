@@ -12,7 +12,9 @@
 #include <time.h>
 
 #include "ft_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "ft/ft_internal.h"
 
 #define SIM_STACK (1u << 20) /* the deciding code keeps a few FT_MAX_REPLICAS arrays on the stack */
 #define SIM_H0 0x5eed5eed5eed5eedULL
@@ -186,13 +188,13 @@ static hsr_status group_run(sim_group *g) {
   g->rev = ft->my_rev;
   g->ready_done = w->max_done;
   pthread_mutex_unlock(&w->mu);
-  g->t_ready = hsr_clock_s();
+  g->t_ready = clock_s();
   snprintf(g->phase, sizeof g->phase, "waiting for the quorum");
   HSR_CHECK(ft_grp_wait(ft, ft_lead_wait_quorum, NULL, &blob));
   hsr_status st = ft_install(ft, blob);
   free(blob);
   HSR_CHECK(st);
-  g->t_admit = hsr_clock_s();
+  g->t_admit = clock_s();
   g->admit_done = ft->q.done;
   pthread_mutex_lock(&w->mu);
   g->state = G_RUN;
@@ -203,7 +205,7 @@ static hsr_status group_run(sim_group *g) {
   while (ft->q.done < c->steps) {
     int64_t s = ft->q.done + 1, epoch = ft->q.epoch;
     if (c->kill && g->inc == 0 && s >= c->kill_step && is_victim(w, g->id)) {
-      g->t_kill = hsr_clock_s();
+      g->t_kill = clock_s();
       g->state = G_KILLED;
       return HSR_OK;
     }
@@ -213,7 +215,7 @@ static hsr_status group_run(sim_group *g) {
     nap(c->step_s);
     ft_outcome o;
     if (c->stop_step && g->inc == 0 && g->id == w->stop_id && s == c->stop_step) {
-      g->t_stop = hsr_clock_s();
+      g->t_stop = clock_s();
       pthread_mutex_lock(&ft->mu); /* SIGSTOP: the lease's keep-alive thread stops too */
       nap(c->stop_s);
       pthread_mutex_unlock(&ft->mu);
@@ -230,9 +232,9 @@ static hsr_status group_run(sim_group *g) {
     int before[FT_MAX_REPLICAS], nb = ft->nparts;
     memcpy(before, ft->parts, sizeof(int) * (size_t)nb);
     snprintf(g->phase, sizeof g->phase, "step %" PRId64, s);
-    double t0 = hsr_clock_s();
+    double t0 = clock_s();
     HSR_CHECK(ft_decide(ft, &o, &L));
-    double now = hsr_clock_s();
+    double now = clock_s();
     if (L.committed) {
       committed(g, s, &L, now);
       if (ft->q.epoch == epoch && !heal) {
@@ -254,13 +256,13 @@ static hsr_status group_run(sim_group *g) {
     }
   }
   snprintf(g->phase, sizeof g->phase, "the final comparison");
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   uint64_t fin[2] = {(uint64_t)c->steps, SIM_H0 ^ (uint64_t)c->steps};
   st = ft_grp_wait(ft, ft_lead_finish, fin, &blob);
   if (st == HSR_OK) snprintf(g->end, sizeof g->end, "%s", blob ? blob : "");
   free(blob);
   HSR_CHECK(st);
-  g->t_finish = hsr_clock_s() - t0;
+  g->t_finish = clock_s() - t0;
   g->state = G_DONE;
   return HSR_OK;
 }
@@ -343,7 +345,7 @@ static hsr_status check_config(const hsr_ft_sim_config *c) {
 static hsr_status world_init(sim_world *w, const hsr_ft_sim_config *c) {
   w->c = *c;
   const char *tok = NULL;
-  HSR_CHECK(hsr_env_get_str("HSR_FT_TOKEN", &tok));
+  HSR_CHECK(env_get_str("HSR_FT_TOKEN", &tok));
   if (!tok) return hsr_error(HSR_ERR_INVALID, "hsr bench ft: HSR_FT_TOKEN is not set (the coordinator's token)");
   snprintf(w->token, sizeof w->token, "%s", tok);
   int N = c->groups;
@@ -491,8 +493,8 @@ static void report(sim_world *w, hsr_ft_sim_report *r) {
   }
 }
 
-hsr_status hsr_ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r) {
-  if (!c || !r) return hsr_error(HSR_ERR_INVALID, "hsr_ft_sim_run: NULL argument");
+hsr_status ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r) {
+  if (!c || !r) return hsr_error(HSR_ERR_INVALID, "ft_sim_run: NULL argument");
   memset(r, 0, sizeof *r);
   HSR_CHECK(check_config(c));
   sim_world *w = calloc(1, sizeof *w);
@@ -500,7 +502,7 @@ hsr_status hsr_ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r) {
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
   hsr_status st = world_init(w, c);
-  double t0 = hsr_clock_s(), t1 = 0, t2 = 0;
+  double t0 = clock_s(), t1 = 0, t2 = 0;
   long q0 = 0, q1 = 0;
   for (int i = 0; st == HSR_OK && i < c->groups; i++) st = start(w, &w->g[i]);
   int formed = 0;
@@ -512,7 +514,7 @@ hsr_status hsr_ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r) {
     pthread_mutex_unlock(&w->mu);
   }
   if (st == HSR_OK && formed) { /* no steps' phase when the start did not form */
-    t1 = hsr_clock_s();
+    t1 = clock_s();
     q0 = requests_now(w);
     if (c->sample) c->sample(c->sample_ctx, 0);
     if (c->restart) {
@@ -525,7 +527,7 @@ hsr_status hsr_ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r) {
       }
     }
     wait_for(w, last_step);
-    t2 = hsr_clock_s();
+    t2 = clock_s();
     q1 = requests_now(w);
     if (c->sample) c->sample(c->sample_ctx, 1);
   }
@@ -533,7 +535,7 @@ hsr_status hsr_ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r) {
   for (int i = 0; i < w->ng; i++)
     if (w->g[i].started) pthread_join(w->g[i].th, NULL);
   if (st == HSR_OK) {
-    r->setup_s = (formed ? t1 : hsr_clock_s()) - t0;
+    r->setup_s = (formed ? t1 : clock_s()) - t0;
     r->steps_s = t2 - t1;
     r->requests = q1 - q0;
     r->requests_per_s = t2 > t1 ? (double)r->requests / (t2 - t1) : 0;

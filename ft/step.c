@@ -7,14 +7,15 @@
 
 #include "ft_int.h"
 #include "hsr/kernels.h"
+#include "runtime/runtime_internal.h"
 #include "common/fault_hook.h"
 
 #define MAX_ABORTS_IN_ROW 5
 
 static size_t total_len(hsr_rt *rt) {
   size_t t = 0;
-  int U = hsr_rt_layout_num_units(hsr_rt_get_layout(rt));
-  for (int u = 0; u < U; u++) t += hsr_rt_layout_shard_len(hsr_rt_get_layout(rt), u);
+  int U = rt_layout_num_units(rt_get_layout(rt));
+  for (int u = 0; u < U; u++) t += rt_layout_shard_len(rt_get_layout(rt), u);
   return t;
 }
 
@@ -23,11 +24,11 @@ static hsr_status pack(hsr_ft *ft, int out) {
   hsr_rt *rt = ft->rt;
   hsr_device *d = hsr_rt_device(rt);
   hsr_stream *cs = hsr_rt_compute_stream(rt);
-  int U = hsr_rt_layout_num_units(hsr_rt_get_layout(rt));
+  int U = rt_layout_num_units(rt_get_layout(rt));
   size_t o = 0;
   for (int u = 0; u < U; u++) {
     hsr_rt_slice s;
-    HSR_CHECK(hsr_rt_slice_get(rt, u, &s));
+    HSR_CHECK(rt_slice_get(rt, u, &s));
     HSR_CHECK(out ? hsr_device_copy(d, s.grad, ft->stage + o, s.len * 4, cs)
                   : hsr_device_copy(d, ft->stage + o, s.grad, s.len * 4, cs));
     o += s.len;
@@ -60,7 +61,7 @@ static void merge(const ft_outcome *all, int S, ft_outcome *g) {
   }
 }
 
-static hsr_status fault_hit(hsr_ft *ft, const char *phase) { return hsr_fault_hook_hit(&ft->hook, phase); }
+static hsr_status fault_hit(hsr_ft *ft, const char *phase) { return fault_hook_hit(&ft->hook, phase); }
 
 hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
   ft_outcome *all = calloc((unsigned)ft->S, sizeof *all), g;

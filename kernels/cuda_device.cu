@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "internal.h"
+#include "kernels/kernels_internal.h"
 
 static hsr_status cuerr(cudaError_t e, const char *what) {
   return hsr_error(HSR_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));

@@ -1,6 +1,7 @@
 /* Host-only build: the CUDA entry points exist and say so. No CUDA device
  * can be opened, so only kc_count is ever reached in practice. */
 #include "hsr/config.h"
+#include "kernels/kernels_internal.h"
 #include "internal.h"
 
 #if !HSR_HAVE_CUDA

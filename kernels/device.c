@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "hsr/config.h"
+#include "kernels/kernels_internal.h"
+#include "common/common_internal.h"
 #include "internal.h"
 
 void kern_backoff(unsigned *us) {
@@ -25,7 +27,7 @@ static const kern_kind *kind_table(hsr_device_kind kind) {
   return NULL;
 }
 
-int hsr_device_cuda_count(void) { return HSR_HAVE_CUDA ? kc_count() : 0; }
+int device_cuda_count(void) { return HSR_HAVE_CUDA ? kc_count() : 0; }
 
 hsr_status hsr_device_open(hsr_device_kind kind, int ordinal, hsr_device **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_device_open: out is NULL");
@@ -82,15 +84,15 @@ hsr_status hsr_device_free(hsr_device *d, void *ptr) {
   return d->k->free(d, ptr);
 }
 
-hsr_status hsr_device_host_alloc(hsr_device *d, size_t bytes, void **ptr) {
-  if (!d || !ptr) return hsr_error(HSR_ERR_INVALID, "hsr_device_host_alloc: NULL device or out pointer");
+hsr_status device_host_alloc(hsr_device *d, size_t bytes, void **ptr) {
+  if (!d || !ptr) return hsr_error(HSR_ERR_INVALID, "device_host_alloc: NULL device or out pointer");
   *ptr = NULL;
   if (bytes > MAX_BYTES) return hsr_error(HSR_ERR_NOMEM, "host allocation of %zu bytes", bytes);
   return d->k->host_alloc(d, bytes, ptr);
 }
 
-hsr_status hsr_device_host_free(hsr_device *d, void *ptr) {
-  if (!d) return hsr_error(HSR_ERR_INVALID, "hsr_device_host_free: NULL device");
+hsr_status device_host_free(hsr_device *d, void *ptr) {
+  if (!d) return hsr_error(HSR_ERR_INVALID, "device_host_free: NULL device");
   if (!ptr) return HSR_OK;
   return d->k->host_free(d, ptr);
 }
@@ -120,8 +122,8 @@ hsr_status hsr_device_memset(hsr_device *d, void *dst, int value, size_t bytes, 
 
 hsr_status kern_resolve_stream(hsr_device *d, hsr_stream *s, hsr_stream **out) { return pick_stream(d, s, out); }
 
-hsr_status hsr_stream_create(hsr_device *d, int priority, hsr_stream **out) {
-  if (!d || !out) return hsr_error(HSR_ERR_INVALID, "hsr_stream_create: NULL device or out pointer");
+hsr_status stream_create(hsr_device *d, int priority, hsr_stream **out) {
+  if (!d || !out) return hsr_error(HSR_ERR_INVALID, "stream_create: NULL device or out pointer");
   *out = NULL;
   if (priority != 0 && priority != 1)
     return hsr_error(HSR_ERR_INVALID, "stream priority %d: valid are 0 (normal) and 1 (high)", priority);
@@ -137,7 +139,7 @@ hsr_status hsr_stream_create(hsr_device *d, int priority, hsr_stream **out) {
   return HSR_OK;
 }
 
-hsr_status hsr_stream_destroy(hsr_stream *s) {
+hsr_status stream_destroy(hsr_stream *s) {
   if (!s) return HSR_OK;
   hsr_status st = s->dev->k->stream_fini(s);
   free(s);
@@ -154,24 +156,23 @@ hsr_status hsr_stream_sync(hsr_stream *s, double timeout_s) {
   if (!s) return hsr_error(HSR_ERR_INVALID, "hsr_stream_sync: NULL stream");
   HSR_CHECK(check_timeout(timeout_s));
   if (s->dev->k->stream_sync) return s->dev->k->stream_sync(s, timeout_s);
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   unsigned us = 20;
   for (;;) {
     int done = 0;
     HSR_CHECK(s->dev->k->stream_query(s, &done));
     if (done) return HSR_OK;
-    if (hsr_clock_s() - t0 >= timeout_s)
-      return hsr_error(HSR_ERR_TIMEOUT, "stream did not drain within %.3f s", timeout_s);
+    if (clock_s() - t0 >= timeout_s) return hsr_error(HSR_ERR_TIMEOUT, "stream did not drain within %.3f s", timeout_s);
     kern_backoff(&us);
   }
 }
 
-hsr_device *hsr_stream_device(hsr_stream *s) { return s ? s->dev : NULL; }
+hsr_device *stream_device(hsr_stream *s) { return s ? s->dev : NULL; }
 
-void *hsr_stream_native(hsr_stream *s) { return s && s->dev->kind == HSR_DEVICE_CUDA ? s->native : NULL; }
+void *stream_native(hsr_stream *s) { return s && s->dev->kind == HSR_DEVICE_CUDA ? s->native : NULL; }
 
-hsr_status hsr_event_create(hsr_device *d, hsr_event **out) {
-  if (!d || !out) return hsr_error(HSR_ERR_INVALID, "hsr_event_create: NULL device or out pointer");
+hsr_status event_create(hsr_device *d, hsr_event **out) {
+  if (!d || !out) return hsr_error(HSR_ERR_INVALID, "event_create: NULL device or out pointer");
   *out = NULL;
   hsr_event *e = calloc(1, sizeof *e);
   if (!e) return hsr_error(HSR_ERR_NOMEM, "event object");
@@ -185,42 +186,41 @@ hsr_status hsr_event_create(hsr_device *d, hsr_event **out) {
   return HSR_OK;
 }
 
-hsr_status hsr_event_destroy(hsr_event *e) {
+hsr_status event_destroy(hsr_event *e) {
   if (!e) return HSR_OK;
   hsr_status st = e->dev->k->event_fini(e);
   free(e);
   return st;
 }
 
-hsr_status hsr_event_record(hsr_event *e, hsr_stream *s) {
-  if (!e) return hsr_error(HSR_ERR_INVALID, "hsr_event_record: NULL event");
+hsr_status event_record(hsr_event *e, hsr_stream *s) {
+  if (!e) return hsr_error(HSR_ERR_INVALID, "event_record: NULL event");
   HSR_CHECK(pick_stream(e->dev, s, &s));
   return e->dev->k->event_record(e, s);
 }
 
-hsr_status hsr_stream_wait_event(hsr_stream *s, hsr_event *e) {
-  if (!s || !e) return hsr_error(HSR_ERR_INVALID, "hsr_stream_wait_event: NULL stream or event");
+hsr_status stream_wait_event(hsr_stream *s, hsr_event *e) {
+  if (!s || !e) return hsr_error(HSR_ERR_INVALID, "stream_wait_event: NULL stream or event");
   if (s->dev != e->dev) return hsr_error(HSR_ERR_INVALID, "stream and event belong to different devices");
   return s->dev->k->stream_wait_event(s, e);
 }
 
-hsr_status hsr_event_query(hsr_event *e, int *done) {
-  if (!e || !done) return hsr_error(HSR_ERR_INVALID, "hsr_event_query: NULL event or out pointer");
+hsr_status event_query(hsr_event *e, int *done) {
+  if (!e || !done) return hsr_error(HSR_ERR_INVALID, "event_query: NULL event or out pointer");
   *done = 1;
   return e->dev->k->event_query(e, done);
 }
 
-hsr_status hsr_event_sync(hsr_event *e, double timeout_s) {
-  if (!e) return hsr_error(HSR_ERR_INVALID, "hsr_event_sync: NULL event");
+hsr_status event_sync(hsr_event *e, double timeout_s) {
+  if (!e) return hsr_error(HSR_ERR_INVALID, "event_sync: NULL event");
   HSR_CHECK(check_timeout(timeout_s));
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   unsigned us = 20;
   for (;;) {
     int done = 0;
-    HSR_CHECK(hsr_event_query(e, &done));
+    HSR_CHECK(event_query(e, &done));
     if (done) return HSR_OK;
-    if (hsr_clock_s() - t0 >= timeout_s)
-      return hsr_error(HSR_ERR_TIMEOUT, "event not reached within %.3f s", timeout_s);
+    if (clock_s() - t0 >= timeout_s) return hsr_error(HSR_ERR_TIMEOUT, "event not reached within %.3f s", timeout_s);
     kern_backoff(&us);
   }
 }

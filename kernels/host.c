@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "kernels/kernels_internal.h"
 
 /* Host buffers share cudaMalloc's alignment, so vectorised code and the
  * flat-buffer layout see the same guarantees on every kind. */

@@ -4,6 +4,7 @@
 #define HSR_KERNELS_INTERNAL_H
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "hsr/kmath.h"
 
 #ifdef __cplusplus
@@ -17,7 +18,7 @@ typedef struct sim_dev sim_dev;
 struct hsr_stream {
   hsr_device *dev;
   void *native;   /* cudaStream_t (NULL = the legacy default stream); sim: its worker */
-  int owned;      /* native was created by hsr_stream_create */
+  int owned;      /* native was created by stream_create */
   double *parts;  /* device scratch for sumsq partials (HSR_KM_SQ_MAX_PARTS) */
   double *pinned; /* pinned host slot the sumsq result lands in */
 };

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "common/dtype_internal.h"
+#include "kernels/kernels_internal.h"
 
 static hsr_status need_ptr(const void *p, const char *what, size_t n) {
   if (!p && n) return hsr_error(HSR_ERR_INVALID, "%s is NULL (n = %zu)", what, n);
@@ -62,15 +64,14 @@ static hsr_status check_hparams(const hsr_adamw_hparams *hp) {
   return HSR_OK;
 }
 
-hsr_status hsr_kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *master, float *m, float *v,
-                             const void *grad, hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt,
-                             const hsr_adamw_hparams *hp) {
+hsr_status kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
+                         hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt, const hsr_adamw_hparams *hp) {
   HSR_CHECK(kern_resolve_stream(d, s, &s));
   HSR_CHECK(check_hparams(hp));
   if (grad_dt != HSR_F32 && grad_dt != HSR_BF16)
-    return hsr_error(HSR_ERR_INVALID, "AdamW gradient dtype %s: valid are f32 and bf16", hsr_dtype_name(grad_dt));
+    return hsr_error(HSR_ERR_INVALID, "AdamW gradient dtype %s: valid are f32 and bf16", dtype_name(grad_dt));
   if (param_out && param_dt != HSR_F32 && param_dt != HSR_BF16)
-    return hsr_error(HSR_ERR_INVALID, "AdamW output dtype %s: valid are f32 and bf16", hsr_dtype_name(param_dt));
+    return hsr_error(HSR_ERR_INVALID, "AdamW output dtype %s: valid are f32 and bf16", dtype_name(param_dt));
   HSR_CHECK(need_ptr(master, "AdamW master", n));
   HSR_CHECK(need_ptr(m, "AdamW m", n));
   HSR_CHECK(need_ptr(v, "AdamW v", n));
@@ -116,13 +117,13 @@ hsr_status hsr_kernels_cast(hsr_device *d, hsr_stream *s, size_t n, const void *
                             hsr_dtype dst_dt) {
   HSR_CHECK(kern_resolve_stream(d, s, &s));
   if (src_dt == dst_dt) {
-    if (hsr_dtype_size(src_dt) == 0) return hsr_error(HSR_ERR_INVALID, "cast: invalid dtype %d", (int)src_dt);
+    if (dtype_size(src_dt) == 0) return hsr_error(HSR_ERR_INVALID, "cast: invalid dtype %d", (int)src_dt);
     if (src == dst) return HSR_OK;
-    return hsr_device_copy(d, dst, src, n * hsr_dtype_size(src_dt), s);
+    return hsr_device_copy(d, dst, src, n * dtype_size(src_dt), s);
   }
   if (!is_float_dt(src_dt) || !is_float_dt(dst_dt))
     return hsr_error(HSR_ERR_INVALID, "cast %s -> %s: valid are f32, bf16, f16 to each other, or a same-type copy",
-                     hsr_dtype_name(src_dt), hsr_dtype_name(dst_dt));
+                     dtype_name(src_dt), dtype_name(dst_dt));
   HSR_CHECK(need_ptr(src, "cast source", n));
   HSR_CHECK(need_ptr(dst, "cast destination", n));
   if (n == 0) return HSR_OK;
@@ -139,10 +140,10 @@ hsr_status kh_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype src_dt, v
 
 static hsr_status check_arith_dt(const char *op, hsr_dtype dt) {
   if (dt == HSR_F32 || dt == HSR_F64 || dt == HSR_BF16 || dt == HSR_F16) return HSR_OK;
-  return hsr_error(HSR_ERR_INVALID, "%s on dtype %s: valid are f32, f64, bf16, f16", op, hsr_dtype_name(dt));
+  return hsr_error(HSR_ERR_INVALID, "%s on dtype %s: valid are f32, f64, bf16, f16", op, dtype_name(dt));
 }
 
-hsr_status hsr_kernels_scale(hsr_device *d, hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha) {
+hsr_status kernels_scale(hsr_device *d, hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha) {
   HSR_CHECK(kern_resolve_stream(d, s, &s));
   HSR_CHECK(check_arith_dt("scale", dt));
   HSR_CHECK(need_ptr(x, "scale x", n));
@@ -240,7 +241,7 @@ HSR_KM_CLONES static double sumsq_host(size_t n, const void *x, hsr_dtype dt) {
   return hsr_km_sq_tree(fin);
 }
 
-hsr_status hsr_kernels_sumsq(hsr_device *d, hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out) {
+hsr_status kernels_sumsq(hsr_device *d, hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out) {
   HSR_CHECK(kern_resolve_stream(d, s, &s));
   HSR_CHECK(check_arith_dt("sumsq", dt));
   HSR_CHECK(need_ptr(x, "sumsq x", n));

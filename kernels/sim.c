@@ -32,10 +32,12 @@
 #include <unistd.h>
 
 #include "common/grow.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "internal.h"
 #include "sim.h"
 #include "sim_int.h"
+#include "common/common_internal.h"
+#include "kernels/kernels_internal.h"
 
 #define ALIGN 256
 #define HOST_ID SIM_MAX_STREAMS /* the host's slot in a vector clock */
@@ -394,7 +396,7 @@ static uint64_t launch_rank(void) {
 
 static hsr_status parse_delay(sim_dev *sd) {
   const char *e = NULL;
-  HSR_CHECK(hsr_env_get_str("HSR_SIM_DELAY", &e));
+  HSR_CHECK(env_get_str("HSR_SIM_DELAY", &e));
   if (!e || !*e) return HSR_OK;
   char *end;
   sd->delay_us = (unsigned)strtoul(e, &end, 10);
@@ -402,7 +404,7 @@ static hsr_status parse_delay(sim_dev *sd) {
   sd->seed = given ? (uint64_t)strtoull(end + 1, NULL, 10) : (uint64_t)time(NULL);
   uint64_t rank = launch_rank();
   /* once per job: rank 0 says it (the others at debug level) */
-  hsr_log(rank == 0 ? HSR_LOG_WARN : HSR_LOG_DEBUG,
+  log_msg(rank == 0 ? HSR_LOG_WARN : HSR_LOG_DEBUG,
           "sim device: up to %u us of delay before each operation, seed %" PRIu64 "%s (HSR_SIM_DELAY=%u:%" PRIu64
           " repeats them)",
           sd->delay_us, sd->seed, given ? "" : " (chosen)", sd->delay_us, sd->seed);
@@ -425,10 +427,10 @@ static hsr_status ks_open(hsr_device *d) {
   d->sim = sd;
   hsr_status st = parse_delay(sd);
   int check = 0;
-  if (st == HSR_OK) st = hsr_env_get_bool("HSR_SIM_CHECK", &check);
+  if (st == HSR_OK) st = env_get_bool("HSR_SIM_CHECK", &check);
   sd->check = check;
   double t = 0;
-  if (st == HSR_OK) st = hsr_env_get_double("HSR_COMM_TIMEOUT", &t);
+  if (st == HSR_OK) st = env_get_double("HSR_COMM_TIMEOUT", &t);
   sd->bound_s = 2 * t + 10; /* past any collective's own timeout: that one names the peer */
   if (st == HSR_OK) st = ks_stream_init(&d->dflt, 0, 1);
   if (st == HSR_OK) st = kern_stream_label(&d->dflt, "default");
@@ -517,7 +519,7 @@ static hsr_status ks_host_alloc(hsr_device *d, size_t bytes, void **ptr) {
 }
 
 static hsr_status ks_host_free(hsr_device *d, void *ptr) {
-  HSR_CHECK(untrack(d, ptr, BLK_PINNED, "hsr_device_host_free"));
+  HSR_CHECK(untrack(d, ptr, BLK_PINNED, "device_host_free"));
   return kern_host.host_free(d, ptr);
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sim_int.h"
+#include "common/dtype_internal.h"
 
 #define F4 sizeof(float)
 
@@ -27,11 +28,11 @@ static hsr_status r_adamw(void *p) {
 hsr_status ks_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad, hsr_dtype gdt,
                     void *out, hsr_dtype odt, const hsr_km_adamw_c *c) {
   a_adamw a = {n, master, m, v, grad, gdt, odt, out, *c};
-  hsr_access acc[] = {{grad, n * hsr_dtype_size(gdt), 0},
+  hsr_access acc[] = {{grad, n * dtype_size(gdt), 0},
                       {master, n * F4, 1},
                       {m, n * F4, 1},
                       {v, n * F4, 1},
-                      {out, out ? n * hsr_dtype_size(odt) : 0, 1}};
+                      {out, out ? n * dtype_size(odt) : 0, 1}};
   return sim_launch(s, "adamw", r_adamw, &a, sizeof a, acc, 5);
 }
 
@@ -48,7 +49,7 @@ static hsr_status r_cast(void *p) {
 }
 hsr_status ks_cast(hsr_stream *s, size_t n, const void *src, hsr_dtype sdt, void *dst, hsr_dtype ddt) {
   a_map a = {n, src, dst, sdt, ddt, 0};
-  hsr_access acc[] = {{src, n * hsr_dtype_size(sdt), 0}, {dst, n * hsr_dtype_size(ddt), 1}};
+  hsr_access acc[] = {{src, n * dtype_size(sdt), 0}, {dst, n * dtype_size(ddt), 1}};
   return sim_launch(s, "cast", r_cast, &a, sizeof a, acc, 2);
 }
 static hsr_status r_scale(void *p) {
@@ -57,7 +58,7 @@ static hsr_status r_scale(void *p) {
 }
 hsr_status ks_scale(hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha) {
   a_map a = {n, NULL, x, dt, dt, alpha};
-  hsr_access acc = {x, n * hsr_dtype_size(dt), 1};
+  hsr_access acc = {x, n * dtype_size(dt), 1};
   return sim_launch(s, "scale", r_scale, &a, sizeof a, &acc, 1);
 }
 static hsr_status r_axpy(void *p) {
@@ -66,7 +67,7 @@ static hsr_status r_axpy(void *p) {
 }
 hsr_status ks_axpy(hsr_stream *s, size_t n, double alpha, const void *x, void *y, hsr_dtype dt) {
   a_map a = {n, x, y, dt, dt, alpha};
-  hsr_access acc[] = {{x, n * hsr_dtype_size(dt), 0}, {y, n * hsr_dtype_size(dt), 1}};
+  hsr_access acc[] = {{x, n * dtype_size(dt), 0}, {y, n * dtype_size(dt), 1}};
   return sim_launch(s, "axpy", r_axpy, &a, sizeof a, acc, 2);
 }
 
@@ -83,7 +84,7 @@ static hsr_status r_sumsq(void *p) {
 /* out is host memory (the API's rule), written when the stream reaches it */
 hsr_status ks_sumsq(hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out) {
   a_sumsq a = {n, x, dt, out};
-  hsr_access acc = {x, n * hsr_dtype_size(dt), 0};
+  hsr_access acc = {x, n * dtype_size(dt), 0};
   return sim_launch(s, "sumsq", r_sumsq, &a, sizeof a, &acc, 1);
 }
 

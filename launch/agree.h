@@ -1,7 +1,7 @@
 /* The all-ranks status agreement, once: every rank contributes its status
  * (and its last error, and a few numbers), every rank gets the lowest
  * failing rank's status and message, said once for the job
- * (hsr_error_share). The gather is the caller's: the bootstrap
+ * (error_share). The gather is the caller's: the bootstrap
  * (agree_boot_gather) or a communicator. INTERNAL to launch/ and the modules
  * above; static inline over the public API only, so the front ends compile
  * the same code. */
@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
 
 #define AGREE_MSG 1012
 typedef struct agree_vote {
@@ -30,7 +32,7 @@ enum { AGREE_NAME_RANK = 1, AGREE_UNLESS_ALIKE = 2 };
 
 typedef hsr_status (*agree_gather_fn)(void *ctx, const void *mine, size_t bytes, void *all);
 static inline hsr_status agree_boot_gather(void *boot, const void *mine, size_t bytes, void *all) {
-  return hsr_boot_allgather((hsr_boot *)boot, mine, bytes, all);
+  return boot_allgather((hsr_boot *)boot, mine, bytes, all);
 }
 
 /* n ranks; what (may be NULL) wraps a failed gather: "WHAT: the ranks could
@@ -62,7 +64,7 @@ static inline hsr_status agree_votes(agree_gather_fn gather, void *ctx, int n, h
       else if (q == n - 1) name = 0;
     res = name ? hsr_error((hsr_status)all[r].status, "rank %d: %s", r, msg)
                : hsr_error((hsr_status)all[r].status, "%s", msg);
-    hsr_error_share(); /* every rank holds this one result: rank 0 says it for the job */
+    error_share(); /* every rank holds this one result: rank 0 says it for the job */
   }
   if (all_out)
     *all_out = all;

@@ -1,11 +1,12 @@
 /* PMIx bootstrap: job identity, node indices, and small-blob exchange. */
 #include "boot_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common/common_internal.h"
 
 /* The variables whose value decides what every rank of a collective does
  * (which algorithm, how a ring is cut, which transport): ranks that read them
@@ -26,15 +27,15 @@ typedef struct {
 /* This rank's reading of the agreed variables (checked before: valid). */
 static hsr_status read_agreed(boot_record *r) {
   for (int i = 0; i < BOOT_AGREED; i++) {
-    const hsr_env_info *v = hsr_env_find(agreed[i]);
+    const hsr_env_info *v = env_find(agreed[i]);
     if (!v) return hsr_error(HSR_ERR_INTERNAL, "boot: %s is not in the registry", agreed[i]);
     if (v->kind == HSR_ENV_CHOICE) {
       int c = 0;
-      HSR_CHECK(hsr_env_get_choice(agreed[i], &c));
+      HSR_CHECK(env_get_choice(agreed[i], &c));
       r->agreed[i] = (uint64_t)c;
     } else {
       size_t z = 0;
-      HSR_CHECK(hsr_env_get_size(agreed[i], &z));
+      HSR_CHECK(env_get_size(agreed[i], &z));
       r->agreed[i] = z;
     }
     const char *t = getenv(agreed[i]);
@@ -197,7 +198,7 @@ static hsr_status exchange_records(hsr_boot *b, long lrank, long lsize) {
     mine.local_size = (int32_t)lsize;
     mine.sim_nodes = b->sim_nodes;
     st = read_agreed(&mine);
-    if (st == HSR_OK) st = hsr_boot_allgather(b, &mine, sizeof mine, rec);
+    if (st == HSR_OK) st = boot_allgather(b, &mine, sizeof mine, rec);
   }
   if (st == HSR_OK) {
     /* A launcher that gave no local rank/size: derive them from hostnames. */
@@ -214,7 +215,7 @@ static hsr_status exchange_records(hsr_boot *b, long lrank, long lsize) {
     }
     st = derive_nodes(b, rec);
     if (st == HSR_OK) st = check_agreed(rec, b->size);
-    if (st == HSR_ERR_MISMATCH) hsr_error_share(); /* every rank found the same: the job's one line */
+    if (st == HSR_ERR_MISMATCH) error_share(); /* every rank found the same: the job's one line */
   }
   free(rec);
   return st;
@@ -224,11 +225,11 @@ hsr_status hsr_boot_init(hsr_boot **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_boot_init: out is NULL");
   *out = NULL;
   /* every HSR_* variable, before anything starts: a program using libhsr
-   * gets the errors hsr's commands give (hsr/env.h) */
-  HSR_CHECK(hsr_env_check_all(0));
+   * gets the errors hsr's commands give (common/env.h) */
+  HSR_CHECK(env_check_all(0));
   long sim = 1, timeout = 300;
-  HSR_CHECK(hsr_env_get_long("HSR_SIM_NODES", &sim));
-  HSR_CHECK(hsr_env_get_long("HSR_BOOT_TIMEOUT", &timeout));
+  HSR_CHECK(env_get_long("HSR_SIM_NODES", &sim));
+  HSR_CHECK(env_get_long("HSR_BOOT_TIMEOUT", &timeout));
 
   hsr_boot *b = calloc(1, sizeof *b);
   if (!b) return hsr_error(HSR_ERR_NOMEM, "hsr_boot_init: out of memory");
@@ -278,18 +279,18 @@ hsr_status hsr_boot_finalize(hsr_boot *b) {
 
 int hsr_boot_rank(const hsr_boot *b) { return b->rank; }
 int hsr_boot_size(const hsr_boot *b) { return b->size; }
-int hsr_boot_local_rank(const hsr_boot *b) { return b->local_rank; }
-int hsr_boot_local_size(const hsr_boot *b) { return b->local_size; }
-int hsr_boot_node(const hsr_boot *b) { return b->node; }
-int hsr_boot_num_nodes(const hsr_boot *b) { return b->num_nodes; }
-int hsr_boot_node_of(const hsr_boot *b, int rank) { return (rank >= 0 && rank < b->size) ? b->node_of[rank] : -1; }
-int hsr_boot_sim_nodes(const hsr_boot *b) { return b->sim_nodes; }
-int hsr_boot_is_singleton(const hsr_boot *b) { return b->singleton; }
-const char *hsr_boot_hostname(const hsr_boot *b) { return b->hostname; }
-const char *hsr_boot_hostname_of(const hsr_boot *b, int rank) {
+int boot_local_rank(const hsr_boot *b) { return b->local_rank; }
+int boot_local_size(const hsr_boot *b) { return b->local_size; }
+int boot_node(const hsr_boot *b) { return b->node; }
+int boot_num_nodes(const hsr_boot *b) { return b->num_nodes; }
+int boot_node_of(const hsr_boot *b, int rank) { return (rank >= 0 && rank < b->size) ? b->node_of[rank] : -1; }
+int boot_sim_nodes(const hsr_boot *b) { return b->sim_nodes; }
+int boot_is_singleton(const hsr_boot *b) { return b->singleton; }
+const char *boot_hostname(const hsr_boot *b) { return b->hostname; }
+const char *boot_hostname_of(const hsr_boot *b, int rank) {
   return (rank >= 0 && rank < b->size) ? b->hosts[rank] : "";
 }
-const char *hsr_boot_launcher(const hsr_boot *b) { return b->launcher; }
+const char *boot_launcher(const hsr_boot *b) { return b->launcher; }
 
 static hsr_status fence(hsr_boot *b, int collect, const char *what) { return boot_fence(b, collect, what); }
 
@@ -329,8 +330,8 @@ static hsr_status get_blob(hsr_boot *b, int rank, const char *key, void *dst, si
   return st;
 }
 
-hsr_status hsr_boot_allgather(hsr_boot *b, const void *send, size_t bytes, void *recv) {
-  if (!b || (bytes && (!send || !recv))) return hsr_error(HSR_ERR_INVALID, "hsr_boot_allgather: NULL argument");
+hsr_status boot_allgather(hsr_boot *b, const void *send, size_t bytes, void *recv) {
+  if (!b || (bytes && (!send || !recv))) return hsr_error(HSR_ERR_INVALID, "boot_allgather: NULL argument");
   if (b->singleton || bytes == 0) {
     if (bytes) memmove(recv, send, bytes);
     return b->singleton ? HSR_OK : fence(b, 0, "allgather");
@@ -349,10 +350,10 @@ hsr_status hsr_boot_allgather(hsr_boot *b, const void *send, size_t bytes, void 
   return HSR_OK;
 }
 
-hsr_status hsr_boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root) {
-  if (!b || (bytes && !buf)) return hsr_error(HSR_ERR_INVALID, "hsr_boot_bcast: NULL argument");
+hsr_status boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root) {
+  if (!b || (bytes && !buf)) return hsr_error(HSR_ERR_INVALID, "boot_bcast: NULL argument");
   if (root < 0 || root >= b->size)
-    return hsr_error(HSR_ERR_INVALID, "hsr_boot_bcast: root %d out of range (valid: 0 to %d)", root, b->size - 1);
+    return hsr_error(HSR_ERR_INVALID, "boot_bcast: root %d out of range (valid: 0 to %d)", root, b->size - 1);
   if (b->singleton) return HSR_OK;
   char key[64];
   snprintf(key, sizeof key, "hsr.bc.%lu", b->seq++);
@@ -362,13 +363,13 @@ hsr_status hsr_boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root) {
   return HSR_OK;
 }
 
-hsr_status hsr_boot_barrier(hsr_boot *b) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_barrier: NULL context");
+hsr_status boot_barrier(hsr_boot *b) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_barrier: NULL context");
   if (b->singleton) return HSR_OK;
   return fence(b, 0, "barrier");
 }
 
-hsr_status hsr_boot_abort(hsr_boot *b, int code, const char *msg) {
+hsr_status boot_abort(hsr_boot *b, int code, const char *msg) {
   if (msg) {
     fprintf(stderr, "[rank %d] hsr: aborting the job: %s\n", b ? b->rank : 0, msg);
     fflush(stderr);

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 
 typedef struct boot_watch {
   pthread_mutex_t mu; /* the subscriber and the table below (PMIx's thread writes them) */
@@ -17,7 +18,7 @@ typedef struct boot_watch {
   hsr_boot_peer_fn fn;
   void *arg;
   char (*gone)[96]; /* per rank: what the launcher said, "" if nothing */
-  int failure;      /* hsr_boot_note_failure: 0 none, 1 a peer died, 2 a peer is silent */
+  int failure;      /* boot_note_failure: 0 none, 1 a peer died, 2 a peer is silent */
   double failure_at;
 } boot_watch;
 

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "boot_int.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 #define LIFE_STOP 0xff /* finalize: the thread returns */
 #define LIFE_LOST 0xfe /* the PMIx server's connection is gone */
@@ -182,9 +184,9 @@ void boot_life_stop(hsr_boot *b) {
   l->inited = 0;
 }
 
-hsr_status hsr_boot_on_end(hsr_boot *b, hsr_boot_end_fn fn, void *arg) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_on_end: NULL context");
-  if (!arg) return hsr_error(HSR_ERR_INVALID, "hsr_boot_on_end: NULL argument");
+hsr_status boot_on_end(hsr_boot *b, hsr_boot_end_fn fn, void *arg) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_on_end: NULL context");
+  if (!arg) return hsr_error(HSR_ERR_INVALID, "boot_on_end: NULL argument");
   boot_life *l = &b->life;
   if (!l->inited) return HSR_OK;
   hsr_status st = HSR_OK;
@@ -198,7 +200,7 @@ hsr_status hsr_boot_on_end(hsr_boot *b, hsr_boot_end_fn fn, void *arg) {
     l->fn[at] = fn;
     l->arg[at] = fn ? arg : NULL;
   } else if (fn) {
-    st = hsr_error(HSR_ERR_STATE, "hsr_boot_on_end: already %d subscribers", LIFE_NSUBS);
+    st = hsr_error(HSR_ERR_STATE, "boot_on_end: already %d subscribers", LIFE_NSUBS);
   }
   pthread_mutex_unlock(&l->mu);
   return st;

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "boot_int.h"
+#include "common/common_internal.h"
 
 #define ROLL_FIRST_S 1.0 /* the first look at the process table */
 #define ROLL_EVERY_S 2.0
@@ -312,7 +313,7 @@ typedef struct roll_wait {
 /* Past HSR_BOOT_TIMEOUT, or a rank has ended (the process table, every ROLL_EVERY_S). */
 static int roll_give_up(void *arg) {
   roll_wait *w = arg;
-  double now = hsr_clock_s();
+  double now = clock_s();
   if (now - w->t0 > w->b->timeout_s) return 1;
   if (now < w->next) return 0;
   w->next = now + ROLL_EVERY_S;
@@ -336,7 +337,7 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
   snprintf(key, sizeof key, "hsr.at.%lu", b->fence_seq++);
   HSR_CHECK(put_marker(key));
   int t = b->timeout_s + 2 * ROLL_GET_S + 2; /* PMIx's own bound: after ours, and after naming who is missing */
-  roll_wait w = {.b = b, .t0 = hsr_clock_s()};
+  roll_wait w = {.b = b, .t0 = clock_s()};
   w.next = w.t0 + ROLL_FIRST_S;
   int done;
   pmix_status_t fst, rc = boot_fence_wait(b, collect, t, 0.25, roll_give_up, &w, &done, &fst);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "boot_int.h"
+#include "common/common_internal.h"
 
 /* ---- the launcher's events ------------------------------------------------- */
 
@@ -95,8 +96,8 @@ void boot_watch_free(hsr_boot *b) {
   pthread_mutex_destroy(&w->mu);
 }
 
-hsr_status hsr_boot_watch(hsr_boot *b, hsr_boot_peer_fn fn, void *arg) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_watch: NULL context");
+hsr_status boot_watch_peers(hsr_boot *b, hsr_boot_peer_fn fn, void *arg) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_watch_peers: NULL context");
   if (!b->watch.gone) return HSR_OK;
   pthread_mutex_lock(&b->watch.mu);
   b->watch.fn = fn;
@@ -105,7 +106,7 @@ hsr_status hsr_boot_watch(hsr_boot *b, hsr_boot_peer_fn fn, void *arg) {
   return HSR_OK;
 }
 
-int hsr_boot_peer_gone(hsr_boot *b, int rank, char *why, size_t why_n) {
+int boot_peer_gone(hsr_boot *b, int rank, char *why, size_t why_n) {
   if (!b || !b->watch.gone || rank < 0 || rank >= b->size) return 0;
   pthread_mutex_lock(&b->watch.mu);
   int gone = b->watch.gone[rank][0] != '\0';
@@ -116,28 +117,28 @@ int hsr_boot_peer_gone(hsr_boot *b, int rank, char *why, size_t why_n) {
 
 /* ---- this rank's failure ------------------------------------------------------- */
 
-hsr_status hsr_boot_note_failure(hsr_boot *b, int silent) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_note_failure: NULL context");
+hsr_status boot_note_failure(hsr_boot *b, int silent) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_note_failure: NULL context");
   if (b->watch.gone) pthread_mutex_lock(&b->watch.mu);
   if (!b->watch.failure) {
     b->watch.failure = silent ? 2 : 1;
-    b->watch.failure_at = hsr_clock_s();
+    b->watch.failure_at = clock_s();
   }
   if (b->watch.gone) pthread_mutex_unlock(&b->watch.mu);
   return HSR_OK;
 }
 
-int hsr_boot_failure(const hsr_boot *b) { return b ? b->watch.failure : 0; }
+int boot_failure(const hsr_boot *b) { return b ? b->watch.failure : 0; }
 
-hsr_status hsr_boot_end_failed_job(hsr_boot *b, int code, double grace_s) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_end_failed_job: NULL context");
+hsr_status boot_end_failed_job(hsr_boot *b, int code, double grace_s) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_end_failed_job: NULL context");
   if (b->watch.failure != 2) return HSR_OK;
-  double left = b->watch.failure_at + grace_s - hsr_clock_s();
+  double left = b->watch.failure_at + grace_s - clock_s();
   if (left > 0) {
     struct timespec ts = {.tv_sec = (time_t)left, .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
     nanosleep(&ts, NULL);
   }
-  return hsr_boot_abort(b, code, NULL);
+  return boot_abort(b, code, NULL);
 }
 
 /* ---- a barrier that gives up --------------------------------------------------- */
@@ -154,7 +155,7 @@ typedef struct barrier_wait {
  * the fence gets a grace to complete before the barrier is given up. */
 static int barrier_give_up(void *arg) {
   barrier_wait *w = arg;
-  double now = hsr_clock_s();
+  double now = clock_s();
   if (w->t_stop < 0 && w->stop && w->stop(w->arg)) w->t_stop = now;
   if (w->t_stop >= 0 && now - w->t_stop > w->grace)
     w->st = hsr_error(HSR_ERR_STATE, "barrier abandoned: a peer has failed");
@@ -163,11 +164,11 @@ static int barrier_give_up(void *arg) {
   return w->st != HSR_OK;
 }
 
-hsr_status hsr_boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(void *arg), void *arg) {
-  if (!b) return hsr_error(HSR_ERR_INVALID, "hsr_boot_barrier_until: NULL context");
+hsr_status boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(void *arg), void *arg) {
+  if (!b) return hsr_error(HSR_ERR_INVALID, "boot_barrier_until: NULL context");
   if (b->singleton) return HSR_OK;
   int t = (int)(timeout_s + 1.999);
-  barrier_wait w = {stop, arg, hsr_clock_s(), -1, timeout_s < 2.0 ? timeout_s : 2.0, timeout_s, HSR_OK};
+  barrier_wait w = {stop, arg, clock_s(), -1, timeout_s < 2.0 ? timeout_s : 2.0, timeout_s, HSR_OK};
   int done;
   pmix_status_t fst, rc = boot_fence_wait(b, 0, t, 0.02, barrier_give_up, &w, &done, &fst);
   if (rc == PMIX_ERR_NOMEM) return hsr_error(HSR_ERR_NOMEM, "barrier");

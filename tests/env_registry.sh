@@ -5,7 +5,7 @@
 #      verbatim (between <!-- hsr env --markdown --> and <!-- end hsr env -->);
 #   2. every HSR_* name in the first column of any table of README.md or
 #      docs/*.md is registered (but the CMake options' table: -D settings);
-#   3. every HSR_* variable the tree reads (getenv, the hsr_env_* readers, a
+#   3. every HSR_* variable the tree reads (getenv, the env_* readers, a
 #      script's $HSR_X or ac_env) is registered, and every registered one is
 #      read somewhere (no stale rows).
 set -u
@@ -31,7 +31,7 @@ extra=$(comm -23 <(echo "$readme") <(echo "$reg"))
 
 # 3. what the tree reads
 cd "$src" || exit 1
-read_c=$(grep -rhoE '(getenv|hsr_env_[a-z_]+)\("HSR_[A-Z0-9_]+"' --include=*.c --include=*.h --include=*.cu \
+read_c=$(grep -rhoE '(getenv|env_[a-z_]+)\("HSR_[A-Z0-9_]+"' --include=*.c --include=*.h --include=*.cu \
   common launch kernels topology collectives runtime tune ft tools bench examples | grep -oE 'HSR_[A-Z0-9_]+')
 read_sh=$(grep -hoE '\$\{?HSR_[A-Z0-9_]+|ac_env [a-z]+ HSR_[A-Z0-9_]+|for v in (HSR_[A-Z0-9_]+ ?)+' \
   tools/hsr-run tools/hsr-bind bench/*.sh scripts/*.sh | grep -oE 'HSR_[A-Z0-9_]+')

@@ -1,19 +1,14 @@
 # ft/ (replica groups that train on across failures): the engine's side
 # (outer reduction, installing a peer's state) on 2 ranks; the quorum's rules (unit).
-set(_ft_mlp ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp_nocuda.c
-            ${CMAKE_SOURCE_DIR}/examples/mlp_feed.c ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
-if(HSR_HAVE_CUDA)
-  list(APPEND _ft_mlp ${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu)
-endif()
 hsr_add_unit(test_ft_quorum test_ft_quorum.c)
 set_tests_properties(test_ft_quorum PROPERTIES LABELS ft)
-hsr_add_program(mr_outer mr_outer.c ${_ft_mlp})
+hsr_add_program(mr_outer mr_outer.c)
 hsr_add_mpi_test(NAME ft_outer_2 NP 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_outer> LABELS ft)
 
 # The replica groups for real (tests/ft/ft.sh): an etcd of their own on
 # loopback, groups of 2 ranks, faults through HSR_FAULT, every run checked
 # against the single-rank reference with the live replicas of each step.
-hsr_add_program(ft_check ft_check.c ${_ft_mlp})
+hsr_add_program(ft_check ft_check.c)
 foreach(s equiv kill_heal kill_allreduce kill_healer kill_healed stop refuse coord3 resume hsr_run crash_restart
           sim_device sim_offload)
   add_test(NAME ft_${s} COMMAND ${CMAKE_SOURCE_DIR}/tests/ft/ft.sh ${s})

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/safetensors.h"
+#include "runtime/io/safetensors.h"
 #include "mlp.h"
 
 #define MAXG 64
@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
   double wp = 0;
   if (!fail && exp) {
     hsr_st_file *f;
-    if (hsr_st_open(exp, &f) != HSR_OK) return fprintf(stderr, "ft_check: %s\n", hsr_last_error()), 1;
+    if (st_open(exp, &f) != HSR_OK) return fprintf(stderr, "ft_check: %s\n", hsr_last_error()), 1;
     char name[64];
     for (int u = 0; u < mlp_num_units(&mc); u++)
       for (int k = 0; k < mlp_unit_params(&mc, u); k++) {
@@ -223,8 +223,8 @@ int main(int argc, char **argv) {
         int i;
         float *v = malloc((n ? n : 1) * sizeof *v);
         hsr_st_info in;
-        if (hsr_st_find(f, name, &i) != HSR_OK || hsr_st_info_at(f, i, &in) != HSR_OK || in.numel != n ||
-            hsr_st_read(f, i, 0, v, n * 4) != HSR_OK) {
+        if (st_find(f, name, &i) != HSR_OK || st_info_at(f, i, &in) != HSR_OK || in.numel != n ||
+            st_read(f, i, 0, v, n * 4) != HSR_OK) {
           BAD("%s: tensor %s missing or of another size", exp, name);
           free(v);
           continue;
@@ -241,7 +241,7 @@ int main(int argc, char **argv) {
         if (rel > ptol) BAD("%s: %s differs from the reference: relative %.3g > %.0e", exp, name, rel, ptol);
         free(v);
       }
-    hsr_st_close(f);
+    st_close(f);
   }
   if (expect && strcmp(expect, seen_sets)) BAD("live replicas by step were '%s', expected '%s'", seen_sets, expect);
   mlp_ref_free(ref);

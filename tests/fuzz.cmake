@@ -12,9 +12,11 @@ foreach(t ${HSR_FUZZ_TARGETS})
     add_executable(fuzz_${t} ${_fz}/fuzz_${t}.c)
     target_link_libraries(fuzz_${t} PRIVATE hsr_static PkgConfig::ZLIB)
     target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
+    target_include_directories(fuzz_${t} PRIVATE ${CMAKE_SOURCE_DIR})
   else()
     add_executable(fuzz_${t}_regress ${_fz}/fuzz_${t}.c ${_fz}/regress_main.c)
     target_link_libraries(fuzz_${t}_regress PRIVATE hsr_static PkgConfig::ZLIB)
+    target_include_directories(fuzz_${t}_regress PRIVATE ${CMAKE_SOURCE_DIR}) # INTERNAL headers
     add_test(NAME fuzz_regress_${t} COMMAND ${CMAKE_SOURCE_DIR}/tests/leaves_nothing.sh
                                              $<TARGET_FILE:fuzz_${t}_regress> ${seeds} ${_fz}/regress/${t})
     set_tests_properties(fuzz_regress_${t} PROPERTIES TIMEOUT 120 LABELS fuzz ENVIRONMENT "HSR_LOG=error")

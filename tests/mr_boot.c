@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 
 static int g_rank; /* for FAIL */
 #include "mr_check.h"
@@ -14,26 +15,26 @@ static int check(hsr_boot *b, int expect_size, int expect_nodes) {
   g_rank = rank;
   if (expect_size > 0 && size != expect_size) FAIL("size %d, expected %d", size, expect_size);
   if (rank < 0 || rank >= size) FAIL("rank %d outside [0,%d)", rank, size);
-  int nodes = hsr_boot_num_nodes(b);
+  int nodes = boot_num_nodes(b);
   if (expect_nodes > 0 && nodes != expect_nodes) FAIL("%d nodes, expected %d", nodes, expect_nodes);
   if (size % nodes) FAIL("%d nodes do not divide %d ranks", nodes, size);
   /* One host, block mapping: node = rank / per-node, local rank = rank % per-node. */
   int per = size / nodes;
-  if (hsr_boot_local_size(b) != per) FAIL("local size %d, expected %d", hsr_boot_local_size(b), per);
-  if (hsr_boot_node(b) != rank / per) FAIL("node %d, expected %d", hsr_boot_node(b), rank / per);
-  if (hsr_boot_local_rank(b) != rank % per) FAIL("local rank %d, expected %d", hsr_boot_local_rank(b), rank % per);
+  if (boot_local_size(b) != per) FAIL("local size %d, expected %d", boot_local_size(b), per);
+  if (boot_node(b) != rank / per) FAIL("node %d, expected %d", boot_node(b), rank / per);
+  if (boot_local_rank(b) != rank % per) FAIL("local rank %d, expected %d", boot_local_rank(b), rank % per);
   for (int r = 0; r < size; r++) {
-    if (hsr_boot_node_of(b, r) != r / per) FAIL("node_of(%d) = %d, expected %d", r, hsr_boot_node_of(b, r), r / per);
-    if (strcmp(hsr_boot_hostname_of(b, r), hsr_boot_hostname(b)) != 0) FAIL("hostname_of(%d) differs", r);
+    if (boot_node_of(b, r) != r / per) FAIL("node_of(%d) = %d, expected %d", r, boot_node_of(b, r), r / per);
+    if (strcmp(boot_hostname_of(b, r), boot_hostname(b)) != 0) FAIL("hostname_of(%d) differs", r);
   }
-  if (hsr_boot_node_of(b, size) != -1) FAIL("node_of(size) should be -1");
+  if (boot_node_of(b, size) != -1) FAIL("node_of(size) should be -1");
 
   /* Allgather of an odd-sized blob, twice (keys must not collide). */
   for (int round = 0; round < 2; round++) {
     enum { BYTES = 37 };
     unsigned char mine[BYTES], *all = malloc((size_t)size * BYTES);
     for (int i = 0; i < BYTES; i++) mine[i] = (unsigned char)(rank * 7 + i + round * 13);
-    hsr_status st = hsr_boot_allgather(b, mine, BYTES, all);
+    hsr_status st = boot_allgather(b, mine, BYTES, all);
     if (st != HSR_OK) FAIL("allgather: %s %s", hsr_status_str(st), hsr_last_error());
     for (int r = 0; r < size; r++)
       for (int i = 0; i < BYTES; i++)
@@ -46,7 +47,7 @@ static int check(hsr_boot *b, int expect_size, int expect_nodes) {
     size_t bytes = 8192;
     unsigned *mine = malloc(bytes), *all = malloc(bytes * (size_t)size);
     for (size_t i = 0; i < bytes / 4; i++) mine[i] = (unsigned)(rank * 100000 + i);
-    hsr_status st = hsr_boot_allgather(b, mine, bytes, all);
+    hsr_status st = boot_allgather(b, mine, bytes, all);
     if (st != HSR_OK) FAIL("allgather 8K: %s %s", hsr_status_str(st), hsr_last_error());
     for (int r = 0; r < size; r++)
       for (size_t i = 0; i < bytes / 4; i++)
@@ -58,15 +59,15 @@ static int check(hsr_boot *b, int expect_size, int expect_nodes) {
   char msg[32];
   memset(msg, 0, sizeof msg);
   if (rank == size - 1) snprintf(msg, sizeof msg, "hello from %d", size - 1);
-  hsr_status st = hsr_boot_bcast(b, msg, sizeof msg, size - 1);
+  hsr_status st = boot_bcast(b, msg, sizeof msg, size - 1);
   if (st != HSR_OK) FAIL("bcast: %s %s", hsr_status_str(st), hsr_last_error());
   char want[32];
   snprintf(want, sizeof want, "hello from %d", size - 1);
   if (strcmp(msg, want) != 0) FAIL("bcast got '%s'", msg);
-  if (hsr_boot_bcast(b, msg, sizeof msg, size) != HSR_ERR_INVALID) FAIL("bcast with a bad root accepted");
-  st = hsr_boot_barrier(b);
+  if (boot_bcast(b, msg, sizeof msg, size) != HSR_ERR_INVALID) FAIL("bcast with a bad root accepted");
+  st = boot_barrier(b);
   if (st != HSR_OK) FAIL("barrier: %s %s", hsr_status_str(st), hsr_last_error());
-  if (rank == 0) printf("mr_boot OK: %d ranks, %d nodes, launcher %s\n", size, nodes, hsr_boot_launcher(b));
+  if (rank == 0) printf("mr_boot OK: %d ranks, %d nodes, launcher %s\n", size, nodes, boot_launcher(b));
   return 0;
 }
 
@@ -88,8 +89,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rc = check(b, expect_size, expect_nodes);
-  if (!rc && expect_launcher && strcmp(expect_launcher, hsr_boot_launcher(b)) != 0) {
-    fprintf(stderr, "mr_boot: launcher %s, expected %s\n", hsr_boot_launcher(b), expect_launcher);
+  if (!rc && expect_launcher && strcmp(expect_launcher, boot_launcher(b)) != 0) {
+    fprintf(stderr, "mr_boot: launcher %s, expected %s\n", boot_launcher(b), expect_launcher);
     rc = 1;
   }
   st = hsr_boot_finalize(b);

@@ -39,10 +39,14 @@
 #include <unistd.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 #include "hsr/ckpt.h"
+#include "runtime/ckpt/ckpt_internal.h"
 #include "hsr/comm.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 #include "mlp.h"
 
 #define STEPS 12
@@ -141,7 +145,7 @@ static void run_close(run *r) {
 
 static int run_steps(run *r, const spec *sp, int from, int to) {
   for (int s = from; s < to; s++) {
-    double lr = hsr_rt_lr_at(&sched, s + 1);
+    double lr = rt_lr_at(&sched, s + 1);
     OK(hsr_rt_set_lr(r->rt, 0, lr));
     OK(hsr_rt_set_lr(r->rt, 1, lr));
     hsr_rt_step_info info;
@@ -157,7 +161,7 @@ static int save_as(run *r, const char *root, int64_t sample, int async, hsr_ckpt
   hsr_ckpt_state *ps;
   OK(hsr_ckpt_state_create(&ps));
   OK(hsr_ckpt_state_set_i64(ps, "data.sample_index", sample));
-  OK(hsr_ckpt_state_set_u64(ps, "rng.seed", model.seed));
+  OK(ckpt_state_set_u64(ps, "rng.seed", model.seed));
   hsr_ckpt_state *mc;
   OK(hsr_ckpt_state_create(&mc));
   OK(hsr_ckpt_state_set_i64(mc, "layers", model.layers));
@@ -181,21 +185,21 @@ static int check_model(const char *dir, const char *what) {
   hsr_ckpt_state *mc;
   const char *kind = NULL, *key = NULL;
   char v[64];
-  OK(hsr_ckpt_open(dir, &c));
+  OK(ckpt_open(dir, &c));
   OK(hsr_ckpt_state_create(&mc));
-  OK(hsr_ckpt_get_model(c, &kind, mc));
-  CHECK(!strcmp(kind, "mlp") && hsr_ckpt_state_count(mc) == 3, "%s: model '%s' with %d config pairs", what, kind,
-        hsr_ckpt_state_count(mc));
-  OK(hsr_ckpt_state_at(mc, 0, &key, v, sizeof v));
+  OK(ckpt_get_model(c, &kind, mc));
+  CHECK(!strcmp(kind, "mlp") && ckpt_state_count(mc) == 3, "%s: model '%s' with %d config pairs", what, kind,
+        ckpt_state_count(mc));
+  OK(ckpt_state_at(mc, 0, &key, v, sizeof v));
   CHECK(!strcmp(key, "layers") && atoi(v) == model.layers, "%s: model config 0: %s = %s", what, key, v);
-  OK(hsr_ckpt_state_at(mc, 1, &key, v, sizeof v));
+  OK(ckpt_state_at(mc, 1, &key, v, sizeof v));
   CHECK(!strcmp(key, "dim") && atoi(v) == model.dim && !strchr(v, '.'), "%s: model config 1: %s = %s", what, key, v);
-  OK(hsr_ckpt_state_at(mc, 2, &key, v, sizeof v));
+  OK(ckpt_state_at(mc, 2, &key, v, sizeof v));
   CHECK(!strcmp(key, "note") && !strcmp(v, "a \"quoted\" string"), "%s: model config 2: %s = %s", what, key, v);
-  CHECK(hsr_ckpt_state_at(mc, 3, &key, v, sizeof v) == HSR_ERR_INVALID, "%s: a 4th config pair", what);
-  CHECK(hsr_ckpt_state_at(mc, 2, &key, v, 4) == HSR_ERR_INVALID, "%s: a value that does not fit", what);
+  CHECK(ckpt_state_at(mc, 3, &key, v, sizeof v) == HSR_ERR_INVALID, "%s: a 4th config pair", what);
+  CHECK(ckpt_state_at(mc, 2, &key, v, 4) == HSR_ERR_INVALID, "%s: a value that does not fit", what);
   hsr_ckpt_state_free(mc);
-  hsr_ckpt_close(c);
+  ckpt_close(c);
   return 0;
 }
 
@@ -203,21 +207,21 @@ static int check_model(const char *dir, const char *what) {
  * within a relative tolerance of the largest magnitude per tensor. */
 static int compare_ckpt(const char *a, const char *b, double tol, const char *what, double *worst) {
   hsr_ckpt *ca, *cb;
-  OK(hsr_ckpt_open(a, &ca));
-  OK(hsr_ckpt_open(b, &cb));
+  OK(ckpt_open(a, &ca));
+  OK(ckpt_open(b, &cb));
   *worst = 0;
-  for (int i = 0; i < hsr_ckpt_num_tensors(ca); i++) {
+  for (int i = 0; i < ckpt_num_tensors(ca); i++) {
     hsr_ckpt_tensor t;
     int j;
-    OK(hsr_ckpt_tensor_at(ca, i, &t));
-    OK(hsr_ckpt_find(cb, t.name, &j));
+    OK(ckpt_tensor_at(ca, i, &t));
+    OK(ckpt_find(cb, t.name, &j));
     float *x = malloc(t.numel * 4 + 4), *y = malloc(t.numel * 4 + 4);
     for (int k = 0; k < HSR_CKPT_KIND_COUNT; k++) {
-      OK(hsr_ckpt_read(ca, i, (hsr_ckpt_kind)k, 0, t.numel, x));
-      OK(hsr_ckpt_read(cb, j, (hsr_ckpt_kind)k, 0, t.numel, y));
+      OK(ckpt_read(ca, i, (hsr_ckpt_kind)k, 0, t.numel, x));
+      OK(ckpt_read(cb, j, (hsr_ckpt_kind)k, 0, t.numel, y));
       if (tol < 0) {
         CHECK(!memcmp(x, y, t.numel * 4), "%s: tensor %s %s is not bitwise equal", what, t.name,
-              hsr_ckpt_kind_name((hsr_ckpt_kind)k));
+              ckpt_kind_name((hsr_ckpt_kind)k));
         continue;
       }
       double md = 0, mx = 0;
@@ -228,13 +232,13 @@ static int compare_ckpt(const char *a, const char *b, double tol, const char *wh
       double rel = md / (mx > 0 ? mx : 1);
       *worst = fmax(*worst, rel);
       CHECK(rel <= tol, "%s: tensor %s %s differs: relative %.3g > %.0e", what, t.name,
-            hsr_ckpt_kind_name((hsr_ckpt_kind)k), rel, tol);
+            ckpt_kind_name((hsr_ckpt_kind)k), rel, tol);
     }
     free(x);
     free(y);
   }
-  hsr_ckpt_close(ca);
-  hsr_ckpt_close(cb);
+  ckpt_close(ca);
+  ckpt_close(cb);
   return 0;
 }
 
@@ -243,15 +247,15 @@ static int compare_ckpt(const char *a, const char *b, double tol, const char *wh
  * whole read, across the ranges the ranks wrote. */
 static int check_slices(const char *dir, const char *what, int *nslices) {
   hsr_ckpt *c;
-  OK(hsr_ckpt_open(dir, &c));
-  for (int i = 0; i < hsr_ckpt_num_tensors(c); i++) {
+  OK(ckpt_open(dir, &c));
+  for (int i = 0; i < ckpt_num_tensors(c); i++) {
     hsr_ckpt_tensor t;
-    OK(hsr_ckpt_tensor_at(c, i, &t));
+    OK(ckpt_tensor_at(c, i, &t));
     float *all = malloc(t.numel * 4 + 4), *part = malloc(t.numel * 4 + 4);
     uint64_t step = t.numel / 37 ? t.numel / 37 : 1, across = t.numel / (t.ranges ? t.ranges : 1) + 2;
     int bad = 0; /* the first wrong slice of a tensor is reported, not every one */
     for (int k = 0; k < HSR_CKPT_KIND_COUNT && !bad; k++) {
-      OK(hsr_ckpt_read(c, i, (hsr_ckpt_kind)k, 0, t.numel, all));
+      OK(ckpt_read(c, i, (hsr_ckpt_kind)k, 0, t.numel, all));
       for (uint64_t j = 0, prev = UINT64_MAX; j <= 37 && !bad; j++) { /* 37 starts and the last element */
         uint64_t a = j < 37 ? j * step : t.numel - 1;
         if (a >= t.numel || a == prev) continue;
@@ -260,10 +264,10 @@ static int check_slices(const char *dir, const char *what, int *nslices) {
         for (int q = 0; q < 4 && !bad; q++) {
           uint64_t n = counts[q] < t.numel - a ? counts[q] : t.numel - a;
           memset(part, 0xff, n * 4);
-          OK(hsr_ckpt_read(c, i, (hsr_ckpt_kind)k, a, n, part));
+          OK(ckpt_read(c, i, (hsr_ckpt_kind)k, a, n, part));
           bad = memcmp(part, all + a, n * 4) != 0;
           CHECK(!bad, "%s: tensor %s %s elements [%llu, %llu) (of %llu, %d ranges) differ from the whole read's", what,
-                t.name, hsr_ckpt_kind_name((hsr_ckpt_kind)k), (unsigned long long)a, (unsigned long long)(a + n),
+                t.name, ckpt_kind_name((hsr_ckpt_kind)k), (unsigned long long)a, (unsigned long long)(a + n),
                 (unsigned long long)t.numel, t.ranges);
           (*nslices)++;
         }
@@ -272,7 +276,7 @@ static int check_slices(const char *dir, const char *what, int *nslices) {
     free(all);
     free(part);
   }
-  hsr_ckpt_close(c);
+  ckpt_close(c);
   return 0;
 }
 
@@ -284,7 +288,7 @@ static int shared_dir(env *e, const char *tag, char *out, size_t len) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
     if (system(cmd)) return 1;
   }
-  OK(hsr_boot_bcast(e->boot, out, len, 0));
+  OK(boot_bcast(e->boot, out, len, 0));
   return 0;
 }
 
@@ -301,7 +305,7 @@ static int async_half(env *e, const spec *ss, const run *ref, run *r1, const cha
   int pending = 0;
   OK(save_as(r1, d_half, HALF * BATCH, 1, &a));
   set_env("HSR_CKPT_DELAY", NULL);
-  OK(hsr_ckpt_poll(r1->rt, &pending));
+  OK(ckpt_poll(r1->rt, &pending));
   CHECK(a.async && a.step == HALF && pending && a.waited_step == -1, "%s: async save: async %d step %lld pending %d",
         ss->text, a.async, (long long)a.step, pending);
   CHECK(a.bytes_rank > 0 && a.staging_bytes >= a.bytes_rank, "%s: async save staged %llu of %llu bytes", ss->text,
@@ -319,17 +323,17 @@ static int async_half(env *e, const spec *ss, const run *ref, run *r1, const cha
         (long long)w.step, (unsigned long long)w.bytes_total);
   OK(hsr_ckpt_wait(r1->rt, -1, &w));
   CHECK(w.step == -1, "%s: a second hsr_ckpt_wait found step %lld", ss->text, (long long)w.step);
-  OK(hsr_ckpt_poll(r1->rt, &pending));
+  OK(ckpt_poll(r1->rt, &pending));
   CHECK(!pending, "%s: pending after the wait", ss->text);
   double worst = 0;
   if (g_rank == 0 && compare_ckpt(d_ref, d_end, -1, ss->text, &worst)) return 1;
   *sst = a;
   hsr_ckpt *c;
-  OK(hsr_ckpt_open(d_half, &c));
+  OK(ckpt_open(d_half, &c));
   hsr_ckpt_info in;
-  OK(hsr_ckpt_get_info(c, &in));
+  OK(ckpt_get_info(c, &in));
   sst->bytes_total = in.data_bytes;
-  hsr_ckpt_close(c);
+  ckpt_close(c);
   return 0;
 }
 
@@ -377,7 +381,7 @@ static int resume_pair(env *e, const char *pair, int idx) {
   int64_t sample = -1;
   uint64_t seed = 0;
   OK(hsr_ckpt_state_get_i64(ps, "data.sample_index", &sample));
-  OK(hsr_ckpt_state_get_u64(ps, "rng.seed", &seed));
+  OK(ckpt_state_get_u64(ps, "rng.seed", &seed));
   hsr_ckpt_state_free(ps);
   CHECK(sample == HALF * BATCH && seed == model.seed, "%s: program state %lld %llu", pair, (long long)sample,
         (unsigned long long)seed);
@@ -388,9 +392,9 @@ static int resume_pair(env *e, const char *pair, int idx) {
         (unsigned long long)sst.bytes_total, (unsigned long long)lst.bytes_total);
   /* every byte read once: on the saving mesh each rank reads exactly its own
    * file, and the replicas of a shard receive the rest of it from each other */
-  int W = hsr_boot_size(e->boot), R = hsr_rt_replicate(r2.rt);
+  int W = hsr_boot_size(e->boot), R = rt_replicate(r2.rt);
   uint64_t mine[2] = {lst.bytes_rank, lst.exchanged_bytes}, *all = calloc((size_t)W * 2, sizeof *all), rd = 0, ex = 0;
-  OK(hsr_boot_allgather(e->boot, mine, sizeof mine, all));
+  OK(boot_allgather(e->boot, mine, sizeof mine, all));
   for (int q = 0; q < W; q++) rd += all[2 * q], ex += all[2 * q + 1];
   free(all);
   int split = strcmp(ls.exchange, "off") != 0;
@@ -438,13 +442,13 @@ static int env_open(hsr_boot *boot, env *e) {
   memset(e, 0, sizeof *e);
   e->boot = boot;
   OK(hsr_comm_world(boot, HSR_BACKEND_HOST, &e->world));
-  OK(hsr_topo_discover(NULL, &e->topo));
-  OK(hsr_cluster_gather(boot, e->topo, &e->cl));
+  OK(topo_discover(NULL, &e->topo));
+  OK(cluster_gather(boot, e->topo, &e->cl));
   if (g_rank == 0) {
     snprintf(e->tmp, sizeof e->tmp, "/tmp/hsr-mr-ckpt-XXXXXX");
     if (!mkdtemp(e->tmp)) FAIL("mkdtemp failed");
   }
-  OK(hsr_boot_bcast(boot, e->tmp, sizeof e->tmp, 0));
+  OK(boot_bcast(boot, e->tmp, sizeof e->tmp, 0));
   return 0;
 }
 
@@ -454,8 +458,8 @@ static void env_close(env *e) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", e->tmp);
   }
-  hsr_cluster_free(e->cl);
-  hsr_topo_free(e->topo);
+  cluster_free(e->cl);
+  topo_free(e->topo);
   hsr_comm_free(e->world);
 }
 
@@ -485,7 +489,7 @@ int main(int argc, char **argv) {
   /* every rank's verdict, so that a failure on one is the exit code of all */
   int bad = rc || g_fail, any = 0, n = hsr_boot_size(boot);
   int *all = calloc((size_t)n, sizeof *all);
-  if (all && hsr_boot_allgather(boot, &bad, sizeof bad, all) == HSR_OK)
+  if (all && boot_allgather(boot, &bad, sizeof bad, all) == HSR_OK)
     for (int r = 0; r < n; r++) any |= all[r];
   free(all);
   env_close(&e);

@@ -3,6 +3,9 @@
  * write, and the program-state API. */
 #include <glob.h>
 #include <zlib.h>
+#include "launch/boot_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 /* Rank 0 edits; others wait. */
 static int sh(const char *fmt, const char *a, const char *b) {
@@ -112,15 +115,15 @@ static const bad_case cases[] = {
 
 /* Every parameter, full size (collective). */
 static float *snapshot(hsr_rt *rt) {
-  const hsr_rt_layout *l = hsr_rt_get_layout(rt);
+  const hsr_rt_layout *l = rt_get_layout(rt);
   size_t total = 0;
   hsr_rt_param_info p;
-  for (int i = 0; i < hsr_rt_layout_num_params(l); i++)
-    if (hsr_rt_layout_param(l, i, &p) == HSR_OK) total += p.numel;
+  for (int i = 0; i < rt_layout_num_params(l); i++)
+    if (rt_layout_param(l, i, &p) == HSR_OK) total += p.numel;
   float *v = malloc(total * 4 + 4), *w = v;
-  for (int i = 0; v && i < hsr_rt_layout_num_params(l); i++) {
-    hsr_rt_layout_param(l, i, &p);
-    if (hsr_rt_param_read(rt, p.name, w) != HSR_OK) return free(v), NULL;
+  for (int i = 0; v && i < rt_layout_num_params(l); i++) {
+    rt_layout_param(l, i, &p);
+    if (rt_param_read(rt, p.name, w) != HSR_OK) return free(v), NULL;
     w += p.numel;
   }
   return v;
@@ -130,7 +133,7 @@ static float *snapshot(hsr_rt *rt) {
 static int same_everywhere(env *e, const char *msg) {
   int n = hsr_boot_size(e->boot);
   uint32_t mine = (uint32_t)crc32(0, (const Bytef *)msg, (uInt)strlen(msg)), all[64];
-  if (n > 64 || hsr_boot_allgather(e->boot, &mine, sizeof mine, all) != HSR_OK) return 0;
+  if (n > 64 || boot_allgather(e->boot, &mine, sizeof mine, all) != HSR_OK) return 0;
   for (int r = 0; r < n; r++)
     if (all[r] != mine) return 0;
   return 1;
@@ -167,7 +170,7 @@ static int mr_ckpt_corrupt(env *e) {
     snprintf(tag, sizeof tag, "case%d", i);
     if (shared_dir(e, tag, dir, sizeof dir)) return 1;
     int made = g_rank == 0 ? make_case(i, gdir, shp, oth, dir) : 0;
-    OK(hsr_boot_bcast(e->boot, &made, sizeof made, 0));
+    OK(boot_bcast(e->boot, &made, sizeof made, 0));
     if (made) FAIL("could not build case '%s'", cases[i].name);
     hsr_status st = hsr_ckpt_load(r.rt, dir, NULL, NULL);
     const char *msg = hsr_last_error();
@@ -206,7 +209,7 @@ static int mr_ckpt_corrupt(env *e) {
   char bad[300];
   if (shared_dir(e, "torn", bad, sizeof bad)) return 1;
   int made = g_rank == 0 ? make_case(1, gdir, shp, oth, bad) : 0; /* a flipped byte in a data file */
-  OK(hsr_boot_bcast(e->boot, &made, sizeof made, 0));
+  OK(boot_bcast(e->boot, &made, sizeof made, 0));
   if (made) FAIL("could not build the flipped-byte case");
   hsr_ckpt_stats ls;
   for (int mode = 0; mode < 2; mode++) { /* auto, then off */
@@ -224,7 +227,7 @@ static int mr_ckpt_corrupt(env *e) {
     if (!mode) {
       CHECK(strstr(keep, "partly overwritten") != NULL, "in place: the message '%s' does not say the state is torn",
             keep);
-      st = hsr_rt_param_read(f.rt, "head.b", init);
+      st = rt_param_read(f.rt, "head.b", init);
       CHECK(st == HSR_ERR_STATE && strstr(hsr_last_error(), "load a checkpoint again"),
             "a torn engine's parameters were read: %s (%s)", hsr_status_str(st), hsr_last_error());
       st = hsr_ckpt_save(f.rt, bad, &o_sync, NULL);
@@ -255,7 +258,7 @@ static int mr_ckpt_corrupt(env *e) {
   char file[400];
   snprintf(file, sizeof file, "%s/a-file", e->tmp);
   if (g_rank == 0) sh("touch '%s'%s", file, "");
-  OK(hsr_boot_barrier(e->boot));
+  OK(boot_barrier(e->boot));
   hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL, 0};
   hsr_status st = hsr_ckpt_save(r.rt, file, &o, NULL);
   CHECK(st == HSR_ERR_IO && !strncmp(hsr_last_error(), "rank 0:", 7), "save into a file: %s (%s)", hsr_status_str(st),
@@ -289,27 +292,27 @@ static int mr_ckpt_state(void) {
   const char *str;
   SCHECK(hsr_ckpt_state_set_i64(s, "data.sample_index", 123456789012LL) == HSR_OK, "set i64");
   SCHECK(hsr_ckpt_state_set_i64(s, "big", -(1LL << 62) - 5) == HSR_OK, "set big i64");
-  SCHECK(hsr_ckpt_state_set_u64(s, "rng.state", 0xfedcba9876543210ull) == HSR_OK, "set u64");
+  SCHECK(ckpt_state_set_u64(s, "rng.state", 0xfedcba9876543210ull) == HSR_OK, "set u64");
   SCHECK(hsr_ckpt_state_set_f64(s, "lr", 0.1 + 0.2) == HSR_OK, "set f64");
   SCHECK(hsr_ckpt_state_set_str(s, "model", "mlp") == HSR_OK, "set str");
   SCHECK(hsr_ckpt_state_set_i64(s, "bad key", 1) == HSR_ERR_INVALID, "a key with a space is refused");
   SCHECK(hsr_ckpt_state_set_f64(s, "nan", NAN) == HSR_ERR_INVALID, "NaN is refused");
   char *json;
-  SCHECK(hsr_ckpt_state_json(s, &json) == HSR_OK, "json");
+  SCHECK(ckpt_state_json(s, &json) == HSR_OK, "json");
   hsr_ckpt_state *t;
   hsr_ckpt_state_create(&t);
-  SCHECK(hsr_ckpt_state_from_json(t, json) == HSR_OK, "round trip through JSON: %s", json);
-  SCHECK(hsr_ckpt_state_from_json(t, "[1]") == HSR_ERR_INVALID, "an array is not a state");
-  SCHECK(hsr_ckpt_state_from_json(t, json) == HSR_OK, "round trip through JSON: %s", json);
+  SCHECK(ckpt_state_from_json(t, json) == HSR_OK, "round trip through JSON: %s", json);
+  SCHECK(ckpt_state_from_json(t, "[1]") == HSR_ERR_INVALID, "an array is not a state");
+  SCHECK(ckpt_state_from_json(t, json) == HSR_OK, "round trip through JSON: %s", json);
   free(json);
   SCHECK(hsr_ckpt_state_get_i64(t, "data.sample_index", &i) == HSR_OK && i == 123456789012LL, "i64 back");
   SCHECK(hsr_ckpt_state_get_i64(t, "big", &i) == HSR_OK && i == -(1LL << 62) - 5, "big i64 back exactly");
-  SCHECK(hsr_ckpt_state_get_u64(t, "rng.state", &u) == HSR_OK && u == 0xfedcba9876543210ull, "u64 back exactly");
+  SCHECK(ckpt_state_get_u64(t, "rng.state", &u) == HSR_OK && u == 0xfedcba9876543210ull, "u64 back exactly");
   SCHECK(hsr_ckpt_state_get_f64(t, "lr", &d) == HSR_OK && d == 0.1 + 0.2, "f64 back exactly");
   SCHECK(hsr_ckpt_state_get_str(t, "model", &str) == HSR_OK && !strcmp(str, "mlp"), "string back");
   SCHECK(hsr_ckpt_state_get_i64(t, "model", &i) == HSR_ERR_INVALID, "a string is not an integer");
   SCHECK(hsr_ckpt_state_get_i64(t, "nope", &i) == HSR_ERR_NOT_FOUND, "absent key");
-  SCHECK(hsr_ckpt_state_count(t) == 5, "5 pairs, got %d", hsr_ckpt_state_count(t));
+  SCHECK(ckpt_state_count(t) == 5, "5 pairs, got %d", ckpt_state_count(t));
   hsr_ckpt_state_free(s);
   hsr_ckpt_state_free(t);
   printf(g_state_fail ? "FAILED\n" : "PASSED\n");

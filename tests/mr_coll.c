@@ -4,7 +4,7 @@
  *           [--timeout-case] [--bad-args] [--concurrent] [--interleave]
  *
  * Every operation, dtype, redop, in/out-of-place and buffer kind (from
- * hsr_comm_mem_alloc and from malloc) is checked element by element against a
+ * comm_mem_alloc and from malloc) is checked element by element against a
  * reference computed here from the same input formula. Inputs are small
  * integers, so every reduction is exact in every dtype and results must match
  * exactly. --split S also runs everything in the shard groups (r / S) and the
@@ -18,6 +18,8 @@
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
 
 static int g_rank;
 static long g_checked;
@@ -93,7 +95,7 @@ static double reduce_ref(hsr_dtype dt, hsr_redop op, int n, size_t i) {
 static void *buf_alloc(hsr_comm *c, size_t bytes, int comm_mem) {
   void *p = NULL;
   if (comm_mem) {
-    if (hsr_comm_mem_alloc(c, bytes, &p) != HSR_OK) return NULL;
+    if (comm_mem_alloc(c, bytes, &p) != HSR_OK) return NULL;
   } else {
     p = malloc(bytes ? bytes : 1);
   }
@@ -101,7 +103,7 @@ static void *buf_alloc(hsr_comm *c, size_t bytes, int comm_mem) {
 }
 static void buf_free(hsr_comm *c, void *p, int comm_mem) {
   if (comm_mem)
-    hsr_comm_mem_free(c, p);
+    comm_mem_free(c, p);
   else
     free(p);
 }
@@ -110,7 +112,7 @@ static void buf_free(hsr_comm *c, void *p, int comm_mem) {
 static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_t count, int inplace, int comm_mem,
                     int root) {
   int n = hsr_comm_size(c), r = hsr_comm_rank(c);
-  size_t es = hsr_dtype_size(dt);
+  size_t es = dtype_size(dt);
   size_t in_n = kind == HSR_OP_REDUCE_SCATTER ? count * (size_t)n : count;
   size_t out_n = kind == HSR_OP_ALLGATHER ? count * (size_t)n : count;
   size_t big = in_n > out_n ? in_n : out_n;
@@ -123,7 +125,7 @@ static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_
   const void *send;
   void *recv;
   hsr_comm_counter before, after;
-  OK(hsr_comm_counters(c, kind, &before));
+  OK(comm_counters(c, kind, &before));
   hsr_status st;
   hsr_req *req = NULL;
   switch (kind) {
@@ -152,18 +154,18 @@ static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_
     st = hsr_comm_bcast(c, a, count, dt, root, &req);
     break;
   }
-  if (st != HSR_OK) FAIL("%s issue: %s %s", hsr_op_name(kind), hsr_status_str(st), hsr_last_error());
-  /* Poll a little (exercises hsr_req_test), then check the times and wait. */
+  if (st != HSR_OK) FAIL("%s issue: %s %s", op_name(kind), hsr_status_str(st), hsr_last_error());
+  /* Poll a little (exercises req_test), then check the times and wait. */
   int done = 0;
-  for (int k = 0; k < 3 && !done; k++) OK(hsr_req_test(req, &done));
+  for (int k = 0; k < 3 && !done; k++) OK(req_test(req, &done));
   while (!done) {
-    OK(hsr_req_test(req, &done));
+    OK(req_test(req, &done));
     if (!done) usleep(200);
   }
   uint64_t t0, t1;
-  OK(hsr_req_times(req, &t0, &t1));
+  OK(req_times(req, &t0, &t1));
   if (count && (t0 == 0 || t1 < t0))
-    FAIL("%s: request times %llu..%llu", hsr_op_name(kind), (unsigned long long)t0, (unsigned long long)t1);
+    FAIL("%s: request times %llu..%llu", op_name(kind), (unsigned long long)t0, (unsigned long long)t1);
   OK(hsr_req_wait(req, -1));
   for (size_t i = 0; i < out_n; i++) {
     double want;
@@ -177,14 +179,13 @@ static int run_case(hsr_comm *c, hsr_op kind, hsr_dtype dt, hsr_redop rop, size_
       want = val(dt, root, i);
     double got = load(dt, recv, i);
     if (got != want)
-      FAIL("%s %s %s count %zu %s %s mem, group of %d: element %zu is %g, expected %g", hsr_op_name(kind),
-           hsr_dtype_name(dt), hsr_redop_name(rop), count, inplace ? "in-place" : "out-of-place",
-           comm_mem ? "comm" : "user", n, i, got, want);
+      FAIL("%s %s %s count %zu %s %s mem, group of %d: element %zu is %g, expected %g", op_name(kind), dtype_name(dt),
+           redop_name(rop), count, inplace ? "in-place" : "out-of-place", comm_mem ? "comm" : "user", n, i, got, want);
   }
   g_checked += (long)out_n;
-  OK(hsr_comm_counters(c, kind, &after));
+  OK(comm_counters(c, kind, &after));
   if (after.calls != before.calls + 1)
-    FAIL("%s: calls counter %llu -> %llu", hsr_op_name(kind), (unsigned long long)before.calls,
+    FAIL("%s: calls counter %llu -> %llu", op_name(kind), (unsigned long long)before.calls,
          (unsigned long long)after.calls);
   uint64_t drecv = after.bytes_recv - before.bytes_recv, dsent = after.bytes_sent - before.bytes_sent;
   if (kind == HSR_OP_ALLGATHER && drecv != (uint64_t)(n - 1) * count * es)
@@ -259,8 +260,8 @@ static int bad_args(hsr_comm *c) {
 static int concurrent(hsr_comm *shard, hsr_comm *repl, size_t count) {
   int ns = hsr_comm_size(shard), rs = hsr_comm_rank(shard), nr = hsr_comm_size(repl);
   float *ag_in = NULL, *ag_out = NULL, *ar = NULL, *ar2 = NULL;
-  OK(hsr_comm_mem_alloc(shard, count * 4, (void **)&ag_in));
-  OK(hsr_comm_mem_alloc(repl, count * 4 * (size_t)ns, (void **)&ag_out));
+  OK(comm_mem_alloc(shard, count * 4, (void **)&ag_in));
+  OK(comm_mem_alloc(repl, count * 4 * (size_t)ns, (void **)&ag_out));
   ar = malloc(count * 4), ar2 = malloc(count * 4);
   for (int round = 0; round < 3; round++) {
     for (size_t i = 0; i < count; i++) {
@@ -286,8 +287,8 @@ static int concurrent(hsr_comm *shard, hsr_comm *repl, size_t count) {
       if (ar2[i] != 1) FAIL("queued all-reduce element %zu", i);
     }
   }
-  hsr_comm_mem_free(shard, ag_in);
-  hsr_comm_mem_free(shard, ag_out); /* freed through another communicator of the world */
+  comm_mem_free(shard, ag_in);
+  comm_mem_free(shard, ag_out); /* freed through another communicator of the world */
   free(ar), free(ar2);
   return 0;
 }
@@ -311,8 +312,8 @@ static int post_rounds(poster *p) {
     else
       OK(hsr_comm_allgather(p->c, in, out, COUNT, HSR_F32, &q));
     int done = 0;
-    OK(hsr_req_test(q, &done)); /* lock-free when not done yet; no spinning here */
-    OK(done ? hsr_req_free(q) : hsr_req_wait(q, -1));
+    OK(req_test(q, &done)); /* lock-free when not done yet; no spinning here */
+    OK(done ? req_free(q) : hsr_req_wait(q, -1));
     for (int j = 0; j < (p->allreduce ? 1 : n); j++)
       for (int i = 0; i < COUNT; i++) {
         double want = 0;
@@ -345,7 +346,7 @@ static int threaded(hsr_comm *shard, hsr_comm *repl) {
 }
 
 /* With the progress thread, an operation completes while the caller does
- * not call into hsr at all (hsr_req_times does not drive progress). */
+ * not call into hsr at all (req_times does not drive progress). */
 static int progress_without_caller(hsr_comm *c) {
   size_t count = 1 << 20;
   float *x = malloc(count * 4);
@@ -355,7 +356,7 @@ static int progress_without_caller(hsr_comm *c) {
   uint64_t t0 = 0, t1 = 0;
   for (int k = 0; k < 30000 && !t1; k++) {
     usleep(1000);
-    OK(hsr_req_times(q, &t0, &t1));
+    OK(req_times(q, &t0, &t1));
   }
   if (!t1) FAIL("all_reduce did not complete within 30 s without the caller driving it");
   OK(hsr_req_wait(q, -1));
@@ -367,7 +368,7 @@ static int progress_without_caller(hsr_comm *c) {
 
 static int timeout_case(hsr_comm *w, int loose) {
   int n = hsr_comm_size(w), r = hsr_comm_rank(w);
-  OK(hsr_comm_set_name(w, "tworld"));
+  OK(comm_set_name(w, "tworld"));
   float x[16] = {0};
   if (r == n - 1) {
     /* Never joins; stays alive until the others have timed out. */
@@ -438,7 +439,7 @@ int main(int argc, char **argv) {
   } else if (bad) {
     rc = bad_args(w);
   } else {
-    if (hsr_comm_size(w) != n || hsr_comm_rank(w) != g_rank || hsr_comm_world_rank(w, n) != -1) {
+    if (hsr_comm_size(w) != n || hsr_comm_rank(w) != g_rank || comm_world_rank(w, n) != -1) {
       fprintf(stderr, "world identity wrong\n");
       rc = 1;
     }
@@ -446,15 +447,15 @@ int main(int argc, char **argv) {
     if (!rc) rc = run_suite(w, counts, ncounts, ndt, 100000);
     if (!rc && split > 0) {
       hsr_comm *shard = NULL, *repl = NULL, *none = (hsr_comm *)1;
-      if (hsr_comm_split(w, g_rank / split, g_rank, &shard) != HSR_OK ||
-          hsr_comm_split(w, g_rank % split, -g_rank, &repl) != HSR_OK ||
-          hsr_comm_split(w, g_rank == 0 ? 0 : -1, 0, &none) != HSR_OK) {
+      if (comm_split(w, g_rank / split, g_rank, &shard) != HSR_OK ||
+          comm_split(w, g_rank % split, -g_rank, &repl) != HSR_OK ||
+          comm_split(w, g_rank == 0 ? 0 : -1, 0, &none) != HSR_OK) {
         fprintf(stderr, "[rank %d] split: %s\n", g_rank, hsr_last_error());
         rc = 1;
       }
       /* Replicate groups are keyed by -rank: comm rank order reverses. */
       if (!rc && (hsr_comm_size(shard) != split || hsr_comm_rank(shard) != g_rank % split ||
-                  hsr_comm_world_rank(repl, 0) != (n / split - 1) * split + g_rank % split)) {
+                  comm_world_rank(repl, 0) != (n / split - 1) * split + g_rank % split)) {
         fprintf(stderr, "[rank %d] split membership wrong\n", g_rank);
         rc = 1;
       }
@@ -478,7 +479,7 @@ int main(int argc, char **argv) {
       /* Every rank, ordered even ranks first: with simulated nodes the comm
        * ranks alternate between nodes (two-level with a scattered layout). */
       hsr_comm *il = NULL;
-      if (hsr_comm_split(w, 0, (g_rank % 2) * 100000 + g_rank / 2, &il) != HSR_OK) {
+      if (comm_split(w, 0, (g_rank % 2) * 100000 + g_rank / 2, &il) != HSR_OK) {
         fprintf(stderr, "[rank %d] split: %s\n", g_rank, hsr_last_error());
         rc = 1;
       }

@@ -18,7 +18,11 @@
 #include <string.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 #include "hsr/comm.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/common_internal.h"
 
 static int g_rank, g_fail;
 static hsr_boot *g_boot;
@@ -37,13 +41,13 @@ typedef struct shape {
   int nr, xr; /* two-level: my rank in the node group and in the cross group */
 } shape;
 
-static int node_of(hsr_comm *c, int j) { return hsr_boot_node_of(g_boot, hsr_comm_world_rank(c, j)); }
+static int node_of(hsr_comm *c, int j) { return boot_node_of(g_boot, comm_world_rank(c, j)); }
 
 static void shape_of(hsr_comm *c, int two_off, shape *s) {
   int n = hsr_comm_size(c), r = hsr_comm_rank(c);
   *s = (shape){.n = n, .r = r};
   s->node = calloc((size_t)n, sizeof *s->node);
-  int nodes = hsr_boot_num_nodes(g_boot), *per = calloc((size_t)nodes, sizeof *per), used = 0;
+  int nodes = boot_num_nodes(g_boot), *per = calloc((size_t)nodes, sizeof *per), used = 0;
   for (int j = 0; j < n; j++) {
     s->node[j] = node_of(c, j);
     if (per[s->node[j]]++ == 0) used++;
@@ -198,17 +202,17 @@ static void expect(const shape *s, hsr_op k, size_t count, size_t es, int root, 
 static int run_op(hsr_comm *c, const char *label, const shape *s, hsr_op k, size_t count, int root, int comm_mem,
                   int inplace, const ar_rule *ar) {
   hsr_dtype dt = (count & 1) ? HSR_F32 : HSR_BF16;
-  size_t es = hsr_dtype_size(dt), n = (size_t)s->n, bytes = (count * n + 16) * es;
+  size_t es = dtype_size(dt), n = (size_t)s->n, bytes = (count * n + 16) * es;
   char *a = NULL, *b = NULL;
   if (comm_mem) {
-    OK(hsr_comm_mem_alloc(c, bytes, (void **)&a));
-    OK(hsr_comm_mem_alloc(c, bytes, (void **)&b));
+    OK(comm_mem_alloc(c, bytes, (void **)&a));
+    OK(comm_mem_alloc(c, bytes, (void **)&b));
   } else {
     a = calloc(1, bytes), b = calloc(1, bytes);
   }
   memset(a, 0, bytes);
   ctr before, after, want;
-  OK(hsr_comm_counters(c, k, &before));
+  OK(comm_counters(c, k, &before));
   size_t off = (size_t)s->r * count * es;
   switch (k) {
   case HSR_OP_ALLGATHER: OK(hsr_comm_allgather(c, inplace ? b + off : a, b, count, dt, NULL)); break;
@@ -217,7 +221,7 @@ static int run_op(hsr_comm *c, const char *label, const shape *s, hsr_op k, size
   case HSR_OP_BCAST: OK(hsr_comm_bcast(c, a, count, dt, root, NULL)); break;
   default: OK(hsr_comm_barrier(c, NULL)); break;
   }
-  OK(hsr_comm_counters(c, k, &after));
+  OK(comm_counters(c, k, &after));
   expect(s, k, count, es, root, ar, &want);
   ctr got = {after.calls - before.calls,
              after.bytes_sent - before.bytes_sent,
@@ -229,12 +233,12 @@ static int run_op(hsr_comm *c, const char *label, const shape *s, hsr_op k, size
   const uint64_t *g = &got.calls, *w = &want.calls;
   for (int i = 0; i < 6; i++)
     CHECK(g[i] == w[i], "%s (%s, %d of %d, %d nodes): %s count %zu %s root %d: %s grew by %llu, expected %llu", label,
-          tp_names[s->tp], s->r, s->n, s->m, hsr_op_name(k), count, hsr_dtype_name(dt), root, names[i],
+          tp_names[s->tp], s->r, s->n, s->m, op_name(k), count, dtype_name(dt), root, names[i],
           (unsigned long long)g[i], (unsigned long long)w[i]);
   CHECK(got.fabric_sent <= got.bytes_sent && got.fabric_recv <= got.bytes_recv, "%s: fabric above the total", label);
   if (comm_mem) {
-    OK(hsr_comm_mem_free(c, a));
-    OK(hsr_comm_mem_free(c, b));
+    OK(comm_mem_free(c, a));
+    OK(comm_mem_free(c, b));
   } else {
     free(a), free(b);
   }
@@ -260,7 +264,7 @@ static int run_group(hsr_comm *c, const char *label, const size_t *counts, int n
   rc |= run_op(c, label, &s, HSR_OP_BARRIER, 0, 0, 0, 0, ar);
   for (int k = 0; k < HSR_OP_COUNT; k++) {
     ctr t;
-    OK(hsr_comm_counters(c, (hsr_op)k, &t));
+    OK(comm_counters(c, (hsr_op)k, &t));
     *fabric_total += t.fabric_sent + t.fabric_recv;
   }
   free(s.node);
@@ -294,9 +298,9 @@ int main(int argc, char **argv) {
   static const char *const ars[] = {"auto", "ring", "rd", NULL}, *const two[] = {"auto", "off", NULL};
   ar_rule ar = {0};
   int two_off = 0;
-  if (hsr_env_choice("HSR_ALGO_ALLREDUCE", ars, 0, &ar.mode) != HSR_OK ||
-      hsr_env_size("HSR_ALGO_ALLREDUCE_RD_MAX", 64 << 10, &ar.rd_max) != HSR_OK ||
-      hsr_env_choice("HSR_ALGO_TWO_LEVEL", two, 0, &two_off) != HSR_OK) {
+  if (env_choice("HSR_ALGO_ALLREDUCE", ars, 0, &ar.mode) != HSR_OK ||
+      env_size("HSR_ALGO_ALLREDUCE_RD_MAX", 64 << 10, &ar.rd_max) != HSR_OK ||
+      env_choice("HSR_ALGO_TWO_LEVEL", two, 0, &two_off) != HSR_OK) {
     fprintf(stderr, "%s\n", hsr_last_error());
     return 2;
   }
@@ -316,8 +320,8 @@ int main(int argc, char **argv) {
    * two-level set-up ran: splits count what they move on their parent) */
   rc |= run_group(w, "world", counts, nc, two_off, &ar, &fabric);
   if (!rc && split > 0 && n % split == 0) {
-    if (hsr_comm_split(w, g_rank / split, g_rank, &shard) != HSR_OK ||
-        hsr_comm_split(w, g_rank % split, g_rank, &repl) != HSR_OK) {
+    if (comm_split(w, g_rank / split, g_rank, &shard) != HSR_OK ||
+        comm_split(w, g_rank % split, g_rank, &repl) != HSR_OK) {
       fprintf(stderr, "[rank %d] split: %s\n", g_rank, hsr_last_error());
       rc = 1;
     } else {
@@ -326,10 +330,10 @@ int main(int argc, char **argv) {
     }
   }
   /* reset zeroes every counter */
-  if (!rc && hsr_comm_counters_reset(w) == HSR_OK) {
+  if (!rc && comm_counters_reset(w) == HSR_OK) {
     for (int k = 0; k < HSR_OP_COUNT; k++) {
       ctr t;
-      hsr_comm_counters(w, (hsr_op)k, &t);
+      comm_counters(w, (hsr_op)k, &t);
       if (t.calls || t.bytes_sent || t.bytes_recv || t.fabric_sent || t.fabric_recv || t.bytes_full) {
         fprintf(stderr, "[rank %d] FAIL: counters not zero after reset\n", g_rank);
         rc = 1;
@@ -339,9 +343,8 @@ int main(int argc, char **argv) {
   /* fabric bytes somewhere exactly when the world spans nodes */
   double mine = (double)fabric, all = 0;
   if (hsr_comm_allreduce(w, &mine, &all, 1, HSR_F64, HSR_SUM, NULL) != HSR_OK) rc = 1;
-  if ((all > 0) != (hsr_boot_num_nodes(g_boot) > 1)) {
-    fprintf(stderr, "[rank %d] FAIL: %.0f fabric bytes in all on %d node(s)\n", g_rank, all,
-            hsr_boot_num_nodes(g_boot));
+  if ((all > 0) != (boot_num_nodes(g_boot) > 1)) {
+    fprintf(stderr, "[rank %d] FAIL: %.0f fabric bytes in all on %d node(s)\n", g_rank, all, boot_num_nodes(g_boot));
     rc = 1;
   }
   hsr_comm_free(repl);

@@ -32,10 +32,14 @@
 #include "gpt.h"
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "collectives/comm_internal.h"
 #include "hsr/runtime.h"
-#include "hsr/safetensors.h"
-#include "hsr/safetensors_sharded.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_sharded.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "kernels/kernels_internal.h"
 #include "train.h"
 
 #define STEPS 6
@@ -101,7 +105,7 @@ static int parse_spec(const char *s, spec *out) {
       if (strcmp(v, "block") && strcmp(v, "linear")) return fprintf(stderr, "wrap=%s (block | linear)\n", v), 1;
       out->wrap = !strcmp(v, "linear");
     } else if (!strcmp(kv, "rc")) {
-      st = hsr_rt_parse_recompute(v, &c->recompute);
+      st = rt_parse_recompute(v, &c->recompute);
     } else if (!strcmp(kv, "same")) {
       snprintf(out->same, sizeof out->same, "%s", v);
     } else {
@@ -196,7 +200,7 @@ static int reference(double clip, history *h) {
   for (int s = 0; s < STEPS; s++) {
     if (s == 2 || s == 4)
       if (ref_val(r, VAL_WINDOWS, &h->val[s])) return 1;
-    float lr = (float)hsr_rt_lr_at(&sched, s + 1);
+    float lr = (float)rt_lr_at(&sched, s + 1);
     OK(gpt_ref_step(r, &g_data, base.seed, (int64_t)s * BATCH, lr, &h->loss[s], &h->norm[s]));
     h->p[s] = copy_params(r);
   }
@@ -210,7 +214,7 @@ static float **read_params(hsr_rt *rt) {
   for (int i = 0; i < np(); i++) {
     gpt_param_name(&base, i, name, sizeof name);
     p[i] = malloc(gpt_param_numel(&base, i) * 4 + 4);
-    if (hsr_rt_param_read(rt, name, p[i]) != HSR_OK) fprintf(stderr, "read %s: %s\n", name, hsr_last_error());
+    if (rt_param_read(rt, name, p[i]) != HSR_OK) fprintf(stderr, "read %s: %s\n", name, hsr_last_error());
   }
   return p;
 }
@@ -255,7 +259,7 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
   OK(gpt_rt_setup(&c, rt, 1));
   gpt_rt_ctx *x = NULL;
   OK(gpt_rt_ctx_create(&c, rt, sp->cfg.param_dtype, T, &x));
-  int S = hsr_rt_shard(rt), R = hsr_rt_replicate(rt), K = hsr_rt_partial(rt), U = gpt_num_units(&c);
+  int S = rt_shard(rt), R = rt_replicate(rt), K = rt_partial(rt), U = gpt_num_units(&c);
   uint64_t e[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   expected_calls(&sp->cfg, S, R, K, U, e);
   int f32 = sp->cfg.param_dtype == HSR_F32 && sp->cfg.reduce_dtype == HSR_F32;
@@ -273,8 +277,8 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
             "reference %.7f",
             sp->text, s + 1, got->val[s], ref->val[s]);
     }
-    OK(hsr_rt_set_lr(rt, 0, hsr_rt_lr_at(&sched, s + 1)));
-    OK(hsr_rt_set_lr(rt, 1, hsr_rt_lr_at(&sched, s + 1)));
+    OK(hsr_rt_set_lr(rt, 0, rt_lr_at(&sched, s + 1)));
+    OK(hsr_rt_set_lr(rt, 1, rt_lr_at(&sched, s + 1)));
     hsr_rt_step_info info;
     OK(gpt_rt_train_step(x, &g_data, base.seed, (int64_t)s * BATCH, BATCH, sp->cfg.micro_batches, &got->loss[s],
                          &info));
@@ -286,7 +290,7 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
     for (int g = 0; g < HSR_RT_GROUP_COUNT && !after_val; g++) /* a validation pass's gathers count in the next step */
       for (int op = 0; op < HSR_OP_COUNT; op++)
         CHECK(info.calls[g][op] == e[g][op], "%s (mesh %dx%d K %d): step %d: %s %s calls %llu, policy implies %llu",
-              sp->text, R, S, K, s + 1, hsr_rt_group_name((hsr_rt_group)g), hsr_op_name((hsr_op)op),
+              sp->text, R, S, K, s + 1, rt_group_name((hsr_rt_group)g), op_name((hsr_op)op),
               (unsigned long long)info.calls[g][op], (unsigned long long)e[g][op]);
     double ltol = f32 ? 1e-5 : 2e-2;
     CHECK(fabs(got->loss[s] - ref->loss[s]) <= ltol * ref->loss[s], "%s: step %d: loss %.7f, reference %.7f", sp->text,
@@ -295,9 +299,9 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
           "%s: step %d: gradient norm %.7f, reference %.7f", sp->text, s + 1, got->norm[s], ref->norm[s]);
     got->p[s] = read_params(rt);
     *worst = fmax(*worst, compare(got->p[s], ref->p[s], sp, s, tol, !f32));
-    if (s == 2) OK(hsr_rt_get_stats(rt, &st3));
+    if (s == 2) OK(rt_get_stats(rt, &st3));
   }
-  OK(hsr_rt_get_stats(rt, &st));
+  OK(rt_get_stats(rt, &st));
   CHECK(st.allocs == st3.allocs, "%s: steady-state steps allocated %llu buffers", sp->text,
         (unsigned long long)(st.allocs - st3.allocs));
   gpt_rt_ctx_free(x);
@@ -381,22 +385,22 @@ static int run_export(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
   for (int form = 0; form < 2; form++) {
     const char *at = form ? shards : path;
     hsr_st_set *f;
-    OK(hsr_st_set_open(at, &f));
-    CHECK(hsr_st_set_count(f) == np(), "export %s holds %d tensors, the model %d", at, hsr_st_set_count(f), np());
-    CHECK((g_rank || hsr_st_set_num_files(f) == (form ? files : 1)) && (!form || hsr_st_set_num_files(f) > 2),
-          "export %s: %d files (the writer said %d)", at, hsr_st_set_num_files(f), files);
-    CHECK(!strcmp(hsr_st_set_meta(f, "n_layer"), "2"), "export %s: metadata n_layer", at);
+    OK(st_set_open(at, &f));
+    CHECK(st_set_count(f) == np(), "export %s holds %d tensors, the model %d", at, st_set_count(f), np());
+    CHECK((g_rank || st_set_num_files(f) == (form ? files : 1)) && (!form || st_set_num_files(f) > 2),
+          "export %s: %d files (the writer said %d)", at, st_set_num_files(f), files);
+    CHECK(!strcmp(st_set_meta(f, "n_layer"), "2"), "export %s: metadata n_layer", at);
     for (int i = 0; i < np(); i++) {
       gpt_param_name(&base, i, name, sizeof name);
       int j = -1;
-      OK(hsr_st_set_find(f, name, &j));
+      OK(st_set_find(f, name, &j));
       size_t n = gpt_param_numel(&base, i);
       float *q = malloc(n * 4 + 4);
-      OK(hsr_st_set_read(f, j, 0, q, n * 4));
+      OK(st_set_read(f, j, 0, q, n * 4));
       CHECK(!memcmp(p[i], q, n * 4), "export %s: tensor %s differs from the run's parameter", at, name);
       free(q);
     }
-    hsr_st_set_close(f);
+    st_set_close(f);
   }
   gpt_rt_ctx_free(x);
   OK(hsr_rt_destroy(rt));
@@ -470,10 +474,10 @@ int main(int argc, char **argv) {
   hsr_topo *t = NULL;
   hsr_cluster *cl = NULL;
   if (gpt_data_wrap(g_text, n, T, &g_data) == HSR_OK && hsr_comm_world(boot, HSR_BACKEND_HOST, &world) == HSR_OK &&
-      hsr_topo_discover(NULL, &t) == HSR_OK && hsr_cluster_gather(boot, t, &cl) == HSR_OK) {
+      topo_discover(NULL, &t) == HSR_OK && cluster_gather(boot, t, &cl) == HSR_OK) {
     int cuda = 0;
     for (int i = 2; i < argc; i++) cuda |= strstr(argv[i], "device=cuda") != NULL;
-    if (cuda && hsr_device_cuda_count() == 0) {
+    if (cuda && device_cuda_count() == 0) {
       if (g_rank == 0) printf("SKIP: a spec needs a CUDA device and none is usable here\n");
       rc = 77;
     } else if (!strcmp(argv[1], "equiv")) {
@@ -486,8 +490,8 @@ int main(int argc, char **argv) {
   } else {
     fprintf(stderr, "setup: %s\n", hsr_last_error());
   }
-  hsr_cluster_free(cl);
-  hsr_topo_free(t);
+  cluster_free(cl);
+  topo_free(t);
   hsr_comm_free(world);
   hsr_boot_finalize(boot);
   if (rc == 0 && g_fail) rc = 1;

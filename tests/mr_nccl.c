@@ -6,6 +6,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
+#include "collectives/comm_internal.h"
 #include "hsr/config.h"
 
 #if HSR_HAVE_NCCL
@@ -18,8 +19,8 @@ static int check_comm(hsr_comm *c, size_t count) {
   int n = hsr_comm_size(c), r = hsr_comm_rank(c);
   size_t bytes = count * (size_t)n * sizeof(float);
   float *h = malloc(bytes), *d_in, *d_out;
-  OK(hsr_comm_mem_alloc(c, bytes, (void **)&d_in));
-  OK(hsr_comm_mem_alloc(c, bytes, (void **)&d_out));
+  OK(comm_mem_alloc(c, bytes, (void **)&d_in));
+  OK(comm_mem_alloc(c, bytes, (void **)&d_out));
   /* all-gather */
   for (size_t i = 0; i < count; i++) h[i] = (float)(r * 1000 + (int)(i % 1000));
   if (cudaMemcpy(d_in, h, count * 4, cudaMemcpyHostToDevice) != cudaSuccess) FAIL("cudaMemcpy");
@@ -47,10 +48,10 @@ static int check_comm(hsr_comm *c, size_t count) {
   for (size_t i = 0; i < count; i++)
     if (h[i] != (float)((n - 1) * 3)) FAIL("all_reduce max element %zu = %g", i, h[i]);
   hsr_comm_counter k;
-  OK(hsr_comm_counters(c, HSR_OP_ALLGATHER, &k));
+  OK(comm_counters(c, HSR_OP_ALLGATHER, &k));
   if (k.calls != 1 || k.bytes_recv != (uint64_t)(n - 1) * count * 4) FAIL("all_gather counters");
-  hsr_comm_mem_free(c, d_in);
-  hsr_comm_mem_free(c, d_out);
+  comm_mem_free(c, d_in);
+  comm_mem_free(c, d_out);
   free(h);
   return 0;
 }
@@ -70,7 +71,7 @@ int main(void) {
   int rc = check_comm(w, 100003);
   hsr_comm *half = NULL;
   if (!rc) {
-    OK(hsr_comm_split(w, g_rank % 2, g_rank, &half));
+    OK(comm_split(w, g_rank % 2, g_rank, &half));
     rc = check_comm(half, 4099);
     hsr_comm_free(half);
   }

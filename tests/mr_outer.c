@@ -3,14 +3,14 @@
  *
  *   order    the outer reduction runs after the job's reductions and before
  *            the gradient hook: it sees the synchronized gradient shards
- *            (every element equals what hsr_rt_grad_read returns without it)
+ *            (every element equals what rt_grad_read returns without it)
  *            and what it writes is what the gradient hook, the norm and AdamW
  *            read (scaled by 1/2: the norm is exactly half the plain run's)
  *   drop     a step the outer reduction drops changes nothing (parameters,
  *            moments and the step count bitwise as before, info.dropped set);
  *            retrying it gives bitwise the uninterrupted run
  *   install  engine B takes engine A's master weights and moments after 3
- *            steps (hsr_rt_state_installed); both then train 3 more steps to
+ *            steps (rt_state_installed_at); both then train 3 more steps to
  *            bitwise equal parameters (fsdp, zero2, ddp: the re-gather)
  *   slices   outer_replicas / outer_rank place the job's data slices among
  *            every replica's (dp rank and size), and a bad outer_rank is refused
@@ -23,7 +23,9 @@
 #include "hsr/boot.h"
 #include "hsr/comm.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 #include "mlp.h"
 
 #define BATCH 16
@@ -74,20 +76,20 @@ static int close_run(run *r) {
 
 /* Every parameter, concatenated in registration order (collective). */
 static int read_params(hsr_rt *rt, float **out, size_t *n) {
-  const hsr_rt_layout *l = hsr_rt_get_layout(rt);
+  const hsr_rt_layout *l = rt_get_layout(rt);
   size_t tot = 0;
-  for (int i = 0; i < hsr_rt_layout_num_params(l); i++) {
+  for (int i = 0; i < rt_layout_num_params(l); i++) {
     hsr_rt_param_info p;
-    OK(hsr_rt_layout_param(l, i, &p));
+    OK(rt_layout_param(l, i, &p));
     tot += p.numel;
   }
   float *v = malloc((tot ? tot : 1) * sizeof *v);
   if (!v) FAIL("out of memory");
   size_t o = 0;
-  for (int i = 0; i < hsr_rt_layout_num_params(l); i++) {
+  for (int i = 0; i < rt_layout_num_params(l); i++) {
     hsr_rt_param_info p;
-    OK(hsr_rt_layout_param(l, i, &p));
-    OK(hsr_rt_param_read(rt, p.name, v + o));
+    OK(rt_layout_param(l, i, &p));
+    OK(rt_param_read(rt, p.name, v + o));
     o += p.numel;
   }
   *out = v;
@@ -97,18 +99,18 @@ static int read_params(hsr_rt *rt, float **out, size_t *n) {
 
 /* This rank's master, m and v of every unit, concatenated. */
 static int read_state(hsr_rt *rt, float **out, size_t *n) {
-  int U = hsr_rt_layout_num_units(hsr_rt_get_layout(rt));
+  int U = rt_layout_num_units(rt_get_layout(rt));
   size_t tot = 0;
   for (int u = 0; u < U; u++) {
     hsr_rt_slice s;
-    OK(hsr_rt_slice_get(rt, u, &s));
+    OK(rt_slice_get(rt, u, &s));
     tot += 3 * s.len;
   }
   float *v = malloc((tot ? tot : 1) * sizeof *v), *p = v;
   if (!v) FAIL("out of memory");
   for (int u = 0; u < U; u++) {
     hsr_rt_slice s;
-    OK(hsr_rt_slice_get(rt, u, &s));
+    OK(rt_slice_get(rt, u, &s));
     memcpy(p, s.master, s.len * 4), p += s.len;
     memcpy(p, s.m, s.len * 4), p += s.len;
     memcpy(p, s.v, s.len * 4), p += s.len;
@@ -127,10 +129,10 @@ typedef struct order_ctx {
 
 static hsr_status order_outer(hsr_rt *rt, void *ctx, int *commit) {
   order_ctx *o = ctx;
-  int U = hsr_rt_layout_num_units(hsr_rt_get_layout(rt));
+  int U = rt_layout_num_units(rt_get_layout(rt));
   for (int u = 0; u < U; u++) {
     hsr_rt_slice s;
-    HSR_CHECK(hsr_rt_slice_get(rt, u, &s));
+    HSR_CHECK(rt_slice_get(rt, u, &s));
     free(o->seen[u]);
     o->seen[u] = malloc((s.len ? s.len : 1) * sizeof(float));
     if (!o->seen[u]) return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -146,16 +148,16 @@ static hsr_status order_outer(hsr_rt *rt, void *ctx, int *commit) {
  * what the outer reduction left. */
 static hsr_status order_hook(hsr_rt *rt, void *ctx) {
   order_ctx *o = ctx;
-  const hsr_rt_layout *l = hsr_rt_get_layout(rt);
-  int me = hsr_comm_rank(hsr_rt_world(rt)) % hsr_rt_shard(rt);
+  const hsr_rt_layout *l = rt_get_layout(rt);
+  int me = hsr_comm_rank(hsr_rt_world(rt)) % rt_shard(rt);
   o->hook_calls++;
-  for (int i = 0; i < hsr_rt_layout_num_params(l); i++) {
+  for (int i = 0; i < rt_layout_num_params(l); i++) {
     hsr_rt_param_info p;
-    HSR_CHECK(hsr_rt_layout_param(l, i, &p));
+    HSR_CHECK(rt_layout_param(l, i, &p));
     float *g = malloc((p.numel ? p.numel : 1) * sizeof *g);
     if (!g) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-    hsr_status st = hsr_rt_grad_read(rt, p.name, g);
-    size_t Ls = hsr_rt_layout_shard_len(l, p.unit), lo = (size_t)me * Ls;
+    hsr_status st = rt_grad_read(rt, p.name, g);
+    size_t Ls = rt_layout_shard_len(l, p.unit), lo = (size_t)me * Ls;
     for (size_t j = 0; st == HSR_OK && j < p.numel; j++) {
       size_t at = p.offset + j;
       if (at < lo || at >= lo + Ls) continue;
@@ -215,7 +217,7 @@ static hsr_status drop_outer(hsr_rt *rt, void *ctx, int *commit) {
 }
 
 static int case_drop(env *e, hsr_rt_strategy strat) {
-  const char *sn = hsr_rt_strategy_name(strat);
+  const char *sn = rt_strategy_name(strat);
   hsr_rt_config c = base_cfg(strat);
   drop_ctx d = {0, 0};
   c.outer = drop_outer, c.outer_ctx = &d;
@@ -237,8 +239,8 @@ static int case_drop(env *e, hsr_rt_strategy strat) {
     if (dropping) {
       CHECK(in.dropped && in.step == s, "%s drop: the dropped step reports dropped %d, step %lld (want 1, %d)", sn,
             in.dropped, (long long)in.step, s);
-      CHECK(hsr_rt_get_step(b.rt) == s, "%s drop: the engine's step is %lld after a dropped step %d", sn,
-            (long long)hsr_rt_get_step(b.rt), s + 1);
+      CHECK(rt_get_step(b.rt) == s, "%s drop: the engine's step is %lld after a dropped step %d", sn,
+            (long long)rt_get_step(b.rt), s + 1);
       if (read_params(b.rt, &p1, &n) || read_state(b.rt, &s1, &m)) return 1;
       CHECK(!memcmp(p0, p1, n * 4), "%s drop: a dropped step changed the parameters", sn);
       CHECK(!memcmp(s0, s1, m * 4), "%s drop: a dropped step changed the master weights or moments", sn);
@@ -259,25 +261,24 @@ static int case_drop(env *e, hsr_rt_strategy strat) {
 
 /* ---- install ---- */
 static int case_install(env *e, hsr_rt_strategy strat) {
-  const char *sn = hsr_rt_strategy_name(strat);
+  const char *sn = rt_strategy_name(strat);
   hsr_rt_config c = base_cfg(strat);
   run a, b;
   double la, lb;
   if (open_run(e, &c, &a) || open_run(e, &c, &b)) return 1;
   for (int s = 0; s < 3; s++) OK(mlp_rt_train_step(a.x, s, BATCH, 1, &la, NULL));
-  int U = hsr_rt_layout_num_units(hsr_rt_get_layout(a.rt));
+  int U = rt_layout_num_units(rt_get_layout(a.rt));
   for (int u = 0; u < U; u++) {
     hsr_rt_slice x, y;
-    OK(hsr_rt_slice_get(a.rt, u, &x));
-    OK(hsr_rt_slice_get(b.rt, u, &y));
+    OK(rt_slice_get(a.rt, u, &x));
+    OK(rt_slice_get(b.rt, u, &y));
     CHECK(x.len == y.len, "%s install: unit %d shard %zu vs %zu elements", sn, u, x.len, y.len);
     memcpy(y.master, x.master, x.len * 4);
     memcpy(y.m, x.m, x.len * 4);
     memcpy(y.v, x.v, x.len * 4);
   }
-  OK(hsr_rt_state_installed(b.rt, hsr_rt_get_step(a.rt)));
-  CHECK(hsr_rt_get_step(b.rt) == 3, "%s install: step %lld after installing step 3", sn,
-        (long long)hsr_rt_get_step(b.rt));
+  OK(rt_state_installed_at(b.rt, rt_get_step(a.rt)));
+  CHECK(rt_get_step(b.rt) == 3, "%s install: step %lld after installing step 3", sn, (long long)rt_get_step(b.rt));
   for (int s = 3; s < 6; s++) {
     OK(mlp_rt_train_step(a.x, s, BATCH, 1, &la, NULL));
     OK(mlp_rt_train_step(b.x, s, BATCH, 1, &lb, NULL));
@@ -290,7 +291,7 @@ static int case_install(env *e, hsr_rt_strategy strat) {
   free(pa), free(pb);
   /* inside a step it is refused */
   OK(hsr_rt_forward_begin(b.rt, 0));
-  CHECK(hsr_rt_state_installed(b.rt, 3) == HSR_ERR_STATE, "%s install: accepted inside a unit's window", sn);
+  CHECK(rt_state_installed_at(b.rt, 3) == HSR_ERR_STATE, "%s install: accepted inside a unit's window", sn);
   OK(hsr_rt_forward_end(b.rt, 0));
   return close_run(&a) || close_run(&b);
 }
@@ -324,14 +325,14 @@ int main(int argc, char **argv) {
   g_rank = hsr_boot_rank(e.boot);
   if (hsr_boot_size(e.boot) != 2) FAIL("run on 2 ranks (got %d)", hsr_boot_size(e.boot));
   OK(hsr_comm_world(e.boot, HSR_BACKEND_HOST, &e.world));
-  OK(hsr_topo_discover(NULL, &t));
-  OK(hsr_cluster_gather(e.boot, t, &e.cl));
+  OK(topo_discover(NULL, &t));
+  OK(cluster_gather(e.boot, t, &e.cl));
   int rc = case_order(&e);
   hsr_rt_strategy strats[] = {HSR_RT_FSDP, HSR_RT_ZERO2, HSR_RT_DDP};
   for (int i = 0; i < 3 && !rc; i++) rc = case_drop(&e, strats[i]) || case_install(&e, strats[i]);
   if (!rc) rc = case_slices(&e);
-  hsr_cluster_free(e.cl);
-  hsr_topo_free(t);
+  cluster_free(e.cl);
+  topo_free(t);
   OK(hsr_comm_free(e.world));
   OK(hsr_boot_finalize(e.boot));
   if (!rc && !g_fail && g_rank == 0) printf("mr_outer: all cases passed\n");

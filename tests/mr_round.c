@@ -24,7 +24,10 @@
 #include <string.h>
 
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 #include "hsr/comm.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
 
 static int g_rank, g_fail;
 static long g_checked, g_rounded, g_ties;
@@ -153,7 +156,7 @@ static int group_of(hsr_boot *boot, hsr_comm *c, group *g) {
   int ids[64], nid = 0;
   if (g->n > 64) FAIL("groups of more than 64 ranks are not modelled");
   for (int r = 0; r < g->n; r++) {
-    int nd = hsr_boot_node_of(boot, hsr_comm_world_rank(c, r)), k;
+    int nd = boot_node_of(boot, comm_world_rank(c, r)), k;
     for (k = 0; k < nid && ids[k] != nd; k++) {}
     if (k == nid) ids[nid++] = nd;
     g->node[r] = k;
@@ -168,8 +171,8 @@ static int run_case(hsr_comm *c, const group *g, hsr_op kind, hsr_dtype dt, hsr_
   size_t in_n = kind == HSR_OP_REDUCE_SCATTER ? count * (size_t)n : count, bytes = (in_n + 32) * 2;
   uint16_t *in = NULL, *out = NULL;
   if (cmem) {
-    OK(hsr_comm_mem_alloc(c, bytes, (void **)&in));
-    OK(hsr_comm_mem_alloc(c, bytes, (void **)&out));
+    OK(comm_mem_alloc(c, bytes, (void **)&in));
+    OK(comm_mem_alloc(c, bytes, (void **)&out));
   } else {
     in = malloc(bytes), out = malloc(bytes);
   }
@@ -196,13 +199,13 @@ static int run_case(hsr_comm *c, const group *g, hsr_op kind, hsr_dtype dt, hsr_
       CHECK(0,
             "%s %s %s count %zu (%s memory), group of %d over %d node(s), %s model: element %zu is %.9g, "
             "expected %.9g (exact %.9g)",
-            hsr_op_name(kind), hsr_dtype_name(dt), hsr_redop_name(op), count, cmem ? "comm" : "user", n, g->nnodes,
-            model_names[m], j, got, want, exact);
+            op_name(kind), dtype_name(dt), redop_name(op), count, cmem ? "comm" : "user", n, g->nnodes, model_names[m],
+            j, got, want, exact);
   }
   g_checked += (long)count;
   if (cmem) {
-    hsr_comm_mem_free(c, in);
-    hsr_comm_mem_free(c, out);
+    comm_mem_free(c, in);
+    comm_mem_free(c, out);
   } else {
     free(in), free(out);
   }
@@ -223,7 +226,7 @@ static int run_group(hsr_boot *boot, hsr_comm *c, const size_t *counts, int nc) 
           return free(g.node), 1;
       }
   if (g_rank == 0)
-    printf("%-12s %d ranks over %d node(s): reduce-scatter %s, all-reduce %s (largest count)\n", hsr_comm_name(c), g.n,
+    printf("%-12s %d ranks over %d node(s): reduce-scatter %s, all-reduce %s (largest count)\n", comm_name(c), g.n,
            g.nnodes, model_names[pick(&g, HSR_OP_REDUCE_SCATTER, counts[nc - 1] * 2)],
            model_names[pick(&g, HSR_OP_ALLREDUCE, counts[nc - 1] * 2)]);
   free(g.node);
@@ -250,8 +253,8 @@ int main(int argc, char **argv) {
   OK(hsr_comm_world(boot, HSR_BACKEND_HOST, &w));
   rc = run_group(boot, w, counts, nc);
   if (!rc && n >= 4 && n % 2 == 0) {
-    OK(hsr_comm_split(w, g_rank / 2, g_rank, &pair));
-    OK(hsr_comm_split(w, g_rank % 2, g_rank, &cross));
+    OK(comm_split(w, g_rank / 2, g_rank, &pair));
+    OK(comm_split(w, g_rank % 2, g_rank, &cross));
     rc = run_group(boot, pair, counts, nc) || run_group(boot, cross, counts, nc);
     hsr_comm_free(pair);
     hsr_comm_free(cross);

@@ -31,9 +31,13 @@
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
-#include "hsr/env.h"
+#include "collectives/comm_internal.h"
+#include "common/env.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "kernels/kernels_internal.h"
 #include "mlp.h"
 
 #define STEPS 10
@@ -199,7 +203,7 @@ static hsr_status check_grads(hsr_rt *rt, void *ctx) {
     for (int k = 0; k < 4; k++) {
       size_t n = mlp_param_numel(&model, u, k);
       mlp_param_name(u, k, name, sizeof name);
-      HSR_CHECK(hsr_rt_grad_read(rt, name, gc->buf));
+      HSR_CHECK(rt_grad_read(rt, name, gc->buf));
       if (gc->step >= STEPS) continue;
       double rel = rel_diff(gc->buf, gc->rc->g[gc->step][u][k], n);
       gc->worst = rel > gc->worst ? rel : gc->worst;
@@ -230,7 +234,7 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
   OK(mlp_rt_setup(&model, rt));
   mlp_rt_ctx *x = NULL;
   OK(mlp_rt_ctx_create(&model, rt, sp->cfg.param_dtype, &x));
-  int S = hsr_rt_shard(rt), R = hsr_rt_replicate(rt), K = hsr_rt_partial(rt), U = mlp_num_units(&model);
+  int S = rt_shard(rt), R = rt_replicate(rt), K = rt_partial(rt), U = mlp_num_units(&model);
   uint64_t e[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   expected_calls(&sp->cfg, S, R, K, U, e);
   hsr_rt_stats st3 = {0}, st;
@@ -241,12 +245,12 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
     /* the step-end prefetch: the next step's first gather is counted by the step that issues it,
      * so step 1 holds one more (from step 2 on each forward starts with that unit gathered) */
     int pstep = s == 0 && sp->cfg.prefetch_step && sp->cfg.prefetch > 0 && S > 1 &&
-                hsr_rt_strategy_sharding(sp->cfg.strategy).params;
+                rt_strategy_sharding(sp->cfg.strategy).params;
     for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
       for (int op = 0; op < HSR_OP_COUNT; op++) {
         uint64_t want = e[g][op] + (pstep && g == HSR_RT_GROUP_SHARD && op == HSR_OP_ALLGATHER);
         CHECK(info.calls[g][op] == want, "%s (mesh %dx%d K %d): step %d: %s %s calls %llu, policy implies %llu",
-              sp->text, R, S, K, s + 1, hsr_rt_group_name((hsr_rt_group)g), hsr_op_name((hsr_op)op),
+              sp->text, R, S, K, s + 1, rt_group_name((hsr_rt_group)g), op_name((hsr_op)op),
               (unsigned long long)info.calls[g][op], (unsigned long long)want);
       }
     double nrel = fabs(info.grad_norm - rc->norm[s]) / rc->norm[s];
@@ -256,17 +260,17 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
     double clip = sp->cfg.clip, coef = clip > 0 && rc->norm[s] > clip ? clip / (rc->norm[s] + 1e-6) : 1.0;
     CHECK(fabs(info.clip_coef - coef) <= gc.tol * coef, "%s: step %d: clip factor %.6g, reference %.6g", sp->text,
           s + 1, info.clip_coef, coef);
-    if (s == 2) OK(hsr_rt_get_stats(rt, &st3));
+    if (s == 2) OK(rt_get_stats(rt, &st3));
   }
   CHECK(gc.step == STEPS, "%s: the gradient hook ran %d times in %d steps", sp->text, gc.step, STEPS);
   CHECK(gc.bad == 0, "%s: %d synchronized gradients differ from the reference (worst relative %.3g)", sp->text, gc.bad,
         gc.worst);
   float probe;
-  CHECK(hsr_rt_grad_read(rt, "blk0.fc1.w", &probe) == HSR_ERR_STATE, "%s: gradient read after zero_grad accepted",
+  CHECK(rt_grad_read(rt, "blk0.fc1.w", &probe) == HSR_ERR_STATE, "%s: gradient read after zero_grad accepted",
         sp->text);
   free(gc.buf);
   *gworst = gc.worst;
-  OK(hsr_rt_get_stats(rt, &st));
+  OK(rt_get_stats(rt, &st));
   CHECK(st.allocs == st3.allocs, "%s: steady-state steps allocated %llu buffers", sp->text,
         (unsigned long long)(st.allocs - st3.allocs));
   if (sp->cfg.max_live > 0 && sp->cfg.prefetch > 0)
@@ -277,7 +281,7 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
     for (int k = 0; k < 4; k++) {
       mlp_param_name(u, k, name, sizeof name);
       params[u][k] = malloc(mlp_param_numel(&model, u, k) * sizeof(float));
-      OK(hsr_rt_param_read(rt, name, params[u][k]));
+      OK(rt_param_read(rt, name, params[u][k]));
     }
   mlp_rt_ctx_free(x);
   OK(hsr_rt_destroy(rt));
@@ -294,13 +298,13 @@ static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
   hsr_topo *t = NULL;
   hsr_cluster *cl = NULL;
   OK(hsr_comm_world(boot, HSR_BACKEND_HOST, &world));
-  OK(hsr_topo_discover(NULL, &t));
-  OK(hsr_cluster_gather(boot, t, &cl));
+  OK(topo_discover(NULL, &t));
+  OK(cluster_gather(boot, t, &cl));
   for (int i = 0; i < nspec; i++)
-    if (strstr(specs[i], "device=cuda") && hsr_device_cuda_count() == 0) {
+    if (strstr(specs[i], "device=cuda") && device_cuda_count() == 0) {
       if (g_rank == 0) printf("SKIP: '%s' needs a CUDA device and none is usable here\n", specs[i]);
-      hsr_cluster_free(cl);
-      hsr_topo_free(t);
+      cluster_free(cl);
+      topo_free(t);
       hsr_comm_free(world);
       return 77;
     }
@@ -375,8 +379,8 @@ static int run_equiv(hsr_boot *boot, int nspec, char **specs) {
   }
   ref_free(&rc);
   for (int t = 0; t < ntags; t++) free_params(tagp[t]);
-  hsr_cluster_free(cl);
-  hsr_topo_free(t);
+  cluster_free(cl);
+  topo_free(t);
   OK(hsr_comm_free(world));
   return 0;
 }
@@ -422,7 +426,7 @@ static int poison_spellings(hsr_boot *boot, hsr_comm *world, const hsr_cluster *
   hsr_rt_config cfg = *base;
   cfg.poison = -1;
   char list[128], val[32];
-  hsr_env_valid_text(hsr_env_find("HSR_POISON"), list, sizeof list);
+  env_valid_text(env_find("HSR_POISON"), list, sizeof list);
   int n = 0, nan = -1;
   for (char *sv = NULL, *w = strtok_r(list, "|", &sv); w; w = strtok_r(NULL, "|", &sv)) {
     int want = -1;
@@ -454,8 +458,8 @@ static int run_bad(hsr_boot *boot) {
   hsr_topo *t = NULL;
   hsr_cluster *cl = NULL;
   OK(hsr_comm_world(boot, HSR_BACKEND_HOST, &world));
-  OK(hsr_topo_discover(NULL, &t));
-  OK(hsr_cluster_gather(boot, t, &cl));
+  OK(topo_discover(NULL, &t));
+  OK(cluster_gather(boot, t, &cl));
   int n = hsr_boot_size(boot);
   spec sp;
   char txt[64];
@@ -491,9 +495,9 @@ static int run_bad(hsr_boot *boot) {
          "parameter registered late");
   expect(hsr_rt_step(rt, NULL), HSR_ERR_STATE, "backward pass", "step without backward");
   float gbuf[1024];
-  expect(hsr_rt_grad_read(rt, "blk0.fc1.w", gbuf), HSR_ERR_STATE, "no synchronized gradient",
+  expect(rt_grad_read(rt, "blk0.fc1.w", gbuf), HSR_ERR_STATE, "no synchronized gradient",
          "gradient read before any step");
-  expect(hsr_rt_grad_read(rt, "nope", gbuf), HSR_ERR_NOT_FOUND, "nope", "gradient read of an unknown parameter");
+  expect(rt_grad_read(rt, "nope", gbuf), HSR_ERR_NOT_FOUND, "nope", "gradient read of an unknown parameter");
   OK(hsr_rt_destroy(rt));
 
   /* a failing gradient hook fails the step with its message */
@@ -533,9 +537,9 @@ static int run_bad(hsr_boot *boot) {
   expect(hsr_rt_param_view(rt, "shared.w", &v), HSR_ERR_STATE, "outside its window",
          "tied view after the owner closed");
   float back[8] = {0};
-  OK(hsr_rt_param_read(rt, "b.w", back));
+  OK(rt_param_read(rt, "b.w", back));
   CHECK(!memcmp(back, init, sizeof init), "read-back of b.w differs from its initial values");
-  OK(hsr_rt_param_read(rt, "b.empty", back));
+  OK(rt_param_read(rt, "b.empty", back));
   OK(hsr_rt_destroy(rt));
 
   /* layout mismatch: rank 1 registers a different shape */
@@ -604,8 +608,8 @@ static int run_bad(hsr_boot *boot) {
   expect(hsr_rt_create(boot, world, cl, &sp.cfg, &rt), HSR_ERR_INVALID, "valid K: 1, 2, 4", "K not dividing S");
   CHECK(rt == NULL, "failed create returned an engine");
 
-  hsr_cluster_free(cl);
-  hsr_topo_free(t);
+  cluster_free(cl);
+  topo_free(t);
   OK(hsr_comm_free(world));
   return 0;
 }

@@ -37,8 +37,12 @@
 #include "hsr/boot.h"
 #include "hsr/comm.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
+#include "runtime/io/ledger_internal.h"
 #include "mlp.h"
 
 static int g_rank, g_fail, g_device; /* g_device: the spec runs on a device (sim, cuda) */
@@ -74,23 +78,21 @@ static void compare(const char *what, const char *spec, const hsr_ledger *m, con
     /* a device run's hsr_rt_param_init stages the values through device
      * memory: a one-off buffer, dropped at once, that no schedule action takes */
     int init_staging = c == HSR_MEM_STAGING && g_device;
-    CHECK(init_staging || hsr_ledger_peak(m, c) == hsr_ledger_peak(p, c), "%s: %s %s peak %llu, predicted %llu", spec,
-          what, hsr_mem_cat_name(c), (unsigned long long)hsr_ledger_peak(m, c),
-          (unsigned long long)hsr_ledger_peak(p, c));
-    CHECK(hsr_ledger_current(m, c) == hsr_ledger_current(p, c), "%s: %s %s current %llu, predicted %llu", spec, what,
-          hsr_mem_cat_name(c), (unsigned long long)hsr_ledger_current(m, c),
-          (unsigned long long)hsr_ledger_current(p, c));
+    CHECK(init_staging || ledger_peak(m, c) == ledger_peak(p, c), "%s: %s %s peak %llu, predicted %llu", spec, what,
+          mem_cat_name(c), (unsigned long long)ledger_peak(m, c), (unsigned long long)ledger_peak(p, c));
+    CHECK(ledger_current(m, c) == ledger_current(p, c), "%s: %s %s current %llu, predicted %llu", spec, what,
+          mem_cat_name(c), (unsigned long long)ledger_current(m, c), (unsigned long long)ledger_current(p, c));
   }
-  CHECK(hsr_ledger_host(m) == hsr_ledger_host(p) && hsr_ledger_host_peak(m) == hsr_ledger_host_peak(p),
+  CHECK(ledger_host(m) == ledger_host(p) && ledger_host_peak(m) == ledger_host_peak(p),
         "%s: %s host bytes %llu (peak %llu), predicted %llu (peak %llu)", spec, what,
-        (unsigned long long)hsr_ledger_host(m), (unsigned long long)hsr_ledger_host_peak(m),
-        (unsigned long long)hsr_ledger_host(p), (unsigned long long)hsr_ledger_host_peak(p));
-  CHECK(hsr_ledger_runtime_peak(m) == hsr_ledger_runtime_peak(p), "%s: %s runtime peak %llu, predicted %llu", spec,
-        what, (unsigned long long)hsr_ledger_runtime_peak(m), (unsigned long long)hsr_ledger_runtime_peak(p));
-  hsr_ledger_where a = hsr_ledger_runtime_peak_where(m), b = hsr_ledger_runtime_peak_where(p);
+        (unsigned long long)ledger_host(m), (unsigned long long)ledger_host_peak(m), (unsigned long long)ledger_host(p),
+        (unsigned long long)ledger_host_peak(p));
+  CHECK(ledger_runtime_peak(m) == ledger_runtime_peak(p), "%s: %s runtime peak %llu, predicted %llu", spec, what,
+        (unsigned long long)ledger_runtime_peak(m), (unsigned long long)ledger_runtime_peak(p));
+  hsr_ledger_where a = ledger_runtime_peak_where(m), b = ledger_runtime_peak_where(p);
   CHECK(a.phase == b.phase && a.unit == b.unit && a.step == b.step,
         "%s: %s runtime peak reached in %s/unit %d/step %lld, predicted %s/unit %d/step %lld", spec, what,
-        hsr_phase_name(a.phase), a.unit, (long long)a.step, hsr_phase_name(b.phase), b.unit, (long long)b.step);
+        phase_name(a.phase), a.unit, (long long)a.step, phase_name(b.phase), b.unit, (long long)b.step);
 }
 
 /* FNV-1a over every parameter's bytes, read back after training. */
@@ -102,7 +104,7 @@ static int checksum(hsr_rt *rt, const mlp_cfg *model, uint64_t *h) {
       size_t n = mlp_param_numel(model, u, k);
       float *v = malloc((n ? n : 1) * sizeof *v);
       mlp_param_name(u, k, name, sizeof name);
-      OK(hsr_rt_param_read(rt, name, v));
+      OK(rt_param_read(rt, name, v));
       const unsigned char *b = (const unsigned char *)v;
       for (size_t i = 0; i < n * sizeof *v; i++) *h = (*h ^ b[i]) * 0x100000001b3ull;
       free(v);
@@ -122,24 +124,24 @@ static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const cha
   mlp_rt_ctx *x = NULL;
   OK(mlp_rt_ctx_create(&model, rt, cfg.param_dtype, &x));
   for (int s = 0; s < 4; s++) OK(mlp_rt_train_step(x, s, 32, cfg.micro_batches, NULL, NULL));
-  const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
-  int nu = hsr_rt_layout_num_units(lay), *is_root = calloc((size_t)nu, sizeof *is_root), n = 0;
+  const hsr_rt_layout *lay = rt_get_layout(rt);
+  int nu = rt_layout_num_units(lay), *is_root = calloc((size_t)nu, sizeof *is_root), n = 0;
   is_root[0] = 1;
   hsr_prog_call *prog = NULL;
   OK(mlp_rt_program(&model, cfg.micro_batches, &prog, &n));
   hsr_ledger *ph, *pu;
-  OK(hsr_ledger_create(&ph));
-  OK(hsr_ledger_create(&pu));
-  OK(hsr_tune_ledger_predict(lay, is_root, &cfg, hsr_rt_shard(rt), hsr_rt_replicate(rt), prog, n, 4, ph, pu));
+  OK(ledger_create(&ph));
+  OK(ledger_create(&pu));
+  OK(tune_ledger_predict(lay, is_root, &cfg, rt_shard(rt), rt_replicate(rt), prog, n, 4, ph, pu));
   compare("held", spec, hsr_rt_ledger(rt), ph);
-  compare("in use", spec, hsr_rt_ledger_in_use(rt), pu);
-  CHECK(hsr_ledger_peak(hsr_rt_ledger(rt), HSR_MEM_ACTIVATION) > 0, "%s: activations were not noted", spec);
+  compare("in use", spec, rt_ledger_in_use(rt), pu);
+  CHECK(ledger_peak(hsr_rt_ledger(rt), HSR_MEM_ACTIVATION) > 0, "%s: activations were not noted", spec);
   if (g_rank == 0)
     printf("%-70s runtime peak %8llu B held, %8llu B in use%s\n", spec,
-           (unsigned long long)hsr_ledger_runtime_peak(hsr_rt_ledger(rt)),
-           (unsigned long long)hsr_ledger_runtime_peak(hsr_rt_ledger_in_use(rt)), g_fail ? "  MISMATCH" : "");
-  hsr_ledger_free(ph);
-  hsr_ledger_free(pu);
+           (unsigned long long)ledger_runtime_peak(hsr_rt_ledger(rt)),
+           (unsigned long long)ledger_runtime_peak(rt_ledger_in_use(rt)), g_fail ? "  MISMATCH" : "");
+  ledger_free(ph);
+  ledger_free(pu);
   free(prog);
   free(is_root);
   if (checksum(rt, &model, sum)) return 1;
@@ -254,12 +256,12 @@ static int traced_run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
   hsr_rt *rt = NULL;
   OK(hsr_rt_create(boot, world, cl, &cfg, &rt));
   OK(mlp_rt_setup(&model, rt));
-  OK(hsr_rt_trace_enable(rt, 1));
+  OK(rt_trace_enable(rt, 1));
   mlp_rt_ctx *x = NULL;
   OK(mlp_rt_ctx_create(&model, rt, cfg.param_dtype, &x));
   for (int s = 0; s < 3; s++) OK(mlp_rt_train_step(x, s, 32, cfg.micro_batches, NULL, NULL));
-  OK(hsr_rt_get_stats(rt, st));
-  OK(hsr_rt_trace_write(rt, path));
+  OK(rt_get_stats(rt, st));
+  OK(rt_trace_write(rt, path));
   mlp_rt_ctx_free(x);
   OK(hsr_rt_destroy(rt));
   return 0;
@@ -313,7 +315,7 @@ int main(int argc, char **argv) {
   hsr_cluster *cl = NULL;
   hsr_comm *world = NULL;
   int rc = 0;
-  if (hsr_topo_discover(NULL, &t) != HSR_OK || hsr_cluster_gather(boot, t, &cl) != HSR_OK ||
+  if (topo_discover(NULL, &t) != HSR_OK || cluster_gather(boot, t, &cl) != HSR_OK ||
       hsr_comm_world(boot, HSR_BACKEND_HOST, &world) != HSR_OK) {
     fprintf(stderr, "[rank %d] setup: %s\n", g_rank, hsr_last_error());
     rc = 1;
@@ -332,8 +334,8 @@ int main(int argc, char **argv) {
     }
   }
   hsr_comm_free(world);
-  hsr_cluster_free(cl);
-  hsr_topo_free(t);
+  cluster_free(cl);
+  topo_free(t);
   hsr_boot_finalize(boot);
   return rc || g_fail;
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
+#include "common/dtype_internal.h"
 
 /* 1 if `key` is a policy key (*st: whether its value parsed), 0 if not. */
 static int mr_spec_policy(hsr_rt_config *c, const char *key, const char *v, hsr_status *st) {
@@ -18,31 +20,31 @@ static int mr_spec_policy(hsr_rt_config *c, const char *key, const char *v, hsr_
   else if (!strcmp(key, "R"))
     c->replicate = atoi(v);
   else if (!strcmp(key, "reshard"))
-    *st = hsr_rt_parse_reshard(v, &c->reshard, &c->partial_k);
+    *st = rt_parse_reshard(v, &c->reshard, &c->partial_k);
   else if (!strcmp(key, "prefetch"))
     c->prefetch = atoi(v);
   else if (!strcmp(key, "live"))
     c->max_live = atoi(v);
   else if (!strcmp(key, "sync"))
-    *st = hsr_rt_parse_sync(v, &c->sync);
+    *st = rt_parse_sync(v, &c->sync);
   else if (!strcmp(key, "outer"))
-    *st = hsr_rt_parse_outer_shard(v, &c->outer_shard);
+    *st = rt_parse_outer_shard(v, &c->outer_shard);
   else if (!strcmp(key, "off"))
-    *st = hsr_rt_parse_offload(v, &c->offload);
+    *st = rt_parse_offload(v, &c->offload);
   else if (!strcmp(key, "micro"))
     c->micro_batches = atoi(v);
   else if (!strcmp(key, "clip"))
     c->clip = atof(v);
   else if (!strcmp(key, "pdt"))
-    *st = hsr_dtype_parse(v, &c->param_dtype);
+    *st = dtype_parse(v, &c->param_dtype);
   else if (!strcmp(key, "rdt"))
-    *st = hsr_dtype_parse(v, &c->reduce_dtype);
+    *st = dtype_parse(v, &c->reduce_dtype);
   else if (!strcmp(key, "root"))
     c->root_reshard = atoi(v);
   else if (!strcmp(key, "pstep"))
     c->prefetch_step = atoi(v);
   else if (!strcmp(key, "device"))
-    *st = hsr_rt_parse_device(v, &c->device, &c->device_ordinal);
+    *st = rt_parse_device(v, &c->device, &c->device_ordinal);
   else
     return 0;
   return 1;

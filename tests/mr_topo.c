@@ -8,67 +8,66 @@
 #include <string.h>
 
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "launch/boot_internal.h"
 
 static int g_rank; /* for FAIL */
 #include "mr_check.h"
 
 static int run(hsr_boot *b, int want_domains, int want_dsize, int gpus, int want_k) {
-  int rank = hsr_boot_rank(b), size = hsr_boot_size(b), nodes = hsr_boot_num_nodes(b);
+  int rank = hsr_boot_rank(b), size = hsr_boot_size(b), nodes = boot_num_nodes(b);
   g_rank = rank;
   hsr_topo *t = NULL;
   hsr_cluster *c = NULL;
   hsr_mesh *m = NULL;
-  if (hsr_topo_discover(NULL, &t) != HSR_OK) FAIL("discover: %s", hsr_last_error());
-  if (hsr_cluster_gather(b, t, &c) != HSR_OK) FAIL("gather: %s", hsr_last_error());
-  if (hsr_cluster_world(c) != size) FAIL("view world %d, expected %d", hsr_cluster_world(c), size);
-  if (hsr_cluster_num_nodes(c) != nodes) FAIL("view has %d nodes, boot %d", hsr_cluster_num_nodes(c), nodes);
-  if (hsr_cluster_num_domains(c) != want_domains)
-    FAIL("%d domains, expected %d", hsr_cluster_num_domains(c), want_domains);
-  if (hsr_cluster_domain_size(c) != want_dsize)
-    FAIL("domain size %d, expected %d", hsr_cluster_domain_size(c), want_dsize);
+  if (topo_discover(NULL, &t) != HSR_OK) FAIL("discover: %s", hsr_last_error());
+  if (cluster_gather(b, t, &c) != HSR_OK) FAIL("gather: %s", hsr_last_error());
+  if (cluster_world(c) != size) FAIL("view world %d, expected %d", cluster_world(c), size);
+  if (cluster_num_nodes(c) != nodes) FAIL("view has %d nodes, boot %d", cluster_num_nodes(c), nodes);
+  if (cluster_num_domains(c) != want_domains) FAIL("%d domains, expected %d", cluster_num_domains(c), want_domains);
+  if (cluster_domain_size(c) != want_dsize) FAIL("domain size %d, expected %d", cluster_domain_size(c), want_dsize);
   int per = size / nodes;
   for (int r = 0; r < size; r++) {
-    if (hsr_cluster_rank_node(c, r) != hsr_boot_node_of(b, r))
-      FAIL("rank %d on node %d, boot says %d", r, hsr_cluster_rank_node(c, r), hsr_boot_node_of(b, r));
+    if (cluster_rank_node(c, r) != boot_node_of(b, r))
+      FAIL("rank %d on node %d, boot says %d", r, cluster_rank_node(c, r), boot_node_of(b, r));
     int want_gpu = gpus ? (r % per) % gpus : -1;
-    if (hsr_cluster_rank_gpu(c, r) != want_gpu)
-      FAIL("rank %d GPU %d, expected %d", r, hsr_cluster_rank_gpu(c, r), want_gpu);
+    if (cluster_rank_gpu(c, r) != want_gpu) FAIL("rank %d GPU %d, expected %d", r, cluster_rank_gpu(c, r), want_gpu);
   }
-  if (!hsr_cluster_node_topo(c, nodes - 1)) FAIL("no record for node %d", nodes - 1);
-  if (hsr_topo_num_gpus(hsr_cluster_node_topo(c, 0)) != gpus) FAIL("node 0 record has wrong GPU count");
+  if (!cluster_node_topo(c, nodes - 1)) FAIL("no record for node %d", nodes - 1);
+  if (topo_num_gpus(cluster_node_topo(c, 0)) != gpus) FAIL("node 0 record has wrong GPU count");
 
   hsr_mesh_request req = {0, 0, 0};
-  if (hsr_mesh_plan(c, &req, &m) != HSR_OK) FAIL("plan: %s", hsr_last_error());
+  if (mesh_plan(c, &req, &m) != HSR_OK) FAIL("plan: %s", hsr_last_error());
   int S = hsr_mesh_shard(m), R = hsr_mesh_replicate(m);
   if (S != want_dsize || R * S != size) FAIL("auto mesh %d x %d, expected S = %d", R, S, want_dsize);
-  if (want_k && hsr_mesh_partial(m) != want_k) FAIL("K %d, expected %d", hsr_mesh_partial(m), want_k);
+  if (want_k && mesh_partial(m) != want_k) FAIL("K %d, expected %d", mesh_partial(m), want_k);
   int *g = malloc((size_t)size * sizeof(int));
-  hsr_mesh_shard_group(m, rank, g);
+  mesh_shard_group(m, rank, g);
   int in = 0;
   for (int i = 0; i < S; i++) {
-    if (hsr_cluster_rank_domain(c, g[i]) != hsr_cluster_rank_domain(c, rank)) FAIL("shard group leaves the domain");
+    if (cluster_rank_domain(c, g[i]) != cluster_rank_domain(c, rank)) FAIL("shard group leaves the domain");
     in |= g[i] == rank;
   }
   if (!in) FAIL("rank not in its own shard group");
-  hsr_mesh_partial_group(m, rank, g);
-  for (int i = 0; i < hsr_mesh_partial(m); i++)
-    if (hsr_cluster_rank_node(c, g[i]) != hsr_boot_node(b)) FAIL("partial group leaves the node");
+  mesh_partial_group(m, rank, g);
+  for (int i = 0; i < mesh_partial(m); i++)
+    if (cluster_rank_node(c, g[i]) != boot_node(b)) FAIL("partial group leaves the node");
   free(g);
 
   /* Every rank planned the same mesh. */
   int *mine = malloc((size_t)size * sizeof(int)), *all = malloc((size_t)size * size * sizeof(int));
-  for (int p = 0; p < size; p++) mine[p] = hsr_mesh_rank_at(m, p / S, p % S);
-  if (hsr_boot_allgather(b, mine, (size_t)size * sizeof(int), all) != HSR_OK) FAIL("allgather: %s", hsr_last_error());
+  for (int p = 0; p < size; p++) mine[p] = mesh_rank_at(m, p / S, p % S);
+  if (boot_allgather(b, mine, (size_t)size * sizeof(int), all) != HSR_OK) FAIL("allgather: %s", hsr_last_error());
   for (int r = 0; r < size; r++)
     if (memcmp(all + (size_t)r * size, mine, (size_t)size * sizeof(int))) FAIL("rank %d planned another mesh", r);
   free(mine);
   free(all);
   if (rank == 0)
-    printf("mr_topo OK: %d ranks, %d nodes, %d domains of %d, mesh %d x %d K=%d\n", size, nodes,
-           hsr_cluster_num_domains(c), hsr_cluster_domain_size(c), R, S, hsr_mesh_partial(m));
-  hsr_mesh_free(m);
-  hsr_cluster_free(c);
-  hsr_topo_free(t);
+    printf("mr_topo OK: %d ranks, %d nodes, %d domains of %d, mesh %d x %d K=%d\n", size, nodes, cluster_num_domains(c),
+           cluster_domain_size(c), R, S, mesh_partial(m));
+  mesh_free(m);
+  cluster_free(c);
+  topo_free(t);
   return 0;
 }
 
@@ -90,8 +89,8 @@ int main(int argc, char **argv) {
   if (hsr_boot_init(&b) != HSR_OK) FAIL("boot: %s", hsr_last_error());
   g_rank = hsr_boot_rank(b);
   int rc = run(b, domains, dsize, gpus, k);
-  if (rc) hsr_boot_abort(b, 1, "mr_topo failed");
-  hsr_boot_barrier(b);
+  if (rc) boot_abort(b, 1, "mr_topo failed");
+  boot_barrier(b);
   hsr_boot_finalize(b);
   return rc;
 }

@@ -14,7 +14,7 @@ int main(int argc, char **argv) {
   if (hsr_boot_init(&b) != HSR_OK) return 1;
   int rank = hsr_boot_rank(b), size = hsr_boot_size(b);
   hsr_trace *t;
-  hsr_trace_create(rank, &t);
+  trace_create(rank, &t);
   /* Large enough that the gather needs several chunks. */
   for (int i = 0; i < nspans; i++) {
     hsr_trace_span s = {i % 2 ? HSR_SPAN_COMM : HSR_SPAN_COMPUTE,
@@ -26,10 +26,10 @@ int main(int argc, char **argv) {
                         (uint64_t)i * 1000 + 500,
                         (uint64_t)rank,
                         1};
-    hsr_trace_add(t, &s);
+    trace_add(t, &s);
   }
-  hsr_status st = hsr_trace_write(t, b, argv[1]);
-  hsr_trace_free(t);
+  hsr_status st = trace_write(t, b, argv[1]);
+  trace_free(t);
   int rc = st == HSR_OK ? 0 : 1;
   if (st != HSR_OK) fprintf(stderr, "[rank %d] trace write: %s\n", rank, hsr_last_error());
   if (rank == 0 && rc == 0) {

@@ -3,7 +3,7 @@
  * a synthetic model of units of one parameter each runs three steps through
  * the engine on the real mesh; every rank compares its counters of the third
  * step (calls, bytes sent and received, fabric bytes sent and received, full
- * buffers, per group and operation: hsr_rt_step_info) with hsr_tune_eval's
+ * buffers, per group and operation: hsr_rt_step_info) with tune_eval's
  * prediction for the same layout, the mesh's group shapes taken from the
  * engine's own mesh. Unit sizes are multiples of every group size, so each
  * member's share is the mean the model predicts.
@@ -17,7 +17,9 @@
 #include "hsr/boot.h"
 #include "hsr/comm.h"
 #include "hsr/runtime.h"
-#include "hsr/tune.h"
+#include "topology/topology_internal.h"
+#include "runtime/runtime_internal.h"
+#include "tune/tune.h"
 
 static int g_rank, g_fail;
 #include "mr_check.h"
@@ -87,14 +89,14 @@ static int run_engine(hsr_boot *b, const spec *sp, hsr_rt_step_info *info, hsr_t
         OK(hsr_rt_zero_grad(rt));
       }
     }
-  *S = hsr_rt_shard(rt), *R = hsr_rt_replicate(rt);
+  *S = rt_shard(rt), *R = rt_replicate(rt);
   hsr_topo *t = NULL;
   hsr_cluster *cl = NULL;
-  OK(hsr_topo_discover(NULL, &t));
-  OK(hsr_cluster_gather(b, t, &cl));
-  OK(hsr_tune_mesh_shapes(cl, hsr_rt_get_mesh(rt), shapes));
-  hsr_cluster_free(cl);
-  hsr_topo_free(t);
+  OK(topo_discover(NULL, &t));
+  OK(cluster_gather(b, t, &cl));
+  OK(tune_mesh_shapes(cl, hsr_rt_get_mesh(rt), shapes));
+  cluster_free(cl);
+  topo_free(t);
   OK(hsr_rt_destroy(rt));
   return 0;
 }
@@ -105,14 +107,14 @@ static int check(const char *label, const spec *sp, hsr_boot *b) {
   int S = 0, R = 0;
   if (run_engine(b, sp, &info, sh, &S, &R)) return 1;
   hsr_tune_net net;
-  OK(hsr_tune_net_default("host", &net));
+  OK(tune_net_default("host", &net));
   hsr_tune_model m = {.units = sp->units,
                       .params = (double)sp->elems * sp->units,
                       .fwd_ms = 1,
                       .bwd_ratio = 2,
                       .root = sp->last_root ? HSR_TUNE_ROOT_LAST : HSR_TUNE_ROOT_NONE};
   hsr_tune_result r;
-  OK(hsr_tune_eval(&m, &net, &sp->cfg, S, R, sh, &r));
+  OK(tune_eval(&m, &net, &sp->cfg, S, R, sh, &r));
   const char *ops[3] = {"all_gather", "reduce_scatter", "all_reduce"};
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
     for (int op = 0; op < HSR_TUNE_OPS; op++) {
@@ -124,7 +126,7 @@ static int check(const char *label, const spec *sp, hsr_boot *b) {
       const char *what[6] = {"calls", "bytes sent", "bytes received", "fabric sent", "fabric received", "full"};
       for (int k = 0; k < 6; k++)
         CHECK(fabs(got[k] - want[k]) < 0.5, "%s: %s %s %s: counted %.0f, predicted %.0f (group of %d on %d nodes)",
-              label, hsr_rt_group_name((hsr_rt_group)g), ops[op], what[k], got[k], want[k], sh[g].n, sh[g].nodes);
+              label, rt_group_name((hsr_rt_group)g), ops[op], what[k], got[k], want[k], sh[g].n, sh[g].nodes);
     }
   if (g_rank == 0)
     printf("%s: mesh %d x %d, fabric %.0f bytes per step over all ranks (predicted)\n", label, R, S,

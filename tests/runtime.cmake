@@ -1,18 +1,13 @@
 # runtime/: layout and config (unit), the example model (unit), the engine (multi-rank).
 hsr_add_unit(test_rt_layout test_rt_layout.c)
-set(HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp.c ${CMAKE_SOURCE_DIR}/examples/mlp_nocuda.c
-                    ${CMAKE_SOURCE_DIR}/examples/mlp_feed.c)
-if(HSR_HAVE_CUDA)
-  list(APPEND HSR_MLP_SOURCES ${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu)
-  set_source_files_properties(${CMAKE_SOURCE_DIR}/examples/mlp_cuda.cu PROPERTIES COMPILE_OPTIONS "${HSR_CUDA_WARN}")
-endif()
-hsr_add_unit(test_mlp test_mlp.c ${HSR_MLP_SOURCES})
+# The example models come from the hsr_examples archive (tests/CMakeLists.txt).
+hsr_add_unit(test_mlp test_mlp.c)
 # The model on CUDA against the CPU (label gpu, exit 77 without a GPU).
-hsr_add_unit(test_mlp_gpu test_mlp_gpu.c ${HSR_MLP_SOURCES})
+hsr_add_unit(test_mlp_gpu test_mlp_gpu.c)
 
 # Multi-rank: equivalence with the single-rank reference over meshes, strategies,
 # reshard policies, prefetch depths, accumulation modes; counts; determinism.
-hsr_add_program(mr_runtime mr_runtime.c ${HSR_MLP_SOURCES} ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
+hsr_add_program(mr_runtime mr_runtime.c)
 set(_c "clip=0.05")
 hsr_add_mpi_test(NAME rt_equiv_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_runtime> equiv
   # 1 x 4: fsdp, every reshard policy and prefetch depth, each sync mode
@@ -116,13 +111,11 @@ set_tests_properties(rt_gpu_equiv_1 train_gpu test_mlp_gpu PROPERTIES LABELS gpu
 
 # The GPT example: layers against double-precision finite differences, the
 # whole model's gradient, wrapping, data windows, the reference learning.
-set(HSR_GPT_SOURCES ${CMAKE_SOURCE_DIR}/examples/gpt.c ${CMAKE_SOURCE_DIR}/examples/gpt_data.c
-                    ${CMAKE_SOURCE_DIR}/examples/llama.c)
-hsr_add_unit(test_gpt test_gpt.c ${HSR_GPT_SOURCES})
+hsr_add_unit(test_gpt test_gpt.c)
 # The Llama-style model: RMSNorm, SwiGLU, the rotary embedding and grouped-query
 # attention against double-precision finite differences, the whole model's
 # gradient, wrapping, LlamaForCausalLM's names and shapes, the reference learning.
-hsr_add_unit(test_llama test_llama.c ${HSR_GPT_SOURCES})
+hsr_add_unit(test_llama test_llama.c)
 
 # safetensors: the specification's vectors byte for byte, a streaming round
 # trip, malformed files rejected with the file and the problem named.
@@ -137,8 +130,7 @@ hsr_add_unit(test_st_sharded test_st_sharded.c)
 # meshes, strategies, reshard policies and prefetch depths, block and linear
 # wrapping, a warm-up + cosine schedule, validation passes in between; and the
 # safetensors export / --init round trip.
-hsr_add_program(mr_gpt mr_gpt.c ${HSR_GPT_SOURCES} ${CMAKE_SOURCE_DIR}/examples/gpt_rt.c
-                ${CMAKE_SOURCE_DIR}/tools/train_io.c)
+hsr_add_program(mr_gpt mr_gpt.c ${CMAKE_SOURCE_DIR}/tools/train_io.c)
 set(_g "clip=0.05")
 set(_gpt_specs_4
   strategy=fsdp,S=4,reshard=full,prefetch=0,${_g},twice=1,same=f4
@@ -257,14 +249,14 @@ add_test(NAME sample_help COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 0 "us
 add_test(NAME sample_bad_temperature COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 2 "--temperature"
          $<TARGET_FILE:hsr_cli> sample --init x --temperature -1)
 # The layer kernels, the GPT and the llama on CUDA against the CPU (label gpu, exit 77 without a GPU).
-hsr_add_unit(test_gpt_gpu test_gpt_gpu.c ${HSR_GPT_SOURCES})
-hsr_add_unit(test_llama_gpu test_llama_gpu.c ${HSR_GPT_SOURCES})
+hsr_add_unit(test_gpt_gpu test_gpt_gpu.c)
+hsr_add_unit(test_llama_gpu test_llama_gpu.c)
 set_tests_properties(test_gpt_gpu test_llama_gpu PROPERTIES LABELS gpu TIMEOUT 150 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")
 # Checkpoints (hsr/ckpt.h): resume on the same mesh (bitwise) and on other
 # meshes and strategies (tolerance), with the LR schedule and clipping on;
 # small blocks and buffers so loads chunk, cross blocks and read twice;
 # every kind of broken checkpoint refused on every rank; the state API.
-hsr_add_program(mr_ckpt mr_ckpt.c ${HSR_MLP_SOURCES} ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
+hsr_add_program(mr_ckpt mr_ckpt.c)
 hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> resume
   "strategy=hybrid,S=2->strategy=hybrid,S=2"
   "strategy=fsdp,S=4,block=256->strategy=fsdp,S=4,block=256,buffer=4096,inplace=off"

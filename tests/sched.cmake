@@ -1,7 +1,7 @@
 # Seeing the schedule: ledger prediction vs measurement, the trace of a real
 # hsr train run, the wrap diagnostic, hsr bench step.
 hsr_add_unit(test_sched test_sched.c)
-hsr_add_program(mr_sched mr_sched.c ${HSR_MLP_SOURCES} ${CMAKE_SOURCE_DIR}/examples/mlp_rt.c)
+hsr_add_program(mr_sched mr_sched.c)
 hsr_add_mpi_test(NAME sched_ledger_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_sched> ledger
   strategy=fsdp,S=4,reshard=full,prefetch=0
   strategy=fsdp,S=4,reshard=full,prefetch=1

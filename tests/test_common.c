@@ -13,8 +13,9 @@
 
 #include "common/grow.h"
 #include "hsr/common.h"
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/common_internal.h"
+#include "common/env.h"
+#include "common/sys.h"
 
 static void test_status_strings(void **state) {
   (void)state;
@@ -30,7 +31,7 @@ static void test_status_strings(void **state) {
 
 static void test_error_detail(void **state) {
   (void)state;
-  hsr_clear_error();
+  clear_error();
   assert_string_equal(hsr_last_error(), "");
   assert_int_equal(hsr_error(HSR_ERR_INVALID, "count %d bad", 7), HSR_ERR_INVALID);
   assert_string_equal(hsr_last_error(), "count 7 bad");
@@ -44,90 +45,90 @@ static void test_error_detail(void **state) {
 static void test_parse_long(void **state) {
   (void)state;
   long v = 0;
-  assert_int_equal(hsr_parse_long("x", "42", 0, 100, &v), HSR_OK);
+  assert_int_equal(parse_long("x", "42", 0, 100, &v), HSR_OK);
   assert_int_equal(v, 42);
-  assert_int_equal(hsr_parse_long("x", "-3", -5, 5, &v), HSR_OK);
+  assert_int_equal(parse_long("x", "-3", -5, 5, &v), HSR_OK);
   assert_int_equal(v, -3);
   v = 9;
-  assert_int_equal(hsr_parse_long("x", "4x", 0, 100, &v), HSR_ERR_INVALID);
+  assert_int_equal(parse_long("x", "4x", 0, 100, &v), HSR_ERR_INVALID);
   assert_int_equal(v, 9); /* untouched on error */
   assert_non_null(strstr(hsr_last_error(), "not an integer"));
-  assert_int_equal(hsr_parse_long("x", "", 0, 100, &v), HSR_ERR_INVALID);
-  assert_int_equal(hsr_parse_long("x", "101", 0, 100, &v), HSR_ERR_INVALID);
+  assert_int_equal(parse_long("x", "", 0, 100, &v), HSR_ERR_INVALID);
+  assert_int_equal(parse_long("x", "101", 0, 100, &v), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "0 to 100"));
-  assert_int_equal(hsr_parse_long("x", "99999999999999999999999", 0, 100, &v), HSR_ERR_INVALID);
-  assert_int_equal(hsr_parse_long("x", " 5", 0, 100, &v), HSR_OK); /* strtol skips leading space */
+  assert_int_equal(parse_long("x", "99999999999999999999999", 0, 100, &v), HSR_ERR_INVALID);
+  assert_int_equal(parse_long("x", " 5", 0, 100, &v), HSR_OK); /* strtol skips leading space */
 }
 
 static void test_parse_size_and_double(void **state) {
   (void)state;
   size_t s = 0;
-  assert_int_equal(hsr_parse_size("b", "64M", &s), HSR_OK);
+  assert_int_equal(parse_size("b", "64M", &s), HSR_OK);
   assert_int_equal(s, 64u << 20);
-  assert_int_equal(hsr_parse_size("b", "8", &s), HSR_OK);
+  assert_int_equal(parse_size("b", "8", &s), HSR_OK);
   assert_int_equal(s, 8);
-  assert_int_equal(hsr_parse_size("b", "1KB", &s), HSR_OK);
+  assert_int_equal(parse_size("b", "1KB", &s), HSR_OK);
   assert_int_equal(s, 1024);
-  assert_int_equal(hsr_parse_size("b", "2G", &s), HSR_OK);
+  assert_int_equal(parse_size("b", "2G", &s), HSR_OK);
   assert_int_equal(s, 2ull << 30);
-  assert_int_equal(hsr_parse_size("b", "3Q", &s), HSR_ERR_INVALID);
-  assert_int_equal(hsr_parse_size("b", "-1", &s), HSR_ERR_INVALID);
-  assert_int_equal(hsr_parse_size("b", "M", &s), HSR_ERR_INVALID);
-  assert_int_equal(hsr_parse_size("b", "1Mx", &s), HSR_ERR_INVALID);
+  assert_int_equal(parse_size("b", "3Q", &s), HSR_ERR_INVALID);
+  assert_int_equal(parse_size("b", "-1", &s), HSR_ERR_INVALID);
+  assert_int_equal(parse_size("b", "M", &s), HSR_ERR_INVALID);
+  assert_int_equal(parse_size("b", "1Mx", &s), HSR_ERR_INVALID);
   double d = 0;
-  assert_int_equal(hsr_parse_double("d", "1e-3", 0, 1, &d), HSR_OK);
+  assert_int_equal(parse_double("d", "1e-3", 0, 1, &d), HSR_OK);
   assert_true(d == 1e-3);
-  assert_int_equal(hsr_parse_double("d", "nan", 0, 1, &d), HSR_ERR_INVALID);
-  assert_int_equal(hsr_parse_double("d", "2", 0, 1, &d), HSR_ERR_INVALID);
+  assert_int_equal(parse_double("d", "nan", 0, 1, &d), HSR_ERR_INVALID);
+  assert_int_equal(parse_double("d", "2", 0, 1, &d), HSR_ERR_INVALID);
 }
 
 static void test_env(void **state) {
   (void)state;
   long v = 0;
   unsetenv("HSR_TEST_V");
-  assert_int_equal(hsr_env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_OK);
+  assert_int_equal(env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_OK);
   assert_int_equal(v, 7);
   setenv("HSR_TEST_V", "", 1); /* set but empty is an error that says so, not the default */
-  assert_int_equal(hsr_env_long("HSR_TEST_V", 8, 0, 10, &v), HSR_ERR_INVALID);
+  assert_int_equal(env_long("HSR_TEST_V", 8, 0, 10, &v), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "HSR_TEST_V is set but empty"));
   setenv("HSR_TEST_V", "3", 1);
-  assert_int_equal(hsr_env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_OK);
+  assert_int_equal(env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_OK);
   assert_int_equal(v, 3);
   setenv("HSR_TEST_V", "three", 1);
-  assert_int_equal(hsr_env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_ERR_INVALID);
+  assert_int_equal(env_long("HSR_TEST_V", 7, 0, 10, &v), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "HSR_TEST_V"));
 
   static const char *const ch[] = {"thread", "inline", NULL};
   int c = -1;
   setenv("HSR_TEST_V", "INLINE", 1);
-  assert_int_equal(hsr_env_choice("HSR_TEST_V", ch, 0, &c), HSR_OK);
+  assert_int_equal(env_choice("HSR_TEST_V", ch, 0, &c), HSR_OK);
   assert_int_equal(c, 1);
   setenv("HSR_TEST_V", "spin", 1);
-  assert_int_equal(hsr_env_choice("HSR_TEST_V", ch, 0, &c), HSR_ERR_INVALID);
+  assert_int_equal(env_choice("HSR_TEST_V", ch, 0, &c), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "thread|inline"));
 
   int b = -1;
   setenv("HSR_TEST_V", "yes", 1);
-  assert_int_equal(hsr_env_bool("HSR_TEST_V", 0, &b), HSR_OK);
+  assert_int_equal(env_bool("HSR_TEST_V", 0, &b), HSR_OK);
   assert_int_equal(b, 1);
   setenv("HSR_TEST_V", "off", 1);
-  assert_int_equal(hsr_env_bool("HSR_TEST_V", 1, &b), HSR_OK);
+  assert_int_equal(env_bool("HSR_TEST_V", 1, &b), HSR_OK);
   assert_int_equal(b, 0);
   setenv("HSR_TEST_V", "maybe", 1);
-  assert_int_equal(hsr_env_bool("HSR_TEST_V", 1, &b), HSR_ERR_INVALID);
+  assert_int_equal(env_bool("HSR_TEST_V", 1, &b), HSR_ERR_INVALID);
 
   size_t sz = 0;
   setenv("HSR_TEST_V", "4K", 1);
-  assert_int_equal(hsr_env_size("HSR_TEST_V", 1, &sz), HSR_OK);
+  assert_int_equal(env_size("HSR_TEST_V", 1, &sz), HSR_OK);
   assert_int_equal(sz, 4096);
 
   setenv("HSR_LOG", "loud", 1);
-  assert_int_equal(hsr_log_check_env(), HSR_ERR_INVALID);
+  assert_int_equal(log_check_env(), HSR_ERR_INVALID);
   setenv("HSR_LOG", "debug", 1);
-  assert_int_equal(hsr_log_check_env(), HSR_OK);
-  assert_true(hsr_log_enabled(HSR_LOG_DEBUG));
+  assert_int_equal(log_check_env(), HSR_OK);
+  assert_true(log_enabled(HSR_LOG_DEBUG));
   setenv("HSR_LOG", "error", 1);
-  assert_false(hsr_log_enabled(HSR_LOG_WARN));
+  assert_false(log_enabled(HSR_LOG_WARN));
   unsetenv("HSR_LOG");
   unsetenv("HSR_TEST_V");
 }
@@ -157,15 +158,15 @@ static void test_registry_spellings(void **state) {
   (void)state;
   int bools = 0, choices = 0;
   char buf[512], val[64];
-  for (int i = 0; i < hsr_env_count(); i++) {
-    const hsr_env_info *v = hsr_env_at(i);
+  for (int i = 0; i < env_count(); i++) {
+    const hsr_env_info *v = env_at(i);
     if (v->kind != HSR_ENV_BOOL && v->kind != HSR_ENV_CHOICE && v->kind != HSR_ENV_STAGE) continue;
     const char *saved = getenv(v->name);
     char keep[256] = "";
     if (saved) snprintf(keep, sizeof keep, "%s", saved);
     /* the spellings, from what the registry says is valid */
     if (v->kind == HSR_ENV_BOOL)
-      hsr_env_valid_text(v, buf, sizeof buf);
+      env_valid_text(v, buf, sizeof buf);
     else
       snprintf(buf, sizeof buf, "%s", v->choices);
     int k = 0;
@@ -173,20 +174,20 @@ static void test_registry_spellings(void **state) {
       for (int how = 0; how < 4; how++) {
         spell(w, how, val, sizeof val);
         setenv(v->name, val, 1);
-        if (hsr_env_check(v->name) != HSR_OK) fail_msg("%s=%s refused: %s", v->name, val, hsr_last_error());
+        if (env_check(v->name) != HSR_OK) fail_msg("%s=%s refused: %s", v->name, val, hsr_last_error());
         int got = -7;
         if (v->kind == HSR_ENV_BOOL) {
-          assert_int_equal(hsr_env_get_bool(v->name, &got), HSR_OK);
+          assert_int_equal(env_get_bool(v->name, &got), HSR_OK);
           if (got != bool_meaning(w)) fail_msg("%s=%s reads as %d, it means %d", v->name, val, got, bool_meaning(w));
-          assert_int_equal(hsr_env_bool(v->name, -1, &got), HSR_OK); /* common.h's reader agrees */
-          if (got != bool_meaning(w)) fail_msg("hsr_env_bool: %s=%s reads as %d", v->name, val, got);
+          assert_int_equal(env_bool(v->name, -1, &got), HSR_OK); /* common.h's reader agrees */
+          if (got != bool_meaning(w)) fail_msg("env_bool: %s=%s reads as %d", v->name, val, got);
         } else if (v->kind == HSR_ENV_CHOICE) {
-          assert_int_equal(hsr_env_get_choice(v->name, &got), HSR_OK);
+          assert_int_equal(env_get_choice(v->name, &got), HSR_OK);
           if (got != k) fail_msg("%s=%s reads as choice %d, it is choice %d of %s", v->name, val, got, k, v->choices);
         } else {
           snprintf(val + strlen(val), sizeof val - strlen(val), ":7");
           setenv(v->name, val, 1);
-          if (hsr_env_check(v->name) != HSR_OK) fail_msg("%s=%s refused: %s", v->name, val, hsr_last_error());
+          if (env_check(v->name) != HSR_OK) fail_msg("%s=%s refused: %s", v->name, val, hsr_last_error());
         }
       }
       bools += v->kind == HSR_ENV_BOOL, choices += v->kind != HSR_ENV_BOOL;
@@ -195,8 +196,8 @@ static void test_registry_spellings(void **state) {
     static const char *const bad[] = {"2", "tru", "enabled", "o", " on"};
     for (int b = 0; b < 5; b++) {
       setenv(v->name, bad[b], 1);
-      if (hsr_env_check(v->name) != HSR_ERR_INVALID) fail_msg("%s='%s' accepted", v->name, bad[b]);
-      hsr_env_valid_text(v, buf, sizeof buf);
+      if (env_check(v->name) != HSR_ERR_INVALID) fail_msg("%s='%s' accepted", v->name, bad[b]);
+      env_valid_text(v, buf, sizeof buf);
       if (!strstr(hsr_last_error(), v->name) || !strstr(hsr_last_error(), v->kind == HSR_ENV_STAGE ? v->choices : buf))
         fail_msg("%s='%s': the error '%s' does not say what is valid", v->name, bad[b], hsr_last_error());
     }
@@ -207,15 +208,15 @@ static void test_registry_spellings(void **state) {
   }
   assert_true(bools >= 2 * 8 && choices >= 10); /* HSR_POISON, HSR_BENCH_CHECK_FAULT; HSR_LOG, ... */
   /* HSR_LOG's effect: level k lets through exactly the levels up to k */
-  snprintf(buf, sizeof buf, "%s", hsr_env_find("HSR_LOG")->choices);
+  snprintf(buf, sizeof buf, "%s", env_find("HSR_LOG")->choices);
   int k = 0;
   for (char *sv = NULL, *w = strtok_r(buf, "|", &sv); w; w = strtok_r(NULL, "|", &sv), k++)
     for (int how = 0; how < 4; how++) {
       spell(w, how, val, sizeof val);
       setenv("HSR_LOG", val, 1);
-      assert_int_equal(hsr_log_check_env(), HSR_OK);
+      assert_int_equal(log_check_env(), HSR_OK);
       for (int m = HSR_LOG_ERROR; m <= HSR_LOG_DEBUG; m++)
-        if (hsr_log_enabled((hsr_log_level)m) != (m <= k))
+        if (log_enabled((hsr_log_level)m) != (m <= k))
           fail_msg("HSR_LOG=%s: level %d is %s", val, m, m <= k ? "off" : "on");
     }
   assert_int_equal(k, HSR_LOG_DEBUG + 1);
@@ -226,7 +227,7 @@ static void test_clock(void **state) {
   (void)state;
   uint64_t a = hsr_clock_ns(), b = hsr_clock_ns();
   assert_true(b >= a);
-  assert_true(hsr_clock_s() > 0.0);
+  assert_true(clock_s() > 0.0);
 }
 
 /* ---- what a memory cgroup leaves (memfds and private memory alike) ---- */
@@ -260,12 +261,12 @@ static void test_cgroup_room(void **state) {
   snprintf(cg, sizeof cg, "%s/cg2", t);
   put(t, "cg2", "0::/job/step\n");
   snprintf(d, sizeof d, "%s/v2", t);
-  assert_int_equal(hsr_sys_cgroup_room(cg, d, &room), HSR_OK);
+  assert_int_equal(sys_cgroup_room(cg, d, &room), HSR_OK);
   assert_int_equal(room, 474ull << 20);
   /* a path that is not mounted here (a cgroup namespace): the nearest folder above it */
   put(t, "cg2b", "0::/job/step/gone/deeper\n");
   snprintf(cg, sizeof cg, "%s/cg2b", t);
-  assert_int_equal(hsr_sys_cgroup_room(cg, d, &room), HSR_OK);
+  assert_int_equal(sys_cgroup_room(cg, d, &room), HSR_OK);
   assert_int_equal(room, 474ull << 20);
   /* v1 (memory controller in its own hierarchy), the child tighter: 256 MiB - 200 MiB */
   snprintf(mk, sizeof mk, "mkdir -p %s/v1/memory/a/b", t);
@@ -280,12 +281,12 @@ static void test_cgroup_room(void **state) {
   put(t, "cg1", "12:pids:/a/b\n4:memory:/a/b\n0::/\n");
   snprintf(cg, sizeof cg, "%s/cg1", t);
   snprintf(d, sizeof d, "%s/v1", t);
-  assert_int_equal(hsr_sys_cgroup_room(cg, d, &room), HSR_OK);
+  assert_int_equal(sys_cgroup_room(cg, d, &room), HSR_OK);
   assert_int_equal(room, 56ull << 20);
   /* no limit anywhere */
   put(t, "cg0", "4:memory:/\n");
   snprintf(cg, sizeof cg, "%s/cg0", t);
-  assert_int_equal(hsr_sys_cgroup_room(cg, d, &room), HSR_ERR_NOT_FOUND);
+  assert_int_equal(sys_cgroup_room(cg, d, &room), HSR_ERR_NOT_FOUND);
   snprintf(mk, sizeof mk, "rm -rf %s", t);
   assert_int_equal(system(mk), 0);
 }

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "hsr/kmath.h"
 #include "kernels_ref.h"
 
@@ -267,10 +268,10 @@ static void test_scale_axpy(void **state) {
   memcpy(yd, yd0, sizeof yd);
   memcpy(yb, yb0, sizeof yb);
   memcpy(yh, yh0, sizeof yh);
-  assert_int_equal(hsr_kernels_scale(d, NULL, N, yf, HSR_F32, alpha), HSR_OK);
-  assert_int_equal(hsr_kernels_scale(d, NULL, N, yd, HSR_F64, alpha), HSR_OK);
-  assert_int_equal(hsr_kernels_scale(d, NULL, N, yb, HSR_BF16, alpha), HSR_OK);
-  assert_int_equal(hsr_kernels_scale(d, NULL, N, yh, HSR_F16, alpha), HSR_OK);
+  assert_int_equal(kernels_scale(d, NULL, N, yf, HSR_F32, alpha), HSR_OK);
+  assert_int_equal(kernels_scale(d, NULL, N, yd, HSR_F64, alpha), HSR_OK);
+  assert_int_equal(kernels_scale(d, NULL, N, yb, HSR_BF16, alpha), HSR_OK);
+  assert_int_equal(kernels_scale(d, NULL, N, yh, HSR_F16, alpha), HSR_OK);
   for (int i = 0; i < N; i++) {
     float pf = y0[i] * af;
     assert_int_equal(ref_bits(yf[i]), ref_bits(pf));
@@ -280,10 +281,10 @@ static void test_scale_axpy(void **state) {
   }
   /* scale by 2 of a bf16 near the top overflows to inf */
   uint16_t big = 0x7f7f;
-  assert_int_equal(hsr_kernels_scale(d, NULL, 1, &big, HSR_BF16, 2.0), HSR_OK);
+  assert_int_equal(kernels_scale(d, NULL, 1, &big, HSR_BF16, 2.0), HSR_OK);
   assert_int_equal(big, 0x7f80);
   int32_t iv[2] = {1, 2};
-  assert_int_equal(hsr_kernels_scale(d, NULL, 2, iv, HSR_I32, 2.0), HSR_ERR_INVALID);
+  assert_int_equal(kernels_scale(d, NULL, 2, iv, HSR_I32, 2.0), HSR_ERR_INVALID);
   assert_int_equal(hsr_kernels_axpy(d, NULL, 2, 1.0, iv, iv, HSR_U8), HSR_ERR_INVALID);
   assert_int_equal(hsr_kernels_axpy(d, NULL, 2, 1.0, NULL, yf, HSR_F32), HSR_ERR_INVALID);
   hsr_device_close(d);
@@ -337,8 +338,8 @@ static void run_adamw_reference(hsr_dtype gdt, hsr_dtype odt, int with_out) {
       ref_adamw(&r[i], g, &hp);
     }
     void *out = !with_out ? NULL : odt == HSR_F32 ? (void *)outf : (void *)outb;
-    assert_int_equal(
-        hsr_kernels_adamw(d, NULL, N, p, m, v, gdt == HSR_F32 ? (void *)gf : (void *)gb, gdt, out, odt, &hp), HSR_OK);
+    assert_int_equal(kernels_adamw(d, NULL, N, p, m, v, gdt == HSR_F32 ? (void *)gf : (void *)gb, gdt, out, odt, &hp),
+                     HSR_OK);
     for (int i = 0; i < N; i++) {
       check_close("master", i, p[i], r[i].p, fabs(r[i].p) + hp.lr);
       check_close("m", i, m[i], r[i].m, r[i].ms);
@@ -370,36 +371,36 @@ static void test_adamw_semantics(void **state) {
       .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.5f, .step = 1, .grad_scale = 1.0f};
   /* zero gradient, zero moments: only the decoupled decay acts */
   float p[3] = {1.0f, -2.0f, 3.0f}, m[3] = {0}, v[3] = {0}, g[3] = {0};
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 3, p, m, v, g, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
+  assert_int_equal(kernels_adamw(d, NULL, 3, p, m, v, g, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
   float decay = (float)(1.0 - 0.1 * (double)0.5f);
   assert_true(p[0] == 1.0f * decay && p[1] == -2.0f * decay && p[2] == 3.0f * decay);
   /* first step, no decay: bias correction makes the step lr * sign(g) */
   hp.weight_decay = 0.0f;
   float q[2] = {1.0f, 1.0f}, mq[2] = {0}, vq[2] = {0}, gq[2] = {3.0f, -0.001f};
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 2, q, mq, vq, gq, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
+  assert_int_equal(kernels_adamw(d, NULL, 2, q, mq, vq, gq, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
   assert_true(fabsf(q[0] - 0.9f) < 1e-6f && fabsf(q[1] - 1.1f) < 1e-5f);
   /* grad_scale 0.5 on g equals grad_scale 1 on g/2 (exact halving) */
   float a[4] = {1, 2, 3, 4}, am[4] = {0}, av[4] = {0}, ag[4] = {0.25f, -1.5f, 3.0f, 0.125f};
   float b[4] = {1, 2, 3, 4}, bm[4] = {0}, bv[4] = {0}, bg[4] = {0.125f, -0.75f, 1.5f, 0.0625f};
   hp.grad_scale = 0.5f;
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
+  assert_int_equal(kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
   hp.grad_scale = 1.0f;
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 4, b, bm, bv, bg, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
+  assert_int_equal(kernels_adamw(d, NULL, 4, b, bm, bv, bg, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
   assert_memory_equal(a, b, sizeof a);
   assert_memory_equal(av, bv, sizeof av);
   /* bad input */
   hp.step = 0;
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, NULL, HSR_F32, &hp), HSR_ERR_INVALID);
+  assert_int_equal(kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, NULL, HSR_F32, &hp), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "step"));
   hp.step = 1;
   hp.beta1 = 1.0f;
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, NULL, HSR_F32, &hp), HSR_ERR_INVALID);
+  assert_int_equal(kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, NULL, HSR_F32, &hp), HSR_ERR_INVALID);
   hp.beta1 = 0.9f;
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F16, NULL, HSR_F32, &hp), HSR_ERR_INVALID);
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, b, HSR_F16, &hp), HSR_ERR_INVALID);
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 4, NULL, am, av, ag, HSR_F32, NULL, HSR_F32, &hp), HSR_ERR_INVALID);
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, NULL, HSR_F32, NULL), HSR_ERR_INVALID);
-  assert_int_equal(hsr_kernels_adamw(d, NULL, 0, NULL, NULL, NULL, NULL, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
+  assert_int_equal(kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F16, NULL, HSR_F32, &hp), HSR_ERR_INVALID);
+  assert_int_equal(kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, b, HSR_F16, &hp), HSR_ERR_INVALID);
+  assert_int_equal(kernels_adamw(d, NULL, 4, NULL, am, av, ag, HSR_F32, NULL, HSR_F32, &hp), HSR_ERR_INVALID);
+  assert_int_equal(kernels_adamw(d, NULL, 4, a, am, av, ag, HSR_F32, NULL, HSR_F32, NULL), HSR_ERR_INVALID);
+  assert_int_equal(kernels_adamw(d, NULL, 0, NULL, NULL, NULL, NULL, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
   hsr_device_close(d);
 }
 
@@ -427,8 +428,8 @@ static void test_sumsq(void **state) {
   for (size_t k = 0; k <= sizeof sizes / sizeof sizes[0]; k++) {
     size_t n = k < sizeof sizes / sizeof sizes[0] ? sizes[k] : big;
     double a = -1, b = -1;
-    assert_int_equal(hsr_kernels_sumsq(d, NULL, n, x, HSR_F32, &a), HSR_OK);
-    assert_int_equal(hsr_kernels_sumsq(d, NULL, n, x, HSR_F32, &b), HSR_OK);
+    assert_int_equal(kernels_sumsq(d, NULL, n, x, HSR_F32, &a), HSR_OK);
+    assert_int_equal(kernels_sumsq(d, NULL, n, x, HSR_F32, &b), HSR_OK);
     assert_memory_equal(&a, &b, sizeof a); /* deterministic */
     double r = ref_sumsq_ld(x, n);
     if (!(fabs(a - r) <= 1e-13 * r)) fail_msg("sumsq n=%zu: %.17g, reference %.17g", n, a, r);
@@ -436,7 +437,7 @@ static void test_sumsq(void **state) {
   /* The order is part of the contract (checkpoints and cross-run equivalence
    * depend on it): pin the bits for one input. */
   double g = 0;
-  assert_int_equal(hsr_kernels_sumsq(d, NULL, big, x, HSR_F32, &g), HSR_OK);
+  assert_int_equal(kernels_sumsq(d, NULL, big, x, HSR_F32, &g), HSR_OK);
   uint64_t gb;
   memcpy(&gb, &g, 8);
   printf("sumsq golden bits 0x%016llx (%.17g)\n", (unsigned long long)gb, g);
@@ -455,21 +456,21 @@ static void test_sumsq(void **state) {
     rd += (long double)xd[i] * xd[i];
   }
   double sb, sh, sd;
-  assert_int_equal(hsr_kernels_sumsq(d, NULL, M, hb, HSR_BF16, &sb), HSR_OK);
-  assert_int_equal(hsr_kernels_sumsq(d, NULL, M, hh, HSR_F16, &sh), HSR_OK);
-  assert_int_equal(hsr_kernels_sumsq(d, NULL, M, xd, HSR_F64, &sd), HSR_OK);
+  assert_int_equal(kernels_sumsq(d, NULL, M, hb, HSR_BF16, &sb), HSR_OK);
+  assert_int_equal(kernels_sumsq(d, NULL, M, hh, HSR_F16, &sh), HSR_OK);
+  assert_int_equal(kernels_sumsq(d, NULL, M, xd, HSR_F64, &sd), HSR_OK);
   assert_true(fabs(sb - (double)rb) <= 1e-13 * (double)rb);
   assert_true(fabs(sh - (double)rh) <= 1e-13 * (double)rh);
   assert_true(fabs(sd - (double)rd) <= 1e-13 * (double)rd);
   /* NaN and inf propagate */
   float sp[3] = {1, INFINITY, 2};
-  assert_int_equal(hsr_kernels_sumsq(d, NULL, 3, sp, HSR_F32, &sd), HSR_OK);
+  assert_int_equal(kernels_sumsq(d, NULL, 3, sp, HSR_F32, &sd), HSR_OK);
   assert_true(isinf(sd));
   sp[1] = NAN;
-  assert_int_equal(hsr_kernels_sumsq(d, NULL, 3, sp, HSR_F32, &sd), HSR_OK);
+  assert_int_equal(kernels_sumsq(d, NULL, 3, sp, HSR_F32, &sd), HSR_OK);
   assert_true(isnan(sd));
-  assert_int_equal(hsr_kernels_sumsq(d, NULL, 3, sp, HSR_F32, NULL), HSR_ERR_INVALID);
-  assert_int_equal(hsr_kernels_sumsq(d, NULL, 3, sp, HSR_I32, &sd), HSR_ERR_INVALID);
+  assert_int_equal(kernels_sumsq(d, NULL, 3, sp, HSR_F32, NULL), HSR_ERR_INVALID);
+  assert_int_equal(kernels_sumsq(d, NULL, 3, sp, HSR_I32, &sd), HSR_ERR_INVALID);
   free(x);
   hsr_device_close(d);
 }
@@ -484,44 +485,44 @@ static void test_host_device_layer(void **state) {
   assert_int_equal(hsr_device_alloc(d, 1000, &b), HSR_OK);
   assert_int_equal((uintptr_t)a % 256, 0);
   hsr_stream *s = NULL, *hi = NULL, *other = NULL;
-  assert_int_equal(hsr_stream_create(d, 0, &s), HSR_OK);
-  assert_int_equal(hsr_stream_create(d, 1, &hi), HSR_OK);
-  assert_int_equal(hsr_stream_create(d2, 0, &other), HSR_OK);
-  assert_null(hsr_stream_native(s));
+  assert_int_equal(stream_create(d, 0, &s), HSR_OK);
+  assert_int_equal(stream_create(d, 1, &hi), HSR_OK);
+  assert_int_equal(stream_create(d2, 0, &other), HSR_OK);
+  assert_null(stream_native(s));
   assert_int_equal(hsr_device_memset(d, a, 0xab, 1000, s), HSR_OK);
   assert_int_equal(hsr_device_copy(d, b, a, 1000, hi), HSR_OK);
   for (int i = 0; i < 1000; i++) assert_int_equal(((unsigned char *)b)[i], 0xab);
   hsr_event *e = NULL;
-  assert_int_equal(hsr_event_create(d, &e), HSR_OK);
-  assert_int_equal(hsr_event_record(e, s), HSR_OK);
-  assert_int_equal(hsr_stream_wait_event(hi, e), HSR_OK);
+  assert_int_equal(event_create(d, &e), HSR_OK);
+  assert_int_equal(event_record(e, s), HSR_OK);
+  assert_int_equal(stream_wait_event(hi, e), HSR_OK);
   int done = 0;
-  assert_int_equal(hsr_event_query(e, &done), HSR_OK);
+  assert_int_equal(event_query(e, &done), HSR_OK);
   assert_int_equal(done, 1);
-  assert_int_equal(hsr_event_sync(e, 1.0), HSR_OK);
+  assert_int_equal(event_sync(e, 1.0), HSR_OK);
   assert_int_equal(hsr_stream_sync(s, 0.0), HSR_OK);
   /* bad input is refused with a reason */
   assert_int_equal(hsr_stream_sync(s, NAN), HSR_ERR_INVALID);
   assert_int_equal(hsr_stream_sync(s, -1), HSR_ERR_INVALID);
   hsr_stream *refused = NULL;
-  assert_int_equal(hsr_stream_create(d, 2, &refused), HSR_ERR_INVALID);
+  assert_int_equal(stream_create(d, 2, &refused), HSR_ERR_INVALID);
   assert_null(refused);
   assert_non_null(strstr(hsr_last_error(), "priority"));
   assert_int_equal(hsr_device_copy(d, b, a, 10, other), HSR_ERR_INVALID); /* another device's stream */
-  assert_int_equal(hsr_stream_wait_event(other, e), HSR_ERR_INVALID);
+  assert_int_equal(stream_wait_event(other, e), HSR_ERR_INVALID);
   assert_int_equal(hsr_device_copy(d, NULL, a, 10, NULL), HSR_ERR_INVALID);
   assert_int_equal(hsr_device_copy(d, NULL, NULL, 0, NULL), HSR_OK);
   hsr_device *bad = NULL;
   assert_int_equal(hsr_device_open((hsr_device_kind)7, 0, &bad), HSR_ERR_INVALID);
   assert_int_equal(hsr_device_open(HSR_DEVICE_HOST, -1, &bad), HSR_ERR_INVALID);
-  if (hsr_device_cuda_count() == 0) { /* no GPU (CI): opening one says why */
+  if (device_cuda_count() == 0) { /* no GPU (CI): opening one says why */
     assert_int_equal(hsr_device_open(HSR_DEVICE_CUDA, 0, &bad), HSR_ERR_UNSUPPORTED);
     assert_null(bad);
   }
-  assert_int_equal(hsr_event_destroy(e), HSR_OK);
-  assert_int_equal(hsr_stream_destroy(s), HSR_OK);
-  assert_int_equal(hsr_stream_destroy(hi), HSR_OK);
-  assert_int_equal(hsr_stream_destroy(other), HSR_OK);
+  assert_int_equal(event_destroy(e), HSR_OK);
+  assert_int_equal(stream_destroy(s), HSR_OK);
+  assert_int_equal(stream_destroy(hi), HSR_OK);
+  assert_int_equal(stream_destroy(other), HSR_OK);
   assert_int_equal(hsr_device_free(d, a), HSR_OK);
   assert_int_equal(hsr_device_free(d, b), HSR_OK);
   assert_int_equal(hsr_device_free(d, NULL), HSR_OK);

@@ -13,7 +13,9 @@
 #include <cmocka.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "hsr/kmath.h"
+#include "common/dtype_internal.h"
 #include "kernels_ref.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)
@@ -49,10 +51,10 @@ static void to_host(void *host, const void *dev, size_t bytes) { OK(hsr_device_c
 static void drain(void) {
   /* the legacy default stream: sync through an event on it */
   hsr_event *e = NULL;
-  OK(hsr_event_create(gpu, &e));
-  OK(hsr_event_record(e, NULL));
-  OK(hsr_event_sync(e, 60.0));
-  OK(hsr_event_destroy(e));
+  OK(event_create(gpu, &e));
+  OK(event_record(e, NULL));
+  OK(event_sync(e, 60.0));
+  OK(event_destroy(e));
 }
 
 static int is_nan(const void *p, hsr_dtype dt) {
@@ -68,7 +70,7 @@ static int is_nan(const void *p, hsr_dtype dt) {
 /* Same bits, except that a NaN only has to be a NaN: arithmetic on a NaN
  * keeps its payload on x86 but gives the canonical NaN on the GPU. */
 static void expect_same(const char *what, size_t n, const void *a, const void *b, hsr_dtype dt) {
-  size_t es = hsr_dtype_size(dt);
+  size_t es = dtype_size(dt);
   if (memcmp(a, b, n * es) == 0) return;
   for (size_t i = 0; i < n; i++) {
     const char *x = (const char *)a + i * es, *y = (const char *)b + i * es;
@@ -91,7 +93,7 @@ static void test_casts(void **state) {
           if (a == b) continue;
           size_t n = sizes[k];
           hsr_dtype sdt = float_dts[a], ddt = float_dts[b];
-          size_t ss = hsr_dtype_size(sdt), ds = hsr_dtype_size(ddt);
+          size_t ss = dtype_size(sdt), ds = dtype_size(ddt);
           fill_f32(src, n, 17 + k, 7e4f);
           OK(hsr_kernels_cast(cpu, NULL, n, src, HSR_F32, in, sdt)); /* f32 -> f32 copies */
           OK(hsr_kernels_cast(cpu, NULL, n, in, sdt, want, ddt));
@@ -101,7 +103,7 @@ static void test_casts(void **state) {
           to_host(got, ddst + off * ds, n * ds);
           drain();
           char what[64];
-          snprintf(what, sizeof what, "cast %s->%s off %zu", hsr_dtype_name(sdt), hsr_dtype_name(ddt), off);
+          snprintf(what, sizeof what, "cast %s->%s off %zu", dtype_name(sdt), dtype_name(ddt), off);
           expect_same(what, n, want, got, ddt);
           OK(hsr_device_free(gpu, dsrc));
           OK(hsr_device_free(gpu, ddst));
@@ -120,7 +122,7 @@ static void test_scale_axpy(void **state) {
       for (int t = 0; t < 4; t++) {
         size_t n = sizes[k];
         hsr_dtype dt = dts[t];
-        size_t es = hsr_dtype_size(dt);
+        size_t es = dtype_size(dt);
         fill_f32(f, n, 5 + k, 100.0f);
         if (dt == HSR_F64)
           for (size_t i = 0; i < n; i++) ((double *)x)[i] = f[i] * 1.0000001;
@@ -137,8 +139,8 @@ static void test_scale_axpy(void **state) {
         to_host(got, dy + off * es, n * es);
         drain();
         expect_same("axpy", n, y, got, dt);
-        OK(hsr_kernels_scale(cpu, NULL, n, y, dt, 1.0 / 3.0));
-        OK(hsr_kernels_scale(gpu, NULL, n, dy + off * es, dt, 1.0 / 3.0));
+        OK(kernels_scale(cpu, NULL, n, y, dt, 1.0 / 3.0));
+        OK(kernels_scale(gpu, NULL, n, dy + off * es, dt, 1.0 / 3.0));
         to_host(got, dy + off * es, n * es);
         drain();
         expect_same("scale", n, y, got, dt);
@@ -164,7 +166,7 @@ static void test_adamw(void **state) {
           p[i] = ref_uniform(&seed, -1, 1);
           m[i] = v[i] = 0;
         }
-        size_t gs = hsr_dtype_size(G), os = hsr_dtype_size(O);
+        size_t gs = dtype_size(G), os = dtype_size(O);
         char *dp = dev_from(p, n * 4, off * 4), *dm = dev_from(m, n * 4, off * 4), *dv = dev_from(v, n * 4, off * 4);
         char *dg = NULL, *dout = NULL;
         OK(hsr_device_alloc(gpu, n * 4 + 64, (void **)&dg));
@@ -186,9 +188,9 @@ static void test_adamw(void **state) {
             gh = gb;
           }
           OK(hsr_device_copy(gpu, dg + off * gs, gh, n * gs, NULL));
-          OK(hsr_kernels_adamw(cpu, NULL, n, p, m, v, gh, G, odt ? o : NULL, O, &hp));
-          OK(hsr_kernels_adamw(gpu, NULL, n, (float *)(dp + off * 4), (float *)(dm + off * 4), (float *)(dv + off * 4),
-                               dg + off * gs, G, odt ? dout + off * os : NULL, O, &hp));
+          OK(kernels_adamw(cpu, NULL, n, p, m, v, gh, G, odt ? o : NULL, O, &hp));
+          OK(kernels_adamw(gpu, NULL, n, (float *)(dp + off * 4), (float *)(dm + off * 4), (float *)(dv + off * 4),
+                           dg + off * gs, G, odt ? dout + off * os : NULL, O, &hp));
         }
         to_host(gp, dp + off * 4, n * 4);
         to_host(gm, dm + off * 4, n * 4);
@@ -212,12 +214,12 @@ static void test_sumsq(void **state) {
   void *x = malloc(MAXN * 8);
   assert_true(f && x);
   hsr_stream *s = NULL;
-  OK(hsr_stream_create(gpu, 0, &s));
+  OK(stream_create(gpu, 0, &s));
   for (size_t k = 0; k < NSIZES; k++)
     for (int t = 0; t < 4; t++) {
       size_t n = sizes[k];
       hsr_dtype dt = dts[t];
-      size_t es = hsr_dtype_size(dt);
+      size_t es = dtype_size(dt);
       uint64_t seed = 3 + k;
       for (size_t i = 0; i < n; i++) f[i] = ref_uniform(&seed, -50, 50);
       if (dt == HSR_F64)
@@ -226,16 +228,16 @@ static void test_sumsq(void **state) {
         OK(hsr_kernels_cast(cpu, NULL, n, f, HSR_F32, x, dt));
       void *dx = dev_from(x, n * es, 0);
       double want = -1, got = -2, got2 = -3;
-      OK(hsr_kernels_sumsq(cpu, NULL, n, x, dt, &want));
+      OK(kernels_sumsq(cpu, NULL, n, x, dt, &want));
       OK(hsr_device_copy(gpu, dx, x, n * es, s)); /* ordered on s */
-      OK(hsr_kernels_sumsq(gpu, s, n, dx, dt, &got));
-      OK(hsr_kernels_sumsq(gpu, s, n, dx, dt, &got2)); /* two queued results, one scratch */
+      OK(kernels_sumsq(gpu, s, n, dx, dt, &got));
+      OK(kernels_sumsq(gpu, s, n, dx, dt, &got2)); /* two queued results, one scratch */
       OK(hsr_stream_sync(s, 60.0));
       if (memcmp(&want, &got, 8) || memcmp(&got, &got2, 8))
-        fail_msg("sumsq %s n=%zu: GPU %.17g / %.17g, CPU %.17g", hsr_dtype_name(dt), n, got, got2, want);
+        fail_msg("sumsq %s n=%zu: GPU %.17g / %.17g, CPU %.17g", dtype_name(dt), n, got, got2, want);
       OK(hsr_device_free(gpu, dx));
     }
-  OK(hsr_stream_destroy(s));
+  OK(stream_destroy(s));
   free(f), free(x);
 }
 
@@ -274,42 +276,42 @@ static void test_streams_events(void **state) {
   for (size_t i = 0; i < n; i++) h[i] = (float)(i % 1000);
   hsr_stream *a = NULL, *b = NULL;
   hsr_event *e = NULL;
-  OK(hsr_stream_create(gpu, 0, &a));
-  OK(hsr_stream_create(gpu, 1, &b));
-  assert_non_null(hsr_stream_native(a));
-  OK(hsr_event_create(gpu, &e));
+  OK(stream_create(gpu, 0, &a));
+  OK(stream_create(gpu, 1, &b));
+  assert_non_null(stream_native(a));
+  OK(event_create(gpu, &e));
   float *d = NULL;
   OK(hsr_device_alloc(gpu, n * 4, (void **)&d));
   OK(hsr_device_memset(gpu, d, 0, n * 4, a));
   OK(hsr_device_copy(gpu, d, h, n * 4, a));
-  OK(hsr_kernels_scale(gpu, a, n, d, HSR_F32, 2.0));
-  OK(hsr_event_record(e, a));
-  OK(hsr_stream_wait_event(b, e));
-  OK(hsr_kernels_scale(gpu, b, n, d, HSR_F32, 0.5)); /* must see a's x2 */
+  OK(kernels_scale(gpu, a, n, d, HSR_F32, 2.0));
+  OK(event_record(e, a));
+  OK(stream_wait_event(b, e));
+  OK(kernels_scale(gpu, b, n, d, HSR_F32, 0.5)); /* must see a's x2 */
   OK(hsr_kernels_axpy(gpu, b, n, 1.0, d, d, HSR_F32));
   OK(hsr_device_copy(gpu, back, d, n * 4, b));
   OK(hsr_stream_sync(b, 60.0));
   int done = 0;
-  OK(hsr_event_query(e, &done));
+  OK(event_query(e, &done));
   assert_int_equal(done, 1);
   for (size_t i = 0; i < n; i++)
     if (back[i] != 2.0f * (float)(i % 1000)) fail_msg("stream ordering: [%zu] = %g", i, back[i]);
   /* a zero timeout on busy work reports a timeout, not a hang */
-  for (int r = 0; r < 20; r++) OK(hsr_kernels_scale(gpu, a, n, d, HSR_F32, 1.0));
+  for (int r = 0; r < 20; r++) OK(kernels_scale(gpu, a, n, d, HSR_F32, 1.0));
   hsr_status st = hsr_stream_sync(a, 0.0);
   assert_true(st == HSR_OK || st == HSR_ERR_TIMEOUT);
   OK(hsr_stream_sync(a, 60.0));
   OK(hsr_device_free(gpu, d));
-  OK(hsr_event_destroy(e));
-  OK(hsr_stream_destroy(a));
-  OK(hsr_stream_destroy(b));
+  OK(event_destroy(e));
+  OK(stream_destroy(a));
+  OK(stream_destroy(b));
   hsr_device *bad = NULL;
-  assert_int_equal(hsr_device_open(HSR_DEVICE_CUDA, hsr_device_cuda_count(), &bad), HSR_ERR_NOT_FOUND);
+  assert_int_equal(hsr_device_open(HSR_DEVICE_CUDA, device_cuda_count(), &bad), HSR_ERR_NOT_FOUND);
   free(h), free(back);
 }
 
 int main(void) {
-  int count = hsr_device_cuda_count();
+  int count = device_cuda_count();
   if (count == 0) {
     printf("no CUDA device: skipping the GPU kernel tests\n");
     return 77;

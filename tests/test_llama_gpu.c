@@ -17,6 +17,7 @@
 #include <cblas.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "kernels_ref.h"
 #include "llama.h"
 
@@ -150,19 +151,19 @@ static void test_model_matches_cpu(void **state) {
 }
 
 int main(void) {
-  if (hsr_device_cuda_count() == 0) {
+  if (device_cuda_count() == 0) {
     printf("SKIP: no CUDA device is usable here\n");
     return 77;
   }
   openblas_set_num_threads(1);
-  if (hsr_device_open(HSR_DEVICE_CUDA, 0, &g_gpu) != HSR_OK || hsr_stream_create(g_gpu, 0, &g_s) != HSR_OK ||
+  if (hsr_device_open(HSR_DEVICE_CUDA, 0, &g_gpu) != HSR_OK || stream_create(g_gpu, 0, &g_s) != HSR_OK ||
       hsr_device_open(HSR_DEVICE_HOST, 0, &g_host) != HSR_OK) {
     printf("device: %s\n", hsr_last_error());
     return 1;
   }
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_layers), cmocka_unit_test(test_model_matches_cpu)};
   int rc = cmocka_run_group_tests(tests, NULL, NULL);
-  hsr_stream_destroy(g_s);
+  stream_destroy(g_s);
   hsr_device_close(g_gpu);
   hsr_device_close(g_host);
   return rc;

@@ -1,4 +1,4 @@
-/* The mesh planner (hsr_mesh_plan, pure) enumerated over placements a
+/* The mesh planner (mesh_plan, pure) enumerated over placements a
  * launcher really produces: domains spanning nodes, non-block placement (a
  * node's ranks not contiguous), unequal nodes, world sizes up to a few
  * thousand. For every S dividing the world (and several K), a plan that
@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static unsigned rnd(unsigned n) {
@@ -161,16 +162,16 @@ static int spanning_domains(const view *v) {
 /* Every invariant of one plan; returns the gcd of the node counts in the shard groups. */
 static int check_plan(const view *v, const hsr_mesh *m, int S, int K) {
   int W = v->W, R = W / S;
-  assert_int_equal(hsr_mesh_world(m), W);
+  assert_int_equal(mesh_world(m), W);
   assert_int_equal(hsr_mesh_shard(m), S);
   assert_int_equal(hsr_mesh_replicate(m), R);
   int *seen = calloc((size_t)W, sizeof(int)), *grp = malloc(sizeof(int) * (size_t)W);
   int *cnt = calloc((size_t)W * (size_t)v->ndom, sizeof(int)), *dseen = calloc((size_t)v->ndom, sizeof(int));
   int g = 0, gnd = 0;
-  int Km = hsr_mesh_partial(m);
+  int Km = mesh_partial(m);
   for (int rep = 0; rep < R; rep++) {
     for (int s = 0; s < S; s++) {
-      int r = hsr_mesh_rank_at(m, rep, s), a, b;
+      int r = mesh_rank_at(m, rep, s), a, b;
       if (r < 0 || r >= W) fail_msg("%s S=%d: position (%d, %d) holds rank %d", v->what, S, rep, s, r);
       if (seen[r]++) fail_msg("%s S=%d: rank %d sits at two positions", v->what, S, r);
       assert_int_equal(hsr_mesh_coords(m, r, &a, &b), HSR_OK);
@@ -209,10 +210,10 @@ static int check_plan(const view *v, const hsr_mesh *m, int S, int K) {
     /* partial groups: on one node whenever K divides every node's count */
     int part[4096];
     for (int s = 0; s < S; s += Km) {
-      assert_int_equal(hsr_mesh_partial_group(m, grp[s], part), HSR_OK);
+      assert_int_equal(mesh_partial_group(m, grp[s], part), HSR_OK);
       for (int k = 0; k < Km; k++) {
         if (part[k] != grp[s + k]) fail_msg("%s S=%d K=%d: partial group member %d", v->what, S, Km, k);
-        if (hsr_mesh_partial_index(m, part[k]) != s / Km) fail_msg("%s: partial index of %d", v->what, part[k]);
+        if (mesh_partial_index(m, part[k]) != s / Km) fail_msg("%s: partial index of %d", v->what, part[k]);
       }
     }
   }
@@ -226,7 +227,7 @@ static int check_plan(const view *v, const hsr_mesh *m, int S, int K) {
   if (K == 0 || gnd % Km == 0 || (!spanning_domains(v) && g % Km == 0))
     for (int rep = 0; rep < R; rep++)
       for (int s = 0; s < S; s++) {
-        int r = hsr_mesh_rank_at(m, rep, s), f = hsr_mesh_rank_at(m, rep, s / Km * Km);
+        int r = mesh_rank_at(m, rep, s), f = mesh_rank_at(m, rep, s / Km * Km);
         if (v->node[r] != v->node[f])
           fail_msg("%s S=%d K=%d: partial group of rank %d spans nodes %d and %d", v->what, S, Km, r, v->node[f],
                    v->node[r]);
@@ -236,7 +237,7 @@ static int check_plan(const view *v, const hsr_mesh *m, int S, int K) {
   for (int r = 0; r < W; r += 1 + W / 64) {
     int a, b, in = 0;
     assert_int_equal(hsr_mesh_coords(m, r, &a, &b), HSR_OK);
-    assert_int_equal(hsr_mesh_replicate_group(m, r, rg), HSR_OK);
+    assert_int_equal(mesh_replicate_group(m, r, rg), HSR_OK);
     memset(reps, 0, sizeof(int) * (size_t)R);
     for (int i = 0; i < R; i++) {
       int x, y;
@@ -260,7 +261,7 @@ static int check_plan(const view *v, const hsr_mesh *m, int S, int K) {
  * divisors of S; returns the number of plans checked. */
 static int enumerate(const view *v, int max_k_tries) {
   hsr_cluster *c = NULL;
-  assert_int_equal(hsr_cluster_create(v->W, v->node, NULL, v->dom, &c), HSR_OK);
+  assert_int_equal(cluster_create(v->W, v->node, NULL, v->dom, &c), HSR_OK);
   int plans = 0;
   for (int S = 1; S <= v->W; S++) {
     if (v->W % S) continue;
@@ -270,7 +271,7 @@ static int enumerate(const view *v, int max_k_tries) {
       tries++;
       hsr_mesh_request req = {S, 0, K};
       hsr_mesh *m = NULL;
-      hsr_status st = hsr_mesh_plan(c, &req, &m);
+      hsr_status st = mesh_plan(c, &req, &m);
       if (st != HSR_OK) {
         if (K == 0 && obviously_fits(v, S))
           fail_msg("%s: S=%d fits every domain, yet: %s", v->what, S, hsr_last_error());
@@ -280,11 +281,11 @@ static int enumerate(const view *v, int max_k_tries) {
         break; /* S is not valid: no K makes it so */
       }
       check_plan(v, m, S, K);
-      hsr_mesh_free(m);
+      mesh_free(m);
       plans++;
     }
   }
-  hsr_cluster_free(c);
+  cluster_free(c);
   return plans;
 }
 
@@ -295,24 +296,24 @@ static void spanning_domain_round_robin(void **state) {
   int node[8], dom[8];
   for (int r = 0; r < 8; r++) node[r] = r % 2, dom[r] = 0;
   hsr_cluster *c = NULL;
-  assert_int_equal(hsr_cluster_create(8, node, NULL, dom, &c), HSR_OK);
+  assert_int_equal(cluster_create(8, node, NULL, dom, &c), HSR_OK);
   hsr_mesh_request req = {8, 0, 0};
   hsr_mesh *m = NULL;
-  assert_int_equal(hsr_mesh_plan(c, &req, &m), HSR_OK);
-  assert_int_equal(hsr_mesh_partial(m), 4); /* the 4 ranks of one node */
+  assert_int_equal(mesh_plan(c, &req, &m), HSR_OK);
+  assert_int_equal(mesh_partial(m), 4); /* the 4 ranks of one node */
   int g[8], want0[4] = {0, 2, 4, 6}, want1[4] = {1, 3, 5, 7};
-  assert_int_equal(hsr_mesh_partial_group(m, 4, g), HSR_OK);
+  assert_int_equal(mesh_partial_group(m, 4, g), HSR_OK);
   for (int i = 0; i < 4; i++) assert_int_equal(g[i], want0[i]);
-  assert_int_equal(hsr_mesh_partial_group(m, 3, g), HSR_OK);
+  assert_int_equal(mesh_partial_group(m, 3, g), HSR_OK);
   for (int i = 0; i < 4; i++) assert_int_equal(g[i], want1[i]);
-  hsr_mesh_free(m);
+  mesh_free(m);
   req.shard = 4; /* two shard groups of the one domain: one per node */
-  assert_int_equal(hsr_mesh_plan(c, &req, &m), HSR_OK);
-  assert_int_equal(hsr_mesh_shard_group(m, 6, g), HSR_OK);
+  assert_int_equal(mesh_plan(c, &req, &m), HSR_OK);
+  assert_int_equal(mesh_shard_group(m, 6, g), HSR_OK);
   for (int i = 0; i < 4; i++) assert_int_equal(g[i], want0[i]);
-  assert_int_equal(hsr_mesh_partial(m), 4);
-  hsr_mesh_free(m);
-  hsr_cluster_free(c);
+  assert_int_equal(mesh_partial(m), 4);
+  mesh_free(m);
+  cluster_free(c);
 }
 
 static void small_placements(void **state) {
@@ -377,18 +378,18 @@ static void large_worlds(void **state) {
   assert_int_equal(v.W, 2016);
   assert_int_equal(v.ndom, 28);
   hsr_cluster *c = NULL;
-  assert_int_equal(hsr_cluster_create(v.W, v.node, NULL, v.dom, &c), HSR_OK);
+  assert_int_equal(cluster_create(v.W, v.node, NULL, v.dom, &c), HSR_OK);
   int Ss[] = {72, 144, 36, 4, 2016};
   for (size_t i = 0; i < sizeof Ss / sizeof Ss[0]; i++) {
     hsr_mesh_request req = {Ss[i], 0, 0};
     hsr_mesh *m = NULL;
-    if (hsr_mesh_plan(c, &req, &m) != HSR_OK) fail_msg("%s S=%d: %s", v.what, Ss[i], hsr_last_error());
+    if (mesh_plan(c, &req, &m) != HSR_OK) fail_msg("%s S=%d: %s", v.what, Ss[i], hsr_last_error());
     int g = check_plan(&v, m, Ss[i], 0);
     if (Ss[i] >= 72) assert_int_equal(g, 4); /* the 4 GPUs of a node */
-    hsr_mesh_free(m);
+    mesh_free(m);
     plans++;
   }
-  hsr_cluster_free(c);
+  cluster_free(c);
   view_free(&v);
   assert_true(plans > 10);
 }

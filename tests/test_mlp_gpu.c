@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "mlp.h"
 #include "mlp_arrays.h"
 
@@ -27,7 +28,7 @@ static void test_model_matches_cpu(void **state) {
   hsr_device *gpu;
   hsr_stream *s;
   OK(hsr_device_open(HSR_DEVICE_CUDA, 0, &gpu));
-  OK(hsr_stream_create(gpu, 0, &s));
+  OK(stream_create(gpu, 0, &s));
   arrays h, d;
   memset(&h, 0, sizeof h);
   memset(&d, 0, sizeof d);
@@ -83,12 +84,12 @@ static void test_model_matches_cpu(void **state) {
   free(x), free(y);
   OK(hsr_device_free(gpu, xd));
   OK(hsr_device_free(gpu, yd));
-  OK(hsr_stream_destroy(s));
+  OK(stream_destroy(s));
   OK(hsr_device_close(gpu));
 }
 
 int main(void) {
-  if (hsr_device_cuda_count() == 0) {
+  if (device_cuda_count() == 0) {
     printf("SKIP: no CUDA device is usable here\n");
     return 77;
   }

@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "hsr/safetensors.h"
-#include "hsr/safetensors_sharded.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_sharded.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)
 
@@ -29,10 +29,10 @@ static unsigned char *write_file(const char *name, const hsr_st_tensor *t, int n
   char path[128];
   snprintf(path, sizeof path, "%s/%s", g_dir, name);
   hsr_st_writer *w;
-  OK(hsr_st_create(path, t, n, m, nm, &w));
+  OK(st_create(path, t, n, m, nm, &w));
   for (size_t off = 0; off < bytes; off += 5) /* odd chunks: the writer streams */
-    OK(hsr_st_write(w, (const char *)data + off, bytes - off < 5 ? bytes - off : 5));
-  OK(hsr_st_finish(w));
+    OK(st_write(w, (const char *)data + off, bytes - off < 5 ? bytes - off : 5));
+  OK(st_finish(w));
   FILE *f = fopen(path, "rb");
   assert_non_null(f);
   fseek(f, 0, SEEK_END);
@@ -54,10 +54,10 @@ static void test_spec_vectors(void **state) {
   assert_memory_equal(b, empty, 16);
   free(b);
   hsr_st_file *f;
-  OK(hsr_st_parse(empty, 16, "empty", &f));
-  assert_int_equal(hsr_st_count(f), 0);
-  assert_int_equal(hsr_st_meta_count(f), 0);
-  hsr_st_close(f);
+  OK(st_parse(empty, 16, "empty", &f));
+  assert_int_equal(st_count(f), 0);
+  assert_int_equal(st_meta_count(f), 0);
+  st_close(f);
 
   /* empty, with metadata {"framework": "pt"} */
   static const unsigned char meta[] = {40,  0,   0,   0,  0,  0,  0,   0,   123, 34,  95,  95,  109, 101, 116, 97,
@@ -68,10 +68,10 @@ static void test_spec_vectors(void **state) {
   assert_int_equal(len, sizeof meta);
   assert_memory_equal(b, meta, sizeof meta);
   free(b);
-  OK(hsr_st_parse(meta, sizeof meta, "meta", &f));
-  assert_string_equal(hsr_st_meta(f, "framework"), "pt");
-  assert_null(hsr_st_meta(f, "nope"));
-  hsr_st_close(f);
+  OK(st_parse(meta, sizeof meta, "meta", &f));
+  assert_string_equal(st_meta(f, "framework"), "pt");
+  assert_null(st_meta(f, "nope"));
+  st_close(f);
 
   /* one F32 tensor [1, 2, 3] = 0..5: a 64-byte header needs no padding */
   static const unsigned char one[] = {
@@ -92,26 +92,26 @@ static void test_spec_vectors(void **state) {
   assert_int_equal(b[0], 72);
   assert_memory_equal(b + 8 + 65, "       ", 7);
   assert_memory_equal(b + 80, one + 72, 24);
-  OK(hsr_st_parse(b, len, "pad", &f));
+  OK(st_parse(b, len, "pad", &f));
   hsr_st_info in;
-  OK(hsr_st_info_at(f, 0, &in));
+  OK(st_info_at(f, 0, &in));
   assert_string_equal(in.name, "attn0");
   assert_true(in.ndim == 4 && in.shape[3] == 3 && in.numel == 6 && in.begin == 0 && in.end == 24);
   float back[6];
-  OK(hsr_st_read(f, 0, 0, back, sizeof back));
+  OK(st_read(f, 0, 0, back, sizeof back));
   assert_memory_equal(back, vals, sizeof vals);
-  hsr_st_close(f);
+  st_close(f);
   free(b);
 
   /* the reference's read example: an unpadded 60-byte header is valid too */
   static const char ex[] = "<\0\0\0\0\0\0\0{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
   unsigned char exb[8 + 60 + 16] = {0};
   memcpy(exb, ex, 8 + 60);
-  OK(hsr_st_parse(exb, sizeof exb, "example", &f));
+  OK(st_parse(exb, sizeof exb, "example", &f));
   int idx;
-  OK(hsr_st_find(f, "test", &idx));
-  assert_int_equal(hsr_st_find(f, "nope", &idx), HSR_ERR_NOT_FOUND);
-  hsr_st_close(f);
+  OK(st_find(f, "test", &idx));
+  assert_int_equal(st_find(f, "nope", &idx), HSR_ERR_NOT_FOUND);
+  st_close(f);
 }
 
 static void test_round_trip(void **state) {
@@ -131,41 +131,41 @@ static void test_round_trip(void **state) {
   char path[128];
   snprintf(path, sizeof path, "%s/rt.safetensors", g_dir);
   hsr_st_file *f;
-  OK(hsr_st_open(path, &f));
-  assert_int_equal(hsr_st_count(f), 5);
-  assert_string_equal(hsr_st_meta(f, "n_layer"), "12");
+  OK(st_open(path, &f));
+  assert_int_equal(st_count(f), 5);
+  assert_string_equal(st_meta(f, "n_layer"), "12");
   size_t off = 0;
   for (int i = 0; i < 5; i++) {
     hsr_st_info in;
-    OK(hsr_st_info_at(f, i, &in));
+    OK(st_info_at(f, i, &in));
     assert_string_equal(in.name, t[i].name);
     assert_string_equal(in.dtype, t[i].dtype);
     assert_int_equal(in.ndim, t[i].ndim);
     size_t n = in.end - in.begin;
     unsigned char got[64];
-    OK(hsr_st_read(f, i, 0, got, n));
+    OK(st_read(f, i, 0, got, n));
     assert_memory_equal(got, data + off, n);
     off += n;
   }
-  assert_int_equal(hsr_st_read(f, 0, 40, data, 16), HSR_ERR_INVALID); /* past the tensor */
-  hsr_st_close(f);
+  assert_int_equal(st_read(f, 0, 40, data, 16), HSR_ERR_INVALID); /* past the tensor */
+  st_close(f);
   free(b);
 
   /* bad input to the writer; a failed write leaves no file behind */
   hsr_st_writer *w;
   hsr_st_tensor dup[2] = {{"x", "F32", 1, {1}}, {"x", "F32", 1, {1}}};
-  assert_int_equal(hsr_st_create(path, dup, 2, NULL, 0, &w), HSR_ERR_INVALID);
+  assert_int_equal(st_create(path, dup, 2, NULL, 0, &w), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "given twice"));
   hsr_st_tensor badt = {"x", "F33", 1, {1}};
-  assert_int_equal(hsr_st_create(path, &badt, 1, NULL, 0, &w), HSR_ERR_INVALID);
+  assert_int_equal(st_create(path, &badt, 1, NULL, 0, &w), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "valid: BOOL"));
   hsr_st_tensor mt = {"__metadata__", "F32", 1, {1}};
-  assert_int_equal(hsr_st_create(path, &mt, 1, NULL, 0, &w), HSR_ERR_INVALID);
+  assert_int_equal(st_create(path, &mt, 1, NULL, 0, &w), HSR_ERR_INVALID);
   snprintf(path, sizeof path, "%s/short.safetensors", g_dir);
-  OK(hsr_st_create(path, t, 1, NULL, 0, &w));
-  assert_int_equal(hsr_st_write(w, data, 49), HSR_ERR_INVALID); /* more than the header holds */
-  OK(hsr_st_write(w, data, 40));
-  assert_int_equal(hsr_st_finish(w), HSR_ERR_INVALID);
+  OK(st_create(path, t, 1, NULL, 0, &w));
+  assert_int_equal(st_write(w, data, 49), HSR_ERR_INVALID); /* more than the header holds */
+  OK(st_write(w, data, 40));
+  assert_int_equal(st_finish(w), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "40 of the header's 48"));
   assert_int_equal(access(path, F_OK), -1);
 }
@@ -177,9 +177,9 @@ static hsr_status parse_hdr(const char *h, size_t extra, const char *needle) {
   for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)n >> (8 * i));
   memcpy(b + 8, h, n);
   hsr_st_file *f = NULL;
-  hsr_status st = hsr_st_parse(b, len, "bad.safetensors", &f);
+  hsr_status st = st_parse(b, len, "bad.safetensors", &f);
   if (st == HSR_OK) {
-    hsr_st_close(f);
+    st_close(f);
     free(b);
     fail_msg("accepted: %s", h);
   }
@@ -193,13 +193,13 @@ static void test_malformed(void **state) {
   (void)state;
   hsr_st_file *f;
   unsigned char tiny[5] = {0};
-  assert_int_equal(hsr_st_parse(tiny, 5, "bad.safetensors", &f), HSR_ERR_INVALID);
+  assert_int_equal(st_parse(tiny, 5, "bad.safetensors", &f), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "shorter than the 8-byte header length"));
   unsigned char huge[16] = {0x01, 0xe1, 0xf5, 0x05, 0, 0, 0, 0, '{', '}'}; /* 100000001 */
-  assert_int_equal(hsr_st_parse(huge, 16, "bad.safetensors", &f), HSR_ERR_INVALID);
+  assert_int_equal(st_parse(huge, 16, "bad.safetensors", &f), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "exceeds the 100000000-byte limit"));
   unsigned char past[16] = {200, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
-  assert_int_equal(hsr_st_parse(past, 16, "bad.safetensors", &f), HSR_ERR_INVALID);
+  assert_int_equal(st_parse(past, 16, "bad.safetensors", &f), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "runs past the end of the file"));
 
   parse_hdr(" {}     ", 0, "does not start with '{'");
@@ -249,20 +249,20 @@ static void test_malformed(void **state) {
   unsigned char *b = calloc(1, 8 + n + 8);
   b[0] = (unsigned char)n;
   memcpy(b + 8, okh, n);
-  OK(hsr_st_parse(b, 8 + n + 8, "ok", &f));
-  assert_int_equal(hsr_st_count(f), 3);
+  OK(st_parse(b, 8 + n + 8, "ok", &f));
+  assert_int_equal(st_count(f), 3);
   hsr_st_info in;
-  OK(hsr_st_info_at(f, 1, &in));
+  OK(st_info_at(f, 1, &in));
   assert_true(in.ndim == 0 && in.numel == 1 && in.end == 8);
-  hsr_st_close(f);
+  st_close(f);
   free(b);
   /* files: a missing one, a directory */
-  assert_int_equal(hsr_st_open("/nonexistent/x.safetensors", &f), HSR_ERR_IO);
+  assert_int_equal(st_open("/nonexistent/x.safetensors", &f), HSR_ERR_IO);
   assert_non_null(strstr(hsr_last_error(), "/nonexistent/x.safetensors"));
-  assert_int_equal(hsr_st_open(g_dir, &f), HSR_ERR_IO);
+  assert_int_equal(st_open(g_dir, &f), HSR_ERR_IO);
   assert_non_null(strstr(hsr_last_error(), "not a regular file"));
-  assert_int_equal(hsr_st_dtype_size("BF16"), 2);
-  assert_int_equal(hsr_st_dtype_size("bf16"), 0);
+  assert_int_equal(st_dtype_size("BF16"), 2);
+  assert_int_equal(st_dtype_size("bf16"), 0);
 }
 
 /* ---- partial reads: what a sharded --init and every chunked reader do ---- */
@@ -272,15 +272,15 @@ static void test_malformed(void **state) {
  * past k; a slice that leaves the tensor is refused with its name. */
 static void sweep_slices(hsr_st_file *f, const unsigned char *buf, const char *what) {
   unsigned char got[80 + 8];
-  for (int i = 0; i < hsr_st_count(f); i++) {
+  for (int i = 0; i < st_count(f); i++) {
     hsr_st_info in;
-    OK(hsr_st_info_at(f, i, &in));
+    OK(st_info_at(f, i, &in));
     uint64_t n = in.end - in.begin;
     assert_true(n + 8 <= sizeof got);
     for (uint64_t o = 0; o <= n; o++)
       for (uint64_t k = 0; o + k <= n; k++) {
         memset(got, 0xA5, sizeof got);
-        if (hsr_st_read(f, i, o, got, (size_t)k) != HSR_OK)
+        if (st_read(f, i, o, got, (size_t)k) != HSR_OK)
           fail_msg("%s: tensor '%s' bytes [%llu, %llu): %s", what, in.name, (unsigned long long)o,
                    (unsigned long long)(o + k), hsr_last_error());
         if (memcmp(got, buf + in.begin + o, (size_t)k))
@@ -291,8 +291,8 @@ static void sweep_slices(hsr_st_file *f, const unsigned char *buf, const char *w
           if (got[g] != 0xA5)
             fail_msg("%s: tensor '%s': a read of %llu bytes wrote past them", what, in.name, (unsigned long long)k);
       }
-    assert_int_equal(hsr_st_read(f, i, n + 1, got, 0), HSR_ERR_INVALID);
-    assert_int_equal(hsr_st_read(f, i, n ? n - 1 : 0, got, 2), HSR_ERR_INVALID);
+    assert_int_equal(st_read(f, i, n + 1, got, 0), HSR_ERR_INVALID);
+    assert_int_equal(st_read(f, i, n ? n - 1 : 0, got, 2), HSR_ERR_INVALID);
     assert_non_null(strstr(hsr_last_error(), in.name));
   }
 }
@@ -308,7 +308,7 @@ static unsigned char *other_tool_file(const int *order, const char *prefix, size
   static const int64_t shp[6][2] = {{3, 5}, {7, 0}, {5, 0}, {2, 2}, {0, 0}, {0, 0}};
   uint64_t bytes[6], at[6], total = 0;
   for (int i = 0; i < 6; i++) {
-    bytes[i] = hsr_st_dtype_size(dts[i]);
+    bytes[i] = st_dtype_size(dts[i]);
     for (int d = 0; d < nd[i]; d++) bytes[i] *= (uint64_t)shp[i][d];
   }
   for (int pos = 0; pos < 6; pos++) /* the tensor stored pos-th */
@@ -344,20 +344,20 @@ static void test_partial_reads(void **state) {
     size_t len;
     unsigned char *buf, *b = other_tool_file(orders[k], "", &len, &buf);
     hsr_st_file *f;
-    OK(hsr_st_parse(b, len, "other tool (memory)", &f));
-    assert_int_equal(hsr_st_count(f), 6);
+    OK(st_parse(b, len, "other tool (memory)", &f));
+    assert_int_equal(st_count(f), 6);
     hsr_st_info in;
-    OK(hsr_st_info_at(f, 0, &in)); /* header order, whatever the data order */
+    OK(st_info_at(f, 0, &in)); /* header order, whatever the data order */
     assert_string_equal(in.name, "h.0.attn.c_attn.weight");
     sweep_slices(f, buf, "memory");
-    hsr_st_close(f);
+    st_close(f);
     FILE *w = fopen(path, "wb");
     assert_non_null(w);
     assert_int_equal(fwrite(b, 1, len, w), len);
     fclose(w);
-    OK(hsr_st_open(path, &f));
+    OK(st_open(path, &f));
     sweep_slices(f, buf, "file");
-    hsr_st_close(f);
+    st_close(f);
     free(b);
   }
   /* hsr's own writer, streamed in odd chunks */
@@ -367,13 +367,13 @@ static void test_partial_reads(void **state) {
   size_t len;
   unsigned char *b = write_file("own.safetensors", t, 3, NULL, 0, data, sizeof data, &len);
   hsr_st_file *f;
-  OK(hsr_st_parse(b, len, "own (memory)", &f));
+  OK(st_parse(b, len, "own (memory)", &f));
   sweep_slices(f, b + len - sizeof data, "hsr's writer, memory");
-  hsr_st_close(f);
+  st_close(f);
   snprintf(path, sizeof path, "%s/own.safetensors", g_dir);
-  OK(hsr_st_open(path, &f));
+  OK(st_open(path, &f));
   sweep_slices(f, b + len - sizeof data, "hsr's writer, file");
-  hsr_st_close(f);
+  st_close(f);
   free(b);
   /* Hugging Face's sharded form: three such shards and an index; every slice
    * of every tensor, through the set, equals its shard's bytes */
@@ -408,27 +408,27 @@ static void test_partial_reads(void **state) {
   fputs(fixed, w);
   fclose(w);
   hsr_st_set *set;
-  if (hsr_st_set_open(g_dir, &set) != HSR_OK) fail_msg("the sharded set: %s", hsr_last_error());
-  assert_int_equal(hsr_st_set_count(set), 18);
+  if (st_set_open(g_dir, &set) != HSR_OK) fail_msg("the sharded set: %s", hsr_last_error());
+  assert_int_equal(st_set_count(set), 18);
   unsigned char got[80 + 8];
   int slices = 0;
-  for (int i = 0; i < hsr_st_set_count(set); i++) {
+  for (int i = 0; i < st_set_count(set); i++) {
     hsr_st_info in;
-    OK(hsr_st_set_info_at(set, i, &in));
+    OK(st_set_info_at(set, i, &in));
     int k = in.name[0] == 'a' ? 0 : in.name[1] == 'b' ? 1 : 2;
     uint64_t n = in.end - in.begin;
     for (uint64_t o = 0; o <= n; o++)
       for (uint64_t q = 0; o + q <= n; q++, slices++) {
         memset(got, 0xA5, sizeof got);
-        OK(hsr_st_set_read(set, i, o, got, (size_t)q));
+        OK(st_set_read(set, i, o, got, (size_t)q));
         if (memcmp(got, sbuf[k] + in.begin + o, (size_t)q) || got[q] != 0xA5)
           fail_msg("sharded: tensor '%s' (%s) bytes [%llu, %llu) differ from its shard's", in.name,
-                   hsr_st_set_file_of(set, i), (unsigned long long)o, (unsigned long long)(o + q));
+                   st_set_file_of(set, i), (unsigned long long)o, (unsigned long long)(o + q));
       }
-    assert_int_equal(hsr_st_set_read(set, i, n + 1, got, 0), HSR_ERR_INVALID);
+    assert_int_equal(st_set_read(set, i, n + 1, got, 0), HSR_ERR_INVALID);
   }
   assert_true(slices > 3000);
-  hsr_st_set_close(set);
+  st_set_close(set);
   for (int k = 0; k < 3; k++) free(shard[k]);
   /* out of order with a real hole is still refused (the format forbids holes),
    * naming the tensor after it */

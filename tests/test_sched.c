@@ -13,18 +13,21 @@
 
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 /* Two units of 1024 and 4096 f32 elements, S = 4, align 16: no padding. */
 static hsr_rt_layout *two_units(int S) {
   hsr_rt_layout *l;
-  assert_int_equal(hsr_rt_layout_create(16, &l), HSR_OK);
+  assert_int_equal(rt_layout_create(16, &l), HSR_OK);
   int u;
   int64_t a[] = {1024}, b[] = {64, 64};
-  assert_int_equal(hsr_rt_layout_add_unit(l, "root", &u), HSR_OK);
-  assert_int_equal(hsr_rt_layout_add_param(l, u, "a", 1, a, 0), HSR_OK);
-  assert_int_equal(hsr_rt_layout_add_unit(l, "blk", &u), HSR_OK);
-  assert_int_equal(hsr_rt_layout_add_param(l, u, "b", 2, b, 0), HSR_OK);
-  assert_int_equal(hsr_rt_layout_finalize(l, S), HSR_OK);
+  assert_int_equal(rt_layout_add_unit(l, "root", &u), HSR_OK);
+  assert_int_equal(rt_layout_add_param(l, u, "a", 1, a, 0), HSR_OK);
+  assert_int_equal(rt_layout_add_unit(l, "blk", &u), HSR_OK);
+  assert_int_equal(rt_layout_add_param(l, u, "b", 2, b, 0), HSR_OK);
+  assert_int_equal(rt_layout_finalize(l, S), HSR_OK);
   return l;
 }
 
@@ -41,45 +44,45 @@ static void test_predict_fsdp(void **state) {
   assert_int_equal(hsr_tune_prog_nested(2, 0, 1, HSR_RT_RECOMPUTE_NONE, &p, &n), HSR_OK);
   assert_int_equal(n, 9);
   hsr_ledger *h, *u;
-  hsr_ledger_create(&h);
-  hsr_ledger_create(&u);
+  ledger_create(&h);
+  ledger_create(&u);
   int roots[2] = {0, 0};
-  hsr_status st = hsr_tune_ledger_predict(l, roots, &c, 4, 1, p, n, 3, h, u);
+  hsr_status st = tune_ledger_predict(l, roots, &c, 4, 1, p, n, 3, h, u);
   if (st != HSR_OK) fprintf(stderr, "%s\n", hsr_last_error());
   assert_int_equal(st, HSR_OK);
   /* persistent: (256 + 1024) elements x 4 B x 4 categories: master, m, v,
    * gradient; the master is the parameter shard (FSDP2's 16 bytes / S) */
-  assert_int_equal(hsr_ledger_persistent(h), 1280 * 4 * 4);
-  assert_int_equal(hsr_ledger_peak(h, HSR_MEM_MASTER), 1280 * 4);
-  assert_int_equal(hsr_ledger_peak(h, HSR_MEM_PARAM_SHARD), 0);
-  assert_int_equal(hsr_ledger_peak(h, HSR_MEM_STAGING), 0); /* f32: the gathers read the master itself */
+  assert_int_equal(ledger_persistent(h), 1280 * 4 * 4);
+  assert_int_equal(ledger_peak(h, HSR_MEM_MASTER), 1280 * 4);
+  assert_int_equal(ledger_peak(h, HSR_MEM_PARAM_SHARD), 0);
+  assert_int_equal(ledger_peak(h, HSR_MEM_STAGING), 0); /* f32: the gathers read the master itself */
   /* sequential units, no prefetch: one full unit at a time, pool keeps one of each size */
-  assert_int_equal(hsr_ledger_peak(u, HSR_MEM_FULL_UNIT), 4096 * 4);
-  assert_int_equal(hsr_ledger_peak(h, HSR_MEM_FULL_UNIT), (4096 + 1024) * 4);
+  assert_int_equal(ledger_peak(u, HSR_MEM_FULL_UNIT), 4096 * 4);
+  assert_int_equal(ledger_peak(h, HSR_MEM_FULL_UNIT), (4096 + 1024) * 4);
   /* backward of blk: full unit + its f32 gradient */
-  assert_int_equal(hsr_ledger_peak(u, HSR_MEM_RS_BUF), (4096 + 1024) * 4);
-  assert_int_equal(hsr_ledger_peak(u, HSR_MEM_AR_BUF), (1024 + 256) * 4);
-  hsr_ledger_where w = hsr_ledger_runtime_peak_where(u);
+  assert_int_equal(ledger_peak(u, HSR_MEM_RS_BUF), (4096 + 1024) * 4);
+  assert_int_equal(ledger_peak(u, HSR_MEM_AR_BUF), (1024 + 256) * 4);
+  hsr_ledger_where w = ledger_runtime_peak_where(u);
   assert_int_equal(w.phase, HSR_PHASE_BACKWARD);
   assert_int_equal(w.unit,
                    1); /* blk: its full unit and full gradient (32 KiB) beat root + queued blk reduction (28 KiB) */
   /* everything transient is back in the pool at the end */
-  assert_int_equal(hsr_ledger_current(u, HSR_MEM_FULL_UNIT), 0);
-  assert_int_equal(hsr_ledger_current(h, HSR_MEM_FULL_UNIT), (4096 + 1024) * 4);
+  assert_int_equal(ledger_current(u, HSR_MEM_FULL_UNIT), 0);
+  assert_int_equal(ledger_current(h, HSR_MEM_FULL_UNIT), (4096 + 1024) * 4);
 
   /* ddp: full parameters are persistent, no gathers */
   c.strategy = HSR_RT_DDP;
   hsr_rt_layout *l1 = two_units(1);
-  assert_int_equal(hsr_tune_ledger_predict(l1, roots, &c, 1, 4, p, n, 2, h, u), HSR_OK);
-  assert_int_equal(hsr_ledger_persistent(h), 5120 * 4 * 5);
-  assert_int_equal(hsr_ledger_peak(h, HSR_MEM_FULL_UNIT), 0);
+  assert_int_equal(tune_ledger_predict(l1, roots, &c, 1, 4, p, n, 2, h, u), HSR_OK);
+  assert_int_equal(ledger_persistent(h), 5120 * 4 * 5);
+  assert_int_equal(ledger_peak(h, HSR_MEM_FULL_UNIT), 0);
   /* bad input */
-  assert_int_equal(hsr_tune_ledger_predict(l1, roots, &c, 4, 1, p, n, 2, h, u), HSR_ERR_INVALID);
+  assert_int_equal(tune_ledger_predict(l1, roots, &c, 4, 1, p, n, 2, h, u), HSR_ERR_INVALID);
   free(p);
-  hsr_rt_layout_free(l);
-  hsr_rt_layout_free(l1);
-  hsr_ledger_free(h);
-  hsr_ledger_free(u);
+  rt_layout_free(l);
+  rt_layout_free(l1);
+  ledger_free(h);
+  ledger_free(u);
 }
 
 static void test_wrap(void **state) {
@@ -95,7 +98,7 @@ static void test_wrap(void **state) {
                        .mean_gather_bytes = 256 << 10,
                        .mean_gather_us = 80,
                        .min_unit_bytes = 64 << 10};
-  assert_int_equal(hsr_tune_wrap_check(&in, &r), HSR_OK);
+  assert_int_equal(tune_wrap_check(&in, &r), HSR_OK);
   assert_false(r.too_many_gathers);
   assert_false(r.latency_bound);
   assert_string_equal(r.message, "");
@@ -104,13 +107,13 @@ static void test_wrap(void **state) {
   lin.gathers_per_step = 17;
   lin.units = 9;
   lin.mean_gather_bytes = 128 << 10;
-  assert_int_equal(hsr_tune_wrap_check(&lin, &r), HSR_OK);
+  assert_int_equal(tune_wrap_check(&lin, &r), HSR_OK);
   assert_true(r.too_many_gathers);
   assert_true(r.gathers_per_block > 3.9 && r.gathers_per_block < 4.1);
   assert_non_null(strstr(r.message, "per block"));
   /* small units: latency-bound */
   in.mean_gather_bytes = 4096;
-  assert_int_equal(hsr_tune_wrap_check(&in, &r), HSR_OK);
+  assert_int_equal(tune_wrap_check(&in, &r), HSR_OK);
   assert_true(r.latency_bound);
   assert_non_null(strstr(r.message, "HSR_WRAP_MIN_BYTES"));
 }
@@ -121,17 +124,17 @@ static void test_wrap(void **state) {
  * no padding), so shard and partial lengths are easy to check by hand. */
 static hsr_rt_layout *three_units(int S, int n) {
   hsr_rt_layout *l;
-  assert_int_equal(hsr_rt_layout_create(16, &l), HSR_OK);
+  assert_int_equal(rt_layout_create(16, &l), HSR_OK);
   const char *names[] = {"u0", "u1", "u2"};
   for (int i = 0; i < n; i++) {
     int u;
     int64_t shape[] = {64 << i};
     char pn[16];
     snprintf(pn, sizeof pn, "p%d", i);
-    assert_int_equal(hsr_rt_layout_add_unit(l, names[i], &u), HSR_OK);
-    assert_int_equal(hsr_rt_layout_add_param(l, u, pn, 1, shape, 0), HSR_OK);
+    assert_int_equal(rt_layout_add_unit(l, names[i], &u), HSR_OK);
+    assert_int_equal(rt_layout_add_param(l, u, pn, 1, shape, 0), HSR_OK);
   }
-  assert_int_equal(hsr_rt_layout_finalize(l, S), HSR_OK);
+  assert_int_equal(rt_layout_finalize(l, S), HSR_OK);
   return l;
 }
 
@@ -150,10 +153,10 @@ static void fmt(const hsr_sched_action *a, int n, char *out, size_t cap) {
   out[0] = 0;
   for (int i = 0; i < n && o < cap; i++) {
     const hsr_sched_action *x = &a[i];
-    o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? ", " : "", hsr_sched_op_name(x->op));
+    o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? ", " : "", sched_op_name(x->op));
     if (x->unit >= 0) o += (size_t)snprintf(out + o, cap - o, " %d", x->unit);
     if (x->group >= 0)
-      o += (size_t)snprintf(out + o, cap - o, " %s:%zu", hsr_rt_group_name((hsr_rt_group)x->group), x->count);
+      o += (size_t)snprintf(out + o, cap - o, " %s:%zu", rt_group_name((hsr_rt_group)x->group), x->count);
     const char *flag[] = {"partial", "local", "scatter", "ar", "deferred", "free", "cast", "outer"};
     int on[] = {x->partial, x->local, x->scatter, x->all_reduce, x->deferred, x->free_grad, x->cast, x->outer};
     for (int f = 0; f < 8; f++)
@@ -166,12 +169,12 @@ enum { FB = 0, FE, BB, BE, ST, ZG };
 static void expect_call(hsr_sched *s, int call, int unit, const char *want) {
   const hsr_sched_action *a = NULL;
   int n = 0;
-  hsr_status st = call == FB   ? hsr_sched_forward_begin(s, unit, &a, &n)
-                  : call == FE ? hsr_sched_forward_end(s, unit, &a, &n)
-                  : call == BB ? hsr_sched_backward_begin(s, unit, &a, &n)
-                  : call == BE ? hsr_sched_backward_end(s, unit, &a, &n)
-                  : call == ST ? hsr_sched_step(s, &a, &n)
-                               : hsr_sched_zero_grad(s, &a, &n);
+  hsr_status st = call == FB   ? sched_forward_begin(s, unit, &a, &n)
+                  : call == FE ? sched_forward_end(s, unit, &a, &n)
+                  : call == BB ? sched_backward_begin(s, unit, &a, &n)
+                  : call == BE ? sched_backward_end(s, unit, &a, &n)
+                  : call == ST ? sched_step(s, &a, &n)
+                               : sched_zero_grad(s, &a, &n);
   if (st != HSR_OK) fprintf(stderr, "%s\n", hsr_last_error());
   assert_int_equal(st, HSR_OK);
   char got[2048];
@@ -193,20 +196,20 @@ static void test_sched_partial_prefetch(void **state) {
   c.prefetch = 1;
   c.max_live = 2;
   hsr_sched *s;
-  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
-  assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_SHARDED);
+  assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_state_of(s, 0), HSR_SCHED_SHARDED);
   for (int step = 1; step <= 2; step++) {
     int pf = step > 1;
     expect_call(s, FB, 0,
                 pf ? "gather 0 shard:16, wait 0 shard:16, gather 1 shard:32" : "gather 0 shard:16, wait 0 shard:16");
-    assert_int_equal(hsr_sched_live(s), pf ? 2 : 1);
+    assert_int_equal(sched_live(s), pf ? 2 : 1);
     expect_call(s, FE, 0, "reshard 0 partial:32 partial");
-    assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_PARTIAL);
+    assert_int_equal(sched_state_of(s, 0), HSR_SCHED_PARTIAL);
     expect_call(s, FB, 1, pf ? "wait 1 shard:32, gather 2 shard:64" : "gather 1 shard:32, wait 1 shard:32");
     expect_call(s, FE, 1, "reshard 1 partial:64 partial");
     expect_call(s, FB, 2, pf ? "wait 2 shard:64" : "gather 2 shard:64, wait 2 shard:64");
     expect_call(s, FE, 2, "reshard 2 partial:128 partial");
-    assert_int_equal(hsr_sched_live(s), 0);
+    assert_int_equal(sched_live(s), 0);
     expect_call(s, BB, 2,
                 pf ? "gather 2 partial:128 partial, wait 2 partial:128 partial, grad_buf 2, gather 1 partial:64 partial"
                    : "gather 2 partial:128 partial, wait 2 partial:128 partial, grad_buf 2");
@@ -220,17 +223,17 @@ static void test_sched_partial_prefetch(void **state) {
                    : "gather 0 partial:32 partial, wait 0 partial:32 partial, grad_buf 0");
     /* two reductions stay in flight behind backward (host) */
     expect_call(s, BE, 0, "release 0, reduce 0 shard:16 scatter, progress, retire 2");
-    assert_int_equal(hsr_sched_queued(s), 2);
+    assert_int_equal(sched_queued(s), 2);
     expect_call(s, ST, -1, "retire 1, retire 0, norm, optim 0, optim 1, optim 2");
     expect_call(s, ZG, -1, "grad_zero 0, grad_zero 1, grad_zero 2");
   }
   int n;
-  const int *order = hsr_sched_order(s, &n);
+  const int *order = sched_order(s, &n);
   assert_int_equal(n, 3);
   assert_int_equal(order[0] + 10 * order[1] + 100 * order[2], 210);
-  assert_int_equal(hsr_sched_live_peak(s), 2);
-  hsr_sched_free(s);
-  hsr_rt_layout_free(l);
+  assert_int_equal(sched_live_peak(s), 2);
+  sched_free(s);
+  rt_layout_free(l);
 }
 
 /* The live cap stops a prefetch: prefetch 2 with at most 2 units live. A
@@ -244,9 +247,9 @@ static void test_sched_cap_and_root(void **state) {
   c.root_reshard = 0;
   int roots[3] = {1, 0, 0};
   hsr_sched *s;
-  assert_int_equal(hsr_sched_create(&c, 4, 1, l, roots, &s), HSR_OK);
-  assert_int_equal(hsr_sched_reshard_of(s, 0), HSR_RT_RESHARD_NONE);
-  assert_int_equal(hsr_sched_reshard_of(s, 1), HSR_RT_RESHARD_FULL);
+  assert_int_equal(sched_create(&c, 4, 1, l, roots, &s), HSR_OK);
+  assert_int_equal(sched_reshard_of(s, 0), HSR_RT_RESHARD_NONE);
+  assert_int_equal(sched_reshard_of(s, 1), HSR_RT_RESHARD_FULL);
   /* step 1: the root wraps units 1 and 2 (as hsr_tune_prog_nested(3, 1, 1)) */
   expect_call(s, FB, 0, "gather 0 shard:16, wait 0 shard:16");
   expect_call(s, FB, 1, "gather 1 shard:32, wait 1 shard:32");
@@ -254,7 +257,7 @@ static void test_sched_cap_and_root(void **state) {
   expect_call(s, FB, 2, "gather 2 shard:64, wait 2 shard:64");
   expect_call(s, FE, 2, "reshard 2 shard:0");
   expect_call(s, FE, 0, ""); /* root: kept FULL */
-  assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_FULL);
+  assert_int_equal(sched_state_of(s, 0), HSR_SCHED_FULL);
   expect_call(s, BB, 0, "grad_buf 0");
   expect_call(s, BB, 2, "gather 2 shard:64, wait 2 shard:64, grad_buf 2");
   expect_call(s, BE, 2, "release 2, reduce 2 shard:64 scatter, progress");
@@ -277,9 +280,9 @@ static void test_sched_cap_and_root(void **state) {
   expect_call(s, BB, 1, "gather 1 shard:32, wait 1 shard:32, grad_buf 1"); /* unit 0 is FULL: no gather */
   expect_call(s, BE, 1, "release 1, reduce 1 shard:32 scatter, progress");
   expect_call(s, BE, 0, "release 0, reduce 0 shard:16 scatter, progress, retire 2");
-  assert_int_equal(hsr_sched_live_peak(s), 2);
-  hsr_sched_free(s);
-  hsr_rt_layout_free(l);
+  assert_int_equal(sched_live_peak(s), 2);
+  sched_free(s);
+  rt_layout_free(l);
 }
 /* zero1: parameters stay FULL (no gathers), the gradient is all-reduced in
  * full in the shard group, and the step re-gathers every unit's updated
@@ -289,8 +292,8 @@ static void test_sched_zero1_regather(void **state) {
   hsr_rt_layout *l = three_units(4, 3);
   hsr_rt_config c = sched_cfg(HSR_RT_ZERO1);
   hsr_sched *s;
-  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
-  assert_int_equal(hsr_sched_state_of(s, 1), HSR_SCHED_FULL);
+  assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_state_of(s, 1), HSR_SCHED_FULL);
   int fwd[3] = {2, 0, 1};
   for (int i = 0; i < 3; i++) {
     expect_call(s, FB, fwd[i], "");
@@ -305,8 +308,8 @@ static void test_sched_zero1_regather(void **state) {
   expect_call(s, ST, -1,
               "retire 0, retire 2, norm, optim 2, regather 2 shard:64, optim 0, regather 0 shard:16, optim 1, "
               "regather 1 shard:32, regather_wait 0 shard:16, regather_wait 1 shard:32, regather_wait 2 shard:64");
-  hsr_sched_free(s);
-  hsr_rt_layout_free(l);
+  sched_free(s);
+  rt_layout_free(l);
 }
 
 /* The step-end prefetch: the next step's first gather is posted right after
@@ -320,7 +323,7 @@ static void test_sched_step_prefetch(void **state) {
   c.prefetch = 1;
   c.prefetch_step = 1;
   hsr_sched *s;
-  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
   expect_call(s, FB, 0, "gather 0 shard:16, wait 0 shard:16");
   expect_call(s, FE, 0, "reshard 0 shard:0");
   expect_call(s, FB, 1, "gather 1 shard:32, wait 1 shard:32");
@@ -330,11 +333,11 @@ static void test_sched_step_prefetch(void **state) {
   expect_call(s, BB, 0, "gather 0 shard:16, wait 0 shard:16, grad_buf 0");
   expect_call(s, BE, 0, "release 0, reduce 0 shard:16 scatter, progress");
   expect_call(s, ST, -1, "retire 1, retire 0, norm, optim 0, gather 0 shard:16, optim 1, wait 0 shard:16");
-  assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_FULL);
+  assert_int_equal(sched_state_of(s, 0), HSR_SCHED_FULL);
   expect_call(s, ZG, -1, "grad_zero 0, grad_zero 1");
   expect_call(s, FB, 0, "gather 1 shard:32");
-  hsr_sched_free(s);
-  hsr_rt_layout_free(l);
+  sched_free(s);
+  rt_layout_free(l);
 }
 
 /* The buffers of an action as text: +get / -put category:bytes. */
@@ -344,17 +347,17 @@ static void fmt_bufs(const hsr_sched *s, const hsr_sched_action *a, int n, char 
   for (int i = 0; i < n; i++) {
     hsr_sched_bufop b[HSR_SCHED_MAX_BUFOPS];
     int nb;
-    assert_int_equal(hsr_sched_buffers(s, &a[i], b, &nb), HSR_OK);
+    assert_int_equal(sched_buffers(s, &a[i], b, &nb), HSR_OK);
     for (int k = 0; k < nb && o < cap; k++)
-      o += (size_t)snprintf(out + o, cap - o, "%s%c%s:%zu", o ? " " : "", b[k].get ? '+' : '-',
-                            hsr_mem_cat_name(b[k].cat), b[k].bytes);
+      o += (size_t)snprintf(out + o, cap - o, "%s%c%s:%zu", o ? " " : "", b[k].get ? '+' : '-', mem_cat_name(b[k].cat),
+                            b[k].bytes);
   }
 }
 
 static void expect_bufs(hsr_sched *s, int call, int unit, const char *want_acts, const char *want_bufs) {
   const hsr_sched_action *a;
   int n;
-  assert_int_equal(call == BE ? hsr_sched_backward_end(s, unit, &a, &n) : hsr_sched_step(s, &a, &n), HSR_OK);
+  assert_int_equal(call == BE ? sched_backward_end(s, unit, &a, &n) : sched_step(s, &a, &n), HSR_OK);
   char got[1024];
   fmt(a, n, got, sizeof got);
   assert_string_equal(got, want_acts);
@@ -374,11 +377,11 @@ static void test_sched_rs_only_bf16(void **state) {
   c.sync = HSR_RT_SYNC_RS_ONLY;
   c.reduce_dtype = HSR_BF16;
   hsr_sched *s;
-  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
   const hsr_sched_action *a;
   int n;
   char got[512];
-  assert_int_equal(hsr_sched_setup(s, &a, &n), HSR_OK);
+  assert_int_equal(sched_setup(s, &a, &n), HSR_OK);
   fmt_bufs(s, a, n, got, sizeof got);
   /* sharded f32: the master is the parameter shard (no param_shard beside it) */
   assert_string_equal(got, "+master:128 +moment_m:128 +moment_v:128 +grad_shard:128");
@@ -398,8 +401,8 @@ static void test_sched_rs_only_bf16(void **state) {
                   "+staging:128 -staging:128 -staging:128 -all_reduce_buf:64 +all_reduce_buf:64");
   }
   expect_bufs(s, ST, -1, "retire 0 deferred, norm, optim 0", "-all_reduce_buf:64");
-  hsr_sched_free(s);
-  hsr_rt_layout_free(l);
+  sched_free(s);
+  rt_layout_free(l);
 }
 
 /* One-rank groups copy locally: the shard group at S = 1, the partial group
@@ -409,45 +412,45 @@ static void test_sched_local_and_device(void **state) {
   hsr_rt_layout *l1 = three_units(1, 1), *l2 = three_units(2, 1);
   hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
   hsr_sched *s;
-  assert_int_equal(hsr_sched_create(&c, 1, 4, l1, NULL, &s), HSR_OK);
-  assert_int_equal(hsr_sched_in_flight(s), 2);
+  assert_int_equal(sched_create(&c, 1, 4, l1, NULL, &s), HSR_OK);
+  assert_int_equal(sched_in_flight(s), 2);
   expect_call(s, FB, 0, "gather 0 shard:64 local, wait 0 shard:64 local");
   expect_call(s, FE, 0, "reshard 0 shard:0");
   expect_call(s, BB, 0, "gather 0 shard:64 local, wait 0 shard:64 local, grad_buf 0");
   expect_call(s, BE, 0, "release 0, reduce 0 shard:64 local scatter ar, progress");
-  hsr_sched_free(s);
+  sched_free(s);
 
   c = sched_cfg(HSR_RT_FSDP);
   c.reshard = HSR_RT_RESHARD_PARTIAL;
   c.partial_k = 1;
   c.device = HSR_DEVICE_CUDA;
-  assert_int_equal(hsr_sched_create(&c, 2, 1, l2, NULL, &s), HSR_OK);
-  assert_int_equal(hsr_sched_in_flight(s), 0);
+  assert_int_equal(sched_create(&c, 2, 1, l2, NULL, &s), HSR_OK);
+  assert_int_equal(sched_in_flight(s), 0);
   expect_call(s, FB, 0, "gather 0 shard:32, wait 0 shard:32");
   expect_call(s, FE, 0, "reshard 0 partial:64 partial");
   expect_call(s, BB, 0, "gather 0 partial:64 partial local, wait 0 partial:64 partial local, grad_buf 0");
   expect_call(s, BE, 0, "release 0, reduce 0 shard:32 scatter, progress, retire 0");
-  hsr_sched_free(s);
-  hsr_rt_layout_free(l1);
-  hsr_rt_layout_free(l2);
+  sched_free(s);
+  rt_layout_free(l1);
+  rt_layout_free(l2);
 }
 
 /* Units of 64 and 128 f32 elements cut for S shards of R pieces each
  * (multiples of S x R x align for S x R <= 4: no padding). */
 static hsr_rt_layout *outer_units(int S, int R, int n) {
   hsr_rt_layout *l;
-  assert_int_equal(hsr_rt_layout_create(16, &l), HSR_OK);
-  assert_int_equal(hsr_rt_layout_set_subshards(l, R), HSR_OK);
+  assert_int_equal(rt_layout_create(16, &l), HSR_OK);
+  assert_int_equal(rt_layout_set_subshards(l, R), HSR_OK);
   for (int i = 0; i < n; i++) {
     int u;
     int64_t shape[] = {64 << i};
     char un[16], pn[16];
     snprintf(un, sizeof un, "u%d", i);
     snprintf(pn, sizeof pn, "p%d", i);
-    assert_int_equal(hsr_rt_layout_add_unit(l, un, &u), HSR_OK);
-    assert_int_equal(hsr_rt_layout_add_param(l, u, pn, 1, shape, 0), HSR_OK);
+    assert_int_equal(rt_layout_add_unit(l, un, &u), HSR_OK);
+    assert_int_equal(rt_layout_add_param(l, u, pn, 1, shape, 0), HSR_OK);
   }
-  assert_int_equal(hsr_rt_layout_finalize(l, S), HSR_OK);
+  assert_int_equal(rt_layout_finalize(l, S), HSR_OK);
   return l;
 }
 
@@ -455,7 +458,7 @@ static void expect_setup(hsr_sched *s, const char *want) {
   const hsr_sched_action *a;
   int n;
   char got[512];
-  assert_int_equal(hsr_sched_setup(s, &a, &n), HSR_OK);
+  assert_int_equal(sched_setup(s, &a, &n), HSR_OK);
   fmt_bufs(s, a, n, got, sizeof got);
   if (strcmp(got, want)) fprintf(stderr, "setup:\n  got  %s\n  want %s\n", got, want);
   assert_string_equal(got, want);
@@ -475,13 +478,13 @@ static void test_sched_offload(void **state) {
   c.offload = HSR_RT_OFFLOAD_OPTIM;
   c.param_dtype = c.reduce_dtype = HSR_BF16;
   hsr_sched *s;
-  assert_int_equal(hsr_sched_create(&c, 2, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_create(&c, 2, 1, l, NULL, &s), HSR_OK);
   assert_int_equal(hsr_sched_offload(s), 0); /* host: all state is host memory already */
-  hsr_sched_free(s);
+  sched_free(s);
   c.device = HSR_DEVICE_SIM;
-  assert_int_equal(hsr_sched_create(&c, 2, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_create(&c, 2, 1, l, NULL, &s), HSR_OK);
   assert_int_equal(hsr_sched_offload(s), 1);
-  assert_int_equal(hsr_sched_holds(s, HSR_SCHED_BUF_PARAM), 1);
+  assert_int_equal(sched_holds(s, HSR_SCHED_BUF_PARAM), 1);
   assert_int_equal(hsr_sched_cat_of(s, HSR_SCHED_BUF_MASTER), HSR_MEM_HOST_MASTER);
   expect_setup(s, "+host_master:128 +host_moment_m:128 +host_moment_v:128 +host_grad_shard:128 +param_shard:64 "
                   "+host_staging:64 +host_staging:64");
@@ -490,8 +493,8 @@ static void test_sched_offload(void **state) {
   expect_call(s, BB, 0, "gather 0 shard:32, wait 0 shard:32, grad_buf 0");
   expect_bufs(s, BE, 0, "release 0, reduce 0 shard:32 scatter, progress, retire 0",
               "-full_unit:128 +staging:128 -reduce_scatter_buf:256 +all_reduce_buf:64 -staging:128 -all_reduce_buf:64");
-  hsr_sched_free(s);
-  hsr_rt_layout_free(l);
+  sched_free(s);
+  rt_layout_free(l);
 }
 
 /* Outer shard optim (HFSDP), hybrid 2 x 2, f32, two units of 64 and 128
@@ -509,12 +512,12 @@ static void test_sched_outer(void **state) {
   c.prefetch = 1;
   c.prefetch_step = 1;
   hsr_sched *s;
-  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
-  assert_int_equal(hsr_sched_outer(s), 1);
-  assert_int_equal(hsr_sched_piece_len(s, 1), 32);
-  assert_int_equal(hsr_sched_acc_len(s, 1), 32);
-  assert_int_equal(hsr_sched_holds(s, HSR_SCHED_BUF_MASTER), 0);
-  assert_int_equal(hsr_sched_holds(s, HSR_SCHED_BUF_PARAM), 1);
+  assert_int_equal(sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_outer(s), 1);
+  assert_int_equal(sched_piece_len(s, 1), 32);
+  assert_int_equal(sched_acc_len(s, 1), 32);
+  assert_int_equal(sched_holds(s, HSR_SCHED_BUF_MASTER), 0);
+  assert_int_equal(sched_holds(s, HSR_SCHED_BUF_PARAM), 1);
   expect_setup(s, "+moment_m:64 +moment_v:64 +grad_shard:64 +param_shard:128 "
                   "+moment_m:128 +moment_v:128 +grad_shard:128 +param_shard:256");
   expect_call(s, FB, 0, "gather 0 shard:32, wait 0 shard:32");
@@ -532,8 +535,8 @@ static void test_sched_outer(void **state) {
               "gather 0 shard:32, optim 1, regather 1 replicate:32, regather_wait 1 replicate:32, wait 0 shard:32",
               "-reduce_scatter_buf:512 -all_reduce_buf:256 -all_reduce_buf:128 "
               "-reduce_scatter_buf:256 -all_reduce_buf:128 -all_reduce_buf:64 +full_unit:256");
-  assert_int_equal(hsr_sched_state_of(s, 0), HSR_SCHED_FULL);
-  hsr_sched_free(s);
+  assert_int_equal(sched_state_of(s, 0), HSR_SCHED_FULL);
+  sched_free(s);
 
   /* bf16 parameters, rs_only over two micro-batches: the master is a buffer
    * of its own (1/R), the parameter shard bf16; the accumulator holds whole
@@ -544,9 +547,9 @@ static void test_sched_outer(void **state) {
   c.param_dtype = HSR_BF16;
   c.micro_batches = 2;
   c.sync = HSR_RT_SYNC_RS_ONLY;
-  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
-  assert_int_equal(hsr_sched_acc_len(s, 0), 32);
-  assert_int_equal(hsr_sched_piece_len(s, 0), 16);
+  assert_int_equal(sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_acc_len(s, 0), 32);
+  assert_int_equal(sched_piece_len(s, 0), 16);
   expect_setup(s, "+master:64 +moment_m:64 +moment_v:64 +grad_shard:128 +param_shard:64 "
                   "+master:128 +moment_m:128 +moment_v:128 +grad_shard:256 +param_shard:128");
   for (int m = 0; m < 2; m++) {
@@ -575,8 +578,8 @@ static void test_sched_outer(void **state) {
               "retire 0 deferred outer, norm, optim 0, regather 0 replicate:16, optim 1, regather 1 replicate:32, "
               "regather_wait 0 replicate:16, regather_wait 1 replicate:32",
               "-all_reduce_buf:128 -all_reduce_buf:64");
-  hsr_sched_free(s);
-  hsr_rt_layout_free(l);
+  sched_free(s);
+  rt_layout_free(l);
 }
 
 /* FSDP2's footprint with bf16 parameters: no parameter shard beside the f32
@@ -591,26 +594,26 @@ static void test_sched_gather_cast(void **state) {
   c.reshard = HSR_RT_RESHARD_PARTIAL;
   c.partial_k = 2;
   hsr_sched *s;
-  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
   expect_setup(s, "+master:64 +moment_m:64 +moment_v:64 +grad_shard:64");
   const hsr_sched_action *a;
   int n;
   char got[512];
-  assert_int_equal(hsr_sched_forward_begin(s, 0, &a, &n), HSR_OK);
+  assert_int_equal(sched_forward_begin(s, 0, &a, &n), HSR_OK);
   fmt(a, n, got, sizeof got);
   assert_string_equal(got, "gather 0 shard:16 cast, wait 0 shard:16 cast");
   fmt_bufs(s, a, n, got, sizeof got);
   assert_string_equal(got, "+staging:32 +full_unit:128 -staging:32");
   expect_call(s, FE, 0, "reshard 0 partial:32 partial");
   expect_call(s, BB, 0, "gather 0 partial:32 partial, wait 0 partial:32 partial, grad_buf 0");
-  hsr_sched_free(s);
+  sched_free(s);
   c.reshard = HSR_RT_RESHARD_FULL;
   c.strategy = HSR_RT_HYBRID;
-  assert_int_equal(hsr_sched_create(&c, 1, 4, l1, NULL, &s), HSR_OK);
+  assert_int_equal(sched_create(&c, 1, 4, l1, NULL, &s), HSR_OK);
   expect_call(s, FB, 0, "gather 0 shard:64 local, wait 0 shard:64 local");
-  hsr_sched_free(s);
-  hsr_rt_layout_free(l);
-  hsr_rt_layout_free(l1);
+  sched_free(s);
+  rt_layout_free(l);
+  rt_layout_free(l1);
 }
 
 static void test_sched_bad(void **state) {
@@ -618,39 +621,39 @@ static void test_sched_bad(void **state) {
   hsr_rt_layout *l = three_units(4, 2);
   hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
   hsr_sched *s = NULL;
-  assert_int_equal(hsr_sched_create(&c, 2, 1, l, NULL, &s), HSR_ERR_INVALID); /* layout is for S = 4 */
+  assert_int_equal(sched_create(&c, 2, 1, l, NULL, &s), HSR_ERR_INVALID); /* layout is for S = 4 */
   c.reshard = HSR_RT_RESHARD_PARTIAL;
   c.partial_k = 3;
-  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_ERR_INVALID);
+  assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "does not divide"));
   assert_null(s);
   c = sched_cfg(HSR_RT_FSDP);
-  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
+  assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
   const hsr_sched_action *a;
   int n;
-  assert_int_equal(hsr_sched_forward_begin(s, 2, &a, &n), HSR_ERR_INVALID);
-  assert_int_equal(hsr_sched_forward_end(s, 0, &a, &n), HSR_ERR_STATE); /* still sharded */
-  assert_int_equal(hsr_sched_backward_begin(s, 0, &a, &n), HSR_OK);
-  assert_int_equal(hsr_sched_backward_end(s, 0, &a, &n), HSR_OK);
-  assert_int_equal(hsr_sched_backward_begin(s, 0, &a, &n), HSR_ERR_STATE); /* one micro-batch per step */
+  assert_int_equal(sched_forward_begin(s, 2, &a, &n), HSR_ERR_INVALID);
+  assert_int_equal(sched_forward_end(s, 0, &a, &n), HSR_ERR_STATE); /* still sharded */
+  assert_int_equal(sched_backward_begin(s, 0, &a, &n), HSR_OK);
+  assert_int_equal(sched_backward_end(s, 0, &a, &n), HSR_OK);
+  assert_int_equal(sched_backward_begin(s, 0, &a, &n), HSR_ERR_STATE); /* one micro-batch per step */
   assert_non_null(strstr(hsr_last_error(), "backward passes"));
-  hsr_sched_free(s);
+  sched_free(s);
   s = NULL;
   /* the outer shard: only hybrid, only on a layout cut into R pieces per shard */
   c = sched_cfg(HSR_RT_FSDP);
   c.outer_shard = HSR_RT_OUTER_OPTIM;
-  assert_int_equal(hsr_sched_create(&c, 4, 1, l, NULL, &s), HSR_ERR_INVALID);
+  assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "R > 1"));
   c.strategy = HSR_RT_HYBRID;
   hsr_rt_layout *l2 = three_units(2, 2);
-  assert_int_equal(hsr_sched_create(&c, 2, 2, l2, NULL, &s), HSR_ERR_INVALID);
+  assert_int_equal(sched_create(&c, 2, 2, l2, NULL, &s), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "pieces per shard"));
   assert_null(s);
-  hsr_rt_layout_free(l2);
-  hsr_rt_layout_free(l);
+  rt_layout_free(l2);
+  rt_layout_free(l);
 }
 
-/* ---- the interpreter (hsr_sched_run) ---- */
+/* ---- the interpreter (sched_run) ---- */
 
 /* A recording executor: the buffers it is asked for and gives back, the
  * collectives it posts and completes, in order. Stage 1 of a reduction
@@ -686,7 +689,7 @@ static void logf_(rec *r, const char *fmt, ...) {
 static hsr_status r_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
   rec *r = ctx;
   r->po += (size_t)snprintf(r->pool + r->po, sizeof r->pool - r->po, "%s+%s:%zu", r->po ? " " : "",
-                            hsr_mem_cat_name(b->cat), b->bytes);
+                            mem_cat_name(b->cat), b->bytes);
   static int serial;
   *p = (void *)(intptr_t)(100000 * ++serial + 1000 * (unit + 1) + b->buf); /* distinct, recognisable */
   assert_true(r->nlive < 64);
@@ -701,7 +704,7 @@ static void r_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
   for (int i = 0; i < r->nlive; i++)
     if (r->live[i] == p) r->live[i] = r->live[--r->nlive];
   r->po += (size_t)snprintf(r->pool + r->po, sizeof r->pool - r->po, "%s-%s:%zu", r->po ? " " : "",
-                            hsr_mem_cat_name(b->cat), b->bytes);
+                            mem_cat_name(b->cat), b->bytes);
 }
 
 static hsr_status r_gather(void *ctx, const hsr_sched_action *a, void **h) {
@@ -784,29 +787,29 @@ static const hsr_sched_exec rec_exec = {.get = r_get,
                                         .wait = r_wait,
                                         .accumulate = r_acc};
 
-/* One lifecycle call decided and run; *want gets the buffers hsr_sched_buffers lists for it. */
+/* One lifecycle call decided and run; *want gets the buffers sched_buffers lists for it. */
 static hsr_status run_call(rec *r, int call, int unit, char *want, size_t *wo, size_t cap) {
   const hsr_sched_action *a = NULL;
   int n = 0;
   hsr_sched *s = r->s;
-  hsr_status st = call == FB   ? hsr_sched_forward_begin(s, unit, &a, &n)
-                  : call == FE ? hsr_sched_forward_end(s, unit, &a, &n)
-                  : call == BB ? hsr_sched_backward_begin(s, unit, &a, &n)
-                  : call == BE ? hsr_sched_backward_end(s, unit, &a, &n)
-                  : call == ST ? hsr_sched_step(s, &a, &n)
-                               : hsr_sched_zero_grad(s, &a, &n);
+  hsr_status st = call == FB   ? sched_forward_begin(s, unit, &a, &n)
+                  : call == FE ? sched_forward_end(s, unit, &a, &n)
+                  : call == BB ? sched_backward_begin(s, unit, &a, &n)
+                  : call == BE ? sched_backward_end(s, unit, &a, &n)
+                  : call == ST ? sched_step(s, &a, &n)
+                               : sched_zero_grad(s, &a, &n);
   assert_int_equal(st, HSR_OK);
   char b[2048];
   fmt_bufs(s, a, n, b, sizeof b);
   if (b[0]) *wo += (size_t)snprintf(want + *wo, cap - *wo, "%s%s", *wo ? " " : "", b);
-  return hsr_sched_run(s, a, n, &rec_exec, r);
+  return sched_run(s, a, n, &rec_exec, r);
 }
 
 /* hybrid 2 x 2, three units, host (two reductions stay in flight), bf16
  * reduction. Stage 1 of unit 1 finishes before stage 1 of unit 2: the
  * replicate all-reduces are still posted in the queue's order (2, then 1),
  * never in completion order, and the accumulation is FIFO. Every buffer the
- * executor saw is exactly what hsr_sched_buffers lists, in that order, and
+ * executor saw is exactly what sched_buffers lists, in that order, and
  * everything transient is given back. */
 static void test_run_fifo_and_buffers(void **state) {
   (void)state;
@@ -816,15 +819,15 @@ static void test_run_fifo_and_buffers(void **state) {
   rec *r = calloc(1, sizeof *r);
   assert_non_null(r);
   r->fail_optim = -1;
-  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &r->s), HSR_OK);
+  assert_int_equal(sched_create(&c, 2, 2, l, NULL, &r->s), HSR_OK);
   static char want[8192];
   size_t wo = 0;
   const hsr_sched_action *a;
   int n;
-  assert_int_equal(hsr_sched_setup(r->s, &a, &n), HSR_OK);
+  assert_int_equal(sched_setup(r->s, &a, &n), HSR_OK);
   fmt_bufs(r->s, a, n, want, sizeof want);
   wo = strlen(want);
-  assert_int_equal(hsr_sched_run(r->s, a, n, &rec_exec, r), HSR_OK);
+  assert_int_equal(sched_run(r->s, a, n, &rec_exec, r), HSR_OK);
   for (int u = 0; u < 3; u++) {
     assert_int_equal(run_call(r, FB, u, want, &wo, sizeof want), HSR_OK);
     assert_int_equal(run_call(r, FE, u, want, &wo, sizeof want), HSR_OK);
@@ -842,32 +845,31 @@ static void test_run_fifo_and_buffers(void **state) {
   /* backward_end 0: progress posts 2's then 1's all-reduce; 0's stage 1 is
    * still running; then the oldest (2) retires, two stay in flight */
   assert_non_null(strstr(r->log, "s1:0 s2:2 s2:1 w2:2 acc:2 "));
-  assert_int_equal(hsr_sched_queued(r->s), 2);
-  assert_int_equal(hsr_sched_started(r->s), 2);
+  assert_int_equal(sched_queued(r->s), 2);
+  assert_int_equal(sched_started(r->s), 2);
   r->o = 0, r->log[0] = 0;
   assert_int_equal(run_call(r, ST, -1, want, &wo, sizeof want), HSR_OK);
   assert_string_equal(r->log, "w2:1 acc:1 w1:0 s2:0 w2:0 acc:0 O0 O1 O2 ");
   assert_int_equal(run_call(r, ZG, -1, want, &wo, sizeof want), HSR_OK);
-  assert_int_equal(hsr_sched_started(r->s), 0);
+  assert_int_equal(sched_started(r->s), 0);
   assert_int_equal(r->casts, 3);
   assert_int_equal(r->nlive, 12); /* three units' four persistent buffers (the master is the shard) */
   if (strcmp(r->pool, want)) fprintf(stderr, "pool:\n  got  %s\n  want %s\n", r->pool, want);
   assert_string_equal(r->pool, want);
   /* nothing transient left in use: every unit holds only its four persistent buffers */
   for (int u = 0; u < 3; u++)
-    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++)
-      assert_null(hsr_sched_buf_of(r->s, u, (hsr_sched_buf)b));
-  assert_non_null(hsr_sched_buf_of(r->s, 0, HSR_SCHED_BUF_MASTER));
-  hsr_sched_free(r->s);
+    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++) assert_null(sched_buf_of(r->s, u, (hsr_sched_buf)b));
+  assert_non_null(sched_buf_of(r->s, 0, HSR_SCHED_BUF_MASTER));
+  sched_free(r->s);
   free(r);
-  hsr_rt_layout_free(l);
+  rt_layout_free(l);
 }
 
 /* The outer shard through the interpreter: hybrid 2 x 2, bf16 reduction,
  * two units. Every reduction's piece buffer is there for its reduce-scatter
  * over R and its accumulation, and back after; the step's gathers over R
  * are posted after each update and waited for at the end; what the pool
- * saw is exactly hsr_sched_buffers' list. */
+ * saw is exactly sched_buffers' list. */
 static void test_run_outer(void **state) {
   (void)state;
   hsr_rt_layout *l = outer_units(2, 2, 2);
@@ -880,32 +882,32 @@ static void test_run_outer(void **state) {
   hsr_sched_exec x = rec_exec;
   x.regather = r_gather;
   x.regather_wait = r_gather_wait;
-  assert_int_equal(hsr_sched_create(&c, 2, 2, l, NULL, &r->s), HSR_OK);
+  assert_int_equal(sched_create(&c, 2, 2, l, NULL, &r->s), HSR_OK);
   static char want[8192];
   size_t wo = 0;
   const hsr_sched_action *a;
   int n;
-  assert_int_equal(hsr_sched_setup(r->s, &a, &n), HSR_OK);
+  assert_int_equal(sched_setup(r->s, &a, &n), HSR_OK);
   fmt_bufs(r->s, a, n, want, sizeof want);
   wo = strlen(want);
-  assert_int_equal(hsr_sched_run(r->s, a, n, &x, r), HSR_OK);
+  assert_int_equal(sched_run(r->s, a, n, &x, r), HSR_OK);
   int calls[][2] = {{FB, 0}, {FE, 0}, {FB, 1}, {FE, 1}, {BB, 1}, {BE, 1}, {BB, 0}, {BE, 0}, {ST, -1}, {ZG, -1}};
   r->done[0] = r->done[1] = 1;
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
     if (calls[i][0] == ST) r->o = 0, r->log[0] = 0;
     const hsr_sched_action *b = NULL;
     int nb = 0, call = calls[i][0], unit = calls[i][1];
-    hsr_status st = call == FB   ? hsr_sched_forward_begin(r->s, unit, &b, &nb)
-                    : call == FE ? hsr_sched_forward_end(r->s, unit, &b, &nb)
-                    : call == BB ? hsr_sched_backward_begin(r->s, unit, &b, &nb)
-                    : call == BE ? hsr_sched_backward_end(r->s, unit, &b, &nb)
-                    : call == ST ? hsr_sched_step(r->s, &b, &nb)
-                                 : hsr_sched_zero_grad(r->s, &b, &nb);
+    hsr_status st = call == FB   ? sched_forward_begin(r->s, unit, &b, &nb)
+                    : call == FE ? sched_forward_end(r->s, unit, &b, &nb)
+                    : call == BB ? sched_backward_begin(r->s, unit, &b, &nb)
+                    : call == BE ? sched_backward_end(r->s, unit, &b, &nb)
+                    : call == ST ? sched_step(r->s, &b, &nb)
+                                 : sched_zero_grad(r->s, &b, &nb);
     assert_int_equal(st, HSR_OK);
     char t[2048];
     fmt_bufs(r->s, b, nb, t, sizeof t);
     if (t[0]) wo += (size_t)snprintf(want + wo, sizeof want - wo, " %s", t);
-    assert_int_equal(hsr_sched_run(r->s, b, nb, &x, r), HSR_OK);
+    assert_int_equal(sched_run(r->s, b, nb, &x, r), HSR_OK);
     if (call == ST) assert_string_equal(r->log, "w2:1 acc:1 w2:0 acc:0 O0 G0 O1 G1 W0 W1 ");
   }
   assert_int_equal(r->outer_acc, 2);
@@ -915,11 +917,10 @@ static void test_run_outer(void **state) {
   assert_string_equal(r->pool, want);
   assert_non_null(strstr(r->pool, "+all_reduce_buf:32")); /* a piece of unit 0: 16 bf16 elements */
   for (int u = 0; u < 2; u++)
-    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++)
-      assert_null(hsr_sched_buf_of(r->s, u, (hsr_sched_buf)b));
-  hsr_sched_free(r->s);
+    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++) assert_null(sched_buf_of(r->s, u, (hsr_sched_buf)b));
+  sched_free(r->s);
   free(r);
-  hsr_rt_layout_free(l);
+  rt_layout_free(l);
 }
 
 /* NULL callbacks are no effect; a RETIRE the queue does not hold is an
@@ -935,13 +936,13 @@ static void test_run_errors(void **state) {
   assert_non_null(r);
   r->fail_optim = -1;
   hsr_sched_exec none = {0};
-  assert_int_equal(hsr_sched_create(&c, 2, 1, l, NULL, &r->s), HSR_OK);
+  assert_int_equal(sched_create(&c, 2, 1, l, NULL, &r->s), HSR_OK);
   const hsr_sched_action *a;
   int n;
-  assert_int_equal(hsr_sched_setup(r->s, &a, &n), HSR_OK);
-  assert_int_equal(hsr_sched_run(r->s, a, n, &none, NULL), HSR_OK);
+  assert_int_equal(sched_setup(r->s, &a, &n), HSR_OK);
+  assert_int_equal(sched_run(r->s, a, n, &none, NULL), HSR_OK);
   hsr_sched_action bogus = {.op = HSR_SCHED_RETIRE, .unit = 1, .group = -1};
-  assert_int_equal(hsr_sched_run(r->s, &bogus, 1, &rec_exec, r), HSR_ERR_INTERNAL);
+  assert_int_equal(sched_run(r->s, &bogus, 1, &rec_exec, r), HSR_ERR_INTERNAL);
   assert_non_null(strstr(hsr_last_error(), "reduction queue"));
   size_t wo = 0;
   static char want[8192];
@@ -961,9 +962,9 @@ static void test_run_errors(void **state) {
   assert_non_null(strstr(r->log, "O0 G0 O1 W0 "));
   assert_null(strstr(r->log, "O2"));
   assert_int_equal(r->waits, 1);
-  hsr_sched_free(r->s);
+  sched_free(r->s);
   free(r);
-  hsr_rt_layout_free(l);
+  rt_layout_free(l);
 }
 
 int main(void) {

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "kernels/sim.h"
 
 #define BOUND_S 10.0
@@ -79,24 +80,24 @@ static void test_host_runs_ahead(void **state) {
   (void)state;
   hsr_device *d = open_sim(0);
   hsr_stream *s;
-  assert_int_equal(hsr_stream_create(d, 0, &s), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &s), HSR_OK);
   gate host, k;
   gate_init(&host), gate_init(&k);
   launch_gate(d, s, &host, &k);
   hsr_event *e;
-  assert_int_equal(hsr_event_create(d, &e), HSR_OK);
-  assert_int_equal(hsr_event_record(e, s), HSR_OK);
+  assert_int_equal(event_create(d, &e), HSR_OK);
+  assert_int_equal(event_record(e, s), HSR_OK);
   int done = 1;
-  assert_int_equal(hsr_event_query(e, &done), HSR_OK);
+  assert_int_equal(event_query(e, &done), HSR_OK);
   assert_int_equal(done, 0);
   gate_set(&host);
   assert_int_equal(hsr_stream_sync(s, BOUND_S), HSR_OK);
   assert_true(k.open);
   assert_false(k.timed_out);
-  assert_int_equal(hsr_event_query(e, &done), HSR_OK);
+  assert_int_equal(event_query(e, &done), HSR_OK);
   assert_int_equal(done, 1);
-  assert_int_equal(hsr_event_destroy(e), HSR_OK);
-  assert_int_equal(hsr_stream_destroy(s), HSR_OK);
+  assert_int_equal(event_destroy(e), HSR_OK);
+  assert_int_equal(stream_destroy(s), HSR_OK);
   assert_int_equal(hsr_device_close(d), HSR_OK);
 }
 
@@ -108,23 +109,23 @@ static void test_event_captures_position(void **state) {
   hsr_device *d = open_sim(0);
   hsr_stream *a, *b;
   hsr_event *e;
-  assert_int_equal(hsr_stream_create(d, 0, &a), HSR_OK);
-  assert_int_equal(hsr_stream_create(d, 0, &b), HSR_OK);
-  assert_int_equal(hsr_event_create(d, &e), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &a), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &b), HSR_OK);
+  assert_int_equal(event_create(d, &e), HSR_OK);
   gate first, after, waiter;
   gate_init(&first), gate_init(&after), gate_init(&waiter);
   launch_gate(d, a, NULL, &first);
-  assert_int_equal(hsr_event_record(e, a), HSR_OK);
+  assert_int_equal(event_record(e, a), HSR_OK);
   launch_gate(d, a, &waiter, &after); /* after the record: waits for b's kernel */
-  assert_int_equal(hsr_stream_wait_event(b, e), HSR_OK);
+  assert_int_equal(stream_wait_event(b, e), HSR_OK);
   launch_gate(d, b, &first, &waiter); /* b runs once a reached the record */
   assert_int_equal(hsr_stream_sync(b, BOUND_S), HSR_OK);
   assert_int_equal(hsr_stream_sync(a, BOUND_S), HSR_OK);
   assert_false(after.timed_out);
   assert_false(waiter.timed_out);
-  assert_int_equal(hsr_event_destroy(e), HSR_OK);
-  assert_int_equal(hsr_stream_destroy(a), HSR_OK);
-  assert_int_equal(hsr_stream_destroy(b), HSR_OK);
+  assert_int_equal(event_destroy(e), HSR_OK);
+  assert_int_equal(stream_destroy(a), HSR_OK);
+  assert_int_equal(stream_destroy(b), HSR_OK);
   assert_int_equal(hsr_device_close(d), HSR_OK);
 }
 
@@ -135,32 +136,32 @@ static void test_event_never_recorded_and_rerecorded(void **state) {
   hsr_device *d = open_sim(0);
   hsr_stream *a, *b;
   hsr_event *e;
-  assert_int_equal(hsr_stream_create(d, 0, &a), HSR_OK);
-  assert_int_equal(hsr_stream_create(d, 0, &b), HSR_OK);
-  assert_int_equal(hsr_event_create(d, &e), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &a), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &b), HSR_OK);
+  assert_int_equal(event_create(d, &e), HSR_OK);
   int done = 0;
-  assert_int_equal(hsr_event_query(e, &done), HSR_OK);
+  assert_int_equal(event_query(e, &done), HSR_OK);
   assert_int_equal(done, 1);
-  assert_int_equal(hsr_event_sync(e, 1.0), HSR_OK);
+  assert_int_equal(event_sync(e, 1.0), HSR_OK);
   gate g1, g2, g3;
   gate_init(&g1), gate_init(&g2), gate_init(&g3);
-  assert_int_equal(hsr_stream_wait_event(b, e), HSR_OK); /* never recorded: b waits for nothing */
+  assert_int_equal(stream_wait_event(b, e), HSR_OK); /* never recorded: b waits for nothing */
   launch_gate(d, b, NULL, &g1);
   assert_int_equal(hsr_stream_sync(b, BOUND_S), HSR_OK);
   /* record on a (empty: complete), wait on b, then re-record after a blocked kernel:
    * b's earlier wait refers to the first record */
-  assert_int_equal(hsr_event_record(e, a), HSR_OK);
-  assert_int_equal(hsr_stream_wait_event(b, e), HSR_OK);
+  assert_int_equal(event_record(e, a), HSR_OK);
+  assert_int_equal(stream_wait_event(b, e), HSR_OK);
   launch_gate(d, a, &g3, &g2); /* waits for b's kernel below */
-  assert_int_equal(hsr_event_record(e, a), HSR_OK);
-  assert_int_equal(hsr_event_query(e, &done), HSR_OK);
+  assert_int_equal(event_record(e, a), HSR_OK);
+  assert_int_equal(event_query(e, &done), HSR_OK);
   assert_int_equal(done, 0);
   launch_gate(d, b, NULL, &g3);
-  assert_int_equal(hsr_event_sync(e, BOUND_S), HSR_OK);
+  assert_int_equal(event_sync(e, BOUND_S), HSR_OK);
   assert_false(g2.timed_out);
-  assert_int_equal(hsr_event_destroy(e), HSR_OK);
-  assert_int_equal(hsr_stream_destroy(a), HSR_OK);
-  assert_int_equal(hsr_stream_destroy(b), HSR_OK);
+  assert_int_equal(event_destroy(e), HSR_OK);
+  assert_int_equal(stream_destroy(a), HSR_OK);
+  assert_int_equal(stream_destroy(b), HSR_OK);
   assert_int_equal(hsr_device_close(d), HSR_OK);
 }
 
@@ -176,7 +177,7 @@ static void test_copies(void **state) {
   assert_int_equal(hsr_device_alloc(d, N * 4, (void **)&dv), HSR_OK);
   assert_int_equal(hsr_device_copy(d, dv, src, N * 4, NULL), HSR_OK);
   for (int i = 0; i < N; i++) src[i] = -1.0f; /* the copy read it at the call */
-  assert_int_equal(hsr_kernels_scale(d, NULL, N, dv, HSR_F32, 2.0), HSR_OK);
+  assert_int_equal(kernels_scale(d, NULL, N, dv, HSR_F32, 2.0), HSR_OK);
   assert_int_equal(hsr_device_copy(d, back, dv, N * 4, NULL), HSR_OK);
   for (int i = 0; i < N; i++) assert_true(back[i] == 2.0f * (float)i);
   assert_int_equal(hsr_device_free(d, dv), HSR_OK);
@@ -188,7 +189,7 @@ static void test_host_pointer_refused(void **state) {
   (void)state;
   hsr_device *d = open_sim(0);
   float *h = malloc(64 * 4);
-  hsr_status st = hsr_kernels_scale(d, NULL, 64, h, HSR_F32, 2.0);
+  hsr_status st = kernels_scale(d, NULL, 64, h, HSR_F32, 2.0);
   assert_int_equal(st, HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "not device memory"));
   free(h);
@@ -203,23 +204,23 @@ static void test_check_reports_and_orders(void **state) {
   hsr_stream *a, *b;
   hsr_event *e;
   float *x = NULL, *y = NULL;
-  assert_int_equal(hsr_stream_create(d, 0, &a), HSR_OK);
-  assert_int_equal(hsr_stream_create(d, 0, &b), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &a), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &b), HSR_OK);
   assert_int_equal(kern_stream_label(a, "writer"), HSR_OK);
   assert_int_equal(kern_stream_label(b, "reader"), HSR_OK);
-  assert_int_equal(hsr_event_create(d, &e), HSR_OK);
+  assert_int_equal(event_create(d, &e), HSR_OK);
   assert_int_equal(hsr_device_alloc(d, 4096, (void **)&x), HSR_OK);
   assert_int_equal(hsr_device_alloc(d, 4096, (void **)&y), HSR_OK);
   assert_int_equal(kern_label(d, x, 4096, "test buffer x"), HSR_OK);
   /* ordered: write on a, record, wait on b, read on b */
   assert_int_equal(hsr_device_memset(d, x, 0, 4096, a), HSR_OK);
-  assert_int_equal(hsr_event_record(e, a), HSR_OK);
-  assert_int_equal(hsr_stream_wait_event(b, e), HSR_OK);
+  assert_int_equal(event_record(e, a), HSR_OK);
+  assert_int_equal(stream_wait_event(b, e), HSR_OK);
   assert_int_equal(hsr_kernels_cast(d, b, 1024, x, HSR_F32, y, HSR_F32), HSR_OK);
   assert_int_equal(kern_sim_reports(d), 0);
   assert_int_equal(hsr_stream_sync(b, BOUND_S), HSR_OK); /* the host saw b's read: a's next write is after it */
   /* unordered: a writes again, b reads without a new wait */
-  assert_int_equal(hsr_kernels_scale(d, a, 1024, x, HSR_F32, 3.0), HSR_OK);
+  assert_int_equal(kernels_scale(d, a, 1024, x, HSR_F32, 3.0), HSR_OK);
   hsr_status st = hsr_kernels_axpy(d, b, 1024, 1.0, x, y, HSR_F32);
   assert_int_equal(st, HSR_ERR_STATE);
   const char *m = hsr_last_error();
@@ -232,9 +233,9 @@ static void test_check_reports_and_orders(void **state) {
   /* the device has failed: every later call says why (CUDA's sticky error) */
   assert_int_equal(hsr_stream_sync(a, BOUND_S), HSR_ERR_STATE);
   assert_non_null(strstr(hsr_last_error(), "race on test buffer x"));
-  hsr_event_destroy(e);
-  hsr_stream_destroy(a);
-  hsr_stream_destroy(b);
+  event_destroy(e);
+  stream_destroy(a);
+  stream_destroy(b);
   hsr_device_close(d);
 }
 
@@ -245,8 +246,8 @@ static void test_host_sync_orders(void **state) {
   hsr_device *d = open_sim(1);
   hsr_stream *a, *b;
   float *x = NULL, *y = NULL;
-  assert_int_equal(hsr_stream_create(d, 0, &a), HSR_OK);
-  assert_int_equal(hsr_stream_create(d, 0, &b), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &a), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &b), HSR_OK);
   assert_int_equal(hsr_device_alloc(d, 4096, (void **)&x), HSR_OK);
   assert_int_equal(hsr_device_alloc(d, 4096, (void **)&y), HSR_OK);
   assert_int_equal(hsr_device_memset(d, x, 0, 4096, a), HSR_OK);
@@ -256,8 +257,8 @@ static void test_host_sync_orders(void **state) {
   assert_int_equal(hsr_device_memset(d, x, 1, 4096, a), HSR_OK);
   assert_int_equal(kern_sim_reports(d), 0);
   assert_int_equal(hsr_stream_sync(a, BOUND_S), HSR_OK);
-  hsr_stream_destroy(a);
-  hsr_stream_destroy(b);
+  stream_destroy(a);
+  stream_destroy(b);
   assert_int_equal(hsr_device_close(d), HSR_OK);
 }
 
@@ -267,7 +268,7 @@ static void test_sync_bounded(void **state) {
   (void)state;
   hsr_device *d = open_sim(0);
   hsr_stream *s;
-  assert_int_equal(hsr_stream_create(d, 0, &s), HSR_OK);
+  assert_int_equal(stream_create(d, 0, &s), HSR_OK);
   gate host, k;
   gate_init(&host), gate_init(&k);
   launch_gate(d, s, &host, &k);
@@ -275,7 +276,7 @@ static void test_sync_bounded(void **state) {
   assert_non_null(strstr(hsr_last_error(), "did not reach it within"));
   gate_set(&host);
   assert_int_equal(hsr_stream_sync(s, BOUND_S), HSR_OK);
-  hsr_stream_destroy(s);
+  stream_destroy(s);
   assert_int_equal(hsr_device_close(d), HSR_OK);
 }
 
@@ -300,12 +301,12 @@ static void test_kernels_equal_host(void **state) {
   hsr_adamw_hparams hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f};
   for (int step = 1; step <= 3; step++) {
     hp.step = step;
-    assert_int_equal(hsr_kernels_adamw(h, NULL, N, p, m, v, g, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
-    assert_int_equal(hsr_kernels_adamw(d, NULL, N, dp, dm, dv, dg, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
+    assert_int_equal(kernels_adamw(h, NULL, N, p, m, v, g, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
+    assert_int_equal(kernels_adamw(d, NULL, N, dp, dm, dv, dg, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);
   }
   double s1 = 0, s2 = 0;
-  assert_int_equal(hsr_kernels_sumsq(h, NULL, N, p, HSR_F32, &s1), HSR_OK);
-  assert_int_equal(hsr_kernels_sumsq(d, NULL, N, dp, HSR_F32, &s2), HSR_OK);
+  assert_int_equal(kernels_sumsq(h, NULL, N, p, HSR_F32, &s1), HSR_OK);
+  assert_int_equal(kernels_sumsq(d, NULL, N, dp, HSR_F32, &s2), HSR_OK);
   assert_int_equal(hsr_device_copy(d, back, dp, N * 4, NULL), HSR_OK); /* pageable: waits, s2 landed before */
   assert_memory_equal(back, p, N * 4);
   assert_true(s1 == s2);

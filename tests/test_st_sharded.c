@@ -1,5 +1,5 @@
 /* Unit tests of Hugging Face's sharded safetensors layout
- * (hsr/safetensors_sharded.h): the shard size as save_pretrained reads it,
+ * (runtime/io/safetensors_sharded.h): the shard size as save_pretrained reads it,
  * the plan (hand-written cases), a streaming round trip through the shards
  * and the index (its text byte for byte), re-exports into the same directory
  * (stale files go, others stay), an aborted export (no index left behind),
@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "hsr/safetensors_sharded.h"
+#include "runtime/io/safetensors_sharded.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)
 
@@ -72,7 +72,7 @@ static void test_shard_size(void **state) {
               {"7MiB", 7ull << 20}};
   for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
     uint64_t v = 0;
-    OK(hsr_st_parse_shard_size("--max-shard-size", good[i].s, &v));
+    OK(st_parse_shard_size("--max-shard-size", good[i].s, &v));
     assert_int_equal(v, good[i].v);
   }
   static const struct {
@@ -91,7 +91,7 @@ static void test_shard_size(void **state) {
              {"20000000TB", "too large"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     uint64_t v = 7;
-    expect_error(hsr_st_parse_shard_size("--max-shard-size", bad[i].s, &v), HSR_ERR_INVALID, bad[i].needle);
+    expect_error(st_parse_shard_size("--max-shard-size", bad[i].s, &v), HSR_ERR_INVALID, bad[i].needle);
     assert_int_equal(v, 0);
     assert_non_null(strstr(hsr_last_error(), "--max-shard-size"));
   }
@@ -99,7 +99,7 @@ static void test_shard_size(void **state) {
 
 static void plan(const uint64_t *b, int n, uint64_t max, const int *want, int want_n) {
   int got[16], k = -1;
-  OK(hsr_st_shard_plan(b, n, max, got, &k));
+  OK(st_shard_plan(b, n, max, got, &k));
   assert_int_equal(k, want_n);
   for (int i = 0; i < n; i++)
     if (got[i] != want[i]) fail_msg("tensor %d went to shard %d, expected %d", i, got[i], want[i]);
@@ -116,11 +116,11 @@ static void test_plan(void **state) {
   plan((const uint64_t[]){7, 7, 7}, 3, 1, (const int[]){0, 1, 2}, 3);         /* all above: one each */
   plan(NULL, 0, 20, NULL, 1);                                                 /* no tensors: one empty file */
   int s[1], n;
-  expect_error(hsr_st_shard_plan((const uint64_t[]){1}, 1, 0, s, &n), HSR_ERR_INVALID, "max_bytes 0");
+  expect_error(st_shard_plan((const uint64_t[]){1}, 1, 0, s, &n), HSR_ERR_INVALID, "max_bytes 0");
   uint64_t *many = calloc(100001, sizeof *many);
   int *sh = calloc(100001, sizeof *sh);
   for (int i = 0; i < 100001; i++) many[i] = 2;
-  expect_error(hsr_st_shard_plan(many, 100001, 1, sh, &n), HSR_ERR_INVALID, "exceed the 99999");
+  expect_error(st_shard_plan(many, 100001, 1, sh, &n), HSR_ERR_INVALID, "exceed the 99999");
   free(many), free(sh);
 }
 
@@ -137,14 +137,14 @@ static void export_to(const char *dir, uint64_t max, size_t cut, int finish) {
   unsigned char data[G_BYTES];
   for (int i = 0; i < G_BYTES; i++) data[i] = (unsigned char)(i * 7 + 1);
   hsr_st_set_writer *w;
-  OK(hsr_st_set_create(dir, max, g_t, 5, g_meta, 2, &w));
+  OK(st_set_create(dir, max, g_t, 5, g_meta, 2, &w));
   size_t end = finish ? G_BYTES : cut;
   for (size_t off = 0; off < end; off += 7) /* chunks across tensors and shards */
-    OK(hsr_st_set_write(w, data + off, end - off < 7 ? end - off : 7));
+    OK(st_set_write(w, data + off, end - off < 7 ? end - off : 7));
   if (finish)
-    OK(hsr_st_set_finish(w));
+    OK(st_set_finish(w));
   else
-    hsr_st_set_abort(w);
+    st_set_abort(w);
 }
 
 static const char *const g_index =
@@ -155,12 +155,12 @@ static const char *const g_index =
 
 static void check_set(const char *path, int files) {
   hsr_st_set *s;
-  OK(hsr_st_set_open(path, &s));
-  assert_int_equal(hsr_st_set_count(s), 5);
-  assert_int_equal(hsr_st_set_num_files(s), files);
-  assert_int_equal(hsr_st_set_total_bytes(s), G_BYTES);
-  assert_string_equal(hsr_st_set_meta(s, "hsr.model"), "mlp");
-  assert_int_equal(hsr_st_set_meta_count(s), 2);
+  OK(st_set_open(path, &s));
+  assert_int_equal(st_set_count(s), 5);
+  assert_int_equal(st_set_num_files(s), files);
+  assert_int_equal(st_set_total_bytes(s), G_BYTES);
+  assert_string_equal(st_set_meta(s, "hsr.model"), "mlp");
+  assert_int_equal(st_set_meta_count(s), 2);
   unsigned char want[G_BYTES], got[G_BYTES];
   for (int i = 0; i < G_BYTES; i++) want[i] = (unsigned char)(i * 7 + 1);
   size_t at = 0;
@@ -170,20 +170,20 @@ static void check_set(const char *path, int files) {
   for (int k = 0; k < 5; k++) {
     int i = -1;
     hsr_st_info in;
-    OK(hsr_st_set_find(s, g_t[k].name, &i));
-    OK(hsr_st_set_info_at(s, i, &in));
+    OK(st_set_find(s, g_t[k].name, &i));
+    OK(st_set_info_at(s, i, &in));
     assert_string_equal(in.name, g_t[k].name);
     assert_string_equal(in.dtype, g_t[k].dtype);
     assert_int_equal(in.ndim, g_t[k].ndim);
     size_t n = (size_t)(in.end - in.begin);
-    OK(hsr_st_set_read(s, i, 0, got + at, n));
+    OK(st_set_read(s, i, 0, got + at, n));
     assert_memory_equal(got + at, want + at, n);
-    if (files == 3) assert_string_equal(hsr_st_set_file_of(s, i), file_of[k]);
+    if (files == 3) assert_string_equal(st_set_file_of(s, i), file_of[k]);
     at += n;
   }
   assert_int_equal(at, G_BYTES);
-  expect_error(hsr_st_set_find(s, "zz", &(int){0}), HSR_ERR_NOT_FOUND, "no tensor 'zz'");
-  hsr_st_set_close(s);
+  expect_error(st_set_find(s, "zz", &(int){0}), HSR_ERR_NOT_FOUND, "no tensor 'zz'");
+  st_set_close(s);
 }
 
 static void test_round_trip(void **state) {
@@ -203,7 +203,7 @@ static void test_round_trip(void **state) {
   check_set(ix, 3);
   char *file;
   int is_index;
-  OK(hsr_st_set_locate(d, &file, &is_index));
+  OK(st_set_locate(d, &file, &is_index));
   assert_string_equal(file, ix);
   assert_int_equal(is_index, 1);
   free(file);
@@ -242,21 +242,21 @@ static void test_reexport(void **state) {
   assert_false(exists(d, HSR_ST_INDEX_NAME));
   assert_false(exists(d, "model-00001-of-00003.safetensors"));
   hsr_st_set *s = NULL;
-  expect_error(hsr_st_set_open(d, &s), HSR_ERR_INVALID, "holds neither model.safetensors.index.json nor");
+  expect_error(st_set_open(d, &s), HSR_ERR_INVALID, "holds neither model.safetensors.index.json nor");
   /* finishing early is refused, writing past the end too */
   hsr_st_set_writer *w;
-  OK(hsr_st_set_create(d, 20, g_t, 5, g_meta, 2, &w));
-  expect_error(hsr_st_set_finish(w), HSR_ERR_INVALID, "before every tensor's bytes were written");
+  OK(st_set_create(d, 20, g_t, 5, g_meta, 2, &w));
+  expect_error(st_set_finish(w), HSR_ERR_INVALID, "before every tensor's bytes were written");
   assert_false(exists(d, HSR_ST_INDEX_NAME));
   unsigned char z[G_BYTES + 1] = {0};
-  OK(hsr_st_set_create(d, 20, g_t, 5, g_meta, 2, &w));
-  expect_error(hsr_st_set_write(w, z, sizeof z), HSR_ERR_INVALID, "more than the tensors hold");
-  hsr_st_set_abort(w);
+  OK(st_set_create(d, 20, g_t, 5, g_meta, 2, &w));
+  expect_error(st_set_write(w, z, sizeof z), HSR_ERR_INVALID, "more than the tensors hold");
+  st_set_abort(w);
   /* a bad tensor list touches no file */
   hsr_st_tensor bad[2] = {{"x", "F32", 1, {1}}, {"x", "F32", 1, {1}}};
   char d2[128];
   path_of(d2, sizeof d2, "never");
-  expect_error(hsr_st_set_create(d2, 20, bad, 2, NULL, 0, &w), HSR_ERR_INVALID, "given twice");
+  expect_error(st_set_create(d2, 20, bad, 2, NULL, 0, &w), HSR_ERR_INVALID, "given twice");
   struct stat sb;
   assert_int_not_equal(stat(d2, &sb), 0);
 }
@@ -264,7 +264,7 @@ static void test_reexport(void **state) {
 /* Opening d must fail with `needle`, naming the index. */
 static void open_fails(const char *d, const char *needle) {
   hsr_st_set *s = NULL;
-  expect_error(hsr_st_set_open(d, &s), HSR_ERR_INVALID, needle);
+  expect_error(st_set_open(d, &s), HSR_ERR_INVALID, needle);
   assert_null(s);
   assert_non_null(strstr(hsr_last_error(), HSR_ST_INDEX_NAME));
 }
@@ -326,9 +326,9 @@ static void test_bad_index(void **state) {
   snprintf(p, sizeof p, "%s/model-00001-of-00003.safetensors", d);
   hsr_st_writer *w;
   hsr_st_kv other[2] = {{"hsr.model", "mlp"}, {"layers", "3"}};
-  OK(hsr_st_create(p, g_t, 1, other, 2, &w));
-  OK(hsr_st_write(w, (unsigned char[12]){0}, 12));
-  OK(hsr_st_finish(w));
+  OK(st_create(p, g_t, 1, other, 2, &w));
+  OK(st_write(w, (unsigned char[12]){0}, 12));
+  OK(st_finish(w));
   open_fails(d, "have different __metadata__ ('layers' is '3' and '2')");
   /* a wrong total_size is only a warning: the tensors say what they hold */
   path_of(d, sizeof d, "b18");
@@ -341,12 +341,12 @@ static void test_bad_index(void **state) {
   export_to(d, 20, 0, 1);
   put_text(d, HSR_ST_SINGLE_NAME, "x");
   hsr_st_set *s = NULL;
-  expect_error(hsr_st_set_open(d, &s), HSR_ERR_INVALID, "holds both model.safetensors.index.json and");
+  expect_error(st_set_open(d, &s), HSR_ERR_INVALID, "holds both model.safetensors.index.json and");
   path_of(d, sizeof d, "b20");
   mkdir(d, 0755);
-  expect_error(hsr_st_set_open(d, &s), HSR_ERR_INVALID, "holds neither");
+  expect_error(st_set_open(d, &s), HSR_ERR_INVALID, "holds neither");
   path_of(d, sizeof d, "b21-missing");
-  expect_error(hsr_st_set_open(d, &s), HSR_ERR_NOT_FOUND, "No such file");
+  expect_error(st_set_open(d, &s), HSR_ERR_NOT_FOUND, "No such file");
 }
 
 static int setup(void **state) {

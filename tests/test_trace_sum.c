@@ -1,4 +1,4 @@
-/* The arithmetic of `hsr trace summarize` (hsr_trace_steps) on generated
+/* The arithmetic of `hsr trace summarize` (trace_steps) on generated
  * traces with known answers: spans that cross step boundaries (each step
  * gets only its part), nested and overlapping spans on several lanes, gaps,
  * several ranks (means per rank); and property tests on random traces
@@ -66,8 +66,8 @@ static hsr_trace_step_summary *summarize(tbuf *b, int *n) {
   close(fd);
   free(b->s);
   hsr_trace_step_summary *s = NULL;
-  hsr_status st = hsr_trace_steps(path, &s, n);
-  if (st != HSR_OK) fail_msg("hsr_trace_steps: %s", hsr_last_error());
+  hsr_status st = trace_steps(path, &s, n);
+  if (st != HSR_OK) fail_msg("trace_steps: %s", hsr_last_error());
   remove(path);
   return s;
 }
@@ -304,16 +304,16 @@ static void interval_arithmetic(void **state) {
   (void)state;
   hsr_ival v[] = {{5, 6}, {0, 2}, {1, 3}, {1.5, 2.5}, {3, 4}, {8, 9}};
   int n = 6;
-  assert_int_equal(hsr_ival_merge(v, &n), HSR_OK);
+  assert_int_equal(ival_merge(v, &n), HSR_OK);
   assert_int_equal(n, 3); /* [0,4] (touching at 3 joins), [5,6], [8,9] */
   assert_true(v[0].a == 0 && v[0].b == 4 && v[1].a == 5 && v[1].b == 6 && v[2].a == 8 && v[2].b == 9);
-  assert_true(hsr_ival_length(v, n) == 6);
+  assert_true(ival_length(v, n) == 6);
   hsr_ival w[] = {{3.5, 5.5}, {8.5, 10}};
-  assert_true(hsr_ival_overlap(v, n, w, 2) == 0.5 + 0.5 + 0.5);
-  assert_true(hsr_ival_overlap(v, n, w, 0) == 0);
+  assert_true(ival_overlap(v, n, w, 2) == 0.5 + 0.5 + 0.5);
+  assert_true(ival_overlap(v, n, w, 0) == 0);
   int zero = 0;
-  assert_int_equal(hsr_ival_merge(NULL, &zero), HSR_OK);
-  assert_int_equal(hsr_ival_merge(NULL, &n), HSR_ERR_INVALID);
+  assert_int_equal(ival_merge(NULL, &zero), HSR_OK);
+  assert_int_equal(ival_merge(NULL, &n), HSR_ERR_INVALID);
 }
 
 int main(void) {

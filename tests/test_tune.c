@@ -1,4 +1,4 @@
-/* Unit tests of hsr tune (hsr/tune.h) on hand-computed cases: the volumes of
+/* Unit tests of hsr tune (tune/tune.h) on hand-computed cases: the volumes of
  * each collective as the communicators count them (tests/mr_counters.c
  * derives the same from the message patterns), the bytes a step moves per
  * layout (fsdp across nodes 3P, hybrid 2P, partial reshard 2P, ddp 8P of
@@ -16,18 +16,20 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 
-#include "hsr/tune.h"
+#include "tune/tune.h"
+#include "topology/topology_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 #define EQ(a, b) assert_true(fabs((double)(a) - (double)(b)) <= 1e-9 * (1 + fabs((double)(b))))
 
 static hsr_tune_net host(void) {
   hsr_tune_net n;
-  assert_int_equal(hsr_tune_net_default("host", &n), HSR_OK);
+  assert_int_equal(tune_net_default("host", &n), HSR_OK);
   return n;
 }
 
 static void vol(const hsr_tune_net *n, int op, hsr_tune_shape g, double count, hsr_tune_vol *v) {
-  assert_int_equal(hsr_tune_volume(n, op, &g, count, 4, v), HSR_OK);
+  assert_int_equal(tune_volume(n, op, &g, count, 4, v), HSR_OK);
 }
 
 static void test_volumes(void **state) {
@@ -82,20 +84,20 @@ static void test_volumes(void **state) {
   assert_int_equal(v.nstages, 0);
   /* NCCL across nodes: one ring bound by the network, 2 of its 16 hops cross */
   hsr_tune_net g;
-  assert_int_equal(hsr_tune_net_default("h100", &g), HSR_OK);
+  assert_int_equal(tune_net_default("h100", &g), HSR_OK);
   vol(&g, HSR_OP_ALLGATHER, (hsr_tune_shape){16, 2, 8, 2}, 1000, &v);
   EQ(v.sent, 60000), EQ(v.fabric_sent, 7500);
   assert_int_equal(v.stage[0].tier, HSR_TUNE_CROSS);
   /* time: alpha + bytes / busbw per stage */
   for (int op = 0; op < HSR_TUNE_OPS; op++) n.link[HSR_TUNE_INTRA][op].alpha_us = 10, n.link[0][op].busbw_gbs = 1;
   vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){4, 1, 4, 1}, 1000, &v);
-  EQ(hsr_tune_coll_time(&n, &v), 10e-6 + 12000 / 1e9);
+  EQ(tune_coll_time(&n, &v), 10e-6 + 12000 / 1e9);
   /* bad input */
   hsr_tune_shape bad = {2, 3, 1, 1};
-  assert_int_equal(hsr_tune_volume(&n, HSR_OP_ALLGATHER, &bad, 10, 4, &v), HSR_ERR_INVALID);
+  assert_int_equal(tune_volume(&n, HSR_OP_ALLGATHER, &bad, 10, 4, &v), HSR_ERR_INVALID);
   hsr_tune_shape ok = {2, 1, 2, 1};
-  assert_int_equal(hsr_tune_volume(&n, HSR_OP_BCAST, &ok, 10, 4, &v), HSR_ERR_INVALID);
-  assert_int_equal(hsr_tune_net_default("tpu", &n), HSR_ERR_INVALID);
+  assert_int_equal(tune_volume(&n, HSR_OP_BCAST, &ok, 10, 4, &v), HSR_ERR_INVALID);
+  assert_int_equal(tune_net_default("tpu", &n), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "h100"));
 }
 
@@ -104,7 +106,7 @@ static hsr_cluster *two_nodes(void) {
   int node[8], gpu[8];
   for (int r = 0; r < 8; r++) node[r] = r / 4, gpu[r] = -1;
   hsr_cluster *c;
-  assert_int_equal(hsr_cluster_create(8, node, gpu, node, &c), HSR_OK);
+  assert_int_equal(cluster_create(8, node, gpu, node, &c), HSR_OK);
   return c;
 }
 
@@ -116,17 +118,17 @@ static hsr_tune_result eval_outer(const hsr_tune_net *n, const hsr_tune_model *m
   hsr_cluster *c = two_nodes();
   hsr_mesh *mesh;
   hsr_mesh_request q = {S, 0, K};
-  assert_int_equal(hsr_mesh_plan(c, &q, &mesh), HSR_OK);
+  assert_int_equal(mesh_plan(c, &q, &mesh), HSR_OK);
   hsr_tune_shape sh[HSR_RT_GROUP_COUNT];
-  assert_int_equal(hsr_tune_mesh_shapes(c, mesh, sh), HSR_OK);
+  assert_int_equal(tune_mesh_shapes(c, mesh, sh), HSR_OK);
   hsr_rt_config cfg;
   hsr_rt_config_default(&cfg);
   cfg.strategy = s, cfg.reshard = pol, cfg.partial_k = K, cfg.prefetch = prefetch, cfg.param_dtype = pdt;
   cfg.outer_shard = outer;
   hsr_tune_result r;
-  assert_int_equal(hsr_tune_eval(m, n, &cfg, S, 8 / S, sh, &r), HSR_OK);
-  hsr_mesh_free(mesh);
-  hsr_cluster_free(c);
+  assert_int_equal(tune_eval(m, n, &cfg, S, 8 / S, sh, &r), HSR_OK);
+  mesh_free(mesh);
+  cluster_free(c);
   return r;
 }
 
@@ -245,17 +247,17 @@ static void test_outer_bytes(void **state) {
   c.strategy = HSR_RT_HYBRID;
   c.param_dtype = HSR_BF16;
   hsr_tune_result r;
-  assert_int_equal(hsr_tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
+  assert_int_equal(tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
   EQ(r.persistent_per_param, 16.0 / 8);
   c.outer_shard = HSR_RT_OUTER_OPTIM;
-  assert_int_equal(hsr_tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
+  assert_int_equal(tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
   EQ(r.persistent_per_param, 16.0 / 64 + 2.0 / 8);
   EQ((double)r.peak_cat[HSR_MEM_MASTER] / 16384, 4.0 / 64);
   EQ((double)r.peak_cat[HSR_MEM_GRAD_SHARD] / 16384, 4.0 / 64);
   EQ((double)r.peak_cat[HSR_MEM_PARAM_SHARD] / 16384, 2.0 / 8);
   c.micro_batches = 2;
   c.sync = HSR_RT_SYNC_RS_ONLY;
-  assert_int_equal(hsr_tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
+  assert_int_equal(tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
   EQ(r.persistent_per_param, 12.0 / 64 + 4.0 / 8 + 2.0 / 8);
 }
 
@@ -331,12 +333,12 @@ static void test_calib(void **state) {
   }
   strcat(j, "]}");
   hsr_tune_calib *c;
-  assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
-  assert_int_equal(hsr_tune_calib_add_json(c, j, "/tmp/x/ag.json"), HSR_OK);
-  assert_int_equal(hsr_tune_calib_rows(c), 24);
+  assert_int_equal(tune_calib_create(&c), HSR_OK);
+  assert_int_equal(tune_calib_add_json(c, j, "/tmp/x/ag.json"), HSR_OK);
+  assert_int_equal(tune_calib_rows(c), 24);
   hsr_tune_net n = host();
   char rep[2048];
-  assert_int_equal(hsr_tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
+  assert_int_equal(tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
   const hsr_tune_link *a = &n.link[HSR_TUNE_INTRA][HSR_OP_ALLGATHER], *x = &n.link[HSR_TUNE_CROSS][HSR_OP_ALLGATHER];
   assert_true(fabs(a->alpha_us - 20) < 1e-6 && fabs(a->busbw_gbs - 2) < 1e-9);
   assert_true(fabs(x->alpha_us - 50) < 1e-6 && fabs(x->busbw_gbs - 0.1) < 1e-9);
@@ -356,12 +358,12 @@ static void test_calib(void **state) {
   assert_non_null(strstr(n.link[HSR_TUNE_INTRA][HSR_OP_REDUCE_SCATTER].source, "assumed"));
   assert_non_null(strstr(rep, "intra-node all_gather"));
   /* bad files */
-  assert_int_equal(hsr_tune_calib_add_json(c, "not json", "bad.json"), HSR_ERR_INVALID);
+  assert_int_equal(tune_calib_add_json(c, "not json", "bad.json"), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "bad.json"));
-  assert_int_equal(hsr_tune_calib_add_json(c, "{\"results\":[]}", "x.json"), HSR_ERR_INVALID);
-  assert_int_equal(hsr_tune_calib_add_json(c, "{\"hsr\":{\"collective\":\"broadcast\"},\"results\":[]}", "b.json"),
+  assert_int_equal(tune_calib_add_json(c, "{\"results\":[]}", "x.json"), HSR_ERR_INVALID);
+  assert_int_equal(tune_calib_add_json(c, "{\"hsr\":{\"collective\":\"broadcast\"},\"results\":[]}", "b.json"),
                    HSR_ERR_INVALID);
-  hsr_tune_calib_free(c);
+  tune_calib_free(c);
   /* a row whose counters are not what the model moves on its group (here half the fabric bytes: the
    * fabric figure read as bytes sent only) is refused, naming both */
   j[0] = '\0';
@@ -371,11 +373,11 @@ static void test_calib(void **state) {
   char *fabx = strstr(j, "\"fabric_bytes_per_op\":2000000");
   assert_non_null(fabx);
   memcpy(fabx + strlen("\"fabric_bytes_per_op\":"), "1000000", 7);
-  assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
-  assert_int_equal(hsr_tune_calib_add_json(c, j, "old.json"), HSR_ERR_INVALID);
+  assert_int_equal(tune_calib_create(&c), HSR_OK);
+  assert_int_equal(tune_calib_add_json(c, j, "old.json"), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "records 7000000 bytes sent and 1000000 across nodes"));
   assert_non_null(strstr(hsr_last_error(), "moves 7000000 and 2000000"));
-  hsr_tune_calib_free(c);
+  tune_calib_free(c);
   /* a row's time, size and bandwidths must agree with each other (hsr bench wrote them from one measurement):
    * the row is named, with the numbers that disagree */
   static const char *good = "{\"hsr\":{\"collective\":\"all_gather\"},\"results\":[{\"size\":65536,\"count\":"
@@ -394,20 +396,20 @@ static void test_calib(void **state) {
                                          "2.24344 GB/s is not alg_bw 2.24344 x 0.5"}};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     snprintf(j, sizeof j, good, rows[i][0], rows[i][1]);
-    assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
-    assert_int_equal(hsr_tune_calib_add_json(c, j, "bw.json"), rows[i][2] ? HSR_ERR_INVALID : HSR_OK);
+    assert_int_equal(tune_calib_create(&c), HSR_OK);
+    assert_int_equal(tune_calib_add_json(c, j, "bw.json"), rows[i][2] ? HSR_ERR_INVALID : HSR_OK);
     if (rows[i][2]) assert_non_null(strstr(hsr_last_error(), rows[i][2]));
-    hsr_tune_calib_free(c);
+    tune_calib_free(c);
   }
   snprintf(j, sizeof j, good, "29.21225", "1.121721195731243");
   char *sz = strstr(j, "65536");
   assert_non_null(sz);
   memcpy(sz, "65535", 5);
-  assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
-  assert_int_equal(hsr_tune_calib_add_json(c, j, "bw.json"), HSR_ERR_INVALID);
+  assert_int_equal(tune_calib_create(&c), HSR_OK);
+  assert_int_equal(tune_calib_add_json(c, j, "bw.json"), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "row 1 (size 65535): its size disagrees with count 8192 x 4 bytes x the "
                                            "group = 65536"));
-  hsr_tune_calib_free(c);
+  tune_calib_free(c);
   /* two-level rows twice as slow as their stages: span 2; without flat cross rows they fit the cross tier */
   j[0] = '\0';
   snprintf(j, sizeof j, "{\"hsr\":{\"collective\":\"reduce_scatter\"},\"results\":[");
@@ -417,10 +419,10 @@ static void test_calib(void **state) {
     row(j, sizeof j, 6 * x + x, 2 * x, 8, 2, 2 * ((20 + 6 * x / 2000) + (50 + x / 100)), 0);
   }
   strcat(j, "]}");
-  assert_int_equal(hsr_tune_calib_create(&c), HSR_OK);
-  assert_int_equal(hsr_tune_calib_add_json(c, j, "rs.json"), HSR_OK);
+  assert_int_equal(tune_calib_create(&c), HSR_OK);
+  assert_int_equal(tune_calib_add_json(c, j, "rs.json"), HSR_OK);
   n = host();
-  assert_int_equal(hsr_tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
+  assert_int_equal(tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
   /* the cross stage gets its own fit: what the rows leave after their node stage, 2 (20 + 0.003 x) + 2 (50 +
    * 0.01 x) - (20 + 0.003 x) = 120 us + x / 43.48 MB/s; the flat cross fit stays the flat rows' */
   const hsr_tune_link *sl = &n.span_link[HSR_OP_REDUCE_SCATTER];
@@ -431,19 +433,19 @@ static void test_calib(void **state) {
   assert_non_null(strstr(rep, "their cross stage alpha 120.0 us"));
   hsr_tune_vol v;
   hsr_tune_shape g = {8, 2, 4, 2};
-  assert_int_equal(hsr_tune_volume(&n, HSR_OP_REDUCE_SCATTER, &g, 1000, 4, &v), HSR_OK);
-  EQ(hsr_tune_coll_time(&n, &v), 2 * ((20e-6 + 24000 / 2e9) + (50e-6 + 4000 / 1e8)));
-  hsr_tune_calib_free(c);
+  assert_int_equal(tune_volume(&n, HSR_OP_REDUCE_SCATTER, &g, 1000, 4, &v), HSR_OK);
+  EQ(tune_coll_time(&n, &v), 2 * ((20e-6 + 24000 / 2e9) + (50e-6 + 4000 / 1e8)));
+  tune_calib_free(c);
 }
 
 static void plan_only(const hsr_tune_net *n, const hsr_tune_model *m, double budget, int strategy, hsr_tune_plan *p) {
   hsr_cluster *c = two_nodes();
   hsr_tune_space sp;
-  hsr_tune_space_default(&sp);
+  tune_space_default(&sp);
   sp.mem_budget = budget;
   sp.only_strategy = strategy;
-  assert_int_equal(hsr_tune_plan_run(c, m, n, &sp, p), HSR_OK);
-  hsr_cluster_free(c);
+  assert_int_equal(tune_plan_run(c, m, n, &sp, p), HSR_OK);
+  cluster_free(c);
 }
 
 static void plan(const hsr_tune_net *n, const hsr_tune_model *m, double budget, hsr_tune_plan *p) {
@@ -466,7 +468,7 @@ static void test_recommend(void **state) {
   EQ(least, 2 * 8 * 262144 * 4);
   assert_true(p.cand[p.n - 1].fabric_all_ranks >= 3 * 8 * 262144 * 4);
   char ex[4096];
-  assert_int_equal(hsr_tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
+  assert_int_equal(tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
   assert_non_null(strstr(ex, "recommended"));
   assert_non_null(strstr(ex, "runner-up"));
   assert_non_null(strstr(ex, "crosses nodes"));
@@ -478,7 +480,7 @@ static void test_recommend(void **state) {
       assert_int_equal(p.cand[i].cfg.strategy, HSR_RT_HYBRID);
     }
   assert_true(outer > 0);
-  hsr_tune_plan_free(&p);
+  tune_plan_free(&p);
   /* a budget the 2 x 4 layout fits only with the outer shard: among the hybrid layouts the planner
    * rejects it without, accepts it with, recommends it and states the trade (over every strategy
    * fsdp 1 x 8 partial:4, which needs no outer shard, is a few ms faster here) */
@@ -499,24 +501,24 @@ static void test_recommend(void **state) {
   }
   assert_int_equal(seen, 2);
   assert_int_equal(p.cand[0].cfg.outer_shard, HSR_RT_OUTER_OPTIM);
-  assert_int_equal(hsr_tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
+  assert_int_equal(tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
   assert_non_null(strstr(ex, "outer-shard optim vs none: -"));
   assert_non_null(strstr(ex, "all-gathered over the replicate group"));
-  hsr_tune_plan_free(&p);
+  tune_plan_free(&p);
   /* a budget only the full sharding fits: fsdp over all 8 */
   hsr_tune_result f = eval(&slow, &m, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
   plan(&slow, &m, f.peak_total * 1.05, &p);
   assert_true(p.nfeasible > 0);
   for (int i = 0; i < p.nfeasible; i++) assert_int_equal(p.cand[i].S, 8);
   assert_true(strstr(p.cand[p.nfeasible].reason, "over the memory budget") != NULL);
-  hsr_tune_plan_free(&p);
+  tune_plan_free(&p);
   /* a budget nothing fits: says by how much (the smallest layout's excess) */
   plan(&slow, &m, 1024, &p);
   assert_int_equal(p.nfeasible, 0);
   assert_true(fabs(p.min_over_budget - (f.peak_total - 1024)) < 1);
-  assert_int_equal(hsr_tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
+  assert_int_equal(tune_explain(&p, &slow, ex, sizeof ex), HSR_OK);
   assert_non_null(strstr(ex, "no layout fits"));
-  hsr_tune_plan_free(&p);
+  tune_plan_free(&p);
   /* as the link slows, flat fsdp over both nodes loses ground to hybrid */
   double prev = 0;
   for (double bw = 1; bw >= 0.01; bw /= 10) {
@@ -552,12 +554,12 @@ static void test_ties(void **state) {
   /* and a layout 30% slower than the best never ties with it at 5% residuals */
   for (int i = 1; i < p.nfeasible; i++)
     if (p.cand[i].step_ms > 1.3 * p.cand[0].step_ms) assert_int_not_equal(p.cand[i].tie, 0);
-  hsr_tune_plan_free(&p);
+  tune_plan_free(&p);
   n.step_rel_rms = 0; /* nothing fitted: ties only within 0.2% */
   plan(&n, &m, 0, &p);
   for (int i = 1; i < p.nfeasible; i++)
     if (p.cand[i].tie >= 0) assert_true(p.cand[i].step_ms - p.cand[p.cand[i].tie].step_ms <= 0.002 * p.cand[p.cand[i].tie].step_ms + 1e-12);
-  hsr_tune_plan_free(&p);
+  tune_plan_free(&p);
 }
 
 /* The budget rejects by the peak (persistent + transient peak +
@@ -585,7 +587,7 @@ static void test_budget_by_peak(void **state) {
           char lab[96];
           int fits = r->peak_total <= B;
           if (fits != r->feasible)
-            fail_msg("budget %.0f: %s (persistent %llu, peak %.0f) is %s", B, hsr_tune_label(r, lab, sizeof lab),
+            fail_msg("budget %.0f: %s (persistent %llu, peak %.0f) is %s", B, tune_label(r, lab, sizeof lab),
                      (unsigned long long)r->persistent, r->peak_total, r->feasible ? "accepted" : "refused");
           if (!fits) {
             assert_non_null(strstr(r->reason, "over the memory budget"));
@@ -594,12 +596,12 @@ static void test_budget_by_peak(void **state) {
           }
         }
         if (p.nfeasible) assert_true(p.cand[0].peak_total <= B);
-        hsr_tune_plan_free(&p);
+        tune_plan_free(&p);
       }
     }
     /* the cases a check of the persistent bytes alone gets wrong were there */
     assert_true(between > 0 && budgets == 3 * all.n);
-    hsr_tune_plan_free(&all);
+    tune_plan_free(&all);
   }
 }
 
@@ -607,20 +609,20 @@ static void test_gpu_defaults(void **state) {
   (void)state;
   /* 7e9 bf16 parameters in 32 units on 64 H100s: ddp needs 18 bytes per parameter */
   hsr_tune_net n;
-  assert_int_equal(hsr_tune_net_default("h100", &n), HSR_OK);
-  assert_true(hsr_tune_net_uses_defaults(&n));
+  assert_int_equal(tune_net_default("h100", &n), HSR_OK);
+  assert_true(tune_net_uses_defaults(&n));
   assert_non_null(strstr(n.link[HSR_TUNE_INTRA][0].source, "default"));
   int node[64], gpu[64];
   for (int r = 0; r < 64; r++) node[r] = r / 8, gpu[r] = r % 8;
   hsr_cluster *c;
-  assert_int_equal(hsr_cluster_create(64, node, gpu, node, &c), HSR_OK);
+  assert_int_equal(cluster_create(64, node, gpu, node, &c), HSR_OK);
   hsr_tune_model m = {.units = 32, .params = 7e9, .fwd_ms = 5, .bwd_ratio = 2};
   hsr_tune_space sp;
-  hsr_tune_space_default(&sp);
+  tune_space_default(&sp);
   sp.mem_budget = 80.0 * (1 << 30);
   sp.param_dtype = HSR_BF16;
   hsr_tune_plan p;
-  assert_int_equal(hsr_tune_plan_run(c, &m, &n, &sp, &p), HSR_OK);
+  assert_int_equal(tune_plan_run(c, &m, &n, &sp, &p), HSR_OK);
   assert_int_equal(p.nfeasible, p.n - 1);
   const hsr_tune_result *d = &p.cand[p.n - 1];
   assert_int_equal(d->cfg.strategy, HSR_RT_DDP);
@@ -628,8 +630,8 @@ static void test_gpu_defaults(void **state) {
   assert_non_null(strstr(d->reason, "GiB over 80.00 GiB"));
   /* the winner keeps its gathers on NVLink: one node per shard group */
   assert_int_equal(p.cand[0].shape[HSR_RT_GROUP_SHARD].nodes, 1);
-  hsr_tune_plan_free(&p);
-  hsr_cluster_free(c);
+  tune_plan_free(&p);
+  cluster_free(c);
 }
 
 static void test_emit(void **state) {
@@ -637,18 +639,18 @@ static void test_emit(void **state) {
   hsr_tune_net n = host();
   char b[4096];
   hsr_tune_result h = eval(&n, &two_units, HSR_RT_HYBRID, 4, 2, HSR_RT_RESHARD_PARTIAL, 2, HSR_BF16);
-  assert_int_equal(hsr_tune_emit(&h, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&h, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "init_device_mesh(\"cuda\", (2, 4), mesh_dim_names=(\"replicate\", \"shard\"))"));
   assert_non_null(strstr(b, "reshard_after_forward=2"));
   assert_non_null(strstr(b, "param_dtype=torch.bfloat16"));
   assert_non_null(strstr(b, "set_modules_to_forward_prefetch(blocks[i + 1:i + 3])"));
-  assert_int_equal(hsr_tune_emit(&h, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&h, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "data_parallel_replicate_degree = 2"));
   assert_non_null(strstr(b, "data_parallel_shard_degree = 4"));
   assert_non_null(strstr(b, "fsdp_reshard_after_forward = \"always\""));
   assert_non_null(strstr(b, "partial:2 has no torchtitan setting"));
   hsr_tune_result f = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 1, HSR_F32);
-  assert_int_equal(hsr_tune_emit(&f, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&f, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
   cJSON *j = cJSON_Parse(b);
   assert_non_null(j);
   const cJSON *z = cJSON_GetObjectItemCaseSensitive(j, "zero_optimization");
@@ -656,7 +658,7 @@ static void test_emit(void **state) {
   assert_int_equal(cJSON_GetObjectItemCaseSensitive(z, "zero_hpz_partition_size")->valueint, 4);
   cJSON_Delete(j);
   hsr_tune_result d = eval(&n, &two_units, HSR_RT_ZERO2, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
-  assert_int_equal(hsr_tune_emit(&d, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&d, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
   j = cJSON_Parse(b);
   assert_non_null(j);
   assert_int_equal(
@@ -667,23 +669,23 @@ static void test_emit(void **state) {
   hsr_tune_result o =
       eval_outer(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_BF16, HSR_RT_OUTER_OPTIM);
   char lab[96];
-  assert_string_equal(hsr_tune_label(&o, lab, sizeof lab), "hybrid 2x4 full p1 outer:optim");
-  assert_int_equal(hsr_tune_emit(&o, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
+  assert_string_equal(tune_label(&o, lab, sizeof lab), "hybrid 2x4 full p1 outer:optim");
+  assert_int_equal(tune_emit(&o, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "pytorch#148257"));
   assert_non_null(strstr(b, "outer_dp_sharding_strategy=\"optim\""));
   assert_non_null(strstr(b, "mesh_dim_names=(\"replicate\", \"shard\")"));
-  assert_int_equal(hsr_tune_emit(&o, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&o, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "has no torchtitan setting"));
   assert_non_null(strstr(b, "data_parallel_replicate_degree = 2"));
-  assert_int_equal(hsr_tune_emit(&o, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&o, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
   j = cJSON_Parse(b);
   assert_non_null(j);
   assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(j, "_hsr")->valuestring, "has no DeepSpeed form"));
   cJSON_Delete(j);
   hsr_tune_emit_kind k;
-  assert_int_equal(hsr_tune_parse_emit("torchtitan", &k), HSR_OK);
+  assert_int_equal(tune_parse_emit("torchtitan", &k), HSR_OK);
   assert_int_equal(k, HSR_TUNE_EMIT_TORCHTITAN);
-  assert_int_equal(hsr_tune_parse_emit("megatron", &k), HSR_ERR_INVALID);
+  assert_int_equal(tune_parse_emit("megatron", &k), HSR_ERR_INVALID);
 }
 
 /* The activation model on hand-computed cases. hsr's GPT example (f32):
@@ -695,59 +697,59 @@ static void test_emit(void **state) {
 static void test_act(void **state) {
   (void)state;
   hsr_tune_arch a;
-  assert_int_equal(hsr_tune_arch_preset("hsr-gpt", &a), HSR_OK);
+  assert_int_equal(tune_arch_preset("hsr-gpt", &a), HSR_OK);
   a.layers = 2, a.width = 64, a.heads = 4, a.seq = 32, a.vocab = 256, a.micro_batch = 2;
   assert_int_equal(a.act_dtype, HSR_F32);
   double saved, scratch; /* an unchecked shape is fine: its defaults are filled on a copy */
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, &scratch), HSR_OK);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, &scratch), HSR_OK);
   EQ(saved, 64 * 1156 * 4), EQ(scratch, 0);
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_SELECTIVE, &saved, &scratch), HSR_OK);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_SELECTIVE, &saved, &scratch), HSR_OK);
   EQ(saved, 64 * 644 * 4), EQ(scratch, 64 * 512 * 4);
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_FULL, &saved, &scratch), HSR_OK);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_FULL, &saved, &scratch), HSR_OK);
   EQ(saved, 64 * 64 * 4), EQ(scratch, 64 * 1092 * 4);
   hsr_tune_act act;
-  assert_int_equal(hsr_tune_act_predict(&a, HSR_RT_RECOMPUTE_FULL, &act), HSR_OK);
+  assert_int_equal(tune_act_predict(&a, HSR_RT_RECOMPUTE_FULL, &act), HSR_OK);
   EQ(act.root, 4 * 64 * 386 + 8 * 64 + 4 * (40960 + 4096));
   EQ(act.peak, 2 * 64 * 64 * 4 + 64 * 1092 * 4 + act.root);
   /* full recomputes all that selective does, and more */
   double ff, fb, sf, sb;
-  assert_int_equal(hsr_tune_recompute_cost(&a, HSR_RT_RECOMPUTE_FULL, &ff, &fb), HSR_OK);
-  assert_int_equal(hsr_tune_recompute_cost(&a, HSR_RT_RECOMPUTE_SELECTIVE, &sf, &sb), HSR_OK);
+  assert_int_equal(tune_recompute_cost(&a, HSR_RT_RECOMPUTE_FULL, &ff, &fb), HSR_OK);
+  assert_int_equal(tune_recompute_cost(&a, HSR_RT_RECOMPUTE_SELECTIVE, &sf, &sb), HSR_OK);
   EQ(sf, 64 * 2 * 32 * 64); /* QK^T: 2 T C per token */
   assert_true(ff > sf && fb >= sb && sb > 0);
   a.heads = 5; /* a bad one is refused with the check's message */
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, &scratch), HSR_ERR_INVALID);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, &scratch), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "--heads 5 does not divide --width 64"));
   /* GPT-2 124M: 124,439,808 parameters; at 16 bits Korthikanti's s b h (34 + 5 a s / h) per layer */
-  assert_int_equal(hsr_tune_arch_preset("gpt2-124m", &a), HSR_OK);
-  assert_int_equal(hsr_tune_arch_check(&a), HSR_OK);
-  EQ(hsr_tune_arch_params(&a), 124439808);
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, NULL), HSR_OK);
+  assert_int_equal(tune_arch_preset("gpt2-124m", &a), HSR_OK);
+  assert_int_equal(tune_arch_check(&a), HSR_OK);
+  EQ(tune_arch_params(&a), 124439808);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_NONE, &saved, NULL), HSR_OK);
   EQ(saved, 1024.0 * 768 * (34 + 5.0 * 12 * 1024 / 768));
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_SELECTIVE, &saved, NULL), HSR_OK);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_SELECTIVE, &saved, NULL), HSR_OK);
   EQ(saved, 34.0 * 1024 * 768);
-  assert_int_equal(hsr_tune_act_layer(&a, HSR_RT_RECOMPUTE_FULL, &saved, NULL), HSR_OK);
+  assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_FULL, &saved, NULL), HSR_OK);
   EQ(saved, 2.0 * 1024 * 768);
   /* Llama-3: 8,030,261,248 and 70,553,706,496 parameters */
-  assert_int_equal(hsr_tune_arch_preset("llama3-8b", &a), HSR_OK);
-  assert_int_equal(hsr_tune_arch_check(&a), HSR_OK);
-  EQ(hsr_tune_arch_params(&a), 8030261248.0);
-  assert_int_equal(hsr_tune_arch_preset("llama3-70b", &a), HSR_OK);
-  assert_int_equal(hsr_tune_arch_check(&a), HSR_OK);
-  EQ(hsr_tune_arch_params(&a), 70553706496.0);
+  assert_int_equal(tune_arch_preset("llama3-8b", &a), HSR_OK);
+  assert_int_equal(tune_arch_check(&a), HSR_OK);
+  EQ(tune_arch_params(&a), 8030261248.0);
+  assert_int_equal(tune_arch_preset("llama3-70b", &a), HSR_OK);
+  assert_int_equal(tune_arch_check(&a), HSR_OK);
+  EQ(tune_arch_params(&a), 70553706496.0);
   /* bad shapes: heads not dividing width, kv heads not dividing heads, an unknown preset */
   a.heads = 60;
-  assert_int_equal(hsr_tune_arch_check(&a), HSR_ERR_INVALID);
+  assert_int_equal(tune_arch_check(&a), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "does not divide --width 8192"));
-  assert_int_equal(hsr_tune_arch_preset("llama3-70b", &a), HSR_OK);
+  assert_int_equal(tune_arch_preset("llama3-70b", &a), HSR_OK);
   a.kv_heads = 7;
-  assert_int_equal(hsr_tune_arch_check(&a), HSR_ERR_INVALID);
-  assert_int_equal(hsr_tune_arch_preset("llama4", &a), HSR_ERR_INVALID);
+  assert_int_equal(tune_arch_check(&a), HSR_ERR_INVALID);
+  assert_int_equal(tune_arch_preset("llama4", &a), HSR_ERR_INVALID);
   /* --hw's bound: h200 141 GiB less 2 GiB + 5% */
   const double G = 1024.0 * 1024 * 1024;
-  EQ(hsr_tune_hw_memory("h200"), 141 * G);
-  EQ(hsr_tune_mem_reserve(141 * G), 2 * G + 0.05 * 141 * G);
-  EQ(hsr_tune_hw_memory("host"), 0);
+  EQ(tune_hw_memory("h200"), 141 * G);
+  EQ(tune_mem_reserve(141 * G), 2 * G + 0.05 * 141 * G);
+  EQ(tune_hw_memory("host"), 0);
 }
 
 /* Recompute as a dimension of the search: with activations the budget holds
@@ -774,7 +776,7 @@ static void test_recompute_plan(void **state) {
   for (int i = 0; i < p.n; i++) seen[p.cand[i].cfg.recompute]++;
   assert_true(seen[0] > 0 && seen[0] == seen[1] && seen[1] == seen[2]);
   const hsr_tune_result none = p.cand[0];
-  hsr_tune_plan_free(&p);
+  tune_plan_free(&p);
   /* a budget only full's activations fit under (the layout's own memory + 20 MiB) */
   plan(&n, &m, none.peak_total - 64 * M + 20 * M, &p);
   assert_true(p.nfeasible > 0);
@@ -782,30 +784,30 @@ static void test_recompute_plan(void **state) {
   EQ(p.cand[0].act_bytes, 4 * M);
   assert_true(p.cand[0].compute_ms > none.compute_ms); /* the recomputed forward is charged */
   char lab[96], ex[8192];
-  assert_non_null(strstr(hsr_tune_label(&p.cand[0], lab, sizeof lab), "recompute:full"));
-  assert_int_equal(hsr_tune_explain(&p, &n, ex, sizeof ex), HSR_OK);
+  assert_non_null(strstr(tune_label(&p.cand[0], lab, sizeof lab), "recompute:full"));
+  assert_int_equal(tune_explain(&p, &n, ex, sizeof ex), HSR_OK);
   assert_non_null(strstr(ex, "none does not fit: needs"));
   assert_non_null(strstr(ex, "selective does not fit: needs"));
   for (int i = p.nfeasible; i < p.n; i++) /* the rejected say which activations they carry */
     if (p.cand[i].cfg.recompute == HSR_RT_RECOMPUTE_NONE)
       assert_non_null(strstr(p.cand[i].reason, "with recompute none"));
   char b[8192];
-  assert_int_equal(hsr_tune_emit(&p.cand[0], HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&p.cand[0], HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "[activation_checkpoint]\nmode = \"full\""));
-  assert_int_equal(hsr_tune_emit(&p.cand[0], HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&p.cand[0], HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
   cJSON *j = cJSON_Parse(b);
   assert_non_null(j);
   assert_non_null(cJSON_GetObjectItemCaseSensitive(j, "activation_checkpointing"));
   cJSON_Delete(j);
-  assert_int_equal(hsr_tune_emit(&p.cand[0], HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&p.cand[0], HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "checkpoint_wrapper(b)"));
   hsr_tune_result sel = p.cand[0];
   sel.cfg.recompute = HSR_RT_RECOMPUTE_SELECTIVE;
-  assert_int_equal(hsr_tune_emit(&sel, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&sel, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "selective_ac_option = \"op\""));
-  assert_int_equal(hsr_tune_emit(&sel, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
+  assert_int_equal(tune_emit(&sel, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "create_selective_checkpoint_contexts"));
-  hsr_tune_plan_free(&p);
+  tune_plan_free(&p);
 }
 
 int main(void) {

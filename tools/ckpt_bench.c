@@ -26,8 +26,13 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
-#include "hsr/sys.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "common/sys.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "runtime/runtime_internal.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
 
 typedef struct bench_args {
   size_t size;
@@ -114,38 +119,38 @@ static int parse(int argc, char **argv, bench_args *a) {
     hsr_status st = HSR_OK;
     switch (c) {
     case 'h': bench_usage(); return -1;
-    case 's': st = hsr_parse_size("--size", optarg, &a->size); break;
+    case 's': st = parse_size("--size", optarg, &a->size); break;
     case 'u':
-      if ((st = hsr_parse_long("--units", optarg, 1, 4096, &v)) == HSR_OK) a->units = (int)v;
+      if ((st = parse_long("--units", optarg, 1, 4096, &v)) == HSR_OK) a->units = (int)v;
       break;
     case 'n':
-      if ((st = hsr_parse_long("--repeat", optarg, 1, 100, &v)) == HSR_OK) a->repeat = (int)v;
+      if ((st = parse_long("--repeat", optarg, 1, 100, &v)) == HSR_OK) a->repeat = (int)v;
       break;
     case 'S':
-      if ((st = hsr_parse_long("--shard", optarg, 1, 1 << 20, &v)) == HSR_OK) a->cfg.shard = (int)v;
+      if ((st = parse_long("--shard", optarg, 1, 1 << 20, &v)) == HSR_OK) a->cfg.shard = (int)v;
       break;
     case 'R':
-      if ((st = hsr_parse_long("--replicate", optarg, 1, 1 << 20, &v)) == HSR_OK) a->cfg.replicate = (int)v;
+      if ((st = parse_long("--replicate", optarg, 1, 1 << 20, &v)) == HSR_OK) a->cfg.replicate = (int)v;
       break;
     case 't':
-      if ((st = hsr_parse_long("--steps", optarg, 1, 1000, &v)) == HSR_OK) a->steps = (int)v;
+      if ((st = parse_long("--steps", optarg, 1, 1000, &v)) == HSR_OK) a->steps = (int)v;
       break;
-    case 'm': st = hsr_parse_double("--step-ms", optarg, 0, 60000, &a->step_ms); break;
+    case 'm': st = parse_double("--step-ms", optarg, 0, 60000, &a->step_ms); break;
     case 'x': st = hsr_rt_parse_strategy(optarg, &a->cfg.strategy); break;
     case 'd': a->dir = optarg; break;
     case 'j': a->json = optarg; break;
     case 'k': a->keep_files = 1; break;
-    default: return hsr_cli_usage_error("ckpt bench", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error("ckpt bench", "unknown option or missing value '%s'", argv[optind - 1]);
     }
-    if (st != HSR_OK) return hsr_cli_usage_error("ckpt bench", "%s", hsr_last_error());
+    if (st != HSR_OK) return cli_usage_error("ckpt bench", "%s", hsr_last_error());
   }
-  if (optind < argc) return hsr_cli_usage_error("ckpt bench", "unexpected argument '%s'", argv[optind]);
-  if (a->size < (size_t)12 * a->units) return hsr_cli_usage_error("ckpt bench", "--size is under 12 bytes per unit");
+  if (optind < argc) return cli_usage_error("ckpt bench", "unexpected argument '%s'", argv[optind]);
+  if (a->size < (size_t)12 * a->units) return cli_usage_error("ckpt bench", "--size is under 12 bytes per unit");
   if (a->cfg.strategy == HSR_RT_DDP && a->cfg.shard > 1)
-    return hsr_cli_usage_error("ckpt bench", "--shard %d with --strategy ddp: ddp does not shard", a->cfg.shard);
-  hsr_status st = hsr_path_check_dir("--dir", a->dir, 1);
-  if (st == HSR_OK && a->json) st = hsr_path_check_output("--json", a->json);
-  return st == HSR_OK ? 0 : hsr_cli_usage_error("ckpt bench", "%s", hsr_last_error());
+    return cli_usage_error("ckpt bench", "--shard %d with --strategy ddp: ddp does not shard", a->cfg.shard);
+  hsr_status st = path_check_dir("--dir", a->dir, 1);
+  if (st == HSR_OK && a->json) st = path_check_output("--json", a->json);
+  return st == HSR_OK ? 0 : cli_usage_error("ckpt bench", "%s", hsr_last_error());
 }
 
 static hsr_status write_file(const char *path, size_t bytes, const char *buf, size_t chunk) {
@@ -203,7 +208,7 @@ static hsr_status slowest(hsr_boot *b, double mine, double *out) {
   int n = hsr_boot_size(b);
   double *all = calloc((size_t)n, sizeof *all);
   if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  hsr_status st = hsr_boot_allgather(b, &mine, sizeof mine, all);
+  hsr_status st = boot_allgather(b, &mine, sizeof mine, all);
   *out = 0;
   for (int r = 0; r < n; r++) *out = all[r] > *out ? all[r] : *out;
   free(all);
@@ -233,7 +238,7 @@ static void wait_s(double w) {
  * its gathers and reductions, each unit's compute a wait (--step-ms over
  * the step, as a GPU kernel holds no core), then AdamW on the shard. */
 static hsr_status train_step(bench_ctx *x, double *sec) {
-  double t0 = hsr_clock_s(), w = x->a->step_ms * 1e-3 / (2.0 * x->a->units);
+  double t0 = clock_s(), w = x->a->step_ms * 1e-3 / (2.0 * x->a->units);
   for (int u = 0; u < x->a->units; u++) {
     HSR_CHECK(hsr_rt_forward_begin(x->rt, u));
     wait_s(w);
@@ -247,7 +252,7 @@ static hsr_status train_step(bench_ctx *x, double *sec) {
   hsr_rt_step_info info;
   HSR_CHECK(hsr_rt_step(x->rt, &info));
   HSR_CHECK(hsr_rt_zero_grad(x->rt));
-  *sec = hsr_clock_s() - t0;
+  *sec = clock_s() - t0;
   return HSR_OK;
 }
 
@@ -256,7 +261,7 @@ static int dbl_cmp(const void *a, const void *b);
 /* Steps without a save; an async save; the same number of steps while it
  * runs (a rank times those that started before its writer finished), then
  * the wait. The yardstick of the block: one copy of the share out of the
- * engine's master, m and v (hsr_rt_slice_get) after a step, which is what
+ * engine's master, m and v (rt_slice_get) after a step, which is what
  * staging must do at the least. */
 static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
   hsr_boot *b = x->boot;
@@ -279,9 +284,9 @@ static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
   if (!src || !dst) rc = hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory for two %zu-byte buffers", share);
   if (rc == HSR_OK) {
     memset(src, 1, share), memset(dst, 2, share);
-    double t0 = hsr_clock_s();
+    double t0 = clock_s();
     memcpy(dst, src, share);
-    dt = hsr_clock_s() - t0;
+    dt = clock_s() - t0;
     volatile char seen = dst[share / 2]; /* the copy is used */
     (void)seen;
     rc = slowest(b, dt, &t[M_COPY_TOUCHED]);
@@ -289,11 +294,11 @@ static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
   free(src);
   if (rc == HSR_OK) rc = train_step(x, &dt); /* the state as a step leaves it */
   if (rc == HSR_OK) {
-    double t0 = hsr_clock_s();
+    double t0 = clock_s();
     size_t off = 0;
     for (int u = 0; u < x->a->units && off < share && rc == HSR_OK; u++) {
       hsr_rt_slice sl;
-      rc = hsr_rt_slice_get(x->rt, u, &sl);
+      rc = rt_slice_get(x->rt, u, &sl);
       const float *kinds[3] = {sl.master, sl.m, sl.v};
       for (int k = 0; k < 3 && rc == HSR_OK && off < share; k++) {
         size_t take = sl.len * 4 < share - off ? sl.len * 4 : share - off;
@@ -301,7 +306,7 @@ static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
         off += take;
       }
     }
-    dt = hsr_clock_s() - t0;
+    dt = clock_s() - t0;
     volatile char seen = dst[share / 2];
     (void)seen;
     if (rc == HSR_OK) rc = slowest(b, dt, &t[M_COPY]);
@@ -309,20 +314,20 @@ static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
   free(dst);
   HSR_CHECK(rc);
   if (x->rank == 0) remove_tree(ck);
-  HSR_CHECK(hsr_boot_barrier(b));
+  HSR_CHECK(boot_barrier(b));
   hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL, 1};
   hsr_ckpt_stats s, w;
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   HSR_CHECK(hsr_ckpt_save(x->rt, ck, &o, &s));
-  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_A_BLOCKED]));
+  HSR_CHECK(slowest(b, clock_s() - t0, &t[M_A_BLOCKED]));
   for (int i = 0; i < n; i++) {
     int pending = 0;
-    HSR_CHECK(hsr_ckpt_poll(x->rt, &pending));
+    HSR_CHECK(ckpt_poll(x->rt, &pending));
     HSR_CHECK(train_step(x, &dt));
     if (pending) bg += dt, over++;
   }
   HSR_CHECK(hsr_ckpt_wait(x->rt, -1, &w));
-  double commit = hsr_clock_s() - t0; /* an upper bound when the wait found it done */
+  double commit = clock_s() - t0; /* an upper bound when the wait found it done */
   HSR_CHECK(slowest(b, s.stage_seconds, &t[M_A_STAGE]));
   HSR_CHECK(slowest(b, w.background_seconds, &t[M_A_WRITE]));
   HSR_CHECK(slowest(b, over ? bg / over : base, &t[M_STEP_BG]));
@@ -339,11 +344,11 @@ static hsr_status load_cold(bench_ctx *x, const char *ck, const char *mode, doub
   char keep[64];
   snprintf(keep, sizeof keep, "%s", was ? was : "");
   if (x->rank == 0) drop_dir(ck);
-  HSR_CHECK(hsr_boot_barrier(b));
+  HSR_CHECK(boot_barrier(b));
   setenv("HSR_CKPT_IN_PLACE", mode, 1);
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   hsr_status st = hsr_ckpt_load(x->rt, ck, NULL, s);
-  double dt = hsr_clock_s() - t0;
+  double dt = clock_s() - t0;
   if (was)
     setenv("HSR_CKPT_IN_PLACE", keep, 1);
   else
@@ -365,44 +370,44 @@ static hsr_status round_once(bench_ctx *x, double *t) {
   /* one writer, the whole size; then the same file read cold */
   snprintf(p, sizeof p, "%s/seq.bin", x->base);
   if (x->rank == 0) {
-    double t0 = hsr_clock_s();
+    double t0 = clock_s();
     st = write_file(p, (size_t)x->bytes, x->buf, x->chunk);
-    t[M_SEQ_W] = hsr_clock_s() - t0;
+    t[M_SEQ_W] = clock_s() - t0;
     drop_cache(p);
-    t0 = hsr_clock_s();
+    t0 = clock_s();
     if (st == HSR_OK) st = read_file(p, x->buf, x->chunk);
-    t[M_SEQ_R] = hsr_clock_s() - t0;
+    t[M_SEQ_R] = clock_s() - t0;
     unlink(p);
     /* one rank's share, alone */
     snprintf(p, sizeof p, "%s/share.bin", x->base);
-    t0 = hsr_clock_s();
+    t0 = clock_s();
     if (st == HSR_OK) st = write_file(p, (size_t)x->share, x->buf, x->chunk);
-    t[M_SHARE_W] = hsr_clock_s() - t0;
+    t[M_SHARE_W] = clock_s() - t0;
     unlink(p);
   }
-  HSR_CHECK(hsr_boot_bcast(b, &st, sizeof st, 0));
+  HSR_CHECK(boot_bcast(b, &st, sizeof st, 0));
   if (st != HSR_OK) return hsr_error(st, "rank 0's disk baseline failed");
   /* every rank its share, in parallel */
   snprintf(p, sizeof p, "%s/par-%05d.bin", x->base, x->rank);
-  HSR_CHECK(hsr_boot_barrier(b));
-  double t0 = hsr_clock_s();
+  HSR_CHECK(boot_barrier(b));
+  double t0 = clock_s();
   st = write_file(p, (size_t)(x->bytes / (uint64_t)x->world), x->buf, x->chunk);
-  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_PAR_W]));
+  HSR_CHECK(slowest(b, clock_s() - t0, &t[M_PAR_W]));
   drop_cache(p);
-  HSR_CHECK(hsr_boot_barrier(b));
-  t0 = hsr_clock_s();
+  HSR_CHECK(boot_barrier(b));
+  t0 = clock_s();
   if (st == HSR_OK) st = read_file(p, x->buf, x->chunk);
-  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_PAR_R]));
+  HSR_CHECK(slowest(b, clock_s() - t0, &t[M_PAR_R]));
   unlink(p);
   HSR_CHECK(st);
   /* the save, then the load from a cold cache */
   hsr_ckpt_stats s;
   hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL, 0};
   if (x->rank == 0) remove_tree(ck); /* the last round's, outside the timing */
-  HSR_CHECK(hsr_boot_barrier(b));
-  t0 = hsr_clock_s();
+  HSR_CHECK(boot_barrier(b));
+  t0 = clock_s();
   HSR_CHECK(hsr_ckpt_save(x->rt, ck, &o, &s));
-  HSR_CHECK(slowest(b, hsr_clock_s() - t0, &t[M_SAVE]));
+  HSR_CHECK(slowest(b, clock_s() - t0, &t[M_SAVE]));
   HSR_CHECK(slowest(b, s.seconds, &t[M_BLOCKED]));
   HSR_CHECK(slowest(b, s.data_seconds, &t[M_SAVE_DATA]));
   HSR_CHECK(load_cold(x, ck, "on", &t[M_LOAD], &t[M_LOAD_DATA], &s));
@@ -425,7 +430,7 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   double held = B / med[M_LOAD_HELD] / gb;
   printf("hsr ckpt bench: %d ranks, mesh %d x %d (replicate x shard), %s; %" PRIu64 " checkpoint bytes (%d units), "
          "largest share %" PRIu64 " bytes; dir %s; median of %d\n",
-         x->world, hsr_rt_replicate(x->rt), hsr_rt_shard(x->rt), hsr_rt_strategy_name(a->cfg.strategy), x->bytes,
+         x->world, rt_replicate(x->rt), rt_shard(x->rt), rt_strategy_name(a->cfg.strategy), x->bytes,
          a->units, x->share, a->dir, a->repeat);
   printf("%-52s %9s %9s\n", "", "seconds", "GB/s");
   printf("%-52s %9.3f %9.3f\n", "disk: one writer, sequential, fsync (same bytes)", med[M_SEQ_W], seq);
@@ -443,7 +448,7 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   printf("%-52s %9.3f %9.3f   %.0f%% of one reader, %.0f%% of parallel readers; read %s\n",
          "load, in place (fresh engine: --resume), cold", med[M_LOAD], load, 100 * load / rd, 100 * load / prd,
          x->reads == 1 ? "once" : "twice (HSR_CKPT_BUFFER)");
-  if (hsr_rt_replicate(x->rt) > 1)
+  if (rt_replicate(x->rt) > 1)
     printf("%-52s %9s %9s   %s\n", "", "", "",
            x->readers == 1 ? "by 1 rank: the replicas split the reads and exchange them"
                            : "by each replica: all of its shard (HSR_CKPT_EXCHANGE=off)");
@@ -470,9 +475,9 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   if (!a->json) return HSR_OK;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "ranks", x->world);
-  cJSON_AddNumberToObject(o, "replicate", hsr_rt_replicate(x->rt));
-  cJSON_AddNumberToObject(o, "shard", hsr_rt_shard(x->rt));
-  cJSON_AddStringToObject(o, "strategy", hsr_rt_strategy_name(a->cfg.strategy));
+  cJSON_AddNumberToObject(o, "replicate", rt_replicate(x->rt));
+  cJSON_AddNumberToObject(o, "shard", rt_shard(x->rt));
+  cJSON_AddStringToObject(o, "strategy", rt_strategy_name(a->cfg.strategy));
   cJSON_AddNumberToObject(o, "bytes", B);
   cJSON_AddNumberToObject(o, "share_bytes", (double)x->share);
   cJSON_AddNumberToObject(o, "repeat", a->repeat);
@@ -498,7 +503,7 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   cJSON_AddNumberToObject(o, "async_write_vs_parallel_write", med[M_PAR_W] / med[M_A_WRITE]);
   cJSON_AddNumberToObject(o, "async_overlapped_steps", x->overlapped);
   char *s = cJSON_Print(o);
-  hsr_status st = hsr_cli_write_text("--json", a->json, s);
+  hsr_status st = cli_write_text("--json", a->json, s);
   free(s);
   cJSON_Delete(o);
   return st;
@@ -546,7 +551,7 @@ static hsr_status warm_up(bench_ctx *x) {
   hsr_ckpt_save_opts o = {NULL, 0, NULL, NULL, NULL, 1};
   HSR_CHECK(hsr_ckpt_save(x->rt, ck, &o, NULL));
   HSR_CHECK(hsr_ckpt_wait(x->rt, -1, NULL));
-  HSR_CHECK(hsr_boot_barrier(x->boot));
+  HSR_CHECK(boot_barrier(x->boot));
   if (x->rank == 0) remove_tree(ck);
   return HSR_OK;
 }
@@ -574,7 +579,7 @@ static hsr_status bench_run(bench_ctx *x) {
     snprintf(x->base, sizeof x->base, "%s/hsr-ckpt-bench-%d", a->dir, (int)getpid());
     if (mkdir(x->base, 0755)) x->base[0] = 0;
   }
-  HSR_CHECK(hsr_boot_bcast(x->boot, x->base, sizeof x->base, 0));
+  HSR_CHECK(boot_bcast(x->boot, x->base, sizeof x->base, 0));
   if (!x->base[0]) return hsr_error(HSR_ERR_IO, "ckpt bench: cannot create a directory under '%s'", a->dir);
   x->chunk = (size_t)8 << 20;
   x->buf = malloc(x->chunk);
@@ -594,7 +599,7 @@ static hsr_status bench_run(bench_ctx *x) {
   }
   free(t);
   free(x->buf);
-  hsr_boot_barrier(x->boot);
+  boot_barrier(x->boot);
   if (x->rank == 0 && !a->keep_files) remove_tree(x->base);
   if (x->rank == 0 && a->keep_files) printf("checkpoint kept in %s/ckpt\n", x->base);
   return st;
@@ -607,31 +612,31 @@ static hsr_status bench_run(bench_ctx *x) {
  * fit. Rank 0 decides for all. */
 static hsr_status bench_fits(hsr_boot *b, const bench_args *a) {
   int n = hsr_boot_size(b), here = 0;
-  for (int r = 0; r < n; r++) here += !strcmp(hsr_boot_hostname_of(b, r), hsr_boot_hostname(b));
+  for (int r = 0; r < n; r++) here += !strcmp(boot_hostname_of(b, r), boot_hostname(b));
   double S = a->cfg.strategy == HSR_RT_DDP ? 1 : a->cfg.shard, sz = (double)a->size;
   /* and per rank about 4 shares more: the async save's staging, the load's
    * part, the two buffers of the copy yardstick */
   double mem_need = sz * 20 / 12 * here / S + 4 * sz / n * here, disk_need = 2 * sz;
   uint64_t mem = 0, disk = 0;
   char msg[512] = "", x[32], y[32];
-  if (hsr_boot_rank(b) == 0 && hsr_sys_mem_available(&mem) == HSR_OK && mem_need > 0.9 * (double)mem) {
-    hsr_sys_bytes_text(mem_need, x, sizeof x), hsr_sys_bytes_text((double)mem, y, sizeof y);
+  if (hsr_boot_rank(b) == 0 && sys_mem_available(&mem) == HSR_OK && mem_need > 0.9 * (double)mem) {
+    sys_bytes_text(mem_need, x, sizeof x), sys_bytes_text((double)mem, y, sizeof y);
     snprintf(msg, sizeof msg,
              "--size %zu does not fit in memory: the model's state on the %d rank(s) of this host needs about %s "
              "(20 bytes per parameter over %.0f ranks, and 4 shares of staging), %s is available",
              a->size, here, x, S, y);
-  } else if (hsr_boot_rank(b) == 0 && hsr_sys_fs_available(a->dir, &disk) == HSR_OK && disk_need > (double)disk) {
-    hsr_sys_bytes_text(disk_need, x, sizeof x), hsr_sys_bytes_text((double)disk, y, sizeof y);
+  } else if (hsr_boot_rank(b) == 0 && sys_fs_available(a->dir, &disk) == HSR_OK && disk_need > (double)disk) {
+    sys_bytes_text(disk_need, x, sizeof x), sys_bytes_text((double)disk, y, sizeof y);
     snprintf(msg, sizeof msg,
              "--size %zu does not fit on the disk of --dir %s: a round holds a checkpoint and the baseline file at "
              "once, %s, and %s is free",
              a->size, a->dir, x, y);
   }
-  HSR_CHECK(hsr_boot_bcast(b, msg, sizeof msg, 0));
+  HSR_CHECK(boot_bcast(b, msg, sizeof msg, 0));
   return msg[0] ? hsr_error(HSR_ERR_INVALID, "%s", msg) : HSR_OK;
 }
 
-int hsr_ckpt_bench_main(int argc, char **argv) {
+int ckpt_bench_main(int argc, char **argv) {
   bench_args a;
   int pr = parse(argc, argv, &a);
   if (pr) return pr < 0 ? HSR_EXIT_OK : pr;
@@ -640,21 +645,21 @@ int hsr_ckpt_bench_main(int argc, char **argv) {
   hsr_cluster *cl = NULL;
   bench_ctx x = {&a, NULL, NULL, 0, 0, 0, 0, 0, 0, "", NULL, 0, 0, 0};
   hsr_status st = hsr_boot_init(&boot);
-  if (st != HSR_OK) return hsr_cli_fail("ckpt bench", st);
+  if (st != HSR_OK) return cli_fail("ckpt bench", st);
   x.boot = boot, x.rank = hsr_boot_rank(boot), x.world = hsr_boot_size(boot);
   if (!a.cfg.shard) a.cfg.shard = a.cfg.replicate ? x.world / a.cfg.replicate : x.world;
   if (a.cfg.shard < 1) a.cfg.shard = 1;
   if (a.cfg.strategy == HSR_RT_STRATEGY_COUNT) a.cfg.strategy = x.world / a.cfg.shard > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
   if (st == HSR_OK) st = bench_fits(boot, &a);
-  if (st == HSR_OK) st = hsr_topo_discover(NULL, &topo);
-  if (st == HSR_OK) st = hsr_cluster_gather(boot, topo, &cl);
+  if (st == HSR_OK) st = topo_discover(NULL, &topo);
+  if (st == HSR_OK) st = cluster_gather(boot, topo, &cl);
   if (st == HSR_OK) st = hsr_rt_create(boot, NULL, cl, &a.cfg, &x.rt);
   if (st == HSR_OK) st = bench_run(&x);
   hsr_status d = hsr_rt_destroy(x.rt);
   if (st == HSR_OK) st = d;
-  hsr_cluster_free(cl);
-  hsr_topo_free(topo);
-  int code = st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("ckpt bench", st);
+  cluster_free(cl);
+  topo_free(topo);
+  int code = st == HSR_OK ? HSR_EXIT_OK : cli_fail("ckpt bench", st);
   hsr_boot_finalize(boot);
   return code;
 }

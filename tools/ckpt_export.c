@@ -1,7 +1,7 @@
 /* hsr ckpt export DIR --safetensors PATH [--max-shard-size N]: the
  * checkpoint's fp32 master weights by logical name, in registration order,
- * through the safetensors module's streaming writers (hsr/safetensors.h, or
- * Hugging Face's sharded layout: hsr/safetensors_sharded.h): the header from
+ * through the safetensors module's streaming writers (runtime/io/safetensors.h, or
+ * Hugging Face's sharded layout: runtime/io/safetensors_sharded.h): the header from
  * names and shapes, then each tensor read from the checkpoint in chunks of
  * at most 4 MiB (every block's crc32 checked), so the model is never in
  * memory. The __metadata__ is what hsr train --export writes (the model the
@@ -14,8 +14,9 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
-#include "hsr/safetensors_sharded.h"
-#include "hsr/sys.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "runtime/io/safetensors_sharded.h"
+#include "common/sys.h"
 #include "hf_config.h"
 #include "model_meta.h"
 
@@ -39,39 +40,39 @@ static void export_usage(FILE *f) {
 
 static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t max_shard, const model_meta *meta,
                             uint64_t *bytes, int *files) {
-  int n = hsr_ckpt_num_tensors(c);
+  int n = ckpt_num_tensors(c);
   hsr_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
   float *buf = malloc(EXPORT_CHUNK * sizeof *buf);
   hsr_status st = t && buf ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "ckpt export: out of memory");
   for (int i = 0; i < n && st == HSR_OK; i++) {
     hsr_ckpt_tensor x;
-    st = hsr_ckpt_tensor_at(c, i, &x);
+    st = ckpt_tensor_at(c, i, &x);
     t[i].name = x.name, t[i].dtype = "F32", t[i].ndim = x.ndim;
     for (int d = 0; d < x.ndim; d++) t[i].shape[d] = x.shape[d];
   }
   hsr_st_set_writer *w = NULL;
-  if (st == HSR_OK) st = hsr_st_set_create(path, max_shard, t, n, meta->kv, meta->n, &w);
-  *files = hsr_st_set_writer_files(w);
+  if (st == HSR_OK) st = st_set_create(path, max_shard, t, n, meta->kv, meta->n, &w);
+  *files = st_set_writer_files(w);
   for (int i = 0; i < n && st == HSR_OK; i++) {
     hsr_ckpt_tensor x;
-    hsr_ckpt_tensor_at(c, i, &x);
+    ckpt_tensor_at(c, i, &x);
     for (uint64_t at = 0; at < x.numel && st == HSR_OK; at += EXPORT_CHUNK) {
       uint64_t k = x.numel - at < EXPORT_CHUNK ? x.numel - at : EXPORT_CHUNK;
-      st = hsr_ckpt_read(c, i, HSR_CKPT_MASTER, at, k, buf);
-      if (st == HSR_OK) st = hsr_st_set_write(w, buf, (size_t)k * sizeof *buf);
+      st = ckpt_read(c, i, HSR_CKPT_MASTER, at, k, buf);
+      if (st == HSR_OK) st = st_set_write(w, buf, (size_t)k * sizeof *buf);
       *bytes += k * sizeof *buf;
     }
   }
   if (w && st == HSR_OK)
-    st = hsr_st_set_finish(w);
+    st = st_set_finish(w);
   else if (w)
-    hsr_st_set_abort(w);
+    st_set_abort(w);
   free(buf);
   free(t);
   return st;
 }
 
-int hsr_ckpt_export_main(int argc, char **argv) {
+int ckpt_export_main(int argc, char **argv) {
   const char *dir = NULL, *out = NULL;
   uint64_t max_shard = 0;
   for (int i = 1; i < argc; i++) {
@@ -81,22 +82,21 @@ int hsr_ckpt_export_main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--safetensors") && i + 1 < argc) {
       out = argv[++i];
     } else if (!strcmp(argv[i], "--max-shard-size") && i + 1 < argc) {
-      if (hsr_st_parse_shard_size("--max-shard-size", argv[++i], &max_shard) != HSR_OK)
-        return hsr_cli_usage_error("ckpt export", "%s", hsr_last_error());
+      if (st_parse_shard_size("--max-shard-size", argv[++i], &max_shard) != HSR_OK)
+        return cli_usage_error("ckpt export", "%s", hsr_last_error());
     } else if (argv[i][0] == '-') {
-      return hsr_cli_usage_error("ckpt export", "unknown option or missing value '%s'", argv[i]);
+      return cli_usage_error("ckpt export", "unknown option or missing value '%s'", argv[i]);
     } else if (!dir) {
       dir = argv[i];
     } else {
-      return hsr_cli_usage_error("ckpt export", "unexpected argument '%s'", argv[i]);
+      return cli_usage_error("ckpt export", "unexpected argument '%s'", argv[i]);
     }
   }
   if (!dir || !out)
-    return hsr_cli_usage_error("ckpt export", "needs a checkpoint DIR and --safetensors %s",
-                               max_shard ? "DIR" : "FILE");
-  hsr_status pst = hsr_cli_check_ckpt("DIR", dir);
+    return cli_usage_error("ckpt export", "needs a checkpoint DIR and --safetensors %s", max_shard ? "DIR" : "FILE");
+  hsr_status pst = cli_check_ckpt("DIR", dir);
   if (pst == HSR_OK)
-    pst = max_shard ? hsr_cli_check_out_dir("--safetensors", out) : hsr_path_check_output("--safetensors", out);
+    pst = max_shard ? cli_check_out_dir("--safetensors", out) : path_check_output("--safetensors", out);
   if (pst == HSR_OK) { /* never among the checkpoint's files (DIR, or the root whose latest DIR is) */
     char root[4096];
     const char *sl = strrchr(dir, '/');
@@ -105,21 +105,21 @@ int hsr_ckpt_export_main(int argc, char **argv) {
       snprintf(root, sizeof root, "%.*s", sl ? (int)(sl - dir) + (sl == dir) : 1, sl ? dir : ".");
     else
       snprintf(root, sizeof root, "%s", dir);
-    pst = hsr_path_check_outside("--safetensors", out, "DIR", root);
+    pst = path_check_outside("--safetensors", out, "DIR", root);
   }
-  if (pst != HSR_OK) return hsr_cli_usage_error("ckpt export", "%s", hsr_last_error());
+  if (pst != HSR_OK) return cli_usage_error("ckpt export", "%s", hsr_last_error());
   hsr_ckpt *c = NULL;
   uint64_t bytes = 0;
   model_meta meta;
   int has_model = 0, files = 0;
-  hsr_status st = hsr_ckpt_open(dir, &c);
+  hsr_status st = ckpt_open(dir, &c);
   if (st == HSR_OK) st = model_meta_of_ckpt(&meta, c, &has_model);
   if (st == HSR_OK) st = export_to(c, out, max_shard, &meta, &bytes, &files);
   int cfg = 0; /* the directory layout: transformers' config.json beside the shards */
   if (st == HSR_OK && max_shard) st = hf_config_write(out, meta.kv, meta.n, &cfg);
   if (st == HSR_OK) {
     hsr_ckpt_info in;
-    hsr_ckpt_get_info(c, &in);
+    ckpt_get_info(c, &in);
     printf("exported %d tensors (%" PRIu64 " bytes, F32) of %s, step %" PRId64 ", to %s (%d file%s%s%s)\n",
            in.num_tensors, bytes, in.dir, in.step, out, files, files == 1 ? "" : "s",
            files > 1 ? " and " HSR_ST_INDEX_NAME : "", cfg ? ", config.json" : "");
@@ -130,7 +130,7 @@ int hsr_ckpt_export_main(int argc, char **argv) {
               "train --init the model's flags\n",
               in.dir, in.hsr_version);
   }
-  hsr_ckpt_close(c);
+  ckpt_close(c);
   if (st != HSR_OK) fprintf(stderr, "hsr ckpt export: %s: %s\n", hsr_status_str(st), hsr_last_error());
-  return hsr_cli_exit_code(st);
+  return cli_exit_code(st);
 }

@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "hsr/safetensors_sharded.h"
-#include "hsr/sys.h"
+#include "runtime/io/safetensors_sharded.h"
+#include "common/sys.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
 
 /* ---- one message per job ---------------------------------------------------
  * Before the bootstrap a rank knows its place only from the launcher's
@@ -56,7 +58,7 @@ static void let_the_speaker_speak(void) {
   nanosleep(&ts, NULL);
 }
 
-int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) {
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
   if (!speaks_for_job()) {
     let_the_speaker_speak();
     return HSR_EXIT_USAGE;
@@ -70,7 +72,7 @@ int hsr_cli_usage_error(const char *cmd, const char *fmt, ...) {
   return HSR_EXIT_USAGE;
 }
 
-void hsr_cli_warn(const char *cmd, const char *fmt, ...) {
+void cli_warn(const char *cmd, const char *fmt, ...) {
   if (!speaks_for_job()) return;
   va_list ap;
   va_start(ap, fmt);
@@ -80,13 +82,13 @@ void hsr_cli_warn(const char *cmd, const char *fmt, ...) {
   va_end(ap);
 }
 
-int hsr_cli_exit_code(hsr_status st) {
+int cli_exit_code(hsr_status st) {
   return st == HSR_OK ? HSR_EXIT_OK : st == HSR_ERR_INVALID ? HSR_EXIT_USAGE : HSR_EXIT_FAIL;
 }
 
-int hsr_cli_fail(const char *cmd, hsr_status st) {
-  int code = hsr_cli_exit_code(st);
-  if ((code == HSR_EXIT_USAGE || hsr_error_shared()) && !speaks_for_job()) {
+int cli_fail(const char *cmd, hsr_status st) {
+  int code = cli_exit_code(st);
+  if ((code == HSR_EXIT_USAGE || error_shared()) && !speaks_for_job()) {
     let_the_speaker_speak();
     return code;
   }
@@ -94,23 +96,23 @@ int hsr_cli_fail(const char *cmd, hsr_status st) {
   return code;
 }
 
-int hsr_cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b) {
-  int code = hsr_cli_exit_code(st);
+int cli_fail_job(const char *cmd, hsr_status st, hsr_boot *b) {
+  int code = cli_exit_code(st);
   /* a rank that found a peer's failure has printed the verdict: its one line.
    * An error every rank agreed on: rank 0's line. */
-  if (b && hsr_boot_failure(b)) {
-  } else if (b && hsr_error_shared() && hsr_boot_size(b) > 1) {
+  if (b && boot_failure(b)) {
+  } else if (b && error_shared() && hsr_boot_size(b) > 1) {
     if (hsr_boot_rank(b) == 0) fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
   } else { /* this rank's own error, after the bootstrap: it says it */
     fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
   }
   fflush(stdout);
-  if (b) hsr_boot_end_failed_job(b, code, 1.0);
+  if (b) boot_end_failed_job(b, code, 1.0);
   return code;
 }
 
-int hsr_cli_say_shared(const char *cmd, hsr_status st, hsr_boot *b) {
-  if (st == HSR_OK || !b || hsr_boot_failure(b) || !hsr_error_shared() || hsr_boot_size(b) < 2) return 0;
+int cli_say_shared(const char *cmd, hsr_status st, hsr_boot *b) {
+  if (st == HSR_OK || !b || boot_failure(b) || !error_shared() || hsr_boot_size(b) < 2) return 0;
   if (hsr_boot_rank(b) == 0) {
     fprintf(stderr, "hsr %s: %s: %s\n", cmd, hsr_status_str(st), hsr_last_error());
     fflush(stderr);
@@ -118,29 +120,29 @@ int hsr_cli_say_shared(const char *cmd, hsr_status st, hsr_boot *b) {
   return 1;
 }
 
-int hsr_cli_end_job(hsr_status st, hsr_boot *b) {
-  int code = hsr_cli_exit_code(st);
+int cli_end_job(hsr_status st, hsr_boot *b) {
+  int code = cli_exit_code(st);
   fflush(stdout);
-  if (b) hsr_boot_end_failed_job(b, code, 1.0);
+  if (b) boot_end_failed_job(b, code, 1.0);
   return code;
 }
 
-hsr_status hsr_cli_write_text(const char *what, const char *path, const char *text) {
+hsr_status cli_write_text(const char *what, const char *path, const char *text) {
   if (!text) return hsr_error(HSR_ERR_NOMEM, "%s: out of memory", what);
   hsr_out o;
-  HSR_CHECK(hsr_out_open(&o, what, path, HSR_OUT_WHOLE));
+  HSR_CHECK(out_open(&o, what, path, HSR_OUT_WHOLE));
   fputs(text, o.f);
   fputc('\n', o.f);
-  return hsr_out_close(&o);
+  return out_close(&o);
 }
 
-hsr_status hsr_cli_plot_open(hsr_cli_plot *p, const char *what, const char *path) {
+hsr_status cli_plot_open(hsr_cli_plot *p, const char *what, const char *path) {
   memset(p, 0, sizeof *p);
   p->pid = -1;
-  HSR_CHECK(hsr_out_open(&p->out, what, path, HSR_OUT_WHOLE));
+  HSR_CHECK(out_open(&p->out, what, path, HSR_OUT_WHOLE));
   int in[2];
   if (pipe2(in, O_CLOEXEC) != 0) {
-    hsr_out_abort(&p->out);
+    out_abort(&p->out);
     return hsr_error(HSR_ERR_SYSTEM, "%s: pipe: %s", what, strerror(errno));
   }
   fflush(stdout);
@@ -156,14 +158,14 @@ hsr_status hsr_cli_plot_open(hsr_cli_plot *p, const char *what, const char *path
     int e = errno;
     close(in[1]);
     if (pid > 0) waitpid(pid, NULL, 0);
-    hsr_out_abort(&p->out);
+    out_abort(&p->out);
     return hsr_error(HSR_ERR_SYSTEM, "%s: cannot start gnuplot: %s", what, strerror(e));
   }
   p->pid = (int)pid;
   return HSR_OK;
 }
 
-hsr_status hsr_cli_plot_close(hsr_cli_plot *p) {
+hsr_status cli_plot_close(hsr_cli_plot *p) {
   if (p->script) fclose(p->script);
   p->script = NULL;
   int status = 0;
@@ -172,45 +174,44 @@ hsr_status hsr_cli_plot_close(hsr_cli_plot *p) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     hsr_status st = hsr_error(HSR_ERR_SYSTEM, "%s: gnuplot failed (status %d) drawing '%s'", p->out.what, status,
                               p->out.path ? p->out.path : "");
-    hsr_out_abort(&p->out);
+    out_abort(&p->out);
     return st;
   }
-  return hsr_out_close(&p->out);
+  return out_close(&p->out);
 }
 
-hsr_status hsr_cli_check_weights(const char *what, const char *path) {
+hsr_status cli_check_weights(const char *what, const char *path) {
   struct stat sb;
-  if (stat(path, &sb) || !S_ISDIR(sb.st_mode)) return hsr_path_check_read(what, path);
+  if (stat(path, &sb) || !S_ISDIR(sb.st_mode)) return path_check_read(what, path);
   char *file = NULL;
   int is_index = 0;
-  hsr_status st = hsr_st_set_locate(path, &file, &is_index);
+  hsr_status st = st_set_locate(path, &file, &is_index);
   if (st != HSR_OK) {
     char why[900];
     snprintf(why, sizeof why, "%s", hsr_last_error());
     st = hsr_error(st, "%s: %s", what, why);
   } else {
-    st = hsr_path_check_read(what, file);
+    st = path_check_read(what, file);
   }
   free(file);
   return st;
 }
 
-hsr_status hsr_cli_check_ckpt(const char *what, const char *path) {
+hsr_status cli_check_ckpt(const char *what, const char *path) {
   struct stat sb;
   const char *slash = path ? strrchr(path, '/') : NULL, *base = slash ? slash + 1 : path;
-  if (path && !stat(path, &sb) && S_ISREG(sb.st_mode) && !strcmp(base, "latest"))
-    return hsr_path_check_read(what, path);
-  return hsr_path_check_dir(what, path, 0);
+  if (path && !stat(path, &sb) && S_ISREG(sb.st_mode) && !strcmp(base, "latest")) return path_check_read(what, path);
+  return path_check_dir(what, path, 0);
 }
 
-hsr_status hsr_cli_check_out_dir(const char *what, const char *path) {
+hsr_status cli_check_out_dir(const char *what, const char *path) {
   struct stat sb;
   if (!path || !*path) return hsr_error(HSR_ERR_INVALID, "%s: empty path", what);
-  if (stat(path, &sb)) return hsr_path_check_write(what, path); /* to be made: its parent exists */
+  if (stat(path, &sb)) return path_check_write(what, path); /* to be made: its parent exists */
   if (!S_ISDIR(sb.st_mode))
     return hsr_error(HSR_ERR_INVALID,
                      "%s '%s' is a file: with --max-shard-size the weights are a directory (%s or "
                      "model-00001-of-0000N.safetensors and %s, as save_pretrained writes them)",
                      what, path, HSR_ST_SINGLE_NAME, HSR_ST_INDEX_NAME);
-  return hsr_path_check_dir(what, path, 1);
+  return path_check_dir(what, path, 1);
 }

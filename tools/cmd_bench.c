@@ -6,14 +6,14 @@
 #include "cli.h"
 
 static const hsr_cli_command benches[] = {
-    {"all_gather", "all-gather bandwidth per group (nccl-tests' all_gather_perf: table, JSON)", hsr_bench_all_gather},
-    {"reduce_scatter", "reduce-scatter bandwidth per group (reduce_scatter_perf)", hsr_bench_reduce_scatter},
-    {"all_reduce", "all-reduce bandwidth per group (all_reduce_perf)", hsr_bench_all_reduce},
-    {"broadcast", "broadcast bandwidth per group (broadcast_perf)", hsr_bench_broadcast},
-    {"copy", "single- and multi-thread memory copy bandwidth (the physical reference)", hsr_bench_copy},
-    {"step", "training-step lifecycle: exposed vs hidden communication, prefetch speed-up", hsr_bench_step},
-    {"ft", "replica groups' control plane at N groups, simulated against a real coordinator", hsr_bench_ft},
-    {"coll", "deprecated: 'hsr bench coll --op X' is 'hsr bench X'", hsr_bench_coll},
+    {"all_gather", "all-gather bandwidth per group (nccl-tests' all_gather_perf: table, JSON)", bench_all_gather},
+    {"reduce_scatter", "reduce-scatter bandwidth per group (reduce_scatter_perf)", bench_reduce_scatter},
+    {"all_reduce", "all-reduce bandwidth per group (all_reduce_perf)", bench_all_reduce},
+    {"broadcast", "broadcast bandwidth per group (broadcast_perf)", bench_broadcast},
+    {"copy", "single- and multi-thread memory copy bandwidth (the physical reference)", bench_copy},
+    {"step", "training-step lifecycle: exposed vs hidden communication, prefetch speed-up", bench_step},
+    {"ft", "replica groups' control plane at N groups, simulated against a real coordinator", bench_ft},
+    {"coll", "deprecated: 'hsr bench coll --op X' is 'hsr bench X'", bench_coll},
 };
 
 static void usage(FILE *f) {
@@ -25,7 +25,7 @@ static void usage(FILE *f) {
              "nccl-tests' binary names work too (all_gather_perf, ...).\n");
 }
 
-int hsr_cmd_bench(int argc, char **argv) {
+int cmd_bench(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
     return HSR_EXIT_USAGE;
@@ -39,8 +39,8 @@ int hsr_cmd_bench(int argc, char **argv) {
   snprintf(name, sizeof name, "%.*s", l > 5 && !strcmp(argv[1] + l - 5, "_perf") ? (int)(l - 5) : (int)l, argv[1]);
   for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++)
     if (!strcmp(name, benches[i].name)) return benches[i].run(argc - 1, argv + 1);
-  return hsr_cli_usage_error("bench",
-                             "unknown benchmark '%s' (valid: all_gather, reduce_scatter, all_reduce, broadcast, copy, "
-                             "step, ft; coll is deprecated)",
-                             argv[1]);
+  return cli_usage_error("bench",
+                         "unknown benchmark '%s' (valid: all_gather, reduce_scatter, all_reduce, broadcast, copy, "
+                         "step, ft; coll is deprecated)",
+                         argv[1]);
 }

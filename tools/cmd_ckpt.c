@@ -10,10 +10,11 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
-#include "hsr/sys.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "common/sys.h"
 
-int hsr_ckpt_bench_main(int argc, char **argv);  /* ckpt_bench.c */
-int hsr_ckpt_export_main(int argc, char **argv); /* ckpt_export.c */
+int ckpt_bench_main(int argc, char **argv);  /* ckpt_bench.c */
+int ckpt_export_main(int argc, char **argv); /* ckpt_export.c */
 
 static void usage(FILE *f) {
   fprintf(f, "usage: hsr ckpt inspect DIR [--json] [--no-verify]\n"
@@ -44,8 +45,8 @@ static void model_json(const hsr_ckpt *c, cJSON *o) {
   hsr_ckpt_state *cfg = NULL;
   const char *kind = NULL;
   char *cj = NULL;
-  if (hsr_ckpt_state_create(&cfg) == HSR_OK && hsr_ckpt_get_model(c, &kind, cfg) == HSR_OK &&
-      hsr_ckpt_state_json(cfg, &cj) == HSR_OK) {
+  if (hsr_ckpt_state_create(&cfg) == HSR_OK && ckpt_get_model(c, &kind, cfg) == HSR_OK &&
+      ckpt_state_json(cfg, &cj) == HSR_OK) {
     cJSON *m = cJSON_AddObjectToObject(o, "model");
     cJSON_AddStringToObject(m, "kind", kind);
     cJSON_AddItemToObject(m, "config", cJSON_Parse(cj));
@@ -62,17 +63,17 @@ static void print_model(const hsr_ckpt *c) {
   const char *kind = NULL;
   if (hsr_ckpt_state_create(&cfg) != HSR_OK) return;
   hsr_ckpt_info in;
-  hsr_ckpt_get_info(c, &in);
-  if (hsr_ckpt_get_model(c, &kind, cfg) != HSR_OK) {
+  ckpt_get_info(c, &in);
+  if (ckpt_get_model(c, &kind, cfg) != HSR_OK) {
     printf("model: none recorded (saved by hsr %s, before checkpoints carried their model, or by a program that "
            "gave none)\n",
            in.hsr_version);
   } else {
     printf("model %s:", kind);
-    for (int i = 0; i < hsr_ckpt_state_count(cfg); i++) {
+    for (int i = 0; i < ckpt_state_count(cfg); i++) {
       const char *k;
       char v[128];
-      if (hsr_ckpt_state_at(cfg, i, &k, v, sizeof v) == HSR_OK) printf("%s %s %s", i ? "," : "", k, v);
+      if (ckpt_state_at(cfg, i, &k, v, sizeof v) == HSR_OK) printf("%s %s %s", i ? "," : "", k, v);
     }
     printf("\n");
   }
@@ -89,7 +90,7 @@ static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
   /* mesh, dtypes and optimizer as the manifest's one schema has them (the
    * library parsed and validated it on open); the dtypes and optimizer
    * lists name what varies between checkpoints only */
-  cJSON *man = cJSON_Parse(hsr_ckpt_manifest_text(c));
+  cJSON *man = cJSON_Parse(ckpt_manifest_text(c));
   static const char *const sub[] = {"mesh", "dtypes", "optimizer"};
   for (size_t k = 0; k < sizeof sub / sizeof sub[0]; k++) {
     m = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(man, sub[k]), 1);
@@ -105,9 +106,9 @@ static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
   cJSON_AddNumberToObject(o, "block_bytes", (double)in->block_bytes);
   cJSON_AddNumberToObject(o, "numel", (double)in->numel);
   t = cJSON_AddArrayToObject(o, "tensors");
-  for (int i = 0; i < hsr_ckpt_num_tensors(c); i++) {
+  for (int i = 0; i < ckpt_num_tensors(c); i++) {
     hsr_ckpt_tensor x;
-    if (hsr_ckpt_tensor_at(c, i, &x) != HSR_OK) continue;
+    if (ckpt_tensor_at(c, i, &x) != HSR_OK) continue;
     cJSON *e = cJSON_CreateObject(), *sh;
     cJSON_AddStringToObject(e, "name", x.name);
     sh = cJSON_AddArrayToObject(e, "shape");
@@ -121,8 +122,7 @@ static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
   }
   hsr_ckpt_state *ps = NULL;
   char *pj = NULL;
-  if (hsr_ckpt_state_create(&ps) == HSR_OK && hsr_ckpt_get_program(c, ps) == HSR_OK &&
-      hsr_ckpt_state_json(ps, &pj) == HSR_OK)
+  if (hsr_ckpt_state_create(&ps) == HSR_OK && ckpt_get_program(c, ps) == HSR_OK && ckpt_state_json(ps, &pj) == HSR_OK)
     cJSON_AddItemToObject(o, "program", cJSON_Parse(pj));
   free(pj);
   hsr_ckpt_state_free(ps);
@@ -144,16 +144,15 @@ static void print_table(const hsr_ckpt *c, const hsr_ckpt_info *in) {
          in->data_bytes, in->num_files, in->block_bytes, in->numel);
   hsr_ckpt_state *ps = NULL;
   char *pj = NULL;
-  if (hsr_ckpt_state_create(&ps) == HSR_OK && hsr_ckpt_get_program(c, ps) == HSR_OK &&
-      hsr_ckpt_state_json(ps, &pj) == HSR_OK)
+  if (hsr_ckpt_state_create(&ps) == HSR_OK && ckpt_get_program(c, ps) == HSR_OK && ckpt_state_json(ps, &pj) == HSR_OK)
     printf("program state: %s\n", pj);
   free(pj);
   hsr_ckpt_state_free(ps);
   printf("%-32s %-16s %-5s %-12s %5s %10s %6s\n", "tensor", "shape", "dtype", "unit", "group", "numel", "ranges");
-  for (int i = 0; i < hsr_ckpt_num_tensors(c); i++) {
+  for (int i = 0; i < ckpt_num_tensors(c); i++) {
     hsr_ckpt_tensor t;
     char sh[96];
-    if (hsr_ckpt_tensor_at(c, i, &t) != HSR_OK) continue;
+    if (ckpt_tensor_at(c, i, &t) != HSR_OK) continue;
     shape_str(t.shape, t.ndim, sh, sizeof sh);
     printf("%-32s %-16s %-5s %-12s %5d %10" PRIu64 " %6d\n", t.name, sh, t.dtype, t.unit, t.group, t.numel, t.ranges);
   }
@@ -162,7 +161,7 @@ static void print_table(const hsr_ckpt *c, const hsr_ckpt_info *in) {
 /* inspect (verify: 1 reads the data, 2 = the verify command: no listing). */
 static int run_inspect(const char *dir, int json, int verify, int listing) {
   hsr_ckpt *c = NULL;
-  hsr_status st = hsr_ckpt_open(dir, &c);
+  hsr_status st = ckpt_open(dir, &c);
   if (st != HSR_OK) {
     if (json) {
       cJSON *o = cJSON_CreateObject();
@@ -175,12 +174,12 @@ static int run_inspect(const char *dir, int json, int verify, int listing) {
       cJSON_Delete(o);
     }
     fprintf(stderr, "hsr ckpt: %s: %s\n", hsr_status_str(st), hsr_last_error());
-    return hsr_cli_exit_code(st); /* a bad manifest: 2, as hsr train --resume says it */
+    return cli_exit_code(st); /* a bad manifest: 2, as hsr train --resume says it */
   }
   hsr_ckpt_info in;
-  hsr_ckpt_get_info(c, &in);
+  ckpt_get_info(c, &in);
   uint64_t bytes = 0;
-  if (verify) st = hsr_ckpt_verify(c, &bytes);
+  if (verify) st = ckpt_verify(c, &bytes);
   char err[1024] = "";
   if (st != HSR_OK) snprintf(err, sizeof err, "%s", hsr_last_error());
   if (json) {
@@ -208,20 +207,20 @@ static int run_inspect(const char *dir, int json, int verify, int listing) {
       printf("checksums: the manifest's verified; data files not read (--no-verify)\n");
   }
   if (st != HSR_OK) fprintf(stderr, "hsr ckpt: %s: %s\n", hsr_status_str(st), err);
-  hsr_ckpt_close(c);
-  return hsr_cli_exit_code(st);
+  ckpt_close(c);
+  return cli_exit_code(st);
 }
 
-int hsr_cmd_ckpt(int argc, char **argv) {
+int cmd_ckpt(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? HSR_EXIT_USAGE : HSR_EXIT_OK;
   }
   const char *act = argv[1];
-  if (!strcmp(act, "bench")) return hsr_ckpt_bench_main(argc - 1, argv + 1);
-  if (!strcmp(act, "export")) return hsr_ckpt_export_main(argc - 1, argv + 1);
+  if (!strcmp(act, "bench")) return ckpt_bench_main(argc - 1, argv + 1);
+  if (!strcmp(act, "export")) return ckpt_export_main(argc - 1, argv + 1);
   if (strcmp(act, "inspect") && strcmp(act, "verify"))
-    return hsr_cli_usage_error("ckpt", "unknown action '%s' (valid: inspect, verify, export, bench)", act);
+    return cli_usage_error("ckpt", "unknown action '%s' (valid: inspect, verify, export, bench)", act);
   static const struct option opts[] = {
       {"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {"no-verify", no_argument, 0, 'n'}, {0, 0, 0, 0}};
   int json = 0, verify = 1, c, ac = argc - 1;
@@ -237,11 +236,11 @@ int hsr_cmd_ckpt(int argc, char **argv) {
     } else if (c == 'n' && !strcmp(act, "inspect")) {
       verify = 0;
     } else {
-      return hsr_cli_usage_error("ckpt", "unknown option '%s' for %s", av[optind - 1], act);
+      return cli_usage_error("ckpt", "unknown option '%s' for %s", av[optind - 1], act);
     }
   }
-  if (optind >= ac) return hsr_cli_usage_error("ckpt", "%s needs a checkpoint DIR", act);
-  if (optind + 1 < ac) return hsr_cli_usage_error("ckpt", "unexpected argument '%s'", av[optind + 1]);
-  if (hsr_cli_check_ckpt("DIR", av[optind]) != HSR_OK) return hsr_cli_usage_error("ckpt", "%s", hsr_last_error());
+  if (optind >= ac) return cli_usage_error("ckpt", "%s needs a checkpoint DIR", act);
+  if (optind + 1 < ac) return cli_usage_error("ckpt", "unexpected argument '%s'", av[optind + 1]);
+  if (cli_check_ckpt("DIR", av[optind]) != HSR_OK) return cli_usage_error("ckpt", "%s", hsr_last_error());
   return run_inspect(av[optind], json, verify, !strcmp(act, "inspect"));
 }

@@ -22,9 +22,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "hsr/ft.h"
-#include "hsr/sys.h"
+#include "ft/ft_internal.h"
+#include "common/common_internal.h"
+#include "common/sys.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: hsr coordinator [--listen ADDR] [--data-dir DIR] [--addr-file FILE] [--json] [--idle-exit S]\n"
@@ -58,14 +60,14 @@ static hsr_status parse_addr(const char *flag, const char *s, addr *a) {
   const char *p = strncmp(s, "http://", 7) ? s : s + 7, *colon = strrchr(p, ':');
   long port;
   if (!colon || colon == p || (size_t)(colon - p) >= sizeof a->host ||
-      hsr_parse_long(flag, colon + 1, 0, 65535, &port) != HSR_OK)
+      parse_long(flag, colon + 1, 0, 65535, &port) != HSR_OK)
     return hsr_error(HSR_ERR_INVALID, "%s '%s': expected HOST:PORT (PORT 0 to 65535, 0: a free one)", flag, s);
   snprintf(a->host, sizeof a->host, "%.*s", (int)(colon - p), p);
   a->port = (int)port;
   /* the host checked as --coordinator's are, before getaddrinfo sees it */
   char probe[300];
   snprintf(probe, sizeof probe, "%s:1", a->host);
-  if (hsr_parse_hostports(flag, probe, 1) != HSR_OK)
+  if (parse_hostports(flag, probe, 1) != HSR_OK)
     return hsr_error(HSR_ERR_INVALID,
                      "%s '%s': '%s' is not a host name or IP address (expected HOST:PORT, PORT 0 to 65535)", flag, s,
                      a->host);
@@ -196,7 +198,7 @@ static void status_line(int json, const char *what, const char *line) {
   fflush(stdout);
 }
 
-int hsr_cmd_coordinator(int argc, char **argv) {
+int cmd_coordinator(int argc, char **argv) {
   enum { O_LISTEN = 256, O_DATA, O_ADDRF, O_JSON, O_NAME, O_PEER, O_CLUSTER, O_IDLE };
   static const struct option opts[] = {{"listen", required_argument, 0, O_LISTEN},
                                        {"data-dir", required_argument, 0, O_DATA},
@@ -225,22 +227,22 @@ int hsr_cmd_coordinator(int argc, char **argv) {
     case O_PEER: peer_s = optarg; break;
     case O_CLUSTER: cluster = optarg; break;
     case O_IDLE:
-      if (hsr_parse_double("--idle-exit", optarg, 1, 1e9, &idle) != HSR_OK)
-        return hsr_cli_usage_error("coordinator", "%s", hsr_last_error());
+      if (parse_double("--idle-exit", optarg, 1, 1e9, &idle) != HSR_OK)
+        return cli_usage_error("coordinator", "%s", hsr_last_error());
       break;
-    default: return hsr_cli_usage_error("coordinator", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error("coordinator", "unknown option or missing value '%s'", argv[optind - 1]);
     }
   }
-  if (optind < argc) return hsr_cli_usage_error("coordinator", "unexpected argument '%s'", argv[optind]);
+  if (optind < argc) return cli_usage_error("coordinator", "unexpected argument '%s'", argv[optind]);
   addr cl, pe;
   hsr_status st = parse_addr("--listen", listen_s, &cl);
   if (st == HSR_OK && peer_s) st = parse_addr("--peer-listen", peer_s, &pe);
-  if (st != HSR_OK) return hsr_cli_usage_error("coordinator", "%s", hsr_last_error());
+  if (st != HSR_OK) return cli_usage_error("coordinator", "%s", hsr_last_error());
   if ((name || peer_s) && !cluster)
-    return hsr_cli_usage_error("coordinator", "--name and --peer-listen make a member of a cluster: give --cluster "
-                                              "NAME=http://HOST:PORT,... of every member too");
+    return cli_usage_error("coordinator", "--name and --peer-listen make a member of a cluster: give --cluster "
+                                          "NAME=http://HOST:PORT,... of every member too");
   if (cluster && (!name || !peer_s))
-    return hsr_cli_usage_error("coordinator", "--cluster needs this member's --name and --peer-listen");
+    return cli_usage_error("coordinator", "--cluster needs this member's --name and --peer-listen");
   char self[600] = "";
   if (cluster) {
     snprintf(self, sizeof self, "%s=http://%s:%d", name, pe.host, pe.port);
@@ -249,25 +251,25 @@ int hsr_cmd_coordinator(int argc, char **argv) {
     snprintf(lst, sizeof lst, "%s", cluster);
     for (char *s = lst, *t; (t = strsep(&s, ","));) found |= !strcmp(t, self);
     if (!found)
-      return hsr_cli_usage_error("coordinator", "--cluster '%s' does not list this member as '%s'", cluster, self);
+      return cli_usage_error("coordinator", "--cluster '%s' does not list this member as '%s'", cluster, self);
   }
   /* a missing --data-dir is made, its parents are not: a typo in a parent
    * would otherwise grow a tree somewhere else */
   struct stat dsb;
-  if (data && (stat(data, &dsb) == 0 ? hsr_path_check_dir("--data-dir", data, 1)
-                                     : hsr_path_check_write("--data-dir", data)) != HSR_OK)
-    return hsr_cli_usage_error(
+  if (data &&
+      (stat(data, &dsb) == 0 ? path_check_dir("--data-dir", data, 1) : path_check_write("--data-dir", data)) != HSR_OK)
+    return cli_usage_error(
         "coordinator", "%s%s", hsr_last_error(),
         strstr(hsr_last_error(), "does not exist") ? " (the coordinator makes the folder, not its parents)" : "");
-  if (addr_file && hsr_path_check_write("--addr-file", addr_file) != HSR_OK)
-    return hsr_cli_usage_error("coordinator", "%s", hsr_last_error());
+  if (addr_file && path_check_write("--addr-file", addr_file) != HSR_OK)
+    return cli_usage_error("coordinator", "%s", hsr_last_error());
   const char *token = NULL;
-  if (hsr_env_get_str("HSR_FT_TOKEN", &token) != HSR_OK || !token)
-    return hsr_cli_usage_error("coordinator", "HSR_FT_TOKEN is not set: the coordinator admits only replica groups "
-                                              "that present this token (set the same one for every group)");
+  if (env_get_str("HSR_FT_TOKEN", &token) != HSR_OK || !token)
+    return cli_usage_error("coordinator", "HSR_FT_TOKEN is not set: the coordinator admits only replica groups "
+                                          "that present this token (set the same one for every group)");
   char etcd[4096];
   if (!find_etcd(etcd, sizeof etcd))
-    return hsr_cli_usage_error("coordinator", "etcd is not on PATH (apt-get install etcd-server)");
+    return cli_usage_error("coordinator", "etcd is not on PATH (apt-get install etcd-server)");
   st = check_bind("--listen", &cl);
   if (st == HSR_OK && !peer_s) {
     pe = cl;
@@ -275,7 +277,7 @@ int hsr_cmd_coordinator(int argc, char **argv) {
     if (!strcmp(listen_s + strlen(listen_s) - 2, ":0")) pe.port = 0;
   }
   if (st == HSR_OK) st = check_bind("--peer-listen", &pe);
-  if (st != HSR_OK) return hsr_cli_usage_error("coordinator", "%s", hsr_last_error());
+  if (st != HSR_OK) return cli_usage_error("coordinator", "%s", hsr_last_error());
   if (!cluster) snprintf(self, sizeof self, "%s=http://%s:%d", name ? name : "hsr0", pe.host, pe.port);
 
   char dir[4096], log[4200], curl_[300], purl[300];
@@ -283,7 +285,7 @@ int hsr_cmd_coordinator(int argc, char **argv) {
   if (data) {
     snprintf(dir, sizeof dir, "%s", data);
     if (mkdir(dir, 0700) && errno != EEXIST)
-      return hsr_cli_usage_error("coordinator", "--data-dir '%s': cannot make it: %s", dir, strerror(errno));
+      return cli_usage_error("coordinator", "--data-dir '%s': cannot make it: %s", dir, strerror(errno));
   } else {
     const char *tmp = getenv("TMPDIR");
     tmp = tmp && *tmp ? tmp : "/tmp";
@@ -291,7 +293,7 @@ int hsr_cmd_coordinator(int argc, char **argv) {
     /* the owner's pid in the name: the next coordinator reaps it once that pid is gone */
     snprintf(dir, sizeof dir, "%s/hsr-coordinator.%ld.XXXXXX", tmp, (long)getpid());
     if (!mkdtemp(dir))
-      return hsr_cli_usage_error("coordinator", "cannot make a data folder '%s': %s", dir, strerror(errno));
+      return cli_usage_error("coordinator", "cannot make a data folder '%s': %s", dir, strerror(errno));
   }
   snprintf(log, sizeof log, "%s/etcd.log", dir);
   snprintf(curl_, sizeof curl_, "http://%s:%d", cl.host, cl.port);
@@ -327,7 +329,7 @@ int hsr_cmd_coordinator(int argc, char **argv) {
     fprintf(stderr, "hsr coordinator: cannot start etcd: %s\n", strerror(errno));
     goto out;
   }
-  st = hsr_ft_coord_open(curl_, token, 60, &co, ver, sizeof ver);
+  st = ft_coord_open(curl_, token, 60, &co, ver, sizeof ver);
   if (waitpid(pid, &status, WNOHANG) == pid) done = 1;
   if (st != HSR_OK || done) {
     fprintf(stderr, "hsr coordinator: etcd at %s did not come up: %s\n", curl_,
@@ -346,13 +348,13 @@ int hsr_cmd_coordinator(int argc, char **argv) {
            ver, curl_, name ? name : "hsr0", dir, made ? ", removed at exit" : "", cl.host, cl.port);
   status_line(json, "serving", line);
   int down = 0;
-  double busy = hsr_clock_s(); /* the last moment a group was registered (or the start) */
+  double busy = clock_s(); /* the last moment a group was registered (or the start) */
   while (!g_signal) {
     int changed = 0, groups = 0;
     char q[1024];
-    st = hsr_ft_coord_watch(co, 1.0, &changed, &groups, q, sizeof q);
-    if (st == HSR_OK && groups > 0) busy = hsr_clock_s();
-    if (idle > 0 && hsr_clock_s() - busy > idle) {
+    st = ft_coord_watch(co, 1.0, &changed, &groups, q, sizeof q);
+    if (st == HSR_OK && groups > 0) busy = clock_s();
+    if (idle > 0 && clock_s() - busy > idle) {
       snprintf(line, sizeof line, "no replica group for %.0f s (--idle-exit): stopping", idle);
       status_line(json, "idle", line);
       break;
@@ -375,7 +377,7 @@ int hsr_cmd_coordinator(int argc, char **argv) {
   }
   rc = HSR_EXIT_OK;
 out:
-  hsr_ft_coord_close(co);
+  ft_coord_close(co);
   if (pid > 0 && !done) {
     kill(pid, SIGTERM);
     for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) != pid; i++) usleep(50000);

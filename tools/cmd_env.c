@@ -1,4 +1,4 @@
-/* hsr env: the HSR_* variables hsr reads (the registry, hsr/env.h), their
+/* hsr env: the HSR_* variables hsr reads (the registry, common/env.h), their
  * values in this environment and whether each is valid. --check is the
  * validation every command runs before it starts, for scripts (hsr-run runs
  * it before it launches anything); --markdown is docs/environment.md's table. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hsr/env.h"
+#include "common/env.h"
 
 extern char **environ;
 
@@ -38,7 +38,7 @@ static void markdown(const hsr_env_info *const *v, int n) {
   printf("| variable | default | valid | read by | meaning |\n| --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < n; i++) {
     char valid[256];
-    hsr_env_valid_text(v[i], valid, sizeof valid);
+    env_valid_text(v[i], valid, sizeof valid);
     int code = !strchr(v[i]->def_text, ' ') && strcmp(v[i]->def_text, "unset"); /* a value, not words */
     printf("| `%s` | %s", v[i]->name, code ? "`" : "");
     md_cell(v[i]->def_text);
@@ -57,10 +57,10 @@ static int list(const hsr_env_info *const *v, int n, int json) {
   if (!json) printf("%-26s %-10s %-22s %-22s %s\n", "variable", "status", "value", "default", "valid");
   for (int i = 0; i < n; i++) {
     const char *val = getenv(v[i]->name);
-    hsr_status st = hsr_env_check(v[i]->name);
+    hsr_status st = env_check(v[i]->name);
     if (val && *val && v[i]->kind == HSR_ENV_SECRET) val = "(set, hidden)";
     char valid[256];
-    hsr_env_valid_text(v[i], valid, sizeof valid);
+    env_valid_text(v[i], valid, sizeof valid);
     const char *status = !val ? "unset" : st == HSR_OK ? "ok" : "INVALID";
     bad += val && st != HSR_OK;
     if (json) {
@@ -96,10 +96,10 @@ static int list(const hsr_env_info *const *v, int n, int json) {
       char name[128];
       const char *eq = strchr(*e, '=');
       snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - *e) : (int)strlen(*e), *e);
-      if (hsr_env_find(name)) continue;
+      if (env_find(name)) continue;
       cJSON *u = cJSON_CreateObject();
       cJSON_AddStringToObject(u, "name", name);
-      if (hsr_env_closest(name)) cJSON_AddStringToObject(u, "closest", hsr_env_closest(name));
+      if (env_closest(name)) cJSON_AddStringToObject(u, "closest", env_closest(name));
       cJSON_AddItemToArray(unknown, u);
     }
     char *txt = cJSON_Print(o);
@@ -110,7 +110,7 @@ static int list(const hsr_env_info *const *v, int n, int json) {
   return bad;
 }
 
-int hsr_cmd_env(int argc, char **argv) {
+int cmd_env(int argc, char **argv) {
   enum { O_CHECK = 256, O_QUIET, O_MD };
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},      {"json", no_argument, 0, 'j'},
                                        {"check", no_argument, 0, O_CHECK}, {"quiet", no_argument, 0, O_QUIET},
@@ -125,30 +125,30 @@ int hsr_cmd_env(int argc, char **argv) {
     case O_CHECK: check = 1; break;
     case O_QUIET: quiet = 1; break;
     case O_MD: md = 1; break;
-    default: return hsr_cli_usage_error("env", "unknown option '%s'", argv[optind - 1]);
+    default: return cli_usage_error("env", "unknown option '%s'", argv[optind - 1]);
     }
   }
-  if (json + md + check > 1) return hsr_cli_usage_error("env", "give one of --check, --json and --markdown");
-  if (quiet && !check) return hsr_cli_usage_error("env", "--quiet goes with --check");
+  if (json + md + check > 1) return cli_usage_error("env", "give one of --check, --json and --markdown");
+  if (quiet && !check) return cli_usage_error("env", "--quiet goes with --check");
   int n = argc - optind;
-  const hsr_env_info **sel = calloc((size_t)(n ? n : hsr_env_count()), sizeof *sel);
-  if (!sel) return hsr_cli_fail("env", hsr_error(HSR_ERR_NOMEM, "out of memory"));
+  const hsr_env_info **sel = calloc((size_t)(n ? n : env_count()), sizeof *sel);
+  if (!sel) return cli_fail("env", hsr_error(HSR_ERR_NOMEM, "out of memory"));
   for (int i = 0; i < n; i++)
-    if (!(sel[i] = hsr_env_find(argv[optind + i]))) {
-      const char *near = hsr_env_closest(argv[optind + i]);
+    if (!(sel[i] = env_find(argv[optind + i]))) {
+      const char *near = env_closest(argv[optind + i]);
       free(sel);
-      return hsr_cli_usage_error("env", "%s is not a variable hsr reads%s%s%s", argv[optind + i],
-                                 near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
+      return cli_usage_error("env", "%s is not a variable hsr reads%s%s%s", argv[optind + i],
+                             near ? " (did you mean " : "", near ? near : "", near ? "?)" : "");
     }
   if (!n)
-    for (int i = 0; i < hsr_env_count(); i++) sel[i] = hsr_env_at(i);
-  int count = n ? n : hsr_env_count(), rc = HSR_EXIT_OK;
+    for (int i = 0; i < env_count(); i++) sel[i] = env_at(i);
+  int count = n ? n : env_count(), rc = HSR_EXIT_OK;
   if (md) {
     markdown(sel, count);
   } else if (check) {
     hsr_status st = HSR_OK;
-    for (int i = 0; n && i < count && st == HSR_OK; i++) st = hsr_env_check(sel[i]->name);
-    if (!n) st = hsr_env_check_all(!quiet);
+    for (int i = 0; n && i < count && st == HSR_OK; i++) st = env_check(sel[i]->name);
+    if (!n) st = env_check_all(!quiet);
     if (st != HSR_OK) {
       fprintf(stderr, "hsr env: %s\n", hsr_last_error());
       rc = HSR_EXIT_USAGE;

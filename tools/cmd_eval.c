@@ -15,7 +15,8 @@
 
 #include "cli.h"
 #include "gpt_file.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
+#include "common/common_internal.h"
 
 static void usage(void) {
   printf("usage: hsr eval --init FILE|DIR --data FILE [--seq T] [--windows N] [--batch B] [--heads H] [--json]\n"
@@ -62,27 +63,27 @@ static int parse(int argc, char **argv, eval_args *a) {
     case 'n':
     case 'b':
     case 'H':
-      st = hsr_parse_long(c == 'T'   ? "--seq"
-                          : c == 'n' ? "--windows"
-                          : c == 'b' ? "--batch"
-                                     : "--heads",
-                          optarg, 1, 1 << 24, &v);
+      st = parse_long(c == 'T'   ? "--seq"
+                      : c == 'n' ? "--windows"
+                      : c == 'b' ? "--batch"
+                                 : "--heads",
+                      optarg, 1, 1 << 24, &v);
       *(c == 'T' ? &a->seq : c == 'n' ? &a->windows : c == 'b' ? &a->batch : &a->heads) = (int)v;
       break;
-    default: return hsr_cli_usage_error("eval", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error("eval", "unknown option or missing value '%s'", argv[optind - 1]);
     }
-    if (st != HSR_OK) return hsr_cli_usage_error("eval", "%s", hsr_last_error());
+    if (st != HSR_OK) return cli_usage_error("eval", "%s", hsr_last_error());
   }
-  if (optind < argc) return hsr_cli_usage_error("eval", "unexpected argument '%s'", argv[optind]);
-  if (!a->init || !a->data) return hsr_cli_usage_error("eval", "--init FILE and --data FILE are required");
-  hsr_status st = hsr_cli_check_weights("--init", a->init);
-  if (st == HSR_OK) st = hsr_path_check_read("--data", a->data);
-  return st == HSR_OK ? 0 : hsr_cli_usage_error("eval", "%s", hsr_last_error());
+  if (optind < argc) return cli_usage_error("eval", "unexpected argument '%s'", argv[optind]);
+  if (!a->init || !a->data) return cli_usage_error("eval", "--init FILE and --data FILE are required");
+  hsr_status st = cli_check_weights("--init", a->init);
+  if (st == HSR_OK) st = path_check_read("--data", a->data);
+  return st == HSR_OK ? 0 : cli_usage_error("eval", "%s", hsr_last_error());
 }
 
 static hsr_status map_file(const char *path, const uint8_t **bytes, size_t *len) {
   int fd;
-  HSR_CHECK(hsr_file_open_read("--data", path, &fd));
+  HSR_CHECK(file_open_read("--data", path, &fd));
   struct stat sb;
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     close(fd);
@@ -127,17 +128,17 @@ static hsr_status eval_windows(const gpt_cfg *c, float **w, const uint8_t *bytes
 static hsr_status eval_fits(const gpt_cfg *c, int B, int T) {
   double need = (double)gpt_num_weights(c) * 4 + (double)gpt_work_bytes(c, B, T);
   uint64_t mem = 0;
-  if (hsr_sys_mem_available(&mem) != HSR_OK || need <= 0.9 * (double)mem) return HSR_OK;
+  if (sys_mem_available(&mem) != HSR_OK || need <= 0.9 * (double)mem) return HSR_OK;
   char n[32], m[32];
-  hsr_sys_bytes_text(need, n, sizeof n);
-  hsr_sys_bytes_text((double)mem, m, sizeof m);
+  sys_bytes_text(need, n, sizeof n);
+  sys_bytes_text((double)mem, m, sizeof m);
   return hsr_error(HSR_ERR_INVALID,
                    "--batch %d --seq %d does not fit: the weights and a forward pass of %d windows need %s, %s of "
                    "memory is available (give a smaller --batch)",
                    B, T, B, n, m);
 }
 
-int hsr_cmd_eval(int argc, char **argv) {
+int cmd_eval(int argc, char **argv) {
   eval_args a;
   int pr = parse(argc, argv, &a);
   if (pr) return pr < 0 ? HSR_EXIT_OK : pr;
@@ -180,7 +181,7 @@ int hsr_cmd_eval(int argc, char **argv) {
     }
   }
   gpt_file_free(&c, w);
-  hsr_st_set_close(f);
+  st_set_close(f);
   if (bytes) munmap((void *)bytes, len);
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("eval", st);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("eval", st);
 }

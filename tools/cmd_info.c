@@ -6,13 +6,14 @@
 
 #include "cli.h"
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 
 typedef struct {
   int32_t rank, size, local_rank, local_size, node, num_nodes;
   char host[HSR_HOSTNAME_MAX];
 } info_record;
 
-int hsr_cmd_info(int argc, char **argv) {
+int cmd_info(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
   int json = 0, c;
   optind = 1;
@@ -28,32 +29,31 @@ int hsr_cmd_info(int argc, char **argv) {
     if (c == 'j')
       json = 1;
     else
-      return hsr_cli_usage_error("info", "unknown option '%s'", argv[optind - 1]);
+      return cli_usage_error("info", "unknown option '%s'", argv[optind - 1]);
   }
-  if (optind < argc) return hsr_cli_usage_error("info", "unexpected argument '%s'", argv[optind]);
+  if (optind < argc) return cli_usage_error("info", "unexpected argument '%s'", argv[optind]);
 
   hsr_boot *b = NULL;
   hsr_status st = hsr_boot_init(&b);
-  if (st != HSR_OK) return hsr_cli_fail("info", st);
+  if (st != HSR_OK) return cli_fail("info", st);
   int n = hsr_boot_size(b);
   info_record mine, *all = calloc((size_t)n, sizeof *all);
   if (!all) {
     hsr_boot_finalize(b);
-    return hsr_cli_fail("info", hsr_error(HSR_ERR_NOMEM, "out of memory"));
+    return cli_fail("info", hsr_error(HSR_ERR_NOMEM, "out of memory"));
   }
   memset(&mine, 0, sizeof mine);
   mine.rank = hsr_boot_rank(b);
   mine.size = n;
-  mine.local_rank = hsr_boot_local_rank(b);
-  mine.local_size = hsr_boot_local_size(b);
-  mine.node = hsr_boot_node(b);
-  mine.num_nodes = hsr_boot_num_nodes(b);
-  snprintf(mine.host, sizeof mine.host, "%s", hsr_boot_hostname(b));
-  st = hsr_boot_allgather(b, &mine, sizeof mine, all);
+  mine.local_rank = boot_local_rank(b);
+  mine.local_size = boot_local_size(b);
+  mine.node = boot_node(b);
+  mine.num_nodes = boot_num_nodes(b);
+  snprintf(mine.host, sizeof mine.host, "%s", boot_hostname(b));
+  st = boot_allgather(b, &mine, sizeof mine, all);
   if (st == HSR_OK && hsr_boot_rank(b) == 0) {
     if (json)
-      printf("{\"launcher\":\"%s\",\"size\":%d,\"nodes\":%d,\"ranks\":[", hsr_boot_launcher(b), n,
-             hsr_boot_num_nodes(b));
+      printf("{\"launcher\":\"%s\",\"size\":%d,\"nodes\":%d,\"ranks\":[", boot_launcher(b), n, boot_num_nodes(b));
     else
       printf("%-6s %-6s %-10s %-10s %-6s %s\n", "rank", "size", "local_rank", "local_size", "node", "host");
     for (int r = 0; r < n; r++) {
@@ -68,8 +68,8 @@ int hsr_cmd_info(int argc, char **argv) {
     fflush(stdout);
   }
   free(all);
-  if (st == HSR_OK) st = hsr_boot_barrier(b);
+  if (st == HSR_OK) st = boot_barrier(b);
   hsr_status fst = hsr_boot_finalize(b);
   if (st == HSR_OK) st = fst;
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("info", st);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("info", st);
 }

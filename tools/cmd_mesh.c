@@ -8,15 +8,18 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
 
 static void cell(const hsr_cluster *c, int r, char *buf, size_t len) {
-  int g = hsr_cluster_rank_gpu(c, r);
+  int g = cluster_rank_gpu(c, r);
   if (g >= 0)
-    snprintf(buf, len, "%d@%d/%d", r, hsr_cluster_rank_node(c, r), g);
+    snprintf(buf, len, "%d@%d/%d", r, cluster_rank_node(c, r), g);
   else
-    snprintf(buf, len, "%d@%d/cpu", r, hsr_cluster_rank_node(c, r));
+    snprintf(buf, len, "%d@%d/cpu", r, cluster_rank_node(c, r));
 }
 
 static void print_group(const int *g, int n) {
@@ -26,13 +29,13 @@ static void print_group(const int *g, int n) {
 }
 
 static void print_text(const hsr_cluster *c, const hsr_mesh *m) {
-  int R = hsr_mesh_replicate(m), S = hsr_mesh_shard(m), K = hsr_mesh_partial(m);
+  int R = hsr_mesh_replicate(m), S = hsr_mesh_shard(m), K = mesh_partial(m);
   printf("mesh R x S = %d x %d, partial K = %d; world %d on %d node%s, %d NVLink domain%s of %d+ ranks\n", R, S, K,
-         hsr_mesh_world(m), hsr_cluster_num_nodes(c), hsr_cluster_num_nodes(c) == 1 ? "" : "s",
-         hsr_cluster_num_domains(c), hsr_cluster_num_domains(c) == 1 ? "" : "s", hsr_cluster_domain_size(c));
+         mesh_world(m), cluster_num_nodes(c), cluster_num_nodes(c) == 1 ? "" : "s", cluster_num_domains(c),
+         cluster_num_domains(c) == 1 ? "" : "s", cluster_domain_size(c));
   printf("cells are rank@node/gpu; rows = replicate index, columns = shard index\n\n");
   int w = 8;
-  for (int r = 0; r < hsr_mesh_world(m); r++) {
+  for (int r = 0; r < mesh_world(m); r++) {
     char b[48];
     cell(c, r, b, sizeof b);
     if ((int)strlen(b) + 1 > w) w = (int)strlen(b) + 1;
@@ -48,27 +51,26 @@ static void print_text(const hsr_cluster *c, const hsr_mesh *m) {
     printf("r%-6d", rep);
     for (int s = 0; s < S; s++) {
       char b[48];
-      cell(c, hsr_mesh_rank_at(m, rep, s), b, sizeof b);
+      cell(c, mesh_rank_at(m, rep, s), b, sizeof b);
       /* '+' marks a shard-group column where the NVLink domain changes. */
-      int prev = s ? hsr_mesh_rank_at(m, rep, s - 1) : -1;
-      int cross =
-          prev >= 0 && hsr_cluster_rank_domain(c, prev) != hsr_cluster_rank_domain(c, hsr_mesh_rank_at(m, rep, s));
+      int prev = s ? mesh_rank_at(m, rep, s - 1) : -1;
+      int cross = prev >= 0 && cluster_rank_domain(c, prev) != cluster_rank_domain(c, mesh_rank_at(m, rep, s));
       printf("%c%*s", cross ? '+' : '|', -w, b);
     }
     printf("|\n");
   }
-  int *g = malloc((size_t)hsr_mesh_world(m) * sizeof(int));
+  int *g = malloc((size_t)mesh_world(m) * sizeof(int));
   if (!g) return;
   printf("\nshard groups (S=%d, reduce-scatter / all-gather):\n", S);
   for (int rep = 0; rep < R; rep++) {
-    hsr_mesh_shard_group(m, hsr_mesh_rank_at(m, rep, 0), g);
+    mesh_shard_group(m, mesh_rank_at(m, rep, 0), g);
     printf("  r%d: ", rep);
     print_group(g, S);
     printf("\n");
   }
   printf("replicate groups (R=%d, gradient all-reduce):\n", R);
   for (int s = 0; s < S; s++) {
-    hsr_mesh_replicate_group(m, hsr_mesh_rank_at(m, 0, s), g);
+    mesh_replicate_group(m, mesh_rank_at(m, 0, s), g);
     printf("  s%d: ", s);
     print_group(g, R);
     printf("\n");
@@ -76,7 +78,7 @@ static void print_text(const hsr_cluster *c, const hsr_mesh *m) {
   printf("partial groups (K=%d, backward re-gather):\n", K);
   for (int rep = 0; rep < R; rep++)
     for (int p = 0; p < S / K; p++) {
-      hsr_mesh_partial_group(m, hsr_mesh_rank_at(m, rep, p * K), g);
+      mesh_partial_group(m, mesh_rank_at(m, rep, p * K), g);
       printf("  r%d.p%d: ", rep, p);
       print_group(g, K);
       printf("\n");
@@ -87,7 +89,7 @@ static void print_text(const hsr_cluster *c, const hsr_mesh *m) {
 static cJSON *group_json(const int *g, int n) { return cJSON_CreateIntArray(g, n); }
 
 static hsr_status print_json(const hsr_cluster *c, const hsr_mesh *m) {
-  int R = hsr_mesh_replicate(m), S = hsr_mesh_shard(m), K = hsr_mesh_partial(m), W = hsr_mesh_world(m);
+  int R = hsr_mesh_replicate(m), S = hsr_mesh_shard(m), K = mesh_partial(m), W = mesh_world(m);
   int *g = malloc((size_t)W * sizeof(int));
   cJSON *o = cJSON_CreateObject();
   if (!g || !o) {
@@ -99,19 +101,19 @@ static hsr_status print_json(const hsr_cluster *c, const hsr_mesh *m) {
   cJSON_AddNumberToObject(o, "replicate", R);
   cJSON_AddNumberToObject(o, "shard", S);
   cJSON_AddNumberToObject(o, "partial", K);
-  cJSON_AddNumberToObject(o, "nodes", hsr_cluster_num_nodes(c));
-  cJSON_AddNumberToObject(o, "domains", hsr_cluster_num_domains(c));
-  cJSON_AddNumberToObject(o, "domain_size", hsr_cluster_domain_size(c));
+  cJSON_AddNumberToObject(o, "nodes", cluster_num_nodes(c));
+  cJSON_AddNumberToObject(o, "domains", cluster_num_domains(c));
+  cJSON_AddNumberToObject(o, "domain_size", cluster_domain_size(c));
   cJSON *grid = cJSON_AddArrayToObject(o, "grid");
   for (int rep = 0; rep < R; rep++) {
     cJSON *row = cJSON_CreateArray();
     for (int s = 0; s < S; s++) {
-      int r = hsr_mesh_rank_at(m, rep, s);
+      int r = mesh_rank_at(m, rep, s);
       cJSON *x = cJSON_CreateObject();
       cJSON_AddNumberToObject(x, "rank", r);
-      cJSON_AddNumberToObject(x, "node", hsr_cluster_rank_node(c, r));
-      cJSON_AddNumberToObject(x, "gpu", hsr_cluster_rank_gpu(c, r));
-      cJSON_AddNumberToObject(x, "domain", hsr_cluster_rank_domain(c, r));
+      cJSON_AddNumberToObject(x, "node", cluster_rank_node(c, r));
+      cJSON_AddNumberToObject(x, "gpu", cluster_rank_gpu(c, r));
+      cJSON_AddNumberToObject(x, "domain", cluster_rank_domain(c, r));
       cJSON_AddItemToArray(row, x);
     }
     cJSON_AddItemToArray(grid, row);
@@ -119,15 +121,15 @@ static hsr_status print_json(const hsr_cluster *c, const hsr_mesh *m) {
   cJSON *sg = cJSON_AddArrayToObject(o, "shard_groups"), *rg = cJSON_AddArrayToObject(o, "replicate_groups"),
         *pg = cJSON_AddArrayToObject(o, "partial_groups");
   for (int rep = 0; rep < R; rep++) {
-    hsr_mesh_shard_group(m, hsr_mesh_rank_at(m, rep, 0), g);
+    mesh_shard_group(m, mesh_rank_at(m, rep, 0), g);
     cJSON_AddItemToArray(sg, group_json(g, S));
     for (int p = 0; p < S / K; p++) {
-      hsr_mesh_partial_group(m, hsr_mesh_rank_at(m, rep, p * K), g);
+      mesh_partial_group(m, mesh_rank_at(m, rep, p * K), g);
       cJSON_AddItemToArray(pg, group_json(g, K));
     }
   }
   for (int s = 0; s < S; s++) {
-    hsr_mesh_replicate_group(m, hsr_mesh_rank_at(m, 0, s), g);
+    mesh_replicate_group(m, mesh_rank_at(m, 0, s), g);
     cJSON_AddItemToArray(rg, group_json(g, R));
   }
   char *txt = cJSON_PrintUnformatted(o);
@@ -145,14 +147,14 @@ static hsr_status parse_count(const char *what, const char *s, int auto_ok, int 
     return HSR_OK;
   }
   long v;
-  hsr_status st = hsr_parse_long(what, s, 1, 1 << 20, &v);
+  hsr_status st = parse_long(what, s, 1, 1 << 20, &v);
   if (st != HSR_OK && auto_ok)
     return hsr_error(HSR_ERR_INVALID, "%s must be a positive integer or 'auto' (got '%s')", what, s);
   *out = (int)v;
   return st;
 }
 
-int hsr_cmd_mesh(int argc, char **argv) {
+int cmd_mesh(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
                                        {"json", no_argument, 0, 'j'},
                                        {"xml", required_argument, 0, 'x'},
@@ -193,7 +195,7 @@ int hsr_cmd_mesh(int argc, char **argv) {
     case 'N': nccl = optarg; break;
     case 'H': {
       long v = 0;
-      st = hsr_parse_long("--nccl-host", optarg, 0, 1 << 16, &v);
+      st = parse_long("--nccl-host", optarg, 0, 1 << 16, &v);
       host = (int)v;
       break;
     }
@@ -202,37 +204,36 @@ int hsr_cmd_mesh(int argc, char **argv) {
     case 's': st = parse_count("--shard", optarg, 1, &req.shard); break;
     case 'r': st = parse_count("--replicate", optarg, 0, &req.replicate); break;
     case 'k': st = parse_count("--partial", optarg, 0, &req.partial); break;
-    default: return hsr_cli_usage_error("mesh", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error("mesh", "unknown option or missing value '%s'", argv[optind - 1]);
     }
-    if (st != HSR_OK) return hsr_cli_usage_error("mesh", "%s", hsr_last_error());
+    if (st != HSR_OK) return cli_usage_error("mesh", "%s", hsr_last_error());
   }
-  if (optind < argc) return hsr_cli_usage_error("mesh", "unexpected argument '%s'", argv[optind]);
-  if (xml && nccl) return hsr_cli_usage_error("mesh", "give one of --xml (hwloc) and --nccl-xml (NCCL)");
-  if ((xml && hsr_path_check_read("--xml", xml) != HSR_OK) ||
-      (nccl && hsr_path_check_read("--nccl-xml", nccl) != HSR_OK))
-    return hsr_cli_usage_error("mesh", "%s", hsr_last_error());
-  if (host >= 0 && !nccl) return hsr_cli_usage_error("mesh", "--nccl-host goes with --nccl-xml");
+  if (optind < argc) return cli_usage_error("mesh", "unexpected argument '%s'", argv[optind]);
+  if (xml && nccl) return cli_usage_error("mesh", "give one of --xml (hwloc) and --nccl-xml (NCCL)");
+  if ((xml && path_check_read("--xml", xml) != HSR_OK) || (nccl && path_check_read("--nccl-xml", nccl) != HSR_OK))
+    return cli_usage_error("mesh", "%s", hsr_last_error());
+  if (host >= 0 && !nccl) return cli_usage_error("mesh", "--nccl-host goes with --nccl-xml");
 
   hsr_topo *t = NULL;
-  st = nccl ? hsr_topo_load_nccl(nccl, host < 0 ? 0 : host, &t, NULL) : hsr_topo_discover(xml, &t);
-  if (st != HSR_OK) return hsr_cli_fail("mesh", st);
+  st = nccl ? topo_load_nccl(nccl, host < 0 ? 0 : host, &t, NULL) : topo_discover(xml, &t);
+  if (st != HSR_OK) return cli_fail("mesh", st);
   hsr_boot *b = NULL;
   hsr_cluster *cl = NULL;
   int offline = world > 0 || nodes > 0;
   if (!offline) {
     st = hsr_boot_init(&b);
-    if (st == HSR_OK && hsr_boot_is_singleton(b))
+    if (st == HSR_OK && boot_is_singleton(b))
       offline = 1;
     else if (st == HSR_OK)
-      st = hsr_cluster_gather(b, t, &cl);
+      st = cluster_gather(b, t, &cl);
   }
   if (st == HSR_OK && offline) {
     if (!nodes) nodes = 1;
-    if (!world) world = nodes * (hsr_topo_num_gpus(t) ? hsr_topo_num_gpus(t) : 1);
-    st = hsr_cluster_synthetic(t, nodes, world, &cl);
+    if (!world) world = nodes * (topo_num_gpus(t) ? topo_num_gpus(t) : 1);
+    st = cluster_synthetic(t, nodes, world, &cl);
   }
   hsr_mesh *m = NULL;
-  if (st == HSR_OK) st = hsr_mesh_plan(cl, &req, &m); /* every rank plans the same mesh */
+  if (st == HSR_OK) st = mesh_plan(cl, &req, &m); /* every rank plans the same mesh */
   if (st == HSR_OK && (!b || hsr_boot_rank(b) == 0)) {
     if (json)
       st = print_json(cl, m);
@@ -240,12 +241,12 @@ int hsr_cmd_mesh(int argc, char **argv) {
       print_text(cl, m);
     fflush(stdout);
   }
-  hsr_mesh_free(m);
-  hsr_cluster_free(cl);
-  hsr_topo_free(t);
+  mesh_free(m);
+  cluster_free(cl);
+  topo_free(t);
   if (b) {
     hsr_status fst = hsr_boot_finalize(b);
     if (st == HSR_OK) st = fst;
   }
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("mesh", st);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("mesh", st);
 }

@@ -9,7 +9,8 @@
 #include "cli.h"
 #include "ex_rand.h"
 #include "gpt_file.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
+#include "common/common_internal.h"
 
 static void usage(void) {
   printf("usage: hsr sample --init FILE|DIR [--prompt TEXT] [--tokens N] [--temperature X] [--seed N]\n"
@@ -55,28 +56,28 @@ static int parse(int argc, char **argv, sample_args *a) {
       if (!*optarg) st = hsr_error(HSR_ERR_INVALID, "--prompt is empty (give TEXT; without --prompt it is a newline)");
       break;
     case 'n':
-      st = hsr_parse_long("--tokens", optarg, 0, 1 << 24, &v);
+      st = parse_long("--tokens", optarg, 0, 1 << 24, &v);
       a->tokens = (int)v;
       break;
-    case 't': st = hsr_parse_double("--temperature", optarg, 0, 100, &a->temperature); break;
+    case 't': st = parse_double("--temperature", optarg, 0, 100, &a->temperature); break;
     case 's':
-      st = hsr_parse_long("--seed", optarg, 0, 0x7fffffffL, &a->seed);
+      st = parse_long("--seed", optarg, 0, 0x7fffffffL, &a->seed);
       seed_given = 1;
       break;
     case 'H':
-      st = hsr_parse_long("--heads", optarg, 1, 4096, &v);
+      st = parse_long("--heads", optarg, 1, 4096, &v);
       a->heads = (int)v;
       break;
-    default: return hsr_cli_usage_error("sample", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error("sample", "unknown option or missing value '%s'", argv[optind - 1]);
     }
-    if (st != HSR_OK) return hsr_cli_usage_error("sample", "%s", hsr_last_error());
+    if (st != HSR_OK) return cli_usage_error("sample", "%s", hsr_last_error());
   }
-  if (optind < argc) return hsr_cli_usage_error("sample", "unexpected argument '%s'", argv[optind]);
-  if (!a->init) return hsr_cli_usage_error("sample", "--init FILE is required");
-  if (hsr_cli_check_weights("--init", a->init) != HSR_OK) return hsr_cli_usage_error("sample", "%s", hsr_last_error());
+  if (optind < argc) return cli_usage_error("sample", "unexpected argument '%s'", argv[optind]);
+  if (!a->init) return cli_usage_error("sample", "--init FILE is required");
+  if (cli_check_weights("--init", a->init) != HSR_OK) return cli_usage_error("sample", "%s", hsr_last_error());
   if (seed_given && a->temperature == 0)
-    return hsr_cli_usage_error("sample", "--seed has no effect with --temperature 0 (always the likeliest byte: "
-                                         "nothing is drawn)");
+    return cli_usage_error("sample", "--seed has no effect with --temperature 0 (always the likeliest byte: "
+                                     "nothing is drawn)");
   return 0;
 }
 
@@ -93,7 +94,7 @@ static int draw(const float *z, int V, double temperature, uint64_t h) {
   return best;
 }
 
-int hsr_cmd_sample(int argc, char **argv) {
+int cmd_sample(int argc, char **argv) {
   sample_args a;
   int pr = parse(argc, argv, &a);
   if (pr) return pr < 0 ? HSR_EXIT_OK : pr;
@@ -130,6 +131,6 @@ int hsr_cmd_sample(int argc, char **argv) {
   free(ctx);
   gpt_work_free(work);
   gpt_file_free(&c, w);
-  hsr_st_set_close(f);
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("sample", st);
+  st_set_close(f);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("sample", st);
 }

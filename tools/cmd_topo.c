@@ -13,9 +13,12 @@
 #include "cli.h"
 #include "hsr/comm.h"
 #include "hsr/config.h"
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/env.h"
+#include "common/sys.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
 
 static const char *rule_text(const char *rule) {
   if (!strcmp(rule, "nvswitch")) return "every GPU with NVSwitch links is in one domain per node (NCCL's NVS node)";
@@ -29,27 +32,26 @@ static const char *rule_text(const char *rule) {
 
 static void print_gpu(const hsr_topo *t, int g) {
   char cuda[16] = "-", numa[48] = "", pick[48] = "-";
-  if (hsr_topo_gpu_cuda(t, g) >= 0) snprintf(cuda, sizeof cuda, "%d", hsr_topo_gpu_cuda(t, g));
-  for (int i = 0, u = 0; i < hsr_topo_gpu_num_numa(t, g) && u < (int)sizeof numa; i++)
-    u += snprintf(numa + u, sizeof numa - (size_t)u, i ? ",%d" : "%d", hsr_topo_gpu_numa_at(t, g, i));
-  if (!numa[0]) snprintf(numa, sizeof numa, "%d", hsr_topo_gpu_numa(t, g));
+  if (topo_gpu_cuda(t, g) >= 0) snprintf(cuda, sizeof cuda, "%d", topo_gpu_cuda(t, g));
+  for (int i = 0, u = 0; i < topo_gpu_num_numa(t, g) && u < (int)sizeof numa; i++)
+    u += snprintf(numa + u, sizeof numa - (size_t)u, i ? ",%d" : "%d", topo_gpu_numa_at(t, g, i));
+  if (!numa[0]) snprintf(numa, sizeof numa, "%d", topo_gpu_numa(t, g));
   const char *name;
   hsr_topo_path p;
-  if (hsr_topo_gpu_nic_pick(t, g, &name, &p) == HSR_OK)
-    snprintf(pick, sizeof pick, "%s %s", name, hsr_topo_path_str(p));
-  printf("  %-4d %-13s %-5s %-5s %-14s %-6d %-16s", g, hsr_topo_gpu_pci(t, g), cuda, numa, hsr_topo_gpu_cpuset(t, g),
-         hsr_topo_gpu_domain(t, g), pick);
-  for (int j = 0; j < hsr_topo_gpu_num_nics(t, g); j++) {
-    hsr_topo_gpu_nic(t, g, j, &name, &p);
-    printf(" %s(%s)", name, hsr_topo_path_str(p));
+  if (topo_gpu_nic_pick(t, g, &name, &p) == HSR_OK) snprintf(pick, sizeof pick, "%s %s", name, topo_path_str(p));
+  printf("  %-4d %-13s %-5s %-5s %-14s %-6d %-16s", g, topo_gpu_pci(t, g), cuda, numa, topo_gpu_cpuset(t, g),
+         topo_gpu_domain(t, g), pick);
+  for (int j = 0; j < topo_gpu_num_nics(t, g); j++) {
+    topo_gpu_nic(t, g, j, &name, &p);
+    printf(" %s(%s)", name, topo_path_str(p));
   }
-  if (hsr_topo_gpu_clique(t, g)[0]) printf("  fabric clique %s", hsr_topo_gpu_clique(t, g));
+  if (topo_gpu_clique(t, g)[0]) printf("  fabric clique %s", topo_gpu_clique(t, g));
   printf("\n");
 }
 
 static void print_nvlink(const hsr_topo *t) {
-  int ng = hsr_topo_num_gpus(t);
-  const char *unit = hsr_topo_nvlink_unit(t);
+  int ng = topo_num_gpus(t);
+  const char *unit = topo_nvlink_unit(t);
   printf("  NVLink bandwidth, GPU row to GPU column (%s%s; through NVSwitches the narrower GPU's total):\n       ",
          !strcmp(unit, "MB/s")    ? "MB/s per direction"
          : !strcmp(unit, "links") ? "NVLink link counts"
@@ -59,34 +61,33 @@ static void print_nvlink(const hsr_topo *t) {
   printf("\n");
   for (int g = 0; g < ng; g++) {
     printf("    %-3d", g);
-    for (int h = 0; h < ng; h++) printf(" %8.0f", hsr_topo_nvlink_bw(t, g, h));
+    for (int h = 0; h < ng; h++) printf(" %8.0f", topo_nvlink_bw(t, g, h));
     printf("\n");
   }
 }
 
 static void print_node(const hsr_topo *t, int idx) {
-  int ng = hsr_topo_num_gpus(t), nd = hsr_topo_num_domains(t);
+  int ng = topo_num_gpus(t), nd = topo_num_domains(t);
   char summary[256] = "";
-  hsr_topo_summary(t, summary, sizeof summary);
-  printf("node %d: %s  (%s; %d NUMA node%s, %d GPU%s, %d NVLink domain%s%s%s)\n", idx, hsr_topo_host(t),
-         hsr_topo_source(t), hsr_topo_num_numa(t), hsr_topo_num_numa(t) == 1 ? "" : "s", ng, ng == 1 ? "" : "s", nd,
-         nd == 1 ? "" : "s", ng ? ", NVLink from " : "", ng ? hsr_topo_nvlink_source(t) : "");
+  topo_summary(t, summary, sizeof summary);
+  printf("node %d: %s  (%s; %d NUMA node%s, %d GPU%s, %d NVLink domain%s%s%s)\n", idx, topo_host(t), topo_source(t),
+         topo_num_numa(t), topo_num_numa(t) == 1 ? "" : "s", ng, ng == 1 ? "" : "s", nd, nd == 1 ? "" : "s",
+         ng ? ", NVLink from " : "", ng ? topo_nvlink_source(t) : "");
   printf("  summary: %s\n", summary);
-  printf("  domain rule: %s (%s)\n", hsr_topo_domain_rule(t), rule_text(hsr_topo_domain_rule(t)));
-  for (int i = 0; i < hsr_topo_num_numa(t); i++)
-    printf("  NUMA %d: cpus %s\n", hsr_topo_numa_os(t, i),
-           hsr_topo_numa_cpuset(t, i)[0] ? hsr_topo_numa_cpuset(t, i) : "?");
+  printf("  domain rule: %s (%s)\n", topo_domain_rule(t), rule_text(topo_domain_rule(t)));
+  for (int i = 0; i < topo_num_numa(t); i++)
+    printf("  NUMA %d: cpus %s\n", topo_numa_os(t, i), topo_numa_cpuset(t, i)[0] ? topo_numa_cpuset(t, i) : "?");
   if (ng > 0) {
     printf("  %-4s %-13s %-5s %-5s %-14s %-6s %-16s %s\n", "gpu", "pci", "cuda", "numa", "cpus", "domain", "nccl nic",
            "nics (closest first)");
     for (int g = 0; g < ng; g++) print_gpu(t, g);
-    const char *unit = hsr_topo_nvlink_unit(t);
+    const char *unit = topo_nvlink_unit(t);
     if (unit[0]) print_nvlink(t);
     printf("  NVLink domains:");
     for (int d = 0; d < nd; d++) {
       printf(" [");
       for (int g = 0, first = 1; g < ng; g++)
-        if (hsr_topo_gpu_domain(t, g) == d) {
+        if (topo_gpu_domain(t, g) == d) {
           printf(first ? "%d" : " %d", g);
           first = 0;
         }
@@ -94,7 +95,7 @@ static void print_node(const hsr_topo *t, int idx) {
     }
     printf("\n");
   }
-  if (hsr_topo_notes(t)[0]) printf("  notes: %s\n", hsr_topo_notes(t));
+  if (topo_notes(t)[0]) printf("  notes: %s\n", topo_notes(t));
 }
 
 /* Local rank and size from the launcher's environment (hsr-bind runs before
@@ -103,7 +104,7 @@ static int env_int(const char *const *names, int *out) {
   for (int i = 0; names[i]; i++) {
     const char *v = getenv(names[i]);
     long x;
-    if (v && *v && hsr_parse_long(names[i], v, 0, 1 << 20, &x) == HSR_OK) {
+    if (v && *v && parse_long(names[i], v, 0, 1 << 20, &x) == HSR_OK) {
       *out = (int)x;
       return 1;
     }
@@ -119,30 +120,30 @@ static int bind_cpuset(const char *xml, const char *lr_s, const char *ls_s) {
   long lr = -1, ls = -1;
   int v;
   if (lr_s && strcmp(lr_s, "env")) {
-    hsr_status st = hsr_parse_long("--bind-cpuset", lr_s, 0, 1 << 20, &lr);
-    if (st != HSR_OK) return hsr_cli_fail("topo", st);
+    hsr_status st = parse_long("--bind-cpuset", lr_s, 0, 1 << 20, &lr);
+    if (st != HSR_OK) return cli_fail("topo", st);
   } else if (env_int(lr_env, &v)) {
     lr = v;
   } else {
-    return hsr_cli_usage_error("topo", "--bind-cpuset env: no local rank in the environment "
-                                       "(OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, PMIX_LOCAL_RANK)");
+    return cli_usage_error("topo", "--bind-cpuset env: no local rank in the environment "
+                                   "(OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, PMIX_LOCAL_RANK)");
   }
   if (ls_s) {
-    hsr_status st = hsr_parse_long("--local-size", ls_s, 1, 1 << 20, &ls);
-    if (st != HSR_OK) return hsr_cli_fail("topo", st);
+    hsr_status st = parse_long("--local-size", ls_s, 1, 1 << 20, &ls);
+    if (st != HSR_OK) return cli_fail("topo", st);
   } else if (env_int(ls_env, &v) && v >= 1) {
     ls = v;
   } else {
     ls = lr + 1;
   }
-  if (lr >= ls) return hsr_cli_usage_error("topo", "local rank %ld must be below the local size %ld", lr, ls);
+  if (lr >= ls) return cli_usage_error("topo", "local rank %ld must be below the local size %ld", lr, ls);
   hsr_topo *t;
-  hsr_status st = hsr_topo_discover(xml, &t);
-  if (st != HSR_OK) return hsr_cli_fail("topo", st);
+  hsr_status st = topo_discover(xml, &t);
+  if (st != HSR_OK) return cli_fail("topo", st);
   char set[HSR_TOPO_CPUSET_MAX];
-  st = hsr_topo_bind_cpuset(t, (int)lr, (int)ls, set, sizeof set);
-  hsr_topo_free(t);
-  if (st != HSR_OK) return hsr_cli_fail("topo", st);
+  st = topo_bind_cpuset(t, (int)lr, (int)ls, set, sizeof set);
+  topo_free(t);
+  if (st != HSR_OK) return cli_fail("topo", st);
   printf("%s\n", set);
   return HSR_EXIT_OK;
 }
@@ -172,7 +173,7 @@ static const char *str_of(const cJSON *o, const char *k) {
   return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-/* The comparison report as a table (the JSON is hsr_topo_compare's). */
+/* The comparison report as a table (the JSON is topo_compare's). */
 static void print_compare(const char *js, int node) {
   cJSON *o = cJSON_Parse(js);
   if (!o) return;
@@ -210,21 +211,21 @@ static void print_compare(const char *js, int node) {
 /* The host of a multi-host NCCL file that holds most of our GPUs. */
 static hsr_status load_nccl_for(const char *path, int host, const hsr_topo *mine, hsr_topo **out) {
   int n = 1;
-  HSR_CHECK(hsr_topo_load_nccl(path, host < 0 ? 0 : host, out, &n));
+  HSR_CHECK(topo_load_nccl(path, host < 0 ? 0 : host, out, &n));
   for (int h = 1; host < 0 && h < n; h++) {
     hsr_topo *t;
-    HSR_CHECK(hsr_topo_load_nccl(path, h, &t, NULL));
+    HSR_CHECK(topo_load_nccl(path, h, &t, NULL));
     int best = 0, here = 0;
-    for (int g = 0; g < hsr_topo_num_gpus(mine); g++)
-      for (int k = 0; k < hsr_topo_num_gpus(t); k++) {
-        here += !strcmp(hsr_topo_gpu_pci(mine, g), hsr_topo_gpu_pci(t, k));
-        best += k < hsr_topo_num_gpus(*out) && !strcmp(hsr_topo_gpu_pci(mine, g), hsr_topo_gpu_pci(*out, k));
+    for (int g = 0; g < topo_num_gpus(mine); g++)
+      for (int k = 0; k < topo_num_gpus(t); k++) {
+        here += !strcmp(topo_gpu_pci(mine, g), topo_gpu_pci(t, k));
+        best += k < topo_num_gpus(*out) && !strcmp(topo_gpu_pci(mine, g), topo_gpu_pci(*out, k));
       }
     if (here > best) {
-      hsr_topo_free(*out);
+      topo_free(*out);
       *out = t;
     } else {
-      hsr_topo_free(t);
+      topo_free(t);
     }
   }
   return HSR_OK;
@@ -237,8 +238,8 @@ static hsr_status load_nccl_for(const char *path, int host, const hsr_topo *mine
  * it back and compares it with its hwloc reading into `report`. Every rank
  * sets NCCL_TOPO_DUMP_FILE: NCCL's dump pass is an intra-node collective. */
 static hsr_status dump_and_compare(hsr_boot *b, const hsr_topo *hw, char *report) {
-  int leader = 0, node = hsr_boot_node(b), lead = 0;
-  while (hsr_boot_node_of(b, leader) != node) leader++;
+  int leader = 0, node = boot_node(b), lead = 0;
+  while (boot_node_of(b, leader) != node) leader++;
   lead = hsr_boot_rank(b) == leader;
   const char *keep = getenv("HSR_TOPO_DUMP_DIR");
   char dir[512] = "/tmp/hsr-nccl-topo-XXXXXX", path[600] = "/dev/null", rank_s[16];
@@ -262,7 +263,7 @@ static hsr_status dump_and_compare(hsr_boot *b, const hsr_topo *hw, char *report
   hsr_topo *nt = NULL;
   char *js = NULL;
   if (st == HSR_OK && lead) st = load_nccl_for(path, -1, hw, &nt);
-  if (st == HSR_OK && lead) st = hsr_topo_compare(hw, nt, &js, NULL);
+  if (st == HSR_OK && lead) st = topo_compare(hw, nt, &js, NULL);
   if (st == HSR_OK && lead && strlen(js) >= REPORT_MAX)
     st = hsr_error(HSR_ERR_INTERNAL, "node %d: the comparison (%zu bytes) exceeds %d bytes", node, strlen(js),
                    REPORT_MAX);
@@ -272,21 +273,21 @@ static hsr_status dump_and_compare(hsr_boot *b, const hsr_topo *hw, char *report
     rmdir(dir);
   }
   free(js);
-  hsr_topo_free(nt);
+  topo_free(nt);
   return st;
 }
 
 static int compare_live(hsr_boot *b, const hsr_topo *hw, int json) {
   char *mine = calloc(1, REPORT_MAX), *all = NULL;
-  if (!mine) return hsr_cli_fail("topo", hsr_error(HSR_ERR_NOMEM, "out of memory"));
+  if (!mine) return cli_fail("topo", hsr_error(HSR_ERR_NOMEM, "out of memory"));
   hsr_status st = dump_and_compare(b, hw, mine);
   int ok = st == HSR_OK, all_ok = 0;
   /* Every rank takes part in the gathers, also after a local failure. */
   int size = hsr_boot_size(b);
   int *oks = calloc((size_t)size, sizeof(int));
   all = calloc((size_t)size, REPORT_MAX);
-  if (!oks || !all || hsr_boot_allgather(b, &ok, sizeof ok, oks) != HSR_OK ||
-      hsr_boot_allgather(b, mine, REPORT_MAX, all) != HSR_OK) {
+  if (!oks || !all || boot_allgather(b, &ok, sizeof ok, oks) != HSR_OK ||
+      boot_allgather(b, mine, REPORT_MAX, all) != HSR_OK) {
     st = st == HSR_OK ? hsr_error(HSR_ERR_NOMEM, "gathering the comparison failed") : st;
   } else {
     all_ok = 1;
@@ -300,7 +301,7 @@ static int compare_live(hsr_boot *b, const hsr_topo *hw, int json) {
       if (json)
         printf("%s%s", first ? "" : ",", rep);
       else
-        print_compare(rep, hsr_boot_node_of(b, r));
+        print_compare(rep, boot_node_of(b, r));
       first = 0;
     }
     if (json) printf("]}\n");
@@ -310,29 +311,29 @@ static int compare_live(hsr_boot *b, const hsr_topo *hw, int json) {
   free(oks);
   free(all);
   free(mine);
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("topo", st);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("topo", st);
 }
 
 /* hwloc's reading (this host or --xml) beside NCCL's (--nccl-xml, else a
  * dump of a fresh NCCL world on this machine). */
 static int compare_mode(const char *xml, const char *nccl, int host, int json) {
   hsr_topo *hw = NULL, *nt = NULL;
-  hsr_status st = hsr_topo_discover(xml, &hw);
-  if (st != HSR_OK) return hsr_cli_fail("topo", st);
-  if (!nccl && hsr_topo_num_gpus(hw) == 0) {
-    hsr_topo_free(hw);
-    return hsr_cli_usage_error("topo", "--compare-nccl: no NVIDIA GPU on this host, so NCCL has nothing to dump "
-                                       "(compare with a saved dump: --nccl-xml FILE)");
+  hsr_status st = topo_discover(xml, &hw);
+  if (st != HSR_OK) return cli_fail("topo", st);
+  if (!nccl && topo_num_gpus(hw) == 0) {
+    topo_free(hw);
+    return cli_usage_error("topo", "--compare-nccl: no NVIDIA GPU on this host, so NCCL has nothing to dump "
+                                   "(compare with a saved dump: --nccl-xml FILE)");
   }
   const char *keep = getenv("HSR_TOPO_DUMP_DIR");
   if (!nccl && keep && *keep && access(keep, W_OK | X_OK) != 0) {
-    hsr_topo_free(hw);
-    return hsr_cli_usage_error("topo", "HSR_TOPO_DUMP_DIR='%s' is not a writable folder", keep);
+    topo_free(hw);
+    return cli_usage_error("topo", "HSR_TOPO_DUMP_DIR='%s' is not a writable folder", keep);
   }
   if (!nccl && !HSR_HAVE_NCCL) {
-    hsr_topo_free(hw);
-    return hsr_cli_usage_error("topo", "--compare-nccl: hsr was built without NCCL (compare with a saved dump: "
-                                       "--nccl-xml FILE)");
+    topo_free(hw);
+    return cli_usage_error("topo", "--compare-nccl: hsr was built without NCCL (compare with a saved dump: "
+                                   "--nccl-xml FILE)");
   }
   hsr_boot *b = NULL;
   st = hsr_boot_init(&b);
@@ -342,7 +343,7 @@ static int compare_mode(const char *xml, const char *nccl, int host, int json) {
   } else if (st == HSR_OK) {
     char *js = NULL;
     st = load_nccl_for(nccl, host, hw, &nt);
-    if (st == HSR_OK) st = hsr_topo_compare(hw, nt, &js, NULL);
+    if (st == HSR_OK) st = topo_compare(hw, nt, &js, NULL);
     if (st == HSR_OK && hsr_boot_rank(b) == 0) {
       if (json)
         printf("{\"nodes\":[%s]}\n", js);
@@ -353,10 +354,10 @@ static int compare_mode(const char *xml, const char *nccl, int host, int json) {
   }
   hsr_status fst = b ? hsr_boot_finalize(b) : HSR_OK;
   if (st == HSR_OK) st = fst;
-  hsr_topo_free(hw);
-  hsr_topo_free(nt);
+  topo_free(hw);
+  topo_free(nt);
   if (rc != HSR_EXIT_OK) return rc;
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("topo", st);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("topo", st);
 }
 
 static void usage(void) {
@@ -382,43 +383,43 @@ static void usage(void) {
 
 static int show(const char *xml, const char *nccl, int host, int json) {
   hsr_topo *t = NULL;
-  hsr_status st = nccl ? hsr_topo_load_nccl(nccl, host, &t, NULL) : hsr_topo_discover(xml, &t);
-  if (st != HSR_OK) return hsr_cli_fail("topo", st);
+  hsr_status st = nccl ? topo_load_nccl(nccl, host, &t, NULL) : topo_discover(xml, &t);
+  if (st != HSR_OK) return cli_fail("topo", st);
   hsr_boot *b = NULL;
   st = hsr_boot_init(&b);
   if (st != HSR_OK) {
-    hsr_topo_free(t);
-    return hsr_cli_fail("topo", st);
+    topo_free(t);
+    return cli_fail("topo", st);
   }
   hsr_cluster *cl = NULL;
-  if (!hsr_boot_is_singleton(b)) st = hsr_cluster_gather(b, t, &cl);
+  if (!boot_is_singleton(b)) st = cluster_gather(b, t, &cl);
   if (st == HSR_OK && hsr_boot_rank(b) == 0) {
     char *s = NULL;
     if (json) {
       if (cl) {
-        st = hsr_cluster_json(cl, &s);
+        st = cluster_json(cl, &s);
         if (st == HSR_OK) printf("%s\n", s);
       } else {
-        st = hsr_topo_json(t, &s);
+        st = topo_json(t, &s);
         if (st == HSR_OK) printf("{\"nodes\":[%s]}\n", s);
       }
       free(s);
     } else if (cl) {
-      for (int n = 0; n < hsr_cluster_num_nodes(cl); n++) print_node(hsr_cluster_node_topo(cl, n), n);
+      for (int n = 0; n < cluster_num_nodes(cl); n++) print_node(cluster_node_topo(cl, n), n);
     } else {
       print_node(t, 0);
     }
     fflush(stdout);
   }
-  if (st == HSR_OK && cl) st = hsr_boot_barrier(b);
-  hsr_cluster_free(cl);
-  hsr_topo_free(t);
+  if (st == HSR_OK && cl) st = boot_barrier(b);
+  cluster_free(cl);
+  topo_free(t);
   hsr_status fst = hsr_boot_finalize(b);
   if (st == HSR_OK) st = fst;
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("topo", st);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("topo", st);
 }
 
-int hsr_cmd_topo(int argc, char **argv) {
+int cmd_topo(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'},
                                        {"json", no_argument, 0, 'j'},
                                        {"xml", required_argument, 0, 'x'},
@@ -440,32 +441,30 @@ int hsr_cmd_topo(int argc, char **argv) {
     case 'x': xml = optarg; break;
     case 'N': nccl = optarg; break;
     case 'H':
-      if (hsr_parse_long("--nccl-host", optarg, 0, 1 << 16, &host) != HSR_OK)
-        return hsr_cli_usage_error("topo", "%s", hsr_last_error());
+      if (parse_long("--nccl-host", optarg, 0, 1 << 16, &host) != HSR_OK)
+        return cli_usage_error("topo", "%s", hsr_last_error());
       break;
     case 'C': compare = 1; break;
     case 'b': bind = optarg; break;
     case 'l': local_size = optarg; break;
-    default: return hsr_cli_usage_error("topo", "unknown option or missing value '%s'", argv[optind - 1]);
+    default: return cli_usage_error("topo", "unknown option or missing value '%s'", argv[optind - 1]);
     }
   }
-  if (optind < argc) return hsr_cli_usage_error("topo", "unexpected argument '%s'", argv[optind]);
-  if ((xml && hsr_path_check_read("--xml", xml) != HSR_OK) ||
-      (nccl && hsr_path_check_read("--nccl-xml", nccl) != HSR_OK))
-    return hsr_cli_usage_error("topo", "%s", hsr_last_error());
-  if (json && bind)
-    return hsr_cli_usage_error("topo", "--json has no effect with --bind-cpuset (it prints a cpu list)");
-  if (local_size && !bind) return hsr_cli_usage_error("topo", "--local-size goes with --bind-cpuset");
-  if (host >= 0 && !nccl) return hsr_cli_usage_error("topo", "--nccl-host goes with --nccl-xml");
+  if (optind < argc) return cli_usage_error("topo", "unexpected argument '%s'", argv[optind]);
+  if ((xml && path_check_read("--xml", xml) != HSR_OK) || (nccl && path_check_read("--nccl-xml", nccl) != HSR_OK))
+    return cli_usage_error("topo", "%s", hsr_last_error());
+  if (json && bind) return cli_usage_error("topo", "--json has no effect with --bind-cpuset (it prints a cpu list)");
+  if (local_size && !bind) return cli_usage_error("topo", "--local-size goes with --bind-cpuset");
+  if (host >= 0 && !nccl) return cli_usage_error("topo", "--nccl-host goes with --nccl-xml");
   if (bind && (nccl || compare))
-    return hsr_cli_usage_error("topo", "--bind-cpuset reads hwloc (this host or --xml), not --nccl-xml/--compare-nccl");
+    return cli_usage_error("topo", "--bind-cpuset reads hwloc (this host or --xml), not --nccl-xml/--compare-nccl");
   if (bind) return bind_cpuset(xml, bind, local_size);
   if (compare && !nccl && (xml || getenv("HSR_TOPO_XML")))
-    return hsr_cli_usage_error("topo", "--compare-nccl without --nccl-xml compares with the topology NCCL dumps on "
-                                       "this machine, so hwloc must read this machine too: drop --xml / HSR_TOPO_XML");
+    return cli_usage_error("topo", "--compare-nccl without --nccl-xml compares with the topology NCCL dumps on "
+                                   "this machine, so hwloc must read this machine too: drop --xml / HSR_TOPO_XML");
   if (compare) return compare_mode(xml, nccl, (int)host, json);
   if (xml && nccl)
-    return hsr_cli_usage_error("topo", "--xml (hwloc) and --nccl-xml (NCCL) describe the same thing: give one, or "
-                                       "both with --compare-nccl");
+    return cli_usage_error("topo", "--xml (hwloc) and --nccl-xml (NCCL) describe the same thing: give one, or "
+                                   "both with --compare-nccl");
   return show(xml, nccl, host < 0 ? 0 : (int)host, json);
 }

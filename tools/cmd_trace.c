@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
-#include "hsr/trace.h"
+#include "common/sys.h"
+#include "runtime/io/trace_summary.h"
 
 static void trace_usage(FILE *f) {
   fprintf(f, "usage: hsr trace summarize FILE [--json]\n"
@@ -15,7 +15,7 @@ static void trace_usage(FILE *f) {
              "  ratio, and the all-gathers per unit.\n");
 }
 
-int hsr_cmd_trace(int argc, char **argv) {
+int cmd_trace(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
   int json = 0, c;
   optind = 1;
@@ -28,16 +28,15 @@ int hsr_cmd_trace(int argc, char **argv) {
     if (c == 'j')
       json = 1;
     else
-      return hsr_cli_usage_error("trace", "unknown option '%s'", argv[optind - 1]);
+      return cli_usage_error("trace", "unknown option '%s'", argv[optind - 1]);
   }
-  if (optind >= argc) return hsr_cli_usage_error("trace", "missing action (valid: summarize)");
+  if (optind >= argc) return cli_usage_error("trace", "missing action (valid: summarize)");
   if (strcmp(argv[optind], "summarize") != 0)
-    return hsr_cli_usage_error("trace", "unknown action '%s' (valid: summarize)", argv[optind]);
-  if (optind + 1 >= argc) return hsr_cli_usage_error("trace", "summarize needs a trace FILE");
-  if (optind + 2 < argc) return hsr_cli_usage_error("trace", "unexpected argument '%s'", argv[optind + 2]);
+    return cli_usage_error("trace", "unknown action '%s' (valid: summarize)", argv[optind]);
+  if (optind + 1 >= argc) return cli_usage_error("trace", "summarize needs a trace FILE");
+  if (optind + 2 < argc) return cli_usage_error("trace", "unexpected argument '%s'", argv[optind + 2]);
   /* a FILE that is not there is bad usage (2); one that is there but is not a trace, a failure (1) */
-  if (hsr_path_check_read("FILE", argv[optind + 1]) != HSR_OK)
-    return hsr_cli_usage_error("trace", "%s", hsr_last_error());
-  hsr_status st = hsr_trace_summarize(argv[optind + 1], json, stdout);
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("trace", st);
+  if (path_check_read("FILE", argv[optind + 1]) != HSR_OK) return cli_usage_error("trace", "%s", hsr_last_error());
+  hsr_status st = trace_summarize(argv[optind + 1], json, stdout);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("trace", st);
 }

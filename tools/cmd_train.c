@@ -13,10 +13,15 @@
 #include "hf_config.h"
 #include "model_meta.h"
 #include "hsr/boot.h"
+#include "launch/boot_internal.h"
 #include "hsr/config.h"
 #include "hsr/runtime.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
 #include "train.h"
 #include "train_report.h"
 
@@ -24,7 +29,7 @@
 static hsr_status open_out(train_run *r, const char *path, const char *flag, int mode, hsr_out *o) {
   if (!path) return HSR_OK;
   hsr_status st = HSR_OK;
-  if (r->rank == 0) st = hsr_out_open(o, flag, path, mode);
+  if (r->rank == 0) st = out_open(o, flag, path, mode);
   return train_agree(r->boot, st);
 }
 
@@ -48,27 +53,27 @@ static void print_header(const train_run *r) {
     snprintf(rs, sizeof rs, "-"), snprintf(pf, sizeof pf, "-");
   printf("hsr train: %d ranks, %d node(s), %s, mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %s, sync %s, "
          "%s%s%s/%s\n",
-         r->world, hsr_boot_num_nodes(r->boot),
+         r->world, boot_num_nodes(r->boot),
          a->cfg.device == HSR_DEVICE_CUDA  ? "CUDA (NCCL)"
          : a->cfg.device == HSR_DEVICE_SIM ? "sim"
                                            : "host",
-         hsr_rt_replicate(r->rt), hsr_rt_shard(r->rt), hsr_rt_strategy_name(a->cfg.strategy), rs, pf,
-         a->cfg.micro_batches > 1 ? hsr_rt_sync_name(a->cfg.sync) : "-",
+         rt_replicate(r->rt), rt_shard(r->rt), rt_strategy_name(a->cfg.strategy), rs, pf,
+         a->cfg.micro_batches > 1 ? rt_sync_name(a->cfg.sync) : "-",
          a->cfg.outer_shard == HSR_RT_OUTER_OPTIM ? "outer-shard optim, " : "",
-         a->cfg.offload == HSR_RT_OFFLOAD_OPTIM ? "offload optim, " : "", hsr_dtype_name(a->cfg.param_dtype),
-         hsr_dtype_name(a->cfg.reduce_dtype));
+         a->cfg.offload == HSR_RT_OFFLOAD_OPTIM ? "offload optim, " : "", dtype_name(a->cfg.param_dtype),
+         dtype_name(a->cfg.reduce_dtype));
   a->model->describe(r, stdout);
   printf("global batch %d (%d per rank, %d micro-batch(es)), %d steps, lr %g", a->batch, a->batch / N,
          a->cfg.micro_batches, a->steps, a->lr);
   if (a->warmup || a->lr_min != a->lr) printf(" (warm-up %d, cosine to %g)", a->warmup, a->lr_min);
   printf("%s%s\n", a->init ? ", from " : "", a->init ? a->init : "");
-  if (hsr_rt_partial(r->rt) > 0) { /* say which ranks the backward gathers stay in, and where they live */
-    int K = hsr_rt_partial(r->rt), *pg = calloc((size_t)K, sizeof *pg);
-    if (pg && hsr_mesh_partial_group(hsr_rt_get_mesh(r->rt), 0, pg) == HSR_OK) {
+  if (rt_partial(r->rt) > 0) { /* say which ranks the backward gathers stay in, and where they live */
+    int K = rt_partial(r->rt), *pg = calloc((size_t)K, sizeof *pg);
+    if (pg && mesh_partial_group(hsr_rt_get_mesh(r->rt), 0, pg) == HSR_OK) {
       printf("partial group of rank 0 (K = %d): ranks", K);
       for (int i = 0; i < K; i++) printf(" %d", pg[i]);
-      int n0 = hsr_boot_node_of(r->boot, pg[0]), same = 1;
-      for (int i = 1; i < K; i++) same &= hsr_boot_node_of(r->boot, pg[i]) == n0;
+      int n0 = boot_node_of(r->boot, pg[0]), same = 1;
+      for (int i = 1; i < K; i++) same &= boot_node_of(r->boot, pg[i]) == n0;
       printf(same ? " (all on node %d: backward all-gathers stay inside the node)\n"
                   : " (spanning nodes: the shard group's ranks on one node are fewer than K=%d)\n",
              same ? n0 : K);
@@ -104,9 +109,9 @@ static hsr_status log_line(train_run *r, FILE *f, const hsr_rt_step_info *in, do
   cJSON_AddNumberToObject(o, "recomputes", in->recomputes);
   cJSON *calls = cJSON_AddObjectToObject(o, "calls");
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
-    cJSON *grp = cJSON_AddObjectToObject(calls, hsr_rt_group_name((hsr_rt_group)g));
+    cJSON *grp = cJSON_AddObjectToObject(calls, rt_group_name((hsr_rt_group)g));
     for (int op = 0; op < HSR_OP_COUNT; op++)
-      cJSON_AddNumberToObject(grp, hsr_op_name((hsr_op)op), (double)in->calls[g][op]);
+      cJSON_AddNumberToObject(grp, op_name((hsr_op)op), (double)in->calls[g][op]);
   }
   train_comm_json(o, "comm", in->comm, 1); /* per group and op: calls, bytes sent/received, fabric, full buffers */
   hsr_status st = train_ft_log(r, in->step, o);
@@ -154,10 +159,10 @@ static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
   HSR_CHECK(train_ft_join(r, &start)); /* replica groups: into the quorum (a joiner starts where it heals) */
   ls->start = (int)start;
   for (int s = (int)start; s < a->steps; s++) {
-    double lr = hsr_rt_lr_at(&sched, s + 1);
+    double lr = rt_lr_at(&sched, s + 1);
     for (int g = 0; g < a->cfg.num_groups; g++) HSR_CHECK(hsr_rt_set_lr(r->rt, g, lr));
     HSR_CHECK(train_ft_begin(r, s));
-    double loss, val = NAN, t0 = hsr_clock_s();
+    double loss, val = NAN, t0 = clock_s();
     hsr_rt_step_info info;
     HSR_CHECK(m->step(r, s, &loss, &info));
     int again = 0;
@@ -166,11 +171,11 @@ static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
       s--;
       continue;
     }
-    double ms = (hsr_clock_s() - t0) * 1e3, tps = tokens / (ms * 1e-3), gflops = fpt * tps * 1e-9;
+    double ms = (clock_s() - t0) * 1e3, tps = tokens / (ms * 1e-3), gflops = fpt * tps * 1e-9;
     ls->total_ms += ms;
     if (s == start && a->steps > start + 1) { /* the first step records the execution order: measure from the second */
       double drop[3];
-      hsr_rt_reset_timing(r->rt);
+      rt_reset_timing(r->rt);
       if (m->profile) m->profile(r, drop, 1);
     } else {
       ls->meas++;
@@ -185,9 +190,9 @@ static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
       double p[3];
       hsr_rt_timing t0v, t1v;
       if (m->profile) m->profile(r, p, 0); /* validation is not training time */
-      hsr_rt_get_timing(r->rt, &t0v);
+      rt_get_timing(r->rt, &t0v);
       HSR_CHECK(m->val(r, &val));
-      hsr_rt_get_timing(r->rt, &t1v);
+      rt_get_timing(r->rt, &t1v);
       if (s > start || a->steps == start + 1) {
         ls->val_engine_s += t1v.engine_s - t0v.engine_s;
         ls->val_wait_s += t1v.wait_s - t0v.wait_s;
@@ -202,7 +207,7 @@ static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
       after_val = 1;
     }
     HSR_CHECK(log_line(r, logf->f, &info, loss, val, ms, tps, gflops)); /* every rank: a group's state_hash */
-    if (r->rank == 0 && logf->f) HSR_CHECK(hsr_out_flush(logf)); /* each line checked: a full disk ends the run now */
+    if (r->rank == 0 && logf->f) HSR_CHECK(out_flush(logf)); /* each line checked: a full disk ends the run now */
     if (r->rank == 0 && a->progress) progress(r, s, loss, ls->val, &info, ms, tps, gflops);
     if (train_ft_saver(r)) /* replica groups: the smallest live id saves */
       HSR_CHECK(train_ckpt_after_step(&a->ck, r->boot, r->rt, &ts, s + 1, a->steps)); /* when due; collective */
@@ -224,10 +229,10 @@ static hsr_status throughput(train_run *r, const loop_stats *ls, cJSON *extra) {
   m->probe_shape(r, &pm, &pn, &pk);
   double g = 0, *all = calloc((size_t)r->world, sizeof *all), mean = 0;
   if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  hsr_status st = hsr_boot_barrier(r->boot);
+  hsr_status st = boot_barrier(r->boot);
   if (st == HSR_OK) st = train_gemm_probe(hsr_rt_device(r->rt), hsr_rt_compute_stream(r->rt), pm, pn, pk, 0.3, &g);
   st = train_agree(r->boot, st);
-  if (st == HSR_OK) st = hsr_boot_allgather(r->boot, &g, sizeof g, all);
+  if (st == HSR_OK) st = boot_allgather(r->boot, &g, sizeof g, all);
   for (int i = 0; i < r->world; i++) mean += all[i] / r->world;
   free(all);
   HSR_CHECK(st);
@@ -235,7 +240,7 @@ static hsr_status throughput(train_run *r, const loop_stats *ls, cJSON *extra) {
   double step_s = ls->meas ? ls->meas_ms / ls->meas * 1e-3 : ls->total_ms * 1e-3 / (ran > 0 ? ran : 1);
   double tps = m->tokens_per_step(r) / step_s, gf = m->flops_per_token(r) * tps * 1e-9, per = gf / r->world;
   hsr_rt_timing tm;
-  hsr_rt_get_timing(r->rt, &tm);
+  rt_get_timing(r->rt, &tm);
   double steps = tm.steps ? (double)tm.steps : 1, eng = (tm.engine_s - ls->val_engine_s) / steps * 1e3;
   double model_ms[3];
   for (int i = 0; i < 3; i++) model_ms[i] = m->profile ? ls->model_s[i] / steps * 1e3 : 0;
@@ -278,7 +283,7 @@ static hsr_status export_weights(train_run *r, const char *path, uint64_t max_sh
     HSR_CHECK(train_agree(r->boot, r->rank == 0 ? hf_config_write(path, meta.kv, meta.n, &cfg) : HSR_OK));
   if (r->rank == 0)
     printf("exported: %s (safetensors, %d tensors in %d file%s%s%s)\n", path,
-           hsr_rt_layout_num_params(hsr_rt_get_layout(r->rt)), files, files == 1 ? "" : "s", cfg ? ", config.json" : "",
+           rt_layout_num_params(rt_get_layout(r->rt)), files, files == 1 ? "" : "s", cfg ? ", config.json" : "",
            step ? "" : ", the initial weights");
   return HSR_OK;
 }
@@ -321,7 +326,7 @@ static hsr_status finish(train_run *r, const loop_stats *ls, FILE *jsonf) {
   cJSON_Delete(extra);
   if (st == HSR_OK && a->export_path) st = export_weights(r, a->export_path, a->max_shard_bytes, a->steps);
   if (st == HSR_OK && a->trace) {
-    if ((st = hsr_rt_trace_write(r->rt, a->trace)) == HSR_OK && r->rank == 0)
+    if ((st = rt_trace_write(r->rt, a->trace)) == HSR_OK && r->rank == 0)
       printf("trace: %s (hsr trace summarize %s)\n", a->trace, a->trace);
   }
   return st;
@@ -338,23 +343,23 @@ static hsr_status check_peak(train_run *r, int here, uint64_t mem) {
   int nprog = 0;
   hsr_ledger *ph = NULL;
   hsr_status st = m->program(r, &prog, &nprog);
-  if (st == HSR_OK) st = hsr_ledger_create(&ph);
+  if (st == HSR_OK) st = ledger_create(&ph);
   if (st == HSR_OK) st = train_predict(r->rt, &r->a->cfg, prog, nprog, m->activation_bytes(r), ph, NULL, NULL);
-  double peak = st == HSR_OK ? (double)hsr_ledger_total_peak(ph) : 0, need = peak * here;
+  double peak = st == HSR_OK ? (double)ledger_total_peak(ph) : 0, need = peak * here;
   if (st == HSR_OK && need > 0.9 * (double)mem) {
     char b[5][32];
-    double pers = (double)hsr_ledger_persistent(ph), act = (double)m->activation_bytes(r);
-    hsr_sys_bytes_text(need, b[0], sizeof b[0]), hsr_sys_bytes_text(pers, b[1], sizeof b[1]);
-    hsr_sys_bytes_text(peak - pers - act, b[2], sizeof b[2]), hsr_sys_bytes_text(act, b[3], sizeof b[3]);
-    hsr_sys_bytes_text((double)mem, b[4], sizeof b[4]);
+    double pers = (double)ledger_persistent(ph), act = (double)m->activation_bytes(r);
+    sys_bytes_text(need, b[0], sizeof b[0]), sys_bytes_text(pers, b[1], sizeof b[1]);
+    sys_bytes_text(peak - pers - act, b[2], sizeof b[2]), sys_bytes_text(act, b[3], sizeof b[3]);
+    sys_bytes_text((double)mem, b[4], sizeof b[4]);
     st = hsr_error(HSR_ERR_INVALID,
                    "the model does not fit in memory at its peak: the %d rank(s) on this host need about %s (per "
                    "rank: %s persistent, %s of gathered units and gradient buffers at the peak, in %s, %s of "
                    "activations: the schedule's count), %s is available: use a smaller model, --batch or more hosts",
-                   here, b[0], b[1], b[2], hsr_phase_name(hsr_ledger_total_peak_where(ph).phase), b[3], b[4]);
+                   here, b[0], b[1], b[2], phase_name(ledger_total_peak_where(ph).phase), b[3], b[4]);
   }
   free(prog);
-  hsr_ledger_free(ph);
+  ledger_free(ph);
   return st;
 }
 
@@ -364,10 +369,10 @@ static hsr_status run(train_run *r) {
   hsr_cluster *cl = NULL;
   hsr_out logf = {0}, jsonf = {0};
   hsr_status st = train_ft_create(r); /* a replica group: before the engine, which it hooks */
-  if (st == HSR_OK) st = hsr_topo_discover(NULL, &topo);
-  if (st == HSR_OK) st = hsr_cluster_gather(r->boot, topo, &cl);
+  if (st == HSR_OK) st = topo_discover(NULL, &topo);
+  if (st == HSR_OK) st = cluster_gather(r->boot, topo, &cl);
   if (st == HSR_OK && !a->strategy_given) { /* hybrid when the mesh has replicas, else fsdp */
-    int S = a->cfg.shard ? a->cfg.shard : hsr_cluster_domain_size(cl);
+    int S = a->cfg.shard ? a->cfg.shard : cluster_domain_size(cl);
     if (S < 1 || S > r->world || r->world % S) S = r->world;
     int R = a->cfg.replicate ? a->cfg.replicate : r->world / S;
     a->cfg.strategy = R > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
@@ -377,16 +382,16 @@ static hsr_status run(train_run *r) {
   }
   if (st == HSR_OK) { /* settings this mesh ignores, and what this host can hold: before the engine allocates */
     int S = 0, R = 0, here = 0;
-    if (hsr_rt_config_resolve(&a->cfg, r->world, hsr_cluster_domain_size(cl), &S, &R) == HSR_OK) {
-      for (int q = 0; q < r->world; q++) here += !strcmp(hsr_boot_hostname_of(r->boot, q), hsr_boot_hostname(r->boot));
+    if (rt_config_resolve(&a->cfg, r->world, cluster_domain_size(cl), &S, &R) == HSR_OK) {
+      for (int q = 0; q < r->world; q++) here += !strcmp(boot_hostname_of(r->boot, q), boot_hostname(r->boot));
       st = train_check_mesh(a, S, R);
       if (st == HSR_OK) st = train_check_fit(a, S, R, r->world, here);
       st = train_agree(r->boot, st);
     }
   }
   uint64_t mem = 0;
-  int here = 0, have_mem = st == HSR_OK && a->cfg.device == HSR_DEVICE_HOST && hsr_sys_mem_available(&mem) == HSR_OK;
-  for (int q = 0; q < r->world; q++) here += !strcmp(hsr_boot_hostname_of(r->boot, q), hsr_boot_hostname(r->boot));
+  int here = 0, have_mem = st == HSR_OK && a->cfg.device == HSR_DEVICE_HOST && sys_mem_available(&mem) == HSR_OK;
+  for (int q = 0; q < r->world; q++) here += !strcmp(boot_hostname_of(r->boot, q), boot_hostname(r->boot));
   if (st == HSR_OK) st = hsr_rt_create(r->boot, NULL, cl, &a->cfg, &r->rt);
   if (st == HSR_OK) st = a->model->setup(r);
   if (st == HSR_OK && have_mem) st = train_agree(r->boot, check_peak(r, here, mem));
@@ -394,25 +399,25 @@ static hsr_status run(train_run *r) {
   if (st == HSR_OK && a->batch % (N * a->cfg.micro_batches)) {
     st = hsr_error(HSR_ERR_INVALID, "--batch %d must be a multiple of data-parallel ranks x micro-batches = %d x %d",
                    a->batch, N, a->cfg.micro_batches);
-    hsr_error_share(); /* every rank computes it from the same flags and mesh: said once */
+    error_share(); /* every rank computes it from the same flags and mesh: said once */
   }
   if (st == HSR_OK) st = open_out(r, a->log, "--log", HSR_OUT_STREAM, &logf);
   if (st == HSR_OK) st = open_out(r, a->json, "--json", HSR_OUT_WHOLE, &jsonf);
-  if (st == HSR_OK && a->trace) st = hsr_rt_trace_enable(r->rt, 1);
+  if (st == HSR_OK && a->trace) st = rt_trace_enable(r->rt, 1);
   if (st == HSR_OK && r->rank == 0) print_header(r);
   if (st == HSR_OK && a->export_init) st = export_weights(r, a->export_init, 0, 0);
   loop_stats ls = {0};
   if (st == HSR_OK) st = train_loop(r, &logf, &ls);
   if (st == HSR_OK) st = finish(r, &ls, jsonf.f);
-  if (st == HSR_OK) st = hsr_out_close(&logf); /* a write error is the run's error */
-  if (st == HSR_OK) st = hsr_out_close(&jsonf);
-  hsr_out_abort(&logf), hsr_out_abort(&jsonf); /* after an error: what is left (the log as written) */
+  if (st == HSR_OK) st = out_close(&logf); /* a write error is the run's error */
+  if (st == HSR_OK) st = out_close(&jsonf);
+  out_abort(&logf), out_abort(&jsonf); /* after an error: what is left (the log as written) */
   a->model->free(r);
   /* the job's one line before the teardown (leaving a lost coordinator waits
    * seconds; the other ranks' exit would have the launcher end this one first) */
-  r->said = hsr_cli_say_shared("train", st, r->boot);
+  r->said = cli_say_shared("train", st, r->boot);
   char why[1024] = ""; /* teardown may raise errors of its own: the first one is the job's */
-  int shared = st != HSR_OK && hsr_error_shared();
+  int shared = st != HSR_OK && error_shared();
   if (st != HSR_OK) snprintf(why, sizeof why, "%s", hsr_last_error());
   train_ft_free(r); /* leaves the quorum; before the engine it reads */
   hsr_status dst = hsr_rt_destroy(r->rt);
@@ -420,13 +425,13 @@ static hsr_status run(train_run *r) {
     st = dst;
   else
     hsr_error(st, "%s", why);
-  if (shared) hsr_error_share(); /* still the job's one error */
-  hsr_cluster_free(cl);
-  hsr_topo_free(topo);
+  if (shared) error_share(); /* still the job's one error */
+  cluster_free(cl);
+  topo_free(topo);
   return st;
 }
 
-int hsr_cmd_train(int argc, char **argv) {
+int cmd_train(int argc, char **argv) {
   train_args a;
   int pr = train_parse(argc, argv, &a);
   if (pr < 0) return HSR_EXIT_OK;
@@ -434,14 +439,14 @@ int hsr_cmd_train(int argc, char **argv) {
   openblas_set_num_threads(1); /* one BLAS thread per rank: ranks share the cores */
   train_run r = {&a, NULL, NULL, 0, 1, NULL, 0};
   hsr_status st = hsr_boot_init(&r.boot);
-  if (st != HSR_OK) return hsr_cli_fail("train", st);
+  if (st != HSR_OK) return cli_fail("train", st);
   r.rank = hsr_boot_rank(r.boot), r.world = hsr_boot_size(r.boot);
   st = run(&r);
   if (st != HSR_OK) {
-    int code = r.said ? hsr_cli_end_job(st, r.boot) : hsr_cli_fail_job("train", st, r.boot);
+    int code = r.said ? cli_end_job(st, r.boot) : cli_fail_job("train", st, r.boot);
     hsr_boot_finalize(r.boot);
     return code;
   }
   st = hsr_boot_finalize(r.boot);
-  return st == HSR_OK ? HSR_EXIT_OK : hsr_cli_fail("train", st);
+  return st == HSR_OK ? HSR_EXIT_OK : cli_fail("train", st);
 }

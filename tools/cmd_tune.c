@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "tune_cli.h"
+#include "launch/boot_internal.h"
+#include "common/dtype_internal.h"
 
 static void usage(void) {
   printf("usage: hsr tune --params N [--units U] (--world W --gpus-per-node G | --xml FILE | --nccl-xml FILE |\n"
@@ -208,8 +210,8 @@ static int refuse_ignored(const tune_opts *o, int mode) {
     char who[160] = "";
     for (int k = M_PLAN; k <= M_VAL; k <<= 1)
       if (m & k) snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", who[0] ? " and " : "", mode_name(k));
-    return hsr_cli_usage_error("tune", "%s means nothing to %s (it is read by %s)", flag_modes[i].name, mode_name(mode),
-                               who);
+    return cli_usage_error("tune", "%s means nothing to %s (it is read by %s)", flag_modes[i].name, mode_name(mode),
+                           who);
   }
   return 0;
 }
@@ -219,93 +221,93 @@ static hsr_status parse_opt(tune_opts *o, int c, const char *a) {
   size_t z = 0;
   hsr_status st = HSR_OK;
   switch (c) {
-  case O_PARAMS: return hsr_parse_double("--params", a, 1, 1e16, &o->params);
-  case O_UNITS: o->units_given = 1; return hsr_parse_long("--units", a, 1, 1 << 20, &o->units);
+  case O_PARAMS: return parse_double("--params", a, 1, 1e16, &o->params);
+  case O_UNITS: o->units_given = 1; return parse_long("--units", a, 1, 1 << 20, &o->units);
   case O_UNIT_SIZE:
-    st = hsr_parse_size("--unit-size", a, &z);
+    st = parse_size("--unit-size", a, &z);
     if (st == HSR_OK && z < 64) st = hsr_error(HSR_ERR_INVALID, "--unit-size: at least 64 bytes (got '%s')", a);
     o->unit_bytes = (double)z;
     return st;
-  case O_ROOT: return hsr_parse_choice("--root", a, roots, &o->root);
-  case O_CMS: return hsr_parse_double("--compute-ms-per-unit", a, 0, 1e7, &o->compute_ms);
-  case O_TFLOPS: return hsr_parse_double("--tflops", a, 1e-6, 1e6, &o->tflops);
-  case O_TOKENS: return hsr_parse_double("--tokens", a, 1, 1e12, &o->tokens);
+  case O_ROOT: return parse_choice("--root", a, roots, &o->root);
+  case O_CMS: return parse_double("--compute-ms-per-unit", a, 0, 1e7, &o->compute_ms);
+  case O_TFLOPS: return parse_double("--tflops", a, 1e-6, 1e6, &o->tflops);
+  case O_TOKENS: return parse_double("--tokens", a, 1, 1e12, &o->tokens);
   case O_CFROM: o->compute_from = a; return HSR_OK;
-  case O_BWD: return hsr_parse_double("--bwd-ratio", a, 0, 100, &o->bwd_ratio);
-  case O_PDT: st = hsr_dtype_parse(a, &o->param_dtype); break;
-  case O_RDT: st = hsr_dtype_parse(a, &o->reduce_dtype); break;
-  case O_MICRO: return hsr_parse_long("--micro-batches", a, 1, 1024, &o->micro);
-  case O_ACT: st = hsr_parse_size("--act-mem", a, &z), o->act_bytes = (double)z; return st;
-  case O_WORLD: return hsr_parse_long("--world", a, 1, 1 << 22, &o->world);
-  case O_NODES: return hsr_parse_long("--nodes", a, 1, 1 << 20, &o->nodes);
-  case O_GPN: return hsr_parse_long("--gpus-per-node", a, 1, 1024, &o->gpus_per_node);
+  case O_BWD: return parse_double("--bwd-ratio", a, 0, 100, &o->bwd_ratio);
+  case O_PDT: st = dtype_parse(a, &o->param_dtype); break;
+  case O_RDT: st = dtype_parse(a, &o->reduce_dtype); break;
+  case O_MICRO: return parse_long("--micro-batches", a, 1, 1024, &o->micro);
+  case O_ACT: st = parse_size("--act-mem", a, &z), o->act_bytes = (double)z; return st;
+  case O_WORLD: return parse_long("--world", a, 1, 1 << 22, &o->world);
+  case O_NODES: return parse_long("--nodes", a, 1, 1 << 20, &o->nodes);
+  case O_GPN: return parse_long("--gpus-per-node", a, 1, 1024, &o->gpus_per_node);
   case O_XML: o->xml = a; return HSR_OK;
   case O_NCCL: o->nccl_xml = a; return HSR_OK;
-  case O_NHOST: return hsr_parse_long("--nccl-host", a, 0, 1 << 16, &o->nccl_host);
+  case O_NHOST: return parse_long("--nccl-host", a, 0, 1 << 16, &o->nccl_host);
   case O_HW: o->hw = a; return HSR_OK;
   case O_BENCH:
     if (o->nbench == TUNE_MAX_BENCH) return hsr_error(HSR_ERR_INVALID, "at most %d --bench files", TUNE_MAX_BENCH);
     o->bench[o->nbench++] = a;
     return HSR_OK;
   case O_BUDGET:
-    st = hsr_parse_size("--mem-budget", a, &z);
+    st = parse_size("--mem-budget", a, &z);
     if (st == HSR_OK && z == 0) st = hsr_error(HSR_ERR_INVALID, "--mem-budget: must be above 0 (e.g. 80G)");
     o->mem_budget = (double)z;
     return st;
-  case O_SHARD: return hsr_parse_long("--shard", a, 1, 1 << 22, &o->shard);
-  case O_REP: return hsr_parse_long("--replicate", a, 1, 1 << 22, &o->replicate);
+  case O_SHARD: return parse_long("--shard", a, 1, 1 << 22, &o->shard);
+  case O_REP: return parse_long("--replicate", a, 1, 1 << 22, &o->replicate);
   case O_STRAT: {
     hsr_rt_strategy s;
     st = hsr_rt_parse_strategy(a, &s);
     o->strategy = (int)s;
     return st;
   }
-  case O_MAXPF: return hsr_parse_long("--max-prefetch", a, 0, 8, &o->max_prefetch);
+  case O_MAXPF: return parse_long("--max-prefetch", a, 0, 8, &o->max_prefetch);
   case O_NOPFS: o->prefetch_step = 0; return HSR_OK;
-  case O_TOP: return hsr_parse_long("--top", a, 1, 1 << 20, &o->top);
+  case O_TOP: return parse_long("--top", a, 1, 1 << 20, &o->top);
   case O_JSON: o->json = 1; return HSR_OK;
   case O_PLOT: o->plot = a; return HSR_OK;
-  case O_EMIT: o->emit_given = 1; return hsr_tune_parse_emit(a, &o->emit);
-  case O_RESHARD: o->reshard_given = 1; return hsr_rt_parse_reshard(a, &o->reshard, &o->partial_k);
-  case O_PF: o->prefetch_given = 1; return hsr_parse_long("--prefetch", a, 0, 8, &o->prefetch);
+  case O_EMIT: o->emit_given = 1; return tune_parse_emit(a, &o->emit);
+  case O_RESHARD: o->reshard_given = 1; return rt_parse_reshard(a, &o->reshard, &o->partial_k);
+  case O_PF: o->prefetch_given = 1; return parse_long("--prefetch", a, 0, 8, &o->prefetch);
   case O_VAL: o->validate = 1; return HSR_OK;
   case O_OUTER: {
     hsr_rt_outer v;
-    st = hsr_rt_parse_outer_shard(a, &v);
+    st = rt_parse_outer_shard(a, &v);
     o->outer = (int)v;
     return st;
   }
   case O_ARCH: o->arch_name = a; return HSR_OK;
-  case O_LAYERS: return hsr_parse_long("--layers", a, 1, 4096, &o->layers);
-  case O_WIDTH: return hsr_parse_long("--width", a, 1, 1 << 20, &o->width);
-  case O_HEADS: return hsr_parse_long("--heads", a, 1, 1 << 16, &o->heads);
-  case O_KVH: return hsr_parse_long("--kv-heads", a, 1, 1 << 16, &o->kv_heads);
-  case O_FFN: return hsr_parse_long("--ffn", a, 1, 1 << 22, &o->ffn);
-  case O_SEQ: return hsr_parse_long("--seq", a, 1, 1 << 24, &o->seq);
-  case O_VOCAB: return hsr_parse_long("--vocab", a, 1, 1 << 26, &o->vocab);
-  case O_MB: return hsr_parse_long("--micro-batch", a, 1, 1 << 20, &o->micro_batch);
+  case O_LAYERS: return parse_long("--layers", a, 1, 4096, &o->layers);
+  case O_WIDTH: return parse_long("--width", a, 1, 1 << 20, &o->width);
+  case O_HEADS: return parse_long("--heads", a, 1, 1 << 16, &o->heads);
+  case O_KVH: return parse_long("--kv-heads", a, 1, 1 << 16, &o->kv_heads);
+  case O_FFN: return parse_long("--ffn", a, 1, 1 << 22, &o->ffn);
+  case O_SEQ: return parse_long("--seq", a, 1, 1 << 24, &o->seq);
+  case O_VOCAB: return parse_long("--vocab", a, 1, 1 << 26, &o->vocab);
+  case O_MB: return parse_long("--micro-batch", a, 1, 1 << 20, &o->micro_batch);
   case O_ADT:
     o->act_dtype_given = 1;
-    st = hsr_dtype_parse(a, &o->act_dtype);
+    st = dtype_parse(a, &o->act_dtype);
     if (st == HSR_OK && o->act_dtype != HSR_F32 && o->act_dtype != HSR_BF16)
       st = hsr_error(HSR_ERR_INVALID, "--act-dtype: '%s' (valid: f32, bf16)", a);
     return st;
-  case O_RECOMPUTE: o->recompute_given = 1; return hsr_rt_parse_recompute(a, &o->recompute);
-  case O_VTOP: o->v_given = 1; return hsr_parse_long("--validate-top", a, 1, 16, &o->v_top);
-  case O_VBAD: o->v_given = 1; return hsr_parse_long("--validate-bad", a, 0, 16, &o->v_bad);
-  case O_VSTEPS: o->v_given = 1; return hsr_parse_long("--validate-steps", a, 1, 1000, &o->v_steps);
+  case O_RECOMPUTE: o->recompute_given = 1; return rt_parse_recompute(a, &o->recompute);
+  case O_VTOP: o->v_given = 1; return parse_long("--validate-top", a, 1, 16, &o->v_top);
+  case O_VBAD: o->v_given = 1; return parse_long("--validate-bad", a, 0, 16, &o->v_bad);
+  case O_VSTEPS: o->v_given = 1; return parse_long("--validate-steps", a, 1, 1000, &o->v_steps);
   case O_VKEEP: o->v_given = 1, o->v_keep = a; return HSR_OK;
-  case O_VROUNDS: o->v_given = 1; return hsr_parse_long("--validate-rounds", a, 1, 20, &o->v_rounds);
+  case O_VROUNDS: o->v_given = 1; return parse_long("--validate-rounds", a, 1, 20, &o->v_rounds);
   case O_VREUSE: o->v_given = 1, o->v_keep = a, o->v_reuse = 1; return HSR_OK;
   case O_VCOMPUTE: {
     static const char *const modes[] = {"cpu", "wait", NULL};
     o->v_given = 1;
-    return hsr_parse_choice("--compute", a, modes, &o->v_wait);
+    return parse_choice("--compute", a, modes, &o->v_wait);
   }
   case O_VDEVICE: {
     static const char *const kinds[] = {"host", "sim", NULL};
     o->v_given = 1;
-    return hsr_parse_choice("--device", a, kinds, &o->v_sim);
+    return parse_choice("--device", a, kinds, &o->v_sim);
   }
   default: return hsr_error(HSR_ERR_INVALID, "unknown option");
   }
@@ -325,13 +327,13 @@ static int resolve_shape(tune_opts *o) {
             o->act_dtype_given;
   if (!o->arch_name && !any) {
     if (o->recompute_given)
-      return hsr_cli_usage_error("tune", "--recompute needs the model's shape (--arch, or --layers --width --heads "
-                                         "--seq --vocab): without it activations are not counted");
+      return cli_usage_error("tune", "--recompute needs the model's shape (--arch, or --layers --width --heads "
+                                     "--seq --vocab): without it activations are not counted");
     return 0;
   }
   hsr_tune_arch *a = &o->arch;
-  hsr_status st = hsr_tune_arch_preset(o->arch_name ? o->arch_name : "gpt", a);
-  if (st != HSR_OK) return hsr_cli_usage_error("tune", "%s", hsr_last_error());
+  hsr_status st = tune_arch_preset(o->arch_name ? o->arch_name : "gpt", a);
+  if (st != HSR_OK) return cli_usage_error("tune", "%s", hsr_last_error());
   if (o->layers) a->layers = (int)o->layers;
   if (o->width) a->width = (int)o->width;
   if (o->heads) a->heads = (int)o->heads;
@@ -343,29 +345,29 @@ static int resolve_shape(tune_opts *o) {
   if (o->act_dtype_given) a->act_dtype = o->act_dtype;
   /* derived sizes follow the given ones: gpt's MLP is 4 x width, Llama's by its rule unless --ffn */
   if (a->family != HSR_TUNE_FAM_LLAMA || (o->width && !o->ffn)) a->ffn = (int)o->ffn;
-  if ((st = hsr_tune_arch_check(a)) != HSR_OK) return hsr_cli_usage_error("tune", "%s", hsr_last_error());
-  double P = hsr_tune_arch_params(a);
+  if ((st = tune_arch_check(a)) != HSR_OK) return cli_usage_error("tune", "%s", hsr_last_error());
+  double P = tune_arch_params(a);
   char sh[200];
   snprintf(sh, sizeof sh, "%s: layers %d, width %d, heads %d, kv heads %d, ffn %d, vocab %d, seq %d", a->name,
            a->layers, a->width, a->heads, a->kv_heads, a->ffn, a->vocab, a->seq);
   if (o->params > 0 && (o->params < 0.9 * P || o->params > 1.1 * P))
-    return hsr_cli_usage_error("tune",
-                               "--params %g contradicts the model's shape (%s) of %.4g parameters: give --params "
-                               "within 10%% of it, or leave it out",
-                               o->params, sh, P);
+    return cli_usage_error("tune",
+                           "--params %g contradicts the model's shape (%s) of %.4g parameters: give --params "
+                           "within 10%% of it, or leave it out",
+                           o->params, sh, P);
   if (o->unit_bytes > 0)
-    return hsr_cli_usage_error("tune", "--unit-size contradicts the model's shape (%s): the shape gives the units", sh);
+    return cli_usage_error("tune", "--unit-size contradicts the model's shape (%s): the shape gives the units", sh);
   if (o->act_bytes > 0)
-    return hsr_cli_usage_error("tune",
-                               "--act-mem contradicts the model's shape (%s): the shape gives the "
-                               "activations per recompute policy",
-                               sh);
+    return cli_usage_error("tune",
+                           "--act-mem contradicts the model's shape (%s): the shape gives the "
+                           "activations per recompute policy",
+                           sh);
   double N = (double)a->micro_batch * a->seq;
   if (o->given[O_TOKENS - O_PARAMS] && o->tokens != N)
-    return hsr_cli_usage_error("tune",
-                               "--tokens %g contradicts the model's shape: --micro-batch %d x --seq %d = %g "
-                               "tokens per rank per micro-batch",
-                               o->tokens, a->micro_batch, a->seq, N);
+    return cli_usage_error("tune",
+                           "--tokens %g contradicts the model's shape: --micro-batch %d x --seq %d = %g "
+                           "tokens per rank per micro-batch",
+                           o->tokens, a->micro_batch, a->seq, N);
   if (o->params <= 0) o->params = P;
   if (!o->units_given) o->units = a->layers + 1;
   if (!o->given[O_ROOT - O_PARAMS]) o->root = HSR_TUNE_ROOT_OUTER;
@@ -457,48 +459,46 @@ static int parse(int argc, char **argv, tune_opts *o) {
       return -1;
     }
     if (c >= O_PARAMS && c < O_COUNT) o->given[c - O_PARAMS] = 1;
-    if (c == '?' || c == ':')
-      return hsr_cli_usage_error("tune", "unknown option or missing value '%s'", argv[optind - 1]);
-    if (parse_opt(o, c, optarg) != HSR_OK) return hsr_cli_usage_error("tune", "%s", hsr_last_error());
+    if (c == '?' || c == ':') return cli_usage_error("tune", "unknown option or missing value '%s'", argv[optind - 1]);
+    if (parse_opt(o, c, optarg) != HSR_OK) return cli_usage_error("tune", "%s", hsr_last_error());
   }
-  if (optind < argc) return hsr_cli_usage_error("tune", "unexpected argument '%s'", argv[optind]);
+  if (optind < argc) return cli_usage_error("tune", "unexpected argument '%s'", argv[optind]);
   int sources = (o->compute_ms > 0) + (o->tflops > 0) + (o->compute_from != NULL);
-  if (sources > 1) return hsr_cli_usage_error("tune", "give one of --compute-ms-per-unit, --tflops and --compute-from");
-  if (o->params > 0 && o->unit_bytes > 0) return hsr_cli_usage_error("tune", "give one of --params and --unit-size");
-  if (o->xml && o->nccl_xml) return hsr_cli_usage_error("tune", "give one of --xml (hwloc) and --nccl-xml (NCCL)");
+  if (sources > 1) return cli_usage_error("tune", "give one of --compute-ms-per-unit, --tflops and --compute-from");
+  if (o->params > 0 && o->unit_bytes > 0) return cli_usage_error("tune", "give one of --params and --unit-size");
+  if (o->xml && o->nccl_xml) return cli_usage_error("tune", "give one of --xml (hwloc) and --nccl-xml (NCCL)");
   if ((o->xml || o->nccl_xml) && o->gpus_per_node)
-    return hsr_cli_usage_error("tune", "--gpus-per-node goes without --xml/--nccl-xml (the file says how many)");
-  if (o->nccl_host >= 0 && !o->nccl_xml) return hsr_cli_usage_error("tune", "--nccl-host goes with --nccl-xml");
+    return cli_usage_error("tune", "--gpus-per-node goes without --xml/--nccl-xml (the file says how many)");
+  if (o->nccl_host >= 0 && !o->nccl_xml) return cli_usage_error("tune", "--nccl-host goes with --nccl-xml");
   int r = resolve_shape(o);
   if (r) return r;
   if (!o->validate && o->params <= 0 && o->unit_bytes <= 0)
-    return hsr_cli_usage_error("tune",
-                               "give the model: --params N (e.g. 7e9) [--units U], --unit-size BYTES, or "
-                               "its shape (--arch %s, or --layers --width --heads --seq --vocab)",
-                               hsr_tune_arch_names());
+    return cli_usage_error("tune",
+                           "give the model: --params N (e.g. 7e9) [--units U], --unit-size BYTES, or "
+                           "its shape (--arch %s, or --layers --width --heads --seq --vocab)",
+                           tune_arch_names());
   if (o->params > 0 && o->params < o->units)
-    return hsr_cli_usage_error("tune", "--params %g is fewer than one parameter per unit (--units %ld)", o->params,
-                               o->units);
-  if (o->replicate && !o->shard) return hsr_cli_usage_error("tune", "--replicate goes with --shard (the calculator)");
+    return cli_usage_error("tune", "--params %g is fewer than one parameter per unit (--units %ld)", o->params,
+                           o->units);
+  if (o->replicate && !o->shard) return cli_usage_error("tune", "--replicate goes with --shard (the calculator)");
   if (o->v_given && !o->validate)
-    return hsr_cli_usage_error("tune",
-                               "--validate-top, -bad, -steps, -rounds, -keep, -reuse and --compute go with --validate");
+    return cli_usage_error("tune",
+                           "--validate-top, -bad, -steps, -rounds, -keep, -reuse and --compute go with --validate");
   /* files before any work: a missing input is a usage error, an output must be writable */
   hsr_status st = HSR_OK;
-  for (int i = 0; st == HSR_OK && i < o->nbench; i++) st = hsr_path_check_read("--bench", o->bench[i]);
-  if (st == HSR_OK && o->compute_from) st = hsr_path_check_read("--compute-from", o->compute_from);
-  if (st == HSR_OK && o->xml) st = hsr_path_check_read("--xml", o->xml);
-  if (st == HSR_OK && o->nccl_xml) st = hsr_path_check_read("--nccl-xml", o->nccl_xml);
-  if (st == HSR_OK && o->plot) st = hsr_path_check_output("--plot", o->plot);
+  for (int i = 0; st == HSR_OK && i < o->nbench; i++) st = path_check_read("--bench", o->bench[i]);
+  if (st == HSR_OK && o->compute_from) st = path_check_read("--compute-from", o->compute_from);
+  if (st == HSR_OK && o->xml) st = path_check_read("--xml", o->xml);
+  if (st == HSR_OK && o->nccl_xml) st = path_check_read("--nccl-xml", o->nccl_xml);
+  if (st == HSR_OK && o->plot) st = path_check_output("--plot", o->plot);
   for (int i = 0; st == HSR_OK && o->plot && i < o->nbench; i++)
-    st = hsr_path_check_distinct("--plot", o->plot, "--bench", o->bench[i]);
-  if (st == HSR_OK) st = hsr_path_check_distinct("--plot", o->plot, "--compute-from", o->compute_from);
-  if (st == HSR_OK) st = hsr_path_check_distinct("--plot", o->plot, "--xml", o->xml);
-  if (st == HSR_OK) st = hsr_path_check_distinct("--plot", o->plot, "--nccl-xml", o->nccl_xml);
+    st = path_check_distinct("--plot", o->plot, "--bench", o->bench[i]);
+  if (st == HSR_OK) st = path_check_distinct("--plot", o->plot, "--compute-from", o->compute_from);
+  if (st == HSR_OK) st = path_check_distinct("--plot", o->plot, "--xml", o->xml);
+  if (st == HSR_OK) st = path_check_distinct("--plot", o->plot, "--nccl-xml", o->nccl_xml);
   if (st == HSR_OK && o->v_keep)
-    st = o->v_reuse ? hsr_path_check_dir("--validate-reuse", o->v_keep, 0)
-                    : hsr_path_check_mkdir("--validate-keep", o->v_keep);
-  if (st != HSR_OK) return hsr_cli_usage_error("tune", "%s", hsr_last_error());
+    st = o->v_reuse ? path_check_dir("--validate-reuse", o->v_keep, 0) : path_check_mkdir("--validate-keep", o->v_keep);
+  if (st != HSR_OK) return cli_usage_error("tune", "%s", hsr_last_error());
   return 0;
 }
 
@@ -516,21 +516,21 @@ static hsr_status synthetic_gpn(const tune_opts *o, hsr_cluster **cl, char *desc
     return hsr_error(HSR_ERR_NOMEM, "out of memory");
   }
   for (long r = 0; r < W; r++) node[r] = (int)(r / G), gpu[r] = (int)(r % G);
-  hsr_status st = hsr_cluster_create((int)W, node, gpu, node, cl); /* one domain per node */
+  hsr_status st = cluster_create((int)W, node, gpu, node, cl); /* one domain per node */
   free(node), free(gpu);
   snprintf(desc, len, "%ld nodes x %ld GPUs (--gpus-per-node: one NVLink domain per node assumed)", W / G, G);
   return st;
 }
 
 static hsr_status offline(const tune_opts *o, hsr_topo *t, hsr_cluster **cl, char *desc, size_t len) {
-  int g = hsr_topo_num_gpus(t);
+  int g = topo_num_gpus(t);
   long nodes = o->nodes, world = o->world;
   if (!nodes) nodes = world && g ? (world + g - 1) / g : 1;
   if (!world) world = nodes * (g ? g : 1);
-  HSR_CHECK(hsr_cluster_synthetic(t, (int)nodes, (int)world, cl));
+  HSR_CHECK(cluster_synthetic(t, (int)nodes, (int)world, cl));
   char sum[160];
-  hsr_topo_summary(t, sum, sizeof sum);
-  snprintf(desc, len, "%ld nodes of %s (%s)", nodes, hsr_topo_host(t), sum);
+  topo_summary(t, sum, sizeof sum);
+  snprintf(desc, len, "%ld nodes of %s (%s)", nodes, topo_host(t), sum);
   return HSR_OK;
 }
 
@@ -538,31 +538,31 @@ static hsr_status offline(const tune_opts *o, hsr_topo *t, hsr_cluster **cl, cha
 static hsr_status build_cluster(const tune_opts *o, hsr_boot **boot, hsr_cluster **cl, char *desc, size_t len) {
   if (o->gpus_per_node) return synthetic_gpn(o, cl, desc, len);
   hsr_topo *t = NULL;
-  HSR_CHECK(o->nccl_xml ? hsr_topo_load_nccl(o->nccl_xml, o->nccl_host < 0 ? 0 : (int)o->nccl_host, &t, NULL)
-                        : hsr_topo_discover(o->xml, &t));
+  HSR_CHECK(o->nccl_xml ? topo_load_nccl(o->nccl_xml, o->nccl_host < 0 ? 0 : (int)o->nccl_host, &t, NULL)
+                        : topo_discover(o->xml, &t));
   hsr_status st = HSR_OK;
   if (o->world || o->nodes || o->xml || o->nccl_xml) {
     st = offline(o, t, cl, desc, len);
   } else {
     st = hsr_boot_init(boot);
-    if (st == HSR_OK && hsr_boot_is_singleton(*boot))
+    if (st == HSR_OK && boot_is_singleton(*boot))
       st = hsr_error(HSR_ERR_INVALID, "no topology: give --world W with --gpus-per-node G, --xml FILE or "
                                       "--nccl-xml FILE, or run under a launcher (hsr-run -n 8 -- hsr tune ...)");
-    if (st == HSR_OK) st = hsr_cluster_gather(*boot, t, cl);
+    if (st == HSR_OK) st = cluster_gather(*boot, t, cl);
     if (st == HSR_OK) {
       char sum[160];
-      hsr_topo_summary(t, sum, sizeof sum);
-      snprintf(desc, len, "this job: %d ranks on %d nodes (%s)", hsr_boot_size(*boot), hsr_boot_num_nodes(*boot), sum);
+      topo_summary(t, sum, sizeof sum);
+      snprintf(desc, len, "this job: %d ranks on %d nodes (%s)", hsr_boot_size(*boot), boot_num_nodes(*boot), sum);
     }
   }
-  hsr_topo_free(t);
+  topo_free(t);
   return st;
 }
 
 /* ---- the model and the cost model ---- */
 static char *slurp(const char *path, hsr_status *st) {
   FILE *f;
-  if ((*st = hsr_file_fopen_read("input", path, &f)) != HSR_OK) return NULL;
+  if ((*st = file_fopen_read("input", path, &f)) != HSR_OK) return NULL;
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
   fseek(f, 0, SEEK_SET);
@@ -591,15 +591,15 @@ static hsr_status activations(tune_ctx *x) {
   hsr_tune_model *m = &x->model;
   int root = root_unit(m), plain = m->units == a->layers + 1;
   int has_root = m->root != HSR_TUNE_ROOT_NONE && m->units > 1;
-  double lf = hsr_tune_arch_layer_flops(a), rf = hsr_tune_arch_root_flops(a);
+  double lf = tune_arch_layer_flops(a), rf = tune_arch_root_flops(a);
   double fwd_all = 0; /* the forward of every unit, and the layers' share of it */
   for (int u = 0; u < m->units; u++) fwd_all += m->unit_fwd_ms ? m->unit_fwd_ms[u] : m->fwd_ms;
   double layers_fwd = fwd_all * a->layers * lf / (a->layers * lf + rf);
   for (int k = 0; k < HSR_TUNE_RECOMPUTES; k++) {
     hsr_rt_recompute rc = (hsr_rt_recompute)k;
     double fl = 0, by = 0;
-    HSR_CHECK(hsr_tune_act_predict(a, rc, &x->act[rc]));
-    HSR_CHECK(hsr_tune_recompute_cost(a, rc, &fl, &by));
+    HSR_CHECK(tune_act_predict(a, rc, &x->act[rc]));
+    HSR_CHECK(tune_recompute_cost(a, rc, &fl, &by));
     if (!(x->unit_rc[rc] = calloc((size_t)m->units, sizeof(double)))) return hsr_error(HSR_ERR_NOMEM, "out of memory");
     double elem_ms = by / (x->net.data_gbs * 1e9) * 1e3; /* one layer's elementwise recompute */
     for (int u = 0; u < m->units; u++) {
@@ -637,11 +637,10 @@ static hsr_status compute(tune_ctx *x) {
     if (x->unit_fwd) { /* the shape's FLOPs: the root's head, each layer's matmuls and attention */
       const hsr_tune_arch *a = &o->arch;
       int root = root_unit(m), plain = m->units == a->layers + 1;
-      double all = a->layers * hsr_tune_arch_layer_flops(a) + hsr_tune_arch_root_flops(a);
+      double all = a->layers * tune_arch_layer_flops(a) + tune_arch_root_flops(a);
       for (int u = 0; u < m->units; u++)
-        x->unit_fwd[u] =
-            (plain ? (u == root ? hsr_tune_arch_root_flops(a) : hsr_tune_arch_layer_flops(a)) : all / m->units) /
-            (tf * 1e12) * 1e3;
+        x->unit_fwd[u] = (plain ? (u == root ? tune_arch_root_flops(a) : tune_arch_layer_flops(a)) : all / m->units) /
+                         (tf * 1e12) * 1e3;
       m->unit_fwd_ms = x->unit_fwd;
       m->fwd_ms = all / m->units / (tf * 1e12) * 1e3;
     }
@@ -664,11 +663,11 @@ static hsr_status compute(tune_ctx *x) {
 static void budget(tune_ctx *x) {
   const tune_opts *o = x->o;
   const double G = 1024.0 * 1024 * 1024;
-  double cap = o->hw ? hsr_tune_hw_memory(o->hw) : 0, dev = 0;
+  double cap = o->hw ? tune_hw_memory(o->hw) : 0, dev = 0;
   char pci[64] = "", name[96] = "";
-  if (x->live && o->mem_budget <= 0 && x->cl && hsr_cluster_rank_gpu(x->cl, 0) >= 0) {
-    const hsr_topo *t = hsr_cluster_node_topo(x->cl, hsr_cluster_rank_node(x->cl, 0));
-    const char *bus = t ? hsr_topo_gpu_pci(t, hsr_cluster_rank_gpu(x->cl, 0)) : NULL;
+  if (x->live && o->mem_budget <= 0 && x->cl && cluster_rank_gpu(x->cl, 0) >= 0) {
+    const hsr_topo *t = cluster_node_topo(x->cl, cluster_rank_node(x->cl, 0));
+    const char *bus = t ? topo_gpu_pci(t, cluster_rank_gpu(x->cl, 0)) : NULL;
     if (bus) snprintf(pci, sizeof pci, "%s", bus);
     if (!pci[0] || tune_device_memory(pci, &dev, name, sizeof name) != HSR_OK) dev = 0; /* no driver: --hw's */
   }
@@ -676,14 +675,14 @@ static void budget(tune_ctx *x) {
     x->budget = o->mem_budget;
     snprintf(x->budget_desc, sizeof x->budget_desc, "--mem-budget %.2f GiB", o->mem_budget / G);
   } else if (dev > 0) {
-    double res = hsr_tune_mem_reserve(dev);
+    double res = tune_mem_reserve(dev);
     x->budget = dev - res;
     snprintf(x->budget_desc, sizeof x->budget_desc,
              "this job's GPU (rank 0's, %s %s): %.2f GiB less a reserve of %.2f GiB (2 GiB for the CUDA context and "
              "NCCL's buffers + 5%% for the allocator's fragmentation) = %.2f GiB",
              name[0] ? name : "GPU", pci, dev / G, res / G, x->budget / G);
   } else if (cap > 0) {
-    double res = hsr_tune_mem_reserve(cap);
+    double res = tune_mem_reserve(cap);
     x->budget = cap - res;
     snprintf(x->budget_desc, sizeof x->budget_desc,
              "--hw %s: %.0f GiB%s less a reserve of %.2f GiB (2 GiB for the CUDA context and NCCL's buffers + 5%% "
@@ -697,21 +696,21 @@ hsr_status tune_setup(tune_ctx *x, hsr_cluster *cl) {
   const tune_opts *o = x->o;
   x->cl = cl;
   int gpus = 0;
-  for (int n = 0; cl && n < hsr_cluster_num_nodes(cl); n++)
-    if (hsr_cluster_node_topo(cl, n) && hsr_topo_num_gpus(hsr_cluster_node_topo(cl, n)) > 0) gpus = 1;
-  if (cl && hsr_cluster_rank_gpu(cl, 0) >= 0) gpus = 1;
-  HSR_CHECK(hsr_tune_net_default(o->hw ? o->hw : gpus ? "h100" : "host", &x->net));
+  for (int n = 0; cl && n < cluster_num_nodes(cl); n++)
+    if (cluster_node_topo(cl, n) && topo_num_gpus(cluster_node_topo(cl, n)) > 0) gpus = 1;
+  if (cl && cluster_rank_gpu(cl, 0) >= 0) gpus = 1;
+  HSR_CHECK(tune_net_default(o->hw ? o->hw : gpus ? "h100" : "host", &x->net));
   if (o->nbench) {
     hsr_tune_calib *c = NULL;
-    HSR_CHECK(hsr_tune_calib_create(&c));
+    HSR_CHECK(tune_calib_create(&c));
     hsr_status st = HSR_OK;
     for (int i = 0; i < o->nbench && st == HSR_OK; i++) {
       char *txt = slurp(o->bench[i], &st);
-      if (txt) st = hsr_tune_calib_add_json(c, txt, o->bench[i]);
+      if (txt) st = tune_calib_add_json(c, txt, o->bench[i]);
       free(txt);
     }
-    if (st == HSR_OK) st = hsr_tune_calib_fit(c, &x->net, x->calib_report, sizeof x->calib_report);
-    hsr_tune_calib_free(c);
+    if (st == HSR_OK) st = tune_calib_fit(c, &x->net, x->calib_report, sizeof x->calib_report);
+    tune_calib_free(c);
     HSR_CHECK(st);
   }
   hsr_tune_model *m = &x->model;
@@ -725,10 +724,10 @@ hsr_status tune_setup(tune_ctx *x, hsr_cluster *cl) {
     x->unit_params = malloc(sizeof(double) * (size_t)m->units);
     x->unit_fwd = malloc(sizeof(double) * (size_t)m->units);
     if (!x->unit_params || !x->unit_fwd) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-    double scale = m->params / hsr_tune_arch_params(a);
+    double scale = m->params / tune_arch_params(a);
     for (int u = 0; u < m->units; u++)
       x->unit_params[u] = m->units == a->layers + 1
-                              ? scale * (u == root ? hsr_tune_arch_root_params(a) : hsr_tune_arch_layer_params(a))
+                              ? scale * (u == root ? tune_arch_root_params(a) : tune_arch_layer_params(a))
                               : m->params / m->units;
     m->unit_params = x->unit_params;
   }
@@ -745,7 +744,7 @@ static int calculator(tune_opts *o) {
   hsr_status st = tune_setup(&x, NULL);
   if (st != HSR_OK) {
     tune_ctx_free(&x);
-    return hsr_cli_fail("tune", st);
+    return cli_fail("tune", st);
   }
   int code = calc_run(o, &x);
   tune_ctx_free(&x);
@@ -767,16 +766,15 @@ static int calc_run(tune_opts *o, tune_ctx *xp) {
   cfg.param_dtype = o->param_dtype, cfg.reduce_dtype = o->reduce_dtype, cfg.micro_batches = (int)o->micro;
   hsr_rt_config mesh = cfg; /* strategy and mesh: the runtime's one check, on this R x S */
   mesh.shard = S, mesh.replicate = R;
-  if (hsr_rt_config_resolve(&mesh, S * R, 0, NULL, NULL) != HSR_OK)
-    return hsr_cli_usage_error("tune", "%s", hsr_last_error());
+  if (rt_config_resolve(&mesh, S * R, 0, NULL, NULL) != HSR_OK) return cli_usage_error("tune", "%s", hsr_last_error());
   int K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : S;
   hsr_tune_shape sh[HSR_RT_GROUP_COUNT] = {{S, 1, S, 1}, {R, R, 1, R}, {K, 1, K, 1}};
   hsr_tune_result r;
-  st = hsr_tune_eval(&x.model, &x.net, &cfg, S, R, sh, &r);
-  if (st != HSR_OK) return hsr_cli_fail("tune", st);
+  st = tune_eval(&x.model, &x.net, &cfg, S, R, sh, &r);
+  if (st != HSR_OK) return cli_fail("tune", st);
   if (o->json) {
     st = tune_print_ledger_json(&x, &r);
-    if (st != HSR_OK) return hsr_cli_fail("tune", st);
+    if (st != HSR_OK) return cli_fail("tune", st);
   } else {
     tune_print_ledger(&x, &r);
   }
@@ -794,7 +792,7 @@ static int plan(tune_opts *o) {
   if (st == HSR_OK) st = tune_setup(&x, cl);
   if (st == HSR_OK && rank0) {
     hsr_tune_space sp;
-    hsr_tune_space_default(&sp);
+    tune_space_default(&sp);
     sp.mem_budget = x.budget;
     sp.max_prefetch = (int)o->max_prefetch;
     sp.prefetch_step = o->prefetch_step;
@@ -803,11 +801,11 @@ static int plan(tune_opts *o) {
     sp.only_shard = (int)o->shard;
     sp.only_strategy = o->strategy;
     sp.only_outer = o->outer;
-    st = hsr_tune_plan_run(cl, &x.model, &x.net, &sp, &p);
+    st = tune_plan_run(cl, &x.model, &x.net, &sp, &p);
   }
   if (st == HSR_OK && rank0) {
     static char explain[8192];
-    hsr_tune_explain(&p, &x.net, explain, sizeof explain);
+    tune_explain(&p, &x.net, explain, sizeof explain);
     if (o->json) {
       st = tune_print_json(&x, &p, explain);
     } else {
@@ -819,7 +817,7 @@ static int plan(tune_opts *o) {
     }
     if (st == HSR_OK && o->emit_given && p.nfeasible > 0) {
       static char em[8192];
-      st = hsr_tune_emit(&p.cand[0], o->emit, em, sizeof em);
+      st = tune_emit(&p.cand[0], o->emit, em, sizeof em);
       if (st == HSR_OK) printf("%s%s", o->json ? "" : "\n", em);
     }
     if (st == HSR_OK && o->plot) st = tune_plot(&x, &p, NULL, NULL, 0, o->plot);
@@ -830,15 +828,15 @@ static int plan(tune_opts *o) {
       code = HSR_EXIT_USAGE;
     }
   }
-  if (st != HSR_OK) code = hsr_cli_fail("tune", st);
-  hsr_tune_plan_free(&p);
-  hsr_cluster_free(cl);
+  if (st != HSR_OK) code = cli_fail("tune", st);
+  tune_plan_free(&p);
+  cluster_free(cl);
   if (boot) hsr_boot_finalize(boot);
   tune_ctx_free(&x);
   return code;
 }
 
-int hsr_cmd_tune(int argc, char **argv) {
+int cmd_tune(int argc, char **argv) {
   tune_opts o;
   int pr = parse(argc, argv, &o);
   if (pr < 0) return HSR_EXIT_OK;
@@ -846,10 +844,10 @@ int hsr_cmd_tune(int argc, char **argv) {
   int topo = o.world || o.nodes || o.gpus_per_node || o.xml || o.nccl_xml;
   int mode = o.validate ? M_VAL : o.shard && !topo && !getenv("PMIX_NAMESPACE") ? M_CALC : M_PLAN;
   if (mode == M_PLAN && (o.reshard_given || o.prefetch_given))
-    return hsr_cli_usage_error("tune",
-                               "--%s goes with the calculator (--shard without a topology); the planner "
-                               "tries every policy (--max-prefetch bounds the depth)",
-                               o.reshard_given ? "reshard" : "prefetch");
+    return cli_usage_error("tune",
+                           "--%s goes with the calculator (--shard without a topology); the planner "
+                           "tries every policy (--max-prefetch bounds the depth)",
+                           o.reshard_given ? "reshard" : "prefetch");
   if ((pr = refuse_ignored(&o, mode))) return pr;
   if (mode == M_VAL) return tune_validate(&o);
   if (mode == M_CALC) return calculator(&o);

@@ -13,7 +13,7 @@
 #include <nccl.h>
 #endif
 
-int hsr_cmd_version(int argc, char **argv) {
+int cmd_version(int argc, char **argv) {
   static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
   int json = 0, c;
   optind = 1;
@@ -27,9 +27,9 @@ int hsr_cmd_version(int argc, char **argv) {
     if (c == 'j')
       json = 1;
     else
-      return hsr_cli_usage_error("version", "unknown option '%s'", argv[optind - 1]);
+      return cli_usage_error("version", "unknown option '%s'", argv[optind - 1]);
   }
-  if (optind < argc) return hsr_cli_usage_error("version", "unexpected argument '%s'", argv[optind]);
+  if (optind < argc) return cli_usage_error("version", "unexpected argument '%s'", argv[optind]);
 
   char cuda[32] = "none", nccl[32] = "none";
 #if HSR_HAVE_CUDA

@@ -10,7 +10,7 @@
 #include "llama.h"
 
 static int meta_int(const hsr_st_set *f, const char *key, int *out) {
-  const char *v = hsr_st_set_meta(f, key);
+  const char *v = st_set_meta(f, key);
   if (!v) return 0;
   char *end;
   long x = strtol(v, &end, 10);
@@ -22,7 +22,7 @@ static int meta_int(const hsr_st_set *f, const char *key, int *out) {
 static int shape_of(const hsr_st_set *f, const char *name, int64_t s[2]) {
   int i;
   hsr_st_info in;
-  if (hsr_st_set_find(f, name, &i) != HSR_OK || hsr_st_set_info_at(f, i, &in) != HSR_OK || in.ndim != 2) return 0;
+  if (st_set_find(f, name, &i) != HSR_OK || st_set_info_at(f, i, &in) != HSR_OK || in.ndim != 2) return 0;
   s[0] = in.shape[0], s[1] = in.shape[1];
   return 1;
 }
@@ -43,7 +43,7 @@ static hsr_status llama_from_shapes(const hsr_st_set *f, const char *path, gpt_c
     int i;
     for (c->n_layer = 0; c->n_layer < GPT_MAX_LAYERS; c->n_layer++) {
       snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", c->n_layer);
-      if (hsr_st_set_find(f, name, &i) != HSR_OK) break;
+      if (st_set_find(f, name, &i) != HSR_OK) break;
     }
   }
   return HSR_OK;
@@ -65,13 +65,13 @@ hsr_status gpt_file_kv_heads(const hsr_st_set *f, const char *path, gpt_cfg *c) 
 }
 
 hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c) {
-  const char *model = hsr_st_set_meta(f, "hsr.model");
+  const char *model = st_set_meta(f, "hsr.model");
   int i0;
   if (model && strcmp(model, "gpt") && strcmp(model, "llama"))
     return hsr_error(HSR_ERR_INVALID, "'%s' holds a '%s' model (__metadata__ hsr.model), not a gpt or a llama", path,
                      model);
   memset(c, 0, sizeof *c);
-  c->arch = (model ? !strcmp(model, "llama") : hsr_st_set_find(f, "model.embed_tokens.weight", &i0) == HSR_OK)
+  c->arch = (model ? !strcmp(model, "llama") : st_set_find(f, "model.embed_tokens.weight", &i0) == HSR_OK)
                 ? GPT_ARCH_LLAMA
                 : GPT_ARCH_GPT2;
   static const char *keys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "vocab_size", "n_kv_head", "n_ff"};
@@ -80,7 +80,7 @@ hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c) {
     have[k] = meta_int(f, keys[k], dst[k]);
     if (have[k] < 0)
       return hsr_error(HSR_ERR_INVALID, "'%s': __metadata__ %s = '%s' is not a non-negative integer", path, keys[k],
-                       hsr_st_set_meta(f, keys[k]));
+                       st_set_meta(f, keys[k]));
   }
   /* without metadata: what the shapes say (heads cannot be seen: 0 = unknown) */
   if (c->arch == GPT_ARCH_LLAMA) return llama_from_shapes(f, path, c, have);
@@ -100,7 +100,7 @@ hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c) {
     int i;
     for (c->n_layer = 0; c->n_layer < GPT_MAX_LAYERS; c->n_layer++) {
       snprintf(name, sizeof name, "h.%d.ln_1.weight", c->n_layer);
-      if (hsr_st_set_find(f, name, &i) != HSR_OK) break;
+      if (st_set_find(f, name, &i) != HSR_OK) break;
     }
   }
   return HSR_OK;
@@ -121,7 +121,7 @@ hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_set **o
                    path);
   if (st == HSR_OK) st = gpt_cfg_check(c);
   if (st != HSR_OK) {
-    hsr_st_set_close(f);
+    st_set_close(f);
     return st; /* the message stands */
   }
   *out = f;
@@ -148,17 +148,17 @@ hsr_status gpt_file_load(const hsr_st_set *f, const char *path, const gpt_cfg *c
     size_t n = gpt_param_numel(c, i);
     hsr_st_info in;
     gpt_param_name(c, i, name, sizeof name);
-    st = hsr_st_set_find(f, name, &j);
-    if (st == HSR_OK) st = hsr_st_set_info_at(f, j, &in);
+    st = st_set_find(f, name, &j);
+    if (st == HSR_OK) st = st_set_info_at(f, j, &in);
     if (st == HSR_OK && (in.ndim != nd || in.shape[0] != shape[0] || (nd == 2 && in.shape[1] != shape[1])))
       st =
           hsr_error(HSR_ERR_INVALID, "'%s': tensor '%s' does not have the shape its configuration implies", path, name);
     if (st == HSR_OK && !(w[i] = malloc((n ? n : 1) * sizeof(float)))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
     if (st == HSR_OK && !strcmp(in.dtype, "F32")) {
-      st = hsr_st_set_read(f, j, 0, w[i], n * 4);
+      st = st_set_read(f, j, 0, w[i], n * 4);
     } else if (st == HSR_OK && (!strcmp(in.dtype, "BF16") || !strcmp(in.dtype, "F16"))) {
       uint16_t *t = malloc((n ? n : 1) * 2);
-      st = t ? hsr_st_set_read(f, j, 0, t, n * 2) : hsr_error(HSR_ERR_NOMEM, "out of memory");
+      st = t ? st_set_read(f, j, 0, t, n * 2) : hsr_error(HSR_ERR_NOMEM, "out of memory");
       if (st == HSR_OK && !h) st = hsr_device_open(HSR_DEVICE_HOST, 0, &h);
       if (st == HSR_OK)
         st = hsr_kernels_cast(h, NULL, n, t, !strcmp(in.dtype, "BF16") ? HSR_BF16 : HSR_F16, w[i], HSR_F32);

@@ -1,17 +1,17 @@
 /* GPT weights in safetensors files (tools/gpt_file.c): hsr train --init,
  * hsr eval and hsr sample read them, a single file or Hugging Face's
- * sharded layout alike (hsr/safetensors_sharded.h). */
+ * sharded layout alike (runtime/io/safetensors_sharded.h). */
 #ifndef HSR_TOOLS_GPT_FILE_H
 #define HSR_TOOLS_GPT_FILE_H
 
 #include "gpt.h"
-#include "hsr/safetensors_sharded.h"
+#include "runtime/io/safetensors_sharded.h"
 
-/* hsr_st_set_open for weights the user gave (--init): a file that is not
+/* st_set_open for weights the user gave (--init): a file that is not
  * safetensors is HSR_ERR_IO, exit 1 (the file is there but is not what it
  * should be; docs/commands.md), not a usage error. */
 static inline hsr_status init_st_open(const char *path, hsr_st_set **out) {
-  hsr_status st = hsr_st_set_open(path, out);
+  hsr_status st = st_set_open(path, out);
   return st == HSR_ERR_INVALID ? hsr_error(HSR_ERR_IO, "%s", hsr_last_error()) : st;
 }
 /* The configuration of the weights in f: the architecture (hsr.model gpt or

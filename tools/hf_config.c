@@ -60,7 +60,7 @@ hsr_status hf_config_write(const char *dir, const hsr_st_kv *kv, int n, int *wro
     free(text);
     return hsr_error(HSR_ERR_INVALID, "config.json: the directory '%.64s...' is too long a path", dir);
   }
-  hsr_status st = hsr_cli_write_text("config.json", path, text);
+  hsr_status st = cli_write_text("config.json", path, text);
   free(text);
   if (st == HSR_OK) *wrote = 1;
   return st;

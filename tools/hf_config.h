@@ -4,7 +4,7 @@
 #ifndef HSR_TOOLS_HF_CONFIG_H
 #define HSR_TOOLS_HF_CONFIG_H
 
-#include "hsr/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 /* The model's __metadata__ pairs (kv[0] hsr.model, then its config, as
  * hsr train --export and hsr ckpt export write them) as DIR/config.json;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "runtime/ckpt/ckpt_internal.h"
 
 hsr_status model_meta_add(model_meta *m, const char *key, const char *value) {
   if (m->n >= MODEL_META_MAX) return hsr_error(HSR_ERR_INVALID, "more than %d metadata pairs", MODEL_META_MAX);
@@ -33,22 +34,22 @@ hsr_status model_meta_make(model_meta *m, const hsr_st_kv *model, int nmodel, in
 
 hsr_status model_meta_of_ckpt(model_meta *m, const hsr_ckpt *c, int *has_model) {
   hsr_ckpt_info in;
-  HSR_CHECK(hsr_ckpt_get_info(c, &in));
+  HSR_CHECK(ckpt_get_info(c, &in));
   m->n = 0;
   *has_model = 0;
   hsr_ckpt_state *cfg;
   HSR_CHECK(hsr_ckpt_state_create(&cfg));
   const char *kind = NULL;
-  hsr_status st = hsr_ckpt_get_model(c, &kind, cfg);
+  hsr_status st = ckpt_get_model(c, &kind, cfg);
   if (st == HSR_ERR_NOT_FOUND) {
     st = HSR_OK; /* an older checkpoint: the export says where it comes from, not what it is */
   } else if (st == HSR_OK) {
     *has_model = 1;
     st = model_meta_add(m, MODEL_META_KIND, kind);
-    for (int i = 0; st == HSR_OK && i < hsr_ckpt_state_count(cfg); i++) {
+    for (int i = 0; st == HSR_OK && i < ckpt_state_count(cfg); i++) {
       const char *k;
       char v[128];
-      st = hsr_ckpt_state_at(cfg, i, &k, v, sizeof v);
+      st = ckpt_state_at(cfg, i, &k, v, sizeof v);
       if (st == HSR_OK) st = model_meta_add(m, k, v);
     }
   }
@@ -61,7 +62,7 @@ hsr_status model_meta_config(const hsr_st_kv *model, int nmodel, const char **ki
   if (nmodel < 1 || strcmp(model[0].key, MODEL_META_KIND))
     return hsr_error(HSR_ERR_INTERNAL, "the model's metadata does not start with %s", MODEL_META_KIND);
   *kind = model[0].value;
-  HSR_CHECK(hsr_ckpt_state_clear(config));
+  HSR_CHECK(ckpt_state_clear(config));
   for (int i = 1; i < nmodel; i++) {
     char *end;
     errno = 0;

@@ -7,7 +7,8 @@
 #include <stdint.h>
 
 #include "hsr/ckpt.h"
-#include "hsr/safetensors.h"
+#include "runtime/ckpt/ckpt_internal.h"
+#include "runtime/io/safetensors.h"
 
 #define MODEL_META_MAX 32
 #define MODEL_META_KIND "hsr.model" /* the metadata key of the model's kind */

@@ -8,8 +8,9 @@
 
 #include "hsr/boot.h"
 #include "hsr/runtime.h"
-#include "hsr/safetensors.h"
-#include "hsr/safetensors_sharded.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/io/safetensors_sharded.h"
 #include "hsr/tune_ledger.h"
 #include "train_ckpt.h"
 #include "train_ft.h"
@@ -57,7 +58,7 @@ typedef struct train_run {
   hsr_rt *rt;
   int rank, world;
   void *m;  /* the model's state */
-  int said; /* the job's error is printed already (hsr_cli_say_shared) */
+  int said; /* the job's error is printed already (cli_say_shared) */
 } train_run;
 
 typedef struct train_model {
@@ -111,7 +112,7 @@ hsr_status train_check_mesh(const train_args *a, int S, int R);
  * this host. */
 hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ranks_here);
 
-/* The run's learning-rate schedule (hsr_rt_lr_at): warm-up over --warmup
+/* The run's learning-rate schedule (rt_lr_at): warm-up over --warmup
  * steps, then cosine decay to --lr-min over the run; constant when
  * --lr-min = --lr and no warm-up. */
 static inline hsr_rt_lr_schedule train_schedule(const train_args *a) {
@@ -125,13 +126,13 @@ static inline hsr_rt_lr_schedule train_schedule(const train_args *a) {
 hsr_status train_agree(hsr_boot *boot, hsr_status st);
 /* Writes every parameter by logical name (registration order) to a
  * safetensors file, or with max_shard_bytes > 0 to a directory in Hugging
- * Face's sharded layout (hsr/safetensors_sharded.h): rank 0 writes, one
- * tensor in memory at a time, read through hsr_rt_param_read. *files
+ * Face's sharded layout (runtime/io/safetensors_sharded.h): rank 0 writes, one
+ * tensor in memory at a time, read through rt_param_read. *files
  * (may be NULL): the files rank 0 writes. Collective. */
 hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t max_shard_bytes, const hsr_st_kv *meta,
                         int nmeta, int *files);
 /* Initial values of every parameter from safetensors weights (F32, BF16 or
- * F16; a file, an index or a directory: hsr_st_set_open): names and shapes
+ * F16; a file, an index or a directory: st_set_open): names and shapes
  * must match the registered ones exactly. Collective (all ranks agree
  * before any parameter is set). */
 hsr_status train_init_from(hsr_rt *rt, hsr_boot *boot, const char *path);

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "train.h"
+#include "common/dtype_internal.h"
+#include "kernels/kernels_internal.h"
 
 static void usage(void) {
   printf("usage: hsr train [options]      (multi-rank: hsr-run -n 4 --nodes 2 -- hsr train --model gpt)\n"
@@ -185,9 +187,9 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   long v = 0;
   double d = 0;
 #define LONG(what, lo, hi) \
-  if ((*st = hsr_parse_long(what, optarg, lo, hi, &v)) != HSR_OK) return 0
+  if ((*st = parse_long(what, optarg, lo, hi, &v)) != HSR_OK) return 0
 #define DBL(what, lo, hi) \
-  if ((*st = hsr_parse_double(what, optarg, lo, hi, &d)) != HSR_OK) return 0
+  if ((*st = parse_double(what, optarg, lo, hi, &d)) != HSR_OK) return 0
   switch (c) {
   case O_MODEL:
     if (!strcmp(optarg, "mlp"))
@@ -223,7 +225,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
   case O_INIT: a->init = optarg; break;
   case O_EXPORT: a->export_path = optarg; break;
   case O_EXPORT_INIT: a->export_init = optarg; break;
-  case O_MAX_SHARD: *st = hsr_st_parse_shard_size("--max-shard-size", optarg, &a->max_shard_bytes); break;
+  case O_MAX_SHARD: *st = st_parse_shard_size("--max-shard-size", optarg, &a->max_shard_bytes); break;
   case O_VAL_EVERY:
     LONG("--val-every", 1, 100000000);
     a->val_every = (int)v;
@@ -281,7 +283,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     break;
   case 'r':
     a->given |= TRAIN_GIVEN_RESHARD;
-    *st = hsr_rt_parse_reshard(optarg, &a->cfg.reshard, &a->cfg.partial_k);
+    *st = rt_parse_reshard(optarg, &a->cfg.reshard, &a->cfg.partial_k);
     break;
   case 'o':
     a->given |= TRAIN_GIVEN_ROOT_RESHARD;
@@ -299,18 +301,18 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     break;
   case 'y':
     a->given |= TRAIN_GIVEN_SYNC;
-    *st = hsr_rt_parse_sync(optarg, &a->cfg.sync);
+    *st = rt_parse_sync(optarg, &a->cfg.sync);
     break;
   case O_OUTER:
     a->given |= TRAIN_GIVEN_OUTER;
-    *st = hsr_rt_parse_outer_shard(optarg, &a->cfg.outer_shard);
+    *st = rt_parse_outer_shard(optarg, &a->cfg.outer_shard);
     break;
-  case O_OFFLOAD: *st = hsr_rt_parse_offload(optarg, &a->cfg.offload); break;
-  case O_RECOMPUTE: *st = hsr_rt_parse_recompute(optarg, &a->cfg.recompute); break;
+  case O_OFFLOAD: *st = rt_parse_offload(optarg, &a->cfg.offload); break;
+  case O_RECOMPUTE: *st = rt_parse_recompute(optarg, &a->cfg.recompute); break;
   case 'P':
   case 'D': {
     hsr_dtype t = HSR_F32;
-    *st = hsr_dtype_parse(optarg, &t);
+    *st = dtype_parse(optarg, &t);
     if (*st == HSR_OK && t != HSR_F32 && t != HSR_BF16)
       *st = hsr_error(HSR_ERR_INVALID, "dtype '%s' is not supported here (valid: f32, bf16)", optarg);
     *(c == 'P' ? &a->cfg.param_dtype : &a->cfg.reduce_dtype) = t;
@@ -331,7 +333,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     break;
   case 'g': a->log = optarg; break;
   case 'q': a->progress = 0; break;
-  case 'V': *st = hsr_rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
+  case 'V': *st = rt_parse_device(optarg, &a->cfg.device, &a->cfg.device_ordinal); break;
   case 'T': a->trace = optarg; break;
   case 'F':
     a->given |= TRAIN_GIVEN_PREFETCH_STEP;
@@ -348,7 +350,7 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
     int k = train_ckpt_option(&a->ck, c, optarg);
     if (k == 0) k = train_ft_option(&a->ftc, c, optarg);
     if (k < 0) return -k;
-    if (k == 0) return hsr_cli_usage_error("train", "unknown option or missing value '%s'", optarg ? optarg : "?");
+    if (k == 0) return cli_usage_error("train", "unknown option or missing value '%s'", optarg ? optarg : "?");
   }
   }
 #undef LONG
@@ -361,8 +363,8 @@ static int parse_one(int c, train_args *a, hsr_status *st) {
  * is gathered, resharded or prefetched. */
 static int check_strategy(const train_args *a) {
   const hsr_rt_config *c = &a->cfg;
-  const char *st = hsr_rt_strategy_name(c->strategy);
-  int unsharded = a->strategy_given && !hsr_rt_strategy_sharding(c->strategy).params;
+  const char *st = rt_strategy_name(c->strategy);
+  int unsharded = a->strategy_given && !rt_strategy_sharding(c->strategy).params;
   static const struct {
     unsigned bit;
     const char *flag;
@@ -373,35 +375,34 @@ static int check_strategy(const train_args *a) {
                  {TRAIN_GIVEN_PREFETCH_STEP, "--prefetch-step"}};
   for (size_t i = 0; unsharded && i < sizeof gathers / sizeof gathers[0]; i++)
     if (a->given & gathers[i].bit)
-      return hsr_cli_usage_error("train",
-                                 "%s has no effect with --strategy %s: it keeps every parameter full on every rank, so "
-                                 "nothing is gathered, resharded or prefetched (drop %s, or use --strategy fsdp or "
-                                 "hybrid)",
-                                 gathers[i].flag, st, gathers[i].flag);
+      return cli_usage_error("train",
+                             "%s has no effect with --strategy %s: it keeps every parameter full on every rank, so "
+                             "nothing is gathered, resharded or prefetched (drop %s, or use --strategy fsdp or "
+                             "hybrid)",
+                             gathers[i].flag, st, gathers[i].flag);
   /* strategy and mesh: the runtime's one check, on the values given (without --strategy, the launch picks
    * hybrid unless R = 1, which the check then holds too) */
   hsr_rt_config given = *c;
   if (!a->strategy_given) given.strategy = c->replicate == 1 ? HSR_RT_FSDP : HSR_RT_HYBRID;
-  if (hsr_rt_config_resolve(&given, 0, 0, NULL, NULL) != HSR_OK)
-    return hsr_cli_usage_error("train", "%s", hsr_last_error());
+  if (rt_config_resolve(&given, 0, 0, NULL, NULL) != HSR_OK) return cli_usage_error("train", "%s", hsr_last_error());
   if ((a->given & TRAIN_GIVEN_PREFETCH_STEP) && c->prefetch == 0)
-    return hsr_cli_usage_error("train", "--prefetch-step has no effect with --prefetch 0 (it prefetches the next "
-                                        "step's first unit)");
+    return cli_usage_error("train", "--prefetch-step has no effect with --prefetch 0 (it prefetches the next "
+                                    "step's first unit)");
   if ((a->given & TRAIN_GIVEN_MAX_LIVE) && c->prefetch == 0)
-    return hsr_cli_usage_error("train", "--max-live %d has no effect with --prefetch 0 (it caps what prefetch gathers)",
-                               c->max_live);
+    return cli_usage_error("train", "--max-live %d has no effect with --prefetch 0 (it caps what prefetch gathers)",
+                           c->max_live);
   if ((a->given & TRAIN_GIVEN_MAX_LIVE) && c->max_live == 1 && !c->prefetch_step)
-    return hsr_cli_usage_error("train",
-                               "--max-live 1 turns --prefetch %d off: the unit in use is already live "
-                               "(use --max-live 2 or more, 0 for no cap, or --prefetch 0)",
-                               c->prefetch);
+    return cli_usage_error("train",
+                           "--max-live 1 turns --prefetch %d off: the unit in use is already live "
+                           "(use --max-live 2 or more, 0 for no cap, or --prefetch 0)",
+                           c->prefetch);
   if ((a->given & TRAIN_GIVEN_ROOT_RESHARD) && c->reshard == HSR_RT_RESHARD_NONE)
-    return hsr_cli_usage_error("train", "--root-reshard has no effect with --reshard none (no unit is resharded)");
+    return cli_usage_error("train", "--root-reshard has no effect with --reshard none (no unit is resharded)");
   if ((a->given & TRAIN_GIVEN_SYNC) && c->micro_batches == 1)
-    return hsr_cli_usage_error("train",
-                               "--sync %s has no effect with one micro-batch: every step syncs its only "
-                               "backward (give --micro-batches M > 1)",
-                               hsr_rt_sync_name(c->sync));
+    return cli_usage_error("train",
+                           "--sync %s has no effect with one micro-batch: every step syncs its only "
+                           "backward (give --micro-batches M > 1)",
+                           rt_sync_name(c->sync));
   return 0;
 }
 
@@ -414,34 +415,33 @@ static int check_paths(const train_args *a) {
   const char *ins[] = {a->init, a->data};
   hsr_status st = HSR_OK;
   if (a->max_shard_bytes && !a->export_path)
-    return hsr_cli_usage_error("train", "--max-shard-size needs --export DIR (the directory of the shards)");
+    return cli_usage_error("train", "--max-shard-size needs --export DIR (the directory of the shards)");
   for (int i = 0; i < NOUT && st == HSR_OK; i++)
     if (outs[i] && i == 3 && a->max_shard_bytes)
-      st = hsr_cli_check_out_dir(out_flags[i], outs[i]);
+      st = cli_check_out_dir(out_flags[i], outs[i]);
     else if (outs[i])
-      st = hsr_path_check_output(out_flags[i], outs[i]);
+      st = path_check_output(out_flags[i], outs[i]);
   for (int i = 0; i < NOUT && st == HSR_OK; i++)
     for (int j = i + 1; j < NOUT && st == HSR_OK; j++)
-      st = hsr_path_check_distinct(out_flags[i], outs[i], out_flags[j], outs[j]);
-  if (st == HSR_OK && a->init) st = hsr_cli_check_weights("--init", a->init);
-  if (st == HSR_OK && a->data) st = hsr_path_check_read("--data", a->data);
+      st = path_check_distinct(out_flags[i], outs[i], out_flags[j], outs[j]);
+  if (st == HSR_OK && a->init) st = cli_check_weights("--init", a->init);
+  if (st == HSR_OK && a->data) st = path_check_read("--data", a->data);
   for (int i = 0; i < NOUT && st == HSR_OK; i++) /* an output is never one of the inputs */
-    for (int j = 0; j < 2 && st == HSR_OK; j++)
-      st = hsr_path_check_distinct(out_flags[i], outs[i], in_flags[j], ins[j]);
-  if (st == HSR_OK && a->ck.dir) st = hsr_path_check_mkdir("--ckpt", a->ck.dir);
-  if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest")) st = hsr_cli_check_ckpt("--resume", a->ck.resume);
+    for (int j = 0; j < 2 && st == HSR_OK; j++) st = path_check_distinct(out_flags[i], outs[i], in_flags[j], ins[j]);
+  if (st == HSR_OK && a->ck.dir) st = path_check_mkdir("--ckpt", a->ck.dir);
+  if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest")) st = cli_check_ckpt("--resume", a->ck.resume);
   struct stat isb;
   int init_dir = a->init && !stat(a->init, &isb) && S_ISDIR(isb.st_mode);
   for (int i = 0; i < NOUT && st == HSR_OK; i++) { /* nor among the checkpoints' files, nor --init's shards */
-    st = hsr_path_check_outside(out_flags[i], outs[i], "--ckpt", a->ck.dir);
-    if (st == HSR_OK && init_dir) st = hsr_path_check_outside(out_flags[i], outs[i], "--init", a->init);
+    st = path_check_outside(out_flags[i], outs[i], "--ckpt", a->ck.dir);
+    if (st == HSR_OK && init_dir) st = path_check_outside(out_flags[i], outs[i], "--init", a->init);
     if (st == HSR_OK && a->ck.resume && strcmp(a->ck.resume, "latest"))
-      st = hsr_path_check_outside(out_flags[i], outs[i], "--resume", a->ck.resume);
+      st = path_check_outside(out_flags[i], outs[i], "--resume", a->ck.resume);
   }
-  if (st != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
+  if (st != HSR_OK) return cli_usage_error("train", "%s", hsr_last_error());
   if (a->ck.save_every && a->ck.save_every >= a->steps) /* redundant, not contradictory: said, not refused */
-    hsr_cli_warn("train", "--save-every %d with --steps %d saves once, after the last step, as --ckpt alone does",
-                 a->ck.save_every, a->steps);
+    cli_warn("train", "--save-every %d with --steps %d saves once, after the last step, as --ckpt alone does",
+             a->ck.save_every, a->steps);
   return 0;
 }
 
@@ -449,32 +449,32 @@ static int check_paths(const train_args *a) {
 static int check_args(train_args *a) {
   if (train_ckpt_check(&a->ck)) return HSR_EXIT_USAGE;
   if (a->init && a->ck.resume) /* the resume would silently overwrite the --init weights */
-    return hsr_cli_usage_error("train", "--init and --resume both set the weights: use one (--init starts a new run "
-                                        "from a safetensors file, --resume continues a checkpoint)");
+    return cli_usage_error("train", "--init and --resume both set the weights: use one (--init starts a new run "
+                                    "from a safetensors file, --resume continues a checkpoint)");
   if (a->export_init && (a->ck.resume || a->ftc.join)) /* their weights arrive after the first step starts */
-    return hsr_cli_usage_error("train", "--export-init writes the weights a new run starts from: drop %s",
-                               a->ck.resume ? "--resume" : "--join");
+    return cli_usage_error("train", "--export-init writes the weights a new run starts from: drop %s",
+                           a->ck.resume ? "--resume" : "--join");
   int rc = check_strategy(a);
   if (!rc) rc = check_paths(a);
   if (!rc) rc = train_ft_check(a);
   if (rc) return rc;
-  if (a->cfg.device == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0) {
+  if (a->cfg.device == HSR_DEVICE_CUDA && device_cuda_count() == 0) {
     hsr_device *d = NULL;
     if (hsr_device_open(HSR_DEVICE_CUDA, 0, &d) == HSR_OK) hsr_device_close(d);
-    return hsr_cli_usage_error("train", "--device cuda: %s (use --device host)", hsr_last_error());
+    return cli_usage_error("train", "--device cuda: %s (use --device host)", hsr_last_error());
   }
   hsr_status fst = a->model->finish_args(a); /* reads --init's configuration: a malformed file is exit 1 */
   if (fst != HSR_OK)
-    return fst == HSR_ERR_INVALID ? hsr_cli_usage_error("train", "%s", hsr_last_error()) : hsr_cli_fail("train", fst);
+    return fst == HSR_ERR_INVALID ? cli_usage_error("train", "%s", hsr_last_error()) : cli_fail("train", fst);
   if (a->batch % a->cfg.micro_batches)
-    return hsr_cli_usage_error("train", "--batch %d is not a multiple of --micro-batches %d", a->batch,
-                               a->cfg.micro_batches);
+    return cli_usage_error("train", "--batch %d is not a multiple of --micro-batches %d", a->batch,
+                           a->cfg.micro_batches);
   if (a->lr_min > a->lr)
-    return hsr_cli_usage_error("train", "--lr-min %g exceeds --lr %g (the schedule decays)", a->lr_min, a->lr);
+    return cli_usage_error("train", "--lr-min %g exceeds --lr %g (the schedule decays)", a->lr_min, a->lr);
   hsr_rt_lr_schedule sched = train_schedule(a);
-  if (a->lr > 0 && sched.total > 0 && hsr_rt_lr_check(&sched) != HSR_OK)
-    return hsr_cli_usage_error("train", "--warmup %d --lr-min %g --lr %g --steps %d: %s", a->warmup, a->lr_min, a->lr,
-                               a->steps, hsr_last_error());
+  if (a->lr > 0 && sched.total > 0 && rt_lr_check(&sched) != HSR_OK)
+    return cli_usage_error("train", "--warmup %d --lr-min %g --lr %g --steps %d: %s", a->warmup, a->lr_min, a->lr,
+                           a->steps, hsr_last_error());
   return 0;
 }
 
@@ -500,13 +500,13 @@ int train_parse(int argc, char **argv, train_args *a) {
       usage();
       return -1;
     }
-    if (c == '?') return hsr_cli_usage_error("train", "unknown option or missing value '%s'", argv[optind - 1]);
+    if (c == '?') return cli_usage_error("train", "unknown option or missing value '%s'", argv[optind - 1]);
     hsr_status st = HSR_OK;
     int rc = parse_one(c, a, &st);
     if (rc) return rc;
-    if (st != HSR_OK) return hsr_cli_usage_error("train", "%s", hsr_last_error());
+    if (st != HSR_OK) return cli_usage_error("train", "%s", hsr_last_error());
   }
-  if (optind < argc) return hsr_cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
+  if (optind < argc) return cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
   int rc = check_args(a);
   if (rc) return rc;
   a->cfg.num_groups = 2;
@@ -539,7 +539,7 @@ hsr_status train_check_mesh(const train_args *a, int S, int R) {
   const hsr_rt_config *c = &a->cfg;
   hsr_rt_config mesh = *c; /* strategy and mesh: the runtime's one check, on this mesh */
   mesh.shard = S, mesh.replicate = R;
-  HSR_CHECK(hsr_rt_config_resolve(&mesh, S * R, 0, NULL, NULL));
+  HSR_CHECK(rt_config_resolve(&mesh, S * R, 0, NULL, NULL));
   if ((a->given & TRAIN_GIVEN_SYNC) && c->sync == HSR_RT_SYNC_RS_ONLY && R == 1)
     return hsr_error(
         HSR_ERR_INVALID,
@@ -547,7 +547,7 @@ hsr_status train_check_mesh(const train_args *a, int S, int R) {
         "there is none (use --sync full or none, or a mesh with R > 1)",
         R, S);
   if (c->reshard == HSR_RT_RESHARD_PARTIAL && S % c->partial_k == 0 && c->partial_k == S && S > 1 &&
-      hsr_rt_strategy_sharding(c->strategy).params)
+      rt_strategy_sharding(c->strategy).params)
     return hsr_error(
         HSR_ERR_INVALID,
         "--reshard partial:%d on a shard group of %d: the partial group is the whole shard group, which is "
@@ -563,10 +563,10 @@ hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ran
   int rows = a->batch / (dp > 0 ? dp : 1) / (c->micro_batches > 0 ? c->micro_batches : 1);
   double P, U, act;
   a->model->sizes(a, rows > 0 ? rows : 1, &P, &U, &act);
-  hsr_rt_sharding sh = hsr_rt_strategy_sharding(c->strategy);
+  hsr_rt_sharding sh = rt_strategy_sharding(c->strategy);
   int sp = sh.params, sg = sh.grads;
   int so = c->strategy != HSR_RT_DDP;
-  double pes = (double)hsr_dtype_size(c->param_dtype), s = S > 0 ? S : 1;
+  double pes = (double)dtype_size(c->param_dtype), s = S > 0 ? S : 1;
   double params = P * pes / (sp ? s : 1), grads = P * 4 / (sg ? s : 1), optim = P * 12 / (so ? s : 1);
   double gathered = !sp ? 0 : c->reshard == HSR_RT_RESHARD_NONE ? P * pes : (c->prefetch + 2) * U * pes;
   double staging = 2 * U * 4, per = params + grads + optim + gathered + staging + act;
@@ -575,18 +575,18 @@ hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ran
   double need = per * ranks_here;
   uint64_t mem = 0;
   char b[8][32];
-  hsr_sys_bytes_text(need, b[0], sizeof b[0]);
-  hsr_sys_bytes_text(params + grads + optim, b[1], sizeof b[1]);
-  hsr_sys_bytes_text(gathered + staging, b[2], sizeof b[2]);
-  hsr_sys_bytes_text(act, b[3], sizeof b[3]);
-  if (hsr_sys_mem_available(&mem) == HSR_OK && need > 0.9 * (double)mem) {
-    hsr_sys_bytes_text((double)mem, b[4], sizeof b[4]);
+  sys_bytes_text(need, b[0], sizeof b[0]);
+  sys_bytes_text(params + grads + optim, b[1], sizeof b[1]);
+  sys_bytes_text(gathered + staging, b[2], sizeof b[2]);
+  sys_bytes_text(act, b[3], sizeof b[3]);
+  if (sys_mem_available(&mem) == HSR_OK && need > 0.9 * (double)mem) {
+    sys_bytes_text((double)mem, b[4], sizeof b[4]);
     return hsr_error(HSR_ERR_INVALID,
                      "the model does not fit in memory: %.4g parameters (--layers %d --dim %d); the %d rank(s) on this "
                      "host need about %s (per rank: %s of parameters, gradients and optimizer state on a %d x %d %s "
                      "mesh, %s of gathered units and staging, %s of activations), %s is available (this host's, or "
                      "its memory cgroup's): use a smaller model, --batch or more hosts",
-                     P, a->layers, a->dim, ranks_here, b[0], b[1], R, S, hsr_rt_strategy_name(c->strategy), b[2], b[3],
+                     P, a->layers, a->dim, ranks_here, b[0], b[1], R, S, rt_strategy_name(c->strategy), b[2], b[3],
                      b[4]);
   }
   (void)world;

@@ -13,9 +13,13 @@
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "model_meta.h"
 #include "train.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 void train_ckpt_usage(FILE *f) {
   fprintf(f, "checkpoints (a directory per checkpoint: manifest + data files; see docs/checkpoints.md)\n"
@@ -41,8 +45,8 @@ int train_ckpt_option(train_ckpt *c, int code, const char *arg) {
   case TRAIN_OPT_ASYNC_SAVE: c->async_save = 1; return 1;
   case TRAIN_OPT_SAVE_EVERY:
   case TRAIN_OPT_KEEP:
-    if (hsr_parse_long(code == TRAIN_OPT_KEEP ? "--keep" : "--save-every", arg, 1, 100000000, &v) != HSR_OK)
-      return -hsr_cli_usage_error("train", "%s", hsr_last_error());
+    if (parse_long(code == TRAIN_OPT_KEEP ? "--keep" : "--save-every", arg, 1, 100000000, &v) != HSR_OK)
+      return -cli_usage_error("train", "%s", hsr_last_error());
     *(code == TRAIN_OPT_KEEP ? &c->keep : &c->save_every) = (int)v;
     return 1;
   default: return 0;
@@ -51,12 +55,12 @@ int train_ckpt_option(train_ckpt *c, int code, const char *arg) {
 
 int train_ckpt_check(const train_ckpt *c) {
   if (!c->dir && (c->save_every || c->keep || c->async_save))
-    return hsr_cli_usage_error("train", "--%s needs --ckpt DIR",
-                               c->save_every ? "save-every"
-                               : c->keep     ? "keep"
-                                             : "async-save");
+    return cli_usage_error("train", "--%s needs --ckpt DIR",
+                           c->save_every ? "save-every"
+                           : c->keep     ? "keep"
+                                         : "async-save");
   if (c->resume && !strcmp(c->resume, "latest") && !c->dir)
-    return hsr_cli_usage_error("train", "--resume latest needs --ckpt DIR (the root whose latest to resume)");
+    return cli_usage_error("train", "--resume latest needs --ckpt DIR (the root whose latest to resume)");
   return 0;
 }
 
@@ -64,7 +68,7 @@ hsr_status train_ckpt_program(hsr_ckpt_state *p, const train_ckpt_state *ts, int
   HSR_CHECK(hsr_ckpt_state_set_str(p, "model", ts->model));
   HSR_CHECK(hsr_ckpt_state_set_i64(p, "data.sample_index", done * ts->batch));
   HSR_CHECK(hsr_ckpt_state_set_i64(p, "data.batch", ts->batch));
-  HSR_CHECK(hsr_ckpt_state_set_u64(p, "rng.seed", ts->seed));
+  HSR_CHECK(ckpt_state_set_u64(p, "rng.seed", ts->seed));
   HSR_CHECK(hsr_ckpt_state_set_str(p, "rng.kind", "counter hash of (seed, step, sample): no hidden state"));
   HSR_CHECK(hsr_ckpt_state_set_str(p, "lr.schedule", ts->sched ? "warmup_cosine" : "constant"));
   if (ts->sched) {
@@ -88,11 +92,11 @@ static void report_done(const hsr_ckpt_stats *w) {
 /* The save in flight finishes first; *waited: whether it was still running. */
 static hsr_status settle(hsr_boot *boot, hsr_rt *rt, int64_t next, int *waited) {
   int pending = 0;
-  HSR_CHECK(hsr_ckpt_poll(rt, &pending));
+  HSR_CHECK(ckpt_poll(rt, &pending));
   hsr_ckpt_stats w;
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   HSR_CHECK(hsr_ckpt_wait(rt, -1, &w)); /* its failure is the same on every rank */
-  double ms = (hsr_clock_s() - t0) * 1e3;
+  double ms = (clock_s() - t0) * 1e3;
   *waited = pending;
   if (w.step < 0 || hsr_boot_rank(boot) != 0) return HSR_OK;
   if (pending && next >= 0)
@@ -144,7 +148,7 @@ static hsr_status check_state(const hsr_ckpt_state *p, const train_ckpt_state *t
   int64_t batch = 0, sample = -1;
   uint64_t seed = 0;
   if (hsr_ckpt_state_get_str(p, "model", &model) != HSR_OK || hsr_ckpt_state_get_i64(p, "data.batch", &batch) ||
-      hsr_ckpt_state_get_i64(p, "data.sample_index", &sample) || hsr_ckpt_state_get_u64(p, "rng.seed", &seed))
+      hsr_ckpt_state_get_i64(p, "data.sample_index", &sample) || ckpt_state_get_u64(p, "rng.seed", &seed))
     return hsr_error(HSR_ERR_INVALID, "--resume %s: not a checkpoint of hsr train (its program state lacks %s)", dir,
                      hsr_last_error());
   if (strcmp(model, ts->model))
@@ -174,7 +178,7 @@ static hsr_status check_model(const hsr_ckpt *c, const train_ckpt_state *ts, con
   const char *kind = NULL, *my_kind = NULL;
   HSR_CHECK(hsr_ckpt_state_create(&saved));
   hsr_status st = hsr_ckpt_state_create(&mine);
-  hsr_status got = st == HSR_OK ? hsr_ckpt_get_model(c, &kind, saved) : st;
+  hsr_status got = st == HSR_OK ? ckpt_get_model(c, &kind, saved) : st;
   if (st == HSR_OK) st = model_meta_config(ts->model_meta, ts->nmodel_meta, &my_kind, mine);
   if (st == HSR_OK && got == HSR_ERR_NOT_FOUND)
     got = HSR_OK, kind = NULL; /* an older checkpoint: the load checks shapes */
@@ -182,13 +186,13 @@ static hsr_status check_model(const hsr_ckpt *c, const train_ckpt_state *ts, con
   if (st == HSR_OK && kind && strcmp(kind, my_kind))
     st = hsr_error(HSR_ERR_INVALID, "--resume %s: a checkpoint of the %s model, this run trains the %s", dir, kind,
                    my_kind);
-  for (int i = 0; st == HSR_OK && kind && i < hsr_ckpt_state_count(mine); i++) {
+  for (int i = 0; st == HSR_OK && kind && i < ckpt_state_count(mine); i++) {
     const char *k, *k2;
     char v[128], w[128] = "";
-    st = hsr_ckpt_state_at(mine, i, &k, v, sizeof v);
+    st = ckpt_state_at(mine, i, &k, v, sizeof v);
     int j = -1;
-    for (int q = 0; st == HSR_OK && q < hsr_ckpt_state_count(saved) && j < 0; q++)
-      if (hsr_ckpt_state_at(saved, q, &k2, w, sizeof w) == HSR_OK && !strcmp(k, k2)) j = q;
+    for (int q = 0; st == HSR_OK && q < ckpt_state_count(saved) && j < 0; q++)
+      if (ckpt_state_at(saved, q, &k2, w, sizeof w) == HSR_OK && !strcmp(k, k2)) j = q;
     if (st == HSR_OK && (j < 0 || strcmp(v, w)))
       st = hsr_error(HSR_ERR_INVALID, "--resume %s: the checkpoint's %s model has %s %s, this run's has %s %s", dir,
                      kind, k, j < 0 ? "none" : w, k, v);
@@ -239,13 +243,13 @@ static hsr_status pick(const train_ckpt *c, hsr_boot *boot, resume_pick *d) {
     int64_t step = 0;
     if (strcmp(c->resume, "latest")) {
       snprintf(d->path, sizeof d->path, "%s", c->resume);
-    } else if (hsr_ckpt_newest(c->dir, name, sizeof name, &step) != HSR_OK) {
+    } else if (ckpt_newest(c->dir, name, sizeof name, &step) != HSR_OK) {
       d->fresh = 1;
     } else {
       snprintf(d->path, sizeof d->path, "%s/%s", c->dir, name);
       char *ld = NULL;
       const char *lname = NULL;
-      if (hsr_ckpt_resolve(c->dir, &ld) == HSR_OK) lname = strrchr(ld, '/') ? strrchr(ld, '/') + 1 : ld;
+      if (ckpt_resolve(c->dir, &ld) == HSR_OK) lname = strrchr(ld, '/') ? strrchr(ld, '/') + 1 : ld;
       if (!lname)
         snprintf(d->note, sizeof d->note,
                  "%s/latest is missing or names no checkpoint: resuming the newest committed one, %s (step %" PRId64
@@ -259,7 +263,7 @@ static hsr_status pick(const train_ckpt *c, hsr_boot *boot, resume_pick *d) {
       free(ld);
     }
   }
-  return hsr_boot_bcast(boot, d, sizeof *d, 0);
+  return boot_bcast(boot, d, sizeof *d, 0);
 }
 
 /* A save this run will make (every --save-every steps after `start`, and
@@ -291,7 +295,7 @@ static hsr_status check_overwrite(const train_ckpt *c, int64_t start, int64_t st
                        : dangling ? "is a symbolic link to nothing"
                                   : "is not a directory");
     }
-    if (hsr_ckpt_committed(c->dir, e->d_name) && (hit < 0 || v < hit)) hit = v;
+    if (ckpt_committed(c->dir, e->d_name) && (hit < 0 || v < hit)) hit = v;
   }
   closedir(d);
   if (hit < 0) return HSR_OK;
@@ -310,12 +314,12 @@ static hsr_status check_overwrite(const train_ckpt *c, int64_t start, int64_t st
  * said. */
 static hsr_status check_space(const train_ckpt *c, hsr_rt *rt, int64_t start, int64_t steps, int *warn, char *msg,
                               size_t n) {
-  const hsr_rt_layout *l = hsr_rt_get_layout(rt);
-  int np = hsr_rt_layout_num_params(l);
+  const hsr_rt_layout *l = rt_get_layout(rt);
+  int np = rt_layout_num_params(l);
   double per = 64 * 1024; /* the manifest, `latest`, directory entries */
   for (int i = 0; i < np; i++) {
     hsr_rt_param_info p;
-    if (hsr_rt_layout_param(l, i, &p) == HSR_OK) per += (double)p.numel * 4 * HSR_CKPT_KIND_COUNT + 512;
+    if (rt_layout_param(l, i, &p) == HSR_OK) per += (double)p.numel * 4 * HSR_CKPT_KIND_COUNT + 512;
   }
   int64_t saves = c->save_every ? steps / c->save_every - start / c->save_every : 0; /* in (start, steps] */
   if (!c->save_every || steps % c->save_every) saves++;                              /* the last step's */
@@ -332,11 +336,11 @@ static hsr_status check_space(const train_ckpt *c, hsr_rt *rt, int64_t start, in
     *sl = '\0';
   }
   uint64_t avail = 0;
-  if (hsr_sys_fs_available(up, &avail) != HSR_OK) return HSR_OK; /* unknown: the saves will say */
+  if (sys_fs_available(up, &avail) != HSR_OK) return HSR_OK; /* unknown: the saves will say */
   char need[32], have[32], all[32];
-  hsr_sys_bytes_text(per, need, sizeof need);
-  hsr_sys_bytes_text((double)avail, have, sizeof have);
-  hsr_sys_bytes_text(per * (double)held, all, sizeof all);
+  sys_bytes_text(per, need, sizeof need);
+  sys_bytes_text((double)avail, have, sizeof have);
+  sys_bytes_text(per * (double)held, all, sizeof all);
   if ((double)avail < per)
     return hsr_error(HSR_ERR_INVALID,
                      "--ckpt %s: one checkpoint needs %s, the file system holding it has %s available (free space, "
@@ -386,9 +390,9 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
   hsr_ckpt *pre = NULL;
   hsr_ckpt_info pi;
   hsr_status st = HSR_OK;
-  if (hsr_ckpt_open(path, &pre) == HSR_OK) {
-    hsr_ckpt_get_info(pre, &pi);
-    st = hsr_ckpt_get_program(pre, p);
+  if (ckpt_open(path, &pre) == HSR_OK) {
+    ckpt_get_info(pre, &pi);
+    st = ckpt_get_program(pre, p);
     if (st == HSR_OK) st = check_state(p, ts, pi.step, path);
     if (st == HSR_OK) st = check_model(pre, ts, path);
     if (st == HSR_OK && pi.step >= steps)
@@ -396,7 +400,7 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
                      "--resume %s: the checkpoint is at step %" PRId64 " and --steps is %" PRId64
                      " (the total): nothing left to train",
                      path, pi.step, steps);
-    hsr_ckpt_close(pre);
+    ckpt_close(pre);
   }
   /* one decision for the job (a refusal on some ranks would leave the others
    * in the load's collectives), said once by rank 0 */
@@ -407,7 +411,7 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
   if (st == HSR_OK && rank == 0) {
     hsr_ckpt *ck = NULL;
     hsr_ckpt_info in = {0};
-    if (hsr_ckpt_open(s.dir, &ck) == HSR_OK) hsr_ckpt_get_info(ck, &in);
+    if (ckpt_open(s.dir, &ck) == HSR_OK) ckpt_get_info(ck, &in);
     printf("resume: %s: step %" PRId64 ", next sample %" PRId64 ", saved on %d rank(s) as %d x %d %s; read %.1f KB "
            "in %.1f ms (%s)\n",
            s.dir, s.step, s.step * ts->batch, in.world, in.replicate, in.shard, in.strategy ? in.strategy : "?",
@@ -417,7 +421,7 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
                           : "verified, then read again");
     note_schedule(p, ts);
     fflush(stdout);
-    hsr_ckpt_close(ck);
+    ckpt_close(ck);
   }
   hsr_ckpt_state_free(p);
   HSR_CHECK(st);

@@ -10,7 +10,8 @@
 #include "hsr/boot.h"
 #include "hsr/ckpt.h"
 #include "hsr/runtime.h"
-#include "hsr/safetensors.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/safetensors.h"
 
 typedef struct train_ckpt {
   const char *dir, *resume; /* --ckpt, --resume */

@@ -7,8 +7,13 @@
 #include <time.h>
 
 #include "cli.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "train.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "common/dtype_internal.h"
+#include "runtime/runtime_internal.h"
+#include "ft/ft_internal.h"
 
 void train_ft_usage(FILE *f) {
   fprintf(f, "replica groups (fault tolerance: each group its own launch; docs/fault-tolerance.md)\n"
@@ -33,18 +38,18 @@ int train_ft_option(train_ft *f, int code, const char *arg) {
   case TRAIN_OPT_COORD: f->coord = arg, f->given = 1; return 1;
   case TRAIN_OPT_JOIN: f->join = 1, f->given = 1; return 1;
   case TRAIN_OPT_REPLICA_ID:
-    if (hsr_parse_long("--replica-id", arg, 0, HSR_FT_MAX_REPLICAS - 1, &v) != HSR_OK)
-      return -hsr_cli_usage_error("train", "%s", hsr_last_error());
+    if (parse_long("--replica-id", arg, 0, HSR_FT_MAX_REPLICAS - 1, &v) != HSR_OK)
+      return -cli_usage_error("train", "%s", hsr_last_error());
     f->id = (int)v, f->given = 1;
     return 1;
   case TRAIN_OPT_REPLICAS:
-    if (hsr_parse_long("--replicas", arg, 1, HSR_FT_MAX_REPLICAS, &v) != HSR_OK)
-      return -hsr_cli_usage_error("train", "%s", hsr_last_error());
+    if (parse_long("--replicas", arg, 1, HSR_FT_MAX_REPLICAS, &v) != HSR_OK)
+      return -cli_usage_error("train", "%s", hsr_last_error());
     f->replicas = (int)v, f->given = 1;
     return 1;
   case TRAIN_OPT_HASH_EVERY:
-    if (hsr_parse_long("--hash-every", arg, 0, 100000000, &v) != HSR_OK)
-      return -hsr_cli_usage_error("train", "%s", hsr_last_error());
+    if (parse_long("--hash-every", arg, 0, 100000000, &v) != HSR_OK)
+      return -cli_usage_error("train", "%s", hsr_last_error());
     f->hash_every = (int)v, f->given = 1;
     return 1;
   default: return 0;
@@ -55,33 +60,33 @@ int train_ft_check(const train_args *a) {
   const train_ft *f = &a->ftc;
   if (!f->given) return 0;
   if (!f->coord)
-    return hsr_cli_usage_error("train", "--replica-id, --replicas, --join and --hash-every need --coordinator ADDR "
-                                        "(hsr coordinator; hsr-run starts one on loopback when none is given)");
-  if (hsr_parse_hostports("--coordinator", f->coord, 16 /* ft/etcd.c's MAX_EP */) != HSR_OK)
-    return hsr_cli_usage_error("train", "%s", hsr_last_error());
-  if (f->replicas < 1) return hsr_cli_usage_error("train", "--coordinator needs --replicas N (the replica groups)");
-  if (f->id < 0) return hsr_cli_usage_error("train", "--coordinator needs --replica-id I (0 to %d)", f->replicas - 1);
+    return cli_usage_error("train", "--replica-id, --replicas, --join and --hash-every need --coordinator ADDR "
+                                    "(hsr coordinator; hsr-run starts one on loopback when none is given)");
+  if (parse_hostports("--coordinator", f->coord, 16 /* ft/etcd.c's MAX_EP */) != HSR_OK)
+    return cli_usage_error("train", "%s", hsr_last_error());
+  if (f->replicas < 1) return cli_usage_error("train", "--coordinator needs --replicas N (the replica groups)");
+  if (f->id < 0) return cli_usage_error("train", "--coordinator needs --replica-id I (0 to %d)", f->replicas - 1);
   if (f->id >= f->replicas)
-    return hsr_cli_usage_error("train", "--replica-id %d with --replicas %d (valid: 0 to %d)", f->id, f->replicas,
-                               f->replicas - 1);
+    return cli_usage_error("train", "--replica-id %d with --replicas %d (valid: 0 to %d)", f->id, f->replicas,
+                           f->replicas - 1);
   const char *tok = NULL;
-  if (hsr_env_get_str("HSR_FT_TOKEN", &tok) != HSR_OK || !tok)
-    return hsr_cli_usage_error("train", "--coordinator: HSR_FT_TOKEN is not set (the run's shared token: every group "
-                                        "and the coordinator need the same one)");
+  if (env_get_str("HSR_FT_TOKEN", &tok) != HSR_OK || !tok)
+    return cli_usage_error("train", "--coordinator: HSR_FT_TOKEN is not set (the run's shared token: every group "
+                                    "and the coordinator need the same one)");
   if (f->join && a->ck.resume)
-    return hsr_cli_usage_error("train", "--join heals from the live groups and --resume loads from disk: use one");
-  if (f->join && a->init) return hsr_cli_usage_error("train", "--join takes the live groups' weights: drop --init");
+    return cli_usage_error("train", "--join heals from the live groups and --resume loads from disk: use one");
+  if (f->join && a->init) return cli_usage_error("train", "--join takes the live groups' weights: drop --init");
   if ((a->given & TRAIN_GIVEN_REPLICATE) && a->cfg.replicate > 1)
-    return hsr_cli_usage_error("train",
-                               "--replicate %d with --coordinator: a replica group trains with R = 1 inside "
-                               "(its replicas are the other groups: --replicas)",
-                               a->cfg.replicate);
+    return cli_usage_error("train",
+                           "--replicate %d with --coordinator: a replica group trains with R = 1 inside "
+                           "(its replicas are the other groups: --replicas)",
+                           a->cfg.replicate);
   if (a->strategy_given && a->cfg.strategy == HSR_RT_HYBRID)
-    return hsr_cli_usage_error("train", "--strategy hybrid with --coordinator: a replica group is fsdp, zero1, zero2 "
-                                        "or ddp inside (its replicas are the other groups)");
+    return cli_usage_error("train", "--strategy hybrid with --coordinator: a replica group is fsdp, zero1, zero2 "
+                                    "or ddp inside (its replicas are the other groups)");
   if (a->cfg.prefetch_step)
-    return hsr_cli_usage_error("train", "--prefetch-step with --coordinator: a healed group installs its state at a "
-                                        "step boundary, where the step-end prefetch holds the old values");
+    return cli_usage_error("train", "--prefetch-step with --coordinator: a healed group installs its state at a "
+                                    "step boundary, where the step-end prefetch holds the old values");
   return 0;
 }
 
@@ -118,9 +123,9 @@ static char *identity(const train_args *a) {
   NUM("--warmup", a->warmup);
   NUM("--wd", a->wd);
   NUM("--clip", a->cfg.clip);
-  cJSON_AddStringToObject(o, "--strategy", a->strategy_given ? hsr_rt_strategy_name(a->cfg.strategy) : "fsdp");
-  cJSON_AddStringToObject(o, "--param-dtype", hsr_dtype_name(a->cfg.param_dtype));
-  cJSON_AddStringToObject(o, "--reduce-dtype", hsr_dtype_name(a->cfg.reduce_dtype));
+  cJSON_AddStringToObject(o, "--strategy", a->strategy_given ? rt_strategy_name(a->cfg.strategy) : "fsdp");
+  cJSON_AddStringToObject(o, "--param-dtype", dtype_name(a->cfg.param_dtype));
+  cJSON_AddStringToObject(o, "--reduce-dtype", dtype_name(a->cfg.reduce_dtype));
   cJSON_AddStringToObject(o, "--wrap", a->wrap_linear ? "linear" : "block");
   cJSON_AddStringToObject(o, "--device",
                           a->cfg.device == HSR_DEVICE_CUDA  ? "cuda"
@@ -167,7 +172,7 @@ hsr_status train_ft_join(train_run *r, int64_t *start) {
   if (r->rank == 0) {
     printf("replica group %d of %d (%d rank(s)): %s after %" PRId64 " steps; cross-group timeout %.1f s\n", f->id,
            f->replicas, r->world, f->join ? "admitted, heals from a live group" : "in the quorum", done,
-           hsr_ft_timeout(f->ft));
+           ft_timeout(f->ft));
     fflush(stdout);
   }
   *start = done;
@@ -182,15 +187,15 @@ hsr_status train_ft_begin(train_run *r, int64_t s) {
   if (h.healed) { /* the data position, RNG and schedule must be this run's */
     const ft_prog *p = f->prog;
     HSR_CHECK(train_ckpt_check_program(h.program, &p->ts, s, "the healing replica"));
-    if (hsr_rt_get_step(r->rt) != s)
+    if (rt_get_step(r->rt) != s)
       return hsr_error(HSR_ERR_MISMATCH, "healed after %" PRId64 " steps, but the engine holds %" PRId64, s,
-                       hsr_rt_get_step(r->rt));
+                       rt_get_step(r->rt));
   }
   double tb = h.bytes, ts = h.seconds;
   if ((h.healed || h.sent) && r->world > 1) { /* the group's totals: every rank moved its own slice */
     double v[2] = {tb, ts}, *all = calloc((size_t)r->world * 2, sizeof *all);
     if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-    hsr_status st = hsr_boot_allgather(r->boot, v, sizeof v, all);
+    hsr_status st = boot_allgather(r->boot, v, sizeof v, all);
     tb = 0, ts = 0;
     for (int i = 0; i < r->world; i++) tb += all[2 * i], ts = all[2 * i + 1] > ts ? all[2 * i + 1] : ts;
     free(all);
@@ -234,7 +239,7 @@ hsr_status train_ft_end(train_run *r, int64_t s, const train_ckpt_state *ts, int
                s, r->a->ck.dir);
     }
     hsr_error(L->coord_lost ? HSR_ERR_TIMEOUT : HSR_ERR_STATE, "%s", why);
-    hsr_error_share(); /* the leader's decision, on every rank of the group: said once */
+    error_share(); /* the leader's decision, on every rank of the group: said once */
     return L->coord_lost ? HSR_ERR_TIMEOUT : HSR_ERR_STATE;
   }
   *again = !L->committed;

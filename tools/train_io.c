@@ -24,14 +24,14 @@ typedef struct tensors {
 } tensors;
 
 static hsr_status layout_tensors(hsr_rt *rt, tensors *ts) {
-  const hsr_rt_layout *l = hsr_rt_get_layout(rt);
-  ts->n = hsr_rt_layout_num_params(l);
+  const hsr_rt_layout *l = rt_get_layout(rt);
+  ts->n = rt_layout_num_params(l);
   ts->p = calloc((size_t)ts->n + 1, sizeof *ts->p);
   ts->t = calloc((size_t)ts->n + 1, sizeof *ts->t);
   ts->maxn = 1;
   if (!ts->p || !ts->t) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   for (int i = 0; i < ts->n; i++) {
-    HSR_CHECK(hsr_rt_layout_param(l, i, &ts->p[i]));
+    HSR_CHECK(rt_layout_param(l, i, &ts->p[i]));
     ts->t[i].name = ts->p[i].name;
     ts->t[i].dtype = "F32";
     ts->t[i].ndim = ts->p[i].ndim;
@@ -51,25 +51,25 @@ hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t m
   float *buf = st == HSR_OK ? malloc(ts.maxn * sizeof(float)) : NULL;
   if (st == HSR_OK && !buf) st = hsr_error(HSR_ERR_NOMEM, "--export: out of memory");
   hsr_st_set_writer *w = NULL;
-  if (st == HSR_OK && rank == 0) st = hsr_st_set_create(path, max_shard_bytes, ts.t, ts.n, meta, nmeta, &w);
-  if (files) *files = hsr_st_set_writer_files(w);
+  if (st == HSR_OK && rank == 0) st = st_set_create(path, max_shard_bytes, ts.t, ts.n, meta, nmeta, &w);
+  if (files) *files = st_set_writer_files(w);
   st = train_agree(boot, st);
   /* every rank reads every tensor (a collective in its shard group); rank 0
    * keeps going after a failed write so no peer waits for it */
   hsr_status local = HSR_OK;
   for (int i = 0; st == HSR_OK && i < ts.n; i++) {
-    hsr_status r = hsr_rt_param_read(rt, ts.p[i].name, buf);
+    hsr_status r = rt_param_read(rt, ts.p[i].name, buf);
     if (r != HSR_OK) {
       st = r; /* a read-back failure is not recoverable: the collective is broken */
       break;
     }
-    if (rank == 0 && local == HSR_OK) local = hsr_st_set_write(w, buf, ts.p[i].numel * sizeof(float));
+    if (rank == 0 && local == HSR_OK) local = st_set_write(w, buf, ts.p[i].numel * sizeof(float));
   }
   if (rank == 0 && w) {
     if (st == HSR_OK && local == HSR_OK)
-      local = hsr_st_set_finish(w);
+      local = st_set_finish(w);
     else
-      hsr_st_set_abort(w);
+      st_set_abort(w);
   }
   if (st == HSR_OK) st = train_agree(boot, local);
   free(buf);
@@ -90,11 +90,11 @@ static int st_buffer_name(const char *name) {
 static hsr_status check_file(const hsr_st_set *f, const tensors *ts, const char *path, int *idx) {
   for (int i = 0; i < ts->n; i++) {
     const hsr_rt_param_info *p = &ts->p[i];
-    if (hsr_st_set_find(f, p->name, &idx[i]) != HSR_OK)
+    if (st_set_find(f, p->name, &idx[i]) != HSR_OK)
       return hsr_error(HSR_ERR_INVALID, "--init '%s': no tensor '%s' (the model's parameter %d of %d)", path, p->name,
                        i + 1, ts->n);
     hsr_st_info in;
-    HSR_CHECK(hsr_st_set_info_at(f, idx[i], &in));
+    HSR_CHECK(st_set_info_at(f, idx[i], &in));
     int same = in.ndim == p->ndim;
     for (int d = 0; same && d < p->ndim; d++) same = in.shape[d] == p->shape[d];
     if (!same) {
@@ -110,17 +110,17 @@ static hsr_status check_file(const hsr_st_set *f, const tensors *ts, const char 
       return hsr_error(HSR_ERR_INVALID, "--init '%s': tensor '%s' is %s (valid: F32, BF16, F16)", path, p->name,
                        in.dtype);
   }
-  if (hsr_st_set_count(f) != ts->n) { /* an extra tensor: say which */
-    for (int j = 0; j < hsr_st_set_count(f); j++) {
+  if (st_set_count(f) != ts->n) { /* an extra tensor: say which */
+    for (int j = 0; j < st_set_count(f); j++) {
       hsr_st_info in;
-      hsr_st_set_info_at(f, j, &in);
+      st_set_info_at(f, j, &in);
       int known = st_buffer_name(in.name);
       for (int i = 0; i < ts->n && !known; i++) known = idx[i] == j;
       if (!known)
         return hsr_error(HSR_ERR_INVALID,
                          "--init '%s': tensor '%s' is not a parameter of this model (%d tensors, the "
                          "model has %d)",
-                         path, in.name, hsr_st_set_count(f), ts->n);
+                         path, in.name, st_set_count(f), ts->n);
     }
   }
   return HSR_OK;
@@ -128,9 +128,9 @@ static hsr_status check_file(const hsr_st_set *f, const tensors *ts, const char 
 
 static hsr_status load_one(const hsr_st_set *f, int j, size_t n, float *out, void *tmp) {
   hsr_st_info in;
-  HSR_CHECK(hsr_st_set_info_at(f, j, &in));
-  if (!strcmp(in.dtype, "F32")) return hsr_st_set_read(f, j, 0, out, n * 4);
-  HSR_CHECK(hsr_st_set_read(f, j, 0, tmp, n * 2));
+  HSR_CHECK(st_set_info_at(f, j, &in));
+  if (!strcmp(in.dtype, "F32")) return st_set_read(f, j, 0, out, n * 4);
+  HSR_CHECK(st_set_read(f, j, 0, tmp, n * 2));
   hsr_device *h;
   HSR_CHECK(hsr_device_open(HSR_DEVICE_HOST, 0, &h));
   hsr_status st = hsr_kernels_cast(h, NULL, n, tmp, !strcmp(in.dtype, "BF16") ? HSR_BF16 : HSR_F16, out, HSR_F32);
@@ -156,7 +156,7 @@ hsr_status train_init_from(hsr_rt *rt, hsr_boot *boot, const char *path) {
   }
   st = train_agree(boot, st);
   free(buf), free(tmp), free(idx);
-  hsr_st_set_close(f);
+  st_set_close(f);
   tensors_free(&ts);
   return st;
 }
@@ -170,17 +170,17 @@ hsr_status train_gemm_probe(hsr_device *dev, hsr_stream *s, size_t m, size_t n, 
   if (st == HSR_OK) st = hsr_device_memset(dev, a, 0, m * k * 4, s);
   if (st == HSR_OK) st = hsr_device_memset(dev, b, 0, k * n * 4, s);
   int reps = 0;
-  double t0 = hsr_clock_s(), t = 0;
+  double t0 = clock_s(), t = 0;
   /* one untimed product first (first-touch, cuBLAS handle) */
   if (st == HSR_OK) st = hsr_kernels_gemm(dev, s, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
   if (st == HSR_OK && s) st = hsr_stream_sync(s, 600);
-  t0 = hsr_clock_s();
-  while (st == HSR_OK && (t = hsr_clock_s() - t0) < seconds) {
+  t0 = clock_s();
+  while (st == HSR_OK && (t = clock_s() - t0) < seconds) {
     for (int i = 0; i < 4 && st == HSR_OK; i++, reps++)
       st = hsr_kernels_gemm(dev, s, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
     if (st == HSR_OK && s) st = hsr_stream_sync(s, 600);
   }
-  t = hsr_clock_s() - t0;
+  t = clock_s() - t0;
   hsr_device_free(dev, a), hsr_device_free(dev, b), hsr_device_free(dev, c);
   HSR_CHECK(st);
   *gflops = t > 0 ? 2.0 * (double)m * n * k * reps / t / 1e9 : 0;

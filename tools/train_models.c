@@ -174,7 +174,7 @@ static hsr_status gpt_from_file(train_args *a, gpt_cfg *fc) {
       st = hsr_error(HSR_ERR_INVALID, "%s %d, but --init '%s' holds %d", names[k], *flag[k], a->init, file[k]);
     *flag[k] = file[k];
   }
-  hsr_st_set_close(f);
+  st_set_close(f);
   *fc = c;
   return st;
 }

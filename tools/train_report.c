@@ -6,11 +6,16 @@
 #include <string.h>
 
 #include "hsr/tune_ledger.h"
-#include "hsr/env.h"
+#include "tune/tune_ledger_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "common/dtype_internal.h"
+#include "collectives/comm_internal.h"
+#include "common/env.h"
 
 static cJSON *ledger_obj(const hsr_ledger *l) {
   char *txt = NULL;
-  if (hsr_ledger_json(l, &txt) != HSR_OK) return cJSON_CreateNull();
+  if (ledger_json(l, &txt) != HSR_OK) return cJSON_CreateNull();
   cJSON *o = cJSON_Parse(txt);
   free(txt);
   return o ? o : cJSON_CreateNull();
@@ -50,9 +55,9 @@ void train_comm_json(cJSON *parent, const char *key, const hsr_comm_counter c[HS
   cJSON *o = cJSON_AddObjectToObject(parent, key);
   if (per <= 0) per = 1;
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
-    cJSON *grp = cJSON_AddObjectToObject(o, hsr_rt_group_name((hsr_rt_group)g));
+    cJSON *grp = cJSON_AddObjectToObject(o, rt_group_name((hsr_rt_group)g));
     for (int op = 0; op < HSR_OP_COUNT; op++)
-      counter_json(cJSON_AddObjectToObject(grp, hsr_op_name((hsr_op)op)), &c[g][op], per);
+      counter_json(cJSON_AddObjectToObject(grp, op_name((hsr_op)op)), &c[g][op], per);
     hsr_comm_counter t = group_total(c[g]);
     counter_json(cJSON_AddObjectToObject(grp, "total"), &t, per);
   }
@@ -71,7 +76,7 @@ static hsr_status comm_report(hsr_rt *rt, const train_measured *m, FILE *out, cJ
       hsr_comm_counter t = group_total(m->comm[g]);
       if (!t.calls) continue;
       double mib = 1024.0 * 1024 * per;
-      fprintf(out, "  %-9s %6.1f %9.3f %9.3f %9.3f %9.3f\n", hsr_rt_group_name((hsr_rt_group)g), (double)t.calls / per,
+      fprintf(out, "  %-9s %6.1f %9.3f %9.3f %9.3f %9.3f\n", rt_group_name((hsr_rt_group)g), (double)t.calls / per,
               (double)t.bytes_sent / mib, (double)t.bytes_recv / mib, (double)(t.fabric_sent + t.fabric_recv) / mib,
               (double)t.bytes_full / mib);
     }
@@ -80,7 +85,7 @@ static hsr_status comm_report(hsr_rt *rt, const train_measured *m, FILE *out, cJ
   if (json) {
     train_comm_json(json, "comm_per_step", m->comm, per);
     cJSON *f = cJSON_AddObjectToObject(json, "fabric_bytes_per_step_all_ranks");
-    for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) cJSON_AddNumberToObject(f, hsr_rt_group_name((hsr_rt_group)g), fab[g]);
+    for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) cJSON_AddNumberToObject(f, rt_group_name((hsr_rt_group)g), fab[g]);
     cJSON_AddNumberToObject(f, "total", fab[HSR_RT_GROUP_COUNT]);
   }
   return HSR_OK;
@@ -88,17 +93,16 @@ static hsr_status comm_report(hsr_rt *rt, const train_measured *m, FILE *out, cJ
 
 hsr_status train_predict(hsr_rt *rt, const hsr_rt_config *cfg, const hsr_prog_call *prog, int nprog, size_t act,
                          hsr_ledger *ph, hsr_ledger *pu, int *gathers) {
-  const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
-  int nu = hsr_rt_layout_num_units(lay);
+  const hsr_rt_layout *lay = rt_get_layout(rt);
+  int nu = rt_layout_num_units(lay);
   int *is_root = calloc((size_t)nu + 1, sizeof *is_root);
   if (!is_root) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   is_root[0] = 1;
   hsr_rt_config rc = *cfg;
-  hsr_status st =
-      hsr_tune_prog_predict(lay, is_root, &rc, hsr_rt_shard(rt), hsr_rt_replicate(rt), prog, nprog, 3, ph, pu, gathers);
+  hsr_status st = tune_prog_predict(lay, is_root, &rc, rt_shard(rt), rt_replicate(rt), prog, nprog, 3, ph, pu, gathers);
   free(is_root);
   /* the model's activations, from its sizes: alive from a micro-batch's forward to its backward */
-  if (st == HSR_OK) st = hsr_ledger_set_phase(ph, HSR_PHASE_FORWARD, 0, 1);
+  if (st == HSR_OK) st = ledger_set_phase(ph, HSR_PHASE_FORWARD, 0, 1);
   if (st == HSR_OK) st = hsr_ledger_note(ph, (int64_t)act);
   if (st == HSR_OK) st = hsr_ledger_note(ph, -(int64_t)act);
   return st;
@@ -106,29 +110,29 @@ hsr_status train_predict(hsr_rt *rt, const hsr_rt_config *cfg, const hsr_prog_ca
 
 hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measured *m, cJSON *extra, FILE *json,
                         FILE *out, int *warned) {
-  const hsr_rt_layout *lay = hsr_rt_get_layout(rt);
-  int nu = hsr_rt_layout_num_units(lay), S = hsr_rt_shard(rt), R = hsr_rt_replicate(rt);
+  const hsr_rt_layout *lay = rt_get_layout(rt);
+  int nu = rt_layout_num_units(lay), S = rt_shard(rt), R = rt_replicate(rt);
   *warned = 0;
   /* predicted ledgers: sizes and policy only */
   hsr_ledger *ph = NULL, *pu = NULL;
-  hsr_status st = hsr_ledger_create(&ph);
-  if (st == HSR_OK) st = hsr_ledger_create(&pu);
+  hsr_status st = ledger_create(&ph);
+  if (st == HSR_OK) st = ledger_create(&pu);
   int pred_gathers = 0;
   if (st == HSR_OK) st = train_predict(rt, cfg, m->prog, m->nprog, m->activation_bytes, ph, pu, &pred_gathers);
   double nparams = 0, inner_bytes = 0;
   hsr_rt_param_info pi;
-  for (int i = 0; st == HSR_OK && i < hsr_rt_layout_num_params(lay); i++)
-    if (hsr_rt_layout_param(lay, i, &pi) == HSR_OK) nparams += (double)pi.numel;
+  for (int i = 0; st == HSR_OK && i < rt_layout_num_params(lay); i++)
+    if (rt_layout_param(lay, i, &pi) == HSR_OK) nparams += (double)pi.numel;
   int inner = nu - 1;
-  size_t pes = hsr_dtype_size(cfg->param_dtype);
-  for (int u = 1; u < nu; u++) inner_bytes += (double)hsr_rt_layout_unit_len(lay, u) * (double)pes;
+  size_t pes = dtype_size(cfg->param_dtype);
+  for (int u = 1; u < nu; u++) inner_bytes += (double)rt_layout_unit_len(lay, u) * (double)pes;
   /* wrap diagnostic: measured gathers against the repeating structure */
   hsr_rt_timing tm;
-  hsr_rt_get_timing(rt, &tm);
-  int sharded = hsr_rt_strategy_sharding(cfg->strategy).params;
+  rt_get_timing(rt, &tm);
+  int sharded = rt_strategy_sharding(cfg->strategy).params;
   int per_unit = !sharded ? 0 : cfg->reshard == HSR_RT_RESHARD_NONE ? 1 : 2;
   size_t min_bytes = 64 << 10; /* checked before the run: every command validates the HSR_* variables first */
-  if (st == HSR_OK) st = hsr_env_get_size("HSR_WRAP_MIN_BYTES", &min_bytes);
+  if (st == HSR_OK) st = env_get_size("HSR_WRAP_MIN_BYTES", &min_bytes);
   hsr_wrap_input wi = {.gathers_per_step = m->gathers_per_step,
                        .repeating_blocks = m->blocks,
                        .units = nu,
@@ -139,10 +143,10 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
                        .mean_gather_us = tm.gathers ? tm.gather_s / (double)tm.gathers * 1e6 : 0,
                        .min_unit_bytes = (double)min_bytes};
   hsr_wrap_report wr;
-  if (st == HSR_OK) st = hsr_tune_wrap_check(&wi, &wr);
+  if (st == HSR_OK) st = tune_wrap_check(&wi, &wr);
   if (st != HSR_OK) {
-    hsr_ledger_free(ph);
-    hsr_ledger_free(pu);
+    ledger_free(ph);
+    ledger_free(pu);
     cJSON_Delete(extra);
     return st;
   }
@@ -151,7 +155,7 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
   if (!m->wrap_linear || extra_g < 0) extra_g = 0;
   double extra_ms = extra_g * wi.mean_gather_us * 1e-3;
   *warned = wr.too_many_gathers || wr.latency_bound;
-  const hsr_ledger *mh = hsr_rt_ledger(rt), *mu = hsr_rt_ledger_in_use(rt);
+  const hsr_ledger *mh = hsr_rt_ledger(rt), *mu = rt_ledger_in_use(rt);
   double steps = tm.steps ? (double)tm.steps : 1;
   double eng = tm.engine_s / steps * 1e3, wait = tm.wait_s / steps * 1e3, opt = tm.optim_s / steps * 1e3;
   double post = tm.post_s / steps * 1e3, data = tm.data_s / steps * 1e3;
@@ -159,17 +163,17 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
   if (out) {
     fprintf(out,
             "\nmemory ledger of rank 0 (held from the allocator, pool included; predicted from sizes and policy)\n");
-    hsr_ledger_print(mh, ph, nparams, out);
-    double per = (double)hsr_ledger_persistent(mh) / nparams;
+    ledger_print(mh, ph, nparams, out);
+    double per = (double)ledger_persistent(mh) / nparams;
     fprintf(out, "persistent per parameter: %.2f/S bytes = %.2f bytes at S = %d (%.0f parameters)%s\n", per * S, per, S,
             nparams,
             cfg->outer_shard == HSR_RT_OUTER_OPTIM ? "; outer shard: master, m, v and the accumulator over S x R" : "");
     if (cfg->offload == HSR_RT_OFFLOAD_OPTIM)
       fprintf(out, "offload optim: %.2f bytes per parameter in pinned host memory (master, m, v, gradient, staging)\n",
-              (double)hsr_ledger_host(mh) / nparams);
+              (double)ledger_host(mh) / nparams);
     fprintf(out, "buffers in use: runtime peak %.1f KiB (predicted %.1f KiB, %+.2f%%)\n",
-            (double)hsr_ledger_runtime_peak(mu) / 1024, (double)hsr_ledger_runtime_peak(pu) / 1024,
-            pct((double)hsr_ledger_runtime_peak(mu), (double)hsr_ledger_runtime_peak(pu)));
+            (double)ledger_runtime_peak(mu) / 1024, (double)ledger_runtime_peak(pu) / 1024,
+            pct((double)ledger_runtime_peak(mu), (double)ledger_runtime_peak(pu)));
     fprintf(out,
             "engine time per step (rank 0, %d steps): %.3f ms in calls = wait %.3f + collective posts %.3f + "
             "optimizer %.3f + data work %.3f + bookkeeping %.3f (%.2f%% of the %.3f ms step); compute between "
@@ -204,10 +208,10 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
     cJSON_AddNumberToObject(o, "parameters", nparams);
     cJSON_AddNumberToObject(o, "shard", S);
     cJSON_AddNumberToObject(o, "replicate", R);
-    cJSON_AddStringToObject(o, "outer_shard", hsr_rt_outer_shard_name(cfg->outer_shard));
-    cJSON_AddStringToObject(o, "offload", hsr_rt_offload_name(cfg->offload));
-    cJSON_AddNumberToObject(o, "host_bytes_per_param", (double)hsr_ledger_host(mh) / nparams);
-    cJSON_AddNumberToObject(o, "persistent_bytes_per_param_times_S", (double)hsr_ledger_persistent(mh) * S / nparams);
+    cJSON_AddStringToObject(o, "outer_shard", rt_outer_shard_name(cfg->outer_shard));
+    cJSON_AddStringToObject(o, "offload", rt_offload_name(cfg->offload));
+    cJSON_AddNumberToObject(o, "host_bytes_per_param", (double)ledger_host(mh) / nparams);
+    cJSON_AddNumberToObject(o, "persistent_bytes_per_param_times_S", (double)ledger_persistent(mh) * S / nparams);
     cJSON *t = cJSON_AddObjectToObject(o, "timing_per_step_ms");
     cJSON_AddNumberToObject(t, "steps", (double)tm.steps);
     cJSON_AddNumberToObject(t, "step", m->step_ms);
@@ -238,7 +242,7 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
     cJSON_Delete(o);
   }
   cJSON_Delete(extra);
-  hsr_ledger_free(ph);
-  hsr_ledger_free(pu);
+  ledger_free(ph);
+  ledger_free(pu);
   return cst;
 }

@@ -4,7 +4,8 @@
 
 #include "hsr/boot.h"
 #include "hsr/topology.h"
-#include "hsr/tune.h"
+#include "runtime/io/ledger_internal.h"
+#include "tune/tune.h"
 
 #define TUNE_MAX_BENCH 16
 

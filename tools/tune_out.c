@@ -8,10 +8,11 @@
 
 #include "bench_coll.h" /* bc_have_gnuplot */
 #include "cli.h"
-#include "hsr/json.h"
-#include "hsr/sys.h"
-#include "hsr/trace.h"
+#include "common/json.h"
+#include "common/sys.h"
+#include "runtime/io/trace_summary.h"
 #include "tune_cli.h"
+#include "common/dtype_internal.h"
 
 static const double GiB = 1024.0 * 1024 * 1024;
 static const char *const tier_names[] = {"intra-node", "cross-node"};
@@ -42,14 +43,14 @@ static void act_header(const tune_ctx *x) {
     else
       printf("# activations: not counted (the model's shape is unknown: give --arch %s, or --layers --width "
              "--heads --seq --vocab [--micro-batch], to plan them and their recompute; or --act-mem BYTES)\n",
-             hsr_tune_arch_names());
+             tune_arch_names());
     return;
   }
   const hsr_tune_arch *a = &o->arch;
   printf("# shape %s (%s): layers %d, width %d, heads %d, kv heads %d, ffn %d, vocab %d, seq %d, micro-batch %d, "
          "%s activations: %.4g parameters\n",
-         a->name, hsr_tune_family_name(a->family), a->layers, a->width, a->heads, a->kv_heads, a->ffn, a->vocab, a->seq,
-         a->micro_batch, hsr_dtype_name(a->act_dtype), hsr_tune_arch_params(a));
+         a->name, tune_family_name(a->family), a->layers, a->width, a->heads, a->kv_heads, a->ffn, a->vocab, a->seq,
+         a->micro_batch, dtype_name(a->act_dtype), tune_arch_params(a));
   printf("# activations per rank per micro-batch (layers x saved + one layer's recompute + root):");
   for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++)
     printf("%s %s %.2f GiB", rc ? ";" : "", hsr_rt_recompute_name((hsr_rt_recompute)rc), x->act[rc].peak / GiB);
@@ -62,7 +63,7 @@ static void header(const tune_ctx *x, const hsr_tune_plan *p) {
          p->per_node, p->domain_size, x->topo_desc);
   printf("# model: %.3g parameters in %d units, %s parameters, %s reduction, %d micro-batch%s; compute %s, "
          "backward x%.2g\n",
-         m->params, m->units, hsr_dtype_name(x->o->param_dtype), hsr_dtype_name(x->o->reduce_dtype), (int)x->o->micro,
+         m->params, m->units, dtype_name(x->o->param_dtype), dtype_name(x->o->reduce_dtype), (int)x->o->micro,
          x->o->micro > 1 ? "es" : "", x->compute_desc, m->bwd_ratio);
   act_header(x);
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++)
@@ -91,7 +92,7 @@ void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
   int act = x->o->has_shape, lw = 34; /* the layout column: as wide as the longest label shown */
   for (int i = 0; i < p->nfeasible && i < x->o->top; i++) {
     char lab[96];
-    int n = (int)strlen(hsr_tune_label(&p->cand[i], lab, sizeof lab));
+    int n = (int)strlen(tune_label(&p->cand[i], lab, sizeof lab));
     if (n > lw) lw = n;
   }
   printf("%4s  %-*s %5s %5s %4s %10s %8s %9s %9s %9s %13s %9s%s  %s\n", "rank", lw, "layout", "S", "R", "K", "step(ms)",
@@ -105,8 +106,8 @@ void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
     char ab[16] = "";
     if (act) snprintf(ab, sizeof ab, " %9.2f", r->act_bytes / GiB);
     printf("%4d  %-*s %5d %5d %4d %10.2f %8s %9.2f %9.2f %9.2f %10.2f MB %9.2f%s  %s\n", i + 1, lw,
-           hsr_tune_label(r, lab, sizeof lab), r->S, r->R, r->K, r->step_ms, pm, r->compute_ms, r->comm_ms,
-           r->exposed_ms, fabric_rank(r) / 1e6, r->peak_total / GiB, ab, tie);
+           tune_label(r, lab, sizeof lab), r->S, r->R, r->K, r->step_ms, pm, r->compute_ms, r->comm_ms, r->exposed_ms,
+           fabric_rank(r) / 1e6, r->peak_total / GiB, ab, tie);
   }
   printf("# tie '= N': cannot be told apart from rank N within the prediction's uncertainty%s\n",
          unc ? " (+- one sigma, from the fit's residuals)" : " (built-in figures have no residuals: only exact ties)");
@@ -115,7 +116,7 @@ void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
     printf("# %d rejected over the budget; the closest:\n", rej);
     for (int i = p->nfeasible; i < p->n && i < p->nfeasible + x->o->top; i++) {
       char lab[96];
-      printf("#   %s: %s\n", hsr_tune_label(&p->cand[i], lab, sizeof lab), p->cand[i].reason);
+      printf("#   %s: %s\n", tune_label(&p->cand[i], lab, sizeof lab), p->cand[i].reason);
     }
   }
 }
@@ -135,20 +136,20 @@ cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p
   cJSON *o = cJSON_CreateObject();
   char lab[96], res[24];
   cJSON_AddNumberToObject(o, "rank", rank);
-  cJSON_AddStringToObject(o, "label", hsr_tune_label(r, lab, sizeof lab));
-  cJSON_AddStringToObject(o, "strategy", hsr_rt_strategy_name(r->cfg.strategy));
+  cJSON_AddStringToObject(o, "label", tune_label(r, lab, sizeof lab));
+  cJSON_AddStringToObject(o, "strategy", rt_strategy_name(r->cfg.strategy));
   cJSON_AddNumberToObject(o, "shard", r->S);
   cJSON_AddNumberToObject(o, "replicate", r->R);
   cJSON_AddStringToObject(o, "reshard", reshard_name(r, res, sizeof res));
   cJSON_AddNumberToObject(o, "partial_k", r->cfg.reshard == HSR_RT_RESHARD_PARTIAL ? r->cfg.partial_k : 0);
   cJSON_AddNumberToObject(o, "prefetch", r->cfg.prefetch);
   cJSON_AddBoolToObject(o, "prefetch_step", r->cfg.prefetch_step);
-  cJSON_AddStringToObject(o, "sync", hsr_rt_sync_name(r->cfg.sync));
-  cJSON_AddStringToObject(o, "outer_shard", hsr_rt_outer_shard_name(r->cfg.outer_shard));
+  cJSON_AddStringToObject(o, "sync", rt_sync_name(r->cfg.sync));
+  cJSON_AddStringToObject(o, "outer_shard", rt_outer_shard_name(r->cfg.outer_shard));
   cJSON_AddStringToObject(o, "recompute", hsr_rt_recompute_name(r->cfg.recompute));
   cJSON_AddNumberToObject(o, "micro_batches", r->cfg.micro_batches);
-  cJSON_AddStringToObject(o, "param_dtype", hsr_dtype_name(r->cfg.param_dtype));
-  cJSON_AddStringToObject(o, "reduce_dtype", hsr_dtype_name(r->cfg.reduce_dtype));
+  cJSON_AddStringToObject(o, "param_dtype", dtype_name(r->cfg.param_dtype));
+  cJSON_AddStringToObject(o, "reduce_dtype", dtype_name(r->cfg.reduce_dtype));
   cJSON_AddBoolToObject(o, "feasible", r->feasible);
   cJSON_AddStringToObject(o, "reason", r->reason);
   cJSON_AddNumberToObject(o, "step_ms", r->step_ms);
@@ -158,7 +159,7 @@ cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p
   for (int k = 0; k < HSR_TUNE_UNC_TERMS; k++) cJSON_AddNumberToObject(u, uk[k], r->unc_ms[k]);
   if (p && r->tie >= 0 && r->tie < p->n) {
     char tl[96];
-    cJSON_AddStringToObject(o, "tie_with", hsr_tune_label(&p->cand[r->tie], tl, sizeof tl));
+    cJSON_AddStringToObject(o, "tie_with", tune_label(&p->cand[r->tie], tl, sizeof tl));
   } else {
     cJSON_AddNullToObject(o, "tie_with");
   }
@@ -170,7 +171,7 @@ cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p
   cJSON *groups = cJSON_AddObjectToObject(o, "groups"), *busy = cJSON_AddObjectToObject(o, "busy_ms");
   cJSON *bytes = cJSON_AddObjectToObject(o, "bytes_per_step");
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) {
-    const char *gn = hsr_rt_group_name((hsr_rt_group)g);
+    const char *gn = rt_group_name((hsr_rt_group)g);
     cJSON *gj = cJSON_AddObjectToObject(groups, gn);
     cJSON_AddNumberToObject(gj, "size", r->shape[g].n);
     cJSON_AddNumberToObject(gj, "nodes", r->shape[g].nodes);
@@ -188,19 +189,19 @@ cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p
   cJSON_AddNumberToObject(o, "act_bytes", r->act_bytes);
   cJSON_AddNumberToObject(o, "persistent_bytes_per_param", r->persistent_per_param);
   cJSON *w = cJSON_AddObjectToObject(o, "peak_where");
-  cJSON_AddStringToObject(w, "phase", hsr_phase_name(r->peak_where.phase));
+  cJSON_AddStringToObject(w, "phase", phase_name(r->peak_where.phase));
   cJSON_AddNumberToObject(w, "unit", r->peak_where.unit);
   cJSON_AddNumberToObject(w, "step", (double)r->peak_where.step);
   cJSON *cats = cJSON_AddObjectToObject(o, "peak_by_category");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
-    if (r->peak_cat[c]) cJSON_AddNumberToObject(cats, hsr_mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c]);
+    if (r->peak_cat[c]) cJSON_AddNumberToObject(cats, mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c]);
   return o;
 }
 
 cJSON *tune_cost_json(const hsr_tune_net *n) {
   cJSON *o = cJSON_CreateObject(), *links = NULL;
   cJSON_AddStringToObject(o, "hardware", n->name);
-  cJSON_AddBoolToObject(o, "defaults_used", hsr_tune_net_uses_defaults(n));
+  cJSON_AddBoolToObject(o, "defaults_used", tune_net_uses_defaults(n));
   links = cJSON_AddArrayToObject(o, "links");
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++)
     for (int op = 0; op < HSR_TUNE_OPS; op++) {
@@ -272,7 +273,7 @@ static cJSON *shape_json(const tune_ctx *x) {
   const hsr_tune_arch *a = &x->o->arch;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "arch", a->name);
-  cJSON_AddStringToObject(o, "family", hsr_tune_family_name(a->family));
+  cJSON_AddStringToObject(o, "family", tune_family_name(a->family));
   cJSON_AddNumberToObject(o, "layers", a->layers);
   cJSON_AddNumberToObject(o, "width", a->width);
   cJSON_AddNumberToObject(o, "heads", a->heads);
@@ -281,8 +282,8 @@ static cJSON *shape_json(const tune_ctx *x) {
   cJSON_AddNumberToObject(o, "seq", a->seq);
   cJSON_AddNumberToObject(o, "vocab", a->vocab);
   cJSON_AddNumberToObject(o, "micro_batch", a->micro_batch);
-  cJSON_AddStringToObject(o, "act_dtype", hsr_dtype_name(a->act_dtype));
-  cJSON_AddNumberToObject(o, "params", hsr_tune_arch_params(a));
+  cJSON_AddStringToObject(o, "act_dtype", dtype_name(a->act_dtype));
+  cJSON_AddNumberToObject(o, "params", tune_arch_params(a));
   cJSON *ac = cJSON_AddObjectToObject(o, "activations");
   for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++) {
     cJSON *p = cJSON_AddObjectToObject(ac, hsr_rt_recompute_name((hsr_rt_recompute)rc));
@@ -344,14 +345,14 @@ hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *me
   int n = nm > 0 ? nm : p->nfeasible;
   if (n == 0) return hsr_error(HSR_ERR_INVALID, "--plot: no feasible layout to draw");
   hsr_cli_plot pl;
-  HSR_CHECK(hsr_cli_plot_open(&pl, "--plot", path));
+  HSR_CHECK(cli_plot_open(&pl, "--plot", path));
   FILE *gp = pl.script;
   fprintf(gp, "$d << EOD\n");
   for (int i = 0; i < n; i++) {
     const hsr_tune_result *r = &p->cand[nm > 0 ? which[i] : i];
     char lab[96];
-    fprintf(gp, "%d \"%s\" %g %g %g %g\n", i, hsr_tune_label(r, lab, sizeof lab), r->step_ms - r->exposed_ms,
-            r->exposed_ms, nm > 0 ? measured[2 * i] : NAN, nm > 0 ? measured[2 * i + 1] : NAN);
+    fprintf(gp, "%d \"%s\" %g %g %g %g\n", i, tune_label(r, lab, sizeof lab), r->step_ms - r->exposed_ms, r->exposed_ms,
+            nm > 0 ? measured[2 * i] : NAN, nm > 0 ? measured[2 * i + 1] : NAN);
   }
   fprintf(gp, "EOD\nset terminal svg size %d,600 dynamic background rgb 'white'\n",
           n * 40 + 300 > 4000 ? 4000 : n * 40 + 300);
@@ -375,7 +376,7 @@ hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *me
             o, o, w, o, w, o, o, w, o, w);
   fprintf(gp, "\n");
   (void)x;
-  return hsr_cli_plot_close(&pl);
+  return cli_plot_close(&pl);
 }
 
 /* The calculator's --json: the layout (as a candidate of the planner's
@@ -393,7 +394,7 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
   cJSON *bp = cJSON_AddObjectToObject(o, "bytes_per_param");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
     if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
-    cJSON_AddNumberToObject(bp, hsr_mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c] / m->params);
+    cJSON_AddNumberToObject(bp, mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c] / m->params);
   }
   tune_formula fm = tune_persistent_formula(r, m->params);
   cJSON *f = cJSON_AddObjectToObject(o, "persistent_per_param");
@@ -405,8 +406,8 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
   cJSON_AddNumberToObject(f, "total", r->persistent_per_param);
   cJSON *what = cJSON_AddObjectToObject(o, "what");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
-    if (r->peak_cat[c] && hsr_mem_cat_persistent((hsr_mem_cat)c))
-      cJSON_AddStringToObject(what, hsr_mem_cat_name((hsr_mem_cat)c), tune_cat_what(r, (hsr_mem_cat)c, m->params));
+    if (r->peak_cat[c] && mem_cat_persistent((hsr_mem_cat)c))
+      cJSON_AddStringToObject(what, mem_cat_name((hsr_mem_cat)c), tune_cat_what(r, (hsr_mem_cat)c, m->params));
   cJSON_AddItemToObject(o, "cost_model", tune_cost_json(&x->net));
   return print_doc(o);
 }
@@ -417,10 +418,10 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
  * holds whole slices: rs_only) cover 1/(S R). */
 tune_formula tune_persistent_formula(const hsr_tune_result *r, double P) {
   tune_formula f = {0, 0, 0};
-  int sharded_params = hsr_rt_strategy_sharding(r->cfg.strategy).params;
+  int sharded_params = rt_strategy_sharding(r->cfg.strategy).params;
   int outer = r->cfg.outer_shard == HSR_RT_OUTER_OPTIM;
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
-    if (!r->peak_cat[c] || !hsr_mem_cat_persistent((hsr_mem_cat)c)) continue;
+    if (!r->peak_cat[c] || !mem_cat_persistent((hsr_mem_cat)c)) continue;
     double b = (double)r->peak_cat[c] / P;
     int acc_shard = c == HSR_MEM_GRAD_SHARD && fabs(b * r->S - 4) < 0.5; /* rs_only: the shard's slices */
     if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
@@ -435,7 +436,7 @@ tune_formula tune_persistent_formula(const hsr_tune_result *r, double P) {
 
 /* What a persistent category holds in this layout, in a few words. */
 const char *tune_cat_what(const hsr_tune_result *r, hsr_mem_cat c, double P) {
-  int sharded = hsr_rt_strategy_sharding(r->cfg.strategy).params;
+  int sharded = rt_strategy_sharding(r->cfg.strategy).params;
   int outer = r->cfg.outer_shard == HSR_RT_OUTER_OPTIM;
   double b = (double)r->peak_cat[c] / P;
   switch (c) {
@@ -468,15 +469,15 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
   double P = m->params;
   printf("# hsr tune ledger: %s, S = %d, R = %d, %.3g parameters in %d units, %s parameters, %s reduction, "
          "reshard %s, prefetch %d, outer shard %s\n",
-         hsr_rt_strategy_name(r->cfg.strategy), r->S, r->R, P, m->units, hsr_dtype_name(r->cfg.param_dtype),
-         hsr_dtype_name(r->cfg.reduce_dtype), reshard_name(r, res, sizeof res), r->cfg.prefetch,
-         hsr_rt_outer_shard_name(r->cfg.outer_shard));
+         rt_strategy_name(r->cfg.strategy), r->S, r->R, P, m->units, dtype_name(r->cfg.param_dtype),
+         dtype_name(r->cfg.reduce_dtype), reshard_name(r, res, sizeof res), r->cfg.prefetch,
+         rt_outer_shard_name(r->cfg.outer_shard));
   printf("%-18s %18s %12s %14s\n", "category", "bytes per GPU", "GiB", "bytes/param");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
     if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
     double b = (double)r->peak_cat[c];
-    int pers = hsr_mem_cat_persistent((hsr_mem_cat)c);
-    printf("%-18s %18.0f %12.3f %14.4f  %s\n", hsr_mem_cat_name((hsr_mem_cat)c), b, b / GiB, b / P,
+    int pers = mem_cat_persistent((hsr_mem_cat)c);
+    printf("%-18s %18.0f %12.3f %14.4f  %s\n", mem_cat_name((hsr_mem_cat)c), b, b / GiB, b / P,
            pers ? tune_cat_what(r, (hsr_mem_cat)c, P) : "(transient, peak)");
   }
   tune_formula f = tune_persistent_formula(r, P);
@@ -488,7 +489,7 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
   else
     printf("%.3g/S with S = %d\n", f.over_s, r->S);
   printf("%-18s %18.0f %12.3f   in %s, unit %d, step %lld\n", "runtime peak", (double)r->runtime_peak,
-         (double)r->runtime_peak / GiB, hsr_phase_name(r->peak_where.phase), r->peak_where.unit,
+         (double)r->runtime_peak / GiB, phase_name(r->peak_where.phase), r->peak_where.unit,
          (long long)r->peak_where.step);
   if (x->o->has_shape) {
     for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++) {
@@ -512,7 +513,7 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
 
 hsr_status tune_compute_from(const char *path, int units, double bwd, double *fwd_ms, char *desc, size_t len) {
   FILE *f;
-  HSR_CHECK(hsr_file_fopen_read("--compute-from", path, &f));
+  HSR_CHECK(file_fopen_read("--compute-from", path, &f));
   char head[4096];
   size_t n = fread(head, 1, sizeof head - 1, f);
   head[n] = '\0';
@@ -520,7 +521,7 @@ hsr_status tune_compute_from(const char *path, int units, double bwd, double *fw
   if (strstr(head, "traceEvents")) { /* a lifecycle trace: compute per step over the units */
     hsr_trace_step_summary *s = NULL;
     int ns = 0;
-    HSR_CHECK(hsr_trace_steps(path, &s, &ns));
+    HSR_CHECK(trace_steps(path, &s, &ns));
     double sum = 0;
     int k = 0;
     for (int i = 0; i < ns; i++)
@@ -533,7 +534,7 @@ hsr_status tune_compute_from(const char *path, int units, double bwd, double *fw
   }
   FILE *g = NULL;
   char *txt = NULL;
-  if (hsr_file_fopen_read("--compute-from", path, &g) == HSR_OK) {
+  if (file_fopen_read("--compute-from", path, &g) == HSR_OK) {
     fseek(g, 0, SEEK_END);
     long sz = ftell(g);
     fseek(g, 0, SEEK_SET);
@@ -543,7 +544,7 @@ hsr_status tune_compute_from(const char *path, int units, double bwd, double *fw
   }
   cJSON *j = txt ? cJSON_Parse(txt) : NULL;
   free(txt);
-  if (hsr_json_check_finite(j, HSR_ERR_INVALID, path) != HSR_OK) {
+  if (json_check_finite(j, HSR_ERR_INVALID, path) != HSR_OK) {
     cJSON_Delete(j);
     return HSR_ERR_INVALID;
   }

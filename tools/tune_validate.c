@@ -23,8 +23,13 @@
 #include "bench.h"
 #include "cli.h"
 #include "hsr/kernels.h"
-#include "hsr/json.h"
-#include "hsr/sys.h"
+#include "topology/topology_internal.h"
+#include "runtime/runtime_internal.h"
+#include "kernels/kernels_internal.h"
+#include "launch/boot_internal.h"
+#include "common/common_internal.h"
+#include "common/json.h"
+#include "common/sys.h"
 #include "tune_cli.h"
 
 #define V_MAX 24
@@ -43,7 +48,7 @@ typedef struct vmeas {
   double busy[HSR_RT_GROUP_COUNT]; /* each group's collectives' union (shard, replicate, partial) */
 } vmeas;
 
-static double now_s(void) { return hsr_clock_s(); }
+static double now_s(void) { return clock_s(); }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *f) {
   (void)sb, (void)flag, (void)f;
@@ -64,10 +69,9 @@ static hsr_status probe_kernels(hsr_boot *b, double *optim_ns, double *data_gbs)
   double best_o = 1e9, best_d = 1e9;
   hsr_status st = HSR_OK;
   for (int k = 0; k < 4 && st == HSR_OK; k++) {
-    st = hsr_boot_barrier(b);
+    st = boot_barrier(b);
     double t0 = now_s();
-    if (st == HSR_OK)
-      st = hsr_kernels_adamw(d, NULL, n, a, a + n, a + 2 * n, a + 3 * n, HSR_F32, a + 4 * n, HSR_F32, &hp);
+    if (st == HSR_OK) st = kernels_adamw(d, NULL, n, a, a + n, a + 2 * n, a + 3 * n, HSR_F32, a + 4 * n, HSR_F32, &hp);
     double t1 = now_s();
     if (st == HSR_OK) st = hsr_device_memset(d, a, 0, n * 4 * 4, NULL);
     double t2 = now_s();
@@ -82,7 +86,7 @@ static hsr_status probe_kernels(hsr_boot *b, double *optim_ns, double *data_gbs)
   int N = hsr_boot_size(b);
   double mine[2] = {best_o, best_d}, *all = malloc(sizeof(double) * 2 * (size_t)N);
   if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  st = hsr_boot_allgather(b, mine, sizeof mine, all);
+  st = boot_allgather(b, mine, sizeof mine, all);
   double so = 0, sd = 0;
   for (int r = 0; r < N; r++) so += all[2 * r], sd += all[2 * r + 1];
   free(all);
@@ -102,7 +106,7 @@ static int bench(hsr_boot *boot, int reuse, const char *coll, char **argv, int a
     char path[512];
     snprintf(path, sizeof path, "%s/%s.json", dir, name);
     have = rank == 0 && access(path, R_OK) == 0;
-    if (hsr_boot_bcast(boot, &have, sizeof have, 0) != HSR_OK) return hsr_cli_fail("tune", HSR_ERR_BOOT);
+    if (boot_bcast(boot, &have, sizeof have, 0) != HSR_OK) return cli_fail("tune", HSR_ERR_BOOT);
     if (have) return 0;
   }
   int saved = -1;
@@ -114,7 +118,7 @@ static int bench(hsr_boot *boot, int reuse, const char *coll, char **argv, int a
     if (fd >= 0) saved = dup(1), dup2(fd, 1), close(fd);
   }
   optind = 1;
-  int rc = coll ? hsr_bench_collective_on(boot, coll, argc, argv) : hsr_bench_step_on(boot, argc, argv);
+  int rc = coll ? bench_collective_on(boot, coll, argc, argv) : bench_step_on(boot, argc, argv);
   if (saved >= 0) fflush(stdout), dup2(saved, 1), close(saved);
   return rc;
 }
@@ -192,14 +196,14 @@ static int read_one(const char *dir, const char *name, vmeas *m) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s.json", dir, name);
   FILE *f;
-  if (hsr_file_fopen_read("measurement", path, &f) != HSR_OK) return -1;
+  if (file_fopen_read("measurement", path, &f) != HSR_OK) return -1;
   char buf[1 << 16];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = '\0';
   cJSON *j = cJSON_Parse(buf);
   const cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "results"), 0);
-  int ok = r != NULL && hsr_json_check_finite(j, HSR_ERR_IO, path) == HSR_OK;
+  int ok = r != NULL && json_check_finite(j, HSR_ERR_IO, path) == HSR_OK;
   if (ok) {
     m->step = cJSON_GetObjectItemCaseSensitive(r, "step_ms")->valuedouble;
     m->compute = cJSON_GetObjectItemCaseSensitive(r, "compute_ms")->valuedouble;
@@ -300,13 +304,13 @@ static double link_ratio(const char *dir, double *bytes) {
   char path[512];
   snprintf(path, sizeof path, "%s/all_gather.json", dir);
   FILE *f;
-  if (hsr_file_fopen_read("calibration", path, &f) != HSR_OK) return 0;
+  if (file_fopen_read("calibration", path, &f) != HSR_OK) return 0;
   static char buf[1 << 18];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = '\0';
   cJSON *j = cJSON_Parse(buf);
-  if (hsr_json_check_finite(j, HSR_ERR_IO, path) != HSR_OK) { /* not a measurement to fit */
+  if (json_check_finite(j, HSR_ERR_IO, path) != HSR_OK) { /* not a measurement to fit */
     cJSON_Delete(j);
     return 0;
   }
@@ -337,7 +341,7 @@ static cJSON *times_json(double step, double pm, double comm, double exposed, do
   cJSON_AddNumberToObject(o, "exposed_ms", exposed);
   cJSON_AddNumberToObject(o, "compute_ms", compute);
   cJSON *b = cJSON_AddObjectToObject(o, "busy_ms");
-  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) cJSON_AddNumberToObject(b, hsr_rt_group_name((hsr_rt_group)g), busy[g]);
+  for (int g = 0; g < HSR_RT_GROUP_COUNT; g++) cJSON_AddNumberToObject(b, rt_group_name((hsr_rt_group)g), busy[g]);
   return o;
 }
 
@@ -347,9 +351,9 @@ static double pct(double pred, double meas) { return meas > 0 ? 100 * (pred - me
 static cJSON *meas_json(const hsr_tune_plan *p, const hsr_tune_result *r, const vmeas *m, const char *role) {
   cJSON *o = cJSON_CreateObject();
   char lab[96], res[24];
-  cJSON_AddStringToObject(o, "label", hsr_tune_label(r, lab, sizeof lab));
+  cJSON_AddStringToObject(o, "label", tune_label(r, lab, sizeof lab));
   cJSON_AddStringToObject(o, "role", role);
-  cJSON_AddStringToObject(o, "strategy", hsr_rt_strategy_name(r->cfg.strategy));
+  cJSON_AddStringToObject(o, "strategy", rt_strategy_name(r->cfg.strategy));
   cJSON_AddNumberToObject(o, "shard", r->S);
   cJSON_AddNumberToObject(o, "replicate", r->R);
   if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
@@ -358,7 +362,7 @@ static cJSON *meas_json(const hsr_tune_plan *p, const hsr_tune_result *r, const 
     snprintf(res, sizeof res, "%s", r->cfg.reshard == HSR_RT_RESHARD_NONE ? "none" : "full");
   cJSON_AddStringToObject(o, "reshard", res);
   cJSON_AddNumberToObject(o, "prefetch", r->cfg.prefetch);
-  cJSON_AddStringToObject(o, "outer_shard", hsr_rt_outer_shard_name(r->cfg.outer_shard));
+  cJSON_AddStringToObject(o, "outer_shard", rt_outer_shard_name(r->cfg.outer_shard));
   cJSON_AddBoolToObject(o, "deliberately_bad", !strcmp(role, "bad"));
   cJSON_AddBoolToObject(o, "probe", !strcmp(role, "probe"));
   cJSON_AddItemToObject(o, "predicted",
@@ -370,7 +374,7 @@ static cJSON *meas_json(const hsr_tune_plan *p, const hsr_tune_result *r, const 
   cJSON_AddNumberToObject(er, "exposed_ms", pct(r->exposed_ms, m->exposed));
   cJSON_AddNumberToObject(er, "compute_ms", pct(r->compute_ms, m->compute));
   if (r->tie >= 0 && r->tie < p->n)
-    cJSON_AddStringToObject(o, "tie_with", hsr_tune_label(&p->cand[r->tie], lab, sizeof lab));
+    cJSON_AddStringToObject(o, "tie_with", tune_label(&p->cand[r->tie], lab, sizeof lab));
   else
     cJSON_AddNullToObject(o, "tie_with");
   return o;
@@ -379,7 +383,7 @@ static cJSON *meas_json(const hsr_tune_plan *p, const hsr_tune_result *r, const 
 static int find(const hsr_tune_plan *p, const vpick *c) {
   for (int i = 0; i < p->n; i++) {
     vpick q = pick_of(&p->cand[i], i);
-    if (hsr_rt_strategy_sharding(p->cand[i].cfg.strategy).params && same(&q, c)) return i;
+    if (rt_strategy_sharding(p->cand[i].cfg.strategy).params && same(&q, c)) return i;
   }
   return -1;
 }
@@ -409,7 +413,7 @@ static cJSON *errs_json(const errs *e) {
 static void row(const hsr_tune_result *r, const vmeas *m, const char *note) {
   char lab[96], pm[16] = "";
   if (r->step_pm_ms > 0) snprintf(pm, sizeof pm, "+-%.1f", r->step_pm_ms);
-  printf("%-26s %9.1f %7s %9.1f %+6.1f%% %9.1f %9.1f %+6.1f%% %9.1f %9.1f%s\n", hsr_tune_label(r, lab, sizeof lab),
+  printf("%-26s %9.1f %7s %9.1f %+6.1f%% %9.1f %9.1f %+6.1f%% %9.1f %9.1f%s\n", tune_label(r, lab, sizeof lab),
          r->step_ms, pm, m->step, pct(r->step_ms, m->step), r->comm_ms, m->comm, pct(r->comm_ms, m->comm),
          r->exposed_ms, m->exposed, note);
 }
@@ -494,7 +498,7 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
   cJSON_AddItemToObject(ej, "pair", errs_json(&pair));
   if (n > 0 && fi >= 0) {
     double rv = 100 * (m[0].step - fastest) / fastest;
-    hsr_tune_label(&p->cand[pk[0].idx], a, sizeof a), hsr_tune_label(&p->cand[pk[fi].idx], b, sizeof b);
+    tune_label(&p->cand[pk[0].idx], a, sizeof a), tune_label(&p->cand[pk[fi].idx], b, sizeof b);
     if (!json)
       printf("# recommended %s measured %.1f ms; fastest measured %s %.1f ms: recommended is %.1f%% slower\n", a,
              m[0].step, b, fastest, rv);
@@ -514,11 +518,11 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
     const hsr_tune_result *r = &p->cand[i];
     if (r->cfg.strategy != HSR_RT_FSDP && r->cfg.strategy != HSR_RT_HYBRID) continue;
     cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "label", hsr_tune_label(r, a, sizeof a));
+    cJSON_AddStringToObject(e, "label", tune_label(r, a, sizeof a));
     cJSON_AddNumberToObject(e, "step_ms", r->step_ms);
     cJSON_AddNumberToObject(e, "step_pm_ms", r->step_pm_ms);
     if (r->tie >= 0)
-      cJSON_AddStringToObject(e, "tie_with", hsr_tune_label(&p->cand[r->tie], b, sizeof b));
+      cJSON_AddStringToObject(e, "tie_with", tune_label(&p->cand[r->tie], b, sizeof b));
     else
       cJSON_AddNullToObject(e, "tie_with");
     cJSON_AddItemToArray(rank, e);
@@ -537,13 +541,13 @@ static hsr_status first_session(tune_opts *o, hsr_boot *b, hsr_cluster **cl, int
                                 double *probe, char *dir, size_t len) {
   hsr_status st = HSR_OK;
   hsr_topo *t = NULL;
-  if (hsr_boot_is_singleton(b))
+  if (boot_is_singleton(b))
     st = hsr_error(HSR_ERR_INVALID, "--validate runs under a launcher: hsr-run -n 8 --nodes 2 [--emulate-net RATE] -- "
                                     "hsr tune --validate");
-  if (st == HSR_OK) st = hsr_topo_discover(NULL, &t);
-  if (st == HSR_OK) st = hsr_cluster_gather(b, t, cl);
+  if (st == HSR_OK) st = topo_discover(NULL, &t);
+  if (st == HSR_OK) st = cluster_gather(b, t, cl);
   if (st == HSR_OK) st = probe_kernels(b, &probe[0], &probe[1]);
-  *rank = hsr_boot_rank(b), *nodes = hsr_boot_num_nodes(b), *per = hsr_boot_size(b) / hsr_boot_num_nodes(b);
+  *rank = hsr_boot_rank(b), *nodes = boot_num_nodes(b), *per = hsr_boot_size(b) / boot_num_nodes(b);
   if (st == HSR_OK && *rank == 0) {
     if (o->v_keep) {
       snprintf(dir, len, "%s", o->v_keep);
@@ -554,8 +558,8 @@ static hsr_status first_session(tune_opts *o, hsr_boot *b, hsr_cluster **cl, int
       if (!mkdtemp(dir)) st = hsr_error(HSR_ERR_SYSTEM, "cannot make a directory under %s: %s", tmp, strerror(errno));
     }
   }
-  if (st == HSR_OK) st = hsr_boot_bcast(b, dir, len, 0);
-  hsr_topo_free(t);
+  if (st == HSR_OK) st = boot_bcast(b, dir, len, 0);
+  topo_free(t);
   return st;
 }
 
@@ -593,7 +597,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
     hsr_tune_probe *q = &pr[npr++];
     memset(q, 0, sizeof *q);
     hsr_rt_config_default(&q->cfg);
-    q->S = probes[i].S, q->R = hsr_cluster_world(cl) / probes[i].S;
+    q->S = probes[i].S, q->R = cluster_world(cl) / probes[i].S;
     q->cfg.strategy = q->R > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
     q->cfg.reshard = (hsr_rt_reshard)probes[i].pol;
     q->cfg.prefetch = probes[i].prefetch;
@@ -602,23 +606,23 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
     memcpy(q->busy_ms, pm.busy, sizeof q->busy_ms);
     hsr_mesh *mm = NULL;
     hsr_mesh_request req = {q->S, 0, 0};
-    HSR_CHECK(hsr_mesh_plan(cl, &req, &mm));
-    hsr_status st = hsr_tune_mesh_shapes(cl, mm, q->shapes);
-    hsr_mesh_free(mm);
+    HSR_CHECK(mesh_plan(cl, &req, &mm));
+    hsr_status st = tune_mesh_shapes(cl, mm, q->shapes);
+    mesh_free(mm);
     HSR_CHECK(st);
   }
   size_t used = strlen(x->calib_report);
-  HSR_CHECK(hsr_tune_calib_step(&x->net, &x->model, pr, npr, x->calib_report + used, sizeof x->calib_report - used));
+  HSR_CHECK(tune_calib_step(&x->net, &x->model, pr, npr, x->calib_report + used, sizeof x->calib_report - used));
   snprintf(x->compute_desc, sizeof x->compute_desc,
            "%.3f ms per unit forward, fitted to the probes' measured compute (--compute-ms %g asked of hsr bench "
            "step); AdamW %.2f ns/element, data %.2f GB/s measured",
            x->model.fwd_ms, o->compute_ms, probe[0], probe[1]);
   hsr_tune_space sp;
-  hsr_tune_space_default(&sp);
+  tune_space_default(&sp);
   sp.max_prefetch = (int)o->max_prefetch;
   sp.mem_budget = x->budget;
   sp.only_outer = o->outer;
-  HSR_CHECK(hsr_tune_plan_run(cl, &x->model, &x->net, &sp, plan));
+  HSR_CHECK(tune_plan_run(cl, &x->model, &x->net, &sp, plan));
   if (*np == 0) *np = choose(o, plan, probes, nprobes, picks);
   for (int i = 0; i < *np; i++) picks[i].idx = find(plan, &picks[i]);
   return HSR_OK;
@@ -664,7 +668,7 @@ static hsr_status finish(tune_ctx *x, hsr_cluster *cl, const char *dir, const do
     }
     if (!x->o->json && x->o->v_keep) printf("# bench files: %s\n", dir);
   }
-  hsr_tune_plan_free(&plan);
+  tune_plan_free(&plan);
   return st;
 }
 
@@ -675,7 +679,7 @@ int tune_validate(tune_opts *o) {
   if (!o->units_given) o->units = 8;
   if (o->compute_ms <= 0) o->compute_ms = 10;
   if (o->tflops > 0 || o->compute_from)
-    return hsr_cli_usage_error("tune", "--validate times hsr bench step's compute: give --compute-ms-per-unit");
+    return cli_usage_error("tune", "--validate times hsr bench step's compute: give --compute-ms-per-unit");
   o->params = 0;
   o->root = HSR_TUNE_ROOT_LAST;
   hsr_cluster *cl = NULL;
@@ -708,9 +712,9 @@ int tune_validate(tune_opts *o) {
     /* rank 0 plans from the first round; every rank learns the picks */
     hsr_tune_plan plan = {0};
     if (rank == 0) st = tune_validate_plan(&x, cl, dir, probe, probes, nprobes, picks, &np, &plan);
-    hsr_tune_plan_free(&plan);
-    hsr_status sst = hsr_boot_bcast(boot, &np, sizeof np, 0);
-    if (sst == HSR_OK && np > 0) sst = hsr_boot_bcast(boot, picks, sizeof picks, 0);
+    tune_plan_free(&plan);
+    hsr_status sst = boot_bcast(boot, &np, sizeof np, 0);
+    if (sst == HSR_OK && np > 0) sst = boot_bcast(boot, picks, sizeof picks, 0);
     if (st == HSR_OK) st = sst;
     if (st == HSR_OK) rc = run_round(boot, o, NULL, 0, picks, np, dir, 1);
   }
@@ -725,9 +729,9 @@ int tune_validate(tune_opts *o) {
     else
       fprintf(stderr, "hsr tune --validate: its files are kept in %s\n", dir);
   }
-  hsr_cluster_free(cl);
+  cluster_free(cl);
   hsr_status f = boot ? hsr_boot_finalize(boot) : HSR_OK;
   if (st == HSR_OK) st = f;
-  if (st != HSR_OK) return hsr_cli_fail("tune", st);
+  if (st != HSR_OK) return cli_fail("tune", st);
   return rc;
 }

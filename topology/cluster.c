@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "topo_internal.h"
+#include "common/common_internal.h"
+#include "launch/boot_internal.h"
+#include "topology/topology_internal.h"
 
 static hsr_status cluster_alloc(int world, int num_nodes, int with_records, hsr_cluster **out) {
   hsr_cluster *c = calloc(1, sizeof *c);
@@ -17,14 +20,14 @@ static hsr_status cluster_alloc(int world, int num_nodes, int with_records, hsr_
   c->rank_domain = calloc((size_t)world, sizeof(int));
   if (with_records) c->nodes = calloc((size_t)num_nodes, sizeof *c->nodes);
   if (!c->rank_node || !c->rank_gpu || !c->rank_domain || (with_records && !c->nodes)) {
-    hsr_cluster_free(c);
+    cluster_free(c);
     return hsr_error(HSR_ERR_NOMEM, "cluster view: out of memory");
   }
   *out = c;
   return HSR_OK;
 }
 
-void hsr_cluster_free(hsr_cluster *c) {
+void cluster_free(hsr_cluster *c) {
   if (!c) return;
   free(c->nodes);
   free(c->rank_node);
@@ -96,22 +99,20 @@ static hsr_status place_ranks(hsr_cluster *c) {
   return st;
 }
 
-hsr_status hsr_cluster_create(int world, const int *node_of, const int *gpu_of, const int *domain_of,
-                              hsr_cluster **out) {
+hsr_status cluster_create(int world, const int *node_of, const int *gpu_of, const int *domain_of, hsr_cluster **out) {
   if (!out || !node_of || !domain_of || world < 1)
-    return hsr_error(HSR_ERR_INVALID, "hsr_cluster_create: need world >= 1 and node/domain arrays");
+    return hsr_error(HSR_ERR_INVALID, "cluster_create: need world >= 1 and node/domain arrays");
   int nodes = 0;
   for (int r = 0; r < world; r++) {
     if (node_of[r] < 0 || node_of[r] >= world)
-      return hsr_error(HSR_ERR_INVALID, "hsr_cluster_create: rank %d node %d out of range 0..%d", r, node_of[r],
-                       world - 1);
+      return hsr_error(HSR_ERR_INVALID, "cluster_create: rank %d node %d out of range 0..%d", r, node_of[r], world - 1);
     if (node_of[r] + 1 > nodes) nodes = node_of[r] + 1;
   }
   hsr_cluster *c;
   HSR_CHECK(cluster_alloc(world, nodes, 0, &c));
   char(*key)[128] = calloc((size_t)world, sizeof *key);
   if (!key) {
-    hsr_cluster_free(c);
+    cluster_free(c);
     return hsr_error(HSR_ERR_NOMEM, "cluster view: out of memory");
   }
   for (int r = 0; r < world; r++) {
@@ -122,15 +123,15 @@ hsr_status hsr_cluster_create(int world, const int *node_of, const int *gpu_of, 
   hsr_status st = number_domains(c, key);
   free(key);
   if (st != HSR_OK) {
-    hsr_cluster_free(c);
+    cluster_free(c);
     return st;
   }
   *out = c;
   return HSR_OK;
 }
 
-hsr_status hsr_cluster_synthetic(const hsr_topo *t, int nodes, int world, hsr_cluster **out) {
-  if (!t || !out) return hsr_error(HSR_ERR_INVALID, "hsr_cluster_synthetic: NULL argument");
+hsr_status cluster_synthetic(const hsr_topo *t, int nodes, int world, hsr_cluster **out) {
+  if (!t || !out) return hsr_error(HSR_ERR_INVALID, "cluster_synthetic: NULL argument");
   if (nodes < 1 || world < 1)
     return hsr_error(HSR_ERR_INVALID, "offline view: nodes (%d) and world (%d) must be >= 1", nodes, world);
   if (world % nodes) {
@@ -157,31 +158,30 @@ hsr_status hsr_cluster_synthetic(const hsr_topo *t, int nodes, int world, hsr_cl
   for (int r = 0; r < world; r++) c->rank_node[r] = r / per;
   hsr_status st = place_ranks(c);
   if (st != HSR_OK) {
-    hsr_cluster_free(c);
+    cluster_free(c);
     return st;
   }
   *out = c;
   return HSR_OK;
 }
 
-hsr_status hsr_cluster_gather(hsr_boot *boot, const hsr_topo *local, hsr_cluster **out) {
-  if (!boot || !local || !out) return hsr_error(HSR_ERR_INVALID, "hsr_cluster_gather: NULL argument");
-  int world = hsr_boot_size(boot), nodes = hsr_boot_num_nodes(boot);
+hsr_status cluster_gather(hsr_boot *boot, const hsr_topo *local, hsr_cluster **out) {
+  if (!boot || !local || !out) return hsr_error(HSR_ERR_INVALID, "cluster_gather: NULL argument");
+  int world = hsr_boot_size(boot), nodes = boot_num_nodes(boot);
   hsr_topo *all = malloc((size_t)world * sizeof *all);
   if (!all) return hsr_error(HSR_ERR_NOMEM, "cluster view: out of memory");
   hsr_topo mine = *local;
   /* Name simulated nodes apart so that the view reads like N hosts. */
-  if (hsr_boot_sim_nodes(boot) > 1)
-    snprintf(mine.host, sizeof mine.host, "%.50s#%d", hsr_boot_hostname(boot),
-             hsr_boot_node(boot) % hsr_boot_sim_nodes(boot));
-  hsr_status st = hsr_boot_allgather(boot, &mine, sizeof mine, all);
+  if (boot_sim_nodes(boot) > 1)
+    snprintf(mine.host, sizeof mine.host, "%.50s#%d", boot_hostname(boot), boot_node(boot) % boot_sim_nodes(boot));
+  hsr_status st = boot_allgather(boot, &mine, sizeof mine, all);
   hsr_cluster *c = NULL;
   if (st == HSR_OK) st = cluster_alloc(world, nodes, 1, &c);
   if (st == HSR_OK) {
     int *have = calloc((size_t)nodes, sizeof(int));
     if (!have) st = hsr_error(HSR_ERR_NOMEM, "cluster view: out of memory");
     for (int r = 0; st == HSR_OK && r < world; r++) {
-      int n = hsr_boot_node_of(boot, r);
+      int n = boot_node_of(boot, r);
       if (n < 0 || n >= nodes) {
         st = hsr_error(HSR_ERR_INTERNAL, "rank %d has node %d outside 0..%d", r, n, nodes - 1);
         break;
@@ -199,18 +199,18 @@ hsr_status hsr_cluster_gather(hsr_boot *boot, const hsr_topo *local, hsr_cluster
   if (st == HSR_OK) st = place_ranks(c);
   free(all);
   if (st != HSR_OK) {
-    hsr_cluster_free(c);
+    cluster_free(c);
     return st;
   }
   *out = c;
   return HSR_OK;
 }
 
-int hsr_cluster_world(const hsr_cluster *c) { return c->world; }
-int hsr_cluster_num_nodes(const hsr_cluster *c) { return c->num_nodes; }
-int hsr_cluster_num_domains(const hsr_cluster *c) { return c->num_domains; }
+int cluster_world(const hsr_cluster *c) { return c->world; }
+int cluster_num_nodes(const hsr_cluster *c) { return c->num_nodes; }
+int cluster_num_domains(const hsr_cluster *c) { return c->num_domains; }
 
-int hsr_cluster_domain_size(const hsr_cluster *c) {
+int cluster_domain_size(const hsr_cluster *c) {
   int best = c->world;
   for (int d = 0; d < c->num_domains; d++) {
     int n = 0;
@@ -220,9 +220,9 @@ int hsr_cluster_domain_size(const hsr_cluster *c) {
   return best;
 }
 
-int hsr_cluster_rank_node(const hsr_cluster *c, int r) { return r >= 0 && r < c->world ? c->rank_node[r] : -1; }
-int hsr_cluster_rank_gpu(const hsr_cluster *c, int r) { return r >= 0 && r < c->world ? c->rank_gpu[r] : -1; }
-int hsr_cluster_rank_domain(const hsr_cluster *c, int r) { return r >= 0 && r < c->world ? c->rank_domain[r] : -1; }
-const hsr_topo *hsr_cluster_node_topo(const hsr_cluster *c, int n) {
+int cluster_rank_node(const hsr_cluster *c, int r) { return r >= 0 && r < c->world ? c->rank_node[r] : -1; }
+int cluster_rank_gpu(const hsr_cluster *c, int r) { return r >= 0 && r < c->world ? c->rank_gpu[r] : -1; }
+int cluster_rank_domain(const hsr_cluster *c, int r) { return r >= 0 && r < c->world ? c->rank_domain[r] : -1; }
+const hsr_topo *cluster_node_topo(const hsr_cluster *c, int n) {
   return c->nodes && n >= 0 && n < c->num_nodes ? &c->nodes[n] : NULL;
 }

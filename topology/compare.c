@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 static int gpu_of(const hsr_topo *t, const char *pci) {
   for (int g = 0; g < t->num_gpus; g++)
@@ -35,7 +36,7 @@ static cJSON *diff(cJSON *list, const char *what, const char *gpu, const char *n
 
 static void nic_str(const hsr_topo_nic_rec *n, char *buf, size_t len) {
   if (n)
-    snprintf(buf, len, "%s %s", n->name, hsr_topo_path_str((hsr_topo_path)n->path));
+    snprintf(buf, len, "%s %s", n->name, topo_path_str((hsr_topo_path)n->path));
   else
     snprintf(buf, len, "none");
 }
@@ -100,7 +101,7 @@ static void per_gpu(const hsr_topo *a, const hsr_topo *b, cJSON *diffs, cJSON *e
     const hsr_topo_nic_rec *pa = ga->nic_pick >= 0 ? &ga->nics[ga->nic_pick] : NULL;
     const hsr_topo_nic_rec *pb = gb->nic_pick >= 0 ? &gb->nics[gb->nic_pick] : NULL;
     int same = (!pa && !pb) || (pa && pb && topo_same_nic(pa, pb) &&
-                                hsr_topo_path_nccl((hsr_topo_path)pa->path) == (hsr_topo_path)pb->path);
+                                topo_path_nccl((hsr_topo_path)pa->path) == (hsr_topo_path)pb->path);
     if (!same) {
       cJSON *d = diff(diffs, "nic_pick", ga->pci, NULL);
       nic_str(pa, va, sizeof va);
@@ -111,10 +112,10 @@ static void per_gpu(const hsr_topo *a, const hsr_topo *b, cJSON *diffs, cJSON *e
     for (int j = 0; j < ga->num_nics; j++) {
       const hsr_topo_nic_rec *na = &ga->nics[j], *nb = nic_in(gb, na);
       if (!nb || na->path == nb->path) continue;
-      int eq = hsr_topo_path_nccl((hsr_topo_path)na->path) == (hsr_topo_path)nb->path;
+      int eq = topo_path_nccl((hsr_topo_path)na->path) == (hsr_topo_path)nb->path;
       cJSON *d = diff(eq ? equiv : diffs, "path_class", ga->pci, na->name);
-      cJSON_AddStringToObject(d, "a", hsr_topo_path_str((hsr_topo_path)na->path));
-      cJSON_AddStringToObject(d, "b", hsr_topo_path_str((hsr_topo_path)nb->path));
+      cJSON_AddStringToObject(d, "a", topo_path_str((hsr_topo_path)na->path));
+      cJSON_AddStringToObject(d, "b", topo_path_str((hsr_topo_path)nb->path));
     }
   }
 }
@@ -128,8 +129,8 @@ static cJSON *side(const hsr_topo *t) {
   return o;
 }
 
-hsr_status hsr_topo_compare(const hsr_topo *a, const hsr_topo *b, char **json, int *count) {
-  if (!a || !b || !json) return hsr_error(HSR_ERR_INVALID, "hsr_topo_compare: NULL argument");
+hsr_status topo_compare(const hsr_topo *a, const hsr_topo *b, char **json, int *count) {
+  if (!a || !b || !json) return hsr_error(HSR_ERR_INVALID, "topo_compare: NULL argument");
   *json = NULL;
   cJSON *o = cJSON_CreateObject();
   if (!o) return hsr_error(HSR_ERR_NOMEM, "compare: out of memory");

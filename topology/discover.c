@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "topo_hwloc.h"
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/env.h"
+#include "common/sys.h"
+#include "common/common_internal.h"
+#include "topology/topology_internal.h"
 
 static int is_gpu(hwloc_obj_t o) {
   return o && o->type == HWLOC_OBJ_PCI_DEVICE && o->attr->pcidev.vendor_id == 0x10de &&
@@ -227,7 +229,7 @@ static hsr_status load(topo_disc *d, const char *xml) {
     if (stat(xml, &sb) == 0 && S_ISDIR(sb.st_mode))
       return hsr_error(HSR_ERR_IO, "topology XML '%s' is a directory, not a file", xml);
     FILE *f;
-    HSR_CHECK(hsr_file_fopen_read("topology XML", xml, &f)); /* a FIFO would hang hwloc */
+    HSR_CHECK(file_fopen_read("topology XML", xml, &f)); /* a FIFO would hang hwloc */
     int empty = fgetc(f) == EOF;
     fclose(f);
     if (empty) return hsr_error(HSR_ERR_IO, "topology XML '%s' is empty", xml);
@@ -259,10 +261,10 @@ static void host_name(topo_disc *d, const char *xml) {
   t->host[HSR_HOSTNAME_MAX - 1] = '\0';
 }
 
-hsr_status hsr_topo_discover(const char *xml_path, hsr_topo **out) {
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_topo_discover: NULL out");
+hsr_status topo_discover(const char *xml_path, hsr_topo **out) {
+  if (!out) return hsr_error(HSR_ERR_INVALID, "topo_discover: NULL out");
   *out = NULL;
-  if (!xml_path) HSR_CHECK(hsr_env_get_str("HSR_TOPO_XML", &xml_path)); /* a readable file, or unset */
+  if (!xml_path) HSR_CHECK(env_get_str("HSR_TOPO_XML", &xml_path)); /* a readable file, or unset */
   topo_disc d;
   memset(&d, 0, sizeof d);
   d.t = calloc(1, sizeof *d.t);

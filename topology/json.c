@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 static cJSON *int_array(const int32_t *v, int n) {
   cJSON *a = cJSON_CreateArray();
@@ -15,7 +16,7 @@ static cJSON *topo_obj(const hsr_topo *t) {
   char summary[256];
   cJSON_AddStringToObject(o, "host", t->host);
   cJSON_AddStringToObject(o, "source", t->source);
-  if (hsr_topo_summary(t, summary, sizeof summary) == HSR_OK) cJSON_AddStringToObject(o, "summary", summary);
+  if (topo_summary(t, summary, sizeof summary) == HSR_OK) cJSON_AddStringToObject(o, "summary", summary);
   cJSON_AddStringToObject(o, "nvlink_source", t->nvlink_source);
   cJSON_AddStringToObject(o, "nvlink_unit", t->nvlink_unit);
   cJSON_AddStringToObject(o, "domain_rule", t->domain_rule);
@@ -44,13 +45,13 @@ static cJSON *topo_obj(const hsr_topo *t) {
       cJSON *nic = cJSON_CreateObject();
       cJSON_AddStringToObject(nic, "name", r->nics[j].name);
       if (r->nics[j].pci[0]) cJSON_AddStringToObject(nic, "pci", r->nics[j].pci);
-      cJSON_AddStringToObject(nic, "path", hsr_topo_path_str((hsr_topo_path)r->nics[j].path));
+      cJSON_AddStringToObject(nic, "path", topo_path_str((hsr_topo_path)r->nics[j].path));
       cJSON_AddItemToArray(nics, nic);
     }
     if (r->nic_pick >= 0) {
       cJSON *pick = cJSON_AddObjectToObject(x, "nic_pick");
       cJSON_AddStringToObject(pick, "name", r->nics[r->nic_pick].name);
-      cJSON_AddStringToObject(pick, "path", hsr_topo_path_str((hsr_topo_path)r->nics[r->nic_pick].path));
+      cJSON_AddStringToObject(pick, "path", topo_path_str((hsr_topo_path)r->nics[r->nic_pick].path));
     }
     cJSON *links = cJSON_AddArrayToObject(x, "nvlink_bw");
     for (int h = 0; h < t->num_gpus; h++) cJSON_AddItemToArray(links, cJSON_CreateNumber(t->nvlink[g][h]));
@@ -73,13 +74,13 @@ static hsr_status print(cJSON *root, char **out) {
   return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "JSON: out of memory");
 }
 
-hsr_status hsr_topo_json(const hsr_topo *t, char **out) {
-  if (!t || !out) return hsr_error(HSR_ERR_INVALID, "hsr_topo_json: NULL argument");
+hsr_status topo_json(const hsr_topo *t, char **out) {
+  if (!t || !out) return hsr_error(HSR_ERR_INVALID, "topo_json: NULL argument");
   return print(topo_obj(t), out);
 }
 
-hsr_status hsr_cluster_json(const hsr_cluster *c, char **out) {
-  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_cluster_json: NULL argument");
+hsr_status cluster_json(const hsr_cluster *c, char **out) {
+  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "cluster_json: NULL argument");
   cJSON *root = cJSON_CreateObject();
   cJSON_AddNumberToObject(root, "world", c->world);
   cJSON_AddNumberToObject(root, "num_domains", c->num_domains);

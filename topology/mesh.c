@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 struct hsr_mesh {
   int world, R, S, K;
@@ -170,7 +171,7 @@ static hsr_status plan(plan_ctx *p, const hsr_mesh_request *req, hsr_mesh **out)
   m->pos_rank = malloc((size_t)W * sizeof *m->pos_rank);
   m->rank_pos = malloc((size_t)W * sizeof *m->rank_pos);
   if (!m->pos_rank || !m->rank_pos) {
-    hsr_mesh_free(m);
+    mesh_free(m);
     return hsr_error(HSR_ERR_NOMEM, "mesh: out of memory");
   }
   m->world = W;
@@ -185,10 +186,10 @@ static hsr_status plan(plan_ctx *p, const hsr_mesh_request *req, hsr_mesh **out)
   return HSR_OK;
 }
 
-hsr_status hsr_mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_mesh **out) {
-  if (!c || !req || !out) return hsr_error(HSR_ERR_INVALID, "hsr_mesh_plan: NULL argument");
+hsr_status mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_mesh **out) {
+  if (!c || !req || !out) return hsr_error(HSR_ERR_INVALID, "mesh_plan: NULL argument");
   *out = NULL;
-  if (c->world < 1) return hsr_error(HSR_ERR_INVALID, "hsr_mesh_plan: empty cluster view");
+  if (c->world < 1) return hsr_error(HSR_ERR_INVALID, "mesh_plan: empty cluster view");
   plan_ctx p = {c, malloc((size_t)c->world * sizeof(int)), calloc((size_t)c->num_domains, sizeof(int)),
                 malloc((size_t)c->num_domains * sizeof(int)), calloc((size_t)c->num_domains, sizeof(int))};
   if (!p.order || !p.dom_size || !p.dom_node0 || !p.cnt) {
@@ -214,19 +215,19 @@ hsr_status hsr_mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_
   return st;
 }
 
-void hsr_mesh_free(hsr_mesh *m) {
+void mesh_free(hsr_mesh *m) {
   if (!m) return;
   free(m->pos_rank);
   free(m->rank_pos);
   free(m);
 }
 
-int hsr_mesh_world(const hsr_mesh *m) { return m->world; }
+int mesh_world(const hsr_mesh *m) { return m->world; }
 int hsr_mesh_replicate(const hsr_mesh *m) { return m->R; }
 int hsr_mesh_shard(const hsr_mesh *m) { return m->S; }
-int hsr_mesh_partial(const hsr_mesh *m) { return m->K; }
+int mesh_partial(const hsr_mesh *m) { return m->K; }
 
-int hsr_mesh_rank_at(const hsr_mesh *m, int rep, int shard) {
+int mesh_rank_at(const hsr_mesh *m, int rep, int shard) {
   if (rep < 0 || rep >= m->R || shard < 0 || shard >= m->S) return -1;
   return m->pos_rank[rep * m->S + shard];
 }
@@ -243,21 +244,21 @@ hsr_status hsr_mesh_coords(const hsr_mesh *m, int r, int *rep, int *shard) {
   return HSR_OK;
 }
 
-hsr_status hsr_mesh_shard_group(const hsr_mesh *m, int r, int *ranks) {
+hsr_status mesh_shard_group(const hsr_mesh *m, int r, int *ranks) {
   HSR_CHECK(check_rank(m, r));
   int rep = m->rank_pos[r] / m->S;
   for (int s = 0; s < m->S; s++) ranks[s] = m->pos_rank[rep * m->S + s];
   return HSR_OK;
 }
 
-hsr_status hsr_mesh_replicate_group(const hsr_mesh *m, int r, int *ranks) {
+hsr_status mesh_replicate_group(const hsr_mesh *m, int r, int *ranks) {
   HSR_CHECK(check_rank(m, r));
   int shard = m->rank_pos[r] % m->S;
   for (int i = 0; i < m->R; i++) ranks[i] = m->pos_rank[i * m->S + shard];
   return HSR_OK;
 }
 
-hsr_status hsr_mesh_partial_group(const hsr_mesh *m, int r, int *ranks) {
+hsr_status mesh_partial_group(const hsr_mesh *m, int r, int *ranks) {
   HSR_CHECK(check_rank(m, r));
   int rep = m->rank_pos[r] / m->S, shard = m->rank_pos[r] % m->S;
   int first = shard / m->K * m->K;
@@ -265,7 +266,7 @@ hsr_status hsr_mesh_partial_group(const hsr_mesh *m, int r, int *ranks) {
   return HSR_OK;
 }
 
-int hsr_mesh_partial_index(const hsr_mesh *m, int r) {
+int mesh_partial_index(const hsr_mesh *m, int r) {
   if (r < 0 || r >= m->world) return -1;
   return m->rank_pos[r] % m->S / m->K;
 }

@@ -24,8 +24,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 #define NX_MAX_NICS 64
 #define NX_MAX_HOSTS 64
@@ -264,7 +265,7 @@ static hsr_status parse(const char *path, xmlDocPtr *doc) {
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
     return hsr_error(HSR_ERR_IO, "NCCL topology '%s' is a directory, not a file", path);
   FILE *f;
-  HSR_CHECK(hsr_file_fopen_read("NCCL topology", path, &f)); /* a FIFO would hang the parser */
+  HSR_CHECK(file_fopen_read("NCCL topology", path, &f)); /* a FIFO would hang the parser */
   int empty = fgetc(f) == EOF;
   fclose(f);
   if (empty) return hsr_error(HSR_ERR_IO, "NCCL topology '%s' is empty", path);
@@ -304,8 +305,8 @@ static void find_hosts(nx_ctx *c, xmlNodePtr sys) {
   }
 }
 
-hsr_status hsr_topo_load_nccl(const char *path, int host, hsr_topo **out, int *num_hosts) {
-  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "hsr_topo_load_nccl: NULL argument");
+hsr_status topo_load_nccl(const char *path, int host, hsr_topo **out, int *num_hosts) {
+  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "topo_load_nccl: NULL argument");
   *out = NULL;
   xmlDocPtr doc = NULL;
   HSR_CHECK(parse(path, &doc));

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "hsr/config.h"
+#include "topology/topology_internal.h"
 #include "topo_hwloc.h"
 
 #if HSR_HAVE_CUDA

@@ -7,15 +7,16 @@
 #include <string.h>
 
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
-void hsr_topo_free(hsr_topo *t) { free(t); }
+void topo_free(hsr_topo *t) { free(t); }
 
-const char *hsr_topo_path_str(hsr_topo_path p) {
+const char *topo_path_str(hsr_topo_path p) {
   static const char *const names[] = {"PIX", "PXB", "PHB", "NODE", "SYS"};
   return p >= HSR_PATH_PIX && p <= HSR_PATH_SYS ? names[p] : "?";
 }
 
-hsr_topo_path hsr_topo_path_nccl(hsr_topo_path p) { return p == HSR_PATH_NODE ? HSR_PATH_PHB : p; }
+hsr_topo_path topo_path_nccl(hsr_topo_path p) { return p == HSR_PATH_NODE ? HSR_PATH_PHB : p; }
 
 int topo_bcm_gen(unsigned vendor, unsigned device, unsigned subvendor, unsigned subdevice, int level) {
   if (vendor != 0x1000 || subvendor != 0x1000) return 0;
@@ -114,36 +115,34 @@ void topo_finish(hsr_topo *t) {
 
 static int gpu_ok(const hsr_topo *t, int g) { return t && g >= 0 && g < t->num_gpus; }
 
-const char *hsr_topo_source(const hsr_topo *t) { return t->source; }
-const char *hsr_topo_nvlink_source(const hsr_topo *t) { return t->nvlink_source; }
-const char *hsr_topo_nvlink_unit(const hsr_topo *t) { return t->nvlink_unit; }
-const char *hsr_topo_domain_rule(const hsr_topo *t) { return t->domain_rule; }
-const char *hsr_topo_notes(const hsr_topo *t) { return t->notes; }
-const char *hsr_topo_host(const hsr_topo *t) { return t->host; }
-int hsr_topo_num_gpus(const hsr_topo *t) { return t->num_gpus; }
-int hsr_topo_num_numa(const hsr_topo *t) { return t->num_numa; }
-int hsr_topo_num_nics(const hsr_topo *t) { return t->num_nics; }
-int hsr_topo_num_domains(const hsr_topo *t) { return t->num_domains; }
-const char *hsr_topo_numa_cpuset(const hsr_topo *t, int i) {
-  return i >= 0 && i < t->num_numa ? t->numa_cpuset[i] : "";
-}
-int hsr_topo_numa_os(const hsr_topo *t, int i) { return i >= 0 && i < t->num_numa ? t->numa_os[i] : -1; }
-const char *hsr_topo_gpu_pci(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].pci : ""; }
-int hsr_topo_gpu_cuda(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].cuda : -1; }
-int hsr_topo_gpu_numa(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].numa : -1; }
-int hsr_topo_gpu_num_numa(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].num_numa : 0; }
-int hsr_topo_gpu_numa_at(const hsr_topo *t, int g, int i) {
+const char *topo_source(const hsr_topo *t) { return t->source; }
+const char *topo_nvlink_source(const hsr_topo *t) { return t->nvlink_source; }
+const char *topo_nvlink_unit(const hsr_topo *t) { return t->nvlink_unit; }
+const char *topo_domain_rule(const hsr_topo *t) { return t->domain_rule; }
+const char *topo_notes(const hsr_topo *t) { return t->notes; }
+const char *topo_host(const hsr_topo *t) { return t->host; }
+int topo_num_gpus(const hsr_topo *t) { return t->num_gpus; }
+int topo_num_numa(const hsr_topo *t) { return t->num_numa; }
+int topo_num_nics(const hsr_topo *t) { return t->num_nics; }
+int topo_num_domains(const hsr_topo *t) { return t->num_domains; }
+const char *topo_numa_cpuset(const hsr_topo *t, int i) { return i >= 0 && i < t->num_numa ? t->numa_cpuset[i] : ""; }
+int topo_numa_os(const hsr_topo *t, int i) { return i >= 0 && i < t->num_numa ? t->numa_os[i] : -1; }
+const char *topo_gpu_pci(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].pci : ""; }
+int topo_gpu_cuda(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].cuda : -1; }
+int topo_gpu_numa(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].numa : -1; }
+int topo_gpu_num_numa(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].num_numa : 0; }
+int topo_gpu_numa_at(const hsr_topo *t, int g, int i) {
   return gpu_ok(t, g) && i >= 0 && i < t->gpus[g].num_numa ? t->gpus[g].numa_list[i] : -1;
 }
-const char *hsr_topo_gpu_cpuset(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].cpuset : ""; }
-int hsr_topo_gpu_num_nics(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].num_nics : 0; }
-int hsr_topo_gpu_domain(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].domain : -1; }
-const char *hsr_topo_gpu_clique(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].clique : ""; }
-double hsr_topo_nvlink_bw(const hsr_topo *t, int a, int b) {
+const char *topo_gpu_cpuset(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].cpuset : ""; }
+int topo_gpu_num_nics(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].num_nics : 0; }
+int topo_gpu_domain(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].domain : -1; }
+const char *topo_gpu_clique(const hsr_topo *t, int g) { return gpu_ok(t, g) ? t->gpus[g].clique : ""; }
+double topo_nvlink_bw(const hsr_topo *t, int a, int b) {
   return gpu_ok(t, a) && gpu_ok(t, b) ? (double)t->nvlink[a][b] : 0.0;
 }
 
-hsr_status hsr_topo_gpu_nic(const hsr_topo *t, int g, int j, const char **name, hsr_topo_path *path) {
+hsr_status topo_gpu_nic(const hsr_topo *t, int g, int j, const char **name, hsr_topo_path *path) {
   if (!gpu_ok(t, g) || j < 0 || j >= t->gpus[g].num_nics)
     return hsr_error(HSR_ERR_INVALID, "topology: no NIC %d on GPU %d", j, g);
   if (name) *name = t->gpus[g].nics[j].name;
@@ -151,10 +150,10 @@ hsr_status hsr_topo_gpu_nic(const hsr_topo *t, int g, int j, const char **name, 
   return HSR_OK;
 }
 
-hsr_status hsr_topo_gpu_nic_pick(const hsr_topo *t, int g, const char **name, hsr_topo_path *path) {
+hsr_status topo_gpu_nic_pick(const hsr_topo *t, int g, const char **name, hsr_topo_path *path) {
   if (!gpu_ok(t, g)) return hsr_error(HSR_ERR_INVALID, "topology: no GPU %d", g);
   if (t->gpus[g].nic_pick < 0) return hsr_error(HSR_ERR_INVALID, "topology: GPU %d has no NIC", g);
-  return hsr_topo_gpu_nic(t, g, t->gpus[g].nic_pick, name, path);
+  return topo_gpu_nic(t, g, t->gpus[g].nic_pick, name, path);
 }
 
 static size_t domains_phrase(const hsr_topo *t, char *buf, size_t len) {
@@ -195,7 +194,7 @@ static void nics_phrase(const hsr_topo *t, char *buf, size_t len) {
   }
   size_t u = (size_t)snprintf(buf, len, "%d NIC%s", distinct, distinct == 1 ? "" : "s");
   for (int c = HSR_PATH_PIX, n = 0; c <= HSR_PATH_SYS && u < len; c++) {
-    const char *cls = hsr_topo_path_str((hsr_topo_path)c);
+    const char *cls = topo_path_str((hsr_topo_path)c);
     if (!gpus_at[c]) continue;
     if (classes == 1)
       u += (size_t)snprintf(buf + u, len - u, " at %s", cls);
@@ -206,8 +205,8 @@ static void nics_phrase(const hsr_topo *t, char *buf, size_t len) {
   }
 }
 
-hsr_status hsr_topo_summary(const hsr_topo *t, char *buf, size_t len) {
-  if (!t || !buf || len == 0) return hsr_error(HSR_ERR_INVALID, "hsr_topo_summary: NULL argument");
+hsr_status topo_summary(const hsr_topo *t, char *buf, size_t len) {
+  if (!t || !buf || len == 0) return hsr_error(HSR_ERR_INVALID, "topo_summary: NULL argument");
   char dom[96], nics[96];
   int n;
   if (t->num_gpus == 0) {
@@ -222,8 +221,8 @@ hsr_status hsr_topo_summary(const hsr_topo *t, char *buf, size_t len) {
   return HSR_OK;
 }
 
-hsr_status hsr_topo_bind_cpuset(const hsr_topo *t, int local_rank, int local_size, char *buf, size_t len) {
-  if (!t || !buf || len == 0) return hsr_error(HSR_ERR_INVALID, "hsr_topo_bind_cpuset: NULL argument");
+hsr_status topo_bind_cpuset(const hsr_topo *t, int local_rank, int local_size, char *buf, size_t len) {
+  if (!t || !buf || len == 0) return hsr_error(HSR_ERR_INVALID, "topo_bind_cpuset: NULL argument");
   if (local_size < 1 || local_rank < 0 || local_rank >= local_size)
     return hsr_error(HSR_ERR_INVALID, "local rank %d must be in 0..%d (local size %d)", local_rank, local_size - 1,
                      local_size);

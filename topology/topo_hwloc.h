@@ -5,6 +5,7 @@
 #include <hwloc.h>
 
 #include "topo_internal.h"
+#include "topology/topology_internal.h"
 
 typedef struct topo_disc {
   hwloc_topology_t topo;

@@ -1,11 +1,13 @@
 /* Private layout of the topology records. Everything here is fixed-size and
- * pointer-free so that a node's record travels through hsr_boot_allgather. */
+ * pointer-free so that a node's record travels through boot_allgather. */
 #ifndef HSR_TOPO_INTERNAL_H
 #define HSR_TOPO_INTERNAL_H
 
 #include <stdint.h>
 
 #include "hsr/topology.h"
+#include "topology/topology_internal.h"
+#include "launch/boot_internal.h"
 
 typedef struct hsr_topo_nic_rec {
   char name[HSR_TOPO_NAME_MAX];
@@ -27,9 +29,9 @@ typedef struct hsr_topo_gpu_rec {
 struct hsr_topo {
   char host[HSR_HOSTNAME_MAX];
   char source[16];        /* "hwloc", "hwloc-xml", "nccl-xml" */
-  char nvlink_source[16]; /* hsr_topo_nvlink_source */
+  char nvlink_source[16]; /* topo_nvlink_source */
   char nvlink_unit[8];    /* "MB/s", "links", "peer" or "" */
-  char domain_rule[40];   /* hsr_topo_domain_rule */
+  char domain_rule[40];   /* topo_domain_rule */
   char notes[256];        /* what the reading could not see ("; "-separated), "" if nothing */
   char machine_cpuset[HSR_TOPO_CPUSET_MAX];
   int32_t num_gpus, num_numa, num_domains, num_nics; /* num_nics: distinct NICs near any GPU */
@@ -41,7 +43,7 @@ struct hsr_topo {
 
 struct hsr_cluster {
   int world, num_nodes, num_domains;
-  hsr_topo *nodes;                         /* num_nodes records; NULL for hsr_cluster_create views */
+  hsr_topo *nodes;                         /* num_nodes records; NULL for cluster_create views */
   int *rank_node, *rank_gpu, *rank_domain; /* domain: dense 0..num_domains-1 */
 };
 

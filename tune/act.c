@@ -8,9 +8,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hsr/tune.h"
+#include "tune/tune.h"
+#include "common/dtype_internal.h"
 
-const char *hsr_tune_family_name(hsr_tune_family f) {
+const char *tune_family_name(hsr_tune_family f) {
   static const char *const n[] = {"gpt", "llama", "hsr-gpt", "hsr-llama"};
   return f >= 0 && f <= HSR_TUNE_FAM_HSR_LLAMA ? n[f] : "?";
 }
@@ -30,29 +31,29 @@ static const preset presets[] = {
     {"hsr-llama", {HSR_TUNE_FAM_HSR_LLAMA, 0, 0, 0, 0, 0, 0, 0, 1, 0, HSR_F32, ""}},
 };
 
-const char *hsr_tune_arch_names(void) { return "gpt2-124m, llama3-8b, llama3-70b, gpt, llama, hsr-gpt, hsr-llama"; }
+const char *tune_arch_names(void) { return "gpt2-124m, llama3-8b, llama3-70b, gpt, llama, hsr-gpt, hsr-llama"; }
 
 static int is_llama(const hsr_tune_arch *a) {
   return a->family == HSR_TUNE_FAM_LLAMA || a->family == HSR_TUNE_FAM_HSR_LLAMA;
 }
 
-hsr_status hsr_tune_arch_preset(const char *name, hsr_tune_arch *out) {
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_arch_preset: NULL argument");
+hsr_status tune_arch_preset(const char *name, hsr_tune_arch *out) {
+  if (!out) return hsr_error(HSR_ERR_INVALID, "tune_arch_preset: NULL argument");
   for (size_t i = 0; name && i < sizeof presets / sizeof presets[0]; i++)
     if (!strcmp(name, presets[i].name)) {
       *out = presets[i].a;
       snprintf(out->name, sizeof out->name, "%s", presets[i].name);
       return HSR_OK;
     }
-  return hsr_error(HSR_ERR_INVALID, "--arch: unknown '%s' (valid: %s)", name ? name : "(null)", hsr_tune_arch_names());
+  return hsr_error(HSR_ERR_INVALID, "--arch: unknown '%s' (valid: %s)", name ? name : "(null)", tune_arch_names());
 }
 
 /* Llama's MLP width: 8C/3 rounded up to a multiple of 256 (hsr's example: of 8). */
 static int llama_ffn(int C, int mult) { return (int)(((8L * C / 3) + mult - 1) / mult * mult); }
 
-hsr_status hsr_tune_arch_check(hsr_tune_arch *a) {
-  if (!a) return hsr_error(HSR_ERR_INVALID, "hsr_tune_arch_check: NULL argument");
-  const char *f = hsr_tune_family_name(a->family);
+hsr_status tune_arch_check(hsr_tune_arch *a) {
+  if (!a) return hsr_error(HSR_ERR_INVALID, "tune_arch_check: NULL argument");
+  const char *f = tune_family_name(a->family);
   static const char *const what[] = {"--layers", "--width", "--heads", "--seq", "--vocab", "--micro-batch"};
   int v[] = {a->layers, a->width, a->heads, a->seq, a->vocab, a->micro_batch};
   for (int i = 0; i < 6; i++)
@@ -89,16 +90,16 @@ hsr_status hsr_tune_arch_check(hsr_tune_arch *a) {
   else if (a->ctx < a->seq)
     a->ctx = a->seq;
   if (a->act_dtype != HSR_F32 && a->act_dtype != HSR_BF16)
-    return hsr_error(HSR_ERR_INVALID, "--act-dtype: %s (valid: f32, bf16)", hsr_dtype_name(a->act_dtype));
+    return hsr_error(HSR_ERR_INVALID, "--act-dtype: %s (valid: f32, bf16)", dtype_name(a->act_dtype));
   if ((a->family == HSR_TUNE_FAM_HSR_GPT || a->family == HSR_TUNE_FAM_HSR_LLAMA) && a->act_dtype != HSR_F32)
     return hsr_error(HSR_ERR_INVALID, "--act-dtype %s: hsr's %s example keeps f32 activations (valid: f32)",
-                     hsr_dtype_name(a->act_dtype), a->family == HSR_TUNE_FAM_HSR_GPT ? "GPT" : "Llama");
+                     dtype_name(a->act_dtype), a->family == HSR_TUNE_FAM_HSR_GPT ? "GPT" : "Llama");
   return HSR_OK;
 }
 
 static double kv_width(const hsr_tune_arch *a) { return (double)a->width * a->kv_heads / a->heads; }
 
-double hsr_tune_arch_layer_params(const hsr_tune_arch *a) {
+double tune_arch_layer_params(const hsr_tune_arch *a) {
   if (!a) return 0;
   double C = a->width, F = a->ffn;
   if (is_llama(a)) /* q, o: C x C; k, v: C x kv; gate, up, down: C x F; two RMSNorm weights */
@@ -107,31 +108,31 @@ double hsr_tune_arch_layer_params(const hsr_tune_arch *a) {
   return 4 * C * C + 2 * C * F + 9 * C + F;
 }
 
-double hsr_tune_arch_root_params(const hsr_tune_arch *a) {
+double tune_arch_root_params(const hsr_tune_arch *a) {
   if (!a) return 0;
   double C = a->width, V = a->vocab;
   if (is_llama(a)) return 2 * V * C + C;     /* embedding, untied head, final RMSNorm */
   return V * C + (double)a->ctx * C + 2 * C; /* wte (tied head), wpe, ln_f */
 }
 
-double hsr_tune_arch_params(const hsr_tune_arch *a) {
-  return a ? a->layers * hsr_tune_arch_layer_params(a) + hsr_tune_arch_root_params(a) : 0;
+double tune_arch_params(const hsr_tune_arch *a) {
+  return a ? a->layers * tune_arch_layer_params(a) + tune_arch_root_params(a) : 0;
 }
 
 static double tokens(const hsr_tune_arch *a) { return (double)a->micro_batch * a->seq; }
 
 /* The attention's QK^T and AV over the whole T x T square (the convention
  * of Megatron's FLOP count; a causal kernel does about half). */
-double hsr_tune_arch_layer_flops(const hsr_tune_arch *a) {
+double tune_arch_layer_flops(const hsr_tune_arch *a) {
   if (!a) return 0;
-  return tokens(a) * (2 * hsr_tune_arch_layer_params(a) + 4.0 * a->seq * a->width);
+  return tokens(a) * (2 * tune_arch_layer_params(a) + 4.0 * a->seq * a->width);
 }
 
-double hsr_tune_arch_root_flops(const hsr_tune_arch *a) { return a ? tokens(a) * 2.0 * a->vocab * a->width : 0; }
+double tune_arch_root_flops(const hsr_tune_arch *a) { return a ? tokens(a) * 2.0 * a->vocab * a->width : 0; }
 
 /* Per token, in bytes: what a layer keeps with no recompute, and with rc. */
 static void per_token(const hsr_tune_arch *a, hsr_rt_recompute rc, double *none, double *kept) {
-  double C = a->width, F = a->ffn, H = a->heads, T = a->seq, e = (double)hsr_dtype_size(a->act_dtype);
+  double C = a->width, F = a->ffn, H = a->heads, T = a->seq, e = (double)dtype_size(a->act_dtype);
   switch (a->family) {
   case HSR_TUNE_FAM_HSR_GPT: /* elements of examples/gpt.c's buffers, f32 */
     *none = 4 * (16 * C + H * T + 4);
@@ -172,12 +173,12 @@ static hsr_status arg_check(const hsr_tune_arch *a, hsr_rt_recompute rc, const c
   if (rc < 0 || rc >= HSR_TUNE_RECOMPUTES)
     return hsr_error(HSR_ERR_INVALID, "%s: recompute %d (valid: none, full, selective)", fn, (int)rc);
   *c = *a;
-  return hsr_tune_arch_check(c);
+  return tune_arch_check(c);
 }
 
-hsr_status hsr_tune_act_layer(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *saved, double *scratch) {
+hsr_status tune_act_layer(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *saved, double *scratch) {
   hsr_tune_arch c, *a = &c;
-  HSR_CHECK(arg_check(arch, rc, "hsr_tune_act_layer", &c));
+  HSR_CHECK(arg_check(arch, rc, "tune_act_layer", &c));
   double none, kept;
   per_token(a, rc, &none, &kept);
   if (saved) *saved = kept * tokens(a);
@@ -196,7 +197,7 @@ hsr_status hsr_tune_act_layer(const hsr_tune_arch *arch, hsr_rt_recompute rc, do
  * embedding's dropout mask. */
 static double root_bytes(const hsr_tune_arch *a) {
   double C = a->width, V = a->vocab, H = a->heads, T = a->seq, N = tokens(a);
-  double e = (double)hsr_dtype_size(a->act_dtype);
+  double e = (double)dtype_size(a->act_dtype);
   if (a->family == HSR_TUNE_FAM_HSR_GPT) return 4 * N * (2 * C + 2 + V) + 8 * N + 4 * (10 * C * N + H * T * T);
   if (a->family == HSR_TUNE_FAM_HSR_LLAMA) { /* also the rotary table (T x head dim) and the zero row and its sink */
     double kv = kv_width(a), F = a->ffn;
@@ -205,11 +206,11 @@ static double root_bytes(const hsr_tune_arch *a) {
   return N * (2 * C * e + 8 * V + (a->family == HSR_TUNE_FAM_GPT ? C : 0));
 }
 
-hsr_status hsr_tune_act_predict(const hsr_tune_arch *arch, hsr_rt_recompute rc, hsr_tune_act *out) {
+hsr_status tune_act_predict(const hsr_tune_arch *arch, hsr_rt_recompute rc, hsr_tune_act *out) {
   hsr_tune_arch c, *a = &c;
-  HSR_CHECK(arg_check(arch, rc, "hsr_tune_act_predict", &c));
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_act_predict: NULL argument");
-  HSR_CHECK(hsr_tune_act_layer(a, rc, &out->saved, &out->scratch));
+  HSR_CHECK(arg_check(arch, rc, "tune_act_predict", &c));
+  if (!out) return hsr_error(HSR_ERR_INVALID, "tune_act_predict: NULL argument");
+  HSR_CHECK(tune_act_layer(a, rc, &out->saved, &out->scratch));
   out->root = root_bytes(a);
   out->peak = a->layers * out->saved + out->scratch + out->root;
   return HSR_OK;
@@ -222,10 +223,10 @@ hsr_status hsr_tune_act_predict(const hsr_tune_arch *arch, hsr_rt_recompute rc, 
  * SwiGLU's output; llama its two norms and SwiGLU's product (its fused
  * attention recomputes the scores in every policy). Elementwise work counts
  * as the bytes it reads and writes. */
-hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *flops, double *bytes) {
+hsr_status tune_recompute_cost(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *flops, double *bytes) {
   hsr_tune_arch c, *a = &c;
-  HSR_CHECK(arg_check(arch, rc, "hsr_tune_recompute_cost", &c));
-  double C = a->width, F = a->ffn, H = a->heads, T = a->seq, N = tokens(a), e = (double)hsr_dtype_size(a->act_dtype);
+  HSR_CHECK(arg_check(arch, rc, "tune_recompute_cost", &c));
+  double C = a->width, F = a->ffn, H = a->heads, T = a->seq, N = tokens(a), e = (double)dtype_size(a->act_dtype);
   double fl = 0, by = 0;
   if (rc != HSR_RT_RECOMPUTE_NONE) {
     if (a->family == HSR_TUNE_FAM_LLAMA) {
@@ -239,7 +240,7 @@ hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *arch, hsr_rt_recompute r
       if (a->family == HSR_TUNE_FAM_HSR_GPT) by += N * 4 * (4 * C + 8 * C); /* ln_1, ln_2; GELU 4C in, 4C out */
     }
   }
-  if (rc == HSR_RT_RECOMPUTE_FULL) fl = hsr_tune_arch_layer_flops(a);
+  if (rc == HSR_RT_RECOMPUTE_FULL) fl = tune_arch_layer_flops(a);
   if (flops) *flops = fl;
   if (bytes) *bytes = by;
   return HSR_OK;

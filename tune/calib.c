@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "common/grow.h"
-#include "hsr/json.h"
-#include "hsr/tune.h"
+#include "common/json.h"
+#include "tune/tune.h"
 
 typedef struct sample {
   int tier, op, conc, two; /* two: a two-level row (node stage + cross stage) */
@@ -28,21 +28,21 @@ struct hsr_tune_calib {
   int nnames;
 };
 
-hsr_status hsr_tune_calib_create(hsr_tune_calib **out) {
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_calib_create: NULL argument");
+hsr_status tune_calib_create(hsr_tune_calib **out) {
+  if (!out) return hsr_error(HSR_ERR_INVALID, "tune_calib_create: NULL argument");
   *out = calloc(1, sizeof **out);
   if (!*out) return hsr_error(HSR_ERR_NOMEM, "calibration: out of memory");
-  return hsr_tune_net_default("host", &(*out)->host);
+  return tune_net_default("host", &(*out)->host);
 }
 
-void hsr_tune_calib_free(hsr_tune_calib *c) {
+void tune_calib_free(hsr_tune_calib *c) {
   if (!c) return;
   free(c->s);
   free(c->names);
   free(c);
 }
 
-int hsr_tune_calib_rows(const hsr_tune_calib *c) { return c ? c->n : 0; }
+int tune_calib_rows(const hsr_tune_calib *c) { return c ? c->n : 0; }
 
 static hsr_status push(hsr_tune_calib *c, sample s) {
   HSR_CHECK(grow_array(&c->s, &c->cap, c->n, sizeof *c->s, 64, "calibration"));
@@ -121,7 +121,7 @@ static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h,
   double es = type_size(cJSON_IsString(ty) ? ty->valuestring : NULL), count = num(row, "count", -1);
   hsr_tune_shape g = {n, nodes, n % nodes == 0 ? n / nodes : 0, nodes};
   hsr_tune_vol v;
-  if (!(es > 0) || !(count > 0) || hsr_tune_volume(&c->host, op, &g, count, (size_t)es, &v) != HSR_OK)
+  if (!(es > 0) || !(count > 0) || tune_volume(&c->host, op, &g, count, (size_t)es, &v) != HSR_OK)
     return hsr_error(HSR_ERR_INVALID,
                      "%s: row %d (size %g): no usable \"count\" and \"type\" (expected rows of `hsr bench -J`)", nm,
                      idx, num(row, "size", 0));
@@ -152,12 +152,12 @@ static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h,
   return push(c, s);
 }
 
-hsr_status hsr_tune_calib_add_json(hsr_tune_calib *c, const char *text, const char *name) {
-  if (!c || !text) return hsr_error(HSR_ERR_INVALID, "hsr_tune_calib_add_json: NULL argument");
+hsr_status tune_calib_add_json(hsr_tune_calib *c, const char *text, const char *name) {
+  if (!c || !text) return hsr_error(HSR_ERR_INVALID, "tune_calib_add_json: NULL argument");
   const char *nm = name ? name : "bench JSON";
   cJSON *root = cJSON_Parse(text);
   if (!root) return hsr_error(HSR_ERR_INVALID, "%s: not JSON (expected a file of `hsr bench <collective> -J`)", nm);
-  if (hsr_json_check_finite(root, HSR_ERR_INVALID, nm) != HSR_OK) { /* a 1e999 would be an infinite time */
+  if (json_check_finite(root, HSR_ERR_INVALID, nm) != HSR_OK) { /* a 1e999 would be an infinite time */
     cJSON_Delete(root);
     return HSR_ERR_INVALID;
   }
@@ -404,8 +404,8 @@ static size_t span_fit(const hsr_tune_calib *c, hsr_tune_net *net, int op, doubl
              op_names[op], l->alpha_us, l->busbw_gbs, k, net->link[HSR_TUNE_CROSS][op].busbw_gbs, 100 * f.worst);
 }
 
-hsr_status hsr_tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *report, size_t len) {
-  if (!c || !net) return hsr_error(HSR_ERR_INVALID, "hsr_tune_calib_fit: NULL argument");
+hsr_status tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *report, size_t len) {
+  if (!c || !net) return hsr_error(HSR_ERR_INVALID, "tune_calib_fit: NULL argument");
   if (report && len) report[0] = '\0';
   if (c->n == 0) return hsr_error(HSR_ERR_INVALID, "calibration: no bench rows to fit");
   double *x = malloc(sizeof *x * (size_t)c->n), *t = malloc(sizeof *t * (size_t)c->n);
@@ -442,7 +442,7 @@ static double cost(sfit *f) {
   double c = 0;
   for (int i = 0; i < f->n && f->err == HSR_OK; i++) {
     hsr_tune_result r;
-    f->err = hsr_tune_eval(f->m, f->net, &f->p[i].cfg, f->p[i].S, f->p[i].R, f->p[i].shapes, &r);
+    f->err = tune_eval(f->m, f->net, &f->p[i].cfg, f->p[i].S, f->p[i].R, f->p[i].shapes, &r);
     c += rel2(r.step_ms, f->p[i].step_ms) + rel2(r.comm_ms, f->p[i].comm_ms) + rel2(r.compute_ms, f->p[i].compute_ms);
   }
   return c;
@@ -476,7 +476,7 @@ static hsr_status residuals(sfit *f) {
   double ss_step = 0, ss_comp = 0;
   for (int i = 0; i < f->n; i++) {
     hsr_tune_result r;
-    HSR_CHECK(hsr_tune_eval(f->m, f->net, &f->p[i].cfg, f->p[i].S, f->p[i].R, f->p[i].shapes, &r));
+    HSR_CHECK(tune_eval(f->m, f->net, &f->p[i].cfg, f->p[i].S, f->p[i].R, f->p[i].shapes, &r));
     ss_step += rel2(r.step_ms, f->p[i].step_ms);
     ss_comp += rel2(r.compute_ms, f->p[i].compute_ms);
   }
@@ -485,9 +485,9 @@ static hsr_status residuals(sfit *f) {
   return HSR_OK;
 }
 
-hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n, char *report,
-                               size_t len) {
-  if (!net || !m || !p || n < 1) return hsr_error(HSR_ERR_INVALID, "hsr_tune_calib_step: no probe runs");
+hsr_status tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n, char *report,
+                           size_t len) {
+  if (!net || !m || !p || n < 1) return hsr_error(HSR_ERR_INVALID, "tune_calib_step: no probe runs");
   sfit f = {net, m, p, n, HSR_OK};
   double work = m->units * (1 + m->bwd_ratio), least = 0;
   for (int i = 0; i < n; i++)

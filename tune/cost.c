@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "collectives/model.h"
-#include "hsr/tune.h"
+#include "tune/tune.h"
 #include "tune_int.h"
 
 typedef struct hw_fig {
@@ -36,23 +36,23 @@ static const hw_fig figs[] = {
 };
 
 /* a100: the 80 GB part (the 40 GB one: --mem-budget 40G less the reserve). */
-double hsr_tune_hw_memory(const char *hw) {
+double tune_hw_memory(const char *hw) {
   for (size_t i = 0; hw && i < sizeof figs / sizeof figs[0]; i++)
     if (!strcmp(hw, figs[i].name)) return figs[i].mem_gib * 1024.0 * 1024 * 1024;
   return 0;
 }
 
-double hsr_tune_mem_reserve(double capacity) { return capacity > 0 ? 2.0 * 1024 * 1024 * 1024 + 0.05 * capacity : 0; }
+double tune_mem_reserve(double capacity) { return capacity > 0 ? 2.0 * 1024 * 1024 * 1024 + 0.05 * capacity : 0; }
 
-const char *hsr_tune_net_hw_names(void) { return "h100, h200, a100, pcie5, host"; }
+const char *tune_net_hw_names(void) { return "h100, h200, a100, pcie5, host"; }
 
-hsr_status hsr_tune_net_default(const char *hw, hsr_tune_net *out) {
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_net_default: NULL argument");
+hsr_status tune_net_default(const char *hw, hsr_tune_net *out) {
+  if (!out) return hsr_error(HSR_ERR_INVALID, "tune_net_default: NULL argument");
   const hw_fig *f = NULL;
   for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++)
     if (hw && !strcmp(hw, figs[i].name)) f = &figs[i];
   if (!f)
-    return hsr_error(HSR_ERR_INVALID, "unknown hardware '%s' (valid: %s)", hw ? hw : "(null)", hsr_tune_net_hw_names());
+    return hsr_error(HSR_ERR_INVALID, "unknown hardware '%s' (valid: %s)", hw ? hw : "(null)", tune_net_hw_names());
   memset(out, 0, sizeof *out);
   snprintf(out->name, sizeof out->name, "%s", f->name);
   for (int op = 0; op < HSR_TUNE_OPS; op++) {
@@ -81,7 +81,7 @@ hsr_status hsr_tune_net_default(const char *hw, hsr_tune_net *out) {
   return HSR_OK;
 }
 
-int hsr_tune_net_uses_defaults(const hsr_tune_net *n) {
+int tune_net_uses_defaults(const hsr_tune_net *n) {
   if (!n) return 0;
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
     if (n->concurrent_default[t]) return 1;
@@ -93,14 +93,14 @@ int hsr_tune_net_uses_defaults(const hsr_tune_net *n) {
 
 /* ---- volumes: the collectives' own model (collectives/model.c) ---- */
 
-hsr_status hsr_tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
+hsr_status tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
                            hsr_tune_vol *v) {
-  if (!net || !g || !v) return hsr_error(HSR_ERR_INVALID, "hsr_tune_volume: NULL argument");
+  if (!net || !g || !v) return hsr_error(HSR_ERR_INVALID, "tune_volume: NULL argument");
   if (op != HSR_OP_ALLGATHER && op != HSR_OP_REDUCE_SCATTER && op != HSR_OP_ALLREDUCE)
-    return hsr_error(HSR_ERR_INVALID, "hsr_tune_volume: operation %d (valid: all-gather, reduce-scatter, all-reduce)",
+    return hsr_error(HSR_ERR_INVALID, "tune_volume: operation %d (valid: all-gather, reduce-scatter, all-reduce)",
                      op);
   if (g->n < 1 || g->nodes < 1 || g->nodes > g->n || count < 0)
-    return hsr_error(HSR_ERR_INVALID, "hsr_tune_volume: group of %d members on %d nodes, count %g", g->n, g->nodes,
+    return hsr_error(HSR_ERR_INVALID, "tune_volume: group of %d members on %d nodes, count %g", g->n, g->nodes,
                      count);
   const coll_model_cfg cfg = {.allreduce = COLL_AR_AUTO,
                               .rd_max_bytes = net->ar_rd_max_bytes,
@@ -129,7 +129,7 @@ const hsr_tune_link *tl_stage_link(const hsr_tune_net *n, const hsr_tune_stage *
   return &n->link[s->tier][s->op];
 }
 
-double hsr_tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v) {
+double tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v) {
   if (!net || !v) return 0;
   double t = 0;
   for (int i = 0; i < v->nstages; i++) {

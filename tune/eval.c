@@ -5,7 +5,7 @@
  * the trace: the step span, compute, communication (the union of the
  * collectives' spans), its part not covered by compute, all-gather time.
  * Bytes per step are the volumes of the collectives that step issued; the
- * ledger is hsr_tune_ledger_predict's over the same program. */
+ * ledger is tune_ledger_predict's over the same program. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include "runtime/io/trace.h"
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
+#include "common/dtype_internal.h"
 #include "tune_int.h"
 
 #define EV_STEPS 3 /* step 1 records the order, step 2 prefetches, step 3 is steady */
@@ -33,11 +34,11 @@ typedef struct ev {
   hsr_status err;
 } ev;
 
-static double unit_len(const ev *e, int u) { return (double)hsr_rt_layout_unit_len(e->lay, u); }
-static double shard_len(const ev *e, int u) { return (double)hsr_rt_layout_shard_len(e->lay, u); }
+static double unit_len(const ev *e, int u) { return (double)rt_layout_unit_len(e->lay, u); }
+static double shard_len(const ev *e, int u) { return (double)rt_layout_shard_len(e->lay, u); }
 /* the rank's piece (what the optimizer updates) and its accumulator */
-static double piece_len(const ev *e, int u) { return (double)hsr_sched_piece_len(e->sc, u); }
-static double acc_len(const ev *e, int u) { return (double)hsr_sched_acc_len(e->sc, u); }
+static double piece_len(const ev *e, int u) { return (double)sched_piece_len(e->sc, u); }
+static double acc_len(const ev *e, int u) { return (double)sched_acc_len(e->sc, u); }
 static void data(ev *e, double bytes) { tl_busy(&e->t, bytes / (e->net->data_gbs * 1e9)); }
 
 /* A timeline op as the interpreter's handle: its id + 1 (NULL: none). */
@@ -46,7 +47,7 @@ static int id_of(const void *h) { return h ? (int)((intptr_t)h - 1) : -1; }
 
 static int post(ev *e, int group, int op, double count, size_t es) {
   hsr_tune_vol v;
-  hsr_status st = hsr_tune_volume(e->net, op, &e->shape[group], count, es, &v);
+  hsr_status st = tune_volume(e->net, op, &e->shape[group], count, es, &v);
   if (st != HSR_OK) {
     e->err = st;
     return -1;
@@ -102,10 +103,10 @@ static hsr_status x_norm(void *ctx, const hsr_sched_action *a) {
   ev *e = ctx;
   if (e->gpu) tl_wait(&e->t, e->last_reduce);
   double ls = 0;
-  for (int u = 0; u < hsr_rt_layout_num_units(e->lay); u++) ls += piece_len(e, u);
+  for (int u = 0; u < rt_layout_num_units(e->lay); u++) ls += piece_len(e, u);
   tl_compute(&e->t, ls * 4 / (e->net->data_gbs * 1e9)); /* sums of squares: the optimizer's span */
   if (e->S > 1) tl_wait(&e->t, post(e, HSR_RT_GROUP_SHARD, HSR_OP_ALLREDUCE, 1, 8));
-  if (hsr_sched_outer(e->sc)) tl_wait(&e->t, post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_ALLREDUCE, 1, 8));
+  if (sched_outer(e->sc)) tl_wait(&e->t, post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_ALLREDUCE, 1, 8));
   return ok(e);
 }
 
@@ -189,7 +190,7 @@ static const hsr_sched_exec exec_gpu = {EV_EXEC_COMMON};
 
 static void run(ev *e, hsr_status st, const hsr_sched_action *acts, int n) {
   if (st == HSR_OK && e->err == HSR_OK && e->t.err == HSR_OK)
-    st = hsr_sched_run(e->sc, acts, n, e->gpu ? &exec_gpu : &exec_host, e);
+    st = sched_run(e->sc, acts, n, e->gpu ? &exec_gpu : &exec_host, e);
   if (st != HSR_OK && e->err == HSR_OK) e->err = st;
 }
 
@@ -201,12 +202,12 @@ static void call(ev *e, const hsr_prog_call *c) {
   int n = 0, u = c->unit;
   hsr_status st;
   switch (c->op) {
-  case HSR_PROG_FWD_BEGIN: st = hsr_sched_forward_begin(e->sc, u, &a, &n); break;
-  case HSR_PROG_FWD_END: st = hsr_sched_forward_end(e->sc, u, &a, &n); break;
-  case HSR_PROG_BWD_BEGIN: st = hsr_sched_backward_begin(e->sc, u, &a, &n); break;
-  case HSR_PROG_BWD_END: st = hsr_sched_backward_end(e->sc, u, &a, &n); break;
-  case HSR_PROG_RECOMPUTE: st = hsr_sched_recompute(e->sc, u, &a, &n); break;
-  default: st = hsr_sched_step(e->sc, &a, &n); break;
+  case HSR_PROG_FWD_BEGIN: st = sched_forward_begin(e->sc, u, &a, &n); break;
+  case HSR_PROG_FWD_END: st = sched_forward_end(e->sc, u, &a, &n); break;
+  case HSR_PROG_BWD_BEGIN: st = sched_backward_begin(e->sc, u, &a, &n); break;
+  case HSR_PROG_BWD_END: st = sched_backward_end(e->sc, u, &a, &n); break;
+  case HSR_PROG_RECOMPUTE: st = sched_recompute(e->sc, u, &a, &n); break;
+  default: st = sched_step(e->sc, &a, &n); break;
   }
   run(e, st, a, n);
   if (c->op == HSR_PROG_FWD_BEGIN) tl_compute(&e->t, fwd_s(e, u));
@@ -232,7 +233,7 @@ static hsr_status measure(ev *e, double s0, double s1) {
     double a = t->comp[i].a < s0 ? s0 : t->comp[i].a, b = t->comp[i].b > s1 ? s1 : t->comp[i].b;
     if (b > a) c[nc++] = (hsr_ival){a, b};
   }
-  hsr_ival_merge(c, &nc);
+  ival_merge(c, &nc);
   hsr_tune_result *o = e->out;
   for (int pass = -2; pass < HSR_RT_GROUP_COUNT; pass++) { /* -2: all, -1: all-gathers, then per group */
     int nm = 0;
@@ -242,8 +243,8 @@ static hsr_status measure(ev *e, double s0, double s1) {
       double a = x->start < s0 ? s0 : x->start, b = x->end > s1 ? s1 : x->end;
       if (b > a) m[nm++] = (hsr_ival){a, b};
     }
-    hsr_ival_merge(m, &nm);
-    double len = hsr_ival_length(m, nm) * 1e3, hid = hsr_ival_overlap(c, nc, m, nm) * 1e3;
+    ival_merge(m, &nm);
+    double len = ival_length(m, nm) * 1e3, hid = ival_overlap(c, nc, m, nm) * 1e3;
     if (pass == -2)
       o->comm_ms = len, o->exposed_ms = len - hid;
     else if (pass == -1)
@@ -260,10 +261,10 @@ static hsr_status measure(ev *e, double s0, double s1) {
       double a = t->stg[i].a < s0 ? s0 : t->stg[i].a, b = t->stg[i].b > s1 ? s1 : t->stg[i].b;
       if (t->stg_tier[i] == tier && b > a) m[nm++] = (hsr_ival){a, b};
     }
-    hsr_ival_merge(m, &nm);
-    o->tier_busy_ms[tier] = hsr_ival_length(m, nm) * 1e3;
+    ival_merge(m, &nm);
+    o->tier_busy_ms[tier] = ival_length(m, nm) * 1e3;
   }
-  o->compute_ms = hsr_ival_length(c, nc) * 1e3;
+  o->compute_ms = ival_length(c, nc) * 1e3;
   o->step_ms = (s1 - s0) * 1e3;
   free(c), free(m);
   return HSR_OK;
@@ -271,17 +272,17 @@ static hsr_status measure(ev *e, double s0, double s1) {
 
 static hsr_status simulate(ev *e, const int *is_root, const hsr_prog_call *prog, int nprog) {
   double s0 = 0, s1 = 0;
-  HSR_CHECK(hsr_sched_create(e->cfg, e->S, e->R, e->lay, is_root, &e->sc));
+  HSR_CHECK(sched_create(e->cfg, e->S, e->R, e->lay, is_root, &e->sc));
   const hsr_sched_action *a = NULL;
   int n = 0;
-  hsr_status st = hsr_sched_setup(e->sc, &a, &n);
+  hsr_status st = sched_setup(e->sc, &a, &n);
   run(e, st, a, n);
   for (int k = 1; k <= EV_STEPS && e->err == HSR_OK; k++) {
     e->measure = k == EV_STEPS;
     if (e->measure) s0 = e->t.now;
     for (int i = 0; i < nprog && e->err == HSR_OK && e->t.err == HSR_OK; i++) call(e, &prog[i]);
     if (e->measure) s1 = e->t.now;
-    st = hsr_sched_zero_grad(e->sc, &a, &n);
+    st = sched_zero_grad(e->sc, &a, &n);
     run(e, st, a, n);
   }
   e->measure = 0;
@@ -293,28 +294,28 @@ static hsr_status simulate(ev *e, const int *is_root, const hsr_prog_call *prog,
 
 static hsr_status ledger(ev *e, const int *is_root, const hsr_prog_call *prog, int nprog, double params) {
   hsr_ledger *held = NULL;
-  HSR_CHECK(hsr_ledger_create(&held));
-  hsr_status st = hsr_tune_ledger_predict(e->lay, is_root, e->cfg, e->S, e->R, prog, nprog, EV_STEPS, held, NULL);
+  HSR_CHECK(ledger_create(&held));
+  hsr_status st = tune_ledger_predict(e->lay, is_root, e->cfg, e->S, e->R, prog, nprog, EV_STEPS, held, NULL);
   hsr_tune_result *o = e->out;
   if (st == HSR_OK) {
-    o->persistent = hsr_ledger_persistent(held);
-    o->runtime_peak = hsr_ledger_runtime_peak(held);
+    o->persistent = ledger_persistent(held);
+    o->runtime_peak = ledger_runtime_peak(held);
     o->transient_peak = o->runtime_peak - o->persistent;
-    o->peak_where = hsr_ledger_runtime_peak_where(held);
-    for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) o->peak_cat[c] = hsr_ledger_peak(held, (hsr_mem_cat)c);
+    o->peak_where = ledger_runtime_peak_where(held);
+    for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) o->peak_cat[c] = ledger_peak(held, (hsr_mem_cat)c);
     o->peak_total = (double)o->runtime_peak + o->act_bytes;
     o->persistent_per_param = params > 0 ? (double)o->persistent / params : 0;
   }
-  hsr_ledger_free(held);
+  ledger_free(held);
   return st;
 }
 
 static hsr_status build_layout(const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R, hsr_rt_layout **out,
                                double *params) {
   hsr_rt_layout *l = NULL;
-  HSR_CHECK(hsr_rt_layout_create(cfg->align ? cfg->align : 16, &l));
+  HSR_CHECK(rt_layout_create(cfg->align ? cfg->align : 16, &l));
   /* the outer shard cuts every shard into R pieces, as the engine's commit does */
-  hsr_status st = cfg->outer_shard == HSR_RT_OUTER_OPTIM ? hsr_rt_layout_set_subshards(l, R) : HSR_OK;
+  hsr_status st = cfg->outer_shard == HSR_RT_OUTER_OPTIM ? rt_layout_set_subshards(l, R) : HSR_OK;
   *params = 0;
   for (int u = 0; u < m->units && st == HSR_OK; u++) {
     char name[32];
@@ -323,19 +324,19 @@ static hsr_status build_layout(const hsr_tune_model *m, const hsr_rt_config *cfg
     int64_t shape[1] = {(int64_t)(p + 0.5)};
     *params += (double)shape[0];
     snprintf(name, sizeof name, "u%d", u);
-    st = hsr_rt_layout_add_unit(l, name, &id);
+    st = rt_layout_add_unit(l, name, &id);
     snprintf(name, sizeof name, "u%d.w", u);
-    if (st == HSR_OK) st = hsr_rt_layout_add_param(l, id, name, 1, shape, 0);
+    if (st == HSR_OK) st = rt_layout_add_param(l, id, name, 1, shape, 0);
   }
-  if (st == HSR_OK) st = hsr_rt_layout_finalize(l, S);
-  if (st != HSR_OK) hsr_rt_layout_free(l), l = NULL;
+  if (st == HSR_OK) st = rt_layout_finalize(l, S);
+  if (st != HSR_OK) rt_layout_free(l), l = NULL;
   *out = l;
   return st;
 }
 
-hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr_rt_config *cfg_in, int S, int R,
-                         const hsr_tune_shape shapes[HSR_RT_GROUP_COUNT], hsr_tune_result *out) {
-  if (!m || !net || !cfg_in || !shapes || !out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_eval: NULL argument");
+hsr_status tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr_rt_config *cfg_in, int S, int R,
+                     const hsr_tune_shape shapes[HSR_RT_GROUP_COUNT], hsr_tune_result *out) {
+  if (!m || !net || !cfg_in || !shapes || !out) return hsr_error(HSR_ERR_INVALID, "tune_eval: NULL argument");
   if (m->units < 1 || (!m->unit_params && m->params < m->units))
     return hsr_error(HSR_ERR_INVALID, "tune: a model of %d units and %g parameters (at least one per unit)", m->units,
                      m->params);
@@ -350,7 +351,7 @@ hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const
   int outer = m->root == HSR_TUNE_ROOT_OUTER ? 1 : 0, nprog = 0;
   int *is_root = calloc((size_t)m->units, sizeof *is_root);
   ev e = {.m = m, .net = net, .cfg = &cfg, .shape = shapes, .S = S, .R = R, .gpu = net->device_is_gpu, .out = out};
-  e.pes = hsr_dtype_size(cfg.param_dtype), e.res = hsr_dtype_size(cfg.reduce_dtype), e.last_reduce = -1;
+  e.pes = dtype_size(cfg.param_dtype), e.res = dtype_size(cfg.reduce_dtype), e.last_reduce = -1;
   hsr_prog_call *prog = NULL;
   hsr_rt_layout *lay = NULL;
   double params = 0;
@@ -368,38 +369,36 @@ hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const
     tl_free(&e.t);
   }
   if (st == HSR_OK) st = ledger(&e, is_root, prog, nprog, params);
-  hsr_sched_free(e.sc);
-  hsr_rt_layout_free(lay);
+  sched_free(e.sc);
+  rt_layout_free(lay);
   free(prog), free(is_root);
   return st;
 }
 
-hsr_status hsr_tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m, hsr_tune_shape shapes[HSR_RT_GROUP_COUNT]) {
-  if (!c || !m || !shapes) return hsr_error(HSR_ERR_INVALID, "hsr_tune_mesh_shapes: NULL argument");
-  int W = hsr_mesh_world(m), nn = hsr_cluster_num_nodes(c), nd = hsr_cluster_num_domains(c);
+hsr_status tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m, hsr_tune_shape shapes[HSR_RT_GROUP_COUNT]) {
+  if (!c || !m || !shapes) return hsr_error(HSR_ERR_INVALID, "tune_mesh_shapes: NULL argument");
+  int W = mesh_world(m), nn = cluster_num_nodes(c), nd = cluster_num_domains(c);
   int *g = malloc(sizeof *g * (size_t)W), *pn = calloc((size_t)nn, sizeof *pn),
       *pd = calloc((size_t)nd + 1, sizeof *pd);
   hsr_status st = g && pn && pd ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
   for (int k = 0; k < HSR_RT_GROUP_COUNT && st == HSR_OK; k++) {
-    int n = k == 0 ? hsr_mesh_shard(m) : k == 1 ? hsr_mesh_replicate(m) : hsr_mesh_partial(m);
-    int r0 = hsr_mesh_rank_at(m, 0, 0);
-    st = k == 0   ? hsr_mesh_shard_group(m, r0, g)
-         : k == 1 ? hsr_mesh_replicate_group(m, r0, g)
-                  : hsr_mesh_partial_group(m, r0, g);
+    int n = k == 0 ? hsr_mesh_shard(m) : k == 1 ? hsr_mesh_replicate(m) : mesh_partial(m);
+    int r0 = mesh_rank_at(m, 0, 0);
+    st = k == 0 ? mesh_shard_group(m, r0, g) : k == 1 ? mesh_replicate_group(m, r0, g) : mesh_partial_group(m, r0, g);
     if (st != HSR_OK) break;
     int nodes = 0, domains = 0, per = -1;
     for (int i = 0; i < n; i++) {
-      int nd_ = hsr_cluster_rank_node(c, g[i]), dm = hsr_cluster_rank_domain(c, g[i]);
+      int nd_ = cluster_rank_node(c, g[i]), dm = cluster_rank_domain(c, g[i]);
       if (pn[nd_]++ == 0) nodes++;
       if (dm >= 0 && dm <= nd && pd[dm]++ == 0) domains++;
     }
     for (int i = 0; i < n; i++) { /* uniform: every node of the group holds as many */
-      int cnt = pn[hsr_cluster_rank_node(c, g[i])];
+      int cnt = pn[cluster_rank_node(c, g[i])];
       per = per < 0 ? cnt : per == cnt ? per : 0;
     }
     for (int i = 0; i < n; i++) {
-      pn[hsr_cluster_rank_node(c, g[i])] = 0;
-      int dm = hsr_cluster_rank_domain(c, g[i]);
+      pn[cluster_rank_node(c, g[i])] = 0;
+      int dm = cluster_rank_domain(c, g[i]);
       if (dm >= 0 && dm <= nd) pd[dm] = 0;
     }
     shapes[k] = (hsr_tune_shape){n, nodes, per < 0 ? 0 : per, domains};

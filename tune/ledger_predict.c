@@ -1,6 +1,6 @@
 /* The memory ledger predicted from sizes and policy: the runtime's own
  * schedule (runtime/sched: the decisions the engine executes) run over a
- * program of lifecycle calls by the same interpreter (hsr_sched_run), with
+ * program of lifecycle calls by the same interpreter (sched_run), with
  * an executor that only takes buffers from and returns them to a model of
  * the engine's pool. Every decision depends on program order only, so the
  * prediction is exact; tests/mr_sched.c (sched_ledger_4, sched_ledger_8)
@@ -10,6 +10,7 @@
 #include "common/grow.h"
 #include "runtime/sched/schedule.h"
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
 
 /* The pool (runtime/engine/pool.c): a buffer comes back only for the same category
  * and size; memory held grows only when none of those is free. */
@@ -35,9 +36,9 @@ static void get(sim *s, hsr_mem_cat cat, size_t bytes) {
         s->pool[i].free--;
       } else {
         s->pool[i].total++;
-        hsr_ledger_alloc(s->held, cat, bytes);
+        ledger_alloc(s->held, cat, bytes);
       }
-      hsr_ledger_alloc(s->use, cat, bytes);
+      ledger_alloc(s->use, cat, bytes);
       return;
     }
   hsr_status gs = grow_array(&s->pool, &s->cappool, s->npool, sizeof *s->pool, 32, "ledger prediction");
@@ -46,24 +47,24 @@ static void get(sim *s, hsr_mem_cat cat, size_t bytes) {
     return;
   }
   s->pool[s->npool++] = (pool_ent){cat, bytes, 0, 1};
-  hsr_ledger_alloc(s->held, cat, bytes);
-  hsr_ledger_alloc(s->use, cat, bytes);
+  ledger_alloc(s->held, cat, bytes);
+  ledger_alloc(s->use, cat, bytes);
 }
 
 static void put(sim *s, hsr_mem_cat cat, size_t bytes) {
   for (int i = 0; i < s->npool; i++)
     if (s->pool[i].cat == cat && s->pool[i].bytes == bytes && s->pool[i].free < s->pool[i].total) {
       s->pool[i].free++;
-      hsr_ledger_release(s->use, cat, bytes);
+      ledger_release(s->use, cat, bytes);
       return;
     }
   s->err = hsr_error(HSR_ERR_INTERNAL, "ledger prediction: %s buffer of %zu bytes returned but none is in use",
-                     hsr_mem_cat_name(cat), bytes);
+                     mem_cat_name(cat), bytes);
 }
 
 static void phase(sim *s, hsr_phase p, int unit) {
-  hsr_ledger_set_phase(s->held, p, unit, s->step + 1);
-  hsr_ledger_set_phase(s->use, p, unit, s->step + 1);
+  ledger_set_phase(s->held, p, unit, s->step + 1);
+  ledger_set_phase(s->use, p, unit, s->step + 1);
 }
 
 /* The executor: the pool alone (every other effect is none). */
@@ -84,13 +85,13 @@ static const hsr_sched_exec pool_only = {.get = x_get, .put = x_put};
 static void apply(sim *s, hsr_sched *sc, hsr_status st, const hsr_sched_action *acts, int n) {
   for (int i = 0; st == HSR_OK && i < n; i++)
     s->gathers += (acts[i].op == HSR_SCHED_GATHER || acts[i].op == HSR_SCHED_REGATHER) && !acts[i].local;
-  if (st == HSR_OK) st = hsr_sched_run(sc, acts, n, &pool_only, s);
+  if (st == HSR_OK) st = sched_run(sc, acts, n, &pool_only, s);
   if (st != HSR_OK && s->err == HSR_OK) s->err = st;
 }
 
 static void call(sim *s, hsr_sched *sc, const hsr_prog_call *c) {
   const hsr_sched_action *a = NULL;
-  int n = 0, ui = c->unit, nu = hsr_sched_num_units(sc);
+  int n = 0, ui = c->unit, nu = sched_num_units(sc);
   hsr_status st = HSR_OK;
   if (c->op != HSR_PROG_STEP && (ui < 0 || ui >= nu)) {
     s->err = hsr_error(HSR_ERR_INVALID, "ledger prediction: program names unit %d of %d", ui, nu);
@@ -99,36 +100,36 @@ static void call(sim *s, hsr_sched *sc, const hsr_prog_call *c) {
   switch (c->op) {
   case HSR_PROG_FWD_BEGIN:
     phase(s, HSR_PHASE_FORWARD, ui);
-    st = hsr_sched_forward_begin(sc, ui, &a, &n);
+    st = sched_forward_begin(sc, ui, &a, &n);
     apply(s, sc, st, a, n);
     break;
   case HSR_PROG_FWD_END:
     phase(s, HSR_PHASE_FORWARD, ui);
-    st = hsr_sched_forward_end(sc, ui, &a, &n);
+    st = sched_forward_end(sc, ui, &a, &n);
     apply(s, sc, st, a, n);
     break;
   case HSR_PROG_BWD_BEGIN:
     phase(s, HSR_PHASE_BACKWARD, ui);
-    st = hsr_sched_backward_begin(sc, ui, &a, &n);
+    st = sched_backward_begin(sc, ui, &a, &n);
     apply(s, sc, st, a, n);
     break;
   case HSR_PROG_BWD_END:
     phase(s, HSR_PHASE_REDUCE, ui);
-    st = hsr_sched_backward_end(sc, ui, &a, &n);
+    st = sched_backward_end(sc, ui, &a, &n);
     apply(s, sc, st, a, n);
     break;
   case HSR_PROG_RECOMPUTE: /* decides nothing: the backward's gather serves it */
     phase(s, HSR_PHASE_RECOMPUTE, ui);
-    st = hsr_sched_recompute(sc, ui, &a, &n);
+    st = sched_recompute(sc, ui, &a, &n);
     apply(s, sc, st, a, n);
     phase(s, HSR_PHASE_BACKWARD, ui);
     break;
   case HSR_PROG_STEP: /* hsr_rt_step, then hsr_rt_zero_grad */
     phase(s, HSR_PHASE_STEP, -1);
-    st = hsr_sched_step(sc, &a, &n);
+    st = sched_step(sc, &a, &n);
     apply(s, sc, st, a, n);
     s->step++;
-    if (s->err == HSR_OK) st = hsr_sched_zero_grad(sc, &a, &n);
+    if (s->err == HSR_OK) st = sched_zero_grad(sc, &a, &n);
     apply(s, sc, st, a, n);
     s->step_gathers = s->gathers; /* what the step's hsr_rt_step_info counts */
     s->gathers = 0;
@@ -137,47 +138,46 @@ static void call(sim *s, hsr_sched *sc, const hsr_prog_call *c) {
   }
 }
 
-hsr_status hsr_tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S,
-                                   int R, const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held,
-                                   hsr_ledger *in_use) {
-  return hsr_tune_prog_predict(layout, is_root, cfg, S, R, prog, nprog, steps, held, in_use, NULL);
+hsr_status tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
+                               const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use) {
+  return tune_prog_predict(layout, is_root, cfg, S, R, prog, nprog, steps, held, in_use, NULL);
 }
 
-hsr_status hsr_tune_prog_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S,
-                                 int R, const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held,
-                                 hsr_ledger *in_use, int *gathers) {
+hsr_status tune_prog_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
+                             const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use,
+                             int *gathers) {
   if (!layout || !cfg || !prog || nprog < 1 || steps < 1)
-    return hsr_error(HSR_ERR_INVALID, "hsr_tune_ledger_predict: NULL or empty argument");
+    return hsr_error(HSR_ERR_INVALID, "tune_ledger_predict: NULL or empty argument");
   hsr_sched *sc = NULL;
-  hsr_status st = hsr_sched_create(cfg, S, R, layout, is_root, &sc);
+  hsr_status st = sched_create(cfg, S, R, layout, is_root, &sc);
   if (st != HSR_OK) return hsr_error(st, "ledger prediction: %s", hsr_last_error());
   hsr_ledger *own_h = NULL, *own_u = NULL;
-  if (!held) st = hsr_ledger_create(&own_h);
-  if (st == HSR_OK && !in_use) st = hsr_ledger_create(&own_u);
+  if (!held) st = ledger_create(&own_h);
+  if (st == HSR_OK && !in_use) st = ledger_create(&own_u);
   sim s = {.held = held ? held : own_h, .use = in_use ? in_use : own_u, .err = st};
   if (s.err == HSR_OK) {
-    hsr_ledger_reset(s.held);
-    hsr_ledger_reset(s.use);
+    ledger_reset(s.held);
+    ledger_reset(s.use);
     const hsr_sched_action *a = NULL;
     int n = 0;
-    st = hsr_sched_setup(sc, &a, &n); /* hsr_rt_commit */
+    st = sched_setup(sc, &a, &n); /* hsr_rt_commit */
     apply(&s, sc, st, a, n);
   }
-  int nu = hsr_sched_num_units(sc);
+  int nu = sched_num_units(sc);
   for (int k = 0; k < steps && s.err == HSR_OK; k++)
     for (int i = 0; i < nprog && s.err == HSR_OK; i++) {
       /* a reduction queue longer than two per unit means a malformed program */
-      if (hsr_sched_queued(sc) >= 2 * nu + 2)
+      if (sched_queued(sc) >= 2 * nu + 2)
         s.err = hsr_error(HSR_ERR_INVALID, "ledger prediction: program never steps");
       else
         call(&s, sc, &prog[i]);
     }
   st = s.err;
   if (st == HSR_OK && gathers) *gathers = s.step_gathers;
-  hsr_sched_free(sc);
+  sched_free(sc);
   free(s.pool);
-  hsr_ledger_free(own_h);
-  hsr_ledger_free(own_u);
+  ledger_free(own_h);
+  ledger_free(own_u);
   return st;
 }
 

@@ -1,6 +1,6 @@
 /* The planner: every layout the mesh planner accepts, evaluated, filtered by
  * the memory budget and ranked by predicted step time. The mesh rules are
- * hsr_mesh_plan's own: a shard size or partial group it refuses is not a
+ * mesh_plan's own: a shard size or partial group it refuses is not a
  * candidate. */
 #include <limits.h>
 #include <math.h>
@@ -10,10 +10,11 @@
 #include <time.h>
 
 #include "common/grow.h"
-#include "hsr/tune.h"
+#include "tune/tune.h"
+#include "common/common_internal.h"
 
-hsr_status hsr_tune_space_default(hsr_tune_space *s) {
-  if (!s) return hsr_error(HSR_ERR_INVALID, "hsr_tune_space_default: NULL argument");
+hsr_status tune_space_default(hsr_tune_space *s) {
+  if (!s) return hsr_error(HSR_ERR_INVALID, "tune_space_default: NULL argument");
   memset(s, 0, sizeof *s);
   s->max_prefetch = 2;
   s->prefetch_step = 1;
@@ -42,7 +43,7 @@ static hsr_status add_one(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_con
   hsr_tune_plan *p = x->p;
   HSR_CHECK(grow_array(&p->cand, &x->cap, p->n, sizeof *p->cand, 256, "tune"));
   hsr_tune_result *r = &p->cand[p->n];
-  HSR_CHECK(hsr_tune_eval(m, x->net, cfg, S, R, sh, r));
+  HSR_CHECK(tune_eval(m, x->net, cfg, S, R, sh, r));
   HSR_CHECK(uncertainty(x, m, cfg, S, R, sh, r));
   double budget = x->sp->mem_budget;
   if (budget > 0 && r->peak_total > budget) {
@@ -58,7 +59,7 @@ static hsr_status add_one(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_con
              "over the memory budget: needs %.2f GiB per rank (persistent %.2f GiB + transient peak %.2f GiB in "
              "%s%s), %.2f GiB over %.2f GiB",
              r->peak_total / G, (double)r->persistent / G, (double)r->transient_peak / G,
-             hsr_phase_name(r->peak_where.phase), act, (r->peak_total - budget) / G, budget / G);
+             phase_name(r->peak_where.phase), act, (r->peak_total - budget) / G, budget / G);
     double over = r->peak_total - budget;
     if (p->min_over_budget == 0 || over < p->min_over_budget) p->min_over_budget = over;
   }
@@ -93,7 +94,7 @@ static hsr_status uncertainty(plan_ctx *x, const hsr_tune_model *m, const hsr_rt
     if (n->rel_rms[t] <= 0) continue;
     hsr_tune_net np = *n;
     np.slow[t] *= 1 + n->rel_rms[t];
-    HSR_CHECK(hsr_tune_eval(m, &np, cfg, S, R, sh, &q));
+    HSR_CHECK(tune_eval(m, &np, cfg, S, R, sh, &q));
     r->unc_ms[t == HSR_TUNE_INTRA ? HSR_TUNE_UNC_INTRA : HSR_TUNE_UNC_CROSS] = q.step_ms - r->step_ms;
   }
   if (n->compute_rel_rms > 0) {
@@ -105,7 +106,7 @@ static hsr_status uncertainty(plan_ctx *x, const hsr_tune_model *m, const hsr_rt
       mp.unit_fwd_ms = uf;
     }
     mp.fwd_ms *= 1 + n->compute_rel_rms;
-    hsr_status st = hsr_tune_eval(&mp, n, cfg, S, R, sh, &q);
+    hsr_status st = tune_eval(&mp, n, cfg, S, R, sh, &q);
     free(uf);
     HSR_CHECK(st);
     r->unc_ms[HSR_TUNE_UNC_COMPUTE] = q.step_ms - r->step_ms;
@@ -117,7 +118,7 @@ static hsr_status uncertainty(plan_ctx *x, const hsr_tune_model *m, const hsr_rt
   return HSR_OK;
 }
 
-const char *hsr_tune_unc_name(int term) {
+const char *tune_unc_name(int term) {
   static const char *const n[HSR_TUNE_UNC_TERMS] = {"intra-node collectives", "cross-node collectives", "compute",
                                                     "the step's residual in the probes"};
   return term >= 0 && term < HSR_TUNE_UNC_TERMS ? n[term] : "?";
@@ -149,8 +150,8 @@ static void ties(hsr_tune_plan *p) {
   for (int i = p->nfeasible; i < p->n; i++) p->cand[i].tie = -1;
 }
 
-hsr_status hsr_tune_separating_term(const hsr_tune_result *a, const hsr_tune_result *b, int *term) {
-  if (!a || !b || !term) return hsr_error(HSR_ERR_INVALID, "hsr_tune_separating_term: NULL argument");
+hsr_status tune_separating_term(const hsr_tune_result *a, const hsr_tune_result *b, int *term) {
+  if (!a || !b || !term) return hsr_error(HSR_ERR_INVALID, "tune_separating_term: NULL argument");
   double best = -1;
   *term = HSR_TUNE_UNC_STEP;
   for (int k = 0; k < HSR_TUNE_UNC_STEP; k++) {
@@ -204,9 +205,9 @@ static hsr_status sharded(plan_ctx *x, int S, int R, const hsr_tune_shape *sh) {
     if (K) {
       hsr_mesh *mk = NULL;
       hsr_mesh_request req = {S, 0, K};
-      if (hsr_mesh_plan(x->c, &req, &mk) != HSR_OK) continue;
-      hsr_status st = hsr_tune_mesh_shapes(x->c, mk, ksh);
-      hsr_mesh_free(mk);
+      if (mesh_plan(x->c, &req, &mk) != HSR_OK) continue;
+      hsr_status st = tune_mesh_shapes(x->c, mk, ksh);
+      mesh_free(mk);
       HSR_CHECK(st);
     }
     for (int outer = HSR_RT_OUTER_NONE; outer <= (s == HSR_RT_HYBRID ? HSR_RT_OUTER_OPTIM : HSR_RT_OUTER_NONE);
@@ -228,13 +229,13 @@ static hsr_status sharded(plan_ctx *x, int S, int R, const hsr_tune_shape *sh) {
 }
 
 static hsr_status one_shard(plan_ctx *x, int S) {
-  int W = hsr_cluster_world(x->c), R = W / S;
+  int W = cluster_world(x->c), R = W / S;
   hsr_mesh *m = NULL;
   hsr_mesh_request req = {S, 0, 0};
-  if (hsr_mesh_plan(x->c, &req, &m) != HSR_OK) return HSR_OK; /* not a valid S: the planner says why */
+  if (mesh_plan(x->c, &req, &m) != HSR_OK) return HSR_OK; /* not a valid S: the planner says why */
   hsr_tune_shape sh[HSR_RT_GROUP_COUNT];
-  hsr_status st = hsr_tune_mesh_shapes(x->c, m, sh);
-  hsr_mesh_free(m);
+  hsr_status st = tune_mesh_shapes(x->c, m, sh);
+  mesh_free(m);
   HSR_CHECK(st);
   if (S == 1) {
     if (!wanted(x, HSR_RT_DDP)) return HSR_OK;
@@ -263,25 +264,25 @@ static int by_rank(const void *a, const void *b) {
   return (x->peak_total > y->peak_total) - (x->peak_total < y->peak_total);
 }
 
-hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
-                             const hsr_tune_space *sp, hsr_tune_plan *out) {
-  if (!c || !m || !net || !sp || !out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_plan_run: NULL argument");
+hsr_status tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
+                         const hsr_tune_space *sp, hsr_tune_plan *out) {
+  if (!c || !m || !net || !sp || !out) return hsr_error(HSR_ERR_INVALID, "tune_plan_run: NULL argument");
   memset(out, 0, sizeof *out);
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   struct timespec c0, c1;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-  int W = hsr_cluster_world(c);
+  int W = cluster_world(c);
   out->world = W;
-  out->nodes = hsr_cluster_num_nodes(c);
-  out->domain_size = hsr_cluster_domain_size(c);
+  out->nodes = cluster_num_nodes(c);
+  out->domain_size = cluster_domain_size(c);
   int on0 = 0;
-  for (int r = 0; r < W; r++) on0 += hsr_cluster_rank_node(c, r) == hsr_cluster_rank_node(c, 0);
+  for (int r = 0; r < W; r++) on0 += cluster_rank_node(c, r) == cluster_rank_node(c, 0);
   out->per_node = on0;
   if (sp->only_shard > 0) { /* the mesh planner's own message: which rule, and the valid S */
     hsr_mesh *mm = NULL;
     hsr_mesh_request req = {sp->only_shard, 0, 0};
-    HSR_CHECK(hsr_mesh_plan(c, &req, &mm)); /* says which rule and the valid S */
-    hsr_mesh_free(mm);
+    HSR_CHECK(mesh_plan(c, &req, &mm)); /* says which rule and the valid S */
+    mesh_free(mm);
   }
   plan_ctx x = {c, m, net, sp, out, 0};
   out->recompute_searched = m->act_by_policy;
@@ -290,29 +291,29 @@ hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, cons
   for (int S = 1; S <= W && st == HSR_OK; S++)
     if (W % S == 0 && (sp->only_shard <= 0 || S == sp->only_shard)) st = one_shard(&x, S);
   if (st != HSR_OK) {
-    hsr_tune_plan_free(out);
+    tune_plan_free(out);
     return st;
   }
   if (out->n == 0)
     return hsr_error(HSR_ERR_INVALID, "tune: no layout to evaluate (strategy, shard and outer-shard filters)");
   qsort(out->cand, (size_t)out->n, sizeof *out->cand, by_rank);
   ties(out);
-  out->plan_s = hsr_clock_s() - t0;
+  out->plan_s = clock_s() - t0;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
   out->plan_cpu_s = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
   return HSR_OK;
 }
 
-void hsr_tune_plan_free(hsr_tune_plan *p) {
+void tune_plan_free(hsr_tune_plan *p) {
   if (!p) return;
   free(p->cand);
   memset(p, 0, sizeof *p);
 }
 
-const char *hsr_tune_label(const hsr_tune_result *r, char *buf, size_t len) {
+const char *tune_label(const hsr_tune_result *r, char *buf, size_t len) {
   if (!r || !buf || !len) return "";
   char res[24] = "";
-  int sharded = hsr_rt_strategy_sharding(r->cfg.strategy).params;
+  int sharded = rt_strategy_sharding(r->cfg.strategy).params;
   if (sharded) {
     if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
       snprintf(res, sizeof res, " partial:%d", r->cfg.partial_k);
@@ -321,11 +322,11 @@ const char *hsr_tune_label(const hsr_tune_result *r, char *buf, size_t len) {
   }
   char pre[16] = "", sync[24] = "";
   if (sharded) snprintf(pre, sizeof pre, " p%d", r->cfg.prefetch);
-  if (r->cfg.micro_batches > 1) snprintf(sync, sizeof sync, " sync:%s", hsr_rt_sync_name(r->cfg.sync));
+  if (r->cfg.micro_batches > 1) snprintf(sync, sizeof sync, " sync:%s", rt_sync_name(r->cfg.sync));
   char rc[24] = "";
   if (r->cfg.recompute != HSR_RT_RECOMPUTE_NONE)
     snprintf(rc, sizeof rc, " recompute:%s", hsr_rt_recompute_name(r->cfg.recompute));
-  snprintf(buf, len, "%s %dx%d%s%s%s%s%s", hsr_rt_strategy_name(r->cfg.strategy), r->R, r->S, res, pre, sync,
+  snprintf(buf, len, "%s %dx%d%s%s%s%s%s", rt_strategy_name(r->cfg.strategy), r->R, r->S, res, pre, sync,
            r->cfg.outer_shard == HSR_RT_OUTER_OPTIM ? " outer:optim" : "", rc);
   return buf;
 }

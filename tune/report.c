@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hsr/tune.h"
+#include "tune/tune.h"
+#include "common/common_internal.h"
+#include "common/dtype_internal.h"
+#include "runtime/runtime_internal.h"
 
 typedef struct out {
   char *b;
@@ -42,7 +45,7 @@ static double fabric(const hsr_tune_result *r) {
   return f;
 }
 
-static int sharded(const hsr_tune_result *r) { return hsr_rt_strategy_sharding(r->cfg.strategy).params; }
+static int sharded(const hsr_tune_result *r) { return rt_strategy_sharding(r->cfg.strategy).params; }
 
 static const char *where_of(const hsr_tune_shape *s, const hsr_tune_net *net) {
   if (s->n <= 1) return "on the rank itself";
@@ -85,12 +88,12 @@ static void outer_trade(out *w, const hsr_tune_plan *p, const hsr_tune_result *r
   const hsr_tune_result *none = is_opt ? o : r, *opt = is_opt ? r : o;
   const hsr_tune_bytes *ag = &opt->bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLGATHER];
   double alone = 0;
-  size_t pes = hsr_dtype_size(opt->cfg.param_dtype);
+  size_t pes = dtype_size(opt->cfg.param_dtype);
   hsr_tune_vol v;
   if (ag->calls > 0 && opt->R > 0 &&
-      hsr_tune_volume(net, HSR_OP_ALLGATHER, &opt->shape[HSR_RT_GROUP_REPLICATE],
-                      ag->full / ag->calls / opt->R / (double)pes, pes, &v) == HSR_OK)
-    alone = hsr_tune_coll_time(net, &v) * ag->calls * 1e3;
+      tune_volume(net, HSR_OP_ALLGATHER, &opt->shape[HSR_RT_GROUP_REPLICATE],
+                  ag->full / ag->calls / opt->R / (double)pes, pes, &v) == HSR_OK)
+    alone = tune_coll_time(net, &v) * ag->calls * 1e3;
   char a[32], b[32];
   double none_x = 0, opt_x = 0;
   for (int op = 0; op < HSR_TUNE_OPS; op++) {
@@ -114,7 +117,7 @@ static void outer_trade(out *w, const hsr_tune_plan *p, const hsr_tune_result *r
 
 static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, const hsr_tune_net *net) {
   char lab[96], a[32], b[32];
-  hsr_tune_label(r, lab, sizeof lab);
+  tune_label(r, lab, sizeof lab);
   char pm[48] = "";
   if (r->step_pm_ms > 0) snprintf(pm, sizeof pm, " +- %.1f", r->step_pm_ms);
   put(w, "  %s: step %.1f%s ms (compute %.1f, communication %.1f, exposed %.1f), peak %.2f GiB per rank\n", lab,
@@ -217,7 +220,7 @@ static void recompute_said(out *w, const hsr_tune_plan *p, const hsr_tune_result
   char lab[96];
   if (best_none)
     put(w, "    the fastest layout without recompute, %s, is %+.1f ms per step\n",
-        hsr_tune_label(best_none, lab, sizeof lab), best_none->step_ms - win->step_ms);
+        tune_label(best_none, lab, sizeof lab), best_none->step_ms - win->step_ms);
   else
     put(w, "    no layout fits without recompute\n");
 }
@@ -226,16 +229,16 @@ static void recompute_said(out *w, const hsr_tune_plan *p, const hsr_tune_result
  * difference rests on. */
 static void separate(out *w, const hsr_tune_result *a, const hsr_tune_result *b, const hsr_tune_net *net) {
   int k;
-  if (hsr_tune_separating_term(a, b, &k) != HSR_OK) return;
+  if (tune_separating_term(a, b, &k) != HSR_OK) return;
   char la[96], lb[96];
-  hsr_tune_label(a, la, sizeof la), hsr_tune_label(b, lb, sizeof lb);
+  tune_label(a, la, sizeof la), tune_label(b, lb, sizeof lb);
   if (k == HSR_TUNE_UNC_INTRA || k == HSR_TUNE_UNC_CROSS) {
     int t = k == HSR_TUNE_UNC_INTRA ? HSR_TUNE_INTRA : HSR_TUNE_CROSS;
     put(w,
         "    they differ most in their %s (fitted to %.1f%% rms): more rows of `hsr bench all_gather|reduce_scatter|"
         "all_reduce --group %s -J` at their message sizes (more -n iterations, --validate-rounds) would separate "
         "them\n",
-        hsr_tune_unc_name(k), 100 * net->rel_rms[t], t == HSR_TUNE_INTRA ? "shard" : "replicate");
+        tune_unc_name(k), 100 * net->rel_rms[t], t == HSR_TUNE_INTRA ? "shard" : "replicate");
   } else if (k == HSR_TUNE_UNC_COMPUTE) {
     put(w,
         "    they differ most in how much compute hides their communication (compute fitted to %.1f%% rms): a "
@@ -259,7 +262,7 @@ static void ties_said(out *w, const hsr_tune_plan *p, const hsr_tune_net *net) {
     const hsr_tune_result *a = &p->cand[0];
     char la[96], lb[96];
     if (!said++) put(w, "ties (the difference is within the uncertainty of the prediction):\n");
-    put(w, "  %s and %s: %+.1f ms apart, %s\n", hsr_tune_label(a, la, sizeof la), hsr_tune_label(r, lb, sizeof lb),
+    put(w, "  %s and %s: %+.1f ms apart, %s\n", tune_label(a, la, sizeof la), tune_label(r, lb, sizeof lb),
         r->step_ms - a->step_ms,
         a->step_pm_ms > 0 ? "within one sigma of the fit's residuals"
                           : "the same predicted step within the ranking's resolution (0.2%)");
@@ -268,8 +271,8 @@ static void ties_said(out *w, const hsr_tune_plan *p, const hsr_tune_net *net) {
   }
 }
 
-hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len) {
-  if (!p || !net || !buf || !len) return hsr_error(HSR_ERR_INVALID, "hsr_tune_explain: NULL argument");
+hsr_status tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len) {
+  if (!p || !net || !buf || !len) return hsr_error(HSR_ERR_INVALID, "tune_explain: NULL argument");
   out w = {buf, len, 0};
   buf[0] = '\0';
   if (p->nfeasible == 0) {
@@ -310,7 +313,7 @@ hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, cha
     describe(&w, p, ru, net);
     ties_said(&w, p, net);
   }
-  if (hsr_tune_net_uses_defaults(net))
+  if (tune_net_uses_defaults(net))
     put(&w,
         "note: some figures are built-in defaults for '%s' (labelled 'default' in --json), not measured here; "
         "calibrate with --bench FILE.json (hsr bench ... -J)\n",
@@ -318,10 +321,10 @@ hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, cha
   return HSR_OK;
 }
 
-hsr_status hsr_tune_parse_emit(const char *s, hsr_tune_emit_kind *out) {
+hsr_status tune_parse_emit(const char *s, hsr_tune_emit_kind *out) {
   static const char *const names[] = {"fsdp2", "torchtitan", "deepspeed", NULL};
   int k = 0;
-  HSR_CHECK(hsr_parse_choice("--emit", s, names, &k));
+  HSR_CHECK(parse_choice("--emit", s, names, &k));
   *out = (hsr_tune_emit_kind)k;
   return HSR_OK;
 }
@@ -353,7 +356,7 @@ static void emit_fsdp2(out *w, const hsr_tune_result *r) {
   const char *pd = r->cfg.param_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
   const char *rd = r->cfg.reduce_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
   put(w, "import torch\nfrom torch.distributed.device_mesh import init_device_mesh\n");
-  if (!hsr_rt_strategy_sharding(r->cfg.strategy).params) {
+  if (!rt_strategy_sharding(r->cfg.strategy).params) {
     put(w, "from torch.nn.parallel import DistributedDataParallel as DDP\n\n");
     put(w, "mesh = init_device_mesh(\"cuda\", (%d,), mesh_dim_names=(\"dp\",))\n", r->R * r->S);
     if (r->cfg.recompute != HSR_RT_RECOMPUTE_NONE) {
@@ -366,7 +369,7 @@ static void emit_fsdp2(out *w, const hsr_tune_result *r) {
           "# %s: optimizer state sharded over groups of %d; FSDP2 has no such mode. Nearest in PyTorch:\n"
           "# torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO-1, over the whole group), or\n"
           "# DeepSpeed's stage %d (--emit deepspeed)\n",
-          hsr_rt_strategy_name(r->cfg.strategy), r->S, r->cfg.strategy == HSR_RT_ZERO1 ? 1 : 2);
+          rt_strategy_name(r->cfg.strategy), r->S, r->cfg.strategy == HSR_RT_ZERO1 ? 1 : 2);
     return;
   }
   put(w, "from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard\n\n");
@@ -426,7 +429,7 @@ static void emit_titan(out *w, const hsr_tune_result *r) {
           r->cfg.partial_k, r->cfg.partial_k);
   } else if (r->cfg.strategy != HSR_RT_DDP) {
     put(w, "# %s (optimizer state sharded, parameters replicated) has no torchtitan form; this is plain DDP\n",
-        hsr_rt_strategy_name(r->cfg.strategy));
+        rt_strategy_name(r->cfg.strategy));
   }
   if (r->cfg.outer_shard == HSR_RT_OUTER_OPTIM)
     put(w,
@@ -489,12 +492,12 @@ static void emit_ds(out *w, const hsr_tune_result *r, char *lab) {
   put(w, "\n  }\n}\n");
 }
 
-hsr_status hsr_tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len) {
-  if (!r || !buf || !len) return hsr_error(HSR_ERR_INVALID, "hsr_tune_emit: NULL argument");
+hsr_status tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len) {
+  if (!r || !buf || !len) return hsr_error(HSR_ERR_INVALID, "tune_emit: NULL argument");
   out w = {buf, len, 0};
   buf[0] = '\0';
   char lab[96];
-  hsr_tune_label(r, lab, sizeof lab);
+  tune_label(r, lab, sizeof lab);
   switch (kind) {
   case HSR_TUNE_EMIT_FSDP2:
     put(&w, "# hsr tune: %s, predicted %.1f ms per step, %.2f GiB peak per rank\n", lab, r->step_ms,
@@ -507,7 +510,7 @@ hsr_status hsr_tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char
     emit_titan(&w, r);
     break;
   case HSR_TUNE_EMIT_DEEPSPEED: emit_ds(&w, r, lab); break;
-  default: return hsr_error(HSR_ERR_INVALID, "hsr_tune_emit: kind %d (valid: fsdp2, torchtitan, deepspeed)", kind);
+  default: return hsr_error(HSR_ERR_INVALID, "tune_emit: kind %d (valid: fsdp2, torchtitan, deepspeed)", kind);
   }
   return HSR_OK;
 }

@@ -4,7 +4,7 @@
 #define HSR_TUNE_INT_H
 
 #include "runtime/io/trace.h"
-#include "hsr/tune.h"
+#include "tune/tune.h"
 
 /* A lane runs its collectives one after the other, in posting order: a
  * host communicator's queue, or a CUDA stream. */

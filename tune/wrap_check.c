@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hsr/tune_ledger.h"
+#include "tune/tune_ledger_internal.h"
 
 static void fmt_bytes(char *b, size_t n, double v) {
   if (v >= 1 << 20)
@@ -15,8 +16,8 @@ static void fmt_bytes(char *b, size_t n, double v) {
     snprintf(b, n, "%.0f B", v);
 }
 
-hsr_status hsr_tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out) {
-  if (!in || !out) return hsr_error(HSR_ERR_INVALID, "hsr_tune_wrap_check: NULL argument");
+hsr_status tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out) {
+  if (!in || !out) return hsr_error(HSR_ERR_INVALID, "tune_wrap_check: NULL argument");
   memset(out, 0, sizeof *out);
   if (in->repeating_blocks < 1 || in->gathers_per_unit < 1 || in->gathers_per_step <= 0) return HSR_OK;
   int inner = in->units - in->root_units;

@@ -12,9 +12,11 @@
 #include <cjson/cJSON.h>
 
 #include "hsr/config.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "hsr/kernels.h"
-#include "hsr/sys.h"
+#include "kernels/kernels_internal.h"
+#include "common/common_internal.h"
+#include "common/sys.h"
 #if HSR_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -34,16 +36,16 @@ static hsr_status b_copy(bench_ctx *c) { return hsr_device_copy(c->dev, c->out, 
 static const hsr_adamw_hparams hp = {
     .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 10, .grad_scale = 1.0f};
 static hsr_status b_adamw_f32_bf16(bench_ctx *c) {
-  return hsr_kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->g, HSR_F32, c->out, HSR_BF16, &hp);
+  return kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->g, HSR_F32, c->out, HSR_BF16, &hp);
 }
 static hsr_status b_adamw_bf16_bf16(bench_ctx *c) {
-  return hsr_kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->out2, HSR_BF16, c->out, HSR_BF16, &hp);
+  return kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->out2, HSR_BF16, c->out, HSR_BF16, &hp);
 }
 static hsr_status b_adamw_f32_none(bench_ctx *c) {
-  return hsr_kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->g, HSR_F32, NULL, HSR_F32, &hp);
+  return kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->g, HSR_F32, NULL, HSR_F32, &hp);
 }
 static hsr_status b_adamw_f32_f32(bench_ctx *c) {
-  return hsr_kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->g, HSR_F32, c->out, HSR_F32, &hp);
+  return kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->g, HSR_F32, c->out, HSR_F32, &hp);
 }
 static hsr_status b_cast_f32_bf16(bench_ctx *c) {
   return hsr_kernels_cast(c->dev, c->s, c->n, c->g, HSR_F32, c->out, HSR_BF16);
@@ -58,8 +60,8 @@ static hsr_status b_cast_f16_f32(bench_ctx *c) {
   return hsr_kernels_cast(c->dev, c->s, c->n, c->out2, HSR_F16, c->out, HSR_F32);
 }
 static hsr_status b_axpy_f32(bench_ctx *c) { return hsr_kernels_axpy(c->dev, c->s, c->n, 0.5, c->g, c->out, HSR_F32); }
-static hsr_status b_scale_f32(bench_ctx *c) { return hsr_kernels_scale(c->dev, c->s, c->n, c->out, HSR_F32, 1.0); }
-static hsr_status b_sumsq_f32(bench_ctx *c) { return hsr_kernels_sumsq(c->dev, c->s, c->n, c->g, HSR_F32, &c->sq); }
+static hsr_status b_scale_f32(bench_ctx *c) { return kernels_scale(c->dev, c->s, c->n, c->out, HSR_F32, 1.0); }
+static hsr_status b_sumsq_f32(bench_ctx *c) { return kernels_sumsq(c->dev, c->s, c->n, c->g, HSR_F32, &c->sq); }
 
 static const struct {
   const char *name;
@@ -122,10 +124,10 @@ static int check_fit(int kind, size_t n) {
     return 0; /* opening the device reports it */
   }
 #endif
-  if (kind == HSR_DEVICE_HOST && hsr_sys_mem_available(&avail) != HSR_OK) return 0;
+  if (kind == HSR_DEVICE_HOST && sys_mem_available(&avail) != HSR_OK) return 0;
   if (bytes <= 0.9 * (double)avail) return 0;
-  hsr_sys_bytes_text(bytes, need, sizeof need);
-  hsr_sys_bytes_text((double)avail, have, sizeof have);
+  sys_bytes_text(bytes, need, sizeof need);
+  sys_bytes_text((double)avail, have, sizeof have);
   return usage_error("--elems %zu does not fit: 6 arrays of 4-byte elements need %s, %s %s", n, need, have, what);
 }
 
@@ -139,27 +141,27 @@ int main(int argc, char **argv) {
                                        {"elems", required_argument, 0, 'n'}, {"iters", required_argument, 0, 'i'},
                                        {"reps", required_argument, 0, 'r'},  {"json", required_argument, 0, 'j'},
                                        {"check", no_argument, 0, 'c'},       {0, 0, 0, 0}};
-  int kind = hsr_device_cuda_count() > 0 ? HSR_DEVICE_CUDA : HSR_DEVICE_HOST, check = 0, c;
+  int kind = device_cuda_count() > 0 ? HSR_DEVICE_CUDA : HSR_DEVICE_HOST, check = 0, c;
   size_t n = 0;
   long iters = 0, reps = 3;
   const char *json_path = NULL;
   static const char *const kinds[] = {"host", "cuda", NULL};
-  if (hsr_env_check_all(1) != HSR_OK) return usage_error("%s", hsr_last_error());
+  if (env_check_all(1) != HSR_OK) return usage_error("%s", hsr_last_error());
   opterr = 0;
   while ((c = getopt_long(argc, argv, "hd:n:i:r:j:c", opts, NULL)) != -1) {
     hsr_status st = HSR_OK;
     switch (c) {
     case 'h': usage(stdout); return 0;
-    case 'd': st = hsr_parse_choice("--device", optarg, kinds, &kind); break;
+    case 'd': st = parse_choice("--device", optarg, kinds, &kind); break;
     case 'n':
-      st = hsr_parse_size("--elems", optarg, &n);
+      st = parse_size("--elems", optarg, &n);
       if (st == HSR_OK && n == 0) st = hsr_error(HSR_ERR_INVALID, "--elems 0: give at least 1 element");
       break;
-    case 'i': st = hsr_parse_long("--iters", optarg, 1, 100000, &iters); break;
-    case 'r': st = hsr_parse_long("--reps", optarg, 1, 1000, &reps); break;
+    case 'i': st = parse_long("--iters", optarg, 1, 100000, &iters); break;
+    case 'r': st = parse_long("--reps", optarg, 1, 1000, &reps); break;
     case 'j':
       json_path = optarg;
-      if (strcmp(optarg, "-")) st = hsr_path_check_output("--json", optarg);
+      if (strcmp(optarg, "-")) st = path_check_output("--json", optarg);
       break;
     case 'c': check = 1; break;
     default: return usage_error("unknown option or missing value '%s'", argv[optind - 1]);
@@ -173,7 +175,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hsr-kbench: unexpected argument '%s'\n(see hsr-kbench --help)\n", argv[optind]);
     return 2;
   }
-  if (kind == HSR_DEVICE_CUDA && hsr_device_cuda_count() == 0)
+  if (kind == HSR_DEVICE_CUDA && device_cuda_count() == 0)
     return usage_error("--device cuda: no CUDA device is visible (use --device host)");
   if (n == 0) n = kind == HSR_DEVICE_CUDA ? (size_t)64 << 20 : (size_t)4 << 20;
   if (iters == 0) iters = kind == HSR_DEVICE_CUDA ? 20 : 3;
@@ -189,7 +191,7 @@ int main(int argc, char **argv) {
   if (kind == HSR_DEVICE_CUDA && cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
     snprintf(devname, sizeof devname, "%s", prop.name);
 #endif
-  if ((st = hsr_stream_create(bc.dev, 0, &bc.s)) != HSR_OK) return fail(st, "stream");
+  if ((st = stream_create(bc.dev, 0, &bc.s)) != HSR_OK) return fail(st, "stream");
   float **arrays[] = {&bc.p, &bc.m, &bc.v, &bc.g, &bc.out, &bc.out2};
   float *init = malloc(n * sizeof *init);
   if (!init) return fail(hsr_error(HSR_ERR_NOMEM, "%zu elements", n), "host buffer");
@@ -223,11 +225,11 @@ int main(int argc, char **argv) {
   for (size_t b = 0; b < NBENCH; b++) {
     double best = 1e30;
     for (long r = 0; r < reps + 1; r++) { /* the first round warms up */
-      double t0 = hsr_clock_s();
+      double t0 = clock_s();
       for (long i = 0; i < iters; i++)
         if ((st = benches[b].fn(&bc)) != HSR_OK) return fail(st, benches[b].name);
       if ((st = hsr_stream_sync(bc.s, 300.0)) != HSR_OK) return fail(st, benches[b].name);
-      double t = (hsr_clock_s() - t0) / (double)iters;
+      double t = (clock_s() - t0) / (double)iters;
       if (r > 0 && t < best) best = t;
     }
     double gbs = benches[b].bytes_per_elem * (double)n / best / 1e9;
@@ -264,9 +266,9 @@ int main(int argc, char **argv) {
     hsr_status st = HSR_OK;
     if (!strcmp(json_path, "-")) {
       if (!txt || printf("%s\n", txt) < 0 || fflush(stdout) != 0) st = hsr_error(HSR_ERR_IO, "--json -: write failed");
-    } else if ((st = hsr_out_open(&o, "--json", json_path, HSR_OUT_WHOLE)) == HSR_OK) {
+    } else if ((st = out_open(&o, "--json", json_path, HSR_OUT_WHOLE)) == HSR_OK) {
       if (txt) fprintf(o.f, "%s\n", txt);
-      st = txt ? hsr_out_close(&o) : (hsr_out_abort(&o), hsr_error(HSR_ERR_NOMEM, "out of memory"));
+      st = txt ? out_close(&o) : (out_abort(&o), hsr_error(HSR_ERR_NOMEM, "out of memory"));
     }
     if (st != HSR_OK) {
       fprintf(stderr, "hsr-kbench: %s\n", hsr_last_error());
@@ -276,7 +278,7 @@ int main(int argc, char **argv) {
   }
   cJSON_Delete(root);
   for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++) hsr_device_free(bc.dev, *arrays[a]);
-  hsr_stream_destroy(bc.s);
+  stream_destroy(bc.s);
   hsr_device_close(bc.dev);
   if (rc) return rc;
   return check && missed ? 1 : 0;

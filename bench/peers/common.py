@@ -316,7 +316,7 @@ class Data:
 
 
 def lr_at(a, step):
-    """hsr_rt_lr_at(schedule, step + 1): warm-up, then cosine to --lr-min."""
+    """rt_lr_at(schedule, step + 1): warm-up, then cosine to --lr-min."""
     total = a.steps if (a.lr_min < a.lr or a.warmup) else 0
     if a.warmup > 0 and step < a.warmup:
         return a.lr * (step + 1) / a.warmup

@@ -68,19 +68,11 @@ typedef struct hsr_comm_counter {
 /* World communicator over every rank of the boot context. Collective.
  * Reads HSR_PROGRESS (thread|inline), HSR_COMM_TIMEOUT (seconds), HSR_ALGO_*. */
 HSR_API hsr_status hsr_comm_world(hsr_boot *boot, hsr_backend backend, hsr_comm **out);
-/* Collective over `parent`: ranks with the same color form a new communicator,
- * ordered by (key, parent rank). color < 0: this rank joins none (*out = NULL). */
-HSR_API hsr_status hsr_comm_split(hsr_comm *parent, int color, int key, hsr_comm **out);
 /* Frees a communicator; outstanding requests must have completed. NULL is fine. */
 HSR_API hsr_status hsr_comm_free(hsr_comm *c);
 
 HSR_API int hsr_comm_rank(const hsr_comm *c);
 HSR_API int hsr_comm_size(const hsr_comm *c);
-HSR_API int hsr_comm_world_rank(const hsr_comm *c, int comm_rank); /* -1 if out of range */
-HSR_API hsr_backend hsr_comm_backend(const hsr_comm *c);
-/* A label used in errors and traces ("world", "shard[1]", ...). */
-HSR_API hsr_status hsr_comm_set_name(hsr_comm *c, const char *name);
-HSR_API const char *hsr_comm_name(const hsr_comm *c);
 /* The stream later operations are ordered on (NCCL's rule: every operation
  * of one communicator issued in program order on every rank). NCCL
  * communicators: a CUDA stream. Host communicators: a stream of a sim
@@ -88,13 +80,6 @@ HSR_API const char *hsr_comm_name(const hsr_comm *c);
  * collectives, with their timeouts and verdicts), or NULL to run them at
  * once. */
 HSR_API hsr_status hsr_comm_set_stream(hsr_comm *c, hsr_stream *stream);
-
-/* Memory that peers on the node read directly (host backend: a node-shared
- * segment; NCCL backend: device memory). Not collective. A pointer from one
- * communicator can be used with any communicator of the same world.
- * Host buffers not allocated this way work too, but are staged (slower). */
-HSR_API hsr_status hsr_comm_mem_alloc(hsr_comm *c, size_t bytes, void **ptr);
-HSR_API hsr_status hsr_comm_mem_free(hsr_comm *c, void *ptr);
 
 /* All-gather: every rank contributes `count` elements; `recv` holds
  * size*count, rank r's block at r*count. In place when
@@ -112,23 +97,11 @@ HSR_API hsr_status hsr_comm_allreduce(hsr_comm *c, const void *send, void *recv,
 HSR_API hsr_status hsr_comm_bcast(hsr_comm *c, void *buf, size_t count, hsr_dtype dt, int root, hsr_req **req);
 HSR_API hsr_status hsr_comm_barrier(hsr_comm *c, hsr_req **req);
 
-/* *done = 1 when the operation has completed (the request stays valid until
- * hsr_req_wait or hsr_req_free). Returns the operation's error, if any. */
-HSR_API hsr_status hsr_req_test(hsr_req *r, int *done);
 /* Waits until done and frees the request. timeout_s < 0 uses HSR_COMM_TIMEOUT.
  * A wait that sees no progress for the timeout returns HSR_ERR_TIMEOUT with a
  * message naming the communicator, the operation and the peer it waited for;
  * the communicator is then failed (later operations return HSR_ERR_STATE). */
 HSR_API hsr_status hsr_req_wait(hsr_req *r, double timeout_s);
-/* Frees a completed request (waiting first if needed). NULL is fine. */
-HSR_API hsr_status hsr_req_free(hsr_req *r);
-/* Monotonic ns when the transport started and finished the operation (for
- * traces and overlap figures); 0 while not known. */
-HSR_API hsr_status hsr_req_times(const hsr_req *r, uint64_t *start_ns, uint64_t *end_ns);
-
-HSR_API hsr_status hsr_comm_counters(const hsr_comm *c, hsr_op op, hsr_comm_counter *out);
-HSR_API hsr_status hsr_comm_counters_reset(hsr_comm *c);
-HSR_API const char *hsr_op_name(hsr_op op); /* "all_gather", "reduce_scatter", ... */
 
 #ifdef __cplusplus
 }

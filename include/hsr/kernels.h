@@ -19,7 +19,7 @@
  *                    operation; HSR_SIM_CHECK=1 checks every operation's
  *                    declared reads and writes against the streams' order
  *                    (docs/kernels.md, "The sim device").
- * Streams from hsr_stream_create are non-blocking: order them with events.
+ * A program on the engine queues its work on hsr_rt_compute_stream.
  * A process drives one device; a device object is used by one thread at a
  * time.
  */
@@ -40,41 +40,18 @@ typedef enum hsr_device_kind { HSR_DEVICE_HOST = 0, HSR_DEVICE_CUDA = 1, HSR_DEV
 
 typedef struct hsr_device hsr_device;
 typedef struct hsr_stream hsr_stream;
-typedef struct hsr_event hsr_event;
 
-/* Number of CUDA devices (0 without a driver or in a host-only build). */
-HSR_API int hsr_device_cuda_count(void);
 HSR_API hsr_status hsr_device_open(hsr_device_kind kind, int ordinal, hsr_device **out);
 HSR_API hsr_status hsr_device_close(hsr_device *d);
 HSR_API hsr_device_kind hsr_device_kind_of(const hsr_device *d);
 
 HSR_API hsr_status hsr_device_alloc(hsr_device *d, size_t bytes, void **ptr);
 HSR_API hsr_status hsr_device_free(hsr_device *d, void *ptr);
-/* Host memory the device copies to and from at full speed, for staging:
- * pinned (cudaHostAlloc) on a CUDA device; on a host device page-aligned
- * memory faulted in at once (no page fault on first touch).
- * Any thread may read and write it; free it with hsr_device_host_free. */
-HSR_API hsr_status hsr_device_host_alloc(hsr_device *d, size_t bytes, void **ptr);
-HSR_API hsr_status hsr_device_host_free(hsr_device *d, void *ptr);
 /* Copies between any two pointers the device can address (host<->device too). */
 HSR_API hsr_status hsr_device_copy(hsr_device *d, void *dst, const void *src, size_t bytes, hsr_stream *s);
 HSR_API hsr_status hsr_device_memset(hsr_device *d, void *dst, int value, size_t bytes, hsr_stream *s);
 
-/* priority: 0 normal, 1 high (communication streams). */
-HSR_API hsr_status hsr_stream_create(hsr_device *d, int priority, hsr_stream **out);
-HSR_API hsr_status hsr_stream_destroy(hsr_stream *s);
 HSR_API hsr_status hsr_stream_sync(hsr_stream *s, double timeout_s);
-/* The native handle (cudaStream_t), NULL on host and sim. */
-HSR_API void *hsr_stream_native(hsr_stream *s);
-/* The device a stream belongs to. */
-HSR_API hsr_device *hsr_stream_device(hsr_stream *s);
-HSR_API hsr_status hsr_event_create(hsr_device *d, hsr_event **out);
-HSR_API hsr_status hsr_event_destroy(hsr_event *e);
-HSR_API hsr_status hsr_event_record(hsr_event *e, hsr_stream *s);
-HSR_API hsr_status hsr_stream_wait_event(hsr_stream *s, hsr_event *e);
-/* *done = 1 once all work before the record has finished. */
-HSR_API hsr_status hsr_event_query(hsr_event *e, int *done);
-HSR_API hsr_status hsr_event_sync(hsr_event *e, double timeout_s);
 
 /* A kernel of the program's own, with its CPU twin (llm.c's rule): `host`
  * runs on a host device at once and on a sim device on the stream's thread
@@ -96,32 +73,12 @@ typedef struct hsr_kernel_def {
 HSR_API hsr_status hsr_kernels_launch(hsr_device *d, hsr_stream *s, const hsr_kernel_def *k, const void *args,
                                       size_t args_bytes, const hsr_access *acc, int nacc);
 
-/* AdamW hyper-parameters for one call (one optimizer group). */
-typedef struct hsr_adamw_hparams {
-  float lr, beta1, beta2, eps, weight_decay;
-  int64_t step;     /* 1-based step counter, for bias correction */
-  float grad_scale; /* multiplies the gradient first (clipping, 1/accumulation) */
-} hsr_adamw_hparams;
-
-/* One AdamW step over n elements of a shard: fp32 master/m/v updated in
- * place from `grad` (grad_dt f32 or bf16); if param_out is not NULL the new
- * master is also written there in param_dt (f32 or bf16) in the same pass. */
-HSR_API hsr_status hsr_kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *master, float *m, float *v,
-                                     const void *grad, hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt,
-                                     const hsr_adamw_hparams *hp);
 /* dst[i] = (dst_dt) src[i]; f32<->bf16, f32<->f16, same-type copy. */
 HSR_API hsr_status hsr_kernels_cast(hsr_device *d, hsr_stream *s, size_t n, const void *src, hsr_dtype src_dt,
                                     void *dst, hsr_dtype dst_dt);
-/* x[i] *= alpha (f32, bf16, f16, f64). */
-HSR_API hsr_status hsr_kernels_scale(hsr_device *d, hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha);
 /* y[i] += alpha * x[i] (same dtype; bf16/f16 accumulate in f32 per element). */
 HSR_API hsr_status hsr_kernels_axpy(hsr_device *d, hsr_stream *s, size_t n, double alpha, const void *x, void *y,
                                     hsr_dtype dt);
-/* Sum of squares in f64 with a fixed, size-only-dependent reduction order
- * (deterministic across runs and between host and device up to rounding of
- * the final blocks). *out is written when the stream reaches it; on host at
- * return. out must be host memory. */
-HSR_API hsr_status hsr_kernels_sumsq(hsr_device *d, hsr_stream *s, size_t n, const void *x, hsr_dtype dt, double *out);
 
 /* Row-major f32 GEMM: C (m x n) = alpha * op(A) * op(B) + beta * C, where
  * op(X) = X, or X transposed when trans_x is nonzero. op(A) is m x k (A is

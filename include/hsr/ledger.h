@@ -1,13 +1,11 @@
-/* hsr memory ledger: per-rank bytes by category, current and peak, split
- * persistent (lives across steps) from transient, with the phase and unit in
- * which each peak was reached. The runtime records every allocation it makes;
- * programs add their activations with hsr_ledger_note. */
+/* hsr memory ledger: the engine's per-rank account of its memory
+ * (hsr_rt_ledger); a program adds its activations with hsr_ledger_note. The
+ * categories, peaks and reports are internal (runtime/io/ledger_internal.h). */
 #ifndef HSR_LEDGER_H
 #define HSR_LEDGER_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "hsr/common.h"
 
@@ -15,90 +13,10 @@
 extern "C" {
 #endif
 
-typedef enum hsr_mem_cat {
-  /* persistent */
-  HSR_MEM_PARAM_SHARD = 0,
-  HSR_MEM_GRAD_SHARD,
-  HSR_MEM_MASTER,
-  HSR_MEM_MOMENT_M,
-  HSR_MEM_MOMENT_V,
-  /* transient */
-  HSR_MEM_FULL_UNIT,
-  HSR_MEM_PARTIAL_SLICE,
-  HSR_MEM_RS_BUF,
-  HSR_MEM_AR_BUF,
-  HSR_MEM_STAGING,
-  HSR_MEM_CKPT_STAGING, /* checkpoint save/load staging (host memory, hsr/ckpt.h) */
-  HSR_MEM_ACTIVATION,
-  /* host memory (persistent): the optimizer state a device run offloads
-   * (hsr_rt_config.offload), pinned; not in the device totals below */
-  HSR_MEM_HOST_MASTER,
-  HSR_MEM_HOST_MOMENT_M,
-  HSR_MEM_HOST_MOMENT_V,
-  HSR_MEM_HOST_GRAD_SHARD,
-  HSR_MEM_HOST_STAGING, /* per unit: the reduced gradient copied down, the updated parameters before they go up */
-  HSR_MEM_CAT_COUNT
-} hsr_mem_cat;
-
-typedef enum hsr_phase {
-  HSR_PHASE_INIT = 0,
-  HSR_PHASE_FORWARD,
-  HSR_PHASE_BACKWARD,
-  HSR_PHASE_REDUCE,
-  HSR_PHASE_STEP,
-  HSR_PHASE_CKPT,      /* inside hsr_ckpt_save / hsr_ckpt_load */
-  HSR_PHASE_RECOMPUTE, /* between hsr_rt_recompute_begin and _end */
-  HSR_PHASE_COUNT
-} hsr_phase;
-
 typedef struct hsr_ledger hsr_ledger;
 
-/* Where a peak happened. unit -1: not inside a unit. */
-typedef struct hsr_ledger_where {
-  hsr_phase phase;
-  int unit;
-  int64_t step;
-} hsr_ledger_where;
-
-HSR_API hsr_status hsr_ledger_create(hsr_ledger **out);
-HSR_API void hsr_ledger_free(hsr_ledger *l);
-HSR_API hsr_status hsr_ledger_reset(hsr_ledger *l);
-
-HSR_API hsr_status hsr_ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
-/* Releasing more than is alive in the category is HSR_ERR_STATE (a bookkeeping bug). */
-HSR_API hsr_status hsr_ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
 /* Activations reported by the program: delta > 0 allocates, < 0 releases. */
 HSR_API hsr_status hsr_ledger_note(hsr_ledger *l, int64_t delta_bytes);
-/* The phase/unit/step that later allocations are attributed to. */
-HSR_API hsr_status hsr_ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step);
-
-HSR_API int hsr_mem_cat_persistent(hsr_mem_cat cat);
-/* 1 for the host categories (HSR_MEM_HOST_*), which the totals below leave
- * out: they count device memory (and the program's activations). */
-HSR_API int hsr_mem_cat_host(hsr_mem_cat cat);
-HSR_API const char *hsr_mem_cat_name(hsr_mem_cat cat); /* "param_shard", "full_unit", ... */
-HSR_API const char *hsr_phase_name(hsr_phase p);       /* "init", "forward", ... */
-
-HSR_API uint64_t hsr_ledger_current(const hsr_ledger *l, hsr_mem_cat cat);
-HSR_API uint64_t hsr_ledger_peak(const hsr_ledger *l, hsr_mem_cat cat);
-/* Host memory: current and peak over the host categories. */
-HSR_API uint64_t hsr_ledger_host(const hsr_ledger *l);
-HSR_API uint64_t hsr_ledger_host_peak(const hsr_ledger *l);
-/* Totals over the persistent categories, the transient ones, and all
- * (every one but the host categories). */
-HSR_API uint64_t hsr_ledger_persistent(const hsr_ledger *l);
-HSR_API uint64_t hsr_ledger_transient_peak(const hsr_ledger *l);
-HSR_API uint64_t hsr_ledger_total_peak(const hsr_ledger *l);
-/* Peak of the runtime's own allocations (every category but activations). */
-HSR_API uint64_t hsr_ledger_runtime_peak(const hsr_ledger *l);
-HSR_API hsr_ledger_where hsr_ledger_total_peak_where(const hsr_ledger *l);
-HSR_API hsr_ledger_where hsr_ledger_runtime_peak_where(const hsr_ledger *l);
-
-/* A human table: measured, and `predicted` beside it when not NULL. nparams > 0
- * adds persistent bytes per parameter. */
-HSR_API hsr_status hsr_ledger_print(const hsr_ledger *measured, const hsr_ledger *predicted, double nparams, FILE *f);
-/* JSON object text (malloc'd, caller frees). */
-HSR_API hsr_status hsr_ledger_json(const hsr_ledger *l, char **out);
 
 #ifdef __cplusplus
 }

@@ -48,55 +48,6 @@ extern "C" {
 #define HSR_RT_MAX_DIMS 4
 #define HSR_RT_MAX_GROUPS 4
 
-/* ---- layout: units, parameters and the flat buffers (pure, no I/O) ---- */
-
-typedef struct hsr_rt_layout hsr_rt_layout;
-
-/* align: elements each parameter's offset is a multiple of (>= 1). */
-HSR_API hsr_status hsr_rt_layout_create(size_t align, hsr_rt_layout **out);
-HSR_API void hsr_rt_layout_free(hsr_rt_layout *l);
-/* Units in model order; names unique. */
-HSR_API hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit);
-/* A parameter of `unit`; names are unique over all units (a tied parameter
- * is registered once, in the unit that owns it). Zero-size shapes are valid.
- * group: optimizer group index (0..HSR_RT_MAX_GROUPS-1). */
-HSR_API hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
-                                           int group);
-/* Each shard is cut again into `parts` equal, aligned pieces (the outer
- * shard: parts = R), so unit lengths pad to a multiple of shards * parts *
- * align. Before finalize; default 1. */
-HSR_API hsr_status hsr_rt_layout_set_subshards(hsr_rt_layout *l, int parts);
-HSR_API int hsr_rt_layout_subshards(const hsr_rt_layout *l);
-/* Fixes the layout for `shards` shards: offsets, padded unit lengths. No
- * registration afterwards. */
-HSR_API hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards);
-
-HSR_API int hsr_rt_layout_num_units(const hsr_rt_layout *l);
-HSR_API int hsr_rt_layout_num_params(const hsr_rt_layout *l);
-HSR_API int hsr_rt_layout_shards(const hsr_rt_layout *l);
-HSR_API size_t hsr_rt_layout_align(const hsr_rt_layout *l);
-HSR_API const char *hsr_rt_layout_unit_name(const hsr_rt_layout *l, int unit);
-/* Padded flat length of a unit (elements, a multiple of shards * align). */
-HSR_API size_t hsr_rt_layout_unit_len(const hsr_rt_layout *l, int unit);
-/* Elements of one shard of a unit: unit_len / shards. */
-HSR_API size_t hsr_rt_layout_shard_len(const hsr_rt_layout *l, int unit);
-
-typedef struct hsr_rt_param_info {
-  char name[HSR_RT_NAME_MAX];
-  int unit, group, ndim;
-  int64_t shape[HSR_RT_MAX_DIMS];
-  size_t numel, offset; /* elements; offset within the unit's flat buffer */
-} hsr_rt_param_info;
-
-/* Parameter `index` (0..num_params-1, registration order). */
-HSR_API hsr_status hsr_rt_layout_param(const hsr_rt_layout *l, int index, hsr_rt_param_info *out);
-/* Looks a parameter up by name; *index is its registration index. */
-HSR_API hsr_status hsr_rt_layout_find(const hsr_rt_layout *l, const char *name, int *index);
-/* The shard that owns element `elem` of a unit's flat buffer. */
-HSR_API int hsr_rt_layout_owner(const hsr_rt_layout *l, int unit, size_t elem);
-/* 64-bit FNV-1a hash of (align, shards, units, parameters, offsets). */
-HSR_API uint64_t hsr_rt_layout_hash(const hsr_rt_layout *l);
-
 /* ---- engine configuration ---- */
 
 typedef enum hsr_rt_strategy {
@@ -140,15 +91,15 @@ typedef struct hsr_rt hsr_rt;
 /* Called by hsr_rt_step on every rank once the step's gradients are
  * synchronized: after every reduction (shard group, replicate group) and the
  * 1/micro_batches scale, before the global norm, clipping and AdamW read
- * them (what FSDP2 users see from a post-accumulate hook). It may call
- * hsr_rt_grad_read; a status other than HSR_OK fails the step with it. */
+ * them (what FSDP2 users see from a post-accumulate hook). A status other
+ * than HSR_OK fails the step with it. */
 typedef hsr_status (*hsr_rt_grad_hook)(hsr_rt *rt, void *ctx);
 /* Called by hsr_rt_step on every rank after this job's own reductions and
  * the 1/micro_batches scale, before the gradient hook, the norm, clipping
  * and AdamW: a reduction over replicas that live outside this job (hsr/ft.h
- * averages each rank's gradient shard over the live replica groups). It may
- * read and overwrite the gradient shards (hsr_rt_slice_get; device memory is
- * idle during the call). *commit = 0 drops the step: no update anywhere, the
+ * averages each rank's gradient shard over the live replica groups:
+ * hsr_ft_attach sets it). It may read and overwrite the gradient shards
+ * (device memory is idle during the call). *commit = 0 drops the step: no update anywhere, the
  * step count stays, hsr_rt_step_info.dropped is set and the gradients wait
  * for hsr_rt_zero_grad. A status other than HSR_OK fails the step. */
 typedef hsr_status (*hsr_rt_outer_fn)(hsr_rt *rt, void *ctx, int *commit);
@@ -202,43 +153,7 @@ typedef struct hsr_rt_config {
 HSR_API hsr_status hsr_rt_config_default(hsr_rt_config *c);
 /* Parsers for flag values, with errors listing what is valid. */
 HSR_API hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out);
-HSR_API hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k); /* full | none | partial:K */
-HSR_API hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out);               /* full | none | rs_only */
-HSR_API hsr_status hsr_rt_parse_outer_shard(const char *s, hsr_rt_outer *out);       /* none | optim */
-HSR_API hsr_status hsr_rt_parse_offload(const char *s, hsr_rt_offload *out);         /* none | optim */
-HSR_API hsr_status hsr_rt_parse_recompute(const char *s, hsr_rt_recompute *out);     /* none | full | selective */
-HSR_API const char *hsr_rt_recompute_name(hsr_rt_recompute r);
-/* host | cuda | cuda:N (cuda = automatic ordinal, -1). */
-HSR_API hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal);
-HSR_API const char *hsr_rt_strategy_name(hsr_rt_strategy s);
-/* What a strategy shards over the shard group, decided here only: the
- * parameters (fsdp, hybrid) and the gradients (zero2, fsdp, hybrid); every
- * strategy shards the optimizer state (ddp has S = 1). */
-typedef struct hsr_rt_sharding {
-  int params, grads;
-} hsr_rt_sharding;
-HSR_API hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s);
-HSR_API const char *hsr_rt_sync_name(hsr_rt_sync s);
-HSR_API const char *hsr_rt_outer_shard_name(hsr_rt_outer o); /* "none", "optim" */
-HSR_API const char *hsr_rt_offload_name(hsr_rt_offload o);   /* "none", "optim" */
-/* The one check of a configuration: its fields, and the strategy against
- * the mesh. On a world size it fills *S and *R where the config leaves them
- * to the engine (auto_shard: the value for shard = 0); with world 0 (before
- * a launch) it checks what the given shard and replicate already decide and
- * returns them as given. The engine, hsr train and hsr tune all use it. */
-HSR_API hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S, int *R);
-
-/* Learning-rate schedule (pure): linear warm-up over `warmup` steps, then
- * cosine decay from lr to lr_min, reaching lr_min at step `total` and staying
- * there (nanoGPT's get_lr). warmup = 0 and total = 0: constant lr. step is
- * 1-based: the step about to run. */
-typedef struct hsr_rt_lr_schedule {
-  double lr, lr_min;
-  int64_t warmup, total;
-} hsr_rt_lr_schedule;
-HSR_API double hsr_rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step);
-/* Checks a schedule (lr_min <= lr, warmup <= total when total > 0, ...). */
-HSR_API hsr_status hsr_rt_lr_check(const hsr_rt_lr_schedule *s);
+HSR_API const char *hsr_rt_recompute_name(hsr_rt_recompute r); /* "none", "full", "selective" */
 
 /* ---- the engine ---- */
 
@@ -255,7 +170,7 @@ HSR_API hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int 
 /* Closes registration: layout, buffers, and the cross-rank comparison of the
  * (config, mesh, layout) hash. Collective; once (later calls return HSR_OK).
  * The calls that start work commit first if the program has not:
- * hsr_rt_param_init, hsr_rt_param_read, hsr_rt_forward_begin,
+ * hsr_rt_param_init, hsr_rt_forward_begin,
  * hsr_rt_backward_begin, hsr_rt_step, hsr_rt_zero_grad, hsr_ckpt_save and
  * hsr_ckpt_load; every rank must then reach that call (a commit is
  * collective). A commit that fails after the layout was fixed leaves the
@@ -264,18 +179,6 @@ HSR_API hsr_status hsr_rt_commit(hsr_rt *rt);
 /* Initial values of a parameter (f32, full size, the same on every rank);
  * each rank keeps its shard. */
 HSR_API hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values);
-/* The current master value of a parameter, full size, f32. Collective over
- * the shard group (with the outer shard: over the replicate group first). */
-HSR_API hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out);
-
-/* The synchronized gradient of a parameter, full size, f32: the average over
- * every data-parallel rank and micro-batch, before clipping (what AdamW
- * reads). Valid from the gradient hook (cfg.grad_hook) inside hsr_rt_step
- * until hsr_rt_zero_grad or the next reduction; HSR_ERR_STATE outside.
- * Collective over the shard group (with the outer shard: over the replicate
- * group first); its collectives do not count toward the step's
- * hsr_rt_step_info.calls. */
-HSR_API hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out);
 
 /* Lifecycle. */
 HSR_API hsr_status hsr_rt_forward_begin(hsr_rt *rt, int unit);
@@ -326,51 +229,18 @@ typedef struct hsr_rt_step_info {
 HSR_API hsr_status hsr_rt_step(hsr_rt *rt, hsr_rt_step_info *info);
 HSR_API hsr_status hsr_rt_zero_grad(hsr_rt *rt);
 /* The learning rate of optimizer group `group` for the next hsr_rt_step
- * (every rank must set the same value; a schedule is hsr_rt_lr_at). */
+ * (every rank must set the same value). */
 HSR_API hsr_status hsr_rt_set_lr(hsr_rt *rt, int group, double lr);
 
-/* Getters. */
-HSR_API const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt);
+/* Getters. The mesh: hsr_mesh_shard, hsr_mesh_replicate, hsr_mesh_coords (hsr/topology.h). */
 HSR_API const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt);
 HSR_API hsr_comm *hsr_rt_world(hsr_rt *rt);
 /* The engine's device, and the stream the caller's compute must be queued on
  * (NULL on host: the host device layer is synchronous). */
 HSR_API hsr_device *hsr_rt_device(hsr_rt *rt);
 HSR_API hsr_stream *hsr_rt_compute_stream(hsr_rt *rt);
-HSR_API int hsr_rt_shard(const hsr_rt *rt);            /* S */
-HSR_API int hsr_rt_replicate(const hsr_rt *rt);        /* R */
-HSR_API int hsr_rt_partial(const hsr_rt *rt);          /* K (0 when reshard is not partial) */
-HSR_API int hsr_rt_dp_rank(const hsr_rt *rt);          /* rep * S + shard: index of this rank's data slice */
-HSR_API int hsr_rt_dp_size(const hsr_rt *rt);          /* R * S */
-HSR_API const char *hsr_rt_group_name(hsr_rt_group g); /* "shard", "replicate", "partial" */
-
-typedef struct hsr_rt_stats {
-  uint64_t allocs;    /* buffers taken from the allocator (not the pool) so far */
-  uint64_t pool_hits; /* buffers reused from the pool */
-  int max_live_full;  /* most units FULL or gathering at once */
-} hsr_rt_stats;
-HSR_API hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out);
-
-/* ---- this rank's persistent state (moving it between replicas: hsr/ft.h) ---- */
-
-/* This rank's slice of unit `unit`: `len` f32 elements each of the master
- * weights, the AdamW moments and the gradient shard (device memory on CUDA;
- * pinned host memory with cfg.offload = optim).
- * Valid from commit until the engine is destroyed; read them between steps
- * (or in the outer reduction), write master/m/v only between steps and then
- * call hsr_rt_state_installed. */
-typedef struct hsr_rt_slice {
-  size_t len;
-  float *master, *m, *v, *grad;
-} hsr_rt_slice;
-HSR_API hsr_status hsr_rt_slice_get(hsr_rt *rt, int unit, hsr_rt_slice *out);
-/* Optimizer steps done (AdamW's bias correction counts them). */
-HSR_API int64_t hsr_rt_get_step(const hsr_rt *rt);
-/* After this rank's master weights and moments were overwritten (a peer's
- * copy): sets the step count and derives the parameters from the master
- * weights (zero1 / zero2 / ddp gather them over the shard group). Collective
- * over the shard group; the gradients are zeroed. */
-HSR_API hsr_status hsr_rt_state_installed(hsr_rt *rt, int64_t step);
+HSR_API int hsr_rt_dp_rank(const hsr_rt *rt); /* rep * S + shard: index of this rank's data slice */
+HSR_API int hsr_rt_dp_size(const hsr_rt *rt); /* R * S */
 
 /* ---- seeing the schedule ---- */
 
@@ -379,30 +249,6 @@ HSR_API hsr_status hsr_rt_state_installed(hsr_rt *rt, int64_t step);
  * activations the program reports with hsr_ledger_note on this ledger. Its
  * peak is the pool's high-water mark. Owned by the engine. */
 HSR_API hsr_ledger *hsr_rt_ledger(hsr_rt *rt);
-/* Buffers IN USE (taken from the pool and not yet returned), by category. */
-HSR_API const hsr_ledger *hsr_rt_ledger_in_use(const hsr_rt *rt);
-/* Lifecycle trace on/off (off by default; spans cost a little memory each). */
-HSR_API hsr_status hsr_rt_trace_enable(hsr_rt *rt, int on);
-/* Collective over every rank: rank 0 writes one Chrome trace JSON to `path`. */
-HSR_API hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path);
-
-/* Where the time of engine calls went (this rank, since creation or the last
- * reset). bookkeeping = engine - wait - post - optimizer - data: the
- * runtime's own state machine, pool, ledger and trace. */
-typedef struct hsr_rt_timing {
-  uint64_t calls, steps;
-  double engine_s;                /* inside lifecycle calls (begin/end, step, zero_grad) */
-  double wait_s;                  /*   of which blocked waiting for collectives */
-  double post_s;                  /*   of which non-blocking collective calls: posts and tests */
-  double optim_s;                 /*   of which the AdamW update (and the norm) */
-  double data_s;                  /*   of which the runtime's data work: zeroing, casts, accumulation, copies */
-  double compute_s;               /* the program's work between calls, inside unit windows */
-  double step_s;                  /* total of the step spans (first begin .. end of step) */
-  uint64_t gathers, gather_bytes; /* all-gather collectives and bytes this rank contributed */
-  double gather_s;                /* their duration (transport start .. end) */
-} hsr_rt_timing;
-HSR_API hsr_status hsr_rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out);
-HSR_API hsr_status hsr_rt_reset_timing(hsr_rt *rt);
 
 #ifdef __cplusplus
 }

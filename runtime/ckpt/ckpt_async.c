@@ -30,8 +30,11 @@
 #include <unistd.h>
 
 #include "ckpt_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "runtime/engine/state.h"
+#include "common/common_internal.h"
+#include "collectives/comm_internal.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 typedef struct saver {
   hsr_rt *rt;
@@ -49,7 +52,7 @@ typedef struct saver {
   ckpt_job *job;
   hsr_status plan_st; /* the plan's result, voted by the writer */
   hsr_status result;
-  int shared; /* the writer's error is one every rank holds (hsr_error_share) */
+  int shared; /* the writer's error is one every rank holds (error_share) */
   char msg[2 * CKPT_MSG];
   uint64_t progress; /* atomic: bumped by the writer as it moves */
   double blocked_s, stage_s, done_at;
@@ -78,13 +81,13 @@ static hsr_status saver_link(saver *s) {
   if (s->comm) return HSR_OK;
   rt_state_info in;
   rt_state_info_of(s->rt, &in);
-  if (in.world && hsr_comm_backend(in.world) == HSR_BACKEND_HOST) {
-    HSR_CHECK(hsr_comm_split(in.world, 0, in.rank, &s->comm));
+  if (in.world && comm_backend(in.world) == HSR_BACKEND_HOST) {
+    HSR_CHECK(comm_split(in.world, 0, in.rank, &s->comm));
   } else {
     HSR_CHECK(hsr_comm_world(in.boot, HSR_BACKEND_HOST, &s->comm));
     s->own_world = 1;
   }
-  HSR_CHECK(hsr_comm_set_name(s->comm, "ckpt"));
+  HSR_CHECK(comm_set_name(s->comm, "ckpt"));
   s->link = (ckpt_link){s->comm, in.boot, in.rank, in.world_size};
   return HSR_OK;
 }
@@ -97,8 +100,8 @@ static void *writer_main(void *arg) {
   pthread_mutex_lock(&s->mu);
   s->result = st;
   if (st != HSR_OK) snprintf(s->msg, sizeof s->msg, "%s", hsr_last_error()); /* thread-local: handed over */
-  s->shared = st != HSR_OK && hsr_error_shared();
-  s->done_at = hsr_clock_s();
+  s->shared = st != HSR_OK && error_shared();
+  s->done_at = clock_s();
   s->finished = 1;
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
@@ -112,7 +115,7 @@ static double bound_of(hsr_rt *rt, double timeout_s) {
   rt_state_info in;
   rt_state_info_of(rt, &in);
   double t = in.cfg->timeout_s;
-  if (t <= 0 && hsr_env_get_double("HSR_COMM_TIMEOUT", &t) != HSR_OK) t = 300;
+  if (t <= 0 && env_get_double("HSR_COMM_TIMEOUT", &t) != HSR_OK) t = 300;
   return t + 10;
 }
 
@@ -127,7 +130,7 @@ static hsr_status collect(saver *s, double timeout_s, hsr_ckpt_stats *stats) {
   if (s->stuck)
     return hsr_error(HSR_ERR_TIMEOUT, "checkpoint: the background save of step %lld is still stuck (%s)",
                      (long long)ckpt_job_step(s->job), ckpt_job_dir(s->job));
-  double bound = bound_of(s->rt, timeout_s), last_t = hsr_clock_s();
+  double bound = bound_of(s->rt, timeout_s), last_t = clock_s();
   uint64_t last = __atomic_load_n(&s->progress, __ATOMIC_RELAXED);
   pthread_mutex_lock(&s->mu);
   while (!s->finished) {
@@ -137,7 +140,7 @@ static hsr_status collect(saver *s, double timeout_s, hsr_ckpt_stats *stats) {
     if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
     pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     uint64_t p = __atomic_load_n(&s->progress, __ATOMIC_RELAXED);
-    double now = hsr_clock_s();
+    double now = clock_s();
     if (p != last) {
       last = p, last_t = now;
     } else if (!s->finished && now - last_t > bound) {
@@ -165,7 +168,7 @@ static hsr_status collect(saver *s, double timeout_s, hsr_ckpt_stats *stats) {
   s->job = NULL;
   if (st != HSR_OK) {
     hsr_error(st, "the background save of step %lld failed: %s", (long long)step, s->msg);
-    if (s->shared) hsr_error_share(); /* agreed by the writers: still said once for the job */
+    if (s->shared) error_share(); /* agreed by the writers: still said once for the job */
     return st;
   }
   return HSR_OK;
@@ -175,15 +178,15 @@ hsr_status ckpt_async_settle(hsr_rt *rt, double *waited, int64_t *step) {
   saver *s = saver_of(rt);
   *waited = 0, *step = -1;
   if (!s || !s->running) return HSR_OK;
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   *step = ckpt_job_step(s->job);
   hsr_status st = collect(s, -1, NULL);
-  *waited = hsr_clock_s() - t0;
+  *waited = clock_s() - t0;
   return st;
 }
 
 hsr_status ckpt_async_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts *o, hsr_ckpt_stats *stats) {
-  double t0 = hsr_clock_s(), waited = 0;
+  double t0 = clock_s(), waited = 0;
   int64_t wstep = -1;
   saver *s;
   HSR_CHECK(saver_get(rt, &s));
@@ -196,7 +199,7 @@ hsr_status ckpt_async_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opt
     ckpt_job_free(x);
     return st;
   }
-  double ts = hsr_clock_s();
+  double ts = clock_s();
   st = ckpt_job_plan(x, o);
   size_t need = (size_t)ckpt_job_bytes(x);
   if (st == HSR_OK && need > s->stage_cap) {
@@ -206,7 +209,7 @@ hsr_status ckpt_async_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opt
     if (st == HSR_OK) s->stage_cap = need;
   }
   if (st == HSR_OK) st = ckpt_job_stage(x, s->stage);
-  s->stage_s = hsr_clock_s() - ts;
+  s->stage_s = clock_s() - ts;
   /* from here the writer votes this rank's result, so every rank returns it */
   s->job = x, s->plan_st = st, s->result = HSR_OK, s->finished = 0, s->shared = 0, s->msg[0] = 0;
   int e = pthread_create(&s->th, NULL, writer_main, s);
@@ -216,7 +219,7 @@ hsr_status ckpt_async_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opt
     return hsr_error(HSR_ERR_SYSTEM, "checkpoint: cannot start the background writer: %s", strerror(e));
   }
   s->running = 1;
-  s->blocked_s = hsr_clock_s() - t0;
+  s->blocked_s = clock_s() - t0;
   if (stats) {
     memset(stats, 0, sizeof *stats);
     snprintf(stats->dir, sizeof stats->dir, "%.1000s", ckpt_job_dir(x));
@@ -240,8 +243,8 @@ hsr_status hsr_ckpt_wait(hsr_rt *rt, double timeout_s, hsr_ckpt_stats *stats) {
   return st;
 }
 
-hsr_status hsr_ckpt_poll(hsr_rt *rt, int *pending) {
-  if (!rt || !pending) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_poll: NULL argument");
+hsr_status ckpt_poll(hsr_rt *rt, int *pending) {
+  if (!rt || !pending) return hsr_error(HSR_ERR_INVALID, "ckpt_poll: NULL argument");
   saver *s = saver_of(rt);
   *pending = 0;
   if (!s || !s->running) return HSR_OK;

@@ -9,8 +9,9 @@
 #include <sys/stat.h>
 
 #include "ckpt_int.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
-int hsr_ckpt_committed(const char *root, const char *name) {
+int ckpt_committed(const char *root, const char *name) {
   if (!root || !name) return 0;
   char m[4400];
   struct stat sb;
@@ -18,8 +19,8 @@ int hsr_ckpt_committed(const char *root, const char *name) {
   return !stat(m, &sb) && S_ISREG(sb.st_mode);
 }
 
-hsr_status hsr_ckpt_newest(const char *root, char *name, size_t n, int64_t *step) {
-  if (!root || !name || !n) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_newest: NULL argument");
+hsr_status ckpt_newest(const char *root, char *name, size_t n, int64_t *step) {
+  if (!root || !name || !n) return hsr_error(HSR_ERR_INVALID, "ckpt_newest: NULL argument");
   name[0] = '\0';
   DIR *d = opendir(root);
   if (!d) return hsr_error(HSR_ERR_NOT_FOUND, "checkpoint root '%s' cannot be read", root);
@@ -29,7 +30,7 @@ hsr_status hsr_ckpt_newest(const char *root, char *name, size_t n, int64_t *step
     char *end;
     if (strncmp(e->d_name, "step-", 5) || !e->d_name[5] || strlen(e->d_name) >= CKPT_NAME_MAX) continue;
     long long v = strtoll(e->d_name + 5, &end, 10);
-    if (*end || v < 0 || v <= best || !hsr_ckpt_committed(root, e->d_name)) continue;
+    if (*end || v < 0 || v <= best || !ckpt_committed(root, e->d_name)) continue;
     best = v;
     snprintf(name, n, "%s", e->d_name);
   }

@@ -13,7 +13,7 @@
  *   ckpt_commit.c    the commit protocol, whatever the format: staging,
  *                    the index, latest, crash safety, retention
  *   ckpt_async.c     the background saver: its thread, communicator and
- *                    staging; hsr_ckpt_wait, hsr_ckpt_poll
+ *                    staging; hsr_ckpt_wait, ckpt_poll
  *   ckpt_load.c      hsr_ckpt_load: match, plan, verify, install
  *   ckpt_state.c     the program's key/value state
  */
@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "hsr/ckpt.h"
+#include "runtime/ckpt/ckpt_internal.h"
 #include "hsr/comm.h"
 #include "launch/agree.h"
 #include "runtime/engine/state.h"

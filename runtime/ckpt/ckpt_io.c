@@ -14,8 +14,9 @@
 #include <zlib.h>
 
 #include "ckpt_int.h"
-#include "hsr/env.h"
-#include "hsr/sys.h"
+#include "common/env.h"
+#include "common/sys.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 int ckpt_safe_name(const char *s) {
   if (!s || !*s || *s == '.' || strlen(s) >= CKPT_NAME_MAX) return 0;
@@ -74,7 +75,7 @@ hsr_status ckpt_slurp(const char *path, size_t max, char **out, size_t *len) {
   struct stat sb;
   if (lstat(path, &sb) != 0 && errno == ENOENT)
     return hsr_error(HSR_ERR_NOT_FOUND, "cannot open '%s': %s", path, strerror(errno));
-  HSR_CHECK(hsr_file_open_read("checkpoint file", path, &fd)); /* a FIFO or a device: refused, not waited on */
+  HSR_CHECK(file_open_read("checkpoint file", path, &fd)); /* a FIFO or a device: refused, not waited on */
   if (fstat(fd, &sb) || (size_t)sb.st_size > max) {
     close(fd);
     return hsr_error(HSR_ERR_IO, "'%s' is unreadable or larger than %zu bytes", path, max);
@@ -171,7 +172,7 @@ static hsr_status pread_all(int fd, void *buf, size_t n, uint64_t off) {
 
 static void span_what(const hsr_ckpt *c, const ckpt_span *s, char *buf, size_t len) {
   snprintf(buf, len, "tensor '%s', %s, elements [%" PRIu64 ", %" PRIu64 ")", c->t[s->tensor].name,
-           hsr_ckpt_kind_name((hsr_ckpt_kind)s->kind), s->start, s->start + s->len / 4);
+           ckpt_kind_name((hsr_ckpt_kind)s->kind), s->start, s->start + s->len / 4);
 }
 
 static hsr_status open_data(const hsr_ckpt *c, int f, const ckpt_span *s, int *fd) {
@@ -179,7 +180,7 @@ static hsr_status open_data(const hsr_ckpt *c, int f, const ckpt_span *s, int *f
   HSR_CHECK(ckpt_path(path, sizeof path, c->dir, c->f[f].name));
   struct stat lsb;
   int missing = lstat(path, &lsb) != 0 && errno == ENOENT;
-  hsr_status ost = missing ? HSR_ERR_NOT_FOUND : hsr_file_open_read("data file", path, fd); /* a FIFO: refused */
+  hsr_status ost = missing ? HSR_ERR_NOT_FOUND : file_open_read("data file", path, fd); /* a FIFO: refused */
   if (s)
     span_what(c, s, what, sizeof what);
   else
@@ -374,7 +375,7 @@ hsr_status ckpt_read_into(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, siz
   uint64_t B = c->info.block_bytes, capB = cap / B * B;
   if (capB == 0) return hsr_error(HSR_ERR_INTERNAL, "checkpoint: a %zu-byte buffer is under one block", cap);
   long max = CKPT_IOV; /* HSR_CKPT_IOV (test hook) */
-  HSR_CHECK(hsr_env_get_long("HSR_CKPT_IOV", &max));
+  HSR_CHECK(env_get_long("HSR_CKPT_IOV", &max));
   struct iovec *v = malloc(2 * (size_t)max * sizeof *v), *w = v + max; /* w: the copy preadv_all moves */
   if (!v) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   if (n) qsort(s, (size_t)n, sizeof *s, span_cmp);
@@ -418,14 +419,14 @@ static hsr_status copy_sink(void *ctx, ckpt_span *s, uint64_t pos, const void *s
   return HSR_OK;
 }
 
-hsr_status hsr_ckpt_read(const hsr_ckpt *c, int i, hsr_ckpt_kind kind, uint64_t start, uint64_t count, float *out) {
-  if (!c || (!out && count)) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_read: NULL argument");
-  if (i < 0 || i >= c->nt) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_read: tensor %d of %d", i, c->nt);
-  if ((unsigned)kind >= CKPT_KINDS) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_read: kind %d (valid: 0 to 2)", kind);
+hsr_status ckpt_read(const hsr_ckpt *c, int i, hsr_ckpt_kind kind, uint64_t start, uint64_t count, float *out) {
+  if (!c || (!out && count)) return hsr_error(HSR_ERR_INVALID, "ckpt_read: NULL argument");
+  if (i < 0 || i >= c->nt) return hsr_error(HSR_ERR_INVALID, "ckpt_read: tensor %d of %d", i, c->nt);
+  if ((unsigned)kind >= CKPT_KINDS) return hsr_error(HSR_ERR_INVALID, "ckpt_read: kind %d (valid: 0 to 2)", kind);
   const ckpt_tensor *t = &c->t[i];
   if (start > t->numel || count > t->numel - start)
-    return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_read: elements [%" PRIu64 ", +%" PRIu64 ") of '%s' (%" PRIu64 ")",
-                     start, count, t->name, t->numel);
+    return hsr_error(HSR_ERR_INVALID, "ckpt_read: elements [%" PRIu64 ", +%" PRIu64 ") of '%s' (%" PRIu64 ")", start,
+                     count, t->name, t->numel);
   if (!count) return HSR_OK;
   ckpt_span *sp = calloc((size_t)t->nr, sizeof *sp);
   size_t cap = c->info.block_bytes * 2 > CKPT_CHUNK ? (size_t)c->info.block_bytes * 2 : CKPT_CHUNK;
@@ -465,8 +466,8 @@ static hsr_status verify_file(const hsr_ckpt *c, int f, void *buf, size_t cap, u
   return st;
 }
 
-hsr_status hsr_ckpt_verify(const hsr_ckpt *c, uint64_t *bytes) {
-  if (!c) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_verify: NULL checkpoint");
+hsr_status ckpt_verify(const hsr_ckpt *c, uint64_t *bytes) {
+  if (!c) return hsr_error(HSR_ERR_INVALID, "ckpt_verify: NULL checkpoint");
   if (bytes) *bytes = 0;
   size_t cap = c->info.block_bytes * 2 > CKPT_CHUNK ? (size_t)c->info.block_bytes * 2 : CKPT_CHUNK;
   void *buf = malloc(cap);
@@ -487,7 +488,7 @@ static hsr_status not_regular(const char *path) {
   struct stat sb;
   if (stat(path, &sb) || S_ISREG(sb.st_mode)) return HSR_OK;
   int fd;
-  return hsr_file_open_read("checkpoint file", path, &fd); /* fails, naming what it is */
+  return file_open_read("checkpoint file", path, &fd); /* fails, naming what it is */
 }
 
 /* The checkpoint root's `latest` file p names (in root). */
@@ -510,8 +511,8 @@ static hsr_status from_latest(const char *root, const char *p, char **dir) {
   return st;
 }
 
-hsr_status hsr_ckpt_resolve(const char *path, char **dir) {
-  if (!path || !*path || !dir) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_resolve: empty path");
+hsr_status ckpt_resolve(const char *path, char **dir) {
+  if (!path || !*path || !dir) return hsr_error(HSR_ERR_INVALID, "ckpt_resolve: empty path");
   *dir = NULL;
   struct stat sb;
   if (stat(path, &sb)) return hsr_error(HSR_ERR_NOT_FOUND, "checkpoint '%s' does not exist", path);
@@ -552,7 +553,7 @@ static const char *const stage_names[] = {"none", "after_data", "before_manifest
 hsr_status ckpt_fault_parse(int64_t step, ckpt_stage *out) {
   *out = CKPT_FAULT_NONE;
   const char *v = NULL;
-  HSR_CHECK(hsr_env_get_str("HSR_CKPT_FAULT", &v)); /* checked: STAGE[:STEP] */
+  HSR_CHECK(env_get_str("HSR_CKPT_FAULT", &v)); /* checked: STAGE[:STEP] */
   if (!v) return HSR_OK;
   char name[64];
   const char *colon = strchr(v, ':');

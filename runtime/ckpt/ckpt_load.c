@@ -40,8 +40,9 @@
 
 #include "common/grow.h"
 #include "ckpt_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "runtime/engine/state.h"
+#include "collectives/comm_internal.h"
 
 typedef struct load_ctx {
   hsr_rt *rt;
@@ -75,7 +76,7 @@ static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
 static hsr_status match(load_ctx *x) {
   const rt_state_info *in = &x->in;
   const hsr_ckpt *c = x->c;
-  int np = hsr_rt_layout_num_params(in->layout);
+  int np = rt_layout_num_params(in->layout);
   if (c->info.num_groups != in->cfg->num_groups)
     return hsr_error(HSR_ERR_INVALID, "checkpoint '%s' has %d optimizer group(s), the program configured %d", c->dir,
                      c->info.num_groups, in->cfg->num_groups);
@@ -90,7 +91,7 @@ static hsr_status match(load_ctx *x) {
   for (int i = 0; i < np && st == HSR_OK; i++) {
     hsr_rt_param_info p;
     int k = -1;
-    st = hsr_rt_layout_param(in->layout, i, &p);
+    st = rt_layout_param(in->layout, i, &p);
     for (int j = 0; st == HSR_OK && j < c->nt && k < 0; j++)
       if (!strcmp(c->t[j].name, p.name)) k = j;
     if (st != HSR_OK) break;
@@ -199,7 +200,7 @@ static hsr_status plan_shard(load_ctx *x) {
     uint64_t lo = r.lo, hi = lo + r.n;
     for (int j = 0; j < un.nparams; j++) {
       hsr_rt_param_info p;
-      HSR_CHECK(hsr_rt_layout_param(in->layout, un.params[j], &p));
+      HSR_CHECK(rt_layout_param(in->layout, un.params[j], &p));
       uint64_t a = p.offset > lo ? p.offset : lo, b = p.offset + p.numel < hi ? p.offset + p.numel : hi;
       if (a < b) HSR_CHECK(plan_piece(x, x->map[un.params[j]], a - p.offset, b - p.offset, ui, a - lo, 0, 0));
     }
@@ -230,7 +231,7 @@ static hsr_status place(load_ctx *x) {
                      x->parts);
   if (x->parts > 1) {
     int mode = 0; /* HSR_CKPT_EXCHANGE: on, off */
-    HSR_CHECK(hsr_env_get_choice("HSR_CKPT_EXCHANGE", &mode));
+    HSR_CHECK(env_get_choice("HSR_CKPT_EXCHANGE", &mode));
     if (mode == 1) x->parts = 1, x->part = 0; /* each reads its whole shard */
   }
   HSR_CHECK(ckpt_pieces(x->rt, in, x->rep, x->sh, x->parts == 1, &x->pc, &x->np));
@@ -243,7 +244,7 @@ static hsr_status place(load_ctx *x) {
  * initialization (auto), or always (on); else held, then installed. */
 static hsr_status pick_in_place(load_ctx *x) {
   int mode = 0; /* HSR_CKPT_IN_PLACE: auto, on, off */
-  HSR_CHECK(hsr_env_get_choice("HSR_CKPT_IN_PLACE", &mode));
+  HSR_CHECK(env_get_choice("HSR_CKPT_IN_PLACE", &mode));
   x->in_place = x->in.host_state && (mode == 1 || (mode == 0 && rt_state_fresh(x->rt)));
   return HSR_OK;
 }
@@ -252,7 +253,7 @@ static hsr_status pick_in_place(load_ctx *x) {
  * this rank's part and its spans, the read window. */
 static hsr_status prepare(load_ctx *x, const char *path, size_t cap) {
   HSR_CHECK(rt_state_idle(x->rt, "load", 1));
-  HSR_CHECK(hsr_ckpt_open(path, &x->c));
+  HSR_CHECK(ckpt_open(path, &x->c));
   HSR_CHECK(match(x));
   HSR_CHECK(place(x));
   HSR_CHECK(pick_in_place(x));
@@ -271,7 +272,7 @@ static hsr_status prepare(load_ctx *x, const char *path, size_t cap) {
 /* This rank's part read and every block of it verified: into the engine
  * (in place), held in host memory when it fits, or only verified. */
 static hsr_status read_part(load_ctx *x, size_t cap) {
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   hsr_status st;
   if (x->in_place) {
     /* a device run with offload: no copy queued earlier (the initialization's) may land after the read */
@@ -284,8 +285,8 @@ static hsr_status read_part(load_ctx *x, size_t cap) {
   } else {
     st = ckpt_read_spans(x->c, x->s, x->n, x->buf, x->chunk, NULL, NULL, &x->read_bytes);
   }
-  x->data_s += hsr_clock_s() - t0;
-  x->read_s = hsr_clock_s() - t0;
+  x->data_s += clock_s() - t0;
+  x->read_s = clock_s() - t0;
   return st;
 }
 
@@ -349,7 +350,7 @@ static hsr_status exchange(load_ctx *x) {
   if (st == HSR_OK && P[me] != x->pbytes) st = hsr_error(HSR_ERR_INTERNAL, "checkpoint load: parts disagree");
   uint64_t W = maxP < CKPT_CHUNK ? maxP : CKPT_CHUNK, rounds = W ? (maxP + W - 1) / W : 0;
   x->slot_bytes = (size_t)(2 * (uint64_t)R * W);
-  if (st == HSR_OK && rounds) st = hsr_comm_mem_alloc(rc, x->slot_bytes, &x->slots);
+  if (st == HSR_OK && rounds) st = comm_mem_alloc(rc, x->slot_bytes, &x->slots);
   hsr_req *req[2] = {NULL, NULL};
   for (uint64_t i = 0; i < rounds + 1 && st == HSR_OK; i++) {
     if (i < rounds) { /* post window i */
@@ -387,11 +388,11 @@ static hsr_status exchange(load_ctx *x) {
 static hsr_status install(load_ctx *x) {
   hsr_rt *rt = x->rt;
   HSR_CHECK(rt_state_quiesce(rt));
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   hsr_status st = HSR_OK;
   if ((x->hold || x->in_place) && x->parts > 1) {
     st = exchange(x);
-    x->exch_s = hsr_clock_s() - t0;
+    x->exch_s = clock_s() - t0;
   } else if (x->in_place) { /* the whole shard is this rank's part, read in place */
   } else if (x->hold) { /* the whole shard is this rank's part */
     seg *sg = NULL;
@@ -405,7 +406,7 @@ static hsr_status install(load_ctx *x) {
     st = plan_shard(x);
     if (st == HSR_OK) st = ckpt_read_spans(x->c, x->s, x->n, x->buf, x->chunk, install_sink, rt, &x->read_bytes);
   }
-  x->data_s += hsr_clock_s() - t0;
+  x->data_s += clock_s() - t0;
   if (st == HSR_OK) st = rt_state_installed(rt); /* the parameters from the master; before the staging buffers go */
   if (st != HSR_OK)
     return hsr_error(st,
@@ -442,7 +443,7 @@ static void fill_stats(const load_ctx *x, double t0, hsr_ckpt_stats *s) {
     s->bytes_total = x->c->info.data_bytes;
   }
   s->bytes_rank = x->read_bytes;
-  s->seconds = hsr_clock_s() - t0;
+  s->seconds = clock_s() - t0;
   s->data_seconds = x->data_s;
   s->gbps = s->seconds > 0 ? (double)s->bytes_total / s->seconds / 1e9 : 0;
   s->staging_bytes = (x->buf ? x->alloc : 0) + (x->hold ? x->pbytes : 0) + x->slot_bytes;
@@ -456,7 +457,7 @@ static void fill_stats(const load_ctx *x, double t0, hsr_ckpt_stats *s) {
 hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, hsr_ckpt_stats *stats) {
   if (!rt || !path) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_load: NULL argument");
   HSR_CHECK(rt_state_commit(rt)); /* commits first (hsr/ckpt.h); a torn state may be loaded again */
-  double t0 = hsr_clock_s(), waited = 0;
+  double t0 = clock_s(), waited = 0;
   int64_t wstep = -1;
   HSR_CHECK(ckpt_async_settle(rt, &waited, &wstep)); /* a background save in flight finishes first */
   rt_state_phase(rt);
@@ -469,7 +470,7 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
   hsr_status st = ckpt_buffer_cap(&cap);
   if (st == HSR_OK) st = prepare(&x, path, cap);
   if (st == HSR_OK && program) st = hsr_ckpt_state_create(&prog);
-  if (st == HSR_OK && prog) st = hsr_ckpt_get_program(x.c, prog);
+  if (st == HSR_OK && prog) st = ckpt_get_program(x.c, prog);
   ckpt_link l;
   ckpt_link_of(rt, &l);
   /* every rank's checks that need no data passed before any byte is read;
@@ -504,15 +505,15 @@ hsr_status hsr_ckpt_load(hsr_rt *rt, const char *path, hsr_ckpt_state *program, 
   if (st == HSR_OK)
     HSR_LOG_I("checkpoint: loaded step %lld from %s (%.3f s: read and verified %llu bytes in %.3f s, received %llu "
               "from the replicas in %.3f s)",
-              (long long)x.c->info.step, x.c->dir, hsr_clock_s() - t0, (unsigned long long)x.read_bytes, x.read_s,
+              (long long)x.c->info.step, x.c->dir, clock_s() - t0, (unsigned long long)x.read_bytes, x.read_s,
               (unsigned long long)x.exchanged, x.exch_s);
   if (stats) stats->waited_seconds = waited, stats->waited_step = wstep;
   ckpt_stage_free(rt, x.hold, (size_t)x.pbytes);
   ckpt_stage_free(rt, x.buf, x.alloc);
-  if (x.slots) hsr_comm_mem_free(x.in.rep, x.slots);
+  if (x.slots) comm_mem_free(x.in.rep, x.slots);
   free(x.pc);
   hsr_ckpt_state_free(prog);
-  hsr_ckpt_close(x.c);
+  ckpt_close(x.c);
   free(x.map);
   free(x.s);
   free(x.at);

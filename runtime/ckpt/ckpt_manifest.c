@@ -11,7 +11,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "hsr/json.h"
+#include "common/json.h"
 #include "ckpt_int.h"
 
 #define CRC_KEY "\"manifest_crc32\""
@@ -170,13 +170,13 @@ cJSON *ckpt_manifest_tensor(const ckpt_tensor *t) {
     cJSON_AddNumberToObject(r, "count", (double)t->r[j].count);
     cJSON_AddNumberToObject(r, "file", t->r[j].file);
     for (int k = 0; k < CKPT_KINDS; k++)
-      cJSON_AddNumberToObject(r, hsr_ckpt_kind_name((hsr_ckpt_kind)k), (double)t->r[j].off[k]);
+      cJSON_AddNumberToObject(r, ckpt_kind_name((hsr_ckpt_kind)k), (double)t->r[j].off[k]);
     cJSON_AddItemToArray(ra, r);
   }
   return o;
 }
 
-const char *hsr_ckpt_kind_name(hsr_ckpt_kind k) {
+const char *ckpt_kind_name(hsr_ckpt_kind k) {
   static const char *const n[CKPT_KINDS] = {"master", "m", "v"}; /* the ranges' keys */
   return (unsigned)k < CKPT_KINDS ? n[k] : "?";
 }
@@ -337,7 +337,7 @@ static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pct
                   i - 1, r->start, r->count, next);
     next = r->start + r->count;
     for (int k = 0; k < CKPT_KINDS; k++) {
-      const char *kn = hsr_ckpt_kind_name((hsr_ckpt_kind)k);
+      const char *kn = ckpt_kind_name((hsr_ckpt_kind)k);
       HSR_CHECK(ju64(px, it, kn, &r->off[k]));
       if (r->off[k] + 4 * r->count > c->f[r->file].bytes)
         return PERR(px, "range %d (%s) ends at byte %" PRIu64 " of '%s', which has %" PRIu64, i - 1, kn,
@@ -453,7 +453,7 @@ static hsr_status parse_head(hsr_ckpt *c, char *text, size_t len, pctx *px) {
                 !c->json ? "not valid JSON" : "no \"format\": \"" CKPT_FORMAT "\"");
   }
   int64_t v;
-  if (hsr_json_check_finite(c->json, HSR_ERR_IO, "the manifest") != HSR_OK) { /* 1e999 reads as infinity */
+  if (json_check_finite(c->json, HSR_ERR_IO, "the manifest") != HSR_OK) { /* 1e999 reads as infinity */
     char m[512];
     snprintf(m, sizeof m, "%s", hsr_last_error());
     return PERR(px, "%s", m);
@@ -513,7 +513,7 @@ hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out) {
     *out = c;
     return HSR_OK;
   }
-  hsr_ckpt_close(c);
+  ckpt_close(c);
   return st;
 }
 

@@ -10,8 +10,9 @@
 #include <string.h>
 
 #include "ckpt_int.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "runtime/engine/state.h"
+#include "collectives/comm_internal.h"
 
 /* The range the saved kinds cover at (rep, sh): master, m and v alike. */
 static hsr_status saved_range(hsr_rt *rt, int u, int rep, int sh, rt_state_range *r) {
@@ -45,7 +46,7 @@ static hsr_status walk_held(hsr_rt *rt, const rt_state_info *in, int rep, int sh
     uint64_t lo = r.lo, hi = lo + r.n;
     for (int j = 0; j < un.nparams; j++) {
       hsr_rt_param_info p;
-      HSR_CHECK(hsr_rt_layout_param(in->layout, un.params[j], &p));
+      HSR_CHECK(rt_layout_param(in->layout, un.params[j], &p));
       uint64_t a = p.offset > lo ? p.offset : lo, b = p.offset + p.numel < hi ? p.offset + p.numel : hi;
       if (a >= b) continue;
       ckpt_piece pc = {un.params[j], u, a - p.offset, b - a, a - lo};
@@ -107,7 +108,7 @@ hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, int
 void ckpt_link_of(hsr_rt *rt, ckpt_link *l) {
   rt_state_info in;
   rt_state_info_of(rt, &in);
-  *l = (ckpt_link){in.world && hsr_comm_backend(in.world) == HSR_BACKEND_HOST ? in.world : NULL, in.boot, in.rank,
+  *l = (ckpt_link){in.world && comm_backend(in.world) == HSR_BACKEND_HOST ? in.world : NULL, in.boot, in.rank,
                    in.world_size};
 }
 
@@ -116,7 +117,7 @@ void ckpt_link_of(hsr_rt *rt, ckpt_link *l) {
  * names nobody); NCCL runs' synchronous saves keep the bootstrap. */
 hsr_status ckpt_allgather(const ckpt_link *l, const void *mine, size_t bytes, void *all) {
   if (l->comm) return hsr_comm_allgather(l->comm, mine, all, bytes, HSR_U8, NULL);
-  return hsr_boot_allgather(l->boot, mine, bytes, all);
+  return boot_allgather(l->boot, mine, bytes, all);
 }
 
 static hsr_status link_gather(void *l, const void *mine, size_t bytes, void *all) {
@@ -142,12 +143,12 @@ void ckpt_stage_free(hsr_rt *rt, void *p, size_t bytes) {
 }
 
 hsr_status ckpt_buffer_cap(size_t *cap) {
-  return hsr_env_get_size("HSR_CKPT_BUFFER", cap); /* 4K to 1T, default 64M (the registry) */
+  return env_get_size("HSR_CKPT_BUFFER", cap); /* 4K to 1T, default 64M (the registry) */
 }
 
 hsr_status ckpt_block_bytes(uint64_t *block) {
   size_t b;
-  HSR_CHECK(hsr_env_get_size("HSR_CKPT_BLOCK", &b)); /* 64 to 1G, default 1M (the registry) */
+  HSR_CHECK(env_get_size("HSR_CKPT_BLOCK", &b)); /* 64 to 1G, default 1M (the registry) */
   *block = b;
   return HSR_OK;
 }

@@ -14,7 +14,7 @@ void ckpt_what_at(const hsr_ckpt *c, int f, uint64_t off, char *buf, size_t len)
       const ckpt_range *r = &c->t[i].r[j];
       for (int k = 0; r->file == f && k < CKPT_KINDS; k++)
         if (off >= r->off[k] && off < r->off[k] + 4 * r->count) {
-          snprintf(buf, len, "tensor '%s', %s, element %" PRIu64, c->t[i].name, hsr_ckpt_kind_name((hsr_ckpt_kind)k),
+          snprintf(buf, len, "tensor '%s', %s, element %" PRIu64, c->t[i].name, ckpt_kind_name((hsr_ckpt_kind)k),
                    r->start + (off - r->off[k]) / 4);
           return;
         }
@@ -23,12 +23,12 @@ void ckpt_what_at(const hsr_ckpt *c, int f, uint64_t off, char *buf, size_t len)
 }
 
 /* ---- the engine-less reader ---- */
-hsr_status hsr_ckpt_open(const char *path, hsr_ckpt **out) {
-  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_open: NULL argument");
+hsr_status ckpt_open(const char *path, hsr_ckpt **out) {
+  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "ckpt_open: NULL argument");
   *out = NULL;
   char *dir = NULL, mp[4096], *text = NULL;
   size_t len = 0;
-  HSR_CHECK(hsr_ckpt_resolve(path, &dir));
+  HSR_CHECK(ckpt_resolve(path, &dir));
   hsr_status st = ckpt_path(mp, sizeof mp, dir, CKPT_MANIFEST);
   if (st == HSR_OK) st = ckpt_slurp(mp, (size_t)1 << 30, &text, &len);
   if (st == HSR_OK) st = ckpt_parse(dir, text, len, out);
@@ -36,7 +36,7 @@ hsr_status hsr_ckpt_open(const char *path, hsr_ckpt **out) {
   return st;
 }
 
-void hsr_ckpt_close(hsr_ckpt *c) {
+void ckpt_close(hsr_ckpt *c) {
   if (!c) return;
   for (int i = 0; i < c->nt; i++) free(c->t[i].r);
   for (int i = 0; i < c->nf; i++) free(c->f[i].blocks);
@@ -48,16 +48,16 @@ void hsr_ckpt_close(hsr_ckpt *c) {
   free(c);
 }
 
-hsr_status hsr_ckpt_get_info(const hsr_ckpt *c, hsr_ckpt_info *out) {
-  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_get_info: NULL argument");
+hsr_status ckpt_get_info(const hsr_ckpt *c, hsr_ckpt_info *out) {
+  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "ckpt_get_info: NULL argument");
   *out = c->info;
   return HSR_OK;
 }
 
-int hsr_ckpt_num_tensors(const hsr_ckpt *c) { return c ? c->nt : 0; }
+int ckpt_num_tensors(const hsr_ckpt *c) { return c ? c->nt : 0; }
 
-hsr_status hsr_ckpt_tensor_at(const hsr_ckpt *c, int i, hsr_ckpt_tensor *out) {
-  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_tensor_at: NULL argument");
+hsr_status ckpt_tensor_at(const hsr_ckpt *c, int i, hsr_ckpt_tensor *out) {
+  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "ckpt_tensor_at: NULL argument");
   if (i < 0 || i >= c->nt)
     return hsr_error(HSR_ERR_INVALID, "checkpoint tensor %d does not exist (valid: 0 to %d)", i, c->nt - 1);
   const ckpt_tensor *t = &c->t[i];
@@ -69,8 +69,8 @@ hsr_status hsr_ckpt_tensor_at(const hsr_ckpt *c, int i, hsr_ckpt_tensor *out) {
   return HSR_OK;
 }
 
-hsr_status hsr_ckpt_find(const hsr_ckpt *c, const char *name, int *i) {
-  if (!c || !name || !i) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_find: NULL argument");
+hsr_status ckpt_find(const hsr_ckpt *c, const char *name, int *i) {
+  if (!c || !name || !i) return hsr_error(HSR_ERR_INVALID, "ckpt_find: NULL argument");
   for (int k = 0; k < c->nt; k++)
     if (!strcmp(c->t[k].name, name)) {
       *i = k;
@@ -79,15 +79,15 @@ hsr_status hsr_ckpt_find(const hsr_ckpt *c, const char *name, int *i) {
   return hsr_error(HSR_ERR_NOT_FOUND, "checkpoint '%s' has no tensor '%s'", c->dir, name);
 }
 
-hsr_status hsr_ckpt_get_program(const hsr_ckpt *c, hsr_ckpt_state *out) {
-  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_get_program: NULL argument");
+hsr_status ckpt_get_program(const hsr_ckpt *c, hsr_ckpt_state *out) {
+  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "ckpt_get_program: NULL argument");
   char what[1100];
   snprintf(what, sizeof what, "checkpoint '%s': program state", c->dir);
   return ckpt_state_assign(out, cJSON_GetObjectItemCaseSensitive(c->json, "program"), what);
 }
 
-hsr_status hsr_ckpt_get_model(const hsr_ckpt *c, const char **kind, hsr_ckpt_state *config) {
-  if (!c || !kind) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_get_model: NULL argument");
+hsr_status ckpt_get_model(const hsr_ckpt *c, const char **kind, hsr_ckpt_state *config) {
+  if (!c || !kind) return hsr_error(HSR_ERR_INVALID, "ckpt_get_model: NULL argument");
   *kind = NULL;
   if (!c->model)
     return hsr_error(HSR_ERR_NOT_FOUND,
@@ -101,4 +101,4 @@ hsr_status hsr_ckpt_get_model(const hsr_ckpt *c, const char **kind, hsr_ckpt_sta
   return ckpt_state_assign(config, c->model_config, what);
 }
 
-const char *hsr_ckpt_manifest_text(const hsr_ckpt *c) { return c ? c->text : NULL; }
+const char *ckpt_manifest_text(const hsr_ckpt *c) { return c ? c->text : NULL; }

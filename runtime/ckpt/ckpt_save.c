@@ -26,7 +26,8 @@
 #include "common/grow.h"
 #include "ckpt_int.h"
 #include "hsr/config.h"
-#include "hsr/env.h"
+#include "common/dtype_internal.h"
+#include "common/env.h"
 #include "runtime/engine/state.h"
 
 struct ckpt_job {
@@ -78,7 +79,7 @@ static hsr_status job_check(save_ctx *x, const hsr_ckpt_save_opts *o) {
   HSR_CHECK(rt_state_idle(rt, "save", 0));
   HSR_CHECK(ckpt_fault_parse(x->in.step, &x->fault));
   HSR_CHECK(ckpt_block_bytes(&x->block));
-  HSR_CHECK(hsr_env_get_double("HSR_CKPT_DELAY", &x->delay));
+  HSR_CHECK(env_get_double("HSR_CKPT_DELAY", &x->delay));
   ckpt_crc_init(&x->crc, x->block);
   if (o && o->name) {
     if (!ckpt_safe_name(o->name))
@@ -99,14 +100,14 @@ static hsr_status job_check(save_ctx *x, const hsr_ckpt_save_opts *o) {
  * outlives the caller's), its pieces and bytes. */
 static hsr_status job_plan(save_ctx *x, const hsr_ckpt_save_opts *o) {
   const hsr_ckpt_state *program = o ? o->program : NULL;
-  HSR_CHECK(hsr_ckpt_state_json(program, &x->prog));
+  HSR_CHECK(ckpt_state_json(program, &x->prog));
   const cJSON *po = ckpt_state_obj(program);
   x->prog_obj = po ? cJSON_Duplicate(po, 1) : cJSON_CreateObject();
   if (!x->prog_obj) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   if (o && o->model_kind) {
     snprintf(x->model, sizeof x->model, "%s", o->model_kind);
     char *cfg = NULL;
-    HSR_CHECK(hsr_ckpt_state_json(o->model_config, &cfg));
+    HSR_CHECK(ckpt_state_json(o->model_config, &cfg));
     size_t n = strlen(x->model) + strlen(cfg) + 2;
     if ((x->model_text = malloc(n))) snprintf(x->model_text, n, "%s %s", x->model, cfg);
     free(cfg);
@@ -198,7 +199,7 @@ static hsr_status write_data(ckpt_job *x) {
   writer w = {x, -1, NULL, cap, 0};
   char tmp[4300];
   snprintf(tmp, sizeof tmp, "%s.tmp", x->path);
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   if (st == HSR_OK && !x->stage) st = rt_state_quiesce(rt); /* the optimizer's updates are in the state */
   if (st == HSR_OK && !x->stage) st = ckpt_stage_alloc(rt, cap, (void **)&w.buf);
   if (st == HSR_OK && (w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
@@ -213,7 +214,7 @@ static hsr_status write_data(ckpt_job *x) {
     st = hsr_error(HSR_ERR_IO, "renaming '%s' failed: %s", tmp, strerror(errno));
   if (st != HSR_OK) unlink(tmp);
   if (w.buf) ckpt_stage_free(rt, w.buf, cap);
-  x->data_s = hsr_clock_s() - t0;
+  x->data_s = clock_s() - t0;
   bump(x);
   return st;
 }
@@ -258,7 +259,7 @@ static hsr_status collect_ranges(save_ctx *x, const int *fidx, rlist *rl) {
 static cJSON *tensor_json(hsr_rt *rt, const rt_state_info *in, int i, rlist *l) {
   hsr_rt_param_info p;
   rt_state_unit un;
-  if (hsr_rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
+  if (rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
   if (l->n) qsort(l->r, (size_t)l->n, sizeof *l->r, range_cmp);
   ckpt_tensor t = {.name = p.name, .unit = un.name, .dtype = "f32", .ndim = p.ndim, .group = p.group,
                    .unit_index = p.unit, .numel = p.numel, .offset = p.offset, .r = l->r, .nr = l->n};
@@ -282,16 +283,16 @@ static void add_head(save_ctx *x, cJSON *m) {
                      .replicate = in->R,
                      .shard = in->S,
                      .partial = in->K,
-                     .strategy = hsr_rt_strategy_name(c->strategy),
+                     .strategy = rt_strategy_name(c->strategy),
                      .reshard = ckpt_reshard_name(c, rs, sizeof rs),
                      .prefetch = c->prefetch,
                      .device = in->gpu ? "cuda" : "host",
-                     .param_dtype = hsr_dtype_name(c->param_dtype),
-                     .reduce_dtype = hsr_dtype_name(c->reduce_dtype),
+                     .param_dtype = dtype_name(c->param_dtype),
+                     .reduce_dtype = dtype_name(c->reduce_dtype),
                      .block_bytes = x->block};
   memcpy(h.groups, c->groups, sizeof h.groups);
   cJSON *lay = cJSON_CreateObject(), *ua = cJSON_CreateArray();
-  cJSON_AddNumberToObject(lay, "align", (double)hsr_rt_layout_align(in->layout));
+  cJSON_AddNumberToObject(lay, "align", (double)rt_layout_align(in->layout));
   cJSON_AddNumberToObject(lay, "shards", in->S);
   for (int u = 0; u < in->nunits; u++) {
     rt_state_unit un = {0};
@@ -308,7 +309,7 @@ static void add_head(save_ctx *x, cJSON *m) {
 
 static hsr_status build_manifest(save_ctx *x, cJSON **out) {
   hsr_rt *rt = x->rt;
-  int np = hsr_rt_layout_num_params(x->in.layout), nf = 0;
+  int np = rt_layout_num_params(x->in.layout), nf = 0;
   int *fidx = malloc((size_t)x->world * sizeof *fidx);
   rlist *rl = calloc((size_t)np + 1, sizeof *rl);
   cJSON *m = cJSON_CreateObject();
@@ -440,7 +441,7 @@ hsr_status ckpt_job_begin(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts
   *out = NULL;
   save_ctx *x = calloc(1, sizeof *x);
   if (!x) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  x->t0 = hsr_clock_s();
+  x->t0 = clock_s();
   rt_state_info_of(rt, &x->in);
   x->cfg = *x->in.cfg;
   x->in.cfg = &x->cfg;
@@ -460,7 +461,7 @@ hsr_status ckpt_job_plan(ckpt_job *x, const hsr_ckpt_save_opts *o) { return job_
  * rank's data file, rank 0's commit and retention. st: the plan's result
  * (a failure is voted, so every rank returns it). */
 hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t *progress) {
-  double t0 = hsr_clock_s();
+  double t0 = clock_s();
   x->link = *l;
   x->progress = progress;
   ckpt_vote *v = NULL;
@@ -498,7 +499,7 @@ hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t
     if (st != HSR_OK && !x->committed && !unknown && x->bytes) unlink(x->path);
   }
   if (st != HSR_OK && x->rank == 0 && !x->committed) rmdir(x->dir); /* if empty */
-  x->run_s = hsr_clock_s() - t0;
+  x->run_s = clock_s() - t0;
   if (st == HSR_OK)
     HSR_LOG_I("checkpoint: saved step %lld to %s (this rank %llu bytes, %.3f s)", (long long)x->in.step, x->dir,
               (unsigned long long)x->bytes, x->run_s);
@@ -515,7 +516,7 @@ void ckpt_job_stats(const ckpt_job *x, hsr_ckpt_stats *s) {
   s->step = x->in.step;
   for (int r = 0; x->votes && r < x->world; r++) s->bytes_total += x->votes[r].a;
   s->bytes_rank = x->bytes;
-  s->seconds = hsr_clock_s() - x->t0;
+  s->seconds = clock_s() - x->t0;
   s->data_seconds = x->data_s;
   s->gbps = s->seconds > 0 ? (double)s->bytes_total / s->seconds / 1e9 : 0;
   s->staging_bytes = x->staged;
@@ -540,7 +541,7 @@ hsr_status hsr_ckpt_save(hsr_rt *rt, const char *root, const hsr_ckpt_save_opts 
   if (!rt || !root || !*root) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_save: NULL runtime or empty root");
   HSR_CHECK(hsr_rt_commit(rt)); /* commits first (hsr/ckpt.h) */
   if (o && o->async) return ckpt_async_save(rt, root, o, stats);
-  double t0 = hsr_clock_s(), waited = 0;
+  double t0 = clock_s(), waited = 0;
   int64_t wstep = -1;
   HSR_CHECK(ckpt_async_settle(rt, &waited, &wstep)); /* a background save in flight finishes first */
   rt_state_phase(rt);

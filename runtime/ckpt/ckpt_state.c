@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hsr/json.h"
+#include "common/json.h"
 #include "ckpt_int.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 struct hsr_ckpt_state {
   cJSON *obj;
@@ -50,7 +51,7 @@ void hsr_ckpt_state_free(hsr_ckpt_state *s) {
   free(s);
 }
 
-hsr_status hsr_ckpt_state_clear(hsr_ckpt_state *s) {
+hsr_status ckpt_state_clear(hsr_ckpt_state *s) {
   if (!s) return hsr_error(HSR_ERR_INVALID, "checkpoint state is NULL");
   cJSON *o = cJSON_CreateObject();
   if (!o) return hsr_error(HSR_ERR_NOMEM, "checkpoint state: out of memory");
@@ -107,7 +108,7 @@ hsr_status hsr_ckpt_state_set_i64(hsr_ckpt_state *s, const char *key, int64_t v)
   return put(s, key, cJSON_CreateString(b));
 }
 
-hsr_status hsr_ckpt_state_set_u64(hsr_ckpt_state *s, const char *key, uint64_t v) {
+hsr_status ckpt_state_set_u64(hsr_ckpt_state *s, const char *key, uint64_t v) {
   char b[32];
   snprintf(b, sizeof b, "0x%016" PRIx64, v);
   return put(s, key, cJSON_CreateString(b));
@@ -152,7 +153,7 @@ hsr_status hsr_ckpt_state_get_i64(const hsr_ckpt_state *s, const char *key, int6
   return hsr_error(HSR_ERR_INVALID, "checkpoint state: '%s' is not an integer", key);
 }
 
-hsr_status hsr_ckpt_state_get_u64(const hsr_ckpt_state *s, const char *key, uint64_t *out) {
+hsr_status ckpt_state_get_u64(const hsr_ckpt_state *s, const char *key, uint64_t *out) {
   const cJSON *v;
   HSR_CHECK(get(s, key, &v));
   if (cJSON_IsString(v) && !strncmp(v->valuestring, "0x", 2) && v->valuestring[2]) {
@@ -187,14 +188,14 @@ hsr_status hsr_ckpt_state_get_str(const hsr_ckpt_state *s, const char *key, cons
   return HSR_OK;
 }
 
-int hsr_ckpt_state_has(const hsr_ckpt_state *s, const char *key) {
+int ckpt_state_has(const hsr_ckpt_state *s, const char *key) {
   return s && key && cJSON_GetObjectItemCaseSensitive(s->obj, key) != NULL;
 }
 
-int hsr_ckpt_state_count(const hsr_ckpt_state *s) { return s ? cJSON_GetArraySize(s->obj) : 0; }
+int ckpt_state_count(const hsr_ckpt_state *s) { return s ? cJSON_GetArraySize(s->obj) : 0; }
 
-hsr_status hsr_ckpt_state_json(const hsr_ckpt_state *s, char **out) {
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_state_json: out is NULL");
+hsr_status ckpt_state_json(const hsr_ckpt_state *s, char **out) {
+  if (!out) return hsr_error(HSR_ERR_INVALID, "ckpt_state_json: out is NULL");
   *out = s ? cJSON_PrintUnformatted(s->obj) : NULL;
   if (!*out && !s) *out = strdup("{}");
   if (!*out) return hsr_error(HSR_ERR_NOMEM, "checkpoint state: out of memory");
@@ -233,10 +234,10 @@ const cJSON *ckpt_state_obj(const hsr_ckpt_state *s) { return s ? s->obj : NULL;
 
 hsr_status ckpt_check_key(const char *key) { return check_key(key); }
 
-hsr_status hsr_ckpt_state_at(const hsr_ckpt_state *s, int i, const char **key, char *value, size_t len) {
-  if (!s || !key || !value || !len) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_state_at: NULL argument");
+hsr_status ckpt_state_at(const hsr_ckpt_state *s, int i, const char **key, char *value, size_t len) {
+  if (!s || !key || !value || !len) return hsr_error(HSR_ERR_INVALID, "ckpt_state_at: NULL argument");
   const cJSON *v = i >= 0 ? cJSON_GetArrayItem(s->obj, i) : NULL;
-  if (!v) return hsr_error(HSR_ERR_INVALID, "checkpoint state: pair %d of %d", i, hsr_ckpt_state_count(s));
+  if (!v) return hsr_error(HSR_ERR_INVALID, "checkpoint state: pair %d of %d", i, ckpt_state_count(s));
   *key = v->string;
   double d;
   int n;
@@ -250,11 +251,11 @@ hsr_status hsr_ckpt_state_at(const hsr_ckpt_state *s, int i, const char **key, c
   return HSR_OK;
 }
 
-hsr_status hsr_ckpt_state_from_json(hsr_ckpt_state *s, const char *json) {
-  if (!s || !json) return hsr_error(HSR_ERR_INVALID, "hsr_ckpt_state_from_json: NULL argument");
+hsr_status ckpt_state_from_json(hsr_ckpt_state *s, const char *json) {
+  if (!s || !json) return hsr_error(HSR_ERR_INVALID, "ckpt_state_from_json: NULL argument");
   cJSON *o = cJSON_Parse(json);
   if (!o) return hsr_error(HSR_ERR_INVALID, "checkpoint state: not JSON: '%.60s'", json);
-  hsr_status st = hsr_json_check_finite(o, HSR_ERR_INVALID, "checkpoint state"); /* 1e999 reads as infinity */
+  hsr_status st = json_check_finite(o, HSR_ERR_INVALID, "checkpoint state"); /* 1e999 reads as infinity */
   if (st == HSR_OK)
     st = cJSON_IsObject(o) ? ckpt_state_assign(s, o, "checkpoint state")
                            : hsr_error(HSR_ERR_INVALID, "checkpoint state: '%.60s' is not a JSON object", json);

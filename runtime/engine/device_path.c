@@ -4,8 +4,12 @@
 #include <string.h>
 
 #include "device_path.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "kernels/sim.h"
+#include "launch/boot_internal.h"
+#include "collectives/comm_internal.h"
+#include "kernels/kernels_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 enum { S_COMPUTE = 0, S_GATHER, S_REDUCE, S_COUNT };
 
@@ -34,14 +38,14 @@ struct rt_dev {
 };
 
 static hsr_status open_cuda(rt_dev *dv, const hsr_rt_config *cfg, hsr_boot *boot) {
-  int count = hsr_device_cuda_count();
+  int count = device_cuda_count();
   if (count == 0) { /* fails with the reason: a host-only build, or no GPU / driver */
     hsr_status st = hsr_device_open(HSR_DEVICE_CUDA, 0, &dv->dev);
     dv->own_dev = st == HSR_OK;
     return st == HSR_OK ? hsr_error(HSR_ERR_INTERNAL, "runtime: no CUDA device counted, yet one opened") : st;
   }
   /* The NCCL world communicator binds local rank % GPUs; buffers must live there. */
-  int bound = hsr_boot_local_rank(boot) % count;
+  int bound = boot_local_rank(boot) % count;
   int ord = cfg->device_ordinal < 0 ? bound : cfg->device_ordinal;
   if (ord >= count)
     return hsr_error(HSR_ERR_NOT_FOUND, "runtime device cuda:%d: %d GPU(s) visible (valid: cuda:0 to cuda:%d)", ord,
@@ -50,7 +54,7 @@ static hsr_status open_cuda(rt_dev *dv, const hsr_rt_config *cfg, hsr_boot *boot
     return hsr_error(HSR_ERR_INVALID,
                      "runtime device cuda:%d: this rank (local rank %d) is bound to GPU %d by NCCL; use 'cuda' "
                      "(automatic) or cuda:%d, or select GPUs with CUDA_VISIBLE_DEVICES",
-                     ord, hsr_boot_local_rank(boot), bound, bound);
+                     ord, boot_local_rank(boot), bound, bound);
   HSR_CHECK(hsr_device_open(HSR_DEVICE_CUDA, ord, &dv->dev));
   dv->own_dev = 1;
   return HSR_OK;
@@ -68,7 +72,7 @@ hsr_status rt_dev_open(const hsr_rt_config *cfg, hsr_boot *boot, double timeout_
   if (timeout_s > 0)
     dv->timeout = timeout_s;
   else
-    st = hsr_env_get_double("HSR_COMM_TIMEOUT", &dv->timeout);
+    st = env_get_double("HSR_COMM_TIMEOUT", &dv->timeout);
   if (st != HSR_OK) goto fail;
   if (cfg->dev) {
     dv->dev = cfg->dev;
@@ -84,7 +88,7 @@ hsr_status rt_dev_open(const hsr_rt_config *cfg, hsr_boot *boot, double timeout_
   }
   dv->async = hsr_device_kind_of(dv->dev) != HSR_DEVICE_HOST;
   int drop = 0;
-  if ((st = hsr_env_get_choice("HSR_SIM_DROP", &drop)) != HSR_OK) goto fail;
+  if ((st = env_get_choice("HSR_SIM_DROP", &drop)) != HSR_OK) goto fail;
   dv->drop = (rt_drop)drop;
   if (drop && hsr_device_kind_of(dv->dev) != HSR_DEVICE_SIM) {
     st = hsr_error(HSR_ERR_INVALID, "HSR_SIM_DROP is a test hook of the sim device (--device sim); unset it");
@@ -97,15 +101,15 @@ hsr_status rt_dev_open(const hsr_rt_config *cfg, hsr_boot *boot, double timeout_
   if (cfg->stream) {
     dv->s[S_COMPUTE] = cfg->stream;
   } else {
-    if ((st = hsr_stream_create(dv->dev, 0, &dv->s[S_COMPUTE])) != HSR_OK) goto fail;
+    if ((st = stream_create(dv->dev, 0, &dv->s[S_COMPUTE])) != HSR_OK) goto fail;
     dv->own_cs = 1;
   }
-  if ((st = hsr_stream_create(dv->dev, 1, &dv->s[S_GATHER])) != HSR_OK) goto fail;
-  if ((st = hsr_stream_create(dv->dev, 1, &dv->s[S_REDUCE])) != HSR_OK) goto fail;
+  if ((st = stream_create(dv->dev, 1, &dv->s[S_GATHER])) != HSR_OK) goto fail;
+  if ((st = stream_create(dv->dev, 1, &dv->s[S_REDUCE])) != HSR_OK) goto fail;
   static const char *const names[S_COUNT] = {"compute", "gather", "reduce"};
   for (int i = 0; i < S_COUNT; i++)
     if ((st = kern_stream_label(dv->s[i], names[i])) != HSR_OK) goto fail;
-  if ((st = hsr_event_create(dv->dev, &dv->join)) != HSR_OK) goto fail;
+  if ((st = event_create(dv->dev, &dv->join)) != HSR_OK) goto fail;
   if ((st = hsr_device_alloc(dv->dev, 64, (void **)&dv->d64)) != HSR_OK) goto fail;
   *out = dv;
   return HSR_OK;
@@ -131,14 +135,14 @@ hsr_status rt_dev_quiesce(rt_dev *dv) {
 hsr_status rt_dev_close(rt_dev *dv) {
   if (!dv) return HSR_OK;
   hsr_status st = rt_dev_quiesce(dv);
-  for (int u = 0; u < dv->nunits; u++) keep(&st, hsr_event_destroy(dv->uev[u]));
+  for (int u = 0; u < dv->nunits; u++) keep(&st, event_destroy(dv->uev[u]));
   for (int b = 0; b < dv->nbev; b++)
-    for (int i = 0; i < S_COUNT; i++) keep(&st, hsr_event_destroy(dv->bev[b].ev[i]));
-  keep(&st, hsr_event_destroy(dv->join));
+    for (int i = 0; i < S_COUNT; i++) keep(&st, event_destroy(dv->bev[b].ev[i]));
+  keep(&st, event_destroy(dv->join));
   if (dv->d64) keep(&st, hsr_device_free(dv->dev, dv->d64));
-  keep(&st, hsr_stream_destroy(dv->s[S_REDUCE]));
-  keep(&st, hsr_stream_destroy(dv->s[S_GATHER]));
-  if (dv->own_cs) keep(&st, hsr_stream_destroy(dv->s[S_COMPUTE]));
+  keep(&st, stream_destroy(dv->s[S_REDUCE]));
+  keep(&st, stream_destroy(dv->s[S_GATHER]));
+  if (dv->own_cs) keep(&st, stream_destroy(dv->s[S_COMPUTE]));
   if (dv->own_dev) keep(&st, hsr_device_close(dv->dev));
   free(dv->uev);
   free(dv->bev);
@@ -161,8 +165,8 @@ hsr_stream *rt_dev_rs(rt_dev *dv) { return dv ? dv->s[S_REDUCE] : NULL; }
 
 hsr_status rt_dev_join(rt_dev *dv, hsr_stream *waiter, hsr_stream *on) {
   if (!rt_dev_async(dv) || waiter == on) return HSR_OK;
-  HSR_CHECK(hsr_event_record(dv->join, on));
-  return hsr_stream_wait_event(waiter, dv->join);
+  HSR_CHECK(event_record(dv->join, on));
+  return stream_wait_event(waiter, dv->join);
 }
 
 hsr_status rt_dev_use(rt_dev *dv, hsr_comm *c, hsr_stream *s) {
@@ -174,20 +178,20 @@ hsr_status rt_dev_units(rt_dev *dv, int nunits) {
   if (!rt_dev_async(dv)) return HSR_OK;
   dv->uev = calloc((size_t)(nunits ? nunits : 1), sizeof *dv->uev);
   if (!dv->uev) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
-  for (; dv->nunits < nunits; dv->nunits++) HSR_CHECK(hsr_event_create(dv->dev, &dv->uev[dv->nunits]));
+  for (; dv->nunits < nunits; dv->nunits++) HSR_CHECK(event_create(dv->dev, &dv->uev[dv->nunits]));
   return HSR_OK;
 }
 
 hsr_status rt_dev_gather_issued(rt_dev *dv, int unit) {
   if (!rt_dev_async(dv)) return HSR_OK;
-  return hsr_event_record(dv->uev[unit], dv->s[S_GATHER]);
+  return event_record(dv->uev[unit], dv->s[S_GATHER]);
 }
 
 int rt_dev_dropped(const rt_dev *dv, rt_drop what) { return dv && dv->drop == what; }
 
 hsr_status rt_dev_gather_consume(rt_dev *dv, int unit) {
   if (!rt_dev_async(dv) || dv->drop == RT_DROP_GATHER_WAIT) return HSR_OK;
-  return hsr_stream_wait_event(dv->s[S_COMPUTE], dv->uev[unit]);
+  return stream_wait_event(dv->s[S_COMPUTE], dv->uev[unit]);
 }
 
 hsr_status rt_dev_reap(rt_dev *dv) {
@@ -196,9 +200,9 @@ hsr_status rt_dev_reap(rt_dev *dv) {
   int k = 0;
   for (int i = 0; i < dv->npend; i++) {
     int done = 0;
-    hsr_status t = hsr_req_test(dv->pend[i], &done);
+    hsr_status t = req_test(dv->pend[i], &done);
     if (t != HSR_OK || done)
-      keep(&st, hsr_req_free(dv->pend[i])); /* free returns the op's error, if any */
+      keep(&st, req_free(dv->pend[i])); /* free returns the op's error, if any */
     else
       dv->pend[k++] = dv->pend[i];
     keep(&st, t);
@@ -235,8 +239,8 @@ hsr_status rt_dev_block_release(rt_dev *dv, int block) {
   }
   blk_ev *b = &dv->bev[block];
   for (int i = 0; i < S_COUNT; i++) {
-    if (!b->ev[i]) HSR_CHECK(hsr_event_create(dv->dev, &b->ev[i]));
-    HSR_CHECK(hsr_event_record(b->ev[i], dv->s[i]));
+    if (!b->ev[i]) HSR_CHECK(event_create(dv->dev, &b->ev[i]));
+    HSR_CHECK(event_record(b->ev[i], dv->s[i]));
   }
   b->recorded = 1;
   return HSR_OK;
@@ -257,7 +261,7 @@ hsr_status rt_dev_block_reuse(rt_dev *dv, int block, rt_mem_cat cat) {
     return HSR_OK;
   hsr_stream *user = dv->s[first_user(cat)];
   for (int i = 0; i < S_COUNT; i++)
-    if (dv->s[i] != user) HSR_CHECK(hsr_stream_wait_event(user, dv->bev[block].ev[i]));
+    if (dv->s[i] != user) HSR_CHECK(stream_wait_event(user, dv->bev[block].ev[i]));
   return HSR_OK;
 }
 

@@ -2,18 +2,22 @@
  * schedule's executor (its table, and the gathers, reshard and release of
  * full units), the views, and the public lifecycle calls (timed and traced).
  * Each call asks the schedule (runtime/sched/schedule.h) what to do and runs
- * its actions through the interpreter (hsr_sched_run). */
+ * its actions through the interpreter (sched_run). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
+#include "common/common_internal.h"
+#include "collectives/comm_internal.h"
+#include "runtime/runtime_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 /* ---- names ---- */
 static const char *const ev_names[RT_EV_COUNT] = {"gather",    "reshard",      "reduce_scatter", "all_reduce",
                                                   "optimizer", "gather_issue", "release"};
 const char *rt_event_name(rt_event_kind k) { return k >= 0 && k < RT_EV_COUNT ? ev_names[k] : "?"; }
-const char *hsr_rt_group_name(hsr_rt_group g) {
+const char *rt_group_name(hsr_rt_group g) {
   static const char *const n[] = {"shard", "replicate", "partial"};
   return g >= 0 && g < HSR_RT_GROUP_COUNT ? n[g] : "?";
 }
@@ -22,11 +26,11 @@ const char *hsr_rt_group_name(hsr_rt_group g) {
 void rt_event(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, int collective, size_t bytes,
               uint64_t t0, uint64_t t1) {
   hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
-  rt_obs_event(rt->obs, step, kind, unit, group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL, collective, bytes,
-               t0, t1);
-  if (hsr_log_enabled(HSR_LOG_DEBUG))
+  rt_obs_event(rt->obs, step, kind, unit, group >= 0 && gc[group] ? comm_name(gc[group]) : NULL, collective, bytes, t0,
+               t1);
+  if (log_enabled(HSR_LOG_DEBUG))
     HSR_LOG_D("rt: %s unit %d group %s%s bytes %zu %.1f us", rt_event_name(kind), unit,
-              group >= 0 ? hsr_rt_group_name((hsr_rt_group)group) : "-", collective ? "" : " (local copy)", bytes,
+              group >= 0 ? rt_group_name((hsr_rt_group)group) : "-", collective ? "" : " (local copy)", bytes,
               (double)(t1 - t0) / 1e3);
 }
 
@@ -38,7 +42,7 @@ void rt_dev_span_end(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int
                      _Atomic uint64_t *a, int lane) {
   if (!a) return;
   hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
-  const char *g = group >= 0 && gc[group] ? hsr_comm_name(gc[group]) : NULL;
+  const char *g = group >= 0 && gc[group] ? comm_name(gc[group]) : NULL;
   char l[80];
   snprintf(l, sizeof l, "comm %s", g ? g : "?");
   rt_obs_dev_span(rt->obs, step, HSR_SPAN_COMM, l, rt_obs_span_name(kind), unit, g, bytes, a, lane);
@@ -55,16 +59,16 @@ hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, ui
   }
   int done = 0;
   uint64_t w0 = hsr_clock_ns();
-  hsr_status st = hsr_req_test(r, &done);
+  hsr_status st = req_test(r, &done);
   if (st == HSR_OK && done) {
     uint64_t a = 0, b = 0;
-    hsr_req_times(r, &a, &b);
+    req_times(r, &a, &b);
     if (a && b) *t0 = a, *t1 = b;
-    st = hsr_req_free(r);
+    st = req_free(r);
   } else if (st == HSR_OK) {
     st = hsr_req_wait(r, rt->timeout);
   } else {
-    hsr_req_free(r);
+    req_free(r);
   }
   uint64_t w1 = hsr_clock_ns();
   rt_obs_wait(rt->obs, w1 - w0);
@@ -88,7 +92,7 @@ hsr_status rt_x_gather(void *ctx, const hsr_sched_action *a, void **h) {
   void *full = rt_buf(rt, ui, HSR_SCHED_BUF_FULL);
   /* the partial slice, the parameter shard (outer shard optim), or the f32
    * master itself (FSDP2's footprint: no parameter shard beside it) */
-  int from_master = !a->partial && !hsr_sched_holds(rt->sched, HSR_SCHED_BUF_PARAM);
+  int from_master = !a->partial && !sched_holds(rt->sched, HSR_SCHED_BUF_PARAM);
   const void *src = a->partial     ? rt_buf(rt, ui, HSR_SCHED_BUF_PARTIAL)
                     : !from_master ? rt_buf(rt, ui, HSR_SCHED_BUF_PARAM)
                                    : (const void *)rt_master(rt, ui);
@@ -111,7 +115,7 @@ hsr_status rt_x_gather(void *ctx, const hsr_sched_action *a, void **h) {
   *h = req;
   HSR_CHECK(rt_dev_gather_issued(rt->dv, ui));
   rt_event(rt, 0, RT_EV_ISSUE, ui, a->group, !a->local, a->count * rt->pes, u->gt0, hsr_clock_ns());
-  int live = hsr_sched_live(rt->sched);
+  int live = sched_live(rt->sched);
   if (live > rt->stats.max_live_full) rt->stats.max_live_full = live;
   if (rt->opt) rt_optim_open(rt);
   return HSR_OK;
@@ -128,7 +132,7 @@ hsr_status rt_x_gather_wait(void *ctx, const hsr_sched_action *a, void *h) {
   if (st == HSR_OK) st = rt_dev_gather_consume(rt->dv, ui); /* compute waits for the gather */
   if (st != HSR_OK)
     return hsr_error(st, "runtime: gather of unit '%s' (%s group) failed: %s", u->name,
-                     hsr_rt_group_name((hsr_rt_group)a->group), hsr_last_error());
+                     rt_group_name((hsr_rt_group)a->group), hsr_last_error());
   rt_event(rt, u->gstep, RT_EV_GATHER, ui, a->group, r != NULL, a->count * rt->pes, t0, t1);
   return HSR_OK; /* the interpreter returns the partial slice it read */
 }
@@ -173,7 +177,7 @@ static const hsr_sched_exec exec_gpu = {RT_EXEC_COMMON, .test = NULL};
 const hsr_sched_exec *rt_exec_of(int gpu) { return gpu ? &exec_gpu : &exec_host; }
 
 hsr_status rt_run(hsr_rt *rt, const hsr_sched_action *acts, int n) {
-  return hsr_sched_run(rt->sched, acts, n, rt->exec, rt);
+  return sched_run(rt->sched, acts, n, rt->exec, rt);
 }
 
 /* ---- the lifecycle ---- */
@@ -218,7 +222,7 @@ static hsr_status forward_begin(hsr_rt *rt, int ui) {
   HSR_CHECK(window_free(u, "forward_begin"));
   const hsr_sched_action *acts;
   int n;
-  HSR_CHECK(hsr_sched_forward_begin(rt->sched, ui, &acts, &n));
+  HSR_CHECK(sched_forward_begin(rt->sched, ui, &acts, &n));
   HSR_CHECK(rt_run(rt, acts, n));
   u->in_fwd = 1;
   return HSR_OK;
@@ -232,7 +236,7 @@ static hsr_status forward_end(hsr_rt *rt, int ui) {
   u->in_fwd = 0;
   const hsr_sched_action *acts;
   int n;
-  HSR_CHECK(hsr_sched_forward_end(rt->sched, ui, &acts, &n));
+  HSR_CHECK(sched_forward_end(rt->sched, ui, &acts, &n));
   return rt_run(rt, acts, n);
 }
 
@@ -242,7 +246,7 @@ static hsr_status backward_begin(hsr_rt *rt, int ui) {
   rt_obs_phase(rt->obs, HSR_PHASE_BACKWARD, ui);
   rt_unit *u = &rt->units[ui];
   HSR_CHECK(window_free(u, "backward_begin"));
-  int micro = hsr_sched_micro(rt->sched, ui);
+  int micro = sched_micro(rt->sched, ui);
   if (micro >= rt->cfg.micro_batches)
     return hsr_error(HSR_ERR_STATE,
                      "backward_begin(%s): already %d backward passes this step (micro-batches %d); call "
@@ -250,7 +254,7 @@ static hsr_status backward_begin(hsr_rt *rt, int ui) {
                      u->name, micro, rt->cfg.micro_batches);
   const hsr_sched_action *acts;
   int n;
-  HSR_CHECK(hsr_sched_backward_begin(rt->sched, ui, &acts, &n));
+  HSR_CHECK(sched_backward_begin(rt->sched, ui, &acts, &n));
   HSR_CHECK(rt_run(rt, acts, n));
   u->in_bwd = 1;
   return HSR_OK;
@@ -266,12 +270,12 @@ static hsr_status backward_end(hsr_rt *rt, int ui) {
   u->rc_done = 0;
   const hsr_sched_action *acts;
   int n;
-  HSR_CHECK(hsr_sched_backward_end(rt->sched, ui, &acts, &n));
+  HSR_CHECK(sched_backward_end(rt->sched, ui, &acts, &n));
   return rt_run(rt, acts, n);
 }
 
 /* The recompute opens inside the backward window, whose gather serves it:
- * the schedule only checks that the unit is FULL (hsr_sched_recompute). A
+ * the schedule only checks that the unit is FULL (sched_recompute). A
  * forward_begin there is refused (window_free), which is what keeps a
  * program from gathering a unit a third time. */
 static hsr_status recompute_begin(hsr_rt *rt, int ui) {
@@ -293,7 +297,7 @@ static hsr_status recompute_begin(hsr_rt *rt, int ui) {
   rt_obs_phase(rt->obs, HSR_PHASE_RECOMPUTE, ui);
   const hsr_sched_action *acts;
   int n;
-  HSR_CHECK(hsr_sched_recompute(rt->sched, ui, &acts, &n));
+  HSR_CHECK(sched_recompute(rt->sched, ui, &acts, &n));
   HSR_CHECK(rt_run(rt, acts, n));
   u->in_rc = 1;
   rt->recomputes++;
@@ -313,8 +317,8 @@ static hsr_status recompute_end(hsr_rt *rt, int ui) {
 /* ---- views ---- */
 hsr_status rt_find_param(hsr_rt *rt, const char *name, hsr_rt_param_info *p) {
   int idx;
-  HSR_CHECK(hsr_rt_layout_find(rt->layout, name, &idx));
-  return hsr_rt_layout_param(rt->layout, idx, p);
+  HSR_CHECK(rt_layout_find(rt->layout, name, &idx));
+  return rt_layout_param(rt->layout, idx, p);
 }
 
 hsr_status hsr_rt_param_view(hsr_rt *rt, const char *name, void **ptr) {
@@ -370,15 +374,15 @@ hsr_status hsr_rt_zero_grad(hsr_rt *rt) { RT_OBSERVED(rt_zero_grad(rt), 0, 0, -1
 
 /* ---- seeing the schedule ---- */
 hsr_ledger *hsr_rt_ledger(hsr_rt *rt) { return rt ? rt_obs_held(rt->obs) : NULL; }
-const hsr_ledger *hsr_rt_ledger_in_use(const hsr_rt *rt) { return rt ? rt_obs_live(rt->obs) : NULL; }
-hsr_status hsr_rt_trace_enable(hsr_rt *rt, int on) {
+const hsr_ledger *rt_ledger_in_use(const hsr_rt *rt) { return rt ? rt_obs_live(rt->obs) : NULL; }
+hsr_status rt_trace_enable(hsr_rt *rt, int on) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
   if (on) rt_dev_clock(rt->dv, rt->obs); /* a device that can stamp its streams times its own spans */
   return rt_obs_trace_enable(rt->obs, on);
 }
 
-hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path) {
-  if (!rt || !path) return hsr_error(HSR_ERR_INVALID, "hsr_rt_trace_write: NULL argument");
+hsr_status rt_trace_write(hsr_rt *rt, const char *path) {
+  if (!rt || !path) return hsr_error(HSR_ERR_INVALID, "rt_trace_write: NULL argument");
   hsr_trace *t = rt_obs_trace(rt->obs), *empty = NULL;
   /* Gathers still in flight (the last step-end prefetch) are completed first,
    * so every collective the communicators counted is in the file. */
@@ -386,24 +390,24 @@ hsr_status hsr_rt_trace_write(hsr_rt *rt, const char *path) {
   if (t && rt->sched) {
     const hsr_sched_action *acts;
     int n;
-    gst = hsr_sched_settle(rt->sched, &acts, &n);
+    gst = sched_settle(rt->sched, &acts, &n);
     if (gst == HSR_OK) gst = rt_run(rt, acts, n);
   }
   if (t && rt_obs_device_clock(rt->obs)) { /* every stamp landed: the device's spans into the trace */
     if (gst == HSR_OK) gst = rt_dev_quiesce(rt->dv);
     rt_obs_settle(rt->obs);
   }
-  if (!t) HSR_CHECK(hsr_trace_create(hsr_boot_rank(rt->boot), &empty)); /* still collective: write no spans */
-  hsr_status st = hsr_trace_write(t ? t : empty, rt->boot, path);       /* collective: written even after an error */
-  hsr_trace_free(empty);
+  if (!t) HSR_CHECK(trace_create(hsr_boot_rank(rt->boot), &empty)); /* still collective: write no spans */
+  hsr_status st = trace_write(t ? t : empty, rt->boot, path);       /* collective: written even after an error */
+  trace_free(empty);
   return gst != HSR_OK ? gst : st;
 }
 
-hsr_status hsr_rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out) {
-  if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_get_timing: NULL argument");
+hsr_status rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out) {
+  if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "rt_get_timing: NULL argument");
   return rt_obs_timing(rt->obs, out);
 }
-hsr_status hsr_rt_reset_timing(hsr_rt *rt) {
+hsr_status rt_reset_timing(hsr_rt *rt) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
   rt_obs_timing_reset(rt->obs);
   return HSR_OK;

@@ -1,6 +1,6 @@
 /* runtime/engine, private to this folder: the engine's types and the
  * functions its files share. The engine is one executor of the schedule's
- * interpreter (runtime/sched/schedule.h, hsr_sched_run): it decides
+ * interpreter (runtime/sched/schedule.h, sched_run): it decides
  * nothing, and keeps no buffer or queue of its own.
  *
  *   engine.c    the lifecycle calls, the executor table, gathers, reshard,
@@ -24,6 +24,7 @@
 #include "common/fault_hook.h"
 #include "device_path.h"
 #include "hsr/kernels.h"
+#include "kernels/kernels_internal.h"
 #include "internal.h"
 #include "runtime/sched/schedule.h"
 
@@ -89,7 +90,7 @@ struct hsr_rt {
   int64_t step;
   int loaded;     /* a checkpoint load installed state (rt_state_fresh) */
   int torn;       /* a load in place failed part-way: only another load may use the state */
-  int grad_ready; /* the accumulators hold the step's synchronized, averaged gradient (hsr_rt_grad_read) */
+  int grad_ready; /* the accumulators hold the step's synchronized, averaged gradient (rt_grad_read) */
   int recomputes; /* hsr_rt_recompute_begin calls since the last step */
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   hsr_rt_stats stats;
@@ -116,10 +117,10 @@ struct hsr_rt {
   } while (0)
 
 /* A unit's buffer of kind b (the schedule holds them; NULL: none now). */
-static inline void *rt_buf(const hsr_rt *rt, int unit, hsr_sched_buf b) { return hsr_sched_buf_of(rt->sched, unit, b); }
+static inline void *rt_buf(const hsr_rt *rt, int unit, hsr_sched_buf b) { return sched_buf_of(rt->sched, unit, b); }
 static inline float *rt_f32(const hsr_rt *rt, int unit, hsr_sched_buf b) { return rt_buf(rt, unit, b); }
 /* The unit's full parameters: gathered (sharded strategies) or persistent. */
-static inline void *rt_full(const hsr_rt *rt, int unit) { return hsr_sched_full_of(rt->sched, unit); }
+static inline void *rt_full(const hsr_rt *rt, int unit) { return sched_full_of(rt->sched, unit); }
 
 /* Intersection of [off, off+n) with this rank's slice of the unit. */
 static inline int rt_local_range(const hsr_rt *rt, const rt_unit *u, size_t off, size_t n, size_t *a, size_t *b) {
@@ -132,10 +133,10 @@ static inline int rt_local_range(const hsr_rt *rt, const rt_unit *u, size_t off,
 /* The rank's piece of the unit, what its master, m, v and the optimizer's
  * gradient cover: its shard, or (outer shard optim) the 1/R of the shard at
  * its replicate index. Lo elements from element rt_piece_lo. */
-static inline size_t rt_piece_len(const hsr_rt *rt, int unit) { return hsr_sched_piece_len(rt->sched, unit); }
+static inline size_t rt_piece_len(const hsr_rt *rt, int unit) { return sched_piece_len(rt->sched, unit); }
 static inline size_t rt_piece_lo(const hsr_rt *rt, int unit) {
   size_t lo = (size_t)rt->srank * rt->units[unit].Ls;
-  return hsr_sched_outer(rt->sched) ? lo + (size_t)rt->rrank * rt_piece_len(rt, unit) : lo;
+  return sched_outer(rt->sched) ? lo + (size_t)rt->rrank * rt_piece_len(rt, unit) : lo;
 }
 static inline int rt_piece_range(const hsr_rt *rt, int unit, size_t off, size_t n, size_t *a, size_t *b) {
   size_t lo = rt_piece_lo(rt, unit), hi = lo + rt_piece_len(rt, unit);
@@ -146,7 +147,7 @@ static inline int rt_piece_range(const hsr_rt *rt, int unit, size_t off, size_t 
 /* The f32 master of the rank's piece: its own buffer, or (outer shard optim
  * with f32 parameters) that piece of the parameter shard. */
 static inline float *rt_master(const hsr_rt *rt, int unit) {
-  if (hsr_sched_holds(rt->sched, HSR_SCHED_BUF_MASTER)) return rt_f32(rt, unit, HSR_SCHED_BUF_MASTER);
+  if (sched_holds(rt->sched, HSR_SCHED_BUF_MASTER)) return rt_f32(rt, unit, HSR_SCHED_BUF_MASTER);
   return rt_f32(rt, unit, HSR_SCHED_BUF_PARAM) + (size_t)rt->rrank * rt_piece_len(rt, unit);
 }
 

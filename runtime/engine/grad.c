@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "engine.h"
+#include "collectives/comm_internal.h"
+#include "runtime/runtime_internal.h"
 
 /* A reduce-dtype copy of the full gradient for stage 1 to read. */
 hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {
@@ -121,11 +123,11 @@ hsr_status rt_x_test(void *ctx, hsr_sched_red *r, int *done) {
   hsr_rt *rt = ctx;
   hsr_req *req = r->h;
   *done = 0;
-  RT_TIMED(rt, RT_T_POST, hsr_req_test(req, done));
+  RT_TIMED(rt, RT_T_POST, req_test(req, done));
   if (!*done) return HSR_OK;
   uint64_t a = 0, b = 0;
-  hsr_req_times(req, &a, &b);
-  hsr_req_free(req);
+  req_times(req, &a, &b);
+  req_free(req);
   red_event(rt, r, a ? a : r->t0, b ? b : hsr_clock_ns());
   return HSR_OK;
 }
@@ -178,7 +180,7 @@ hsr_status rt_x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
 /* Counters of a group's all-gathers (the only collective a read uses). */
 static hsr_comm_counter read_counter(hsr_comm *c) {
   hsr_comm_counter k = {0};
-  if (c) hsr_comm_counters(c, HSR_OP_ALLGATHER, &k);
+  if (c) comm_counters(c, HSR_OP_ALLGATHER, &k);
   return k;
 }
 
@@ -191,13 +193,13 @@ static void not_counted(hsr_comm_counter *b, const hsr_comm_counter *before, con
   b->bytes_full += after->bytes_full - before->bytes_full;
 }
 
-hsr_status hsr_rt_grad_read(hsr_rt *rt, const char *name, float *out) {
-  if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_grad_read: NULL argument");
+hsr_status rt_grad_read(hsr_rt *rt, const char *name, float *out) {
+  if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "rt_grad_read: NULL argument");
   hsr_rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
   if (!rt->grad_ready)
     return hsr_error(HSR_ERR_STATE,
-                     "hsr_rt_grad_read(%s): no synchronized gradient now; it exists from the gradient hook inside "
+                     "rt_grad_read(%s): no synchronized gradient now; it exists from the gradient hook inside "
                      "hsr_rt_step (after the reductions and the 1/micro-batches scale) until hsr_rt_zero_grad or the "
                      "next backward reduction",
                      name);

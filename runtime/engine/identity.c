@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "engine.h"
+#include "launch/boot_internal.h"
+#include "runtime/runtime_internal.h"
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
@@ -40,14 +42,14 @@ uint64_t rt_id_config(const hsr_rt *rt) {
 }
 
 uint64_t rt_id_layout(const hsr_rt *rt) {
-  return fnv(rt_id_config(rt), &(uint64_t){hsr_rt_layout_hash(rt->layout)}, sizeof(uint64_t));
+  return fnv(rt_id_config(rt), &(uint64_t){rt_layout_hash(rt->layout)}, sizeof(uint64_t));
 }
 
 hsr_status rt_id_compare(hsr_rt *rt, uint64_t mine, const char *what) {
   int n = hsr_boot_size(rt->boot);
   uint64_t *all = calloc((size_t)n, sizeof *all);
   if (!all) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
-  hsr_status st = hsr_boot_allgather(rt->boot, &mine, sizeof mine, all);
+  hsr_status st = boot_allgather(rt->boot, &mine, sizeof mine, all);
   if (st != HSR_OK) {
     free(all);
     return st;

@@ -9,7 +9,10 @@
 #include <stdint.h>
 
 #include "hsr/ledger.h"
+#include "runtime/io/ledger_internal.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
+#include "collectives/comm_internal.h"
 #include "runtime/io/trace.h"
 
 /* Buffer categories are the ledger's (hsr/ledger.h): param shard, grad
@@ -30,7 +33,7 @@ typedef enum rt_event_kind {
 
 const char *rt_event_name(rt_event_kind k);
 
-/* Every runtime allocation: from the pool, else from hsr_comm_mem_alloc
+/* Every runtime allocation: from the pool, else from comm_mem_alloc
  * (buffers collectives touch) or the device allocator (optimizer state). */
 hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr);
 /* Back to the pool (poisoned first if it held a gathered unit and poisoning is on). */

@@ -20,6 +20,9 @@
 
 #include "common/grow.h"
 #include "internal.h"
+#include "common/common_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "runtime/runtime_internal.h"
 
 /* Stamp slots in blocks that never move (queued stamps point into them). */
 #define SLOTS 256
@@ -64,8 +67,8 @@ struct rt_obs {
 hsr_status rt_obs_create(int rank, const char *(*unit_name)(void *, int), void *ctx, rt_obs **out) {
   rt_obs *o = calloc(1, sizeof *o);
   if (!o) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
-  hsr_status st = hsr_ledger_create(&o->held);
-  if (st == HSR_OK) st = hsr_ledger_create(&o->live);
+  hsr_status st = ledger_create(&o->held);
+  if (st == HSR_OK) st = ledger_create(&o->live);
   if (st != HSR_OK) {
     rt_obs_free(o);
     return st;
@@ -79,9 +82,9 @@ hsr_status rt_obs_create(int rank, const char *(*unit_name)(void *, int), void *
 
 void rt_obs_free(rt_obs *o) {
   if (!o) return;
-  hsr_ledger_free(o->held);
-  hsr_ledger_free(o->live);
-  hsr_trace_free(o->trace);
+  ledger_free(o->held);
+  ledger_free(o->live);
+  trace_free(o->trace);
   free(o->stack);
   while (o->slots) {
     slot_blk *n = o->slots->next;
@@ -98,12 +101,12 @@ hsr_trace *rt_obs_trace(rt_obs *o) { return o ? o->trace : NULL; }
 
 hsr_status rt_obs_trace_enable(rt_obs *o, int on) {
   if (!on) {
-    hsr_trace_free(o->trace);
+    trace_free(o->trace);
     o->trace = NULL;
     return HSR_OK;
   }
   if (o->trace) return HSR_OK;
-  return hsr_trace_create(o->rank, &o->trace);
+  return trace_create(o->rank, &o->trace);
 }
 
 /* Ledger errors are bookkeeping bugs: they are logged, never fatal to training. */
@@ -113,25 +116,25 @@ static void led(hsr_status st) {
 
 void rt_obs_mem_get(rt_obs *o, hsr_mem_cat cat, size_t bytes, int fresh) {
   if (!o) return;
-  if (fresh) led(hsr_ledger_alloc(o->held, cat, bytes));
-  led(hsr_ledger_alloc(o->live, cat, bytes));
+  if (fresh) led(ledger_alloc(o->held, cat, bytes));
+  led(ledger_alloc(o->live, cat, bytes));
 }
 
 void rt_obs_mem_put(rt_obs *o, hsr_mem_cat cat, size_t bytes) {
-  if (o) led(hsr_ledger_release(o->live, cat, bytes));
+  if (o) led(ledger_release(o->live, cat, bytes));
 }
 
 void rt_obs_mem_free(rt_obs *o, hsr_mem_cat cat, size_t bytes, int in_use) {
   if (!o) return;
-  led(hsr_ledger_release(o->held, cat, bytes));
-  if (in_use) led(hsr_ledger_release(o->live, cat, bytes));
+  led(ledger_release(o->held, cat, bytes));
+  if (in_use) led(ledger_release(o->live, cat, bytes));
 }
 
 void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit) {
   if (!o) return;
   int64_t s = o->step + 1;
-  hsr_ledger_set_phase(o->held, phase, unit, s);
-  hsr_ledger_set_phase(o->live, phase, unit, s);
+  ledger_set_phase(o->held, phase, unit, s);
+  ledger_set_phase(o->live, phase, unit, s);
 }
 
 int64_t rt_obs_step_now(const rt_obs *o) { return o ? o->step + 1 : 0; }
@@ -149,7 +152,7 @@ static void span_in(rt_obs *o, int64_t step, hsr_span_kind kind, const char *lan
                       t1,
                       bytes,
                       step > 0 ? step : o->step + 1};
-  led(hsr_trace_add(o->trace, &s));
+  led(trace_add(o->trace, &s));
 }
 
 static void span(rt_obs *o, hsr_span_kind kind, const char *lane, const char *name, int unit, const char *group,

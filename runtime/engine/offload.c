@@ -25,8 +25,9 @@
 #include <time.h>
 
 #include "engine.h"
-#include "hsr/env.h"
+#include "common/env.h"
 #include "kernels/sim.h"
+#include "common/dtype_internal.h"
 
 #define OFF_MAX_THREADS 64
 #define OFF_CHUNK_ALIGN 64 /* elements: chunks start on whole cache lines */
@@ -76,9 +77,8 @@ static size_t chunk_lo(size_t n, int parts, int i) {
 static hsr_status run_part(const off_job *j, hsr_device *d, int parts, int i) {
   size_t lo = chunk_lo(j->n, parts, i), hi = chunk_lo(j->n, parts, i + 1);
   if (hi <= lo) return HSR_OK;
-  void *out = j->out ? (char *)j->out + lo * hsr_dtype_size(j->pdt) : NULL;
-  return hsr_kernels_adamw(d, NULL, hi - lo, j->master + lo, j->m + lo, j->v + lo, j->g + lo, HSR_F32, out, j->pdt,
-                           &j->hp);
+  void *out = j->out ? (char *)j->out + lo * dtype_size(j->pdt) : NULL;
+  return kernels_adamw(d, NULL, hi - lo, j->master + lo, j->m + lo, j->v + lo, j->g + lo, HSR_F32, out, j->pdt, &j->hp);
 }
 
 static void *worker(void *arg) {
@@ -129,7 +129,7 @@ static hsr_status adamw(struct rt_off *o, const off_job *j) {
 
 static hsr_status pool_start(struct rt_off *o) {
   long t = 0;
-  HSR_CHECK(hsr_env_get_long("HSR_OFFLOAD_THREADS", &t));
+  HSR_CHECK(env_get_long("HSR_OFFLOAD_THREADS", &t));
   o->threads = t > OFF_MAX_THREADS ? OFF_MAX_THREADS : t < 1 ? 1 : (int)t;
   if (o->threads == 1) return HSR_OK;
   o->w = calloc((size_t)o->threads, sizeof *o->w);
@@ -161,7 +161,7 @@ hsr_status rt_off_open(hsr_rt *rt) {
   o->count = calloc((size_t)rt->nunits, sizeof *o->count);
   if (!o->down || !o->pending || !o->count) return hsr_error(HSR_ERR_NOMEM, "offload: out of memory");
   HSR_CHECK(hsr_device_open(HSR_DEVICE_HOST, 0, &o->host));
-  for (int u = 0; u < rt->nunits; u++) HSR_CHECK(hsr_event_create(rt->dev, &o->down[u]));
+  for (int u = 0; u < rt->nunits; u++) HSR_CHECK(event_create(rt->dev, &o->down[u]));
   return pool_start(o);
 }
 
@@ -181,7 +181,7 @@ void rt_off_close(hsr_rt *rt) {
   pthread_mutex_destroy(&o->mu);
   pthread_cond_destroy(&o->cv);
   for (int u = 0; o->down && u < o->nunits; u++)
-    if (o->down[u]) hsr_event_destroy(o->down[u]);
+    if (o->down[u]) event_destroy(o->down[u]);
   if (o->host) hsr_device_close(o->host);
   free(o->w);
   free(o->down);
@@ -211,7 +211,7 @@ hsr_status rt_off_down(hsr_rt *rt, hsr_sched_red *r) {
   size_t n = r->outer ? rt_piece_len(rt, ui) : rt->units[ui].Ls;
   const void *res = r->outer ? r->oslice : r->slice;
   RT_TIMED(rt, RT_T_DATA, hsr_device_copy(rt->dev, rt_buf(rt, ui, HSR_SCHED_BUF_GRAD_DOWN), res, n * rt->res, RS(rt)));
-  HSR_CHECK(hsr_event_record(o->down[ui], RS(rt)));
+  HSR_CHECK(event_record(o->down[ui], RS(rt)));
   o->count[ui] = n;
   o->pending[ui] = r->deferred ? 2 : 1; /* a deferred stage's result replaces the sum it was made of */
   return HSR_OK;
@@ -248,7 +248,7 @@ hsr_status rt_off_settle(hsr_rt *rt, int unit) {
   for (int ui = unit < 0 ? 0 : unit; ui < (unit < 0 ? rt->nunits : unit + 1); ui++) {
     if (!o->pending[ui]) continue;
     uint64_t t = hsr_clock_ns();
-    if (!rt_dev_dropped(rt->dv, RT_DROP_OFFLOAD_WAIT)) HSR_CHECK(hsr_event_sync(o->down[ui], o->timeout));
+    if (!rt_dev_dropped(rt->dv, RT_DROP_OFFLOAD_WAIT)) HSR_CHECK(event_sync(o->down[ui], o->timeout));
     rt_obs_wait(rt->obs, hsr_clock_ns() - t);
     size_t n = o->count[ui];
     float *acc = rt_f32(rt, ui, HSR_SCHED_BUF_GRAD_SHARD);
@@ -265,7 +265,7 @@ hsr_status rt_off_settle(hsr_rt *rt, int unit) {
 
 hsr_status rt_off_zero(hsr_rt *rt, int ui) {
   HSR_CHECK(rt_off_settle(rt, ui));
-  size_t bytes = hsr_sched_acc_len(rt->sched, ui) * 4;
+  size_t bytes = sched_acc_len(rt->sched, ui) * 4;
   float *acc = rt_f32(rt, ui, HSR_SCHED_BUF_GRAD_SHARD);
   HSR_CHECK(host_touch(rt, "offload: zero the accumulator", NULL, 0, acc, bytes));
   memset(acc, 0, bytes);
@@ -301,7 +301,7 @@ hsr_status rt_off_optim(hsr_rt *rt, int ui, const hsr_adamw_hparams *hps) {
   HSR_CHECK(host_touch(rt, "offload: AdamW", NULL, 0, pu, n * rt->pes));
   for (int j = rt->ubeg[ui]; j < rt->ubeg[ui + 1]; j++) {
     hsr_rt_param_info p;
-    HSR_CHECK(hsr_rt_layout_param(rt->layout, rt->uparam[j], &p));
+    HSR_CHECK(rt_layout_param(rt->layout, rt->uparam[j], &p));
     size_t x, y;
     if (!rt_piece_range(rt, ui, p.offset, p.numel, &x, &y)) continue;
     size_t o = x - lo;

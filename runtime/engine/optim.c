@@ -15,7 +15,7 @@ hsr_status rt_snapshot_counts(hsr_rt *rt, hsr_rt_step_info *info) {
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
     for (int op = 0; op < HSR_OP_COUNT; op++) {
       hsr_comm_counter c = {0};
-      if (gc[g]) HSR_CHECK(hsr_comm_counters(gc[g], (hsr_op)op, &c));
+      if (gc[g]) HSR_CHECK(comm_counters(gc[g], (hsr_op)op, &c));
       const hsr_comm_counter *b = &rt->base[g][op];
       if (info) {
         info->calls[g][op] = c.calls - b->calls;
@@ -82,8 +82,7 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
   HSR_CHECK(rt_dev_slots(rt->dv, rt->nunits, &sq));
   /* the optimizer's gradient: the first Lo elements of each accumulator */
   for (int i = 0; i < rt->nunits && M > 1; i++)
-    HSR_CHECK(
-        hsr_kernels_scale(gd, gs, rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, 1.0 / M));
+    HSR_CHECK(kernels_scale(gd, gs, rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, 1.0 / M));
   HSR_CHECK(outer_reduce(rt, o));
   if (o->dropped) { /* no norm, no update: the step stays where it was */
     o->norm = 0, o->coef = 1.0;
@@ -92,7 +91,7 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
   HSR_CHECK(grad_hook(rt, o));
   for (int i = 0; i < rt->nunits; i++) {
     sq[i] = 0;
-    HSR_CHECK(hsr_kernels_sumsq(gd, gs, rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, &sq[i]));
+    HSR_CHECK(kernels_sumsq(gd, gs, rt_piece_len(rt, i), rt_f32(rt, i, HSR_SCHED_BUF_GRAD_SHARD), HSR_F32, &sq[i]));
   }
   if (!rt_dev_dropped(rt->dv, RT_DROP_OPTIM_WAIT))
     HSR_CHECK(rt_dev_sync(rt->dv, RS(rt))); /* the one host wait of a device step: the clip factor */
@@ -143,18 +142,18 @@ hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a) {
   size_t lo = rt_piece_lo(rt, ui), slo = (size_t)rt->srank * u->Ls;
   float *master = rt_master(rt, ui), *m = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_M),
         *v = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_V), *g = rt_f32(rt, ui, HSR_SCHED_BUF_GRAD_SHARD);
-  char *param = hsr_sched_holds(rt->sched, HSR_SCHED_BUF_MASTER) ? rt_buf(rt, ui, HSR_SCHED_BUF_PARAM) : NULL;
+  char *param = sched_holds(rt->sched, HSR_SCHED_BUF_MASTER) ? rt_buf(rt, ui, HSR_SCHED_BUF_PARAM) : NULL;
   for (int j = rt->ubeg[ui]; j < rt->ubeg[ui + 1]; j++) {
     hsr_rt_param_info p;
-    HSR_CHECK(hsr_rt_layout_param(rt->layout, rt->uparam[j], &p));
+    HSR_CHECK(rt_layout_param(rt->layout, rt->uparam[j], &p));
     size_t x, y;
     if (!rt_piece_range(rt, ui, p.offset, p.numel, &x, &y)) continue;
     const hsr_rt_opt_group *gr = &rt->cfg.groups[p.group];
     hsr_adamw_hparams hp = {gr->lr, gr->beta1, gr->beta2, gr->eps, gr->weight_decay, rt->step, (float)rt->opt->coef};
     void *out = param ? param + (rt->sh.params ? x - slo : x) * rt->pes : NULL;
     size_t o = x - lo;
-    HSR_CHECK(hsr_kernels_adamw(rt->dev, CS(rt), y - x, master + o, m + o, v + o, g + o, HSR_F32, out,
-                                rt->cfg.param_dtype, &hp));
+    HSR_CHECK(
+        kernels_adamw(rt->dev, CS(rt), y - x, master + o, m + o, v + o, g + o, HSR_F32, out, rt->cfg.param_dtype, &hp));
   }
   rt->opt->now = hsr_clock_ns();
   return HSR_OK;
@@ -208,18 +207,18 @@ hsr_status rt_x_grad_zero(void *ctx, const hsr_sched_action *a) {
   hsr_rt *rt = ctx;
   if (rt->off) return rt_off_zero(rt, a->unit); /* host memory: the host zeroes it */
   RT_TIMED(rt, RT_T_DATA,
-           rt_zero(rt, rt_buf(rt, a->unit, HSR_SCHED_BUF_GRAD_SHARD), hsr_sched_acc_len(rt->sched, a->unit) * 4));
+           rt_zero(rt, rt_buf(rt, a->unit, HSR_SCHED_BUF_GRAD_SHARD), sched_acc_len(rt->sched, a->unit) * 4));
   return HSR_OK;
 }
 
 /* hsr_rt_step commits first (hsr/runtime.h). */
 hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   HSR_CHECK(hsr_rt_commit(rt));
-  hsr_fault_hook_hit(&rt->hook, "step");
+  fault_hook_hit(&rt->hook, "step");
   rt_obs_phase(rt->obs, HSR_PHASE_STEP, -1);
   for (int i = 0; i < rt->nunits; i++) {
     rt_unit *u = &rt->units[i];
-    int micro = hsr_sched_micro(rt->sched, i);
+    int micro = sched_micro(rt->sched, i);
     if (u->in_fwd || u->in_bwd)
       return hsr_error(HSR_ERR_STATE, "step: unit '%s' is still inside its %s window", u->name,
                        u->in_fwd ? "forward" : "backward");
@@ -229,7 +228,7 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
   }
   const hsr_sched_action *acts;
   int n, regathered = 0;
-  HSR_CHECK(hsr_sched_step(rt->sched, &acts, &n));
+  HSR_CHECK(sched_step(rt->sched, &acts, &n));
   for (int i = 0; i < n; i++) regathered |= acts[i].op == HSR_SCHED_REGATHER_WAIT;
   rt_opt_run o = {0};
   rt->opt = &o;
@@ -263,7 +262,7 @@ hsr_status rt_zero_grad(hsr_rt *rt) {
       return hsr_error(HSR_ERR_STATE, "zero_grad: unit '%s' is inside its backward window", rt->units[i].name);
   const hsr_sched_action *acts;
   int n;
-  HSR_CHECK(hsr_sched_zero_grad(rt->sched, &acts, &n));
+  HSR_CHECK(sched_zero_grad(rt->sched, &acts, &n));
   rt->grad_ready = 0;
   return rt_run(rt, acts, n);
 }

@@ -2,7 +2,7 @@
  * go back only at points fixed by program order (the schedule's), so the
  * pool's high-water mark does not depend on timing and steady-state steps
  * allocate nothing. Buffers that collectives touch come from
- * hsr_comm_mem_alloc (registered for zero-copy), optimizer state and the
+ * comm_mem_alloc (registered for zero-copy), optimizer state and the
  * gradient accumulator from the device allocator (a master the gathers read
  * is registered too), or with offload from the device's pinned host
  * allocator (the HSR_MEM_HOST_* categories). */
@@ -11,6 +11,7 @@
 
 #include "engine.h"
 #include "kernels/sim.h"
+#include "common/common_internal.h"
 
 hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   if (!bytes) bytes = 64;
@@ -34,19 +35,18 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   }
   /* Optimizer state and the gradient accumulator are never read by peers,
    * except a master that is itself the gathers' input (FSDP2's footprint). */
-  int host = hsr_mem_cat_host(cat); /* offloaded optimizer state: pinned host memory */
+  int host = mem_cat_host(cat); /* offloaded optimizer state: pinned host memory */
   int shared = !host && !((cat == HSR_MEM_MASTER && !rt->master_shared) || cat == HSR_MEM_MOMENT_M ||
                           cat == HSR_MEM_MOMENT_V || cat == HSR_MEM_GRAD_SHARD);
   void *p = NULL;
-  hsr_status st = shared ? hsr_comm_mem_alloc(rt->world, bytes, &p)
-                  : host ? hsr_device_host_alloc(rt->dev, bytes, &p)
+  hsr_status st = shared ? comm_mem_alloc(rt->world, bytes, &p)
+                  : host ? device_host_alloc(rt->dev, bytes, &p)
                          : hsr_device_alloc(rt->dev, bytes, &p);
   if (st != HSR_OK)
-    return hsr_error(st, "runtime: allocating %zu bytes for %s failed: %s", bytes, hsr_mem_cat_name(cat),
-                     hsr_last_error());
+    return hsr_error(st, "runtime: allocating %zu bytes for %s failed: %s", bytes, mem_cat_name(cat), hsr_last_error());
   /* the sim device takes a communicator's segment as its memory (a no-op elsewhere) */
-  if (shared && (st = kern_adopt(rt->dev, p, bytes, hsr_mem_cat_name(cat))) != HSR_OK) {
-    hsr_comm_mem_free(rt->world, p);
+  if (shared && (st = kern_adopt(rt->dev, p, bytes, mem_cat_name(cat))) != HSR_OK) {
+    comm_mem_free(rt->world, p);
     return st;
   }
   rt->blocks[rt->nblocks++] = (rt_block){p, bytes, cat, 1, shared};
@@ -56,13 +56,13 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
   return HSR_OK;
 }
 
-/* The interpreter's buffer rules (hsr_sched_buffers) take and return every
+/* The interpreter's buffer rules (sched_buffers) take and return every
  * buffer of the lifecycle through these two. */
 hsr_status rt_pool_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
   hsr_rt *rt = ctx;
   HSR_CHECK(rt_mem_get(rt, b->cat, b->bytes, p));
   char label[96];
-  snprintf(label, sizeof label, "%s of unit %d '%s'", hsr_mem_cat_name(b->cat), unit,
+  snprintf(label, sizeof label, "%s of unit %d '%s'", mem_cat_name(b->cat), unit,
            unit >= 0 && unit < rt->nunits ? rt->units[unit].name : "?");
   return kern_label(rt->dev, *p, b->bytes, label);
 }
@@ -100,10 +100,10 @@ hsr_status rt_mem_drop(hsr_rt *rt, void *ptr) {
     hsr_status st = HSR_OK;
     if (b->shared) {
       st = kern_unadopt(rt->dev, ptr);
-      hsr_status f = hsr_comm_mem_free(rt->world, ptr);
+      hsr_status f = comm_mem_free(rt->world, ptr);
       if (st == HSR_OK) st = f;
     } else {
-      st = hsr_mem_cat_host(b->cat) ? hsr_device_host_free(rt->dev, ptr) : hsr_device_free(rt->dev, ptr);
+      st = mem_cat_host(b->cat) ? device_host_free(rt->dev, ptr) : hsr_device_free(rt->dev, ptr);
     }
     /* the slot stays (block indices name release events) but holds nothing */
     *b = (rt_block){NULL, 0, b->cat, 1, 0};
@@ -122,9 +122,9 @@ void rt_mem_release_all(hsr_rt *rt) {
     rt_obs_mem_free(rt->obs, rt->blocks[i].cat, rt->blocks[i].bytes, rt->blocks[i].in_use);
     if (rt->blocks[i].shared) {
       if (kern_unadopt(rt->dev, rt->blocks[i].ptr) != HSR_OK) HSR_LOG_W("runtime: %s", hsr_last_error());
-      hsr_comm_mem_free(rt->world, rt->blocks[i].ptr);
-    } else if (hsr_mem_cat_host(rt->blocks[i].cat)) {
-      hsr_device_host_free(rt->dev, rt->blocks[i].ptr);
+      comm_mem_free(rt->world, rt->blocks[i].ptr);
+    } else if (mem_cat_host(rt->blocks[i].cat)) {
+      device_host_free(rt->dev, rt->blocks[i].ptr);
     } else {
       hsr_device_free(rt->dev, rt->blocks[i].ptr);
     }

@@ -6,13 +6,13 @@
 
 #include "engine.h"
 #include "state.h"
+#include "runtime/runtime_internal.h"
 
-hsr_status hsr_rt_slice_get(hsr_rt *rt, int unit, hsr_rt_slice *out) {
-  if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_slice_get: NULL argument");
-  HSR_CHECK(rt_need_committed(rt, "hsr_rt_slice_get"));
+hsr_status rt_slice_get(hsr_rt *rt, int unit, hsr_rt_slice *out) {
+  if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "rt_slice_get: NULL argument");
+  HSR_CHECK(rt_need_committed(rt, "rt_slice_get"));
   if (unit < 0 || unit >= rt->nunits)
-    return hsr_error(HSR_ERR_INVALID, "hsr_rt_slice_get: unit %d does not exist (valid: 0 to %d)", unit,
-                     rt->nunits - 1);
+    return hsr_error(HSR_ERR_INVALID, "rt_slice_get: unit %d does not exist (valid: 0 to %d)", unit, rt->nunits - 1);
   rt_unit *u = &rt->units[unit];
   static const rt_state_kind kinds[3] = {RT_STATE_MASTER, RT_STATE_M, RT_STATE_V};
   for (int k = 0; k < 3; k++) { /* one slice: every kind covers this rank's gradient shard */
@@ -20,19 +20,19 @@ hsr_status hsr_rt_slice_get(hsr_rt *rt, int unit, hsr_rt_slice *out) {
     HSR_CHECK(rt_state_range_at(rt, unit, kinds[k], rt->rrank, rt->srank, &r));
     if (r.n != u->Ls)
       return hsr_error(HSR_ERR_UNSUPPORTED,
-                       "hsr_rt_slice_get: unit '%s' holds %zu elements of its %s but a gradient shard of %zu", u->name,
-                       r.n, k == 0 ? "master weights" : "moments", u->Ls);
+                       "rt_slice_get: unit '%s' holds %zu elements of its %s but a gradient shard of %zu", u->name, r.n,
+                       k == 0 ? "master weights" : "moments", u->Ls);
   }
   *out = (hsr_rt_slice){u->Ls, rt_f32(rt, unit, HSR_SCHED_BUF_MASTER), rt_f32(rt, unit, HSR_SCHED_BUF_MOMENT_M),
                         rt_f32(rt, unit, HSR_SCHED_BUF_MOMENT_V), rt_f32(rt, unit, HSR_SCHED_BUF_GRAD_SHARD)};
   return HSR_OK;
 }
 
-int64_t hsr_rt_get_step(const hsr_rt *rt) { return rt ? rt->step : 0; }
+int64_t rt_get_step(const hsr_rt *rt) { return rt ? rt->step : 0; }
 
-hsr_status hsr_rt_state_installed(hsr_rt *rt, int64_t step) {
+hsr_status rt_state_installed_at(hsr_rt *rt, int64_t step) {
   if (!rt) return hsr_error(HSR_ERR_INVALID, "runtime is NULL");
-  if (step < 0) return hsr_error(HSR_ERR_INVALID, "hsr_rt_state_installed: step %lld < 0", (long long)step);
+  if (step < 0) return hsr_error(HSR_ERR_INVALID, "rt_state_installed_at: step %lld < 0", (long long)step);
   /* between steps, no gather in flight (a step-end prefetch holds the old values) */
   HSR_CHECK(rt_state_idle(rt, "install", 1));
   HSR_CHECK(rt_dev_quiesce(rt->dv));

@@ -6,7 +6,10 @@
 #include <string.h>
 
 #include "engine.h"
-#include "hsr/env.h"
+#include "common/env.h"
+#include "common/common_internal.h"
+#include "common/dtype_internal.h"
+#include "topology/topology_internal.h"
 
 static const char *unit_name_of(void *ctx, int u) {
   hsr_rt *rt = ctx;
@@ -14,8 +17,8 @@ static const char *unit_name_of(void *ctx, int u) {
 }
 
 static hsr_status split(hsr_rt *rt, int color, int key, const char *name, hsr_comm **out) {
-  HSR_CHECK(hsr_comm_split(rt->world, color, key, out));
-  return hsr_comm_set_name(*out, name);
+  HSR_CHECK(comm_split(rt->world, color, key, out));
+  return comm_set_name(*out, name);
 }
 
 static int index_of(const int *v, int n, int x) {
@@ -37,8 +40,8 @@ static hsr_status build_groups(hsr_rt *rt) {
   if (rt->K > 0) {
     int *pg = malloc((size_t)rt->K * sizeof *pg);
     if (!pg) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
-    hsr_status st = hsr_mesh_partial_group(rt->mesh, me, pg);
-    int pi = hsr_mesh_partial_index(rt->mesh, me), pos = index_of(pg, rt->K, me);
+    hsr_status st = mesh_partial_group(rt->mesh, me, pg);
+    int pi = mesh_partial_index(rt->mesh, me), pos = index_of(pg, rt->K, me);
     free(pg);
     HSR_CHECK(st);
     if (pos < 0) return hsr_error(HSR_ERR_INTERNAL, "runtime: rank %d is not in its own partial group", me);
@@ -58,7 +61,7 @@ static hsr_status resolve_poison(hsr_rt *rt) {
   rt->poison = rt->cfg.poison;
   if (rt->poison >= 0) return HSR_OK;
   int p = -1;
-  HSR_CHECK(hsr_env_get_bool("HSR_POISON", &p));
+  HSR_CHECK(env_get_bool("HSR_POISON", &p));
 #ifdef NDEBUG
   if (p < 0) p = 0;
 #else
@@ -75,7 +78,7 @@ static hsr_status open_world(hsr_rt *rt, hsr_comm *world) {
     rt->own_world = 1;
     return HSR_OK;
   }
-  if (hsr_comm_backend(world) != rt_dev_backend(rt->dv))
+  if (comm_backend(world) != rt_dev_backend(rt->dv))
     return hsr_error(HSR_ERR_INVALID,
                      "runtime: the world communicator's backend does not match the device (%s needs %s)",
                      rt_dev_backend(rt->dv) == HSR_BACKEND_NCCL ? "cuda" : "host or sim",
@@ -88,17 +91,17 @@ static hsr_status open_world(hsr_rt *rt, hsr_comm *world) {
 static hsr_status plan_mesh(hsr_rt *rt, const hsr_cluster *cluster) {
   if (!cluster) {
     hsr_topo *t = NULL;
-    hsr_status st = hsr_topo_discover(NULL, &t);
-    if (st == HSR_OK) st = hsr_cluster_gather(rt->boot, t, &rt->own_cluster);
-    hsr_topo_free(t);
+    hsr_status st = topo_discover(NULL, &t);
+    if (st == HSR_OK) st = cluster_gather(rt->boot, t, &rt->own_cluster);
+    topo_free(t);
     HSR_CHECK(st);
     cluster = rt->own_cluster;
   }
   const hsr_rt_config *cfg = &rt->cfg;
-  HSR_CHECK(hsr_rt_config_resolve(cfg, hsr_boot_size(rt->boot), hsr_cluster_domain_size(cluster), &rt->S, &rt->R));
+  HSR_CHECK(rt_config_resolve(cfg, hsr_boot_size(rt->boot), cluster_domain_size(cluster), &rt->S, &rt->R));
   rt->K = cfg->reshard == HSR_RT_RESHARD_PARTIAL ? cfg->partial_k : 0;
   hsr_mesh_request req = {rt->S, rt->R, rt->K};
-  HSR_CHECK(hsr_mesh_plan(cluster, &req, &rt->mesh));
+  HSR_CHECK(mesh_plan(cluster, &req, &rt->mesh));
   if (hsr_mesh_shard(rt->mesh) != rt->S || hsr_mesh_replicate(rt->mesh) != rt->R)
     return hsr_error(HSR_ERR_INTERNAL, "runtime: mesh planner returned %d x %d for a %d x %d request",
                      hsr_mesh_replicate(rt->mesh), hsr_mesh_shard(rt->mesh), rt->R, rt->S);
@@ -114,7 +117,7 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
   rt->cfg = *cfg;
   rt->boot = boot;
   hsr_status st = rt_obs_create(hsr_boot_rank(boot), unit_name_of, rt, &rt->obs);
-  if (st == HSR_OK) st = hsr_fault_hook_init(&rt->hook, hsr_boot_rank(boot));
+  if (st == HSR_OK) st = fault_hook_init(&rt->hook, hsr_boot_rank(boot));
   if (st == HSR_OK) st = plan_mesh(rt, cluster);
   if (st == HSR_OK) st = rt_dev_open(cfg, boot, cfg->timeout_s, &rt->dv);
   if (st != HSR_OK) goto fail;
@@ -122,21 +125,21 @@ hsr_status hsr_rt_create(hsr_boot *boot, hsr_comm *world, const hsr_cluster *clu
   /* compare the configuration before any collective that depends on it */
   st = rt_id_compare(rt, rt_id_config(rt), "configuration");
   if (st != HSR_OK) goto fail;
-  rt->sh = hsr_rt_strategy_sharding(cfg->strategy);
+  rt->sh = rt_strategy_sharding(cfg->strategy);
   rt->outer = cfg->outer_shard == HSR_RT_OUTER_OPTIM;
   rt->master_shared = rt->sh.params && !rt->outer && cfg->param_dtype == HSR_F32;
   rt->exec = rt_exec_of(rt_dev_async(rt->dv));
-  rt->pes = hsr_dtype_size(cfg->param_dtype);
-  rt->res = hsr_dtype_size(cfg->reduce_dtype);
+  rt->pes = dtype_size(cfg->param_dtype);
+  rt->res = dtype_size(cfg->reduce_dtype);
   rt->timeout = cfg->timeout_s > 0 ? cfg->timeout_s : -1;
   st = resolve_poison(rt);
   if (st == HSR_OK) st = open_world(rt, world);
   if (st == HSR_OK) st = build_groups(rt);
   if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->part_c, GS(rt)); /* partial gathers */
   if (st == HSR_OK) st = rt_dev_use(rt->dv, rt->rep_c, RS(rt));  /* replicate all-reduces */
-  if (st == HSR_OK) st = hsr_rt_layout_create(cfg->align, &rt->layout);
+  if (st == HSR_OK) st = rt_layout_create(cfg->align, &rt->layout);
   if (st != HSR_OK) goto fail;
-  HSR_LOG_I("runtime: %s mesh %d x %d (replicate x shard), rank at (%d, %d)%s%s", hsr_rt_strategy_name(cfg->strategy),
+  HSR_LOG_I("runtime: %s mesh %d x %d (replicate x shard), rank at (%d, %d)%s%s", rt_strategy_name(cfg->strategy),
             rt->R, rt->S, rt->rrank, rt->srank, rt->K ? ", partial group of K ranks" : "",
             rt->outer ? ", optimizer state over the R replicas" : "");
   *out = rt;
@@ -153,7 +156,7 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
   rt->ckpt = NULL, rt->ckpt_fini = NULL;
   if (rt->world) {
     /* reductions and gathers still in flight complete first (bounded) */
-    hsr_status d = rt->sched ? hsr_sched_drain(rt->sched, rt->exec, rt) : HSR_OK;
+    hsr_status d = rt->sched ? sched_drain(rt->sched, rt->exec, rt) : HSR_OK;
     if (d != HSR_OK) st = d;
     rt_mem_release_all(rt);
   }
@@ -166,14 +169,14 @@ hsr_status hsr_rt_destroy(hsr_rt *rt) {
   hsr_comm_free(rt->rep_c);
   hsr_comm_free(rt->shard_c);
   if (rt->own_world) hsr_comm_free(rt->world);
-  hsr_mesh_free(rt->mesh);
-  hsr_cluster_free(rt->own_cluster);
+  mesh_free(rt->mesh);
+  cluster_free(rt->own_cluster);
   if (rt->dv) {
     hsr_status d = rt_dev_close(rt->dv);
     if (d != HSR_OK && st == HSR_OK) st = d;
   }
-  hsr_rt_layout_free(rt->layout);
-  hsr_sched_free(rt->sched);
+  rt_layout_free(rt->layout);
+  sched_free(rt->sched);
   free(rt->units);
   free(rt->uparam);
   free(rt->ubeg);
@@ -189,7 +192,7 @@ hsr_status hsr_rt_unit_add(hsr_rt *rt, const char *name, int is_root, int *id) {
     return hsr_error(HSR_ERR_STATE, "unit '%s' registered after the first step; register every unit before training",
                      name ? name : "?");
   int u;
-  HSR_CHECK(hsr_rt_layout_add_unit(rt->layout, name, &u));
+  HSR_CHECK(rt_layout_add_unit(rt->layout, name, &u));
   rt_unit *nu = realloc(rt->units, (size_t)(u + 1) * sizeof *nu);
   if (!nu) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
   rt->units = nu;
@@ -208,23 +211,23 @@ hsr_status hsr_rt_param_add(hsr_rt *rt, int unit, const char *name, int ndim, co
   if (group >= rt->cfg.num_groups)
     return hsr_error(HSR_ERR_INVALID, "parameter '%s': optimizer group %d, but the config has %d group(s)",
                      name ? name : "?", group, rt->cfg.num_groups);
-  return hsr_rt_layout_add_param(rt->layout, unit, name, ndim, shape, group);
+  return rt_layout_add_param(rt->layout, unit, name, ndim, shape, group);
 }
 
 /* Layout params grouped by unit (counting sort, stable: layout order within a unit). */
 static hsr_status group_params(hsr_rt *rt) {
-  int np = hsr_rt_layout_num_params(rt->layout);
+  int np = rt_layout_num_params(rt->layout);
   rt->ubeg = calloc((size_t)rt->nunits + 1, sizeof(int));
   rt->uparam = malloc((size_t)(np ? np : 1) * sizeof(int));
   if (!rt->ubeg || !rt->uparam) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
   hsr_rt_param_info pi;
   for (int i = 0; i < np; i++) {
-    HSR_CHECK(hsr_rt_layout_param(rt->layout, i, &pi));
+    HSR_CHECK(rt_layout_param(rt->layout, i, &pi));
     rt->ubeg[pi.unit + 1]++;
   }
   for (int u = 0; u < rt->nunits; u++) rt->ubeg[u + 1] += rt->ubeg[u];
   for (int i = 0, *fill = rt->ubeg; i < np; i++) {
-    HSR_CHECK(hsr_rt_layout_param(rt->layout, i, &pi));
+    HSR_CHECK(rt_layout_param(rt->layout, i, &pi));
     int at = fill[pi.unit]++;
     rt->uparam[at] = i;
   }
@@ -240,7 +243,7 @@ static hsr_status make_schedule(hsr_rt *rt) {
   for (int i = 0; i < rt->nunits; i++) is_root[i] = rt->units[i].is_root;
   hsr_rt_config c = rt->cfg;
   c.device = hsr_device_kind_of(rt->dev);
-  hsr_status st = hsr_sched_create(&c, rt->S, rt->R, rt->layout, is_root, &rt->sched);
+  hsr_status st = sched_create(&c, rt->S, rt->R, rt->layout, is_root, &rt->sched);
   free(is_root);
   return st;
 }
@@ -251,10 +254,10 @@ hsr_status rt_x_setup(void *ctx, const hsr_sched_action *a) {
   hsr_rt *rt = ctx;
   for (int k = HSR_SCHED_BUF_MASTER; k <= HSR_SCHED_BUF_LAST_HELD; k++) {
     hsr_sched_buf b = (hsr_sched_buf)k;
-    if (!hsr_sched_holds(rt->sched, b)) continue;
+    if (!sched_holds(rt->sched, b)) continue;
     void *p = rt_buf(rt, a->unit, b);
-    size_t bytes = hsr_sched_buf_bytes(rt->sched, b, a->unit);
-    if (hsr_mem_cat_host(hsr_sched_cat_of(rt->sched, b)))
+    size_t bytes = sched_buf_bytes(rt->sched, b, a->unit);
+    if (mem_cat_host(hsr_sched_cat_of(rt->sched, b)))
       memset(p, 0, bytes);
     else
       RT_TIMED(rt, RT_T_DATA, rt_zero(rt, p, bytes));
@@ -265,11 +268,11 @@ hsr_status rt_x_setup(void *ctx, const hsr_sched_action *a) {
 /* Every step of it, in order; committed only when all of them succeeded. */
 static hsr_status commit(hsr_rt *rt) {
   if (rt->nunits == 0) return hsr_error(HSR_ERR_STATE, "runtime: no units registered");
-  if (rt->outer) HSR_CHECK(hsr_rt_layout_set_subshards(rt->layout, rt->R)); /* equal pieces of every shard */
-  HSR_CHECK(hsr_rt_layout_finalize(rt->layout, rt->S));
+  if (rt->outer) HSR_CHECK(rt_layout_set_subshards(rt->layout, rt->R)); /* equal pieces of every shard */
+  HSR_CHECK(rt_layout_finalize(rt->layout, rt->S));
   for (int u = 0; u < rt->nunits; u++) {
-    rt->units[u].L = hsr_rt_layout_unit_len(rt->layout, u);
-    rt->units[u].Ls = hsr_rt_layout_shard_len(rt->layout, u);
+    rt->units[u].L = rt_layout_unit_len(rt->layout, u);
+    rt->units[u].Ls = rt_layout_shard_len(rt->layout, u);
   }
   HSR_CHECK(rt_id_compare(rt, rt_id_layout(rt), "configuration + layout"));
   HSR_CHECK(group_params(rt));
@@ -278,12 +281,12 @@ static hsr_status commit(hsr_rt *rt) {
   HSR_CHECK(rt_off_open(rt));
   const hsr_sched_action *acts;
   int n;
-  HSR_CHECK(hsr_sched_setup(rt->sched, &acts, &n));
+  HSR_CHECK(sched_setup(rt->sched, &acts, &n));
   HSR_CHECK(rt_run(rt, acts, n));
   hsr_comm *gc[HSR_RT_GROUP_COUNT] = {rt->shard_c, rt->rep_c, rt->part_c};
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
     for (int op = 0; op < HSR_OP_COUNT; op++)
-      if (gc[g]) HSR_CHECK(hsr_comm_counters(gc[g], (hsr_op)op, &rt->base[g][op]));
+      if (gc[g]) HSR_CHECK(comm_counters(gc[g], (hsr_op)op, &rt->base[g][op]));
   return HSR_OK;
 }
 
@@ -297,7 +300,7 @@ hsr_status hsr_rt_commit(hsr_rt *rt) {
     /* before the layout is fixed registration stays open; after it
      * collectives may have run, so there is no second attempt */
     snprintf(rt->commit_msg, sizeof rt->commit_msg, "%s", hsr_last_error());
-    rt->commit = hsr_rt_layout_shards(rt->layout) > 0 ? RT_BROKEN : RT_OPEN;
+    rt->commit = rt_layout_shards(rt->layout) > 0 ? RT_BROKEN : RT_OPEN;
     return st;
   }
   rt->commit = RT_COMMITTED;
@@ -325,7 +328,7 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
   hsr_status st = staged ? hsr_device_copy(rt->dev, staged, values, p.numel * 4, CS(rt)) : HSR_OK;
   size_t a, b, lo = (size_t)rt->srank * u->Ls, mlo = rt_piece_lo(rt, p.unit);
   if (st == HSR_OK && rt_piece_range(rt, p.unit, p.offset, p.numel, &a, &b) &&
-      hsr_sched_holds(rt->sched, HSR_SCHED_BUF_MASTER)) /* else the master is a piece of the shard below */
+      sched_holds(rt->sched, HSR_SCHED_BUF_MASTER)) /* else the master is a piece of the shard below */
     st = hsr_device_copy(rt->dev, master + (a - mlo), src + (a - p.offset), (b - a) * 4, CS(rt));
   if (st == HSR_OK && rt->sh.params && param && rt_local_range(rt, u, p.offset, p.numel, &a, &b))
     st = hsr_kernels_cast(rt->dev, CS(rt), b - a, src + (a - p.offset), HSR_F32, param + (a - lo) * rt->pes,
@@ -338,8 +341,8 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
 }
 
 /* Commits first (hsr/runtime.h). */
-hsr_status hsr_rt_param_read(hsr_rt *rt, const char *name, float *out) {
-  if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_param_read: NULL argument");
+hsr_status rt_param_read(hsr_rt *rt, const char *name, float *out) {
+  if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "rt_param_read: NULL argument");
   HSR_CHECK(hsr_rt_commit(rt));
   hsr_rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
@@ -388,21 +391,21 @@ hsr_status rt_gather_pieces(hsr_rt *rt, int ui, const float *piece, hsr_stream *
 }
 
 /* ---- getters ---- */
-const hsr_rt_layout *hsr_rt_get_layout(const hsr_rt *rt) { return rt ? rt->layout : NULL; }
+const hsr_rt_layout *rt_get_layout(const hsr_rt *rt) { return rt ? rt->layout : NULL; }
 const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt) { return rt ? rt->mesh : NULL; }
 hsr_comm *hsr_rt_world(hsr_rt *rt) { return rt ? rt->world : NULL; }
 hsr_device *hsr_rt_device(hsr_rt *rt) { return rt ? rt->dev : NULL; }
 hsr_stream *hsr_rt_compute_stream(hsr_rt *rt) { return rt ? CS(rt) : NULL; }
-int hsr_rt_shard(const hsr_rt *rt) { return rt ? rt->S : 0; }
-int hsr_rt_replicate(const hsr_rt *rt) { return rt ? rt->R : 0; }
-int hsr_rt_partial(const hsr_rt *rt) { return rt ? rt->K : 0; }
+int rt_shard(const hsr_rt *rt) { return rt ? rt->S : 0; }
+int rt_replicate(const hsr_rt *rt) { return rt ? rt->R : 0; }
+int rt_partial(const hsr_rt *rt) { return rt ? rt->K : 0; }
 /* replicas outside the job (cfg.outer_replicas) hold the slices around this job's */
 int hsr_rt_dp_rank(const hsr_rt *rt) { return rt ? (rt->cfg.outer_rank * rt->R + rt->rrank) * rt->S + rt->srank : 0; }
 int hsr_rt_dp_size(const hsr_rt *rt) {
   return rt ? (rt->cfg.outer_replicas > 0 ? rt->cfg.outer_replicas : 1) * rt->R * rt->S : 0;
 }
-hsr_status hsr_rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out) {
-  if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "hsr_rt_get_stats: NULL argument");
+hsr_status rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out) {
+  if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "rt_get_stats: NULL argument");
   *out = rt->stats;
   return HSR_OK;
 }

@@ -5,6 +5,9 @@
 
 #include "engine.h"
 #include "state.h"
+#include "common/common_internal.h"
+#include "kernels/kernels_internal.h"
+#include "runtime/io/ledger_internal.h"
 
 void rt_state_info_of(const hsr_rt *rt, rt_state_info *out) {
   *out = (rt_state_info){.cfg = &rt->cfg,
@@ -48,7 +51,7 @@ hsr_status rt_state_range_at(const hsr_rt *rt, int u, rt_state_kind k, int rep, 
   }
   /* shard sh, alike on its R replicas; sharded without the outer shard the
    * parameters are the f32 master itself */
-  int own = k == RT_STATE_PARAM && hsr_sched_holds(rt->sched, HSR_SCHED_BUF_PARAM);
+  int own = k == RT_STATE_PARAM && sched_holds(rt->sched, HSR_SCHED_BUF_PARAM);
   *out = (rt_state_range){(size_t)sh * un->Ls, un->Ls, rep, rt->R, own ? rt->cfg.param_dtype : HSR_F32};
   return HSR_OK;
 }
@@ -59,32 +62,32 @@ void *rt_state_ptr(hsr_rt *rt, int u, rt_state_kind k) {
   case RT_STATE_M: return rt_buf(rt, u, HSR_SCHED_BUF_MOMENT_M);
   case RT_STATE_V: return rt_buf(rt, u, HSR_SCHED_BUF_MOMENT_V);
   case RT_STATE_PARAM:
-    return hsr_sched_holds(rt->sched, HSR_SCHED_BUF_PARAM) ? rt_buf(rt, u, HSR_SCHED_BUF_PARAM) : rt_master(rt, u);
+    return sched_holds(rt->sched, HSR_SCHED_BUF_PARAM) ? rt_buf(rt, u, HSR_SCHED_BUF_PARAM) : rt_master(rt, u);
   default: return NULL;
   }
 }
 
 hsr_status rt_state_idle(hsr_rt *rt, const char *what, int need_sharded) {
   HSR_CHECK(rt_need_committed(rt, what));
-  if (hsr_sched_queued(rt->sched) > 0)
+  if (sched_queued(rt->sched) > 0)
     return hsr_error(HSR_ERR_STATE, "checkpoint %s: %d gradient reduction(s) still in flight; call it between steps",
-                     what, hsr_sched_queued(rt->sched));
+                     what, sched_queued(rt->sched));
   for (int u = 0; u < rt->nunits; u++) {
     const rt_unit *un = &rt->units[u];
     if (un->in_fwd || un->in_bwd)
       return hsr_error(HSR_ERR_STATE, "checkpoint %s: unit '%s' is inside its %s window; call it between steps", what,
                        un->name, un->in_fwd ? "forward" : "backward");
-    if (hsr_sched_micro(rt->sched, u) > 0)
+    if (sched_micro(rt->sched, u) > 0)
       return hsr_error(HSR_ERR_STATE,
                        "checkpoint %s: unit '%s' ran %d backward pass(es) of a step not yet taken (gradients are not "
                        "saved); call it after hsr_rt_step",
-                       what, un->name, hsr_sched_micro(rt->sched, u));
-    hsr_sched_state s = hsr_sched_state_of(rt->sched, u);
+                       what, un->name, sched_micro(rt->sched, u));
+    hsr_sched_state s = sched_state_of(rt->sched, u);
     if (need_sharded && rt->sh.params && s != HSR_SCHED_SHARDED)
       return hsr_error(HSR_ERR_STATE,
                        "checkpoint %s: unit '%s' is %s (a gather issued at the end of the last step); load before "
                        "the first step or without prefetch_step",
-                       what, un->name, hsr_sched_state_name(s));
+                       what, un->name, sched_state_name(s));
   }
   return HSR_OK;
 }
@@ -109,7 +112,7 @@ hsr_status rt_state_installed(hsr_rt *rt) {
     return HSR_OK;
   }
   hsr_status st = HSR_OK;
-  int own = hsr_sched_holds(rt->sched, HSR_SCHED_BUF_PARAM) && hsr_sched_holds(rt->sched, HSR_SCHED_BUF_MASTER);
+  int own = sched_holds(rt->sched, HSR_SCHED_BUF_PARAM) && sched_holds(rt->sched, HSR_SCHED_BUF_MASTER);
   for (int ui = 0; ui < rt->nunits && st == HSR_OK && own; ui++) {
     rt_unit *u = &rt->units[ui];
     char *param = rt_buf(rt, ui, HSR_SCHED_BUF_PARAM);
@@ -159,7 +162,7 @@ hsr_status rt_state_commit(hsr_rt *rt) {
 void rt_state_phase(hsr_rt *rt) { rt_obs_phase(rt->obs, HSR_PHASE_CKPT, -1); }
 
 hsr_status rt_state_host_alloc(hsr_rt *rt, size_t bytes, void **p) {
-  HSR_CHECK(hsr_device_host_alloc(rt->dev, bytes, p));
+  HSR_CHECK(device_host_alloc(rt->dev, bytes, p));
   rt_obs_mem_get(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
   return HSR_OK;
 }
@@ -167,7 +170,7 @@ hsr_status rt_state_host_alloc(hsr_rt *rt, size_t bytes, void **p) {
 void rt_state_host_free(hsr_rt *rt, void *p, size_t bytes) {
   if (!p) return;
   rt_obs_mem_free(rt->obs, HSR_MEM_CKPT_STAGING, bytes, 1);
-  if (hsr_device_host_free(rt->dev, p) != HSR_OK) HSR_LOG_W("checkpoint: %s", hsr_last_error());
+  if (device_host_free(rt->dev, p) != HSR_OK) HSR_LOG_W("checkpoint: %s", hsr_last_error());
 }
 
 void *rt_state_attached(const hsr_rt *rt) { return rt->ckpt; }
@@ -177,4 +180,4 @@ void rt_state_attach(hsr_rt *rt, void *obj, void (*fini)(void *obj)) {
   rt->ckpt_fini = fini;
 }
 
-void rt_state_fault(hsr_rt *rt, const char *phase) { hsr_fault_hook_hit(&rt->hook, phase); }
+void rt_state_fault(hsr_rt *rt, const char *phase) { fault_hook_hit(&rt->hook, phase); }

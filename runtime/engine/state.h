@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 
 typedef enum rt_state_kind {
   RT_STATE_MASTER = 0, /* f32 master weights */

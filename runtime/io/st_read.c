@@ -1,4 +1,4 @@
-/* safetensors: the validating reader (hsr/safetensors.h). */
+/* safetensors: the validating reader (runtime/io/safetensors.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/safetensors.h"
-#include "hsr/json.h"
-#include "hsr/sys.h"
+#include "runtime/io/safetensors.h"
+#include "common/json.h"
+#include "common/sys.h"
 #include "st_internal.h"
 
 typedef struct entry {
@@ -35,7 +35,7 @@ struct hsr_st_file {
   int nm;
 };
 
-void hsr_st_close(hsr_st_file *f) {
+void st_close(hsr_st_file *f) {
   if (!f) return;
   if (f->fd >= 0) close(f->fd);
   for (int i = 0; i < f->n; i++) free(f->t[i].name);
@@ -96,7 +96,7 @@ static hsr_status parse_entry(hsr_st_file *f, const cJSON *o, entry *e) {
     *slot = k;
   }
   if (!dt || !sh || !off) BAD("tensor '%s' lacks %s", nm, !dt ? "dtype" : !sh ? "shape" : "data_offsets");
-  if (!cJSON_IsString(dt) || !(e->es = hsr_st_dtype_size(dt->valuestring)))
+  if (!cJSON_IsString(dt) || !(e->es = st_dtype_size(dt->valuestring)))
     BAD("tensor '%s': dtype %s%s%s is not one of %s", nm, cJSON_IsString(dt) ? "'" : "",
         cJSON_IsString(dt) ? dt->valuestring : "(not a string)", cJSON_IsString(dt) ? "'" : "", st_dtype_list());
   snprintf(e->dt, sizeof e->dt, "%s", dt->valuestring);
@@ -175,7 +175,7 @@ static hsr_status parse_header(hsr_st_file *f, const char *h, size_t n) {
     BAD("the header is not valid JSON (near header byte %ld)", e && e >= h && e <= h + n ? (long)(e - h) : -1L);
   }
   hsr_status st = HSR_OK;
-  if (hsr_json_check_finite(root, HSR_ERR_INVALID, "header") != HSR_OK) /* an offset of 1e999 */
+  if (json_check_finite(root, HSR_ERR_INVALID, "header") != HSR_OK) /* an offset of 1e999 */
     st = bad(f, "%s", hsr_last_error());
   for (const char *p = end; p < h + n && st == HSR_OK; p++)
     if (*p != ' ')
@@ -228,8 +228,8 @@ static hsr_status new_file(const char *label, hsr_st_file **out) {
   return HSR_OK;
 }
 
-hsr_status hsr_st_parse(const void *bytes, size_t len, const char *label, hsr_st_file **out) {
-  if (!out || (len && !bytes)) return hsr_error(HSR_ERR_INVALID, "hsr_st_parse: NULL argument");
+hsr_status st_parse(const void *bytes, size_t len, const char *label, hsr_st_file **out) {
+  if (!out || (len && !bytes)) return hsr_error(HSR_ERR_INVALID, "st_parse: NULL argument");
   hsr_st_file *f;
   HSR_CHECK(new_file(label, &f));
   f->mem = bytes;
@@ -239,7 +239,7 @@ hsr_status hsr_st_parse(const void *bytes, size_t len, const char *label, hsr_st
       len < 8 ? bad(f, "%zu bytes: shorter than the 8-byte header length", len) : check_length(f, f->mem, &n);
   if (st == HSR_OK) st = parse_header(f, (const char *)f->mem + 8, (size_t)n);
   if (st != HSR_OK) {
-    hsr_st_close(f);
+    st_close(f);
     return st;
   }
   *out = f;
@@ -262,14 +262,14 @@ static hsr_status read_at(const hsr_st_file *f, void *dst, size_t n, uint64_t of
   return HSR_OK;
 }
 
-hsr_status hsr_st_open(const char *path, hsr_st_file **out) {
-  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "hsr_st_open: NULL argument");
+hsr_status st_open(const char *path, hsr_st_file **out) {
+  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "st_open: NULL argument");
   *out = NULL;
   hsr_st_file *f;
   HSR_CHECK(new_file(path, &f));
   struct stat sb;
   hsr_status st = HSR_OK;
-  if (hsr_file_open_read("safetensors", path, &f->fd) != HSR_OK)
+  if (file_open_read("safetensors", path, &f->fd) != HSR_OK)
     st = HSR_ERR_IO; /* hsr_last_error() names it: a FIFO is refused, not waited on */
   else if (fstat(f->fd, &sb) != 0 || !S_ISREG(sb.st_mode))
     st = hsr_error(HSR_ERR_IO, "safetensors '%s': not a regular file", path);
@@ -286,18 +286,18 @@ hsr_status hsr_st_open(const char *path, hsr_st_file **out) {
   if (st == HSR_OK) st = parse_header(f, h, (size_t)n);
   free(h);
   if (st != HSR_OK) {
-    hsr_st_close(f);
+    st_close(f);
     return st;
   }
   *out = f;
   return HSR_OK;
 }
 
-int hsr_st_count(const hsr_st_file *f) { return f ? f->n : 0; }
+int st_count(const hsr_st_file *f) { return f ? f->n : 0; }
 
-hsr_status hsr_st_info_at(const hsr_st_file *f, int i, hsr_st_info *out) {
+hsr_status st_info_at(const hsr_st_file *f, int i, hsr_st_info *out) {
   if (!f || !out || i < 0 || i >= f->n)
-    return hsr_error(HSR_ERR_INVALID, "hsr_st_info_at: tensor %d of %d", i, f ? f->n : 0);
+    return hsr_error(HSR_ERR_INVALID, "st_info_at: tensor %d of %d", i, f ? f->n : 0);
   const entry *e = &f->t[i];
   out->name = e->name, out->dtype = e->dtype, out->dtype_size = e->es, out->ndim = e->ndim;
   memcpy(out->shape, e->shape, sizeof out->shape);
@@ -305,8 +305,8 @@ hsr_status hsr_st_info_at(const hsr_st_file *f, int i, hsr_st_info *out) {
   return HSR_OK;
 }
 
-hsr_status hsr_st_find(const hsr_st_file *f, const char *name, int *index) {
-  if (!f || !name || !index) return hsr_error(HSR_ERR_INVALID, "hsr_st_find: NULL argument");
+hsr_status st_find(const hsr_st_file *f, const char *name, int *index) {
+  if (!f || !name || !index) return hsr_error(HSR_ERR_INVALID, "st_find: NULL argument");
   for (int i = 0; i < f->n; i++)
     if (!strcmp(f->t[i].name, name)) {
       *index = i;
@@ -315,24 +315,24 @@ hsr_status hsr_st_find(const hsr_st_file *f, const char *name, int *index) {
   return hsr_error(HSR_ERR_NOT_FOUND, "safetensors '%s': no tensor '%s'", f->label, name);
 }
 
-const char *hsr_st_meta(const hsr_st_file *f, const char *key) {
+const char *st_meta(const hsr_st_file *f, const char *key) {
   for (int i = 0; f && key && i < f->nm; i++)
     if (!strcmp(f->mk[i], key)) return f->mv[i];
   return NULL;
 }
 
-int hsr_st_meta_count(const hsr_st_file *f) { return f ? f->nm : 0; }
+int st_meta_count(const hsr_st_file *f) { return f ? f->nm : 0; }
 
-hsr_status hsr_st_meta_at(const hsr_st_file *f, int i, const char **key, const char **value) {
+hsr_status st_meta_at(const hsr_st_file *f, int i, const char **key, const char **value) {
   if (!f || i < 0 || i >= f->nm || !key || !value)
-    return hsr_error(HSR_ERR_INVALID, "hsr_st_meta_at: pair %d of %d", i, f ? f->nm : 0);
+    return hsr_error(HSR_ERR_INVALID, "st_meta_at: pair %d of %d", i, f ? f->nm : 0);
   *key = f->mk[i], *value = f->mv[i];
   return HSR_OK;
 }
 
-hsr_status hsr_st_read(const hsr_st_file *f, int i, uint64_t offset, void *dst, size_t bytes) {
+hsr_status st_read(const hsr_st_file *f, int i, uint64_t offset, void *dst, size_t bytes) {
   if (!f || i < 0 || i >= f->n || (bytes && !dst))
-    return hsr_error(HSR_ERR_INVALID, "hsr_st_read: tensor %d of %d", i, f ? f->n : 0);
+    return hsr_error(HSR_ERR_INVALID, "st_read: tensor %d of %d", i, f ? f->n : 0);
   const entry *e = &f->t[i];
   if (offset > e->end - e->begin || bytes > e->end - e->begin - offset)
     return hsr_error(HSR_ERR_INVALID, "safetensors '%s': bytes [%llu, %llu) are outside tensor '%s' (%llu bytes)",

@@ -1,6 +1,6 @@
 /* A model's weights in one safetensors file or in Hugging Face's sharded
  * layout: locating the file a path denotes, the strict index parser and the
- * reader over every shard (hsr/safetensors_sharded.h). */
+ * reader over every shard (runtime/io/safetensors_sharded.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,10 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/json.h"
-#include "hsr/sys.h"
-#include "hsr/safetensors_sharded.h"
+#include "common/json.h"
+#include "common/sys.h"
+#include "runtime/io/safetensors_sharded.h"
 #include "st_internal.h"
+#include "common/common_internal.h"
 
 typedef struct set_tensor {
   int file, idx; /* shard, its tensor */
@@ -53,8 +54,8 @@ static int ends_with(const char *s, const char *suf) {
   return a >= b && !strcmp(s + a - b, suf);
 }
 
-hsr_status hsr_st_set_locate(const char *path, char **file, int *is_index) {
-  if (!path || !*path || !file || !is_index) return hsr_error(HSR_ERR_INVALID, "hsr_st_set_locate: NULL argument");
+hsr_status st_set_locate(const char *path, char **file, int *is_index) {
+  if (!path || !*path || !file || !is_index) return hsr_error(HSR_ERR_INVALID, "st_set_locate: NULL argument");
   *file = NULL;
   *is_index = 0;
   struct stat sb;
@@ -88,10 +89,10 @@ hsr_status hsr_st_set_locate(const char *path, char **file, int *is_index) {
   return st;
 }
 
-void hsr_st_set_close(hsr_st_set *s) {
+void st_set_close(hsr_st_set *s) {
   if (!s) return;
   for (int i = 0; i < s->nf; i++) {
-    hsr_st_close(s->f ? s->f[i] : NULL);
+    st_close(s->f ? s->f[i] : NULL);
     free(s->fname ? s->fname[i] : NULL);
   }
   free(s->f), free(s->fname), free(s->t), free(s->by_name), free(s->label);
@@ -137,17 +138,17 @@ static const wm_entry *wm_find(const wm_entry *e, int n, const char *name) {
 
 static hsr_status same_meta(const hsr_st_set *s, int a, int b) {
   const hsr_st_file *x = s->f[a], *y = s->f[b];
-  int n = hsr_st_meta_count(x);
+  int n = st_meta_count(x);
   for (int i = 0; i < n; i++) {
     const char *k, *v, *w;
-    hsr_st_meta_at(x, i, &k, &v);
-    if (!(w = hsr_st_meta(y, k)) || strcmp(v, w))
+    st_meta_at(x, i, &k, &v);
+    if (!(w = st_meta(y, k)) || strcmp(v, w))
       IBAD("shards '%s' and '%s' have different __metadata__ ('%s' is '%s' and %s%s%s): they are not one export",
            s->fname[a], s->fname[b], k, v, w ? "'" : "", w ? w : "absent", w ? "'" : "");
   }
-  if (hsr_st_meta_count(y) != n)
+  if (st_meta_count(y) != n)
     IBAD("shards '%s' and '%s' have different __metadata__ (%d and %d keys): they are not one export", s->fname[a],
-         s->fname[b], n, hsr_st_meta_count(y));
+         s->fname[b], n, st_meta_count(y));
   return HSR_OK;
 }
 
@@ -186,16 +187,16 @@ static hsr_status open_shards(hsr_st_set *s, const char *dir, wm_entry *e, int n
       st =
           ibad(s, "shard '%s' (the weight_map puts %d tensor%s there, e.g. '%s') is missing: '%s' %s", s->fname[i],
                count[i], count[i] == 1 ? "" : "s", eg, p, access(p, F_OK) ? "does not exist" : "is not a regular file");
-    } else if ((st = hsr_st_open(p, &s->f[i])) != HSR_OK) {
+    } else if ((st = st_open(p, &s->f[i])) != HSR_OK) {
       char why[1024];
       snprintf(why, sizeof why, "%s", hsr_last_error());
       st = ibad(s, "shard '%s': %s", s->fname[i], why);
     }
     free(p);
     /* every tensor of the shard is one the map puts there */
-    for (int j = 0; st == HSR_OK && j < hsr_st_count(s->f[i]); j++) {
+    for (int j = 0; st == HSR_OK && j < st_count(s->f[i]); j++) {
       hsr_st_info in;
-      hsr_st_info_at(s->f[i], j, &in);
+      st_info_at(s->f[i], j, &in);
       const wm_entry *w = wm_find(e, n, in.name);
       if (!w)
         st = ibad(s, "shard '%s' holds tensor '%s', which the weight_map does not name", s->fname[i], in.name);
@@ -206,10 +207,10 @@ static hsr_status open_shards(hsr_st_set *s, const char *dir, wm_entry *e, int n
   }
   /* then the counts say whether the map names a tensor its shard lacks */
   for (int i = 0; st == HSR_OK && i < s->nf; i++)
-    if (hsr_st_count(s->f[i]) != count[i])
+    if (st_count(s->f[i]) != count[i])
       for (int j = 0; j < n && st == HSR_OK; j++) {
         int idx;
-        if (e[j].fi == i && hsr_st_find(s->f[i], e[j].name, &idx) != HSR_OK)
+        if (e[j].fi == i && st_find(s->f[i], e[j].name, &idx) != HSR_OK)
           st = ibad(s, "the weight_map puts tensor '%s' in shard '%s', which does not hold it", e[j].name, s->fname[i]);
       }
   free(count);
@@ -221,7 +222,7 @@ static hsr_status parse_index(hsr_st_set *s, const char *file) {
   size_t len = 0;
   int fd;
   struct stat sb;
-  if (hsr_file_open_read("safetensors index", file, &fd) != HSR_OK) /* a FIFO is refused, not waited on */
+  if (file_open_read("safetensors index", file, &fd) != HSR_OK) /* a FIFO is refused, not waited on */
     return HSR_ERR_IO;
   hsr_status st = HSR_OK;
   if (fstat(fd, &sb) || !S_ISREG(sb.st_mode))
@@ -247,7 +248,7 @@ static hsr_status parse_index(hsr_st_set *s, const char *file) {
     cJSON_Delete(root);
     IBAD("not a JSON object {\"metadata\": {\"total_size\": BYTES}, \"weight_map\": {TENSOR: FILE}}");
   }
-  if (hsr_json_check_finite(root, HSR_ERR_INVALID, "") != HSR_OK) { /* 1e999 reads as infinity */
+  if (json_check_finite(root, HSR_ERR_INVALID, "") != HSR_OK) { /* 1e999 reads as infinity */
     char m[512];
     snprintf(m, sizeof m, "%s", hsr_last_error() + 2);
     cJSON_Delete(root);
@@ -300,9 +301,9 @@ static hsr_status parse_index(hsr_st_set *s, const char *file) {
   cJSON_Delete(root); /* e's strings lived in it */
   if (st == HSR_OK) {
     for (int i = 0; i < s->nf; i++)
-      for (int j = 0; j < hsr_st_count(s->f[i]); j++) {
+      for (int j = 0; j < st_count(s->f[i]); j++) {
         hsr_st_info in;
-        hsr_st_info_at(s->f[i], j, &in);
+        st_info_at(s->f[i], j, &in);
         s->total += in.end - in.begin;
       }
     if (has_total && total != s->total)
@@ -314,15 +315,15 @@ static hsr_status parse_index(hsr_st_set *s, const char *file) {
 
 /* The tensor list (files in name order, header order in each) and the name lookup. */
 static hsr_status list_tensors(hsr_st_set *s) {
-  for (int i = 0; i < s->nf; i++) s->n += hsr_st_count(s->f[i]);
+  for (int i = 0; i < s->nf; i++) s->n += st_count(s->f[i]);
   s->t = calloc((size_t)s->n + 1, sizeof *s->t);
   s->by_name = calloc((size_t)s->n + 1, sizeof *s->by_name);
   if (!s->t || !s->by_name) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   int k = 0;
   for (int i = 0; i < s->nf; i++)
-    for (int j = 0; j < hsr_st_count(s->f[i]); j++, k++) {
+    for (int j = 0; j < st_count(s->f[i]); j++, k++) {
       hsr_st_info in;
-      hsr_st_info_at(s->f[i], j, &in);
+      st_info_at(s->f[i], j, &in);
       s->t[k] = (set_tensor){i, j};
       s->by_name[k] = (named){in.name, k};
     }
@@ -336,12 +337,12 @@ static hsr_status list_tensors(hsr_st_set *s) {
   return HSR_OK;
 }
 
-hsr_status hsr_st_set_open(const char *path, hsr_st_set **out) {
-  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "hsr_st_set_open: NULL argument");
+hsr_status st_set_open(const char *path, hsr_st_set **out) {
+  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "st_set_open: NULL argument");
   *out = NULL;
   char *file = NULL;
   int is_index = 0;
-  HSR_CHECK(hsr_st_set_locate(path, &file, &is_index));
+  HSR_CHECK(st_set_locate(path, &file, &is_index));
   hsr_st_set *s = calloc(1, sizeof *s);
   hsr_status st = s && (s->label = strdup(file)) ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK && is_index) {
@@ -350,33 +351,33 @@ hsr_status hsr_st_set_open(const char *path, hsr_st_set **out) {
     s->f = calloc(1, sizeof *s->f);
     s->fname = calloc(1, sizeof *s->fname);
     if (!s->f || !s->fname || !(s->fname[0] = strdup(file))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
-    if (st == HSR_OK) s->nf = 1, st = hsr_st_open(file, &s->f[0]);
-    for (int j = 0; st == HSR_OK && j < hsr_st_count(s->f[0]); j++) {
+    if (st == HSR_OK) s->nf = 1, st = st_open(file, &s->f[0]);
+    for (int j = 0; st == HSR_OK && j < st_count(s->f[0]); j++) {
       hsr_st_info in;
-      hsr_st_info_at(s->f[0], j, &in);
+      st_info_at(s->f[0], j, &in);
       s->total += in.end - in.begin;
     }
   }
   if (st == HSR_OK) st = list_tensors(s);
   free(file);
   if (st != HSR_OK) {
-    hsr_st_set_close(s);
+    st_set_close(s);
     return st;
   }
   *out = s;
   return HSR_OK;
 }
 
-int hsr_st_set_count(const hsr_st_set *s) { return s ? s->n : 0; }
+int st_set_count(const hsr_st_set *s) { return s ? s->n : 0; }
 
-hsr_status hsr_st_set_info_at(const hsr_st_set *s, int i, hsr_st_info *out) {
+hsr_status st_set_info_at(const hsr_st_set *s, int i, hsr_st_info *out) {
   if (!s || !out || i < 0 || i >= s->n)
-    return hsr_error(HSR_ERR_INVALID, "hsr_st_set_info_at: tensor %d of %d", i, s ? s->n : 0);
-  return hsr_st_info_at(s->f[s->t[i].file], s->t[i].idx, out);
+    return hsr_error(HSR_ERR_INVALID, "st_set_info_at: tensor %d of %d", i, s ? s->n : 0);
+  return st_info_at(s->f[s->t[i].file], s->t[i].idx, out);
 }
 
-hsr_status hsr_st_set_find(const hsr_st_set *s, const char *name, int *index) {
-  if (!s || !name || !index) return hsr_error(HSR_ERR_INVALID, "hsr_st_set_find: NULL argument");
+hsr_status st_set_find(const hsr_st_set *s, const char *name, int *index) {
+  if (!s || !name || !index) return hsr_error(HSR_ERR_INVALID, "st_set_find: NULL argument");
   named k = {name, 0};
   const named *hit = s->n ? bsearch(&k, s->by_name, (size_t)s->n, sizeof k, named_cmp) : NULL;
   if (hit) {
@@ -386,28 +387,26 @@ hsr_status hsr_st_set_find(const hsr_st_set *s, const char *name, int *index) {
   return hsr_error(HSR_ERR_NOT_FOUND, "safetensors '%s': no tensor '%s'", s->label, name);
 }
 
-hsr_status hsr_st_set_read(const hsr_st_set *s, int i, uint64_t offset, void *dst, size_t bytes) {
-  if (!s || i < 0 || i >= s->n) return hsr_error(HSR_ERR_INVALID, "hsr_st_set_read: tensor %d of %d", i, s ? s->n : 0);
-  return hsr_st_read(s->f[s->t[i].file], s->t[i].idx, offset, dst, bytes);
+hsr_status st_set_read(const hsr_st_set *s, int i, uint64_t offset, void *dst, size_t bytes) {
+  if (!s || i < 0 || i >= s->n) return hsr_error(HSR_ERR_INVALID, "st_set_read: tensor %d of %d", i, s ? s->n : 0);
+  return st_read(s->f[s->t[i].file], s->t[i].idx, offset, dst, bytes);
 }
 
-const char *hsr_st_set_meta(const hsr_st_set *s, const char *key) {
-  return s && s->nf ? hsr_st_meta(s->f[0], key) : NULL;
+const char *st_set_meta(const hsr_st_set *s, const char *key) { return s && s->nf ? st_meta(s->f[0], key) : NULL; }
+
+int st_set_meta_count(const hsr_st_set *s) { return s && s->nf ? st_meta_count(s->f[0]) : 0; }
+
+hsr_status st_set_meta_at(const hsr_st_set *s, int i, const char **key, const char **value) {
+  if (!s || !s->nf) return hsr_error(HSR_ERR_INVALID, "st_set_meta_at: no file");
+  return st_meta_at(s->f[0], i, key, value);
 }
 
-int hsr_st_set_meta_count(const hsr_st_set *s) { return s && s->nf ? hsr_st_meta_count(s->f[0]) : 0; }
+int st_set_num_files(const hsr_st_set *s) { return s ? s->nf : 0; }
 
-hsr_status hsr_st_set_meta_at(const hsr_st_set *s, int i, const char **key, const char **value) {
-  if (!s || !s->nf) return hsr_error(HSR_ERR_INVALID, "hsr_st_set_meta_at: no file");
-  return hsr_st_meta_at(s->f[0], i, key, value);
-}
-
-int hsr_st_set_num_files(const hsr_st_set *s) { return s ? s->nf : 0; }
-
-const char *hsr_st_set_file_of(const hsr_st_set *s, int i) {
+const char *st_set_file_of(const hsr_st_set *s, int i) {
   return s && i >= 0 && i < s->n ? s->fname[s->t[i].file] : NULL;
 }
 
-uint64_t hsr_st_set_total_bytes(const hsr_st_set *s) { return s ? s->total : 0; }
+uint64_t st_set_total_bytes(const hsr_st_set *s) { return s ? s->total : 0; }
 
-const char *hsr_st_set_label(const hsr_st_set *s) { return s ? s->label : NULL; }
+const char *st_set_label(const hsr_st_set *s) { return s ? s->label : NULL; }

@@ -1,6 +1,6 @@
 /* Hugging Face's sharded safetensors layout, written: the shard size, the
  * plan (which tensors go to which file), the streaming writer over the
- * shards and the index (hsr/safetensors_sharded.h). */
+ * shards and the index (runtime/io/safetensors_sharded.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,10 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "hsr/sys.h"
-#include "hsr/safetensors_sharded.h"
+#include "common/sys.h"
+#include "runtime/io/safetensors_sharded.h"
+#include "common/common_internal.h"
 
-hsr_status hsr_st_parse_shard_size(const char *what, const char *s, uint64_t *out) {
+hsr_status st_parse_shard_size(const char *what, const char *s, uint64_t *out) {
   static const char *const valid = "a positive number of bytes, e.g. 5GB (5 x 10^9, as save_pretrained), 500MB, "
                                    "2GiB (2 x 2^30) or 1000000";
   *out = 0;
@@ -48,9 +49,9 @@ hsr_status hsr_st_parse_shard_size(const char *what, const char *s, uint64_t *ou
   return HSR_OK;
 }
 
-hsr_status hsr_st_shard_plan(const uint64_t *bytes, int n, uint64_t max_bytes, int *shard, int *nshards) {
+hsr_status st_shard_plan(const uint64_t *bytes, int n, uint64_t max_bytes, int *shard, int *nshards) {
   if (n < 0 || (n && (!bytes || !shard)) || !nshards || !max_bytes)
-    return hsr_error(HSR_ERR_INVALID, "hsr_st_shard_plan: bad arguments (n %d, max_bytes %llu)", n,
+    return hsr_error(HSR_ERR_INVALID, "st_shard_plan: bad arguments (n %d, max_bytes %llu)", n,
                      (unsigned long long)max_bytes);
   int cur = 0, open = 0; /* open: shard cur takes more tensors */
   uint64_t fill = 0;
@@ -125,9 +126,9 @@ static void writer_free(hsr_st_set_writer *w) {
   free(w);
 }
 
-void hsr_st_set_abort(hsr_st_set_writer *w) {
+void st_set_abort(hsr_st_set_writer *w) {
   if (!w) return;
-  hsr_st_abort(w->w);
+  st_abort(w->w);
   for (int k = 0; w->dir && k < w->done; k++) { /* without an index they are no model: they go */
     char name[64];
     shard_name(w, k, name, sizeof name);
@@ -148,7 +149,7 @@ static hsr_status open_shard(hsr_st_set_writer *w) {
     shard_name(w, w->cur, name, sizeof name);
     if (!(p = in_dir(w->dir, name))) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   }
-  hsr_status st = hsr_st_create(p, w->t + first, last - first, w->meta, w->nmeta, &w->w);
+  hsr_status st = st_create(p, w->t + first, last - first, w->meta, w->nmeta, &w->w);
   if (p != w->path) free(p);
   return st;
 }
@@ -159,7 +160,7 @@ static hsr_status advance(hsr_st_set_writer *w) {
   while (w->w && w->left == 0 && w->cur + 1 < w->nshards) {
     hsr_st_writer *x = w->w;
     w->w = NULL;
-    HSR_CHECK(hsr_st_finish(x));
+    HSR_CHECK(st_finish(x));
     w->done++;
     w->cur++;
     HSR_CHECK(open_shard(w));
@@ -179,9 +180,9 @@ static hsr_status copy_args(hsr_st_set_writer *w, const hsr_st_tensor *t, int n,
     w->t[i].dtype = t[i].dtype ? strdup(t[i].dtype) : NULL;
     if ((t[i].name && !w->t[i].name) || (t[i].dtype && !w->t[i].dtype))
       return hsr_error(HSR_ERR_NOMEM, "out of memory");
-    uint64_t b = hsr_st_dtype_size(t[i].dtype);
+    uint64_t b = st_dtype_size(t[i].dtype);
     for (int d = 0; d < t[i].ndim && d < HSR_ST_MAX_DIMS; d++) b *= t[i].shape[d] > 0 ? (uint64_t)t[i].shape[d] : 0;
-    w->bytes[i] = b; /* the shapes themselves are checked by hsr_st_header below */
+    w->bytes[i] = b; /* the shapes themselves are checked by st_header below */
   }
   for (int i = 0; i < nmeta; i++, w->nmeta++) {
     w->meta[i].key = meta[i].key ? strdup(meta[i].key) : NULL;
@@ -192,15 +193,15 @@ static hsr_status copy_args(hsr_st_set_writer *w, const hsr_st_tensor *t, int n,
   return HSR_OK;
 }
 
-hsr_status hsr_st_set_create(const char *path, uint64_t max_shard_bytes, const hsr_st_tensor *t, int n,
-                             const hsr_st_kv *meta, int nmeta, hsr_st_set_writer **out) {
+hsr_status st_set_create(const char *path, uint64_t max_shard_bytes, const hsr_st_tensor *t, int n,
+                         const hsr_st_kv *meta, int nmeta, hsr_st_set_writer **out) {
   if (!path || !*path || !out || n < 0 || nmeta < 0 || (n && !t) || (nmeta && !meta))
-    return hsr_error(HSR_ERR_INVALID, "hsr_st_set_create: bad arguments");
+    return hsr_error(HSR_ERR_INVALID, "st_set_create: bad arguments");
   *out = NULL;
   /* the whole header's checks first (names, dtypes, shapes, metadata), so a bad one touches no file */
   char *hdr = NULL;
   size_t hlen;
-  HSR_CHECK(hsr_st_header(t, n, meta, nmeta, &hdr, &hlen));
+  HSR_CHECK(st_header(t, n, meta, nmeta, &hdr, &hlen));
   free(hdr);
   hsr_st_set_writer *w = calloc(1, sizeof *w);
   if (!w) return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -209,7 +210,7 @@ hsr_status hsr_st_set_create(const char *path, uint64_t max_shard_bytes, const h
     w->nshards = 1;
     if (!(w->path = strdup(path))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
   } else if (st == HSR_OK) {
-    st = hsr_st_shard_plan(w->bytes, n, max_shard_bytes, w->shard, &w->nshards);
+    st = st_shard_plan(w->bytes, n, max_shard_bytes, w->shard, &w->nshards);
     if (st == HSR_OK && !(w->dir = strdup(path))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
     struct stat sb;
     if (st == HSR_OK && mkdir(path, 0755) && errno != EEXIST)
@@ -223,22 +224,22 @@ hsr_status hsr_st_set_create(const char *path, uint64_t max_shard_bytes, const h
   if (st == HSR_OK) st = open_shard(w);
   if (st == HSR_OK) st = advance(w);
   if (st != HSR_OK) {
-    hsr_st_set_abort(w);
+    st_set_abort(w);
     return st;
   }
   *out = w;
   return HSR_OK;
 }
 
-hsr_status hsr_st_set_write(hsr_st_set_writer *w, const void *data, size_t bytes) {
-  if (!w || (bytes && !data)) return hsr_error(HSR_ERR_INVALID, "hsr_st_set_write: NULL argument");
+hsr_status st_set_write(hsr_st_set_writer *w, const void *data, size_t bytes) {
+  if (!w || (bytes && !data)) return hsr_error(HSR_ERR_INVALID, "st_set_write: NULL argument");
   const char *p = data;
   while (bytes) {
     if (!w->w || (w->left == 0 && w->cur + 1 >= w->nshards))
       return hsr_error(HSR_ERR_INVALID, "safetensors '%s': %zu bytes more than the tensors hold",
                        w->dir ? w->dir : w->path, bytes);
     size_t k = bytes < w->left ? bytes : (size_t)w->left;
-    HSR_CHECK(hsr_st_write(w->w, p, k));
+    HSR_CHECK(st_write(w->w, p, k));
     w->left -= k, p += k, bytes -= k;
     HSR_CHECK(advance(w));
   }
@@ -325,7 +326,7 @@ static hsr_status write_index(const hsr_st_set_writer *w) {
   for (int i = 0; i < w->n; i++) ord[i] = (wm_row){w->t[i].name, w->shard[i]}, total += w->bytes[i];
   qsort(ord, (size_t)w->n, sizeof *ord, row_cmp);
   hsr_out o; /* whole or not at all (synced, renamed); never renamed over a device or a FIFO */
-  hsr_status st = hsr_out_open(&o, "safetensors index", p, HSR_OUT_WHOLE);
+  hsr_status st = out_open(&o, "safetensors index", p, HSR_OUT_WHOLE);
   FILE *f = st == HSR_OK ? o.f : NULL;
   if (st == HSR_OK) {
     fprintf(f, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {", (unsigned long long)total);
@@ -338,14 +339,14 @@ static hsr_status write_index(const hsr_st_set_writer *w) {
       put_json_str(f, name);
     }
     fputs(w->n ? "\n  }\n}\n" : "}\n}\n", f);
-    st = hsr_out_close(&o);
+    st = out_close(&o);
   }
   free(ord), free(p);
   return st;
 }
 
-hsr_status hsr_st_set_finish(hsr_st_set_writer *w) {
-  if (!w) return hsr_error(HSR_ERR_INVALID, "hsr_st_set_finish: NULL writer");
+hsr_status st_set_finish(hsr_st_set_writer *w) {
+  if (!w) return hsr_error(HSR_ERR_INVALID, "st_set_finish: NULL writer");
   hsr_status st = HSR_OK;
   if (w->left || w->cur + 1 != w->nshards || w->next_t != w->n)
     st = hsr_error(HSR_ERR_INVALID, "safetensors '%s': finished before every tensor's bytes were written",
@@ -353,10 +354,10 @@ hsr_status hsr_st_set_finish(hsr_st_set_writer *w) {
   hsr_st_writer *x = w->w;
   w->w = NULL;
   if (st == HSR_OK) {
-    st = hsr_st_finish(x);
+    st = st_finish(x);
     if (st == HSR_OK) w->done++;
   } else {
-    hsr_st_abort(x);
+    st_abort(x);
   }
   if (st == HSR_OK && w->dir) {
     st = sync_dir(w->dir); /* the shards' renames are durable before the index names them */
@@ -366,11 +367,11 @@ hsr_status hsr_st_set_finish(hsr_st_set_writer *w) {
     if (st == HSR_OK) remove_stale(w);
   }
   if (st != HSR_OK) {
-    hsr_st_set_abort(w);
+    st_set_abort(w);
     return st;
   }
   writer_free(w);
   return HSR_OK;
 }
 
-int hsr_st_set_writer_files(const hsr_st_set_writer *w) { return w ? w->nshards : 0; }
+int st_set_writer_files(const hsr_st_set_writer *w) { return w ? w->nshards : 0; }

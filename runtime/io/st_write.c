@@ -1,4 +1,4 @@
-/* safetensors: dtypes and the streaming writer (hsr/safetensors.h). */
+/* safetensors: dtypes and the streaming writer (runtime/io/safetensors.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hsr/safetensors.h"
-#include "hsr/sys.h"
+#include "runtime/io/safetensors.h"
+#include "common/sys.h"
 #include "st_internal.h"
 
 static const struct {
@@ -16,7 +16,7 @@ static const struct {
 } dtypes[] = {{"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
               {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
 
-size_t hsr_st_dtype_size(const char *dtype) {
+size_t st_dtype_size(const char *dtype) {
   if (!dtype) return 0;
   for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
     if (!strcmp(dtype, dtypes[i].name)) return dtypes[i].size;
@@ -141,7 +141,7 @@ static hsr_status check_entries(const hsr_st_tensor *t, int n, const hsr_st_kv *
     for (int j = 0; j < i; j++)
       if (!strcmp(t[i].name, t[j].name))
         return hsr_error(HSR_ERR_INVALID, "safetensors: tensor '%s' given twice (names must be unique)", t[i].name);
-    size_t es = hsr_st_dtype_size(t[i].dtype);
+    size_t es = st_dtype_size(t[i].dtype);
     if (!es)
       return hsr_error(HSR_ERR_INVALID, "safetensors: tensor '%s': dtype '%s' (valid: %s)", t[i].name,
                        t[i].dtype ? t[i].dtype : "(null)", st_dtype_list());
@@ -172,8 +172,8 @@ static hsr_status check_entries(const hsr_st_tensor *t, int n, const hsr_st_kv *
   return HSR_OK;
 }
 
-hsr_status hsr_st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta, char **out, size_t *len) {
-  if (!out || !len) return hsr_error(HSR_ERR_INVALID, "hsr_st_header: NULL output");
+hsr_status st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta, char **out, size_t *len) {
+  if (!out || !len) return hsr_error(HSR_ERR_INVALID, "st_header: NULL output");
   uint64_t total;
   HSR_CHECK(check_entries(t, n, meta, nmeta, &total));
   sbuf b = {0};
@@ -204,7 +204,7 @@ hsr_status hsr_st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, i
     puts_(&b, "],\"data_offsets\":[");
     put_u64(&b, off);
     put(&b, ",", 1);
-    off += numel * hsr_st_dtype_size(t[i].dtype);
+    off += numel * st_dtype_size(t[i].dtype);
     put_u64(&b, off);
     puts_(&b, "]}");
   }
@@ -229,37 +229,37 @@ struct hsr_st_writer {
   uint64_t total, written;
 };
 
-void hsr_st_abort(hsr_st_writer *w) {
+void st_abort(hsr_st_writer *w) {
   if (!w) return;
-  hsr_out_abort(&w->out);
+  out_abort(&w->out);
   free(w->path);
   free(w);
 }
 
 static hsr_status io_fail(hsr_st_writer *w, const char *what) {
   hsr_status st = hsr_error(HSR_ERR_IO, "safetensors '%s': %s: %s", w->path, what, strerror(errno));
-  hsr_st_abort(w);
+  st_abort(w);
   return st;
 }
 
-hsr_status hsr_st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
-                         hsr_st_writer **out) {
-  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "hsr_st_create: NULL argument");
+hsr_status st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
+                     hsr_st_writer **out) {
+  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "st_create: NULL argument");
   *out = NULL;
   char *hdr;
   size_t hlen;
-  HSR_CHECK(hsr_st_header(t, n, meta, nmeta, &hdr, &hlen));
+  HSR_CHECK(st_header(t, n, meta, nmeta, &hdr, &hlen));
   uint64_t total;
   HSR_CHECK(check_entries(t, n, meta, nmeta, &total));
   hsr_st_writer *w = calloc(1, sizeof *w);
   if (w) w->path = strdup(path);
   if (!w || !w->path) {
     free(hdr);
-    hsr_st_abort(w);
+    st_abort(w);
     return hsr_error(HSR_ERR_NOMEM, "safetensors: out of memory");
   }
   w->total = total;
-  hsr_status ost = hsr_out_open(&w->out, "safetensors", path, HSR_OUT_WHOLE);
+  hsr_status ost = out_open(&w->out, "safetensors", path, HSR_OUT_WHOLE);
   if (ost != HSR_OK) {
     free(hdr);
     free(w->path);
@@ -276,8 +276,8 @@ hsr_status hsr_st_create(const char *path, const hsr_st_tensor *t, int n, const 
   return HSR_OK;
 }
 
-hsr_status hsr_st_write(hsr_st_writer *w, const void *data, size_t bytes) {
-  if (!w || (bytes && !data)) return hsr_error(HSR_ERR_INVALID, "hsr_st_write: NULL argument");
+hsr_status st_write(hsr_st_writer *w, const void *data, size_t bytes) {
+  if (!w || (bytes && !data)) return hsr_error(HSR_ERR_INVALID, "st_write: NULL argument");
   if (bytes > w->total - w->written)
     return hsr_error(HSR_ERR_INVALID, "safetensors '%s': %zu more bytes, but the header leaves only %llu", w->path,
                      bytes, (unsigned long long)(w->total - w->written));
@@ -289,15 +289,15 @@ hsr_status hsr_st_write(hsr_st_writer *w, const void *data, size_t bytes) {
   return HSR_OK;
 }
 
-hsr_status hsr_st_finish(hsr_st_writer *w) {
-  if (!w) return hsr_error(HSR_ERR_INVALID, "hsr_st_finish: NULL writer");
+hsr_status st_finish(hsr_st_writer *w) {
+  if (!w) return hsr_error(HSR_ERR_INVALID, "st_finish: NULL writer");
   if (w->written != w->total) {
     hsr_status st = hsr_error(HSR_ERR_INVALID, "safetensors '%s': %llu of the header's %llu data bytes written",
                               w->path, (unsigned long long)w->written, (unsigned long long)w->total);
-    hsr_st_abort(w);
+    st_abort(w);
     return st;
   }
-  hsr_status st = hsr_out_close(&w->out); /* flush, fsync, every write checked, rename */
+  hsr_status st = out_close(&w->out); /* flush, fsync, every write checked, rename */
   free(w->path);
   free(w);
   return st;

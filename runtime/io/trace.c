@@ -1,6 +1,6 @@
 /* Lifecycle trace: spans per rank -> one Chrome trace-event JSON file, and a
  * summary of exposed communication per step. */
-#include "hsr/sys.h"
+#include "common/sys.h"
 #include "trace.h"
 
 #include <cjson/cJSON.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "hsr/config.h"
+#include "launch/boot_internal.h"
 
 typedef struct {
   hsr_span_kind kind;
@@ -28,15 +29,15 @@ struct hsr_trace {
 
 static const char *const kind_cat[] = {"step", "compute", "comm", "runtime"};
 
-hsr_status hsr_trace_create(int rank, hsr_trace **out) {
-  if (!out) return hsr_error(HSR_ERR_INVALID, "hsr_trace_create: out is NULL");
+hsr_status trace_create(int rank, hsr_trace **out) {
+  if (!out) return hsr_error(HSR_ERR_INVALID, "trace_create: out is NULL");
   *out = calloc(1, sizeof **out);
-  if (!*out) return hsr_error(HSR_ERR_NOMEM, "hsr_trace_create: out of memory");
+  if (!*out) return hsr_error(HSR_ERR_NOMEM, "trace_create: out of memory");
   (*out)->rank = rank;
   return HSR_OK;
 }
 
-void hsr_trace_free(hsr_trace *t) {
+void trace_free(hsr_trace *t) {
   if (!t) return;
   for (size_t i = 0; i < t->nstrs; i++) free(t->strs[i]);
   free(t->strs);
@@ -44,7 +45,7 @@ void hsr_trace_free(hsr_trace *t) {
   free(t);
 }
 
-size_t hsr_trace_count(const hsr_trace *t) { return t ? t->n : 0; }
+size_t trace_count(const hsr_trace *t) { return t ? t->n : 0; }
 
 /* The interned copy of s (NULL stays NULL; a failed allocation gives NULL). The
  * table is small (lanes, event names, unit and group names), so a linear
@@ -65,16 +66,15 @@ static char *intern(hsr_trace *t, const char *s) {
   return d;
 }
 
-hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s) {
-  if (!t || !s || !s->lane || !s->name)
-    return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: NULL trace, span, lane or name");
+hsr_status trace_add(hsr_trace *t, const hsr_trace_span *s) {
+  if (!t || !s || !s->lane || !s->name) return hsr_error(HSR_ERR_INVALID, "trace_add: NULL trace, span, lane or name");
   if ((unsigned)s->kind > HSR_SPAN_RUNTIME)
-    return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: unknown span kind %d", (int)s->kind);
-  if (s->t1_ns < s->t0_ns) return hsr_error(HSR_ERR_INVALID, "hsr_trace_add: span '%s' ends before it starts", s->name);
+    return hsr_error(HSR_ERR_INVALID, "trace_add: unknown span kind %d", (int)s->kind);
+  if (s->t1_ns < s->t0_ns) return hsr_error(HSR_ERR_INVALID, "trace_add: span '%s' ends before it starts", s->name);
   if (t->n == t->cap) {
     size_t cap = t->cap ? 2 * t->cap : 256;
     span *p = realloc(t->spans, cap * sizeof *p);
-    if (!p) return hsr_error(HSR_ERR_NOMEM, "hsr_trace_add: out of memory");
+    if (!p) return hsr_error(HSR_ERR_NOMEM, "trace_add: out of memory");
     t->spans = p;
     t->cap = cap;
   }
@@ -89,7 +89,7 @@ hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s) {
   d->bytes = s->bytes;
   d->step = s->step;
   if (!d->lane || !d->name || (s->unit && !d->unit) || (s->group && !d->group))
-    return hsr_error(HSR_ERR_NOMEM, "hsr_trace_add: out of memory");
+    return hsr_error(HSR_ERR_NOMEM, "trace_add: out of memory");
   t->n++;
   return HSR_OK;
 }
@@ -153,7 +153,7 @@ static hsr_status gather_texts(hsr_boot *boot, const char *mine, char ***out) {
   int n = hsr_boot_size(boot), me = hsr_boot_rank(boot);
   uint64_t len = strlen(mine), *lens = calloc((size_t)n, sizeof *lens);
   if (!lens) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
-  hsr_status st = hsr_boot_allgather(boot, &len, sizeof len, lens);
+  hsr_status st = boot_allgather(boot, &len, sizeof len, lens);
   uint64_t max = 0;
   for (int r = 0; r < n; r++) max = lens[r] > max ? lens[r] : max;
   enum { CHUNK = 64 * 1024 };
@@ -166,7 +166,7 @@ static hsr_status gather_texts(hsr_boot *boot, const char *mine, char ***out) {
   for (uint64_t off = 0; off < max; off += CHUNK) {
     memset(send, 0, CHUNK);
     if (off < len) memcpy(send, mine + off, (size_t)(len - off < CHUNK ? len - off : CHUNK));
-    hsr_status s2 = hsr_boot_allgather(boot, send, CHUNK, recv);
+    hsr_status s2 = boot_allgather(boot, send, CHUNK, recv);
     if (st == HSR_OK) st = s2;
     for (int r = 0; st == HSR_OK && me == 0 && r < n; r++)
       if (off < lens[r])
@@ -184,8 +184,8 @@ static hsr_status gather_texts(hsr_boot *boot, const char *mine, char ***out) {
   return st;
 }
 
-hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path) {
-  if (!t || !path) return hsr_error(HSR_ERR_INVALID, "hsr_trace_write: NULL trace or path");
+hsr_status trace_write(hsr_trace *t, hsr_boot *boot, const char *path) {
+  if (!t || !path) return hsr_error(HSR_ERR_INVALID, "trace_write: NULL trace or path");
   char *mine = rank_events_json(t);
   if (!mine) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
   int n = boot ? hsr_boot_size(boot) : 1;
@@ -226,9 +226,9 @@ hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path) {
     hsr_out o; /* whole or not at all; a device or a FIFO in place, never renamed over */
     if (!doc)
       st = hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
-    else if ((st = hsr_out_open(&o, "trace", path, HSR_OUT_WHOLE)) == HSR_OK) {
+    else if ((st = out_open(&o, "trace", path, HSR_OUT_WHOLE)) == HSR_OK) {
       fputs(doc, o.f);
-      st = hsr_out_close(&o);
+      st = out_close(&o);
     }
     free(doc);
   }

@@ -1,5 +1,5 @@
 /* runtime/io (INTERNAL: the engine, tune/ and the tests; not installed):
- * building a lifecycle trace (hsr/trace.h describes the file), and the
+ * building a lifecycle trace (runtime/io/trace_summary.h describes the file), and the
  * interval arithmetic of its figures. */
 #ifndef HSR_RUNTIME_IO_TRACE_H
 #define HSR_RUNTIME_IO_TRACE_H
@@ -9,7 +9,7 @@
 
 #include "hsr/boot.h"
 #include "hsr/common.h"
-#include "hsr/trace.h"
+#include "runtime/io/trace_summary.h"
 
 typedef enum hsr_span_kind { HSR_SPAN_STEP = 0, HSR_SPAN_COMPUTE, HSR_SPAN_COMM, HSR_SPAN_RUNTIME } hsr_span_kind;
 
@@ -26,14 +26,14 @@ typedef struct hsr_trace_span {
   int64_t step;
 } hsr_trace_span;
 
-hsr_status hsr_trace_create(int rank, hsr_trace **out);
-void hsr_trace_free(hsr_trace *t);
+hsr_status trace_create(int rank, hsr_trace **out);
+void trace_free(hsr_trace *t);
 /* Records a span (strings are copied). t1 < t0 is HSR_ERR_INVALID. */
-hsr_status hsr_trace_add(hsr_trace *t, const hsr_trace_span *s);
-size_t hsr_trace_count(const hsr_trace *t);
+hsr_status trace_add(hsr_trace *t, const hsr_trace_span *s);
+size_t trace_count(const hsr_trace *t);
 /* Collective over `boot`: rank 0 writes every rank's spans to `path`
  * (written to a temporary name, then renamed). boot NULL: this rank alone. */
-hsr_status hsr_trace_write(hsr_trace *t, hsr_boot *boot, const char *path);
+hsr_status trace_write(hsr_trace *t, hsr_boot *boot, const char *path);
 
 /* Interval arithmetic of the trace's figures, shared with the tuner's
  * predicted step (tune/eval.c), so both measure a step the same way. */
@@ -42,10 +42,10 @@ typedef struct hsr_ival {
 } hsr_ival;
 /* Sorts v[0..*n) by start and merges overlapping intervals in place; *n
  * becomes the number of disjoint intervals. */
-hsr_status hsr_ival_merge(hsr_ival *v, int *n);
+hsr_status ival_merge(hsr_ival *v, int *n);
 /* Total length of disjoint intervals. */
-double hsr_ival_length(const hsr_ival *v, int n);
+double ival_length(const hsr_ival *v, int n);
 /* Length of the intersection of two merged interval lists. */
-double hsr_ival_overlap(const hsr_ival *a, int na, const hsr_ival *b, int nb);
+double ival_overlap(const hsr_ival *a, int na, const hsr_ival *b, int nb);
 
 #endif

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "common/grow.h"
-#include "hsr/json.h"
-#include "hsr/sys.h"
+#include "common/json.h"
+#include "common/sys.h"
 #include "trace.h"
 
 static int cmp_ival(const void *x, const void *y) {
@@ -16,8 +16,8 @@ static int cmp_ival(const void *x, const void *y) {
   return d < 0 ? -1 : d > 0;
 }
 
-hsr_status hsr_ival_merge(hsr_ival *v, int *n) {
-  if (!n || (*n > 0 && !v)) return hsr_error(HSR_ERR_INVALID, "hsr_ival_merge: NULL argument");
+hsr_status ival_merge(hsr_ival *v, int *n) {
+  if (!n || (*n > 0 && !v)) return hsr_error(HSR_ERR_INVALID, "ival_merge: NULL argument");
   if (*n <= 0) return HSR_OK;
   qsort(v, (size_t)*n, sizeof *v, cmp_ival);
   int m = 0;
@@ -31,13 +31,13 @@ hsr_status hsr_ival_merge(hsr_ival *v, int *n) {
   return HSR_OK;
 }
 
-double hsr_ival_length(const hsr_ival *v, int n) {
+double ival_length(const hsr_ival *v, int n) {
   double s = 0;
   for (int i = 0; i < n; i++) s += v[i].b - v[i].a;
   return s;
 }
 
-double hsr_ival_overlap(const hsr_ival *x, int nx, const hsr_ival *y, int ny) {
+double ival_overlap(const hsr_ival *x, int nx, const hsr_ival *y, int ny) {
   double s = 0;
   int i = 0, j = 0;
   while (i < nx && j < ny) {
@@ -80,7 +80,7 @@ static int64_t int_of(const cJSON *o, const char *k, int64_t lo, int64_t hi, int
 
 static hsr_status load(const char *path, cJSON **out) {
   FILE *f;
-  HSR_CHECK(hsr_file_fopen_read("trace", path, &f));
+  HSR_CHECK(file_fopen_read("trace", path, &f));
   fseek(f, 0, SEEK_END);
   long len = ftell(f);
   fseek(f, 0, SEEK_SET);
@@ -100,7 +100,7 @@ static hsr_status load(const char *path, cJSON **out) {
   }
   char what[4200];
   snprintf(what, sizeof what, "trace '%s'", path);
-  hsr_status st = hsr_json_check_finite(doc, HSR_ERR_IO, what); /* a 1e999 duration would be infinite */
+  hsr_status st = json_check_finite(doc, HSR_ERR_IO, what); /* a 1e999 duration would be infinite */
   if (st != HSR_OK) {
     cJSON_Delete(doc);
     return st;
@@ -263,13 +263,13 @@ static void step_times(analysis *z, int lo, int hi, double maxdur, const xev *st
     z->comm[nm++] = (hsr_ival){a0, a1};
     if (x->is_ag) z->ag[ng++] = (hsr_ival){a0, a1};
   }
-  hsr_ival_merge(z->comp, &nc);
-  hsr_ival_merge(z->comm, &nm);
-  hsr_ival_merge(z->ag, &ng);
-  double cl = hsr_ival_length(z->comp, nc), ml = hsr_ival_length(z->comm, nm);
-  double hidden = hsr_ival_overlap(z->comp, nc, z->comm, nm), gl = hsr_ival_length(z->ag, ng);
+  ival_merge(z->comp, &nc);
+  ival_merge(z->comm, &nm);
+  ival_merge(z->ag, &ng);
+  double cl = ival_length(z->comp, nc), ml = ival_length(z->comm, nm);
+  double hidden = ival_overlap(z->comp, nc, z->comm, nm), gl = ival_length(z->ag, ng);
   a->s.gather_ms += gl / 1e3;
-  a->s.gather_exposed_ms += (gl - hsr_ival_overlap(z->comp, nc, z->ag, ng)) / 1e3;
+  a->s.gather_exposed_ms += (gl - ival_overlap(z->comp, nc, z->ag, ng)) / 1e3;
   a->s.ranks++;
   a->s.step_ms += (s1 - s0) / 1e3;
   a->s.compute_ms += cl / 1e3;
@@ -282,8 +282,8 @@ static void step_times(analysis *z, int lo, int hi, double maxdur, const xev *st
       if (x->cat != 2 || x->grp != g || x->t1 < s0) continue;
       z->gb[nb++] = (hsr_ival){x->t0 < s0 ? s0 : x->t0, x->t1 > s1 ? s1 : x->t1};
     }
-    hsr_ival_merge(z->gb, &nb);
-    a->s.group_busy_ms[g] += hsr_ival_length(z->gb, nb) / 1e3;
+    ival_merge(z->gb, &nb);
+    a->s.group_busy_ms[g] += ival_length(z->gb, nb) / 1e3;
   }
 }
 
@@ -386,8 +386,8 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
   return HSR_OK;
 }
 
-hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n) {
-  if (!path || !out || !n) return hsr_error(HSR_ERR_INVALID, "hsr_trace_steps: NULL argument");
+hsr_status trace_steps(const char *path, hsr_trace_step_summary **out, int *n) {
+  if (!path || !out || !n) return hsr_error(HSR_ERR_INVALID, "trace_steps: NULL argument");
   cJSON *doc = NULL;
   HSR_CHECK(load(path, &doc));
   step_acc *acc = NULL;
@@ -407,8 +407,8 @@ hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *
   return st;
 }
 
-hsr_status hsr_trace_summarize(const char *path, int json, FILE *f) {
-  if (!path || !f) return hsr_error(HSR_ERR_INVALID, "hsr_trace_summarize: NULL argument");
+hsr_status trace_summarize(const char *path, int json, FILE *f) {
+  if (!path || !f) return hsr_error(HSR_ERR_INVALID, "trace_summarize: NULL argument");
   cJSON *doc = NULL;
   HSR_CHECK(load(path, &doc));
   step_acc *acc = NULL;

@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
+#include "common/dtype_internal.h"
+#include "common/common_internal.h"
 
 static const char *const strategy_names[] = {"ddp", "zero1", "zero2", "fsdp", "hybrid", NULL};
 static const char *const sync_names[] = {"full", "none", "rs_only", NULL};
@@ -32,51 +35,49 @@ hsr_status hsr_rt_config_default(hsr_rt_config *c) {
   return HSR_OK;
 }
 
-const char *hsr_rt_strategy_name(hsr_rt_strategy s) {
+const char *rt_strategy_name(hsr_rt_strategy s) {
   return s >= 0 && s < HSR_RT_STRATEGY_COUNT ? strategy_names[s] : "?";
 }
-hsr_rt_sharding hsr_rt_strategy_sharding(hsr_rt_strategy s) {
+hsr_rt_sharding rt_strategy_sharding(hsr_rt_strategy s) {
   int params = s == HSR_RT_FSDP || s == HSR_RT_HYBRID;
   return (hsr_rt_sharding){.params = params, .grads = params || s == HSR_RT_ZERO2};
 }
-const char *hsr_rt_sync_name(hsr_rt_sync s) { return s >= 0 && s <= HSR_RT_SYNC_RS_ONLY ? sync_names[s] : "?"; }
-const char *hsr_rt_outer_shard_name(hsr_rt_outer o) { return o >= 0 && o <= HSR_RT_OUTER_OPTIM ? outer_names[o] : "?"; }
+const char *rt_sync_name(hsr_rt_sync s) { return s >= 0 && s <= HSR_RT_SYNC_RS_ONLY ? sync_names[s] : "?"; }
+const char *rt_outer_shard_name(hsr_rt_outer o) { return o >= 0 && o <= HSR_RT_OUTER_OPTIM ? outer_names[o] : "?"; }
 
 hsr_status hsr_rt_parse_strategy(const char *s, hsr_rt_strategy *out) {
   int i;
-  HSR_CHECK(hsr_parse_choice("strategy", s, strategy_names, &i));
+  HSR_CHECK(parse_choice("strategy", s, strategy_names, &i));
   *out = (hsr_rt_strategy)i;
   return HSR_OK;
 }
 
-hsr_status hsr_rt_parse_sync(const char *s, hsr_rt_sync *out) {
+hsr_status rt_parse_sync(const char *s, hsr_rt_sync *out) {
   int i;
-  HSR_CHECK(hsr_parse_choice("sync", s, sync_names, &i));
+  HSR_CHECK(parse_choice("sync", s, sync_names, &i));
   *out = (hsr_rt_sync)i;
   return HSR_OK;
 }
 
-hsr_status hsr_rt_parse_outer_shard(const char *s, hsr_rt_outer *out) {
+hsr_status rt_parse_outer_shard(const char *s, hsr_rt_outer *out) {
   int i;
-  HSR_CHECK(hsr_parse_choice("outer-shard", s, outer_names, &i));
+  HSR_CHECK(parse_choice("outer-shard", s, outer_names, &i));
   *out = (hsr_rt_outer)i;
   return HSR_OK;
 }
 
-hsr_status hsr_rt_parse_offload(const char *s, hsr_rt_offload *out) {
+hsr_status rt_parse_offload(const char *s, hsr_rt_offload *out) {
   int i;
-  HSR_CHECK(hsr_parse_choice("offload", s, offload_names, &i));
+  HSR_CHECK(parse_choice("offload", s, offload_names, &i));
   *out = (hsr_rt_offload)i;
   return HSR_OK;
 }
 
-const char *hsr_rt_offload_name(hsr_rt_offload o) {
-  return o >= 0 && o <= HSR_RT_OFFLOAD_OPTIM ? offload_names[o] : "?";
-}
+const char *rt_offload_name(hsr_rt_offload o) { return o >= 0 && o <= HSR_RT_OFFLOAD_OPTIM ? offload_names[o] : "?"; }
 
-hsr_status hsr_rt_parse_recompute(const char *s, hsr_rt_recompute *out) {
+hsr_status rt_parse_recompute(const char *s, hsr_rt_recompute *out) {
   int i;
-  HSR_CHECK(hsr_parse_choice("recompute", s, recompute_names, &i));
+  HSR_CHECK(parse_choice("recompute", s, recompute_names, &i));
   *out = (hsr_rt_recompute)i;
   return HSR_OK;
 }
@@ -84,7 +85,7 @@ const char *hsr_rt_recompute_name(hsr_rt_recompute r) {
   return r >= 0 && r <= HSR_RT_RECOMPUTE_SELECTIVE ? recompute_names[r] : "?";
 }
 
-hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal) {
+hsr_status rt_parse_device(const char *s, hsr_device_kind *kind, int *ordinal) {
   if (!s || !kind || !ordinal) return hsr_error(HSR_ERR_INVALID, "device: NULL argument");
   if (!strcmp(s, "host") || !strcmp(s, "cpu")) {
     *kind = HSR_DEVICE_HOST;
@@ -102,7 +103,7 @@ hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordina
     return HSR_OK;
   }
   long v;
-  if (!strncmp(s, "cuda:", 5) && hsr_parse_long("device cuda:N", s + 5, 0, 1 << 16, &v) == HSR_OK) {
+  if (!strncmp(s, "cuda:", 5) && parse_long("device cuda:N", s + 5, 0, 1 << 16, &v) == HSR_OK) {
     *kind = HSR_DEVICE_CUDA;
     *ordinal = (int)v;
     return HSR_OK;
@@ -110,7 +111,7 @@ hsr_status hsr_rt_parse_device(const char *s, hsr_device_kind *kind, int *ordina
   return hsr_error(HSR_ERR_INVALID, "device '%s' is not valid (valid: host, cuda, cuda:N with N >= 0, sim)", s);
 }
 
-hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k) {
+hsr_status rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k) {
   if (!s || !out || !k) return hsr_error(HSR_ERR_INVALID, "reshard: NULL argument");
   if (!strcmp(s, "full")) {
     *out = HSR_RT_RESHARD_FULL;
@@ -124,7 +125,7 @@ hsr_status hsr_rt_parse_reshard(const char *s, hsr_rt_reshard *out, int *k) {
   }
   if (!strncmp(s, "partial:", 8)) {
     long v;
-    if (hsr_parse_long("reshard partial:K", s + 8, 1, 1 << 20, &v) != HSR_OK)
+    if (parse_long("reshard partial:K", s + 8, 1, 1 << 20, &v) != HSR_OK)
       return hsr_error(HSR_ERR_INVALID, "reshard '%s': K must be a positive integer dividing the shard size", s);
     *out = HSR_RT_RESHARD_PARTIAL;
     *k = (int)v;
@@ -169,7 +170,7 @@ static hsr_status check_mesh(const hsr_rt_config *c, int S, int R, int world) {
     return hsr_error(HSR_ERR_INVALID,
                      "--outer-shard optim with --strategy %s: it splits the optimizer state over the replicas of "
                      "hybrid (use --strategy hybrid with R > 1, or drop --outer-shard)",
-                     hsr_rt_strategy_name(c->strategy));
+                     rt_strategy_name(c->strategy));
   if (c->reshard == HSR_RT_RESHARD_PARTIAL && (c->partial_k < 1 || (S > 0 && S % c->partial_k))) {
     divisors(S, dv, sizeof dv);
     return hsr_error(HSR_ERR_INVALID, "--reshard partial:%d: K must divide the shard size %d (valid K: %s)",
@@ -198,11 +199,10 @@ static hsr_status check_fields(const hsr_rt_config *c) {
                      "memory, and on the host path all state already lives in host memory (use --device sim or "
                      "--device cuda with --offload optim, or drop --offload)");
   if (c->param_dtype != HSR_F32 && c->param_dtype != HSR_BF16)
-    return hsr_error(HSR_ERR_INVALID, "param dtype %s is not supported (valid: f32, bf16)",
-                     hsr_dtype_name(c->param_dtype));
+    return hsr_error(HSR_ERR_INVALID, "param dtype %s is not supported (valid: f32, bf16)", dtype_name(c->param_dtype));
   if (c->reduce_dtype != HSR_F32 && c->reduce_dtype != HSR_BF16)
     return hsr_error(HSR_ERR_INVALID, "reduce dtype %s is not supported (valid: f32, bf16)",
-                     hsr_dtype_name(c->reduce_dtype));
+                     dtype_name(c->reduce_dtype));
   if (c->micro_batches < 1) return hsr_error(HSR_ERR_INVALID, "micro-batches %d (must be >= 1)", c->micro_batches);
   if (c->recompute < HSR_RT_RECOMPUTE_NONE || c->recompute > HSR_RT_RECOMPUTE_SELECTIVE)
     return hsr_error(HSR_ERR_INVALID, "recompute %d is not valid (valid: none, full, selective)", (int)c->recompute);
@@ -218,7 +218,7 @@ static hsr_status check_fields(const hsr_rt_config *c) {
   return HSR_OK;
 }
 
-hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S_out, int *R_out) {
+hsr_status rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, int *S_out, int *R_out) {
   if (!c || world < 0) return hsr_error(HSR_ERR_INVALID, "config resolve: bad arguments");
   char dv[512];
   HSR_CHECK(check_fields(c));
@@ -252,7 +252,7 @@ hsr_status hsr_rt_config_resolve(const hsr_rt_config *c, int world, int auto_sha
   return HSR_OK;
 }
 
-double hsr_rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step) {
+double rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step) {
   if (!s) return 0;
   int64_t it = step > 0 ? step - 1 : 0;
   if (s->warmup > 0 && it < s->warmup) return s->lr * (double)(it + 1) / (double)s->warmup;
@@ -262,7 +262,7 @@ double hsr_rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step) {
   return s->lr_min + 0.5 * (1.0 + cos(M_PI * ratio)) * (s->lr - s->lr_min);
 }
 
-hsr_status hsr_rt_lr_check(const hsr_rt_lr_schedule *s) {
+hsr_status rt_lr_check(const hsr_rt_lr_schedule *s) {
   if (!s) return hsr_error(HSR_ERR_INVALID, "learning-rate schedule: NULL");
   if (!(s->lr > 0) || !isfinite(s->lr))
     return hsr_error(HSR_ERR_INVALID, "learning rate %g: must be a positive number", s->lr);

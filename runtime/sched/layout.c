@@ -11,6 +11,7 @@
 
 #include "common/grow.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 
 typedef struct lunit {
   char name[HSR_RT_NAME_MAX];
@@ -27,7 +28,7 @@ struct hsr_rt_layout {
   int nparams, cap_params;
 };
 
-hsr_status hsr_rt_layout_create(size_t align, hsr_rt_layout **out) {
+hsr_status rt_layout_create(size_t align, hsr_rt_layout **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "layout: out is NULL");
   if (align < 1 || align > (1u << 20))
     return hsr_error(HSR_ERR_INVALID, "layout: alignment %zu elements is out of range (valid: 1 to %u)", align,
@@ -40,7 +41,7 @@ hsr_status hsr_rt_layout_create(size_t align, hsr_rt_layout **out) {
   return HSR_OK;
 }
 
-void hsr_rt_layout_free(hsr_rt_layout *l) {
+void rt_layout_free(hsr_rt_layout *l) {
   if (!l) return;
   free(l->units);
   free(l->params);
@@ -55,7 +56,7 @@ static hsr_status check_name(const char *what, const char *name) {
   return HSR_OK;
 }
 
-hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit) {
+hsr_status rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit) {
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   HSR_CHECK(check_name("unit", name));
   if (l->shards)
@@ -73,8 +74,8 @@ hsr_status hsr_rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit)
   return HSR_OK;
 }
 
-hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
-                                   int group) {
+hsr_status rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
+                               int group) {
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   HSR_CHECK(check_name("parameter", name));
   if (l->shards)
@@ -113,7 +114,7 @@ hsr_status hsr_rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name,
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-hsr_status hsr_rt_layout_set_subshards(hsr_rt_layout *l, int parts) {
+hsr_status rt_layout_set_subshards(hsr_rt_layout *l, int parts) {
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   if (l->shards) return hsr_error(HSR_ERR_STATE, "layout: subshards set after the layout was fixed");
   if (parts < 1 || parts > 1 << 20)
@@ -122,9 +123,9 @@ hsr_status hsr_rt_layout_set_subshards(hsr_rt_layout *l, int parts) {
   return HSR_OK;
 }
 
-int hsr_rt_layout_subshards(const hsr_rt_layout *l) { return l ? l->parts : 0; }
+int rt_layout_subshards(const hsr_rt_layout *l) { return l ? l->parts : 0; }
 
-hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards) {
+hsr_status rt_layout_finalize(hsr_rt_layout *l, int shards) {
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   if (l->shards) return hsr_error(HSR_ERR_STATE, "layout already finalized");
   if (shards < 1 || shards > 1 << 20)
@@ -147,28 +148,28 @@ hsr_status hsr_rt_layout_finalize(hsr_rt_layout *l, int shards) {
   return HSR_OK;
 }
 
-int hsr_rt_layout_num_units(const hsr_rt_layout *l) { return l ? l->nunits : 0; }
-int hsr_rt_layout_num_params(const hsr_rt_layout *l) { return l ? l->nparams : 0; }
-int hsr_rt_layout_shards(const hsr_rt_layout *l) { return l ? l->shards : 0; }
-size_t hsr_rt_layout_align(const hsr_rt_layout *l) { return l ? l->align : 0; }
-const char *hsr_rt_layout_unit_name(const hsr_rt_layout *l, int unit) {
+int rt_layout_num_units(const hsr_rt_layout *l) { return l ? l->nunits : 0; }
+int rt_layout_num_params(const hsr_rt_layout *l) { return l ? l->nparams : 0; }
+int rt_layout_shards(const hsr_rt_layout *l) { return l ? l->shards : 0; }
+size_t rt_layout_align(const hsr_rt_layout *l) { return l ? l->align : 0; }
+const char *rt_layout_unit_name(const hsr_rt_layout *l, int unit) {
   return l && unit >= 0 && unit < l->nunits ? l->units[unit].name : "?";
 }
-size_t hsr_rt_layout_unit_len(const hsr_rt_layout *l, int unit) {
+size_t rt_layout_unit_len(const hsr_rt_layout *l, int unit) {
   return l && unit >= 0 && unit < l->nunits ? l->units[unit].len : 0;
 }
-size_t hsr_rt_layout_shard_len(const hsr_rt_layout *l, int unit) {
-  return l && l->shards ? hsr_rt_layout_unit_len(l, unit) / (size_t)l->shards : 0;
+size_t rt_layout_shard_len(const hsr_rt_layout *l, int unit) {
+  return l && l->shards ? rt_layout_unit_len(l, unit) / (size_t)l->shards : 0;
 }
 
-hsr_status hsr_rt_layout_param(const hsr_rt_layout *l, int index, hsr_rt_param_info *out) {
+hsr_status rt_layout_param(const hsr_rt_layout *l, int index, hsr_rt_param_info *out) {
   if (!l || !out || index < 0 || index >= l->nparams)
     return hsr_error(HSR_ERR_INVALID, "parameter index %d out of range (%d parameters)", index, l ? l->nparams : 0);
   *out = l->params[index];
   return HSR_OK;
 }
 
-hsr_status hsr_rt_layout_find(const hsr_rt_layout *l, const char *name, int *index) {
+hsr_status rt_layout_find(const hsr_rt_layout *l, const char *name, int *index) {
   if (!l || !name) return hsr_error(HSR_ERR_INVALID, "layout or name is NULL");
   for (int i = 0; i < l->nparams; i++)
     if (!strcmp(l->params[i].name, name)) {
@@ -178,7 +179,7 @@ hsr_status hsr_rt_layout_find(const hsr_rt_layout *l, const char *name, int *ind
   return hsr_error(HSR_ERR_NOT_FOUND, "no parameter named '%s'", name);
 }
 
-int hsr_rt_layout_owner(const hsr_rt_layout *l, int unit, size_t elem) {
+int rt_layout_owner(const hsr_rt_layout *l, int unit, size_t elem) {
   if (!l || !l->shards || unit < 0 || unit >= l->nunits || elem >= l->units[unit].len) return -1;
   return (int)(elem / (l->units[unit].len / (size_t)l->shards));
 }
@@ -192,7 +193,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
-uint64_t hsr_rt_layout_hash(const hsr_rt_layout *l) {
+uint64_t rt_layout_hash(const hsr_rt_layout *l) {
   uint64_t h = 0xcbf29ce484222325ull;
   if (!l) return h;
   uint64_t hdr[4] = {l->align, (uint64_t)l->shards, (uint64_t)l->nunits, (uint64_t)l->parts};

@@ -1,5 +1,5 @@
 /* The interpreter (schedule.h): one switch over the actions, the buffer
- * rules applied from hsr_sched_buffers, the reduction queue's stages, and
+ * rules applied from sched_buffers, the reduction queue's stages, and
  * the gathers in flight. Every executor (the engine, the tuner's timeline,
  * the ledger prediction) runs through here. */
 #include <string.h>
@@ -51,8 +51,8 @@ static hsr_sched_red *entry(run *r, const hsr_sched_action *a) {
   hsr_sched_red *e = ok ? &s->q[at] : NULL;
   if (!e || e->unit != a->unit || e->deferred != (start ? a->op == HSR_SCHED_DEFERRED_AR : a->deferred) ||
       e->outer != a->outer) {
-    hsr_error(HSR_ERR_INTERNAL, "schedule: %s of unit %d, but the reduction queue holds %s %d",
-              hsr_sched_op_name(a->op), a->unit, e ? "unit" : "none, unit", e ? e->unit : -1);
+    hsr_error(HSR_ERR_INTERNAL, "schedule: %s of unit %d, but the reduction queue holds %s %d", sched_op_name(a->op),
+              a->unit, e ? "unit" : "none, unit", e ? e->unit : -1);
     return NULL;
   }
   if (start) s->qs++;
@@ -124,11 +124,11 @@ static void pop(hsr_sched *s) {
 static hsr_status one(run *r, const hsr_sched_action *a) {
   hsr_sched *s = r->s;
   if (a->unit >= s->nu || (a->unit < 0 && a->op != HSR_SCHED_NORM && a->op != HSR_SCHED_PROGRESS))
-    return hsr_error(HSR_ERR_INTERNAL, "schedule: a %s action of unit %d (%d units)", hsr_sched_op_name(a->op), a->unit,
+    return hsr_error(HSR_ERR_INTERNAL, "schedule: a %s action of unit %d (%d units)", sched_op_name(a->op), a->unit,
                      s->nu);
   hsr_sched_bufop ops[HSR_SCHED_MAX_BUFOPS];
   int n = 0, k = 0;
-  HSR_CHECK(hsr_sched_buffers(s, a, ops, &n));
+  HSR_CHECK(sched_buffers(s, a, ops, &n));
   hsr_sched_red *e = NULL;
   void *acc = NULL;
   if (a->op == HSR_SCHED_REDUCE || a->op == HSR_SCHED_DEFERRED_AR || a->op == HSR_SCHED_RETIRE) {
@@ -188,8 +188,8 @@ static hsr_status one(run *r, const hsr_sched_action *a) {
   return HSR_OK;
 }
 
-hsr_status hsr_sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, const hsr_sched_exec *x, void *ctx) {
-  if (!s || !x || (n > 0 && !acts)) return hsr_error(HSR_ERR_INVALID, "hsr_sched_run: NULL argument");
+hsr_status sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, const hsr_sched_exec *x, void *ctx) {
+  if (!s || !x || (n > 0 && !acts)) return hsr_error(HSR_ERR_INVALID, "sched_run: NULL argument");
   run rr = {s, x, ctx}, *r = &rr;
   hsr_status first = HSR_OK;
   for (int i = 0; i < n; i++) {
@@ -210,7 +210,7 @@ hsr_status hsr_sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, cons
   return first;
 }
 
-hsr_status hsr_sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx) {
+hsr_status sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx) {
   if (!s || !x) return HSR_OK;
   run rr = {s, x, ctx}, *r = &rr;
   hsr_status first = HSR_OK;
@@ -236,11 +236,11 @@ hsr_status hsr_sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx) {
   return first;
 }
 
-void *hsr_sched_buf_of(const hsr_sched *s, int unit, hsr_sched_buf b) {
+void *sched_buf_of(const hsr_sched *s, int unit, hsr_sched_buf b) {
   return s && unit >= 0 && unit < s->nu && b >= 0 && b < HSR_SCHED_BUF_COUNT ? s->u[unit].buf[b] : NULL;
 }
 
-void *hsr_sched_full_of(const hsr_sched *s, int unit) {
+void *sched_full_of(const hsr_sched *s, int unit) {
   if (!s) return NULL;
-  return hsr_sched_buf_of(s, unit, s->sharded_params ? HSR_SCHED_BUF_FULL : HSR_SCHED_BUF_PARAM);
+  return sched_buf_of(s, unit, s->sharded_params ? HSR_SCHED_BUF_FULL : HSR_SCHED_BUF_PARAM);
 }

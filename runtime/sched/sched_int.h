@@ -32,7 +32,7 @@ struct hsr_sched {
   int nu;
   int *order, norder, order_fixed;
   int live, live_peak;
-  /* The reduction queue, oldest first: q[0, qs) started (hsr_sched_run),
+  /* The reduction queue, oldest first: q[0, qs) started (sched_run),
    * q[0, qd) decided to retire, qn appended. */
   hsr_sched_red *q;
   int qn, qd, qs, qcap;

@@ -5,48 +5,48 @@
 #include <string.h>
 
 #include "sched_int.h"
+#include "common/dtype_internal.h"
+#include "runtime/io/ledger_internal.h"
+#include "runtime/runtime_internal.h"
 
 static const char *const state_names[] = {"sharded", "gathering", "full", "partial"};
 static const char *const op_names[HSR_SCHED_OP_COUNT] = {
     "setup",    "gather", "wait", "reshard", "release",  "grad_buf",      "reduce",   "deferred_ar",
     "progress", "retire", "norm", "optim",   "regather", "regather_wait", "grad_zero"};
 
-const char *hsr_sched_state_name(hsr_sched_state st) {
-  return st >= 0 && st <= HSR_SCHED_PARTIAL ? state_names[st] : "?";
-}
-const char *hsr_sched_op_name(hsr_sched_op op) { return op >= 0 && op < HSR_SCHED_OP_COUNT ? op_names[op] : "?"; }
+const char *sched_state_name(hsr_sched_state st) { return st >= 0 && st <= HSR_SCHED_PARTIAL ? state_names[st] : "?"; }
+const char *sched_op_name(hsr_sched_op op) { return op >= 0 && op < HSR_SCHED_OP_COUNT ? op_names[op] : "?"; }
 
-hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout, const int *is_root,
-                            hsr_sched **out) {
-  if (!cfg || !layout || !out) return hsr_error(HSR_ERR_INVALID, "hsr_sched_create: NULL argument");
+hsr_status sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout, const int *is_root,
+                        hsr_sched **out) {
+  if (!cfg || !layout || !out) return hsr_error(HSR_ERR_INVALID, "sched_create: NULL argument");
   *out = NULL;
   if (S < 1 || R < 1) return hsr_error(HSR_ERR_INVALID, "schedule: mesh %d x %d (both must be >= 1)", R, S);
-  if (hsr_rt_layout_shards(layout) != S)
-    return hsr_error(HSR_ERR_INVALID, "schedule: layout finalized for %d shards, S = %d", hsr_rt_layout_shards(layout),
-                     S);
+  if (rt_layout_shards(layout) != S)
+    return hsr_error(HSR_ERR_INVALID, "schedule: layout finalized for %d shards, S = %d", rt_layout_shards(layout), S);
   int K = cfg->reshard == HSR_RT_RESHARD_PARTIAL ? cfg->partial_k : 0;
   if (K < 0 || (cfg->reshard == HSR_RT_RESHARD_PARTIAL && (K < 1 || S % K)))
     return hsr_error(HSR_ERR_INVALID, "schedule: K = %d does not divide S = %d", K, S);
   if (cfg->micro_batches < 1)
     return hsr_error(HSR_ERR_INVALID, "schedule: %d micro-batches (valid: >= 1)", cfg->micro_batches);
-  hsr_rt_sharding sh = hsr_rt_strategy_sharding(cfg->strategy);
+  hsr_rt_sharding sh = rt_strategy_sharding(cfg->strategy);
   int outer = cfg->outer_shard == HSR_RT_OUTER_OPTIM;
   if (outer && (!sh.params || R < 2))
     return hsr_error(HSR_ERR_INVALID, "schedule: outer shard optim needs sharded parameters and R > 1 (%s, R = %d)",
-                     hsr_rt_strategy_name(cfg->strategy), R);
-  if (outer && hsr_rt_layout_subshards(layout) != R)
+                     rt_strategy_name(cfg->strategy), R);
+  if (outer && rt_layout_subshards(layout) != R)
     return hsr_error(HSR_ERR_INVALID,
                      "schedule: outer shard optim needs a layout cut into R = %d pieces per shard "
                      "(it has %d)",
-                     R, hsr_rt_layout_subshards(layout));
+                     R, rt_layout_subshards(layout));
   hsr_sched *s = calloc(1, sizeof *s);
-  int nu = hsr_rt_layout_num_units(layout);
+  int nu = rt_layout_num_units(layout);
   if (s) {
     s->u = calloc((size_t)nu + 1, sizeof *s->u);
     s->order = calloc((size_t)nu + 1, sizeof *s->order);
   }
   if (!s || !s->u || !s->order) {
-    hsr_sched_free(s);
+    sched_free(s);
     return hsr_error(HSR_ERR_NOMEM, "schedule: out of memory");
   }
   s->cfg = *cfg;
@@ -65,13 +65,13 @@ hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt
   /* host: the reductions of the last two units stay in flight behind the
    * backward pass; CUDA and sim: the reduce stream keeps them in flight instead */
   s->in_flight = cfg->device != HSR_DEVICE_HOST ? 0 : 2;
-  s->pes = hsr_dtype_size(cfg->param_dtype);
-  s->res = hsr_dtype_size(cfg->reduce_dtype);
+  s->pes = dtype_size(cfg->param_dtype);
+  s->res = dtype_size(cfg->reduce_dtype);
   s->nu = nu;
   for (int i = 0; i < nu; i++) {
     sunit *u = &s->u[i];
-    u->L = hsr_rt_layout_unit_len(layout, i);
-    u->Ls = hsr_rt_layout_shard_len(layout, i);
+    u->L = rt_layout_unit_len(layout, i);
+    u->Ls = rt_layout_shard_len(layout, i);
     u->Lo = outer ? u->Ls / (size_t)R : u->Ls;
     u->La = acc_piece ? u->Lo : u->Ls;
     u->is_root = is_root ? is_root[i] : 0;
@@ -82,7 +82,7 @@ hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt
   return HSR_OK;
 }
 
-void hsr_sched_free(hsr_sched *s) {
+void sched_free(hsr_sched *s) {
   if (!s) return;
   free(s->u);
   free(s->order);
@@ -192,18 +192,17 @@ static void prefetch(hsr_sched *s, int ui, int backward) {
 
 static hsr_status need_full(const hsr_sched *s, int ui, const char *what) {
   if (s->u[ui].state == HSR_SCHED_FULL) return HSR_OK;
-  return hsr_error(HSR_ERR_STATE, "schedule %s: unit %d is %s, not full", what, ui,
-                   hsr_sched_state_name(s->u[ui].state));
+  return hsr_error(HSR_ERR_STATE, "schedule %s: unit %d is %s, not full", what, ui, sched_state_name(s->u[ui].state));
 }
 
 /* ---- the lifecycle ---- */
-hsr_status hsr_sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+hsr_status sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n) {
   HSR_CHECK(begin(s, acts, n));
   for (int i = 0; i < s->nu; i++) emit(s, act(HSR_SCHED_SETUP, i));
   return finish(s, acts, n);
 }
 
-hsr_status hsr_sched_forward_begin(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_forward_begin(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "forward_begin", acts, n));
   sunit *u = &s->u[ui];
   if (!s->order_fixed && u->fwd_pos < 0) { /* the first step records the forward order */
@@ -215,15 +214,15 @@ hsr_status hsr_sched_forward_begin(hsr_sched *s, int ui, const hsr_sched_action 
   return finish(s, acts, n);
 }
 
-hsr_rt_reshard hsr_sched_reshard_of(const hsr_sched *s, int ui) {
+hsr_rt_reshard sched_reshard_of(const hsr_sched *s, int ui) {
   if (!s || ui < 0 || ui >= s->nu || !s->sharded_params) return HSR_RT_RESHARD_NONE;
   return s->u[ui].is_root && !s->cfg.root_reshard ? HSR_RT_RESHARD_NONE : s->cfg.reshard;
 }
 
-hsr_status hsr_sched_forward_end(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_forward_end(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "forward_end", acts, n));
   HSR_CHECK(need_full(s, ui, "forward_end"));
-  hsr_rt_reshard pol = hsr_sched_reshard_of(s, ui);
+  hsr_rt_reshard pol = sched_reshard_of(s, ui);
   if (pol != HSR_RT_RESHARD_NONE) {
     int part = pol == HSR_RT_RESHARD_PARTIAL;
     hsr_sched_action a = act(HSR_SCHED_RESHARD, ui);
@@ -237,7 +236,7 @@ hsr_status hsr_sched_forward_end(hsr_sched *s, int ui, const hsr_sched_action **
   return finish(s, acts, n);
 }
 
-hsr_status hsr_sched_backward_begin(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_backward_begin(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "backward_begin", acts, n));
   sunit *u = &s->u[ui];
   if (u->micro >= s->cfg.micro_batches)
@@ -257,7 +256,7 @@ hsr_status hsr_sched_backward_begin(hsr_sched *s, int ui, const hsr_sched_action
  * serves it, so it decides nothing (no gather, no prefetch in the forward
  * order: the recompute is not a forward); the unit must be FULL, which is
  * what makes a third gather impossible. */
-hsr_status hsr_sched_recompute(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_recompute(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "recompute", acts, n));
   if (s->cfg.recompute == HSR_RT_RECOMPUTE_NONE)
     return hsr_error(HSR_ERR_STATE, "schedule recompute: unit %d, but the configuration's recompute is none", ui);
@@ -265,7 +264,7 @@ hsr_status hsr_sched_recompute(hsr_sched *s, int ui, const hsr_sched_action **ac
   return finish(s, acts, n);
 }
 
-/* Appends a reduction to the queue; hsr_sched_run starts it (REDUCE,
+/* Appends a reduction to the queue; sched_run starts it (REDUCE,
  * DEFERRED_AR) and removes it (RETIRE). */
 static void push(hsr_sched *s, const hsr_sched_action *a) {
   if (s->qn == s->qcap) {
@@ -306,7 +305,7 @@ static void reduce(hsr_sched *s, int ui) {
 }
 
 /* Retires the oldest reductions until `keep` remain, in FIFO order (qd:
- * the entries already decided; hsr_sched_run removes them). */
+ * the entries already decided; sched_run removes them). */
 static void retire(hsr_sched *s, int keep) {
   while (s->qn - s->qd > keep) {
     hsr_sched_action a = act(HSR_SCHED_RETIRE, s->q[s->qd].unit);
@@ -317,7 +316,7 @@ static void retire(hsr_sched *s, int keep) {
   }
 }
 
-hsr_status hsr_sched_backward_end(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_backward_end(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "backward_end", acts, n));
   HSR_CHECK(need_full(s, ui, "backward_end"));
   sunit *u = &s->u[ui];
@@ -345,7 +344,7 @@ hsr_status hsr_sched_backward_end(hsr_sched *s, int ui, const hsr_sched_action *
   return finish(s, acts, n);
 }
 
-hsr_status hsr_sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+hsr_status sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
   HSR_CHECK(begin(s, acts, n));
   retire(s, 0);
   emit(s, act(HSR_SCHED_NORM, -1));
@@ -390,7 +389,7 @@ hsr_status hsr_sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
   return finish(s, acts, n);
 }
 
-hsr_status hsr_sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+hsr_status sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n) {
   HSR_CHECK(begin(s, acts, n));
   retire(s, 0);
   for (int i = 0; i < s->nu; i++) {
@@ -403,7 +402,7 @@ hsr_status hsr_sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int 
   return finish(s, acts, n);
 }
 
-hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+hsr_status sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n) {
   HSR_CHECK(begin(s, acts, n));
   for (int i = 0; i < s->nu; i++)
     if (s->u[i].state == HSR_SCHED_GATHERING) gather_wait(s, i);
@@ -411,7 +410,7 @@ hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n)
 }
 
 /* ---- buffers ---- */
-hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b) {
+hsr_mem_cat sched_buf_cat(hsr_sched_buf b) {
   static const hsr_mem_cat cat[HSR_SCHED_BUF_COUNT] = {
       HSR_MEM_MASTER,       HSR_MEM_MOMENT_M,     HSR_MEM_MOMENT_V,  HSR_MEM_GRAD_SHARD,    HSR_MEM_PARAM_SHARD,
       HSR_MEM_HOST_STAGING, HSR_MEM_HOST_STAGING, HSR_MEM_FULL_UNIT, HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF,
@@ -427,10 +426,10 @@ hsr_mem_cat hsr_sched_cat_of(const hsr_sched *s, hsr_sched_buf b) {
     case HSR_SCHED_BUF_GRAD_SHARD: return HSR_MEM_HOST_GRAD_SHARD;
     default: break;
     }
-  return hsr_sched_buf_cat(b);
+  return sched_buf_cat(b);
 }
 
-size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
+size_t sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
   if (!s || unit < 0 || unit >= s->nu) return 0;
   const sunit *u = &s->u[unit];
   size_t n = 0;
@@ -456,18 +455,18 @@ size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
 }
 
 static void op(const hsr_sched *s, int get, hsr_sched_buf b, int unit, hsr_sched_bufop *out, int *n) {
-  out[(*n)++] = (hsr_sched_bufop){get, b, hsr_sched_cat_of(s, b), hsr_sched_buf_bytes(s, b, unit)};
+  out[(*n)++] = (hsr_sched_bufop){get, b, hsr_sched_cat_of(s, b), sched_buf_bytes(s, b, unit)};
 }
 
-hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n) {
-  if (!s || !a || !out || !n) return hsr_error(HSR_ERR_INVALID, "hsr_sched_buffers: NULL argument");
+hsr_status sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n) {
+  if (!s || !a || !out || !n) return hsr_error(HSR_ERR_INVALID, "sched_buffers: NULL argument");
   *n = 0;
   int u = a->unit, staged = s->cfg.reduce_dtype != HSR_F32;
   int acc_stage = staged && !s->offload; /* offload: the host casts what GRAD_DOWN received */
   switch (a->op) {
   case HSR_SCHED_SETUP:
     for (int b = HSR_SCHED_BUF_MASTER; b <= HSR_SCHED_BUF_LAST_HELD; b++)
-      if (hsr_sched_holds(s, (hsr_sched_buf)b)) op(s, 1, (hsr_sched_buf)b, u, out, n);
+      if (sched_holds(s, (hsr_sched_buf)b)) op(s, 1, (hsr_sched_buf)b, u, out, n);
     break;
   case HSR_SCHED_GATHER:
     if (a->cast) op(s, 1, HSR_SCHED_BUF_GATHER_IN, u, out, n);
@@ -514,7 +513,7 @@ hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_
   return HSR_OK;
 }
 
-int hsr_sched_holds(const hsr_sched *s, hsr_sched_buf b) {
+int sched_holds(const hsr_sched *s, hsr_sched_buf b) {
   if (!s || b < HSR_SCHED_BUF_MASTER || b > HSR_SCHED_BUF_LAST_HELD) return 0;
   if (b == HSR_SCHED_BUF_MASTER) return !s->master_in_param;
   if (b == HSR_SCHED_BUF_PARAM) return !s->sharded_params || s->outer || s->offload;
@@ -524,22 +523,22 @@ int hsr_sched_holds(const hsr_sched *s, hsr_sched_buf b) {
 
 int hsr_sched_offload(const hsr_sched *s) { return s ? s->offload : 0; }
 
-size_t hsr_sched_piece_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].Lo : 0; }
-size_t hsr_sched_acc_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].La : 0; }
-int hsr_sched_outer(const hsr_sched *s) { return s ? s->outer : 0; }
+size_t sched_piece_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].Lo : 0; }
+size_t sched_acc_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].La : 0; }
+int sched_outer(const hsr_sched *s) { return s ? s->outer : 0; }
 
 /* ---- getters ---- */
-int hsr_sched_in_flight(const hsr_sched *s) { return s ? s->in_flight : 0; }
-int hsr_sched_num_units(const hsr_sched *s) { return s ? s->nu : 0; }
-hsr_sched_state hsr_sched_state_of(const hsr_sched *s, int unit) {
+int sched_in_flight(const hsr_sched *s) { return s ? s->in_flight : 0; }
+int sched_num_units(const hsr_sched *s) { return s ? s->nu : 0; }
+hsr_sched_state sched_state_of(const hsr_sched *s, int unit) {
   return s && unit >= 0 && unit < s->nu ? s->u[unit].state : HSR_SCHED_SHARDED;
 }
-int hsr_sched_micro(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].micro : 0; }
-int hsr_sched_live(const hsr_sched *s) { return s ? s->live : 0; }
-int hsr_sched_live_peak(const hsr_sched *s) { return s ? s->live_peak : 0; }
-int hsr_sched_queued(const hsr_sched *s) { return s ? s->qn - s->qd : 0; }
-int hsr_sched_started(const hsr_sched *s) { return s ? s->qs : 0; }
-const int *hsr_sched_order(const hsr_sched *s, int *n) {
+int sched_micro(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].micro : 0; }
+int sched_live(const hsr_sched *s) { return s ? s->live : 0; }
+int sched_live_peak(const hsr_sched *s) { return s ? s->live_peak : 0; }
+int sched_queued(const hsr_sched *s) { return s ? s->qn - s->qd : 0; }
+int sched_started(const hsr_sched *s) { return s ? s->qs : 0; }
+const int *sched_order(const hsr_sched *s, int *n) {
   if (n) *n = s ? s->norder : 0;
   return s ? s->order : NULL;
 }

@@ -10,10 +10,10 @@
  * whether it holds a full gradient buffer, the backward passes of this step,
  * the forward order recorded on the first step, how many units are live
  * (gathering or FULL), and the reduction queue. Each lifecycle call turns
- * into a list of actions, to be run in that order (hsr_sched_run):
+ * into a list of actions, to be run in that order (sched_run):
  *
  *   forward_begin   [GATHER] [WAIT]  prefetch: GATHER of the next units
- *   forward_end     [RESHARD]        (policy: hsr_sched_reshard_of)
+ *   forward_end     [RESHARD]        (policy: sched_reshard_of)
  *   backward_begin  [GATHER] [WAIT] [GRAD_BUF]  prefetch: GATHER of the previous units
  *   backward_end    [RELEASE] [REDUCE] [RETIRE... DEFERRED_AR] PROGRESS RETIRE...
  *   step            RETIRE... NORM, then per unit (the next forward's first
@@ -41,7 +41,9 @@
 
 #include "hsr/common.h"
 #include "hsr/ledger.h"
+#include "runtime/io/ledger_internal.h"
 #include "hsr/runtime.h"
+#include "runtime/runtime_internal.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -144,24 +146,24 @@ typedef struct hsr_sched_bufop {
  * keeps no reduction in flight behind backward: the streams order them).
  * S, R: the resolved mesh. layout: finalized for S shards. is_root[u]: root
  * units (cfg->root_reshard applies; NULL: none). */
-hsr_status hsr_sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout, const int *is_root,
-                            hsr_sched **out);
-void hsr_sched_free(hsr_sched *s);
+hsr_status sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout, const int *is_root,
+                        hsr_sched **out);
+void sched_free(hsr_sched *s);
 
 /* The lifecycle. Each call decides, updates the schedule and returns its
  * actions in *acts (owned by the schedule, valid until its next call). A
  * call that the unit's state does not allow is HSR_ERR_STATE. */
-hsr_status hsr_sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n); /* once, at commit */
-hsr_status hsr_sched_forward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-hsr_status hsr_sched_forward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-hsr_status hsr_sched_backward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-hsr_status hsr_sched_backward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n); /* once, at commit */
+hsr_status sched_forward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status sched_forward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status sched_backward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status sched_backward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
 /* Inside the unit's backward window (FULL): no actions; see schedule.c. */
-hsr_status hsr_sched_recompute(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-hsr_status hsr_sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n);
-hsr_status hsr_sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n);
+hsr_status sched_recompute(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n);
+hsr_status sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n);
 /* WAIT for every unit still GATHERING (before a trace is written). */
-hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n);
+hsr_status sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n);
 
 /* The buffers an action takes and returns, in the order it does so (at most
  * HSR_SCHED_MAX_BUFOPS):
@@ -181,42 +183,42 @@ hsr_status hsr_sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n)
  *                put OUTER_SLICE (if the entry is outer)
  *   GRAD_ZERO    put GRAD (if free_grad)
  * the others none. */
-hsr_status hsr_sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n);
-hsr_mem_cat hsr_sched_buf_cat(hsr_sched_buf b);
+hsr_status sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n);
+hsr_mem_cat sched_buf_cat(hsr_sched_buf b);
 /* The category of b in this schedule (offload: the host categories). */
 hsr_mem_cat hsr_sched_cat_of(const hsr_sched *s, hsr_sched_buf b);
 /* Bytes of a buffer of unit u, as the pool hands it out (an empty one is a
  * 64-byte block). */
-size_t hsr_sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit);
+size_t sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit);
 
 /* The persistent buffers (SETUP's) a unit holds: 1 for b in MASTER ..
  * HSR_SCHED_BUF_LAST_HELD when SETUP takes it. */
 #define HSR_SCHED_BUF_LAST_HELD HSR_SCHED_BUF_GRAD_DOWN
-int hsr_sched_holds(const hsr_sched *s, hsr_sched_buf b);
+int sched_holds(const hsr_sched *s, hsr_sched_buf b);
 /* Offload optim in effect (cfg.offload on a device run). */
 int hsr_sched_offload(const hsr_sched *s);
 /* Elements of the rank's piece of unit u's shard (Lo) and of its gradient
  * accumulator (La); the optimizer's master, m, v and gradient cover them
  * (the accumulator's first Lo elements when La = Ls). */
-size_t hsr_sched_piece_len(const hsr_sched *s, int unit);
-size_t hsr_sched_acc_len(const hsr_sched *s, int unit);
+size_t sched_piece_len(const hsr_sched *s, int unit);
+size_t sched_acc_len(const hsr_sched *s, int unit);
 /* Outer shard optim in effect (hybrid with cfg.outer_shard = optim). */
-int hsr_sched_outer(const hsr_sched *s);
+int sched_outer(const hsr_sched *s);
 
 /* Pure decisions on their own. */
 /* What forward_end does to the unit: NONE for unsharded strategies and for
  * root units unless cfg.root_reshard, else cfg.reshard. */
-hsr_rt_reshard hsr_sched_reshard_of(const hsr_sched *s, int unit);
+hsr_rt_reshard sched_reshard_of(const hsr_sched *s, int unit);
 /* Reductions left in flight at the end of backward_end (2 on host, 0 on CUDA). */
-int hsr_sched_in_flight(const hsr_sched *s);
+int sched_in_flight(const hsr_sched *s);
 
 /* ---- the interpreter (run.c) ----
  *
- * hsr_sched_run executes a lifecycle call's actions with one executor: a
+ * sched_run executes a lifecycle call's actions with one executor: a
  * table of callbacks, where NULL means "no effect" (the ledger prediction
  * fills in only the pool; the timeline no pool at all). It owns:
  *   - the buffer rules: for every action it takes and returns the buffers
- *     hsr_sched_buffers lists, in that order, through get/put, and keeps them
+ *     sched_buffers lists, in that order, through get/put, and keeps them
  *     (per unit; per reduction: hsr_sched_red). An action's effect runs once
  *     the buffers it takes are there and before any it returns goes back;
  *     REDUCE with a reduce-dtype copy is the one effect split in two: the
@@ -256,7 +258,7 @@ typedef struct hsr_sched_exec {
   /* The pool: a buffer of b's kind, category and size for `unit`, and back. */
   hsr_status (*get)(void *ctx, int unit, const hsr_sched_bufop *b, void **p);
   void (*put)(void *ctx, int unit, const hsr_sched_bufop *b, void *p);
-  /* One callback per action (its unit's buffers: hsr_sched_buf_of). GATHER
+  /* One callback per action (its unit's buffers: sched_buf_of). GATHER
    * and REGATHER return the handle their WAIT and REGATHER_WAIT get back. */
   hsr_status (*setup)(void *ctx, const hsr_sched_action *a);
   hsr_status (*gather)(void *ctx, const hsr_sched_action *a, void **h);
@@ -293,30 +295,30 @@ typedef struct hsr_sched_exec {
 } hsr_sched_exec;
 
 /* Runs acts[0..n) (a lifecycle call's list, just decided) with executor x. */
-hsr_status hsr_sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, const hsr_sched_exec *x, void *ctx);
+hsr_status sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, const hsr_sched_exec *x, void *ctx);
 /* Teardown: completes every reduction still queued (stage 2 included, so
  * peers that posted theirs are not left waiting) and every gather in
  * flight, and gives their buffers back. */
-hsr_status hsr_sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx);
+hsr_status sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx);
 /* The buffer of kind b that unit u holds (NULL: none). */
-void *hsr_sched_buf_of(const hsr_sched *s, int unit, hsr_sched_buf b);
+void *sched_buf_of(const hsr_sched *s, int unit, hsr_sched_buf b);
 /* The unit's full parameters: the gathered buffer (sharded strategies,
  * NULL while not FULL) or the persistent one. */
-void *hsr_sched_full_of(const hsr_sched *s, int unit);
+void *sched_full_of(const hsr_sched *s, int unit);
 /* Reductions started and not yet retired. */
-int hsr_sched_started(const hsr_sched *s);
+int sched_started(const hsr_sched *s);
 
 /* Getters. */
-int hsr_sched_num_units(const hsr_sched *s);
-hsr_sched_state hsr_sched_state_of(const hsr_sched *s, int unit);
-int hsr_sched_micro(const hsr_sched *s, int unit); /* backward passes this step */
-int hsr_sched_live(const hsr_sched *s);            /* units gathering or FULL (sharded strategies) */
-int hsr_sched_live_peak(const hsr_sched *s);
-int hsr_sched_queued(const hsr_sched *s); /* reductions in the queue */
+int sched_num_units(const hsr_sched *s);
+hsr_sched_state sched_state_of(const hsr_sched *s, int unit);
+int sched_micro(const hsr_sched *s, int unit); /* backward passes this step */
+int sched_live(const hsr_sched *s);            /* units gathering or FULL (sharded strategies) */
+int sched_live_peak(const hsr_sched *s);
+int sched_queued(const hsr_sched *s); /* reductions in the queue */
 /* The recorded forward order (*n units; fixed at the first step). */
-const int *hsr_sched_order(const hsr_sched *s, int *n);
-const char *hsr_sched_state_name(hsr_sched_state st); /* "sharded", "gathering", "full", "partial" */
-const char *hsr_sched_op_name(hsr_sched_op op);       /* "gather", "wait", ... */
+const int *sched_order(const hsr_sched *s, int *n);
+const char *sched_state_name(hsr_sched_state st); /* "sharded", "gathering", "full", "partial" */
+const char *sched_op_name(hsr_sched_op op);       /* "gather", "wait", ... */
 
 #ifdef __cplusplus
 }

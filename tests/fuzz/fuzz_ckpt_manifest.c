@@ -1,4 +1,4 @@
-/* Fuzz target: a checkpoint manifest as hsr_ckpt_open reads it (`hsr ckpt
+/* Fuzz target: a checkpoint manifest as ckpt_open reads it (`hsr ckpt
  * inspect`, resume), then every getter. The manifest checks its own crc32:
  * the target writes the right one into an input that has the field, so the
  * fuzzer gets past it to the structure. */
@@ -10,6 +10,7 @@
 
 #include "fuzz_io.h"
 #include "hsr/ckpt.h"
+#include "runtime/ckpt/ckpt_internal.h"
 
 static void fix_crc(char *t, size_t n) {
   const char *key = "\"manifest_crc32\"";
@@ -54,23 +55,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fclose(f);
   free(t);
   hsr_ckpt *c = NULL;
-  if (hsr_ckpt_open(dir, &c) != HSR_OK) return 0;
+  if (ckpt_open(dir, &c) != HSR_OK) return 0;
   hsr_ckpt_info info;
-  hsr_ckpt_get_info(c, &info);
-  for (int i = 0; i < hsr_ckpt_num_tensors(c); i++) {
+  ckpt_get_info(c, &info);
+  for (int i = 0; i < ckpt_num_tensors(c); i++) {
     hsr_ckpt_tensor tt;
-    if (hsr_ckpt_tensor_at(c, i, &tt) == HSR_OK) {
+    if (ckpt_tensor_at(c, i, &tt) == HSR_OK) {
       int j;
-      hsr_ckpt_find(c, tt.name, &j);
+      ckpt_find(c, tt.name, &j);
       float x[4];
-      hsr_ckpt_read(c, i, HSR_CKPT_MASTER, 0, tt.numel < 4 ? tt.numel : 4, x); /* the data file is absent */
+      ckpt_read(c, i, HSR_CKPT_MASTER, 0, tt.numel < 4 ? tt.numel : 4, x); /* the data file is absent */
     }
   }
   hsr_ckpt_state *p = NULL;
   if (hsr_ckpt_state_create(&p) == HSR_OK) {
-    hsr_ckpt_get_program(c, p);
+    ckpt_get_program(c, p);
     hsr_ckpt_state_free(p);
   }
-  hsr_ckpt_close(c);
+  ckpt_close(c);
   return 0;
 }

@@ -1,4 +1,4 @@
-/* Fuzz target: Hugging Face's model.safetensors.index.json as hsr_st_set_open
+/* Fuzz target: Hugging Face's model.safetensors.index.json as st_set_open
  * reads it (--init DIR, hsr eval, hsr sample), beside two real shards
  * (model-00001-of-00002.safetensors: "a" F32 [2], "b" I32 [1];
  * model-00002-of-00002.safetensors: "c" U8 [3]), then every getter and a
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "fuzz_io.h"
-#include "hsr/safetensors_sharded.h"
+#include "runtime/io/safetensors_sharded.h"
 
 static int shard(const char *dir, const char *name, const hsr_st_tensor *t, int n, size_t bytes) {
   char p[160];
@@ -16,12 +16,12 @@ static int shard(const char *dir, const char *name, const hsr_st_tensor *t, int 
   hsr_st_kv meta[1] = {{"hsr.model", "fuzz"}};
   hsr_st_writer *w;
   static const unsigned char data[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-  if (hsr_st_create(p, t, n, meta, 1, &w) != HSR_OK) return 1;
-  if (hsr_st_write(w, data, bytes) != HSR_OK) {
-    hsr_st_abort(w);
+  if (st_create(p, t, n, meta, 1, &w) != HSR_OK) return 1;
+  if (st_write(w, data, bytes) != HSR_OK) {
+    st_abort(w);
     return 1;
   }
-  return hsr_st_finish(w) != HSR_OK;
+  return st_finish(w) != HSR_OK;
 }
 
 static char dir[64], file[128];
@@ -52,22 +52,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fwrite(data, 1, size, f);
   fclose(f);
   hsr_st_set *s = NULL;
-  if (hsr_st_set_open(dir, &s) != HSR_OK) return 0;
+  if (st_set_open(dir, &s) != HSR_OK) return 0;
   unsigned char buf[16];
-  for (int i = 0; i < hsr_st_set_count(s); i++) {
+  for (int i = 0; i < st_set_count(s); i++) {
     hsr_st_info in;
     int j;
-    if (hsr_st_set_info_at(s, i, &in) != HSR_OK) continue;
-    hsr_st_set_find(s, in.name, &j);
-    hsr_st_set_file_of(s, i);
-    if (in.end - in.begin <= sizeof buf) hsr_st_set_read(s, i, 0, buf, (size_t)(in.end - in.begin));
+    if (st_set_info_at(s, i, &in) != HSR_OK) continue;
+    st_set_find(s, in.name, &j);
+    st_set_file_of(s, i);
+    if (in.end - in.begin <= sizeof buf) st_set_read(s, i, 0, buf, (size_t)(in.end - in.begin));
   }
-  for (int i = 0; i < hsr_st_set_meta_count(s); i++) {
+  for (int i = 0; i < st_set_meta_count(s); i++) {
     const char *k, *v;
-    hsr_st_set_meta_at(s, i, &k, &v);
+    st_set_meta_at(s, i, &k, &v);
   }
-  hsr_st_set_meta(s, "hsr.model");
-  hsr_st_set_total_bytes(s);
-  hsr_st_set_close(s);
+  st_set_meta(s, "hsr.model");
+  st_set_total_bytes(s);
+  st_set_close(s);
   return 0;
 }

@@ -1,9 +1,9 @@
 /* Fuzz target: a trace JSON as `hsr trace summarize` reads it (table and
- * JSON output) and hsr_trace_steps. */
+ * JSON output) and trace_steps. */
 #include <stdlib.h>
 
 #include "fuzz_io.h"
-#include "hsr/trace.h"
+#include "runtime/io/trace_summary.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *path = fuzz_file(data, size);
@@ -11,10 +11,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static FILE *devnull;
   if (!devnull) devnull = fopen("/dev/null", "w");
   if (!devnull) return 0;
-  hsr_trace_summarize(path, 0, devnull);
-  hsr_trace_summarize(path, 1, devnull);
+  trace_summarize(path, 0, devnull);
+  trace_summarize(path, 1, devnull);
   hsr_trace_step_summary *st = NULL;
   int n = 0;
-  if (hsr_trace_steps(path, &st, &n) == HSR_OK) free(st);
+  if (trace_steps(path, &st, &n) == HSR_OK) free(st);
   return 0;
 }

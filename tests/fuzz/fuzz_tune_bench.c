@@ -1,5 +1,5 @@
 /* Fuzz target: an `hsr bench -J` file as `hsr tune --bench` reads it
- * (hsr_tune_calib_add_json), then the fit. What it fits must be usable: a
+ * (tune_calib_add_json), then the fit. What it fits must be usable: a
  * fit that succeeds with a non-finite or non-positive bandwidth, latency or
  * factor would rank layouts on garbage, so that aborts like a crash. */
 #include <math.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz_io.h"
-#include "hsr/tune.h"
+#include "tune/tune.h"
 
 static void must(int ok) {
   if (!ok) abort();
@@ -19,14 +19,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(text, data, size);
   text[size] = 0;
   hsr_tune_calib *c = NULL;
-  if (hsr_tune_calib_create(&c) != HSR_OK) {
+  if (tune_calib_create(&c) != HSR_OK) {
     free(text);
     return 0;
   }
   hsr_tune_net net;
   char report[2048];
-  if (hsr_tune_calib_add_json(c, text, "fuzz.json") == HSR_OK && hsr_tune_net_default("host", &net) == HSR_OK &&
-      hsr_tune_calib_fit(c, &net, report, sizeof report) == HSR_OK) {
+  if (tune_calib_add_json(c, text, "fuzz.json") == HSR_OK && tune_net_default("host", &net) == HSR_OK &&
+      tune_calib_fit(c, &net, report, sizeof report) == HSR_OK) {
     for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
       for (int op = 0; op < HSR_TUNE_OPS; op++) {
         const hsr_tune_link *l = &net.link[t][op];
@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int op = 0; op < HSR_TUNE_OPS; op++) must(isfinite(net.span[op]) && net.span[op] > 0);
     must(memchr(report, 0, sizeof report) != NULL);
   }
-  hsr_tune_calib_free(c);
+  tune_calib_free(c);
   free(text);
   return 0;
 }

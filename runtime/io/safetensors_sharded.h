@@ -1,7 +1,7 @@
 /* A model's weights in one safetensors file or in Hugging Face's sharded
  * layout (what transformers' save_pretrained writes):
  *
- *   DIR/model-00001-of-00003.safetensors    safetensors files (hsr/safetensors.h),
+ *   DIR/model-00001-of-00003.safetensors    safetensors files (runtime/io/safetensors.h),
  *   DIR/model-00002-of-00003.safetensors    each tensor whole in exactly one
  *   DIR/model-00003-of-00003.safetensors
  *   DIR/model.safetensors.index.json        {"metadata": {"total_size": BYTES},
@@ -12,7 +12,7 @@
  * does. A tensor is never split: one bigger than the limit gets a file of
  * its own.
  *
- * One reader for every form (hsr_st_set_open): a .safetensors file, an
+ * One reader for every form (st_set_open): a .safetensors file, an
  * index (.json), or a directory holding model.safetensors.index.json or
  * model.safetensors. The index is validated strictly and every problem
  * names the index and the item: a weight_map that is not an object of
@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "hsr/common.h"
-#include "hsr/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,13 +42,13 @@ extern "C" {
  * integer: bytes). A bare K/M/G/T is refused as ambiguous, and so is a
  * lowercase b (transformers reads "5Gb" as gigabits). HSR_ERR_INVALID
  * naming `what`. */
-HSR_API hsr_status hsr_st_parse_shard_size(const char *what, const char *s, uint64_t *out);
+hsr_status st_parse_shard_size(const char *what, const char *s, uint64_t *out);
 
 /* Which shard each tensor goes to (bytes[i]: tensor i's bytes, in order):
  * tensors in order fill a shard while its bytes stay within max_bytes; a
  * tensor bigger than max_bytes gets a shard of its own. shard[i] is
  * 0-based; *nshards >= 1 (no tensors: one empty shard). Pure. */
-HSR_API hsr_status hsr_st_shard_plan(const uint64_t *bytes, int n, uint64_t max_bytes, int *shard, int *nshards);
+hsr_status st_shard_plan(const uint64_t *bytes, int n, uint64_t max_bytes, int *shard, int *nshards);
 
 /* ---- reader ---- */
 typedef struct hsr_st_set hsr_st_set;
@@ -56,50 +56,50 @@ typedef struct hsr_st_set hsr_st_set;
 /* The file `path` denotes: path itself when it is a file (an index when its
  * name ends in ".json"), else the index or model.safetensors of the
  * directory (neither or both: HSR_ERR_INVALID saying so). *file malloc'd. */
-HSR_API hsr_status hsr_st_set_locate(const char *path, char **file, int *is_index);
+hsr_status st_set_locate(const char *path, char **file, int *is_index);
 /* Opens and validates every file of the model (headers only). */
-HSR_API hsr_status hsr_st_set_open(const char *path, hsr_st_set **out);
-HSR_API void hsr_st_set_close(hsr_st_set *s);
+hsr_status st_set_open(const char *path, hsr_st_set **out);
+void st_set_close(hsr_st_set *s);
 /* Tensors: the files in name order, each in header order. */
-HSR_API int hsr_st_set_count(const hsr_st_set *s);
-HSR_API hsr_status hsr_st_set_info_at(const hsr_st_set *s, int i, hsr_st_info *out);
-HSR_API hsr_status hsr_st_set_find(const hsr_st_set *s, const char *name, int *index);
+int st_set_count(const hsr_st_set *s);
+hsr_status st_set_info_at(const hsr_st_set *s, int i, hsr_st_info *out);
+hsr_status st_set_find(const hsr_st_set *s, const char *name, int *index);
 /* Bytes [offset, offset + bytes) of tensor i. */
-HSR_API hsr_status hsr_st_set_read(const hsr_st_set *s, int i, uint64_t offset, void *dst, size_t bytes);
+hsr_status st_set_read(const hsr_st_set *s, int i, uint64_t offset, void *dst, size_t bytes);
 /* __metadata__ (the same in every shard). */
-HSR_API const char *hsr_st_set_meta(const hsr_st_set *s, const char *key);
-HSR_API int hsr_st_set_meta_count(const hsr_st_set *s);
-HSR_API hsr_status hsr_st_set_meta_at(const hsr_st_set *s, int i, const char **key, const char **value);
+const char *st_set_meta(const hsr_st_set *s, const char *key);
+int st_set_meta_count(const hsr_st_set *s);
+hsr_status st_set_meta_at(const hsr_st_set *s, int i, const char **key, const char **value);
 /* The safetensors files (1 without an index), the one holding tensor i,
- * and the tensors' bytes. Strings valid until hsr_st_set_close. */
-HSR_API int hsr_st_set_num_files(const hsr_st_set *s);
-HSR_API const char *hsr_st_set_file_of(const hsr_st_set *s, int i);
-HSR_API uint64_t hsr_st_set_total_bytes(const hsr_st_set *s);
-/* What errors call it: the path given to hsr_st_set_open. */
-HSR_API const char *hsr_st_set_label(const hsr_st_set *s);
+ * and the tensors' bytes. Strings valid until st_set_close. */
+int st_set_num_files(const hsr_st_set *s);
+const char *st_set_file_of(const hsr_st_set *s, int i);
+uint64_t st_set_total_bytes(const hsr_st_set *s);
+/* What errors call it: the path given to st_set_open. */
+const char *st_set_label(const hsr_st_set *s);
 
 /* ---- writer ---- */
 typedef struct hsr_st_set_writer hsr_st_set_writer;
 
-/* max_shard_bytes 0: one safetensors file at `path` (hsr_st_create).
+/* max_shard_bytes 0: one safetensors file at `path` (st_create).
  * Otherwise `path` is a directory (created when missing; its parent must
- * exist) that receives the shards (hsr_st_shard_plan) and the index, every
+ * exist) that receives the shards (st_shard_plan) and the index, every
  * shard carrying the same metadata. A directory holds a complete model only
  * while its index (or model.safetensors) is one: the previous one is
  * removed first, the new index is the last file written (temporary name,
  * fsync, rename, directory fsync), and files of an earlier export that the
  * new one does not name (model-*-of-*.safetensors, model.safetensors, the
  * index) are removed after it. */
-HSR_API hsr_status hsr_st_set_create(const char *path, uint64_t max_shard_bytes, const hsr_st_tensor *t, int n,
-                                     const hsr_st_kv *meta, int nmeta, hsr_st_set_writer **out);
+hsr_status st_set_create(const char *path, uint64_t max_shard_bytes, const hsr_st_tensor *t, int n,
+                         const hsr_st_kv *meta, int nmeta, hsr_st_set_writer **out);
 /* Appends bytes of the tensors, in order (any chunking, across tensors and shards). */
-HSR_API hsr_status hsr_st_set_write(hsr_st_set_writer *w, const void *data, size_t bytes);
+hsr_status st_set_write(hsr_st_set_writer *w, const void *data, size_t bytes);
 /* Checks every byte was written, then commits as above; frees w. */
-HSR_API hsr_status hsr_st_set_finish(hsr_st_set_writer *w);
+hsr_status st_set_finish(hsr_st_set_writer *w);
 /* Removes what this writer wrote; frees w (NULL is fine). */
-HSR_API void hsr_st_set_abort(hsr_st_set_writer *w);
+void st_set_abort(hsr_st_set_writer *w);
 /* Files the writer writes (1 for a single file; 0 for NULL). */
-HSR_API int hsr_st_set_writer_files(const hsr_st_set_writer *w);
+int st_set_writer_files(const hsr_st_set_writer *w);
 
 #ifdef __cplusplus
 }

@@ -43,39 +43,39 @@ typedef struct hsr_env_info {
 } hsr_env_info;
 
 /* The registry, in the docs' order. */
-HSR_API int hsr_env_count(void);
-HSR_API const hsr_env_info *hsr_env_at(int i);
+int env_count(void);
+const hsr_env_info *env_at(int i);
 /* The entry of `name` (exact, case-sensitive), NULL if hsr has none. */
-HSR_API const hsr_env_info *hsr_env_find(const char *name);
+const hsr_env_info *env_find(const char *name);
 /* The registered name nearest to `name` (edit distance), NULL if none is close. */
-HSR_API const char *hsr_env_closest(const char *name);
+const char *env_closest(const char *name);
 /* "integer 1 to 4096", "error|warn|info|debug", "size 4K to 1G", ...: what is valid. */
-HSR_API void hsr_env_valid_text(const hsr_env_info *v, char *buf, size_t len);
+void env_valid_text(const hsr_env_info *v, char *buf, size_t len);
 
 /* Checks one registered variable: unset is fine; set but empty, or a value
  * its kind and range refuse, is HSR_ERR_INVALID naming the variable and what
  * is valid. An unregistered name is HSR_ERR_NOT_FOUND. */
-HSR_API hsr_status hsr_env_check(const char *name);
+hsr_status env_check(const char *name);
 /* Checks every HSR_* variable in the environment (all of them, the messages
  * joined). With warn_unknown, a name that is not registered is logged as a
  * warning with the closest registered name (on rank 0 only: PMIX_RANK unset
  * or 0); it is never an error, so a newer tool's variable does not stop an
  * older library. hsr_boot_init calls it (errors only), hsr's commands call it
  * with warnings before any work. */
-HSR_API hsr_status hsr_env_check_all(int warn_unknown);
+hsr_status env_check_all(int warn_unknown);
 
 /* Readers of registered variables: the registry's default when unset, its
  * range and choices for the check. The name must be registered with the
  * reader's kind (HSR_ERR_INTERNAL otherwise). */
-HSR_API hsr_status hsr_env_get_long(const char *name, long *out);
-HSR_API hsr_status hsr_env_get_double(const char *name, double *out);
-HSR_API hsr_status hsr_env_get_size(const char *name, size_t *out);
+hsr_status env_get_long(const char *name, long *out);
+hsr_status env_get_double(const char *name, double *out);
+hsr_status env_get_size(const char *name, size_t *out);
 /* CHOICE: the index into the registry's choices. */
-HSR_API hsr_status hsr_env_get_choice(const char *name, int *out);
+hsr_status env_get_choice(const char *name, int *out);
 /* BOOL: 0 or 1; the registry's default, which may be -1 (the reader decides). */
-HSR_API hsr_status hsr_env_get_bool(const char *name, int *out);
+hsr_status env_get_bool(const char *name, int *out);
 /* Any kind: the checked value as text, NULL when unset. STAGE: the whole value. */
-HSR_API hsr_status hsr_env_get_str(const char *name, const char **out);
+hsr_status env_get_str(const char *name, const char **out);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* hsr lifecycle trace: the file hsr_rt_trace_write writes (spans recorded
+/* hsr lifecycle trace: the file rt_trace_write writes (spans recorded
  * per rank, one Chrome trace-event JSON file that loads in Perfetto /
  * chrome://tracing: pid = rank, one lane (tid) per compute stream or
  * communicator), and its per-step summary.
@@ -7,7 +7,7 @@
  *  - kind STEP: one span per training step on lane "step" (args.step = n);
  *  - kind COMPUTE: work of the caller (forward/backward per unit, optimizer);
  *  - kind COMM: a collective, from when the transport started it to when it
- *    finished (hsr_req_times), on the lane of its communicator, named
+ *    finished (req_times), on the lane of its communicator, named
  *    "all_gather", "reduce_scatter", "all_reduce", ...;
  *  - kind RUNTIME: the runtime's own work on lane "runtime", recorded in
  *    program order: "gather_issue" (a unit's gather posted: where prefetch
@@ -22,6 +22,8 @@
 #include <stdio.h>
 
 #include "hsr/common.h"
+#include "runtime/runtime_internal.h"
+#include "collectives/comm_internal.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,11 +46,11 @@ typedef struct hsr_trace_step_summary {
   double group_busy_ms[3];
 } hsr_trace_step_summary;
 
-/* Reads a trace written by hsr_rt_trace_write and prints per-step figures and
+/* Reads a trace written by rt_trace_write and prints per-step figures and
  * all-gathers per unit (table, or JSON when json != 0) to f. */
-HSR_API hsr_status hsr_trace_summarize(const char *path, int json, FILE *f);
+hsr_status trace_summarize(const char *path, int json, FILE *f);
 /* The same figures as data: *out is malloc'd (caller frees), *n steps. */
-HSR_API hsr_status hsr_trace_steps(const char *path, hsr_trace_step_summary **out, int *n);
+hsr_status trace_steps(const char *path, hsr_trace_step_summary **out, int *n);
 
 #ifdef __cplusplus
 }

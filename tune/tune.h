@@ -6,15 +6,15 @@
  *     sense, built-in defaults from public figures (always labelled as such)
  *     or fitted to `hsr bench <collective> -J` files;
  *  2. volumes and times of one collective on a group as it lies on the nodes
- *     (hsr_tune_volume): bytes sent, received and across nodes per rank, as
+ *     (tune_volume): bytes sent, received and across nodes per rank, as
  *     the communicators count them, and the stages that take time;
- *  3. one layout evaluated (hsr_tune_eval): the runtime's own schedule
+ *  3. one layout evaluated (tune_eval): the runtime's own schedule
  *     (runtime/sched/schedule.h, internal) run over one training step gives every collective
  *     and buffer; a timeline of the program and its communicators gives step,
  *     communication and exposed time; the ledger comes from
- *     hsr_tune_ledger_predict (hsr/tune_ledger.h);
+ *     tune_ledger_predict (hsr/tune_ledger.h);
  *  4. the planner (hsr_tune_plan): every layout the mesh planner
- *     (hsr_mesh_plan) accepts, filtered by a memory budget, ranked by
+ *     (mesh_plan) accepts, filtered by a memory budget, ranked by
  *     predicted step time, explained, and written in FSDP2's, torchtitan's
  *     and DeepSpeed's vocabulary. */
 #ifndef HSR_TUNE_H
@@ -24,8 +24,11 @@
 #include <stdint.h>
 
 #include "hsr/ledger.h"
+#include "runtime/io/ledger_internal.h"
 #include "hsr/runtime.h"
 #include "hsr/topology.h"
+#include "tune/tune_ledger_internal.h"
+#include "topology/topology_internal.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,7 +71,7 @@ typedef struct hsr_tune_net {
   double steal[HSR_TUNE_TIER_COUNT];
   /* collectives inside a training step take `slow` times their benchmarked
    * time (host: the ranks' compute holds the cores their progress threads
-   * need; 1 unless fitted with hsr_tune_calib_step) */
+   * need; 1 unless fitted with tune_calib_step) */
   double slow[HSR_TUNE_TIER_COUNT];
   /* and `slow_busy` times that again while the program computes beside them
    * (host: they share its cores; 1 unless fitted; 1 on GPUs) */
@@ -88,7 +91,7 @@ typedef struct hsr_tune_net {
   double data_gbs;          /* the runtime's own data work (zeroing, casts, copies) */
   int device_is_gpu;        /* the engine's CUDA path: stream-ordered reductions */
   /* the program's compute holds no host core (GPU kernels; hsr bench step
-   * --compute wait): steal stays 0 and slow_busy 1, hsr_tune_calib_step
+   * --compute wait): steal stays 0 and slow_busy 1, tune_calib_step
    * does not fit them */
   int compute_off_host;
   /* how well the fits matched what they were fitted to, as relative rms
@@ -107,10 +110,10 @@ typedef struct hsr_tune_net {
  * GB/s), "pcie5" (PCIe Gen5 ~50 GB/s inside the node, NDR across), "host"
  * (hsr's host collectives: shared memory, UCX). Every link is marked
  * is_default with its source. */
-HSR_API hsr_status hsr_tune_net_default(const char *hw, hsr_tune_net *out);
-HSR_API const char *hsr_tune_net_hw_names(void); /* "h100, h200, a100, pcie5, host" */
+hsr_status tune_net_default(const char *hw, hsr_tune_net *out);
+const char *tune_net_hw_names(void); /* "h100, h200, a100, pcie5, host" */
 /* 1 when any link, contention factor or cost the model would use is a default. */
-HSR_API int hsr_tune_net_uses_defaults(const hsr_tune_net *n);
+int tune_net_uses_defaults(const hsr_tune_net *n);
 
 /* Calibration: rows of `hsr bench all_gather|reduce_scatter|all_reduce -J`
  * files, then a least-squares fit (relative error) of alpha and busbw per
@@ -124,14 +127,14 @@ HSR_API int hsr_tune_net_uses_defaults(const hsr_tune_net *n);
  * without all-reduce rows gives the all-reduce as reduce-scatter plus
  * all-gather, labelled so). */
 typedef struct hsr_tune_calib hsr_tune_calib;
-HSR_API hsr_status hsr_tune_calib_create(hsr_tune_calib **out);
-HSR_API void hsr_tune_calib_free(hsr_tune_calib *c);
+hsr_status tune_calib_create(hsr_tune_calib **out);
+void tune_calib_free(hsr_tune_calib *c);
 /* text: the file's contents; name: for messages and labels. */
-HSR_API hsr_status hsr_tune_calib_add_json(hsr_tune_calib *c, const char *text, const char *name);
-HSR_API int hsr_tune_calib_rows(const hsr_tune_calib *c);
+hsr_status tune_calib_add_json(hsr_tune_calib *c, const char *text, const char *name);
+int tune_calib_rows(const hsr_tune_calib *c);
 /* Fits into net; report (may be NULL) gets one line per fitted link with
  * its rows and the worst relative error of the fit. */
-HSR_API hsr_status hsr_tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *report, size_t len);
+hsr_status tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *report, size_t len);
 
 /* ---- 2. one collective ---- */
 
@@ -161,10 +164,10 @@ typedef struct hsr_tune_vol {
 /* op: HSR_OP_ALLGATHER (count = elements each rank contributes),
  * HSR_OP_REDUCE_SCATTER (count = elements each rank receives) or
  * HSR_OP_ALLREDUCE (count = vector length); es: element size. */
-HSR_API hsr_status hsr_tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
-                                   hsr_tune_vol *out);
+hsr_status tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
+                       hsr_tune_vol *out);
 /* Seconds of a collective alone: the sum of its stages' alpha + bytes / busbw. */
-HSR_API double hsr_tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v);
+double tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v);
 
 /* ---- 3. one layout ---- */
 
@@ -206,7 +209,7 @@ typedef struct hsr_tune_bytes {
 /* The terms of the uncertainty: each tier's collectives, compute, and the
  * step's own residual in the probes (independent for every layout). */
 enum { HSR_TUNE_UNC_INTRA = 0, HSR_TUNE_UNC_CROSS, HSR_TUNE_UNC_COMPUTE, HSR_TUNE_UNC_STEP, HSR_TUNE_UNC_TERMS };
-HSR_API const char *hsr_tune_unc_name(int term); /* "intra-node collectives", ... */
+const char *tune_unc_name(int term); /* "intra-node collectives", ... */
 
 typedef struct hsr_tune_result {
   hsr_rt_config cfg; /* strategy, reshard, K (partial_k), prefetch, sync, dtypes */
@@ -227,7 +230,7 @@ typedef struct hsr_tune_result {
   hsr_ledger_where peak_where;
   uint64_t peak_cat[HSR_MEM_CAT_COUNT];
   double persistent_per_param; /* bytes per parameter */
-  /* how sure (hsr_tune_plan_run, with a fitted model): unc_ms[k] is how far
+  /* how sure (tune_plan_run, with a fitted model): unc_ms[k] is how far
    * the step moves if term k (HSR_TUNE_UNC_*) is one residual off;
    * step_pm_ms is their root sum of squares (one sigma); tie: the index in
    * the ranked plan of a faster candidate this one cannot be told apart
@@ -241,14 +244,13 @@ typedef struct hsr_tune_result {
  * prefetch_step, max_live, sync, micro_batches, dtypes; device chosen from
  * net), the mesh S x R, and the shapes of its shard, replicate and partial
  * groups. */
-HSR_API hsr_status hsr_tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr_rt_config *cfg, int S,
-                                 int R, const hsr_tune_shape shapes[HSR_RT_GROUP_COUNT], hsr_tune_result *out);
+hsr_status tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr_rt_config *cfg, int S, int R,
+                     const hsr_tune_shape shapes[HSR_RT_GROUP_COUNT], hsr_tune_result *out);
 /* The shapes of rank 0's groups in a planned mesh. */
-HSR_API hsr_status hsr_tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m,
-                                        hsr_tune_shape shapes[HSR_RT_GROUP_COUNT]);
+hsr_status tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m, hsr_tune_shape shapes[HSR_RT_GROUP_COUNT]);
 /* "hybrid 2x4 full p1" style label, " outer:optim" appended with the
  * outer shard (buf of >= 96 bytes). */
-HSR_API const char *hsr_tune_label(const hsr_tune_result *r, char *buf, size_t len);
+const char *tune_label(const hsr_tune_result *r, char *buf, size_t len);
 
 /* Measured runs of known layouts (hsr bench step) fit what a benchmark of
  * collectives alone cannot show: the compute per unit, how much slower the
@@ -264,8 +266,8 @@ typedef struct hsr_tune_probe {
   double step_ms, comm_ms, compute_ms; /* measured, per step */
   double busy_ms[HSR_RT_GROUP_COUNT];  /* measured union of each group's collectives (0: not measured) */
 } hsr_tune_probe;
-HSR_API hsr_status hsr_tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n,
-                                       char *report, size_t len);
+hsr_status tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n, char *report,
+                           size_t len);
 
 /* ---- 4. the planner ---- */
 
@@ -279,7 +281,7 @@ typedef struct hsr_tune_space {
   int only_strategy; /* >= 0: only this hsr_rt_strategy; -1 all */
   int only_outer;    /* >= 0: only this hsr_rt_outer (optim: hybrid alone has it); -1 both */
 } hsr_tune_space;
-HSR_API hsr_status hsr_tune_space_default(hsr_tune_space *s);
+hsr_status tune_space_default(hsr_tune_space *s);
 
 typedef struct hsr_tune_plan {
   hsr_tune_result *cand; /* every candidate: feasible ones ranked first, by step time */
@@ -293,35 +295,35 @@ typedef struct hsr_tune_plan {
 } hsr_tune_plan;
 
 /* Every layout of the cluster's world: S over the mesh planner's valid
- * shard sizes (hsr_mesh_plan decides; no second copy of its rules),
+ * shard sizes (mesh_plan decides; no second copy of its rules),
  * strategies (ddp for S = 1, zero1/zero2 for S > 1, fsdp or hybrid),
  * reshard full/none/partial:K (K over the divisors of S the planner accepts),
  * prefetch 0..max, sync modes with micro-batches, and for hybrid the outer
  * shard none and optim (the optimizer state over the replicas too). */
-HSR_API hsr_status hsr_tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
-                                     const hsr_tune_space *sp, hsr_tune_plan *out);
-HSR_API void hsr_tune_plan_free(hsr_tune_plan *p);
+hsr_status tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
+                         const hsr_tune_space *sp, hsr_tune_plan *out);
+void tune_plan_free(hsr_tune_plan *p);
 /* Of two candidates, the uncertainty term (HSR_TUNE_UNC_*) that most
  * decides which is faster: the measurement that would separate them. */
-HSR_API hsr_status hsr_tune_separating_term(const hsr_tune_result *a, const hsr_tune_result *b, int *term);
+hsr_status tune_separating_term(const hsr_tune_result *a, const hsr_tune_result *b, int *term);
 
 /* A few plain lines on the winner (cand[0]) and the runner-up: which
  * gathers stay inside the node, what crosses nodes and how much, what
  * partial:K costs in memory and saves in time, and for hybrid the outer
  * shard's trade (the memory it saves against the all-gather over R that
  * the step then waits for). */
-HSR_API hsr_status hsr_tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len);
+hsr_status tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len);
 
 typedef enum hsr_tune_emit_kind {
   HSR_TUNE_EMIT_FSDP2 = 0,
   HSR_TUNE_EMIT_TORCHTITAN,
   HSR_TUNE_EMIT_DEEPSPEED
 } hsr_tune_emit_kind;
-HSR_API hsr_status hsr_tune_parse_emit(const char *s, hsr_tune_emit_kind *out); /* fsdp2 | torchtitan | deepspeed */
+hsr_status tune_parse_emit(const char *s, hsr_tune_emit_kind *out); /* fsdp2 | torchtitan | deepspeed */
 /* The layout in that system's vocabulary (Python, TOML, JSON text); what
  * the system lacks (the outer shard: FSDP2 and torchtitan, pytorch#148257;
  * DeepSpeed's nearest forms) is said in a comment. */
-HSR_API hsr_status hsr_tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len);
+hsr_status tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len);
 
 /* ---- 5. activations (tune/act.c) ---- */
 
@@ -341,7 +343,7 @@ typedef enum hsr_tune_family {
   HSR_TUNE_FAM_HSR_GPT,
   HSR_TUNE_FAM_HSR_LLAMA
 } hsr_tune_family;
-HSR_API const char *hsr_tune_family_name(hsr_tune_family f); /* "gpt", "llama", "hsr-gpt", "hsr-llama" */
+const char *tune_family_name(hsr_tune_family f); /* "gpt", "llama", "hsr-gpt", "hsr-llama" */
 
 /* A model's shape. micro_batch: sequences per micro-batch per rank. ctx:
  * rows of the learned position table (gpt, hsr-gpt; 0: seq). */
@@ -357,26 +359,26 @@ typedef struct hsr_tune_arch {
  * "llama3-70b" (L80 C8192 H64 KV8 F28672 V128256 T8192), micro-batch 1,
  * bf16; and the families "gpt", "llama", "hsr-gpt", "hsr-llama" with no
  * shape (zeros: the caller fills it in). */
-HSR_API hsr_status hsr_tune_arch_preset(const char *name, hsr_tune_arch *out);
-HSR_API const char *hsr_tune_arch_names(void);
+hsr_status tune_arch_preset(const char *name, hsr_tune_arch *out);
+const char *tune_arch_names(void);
 /* Fills the defaults (kv_heads = heads; ffn: 4C for gpt, Llama's rule for
  * llama (8C/3 up to a multiple of 256; hsr-llama's: of 8); ctx = seq) and checks the shape: a clear error naming what is
  * wrong and what would be valid. */
-HSR_API hsr_status hsr_tune_arch_check(hsr_tune_arch *a);
+hsr_status tune_arch_check(hsr_tune_arch *a);
 /* Parameters: one layer, the root (embeddings, final norm, head), all. */
-HSR_API double hsr_tune_arch_layer_params(const hsr_tune_arch *a);
-HSR_API double hsr_tune_arch_root_params(const hsr_tune_arch *a);
-HSR_API double hsr_tune_arch_params(const hsr_tune_arch *a);
+double tune_arch_layer_params(const hsr_tune_arch *a);
+double tune_arch_root_params(const hsr_tune_arch *a);
+double tune_arch_params(const hsr_tune_arch *a);
 /* Forward FLOPs per micro-batch: one layer (2 x its parameters x tokens +
  * the attention's 4 T C per token), the root (the head: 2 V C per token). */
-HSR_API double hsr_tune_arch_layer_flops(const hsr_tune_arch *a);
-HSR_API double hsr_tune_arch_root_flops(const hsr_tune_arch *a);
+double tune_arch_layer_flops(const hsr_tune_arch *a);
+double tune_arch_root_flops(const hsr_tune_arch *a);
 /* What a policy recomputes in one layer's backward, per micro-batch: matmul
  * FLOPs, and the bytes elementwise work reads and writes. */
-HSR_API hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_rt_recompute rc, double *flops, double *bytes);
+hsr_status tune_recompute_cost(const hsr_tune_arch *a, hsr_rt_recompute rc, double *flops, double *bytes);
 
 /* These take a shape as given (its defaults filled and checked on a copy:
- * a bad one is HSR_ERR_INVALID with the message hsr_tune_arch_check gives).
+ * a bad one is HSR_ERR_INVALID with the message tune_arch_check gives).
  * Bytes per rank per micro-batch. saved: what one layer keeps from its
  * forward to its backward; scratch: what one layer's backward recomputes
  * (one layer at a time: saved(none) - saved(rc)); root: the embedding
@@ -385,17 +387,17 @@ HSR_API hsr_status hsr_tune_recompute_cost(const hsr_tune_arch *a, hsr_rt_recomp
 typedef struct hsr_tune_act {
   double saved, scratch, root, peak;
 } hsr_tune_act;
-HSR_API hsr_status hsr_tune_act_layer(const hsr_tune_arch *a, hsr_rt_recompute rc, double *saved, double *scratch);
-HSR_API hsr_status hsr_tune_act_predict(const hsr_tune_arch *a, hsr_rt_recompute rc, hsr_tune_act *out);
+hsr_status tune_act_layer(const hsr_tune_arch *a, hsr_rt_recompute rc, double *saved, double *scratch);
+hsr_status tune_act_predict(const hsr_tune_arch *a, hsr_rt_recompute rc, hsr_tune_act *out);
 
 /* A GPU's memory as the planner bounds it (tune/cost.c's table): capacity
  * (h100 80 GiB, h200 141 GiB, a100 80 GiB: the 80 GB part), and the reserve
- * the runtime's buffers never get, hsr_tune_mem_reserve(capacity). 0 for
+ * the runtime's buffers never get, tune_mem_reserve(capacity). 0 for
  * hardware without a figure (pcie5, host). */
-HSR_API double hsr_tune_hw_memory(const char *hw);
+double tune_hw_memory(const char *hw);
 /* 2 GiB (the CUDA context, NCCL's buffers) + 5% of the capacity (the
  * caching allocator's fragmentation). */
-HSR_API double hsr_tune_mem_reserve(double capacity);
+double tune_mem_reserve(double capacity);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,7 @@ struct cJSON;
 /* Every number in doc is finite: else `st` naming `what` (the file) and the
  * first offending number's path ("results[3].out_of_place.time"). cJSON
  * reads 1e999 as infinity without complaint. */
-HSR_API hsr_status hsr_json_check_finite(const struct cJSON *doc, hsr_status st, const char *what);
+hsr_status json_check_finite(const struct cJSON *doc, hsr_status st, const char *what);
 
 #ifdef __cplusplus
 }

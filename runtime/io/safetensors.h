@@ -41,7 +41,7 @@ extern "C" {
 /* Bytes per element of a dtype name ("F32", "BF16", "I64", ...); 0 when the
  * name is not one of BOOL U8 I8 F8_E5M2 F8_E4M3 I16 U16 F16 BF16 I32 U32 F32
  * F64 I64 U64. */
-HSR_API size_t hsr_st_dtype_size(const char *dtype);
+size_t st_dtype_size(const char *dtype);
 
 typedef struct hsr_st_tensor {
   const char *name;
@@ -59,23 +59,22 @@ typedef struct hsr_st_writer hsr_st_writer;
 
 /* The header of these tensors (in this order) and metadata, padded: *out is
  * malloc'd, *len a multiple of 8 (the N of the file). */
-HSR_API hsr_status hsr_st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta, char **out,
-                                 size_t *len);
+hsr_status st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta, char **out, size_t *len);
 /* Opens `path`'s temporary sibling and writes the length and the header. */
-HSR_API hsr_status hsr_st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
-                                 hsr_st_writer **out);
+hsr_status st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
+                     hsr_st_writer **out);
 /* Appends bytes of the tensors, in order (any chunking). */
-HSR_API hsr_status hsr_st_write(hsr_st_writer *w, const void *data, size_t bytes);
+hsr_status st_write(hsr_st_writer *w, const void *data, size_t bytes);
 /* Checks every byte was written, syncs, renames into place; frees w. */
-HSR_API hsr_status hsr_st_finish(hsr_st_writer *w);
+hsr_status st_finish(hsr_st_writer *w);
 /* Removes the temporary file; frees w (NULL is fine). */
-HSR_API void hsr_st_abort(hsr_st_writer *w);
+void st_abort(hsr_st_writer *w);
 
 /* ---- reader ---- */
 typedef struct hsr_st_file hsr_st_file;
 
 typedef struct hsr_st_info {
-  const char *name, *dtype; /* valid until hsr_st_close */
+  const char *name, *dtype; /* valid until st_close */
   size_t dtype_size;
   int ndim;
   int64_t shape[HSR_ST_MAX_DIMS];
@@ -83,21 +82,21 @@ typedef struct hsr_st_info {
 } hsr_st_info;
 
 /* Opens and validates a file (reads only the header). */
-HSR_API hsr_status hsr_st_open(const char *path, hsr_st_file **out);
+hsr_status st_open(const char *path, hsr_st_file **out);
 /* The same over a whole file held in memory (it must outlive the result);
  * `label` names it in errors. */
-HSR_API hsr_status hsr_st_parse(const void *bytes, size_t len, const char *label, hsr_st_file **out);
-HSR_API void hsr_st_close(hsr_st_file *f);
+hsr_status st_parse(const void *bytes, size_t len, const char *label, hsr_st_file **out);
+void st_close(hsr_st_file *f);
 /* Tensors in header order. */
-HSR_API int hsr_st_count(const hsr_st_file *f);
-HSR_API hsr_status hsr_st_info_at(const hsr_st_file *f, int i, hsr_st_info *out);
-HSR_API hsr_status hsr_st_find(const hsr_st_file *f, const char *name, int *index);
+int st_count(const hsr_st_file *f);
+hsr_status st_info_at(const hsr_st_file *f, int i, hsr_st_info *out);
+hsr_status st_find(const hsr_st_file *f, const char *name, int *index);
 /* __metadata__: the value of a key (NULL when absent), and every pair in order. */
-HSR_API const char *hsr_st_meta(const hsr_st_file *f, const char *key);
-HSR_API int hsr_st_meta_count(const hsr_st_file *f);
-HSR_API hsr_status hsr_st_meta_at(const hsr_st_file *f, int i, const char **key, const char **value);
+const char *st_meta(const hsr_st_file *f, const char *key);
+int st_meta_count(const hsr_st_file *f);
+hsr_status st_meta_at(const hsr_st_file *f, int i, const char **key, const char **value);
 /* Bytes [offset, offset + bytes) of tensor i's data. */
-HSR_API hsr_status hsr_st_read(const hsr_st_file *f, int i, uint64_t offset, void *dst, size_t bytes);
+hsr_status st_read(const hsr_st_file *f, int i, uint64_t offset, void *dst, size_t bytes);
 
 #ifdef __cplusplus
 }

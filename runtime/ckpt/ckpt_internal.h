@@ -1,0 +1,106 @@
+/* runtime internals: the calls of hsr/ckpt.h that the library, the front ends
+ * and the tests use and a program does not. Not installed, not exported
+ * from libhsr.so (docs/api.md holds the contract). */
+#ifndef HSR_RUNTIME_CKPT_CKPT_INTERNAL_H
+#define HSR_RUNTIME_CKPT_CKPT_INTERNAL_H
+#include "hsr/ckpt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+hsr_status ckpt_state_clear(hsr_ckpt_state *s);
+hsr_status ckpt_state_set_u64(hsr_ckpt_state *s, const char *key, uint64_t v);
+hsr_status ckpt_state_get_u64(const hsr_ckpt_state *s, const char *key, uint64_t *v);
+int ckpt_state_has(const hsr_ckpt_state *s, const char *key);
+int ckpt_state_count(const hsr_ckpt_state *s);
+
+/* Compact JSON object text (malloc'd, caller frees), and its inverse: the
+ * pairs of a JSON object of numbers and strings replace s's. */
+hsr_status ckpt_state_json(const hsr_ckpt_state *s, char **out);
+hsr_status ckpt_state_from_json(hsr_ckpt_state *s, const char *json);
+
+/* Pair i (0 .. count - 1, in insertion order): its key (valid as for
+ * get_str) and its value as text in value[len]: integers in decimal, u64 as
+ * "0x...", other numbers as %.17g, strings as they are (HSR_ERR_INVALID
+ * when one does not fit). */
+hsr_status ckpt_state_at(const hsr_ckpt_state *s, int i, const char **key, char *value, size_t len);
+
+/* *pending = 1 while an asynchronous save is still running, 0 when none is
+ * or it has finished (hsr_ckpt_wait then returns at once). Never blocks. */
+hsr_status ckpt_poll(hsr_rt *rt, int *pending);
+
+/* The checkpoint directory `path` denotes: path itself when it holds a
+ * manifest, else the checkpoint its `latest` names; a path to a root's
+ * `latest` file itself (ROOT/latest) is that root. *dir is malloc'd. */
+hsr_status ckpt_resolve(const char *path, char **dir);
+
+/* 1 when root/name is a committed checkpoint (its manifest exists). */
+int ckpt_committed(const char *root, const char *name);
+
+/* The committed step-NNNNNNNN of `root` with the highest step, whatever
+ * `latest` says (a crash before `latest` leaves it behind): its name and
+ * step; HSR_ERR_NOT_FOUND when there is none. */
+hsr_status ckpt_newest(const char *root, char *name, size_t n, int64_t *step);
+typedef struct hsr_ckpt hsr_ckpt;
+
+/* Opens a checkpoint (path as for ckpt_resolve): reads the manifest and
+ * verifies its checksum, format version and structure (every tensor covered
+ * exactly by its ranges, every range inside its file). */
+hsr_status ckpt_open(const char *path, hsr_ckpt **out);
+void ckpt_close(hsr_ckpt *c);
+typedef struct hsr_ckpt_info {
+  const char *dir, *hsr_version, *git_hash, *strategy, *reshard, *device, *param_dtype, *reduce_dtype;
+  int format_version;
+  int64_t step;
+  int world, replicate, shard, partial, prefetch;
+  int num_tensors, num_files, num_groups;
+  uint64_t data_bytes, block_bytes, numel;
+  double clip;
+  hsr_rt_opt_group groups[HSR_RT_MAX_GROUPS];
+} hsr_ckpt_info;
+
+/* Strings valid until ckpt_close. */
+hsr_status ckpt_get_info(const hsr_ckpt *c, hsr_ckpt_info *out);
+typedef struct hsr_ckpt_tensor {
+  const char *name, *unit, *dtype; /* valid until ckpt_close */
+  int ndim, group, unit_index, ranges;
+  int64_t shape[HSR_RT_MAX_DIMS];
+  uint64_t numel, offset; /* elements; offset in the unit's flat buffer */
+} hsr_ckpt_tensor;
+int ckpt_num_tensors(const hsr_ckpt *c);
+hsr_status ckpt_tensor_at(const hsr_ckpt *c, int i, hsr_ckpt_tensor *out);
+hsr_status ckpt_find(const hsr_ckpt *c, const char *name, int *i);
+typedef enum hsr_ckpt_kind {
+  HSR_CKPT_MASTER = 0,
+  HSR_CKPT_MOMENT_M,
+  HSR_CKPT_MOMENT_V,
+  HSR_CKPT_KIND_COUNT
+} hsr_ckpt_kind;
+const char *ckpt_kind_name(hsr_ckpt_kind k); /* "master", "m", "v" */
+
+/* Elements [start, start + count) of tensor i (f32), read through the block
+ * checksums (a mismatch names the file, the block and the tensor). */
+hsr_status ckpt_read(const hsr_ckpt *c, int i, hsr_ckpt_kind kind, uint64_t start, uint64_t count, float *out);
+
+/* Reads every data file whole: size, crc32 per block and of the file.
+ * *bytes (may be NULL): bytes read. */
+hsr_status ckpt_verify(const hsr_ckpt *c, uint64_t *bytes);
+
+/* The saved program state. */
+hsr_status ckpt_get_program(const hsr_ckpt *c, hsr_ckpt_state *out);
+
+/* The model it records (hsr_ckpt_save_opts.model_kind / model_config):
+ * *kind valid until ckpt_close, config (may be NULL) receives its pairs.
+ * HSR_ERR_NOT_FOUND, saying so, for a checkpoint that records none (saved by
+ * an hsr before checkpoints carried their model, or by a program that gave
+ * none). */
+hsr_status ckpt_get_model(const hsr_ckpt *c, const char **kind, hsr_ckpt_state *config);
+
+/* The manifest's text, as on disk. */
+const char *ckpt_manifest_text(const hsr_ckpt *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
