@@ -177,7 +177,7 @@ static hsr_status arg_check(const hsr_tune_arch *a, hsr_rt_recompute rc, const c
 }
 
 hsr_status tune_act_layer(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *saved, double *scratch) {
-  hsr_tune_arch c, *a = &c;
+  hsr_tune_arch c = {0}, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "tune_act_layer", &c));
   double none, kept;
   per_token(a, rc, &none, &kept);
@@ -207,7 +207,7 @@ static double root_bytes(const hsr_tune_arch *a) {
 }
 
 hsr_status tune_act_predict(const hsr_tune_arch *arch, hsr_rt_recompute rc, hsr_tune_act *out) {
-  hsr_tune_arch c, *a = &c;
+  hsr_tune_arch c = {0}, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "tune_act_predict", &c));
   if (!out) return hsr_error(HSR_ERR_INVALID, "tune_act_predict: NULL argument");
   HSR_CHECK(tune_act_layer(a, rc, &out->saved, &out->scratch));
@@ -224,7 +224,7 @@ hsr_status tune_act_predict(const hsr_tune_arch *arch, hsr_rt_recompute rc, hsr_
  * attention recomputes the scores in every policy). Elementwise work counts
  * as the bytes it reads and writes. */
 hsr_status tune_recompute_cost(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *flops, double *bytes) {
-  hsr_tune_arch c, *a = &c;
+  hsr_tune_arch c = {0}, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "tune_recompute_cost", &c));
   double C = a->width, F = a->ffn, H = a->heads, T = a->seq, N = tokens(a), e = (double)dtype_size(a->act_dtype);
   double fl = 0, by = 0;
