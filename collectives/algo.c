@@ -40,7 +40,7 @@ hsr_status coll_tuning_env(coll_tuning *t) {
   return st;
 }
 
-/* UCX all-reduce: the model's rule (model.c) on the context's settings. */
+/* UCX all-reduce: the model's rule (common/coll_model.c) on the context's settings. */
 int coll_rule_rd(const coll_op *op) {
   const coll_tuning *t = &op->c->ctx->tune;
   const coll_model_cfg cfg = {.allreduce = t->allreduce, .rd_max_bytes = (double)t->rd_max_bytes};

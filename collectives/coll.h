@@ -12,7 +12,12 @@
 
 #include "fault.h"
 #include "hsr/comm.h"
-#include "model.h"
+#include "common/coll_model.h"
+
+_Static_assert((int)COLL_MODEL_AG == (int)HSR_OP_ALLGATHER && (int)COLL_MODEL_RS == (int)HSR_OP_REDUCE_SCATTER &&
+                   (int)COLL_MODEL_AR == (int)HSR_OP_ALLREDUCE && (int)COLL_MODEL_BCAST == (int)HSR_OP_BCAST &&
+                   (int)COLL_MODEL_BARRIER == (int)HSR_OP_BARRIER,
+               "common/coll_model.h numbers the operations as hsr_op");
 #include "seg.h"
 
 typedef struct hsr_req coll_op; /* a request is the operation itself */
@@ -30,7 +35,7 @@ typedef struct coll_algo {
   const coll_transport *tp; /* whose per-op state it keeps (cancel, op_fini) */
   int (*start)(coll_op *op);
   int (*advance)(coll_op *op);
-  const coll_model_algo *model; /* its bytes per rank (model.c), as the tuner reads them */
+  const coll_model_algo *model; /* its bytes per rank (common/coll_model.c), as the tuner reads them */
 } coll_algo;
 
 /* A row of a per-collective table: the first row that fits runs the op. */
@@ -79,7 +84,7 @@ typedef struct coll_backend {
 
 /* ---- the context: one per host world ---------------------------------------- */
 
-/* HSR_ALGO_* and HSR_UCX_CHUNK, read by algo.c (COLL_AR_*, COLL_TWO_*: model.h). */
+/* HSR_ALGO_* and HSR_UCX_CHUNK, read by algo.c (COLL_AR_*, COLL_TWO_*: common/coll_model.h). */
 typedef struct coll_tuning {
   int allreduce, two_level;
   size_t rd_max_bytes;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "collectives/model.h"
+#include "common/coll_model.h"
 #include "hsr/comm.h"
 
 typedef struct seen {

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "collectives/model.h"
+#include "common/coll_model.h"
 #include "tune/tune.h"
 #include "tune_int.h"
 

@@ -6,8 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "hsr/comm.h"
-#include "model.h"
+#include "coll_model.h"
 
 coll_model_tp coll_model_transport(int nodes, int per_node, int two_level) {
   if (nodes <= 1) return COLL_MODEL_SHM;
@@ -39,9 +38,9 @@ static void stage(coll_model_vol *v, int tier, int op, double bytes) {
  * broadcast: the others read the root's vector. */
 static double shm_bytes(int op, int n, double B) {
   if (n < 2) return 0;
-  if (op == HSR_OP_BCAST) return B * (n - 1) / n;
-  if (op == HSR_OP_BARRIER) return 0;
-  return op == HSR_OP_ALLREDUCE ? 2.0 * B * (n - 1) / n : B * (n - 1);
+  if (op == COLL_MODEL_BCAST) return B * (n - 1) / n;
+  if (op == COLL_MODEL_BARRIER) return 0;
+  return op == COLL_MODEL_AR ? 2.0 * B * (n - 1) / n : B * (n - 1);
 }
 
 static void shm_vol(const coll_model_cfg *cfg, int op, const coll_model_shape *g, double B, size_t es,
@@ -63,7 +62,7 @@ static void ucx_ring_vol(const coll_model_cfg *cfg, int op, const coll_model_sha
   (void)cfg, (void)es;
   int n = g->n;
   double frac = ring_frac(g);
-  double sent = op == HSR_OP_ALLREDUCE ? 2.0 * B * (n - 1) / n : B * (n - 1);
+  double sent = op == COLL_MODEL_AR ? 2.0 * B * (n - 1) / n : B * (n - 1);
   v->algo = "ucx ring";
   v->sent += sent, v->recv += sent;
   v->fabric_sent += sent * frac, v->fabric_recv += sent * frac;
@@ -106,11 +105,11 @@ static void ucx_dissem_vol(const coll_model_cfg *cfg, int op, const coll_model_s
 /* UCX's rows: all-reduce by the rule, broadcast flat, barrier by dissemination, else the ring. */
 static void ucx_vol(const coll_model_cfg *cfg, int op, const coll_model_shape *g, double B, size_t es,
                     coll_model_vol *v) {
-  if (op == HSR_OP_ALLREDUCE && coll_model_rd(cfg, g->n, B))
+  if (op == COLL_MODEL_AR && coll_model_rd(cfg, g->n, B))
     ucx_rd_vol(cfg, op, g, B, es, v);
-  else if (op == HSR_OP_BCAST)
+  else if (op == COLL_MODEL_BCAST)
     ucx_flat_vol(cfg, op, g, B, es, v);
-  else if (op == HSR_OP_BARRIER)
+  else if (op == COLL_MODEL_BARRIER)
     ucx_dissem_vol(cfg, op, g, B, es, v);
   else
     ucx_ring_vol(cfg, op, g, B, es, v);
@@ -122,11 +121,11 @@ static void two_vol(const coll_model_cfg *cfg, int op, const coll_model_shape *g
                     coll_model_vol *v) {
   int L = g->per_node, m = g->nodes;
   const coll_model_shape x = {m, m, 1, m};
-  if (op != HSR_OP_ALLGATHER && op != HSR_OP_REDUCE_SCATTER && op != HSR_OP_ALLREDUCE) { /* flat UCX rows */
+  if (op != COLL_MODEL_AG && op != COLL_MODEL_RS && op != COLL_MODEL_AR) { /* flat UCX rows */
     ucx_vol(cfg, op, g, B, es, v);
     return;
   }
-  if (op != HSR_OP_ALLREDUCE) { /* node stage over m blocks per member, cross ring of one block */
+  if (op != COLL_MODEL_AR) { /* node stage over m blocks per member, cross ring of one block */
     double nb = shm_bytes(op, L, B * m);
     v->sent += nb, v->recv += nb;
     stage(v, COLL_MODEL_INTRA, op, nb);
@@ -140,11 +139,11 @@ static void two_vol(const coll_model_cfg *cfg, int op, const coll_model_shape *g
             * the count % L tail: node all-reduce, cross all-reduce */
     double q = floor(B / es / L), tail = B / es - q * L;
     if (q > 0) {
-      double rs = shm_bytes(HSR_OP_REDUCE_SCATTER, L, q * es);
+      double rs = shm_bytes(COLL_MODEL_RS, L, q * es);
       v->sent += 2 * rs, v->recv += 2 * rs;
-      stage(v, COLL_MODEL_INTRA, HSR_OP_REDUCE_SCATTER, rs);
+      stage(v, COLL_MODEL_INTRA, COLL_MODEL_RS, rs);
       ucx_vol(cfg, op, &x, q * es, es, v);
-      stage(v, COLL_MODEL_INTRA, HSR_OP_ALLGATHER, rs);
+      stage(v, COLL_MODEL_INTRA, COLL_MODEL_AG, rs);
     }
     if (tail > 0) {
       double nb = shm_bytes(op, L, tail * es);

@@ -2,12 +2,17 @@
  * group gets, the rule between all-reduce's rows, and what each algorithm
  * moves per rank. Selection (select.c, algo.c) and the tuner (tune/cost.c)
  * both read it, so the rule and the volumes are written once. Pure: sizes
- * and shapes in, numbers out; no context, no communicator. INTERNAL: the
- * tuner and the tests include it as "collectives/model.h". */
+ * and shapes in, numbers out; no context, no communicator. It lives in
+ * common/ because it is below both its readers (tune/ may not include
+ * collectives/). INTERNAL: included as "common/coll_model.h". */
 #ifndef HSR_COLL_MODEL_H
 #define HSR_COLL_MODEL_H
 
 #include <stddef.h>
+
+/* The operations, numbered as hsr_op (hsr/comm.h, which common/ may not
+ * include; collectives/coll.h checks that the two agree). */
+enum { COLL_MODEL_AG = 0, COLL_MODEL_RS, COLL_MODEL_AR, COLL_MODEL_BCAST, COLL_MODEL_BARRIER };
 
 /* HSR_ALGO_ALLREDUCE and HSR_ALGO_TWO_LEVEL (the registry's choices, in order) */
 enum { COLL_AR_AUTO, COLL_AR_RING, COLL_AR_RD };
