@@ -1,7 +1,7 @@
 # collectives/: every op, dtype and buffer kind against a reference, on the
 # shared-memory path (one node), the UCX path (simulated nodes) and splits.
 hsr_add_unit(test_coll_kern test_coll_kern.c)
-# every row of every host transport's table has the volume the tuner reads (collectives/model.h)
+# every row of every host transport's table has the volume the tuner reads (common/coll_model.h)
 hsr_add_unit(test_coll_model test_coll_model.c)
 hsr_add_program(mr_coll mr_coll.c)
 

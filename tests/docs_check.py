@@ -11,7 +11,10 @@
   table, and every row names a folder that exists;
 - every HSR_* name a doc uses is a variable of the registry (`hsr env
   --json`) or a name the code or the build uses (an enum, a CMake option, a
-  script's variable): a misspelt variable in a doc is caught.
+  script's variable): a misspelt variable in a doc is caught;
+- every path of this repository that a source file, a script or a page names
+  (`docs/tuning.md`, `common/coll_model.c`: in printed strings and comments
+  alike) exists, so a message never sends a user to a page that moved.
 """
 import json
 import os
@@ -103,8 +106,29 @@ for d in named:
     if not os.path.isdir(os.path.join(src, d)):
         fail(f"docs/design.md's module table names {d}/, which does not exist")
 
+# paths other projects' files have, named as theirs (not this repository's)
+foreign = {"tools/analyze_perf_json.py"}  # nccl-tests' (docs/tiers.md)
+top = sorted({f.split("/")[0] for f in tracked if "/" in f})
+path_re = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*\w\.(?:c|h|md|sh|py|cmake|cu|txt|json))(?!\w|\.\w)" % "|".join(top))
+nrefs = 0
+for f in tracked:
+    if not f.endswith((".c", ".h", ".cu", ".sh", ".py", ".cmake", ".txt", ".md")) and not f.startswith("tools/hsr-"):
+        continue
+    if f.startswith(("tests/golden/", "tests/data/")) or not os.path.isfile(os.path.join(src, f)):
+        continue
+    try:
+        text = open(os.path.join(src, f), encoding="utf-8").read()
+    except UnicodeDecodeError:
+        continue
+    for m in path_re.finditer(text):
+        nrefs += 1
+        p = m.group(1)
+        if p not in foreign and not os.path.exists(os.path.join(src, p)):
+            line = text.count("\n", 0, m.start()) + 1
+            fail(f"{f}:{line}: names {p}, which is not in the repository")
+
 for m in fails:
     print("docs_check:", m)
-print(f"docs_check: {len(md)} Markdown files, {len(commands)} commands, {len(named)} modules: "
+print(f"docs_check: {len(md)} Markdown files, {len(commands)} commands, {len(named)} modules, {nrefs} paths named: "
       f"{'ok' if not fails else f'{len(fails)} problems'}")
 sys.exit(1 if fails else 0)

@@ -1,4 +1,4 @@
-/* The collectives' algorithm model (collectives/model.h): every row of every
+/* The collectives' algorithm model (common/coll_model.h): every row of every
  * host transport's table names an algorithm with a volume the tuner reads,
  * and the rules give what the selection runs. */
 #include <setjmp.h>
@@ -20,7 +20,7 @@ static void each(const char *tp, int op, const char *algo, const coll_model_algo
   seen *s = arg;
   s->rows++;
   if (!m || !m->vol) {
-    printf("%s %s (op %d): no model volume (set coll_algo.model, collectives/model.c)\n", tp, algo, op);
+    printf("%s %s (op %d): no model volume (set coll_algo.model, common/coll_model.c)\n", tp, algo, op);
     s->missing++;
     return;
   }

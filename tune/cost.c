@@ -1,7 +1,7 @@
 /* The cost model's arithmetic: built-in figures for well-known hardware and
  * the volumes and times of one collective on a group as it lies on the
  * nodes. The volumes are the collectives' own model of the algorithms they
- * run (collectives/model.c, the rule and the bytes written once);
+ * run (common/coll_model.c, the rule and the bytes written once);
  * tests/test_tune.c holds them to hand-computed cases and tests/tune.cmake
  * to counters measured in a real run. */
 #include <stdio.h>
@@ -91,7 +91,7 @@ int tune_net_uses_defaults(const hsr_tune_net *n) {
   return 0;
 }
 
-/* ---- volumes: the collectives' own model (collectives/model.c) ---- */
+/* ---- volumes: the collectives' own model (common/coll_model.c) ---- */
 
 hsr_status tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
                            hsr_tune_vol *v) {
