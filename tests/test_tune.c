@@ -19,6 +19,7 @@
 #include "tune/tune.h"
 #include "topology/topology_internal.h"
 #include "runtime/io/ledger_internal.h"
+#include "runtime/runtime_internal.h"
 
 #define EQ(a, b) assert_true(fabs((double)(a) - (double)(b)) <= 1e-9 * (1 + fabs((double)(b))))
 
@@ -480,6 +481,14 @@ static void test_recommend(void **state) {
       assert_int_equal(p.cand[i].cfg.strategy, HSR_RT_HYBRID);
     }
   assert_true(outer > 0);
+  /* every strategy has a branch of the planner: each one has candidates, and a feasible one */
+  for (int s = 0; s < HSR_RT_STRATEGY_COUNT; s++) {
+    int cands = 0, feasible = 0;
+    for (int i = 0; i < p.n; i++)
+      if ((int)p.cand[i].cfg.strategy == s) cands++, feasible += p.cand[i].feasible;
+    if (!cands || !feasible) printf("strategy %s: %d candidates, %d feasible\n", rt_strategy_name(s), cands, feasible);
+    assert_true(cands > 0 && feasible > 0);
+  }
   tune_plan_free(&p);
   /* a budget the 2 x 4 layout fits only with the outer shard: among the hybrid layouts the planner
    * rejects it without, accepts it with, recommends it and states the trade (over every strategy
