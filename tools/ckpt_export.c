@@ -33,8 +33,8 @@ static void export_usage(FILE *f) {
              "                       .safetensors ... of at most N bytes of tensors each (a bigger tensor gets a\n"
              "                       file of its own) and PATH/model.safetensors.index.json; one shard:\n"
              "                       PATH/model.safetensors alone. N: 5GB = 5 x 10^9, 2GiB = 2 x 2^30, or bytes;\n"
-             "                       a llama also gets PATH/config.json (LlamaForCausalLM), so the directory is\n"
-             "                       what transformers' from_pretrained reads\n");
+             "                       the GPT and the llama also get PATH/config.json (GPT2LMHeadModel,\n"
+             "                       LlamaForCausalLM), so the directory is what transformers' from_pretrained reads\n");
 }
 
 #define EXPORT_CHUNK ((uint64_t)1 << 20) /* elements: 4 MiB */

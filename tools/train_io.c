@@ -91,7 +91,7 @@ static int st_buffer_name(const char *name) {
 static hsr_status check_file(const hsr_st_set *f, const tensors *ts, const char *path, int *idx) {
   for (int i = 0; i < ts->n; i++) {
     const hsr_rt_param_info *p = &ts->p[i];
-    if (st_set_find(f, p->name, &idx[i]) != HSR_OK)
+    if (gpt_file_find(f, p->name, &idx[i]) != HSR_OK)
       return hsr_error(HSR_ERR_INVALID, "--init '%s': no tensor '%s' (the model's parameter %d of %d)", path, p->name,
                        i + 1, ts->n);
     hsr_st_info in;
