@@ -31,7 +31,8 @@ ver=$("$hsr" version | awk 'NR == 1 {print $2}')
   >"$t/A.out" 2>&1 || { cat "$t/A.out"; fail "the run failed"; }
 "$run" -n 2 --launcher mpirun -- "$hsr" train "${small[@]}" --steps 4 --export "$t/tw" --max-shard-size 20KB \
   >"$t/T.out" 2>&1 || { cat "$t/T.out"; fail "the sharded --export run failed"; }
-grep -q "exported: $t/tw (safetensors, 28 tensors in 7 files)" "$t/T.out" || { cat "$t/T.out"; fail "sharded export line"; }
+grep -q "exported: $t/tw (safetensors, 28 tensors in 7 files, config.json)" "$t/T.out" || { cat "$t/T.out"; fail "sharded export line"; }
+grep -q '"model_type":[[:space:]]*"gpt2"' "$t/tw/config.json" || fail "no GPT-2 config.json beside the shards"
 py st-meta "$t/w.st" hsr.model=gpt n_layer=2 n_head=2 n_embd=32 n_ctx=16 vocab_size=256 hsr_step=4 \
   "hsr_version=$ver" || fail "train --export's metadata"
 insp=$("$hsr" ckpt inspect "$t/A/latest") || fail "inspect ROOT/latest: $insp"
@@ -47,7 +48,7 @@ assert m == {'kind': 'gpt', 'config': {'n_layer': 2, 'n_head': 2, 'n_embd': 32, 
 "$hsr" ckpt export "$t/A/latest" --safetensors "$t/e.st" >/dev/null || fail "export of ROOT/latest"
 cmp "$t/w.st" "$t/e.st" || fail "hsr ckpt export differs from hsr train --export"
 "$hsr" ckpt export "$t/A/latest" --safetensors "$t/ew" --max-shard-size 20KB >"$t/E.out" || fail "sharded ckpt export"
-grep -q "(7 files and model.safetensors.index.json)" "$t/E.out" || fail "$(cat "$t/E.out")"
+grep -q "(7 files and model.safetensors.index.json, config.json)" "$t/E.out" || fail "$(cat "$t/E.out")"
 py st-index "$t/ew" "$t/w.st" 20000 || fail "the sharded ckpt export"
 py st-index "$t/tw" "$t/w.st" 20000 || fail "the sharded train export"
 diff -r "$t/ew" "$t/tw" >/dev/null || fail "hsr ckpt export and hsr train --export wrote different shards"
@@ -55,7 +56,8 @@ diff -r "$t/ew" "$t/tw" >/dev/null || fail "hsr ckpt export and hsr train --expo
 py st-index "$t/each" "$t/w.st" 1 || fail "a size below every tensor"
 [ "$(ls "$t/each" | grep -c '^model-.*-of-00028\.safetensors$')" = 28 ] || fail "1-byte shards: not 28 files"
 "$hsr" ckpt export "$t/A" --safetensors "$t/one" --max-shard-size 1GB >/dev/null || fail "export, one shard"
-cmp "$t/one/model.safetensors" "$t/w.st" && [ "$(ls "$t/one")" = model.safetensors ] || fail "one shard: not model.safetensors alone"
+cmp "$t/one/model.safetensors" "$t/w.st" && [ "$(ls "$t/one" | tr '\n' ' ')" = "config.json model.safetensors " ] \
+  || fail "one shard: not model.safetensors alone (and config.json)"
 
 # eval and sample read every form without flags
 head -c 4000 "$here/../README.md" >"$t/text"

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "runtime/ckpt/ckpt_export.h"
 #include "runtime/io/safetensors_sharded.h"
 
 #define OK(x) assert_int_equal((x), HSR_OK)
@@ -136,15 +137,15 @@ static const hsr_st_kv g_meta[2] = {{"hsr.model", "mlp"}, {"layers", "2"}};
 static void export_to(const char *dir, uint64_t max, size_t cut, int finish) {
   unsigned char data[G_BYTES];
   for (int i = 0; i < G_BYTES; i++) data[i] = (unsigned char)(i * 7 + 1);
-  hsr_st_set_writer *w;
-  OK(st_set_create(dir, max, g_t, 5, g_meta, 2, &w));
+  ckpt_export *w;
+  OK(ckpt_export_begin(dir, max, g_t, 5, g_meta, 2, &w));
   size_t end = finish ? G_BYTES : cut;
   for (size_t off = 0; off < end; off += 7) /* chunks across tensors and shards */
-    OK(st_set_write(w, data + off, end - off < 7 ? end - off : 7));
+    OK(ckpt_export_write(w, data + off, end - off < 7 ? end - off : 7));
   if (finish)
-    OK(st_set_finish(w));
+    OK(ckpt_export_finish(w));
   else
-    st_set_abort(w);
+    ckpt_export_abort(w);
 }
 
 static const char *const g_index =
@@ -237,26 +238,37 @@ static void test_reexport(void **state) {
   assert_false(exists(d, HSR_ST_SINGLE_NAME));
   assert_true(exists(d, "notes.txt"));
   check_set(d, 3);
-  /* an export that fails half-way leaves no model behind: the old index went first, the new shards go */
+  /* an export that fails half-way leaves the previous one whole (its files
+   * were staged) and nothing staged behind */
+  export_to(d, 1000, 30, 0);
+  assert_true(exists(d, HSR_ST_INDEX_NAME));
+  assert_false(exists(d, HSR_ST_SINGLE_NAME));
+  assert_false(exists(d, HSR_ST_SINGLE_NAME ".hsr-staged"));
+  check_set(d, 3);
   export_to(d, 20, 30, 0);
-  assert_false(exists(d, HSR_ST_INDEX_NAME));
-  assert_false(exists(d, "model-00001-of-00003.safetensors"));
-  hsr_st_set *s = NULL;
-  expect_error(st_set_open(d, &s), HSR_ERR_INVALID, "holds neither model.safetensors.index.json nor");
+  assert_false(exists(d, "model-00001-of-00003.safetensors.hsr-staged"));
+  check_set(d, 3);
+  /* a crashed export's staged files go with the next export */
+  put_text(d, "model-00001-of-00002.safetensors.hsr-staged", "crashed\n");
+  put_text(d, "mine.hsr-staged", "mine\n");
+  export_to(d, 20, 0, 1);
+  assert_false(exists(d, "model-00001-of-00002.safetensors.hsr-staged"));
+  assert_true(exists(d, "mine.hsr-staged"));
+  check_set(d, 3);
   /* finishing early is refused, writing past the end too */
-  hsr_st_set_writer *w;
-  OK(st_set_create(d, 20, g_t, 5, g_meta, 2, &w));
-  expect_error(st_set_finish(w), HSR_ERR_INVALID, "before every tensor's bytes were written");
-  assert_false(exists(d, HSR_ST_INDEX_NAME));
+  ckpt_export *w;
+  OK(ckpt_export_begin(d, 20, g_t, 5, g_meta, 2, &w));
+  expect_error(ckpt_export_finish(w), HSR_ERR_INVALID, "before every tensor's bytes were written");
+  check_set(d, 3); /* the previous export stays */
   unsigned char z[G_BYTES + 1] = {0};
-  OK(st_set_create(d, 20, g_t, 5, g_meta, 2, &w));
-  expect_error(st_set_write(w, z, sizeof z), HSR_ERR_INVALID, "more than the tensors hold");
-  st_set_abort(w);
+  OK(ckpt_export_begin(d, 20, g_t, 5, g_meta, 2, &w));
+  expect_error(ckpt_export_write(w, z, sizeof z), HSR_ERR_INVALID, "more than the tensors hold");
+  ckpt_export_abort(w);
   /* a bad tensor list touches no file */
   hsr_st_tensor bad[2] = {{"x", "F32", 1, {1}}, {"x", "F32", 1, {1}}};
   char d2[128];
   path_of(d2, sizeof d2, "never");
-  expect_error(st_set_create(d2, 20, bad, 2, NULL, 0, &w), HSR_ERR_INVALID, "given twice");
+  expect_error(ckpt_export_begin(d2, 20, bad, 2, NULL, 0, &w), HSR_ERR_INVALID, "given twice");
   struct stat sb;
   assert_int_not_equal(stat(d2, &sb), 0);
 }
@@ -362,9 +374,55 @@ static int teardown(void **state) {
   return system(cmd) ? -1 : 0;
 }
 
+/* Every format of the commit protocol's table has a test that writes it: a
+ * new format fails here until it gets one. */
+static void test_every_format(void **state) {
+  (void)state;
+  static const struct {
+    const char *format, *test;
+  } tested[] = {
+      {"hsr-checkpoint", "tests/mr_ckpt.c (ckpt_* tests: save, crash at each stage, load on any mesh)"},
+      {"safetensors", "test_round_trip, test_single_file (here)"},
+      {"safetensors-sharded", "test_round_trip, test_reexport (here)"},
+  };
+  int n = 0;
+  for (const char *f; (f = ckpt_format_name(n)) != NULL; n++) {
+    int found = 0;
+    for (size_t k = 0; k < sizeof tested / sizeof tested[0] && !found; k++) found = !strcmp(tested[k].format, f);
+    if (!found) fail_msg("checkpoint format '%s' has no test (docs/checkpoints.md: adding a format)", f);
+  }
+  assert_int_equal(n, (int)(sizeof tested / sizeof tested[0]));
+}
+
+/* One file: staged beside its target, renamed; a failed export leaves the
+ * previous file; a symlink's target is written and the link stays. */
+static void test_single_file(void **state) {
+  (void)state;
+  char f[128], l[128];
+  path_of(f, sizeof f, "single.safetensors");
+  export_to(f, 0, 0, 1);
+  check_set(f, 1);
+  export_to(f, 0, 30, 0);
+  check_set(f, 1);
+  assert_false(exists(g_dir, "single.safetensors.hsr-staged"));
+  path_of(l, sizeof l, "link.safetensors");
+  assert_int_equal(symlink(f, l), 0);
+  export_to(l, 0, 0, 1);
+  struct stat sb;
+  assert_int_equal(lstat(l, &sb), 0);
+  assert_true(S_ISLNK(sb.st_mode));
+  check_set(l, 1);
+  ckpt_export *w;
+  OK(ckpt_export_begin("/dev/null", 0, g_t, 5, g_meta, 2, &w)); /* a device: in place */
+  unsigned char z[G_BYTES] = {0};
+  OK(ckpt_export_write(w, z, sizeof z));
+  OK(ckpt_export_finish(w));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_shard_size), cmocka_unit_test(test_plan),
                                      cmocka_unit_test(test_round_trip), cmocka_unit_test(test_reexport),
-                                     cmocka_unit_test(test_bad_index)};
+                                     cmocka_unit_test(test_bad_index), cmocka_unit_test(test_single_file),
+                                     cmocka_unit_test(test_every_format)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

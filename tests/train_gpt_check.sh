@@ -58,6 +58,26 @@ e = json.loads(sys.argv[1]); want = float(sys.argv[2])
 assert e['windows'] == int(sys.argv[3]) and e['seq'] == int(sys.argv[4]), e
 assert abs(e['loss'] - want) <= 1e-6 * want, f'hsr eval {e[\"loss\"]!r}, hsr train {want!r}'
 print(f'train_gpt_check: hsr eval {e[\"loss\"]:.7f} = hsr train {want:.7f}')" "$ev" "$val" "$vwin" "$seq" || fail "eval != train"
+# --logits: the logits whose cross-entropy is the loss it prints
+evl=$("$hsr" eval --init "$dir/w.safetensors" --data "$dir/tail" --seq "$seq" --windows 2 --json --logits "$dir/logits.st") \
+  || fail "eval --logits: $evl"
+python3 - "$evl" "$dir/logits.st" "$dir/tail" "$seq" <<'PY' || fail "eval --logits: the logits do not give the loss"
+import json, math, struct, sys
+loss, T = json.loads(sys.argv[1])["loss"], int(sys.argv[4])
+b = open(sys.argv[2], "rb").read()
+(n,) = struct.unpack("<Q", b[:8])
+h = json.loads(b[8:8 + n])
+assert list(h) == ["logits"] and h["logits"]["shape"] == [2, T, 256] and h["logits"]["dtype"] == "F32", h
+x = struct.unpack(f"<{2 * T * 256}f", b[8 + n:])
+data = open(sys.argv[3], "rb").read()
+tot = 0.0
+for w in range(2):
+    for t in range(T):
+        row = x[(w * T + t) * 256:(w * T + t + 1) * 256]
+        m = max(row)
+        tot += m + math.log(sum(math.exp(v - m) for v in row)) - row[data[w * T + t + 1]]
+assert abs(tot / (2 * T) - loss) <= 1e-5 * loss, (tot / (2 * T), loss)
+PY
 
 # --init on one rank, one step at lr 0: the same weights, bit for bit
 "$hsr" train "${small[@]}" --steps 1 --lr 0 --init "$dir/w.safetensors" --export "$dir/w2.safetensors" --no-progress \
@@ -87,7 +107,7 @@ grep -q "WARNING: wrap granularity" <<<"$lin" || { echo "$lin"; fail "the wrap d
 grep -q "per-linear wrapping: .* more than one unit per block" <<<"$lin" || fail "no cost against --wrap block"
 
 # weights laid out like GPT-2's own file: no hsr metadata, its attention-mask buffers beside the parameters
-python3 - "$dir/w.safetensors" "$dir/g2.safetensors" "$dir/extra.safetensors" <<'PY'
+python3 - "$dir/w.safetensors" "$dir/g2.safetensors" "$dir/extra.safetensors" "$dir/tf.safetensors" <<'PY'
 import json, struct, sys
 b = open(sys.argv[1], "rb").read()
 (n,) = struct.unpack("<Q", b[:8])
@@ -101,6 +121,7 @@ def write(path, entries):  # entries: name -> (dtype, shape, bytes)
     j += b" " * (-len(j) % 8)
     open(path, "wb").write(struct.pack("<Q", len(j)) + j + data)
 e = {k: (v["dtype"], v["shape"], buf[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in h.items()}
+write(sys.argv[4], {"transformer." + k: v for k, v in e.items()})  # save_pretrained's names
 T = int(meta["n_ctx"])
 for l in range(int(meta["n_layer"])):
     e[f"h.{l}.attn.bias"] = ("F32", [1, 1, T, T], struct.pack(f"<{T * T}f", *([1.0] * (T * T))))
@@ -112,6 +133,11 @@ ev2=$("$hsr" eval --init "$dir/g2.safetensors" --heads 2 --data "$dir/tail" --se
 [ "$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['loss'] == json.loads(sys.argv[2])['loss'])" "$ev" "$ev2")" = True ] \
   || fail "the GPT-2 style file evaluates differently: $ev2 vs $ev"
 "$hsr" train "${small[@]}" --steps 1 --lr 0 --init "$dir/g2.safetensors" --no-progress >/dev/null 2>&1 || fail "--init of a GPT-2 style file"
+# transformers' save_pretrained names (transformer.wte.weight, ...): eval and --init read them
+ev3=$("$hsr" eval --init "$dir/tf.safetensors" --heads 2 --data "$dir/tail" --seq "$seq" --windows "$vwin" --json) || fail "eval of transformers' names: $ev3"
+[ "$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['loss'] == json.loads(sys.argv[2])['loss'])" "$ev" "$ev3")" = True ] \
+  || fail "transformers' names evaluate differently: $ev3 vs $ev"
+"$hsr" train "${small[@]}" --steps 1 --lr 0 --init "$dir/tf.safetensors" --no-progress >/dev/null 2>&1 || fail "--init of transformers' names"
 bad=$("$hsr" train "${small[@]}" --steps 1 --init "$dir/extra.safetensors" 2>&1); rc=$?
 [ "$rc" != 0 ] && grep -q "tensor 'foo' is not a parameter" <<<"$bad" || fail "an extra tensor: rc $rc: $bad"
 bad=$("$hsr" eval --init "$dir/g2.safetensors" --data "$dir/tail" 2>&1); rc=$?

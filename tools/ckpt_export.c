@@ -1,7 +1,7 @@
 /* hsr ckpt export DIR --safetensors PATH [--max-shard-size N]: the
  * checkpoint's fp32 master weights by logical name, in registration order,
- * through the safetensors module's streaming writers (runtime/io/safetensors.h, or
- * Hugging Face's sharded layout: runtime/io/safetensors_sharded.h): the header from
+ * through the export writer (runtime/ckpt/ckpt_export.h: one safetensors file
+ * or Hugging Face's sharded layout, committed as a checkpoint is): the header from
  * names and shapes, then each tensor read from the checkpoint in chunks of
  * at most 4 MiB (every block's crc32 checked), so the model is never in
  * memory. The __metadata__ is what hsr train --export writes (the model the
@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "hsr/ckpt.h"
+#include "runtime/ckpt/ckpt_export.h"
 #include "runtime/ckpt/ckpt_internal.h"
 #include "runtime/io/safetensors_sharded.h"
 #include "common/sys.h"
@@ -32,8 +33,8 @@ static void export_usage(FILE *f) {
              "                       .safetensors ... of at most N bytes of tensors each (a bigger tensor gets a\n"
              "                       file of its own) and PATH/model.safetensors.index.json; one shard:\n"
              "                       PATH/model.safetensors alone. N: 5GB = 5 x 10^9, 2GiB = 2 x 2^30, or bytes;\n"
-             "                       a llama also gets PATH/config.json (LlamaForCausalLM), so the directory is\n"
-             "                       what transformers' from_pretrained reads\n");
+             "                       the GPT and the llama also get PATH/config.json (GPT2LMHeadModel,\n"
+             "                       LlamaForCausalLM), so the directory is what transformers' from_pretrained reads\n");
 }
 
 #define EXPORT_CHUNK ((uint64_t)1 << 20) /* elements: 4 MiB */
@@ -50,23 +51,23 @@ static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t max_sh
     t[i].name = x.name, t[i].dtype = "F32", t[i].ndim = x.ndim;
     for (int d = 0; d < x.ndim; d++) t[i].shape[d] = x.shape[d];
   }
-  hsr_st_set_writer *w = NULL;
-  if (st == HSR_OK) st = st_set_create(path, max_shard, t, n, meta->kv, meta->n, &w);
-  *files = st_set_writer_files(w);
+  ckpt_export *w = NULL;
+  if (st == HSR_OK) st = ckpt_export_begin(path, max_shard, t, n, meta->kv, meta->n, &w);
+  *files = ckpt_export_files(w);
   for (int i = 0; i < n && st == HSR_OK; i++) {
     hsr_ckpt_tensor x;
     ckpt_tensor_at(c, i, &x);
     for (uint64_t at = 0; at < x.numel && st == HSR_OK; at += EXPORT_CHUNK) {
       uint64_t k = x.numel - at < EXPORT_CHUNK ? x.numel - at : EXPORT_CHUNK;
       st = ckpt_read(c, i, HSR_CKPT_MASTER, at, k, buf);
-      if (st == HSR_OK) st = st_set_write(w, buf, (size_t)k * sizeof *buf);
+      if (st == HSR_OK) st = ckpt_export_write(w, buf, (size_t)k * sizeof *buf);
       *bytes += k * sizeof *buf;
     }
   }
   if (w && st == HSR_OK)
-    st = st_set_finish(w);
+    st = ckpt_export_finish(w);
   else if (w)
-    st_set_abort(w);
+    ckpt_export_abort(w);
   free(buf);
   free(t);
   return st;

@@ -20,6 +20,7 @@
 
 static void usage(void) {
   printf("usage: hsr eval --init FILE|DIR --data FILE [--seq T] [--windows N] [--batch B] [--heads H] [--json]\n"
+         "                [--logits FILE]\n"
          "Mean cross-entropy (natural log) of GPT weights over windows i = 0..N-1 of a text file, each the\n"
          "bytes [i T, i T + T + 1): inputs the first T, targets the next T. The model's configuration comes from\n"
          "the weights' __metadata__ (hsr train --export and hsr ckpt export write it).\n\n"
@@ -31,12 +32,14 @@ static void usage(void) {
          "  --batch B         windows per forward pass (default 8; the result does not depend on it)\n"
          "  --heads H         attention heads, for weights without hsr's __metadata__ (GPT-2's own)\n"
          "  --json            print {\"loss\": ..., \"windows\": N, \"seq\": T} only\n"
+         "  --logits FILE     also write the logits as safetensors: tensor \"logits\", F32 [N, T, vocabulary]\n"
+         "                    (what another implementation's forward of the same windows must give)\n"
          "  -h, --help        this text\n"
          "Exit codes: 0 ok, 1 failure, 2 bad usage.\n");
 }
 
 typedef struct eval_args {
-  const char *init, *data;
+  const char *init, *data, *logits;
   int seq, windows, batch, json, heads;
 } eval_args;
 
@@ -44,7 +47,8 @@ static int parse(int argc, char **argv, eval_args *a) {
   static const struct option opts[] = {
       {"init", required_argument, 0, 'i'},    {"data", required_argument, 0, 'd'},  {"seq", required_argument, 0, 'T'},
       {"windows", required_argument, 0, 'n'}, {"batch", required_argument, 0, 'b'}, {"json", no_argument, 0, 'j'},
-      {"help", no_argument, 0, 'h'},          {"heads", required_argument, 0, 'H'}, {0, 0, 0, 0}};
+      {"help", no_argument, 0, 'h'},          {"heads", required_argument, 0, 'H'}, {"logits", required_argument, 0, 'L'},
+      {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
   a->seq = a->windows = -1;
   a->batch = 8;
@@ -59,6 +63,7 @@ static int parse(int argc, char **argv, eval_args *a) {
     case 'i': a->init = optarg; break;
     case 'd': a->data = optarg; break;
     case 'j': a->json = 1; break;
+    case 'L': a->logits = optarg; break;
     case 'T':
     case 'n':
     case 'b':
@@ -78,6 +83,7 @@ static int parse(int argc, char **argv, eval_args *a) {
   if (!a->init || !a->data) return cli_usage_error("eval", "--init FILE and --data FILE are required");
   hsr_status st = cli_check_weights("--init", a->init);
   if (st == HSR_OK) st = path_check_read("--data", a->data);
+  if (st == HSR_OK && a->logits) st = path_check_output("--logits", a->logits);
   return st == HSR_OK ? 0 : cli_usage_error("eval", "%s", hsr_last_error());
 }
 
@@ -97,8 +103,10 @@ static hsr_status map_file(const char *path, const uint8_t **bytes, size_t *len)
   return HSR_OK;
 }
 
-/* Sum of the token losses of windows [0, n). */
-static hsr_status eval_windows(const gpt_cfg *c, float **w, const uint8_t *bytes, int n, int T, int B, double *sum) {
+/* Sum of the token losses of windows [0, n); lw (may be NULL) receives
+ * their logits, window by window. */
+static hsr_status eval_windows(const gpt_cfg *c, float **w, const uint8_t *bytes, int n, int T, int B, double *sum,
+                               hsr_st_writer *lw) {
   gpt_work *work;
   HSR_CHECK(gpt_work_create(c, B, T, NULL, NULL, &work));
   int32_t *in = malloc((size_t)B * T * 4), *tg = malloc((size_t)B * T * 4);
@@ -118,6 +126,8 @@ static hsr_status eval_windows(const gpt_cfg *c, float **w, const uint8_t *bytes
     st = gpt_forward(c, work, in, tg, k, T, &b, &mean);
     const double *rl = gpt_row_loss(work);
     for (size_t i = 0; st == HSR_OK && i < (size_t)k * T; i++) *sum += rl[i];
+    if (st == HSR_OK && lw) st = gpt_forward(c, work, in, NULL, k, T, &b, &mean); /* the logits, host memory */
+    if (st == HSR_OK && lw) st = st_write(lw, gpt_logits(work), (size_t)k * T * (size_t)c->vocab * sizeof(float));
   }
   free(in), free(tg);
   gpt_work_free(work);
@@ -162,7 +172,16 @@ int cmd_eval(int argc, char **argv) {
   if (st == HSR_OK) st = eval_fits(&c, B, a.seq);
   if (st == HSR_OK) st = gpt_file_load(f, a.init, &c, &w);
   double sum = 0;
-  if (st == HSR_OK) st = eval_windows(&c, w, bytes, a.windows, a.seq, B, &sum);
+  hsr_st_writer *lw = NULL;
+  if (st == HSR_OK && a.logits) {
+    hsr_st_tensor lt = {"logits", "F32", 3, {a.windows, a.seq, c.vocab}};
+    st = st_create(a.logits, &lt, 1, NULL, 0, &lw);
+  }
+  if (st == HSR_OK) st = eval_windows(&c, w, bytes, a.windows, a.seq, B, &sum, lw);
+  if (lw && st == HSR_OK)
+    st = st_finish(lw);
+  else if (lw)
+    st_abort(lw);
   if (st == HSR_OK) {
     double loss = sum / ((double)a.windows * a.seq);
     if (a.json) {

@@ -22,7 +22,7 @@ static int meta_int(const hsr_st_set *f, const char *key, int *out) {
 static int shape_of(const hsr_st_set *f, const char *name, int64_t s[2]) {
   int i;
   hsr_st_info in;
-  if (st_set_find(f, name, &i) != HSR_OK || st_set_info_at(f, i, &in) != HSR_OK || in.ndim != 2) return 0;
+  if (gpt_file_find(f, name, &i) != HSR_OK || st_set_info_at(f, i, &in) != HSR_OK || in.ndim != 2) return 0;
   s[0] = in.shape[0], s[1] = in.shape[1];
   return 1;
 }
@@ -43,7 +43,7 @@ static hsr_status llama_from_shapes(const hsr_st_set *f, const char *path, gpt_c
     int i;
     for (c->n_layer = 0; c->n_layer < GPT_MAX_LAYERS; c->n_layer++) {
       snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", c->n_layer);
-      if (st_set_find(f, name, &i) != HSR_OK) break;
+      if (gpt_file_find(f, name, &i) != HSR_OK) break;
     }
   }
   return HSR_OK;
@@ -100,7 +100,7 @@ hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c) {
     int i;
     for (c->n_layer = 0; c->n_layer < GPT_MAX_LAYERS; c->n_layer++) {
       snprintf(name, sizeof name, "h.%d.ln_1.weight", c->n_layer);
-      if (st_set_find(f, name, &i) != HSR_OK) break;
+      if (gpt_file_find(f, name, &i) != HSR_OK) break;
     }
   }
   return HSR_OK;
@@ -148,7 +148,7 @@ hsr_status gpt_file_load(const hsr_st_set *f, const char *path, const gpt_cfg *c
     size_t n = gpt_param_numel(c, i);
     hsr_st_info in;
     gpt_param_name(c, i, name, sizeof name);
-    st = st_set_find(f, name, &j);
+    st = gpt_file_find(f, name, &j);
     if (st == HSR_OK) st = st_set_info_at(f, j, &in);
     if (st == HSR_OK && (in.ndim != nd || in.shape[0] != shape[0] || (nd == 2 && in.shape[1] != shape[1])))
       st =

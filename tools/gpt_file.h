@@ -4,6 +4,8 @@
 #ifndef HSR_TOOLS_GPT_FILE_H
 #define HSR_TOOLS_GPT_FILE_H
 
+#include <stdio.h>
+
 #include "gpt.h"
 #include "runtime/io/safetensors_sharded.h"
 
@@ -13,6 +15,15 @@
 static inline hsr_status init_st_open(const char *path, hsr_st_set **out) {
   hsr_status st = st_set_open(path, out);
   return st == HSR_ERR_INVALID ? hsr_error(HSR_ERR_IO, "%s", hsr_last_error()) : st;
+}
+/* Tensor `name` of f, or transformers' GPT-2 name for it (save_pretrained
+ * of a GPT2LMHeadModel writes transformer.wte.weight, transformer.h.0....). */
+static inline hsr_status gpt_file_find(const hsr_st_set *f, const char *name, int *i) {
+  if (st_set_find(f, name, i) == HSR_OK) return HSR_OK;
+  char hf[256];
+  if ((size_t)snprintf(hf, sizeof hf, "transformer.%s", name) < sizeof hf && st_set_find(f, hf, i) == HSR_OK)
+    return HSR_OK;
+  return st_set_find(f, name, i); /* its error names the tensor */
 }
 /* The configuration of the weights in f: the architecture (hsr.model gpt or
  * llama; without it, llama when model.embed_tokens.weight is there),

@@ -15,20 +15,8 @@ static const char *meta_of(const hsr_st_kv *kv, int n, const char *key) {
   return NULL;
 }
 
-hsr_status hf_config_write(const char *dir, const hsr_st_kv *kv, int n, int *wrote) {
-  *wrote = 0;
-  const char *kind = meta_of(kv, n, "hsr.model");
-  if (!kind || strcmp(kind, "llama")) return HSR_OK;
-  static const char *keys[] = {"n_layer", "n_head", "n_kv_head", "n_embd", "n_ff", "n_ctx", "vocab_size"};
-  long v[7];
-  for (int k = 0; k < 7; k++) {
-    const char *s = meta_of(kv, n, keys[k]);
-    char *end = NULL;
-    v[k] = s ? strtol(s, &end, 10) : -1;
-    if (!s || !*s || *end || v[k] < 0 || (k == 1 && v[k] == 0))
-      return hsr_error(HSR_ERR_INVALID, "config.json: the model's metadata has no valid %s ('%s')", keys[k],
-                       s ? s : "absent");
-  }
+/* LlamaForCausalLM's. */
+static cJSON *llama_config(const long *v) {
   cJSON *o = cJSON_CreateObject(), *arch = cJSON_AddArrayToObject(o, "architectures");
   cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
   cJSON_AddStringToObject(o, "model_type", "llama");
@@ -53,8 +41,10 @@ hsr_status hf_config_write(const char *dir, const hsr_st_kv *kv, int n, int *wro
   cJSON_AddBoolToObject(o, "tie_word_embeddings", 0);
   cJSON_AddNumberToObject(o, "initializer_range", 0.02);
   cJSON_AddStringToObject(o, "torch_dtype", "float32");
-  char *text = cJSON_Print(o);
-  cJSON_Delete(o);
+  return o;
+}
+
+static hsr_status write_config(const char *dir, char *text, int *wrote) {
   char path[4096];
   if ((size_t)snprintf(path, sizeof path, "%s/config.json", dir) >= sizeof path) {
     free(text);
@@ -64,4 +54,63 @@ hsr_status hf_config_write(const char *dir, const hsr_st_kv *kv, int n, int *wro
   free(text);
   if (st == HSR_OK) *wrote = 1;
   return st;
+}
+
+/* The metadata's integers keys[0..n) into v (keys[1], n_head, positive). */
+static hsr_status ints_of(const hsr_st_kv *kv, int n, const char *const *keys, int nk, long *v) {
+  for (int k = 0; k < nk; k++) {
+    const char *s = meta_of(kv, n, keys[k]);
+    char *end = NULL;
+    v[k] = s ? strtol(s, &end, 10) : -1;
+    if (!s || !*s || *end || v[k] < 0 || (k == 1 && v[k] == 0))
+      return hsr_error(HSR_ERR_INVALID, "config.json: the model's metadata has no valid %s ('%s')", keys[k],
+                       s ? s : "absent");
+  }
+  return HSR_OK;
+}
+
+/* GPT2LMHeadModel's: GPT-2's architecture exactly (docs/gpt.md): LayerNorm
+ * eps 1e-5, GELU's tanh form (gelu_new), the head tied to wte, no dropout. */
+static cJSON *gpt2_config(const long *v) {
+  cJSON *o = cJSON_CreateObject(), *arch = cJSON_AddArrayToObject(o, "architectures");
+  cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+  cJSON_AddStringToObject(o, "model_type", "gpt2");
+  cJSON_AddNumberToObject(o, "vocab_size", (double)v[4]);
+  cJSON_AddNumberToObject(o, "n_positions", (double)v[3]);
+  cJSON_AddNumberToObject(o, "n_ctx", (double)v[3]);
+  cJSON_AddNumberToObject(o, "n_embd", (double)v[2]);
+  cJSON_AddNumberToObject(o, "n_layer", (double)v[0]);
+  cJSON_AddNumberToObject(o, "n_head", (double)v[1]);
+  cJSON_AddNullToObject(o, "n_inner"); /* 4 n_embd */
+  cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+  cJSON_AddNumberToObject(o, "layer_norm_epsilon", 1e-5);
+  cJSON_AddNumberToObject(o, "resid_pdrop", 0.0);
+  cJSON_AddNumberToObject(o, "embd_pdrop", 0.0);
+  cJSON_AddNumberToObject(o, "attn_pdrop", 0.0);
+  cJSON_AddBoolToObject(o, "scale_attn_weights", 1);
+  cJSON_AddBoolToObject(o, "tie_word_embeddings", 1);
+  cJSON_AddNumberToObject(o, "initializer_range", 0.02);
+  cJSON_AddStringToObject(o, "torch_dtype", "float32");
+  return o;
+}
+
+hsr_status hf_config_write(const char *dir, const hsr_st_kv *kv, int n, int *wrote) {
+  *wrote = 0;
+  const char *kind = meta_of(kv, n, "hsr.model");
+  if (!kind || (strcmp(kind, "llama") && strcmp(kind, "gpt"))) return HSR_OK;
+  cJSON *o;
+  if (!strcmp(kind, "gpt")) {
+    static const char *const gkeys[] = {"n_layer", "n_head", "n_embd", "n_ctx", "vocab_size"};
+    long g[5];
+    HSR_CHECK(ints_of(kv, n, gkeys, 5, g));
+    o = gpt2_config(g);
+  } else {
+    static const char *const keys[] = {"n_layer", "n_head", "n_kv_head", "n_embd", "n_ff", "n_ctx", "vocab_size"};
+    long v[7];
+    HSR_CHECK(ints_of(kv, n, keys, 7, v));
+    o = llama_config(v);
+  }
+  char *text = cJSON_Print(o);
+  cJSON_Delete(o);
+  return write_config(dir, text, wrote);
 }

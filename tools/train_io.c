@@ -7,6 +7,7 @@
 #include "gpt_file.h"
 #include "hsr/kernels.h"
 #include "launch/agree.h"
+#include "runtime/ckpt/ckpt_export.h"
 #include "train.h"
 
 /* The rank is named where it matters: not when every rank found the same,
@@ -50,9 +51,9 @@ hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t m
   hsr_status st = layout_tensors(rt, &ts);
   float *buf = st == HSR_OK ? malloc(ts.maxn * sizeof(float)) : NULL;
   if (st == HSR_OK && !buf) st = hsr_error(HSR_ERR_NOMEM, "--export: out of memory");
-  hsr_st_set_writer *w = NULL;
-  if (st == HSR_OK && rank == 0) st = st_set_create(path, max_shard_bytes, ts.t, ts.n, meta, nmeta, &w);
-  if (files) *files = st_set_writer_files(w);
+  ckpt_export *w = NULL;
+  if (st == HSR_OK && rank == 0) st = ckpt_export_begin(path, max_shard_bytes, ts.t, ts.n, meta, nmeta, &w);
+  if (files) *files = ckpt_export_files(w);
   st = train_agree(boot, st);
   /* every rank reads every tensor (a collective in its shard group); rank 0
    * keeps going after a failed write so no peer waits for it */
@@ -63,13 +64,13 @@ hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t m
       st = r; /* a read-back failure is not recoverable: the collective is broken */
       break;
     }
-    if (rank == 0 && local == HSR_OK) local = st_set_write(w, buf, ts.p[i].numel * sizeof(float));
+    if (rank == 0 && local == HSR_OK) local = ckpt_export_write(w, buf, ts.p[i].numel * sizeof(float));
   }
   if (rank == 0 && w) {
     if (st == HSR_OK && local == HSR_OK)
-      local = st_set_finish(w);
+      local = ckpt_export_finish(w);
     else
-      st_set_abort(w);
+      ckpt_export_abort(w);
   }
   if (st == HSR_OK) st = train_agree(boot, local);
   free(buf);
@@ -90,7 +91,7 @@ static int st_buffer_name(const char *name) {
 static hsr_status check_file(const hsr_st_set *f, const tensors *ts, const char *path, int *idx) {
   for (int i = 0; i < ts->n; i++) {
     const hsr_rt_param_info *p = &ts->p[i];
-    if (st_set_find(f, p->name, &idx[i]) != HSR_OK)
+    if (gpt_file_find(f, p->name, &idx[i]) != HSR_OK)
       return hsr_error(HSR_ERR_INVALID, "--init '%s': no tensor '%s' (the model's parameter %d of %d)", path, p->name,
                        i + 1, ts->n);
     hsr_st_info in;

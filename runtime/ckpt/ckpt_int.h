@@ -12,6 +12,8 @@
  *                    either thread); the native format's writer
  *   ckpt_commit.c    the commit protocol, whatever the format: staging,
  *                    the index, latest, crash safety, retention
+ *   ckpt_export.c    the safetensors formats' writer (ckpt_export.h): one
+ *                    file or Hugging Face's sharded layout
  *   ckpt_async.c     the background saver: its thread, communicator and
  *                    staging; hsr_ckpt_wait, ckpt_poll
  *   ckpt_load.c      hsr_ckpt_load: match, plan, verify, install
@@ -37,6 +39,7 @@
 #define CKPT_KINDS HSR_CKPT_KIND_COUNT
 #define CKPT_MSG 480
 #define CKPT_NAME_MAX 128
+#define CKPT_FILE_MAX 256 /* a file name in an output directory, with its staged suffix */
 
 /* One saved range of a tensor: elements [start, start + count) in `file`,
  * kind k's f32 values at byte off[k]. */
@@ -219,31 +222,60 @@ void ckpt_job_stats(const ckpt_job *x, hsr_ckpt_stats *s);
 void ckpt_job_free(ckpt_job *x);
 
 /* ---- ckpt_commit.c: the commit protocol, and a format's writer ---- */
-/* A checkpoint format: what a save writes inside the protocol. */
+/* A checkpoint format, as the commit protocol sees its writer (w: the
+ * writer's state). A writer writes its data files durably first (fsync),
+ * under their final names when they are the save's own (the native
+ * format's, named by a save id), else staged (ckpt_commit_staged_path) so a
+ * committed output in the directory stays whole until the commit; then rank
+ * 0 commits. The table of every format: ckpt_formats[]. */
 typedef struct ckpt_format {
   const char *name;
-  const char *index; /* the file whose presence makes a checkpoint (written last, atomically) */
-  /* every rank: its data, durable under its final name (temporary name, fsync, rename) */
-  hsr_status (*data)(ckpt_job *x);
-  /* rank 0, once every rank's data is durable: the index's text (*text malloc'd) */
-  hsr_status (*index_text)(ckpt_job *x, char **text, size_t *len);
+  /* 1: data file names are the save's own, so the files of a directory
+   * without an index are a crashed attempt's (the protocol removes them) */
+  int own_names;
+  /* the file whose presence makes the output complete, written last, atomically */
+  const char *(*index)(const void *w);
+  /* rank 0, once every data file is durable: the index's text (*text
+   * malloc'd); *text NULL, or no callback, when the index is itself a data
+   * file, staged */
+  hsr_status (*index_text)(void *w, char **text, size_t *len);
+  /* the final name of staged file i (the index among them when staged);
+   * 0 past the last. NULL: none */
+  int (*staged)(const void *w, int i, char *name, size_t len);
+  /* whether a file must go before the staged files replace any (a previous
+   * output's index, which may name them). NULL: none */
+  int (*retire)(const char *name, const void *w);
   /* whether a file of the directory stays after the commit */
-  int (*keep)(const char *name, ckpt_job *x);
+  int (*keep)(const char *name, const void *w);
 } ckpt_format;
-extern const ckpt_format ckpt_format_native; /* data-ID-RANK.bin and manifest.json (ckpt_save.c) */
+extern const ckpt_format ckpt_format_native;      /* data-ID-RANK.bin and manifest.json (ckpt_save.c) */
+extern const ckpt_format ckpt_format_safetensors; /* one .safetensors file (ckpt_export.c) */
+extern const ckpt_format ckpt_format_hf;          /* Hugging Face's sharded layout (ckpt_export.c) */
+/* Every format, NULL-terminated (tests/test_st_sharded.c: each has a test). */
+extern const ckpt_format *const ckpt_formats[];
 
-/* Where a save commits: root/name = dir, and the test hook's stage. */
+/* Where a save commits: dir, inside root (NULL: an export, which has no
+ * `latest` and no retention) as name, and the test hook's stage. */
 typedef struct ckpt_commit_at {
   const char *root, *dir, *name;
   int rank;
   int64_t step;
   ckpt_stage fault;
 } ckpt_commit_at;
-/* Rank 0, before any data: the root and an empty (or committed) directory. */
-hsr_status ckpt_commit_prepare(const ckpt_commit_at *at, const ckpt_format *f);
-/* Rank 0, after every rank's data: the index, then `latest`, then the
- * files f does not keep go. *committed is set once the index is durable. */
-hsr_status ckpt_commit_run(const ckpt_commit_at *at, const ckpt_format *f, ckpt_job *x, int *committed);
+/* Where a staged file of final name `name` is written: dir/name.hsr-staged. */
+hsr_status ckpt_commit_staged_path(const char *dir, const char *name, char *buf, size_t len);
+/* Rank 0, before any data: the root and the directory made; a crashed
+ * attempt's staged files (those f's staged list names) removed, and with
+ * own_names every file of a directory that holds no index. */
+hsr_status ckpt_commit_prepare(const ckpt_commit_at *at, const ckpt_format *f, const void *w);
+/* Rank 0, after every rank's data: the directory synced; if files are
+ * staged, the files f retires go, then the staged data files take their
+ * names; the index (its text, or its staged file) under its name, directory
+ * synced (*committed set: the output exists); with a root, `latest`; the
+ * files f does not keep go. */
+hsr_status ckpt_commit_run(const ckpt_commit_at *at, const ckpt_format *f, void *w, int *committed);
+/* After a failure before the commit: removes what f staged. */
+void ckpt_commit_discard(const ckpt_commit_at *at, const ckpt_format *f, const void *w);
 /* Rank 0: keeps the new checkpoint and the keep - 1 newest committed older
  * ones; removes the rest and crashed saves' leftovers older than it. */
 void ckpt_commit_prune(const ckpt_commit_at *at, const ckpt_format *f, int keep);

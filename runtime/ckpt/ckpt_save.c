@@ -363,7 +363,8 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
 /* ---- the native format behind the commit protocol (ckpt_commit.c) ---- */
 /* Files of the checkpoint directory that stay after a commit: the manifest,
  * this save's data files, and anything that is not a checkpoint's. */
-static int keep_committed(const char *name, ckpt_job *x) {
+static int keep_committed(const char *name, const void *w) {
+  const ckpt_job *x = w;
   if (!strcmp(name, CKPT_MANIFEST)) return 1;
   int ours = !strncmp(name, "data-", 5) || strstr(name, ".tmp") != NULL;
   char pre[32];
@@ -372,7 +373,8 @@ static int keep_committed(const char *name, ckpt_job *x) {
 }
 
 /* The native format's index: the manifest (ckpt_manifest.c's schema). */
-static hsr_status native_index(ckpt_job *x, char **text, size_t *len) {
+static hsr_status native_index(void *w, char **text, size_t *len) {
+  ckpt_job *x = w;
   cJSON *m;
   HSR_CHECK(build_manifest(x, &m));
   hsr_status st = ckpt_manifest_print(m, text, len);
@@ -380,9 +382,15 @@ static hsr_status native_index(ckpt_job *x, char **text, size_t *len) {
   return st;
 }
 
+static const char *native_index_name(const void *w) {
+  (void)w;
+  return CKPT_MANIFEST;
+}
+
+/* Data files named by the save's id, never staged: nothing to retire. */
 const ckpt_format ckpt_format_native = {.name = CKPT_FORMAT,
-                                        .index = CKPT_MANIFEST,
-                                        .data = write_data,
+                                        .own_names = 1,
+                                        .index = native_index_name,
                                         .index_text = native_index,
                                         .keep = keep_committed};
 
@@ -466,7 +474,7 @@ hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t
   x->progress = progress;
   ckpt_vote *v = NULL;
   const ckpt_commit_at at = at_of(x);
-  if (st == HSR_OK && x->rank == 0) st = ckpt_commit_prepare(&at, x->fmt);
+  if (st == HSR_OK && x->rank == 0) st = ckpt_commit_prepare(&at, x->fmt, x);
   st =
       ckpt_agree(&x->link, st, x->id, x->prog ? fnv(x->prog) : 0, x->model_text ? (uint32_t)fnv(x->model_text) : 0, &v);
   bump(x);
@@ -479,7 +487,7 @@ hsr_status ckpt_job_run(ckpt_job *x, hsr_status st, const ckpt_link *l, uint64_t
       struct timespec d = {(time_t)x->delay, (long)((x->delay - (double)(time_t)x->delay) * 1e9)};
       nanosleep(&d, NULL);
     }
-    st = x->fmt->data(x);
+    st = write_data(x); /* this rank's data file, durable under its final name */
     if (st == HSR_OK) ckpt_fault_here(x->fault, CKPT_FAULT_AFTER_DATA, x->rank, x->in.step);
     rt_state_fault(x->rt, "ckpt_save"); /* HSR_FAULT: between this rank's data and the agreement */
     st = ckpt_agree(&x->link, st, x->bytes, x->crc.nb, x->crc.file, &x->votes);

@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hsr/common.h"
 
@@ -63,11 +64,18 @@ hsr_status st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int n
 /* Opens `path`'s temporary sibling and writes the length and the header. */
 hsr_status st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
                      hsr_st_writer **out);
+/* The same over a stream the caller opened and names (the commit protocol's
+ * staging, runtime/ckpt/ckpt_commit.c): the length and the header written
+ * to f; st_end then checks every byte was written and frees w, leaving f
+ * open (the caller flushes, syncs and renames it). label names f in errors. */
+hsr_status st_begin(FILE *f, const char *label, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
+                    hsr_st_writer **out);
+hsr_status st_end(hsr_st_writer *w);
 /* Appends bytes of the tensors, in order (any chunking). */
 hsr_status st_write(hsr_st_writer *w, const void *data, size_t bytes);
 /* Checks every byte was written, syncs, renames into place; frees w. */
 hsr_status st_finish(hsr_st_writer *w);
-/* Removes the temporary file; frees w (NULL is fine). */
+/* Removes st_create's temporary file; frees w (NULL is fine). */
 void st_abort(hsr_st_writer *w);
 
 /* ---- reader ---- */

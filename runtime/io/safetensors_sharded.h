@@ -12,6 +12,9 @@
  * does. A tensor is never split: one bigger than the limit gets a file of
  * its own.
  *
+ * The writer is the checkpoint room's (runtime/ckpt/ckpt_export.h): the
+ * files staged, then committed as a checkpoint is (ckpt_commit.c).
+ *
  * One reader for every form (st_set_open): a .safetensors file, an
  * index (.json), or a directory holding model.safetensors.index.json or
  * model.safetensors. The index is validated strictly and every problem
@@ -78,28 +81,17 @@ uint64_t st_set_total_bytes(const hsr_st_set *s);
 /* What errors call it: the path given to st_set_open. */
 const char *st_set_label(const hsr_st_set *s);
 
-/* ---- writer ---- */
-typedef struct hsr_st_set_writer hsr_st_set_writer;
-
-/* max_shard_bytes 0: one safetensors file at `path` (st_create).
- * Otherwise `path` is a directory (created when missing; its parent must
- * exist) that receives the shards (st_shard_plan) and the index, every
- * shard carrying the same metadata. A directory holds a complete model only
- * while its index (or model.safetensors) is one: the previous one is
- * removed first, the new index is the last file written (temporary name,
- * fsync, rename, directory fsync), and files of an earlier export that the
- * new one does not name (model-*-of-*.safetensors, model.safetensors, the
- * index) are removed after it. */
-hsr_status st_set_create(const char *path, uint64_t max_shard_bytes, const hsr_st_tensor *t, int n,
-                         const hsr_st_kv *meta, int nmeta, hsr_st_set_writer **out);
-/* Appends bytes of the tensors, in order (any chunking, across tensors and shards). */
-hsr_status st_set_write(hsr_st_set_writer *w, const void *data, size_t bytes);
-/* Checks every byte was written, then commits as above; frees w. */
-hsr_status st_set_finish(hsr_st_set_writer *w);
-/* Removes what this writer wrote; frees w (NULL is fine). */
-void st_set_abort(hsr_st_set_writer *w);
-/* Files the writer writes (1 for a single file; 0 for NULL). */
-int st_set_writer_files(const hsr_st_set_writer *w);
+/* ---- the layout's names and index (the writer: runtime/ckpt/ckpt_export.h) ---- */
+/* Shard k's (0-based) file name of nshards: model-0000k-of-0000N.safetensors,
+ * or model.safetensors when nshards is 1. */
+void st_shard_name(int k, int nshards, char *buf, size_t len);
+/* 1 when name is a shard's: model-NNNNN-of-NNNNN.safetensors. */
+int st_shard_like(const char *name);
+/* The index of tensors t (shard[i]: tensor i's shard, of nshards) as
+ * save_pretrained writes it: {"metadata": {"total_size": N}, "weight_map":
+ * {...}} through json.dumps(indent=2, sort_keys=True) + "\n", names in
+ * ASCII (\uXXXX beyond). *text malloc'd. */
+hsr_status st_index_text(const hsr_st_tensor *t, const int *shard, int n, int nshards, char **text, size_t *len);
 
 #ifdef __cplusplus
 }

@@ -223,28 +223,27 @@ hsr_status st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int n
 
 /* ---- the streaming writer ---- */
 struct hsr_st_writer {
-  hsr_out out; /* whole or not at all; a device or a FIFO in place, never renamed over */
+  hsr_out out; /* st_create's: whole or not at all; a device or a FIFO in place, never renamed over */
+  int own;     /* whether out is ours (st_create) or f the caller's (st_begin) */
   FILE *f;
   char *path;
   uint64_t total, written;
 };
 
-void st_abort(hsr_st_writer *w) {
-  if (!w) return;
-  out_abort(&w->out);
+static void writer_free(hsr_st_writer *w) {
   free(w->path);
   free(w);
 }
 
-static hsr_status io_fail(hsr_st_writer *w, const char *what) {
-  hsr_status st = hsr_error(HSR_ERR_IO, "safetensors '%s': %s: %s", w->path, what, strerror(errno));
-  st_abort(w);
-  return st;
+void st_abort(hsr_st_writer *w) {
+  if (!w) return;
+  if (w->own) out_abort(&w->out);
+  writer_free(w);
 }
 
-hsr_status st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
-                     hsr_st_writer **out) {
-  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "st_create: NULL argument");
+/* The writer of these tensors over f, the length and the header written. */
+static hsr_status begin(FILE *f, const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
+                        hsr_st_writer **out) {
   *out = NULL;
   char *hdr;
   size_t hlen;
@@ -255,24 +254,45 @@ hsr_status st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_
   if (w) w->path = strdup(path);
   if (!w || !w->path) {
     free(hdr);
-    st_abort(w);
+    if (w) writer_free(w);
     return hsr_error(HSR_ERR_NOMEM, "safetensors: out of memory");
   }
   w->total = total;
-  hsr_status ost = out_open(&w->out, "safetensors", path, HSR_OUT_WHOLE);
-  if (ost != HSR_OK) {
-    free(hdr);
-    free(w->path);
-    free(w);
-    return ost;
-  }
-  w->f = w->out.f;
+  w->f = f;
   unsigned char le[8];
   for (int i = 0; i < 8; i++) le[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-  int ok = fwrite(le, 1, 8, w->f) == 8 && fwrite(hdr, 1, hlen, w->f) == hlen;
+  int ok = fwrite(le, 1, 8, f) == 8 && fwrite(hdr, 1, hlen, f) == hlen;
   free(hdr);
-  if (!ok) return io_fail(w, "writing the header");
+  if (!ok) {
+    hsr_status st = hsr_error(HSR_ERR_IO, "safetensors '%s': writing the header: %s", path, strerror(errno));
+    writer_free(w);
+    return st;
+  }
   *out = w;
+  return HSR_OK;
+}
+
+hsr_status st_begin(FILE *f, const char *label, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
+                    hsr_st_writer **out) {
+  if (!f || !label || !out) return hsr_error(HSR_ERR_INVALID, "st_begin: NULL argument");
+  return begin(f, label, t, n, meta, nmeta, out);
+}
+
+hsr_status st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
+                     hsr_st_writer **out) {
+  if (!path || !out) return hsr_error(HSR_ERR_INVALID, "st_create: NULL argument");
+  *out = NULL;
+  uint64_t total;
+  HSR_CHECK(check_entries(t, n, meta, nmeta, &total)); /* a bad header touches no file */
+  hsr_out o;
+  HSR_CHECK(out_open(&o, "safetensors", path, HSR_OUT_WHOLE));
+  hsr_status st = begin(o.f, path, t, n, meta, nmeta, out);
+  if (st != HSR_OK) {
+    out_abort(&o);
+    return st;
+  }
+  (*out)->out = o;
+  (*out)->own = 1;
   return HSR_OK;
 }
 
@@ -281,24 +301,34 @@ hsr_status st_write(hsr_st_writer *w, const void *data, size_t bytes) {
   if (bytes > w->total - w->written)
     return hsr_error(HSR_ERR_INVALID, "safetensors '%s': %zu more bytes, but the header leaves only %llu", w->path,
                      bytes, (unsigned long long)(w->total - w->written));
-  if (bytes && fwrite(data, 1, bytes, w->f) != bytes) {
-    hsr_status st = hsr_error(HSR_ERR_IO, "safetensors '%s': write: %s", w->path, strerror(errno));
-    return st;
-  }
+  if (bytes && fwrite(data, 1, bytes, w->f) != bytes)
+    return hsr_error(HSR_ERR_IO, "safetensors '%s': write: %s", w->path, strerror(errno));
   w->written += bytes;
   return HSR_OK;
 }
 
+/* Whether every byte the header promises was written. */
+static hsr_status complete(const hsr_st_writer *w) {
+  if (w->written == w->total) return HSR_OK;
+  return hsr_error(HSR_ERR_INVALID, "safetensors '%s': %llu of the header's %llu data bytes written", w->path,
+                   (unsigned long long)w->written, (unsigned long long)w->total);
+}
+
+hsr_status st_end(hsr_st_writer *w) {
+  if (!w) return hsr_error(HSR_ERR_INVALID, "st_end: NULL writer");
+  hsr_status st = complete(w);
+  writer_free(w);
+  return st;
+}
+
 hsr_status st_finish(hsr_st_writer *w) {
   if (!w) return hsr_error(HSR_ERR_INVALID, "st_finish: NULL writer");
-  if (w->written != w->total) {
-    hsr_status st = hsr_error(HSR_ERR_INVALID, "safetensors '%s': %llu of the header's %llu data bytes written",
-                              w->path, (unsigned long long)w->written, (unsigned long long)w->total);
+  hsr_status st = complete(w);
+  if (st != HSR_OK) {
     st_abort(w);
     return st;
   }
-  hsr_status st = out_close(&w->out); /* flush, fsync, every write checked, rename */
-  free(w->path);
-  free(w);
+  st = w->own ? out_close(&w->out) : HSR_OK; /* flush, fsync, every write checked, rename */
+  writer_free(w);
   return st;
 }
