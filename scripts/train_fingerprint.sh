@@ -23,6 +23,9 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/hsr-fp.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 export OPENBLAS_NUM_THREADS=1 HSR_COMM_TIMEOUT=${HSR_COMM_TIMEOUT:-20}
 unset HSR_FAULT
+# the GPT's and the Llama's text: fixed here (their default, the repository's
+# own text, changes with every commit)
+seq 1 40000 | awk '{printf "%s %s, ", $1, ($1 * 7919) % 10007} NR % 12 == 0 {print ""}' >"$W/text.txt"
 
 norm() { # NAME: the run's files in $W/NAME.* -> $OUT/NAME.*, times removed
   python3 - "$W" "$OUT" "$1" <<'EOF'
@@ -82,9 +85,9 @@ run mlp_refused         2 1 -- --model mlp --steps 6 --strategy zero1 --reshard 
 run mlp_outer_bf16      4 2 -- --model mlp --steps 6 --outer-shard optim --param-dtype bf16 --reduce-dtype bf16
 run mlp_linear_wrap     4 2 -- --model mlp --steps 4 --wrap linear --sync rs_only --micro-batches 2
 run mlp_sim             2 1 -- --model mlp --steps 4 --device sim
-run gpt_fsdp            2 1 -- --model gpt --steps 4 --layers 2 --dim 64 --seq 32 --batch 4 --val-every 2 --val-windows 4
-run gpt_hybrid_sel      4 2 -- --model gpt --steps 3 --layers 2 --dim 64 --seq 32 --batch 4 --recompute selective
-run llama_fsdp          2 1 -- --model llama --steps 3 --layers 2 --dim 64 --seq 32 --batch 4 --val-every 3 --val-windows 4
+run gpt_fsdp            2 1 -- --model gpt --data "$W/text.txt" --steps 4 --layers 2 --dim 64 --seq 32 --batch 4 --val-every 2 --val-windows 4
+run gpt_hybrid_sel      4 2 -- --model gpt --data "$W/text.txt" --steps 3 --layers 2 --dim 64 --seq 32 --batch 4 --recompute selective
+run llama_fsdp          2 1 -- --model llama --data "$W/text.txt" --steps 3 --layers 2 --dim 64 --seq 32 --batch 4 --val-every 3 --val-windows 4
 
 # a checkpoint saved on 2 x 2 and resumed on 1 x 4
 run ckpt_save           4 2 -- --model mlp --steps 4 --ckpt "$W/ck"
