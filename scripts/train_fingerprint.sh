@@ -37,6 +37,8 @@ def strip(x):
         return {k: strip(v) for k, v in x.items() if not TIMEY.search(k)}
     if isinstance(x, list):
         return [strip(v) for v in x]
+    if isinstance(x, str):
+        return x.replace(w, 'OUT')
     return x
 for ext in ('log', 'json'):
     p = f'{w}/{name}.{ext}'
