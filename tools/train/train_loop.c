@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "hf_config.h"
-#include "model_meta.h"
+#include "tools/cli/cli.h"
+#include "tools/models/hf_config.h"
+#include "tools/models/model_meta.h"
 #include "hsr/boot.h"
 #include "launch/boot_internal.h"
 #include "hsr/config.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/sys.h"
 #include "train.h"
 #include "common/dtype_internal.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/sys.h"
 #include "tune_cli.h"
 #include "launch/boot_internal.h"

@@ -1,0 +1,8 @@
+# tools/: the front ends' rooms (cli, models, train, ckpt, tune, bench and
+# the top folder of commands) call each other without a loop; the graph of
+# the objects of the hsr binary and its two archives, by folder.
+file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/objects-tools.txt
+     CONTENT "$<JOIN:$<TARGET_OBJECTS:hsr_cli_common>;$<TARGET_OBJECTS:hsr_train>;$<TARGET_OBJECTS:hsr_cli>,\n>\n")
+add_test(NAME tools_call_graph COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/call_graph.py tools --by-dir
+         @${CMAKE_BINARY_DIR}/objects-tools.txt)
+set_tests_properties(tools_call_graph PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
