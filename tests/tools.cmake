@@ -6,3 +6,10 @@ file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/objects-tools.txt
 add_test(NAME tools_call_graph COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/call_graph.py tools --by-dir
          @${CMAKE_BINARY_DIR}/objects-tools.txt)
 set_tests_properties(tools_call_graph PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+# examples/train_run.c: a program over the training driver (tools/train/train.h)
+# trains, and is the same job as hsr train with the same settings: the same
+# loss at every step, the same --json fields (tests/example_train.sh).
+add_test(NAME example_train_run COMMAND ${CMAKE_SOURCE_DIR}/tests/example_train.sh $<TARGET_FILE:hsr_example_train>
+         $<TARGET_FILE:hsr_cli>)
+set_tests_properties(example_train_run PROPERTIES TIMEOUT 120 ENVIRONMENT "OPENBLAS_NUM_THREADS=1")

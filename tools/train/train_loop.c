@@ -1,7 +1,8 @@
-/* hsr train: trains an example model (--model mlp | gpt, tools/train_models.c)
- * with the sharding engine. The flags (train_args.c), the loop and the report
- * are shared; what differs between the models sits behind train_model
- * (train.h). */
+/* The training driver: one job (bootstrap, engine, the loop, checkpoints,
+ * the report) for an example model (--model mlp | gpt | llama,
+ * train_models.c) with the sharding engine. The arguments (train_args.c),
+ * the loop and the report are shared; what differs between the models sits
+ * behind train_model (train.h). */
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -431,13 +432,9 @@ static hsr_status run(train_run *r) {
   return st;
 }
 
-int cmd_train(int argc, char **argv) {
-  train_args a;
-  int pr = train_parse(argc, argv, &a);
-  if (pr < 0) return HSR_EXIT_OK;
-  if (pr > 0) return pr;
+int train_job(train_args *a) {
   openblas_set_num_threads(1); /* one BLAS thread per rank: ranks share the cores */
-  train_run r = {&a, NULL, NULL, 0, 1, NULL, 0};
+  train_run r = {a, NULL, NULL, 0, 1, NULL, 0};
   hsr_status st = hsr_boot_init(&r.boot);
   if (st != HSR_OK) return cli_fail("train", st);
   r.rank = hsr_boot_rank(r.boot), r.world = hsr_boot_size(r.boot);
