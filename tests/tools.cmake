@@ -6,6 +6,11 @@ file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/objects-tools.txt
 add_test(NAME tools_call_graph COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/call_graph.py tools --by-dir
          @${CMAKE_BINARY_DIR}/objects-tools.txt)
 set_tests_properties(tools_call_graph PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
+# ... and their files too: each file its own node, but for the collective
+# benchmark (bench_coll*.c: the sweep and its output name each other by design).
+add_test(NAME tools_file_call_graph COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/call_graph.py tools
+         --group "bench_coll=bench_coll(_.*)?" @${CMAKE_BINARY_DIR}/objects-tools.txt)
+set_tests_properties(tools_file_call_graph PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
 
 # examples/train_run.c: a program over the training driver (tools/train/train.h)
 # trains, and is the same job as hsr train with the same settings: the same
