@@ -19,33 +19,43 @@
 # hsr_modules_finish() then checks that every .c/.cu file under a module
 # folder is listed, so a forgotten file is an error at configure time rather
 # than a silently missing symbol.
+#
+# FRONT marks a front-end module (tools/): the same checks, but its sources
+# are no part of libhsr: no object library is made, the caller builds its
+# programs and archives from HSR_MODULE_<name>_FILES and makes them depend on
+# hsr_<name>_layers.
 
-set(HSR_MODULE_NAMES "")
+set(HSR_MODULE_NAMES "")     # every module, in the layer table
+set(HSR_LIB_MODULE_NAMES "") # those whose objects make libhsr
 
 function(hsr_module)
-  cmake_parse_arguments(M "" "NAME" "DEPS;HEADERS;SOURCES;CUDA_SOURCES;LIBS;INTERNAL;SHARED" ${ARGN})
+  cmake_parse_arguments(M "FRONT" "NAME" "DEPS;HEADERS;SOURCES;CUDA_SOURCES;LIBS;INTERNAL;SHARED" ${ARGN})
   set(m ${M_NAME})
   set(srcs ${M_SOURCES})
   if(HSR_HAVE_CUDA)
     list(APPEND srcs ${M_CUDA_SOURCES})
   endif()
   list(TRANSFORM srcs PREPEND ${CMAKE_SOURCE_DIR}/)
-  add_library(hsr_${m} OBJECT ${srcs})
-  target_include_directories(hsr_${m} PUBLIC
-    $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
-    $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/include>)
-  # INTERNAL and SHARED headers by their path from the source tree
-  target_include_directories(hsr_${m} PRIVATE ${CMAKE_SOURCE_DIR})
-  # Only the public API leaves libhsr.so (HSR_API in include/hsr/*.h).
-  set_target_properties(hsr_${m} PROPERTIES C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
-                        VISIBILITY_INLINES_HIDDEN ON)
-  target_link_libraries(hsr_${m} PUBLIC ${M_LIBS})
   foreach(d ${M_DEPS})
-    if(NOT TARGET hsr_${d})
+    if(NOT TARGET hsr_${d}_layers)
       message(FATAL_ERROR "module ${m} depends on ${d}, which is not defined yet (define modules bottom-up)")
     endif()
-    target_link_libraries(hsr_${m} PUBLIC hsr_${d})
   endforeach()
+  if(NOT M_FRONT)
+    add_library(hsr_${m} OBJECT ${srcs})
+    target_include_directories(hsr_${m} PUBLIC
+      $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
+      $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/include>)
+    # INTERNAL and SHARED headers by their path from the source tree
+    target_include_directories(hsr_${m} PRIVATE ${CMAKE_SOURCE_DIR})
+    # Only the public API leaves libhsr.so (HSR_API in include/hsr/*.h).
+    set_target_properties(hsr_${m} PROPERTIES C_VISIBILITY_PRESET hidden CUDA_VISIBILITY_PRESET hidden
+                          VISIBILITY_INLINES_HIDDEN ON)
+    target_link_libraries(hsr_${m} PUBLIC ${M_LIBS})
+    foreach(d ${M_DEPS})
+      target_link_libraries(hsr_${m} PUBLIC hsr_${d})
+    endforeach()
+  endif()
 
   # the build-time layer check of this module's sources and public headers
   set(files ${M_SOURCES} ${M_CUDA_SOURCES})
@@ -64,7 +74,10 @@ function(hsr_module)
     DEPENDS ${abs} ${CMAKE_SOURCE_DIR}/cmake/layer_check.cmake ${CMAKE_BINARY_DIR}/layers/table.cmake
     COMMENT "layers: checking the includes of ${m}/" VERBATIM)
   add_custom_target(hsr_${m}_layers DEPENDS ${stamp})
-  add_dependencies(hsr_${m} hsr_${m}_layers)
+  if(NOT M_FRONT)
+    add_dependencies(hsr_${m} hsr_${m}_layers)
+    set(HSR_LIB_MODULE_NAMES ${HSR_LIB_MODULE_NAMES} ${m} PARENT_SCOPE)
+  endif()
 
   set(HSR_MODULE_NAMES ${HSR_MODULE_NAMES} ${m} PARENT_SCOPE)
   set(HSR_MODULE_${m}_DEPS ${M_DEPS} PARENT_SCOPE)

@@ -40,7 +40,7 @@
 #include "hsr/topology.h"
 #include "topology/topology_internal.h"
 #include "kernels/kernels_internal.h"
-#include "train.h"
+#include "tools/train/train.h"
 
 #define STEPS 6
 #define BATCH g_batch

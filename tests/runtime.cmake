@@ -130,7 +130,7 @@ hsr_add_unit(test_st_sharded test_st_sharded.c)
 # meshes, strategies, reshard policies and prefetch depths, block and linear
 # wrapping, a warm-up + cosine schedule, validation passes in between; and the
 # safetensors export / --init round trip.
-hsr_add_program(mr_gpt mr_gpt.c ${CMAKE_SOURCE_DIR}/tools/train_io.c)
+hsr_add_program(mr_gpt mr_gpt.c ${CMAKE_SOURCE_DIR}/tools/train/train_io.c)
 set(_g "clip=0.05")
 set(_gpt_specs_4
   strategy=fsdp,S=4,reshard=full,prefetch=0,${_g},twice=1,same=f4

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/env.h"
 #include "hsr/ft.h"
 #include "ft/ft_internal.h"

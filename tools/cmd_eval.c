@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "gpt_file.h"
+#include "tools/cli/cli.h"
+#include "tools/models/gpt_file.h"
 #include "common/sys.h"
 #include "common/common_internal.h"
 

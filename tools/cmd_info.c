@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "hsr/boot.h"
 #include "launch/boot_internal.h"
 

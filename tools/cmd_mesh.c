@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/sys.h"
 #include "hsr/topology.h"
 #include "topology/topology_internal.h"

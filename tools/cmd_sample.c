@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "ex_rand.h"
-#include "gpt_file.h"
+#include "tools/models/gpt_file.h"
 #include "common/sys.h"
 #include "common/common_internal.h"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "hsr/comm.h"
 #include "hsr/config.h"
 #include "common/env.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <ucp/api/ucp.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "hsr/config.h"
 #if HSR_HAVE_CUDA
 #include <cuda_runtime_api.h>

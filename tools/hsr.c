@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/env.h"
 
 static const hsr_cli_command commands[] = {

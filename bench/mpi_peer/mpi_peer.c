@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "nccl_table.h"
+#include "tools/bench/nccl_table.h"
 
 static int g_rank;
 

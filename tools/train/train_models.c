@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt_file.h"
+#include "tools/models/gpt_file.h"
 #include "llama.h"
 #include "hsr/config.h"
 #include "mlp.h"

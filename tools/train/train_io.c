@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt_file.h"
+#include "tools/models/gpt_file.h"
 #include "hsr/kernels.h"
 #include "launch/agree.h"
 #include "runtime/ckpt/ckpt_export.h"

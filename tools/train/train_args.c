@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/sys.h"
 #include "train.h"
 #include "common/dtype_internal.h"
@@ -478,7 +478,7 @@ static int check_args(train_args *a) {
   return 0;
 }
 
-int train_parse(int argc, char **argv, train_args *a) {
+void train_args_default(train_args *a) {
   memset(a, 0, sizeof *a);
   a->model = &train_model_mlp;
   a->layers = a->dim = a->heads = a->kv_heads = a->classes = a->seq = a->batch = a->warmup = a->val_every =
@@ -492,6 +492,10 @@ int train_parse(int argc, char **argv, train_args *a) {
   a->ftc.hash_every = 10;
   hsr_rt_config_default(&a->cfg);
   a->cfg.clip = 1.0;
+}
+
+int train_parse(int argc, char **argv, train_args *a) {
+  train_args_default(a);
   optind = 1;
   opterr = 0;
   int c;
@@ -507,6 +511,10 @@ int train_parse(int argc, char **argv, train_args *a) {
     if (st != HSR_OK) return cli_usage_error("train", "%s", hsr_last_error());
   }
   if (optind < argc) return cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
+  return train_args_finish(a);
+}
+
+int train_args_finish(train_args *a) {
   int rc = check_args(a);
   if (rc) return rc;
   a->cfg.num_groups = 2;

@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bench.h"
-#include "cli.h"
+#include "tools/bench/bench.h"
+#include "tools/cli/cli.h"
 #include "hsr/kernels.h"
 #include "topology/topology_internal.h"
 #include "runtime/runtime_internal.h"

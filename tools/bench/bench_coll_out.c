@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "bench_coll.h"
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "hsr/config.h"
 #include "common/dtype_internal.h"
 #include "collectives/comm_internal.h"

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench_coll.h" /* bc_have_gnuplot */
-#include "cli.h"
+#include "tools/bench/bench_coll.h" /* bc_have_gnuplot */
+#include "tools/cli/cli.h"
 #include "common/json.h"
 #include "common/sys.h"
 #include "runtime/io/trace_summary.h"

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/sys.h"
-#include "model_meta.h"
+#include "tools/models/model_meta.h"
 #include "train.h"
 #include "common/common_internal.h"
 #include "launch/boot_internal.h"

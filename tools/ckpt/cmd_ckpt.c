@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "hsr/ckpt.h"
 #include "runtime/ckpt/ckpt_internal.h"
 #include "common/sys.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/env.h"
 #include "train.h"
 #include "common/common_internal.h"

@@ -13,7 +13,7 @@
 
 #include "bench.h"
 #include "common/sys.h"
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/common_internal.h"
 
 __attribute__((target("avx2"))) static void stream_copy(void *dst, const void *src, size_t n) {

@@ -1,5 +1,16 @@
-/* hsr train's pieces: the arguments, the model table (what differs between
- * the MLP and the GPT) and the helpers the shared training loop uses. */
+/* The training driver's API (the tools/train room; `hsr train` and
+ * examples/train_run.c call it): a configuration (train_args) from defaults
+ * and fields, or from hsr train's flags, then one job (train_job). Also the
+ * model table (what differs between the MLP, the GPT and the Llama) and the
+ * helpers the shared training loop uses. Internal: linked from libhsr_train.a,
+ * not exported by libhsr.so.
+ *
+ *   train_args a;
+ *   train_args_default(&a);            // hsr train's defaults (the MLP)
+ *   a.model = &train_model_gpt, a.steps = 20;
+ *   int code = train_args_finish(&a);  // the model's defaults, the checks
+ *   if (!code) code = train_job(&a);   // boot, train, report, finalize
+ */
 #ifndef HSR_TOOLS_TRAIN_H
 #define HSR_TOOLS_TRAIN_H
 
@@ -100,6 +111,21 @@ extern const train_model train_model_mlp, train_model_gpt, train_model_llama;
  * optimizer groups and the run's hash set). 0: go; -1: --help printed;
  * else the exit code of a usage error (printed). */
 int train_parse(int argc, char **argv, train_args *a);
+/* train_args.c: hsr train's defaults with no flag given (the MLP, 200 steps;
+ * shape fields at -1: the model's own). Set fields after it, then call
+ * train_args_finish. */
+void train_args_default(train_args *a);
+/* train_args.c: what train_parse does after the flags: the checks made
+ * before anything starts (said once per job), the model's defaults, the
+ * optimizer groups and the run's hash. 0: go; else the exit code of a usage
+ * error (printed). */
+int train_args_finish(train_args *a);
+/* train_loop.c: one training job from a finished configuration: the
+ * bootstrap (a launcher's ranks, or a singleton), the mesh checks, the
+ * engine, the loop with its log, checkpoints and replica groups, export,
+ * the report and --json, teardown. Prints what hsr train prints; returns
+ * its exit code (0, 1 a failure, 2 bad input). Once per process. */
+int train_job(train_args *a);
 
 /* train_args.c: the checks that need the mesh (after the bootstrap, before
  * the engine): flags that have no effect on this mesh are refused. 0 or an

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "llama.h"
 
 static const char *meta_of(const hsr_st_kv *kv, int n, const char *key) {

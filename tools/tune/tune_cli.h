@@ -81,7 +81,7 @@ hsr_status tune_device_memory(const char *pci, double *total, char *name, size_t
 /* tune_validate.c: under a launcher; returns an exit code */
 int tune_validate(tune_opts *o);
 
-/* cmd_tune.c: the model and the cost model from the options (shared with --validate) */
+/* tune_setup.c: the model and the cost model from the options (shared with --validate) */
 hsr_status tune_setup(tune_ctx *x, hsr_cluster *cl);
 
 #endif

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "hsr/boot.h"
 #include "launch/boot_internal.h"
 #include "hsr/comm.h"

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "hsr/ckpt.h"
 #include "runtime/ckpt/ckpt_internal.h"
 #include "common/sys.h"

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "bench.h"
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "hsr/ft.h"
 #include "ft/ft_internal.h"
 #include "common/common_internal.h"

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "cli.h"
+#include "tools/cli/cli.h"
 
 static const hsr_cli_command benches[] = {
     {"all_gather", "all-gather bandwidth per group (nccl-tests' all_gather_perf: table, JSON)", bench_all_gather},

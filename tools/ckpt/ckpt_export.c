@@ -12,14 +12,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "hsr/ckpt.h"
 #include "runtime/ckpt/ckpt_export.h"
 #include "runtime/ckpt/ckpt_internal.h"
 #include "runtime/io/safetensors_sharded.h"
 #include "common/sys.h"
-#include "hf_config.h"
-#include "model_meta.h"
+#include "tools/models/hf_config.h"
+#include "tools/models/model_meta.h"
 
 static void export_usage(FILE *f) {
   fprintf(f, "usage: hsr ckpt export DIR --safetensors PATH [--max-shard-size N]\n"

@@ -14,7 +14,7 @@
 
 #include "bench.h"
 #include "bench_coll.h"
-#include "cli.h"
+#include "tools/cli/cli.h"
 #include "common/sys.h"
 #include "common/env.h"
 #include "common/common_internal.h"
