@@ -1,4 +1,4 @@
-/* GPT weights in safetensors files (tools/gpt_file.c): hsr train --init,
+/* GPT weights in safetensors files (tools/models/gpt_file.c): hsr train --init,
  * hsr eval and hsr sample read them, a single file or Hugging Face's
  * sharded layout alike (runtime/io/safetensors_sharded.h). */
 #ifndef HSR_TOOLS_GPT_FILE_H
