@@ -156,15 +156,11 @@ hsr_status ckpt_fault_parse(int64_t step, ckpt_stage *out);
 void ckpt_fault_here(ckpt_stage armed, ckpt_stage here, int rank, int64_t step);
 
 /* ---- ckpt_plan.c ---- */
-/* A piece of shard content: elements [start, start + count) of layout
- * parameter `param` (in unit `unit`), at element `local` of the unit's slice. */
-typedef struct ckpt_piece {
-  int param, unit;
-  uint64_t start, count, local;
-} ckpt_piece;
 /* What the rank at mesh coordinates (rep, sh) writes: its share of what it
  * holds alike with other ranks (today 1/R of shard sh's content; units in
- * order, parameters in layout order); whole: all it holds. *out malloc'd. */
+ * order, parameters in layout order); whole: all it holds. *out malloc'd.
+ * The engine-less planner (ckpt_geom_pieces) on the engine's layout and
+ * mesh, its ranges checked against the engine's. */
 hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, int whole, ckpt_piece **out, int *n);
 
 /* Who the ranks agree through: a host communicator (bounded by
