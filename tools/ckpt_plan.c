@@ -26,8 +26,9 @@ static void usage(FILE *f) {
           "       hsr ckpt plan --against DIR [--outer-shard optim] [--json]\n"
           "Times the checkpoint planner for a mesh that need not exist, in one process: what each rank\n"
           "computes alone from the layout and the mesh's shape (no communicator, no state).\n"
-          "  --ranks N         an FSDP mesh of N ranks (1 x N; 1 to 16777216, default 1024)\n"
-          "  --shard S, --replicate R   an R x S (replicate x shard) mesh instead\n"
+          "  --ranks N         an FSDP mesh of N ranks (1 x N; 1 to 1048576, default 1024)\n"
+          "  --shard S, --replicate R   an R x S (replicate x shard) mesh instead (S up to 1048576,\n"
+          "                    R x S up to 16777216)\n"
           "  --arch NAME       the model's tensors: %s (default llama3-70b; gpt and\n"
           "                    llama families at their published shapes, one unit per block plus the root)\n"
           "  --outer-shard optim   the optimizer state sharded over the replicas too (HFSDP)\n"
@@ -252,10 +253,10 @@ static int parse(int argc, char **argv, args *a) {
     switch (c) {
     case 'h': usage(stdout); return -1;
     case 'j': a->json = 1; break;
-    case 'n': st = parse_long("--ranks", optarg, 1, 1 << 24, &n); break;
-    case 's': st = parse_long("--shard", optarg, 1, 1 << 24, &s); break;
+    case 'n': st = parse_long("--ranks", optarg, 1, 1 << 20, &n); break; /* the layout's most shards */
+    case 's': st = parse_long("--shard", optarg, 1, 1 << 20, &s); break;
     case 'r': st = parse_long("--replicate", optarg, 1, 1 << 24, &r); break;
-    case 'l': st = parse_long("--load-ranks", optarg, 1, 1 << 24, &lr); break;
+    case 'l': st = parse_long("--load-ranks", optarg, 1, 1 << 20, &lr); break;
     case 'a': a->arch = optarg; break;
     case 'A': a->against = optarg; break;
     case 'o':
@@ -349,10 +350,20 @@ static int run_against(const args *a) {
   if (st == HSR_OK) st = ckpt_open_text("(the plan)", text, len, &sim);
   hsr_status cs = st == HSR_OK ? compare(real, sim, &ranges) : st;
   if (cs == HSR_OK) {
-    if (a->json)
-      printf("{\"checkpoint\": \"%s\", \"ranks\": %d, \"tensors\": %d, \"ranges\": %d, \"same\": true}\n", in.dir,
-             in.world, in.num_tensors, ranges);
-    else
+    if (a->json) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "checkpoint", in.dir);
+      cJSON_AddNumberToObject(o, "ranks", in.world);
+      cJSON_AddNumberToObject(o, "replicate", in.replicate);
+      cJSON_AddNumberToObject(o, "shard", in.shard);
+      cJSON_AddNumberToObject(o, "tensors", in.num_tensors);
+      cJSON_AddNumberToObject(o, "ranges", ranges);
+      cJSON_AddBoolToObject(o, "same", 1);
+      char *t = cJSON_Print(o);
+      if (t) printf("%s\n", t);
+      free(t);
+      cJSON_Delete(o);
+    } else
       printf("%s: the planner's save on %d ranks (%d x %d) is the checkpoint's: %d tensors, %d ranges, the same "
              "elements, offsets and ranks\n",
              in.dir, in.world, in.replicate, in.shard, in.num_tensors, ranges);
@@ -377,11 +388,11 @@ int ckpt_plan_main(int argc, char **argv) {
     return run_against(&a);
   }
   hsr_tune_arch arch;
-  if (tune_arch_preset(a.arch, &arch) != HSR_OK || tune_arch_check(&arch) != HSR_OK)
-    return cli_usage_error(CMD, "%s", hsr_last_error());
+  if (tune_arch_preset(a.arch, &arch) != HSR_OK) return cli_usage_error(CMD, "%s", hsr_last_error());
   if (arch.layers < 1 || arch.width < 1)
     return cli_usage_error(CMD, "--arch %s is a family without a shape (valid: gpt2-124m, llama3-8b, llama3-70b)",
                            a.arch);
+  if (tune_arch_check(&arch) != HSR_OK) return cli_usage_error(CMD, "%s", hsr_last_error());
   int W = a.R * a.S, LW = a.LR * a.LS;
   hsr_rt_layout *l = NULL, *ll = NULL;
   ckpt_geom *g = NULL;
@@ -395,6 +406,20 @@ int ckpt_plan_main(int argc, char **argv) {
   for (int i = 0; st == HSR_OK && i < rt_layout_num_params(l); i++) {
     hsr_rt_param_info p;
     if (rt_layout_param(l, i, &p) == HSR_OK) params += (double)p.numel;
+  }
+  /* Before any work: the manifest's ranges are about one per unit per
+   * shard (per rank with the outer shard) plus one per rank and parameter;
+   * built, printed and parsed here they take about 1.3 KB each (measured). */
+  uint64_t mem = 0;
+  double est = st == HSR_OK ? ((double)(a.outer ? W : a.S) * rt_layout_num_units(l) + W + rt_layout_num_params(l)) : 0;
+  if (st == HSR_OK && sys_mem_available(&mem) == HSR_OK && est * 1300 > 0.9 * (double)mem) {
+    char x[32], y[32];
+    sys_bytes_text(est * 1300, x, sizeof x), sys_bytes_text((double)mem, y, sizeof y);
+    rt_layout_free(l), rt_layout_free(ll);
+    return cli_usage_error(CMD,
+                           "%d ranks of %s do not fit in memory: the simulated manifest's %.3g ranges need about %s, %s "
+                           "is available (fewer --ranks, or a smaller --shard with --replicate)",
+                           W, a.arch, est, x, y);
   }
   /* rank 0's manifest: every rank's pieces, the JSON, printed */
   double t0 = cpu_s();
