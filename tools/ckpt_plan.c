@@ -20,28 +20,27 @@
 #define CMD "ckpt plan"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: hsr ckpt plan [--ranks N | --shard S --replicate R] [--arch NAME] [--outer-shard optim]\n"
-          "                     [--load-ranks M] [--block SIZE] [--json]\n"
-          "       hsr ckpt plan --against DIR [--outer-shard optim] [--json]\n"
-          "Times the checkpoint planner for a mesh that need not exist, in one process: what each rank\n"
-          "computes alone from the layout and the mesh's shape (no communicator, no state).\n"
-          "  --ranks N         an FSDP mesh of N ranks (1 x N; 1 to 1048576, default 1024)\n"
-          "  --shard S, --replicate R   an R x S (replicate x shard) mesh instead (S up to 1048576,\n"
-          "                    R x S up to 16777216)\n"
-          "  --arch NAME       the model's tensors: %s (default llama3-70b; gpt and\n"
-          "                    llama families at their published shapes, one unit per block plus the root)\n"
-          "  --outer-shard optim   the optimizer state sharded over the replicas too (HFSDP)\n"
-          "  --load-ranks M    the load's mesh: FSDP over M ranks (default: the saving mesh)\n"
-          "  --block SIZE      bytes per checksummed block (default 1M, as HSR_CKPT_BLOCK)\n"
-          "  --against DIR     rebuild a saved checkpoint's layout and mesh from its manifest, plan its save\n"
-          "                    and compare every tensor's ranges with the manifest's (exit 1 on a difference)\n"
-          "  --json            one JSON object on stdout instead of the table\n"
-          "Reported (CPU seconds of one core), for ranks 0, W/2 and W-1: the seconds to compute the rank's save plan (its pieces) and\n"
-          "its load plan (its pieces on the load's mesh and the saved ranges they meet), the pieces; and the\n"
-          "manifest: its bytes, ranges, the seconds rank 0 takes to assemble it and every rank to parse it.\n"
-          "Exit codes: 0 ok, 1 a difference (--against), 2 bad usage.\n",
-          tune_arch_names());
+  fprintf(f, "usage: hsr ckpt plan [--ranks N | --shard S --replicate R] [--arch NAME] [--outer-shard optim]\n"
+             "                     [--load-ranks M] [--block SIZE] [--json]\n"
+             "       hsr ckpt plan --against DIR [--outer-shard optim] [--json]\n"
+             "Times the checkpoint planner for a mesh that need not exist, in one process: what each rank\n"
+             "computes alone from the layout and the mesh's shape (no communicator, no state).\n"
+             "  --ranks N         an FSDP mesh of N ranks (1 x N; 1 to 1048576, default 1024)\n"
+             "  --shard S, --replicate R   an R x S (replicate x shard) mesh instead (S up to 1048576,\n"
+             "                    R x S up to 16777216)\n"
+             "  --arch NAME       the model's tensors: gpt2-124m, llama3-8b or llama3-70b (default), their\n"
+             "                    published shapes, one unit per block plus the root\n"
+             "  --outer-shard optim   the optimizer state sharded over the replicas too (HFSDP)\n"
+             "  --load-ranks M    the load's mesh: FSDP over M ranks (default: the saving mesh)\n"
+             "  --block SIZE      bytes per checksummed block (default 1M, as HSR_CKPT_BLOCK)\n"
+             "  --against DIR     rebuild a saved checkpoint's layout and mesh from its manifest, plan its save\n"
+             "                    and compare every tensor's ranges with the manifest's (exit 1 on a difference)\n"
+             "  --json            one JSON object on stdout instead of the table\n"
+             "Reported in CPU seconds of one core, for ranks 0, W/2 and W-1: the time to compute the rank's save\n"
+             "plan (its pieces) and its load plan (its pieces on the load's mesh and the saved ranges they meet),\n"
+             "the pieces; and the manifest: its bytes, ranges, the time rank 0 takes to assemble it and every\n"
+             "rank to parse it.\n"
+             "Exit codes: 0 ok, 1 a difference (--against), 2 bad usage.\n");
 }
 
 /* CPU seconds of this process: the planner's cost, not the share of a
@@ -76,12 +75,13 @@ static hsr_status model_layout(const hsr_tune_arch *a, int R, int S, int outer, 
     char n[112], p[48];
     snprintf(n, sizeof n, "layers.%d", i);
     st = rt_layout_add_unit(l, n, &u);
-    static const char *const lw[] = {"attention_norm", "attention.wq", "attention.wk", "attention.wv", "attention.wo",
-                                     "ffn_norm",       "feed_forward.w1", "feed_forward.w3", "feed_forward.w2"};
+    static const char *const lw[] = {"attention_norm",  "attention.wq",    "attention.wk",
+                                     "attention.wv",    "attention.wo",    "ffn_norm",
+                                     "feed_forward.w1", "feed_forward.w3", "feed_forward.w2"};
     int64_t lr[][2] = {{C, 0}, {C, C}, {kv, C}, {kv, C}, {C, C}, {C, 0}, {F, C}, {F, C}, {C, F}};
-    static const char *const gw[] = {"ln_1.weight", "ln_1.bias",   "attn.c_attn.weight", "attn.c_attn.bias",
-                                     "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                                     "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    static const char *const gw[] = {"ln_1.weight",        "ln_1.bias",        "attn.c_attn.weight", "attn.c_attn.bias",
+                                     "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight",        "ln_2.bias",
+                                     "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",  "mlp.c_proj.bias"};
     int64_t gr[][2] = {{C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
                        {C, 0}, {C, 0}, {F, C},     {F, 0},     {C, F}, {C, 0}};
     int n_ = llama ? 9 : 12;
@@ -148,14 +148,17 @@ static hsr_status compare(const hsr_ckpt *real, const hsr_ckpt *sim, int *ranges
   cJSON *ja = cJSON_Parse(a), *jb = cJSON_Parse(b);
   hsr_status st = ja && jb ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "checkpoint plan: out of memory");
   const cJSON *fa = cJSON_GetObjectItemCaseSensitive(ja, "files"), *fb = cJSON_GetObjectItemCaseSensitive(jb, "files");
-  const cJSON *ta = cJSON_GetObjectItemCaseSensitive(ja, "tensors"), *tb = cJSON_GetObjectItemCaseSensitive(jb, "tensors");
-  if (st == HSR_OK && (cJSON_GetArraySize(fa) != cJSON_GetArraySize(fb) || cJSON_GetArraySize(ta) != cJSON_GetArraySize(tb)))
+  const cJSON *ta = cJSON_GetObjectItemCaseSensitive(ja, "tensors"),
+              *tb = cJSON_GetObjectItemCaseSensitive(jb, "tensors");
+  if (st == HSR_OK &&
+      (cJSON_GetArraySize(fa) != cJSON_GetArraySize(fb) || cJSON_GetArraySize(ta) != cJSON_GetArraySize(tb)))
     st = hsr_error(HSR_ERR_STATE, "the plan has %d data files and %d tensors, the checkpoint %d and %d",
                    cJSON_GetArraySize(fb), cJSON_GetArraySize(tb), cJSON_GetArraySize(fa), cJSON_GetArraySize(ta));
   static const char *const keys[] = {"start", "count", "master", "m", "v"};
   for (int i = 0; st == HSR_OK && i < cJSON_GetArraySize(ta); i++) {
     const cJSON *x = cJSON_GetArrayItem(ta, i), *y = cJSON_GetArrayItem(tb, i);
-    const cJSON *rx = cJSON_GetObjectItemCaseSensitive(x, "ranges"), *ry = cJSON_GetObjectItemCaseSensitive(y, "ranges");
+    const cJSON *rx = cJSON_GetObjectItemCaseSensitive(x, "ranges"),
+                *ry = cJSON_GetObjectItemCaseSensitive(y, "ranges");
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(x, "name"));
     if (cJSON_GetArraySize(rx) != cJSON_GetArraySize(ry)) {
       st = hsr_error(HSR_ERR_STATE, "tensor '%s': the plan has %d ranges, the checkpoint %d", name ? name : "?",
@@ -177,7 +180,8 @@ static hsr_status compare(const hsr_ckpt *real, const hsr_ckpt *sim, int *ranges
       double ra = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(fa, fx), "rank"));
       double rb = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(fb, fy), "rank"));
       if (st == HSR_OK && ra != rb)
-        st = hsr_error(HSR_ERR_STATE, "tensor '%s' range %d: rank %.0f's file in the checkpoint, rank %.0f's in the plan",
+        st = hsr_error(HSR_ERR_STATE,
+                       "tensor '%s' range %d: rank %.0f's file in the checkpoint, rank %.0f's in the plan",
                        name ? name : "?", k, ra, rb);
       (*ranges)++;
     }
@@ -236,11 +240,16 @@ typedef struct args {
 } args;
 
 static int parse(int argc, char **argv, args *a) {
-  static const struct option opts[] = {{"help", no_argument, 0, 'h'},          {"json", no_argument, 0, 'j'},
-                                       {"ranks", required_argument, 0, 'n'},   {"shard", required_argument, 0, 's'},
-                                       {"replicate", required_argument, 0, 'r'}, {"arch", required_argument, 0, 'a'},
-                                       {"outer-shard", required_argument, 0, 'o'}, {"load-ranks", required_argument, 0, 'l'},
-                                       {"block", required_argument, 0, 'b'},   {"against", required_argument, 0, 'A'},
+  static const struct option opts[] = {{"help", no_argument, 0, 'h'},
+                                       {"json", no_argument, 0, 'j'},
+                                       {"ranks", required_argument, 0, 'n'},
+                                       {"shard", required_argument, 0, 's'},
+                                       {"replicate", required_argument, 0, 'r'},
+                                       {"arch", required_argument, 0, 'a'},
+                                       {"outer-shard", required_argument, 0, 'o'},
+                                       {"load-ranks", required_argument, 0, 'l'},
+                                       {"block", required_argument, 0, 'b'},
+                                       {"against", required_argument, 0, 'A'},
                                        {0, 0, 0, 0}};
   *a = (args){1, 1024, 0, 0, 0, 0, 0, "llama3-70b", NULL, (uint64_t)1 << 20};
   long n = 0, s = 0, r = 0, lr = 0;
@@ -278,9 +287,11 @@ static int parse(int argc, char **argv, args *a) {
   if (a->against && (n || s || r || lr || strcmp(a->arch, "llama3-70b")))
     return cli_usage_error(CMD, "--against DIR takes the model and the mesh from the checkpoint: drop --ranks, "
                                 "--shard, --replicate, --load-ranks and --arch");
-  if (n && (s || r)) return cli_usage_error(CMD, "--ranks N is an FSDP mesh: give it or --shard S --replicate R, not both");
+  if (n && (s || r))
+    return cli_usage_error(CMD, "--ranks N is an FSDP mesh: give it or --shard S --replicate R, not both");
   if ((s != 0) != (r != 0)) return cli_usage_error(CMD, "--shard S needs --replicate R and the other way round");
-  if (s && s * r > (1L << 24)) return cli_usage_error(CMD, "--shard %ld x --replicate %ld is over 16777216 ranks", s, r);
+  if (s && s * r > (1L << 24))
+    return cli_usage_error(CMD, "--shard %ld x --replicate %ld is over 16777216 ranks", s, r);
   if (n) a->S = (int)n, a->R = 1;
   if (s) a->S = (int)s, a->R = (int)r;
   a->LS = lr ? (int)lr : a->S, a->LR = lr ? 1 : a->R;
@@ -322,8 +333,8 @@ static void print_rows(const args *a, const char *model, double params, int W, s
     cJSON_Delete(o);
     return;
   }
-  printf("hsr ckpt plan: %s (%.3g parameters), saved on %d ranks (%d x %d, replicate x shard%s), loaded on %d\n",
-         model, params, W, a->R, a->S, a->outer ? ", outer shard" : "", a->LR * a->LS);
+  printf("hsr ckpt plan: %s (%.3g parameters), saved on %d ranks (%d x %d, replicate x shard%s), loaded on %d\n", model,
+         params, W, a->R, a->S, a->outer ? ", outer shard" : "", a->LR * a->LS);
   printf("manifest: %zu bytes, %" PRIu64 " ranges; rank 0 assembles it in %.3f s, every rank parses it in %.3f s\n",
          mbytes, ranges, build_s, parse_s);
   printf("%10s %12s %12s %10s %12s %12s %11s %10s\n", "rank", "save plan s", "save pieces", "load rank", "load plan s",
@@ -416,10 +427,11 @@ int ckpt_plan_main(int argc, char **argv) {
     char x[32], y[32];
     sys_bytes_text(est * 1300, x, sizeof x), sys_bytes_text((double)mem, y, sizeof y);
     rt_layout_free(l), rt_layout_free(ll);
-    return cli_usage_error(CMD,
-                           "%d ranks of %s do not fit in memory: the simulated manifest's %.3g ranges need about %s, %s "
-                           "is available (fewer --ranks, or a smaller --shard with --replicate)",
-                           W, a.arch, est, x, y);
+    return cli_usage_error(
+        CMD,
+        "%d ranks of %s do not fit in memory: the simulated manifest's %.3g ranges need about %s, %s "
+        "is available (fewer --ranks, or a smaller --shard with --replicate)",
+        W, a.arch, est, x, y);
   }
   /* rank 0's manifest: every rank's pieces, the JSON, printed */
   double t0 = cpu_s();

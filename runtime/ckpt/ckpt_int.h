@@ -6,7 +6,9 @@
  *   ckpt_io.c        files: durable writes, directory syncs, the verified
  *                    block reader, verify, resolve, the fault hook
  *   ckpt_plan.c      who writes what (pieces of a shard's content per
- *                    replica), cross-rank agreement, staging buffers
+ *                    replica, from the layout and the mesh's shape alone:
+ *                    ckpt_geom), cross-rank agreement, staging buffers
+ *   ckpt_sim.c       the manifest a save on a simulated mesh writes
  *   ckpt_save.c      hsr_ckpt_save: a save as a job (check, plan, stage on
  *                    the training thread; run: data files, commit, on
  *                    either thread); the native format's writer

@@ -68,8 +68,10 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
   uint64_t maxnb = 0, total = 0;
   for (int r = 0; st == HSR_OK && r < W; r++)
     if ((bytes[r] + block_bytes - 1) / block_bytes > maxnb) maxnb = (bytes[r] + block_bytes - 1) / block_bytes;
-  if (st == HSR_OK && !(zero = calloc(maxnb + 1, sizeof *zero))) st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  for (uint64_t b = 0; st == HSR_OK && b < maxnb; b++) zero[b] = (uint32_t)(0x9e3779b9u * (uint32_t)(b + 1)); /* crc-wide */
+  if (st == HSR_OK && !(zero = calloc(maxnb + 1, sizeof *zero)))
+    st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  for (uint64_t b = 0; st == HSR_OK && b < maxnb; b++)
+    zero[b] = (uint32_t)(0x9e3779b9u * (uint32_t)(b + 1)); /* crc-wide */
   if (st == HSR_OK) {
     hsr_ckpt_info h = {.hsr_version = HSR_VERSION_STRING,
                        .git_hash = HSR_GIT_HASH,
@@ -114,8 +116,15 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
     if (st != HSR_OK) break;
     rlist *q = &rl[i];
     if (q->n) qsort(q->r, (size_t)q->n, sizeof *q->r, range_cmp);
-    ckpt_tensor t = {.name = p.name, .unit = rt_layout_unit_name(l, p.unit), .dtype = "f32", .ndim = p.ndim,
-                     .group = p.group, .unit_index = p.unit, .numel = p.numel, .offset = p.offset, .r = q->r,
+    ckpt_tensor t = {.name = p.name,
+                     .unit = rt_layout_unit_name(l, p.unit),
+                     .dtype = "f32",
+                     .ndim = p.ndim,
+                     .group = p.group,
+                     .unit_index = p.unit,
+                     .numel = p.numel,
+                     .offset = p.offset,
+                     .r = q->r,
                      .nr = q->n};
     memcpy(t.shape, p.shape, sizeof t.shape);
     cJSON *tj = ckpt_manifest_tensor(&t);
