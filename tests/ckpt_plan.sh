@@ -4,7 +4,9 @@
 # the outer shard, 1 x 4 fsdp): --against rebuilds each checkpoint's layout
 # and mesh from its manifest, plans the save, and every tensor's ranges
 # (elements, offsets, the rank's file) equal the manifest's; told the wrong
-# strategy (no outer shard) it finds a difference (exit 1). Then a 64-rank
+# strategy (no outer shard) it finds a difference (exit 1); the load on the
+# saving mesh, planned against the real manifest, reads every saved byte
+# once, each rank its part from one file. Then a 64-rank
 # mesh of gpt2-124m saved and loaded on 64 and on 128 ranks, and 8 -> 16
 # ranks of llama3-8b: what each rank plans to read is what it holds, from
 # one file, the saved ranges tile the model. No timing is asserted.
@@ -30,6 +32,7 @@ for c in "H" "O --outer-shard optim" "F"; do
 import json, sys
 o = json.load(open(sys.argv[1]))
 assert o["same"] is True and o["ranks"] == 4 and o["tensors"] > 0 and o["ranges"] >= o["tensors"], o
+assert o["load_bytes"] == o["data_bytes"] > 0 and o["load_files_max"] == 1, o
 PY
 done
 "$hsr" ckpt plan --against "$t/O" >"$t/O2.out" 2>&1

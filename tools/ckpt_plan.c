@@ -34,7 +34,9 @@ static void usage(FILE *f) {
              "  --load-ranks M    the load's mesh: FSDP over M ranks (default: the saving mesh)\n"
              "  --block SIZE      bytes per checksummed block (default 1M, as HSR_CKPT_BLOCK)\n"
              "  --against DIR     rebuild a saved checkpoint's layout and mesh from its manifest, plan its save\n"
-             "                    and compare every tensor's ranges with the manifest's (exit 1 on a difference)\n"
+             "                    and compare every tensor's ranges with the manifest's, and plan its load on\n"
+             "                    that mesh against it: every byte once, each rank's part from one file (exit 1\n"
+             "                    on a difference)\n"
              "  --json            one JSON object on stdout instead of the table\n"
              "Reported in CPU seconds of one core, for ranks 0, W/2 and W-1: the time to compute the rank's save\n"
              "plan (its pieces) and its load plan (its pieces on the load's mesh and the saved ranges they meet),\n"
@@ -360,6 +362,21 @@ static int run_against(const args *a) {
   if (st == HSR_OK) st = ckpt_sim_manifest(l, g, in.replicate, in.shard, in.block_bytes, &text, &len);
   if (st == HSR_OK) st = ckpt_open_text("(the plan)", text, len, &sim);
   hsr_status cs = st == HSR_OK ? compare(real, sim, &ranges) : st;
+  /* and the load on the same mesh, planned against the real manifest: each
+   * rank's part from one file, the parts adding up to every saved byte */
+  uint64_t lbytes = 0;
+  int lfiles = 0;
+  for (int r = 0; cs == HSR_OK && r < in.world; r++) {
+    ckpt_load_plan p;
+    cs = ckpt_plan_load(real, l, g, r / in.shard, r % in.shard, 0, &p);
+    lbytes += p.bytes;
+    if (p.files > lfiles) lfiles = p.files;
+  }
+  if (cs == HSR_OK && (lbytes != in.data_bytes || lfiles > 1))
+    cs = hsr_error(HSR_ERR_STATE,
+                   "loaded on its own mesh, the ranks' parts add up to %" PRIu64 " of its %" PRIu64
+                   " bytes, one reads %d files",
+                   lbytes, in.data_bytes, lfiles);
   if (cs == HSR_OK) {
     if (a->json) {
       cJSON *o = cJSON_CreateObject();
@@ -369,6 +386,9 @@ static int run_against(const args *a) {
       cJSON_AddNumberToObject(o, "shard", in.shard);
       cJSON_AddNumberToObject(o, "tensors", in.num_tensors);
       cJSON_AddNumberToObject(o, "ranges", ranges);
+      cJSON_AddNumberToObject(o, "data_bytes", (double)in.data_bytes);
+      cJSON_AddNumberToObject(o, "load_bytes", (double)lbytes);
+      cJSON_AddNumberToObject(o, "load_files_max", lfiles);
       cJSON_AddBoolToObject(o, "same", 1);
       char *t = cJSON_Print(o);
       if (t) printf("%s\n", t);
@@ -376,8 +396,9 @@ static int run_against(const args *a) {
       cJSON_Delete(o);
     } else
       printf("%s: the planner's save on %d ranks (%d x %d) is the checkpoint's: %d tensors, %d ranges, the same "
-             "elements, offsets and ranks\n",
-             in.dir, in.world, in.replicate, in.shard, in.num_tensors, ranges);
+             "elements, offsets and ranks; its load there reads each rank's part from one file, %" PRIu64
+             " bytes in all\n",
+             in.dir, in.world, in.replicate, in.shard, in.num_tensors, ranges, lbytes);
   } else if (st == HSR_OK) {
     fprintf(stderr, "hsr ckpt plan: %s: the plan differs from the checkpoint: %s\n", in.dir, hsr_last_error());
   }

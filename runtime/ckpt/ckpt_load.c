@@ -72,6 +72,26 @@ static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
   if (o < len) snprintf(buf + o, len - o, "]");
 }
 
+static int name_cmp(const void *a, const void *b, void *c) {
+  const hsr_ckpt *k = c;
+  return strcmp(k->t[*(const int *)a].name, k->t[*(const int *)b].name);
+}
+
+/* The checkpoint's tensors by name: idx sorted (n log n), then found by
+ * binary search. */
+static int find_sorted(const hsr_ckpt *c, const int *idx, const char *name) {
+  int lo = 0, hi = c->nt;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2, d = strcmp(c->t[idx[mid]].name, name);
+    if (!d) return idx[mid];
+    if (d < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -1;
+}
+
 /* Names, shapes, dtypes and groups: exactly what the program registered. */
 static hsr_status match(load_ctx *x) {
   const rt_state_info *in = &x->in;
@@ -81,20 +101,21 @@ static hsr_status match(load_ctx *x) {
     return hsr_error(HSR_ERR_INVALID, "checkpoint '%s' has %d optimizer group(s), the program configured %d", c->dir,
                      c->info.num_groups, in->cfg->num_groups);
   char *used = calloc((size_t)c->nt + 1, 1);
+  int *idx = malloc((size_t)(c->nt + 1) * sizeof *idx);
   x->map = malloc((size_t)(np ? np : 1) * sizeof *x->map);
-  if (!used || !x->map) {
-    free(used);
+  if (!used || !idx || !x->map) {
+    free(used), free(idx);
     return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   }
+  for (int k = 0; k < c->nt; k++) idx[k] = k;
+  qsort_r(idx, (size_t)c->nt, sizeof *idx, name_cmp, (void *)c); /* names found in O(log n), not O(n) */
   hsr_status st = HSR_OK;
   char a[96], b[96];
   for (int i = 0; i < np && st == HSR_OK; i++) {
     hsr_rt_param_info p;
-    int k = -1;
     st = rt_layout_param(in->layout, i, &p);
-    for (int j = 0; st == HSR_OK && j < c->nt && k < 0; j++)
-      if (!strcmp(c->t[j].name, p.name)) k = j;
     if (st != HSR_OK) break;
+    int k = find_sorted(c, idx, p.name);
     if (k < 0) {
       st = hsr_error(HSR_ERR_INVALID,
                      "checkpoint '%s' has no tensor '%s' (the program registers %d parameters, the checkpoint holds "
@@ -122,7 +143,7 @@ static hsr_status match(load_ctx *x) {
                      "checkpoint '%s': tensor '%s' is not a parameter the program registered (a checkpoint of another "
                      "model?)",
                      c->dir, c->t[j].name);
-  free(used);
+  free(used), free(idx);
   return st;
 }
 
@@ -155,26 +176,6 @@ static int first_range(const ckpt_tensor *t, uint64_t ta) {
       hi = mid;
   }
   return lo;
-}
-
-static int name_cmp(const void *a, const void *b, void *c) {
-  const hsr_ckpt *k = c;
-  return strcmp(k->t[*(const int *)a].name, k->t[*(const int *)b].name);
-}
-
-/* The checkpoint's tensors by name: idx sorted (n log n), then found by
- * binary search. */
-static int find_sorted(const hsr_ckpt *c, const int *idx, const char *name) {
-  int lo = 0, hi = c->nt;
-  while (lo < hi) {
-    int mid = (lo + hi) / 2, d = strcmp(c->t[idx[mid]].name, name);
-    if (!d) return idx[mid];
-    if (d < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return -1;
 }
 
 hsr_status ckpt_plan_load(const hsr_ckpt *c, const hsr_rt_layout *l, const ckpt_geom *g, int rep, int sh, int whole,
