@@ -1,5 +1,6 @@
 # runtime/: layout and config (unit), the example model (unit), the engine (multi-rank).
 hsr_add_unit(test_rt_layout test_rt_layout.c)
+hsr_add_unit(test_ckpt_geom test_ckpt_geom.c)
 # The example models come from the hsr_examples archive (tests/CMakeLists.txt).
 hsr_add_unit(test_mlp test_mlp.c)
 # The model on CUDA against the CPU (label gpu, exit 77 without a GPU).
