@@ -1,5 +1,6 @@
 # runtime/: layout and config (unit), the example model (unit), the engine (multi-rank).
 hsr_add_unit(test_rt_layout test_rt_layout.c)
+hsr_add_unit(test_ckpt_geom test_ckpt_geom.c)
 # The example models come from the hsr_examples archive (tests/CMakeLists.txt).
 hsr_add_unit(test_mlp test_mlp.c)
 # The model on CUDA against the CPU (label gpu, exit 77 without a GPU).
@@ -304,6 +305,11 @@ add_test(NAME train_bad_warmup COMMAND ${CMAKE_SOURCE_DIR}/tests/expect_exit.sh 
 # hsr ckpt bench runs on 2 x 2 and reports every figure (no timing asserted).
 add_test(NAME ckpt_bench_json COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_bench_json.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_bench_json PROPERTIES TIMEOUT 180 LABELS mpi ENVIRONMENT "HSR_BOOT_TIMEOUT=120")
+# hsr ckpt plan: the engine-less planner is the plan real 4-rank saves used
+# (every tensor's ranges), and its plans for 64, 64 -> 128 and 8 -> 16 ranks
+# read what each rank holds (no timing asserted).
+add_test(NAME ckpt_plan COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_plan.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ckpt_plan PROPERTIES TIMEOUT 180 LABELS mpi ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")
 # One exit code per kind of bad checkpoint across ckpt inspect, verify, export and train --resume.
 add_test(NAME ckpt_bad_input COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_bad_input.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
 set_tests_properties(ckpt_bad_input PROPERTIES TIMEOUT 300 LABELS mpi ENVIRONMENT "HSR_BOOT_TIMEOUT=120;OPENBLAS_NUM_THREADS=1")

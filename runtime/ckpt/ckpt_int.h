@@ -6,7 +6,9 @@
  *   ckpt_io.c        files: durable writes, directory syncs, the verified
  *                    block reader, verify, resolve, the fault hook
  *   ckpt_plan.c      who writes what (pieces of a shard's content per
- *                    replica), cross-rank agreement, staging buffers
+ *                    replica, from the layout and the mesh's shape alone:
+ *                    ckpt_geom), cross-rank agreement, staging buffers
+ *   ckpt_sim.c       the manifest a save on a simulated mesh writes
  *   ckpt_save.c      hsr_ckpt_save: a save as a job (check, plan, stage on
  *                    the training thread; run: data files, commit, on
  *                    either thread); the native format's writer
@@ -156,15 +158,11 @@ hsr_status ckpt_fault_parse(int64_t step, ckpt_stage *out);
 void ckpt_fault_here(ckpt_stage armed, ckpt_stage here, int rank, int64_t step);
 
 /* ---- ckpt_plan.c ---- */
-/* A piece of shard content: elements [start, start + count) of layout
- * parameter `param` (in unit `unit`), at element `local` of the unit's slice. */
-typedef struct ckpt_piece {
-  int param, unit;
-  uint64_t start, count, local;
-} ckpt_piece;
 /* What the rank at mesh coordinates (rep, sh) writes: its share of what it
  * holds alike with other ranks (today 1/R of shard sh's content; units in
- * order, parameters in layout order); whole: all it holds. *out malloc'd. */
+ * order, parameters in layout order); whole: all it holds. *out malloc'd.
+ * The engine-less planner (ckpt_geom_pieces) on the engine's layout and
+ * mesh, its ranges checked against the engine's. */
 hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, int whole, ckpt_piece **out, int *n);
 
 /* Who the ranks agree through: a host communicator (bounded by

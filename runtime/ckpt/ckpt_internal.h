@@ -4,6 +4,7 @@
 #ifndef HSR_RUNTIME_CKPT_CKPT_INTERNAL_H
 #define HSR_RUNTIME_CKPT_CKPT_INTERNAL_H
 #include "hsr/ckpt.h"
+#include "runtime/runtime_internal.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -99,6 +100,55 @@ hsr_status ckpt_get_model(const hsr_ckpt *c, const char **kind, hsr_ckpt_state *
 
 /* The manifest's text, as on disk. */
 const char *ckpt_manifest_text(const hsr_ckpt *c);
+
+/* ---- the planner, without an engine (ckpt_plan.c) ----
+ * Who writes and reads what is a function of the layout and the mesh's
+ * shape alone: no communicator, no allocated state, so a command can run
+ * it for a mesh that does not exist and every rank can run it for any rank. */
+
+/* A piece of shard content: elements [start, start + count) of layout
+ * parameter `param` (in unit `unit`), at element `local` of what the rank
+ * holds of the unit. */
+typedef struct ckpt_piece {
+  int param, unit;
+  uint64_t start, count, local;
+} ckpt_piece;
+/* A layout finalized for S shards (and, with the outer shard, R pieces of
+ * each: rt_layout_set_subshards) on an R x S mesh. */
+typedef struct ckpt_geom ckpt_geom;
+hsr_status ckpt_geom_create(const hsr_rt_layout *l, int R, int S, int outer, ckpt_geom **out);
+void ckpt_geom_free(ckpt_geom *g);
+int ckpt_geom_units(const ckpt_geom *g);
+/* Unit u's elements [lo, lo + n) that the rank at mesh coordinates (rep,
+ * sh) holds (master, m and v alike), held alike by `parts` ranks of which
+ * it is the part-th: the engine's rt_state_range_at. */
+hsr_status ckpt_geom_range(const ckpt_geom *g, int u, int rep, int sh, uint64_t *lo, uint64_t *n, int *part,
+                           int *parts);
+/* What (rep, sh) writes: the part-th of `parts` equal parts of its content
+ * (units in order, parameters in layout order, padding left out); whole:
+ * all it holds (a load's part when its replicas do not exchange). *out
+ * malloc'd. O(parameters). */
+hsr_status ckpt_geom_pieces(const ckpt_geom *g, int rep, int sh, int whole, ckpt_piece **out, int *n);
+
+/* A load's plan on g's mesh for (rep, sh) from a checkpoint's manifest
+ * (ckpt_load.c): the layout's parameters found by name, the pieces of its
+ * part (whole: its whole shard), and for each the saved ranges it meets
+ * (a binary search per piece). Counts only: what hsr_ckpt_load reads. */
+typedef struct ckpt_load_plan {
+  int pieces, spans, files; /* spans: per range met, per kind (master, m, v) */
+  uint64_t bytes;
+} ckpt_load_plan;
+hsr_status ckpt_plan_load(const hsr_ckpt *c, const hsr_rt_layout *l, const ckpt_geom *g, int rep, int sh, int whole,
+                          ckpt_load_plan *out);
+
+/* The manifest a save on an R x S mesh of layout l writes (ckpt_sim.c):
+ * every rank's data file and every tensor's ranges as rank 0 assembles
+ * them, checksums stand-ins (as wide as a crc32's); rank = rep x S + sh.
+ * *text malloc'd. */
+hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, int S, uint64_t block_bytes,
+                             char **text, size_t *len);
+/* Parses and validates manifest text held in memory (what names it in errors). */
+hsr_status ckpt_open_text(const char *what, const char *text, size_t len, hsr_ckpt **out);
 
 #ifdef __cplusplus
 }

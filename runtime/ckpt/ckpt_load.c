@@ -72,6 +72,26 @@ static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
   if (o < len) snprintf(buf + o, len - o, "]");
 }
 
+static int name_cmp(const void *a, const void *b, void *c) {
+  const hsr_ckpt *k = c;
+  return strcmp(k->t[*(const int *)a].name, k->t[*(const int *)b].name);
+}
+
+/* The checkpoint's tensors by name: idx sorted (n log n), then found by
+ * binary search. */
+static int find_sorted(const hsr_ckpt *c, const int *idx, const char *name) {
+  int lo = 0, hi = c->nt;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2, d = strcmp(c->t[idx[mid]].name, name);
+    if (!d) return idx[mid];
+    if (d < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -1;
+}
+
 /* Names, shapes, dtypes and groups: exactly what the program registered. */
 static hsr_status match(load_ctx *x) {
   const rt_state_info *in = &x->in;
@@ -81,20 +101,21 @@ static hsr_status match(load_ctx *x) {
     return hsr_error(HSR_ERR_INVALID, "checkpoint '%s' has %d optimizer group(s), the program configured %d", c->dir,
                      c->info.num_groups, in->cfg->num_groups);
   char *used = calloc((size_t)c->nt + 1, 1);
+  int *idx = malloc((size_t)(c->nt + 1) * sizeof *idx);
   x->map = malloc((size_t)(np ? np : 1) * sizeof *x->map);
-  if (!used || !x->map) {
-    free(used);
+  if (!used || !idx || !x->map) {
+    free(used), free(idx);
     return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   }
+  for (int k = 0; k < c->nt; k++) idx[k] = k;
+  qsort_r(idx, (size_t)c->nt, sizeof *idx, name_cmp, (void *)c); /* names found in O(log n), not O(n) */
   hsr_status st = HSR_OK;
   char a[96], b[96];
   for (int i = 0; i < np && st == HSR_OK; i++) {
     hsr_rt_param_info p;
-    int k = -1;
     st = rt_layout_param(in->layout, i, &p);
-    for (int j = 0; st == HSR_OK && j < c->nt && k < 0; j++)
-      if (!strcmp(c->t[j].name, p.name)) k = j;
     if (st != HSR_OK) break;
+    int k = find_sorted(c, idx, p.name);
     if (k < 0) {
       st = hsr_error(HSR_ERR_INVALID,
                      "checkpoint '%s' has no tensor '%s' (the program registers %d parameters, the checkpoint holds "
@@ -122,7 +143,7 @@ static hsr_status match(load_ctx *x) {
                      "checkpoint '%s': tensor '%s' is not a parameter the program registered (a checkpoint of another "
                      "model?)",
                      c->dir, c->t[j].name);
-  free(used);
+  free(used), free(idx);
   return st;
 }
 
@@ -142,13 +163,11 @@ static hsr_status add_span(load_ctx *x, ckpt_span s) {
   return HSR_OK;
 }
 
-/* Tensor elements [ta, tb), landing at element `at` of what this rank holds
- * of unit u (every saved kind alike), or (held) at byte poff of this rank's
- * part, laid out as its data file would be (master, m, v of the piece). */
-static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, int u, uint64_t at, int held,
-                             uint64_t poff) {
-  const ckpt_tensor *t = &x->c->t[ti];
-  int lo = 0, hi = t->nr; /* the first range that ends after ta */
+/* The first of t's ranges (sorted by start, tiling it) that ends after
+ * element ta: a binary search, so a rank's plan costs O(its pieces x log
+ * ranges), not O(the manifest's ranges). */
+static int first_range(const ckpt_tensor *t, uint64_t ta) {
+  int lo = 0, hi = t->nr;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
     if (t->r[mid].start + t->r[mid].count <= ta)
@@ -156,7 +175,49 @@ static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, int 
     else
       hi = mid;
   }
-  for (int j = lo; j < t->nr && t->r[j].start < tb; j++) {
+  return lo;
+}
+
+hsr_status ckpt_plan_load(const hsr_ckpt *c, const hsr_rt_layout *l, const ckpt_geom *g, int rep, int sh, int whole,
+                          ckpt_load_plan *out) {
+  memset(out, 0, sizeof *out);
+  if (!c || !l || !g) return hsr_error(HSR_ERR_INVALID, "ckpt_plan_load: NULL argument");
+  int np = rt_layout_num_params(l), *idx = malloc((size_t)(c->nt + 1) * sizeof *idx);
+  int *map = malloc((size_t)(np + 1) * sizeof *map);
+  char *used = calloc((size_t)c->nf + 1, 1);
+  ckpt_piece *pc = NULL;
+  int n = 0;
+  hsr_status st = idx && map && used ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  for (int k = 0; st == HSR_OK && k < c->nt; k++) idx[k] = k;
+  if (st == HSR_OK) qsort_r(idx, (size_t)c->nt, sizeof *idx, name_cmp, (void *)c);
+  for (int i = 0; st == HSR_OK && i < np; i++) {
+    hsr_rt_param_info p;
+    st = rt_layout_param(l, i, &p);
+    if (st == HSR_OK && (map[i] = find_sorted(c, idx, p.name)) < 0)
+      st = hsr_error(HSR_ERR_INVALID, "checkpoint '%s' has no tensor '%s'", c->dir, p.name);
+  }
+  if (st == HSR_OK) st = ckpt_geom_pieces(g, rep, sh, whole, &pc, &n);
+  for (int i = 0; st == HSR_OK && i < n; i++) {
+    const ckpt_tensor *t = &c->t[map[pc[i].param]];
+    uint64_t ta = pc[i].start, tb = ta + pc[i].count;
+    for (int j = first_range(t, ta); j < t->nr && t->r[j].start < tb; j++) {
+      out->spans += CKPT_KINDS;
+      if (!used[t->r[j].file]) used[t->r[j].file] = 1, out->files++;
+    }
+    out->bytes += 12 * pc[i].count;
+  }
+  out->pieces = n;
+  free(idx), free(map), free(used), free(pc);
+  return st;
+}
+
+/* Tensor elements [ta, tb), landing at element `at` of what this rank holds
+ * of unit u (every saved kind alike), or (held) at byte poff of this rank's
+ * part, laid out as its data file would be (master, m, v of the piece). */
+static hsr_status plan_piece(load_ctx *x, int ti, uint64_t ta, uint64_t tb, int u, uint64_t at, int held,
+                             uint64_t poff) {
+  const ckpt_tensor *t = &x->c->t[ti];
+  for (int j = first_range(t, ta); j < t->nr && t->r[j].start < tb; j++) {
     const ckpt_range *r = &t->r[j];
     uint64_t a = ta > r->start ? ta : r->start, b = tb < r->start + r->count ? tb : r->start + r->count;
     for (int k = 0; k < CKPT_KINDS; k++) {

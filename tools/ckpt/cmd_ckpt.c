@@ -1,6 +1,7 @@
 /* hsr ckpt inspect | verify | export | bench: checkpoints (hsr/ckpt.h)
  * without training. inspect and verify read every data file and check
- * every checksum; export is ckpt_export.c, bench ckpt_bench.c. */
+ * every checksum; export is ckpt_export.c, bench ckpt_bench.c, plan
+ * ckpt_plan.c. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -15,12 +16,14 @@
 
 int ckpt_bench_main(int argc, char **argv);  /* ckpt_bench.c */
 int ckpt_export_main(int argc, char **argv); /* ckpt_export.c */
+int ckpt_plan_main(int argc, char **argv);   /* ckpt_plan.c */
 
 static void usage(FILE *f) {
   fprintf(f, "usage: hsr ckpt inspect DIR [--json] [--no-verify]\n"
              "       hsr ckpt verify DIR [--json]\n"
              "       hsr ckpt export DIR --safetensors FILE [--max-shard-size N]\n"
              "       hsr ckpt bench [options]        (under hsr-run: save/load GB/s beside the disk's own)\n"
+             "       hsr ckpt plan [options]         (one process: the planner timed for a mesh of any size)\n"
              "DIR is a checkpoint directory, a checkpoint root or a root's 'latest' file (the checkpoint it names).\n"
              "  inspect   the step, the mesh, strategy and dtypes at save, the model, the optimizer, the\n"
              "            program's state and every tensor (name, shape, dtype, unit, ranges); then reads every\n"
@@ -30,6 +33,7 @@ static void usage(FILE *f) {
              "  export    the fp32 master weights by logical name as safetensors, streamed, with the model's\n"
              "            __metadata__ ('hsr ckpt export --help'; --max-shard-size: Hugging Face's sharded layout)\n"
              "  bench     'hsr ckpt bench --help'\n"
+             "  plan      'hsr ckpt plan --help'\n"
              "  --json    one JSON object on stdout instead of the table\n"
              "Exit codes: 0 ok, 1 a problem with the checkpoint, 2 bad usage.\n");
 }
@@ -219,8 +223,9 @@ int cmd_ckpt(int argc, char **argv) {
   const char *act = argv[1];
   if (!strcmp(act, "bench")) return ckpt_bench_main(argc - 1, argv + 1);
   if (!strcmp(act, "export")) return ckpt_export_main(argc - 1, argv + 1);
+  if (!strcmp(act, "plan")) return ckpt_plan_main(argc - 1, argv + 1);
   if (strcmp(act, "inspect") && strcmp(act, "verify"))
-    return cli_usage_error("ckpt", "unknown action '%s' (valid: inspect, verify, export, bench)", act);
+    return cli_usage_error("ckpt", "unknown action '%s' (valid: inspect, verify, export, bench, plan)", act);
   static const struct option opts[] = {
       {"help", no_argument, 0, 'h'}, {"json", no_argument, 0, 'j'}, {"no-verify", no_argument, 0, 'n'}, {0, 0, 0, 0}};
   int json = 0, verify = 1, c, ac = argc - 1;
