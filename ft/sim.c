@@ -2,8 +2,8 @@
  * as threads, each a leader (rank 0 of a one-rank group) that runs lead.c and
  * step.c's ft_decide against a real coordinator. Only what needs data is
  * modelled: the cross-group all-reduce's outcome (the killed participants
- * named after detect_s, a stopped one after the bound, as link.c names
- * them) and a heal's transfer (heal_s). Every thread blocks (sleeps, etcd's
+ * named after detect_s, a stopped one after the bound, as the peer
+ * all-reduce of collectives/ names them) and a heal's transfer (heal_s). Every thread blocks (sleeps, etcd's
  * sockets, a condition variable), so a thousand groups fit on two cores. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -80,8 +80,8 @@ static int dead_for(sim_world *w, const hsr_ft *ft, int id, int64_t s) {
   return !alive;
 }
 
-/* The all-reduce's outcome as link.c reports it: every participant it knows
- * dead (up to FT_MAX_CULPRITS), after the link's delay; with none dead, a
+/* The all-reduce's outcome as peer_allreduce reports it: every participant it
+ * knows dead (up to FT_MAX_CULPRITS), after the detection delay; with none dead, a
  * stopped one, after the bound. */
 static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
   sim_world *w = g->w;
