@@ -1,6 +1,7 @@
 /* UCX transport (ucx*.c), private: the only header that includes UCP.
  * One UCP worker per world context, addresses exchanged through the PMIx
- * bootstrap, endpoints made on first use; tagged messages. */
+ * bootstrap, endpoints made on first use; tagged messages. A peer context
+ * (ucx_peer.c) has a worker of its own, endpoints from its exchange. */
 #ifndef HSR_COLL_UCX_H
 #define HSR_COLL_UCX_H
 
