@@ -56,9 +56,11 @@ static void progress_all(peer_ctx *p) {
 
 /* Sleeps on the worker's event fd until something may have happened, at
  * most until `deadline` and never more than 100 ms (endpoint errors set
- * flags that are looked at between sleeps). */
+ * flags that are looked at between sleeps). Returns at once when progress
+ * still finds work: the caller looks at what it did first (an arrival may
+ * let the operation send, and nothing else would wake it). */
 static void sleep_on(peer_ctx *p, double deadline) {
-  progress_all(p);
+  if (ucp_worker_progress(p->u.worker)) return;
   if (ucp_worker_arm(p->u.worker) == UCS_ERR_BUSY) return;
   double left = deadline - clock_s();
   int ms = left <= 0 ? 0 : left > 0.1 ? 100 : (int)(left * 1e3) + 1;
