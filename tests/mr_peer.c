@@ -11,10 +11,15 @@
  *              the bound naming member 2 alone (nothing else), while the job's
  *              world communicator is untouched (a barrier and an all-reduce on
  *              it succeed after); the next step's view works again
+ *
+ * mr_peer --bench FLOATS ITERS: the all-reduce's time (HSR_AVG of FLOATS f32
+ * over every rank, ITERS times after one warm-up), printed by rank 0 as a
+ * line and as JSON; no checks.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
@@ -53,7 +58,56 @@ static int check_allreduce(peer_ctx *p, const int *ids, int n, int64_t epoch, in
   return 0;
 }
 
-int main(void) {
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The all-reduce alone, timed: ITERS steps of one view over every rank. */
+static int bench(peer_ctx *p, hsr_comm *w, int n, size_t floats, int iters) {
+  int ids[PEER_MAX];
+  for (int i = 0; i < n; i++) ids[i] = i;
+  hsr_comm *c;
+  OK(peer_comm_create(p, ids, n, 1, &c));
+  float *buf = malloc((floats ? floats : 1) * sizeof *buf);
+  if (!buf) FAIL("out of memory");
+  for (size_t i = 0; i < floats; i++) buf[i] = val(g_rank, i);
+  peer_result r;
+  double t0 = 0;
+  for (int it = 0; it <= iters; it++) {
+    if (it == 1) { /* after the warm-up (endpoints' first messages) */
+      OK(hsr_comm_barrier(w, NULL));
+      t0 = now_s();
+    }
+    OK(peer_allreduce(c, it + 1, buf, floats, HSR_F32, HSR_AVG, 60, &r));
+    if (!r.ok) FAIL("all-reduce %d: %s", it, r.why);
+  }
+  double ms = (now_s() - t0) / (iters > 0 ? iters : 1) * 1e3;
+  if (g_rank == 0) {
+    printf("peer all-reduce (HSR_AVG, f32) of %.1f MB over %d members: %.2f ms\n", (double)floats * 4e-6, n, ms);
+    printf("{\"members\": %d, \"bytes\": %zu, \"iters\": %d, \"ms\": %.3f}\n", n, floats * 4, iters, ms);
+  }
+  free(buf);
+  peer_comm_free(c);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  size_t bench_floats = 0;
+  int bench_iters = 0;
+  if (argc == 4 && !strcmp(argv[1], "--bench")) {
+    char *e1, *e2;
+    bench_floats = strtoull(argv[2], &e1, 10);
+    bench_iters = (int)strtol(argv[3], &e2, 10);
+    if (*e1 || *e2 || bench_floats < 1 || bench_iters < 1) {
+      fprintf(stderr, "mr_peer: --bench FLOATS ITERS: both positive integers (got '%s' '%s')\n", argv[2], argv[3]);
+      return 2;
+    }
+  } else if (argc != 1) {
+    fprintf(stderr, "usage: mr_peer [--bench FLOATS ITERS]\n");
+    return 2;
+  }
   hsr_boot *boot;
   hsr_status st = hsr_boot_init(&boot);
   if (st != HSR_OK) {
@@ -61,7 +115,7 @@ int main(void) {
     return 1;
   }
   g_rank = hsr_boot_rank(boot);
-  if (hsr_boot_size(boot) != 3) {
+  if (hsr_boot_size(boot) != 3 && !bench_iters) {
     fprintf(stderr, "mr_peer: run on 3 ranks\n");
     hsr_boot_finalize(boot);
     return 2;
@@ -82,8 +136,12 @@ int main(void) {
   TRY(hsr_comm_world(boot, HSR_BACKEND_HOST, &w));
   TRY(peer_xchg_boot(boot, &x));
   TRY(peer_open(g_rank, "rank", &x, &p));
-  for (int id = 0; id < 3; id++)
+  for (int id = 0; id < hsr_boot_size(boot); id++)
     if (id != g_rank) TRY(peer_connect(p, id));
+  if (bench_iters) {
+    rc = bench(p, w, hsr_boot_size(boot), bench_floats, bench_iters);
+    goto out;
+  }
 
   /* allreduce: all three, then each view of two that holds this rank */
   int all[3] = {0, 1, 2};
