@@ -16,7 +16,6 @@ extern const coll_algo ucx_ring_allgather, ucx_ring_reduce_scatter, ucx_ring_all
 extern const coll_algo ucx_rd_allreduce;   /* recursive doubling, ucx_allreduce_rd.c */
 extern const coll_algo ucx_flat_bcast;     /* root sends to every rank, ucx_bcast_flat.c */
 extern const coll_algo ucx_dissem_barrier; /* dissemination, ucx_barrier_dissem.c */
-extern const coll_algo ucx_direct_allreduce; /* direct reduce-scatter + all-gather, ucx_direct.c (peer communicators) */
 
 /* two-level: shared-memory stage + UCX stage (two_*.c) */
 extern const coll_algo two_allgather, two_reduce_scatter, two_allreduce;

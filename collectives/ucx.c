@@ -402,7 +402,9 @@ static hsr_status peer_refuse(coll_op *op) {
                    op_name(op->kind), op->c->name);
 }
 
-static const coll_rows ucx_peer_rows = {[HSR_OP_ALLREDUCE] = {{.algo = &ucx_direct_allreduce}}};
+/* The world's all-reduce rows, ring and recursive doubling, driven by ucx_peer.c. */
+static const coll_rows ucx_peer_rows = {
+    [HSR_OP_ALLREDUCE] = {{.algo = &ucx_rd_allreduce, .fits = coll_rule_rd}, {.algo = &ucx_ring_allreduce}}};
 
 const coll_transport ucx_peer_transport = {
     .name = "ucx-peer",

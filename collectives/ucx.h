@@ -42,7 +42,7 @@ typedef struct ucx_chunk {
   coll_op *op;
   ucx_ctx *u; /* set when a transfer is tracked: a failed op's communicator may be gone before its callback */
   int k, stage, step, posted, pending, finished;
-  int failed; /* one of its transfers ended with an error (the direct all-reduce names its member) */
+  int failed; /* one of its transfers ended with an error (peer notices and point to point name its member) */
   void *reqs[2];
 } ucx_chunk;
 
@@ -73,12 +73,7 @@ ucx_chunk *ucx_one_chunk(coll_op *op);
 /* 1 (naming peer) while the op's messages are in flight. */
 int ucx_waiting(coll_op *op, int peer);
 
-/* ucx_direct.c (peer communicators): member j's part in the op's current
- * phase: *recv 1 while its message has not arrived, *send 1 while a send to
- * it is pending, *failed 1 when a transfer with it ended with an error. */
-void ucx_direct_peer(coll_op *op, int j, int *recv, int *send, int *failed);
-
-/* The peer communicators' table (ucx_peer.c runs their ops): the direct all-reduce only. */
+/* The peer communicators' table (ucx_peer.c runs their ops): the all-reduce only. */
 extern const coll_transport ucx_peer_transport;
 
 static inline int ucx_mod(int a, int n) { return ((a % n) + n) % n; }

@@ -1,9 +1,10 @@
 /* Peer communicators (collectives/peer_internal.h): a UCX worker of their
  * own, members by id, endpoints from a caller's address exchange, and their
  * operations run here in bounded waits with a verdict of their own (the
- * world context's fault.c never sees them). The all-reduce is
- * ucx_direct.c's algorithm on the UCX transport's messages; point to point
- * is the same messages on a view of two. */
+ * world context's fault.c never sees them). The all-reduce is the UCX
+ * transport's own (recursive doubling for small vectors over a power of two
+ * members, else the pipelined ring), driven here; point to point is the
+ * same messages on a view of two. */
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +35,10 @@ struct peer_ctx {
   grave *graves;
 };
 
-/* A notice's tag: stage MISC, the sender in the step field, chunk NOTICE_K. */
+/* A notice's tag: stage MISC, the sender in the step field, chunk NOTICE_K
+ * (an abort) or STALL_K (alive and stalled). */
 #define NOTICE_K 0x3ff
+#define STALL_K 0x3fe
 typedef struct abort_msg {
   int32_t n, culprit[PEER_MAX_CULPRITS];
 } abort_msg;
@@ -339,7 +342,9 @@ static coll_op *new_op(hsr_comm *c, hsr_op kind, int nch) {
   return op;
 }
 
-/* What member j (comm rank) did to the all-reduce, into res. */
+/* What member j (comm rank) did to the all-reduce, into res: its abort
+ * notice (whom it could not complete with), or its endpoint's error while
+ * the operation still needs everyone. */
 static void judge(peer_ctx *p, coll_op *op, coll_op *nop, const abort_msg *ab, int j, peer_result *res) {
   int id = op->c->world[j];
   const ucx_chunk *nc = &ucx_op_of(nop)->chunks[j];
@@ -351,26 +356,74 @@ static void judge(peer_ctx *p, coll_op *op, coll_op *nop, const abort_msg *ab, i
     if (ab[j].n <= 0) add_culprit(res, id, NULL, NULL, NULL);
     return;
   }
-  int rv, sd, fl;
-  ucx_direct_peer(op, j, &rv, &sd, &fl);
   const ucx_peer *q = &p->u.peers[id];
-  if (fl)
-    add_culprit(res, id, "transfers with %s %d failed (%s)", p->noun, op->xfer_err ? op->xfer_err : "an error");
-  else if ((rv || sd) && q->failed)
+  if (q->failed && !op->fin)
     add_culprit(res, id, "%s %d is gone: its endpoint reported %s", p->noun, q->err ? q->err : "an error");
 }
 
-/* A failure's notice to every other member (tiny: it completes eagerly). */
-static void send_aborts(peer_ctx *p, coll_op *aop, abort_msg *m, const peer_result *r) {
+/* A notice to every other member that can still hear (tiny: it completes
+ * eagerly): k NOTICE_K an abort naming whom this member could not complete
+ * with, STALL_K "alive, and waiting too". */
+static void notify(peer_ctx *p, coll_op *aop, abort_msg *m, int k) {
   hsr_comm *c = aop->c;
-  m->n = r->n;
-  for (int i = 0; i < r->n; i++) m->culprit[i] = r->culprit[i];
   ucx_chunk *ch = ucx_op_of(aop)->chunks;
   for (int j = 0; j < c->size; j++)
     if (j != c->rank && !p->u.peers[c->world[j]].failed)
-      ucx_send(&ch[j], j, m, sizeof *m, ucx_tag(aop, UCX_S_MISC, c->rank, NOTICE_K));
+      ucx_send(&ch[j], j, m, sizeof *m, ucx_tag(aop, UCX_S_MISC, c->rank, k));
   double end = clock_s() + 0.05;
   while (aop->inflight > 0 && clock_s() < end) sleep_on(p, end);
+}
+
+static int arrived(const coll_op *nop, int j) {
+  const ucx_chunk *ch = &ucx_op_of((coll_op *)nop)->chunks[j];
+  return ch->posted && !ch->pending && !ch->failed;
+}
+
+/* The bound passed without the operation completing. A ring or recursive
+ * doubling stalls everywhere when one member stops: every member waits for
+ * someone, and only the one waiting for the stopped member is right to
+ * name its own. So each stalled member says so (STALL_K) and waits `grace`
+ * more: the member it waits for is named when it did not say so (it does
+ * not run); when it did, this member waits another `grace` for the abort of
+ * the one that names the culprit (and names the member it waits for only if
+ * none comes). The operation may still complete meanwhile. */
+static void stall_round(peer_ctx *p, coll_op *op, coll_op *nop, coll_op *sop, coll_op *aop, abort_msg *ab,
+                        double timeout_s, peer_result *res) {
+  hsr_comm *c = op->c;
+  int n = c->size, me = c->rank;
+  double grace = timeout_s / 4 < 1.0 ? timeout_s / 4 : 1.0, end = clock_s() + grace;
+  ucx_chunk *sch = ucx_op_of(sop)->chunks;
+  for (int j = 0; j < n; j++)
+    if (j != me && ucx_recv(&sch[j], &ab[n + j], sizeof ab[n + j], ucx_tag(sop, UCX_S_MISC, j, STALL_K))) sch[j].posted = 1;
+  ab[2 * n + 1] = (abort_msg){0};
+  notify(p, aop, &ab[2 * n + 1], STALL_K);
+  char t[32];
+  snprintf(t, sizeof t, "%.1f s", timeout_s);
+  for (int extended = 0;;) {
+    progress_all(p);
+    while (!op->fin && op->algo->advance(op)) {}
+    if (op->fin && op->st == HSR_OK) return;
+    for (int j = 0; j < n; j++)
+      if (j != me) judge(p, op, nop, ab, j, res);
+    if (!res->ok) return;
+    if (clock_s() >= end) {
+      int w = op->wait_peer;
+      if (w >= 0 && w < n && w != me && !arrived(sop, w)) {
+        add_culprit(res, c->world[w], "%s %d sent nothing in %s", p->noun, t);
+        return;
+      }
+      if (!extended++) {
+        end += grace;
+        continue;
+      }
+      if (w >= 0 && w < n && w != me)
+        add_culprit(res, c->world[w], "%s %d sent nothing in %s (it waits too; no member named another)", p->noun, t);
+      else
+        res->ok = 0, snprintf(res->why, sizeof res->why, "no progress in %s", t);
+      return;
+    }
+    sleep_on(p, end);
+  }
 }
 
 hsr_status peer_allreduce(hsr_comm *c, int64_t step, void *buf, size_t count, hsr_dtype dt, hsr_redop rop,
@@ -384,21 +437,23 @@ hsr_status peer_allreduce(hsr_comm *c, int64_t step, void *buf, size_t count, hs
   int n = c->size, me = c->rank;
   if (n <= 1) return HSR_OK;
   hsr_comm_counter before = c->counters[HSR_OP_ALLREDUCE];
-  coll_op *op = coll_op_new(c, HSR_OP_ALLREDUCE), *nop = new_op(c, HSR_OP_BARRIER, n), *aop = new_op(c, HSR_OP_BCAST, n);
-  abort_msg *ab = calloc((size_t)n + 1, sizeof *ab); /* [j]: member j's notice; [n]: this one's */
-  if (!op || !nop || !aop || !ab) {
-    if (op) coll_op_destroy(op);
-    if (nop) coll_op_destroy(nop);
-    if (aop) coll_op_destroy(aop);
+  coll_op *op = coll_op_new(c, HSR_OP_ALLREDUCE), *nop = new_op(c, HSR_OP_BARRIER, n), *sop = new_op(c, HSR_OP_BARRIER, n),
+          *aop = new_op(c, HSR_OP_BCAST, n);
+  /* [0, n): members' aborts; [n, 2n): their stall notices; 2n, 2n + 1: this member's */
+  abort_msg *ab = calloc(2 * (size_t)n + 2, sizeof *ab);
+  if (!op || !nop || !sop || !aop || !ab) {
+    coll_op *all[4] = {op, nop, sop, aop};
+    for (int i = 0; i < 4; i++)
+      if (all[i]) coll_op_destroy(all[i]);
     free(ab);
     return hsr_error(HSR_ERR_NOMEM, "peer all-reduce");
   }
   op->send = op->recv = buf, op->count = count, op->dt = dt, op->redop = rop;
-  op->seq = nop->seq = aop->seq = (uint64_t)step;
+  op->seq = nop->seq = sop->seq = aop->seq = (uint64_t)step;
   op->t_start = op->t_progress = hsr_clock_ns();
   op->algo = coll_select(op);
   ucx_chunk *nch = ucx_op_of(nop)->chunks;
-  for (int j = 0; j < n; j++)
+  for (int j = 0; j < n; j++) /* stall notices are received only once stalled (stall_round): they wait unexpected */
     if (j != me && ucx_recv(&nch[j], &ab[j], sizeof ab[j], ucx_tag(nop, UCX_S_MISC, j, NOTICE_K))) nch[j].posted = 1;
   op->algo->start(op);
   double deadline = clock_s() + timeout_s;
@@ -418,29 +473,23 @@ hsr_status peer_allreduce(hsr_comm *c, int64_t step, void *buf, size_t count, hs
     }
     if (!res->ok) break;
     if (clock_s() >= deadline) {
-      char t[32];
-      snprintf(t, sizeof t, "%.1f s", timeout_s);
-      int rv, sd, fl;
-      for (int j = 0; j < n; j++) {
-        ucx_direct_peer(op, j, &rv, &sd, &fl);
-        if (rv) add_culprit(res, c->world[j], "%s %d sent nothing in %s", p->noun, t);
-      }
-      for (int j = 0; j < n && res->ok; j++) { /* only sends pending: the receiver is the one that does not move */
-        ucx_direct_peer(op, j, &rv, &sd, &fl);
-        if (sd) add_culprit(res, c->world[j], "%s %d took nothing in %s", p->noun, t);
-      }
-      if (res->ok) res->ok = 0, snprintf(res->why, sizeof res->why, "no progress in %s", t);
+      stall_round(p, op, nop, sop, aop, ab, timeout_s, res);
       break;
     }
     sleep_on(p, deadline);
   }
-  if (!res->ok) send_aborts(p, aop, &ab[n], res);
+  if (!res->ok) {
+    abort_msg *m = &ab[2 * n];
+    m->n = res->n;
+    for (int i = 0; i < res->n; i++) m->culprit[i] = res->culprit[i];
+    notify(p, aop, m, NOTICE_K);
+  }
   hsr_comm_counter *k = &c->counters[HSR_OP_ALLREDUCE];
   res->bytes_sent = k->bytes_sent - before.bytes_sent;
   res->bytes_recv = k->bytes_recv - before.bytes_recv;
   /* the notices, then the op: what is still pending keeps its buffers (the
    * op's: the scratch and buf, which is then the context's) */
-  coll_op *nops[3] = {nop, aop, NULL}, *ops[3] = {op, NULL, NULL};
+  coll_op *nops[3] = {nop, sop, aop}, *ops[3] = {op, NULL, NULL};
   void *nown[3] = {ab, NULL, NULL}, *own[3] = {c->scratch, buf, NULL};
   if (!end_ops(p, nops, res->ok ? 0 : 0.05, nown)) free(ab);
   if (end_ops(p, ops, 0.2, own)) {
