@@ -470,6 +470,12 @@ hsr_status peer_allreduce(hsr_comm *c, int64_t step, void *buf, size_t count, hs
         add_culprit(res, c->world[j], "%s %d: %s", p->noun, op->err);
       else
         res->ok = 0, snprintf(res->why, sizeof res->why, "%.300s", op->err);
+    } else if (res->ok && op->xfer_err) { /* a transfer failed without an endpoint error: the member it waits for */
+      int j = op->wait_peer;
+      if (j >= 0 && j < n && j != me)
+        add_culprit(res, c->world[j], "transfers with %s %d failed (%s)", p->noun, op->xfer_err);
+      else
+        res->ok = 0, snprintf(res->why, sizeof res->why, "a transfer failed (%s)", op->xfer_err);
     }
     if (!res->ok) break;
     if (clock_s() >= deadline) {
