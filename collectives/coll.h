@@ -290,6 +290,7 @@ hsr_status coll_host_mem_free(hsr_comm *c, void *ptr);
 hsr_status coll_host_set_stream(hsr_comm *c, hsr_stream *stream);
 /* The communicator's scratch (a registered segment), at least `bytes`. */
 hsr_status coll_scratch(hsr_comm *c, size_t bytes, void **p);
+void coll_scratch_free(hsr_comm *c);
 
 /* ---- algo.c: the knobs and an op's algorithm ------------------------------------------ */
 hsr_status coll_tuning_env(coll_tuning *t);

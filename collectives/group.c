@@ -199,7 +199,7 @@ hsr_status coll_host_idle(hsr_comm *c) {
 void coll_host_destroy(hsr_comm *c) {
   coll_ctx *x = c->ctx;
   coll_ctx_remove_comm(x, c);
-  if (c->scratch) seg_pool_free(&x->seg, c->scratch);
+  coll_scratch_free(c);
   coll_comm_dealloc(c);
   coll_ctx_release(x);
 }
@@ -227,12 +227,26 @@ hsr_status coll_host_set_stream(hsr_comm *c, hsr_stream *stream) {
   return HSR_OK;
 }
 
+/* A peer context (no bootstrap) has no node-shared memory: its scratch is the heap's. */
+void coll_scratch_free(hsr_comm *c) {
+  if (!c->scratch) return;
+  if (c->ctx->boot)
+    seg_pool_free(&c->ctx->seg, c->scratch);
+  else
+    free(c->scratch);
+  c->scratch = NULL;
+  c->scratch_bytes = 0;
+}
+
 hsr_status coll_scratch(hsr_comm *c, size_t bytes, void **p) {
   if (c->scratch_bytes < bytes) {
-    if (c->scratch) seg_pool_free(&c->ctx->seg, c->scratch);
-    c->scratch = NULL;
-    c->scratch_bytes = 0;
-    HSR_CHECK(seg_pool_alloc(&c->ctx->seg, bytes, &c->scratch));
+    coll_scratch_free(c);
+    if (c->ctx->boot) {
+      HSR_CHECK(seg_pool_alloc(&c->ctx->seg, bytes, &c->scratch));
+    } else if (posix_memalign(&c->scratch, 64, bytes ? bytes : 1)) {
+      c->scratch = NULL;
+      return hsr_error(HSR_ERR_NOMEM, "communicator '%s': scratch of %zu bytes", c->name, bytes);
+    }
     c->scratch_bytes = bytes;
   }
   *p = c->scratch;

@@ -124,7 +124,10 @@ void coll_op_count(coll_op *op, uint64_t sent, uint64_t recv) {
   k->bytes_recv += recv;
 }
 
-int coll_remote(const hsr_comm *c, int j) { return c->ctx && boot_node_of(c->ctx->boot, c->world[j]) != c->ctx->node; }
+/* A peer context (no bootstrap) joins other jobs: every member is remote. */
+int coll_remote(const hsr_comm *c, int j) {
+  return c->ctx && (!c->ctx->boot || boot_node_of(c->ctx->boot, c->world[j]) != c->ctx->node);
+}
 
 void coll_op_count_peer(coll_op *op, int to, uint64_t sent, int from, uint64_t recv) {
   hsr_comm_counter *k = &op->c->counters[op->kind];

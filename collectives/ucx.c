@@ -11,6 +11,7 @@
 
 #include "algos.h"
 #include "ucx.h"
+#include "collectives/comm_internal.h"
 #include "common/common_internal.h"
 #include "launch/boot_internal.h"
 
@@ -253,13 +254,18 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status) {
   (void)ep;
   ucx_peer *p = arg;
   p->failed = 1;
-  coll_fault_peer_error(p->x, p->wr, ucs_status_string(status));
+  p->err = ucs_status_string(status);
+  coll_fault_peer_error(p->x, p->wr, p->err);
 }
 
 static ucp_ep_h ep_of(coll_ctx *x, int wr) {
   ucx_ctx *u = ucx_ctx_of(x);
   if (u->lanes_bad[0]) {
     hsr_error(HSR_ERR_TRANSPORT, "%s", u->lanes_bad);
+    return NULL;
+  }
+  if (!u->eps[wr] && !u->addrs) { /* a peer context: endpoints are made by ucx_peer.c, from its exchange */
+    hsr_error(HSR_ERR_TRANSPORT, "no endpoint to member %d (its address was never exchanged)", wr);
     return NULL;
   }
   if (!u->eps[wr]) {
@@ -287,6 +293,7 @@ static void forget(ucx_chunk *ch, void *req, ucs_status_t status) {
   ch->u->live--;
   ch->pending--;
   op->inflight--;
+  if (status != UCS_OK && status != UCS_ERR_CANCELED) ch->failed = 1;
   for (int i = 0; i < 2; i++)
     if (ch->reqs[i] == req) ch->reqs[i] = NULL;
   if (status != UCS_OK && status != UCS_ERR_CANCELED && op->st == HSR_OK && !op->fin)
@@ -387,6 +394,25 @@ static void ucx_cancel(coll_op *op) {
 }
 
 static void ucx_op_fini(coll_op *op) { free(ucx_op_of(op)->chunks); }
+
+/* A peer communicator's ops run in ucx_peer.c's bounded waits, never
+ * through the public API's queues. */
+static hsr_status peer_refuse(coll_op *op) {
+  return hsr_error(HSR_ERR_INVALID, "%s on '%s': a peer communicator runs its operations through peer_allreduce",
+                   op_name(op->kind), op->c->name);
+}
+
+/* The world's all-reduce rows, ring and recursive doubling, driven by ucx_peer.c. */
+static const coll_rows ucx_peer_rows = {
+    [HSR_OP_ALLREDUCE] = {{.algo = &ucx_rd_allreduce, .fits = coll_rule_rd}, {.algo = &ucx_ring_allreduce}}};
+
+const coll_transport ucx_peer_transport = {
+    .name = "ucx-peer",
+    .rows = &ucx_peer_rows,
+    .start = peer_refuse,
+    .cancel = ucx_cancel,
+    .op_fini = ucx_op_fini,
+};
 
 /* ---- the table --------------------------------------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* UCX transport (ucx*.c), private: the only header that includes UCP.
  * One UCP worker per world context, addresses exchanged through the PMIx
- * bootstrap, endpoints made on first use; tagged messages. */
+ * bootstrap, endpoints made on first use; tagged messages. A peer context
+ * (ucx_peer.c) has a worker of its own, endpoints from its exchange. */
 #ifndef HSR_COLL_UCX_H
 #define HSR_COLL_UCX_H
 
@@ -12,7 +13,8 @@
 typedef struct ucx_peer {
   coll_ctx *x;
   int wr;
-  int failed; /* the endpoint reported an error: nothing more is sent on it */
+  int failed;      /* the endpoint reported an error: nothing more is sent on it */
+  const char *err; /* what it reported (UCX's static text) */
 } ucx_peer;
 
 /* The context's UCX state (coll_ctx.net_state). */
@@ -40,6 +42,7 @@ typedef struct ucx_chunk {
   coll_op *op;
   ucx_ctx *u; /* set when a transfer is tracked: a failed op's communicator may be gone before its callback */
   int k, stage, step, posted, pending, finished;
+  int failed; /* one of its transfers ended with an error (peer notices and point to point name its member) */
   void *reqs[2];
 } ucx_chunk;
 
@@ -69,6 +72,9 @@ int ucx_recv(ucx_chunk *ch, void *buf, size_t bytes, uint64_t tag);
 ucx_chunk *ucx_one_chunk(coll_op *op);
 /* 1 (naming peer) while the op's messages are in flight. */
 int ucx_waiting(coll_op *op, int peer);
+
+/* The peer communicators' table (ucx_peer.c runs their ops): the all-reduce only. */
+extern const coll_transport ucx_peer_transport;
 
 static inline int ucx_mod(int a, int n) { return ((a % n) + n) % n; }
 

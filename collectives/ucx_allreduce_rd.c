@@ -57,7 +57,8 @@ static int combine(coll_op *op) {
   return 1;
 }
 
-static int advance(coll_op *op) { return op->phase == P_POST ? post(op) : combine(op); }
+/* A failed transfer stops it: the verdict's, never a sum of what did not arrive. */
+static int advance(coll_op *op) { return op->xfer_err ? 0 : op->phase == P_POST ? post(op) : combine(op); }
 
 const coll_algo ucx_rd_allreduce = {
     .name = "recursive doubling", .tp = &ucx_transport, .start = start, .advance = advance, .model = &coll_model_ucx_rd};

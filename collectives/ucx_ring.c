@@ -169,6 +169,10 @@ static int advance(coll_op *op) {
   ucx_op *u = ucx_op_of(op);
   size_t es = dtype_size(op->dt);
   int moved = 0, left = ucx_mod(op->c->rank - 1, op->c->size);
+  if (op->xfer_err) { /* a transfer failed: the verdict's, never a sum of what did not arrive */
+    op->wait_peer = left;
+    return 0;
+  }
   for (int k = 0; k < u->nchunks && !op->fin; k++) {
     ucx_chunk *ch = &u->chunks[k];
     if (ch->finished) continue;

@@ -87,6 +87,44 @@ static hsr_status agree(hsr_boot *b, hsr_status st) {
   return agree_votes(agree_boot_gather, b, hsr_boot_size(b), st, 0, 0, 0, 0, NULL, NULL);
 }
 
+/* ---- the address exchange: through the coordinator ---- */
+
+/* This rank's address goes into the group's record (gather_addresses);
+ * the others' come with each quorum (ft_install). */
+static hsr_status xchg_put(void *arg, const void *blob, size_t len) {
+  hsr_ft *ft = arg;
+  free(ft->myaddr);
+  ft->myaddr = malloc(len ? len : 1);
+  if (!ft->myaddr) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  memcpy(ft->myaddr, blob, len);
+  ft->mylen = len;
+  return HSR_OK;
+}
+
+static hsr_status xchg_get(void *arg, int id, void **blob, size_t *len) {
+  hsr_ft *ft = arg;
+  *blob = NULL, *len = 0;
+  if (id < 0 || id >= FT_MAX_REPLICAS || !ft->paddr[id]) return HSR_OK;
+  *blob = malloc(ft->plen[id] ? ft->plen[id] : 1);
+  if (!*blob) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  memcpy(*blob, ft->paddr[id], ft->plen[id]);
+  *len = ft->plen[id];
+  return HSR_OK;
+}
+
+hsr_status ft_view(hsr_ft *ft) {
+  if (ft->view && ft->view_epoch == ft->q.epoch && ft->view_n == ft->nparts &&
+      !memcmp(ft->view_parts, ft->parts, sizeof(int) * (size_t)ft->nparts))
+    return HSR_OK;
+  peer_comm_free(ft->view);
+  ft->view = NULL;
+  HSR_CHECK(peer_comm_create(ft->peers, ft->parts, ft->nparts, ft->q.epoch, &ft->view));
+  ft->view_epoch = ft->q.epoch;
+  ft->view_n = ft->nparts;
+  memcpy(ft->view_parts, ft->parts, sizeof(int) * (size_t)ft->nparts);
+  return HSR_OK;
+}
+
 /* ---- installing a quorum ---- */
 
 hsr_status ft_install(hsr_ft *ft, const char *blob) {
@@ -101,7 +139,7 @@ hsr_status ft_install(hsr_ft *ft, const char *blob) {
   memcpy(old, ft->parts, sizeof(int) * (size_t)nold);
   const cJSON *it;
   cJSON_ArrayForEach(it, ad) { /* "id": [address of rank 0, rank 1, ...] */
-    if (st != HSR_OK || !ft->link) break;
+    if (st != HSR_OK || !ft->peers) break;
     int id = atoi(it->string);
     const cJSON *a = cJSON_GetArrayItem(it, ft->rank);
     if (id < 0 || id >= FT_MAX_REPLICAS || !cJSON_IsString(a)) {
@@ -113,10 +151,10 @@ hsr_status ft_install(hsr_ft *ft, const char *blob) {
     st = ft_b64_decode(a->valuestring, &p, &n);
     if (st != HSR_OK) break;
     if (id != ft->c.replica_id &&
-        (!ft->paddr[id] || ft->plen[id] != n || memcmp(ft->paddr[id], p, n) || !ft_link_connected(ft->link, id))) {
+        (!ft->paddr[id] || ft->plen[id] != n || memcmp(ft->paddr[id], p, n) || !peer_connected(ft->peers, id))) {
       free(ft->paddr[id]);
       ft->paddr[id] = p, ft->plen[id] = n;
-      st = ft_link_connect(ft->link, id, p, n);
+      st = peer_connect(ft->peers, id); /* endpoints once per peer address; views per epoch (ft_view) */
     } else {
       free(p);
     }
@@ -126,14 +164,14 @@ hsr_status ft_install(hsr_ft *ft, const char *blob) {
   ft->q = q;
   ft->nparts = ft_quorum_parts(&q, ft->parts);
   ft->me = ft_quorum_index(&q, ft->c.replica_id);
-  if (!ft->link) return HSR_OK;    /* a simulated group: no endpoints */
+  if (!ft->peers) return HSR_OK;   /* a simulated group: no endpoints */
   for (int i = 0; i < nold; i++) { /* those that left the quorum: their pending sends end */
     int still = 0;
     for (int k = 0; k < ft->nparts; k++) still |= ft->parts[k] == old[i];
-    if (!still && old[i] != ft->c.replica_id) ft_link_disconnect(ft->link, old[i]);
+    if (!still && old[i] != ft->c.replica_id) peer_disconnect(ft->peers, old[i]);
   }
   for (int k = 0; k < ft->nparts; k++)
-    if (ft->parts[k] != ft->c.replica_id && !ft_link_connected(ft->link, ft->parts[k]))
+    if (ft->parts[k] != ft->c.replica_id && !peer_connected(ft->peers, ft->parts[k]))
       return hsr_error(HSR_ERR_INTERNAL, "ft: no address for replica %d of the quorum", ft->parts[k]);
   return HSR_OK;
 }
@@ -175,7 +213,10 @@ hsr_status hsr_ft_create(hsr_boot *boot, const hsr_ft_config *c, hsr_ft **out) {
   hsr_status st = idj && cJSON_IsObject(idj) ? HSR_OK : hsr_error(HSR_ERR_INVALID, "ft: identity is not a JSON object");
   cJSON_Delete(idj);
   if (st == HSR_OK) st = fault_hook_init(&ft->hook, ft->rank);
-  if (st == HSR_OK) st = ft_link_open(&ft->link);
+  if (st == HSR_OK) {
+    peer_xchg x = {.put = xchg_put, .get = xchg_get, .arg = ft};
+    st = peer_open(ft->c.replica_id, "replica", &x, &ft->peers);
+  }
   if (st == HSR_OK && ft->rank == 0) st = ft_lead_open(ft);
   st = agree(boot, st);
   if (st != HSR_OK) {
@@ -189,8 +230,10 @@ hsr_status hsr_ft_create(hsr_boot *boot, const hsr_ft_config *c, hsr_ft **out) {
 void hsr_ft_free(hsr_ft *ft) {
   if (!ft) return;
   if (ft->rank == 0) ft_lead_close(ft);
-  ft_link_close(ft->link);
+  peer_comm_free(ft->view);
+  peer_close(ft->peers);
   for (int i = 0; i < FT_MAX_REPLICAS; i++) free(ft->paddr[i]);
+  free(ft->myaddr);
   if (ft->own_grp) hsr_comm_free(ft->grp);
   free(ft->stage);
   hsr_ckpt_state_free(ft->healed_prog);
@@ -215,9 +258,8 @@ double ft_timeout(const hsr_ft *ft) { return ft ? ft->T : 0; }
 
 /* Every rank's UCX address: rank 0 keeps them as a JSON array of base64. */
 static hsr_status gather_addresses(hsr_ft *ft) {
-  const void *a;
-  size_t len;
-  HSR_CHECK(ft_link_address(ft->link, &a, &len));
+  const void *a = ft->myaddr;
+  size_t len = ft->mylen;
   uint64_t mine = len, *lens = calloc((unsigned)ft->S, sizeof *lens);
   if (!lens) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   hsr_status st = ft_grp_allgather(ft, &mine, sizeof mine, lens);

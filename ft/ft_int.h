@@ -8,8 +8,9 @@
  *   step.c   the engine's outer reduction (pack, the cross-group
  *            all-reduce, the group's outcome, the decision), step begin/end
  *   heal.c   the state transfer between groups and the state hash
- *   quorum.c the quorum's pure rules; etcd.c the coordinator's client;
- *   link.c   the UCX links between groups */
+ *   quorum.c the quorum's pure rules; etcd.c the coordinator's client
+ * The data plane between groups is a peer context of collectives/
+ * (collectives/peer_internal.h): ft has no transport of its own. */
 #ifndef HSR_FT_FT_INT_H
 #define HSR_FT_FT_INT_H
 
@@ -19,10 +20,14 @@
 #include "hsr/comm.h"
 #include "common/fault_hook.h"
 #include "hsr/ft.h"
-#include "link.h"
+#include "collectives/peer_internal.h"
 #include "quorum.h"
 
 #define FT_PREFIX "/hsr/ft/"
+_Static_assert(FT_MAX_REPLICAS <= PEER_MAX && FT_MAX_CULPRITS == PEER_MAX_CULPRITS,
+               "a replica id is a peer id; a vote names what the data plane names");
+typedef peer_result ft_result; /* what a cross-group operation did: ok, or the groups it names */
+
 #define FT_LEASE_TTL 5 /* seconds: a dead leader's records go after this (renewed every second) */
 
 /* One rank's outcome of a step's cross-group part, gathered by rank 0. */
@@ -55,9 +60,14 @@ struct hsr_ft {
   uint64_t layout_hash;         /* the engine's flat layout, in the record (hsr bench ft: a stand-in) */
   double T;                     /* cross-group and coordinator bound */
   double beat;                  /* rank 0's heartbeat to its ranks while it waits */
-  ft_link *link;                /* NULL in hsr bench ft's simulated groups: no data plane */
-  void *paddr[FT_MAX_REPLICAS]; /* peers' addresses for this rank's index */
+  peer_ctx *peers;              /* rank i of every group (NULL in hsr bench ft's simulated groups: no data plane) */
+  void *paddr[FT_MAX_REPLICAS]; /* peers' addresses for this rank's index (the exchange's `get`) */
   size_t plen[FT_MAX_REPLICAS];
+  void *myaddr; /* this rank's (the exchange's `put`), into the group's record */
+  size_t mylen;
+  hsr_comm *view; /* the participants of view_epoch, over `peers` (rebuilt when the quorum changes) */
+  int64_t view_epoch;
+  int view_parts[FT_MAX_REPLICAS], view_n;
 
   ft_quorum q; /* what the next (or current) step runs on */
   int parts[FT_MAX_REPLICAS], nparts, me;
@@ -122,6 +132,10 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
 hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char **blob);
 /* The blob for the current quorum: {"q":..., "addrs":{id:[...]}, ...extra}. */
 hsr_status ft_lead_blob(hsr_ft *ft, const ft_quorum *q, const char *extra_json, char **blob);
+
+/* The participants' communicator for the current quorum (made when the epoch
+ * or the participants changed since the last). */
+hsr_status ft_view(hsr_ft *ft);
 
 /* ---- heal.c ---- */
 hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out);

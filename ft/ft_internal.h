@@ -30,8 +30,8 @@ void ft_coord_close(hsr_ft_coord *c);
  * or data: it registers, waits for the quorum, votes every step and
  * installs the decision through the same code as hsr train's rank 0 (only
  * the cross-group all-reduce and the heal's transfer are modelled: a dead
- * or stopped participant is named as the UCX link names it, after the
- * link's delay). Failures: groups killed at once (their leases left to
+ * or stopped participant is named as the peer all-reduce names it, after
+ * the detection delay). Failures: groups killed at once (their leases left to
  * expire), one group stopped past the timeout, killed groups restarted with
  * join. */
 typedef struct hsr_ft_sim_config {
@@ -42,7 +42,7 @@ typedef struct hsr_ft_sim_config {
   int steps;
   double step_s;            /* a step's compute, before the all-reduce */
   double timeout_s;         /* HSR_COMM_TIMEOUT (cross-group bound: 3/4 of it) */
-  double detect_s;          /* how long the link takes to name a killed peer */
+  double detect_s;          /* how long the data plane takes to name a killed peer */
   double heal_s;            /* a heal's transfer */
   int kill, kill_step;      /* groups killed at once at the start of step kill_step (kill 0: none) */
   int stop_step;            /* a group stopped in the all-reduce of this step (0: none) */

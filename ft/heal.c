@@ -93,7 +93,7 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
   void *b0[2] = {hd, prog};
   size_t n0[2] = {sizeof *hd, hd->prog_len};
   int64_t seq = 0, ep = ft->q.epoch;
-  hsr_status st = ft_link_send(ft->link, joiner, ft->c.replica_id, ep, seq, b0, n0, 2, ft->T, &r);
+  hsr_status st = peer_send(ft->peers, joiner, ep, seq, b0, n0, 2, ft->T, &r);
   int taken = r.buf_taken; /* header and program state still read by a pending send */
   seq += 2;
   uint64_t bytes = r.bytes_sent;
@@ -102,7 +102,7 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
     size_t n[3];
     st = fault_hook_hit(&ft->hook, "ft_heal");
     if (st == HSR_OK) st = unit_bufs(ft, u, 1, host, b, n);
-    if (st == HSR_OK) st = ft_link_send(ft->link, joiner, ft->c.replica_id, ep, seq, b, n, 3, ft->T, &r);
+    if (st == HSR_OK) st = peer_send(ft->peers, joiner, ep, seq, b, n, 3, ft->T, &r);
     if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive the send anyway */
     seq += 3;
     bytes += r.bytes_sent;
@@ -134,7 +134,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
   if (!hdp) return hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
   void *b0[1] = {hdp};
   size_t n0[1] = {sizeof *hdp};
-  hsr_status st = ft_link_recv(ft->link, healer, ep, 0, b0, n0, 1, ft->T, &r);
+  hsr_status st = peer_recv(ft->peers, healer, ep, 0, b0, n0, 1, ft->T, &r);
   int taken = r.buf_taken; /* then neither the header nor what follows is freed here (bounded: once per heal) */
   if (!taken) {
     hd = *hdp;
@@ -154,7 +154,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
     prog = calloc(1, hd.prog_len);
     void *b1[1] = {prog};
     size_t n1[1] = {hd.prog_len};
-    st = prog ? ft_link_recv(ft->link, healer, ep, 1, b1, n1, 1, ft->T, &r) : hsr_error(HSR_ERR_NOMEM, "out of memory");
+    st = prog ? peer_recv(ft->peers, healer, ep, 1, b1, n1, 1, ft->T, &r) : hsr_error(HSR_ERR_NOMEM, "out of memory");
     taken |= st == HSR_OK && r.buf_taken;
     bytes += r.bytes_recv;
   }
@@ -166,7 +166,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
     size_t n[3];
     st = fault_hook_hit(&ft->hook, "ft_heal");
     if (st == HSR_OK) st = unit_bufs(ft, u, 0, host, b, n);
-    if (st == HSR_OK) st = ft_link_recv(ft->link, healer, ep, seq, b, n, 3, ft->T, &r);
+    if (st == HSR_OK) st = peer_recv(ft->peers, healer, ep, seq, b, n, 3, ft->T, &r);
     if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive it anyway */
     if (st == HSR_OK && r.ok && host) st = unit_store(ft, u, host);
     seq += 3;

@@ -24,7 +24,9 @@
 #include <stdint.h>
 
 #include "hsr/common.h"
-#include "link.h"
+
+#define FT_MAX_REPLICAS 1024
+#define FT_MAX_CULPRITS 32 /* groups one failure report names: those that die at once are dropped at once */
 
 #define FT_MAX_SEEN 16
 

@@ -2,8 +2,8 @@
  * as threads, each a leader (rank 0 of a one-rank group) that runs lead.c and
  * step.c's ft_decide against a real coordinator. Only what needs data is
  * modelled: the cross-group all-reduce's outcome (the killed participants
- * named after detect_s, a stopped one after the bound, as link.c names
- * them) and a heal's transfer (heal_s). Every thread blocks (sleeps, etcd's
+ * named after detect_s, a stopped one after the bound, as the peer
+ * all-reduce of collectives/ names them) and a heal's transfer (heal_s). Every thread blocks (sleeps, etcd's
  * sockets, a condition variable), so a thousand groups fit on two cores. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -80,9 +80,10 @@ static int dead_for(sim_world *w, const hsr_ft *ft, int id, int64_t s) {
   return !alive;
 }
 
-/* The all-reduce's outcome as link.c reports it: every participant it knows
- * dead (up to FT_MAX_CULPRITS), after the link's delay; with none dead, a
- * stopped one, after the bound. */
+/* The all-reduce's outcome as peer_allreduce reports it: every participant it
+ * knows dead (up to FT_MAX_CULPRITS), after the detection delay; with none dead, a
+ * stopped one, after the bound and the stall round's grace (a quarter of the
+ * bound, at most 1 s: the one waiting for it names it). */
 static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
   sim_world *w = g->w;
   hsr_ft *ft = g->ft;
@@ -101,7 +102,7 @@ static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
   if (!o->ok) {
     nap(w->c.detect_s);
   } else if (stopped >= 0) {
-    nap(ft->T);
+    nap(ft->T + (ft->T / 4 < 1.0 ? ft->T / 4 : 1.0));
     o->ok = 0, o->n = 1, o->culprit[0] = stopped;
     snprintf(o->why, sizeof o->why, "replica %d sent nothing within the bound (modelled)", stopped);
   }

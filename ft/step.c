@@ -127,9 +127,9 @@ hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
     r.ok = 0, r.n = 1, r.culprit[0] = ft->heal_culprit;
     snprintf(r.why, sizeof r.why, "%s", ft->heal_why);
   } else if (ft->nparts > 1) {
-    HSR_CHECK(ft_link_allreduce_avg(ft->link, ft->parts, ft->nparts, ft->me, ft->q.epoch, ft->q.done + 1, ft->stage, n,
-                                    ft->T, &r));
-    if (r.buf_taken) ft->stage = NULL, ft->stage_cap = 0; /* the link frees it */
+    HSR_CHECK(ft_view(ft)); /* tagged with the quorum's epoch; the step below */
+    HSR_CHECK(peer_allreduce(ft->view, ft->q.done + 1, ft->stage, n, HSR_F32, HSR_AVG, ft->T, &r));
+    if (r.buf_taken) ft->stage = NULL, ft->stage_cap = 0; /* the peer context frees it */
   }
   ft_outcome mine = {r.ok, !ft->heal_failed, r.n, {0}, ""};
   memcpy(mine.culprit, r.culprit, sizeof mine.culprit);

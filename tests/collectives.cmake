@@ -4,6 +4,10 @@ hsr_add_unit(test_coll_kern test_coll_kern.c)
 # every row of every host transport's table has the volume the tuner reads (common/coll_model.h)
 hsr_add_unit(test_coll_model test_coll_model.c)
 hsr_add_program(mr_coll mr_coll.c)
+# Peer communicators (collectives/peer_internal.h) inside one job: the all-reduce's bits,
+# point to point, and a member that skips a step named alone while the world goes on.
+hsr_add_program(mr_peer mr_peer.c)
+hsr_add_mpi_test(NAME coll_peer NP 3 COMMAND $<TARGET_FILE:mr_peer> TIMEOUT 120 LABELS ft)
 
 hsr_add_mpi_test(NAME coll_world4 NP 4 COMMAND $<TARGET_FILE:mr_coll> --big)
 hsr_add_mpi_test(NAME coll_world4_split2x2 NP 4 COMMAND $<TARGET_FILE:mr_coll> --split 2 --counts 0,7 --concurrent)
