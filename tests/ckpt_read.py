@@ -28,10 +28,18 @@ tests (json, struct and zlib only: no numpy, no hsr code).
                                        checkpoint as hsr wrote it before
                                        checkpoints recorded their model),
                                        with its crc32 made right
+  ckpt_read.py to-v1 CKPT              rewrites the manifest in format
+                                       version 1 (an object per range, a
+                                       number per block checksum), with its
+                                       crc32 made right
 
 A checkpoint directory (or root, through its `latest`) holds manifest.json,
 whose "manifest_crc32" is the crc32 of the file with that value written as
-"00000000", and data files of f32 little-endian ranges.
+"00000000", and data files of f32 little-endian ranges. Format version 2
+records a file's block checksums as one string of 8 hex digits per block and
+a tensor's ranges as one flat array of 5 numbers per range (count, file,
+master, m, v; ranges tile the tensor in order); version 1 as a list of
+numbers and a list of {start, count, file, master, m, v} objects.
 """
 import json
 import os
@@ -58,8 +66,53 @@ def manifest(path):
     got = b"%08x" % zlib.crc32(zeroed)
     assert got == want, f"{d}: manifest crc32 {got} != recorded {want}"
     m = json.loads(raw)
-    assert m["format"] == "hsr-checkpoint" and m["format_version"] == 1, m.get("format_version")
+    assert m["format"] == "hsr-checkpoint" and m["format_version"] in (1, 2), m.get("format_version")
     return d, m
+
+
+def block_crcs(m, f):
+    b = f["block_crc32"]
+    if m["format_version"] == 1:
+        return b
+    assert len(b) % 8 == 0 and b == b.lower(), f"{f['name']}: block_crc32 is not 8 hex digits per block"
+    return [int(b[i:i + 8], 16) for i in range(0, len(b), 8)]
+
+
+def ranges(m, t):
+    """A tensor's ranges as version 1's objects."""
+    r = t["ranges"]
+    if m["format_version"] == 1:
+        return r
+    assert len(r) % 5 == 0, f"{t['name']}: {len(r)} range numbers"
+    out, at = [], 0
+    for i in range(0, len(r), 5):
+        count, file, master, mm, v = r[i:i + 5]
+        out.append({"start": at, "count": count, "file": file, "master": master, "m": mm, "v": v})
+        at += count
+    return out
+
+
+def write_manifest(d, m):
+    """manifest.json as hsr prints it (tabs), its crc32 made right."""
+    m.pop("manifest_crc32", None)
+    m["manifest_crc32"] = "00000000"  # its own crc32 is of the text with these digits
+    text = (json.dumps(m, indent="\t") + "\n").encode()
+    q = text.rindex(b'"00000000"') + 1
+    text = text[:q] + b"%08x" % zlib.crc32(text) + text[q + 8:]
+    open(os.path.join(d, "manifest.json"), "wb").write(text)
+
+
+def to_v1(path):
+    d, m = manifest(path)
+    assert m["format_version"] == 2, f"{d}: format version {m['format_version']}, not 2"
+    for f in m["files"]:
+        f["block_crc32"] = block_crcs(m, f)
+    for t in m["tensors"]:
+        t["ranges"] = ranges(m, t)
+    m["format_version"] = 1
+    write_manifest(d, m)
+    assert manifest(path)[1]["format_version"] == 1
+    print(f"ckpt_read: {d}: the manifest rewritten in format version 1")
 
 
 def tensors(path):
@@ -72,14 +125,14 @@ def tensors(path):
         assert zlib.crc32(data) == f["crc32"], f"{f['name']}: crc32"
         b = m["block_bytes"]
         blocks = [zlib.crc32(data[i:i + b]) for i in range(0, len(data), b)]
-        assert blocks == f["block_crc32"], f"{f['name']}: block crc32s"
+        assert blocks == block_crcs(m, f), f"{f['name']}: block crc32s"
         files.append(data)
     out = {}
     for t in m["tensors"]:
         n = t["numel"]
         vals = {k: [None] * n for k in ("master", "m", "v")}
         at = 0
-        for r in t["ranges"]:
+        for r in ranges(m, t):
             assert r["start"] == at, f"{t['name']}: ranges do not tile"
             c = r["count"]
             for k in vals:
@@ -215,12 +268,7 @@ def drop_model(path):
     d, m = manifest(path)
     assert "model" in m, f"{d}: the manifest records no model"
     del m["model"]
-    del m["manifest_crc32"]
-    m["manifest_crc32"] = "00000000"  # its own crc32 is of the text with these digits
-    text = (json.dumps(m, indent="\t") + "\n").encode()
-    q = text.rindex(b'"00000000"') + 1
-    text = text[:q] + b"%08x" % zlib.crc32(text) + text[q + 8:]
-    open(os.path.join(d, "manifest.json"), "wb").write(text)
+    write_manifest(d, m)
     assert "model" not in manifest(path)[1]
     print(f"ckpt_read: {d}: the manifest's model removed")
 
@@ -255,6 +303,8 @@ def main(argv):
         st_index(argv[1], argv[2], int(argv[3]))
     elif len(argv) == 2 and argv[0] == "drop-model":
         drop_model(argv[1])
+    elif len(argv) == 2 and argv[0] == "to-v1":
+        to_v1(argv[1])
     else:
         print(__doc__)
         return 2

@@ -43,7 +43,9 @@
 extern "C" {
 #endif
 
-#define HSR_CKPT_FORMAT_VERSION 1
+/* 2: block checksums as one hex string per file, ranges as flat number
+ * arrays; 1 (object per range, a number per block) still reads. */
+#define HSR_CKPT_FORMAT_VERSION 2
 #define HSR_CKPT_KEY_MAX 64
 
 /* ---- the program's state: typed key/value pairs saved with a checkpoint ----

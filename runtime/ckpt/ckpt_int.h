@@ -64,6 +64,7 @@ typedef struct ckpt_file {
   uint64_t bytes, nblocks;
   uint32_t crc;
   uint32_t *blocks; /* crc32 of each block_bytes block (the last may be short) */
+  int rank;         /* the rank that wrote it */
 } ckpt_file;
 
 struct hsr_ckpt {
@@ -83,8 +84,8 @@ struct hsr_ckpt {
  * in, then layout and units (taken) and in->block_bytes. */
 hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, cJSON *units);
 /* A data file's entry (f->nblocks block checksums), and a tensor's (its
- * ranges in order). */
-cJSON *ckpt_manifest_file(const ckpt_file *f, int rank);
+ * ranges in order), in the current format version. */
+cJSON *ckpt_manifest_file(const ckpt_file *f);
 cJSON *ckpt_manifest_tensor(const ckpt_tensor *t);
 /* Parses and validates manifest text read from dir (takes text). */
 hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out);

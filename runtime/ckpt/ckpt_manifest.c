@@ -141,14 +141,29 @@ hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, 
                                                              : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
 }
 
-cJSON *ckpt_manifest_file(const ckpt_file *f, int rank) {
-  cJSON *o = cJSON_CreateObject(), *bl;
+/* Version 2's compact encodings: a file's block checksums are one string of
+ * 8 lowercase hex digits per block (a cJSON number per block costs a node
+ * and its parse), a tensor's ranges one flat array of CKPT_RANGE_NUMS numbers
+ * per range: count, file, then the byte offsets of master, m and v (start
+ * is implied: ranges tile the tensor in order). */
+#define CKPT_RANGE_NUMS (2 + CKPT_KINDS)
+
+cJSON *ckpt_manifest_file(const ckpt_file *f) {
+  cJSON *o = cJSON_CreateObject();
+  char *hex = malloc((size_t)f->nblocks * 8 + 9);
+  if (!o || !hex) {
+    free(hex);
+    cJSON_Delete(o);
+    return NULL;
+  }
   cJSON_AddStringToObject(o, "name", f->name);
-  cJSON_AddNumberToObject(o, "rank", rank);
+  cJSON_AddNumberToObject(o, "rank", f->rank);
   cJSON_AddNumberToObject(o, "bytes", (double)f->bytes);
   cJSON_AddNumberToObject(o, "crc32", f->crc);
-  bl = cJSON_AddArrayToObject(o, "block_crc32");
-  for (uint64_t b = 0; b < f->nblocks; b++) cJSON_AddItemToArray(bl, cJSON_CreateNumber(f->blocks[b]));
+  hex[0] = 0;
+  for (uint64_t b = 0; b < f->nblocks; b++) snprintf(hex + 8 * b, 9, "%08x", f->blocks[b]);
+  cJSON_AddStringToObject(o, "block_crc32", hex);
+  free(hex);
   return o;
 }
 
@@ -165,13 +180,9 @@ cJSON *ckpt_manifest_tensor(const ckpt_tensor *t) {
   cJSON_AddNumberToObject(o, "group", t->group);
   ra = cJSON_AddArrayToObject(o, "ranges");
   for (int j = 0; j < t->nr; j++) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "start", (double)t->r[j].start);
-    cJSON_AddNumberToObject(r, "count", (double)t->r[j].count);
-    cJSON_AddNumberToObject(r, "file", t->r[j].file);
-    for (int k = 0; k < CKPT_KINDS; k++)
-      cJSON_AddNumberToObject(r, ckpt_kind_name((hsr_ckpt_kind)k), (double)t->r[j].off[k]);
-    cJSON_AddItemToArray(ra, r);
+    cJSON_AddItemToArray(ra, cJSON_CreateNumber((double)t->r[j].count));
+    cJSON_AddItemToArray(ra, cJSON_CreateNumber(t->r[j].file));
+    for (int k = 0; k < CKPT_KINDS; k++) cJSON_AddItemToArray(ra, cJSON_CreateNumber((double)t->r[j].off[k]));
   }
   return o;
 }
@@ -273,6 +284,47 @@ static const char *first_dup(const char **names, int n) {
   return NULL;
 }
 
+/* Version 1: an array of numbers, one per block. */
+static hsr_status parse_blocks_v1(pctx *px, const cJSON *it, ckpt_file *f) {
+  const cJSON *bl, *b;
+  int nb = 0, j = 0;
+  HSR_CHECK(jarr(px, it, "block_crc32", &bl, &nb));
+  if ((uint64_t)nb != f->nblocks)
+    return PERR(px, "'%s' has %d block checksums, its %" PRIu64 " bytes make %" PRIu64 " blocks", f->name, nb,
+                f->bytes, f->nblocks);
+  cJSON_ArrayForEach(b, bl) {
+    if (!cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble > 4294967295.0 ||
+        b->valuedouble != (double)(uint32_t)b->valuedouble)
+      return PERR(px, "'%s': block checksum %d is not a crc32", f->name, j);
+    f->blocks[j++] = (uint32_t)b->valuedouble;
+  }
+  return HSR_OK;
+}
+
+static int hexval(char ch) {
+  return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* Version 2: one string, 8 lowercase hex digits per block. */
+static hsr_status parse_blocks_hex(pctx *px, const cJSON *it, ckpt_file *f) {
+  const char *s;
+  HSR_CHECK(jstr(px, it, "block_crc32", &s));
+  size_t n = strlen(s);
+  if (n != 8 * f->nblocks)
+    return PERR(px, "'%s' has %zu hex digits of block checksums, its %" PRIu64 " bytes make %" PRIu64
+                " blocks of 8 digits each", f->name, n, f->bytes, f->nblocks);
+  for (uint64_t b = 0; b < f->nblocks; b++) {
+    uint32_t v = 0;
+    for (int k = 0; k < 8; k++) {
+      int h = hexval(s[8 * b + (uint64_t)k]);
+      if (h < 0) return PERR(px, "'%s': block checksum %" PRIu64 " is not 8 lowercase hex digits", f->name, b);
+      v = v << 4 | (uint32_t)h;
+    }
+    f->blocks[b] = v;
+  }
+  return HSR_OK;
+}
+
 static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
   const cJSON *fa, *it;
   HSR_CHECK(jarr(px, c->json, "files", &fa, &c->nf));
@@ -283,27 +335,20 @@ static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
     ckpt_file *f = &c->f[i];
     snprintf(px->where, sizeof px->where, "file %d", i);
     int64_t crc;
-    const cJSON *bl, *b;
-    int nb = 0;
     HSR_CHECK(jstr(px, it, "name", &f->name));
     if (!ckpt_safe_name(f->name)) return PERR(px, "file name '%s' is not a plain file name", f->name);
     HSR_CHECK(ju64(px, it, "bytes", &f->bytes));
     HSR_CHECK(jint(px, it, "crc32", 0, 0xffffffffll, &crc));
     f->crc = (uint32_t)crc;
-    HSR_CHECK(jarr(px, it, "block_crc32", &bl, &nb));
+    HSR_CHECK(jint(px, it, "rank", 0, 1 << 30, &crc));
+    f->rank = (int)crc;
     f->nblocks = (f->bytes + c->info.block_bytes - 1) / c->info.block_bytes;
-    if ((uint64_t)nb != f->nblocks)
-      return PERR(px, "'%s' has %d block checksums, its %" PRIu64 " bytes make %" PRIu64 " blocks", f->name, nb,
-                  f->bytes, f->nblocks);
-    f->blocks = malloc((size_t)(nb ? nb : 1) * sizeof *f->blocks);
+    f->blocks = malloc((size_t)(f->nblocks ? f->nblocks : 1) * sizeof *f->blocks);
     if (!f->blocks) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-    int j = 0;
-    cJSON_ArrayForEach(b, bl) {
-      if (!cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble > 4294967295.0 ||
-          b->valuedouble != (double)(uint32_t)b->valuedouble)
-        return PERR(px, "'%s': block checksum %d is not a crc32", f->name, j);
-      f->blocks[j++] = (uint32_t)b->valuedouble;
-    }
+    if (c->info.format_version >= 2)
+      HSR_CHECK(parse_blocks_hex(px, it, f));
+    else
+      HSR_CHECK(parse_blocks_v1(px, it, f));
     c->info.data_bytes += f->bytes;
     i++;
   }
@@ -316,11 +361,19 @@ static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
   return HSR_OK;
 }
 
-static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pctx *px, uint64_t *covered) {
-  const cJSON *ra, *it;
-  HSR_CHECK(jarr(px, tj, "ranges", &ra, &t->nr));
-  t->r = calloc((size_t)t->nr + 1, sizeof *t->r);
-  if (!t->r) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+/* Range r checked against the tensor and the files, its bytes counted. */
+static hsr_status check_range(hsr_ckpt *c, pctx *px, const ckpt_range *r, int i, uint64_t *covered) {
+  for (int k = 0; k < CKPT_KINDS; k++)
+    if (r->off[k] + 4 * r->count > c->f[r->file].bytes)
+      return PERR(px, "range %d (%s) ends at byte %" PRIu64 " of '%s', which has %" PRIu64, i,
+                  ckpt_kind_name((hsr_ckpt_kind)k), r->off[k] + 4 * r->count, c->f[r->file].name, c->f[r->file].bytes);
+  covered[r->file] += 12 * r->count;
+  return HSR_OK;
+}
+
+/* Version 1: an object per range, {start, count, file, master, m, v}. */
+static hsr_status parse_ranges_v1(hsr_ckpt *c, ckpt_tensor *t, const cJSON *ra, pctx *px, uint64_t *covered) {
+  const cJSON *it;
   uint64_t next = 0;
   int i = 0;
   cJSON_ArrayForEach(it, ra) {
@@ -336,15 +389,54 @@ static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pct
                   " (ranges must tile the tensor in order)",
                   i - 1, r->start, r->count, next);
     next = r->start + r->count;
-    for (int k = 0; k < CKPT_KINDS; k++) {
-      const char *kn = ckpt_kind_name((hsr_ckpt_kind)k);
-      HSR_CHECK(ju64(px, it, kn, &r->off[k]));
-      if (r->off[k] + 4 * r->count > c->f[r->file].bytes)
-        return PERR(px, "range %d (%s) ends at byte %" PRIu64 " of '%s', which has %" PRIu64, i - 1, kn,
-                    r->off[k] + 4 * r->count, c->f[r->file].name, c->f[r->file].bytes);
-    }
-    covered[r->file] += 12 * r->count;
+    for (int k = 0; k < CKPT_KINDS; k++) HSR_CHECK(ju64(px, it, ckpt_kind_name((hsr_ckpt_kind)k), &r->off[k]));
+    HSR_CHECK(check_range(c, px, r, i - 1, covered));
   }
+  return HSR_OK;
+}
+
+/* A flat array's number as an integer in [0, hi]. */
+static int flat_int(const cJSON *x, double hi, uint64_t *v) {
+  if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0 && x->valuedouble <= hi) ||
+      x->valuedouble != (double)(uint64_t)x->valuedouble)
+    return 0;
+  *v = (uint64_t)x->valuedouble;
+  return 1;
+}
+
+/* Version 2: CKPT_RANGE_NUMS numbers per range (count, file, master, m, v). */
+static hsr_status parse_ranges_flat(hsr_ckpt *c, ckpt_tensor *t, const cJSON *ra, pctx *px, uint64_t *covered) {
+  static const char *const what[CKPT_RANGE_NUMS] = {"count", "file", "master", "m", "v"};
+  const cJSON *x = ra->child;
+  uint64_t next = 0;
+  for (int i = 0; i < t->nr; i++) {
+    ckpt_range *r = &t->r[i];
+    uint64_t v[CKPT_RANGE_NUMS];
+    for (int q = 0; q < CKPT_RANGE_NUMS; q++, x = x->next)
+      if (!flat_int(x, q == 1 ? (double)(c->nf - 1) : 9007199254740992.0, &v[q]))
+        return PERR(px, "range %d: its %s is not an integer in [0, %.0f]", i, what[q],
+                    q == 1 ? (double)(c->nf - 1) : 9007199254740992.0);
+    if (v[0] == 0) return PERR(px, "range %d counts 0 elements (every range holds some)", i);
+    *r = (ckpt_range){next, v[0], {v[2], v[3], v[4]}, (int)v[1]};
+    next += v[0];
+    HSR_CHECK(check_range(c, px, r, i, covered));
+  }
+  return HSR_OK;
+}
+
+static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pctx *px, uint64_t *covered) {
+  const cJSON *ra;
+  int n;
+  HSR_CHECK(jarr(px, tj, "ranges", &ra, &n));
+  int flat = c->info.format_version >= 2;
+  if (flat && n % CKPT_RANGE_NUMS)
+    return PERR(px, "'ranges' has %d numbers, not a multiple of %d (count, file, master, m, v per range)", n,
+                CKPT_RANGE_NUMS);
+  t->nr = flat ? n / CKPT_RANGE_NUMS : n;
+  t->r = calloc((size_t)t->nr + 1, sizeof *t->r);
+  if (!t->r) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  HSR_CHECK(flat ? parse_ranges_flat(c, t, ra, px, covered) : parse_ranges_v1(c, t, ra, px, covered));
+  uint64_t next = t->nr ? t->r[t->nr - 1].start + t->r[t->nr - 1].count : 0;
   if (next != t->numel) return PERR(px, "the ranges cover %" PRIu64 " of its %" PRIu64 " elements", next, t->numel);
   return HSR_OK;
 }

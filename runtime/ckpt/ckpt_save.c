@@ -323,8 +323,8 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
       if (fidx[r] < 0) continue;
       char name[64];
       snprintf(name, sizeof name, "data-%08x-%05d.bin", x->id, r);
-      const ckpt_file f = {name, x->votes[r].a, x->votes[r].b, x->votes[r].crc, &x->blocks[r * x->maxnb]};
-      cJSON_AddItemToArray(fa, ckpt_manifest_file(&f, r));
+      const ckpt_file f = {name, x->votes[r].a, x->votes[r].b, x->votes[r].crc, &x->blocks[r * x->maxnb], r};
+      cJSON_AddItemToArray(fa, ckpt_manifest_file(&f));
       total += x->votes[r].a;
     }
     cJSON_AddNumberToObject(m, "data_bytes", (double)total);

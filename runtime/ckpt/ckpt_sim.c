@@ -104,8 +104,8 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
     if (fidx[r] < 0) continue;
     char name[64];
     snprintf(name, sizeof name, "data-%08x-%05d.bin", 0u, r);
-    const ckpt_file f = {name, bytes[r], (bytes[r] + block_bytes - 1) / block_bytes, 0, zero};
-    cJSON_AddItemToArray(fa, ckpt_manifest_file(&f, r));
+    const ckpt_file f = {name, bytes[r], (bytes[r] + block_bytes - 1) / block_bytes, 0, zero, r};
+    cJSON_AddItemToArray(fa, ckpt_manifest_file(&f));
     total += bytes[r];
   }
   if (st == HSR_OK) cJSON_AddNumberToObject(m, "data_bytes", (double)total);
