@@ -55,6 +55,7 @@ typedef struct hsr_ckpt_info {
   int format_version;
   int64_t step;
   int world, replicate, shard, partial, prefetch;
+  int outer_shard; /* 1: the optimizer state sharded over the replicas too */
   int num_tensors, num_files, num_groups;
   uint64_t data_bytes, block_bytes, numel;
   double clip;

@@ -11,8 +11,10 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "common/grow.h"
 #include "common/json.h"
 #include "ckpt_int.h"
+#include "runtime/runtime_internal.h"
 
 #define CRC_KEY "\"manifest_crc32\""
 
@@ -129,7 +131,9 @@ hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, 
       cJSON_AddNumberToObject(o, group_fields[q].key, *(const float *)((const char *)&in->groups[g] + group_fields[q].off));
     cJSON_AddItemToArray(ga, o);
   }
-  put_fields(cJSON_AddObjectToObject(m, "mesh"), mesh_fields, NFIELDS(mesh_fields), in);
+  cJSON *mesh = cJSON_AddObjectToObject(m, "mesh");
+  put_fields(mesh, mesh_fields, NFIELDS(mesh_fields), in);
+  cJSON_AddNumberToObject(mesh, "outer_shard", in->outer_shard);
   cJSON *dt = cJSON_AddObjectToObject(m, "dtypes");
   put_fields(dt, dtype_fields, NFIELDS(dtype_fields), in);
   cJSON_AddStringToObject(dt, "master", "f32");
@@ -141,13 +145,13 @@ hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, 
                                                              : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
 }
 
-/* Version 2's compact encodings: a file's block checksums are one string of
- * 8 lowercase hex digits per block (a cJSON number per block costs a node
- * and its parse), a tensor's ranges one flat array of CKPT_RANGE_NUMS numbers
- * per range: count, file, then the byte offsets of master, m and v (start
- * is implied: ranges tile the tensor in order). */
-#define CKPT_RANGE_NUMS (2 + CKPT_KINDS)
-
+/* Version 2 records the layout (units; each tensor's unit, offset, shape
+ * and group), the mesh of the save (R x S, the outer shard) and each data
+ * file's rank and mesh coordinates, never a range: every reader derives the
+ * ranges with the save's own planner (ckpt_geom), so the manifest grows with
+ * the files, not with files x units. A file's block checksums are one string
+ * of 8 lowercase hex digits per block (a JSON number per block costs a
+ * node and its parse). */
 cJSON *ckpt_manifest_file(const ckpt_file *f) {
   cJSON *o = cJSON_CreateObject();
   char *hex = malloc((size_t)f->nblocks * 8 + 9);
@@ -158,6 +162,8 @@ cJSON *ckpt_manifest_file(const ckpt_file *f) {
   }
   cJSON_AddStringToObject(o, "name", f->name);
   cJSON_AddNumberToObject(o, "rank", f->rank);
+  cJSON_AddNumberToObject(o, "rep", f->rep);
+  cJSON_AddNumberToObject(o, "sh", f->sh);
   cJSON_AddNumberToObject(o, "bytes", (double)f->bytes);
   cJSON_AddNumberToObject(o, "crc32", f->crc);
   hex[0] = 0;
@@ -168,7 +174,7 @@ cJSON *ckpt_manifest_file(const ckpt_file *f) {
 }
 
 cJSON *ckpt_manifest_tensor(const ckpt_tensor *t) {
-  cJSON *o = cJSON_CreateObject(), *sh, *ra;
+  cJSON *o = cJSON_CreateObject(), *sh;
   cJSON_AddStringToObject(o, "name", t->name);
   sh = cJSON_AddArrayToObject(o, "shape");
   for (int d = 0; d < t->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
@@ -178,12 +184,6 @@ cJSON *ckpt_manifest_tensor(const ckpt_tensor *t) {
   cJSON_AddNumberToObject(o, "unit_index", t->unit_index);
   cJSON_AddNumberToObject(o, "offset", (double)t->offset);
   cJSON_AddNumberToObject(o, "group", t->group);
-  ra = cJSON_AddArrayToObject(o, "ranges");
-  for (int j = 0; j < t->nr; j++) {
-    cJSON_AddItemToArray(ra, cJSON_CreateNumber((double)t->r[j].count));
-    cJSON_AddItemToArray(ra, cJSON_CreateNumber(t->r[j].file));
-    for (int k = 0; k < CKPT_KINDS; k++) cJSON_AddItemToArray(ra, cJSON_CreateNumber((double)t->r[j].off[k]));
-  }
   return o;
 }
 
@@ -342,6 +342,12 @@ static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
     f->crc = (uint32_t)crc;
     HSR_CHECK(jint(px, it, "rank", 0, 1 << 30, &crc));
     f->rank = (int)crc;
+    if (c->info.format_version >= 2) {
+      HSR_CHECK(jint(px, it, "rep", 0, c->info.replicate - 1, &crc));
+      f->rep = (int)crc;
+      HSR_CHECK(jint(px, it, "sh", 0, c->info.shard - 1, &crc));
+      f->sh = (int)crc;
+    }
     f->nblocks = (f->bytes + c->info.block_bytes - 1) / c->info.block_bytes;
     f->blocks = malloc((size_t)(f->nblocks ? f->nblocks : 1) * sizeof *f->blocks);
     if (!f->blocks) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
@@ -395,50 +401,133 @@ static hsr_status parse_ranges_v1(hsr_ckpt *c, ckpt_tensor *t, const cJSON *ra, 
   return HSR_OK;
 }
 
-/* A flat array's number as an integer in [0, hi]. */
-static int flat_int(const cJSON *x, double hi, uint64_t *v) {
-  if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0 && x->valuedouble <= hi) ||
-      x->valuedouble != (double)(uint64_t)x->valuedouble)
-    return 0;
-  *v = (uint64_t)x->valuedouble;
-  return 1;
-}
-
-/* Version 2: CKPT_RANGE_NUMS numbers per range (count, file, master, m, v). */
-static hsr_status parse_ranges_flat(hsr_ckpt *c, ckpt_tensor *t, const cJSON *ra, pctx *px, uint64_t *covered) {
-  static const char *const what[CKPT_RANGE_NUMS] = {"count", "file", "master", "m", "v"};
-  const cJSON *x = ra->child;
-  uint64_t next = 0;
-  for (int i = 0; i < t->nr; i++) {
-    ckpt_range *r = &t->r[i];
-    uint64_t v[CKPT_RANGE_NUMS];
-    for (int q = 0; q < CKPT_RANGE_NUMS; q++, x = x->next)
-      if (!flat_int(x, q == 1 ? (double)(c->nf - 1) : 9007199254740992.0, &v[q]))
-        return PERR(px, "range %d: its %s is not an integer in [0, %.0f]", i, what[q],
-                    q == 1 ? (double)(c->nf - 1) : 9007199254740992.0);
-    if (v[0] == 0) return PERR(px, "range %d counts 0 elements (every range holds some)", i);
-    *r = (ckpt_range){next, v[0], {v[2], v[3], v[4]}, (int)v[1]};
-    next += v[0];
-    HSR_CHECK(check_range(c, px, r, i, covered));
-  }
-  return HSR_OK;
-}
-
 static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pctx *px, uint64_t *covered) {
   const cJSON *ra;
-  int n;
-  HSR_CHECK(jarr(px, tj, "ranges", &ra, &n));
-  int flat = c->info.format_version >= 2;
-  if (flat && n % CKPT_RANGE_NUMS)
-    return PERR(px, "'ranges' has %d numbers, not a multiple of %d (count, file, master, m, v per range)", n,
-                CKPT_RANGE_NUMS);
-  t->nr = flat ? n / CKPT_RANGE_NUMS : n;
+  HSR_CHECK(jarr(px, tj, "ranges", &ra, &t->nr));
   t->r = calloc((size_t)t->nr + 1, sizeof *t->r);
   if (!t->r) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  HSR_CHECK(flat ? parse_ranges_flat(c, t, ra, px, covered) : parse_ranges_v1(c, t, ra, px, covered));
+  HSR_CHECK(parse_ranges_v1(c, t, ra, px, covered));
   uint64_t next = t->nr ? t->r[t->nr - 1].start + t->r[t->nr - 1].count : 0;
   if (next != t->numel) return PERR(px, "the ranges cover %" PRIu64 " of its %" PRIu64 " elements", next, t->numel);
   return HSR_OK;
+}
+
+/* ---- version 2: the ranges derived, as the save placed them ---- */
+
+/* The layout the manifest records, rebuilt: its units in order, its tensors
+ * in layout order, its alignment, finalized for the mesh's shards; every
+ * tensor at the offset the manifest records and every unit as long. */
+static hsr_status saved_layout(hsr_ckpt *c, pctx *px, hsr_rt_layout **out) {
+  *out = NULL;
+  const hsr_ckpt_info *in = &c->info;
+  const cJSON *lay = jobj(c->json, "layout"), *ua, *it;
+  int64_t align, len;
+  int nu;
+  snprintf(px->where, sizeof px->where, "layout");
+  if (!lay) return PERR(px, "missing or not an object");
+  HSR_CHECK(jint(px, lay, "align", 1, 1 << 20, &align));
+  px->where[0] = 0;
+  HSR_CHECK(jarr(px, c->json, "units", &ua, &nu));
+  hsr_rt_layout *l = NULL;
+  hsr_status st = rt_layout_create((size_t)align, &l);
+  if (st == HSR_OK && in->outer_shard) st = rt_layout_set_subshards(l, in->replicate);
+  int u = 0;
+  cJSON_ArrayForEach(it, ua) {
+    const char *name;
+    int got;
+    snprintf(px->where, sizeof px->where, "unit %d", u++);
+    if (st == HSR_OK) st = jstr(px, it, "name", &name);
+    if (st == HSR_OK) st = rt_layout_add_unit(l, name, &got);
+  }
+  for (int i = 0; st == HSR_OK && i < c->nt; i++) {
+    const ckpt_tensor *t = &c->t[i];
+    snprintf(px->where, sizeof px->where, "tensor '%.64s'", t->name);
+    st = t->unit_index < nu ? rt_layout_add_param(l, t->unit_index, t->name, t->ndim, t->shape, t->group)
+                            : PERR(px, "unit_index %d, the manifest lists %d units", t->unit_index, nu);
+  }
+  px->where[0] = 0;
+  if (st == HSR_OK) st = rt_layout_finalize(l, in->shard);
+  if (st != HSR_OK && !strstr(hsr_last_error(), "manifest")) { /* the layout's own words, placed */
+    char why[CKPT_MSG];
+    snprintf(why, sizeof why, "%s", hsr_last_error());
+    st = PERR(px, "its layout does not rebuild: %s", why);
+  }
+  for (int i = 0; st == HSR_OK && i < c->nt; i++) {
+    hsr_rt_param_info p;
+    st = rt_layout_param(l, i, &p);
+    if (st == HSR_OK && p.offset != c->t[i].offset)
+      st = (snprintf(px->where, sizeof px->where, "tensor '%.64s'", c->t[i].name),
+            PERR(px, "offset %" PRIu64 ", its layout rebuilt on %d shards puts it at %zu", c->t[i].offset, in->shard,
+                 p.offset));
+  }
+  u = 0;
+  cJSON_ArrayForEach(it, ua) {
+    if (st != HSR_OK) break;
+    snprintf(px->where, sizeof px->where, "unit %d", u);
+    st = jint(px, it, "shard_len", 0, (int64_t)1 << 53, &len);
+    if (st == HSR_OK && (uint64_t)len != rt_layout_shard_len(l, u))
+      st = PERR(px, "shard_len %" PRId64 ", its layout rebuilt on %d shards makes %zu", len, in->shard,
+                rt_layout_shard_len(l, u));
+    u++;
+  }
+  px->where[0] = 0;
+  if (st != HSR_OK) rt_layout_free(l), l = NULL;
+  *out = l;
+  return st;
+}
+
+static int range_cmp(const void *a, const void *b) {
+  const ckpt_range *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Each file's pieces (what its rank wrote: ckpt_geom_pieces at its mesh
+ * coordinates, master, m and v side by side per piece, in order) as ranges
+ * of their tensors, sorted by element; then checked as version 1's are. */
+static hsr_status derive_ranges(hsr_ckpt *c, pctx *px, uint64_t *covered) {
+  hsr_rt_layout *l = NULL;
+  ckpt_geom *g = NULL;
+  int *cap = calloc((size_t)c->nt + 1, sizeof *cap);
+  hsr_status st = cap ? saved_layout(c, px, &l) : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  if (st == HSR_OK) st = ckpt_geom_create(l, c->info.replicate, c->info.shard, c->info.outer_shard, &g);
+  for (int f = 0; st == HSR_OK && f < c->nf; f++) {
+    ckpt_piece *pc = NULL;
+    int np = 0;
+    uint64_t off = 0;
+    st = ckpt_geom_pieces(g, c->f[f].rep, c->f[f].sh, 0, &pc, &np);
+    for (int i = 0; st == HSR_OK && i < np; i++) {
+      ckpt_tensor *t = &c->t[pc[i].param];
+      st = grow_array(&t->r, &cap[pc[i].param], t->nr, sizeof *t->r, 8, "checkpoint");
+      uint64_t n = pc[i].count;
+      if (st == HSR_OK) t->r[t->nr++] = (ckpt_range){pc[i].start, n, {off, off + 4 * n, off + 8 * n}, f};
+      off += 12 * n;
+    }
+    free(pc);
+  }
+  free(cap);
+  ckpt_geom_free(g);
+  rt_layout_free(l);
+  for (int i = 0; st == HSR_OK && i < c->nt; i++) {
+    ckpt_tensor *t = &c->t[i];
+    snprintf(px->where, sizeof px->where, "tensor '%.64s'", t->name);
+    int sorted = 1;
+    for (int k = 1; k < t->nr && sorted; k++) sorted = t->r[k - 1].start <= t->r[k].start;
+    if (!sorted) qsort(t->r, (size_t)t->nr, sizeof *t->r, range_cmp);
+    uint64_t next = 0;
+    for (int k = 0; st == HSR_OK && k < t->nr; k++) {
+      if (t->r[k].start != next)
+        st = PERR(px, "the data files' pieces (from their mesh coordinates) leave elements [%" PRIu64 ", %" PRIu64
+                  ") %s", next < t->r[k].start ? next : t->r[k].start, next < t->r[k].start ? t->r[k].start : next,
+                  next < t->r[k].start ? "unsaved (a data file missing from the list?)" : "saved twice");
+      else
+        st = check_range(c, px, &t->r[k], k, covered);
+      next += t->r[k].count;
+    }
+    if (st == HSR_OK && next != t->numel)
+      st = PERR(px, "the data files' pieces cover %" PRIu64 " of its %" PRIu64 " elements", next, t->numel);
+  }
+  px->where[0] = 0;
+  return st;
 }
 
 static hsr_status parse_tensor(hsr_ckpt *c, const cJSON *it, int i, pctx *px, uint64_t *covered) {
@@ -471,7 +560,7 @@ static hsr_status parse_tensor(hsr_ckpt *c, const cJSON *it, int i, pctx *px, ui
   HSR_CHECK(jint(px, it, "group", 0, HSR_RT_MAX_GROUPS - 1, &v));
   t->group = (int)v;
   c->info.numel += t->numel;
-  return parse_ranges(c, t, it, px, covered);
+  return c->info.format_version >= 2 ? HSR_OK : parse_ranges(c, t, it, px, covered);
 }
 
 static hsr_status parse_info(hsr_ckpt *c, pctx *px) {
@@ -484,6 +573,10 @@ static hsr_status parse_info(hsr_ckpt *c, pctx *px) {
   if (!mesh || !dt || !opt) return PERR(px, "'mesh', 'dtypes' or 'optimizer' is missing or not an object");
   snprintf(px->where, sizeof px->where, "mesh");
   HSR_CHECK(get_fields(px, mesh, mesh_fields, NFIELDS(mesh_fields), in));
+  if (in->format_version >= 2) {
+    HSR_CHECK(jint(px, mesh, "outer_shard", 0, 1, &v));
+    in->outer_shard = (int)v;
+  }
   snprintf(px->where, sizeof px->where, "dtypes");
   HSR_CHECK(get_fields(px, dt, dtype_fields, NFIELDS(dtype_fields), in));
   snprintf(px->where, sizeof px->where, "optimizer");
@@ -594,6 +687,7 @@ hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out) {
   const char *dup = st == HSR_OK ? first_dup(names, c->nt) : NULL;
   if (dup) st = (snprintf(px.where, sizeof px.where, "tensor '%.64s'", dup), PERR(&px, "listed twice"));
   free(names);
+  if (st == HSR_OK && c->info.format_version >= 2) st = derive_ranges(c, &px, covered);
   for (int f = 0; st == HSR_OK && f < c->nf; f++)
     if (covered[f] != c->f[f].bytes)
       st = (px.where[0] = 0, PERR(&px, "the tensors' ranges cover %" PRIu64 " of the %" PRIu64 " bytes of '%s'",

@@ -341,8 +341,9 @@ static int run_against(const args *a) {
   if (st != HSR_OK) return cli_fail(CMD, st);
   hsr_ckpt_info in;
   ckpt_get_info(real, &in);
-  st = saved_layout(real, a->outer, &l);
-  if (st == HSR_OK) st = ckpt_geom_create(l, in.replicate, in.shard, a->outer, &g);
+  int outer = a->outer || in.outer_shard; /* version 2 records it; version 1 needs the flag */
+  st = saved_layout(real, outer, &l);
+  if (st == HSR_OK) st = ckpt_geom_create(l, in.replicate, in.shard, outer, &g);
   if (st == HSR_OK) st = ckpt_sim_manifest(l, g, in.replicate, in.shard, in.block_bytes, &text, &len);
   if (st == HSR_OK) st = ckpt_open_text("(the plan)", text, len, &sim);
   hsr_status cs = st == HSR_OK ? compare(real, sim, &ranges) : st;
