@@ -516,9 +516,10 @@ static hsr_status derive_ranges(hsr_ckpt *c, pctx *px, uint64_t *covered) {
     uint64_t next = 0;
     for (int k = 0; st == HSR_OK && k < t->nr; k++) {
       if (t->r[k].start != next)
-        st = PERR(px, "the data files' pieces (from their mesh coordinates) leave elements [%" PRIu64 ", %" PRIu64
-                  ") %s", next < t->r[k].start ? next : t->r[k].start, next < t->r[k].start ? t->r[k].start : next,
-                  next < t->r[k].start ? "unsaved (a data file missing from the list?)" : "saved twice");
+        st = PERR(px, "elements [%" PRIu64 ", %" PRIu64 ") are in %s",
+                  next < t->r[k].start ? next : t->r[k].start, next < t->r[k].start ? t->r[k].start : next,
+                  next < t->r[k].start ? "no data file (one missing from the list?)"
+                                       : "two data files (two at the same mesh coordinates?)");
       else
         st = check_range(c, px, &t->r[k], k, covered);
       next += t->r[k].count;
