@@ -358,7 +358,12 @@ static ckpt_commit_at at_of(const save_ctx *x) {
   return (ckpt_commit_at){x->root, x->dir, x->name, x->rank, x->in.step, x->fault};
 }
 
-/* Every rank's block checksums (maxnb per rank). */
+/* Every rank's block checksums (maxnb per rank). Only rank 0 writes them,
+ * but the collectives have no gather (all-gather, reduce-scatter,
+ * all-reduce, broadcast, barrier), and at 4 bytes per MiB a rank wrote they
+ * are a small part of what the save's agreement all-gathers anyway (a
+ * 1 KiB vote per rank): 3.4 MB a rank at 65,536 FSDP ranks of 70 B
+ * parameters, against the votes' 68 MB. */
 static hsr_status gather_blocks(save_ctx *x) {
   for (int r = 0; r < x->world; r++)
     if (x->votes[r].b > x->maxnb) x->maxnb = x->votes[r].b;
