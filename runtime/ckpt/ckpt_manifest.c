@@ -14,7 +14,6 @@
 #include "common/grow.h"
 #include "common/json.h"
 #include "ckpt_int.h"
-#include "runtime/runtime_internal.h"
 
 #define CRC_KEY "\"manifest_crc32\""
 
