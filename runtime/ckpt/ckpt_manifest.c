@@ -289,8 +289,8 @@ static hsr_status parse_blocks_v1(pctx *px, const cJSON *it, ckpt_file *f) {
   int nb = 0, j = 0;
   HSR_CHECK(jarr(px, it, "block_crc32", &bl, &nb));
   if ((uint64_t)nb != f->nblocks)
-    return PERR(px, "'%s' has %d block checksums, its %" PRIu64 " bytes make %" PRIu64 " blocks", f->name, nb,
-                f->bytes, f->nblocks);
+    return PERR(px, "'%s' has %d block checksums, its %" PRIu64 " bytes make %" PRIu64 " blocks", f->name, nb, f->bytes,
+                f->nblocks);
   cJSON_ArrayForEach(b, bl) {
     if (!cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble > 4294967295.0 ||
         b->valuedouble != (double)(uint32_t)b->valuedouble)
@@ -300,9 +300,7 @@ static hsr_status parse_blocks_v1(pctx *px, const cJSON *it, ckpt_file *f) {
   return HSR_OK;
 }
 
-static int hexval(char ch) {
-  return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-}
+static int hexval(char ch) { return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1; }
 
 /* Version 2: one string, 8 lowercase hex digits per block. */
 static hsr_status parse_blocks_hex(pctx *px, const cJSON *it, ckpt_file *f) {
@@ -310,8 +308,10 @@ static hsr_status parse_blocks_hex(pctx *px, const cJSON *it, ckpt_file *f) {
   HSR_CHECK(jstr(px, it, "block_crc32", &s));
   size_t n = strlen(s);
   if (n != 8 * f->nblocks)
-    return PERR(px, "'%s' has %zu hex digits of block checksums, its %" PRIu64 " bytes make %" PRIu64
-                " blocks of 8 digits each", f->name, n, f->bytes, f->nblocks);
+    return PERR(px,
+                "'%s' has %zu hex digits of block checksums, its %" PRIu64 " bytes make %" PRIu64
+                " blocks of 8 digits each",
+                f->name, n, f->bytes, f->nblocks);
   for (uint64_t b = 0; b < f->nblocks; b++) {
     uint32_t v = 0;
     for (int k = 0; k < 8; k++) {
@@ -515,8 +515,8 @@ static hsr_status derive_ranges(hsr_ckpt *c, pctx *px, uint64_t *covered) {
     uint64_t next = 0;
     for (int k = 0; st == HSR_OK && k < t->nr; k++) {
       if (t->r[k].start != next)
-        st = PERR(px, "elements [%" PRIu64 ", %" PRIu64 ") are in %s",
-                  next < t->r[k].start ? next : t->r[k].start, next < t->r[k].start ? t->r[k].start : next,
+        st = PERR(px, "elements [%" PRIu64 ", %" PRIu64 ") are in %s", next < t->r[k].start ? next : t->r[k].start,
+                  next < t->r[k].start ? t->r[k].start : next,
                   next < t->r[k].start ? "no data file (one missing from the list?)"
                                        : "two data files (two at the same mesh coordinates?)");
       else

@@ -147,8 +147,7 @@ hsr_status ckpt_geom_pieces(const ckpt_geom *g, int rep, int sh, int whole, ckpt
  * save and a load run. */
 int ckpt_outer_of(hsr_rt *rt, const rt_state_info *in) {
   rt_state_range r0;
-  return in->nunits > 0 && in->R > 1 && rt_state_range_at(rt, 0, RT_STATE_MASTER, 0, 0, &r0) == HSR_OK &&
-         r0.parts == 1;
+  return in->nunits > 0 && in->R > 1 && rt_state_range_at(rt, 0, RT_STATE_MASTER, 0, 0, &r0) == HSR_OK && r0.parts == 1;
 }
 
 static hsr_status engine_geom(hsr_rt *rt, const rt_state_info *in, int rep, int sh, ckpt_geom **out) {

@@ -224,8 +224,14 @@ static cJSON *tensor_json(hsr_rt *rt, const rt_state_info *in, int i) {
   hsr_rt_param_info p;
   rt_state_unit un;
   if (rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
-  ckpt_tensor t = {.name = p.name, .unit = un.name, .dtype = "f32", .ndim = p.ndim, .group = p.group,
-                   .unit_index = p.unit, .numel = p.numel, .offset = p.offset};
+  ckpt_tensor t = {.name = p.name,
+                   .unit = un.name,
+                   .dtype = "f32",
+                   .ndim = p.ndim,
+                   .group = p.group,
+                   .unit_index = p.unit,
+                   .numel = p.numel,
+                   .offset = p.offset};
   memcpy(t.shape, p.shape, sizeof t.shape);
   return ckpt_manifest_tensor(&t);
 }
@@ -286,8 +292,7 @@ static hsr_status build_manifest(save_ctx *x, cJSON **out) {
       int rep, sh;
       st = hsr_mesh_coords(x->in.mesh, r, &rep, &sh);
       snprintf(name, sizeof name, "data-%08x-%05d.bin", x->id, r);
-      const ckpt_file f = {name, x->votes[r].a, x->votes[r].b, x->votes[r].crc, &x->blocks[r * x->maxnb],
-                           r, rep, sh};
+      const ckpt_file f = {name, x->votes[r].a, x->votes[r].b, x->votes[r].crc, &x->blocks[r * x->maxnb], r, rep, sh};
       cJSON_AddItemToArray(fa, ckpt_manifest_file(&f));
       total += x->votes[r].a;
     }

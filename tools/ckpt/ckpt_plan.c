@@ -150,8 +150,8 @@ static hsr_status compare(const hsr_ckpt *real, const hsr_ckpt *sim, int *ranges
   ckpt_get_info(real, &a);
   ckpt_get_info(sim, &b);
   if (a.num_files != b.num_files || a.num_tensors != b.num_tensors)
-    return hsr_error(HSR_ERR_STATE, "the plan has %d data files and %d tensors, the checkpoint %d and %d",
-                     b.num_files, b.num_tensors, a.num_files, a.num_tensors);
+    return hsr_error(HSR_ERR_STATE, "the plan has %d data files and %d tensors, the checkpoint %d and %d", b.num_files,
+                     b.num_tensors, a.num_files, a.num_tensors);
   static const char *const keys[] = {"start", "count", "master", "m", "v", "rank"};
   for (int i = 0; i < a.num_tensors; i++) {
     hsr_ckpt_tensor x, y;
@@ -168,8 +168,9 @@ static hsr_status compare(const hsr_ckpt *real, const hsr_ckpt *sim, int *ranges
       const uint64_t v[6] = {q.start, q.count, q.off[0], q.off[1], q.off[2], (uint64_t)q.rank};
       for (int f = 0; f < 6; f++)
         if (u[f] != v[f])
-          return hsr_error(HSR_ERR_STATE, "tensor '%s' range %d: %s is %" PRIu64 " in the checkpoint, %" PRIu64
-                           " in the plan", x.name, k, keys[f], u[f], v[f]);
+          return hsr_error(HSR_ERR_STATE,
+                           "tensor '%s' range %d: %s is %" PRIu64 " in the checkpoint, %" PRIu64 " in the plan", x.name,
+                           k, keys[f], u[f], v[f]);
       (*ranges)++;
     }
   }
