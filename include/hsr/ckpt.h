@@ -43,8 +43,9 @@
 extern "C" {
 #endif
 
-/* 2: block checksums as one hex string per file, ranges as flat number
- * arrays; 1 (object per range, a number per block) still reads. */
+/* The manifest's format. 2: the layout, the mesh and each data file's mesh
+ * coordinates, the ranges derived from them; block checksums as one hex
+ * string per file. 1 (every range listed, a number per block) still reads. */
 #define HSR_CKPT_FORMAT_VERSION 2
 #define HSR_CKPT_KEY_MAX 64
 

@@ -1,8 +1,9 @@
 /* The checkpoint manifest, written and parsed from one schema: its fields
  * (the tables below), its checksum, the writer of its head, files and
  * tensors (ckpt_save.c assembles them), and parsing with strict validation
- * (every problem names the checkpoint and the item). The engine-less
- * reader's getters are ckpt_reader.c. */
+ * (every problem names the checkpoint and the item), version 2's ranges
+ * derived with the save's planner and version 1's read as listed. The
+ * engine-less reader's getters are ckpt_reader.c. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
