@@ -30,7 +30,8 @@ PY
 cases=(
   "nonfinite|2|optimizer.groups\[0\].lr is not a finite number|sed -i '0,/\"lr\":\t*[0-9.e-]*/s//\"lr\":\t1e999/' \$m"
   "crc|2|the manifest is corrupted|python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,\"rb\").read()); b[200]^=1; open(p,\"wb\").write(b)' \$m"
-  "newer|2|format version 2 is newer than this hsr reads|sed -i 's/\"format_version\":\t1/\"format_version\":\t2/' \$m && recrc \$m"
+  "newer|2|format version 3 is newer than this hsr reads|sed -i 's/\"format_version\":\t2/\"format_version\":\t3/' \$m && recrc \$m"
+  "layout|2|unit 0: shard_len 1, its layout rebuilt on 1 shards makes|sed -i '0,/\"shard_len\":\t*[0-9]*/s//\"shard_len\":\t1/' \$m && recrc \$m"
   "data|1|block 0 .* has crc32 .*the manifest records|python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,\"rb\").read()); b[7]^=1; open(p,\"wb\").write(b)' \$d"
 )
 n=0

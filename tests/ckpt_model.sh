@@ -15,6 +15,9 @@
 #    shapes cannot tell (the heads) is refused, naming it;
 #  - a checkpoint without a model (as hsr wrote them before) still loads and
 #    exports, saying what is missing, and eval then asks for --heads;
+#  - a format version 1 manifest (an object per range, a number per block
+#    checksum) verifies, inspects, exports byte for byte alike and resumes
+#    on another mesh;
 #  - a missing shard, an index naming a tensor twice, a weight_map leaving
 #    the directory: each refused, named.
 set -u
@@ -94,6 +97,19 @@ bad=$("$hsr" eval --init "$t/o.st" --data "$t/text" 2>&1); rc=$?
 e3=$("$hsr" eval --init "$t/o.st" --heads 2 --data "$t/text" --json) && [ "$e3" = "$e1" ] || fail "eval --heads: $e3"
 "$hsr" train "${small[@]}" --steps 5 --ckpt "$t/C" --resume "$t/O" >"$t/C.out" 2>&1 \
   || { cat "$t/C.out"; fail "--resume of a checkpoint without a model"; }
+
+# a checkpoint in format version 1
+cp -r "$t/A" "$t/V1"
+py to-v1 "$t/V1" >/dev/null || fail "to-v1"
+"$hsr" ckpt verify "$t/V1" >"$t/V1.out" 2>&1 || { cat "$t/V1.out"; fail "verify of a version 1 manifest"; }
+grep -q "(format 1," <<<"$("$hsr" ckpt inspect "$t/V1/latest")" || fail "inspect of a version 1 manifest"
+grep -q "(format 2," <<<"$insp" || fail "a new checkpoint is not format 2: $insp"
+"$hsr" ckpt export "$t/V1" --safetensors "$t/v1.st" >/dev/null 2>&1 || fail "export of a version 1 manifest"
+cmp -s "$t/v1.st" "$t/w.st" || fail "the version 1 manifest's export differs from the run's"
+py compare "$t/A" "$t/V1" >/dev/null || fail "the version 1 manifest reads other values"
+"$hsr" train "${small[@]}" --steps 5 --ckpt "$t/D" --resume "$t/V1" >"$t/D.out" 2>&1 \
+  || { cat "$t/D.out"; fail "--resume of a version 1 manifest on 1 rank"; }
+echo "ckpt_model: a format version 1 manifest verifies, inspects, exports and resumes"
 
 # broken indexes, each named
 cp -r "$t/ew" "$t/m1"

@@ -3,8 +3,9 @@
 # plan a real save uses. Three 4-rank saves (2 x 2 hybrid, the same with
 # the outer shard, 1 x 4 fsdp): --against rebuilds each checkpoint's layout
 # and mesh from its manifest, plans the save, and every tensor's ranges
-# (elements, offsets, the rank's file) equal the manifest's; told the wrong
-# strategy (no outer shard) it finds a difference (exit 1); the load on the
+# (elements, offsets, the rank's file) equal the manifest's, the outer shard
+# read from the manifest; a version 1 manifest (which does not record it)
+# planned with the wrong strategy (no outer shard) differs (exit 1); the load on the
 # saving mesh, planned against the real manifest, reads every saved byte
 # once, each rank its part from one file. Then a 64-rank
 # mesh of gpt2-124m saved and loaded on 64 and on 128 ranks, and 8 -> 16
@@ -35,7 +36,11 @@ assert o["same"] is True and o["ranks"] == 4 and o["tensors"] > 0 and o["ranges"
 assert o["load_bytes"] == o["data_bytes"] > 0 and o["load_files_max"] == 1, o
 PY
 done
-"$hsr" ckpt plan --against "$t/O" >"$t/O2.out" 2>&1
+"$hsr" ckpt plan --against "$t/O" >"$t/O1.out" 2>&1 || { cat "$t/O1.out"; fail "the outer shard not read from the manifest"; }
+cp -r "$t/O" "$t/V1"
+python3 "$(dirname "$0")/ckpt_read.py" to-v1 "$t/V1" >/dev/null || fail "to-v1"
+"$hsr" ckpt plan --against "$t/V1" --outer-shard optim >"$t/V1.out" 2>&1 || { cat "$t/V1.out"; fail "the version 1 manifest differs"; }
+"$hsr" ckpt plan --against "$t/V1" >"$t/O2.out" 2>&1
 rc=$?
 [ $rc = 1 ] || { cat "$t/O2.out"; fail "the outer-shard checkpoint planned without it: exit $rc, expected 1"; }
 grep -q "the plan differs from the checkpoint: tensor" "$t/O2.out" || { cat "$t/O2.out"; fail "no difference named"; }

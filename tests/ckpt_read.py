@@ -28,10 +28,19 @@ tests (json, struct and zlib only: no numpy, no hsr code).
                                        checkpoint as hsr wrote it before
                                        checkpoints recorded their model),
                                        with its crc32 made right
+  ckpt_read.py to-v1 CKPT              rewrites the manifest in format
+                                       version 1 (every range listed, a
+                                       number per block checksum), with its
+                                       crc32 made right
 
 A checkpoint directory (or root, through its `latest`) holds manifest.json,
 whose "manifest_crc32" is the crc32 of the file with that value written as
-"00000000", and data files of f32 little-endian ranges.
+"00000000", and data files of f32 little-endian ranges. Format version 2
+records a file's block checksums as one string of 8 hex digits per block and
+no ranges: they follow from the layout (units' shard_len, tensors' unit and
+offset), the mesh (replicate, outer_shard) and each file's mesh coordinates
+(rep, sh); version 1 lists a number per block and every tensor's ranges as
+{start, count, file, master, m, v} objects.
 """
 import json
 import os
@@ -58,8 +67,98 @@ def manifest(path):
     got = b"%08x" % zlib.crc32(zeroed)
     assert got == want, f"{d}: manifest crc32 {got} != recorded {want}"
     m = json.loads(raw)
-    assert m["format"] == "hsr-checkpoint" and m["format_version"] == 1, m.get("format_version")
+    assert m["format"] == "hsr-checkpoint" and m["format_version"] in (1, 2), m.get("format_version")
     return d, m
+
+
+def block_crcs(m, f):
+    b = f["block_crc32"]
+    if m["format_version"] == 1:
+        return b
+    assert len(b) % 8 == 0 and b == b.lower(), f"{f['name']}: block_crc32 is not 8 hex digits per block"
+    return [int(b[i:i + 8], 16) for i in range(0, len(b), 8)]
+
+
+def part_of(T, r, R):
+    return T // R * r + T % R * r // R
+
+
+def all_ranges(m):
+    """Every tensor's ranges (by index) as version 1's objects. Version 2
+    lists none: each data file holds its rank's part of what its mesh
+    coordinates (rep, sh) hold, the pieces of parameters in layout order,
+    master, m and v side by side per piece (the format's definition)."""
+    ts = m["tensors"]
+    if m["format_version"] == 1:
+        return [t["ranges"] for t in ts]
+    mesh = m["mesh"]
+    R, outer = mesh["replicate"], mesh["outer_shard"]
+    Ls = [u["shard_len"] for u in m["units"]]
+    Lo = [x // R if outer else x for x in Ls]
+    by_unit = [[] for _ in Ls]
+    for i, t in enumerate(ts):
+        by_unit[t["unit_index"]].append(i)
+
+    def held(u, rep, sh):  # unit u's elements (rep, sh) holds: lo, n, part, parts
+        if outer:
+            return sh * Ls[u] + rep * Lo[u], Lo[u], 0, 1
+        return sh * Ls[u], Ls[u], rep, R
+
+    def walk(rep, sh, clo, chi, out):
+        pos = 0
+        for u in range(len(Ls)):
+            lo, n, _, _ = held(u, rep, sh)
+            for i in by_unit[u]:
+                off, numel = ts[i]["offset"], ts[i]["numel"]
+                a, b = max(off, lo), min(off + numel, lo + n)
+                if a >= b:
+                    continue
+                ca, cb = max(pos, clo), min(pos + b - a, chi)
+                if ca < cb:
+                    out.append((i, a - off + ca - pos, cb - ca))
+                pos += b - a
+        return pos
+
+    out = [[] for _ in ts]
+    for fi, f in enumerate(m["files"]):
+        _, _, part, parts = held(0, f["rep"], f["sh"])
+        T = walk(f["rep"], f["sh"], 0, 0, [])
+        pieces = []
+        walk(f["rep"], f["sh"], part_of(T, part, parts), part_of(T, part + 1, parts), pieces)
+        off = 0
+        for i, start, c in pieces:
+            out[i].append({"start": start, "count": c, "file": fi, "master": off, "m": off + 4 * c, "v": off + 8 * c})
+            off += 12 * c
+        assert off == f["bytes"], f"{f['name']}: its pieces make {off} bytes, the manifest says {f['bytes']}"
+    for r in out:
+        r.sort(key=lambda x: x["start"])
+    return out
+
+
+def write_manifest(d, m):
+    """manifest.json as hsr prints it (tabs), its crc32 made right."""
+    m.pop("manifest_crc32", None)
+    m["manifest_crc32"] = "00000000"  # its own crc32 is of the text with these digits
+    text = (json.dumps(m, indent="\t") + "\n").encode()
+    q = text.rindex(b'"00000000"') + 1
+    text = text[:q] + b"%08x" % zlib.crc32(text) + text[q + 8:]
+    open(os.path.join(d, "manifest.json"), "wb").write(text)
+
+
+def to_v1(path):
+    d, m = manifest(path)
+    assert m["format_version"] == 2, f"{d}: format version {m['format_version']}, not 2"
+    for f in m["files"]:
+        f["block_crc32"] = block_crcs(m, f)
+    for t, r in zip(m["tensors"], all_ranges(m)):
+        t["ranges"] = r
+    for f in m["files"]:
+        del f["rep"], f["sh"]
+    del m["mesh"]["outer_shard"]
+    m["format_version"] = 1
+    write_manifest(d, m)
+    assert manifest(path)[1]["format_version"] == 1
+    print(f"ckpt_read: {d}: the manifest rewritten in format version 1")
 
 
 def tensors(path):
@@ -72,14 +171,15 @@ def tensors(path):
         assert zlib.crc32(data) == f["crc32"], f"{f['name']}: crc32"
         b = m["block_bytes"]
         blocks = [zlib.crc32(data[i:i + b]) for i in range(0, len(data), b)]
-        assert blocks == f["block_crc32"], f"{f['name']}: block crc32s"
+        assert blocks == block_crcs(m, f), f"{f['name']}: block crc32s"
         files.append(data)
     out = {}
-    for t in m["tensors"]:
+    rs = all_ranges(m)
+    for t, tr in zip(m["tensors"], rs):
         n = t["numel"]
         vals = {k: [None] * n for k in ("master", "m", "v")}
         at = 0
-        for r in t["ranges"]:
+        for r in tr:
             assert r["start"] == at, f"{t['name']}: ranges do not tile"
             c = r["count"]
             for k in vals:
@@ -215,12 +315,7 @@ def drop_model(path):
     d, m = manifest(path)
     assert "model" in m, f"{d}: the manifest records no model"
     del m["model"]
-    del m["manifest_crc32"]
-    m["manifest_crc32"] = "00000000"  # its own crc32 is of the text with these digits
-    text = (json.dumps(m, indent="\t") + "\n").encode()
-    q = text.rindex(b'"00000000"') + 1
-    text = text[:q] + b"%08x" % zlib.crc32(text) + text[q + 8:]
-    open(os.path.join(d, "manifest.json"), "wb").write(text)
+    write_manifest(d, m)
     assert "model" not in manifest(path)[1]
     print(f"ckpt_read: {d}: the manifest's model removed")
 
@@ -255,6 +350,8 @@ def main(argv):
         st_index(argv[1], argv[2], int(argv[3]))
     elif len(argv) == 2 and argv[0] == "drop-model":
         drop_model(argv[1])
+    elif len(argv) == 2 and argv[0] == "to-v1":
+        to_v1(argv[1])
     else:
         print(__doc__)
         return 2

@@ -89,7 +89,7 @@ static int make_case(int i, const char *good, const char *other_shape, const cha
   case 1: return data_file(dir, 0, f, sizeof f) || flip_byte(f, -1);
   case 2: return data_file(dir, 1, f, sizeof f) || unlink(f);
   case 3: snprintf(f, sizeof f, "%s/manifest.json", dir); return flip_byte(f, 200);
-  case 4: return edit_manifest(dir, "\"format_version\":\t1", "\"format_version\":\t2");
+  case 4: return edit_manifest(dir, "\"format_version\":\t2", "\"format_version\":\t3");
   case 5: return edit_manifest(dir, "\"name\":\t\"head.b\"", "\"name\":\t\"head.bias\"");
   case 10: return edit_manifest(dir, "\"kind\":\t\"mlp\"", "\"kind\":\t\"m/lp\"");
   case 11: return edit_manifest(dir, "\"layers\":\t3", "\"layers\":\t[3]");

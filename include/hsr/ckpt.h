@@ -43,7 +43,10 @@
 extern "C" {
 #endif
 
-#define HSR_CKPT_FORMAT_VERSION 1
+/* The manifest's format. 2: the layout, the mesh and each data file's mesh
+ * coordinates, the ranges derived from them; block checksums as one hex
+ * string per file. 1 (every range listed, a number per block) still reads. */
+#define HSR_CKPT_FORMAT_VERSION 2
 #define HSR_CKPT_KEY_MAX 64
 
 /* ---- the program's state: typed key/value pairs saved with a checkpoint ----

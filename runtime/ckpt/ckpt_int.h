@@ -64,6 +64,7 @@ typedef struct ckpt_file {
   uint64_t bytes, nblocks;
   uint32_t crc;
   uint32_t *blocks; /* crc32 of each block_bytes block (the last may be short) */
+  int rank, rep, sh; /* the rank that wrote it, its mesh coordinates */
 } ckpt_file;
 
 struct hsr_ckpt {
@@ -82,9 +83,10 @@ struct hsr_ckpt {
 /* Writes the head (format, versions, step, optimizer, mesh, dtypes) from
  * in, then layout and units (taken) and in->block_bytes. */
 hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, cJSON *units);
-/* A data file's entry (f->nblocks block checksums), and a tensor's (its
- * ranges in order). */
-cJSON *ckpt_manifest_file(const ckpt_file *f, int rank);
+/* A data file's entry (its rank, mesh coordinates, f->nblocks block
+ * checksums), and a tensor's (name, shape, unit, offset, group: its ranges
+ * are derived from the layout and the files' coordinates when parsed). */
+cJSON *ckpt_manifest_file(const ckpt_file *f);
 cJSON *ckpt_manifest_tensor(const ckpt_tensor *t);
 /* Parses and validates manifest text read from dir (takes text). */
 hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out);
@@ -164,6 +166,8 @@ void ckpt_fault_here(ckpt_stage armed, ckpt_stage here, int rank, int64_t step);
  * The engine-less planner (ckpt_geom_pieces) on the engine's layout and
  * mesh, its ranges checked against the engine's. */
 hsr_status ckpt_pieces(hsr_rt *rt, const rt_state_info *in, int rep, int sh, int whole, ckpt_piece **out, int *n);
+/* 1 when the engine shards the optimizer state over the replicas too. */
+int ckpt_outer_of(hsr_rt *rt, const rt_state_info *in);
 
 /* Who the ranks agree through: a host communicator (bounded by
  * HSR_COMM_TIMEOUT, naming a dead or stopped peer) or the bootstrap. A

@@ -55,6 +55,7 @@ typedef struct hsr_ckpt_info {
   int format_version;
   int64_t step;
   int world, replicate, shard, partial, prefetch;
+  int outer_shard; /* 1: the optimizer state sharded over the replicas too */
   int num_tensors, num_files, num_groups;
   uint64_t data_bytes, block_bytes, numel;
   double clip;
@@ -72,6 +73,13 @@ typedef struct hsr_ckpt_tensor {
 int ckpt_num_tensors(const hsr_ckpt *c);
 hsr_status ckpt_tensor_at(const hsr_ckpt *c, int i, hsr_ckpt_tensor *out);
 hsr_status ckpt_find(const hsr_ckpt *c, const char *name, int *i);
+/* Range k of tensor i: elements [start, start + count), kind j's values at
+ * byte off[j] of the data file that rank `rank` wrote. */
+typedef struct hsr_ckpt_range {
+  uint64_t start, count, off[3];
+  int rank;
+} hsr_ckpt_range;
+hsr_status ckpt_range_at(const hsr_ckpt *c, int i, int k, hsr_ckpt_range *out);
 typedef enum hsr_ckpt_kind {
   HSR_CKPT_MASTER = 0,
   HSR_CKPT_MOMENT_M,

@@ -1,8 +1,9 @@
 /* The checkpoint manifest, written and parsed from one schema: its fields
  * (the tables below), its checksum, the writer of its head, files and
  * tensors (ckpt_save.c assembles them), and parsing with strict validation
- * (every problem names the checkpoint and the item). The engine-less
- * reader's getters are ckpt_reader.c. */
+ * (every problem names the checkpoint and the item), version 2's ranges
+ * derived with the save's planner and version 1's read as listed. The
+ * engine-less reader's getters are ckpt_reader.c. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "common/grow.h"
 #include "common/json.h"
 #include "ckpt_int.h"
 
@@ -129,7 +131,9 @@ hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, 
       cJSON_AddNumberToObject(o, group_fields[q].key, *(const float *)((const char *)&in->groups[g] + group_fields[q].off));
     cJSON_AddItemToArray(ga, o);
   }
-  put_fields(cJSON_AddObjectToObject(m, "mesh"), mesh_fields, NFIELDS(mesh_fields), in);
+  cJSON *mesh = cJSON_AddObjectToObject(m, "mesh");
+  put_fields(mesh, mesh_fields, NFIELDS(mesh_fields), in);
+  cJSON_AddNumberToObject(mesh, "outer_shard", in->outer_shard);
   cJSON *dt = cJSON_AddObjectToObject(m, "dtypes");
   put_fields(dt, dtype_fields, NFIELDS(dtype_fields), in);
   cJSON_AddStringToObject(dt, "master", "f32");
@@ -141,19 +145,36 @@ hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, 
                                                              : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
 }
 
-cJSON *ckpt_manifest_file(const ckpt_file *f, int rank) {
-  cJSON *o = cJSON_CreateObject(), *bl;
+/* Version 2 records the layout (units; each tensor's unit, offset, shape
+ * and group), the mesh of the save (R x S, the outer shard) and each data
+ * file's rank and mesh coordinates, never a range: every reader derives the
+ * ranges with the save's own planner (ckpt_geom), so the manifest grows with
+ * the files, not with files x units. A file's block checksums are one string
+ * of 8 lowercase hex digits per block (a JSON number per block costs a
+ * node and its parse). */
+cJSON *ckpt_manifest_file(const ckpt_file *f) {
+  cJSON *o = cJSON_CreateObject();
+  char *hex = malloc((size_t)f->nblocks * 8 + 9);
+  if (!o || !hex) {
+    free(hex);
+    cJSON_Delete(o);
+    return NULL;
+  }
   cJSON_AddStringToObject(o, "name", f->name);
-  cJSON_AddNumberToObject(o, "rank", rank);
+  cJSON_AddNumberToObject(o, "rank", f->rank);
+  cJSON_AddNumberToObject(o, "rep", f->rep);
+  cJSON_AddNumberToObject(o, "sh", f->sh);
   cJSON_AddNumberToObject(o, "bytes", (double)f->bytes);
   cJSON_AddNumberToObject(o, "crc32", f->crc);
-  bl = cJSON_AddArrayToObject(o, "block_crc32");
-  for (uint64_t b = 0; b < f->nblocks; b++) cJSON_AddItemToArray(bl, cJSON_CreateNumber(f->blocks[b]));
+  hex[0] = 0;
+  for (uint64_t b = 0; b < f->nblocks; b++) snprintf(hex + 8 * b, 9, "%08x", f->blocks[b]);
+  cJSON_AddStringToObject(o, "block_crc32", hex);
+  free(hex);
   return o;
 }
 
 cJSON *ckpt_manifest_tensor(const ckpt_tensor *t) {
-  cJSON *o = cJSON_CreateObject(), *sh, *ra;
+  cJSON *o = cJSON_CreateObject(), *sh;
   cJSON_AddStringToObject(o, "name", t->name);
   sh = cJSON_AddArrayToObject(o, "shape");
   for (int d = 0; d < t->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
@@ -163,16 +184,6 @@ cJSON *ckpt_manifest_tensor(const ckpt_tensor *t) {
   cJSON_AddNumberToObject(o, "unit_index", t->unit_index);
   cJSON_AddNumberToObject(o, "offset", (double)t->offset);
   cJSON_AddNumberToObject(o, "group", t->group);
-  ra = cJSON_AddArrayToObject(o, "ranges");
-  for (int j = 0; j < t->nr; j++) {
-    cJSON *r = cJSON_CreateObject();
-    cJSON_AddNumberToObject(r, "start", (double)t->r[j].start);
-    cJSON_AddNumberToObject(r, "count", (double)t->r[j].count);
-    cJSON_AddNumberToObject(r, "file", t->r[j].file);
-    for (int k = 0; k < CKPT_KINDS; k++)
-      cJSON_AddNumberToObject(r, ckpt_kind_name((hsr_ckpt_kind)k), (double)t->r[j].off[k]);
-    cJSON_AddItemToArray(ra, r);
-  }
   return o;
 }
 
@@ -273,6 +284,47 @@ static const char *first_dup(const char **names, int n) {
   return NULL;
 }
 
+/* Version 1: an array of numbers, one per block. */
+static hsr_status parse_blocks_v1(pctx *px, const cJSON *it, ckpt_file *f) {
+  const cJSON *bl, *b;
+  int nb = 0, j = 0;
+  HSR_CHECK(jarr(px, it, "block_crc32", &bl, &nb));
+  if ((uint64_t)nb != f->nblocks)
+    return PERR(px, "'%s' has %d block checksums, its %" PRIu64 " bytes make %" PRIu64 " blocks", f->name, nb, f->bytes,
+                f->nblocks);
+  cJSON_ArrayForEach(b, bl) {
+    if (!cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble > 4294967295.0 ||
+        b->valuedouble != (double)(uint32_t)b->valuedouble)
+      return PERR(px, "'%s': block checksum %d is not a crc32", f->name, j);
+    f->blocks[j++] = (uint32_t)b->valuedouble;
+  }
+  return HSR_OK;
+}
+
+static int hexval(char ch) { return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1; }
+
+/* Version 2: one string, 8 lowercase hex digits per block. */
+static hsr_status parse_blocks_hex(pctx *px, const cJSON *it, ckpt_file *f) {
+  const char *s;
+  HSR_CHECK(jstr(px, it, "block_crc32", &s));
+  size_t n = strlen(s);
+  if (n != 8 * f->nblocks)
+    return PERR(px,
+                "'%s' has %zu hex digits of block checksums, its %" PRIu64 " bytes make %" PRIu64
+                " blocks of 8 digits each",
+                f->name, n, f->bytes, f->nblocks);
+  for (uint64_t b = 0; b < f->nblocks; b++) {
+    uint32_t v = 0;
+    for (int k = 0; k < 8; k++) {
+      int h = hexval(s[8 * b + (uint64_t)k]);
+      if (h < 0) return PERR(px, "'%s': block checksum %" PRIu64 " is not 8 lowercase hex digits", f->name, b);
+      v = v << 4 | (uint32_t)h;
+    }
+    f->blocks[b] = v;
+  }
+  return HSR_OK;
+}
+
 static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
   const cJSON *fa, *it;
   HSR_CHECK(jarr(px, c->json, "files", &fa, &c->nf));
@@ -283,27 +335,26 @@ static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
     ckpt_file *f = &c->f[i];
     snprintf(px->where, sizeof px->where, "file %d", i);
     int64_t crc;
-    const cJSON *bl, *b;
-    int nb = 0;
     HSR_CHECK(jstr(px, it, "name", &f->name));
     if (!ckpt_safe_name(f->name)) return PERR(px, "file name '%s' is not a plain file name", f->name);
     HSR_CHECK(ju64(px, it, "bytes", &f->bytes));
     HSR_CHECK(jint(px, it, "crc32", 0, 0xffffffffll, &crc));
     f->crc = (uint32_t)crc;
-    HSR_CHECK(jarr(px, it, "block_crc32", &bl, &nb));
-    f->nblocks = (f->bytes + c->info.block_bytes - 1) / c->info.block_bytes;
-    if ((uint64_t)nb != f->nblocks)
-      return PERR(px, "'%s' has %d block checksums, its %" PRIu64 " bytes make %" PRIu64 " blocks", f->name, nb,
-                  f->bytes, f->nblocks);
-    f->blocks = malloc((size_t)(nb ? nb : 1) * sizeof *f->blocks);
-    if (!f->blocks) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-    int j = 0;
-    cJSON_ArrayForEach(b, bl) {
-      if (!cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble > 4294967295.0 ||
-          b->valuedouble != (double)(uint32_t)b->valuedouble)
-        return PERR(px, "'%s': block checksum %d is not a crc32", f->name, j);
-      f->blocks[j++] = (uint32_t)b->valuedouble;
+    HSR_CHECK(jint(px, it, "rank", 0, 1 << 30, &crc));
+    f->rank = (int)crc;
+    if (c->info.format_version >= 2) {
+      HSR_CHECK(jint(px, it, "rep", 0, c->info.replicate - 1, &crc));
+      f->rep = (int)crc;
+      HSR_CHECK(jint(px, it, "sh", 0, c->info.shard - 1, &crc));
+      f->sh = (int)crc;
     }
+    f->nblocks = (f->bytes + c->info.block_bytes - 1) / c->info.block_bytes;
+    f->blocks = malloc((size_t)(f->nblocks ? f->nblocks : 1) * sizeof *f->blocks);
+    if (!f->blocks) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+    if (c->info.format_version >= 2)
+      HSR_CHECK(parse_blocks_hex(px, it, f));
+    else
+      HSR_CHECK(parse_blocks_v1(px, it, f));
     c->info.data_bytes += f->bytes;
     i++;
   }
@@ -316,11 +367,19 @@ static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
   return HSR_OK;
 }
 
-static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pctx *px, uint64_t *covered) {
-  const cJSON *ra, *it;
-  HSR_CHECK(jarr(px, tj, "ranges", &ra, &t->nr));
-  t->r = calloc((size_t)t->nr + 1, sizeof *t->r);
-  if (!t->r) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+/* Range r checked against the tensor and the files, its bytes counted. */
+static hsr_status check_range(hsr_ckpt *c, pctx *px, const ckpt_range *r, int i, uint64_t *covered) {
+  for (int k = 0; k < CKPT_KINDS; k++)
+    if (r->off[k] + 4 * r->count > c->f[r->file].bytes)
+      return PERR(px, "range %d (%s) ends at byte %" PRIu64 " of '%s', which has %" PRIu64, i,
+                  ckpt_kind_name((hsr_ckpt_kind)k), r->off[k] + 4 * r->count, c->f[r->file].name, c->f[r->file].bytes);
+  covered[r->file] += 12 * r->count;
+  return HSR_OK;
+}
+
+/* Version 1: an object per range, {start, count, file, master, m, v}. */
+static hsr_status parse_ranges_v1(hsr_ckpt *c, ckpt_tensor *t, const cJSON *ra, pctx *px, uint64_t *covered) {
+  const cJSON *it;
   uint64_t next = 0;
   int i = 0;
   cJSON_ArrayForEach(it, ra) {
@@ -336,17 +395,140 @@ static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pct
                   " (ranges must tile the tensor in order)",
                   i - 1, r->start, r->count, next);
     next = r->start + r->count;
-    for (int k = 0; k < CKPT_KINDS; k++) {
-      const char *kn = ckpt_kind_name((hsr_ckpt_kind)k);
-      HSR_CHECK(ju64(px, it, kn, &r->off[k]));
-      if (r->off[k] + 4 * r->count > c->f[r->file].bytes)
-        return PERR(px, "range %d (%s) ends at byte %" PRIu64 " of '%s', which has %" PRIu64, i - 1, kn,
-                    r->off[k] + 4 * r->count, c->f[r->file].name, c->f[r->file].bytes);
-    }
-    covered[r->file] += 12 * r->count;
+    for (int k = 0; k < CKPT_KINDS; k++) HSR_CHECK(ju64(px, it, ckpt_kind_name((hsr_ckpt_kind)k), &r->off[k]));
+    HSR_CHECK(check_range(c, px, r, i - 1, covered));
   }
+  return HSR_OK;
+}
+
+static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pctx *px, uint64_t *covered) {
+  const cJSON *ra;
+  HSR_CHECK(jarr(px, tj, "ranges", &ra, &t->nr));
+  t->r = calloc((size_t)t->nr + 1, sizeof *t->r);
+  if (!t->r) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  HSR_CHECK(parse_ranges_v1(c, t, ra, px, covered));
+  uint64_t next = t->nr ? t->r[t->nr - 1].start + t->r[t->nr - 1].count : 0;
   if (next != t->numel) return PERR(px, "the ranges cover %" PRIu64 " of its %" PRIu64 " elements", next, t->numel);
   return HSR_OK;
+}
+
+/* ---- version 2: the ranges derived, as the save placed them ---- */
+
+/* The layout the manifest records, rebuilt: its units in order, its tensors
+ * in layout order, its alignment, finalized for the mesh's shards; every
+ * tensor at the offset the manifest records and every unit as long. */
+static hsr_status saved_layout(hsr_ckpt *c, pctx *px, hsr_rt_layout **out) {
+  *out = NULL;
+  const hsr_ckpt_info *in = &c->info;
+  const cJSON *lay = jobj(c->json, "layout"), *ua, *it;
+  int64_t align, len;
+  int nu;
+  snprintf(px->where, sizeof px->where, "layout");
+  if (!lay) return PERR(px, "missing or not an object");
+  HSR_CHECK(jint(px, lay, "align", 1, 1 << 20, &align));
+  px->where[0] = 0;
+  HSR_CHECK(jarr(px, c->json, "units", &ua, &nu));
+  hsr_rt_layout *l = NULL;
+  hsr_status st = rt_layout_create((size_t)align, &l);
+  if (st == HSR_OK && in->outer_shard) st = rt_layout_set_subshards(l, in->replicate);
+  int u = 0;
+  cJSON_ArrayForEach(it, ua) {
+    const char *name;
+    int got;
+    snprintf(px->where, sizeof px->where, "unit %d", u++);
+    if (st == HSR_OK) st = jstr(px, it, "name", &name);
+    if (st == HSR_OK) st = rt_layout_add_unit(l, name, &got);
+  }
+  for (int i = 0; st == HSR_OK && i < c->nt; i++) {
+    const ckpt_tensor *t = &c->t[i];
+    snprintf(px->where, sizeof px->where, "tensor '%.64s'", t->name);
+    st = t->unit_index < nu ? rt_layout_add_param(l, t->unit_index, t->name, t->ndim, t->shape, t->group)
+                            : PERR(px, "unit_index %d, the manifest lists %d units", t->unit_index, nu);
+  }
+  px->where[0] = 0;
+  if (st == HSR_OK) st = rt_layout_finalize(l, in->shard);
+  if (st != HSR_OK && !strstr(hsr_last_error(), "manifest")) { /* the layout's own words, placed */
+    char why[CKPT_MSG];
+    snprintf(why, sizeof why, "%s", hsr_last_error());
+    st = PERR(px, "its layout does not rebuild: %s", why);
+  }
+  for (int i = 0; st == HSR_OK && i < c->nt; i++) {
+    hsr_rt_param_info p;
+    st = rt_layout_param(l, i, &p);
+    if (st == HSR_OK && p.offset != c->t[i].offset)
+      st = (snprintf(px->where, sizeof px->where, "tensor '%.64s'", c->t[i].name),
+            PERR(px, "offset %" PRIu64 ", its layout rebuilt on %d shards puts it at %zu", c->t[i].offset, in->shard,
+                 p.offset));
+  }
+  u = 0;
+  cJSON_ArrayForEach(it, ua) {
+    if (st != HSR_OK) break;
+    snprintf(px->where, sizeof px->where, "unit %d", u);
+    st = jint(px, it, "shard_len", 0, (int64_t)1 << 53, &len);
+    if (st == HSR_OK && (uint64_t)len != rt_layout_shard_len(l, u))
+      st = PERR(px, "shard_len %" PRId64 ", its layout rebuilt on %d shards makes %zu", len, in->shard,
+                rt_layout_shard_len(l, u));
+    u++;
+  }
+  px->where[0] = 0;
+  if (st != HSR_OK) rt_layout_free(l), l = NULL;
+  *out = l;
+  return st;
+}
+
+static int range_cmp(const void *a, const void *b) {
+  const ckpt_range *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Each file's pieces (what its rank wrote: ckpt_geom_pieces at its mesh
+ * coordinates, master, m and v side by side per piece, in order) as ranges
+ * of their tensors, sorted by element; then checked as version 1's are. */
+static hsr_status derive_ranges(hsr_ckpt *c, pctx *px, uint64_t *covered) {
+  hsr_rt_layout *l = NULL;
+  ckpt_geom *g = NULL;
+  int *cap = calloc((size_t)c->nt + 1, sizeof *cap);
+  hsr_status st = cap ? saved_layout(c, px, &l) : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  if (st == HSR_OK) st = ckpt_geom_create(l, c->info.replicate, c->info.shard, c->info.outer_shard, &g);
+  for (int f = 0; st == HSR_OK && f < c->nf; f++) {
+    ckpt_piece *pc = NULL;
+    int np = 0;
+    uint64_t off = 0;
+    st = ckpt_geom_pieces(g, c->f[f].rep, c->f[f].sh, 0, &pc, &np);
+    for (int i = 0; st == HSR_OK && i < np; i++) {
+      ckpt_tensor *t = &c->t[pc[i].param];
+      st = grow_array(&t->r, &cap[pc[i].param], t->nr, sizeof *t->r, 8, "checkpoint");
+      uint64_t n = pc[i].count;
+      if (st == HSR_OK) t->r[t->nr++] = (ckpt_range){pc[i].start, n, {off, off + 4 * n, off + 8 * n}, f};
+      off += 12 * n;
+    }
+    free(pc);
+  }
+  free(cap);
+  ckpt_geom_free(g);
+  rt_layout_free(l);
+  for (int i = 0; st == HSR_OK && i < c->nt; i++) {
+    ckpt_tensor *t = &c->t[i];
+    snprintf(px->where, sizeof px->where, "tensor '%.64s'", t->name);
+    int sorted = 1;
+    for (int k = 1; k < t->nr && sorted; k++) sorted = t->r[k - 1].start <= t->r[k].start;
+    if (!sorted) qsort(t->r, (size_t)t->nr, sizeof *t->r, range_cmp);
+    uint64_t next = 0;
+    for (int k = 0; st == HSR_OK && k < t->nr; k++) {
+      if (t->r[k].start != next)
+        st = PERR(px, "elements [%" PRIu64 ", %" PRIu64 ") are in %s", next < t->r[k].start ? next : t->r[k].start,
+                  next < t->r[k].start ? t->r[k].start : next,
+                  next < t->r[k].start ? "no data file (one missing from the list?)"
+                                       : "two data files (two at the same mesh coordinates?)");
+      else
+        st = check_range(c, px, &t->r[k], k, covered);
+      next += t->r[k].count;
+    }
+    if (st == HSR_OK && next != t->numel)
+      st = PERR(px, "the data files' pieces cover %" PRIu64 " of its %" PRIu64 " elements", next, t->numel);
+  }
+  px->where[0] = 0;
+  return st;
 }
 
 static hsr_status parse_tensor(hsr_ckpt *c, const cJSON *it, int i, pctx *px, uint64_t *covered) {
@@ -379,7 +561,7 @@ static hsr_status parse_tensor(hsr_ckpt *c, const cJSON *it, int i, pctx *px, ui
   HSR_CHECK(jint(px, it, "group", 0, HSR_RT_MAX_GROUPS - 1, &v));
   t->group = (int)v;
   c->info.numel += t->numel;
-  return parse_ranges(c, t, it, px, covered);
+  return c->info.format_version >= 2 ? HSR_OK : parse_ranges(c, t, it, px, covered);
 }
 
 static hsr_status parse_info(hsr_ckpt *c, pctx *px) {
@@ -392,6 +574,10 @@ static hsr_status parse_info(hsr_ckpt *c, pctx *px) {
   if (!mesh || !dt || !opt) return PERR(px, "'mesh', 'dtypes' or 'optimizer' is missing or not an object");
   snprintf(px->where, sizeof px->where, "mesh");
   HSR_CHECK(get_fields(px, mesh, mesh_fields, NFIELDS(mesh_fields), in));
+  if (in->format_version >= 2) {
+    HSR_CHECK(jint(px, mesh, "outer_shard", 0, 1, &v));
+    in->outer_shard = (int)v;
+  }
   snprintf(px->where, sizeof px->where, "dtypes");
   HSR_CHECK(get_fields(px, dt, dtype_fields, NFIELDS(dtype_fields), in));
   snprintf(px->where, sizeof px->where, "optimizer");
@@ -502,6 +688,7 @@ hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out) {
   const char *dup = st == HSR_OK ? first_dup(names, c->nt) : NULL;
   if (dup) st = (snprintf(px.where, sizeof px.where, "tensor '%.64s'", dup), PERR(&px, "listed twice"));
   free(names);
+  if (st == HSR_OK && c->info.format_version >= 2) st = derive_ranges(c, &px, covered);
   for (int f = 0; st == HSR_OK && f < c->nf; f++)
     if (covered[f] != c->f[f].bytes)
       st = (px.where[0] = 0, PERR(&px, "the tensors' ranges cover %" PRIu64 " of the %" PRIu64 " bytes of '%s'",

@@ -145,14 +145,17 @@ hsr_status ckpt_geom_pieces(const ckpt_geom *g, int rep, int sh, int whole, ckpt
  * against the engine's own (rt_state_range_at, all saved kinds alike), so
  * the planner a command runs for a mesh that does not exist is the one a
  * save and a load run. */
-static hsr_status engine_geom(hsr_rt *rt, const rt_state_info *in, int rep, int sh, ckpt_geom **out) {
+int ckpt_outer_of(hsr_rt *rt, const rt_state_info *in) {
   rt_state_range r0;
-  int outer = 0;
-  if (in->nunits > 0) {
+  return in->nunits > 0 && in->R > 1 && rt_state_range_at(rt, 0, RT_STATE_MASTER, 0, 0, &r0) == HSR_OK && r0.parts == 1;
+}
+
+static hsr_status engine_geom(hsr_rt *rt, const rt_state_info *in, int rep, int sh, ckpt_geom **out) {
+  if (in->nunits > 0) { /* unit 0 exists: its range is readable (ckpt_outer_of reads it) */
+    rt_state_range r0;
     HSR_CHECK(rt_state_range_at(rt, 0, RT_STATE_MASTER, 0, 0, &r0));
-    outer = in->R > 1 && r0.parts == 1;
   }
-  HSR_CHECK(ckpt_geom_create(in->layout, in->R, in->S, outer, out));
+  HSR_CHECK(ckpt_geom_create(in->layout, in->R, in->S, ckpt_outer_of(rt, in), out));
   for (int u = 0; u < in->nunits; u++) {
     rt_state_unit un;
     uint64_t lo, n;

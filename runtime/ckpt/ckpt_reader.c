@@ -69,6 +69,15 @@ hsr_status ckpt_tensor_at(const hsr_ckpt *c, int i, hsr_ckpt_tensor *out) {
   return HSR_OK;
 }
 
+hsr_status ckpt_range_at(const hsr_ckpt *c, int i, int k, hsr_ckpt_range *out) {
+  if (!c || !out) return hsr_error(HSR_ERR_INVALID, "ckpt_range_at: NULL argument");
+  if (i < 0 || i >= c->nt || k < 0 || k >= c->t[i].nr)
+    return hsr_error(HSR_ERR_INVALID, "checkpoint tensor %d has no range %d", i, k);
+  const ckpt_range *r = &c->t[i].r[k];
+  *out = (hsr_ckpt_range){r->start, r->count, {r->off[0], r->off[1], r->off[2]}, c->f[r->file].rank};
+  return HSR_OK;
+}
+
 hsr_status ckpt_find(const hsr_ckpt *c, const char *name, int *i) {
   if (!c || !name || !i) return hsr_error(HSR_ERR_INVALID, "ckpt_find: NULL argument");
   for (int k = 0; k < c->nt; k++)

@@ -1,6 +1,6 @@
 /* A save's manifest for a mesh that does not exist: what rank 0 writes
  * after a save on an R x S mesh (one data file per rank that holds bytes,
- * every tensor's ranges in the order rank 0 assembles them) built from the
+ * with its mesh coordinates; the tensors' ranges follow from them) built from the
  * layout and the mesh's shape alone with the manifest's own writer, its
  * block checksums stand-ins as wide as a crc32's. `hsr ckpt plan` measures
  * its bytes and times what a save and a load plan from it; tests compare it
@@ -10,44 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/grow.h"
 #include "ckpt_int.h"
 #include "hsr/config.h"
 
-typedef struct rlist {
-  ckpt_range *r;
-  int n, cap;
-} rlist;
-
-static int range_cmp(const void *a, const void *b) {
-  const ckpt_range *x = a, *y = b;
-  return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* Every rank's pieces as ranges of their tensors (files in rank order);
- * bytes[r]: rank r's data file. */
-static hsr_status collect(const ckpt_geom *g, int R, int S, rlist *rl, uint64_t *bytes, int *fidx) {
-  int nf = 0;
+/* Each rank's data file's bytes: 12 per element of its pieces. */
+static hsr_status file_bytes(const ckpt_geom *g, int R, int S, uint64_t *bytes) {
   for (int r = 0; r < R * S; r++) {
     ckpt_piece *pc;
     int np;
     HSR_CHECK(ckpt_geom_pieces(g, r / S, r % S, 0, &pc, &np));
-    uint64_t off = 0;
-    for (int i = 0; i < np; i++) off += 12 * pc[i].count;
-    bytes[r] = off;
-    fidx[r] = off ? nf++ : -1;
-    off = 0;
-    for (int i = 0; i < np && fidx[r] >= 0; i++) {
-      rlist *l = &rl[pc[i].param];
-      hsr_status gs = grow_array(&l->r, &l->cap, l->n, sizeof *l->r, 4, "checkpoint");
-      if (gs != HSR_OK) {
-        free(pc);
-        return gs;
-      }
-      uint64_t c = pc[i].count;
-      l->r[l->n++] = (ckpt_range){pc[i].start, c, {off, off + 4 * c, off + 8 * c}, fidx[r]};
-      off += 12 * c;
-    }
+    bytes[r] = 0;
+    for (int i = 0; i < np; i++) bytes[r] += 12 * pc[i].count;
     free(pc);
   }
   return HSR_OK;
@@ -58,13 +31,11 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
   *text = NULL, *len = 0;
   if (!l || !g || block_bytes < 1) return hsr_error(HSR_ERR_INVALID, "ckpt_sim_manifest: bad argument");
   int W = R * S, np = rt_layout_num_params(l), nu = rt_layout_num_units(l);
-  rlist *rl = calloc((size_t)np + 1, sizeof *rl);
   uint64_t *bytes = calloc((size_t)W, sizeof *bytes);
-  int *fidx = calloc((size_t)W, sizeof *fidx);
   uint32_t *zero = NULL;
   cJSON *m = cJSON_CreateObject();
-  hsr_status st = rl && bytes && fidx && m ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  if (st == HSR_OK) st = collect(g, R, S, rl, bytes, fidx);
+  hsr_status st = bytes && m ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
+  if (st == HSR_OK) st = file_bytes(g, R, S, bytes);
   uint64_t maxnb = 0, total = 0;
   for (int r = 0; st == HSR_OK && r < W; r++)
     if ((bytes[r] + block_bytes - 1) / block_bytes > maxnb) maxnb = (bytes[r] + block_bytes - 1) / block_bytes;
@@ -79,6 +50,7 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
                        .world = W,
                        .replicate = R,
                        .shard = S,
+                       .outer_shard = rt_layout_subshards(l) > 1,
                        .strategy = S > 1 ? (R > 1 ? "hybrid" : "fsdp") : "ddp",
                        .reshard = "full",
                        .device = "cuda",
@@ -101,11 +73,11 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
   }
   cJSON *fa = st == HSR_OK ? cJSON_AddArrayToObject(m, "files") : NULL;
   for (int r = 0; st == HSR_OK && r < W; r++) {
-    if (fidx[r] < 0) continue;
+    if (!bytes[r]) continue;
     char name[64];
     snprintf(name, sizeof name, "data-%08x-%05d.bin", 0u, r);
-    const ckpt_file f = {name, bytes[r], (bytes[r] + block_bytes - 1) / block_bytes, 0, zero};
-    cJSON_AddItemToArray(fa, ckpt_manifest_file(&f, r));
+    const ckpt_file f = {name, bytes[r], (bytes[r] + block_bytes - 1) / block_bytes, 0, zero, r, r / S, r % S};
+    cJSON_AddItemToArray(fa, ckpt_manifest_file(&f));
     total += bytes[r];
   }
   if (st == HSR_OK) cJSON_AddNumberToObject(m, "data_bytes", (double)total);
@@ -114,8 +86,6 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
     hsr_rt_param_info p;
     st = rt_layout_param(l, i, &p);
     if (st != HSR_OK) break;
-    rlist *q = &rl[i];
-    if (q->n) qsort(q->r, (size_t)q->n, sizeof *q->r, range_cmp);
     ckpt_tensor t = {.name = p.name,
                      .unit = rt_layout_unit_name(l, p.unit),
                      .dtype = "f32",
@@ -123,19 +93,15 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
                      .group = p.group,
                      .unit_index = p.unit,
                      .numel = p.numel,
-                     .offset = p.offset,
-                     .r = q->r,
-                     .nr = q->n};
+                     .offset = p.offset};
     memcpy(t.shape, p.shape, sizeof t.shape);
     cJSON *tj = ckpt_manifest_tensor(&t);
     if (!tj) st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
     cJSON_AddItemToArray(ta, tj);
-    free(q->r), q->r = NULL; /* the JSON holds them now */
   }
   if (st == HSR_OK) cJSON_AddItemToObject(m, "program", cJSON_CreateObject());
   if (st == HSR_OK) st = ckpt_manifest_print(m, text, len);
-  for (int i = 0; rl && i < np; i++) free(rl[i].r);
-  free(rl), free(bytes), free(fidx), free(zero);
+  free(bytes), free(zero);
   cJSON_Delete(m);
   return st;
 }

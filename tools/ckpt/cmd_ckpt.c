@@ -135,10 +135,10 @@ static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
 
 static void print_table(const hsr_ckpt *c, const hsr_ckpt_info *in) {
   printf("checkpoint %s (format %d, hsr %s %s)\n", in->dir, in->format_version, in->hsr_version, in->git_hash);
-  printf("step %" PRId64 "; saved on %d rank(s): mesh %d x %d (replicate x shard), %s, reshard %s, prefetch %d, %s; "
+  printf("step %" PRId64 "; saved on %d rank(s): mesh %d x %d (replicate x shard)%s, %s, reshard %s, prefetch %d, %s; "
          "dtypes param %s reduce %s, master and moments f32\n",
-         in->step, in->world, in->replicate, in->shard, in->strategy, in->reshard, in->prefetch, in->device,
-         in->param_dtype, in->reduce_dtype);
+         in->step, in->world, in->replicate, in->shard, in->outer_shard ? " with the outer shard" : "", in->strategy,
+         in->reshard, in->prefetch, in->device, in->param_dtype, in->reduce_dtype);
   print_model(c);
   printf("optimizer adamw, clip %g", in->clip);
   for (int g = 0; g < in->num_groups; g++)
