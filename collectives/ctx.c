@@ -69,6 +69,7 @@ void coll_ctx_release(coll_ctx *x) {
   if (last) x->stop = 1;
   pthread_mutex_unlock(&x->mu);
   if (!last) return;
+  coll_fault_hook(x, "teardown"); /* HSR_FAULT, a test hook */
   coll_progress_stop(x);
   seg_bye(&x->seg); /* node peers no longer wait for this rank */
   if (x->net) x->net->net_fini(x);

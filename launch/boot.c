@@ -245,6 +245,12 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     return st;
   }
   detect_launcher(b);
+  st = fault_hook_init(&b->hook, b->rank);
+  if (st != HSR_OK) {
+    if (!b->singleton) PMIx_Finalize(NULL, 0);
+    free(b);
+    return st;
+  }
   boot_life_start(b); /* from here on this rank ends with its launcher */
   st = exchange_records(b, lrank, lsize);
   if (st != HSR_OK) {
@@ -361,6 +367,10 @@ hsr_status boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root) {
   HSR_CHECK(fence(b, 1, "bcast"));
   if (b->rank != root) HSR_CHECK(get_blob(b, root, key, buf, bytes));
   return HSR_OK;
+}
+
+void boot_fault_hook(hsr_boot *b, const char *phase) {
+  if (b) fault_hook_hit(&b->hook, phase);
 }
 
 hsr_status boot_barrier(hsr_boot *b) {

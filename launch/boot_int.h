@@ -7,6 +7,7 @@
 #include <pmix.h>
 #include <pthread.h>
 
+#include "common/fault_hook.h"
 #include "hsr/boot.h"
 #include "launch/boot_internal.h"
 
@@ -53,6 +54,7 @@ struct hsr_boot {
   int *node_of;                    /* per rank */
   boot_watch watch;
   boot_life life;
+  hsr_fault_hook hook; /* HSR_FAULT's boot and final phases */
   /* roll.c */
   unsigned long fence_seq; /* per-fence marker keys */
   int no_proc_table;       /* the launcher does not answer PMIX_QUERY_PROC_TABLE */

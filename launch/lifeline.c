@@ -64,12 +64,13 @@ static void sleep_s(double s) {
 /* Does not return: the subscribers' last word, then the signal's default action. */
 static void end_rank(hsr_boot *b, int why) {
   boot_life *l = &b->life;
-  if (why == LIFE_LOST || why < 0) {
-    if (why == LIFE_LOST)
-      HSR_LOG_E("the launcher is gone (the connection to its PMIx server was lost): this rank ends");
-    else
-      HSR_LOG_E("the launcher is gone (parent process %d exited): this rank ends", (int)l->ppid);
-  }
+  /* each path names itself: the fault matrix asserts which one ended a rank */
+  if (why == LIFE_LOST)
+    HSR_LOG_E("the launcher is gone (the connection to its PMIx server was lost): this rank ends");
+  else if (why < 0)
+    HSR_LOG_E("the launcher is gone (parent process %d exited): this rank ends", (int)l->ppid);
+  else
+    HSR_LOG_I("lifeline: SIG%s from outside: this rank ends", why == SIGTERM ? "TERM" : why == SIGINT ? "INT" : "HUP");
   pthread_mutex_lock(&l->mu);
   for (int i = 0; i < LIFE_NSUBS; i++)
     if (l->fn[i]) l->fn[i](l->arg[i]);

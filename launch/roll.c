@@ -334,6 +334,7 @@ static hsr_status put_marker(const char *key) {
 
 hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
   char key[48];
+  fault_hook_hit(&b->hook, "boot"); /* HSR_FAULT, a test hook */
   snprintf(key, sizeof key, "hsr.at.%lu", b->fence_seq++);
   HSR_CHECK(put_marker(key));
   int t = b->timeout_s + 2 * ROLL_GET_S + 2; /* PMIx's own bound: after ours, and after naming who is missing */

@@ -160,6 +160,28 @@ watch_exit() { # DIR NP LIMIT
   done
 }
 
+# Which path ended a rank, from its own lines (launch/lifeline.c): "lost" (the
+# PMIx server's connection), "parent" (its parent exited), "SIGTERM" etc. (a
+# signal from outside, the launcher's), "fallback" (the rank kept the signal
+# and was SIGKILLed 5 s later), "-" (none: SIGKILLed from outside).
+lifeline_of() { # LOG
+  if grep -q 'did not end 5 s after SIG' "$1"; then echo fallback
+  elif grep -q 'the launcher is gone (the connection to its PMIx server was lost)' "$1"; then echo lost
+  elif grep -q 'the launcher is gone (parent process' "$1"; then echo parent
+  else grep -om1 'lifeline: SIG[A-Z]* from outside' "$1" | sed 's/lifeline: //; s/ from outside//' | grep . || echo -
+  fi
+}
+# The path each launcher scenario must take on every rank: mpirun SIGKILLed
+# drops the ranks' PMIx connection; else the launcher's SIGTERM. srun: slurmstepd
+# ends the step's tasks itself (SIGKILL: nothing to name, "-").
+lifeline_want() { # ACT LAUNCHER
+  case "$2:$1" in
+    mpirun:kill9launcher) echo lost ;;
+    mpirun:*) echo SIGTERM ;;
+    srun:*) echo - ;;
+  esac
+}
+
 rows=(); fails=0
 run_one() {
   local name=$1 prog=$2 phase=$3 n=$4 act=$5 victim=$6 l=$7 nodes=$8
@@ -194,7 +216,8 @@ run_one() {
     ( until=$((EPOCHSECONDS + limit))
       until grep -qs ' hsr train: ' "$d/rank.0.log"; do [ "$EPOCHSECONDS" -gt "$until" ] && exit; sleep 0.1; done
       sleep 1; touch "$d/started" ) &
-    HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 timeout -k 5 "$limit" python3 "$lf" "$act" "$d/started" "$d/tty.log" -- \
+    # HSR_LOG=info: the lifeline names the signal that ended a rank (lifeline_of)
+    HSR_LOG=info HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 timeout -k 5 "$limit" python3 "$lf" "$act" "$d/started" "$d/tty.log" -- \
       "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" > "$d/launcher.log" 2>&1 < /dev/null
     rc=$?
   else
@@ -257,7 +280,13 @@ run_one() {
   to_end=$(awk -v a="$t1" -v b="${ti:-$t0}" 'BEGIN {printf "%.2f", a - b}')
   [ -s "$d/last_exit" ] && to_last=$(awk -v a="$(< "$d/last_exit")" -v b="${ti:-$t0}" 'BEGIN {printf "%.2f", a - b}')
   [ -n "$ti" ] || { ok=0; why+="the fault did not fire; "; }
+  local how=""
   if [ "$phase" = launcher ]; then
+    local want; want=$(lifeline_want "$act" "$l")
+    for ((r = 0; r < np; r++)); do
+      local h; h=$(lifeline_of "$d/rank.$r.log"); how+="$h"; [ $r -lt $((np - 1)) ] && how+=","
+      [ "$h" = "$want" ] || { ok=0; why+="rank $r ended by '$h', not '$want'; "; }
+    done
     [ "$to_last" != - ] || { ok=0; why+="ranks still running ${limit} s after the launcher's death; "; }
     [ "$to_last" = - ] || awk -v e="$to_last" 'BEGIN {exit !(e <= 10)}' || { ok=0; why+="the last rank ended ${to_last} s after the fault; "; }
   elif [[ "$act" == sleep:* ]]; then
@@ -271,6 +300,7 @@ run_one() {
   fi
   [ "$shm" = 0 ] || { ok=0; why+="$shm hsr files in /dev/shm; "; }
   [ "$left" = 0 ] || { ok=0; why+="$left processes left; "; }
+  [ -n "$how" ] && codes+=" (ended by $how)"
   local verdict=PASS
   [ $ok = 1 ] || { verdict="FAIL: ${why%; }"; fails=$((fails + 1)); }
   local vshow=${victims// /+}
