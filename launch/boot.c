@@ -2,6 +2,7 @@
 #include "boot_int.h"
 #include "common/env.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,7 +253,10 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     return st;
   }
   boot_life_start(b); /* from here on this rank ends with its launcher */
+  if (!strcmp(b->launcher, "mpirun")) boot_table_pids(b); /* one query: what a rank killed in the exchange was */
+  atomic_store(&b->booting, 1);
   st = exchange_records(b, lrank, lsize);
+  atomic_store(&b->booting, 0);
   if (st != HSR_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hsr_last_error());
@@ -271,7 +275,9 @@ hsr_status hsr_boot_finalize(hsr_boot *b) {
   hsr_status st = HSR_OK;
   boot_life_stop(b);
   boot_watch_fini(b);
-  if (!b->singleton) {
+  /* after a rank was found killed, PMIx_Finalize may wait on the launcher
+   * until it ends this rank, before the error is printed: the job is over */
+  if (!b->singleton && !atomic_load(&b->named)) {
     pmix_status_t rc = PMIx_Finalize(NULL, 0);
     if (rc != PMIX_SUCCESS) st = pmix_fail("PMIx_Finalize", rc);
   }
@@ -279,6 +285,7 @@ hsr_status hsr_boot_finalize(hsr_boot *b) {
   boot_roll_free(b);
   free(b->hosts);
   free(b->node_of);
+  free(b->table_pid);
   free(b);
   return st;
 }

@@ -75,6 +75,14 @@ static void end_rank(hsr_boot *b, int why) {
   for (int i = 0; i < LIFE_NSUBS; i++)
     if (l->fn[i]) l->fn[i](l->arg[i]);
   pthread_mutex_unlock(&l->mu);
+  /* The launcher ends this rank in the bootstrap (no collectives yet) and
+   * nobody here has named why: a rank of this host whose process is gone is
+   * the reason (from the process table read before the exchange: the
+   * launcher, ending the job, no longer answers). */
+  char who[256];
+  if (why > 0 && why < LIFE_LOST && atomic_load(&b->booting) && !boot_failure(b) && !atomic_load(&b->named) &&
+      boot_gone_rank(b, who, sizeof who))
+    HSR_LOG_E("%s (seen as the launcher ended this rank)", who);
   int sig = why > 0 && why < LIFE_LOST ? why : SIGTERM;
   int k = -1;
   for (int i = 0; i < LIFE_NSIGS; i++)

@@ -8,6 +8,7 @@
  * before it enters the fence, and the ranks whose marker cannot be read are
  * the ones missing. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +99,7 @@ static int alive(pid_t pid) {
 /* A rank of this job that has ended, from the launcher's process table:
  * 1 with `msg` filled ("rank 1 (host vm, pid 4242) exited with code 0"),
  * 0 when none has or the launcher does not answer (then not asked again). */
-static int ended_rank(hsr_boot *b, char *msg, size_t n) {
+static int ended_rank_of(hsr_boot *b, char *msg, size_t n, int abnormal_only) {
   if (b->no_proc_table) return 0;
   pmix_query_t q;
   PMIX_QUERY_CONSTRUCT(&q);
@@ -125,19 +126,33 @@ static int ended_rank(hsr_boot *b, char *msg, size_t n) {
       if (row[k].value.type != PMIX_PROC_INFO || !row[k].value.data.pinfo) continue;
       const pmix_proc_info_t *p = row[k].value.data.pinfo;
       if (!PMIX_CHECK_NSPACE(p->proc.nspace, b->me.nspace) || (int)p->proc.rank == b->rank) continue;
-      if (p->state > PMIX_PROC_STATE_UNTERMINATED) {
-        snprintf(msg, n, "rank %d (host %s, pid %d) %s before reaching it", (int)p->proc.rank,
+      int r = (int)p->proc.rank;
+      if (b->table_pid && r >= 0 && r < b->size && p->hostname && !strcmp(p->hostname, b->hostname))
+        b->table_pid[r] = (int)p->pid; /* for boot_gone_rank, which cannot ask */
+      /* abnormal: killed or crashed, not a rank that left the job as it should */
+      int abnormal = p->state == PMIX_PROC_STATE_ABORTED_BY_SIG || p->state == PMIX_PROC_STATE_TERM_WO_SYNC ||
+                     p->state == PMIX_PROC_STATE_ABORTED || p->state == PMIX_PROC_STATE_COMM_FAILED;
+      char node[32] = "";
+      if (b->node_of && r >= 0 && r < b->size) snprintf(node, sizeof node, "node %d, ", b->node_of[r]);
+      if (p->state > PMIX_PROC_STATE_UNTERMINATED && (abnormal || !abnormal_only)) {
+        snprintf(msg, n, "rank %d (%shost %s, pid %d) %s before reaching it", r, node,
                  p->hostname ? p->hostname : "?", (int)p->pid, state_text(p->state));
         if (p->state == PMIX_PROC_STATE_TERMINATED || p->state == PMIX_PROC_STATE_TERM_NON_ZERO ||
             p->state == PMIX_PROC_STATE_TERM_WO_SYNC) {
           size_t len = strlen(msg);
           snprintf(msg + len, n - len, " (exit code %d)", p->exit_code);
         }
-      } else if (p->state < PMIX_PROC_STATE_CONNECTED && p->pid > 0 && p->hostname &&
+      } else if (!abnormal_only && p->state < PMIX_PROC_STATE_CONNECTED && p->pid > 0 && p->hostname &&
                  !strcmp(p->hostname, b->hostname) && !alive(p->pid)) {
         /* mpirun keeps a rank that exited before PMIx_Init in an undefined state: its process says more */
         snprintf(msg, n, "rank %d (host %s, pid %d) exited without joining the job", (int)p->proc.rank, p->hostname,
                  (int)p->pid);
+      } else if (atomic_load(&b->booting) && p->state < PMIX_PROC_STATE_UNTERMINATED && p->pid > 0 && p->hostname &&
+                 !strcmp(p->hostname, b->hostname) && !alive(p->pid)) {
+        /* mpirun lists a rank killed in the bootstrap as running for a while; its process is gone, and no
+         * rank leaves the bootstrap's exchange as it should */
+        snprintf(msg, n, "rank %d (%shost %s, pid %d) ended in the bootstrap (its process is gone) before reaching it",
+                 r, node, p->hostname, (int)p->pid);
       } else {
         continue;
       }
@@ -146,6 +161,35 @@ static int ended_rank(hsr_boot *b, char *msg, size_t n) {
   }
   if (res) PMIX_INFO_FREE(res, nres);
   return found;
+}
+
+static int ended_rank(hsr_boot *b, char *msg, size_t n) { return ended_rank_of(b, msg, n, 0); }
+
+void boot_table_pids(hsr_boot *b) {
+  if (b->singleton || b->table_pid) return;
+  b->table_pid = calloc((size_t)b->size, sizeof *b->table_pid);
+  char msg[256];
+  if (b->table_pid) ended_rank_of(b, msg, sizeof msg, 1);
+}
+
+int boot_gone_rank(hsr_boot *b, char *msg, size_t n) {
+  for (int r = 0; b->table_pid && r < b->size; r++)
+    if (r != b->rank && b->table_pid[r] > 0 && !alive(b->table_pid[r])) {
+      snprintf(msg, n, "rank %d (host %s, pid %d) ended in the bootstrap (its process is gone) before reaching it", r,
+               b->hostname, b->table_pid[r]);
+      return 1;
+    }
+  return 0;
+}
+
+int boot_killed_rank(hsr_boot *b, char *msg, size_t n, double wait_s) {
+  /* the launcher's table may lag the fence that failed by its news */
+  for (double t0 = clock_s();;) {
+    if (ended_rank_of(b, msg, n, 1)) return 1;
+    if (b->no_proc_table || clock_s() - t0 >= wait_s) return 0;
+    struct timespec ts = {.tv_nsec = 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
 }
 
 /* ---- who did not arrive ------------------------------------------------------------------ */
@@ -358,7 +402,12 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
   if (fst == PMIX_ERR_TIMEOUT)
     return hsr_error(HSR_ERR_TIMEOUT, "boot %s: not every rank arrived within HSR_BOOT_TIMEOUT=%d s", what,
                      b->timeout_s);
-  if (fst != PMIX_SUCCESS)
+  if (fst != PMIX_SUCCESS) { /* the launcher failed it: a rank has ended, which the process table names */
+    if (boot_killed_rank(b, w.msg, sizeof w.msg, 1.0)) {
+      atomic_store(&b->named, 1);
+      return hsr_error(HSR_ERR_BOOT, "boot %s: %s", what, w.msg);
+    }
     return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(fst));
+  }
   return HSR_OK;
 }

@@ -47,13 +47,19 @@ done
 # ---- scenarios: name prog phase N action victim launcher nodes ----------------
 # N is the victim's Nth call of the phase: mid-run for these jobs.
 scen=()
-add() { scen+=("$1-$3-$2-$6-${7}n $1 $2 $4 $3 $5 $6 $7"); }
+add() { # prog phase act N victim launcher nodes [off: HSR_UCX_PEER_ERRORS=off]
+  local pe=${8:-on} sfx=""
+  [ "$pe" = off ] && sfx=-peoff
+  scen+=("$1-$3-$2-$6-${7}n$sfx $1 $2 $4 $3 $5 $6 $7 $pe")
+}
 nth() { # prog phase nodes -> N
   case "$1:$2:$3" in
     train:all_gather:*) echo 100 ;; train:reduce_scatter:*) echo 50 ;;
     train:all_reduce:1) echo 20 ;; train:all_reduce:2) echo 50 ;;
     train:step:*) echo 10 ;; train:ckpt_save:*) echo 2 ;; train:ckpt_async:*) echo 2 ;;
     train:ckpt_last:*) echo 12 ;; train:ckpt_done:*) echo 12 ;; # the 12th save of 60 steps every 5: the last
+    train:last_step:*) echo 60 ;; # the optimizer step of the last of 60 steps
+    train:boot:*) echo 1 ;; train:final:*) echo 1 ;; train:teardown:*) echo 1 ;;
     bench:*) echo 200 ;;
   esac
 }
@@ -76,6 +82,19 @@ for l in mpirun srun; do
   for nodes in 1 2; do
     # the victim on the other node at 2 nodes: no node peer sees its process end, the survivors must find it
     for ph in ckpt_last ckpt_done; do add train "$ph" kill "$(nth train $ph $nodes)" "$nodes" "$l" "$nodes"; done
+  done
+  # every phase of a run, from the bootstrap's first exchange to the teardown, with UCX peer errors on and
+  # off (between simulated nodes; one node has no UCX): boot (the bootstrap's exchange, before any
+  # communicator), the last step, the final save's commit and after it, the final barrier, the teardown
+  for nodes in 1 2; do
+    for pe in on off; do
+      [ "$nodes" = 1 ] && [ "$pe" = off ] && continue
+      for ph in boot last_step ckpt_last ckpt_done final teardown; do
+        # ckpt_last/ckpt_done at "on" are the rows above
+        [ "$pe" = on ] && [[ "$ph" == ckpt_* ]] && continue
+        add train "$ph" kill "$(nth train $ph $nodes)" "$nodes" "$l" "$nodes" "$pe"
+      done
+    done
   done
   # at HSR_COMM_TIMEOUT's floor (1 s: run with --timeout 1), a rank half a second late fails nothing
   add train all_gather sleep:0.5 100 1 "$l" 2
@@ -188,7 +207,7 @@ lifeline_want() { # ACT LAUNCHER
 
 rows=(); fails=0
 run_one() {
-  local name=$1 prog=$2 phase=$3 n=$4 act=$5 victim=$6 l=$7 nodes=$8
+  local name=$1 prog=$2 phase=$3 n=$4 act=$5 victim=$6 l=$7 nodes=$8 pe=${9:-on}
   local d=$out/$name np=4
   rm -rf "$d"; mkdir -p "$d"
   if [ "$l" = srun ] && [ -z "${SLURM_CONF:-}" ]; then rows+=("$name|skipped (no Slurm)"); return; fi
@@ -200,7 +219,7 @@ run_one() {
     [ "$phase" = ckpt_save ] && args+=(--ckpt "$d/ckpt" --save-every 5)
     # the background writer's HSR_FAULT point (between its data and the agreement) while the training goes on
     [ "$phase" = ckpt_async ] && args+=(--ckpt "$d/ckpt" --save-every 5 --async-save)
-    [ "$phase" = ckpt_last ] || [ "$phase" = ckpt_done ] && args+=(--ckpt "$d/ckpt" --save-every 5 --async-save)
+    case $phase in ckpt_last | ckpt_done | last_step | final | teardown | boot) args+=(--ckpt "$d/ckpt" --save-every 5 --async-save) ;; esac
   else
     args=(bench "$phase" -b 1M -e 1M -n 300 -w 5)
   fi
@@ -227,7 +246,8 @@ run_one() {
   else
     local hook=$phase
     [ "$phase" = ckpt_async ] || [ "$phase" = ckpt_last ] && hook=ckpt_save
-    HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
+    [ "$phase" = last_step ] && hook=step
+    HSR_UCX_PEER_ERRORS=$pe HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
       timeout -k 5 "$limit" "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" \
       > "$d/launcher.log" 2>&1 < /dev/null
     rc=$?
@@ -270,7 +290,13 @@ run_one() {
     [ "$phase" = launcher ] && continue
     [[ " $victims " == *" $r "* ]] && continue
     surv=$((surv + 1))
-    tf=$(first_at "$d/rank.$r.log" "rank $vre \\(node [0-9]+")
+    # named: node, host and pid (before the bootstrap has placed the ranks on nodes: host and pid)
+    tf=$(first_at "$d/rank.$r.log" "rank $vre \\((node [0-9]+, )?host [^,]+, pid [0-9]+")
+    # nothing blames a healthy rank: every rank an error line names is a victim
+    local bl
+    bl=$(grep -E '\] hsr error: | hsr [a-z ]+: HSR_ERR_' "$d/rank.$r.log" 2>/dev/null | grep -oE 'rank [0-9]+ \((node|host) ' |
+      awk '{print $2}' | sort -u | grep -vxE "${victims// /|}" | tr '\n' ' ')
+    [ -z "$bl" ] || { ok=0; why+="rank $r blamed healthy rank(s) ${bl% }; "; }
     # one line per rank at most: the verdict, or the command's own error
     local nl; nl=$(grep -cE '\] hsr error: | hsr [a-z ]+: HSR_ERR_' "$d/rank.$r.log" 2>/dev/null)
     [ "${nl:-0}" -le 1 ] || { ok=0; why+="rank $r printed $nl error lines; "; }
@@ -322,7 +348,7 @@ run_one() {
 for s in "${pick[@]}"; do
   # shellcheck disable=SC2086
   set -- $s
-  run_one "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8"
+  run_one "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "${9:-on}"
 done
 
 hdr="| scenario | launcher | nodes | program | phase (victim's Nth call) | fault | victim | fault to first named error (s) | fault to job end (s) | fault to last rank's exit (s) | survivors naming the victim | rank exit codes | launcher exit | hsr files left in /dev/shm | processes left | result |"
