@@ -83,6 +83,9 @@ static void end_rank(hsr_boot *b, int why) {
   if (why > 0 && why < LIFE_LOST && atomic_load(&b->booting) && !boot_failure(b) && !atomic_load(&b->named) &&
       boot_gone_rank(b, who, sizeof who))
     HSR_LOG_E("%s (seen as the launcher ended this rank)", who);
+  else if (why > 0 && why < LIFE_LOST && !strcmp(b->launcher, "mpirun") && !atomic_load(&b->table_read))
+    HSR_LOG_W("the launcher ended this rank before its bootstrap had read who the job's ranks are: it cannot say "
+              "which rank failed, if one did");
   int sig = why > 0 && why < LIFE_LOST ? why : SIGTERM;
   int k = -1;
   for (int i = 0; i < LIFE_NSIGS; i++)

@@ -170,6 +170,10 @@ void boot_table_pids(hsr_boot *b) {
   b->table_pid = calloc((size_t)b->size, sizeof *b->table_pid);
   char msg[256];
   if (b->table_pid) ended_rank_of(b, msg, sizeof msg, 1);
+  int known = 0;
+  for (int r = 0; b->table_pid && r < b->size; r++) known += b->table_pid[r] > 0;
+  HSR_LOG_D("boot: the launcher's process table: %d of %d ranks' pids on this host", known, b->size);
+  atomic_store(&b->table_read, 1);
 }
 
 int boot_gone_rank(hsr_boot *b, char *msg, size_t n) {
