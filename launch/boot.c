@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "common/common_internal.h"
 
@@ -257,6 +258,12 @@ hsr_status hsr_boot_init(hsr_boot **out) {
   atomic_store(&b->booting, 1);
   st = exchange_records(b, lrank, lsize);
   atomic_store(&b->booting, 0);
+  /* A rank killed in the exchange, named: this rank stays until mpirun ends
+   * the job (its lifeline then says it), for at most 5 s. Leaving at once
+   * would make this rank's own exit look like a second death to a rank
+   * that checks the process table later, and be blamed. */
+  for (int i = 0; st != HSR_OK && atomic_load(&b->named) && b->table_pid && i < 100; i++)
+    nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
   if (st != HSR_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hsr_last_error());

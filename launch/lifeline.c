@@ -80,10 +80,13 @@ static void end_rank(hsr_boot *b, int why) {
    * the reason (from the process table read before the exchange: the
    * launcher, ending the job, no longer answers). */
   char who[256];
-  if (why > 0 && why < LIFE_LOST && atomic_load(&b->booting) && !boot_failure(b) && !atomic_load(&b->named) &&
-      boot_gone_rank(b, who, sizeof who))
+  int by_sig = why > 0 && why < LIFE_LOST;
+  if (by_sig && !boot_failure(b) && atomic_load(&b->named) && b->named_msg[0]) /* the exchange's own finding */
+    HSR_LOG_E("%s (seen as the launcher ended this rank)", b->named_msg);
+  else if (by_sig && atomic_load(&b->booting) && !boot_failure(b) && !atomic_load(&b->named) &&
+           boot_gone_rank(b, who, sizeof who))
     HSR_LOG_E("%s (seen as the launcher ended this rank)", who);
-  else if (why > 0 && why < LIFE_LOST && !strcmp(b->launcher, "mpirun") && !atomic_load(&b->table_read))
+  else if (by_sig && !strcmp(b->launcher, "mpirun") && !atomic_load(&b->table_read))
     HSR_LOG_W("the launcher ended this rank before its bootstrap had read who the job's ranks are: it cannot say "
               "which rank failed, if one did");
   int sig = why > 0 && why < LIFE_LOST ? why : SIGTERM;

@@ -408,8 +408,9 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
                      b->timeout_s);
   if (fst != PMIX_SUCCESS) { /* the launcher failed it: a rank has ended, which the process table names */
     if (boot_killed_rank(b, w.msg, sizeof w.msg, 1.0)) {
+      snprintf(b->named_msg, sizeof b->named_msg, "boot %s: %s", what, w.msg);
       atomic_store(&b->named, 1);
-      return hsr_error(HSR_ERR_BOOT, "boot %s: %s", what, w.msg);
+      return hsr_error(HSR_ERR_BOOT, "%s", b->named_msg);
     }
     return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(fst));
   }

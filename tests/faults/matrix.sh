@@ -247,7 +247,10 @@ run_one() {
     local hook=$phase
     [ "$phase" = ckpt_async ] || [ "$phase" = ckpt_last ] && hook=ckpt_save
     [ "$phase" = last_step ] && hook=step
-    HSR_UCX_PEER_ERRORS=$pe HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
+    # boot: the debug line of a rank's lifeline tells a survivor the launcher ended before it had started
+    local lv=${HSR_LOG:-warn}
+    [ "$phase" = boot ] && lv=debug
+    HSR_LOG=$lv HSR_UCX_PEER_ERRORS=$pe HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
       timeout -k 5 "$limit" "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" \
       > "$d/launcher.log" 2>&1 < /dev/null
     rc=$?
@@ -301,8 +304,10 @@ run_one() {
     local nl; nl=$(grep -cE '\] hsr error: | hsr [a-z ]+: HSR_ERR_' "$d/rank.$r.log" 2>/dev/null)
     [ "${nl:-0}" -le 1 ] || { ok=0; why+="rank $r printed $nl error lines; "; }
     # boot: a survivor mpirun ends before its bootstrap has read the process table cannot know the
-    # victim, and says so (launch/lifeline.c); it counts as answered, and the table shows how many named it
-    if [ -z "$tf" ] && [ "$phase" = boot ] && grep -q 'before its bootstrap had read who the job' "$d/rank.$r.log"; then
+    # victim, and says so (launch/lifeline.c), or before it even started its lifeline (no debug line):
+    # it counts as answered, and the table shows how many named it
+    if [ -z "$tf" ] && [ "$phase" = boot ] && { grep -q 'before its bootstrap had read who the job' "$d/rank.$r.log" ||
+      ! grep -q 'boot: lifeline: parent' "$d/rank.$r.log"; }; then
       early=$((early + 1)); continue
     fi
     if [ -n "$tf" ]; then
