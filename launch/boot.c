@@ -254,15 +254,16 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     return st;
   }
   boot_life_start(b); /* from here on this rank ends with its launcher */
-  if (!strcmp(b->launcher, "mpirun")) boot_table_pids(b); /* one query: what a rank killed in the exchange was */
+  boot_table_pids(b); /* what a rank killed in the exchange was: mpirun's table, or /proc */
   atomic_store(&b->booting, 1);
   st = exchange_records(b, lrank, lsize);
   atomic_store(&b->booting, 0);
   /* A rank killed in the exchange, named: this rank stays until mpirun ends
    * the job (its lifeline then says it), for at most 5 s. Leaving at once
-   * would make this rank's own exit look like a second death to a rank
-   * that checks the process table later, and be blamed. */
-  for (int i = 0; st != HSR_OK && atomic_load(&b->named) && b->table_pid && i < 100; i++)
+   * would make this rank's own exit a second death to a rank that looks
+   * later, which then names no one. (srun ends no survivor early: there
+   * each leaves with its error.) */
+  for (int i = 0; st != HSR_OK && atomic_load(&b->named) && !strcmp(b->launcher, "mpirun") && i < 100; i++)
     nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
   if (st != HSR_OK) {
     char msg[1024];
