@@ -113,7 +113,7 @@ quick_set+="train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n trai
 quick_set+="train-killnode-all_reduce-srun-2n launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n launcher-pgterm-mpirun-2n "
 quick_set+="launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n launcher-kill9-srun-2n "
 quick_set+="train-kill-boot-mpirun-1n train-kill-last_step-mpirun-2n train-kill-final-mpirun-2n-peoff "
-quick_set+="train-kill-teardown-mpirun-1n train-kill-teardown-mpirun-2n-peoff train-kill-ckpt_done-mpirun-2n-peoff "
+quick_set+="train-kill-teardown-mpirun-1n train-kill-teardown-mpirun-2n train-kill-ckpt_done-mpirun-2n-peoff "
 quick_set+="train-kill-final-srun-2n-peoff train-kill-teardown-srun-2n "
 
 pick=()
