@@ -282,6 +282,15 @@ run_one() {
       left=$((left + 1)); kill -KILL "$p" 2>/dev/null
     fi
   done
+  # anything else of this scenario still running (a launcher hung in its own abort survives hsr-run's
+  # end: it runs in a session of its own): its command line names the scenario's folder
+  for f in /proc/[0-9]*/cmdline; do
+    p=${f#/proc/}; p=${p%/cmdline}
+    [ "$p" = "$$" ] || [ "$p" = "$BASHPID" ] || [ "$p" = "$watcher" ] && continue
+    { tr '\0' ' ' < "$f"; } 2>/dev/null | grep -qF -e " $d " -e " $d/" || continue
+    [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] && continue
+    left=$((left + 1)); kill -KILL "$p" 2>/dev/null
+  done
   kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
   local shm; shm=$(hsr_files_of "${pids[@]}")
   local tf ti named=0 surv=0 codes="" r first="" ok=1 why="" early=0
