@@ -69,8 +69,10 @@ void coll_ctx_release(coll_ctx *x) {
   if (last) x->stop = 1;
   pthread_mutex_unlock(&x->mu);
   if (!last) return;
+  coll_fault_hook(x, "teardown"); /* HSR_FAULT, a test hook */
   coll_progress_stop(x);
-  seg_bye(&x->seg); /* node peers no longer wait for this rank */
+  seg_bye(&x->seg);      /* node peers no longer wait for this rank */
+  coll_fault_goodbye(x); /* a node peer that died meanwhile is named before any network teardown */
   if (x->net) x->net->net_fini(x);
   coll_events_close(x);
   coll_fault_close(x);

@@ -374,6 +374,22 @@ void coll_fault_poll(coll_ctx *x, uint64_t now, int force) {
   watch_node(x, now);
 }
 
+void coll_fault_goodbye(coll_ctx *x) {
+  if (!x->fault.gone || !x->seg.peer_ctl) return;
+  uint64_t t0 = hsr_clock_ns(), bound = (uint64_t)(x->timeout_s * 1e9);
+  for (;;) {
+    pthread_mutex_lock(&x->mu);
+    coll_fault_poll(x, hsr_clock_ns(), 1);
+    int waiting = 0;
+    for (int r = 0; r < x->size && !x->fault.declared && !waiting; r++)
+      waiting = on_my_node(x, r) && !x->fault.gone[r] && !atomic_load(&x->seg.peer_ctl[r]->bye);
+    pthread_mutex_unlock(&x->mu);
+    if (!waiting || hsr_clock_ns() - t0 > bound) return; /* an alive peer past the bound: not a fault */
+    struct timespec ts = {.tv_nsec = 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 /* ---- an op that moved nothing --------------------------------------------------------------- */
 
 static int first_gone_member(coll_ctx *x, hsr_comm *c) {

@@ -71,6 +71,11 @@ void coll_fault_notice_in(coll_ctx *x, const seg_notice *n);
 /* Context lock held: fails every communicator with verdict v (the first one
  * holds), prints it, tells every rank. */
 void coll_fault_declare(coll_ctx *x, const seg_notice *v);
+/* Teardown, after seg_bye and before the network's: waits, at
+ * most HSR_COMM_TIMEOUT, until every node peer has left hsr or ended; one
+ * that ended without leaving gets the verdict a run gives it (a rank alive
+ * past the bound is no fault: it is still finishing). Context lock not held. */
+void coll_fault_goodbye(coll_ctx *x);
 /* HSR_FAULT at a post of `kind`. */
 void coll_fault_hook(coll_ctx *x, const char *phase);
 

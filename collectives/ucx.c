@@ -206,8 +206,20 @@ static void ucx_net_fini(coll_ctx *x) {
   if (u->worker) {
     int failed = x->fault.declared;
     if (!failed) {
+      /* the flush waits on every peer: a peer that died meanwhile (seen by
+       * the fault poll) ends it, not UCX's own timeout */
       ucp_request_param_t prm = {.op_attr_mask = 0};
-      wait_req(u, ucp_worker_flush_nbx(u->worker, &prm), 10);
+      ucs_status_ptr_t fr = ucp_worker_flush_nbx(u->worker, &prm);
+      if (fr && !UCS_PTR_IS_ERR(fr)) {
+        double t0 = clock_s(), next = 0;
+        while (ucp_request_check_status(fr) == UCS_INPROGRESS && clock_s() - t0 < 10 && !failed) {
+          if (!ucp_worker_progress(u->worker)) sched_yield();
+          if (clock_s() >= next) next = clock_s() + 0.02, failed = fini_stop(x);
+        }
+        ucp_request_free(fr);
+      }
+    }
+    if (!failed) {
       if (boot_barrier_until(x->boot, x->timeout_s, fini_stop, x) != HSR_OK) {
         failed = 1;
         if (!x->fault.declared) HSR_LOG_E("collectives: teardown: %s", hsr_last_error());

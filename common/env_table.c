@@ -127,7 +127,8 @@ static const hsr_env_info table[] = {
      "test hook of the fault matrix: `RANK:PHASE:N:ACTION` makes world rank RANK, at its Nth `all_gather`, "
      "`reduce_scatter`, `all_reduce`, `broadcast` or `barrier` (host collectives, counted when posted), `step` "
      "(optimizer step), `ckpt_save` (after its checkpoint data, before the ranks agree), `ckpt_done` (once a "
-     "background save has committed), `ft_allreduce` (a replica "
+     "background save has committed), `boot` (a PMIx exchange of the bootstrap layer: the first is the bootstrap's "
+     "own), `final` (hsr train's final barrier), `teardown` (the collectives' teardown), `ft_allreduce` (a replica "
      "group's cross-group all-reduce), `ft_vote` (before its vote) or `ft_heal` (each unit a healer sends or a healed "
      "group receives), `kill` (SIGKILL) or `stop` (SIGSTOP) itself, `killnode` (SIGKILL to every rank of its node at "
      "once; collective phases), or `sleep:S` seconds and go on (docs/faults.md)"},

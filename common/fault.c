@@ -10,12 +10,13 @@
 #include "common/common_internal.h"
 
 static const char *const phases[] = {"all_gather", "reduce_scatter", "all_reduce",   "broadcast", "barrier", "step",
-                                     "ckpt_save",  "ckpt_done",      "ft_allreduce", "ft_vote",   "ft_heal", NULL};
+                                     "ckpt_save",  "ckpt_done",      "ft_allreduce", "ft_vote",   "ft_heal", "boot",
+                                     "final",      "teardown",       NULL};
 
 static hsr_status bad(const char *v, const char *why) {
   return hsr_error(HSR_ERR_INVALID,
                    "HSR_FAULT='%s': %s (valid: RANK:PHASE:N:ACTION, PHASE all_gather|reduce_scatter|all_reduce|"
-                   "broadcast|barrier|step|ckpt_save|ckpt_done|ft_allreduce|ft_vote|ft_heal, N >= 1, ACTION "
+                   "broadcast|barrier|step|ckpt_save|ckpt_done|ft_allreduce|ft_vote|ft_heal|boot|final|teardown, N >= 1, ACTION "
                    "kill|killnode|stop|sleep:SECONDS; a test hook)",
                    v, why);
 }

@@ -12,7 +12,11 @@
  *           the last one is after the last step) |
  *           ft_allreduce (a replica group's cross-group all-reduce, hsr/ft.h)
  *           | ft_vote (after it, before the vote) | ft_heal (each buffer a
- *           healer sends or a healed group receives)
+ *           healer sends or a healed group receives) | boot (the Nth PMIx
+ *           exchange of the bootstrap layer: #1 is the bootstrap's own,
+ *           before any communicator exists) | final (hsr train's final
+ *           barrier, after the last step and save) | teardown (the
+ *           collectives' context is freed: the command's last act)
  *   ACTION  kill (SIGKILL) | killnode (SIGKILL to every rank of the
  *           victim's node at once, itself last: a lost node; collective
  *           phases only) | stop (SIGSTOP) | sleep:S (sleep S seconds, then

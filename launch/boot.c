@@ -2,9 +2,11 @@
 #include "boot_int.h"
 #include "common/env.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "common/common_internal.h"
 
@@ -245,8 +247,24 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     return st;
   }
   detect_launcher(b);
+  st = fault_hook_init(&b->hook, b->rank);
+  if (st != HSR_OK) {
+    if (!b->singleton) PMIx_Finalize(NULL, 0);
+    free(b);
+    return st;
+  }
   boot_life_start(b); /* from here on this rank ends with its launcher */
+  boot_table_pids(b); /* what a rank killed in the exchange was: mpirun's table, or /proc */
+  atomic_store(&b->booting, 1);
   st = exchange_records(b, lrank, lsize);
+  atomic_store(&b->booting, 0);
+  /* A rank killed in the exchange, named: this rank stays until mpirun ends
+   * the job (its lifeline then says it), for at most 5 s. Leaving at once
+   * would make this rank's own exit a second death to a rank that looks
+   * later, which then names no one. (srun ends no survivor early: there
+   * each leaves with its error.) */
+  for (int i = 0; st != HSR_OK && atomic_load(&b->named) && !strcmp(b->launcher, "mpirun") && i < 100; i++)
+    nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
   if (st != HSR_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", hsr_last_error());
@@ -265,7 +283,9 @@ hsr_status hsr_boot_finalize(hsr_boot *b) {
   hsr_status st = HSR_OK;
   boot_life_stop(b);
   boot_watch_fini(b);
-  if (!b->singleton) {
+  /* after a rank was found killed, PMIx_Finalize may wait on the launcher
+   * until it ends this rank, before the error is printed: the job is over */
+  if (!b->singleton && !atomic_load(&b->named)) {
     pmix_status_t rc = PMIx_Finalize(NULL, 0);
     if (rc != PMIX_SUCCESS) st = pmix_fail("PMIx_Finalize", rc);
   }
@@ -273,6 +293,7 @@ hsr_status hsr_boot_finalize(hsr_boot *b) {
   boot_roll_free(b);
   free(b->hosts);
   free(b->node_of);
+  free(b->table_pid);
   free(b);
   return st;
 }
@@ -361,6 +382,10 @@ hsr_status boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root) {
   HSR_CHECK(fence(b, 1, "bcast"));
   if (b->rank != root) HSR_CHECK(get_blob(b, root, key, buf, bytes));
   return HSR_OK;
+}
+
+void boot_fault_hook(hsr_boot *b, const char *phase) {
+  if (b) fault_hook_hit(&b->hook, phase);
 }
 
 hsr_status boot_barrier(hsr_boot *b) {

@@ -5,8 +5,10 @@
 #define HSR_LAUNCH_BOOT_INT_H
 
 #include <pmix.h>
+#include <stdatomic.h>
 #include <pthread.h>
 
+#include "common/fault_hook.h"
 #include "hsr/boot.h"
 #include "launch/boot_internal.h"
 
@@ -53,6 +55,12 @@ struct hsr_boot {
   int *node_of;                    /* per rank */
   boot_watch watch;
   boot_life life;
+  hsr_fault_hook hook; /* HSR_FAULT's boot and final phases */
+  _Atomic int named;   /* an error of the bootstrap layer has named a rank that ended */
+  _Atomic int booting; /* inside hsr_boot_init's exchange: a rank that ends is a failure */
+  int *table_pid;      /* per rank: its pid where on this host, from the process table; 0 unknown */
+  _Atomic int table_read; /* boot_table_pids has run */
+  char named_msg[320];    /* the bootstrap's named failure, for the lifeline to say when the launcher ends it */
   /* roll.c */
   unsigned long fence_seq; /* per-fence marker keys */
   int no_proc_table;       /* the launcher does not answer PMIX_QUERY_PROC_TABLE */
@@ -70,6 +78,18 @@ void boot_watch_free(hsr_boot *b); /* after it */
  * at the timeout */
 hsr_status boot_fence(hsr_boot *b, int collect, const char *what);
 void boot_roll_free(hsr_boot *b); /* after PMIx_Finalize */
+/* A rank of the job that was killed or crashed (not one that left as it
+ * should), from the launcher's process table, asked again for up to wait_s:
+ * 1 with msg ("rank 1 (node 0, host vm, pid 42) was killed by a signal
+ * before reaching it"), 0 when none or the launcher has no table (srun). */
+int boot_killed_rank(hsr_boot *b, char *msg, size_t n, double wait_s);
+/* The pids of this host's ranks from the launcher's process table, asked
+ * once (mpirun; srun has no table), for boot_gone_rank. */
+void boot_table_pids(hsr_boot *b);
+/* Without asking anyone (a signal handler's thread, while the launcher
+ * ends the job): a rank of this host whose process is gone, from that
+ * table; 1 with msg, else 0. */
+int boot_gone_rank(hsr_boot *b, char *msg, size_t n);
 /* The one bounded PMIx fence (roll.c), under boot_fence and the barrier
  * that gives up (watch.c): a nonblocking fence over every rank (collect:
  * with the data put before; PMIx's own bound pmix_timeout_s), waited in

@@ -27,6 +27,8 @@ hsr_status boot_allgather(hsr_boot *b, const void *send, size_t bytes, void *rec
 /* `bytes` from `root` to every rank. */
 hsr_status boot_bcast(hsr_boot *b, void *buf, size_t bytes, int root);
 hsr_status boot_barrier(hsr_boot *b);
+/* HSR_FAULT (a test hook) at `phase`, a point of the command's own ("final"). */
+void boot_fault_hook(hsr_boot *b, const char *phase);
 
 /* A barrier bounded by timeout_s that also gives up when stop(arg) returns
  * non-zero (polled every 20 ms) and the barrier has still not completed

@@ -64,16 +64,31 @@ static void sleep_s(double s) {
 /* Does not return: the subscribers' last word, then the signal's default action. */
 static void end_rank(hsr_boot *b, int why) {
   boot_life *l = &b->life;
-  if (why == LIFE_LOST || why < 0) {
-    if (why == LIFE_LOST)
-      HSR_LOG_E("the launcher is gone (the connection to its PMIx server was lost): this rank ends");
-    else
-      HSR_LOG_E("the launcher is gone (parent process %d exited): this rank ends", (int)l->ppid);
-  }
+  /* each path names itself: the fault matrix asserts which one ended a rank */
+  if (why == LIFE_LOST)
+    HSR_LOG_E("the launcher is gone (the connection to its PMIx server was lost): this rank ends");
+  else if (why < 0)
+    HSR_LOG_E("the launcher is gone (parent process %d exited): this rank ends", (int)l->ppid);
+  else
+    HSR_LOG_I("lifeline: SIG%s from outside: this rank ends", why == SIGTERM ? "TERM" : why == SIGINT ? "INT" : "HUP");
   pthread_mutex_lock(&l->mu);
   for (int i = 0; i < LIFE_NSUBS; i++)
     if (l->fn[i]) l->fn[i](l->arg[i]);
   pthread_mutex_unlock(&l->mu);
+  /* The launcher ends this rank in the bootstrap (no collectives yet) and
+   * nobody here has named why: a rank of this host whose process is gone is
+   * the reason (from the process table read before the exchange: the
+   * launcher, ending the job, no longer answers). */
+  char who[256];
+  int by_sig = why > 0 && why < LIFE_LOST;
+  if (by_sig && !boot_failure(b) && atomic_load(&b->named) && b->named_msg[0]) /* the exchange's own finding */
+    HSR_LOG_E("%s (seen as the launcher ended this rank)", b->named_msg);
+  else if (by_sig && atomic_load(&b->booting) && !boot_failure(b) && !atomic_load(&b->named) &&
+           boot_gone_rank(b, who, sizeof who))
+    HSR_LOG_E("%s (seen as the launcher ended this rank)", who);
+  else if (by_sig && !strcmp(b->launcher, "mpirun") && !atomic_load(&b->table_read))
+    HSR_LOG_W("the launcher ended this rank before its bootstrap had read who the job's ranks are: it cannot say "
+              "which rank failed, if one did");
   int sig = why > 0 && why < LIFE_LOST ? why : SIGTERM;
   int k = -1;
   for (int i = 0; i < LIFE_NSIGS; i++)

@@ -7,12 +7,17 @@
  * ends it names the ranks that did not arrive: each rank publishes a marker
  * before it enters the fence, and the ranks whose marker cannot be read are
  * the ones missing. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "boot_int.h"
 #include "common/common_internal.h"
@@ -98,7 +103,7 @@ static int alive(pid_t pid) {
 /* A rank of this job that has ended, from the launcher's process table:
  * 1 with `msg` filled ("rank 1 (host vm, pid 4242) exited with code 0"),
  * 0 when none has or the launcher does not answer (then not asked again). */
-static int ended_rank(hsr_boot *b, char *msg, size_t n) {
+static int ended_rank_of(hsr_boot *b, char *msg, size_t n, int abnormal_only) {
   if (b->no_proc_table) return 0;
   pmix_query_t q;
   PMIX_QUERY_CONSTRUCT(&q);
@@ -125,19 +130,34 @@ static int ended_rank(hsr_boot *b, char *msg, size_t n) {
       if (row[k].value.type != PMIX_PROC_INFO || !row[k].value.data.pinfo) continue;
       const pmix_proc_info_t *p = row[k].value.data.pinfo;
       if (!PMIX_CHECK_NSPACE(p->proc.nspace, b->me.nspace) || (int)p->proc.rank == b->rank) continue;
-      if (p->state > PMIX_PROC_STATE_UNTERMINATED) {
-        snprintf(msg, n, "rank %d (host %s, pid %d) %s before reaching it", (int)p->proc.rank,
+      int r = (int)p->proc.rank;
+      if (b->table_pid && r >= 0 && r < b->size && p->hostname && !strcmp(p->hostname, b->hostname))
+        b->table_pid[r] = (int)p->pid; /* for boot_gone_rank, which cannot ask */
+      /* abnormal: killed or crashed, not a rank that left the job as it should */
+      int abnormal = p->state == PMIX_PROC_STATE_ABORTED_BY_SIG || p->state == PMIX_PROC_STATE_TERM_WO_SYNC ||
+                     p->state == PMIX_PROC_STATE_ABORTED || p->state == PMIX_PROC_STATE_COMM_FAILED;
+      char node[32] = "";
+      if (b->node_of && !atomic_load(&b->booting) && r >= 0 && r < b->size)
+        snprintf(node, sizeof node, "node %d, ", b->node_of[r]);
+      if (p->state > PMIX_PROC_STATE_UNTERMINATED && (abnormal || !abnormal_only)) {
+        snprintf(msg, n, "rank %d (%shost %s, pid %d) %s before reaching it", r, node,
                  p->hostname ? p->hostname : "?", (int)p->pid, state_text(p->state));
         if (p->state == PMIX_PROC_STATE_TERMINATED || p->state == PMIX_PROC_STATE_TERM_NON_ZERO ||
             p->state == PMIX_PROC_STATE_TERM_WO_SYNC) {
           size_t len = strlen(msg);
           snprintf(msg + len, n - len, " (exit code %d)", p->exit_code);
         }
-      } else if (p->state < PMIX_PROC_STATE_CONNECTED && p->pid > 0 && p->hostname &&
+      } else if (!abnormal_only && p->state < PMIX_PROC_STATE_CONNECTED && p->pid > 0 && p->hostname &&
                  !strcmp(p->hostname, b->hostname) && !alive(p->pid)) {
         /* mpirun keeps a rank that exited before PMIx_Init in an undefined state: its process says more */
         snprintf(msg, n, "rank %d (host %s, pid %d) exited without joining the job", (int)p->proc.rank, p->hostname,
                  (int)p->pid);
+      } else if (atomic_load(&b->booting) && p->state < PMIX_PROC_STATE_UNTERMINATED && p->pid > 0 && p->hostname &&
+                 !strcmp(p->hostname, b->hostname) && !alive(p->pid)) {
+        /* mpirun lists a rank killed in the bootstrap as running for a while; its process is gone, and no
+         * rank leaves the bootstrap's exchange as it should */
+        snprintf(msg, n, "rank %d (%shost %s, pid %d) ended in the bootstrap (its process is gone) before reaching it",
+                 r, node, p->hostname, (int)p->pid);
       } else {
         continue;
       }
@@ -146,6 +166,87 @@ static int ended_rank(hsr_boot *b, char *msg, size_t n) {
   }
   if (res) PMIX_INFO_FREE(res, nres);
   return found;
+}
+
+static int ended_rank(hsr_boot *b, char *msg, size_t n) { return ended_rank_of(b, msg, n, 0); }
+
+/* The value of `key` (with its '=') in a NUL-separated environment, or NULL. */
+static const char *env_in(const char *env, size_t n, const char *key) {
+  size_t k = strlen(key);
+  for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+    if (!strncmp(env + i, key, k)) return env + i + k;
+  return NULL;
+}
+
+/* No process table (srun): this host's ranks are the processes of this
+ * program whose environment names this job and a rank (PMIX_NAMESPACE,
+ * PMIX_RANK), read from /proc; a wrapper between the launcher and the rank
+ * runs another program and is not taken for it. */
+static void scan_proc(hsr_boot *b) {
+  char self[512], exe[512], path[64], key[PMIX_MAX_NSLEN + 24];
+  ssize_t ls = readlink("/proc/self/exe", self, sizeof self - 1);
+  DIR *d = ls > 0 ? opendir("/proc") : NULL;
+  if (!d) return;
+  self[ls] = '\0';
+  snprintf(key, sizeof key, "PMIX_NAMESPACE=");
+  size_t cap = 1 << 16;
+  char *env = malloc(cap);
+  struct dirent *e;
+  while (env && (e = readdir(d))) {
+    int pid = atoi(e->d_name);
+    if (pid <= 0 || pid == (int)getpid()) continue;
+    snprintf(path, sizeof path, "/proc/%d/exe", pid);
+    ssize_t le = readlink(path, exe, sizeof exe - 1);
+    if (le != ls || memcmp(exe, self, (size_t)ls) != 0) continue;
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    size_t n = 0;
+    for (ssize_t got; n < cap - 1 && (got = read(fd, env + n, cap - 1 - n)) > 0;) n += (size_t)got;
+    close(fd);
+    env[n] = '\0';
+    const char *ns = env_in(env, n, key), *rk = env_in(env, n, "PMIX_RANK=");
+    if (!ns || !rk || strcmp(ns, b->me.nspace) != 0) continue;
+    int r = atoi(rk);
+    if (r >= 0 && r < b->size && r != b->rank) b->table_pid[r] = pid;
+  }
+  free(env);
+  closedir(d);
+}
+
+void boot_table_pids(hsr_boot *b) {
+  if (b->singleton || b->table_pid) return;
+  b->table_pid = calloc((size_t)b->size, sizeof *b->table_pid);
+  char msg[256];
+  if (b->table_pid) ended_rank_of(b, msg, sizeof msg, 1);
+  if (b->table_pid && b->no_proc_table) scan_proc(b);
+  int known = 0;
+  for (int r = 0; b->table_pid && r < b->size; r++) known += b->table_pid[r] > 0;
+  HSR_LOG_D("boot: the launcher's process table: %d of %d ranks' pids on this host", known, b->size);
+  atomic_store(&b->table_read, 1);
+}
+
+int boot_gone_rank(hsr_boot *b, char *msg, size_t n) {
+  /* exactly one: a second gone rank may be one that left on finding the first */
+  int gone = -1, count = 0;
+  for (int r = 0; b->table_pid && r < b->size; r++)
+    if (r != b->rank && b->table_pid[r] > 0 && !alive(b->table_pid[r])) gone = r, count++;
+  if (count != 1) return 0;
+  snprintf(msg, n, "rank %d (host %s, pid %d) ended in the bootstrap (its process is gone) before reaching it", gone,
+           b->hostname, b->table_pid[gone]);
+  return 1;
+}
+
+int boot_killed_rank(hsr_boot *b, char *msg, size_t n, double wait_s) {
+  /* the launcher's table may lag the fence that failed by its news */
+  for (double t0 = clock_s();;) {
+    /* in the exchange, a rank of this host whose process is gone (no launcher needed) */
+    if (atomic_load(&b->booting) && boot_gone_rank(b, msg, n)) return 1;
+    if (ended_rank_of(b, msg, n, 1)) return 1;
+    if (b->no_proc_table || clock_s() - t0 >= wait_s) return 0;
+    struct timespec ts = {.tv_nsec = 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
 }
 
 /* ---- who did not arrive ------------------------------------------------------------------ */
@@ -334,6 +435,7 @@ static hsr_status put_marker(const char *key) {
 
 hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
   char key[48];
+  fault_hook_hit(&b->hook, "boot"); /* HSR_FAULT, a test hook */
   snprintf(key, sizeof key, "hsr.at.%lu", b->fence_seq++);
   HSR_CHECK(put_marker(key));
   int t = b->timeout_s + 2 * ROLL_GET_S + 2; /* PMIx's own bound: after ours, and after naming who is missing */
@@ -357,7 +459,13 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
   if (fst == PMIX_ERR_TIMEOUT)
     return hsr_error(HSR_ERR_TIMEOUT, "boot %s: not every rank arrived within HSR_BOOT_TIMEOUT=%d s", what,
                      b->timeout_s);
-  if (fst != PMIX_SUCCESS)
+  if (fst != PMIX_SUCCESS) { /* the launcher failed it: a rank has ended, which the process table names */
+    if (boot_killed_rank(b, w.msg, sizeof w.msg, 1.0)) {
+      snprintf(b->named_msg, sizeof b->named_msg, "boot %s: %s", what, w.msg);
+      atomic_store(&b->named, 1);
+      return hsr_error(HSR_ERR_BOOT, "%s", b->named_msg);
+    }
     return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(fst));
+  }
   return HSR_OK;
 }

@@ -175,6 +175,13 @@ hsr_status boot_barrier_until(hsr_boot *b, double timeout_s, int (*stop)(void *a
   if (rc != PMIX_SUCCESS) return hsr_error(HSR_ERR_BOOT, "PMIx_Fence_nb failed: %s", PMIx_Error_string(rc));
   if (!done) return w.st;
   if (fst == PMIX_ERR_TIMEOUT) return hsr_error(HSR_ERR_TIMEOUT, "barrier: not every rank arrived within %d s", t);
-  if (fst != PMIX_SUCCESS) return hsr_error(HSR_ERR_BOOT, "barrier failed: %s", PMIx_Error_string(fst));
+  if (fst != PMIX_SUCCESS) {
+    char who[256];
+    if (boot_killed_rank(b, who, sizeof who, 0.2)) {
+      atomic_store(&b->named, 1);
+      return hsr_error(HSR_ERR_BOOT, "barrier: %s", who);
+    }
+    return hsr_error(HSR_ERR_BOOT, "barrier failed: %s", PMIx_Error_string(fst));
+  }
   return HSR_OK;
 }

@@ -65,6 +65,7 @@ declare -A module_tests=(
   [common]='^(test_common|env_registry|env_spellings|rt_bad_use|cli_walk)$'
   [tools]='^(size_checks|env_spellings|init_mesh|train_run_4|cli_walk)$'
   [ft]='^(test_ft_quorum|ft_outer_2|ft_equiv|ft_kill_heal|ft_kill_allreduce|ft_coord_noauth)$'
+  [launch]='^(boot_|lifeline_path|fault_launcher|fault_train-kill-boot)'
 )
 
 # mutations.txt -> one line per mutation: id<TAB>module<TAB>file<TAB>regex<TAB>what

@@ -5,12 +5,17 @@
 # process; a rank slower than the others by less than the timeout fails
 # nothing; when the launcher itself dies (Ctrl-C on a terminal, twice, a
 # process-group SIGTERM, SIGKILL to hsr-run or to mpirun) every rank has ended
-# within 10 s. The whole matrix: docs/faults.md.
+# within 10 s by the path each case takes (its lifeline's line); a rank killed
+# in the bootstrap, the last step, the final barrier or the teardown, with UCX
+# peer errors on and off (-peoff), is named by every survivor, and no healthy
+# rank is blamed. The whole matrix: docs/faults.md.
 set(_fm ${CMAKE_SOURCE_DIR}/tests/faults/matrix.sh)
 foreach(s train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-stop-reduce_scatter-mpirun-2n
           train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-kill-ckpt_async-mpirun-2n
           train-stop-ckpt_async-mpirun-1n train-sleep:2-all_gather-mpirun-2n train-kill-ckpt_last-mpirun-2n
-          train-kill-ckpt_done-mpirun-2n
+          train-kill-ckpt_done-mpirun-2n train-kill-boot-mpirun-1n train-kill-last_step-mpirun-2n
+          train-kill-final-mpirun-2n-peoff train-kill-teardown-mpirun-1n train-kill-teardown-mpirun-2n
+          train-kill-ckpt_done-mpirun-2n-peoff
           train-killnode-all_gather-mpirun-2n launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n
           launcher-pgterm-mpirun-2n launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n)
   string(REPLACE ":" "" _n "fault_${s}")
@@ -22,7 +27,8 @@ add_test(NAME fault_floor_train-sleep0.5-all_gather-mpirun-2n COMMAND ${_fm} --o
 set_tests_properties(fault_floor_train-sleep0.5-all_gather-mpirun-2n PROPERTIES TIMEOUT 90 LABELS "mpi;fault"
                      ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
 foreach(s train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n train-killnode-all_reduce-srun-2n
-          launcher-kill9-srun-2n train-kill-ckpt_done-srun-2n)
+          launcher-kill9-srun-2n train-kill-ckpt_done-srun-2n train-kill-final-srun-2n-peoff
+          train-kill-teardown-srun-2n)
   string(REPLACE ":" "" _n "fault_${s}")
   add_test(NAME ${_n} COMMAND ${_fm} --only "^${s}$" --timeout 4)
   set_tests_properties(${_n} PROPERTIES TIMEOUT 90 LABELS "slurm;fault" FIXTURES_REQUIRED slurm RESOURCE_LOCK slurm

@@ -35,6 +35,12 @@ function(hsr_add_srun_test)
 endfunction()
 hsr_add_srun_test(NAME boot_srun_4 NP 4 COMMAND $<TARGET_FILE:mr_boot> --size 4 --nodes 1 --launcher srun)
 
+# The path that ends a rank when mpirun is SIGKILLed: its lifeline's lost
+# PMIx connection and its own SIGTERM (exit 143, no fallback), or the 5 s
+# fallback SIGKILL where the program keeps SIGTERM (exit 137), each named.
+add_test(NAME lifeline_path_mpirun COMMAND ${CMAKE_SOURCE_DIR}/tests/lifeline_path.sh ${HSR_RUN} $<TARGET_FILE:mr_boot>)
+set_tests_properties(lifeline_path_mpirun PROPERTIES TIMEOUT 120 LABELS "mpi;fault")
+
 # A rank that leaves before joining: named at once under mpirun, at
 # HSR_BOOT_TIMEOUT under srun (tests/boot_absent.sh).
 add_test(NAME boot_left_early_mpirun COMMAND ${CMAKE_SOURCE_DIR}/tests/boot_absent.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli> mpirun)

@@ -1,8 +1,14 @@
 /* Multi-rank test of the PMIx bootstrap, launched for real (mpirun, srun or
- * no launcher). Checks identity, node indices, allgather, bcast and barrier. */
+ * no launcher). Checks identity, node indices, allgather, bcast and barrier.
+ * --hold S: then prints "mr_boot: holding" and waits up to S s inside the
+ * job (tests/lifeline_path.sh ends its launcher meanwhile); --keep-term: a
+ * SIGTERM handler of the program's own that keeps the rank alive, as a
+ * program that ignores its lifeline's signal would. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hsr/boot.h"
 #include "launch/boot_internal.h"
@@ -71,8 +77,10 @@ static int check(hsr_boot *b, int expect_size, int expect_nodes) {
   return 0;
 }
 
+static void keep_term(int sig) { (void)sig; }
+
 int main(int argc, char **argv) {
-  int expect_size = -1, expect_nodes = -1;
+  int expect_size = -1, expect_nodes = -1, hold = 0;
   const char *expect_launcher = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--size"))
@@ -81,7 +89,11 @@ int main(int argc, char **argv) {
       expect_nodes = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--launcher"))
       expect_launcher = argv[i + 1];
+    else if (!strcmp(argv[i], "--hold"))
+      hold = atoi(argv[i + 1]);
   }
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--keep-term")) signal(SIGTERM, keep_term);
   hsr_boot *b = NULL;
   hsr_status st = hsr_boot_init(&b);
   if (st != HSR_OK) {
@@ -92,6 +104,11 @@ int main(int argc, char **argv) {
   if (!rc && expect_launcher && strcmp(expect_launcher, boot_launcher(b)) != 0) {
     fprintf(stderr, "mr_boot: launcher %s, expected %s\n", boot_launcher(b), expect_launcher);
     rc = 1;
+  }
+  if (!rc && hold > 0) {
+    printf("mr_boot: holding\n");
+    fflush(stdout);
+    for (int i = 0; i < hold * 10; i++) nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
   }
   st = hsr_boot_finalize(b);
   if (st != HSR_OK) {

@@ -258,6 +258,9 @@ set_tests_properties(test_gpt_gpu test_llama_gpu PROPERTIES LABELS gpu TIMEOUT 1
 # small blocks and buffers so loads chunk, cross blocks and read twice;
 # every kind of broken checkpoint refused on every rank; the state API.
 hsr_add_program(mr_ckpt mr_ckpt.c)
+# HSR_CKPT_IN_PLACE differing between ranks: the load goes in place only where every rank does
+add_test(NAME ckpt_in_place_agree COMMAND ${CMAKE_SOURCE_DIR}/tests/ckpt_in_place_agree.sh $<TARGET_FILE:hsr_cli>)
+set_tests_properties(ckpt_in_place_agree PROPERTIES LABELS mpi TIMEOUT 300)
 hsr_add_mpi_test(NAME ckpt_resume_4 NP 4 NODES 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGET_FILE:mr_ckpt> resume
   "strategy=hybrid,S=2->strategy=hybrid,S=2"
   "strategy=fsdp,S=4,block=256->strategy=fsdp,S=4,block=256,buffer=4096,inplace=off"

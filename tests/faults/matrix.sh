@@ -47,13 +47,19 @@ done
 # ---- scenarios: name prog phase N action victim launcher nodes ----------------
 # N is the victim's Nth call of the phase: mid-run for these jobs.
 scen=()
-add() { scen+=("$1-$3-$2-$6-${7}n $1 $2 $4 $3 $5 $6 $7"); }
+add() { # prog phase act N victim launcher nodes [off: HSR_UCX_PEER_ERRORS=off]
+  local pe=${8:-on} sfx=""
+  [ "$pe" = off ] && sfx=-peoff
+  scen+=("$1-$3-$2-$6-${7}n$sfx $1 $2 $4 $3 $5 $6 $7 $pe")
+}
 nth() { # prog phase nodes -> N
   case "$1:$2:$3" in
     train:all_gather:*) echo 100 ;; train:reduce_scatter:*) echo 50 ;;
     train:all_reduce:1) echo 20 ;; train:all_reduce:2) echo 50 ;;
     train:step:*) echo 10 ;; train:ckpt_save:*) echo 2 ;; train:ckpt_async:*) echo 2 ;;
     train:ckpt_last:*) echo 12 ;; train:ckpt_done:*) echo 12 ;; # the 12th save of 60 steps every 5: the last
+    train:last_step:*) echo 60 ;; # the optimizer step of the last of 60 steps
+    train:boot:*) echo 1 ;; train:final:*) echo 1 ;; train:teardown:*) echo 1 ;;
     bench:*) echo 200 ;;
   esac
 }
@@ -77,6 +83,19 @@ for l in mpirun srun; do
     # the victim on the other node at 2 nodes: no node peer sees its process end, the survivors must find it
     for ph in ckpt_last ckpt_done; do add train "$ph" kill "$(nth train $ph $nodes)" "$nodes" "$l" "$nodes"; done
   done
+  # every phase of a run, from the bootstrap's first exchange to the teardown, with UCX peer errors on and
+  # off (between simulated nodes; one node has no UCX): boot (the bootstrap's exchange, before any
+  # communicator), the last step, the final save's commit and after it, the final barrier, the teardown
+  for nodes in 1 2; do
+    for pe in on off; do
+      [ "$nodes" = 1 ] && [ "$pe" = off ] && continue
+      for ph in boot last_step ckpt_last ckpt_done final teardown; do
+        # ckpt_last/ckpt_done at "on" are the rows above
+        [ "$pe" = on ] && [[ "$ph" == ckpt_* ]] && continue
+        add train "$ph" kill "$(nth train $ph $nodes)" "$nodes" "$l" "$nodes" "$pe"
+      done
+    done
+  done
   # at HSR_COMM_TIMEOUT's floor (1 s: run with --timeout 1), a rank half a second late fails nothing
   add train all_gather sleep:0.5 100 1 "$l" 2
   # a lost node: ranks 2 and 3 (node 1) at once, at rank 2's Nth call
@@ -93,6 +112,9 @@ quick_set+="train-kill-ckpt_last-mpirun-2n train-kill-ckpt_done-mpirun-2n train-
 quick_set+="train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n train-killnode-all_gather-mpirun-2n "
 quick_set+="train-killnode-all_reduce-srun-2n launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n launcher-pgterm-mpirun-2n "
 quick_set+="launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n launcher-kill9-srun-2n "
+quick_set+="train-kill-boot-mpirun-1n train-kill-last_step-mpirun-2n train-kill-final-mpirun-2n-peoff "
+quick_set+="train-kill-teardown-mpirun-1n train-kill-teardown-mpirun-2n train-kill-ckpt_done-mpirun-2n-peoff "
+quick_set+="train-kill-final-srun-2n-peoff train-kill-teardown-srun-2n "
 
 pick=()
 for s in "${scen[@]}"; do
@@ -160,9 +182,35 @@ watch_exit() { # DIR NP LIMIT
   done
 }
 
+# Which path ended a rank, from its own lines (launch/lifeline.c): "lost" (the
+# PMIx server's connection), "parent" (its parent exited), "SIGTERM" etc. (a
+# signal from outside, the launcher's), "fallback" (the rank kept the signal
+# and was SIGKILLed 5 s later), "-" (none: SIGKILLed from outside).
+lifeline_of() { # LOG
+  if grep -q 'did not end 5 s after SIG' "$1"; then echo fallback
+  elif grep -q 'the launcher is gone (the connection to its PMIx server was lost)' "$1"; then echo lost
+  elif grep -q 'the launcher is gone (parent process' "$1"; then echo parent
+  else grep -om1 'lifeline: SIG[A-Z]* from outside' "$1" | sed 's/lifeline: //; s/ from outside//' | grep . || echo -
+  fi
+}
+# The paths a launcher scenario may take on each rank (a regex): mpirun
+# SIGKILLed drops the ranks' PMIx connection; one signal to hsr-run is the
+# launcher's SIGTERM to its ranks; a second one SIGKILLs mpirun 0.2 s later,
+# which races mpirun's own SIGTERM (either is the lifeline's). srun:
+# slurmstepd ends the step's tasks itself (SIGKILL: nothing to name, "-").
+# Never the fallback.
+lifeline_want() { # ACT LAUNCHER
+  case "$2:$1" in
+    mpirun:kill9launcher) echo lost ;;
+    mpirun:ctrlc2 | mpirun:int2) echo 'lost|SIGTERM' ;;
+    mpirun:*) echo SIGTERM ;;
+    srun:*) echo - ;;
+  esac
+}
+
 rows=(); fails=0
 run_one() {
-  local name=$1 prog=$2 phase=$3 n=$4 act=$5 victim=$6 l=$7 nodes=$8
+  local name=$1 prog=$2 phase=$3 n=$4 act=$5 victim=$6 l=$7 nodes=$8 pe=${9:-on}
   local d=$out/$name np=4
   rm -rf "$d"; mkdir -p "$d"
   if [ "$l" = srun ] && [ -z "${SLURM_CONF:-}" ]; then rows+=("$name|skipped (no Slurm)"); return; fi
@@ -174,7 +222,7 @@ run_one() {
     [ "$phase" = ckpt_save ] && args+=(--ckpt "$d/ckpt" --save-every 5)
     # the background writer's HSR_FAULT point (between its data and the agreement) while the training goes on
     [ "$phase" = ckpt_async ] && args+=(--ckpt "$d/ckpt" --save-every 5 --async-save)
-    [ "$phase" = ckpt_last ] || [ "$phase" = ckpt_done ] && args+=(--ckpt "$d/ckpt" --save-every 5 --async-save)
+    case $phase in ckpt_last | ckpt_done | last_step | final | teardown | boot) args+=(--ckpt "$d/ckpt" --save-every 5 --async-save) ;; esac
   else
     args=(bench "$phase" -b 1M -e 1M -n 300 -w 5)
   fi
@@ -194,13 +242,18 @@ run_one() {
     ( until=$((EPOCHSECONDS + limit))
       until grep -qs ' hsr train: ' "$d/rank.0.log"; do [ "$EPOCHSECONDS" -gt "$until" ] && exit; sleep 0.1; done
       sleep 1; touch "$d/started" ) &
-    HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 timeout -k 5 "$limit" python3 "$lf" "$act" "$d/started" "$d/tty.log" -- \
+    # HSR_LOG=info: the lifeline names the signal that ended a rank (lifeline_of)
+    HSR_LOG=info HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 timeout -k 5 "$limit" python3 "$lf" "$act" "$d/started" "$d/tty.log" -- \
       "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" > "$d/launcher.log" 2>&1 < /dev/null
     rc=$?
   else
     local hook=$phase
     [ "$phase" = ckpt_async ] || [ "$phase" = ckpt_last ] && hook=ckpt_save
-    HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
+    [ "$phase" = last_step ] && hook=step
+    # boot: the debug line of a rank's lifeline tells a survivor the launcher ended before it had started
+    local lv=${HSR_LOG:-warn}
+    [ "$phase" = boot ] && lv=debug
+    HSR_LOG=$lv HSR_UCX_PEER_ERRORS=$pe HSR_COMM_TIMEOUT=$tmo HSR_BOOT_TIMEOUT=60 HSR_FAULT="$victim:$hook:$n:$act" \
       timeout -k 5 "$limit" "$run" --launcher "$l" -n $np --nodes "$nodes" -- "$wrap" "$d" "$hsr" "${args[@]}" \
       > "$d/launcher.log" 2>&1 < /dev/null
     rc=$?
@@ -229,9 +282,18 @@ run_one() {
       left=$((left + 1)); kill -KILL "$p" 2>/dev/null
     fi
   done
+  # anything else of this scenario still running (a launcher hung in its own abort survives hsr-run's
+  # end: it runs in a session of its own): its command line names the scenario's folder
+  for f in /proc/[0-9]*/cmdline; do
+    p=${f#/proc/}; p=${p%/cmdline}
+    [ "$p" = "$$" ] || [ "$p" = "$BASHPID" ] || [ "$p" = "$watcher" ] && continue
+    { tr '\0' ' ' < "$f"; } 2>/dev/null | grep -qF -e " $d " -e " $d/" || continue
+    [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = Z ] && continue
+    left=$((left + 1)); kill -KILL "$p" 2>/dev/null
+  done
   kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
   local shm; shm=$(hsr_files_of "${pids[@]}")
-  local tf ti named=0 surv=0 codes="" r first="" ok=1 why=""
+  local tf ti named=0 surv=0 codes="" r first="" ok=1 why="" early=0
   if [ "$phase" = launcher ]; then
     ti=$(sed -n 's/^fault at //p' "$d/launcher.log")
   else
@@ -243,10 +305,23 @@ run_one() {
     [ "$phase" = launcher ] && continue
     [[ " $victims " == *" $r "* ]] && continue
     surv=$((surv + 1))
-    tf=$(first_at "$d/rank.$r.log" "rank $vre \\(node [0-9]+")
+    # named: node, host and pid (before the bootstrap has placed the ranks on nodes: host and pid)
+    tf=$(first_at "$d/rank.$r.log" "rank $vre \\((node [0-9]+, )?host [^,]+, pid [0-9]+")
+    # nothing blames a healthy rank: every rank an error line names is a victim
+    local bl
+    bl=$(grep -E '\] hsr error: | hsr [a-z ]+: HSR_ERR_' "$d/rank.$r.log" 2>/dev/null | grep -oE 'rank [0-9]+ \((node|host) ' |
+      awk '{print $2}' | sort -u | grep -vxE "${victims// /|}" | tr '\n' ' ')
+    [ -z "$bl" ] || { ok=0; why+="rank $r blamed healthy rank(s) ${bl% }; "; }
     # one line per rank at most: the verdict, or the command's own error
     local nl; nl=$(grep -cE '\] hsr error: | hsr [a-z ]+: HSR_ERR_' "$d/rank.$r.log" 2>/dev/null)
     [ "${nl:-0}" -le 1 ] || { ok=0; why+="rank $r printed $nl error lines; "; }
+    # boot: a survivor mpirun ends before its bootstrap has read the process table cannot know the
+    # victim, and says so (launch/lifeline.c), or before it even started its lifeline (no debug line):
+    # it counts as answered, and the table shows how many named it
+    if [ -z "$tf" ] && [ "$phase" = boot ] && { grep -q 'before its bootstrap had read who the job' "$d/rank.$r.log" ||
+      ! grep -q 'boot: lifeline: parent' "$d/rank.$r.log"; }; then
+      early=$((early + 1)); continue
+    fi
     if [ -n "$tf" ]; then
       named=$((named + 1))
       if [ -z "$first" ] || awk -v a="$tf" -v b="$first" 'BEGIN {exit !(a < b)}'; then first=$tf; fi
@@ -257,7 +332,13 @@ run_one() {
   to_end=$(awk -v a="$t1" -v b="${ti:-$t0}" 'BEGIN {printf "%.2f", a - b}')
   [ -s "$d/last_exit" ] && to_last=$(awk -v a="$(< "$d/last_exit")" -v b="${ti:-$t0}" 'BEGIN {printf "%.2f", a - b}')
   [ -n "$ti" ] || { ok=0; why+="the fault did not fire; "; }
+  local how=""
   if [ "$phase" = launcher ]; then
+    local want; want=$(lifeline_want "$act" "$l")
+    for ((r = 0; r < np; r++)); do
+      local h; h=$(lifeline_of "$d/rank.$r.log"); how+="$h"; [ $r -lt $((np - 1)) ] && how+=","
+      [[ "$h" =~ ^($want)$ ]] || { ok=0; why+="rank $r ended by '$h', not '$want'; "; }
+    done
     [ "$to_last" != - ] || { ok=0; why+="ranks still running ${limit} s after the launcher's death; "; }
     [ "$to_last" = - ] || awk -v e="$to_last" 'BEGIN {exit !(e <= 10)}' || { ok=0; why+="the last rank ended ${to_last} s after the fault; "; }
   elif [[ "$act" == sleep:* ]]; then
@@ -266,18 +347,21 @@ run_one() {
     grep -q "hsr error" "$d"/rank.*.log && { ok=0; why+="an hsr error was printed; "; }
   else
     [ "$rc" != 0 ] || { ok=0; why+="launcher exit 0; "; }
-    [ "$named" = "$surv" ] || { ok=0; why+="$named of $surv survivors named rank ${victims// / or }; "; }
+    [ $((named + early)) = "$surv" ] || { ok=0; why+="$named of $surv survivors named rank ${victims// / or } ($early ended before joining); "; }
     awk -v e="$to_end" -v t="$tmo" 'BEGIN {exit !(e <= t + 15)}' || { ok=0; why+="ended after ${to_end} s; "; }
   fi
   [ "$shm" = 0 ] || { ok=0; why+="$shm hsr files in /dev/shm; "; }
   [ "$left" = 0 ] || { ok=0; why+="$left processes left; "; }
+  [ -n "$how" ] && codes+=" (ended by $how)"
   local verdict=PASS
   [ $ok = 1 ] || { verdict="FAIL: ${why%; }"; fails=$((fails + 1)); }
   local vshow=${victims// /+}
   [ "$phase" = launcher ] && vshow=launcher n=-
-  rows+=("$name|$l|${nodes}|$prog|$phase #$n|$act|$vshow|$to_err|$to_end|$to_last|$named/$surv|$codes|$rc|$shm|$left|$verdict")
+  local nshow=$named/$surv
+  [ "$early" -gt 0 ] && nshow+=" (+$early ended before joining)"
+  rows+=("$name|$l|${nodes}|$prog|$phase #$n|$act|$vshow|$to_err|$to_end|$to_last|$nshow|$codes|$rc|$shm|$left|$verdict")
   printf '%-40s fault->named %5s s  ->end %6s s  ->last rank %6s s  named %s  ranks %s  launcher %s  shm %s  left %s  %s\n' \
-    "$name" "$to_err" "$to_end" "$to_last" "$named/$surv" "$codes" "$rc" "$shm" "$left" "$verdict"
+    "$name" "$to_err" "$to_end" "$to_last" "$nshow" "$codes" "$rc" "$shm" "$left" "$verdict"
   if [ "$verdict" != PASS ]; then
     echo "  --- $d (first lines naming the victim, launcher tail)"
     grep -h "hsr error\|HSR_FAULT" "$d"/rank.*.log | head -6 | cut -c1-300 | sed 's/^/  /'
@@ -288,7 +372,7 @@ run_one() {
 for s in "${pick[@]}"; do
   # shellcheck disable=SC2086
   set -- $s
-  run_one "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8"
+  run_one "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "${9:-on}"
 done
 
 hdr="| scenario | launcher | nodes | program | phase (victim's Nth call) | fault | victim | fault to first named error (s) | fault to job end (s) | fault to last rank's exit (s) | survivors naming the victim | rank exit codes | launcher exit | hsr files left in /dev/shm | processes left | result |"

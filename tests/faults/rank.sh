@@ -13,6 +13,11 @@ log=$dir/rank.$r.log
 # rank says as it ends is what the matrix looks for
 "$@" > >(trap '' TERM INT HUP; while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done >> "$log") 2>&1 &
 child=$!
+# its launcher may be gone (SIGKILLed): bash's own notice of how the rank
+# ended then goes to a closed pipe, and SIGPIPE must not end this script
+# before it records the rank's exit status (set after the start: an ignored
+# signal would be PROG's too)
+trap '' PIPE
 echo "$child" > "$dir/rank.$r.pid"
 for s in TERM INT HUP; do trap "kill -CONT $child 2>/dev/null; kill -$s $child 2>/dev/null" "$s"; done
 rc=0

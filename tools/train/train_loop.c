@@ -230,6 +230,7 @@ static hsr_status throughput(train_run *r, const loop_stats *ls, cJSON *extra) {
   m->probe_shape(r, &pm, &pn, &pk);
   double g = 0, *all = calloc((size_t)r->world, sizeof *all), mean = 0;
   if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  boot_fault_hook(r->boot, "final"); /* HSR_FAULT: the run's final barrier */
   hsr_status st = boot_barrier(r->boot);
   if (st == HSR_OK) st = train_gemm_probe(hsr_rt_device(r->rt), hsr_rt_compute_stream(r->rt), pm, pn, pk, 0.3, &g);
   st = train_agree(r->boot, st);
