@@ -50,6 +50,16 @@ int ft_quorum_parts(const ft_quorum *q, int *out);
 int ft_quorum_index(const ft_quorum *q, int id);
 int ft_quorum_is_member(const ft_quorum *q, int id);
 int ft_quorum_healer_of(const ft_quorum *q, int joiner); /* -1: not a joiner */
+/* Every healer of a joiner: its assigned healer first (the one that sends the
+ * header and the program state), then the other members in id order from
+ * there, cyclically; 0: not a joiner. Every member holds the same state (all
+ * committed the same steps), so each sends a slice of it. */
+int ft_quorum_healers(const ft_quorum *q, int joiner, int *out);
+/* The index among k healers that sends unit u: units in turn (u mod k).
+ * Units interleave so that every healer's next send is at most k - 1 units
+ * behind the joiner's receive (each send stays within its bound), and the
+ * slices differ by at most one unit. */
+static inline int ft_heal_slice_owner(int u, int k) { return k > 0 ? u % k : 0; }
 
 enum { FT_PENDING = -1, FT_ABORT = 0, FT_COMMIT = 1 };
 /* From the votes of (q, done + 1) seen so far: FT_COMMIT (every participant
