@@ -182,7 +182,8 @@ hsr_status ft_heal_recv(hsr_ft *ft, int64_t done, hsr_ft_heal *out) {
   /* each unit from its healer, in unit order; after a healer fails, the
    * others' units are still taken (so that their sends end promptly) and the
    * heal fails naming the first that did */
-  for (int u = 0; u < U && st == HSR_OK && !why[0]; u++) {
+  int hdr_ok = !why[0]; /* a failed unit does not end the loop: the other healers' units are still taken */
+  for (int u = 0; u < U && st == HSR_OK && hdr_ok; u++) {
     void *b[3];
     size_t n[3];
     int o = ft_heal_slice_owner(u, k);
