@@ -5,7 +5,9 @@
  * first healer a header (the steps done, the sizes) and the program's state
  * (JSON); then the units in turn over the healers (unit u from healer
  * u mod k), each the master weights and both AdamW moments, straight from
- * the engine's buffers (device engines through a host copy). Every member
+ * the engine's buffers (device engines through a host copy). The joiner
+ * takes them in rounds of k units, one from each healer at once
+ * (peer_recv_many), so the healers' links carry the state together. Every member
  * committed the same steps, so the slices fit together bitwise. The
  * joiner's ranks then install it together (rt_state_installed_at) and hash
  * it: the healers hashed the same state before sending, and the next vote
@@ -177,31 +179,44 @@ hsr_status ft_heal_recv(hsr_ft *ft, int64_t done, hsr_ft_heal *out) {
     bytes += r.bytes_recv;
   }
   if (st == HSR_OK && !r.ok && !why[0]) snprintf(why, sizeof why, "healing from replica %d: %.250s", healer, r.why);
-  float *host = device_of(ft) ? malloc(3 * (largest_unit(ft->rt) ? largest_unit(ft->rt) : 1) * sizeof(float)) : NULL;
-  if (st == HSR_OK && device_of(ft) && !host) st = hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
-  /* each unit from its healer, in unit order; after a healer fails, the
-   * others' units are still taken (so that their sends end promptly) and the
-   * heal fails naming the first that did */
-  int hdr_ok = !why[0]; /* a failed unit does not end the loop: the other healers' units are still taken */
-  for (int u = 0; u < U && st == HSR_OK && hdr_ok; u++) {
-    void *b[3];
-    size_t n[3];
-    int o = ft_heal_slice_owner(u, k);
-    st = fault_hook_hit(&ft->hook, "ft_heal");
-    if (st != HSR_OK || dead[o]) continue;
-    st = unit_bufs(ft, u, 0, host, b, n);
-    if (st == HSR_OK) st = peer_recv(ft->peers, hs[o], ep, 2 + 3 * (int64_t)u, b, n, 3, ft->T, &r);
-    if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive it anyway */
-    if (st == HSR_OK && r.ok && host) st = unit_store(ft, u, host);
-    if (st == HSR_OK && !r.ok) {
-      dead[o] = 1;
+  size_t lu = largest_unit(ft->rt) ? largest_unit(ft->rt) : 1; /* a host copy per healer on a device engine */
+  float *host = device_of(ft) ? malloc((size_t)k * 3 * lu * sizeof(float)) : NULL;
+  peer_req *rq = calloc((size_t)k, sizeof *rq);
+  ft_result *rr = calloc((size_t)k, sizeof *rr);
+  void **bb = calloc((size_t)k * 3, sizeof *bb);
+  size_t *bn = calloc((size_t)k * 3, sizeof *bn);
+  int *ru = calloc((size_t)k, sizeof *ru);
+  if (st == HSR_OK && ((device_of(ft) && !host) || !rq || !rr || !bb || !bn || !ru))
+    st = hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
+  /* in rounds of k units, unit r*k + i from healer i, the k receives at once
+   * (each healer over its own link); after a healer fails, the others' units
+   * are still taken (so that their sends end promptly) and the heal fails
+   * naming the first that did */
+  int hdr_ok = !why[0];
+  for (int u0 = 0; u0 < U && st == HSR_OK && hdr_ok; u0 += k) {
+    int nr = 0;
+    for (int i = 0; i < k && u0 + i < U && st == HSR_OK; i++) {
+      int u = u0 + i;
+      st = fault_hook_hit(&ft->hook, "ft_heal");
+      if (st != HSR_OK || dead[ft_heal_slice_owner(u, k)]) continue;
+      st = unit_bufs(ft, u, 0, host ? host + (size_t)nr * 3 * lu : NULL, bb + 3 * nr, bn + 3 * nr);
+      rq[nr] = (peer_req){hs[ft_heal_slice_owner(u, k)], 2 + 3 * (int64_t)u, bb + 3 * nr, bn + 3 * nr, 3};
+      ru[nr++] = u;
+    }
+    if (st == HSR_OK && nr) st = peer_recv_many(ft->peers, ep, rq, nr, ft->T, rr);
+    for (int i = 0; i < nr && st == HSR_OK; i++) {
+      if (rr[i].buf_taken && host) taken = 1; /* the engine's own buffers outlive it anyway */
+      bytes += rr[i].bytes_recv;
+      if (rr[i].ok && host) st = unit_store(ft, ru[i], host + (size_t)i * 3 * lu);
+      if (rr[i].ok) continue;
+      dead[ft_heal_slice_owner(ru[i], k)] = 1;
       if (!why[0]) {
-        culprit = hs[o];
-        snprintf(why, sizeof why, "healing from replica %d: %.250s", hs[o], r.why);
+        culprit = rq[i].id;
+        snprintf(why, sizeof why, "healing from replica %d: %.250s", rq[i].id, rr[i].why);
       }
     }
-    bytes += r.bytes_recv;
   }
+  free(rq), free(rr), free(bb), free(bn), free(ru);
   free(dead);
   if (!taken) free(host);
   if (st != HSR_OK) {
