@@ -11,20 +11,21 @@
 # usage: heal_bench.sh [--groups "2 3 4"] [--model D:L] [--steps N]
 #   --groups  group counts (default "2 3 4 5 6"; each 2 to 12)
 #   --model   MLP width:blocks (default 512:8: 204.8 MB of state a group)
-#   --steps   steps per run (default 24, at least 16)
+#   --steps   steps per run (default 150, at least 16; the survivors must still train when
+#             the joiner has started)
 # Environment: HSR_BUILD (default ./build).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 B=${HSR_BUILD:-$here/../../build}
 hsr=$B/hsr run=$B/hsr-run
-groups="2 3 4 5 6" model=512:8 steps=24
+groups="2 3 4 5 6" model=512:8 steps=150
 die() { echo "heal_bench.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --groups) [ $# -ge 2 ] || die "--groups needs a value"; groups=$2; shift 2 ;;
     --model) [ $# -ge 2 ] || die "--model needs a value"; model=$2; shift 2 ;;
     --steps) [ $# -ge 2 ] || die "--steps needs a value"; steps=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (valid: --groups, --model, --steps)" ;;
   esac
 done
@@ -36,20 +37,22 @@ command -v etcd >/dev/null || die "etcd is not installed (apt-get install etcd-s
 T=$(mktemp -d "${TMPDIR:-/tmp}/hsr-healb.XXXXXX")
 export HSR_FT_TOKEN="healb-$$-$RANDOM" HSR_COMM_TIMEOUT=${HSR_COMM_TIMEOUT:-20} HSR_BOOT_TIMEOUT=120 OPENBLAS_NUM_THREADS=1
 unset HSR_FAULT
-"$hsr" coordinator --listen 127.0.0.1:0 --addr-file "$T/addr" >"$T/coord.out" 2>&1 &
-cpid=$!
+cpid=
 pids=()
 trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; wait "${pids[@]}" 2>/dev/null
-      kill -TERM $cpid 2>/dev/null; wait $cpid 2>/dev/null; rm -rf "$T"' EXIT
-for _ in $(seq 300); do [ -s "$T/addr" ] && break; sleep 0.1; done
-[ -s "$T/addr" ] || die "the coordinator did not start: $(cat "$T/coord.out")"
-addr=$(sed 's#http://##' "$T/addr")
+      [ -n "$cpid" ] && kill -TERM $cpid 2>/dev/null; wait $cpid 2>/dev/null; rm -rf "$T"' EXIT
 D=${model%:*} L=${model#*:}
 echo "| groups | healers | state healed (MB, the group) | joiner's heal (s) | MB/s | every state_hash equal |"
 echo "|---|---|---|---|---|---|"
 for G in $groups; do
   d=$T/$G
   mkdir -p "$d"
+  # a coordinator per case: the last case's records (their leases) do not meet this one's
+  "$hsr" coordinator --listen 127.0.0.1:0 --addr-file "$d/addr" >"$d/coord.out" 2>&1 &
+  cpid=$!
+  for _ in $(seq 300); do [ -s "$d/addr" ] && break; sleep 0.1; done
+  [ -s "$d/addr" ] || die "the coordinator did not start: $(cat "$d/coord.out")"
+  addr=$(sed 's#http://##' "$d/addr")
   args=(--model mlp --dim "$D" --layers "$L" --steps "$steps" --batch $((G * 2 * 10)) --coordinator "$addr" --replicas "$G"
         --no-progress --hash-every 0)
   pids=()
@@ -58,11 +61,15 @@ for G in $groups; do
     ( env "${e[@]}" "$run" -n 2 -- "$hsr" train "${args[@]}" --replica-id $g --log "$d/g$g.log" >"$d/g$g.out" 2>&1 ) &
     pids+=($!)
   done
-  for _ in $(seq 6000); do [ -f "$d/g0.log" ] && [ "$(wc -l <"$d/g0.log")" -ge 10 ] && break; sleep 0.1; done
+  for _ in $(seq 6000); do # group 0 past step 10, or gone
+    { [ -f "$d/g0.log" ] && [ "$(wc -l <"$d/g0.log")" -ge 10 ]; } || ! kill -0 "${pids[0]}" 2>/dev/null && break
+    sleep 0.1
+  done
   ( "$run" -n 2 -- "$hsr" train "${args[@]}" --replica-id 1 --join --log "$d/g1j.log" >"$d/g1j.out" 2>&1 ) &
   pids+=($!)
   wait "${pids[@]}" 2>/dev/null
   pids=()
+  kill -TERM $cpid 2>/dev/null; wait $cpid 2>/dev/null; cpid=
   python3 - "$d" "$G" "$steps" <<'EOF' | tee -a "$T/rows"
 import re, sys
 d, G, steps = sys.argv[1], int(sys.argv[2]), sys.argv[3]
