@@ -2,14 +2,15 @@
  * every group computes the same next quorum from the same frozen votes.
  *
  * A step (done + 1) runs on the participants of a quorum: its members and
- * the joiners it admitted (each healed by a member at the step's start).
+ * the joiners it admitted (each healed by every member at the step's start,
+ * a slice each).
  * Every participant votes once. The votes are frozen when every
  * participant has voted, or when an abort marker exists (written only while
  * a vote is missing or failed; a vote is written only while no abort marker
  * exists: etcd's transactions make the two exclusive). From the frozen votes:
  *   commit  every participant voted ok: members + joiners become the
  *           members; the joiners the votes saw waiting are admitted, each
- *           assigned a healer (members in turn)
+ *           assigned a first healer (members in turn)
  *   abort   the step is dropped; excluded are a voter that more than half
  *           of the voters could not hear from, and a participant that did
  *           not vote and that a voter could not hear from or the abort
