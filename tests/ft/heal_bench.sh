@@ -88,7 +88,8 @@ import json, sys
 rows = []
 for l in open(sys.argv[1]):
     c = [x.strip() for x in l.strip().strip("|").split("|")]
-    rows.append({"groups": int(c[0]), "healers": int(c[1]), "state_mb": float(c[2]), "heal_s": float(c[3]),
-                 "mb_per_s": float(c[4]), "state_hash_equal": c[5] == "yes"})
+    num = lambda x: None if x == "nan" else float(x)  # no heal line: null (JSON has no NaN)
+    rows.append({"groups": int(c[0]), "healers": int(c[1]), "state_mb": num(c[2]), "heal_s": num(c[3]),
+                 "mb_per_s": num(c[4]), "state_hash_equal": c[5] == "yes"})
 print(json.dumps(rows))
 EOF
