@@ -11,14 +11,14 @@
 # usage: heal_bench.sh [--groups "2 3 4"] [--model D:L] [--steps N]
 #   --groups  group counts (default "2 3 4 5 6"; each 2 to 12)
 #   --model   MLP width:blocks (default 512:8: 204.8 MB of state a group)
-#   --steps   steps per run (default 150, at least 16; the survivors must still train when
+#   --steps   steps per run (default 300, at least 16; the survivors must still train when
 #             the joiner has started)
 # Environment: HSR_BUILD (default ./build).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 B=${HSR_BUILD:-$here/../../build}
 hsr=$B/hsr run=$B/hsr-run
-groups="2 3 4 5 6" model=512:8 steps=150
+groups="2 3 4 5 6" model=512:8 steps=300
 die() { echo "heal_bench.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
