@@ -92,6 +92,18 @@ hsr_status peer_send(peer_ctx *p, int id, int64_t epoch, int64_t seq, void *cons
                      double timeout_s, peer_result *res);
 hsr_status peer_recv(peer_ctx *p, int id, int64_t epoch, int64_t seq, void *const *bufs, const size_t *bytes, int nbuf,
                      double timeout_s, peer_result *res);
+/* n receives from n distinct members at once (request k: nbuf buffers from
+ * member id, tagged from seq), all posted before any is waited on so that
+ * the transfers overlap; res[k] says what became of request k (a member
+ * that fails ends only its own). Bounded by timeout_s. */
+typedef struct peer_req {
+  int id;
+  int64_t seq;
+  void *const *bufs;
+  const size_t *bytes;
+  int nbuf;
+} peer_req;
+hsr_status peer_recv_many(peer_ctx *p, int64_t epoch, const peer_req *rq, int n, double timeout_s, peer_result *res);
 
 #ifdef __cplusplus
 }

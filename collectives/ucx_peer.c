@@ -507,71 +507,109 @@ hsr_status peer_allreduce(hsr_comm *c, int64_t step, void *buf, size_t count, hs
 
 /* ---- point to point ------------------------------------------------------------------------ */
 
-static hsr_status p2p(peer_ctx *p, int send, int id, int64_t epoch, int64_t seq, void *const *bufs,
-                      const size_t *bytes, int nbuf, double timeout_s, peer_result *res) {
-  memset(res, 0, sizeof *res);
-  res->ok = 1;
-  HSR_CHECK(id_ok(id));
-  if (id == p->x.rank) return hsr_error(HSR_ERR_INVALID, "peer %s: to itself (%s %d)", send ? "send" : "receive", p->noun, id);
-  if (nbuf < 1) return HSR_OK;
+/* Requests to or from several members at once: every one posted before any
+ * is waited on, so that their transfers overlap; each ends on its own (a
+ * member that fails ends its request, not the others'). */
+static hsr_status p2p(peer_ctx *p, int send, int64_t epoch, const peer_req *rq, int n, double timeout_s,
+                      peer_result *res) {
+  for (int k = 0; k < n; k++) {
+    memset(&res[k], 0, sizeof res[k]);
+    res[k].ok = 1;
+  }
+  int me = p->x.rank;
+  for (int k = 0; k < n; k++) {
+    HSR_CHECK(id_ok(rq[k].id));
+    if (rq[k].id == me)
+      return hsr_error(HSR_ERR_INVALID, "peer %s: to itself (%s %d)", send ? "send" : "receive", p->noun, rq[k].id);
+  }
+  if (n < 1) return HSR_OK;
   sweep(p);
-  int me = p->x.rank, ids[2] = {me < id ? me : id, me < id ? id : me}, j = me < id ? 1 : 0;
-  hsr_comm *c;
-  HSR_CHECK(view(p, ids, 2, view_id(epoch, 1), "point to point", &c));
-  coll_op *op = new_op(c, HSR_OP_BCAST, nbuf);
-  if (!op) {
-    peer_comm_free(c);
+  hsr_comm **c = calloc((size_t)n, sizeof *c);
+  coll_op **op = calloc((size_t)n, sizeof *op);
+  if (!c || !op) {
+    free(c), free(op);
     return hsr_error(HSR_ERR_NOMEM, "peer %s", send ? "send" : "receive");
   }
-  ucx_chunk *ch = ucx_op_of(op)->chunks;
-  int src = send ? me : id;
-  for (int i = 0; i < nbuf && !op->fin; i++) {
-    op->seq = (uint64_t)(seq + i); /* the tag's sequence field */
-    uint64_t tag = ucx_tag(op, UCX_S_MISC, src, 0);
-    if (send ? ucx_send(&ch[i], j, bufs[i], bytes[i], tag) : ucx_recv(&ch[i], bufs[i], bytes[i], tag)) ch[i].posted = 1;
+  hsr_status st = HSR_OK;
+  for (int k = 0; k < n && st == HSR_OK; k++) {
+    int id = rq[k].id, ids[2] = {me < id ? me : id, me < id ? id : me}, j = me < id ? 1 : 0;
+    if (rq[k].nbuf < 1) continue;
+    st = view(p, ids, 2, view_id(epoch, 1), "point to point", &c[k]);
+    if (st == HSR_OK && !(op[k] = new_op(c[k], HSR_OP_BCAST, rq[k].nbuf)))
+      st = hsr_error(HSR_ERR_NOMEM, "peer %s", send ? "send" : "receive");
+    if (st != HSR_OK) break;
+    ucx_chunk *ch = ucx_op_of(op[k])->chunks;
+    int src = send ? me : id;
+    for (int i = 0; i < rq[k].nbuf && !op[k]->fin; i++) {
+      op[k]->seq = (uint64_t)(rq[k].seq + i); /* the tag's sequence field */
+      uint64_t tag = ucx_tag(op[k], UCX_S_MISC, src, 0);
+      if (send ? ucx_send(&ch[i], j, rq[k].bufs[i], rq[k].bytes[i], tag)
+               : ucx_recv(&ch[i], rq[k].bufs[i], rq[k].bytes[i], tag))
+        ch[i].posted = 1;
+    }
   }
   double deadline = clock_s() + timeout_s;
-  const ucx_peer *q = &p->u.peers[id];
-  for (;;) {
+  for (int busy = st == HSR_OK; busy;) {
     progress_all(p);
-    int pend = 0;
-    for (int i = 0; i < nbuf && res->ok; i++) {
-      if (ch[i].failed)
-        add_culprit(res, id, send ? "cannot send to %s %d (%s)" : "no message from %s %d (%s)", p->noun,
-                    op->xfer_err ? op->xfer_err : "an error");
-      pend += ch[i].pending > 0;
+    busy = 0;
+    int late = clock_s() >= deadline;
+    for (int k = 0; k < n; k++) {
+      if (!op[k] || !res[k].ok) continue;
+      int id = rq[k].id, pend = 0;
+      ucx_chunk *ch = ucx_op_of(op[k])->chunks;
+      for (int i = 0; i < rq[k].nbuf && res[k].ok; i++) {
+        if (ch[i].failed)
+          add_culprit(&res[k], id, send ? "cannot send to %s %d (%s)" : "no message from %s %d (%s)", p->noun,
+                      op[k]->xfer_err ? op[k]->xfer_err : "an error");
+        pend += ch[i].pending > 0;
+      }
+      if (res[k].ok && op[k]->fin) add_culprit(&res[k], id, "%s %d: %s", p->noun, op[k]->err); /* a post failed */
+      if (!res[k].ok || !pend) continue;
+      const ucx_peer *q = &p->u.peers[id];
+      if (q->failed) {
+        add_culprit(&res[k], id, "%s %d is gone: its endpoint reported %s", p->noun, q->err ? q->err : "an error");
+      } else if (late) {
+        char t[64];
+        snprintf(t, sizeof t, "%s for %.1f s", send ? "took nothing" : "sent nothing", timeout_s);
+        add_culprit(&res[k], id, "%s %d %s", p->noun, t);
+      } else {
+        busy = 1;
+      }
     }
-    if (res->ok && op->fin) add_culprit(res, id, "%s %d: %s", p->noun, op->err); /* a post failed */
-    if (!res->ok || !pend) break;
-    if (q->failed) {
-      add_culprit(res, id, "%s %d is gone: its endpoint reported %s", p->noun, q->err ? q->err : "an error");
-      break;
-    }
-    if (clock_s() >= deadline) {
-      char t[64];
-      snprintf(t, sizeof t, "%s for %.1f s", send ? "took nothing" : "sent nothing", timeout_s);
-      add_culprit(res, id, "%s %d %s", p->noun, t);
-      break;
-    }
-    sleep_on(p, deadline);
+    if (busy) sleep_on(p, deadline);
   }
-  for (int i = 0; i < nbuf; i++)
-    if (ch[i].posted && !ch[i].pending && !ch[i].failed) *(send ? &res->bytes_sent : &res->bytes_recv) += bytes[i];
-  coll_op *ops[3] = {op, NULL, NULL};
-  void *own[3] = {NULL, NULL, NULL};
-  res->buf_taken = end_ops(p, ops, 0.2, own);
-  peer_comm_free(c); /* an op left pending no longer reads its communicator */
-  return HSR_OK;
+  for (int k = 0; k < n; k++) {
+    if (!op[k]) {
+      if (c[k]) peer_comm_free(c[k]);
+      continue;
+    }
+    ucx_chunk *ch = ucx_op_of(op[k])->chunks;
+    for (int i = 0; i < rq[k].nbuf; i++)
+      if (ch[i].posted && !ch[i].pending && !ch[i].failed)
+        *(send ? &res[k].bytes_sent : &res[k].bytes_recv) += rq[k].bytes[i];
+    coll_op *ops[3] = {op[k], NULL, NULL};
+    void *own[3] = {NULL, NULL, NULL};
+    res[k].buf_taken = end_ops(p, ops, 0.2, own);
+    peer_comm_free(c[k]); /* an op left pending no longer reads its communicator */
+  }
+  free(c), free(op);
+  return st;
 }
 
 hsr_status peer_send(peer_ctx *p, int id, int64_t epoch, int64_t seq, void *const *bufs, const size_t *bytes, int nbuf,
                      double timeout_s, peer_result *res) {
-  return p2p(p, 1, id, epoch, seq, bufs, bytes, nbuf, timeout_s, res);
+  peer_req rq = {id, seq, bufs, bytes, nbuf};
+  return p2p(p, 1, epoch, &rq, 1, timeout_s, res);
 }
 
 hsr_status peer_recv(peer_ctx *p, int id, int64_t epoch, int64_t seq, void *const *bufs, const size_t *bytes, int nbuf,
                      double timeout_s, peer_result *res) {
-  return p2p(p, 0, id, epoch, seq, bufs, bytes, nbuf, timeout_s, res);
+  peer_req rq = {id, seq, bufs, bytes, nbuf};
+  return p2p(p, 0, epoch, &rq, 1, timeout_s, res);
+}
+
+hsr_status peer_recv_many(peer_ctx *p, int64_t epoch, const peer_req *rq, int n, double timeout_s, peer_result *res) {
+  return p2p(p, 0, epoch, rq, n, timeout_s, res);
 }
 
 /* ---- the exchange inside one job: the bootstrap --------------------------------------------- */

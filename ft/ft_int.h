@@ -139,7 +139,7 @@ hsr_status ft_view(hsr_ft *ft);
 
 /* ---- heal.c ---- */
 hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out);
-hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out);
+hsr_status ft_heal_recv(hsr_ft *ft, int64_t done, hsr_ft_heal *out);
 
 /* ---- step.c ---- */
 hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit);

@@ -1,12 +1,17 @@
 /* Healing a group from a live one, and the state hash (hsr/ft.h).
  *
- * Rank i of the healer sends rank i of the joiner its slice of the state at
- * the step boundary: a header (the steps done, the sizes, each optimizer
- * group's learning rate), the program's state (JSON), then unit by unit the
- * master weights and both AdamW moments, straight from the engine's buffers
- * (device engines through a host copy). The joiner's ranks then install it
- * together (rt_state_installed_at) and hash it: the healer hashed the same
- * state before sending, and the next vote compares the two. */
+ * Rank i of every healer group (all members: ft_quorum_healers) sends rank
+ * i of the joiner a slice of its rank's state at the step boundary: the
+ * first healer a header (the steps done, the sizes) and the program's state
+ * (JSON); then the units in turn over the healers (unit u from healer
+ * u mod k), each the master weights and both AdamW moments, straight from
+ * the engine's buffers (device engines through a host copy). The joiner
+ * takes them in rounds of k units, one from each healer at once
+ * (peer_recv_many), so the healers' links carry the state together. Every member
+ * committed the same steps, so the slices fit together bitwise. The
+ * joiner's ranks then install it together (rt_state_installed_at) and hash
+ * it: the healers hashed the same state before sending, and the next vote
+ * compares them. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +80,10 @@ static hsr_status program_json(hsr_ft *ft, int64_t done, char **out) {
 
 hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) {
   double t0 = clock_s();
+  int hs[FT_MAX_REPLICAS], k = ft_quorum_healers(&ft->q, joiner, hs), mi = -1;
+  for (int i = 0; i < k; i++)
+    if (hs[i] == ft->c.replica_id) mi = i;
+  if (mi < 0) return HSR_OK; /* not one of its healers */
   uint64_t h;
   HSR_CHECK(hsr_ft_state_hash(ft, ft->rt, done, &h)); /* what the joiner must end with */
   const hsr_rt_layout *l = rt_get_layout(ft->rt);
@@ -89,22 +98,26 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
   }
   *hd = (heal_hdr){HEAL_MAGIC, done, rt_get_step(ft->rt), (uint64_t)U, 0, strlen(prog) + 1};
   for (int u = 0; u < U; u++) hd->total += rt_layout_shard_len(l, u);
-  ft_result r;
-  void *b0[2] = {hd, prog};
-  size_t n0[2] = {sizeof *hd, hd->prog_len};
-  int64_t seq = 0, ep = ft->q.epoch;
-  hsr_status st = peer_send(ft->peers, joiner, ep, seq, b0, n0, 2, ft->T, &r);
-  int taken = r.buf_taken; /* header and program state still read by a pending send */
-  seq += 2;
-  uint64_t bytes = r.bytes_sent;
+  ft_result r = {.ok = 1};
+  int64_t ep = ft->q.epoch;
+  hsr_status st = HSR_OK;
+  int taken = 0;
+  uint64_t bytes = 0;
+  if (mi == 0) { /* the first healer sends the header and the program state */
+    void *b0[2] = {hd, prog};
+    size_t n0[2] = {sizeof *hd, hd->prog_len};
+    st = peer_send(ft->peers, joiner, ep, 0, b0, n0, 2, ft->T, &r);
+    taken = r.buf_taken; /* header and program state still read by a pending send */
+    bytes = r.bytes_sent;
+  }
   for (int u = 0; u < U && st == HSR_OK && r.ok; u++) {
     void *b[3];
     size_t n[3];
-    st = fault_hook_hit(&ft->hook, "ft_heal");
-    if (st == HSR_OK) st = unit_bufs(ft, u, 1, host, b, n);
-    if (st == HSR_OK) st = peer_send(ft->peers, joiner, ep, seq, b, n, 3, ft->T, &r);
+    st = fault_hook_hit(&ft->hook, "ft_heal"); /* at every unit's boundary, sent here or by another healer */
+    if (st != HSR_OK || ft_heal_slice_owner(u, k) != mi) continue;
+    st = unit_bufs(ft, u, 1, host, b, n);
+    if (st == HSR_OK) st = peer_send(ft->peers, joiner, ep, 2 + 3 * (int64_t)u, b, n, 3, ft->T, &r);
     if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive the send anyway */
-    seq += 3;
     bytes += r.bytes_sent;
   }
   if (!taken) { /* otherwise left to the pending send (once per failed heal: bounded) */
@@ -118,20 +131,26 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
   out->done = done;
   out->bytes += bytes;
   out->seconds = clock_s() - t0;
+  out->npeers = k;
   out->failed = !r.ok; /* the joiner failed: this group's state is intact; the all-reduce will name it */
   return HSR_OK;
 }
 
-hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) {
+hsr_status ft_heal_recv(hsr_ft *ft, int64_t done, hsr_ft_heal *out) {
   double t0 = clock_s();
   const hsr_rt_layout *l = rt_get_layout(ft->rt);
   int U = rt_layout_num_units(l);
+  int hs[FT_MAX_REPLICAS], k = ft_quorum_healers(&ft->q, ft->c.replica_id, hs), healer = hs[0];
+  int *dead = calloc((size_t)k, sizeof *dead);
   heal_hdr hd = {0}, *hdp = calloc(1, sizeof *hdp); /* received on the heap: a receive from a healer that
                                                       stopped mid-message may outlive this call */
   char *prog = NULL;
   ft_result r = {.ok = 1};
   int64_t ep = ft->q.epoch;
-  if (!hdp) return hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
+  if (!hdp || !dead) {
+    free(hdp), free(dead);
+    return hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
+  }
   void *b0[1] = {hdp};
   size_t n0[1] = {sizeof *hdp};
   hsr_status st = peer_recv(ft->peers, healer, ep, 0, b0, n0, 1, ft->T, &r);
@@ -143,6 +162,7 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
   uint64_t total = 0, bytes = r.bytes_recv;
   for (int u = 0; u < U; u++) total += rt_layout_shard_len(l, u);
   char why[320] = "";
+  int culprit = healer;
   if (st == HSR_OK && r.ok &&
       (hd.magic != HEAL_MAGIC || hd.done != done || hd.units != (uint64_t)U || hd.total != total ||
        hd.prog_len > (1u << 24) || hd.prog_len == 0))
@@ -158,26 +178,51 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
     taken |= st == HSR_OK && r.buf_taken;
     bytes += r.bytes_recv;
   }
-  float *host = device_of(ft) ? malloc(3 * (largest_unit(ft->rt) ? largest_unit(ft->rt) : 1) * sizeof(float)) : NULL;
-  if (st == HSR_OK && device_of(ft) && !host) st = hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
-  int64_t seq = 2;
-  for (int u = 0; u < U && st == HSR_OK && r.ok && !why[0]; u++) {
-    void *b[3];
-    size_t n[3];
-    st = fault_hook_hit(&ft->hook, "ft_heal");
-    if (st == HSR_OK) st = unit_bufs(ft, u, 0, host, b, n);
-    if (st == HSR_OK) st = peer_recv(ft->peers, healer, ep, seq, b, n, 3, ft->T, &r);
-    if (st == HSR_OK && r.buf_taken && host) taken = 1; /* the engine's own buffers outlive it anyway */
-    if (st == HSR_OK && r.ok && host) st = unit_store(ft, u, host);
-    seq += 3;
-    bytes += r.bytes_recv;
+  if (st == HSR_OK && !r.ok && !why[0]) snprintf(why, sizeof why, "healing from replica %d: %.250s", healer, r.why);
+  size_t lu = largest_unit(ft->rt) ? largest_unit(ft->rt) : 1; /* a host copy per healer on a device engine */
+  float *host = device_of(ft) ? malloc((size_t)k * 3 * lu * sizeof(float)) : NULL;
+  peer_req *rq = calloc((size_t)k, sizeof *rq);
+  ft_result *rr = calloc((size_t)k, sizeof *rr);
+  void **bb = calloc((size_t)k * 3, sizeof *bb);
+  size_t *bn = calloc((size_t)k * 3, sizeof *bn);
+  int *ru = calloc((size_t)k, sizeof *ru);
+  if (st == HSR_OK && ((device_of(ft) && !host) || !rq || !rr || !bb || !bn || !ru))
+    st = hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
+  /* in rounds of k units, unit r*k + i from healer i, the k receives at once
+   * (each healer over its own link); after a healer fails, the others' units
+   * are still taken (so that their sends end promptly) and the heal fails
+   * naming the first that did */
+  int hdr_ok = !why[0];
+  for (int u0 = 0; u0 < U && st == HSR_OK && hdr_ok; u0 += k) {
+    int nr = 0;
+    for (int i = 0; i < k && u0 + i < U && st == HSR_OK; i++) {
+      int u = u0 + i;
+      st = fault_hook_hit(&ft->hook, "ft_heal");
+      if (st != HSR_OK || dead[ft_heal_slice_owner(u, k)]) continue;
+      st = unit_bufs(ft, u, 0, host ? host + (size_t)nr * 3 * lu : NULL, bb + 3 * nr, bn + 3 * nr);
+      rq[nr] = (peer_req){hs[ft_heal_slice_owner(u, k)], 2 + 3 * (int64_t)u, bb + 3 * nr, bn + 3 * nr, 3};
+      ru[nr++] = u;
+    }
+    if (st == HSR_OK && nr) st = peer_recv_many(ft->peers, ep, rq, nr, ft->T, rr);
+    for (int i = 0; i < nr && st == HSR_OK; i++) {
+      if (rr[i].buf_taken && host) taken = 1; /* the engine's own buffers outlive it anyway */
+      bytes += rr[i].bytes_recv;
+      if (rr[i].ok && host) st = unit_store(ft, ru[i], host + (size_t)i * 3 * lu);
+      if (rr[i].ok) continue;
+      dead[ft_heal_slice_owner(ru[i], k)] = 1;
+      if (!why[0]) {
+        culprit = rq[i].id;
+        snprintf(why, sizeof why, "healing from replica %d: %.250s", rq[i].id, rr[i].why);
+      }
+    }
   }
+  free(rq), free(rr), free(bb), free(bn), free(ru);
+  free(dead);
   if (!taken) free(host);
   if (st != HSR_OK) {
     if (!taken) free(prog);
     return st;
   }
-  if (!r.ok && !why[0]) snprintf(why, sizeof why, "healing from replica %d: %.250s", healer, r.why);
   /* every rank installs (collective over the group), whatever it got: a
    * failed rank's group votes the step down and heals again */
   int ok = !why[0], all_ok = ok, *v = calloc((unsigned)ft->S, sizeof *v);
@@ -198,15 +243,17 @@ hsr_status ft_heal_recv(hsr_ft *ft, int healer, int64_t done, hsr_ft_heal *out) 
   if (!taken) free(prog);
   HSR_CHECK(st);
   uint64_t h;
-  if (all_ok) HSR_CHECK(hsr_ft_state_hash(ft, ft->rt, done, &h)); /* compared with the healer's in the next vote */
+  if (all_ok) HSR_CHECK(hsr_ft_state_hash(ft, ft->rt, done, &h)); /* compared with the healers' in the next vote */
   out->peer = healer;
+  out->npeers = k;
+  for (int i = 0; i < k && i < HSR_FT_HEAL_PEERS; i++) out->peers[i] = hs[i];
   out->done = done;
   out->bytes = bytes;
   out->seconds = clock_s() - t0;
   if (!all_ok) {
     out->failed = 1;
     ft->heal_failed = 1;
-    ft->heal_culprit = healer;
+    ft->heal_culprit = culprit;
     snprintf(ft->heal_why, sizeof ft->heal_why, "%s", why[0] ? why : "another rank of this group did not heal");
     return HSR_OK;
   }

@@ -39,6 +39,21 @@ int ft_quorum_healer_of(const ft_quorum *q, int j) {
   return -1;
 }
 
+int ft_quorum_healers(const ft_quorum *q, int j, int *out) {
+  int first = ft_quorum_healer_of(q, j), mem[FT_MAX_REPLICAS], n = 0, at = 0;
+  if (first < 0) return 0;
+  for (int i = 0; i < q->nmem; i++) mem[n++] = q->mem[i];
+  qsort(mem, (size_t)n, sizeof *mem, cmp_int);
+  for (int i = 0; i < n; i++)
+    if (mem[i] == first) at = i;
+  if (!has(mem, n, first)) { /* a healer that is not a member (a record from elsewhere): it alone */
+    out[0] = first;
+    return 1;
+  }
+  for (int i = 0; i < n; i++) out[i] = mem[(at + i) % n];
+  return n;
+}
+
 static const ft_vote *vote_of(const ft_vote *v, int nv, int id) {
   for (int i = 0; i < nv; i++)
     if (v[i].id == id) return &v[i];

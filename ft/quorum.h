@@ -2,14 +2,15 @@
  * every group computes the same next quorum from the same frozen votes.
  *
  * A step (done + 1) runs on the participants of a quorum: its members and
- * the joiners it admitted (each healed by a member at the step's start).
+ * the joiners it admitted (each healed by every member at the step's start,
+ * a slice each).
  * Every participant votes once. The votes are frozen when every
  * participant has voted, or when an abort marker exists (written only while
  * a vote is missing or failed; a vote is written only while no abort marker
  * exists: etcd's transactions make the two exclusive). From the frozen votes:
  *   commit  every participant voted ok: members + joiners become the
  *           members; the joiners the votes saw waiting are admitted, each
- *           assigned a healer (members in turn)
+ *           assigned a first healer (members in turn)
  *   abort   the step is dropped; excluded are a voter that more than half
  *           of the voters could not hear from, and a participant that did
  *           not vote and that a voter could not hear from or the abort
@@ -50,6 +51,16 @@ int ft_quorum_parts(const ft_quorum *q, int *out);
 int ft_quorum_index(const ft_quorum *q, int id);
 int ft_quorum_is_member(const ft_quorum *q, int id);
 int ft_quorum_healer_of(const ft_quorum *q, int joiner); /* -1: not a joiner */
+/* Every healer of a joiner: its assigned healer first (the one that sends the
+ * header and the program state), then the other members in id order from
+ * there, cyclically; 0: not a joiner. Every member holds the same state (all
+ * committed the same steps), so each sends a slice of it. */
+int ft_quorum_healers(const ft_quorum *q, int joiner, int *out);
+/* The index among k healers that sends unit u: units in turn (u mod k).
+ * Units interleave so that every healer's next send is at most k - 1 units
+ * behind the joiner's receive (each send stays within its bound), and the
+ * slices differ by at most one unit. */
+static inline int ft_heal_slice_owner(int u, int k) { return k > 0 ? u % k : 0; }
 
 enum { FT_PENDING = -1, FT_ABORT = 0, FT_COMMIT = 1 };
 /* From the votes of (q, done + 1) seen so far: FT_COMMIT (every participant

@@ -150,10 +150,10 @@ hsr_status hsr_ft_step_begin(hsr_ft *ft, int64_t done, hsr_ft_heal *out) {
     return hsr_error(HSR_ERR_STATE,
                      "hsr_ft_step_begin: the program is after %" PRId64 " steps, the quorum after %" PRId64, done,
                      ft->q.done);
-  int me = ft->c.replica_id, healer = ft_quorum_healer_of(&ft->q, me);
-  if (healer >= 0) return ft_heal_recv(ft, healer, done, out);
-  for (int i = 0; i < ft->q.njoin; i++)
-    if (ft->q.healer[i] == me) HSR_CHECK(ft_heal_send(ft, ft->q.join[i], done, out));
+  int me = ft->c.replica_id;
+  if (ft_quorum_healer_of(&ft->q, me) >= 0) return ft_heal_recv(ft, done, out);
+  for (int i = 0; i < ft->q.njoin; i++) /* every member heals every joiner, a slice each, in joiner order */
+    HSR_CHECK(ft_heal_send(ft, ft->q.join[i], done, out));
   return HSR_OK;
 }
 

@@ -140,6 +140,48 @@ static void abort_joiners(void **state) {
   assert_int_equal(n.njoin, 0);
 }
 
+/* every member heals every joiner: its assigned healer first, then the
+ * other members cyclically; units in turn over them */
+static void healers(void **state) {
+  (void)state;
+  ft_quorum q = q3(), n;
+  ft_vote v[3] = {ok_vote(0), ok_vote(1), ok_vote(2)};
+  v[1].nseen = 2, v[1].seen[0] = 4, v[1].seen[1] = 7;
+  ft_quorum_next(&q, v, 3, 1, NULL, 0, &n, NULL, 0);
+  int h[FT_MAX_REPLICAS];
+  assert_int_equal(ft_quorum_healers(&n, 4, h), 3);
+  assert_int_equal(h[0], 0);
+  assert_int_equal(h[1], 1);
+  assert_int_equal(h[2], 2);
+  assert_int_equal(ft_quorum_healers(&n, 7, h), 3); /* 7's assigned healer is 1: it sends the header */
+  assert_int_equal(h[0], 1);
+  assert_int_equal(h[1], 2);
+  assert_int_equal(h[2], 0);
+  assert_int_equal(ft_quorum_healers(&n, 1, h), 0); /* a member heals nobody from anyone */
+  assert_int_equal(ft_quorum_healers(&n, 9, h), 0); /* not in the quorum */
+  /* an abort that drops 0 while 4 heals: 4 heals again from 1 and 2 alone */
+  ft_vote w[4] = {ok_vote(1), ok_vote(2), fail_vote(4, 0), fail_vote(7, 0)};
+  w[2].healed = 0, w[3].healed = 0;
+  int gone[1] = {0};
+  ft_quorum m;
+  ft_quorum_next(&n, w, 4, 0, gone, 1, &m, NULL, 0);
+  assert_int_equal(m.nmem, 2);
+  assert_int_equal(ft_quorum_healers(&m, 4, h), 2);
+  assert_int_equal(h[0], 1);
+  assert_int_equal(h[1], 2);
+  assert_int_equal(ft_quorum_healers(&m, 7, h), 2);
+  assert_int_equal(h[0], 2);
+  assert_int_equal(h[1], 1);
+  /* slices: units in turn, sizes differ by at most one unit */
+  int cnt[3] = {0};
+  for (int u = 0; u < 10; u++) cnt[ft_heal_slice_owner(u, 3)]++;
+  assert_int_equal(cnt[0], 4);
+  assert_int_equal(cnt[1], 3);
+  assert_int_equal(cnt[2], 3);
+  assert_int_equal(ft_heal_slice_owner(5, 1), 0);
+  assert_int_equal(ft_heal_slice_owner(5, 2), 1);
+}
+
 static void hashes(void **state) {
   (void)state;
   ft_vote v[3] = {ok_vote(0), ok_vote(1), ok_vote(2)};
@@ -187,7 +229,7 @@ static void json(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(decide),      cmocka_unit_test(commit_admits),
-                                     cmocka_unit_test(abort_drops), cmocka_unit_test(abort_joiners),
+                                     cmocka_unit_test(abort_drops), cmocka_unit_test(abort_joiners), cmocka_unit_test(healers),
                                      cmocka_unit_test(hashes),      cmocka_unit_test(json)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

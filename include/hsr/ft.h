@@ -81,6 +81,7 @@ HSR_API hsr_status hsr_ft_join(hsr_ft *ft, hsr_rt *rt, int64_t *done);
 /* What hsr_ft_step_begin did: this group healed from a peer (the program's
  * state it received, for the caller to check and install), or sent its
  * state to a group that heals. */
+#define HSR_FT_HEAL_PEERS 16
 typedef struct hsr_ft_heal {
   int healed, sent;
   int peer;                /* the healer, or the group healed */
@@ -89,6 +90,8 @@ typedef struct hsr_ft_heal {
   double seconds;          /* this rank's time, from the first byte to the engine's installed state */
   hsr_ckpt_state *program; /* healed: the healer's program state (owned by ft, valid until the next call) */
   int failed;              /* a heal that did not complete (the step will be dropped and healing retried) */
+  int npeers;              /* the healers, each sending a slice (peer is the first: header and program state) */
+  int peers[HSR_FT_HEAL_PEERS]; /* healed: the first HSR_FT_HEAL_PEERS healers' ids */
 } hsr_ft_heal;
 /* Before the forward of step done + 1: the step boundary where groups
  * admitted into the quorum heal from a live group over UCX. Collective. */

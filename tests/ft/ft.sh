@@ -11,9 +11,11 @@
 #   kill_heal      group 1 SIGKILLed at step 10, restarted with --join once group 0
 #                  is past step 30: dropped (one line on each survivor), healed over
 #                  UCX, every group's state_hash equal at the end, the loss curve the
-#                  reference's with the live replicas of each step
+#                  reference's with the live replicas of each step; both live groups heal it, a
+#                  slice each (one line on the joiner naming them, one on each healer)
 #   kill_allreduce rank 1 of group 1 killed inside the cross-group all-reduce
-#   kill_healer    group 0 killed while it heals group 1: 1 heals again from group 2
+#   kill_healer    group 0 killed while it heals group 1 with group 2 (each a slice): 1 heals
+#                  again from group 2 alone
 #   kill_healed    group 1 killed while it heals: the others drop it and go on
 #   stop           rank 1 of group 2 SIGSTOPped: dropped after the timeout
 #   refuse         a group without the token, with another token, another --dim,
@@ -167,6 +169,13 @@ kill_heal | sim_device | sim_offload)
   for t in g0 g2 g1j; do final_equal $t 0,1,2; done
   one_drop_line g0 1; one_drop_line g2 1
   grep -q "healed from replica [02] after [0-9]* steps" "$T/g1j.out" || FAIL "g1j: no 'healed from' line"
+  # both live groups heal it, a slice each; the final state_hash above proves the slices fit
+  grep -q "healed from replica 0 after [0-9]* steps: .* in slices from 2 healers (replicas 0,2), installed" "$T/g1j.out" ||
+    FAIL "g1j: no line saying it healed in slices from replicas 0,2"
+  for t in g0 g2; do
+    grep -q "sent this group's state to replica 1 after [0-9]* steps (a slice: one of 2 healers)" "$T/$t.out" ||
+      FAIL "$t: no line saying it sent replica 1 a slice"
+  done
   ref_check "$T/g0.log" "$T/g1.log" "$T/g2.log" "$T/g1j.log"
   grep -Eq "live replicas by first step 1:\[0,1,2\] 10:\[0,2\] [0-9]+:\[0,1,2\];" "$T/check.txt" ||
     FAIL "expected replicas 0,1,2 from step 1, 0,2 from step 10, 0,1,2 after the heal"

@@ -202,12 +202,20 @@ hsr_status train_ft_begin(train_run *r, int64_t s) {
     HSR_CHECK(st);
   }
   if (r->rank == 0 && (h.healed || h.failed || h.sent)) {
+    char from[160] = "";
+    if (h.healed && h.npeers > 1) { /* the healers that each sent a slice */
+      size_t o = (size_t)snprintf(from, sizeof from, " in slices from %d healers (replicas ", h.npeers);
+      for (int i = 0; i < h.npeers && i < HSR_FT_HEAL_PEERS && o < sizeof from; i++)
+        o += (size_t)snprintf(from + o, sizeof from - o, "%s%d", i ? "," : "", h.peers[i]);
+      if (o < sizeof from) snprintf(from + o, sizeof from - o, "%s)", h.npeers > HSR_FT_HEAL_PEERS ? ",..." : "");
+    } else if (h.sent && h.npeers > 1)
+      snprintf(from, sizeof from, " (a slice: one of %d healers)", h.npeers);
     if (h.healed)
-      printf("healed from replica %d after %" PRId64 " steps: %.2f MB over UCX in %.3f s (%.1f MB/s), installed; "
+      printf("healed from replica %d after %" PRId64 " steps: %.2f MB over UCX in %.3f s (%.1f MB/s)%s, installed; "
              "state_hash compared at the next vote\n",
-             h.peer, s, tb / 1e6, ts, ts > 0 ? tb / 1e6 / ts : 0);
+             h.peer, s, tb / 1e6, ts, ts > 0 ? tb / 1e6 / ts : 0, from);
     else if (h.sent)
-      printf("sent this group's state to replica %d after %" PRId64 " steps: %.2f MB in %.3f s%s\n", h.peer, s,
+      printf("sent this group's state to replica %d after %" PRId64 " steps%s: %.2f MB in %.3f s%s\n", h.peer, s, from,
              tb / 1e6, ts, h.failed ? " (it did not arrive: the step will be dropped)" : "");
     else
       printf("healing from replica %d failed; the step will be dropped and healing tried again\n", h.peer);
