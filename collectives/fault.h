@@ -44,7 +44,7 @@ typedef struct coll_fault {
   int declared;    /* a verdict holds: every communicator has failed */
   hsr_status st;
   seg_notice verdict;
-  hsr_fault_hook hook; /* HSR_FAULT */
+  fault_hook hook; /* HSR_FAULT */
   int *node_pids;      /* the node peers' pids, for the hook's killnode */
 } coll_fault;
 

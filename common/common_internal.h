@@ -18,9 +18,9 @@ void clear_error(void);
 
 /* Logging. Level from HSR_LOG=error|warn|info|debug (default warn); lines go to
  * stderr prefixed "[rank N]" where the launcher has set PMIX_RANK. */
-typedef enum hsr_log_level { HSR_LOG_ERROR = 0, HSR_LOG_WARN = 1, HSR_LOG_INFO = 2, HSR_LOG_DEBUG = 3 } hsr_log_level;
-void log_msg(hsr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int log_enabled(hsr_log_level level);
+typedef enum log_level { HSR_LOG_ERROR = 0, HSR_LOG_WARN = 1, HSR_LOG_INFO = 2, HSR_LOG_DEBUG = 3 } log_level;
+void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int log_enabled(log_level level);
 
 /* Validates HSR_LOG; a malformed value is an error. */
 hsr_status log_check_env(void);

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-typedef enum hsr_env_kind {
+typedef enum env_kind {
   HSR_ENV_INT = 0, /* an integer in [min, max] */
   HSR_ENV_FLOAT,   /* a number in [min, max] */
   HSR_ENV_SIZE,    /* bytes, optional K/M/G/T suffix (powers of 1024), in [min, max] */
@@ -29,28 +29,28 @@ typedef enum hsr_env_kind {
   HSR_ENV_ARGS,    /* free text: extra command-line arguments */
   HSR_ENV_SECRET,  /* free text never shown (hsr env prints that it is set) */
   HSR_ENV_DELAY    /* MAX_US[:SEED]: microseconds from 0 to max, an optional unsigned 64-bit seed */
-} hsr_env_kind;
+} env_kind;
 
-typedef struct hsr_env_info {
+typedef struct env_info {
   const char *name;
-  hsr_env_kind kind;
+  env_kind kind;
   double min, max;      /* INT, FLOAT, SIZE */
   const char *choices;  /* CHOICE, STAGE: "a|b|c"; a reader's index follows this order */
   double def;           /* the value when unset: numbers, bytes, the CHOICE index, BOOL (-1: decided by the reader) */
   const char *def_text; /* the default as the docs say it */
   const char *reader;   /* who reads it: a layer (launch, collectives, ...), a command, hsr-run, a script */
   const char *doc;      /* one line */
-} hsr_env_info;
+} env_info;
 
 /* The registry, in the docs' order. */
 int env_count(void);
-const hsr_env_info *env_at(int i);
+const env_info *env_at(int i);
 /* The entry of `name` (exact, case-sensitive), NULL if hsr has none. */
-const hsr_env_info *env_find(const char *name);
+const env_info *env_find(const char *name);
 /* The registered name nearest to `name` (edit distance), NULL if none is close. */
 const char *env_closest(const char *name);
 /* "integer 1 to 4096", "error|warn|info|debug", "size 4K to 1G", ...: what is valid. */
-void env_valid_text(const hsr_env_info *v, char *buf, size_t len);
+void env_valid_text(const env_info *v, char *buf, size_t len);
 
 /* Checks one registered variable: unset is fine; set but empty, or a value
  * its kind and range refuse, is HSR_ERR_INVALID naming the variable and what

@@ -16,7 +16,7 @@ extern char **environ;
 
 #define MAX_CHOICES 16
 
-const hsr_env_info *env_find(const char *name) {
+const env_info *env_find(const char *name) {
   for (int i = 0; name && i < env_count(); i++)
     if (!strcmp(env_at(i)->name, name)) return env_at(i);
   return NULL;
@@ -41,7 +41,7 @@ static void size_text(double b, char *buf, size_t len) {
     snprintf(buf, len, "%.0f%c", b, sfx[i]);
 }
 
-void env_valid_text(const hsr_env_info *v, char *buf, size_t len) {
+void env_valid_text(const env_info *v, char *buf, size_t len) {
   char a[32], b[32];
   if (!buf || !len) return;
   buf[0] = '\0';
@@ -88,7 +88,7 @@ static hsr_status check_rate(const char *name, const char *s) {
   return HSR_OK;
 }
 
-static hsr_status check_path(const hsr_env_info *v, const char *s) {
+static hsr_status check_path(const env_info *v, const char *s) {
   struct stat sb;
   int there = stat(s, &sb) == 0, e = errno;
   if (v->kind == HSR_ENV_PATH) {
@@ -110,7 +110,7 @@ static hsr_status check_path(const hsr_env_info *v, const char *s) {
 }
 
 /* Checks a set value of v; *num gets the number (INT, FLOAT, SIZE) or the index (CHOICE, BOOL, STAGE). */
-static hsr_status check_value(const hsr_env_info *v, const char *s, double *num) {
+static hsr_status check_value(const env_info *v, const char *s, double *num) {
   char valid[256], buf[512];
   const char *ch[MAX_CHOICES + 1];
   int idx = 0;
@@ -182,7 +182,7 @@ static hsr_status check_value(const hsr_env_info *v, const char *s, double *num)
 }
 
 hsr_status env_check(const char *name) {
-  const hsr_env_info *v = env_find(name);
+  const env_info *v = env_find(name);
   if (!v) return hsr_error(HSR_ERR_NOT_FOUND, "%s is not a variable hsr reads ('hsr env' lists them)", name);
   const char *s = getenv(name);
   double num = 0;
@@ -230,7 +230,7 @@ hsr_status env_check_all(int warn_unknown) {
     if (strncmp(*e, "HSR_", 4)) continue;
     const char *eq = strchr(*e, '=');
     snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - *e) : (int)strlen(*e), *e);
-    const hsr_env_info *v = env_find(name);
+    const env_info *v = env_find(name);
     if (!v) {
       const char *near = env_closest(name);
       if (warn_unknown && rank0())
@@ -251,7 +251,7 @@ hsr_status env_check_all(int warn_unknown) {
 /* The registered variable's checked value: its text (NULL when unset) and
  * its number (the registry's default when unset). */
 static hsr_status get(const char *name, int kind, const char **s, double *num) {
-  const hsr_env_info *v = env_find(name);
+  const env_info *v = env_find(name);
   if (!v || (kind >= 0 && (int)v->kind != kind))
     return hsr_error(HSR_ERR_INTERNAL, "%s is not in the HSR_* registry as this kind (common/env_table.c)", name);
   *s = getenv(name);

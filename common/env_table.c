@@ -8,7 +8,7 @@
 #define G (1024.0 * 1024.0 * 1024.0)
 #define T (1024.0 * G)
 
-static const hsr_env_info table[] = {
+static const env_info table[] = {
     /* ---- the library ---- */
     {"HSR_LOG", HSR_ENV_CHOICE, 0, 0, "error|warn|info|debug", 1, "warn", "common",
      "log level; lines go to stderr prefixed `[rank N]`"},
@@ -149,4 +149,4 @@ static const hsr_env_info table[] = {
 
 int env_count(void) { return (int)(sizeof table / sizeof table[0]); }
 
-const hsr_env_info *env_at(int i) { return i >= 0 && i < env_count() ? &table[i] : NULL; }
+const env_info *env_at(int i) { return i >= 0 && i < env_count() ? &table[i] : NULL; }

@@ -21,7 +21,7 @@ static hsr_status bad(const char *v, const char *why) {
                    v, why);
 }
 
-hsr_status fault_hook_init(hsr_fault_hook *h, int rank) {
+hsr_status fault_hook_init(fault_hook *h, int rank) {
   if (!h) return hsr_error(HSR_ERR_INVALID, "fault_hook_init: NULL hook");
   memset(h, 0, sizeof *h);
   const char *v = NULL;
@@ -58,7 +58,7 @@ hsr_status fault_hook_init(hsr_fault_hook *h, int rank) {
   return HSR_OK;
 }
 
-hsr_status fault_hook_hit(hsr_fault_hook *h, const char *phase) {
+hsr_status fault_hook_hit(fault_hook *h, const char *phase) {
   if (!h || !h->armed || !phase || strcmp(phase, h->phase) != 0) return HSR_OK;
   long k = __atomic_add_fetch(&h->count, 1, __ATOMIC_RELAXED);
   if (k != h->n) return HSR_OK;

@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-typedef struct hsr_fault_hook {
+typedef struct fault_hook {
   int armed;      /* this rank is the victim */
   int action;     /* 0 kill, 1 stop, 2 sleep, 3 killnode */
   double sleep_s; /* sleep:S */
@@ -42,13 +42,13 @@ typedef struct hsr_fault_hook {
   char phase[16];
   const int *node_pids; /* killnode: the node peers' pids (set by the caller; not owned) */
   int n_node_pids;
-} hsr_fault_hook;
+} fault_hook;
 
 /* Reads HSR_FAULT for world rank `rank`; HSR_ERR_INVALID naming the variable
  * and the valid forms when it is malformed. */
-hsr_status fault_hook_init(hsr_fault_hook *h, int rank);
+hsr_status fault_hook_init(fault_hook *h, int rank);
 /* Counts a call of `phase` and acts when it is the Nth (thread-safe). */
-hsr_status fault_hook_hit(hsr_fault_hook *h, const char *phase);
+hsr_status fault_hook_hit(fault_hook *h, const char *phase);
 
 #ifdef __cplusplus
 }

@@ -182,14 +182,14 @@ static int sink_close(void *cookie) {
 
 /* Removes what o made, keeping the error that made it fail (the removal may
  * set another). */
-static hsr_status abort_keeping(hsr_out *o, hsr_status st) {
+static hsr_status abort_keeping(sys_out *o, hsr_status st) {
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", hsr_last_error());
   out_abort(o);
   return hsr_error(st, "%s", msg);
 }
 
-hsr_status out_open(hsr_out *o, const char *what, const char *path, int mode) {
+hsr_status out_open(sys_out *o, const char *what, const char *path, int mode) {
   memset(o, 0, sizeof *o);
   o->fd = -1;
   snprintf(o->what, sizeof o->what, "%s", what);
@@ -248,21 +248,21 @@ hsr_status out_open(hsr_out *o, const char *what, const char *path, int mode) {
 
 /* 0, or the errno of a failed write: fflush's, or (an earlier write failed
  * and stdio kept only its flag) that of writing what is still buffered again. */
-static int write_error(hsr_out *o) {
+static int write_error(sys_out *o) {
   int bad = fflush(o->f) != 0 || ferror(o->f);
   out_sink *s = o->sink;
   if (!bad) return 0;
   return s && s->err ? s->err : EIO;
 }
 
-hsr_status out_flush(hsr_out *o) {
+hsr_status out_flush(sys_out *o) {
   if (!o || !o->f) return HSR_OK;
   int e = write_error(o);
   if (e) return hsr_error(HSR_ERR_IO, "%s '%s': write failed: %s", o->what, o->path, strerror(e));
   return HSR_OK;
 }
 
-hsr_status out_close(hsr_out *o) {
+hsr_status out_close(sys_out *o) {
   if (!o || !o->path) return HSR_OK;
   hsr_status st = HSR_OK;
   if (o->f) {
@@ -284,7 +284,7 @@ hsr_status out_close(hsr_out *o) {
   return HSR_OK;
 }
 
-void out_abort(hsr_out *o) {
+void out_abort(sys_out *o) {
   if (!o) return;
   if (o->f) fclose(o->f); /* closes the sink */
   o->sink = NULL;

@@ -19,9 +19,9 @@ static int current_level(void) {
 
 hsr_status log_check_env(void) { return env_check("HSR_LOG"); }
 
-int log_enabled(hsr_log_level level) { return (int)level <= current_level(); }
+int log_enabled(log_level level) { return (int)level <= current_level(); }
 
-void log_msg(hsr_log_level level, const char *fmt, ...) {
+void log_msg(log_level level, const char *fmt, ...) {
   if (!log_enabled(level)) return;
   char line[2048];
   int off = 0;

@@ -71,20 +71,20 @@ hsr_status file_fopen_read(const char *what, const char *path, FILE **f);
  * is checked: out_flush and out_close return HSR_ERR_IO naming `what`
  * and the path (a full disk, /dev/full). */
 enum { HSR_OUT_WHOLE = 0, HSR_OUT_STREAM = 1 };
-typedef struct hsr_out {
+typedef struct sys_out {
   FILE *f; /* write here */
   int fd;  /* its descriptor (for a child process's stdout; f is a cookie stream, fileno() is -1) */
   void *sink;
   char *path, *target, *tmp;
   int in_place;
   char what[32];
-} hsr_out;
-hsr_status out_open(hsr_out *o, const char *what, const char *path, int mode);
-hsr_status out_flush(hsr_out *o);
+} sys_out;
+hsr_status out_open(sys_out *o, const char *what, const char *path, int mode);
+hsr_status out_flush(sys_out *o);
 /* Flushes, checks, renames into place; frees (also on error). */
-hsr_status out_close(hsr_out *o);
+hsr_status out_close(sys_out *o);
 /* Drops what was written (the temporary is removed); frees. */
-void out_abort(hsr_out *o);
+void out_abort(sys_out *o);
 
 #ifdef __cplusplus
 }

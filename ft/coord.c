@@ -12,7 +12,7 @@
 
 #define WATCH_DEADLINE_S 3.0
 
-struct hsr_ft_coord {
+struct ft_coord {
   ft_etcd *e;
   int64_t rev; /* the store's revision last read */
   char last[2048];
@@ -23,7 +23,7 @@ static void nap(double s) {
   nanosleep(&ts, NULL);
 }
 
-hsr_status ft_coord_open(const char *addr, const char *token, double timeout_s, hsr_ft_coord **out, char *version,
+hsr_status ft_coord_open(const char *addr, const char *token, double timeout_s, ft_coord **out, char *version,
                          size_t n) {
   if (!addr || !token || !*token || !out) return hsr_error(HSR_ERR_INVALID, "ft_coord_open: no address or token");
   *out = NULL;
@@ -40,7 +40,7 @@ hsr_status ft_coord_open(const char *addr, const char *token, double timeout_s, 
   }
   ft_etcd_close(plain);
   HSR_CHECK(st);
-  hsr_ft_coord *c = calloc(1, sizeof *c);
+  ft_coord *c = calloc(1, sizeof *c);
   if (!c) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   st = ft_etcd_open(addr, token, timeout_s, &c->e);
   if (st != HSR_OK) {
@@ -56,13 +56,13 @@ hsr_status ft_coord_open(const char *addr, const char *token, double timeout_s, 
   return HSR_OK;
 }
 
-void ft_coord_close(hsr_ft_coord *c) {
+void ft_coord_close(ft_coord *c) {
   if (!c) return;
   ft_etcd_close(c->e);
   free(c);
 }
 
-hsr_status ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n) {
+hsr_status ft_coord_watch(ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n) {
   *changed = 0;
   *groups = 0;
   if (line && n) line[0] = 0;

@@ -105,7 +105,7 @@ struct hsr_ft {
   uint64_t hash;
   hsr_ckpt_state *healed_prog;
   int aborts_in_row;
-  hsr_fault_hook hook; /* HSR_FAULT's ft_allreduce, ft_vote and ft_heal */
+  fault_hook hook; /* HSR_FAULT's ft_allreduce, ft_vote and ft_heal */
 };
 
 /* ---- ft.c: the group's messages ---- */

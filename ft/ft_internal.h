@@ -9,21 +9,21 @@
 extern "C" {
 #endif
 
-typedef struct hsr_ft_coord hsr_ft_coord;
+typedef struct ft_coord ft_coord;
 
 /* Waits up to timeout_s until the etcd at `addr` answers, then makes it
  * check tokens: a root user whose password is `token`, authentication on
  * (idempotent; a cluster that already checks another token is refused,
  * HSR_ERR_INVALID). version: etcd's ("3.4.23"). */
-hsr_status ft_coord_open(const char *addr, const char *token, double timeout_s, hsr_ft_coord **out, char *version,
+hsr_status ft_coord_open(const char *addr, const char *token, double timeout_s, ft_coord **out, char *version,
                          size_t n);
 
 /* Waits up to wait_s for the quorum to change; *changed and a line saying
  * what it is now ("epoch 3, 57 steps done: replicas 0,2; joining 1 (healer 0)");
  * *groups: the replica groups registered now. An etcd that answers nothing
  * (no quorum) fails it within about wait_s + 6 s. */
-hsr_status ft_coord_watch(hsr_ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n);
-void ft_coord_close(hsr_ft_coord *c);
+hsr_status ft_coord_watch(ft_coord *c, double wait_s, int *changed, int *groups, char *line, size_t n);
+void ft_coord_close(ft_coord *c);
 
 /* ---- the control plane's simulator (hsr bench ft) ----
  * N replica groups as threads of this process, each a leader without ranks
@@ -34,7 +34,7 @@ void ft_coord_close(hsr_ft_coord *c);
  * the detection delay). Failures: groups killed at once (their leases left to
  * expire), one group stopped past the timeout, killed groups restarted with
  * join. */
-typedef struct hsr_ft_sim_config {
+typedef struct ft_sim_config {
   const char *coordinator; /* a running coordinator's client address; HSR_FT_TOKEN its token */
   int groups;              /* N, ids 0 .. N-1 */
   int group_size;          /* S: the UCX addresses a record carries */
@@ -52,8 +52,8 @@ typedef struct hsr_ft_sim_config {
    * own figures are read there); may be NULL */
   void (*sample)(void *ctx, int phase);
   void *sample_ctx;
-} hsr_ft_sim_config;
-typedef struct hsr_ft_sim_report {
+} ft_sim_config;
+typedef struct ft_sim_report {
   double setup_s, steps_s, finish_s;   /* start to every group admitted; the steps; the final hash comparison */
   int nvotes;                          /* decisions of steady steps (committed, the quorum unchanged) */
   double vote_p50, vote_p99, vote_max; /* a group's vote: its outcome handed in to the decision installed (s) */
@@ -77,12 +77,12 @@ typedef struct hsr_ft_sim_report {
   char dead[256];          /* the killed and stopped ids */
   int failed;              /* groups that stopped or failed unexpectedly */
   char failure[1024];      /* the first unexpected stop or error ("" none) */
-} hsr_ft_sim_report;
+} ft_sim_report;
 
 /* Runs the simulation against the coordinator; HSR_ERR_INVALID for a bad
  * config. The outcome (who stopped, what was named) is in the report, not
  * the status. */
-hsr_status ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r);
+hsr_status ft_sim_run(const ft_sim_config *c, ft_sim_report *r);
 
 /* Getters. */
 int ft_replica_id(const hsr_ft *ft);

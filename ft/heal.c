@@ -38,7 +38,7 @@ static int device_of(hsr_ft *ft) { return hsr_device_kind_of(hsr_rt_device(ft->r
 /* A unit's master, m and v in host memory: the engine's own on host, a copy
  * on a device engine. */
 static hsr_status unit_bufs(hsr_ft *ft, int u, int to_host, float *host, void *bufs[3], size_t bytes[3]) {
-  hsr_rt_slice s;
+  rt_slice s;
   HSR_CHECK(rt_slice_get(ft->rt, u, &s));
   float *src[3] = {s.master, s.m, s.v};
   for (int k = 0; k < 3; k++) {
@@ -51,7 +51,7 @@ static hsr_status unit_bufs(hsr_ft *ft, int u, int to_host, float *host, void *b
 }
 
 static hsr_status unit_store(hsr_ft *ft, int u, const float *host) {
-  hsr_rt_slice s;
+  rt_slice s;
   HSR_CHECK(rt_slice_get(ft->rt, u, &s));
   float *dst[3] = {s.master, s.m, s.v};
   hsr_stream *cs = hsr_rt_compute_stream(ft->rt);
@@ -61,7 +61,7 @@ static hsr_status unit_store(hsr_ft *ft, int u, const float *host) {
 }
 
 static size_t largest_unit(hsr_rt *rt) {
-  const hsr_rt_layout *l = rt_get_layout(rt);
+  const rt_layout *l = rt_get_layout(rt);
   size_t m = 0;
   for (int u = 0; u < rt_layout_num_units(l); u++)
     if (rt_layout_shard_len(l, u) > m) m = rt_layout_shard_len(l, u);
@@ -86,7 +86,7 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
   if (mi < 0) return HSR_OK; /* not one of its healers */
   uint64_t h;
   HSR_CHECK(hsr_ft_state_hash(ft, ft->rt, done, &h)); /* what the joiner must end with */
-  const hsr_rt_layout *l = rt_get_layout(ft->rt);
+  const rt_layout *l = rt_get_layout(ft->rt);
   int U = rt_layout_num_units(l);
   char *prog = NULL;
   HSR_CHECK(program_json(ft, done, &prog));
@@ -138,7 +138,7 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
 
 hsr_status ft_heal_recv(hsr_ft *ft, int64_t done, hsr_ft_heal *out) {
   double t0 = clock_s();
-  const hsr_rt_layout *l = rt_get_layout(ft->rt);
+  const rt_layout *l = rt_get_layout(ft->rt);
   int U = rt_layout_num_units(l);
   int hs[FT_MAX_REPLICAS], k = ft_quorum_healers(&ft->q, ft->c.replica_id, hs), healer = hs[0];
   int *dead = calloc((size_t)k, sizeof *dead);
@@ -274,7 +274,7 @@ hsr_status hsr_ft_state_hash(hsr_ft *ft, hsr_rt *rt, int64_t done, uint64_t *has
   float *host = dev ? malloc((largest_unit(rt) ? largest_unit(rt) : 1) * sizeof(float)) : NULL;
   hsr_status st = dev && !host ? hsr_error(HSR_ERR_NOMEM, "out of memory") : HSR_OK;
   for (int u = 0; u < U && st == HSR_OK; u++) {
-    hsr_rt_slice s;
+    rt_slice s;
     st = rt_slice_get(rt, u, &s);
     float *b[3] = {s.master, s.m, s.v};
     for (int k = 0; k < 3 && st == HSR_OK; k++) {

@@ -45,7 +45,7 @@ typedef struct sim_group {
 } sim_group;
 
 struct sim_world {
-  hsr_ft_sim_config c;
+  ft_sim_config c;
   char token[1024];
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -176,7 +176,7 @@ static void committed(sim_group *g, int64_t s, const hsr_ft_step *L, double now)
 
 static hsr_status group_run(sim_group *g) {
   sim_world *w = g->w;
-  const hsr_ft_sim_config *c = &w->c;
+  const ft_sim_config *c = &w->c;
   snprintf(g->phase, sizeof g->phase, "connecting");
   HSR_CHECK(group_open(g));
   hsr_ft *ft = g->ft;
@@ -324,7 +324,7 @@ static double pct(float *v, int n, double p) {
   return v[i];
 }
 
-static hsr_status check_config(const hsr_ft_sim_config *c) {
+static hsr_status check_config(const ft_sim_config *c) {
   if (!c->coordinator || !*c->coordinator) return hsr_error(HSR_ERR_INVALID, "hsr bench ft: no coordinator");
   if (c->groups < 2 || c->groups > FT_MAX_REPLICAS)
     return hsr_error(HSR_ERR_INVALID, "--groups %d (valid: 2 to %d)", c->groups, FT_MAX_REPLICAS);
@@ -343,7 +343,7 @@ static hsr_status check_config(const hsr_ft_sim_config *c) {
   return HSR_OK;
 }
 
-static hsr_status world_init(sim_world *w, const hsr_ft_sim_config *c) {
+static hsr_status world_init(sim_world *w, const ft_sim_config *c) {
   w->c = *c;
   const char *tok = NULL;
   HSR_CHECK(env_get_str("HSR_FT_TOKEN", &tok));
@@ -418,8 +418,8 @@ static int restart_due(const sim_world *w) { return w->max_done >= w->c.kill_ste
 static int last_step(const sim_world *w) { return w->max_done >= w->c.steps; }
 static int none_running(const sim_world *w) { return w->nrun == 0; }
 
-static void report(sim_world *w, hsr_ft_sim_report *r) {
-  const hsr_ft_sim_config *c = &w->c;
+static void report(sim_world *w, ft_sim_report *r) {
+  const ft_sim_config *c = &w->c;
   int N = c->groups, total = w->ng;
   long nv = 0;
   for (int i = 0; i < total; i++) nv += w->g[i].nvote;
@@ -494,7 +494,7 @@ static void report(sim_world *w, hsr_ft_sim_report *r) {
   }
 }
 
-hsr_status ft_sim_run(const hsr_ft_sim_config *c, hsr_ft_sim_report *r) {
+hsr_status ft_sim_run(const ft_sim_config *c, ft_sim_report *r) {
   if (!c || !r) return hsr_error(HSR_ERR_INVALID, "ft_sim_run: NULL argument");
   memset(r, 0, sizeof *r);
   HSR_CHECK(check_config(c));

@@ -27,7 +27,7 @@ static hsr_status pack(hsr_ft *ft, int out) {
   int U = rt_layout_num_units(rt_get_layout(rt));
   size_t o = 0;
   for (int u = 0; u < U; u++) {
-    hsr_rt_slice s;
+    rt_slice s;
     HSR_CHECK(rt_slice_get(rt, u, &s));
     HSR_CHECK(out ? hsr_device_copy(d, s.grad, ft->stage + o, s.len * 4, cs)
                   : hsr_device_copy(d, ft->stage + o, s.grad, s.len * 4, cs));

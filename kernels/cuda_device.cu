@@ -140,7 +140,7 @@ extern "C" hsr_status kc_stream_query(hsr_stream *s, int *done) {
   return HSR_OK;
 }
 
-extern "C" hsr_status kc_event_init(hsr_event *e) {
+extern "C" hsr_status kc_event_init(dev_event *e) {
   CU(cudaSetDevice(e->dev->ordinal), "cudaSetDevice");
   cudaEvent_t ev;
   CU(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -148,22 +148,22 @@ extern "C" hsr_status kc_event_init(hsr_event *e) {
   return HSR_OK;
 }
 
-extern "C" hsr_status kc_event_fini(hsr_event *e) {
+extern "C" hsr_status kc_event_fini(dev_event *e) {
   CU(cudaEventDestroy((cudaEvent_t)e->native), "cudaEventDestroy");
   return HSR_OK;
 }
 
-extern "C" hsr_status kc_event_record(hsr_event *e, hsr_stream *s) {
+extern "C" hsr_status kc_event_record(dev_event *e, hsr_stream *s) {
   CU(cudaEventRecord((cudaEvent_t)e->native, (cudaStream_t)s->native), "cudaEventRecord");
   return HSR_OK;
 }
 
-extern "C" hsr_status kc_stream_wait_event(hsr_stream *s, hsr_event *e) {
+extern "C" hsr_status kc_stream_wait_event(hsr_stream *s, dev_event *e) {
   CU(cudaStreamWaitEvent((cudaStream_t)s->native, (cudaEvent_t)e->native, 0), "cudaStreamWaitEvent");
   return HSR_OK;
 }
 
-extern "C" hsr_status kc_event_query(hsr_event *e, int *done) {
+extern "C" hsr_status kc_event_query(dev_event *e, int *done) {
   cudaError_t r = cudaEventQuery((cudaEvent_t)e->native);
   if (r == cudaErrorNotReady) {
     *done = 0;

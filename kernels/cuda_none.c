@@ -72,25 +72,25 @@ hsr_status kc_stream_query(hsr_stream *s, int *done) {
   (void)done;
   NO_CUDA;
 }
-hsr_status kc_event_init(hsr_event *e) {
+hsr_status kc_event_init(dev_event *e) {
   (void)e;
   NO_CUDA;
 }
-hsr_status kc_event_fini(hsr_event *e) {
+hsr_status kc_event_fini(dev_event *e) {
   (void)e;
   NO_CUDA;
 }
-hsr_status kc_event_record(hsr_event *e, hsr_stream *s) {
+hsr_status kc_event_record(dev_event *e, hsr_stream *s) {
   (void)e;
   (void)s;
   NO_CUDA;
 }
-hsr_status kc_stream_wait_event(hsr_stream *s, hsr_event *e) {
+hsr_status kc_stream_wait_event(hsr_stream *s, dev_event *e) {
   (void)s;
   (void)e;
   NO_CUDA;
 }
-hsr_status kc_event_query(hsr_event *e, int *done) {
+hsr_status kc_event_query(dev_event *e, int *done) {
   (void)e;
   (void)done;
   NO_CUDA;

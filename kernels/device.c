@@ -171,10 +171,10 @@ hsr_device *stream_device(hsr_stream *s) { return s ? s->dev : NULL; }
 
 void *stream_native(hsr_stream *s) { return s && s->dev->kind == HSR_DEVICE_CUDA ? s->native : NULL; }
 
-hsr_status event_create(hsr_device *d, hsr_event **out) {
+hsr_status event_create(hsr_device *d, dev_event **out) {
   if (!d || !out) return hsr_error(HSR_ERR_INVALID, "event_create: NULL device or out pointer");
   *out = NULL;
-  hsr_event *e = calloc(1, sizeof *e);
+  dev_event *e = calloc(1, sizeof *e);
   if (!e) return hsr_error(HSR_ERR_NOMEM, "event object");
   e->dev = d;
   hsr_status st = d->k->event_init(e);
@@ -186,32 +186,32 @@ hsr_status event_create(hsr_device *d, hsr_event **out) {
   return HSR_OK;
 }
 
-hsr_status event_destroy(hsr_event *e) {
+hsr_status event_destroy(dev_event *e) {
   if (!e) return HSR_OK;
   hsr_status st = e->dev->k->event_fini(e);
   free(e);
   return st;
 }
 
-hsr_status event_record(hsr_event *e, hsr_stream *s) {
+hsr_status event_record(dev_event *e, hsr_stream *s) {
   if (!e) return hsr_error(HSR_ERR_INVALID, "event_record: NULL event");
   HSR_CHECK(pick_stream(e->dev, s, &s));
   return e->dev->k->event_record(e, s);
 }
 
-hsr_status stream_wait_event(hsr_stream *s, hsr_event *e) {
+hsr_status stream_wait_event(hsr_stream *s, dev_event *e) {
   if (!s || !e) return hsr_error(HSR_ERR_INVALID, "stream_wait_event: NULL stream or event");
   if (s->dev != e->dev) return hsr_error(HSR_ERR_INVALID, "stream and event belong to different devices");
   return s->dev->k->stream_wait_event(s, e);
 }
 
-hsr_status event_query(hsr_event *e, int *done) {
+hsr_status event_query(dev_event *e, int *done) {
   if (!e || !done) return hsr_error(HSR_ERR_INVALID, "event_query: NULL event or out pointer");
   *done = 1;
   return e->dev->k->event_query(e, done);
 }
 
-hsr_status event_sync(hsr_event *e, double timeout_s) {
+hsr_status event_sync(dev_event *e, double timeout_s) {
   if (!e) return hsr_error(HSR_ERR_INVALID, "event_sync: NULL event");
   HSR_CHECK(check_timeout(timeout_s));
   double t0 = clock_s();

@@ -92,22 +92,22 @@ static hsr_status kh_done(hsr_stream *s, int *done) {
   return HSR_OK;
 }
 
-static hsr_status kh_event(hsr_event *e) {
+static hsr_status kh_event(dev_event *e) {
   (void)e;
   return HSR_OK;
 }
 
-static hsr_status kh_event_record(hsr_event *e, hsr_stream *s) {
+static hsr_status kh_event_record(dev_event *e, hsr_stream *s) {
   (void)e, (void)s;
   return HSR_OK;
 }
 
-static hsr_status kh_wait_event(hsr_stream *s, hsr_event *e) {
+static hsr_status kh_wait_event(hsr_stream *s, dev_event *e) {
   (void)s, (void)e;
   return HSR_OK;
 }
 
-static hsr_status kh_event_query(hsr_event *e, int *done) {
+static hsr_status kh_event_query(dev_event *e, int *done) {
   (void)e;
   *done = 1;
   return HSR_OK;

@@ -33,7 +33,7 @@ struct hsr_device {
   hsr_stream dflt; /* what a NULL stream argument means */
 };
 
-struct hsr_event {
+struct dev_event {
   hsr_device *dev;
   void *native; /* cudaEvent_t; sim: its record */
 };
@@ -60,11 +60,11 @@ struct kern_kind {
   hsr_status (*stream_fini)(hsr_stream *s);
   hsr_status (*stream_query)(hsr_stream *s, int *done);
   hsr_status (*stream_sync)(hsr_stream *s, double timeout_s); /* NULL: stream_query with sleeps */
-  hsr_status (*event_init)(hsr_event *e);
-  hsr_status (*event_fini)(hsr_event *e);
-  hsr_status (*event_record)(hsr_event *e, hsr_stream *s);
-  hsr_status (*stream_wait_event)(hsr_stream *s, hsr_event *e);
-  hsr_status (*event_query)(hsr_event *e, int *done);
+  hsr_status (*event_init)(dev_event *e);
+  hsr_status (*event_fini)(dev_event *e);
+  hsr_status (*event_record)(dev_event *e, hsr_stream *s);
+  hsr_status (*stream_wait_event)(hsr_stream *s, dev_event *e);
+  hsr_status (*event_query)(dev_event *e, int *done);
   /* a program's own kernel (hsr_kernels_launch) */
   hsr_status (*launch)(hsr_stream *s, const hsr_kernel_def *k, const void *args, size_t args_bytes,
                        const hsr_access *acc, int nacc);
@@ -173,11 +173,11 @@ hsr_status kc_memset(hsr_stream *s, void *dst, int value, size_t bytes);
 hsr_status kc_stream_init(hsr_stream *s, int priority, int create);
 hsr_status kc_stream_fini(hsr_stream *s);
 hsr_status kc_stream_query(hsr_stream *s, int *done);
-hsr_status kc_event_init(hsr_event *e);
-hsr_status kc_event_fini(hsr_event *e);
-hsr_status kc_event_record(hsr_event *e, hsr_stream *s);
-hsr_status kc_stream_wait_event(hsr_stream *s, hsr_event *e);
-hsr_status kc_event_query(hsr_event *e, int *done);
+hsr_status kc_event_init(dev_event *e);
+hsr_status kc_event_fini(dev_event *e);
+hsr_status kc_event_record(dev_event *e, hsr_stream *s);
+hsr_status kc_stream_wait_event(hsr_stream *s, dev_event *e);
+hsr_status kc_event_query(dev_event *e, int *done);
 
 hsr_status kc_adamw(hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad, hsr_dtype grad_dt,
                     void *param_out, hsr_dtype param_dt, const hsr_km_adamw_c *c);

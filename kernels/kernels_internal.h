@@ -9,7 +9,7 @@
 extern "C" {
 #endif
 
-typedef struct hsr_event hsr_event;
+typedef struct dev_event dev_event;
 
 /* Number of CUDA devices (0 without a driver or in a host-only build). */
 int device_cuda_count(void);
@@ -30,27 +30,27 @@ void *stream_native(hsr_stream *s);
 
 /* The device a stream belongs to. */
 hsr_device *stream_device(hsr_stream *s);
-hsr_status event_create(hsr_device *d, hsr_event **out);
-hsr_status event_destroy(hsr_event *e);
-hsr_status event_record(hsr_event *e, hsr_stream *s);
-hsr_status stream_wait_event(hsr_stream *s, hsr_event *e);
+hsr_status event_create(hsr_device *d, dev_event **out);
+hsr_status event_destroy(dev_event *e);
+hsr_status event_record(dev_event *e, hsr_stream *s);
+hsr_status stream_wait_event(hsr_stream *s, dev_event *e);
 
 /* *done = 1 once all work before the record has finished. */
-hsr_status event_query(hsr_event *e, int *done);
-hsr_status event_sync(hsr_event *e, double timeout_s);
+hsr_status event_query(dev_event *e, int *done);
+hsr_status event_sync(dev_event *e, double timeout_s);
 
 /* AdamW hyper-parameters for one call (one optimizer group). */
-typedef struct hsr_adamw_hparams {
+typedef struct adamw_hparams {
   float lr, beta1, beta2, eps, weight_decay;
   int64_t step;     /* 1-based step counter, for bias correction */
   float grad_scale; /* multiplies the gradient first (clipping, 1/accumulation) */
-} hsr_adamw_hparams;
+} adamw_hparams;
 
 /* One AdamW step over n elements of a shard: fp32 master/m/v updated in
  * place from `grad` (grad_dt f32 or bf16); if param_out is not NULL the new
  * master is also written there in param_dt (f32 or bf16) in the same pass. */
 hsr_status kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
-                         hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt, const hsr_adamw_hparams *hp);
+                         hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt, const adamw_hparams *hp);
 
 /* x[i] *= alpha (f32, bf16, f16, f64). */
 hsr_status kernels_scale(hsr_device *d, hsr_stream *s, size_t n, void *x, hsr_dtype dt, double alpha);

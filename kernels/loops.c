@@ -52,7 +52,7 @@ HSR_KM_CLONES static void adamw_host(size_t n, float *restrict p, float *restric
   }
 }
 
-static hsr_status check_hparams(const hsr_adamw_hparams *hp) {
+static hsr_status check_hparams(const adamw_hparams *hp) {
   if (!hp) return hsr_error(HSR_ERR_INVALID, "AdamW hyper-parameters are NULL");
   if (hp->step < 1) return hsr_error(HSR_ERR_INVALID, "AdamW step %lld: must be >= 1 (1-based)", (long long)hp->step);
   if (!(hp->beta1 >= 0.0f && hp->beta1 < 1.0f) || !(hp->beta2 >= 0.0f && hp->beta2 < 1.0f))
@@ -65,7 +65,7 @@ static hsr_status check_hparams(const hsr_adamw_hparams *hp) {
 }
 
 hsr_status kernels_adamw(hsr_device *d, hsr_stream *s, size_t n, float *master, float *m, float *v, const void *grad,
-                         hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt, const hsr_adamw_hparams *hp) {
+                         hsr_dtype grad_dt, void *param_out, hsr_dtype param_dt, const adamw_hparams *hp) {
   HSR_CHECK(kern_resolve_stream(d, s, &s));
   HSR_CHECK(check_hparams(hp));
   if (grad_dt != HSR_F32 && grad_dt != HSR_BF16)

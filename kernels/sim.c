@@ -671,20 +671,20 @@ hsr_status sim_stream_sync(hsr_stream *s, double timeout_s) {
   return st;
 }
 
-static hsr_status ks_event_init(hsr_event *e) {
+static hsr_status ks_event_init(dev_event *e) {
   sevent *se = calloc(1, sizeof *se);
   if (!se) return hsr_error(HSR_ERR_NOMEM, "sim device: event");
   e->native = se;
   return HSR_OK;
 }
 
-static hsr_status ks_event_fini(hsr_event *e) {
+static hsr_status ks_event_fini(dev_event *e) {
   free(e->native);
   e->native = NULL;
   return HSR_OK;
 }
 
-static hsr_status ks_event_record(hsr_event *e, hsr_stream *s) {
+static hsr_status ks_event_record(dev_event *e, hsr_stream *s) {
   sevent *se = e->native;
   sstream *ss = ss_of(s);
   sim_dev *sd = ss->sd;
@@ -708,7 +708,7 @@ static hsr_status run_nothing(void *p) {
   return HSR_OK;
 }
 
-static hsr_status ks_stream_wait_event(hsr_stream *s, hsr_event *e) {
+static hsr_status ks_stream_wait_event(hsr_stream *s, dev_event *e) {
   sevent *se = e->native;
   sstream *ss = ss_of(s);
   sim_dev *sd = ss->sd;
@@ -735,7 +735,7 @@ static hsr_status ks_stream_wait_event(hsr_stream *s, hsr_event *e) {
   return st;
 }
 
-static hsr_status ks_event_query(hsr_event *e, int *done) {
+static hsr_status ks_event_query(dev_event *e, int *done) {
   sevent *se = e->native;
   *done = 1;
   if (!se->recorded) return HSR_OK;

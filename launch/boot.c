@@ -29,7 +29,7 @@ typedef struct {
 /* This rank's reading of the agreed variables (checked before: valid). */
 static hsr_status read_agreed(boot_record *r) {
   for (int i = 0; i < BOOT_AGREED; i++) {
-    const hsr_env_info *v = env_find(agreed[i]);
+    const env_info *v = env_find(agreed[i]);
     if (!v) return hsr_error(HSR_ERR_INTERNAL, "boot: %s is not in the registry", agreed[i]);
     if (v->kind == HSR_ENV_CHOICE) {
       int c = 0;

@@ -55,7 +55,7 @@ struct hsr_boot {
   int *node_of;                    /* per rank */
   boot_watch watch;
   boot_life life;
-  hsr_fault_hook hook; /* HSR_FAULT's boot and final phases */
+  fault_hook hook; /* HSR_FAULT's boot and final phases */
   _Atomic int named;   /* an error of the bootstrap layer has named a rank that ended */
   _Atomic int booting; /* inside hsr_boot_init's exchange: a rank that ends is a failure */
   int *table_pid;      /* per rank: its pid where on this host, from the process table; 0 unknown */

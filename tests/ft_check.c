@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
   }
   double wp = 0;
   if (!fail && exp) {
-    hsr_st_file *f;
+    st_file *f;
     if (st_open(exp, &f) != HSR_OK) return fprintf(stderr, "ft_check: %s\n", hsr_last_error()), 1;
     char name[64];
     for (int u = 0; u < mlp_num_units(&mc); u++)
@@ -222,7 +222,7 @@ int main(int argc, char **argv) {
         size_t n = mlp_param_numel(&mc, u, k);
         int i;
         float *v = malloc((n ? n : 1) * sizeof *v);
-        hsr_st_info in;
+        st_info in;
         if (st_find(f, name, &i) != HSR_OK || st_info_at(f, i, &in) != HSR_OK || in.numel != n ||
             st_read(f, i, 0, v, n * 4) != HSR_OK) {
           BAD("%s: tensor %s missing or of another size", exp, name);

@@ -60,7 +60,7 @@ static int g_fail;
 #include "mr_spec.h"
 
 static const mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
-static const hsr_rt_lr_schedule sched = {.lr = 3e-3, .lr_min = 3e-4, .warmup = 3, .total = STEPS};
+static const rt_lr_schedule sched = {.lr = 3e-3, .lr_min = 3e-4, .warmup = 3, .total = STEPS};
 
 typedef struct env {
   hsr_boot *boot;
@@ -181,7 +181,7 @@ static int save(run *r, const char *root, int64_t sample, hsr_ckpt_stats *st) {
 
 /* The model save() records reads back: kind, config in order, values as text. */
 static int check_model(const char *dir, const char *what) {
-  hsr_ckpt *c;
+  ckpt_handle *c;
   hsr_ckpt_state *mc;
   const char *kind = NULL, *key = NULL;
   char v[64];
@@ -206,22 +206,22 @@ static int check_model(const char *dir, const char *what) {
 /* Every tensor's master, m and v in two checkpoints: bitwise (tol < 0) or
  * within a relative tolerance of the largest magnitude per tensor. */
 static int compare_ckpt(const char *a, const char *b, double tol, const char *what, double *worst) {
-  hsr_ckpt *ca, *cb;
+  ckpt_handle *ca, *cb;
   OK(ckpt_open(a, &ca));
   OK(ckpt_open(b, &cb));
   *worst = 0;
   for (int i = 0; i < ckpt_num_tensors(ca); i++) {
-    hsr_ckpt_tensor t;
+    ckpt_tensor_info t;
     int j;
     OK(ckpt_tensor_at(ca, i, &t));
     OK(ckpt_find(cb, t.name, &j));
     float *x = malloc(t.numel * 4 + 4), *y = malloc(t.numel * 4 + 4);
     for (int k = 0; k < HSR_CKPT_KIND_COUNT; k++) {
-      OK(ckpt_read(ca, i, (hsr_ckpt_kind)k, 0, t.numel, x));
-      OK(ckpt_read(cb, j, (hsr_ckpt_kind)k, 0, t.numel, y));
+      OK(ckpt_read(ca, i, (ckpt_kind)k, 0, t.numel, x));
+      OK(ckpt_read(cb, j, (ckpt_kind)k, 0, t.numel, y));
       if (tol < 0) {
         CHECK(!memcmp(x, y, t.numel * 4), "%s: tensor %s %s is not bitwise equal", what, t.name,
-              ckpt_kind_name((hsr_ckpt_kind)k));
+              ckpt_kind_name((ckpt_kind)k));
         continue;
       }
       double md = 0, mx = 0;
@@ -232,7 +232,7 @@ static int compare_ckpt(const char *a, const char *b, double tol, const char *wh
       double rel = md / (mx > 0 ? mx : 1);
       *worst = fmax(*worst, rel);
       CHECK(rel <= tol, "%s: tensor %s %s differs: relative %.3g > %.0e", what, t.name,
-            ckpt_kind_name((hsr_ckpt_kind)k), rel, tol);
+            ckpt_kind_name((ckpt_kind)k), rel, tol);
     }
     free(x);
     free(y);
@@ -246,16 +246,16 @@ static int compare_ckpt(const char *a, const char *b, double tol, const char *wh
  * [a, a + k) of every tensor and kind equals elements [a, a + k) of the
  * whole read, across the ranges the ranks wrote. */
 static int check_slices(const char *dir, const char *what, int *nslices) {
-  hsr_ckpt *c;
+  ckpt_handle *c;
   OK(ckpt_open(dir, &c));
   for (int i = 0; i < ckpt_num_tensors(c); i++) {
-    hsr_ckpt_tensor t;
+    ckpt_tensor_info t;
     OK(ckpt_tensor_at(c, i, &t));
     float *all = malloc(t.numel * 4 + 4), *part = malloc(t.numel * 4 + 4);
     uint64_t step = t.numel / 37 ? t.numel / 37 : 1, across = t.numel / (t.ranges ? t.ranges : 1) + 2;
     int bad = 0; /* the first wrong slice of a tensor is reported, not every one */
     for (int k = 0; k < HSR_CKPT_KIND_COUNT && !bad; k++) {
-      OK(ckpt_read(c, i, (hsr_ckpt_kind)k, 0, t.numel, all));
+      OK(ckpt_read(c, i, (ckpt_kind)k, 0, t.numel, all));
       for (uint64_t j = 0, prev = UINT64_MAX; j <= 37 && !bad; j++) { /* 37 starts and the last element */
         uint64_t a = j < 37 ? j * step : t.numel - 1;
         if (a >= t.numel || a == prev) continue;
@@ -264,10 +264,10 @@ static int check_slices(const char *dir, const char *what, int *nslices) {
         for (int q = 0; q < 4 && !bad; q++) {
           uint64_t n = counts[q] < t.numel - a ? counts[q] : t.numel - a;
           memset(part, 0xff, n * 4);
-          OK(ckpt_read(c, i, (hsr_ckpt_kind)k, a, n, part));
+          OK(ckpt_read(c, i, (ckpt_kind)k, a, n, part));
           bad = memcmp(part, all + a, n * 4) != 0;
           CHECK(!bad, "%s: tensor %s %s elements [%llu, %llu) (of %llu, %d ranges) differ from the whole read's", what,
-                t.name, ckpt_kind_name((hsr_ckpt_kind)k), (unsigned long long)a, (unsigned long long)(a + n),
+                t.name, ckpt_kind_name((ckpt_kind)k), (unsigned long long)a, (unsigned long long)(a + n),
                 (unsigned long long)t.numel, t.ranges);
           (*nslices)++;
         }
@@ -328,9 +328,9 @@ static int async_half(env *e, const spec *ss, const run *ref, run *r1, const cha
   double worst = 0;
   if (g_rank == 0 && compare_ckpt(d_ref, d_end, -1, ss->text, &worst)) return 1;
   *sst = a;
-  hsr_ckpt *c;
+  ckpt_handle *c;
   OK(ckpt_open(d_half, &c));
-  hsr_ckpt_info in;
+  ckpt_info in;
   OK(ckpt_get_info(c, &in));
   sst->bytes_total = in.data_bytes;
   ckpt_close(c);

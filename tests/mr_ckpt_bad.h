@@ -115,9 +115,9 @@ static const bad_case cases[] = {
 
 /* Every parameter, full size (collective). */
 static float *snapshot(hsr_rt *rt) {
-  const hsr_rt_layout *l = rt_get_layout(rt);
+  const rt_layout *l = rt_get_layout(rt);
   size_t total = 0;
-  hsr_rt_param_info p;
+  rt_param_info p;
   for (int i = 0; i < rt_layout_num_params(l); i++)
     if (rt_layout_param(l, i, &p) == HSR_OK) total += p.numel;
   float *v = malloc(total * 4 + 4), *w = v;

@@ -154,7 +154,7 @@ typedef struct history {
 } history;
 
 static int np(void) { return gpt_num_params(&base); }
-static const hsr_rt_lr_schedule sched = {LR, LR_MIN, WARMUP, STEPS};
+static const rt_lr_schedule sched = {LR, LR_MIN, WARMUP, STEPS};
 
 static void history_free(history *h) {
   for (int s = 0; s < STEPS; s++) {
@@ -266,7 +266,7 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
   /* Adam's first steps divide by |g| + eps: tiny gradients' summation-order
    * differences grow to ~2e-5 of the parameters' scale here */
   double tol = f32 ? (sp->cfg.device == HSR_DEVICE_CUDA ? 3e-4 : 1e-4) : 1e-1;
-  hsr_rt_stats st3 = {0}, st;
+  rt_stats st3 = {0}, st;
   *worst = 0;
   for (int s = 0; s < STEPS; s++) {
     int after_val = sp->val && (s == 2 || s == 4);
@@ -374,7 +374,7 @@ static int run_export(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
   OK(gpt_rt_ctx_create(&base, rt, HSR_F32, T, &x));
   for (int s = 0; s < 3; s++) OK(gpt_rt_train_step(x, &g_data, base.seed, (int64_t)s * BATCH, BATCH, 1, NULL, NULL));
   float **p = read_params(rt);
-  hsr_st_kv meta[2] = {{"hsr.model", base.arch == GPT_ARCH_LLAMA ? "llama" : "gpt"}, {"n_layer", "2"}};
+  st_kv meta[2] = {{"hsr.model", base.arch == GPT_ARCH_LLAMA ? "llama" : "gpt"}, {"n_layer", "2"}};
   /* one file, and Hugging Face's sharded layout with shards far below the big tensors */
   char shards[600];
   snprintf(shards, sizeof shards, "%s.shards", path);
@@ -384,7 +384,7 @@ static int run_export(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
   char name[64];
   for (int form = 0; form < 2; form++) {
     const char *at = form ? shards : path;
-    hsr_st_set *f;
+    st_set *f;
     OK(st_set_open(at, &f));
     CHECK(st_set_count(f) == np(), "export %s holds %d tensors, the model %d", at, st_set_count(f), np());
     CHECK((g_rank || st_set_num_files(f) == (form ? files : 1)) && (!form || st_set_num_files(f) > 2),

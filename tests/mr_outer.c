@@ -76,10 +76,10 @@ static int close_run(run *r) {
 
 /* Every parameter, concatenated in registration order (collective). */
 static int read_params(hsr_rt *rt, float **out, size_t *n) {
-  const hsr_rt_layout *l = rt_get_layout(rt);
+  const rt_layout *l = rt_get_layout(rt);
   size_t tot = 0;
   for (int i = 0; i < rt_layout_num_params(l); i++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     OK(rt_layout_param(l, i, &p));
     tot += p.numel;
   }
@@ -87,7 +87,7 @@ static int read_params(hsr_rt *rt, float **out, size_t *n) {
   if (!v) FAIL("out of memory");
   size_t o = 0;
   for (int i = 0; i < rt_layout_num_params(l); i++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     OK(rt_layout_param(l, i, &p));
     OK(rt_param_read(rt, p.name, v + o));
     o += p.numel;
@@ -102,14 +102,14 @@ static int read_state(hsr_rt *rt, float **out, size_t *n) {
   int U = rt_layout_num_units(rt_get_layout(rt));
   size_t tot = 0;
   for (int u = 0; u < U; u++) {
-    hsr_rt_slice s;
+    rt_slice s;
     OK(rt_slice_get(rt, u, &s));
     tot += 3 * s.len;
   }
   float *v = malloc((tot ? tot : 1) * sizeof *v), *p = v;
   if (!v) FAIL("out of memory");
   for (int u = 0; u < U; u++) {
-    hsr_rt_slice s;
+    rt_slice s;
     OK(rt_slice_get(rt, u, &s));
     memcpy(p, s.master, s.len * 4), p += s.len;
     memcpy(p, s.m, s.len * 4), p += s.len;
@@ -131,7 +131,7 @@ static hsr_status order_outer(hsr_rt *rt, void *ctx, int *commit) {
   order_ctx *o = ctx;
   int U = rt_layout_num_units(rt_get_layout(rt));
   for (int u = 0; u < U; u++) {
-    hsr_rt_slice s;
+    rt_slice s;
     HSR_CHECK(rt_slice_get(rt, u, &s));
     free(o->seen[u]);
     o->seen[u] = malloc((s.len ? s.len : 1) * sizeof(float));
@@ -148,11 +148,11 @@ static hsr_status order_outer(hsr_rt *rt, void *ctx, int *commit) {
  * what the outer reduction left. */
 static hsr_status order_hook(hsr_rt *rt, void *ctx) {
   order_ctx *o = ctx;
-  const hsr_rt_layout *l = rt_get_layout(rt);
+  const rt_layout *l = rt_get_layout(rt);
   int me = hsr_comm_rank(hsr_rt_world(rt)) % rt_shard(rt);
   o->hook_calls++;
   for (int i = 0; i < rt_layout_num_params(l); i++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     HSR_CHECK(rt_layout_param(l, i, &p));
     float *g = malloc((p.numel ? p.numel : 1) * sizeof *g);
     if (!g) return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -269,7 +269,7 @@ static int case_install(env *e, hsr_rt_strategy strat) {
   for (int s = 0; s < 3; s++) OK(mlp_rt_train_step(a.x, s, BATCH, 1, &la, NULL));
   int U = rt_layout_num_units(rt_get_layout(a.rt));
   for (int u = 0; u < U; u++) {
-    hsr_rt_slice x, y;
+    rt_slice x, y;
     OK(rt_slice_get(a.rt, u, &x));
     OK(rt_slice_get(b.rt, u, &y));
     CHECK(x.len == y.len, "%s install: unit %d shard %zu vs %zu elements", sn, u, x.len, y.len);

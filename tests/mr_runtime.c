@@ -237,7 +237,7 @@ static int train(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const s
   int S = rt_shard(rt), R = rt_replicate(rt), K = rt_partial(rt), U = mlp_num_units(&model);
   uint64_t e[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
   expected_calls(&sp->cfg, S, R, K, U, e);
-  hsr_rt_stats st3 = {0}, st;
+  rt_stats st3 = {0}, st;
   for (int s = 0; s < STEPS; s++) {
     hsr_rt_step_info info;
     OK(mlp_rt_train_step(x, s, BATCH, sp->cfg.micro_batches, &loss[s], &info));

@@ -89,7 +89,7 @@ static void compare(const char *what, const char *spec, const hsr_ledger *m, con
         (unsigned long long)ledger_host_peak(p));
   CHECK(ledger_runtime_peak(m) == ledger_runtime_peak(p), "%s: %s runtime peak %llu, predicted %llu", spec, what,
         (unsigned long long)ledger_runtime_peak(m), (unsigned long long)ledger_runtime_peak(p));
-  hsr_ledger_where a = ledger_runtime_peak_where(m), b = ledger_runtime_peak_where(p);
+  ledger_where a = ledger_runtime_peak_where(m), b = ledger_runtime_peak_where(p);
   CHECK(a.phase == b.phase && a.unit == b.unit && a.step == b.step,
         "%s: %s runtime peak reached in %s/unit %d/step %lld, predicted %s/unit %d/step %lld", spec, what,
         phase_name(a.phase), a.unit, (long long)a.step, phase_name(b.phase), b.unit, (long long)b.step);
@@ -124,7 +124,7 @@ static int run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const cha
   mlp_rt_ctx *x = NULL;
   OK(mlp_rt_ctx_create(&model, rt, cfg.param_dtype, &x));
   for (int s = 0; s < 4; s++) OK(mlp_rt_train_step(x, s, 32, cfg.micro_batches, NULL, NULL));
-  const hsr_rt_layout *lay = rt_get_layout(rt);
+  const rt_layout *lay = rt_get_layout(rt);
   int nu = rt_layout_num_units(lay), *is_root = calloc((size_t)nu, sizeof *is_root), n = 0;
   is_root[0] = 1;
   hsr_prog_call *prog = NULL;
@@ -249,7 +249,7 @@ static int lifecycle_of(const char *path, char *out, size_t cap, int *maxlive) {
 /* Three traced training steps of the spec's model; the trace goes to path,
  * the engine's stats to *st. */
 static int traced_run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
-                      hsr_rt_stats *st) {
+                      rt_stats *st) {
   hsr_rt_config cfg;
   mlp_cfg model = {.layers = 3, .dim = 13, .in_dim = 11, .classes = 7, .seed = 7};
   if (parse(spec, &cfg, &model)) return 1;
@@ -269,7 +269,7 @@ static int traced_run(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, co
 
 static int run_life(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
                     const char *expect, int maxlive) {
-  hsr_rt_stats st;
+  rt_stats st;
   if (traced_run(boot, world, cl, path, spec, &st)) return 1;
   if (g_rank == 0) {
     char got[4096];
@@ -287,7 +287,7 @@ static int run_life(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, cons
 
 static int run_events(hsr_boot *boot, hsr_comm *world, const hsr_cluster *cl, const char *path, const char *spec,
                       const char *expect) {
-  hsr_rt_stats st;
+  rt_stats st;
   if (traced_run(boot, world, cl, path, spec, &st)) return 1;
   if (g_rank == 0) {
     char got[2048];

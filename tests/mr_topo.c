@@ -36,7 +36,7 @@ static int run(hsr_boot *b, int want_domains, int want_dsize, int gpus, int want
   if (!cluster_node_topo(c, nodes - 1)) FAIL("no record for node %d", nodes - 1);
   if (topo_num_gpus(cluster_node_topo(c, 0)) != gpus) FAIL("node 0 record has wrong GPU count");
 
-  hsr_mesh_request req = {0, 0, 0};
+  mesh_request req = {0, 0, 0};
   if (mesh_plan(c, &req, &m) != HSR_OK) FAIL("plan: %s", hsr_last_error());
   int S = hsr_mesh_shard(m), R = hsr_mesh_replicate(m);
   if (S != want_dsize || R * S != size) FAIL("auto mesh %d x %d, expected S = %d", R, S, want_dsize);

@@ -13,11 +13,11 @@ int main(int argc, char **argv) {
   hsr_boot *b;
   if (hsr_boot_init(&b) != HSR_OK) return 1;
   int rank = hsr_boot_rank(b), size = hsr_boot_size(b);
-  hsr_trace *t;
+  trace_log *t;
   trace_create(rank, &t);
   /* Large enough that the gather needs several chunks. */
   for (int i = 0; i < nspans; i++) {
-    hsr_trace_span s = {i % 2 ? HSR_SPAN_COMM : HSR_SPAN_COMPUTE,
+    trace_span s = {i % 2 ? HSR_SPAN_COMM : HSR_SPAN_COMPUTE,
                         i % 2 ? "comm shard" : "compute",
                         i % 2 ? "all_gather" : "forward",
                         "block_with_a_longish_name",

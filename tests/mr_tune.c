@@ -57,7 +57,7 @@ static int parse_spec(const char *s, spec *o) {
   return 0;
 }
 
-static int run_engine(hsr_boot *b, const spec *sp, hsr_rt_step_info *info, hsr_tune_shape *shapes, int *S, int *R) {
+static int run_engine(hsr_boot *b, const spec *sp, hsr_rt_step_info *info, tune_shape *shapes, int *S, int *R) {
   hsr_rt *rt = NULL;
   OK(hsr_rt_create(b, NULL, NULL, &sp->cfg, &rt));
   char name[32];
@@ -103,23 +103,23 @@ static int run_engine(hsr_boot *b, const spec *sp, hsr_rt_step_info *info, hsr_t
 
 static int check(const char *label, const spec *sp, hsr_boot *b) {
   hsr_rt_step_info info;
-  hsr_tune_shape sh[HSR_RT_GROUP_COUNT];
+  tune_shape sh[HSR_RT_GROUP_COUNT];
   int S = 0, R = 0;
   if (run_engine(b, sp, &info, sh, &S, &R)) return 1;
-  hsr_tune_net net;
+  tune_net net;
   OK(tune_net_default("host", &net));
-  hsr_tune_model m = {.units = sp->units,
+  tune_model m = {.units = sp->units,
                       .params = (double)sp->elems * sp->units,
                       .fwd_ms = 1,
                       .bwd_ratio = 2,
                       .root = sp->last_root ? HSR_TUNE_ROOT_LAST : HSR_TUNE_ROOT_NONE};
-  hsr_tune_result r;
+  tune_result r;
   OK(tune_eval(&m, &net, &sp->cfg, S, R, sh, &r));
   const char *ops[3] = {"all_gather", "reduce_scatter", "all_reduce"};
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
     for (int op = 0; op < HSR_TUNE_OPS; op++) {
       const hsr_comm_counter *c = &info.comm[g][op];
-      const hsr_tune_bytes *p = &r.bytes[g][op];
+      const tune_bytes *p = &r.bytes[g][op];
       const double got[6] = {(double)c->calls,       (double)c->bytes_sent,  (double)c->bytes_recv,
                              (double)c->fabric_sent, (double)c->fabric_recv, (double)c->bytes_full};
       const double want[6] = {p->calls, p->sent, p->recv, p->fabric_sent, p->fabric_recv, p->full};

@@ -18,8 +18,8 @@
 
 static const int64_t sizes[] = {7, 0, 1, 13, 0, 31, 2, 97, 3, 1021, 5, 0, 11, 257, 1};
 
-static hsr_rt_layout *build(int R, int S, int outer) {
-  hsr_rt_layout *l = NULL;
+static rt_layout *build(int R, int S, int outer) {
+  rt_layout *l = NULL;
   assert_int_equal(rt_layout_create(4, &l), HSR_OK);
   if (outer) assert_int_equal(rt_layout_set_subshards(l, R), HSR_OK);
   int k = 0;
@@ -40,12 +40,12 @@ static hsr_rt_layout *build(int R, int S, int outer) {
 }
 
 static void check_mesh(int R, int S, int outer) {
-  hsr_rt_layout *l = build(R, S, outer);
+  rt_layout *l = build(R, S, outer);
   ckpt_geom *g = NULL;
   assert_int_equal(ckpt_geom_create(l, R, S, outer, &g), HSR_OK);
   int np = rt_layout_num_params(l);
   uint8_t **seen = calloc((size_t)np, sizeof *seen);
-  hsr_rt_param_info *pi = calloc((size_t)np, sizeof *pi);
+  rt_param_info *pi = calloc((size_t)np, sizeof *pi);
   assert_non_null(seen);
   for (int i = 0; i < np; i++) {
     assert_int_equal(rt_layout_param(l, i, &pi[i]), HSR_OK);
@@ -98,7 +98,7 @@ static void test_every_element_once(void **state) {
 
 static void test_refusals(void **state) {
   (void)state;
-  hsr_rt_layout *l = build(2, 4, 0);
+  rt_layout *l = build(2, 4, 0);
   ckpt_geom *g = NULL;
   assert_int_equal(ckpt_geom_create(l, 2, 3, 0, &g), HSR_ERR_INVALID); /* finalized for 4 shards */
   assert_null(g);

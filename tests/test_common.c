@@ -159,7 +159,7 @@ static void test_registry_spellings(void **state) {
   int bools = 0, choices = 0;
   char buf[512], val[64];
   for (int i = 0; i < env_count(); i++) {
-    const hsr_env_info *v = env_at(i);
+    const env_info *v = env_at(i);
     if (v->kind != HSR_ENV_BOOL && v->kind != HSR_ENV_CHOICE && v->kind != HSR_ENV_STAGE) continue;
     const char *saved = getenv(v->name);
     char keep[256] = "";
@@ -216,7 +216,7 @@ static void test_registry_spellings(void **state) {
       setenv("HSR_LOG", val, 1);
       assert_int_equal(log_check_env(), HSR_OK);
       for (int m = HSR_LOG_ERROR; m <= HSR_LOG_DEBUG; m++)
-        if (log_enabled((hsr_log_level)m) != (m <= k))
+        if (log_enabled((log_level)m) != (m <= k))
           fail_msg("HSR_LOG=%s: level %d is %s", val, m, m <= k ? "off" : "on");
     }
   assert_int_equal(k, HSR_LOG_DEBUG + 1);

@@ -298,7 +298,7 @@ typedef struct {
 } ref_adamw_state;
 
 /* PyTorch AdamW, all in double. */
-static void ref_adamw(ref_adamw_state *s, double g, const hsr_adamw_hparams *hp) {
+static void ref_adamw(ref_adamw_state *s, double g, const adamw_hparams *hp) {
   g *= hp->grad_scale;
   s->p *= 1.0 - (double)hp->lr * hp->weight_decay;
   s->m = hp->beta1 * s->m + (1.0 - hp->beta1) * g;
@@ -327,7 +327,7 @@ static void run_adamw_reference(hsr_dtype gdt, hsr_dtype odt, int with_out) {
     m[i] = v[i] = 0.0f;
     r[i] = (ref_adamw_state){p[i], 0, 0, 0};
   }
-  hsr_adamw_hparams hp = {
+  adamw_hparams hp = {
       .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 0, .grad_scale = 0.5f};
   for (int t = 1; t <= STEPS; t++) {
     hp.step = t;
@@ -367,7 +367,7 @@ static void test_adamw_bf16_grad(void **state) {
 static void test_adamw_semantics(void **state) {
   (void)state;
   hsr_device *d = host_dev();
-  hsr_adamw_hparams hp = {
+  adamw_hparams hp = {
       .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.5f, .step = 1, .grad_scale = 1.0f};
   /* zero gradient, zero moments: only the decoupled decay acts */
   float p[3] = {1.0f, -2.0f, 3.0f}, m[3] = {0}, v[3] = {0}, g[3] = {0};
@@ -492,7 +492,7 @@ static void test_host_device_layer(void **state) {
   assert_int_equal(hsr_device_memset(d, a, 0xab, 1000, s), HSR_OK);
   assert_int_equal(hsr_device_copy(d, b, a, 1000, hi), HSR_OK);
   for (int i = 0; i < 1000; i++) assert_int_equal(((unsigned char *)b)[i], 0xab);
-  hsr_event *e = NULL;
+  dev_event *e = NULL;
   assert_int_equal(event_create(d, &e), HSR_OK);
   assert_int_equal(event_record(e, s), HSR_OK);
   assert_int_equal(stream_wait_event(hi, e), HSR_OK);

@@ -50,7 +50,7 @@ static void to_host(void *host, const void *dev, size_t bytes) { OK(hsr_device_c
 
 static void drain(void) {
   /* the legacy default stream: sync through an event on it */
-  hsr_event *e = NULL;
+  dev_event *e = NULL;
   OK(event_create(gpu, &e));
   OK(event_record(e, NULL));
   OK(event_sync(e, 60.0));
@@ -172,7 +172,7 @@ static void test_adamw(void **state) {
         OK(hsr_device_alloc(gpu, n * 4 + 64, (void **)&dg));
         OK(hsr_device_alloc(gpu, n * 4 + 64, (void **)&dout));
         for (int step = 1; step <= 3; step++) {
-          hsr_adamw_hparams hp = {.lr = 3e-3f,
+          adamw_hparams hp = {.lr = 3e-3f,
                                   .beta1 = 0.9f,
                                   .beta2 = 0.95f,
                                   .eps = 1e-8f,
@@ -275,7 +275,7 @@ static void test_streams_events(void **state) {
   assert_true(h && back);
   for (size_t i = 0; i < n; i++) h[i] = (float)(i % 1000);
   hsr_stream *a = NULL, *b = NULL;
-  hsr_event *e = NULL;
+  dev_event *e = NULL;
   OK(stream_create(gpu, 0, &a));
   OK(stream_create(gpu, 1, &b));
   assert_non_null(stream_native(a));

@@ -37,7 +37,7 @@ static void test_ledger_totals(void **state) {
   assert_int_equal(ledger_peak(l, HSR_MEM_FULL_UNIT), 4000);
   assert_int_equal(ledger_current(l, HSR_MEM_FULL_UNIT), 2000);
   assert_int_equal(ledger_runtime_peak(l), 4000 + 4000);
-  hsr_ledger_where w = ledger_runtime_peak_where(l);
+  ledger_where w = ledger_runtime_peak_where(l);
   assert_int_equal(w.phase, HSR_PHASE_FORWARD);
   assert_int_equal(w.unit, 2);
   assert_int_equal(ledger_total_peak(l), 4000 + 2000 + 1000 + 5000);
@@ -46,7 +46,7 @@ static void test_ledger_totals(void **state) {
   /* releasing more than alive is a bookkeeping bug, reported */
   assert_int_equal(ledger_release(l, HSR_MEM_AR_BUF, 1), HSR_ERR_STATE);
   assert_non_null(strstr(hsr_last_error(), "all_reduce_buf"));
-  assert_int_equal(ledger_alloc(l, (hsr_mem_cat)99, 1), HSR_ERR_INVALID);
+  assert_int_equal(ledger_alloc(l, (mem_cat)99, 1), HSR_ERR_INVALID);
 
   char *js = NULL;
   assert_int_equal(ledger_json(l, &js), HSR_OK);
@@ -69,9 +69,9 @@ static void test_ledger_totals(void **state) {
   ledger_free(l);
 }
 
-static void span(hsr_trace *t, hsr_span_kind k, const char *lane, const char *name, const char *unit, double a_ms,
+static void span(trace_log *t, span_kind k, const char *lane, const char *name, const char *unit, double a_ms,
                  double b_ms, int64_t step) {
-  hsr_trace_span s = {
+  trace_span s = {
       k,   lane, name, unit, k == HSR_SPAN_COMM ? "shard" : NULL, (uint64_t)(a_ms * 1e6), (uint64_t)(b_ms * 1e6),
       100, step};
   assert_int_equal(trace_add(t, &s), HSR_OK);
@@ -79,7 +79,7 @@ static void span(hsr_trace *t, hsr_span_kind k, const char *lane, const char *na
 
 static void test_trace_roundtrip(void **state) {
   (void)state;
-  hsr_trace *t;
+  trace_log *t;
   assert_int_equal(trace_create(0, &t), HSR_OK);
   /* step 1: compute [0,10], comm [8,14] -> comm 6, exposed 4 */
   span(t, HSR_SPAN_STEP, "step", "step", NULL, 0, 20, 1);
@@ -91,7 +91,7 @@ static void test_trace_roundtrip(void **state) {
   span(t, HSR_SPAN_COMPUTE, "compute", "forward", "block0", 20, 30, 2);
   span(t, HSR_SPAN_COMM, "comm shard", "all_gather", "block0", 21, 23, 2);
   assert_int_equal(trace_count(t), 7);
-  hsr_trace_span bad = {HSR_SPAN_COMM, "x", "y", NULL, NULL, 10, 5, 0, 0};
+  trace_span bad = {HSR_SPAN_COMM, "x", "y", NULL, NULL, 10, 5, 0, 0};
   assert_int_equal(trace_add(t, &bad), HSR_ERR_INVALID);
 
   char path[] = "/tmp/hsr_trace_testXXXXXX";
@@ -120,7 +120,7 @@ static void test_trace_roundtrip(void **state) {
   assert_int_equal(x, 7);
   cJSON_Delete(doc);
 
-  hsr_trace_step_summary *s = NULL;
+  trace_step_summary *s = NULL;
   int ns = 0;
   assert_int_equal(trace_steps(path, &s, &ns), HSR_OK);
   assert_int_equal(ns, 2);

@@ -269,7 +269,7 @@ static int enumerate(const view *v, int max_k_tries) {
     for (int K = 0; K <= S && tries <= max_k_tries; K++) {
       if (K > 0 && S % K) continue;
       tries++;
-      hsr_mesh_request req = {S, 0, K};
+      mesh_request req = {S, 0, K};
       hsr_mesh *m = NULL;
       hsr_status st = mesh_plan(c, &req, &m);
       if (st != HSR_OK) {
@@ -297,7 +297,7 @@ static void spanning_domain_round_robin(void **state) {
   for (int r = 0; r < 8; r++) node[r] = r % 2, dom[r] = 0;
   hsr_cluster *c = NULL;
   assert_int_equal(cluster_create(8, node, NULL, dom, &c), HSR_OK);
-  hsr_mesh_request req = {8, 0, 0};
+  mesh_request req = {8, 0, 0};
   hsr_mesh *m = NULL;
   assert_int_equal(mesh_plan(c, &req, &m), HSR_OK);
   assert_int_equal(mesh_partial(m), 4); /* the 4 ranks of one node */
@@ -381,7 +381,7 @@ static void large_worlds(void **state) {
   assert_int_equal(cluster_create(v.W, v.node, NULL, v.dom, &c), HSR_OK);
   int Ss[] = {72, 144, 36, 4, 2016};
   for (size_t i = 0; i < sizeof Ss / sizeof Ss[0]; i++) {
-    hsr_mesh_request req = {Ss[i], 0, 0};
+    mesh_request req = {Ss[i], 0, 0};
     hsr_mesh *m = NULL;
     if (mesh_plan(c, &req, &m) != HSR_OK) fail_msg("%s S=%d: %s", v.what, Ss[i], hsr_last_error());
     int g = check_plan(&v, m, Ss[i], 0);

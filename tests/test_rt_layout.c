@@ -18,8 +18,8 @@
 /* Awkward sizes: primes, 1, 0, sizes smaller than S, a straddling big one. */
 static const int64_t sizes[] = {7, 0, 1, 13, 0, 31, 2, 97, 3, 1021, 5, 0, 11, 257, 1};
 
-static hsr_rt_layout *build(size_t align, int shards, int nunits) {
-  hsr_rt_layout *l = NULL;
+static rt_layout *build(size_t align, int shards, int nunits) {
+  rt_layout *l = NULL;
   assert_int_equal(rt_layout_create(align, &l), HSR_OK);
   int k = 0;
   for (int u = 0; u < nunits; u++) {
@@ -44,7 +44,7 @@ static void test_ownership_property(void **state) {
   size_t aligns[] = {1, 4, 16};
   for (int ai = 0; ai < 3; ai++)
     for (int S = 1; S <= 64; S++) {
-      hsr_rt_layout *l = build(aligns[ai], S, 5);
+      rt_layout *l = build(aligns[ai], S, 5);
       for (int u = 0; u < rt_layout_num_units(l); u++) {
         size_t L = rt_layout_unit_len(l, u), sl = rt_layout_shard_len(l, u);
         assert_true(L > 0);
@@ -61,7 +61,7 @@ static void test_ownership_property(void **state) {
       /* parameters: aligned, inside their unit, disjoint, every element owned once */
       int np = rt_layout_num_params(l);
       for (int i = 0; i < np; i++) {
-        hsr_rt_param_info p;
+        rt_param_info p;
         assert_int_equal(rt_layout_param(l, i, &p), HSR_OK);
         assert_int_equal(p.offset % aligns[ai], 0);
         assert_true(p.offset + p.numel <= rt_layout_unit_len(l, p.unit));
@@ -73,7 +73,7 @@ static void test_ownership_property(void **state) {
         }
         assert_int_equal(owned, p.numel);
         for (int j = 0; j < np; j++) {
-          hsr_rt_param_info q;
+          rt_param_info q;
           assert_int_equal(rt_layout_param(l, j, &q), HSR_OK);
           if (j == i || q.unit != p.unit || !p.numel || !q.numel) continue;
           assert_true(p.offset + p.numel <= q.offset || q.offset + q.numel <= p.offset);
@@ -85,12 +85,12 @@ static void test_ownership_property(void **state) {
 
 static void test_deterministic_hash(void **state) {
   (void)state;
-  hsr_rt_layout *a = build(16, 4, 4), *b = build(16, 4, 4), *c = build(16, 8, 4), *d = build(8, 4, 4);
+  rt_layout *a = build(16, 4, 4), *b = build(16, 4, 4), *c = build(16, 8, 4), *d = build(8, 4, 4);
   assert_true(rt_layout_hash(a) == rt_layout_hash(b));
   assert_true(rt_layout_hash(a) != rt_layout_hash(c));
   assert_true(rt_layout_hash(a) != rt_layout_hash(d));
   for (int i = 0; i < rt_layout_num_params(a); i++) {
-    hsr_rt_param_info p, q;
+    rt_param_info p, q;
     rt_layout_param(a, i, &p);
     rt_layout_param(b, i, &q);
     assert_int_equal(p.offset, q.offset);
@@ -100,7 +100,7 @@ static void test_deterministic_hash(void **state) {
 
 static void test_bad_registration(void **state) {
   (void)state;
-  hsr_rt_layout *l = NULL;
+  rt_layout *l = NULL;
   int u0, u1;
   int64_t shape[1] = {5};
   assert_int_equal(rt_layout_create(0, &l), HSR_ERR_INVALID);
@@ -257,7 +257,7 @@ static void test_choice_round_trip(void **state) {
 
 static void test_lr_schedule(void **state) {
   (void)state;
-  hsr_rt_lr_schedule s = {.lr = 1.0, .lr_min = 0.1, .warmup = 2, .total = 10};
+  rt_lr_schedule s = {.lr = 1.0, .lr_min = 0.1, .warmup = 2, .total = 10};
   assert_int_equal(rt_lr_check(&s), HSR_OK);
   assert_float_equal(rt_lr_at(&s, 1), 0.5, 1e-12);
   assert_float_equal(rt_lr_at(&s, 2), 1.0, 1e-12);
@@ -266,10 +266,10 @@ static void test_lr_schedule(void **state) {
   assert_float_equal(rt_lr_at(&s, 10), 0.1 + 0.45 * (1 + cos(M_PI * 7 / 8)), 1e-12);
   assert_float_equal(rt_lr_at(&s, 11), 0.1, 1e-12);
   assert_float_equal(rt_lr_at(&s, 500), 0.1, 1e-12);
-  hsr_rt_lr_schedule c = {.lr = 0.3};
+  rt_lr_schedule c = {.lr = 0.3};
   assert_float_equal(rt_lr_at(&c, 1), 0.3, 1e-12);
   assert_float_equal(rt_lr_at(&c, 99), 0.3, 1e-12);
-  hsr_rt_lr_schedule bad[] = {
+  rt_lr_schedule bad[] = {
       {.lr = 0}, {.lr = 1, .lr_min = 2}, {.lr = 1, .warmup = 10, .total = 10}, {.lr = 1, .warmup = -1}};
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) assert_int_equal(rt_lr_check(&bad[k]), HSR_ERR_INVALID);
 }

@@ -24,11 +24,11 @@ static char g_dir[64];
 
 /* writes tensors (data: all bytes in order) with the streaming writer and
  * reads the whole file back */
-static unsigned char *write_file(const char *name, const hsr_st_tensor *t, int n, const hsr_st_kv *m, int nm,
+static unsigned char *write_file(const char *name, const st_tensor *t, int n, const st_kv *m, int nm,
                                  const void *data, size_t bytes, size_t *len) {
   char path[128];
   snprintf(path, sizeof path, "%s/%s", g_dir, name);
-  hsr_st_writer *w;
+  st_writer *w;
   OK(st_create(path, t, n, m, nm, &w));
   for (size_t off = 0; off < bytes; off += 5) /* odd chunks: the writer streams */
     OK(st_write(w, (const char *)data + off, bytes - off < 5 ? bytes - off : 5));
@@ -53,7 +53,7 @@ static void test_spec_vectors(void **state) {
   assert_int_equal(len, 16);
   assert_memory_equal(b, empty, 16);
   free(b);
-  hsr_st_file *f;
+  st_file *f;
   OK(st_parse(empty, 16, "empty", &f));
   assert_int_equal(st_count(f), 0);
   assert_int_equal(st_meta_count(f), 0);
@@ -63,7 +63,7 @@ static void test_spec_vectors(void **state) {
   static const unsigned char meta[] = {40,  0,   0,   0,  0,  0,  0,   0,   123, 34,  95,  95,  109, 101, 116, 97,
                                        100, 97,  116, 97, 95, 95, 34,  58,  123, 34,  102, 114, 97,  109, 101, 119,
                                        111, 114, 107, 34, 58, 34, 112, 116, 34,  125, 125, 32,  32,  32,  32,  32};
-  hsr_st_kv kv = {"framework", "pt"};
+  st_kv kv = {"framework", "pt"};
   b = write_file("meta.safetensors", NULL, 0, &kv, 1, NULL, 0, &len);
   assert_int_equal(len, sizeof meta);
   assert_memory_equal(b, meta, sizeof meta);
@@ -80,20 +80,20 @@ static void test_spec_vectors(void **state) {
       44,  34, 100, 97, 116, 97, 95,  111, 102, 102, 115, 101, 116, 115, 34,  58, 91, 48, 44,  50, 52,  93,  125, 125,
       0,   0,  0,   0,  0,   0,  128, 63,  0,   0,   0,   64,  0,   0,   64,  64, 0,  0,  128, 64, 0,   0,   160, 64};
   float vals[6] = {0, 1, 2, 3, 4, 5};
-  hsr_st_tensor t = {"attn.0", "F32", 3, {1, 2, 3}};
+  st_tensor t = {"attn.0", "F32", 3, {1, 2, 3}};
   b = write_file("one.safetensors", &t, 1, NULL, 0, vals, sizeof vals, &len);
   assert_int_equal(len, sizeof one);
   assert_memory_equal(b, one, sizeof one);
   free(b);
   /* [1, 1, 2, 3] under a shorter name: padded with 7 spaces to 72 */
-  hsr_st_tensor t2 = {"attn0", "F32", 4, {1, 1, 2, 3}};
+  st_tensor t2 = {"attn0", "F32", 4, {1, 1, 2, 3}};
   b = write_file("pad.safetensors", &t2, 1, NULL, 0, vals, sizeof vals, &len);
   assert_int_equal(len, 8 + 72 + 24);
   assert_int_equal(b[0], 72);
   assert_memory_equal(b + 8 + 65, "       ", 7);
   assert_memory_equal(b + 80, one + 72, 24);
   OK(st_parse(b, len, "pad", &f));
-  hsr_st_info in;
+  st_info in;
   OK(st_info_at(f, 0, &in));
   assert_string_equal(in.name, "attn0");
   assert_true(in.ndim == 4 && in.shape[3] == 3 && in.numel == 6 && in.begin == 0 && in.end == 24);
@@ -117,12 +117,12 @@ static void test_spec_vectors(void **state) {
 static void test_round_trip(void **state) {
   (void)state;
   /* several dtypes, a scalar, an empty tensor, names needing escapes, metadata */
-  hsr_st_tensor t[5] = {{"w", "F32", 2, {3, 4}},
+  st_tensor t[5] = {{"w", "F32", 2, {3, 4}},
                         {"a \"quoted\"\\name\n", "BF16", 1, {5}},
                         {"empty", "F64", 2, {0, 7}},
                         {"scalar", "I64", 0, {0}},
                         {"bytes", "U8", 1, {3}}};
-  hsr_st_kv m[2] = {{"hsr.model", "gpt"}, {"n_layer", "12"}};
+  st_kv m[2] = {{"hsr.model", "gpt"}, {"n_layer", "12"}};
   unsigned char data[48 + 10 + 0 + 8 + 3];
   for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 37 + 1);
   size_t len;
@@ -130,13 +130,13 @@ static void test_round_trip(void **state) {
   assert_int_equal((len - sizeof data) % 8, 0);
   char path[128];
   snprintf(path, sizeof path, "%s/rt.safetensors", g_dir);
-  hsr_st_file *f;
+  st_file *f;
   OK(st_open(path, &f));
   assert_int_equal(st_count(f), 5);
   assert_string_equal(st_meta(f, "n_layer"), "12");
   size_t off = 0;
   for (int i = 0; i < 5; i++) {
-    hsr_st_info in;
+    st_info in;
     OK(st_info_at(f, i, &in));
     assert_string_equal(in.name, t[i].name);
     assert_string_equal(in.dtype, t[i].dtype);
@@ -152,14 +152,14 @@ static void test_round_trip(void **state) {
   free(b);
 
   /* bad input to the writer; a failed write leaves no file behind */
-  hsr_st_writer *w;
-  hsr_st_tensor dup[2] = {{"x", "F32", 1, {1}}, {"x", "F32", 1, {1}}};
+  st_writer *w;
+  st_tensor dup[2] = {{"x", "F32", 1, {1}}, {"x", "F32", 1, {1}}};
   assert_int_equal(st_create(path, dup, 2, NULL, 0, &w), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "given twice"));
-  hsr_st_tensor badt = {"x", "F33", 1, {1}};
+  st_tensor badt = {"x", "F33", 1, {1}};
   assert_int_equal(st_create(path, &badt, 1, NULL, 0, &w), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "valid: BOOL"));
-  hsr_st_tensor mt = {"__metadata__", "F32", 1, {1}};
+  st_tensor mt = {"__metadata__", "F32", 1, {1}};
   assert_int_equal(st_create(path, &mt, 1, NULL, 0, &w), HSR_ERR_INVALID);
   snprintf(path, sizeof path, "%s/short.safetensors", g_dir);
   OK(st_create(path, t, 1, NULL, 0, &w));
@@ -176,7 +176,7 @@ static hsr_status parse_hdr(const char *h, size_t extra, const char *needle) {
   unsigned char *b = calloc(1, len + 1);
   for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)n >> (8 * i));
   memcpy(b + 8, h, n);
-  hsr_st_file *f = NULL;
+  st_file *f = NULL;
   hsr_status st = st_parse(b, len, "bad.safetensors", &f);
   if (st == HSR_OK) {
     st_close(f);
@@ -191,7 +191,7 @@ static hsr_status parse_hdr(const char *h, size_t extra, const char *needle) {
 
 static void test_malformed(void **state) {
   (void)state;
-  hsr_st_file *f;
+  st_file *f;
   unsigned char tiny[5] = {0};
   assert_int_equal(st_parse(tiny, 5, "bad.safetensors", &f), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "shorter than the 8-byte header length"));
@@ -251,7 +251,7 @@ static void test_malformed(void **state) {
   memcpy(b + 8, okh, n);
   OK(st_parse(b, 8 + n + 8, "ok", &f));
   assert_int_equal(st_count(f), 3);
-  hsr_st_info in;
+  st_info in;
   OK(st_info_at(f, 1, &in));
   assert_true(in.ndim == 0 && in.numel == 1 && in.end == 8);
   st_close(f);
@@ -270,10 +270,10 @@ static void test_malformed(void **state) {
 /* Every slice [o, o + k) of every tensor of f equals bytes [o, o + k) of
  * that tensor in `buf` (the byte buffer as laid out); nothing is written
  * past k; a slice that leaves the tensor is refused with its name. */
-static void sweep_slices(hsr_st_file *f, const unsigned char *buf, const char *what) {
+static void sweep_slices(st_file *f, const unsigned char *buf, const char *what) {
   unsigned char got[80 + 8];
   for (int i = 0; i < st_count(f); i++) {
-    hsr_st_info in;
+    st_info in;
     OK(st_info_at(f, i, &in));
     uint64_t n = in.end - in.begin;
     assert_true(n + 8 <= sizeof got);
@@ -343,10 +343,10 @@ static void test_partial_reads(void **state) {
   for (int k = 0; k < 3; k++) {
     size_t len;
     unsigned char *buf, *b = other_tool_file(orders[k], "", &len, &buf);
-    hsr_st_file *f;
+    st_file *f;
     OK(st_parse(b, len, "other tool (memory)", &f));
     assert_int_equal(st_count(f), 6);
-    hsr_st_info in;
+    st_info in;
     OK(st_info_at(f, 0, &in)); /* header order, whatever the data order */
     assert_string_equal(in.name, "h.0.attn.c_attn.weight");
     sweep_slices(f, buf, "memory");
@@ -361,12 +361,12 @@ static void test_partial_reads(void **state) {
     free(b);
   }
   /* hsr's own writer, streamed in odd chunks */
-  hsr_st_tensor t[3] = {{"x", "F32", 2, {2, 3}}, {"y", "BF16", 1, {9}}, {"z", "I8", 1, {11}}};
+  st_tensor t[3] = {{"x", "F32", 2, {2, 3}}, {"y", "BF16", 1, {9}}, {"z", "I8", 1, {11}}};
   unsigned char data[24 + 18 + 11];
   for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 29 + 7);
   size_t len;
   unsigned char *b = write_file("own.safetensors", t, 3, NULL, 0, data, sizeof data, &len);
-  hsr_st_file *f;
+  st_file *f;
   OK(st_parse(b, len, "own (memory)", &f));
   sweep_slices(f, b + len - sizeof data, "hsr's writer, memory");
   st_close(f);
@@ -407,13 +407,13 @@ static void test_partial_reads(void **state) {
   assert_non_null(w);
   fputs(fixed, w);
   fclose(w);
-  hsr_st_set *set;
+  st_set *set;
   if (st_set_open(g_dir, &set) != HSR_OK) fail_msg("the sharded set: %s", hsr_last_error());
   assert_int_equal(st_set_count(set), 18);
   unsigned char got[80 + 8];
   int slices = 0;
   for (int i = 0; i < st_set_count(set); i++) {
-    hsr_st_info in;
+    st_info in;
     OK(st_set_info_at(set, i, &in));
     int k = in.name[0] == 'a' ? 0 : in.name[1] == 'b' ? 1 : 2;
     uint64_t n = in.end - in.begin;

@@ -18,8 +18,8 @@
 #include "runtime/io/ledger_internal.h"
 
 /* Two units of 1024 and 4096 f32 elements, S = 4, align 16: no padding. */
-static hsr_rt_layout *two_units(int S) {
-  hsr_rt_layout *l;
+static rt_layout *two_units(int S) {
+  rt_layout *l;
   assert_int_equal(rt_layout_create(16, &l), HSR_OK);
   int u;
   int64_t a[] = {1024}, b[] = {64, 64};
@@ -33,7 +33,7 @@ static hsr_rt_layout *two_units(int S) {
 
 static void test_predict_fsdp(void **state) {
   (void)state;
-  hsr_rt_layout *l = two_units(4);
+  rt_layout *l = two_units(4);
   hsr_rt_config c;
   hsr_rt_config_default(&c);
   c.strategy = HSR_RT_FSDP;
@@ -62,7 +62,7 @@ static void test_predict_fsdp(void **state) {
   /* backward of blk: full unit + its f32 gradient */
   assert_int_equal(ledger_peak(u, HSR_MEM_RS_BUF), (4096 + 1024) * 4);
   assert_int_equal(ledger_peak(u, HSR_MEM_AR_BUF), (1024 + 256) * 4);
-  hsr_ledger_where w = ledger_runtime_peak_where(u);
+  ledger_where w = ledger_runtime_peak_where(u);
   assert_int_equal(w.phase, HSR_PHASE_BACKWARD);
   assert_int_equal(w.unit,
                    1); /* blk: its full unit and full gradient (32 KiB) beat root + queued blk reduction (28 KiB) */
@@ -72,7 +72,7 @@ static void test_predict_fsdp(void **state) {
 
   /* ddp: full parameters are persistent, no gathers */
   c.strategy = HSR_RT_DDP;
-  hsr_rt_layout *l1 = two_units(1);
+  rt_layout *l1 = two_units(1);
   assert_int_equal(tune_ledger_predict(l1, roots, &c, 1, 4, p, n, 2, h, u), HSR_OK);
   assert_int_equal(ledger_persistent(h), 5120 * 4 * 5);
   assert_int_equal(ledger_peak(h, HSR_MEM_FULL_UNIT), 0);
@@ -87,9 +87,9 @@ static void test_predict_fsdp(void **state) {
 
 static void test_wrap(void **state) {
   (void)state;
-  hsr_wrap_report r;
+  wrap_report r;
   /* per block: 4 blocks + root kept, reshard full: 2 x 4 + 1 gathers */
-  hsr_wrap_input in = {.gathers_per_step = 9,
+  wrap_input in = {.gathers_per_step = 9,
                        .repeating_blocks = 4,
                        .units = 5,
                        .root_units = 1,
@@ -103,7 +103,7 @@ static void test_wrap(void **state) {
   assert_false(r.latency_bound);
   assert_string_equal(r.message, "");
   /* per linear layer: 2 units per block */
-  hsr_wrap_input lin = in;
+  wrap_input lin = in;
   lin.gathers_per_step = 17;
   lin.units = 9;
   lin.mean_gather_bytes = 128 << 10;
@@ -122,8 +122,8 @@ static void test_wrap(void **state) {
 
 /* Units of 64, 128 and 256 f32 elements (a multiple of S x align for S <= 4:
  * no padding), so shard and partial lengths are easy to check by hand. */
-static hsr_rt_layout *three_units(int S, int n) {
-  hsr_rt_layout *l;
+static rt_layout *three_units(int S, int n) {
+  rt_layout *l;
   assert_int_equal(rt_layout_create(16, &l), HSR_OK);
   const char *names[] = {"u0", "u1", "u2"};
   for (int i = 0; i < n; i++) {
@@ -148,11 +148,11 @@ static hsr_rt_config sched_cfg(hsr_rt_strategy strat) {
 }
 
 /* One action as text: op [unit] [group:count] [flags]; a call's actions joined by ", ". */
-static void fmt(const hsr_sched_action *a, int n, char *out, size_t cap) {
+static void fmt(const sched_action *a, int n, char *out, size_t cap) {
   size_t o = 0;
   out[0] = 0;
   for (int i = 0; i < n && o < cap; i++) {
-    const hsr_sched_action *x = &a[i];
+    const sched_action *x = &a[i];
     o += (size_t)snprintf(out + o, cap - o, "%s%s", i ? ", " : "", sched_op_name(x->op));
     if (x->unit >= 0) o += (size_t)snprintf(out + o, cap - o, " %d", x->unit);
     if (x->group >= 0)
@@ -166,8 +166,8 @@ static void fmt(const hsr_sched_action *a, int n, char *out, size_t cap) {
 
 enum { FB = 0, FE, BB, BE, ST, ZG };
 /* Runs one lifecycle call and checks its actions against the text. */
-static void expect_call(hsr_sched *s, int call, int unit, const char *want) {
-  const hsr_sched_action *a = NULL;
+static void expect_call(sched_ctx *s, int call, int unit, const char *want) {
+  const sched_action *a = NULL;
   int n = 0;
   hsr_status st = call == FB   ? sched_forward_begin(s, unit, &a, &n)
                   : call == FE ? sched_forward_end(s, unit, &a, &n)
@@ -189,13 +189,13 @@ static void expect_call(hsr_sched *s, int call, int unit, const char *want) {
  * previous one from the partial group (half a unit per rank). */
 static void test_sched_partial_prefetch(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(4, 3);
+  rt_layout *l = three_units(4, 3);
   hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
   c.reshard = HSR_RT_RESHARD_PARTIAL;
   c.partial_k = 2;
   c.prefetch = 1;
   c.max_live = 2;
-  hsr_sched *s;
+  sched_ctx *s;
   assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
   assert_int_equal(sched_state_of(s, 0), HSR_SCHED_SHARDED);
   for (int step = 1; step <= 2; step++) {
@@ -240,13 +240,13 @@ static void test_sched_partial_prefetch(void **state) {
  * root unit (root_reshard 0) stays FULL from its forward to its backward. */
 static void test_sched_cap_and_root(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(4, 3);
+  rt_layout *l = three_units(4, 3);
   hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
   c.prefetch = 2;
   c.max_live = 2;
   c.root_reshard = 0;
   int roots[3] = {1, 0, 0};
-  hsr_sched *s;
+  sched_ctx *s;
   assert_int_equal(sched_create(&c, 4, 1, l, roots, &s), HSR_OK);
   assert_int_equal(sched_reshard_of(s, 0), HSR_RT_RESHARD_NONE);
   assert_int_equal(sched_reshard_of(s, 1), HSR_RT_RESHARD_FULL);
@@ -289,9 +289,9 @@ static void test_sched_cap_and_root(void **state) {
  * slice, the next forward's first unit (here 2) first. */
 static void test_sched_zero1_regather(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(4, 3);
+  rt_layout *l = three_units(4, 3);
   hsr_rt_config c = sched_cfg(HSR_RT_ZERO1);
-  hsr_sched *s;
+  sched_ctx *s;
   assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
   assert_int_equal(sched_state_of(s, 1), HSR_SCHED_FULL);
   int fwd[3] = {2, 0, 1};
@@ -318,11 +318,11 @@ static void test_sched_zero1_regather(void **state) {
  * next forward finds the unit full. */
 static void test_sched_step_prefetch(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(4, 2);
+  rt_layout *l = three_units(4, 2);
   hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
   c.prefetch = 1;
   c.prefetch_step = 1;
-  hsr_sched *s;
+  sched_ctx *s;
   assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
   expect_call(s, FB, 0, "gather 0 shard:16, wait 0 shard:16");
   expect_call(s, FE, 0, "reshard 0 shard:0");
@@ -341,11 +341,11 @@ static void test_sched_step_prefetch(void **state) {
 }
 
 /* The buffers of an action as text: +get / -put category:bytes. */
-static void fmt_bufs(const hsr_sched *s, const hsr_sched_action *a, int n, char *out, size_t cap) {
+static void fmt_bufs(const sched_ctx *s, const sched_action *a, int n, char *out, size_t cap) {
   size_t o = 0;
   out[0] = 0;
   for (int i = 0; i < n; i++) {
-    hsr_sched_bufop b[HSR_SCHED_MAX_BUFOPS];
+    sched_bufop b[HSR_SCHED_MAX_BUFOPS];
     int nb;
     assert_int_equal(sched_buffers(s, &a[i], b, &nb), HSR_OK);
     for (int k = 0; k < nb && o < cap; k++)
@@ -354,8 +354,8 @@ static void fmt_bufs(const hsr_sched *s, const hsr_sched_action *a, int n, char 
   }
 }
 
-static void expect_bufs(hsr_sched *s, int call, int unit, const char *want_acts, const char *want_bufs) {
-  const hsr_sched_action *a;
+static void expect_bufs(sched_ctx *s, int call, int unit, const char *want_acts, const char *want_bufs) {
+  const sched_action *a;
   int n;
   assert_int_equal(call == BE ? sched_backward_end(s, unit, &a, &n) : sched_step(s, &a, &n), HSR_OK);
   char got[1024];
@@ -371,14 +371,14 @@ static void expect_bufs(hsr_sched *s, int call, int unit, const char *want_acts,
  * drains the queue and all-reduces the accumulated slice once. */
 static void test_sched_rs_only_bf16(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(2, 1);
+  rt_layout *l = three_units(2, 1);
   hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
   c.micro_batches = 2;
   c.sync = HSR_RT_SYNC_RS_ONLY;
   c.reduce_dtype = HSR_BF16;
-  hsr_sched *s;
+  sched_ctx *s;
   assert_int_equal(sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
-  const hsr_sched_action *a;
+  const sched_action *a;
   int n;
   char got[512];
   assert_int_equal(sched_setup(s, &a, &n), HSR_OK);
@@ -409,9 +409,9 @@ static void test_sched_rs_only_bf16(void **state) {
  * at K = 1. On CUDA no reduction stays in flight behind backward. */
 static void test_sched_local_and_device(void **state) {
   (void)state;
-  hsr_rt_layout *l1 = three_units(1, 1), *l2 = three_units(2, 1);
+  rt_layout *l1 = three_units(1, 1), *l2 = three_units(2, 1);
   hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
-  hsr_sched *s;
+  sched_ctx *s;
   assert_int_equal(sched_create(&c, 1, 4, l1, NULL, &s), HSR_OK);
   assert_int_equal(sched_in_flight(s), 2);
   expect_call(s, FB, 0, "gather 0 shard:64 local, wait 0 shard:64 local");
@@ -437,8 +437,8 @@ static void test_sched_local_and_device(void **state) {
 
 /* Units of 64 and 128 f32 elements cut for S shards of R pieces each
  * (multiples of S x R x align for S x R <= 4: no padding). */
-static hsr_rt_layout *outer_units(int S, int R, int n) {
-  hsr_rt_layout *l;
+static rt_layout *outer_units(int S, int R, int n) {
+  rt_layout *l;
   assert_int_equal(rt_layout_create(16, &l), HSR_OK);
   assert_int_equal(rt_layout_set_subshards(l, R), HSR_OK);
   for (int i = 0; i < n; i++) {
@@ -454,8 +454,8 @@ static hsr_rt_layout *outer_units(int S, int R, int n) {
   return l;
 }
 
-static void expect_setup(hsr_sched *s, const char *want) {
-  const hsr_sched_action *a;
+static void expect_setup(sched_ctx *s, const char *want) {
+  const sched_action *a;
   int n;
   char got[512];
   assert_int_equal(sched_setup(s, &a, &n), HSR_OK);
@@ -473,11 +473,11 @@ static void expect_setup(hsr_sched *s, const char *want) {
  * the setting has no effect. */
 static void test_sched_offload(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(2, 1);
+  rt_layout *l = three_units(2, 1);
   hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
   c.offload = HSR_RT_OFFLOAD_OPTIM;
   c.param_dtype = c.reduce_dtype = HSR_BF16;
-  hsr_sched *s;
+  sched_ctx *s;
   assert_int_equal(sched_create(&c, 2, 1, l, NULL, &s), HSR_OK);
   assert_int_equal(hsr_sched_offload(s), 0); /* host: all state is host memory already */
   sched_free(s);
@@ -506,12 +506,12 @@ static void test_sched_offload(void **state) {
  * first unit's before the next forward's gather of it. */
 static void test_sched_outer(void **state) {
   (void)state;
-  hsr_rt_layout *l = outer_units(2, 2, 2);
+  rt_layout *l = outer_units(2, 2, 2);
   hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
   c.outer_shard = HSR_RT_OUTER_OPTIM;
   c.prefetch = 1;
   c.prefetch_step = 1;
-  hsr_sched *s;
+  sched_ctx *s;
   assert_int_equal(sched_create(&c, 2, 2, l, NULL, &s), HSR_OK);
   assert_int_equal(sched_outer(s), 1);
   assert_int_equal(sched_piece_len(s, 1), 32);
@@ -588,15 +588,15 @@ static void test_sched_outer(void **state) {
  * the kept slice, a one-rank group casts straight into the full buffer). */
 static void test_sched_gather_cast(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(4, 1), *l1 = three_units(1, 1);
+  rt_layout *l = three_units(4, 1), *l1 = three_units(1, 1);
   hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
   c.param_dtype = HSR_BF16;
   c.reshard = HSR_RT_RESHARD_PARTIAL;
   c.partial_k = 2;
-  hsr_sched *s;
+  sched_ctx *s;
   assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
   expect_setup(s, "+master:64 +moment_m:64 +moment_v:64 +grad_shard:64");
-  const hsr_sched_action *a;
+  const sched_action *a;
   int n;
   char got[512];
   assert_int_equal(sched_forward_begin(s, 0, &a, &n), HSR_OK);
@@ -618,9 +618,9 @@ static void test_sched_gather_cast(void **state) {
 
 static void test_sched_bad(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(4, 2);
+  rt_layout *l = three_units(4, 2);
   hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
-  hsr_sched *s = NULL;
+  sched_ctx *s = NULL;
   assert_int_equal(sched_create(&c, 2, 1, l, NULL, &s), HSR_ERR_INVALID); /* layout is for S = 4 */
   c.reshard = HSR_RT_RESHARD_PARTIAL;
   c.partial_k = 3;
@@ -629,7 +629,7 @@ static void test_sched_bad(void **state) {
   assert_null(s);
   c = sched_cfg(HSR_RT_FSDP);
   assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_OK);
-  const hsr_sched_action *a;
+  const sched_action *a;
   int n;
   assert_int_equal(sched_forward_begin(s, 2, &a, &n), HSR_ERR_INVALID);
   assert_int_equal(sched_forward_end(s, 0, &a, &n), HSR_ERR_STATE); /* still sharded */
@@ -645,7 +645,7 @@ static void test_sched_bad(void **state) {
   assert_int_equal(sched_create(&c, 4, 1, l, NULL, &s), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "R > 1"));
   c.strategy = HSR_RT_HYBRID;
-  hsr_rt_layout *l2 = three_units(2, 2);
+  rt_layout *l2 = three_units(2, 2);
   assert_int_equal(sched_create(&c, 2, 2, l2, NULL, &s), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "pieces per shard"));
   assert_null(s);
@@ -659,7 +659,7 @@ static void test_sched_bad(void **state) {
  * collectives it posts and completes, in order. Stage 1 of a reduction
  * completes only when the test says so (done[unit]). */
 typedef struct rec {
-  hsr_sched *s;
+  sched_ctx *s;
   char log[8192];
   size_t o;
   char pool[8192];
@@ -686,7 +686,7 @@ static void logf_(rec *r, const char *fmt, ...) {
   va_end(ap);
 }
 
-static hsr_status r_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
+static hsr_status r_get(void *ctx, int unit, const sched_bufop *b, void **p) {
   rec *r = ctx;
   r->po += (size_t)snprintf(r->pool + r->po, sizeof r->pool - r->po, "%s+%s:%zu", r->po ? " " : "",
                             mem_cat_name(b->cat), b->bytes);
@@ -697,7 +697,7 @@ static hsr_status r_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p)
   return HSR_OK;
 }
 
-static void r_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
+static void r_put(void *ctx, int unit, const sched_bufop *b, void *p) {
   rec *r = ctx;
   (void)unit;
   assert_true(is_live(r, p)); /* the interpreter gives back only what it was given, once */
@@ -707,28 +707,28 @@ static void r_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
                             mem_cat_name(b->cat), b->bytes);
 }
 
-static hsr_status r_gather(void *ctx, const hsr_sched_action *a, void **h) {
+static hsr_status r_gather(void *ctx, const sched_action *a, void **h) {
   rec *r = ctx;
   logf_(r, "G%d ", a->unit);
   *h = (void *)(intptr_t)++r->next_handle;
   return HSR_OK;
 }
 
-static hsr_status r_gather_wait(void *ctx, const hsr_sched_action *a, void *h) {
+static hsr_status r_gather_wait(void *ctx, const sched_action *a, void *h) {
   rec *r = ctx;
   logf_(r, "W%d ", a->unit);
   if (h) r->waits++;
   return HSR_OK;
 }
 
-static hsr_status r_optim(void *ctx, const hsr_sched_action *a) {
+static hsr_status r_optim(void *ctx, const sched_action *a) {
   rec *r = ctx;
   logf_(r, "O%d ", a->unit);
   return a->unit == r->fail_optim ? hsr_error(HSR_ERR_TRANSPORT, "optim %d failed (test)", a->unit) : HSR_OK;
 }
 
 /* The copy reads the gradient before it goes back, into a buffer taken for it. */
-static hsr_status r_stage_cast(void *ctx, hsr_sched_red *e, void *grad) {
+static hsr_status r_stage_cast(void *ctx, sched_red *e, void *grad) {
   rec *r = ctx;
   assert_true(is_live(r, grad));
   assert_true(is_live(r, e->send));
@@ -736,14 +736,14 @@ static hsr_status r_stage_cast(void *ctx, hsr_sched_red *e, void *grad) {
   return HSR_OK;
 }
 
-static hsr_status r_stage1(void *ctx, hsr_sched_red *e) {
+static hsr_status r_stage1(void *ctx, sched_red *e) {
   rec *r = ctx;
   logf_(r, "s1:%d ", e->unit);
   e->h = (void *)(intptr_t)++r->next_handle;
   return HSR_OK;
 }
 
-static hsr_status r_stage2(void *ctx, hsr_sched_red *e) {
+static hsr_status r_stage2(void *ctx, sched_red *e) {
   rec *r = ctx;
   logf_(r, "s2:%d ", e->unit);
   assert_true(is_live(r, e->slice));
@@ -752,19 +752,19 @@ static hsr_status r_stage2(void *ctx, hsr_sched_red *e) {
   return HSR_OK;
 }
 
-static hsr_status r_test(void *ctx, hsr_sched_red *e, int *done) {
+static hsr_status r_test(void *ctx, sched_red *e, int *done) {
   rec *r = ctx;
   *done = e->stage == 1 ? r->done[e->unit] : 0; /* stage 2 finishes only when waited for */
   return HSR_OK;
 }
 
-static hsr_status r_wait(void *ctx, hsr_sched_red *e) {
+static hsr_status r_wait(void *ctx, sched_red *e) {
   rec *r = ctx;
   logf_(r, "w%d:%d ", e->stage, e->unit);
   return HSR_OK;
 }
 
-static hsr_status r_acc(void *ctx, hsr_sched_red *e, void *stage) {
+static hsr_status r_acc(void *ctx, sched_red *e, void *stage) {
   rec *r = ctx;
   (void)stage;
   logf_(r, "acc:%d ", e->unit);
@@ -775,7 +775,7 @@ static hsr_status r_acc(void *ctx, hsr_sched_red *e, void *stage) {
   return HSR_OK;
 }
 
-static const hsr_sched_exec rec_exec = {.get = r_get,
+static const sched_exec rec_exec = {.get = r_get,
                                         .put = r_put,
                                         .gather = r_gather,
                                         .gather_wait = r_gather_wait,
@@ -789,9 +789,9 @@ static const hsr_sched_exec rec_exec = {.get = r_get,
 
 /* One lifecycle call decided and run; *want gets the buffers sched_buffers lists for it. */
 static hsr_status run_call(rec *r, int call, int unit, char *want, size_t *wo, size_t cap) {
-  const hsr_sched_action *a = NULL;
+  const sched_action *a = NULL;
   int n = 0;
-  hsr_sched *s = r->s;
+  sched_ctx *s = r->s;
   hsr_status st = call == FB   ? sched_forward_begin(s, unit, &a, &n)
                   : call == FE ? sched_forward_end(s, unit, &a, &n)
                   : call == BB ? sched_backward_begin(s, unit, &a, &n)
@@ -813,7 +813,7 @@ static hsr_status run_call(rec *r, int call, int unit, char *want, size_t *wo, s
  * everything transient is given back. */
 static void test_run_fifo_and_buffers(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(2, 3);
+  rt_layout *l = three_units(2, 3);
   hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
   c.reduce_dtype = HSR_BF16;
   rec *r = calloc(1, sizeof *r);
@@ -822,7 +822,7 @@ static void test_run_fifo_and_buffers(void **state) {
   assert_int_equal(sched_create(&c, 2, 2, l, NULL, &r->s), HSR_OK);
   static char want[8192];
   size_t wo = 0;
-  const hsr_sched_action *a;
+  const sched_action *a;
   int n;
   assert_int_equal(sched_setup(r->s, &a, &n), HSR_OK);
   fmt_bufs(r->s, a, n, want, sizeof want);
@@ -858,7 +858,7 @@ static void test_run_fifo_and_buffers(void **state) {
   assert_string_equal(r->pool, want);
   /* nothing transient left in use: every unit holds only its four persistent buffers */
   for (int u = 0; u < 3; u++)
-    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++) assert_null(sched_buf_of(r->s, u, (hsr_sched_buf)b));
+    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++) assert_null(sched_buf_of(r->s, u, (sched_buf)b));
   assert_non_null(sched_buf_of(r->s, 0, HSR_SCHED_BUF_MASTER));
   sched_free(r->s);
   free(r);
@@ -872,20 +872,20 @@ static void test_run_fifo_and_buffers(void **state) {
  * saw is exactly sched_buffers' list. */
 static void test_run_outer(void **state) {
   (void)state;
-  hsr_rt_layout *l = outer_units(2, 2, 2);
+  rt_layout *l = outer_units(2, 2, 2);
   hsr_rt_config c = sched_cfg(HSR_RT_HYBRID);
   c.outer_shard = HSR_RT_OUTER_OPTIM;
   c.reduce_dtype = HSR_BF16;
   rec *r = calloc(1, sizeof *r);
   assert_non_null(r);
   r->fail_optim = -1;
-  hsr_sched_exec x = rec_exec;
+  sched_exec x = rec_exec;
   x.regather = r_gather;
   x.regather_wait = r_gather_wait;
   assert_int_equal(sched_create(&c, 2, 2, l, NULL, &r->s), HSR_OK);
   static char want[8192];
   size_t wo = 0;
-  const hsr_sched_action *a;
+  const sched_action *a;
   int n;
   assert_int_equal(sched_setup(r->s, &a, &n), HSR_OK);
   fmt_bufs(r->s, a, n, want, sizeof want);
@@ -895,7 +895,7 @@ static void test_run_outer(void **state) {
   r->done[0] = r->done[1] = 1;
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
     if (calls[i][0] == ST) r->o = 0, r->log[0] = 0;
-    const hsr_sched_action *b = NULL;
+    const sched_action *b = NULL;
     int nb = 0, call = calls[i][0], unit = calls[i][1];
     hsr_status st = call == FB   ? sched_forward_begin(r->s, unit, &b, &nb)
                     : call == FE ? sched_forward_end(r->s, unit, &b, &nb)
@@ -917,7 +917,7 @@ static void test_run_outer(void **state) {
   assert_string_equal(r->pool, want);
   assert_non_null(strstr(r->pool, "+all_reduce_buf:32")); /* a piece of unit 0: 16 bf16 elements */
   for (int u = 0; u < 2; u++)
-    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++) assert_null(sched_buf_of(r->s, u, (hsr_sched_buf)b));
+    for (int b = HSR_SCHED_BUF_FULL; b < HSR_SCHED_BUF_COUNT; b++) assert_null(sched_buf_of(r->s, u, (sched_buf)b));
   sched_free(r->s);
   free(r);
   rt_layout_free(l);
@@ -928,20 +928,20 @@ static void test_run_outer(void **state) {
  * gathers it posted (the step-end prefetch) and returns the first error. */
 static void test_run_errors(void **state) {
   (void)state;
-  hsr_rt_layout *l = three_units(2, 3);
+  rt_layout *l = three_units(2, 3);
   hsr_rt_config c = sched_cfg(HSR_RT_FSDP);
   c.prefetch = 1;
   c.prefetch_step = 1;
   rec *r = calloc(1, sizeof *r);
   assert_non_null(r);
   r->fail_optim = -1;
-  hsr_sched_exec none = {0};
+  sched_exec none = {0};
   assert_int_equal(sched_create(&c, 2, 1, l, NULL, &r->s), HSR_OK);
-  const hsr_sched_action *a;
+  const sched_action *a;
   int n;
   assert_int_equal(sched_setup(r->s, &a, &n), HSR_OK);
   assert_int_equal(sched_run(r->s, a, n, &none, NULL), HSR_OK);
-  hsr_sched_action bogus = {.op = HSR_SCHED_RETIRE, .unit = 1, .group = -1};
+  sched_action bogus = {.op = HSR_SCHED_RETIRE, .unit = 1, .group = -1};
   assert_int_equal(sched_run(r->s, &bogus, 1, &rec_exec, r), HSR_ERR_INTERNAL);
   assert_non_null(strstr(hsr_last_error(), "reduction queue"));
   size_t wo = 0;

@@ -84,7 +84,7 @@ static void test_host_runs_ahead(void **state) {
   gate host, k;
   gate_init(&host), gate_init(&k);
   launch_gate(d, s, &host, &k);
-  hsr_event *e;
+  dev_event *e;
   assert_int_equal(event_create(d, &e), HSR_OK);
   assert_int_equal(event_record(e, s), HSR_OK);
   int done = 1;
@@ -108,7 +108,7 @@ static void test_event_captures_position(void **state) {
   (void)state;
   hsr_device *d = open_sim(0);
   hsr_stream *a, *b;
-  hsr_event *e;
+  dev_event *e;
   assert_int_equal(stream_create(d, 0, &a), HSR_OK);
   assert_int_equal(stream_create(d, 0, &b), HSR_OK);
   assert_int_equal(event_create(d, &e), HSR_OK);
@@ -135,7 +135,7 @@ static void test_event_never_recorded_and_rerecorded(void **state) {
   (void)state;
   hsr_device *d = open_sim(0);
   hsr_stream *a, *b;
-  hsr_event *e;
+  dev_event *e;
   assert_int_equal(stream_create(d, 0, &a), HSR_OK);
   assert_int_equal(stream_create(d, 0, &b), HSR_OK);
   assert_int_equal(event_create(d, &e), HSR_OK);
@@ -202,7 +202,7 @@ static void test_check_reports_and_orders(void **state) {
   (void)state;
   hsr_device *d = open_sim(1);
   hsr_stream *a, *b;
-  hsr_event *e;
+  dev_event *e;
   float *x = NULL, *y = NULL;
   assert_int_equal(stream_create(d, 0, &a), HSR_OK);
   assert_int_equal(stream_create(d, 0, &b), HSR_OK);
@@ -298,7 +298,7 @@ static void test_kernels_equal_host(void **state) {
   assert_int_equal(hsr_device_memset(d, dm, 0, N * 4, NULL), HSR_OK);
   assert_int_equal(hsr_device_memset(d, dv, 0, N * 4, NULL), HSR_OK);
   assert_int_equal(hsr_device_copy(d, dg, g, N * 4, NULL), HSR_OK);
-  hsr_adamw_hparams hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f};
+  adamw_hparams hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.5f};
   for (int step = 1; step <= 3; step++) {
     hp.step = step;
     assert_int_equal(kernels_adamw(h, NULL, N, p, m, v, g, HSR_F32, NULL, HSR_F32, &hp), HSR_OK);

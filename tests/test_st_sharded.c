@@ -126,12 +126,12 @@ static void test_plan(void **state) {
 }
 
 /* a 12, b 40 (above the limit), c 8, d 0, e 8 bytes; limit 20: shards {a}, {b}, {c, d, e} */
-static const hsr_st_tensor g_t[5] = {{"a", "F32", 1, {3}},
+static const st_tensor g_t[5] = {{"a", "F32", 1, {3}},
                                      {"b.weight", "F32", 2, {2, 5}},
                                      {"c", "I32", 1, {2}},
                                      {"d", "U8", 1, {0}},
                                      {"e", "F64", 0, {0}}};
-static const hsr_st_kv g_meta[2] = {{"hsr.model", "mlp"}, {"layers", "2"}};
+static const st_kv g_meta[2] = {{"hsr.model", "mlp"}, {"layers", "2"}};
 #define G_BYTES 68
 
 static void export_to(const char *dir, uint64_t max, size_t cut, int finish) {
@@ -155,7 +155,7 @@ static const char *const g_index =
     "    \"e\": \"model-00003-of-00003.safetensors\"\n  }\n}\n";
 
 static void check_set(const char *path, int files) {
-  hsr_st_set *s;
+  st_set *s;
   OK(st_set_open(path, &s));
   assert_int_equal(st_set_count(s), 5);
   assert_int_equal(st_set_num_files(s), files);
@@ -170,7 +170,7 @@ static void check_set(const char *path, int files) {
                                          "model-00003-of-00003.safetensors"};
   for (int k = 0; k < 5; k++) {
     int i = -1;
-    hsr_st_info in;
+    st_info in;
     OK(st_set_find(s, g_t[k].name, &i));
     OK(st_set_info_at(s, i, &in));
     assert_string_equal(in.name, g_t[k].name);
@@ -265,7 +265,7 @@ static void test_reexport(void **state) {
   expect_error(ckpt_export_write(w, z, sizeof z), HSR_ERR_INVALID, "more than the tensors hold");
   ckpt_export_abort(w);
   /* a bad tensor list touches no file */
-  hsr_st_tensor bad[2] = {{"x", "F32", 1, {1}}, {"x", "F32", 1, {1}}};
+  st_tensor bad[2] = {{"x", "F32", 1, {1}}, {"x", "F32", 1, {1}}};
   char d2[128];
   path_of(d2, sizeof d2, "never");
   expect_error(ckpt_export_begin(d2, 20, bad, 2, NULL, 0, &w), HSR_ERR_INVALID, "given twice");
@@ -275,7 +275,7 @@ static void test_reexport(void **state) {
 
 /* Opening d must fail with `needle`, naming the index. */
 static void open_fails(const char *d, const char *needle) {
-  hsr_st_set *s = NULL;
+  st_set *s = NULL;
   expect_error(st_set_open(d, &s), HSR_ERR_INVALID, needle);
   assert_null(s);
   assert_non_null(strstr(hsr_last_error(), HSR_ST_INDEX_NAME));
@@ -336,8 +336,8 @@ static void test_bad_index(void **state) {
   export_to(d, 20, 0, 1);
   char p[192];
   snprintf(p, sizeof p, "%s/model-00001-of-00003.safetensors", d);
-  hsr_st_writer *w;
-  hsr_st_kv other[2] = {{"hsr.model", "mlp"}, {"layers", "3"}};
+  st_writer *w;
+  st_kv other[2] = {{"hsr.model", "mlp"}, {"layers", "3"}};
   OK(st_create(p, g_t, 1, other, 2, &w));
   OK(st_write(w, (unsigned char[12]){0}, 12));
   OK(st_finish(w));
@@ -352,7 +352,7 @@ static void test_bad_index(void **state) {
   path_of(d, sizeof d, "b19");
   export_to(d, 20, 0, 1);
   put_text(d, HSR_ST_SINGLE_NAME, "x");
-  hsr_st_set *s = NULL;
+  st_set *s = NULL;
   expect_error(st_set_open(d, &s), HSR_ERR_INVALID, "holds both model.safetensors.index.json and");
   path_of(d, sizeof d, "b20");
   mkdir(d, 0755);

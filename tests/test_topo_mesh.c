@@ -21,7 +21,7 @@ static hsr_cluster *blocks(int world, int per_node) {
 }
 
 static hsr_mesh *plan_ok(const hsr_cluster *c, int S, int R, int K) {
-  hsr_mesh_request req = {S, R, K};
+  mesh_request req = {S, R, K};
   hsr_mesh *m = NULL;
   hsr_status st = mesh_plan(c, &req, &m);
   if (st != HSR_OK) fail_msg("plan S=%d R=%d K=%d failed: %s", S, R, K, hsr_last_error());
@@ -29,7 +29,7 @@ static hsr_mesh *plan_ok(const hsr_cluster *c, int S, int R, int K) {
 }
 
 static void plan_err(const hsr_cluster *c, int S, int R, int K, const char *rule, const char *valid) {
-  hsr_mesh_request req = {S, R, K};
+  mesh_request req = {S, R, K};
   hsr_mesh *m = (hsr_mesh *)1;
   assert_int_equal(mesh_plan(c, &req, &m), HSR_ERR_INVALID);
   assert_null(m);

@@ -38,16 +38,16 @@ static void expect_nics(const hsr_topo *t, int g, const char *want) {
   size_t u = 0;
   for (int j = 0; j < topo_gpu_num_nics(t, g); j++) {
     const char *name;
-    hsr_topo_path p;
+    topo_path p;
     assert_int_equal(topo_gpu_nic(t, g, j, &name, &p), HSR_OK);
     u += (size_t)snprintf(got + u, sizeof got - u, "%s%s:%s", j ? " " : "", name, topo_path_str(p));
   }
   assert_string_equal(got, want);
 }
 
-static void expect_pick(const hsr_topo *t, int g, const char *name, hsr_topo_path path) {
+static void expect_pick(const hsr_topo *t, int g, const char *name, topo_path path) {
   const char *n;
-  hsr_topo_path p;
+  topo_path p;
   assert_int_equal(topo_gpu_nic_pick(t, g, &n, &p), HSR_OK);
   assert_string_equal(n, name);
   assert_int_equal(p, path);

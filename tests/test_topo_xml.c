@@ -32,7 +32,7 @@ static void expect_nics(const hsr_topo *t, int g, const char *want) {
   size_t u = 0;
   for (int j = 0; j < topo_gpu_num_nics(t, g); j++) {
     const char *name;
-    hsr_topo_path p;
+    topo_path p;
     assert_int_equal(topo_gpu_nic(t, g, j, &name, &p), HSR_OK);
     u += (size_t)snprintf(got + u, sizeof got - u, "%s%s:%s", j ? " " : "", name, topo_path_str(p));
   }
@@ -102,7 +102,7 @@ static void power8_nvlink(void **s) {
   hsr_cluster *c;
   assert_int_equal(cluster_synthetic(t, 1, 4, &c), HSR_OK);
   assert_int_equal(cluster_domain_size(c), 2);
-  hsr_mesh_request req = {4, 0, 0};
+  mesh_request req = {4, 0, 0};
   hsr_mesh *m;
   assert_int_equal(mesh_plan(c, &req, &m), HSR_OK); /* union of the two NVLink pairs */
   mesh_free(m);
@@ -131,7 +131,7 @@ static void dgx_h100(void **s) {
     assert_string_equal(topo_gpu_cpuset(t, g), g < 4 ? "0-7" : "8-15");
     assert_int_equal(topo_gpu_num_nics(t, g), 8);
     const char *name;
-    hsr_topo_path p;
+    topo_path p;
     char want[16];
     snprintf(want, sizeof want, "mlx5_%d", g);
     assert_int_equal(topo_gpu_nic(t, g, 0, &name, &p), HSR_OK);
@@ -160,7 +160,7 @@ static void dgx_h100(void **s) {
   assert_int_equal(cluster_domain_size(c), 8);
   assert_int_equal(cluster_rank_gpu(c, 13), 5);
   assert_int_equal(cluster_rank_node(c, 13), 1);
-  hsr_mesh_request req = {0, 0, 0};
+  mesh_request req = {0, 0, 0};
   hsr_mesh *m;
   assert_int_equal(mesh_plan(c, &req, &m), HSR_OK);
   assert_int_equal(hsr_mesh_shard(m), 8);
@@ -209,7 +209,7 @@ static void pcie_4gpu(void **s) {
   hsr_cluster *c;
   assert_int_equal(cluster_synthetic(t, 1, 4, &c), HSR_OK);
   assert_int_equal(cluster_domain_size(c), 1);
-  hsr_mesh_request req = {0, 0, 0};
+  mesh_request req = {0, 0, 0};
   hsr_mesh *m;
   assert_int_equal(mesh_plan(c, &req, &m), HSR_OK);
   assert_int_equal(hsr_mesh_shard(m), 1); /* auto: a PCIe-only domain is one GPU */
@@ -234,7 +234,7 @@ static void dgx2_nvswitch(void **s) {
   hsr_cluster *c;
   assert_int_equal(cluster_synthetic(t, 2, 32, &c), HSR_OK);
   assert_int_equal(cluster_domain_size(c), 16);
-  hsr_mesh_request req = {0, 0, 0};
+  mesh_request req = {0, 0, 0};
   hsr_mesh *m;
   assert_int_equal(mesh_plan(c, &req, &m), HSR_OK);
   assert_int_equal(hsr_mesh_shard(m), 16); /* not 8 */
@@ -290,7 +290,7 @@ static void nvl_two_nodes(void **s) {
     char want[32];
     snprintf(want, sizeof want, "mlx5_%d", g);
     const char *name;
-    hsr_topo_path p;
+    topo_path p;
     assert_int_equal(topo_gpu_nic(t, g, 0, &name, &p), HSR_OK);
     assert_string_equal(name, want);
     assert_int_equal(p, HSR_PATH_PIX);
@@ -300,7 +300,7 @@ static void nvl_two_nodes(void **s) {
   assert_int_equal(cluster_num_nodes(c), 2);
   assert_int_equal(cluster_num_domains(c), 1); /* one clique over both nodes */
   assert_int_equal(cluster_domain_size(c), 8);
-  hsr_mesh_request req = {0, 0, 0};
+  mesh_request req = {0, 0, 0};
   hsr_mesh *m;
   assert_int_equal(mesh_plan(c, &req, &m), HSR_OK);
   assert_int_equal(hsr_mesh_shard(m), 8);
@@ -332,7 +332,7 @@ static void cpu_only_binding(void **s) {
   assert_int_equal(cluster_synthetic(t, 2, 6, &c), HSR_OK);
   assert_int_equal(cluster_num_domains(c), 2); /* one per node */
   assert_int_equal(cluster_rank_gpu(c, 0), -1);
-  hsr_mesh_request req = {3, 0, 0};
+  mesh_request req = {3, 0, 0};
   hsr_mesh *m;
   assert_int_equal(mesh_plan(c, &req, &m), HSR_OK);
   assert_int_equal(hsr_mesh_replicate(m), 2);

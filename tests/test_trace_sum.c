@@ -57,7 +57,7 @@ static void open_trace(tbuf *b) {
 }
 
 /* Closes the document, writes it and summarizes it. */
-static hsr_trace_step_summary *summarize(tbuf *b, int *n) {
+static trace_step_summary *summarize(tbuf *b, int *n) {
   put(b, "]}");
   char path[] = "/tmp/hsr_trace_sumXXXXXX";
   int fd = mkstemp(path);
@@ -65,7 +65,7 @@ static hsr_trace_step_summary *summarize(tbuf *b, int *n) {
   assert_int_equal(write(fd, b->s, b->n), (ssize_t)b->n);
   close(fd);
   free(b->s);
-  hsr_trace_step_summary *s = NULL;
+  trace_step_summary *s = NULL;
   hsr_status st = trace_steps(path, &s, n);
   if (st != HSR_OK) fail_msg("trace_steps: %s", hsr_last_error());
   remove(path);
@@ -79,7 +79,7 @@ static void expect_ms(const char *what, int64_t step, double got, double want) {
   if (!NEAR(got, want)) fail_msg("step %lld: %s is %.6f ms, expected %.6f ms", (long long)step, what, got, want);
 }
 
-static const hsr_trace_step_summary *step_of(const hsr_trace_step_summary *s, int n, int64_t step) {
+static const trace_step_summary *step_of(const trace_step_summary *s, int n, int64_t step) {
   for (int i = 0; i < n; i++)
     if (s[i].step == step) return &s[i];
   fail_msg("no summary for step %lld", (long long)step);
@@ -100,9 +100,9 @@ static void crossing_boundary(void **state) {
   /* outside every step window: counted nowhere */
   ev(&b, 0, "comm", "all_reduce", "comm replicate", 25000, 26000, 0, NULL);
   int n;
-  hsr_trace_step_summary *s = summarize(&b, &n);
+  trace_step_summary *s = summarize(&b, &n);
   assert_int_equal(n, 2);
-  const hsr_trace_step_summary *a = step_of(s, n, 1), *c = step_of(s, n, 2);
+  const trace_step_summary *a = step_of(s, n, 1), *c = step_of(s, n, 2);
   expect_ms("step 1 communication", 1, a->comm_ms, 1.0);
   expect_ms("step 1 exposed", 1, a->exposed_ms, 1.0);
   expect_ms("step 1 all-gather time", 1, a->gather_ms, 1.0);
@@ -131,7 +131,7 @@ static void nested_overlapping_gaps(void **state) {
   ev(&b, 0, "comm", "all_gather", "comm shard", 12000, 13000, 1, "blk2");       /* after a gap, exposed */
   ev(&b, 0, "runtime", "reshard", "runtime", 0, 20000, 1, "blk0");              /* not compute, not communication */
   int n;
-  hsr_trace_step_summary *s = summarize(&b, &n);
+  trace_step_summary *s = summarize(&b, &n);
   assert_int_equal(n, 1);
   /* comm union [2,8] + [12,13] = 7; compute union [0,5] + [7,9] = 7; hidden [2,5] + [7,8] = 4 */
   expect_ms("communication", 1, s[0].comm_ms, 7.0);
@@ -158,7 +158,7 @@ static void several_ranks(void **state) {
       ev(&b, r, "comm", "all_gather", "comm shard", o + 3000 + 2000 * k, o + 4000 + 2000 * k, 1, "blk0");
   }
   int n;
-  hsr_trace_step_summary *s = summarize(&b, &n);
+  trace_step_summary *s = summarize(&b, &n);
   assert_int_equal(n, 1);
   assert_int_equal(s[0].ranks, 3);
   expect_ms("communication", 1, s[0].comm_ms, 2.0); /* (1 + 2 + 3) / 3 */
@@ -181,7 +181,7 @@ static void stepless_gathers_in_gaps(void **state) {
   ev(&b, 0, "comm", "all_gather", "comm shard", 150, 160, 0, "u");
   ev(&b, 0, "comm", "all_gather", "comm shard", 350, 360, 0, "u");
   int n;
-  hsr_trace_step_summary *s = summarize(&b, &n);
+  trace_step_summary *s = summarize(&b, &n);
   assert_int_equal(n, 2);
   assert_int_equal(s[0].all_gathers, 0);
   assert_int_equal(s[1].all_gathers, 1);
@@ -269,11 +269,11 @@ static void properties(void **state) {
     tbuf b;
     random_case(ranks, steps, T, &o, &b);
     int n;
-    hsr_trace_step_summary *s = summarize(&b, &n);
+    trace_step_summary *s = summarize(&b, &n);
     assert_int_equal(n, steps);
     double sum_comm = 0, whole_comm = 0, sum_exposed = 0, whole_exposed = 0;
     for (int k = 0; k < steps; k++) {
-      const hsr_trace_step_summary *x = step_of(s, n, k + 1);
+      const trace_step_summary *x = step_of(s, n, k + 1);
       if (x->ranks != ranks) fail_msg("case %d step %d: %d ranks, expected %d", iter, k + 1, x->ranks, ranks);
       expect_ms("communication", k + 1, x->comm_ms, o.comm[k]);
       expect_ms("compute", k + 1, x->compute_ms, o.comp[k]);
@@ -302,13 +302,13 @@ static void properties(void **state) {
  * touching and disjoint intervals, by hand. */
 static void interval_arithmetic(void **state) {
   (void)state;
-  hsr_ival v[] = {{5, 6}, {0, 2}, {1, 3}, {1.5, 2.5}, {3, 4}, {8, 9}};
+  ival v[] = {{5, 6}, {0, 2}, {1, 3}, {1.5, 2.5}, {3, 4}, {8, 9}};
   int n = 6;
   assert_int_equal(ival_merge(v, &n), HSR_OK);
   assert_int_equal(n, 3); /* [0,4] (touching at 3 joins), [5,6], [8,9] */
   assert_true(v[0].a == 0 && v[0].b == 4 && v[1].a == 5 && v[1].b == 6 && v[2].a == 8 && v[2].b == 9);
   assert_true(ival_length(v, n) == 6);
-  hsr_ival w[] = {{3.5, 5.5}, {8.5, 10}};
+  ival w[] = {{3.5, 5.5}, {8.5, 10}};
   assert_true(ival_overlap(v, n, w, 2) == 0.5 + 0.5 + 0.5);
   assert_true(ival_overlap(v, n, w, 0) == 0);
   int zero = 0;

@@ -23,80 +23,80 @@
 
 #define EQ(a, b) assert_true(fabs((double)(a) - (double)(b)) <= 1e-9 * (1 + fabs((double)(b))))
 
-static hsr_tune_net host(void) {
-  hsr_tune_net n;
+static tune_net host(void) {
+  tune_net n;
   assert_int_equal(tune_net_default("host", &n), HSR_OK);
   return n;
 }
 
-static void vol(const hsr_tune_net *n, int op, hsr_tune_shape g, double count, hsr_tune_vol *v) {
+static void vol(const tune_net *n, int op, tune_shape g, double count, tune_vol *v) {
   assert_int_equal(tune_volume(n, op, &g, count, 4, v), HSR_OK);
 }
 
 static void test_volumes(void **state) {
   (void)state;
-  hsr_tune_net n = host();
-  hsr_tune_vol v;
+  tune_net n = host();
+  tune_vol v;
   /* shared memory, 4 ranks, 1000 f32 each (B = 4000): every rank reads 3 blocks */
-  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){4, 1, 4, 1}, 1000, &v);
+  vol(&n, HSR_OP_ALLGATHER, (tune_shape){4, 1, 4, 1}, 1000, &v);
   EQ(v.sent, 12000), EQ(v.recv, 12000), EQ(v.fabric_sent, 0), EQ(v.full, 16000);
   assert_int_equal(v.nstages, 1);
   assert_int_equal(v.stage[0].tier, HSR_TUNE_INTRA);
-  vol(&n, HSR_OP_REDUCE_SCATTER, (hsr_tune_shape){4, 1, 4, 1}, 1000, &v);
+  vol(&n, HSR_OP_REDUCE_SCATTER, (tune_shape){4, 1, 4, 1}, 1000, &v);
   EQ(v.sent, 12000), EQ(v.full, 16000);
   /* all-reduce of 4000 bytes: reduce my quarter from 3 peers, read 3 quarters */
-  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){4, 1, 4, 1}, 1000, &v);
+  vol(&n, HSR_OP_ALLREDUCE, (tune_shape){4, 1, 4, 1}, 1000, &v);
   EQ(v.sent, 6000), EQ(v.recv, 6000), EQ(v.full, 4000);
   /* 2 ranks on 2 nodes: a UCX ring, everything crosses */
-  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){2, 2, 1, 2}, 1000, &v);
+  vol(&n, HSR_OP_ALLGATHER, (tune_shape){2, 2, 1, 2}, 1000, &v);
   EQ(v.sent, 4000), EQ(v.fabric_sent, 4000), EQ(v.fabric_recv, 4000);
   assert_int_equal(v.stage[0].tier, HSR_TUNE_CROSS);
   /* small all-reduce: recursive doubling, log2(2) exchanges of the vector; large: ring, 2V(n-1)/n */
-  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){2, 2, 1, 2}, 1000, &v);
+  vol(&n, HSR_OP_ALLREDUCE, (tune_shape){2, 2, 1, 2}, 1000, &v);
   EQ(v.sent, 4000), EQ(v.fabric_sent, 4000);
   assert_string_equal(v.algo, "ucx recursive doubling");
-  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){2, 2, 1, 2}, 100000, &v);
+  vol(&n, HSR_OP_ALLREDUCE, (tune_shape){2, 2, 1, 2}, 100000, &v);
   EQ(v.sent, 400000);
   assert_string_equal(v.algo, "ucx ring");
   /* 8 ranks, 2 nodes of 4: two-level; node stage 3 x 2 blocks, cross ring 1 block */
-  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){8, 2, 4, 2}, 1000, &v);
+  vol(&n, HSR_OP_ALLGATHER, (tune_shape){8, 2, 4, 2}, 1000, &v);
   EQ(v.sent, 28000), EQ(v.recv, 28000), EQ(v.fabric_sent, 4000), EQ(v.full, 32000);
   assert_int_equal(v.nstages, 2);
   EQ(v.stage[0].bytes, 24000), EQ(v.stage[1].bytes, 4000);
   /* two-level all-reduce as the collectives run it, UCC's split rail: node reduce-scatter of a
    * quarter (3 x 100000 bytes), that quarter all-reduced across (a ring of 2: 100000), node all-gather */
   assert_int_equal(n.ar2, HSR_TUNE_AR2_SPLIT_RAIL);
-  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){8, 2, 4, 2}, 100000, &v);
+  vol(&n, HSR_OP_ALLREDUCE, (tune_shape){8, 2, 4, 2}, 100000, &v);
   EQ(v.sent, 300000 * 2 + 100000), EQ(v.fabric_sent, 100000);
   assert_int_equal(v.nstages, 3);
   /* 1002 elements: quarters of 250 (3000 each way, 1000 across by recursive doubling), and the
    * 2-element tail node all-reduced (2 x 8 x 3/4) and all-reduced across (8) */
-  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){8, 2, 4, 2}, 1002, &v);
+  vol(&n, HSR_OP_ALLREDUCE, (tune_shape){8, 2, 4, 2}, 1002, &v);
   EQ(v.sent, 6000 + 1000 + 12 + 8), EQ(v.fabric_sent, 1008);
   assert_int_equal(v.nstages, 5);
   /* the shape before the split rail: the whole vector crossed from every local rank */
   n.ar2 = HSR_TUNE_AR2_FULL;
-  vol(&n, HSR_OP_ALLREDUCE, (hsr_tune_shape){8, 2, 4, 2}, 100000, &v);
+  vol(&n, HSR_OP_ALLREDUCE, (tune_shape){8, 2, 4, 2}, 100000, &v);
   EQ(v.sent, 600000 + 400000), EQ(v.fabric_sent, 400000);
   n.ar2 = HSR_TUNE_AR2_SPLIT_RAIL;
   /* one rank: nothing moves */
-  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){1, 1, 1, 1}, 1000, &v);
+  vol(&n, HSR_OP_ALLGATHER, (tune_shape){1, 1, 1, 1}, 1000, &v);
   EQ(v.sent, 0), EQ(v.full, 4000);
   assert_int_equal(v.nstages, 0);
   /* NCCL across nodes: one ring bound by the network, 2 of its 16 hops cross */
-  hsr_tune_net g;
+  tune_net g;
   assert_int_equal(tune_net_default("h100", &g), HSR_OK);
-  vol(&g, HSR_OP_ALLGATHER, (hsr_tune_shape){16, 2, 8, 2}, 1000, &v);
+  vol(&g, HSR_OP_ALLGATHER, (tune_shape){16, 2, 8, 2}, 1000, &v);
   EQ(v.sent, 60000), EQ(v.fabric_sent, 7500);
   assert_int_equal(v.stage[0].tier, HSR_TUNE_CROSS);
   /* time: alpha + bytes / busbw per stage */
   for (int op = 0; op < HSR_TUNE_OPS; op++) n.link[HSR_TUNE_INTRA][op].alpha_us = 10, n.link[0][op].busbw_gbs = 1;
-  vol(&n, HSR_OP_ALLGATHER, (hsr_tune_shape){4, 1, 4, 1}, 1000, &v);
+  vol(&n, HSR_OP_ALLGATHER, (tune_shape){4, 1, 4, 1}, 1000, &v);
   EQ(tune_coll_time(&n, &v), 10e-6 + 12000 / 1e9);
   /* bad input */
-  hsr_tune_shape bad = {2, 3, 1, 1};
+  tune_shape bad = {2, 3, 1, 1};
   assert_int_equal(tune_volume(&n, HSR_OP_ALLGATHER, &bad, 10, 4, &v), HSR_ERR_INVALID);
-  hsr_tune_shape ok = {2, 1, 2, 1};
+  tune_shape ok = {2, 1, 2, 1};
   assert_int_equal(tune_volume(&n, HSR_OP_BCAST, &ok, 10, 4, &v), HSR_ERR_INVALID);
   assert_int_equal(tune_net_default("tpu", &n), HSR_ERR_INVALID);
   assert_non_null(strstr(hsr_last_error(), "h100"));
@@ -112,39 +112,39 @@ static hsr_cluster *two_nodes(void) {
 }
 
 /* Two units of 8192 f32 (P = 65536 bytes): no padding for S up to 8. */
-static const hsr_tune_model two_units = {.units = 2, .params = 16384, .fwd_ms = 1, .bwd_ratio = 2};
+static const tune_model two_units = {.units = 2, .params = 16384, .fwd_ms = 1, .bwd_ratio = 2};
 
-static hsr_tune_result eval_outer(const hsr_tune_net *n, const hsr_tune_model *m, hsr_rt_strategy s, int S, int K,
+static tune_result eval_outer(const tune_net *n, const tune_model *m, hsr_rt_strategy s, int S, int K,
                                   hsr_rt_reshard pol, int prefetch, hsr_dtype pdt, hsr_rt_outer outer) {
   hsr_cluster *c = two_nodes();
   hsr_mesh *mesh;
-  hsr_mesh_request q = {S, 0, K};
+  mesh_request q = {S, 0, K};
   assert_int_equal(mesh_plan(c, &q, &mesh), HSR_OK);
-  hsr_tune_shape sh[HSR_RT_GROUP_COUNT];
+  tune_shape sh[HSR_RT_GROUP_COUNT];
   assert_int_equal(tune_mesh_shapes(c, mesh, sh), HSR_OK);
   hsr_rt_config cfg;
   hsr_rt_config_default(&cfg);
   cfg.strategy = s, cfg.reshard = pol, cfg.partial_k = K, cfg.prefetch = prefetch, cfg.param_dtype = pdt;
   cfg.outer_shard = outer;
-  hsr_tune_result r;
+  tune_result r;
   assert_int_equal(tune_eval(m, n, &cfg, S, 8 / S, sh, &r), HSR_OK);
   mesh_free(mesh);
   cluster_free(c);
   return r;
 }
 
-static hsr_tune_result eval(const hsr_tune_net *n, const hsr_tune_model *m, hsr_rt_strategy s, int S, int K,
+static tune_result eval(const tune_net *n, const tune_model *m, hsr_rt_strategy s, int S, int K,
                             hsr_rt_reshard pol, int prefetch, hsr_dtype pdt) {
   return eval_outer(n, m, s, S, K, pol, prefetch, pdt, HSR_RT_OUTER_NONE);
 }
 
 static void test_step_bytes(void **state) {
   (void)state;
-  hsr_tune_net n = host();
+  tune_net n = host();
   const double P = 65536;
   /* fsdp over both nodes: forward and backward gathers and the reduce-scatter each send P across
    * (8 ranks x a 4096-byte shard); the norm's 8-byte all-reduce adds 8 per rank */
-  hsr_tune_result f = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  tune_result f = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
   EQ(f.fabric_all_ranks, 3 * P + 64);
   EQ(f.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].calls, 4);
   EQ(f.bytes[HSR_RT_GROUP_SHARD][HSR_OP_REDUCE_SCATTER].calls, 2);
@@ -152,38 +152,38 @@ static void test_step_bytes(void **state) {
   EQ(f.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].sent, 4 * (3 * 2 * 4096 + 4096));
   EQ(f.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].full, 4 * 32768);
   /* hybrid 2 x 4: only the replicate all-reduce of each unit's quarter crosses */
-  hsr_tune_result h = eval(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  tune_result h = eval(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
   EQ(h.fabric_all_ranks, 2 * P);
-  const hsr_tune_bytes *ag = &h.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
-  const hsr_tune_bytes *ar = &h.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE];
+  const tune_bytes *ag = &h.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
+  const tune_bytes *ar = &h.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE];
   EQ(ag->sent, ag->recv), EQ(ag->fabric_sent, 0), EQ(ag->sent, 4 * 3 * 8192);
   EQ(ar->calls, 2), EQ(ar->sent, 2 * 8192), EQ(ar->fabric_sent, ar->sent), EQ(ar->full, 2 * 8192);
   /* the same with the outer shard: the all-reduce of each quarter becomes a reduce-scatter and,
    * after the step, an all-gather over R of its half (4096 bytes each way over two ranks): the
    * same 2P across, plus the norm's second 8-byte all-reduce (over R: 8 ranks x 8 bytes) */
-  hsr_tune_result o =
+  tune_result o =
       eval_outer(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32, HSR_RT_OUTER_OPTIM);
   EQ(o.fabric_all_ranks, 2 * P + 64);
-  const hsr_tune_bytes *ors = &o.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_REDUCE_SCATTER];
-  const hsr_tune_bytes *oag = &o.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLGATHER];
-  const hsr_tune_bytes *oar = &o.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE];
+  const tune_bytes *ors = &o.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_REDUCE_SCATTER];
+  const tune_bytes *oag = &o.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLGATHER];
+  const tune_bytes *oar = &o.bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLREDUCE];
   EQ(ors->calls, 2), EQ(oag->calls, 2), EQ(oar->calls, 1), EQ(oar->sent, 8);
   EQ(ors->sent, 2 * 4096), EQ(oag->sent, 2 * 4096), EQ(ors->sent + oag->sent, ar->sent);
   EQ(ors->fabric_sent + oag->fabric_sent, ar->fabric_sent);
   EQ(o.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].sent, ag->sent); /* the shard group's traffic is unchanged */
   assert_true(o.step_ms > h.step_ms);                               /* the gather over R waits at the end of the step */
   /* fsdp over both nodes with partial:4: the backward gathers stay in the node */
-  hsr_tune_result p = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 0, HSR_F32);
+  tune_result p = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 0, HSR_F32);
   EQ(p.fabric_all_ranks, 2 * P + 64);
   EQ(p.bytes[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER].calls, 2);
   EQ(p.bytes[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER].fabric_sent, 0);
   /* zero1 2 x 4: the shard group all-reduces in full, the replicate group the slices: 2P across */
-  hsr_tune_result z = eval(&n, &two_units, HSR_RT_ZERO1, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  tune_result z = eval(&n, &two_units, HSR_RT_ZERO1, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
   EQ(z.fabric_all_ranks, 2 * P);
   EQ(z.bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER].calls, 2); /* the re-gathers after the step */
   /* ddp: the split rail sends each local rank's quarter across once: 2P (8P when every local rank
    * sent the whole vector, the two-level all-reduce before the split rail) */
-  hsr_tune_result d = eval(&n, &two_units, HSR_RT_DDP, 1, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  tune_result d = eval(&n, &two_units, HSR_RT_DDP, 1, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
   EQ(d.fabric_all_ranks, 2 * P);
   n.ar2 = HSR_TUNE_AR2_FULL;
   d = eval(&n, &two_units, HSR_RT_DDP, 1, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
@@ -193,9 +193,9 @@ static void test_step_bytes(void **state) {
 
 static void test_ledger(void **state) {
   (void)state;
-  hsr_tune_net n = host();
+  tune_net n = host();
   /* fsdp, f32: the master is the parameter shard; it, the gradient accumulator, m and v: 16/S */
-  hsr_tune_result r = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  tune_result r = eval(&n, &two_units, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
   EQ(r.persistent_per_param * 8, 16);
   EQ(r.peak_cat[HSR_MEM_PARAM_SHARD], 0);
   /* bf16 parameters keep no bf16 shard beside the master (FSDP2: the gather input is cast from it,
@@ -218,7 +218,7 @@ static void test_ledger(void **state) {
   EQ(r.persistent_per_param, 4 + 16.0 / 4);
   /* its peak adds the full f32 gradient of a unit and its all-reduced slice: with one unit
    * 4 + 4 + 16/S + 4/S (the textbook zero1 "8 + 12/S" counts a whole gradient and no accumulator) */
-  hsr_tune_model one = {.units = 1, .params = 8192, .fwd_ms = 1, .bwd_ratio = 2};
+  tune_model one = {.units = 1, .params = 8192, .fwd_ms = 1, .bwd_ratio = 2};
   r = eval(&n, &one, HSR_RT_ZERO1, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
   EQ((double)r.runtime_peak / 8192, 8 + 16.0 / 4 + 4.0 / 4);
   r = eval(&n, &two_units, HSR_RT_ZERO2, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
@@ -241,13 +241,13 @@ static void test_ledger(void **state) {
  * shard (its micro-batches sum whole slices before the one reduce-scatter over R): 0.9375. */
 static void test_outer_bytes(void **state) {
   (void)state;
-  hsr_tune_net n = host();
-  hsr_tune_shape sh[HSR_RT_GROUP_COUNT] = {{8, 1, 8, 1}, {8, 8, 1, 8}, {1, 1, 1, 1}};
+  tune_net n = host();
+  tune_shape sh[HSR_RT_GROUP_COUNT] = {{8, 1, 8, 1}, {8, 8, 1, 8}, {1, 1, 1, 1}};
   hsr_rt_config c;
   hsr_rt_config_default(&c);
   c.strategy = HSR_RT_HYBRID;
   c.param_dtype = HSR_BF16;
-  hsr_tune_result r;
+  tune_result r;
   assert_int_equal(tune_eval(&two_units, &n, &c, 8, 8, sh, &r), HSR_OK);
   EQ(r.persistent_per_param, 16.0 / 8);
   c.outer_shard = HSR_RT_OUTER_OPTIM;
@@ -263,11 +263,11 @@ static void test_outer_bytes(void **state) {
 }
 
 /* A net where only bandwidth counts: no latency, no data work, no optimizer. */
-static hsr_tune_net clean(double intra, double cross) {
-  hsr_tune_net n = host();
+static tune_net clean(double intra, double cross) {
+  tune_net n = host();
   for (int op = 0; op < HSR_TUNE_OPS; op++) {
-    n.link[HSR_TUNE_INTRA][op] = (hsr_tune_link){.busbw_gbs = intra};
-    n.link[HSR_TUNE_CROSS][op] = (hsr_tune_link){.busbw_gbs = cross};
+    n.link[HSR_TUNE_INTRA][op] = (tune_link){.busbw_gbs = intra};
+    n.link[HSR_TUNE_CROSS][op] = (tune_link){.busbw_gbs = cross};
   }
   n.steal[0] = n.steal[1] = 0;
   n.optim_ns_per_elem = 0;
@@ -277,32 +277,32 @@ static hsr_tune_net clean(double intra, double cross) {
 
 static void test_timeline(void **state) {
   (void)state;
-  hsr_tune_net n = clean(1, 1);
-  hsr_tune_model m = {.units = 1, .params = 8192, .fwd_ms = 0, .bwd_ratio = 2};
+  tune_net n = clean(1, 1);
+  tune_model m = {.units = 1, .params = 8192, .fwd_ms = 0, .bwd_ratio = 2};
   /* S = 4 on one node... here 8 on two: use hybrid 2 x 4, one unit, no compute: gathers
    * (2 x 3 x 8192 bytes), reduce-scatter (3 x 8192), replicate all-reduce (8192), norm (12 bytes) */
-  hsr_tune_result r = eval(&n, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  tune_result r = eval(&n, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
   double want = (2 * 3 * 8192 + 3 * 8192 + 8192 + 12) / 1e9 * 1e3;
   assert_true(fabs(r.comm_ms - want) < 1e-6);
   assert_true(fabs(r.exposed_ms - want) < 1e-6);
   assert_true(r.step_ms >= r.comm_ms - 1e-9);
   /* compute hides a prefetched gather: same communication, less of it exposed */
-  hsr_tune_model m2 = {.units = 4, .params = 4 * 8192, .fwd_ms = 1, .bwd_ratio = 2};
-  hsr_tune_result p0 = eval(&n, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
-  hsr_tune_result p1 = eval(&n, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  tune_model m2 = {.units = 4, .params = 4 * 8192, .fwd_ms = 1, .bwd_ratio = 2};
+  tune_result p0 = eval(&n, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  tune_result p1 = eval(&n, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
   assert_true(fabs(p0.comm_ms - p1.comm_ms) < 1e-6);
   assert_true(p1.exposed_ms < p0.exposed_ms);
   assert_true(p1.step_ms < p0.step_ms);
   EQ(p0.compute_ms, 4 * 3);
   /* contention between the tiers: half the bandwidth while the other tier runs costs time */
-  hsr_tune_net c = clean(0.001, 0.001);
-  hsr_tune_result a = eval(&c, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  tune_net c = clean(0.001, 0.001);
+  tune_result a = eval(&c, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
   c.concurrent[0] = c.concurrent[1] = 0.5;
-  hsr_tune_result b = eval(&c, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  tune_result b = eval(&c, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
   assert_true(b.comm_ms > a.comm_ms * 1.01);
   /* a collective that takes the cores slows the compute beside it */
   c.steal[0] = c.steal[1] = 0.5;
-  hsr_tune_result s = eval(&c, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+  tune_result s = eval(&c, &m2, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
   assert_true(s.compute_ms > b.compute_ms * 1.01);
 }
 
@@ -333,14 +333,14 @@ static void test_calib(void **state) {
     row(j, sizeof j, 6 * x + x, 2 * x, 8, 2, (20 + 6 * x / 2000) + (50 + x / 100), 0); /* two-level */
   }
   strcat(j, "]}");
-  hsr_tune_calib *c;
+  tune_calib *c;
   assert_int_equal(tune_calib_create(&c), HSR_OK);
   assert_int_equal(tune_calib_add_json(c, j, "/tmp/x/ag.json"), HSR_OK);
   assert_int_equal(tune_calib_rows(c), 24);
-  hsr_tune_net n = host();
+  tune_net n = host();
   char rep[2048];
   assert_int_equal(tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
-  const hsr_tune_link *a = &n.link[HSR_TUNE_INTRA][HSR_OP_ALLGATHER], *x = &n.link[HSR_TUNE_CROSS][HSR_OP_ALLGATHER];
+  const tune_link *a = &n.link[HSR_TUNE_INTRA][HSR_OP_ALLGATHER], *x = &n.link[HSR_TUNE_CROSS][HSR_OP_ALLGATHER];
   assert_true(fabs(a->alpha_us - 20) < 1e-6 && fabs(a->busbw_gbs - 2) < 1e-9);
   assert_true(fabs(x->alpha_us - 50) < 1e-6 && fabs(x->busbw_gbs - 0.1) < 1e-9);
   assert_int_equal(a->samples, 6);
@@ -426,22 +426,22 @@ static void test_calib(void **state) {
   assert_int_equal(tune_calib_fit(c, &n, rep, sizeof rep), HSR_OK);
   /* the cross stage gets its own fit: what the rows leave after their node stage, 2 (20 + 0.003 x) + 2 (50 +
    * 0.01 x) - (20 + 0.003 x) = 120 us + x / 43.48 MB/s; the flat cross fit stays the flat rows' */
-  const hsr_tune_link *sl = &n.span_link[HSR_OP_REDUCE_SCATTER];
+  const tune_link *sl = &n.span_link[HSR_OP_REDUCE_SCATTER];
   assert_true(fabs(sl->alpha_us - 120) < 1e-6);
   assert_true(fabs(sl->busbw_gbs - 1 / 23.0) < 1e-9);
   assert_true(fabs(n.link[HSR_TUNE_CROSS][HSR_OP_REDUCE_SCATTER].busbw_gbs - 0.1) < 1e-9);
   EQ(n.span[HSR_OP_REDUCE_SCATTER], 1);
   assert_non_null(strstr(rep, "their cross stage alpha 120.0 us"));
-  hsr_tune_vol v;
-  hsr_tune_shape g = {8, 2, 4, 2};
+  tune_vol v;
+  tune_shape g = {8, 2, 4, 2};
   assert_int_equal(tune_volume(&n, HSR_OP_REDUCE_SCATTER, &g, 1000, 4, &v), HSR_OK);
   EQ(tune_coll_time(&n, &v), 2 * ((20e-6 + 24000 / 2e9) + (50e-6 + 4000 / 1e8)));
   tune_calib_free(c);
 }
 
-static void plan_only(const hsr_tune_net *n, const hsr_tune_model *m, double budget, int strategy, hsr_tune_plan *p) {
+static void plan_only(const tune_net *n, const tune_model *m, double budget, int strategy, tune_plan *p) {
   hsr_cluster *c = two_nodes();
-  hsr_tune_space sp;
+  tune_space sp;
   tune_space_default(&sp);
   sp.mem_budget = budget;
   sp.only_strategy = strategy;
@@ -449,17 +449,17 @@ static void plan_only(const hsr_tune_net *n, const hsr_tune_model *m, double bud
   cluster_free(c);
 }
 
-static void plan(const hsr_tune_net *n, const hsr_tune_model *m, double budget, hsr_tune_plan *p) {
+static void plan(const tune_net *n, const tune_model *m, double budget, tune_plan *p) {
   plan_only(n, m, budget, -1, p);
 }
 
 static void test_recommend(void **state) {
   (void)state;
-  hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2};
+  tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2};
   /* a slow link between the nodes: the winner sends the least across (2P, give or take the norm's
    * 8-byte all-reduce); the slowest is flat fsdp over both nodes with full reshard, 3P (P = 8 MiB) */
-  hsr_tune_net slow = clean(10, 0.01);
-  hsr_tune_plan p;
+  tune_net slow = clean(10, 0.01);
+  tune_plan p;
   plan(&slow, &m, 0, &p);
   assert_true(p.nfeasible == p.n && p.n > 20);
   double least = 1e300;
@@ -493,13 +493,13 @@ static void test_recommend(void **state) {
   /* a budget the 2 x 4 layout fits only with the outer shard: among the hybrid layouts the planner
    * rejects it without, accepts it with, recommends it and states the trade (over every strategy
    * fsdp 1 x 8 partial:4, which needs no outer shard, is a few ms faster here) */
-  hsr_tune_result hn = eval(&slow, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
-  hsr_tune_result ho = eval_outer(&slow, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32, HSR_RT_OUTER_OPTIM);
+  tune_result hn = eval(&slow, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  tune_result ho = eval_outer(&slow, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32, HSR_RT_OUTER_OPTIM);
   assert_true(ho.peak_total < hn.peak_total);
   plan_only(&slow, &m, (ho.peak_total + hn.peak_total) / 2, HSR_RT_HYBRID, &p);
   int seen = 0;
   for (int i = 0; i < p.n; i++) {
-    const hsr_tune_result *c = &p.cand[i];
+    const tune_result *c = &p.cand[i];
     if (c->cfg.strategy != HSR_RT_HYBRID || c->S != 4 || c->cfg.reshard != HSR_RT_RESHARD_FULL || c->cfg.prefetch)
       continue;
     seen++;
@@ -515,7 +515,7 @@ static void test_recommend(void **state) {
   assert_non_null(strstr(ex, "all-gathered over the replicate group"));
   tune_plan_free(&p);
   /* a budget only the full sharding fits: fsdp over all 8 */
-  hsr_tune_result f = eval(&slow, &m, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  tune_result f = eval(&slow, &m, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
   plan(&slow, &m, f.peak_total * 1.05, &p);
   assert_true(p.nfeasible > 0);
   for (int i = 0; i < p.nfeasible; i++) assert_int_equal(p.cand[i].S, 8);
@@ -531,9 +531,9 @@ static void test_recommend(void **state) {
   /* as the link slows, flat fsdp over both nodes loses ground to hybrid */
   double prev = 0;
   for (double bw = 1; bw >= 0.01; bw /= 10) {
-    hsr_tune_net n = clean(10, bw);
-    hsr_tune_result a = eval(&n, &m, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
-    hsr_tune_result b = eval(&n, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+    tune_net n = clean(10, bw);
+    tune_result a = eval(&n, &m, HSR_RT_FSDP, 8, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
+    tune_result b = eval(&n, &m, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_F32);
     assert_true(a.step_ms / b.step_ms > prev);
     prev = a.step_ms / b.step_ms;
   }
@@ -546,17 +546,17 @@ static void test_recommend(void **state) {
  * without residuals only the 0.2% arm is left. */
 static void test_ties(void **state) {
   (void)state;
-  hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2};
-  hsr_tune_net n = clean(10, 0.1);
+  tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2};
+  tune_net n = clean(10, 0.1);
   n.step_rel_rms = 0.05; /* each layout's own residual in the probes: 5% of its step */
-  hsr_tune_plan p;
+  tune_plan p;
   plan(&n, &m, 0, &p);
   int by_sigma = 0;
   for (int i = 1; i < p.nfeasible; i++) {
-    const hsr_tune_result *r = &p.cand[i];
+    const tune_result *r = &p.cand[i];
     if (r->tie < 0) continue;
     assert_true(r->tie < i);
-    const hsr_tune_result *b = &p.cand[r->tie];
+    const tune_result *b = &p.cand[r->tie];
     if (r->step_ms - b->step_ms > 0.002 * b->step_ms) by_sigma++; /* beyond the resolution: tied by the sigma */
   }
   assert_true(by_sigma > 0);
@@ -579,10 +579,10 @@ static void test_ties(void **state) {
  * transient peak; the recommendation fits. */
 static void test_budget_by_peak(void **state) {
   (void)state;
-  hsr_tune_net n = clean(10, 1);
+  tune_net n = clean(10, 1);
   for (int act = 0; act < 2; act++) {
-    hsr_tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2, .act_bytes = act ? 3e6 : 0};
-    hsr_tune_plan all, p;
+    tune_model m = {.units = 8, .params = 8 * 262144, .fwd_ms = 0.5, .bwd_ratio = 2, .act_bytes = act ? 3e6 : 0};
+    tune_plan all, p;
     plan(&n, &m, 0, &all);
     int between = 0, budgets = 0;
     for (int i = 0; i < all.n; i++) {
@@ -592,7 +592,7 @@ static void test_budget_by_peak(void **state) {
         plan(&n, &m, B, &p);
         assert_int_equal(p.n, all.n);
         for (int j = 0; j < p.n; j++) {
-          const hsr_tune_result *r = &p.cand[j];
+          const tune_result *r = &p.cand[j];
           char lab[96];
           int fits = r->peak_total <= B;
           if (fits != r->feasible)
@@ -617,7 +617,7 @@ static void test_budget_by_peak(void **state) {
 static void test_gpu_defaults(void **state) {
   (void)state;
   /* 7e9 bf16 parameters in 32 units on 64 H100s: ddp needs 18 bytes per parameter */
-  hsr_tune_net n;
+  tune_net n;
   assert_int_equal(tune_net_default("h100", &n), HSR_OK);
   assert_true(tune_net_uses_defaults(&n));
   assert_non_null(strstr(n.link[HSR_TUNE_INTRA][0].source, "default"));
@@ -625,15 +625,15 @@ static void test_gpu_defaults(void **state) {
   for (int r = 0; r < 64; r++) node[r] = r / 8, gpu[r] = r % 8;
   hsr_cluster *c;
   assert_int_equal(cluster_create(64, node, gpu, node, &c), HSR_OK);
-  hsr_tune_model m = {.units = 32, .params = 7e9, .fwd_ms = 5, .bwd_ratio = 2};
-  hsr_tune_space sp;
+  tune_model m = {.units = 32, .params = 7e9, .fwd_ms = 5, .bwd_ratio = 2};
+  tune_space sp;
   tune_space_default(&sp);
   sp.mem_budget = 80.0 * (1 << 30);
   sp.param_dtype = HSR_BF16;
-  hsr_tune_plan p;
+  tune_plan p;
   assert_int_equal(tune_plan_run(c, &m, &n, &sp, &p), HSR_OK);
   assert_int_equal(p.nfeasible, p.n - 1);
-  const hsr_tune_result *d = &p.cand[p.n - 1];
+  const tune_result *d = &p.cand[p.n - 1];
   assert_int_equal(d->cfg.strategy, HSR_RT_DDP);
   assert_true(d->persistent == (uint64_t)(18 * 7e9));
   assert_non_null(strstr(d->reason, "GiB over 80.00 GiB"));
@@ -645,9 +645,9 @@ static void test_gpu_defaults(void **state) {
 
 static void test_emit(void **state) {
   (void)state;
-  hsr_tune_net n = host();
+  tune_net n = host();
   char b[4096];
-  hsr_tune_result h = eval(&n, &two_units, HSR_RT_HYBRID, 4, 2, HSR_RT_RESHARD_PARTIAL, 2, HSR_BF16);
+  tune_result h = eval(&n, &two_units, HSR_RT_HYBRID, 4, 2, HSR_RT_RESHARD_PARTIAL, 2, HSR_BF16);
   assert_int_equal(tune_emit(&h, HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "init_device_mesh(\"cuda\", (2, 4), mesh_dim_names=(\"replicate\", \"shard\"))"));
   assert_non_null(strstr(b, "reshard_after_forward=2"));
@@ -658,7 +658,7 @@ static void test_emit(void **state) {
   assert_non_null(strstr(b, "data_parallel_shard_degree = 4"));
   assert_non_null(strstr(b, "fsdp_reshard_after_forward = \"always\""));
   assert_non_null(strstr(b, "partial:2 has no torchtitan setting"));
-  hsr_tune_result f = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 1, HSR_F32);
+  tune_result f = eval(&n, &two_units, HSR_RT_FSDP, 8, 4, HSR_RT_RESHARD_PARTIAL, 1, HSR_F32);
   assert_int_equal(tune_emit(&f, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
   cJSON *j = cJSON_Parse(b);
   assert_non_null(j);
@@ -666,7 +666,7 @@ static void test_emit(void **state) {
   assert_int_equal(cJSON_GetObjectItemCaseSensitive(z, "stage")->valueint, 3);
   assert_int_equal(cJSON_GetObjectItemCaseSensitive(z, "zero_hpz_partition_size")->valueint, 4);
   cJSON_Delete(j);
-  hsr_tune_result d = eval(&n, &two_units, HSR_RT_ZERO2, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
+  tune_result d = eval(&n, &two_units, HSR_RT_ZERO2, 4, 0, HSR_RT_RESHARD_FULL, 0, HSR_F32);
   assert_int_equal(tune_emit(&d, HSR_TUNE_EMIT_DEEPSPEED, b, sizeof b), HSR_OK);
   j = cJSON_Parse(b);
   assert_non_null(j);
@@ -675,7 +675,7 @@ static void test_emit(void **state) {
   cJSON_Delete(j);
   /* the outer shard: FSDP2 and torchtitan lack it (the request is pytorch#148257), DeepSpeed has no
    * exact form; each says so beside the nearest layout it has */
-  hsr_tune_result o =
+  tune_result o =
       eval_outer(&n, &two_units, HSR_RT_HYBRID, 4, 0, HSR_RT_RESHARD_FULL, 1, HSR_BF16, HSR_RT_OUTER_OPTIM);
   char lab[96];
   assert_string_equal(tune_label(&o, lab, sizeof lab), "hybrid 2x4 full p1 outer:optim");
@@ -691,7 +691,7 @@ static void test_emit(void **state) {
   assert_non_null(j);
   assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(j, "_hsr")->valuestring, "has no DeepSpeed form"));
   cJSON_Delete(j);
-  hsr_tune_emit_kind k;
+  tune_emit_kind k;
   assert_int_equal(tune_parse_emit("torchtitan", &k), HSR_OK);
   assert_int_equal(k, HSR_TUNE_EMIT_TORCHTITAN);
   assert_int_equal(tune_parse_emit("megatron", &k), HSR_ERR_INVALID);
@@ -705,7 +705,7 @@ static void test_emit(void **state) {
  * f64 losses, and the backward's 10 C N + H T^2 = 40960 + 4096 floats. */
 static void test_act(void **state) {
   (void)state;
-  hsr_tune_arch a;
+  tune_arch a;
   assert_int_equal(tune_arch_preset("hsr-gpt", &a), HSR_OK);
   a.layers = 2, a.width = 64, a.heads = 4, a.seq = 32, a.vocab = 256, a.micro_batch = 2;
   assert_int_equal(a.act_dtype, HSR_F32);
@@ -716,7 +716,7 @@ static void test_act(void **state) {
   EQ(saved, 64 * 644 * 4), EQ(scratch, 64 * 512 * 4);
   assert_int_equal(tune_act_layer(&a, HSR_RT_RECOMPUTE_FULL, &saved, &scratch), HSR_OK);
   EQ(saved, 64 * 64 * 4), EQ(scratch, 64 * 1092 * 4);
-  hsr_tune_act act;
+  tune_act act;
   assert_int_equal(tune_act_predict(&a, HSR_RT_RECOMPUTE_FULL, &act), HSR_OK);
   EQ(act.root, 4 * 64 * 386 + 8 * 64 + 4 * (40960 + 4096));
   EQ(act.peak, 2 * 64 * 64 * 4 + 64 * 1092 * 4 + act.root);
@@ -766,25 +766,25 @@ static void test_act(void **state) {
  * with room for every policy, none wins. */
 static void test_recompute_plan(void **state) {
   (void)state;
-  hsr_tune_net n = clean(10, 1);
+  tune_net n = clean(10, 1);
   double full_ms[8], sel_ms[8];
   for (int u = 0; u < 8; u++) full_ms[u] = 0.5, sel_ms[u] = 0.05;
   const double M = 1024.0 * 1024;
-  hsr_tune_model m = {.units = 8,
+  tune_model m = {.units = 8,
                       .params = 8 * 262144,
                       .fwd_ms = 0.5,
                       .bwd_ratio = 2,
                       .act_by_policy = 1,
                       .act_policy = {64 * M, 4 * M, 32 * M},
                       .unit_recompute_ms = {NULL, full_ms, sel_ms}};
-  hsr_tune_plan p;
+  tune_plan p;
   plan(&n, &m, 0, &p);
   assert_int_equal(p.recompute_searched, 1);
   assert_int_equal(p.cand[0].cfg.recompute, HSR_RT_RECOMPUTE_NONE);
   int seen[3] = {0};
   for (int i = 0; i < p.n; i++) seen[p.cand[i].cfg.recompute]++;
   assert_true(seen[0] > 0 && seen[0] == seen[1] && seen[1] == seen[2]);
-  const hsr_tune_result none = p.cand[0];
+  const tune_result none = p.cand[0];
   tune_plan_free(&p);
   /* a budget only full's activations fit under (the layout's own memory + 20 MiB) */
   plan(&n, &m, none.peak_total - 64 * M + 20 * M, &p);
@@ -810,7 +810,7 @@ static void test_recompute_plan(void **state) {
   cJSON_Delete(j);
   assert_int_equal(tune_emit(&p.cand[0], HSR_TUNE_EMIT_FSDP2, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "checkpoint_wrapper(b)"));
-  hsr_tune_result sel = p.cand[0];
+  tune_result sel = p.cand[0];
   sel.cfg.recompute = HSR_RT_RECOMPUTE_SELECTIVE;
   assert_int_equal(tune_emit(&sel, HSR_TUNE_EMIT_TORCHTITAN, b, sizeof b), HSR_OK);
   assert_non_null(strstr(b, "selective_ac_option = \"op\""));

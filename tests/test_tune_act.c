@@ -36,11 +36,11 @@ static void test_equal(void **state) {
                    .recompute = (hsr_rt_recompute)rc};
       gpt_act_plan g;
       assert_int_equal(gpt_act_plan_of(&c, s[8], s[6], &g), HSR_OK);
-      hsr_tune_arch a;
+      tune_arch a;
       assert_int_equal(tune_arch_preset(s[0] ? "hsr-llama" : "hsr-gpt", &a), HSR_OK);
       a.layers = s[1], a.width = s[2], a.heads = s[3], a.kv_heads = s[4], a.ffn = s[5], a.seq = s[6];
       a.vocab = s[7], a.micro_batch = s[8];
-      hsr_tune_act t;
+      tune_act t;
       assert_int_equal(tune_act_predict(&a, (hsr_rt_recompute)rc, &t), HSR_OK);
       printf("%s L%d C%d H%d KV%d F%d T%d V%d B%d %s: layer %zu scratch %zu fixed %zu total %zu\n",
              s[0] ? "llama" : "gpt", s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8],

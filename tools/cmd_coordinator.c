@@ -323,7 +323,7 @@ int cmd_coordinator(int argc, char **argv) {
     _exit(127);
   }
   int rc = HSR_EXIT_FAIL, status = 0, done = 0;
-  hsr_ft_coord *co = NULL;
+  ft_coord *co = NULL;
   char ver[64] = "?", line[8192];
   if (pid < 0) {
     fprintf(stderr, "hsr coordinator: cannot start etcd: %s\n", strerror(errno));

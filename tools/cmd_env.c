@@ -34,7 +34,7 @@ static void md_cell(const char *s) {
   }
 }
 
-static void markdown(const hsr_env_info *const *v, int n) {
+static void markdown(const env_info *const *v, int n) {
   printf("| variable | default | valid | read by | meaning |\n| --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < n; i++) {
     char valid[256];
@@ -51,7 +51,7 @@ static void markdown(const hsr_env_info *const *v, int n) {
 }
 
 /* The list (table or JSON); returns how many set variables are not valid. */
-static int list(const hsr_env_info *const *v, int n, int json) {
+static int list(const env_info *const *v, int n, int json) {
   int bad = 0;
   cJSON *arr = json ? cJSON_CreateArray() : NULL;
   if (!json) printf("%-26s %-10s %-22s %-22s %s\n", "variable", "status", "value", "default", "valid");
@@ -131,7 +131,7 @@ int cmd_env(int argc, char **argv) {
   if (json + md + check > 1) return cli_usage_error("env", "give one of --check, --json and --markdown");
   if (quiet && !check) return cli_usage_error("env", "--quiet goes with --check");
   int n = argc - optind;
-  const hsr_env_info **sel = calloc((size_t)(n ? n : env_count()), sizeof *sel);
+  const env_info **sel = calloc((size_t)(n ? n : env_count()), sizeof *sel);
   if (!sel) return cli_fail("env", hsr_error(HSR_ERR_NOMEM, "out of memory"));
   for (int i = 0; i < n; i++)
     if (!(sel[i] = env_find(argv[optind + i]))) {

@@ -106,7 +106,7 @@ static hsr_status map_file(const char *path, const uint8_t **bytes, size_t *len)
 /* Sum of the token losses of windows [0, n); lw (may be NULL) receives
  * their logits, window by window. */
 static hsr_status eval_windows(const gpt_cfg *c, float **w, const uint8_t *bytes, int n, int T, int B, double *sum,
-                               hsr_st_writer *lw) {
+                               st_writer *lw) {
   gpt_work *work;
   HSR_CHECK(gpt_work_create(c, B, T, NULL, NULL, &work));
   int32_t *in = malloc((size_t)B * T * 4), *tg = malloc((size_t)B * T * 4);
@@ -154,7 +154,7 @@ int cmd_eval(int argc, char **argv) {
   if (pr) return pr < 0 ? HSR_EXIT_OK : pr;
   openblas_set_num_threads(1);
   gpt_cfg c;
-  hsr_st_set *f = NULL;
+  st_set *f = NULL;
   float **w = NULL;
   const uint8_t *bytes = NULL;
   size_t len = 0;
@@ -172,9 +172,9 @@ int cmd_eval(int argc, char **argv) {
   if (st == HSR_OK) st = eval_fits(&c, B, a.seq);
   if (st == HSR_OK) st = gpt_file_load(f, a.init, &c, &w);
   double sum = 0;
-  hsr_st_writer *lw = NULL;
+  st_writer *lw = NULL;
   if (st == HSR_OK && a.logits) {
-    hsr_st_tensor lt = {"logits", "F32", 3, {a.windows, a.seq, c.vocab}};
+    st_tensor lt = {"logits", "F32", 3, {a.windows, a.seq, c.vocab}};
     st = st_create(a.logits, &lt, 1, NULL, 0, &lw);
   }
   if (st == HSR_OK) st = eval_windows(&c, w, bytes, a.windows, a.seq, B, &sum, lw);

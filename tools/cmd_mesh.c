@@ -167,7 +167,7 @@ int cmd_mesh(int argc, char **argv) {
                                        {"partial", required_argument, 0, 'k'},
                                        {0, 0, 0, 0}};
   int json = 0, c, world = 0, nodes = 0, host = -1;
-  hsr_mesh_request req = {0, 0, 0};
+  mesh_request req = {0, 0, 0};
   const char *xml = NULL, *nccl = NULL;
   hsr_status st = HSR_OK;
   optind = 1;

@@ -100,7 +100,7 @@ int cmd_sample(int argc, char **argv) {
   if (pr) return pr < 0 ? HSR_EXIT_OK : pr;
   openblas_set_num_threads(1);
   gpt_cfg c;
-  hsr_st_set *f = NULL;
+  st_set *f = NULL;
   float **w = NULL;
   gpt_work *work = NULL;
   hsr_status st = gpt_file_open(a.init, a.heads, &c, &f);

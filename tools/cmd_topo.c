@@ -37,7 +37,7 @@ static void print_gpu(const hsr_topo *t, int g) {
     u += snprintf(numa + u, sizeof numa - (size_t)u, i ? ",%d" : "%d", topo_gpu_numa_at(t, g, i));
   if (!numa[0]) snprintf(numa, sizeof numa, "%d", topo_gpu_numa(t, g));
   const char *name;
-  hsr_topo_path p;
+  topo_path p;
   if (topo_gpu_nic_pick(t, g, &name, &p) == HSR_OK) snprintf(pick, sizeof pick, "%s %s", name, topo_path_str(p));
   printf("  %-4d %-13s %-5s %-5s %-14s %-6d %-16s", g, topo_gpu_pci(t, g), cuda, numa, topo_gpu_cpuset(t, g),
          topo_gpu_domain(t, g), pick);

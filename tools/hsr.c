@@ -6,7 +6,7 @@
 #include "tools/cli/cli.h"
 #include "common/env.h"
 
-static const hsr_cli_command commands[] = {
+static const cli_command commands[] = {
     {"version", "print the version and the library versions compiled in", cmd_version},
     {"info", "print rank, size, local rank/size, node and host of every rank", cmd_info},
     {"topo", "show GPUs, NICs, NUMA nodes and NVLink domains (hwloc, or --xml FILE)", cmd_topo},
@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     usage(stdout);
     return HSR_EXIT_OK;
   }
-  const hsr_cli_command *cmd = NULL;
+  const cli_command *cmd = NULL;
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(name, commands[i].name)) cmd = &commands[i];
   if (!strcmp(name, "--version")) cmd = &commands[0];

@@ -19,7 +19,7 @@ static int gpu_of(const hsr_topo *t, const char *pci) {
   return -1;
 }
 
-static const hsr_topo_nic_rec *nic_in(const hsr_topo_gpu_rec *g, const hsr_topo_nic_rec *n) {
+static const topo_nic_rec *nic_in(const topo_gpu_rec *g, const topo_nic_rec *n) {
   for (int j = 0; j < g->num_nics; j++)
     if (topo_same_nic(&g->nics[j], n)) return &g->nics[j];
   return NULL;
@@ -34,9 +34,9 @@ static cJSON *diff(cJSON *list, const char *what, const char *gpu, const char *n
   return d;
 }
 
-static void nic_str(const hsr_topo_nic_rec *n, char *buf, size_t len) {
+static void nic_str(const topo_nic_rec *n, char *buf, size_t len) {
   if (n)
-    snprintf(buf, len, "%s %s", n->name, topo_path_str((hsr_topo_path)n->path));
+    snprintf(buf, len, "%s %s", n->name, topo_path_str((topo_path)n->path));
   else
     snprintf(buf, len, "none");
 }
@@ -82,7 +82,7 @@ static void nics_only_in(cJSON *o, const char *key, const hsr_topo *t, const hsr
     int h = gpu_of(other, t->gpus[g].pci);
     if (h < 0) continue;
     for (int j = 0; j < t->gpus[g].num_nics; j++) {
-      const hsr_topo_nic_rec *n = &t->gpus[g].nics[j];
+      const topo_nic_rec *n = &t->gpus[g].nics[j];
       int listed = 0;
       for (int k = 0; k < cJSON_GetArraySize(l); k++) listed |= !strcmp(cJSON_GetArrayItem(l, k)->valuestring, n->name);
       if (!listed && !nic_in(&other->gpus[h], n)) cJSON_AddItemToArray(l, cJSON_CreateString(n->name));
@@ -94,14 +94,14 @@ static void nics_only_in(cJSON *o, const char *key, const hsr_topo *t, const hsr
 static void per_gpu(const hsr_topo *a, const hsr_topo *b, cJSON *diffs, cJSON *equiv) {
   char va[64], vb[64];
   for (int g = 0; g < a->num_gpus; g++) {
-    const hsr_topo_gpu_rec *ga = &a->gpus[g];
+    const topo_gpu_rec *ga = &a->gpus[g];
     int h = gpu_of(b, ga->pci);
     if (h < 0) continue;
-    const hsr_topo_gpu_rec *gb = &b->gpus[h];
-    const hsr_topo_nic_rec *pa = ga->nic_pick >= 0 ? &ga->nics[ga->nic_pick] : NULL;
-    const hsr_topo_nic_rec *pb = gb->nic_pick >= 0 ? &gb->nics[gb->nic_pick] : NULL;
+    const topo_gpu_rec *gb = &b->gpus[h];
+    const topo_nic_rec *pa = ga->nic_pick >= 0 ? &ga->nics[ga->nic_pick] : NULL;
+    const topo_nic_rec *pb = gb->nic_pick >= 0 ? &gb->nics[gb->nic_pick] : NULL;
     int same = (!pa && !pb) || (pa && pb && topo_same_nic(pa, pb) &&
-                                topo_path_nccl((hsr_topo_path)pa->path) == (hsr_topo_path)pb->path);
+                                topo_path_nccl((topo_path)pa->path) == (topo_path)pb->path);
     if (!same) {
       cJSON *d = diff(diffs, "nic_pick", ga->pci, NULL);
       nic_str(pa, va, sizeof va);
@@ -110,12 +110,12 @@ static void per_gpu(const hsr_topo *a, const hsr_topo *b, cJSON *diffs, cJSON *e
       cJSON_AddStringToObject(d, "b", vb);
     }
     for (int j = 0; j < ga->num_nics; j++) {
-      const hsr_topo_nic_rec *na = &ga->nics[j], *nb = nic_in(gb, na);
+      const topo_nic_rec *na = &ga->nics[j], *nb = nic_in(gb, na);
       if (!nb || na->path == nb->path) continue;
-      int eq = topo_path_nccl((hsr_topo_path)na->path) == (hsr_topo_path)nb->path;
+      int eq = topo_path_nccl((topo_path)na->path) == (topo_path)nb->path;
       cJSON *d = diff(eq ? equiv : diffs, "path_class", ga->pci, na->name);
-      cJSON_AddStringToObject(d, "a", topo_path_str((hsr_topo_path)na->path));
-      cJSON_AddStringToObject(d, "b", topo_path_str((hsr_topo_path)nb->path));
+      cJSON_AddStringToObject(d, "a", topo_path_str((topo_path)na->path));
+      cJSON_AddStringToObject(d, "b", topo_path_str((topo_path)nb->path));
     }
   }
 }

@@ -82,7 +82,7 @@ static hwloc_obj_t package_of(hwloc_obj_t o) {
  * docs/topology.md): PIX at most one bridge on each side of their lowest common
  * ancestor, PXB more, PHB the ancestor is their host bridge, NODE different
  * host bridges of one NUMA node, SYS different NUMA nodes. */
-static hsr_topo_path path_class(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b) {
+static topo_path path_class(hwloc_topology_t topo, hwloc_obj_t a, hwloc_obj_t b) {
   io_chain ca, cb;
   chain_of(a, &ca);
   chain_of(b, &cb);
@@ -121,7 +121,7 @@ static const char *info_of(hwloc_obj_t pci, const char *name) {
 /* Every NUMA node with cpus in the nodeset of the GPU's locality (an I/O
  * object's locality can cover several, e.g. a package with sub-NUMA
  * clustering); the GPU's cpus are their union. */
-static void gpu_numa(hwloc_topology_t topo, hwloc_obj_t na, hsr_topo_gpu_rec *g) {
+static void gpu_numa(hwloc_topology_t topo, hwloc_obj_t na, topo_gpu_rec *g) {
   hwloc_bitmap_t set = hwloc_bitmap_alloc();
   g->num_numa = 0;
   for (hwloc_obj_t n = NULL; set && (n = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, n)) != NULL;) {
@@ -153,7 +153,7 @@ static void find_gpus(topo_disc *d) {
   }
   t->num_gpus = n;
   for (int i = 0; i < n; i++) {
-    hsr_topo_gpu_rec *g = &t->gpus[i];
+    topo_gpu_rec *g = &t->gpus[i];
     hwloc_obj_t o = all[i];
     d->gpu[i] = o;
     busid_str(o, g->pci, sizeof g->pci);
@@ -194,12 +194,12 @@ static void find_nics(topo_disc *d) {
     }
   }
   for (int i = 0; i < d->t->num_gpus; i++) {
-    hsr_topo_gpu_rec *g = &d->t->gpus[i];
+    topo_gpu_rec *g = &d->t->gpus[i];
     /* Closest first; ties keep PCI discovery order (stable insertion). */
     for (int cls = HSR_PATH_PIX; cls <= HSR_PATH_SYS; cls++)
       for (int k = 0; k < n && g->num_nics < HSR_TOPO_MAX_NICS; k++) {
         if ((int)path_class(d->topo, d->gpu[i], nics[k].pci) != cls) continue;
-        hsr_topo_nic_rec *r = &g->nics[g->num_nics++];
+        topo_nic_rec *r = &g->nics[g->num_nics++];
         snprintf(r->name, sizeof r->name, "%s", nics[k].name);
         busid_str(nics[k].pci, r->pci, sizeof r->pci);
         r->path = cls;

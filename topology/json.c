@@ -30,7 +30,7 @@ static cJSON *topo_obj(const hsr_topo *t) {
   }
   cJSON *gpus = cJSON_AddArrayToObject(o, "gpus");
   for (int g = 0; g < t->num_gpus; g++) {
-    const hsr_topo_gpu_rec *r = &t->gpus[g];
+    const topo_gpu_rec *r = &t->gpus[g];
     cJSON *x = cJSON_CreateObject();
     cJSON_AddNumberToObject(x, "index", g);
     cJSON_AddStringToObject(x, "pci", r->pci);
@@ -45,13 +45,13 @@ static cJSON *topo_obj(const hsr_topo *t) {
       cJSON *nic = cJSON_CreateObject();
       cJSON_AddStringToObject(nic, "name", r->nics[j].name);
       if (r->nics[j].pci[0]) cJSON_AddStringToObject(nic, "pci", r->nics[j].pci);
-      cJSON_AddStringToObject(nic, "path", topo_path_str((hsr_topo_path)r->nics[j].path));
+      cJSON_AddStringToObject(nic, "path", topo_path_str((topo_path)r->nics[j].path));
       cJSON_AddItemToArray(nics, nic);
     }
     if (r->nic_pick >= 0) {
       cJSON *pick = cJSON_AddObjectToObject(x, "nic_pick");
       cJSON_AddStringToObject(pick, "name", r->nics[r->nic_pick].name);
-      cJSON_AddStringToObject(pick, "path", topo_path_str((hsr_topo_path)r->nics[r->nic_pick].path));
+      cJSON_AddStringToObject(pick, "path", topo_path_str((topo_path)r->nics[r->nic_pick].path));
     }
     cJSON *links = cJSON_AddArrayToObject(x, "nvlink_bw");
     for (int h = 0; h < t->num_gpus; h++) cJSON_AddItemToArray(links, cJSON_CreateNumber(t->nvlink[g][h]));

@@ -115,7 +115,7 @@ static int default_partial(const plan_ctx *p, int S) {
   return k ? k : 1;
 }
 
-static hsr_status plan(plan_ctx *p, const hsr_mesh_request *req, hsr_mesh **out) {
+static hsr_status plan(plan_ctx *p, const mesh_request *req, hsr_mesh **out) {
   const hsr_cluster *c = p->c;
   int W = c->world, S = req->shard, R = req->replicate, K = req->partial;
   char valid[512];
@@ -186,7 +186,7 @@ static hsr_status plan(plan_ctx *p, const hsr_mesh_request *req, hsr_mesh **out)
   return HSR_OK;
 }
 
-hsr_status mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_mesh **out) {
+hsr_status mesh_plan(const hsr_cluster *c, const mesh_request *req, hsr_mesh **out) {
   if (!c || !req || !out) return hsr_error(HSR_ERR_INVALID, "mesh_plan: NULL argument");
   *out = NULL;
   if (c->world < 1) return hsr_error(HSR_ERR_INVALID, "mesh_plan: empty cluster view");

@@ -144,7 +144,7 @@ static xmlNodePtr up_switch(xmlNodePtr n) {
   return p;
 }
 
-static hsr_topo_path nx_path(const nx_dev *g, const nx_dev *nic) {
+static topo_path nx_path(const nx_dev *g, const nx_dev *nic) {
   char a[32], b[32];
   if (nic->pci) {
     int hops_g = 0;
@@ -170,7 +170,7 @@ static void fill_gpus(nx_ctx *c) {
   qsort(c->gpus, (size_t)c->num_gpus, sizeof c->gpus[0], cmp_dev);
   t->num_gpus = c->num_gpus;
   for (int i = 0; i < c->num_gpus; i++) {
-    hsr_topo_gpu_rec *g = &t->gpus[i];
+    topo_gpu_rec *g = &t->gpus[i];
     char aff[HSR_TOPO_CPUSET_MAX];
     snprintf(g->pci, sizeof g->pci, "%s", c->gpus[i].busid);
     g->cuda = -1;
@@ -180,7 +180,7 @@ static void fill_gpus(nx_ctx *c) {
     for (int cls = HSR_PATH_PIX; cls <= HSR_PATH_SYS; cls++)
       for (int k = 0; k < c->num_nics && g->num_nics < HSR_TOPO_MAX_NICS; k++) {
         if ((int)nx_path(&c->gpus[i], &c->nics[k]) != cls) continue;
-        hsr_topo_nic_rec *r = &g->nics[g->num_nics++];
+        topo_nic_rec *r = &g->nics[g->num_nics++];
         snprintf(r->name, sizeof r->name, "%s", c->nics[k].name);
         snprintf(r->pci, sizeof r->pci, "%s", c->nics[k].busid);
         r->path = cls;

@@ -188,7 +188,7 @@ static int gpu_by_busid(const hsr_topo *t, const char *s) {
   return -1;
 }
 
-static void fabric_clique(const nvml_api *a, nvml_dev dev, hsr_topo_gpu_rec *g) {
+static void fabric_clique(const nvml_api *a, nvml_dev dev, topo_gpu_rec *g) {
   nvml_fabric fi;
   memset(&fi, 0, sizeof fi);
   if (!a->fabric || a->fabric(dev, &fi) != 0 || fi.status != 0 || fi.state != NVML_FABRIC_COMPLETED) return;

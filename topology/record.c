@@ -11,12 +11,12 @@
 
 void topo_free(hsr_topo *t) { free(t); }
 
-const char *topo_path_str(hsr_topo_path p) {
+const char *topo_path_str(topo_path p) {
   static const char *const names[] = {"PIX", "PXB", "PHB", "NODE", "SYS"};
   return p >= HSR_PATH_PIX && p <= HSR_PATH_SYS ? names[p] : "?";
 }
 
-hsr_topo_path topo_path_nccl(hsr_topo_path p) { return p == HSR_PATH_NODE ? HSR_PATH_PHB : p; }
+topo_path topo_path_nccl(topo_path p) { return p == HSR_PATH_NODE ? HSR_PATH_PHB : p; }
 
 int topo_bcm_gen(unsigned vendor, unsigned device, unsigned subvendor, unsigned subdevice, int level) {
   if (vendor != 0x1000 || subvendor != 0x1000) return 0;
@@ -57,12 +57,12 @@ void topo_file_stem(const char *path, char *out, size_t len) {
   snprintf(out, len, "%.*s", (int)n, b);
 }
 
-int topo_same_nic(const hsr_topo_nic_rec *a, const hsr_topo_nic_rec *b) {
+int topo_same_nic(const topo_nic_rec *a, const topo_nic_rec *b) {
   return a->pci[0] && b->pci[0] ? !strcmp(a->pci, b->pci) : !strcmp(a->name, b->name);
 }
 
 /* Class of `nic` from GPU h, -1 when it is not among h's closest NICs. */
-static int class_from(const hsr_topo *t, int h, const hsr_topo_nic_rec *nic) {
+static int class_from(const hsr_topo *t, int h, const topo_nic_rec *nic) {
   for (int j = 0; j < t->gpus[h].num_nics; j++)
     if (topo_same_nic(&t->gpus[h].nics[j], nic)) return t->gpus[h].nics[j].path;
   return -1;
@@ -79,7 +79,7 @@ static int mirror_bits(int val, int pow2) {
  * its best class; the GPUs closest to the first of them share them, GPU
  * index modulo their count, bit-mirrored when the nets are 2^k. */
 static int nic_pick(const hsr_topo *t, int g) {
-  const hsr_topo_gpu_rec *r = &t->gpus[g];
+  const topo_gpu_rec *r = &t->gpus[g];
   if (r->num_nics == 0) return -1;
   int nets[HSR_TOPO_MAX_NICS], nn = 0;
   for (int j = 0; j < r->num_nics; j++)
@@ -100,7 +100,7 @@ static int nic_pick(const hsr_topo *t, int g) {
 }
 
 void topo_finish(hsr_topo *t) {
-  hsr_topo_nic_rec seen[HSR_TOPO_MAX_GPUS * HSR_TOPO_MAX_NICS];
+  topo_nic_rec seen[HSR_TOPO_MAX_GPUS * HSR_TOPO_MAX_NICS];
   int ns = 0;
   for (int g = 0; g < t->num_gpus; g++) {
     t->gpus[g].nic_pick = nic_pick(t, g);
@@ -142,15 +142,15 @@ double topo_nvlink_bw(const hsr_topo *t, int a, int b) {
   return gpu_ok(t, a) && gpu_ok(t, b) ? (double)t->nvlink[a][b] : 0.0;
 }
 
-hsr_status topo_gpu_nic(const hsr_topo *t, int g, int j, const char **name, hsr_topo_path *path) {
+hsr_status topo_gpu_nic(const hsr_topo *t, int g, int j, const char **name, topo_path *path) {
   if (!gpu_ok(t, g) || j < 0 || j >= t->gpus[g].num_nics)
     return hsr_error(HSR_ERR_INVALID, "topology: no NIC %d on GPU %d", j, g);
   if (name) *name = t->gpus[g].nics[j].name;
-  if (path) *path = (hsr_topo_path)t->gpus[g].nics[j].path;
+  if (path) *path = (topo_path)t->gpus[g].nics[j].path;
   return HSR_OK;
 }
 
-hsr_status topo_gpu_nic_pick(const hsr_topo *t, int g, const char **name, hsr_topo_path *path) {
+hsr_status topo_gpu_nic_pick(const hsr_topo *t, int g, const char **name, topo_path *path) {
   if (!gpu_ok(t, g)) return hsr_error(HSR_ERR_INVALID, "topology: no GPU %d", g);
   if (t->gpus[g].nic_pick < 0) return hsr_error(HSR_ERR_INVALID, "topology: GPU %d has no NIC", g);
   return topo_gpu_nic(t, g, t->gpus[g].nic_pick, name, path);
@@ -194,7 +194,7 @@ static void nics_phrase(const hsr_topo *t, char *buf, size_t len) {
   }
   size_t u = (size_t)snprintf(buf, len, "%d NIC%s", distinct, distinct == 1 ? "" : "s");
   for (int c = HSR_PATH_PIX, n = 0; c <= HSR_PATH_SYS && u < len; c++) {
-    const char *cls = topo_path_str((hsr_topo_path)c);
+    const char *cls = topo_path_str((topo_path)c);
     if (!gpus_at[c]) continue;
     if (classes == 1)
       u += (size_t)snprintf(buf + u, len - u, " at %s", cls);

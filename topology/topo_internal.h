@@ -9,22 +9,22 @@
 #include "topology/topology_internal.h"
 #include "launch/boot_internal.h"
 
-typedef struct hsr_topo_nic_rec {
+typedef struct topo_nic_rec {
   char name[HSR_TOPO_NAME_MAX];
   char pci[HSR_TOPO_NAME_MAX]; /* bus id, "" for NICs without one (NCCL's CPU-attached <nic>) */
-  int32_t path;                /* hsr_topo_path */
+  int32_t path;                /* topo_path */
   int32_t pad;
-} hsr_topo_nic_rec;
+} topo_nic_rec;
 
-typedef struct hsr_topo_gpu_rec {
+typedef struct topo_gpu_rec {
   char pci[HSR_TOPO_NAME_MAX];
   char cpuset[HSR_TOPO_CPUSET_MAX];   /* union of the cpus of its NUMA nodes */
   char clique[HSR_TOPO_NAME_MAX * 2]; /* "clusteruuid/cliqueid" or "" */
   int32_t cuda, numa, domain, num_nics;
   int32_t num_numa, nic_pick, on_switch, pad;
   int32_t numa_list[HSR_TOPO_MAX_NUMA]; /* os indexes of every NUMA node (with cpus) near it */
-  hsr_topo_nic_rec nics[HSR_TOPO_MAX_NICS];
-} hsr_topo_gpu_rec;
+  topo_nic_rec nics[HSR_TOPO_MAX_NICS];
+} topo_gpu_rec;
 
 struct hsr_topo {
   char host[HSR_HOSTNAME_MAX];
@@ -37,7 +37,7 @@ struct hsr_topo {
   int32_t num_gpus, num_numa, num_domains, num_nics; /* num_nics: distinct NICs near any GPU */
   int32_t numa_os[HSR_TOPO_MAX_NUMA];
   char numa_cpuset[HSR_TOPO_MAX_NUMA][HSR_TOPO_CPUSET_MAX];
-  hsr_topo_gpu_rec gpus[HSR_TOPO_MAX_GPUS];
+  topo_gpu_rec gpus[HSR_TOPO_MAX_GPUS];
   float nvlink[HSR_TOPO_MAX_GPUS][HSR_TOPO_MAX_GPUS];
 };
 
@@ -80,7 +80,7 @@ int topo_bcm_gen(unsigned vendor, unsigned device, unsigned subvendor, unsigned 
  * NCCL would pick per GPU and the node's distinct NIC count. */
 void topo_finish(hsr_topo *t);
 /* One NIC in two lists: equal bus ids when both have one, else equal names. */
-int topo_same_nic(const hsr_topo_nic_rec *a, const hsr_topo_nic_rec *b);
+int topo_same_nic(const topo_nic_rec *a, const topo_nic_rec *b);
 void topo_note(hsr_topo *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "0000:0a:00.0" from any case or width ("0:a:0.0" too); 0 if `in` is not a bus id. */
 int topo_busid_norm(const char *in, char *out, size_t len);

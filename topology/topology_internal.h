@@ -38,11 +38,11 @@ void topo_free(hsr_topo *t);
  * different host bridges of one NUMA node, SYS across NUMA nodes / sockets.
  * NODE is NCCL 2.4-2.5's class (and nvidia-smi topo's); NCCL 2.6 and later
  * fold it into PHB (topo_path_nccl). */
-typedef enum hsr_topo_path { HSR_PATH_PIX = 0, HSR_PATH_PXB, HSR_PATH_PHB, HSR_PATH_NODE, HSR_PATH_SYS } hsr_topo_path;
-const char *topo_path_str(hsr_topo_path p);
+typedef enum topo_path { HSR_PATH_PIX = 0, HSR_PATH_PXB, HSR_PATH_PHB, HSR_PATH_NODE, HSR_PATH_SYS } topo_path;
+const char *topo_path_str(topo_path p);
 
 /* The class current NCCL (>= 2.6) reports for p: NODE -> PHB, others as is. */
-hsr_topo_path topo_path_nccl(hsr_topo_path p);
+topo_path topo_path_nccl(topo_path p);
 
 /* What the record was read from: "hwloc" (live), "hwloc-xml", "nccl-xml". */
 const char *topo_source(const hsr_topo *t);
@@ -90,13 +90,13 @@ const char *topo_gpu_cpuset(const hsr_topo *t, int gpu); /* local cpu list */
 int topo_gpu_num_nics(const hsr_topo *t, int gpu);
 
 /* NIC j of a GPU (closest first): name ("mlx5_0", "eth0") and path class. */
-hsr_status topo_gpu_nic(const hsr_topo *t, int gpu, int j, const char **name, hsr_topo_path *path);
+hsr_status topo_gpu_nic(const hsr_topo *t, int gpu, int j, const char **name, topo_path *path);
 
 /* The NIC NCCL would give the GPU's first channel (topo.cc
  * ncclTopoGetLocalNet): among the NICs at the GPU's best class, the GPUs that
  * share them take them in turn by GPU index (bit-mirrored for 2^k NICs). NIC
  * speeds are not in hwloc, so NCCL's bandwidth tie-break is not applied. */
-hsr_status topo_gpu_nic_pick(const hsr_topo *t, int gpu, const char **name, hsr_topo_path *path);
+hsr_status topo_gpu_nic_pick(const hsr_topo *t, int gpu, const char **name, topo_path *path);
 
 /* Node-local NVLink domain index of a GPU (0..num_domains-1). */
 int topo_gpu_domain(const hsr_topo *t, int gpu);
@@ -156,12 +156,12 @@ const hsr_topo *cluster_node_topo(const hsr_cluster *c, int node);
 
 /* {"world":..,"nodes":[<topo_json>..],"ranks":[{"rank","node","gpu","domain"}..]}; free() it. */
 hsr_status cluster_json(const hsr_cluster *c, char **out);
-typedef struct hsr_mesh_request {
+typedef struct mesh_request {
   int shard;     /* S; 0 = auto (the domain size) */
   int replicate; /* R; 0 = world / S */
   int partial;   /* K; 0 = default (the shard group's ranks on one node) */
-} hsr_mesh_request;
-hsr_status mesh_plan(const hsr_cluster *c, const hsr_mesh_request *req, hsr_mesh **out);
+} mesh_request;
+hsr_status mesh_plan(const hsr_cluster *c, const mesh_request *req, hsr_mesh **out);
 void mesh_free(hsr_mesh *m);
 int mesh_world(const hsr_mesh *m);
 int mesh_partial(const hsr_mesh *m); /* K */

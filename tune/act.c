@@ -11,14 +11,14 @@
 #include "tune/tune.h"
 #include "common/dtype_internal.h"
 
-const char *tune_family_name(hsr_tune_family f) {
+const char *tune_family_name(tune_family f) {
   static const char *const n[] = {"gpt", "llama", "hsr-gpt", "hsr-llama"};
   return f >= 0 && f <= HSR_TUNE_FAM_HSR_LLAMA ? n[f] : "?";
 }
 
 typedef struct preset {
   const char *name;
-  hsr_tune_arch a;
+  tune_arch a;
 } preset;
 
 static const preset presets[] = {
@@ -33,11 +33,11 @@ static const preset presets[] = {
 
 const char *tune_arch_names(void) { return "gpt2-124m, llama3-8b, llama3-70b, gpt, llama, hsr-gpt, hsr-llama"; }
 
-static int is_llama(const hsr_tune_arch *a) {
+static int is_llama(const tune_arch *a) {
   return a->family == HSR_TUNE_FAM_LLAMA || a->family == HSR_TUNE_FAM_HSR_LLAMA;
 }
 
-hsr_status tune_arch_preset(const char *name, hsr_tune_arch *out) {
+hsr_status tune_arch_preset(const char *name, tune_arch *out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "tune_arch_preset: NULL argument");
   for (size_t i = 0; name && i < sizeof presets / sizeof presets[0]; i++)
     if (!strcmp(name, presets[i].name)) {
@@ -51,7 +51,7 @@ hsr_status tune_arch_preset(const char *name, hsr_tune_arch *out) {
 /* Llama's MLP width: 8C/3 rounded up to a multiple of 256 (hsr's example: of 8). */
 static int llama_ffn(int C, int mult) { return (int)(((8L * C / 3) + mult - 1) / mult * mult); }
 
-hsr_status tune_arch_check(hsr_tune_arch *a) {
+hsr_status tune_arch_check(tune_arch *a) {
   if (!a) return hsr_error(HSR_ERR_INVALID, "tune_arch_check: NULL argument");
   const char *f = tune_family_name(a->family);
   static const char *const what[] = {"--layers", "--width", "--heads", "--seq", "--vocab", "--micro-batch"};
@@ -97,9 +97,9 @@ hsr_status tune_arch_check(hsr_tune_arch *a) {
   return HSR_OK;
 }
 
-static double kv_width(const hsr_tune_arch *a) { return (double)a->width * a->kv_heads / a->heads; }
+static double kv_width(const tune_arch *a) { return (double)a->width * a->kv_heads / a->heads; }
 
-double tune_arch_layer_params(const hsr_tune_arch *a) {
+double tune_arch_layer_params(const tune_arch *a) {
   if (!a) return 0;
   double C = a->width, F = a->ffn;
   if (is_llama(a)) /* q, o: C x C; k, v: C x kv; gate, up, down: C x F; two RMSNorm weights */
@@ -108,30 +108,30 @@ double tune_arch_layer_params(const hsr_tune_arch *a) {
   return 4 * C * C + 2 * C * F + 9 * C + F;
 }
 
-double tune_arch_root_params(const hsr_tune_arch *a) {
+double tune_arch_root_params(const tune_arch *a) {
   if (!a) return 0;
   double C = a->width, V = a->vocab;
   if (is_llama(a)) return 2 * V * C + C;     /* embedding, untied head, final RMSNorm */
   return V * C + (double)a->ctx * C + 2 * C; /* wte (tied head), wpe, ln_f */
 }
 
-double tune_arch_params(const hsr_tune_arch *a) {
+double tune_arch_params(const tune_arch *a) {
   return a ? a->layers * tune_arch_layer_params(a) + tune_arch_root_params(a) : 0;
 }
 
-static double tokens(const hsr_tune_arch *a) { return (double)a->micro_batch * a->seq; }
+static double tokens(const tune_arch *a) { return (double)a->micro_batch * a->seq; }
 
 /* The attention's QK^T and AV over the whole T x T square (the convention
  * of Megatron's FLOP count; a causal kernel does about half). */
-double tune_arch_layer_flops(const hsr_tune_arch *a) {
+double tune_arch_layer_flops(const tune_arch *a) {
   if (!a) return 0;
   return tokens(a) * (2 * tune_arch_layer_params(a) + 4.0 * a->seq * a->width);
 }
 
-double tune_arch_root_flops(const hsr_tune_arch *a) { return a ? tokens(a) * 2.0 * a->vocab * a->width : 0; }
+double tune_arch_root_flops(const tune_arch *a) { return a ? tokens(a) * 2.0 * a->vocab * a->width : 0; }
 
 /* Per token, in bytes: what a layer keeps with no recompute, and with rc. */
-static void per_token(const hsr_tune_arch *a, hsr_rt_recompute rc, double *none, double *kept) {
+static void per_token(const tune_arch *a, hsr_rt_recompute rc, double *none, double *kept) {
   double C = a->width, F = a->ffn, H = a->heads, T = a->seq, e = (double)dtype_size(a->act_dtype);
   switch (a->family) {
   case HSR_TUNE_FAM_HSR_GPT: /* elements of examples/gpt.c's buffers, f32 */
@@ -168,7 +168,7 @@ static void per_token(const hsr_tune_arch *a, hsr_rt_recompute rc, double *none,
 
 /* The shape with its defaults filled and checked (callers may pass one
  * unchecked), and the policy checked. */
-static hsr_status arg_check(const hsr_tune_arch *a, hsr_rt_recompute rc, const char *fn, hsr_tune_arch *c) {
+static hsr_status arg_check(const tune_arch *a, hsr_rt_recompute rc, const char *fn, tune_arch *c) {
   if (!a) return hsr_error(HSR_ERR_INVALID, "%s: NULL argument", fn);
   if (rc < 0 || rc >= HSR_TUNE_RECOMPUTES)
     return hsr_error(HSR_ERR_INVALID, "%s: recompute %d (valid: none, full, selective)", fn, (int)rc);
@@ -176,8 +176,8 @@ static hsr_status arg_check(const hsr_tune_arch *a, hsr_rt_recompute rc, const c
   return tune_arch_check(c);
 }
 
-hsr_status tune_act_layer(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *saved, double *scratch) {
-  hsr_tune_arch c = {0}, *a = &c;
+hsr_status tune_act_layer(const tune_arch *arch, hsr_rt_recompute rc, double *saved, double *scratch) {
+  tune_arch c = {0}, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "tune_act_layer", &c));
   double none, kept;
   per_token(a, rc, &none, &kept);
@@ -195,7 +195,7 @@ hsr_status tune_act_layer(const hsr_tune_arch *arch, hsr_rt_recompute rc, double
  * row); gpt and llama: the embedding output and the final norm's output
  * (the head's input), the logits in f32 and their gradient, and (gpt) the
  * embedding's dropout mask. */
-static double root_bytes(const hsr_tune_arch *a) {
+static double root_bytes(const tune_arch *a) {
   double C = a->width, V = a->vocab, H = a->heads, T = a->seq, N = tokens(a);
   double e = (double)dtype_size(a->act_dtype);
   if (a->family == HSR_TUNE_FAM_HSR_GPT) return 4 * N * (2 * C + 2 + V) + 8 * N + 4 * (10 * C * N + H * T * T);
@@ -206,8 +206,8 @@ static double root_bytes(const hsr_tune_arch *a) {
   return N * (2 * C * e + 8 * V + (a->family == HSR_TUNE_FAM_GPT ? C : 0));
 }
 
-hsr_status tune_act_predict(const hsr_tune_arch *arch, hsr_rt_recompute rc, hsr_tune_act *out) {
-  hsr_tune_arch c = {0}, *a = &c;
+hsr_status tune_act_predict(const tune_arch *arch, hsr_rt_recompute rc, tune_act *out) {
+  tune_arch c = {0}, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "tune_act_predict", &c));
   if (!out) return hsr_error(HSR_ERR_INVALID, "tune_act_predict: NULL argument");
   HSR_CHECK(tune_act_layer(a, rc, &out->saved, &out->scratch));
@@ -223,8 +223,8 @@ hsr_status tune_act_predict(const hsr_tune_arch *arch, hsr_rt_recompute rc, hsr_
  * SwiGLU's output; llama its two norms and SwiGLU's product (its fused
  * attention recomputes the scores in every policy). Elementwise work counts
  * as the bytes it reads and writes. */
-hsr_status tune_recompute_cost(const hsr_tune_arch *arch, hsr_rt_recompute rc, double *flops, double *bytes) {
-  hsr_tune_arch c = {0}, *a = &c;
+hsr_status tune_recompute_cost(const tune_arch *arch, hsr_rt_recompute rc, double *flops, double *bytes) {
+  tune_arch c = {0}, *a = &c;
   HSR_CHECK(arg_check(arch, rc, "tune_recompute_cost", &c));
   double C = a->width, F = a->ffn, H = a->heads, T = a->seq, N = tokens(a), e = (double)dtype_size(a->act_dtype);
   double fl = 0, by = 0;

@@ -20,31 +20,31 @@ typedef struct sample {
   int file;
 } sample;
 
-struct hsr_tune_calib {
-  hsr_tune_net host; /* the host collectives' algorithms, for the rows' volumes */
+struct tune_calib {
+  tune_net host; /* the host collectives' algorithms, for the rows' volumes */
   sample *s;
   int n, cap;
   char (*names)[64];
   int nnames;
 };
 
-hsr_status tune_calib_create(hsr_tune_calib **out) {
+hsr_status tune_calib_create(tune_calib **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "tune_calib_create: NULL argument");
   *out = calloc(1, sizeof **out);
   if (!*out) return hsr_error(HSR_ERR_NOMEM, "calibration: out of memory");
   return tune_net_default("host", &(*out)->host);
 }
 
-void tune_calib_free(hsr_tune_calib *c) {
+void tune_calib_free(tune_calib *c) {
   if (!c) return;
   free(c->s);
   free(c->names);
   free(c);
 }
 
-int tune_calib_rows(const hsr_tune_calib *c) { return c ? c->n : 0; }
+int tune_calib_rows(const tune_calib *c) { return c ? c->n : 0; }
 
-static hsr_status push(hsr_tune_calib *c, sample s) {
+static hsr_status push(tune_calib *c, sample s) {
   HSR_CHECK(grow_array(&c->s, &c->cap, c->n, sizeof *c->s, 64, "calibration"));
   c->s[c->n++] = s;
   return HSR_OK;
@@ -109,7 +109,7 @@ static hsr_status check_row(const cJSON *row, const cJSON *p, const char *place,
   return HSR_OK;
 }
 
-static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h, const char *place, int op, int file,
+static hsr_status add_place(tune_calib *c, const cJSON *row, const cJSON *h, const char *place, int op, int file,
                             int idx, const char *nm) {
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, place), *hp = cJSON_GetObjectItemCaseSensitive(h, place);
   double t = num(p, "time", -1) * 1e-6, sent = num(hp, "sent_bytes_per_op", -1);
@@ -119,8 +119,8 @@ static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h,
   if (!(t > 0) || !(sent > 0) || n < 2 || nodes < 1 || nodes > n) return HSR_OK; /* nothing moved: no sample */
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(row, "type");
   double es = type_size(cJSON_IsString(ty) ? ty->valuestring : NULL), count = num(row, "count", -1);
-  hsr_tune_shape g = {n, nodes, n % nodes == 0 ? n / nodes : 0, nodes};
-  hsr_tune_vol v;
+  tune_shape g = {n, nodes, n % nodes == 0 ? n / nodes : 0, nodes};
+  tune_vol v;
   if (!(es > 0) || !(count > 0) || tune_volume(&c->host, op, &g, count, (size_t)es, &v) != HSR_OK)
     return hsr_error(HSR_ERR_INVALID,
                      "%s: row %d (size %g): no usable \"count\" and \"type\" (expected rows of `hsr bench -J`)", nm,
@@ -152,7 +152,7 @@ static hsr_status add_place(hsr_tune_calib *c, const cJSON *row, const cJSON *h,
   return push(c, s);
 }
 
-hsr_status tune_calib_add_json(hsr_tune_calib *c, const char *text, const char *name) {
+hsr_status tune_calib_add_json(tune_calib *c, const char *text, const char *name) {
   if (!c || !text) return hsr_error(HSR_ERR_INVALID, "tune_calib_add_json: NULL argument");
   const char *nm = name ? name : "bench JSON";
   cJSON *root = cJSON_Parse(text);
@@ -234,20 +234,20 @@ static fit solve(const double *x, const double *t, int n) {
 
 /* Samples of (tier, op, conc): x, t (two-level rows: the cross stage after
  * the fitted node stage). */
-static int has_flat(const hsr_tune_calib *c, int tier, int op) {
+static int has_flat(const tune_calib *c, int tier, int op) {
   for (int i = 0; i < c->n; i++)
     if (c->s[i].tier == tier && c->s[i].op == op && !c->s[i].two) return 1;
   return 0;
 }
 
-static int collect(const hsr_tune_calib *c, const hsr_tune_net *net, int tier, int op, int conc, double *x, double *t,
+static int collect(const tune_calib *c, const tune_net *net, int tier, int op, int conc, double *x, double *t,
                    unsigned *files) {
   int k = 0, flat = has_flat(c, tier, op);
   for (int i = 0; i < c->n; i++) {
     const sample *s = &c->s[i];
     if (s->tier != tier || s->op != op || s->conc != conc || (s->two && flat)) continue;
     if (s->two) {
-      const hsr_tune_link *l = &net->link[HSR_TUNE_INTRA][op];
+      const tune_link *l = &net->link[HSR_TUNE_INTRA][op];
       double node = l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? s->x / (l->busbw_gbs * 1e9) : 0);
       if (s->t - node < 0.05 * s->t) continue; /* the node stage took it all: nothing to fit */
       x[k] = s->x_cross, t[k] = s->t - node;
@@ -260,7 +260,7 @@ static int collect(const hsr_tune_calib *c, const hsr_tune_net *net, int tier, i
   return k;
 }
 
-static void label(const hsr_tune_calib *c, unsigned files, const char *what, int n, char *buf, size_t len) {
+static void label(const tune_calib *c, unsigned files, const char *what, int n, char *buf, size_t len) {
   size_t o = (size_t)snprintf(buf, len, "fit: %d rows of ", n);
   int first = 1;
   for (int i = 0; i < c->nnames && o < len; i++)
@@ -271,7 +271,7 @@ static void label(const hsr_tune_calib *c, unsigned files, const char *what, int
   if (what && o < len) snprintf(buf + o, len - o, "%s", what);
 }
 
-static void set_link(hsr_tune_link *l, fit f) {
+static void set_link(tune_link *l, fit f) {
   l->alpha_us = f.alpha * 1e6;
   l->busbw_gbs = 1 / (f.gamma * 1e9);
   l->samples = f.n;
@@ -292,7 +292,7 @@ static const char *const tier_names[] = {"intra-node", "cross-node"};
 static const char *const op_names[] = {"all_gather", "reduce_scatter", "all_reduce"};
 
 /* Fits the links of one tier; *fitted gets which ops got rows. */
-static size_t fit_tier(const hsr_tune_calib *c, hsr_tune_net *net, int tier, double *x, double *t, int *fitted, char *r,
+static size_t fit_tier(const tune_calib *c, tune_net *net, int tier, double *x, double *t, int *fitted, char *r,
                        size_t len, size_t o) {
   double ss = 0;
   int rows = 0;
@@ -304,7 +304,7 @@ static size_t fit_tier(const hsr_tune_calib *c, hsr_tune_net *net, int tier, dou
     if (!k) continue;
     fit f = solve(x, t, k);
     if (f.gamma <= 0) continue;
-    hsr_tune_link *l = &net->link[tier][op];
+    tune_link *l = &net->link[tier][op];
     set_link(l, f);
     ss += f.ss, rows += f.n;
     label(c, files, conc ? " (run beside the other tier)" : "", k, l->source, sizeof l->source);
@@ -316,8 +316,8 @@ static size_t fit_tier(const hsr_tune_calib *c, hsr_tune_net *net, int tier, dou
 }
 
 /* Links without rows, from the ones that have them. */
-static size_t derive(hsr_tune_net *net, int tier, const int *fitted, char *r, size_t len, size_t o) {
-  hsr_tune_link *ag = &net->link[tier][HSR_OP_ALLGATHER], *rs = &net->link[tier][HSR_OP_REDUCE_SCATTER],
+static size_t derive(tune_net *net, int tier, const int *fitted, char *r, size_t len, size_t o) {
+  tune_link *ag = &net->link[tier][HSR_OP_ALLGATHER], *rs = &net->link[tier][HSR_OP_REDUCE_SCATTER],
                 *ar = &net->link[tier][HSR_OP_ALLREDUCE];
   if (!fitted[HSR_OP_ALLREDUCE] && fitted[HSR_OP_ALLGATHER] && fitted[HSR_OP_REDUCE_SCATTER]) {
     ar->alpha_us = ag->alpha_us + rs->alpha_us; /* reduce-scatter then all-gather, half the bytes each */
@@ -328,7 +328,7 @@ static size_t derive(hsr_tune_net *net, int tier, const int *fitted, char *r, si
             ar->busbw_gbs);
   }
   for (int op = 0; op < HSR_TUNE_OPS; op++) {
-    hsr_tune_link *l = &net->link[tier][op];
+    tune_link *l = &net->link[tier][op];
     if (fitted[op] || !l->is_default) continue;
     int from = fitted[HSR_OP_ALLGATHER]        ? HSR_OP_ALLGATHER
                : fitted[HSR_OP_REDUCE_SCATTER] ? HSR_OP_REDUCE_SCATTER
@@ -344,14 +344,14 @@ static size_t derive(hsr_tune_net *net, int tier, const int *fitted, char *r, si
 }
 
 /* Bandwidth factor while the other tier runs, from the concurrent rows. */
-static size_t contention(const hsr_tune_calib *c, hsr_tune_net *net, int tier, double *x, double *t, char *r,
+static size_t contention(const tune_calib *c, tune_net *net, int tier, double *x, double *t, char *r,
                          size_t len, size_t o) {
   double sum = 0;
   int n = 0;
   for (int op = 0; op < HSR_TUNE_OPS; op++) {
     unsigned files = 0;
     int k = collect(c, net, tier, op, 1, x, t, &files);
-    const hsr_tune_link *l = &net->link[tier][op];
+    const tune_link *l = &net->link[tier][op];
     if (!k || l->samples == 0 || strstr(l->source, "beside")) continue;
     double a = l->alpha_us * 1e-6, num_ = 0, den = 0;
     for (int i = 0; i < k; i++) {
@@ -375,7 +375,7 @@ static size_t contention(const hsr_tune_calib *c, hsr_tune_net *net, int tier, d
  * what is left of the row's time after its node stage), so a stage that
  * overlaps or shares the link unlike a flat ring is timed as measured; the
  * span factor stays 1. */
-static size_t span_fit(const hsr_tune_calib *c, hsr_tune_net *net, int op, double *x, double *t, char *r, size_t len,
+static size_t span_fit(const tune_calib *c, tune_net *net, int op, double *x, double *t, char *r, size_t len,
                        size_t o) {
   if (!has_flat(c, HSR_TUNE_CROSS, op)) return o;
   int k = 0;
@@ -383,7 +383,7 @@ static size_t span_fit(const hsr_tune_calib *c, hsr_tune_net *net, int op, doubl
   for (int i = 0; i < c->n; i++) {
     const sample *s = &c->s[i];
     if (!s->two || s->op != op || s->conc) continue;
-    const hsr_tune_link *l = &net->link[HSR_TUNE_INTRA][op];
+    const tune_link *l = &net->link[HSR_TUNE_INTRA][op];
     double node = l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? s->x / (l->busbw_gbs * 1e9) : 0);
     if (s->t - node < 0.05 * s->t) continue; /* the node stage took it all: nothing to fit */
     x[k] = s->x_cross, t[k] = s->t - node;
@@ -393,7 +393,7 @@ static size_t span_fit(const hsr_tune_calib *c, hsr_tune_net *net, int op, doubl
   if (!k) return o;
   fit f = solve(x, t, k);
   if (f.gamma <= 0) return o;
-  hsr_tune_link *l = &net->span_link[op];
+  tune_link *l = &net->span_link[op];
   set_link(l, f);
   label(c, files, " (the cross stage of two-level operations)", k, l->source, sizeof l->source);
   net->span[op] = 1;
@@ -404,7 +404,7 @@ static size_t span_fit(const hsr_tune_calib *c, hsr_tune_net *net, int op, doubl
              op_names[op], l->alpha_us, l->busbw_gbs, k, net->link[HSR_TUNE_CROSS][op].busbw_gbs, 100 * f.worst);
 }
 
-hsr_status tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *report, size_t len) {
+hsr_status tune_calib_fit(const tune_calib *c, tune_net *net, char *report, size_t len) {
   if (!c || !net) return hsr_error(HSR_ERR_INVALID, "tune_calib_fit: NULL argument");
   if (report && len) report[0] = '\0';
   if (c->n == 0) return hsr_error(HSR_ERR_INVALID, "calibration: no bench rows to fit");
@@ -428,9 +428,9 @@ hsr_status tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *repo
 
 /* ---- inside a step ---- */
 typedef struct sfit {
-  hsr_tune_net *net;
-  hsr_tune_model *m;
-  const hsr_tune_probe *p;
+  tune_net *net;
+  tune_model *m;
+  const tune_probe *p;
   int n;
   hsr_status err;
 } sfit;
@@ -441,7 +441,7 @@ static double rel2(double pred, double meas) { return meas > 0 ? (pred - meas) *
 static double cost(sfit *f) {
   double c = 0;
   for (int i = 0; i < f->n && f->err == HSR_OK; i++) {
-    hsr_tune_result r;
+    tune_result r;
     f->err = tune_eval(f->m, f->net, &f->p[i].cfg, f->p[i].S, f->p[i].R, f->p[i].shapes, &r);
     c += rel2(r.step_ms, f->p[i].step_ms) + rel2(r.comm_ms, f->p[i].comm_ms) + rel2(r.compute_ms, f->p[i].compute_ms);
   }
@@ -475,7 +475,7 @@ static void line(sfit *f, double *x, double lo, double hi) {
 static hsr_status residuals(sfit *f) {
   double ss_step = 0, ss_comp = 0;
   for (int i = 0; i < f->n; i++) {
-    hsr_tune_result r;
+    tune_result r;
     HSR_CHECK(tune_eval(f->m, f->net, &f->p[i].cfg, f->p[i].S, f->p[i].R, f->p[i].shapes, &r));
     ss_step += rel2(r.step_ms, f->p[i].step_ms);
     ss_comp += rel2(r.compute_ms, f->p[i].compute_ms);
@@ -485,7 +485,7 @@ static hsr_status residuals(sfit *f) {
   return HSR_OK;
 }
 
-hsr_status tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n, char *report,
+hsr_status tune_calib_step(tune_net *net, tune_model *m, const tune_probe *p, int n, char *report,
                            size_t len) {
   if (!net || !m || !p || n < 1) return hsr_error(HSR_ERR_INVALID, "tune_calib_step: no probe runs");
   sfit f = {net, m, p, n, HSR_OK};

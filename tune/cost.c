@@ -46,7 +46,7 @@ double tune_mem_reserve(double capacity) { return capacity > 0 ? 2.0 * 1024 * 10
 
 const char *tune_net_hw_names(void) { return "h100, h200, a100, pcie5, host"; }
 
-hsr_status tune_net_default(const char *hw, hsr_tune_net *out) {
+hsr_status tune_net_default(const char *hw, tune_net *out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "tune_net_default: NULL argument");
   const hw_fig *f = NULL;
   for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++)
@@ -56,9 +56,9 @@ hsr_status tune_net_default(const char *hw, hsr_tune_net *out) {
   memset(out, 0, sizeof *out);
   snprintf(out->name, sizeof out->name, "%s", f->name);
   for (int op = 0; op < HSR_TUNE_OPS; op++) {
-    hsr_tune_link *a = &out->link[HSR_TUNE_INTRA][op], *x = &out->link[HSR_TUNE_CROSS][op];
-    *a = (hsr_tune_link){.alpha_us = f->intra_us, .busbw_gbs = f->intra_gbs, .is_default = 1};
-    *x = (hsr_tune_link){.alpha_us = f->cross_us, .busbw_gbs = f->cross_gbs, .is_default = 1};
+    tune_link *a = &out->link[HSR_TUNE_INTRA][op], *x = &out->link[HSR_TUNE_CROSS][op];
+    *a = (tune_link){.alpha_us = f->intra_us, .busbw_gbs = f->intra_gbs, .is_default = 1};
+    *x = (tune_link){.alpha_us = f->cross_us, .busbw_gbs = f->cross_gbs, .is_default = 1};
     snprintf(a->source, sizeof a->source, "%s", f->intra_src);
     snprintf(x->source, sizeof x->source, "%s", f->cross_src);
   }
@@ -81,7 +81,7 @@ hsr_status tune_net_default(const char *hw, hsr_tune_net *out) {
   return HSR_OK;
 }
 
-int tune_net_uses_defaults(const hsr_tune_net *n) {
+int tune_net_uses_defaults(const tune_net *n) {
   if (!n) return 0;
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
     if (n->concurrent_default[t]) return 1;
@@ -93,8 +93,8 @@ int tune_net_uses_defaults(const hsr_tune_net *n) {
 
 /* ---- volumes: the collectives' own model (common/coll_model.c) ---- */
 
-hsr_status tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
-                           hsr_tune_vol *v) {
+hsr_status tune_volume(const tune_net *net, int op, const tune_shape *g, double count, size_t es,
+                           tune_vol *v) {
   if (!net || !g || !v) return hsr_error(HSR_ERR_INVALID, "tune_volume: NULL argument");
   if (op != HSR_OP_ALLGATHER && op != HSR_OP_REDUCE_SCATTER && op != HSR_OP_ALLREDUCE)
     return hsr_error(HSR_ERR_INVALID, "tune_volume: operation %d (valid: all-gather, reduce-scatter, all-reduce)",
@@ -115,13 +115,13 @@ hsr_status tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g,
   v->algo = m.algo;
   for (int i = 0; i < m.nstages && i < HSR_TUNE_MAX_STAGES; i++) {
     const coll_model_stage *s = &m.stage[i];
-    v->stage[v->nstages++] = (hsr_tune_stage){s->tier == COLL_MODEL_CROSS ? HSR_TUNE_CROSS : HSR_TUNE_INTRA, s->op,
+    v->stage[v->nstages++] = (tune_stage){s->tier == COLL_MODEL_CROSS ? HSR_TUNE_CROSS : HSR_TUNE_INTRA, s->op,
                                               s->bytes, s->span};
   }
   return HSR_OK;
 }
 
-const hsr_tune_link *tl_stage_link(const hsr_tune_net *n, const hsr_tune_stage *s, double *factor) {
+const tune_link *tl_stage_link(const tune_net *n, const tune_stage *s, double *factor) {
   *factor = 1;
   if (!s->span) return &n->link[s->tier][s->op];
   if (s->tier == HSR_TUNE_CROSS && n->span_link[s->span - 1].samples > 0) return &n->span_link[s->span - 1];
@@ -129,12 +129,12 @@ const hsr_tune_link *tl_stage_link(const hsr_tune_net *n, const hsr_tune_stage *
   return &n->link[s->tier][s->op];
 }
 
-double tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v) {
+double tune_coll_time(const tune_net *net, const tune_vol *v) {
   if (!net || !v) return 0;
   double t = 0;
   for (int i = 0; i < v->nstages; i++) {
     double f;
-    const hsr_tune_link *l = tl_stage_link(net, &v->stage[i], &f);
+    const tune_link *l = tl_stage_link(net, &v->stage[i], &f);
     t += f * (l->alpha_us * 1e-6 + (l->busbw_gbs > 0 ? v->stage[i].bytes / (l->busbw_gbs * 1e9) : 0));
   }
   return t;

@@ -20,17 +20,17 @@
 #define EV_STEPS 3 /* step 1 records the order, step 2 prefetches, step 3 is steady */
 
 typedef struct ev {
-  const hsr_tune_model *m;
-  const hsr_tune_net *net;
+  const tune_model *m;
+  const tune_net *net;
   const hsr_rt_config *cfg;
-  const hsr_tune_shape *shape;
-  const hsr_rt_layout *lay;
-  hsr_sched *sc;
+  const tune_shape *shape;
+  const rt_layout *lay;
+  sched_ctx *sc;
   int S, R, gpu, measure;
   size_t pes, res;
   tl t;
   int last_reduce;
-  hsr_tune_result *out;
+  tune_result *out;
   hsr_status err;
 } ev;
 
@@ -46,14 +46,14 @@ static void *handle(int id) { return id >= 0 ? (void *)(intptr_t)(id + 1) : NULL
 static int id_of(const void *h) { return h ? (int)((intptr_t)h - 1) : -1; }
 
 static int post(ev *e, int group, int op, double count, size_t es) {
-  hsr_tune_vol v;
+  tune_vol v;
   hsr_status st = tune_volume(e->net, op, &e->shape[group], count, es, &v);
   if (st != HSR_OK) {
     e->err = st;
     return -1;
   }
   if (e->measure) {
-    hsr_tune_bytes *b = &e->out->bytes[group][op];
+    tune_bytes *b = &e->out->bytes[group][op];
     b->calls++, b->sent += v.sent, b->recv += v.recv, b->full += v.full;
     b->fabric_sent += v.fabric_sent, b->fabric_recv += v.fabric_recv;
     e->out->fabric_all_ranks += v.fabric_sent * e->S * e->R;
@@ -68,8 +68,8 @@ static int post(ev *e, int group, int op, double count, size_t es) {
 /* The status the interpreter sees: the first error of the model or the timeline. */
 static hsr_status ok(const ev *e) { return e->err != HSR_OK ? e->err : e->t.err; }
 
-/* ---- the timeline as the schedule's executor (hsr_sched_exec) ---- */
-static hsr_status x_gather(void *ctx, const hsr_sched_action *a, void **h) {
+/* ---- the timeline as the schedule's executor (sched_exec) ---- */
+static hsr_status x_gather(void *ctx, const sched_action *a, void **h) {
   ev *e = ctx;
   if (a->cast) data(e, (double)a->count * (4.0 + (double)e->pes)); /* the input cast from the master */
   if (a->local)
@@ -79,26 +79,26 @@ static hsr_status x_gather(void *ctx, const hsr_sched_action *a, void **h) {
   return ok(e);
 }
 
-static hsr_status x_wait(void *ctx, const hsr_sched_action *a, void *h) {
+static hsr_status x_wait(void *ctx, const sched_action *a, void *h) {
   (void)a;
   ev *e = ctx;
   tl_wait(&e->t, id_of(h));
   return ok(e);
 }
 
-static hsr_status x_reshard(void *ctx, const hsr_sched_action *a) {
+static hsr_status x_reshard(void *ctx, const sched_action *a) {
   ev *e = ctx;
   if (a->partial) data(e, (double)a->count * (double)e->pes);
   return ok(e);
 }
 
-static hsr_status x_grad_buf(void *ctx, const hsr_sched_action *a) {
+static hsr_status x_grad_buf(void *ctx, const sched_action *a) {
   ev *e = ctx;
   data(e, unit_len(e, a->unit) * 4);
   return ok(e);
 }
 
-static hsr_status x_norm(void *ctx, const hsr_sched_action *a) {
+static hsr_status x_norm(void *ctx, const sched_action *a) {
   (void)a;
   ev *e = ctx;
   if (e->gpu) tl_wait(&e->t, e->last_reduce);
@@ -110,32 +110,32 @@ static hsr_status x_norm(void *ctx, const hsr_sched_action *a) {
   return ok(e);
 }
 
-static hsr_status x_optim(void *ctx, const hsr_sched_action *a) {
+static hsr_status x_optim(void *ctx, const sched_action *a) {
   ev *e = ctx;
   tl_compute(&e->t, piece_len(e, a->unit) * e->net->optim_ns_per_elem * 1e-9);
   return ok(e);
 }
 
-static hsr_status x_regather(void *ctx, const hsr_sched_action *a, void **h) {
+static hsr_status x_regather(void *ctx, const sched_action *a, void **h) {
   ev *e = ctx;
   *h = handle(post(e, a->group, HSR_OP_ALLGATHER, (double)a->count, e->pes));
   return ok(e);
 }
 
-static hsr_status x_grad_zero(void *ctx, const hsr_sched_action *a) {
+static hsr_status x_grad_zero(void *ctx, const sched_action *a) {
   ev *e = ctx;
   data(e, acc_len(e, a->unit) * 4);
   return ok(e);
 }
 
-static hsr_status x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {
+static hsr_status x_stage_cast(void *ctx, sched_red *r, void *grad) {
   (void)grad;
   ev *e = ctx;
   data(e, unit_len(e, r->unit) * (4.0 + (double)e->res));
   return ok(e);
 }
 
-static hsr_status x_stage1(void *ctx, hsr_sched_red *r) {
+static hsr_status x_stage1(void *ctx, sched_red *r) {
   ev *e = ctx;
   if (r->local)
     data(e, shard_len(e, r->unit) * (double)e->res);
@@ -147,7 +147,7 @@ static hsr_status x_stage1(void *ctx, hsr_sched_red *r) {
 
 /* Stage 2 and rs_only's deferred stage: the replicate group's all-reduce of
  * the slice, or (outer shard optim) its reduce-scatter into the piece. */
-static hsr_status x_stage2(void *ctx, hsr_sched_red *r) {
+static hsr_status x_stage2(void *ctx, sched_red *r) {
   ev *e = ctx;
   if (r->outer)
     r->h = handle(post(e, HSR_RT_GROUP_REPLICATE, HSR_OP_REDUCE_SCATTER, piece_len(e, r->unit), e->res));
@@ -156,19 +156,19 @@ static hsr_status x_stage2(void *ctx, hsr_sched_red *r) {
   return ok(e);
 }
 
-static hsr_status x_test(void *ctx, hsr_sched_red *r, int *done) {
+static hsr_status x_test(void *ctx, sched_red *r, int *done) {
   ev *e = ctx;
   *done = tl_done(&e->t, id_of(r->h));
   return ok(e);
 }
 
-static hsr_status x_red_wait(void *ctx, hsr_sched_red *r) {
+static hsr_status x_red_wait(void *ctx, sched_red *r) {
   ev *e = ctx;
   tl_wait(&e->t, id_of(r->h));
   return ok(e);
 }
 
-static hsr_status x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
+static hsr_status x_accumulate(void *ctx, sched_red *r, void *stage) {
   (void)stage;
   ev *e = ctx;
   double ls = r->outer ? piece_len(e, r->unit) : shard_len(e, r->unit);
@@ -184,11 +184,11 @@ static hsr_status x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
   .optim = x_optim, .regather = x_regather, .regather_wait = x_wait, .grad_zero = x_grad_zero,             \
   .stage_cast = x_stage_cast, .stage1 = x_stage1, .stage2 = x_stage2, .deferred_ar = x_stage2,             \
   .accumulate = x_accumulate
-static const hsr_sched_exec exec_host = {EV_EXEC_COMMON, .test = x_test, .wait = x_red_wait};
-static const hsr_sched_exec exec_gpu = {EV_EXEC_COMMON};
+static const sched_exec exec_host = {EV_EXEC_COMMON, .test = x_test, .wait = x_red_wait};
+static const sched_exec exec_gpu = {EV_EXEC_COMMON};
 #undef EV_EXEC_COMMON
 
-static void run(ev *e, hsr_status st, const hsr_sched_action *acts, int n) {
+static void run(ev *e, hsr_status st, const sched_action *acts, int n) {
   if (st == HSR_OK && e->err == HSR_OK && e->t.err == HSR_OK)
     st = sched_run(e->sc, acts, n, e->gpu ? &exec_gpu : &exec_host, e);
   if (st != HSR_OK && e->err == HSR_OK) e->err = st;
@@ -198,7 +198,7 @@ static double fwd_s(const ev *e, int u) { return (e->m->unit_fwd_ms ? e->m->unit
 
 /* One lifecycle call: the schedule's actions, then the program's compute. */
 static void call(ev *e, const hsr_prog_call *c) {
-  const hsr_sched_action *a = NULL;
+  const sched_action *a = NULL;
   int n = 0, u = c->unit;
   hsr_status st;
   switch (c->op) {
@@ -223,7 +223,7 @@ static void call(ev *e, const hsr_prog_call *c) {
  * exposed part, all-gathers, each group's busy time. */
 static hsr_status measure(ev *e, double s0, double s1) {
   tl *t = &e->t;
-  hsr_ival *c = malloc(sizeof *c * (size_t)(t->ncomp + 1)), *m = malloc(sizeof *m * (size_t)(t->nops + 1));
+  ival *c = malloc(sizeof *c * (size_t)(t->ncomp + 1)), *m = malloc(sizeof *m * (size_t)(t->nops + 1));
   if (!c || !m) {
     free(c), free(m);
     return hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
@@ -231,17 +231,17 @@ static hsr_status measure(ev *e, double s0, double s1) {
   int nc = 0;
   for (int i = 0; i < t->ncomp; i++) {
     double a = t->comp[i].a < s0 ? s0 : t->comp[i].a, b = t->comp[i].b > s1 ? s1 : t->comp[i].b;
-    if (b > a) c[nc++] = (hsr_ival){a, b};
+    if (b > a) c[nc++] = (ival){a, b};
   }
   ival_merge(c, &nc);
-  hsr_tune_result *o = e->out;
+  tune_result *o = e->out;
   for (int pass = -2; pass < HSR_RT_GROUP_COUNT; pass++) { /* -2: all, -1: all-gathers, then per group */
     int nm = 0;
     for (int i = 0; i < t->nops; i++) {
       const tl_op *x = &t->ops[i];
       if ((pass == -1 && x->op != HSR_OP_ALLGATHER) || (pass >= 0 && x->group != pass)) continue;
       double a = x->start < s0 ? s0 : x->start, b = x->end > s1 ? s1 : x->end;
-      if (b > a) m[nm++] = (hsr_ival){a, b};
+      if (b > a) m[nm++] = (ival){a, b};
     }
     ival_merge(m, &nm);
     double len = ival_length(m, nm) * 1e3, hid = ival_overlap(c, nc, m, nm) * 1e3;
@@ -254,12 +254,12 @@ static hsr_status measure(ev *e, double s0, double s1) {
   }
   for (int tier = 0; tier < HSR_TUNE_TIER_COUNT; tier++) {
     int nm = 0;
-    hsr_ival *m2 = realloc(m, sizeof *m * (size_t)(t->nstg + 1));
+    ival *m2 = realloc(m, sizeof *m * (size_t)(t->nstg + 1));
     if (!m2) break;
     m = m2;
     for (int i = 0; i < t->nstg; i++) {
       double a = t->stg[i].a < s0 ? s0 : t->stg[i].a, b = t->stg[i].b > s1 ? s1 : t->stg[i].b;
-      if (t->stg_tier[i] == tier && b > a) m[nm++] = (hsr_ival){a, b};
+      if (t->stg_tier[i] == tier && b > a) m[nm++] = (ival){a, b};
     }
     ival_merge(m, &nm);
     o->tier_busy_ms[tier] = ival_length(m, nm) * 1e3;
@@ -273,7 +273,7 @@ static hsr_status measure(ev *e, double s0, double s1) {
 static hsr_status simulate(ev *e, const int *is_root, const hsr_prog_call *prog, int nprog) {
   double s0 = 0, s1 = 0;
   HSR_CHECK(sched_create(e->cfg, e->S, e->R, e->lay, is_root, &e->sc));
-  const hsr_sched_action *a = NULL;
+  const sched_action *a = NULL;
   int n = 0;
   hsr_status st = sched_setup(e->sc, &a, &n);
   run(e, st, a, n);
@@ -296,13 +296,13 @@ static hsr_status ledger(ev *e, const int *is_root, const hsr_prog_call *prog, i
   hsr_ledger *held = NULL;
   HSR_CHECK(ledger_create(&held));
   hsr_status st = tune_ledger_predict(e->lay, is_root, e->cfg, e->S, e->R, prog, nprog, EV_STEPS, held, NULL);
-  hsr_tune_result *o = e->out;
+  tune_result *o = e->out;
   if (st == HSR_OK) {
     o->persistent = ledger_persistent(held);
     o->runtime_peak = ledger_runtime_peak(held);
     o->transient_peak = o->runtime_peak - o->persistent;
     o->peak_where = ledger_runtime_peak_where(held);
-    for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) o->peak_cat[c] = ledger_peak(held, (hsr_mem_cat)c);
+    for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) o->peak_cat[c] = ledger_peak(held, (mem_cat)c);
     o->peak_total = (double)o->runtime_peak + o->act_bytes;
     o->persistent_per_param = params > 0 ? (double)o->persistent / params : 0;
   }
@@ -310,9 +310,9 @@ static hsr_status ledger(ev *e, const int *is_root, const hsr_prog_call *prog, i
   return st;
 }
 
-static hsr_status build_layout(const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R, hsr_rt_layout **out,
+static hsr_status build_layout(const tune_model *m, const hsr_rt_config *cfg, int S, int R, rt_layout **out,
                                double *params) {
-  hsr_rt_layout *l = NULL;
+  rt_layout *l = NULL;
   HSR_CHECK(rt_layout_create(cfg->align ? cfg->align : 16, &l));
   /* the outer shard cuts every shard into R pieces, as the engine's commit does */
   hsr_status st = cfg->outer_shard == HSR_RT_OUTER_OPTIM ? rt_layout_set_subshards(l, R) : HSR_OK;
@@ -334,8 +334,8 @@ static hsr_status build_layout(const hsr_tune_model *m, const hsr_rt_config *cfg
   return st;
 }
 
-hsr_status tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr_rt_config *cfg_in, int S, int R,
-                     const hsr_tune_shape shapes[HSR_RT_GROUP_COUNT], hsr_tune_result *out) {
+hsr_status tune_eval(const tune_model *m, const tune_net *net, const hsr_rt_config *cfg_in, int S, int R,
+                     const tune_shape shapes[HSR_RT_GROUP_COUNT], tune_result *out) {
   if (!m || !net || !cfg_in || !shapes || !out) return hsr_error(HSR_ERR_INVALID, "tune_eval: NULL argument");
   if (m->units < 1 || (!m->unit_params && m->params < m->units))
     return hsr_error(HSR_ERR_INVALID, "tune: a model of %d units and %g parameters (at least one per unit)", m->units,
@@ -353,7 +353,7 @@ hsr_status tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr
   ev e = {.m = m, .net = net, .cfg = &cfg, .shape = shapes, .S = S, .R = R, .gpu = net->device_is_gpu, .out = out};
   e.pes = dtype_size(cfg.param_dtype), e.res = dtype_size(cfg.reduce_dtype), e.last_reduce = -1;
   hsr_prog_call *prog = NULL;
-  hsr_rt_layout *lay = NULL;
+  rt_layout *lay = NULL;
   double params = 0;
   hsr_status st = is_root ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
   if (st == HSR_OK) {
@@ -375,7 +375,7 @@ hsr_status tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr
   return st;
 }
 
-hsr_status tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m, hsr_tune_shape shapes[HSR_RT_GROUP_COUNT]) {
+hsr_status tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m, tune_shape shapes[HSR_RT_GROUP_COUNT]) {
   if (!c || !m || !shapes) return hsr_error(HSR_ERR_INVALID, "tune_mesh_shapes: NULL argument");
   int W = mesh_world(m), nn = cluster_num_nodes(c), nd = cluster_num_domains(c);
   int *g = malloc(sizeof *g * (size_t)W), *pn = calloc((size_t)nn, sizeof *pn),
@@ -401,7 +401,7 @@ hsr_status tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m, hsr_tune_sh
       int dm = cluster_rank_domain(c, g[i]);
       if (dm >= 0 && dm <= nd) pd[dm] = 0;
     }
-    shapes[k] = (hsr_tune_shape){n, nodes, per < 0 ? 0 : per, domains};
+    shapes[k] = (tune_shape){n, nodes, per < 0 ? 0 : per, domains};
   }
   free(g), free(pn), free(pd);
   return st;

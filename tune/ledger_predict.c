@@ -15,7 +15,7 @@
 /* The pool (runtime/engine/pool.c): a buffer comes back only for the same category
  * and size; memory held grows only when none of those is free. */
 typedef struct {
-  hsr_mem_cat cat;
+  mem_cat cat;
   size_t bytes;
   int free, total;
 } pool_ent;
@@ -29,7 +29,7 @@ typedef struct {
   hsr_status err;
 } sim;
 
-static void get(sim *s, hsr_mem_cat cat, size_t bytes) {
+static void get(sim *s, mem_cat cat, size_t bytes) {
   for (int i = 0; i < s->npool; i++)
     if (s->pool[i].cat == cat && s->pool[i].bytes == bytes) {
       if (s->pool[i].free) {
@@ -51,7 +51,7 @@ static void get(sim *s, hsr_mem_cat cat, size_t bytes) {
   ledger_alloc(s->use, cat, bytes);
 }
 
-static void put(sim *s, hsr_mem_cat cat, size_t bytes) {
+static void put(sim *s, mem_cat cat, size_t bytes) {
   for (int i = 0; i < s->npool; i++)
     if (s->pool[i].cat == cat && s->pool[i].bytes == bytes && s->pool[i].free < s->pool[i].total) {
       s->pool[i].free++;
@@ -62,35 +62,35 @@ static void put(sim *s, hsr_mem_cat cat, size_t bytes) {
                      mem_cat_name(cat), bytes);
 }
 
-static void phase(sim *s, hsr_phase p, int unit) {
+static void phase(sim *s, ledger_phase p, int unit) {
   ledger_set_phase(s->held, p, unit, s->step + 1);
   ledger_set_phase(s->use, p, unit, s->step + 1);
 }
 
 /* The executor: the pool alone (every other effect is none). */
-static hsr_status x_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
+static hsr_status x_get(void *ctx, int unit, const sched_bufop *b, void **p) {
   (void)unit, (void)p;
   sim *s = ctx;
   get(s, b->cat, b->bytes);
   return s->err;
 }
 
-static void x_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
+static void x_put(void *ctx, int unit, const sched_bufop *b, void *p) {
   (void)unit, (void)p;
   put(ctx, b->cat, b->bytes);
 }
 
-static const hsr_sched_exec pool_only = {.get = x_get, .put = x_put};
+static const sched_exec pool_only = {.get = x_get, .put = x_put};
 
-static void apply(sim *s, hsr_sched *sc, hsr_status st, const hsr_sched_action *acts, int n) {
+static void apply(sim *s, sched_ctx *sc, hsr_status st, const sched_action *acts, int n) {
   for (int i = 0; st == HSR_OK && i < n; i++)
     s->gathers += (acts[i].op == HSR_SCHED_GATHER || acts[i].op == HSR_SCHED_REGATHER) && !acts[i].local;
   if (st == HSR_OK) st = sched_run(sc, acts, n, &pool_only, s);
   if (st != HSR_OK && s->err == HSR_OK) s->err = st;
 }
 
-static void call(sim *s, hsr_sched *sc, const hsr_prog_call *c) {
-  const hsr_sched_action *a = NULL;
+static void call(sim *s, sched_ctx *sc, const hsr_prog_call *c) {
+  const sched_action *a = NULL;
   int n = 0, ui = c->unit, nu = sched_num_units(sc);
   hsr_status st = HSR_OK;
   if (c->op != HSR_PROG_STEP && (ui < 0 || ui >= nu)) {
@@ -138,17 +138,17 @@ static void call(sim *s, hsr_sched *sc, const hsr_prog_call *c) {
   }
 }
 
-hsr_status tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
+hsr_status tune_ledger_predict(const rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
                                const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use) {
   return tune_prog_predict(layout, is_root, cfg, S, R, prog, nprog, steps, held, in_use, NULL);
 }
 
-hsr_status tune_prog_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
+hsr_status tune_prog_predict(const rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
                              const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use,
                              int *gathers) {
   if (!layout || !cfg || !prog || nprog < 1 || steps < 1)
     return hsr_error(HSR_ERR_INVALID, "tune_ledger_predict: NULL or empty argument");
-  hsr_sched *sc = NULL;
+  sched_ctx *sc = NULL;
   hsr_status st = sched_create(cfg, S, R, layout, is_root, &sc);
   if (st != HSR_OK) return hsr_error(st, "ledger prediction: %s", hsr_last_error());
   hsr_ledger *own_h = NULL, *own_u = NULL;
@@ -158,7 +158,7 @@ hsr_status tune_prog_predict(const hsr_rt_layout *layout, const int *is_root, co
   if (s.err == HSR_OK) {
     ledger_reset(s.held);
     ledger_reset(s.use);
-    const hsr_sched_action *a = NULL;
+    const sched_action *a = NULL;
     int n = 0;
     st = sched_setup(sc, &a, &n); /* hsr_rt_commit */
     apply(&s, sc, st, a, n);

@@ -13,7 +13,7 @@
 #include "tune/tune.h"
 #include "common/common_internal.h"
 
-hsr_status tune_space_default(hsr_tune_space *s) {
+hsr_status tune_space_default(tune_space *s) {
   if (!s) return hsr_error(HSR_ERR_INVALID, "tune_space_default: NULL argument");
   memset(s, 0, sizeof *s);
   s->max_prefetch = 2;
@@ -28,21 +28,21 @@ hsr_status tune_space_default(hsr_tune_space *s) {
 
 typedef struct plan_ctx {
   const hsr_cluster *c;
-  const hsr_tune_model *m;
-  const hsr_tune_net *net;
-  const hsr_tune_space *sp;
-  hsr_tune_plan *p;
+  const tune_model *m;
+  const tune_net *net;
+  const tune_space *sp;
+  tune_plan *p;
   int cap;
 } plan_ctx;
 
-static hsr_status uncertainty(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R,
-                              const hsr_tune_shape *sh, hsr_tune_result *r);
+static hsr_status uncertainty(plan_ctx *x, const tune_model *m, const hsr_rt_config *cfg, int S, int R,
+                              const tune_shape *sh, tune_result *r);
 
-static hsr_status add_one(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R,
-                          const hsr_tune_shape *sh) {
-  hsr_tune_plan *p = x->p;
+static hsr_status add_one(plan_ctx *x, const tune_model *m, const hsr_rt_config *cfg, int S, int R,
+                          const tune_shape *sh) {
+  tune_plan *p = x->p;
   HSR_CHECK(grow_array(&p->cand, &x->cap, p->n, sizeof *p->cand, 256, "tune"));
-  hsr_tune_result *r = &p->cand[p->n];
+  tune_result *r = &p->cand[p->n];
   HSR_CHECK(tune_eval(m, x->net, cfg, S, R, sh, r));
   HSR_CHECK(uncertainty(x, m, cfg, S, R, sh, r));
   double budget = x->sp->mem_budget;
@@ -70,7 +70,7 @@ static hsr_status add_one(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_con
 
 /* One layout, with every recompute policy when the model has activations
  * per policy (cheapest in time first). */
-static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const hsr_tune_shape *sh) {
+static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const tune_shape *sh) {
   if (!x->m->act_by_policy) return add_one(x, x->m, cfg, S, R, sh);
   static const hsr_rt_recompute order[] = {HSR_RT_RECOMPUTE_NONE, HSR_RT_RECOMPUTE_SELECTIVE, HSR_RT_RECOMPUTE_FULL};
   for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
@@ -85,20 +85,20 @@ static hsr_status add(plan_ctx *x, const hsr_rt_config *cfg, int S, int R, const
  * collectives slower by its residual, compute longer by its own, and the
  * step's own residual in the probes. Nothing fitted (built-in figures): no
  * residuals, no uncertainty. */
-static hsr_status uncertainty(plan_ctx *x, const hsr_tune_model *m, const hsr_rt_config *cfg, int S, int R,
-                              const hsr_tune_shape *sh, hsr_tune_result *r) {
-  const hsr_tune_net *n = x->net;
-  hsr_tune_result q;
+static hsr_status uncertainty(plan_ctx *x, const tune_model *m, const hsr_rt_config *cfg, int S, int R,
+                              const tune_shape *sh, tune_result *r) {
+  const tune_net *n = x->net;
+  tune_result q;
   memset(r->unc_ms, 0, sizeof r->unc_ms);
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
     if (n->rel_rms[t] <= 0) continue;
-    hsr_tune_net np = *n;
+    tune_net np = *n;
     np.slow[t] *= 1 + n->rel_rms[t];
     HSR_CHECK(tune_eval(m, &np, cfg, S, R, sh, &q));
     r->unc_ms[t == HSR_TUNE_INTRA ? HSR_TUNE_UNC_INTRA : HSR_TUNE_UNC_CROSS] = q.step_ms - r->step_ms;
   }
   if (n->compute_rel_rms > 0) {
-    hsr_tune_model mp = *m;
+    tune_model mp = *m;
     double *uf = NULL;
     if (mp.unit_fwd_ms) {
       if (!(uf = malloc(sizeof *uf * (size_t)mp.units))) return hsr_error(HSR_ERR_NOMEM, "tune: out of memory");
@@ -127,7 +127,7 @@ const char *tune_unc_name(int term) {
 /* One sigma of the difference of two layouts' steps: the terms they share
  * (the same links, the same compute) move both, so what counts is how
  * differently; the step residual is each layout's own. */
-static double diff_sigma(const hsr_tune_result *a, const hsr_tune_result *b) {
+static double diff_sigma(const tune_result *a, const tune_result *b) {
   double ss = 0;
   for (int k = 0; k < HSR_TUNE_UNC_STEP; k++) ss += (a->unc_ms[k] - b->unc_ms[k]) * (a->unc_ms[k] - b->unc_ms[k]);
   ss += a->unc_ms[HSR_TUNE_UNC_STEP] * a->unc_ms[HSR_TUNE_UNC_STEP] +
@@ -138,9 +138,9 @@ static double diff_sigma(const hsr_tune_result *a, const hsr_tune_result *b) {
 /* After ranking: a candidate ties with the best faster one it cannot be
  * told apart from (the difference within one sigma of it, or within 0.2%:
  * the ranking's own resolution). */
-static void ties(hsr_tune_plan *p) {
+static void ties(tune_plan *p) {
   for (int i = 0; i < p->nfeasible; i++) {
-    hsr_tune_result *r = &p->cand[i];
+    tune_result *r = &p->cand[i];
     r->tie = -1;
     for (int j = 0; j < i && r->tie < 0; j++) {
       double d = r->step_ms - p->cand[j].step_ms;
@@ -150,7 +150,7 @@ static void ties(hsr_tune_plan *p) {
   for (int i = p->nfeasible; i < p->n; i++) p->cand[i].tie = -1;
 }
 
-hsr_status tune_separating_term(const hsr_tune_result *a, const hsr_tune_result *b, int *term) {
+hsr_status tune_separating_term(const tune_result *a, const tune_result *b, int *term) {
   if (!a || !b || !term) return hsr_error(HSR_ERR_INVALID, "tune_separating_term: NULL argument");
   double best = -1;
   *term = HSR_TUNE_UNC_STEP;
@@ -164,7 +164,7 @@ hsr_status tune_separating_term(const hsr_tune_result *a, const hsr_tune_result 
   return HSR_OK;
 }
 
-static hsr_rt_config base_cfg(const hsr_tune_space *sp, hsr_rt_strategy s) {
+static hsr_rt_config base_cfg(const tune_space *sp, hsr_rt_strategy s) {
   hsr_rt_config c;
   hsr_rt_config_default(&c);
   c.strategy = s;
@@ -178,7 +178,7 @@ static hsr_rt_config base_cfg(const hsr_tune_space *sp, hsr_rt_strategy s) {
 }
 
 /* Every sync mode that differs with micro-batches (rs_only only with replicas). */
-static hsr_status with_syncs(plan_ctx *x, hsr_rt_config c, int S, int R, const hsr_tune_shape *sh) {
+static hsr_status with_syncs(plan_ctx *x, hsr_rt_config c, int S, int R, const tune_shape *sh) {
   int modes = c.micro_batches > 1 ? 3 : 1;
   for (int k = 0; k < modes; k++) {
     if (k == HSR_RT_SYNC_RS_ONLY && R == 1) continue;
@@ -195,16 +195,16 @@ static int wanted(const plan_ctx *x, hsr_rt_strategy s) {
 }
 
 /* fsdp / hybrid over reshard policies and prefetch depths. */
-static hsr_status sharded(plan_ctx *x, int S, int R, const hsr_tune_shape *sh) {
+static hsr_status sharded(plan_ctx *x, int S, int R, const tune_shape *sh) {
   hsr_rt_strategy s = R == 1 ? HSR_RT_FSDP : HSR_RT_HYBRID;
   if (!wanted(x, s)) return HSR_OK;
   for (int K = 0; K < S; K++) { /* 0: full and none; K > 1: partial:K where the planner accepts it */
     if (K == 1 || (K && S % K)) continue;
-    hsr_tune_shape ksh[HSR_RT_GROUP_COUNT];
+    tune_shape ksh[HSR_RT_GROUP_COUNT];
     memcpy(ksh, sh, sizeof ksh);
     if (K) {
       hsr_mesh *mk = NULL;
-      hsr_mesh_request req = {S, 0, K};
+      mesh_request req = {S, 0, K};
       if (mesh_plan(x->c, &req, &mk) != HSR_OK) continue;
       hsr_status st = tune_mesh_shapes(x->c, mk, ksh);
       mesh_free(mk);
@@ -231,9 +231,9 @@ static hsr_status sharded(plan_ctx *x, int S, int R, const hsr_tune_shape *sh) {
 static hsr_status one_shard(plan_ctx *x, int S) {
   int W = cluster_world(x->c), R = W / S;
   hsr_mesh *m = NULL;
-  hsr_mesh_request req = {S, 0, 0};
+  mesh_request req = {S, 0, 0};
   if (mesh_plan(x->c, &req, &m) != HSR_OK) return HSR_OK; /* not a valid S: the planner says why */
-  hsr_tune_shape sh[HSR_RT_GROUP_COUNT];
+  tune_shape sh[HSR_RT_GROUP_COUNT];
   hsr_status st = tune_mesh_shapes(x->c, m, sh);
   mesh_free(m);
   HSR_CHECK(st);
@@ -252,7 +252,7 @@ static hsr_status one_shard(plan_ctx *x, int S) {
 static long bucket(double ms) { return ms > 0 ? (long)floor(log(ms) / log(1.002)) : LONG_MIN; }
 
 static int by_rank(const void *a, const void *b) {
-  const hsr_tune_result *x = a, *y = b;
+  const tune_result *x = a, *y = b;
   if (x->feasible != y->feasible) return y->feasible - x->feasible;
   if (x->feasible) {
     long bx = bucket(x->step_ms), by = bucket(y->step_ms);
@@ -264,8 +264,8 @@ static int by_rank(const void *a, const void *b) {
   return (x->peak_total > y->peak_total) - (x->peak_total < y->peak_total);
 }
 
-hsr_status tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
-                         const hsr_tune_space *sp, hsr_tune_plan *out) {
+hsr_status tune_plan_run(const hsr_cluster *c, const tune_model *m, const tune_net *net,
+                         const tune_space *sp, tune_plan *out) {
   if (!c || !m || !net || !sp || !out) return hsr_error(HSR_ERR_INVALID, "tune_plan_run: NULL argument");
   memset(out, 0, sizeof *out);
   double t0 = clock_s();
@@ -280,7 +280,7 @@ hsr_status tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hs
   out->per_node = on0;
   if (sp->only_shard > 0) { /* the mesh planner's own message: which rule, and the valid S */
     hsr_mesh *mm = NULL;
-    hsr_mesh_request req = {sp->only_shard, 0, 0};
+    mesh_request req = {sp->only_shard, 0, 0};
     HSR_CHECK(mesh_plan(c, &req, &mm)); /* says which rule and the valid S */
     mesh_free(mm);
   }
@@ -304,13 +304,13 @@ hsr_status tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hs
   return HSR_OK;
 }
 
-void tune_plan_free(hsr_tune_plan *p) {
+void tune_plan_free(tune_plan *p) {
   if (!p) return;
   free(p->cand);
   memset(p, 0, sizeof *p);
 }
 
-const char *tune_label(const hsr_tune_result *r, char *buf, size_t len) {
+const char *tune_label(const tune_result *r, char *buf, size_t len) {
   if (!r || !buf || !len) return "";
   char res[24] = "";
   int sharded = rt_strategy_sharding(r->cfg.strategy).params;

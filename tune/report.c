@@ -38,16 +38,16 @@ static void human(char *b, size_t n, double v) { /* decimal, like bandwidths */
     snprintf(b, n, "%.1f KB", v / 1e3);
 }
 
-static double fabric(const hsr_tune_result *r) {
+static double fabric(const tune_result *r) {
   double f = 0;
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
     for (int op = 0; op < HSR_TUNE_OPS; op++) f += r->bytes[g][op].fabric_sent;
   return f;
 }
 
-static int sharded(const hsr_tune_result *r) { return rt_strategy_sharding(r->cfg.strategy).params; }
+static int sharded(const tune_result *r) { return rt_strategy_sharding(r->cfg.strategy).params; }
 
-static const char *where_of(const hsr_tune_shape *s, const hsr_tune_net *net) {
+static const char *where_of(const tune_shape *s, const tune_net *net) {
   if (s->n <= 1) return "on the rank itself";
   if (s->nodes == 1) return net->device_is_gpu ? "inside one node (NVLink)" : "inside one node (shared memory)";
   if (net->device_is_gpu && s->domains == 1) return "inside one NVLink domain across nodes";
@@ -55,9 +55,9 @@ static const char *where_of(const hsr_tune_shape *s, const hsr_tune_net *net) {
 }
 
 /* The same layout with another reshard policy, if it was evaluated. */
-static const hsr_tune_result *sibling(const hsr_tune_plan *p, const hsr_tune_result *r, hsr_rt_reshard pol) {
+static const tune_result *sibling(const tune_plan *p, const tune_result *r, hsr_rt_reshard pol) {
   for (int i = 0; i < p->n; i++) {
-    const hsr_tune_result *c = &p->cand[i];
+    const tune_result *c = &p->cand[i];
     if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
         c->cfg.sync == r->cfg.sync && c->cfg.reshard == pol && c->cfg.outer_shard == r->cfg.outer_shard &&
         c->cfg.recompute == r->cfg.recompute && c != r)
@@ -67,9 +67,9 @@ static const hsr_tune_result *sibling(const hsr_tune_plan *p, const hsr_tune_res
 }
 
 /* The same layout with the other outer shard (hybrid), if it was evaluated. */
-static const hsr_tune_result *outer_sibling(const hsr_tune_plan *p, const hsr_tune_result *r) {
+static const tune_result *outer_sibling(const tune_plan *p, const tune_result *r) {
   for (int i = 0; i < p->n; i++) {
-    const hsr_tune_result *c = &p->cand[i];
+    const tune_result *c = &p->cand[i];
     if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
         c->cfg.sync == r->cfg.sync && c->cfg.reshard == r->cfg.reshard && c->cfg.partial_k == r->cfg.partial_k &&
         c->cfg.outer_shard != r->cfg.outer_shard && c->cfg.recompute == r->cfg.recompute)
@@ -81,15 +81,15 @@ static const hsr_tune_result *outer_sibling(const hsr_tune_plan *p, const hsr_tu
 /* The outer shard's trade: the optimizer state it no longer keeps on every
  * replica against the all-gather over R after AdamW, which the next
  * forward waits for (the all-reduce it replaces ran under backward). */
-static void outer_trade(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, const hsr_tune_net *net) {
-  const hsr_tune_result *o = outer_sibling(p, r);
+static void outer_trade(out *w, const tune_plan *p, const tune_result *r, const tune_net *net) {
+  const tune_result *o = outer_sibling(p, r);
   if (!o || r->cfg.strategy != HSR_RT_HYBRID) return;
   int is_opt = r->cfg.outer_shard == HSR_RT_OUTER_OPTIM;
-  const hsr_tune_result *none = is_opt ? o : r, *opt = is_opt ? r : o;
-  const hsr_tune_bytes *ag = &opt->bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLGATHER];
+  const tune_result *none = is_opt ? o : r, *opt = is_opt ? r : o;
+  const tune_bytes *ag = &opt->bytes[HSR_RT_GROUP_REPLICATE][HSR_OP_ALLGATHER];
   double alone = 0;
   size_t pes = dtype_size(opt->cfg.param_dtype);
-  hsr_tune_vol v;
+  tune_vol v;
   if (ag->calls > 0 && opt->R > 0 &&
       tune_volume(net, HSR_OP_ALLGATHER, &opt->shape[HSR_RT_GROUP_REPLICATE],
                   ag->full / ag->calls / opt->R / (double)pes, pes, &v) == HSR_OK)
@@ -115,15 +115,15 @@ static void outer_trade(out *w, const hsr_tune_plan *p, const hsr_tune_result *r
                 "reduce dtype");
 }
 
-static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, const hsr_tune_net *net) {
+static void describe(out *w, const tune_plan *p, const tune_result *r, const tune_net *net) {
   char lab[96], a[32], b[32];
   tune_label(r, lab, sizeof lab);
   char pm[48] = "";
   if (r->step_pm_ms > 0) snprintf(pm, sizeof pm, " +- %.1f", r->step_pm_ms);
   put(w, "  %s: step %.1f%s ms (compute %.1f, communication %.1f, exposed %.1f), peak %.2f GiB per rank\n", lab,
       r->step_ms, pm, r->compute_ms, r->comm_ms, r->exposed_ms, r->peak_total / GiB);
-  const hsr_tune_bytes *ag = &r->bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
-  const hsr_tune_bytes *pag = &r->bytes[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER];
+  const tune_bytes *ag = &r->bytes[HSR_RT_GROUP_SHARD][HSR_OP_ALLGATHER];
+  const tune_bytes *pag = &r->bytes[HSR_RT_GROUP_PARTIAL][HSR_OP_ALLGATHER];
   if (ag->calls + pag->calls > 0) {
     human(a, sizeof a, ag->full);
     put(w, "    all-gathers: %.0f per step in the shard group of %d %s (%s gathered)", ag->calls,
@@ -163,7 +163,7 @@ static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, c
   }
   if (!sharded(r)) return;
   outer_trade(w, p, r, net);
-  const hsr_tune_result *full = sibling(p, r, HSR_RT_RESHARD_FULL);
+  const tune_result *full = sibling(p, r, HSR_RT_RESHARD_FULL);
   if (r->cfg.reshard != HSR_RT_RESHARD_FULL && full)
     put(w, "    reshard %s vs full: %+.2f GiB peak per rank, %+.1f ms per step\n",
         r->cfg.reshard == HSR_RT_RESHARD_NONE ? "none" : "partial", (r->peak_total - full->peak_total) / GiB,
@@ -171,9 +171,9 @@ static void describe(out *w, const hsr_tune_plan *p, const hsr_tune_result *r, c
 }
 
 /* The same layout with another recompute policy, if it was evaluated. */
-static const hsr_tune_result *rc_sibling(const hsr_tune_plan *p, const hsr_tune_result *r, hsr_rt_recompute rc) {
+static const tune_result *rc_sibling(const tune_plan *p, const tune_result *r, hsr_rt_recompute rc) {
   for (int i = 0; i < p->n; i++) {
-    const hsr_tune_result *c = &p->cand[i];
+    const tune_result *c = &p->cand[i];
     if (c->S == r->S && c->cfg.strategy == r->cfg.strategy && c->cfg.prefetch == r->cfg.prefetch &&
         c->cfg.sync == r->cfg.sync && c->cfg.reshard == r->cfg.reshard && c->cfg.partial_k == r->cfg.partial_k &&
         c->cfg.outer_shard == r->cfg.outer_shard && c->cfg.recompute == rc)
@@ -185,13 +185,13 @@ static const hsr_tune_result *rc_sibling(const hsr_tune_plan *p, const hsr_tune_
 /* Which recompute the winner needs and why: the cheaper policies of its
  * layout, over the budget by how much, and the fastest layout that needs
  * none; or, with none, what recompute would save. */
-static void recompute_said(out *w, const hsr_tune_plan *p, const hsr_tune_result *win) {
+static void recompute_said(out *w, const tune_plan *p, const tune_result *win) {
   put(w, "    activations: %.2f GiB per rank with recompute %s", win->act_bytes / GiB,
       hsr_rt_recompute_name(win->cfg.recompute));
   if (win->cfg.recompute == HSR_RT_RECOMPUTE_NONE) {
     put(w, ": no recompute needed");
     for (int k = HSR_RT_RECOMPUTE_FULL; k < HSR_TUNE_RECOMPUTES; k++) {
-      const hsr_tune_result *c = rc_sibling(p, win, (hsr_rt_recompute)k);
+      const tune_result *c = rc_sibling(p, win, (hsr_rt_recompute)k);
       if (c)
         put(w, "; %s would save %.2f GiB for %+.1f ms per step", hsr_rt_recompute_name(c->cfg.recompute),
             (win->peak_total - c->peak_total) / GiB, c->step_ms - win->step_ms);
@@ -199,13 +199,13 @@ static void recompute_said(out *w, const hsr_tune_plan *p, const hsr_tune_result
     put(w, "\n");
     return;
   }
-  const hsr_tune_result *none = rc_sibling(p, win, HSR_RT_RECOMPUTE_NONE);
+  const tune_result *none = rc_sibling(p, win, HSR_RT_RECOMPUTE_NONE);
   put(w, " (%+.1f ms per step of recompute)\n", none ? win->step_ms - none->step_ms : 0.0);
   /* the cheaper policies of the same layout: none, and selective when full won */
   for (int k = 0; k < 2; k++) {
     hsr_rt_recompute rc = k == 0 ? HSR_RT_RECOMPUTE_NONE : HSR_RT_RECOMPUTE_SELECTIVE;
     if (rc == HSR_RT_RECOMPUTE_SELECTIVE && win->cfg.recompute != HSR_RT_RECOMPUTE_FULL) continue;
-    const hsr_tune_result *c = rc_sibling(p, win, rc);
+    const tune_result *c = rc_sibling(p, win, rc);
     if (!c) continue;
     if (!c->feasible)
       put(w, "    %s does not fit: needs %.2f GiB more (peak %.2f GiB, activations %.2f GiB)\n",
@@ -214,7 +214,7 @@ static void recompute_said(out *w, const hsr_tune_plan *p, const hsr_tune_result
       put(w, "    %s fits this layout too but is %+.1f ms per step\n", hsr_rt_recompute_name(rc),
           c->step_ms - win->step_ms);
   }
-  const hsr_tune_result *best_none = NULL;
+  const tune_result *best_none = NULL;
   for (int i = 0; i < p->nfeasible && !best_none; i++)
     if (p->cand[i].cfg.recompute == HSR_RT_RECOMPUTE_NONE) best_none = &p->cand[i];
   char lab[96];
@@ -227,7 +227,7 @@ static void recompute_said(out *w, const hsr_tune_plan *p, const hsr_tune_result
 
 /* The measurement that would tell two layouts apart, by the term their
  * difference rests on. */
-static void separate(out *w, const hsr_tune_result *a, const hsr_tune_result *b, const hsr_tune_net *net) {
+static void separate(out *w, const tune_result *a, const tune_result *b, const tune_net *net) {
   int k;
   if (tune_separating_term(a, b, &k) != HSR_OK) return;
   char la[96], lb[96];
@@ -254,12 +254,12 @@ static void separate(out *w, const hsr_tune_result *a, const hsr_tune_result *b,
 
 /* The top layouts that tie, said once each: which, by how much, and what
  * would tell them apart. */
-static void ties_said(out *w, const hsr_tune_plan *p, const hsr_tune_net *net) {
+static void ties_said(out *w, const tune_plan *p, const tune_net *net) {
   int said = 0;
   for (int i = 1; i < p->nfeasible && i < 10; i++) {
-    const hsr_tune_result *r = &p->cand[i];
+    const tune_result *r = &p->cand[i];
     if (r->tie != 0) continue;
-    const hsr_tune_result *a = &p->cand[0];
+    const tune_result *a = &p->cand[0];
     char la[96], lb[96];
     if (!said++) put(w, "ties (the difference is within the uncertainty of the prediction):\n");
     put(w, "  %s and %s: %+.1f ms apart, %s\n", tune_label(a, la, sizeof la), tune_label(r, lb, sizeof lb),
@@ -271,7 +271,7 @@ static void ties_said(out *w, const hsr_tune_plan *p, const hsr_tune_net *net) {
   }
 }
 
-hsr_status tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len) {
+hsr_status tune_explain(const tune_plan *p, const tune_net *net, char *buf, size_t len) {
   if (!p || !net || !buf || !len) return hsr_error(HSR_ERR_INVALID, "tune_explain: NULL argument");
   out w = {buf, len, 0};
   buf[0] = '\0';
@@ -279,15 +279,15 @@ hsr_status tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *b
     put(&w, "no layout fits the memory budget: the smallest needs %.2f GiB more per rank\n", p->min_over_budget / GiB);
     return HSR_OK;
   }
-  const hsr_tune_result *win = &p->cand[0];
+  const tune_result *win = &p->cand[0];
   put(&w, "recommended:\n");
   describe(&w, p, win, net);
   if (p->recompute_searched) recompute_said(&w, p, win);
   /* a partial:K of the winner's mesh: what it would cost and save */
   if (sharded(win) && win->cfg.reshard != HSR_RT_RESHARD_PARTIAL) {
-    const hsr_tune_result *best = NULL;
+    const tune_result *best = NULL;
     for (int i = 0; i < p->n; i++) {
-      const hsr_tune_result *c = &p->cand[i];
+      const tune_result *c = &p->cand[i];
       if (c->S == win->S && c->cfg.reshard == HSR_RT_RESHARD_PARTIAL && c->cfg.prefetch == win->cfg.prefetch &&
           c->cfg.outer_shard == win->cfg.outer_shard && c->cfg.recompute == win->cfg.recompute && c->feasible &&
           (!best || c->step_ms < best->step_ms))
@@ -301,7 +301,7 @@ hsr_status tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *b
           best->shape[HSR_RT_GROUP_PARTIAL].n, where_of(&best->shape[HSR_RT_GROUP_PARTIAL], net));
   }
   if (p->nfeasible > 1) {
-    const hsr_tune_result *ru = &p->cand[1];
+    const tune_result *ru = &p->cand[1];
     /* the best layout of another mesh or strategy is the informative runner-up */
     for (int i = 1; i < p->nfeasible; i++)
       if (p->cand[i].S != win->S || p->cand[i].cfg.strategy != win->cfg.strategy) {
@@ -321,11 +321,11 @@ hsr_status tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *b
   return HSR_OK;
 }
 
-hsr_status tune_parse_emit(const char *s, hsr_tune_emit_kind *out) {
+hsr_status tune_parse_emit(const char *s, tune_emit_kind *out) {
   static const char *const names[] = {"fsdp2", "torchtitan", "deepspeed", NULL};
   int k = 0;
   HSR_CHECK(parse_choice("--emit", s, names, &k));
-  *out = (hsr_tune_emit_kind)k;
+  *out = (tune_emit_kind)k;
   return HSR_OK;
 }
 
@@ -333,7 +333,7 @@ hsr_status tune_parse_emit(const char *s, hsr_tune_emit_kind *out) {
  * checkpoint_wrapper (torch.utils.checkpoint) per block for full; the
  * selective checkpoint contexts with a policy that saves the matmuls and
  * the attention for selective. */
-static void emit_fsdp2_recompute(out *w, const hsr_tune_result *r) {
+static void emit_fsdp2_recompute(out *w, const tune_result *r) {
   if (r->cfg.recompute == HSR_RT_RECOMPUTE_FULL) {
     put(w, "# recompute full: each block keeps only its input and recomputes its forward in its backward\n"
            "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n"
@@ -352,7 +352,7 @@ static void emit_fsdp2_recompute(out *w, const hsr_tune_result *r) {
   }
 }
 
-static void emit_fsdp2(out *w, const hsr_tune_result *r) {
+static void emit_fsdp2(out *w, const tune_result *r) {
   const char *pd = r->cfg.param_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
   const char *rd = r->cfg.reduce_dtype == HSR_BF16 ? "torch.bfloat16" : "torch.float32";
   put(w, "import torch\nfrom torch.distributed.device_mesh import init_device_mesh\n");
@@ -415,7 +415,7 @@ static void emit_fsdp2(out *w, const hsr_tune_result *r) {
     put(w, "# micro-batches but the last: model.set_requires_all_reduce(False)\n");
 }
 
-static void emit_titan(out *w, const hsr_tune_result *r) {
+static void emit_titan(out *w, const tune_result *r) {
   int rep = r->R, sh = r->S;
   if (r->cfg.strategy == HSR_RT_DDP) rep = r->R * r->S, sh = 1;
   put(w, "[parallelism]\ndata_parallel_replicate_degree = %d\ndata_parallel_shard_degree = %d\n", rep, sh);
@@ -445,7 +445,7 @@ static void emit_titan(out *w, const hsr_tune_result *r) {
       r->cfg.reduce_dtype == HSR_BF16 ? "bfloat16" : "float32");
 }
 
-static void emit_ds(out *w, const hsr_tune_result *r, char *lab) {
+static void emit_ds(out *w, const tune_result *r, char *lab) {
   int stage = r->cfg.strategy == HSR_RT_DDP     ? 0
               : r->cfg.strategy == HSR_RT_ZERO1 ? 1
               : r->cfg.strategy == HSR_RT_ZERO2 ? 2
@@ -492,7 +492,7 @@ static void emit_ds(out *w, const hsr_tune_result *r, char *lab) {
   put(w, "\n  }\n}\n");
 }
 
-hsr_status tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len) {
+hsr_status tune_emit(const tune_result *r, tune_emit_kind kind, char *buf, size_t len) {
   if (!r || !buf || !len) return hsr_error(HSR_ERR_INVALID, "tune_emit: NULL argument");
   out w = {buf, len, 0};
   buf[0] = '\0';

@@ -12,7 +12,7 @@
 #include "common/grow.h"
 #include "tune_int.h"
 
-void tl_init(tl *t, const hsr_tune_net *net) {
+void tl_init(tl *t, const tune_net *net) {
   memset(t, 0, sizeof *t);
   t->net = net;
 }
@@ -34,7 +34,7 @@ static void *grow(void *p, int *cap, int need, size_t el, hsr_status *err) {
 }
 
 static void load_stage(const tl *t, tl_op *o) {
-  const hsr_tune_stage *s = &o->st[o->cur];
+  const tune_stage *s = &o->st[o->cur];
   double f;
   o->lat_left = tl_stage_link(t->net, s, &f)->alpha_us * 1e-6 * t->net->slow[s->tier] * f;
   o->bytes_left = s->bytes;
@@ -45,11 +45,11 @@ static void stage_done(tl *t, const tl_op *o) {
   t->stg = grow(t->stg, &t->capstg, t->nstg + 1, sizeof *t->stg, &t->err);
   t->stg_tier = grow(t->stg_tier, &t->capstgt, t->nstg + 1, sizeof *t->stg_tier, &t->err);
   if (t->err != HSR_OK) return;
-  t->stg[t->nstg] = (hsr_ival){o->stage_start, t->now};
+  t->stg[t->nstg] = (ival){o->stage_start, t->now};
   t->stg_tier[t->nstg++] = o->st[o->cur].tier;
 }
 
-int tl_post(tl *t, int lane, int group, int op, const hsr_tune_vol *v) {
+int tl_post(tl *t, int lane, int group, int op, const tune_vol *v) {
   if (!v->nstages || t->err != HSR_OK || lane < 0 || lane >= TL_LANES) return -1;
   t->ops = grow(t->ops, &t->capops, t->nops + 1, sizeof *t->ops, &t->err);
   t->q[lane] = grow(t->q[lane], &t->qcap[lane], t->qn[lane] + 1, sizeof(int), &t->err);
@@ -75,7 +75,7 @@ static tl_op *head(tl *t, int lane) {
  * holds its cores (computing or engine work): its collectives then run
  * slow_busy times slower again (host: they share those cores). */
 static void advance(tl *t, double *work, double limit, int cpu) {
-  const hsr_tune_net *n = t->net;
+  const tune_net *n = t->net;
   tl_op *h[TL_LANES];
   int moving[HSR_TUNE_TIER_COUNT] = {0};
   for (int l = 0; l < TL_LANES; l++) {
@@ -95,7 +95,7 @@ static void advance(tl *t, double *work, double limit, int cpu) {
       continue;
     }
     int tier = h[l]->st[h[l]->cur].tier;
-    const hsr_tune_stage *st = &h[l]->st[h[l]->cur];
+    const tune_stage *st = &h[l]->st[h[l]->cur];
     double f;
     double bw = tl_stage_link(n, st, &f)->busbw_gbs * 1e9 / n->slow[tier] / (cpu ? n->slow_busy[tier] : 1) / f;
     if (moving[1 - tier]) bw *= n->concurrent[tier];
@@ -145,7 +145,7 @@ void tl_compute(tl *t, double s) {
   double t0 = t->now, work = s;
   while (t->err == HSR_OK && work > 0) advance(t, &work, DBL_MAX, 1);
   t->comp = grow(t->comp, &t->capcomp, t->ncomp + 1, sizeof *t->comp, &t->err);
-  if (t->err == HSR_OK) t->comp[t->ncomp++] = (hsr_ival){t0, t->now};
+  if (t->err == HSR_OK) t->comp[t->ncomp++] = (ival){t0, t->now};
 }
 
 void tl_busy(tl *t, double s) {

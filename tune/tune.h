@@ -1,7 +1,7 @@
 /* hsr tune: how much to shard inside the node and how much across, predicted.
  * Pure functions (no I/O, no communication) in four parts:
  *
- *  1. the cost model's parameters (hsr_tune_net): per tier (intra-node,
+ *  1. the cost model's parameters (tune_net): per tier (intra-node,
  *     cross-node) and collective a latency and a bus bandwidth in nccl-tests'
  *     sense, built-in defaults from public figures (always labelled as such)
  *     or fitted to `hsr bench <collective> -J` files;
@@ -13,7 +13,7 @@
  *     and buffer; a timeline of the program and its communicators gives step,
  *     communication and exposed time; the ledger comes from
  *     tune_ledger_predict (hsr/tune_ledger.h);
- *  4. the planner (hsr_tune_plan): every layout the mesh planner
+ *  4. the planner (tune_plan): every layout the mesh planner
  *     (mesh_plan) accepts, filtered by a memory budget, ranked by
  *     predicted step time, explained, and written in FSDP2's, torchtitan's
  *     and DeepSpeed's vocabulary. */
@@ -36,32 +36,32 @@ extern "C" {
 
 /* ---- 1. the cost model's parameters ---- */
 
-typedef enum hsr_tune_tier { HSR_TUNE_INTRA = 0, HSR_TUNE_CROSS, HSR_TUNE_TIER_COUNT } hsr_tune_tier;
+typedef enum tune_tier { HSR_TUNE_INTRA = 0, HSR_TUNE_CROSS, HSR_TUNE_TIER_COUNT } tune_tier;
 /* The collectives the model times: hsr_op's first three. */
 #define HSR_TUNE_OPS 3 /* HSR_OP_ALLGATHER, HSR_OP_REDUCE_SCATTER, HSR_OP_ALLREDUCE */
 
 /* A stage of tier t moving b bytes per rank (what this rank sends in it)
  * takes alpha + b / busbw. For a ring all-gather of S gathered bytes over n
  * ranks b = S (n-1)/n, so busbw is nccl-tests' bus bandwidth. */
-typedef struct hsr_tune_link {
+typedef struct tune_link {
   double alpha_us;  /* latency per stage */
   double busbw_gbs; /* 1e9 bytes per second */
   int samples;      /* bench rows fitted (0: not measured) */
   int is_default;   /* a built-in figure, not measured on this system */
   char source[160]; /* where the figure comes from */
-} hsr_tune_link;
+} tune_link;
 
 /* Two-level all-reduce shapes (groups spanning nodes): */
-typedef enum hsr_tune_ar2 {
+typedef enum tune_ar2 {
   HSR_TUNE_AR2_FULL = 0,  /* node all-reduce, then every local rank all-reduces the whole vector across (hsr
                              before the split rail) */
   HSR_TUNE_AR2_SPLIT_RAIL /* node reduce-scatter, cross all-reduce of 1/L, node all-gather; the count % L tail
                              node all-reduced then cross all-reduced (UCC hier; collectives/two_allreduce.c) */
-} hsr_tune_ar2;
+} tune_ar2;
 
-typedef struct hsr_tune_net {
+typedef struct tune_net {
   char name[64];
-  hsr_tune_link link[HSR_TUNE_TIER_COUNT][HSR_TUNE_OPS];
+  tune_link link[HSR_TUNE_TIER_COUNT][HSR_TUNE_OPS];
   /* bandwidth factor of a tier while the other tier is busy too (1: no
    * contention; fitted from `hsr bench --group shard,replicate --concurrent`) */
   double concurrent[HSR_TUNE_TIER_COUNT];
@@ -86,7 +86,7 @@ typedef struct hsr_tune_net {
    * node stage): used instead of the cross tier's link times `span` when it
    * has samples. A two-level stage overlaps and shares differently from a
    * flat ring, so its own fit beats a factor on the flat one. */
-  hsr_tune_link span_link[HSR_TUNE_OPS];
+  tune_link span_link[HSR_TUNE_OPS];
   double optim_ns_per_elem; /* AdamW per element of the local shard */
   double data_gbs;          /* the runtime's own data work (zeroing, casts, copies) */
   int device_is_gpu;        /* the engine's CUDA path: stream-ordered reductions */
@@ -101,19 +101,19 @@ typedef struct hsr_tune_net {
    * model leaves unexplained) */
   double rel_rms[HSR_TUNE_TIER_COUNT];
   double compute_rel_rms, step_rel_rms;
-  hsr_tune_ar2 ar2;       /* the two-level all-reduce the collectives run */
+  tune_ar2 ar2;       /* the two-level all-reduce the collectives run */
   double ar_rd_max_bytes; /* cross-node all-reduce by recursive doubling up to this size (power-of-two groups) */
-} hsr_tune_net;
+} tune_net;
 
 /* Built-in figures: "h100", "h200" (NVLink all-gather busbw ~360 GB/s, NDR
  * 400G ~48 GB/s per GPU's NIC), "a100" (NVLink 3 ~230 GB/s, HDR 200G ~24
  * GB/s), "pcie5" (PCIe Gen5 ~50 GB/s inside the node, NDR across), "host"
  * (hsr's host collectives: shared memory, UCX). Every link is marked
  * is_default with its source. */
-hsr_status tune_net_default(const char *hw, hsr_tune_net *out);
+hsr_status tune_net_default(const char *hw, tune_net *out);
 const char *tune_net_hw_names(void); /* "h100, h200, a100, pcie5, host" */
 /* 1 when any link, contention factor or cost the model would use is a default. */
-int tune_net_uses_defaults(const hsr_tune_net *n);
+int tune_net_uses_defaults(const tune_net *n);
 
 /* Calibration: rows of `hsr bench all_gather|reduce_scatter|all_reduce -J`
  * files, then a least-squares fit (relative error) of alpha and busbw per
@@ -126,66 +126,66 @@ int tune_net_uses_defaults(const hsr_tune_net *n);
  * collectives without rows keep their values (a reduce-scatter fitted
  * without all-reduce rows gives the all-reduce as reduce-scatter plus
  * all-gather, labelled so). */
-typedef struct hsr_tune_calib hsr_tune_calib;
-hsr_status tune_calib_create(hsr_tune_calib **out);
-void tune_calib_free(hsr_tune_calib *c);
+typedef struct tune_calib tune_calib;
+hsr_status tune_calib_create(tune_calib **out);
+void tune_calib_free(tune_calib *c);
 /* text: the file's contents; name: for messages and labels. */
-hsr_status tune_calib_add_json(hsr_tune_calib *c, const char *text, const char *name);
-int tune_calib_rows(const hsr_tune_calib *c);
+hsr_status tune_calib_add_json(tune_calib *c, const char *text, const char *name);
+int tune_calib_rows(const tune_calib *c);
 /* Fits into net; report (may be NULL) gets one line per fitted link with
  * its rows and the worst relative error of the fit. */
-hsr_status tune_calib_fit(const hsr_tune_calib *c, hsr_tune_net *net, char *report, size_t len);
+hsr_status tune_calib_fit(const tune_calib *c, tune_net *net, char *report, size_t len);
 
 /* ---- 2. one collective ---- */
 
 /* A group as it lies on the nodes: n members on `nodes` nodes, `per_node`
  * members on each (0 when uneven), in `domains` NVLink domains. */
-typedef struct hsr_tune_shape {
+typedef struct tune_shape {
   int n, nodes, per_node, domains;
-} hsr_tune_shape;
+} tune_shape;
 
 #define HSR_TUNE_MAX_STAGES 5
-typedef struct hsr_tune_stage {
-  hsr_tune_tier tier;
+typedef struct tune_stage {
+  tune_tier tier;
   int op;       /* hsr_op of the stage */
   double bytes; /* what this rank sends in the stage */
   int span;     /* a stage of a two-level operation (a group spanning nodes): 1 + its hsr_op; else 0 */
-} hsr_tune_stage;
+} tune_stage;
 
 /* Per rank, as the communicators count them (hsr_comm_counter; the mean
  * over the group's members), and the stages that take time. */
-typedef struct hsr_tune_vol {
+typedef struct tune_vol {
   double sent, recv, fabric_sent, fabric_recv, full;
   int nstages;
-  hsr_tune_stage stage[HSR_TUNE_MAX_STAGES];
+  tune_stage stage[HSR_TUNE_MAX_STAGES];
   const char *algo; /* "local", "shared memory", "ucx ring", "ucx recursive doubling", "two-level", ... */
-} hsr_tune_vol;
+} tune_vol;
 
 /* op: HSR_OP_ALLGATHER (count = elements each rank contributes),
  * HSR_OP_REDUCE_SCATTER (count = elements each rank receives) or
  * HSR_OP_ALLREDUCE (count = vector length); es: element size. */
-hsr_status tune_volume(const hsr_tune_net *net, int op, const hsr_tune_shape *g, double count, size_t es,
-                       hsr_tune_vol *out);
+hsr_status tune_volume(const tune_net *net, int op, const tune_shape *g, double count, size_t es,
+                       tune_vol *out);
 /* Seconds of a collective alone: the sum of its stages' alpha + bytes / busbw. */
-double tune_coll_time(const hsr_tune_net *net, const hsr_tune_vol *v);
+double tune_coll_time(const tune_net *net, const tune_vol *v);
 
 /* ---- 3. one layout ---- */
 
-typedef enum hsr_tune_root {
+typedef enum tune_root {
   HSR_TUNE_ROOT_NONE = 0, /* every unit is a block */
   HSR_TUNE_ROOT_LAST,     /* the last unit is a root unit (hsr bench step) */
   HSR_TUNE_ROOT_OUTER     /* the first unit is a root that wraps the rest (embedding + head: hsr train) */
-} hsr_tune_root;
+} tune_root;
 
 /* The recompute policies, indexed by hsr_rt_recompute (none, full,
  * selective: hsr/runtime.h). */
 #define HSR_TUNE_RECOMPUTES 3
 
-typedef struct hsr_tune_model {
+typedef struct tune_model {
   int units;
   const double *unit_params; /* per unit (elements); NULL: params / units each */
   double params;
-  hsr_tune_root root;
+  tune_root root;
   const double *unit_fwd_ms; /* per unit forward compute per micro-batch; NULL: fwd_ms each */
   double fwd_ms, bwd_ratio;  /* backward = bwd_ratio x forward */
   double act_bytes;          /* activation memory per rank, added to the peak */
@@ -199,35 +199,35 @@ typedef struct hsr_tune_model {
   int act_by_policy;
   double act_policy[HSR_TUNE_RECOMPUTES];
   const double *unit_recompute_ms[HSR_TUNE_RECOMPUTES];
-} hsr_tune_model;
+} tune_model;
 
 /* Bytes and calls per rank per step, one group and collective. */
-typedef struct hsr_tune_bytes {
+typedef struct tune_bytes {
   double calls, sent, recv, fabric_sent, fabric_recv, full;
-} hsr_tune_bytes;
+} tune_bytes;
 
 /* The terms of the uncertainty: each tier's collectives, compute, and the
  * step's own residual in the probes (independent for every layout). */
 enum { HSR_TUNE_UNC_INTRA = 0, HSR_TUNE_UNC_CROSS, HSR_TUNE_UNC_COMPUTE, HSR_TUNE_UNC_STEP, HSR_TUNE_UNC_TERMS };
 const char *tune_unc_name(int term); /* "intra-node collectives", ... */
 
-typedef struct hsr_tune_result {
+typedef struct tune_result {
   hsr_rt_config cfg; /* strategy, reshard, K (partial_k), prefetch, sync, dtypes */
   int S, R, K;       /* K: the mesh's partial group size (the planner's choice) */
-  hsr_tune_shape shape[HSR_RT_GROUP_COUNT];
+  tune_shape shape[HSR_RT_GROUP_COUNT];
   int feasible;
   char reason[256]; /* why not (budget and amount), "" when feasible */
   /* time per step (ms), as hsr bench step measures it from the trace: */
   double step_ms, compute_ms, comm_ms, exposed_ms, ag_ms, ag_exposed_ms;
   double busy_ms[HSR_RT_GROUP_COUNT];       /* time the group's collectives ran */
   double tier_busy_ms[HSR_TUNE_TIER_COUNT]; /* time a stage of the tier ran */
-  hsr_tune_bytes bytes[HSR_RT_GROUP_COUNT][HSR_TUNE_OPS];
+  tune_bytes bytes[HSR_RT_GROUP_COUNT][HSR_TUNE_OPS];
   double fabric_all_ranks; /* bytes sent across node boundaries per step, summed over every rank */
   /* the ledger (per rank, held memory: the pool's high-water) */
   uint64_t persistent, runtime_peak, transient_peak;
   double peak_total; /* runtime peak + activations */
   double act_bytes;  /* the activations in peak_total (cfg.recompute's, with a shape) */
-  hsr_ledger_where peak_where;
+  ledger_where peak_where;
   uint64_t peak_cat[HSR_MEM_CAT_COUNT];
   double persistent_per_param; /* bytes per parameter */
   /* how sure (tune_plan_run, with a fitted model): unc_ms[k] is how far
@@ -238,19 +238,19 @@ typedef struct hsr_tune_result {
   double unc_ms[HSR_TUNE_UNC_TERMS];
   double step_pm_ms;
   int tie;
-} hsr_tune_result;
+} tune_result;
 
 /* Evaluates one layout: cfg (strategy, reshard, partial_k, prefetch,
  * prefetch_step, max_live, sync, micro_batches, dtypes; device chosen from
  * net), the mesh S x R, and the shapes of its shard, replicate and partial
  * groups. */
-hsr_status tune_eval(const hsr_tune_model *m, const hsr_tune_net *net, const hsr_rt_config *cfg, int S, int R,
-                     const hsr_tune_shape shapes[HSR_RT_GROUP_COUNT], hsr_tune_result *out);
+hsr_status tune_eval(const tune_model *m, const tune_net *net, const hsr_rt_config *cfg, int S, int R,
+                     const tune_shape shapes[HSR_RT_GROUP_COUNT], tune_result *out);
 /* The shapes of rank 0's groups in a planned mesh. */
-hsr_status tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m, hsr_tune_shape shapes[HSR_RT_GROUP_COUNT]);
+hsr_status tune_mesh_shapes(const hsr_cluster *c, const hsr_mesh *m, tune_shape shapes[HSR_RT_GROUP_COUNT]);
 /* "hybrid 2x4 full p1" style label, " outer:optim" appended with the
  * outer shard (buf of >= 96 bytes). */
-const char *tune_label(const hsr_tune_result *r, char *buf, size_t len);
+const char *tune_label(const tune_result *r, char *buf, size_t len);
 
 /* Measured runs of known layouts (hsr bench step) fit what a benchmark of
  * collectives alone cannot show: the compute per unit, how much slower the
@@ -259,19 +259,19 @@ const char *tune_label(const hsr_tune_result *r, char *buf, size_t len);
  * relative errors of the runs' step, communication and compute time
  * (coordinate descent, golden-section line searches within fixed bounds).
  * On GPUs these stay 1 and 0: the collectives have their own engines. */
-typedef struct hsr_tune_probe {
+typedef struct tune_probe {
   hsr_rt_config cfg;
   int S, R;
-  hsr_tune_shape shapes[HSR_RT_GROUP_COUNT];
+  tune_shape shapes[HSR_RT_GROUP_COUNT];
   double step_ms, comm_ms, compute_ms; /* measured, per step */
   double busy_ms[HSR_RT_GROUP_COUNT];  /* measured union of each group's collectives (0: not measured) */
-} hsr_tune_probe;
-hsr_status tune_calib_step(hsr_tune_net *net, hsr_tune_model *m, const hsr_tune_probe *p, int n, char *report,
+} tune_probe;
+hsr_status tune_calib_step(tune_net *net, tune_model *m, const tune_probe *p, int n, char *report,
                            size_t len);
 
 /* ---- 4. the planner ---- */
 
-typedef struct hsr_tune_space {
+typedef struct tune_space {
   double mem_budget; /* bytes per rank; <= 0: no budget */
   int max_prefetch;  /* prefetch depths 0..max (default 2) */
   int prefetch_step; /* the step-end prefetch with prefetch > 0 (default 1) */
@@ -280,11 +280,11 @@ typedef struct hsr_tune_space {
   int only_shard;    /* > 0: only this S */
   int only_strategy; /* >= 0: only this hsr_rt_strategy; -1 all */
   int only_outer;    /* >= 0: only this hsr_rt_outer (optim: hybrid alone has it); -1 both */
-} hsr_tune_space;
-hsr_status tune_space_default(hsr_tune_space *s);
+} tune_space;
+hsr_status tune_space_default(tune_space *s);
 
-typedef struct hsr_tune_plan {
-  hsr_tune_result *cand; /* every candidate: feasible ones ranked first, by step time */
+typedef struct tune_plan {
+  tune_result *cand; /* every candidate: feasible ones ranked first, by step time */
   int n, nfeasible;
   int world, nodes, per_node, domain_size;
   double min_over_budget; /* when nothing fits: the least any layout is over the budget by (bytes) */
@@ -292,7 +292,7 @@ typedef struct hsr_tune_plan {
   double plan_cpu_s;      /* and of this thread's CPU time: what it takes on an idle core */
   int recompute_searched; /* the model has activations per policy: recompute is a dimension of the search */
   double mem_budget;      /* the space's (bytes per rank; <= 0: none) */
-} hsr_tune_plan;
+} tune_plan;
 
 /* Every layout of the cluster's world: S over the mesh planner's valid
  * shard sizes (mesh_plan decides; no second copy of its rules),
@@ -300,30 +300,30 @@ typedef struct hsr_tune_plan {
  * reshard full/none/partial:K (K over the divisors of S the planner accepts),
  * prefetch 0..max, sync modes with micro-batches, and for hybrid the outer
  * shard none and optim (the optimizer state over the replicas too). */
-hsr_status tune_plan_run(const hsr_cluster *c, const hsr_tune_model *m, const hsr_tune_net *net,
-                         const hsr_tune_space *sp, hsr_tune_plan *out);
-void tune_plan_free(hsr_tune_plan *p);
+hsr_status tune_plan_run(const hsr_cluster *c, const tune_model *m, const tune_net *net,
+                         const tune_space *sp, tune_plan *out);
+void tune_plan_free(tune_plan *p);
 /* Of two candidates, the uncertainty term (HSR_TUNE_UNC_*) that most
  * decides which is faster: the measurement that would separate them. */
-hsr_status tune_separating_term(const hsr_tune_result *a, const hsr_tune_result *b, int *term);
+hsr_status tune_separating_term(const tune_result *a, const tune_result *b, int *term);
 
 /* A few plain lines on the winner (cand[0]) and the runner-up: which
  * gathers stay inside the node, what crosses nodes and how much, what
  * partial:K costs in memory and saves in time, and for hybrid the outer
  * shard's trade (the memory it saves against the all-gather over R that
  * the step then waits for). */
-hsr_status tune_explain(const hsr_tune_plan *p, const hsr_tune_net *net, char *buf, size_t len);
+hsr_status tune_explain(const tune_plan *p, const tune_net *net, char *buf, size_t len);
 
-typedef enum hsr_tune_emit_kind {
+typedef enum tune_emit_kind {
   HSR_TUNE_EMIT_FSDP2 = 0,
   HSR_TUNE_EMIT_TORCHTITAN,
   HSR_TUNE_EMIT_DEEPSPEED
-} hsr_tune_emit_kind;
-hsr_status tune_parse_emit(const char *s, hsr_tune_emit_kind *out); /* fsdp2 | torchtitan | deepspeed */
+} tune_emit_kind;
+hsr_status tune_parse_emit(const char *s, tune_emit_kind *out); /* fsdp2 | torchtitan | deepspeed */
 /* The layout in that system's vocabulary (Python, TOML, JSON text); what
  * the system lacks (the outer shard: FSDP2 and torchtitan, pytorch#148257;
  * DeepSpeed's nearest forms) is said in a comment. */
-hsr_status tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *buf, size_t len);
+hsr_status tune_emit(const tune_result *r, tune_emit_kind kind, char *buf, size_t len);
 
 /* ---- 5. activations (tune/act.c) ---- */
 
@@ -337,45 +337,45 @@ hsr_status tune_emit(const hsr_tune_result *r, hsr_tune_emit_kind kind, char *bu
  *    dropout, untied head);
  *  - hsr-gpt, hsr-llama: hsr's own GPT and Llama examples (examples/gpt.h,
  *    examples/llama.h) exactly, f32. */
-typedef enum hsr_tune_family {
+typedef enum tune_family {
   HSR_TUNE_FAM_GPT = 0,
   HSR_TUNE_FAM_LLAMA,
   HSR_TUNE_FAM_HSR_GPT,
   HSR_TUNE_FAM_HSR_LLAMA
-} hsr_tune_family;
-const char *tune_family_name(hsr_tune_family f); /* "gpt", "llama", "hsr-gpt", "hsr-llama" */
+} tune_family;
+const char *tune_family_name(tune_family f); /* "gpt", "llama", "hsr-gpt", "hsr-llama" */
 
 /* A model's shape. micro_batch: sequences per micro-batch per rank. ctx:
  * rows of the learned position table (gpt, hsr-gpt; 0: seq). */
-typedef struct hsr_tune_arch {
-  hsr_tune_family family;
+typedef struct tune_arch {
+  tune_family family;
   int layers, width, heads, kv_heads, ffn, seq, vocab, micro_batch, ctx;
   hsr_dtype act_dtype; /* bf16 or f32 (hsr-gpt, hsr-llama: f32) */
   char name[32];       /* the preset or family it came from */
-} hsr_tune_arch;
+} tune_arch;
 
 /* Presets, with published shapes: "gpt2-124m" (L12 C768 H12 V50257
  * T1024), "llama3-8b" (L32 C4096 H32 KV8 F14336 V128256 T8192),
  * "llama3-70b" (L80 C8192 H64 KV8 F28672 V128256 T8192), micro-batch 1,
  * bf16; and the families "gpt", "llama", "hsr-gpt", "hsr-llama" with no
  * shape (zeros: the caller fills it in). */
-hsr_status tune_arch_preset(const char *name, hsr_tune_arch *out);
+hsr_status tune_arch_preset(const char *name, tune_arch *out);
 const char *tune_arch_names(void);
 /* Fills the defaults (kv_heads = heads; ffn: 4C for gpt, Llama's rule for
  * llama (8C/3 up to a multiple of 256; hsr-llama's: of 8); ctx = seq) and checks the shape: a clear error naming what is
  * wrong and what would be valid. */
-hsr_status tune_arch_check(hsr_tune_arch *a);
+hsr_status tune_arch_check(tune_arch *a);
 /* Parameters: one layer, the root (embeddings, final norm, head), all. */
-double tune_arch_layer_params(const hsr_tune_arch *a);
-double tune_arch_root_params(const hsr_tune_arch *a);
-double tune_arch_params(const hsr_tune_arch *a);
+double tune_arch_layer_params(const tune_arch *a);
+double tune_arch_root_params(const tune_arch *a);
+double tune_arch_params(const tune_arch *a);
 /* Forward FLOPs per micro-batch: one layer (2 x its parameters x tokens +
  * the attention's 4 T C per token), the root (the head: 2 V C per token). */
-double tune_arch_layer_flops(const hsr_tune_arch *a);
-double tune_arch_root_flops(const hsr_tune_arch *a);
+double tune_arch_layer_flops(const tune_arch *a);
+double tune_arch_root_flops(const tune_arch *a);
 /* What a policy recomputes in one layer's backward, per micro-batch: matmul
  * FLOPs, and the bytes elementwise work reads and writes. */
-hsr_status tune_recompute_cost(const hsr_tune_arch *a, hsr_rt_recompute rc, double *flops, double *bytes);
+hsr_status tune_recompute_cost(const tune_arch *a, hsr_rt_recompute rc, double *flops, double *bytes);
 
 /* These take a shape as given (its defaults filled and checked on a copy:
  * a bad one is HSR_ERR_INVALID with the message tune_arch_check gives).
@@ -384,11 +384,11 @@ hsr_status tune_recompute_cost(const hsr_tune_arch *a, hsr_rt_recompute rc, doub
  * (one layer at a time: saved(none) - saved(rc)); root: the embedding
  * output, the final norm, the logits and the loss, and the backward's
  * working buffers; peak: layers x saved + scratch + root. */
-typedef struct hsr_tune_act {
+typedef struct tune_act {
   double saved, scratch, root, peak;
-} hsr_tune_act;
-hsr_status tune_act_layer(const hsr_tune_arch *a, hsr_rt_recompute rc, double *saved, double *scratch);
-hsr_status tune_act_predict(const hsr_tune_arch *a, hsr_rt_recompute rc, hsr_tune_act *out);
+} tune_act;
+hsr_status tune_act_layer(const tune_arch *a, hsr_rt_recompute rc, double *saved, double *scratch);
+hsr_status tune_act_predict(const tune_arch *a, hsr_rt_recompute rc, tune_act *out);
 
 /* A GPU's memory as the planner bounds it (tune/cost.c's table): capacity
  * (h100 80 GiB, h200 141 GiB, a100 80 GiB: the 80 GB part), and the reserve

@@ -12,28 +12,28 @@
 
 typedef struct tl_op {
   int lane, group, op, nst, cur, started, done;
-  hsr_tune_stage st[HSR_TUNE_MAX_STAGES];
+  tune_stage st[HSR_TUNE_MAX_STAGES];
   double lat_left, bytes_left, post, start, end, stage_start;
 } tl_op;
 
 typedef struct tl {
-  const hsr_tune_net *net;
+  const tune_net *net;
   double now;
   tl_op *ops;
   int nops, capops;
   int *q[TL_LANES]; /* op ids, in posting order */
   int qhead[TL_LANES], qn[TL_LANES], qcap[TL_LANES];
-  hsr_ival *comp; /* the program's compute, as wall-clock intervals */
+  ival *comp; /* the program's compute, as wall-clock intervals */
   int ncomp, capcomp;
-  hsr_ival *stg; /* every finished stage, and its tier */
+  ival *stg; /* every finished stage, and its tier */
   int *stg_tier, nstg, capstg, capstgt;
   hsr_status err;
 } tl;
 
-void tl_init(tl *t, const hsr_tune_net *net);
+void tl_init(tl *t, const tune_net *net);
 void tl_free(tl *t);
 /* Posts a collective of these stages on a lane now; -1 when it has none. */
-int tl_post(tl *t, int lane, int group, int op, const hsr_tune_vol *v);
+int tl_post(tl *t, int lane, int group, int op, const tune_vol *v);
 int tl_done(const tl *t, int id);
 /* The program blocks until the collective has finished. */
 void tl_wait(tl *t, int id);
@@ -46,7 +46,7 @@ void tl_busy(tl *t, double s);
 /* The link a stage runs at and the factor on its time: a two-level
  * operation's cross stage on its own fit (span_link) when there is one,
  * else the tier's link times the span factor. */
-const hsr_tune_link *tl_stage_link(const hsr_tune_net *n, const hsr_tune_stage *s, double *factor);
+const tune_link *tl_stage_link(const tune_net *n, const tune_stage *s, double *factor);
 
 /* Interval arithmetic: merge in place (returns the count), total length,
  * overlap of two merged sets. */

@@ -25,17 +25,17 @@ extern "C" {
  * strategy, reshard, K, prefetch, max_live, dtypes, sync, micro-batches;
  * S and R resolved. held / in_use: ledgers to fill (reset first); either may
  * be NULL. */
-hsr_status tune_ledger_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
+hsr_status tune_ledger_predict(const rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
                                const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use);
 
 /* The same, also counting the all-gathers (collectives, not the local copies
  * of one-rank groups) the schedule issues in the last of the `steps` steps:
  * what hsr_rt_step_info.calls counts for HSR_OP_ALLGATHER over every group.
  * gathers may be NULL. */
-hsr_status tune_prog_predict(const hsr_rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
+hsr_status tune_prog_predict(const rt_layout *layout, const int *is_root, const hsr_rt_config *cfg, int S, int R,
                                  const hsr_prog_call *prog, int nprog, int steps, hsr_ledger *held, hsr_ledger *in_use,
                                  int *gathers);
-typedef struct hsr_wrap_input {
+typedef struct wrap_input {
   double gathers_per_step;   /* measured all-gathers per step (all groups) */
   int repeating_blocks;      /* repeating blocks of the model (e.g. transformer layers) */
   int units;                 /* units registered */
@@ -45,14 +45,14 @@ typedef struct hsr_wrap_input {
   double mean_gather_bytes;  /* gathered (full) bytes per all-gather, measured */
   double mean_gather_us;     /* measured duration per all-gather */
   double min_unit_bytes;     /* below this a gathered unit counts as latency-bound (HSR_WRAP_MIN_BYTES) */
-} hsr_wrap_input;
-typedef struct hsr_wrap_report {
+} wrap_input;
+typedef struct wrap_report {
   int too_many_gathers; /* more than 1.5 units' gathers per repeating block */
   int latency_bound;    /* mean gathered unit below min_unit_bytes */
   double gathers_per_block, units_per_block;
   char message[1024]; /* the warning(s) with figures and what to change; "" when none */
-} hsr_wrap_report;
-hsr_status tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out);
+} wrap_report;
+hsr_status tune_wrap_check(const wrap_input *in, wrap_report *out);
 
 #ifdef __cplusplus
 }

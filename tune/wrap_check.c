@@ -16,7 +16,7 @@ static void fmt_bytes(char *b, size_t n, double v) {
     snprintf(b, n, "%.0f B", v);
 }
 
-hsr_status tune_wrap_check(const hsr_wrap_input *in, hsr_wrap_report *out) {
+hsr_status tune_wrap_check(const wrap_input *in, wrap_report *out) {
   if (!in || !out) return hsr_error(HSR_ERR_INVALID, "tune_wrap_check: NULL argument");
   memset(out, 0, sizeof *out);
   if (in->repeating_blocks < 1 || in->gathers_per_unit < 1 || in->gathers_per_step <= 0) return HSR_OK;

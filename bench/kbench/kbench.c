@@ -33,7 +33,7 @@ typedef hsr_status (*bench_fn)(bench_ctx *c);
 
 static hsr_status b_copy(bench_ctx *c) { return hsr_device_copy(c->dev, c->out, c->g, c->n * 4, c->s); }
 
-static const hsr_adamw_hparams hp = {
+static const adamw_hparams hp = {
     .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 10, .grad_scale = 1.0f};
 static hsr_status b_adamw_f32_bf16(bench_ctx *c) {
   return kernels_adamw(c->dev, c->s, c->n, c->p, c->m, c->v, c->g, HSR_F32, c->out, HSR_BF16, &hp);
@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
   int rc = 0;
   if (json_path) {
     char *txt = cJSON_Print(root);
-    hsr_out o;
+    sys_out o;
     hsr_status st = HSR_OK;
     if (!strcmp(json_path, "-")) {
       if (!txt || printf("%s\n", txt) < 0 || fflush(stdout) != 0) st = hsr_error(HSR_ERR_IO, "--json -: write failed");

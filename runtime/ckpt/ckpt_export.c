@@ -22,17 +22,17 @@ struct ckpt_export {
   const ckpt_format *fmt;
   ckpt_commit_at at;
   char dir[4096], base[256]; /* the single file: dir/base */
-  hsr_st_tensor *t;          /* copies (names and dtypes strdup'd) */
+  st_tensor *t;          /* copies (names and dtypes strdup'd) */
   uint64_t *bytes;           /* per tensor */
   int *shard, n, nshards;
-  hsr_st_kv *meta; /* copies */
+  st_kv *meta; /* copies */
   int nmeta;
   int cur, next_t;      /* the shard being written and its first tensor */
   uint64_t left;        /* its bytes not yet written */
   FILE *f;              /* its staged file */
-  hsr_st_writer *w;     /* its writer */
+  st_writer *w;     /* its writer */
   char label[4400];     /* its final path, for messages */
-  hsr_st_writer *place; /* a device or a FIFO: written in place */
+  st_writer *place; /* a device or a FIFO: written in place */
 };
 
 /* ---- the formats ---- */
@@ -147,7 +147,7 @@ static hsr_status open_shard(ckpt_export *e) {
 
 /* The current shard complete and durable under its staged name. */
 static hsr_status close_shard(ckpt_export *e) {
-  hsr_st_writer *w = e->w;
+  st_writer *w = e->w;
   FILE *f = e->f;
   e->w = NULL, e->f = NULL;
   hsr_status st = st_end(w);
@@ -168,7 +168,7 @@ static hsr_status advance(ckpt_export *e) {
   return HSR_OK;
 }
 
-static hsr_status copy_args(ckpt_export *e, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta) {
+static hsr_status copy_args(ckpt_export *e, const st_tensor *t, int n, const st_kv *meta, int nmeta) {
   e->t = calloc((size_t)n + 1, sizeof *e->t);
   e->bytes = calloc((size_t)n + 1, sizeof *e->bytes);
   e->shard = calloc((size_t)n + 1, sizeof *e->shard);
@@ -211,8 +211,8 @@ static hsr_status single_target(ckpt_export *e, const char *path, int *place) {
   return HSR_OK;
 }
 
-hsr_status ckpt_export_begin(const char *path, uint64_t max_shard_bytes, const hsr_st_tensor *t, int n,
-                             const hsr_st_kv *meta, int nmeta, ckpt_export **out) {
+hsr_status ckpt_export_begin(const char *path, uint64_t max_shard_bytes, const st_tensor *t, int n,
+                             const st_kv *meta, int nmeta, ckpt_export **out) {
   if (!path || !*path || !out || n < 0 || nmeta < 0 || (n && !t) || (nmeta && !meta))
     return hsr_error(HSR_ERR_INVALID, "ckpt_export_begin: bad arguments");
   *out = NULL;

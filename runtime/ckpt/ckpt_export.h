@@ -24,8 +24,8 @@ typedef struct ckpt_export ckpt_export;
  * shards (st_shard_plan), every shard carrying the same metadata, and the
  * index, or model.safetensors alone when one shard holds every tensor
  * (ckpt_format_hf). Bad tensors or metadata touch no file. */
-hsr_status ckpt_export_begin(const char *path, uint64_t max_shard_bytes, const hsr_st_tensor *t, int n,
-                             const hsr_st_kv *meta, int nmeta, ckpt_export **out);
+hsr_status ckpt_export_begin(const char *path, uint64_t max_shard_bytes, const st_tensor *t, int n,
+                             const st_kv *meta, int nmeta, ckpt_export **out);
 /* Appends bytes of the tensors, in order (any chunking, across tensors and shards). */
 hsr_status ckpt_export_write(ckpt_export *e, const void *data, size_t bytes);
 /* Checks every byte was written, then commits; frees e (also on failure). */

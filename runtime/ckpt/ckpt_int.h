@@ -67,10 +67,10 @@ typedef struct ckpt_file {
   int rank, rep, sh; /* the rank that wrote it, its mesh coordinates */
 } ckpt_file;
 
-struct hsr_ckpt {
+struct ckpt_handle {
   char *dir, *text;
   cJSON *json;
-  hsr_ckpt_info info;
+  ckpt_info info;
   ckpt_tensor *t;
   int nt;
   ckpt_file *f;
@@ -82,19 +82,19 @@ struct hsr_ckpt {
 /* ---- ckpt_manifest.c: the manifest's one schema, written and parsed ---- */
 /* Writes the head (format, versions, step, optimizer, mesh, dtypes) from
  * in, then layout and units (taken) and in->block_bytes. */
-hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, cJSON *units);
+hsr_status ckpt_manifest_head(cJSON *m, const ckpt_info *in, cJSON *layout, cJSON *units);
 /* A data file's entry (its rank, mesh coordinates, f->nblocks block
  * checksums), and a tensor's (name, shape, unit, offset, group: its ranges
  * are derived from the layout and the files' coordinates when parsed). */
 cJSON *ckpt_manifest_file(const ckpt_file *f);
 cJSON *ckpt_manifest_tensor(const ckpt_tensor *t);
 /* Parses and validates manifest text read from dir (takes text). */
-hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out);
+hsr_status ckpt_parse(const char *dir, char *text, size_t len, ckpt_handle **out);
 /* Adds "manifest_crc32" as the last member and prints root with it:
  * *text malloc'd. */
 hsr_status ckpt_manifest_print(cJSON *root, char **text, size_t *len);
 /* The tensor and kind that byte `off` of file f holds (for messages). */
-void ckpt_what_at(const hsr_ckpt *c, int f, uint64_t off, char *buf, size_t len); /* ckpt_reader.c */
+void ckpt_what_at(const ckpt_handle *c, int f, uint64_t off, char *buf, size_t len); /* ckpt_reader.c */
 
 /* ---- ckpt_io.c ---- */
 /* A plain file name: [A-Za-z0-9._-], not starting with '.'. */
@@ -134,19 +134,19 @@ typedef hsr_status (*ckpt_sink)(void *ctx, ckpt_span *s, uint64_t pos, const voi
 /* Reads the spans (sorted here by file and offset) in block-aligned chunks
  * of at most cap bytes through buf, verifying each block's crc32 and each
  * file's size; sink may be NULL (verify only). *bytes: bytes read. */
-hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, ckpt_sink sink, void *ctx,
+hsr_status ckpt_read_spans(const ckpt_handle *c, ckpt_span *s, int n, void *buf, size_t cap, ckpt_sink sink, void *ctx,
                            uint64_t *bytes);
 
 /* The same into each span's hold memory (none may be NULL): a window that
  * spans contiguous in the file and in memory cover is read straight there
  * and verified in place (a load on the saving mesh copies nothing). */
-hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes);
+hsr_status ckpt_read_held(const ckpt_handle *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes);
 
 /* The same straight into each span's dst (host memory; a load in place):
  * each window of whole blocks is one preadv, its vector sending the needed
  * bytes to their spans and the rest of the blocks to buf, then verified
  * across that vector. Nothing is copied but by the kernel. */
-hsr_status ckpt_read_into(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes);
+hsr_status ckpt_read_into(const ckpt_handle *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes);
 
 /* HSR_CKPT_FAULT=STAGE[:STEP] (test hook): rank 0 exits at STAGE of the save
  * of STEP (any step when omitted). */

@@ -43,14 +43,14 @@ int ckpt_committed(const char *root, const char *name);
  * `latest` says (a crash before `latest` leaves it behind): its name and
  * step; HSR_ERR_NOT_FOUND when there is none. */
 hsr_status ckpt_newest(const char *root, char *name, size_t n, int64_t *step);
-typedef struct hsr_ckpt hsr_ckpt;
+typedef struct ckpt_handle ckpt_handle;
 
 /* Opens a checkpoint (path as for ckpt_resolve): reads the manifest and
  * verifies its checksum, format version and structure (every tensor covered
  * exactly by its ranges, every range inside its file). */
-hsr_status ckpt_open(const char *path, hsr_ckpt **out);
-void ckpt_close(hsr_ckpt *c);
-typedef struct hsr_ckpt_info {
+hsr_status ckpt_open(const char *path, ckpt_handle **out);
+void ckpt_close(ckpt_handle *c);
+typedef struct ckpt_info {
   const char *dir, *hsr_version, *git_hash, *strategy, *reshard, *device, *param_dtype, *reduce_dtype;
   int format_version;
   int64_t step;
@@ -60,54 +60,54 @@ typedef struct hsr_ckpt_info {
   uint64_t data_bytes, block_bytes, numel;
   double clip;
   hsr_rt_opt_group groups[HSR_RT_MAX_GROUPS];
-} hsr_ckpt_info;
+} ckpt_info;
 
 /* Strings valid until ckpt_close. */
-hsr_status ckpt_get_info(const hsr_ckpt *c, hsr_ckpt_info *out);
-typedef struct hsr_ckpt_tensor {
+hsr_status ckpt_get_info(const ckpt_handle *c, ckpt_info *out);
+typedef struct ckpt_tensor_info {
   const char *name, *unit, *dtype; /* valid until ckpt_close */
   int ndim, group, unit_index, ranges;
   int64_t shape[HSR_RT_MAX_DIMS];
   uint64_t numel, offset; /* elements; offset in the unit's flat buffer */
-} hsr_ckpt_tensor;
-int ckpt_num_tensors(const hsr_ckpt *c);
-hsr_status ckpt_tensor_at(const hsr_ckpt *c, int i, hsr_ckpt_tensor *out);
-hsr_status ckpt_find(const hsr_ckpt *c, const char *name, int *i);
+} ckpt_tensor_info;
+int ckpt_num_tensors(const ckpt_handle *c);
+hsr_status ckpt_tensor_at(const ckpt_handle *c, int i, ckpt_tensor_info *out);
+hsr_status ckpt_find(const ckpt_handle *c, const char *name, int *i);
 /* Range k of tensor i: elements [start, start + count), kind j's values at
  * byte off[j] of the data file that rank `rank` wrote. */
-typedef struct hsr_ckpt_range {
+typedef struct ckpt_saved_range {
   uint64_t start, count, off[3];
   int rank;
-} hsr_ckpt_range;
-hsr_status ckpt_range_at(const hsr_ckpt *c, int i, int k, hsr_ckpt_range *out);
-typedef enum hsr_ckpt_kind {
+} ckpt_saved_range;
+hsr_status ckpt_range_at(const ckpt_handle *c, int i, int k, ckpt_saved_range *out);
+typedef enum ckpt_kind {
   HSR_CKPT_MASTER = 0,
   HSR_CKPT_MOMENT_M,
   HSR_CKPT_MOMENT_V,
   HSR_CKPT_KIND_COUNT
-} hsr_ckpt_kind;
-const char *ckpt_kind_name(hsr_ckpt_kind k); /* "master", "m", "v" */
+} ckpt_kind;
+const char *ckpt_kind_name(ckpt_kind k); /* "master", "m", "v" */
 
 /* Elements [start, start + count) of tensor i (f32), read through the block
  * checksums (a mismatch names the file, the block and the tensor). */
-hsr_status ckpt_read(const hsr_ckpt *c, int i, hsr_ckpt_kind kind, uint64_t start, uint64_t count, float *out);
+hsr_status ckpt_read(const ckpt_handle *c, int i, ckpt_kind kind, uint64_t start, uint64_t count, float *out);
 
 /* Reads every data file whole: size, crc32 per block and of the file.
  * *bytes (may be NULL): bytes read. */
-hsr_status ckpt_verify(const hsr_ckpt *c, uint64_t *bytes);
+hsr_status ckpt_verify(const ckpt_handle *c, uint64_t *bytes);
 
 /* The saved program state. */
-hsr_status ckpt_get_program(const hsr_ckpt *c, hsr_ckpt_state *out);
+hsr_status ckpt_get_program(const ckpt_handle *c, hsr_ckpt_state *out);
 
 /* The model it records (hsr_ckpt_save_opts.model_kind / model_config):
  * *kind valid until ckpt_close, config (may be NULL) receives its pairs.
  * HSR_ERR_NOT_FOUND, saying so, for a checkpoint that records none (saved by
  * an hsr before checkpoints carried their model, or by a program that gave
  * none). */
-hsr_status ckpt_get_model(const hsr_ckpt *c, const char **kind, hsr_ckpt_state *config);
+hsr_status ckpt_get_model(const ckpt_handle *c, const char **kind, hsr_ckpt_state *config);
 
 /* The manifest's text, as on disk. */
-const char *ckpt_manifest_text(const hsr_ckpt *c);
+const char *ckpt_manifest_text(const ckpt_handle *c);
 
 /* ---- the planner, without an engine (ckpt_plan.c) ----
  * Who writes and reads what is a function of the layout and the mesh's
@@ -124,7 +124,7 @@ typedef struct ckpt_piece {
 /* A layout finalized for S shards (and, with the outer shard, R pieces of
  * each: rt_layout_set_subshards) on an R x S mesh. */
 typedef struct ckpt_geom ckpt_geom;
-hsr_status ckpt_geom_create(const hsr_rt_layout *l, int R, int S, int outer, ckpt_geom **out);
+hsr_status ckpt_geom_create(const rt_layout *l, int R, int S, int outer, ckpt_geom **out);
 void ckpt_geom_free(ckpt_geom *g);
 int ckpt_geom_units(const ckpt_geom *g);
 /* Unit u's elements [lo, lo + n) that the rank at mesh coordinates (rep,
@@ -146,17 +146,17 @@ typedef struct ckpt_load_plan {
   int pieces, spans, files; /* spans: per range met, per kind (master, m, v) */
   uint64_t bytes;
 } ckpt_load_plan;
-hsr_status ckpt_plan_load(const hsr_ckpt *c, const hsr_rt_layout *l, const ckpt_geom *g, int rep, int sh, int whole,
+hsr_status ckpt_plan_load(const ckpt_handle *c, const rt_layout *l, const ckpt_geom *g, int rep, int sh, int whole,
                           ckpt_load_plan *out);
 
 /* The manifest a save on an R x S mesh of layout l writes (ckpt_sim.c):
  * every rank's data file and every tensor's ranges as rank 0 assembles
  * them, checksums stand-ins (as wide as a crc32's); rank = rep x S + sh.
  * *text malloc'd. */
-hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, int S, uint64_t block_bytes,
+hsr_status ckpt_sim_manifest(const rt_layout *l, const ckpt_geom *g, int R, int S, uint64_t block_bytes,
                              char **text, size_t *len);
 /* Parses and validates manifest text held in memory (what names it in errors). */
-hsr_status ckpt_open_text(const char *what, const char *text, size_t len, hsr_ckpt **out);
+hsr_status ckpt_open_text(const char *what, const char *text, size_t len, ckpt_handle **out);
 
 #ifdef __cplusplus
 }

@@ -170,12 +170,12 @@ static hsr_status pread_all(int fd, void *buf, size_t n, uint64_t off) {
   return HSR_OK;
 }
 
-static void span_what(const hsr_ckpt *c, const ckpt_span *s, char *buf, size_t len) {
+static void span_what(const ckpt_handle *c, const ckpt_span *s, char *buf, size_t len) {
   snprintf(buf, len, "tensor '%s', %s, elements [%" PRIu64 ", %" PRIu64 ")", c->t[s->tensor].name,
-           ckpt_kind_name((hsr_ckpt_kind)s->kind), s->start, s->start + s->len / 4);
+           ckpt_kind_name((ckpt_kind)s->kind), s->start, s->start + s->len / 4);
 }
 
-static hsr_status open_data(const hsr_ckpt *c, int f, const ckpt_span *s, int *fd) {
+static hsr_status open_data(const ckpt_handle *c, int f, const ckpt_span *s, int *fd) {
   char path[4096], what[256];
   HSR_CHECK(ckpt_path(path, sizeof path, c->dir, c->f[f].name));
   struct stat lsb;
@@ -207,7 +207,7 @@ static hsr_status open_data(const hsr_ckpt *c, int f, const ckpt_span *s, int *f
 
 /* Every block of file bytes [cb, ce), read into the vector v, against the
  * manifest. */
-static hsr_status check_vec(const hsr_ckpt *c, int f, uint64_t cb, uint64_t ce, const struct iovec *v, int n) {
+static hsr_status check_vec(const ckpt_handle *c, int f, uint64_t cb, uint64_t ce, const struct iovec *v, int n) {
   const ckpt_file *fi = &c->f[f];
   uint64_t B = c->info.block_bytes, pos = cb, at = 0; /* at: bytes of v[0] already fed */
   for (uint64_t b = cb / B; b * B < ce; b++) {
@@ -232,7 +232,7 @@ static hsr_status check_vec(const hsr_ckpt *c, int f, uint64_t cb, uint64_t ce, 
 }
 
 /* The message of a failed read of [cb, ce) of file f (s: what it was for). */
-static hsr_status read_failed(const hsr_ckpt *c, int f, uint64_t cb, uint64_t ce, const ckpt_span *s) {
+static hsr_status read_failed(const ckpt_handle *c, int f, uint64_t cb, uint64_t ce, const ckpt_span *s) {
   char what[256];
   if (s)
     span_what(c, s, what, sizeof what);
@@ -243,14 +243,14 @@ static hsr_status read_failed(const hsr_ckpt *c, int f, uint64_t cb, uint64_t ce
 }
 
 /* Reads [cb, ce) of file f (cb block-aligned) into buf and checks its blocks. */
-static hsr_status read_chunk(const hsr_ckpt *c, int f, int fd, uint64_t cb, uint64_t ce, void *buf,
+static hsr_status read_chunk(const ckpt_handle *c, int f, int fd, uint64_t cb, uint64_t ce, void *buf,
                              const ckpt_span *s) {
   if (pread_all(fd, buf, (size_t)(ce - cb), cb) != HSR_OK) return read_failed(c, f, cb, ce, s);
   struct iovec v = {buf, (size_t)(ce - cb)};
   return check_vec(c, f, cb, ce, &v, 1);
 }
 
-hsr_status ckpt_read_spans(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, ckpt_sink sink, void *ctx,
+hsr_status ckpt_read_spans(const ckpt_handle *c, ckpt_span *s, int n, void *buf, size_t cap, ckpt_sink sink, void *ctx,
                            uint64_t *bytes) {
   uint64_t B = c->info.block_bytes, capB = cap / B * B;
   if (capB == 0) return hsr_error(HSR_ERR_INTERNAL, "checkpoint: a %zu-byte buffer is under one block", cap);
@@ -289,7 +289,7 @@ static uint64_t run_end(const ckpt_span *s, int k, int n, int f) {
   return end;
 }
 
-hsr_status ckpt_read_held(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes) {
+hsr_status ckpt_read_held(const ckpt_handle *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes) {
   uint64_t B = c->info.block_bytes, capB = cap / B * B;
   if (capB == 0) return hsr_error(HSR_ERR_INTERNAL, "checkpoint: a %zu-byte buffer is under one block", cap);
   if (n) qsort(s, (size_t)n, sizeof *s, span_cmp);
@@ -371,7 +371,7 @@ static uint64_t build_vec(const ckpt_span *s, int k, int e, uint64_t cb, uint64_
   return p;
 }
 
-hsr_status ckpt_read_into(const hsr_ckpt *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes) {
+hsr_status ckpt_read_into(const ckpt_handle *c, ckpt_span *s, int n, void *buf, size_t cap, uint64_t *bytes) {
   uint64_t B = c->info.block_bytes, capB = cap / B * B;
   if (capB == 0) return hsr_error(HSR_ERR_INTERNAL, "checkpoint: a %zu-byte buffer is under one block", cap);
   long max = CKPT_IOV; /* HSR_CKPT_IOV (test hook) */
@@ -419,7 +419,7 @@ static hsr_status copy_sink(void *ctx, ckpt_span *s, uint64_t pos, const void *s
   return HSR_OK;
 }
 
-hsr_status ckpt_read(const hsr_ckpt *c, int i, hsr_ckpt_kind kind, uint64_t start, uint64_t count, float *out) {
+hsr_status ckpt_read(const ckpt_handle *c, int i, ckpt_kind kind, uint64_t start, uint64_t count, float *out) {
   if (!c || (!out && count)) return hsr_error(HSR_ERR_INVALID, "ckpt_read: NULL argument");
   if (i < 0 || i >= c->nt) return hsr_error(HSR_ERR_INVALID, "ckpt_read: tensor %d of %d", i, c->nt);
   if ((unsigned)kind >= CKPT_KINDS) return hsr_error(HSR_ERR_INVALID, "ckpt_read: kind %d (valid: 0 to 2)", kind);
@@ -446,7 +446,7 @@ hsr_status ckpt_read(const hsr_ckpt *c, int i, hsr_ckpt_kind kind, uint64_t star
   return st;
 }
 
-static hsr_status verify_file(const hsr_ckpt *c, int f, void *buf, size_t cap, uint64_t *bytes) {
+static hsr_status verify_file(const ckpt_handle *c, int f, void *buf, size_t cap, uint64_t *bytes) {
   const ckpt_file *fi = &c->f[f];
   int fd;
   HSR_CHECK(open_data(c, f, NULL, &fd));
@@ -466,7 +466,7 @@ static hsr_status verify_file(const hsr_ckpt *c, int f, void *buf, size_t cap, u
   return st;
 }
 
-hsr_status ckpt_verify(const hsr_ckpt *c, uint64_t *bytes) {
+hsr_status ckpt_verify(const ckpt_handle *c, uint64_t *bytes) {
   if (!c) return hsr_error(HSR_ERR_INVALID, "ckpt_verify: NULL checkpoint");
   if (bytes) *bytes = 0;
   size_t cap = c->info.block_bytes * 2 > CKPT_CHUNK ? (size_t)c->info.block_bytes * 2 : CKPT_CHUNK;

@@ -47,7 +47,7 @@
 typedef struct load_ctx {
   hsr_rt *rt;
   rt_state_info in; /* the engine, read-only */
-  hsr_ckpt *c;
+  ckpt_handle *c;
   int *map;                 /* layout parameter -> checkpoint tensor */
   int rep, sh, parts, part; /* parts ranks (its replicate group) hold this rank's shard alike */
   int alike;                /* that count before HSR_CKPT_EXCHANGE=off: 1 with the outer shard */
@@ -73,13 +73,13 @@ static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
 }
 
 static int name_cmp(const void *a, const void *b, void *c) {
-  const hsr_ckpt *k = c;
+  const ckpt_handle *k = c;
   return strcmp(k->t[*(const int *)a].name, k->t[*(const int *)b].name);
 }
 
 /* The checkpoint's tensors by name: idx sorted (n log n), then found by
  * binary search. */
-static int find_sorted(const hsr_ckpt *c, const int *idx, const char *name) {
+static int find_sorted(const ckpt_handle *c, const int *idx, const char *name) {
   int lo = 0, hi = c->nt;
   while (lo < hi) {
     int mid = (lo + hi) / 2, d = strcmp(c->t[idx[mid]].name, name);
@@ -95,7 +95,7 @@ static int find_sorted(const hsr_ckpt *c, const int *idx, const char *name) {
 /* Names, shapes, dtypes and groups: exactly what the program registered. */
 static hsr_status match(load_ctx *x) {
   const rt_state_info *in = &x->in;
-  const hsr_ckpt *c = x->c;
+  const ckpt_handle *c = x->c;
   int np = rt_layout_num_params(in->layout);
   if (c->info.num_groups != in->cfg->num_groups)
     return hsr_error(HSR_ERR_INVALID, "checkpoint '%s' has %d optimizer group(s), the program configured %d", c->dir,
@@ -112,7 +112,7 @@ static hsr_status match(load_ctx *x) {
   hsr_status st = HSR_OK;
   char a[96], b[96];
   for (int i = 0; i < np && st == HSR_OK; i++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     st = rt_layout_param(in->layout, i, &p);
     if (st != HSR_OK) break;
     int k = find_sorted(c, idx, p.name);
@@ -178,7 +178,7 @@ static int first_range(const ckpt_tensor *t, uint64_t ta) {
   return lo;
 }
 
-hsr_status ckpt_plan_load(const hsr_ckpt *c, const hsr_rt_layout *l, const ckpt_geom *g, int rep, int sh, int whole,
+hsr_status ckpt_plan_load(const ckpt_handle *c, const rt_layout *l, const ckpt_geom *g, int rep, int sh, int whole,
                           ckpt_load_plan *out) {
   memset(out, 0, sizeof *out);
   if (!c || !l || !g) return hsr_error(HSR_ERR_INVALID, "ckpt_plan_load: NULL argument");
@@ -191,7 +191,7 @@ hsr_status ckpt_plan_load(const hsr_ckpt *c, const hsr_rt_layout *l, const ckpt_
   for (int k = 0; st == HSR_OK && k < c->nt; k++) idx[k] = k;
   if (st == HSR_OK) qsort_r(idx, (size_t)c->nt, sizeof *idx, name_cmp, (void *)c);
   for (int i = 0; st == HSR_OK && i < np; i++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     st = rt_layout_param(l, i, &p);
     if (st == HSR_OK && (map[i] = find_sorted(c, idx, p.name)) < 0)
       st = hsr_error(HSR_ERR_INVALID, "checkpoint '%s' has no tensor '%s'", c->dir, p.name);
@@ -260,7 +260,7 @@ static hsr_status plan_shard(load_ctx *x) {
     }
     uint64_t lo = r.lo, hi = lo + r.n;
     for (int j = 0; j < un.nparams; j++) {
-      hsr_rt_param_info p;
+      rt_param_info p;
       HSR_CHECK(rt_layout_param(in->layout, un.params[j], &p));
       uint64_t a = p.offset > lo ? p.offset : lo, b = p.offset + p.numel < hi ? p.offset + p.numel : hi;
       if (a < b) HSR_CHECK(plan_piece(x, x->map[un.params[j]], a - p.offset, b - p.offset, ui, a - lo, 0, 0));
@@ -480,7 +480,7 @@ static hsr_status install(load_ctx *x) {
 /* The step and each group's learning rate; the program's other
  * hyperparameters stay (a difference is worth a line). */
 static hsr_status restore_optimizer(load_ctx *x) {
-  const hsr_ckpt *c = x->c;
+  const ckpt_handle *c = x->c;
   rt_state_set_step(x->rt, c->info.step);
   for (int g = 0; g < x->in.cfg->num_groups; g++) {
     const hsr_rt_opt_group *now = &x->in.cfg->groups[g];

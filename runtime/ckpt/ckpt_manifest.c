@@ -76,10 +76,10 @@ typedef enum ftype { F_STR, F_INT, F_I64 } ftype;
 typedef struct field {
   const char *key;
   ftype type;
-  size_t off;     /* in hsr_ckpt_info */
+  size_t off;     /* in ckpt_info */
   int64_t lo, hi; /* integers' range */
 } field;
-#define INFO(m) offsetof(hsr_ckpt_info, m)
+#define INFO(m) offsetof(ckpt_info, m)
 static const field top_fields[] = {{"hsr_version", F_STR, INFO(hsr_version), 0, 0},
                                    {"git_hash", F_STR, INFO(git_hash), 0, 0},
                                    {"step", F_I64, INFO(step), 0, (int64_t)1 << 53}};
@@ -102,7 +102,7 @@ static const struct {
                     {"weight_decay", offsetof(hsr_rt_opt_group, weight_decay)}};
 #define NGROUP_FIELDS 5
 
-static void put_fields(cJSON *o, const field *f, int n, const hsr_ckpt_info *in) {
+static void put_fields(cJSON *o, const field *f, int n, const ckpt_info *in) {
   const char *base = (const char *)in;
   for (int i = 0; i < n; i++) {
     const void *p = base + f[i].off;
@@ -115,7 +115,7 @@ static void put_fields(cJSON *o, const field *f, int n, const hsr_ckpt_info *in)
   }
 }
 
-hsr_status ckpt_manifest_head(cJSON *m, const hsr_ckpt_info *in, cJSON *layout, cJSON *units) {
+hsr_status ckpt_manifest_head(cJSON *m, const ckpt_info *in, cJSON *layout, cJSON *units) {
   cJSON_AddStringToObject(m, "format", CKPT_FORMAT);
   cJSON_AddNumberToObject(m, "format_version", HSR_CKPT_FORMAT_VERSION);
   put_fields(m, top_fields, NFIELDS(top_fields), in);
@@ -187,7 +187,7 @@ cJSON *ckpt_manifest_tensor(const ckpt_tensor *t) {
   return o;
 }
 
-const char *ckpt_kind_name(hsr_ckpt_kind k) {
+const char *ckpt_kind_name(ckpt_kind k) {
   static const char *const n[CKPT_KINDS] = {"master", "m", "v"}; /* the ranges' keys */
   return (unsigned)k < CKPT_KINDS ? n[k] : "?";
 }
@@ -255,7 +255,7 @@ static const cJSON *jobj(const cJSON *o, const char *k) {
   return cJSON_IsObject(x) ? x : NULL;
 }
 
-static hsr_status get_fields(const pctx *px, const cJSON *o, const field *f, int n, hsr_ckpt_info *in) {
+static hsr_status get_fields(const pctx *px, const cJSON *o, const field *f, int n, ckpt_info *in) {
   char *base = (char *)in;
   for (int i = 0; i < n; i++) {
     void *p = base + f[i].off;
@@ -325,7 +325,7 @@ static hsr_status parse_blocks_hex(pctx *px, const cJSON *it, ckpt_file *f) {
   return HSR_OK;
 }
 
-static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
+static hsr_status parse_files(ckpt_handle *c, pctx *px) {
   const cJSON *fa, *it;
   HSR_CHECK(jarr(px, c->json, "files", &fa, &c->nf));
   c->f = calloc((size_t)c->nf + 1, sizeof *c->f);
@@ -368,17 +368,17 @@ static hsr_status parse_files(hsr_ckpt *c, pctx *px) {
 }
 
 /* Range r checked against the tensor and the files, its bytes counted. */
-static hsr_status check_range(hsr_ckpt *c, pctx *px, const ckpt_range *r, int i, uint64_t *covered) {
+static hsr_status check_range(ckpt_handle *c, pctx *px, const ckpt_range *r, int i, uint64_t *covered) {
   for (int k = 0; k < CKPT_KINDS; k++)
     if (r->off[k] + 4 * r->count > c->f[r->file].bytes)
       return PERR(px, "range %d (%s) ends at byte %" PRIu64 " of '%s', which has %" PRIu64, i,
-                  ckpt_kind_name((hsr_ckpt_kind)k), r->off[k] + 4 * r->count, c->f[r->file].name, c->f[r->file].bytes);
+                  ckpt_kind_name((ckpt_kind)k), r->off[k] + 4 * r->count, c->f[r->file].name, c->f[r->file].bytes);
   covered[r->file] += 12 * r->count;
   return HSR_OK;
 }
 
 /* Version 1: an object per range, {start, count, file, master, m, v}. */
-static hsr_status parse_ranges_v1(hsr_ckpt *c, ckpt_tensor *t, const cJSON *ra, pctx *px, uint64_t *covered) {
+static hsr_status parse_ranges_v1(ckpt_handle *c, ckpt_tensor *t, const cJSON *ra, pctx *px, uint64_t *covered) {
   const cJSON *it;
   uint64_t next = 0;
   int i = 0;
@@ -395,13 +395,13 @@ static hsr_status parse_ranges_v1(hsr_ckpt *c, ckpt_tensor *t, const cJSON *ra, 
                   " (ranges must tile the tensor in order)",
                   i - 1, r->start, r->count, next);
     next = r->start + r->count;
-    for (int k = 0; k < CKPT_KINDS; k++) HSR_CHECK(ju64(px, it, ckpt_kind_name((hsr_ckpt_kind)k), &r->off[k]));
+    for (int k = 0; k < CKPT_KINDS; k++) HSR_CHECK(ju64(px, it, ckpt_kind_name((ckpt_kind)k), &r->off[k]));
     HSR_CHECK(check_range(c, px, r, i - 1, covered));
   }
   return HSR_OK;
 }
 
-static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pctx *px, uint64_t *covered) {
+static hsr_status parse_ranges(ckpt_handle *c, ckpt_tensor *t, const cJSON *tj, pctx *px, uint64_t *covered) {
   const cJSON *ra;
   HSR_CHECK(jarr(px, tj, "ranges", &ra, &t->nr));
   t->r = calloc((size_t)t->nr + 1, sizeof *t->r);
@@ -417,9 +417,9 @@ static hsr_status parse_ranges(hsr_ckpt *c, ckpt_tensor *t, const cJSON *tj, pct
 /* The layout the manifest records, rebuilt: its units in order, its tensors
  * in layout order, its alignment, finalized for the mesh's shards; every
  * tensor at the offset the manifest records and every unit as long. */
-static hsr_status saved_layout(hsr_ckpt *c, pctx *px, hsr_rt_layout **out) {
+static hsr_status saved_layout(ckpt_handle *c, pctx *px, rt_layout **out) {
   *out = NULL;
-  const hsr_ckpt_info *in = &c->info;
+  const ckpt_info *in = &c->info;
   const cJSON *lay = jobj(c->json, "layout"), *ua, *it;
   int64_t align, len;
   int nu;
@@ -428,7 +428,7 @@ static hsr_status saved_layout(hsr_ckpt *c, pctx *px, hsr_rt_layout **out) {
   HSR_CHECK(jint(px, lay, "align", 1, 1 << 20, &align));
   px->where[0] = 0;
   HSR_CHECK(jarr(px, c->json, "units", &ua, &nu));
-  hsr_rt_layout *l = NULL;
+  rt_layout *l = NULL;
   hsr_status st = rt_layout_create((size_t)align, &l);
   if (st == HSR_OK && in->outer_shard) st = rt_layout_set_subshards(l, in->replicate);
   int u = 0;
@@ -453,7 +453,7 @@ static hsr_status saved_layout(hsr_ckpt *c, pctx *px, hsr_rt_layout **out) {
     st = PERR(px, "its layout does not rebuild: %s", why);
   }
   for (int i = 0; st == HSR_OK && i < c->nt; i++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     st = rt_layout_param(l, i, &p);
     if (st == HSR_OK && p.offset != c->t[i].offset)
       st = (snprintf(px->where, sizeof px->where, "tensor '%.64s'", c->t[i].name),
@@ -484,8 +484,8 @@ static int range_cmp(const void *a, const void *b) {
 /* Each file's pieces (what its rank wrote: ckpt_geom_pieces at its mesh
  * coordinates, master, m and v side by side per piece, in order) as ranges
  * of their tensors, sorted by element; then checked as version 1's are. */
-static hsr_status derive_ranges(hsr_ckpt *c, pctx *px, uint64_t *covered) {
-  hsr_rt_layout *l = NULL;
+static hsr_status derive_ranges(ckpt_handle *c, pctx *px, uint64_t *covered) {
+  rt_layout *l = NULL;
   ckpt_geom *g = NULL;
   int *cap = calloc((size_t)c->nt + 1, sizeof *cap);
   hsr_status st = cap ? saved_layout(c, px, &l) : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
@@ -531,7 +531,7 @@ static hsr_status derive_ranges(hsr_ckpt *c, pctx *px, uint64_t *covered) {
   return st;
 }
 
-static hsr_status parse_tensor(hsr_ckpt *c, const cJSON *it, int i, pctx *px, uint64_t *covered) {
+static hsr_status parse_tensor(ckpt_handle *c, const cJSON *it, int i, pctx *px, uint64_t *covered) {
   ckpt_tensor *t = &c->t[i];
   snprintf(px->where, sizeof px->where, "tensor %d", i);
   HSR_CHECK(jstr(px, it, "name", &t->name));
@@ -564,8 +564,8 @@ static hsr_status parse_tensor(hsr_ckpt *c, const cJSON *it, int i, pctx *px, ui
   return c->info.format_version >= 2 ? HSR_OK : parse_ranges(c, t, it, px, covered);
 }
 
-static hsr_status parse_info(hsr_ckpt *c, pctx *px) {
-  hsr_ckpt_info *in = &c->info;
+static hsr_status parse_info(ckpt_handle *c, pctx *px) {
+  ckpt_info *in = &c->info;
   const cJSON *j = c->json, *mesh = jobj(j, "mesh"), *dt = jobj(j, "dtypes"), *opt = jobj(j, "optimizer");
   int64_t v;
   HSR_CHECK(get_fields(px, j, top_fields, NFIELDS(top_fields), in));
@@ -602,7 +602,7 @@ static hsr_status parse_info(hsr_ckpt *c, pctx *px) {
 
 /* "model" (optional: manifests before it lack it): {"kind": NAME,
  * "config": {KEY: number or string, ...}}. */
-static hsr_status parse_model(hsr_ckpt *c, pctx *px) {
+static hsr_status parse_model(ckpt_handle *c, pctx *px) {
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(c->json, "model");
   if (!m) return HSR_OK;
   snprintf(px->where, sizeof px->where, "model");
@@ -628,7 +628,7 @@ static hsr_status parse_model(hsr_ckpt *c, pctx *px) {
 }
 
 /* The checksum, then the format and its version, then everything else. */
-static hsr_status parse_head(hsr_ckpt *c, char *text, size_t len, pctx *px) {
+static hsr_status parse_head(ckpt_handle *c, char *text, size_t len, pctx *px) {
   char *d = crc_digits(text, len);
   c->json = cJSON_ParseWithLength(text, len);
   const cJSON *fmt = c->json ? cJSON_GetObjectItemCaseSensitive(c->json, "format") : NULL;
@@ -655,9 +655,9 @@ static hsr_status parse_head(hsr_ckpt *c, char *text, size_t len, pctx *px) {
   return HSR_OK;
 }
 
-hsr_status ckpt_parse(const char *dir, char *text, size_t len, hsr_ckpt **out) {
+hsr_status ckpt_parse(const char *dir, char *text, size_t len, ckpt_handle **out) {
   *out = NULL;
-  hsr_ckpt *c = calloc(1, sizeof *c);
+  ckpt_handle *c = calloc(1, sizeof *c);
   if (!c || !(c->dir = strdup(dir))) {
     free(c);
     free(text);

@@ -31,7 +31,7 @@ void ckpt_geom_free(ckpt_geom *g) {
   free(g);
 }
 
-hsr_status ckpt_geom_create(const hsr_rt_layout *l, int R, int S, int outer, ckpt_geom **out) {
+hsr_status ckpt_geom_create(const rt_layout *l, int R, int S, int outer, ckpt_geom **out) {
   *out = NULL;
   if (!l || R < 1 || S < 1)
     return hsr_error(HSR_ERR_INVALID, "checkpoint plan: a mesh of %d x %d (replicate x shard; each at least 1)", R, S);
@@ -58,7 +58,7 @@ hsr_status ckpt_geom_create(const hsr_rt_layout *l, int R, int S, int outer, ckp
     g->Lo[u] = outer ? g->Ls[u] / (uint64_t)R : g->Ls[u];
   }
   /* each unit's parameters in registration order, as the engine groups them */
-  hsr_rt_param_info p;
+  rt_param_info p;
   for (int i = 0; i < np; i++) {
     hsr_status st = rt_layout_param(l, i, &p);
     if (st != HSR_OK) {

@@ -221,7 +221,7 @@ static hsr_status write_data(ckpt_job *x) {
 
 /* ---- the manifest (rank 0) ---- */
 static cJSON *tensor_json(hsr_rt *rt, const rt_state_info *in, int i) {
-  hsr_rt_param_info p;
+  rt_param_info p;
   rt_state_unit un;
   if (rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
   ckpt_tensor t = {.name = p.name,
@@ -243,7 +243,7 @@ static void add_head(save_ctx *x, cJSON *m) {
   const rt_state_info *in = &x->in;
   const hsr_rt_config *c = in->cfg;
   char rs[32];
-  hsr_ckpt_info h = {.hsr_version = HSR_VERSION_STRING,
+  ckpt_info h = {.hsr_version = HSR_VERSION_STRING,
                      .git_hash = HSR_GIT_HASH,
                      .step = in->step,
                      .clip = c->clip,

@@ -26,7 +26,7 @@ static hsr_status file_bytes(const ckpt_geom *g, int R, int S, uint64_t *bytes) 
   return HSR_OK;
 }
 
-hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, int S, uint64_t block_bytes,
+hsr_status ckpt_sim_manifest(const rt_layout *l, const ckpt_geom *g, int R, int S, uint64_t block_bytes,
                              char **text, size_t *len) {
   *text = NULL, *len = 0;
   if (!l || !g || block_bytes < 1) return hsr_error(HSR_ERR_INVALID, "ckpt_sim_manifest: bad argument");
@@ -44,7 +44,7 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
   for (uint64_t b = 0; st == HSR_OK && b < maxnb; b++)
     zero[b] = (uint32_t)(0x9e3779b9u * (uint32_t)(b + 1)); /* crc-wide */
   if (st == HSR_OK) {
-    hsr_ckpt_info h = {.hsr_version = HSR_VERSION_STRING,
+    ckpt_info h = {.hsr_version = HSR_VERSION_STRING,
                        .git_hash = HSR_GIT_HASH,
                        .num_groups = 1,
                        .world = W,
@@ -83,7 +83,7 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
   if (st == HSR_OK) cJSON_AddNumberToObject(m, "data_bytes", (double)total);
   cJSON *ta = st == HSR_OK ? cJSON_AddArrayToObject(m, "tensors") : NULL;
   for (int i = 0; st == HSR_OK && i < np; i++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     st = rt_layout_param(l, i, &p);
     if (st != HSR_OK) break;
     ckpt_tensor t = {.name = p.name,
@@ -106,7 +106,7 @@ hsr_status ckpt_sim_manifest(const hsr_rt_layout *l, const ckpt_geom *g, int R, 
   return st;
 }
 
-hsr_status ckpt_open_text(const char *what, const char *text, size_t len, hsr_ckpt **out) {
+hsr_status ckpt_open_text(const char *what, const char *text, size_t len, ckpt_handle **out) {
   *out = NULL;
   char *t = malloc(len + 1);
   if (!t) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");

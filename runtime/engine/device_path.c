@@ -14,7 +14,7 @@
 enum { S_COMPUTE = 0, S_GATHER, S_REDUCE, S_COUNT };
 
 typedef struct blk_ev {
-  hsr_event *ev[S_COUNT];
+  dev_event *ev[S_COUNT];
   int recorded;
 } blk_ev;
 
@@ -23,8 +23,8 @@ struct rt_dev {
   int own_dev, async; /* async: streams and events order the work (CUDA, sim) */
   hsr_stream *s[S_COUNT];
   int own_cs;
-  hsr_event *join; /* reusable: a wait captures the event as recorded at the time */
-  hsr_event **uev; /* per unit: gather done */
+  dev_event *join; /* reusable: a wait captures the event as recorded at the time */
+  dev_event **uev; /* per unit: gather done */
   int nunits;
   blk_ev *bev; /* per pool block */
   int nbev;

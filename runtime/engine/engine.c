@@ -79,7 +79,7 @@ hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, ui
 /* ---- the engine as the schedule's executor: gathers, reshard, release ---- */
 /* The schedule chose the source (shard or partial slice) and the group; a
  * one-rank group is a local copy (no handle). */
-hsr_status rt_x_gather(void *ctx, const hsr_sched_action *a, void **h) {
+hsr_status rt_x_gather(void *ctx, const sched_action *a, void **h) {
   hsr_rt *rt = ctx;
   int ui = a->unit;
   rt_unit *u = &rt->units[ui];
@@ -121,7 +121,7 @@ hsr_status rt_x_gather(void *ctx, const hsr_sched_action *a, void **h) {
   return HSR_OK;
 }
 
-hsr_status rt_x_gather_wait(void *ctx, const hsr_sched_action *a, void *h) {
+hsr_status rt_x_gather_wait(void *ctx, const sched_action *a, void *h) {
   hsr_rt *rt = ctx;
   int ui = a->unit;
   rt_unit *u = &rt->units[ui];
@@ -137,7 +137,7 @@ hsr_status rt_x_gather_wait(void *ctx, const hsr_sched_action *a, void *h) {
   return HSR_OK; /* the interpreter returns the partial slice it read */
 }
 
-hsr_status rt_x_reshard(void *ctx, const hsr_sched_action *a) {
+hsr_status rt_x_reshard(void *ctx, const sched_action *a) {
   hsr_rt *rt = ctx;
   uint64_t t0 = hsr_clock_ns();
   size_t kept = a->count * rt->pes;
@@ -149,14 +149,14 @@ hsr_status rt_x_reshard(void *ctx, const hsr_sched_action *a) {
   return HSR_OK;
 }
 
-hsr_status rt_x_release(void *ctx, const hsr_sched_action *a) {
+hsr_status rt_x_release(void *ctx, const sched_action *a) {
   hsr_rt *rt = ctx;
   uint64_t t0 = hsr_clock_ns();
   rt_event(rt, 0, RT_EV_RELEASE, a->unit, -1, 1, 0, t0, hsr_clock_ns());
   return HSR_OK;
 }
 
-hsr_status rt_x_grad_buf(void *ctx, const hsr_sched_action *a) {
+hsr_status rt_x_grad_buf(void *ctx, const sched_action *a) {
   hsr_rt *rt = ctx;
   RT_TIMED(rt, RT_T_DATA, rt_zero(rt, rt_buf(rt, a->unit, HSR_SCHED_BUF_GRAD), rt->units[a->unit].L * 4));
   return HSR_OK;
@@ -170,13 +170,13 @@ hsr_status rt_x_grad_buf(void *ctx, const hsr_sched_action *a) {
   .regather = rt_x_regather, .regather_wait = rt_x_regather_wait, .grad_zero = rt_x_grad_zero,                         \
   .stage_cast = rt_x_stage_cast, .stage1 = rt_x_stage1, .stage1_done = rt_x_stage1_done, .stage2 = rt_x_stage2,        \
   .deferred_ar = rt_x_deferred_ar, .wait = rt_x_wait, .accumulate = rt_x_accumulate
-static const hsr_sched_exec exec_host = {RT_EXEC_COMMON, .test = rt_x_test};
-static const hsr_sched_exec exec_gpu = {RT_EXEC_COMMON, .test = NULL};
+static const sched_exec exec_host = {RT_EXEC_COMMON, .test = rt_x_test};
+static const sched_exec exec_gpu = {RT_EXEC_COMMON, .test = NULL};
 #undef RT_EXEC_COMMON
 
-const hsr_sched_exec *rt_exec_of(int gpu) { return gpu ? &exec_gpu : &exec_host; }
+const sched_exec *rt_exec_of(int gpu) { return gpu ? &exec_gpu : &exec_host; }
 
-hsr_status rt_run(hsr_rt *rt, const hsr_sched_action *acts, int n) {
+hsr_status rt_run(hsr_rt *rt, const sched_action *acts, int n) {
   return sched_run(rt->sched, acts, n, rt->exec, rt);
 }
 
@@ -220,7 +220,7 @@ static hsr_status forward_begin(hsr_rt *rt, int ui) {
   rt_obs_phase(rt->obs, HSR_PHASE_FORWARD, ui);
   rt_unit *u = &rt->units[ui];
   HSR_CHECK(window_free(u, "forward_begin"));
-  const hsr_sched_action *acts;
+  const sched_action *acts;
   int n;
   HSR_CHECK(sched_forward_begin(rt->sched, ui, &acts, &n));
   HSR_CHECK(rt_run(rt, acts, n));
@@ -234,7 +234,7 @@ static hsr_status forward_end(hsr_rt *rt, int ui) {
   if (!u->in_fwd) return hsr_error(HSR_ERR_STATE, "forward_end(%s) without forward_begin", u->name);
   rt_obs_phase(rt->obs, HSR_PHASE_FORWARD, ui);
   u->in_fwd = 0;
-  const hsr_sched_action *acts;
+  const sched_action *acts;
   int n;
   HSR_CHECK(sched_forward_end(rt->sched, ui, &acts, &n));
   return rt_run(rt, acts, n);
@@ -252,7 +252,7 @@ static hsr_status backward_begin(hsr_rt *rt, int ui) {
                      "backward_begin(%s): already %d backward passes this step (micro-batches %d); call "
                      "hsr_rt_step and hsr_rt_zero_grad",
                      u->name, micro, rt->cfg.micro_batches);
-  const hsr_sched_action *acts;
+  const sched_action *acts;
   int n;
   HSR_CHECK(sched_backward_begin(rt->sched, ui, &acts, &n));
   HSR_CHECK(rt_run(rt, acts, n));
@@ -268,7 +268,7 @@ static hsr_status backward_end(hsr_rt *rt, int ui) {
   rt_obs_phase(rt->obs, HSR_PHASE_REDUCE, ui);
   u->in_bwd = 0;
   u->rc_done = 0;
-  const hsr_sched_action *acts;
+  const sched_action *acts;
   int n;
   HSR_CHECK(sched_backward_end(rt->sched, ui, &acts, &n));
   return rt_run(rt, acts, n);
@@ -295,7 +295,7 @@ static hsr_status recompute_begin(hsr_rt *rt, int ui) {
     return hsr_error(HSR_ERR_STATE, "recompute_begin(%s): the unit %s in this backward window", u->name,
                      u->in_rc ? "is already recomputing" : "was already recomputed");
   rt_obs_phase(rt->obs, HSR_PHASE_RECOMPUTE, ui);
-  const hsr_sched_action *acts;
+  const sched_action *acts;
   int n;
   HSR_CHECK(sched_recompute(rt->sched, ui, &acts, &n));
   HSR_CHECK(rt_run(rt, acts, n));
@@ -315,7 +315,7 @@ static hsr_status recompute_end(hsr_rt *rt, int ui) {
 }
 
 /* ---- views ---- */
-hsr_status rt_find_param(hsr_rt *rt, const char *name, hsr_rt_param_info *p) {
+hsr_status rt_find_param(hsr_rt *rt, const char *name, rt_param_info *p) {
   int idx;
   HSR_CHECK(rt_layout_find(rt->layout, name, &idx));
   return rt_layout_param(rt->layout, idx, p);
@@ -324,7 +324,7 @@ hsr_status rt_find_param(hsr_rt *rt, const char *name, hsr_rt_param_info *p) {
 hsr_status hsr_rt_param_view(hsr_rt *rt, const char *name, void **ptr) {
   if (!rt || !name || !ptr) return hsr_error(HSR_ERR_INVALID, "hsr_rt_param_view: NULL argument");
   *ptr = NULL;
-  hsr_rt_param_info p;
+  rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
   rt_unit *u = &rt->units[p.unit];
   if (!u->in_fwd && !u->in_bwd)
@@ -339,7 +339,7 @@ hsr_status hsr_rt_param_view(hsr_rt *rt, const char *name, void **ptr) {
 hsr_status hsr_rt_grad_view(hsr_rt *rt, const char *name, float **ptr) {
   if (!rt || !name || !ptr) return hsr_error(HSR_ERR_INVALID, "hsr_rt_grad_view: NULL argument");
   *ptr = NULL;
-  hsr_rt_param_info p;
+  rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
   rt_unit *u = &rt->units[p.unit];
   if (!u->in_bwd)
@@ -383,12 +383,12 @@ hsr_status rt_trace_enable(hsr_rt *rt, int on) {
 
 hsr_status rt_trace_write(hsr_rt *rt, const char *path) {
   if (!rt || !path) return hsr_error(HSR_ERR_INVALID, "rt_trace_write: NULL argument");
-  hsr_trace *t = rt_obs_trace(rt->obs), *empty = NULL;
+  trace_log *t = rt_obs_trace(rt->obs), *empty = NULL;
   /* Gathers still in flight (the last step-end prefetch) are completed first,
    * so every collective the communicators counted is in the file. */
   hsr_status gst = HSR_OK;
   if (t && rt->sched) {
-    const hsr_sched_action *acts;
+    const sched_action *acts;
     int n;
     gst = sched_settle(rt->sched, &acts, &n);
     if (gst == HSR_OK) gst = rt_run(rt, acts, n);
@@ -403,7 +403,7 @@ hsr_status rt_trace_write(hsr_rt *rt, const char *path) {
   return gst != HSR_OK ? gst : st;
 }
 
-hsr_status rt_get_timing(const hsr_rt *rt, hsr_rt_timing *out) {
+hsr_status rt_get_timing(const hsr_rt *rt, rt_timing *out) {
   if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "rt_get_timing: NULL argument");
   return rt_obs_timing(rt->obs, out);
 }

@@ -69,18 +69,18 @@ struct hsr_rt {
   hsr_device *dev;
   rt_dev *dv; /* device path: streams and ordering (all NULL / no-ops on host) */
   int S, R, K, srank, rrank, prank;
-  hsr_rt_sharding sh; /* what the strategy shards */
+  rt_sharding sh; /* what the strategy shards */
   int outer;          /* outer shard optim (hybrid) */
   int master_shared;  /* the master is a gather's input (sharded f32, no outer shard): registered memory */
   int poison;
   double timeout;
-  hsr_fault_hook hook; /* HSR_FAULT at the optimizer step (a test hook) */
+  fault_hook hook; /* HSR_FAULT at the optimizer step (a test hook) */
   size_t pes, res;
-  hsr_rt_layout *layout;
+  rt_layout *layout;
   rt_commit commit;
   char commit_msg[512];
-  hsr_sched *sched;           /* the decisions, the buffers and the reduction queue (from commit on) */
-  const hsr_sched_exec *exec; /* this engine as the schedule's executor (host or device) */
+  sched_ctx *sched;           /* the decisions, the buffers and the reduction queue (from commit on) */
+  const sched_exec *exec; /* this engine as the schedule's executor (host or device) */
   rt_opt_run *opt;            /* inside hsr_rt_step: the optimizer's span */
   rt_unit *units;
   int nunits;
@@ -93,7 +93,7 @@ struct hsr_rt {
   int grad_ready; /* the accumulators hold the step's synchronized, averaged gradient (rt_grad_read) */
   int recomputes; /* hsr_rt_recompute_begin calls since the last step */
   hsr_comm_counter base[HSR_RT_GROUP_COUNT][HSR_OP_COUNT];
-  hsr_rt_stats stats;
+  rt_stats stats;
   rt_obs *obs;        /* ledgers, trace, timing (observe.c) */
   struct rt_off *off; /* offload optim: the host optimizer (offload.c); NULL without */
   void *ckpt;         /* the checkpoint room's object (state.h: rt_state_attach) */
@@ -117,8 +117,8 @@ struct hsr_rt {
   } while (0)
 
 /* A unit's buffer of kind b (the schedule holds them; NULL: none now). */
-static inline void *rt_buf(const hsr_rt *rt, int unit, hsr_sched_buf b) { return sched_buf_of(rt->sched, unit, b); }
-static inline float *rt_f32(const hsr_rt *rt, int unit, hsr_sched_buf b) { return rt_buf(rt, unit, b); }
+static inline void *rt_buf(const hsr_rt *rt, int unit, sched_buf b) { return sched_buf_of(rt->sched, unit, b); }
+static inline float *rt_f32(const hsr_rt *rt, int unit, sched_buf b) { return rt_buf(rt, unit, b); }
 /* The unit's full parameters: gathered (sharded strategies) or persistent. */
 static inline void *rt_full(const hsr_rt *rt, int unit) { return sched_full_of(rt->sched, unit); }
 
@@ -158,8 +158,8 @@ hsr_status rt_need_committed(const hsr_rt *rt, const char *what);
 hsr_status rt_need_whole(const hsr_rt *rt, const char *what);
 
 /* ---- pool.c: the executor's get/put ---- */
-hsr_status rt_pool_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p);
-void rt_pool_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p);
+hsr_status rt_pool_get(void *ctx, int unit, const sched_bufop *b, void **p);
+void rt_pool_put(void *ctx, int unit, const sched_bufop *b, void *p);
 /* Zero on the compute stream: every buffer zeroed here is next touched by
  * compute (or by a stream that joins compute before it reads). */
 hsr_status rt_zero(hsr_rt *rt, void *p, size_t bytes);
@@ -184,9 +184,9 @@ hsr_status rt_id_compare(hsr_rt *rt, uint64_t mine, const char *what);
 /* ---- engine.c ---- */
 /* This engine as an executor: on host, or on the device (where the streams
  * order the reduction stages). */
-const hsr_sched_exec *rt_exec_of(int gpu);
+const sched_exec *rt_exec_of(int gpu);
 /* Runs a lifecycle call's actions through the interpreter with this engine. */
-hsr_status rt_run(hsr_rt *rt, const hsr_sched_action *acts, int n);
+hsr_status rt_run(hsr_rt *rt, const sched_action *acts, int n);
 /* Waits for a request and reports the transport's own start/end when known. */
 hsr_status rt_wait_req(hsr_rt *rt, hsr_req *r, uint64_t issued, uint64_t *t0, uint64_t *t1);
 /* A collective's span on the device clock (NULL / nothing without one):
@@ -195,38 +195,38 @@ _Atomic uint64_t *rt_dev_span_begin(hsr_rt *rt, int lane);
 void rt_dev_span_end(hsr_rt *rt, int64_t step, rt_event_kind kind, int unit, int group, size_t bytes,
                      _Atomic uint64_t *a, int lane);
 hsr_status rt_check_unit(hsr_rt *rt, int ui, const char *what);
-hsr_status rt_find_param(hsr_rt *rt, const char *name, hsr_rt_param_info *p);
+hsr_status rt_find_param(hsr_rt *rt, const char *name, rt_param_info *p);
 
-/* ---- the executor's callbacks (hsr_sched_exec): engine.c ---- */
-hsr_status rt_x_gather(void *ctx, const hsr_sched_action *a, void **h);
-hsr_status rt_x_gather_wait(void *ctx, const hsr_sched_action *a, void *h);
-hsr_status rt_x_reshard(void *ctx, const hsr_sched_action *a);
-hsr_status rt_x_release(void *ctx, const hsr_sched_action *a);
-hsr_status rt_x_grad_buf(void *ctx, const hsr_sched_action *a);
+/* ---- the executor's callbacks (sched_exec): engine.c ---- */
+hsr_status rt_x_gather(void *ctx, const sched_action *a, void **h);
+hsr_status rt_x_gather_wait(void *ctx, const sched_action *a, void *h);
+hsr_status rt_x_reshard(void *ctx, const sched_action *a);
+hsr_status rt_x_release(void *ctx, const sched_action *a);
+hsr_status rt_x_grad_buf(void *ctx, const sched_action *a);
 /* setup.c */
-hsr_status rt_x_setup(void *ctx, const hsr_sched_action *a);
+hsr_status rt_x_setup(void *ctx, const sched_action *a);
 /* grad.c */
-hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad);
-hsr_status rt_x_stage1(void *ctx, hsr_sched_red *r);
-hsr_status rt_x_stage1_done(void *ctx, hsr_sched_red *r);
-hsr_status rt_x_stage2(void *ctx, hsr_sched_red *r);
-hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r);
-hsr_status rt_x_test(void *ctx, hsr_sched_red *r, int *done);
-hsr_status rt_x_wait(void *ctx, hsr_sched_red *r);
-hsr_status rt_x_accumulate(void *ctx, hsr_sched_red *r, void *stage);
+hsr_status rt_x_stage_cast(void *ctx, sched_red *r, void *grad);
+hsr_status rt_x_stage1(void *ctx, sched_red *r);
+hsr_status rt_x_stage1_done(void *ctx, sched_red *r);
+hsr_status rt_x_stage2(void *ctx, sched_red *r);
+hsr_status rt_x_deferred_ar(void *ctx, sched_red *r);
+hsr_status rt_x_test(void *ctx, sched_red *r, int *done);
+hsr_status rt_x_wait(void *ctx, sched_red *r);
+hsr_status rt_x_accumulate(void *ctx, sched_red *r, void *stage);
 /* optim.c */
-hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a);
-hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a);
-hsr_status rt_x_regather(void *ctx, const hsr_sched_action *a, void **h);
-hsr_status rt_x_regather_wait(void *ctx, const hsr_sched_action *a, void *h);
-hsr_status rt_x_grad_zero(void *ctx, const hsr_sched_action *a);
+hsr_status rt_x_norm(void *ctx, const sched_action *a);
+hsr_status rt_x_optim(void *ctx, const sched_action *a);
+hsr_status rt_x_regather(void *ctx, const sched_action *a, void **h);
+hsr_status rt_x_regather_wait(void *ctx, const sched_action *a, void *h);
+hsr_status rt_x_grad_zero(void *ctx, const sched_action *a);
 
 /* ---- offload.c: offload optim (rt->off; every call a no-op without) ---- */
 hsr_status rt_off_open(hsr_rt *rt); /* commit, after the schedule */
 void rt_off_close(hsr_rt *rt);
 hsr_device *rt_off_host(hsr_rt *rt); /* the host device whose CPU twins the host optimizer runs */
 /* RETIRE: the reduced piece copied down on the reduce stream. */
-hsr_status rt_off_down(hsr_rt *rt, hsr_sched_red *r);
+hsr_status rt_off_down(hsr_rt *rt, sched_red *r);
 /* What was copied down for the unit (-1: every unit), added to its
  * accumulator after a bounded wait for the copy. */
 hsr_status rt_off_settle(hsr_rt *rt, int unit);
@@ -234,9 +234,9 @@ hsr_status rt_off_zero(hsr_rt *rt, int unit);
 /* rs_only's deferred replicate stage: the accumulator (every micro-batch's
  * slice added) cast on the host into GRAD_DOWN and copied up into r->slice
  * on the reduce stream. */
-hsr_status rt_off_deferred(hsr_rt *rt, hsr_sched_red *r);
+hsr_status rt_off_deferred(hsr_rt *rt, sched_red *r);
 /* AdamW on the host (hps: per optimizer group), the parameters copied up. */
-hsr_status rt_off_optim(hsr_rt *rt, int unit, const hsr_adamw_hparams *hps);
+hsr_status rt_off_optim(hsr_rt *rt, int unit, const adamw_hparams *hps);
 /* The parameters from the master (after a load), copied up and completed. */
 hsr_status rt_off_installed(hsr_rt *rt);
 

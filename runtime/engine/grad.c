@@ -12,7 +12,7 @@
 #include "runtime/runtime_internal.h"
 
 /* A reduce-dtype copy of the full gradient for stage 1 to read. */
-hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {
+hsr_status rt_x_stage_cast(void *ctx, sched_red *r, void *grad) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
   rt->grad_ready = 0; /* the accumulator takes a new reduction */
@@ -24,15 +24,15 @@ hsr_status rt_x_stage_cast(void *ctx, hsr_sched_red *r, void *grad) {
 
 /* A stage's collective: reduce-scatter or all-reduce, and its bytes per rank
  * (the slice, the whole unit unsharded, or the outer piece). */
-static int red_scatter(const hsr_rt *rt, const hsr_sched_red *r) { return r->stage == 1 ? rt->sh.grads : r->outer; }
-static size_t red_bytes(const hsr_rt *rt, const hsr_sched_red *r) {
+static int red_scatter(const hsr_rt *rt, const sched_red *r) { return r->stage == 1 ? rt->sh.grads : r->outer; }
+static size_t red_bytes(const hsr_rt *rt, const sched_red *r) {
   const rt_unit *u = &rt->units[r->unit];
   int s1 = r->stage == 1;
   size_t n = s1 && !rt->sh.grads ? u->L : !s1 && r->outer ? rt_piece_len(rt, r->unit) : u->Ls;
   return n * rt->res;
 }
 
-static void red_event(hsr_rt *rt, const hsr_sched_red *r, uint64_t t0, uint64_t t1) {
+static void red_event(hsr_rt *rt, const sched_red *r, uint64_t t0, uint64_t t1) {
   rt_event(rt, 0, red_scatter(rt, r) ? RT_EV_REDUCE_SCATTER : RT_EV_ALLREDUCE, r->unit,
            r->stage == 1 ? HSR_RT_GROUP_SHARD : HSR_RT_GROUP_REPLICATE, 1, red_bytes(rt, r), t0, t1);
 }
@@ -40,7 +40,7 @@ static void red_event(hsr_rt *rt, const hsr_sched_red *r, uint64_t t0, uint64_t 
 /* Stage 1: reduce the full gradient in the shard group. Grads sharded:
  * reduce-scatter (avg) to the local slice. Grads replicated (zero1, ddp):
  * all-reduce (avg) in full, then the slice is what the optimizer needs. */
-hsr_status rt_x_stage1(void *ctx, hsr_sched_red *r) {
+hsr_status rt_x_stage1(void *ctx, sched_red *r) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
   hsr_dtype rdt = rt->cfg.reduce_dtype;
@@ -65,7 +65,7 @@ hsr_status rt_x_stage1(void *ctx, hsr_sched_red *r) {
 }
 
 /* A local or unsharded stage 1 left the result in place: the slice is copied out. */
-hsr_status rt_x_stage1_done(void *ctx, hsr_sched_red *r) {
+hsr_status rt_x_stage1_done(void *ctx, sched_red *r) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
   if (r->local || !r->scatter)
@@ -78,7 +78,7 @@ hsr_status rt_x_stage1_done(void *ctx, hsr_sched_red *r) {
 /* The replicate stage of the slice: its all-reduce in place, or (outer
  * shard optim) its reduce-scatter over R into the rank's piece. The
  * replicate group's collectives run on the reduce stream. */
-static hsr_status replicate_stage(hsr_rt *rt, hsr_sched_red *r) {
+static hsr_status replicate_stage(hsr_rt *rt, sched_red *r) {
   rt_unit *u = &rt->units[r->unit];
   hsr_dtype rdt = rt->cfg.reduce_dtype;
   hsr_req *req = NULL;
@@ -96,7 +96,7 @@ static hsr_status replicate_stage(hsr_rt *rt, hsr_sched_red *r) {
 }
 
 /* Stage 2: the replicate stage of the slice stage 1 left. */
-hsr_status rt_x_stage2(void *ctx, hsr_sched_red *r) {
+hsr_status rt_x_stage2(void *ctx, sched_red *r) {
   hsr_rt *rt = ctx;
   r->t0 = hsr_clock_ns();
   return replicate_stage(rt, r);
@@ -105,7 +105,7 @@ hsr_status rt_x_stage2(void *ctx, hsr_sched_red *r) {
 /* rs_only, last micro-batch: the slices of earlier micro-batches were summed
  * without the replicate stage; one all-reduce (outer shard optim: one
  * reduce-scatter over R) of the accumulated slice completes them all. */
-hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r) {
+hsr_status rt_x_deferred_ar(void *ctx, sched_red *r) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[r->unit];
   r->t0 = hsr_clock_ns();
@@ -119,7 +119,7 @@ hsr_status rt_x_deferred_ar(void *ctx, hsr_sched_red *r) {
 }
 
 /* PROGRESS (host): whether the stage's collective has finished, without blocking. */
-hsr_status rt_x_test(void *ctx, hsr_sched_red *r, int *done) {
+hsr_status rt_x_test(void *ctx, sched_red *r, int *done) {
   hsr_rt *rt = ctx;
   hsr_req *req = r->h;
   *done = 0;
@@ -133,7 +133,7 @@ hsr_status rt_x_test(void *ctx, hsr_sched_red *r, int *done) {
 }
 
 /* Blocks (bounded by the timeout) for the stage's collective. */
-hsr_status rt_x_wait(void *ctx, hsr_sched_red *r) {
+hsr_status rt_x_wait(void *ctx, sched_red *r) {
   hsr_rt *rt = ctx;
   uint64_t t0, t1;
   hsr_status st = rt_wait_req(rt, r->h, r->t0, &t0, &t1);
@@ -149,7 +149,7 @@ hsr_status rt_x_wait(void *ctx, hsr_sched_red *r) {
  * bitwise reproducible sums); a deferred all-reduce's sum replaces it (outer
  * shard optim: the reduce-scatter's piece replaces its first Lo elements,
  * which the optimizer reads). */
-hsr_status rt_x_accumulate(void *ctx, hsr_sched_red *r, void *stage) {
+hsr_status rt_x_accumulate(void *ctx, sched_red *r, void *stage) {
   hsr_rt *rt = ctx;
   if (rt->off) return rt_off_down(rt, r); /* the accumulator is in host memory */
   rt_unit *u = &rt->units[r->unit];
@@ -195,7 +195,7 @@ static void not_counted(hsr_comm_counter *b, const hsr_comm_counter *before, con
 
 hsr_status rt_grad_read(hsr_rt *rt, const char *name, float *out) {
   if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "rt_grad_read: NULL argument");
-  hsr_rt_param_info p;
+  rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
   if (!rt->grad_ready)
     return hsr_error(HSR_ERR_STATE,

@@ -18,7 +18,7 @@
 /* Buffer categories are the ledger's (hsr/ledger.h): param shard, grad
  * shard, master, moments m and v, full unit, partial slice, reduce-scatter
  * buffer (the full gradient), all-reduce buffer, staging. */
-typedef hsr_mem_cat rt_mem_cat;
+typedef mem_cat rt_mem_cat;
 
 typedef enum rt_event_kind {
   RT_EV_GATHER = 0,
@@ -53,13 +53,13 @@ hsr_status rt_obs_create(int rank, const char *(*unit_name)(void *, int), void *
 void rt_obs_free(rt_obs *o);
 hsr_ledger *rt_obs_held(rt_obs *o);
 hsr_ledger *rt_obs_live(rt_obs *o);
-hsr_trace *rt_obs_trace(rt_obs *o);
+trace_log *rt_obs_trace(rt_obs *o);
 hsr_status rt_obs_trace_enable(rt_obs *o, int on);
 /* fresh: the buffer came from the allocator (held memory grows), not the pool */
-void rt_obs_mem_get(rt_obs *o, hsr_mem_cat cat, size_t bytes, int fresh);
-void rt_obs_mem_put(rt_obs *o, hsr_mem_cat cat, size_t bytes);
-void rt_obs_mem_free(rt_obs *o, hsr_mem_cat cat, size_t bytes, int in_use);
-void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit);
+void rt_obs_mem_get(rt_obs *o, mem_cat cat, size_t bytes, int fresh);
+void rt_obs_mem_put(rt_obs *o, mem_cat cat, size_t bytes);
+void rt_obs_mem_free(rt_obs *o, mem_cat cat, size_t bytes, int in_use);
+void rt_obs_phase(rt_obs *o, ledger_phase phase, int unit);
 /* collective: 0 when no collective ran (a local copy standing in for a 1-rank
  * group); step: the step that issued it (0: the current one) */
 void rt_obs_event(rt_obs *o, int64_t step, rt_event_kind kind, int unit, const char *group, int collective,
@@ -76,7 +76,7 @@ void rt_obs_enter(rt_obs *o, int starts_step);
  * calls is the innermost open window's ("forward", "backward", "recompute"). */
 typedef enum rt_window { RT_WIN_FWD = 0, RT_WIN_BWD, RT_WIN_RECOMPUTE, RT_WIN_COUNT } rt_window;
 void rt_obs_leave(rt_obs *o, int window, int unit, rt_window kind, int ends_step);
-hsr_status rt_obs_timing(const rt_obs *o, hsr_rt_timing *out);
+hsr_status rt_obs_timing(const rt_obs *o, rt_timing *out);
 /* The device clock (a device whose streams can be stamped, with tracing on):
  * stamp(ctx, lane, slot) queues a stamp on lane 0 compute, 1 gather, 2 reduce.
  * rt_obs_mark queues one and returns its slot (NULL: no device clock);
@@ -85,7 +85,7 @@ hsr_status rt_obs_timing(const rt_obs *o, hsr_rt_timing *out);
 void rt_obs_set_stamper(rt_obs *o, hsr_status (*stamp)(void *ctx, int lane, _Atomic uint64_t *slot), void *ctx);
 int rt_obs_device_clock(const rt_obs *o);
 _Atomic uint64_t *rt_obs_mark(rt_obs *o, int lane);
-void rt_obs_dev_span(rt_obs *o, int64_t step, hsr_span_kind kind, const char *lane, const char *name, int unit,
+void rt_obs_dev_span(rt_obs *o, int64_t step, span_kind kind, const char *lane, const char *name, int unit,
                      const char *group, uint64_t bytes, _Atomic uint64_t *a, int end_lane);
 void rt_obs_settle(rt_obs *o);
 void rt_obs_timing_reset(rt_obs *o);

@@ -32,7 +32,7 @@ typedef struct slot_blk {
 } slot_blk;
 
 typedef struct pend {
-  hsr_span_kind kind;
+  span_kind kind;
   char lane[80];
   const char *name, *group;
   int unit;
@@ -43,7 +43,7 @@ typedef struct pend {
 
 struct rt_obs {
   hsr_ledger *held, *live;
-  hsr_trace *trace; /* NULL: tracing off */
+  trace_log *trace; /* NULL: tracing off */
   int rank;
   /* open windows, innermost last: unit index and 0 forward / 1 backward */
   int *stack, depth, cap;
@@ -51,7 +51,7 @@ struct rt_obs {
   int64_t step;
   uint64_t step_t0, last_leave, enter_t;
   int nest;
-  hsr_rt_timing tm;
+  rt_timing tm;
   const char *(*unit_name)(void *, int);
   void *name_ctx;
   /* device clock (rt_obs_set_stamper) */
@@ -97,7 +97,7 @@ void rt_obs_free(rt_obs *o) {
 
 hsr_ledger *rt_obs_held(rt_obs *o) { return o ? o->held : NULL; }
 hsr_ledger *rt_obs_live(rt_obs *o) { return o ? o->live : NULL; }
-hsr_trace *rt_obs_trace(rt_obs *o) { return o ? o->trace : NULL; }
+trace_log *rt_obs_trace(rt_obs *o) { return o ? o->trace : NULL; }
 
 hsr_status rt_obs_trace_enable(rt_obs *o, int on) {
   if (!on) {
@@ -114,23 +114,23 @@ static void led(hsr_status st) {
   if (st != HSR_OK) HSR_LOG_W("runtime ledger: %s", hsr_last_error());
 }
 
-void rt_obs_mem_get(rt_obs *o, hsr_mem_cat cat, size_t bytes, int fresh) {
+void rt_obs_mem_get(rt_obs *o, mem_cat cat, size_t bytes, int fresh) {
   if (!o) return;
   if (fresh) led(ledger_alloc(o->held, cat, bytes));
   led(ledger_alloc(o->live, cat, bytes));
 }
 
-void rt_obs_mem_put(rt_obs *o, hsr_mem_cat cat, size_t bytes) {
+void rt_obs_mem_put(rt_obs *o, mem_cat cat, size_t bytes) {
   if (o) led(ledger_release(o->live, cat, bytes));
 }
 
-void rt_obs_mem_free(rt_obs *o, hsr_mem_cat cat, size_t bytes, int in_use) {
+void rt_obs_mem_free(rt_obs *o, mem_cat cat, size_t bytes, int in_use) {
   if (!o) return;
   led(ledger_release(o->held, cat, bytes));
   if (in_use) led(ledger_release(o->live, cat, bytes));
 }
 
-void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit) {
+void rt_obs_phase(rt_obs *o, ledger_phase phase, int unit) {
   if (!o) return;
   int64_t s = o->step + 1;
   ledger_set_phase(o->held, phase, unit, s);
@@ -140,10 +140,10 @@ void rt_obs_phase(rt_obs *o, hsr_phase phase, int unit) {
 int64_t rt_obs_step_now(const rt_obs *o) { return o ? o->step + 1 : 0; }
 
 /* step 0: the current step */
-static void span_in(rt_obs *o, int64_t step, hsr_span_kind kind, const char *lane, const char *name, int unit,
+static void span_in(rt_obs *o, int64_t step, span_kind kind, const char *lane, const char *name, int unit,
                     const char *group, uint64_t t0, uint64_t t1, uint64_t bytes) {
   if (!o->trace || t1 < t0) return;
-  hsr_trace_span s = {kind,
+  trace_span s = {kind,
                       lane,
                       name,
                       unit >= 0 ? o->unit_name(o->name_ctx, unit) : NULL,
@@ -155,7 +155,7 @@ static void span_in(rt_obs *o, int64_t step, hsr_span_kind kind, const char *lan
   led(trace_add(o->trace, &s));
 }
 
-static void span(rt_obs *o, hsr_span_kind kind, const char *lane, const char *name, int unit, const char *group,
+static void span(rt_obs *o, span_kind kind, const char *lane, const char *name, int unit, const char *group,
                  uint64_t t0, uint64_t t1, uint64_t bytes) {
   span_in(o, 0, kind, lane, name, unit, group, t0, t1, bytes);
 }
@@ -187,7 +187,7 @@ _Atomic uint64_t *rt_obs_mark(rt_obs *o, int lane) {
   return s;
 }
 
-void rt_obs_dev_span(rt_obs *o, int64_t step, hsr_span_kind kind, const char *lane, const char *name, int unit,
+void rt_obs_dev_span(rt_obs *o, int64_t step, span_kind kind, const char *lane, const char *name, int unit,
                      const char *group, uint64_t bytes, _Atomic uint64_t *a, int end_lane) {
   _Atomic uint64_t *b = a ? rt_obs_mark(o, end_lane) : NULL;
   if (!b) return;
@@ -321,7 +321,7 @@ void rt_obs_leave(rt_obs *o, int window, int unit, rt_window kind, int ends_step
   o->last_leave = now;
 }
 
-hsr_status rt_obs_timing(const rt_obs *o, hsr_rt_timing *out) {
+hsr_status rt_obs_timing(const rt_obs *o, rt_timing *out) {
   *out = o->tm;
   return HSR_OK;
 }

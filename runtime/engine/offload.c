@@ -38,7 +38,7 @@ typedef struct off_job {
   const float *g;
   void *out;
   hsr_dtype pdt;
-  hsr_adamw_hparams hp;
+  adamw_hparams hp;
 } off_job;
 
 typedef struct off_worker {
@@ -51,7 +51,7 @@ typedef struct off_worker {
 
 struct rt_off {
   hsr_device *host; /* the caller's CPU twins */
-  hsr_event **down; /* per unit: its GRAD_DOWN copy landed */
+  dev_event **down; /* per unit: its GRAD_DOWN copy landed */
   int *pending;     /* per unit: 0 nothing; GRAD_DOWN waits to be added to (1) or to replace (2) the accumulator */
   size_t *count;    /* per unit: the elements GRAD_DOWN holds */
   int nunits;
@@ -202,7 +202,7 @@ static hsr_status host_touch(hsr_rt *rt, const char *name, const void *r, size_t
 
 /* RETIRE: the reduced piece down into GRAD_DOWN, on the reduce stream behind
  * its reduction; what GRAD_DOWN held before is added first. */
-hsr_status rt_off_down(hsr_rt *rt, hsr_sched_red *r) {
+hsr_status rt_off_down(hsr_rt *rt, sched_red *r) {
   struct rt_off *o = rt->off;
   int ui = r->unit;
   HSR_CHECK(rt_off_settle(rt, ui));
@@ -217,7 +217,7 @@ hsr_status rt_off_down(hsr_rt *rt, hsr_sched_red *r) {
   return HSR_OK;
 }
 
-hsr_status rt_off_deferred(hsr_rt *rt, hsr_sched_red *r) {
+hsr_status rt_off_deferred(hsr_rt *rt, sched_red *r) {
   int ui = r->unit;
   HSR_CHECK(rt_off_settle(rt, ui)); /* every earlier micro-batch's slice is in the accumulator */
   size_t n = rt->units[ui].Ls;
@@ -288,7 +288,7 @@ static hsr_status up(hsr_rt *rt, int ui) {
   return HSR_OK;
 }
 
-hsr_status rt_off_optim(hsr_rt *rt, int ui, const hsr_adamw_hparams *hps) {
+hsr_status rt_off_optim(hsr_rt *rt, int ui, const adamw_hparams *hps) {
   size_t lo = rt_piece_lo(rt, ui), n = rt_piece_len(rt, ui);
   float *master = rt_master(rt, ui), *m = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_M),
         *v = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_V), *g = rt_f32(rt, ui, HSR_SCHED_BUF_GRAD_SHARD);
@@ -300,7 +300,7 @@ hsr_status rt_off_optim(hsr_rt *rt, int ui, const hsr_adamw_hparams *hps) {
   HSR_CHECK(host_touch(rt, "offload: AdamW", NULL, 0, v, n * 4));
   HSR_CHECK(host_touch(rt, "offload: AdamW", NULL, 0, pu, n * rt->pes));
   for (int j = rt->ubeg[ui]; j < rt->ubeg[ui + 1]; j++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     HSR_CHECK(rt_layout_param(rt->layout, rt->uparam[j], &p));
     size_t x, y;
     if (!rt_piece_range(rt, ui, p.offset, p.numel, &x, &y)) continue;

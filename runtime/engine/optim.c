@@ -63,7 +63,7 @@ static hsr_status grad_hook(hsr_rt *rt, rt_opt_run *o) {
 }
 
 /* NORM: the global norm of the averaged gradient, and the clip factor. */
-hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
+hsr_status rt_x_norm(void *ctx, const sched_action *a) {
   (void)a;
   hsr_rt *rt = ctx;
   rt_opt_run *o = rt->opt;
@@ -123,16 +123,16 @@ hsr_status rt_x_norm(void *ctx, const hsr_sched_action *a) {
  * parameters in the param dtype where they are a buffer of their own (the
  * whole unit unsharded, the shard with the outer shard), not where the
  * master is the parameter. */
-hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a) {
+hsr_status rt_x_optim(void *ctx, const sched_action *a) {
   hsr_rt *rt = ctx;
   if (rt->opt->dropped) return HSR_OK; /* the outer reduction dropped the step */
   int ui = a->unit;
   if (rt->off) { /* AdamW on the host's cores, the parameters copied up */
-    hsr_adamw_hparams hp[HSR_RT_MAX_GROUPS];
+    adamw_hparams hp[HSR_RT_MAX_GROUPS];
     for (int g = 0; g < rt->cfg.num_groups; g++) {
       const hsr_rt_opt_group *gr = &rt->cfg.groups[g];
       hp[g] =
-          (hsr_adamw_hparams){gr->lr, gr->beta1, gr->beta2, gr->eps, gr->weight_decay, rt->step, (float)rt->opt->coef};
+          (adamw_hparams){gr->lr, gr->beta1, gr->beta2, gr->eps, gr->weight_decay, rt->step, (float)rt->opt->coef};
     }
     HSR_CHECK(rt_off_optim(rt, ui, hp));
     rt->opt->now = hsr_clock_ns();
@@ -144,12 +144,12 @@ hsr_status rt_x_optim(void *ctx, const hsr_sched_action *a) {
         *v = rt_f32(rt, ui, HSR_SCHED_BUF_MOMENT_V), *g = rt_f32(rt, ui, HSR_SCHED_BUF_GRAD_SHARD);
   char *param = sched_holds(rt->sched, HSR_SCHED_BUF_MASTER) ? rt_buf(rt, ui, HSR_SCHED_BUF_PARAM) : NULL;
   for (int j = rt->ubeg[ui]; j < rt->ubeg[ui + 1]; j++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     HSR_CHECK(rt_layout_param(rt->layout, rt->uparam[j], &p));
     size_t x, y;
     if (!rt_piece_range(rt, ui, p.offset, p.numel, &x, &y)) continue;
     const hsr_rt_opt_group *gr = &rt->cfg.groups[p.group];
-    hsr_adamw_hparams hp = {gr->lr, gr->beta1, gr->beta2, gr->eps, gr->weight_decay, rt->step, (float)rt->opt->coef};
+    adamw_hparams hp = {gr->lr, gr->beta1, gr->beta2, gr->eps, gr->weight_decay, rt->step, (float)rt->opt->coef};
     void *out = param ? param + (rt->sh.params ? x - slo : x) * rt->pes : NULL;
     size_t o = x - lo;
     HSR_CHECK(
@@ -173,7 +173,7 @@ void rt_optim_open(hsr_rt *rt) {
 /* REGATHER: every rank updated its slice in place; the group gathers them
  * back (REGATHER_WAIT): zero1/zero2 the full parameters over the shard
  * group, the outer shard the parameter shard from its R pieces. */
-hsr_status rt_x_regather(void *ctx, const hsr_sched_action *a, void **h) {
+hsr_status rt_x_regather(void *ctx, const sched_action *a, void **h) {
   hsr_rt *rt = ctx;
   rt_unit *u = &rt->units[a->unit];
   if (rt->opt) rt_optim_close(rt, rt->opt->now);
@@ -192,7 +192,7 @@ hsr_status rt_x_regather(void *ctx, const hsr_sched_action *a, void **h) {
   return st;
 }
 
-hsr_status rt_x_regather_wait(void *ctx, const hsr_sched_action *a, void *h) {
+hsr_status rt_x_regather_wait(void *ctx, const sched_action *a, void *h) {
   hsr_rt *rt = ctx;
   if (rt->opt) rt_optim_close(rt, hsr_clock_ns());
   if (!h) return HSR_OK;
@@ -203,7 +203,7 @@ hsr_status rt_x_regather_wait(void *ctx, const hsr_sched_action *a, void *h) {
 }
 
 /* GRAD_ZERO: the accumulator (the interpreter returns a freed gradient buffer). */
-hsr_status rt_x_grad_zero(void *ctx, const hsr_sched_action *a) {
+hsr_status rt_x_grad_zero(void *ctx, const sched_action *a) {
   hsr_rt *rt = ctx;
   if (rt->off) return rt_off_zero(rt, a->unit); /* host memory: the host zeroes it */
   RT_TIMED(rt, RT_T_DATA,
@@ -226,7 +226,7 @@ hsr_status rt_step(hsr_rt *rt, hsr_rt_step_info *info) {
       return hsr_error(HSR_ERR_STATE, "step: unit '%s' ran %d backward pass(es) this step, expected %d (micro-batches)",
                        u->name, micro, rt->cfg.micro_batches);
   }
-  const hsr_sched_action *acts;
+  const sched_action *acts;
   int n, regathered = 0;
   HSR_CHECK(sched_step(rt->sched, &acts, &n));
   for (int i = 0; i < n; i++) regathered |= acts[i].op == HSR_SCHED_REGATHER_WAIT;
@@ -260,7 +260,7 @@ hsr_status rt_zero_grad(hsr_rt *rt) {
   for (int i = 0; i < rt->nunits; i++)
     if (rt->units[i].in_bwd)
       return hsr_error(HSR_ERR_STATE, "zero_grad: unit '%s' is inside its backward window", rt->units[i].name);
-  const hsr_sched_action *acts;
+  const sched_action *acts;
   int n;
   HSR_CHECK(sched_zero_grad(rt->sched, &acts, &n));
   rt->grad_ready = 0;

@@ -58,7 +58,7 @@ hsr_status rt_mem_get(hsr_rt *rt, rt_mem_cat cat, size_t bytes, void **ptr) {
 
 /* The interpreter's buffer rules (sched_buffers) take and return every
  * buffer of the lifecycle through these two. */
-hsr_status rt_pool_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) {
+hsr_status rt_pool_get(void *ctx, int unit, const sched_bufop *b, void **p) {
   hsr_rt *rt = ctx;
   HSR_CHECK(rt_mem_get(rt, b->cat, b->bytes, p));
   char label[96];
@@ -67,7 +67,7 @@ hsr_status rt_pool_get(void *ctx, int unit, const hsr_sched_bufop *b, void **p) 
   return kern_label(rt->dev, *p, b->bytes, label);
 }
 
-void rt_pool_put(void *ctx, int unit, const hsr_sched_bufop *b, void *p) {
+void rt_pool_put(void *ctx, int unit, const sched_bufop *b, void *p) {
   (void)unit, (void)b;
   rt_mem_put(ctx, p);
 }

@@ -8,7 +8,7 @@
 #include "state.h"
 #include "runtime/runtime_internal.h"
 
-hsr_status rt_slice_get(hsr_rt *rt, int unit, hsr_rt_slice *out) {
+hsr_status rt_slice_get(hsr_rt *rt, int unit, rt_slice *out) {
   if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "rt_slice_get: NULL argument");
   HSR_CHECK(rt_need_committed(rt, "rt_slice_get"));
   if (unit < 0 || unit >= rt->nunits)
@@ -23,7 +23,7 @@ hsr_status rt_slice_get(hsr_rt *rt, int unit, hsr_rt_slice *out) {
                        "rt_slice_get: unit '%s' holds %zu elements of its %s but a gradient shard of %zu", u->name, r.n,
                        k == 0 ? "master weights" : "moments", u->Ls);
   }
-  *out = (hsr_rt_slice){u->Ls, rt_f32(rt, unit, HSR_SCHED_BUF_MASTER), rt_f32(rt, unit, HSR_SCHED_BUF_MOMENT_M),
+  *out = (rt_slice){u->Ls, rt_f32(rt, unit, HSR_SCHED_BUF_MASTER), rt_f32(rt, unit, HSR_SCHED_BUF_MOMENT_M),
                         rt_f32(rt, unit, HSR_SCHED_BUF_MOMENT_V), rt_f32(rt, unit, HSR_SCHED_BUF_GRAD_SHARD)};
   return HSR_OK;
 }

@@ -100,7 +100,7 @@ static hsr_status plan_mesh(hsr_rt *rt, const hsr_cluster *cluster) {
   const hsr_rt_config *cfg = &rt->cfg;
   HSR_CHECK(rt_config_resolve(cfg, hsr_boot_size(rt->boot), cluster_domain_size(cluster), &rt->S, &rt->R));
   rt->K = cfg->reshard == HSR_RT_RESHARD_PARTIAL ? cfg->partial_k : 0;
-  hsr_mesh_request req = {rt->S, rt->R, rt->K};
+  mesh_request req = {rt->S, rt->R, rt->K};
   HSR_CHECK(mesh_plan(cluster, &req, &rt->mesh));
   if (hsr_mesh_shard(rt->mesh) != rt->S || hsr_mesh_replicate(rt->mesh) != rt->R)
     return hsr_error(HSR_ERR_INTERNAL, "runtime: mesh planner returned %d x %d for a %d x %d request",
@@ -220,7 +220,7 @@ static hsr_status group_params(hsr_rt *rt) {
   rt->ubeg = calloc((size_t)rt->nunits + 1, sizeof(int));
   rt->uparam = malloc((size_t)(np ? np : 1) * sizeof(int));
   if (!rt->ubeg || !rt->uparam) return hsr_error(HSR_ERR_NOMEM, "runtime: out of memory");
-  hsr_rt_param_info pi;
+  rt_param_info pi;
   for (int i = 0; i < np; i++) {
     HSR_CHECK(rt_layout_param(rt->layout, i, &pi));
     rt->ubeg[pi.unit + 1]++;
@@ -250,10 +250,10 @@ static hsr_status make_schedule(hsr_rt *rt) {
 
 /* SETUP: the unit's persistent buffers (taken by the interpreter), zeroed
  * (host memory, offload's, by the host: nothing is queued on it yet). */
-hsr_status rt_x_setup(void *ctx, const hsr_sched_action *a) {
+hsr_status rt_x_setup(void *ctx, const sched_action *a) {
   hsr_rt *rt = ctx;
   for (int k = HSR_SCHED_BUF_MASTER; k <= HSR_SCHED_BUF_LAST_HELD; k++) {
-    hsr_sched_buf b = (hsr_sched_buf)k;
+    sched_buf b = (sched_buf)k;
     if (!sched_holds(rt->sched, b)) continue;
     void *p = rt_buf(rt, a->unit, b);
     size_t bytes = sched_buf_bytes(rt->sched, b, a->unit);
@@ -279,7 +279,7 @@ static hsr_status commit(hsr_rt *rt) {
   HSR_CHECK(make_schedule(rt));
   HSR_CHECK(rt_dev_units(rt->dv, rt->nunits));
   HSR_CHECK(rt_off_open(rt));
-  const hsr_sched_action *acts;
+  const sched_action *acts;
   int n;
   HSR_CHECK(sched_setup(rt->sched, &acts, &n));
   HSR_CHECK(rt_run(rt, acts, n));
@@ -312,7 +312,7 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
   if (!rt || !name || !values) return hsr_error(HSR_ERR_INVALID, "hsr_rt_param_init: NULL argument");
   HSR_CHECK(hsr_rt_commit(rt));
   if (rt->step > 0) return hsr_error(HSR_ERR_STATE, "parameter '%s' initialized after training started", name);
-  hsr_rt_param_info p;
+  rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
   rt_unit *u = &rt->units[p.unit];
   float *master = rt_master(rt, p.unit);
@@ -344,7 +344,7 @@ hsr_status hsr_rt_param_init(hsr_rt *rt, const char *name, const float *values) 
 hsr_status rt_param_read(hsr_rt *rt, const char *name, float *out) {
   if (!rt || !name || !out) return hsr_error(HSR_ERR_INVALID, "rt_param_read: NULL argument");
   HSR_CHECK(hsr_rt_commit(rt));
-  hsr_rt_param_info p;
+  rt_param_info p;
   HSR_CHECK(rt_find_param(rt, name, &p));
   /* device: out is host memory; drain the queued updates first (not a steady-state call) */
   HSR_CHECK(rt_dev_quiesce(rt->dv));
@@ -391,7 +391,7 @@ hsr_status rt_gather_pieces(hsr_rt *rt, int ui, const float *piece, hsr_stream *
 }
 
 /* ---- getters ---- */
-const hsr_rt_layout *rt_get_layout(const hsr_rt *rt) { return rt ? rt->layout : NULL; }
+const rt_layout *rt_get_layout(const hsr_rt *rt) { return rt ? rt->layout : NULL; }
 const hsr_mesh *hsr_rt_get_mesh(const hsr_rt *rt) { return rt ? rt->mesh : NULL; }
 hsr_comm *hsr_rt_world(hsr_rt *rt) { return rt ? rt->world : NULL; }
 hsr_device *hsr_rt_device(hsr_rt *rt) { return rt ? rt->dev : NULL; }
@@ -404,7 +404,7 @@ int hsr_rt_dp_rank(const hsr_rt *rt) { return rt ? (rt->cfg.outer_rank * rt->R +
 int hsr_rt_dp_size(const hsr_rt *rt) {
   return rt ? (rt->cfg.outer_replicas > 0 ? rt->cfg.outer_replicas : 1) * rt->R * rt->S : 0;
 }
-hsr_status rt_get_stats(const hsr_rt *rt, hsr_rt_stats *out) {
+hsr_status rt_get_stats(const hsr_rt *rt, rt_stats *out) {
   if (!rt || !out) return hsr_error(HSR_ERR_INVALID, "rt_get_stats: NULL argument");
   *out = rt->stats;
   return HSR_OK;

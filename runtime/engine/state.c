@@ -82,7 +82,7 @@ hsr_status rt_state_idle(hsr_rt *rt, const char *what, int need_sharded) {
                        "checkpoint %s: unit '%s' ran %d backward pass(es) of a step not yet taken (gradients are not "
                        "saved); call it after hsr_rt_step",
                        what, un->name, sched_micro(rt->sched, u));
-    hsr_sched_state s = sched_state_of(rt->sched, u);
+    sched_state s = sched_state_of(rt->sched, u);
     if (need_sharded && rt->sh.params && s != HSR_SCHED_SHARDED)
       return hsr_error(HSR_ERR_STATE,
                        "checkpoint %s: unit '%s' is %s (a gather issued at the end of the last step); load before "

@@ -27,7 +27,7 @@ typedef enum rt_state_kind {
  * device's backend. */
 typedef struct rt_state_info {
   const hsr_rt_config *cfg;
-  const hsr_rt_layout *layout;
+  const rt_layout *layout;
   const hsr_mesh *mesh;
   hsr_boot *boot;
   hsr_comm *world, *rep;

@@ -9,7 +9,7 @@
 struct hsr_ledger {
   uint64_t cur[HSR_MEM_CAT_COUNT], peak[HSR_MEM_CAT_COUNT];
   uint64_t total, total_peak, runtime, runtime_peak, transient, transient_peak, host, host_peak;
-  hsr_ledger_where now, total_where, runtime_where;
+  ledger_where now, total_where, runtime_where;
 };
 
 static const char *const cat_names[HSR_MEM_CAT_COUNT] = {
@@ -18,10 +18,10 @@ static const char *const cat_names[HSR_MEM_CAT_COUNT] = {
     "host_master",   "host_moment_m",      "host_moment_v",  "host_grad_shard", "host_staging"};
 static const char *const phase_names[HSR_PHASE_COUNT] = {"init", "forward", "backward", "reduce", "step", "checkpoint", "recompute"};
 
-int mem_cat_persistent(hsr_mem_cat cat) { return cat <= HSR_MEM_MOMENT_V || mem_cat_host(cat); }
-int mem_cat_host(hsr_mem_cat cat) { return cat >= HSR_MEM_HOST_MASTER && cat < HSR_MEM_CAT_COUNT; }
-const char *mem_cat_name(hsr_mem_cat cat) { return (unsigned)cat < HSR_MEM_CAT_COUNT ? cat_names[cat] : "?"; }
-const char *phase_name(hsr_phase p) { return (unsigned)p < HSR_PHASE_COUNT ? phase_names[p] : "?"; }
+int mem_cat_persistent(mem_cat cat) { return cat <= HSR_MEM_MOMENT_V || mem_cat_host(cat); }
+int mem_cat_host(mem_cat cat) { return cat >= HSR_MEM_HOST_MASTER && cat < HSR_MEM_CAT_COUNT; }
+const char *mem_cat_name(mem_cat cat) { return (unsigned)cat < HSR_MEM_CAT_COUNT ? cat_names[cat] : "?"; }
+const char *phase_name(ledger_phase p) { return (unsigned)p < HSR_PHASE_COUNT ? phase_names[p] : "?"; }
 
 hsr_status ledger_create(hsr_ledger **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "ledger_create: out is NULL");
@@ -44,11 +44,11 @@ hsr_status ledger_reset(hsr_ledger *l) {
 
 /* Returned from the caller at once: a check whose status the caller tests
  * leaves gcc a path that indexes with the bad category, which it warns about. */
-static hsr_status bad_cat(hsr_mem_cat cat) {
+static hsr_status bad_cat(mem_cat cat) {
   return hsr_error(HSR_ERR_INVALID, "ledger: unknown category %d (valid: 0 to %d)", (int)cat, HSR_MEM_CAT_COUNT - 1);
 }
 
-hsr_status ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
+hsr_status ledger_alloc(hsr_ledger *l, mem_cat cat, size_t bytes) {
   if (!l) return HSR_OK; /* a runtime without a ledger records nothing */
   if ((unsigned)cat >= HSR_MEM_CAT_COUNT) return bad_cat(cat);
   l->cur[cat] += bytes;
@@ -77,7 +77,7 @@ hsr_status ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
   return HSR_OK;
 }
 
-hsr_status ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes) {
+hsr_status ledger_release(hsr_ledger *l, mem_cat cat, size_t bytes) {
   if (!l) return HSR_OK;
   if ((unsigned)cat >= HSR_MEM_CAT_COUNT) return bad_cat(cat);
   if (bytes > l->cur[cat])
@@ -99,7 +99,7 @@ hsr_status hsr_ledger_note(hsr_ledger *l, int64_t delta) {
   return ledger_release(l, HSR_MEM_ACTIVATION, (size_t)(-delta));
 }
 
-hsr_status ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step) {
+hsr_status ledger_set_phase(hsr_ledger *l, ledger_phase phase, int unit, int64_t step) {
   if (!l) return HSR_OK;
   if ((unsigned)phase >= HSR_PHASE_COUNT) return hsr_error(HSR_ERR_INVALID, "ledger: unknown phase %d", (int)phase);
   l->now.phase = phase;
@@ -108,16 +108,16 @@ hsr_status ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t st
   return HSR_OK;
 }
 
-uint64_t ledger_current(const hsr_ledger *l, hsr_mem_cat cat) {
+uint64_t ledger_current(const hsr_ledger *l, mem_cat cat) {
   return (unsigned)cat < HSR_MEM_CAT_COUNT ? l->cur[cat] : 0;
 }
-uint64_t ledger_peak(const hsr_ledger *l, hsr_mem_cat cat) {
+uint64_t ledger_peak(const hsr_ledger *l, mem_cat cat) {
   return (unsigned)cat < HSR_MEM_CAT_COUNT ? l->peak[cat] : 0;
 }
 uint64_t ledger_persistent(const hsr_ledger *l) {
   uint64_t s = 0;
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
-    if (mem_cat_persistent((hsr_mem_cat)c) && !mem_cat_host((hsr_mem_cat)c)) s += l->cur[c];
+    if (mem_cat_persistent((mem_cat)c) && !mem_cat_host((mem_cat)c)) s += l->cur[c];
   return s;
 }
 uint64_t ledger_host(const hsr_ledger *l) { return l->host; }
@@ -125,8 +125,8 @@ uint64_t ledger_host_peak(const hsr_ledger *l) { return l->host_peak; }
 uint64_t ledger_transient_peak(const hsr_ledger *l) { return l->transient_peak; }
 uint64_t ledger_total_peak(const hsr_ledger *l) { return l->total_peak; }
 uint64_t ledger_runtime_peak(const hsr_ledger *l) { return l->runtime_peak; }
-hsr_ledger_where ledger_total_peak_where(const hsr_ledger *l) { return l->total_where; }
-hsr_ledger_where ledger_runtime_peak_where(const hsr_ledger *l) { return l->runtime_where; }
+ledger_where ledger_total_peak_where(const hsr_ledger *l) { return l->total_where; }
+ledger_where ledger_runtime_peak_where(const hsr_ledger *l) { return l->runtime_where; }
 
 static void fmt_bytes(char *buf, size_t n, uint64_t b) {
   if (b >= (1ull << 30))
@@ -144,7 +144,7 @@ hsr_status ledger_print(const hsr_ledger *m, const hsr_ledger *p, double nparams
   char a[32], b[32], c[32];
   fprintf(f, "%-20s %-11s %12s %12s%s\n", "category", "kind", "current", "peak", p ? "   predicted peak" : "");
   for (int i = 0; i < HSR_MEM_CAT_COUNT; i++) {
-    hsr_mem_cat cat = (hsr_mem_cat)i;
+    mem_cat cat = (mem_cat)i;
     if (!m->peak[i] && !(p && p->peak[i])) continue;
     fmt_bytes(a, sizeof a, m->cur[i]);
     fmt_bytes(b, sizeof b, m->peak[i]);
@@ -169,7 +169,7 @@ hsr_status ledger_print(const hsr_ledger *m, const hsr_ledger *p, double nparams
   }
   fmt_bytes(a, sizeof a, m->transient_peak);
   fprintf(f, "transient peak       %s\n", a);
-  hsr_ledger_where w = m->runtime_where;
+  ledger_where w = m->runtime_where;
   fmt_bytes(a, sizeof a, m->runtime_peak);
   fprintf(f, "runtime peak         %s in %s", a, phase_names[w.phase]);
   if (w.unit >= 0) fprintf(f, " of unit %d", w.unit);
@@ -186,7 +186,7 @@ hsr_status ledger_print(const hsr_ledger *m, const hsr_ledger *p, double nparams
   return HSR_OK;
 }
 
-static cJSON *where_json(hsr_ledger_where w) {
+static cJSON *where_json(ledger_where w) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "phase", phase_names[w.phase]);
   cJSON_AddNumberToObject(o, "unit", w.unit);
@@ -199,8 +199,8 @@ hsr_status ledger_json(const hsr_ledger *l, char **out) {
   cJSON *root = cJSON_CreateObject(), *cats = cJSON_AddObjectToObject(root, "categories");
   for (int i = 0; i < HSR_MEM_CAT_COUNT; i++) {
     cJSON *c = cJSON_AddObjectToObject(cats, cat_names[i]);
-    cJSON_AddBoolToObject(c, "persistent", mem_cat_persistent((hsr_mem_cat)i));
-    cJSON_AddBoolToObject(c, "host", mem_cat_host((hsr_mem_cat)i));
+    cJSON_AddBoolToObject(c, "persistent", mem_cat_persistent((mem_cat)i));
+    cJSON_AddBoolToObject(c, "host", mem_cat_host((mem_cat)i));
     cJSON_AddNumberToObject(c, "current", (double)l->cur[i]);
     cJSON_AddNumberToObject(c, "peak", (double)l->peak[i]);
   }

@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-typedef enum hsr_mem_cat {
+typedef enum mem_cat {
   /* persistent */
   HSR_MEM_PARAM_SHARD = 0,
   HSR_MEM_GRAD_SHARD,
@@ -36,9 +36,9 @@ typedef enum hsr_mem_cat {
   HSR_MEM_HOST_GRAD_SHARD,
   HSR_MEM_HOST_STAGING, /* per unit: the reduced gradient copied down, the updated parameters before they go up */
   HSR_MEM_CAT_COUNT
-} hsr_mem_cat;
+} mem_cat;
 
-typedef enum hsr_phase {
+typedef enum ledger_phase {
   HSR_PHASE_INIT = 0,
   HSR_PHASE_FORWARD,
   HSR_PHASE_BACKWARD,
@@ -47,32 +47,32 @@ typedef enum hsr_phase {
   HSR_PHASE_CKPT,      /* inside hsr_ckpt_save / hsr_ckpt_load */
   HSR_PHASE_RECOMPUTE, /* between hsr_rt_recompute_begin and _end */
   HSR_PHASE_COUNT
-} hsr_phase;
+} ledger_phase;
 
 /* Where a peak happened. unit -1: not inside a unit. */
-typedef struct hsr_ledger_where {
-  hsr_phase phase;
+typedef struct ledger_where {
+  ledger_phase phase;
   int unit;
   int64_t step;
-} hsr_ledger_where;
+} ledger_where;
 hsr_status ledger_create(hsr_ledger **out);
 void ledger_free(hsr_ledger *l);
 hsr_status ledger_reset(hsr_ledger *l);
-hsr_status ledger_alloc(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
+hsr_status ledger_alloc(hsr_ledger *l, mem_cat cat, size_t bytes);
 
 /* Releasing more than is alive in the category is HSR_ERR_STATE (a bookkeeping bug). */
-hsr_status ledger_release(hsr_ledger *l, hsr_mem_cat cat, size_t bytes);
+hsr_status ledger_release(hsr_ledger *l, mem_cat cat, size_t bytes);
 
 /* The phase/unit/step that later allocations are attributed to. */
-hsr_status ledger_set_phase(hsr_ledger *l, hsr_phase phase, int unit, int64_t step);
-int mem_cat_persistent(hsr_mem_cat cat);
+hsr_status ledger_set_phase(hsr_ledger *l, ledger_phase phase, int unit, int64_t step);
+int mem_cat_persistent(mem_cat cat);
 /* 1 for the host categories (HSR_MEM_HOST_*), which the totals below leave
  * out: they count device memory (and the program's activations). */
-int mem_cat_host(hsr_mem_cat cat);
-const char *mem_cat_name(hsr_mem_cat cat); /* "param_shard", "full_unit", ... */
-const char *phase_name(hsr_phase p);       /* "init", "forward", ... */
-uint64_t ledger_current(const hsr_ledger *l, hsr_mem_cat cat);
-uint64_t ledger_peak(const hsr_ledger *l, hsr_mem_cat cat);
+int mem_cat_host(mem_cat cat);
+const char *mem_cat_name(mem_cat cat); /* "param_shard", "full_unit", ... */
+const char *phase_name(ledger_phase p);       /* "init", "forward", ... */
+uint64_t ledger_current(const hsr_ledger *l, mem_cat cat);
+uint64_t ledger_peak(const hsr_ledger *l, mem_cat cat);
 /* Host memory: current and peak over the host categories. */
 uint64_t ledger_host(const hsr_ledger *l);
 uint64_t ledger_host_peak(const hsr_ledger *l);
@@ -85,8 +85,8 @@ uint64_t ledger_total_peak(const hsr_ledger *l);
 
 /* Peak of the runtime's own allocations (every category but activations). */
 uint64_t ledger_runtime_peak(const hsr_ledger *l);
-hsr_ledger_where ledger_total_peak_where(const hsr_ledger *l);
-hsr_ledger_where ledger_runtime_peak_where(const hsr_ledger *l);
+ledger_where ledger_total_peak_where(const hsr_ledger *l);
+ledger_where ledger_runtime_peak_where(const hsr_ledger *l);
 
 /* A human table: measured, and `predicted` beside it when not NULL. nparams > 0
  * adds persistent bytes per parameter. */

@@ -44,67 +44,67 @@ extern "C" {
  * F64 I64 U64. */
 size_t st_dtype_size(const char *dtype);
 
-typedef struct hsr_st_tensor {
+typedef struct st_tensor {
   const char *name;
   const char *dtype;
   int ndim; /* 0 (a scalar) .. HSR_ST_MAX_DIMS */
   int64_t shape[HSR_ST_MAX_DIMS];
-} hsr_st_tensor;
+} st_tensor;
 
-typedef struct hsr_st_kv {
+typedef struct st_kv {
   const char *key, *value;
-} hsr_st_kv;
+} st_kv;
 
 /* ---- writer ---- */
-typedef struct hsr_st_writer hsr_st_writer;
+typedef struct st_writer st_writer;
 
 /* The header of these tensors (in this order) and metadata, padded: *out is
  * malloc'd, *len a multiple of 8 (the N of the file). */
-hsr_status st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta, char **out, size_t *len);
+hsr_status st_header(const st_tensor *t, int n, const st_kv *meta, int nmeta, char **out, size_t *len);
 /* Opens `path`'s temporary sibling and writes the length and the header. */
-hsr_status st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
-                     hsr_st_writer **out);
+hsr_status st_create(const char *path, const st_tensor *t, int n, const st_kv *meta, int nmeta,
+                     st_writer **out);
 /* The same over a stream the caller opened and names (the commit protocol's
  * staging, runtime/ckpt/ckpt_commit.c): the length and the header written
  * to f; st_end then checks every byte was written and frees w, leaving f
  * open (the caller flushes, syncs and renames it). label names f in errors. */
-hsr_status st_begin(FILE *f, const char *label, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
-                    hsr_st_writer **out);
-hsr_status st_end(hsr_st_writer *w);
+hsr_status st_begin(FILE *f, const char *label, const st_tensor *t, int n, const st_kv *meta, int nmeta,
+                    st_writer **out);
+hsr_status st_end(st_writer *w);
 /* Appends bytes of the tensors, in order (any chunking). */
-hsr_status st_write(hsr_st_writer *w, const void *data, size_t bytes);
+hsr_status st_write(st_writer *w, const void *data, size_t bytes);
 /* Checks every byte was written, syncs, renames into place; frees w. */
-hsr_status st_finish(hsr_st_writer *w);
+hsr_status st_finish(st_writer *w);
 /* Removes st_create's temporary file; frees w (NULL is fine). */
-void st_abort(hsr_st_writer *w);
+void st_abort(st_writer *w);
 
 /* ---- reader ---- */
-typedef struct hsr_st_file hsr_st_file;
+typedef struct st_file st_file;
 
-typedef struct hsr_st_info {
+typedef struct st_info {
   const char *name, *dtype; /* valid until st_close */
   size_t dtype_size;
   int ndim;
   int64_t shape[HSR_ST_MAX_DIMS];
   uint64_t numel, begin, end; /* end - begin = numel x dtype_size bytes */
-} hsr_st_info;
+} st_info;
 
 /* Opens and validates a file (reads only the header). */
-hsr_status st_open(const char *path, hsr_st_file **out);
+hsr_status st_open(const char *path, st_file **out);
 /* The same over a whole file held in memory (it must outlive the result);
  * `label` names it in errors. */
-hsr_status st_parse(const void *bytes, size_t len, const char *label, hsr_st_file **out);
-void st_close(hsr_st_file *f);
+hsr_status st_parse(const void *bytes, size_t len, const char *label, st_file **out);
+void st_close(st_file *f);
 /* Tensors in header order. */
-int st_count(const hsr_st_file *f);
-hsr_status st_info_at(const hsr_st_file *f, int i, hsr_st_info *out);
-hsr_status st_find(const hsr_st_file *f, const char *name, int *index);
+int st_count(const st_file *f);
+hsr_status st_info_at(const st_file *f, int i, st_info *out);
+hsr_status st_find(const st_file *f, const char *name, int *index);
 /* __metadata__: the value of a key (NULL when absent), and every pair in order. */
-const char *st_meta(const hsr_st_file *f, const char *key);
-int st_meta_count(const hsr_st_file *f);
-hsr_status st_meta_at(const hsr_st_file *f, int i, const char **key, const char **value);
+const char *st_meta(const st_file *f, const char *key);
+int st_meta_count(const st_file *f);
+hsr_status st_meta_at(const st_file *f, int i, const char **key, const char **value);
 /* Bytes [offset, offset + bytes) of tensor i's data. */
-hsr_status st_read(const hsr_st_file *f, int i, uint64_t offset, void *dst, size_t bytes);
+hsr_status st_read(const st_file *f, int i, uint64_t offset, void *dst, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -54,32 +54,32 @@ hsr_status st_parse_shard_size(const char *what, const char *s, uint64_t *out);
 hsr_status st_shard_plan(const uint64_t *bytes, int n, uint64_t max_bytes, int *shard, int *nshards);
 
 /* ---- reader ---- */
-typedef struct hsr_st_set hsr_st_set;
+typedef struct st_set st_set;
 
 /* The file `path` denotes: path itself when it is a file (an index when its
  * name ends in ".json"), else the index or model.safetensors of the
  * directory (neither or both: HSR_ERR_INVALID saying so). *file malloc'd. */
 hsr_status st_set_locate(const char *path, char **file, int *is_index);
 /* Opens and validates every file of the model (headers only). */
-hsr_status st_set_open(const char *path, hsr_st_set **out);
-void st_set_close(hsr_st_set *s);
+hsr_status st_set_open(const char *path, st_set **out);
+void st_set_close(st_set *s);
 /* Tensors: the files in name order, each in header order. */
-int st_set_count(const hsr_st_set *s);
-hsr_status st_set_info_at(const hsr_st_set *s, int i, hsr_st_info *out);
-hsr_status st_set_find(const hsr_st_set *s, const char *name, int *index);
+int st_set_count(const st_set *s);
+hsr_status st_set_info_at(const st_set *s, int i, st_info *out);
+hsr_status st_set_find(const st_set *s, const char *name, int *index);
 /* Bytes [offset, offset + bytes) of tensor i. */
-hsr_status st_set_read(const hsr_st_set *s, int i, uint64_t offset, void *dst, size_t bytes);
+hsr_status st_set_read(const st_set *s, int i, uint64_t offset, void *dst, size_t bytes);
 /* __metadata__ (the same in every shard). */
-const char *st_set_meta(const hsr_st_set *s, const char *key);
-int st_set_meta_count(const hsr_st_set *s);
-hsr_status st_set_meta_at(const hsr_st_set *s, int i, const char **key, const char **value);
+const char *st_set_meta(const st_set *s, const char *key);
+int st_set_meta_count(const st_set *s);
+hsr_status st_set_meta_at(const st_set *s, int i, const char **key, const char **value);
 /* The safetensors files (1 without an index), the one holding tensor i,
  * and the tensors' bytes. Strings valid until st_set_close. */
-int st_set_num_files(const hsr_st_set *s);
-const char *st_set_file_of(const hsr_st_set *s, int i);
-uint64_t st_set_total_bytes(const hsr_st_set *s);
+int st_set_num_files(const st_set *s);
+const char *st_set_file_of(const st_set *s, int i);
+uint64_t st_set_total_bytes(const st_set *s);
 /* What errors call it: the path given to st_set_open. */
-const char *st_set_label(const hsr_st_set *s);
+const char *st_set_label(const st_set *s);
 
 /* ---- the layout's names and index (the writer: runtime/ckpt/ckpt_export.h) ---- */
 /* Shard k's (0-based) file name of nshards: model-0000k-of-0000N.safetensors,
@@ -91,7 +91,7 @@ int st_shard_like(const char *name);
  * save_pretrained writes it: {"metadata": {"total_size": N}, "weight_map":
  * {...}} through json.dumps(indent=2, sort_keys=True) + "\n", names in
  * ASCII (\uXXXX beyond). *text malloc'd. */
-hsr_status st_index_text(const hsr_st_tensor *t, const int *shard, int n, int nshards, char **text, size_t *len);
+hsr_status st_index_text(const st_tensor *t, const int *shard, int n, int nshards, char **text, size_t *len);
 
 #ifdef __cplusplus
 }

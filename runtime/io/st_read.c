@@ -24,7 +24,7 @@ typedef struct entry {
   uint64_t numel, begin, end;
 } entry;
 
-struct hsr_st_file {
+struct st_file {
   char *label;
   int fd;              /* -1: in memory */
   const uint8_t *mem;  /* the whole file, in memory */
@@ -35,7 +35,7 @@ struct hsr_st_file {
   int nm;
 };
 
-void st_close(hsr_st_file *f) {
+void st_close(st_file *f) {
   if (!f) return;
   if (f->fd >= 0) close(f->fd);
   for (int i = 0; i < f->n; i++) free(f->t[i].name);
@@ -45,8 +45,8 @@ void st_close(hsr_st_file *f) {
 }
 
 #define BAD(...) return bad(f, __VA_ARGS__)
-static hsr_status bad(const hsr_st_file *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static hsr_status bad(const hsr_st_file *f, const char *fmt, ...) {
+static hsr_status bad(const st_file *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static hsr_status bad(const st_file *f, const char *fmt, ...) {
   char msg[768];
   va_list ap;
   va_start(ap, fmt);
@@ -64,7 +64,7 @@ static int as_u64(const cJSON *v, uint64_t *out) {
   return 1;
 }
 
-static hsr_status parse_meta(hsr_st_file *f, const cJSON *m) {
+static hsr_status parse_meta(st_file *f, const cJSON *m) {
   if (!cJSON_IsObject(m)) BAD("__metadata__ is not an object (it must map strings to strings)");
   int n = cJSON_GetArraySize(m);
   f->mk = calloc((size_t)n + 1, sizeof(char *));
@@ -82,7 +82,7 @@ static hsr_status parse_meta(hsr_st_file *f, const cJSON *m) {
   return HSR_OK;
 }
 
-static hsr_status parse_entry(hsr_st_file *f, const cJSON *o, entry *e) {
+static hsr_status parse_entry(st_file *f, const cJSON *o, entry *e) {
   const char *nm = o->string;
   if (!cJSON_IsObject(o)) BAD("tensor '%s' is not an object {\"dtype\", \"shape\", \"data_offsets\"}", nm);
   const cJSON *dt = NULL, *sh = NULL, *off = NULL;
@@ -135,7 +135,7 @@ static int by_offset(const void *a, const void *b) {
 }
 
 /* No duplicates, no holes, no overlaps, the buffer covered exactly. */
-static hsr_status check_cover(hsr_st_file *f) {
+static hsr_status check_cover(st_file *f) {
   uint64_t buf = f->size - f->data;
   entry **s = malloc(((size_t)f->n + 1) * sizeof *s);
   if (!s) return hsr_error(HSR_ERR_NOMEM, "safetensors: out of memory");
@@ -161,7 +161,7 @@ static hsr_status check_cover(hsr_st_file *f) {
 }
 
 /* Validates header bytes h[0..n) of a file of `size` bytes. */
-static hsr_status parse_header(hsr_st_file *f, const char *h, size_t n) {
+static hsr_status parse_header(st_file *f, const char *h, size_t n) {
   if (n < 2 || h[0] != '{') BAD("the header does not start with '{' (byte 8 of the file)");
   size_t at;
   if (!st_utf8_valid((const unsigned char *)h, n, &at)) BAD("the header is not valid UTF-8 (header byte %zu)", at);
@@ -203,7 +203,7 @@ static hsr_status parse_header(hsr_st_file *f, const char *h, size_t n) {
 }
 
 /* The length field and the header's place in a file of f->size bytes. */
-static hsr_status check_length(hsr_st_file *f, const uint8_t le[8], uint64_t *n) {
+static hsr_status check_length(st_file *f, const uint8_t le[8], uint64_t *n) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = (v << 8) | le[i];
   if (v > HSR_ST_HEADER_MAX)
@@ -216,9 +216,9 @@ static hsr_status check_length(hsr_st_file *f, const uint8_t le[8], uint64_t *n)
   return HSR_OK;
 }
 
-static hsr_status new_file(const char *label, hsr_st_file **out) {
+static hsr_status new_file(const char *label, st_file **out) {
   *out = NULL; /* set on the error path too: the compiler cannot see hsr_error is never HSR_OK */
-  hsr_st_file *f = calloc(1, sizeof *f);
+  st_file *f = calloc(1, sizeof *f);
   if (!f || !(f->label = strdup(label ? label : "(memory)"))) {
     free(f);
     return hsr_error(HSR_ERR_NOMEM, "safetensors: out of memory");
@@ -228,9 +228,9 @@ static hsr_status new_file(const char *label, hsr_st_file **out) {
   return HSR_OK;
 }
 
-hsr_status st_parse(const void *bytes, size_t len, const char *label, hsr_st_file **out) {
+hsr_status st_parse(const void *bytes, size_t len, const char *label, st_file **out) {
   if (!out || (len && !bytes)) return hsr_error(HSR_ERR_INVALID, "st_parse: NULL argument");
-  hsr_st_file *f;
+  st_file *f;
   HSR_CHECK(new_file(label, &f));
   f->mem = bytes;
   f->size = len;
@@ -246,7 +246,7 @@ hsr_status st_parse(const void *bytes, size_t len, const char *label, hsr_st_fil
   return HSR_OK;
 }
 
-static hsr_status read_at(const hsr_st_file *f, void *dst, size_t n, uint64_t off) {
+static hsr_status read_at(const st_file *f, void *dst, size_t n, uint64_t off) {
   if (f->fd < 0) {
     memcpy(dst, f->mem + off, n);
     return HSR_OK;
@@ -262,10 +262,10 @@ static hsr_status read_at(const hsr_st_file *f, void *dst, size_t n, uint64_t of
   return HSR_OK;
 }
 
-hsr_status st_open(const char *path, hsr_st_file **out) {
+hsr_status st_open(const char *path, st_file **out) {
   if (!path || !out) return hsr_error(HSR_ERR_INVALID, "st_open: NULL argument");
   *out = NULL;
-  hsr_st_file *f;
+  st_file *f;
   HSR_CHECK(new_file(path, &f));
   struct stat sb;
   hsr_status st = HSR_OK;
@@ -293,9 +293,9 @@ hsr_status st_open(const char *path, hsr_st_file **out) {
   return HSR_OK;
 }
 
-int st_count(const hsr_st_file *f) { return f ? f->n : 0; }
+int st_count(const st_file *f) { return f ? f->n : 0; }
 
-hsr_status st_info_at(const hsr_st_file *f, int i, hsr_st_info *out) {
+hsr_status st_info_at(const st_file *f, int i, st_info *out) {
   if (!f || !out || i < 0 || i >= f->n)
     return hsr_error(HSR_ERR_INVALID, "st_info_at: tensor %d of %d", i, f ? f->n : 0);
   const entry *e = &f->t[i];
@@ -305,7 +305,7 @@ hsr_status st_info_at(const hsr_st_file *f, int i, hsr_st_info *out) {
   return HSR_OK;
 }
 
-hsr_status st_find(const hsr_st_file *f, const char *name, int *index) {
+hsr_status st_find(const st_file *f, const char *name, int *index) {
   if (!f || !name || !index) return hsr_error(HSR_ERR_INVALID, "st_find: NULL argument");
   for (int i = 0; i < f->n; i++)
     if (!strcmp(f->t[i].name, name)) {
@@ -315,22 +315,22 @@ hsr_status st_find(const hsr_st_file *f, const char *name, int *index) {
   return hsr_error(HSR_ERR_NOT_FOUND, "safetensors '%s': no tensor '%s'", f->label, name);
 }
 
-const char *st_meta(const hsr_st_file *f, const char *key) {
+const char *st_meta(const st_file *f, const char *key) {
   for (int i = 0; f && key && i < f->nm; i++)
     if (!strcmp(f->mk[i], key)) return f->mv[i];
   return NULL;
 }
 
-int st_meta_count(const hsr_st_file *f) { return f ? f->nm : 0; }
+int st_meta_count(const st_file *f) { return f ? f->nm : 0; }
 
-hsr_status st_meta_at(const hsr_st_file *f, int i, const char **key, const char **value) {
+hsr_status st_meta_at(const st_file *f, int i, const char **key, const char **value) {
   if (!f || i < 0 || i >= f->nm || !key || !value)
     return hsr_error(HSR_ERR_INVALID, "st_meta_at: pair %d of %d", i, f ? f->nm : 0);
   *key = f->mk[i], *value = f->mv[i];
   return HSR_OK;
 }
 
-hsr_status st_read(const hsr_st_file *f, int i, uint64_t offset, void *dst, size_t bytes) {
+hsr_status st_read(const st_file *f, int i, uint64_t offset, void *dst, size_t bytes) {
   if (!f || i < 0 || i >= f->n || (bytes && !dst))
     return hsr_error(HSR_ERR_INVALID, "st_read: tensor %d of %d", i, f ? f->n : 0);
   const entry *e = &f->t[i];

@@ -22,13 +22,13 @@ typedef struct set_tensor {
 } set_tensor;
 
 typedef struct named {
-  const char *name; /* owned by its shard's hsr_st_file */
+  const char *name; /* owned by its shard's st_file */
   int i;
 } named;
 
-struct hsr_st_set {
+struct st_set {
   char *label;
-  hsr_st_file **f;
+  st_file **f;
   char **fname; /* plain names in the directory (the file itself without an index) */
   int nf;
   set_tensor *t;
@@ -89,7 +89,7 @@ hsr_status st_set_locate(const char *path, char **file, int *is_index) {
   return st;
 }
 
-void st_set_close(hsr_st_set *s) {
+void st_set_close(st_set *s) {
   if (!s) return;
   for (int i = 0; i < s->nf; i++) {
     st_close(s->f ? s->f[i] : NULL);
@@ -100,8 +100,8 @@ void st_set_close(hsr_st_set *s) {
 }
 
 #define IBAD(...) return ibad(s, __VA_ARGS__)
-static hsr_status ibad(const hsr_st_set *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static hsr_status ibad(const hsr_st_set *s, const char *fmt, ...) {
+static hsr_status ibad(const st_set *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static hsr_status ibad(const st_set *s, const char *fmt, ...) {
   char m[768];
   va_list ap;
   va_start(ap, fmt);
@@ -136,8 +136,8 @@ static const wm_entry *wm_find(const wm_entry *e, int n, const char *name) {
   return bsearch(&k, e, (size_t)n, sizeof *e, wm_cmp);
 }
 
-static hsr_status same_meta(const hsr_st_set *s, int a, int b) {
-  const hsr_st_file *x = s->f[a], *y = s->f[b];
+static hsr_status same_meta(const st_set *s, int a, int b) {
+  const st_file *x = s->f[a], *y = s->f[b];
   int n = st_meta_count(x);
   for (int i = 0; i < n; i++) {
     const char *k, *v, *w;
@@ -153,7 +153,7 @@ static hsr_status same_meta(const hsr_st_set *s, int a, int b) {
 }
 
 /* The shards the map names, opened; every tensor where the map says. */
-static hsr_status open_shards(hsr_st_set *s, const char *dir, wm_entry *e, int n) {
+static hsr_status open_shards(st_set *s, const char *dir, wm_entry *e, int n) {
   const char **names = malloc(((size_t)n + 1) * sizeof *names);
   if (!names) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   for (int i = 0; i < n; i++) names[i] = e[i].file;
@@ -195,7 +195,7 @@ static hsr_status open_shards(hsr_st_set *s, const char *dir, wm_entry *e, int n
     free(p);
     /* every tensor of the shard is one the map puts there */
     for (int j = 0; st == HSR_OK && j < st_count(s->f[i]); j++) {
-      hsr_st_info in;
+      st_info in;
       st_info_at(s->f[i], j, &in);
       const wm_entry *w = wm_find(e, n, in.name);
       if (!w)
@@ -217,7 +217,7 @@ static hsr_status open_shards(hsr_st_set *s, const char *dir, wm_entry *e, int n
   return st;
 }
 
-static hsr_status parse_index(hsr_st_set *s, const char *file) {
+static hsr_status parse_index(st_set *s, const char *file) {
   char *text = NULL;
   size_t len = 0;
   int fd;
@@ -302,7 +302,7 @@ static hsr_status parse_index(hsr_st_set *s, const char *file) {
   if (st == HSR_OK) {
     for (int i = 0; i < s->nf; i++)
       for (int j = 0; j < st_count(s->f[i]); j++) {
-        hsr_st_info in;
+        st_info in;
         st_info_at(s->f[i], j, &in);
         s->total += in.end - in.begin;
       }
@@ -314,7 +314,7 @@ static hsr_status parse_index(hsr_st_set *s, const char *file) {
 }
 
 /* The tensor list (files in name order, header order in each) and the name lookup. */
-static hsr_status list_tensors(hsr_st_set *s) {
+static hsr_status list_tensors(st_set *s) {
   for (int i = 0; i < s->nf; i++) s->n += st_count(s->f[i]);
   s->t = calloc((size_t)s->n + 1, sizeof *s->t);
   s->by_name = calloc((size_t)s->n + 1, sizeof *s->by_name);
@@ -322,7 +322,7 @@ static hsr_status list_tensors(hsr_st_set *s) {
   int k = 0;
   for (int i = 0; i < s->nf; i++)
     for (int j = 0; j < st_count(s->f[i]); j++, k++) {
-      hsr_st_info in;
+      st_info in;
       st_info_at(s->f[i], j, &in);
       s->t[k] = (set_tensor){i, j};
       s->by_name[k] = (named){in.name, k};
@@ -337,13 +337,13 @@ static hsr_status list_tensors(hsr_st_set *s) {
   return HSR_OK;
 }
 
-hsr_status st_set_open(const char *path, hsr_st_set **out) {
+hsr_status st_set_open(const char *path, st_set **out) {
   if (!path || !out) return hsr_error(HSR_ERR_INVALID, "st_set_open: NULL argument");
   *out = NULL;
   char *file = NULL;
   int is_index = 0;
   HSR_CHECK(st_set_locate(path, &file, &is_index));
-  hsr_st_set *s = calloc(1, sizeof *s);
+  st_set *s = calloc(1, sizeof *s);
   hsr_status st = s && (s->label = strdup(file)) ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK && is_index) {
     st = parse_index(s, file);
@@ -353,7 +353,7 @@ hsr_status st_set_open(const char *path, hsr_st_set **out) {
     if (!s->f || !s->fname || !(s->fname[0] = strdup(file))) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
     if (st == HSR_OK) s->nf = 1, st = st_open(file, &s->f[0]);
     for (int j = 0; st == HSR_OK && j < st_count(s->f[0]); j++) {
-      hsr_st_info in;
+      st_info in;
       st_info_at(s->f[0], j, &in);
       s->total += in.end - in.begin;
     }
@@ -368,15 +368,15 @@ hsr_status st_set_open(const char *path, hsr_st_set **out) {
   return HSR_OK;
 }
 
-int st_set_count(const hsr_st_set *s) { return s ? s->n : 0; }
+int st_set_count(const st_set *s) { return s ? s->n : 0; }
 
-hsr_status st_set_info_at(const hsr_st_set *s, int i, hsr_st_info *out) {
+hsr_status st_set_info_at(const st_set *s, int i, st_info *out) {
   if (!s || !out || i < 0 || i >= s->n)
     return hsr_error(HSR_ERR_INVALID, "st_set_info_at: tensor %d of %d", i, s ? s->n : 0);
   return st_info_at(s->f[s->t[i].file], s->t[i].idx, out);
 }
 
-hsr_status st_set_find(const hsr_st_set *s, const char *name, int *index) {
+hsr_status st_set_find(const st_set *s, const char *name, int *index) {
   if (!s || !name || !index) return hsr_error(HSR_ERR_INVALID, "st_set_find: NULL argument");
   named k = {name, 0};
   const named *hit = s->n ? bsearch(&k, s->by_name, (size_t)s->n, sizeof k, named_cmp) : NULL;
@@ -387,26 +387,26 @@ hsr_status st_set_find(const hsr_st_set *s, const char *name, int *index) {
   return hsr_error(HSR_ERR_NOT_FOUND, "safetensors '%s': no tensor '%s'", s->label, name);
 }
 
-hsr_status st_set_read(const hsr_st_set *s, int i, uint64_t offset, void *dst, size_t bytes) {
+hsr_status st_set_read(const st_set *s, int i, uint64_t offset, void *dst, size_t bytes) {
   if (!s || i < 0 || i >= s->n) return hsr_error(HSR_ERR_INVALID, "st_set_read: tensor %d of %d", i, s ? s->n : 0);
   return st_read(s->f[s->t[i].file], s->t[i].idx, offset, dst, bytes);
 }
 
-const char *st_set_meta(const hsr_st_set *s, const char *key) { return s && s->nf ? st_meta(s->f[0], key) : NULL; }
+const char *st_set_meta(const st_set *s, const char *key) { return s && s->nf ? st_meta(s->f[0], key) : NULL; }
 
-int st_set_meta_count(const hsr_st_set *s) { return s && s->nf ? st_meta_count(s->f[0]) : 0; }
+int st_set_meta_count(const st_set *s) { return s && s->nf ? st_meta_count(s->f[0]) : 0; }
 
-hsr_status st_set_meta_at(const hsr_st_set *s, int i, const char **key, const char **value) {
+hsr_status st_set_meta_at(const st_set *s, int i, const char **key, const char **value) {
   if (!s || !s->nf) return hsr_error(HSR_ERR_INVALID, "st_set_meta_at: no file");
   return st_meta_at(s->f[0], i, key, value);
 }
 
-int st_set_num_files(const hsr_st_set *s) { return s ? s->nf : 0; }
+int st_set_num_files(const st_set *s) { return s ? s->nf : 0; }
 
-const char *st_set_file_of(const hsr_st_set *s, int i) {
+const char *st_set_file_of(const st_set *s, int i) {
   return s && i >= 0 && i < s->n ? s->fname[s->t[i].file] : NULL;
 }
 
-uint64_t st_set_total_bytes(const hsr_st_set *s) { return s ? s->total : 0; }
+uint64_t st_set_total_bytes(const st_set *s) { return s ? s->total : 0; }
 
-const char *st_set_label(const hsr_st_set *s) { return s ? s->label : NULL; }
+const char *st_set_label(const st_set *s) { return s ? s->label : NULL; }

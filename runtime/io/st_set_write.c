@@ -129,7 +129,7 @@ static void put_json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-hsr_status st_index_text(const hsr_st_tensor *t, const int *shard, int n, int nshards, char **text, size_t *len) {
+hsr_status st_index_text(const st_tensor *t, const int *shard, int n, int nshards, char **text, size_t *len) {
   if (n < 0 || (n && (!t || !shard)) || !text || !len) return hsr_error(HSR_ERR_INVALID, "st_index_text: bad arguments");
   *text = NULL;
   wm_row *ord = malloc(((size_t)n + 1) * sizeof *ord);

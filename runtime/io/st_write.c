@@ -130,7 +130,7 @@ static hsr_status check_text(const char *s, const char *what) {
 }
 
 /* Validates the tensors and metadata; *buffer = bytes of all tensors. */
-static hsr_status check_entries(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta, uint64_t *buffer) {
+static hsr_status check_entries(const st_tensor *t, int n, const st_kv *meta, int nmeta, uint64_t *buffer) {
   if (n < 0 || nmeta < 0 || (n && !t) || (nmeta && !meta))
     return hsr_error(HSR_ERR_INVALID, "safetensors: %d tensors, %d metadata pairs: bad arguments", n, nmeta);
   uint64_t off = 0;
@@ -172,7 +172,7 @@ static hsr_status check_entries(const hsr_st_tensor *t, int n, const hsr_st_kv *
   return HSR_OK;
 }
 
-hsr_status st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta, char **out, size_t *len) {
+hsr_status st_header(const st_tensor *t, int n, const st_kv *meta, int nmeta, char **out, size_t *len) {
   if (!out || !len) return hsr_error(HSR_ERR_INVALID, "st_header: NULL output");
   uint64_t total;
   HSR_CHECK(check_entries(t, n, meta, nmeta, &total));
@@ -222,35 +222,35 @@ hsr_status st_header(const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int n
 }
 
 /* ---- the streaming writer ---- */
-struct hsr_st_writer {
-  hsr_out out; /* st_create's: whole or not at all; a device or a FIFO in place, never renamed over */
+struct st_writer {
+  sys_out out; /* st_create's: whole or not at all; a device or a FIFO in place, never renamed over */
   int own;     /* whether out is ours (st_create) or f the caller's (st_begin) */
   FILE *f;
   char *path;
   uint64_t total, written;
 };
 
-static void writer_free(hsr_st_writer *w) {
+static void writer_free(st_writer *w) {
   free(w->path);
   free(w);
 }
 
-void st_abort(hsr_st_writer *w) {
+void st_abort(st_writer *w) {
   if (!w) return;
   if (w->own) out_abort(&w->out);
   writer_free(w);
 }
 
 /* The writer of these tensors over f, the length and the header written. */
-static hsr_status begin(FILE *f, const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
-                        hsr_st_writer **out) {
+static hsr_status begin(FILE *f, const char *path, const st_tensor *t, int n, const st_kv *meta, int nmeta,
+                        st_writer **out) {
   *out = NULL;
   char *hdr;
   size_t hlen;
   HSR_CHECK(st_header(t, n, meta, nmeta, &hdr, &hlen));
   uint64_t total;
   HSR_CHECK(check_entries(t, n, meta, nmeta, &total));
-  hsr_st_writer *w = calloc(1, sizeof *w);
+  st_writer *w = calloc(1, sizeof *w);
   if (w) w->path = strdup(path);
   if (!w || !w->path) {
     free(hdr);
@@ -272,19 +272,19 @@ static hsr_status begin(FILE *f, const char *path, const hsr_st_tensor *t, int n
   return HSR_OK;
 }
 
-hsr_status st_begin(FILE *f, const char *label, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
-                    hsr_st_writer **out) {
+hsr_status st_begin(FILE *f, const char *label, const st_tensor *t, int n, const st_kv *meta, int nmeta,
+                    st_writer **out) {
   if (!f || !label || !out) return hsr_error(HSR_ERR_INVALID, "st_begin: NULL argument");
   return begin(f, label, t, n, meta, nmeta, out);
 }
 
-hsr_status st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_st_kv *meta, int nmeta,
-                     hsr_st_writer **out) {
+hsr_status st_create(const char *path, const st_tensor *t, int n, const st_kv *meta, int nmeta,
+                     st_writer **out) {
   if (!path || !out) return hsr_error(HSR_ERR_INVALID, "st_create: NULL argument");
   *out = NULL;
   uint64_t total;
   HSR_CHECK(check_entries(t, n, meta, nmeta, &total)); /* a bad header touches no file */
-  hsr_out o;
+  sys_out o;
   HSR_CHECK(out_open(&o, "safetensors", path, HSR_OUT_WHOLE));
   hsr_status st = begin(o.f, path, t, n, meta, nmeta, out);
   if (st != HSR_OK) {
@@ -296,7 +296,7 @@ hsr_status st_create(const char *path, const hsr_st_tensor *t, int n, const hsr_
   return HSR_OK;
 }
 
-hsr_status st_write(hsr_st_writer *w, const void *data, size_t bytes) {
+hsr_status st_write(st_writer *w, const void *data, size_t bytes) {
   if (!w || (bytes && !data)) return hsr_error(HSR_ERR_INVALID, "st_write: NULL argument");
   if (bytes > w->total - w->written)
     return hsr_error(HSR_ERR_INVALID, "safetensors '%s': %zu more bytes, but the header leaves only %llu", w->path,
@@ -308,20 +308,20 @@ hsr_status st_write(hsr_st_writer *w, const void *data, size_t bytes) {
 }
 
 /* Whether every byte the header promises was written. */
-static hsr_status complete(const hsr_st_writer *w) {
+static hsr_status complete(const st_writer *w) {
   if (w->written == w->total) return HSR_OK;
   return hsr_error(HSR_ERR_INVALID, "safetensors '%s': %llu of the header's %llu data bytes written", w->path,
                    (unsigned long long)w->written, (unsigned long long)w->total);
 }
 
-hsr_status st_end(hsr_st_writer *w) {
+hsr_status st_end(st_writer *w) {
   if (!w) return hsr_error(HSR_ERR_INVALID, "st_end: NULL writer");
   hsr_status st = complete(w);
   writer_free(w);
   return st;
 }
 
-hsr_status st_finish(hsr_st_writer *w) {
+hsr_status st_finish(st_writer *w) {
   if (!w) return hsr_error(HSR_ERR_INVALID, "st_finish: NULL writer");
   hsr_status st = complete(w);
   if (st != HSR_OK) {

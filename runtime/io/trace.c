@@ -13,13 +13,13 @@
 #include "launch/boot_internal.h"
 
 typedef struct {
-  hsr_span_kind kind;
+  span_kind kind;
   char *lane, *name, *unit, *group;
   uint64_t t0, t1, bytes;
   int64_t step;
 } span;
 
-struct hsr_trace {
+struct trace_log {
   int rank;
   span *spans;
   size_t n, cap;
@@ -29,7 +29,7 @@ struct hsr_trace {
 
 static const char *const kind_cat[] = {"step", "compute", "comm", "runtime"};
 
-hsr_status trace_create(int rank, hsr_trace **out) {
+hsr_status trace_create(int rank, trace_log **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "trace_create: out is NULL");
   *out = calloc(1, sizeof **out);
   if (!*out) return hsr_error(HSR_ERR_NOMEM, "trace_create: out of memory");
@@ -37,7 +37,7 @@ hsr_status trace_create(int rank, hsr_trace **out) {
   return HSR_OK;
 }
 
-void trace_free(hsr_trace *t) {
+void trace_free(trace_log *t) {
   if (!t) return;
   for (size_t i = 0; i < t->nstrs; i++) free(t->strs[i]);
   free(t->strs);
@@ -45,12 +45,12 @@ void trace_free(hsr_trace *t) {
   free(t);
 }
 
-size_t trace_count(const hsr_trace *t) { return t ? t->n : 0; }
+size_t trace_count(const trace_log *t) { return t ? t->n : 0; }
 
 /* The interned copy of s (NULL stays NULL; a failed allocation gives NULL). The
  * table is small (lanes, event names, unit and group names), so a linear
  * search from the most recent entry is enough. */
-static char *intern(hsr_trace *t, const char *s) {
+static char *intern(trace_log *t, const char *s) {
   if (!s) return NULL;
   for (size_t i = t->nstrs; i-- > 0;)
     if (!strcmp(t->strs[i], s)) return t->strs[i];
@@ -66,7 +66,7 @@ static char *intern(hsr_trace *t, const char *s) {
   return d;
 }
 
-hsr_status trace_add(hsr_trace *t, const hsr_trace_span *s) {
+hsr_status trace_add(trace_log *t, const trace_span *s) {
   if (!t || !s || !s->lane || !s->name) return hsr_error(HSR_ERR_INVALID, "trace_add: NULL trace, span, lane or name");
   if ((unsigned)s->kind > HSR_SPAN_RUNTIME)
     return hsr_error(HSR_ERR_INVALID, "trace_add: unknown span kind %d", (int)s->kind);
@@ -95,7 +95,7 @@ hsr_status trace_add(hsr_trace *t, const hsr_trace_span *s) {
 }
 
 /* This rank's events (and lane-name metadata) as a JSON array text. */
-static char *rank_events_json(const hsr_trace *t) {
+static char *rank_events_json(const trace_log *t) {
   cJSON *arr = cJSON_CreateArray();
   const char *lanes[256];
   int nl = 0;
@@ -184,7 +184,7 @@ static hsr_status gather_texts(hsr_boot *boot, const char *mine, char ***out) {
   return st;
 }
 
-hsr_status trace_write(hsr_trace *t, hsr_boot *boot, const char *path) {
+hsr_status trace_write(trace_log *t, hsr_boot *boot, const char *path) {
   if (!t || !path) return hsr_error(HSR_ERR_INVALID, "trace_write: NULL trace or path");
   char *mine = rank_events_json(t);
   if (!mine) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
@@ -223,7 +223,7 @@ hsr_status trace_write(hsr_trace *t, hsr_boot *boot, const char *path) {
   free(texts);
   if (st == HSR_OK) {
     char *doc = cJSON_PrintUnformatted(root);
-    hsr_out o; /* whole or not at all; a device or a FIFO in place, never renamed over */
+    sys_out o; /* whole or not at all; a device or a FIFO in place, never renamed over */
     if (!doc)
       st = hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
     else if ((st = out_open(&o, "trace", path, HSR_OUT_WHOLE)) == HSR_OK) {

@@ -11,12 +11,12 @@
 #include "hsr/common.h"
 #include "runtime/io/trace_summary.h"
 
-typedef enum hsr_span_kind { HSR_SPAN_STEP = 0, HSR_SPAN_COMPUTE, HSR_SPAN_COMM, HSR_SPAN_RUNTIME } hsr_span_kind;
+typedef enum span_kind { HSR_SPAN_STEP = 0, HSR_SPAN_COMPUTE, HSR_SPAN_COMM, HSR_SPAN_RUNTIME } span_kind;
 
-typedef struct hsr_trace hsr_trace;
+typedef struct trace_log trace_log;
 
-typedef struct hsr_trace_span {
-  hsr_span_kind kind;
+typedef struct trace_span {
+  span_kind kind;
   const char *lane;      /* "compute", "step", "comm shard", ... */
   const char *name;      /* "forward", "all_gather", ... */
   const char *unit;      /* unit name or NULL */
@@ -24,28 +24,28 @@ typedef struct hsr_trace_span {
   uint64_t t0_ns, t1_ns; /* hsr_clock_ns() values */
   uint64_t bytes;
   int64_t step;
-} hsr_trace_span;
+} trace_span;
 
-hsr_status trace_create(int rank, hsr_trace **out);
-void trace_free(hsr_trace *t);
+hsr_status trace_create(int rank, trace_log **out);
+void trace_free(trace_log *t);
 /* Records a span (strings are copied). t1 < t0 is HSR_ERR_INVALID. */
-hsr_status trace_add(hsr_trace *t, const hsr_trace_span *s);
-size_t trace_count(const hsr_trace *t);
+hsr_status trace_add(trace_log *t, const trace_span *s);
+size_t trace_count(const trace_log *t);
 /* Collective over `boot`: rank 0 writes every rank's spans to `path`
  * (written to a temporary name, then renamed). boot NULL: this rank alone. */
-hsr_status trace_write(hsr_trace *t, hsr_boot *boot, const char *path);
+hsr_status trace_write(trace_log *t, hsr_boot *boot, const char *path);
 
 /* Interval arithmetic of the trace's figures, shared with the tuner's
  * predicted step (tune/eval.c), so both measure a step the same way. */
-typedef struct hsr_ival {
+typedef struct ival {
   double a, b;
-} hsr_ival;
+} ival;
 /* Sorts v[0..*n) by start and merges overlapping intervals in place; *n
  * becomes the number of disjoint intervals. */
-hsr_status ival_merge(hsr_ival *v, int *n);
+hsr_status ival_merge(ival *v, int *n);
 /* Total length of disjoint intervals. */
-double ival_length(const hsr_ival *v, int n);
+double ival_length(const ival *v, int n);
 /* Length of the intersection of two merged interval lists. */
-double ival_overlap(const hsr_ival *a, int na, const hsr_ival *b, int nb);
+double ival_overlap(const ival *a, int na, const ival *b, int nb);
 
 #endif

@@ -12,11 +12,11 @@
 #include "trace.h"
 
 static int cmp_ival(const void *x, const void *y) {
-  double d = ((const hsr_ival *)x)->a - ((const hsr_ival *)y)->a;
+  double d = ((const ival *)x)->a - ((const ival *)y)->a;
   return d < 0 ? -1 : d > 0;
 }
 
-hsr_status ival_merge(hsr_ival *v, int *n) {
+hsr_status ival_merge(ival *v, int *n) {
   if (!n || (*n > 0 && !v)) return hsr_error(HSR_ERR_INVALID, "ival_merge: NULL argument");
   if (*n <= 0) return HSR_OK;
   qsort(v, (size_t)*n, sizeof *v, cmp_ival);
@@ -31,13 +31,13 @@ hsr_status ival_merge(hsr_ival *v, int *n) {
   return HSR_OK;
 }
 
-double ival_length(const hsr_ival *v, int n) {
+double ival_length(const ival *v, int n) {
   double s = 0;
   for (int i = 0; i < n; i++) s += v[i].b - v[i].a;
   return s;
 }
 
-double ival_overlap(const hsr_ival *x, int nx, const hsr_ival *y, int ny) {
+double ival_overlap(const ival *x, int nx, const ival *y, int ny) {
   double s = 0;
   int i = 0, j = 0;
   while (i < nx && j < ny) {
@@ -57,7 +57,7 @@ typedef struct {
 } unit_count;
 
 typedef struct {
-  hsr_trace_step_summary s;
+  trace_step_summary s;
   unit_count *units;
   int nunits;
 } step_acc;
@@ -137,7 +137,7 @@ static void free_acc(step_acc *acc, int n) {
 typedef struct {
   xev *xs;
   int n;
-  hsr_ival *comp, *comm, *ag, *gb;
+  ival *comp, *comm, *ag, *gb;
   step_acc *acc;
   int nacc, cap;
   int *slot;  /* hash of step -> acc index + 1; 0 empty */
@@ -159,10 +159,10 @@ static void free_scratch(analysis *z) {
 static hsr_status read_events(const cJSON *events, analysis *z) {
   int total = cJSON_GetArraySize(events);
   z->xs = malloc(sizeof *z->xs * (size_t)(total + 1));
-  z->comp = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
-  z->comm = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
-  z->ag = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
-  z->gb = malloc(sizeof(hsr_ival) * (size_t)(total + 1));
+  z->comp = malloc(sizeof(ival) * (size_t)(total + 1));
+  z->comm = malloc(sizeof(ival) * (size_t)(total + 1));
+  z->ag = malloc(sizeof(ival) * (size_t)(total + 1));
+  z->gb = malloc(sizeof(ival) * (size_t)(total + 1));
   if (!z->xs || !z->comp || !z->comm || !z->ag || !z->gb) return hsr_error(HSR_ERR_NOMEM, "trace: out of memory");
   const cJSON *e;
   cJSON_ArrayForEach(e, events) {
@@ -257,11 +257,11 @@ static void step_times(analysis *z, int lo, int hi, double maxdur, const xev *st
     if (x->cat == 0 || x->cat == 3 || x->t1 < s0) continue;
     double a0 = x->t0 < s0 ? s0 : x->t0, a1 = x->t1 > s1 ? s1 : x->t1;
     if (x->cat == 1) {
-      z->comp[nc++] = (hsr_ival){a0, a1};
+      z->comp[nc++] = (ival){a0, a1};
       continue;
     }
-    z->comm[nm++] = (hsr_ival){a0, a1};
-    if (x->is_ag) z->ag[ng++] = (hsr_ival){a0, a1};
+    z->comm[nm++] = (ival){a0, a1};
+    if (x->is_ag) z->ag[ng++] = (ival){a0, a1};
   }
   ival_merge(z->comp, &nc);
   ival_merge(z->comm, &nm);
@@ -280,7 +280,7 @@ static void step_times(analysis *z, int lo, int hi, double maxdur, const xev *st
     for (int j = lo; j < hi && z->xs[j].t0 <= s1; j++) {
       const xev *x = &z->xs[j];
       if (x->cat != 2 || x->grp != g || x->t1 < s0) continue;
-      z->gb[nb++] = (hsr_ival){x->t0 < s0 ? s0 : x->t0, x->t1 > s1 ? s1 : x->t1};
+      z->gb[nb++] = (ival){x->t0 < s0 ? s0 : x->t0, x->t1 > s1 ? s1 : x->t1};
     }
     ival_merge(z->gb, &nb);
     a->s.group_busy_ms[g] += ival_length(z->gb, nb) / 1e3;
@@ -343,7 +343,7 @@ static void count_gathers(analysis *z, int lo, int hi) {
 /* Sums over ranks become means per rank. */
 static void per_rank(step_acc *acc, int nacc) {
   for (int k = 0; k < nacc; k++) {
-    hsr_trace_step_summary *s = &acc[k].s;
+    trace_step_summary *s = &acc[k].s;
     double r = s->ranks ? s->ranks : 1;
     s->step_ms /= r;
     s->compute_ms /= r;
@@ -386,7 +386,7 @@ static hsr_status analyse(const cJSON *events, step_acc **out, int *nout) {
   return HSR_OK;
 }
 
-hsr_status trace_steps(const char *path, hsr_trace_step_summary **out, int *n) {
+hsr_status trace_steps(const char *path, trace_step_summary **out, int *n) {
   if (!path || !out || !n) return hsr_error(HSR_ERR_INVALID, "trace_steps: NULL argument");
   cJSON *doc = NULL;
   HSR_CHECK(load(path, &doc));
@@ -427,7 +427,7 @@ hsr_status trace_summarize(const char *path, int json, FILE *f) {
   if (json) {
     cJSON *root = cJSON_CreateObject(), *steps = cJSON_AddArrayToObject(root, "steps");
     for (int k = 0; k < nacc; k++) {
-      const hsr_trace_step_summary *s = &acc[k].s;
+      const trace_step_summary *s = &acc[k].s;
       cJSON *o = cJSON_CreateObject();
       cJSON_AddNumberToObject(o, "step", (double)s->step);
       cJSON_AddNumberToObject(o, "ranks", s->ranks);
@@ -455,7 +455,7 @@ hsr_status trace_summarize(const char *path, int json, FILE *f) {
     fprintf(f, "%6s %6s %10s %11s %9s %11s %8s %12s\n", "step", "ranks", "step(ms)", "compute(ms)", "comm(ms)",
             "exposed(ms)", "overlap", "all-gathers");
     for (int k = 0; k < nacc; k++) {
-      const hsr_trace_step_summary *s = &acc[k].s;
+      const trace_step_summary *s = &acc[k].s;
       fprintf(f, "%6lld %6d %10.3f %11.3f %9.3f %11.3f %7.1f%% %12ld\n", (long long)s->step, s->ranks, s->step_ms,
               s->compute_ms, s->comm_ms, s->exposed_ms, 100.0 * s->overlap, s->all_gathers);
       if (acc[k].nunits) {

@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 /* Per-step figures derived from a trace file. */
-typedef struct hsr_trace_step_summary {
+typedef struct trace_step_summary {
   int64_t step;
   int ranks;
   double step_ms;           /* mean over ranks of the step span */
@@ -44,13 +44,13 @@ typedef struct hsr_trace_step_summary {
   /* mean over ranks: union of the COMM spans of each group kind (the
    * span's "group" argument: shard, replicate, partial) */
   double group_busy_ms[3];
-} hsr_trace_step_summary;
+} trace_step_summary;
 
 /* Reads a trace written by rt_trace_write and prints per-step figures and
  * all-gathers per unit (table, or JSON when json != 0) to f. */
 hsr_status trace_summarize(const char *path, int json, FILE *f);
 /* The same figures as data: *out is malloc'd (caller frees), *n steps. */
-hsr_status trace_steps(const char *path, hsr_trace_step_summary **out, int *n);
+hsr_status trace_steps(const char *path, trace_step_summary **out, int *n);
 
 #ifdef __cplusplus
 }

@@ -38,9 +38,9 @@ hsr_status hsr_rt_config_default(hsr_rt_config *c) {
 const char *rt_strategy_name(hsr_rt_strategy s) {
   return s >= 0 && s < HSR_RT_STRATEGY_COUNT ? strategy_names[s] : "?";
 }
-hsr_rt_sharding rt_strategy_sharding(hsr_rt_strategy s) {
+rt_sharding rt_strategy_sharding(hsr_rt_strategy s) {
   int params = s == HSR_RT_FSDP || s == HSR_RT_HYBRID;
-  return (hsr_rt_sharding){.params = params, .grads = params || s == HSR_RT_ZERO2};
+  return (rt_sharding){.params = params, .grads = params || s == HSR_RT_ZERO2};
 }
 const char *rt_sync_name(hsr_rt_sync s) { return s >= 0 && s <= HSR_RT_SYNC_RS_ONLY ? sync_names[s] : "?"; }
 const char *rt_outer_shard_name(hsr_rt_outer o) { return o >= 0 && o <= HSR_RT_OUTER_OPTIM ? outer_names[o] : "?"; }
@@ -252,7 +252,7 @@ hsr_status rt_config_resolve(const hsr_rt_config *c, int world, int auto_shard, 
   return HSR_OK;
 }
 
-double rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step) {
+double rt_lr_at(const rt_lr_schedule *s, int64_t step) {
   if (!s) return 0;
   int64_t it = step > 0 ? step - 1 : 0;
   if (s->warmup > 0 && it < s->warmup) return s->lr * (double)(it + 1) / (double)s->warmup;
@@ -262,7 +262,7 @@ double rt_lr_at(const hsr_rt_lr_schedule *s, int64_t step) {
   return s->lr_min + 0.5 * (1.0 + cos(M_PI * ratio)) * (s->lr - s->lr_min);
 }
 
-hsr_status rt_lr_check(const hsr_rt_lr_schedule *s) {
+hsr_status rt_lr_check(const rt_lr_schedule *s) {
   if (!s) return hsr_error(HSR_ERR_INVALID, "learning-rate schedule: NULL");
   if (!(s->lr > 0) || !isfinite(s->lr))
     return hsr_error(HSR_ERR_INVALID, "learning rate %g: must be a positive number", s->lr);

@@ -18,22 +18,22 @@ typedef struct lunit {
   size_t len;
 } lunit;
 
-struct hsr_rt_layout {
+struct rt_layout {
   size_t align;
   int shards; /* 0 until finalized */
   int parts;  /* pieces of each shard (>= 1) */
   lunit *units;
   int nunits, cap_units;
-  hsr_rt_param_info *params;
+  rt_param_info *params;
   int nparams, cap_params;
 };
 
-hsr_status rt_layout_create(size_t align, hsr_rt_layout **out) {
+hsr_status rt_layout_create(size_t align, rt_layout **out) {
   if (!out) return hsr_error(HSR_ERR_INVALID, "layout: out is NULL");
   if (align < 1 || align > (1u << 20))
     return hsr_error(HSR_ERR_INVALID, "layout: alignment %zu elements is out of range (valid: 1 to %u)", align,
                      1u << 20);
-  hsr_rt_layout *l = calloc(1, sizeof *l);
+  rt_layout *l = calloc(1, sizeof *l);
   if (!l) return hsr_error(HSR_ERR_NOMEM, "layout: out of memory");
   l->align = align;
   l->parts = 1;
@@ -41,7 +41,7 @@ hsr_status rt_layout_create(size_t align, hsr_rt_layout **out) {
   return HSR_OK;
 }
 
-void rt_layout_free(hsr_rt_layout *l) {
+void rt_layout_free(rt_layout *l) {
   if (!l) return;
   free(l->units);
   free(l->params);
@@ -56,7 +56,7 @@ static hsr_status check_name(const char *what, const char *name) {
   return HSR_OK;
 }
 
-hsr_status rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit) {
+hsr_status rt_layout_add_unit(rt_layout *l, const char *name, int *unit) {
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   HSR_CHECK(check_name("unit", name));
   if (l->shards)
@@ -74,7 +74,7 @@ hsr_status rt_layout_add_unit(hsr_rt_layout *l, const char *name, int *unit) {
   return HSR_OK;
 }
 
-hsr_status rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
+hsr_status rt_layout_add_param(rt_layout *l, int unit, const char *name, int ndim, const int64_t *shape,
                                int group) {
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   HSR_CHECK(check_name("parameter", name));
@@ -101,7 +101,7 @@ hsr_status rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int
                        "once, in its owner unit, and viewed through it",
                        name, l->units[l->params[i].unit].name);
   HSR_CHECK(grow_array(&l->params, &l->cap_params, l->nparams, sizeof *l->params, 16, "layout"));
-  hsr_rt_param_info *p = &l->params[l->nparams++];
+  rt_param_info *p = &l->params[l->nparams++];
   memset(p, 0, sizeof *p);
   strcpy(p->name, name);
   p->unit = unit;
@@ -114,7 +114,7 @@ hsr_status rt_layout_add_param(hsr_rt_layout *l, int unit, const char *name, int
 
 static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
-hsr_status rt_layout_set_subshards(hsr_rt_layout *l, int parts) {
+hsr_status rt_layout_set_subshards(rt_layout *l, int parts) {
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   if (l->shards) return hsr_error(HSR_ERR_STATE, "layout: subshards set after the layout was fixed");
   if (parts < 1 || parts > 1 << 20)
@@ -123,9 +123,9 @@ hsr_status rt_layout_set_subshards(hsr_rt_layout *l, int parts) {
   return HSR_OK;
 }
 
-int rt_layout_subshards(const hsr_rt_layout *l) { return l ? l->parts : 0; }
+int rt_layout_subshards(const rt_layout *l) { return l ? l->parts : 0; }
 
-hsr_status rt_layout_finalize(hsr_rt_layout *l, int shards) {
+hsr_status rt_layout_finalize(rt_layout *l, int shards) {
   if (!l) return hsr_error(HSR_ERR_INVALID, "layout is NULL");
   if (l->shards) return hsr_error(HSR_ERR_STATE, "layout already finalized");
   if (shards < 1 || shards > 1 << 20)
@@ -148,28 +148,28 @@ hsr_status rt_layout_finalize(hsr_rt_layout *l, int shards) {
   return HSR_OK;
 }
 
-int rt_layout_num_units(const hsr_rt_layout *l) { return l ? l->nunits : 0; }
-int rt_layout_num_params(const hsr_rt_layout *l) { return l ? l->nparams : 0; }
-int rt_layout_shards(const hsr_rt_layout *l) { return l ? l->shards : 0; }
-size_t rt_layout_align(const hsr_rt_layout *l) { return l ? l->align : 0; }
-const char *rt_layout_unit_name(const hsr_rt_layout *l, int unit) {
+int rt_layout_num_units(const rt_layout *l) { return l ? l->nunits : 0; }
+int rt_layout_num_params(const rt_layout *l) { return l ? l->nparams : 0; }
+int rt_layout_shards(const rt_layout *l) { return l ? l->shards : 0; }
+size_t rt_layout_align(const rt_layout *l) { return l ? l->align : 0; }
+const char *rt_layout_unit_name(const rt_layout *l, int unit) {
   return l && unit >= 0 && unit < l->nunits ? l->units[unit].name : "?";
 }
-size_t rt_layout_unit_len(const hsr_rt_layout *l, int unit) {
+size_t rt_layout_unit_len(const rt_layout *l, int unit) {
   return l && unit >= 0 && unit < l->nunits ? l->units[unit].len : 0;
 }
-size_t rt_layout_shard_len(const hsr_rt_layout *l, int unit) {
+size_t rt_layout_shard_len(const rt_layout *l, int unit) {
   return l && l->shards ? rt_layout_unit_len(l, unit) / (size_t)l->shards : 0;
 }
 
-hsr_status rt_layout_param(const hsr_rt_layout *l, int index, hsr_rt_param_info *out) {
+hsr_status rt_layout_param(const rt_layout *l, int index, rt_param_info *out) {
   if (!l || !out || index < 0 || index >= l->nparams)
     return hsr_error(HSR_ERR_INVALID, "parameter index %d out of range (%d parameters)", index, l ? l->nparams : 0);
   *out = l->params[index];
   return HSR_OK;
 }
 
-hsr_status rt_layout_find(const hsr_rt_layout *l, const char *name, int *index) {
+hsr_status rt_layout_find(const rt_layout *l, const char *name, int *index) {
   if (!l || !name) return hsr_error(HSR_ERR_INVALID, "layout or name is NULL");
   for (int i = 0; i < l->nparams; i++)
     if (!strcmp(l->params[i].name, name)) {
@@ -179,7 +179,7 @@ hsr_status rt_layout_find(const hsr_rt_layout *l, const char *name, int *index) 
   return hsr_error(HSR_ERR_NOT_FOUND, "no parameter named '%s'", name);
 }
 
-int rt_layout_owner(const hsr_rt_layout *l, int unit, size_t elem) {
+int rt_layout_owner(const rt_layout *l, int unit, size_t elem) {
   if (!l || !l->shards || unit < 0 || unit >= l->nunits || elem >= l->units[unit].len) return -1;
   return (int)(elem / (l->units[unit].len / (size_t)l->shards));
 }
@@ -193,7 +193,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   return h;
 }
 
-uint64_t rt_layout_hash(const hsr_rt_layout *l) {
+uint64_t rt_layout_hash(const rt_layout *l) {
   uint64_t h = 0xcbf29ce484222325ull;
   if (!l) return h;
   uint64_t hdr[4] = {l->align, (uint64_t)l->shards, (uint64_t)l->nunits, (uint64_t)l->parts};
@@ -204,7 +204,7 @@ uint64_t rt_layout_hash(const hsr_rt_layout *l) {
     h = fnv(h, &len, sizeof len);
   }
   for (int i = 0; i < l->nparams; i++) {
-    const hsr_rt_param_info *p = &l->params[i];
+    const rt_param_info *p = &l->params[i];
     h = fnv(h, p->name, strlen(p->name) + 1);
     int64_t v[4 + HSR_RT_MAX_DIMS] = {p->unit, p->group, p->ndim, (int64_t)p->offset};
     for (int d = 0; d < p->ndim; d++) v[4 + d] = p->shape[d];

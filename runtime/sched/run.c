@@ -7,8 +7,8 @@
 #include "sched_int.h"
 
 typedef struct run {
-  hsr_sched *s;
-  const hsr_sched_exec *x;
+  sched_ctx *s;
+  const sched_exec *x;
   void *ctx;
 } run;
 
@@ -16,7 +16,7 @@ typedef struct run {
 
 /* Where an action's buffer of kind b lives: the unit's, or the reduction's
  * (stage 1's input and the slice; RETIRE returns the gradient stage 1 read). */
-static void **slot(run *r, const hsr_sched_action *a, hsr_sched_buf b, hsr_sched_red *e, void **acc) {
+static void **slot(run *r, const sched_action *a, sched_buf b, sched_red *e, void **acc) {
   if (b == HSR_SCHED_BUF_ACC_STAGE) return acc;
   if (e && b == HSR_SCHED_BUF_OUTER_SLICE) return &e->oslice;
   if (e && (b == HSR_SCHED_BUF_REDUCE_STAGE || b == HSR_SCHED_BUF_SLICE))
@@ -26,10 +26,10 @@ static void **slot(run *r, const hsr_sched_action *a, hsr_sched_buf b, hsr_sched
 }
 
 /* ops[*k, end): takes and returns buffers, in order. */
-static hsr_status apply(run *r, const hsr_sched_action *a, const hsr_sched_bufop *ops, int *k, int end,
-                        hsr_sched_red *e, void **acc) {
+static hsr_status apply(run *r, const sched_action *a, const sched_bufop *ops, int *k, int end,
+                        sched_red *e, void **acc) {
   for (; *k < end; (*k)++) {
-    const hsr_sched_bufop *b = &ops[*k];
+    const sched_bufop *b = &ops[*k];
     void **p = slot(r, a, b->buf, e, acc);
     if (b->get) {
       *p = NULL;
@@ -44,11 +44,11 @@ static hsr_status apply(run *r, const hsr_sched_action *a, const hsr_sched_bufop
 
 /* The entry an action starts (REDUCE, DEFERRED_AR: the next one not started)
  * or retires (the head); NULL with an error when the queue disagrees. */
-static hsr_sched_red *entry(run *r, const hsr_sched_action *a) {
-  hsr_sched *s = r->s;
+static sched_red *entry(run *r, const sched_action *a) {
+  sched_ctx *s = r->s;
   int start = a->op != HSR_SCHED_RETIRE, at = start ? s->qs : 0;
   int ok = start ? s->qs < s->qn : s->qs > 0;
-  hsr_sched_red *e = ok ? &s->q[at] : NULL;
+  sched_red *e = ok ? &s->q[at] : NULL;
   if (!e || e->unit != a->unit || e->deferred != (start ? a->op == HSR_SCHED_DEFERRED_AR : a->deferred) ||
       e->outer != a->outer) {
     hsr_error(HSR_ERR_INTERNAL, "schedule: %s of unit %d, but the reduction queue holds %s %d", sched_op_name(a->op),
@@ -60,7 +60,7 @@ static hsr_sched_red *entry(run *r, const hsr_sched_action *a) {
 }
 
 /* Stage 1 has finished: its result becomes the slice; stage 2 follows or the entry is done. */
-static hsr_status stage1_over(run *r, hsr_sched_red *e) {
+static hsr_status stage1_over(run *r, sched_red *e) {
   HSR_CHECK(CALL(stage1_done, e));
   if (!e->all_reduce) {
     e->done = 1;
@@ -71,7 +71,7 @@ static hsr_status stage1_over(run *r, hsr_sched_red *e) {
 }
 
 /* Blocks (within the executor's bound) until the entry's stages are done. */
-static hsr_status complete(run *r, hsr_sched_red *e) {
+static hsr_status complete(run *r, sched_red *e) {
   while (!e->done) {
     if (e->h) {
       hsr_status st = CALL(wait, e);
@@ -90,10 +90,10 @@ static hsr_status complete(run *r, hsr_sched_red *e) {
  * replicate all-reduces in the same order; a stage 2 still running does not
  * hold later entries back. */
 static hsr_status progress(run *r) {
-  hsr_sched *s = r->s;
+  sched_ctx *s = r->s;
   if (!r->x->test) return HSR_OK;
   for (int i = 0; i < s->qs; i++) {
-    hsr_sched_red *e = &s->q[i];
+    sched_red *e = &s->q[i];
     if (e->done) continue;
     if (e->h) {
       int done = 0;
@@ -114,22 +114,22 @@ static hsr_status progress(run *r) {
   return HSR_OK;
 }
 
-static void pop(hsr_sched *s) {
+static void pop(sched_ctx *s) {
   memmove(s->q, s->q + 1, (size_t)(s->qn - 1) * sizeof *s->q);
   s->qn--;
   s->qs--;
   if (s->qd > 0) s->qd--;
 }
 
-static hsr_status one(run *r, const hsr_sched_action *a) {
-  hsr_sched *s = r->s;
+static hsr_status one(run *r, const sched_action *a) {
+  sched_ctx *s = r->s;
   if (a->unit >= s->nu || (a->unit < 0 && a->op != HSR_SCHED_NORM && a->op != HSR_SCHED_PROGRESS))
     return hsr_error(HSR_ERR_INTERNAL, "schedule: a %s action of unit %d (%d units)", sched_op_name(a->op), a->unit,
                      s->nu);
-  hsr_sched_bufop ops[HSR_SCHED_MAX_BUFOPS];
+  sched_bufop ops[HSR_SCHED_MAX_BUFOPS];
   int n = 0, k = 0;
   HSR_CHECK(sched_buffers(s, a, ops, &n));
-  hsr_sched_red *e = NULL;
+  sched_red *e = NULL;
   void *acc = NULL;
   if (a->op == HSR_SCHED_REDUCE || a->op == HSR_SCHED_DEFERRED_AR || a->op == HSR_SCHED_RETIRE) {
     e = entry(r, a);
@@ -188,12 +188,12 @@ static hsr_status one(run *r, const hsr_sched_action *a) {
   return HSR_OK;
 }
 
-hsr_status sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, const hsr_sched_exec *x, void *ctx) {
+hsr_status sched_run(sched_ctx *s, const sched_action *acts, int n, const sched_exec *x, void *ctx) {
   if (!s || !x || (n > 0 && !acts)) return hsr_error(HSR_ERR_INVALID, "sched_run: NULL argument");
   run rr = {s, x, ctx}, *r = &rr;
   hsr_status first = HSR_OK;
   for (int i = 0; i < n; i++) {
-    const hsr_sched_action *a = &acts[i];
+    const sched_action *a = &acts[i];
     if (first == HSR_OK) {
       first = one(r, a);
       continue;
@@ -210,13 +210,13 @@ hsr_status sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, const hs
   return first;
 }
 
-hsr_status sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx) {
+hsr_status sched_drain(sched_ctx *s, const sched_exec *x, void *ctx) {
   if (!s || !x) return HSR_OK;
   run rr = {s, x, ctx}, *r = &rr;
   hsr_status first = HSR_OK;
   while (s->qs > 0) {
-    hsr_sched_red *e = &s->q[0];
-    hsr_sched_action a = {
+    sched_red *e = &s->q[0];
+    sched_action a = {
         .op = HSR_SCHED_RETIRE, .unit = e->unit, .group = -1, .deferred = e->deferred, .outer = e->outer};
     hsr_status st = one(r, &a);
     if (st != HSR_OK) {
@@ -236,11 +236,11 @@ hsr_status sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx) {
   return first;
 }
 
-void *sched_buf_of(const hsr_sched *s, int unit, hsr_sched_buf b) {
+void *sched_buf_of(const sched_ctx *s, int unit, sched_buf b) {
   return s && unit >= 0 && unit < s->nu && b >= 0 && b < HSR_SCHED_BUF_COUNT ? s->u[unit].buf[b] : NULL;
 }
 
-void *sched_full_of(const hsr_sched *s, int unit) {
+void *sched_full_of(const sched_ctx *s, int unit) {
   if (!s) return NULL;
   return sched_buf_of(s, unit, s->sharded_params ? HSR_SCHED_BUF_FULL : HSR_SCHED_BUF_PARAM);
 }

@@ -8,7 +8,7 @@
 typedef struct sunit {
   size_t L, Ls, Lo, La; /* unit, shard, the rank's piece (outer shard: Ls / R), the accumulator */
   int is_root;
-  hsr_sched_state state;
+  sched_state state;
   int from_partial; /* GATHERING: the gather reads the partial slice */
   int from_cast;    /* GATHERING: the gather reads a copy cast from the master (GATHER_IN) */
   int has_grad;     /* holds the full gradient buffer */
@@ -17,10 +17,10 @@ typedef struct sunit {
   /* the interpreter's */
   void *buf[HSR_SCHED_BUF_COUNT]; /* what the unit holds (REDUCE_STAGE, SLICE, ACC_STAGE: never) */
   void *gh;                       /* a gather or re-gather in flight: its handle */
-  hsr_sched_action ga;            /* and the action that posted it */
+  sched_action ga;            /* and the action that posted it */
 } sunit;
 
-struct hsr_sched {
+struct sched_ctx {
   hsr_rt_config cfg;
   int S, R, K, sharded_params, sharded_grads, in_flight;
   int outer;           /* outer shard optim: master, m, v over 1/R of the shard */
@@ -34,9 +34,9 @@ struct hsr_sched {
   int live, live_peak;
   /* The reduction queue, oldest first: q[0, qs) started (sched_run),
    * q[0, qd) decided to retire, qn appended. */
-  hsr_sched_red *q;
+  sched_red *q;
   int qn, qd, qs, qcap;
-  hsr_sched_action *act;
+  sched_action *act;
   int nact, capact;
   hsr_status err; /* out of memory while emitting */
 };

@@ -14,11 +14,11 @@ static const char *const op_names[HSR_SCHED_OP_COUNT] = {
     "setup",    "gather", "wait", "reshard", "release",  "grad_buf",      "reduce",   "deferred_ar",
     "progress", "retire", "norm", "optim",   "regather", "regather_wait", "grad_zero"};
 
-const char *sched_state_name(hsr_sched_state st) { return st >= 0 && st <= HSR_SCHED_PARTIAL ? state_names[st] : "?"; }
-const char *sched_op_name(hsr_sched_op op) { return op >= 0 && op < HSR_SCHED_OP_COUNT ? op_names[op] : "?"; }
+const char *sched_state_name(sched_state st) { return st >= 0 && st <= HSR_SCHED_PARTIAL ? state_names[st] : "?"; }
+const char *sched_op_name(sched_op op) { return op >= 0 && op < HSR_SCHED_OP_COUNT ? op_names[op] : "?"; }
 
-hsr_status sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout, const int *is_root,
-                        hsr_sched **out) {
+hsr_status sched_create(const hsr_rt_config *cfg, int S, int R, const rt_layout *layout, const int *is_root,
+                        sched_ctx **out) {
   if (!cfg || !layout || !out) return hsr_error(HSR_ERR_INVALID, "sched_create: NULL argument");
   *out = NULL;
   if (S < 1 || R < 1) return hsr_error(HSR_ERR_INVALID, "schedule: mesh %d x %d (both must be >= 1)", R, S);
@@ -29,7 +29,7 @@ hsr_status sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_lay
     return hsr_error(HSR_ERR_INVALID, "schedule: K = %d does not divide S = %d", K, S);
   if (cfg->micro_batches < 1)
     return hsr_error(HSR_ERR_INVALID, "schedule: %d micro-batches (valid: >= 1)", cfg->micro_batches);
-  hsr_rt_sharding sh = rt_strategy_sharding(cfg->strategy);
+  rt_sharding sh = rt_strategy_sharding(cfg->strategy);
   int outer = cfg->outer_shard == HSR_RT_OUTER_OPTIM;
   if (outer && (!sh.params || R < 2))
     return hsr_error(HSR_ERR_INVALID, "schedule: outer shard optim needs sharded parameters and R > 1 (%s, R = %d)",
@@ -39,7 +39,7 @@ hsr_status sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_lay
                      "schedule: outer shard optim needs a layout cut into R = %d pieces per shard "
                      "(it has %d)",
                      R, rt_layout_subshards(layout));
-  hsr_sched *s = calloc(1, sizeof *s);
+  sched_ctx *s = calloc(1, sizeof *s);
   int nu = rt_layout_num_units(layout);
   if (s) {
     s->u = calloc((size_t)nu + 1, sizeof *s->u);
@@ -82,7 +82,7 @@ hsr_status sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_lay
   return HSR_OK;
 }
 
-void sched_free(hsr_sched *s) {
+void sched_free(sched_ctx *s) {
   if (!s) return;
   free(s->u);
   free(s->order);
@@ -92,10 +92,10 @@ void sched_free(hsr_sched *s) {
 }
 
 /* ---- emitting actions ---- */
-static void emit(hsr_sched *s, hsr_sched_action a) {
+static void emit(sched_ctx *s, sched_action a) {
   if (s->nact == s->capact) {
     int cap = s->capact ? 2 * s->capact : 32;
-    hsr_sched_action *na = realloc(s->act, (size_t)cap * sizeof *na);
+    sched_action *na = realloc(s->act, (size_t)cap * sizeof *na);
     if (!na) {
       s->err = hsr_error(HSR_ERR_NOMEM, "schedule: out of memory");
       return;
@@ -106,11 +106,11 @@ static void emit(hsr_sched *s, hsr_sched_action a) {
   s->act[s->nact++] = a;
 }
 
-static hsr_sched_action act(hsr_sched_op op, int unit) {
-  return (hsr_sched_action){.op = op, .unit = unit, .group = -1};
+static sched_action act(sched_op op, int unit) {
+  return (sched_action){.op = op, .unit = unit, .group = -1};
 }
 
-static hsr_status begin(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+static hsr_status begin(sched_ctx *s, const sched_action **acts, int *n) {
   if (!s || !acts || !n) return hsr_error(HSR_ERR_INVALID, "schedule: NULL argument");
   *acts = NULL;
   *n = 0;
@@ -119,13 +119,13 @@ static hsr_status begin(hsr_sched *s, const hsr_sched_action **acts, int *n) {
   return HSR_OK;
 }
 
-static hsr_status finish(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+static hsr_status finish(sched_ctx *s, const sched_action **acts, int *n) {
   *acts = s->act;
   *n = s->err == HSR_OK ? s->nact : 0;
   return s->err;
 }
 
-static hsr_status begin_unit(hsr_sched *s, int unit, const char *what, const hsr_sched_action **acts, int *n) {
+static hsr_status begin_unit(sched_ctx *s, int unit, const char *what, const sched_action **acts, int *n) {
   HSR_CHECK(begin(s, acts, n));
   if (unit < 0 || unit >= s->nu)
     return hsr_error(HSR_ERR_INVALID, "schedule %s: unit %d does not exist (%d units)", what, unit, s->nu);
@@ -135,10 +135,10 @@ static hsr_status begin_unit(hsr_sched *s, int unit, const char *what, const hsr
 /* ---- gathers and prefetch ---- */
 /* SHARDED or PARTIAL -> GATHERING: from the partial slice in the partial
  * group, else from the shard in the shard group; a one-rank group copies. */
-static void gather(hsr_sched *s, int ui) {
+static void gather(sched_ctx *s, int ui) {
   sunit *u = &s->u[ui];
   int part = u->state == HSR_SCHED_PARTIAL;
-  hsr_sched_action a = act(HSR_SCHED_GATHER, ui);
+  sched_action a = act(HSR_SCHED_GATHER, ui);
   a.partial = part;
   a.group = part ? HSR_RT_GROUP_PARTIAL : HSR_RT_GROUP_SHARD;
   a.local = part ? s->K == 1 : s->S == 1;
@@ -151,9 +151,9 @@ static void gather(hsr_sched *s, int ui) {
   if (++s->live > s->live_peak) s->live_peak = s->live;
 }
 
-static void gather_wait(hsr_sched *s, int ui) {
+static void gather_wait(sched_ctx *s, int ui) {
   sunit *u = &s->u[ui];
-  hsr_sched_action a = act(HSR_SCHED_WAIT, ui);
+  sched_action a = act(HSR_SCHED_WAIT, ui);
   a.partial = u->from_partial;
   a.group = u->from_partial ? HSR_RT_GROUP_PARTIAL : HSR_RT_GROUP_SHARD;
   a.local = u->from_partial ? s->K == 1 : s->S == 1;
@@ -165,24 +165,24 @@ static void gather_wait(hsr_sched *s, int ui) {
   u->state = HSR_SCHED_FULL;
 }
 
-static void make_full(hsr_sched *s, int ui) {
+static void make_full(sched_ctx *s, int ui) {
   if (s->u[ui].state == HSR_SCHED_SHARDED || s->u[ui].state == HSR_SCHED_PARTIAL) gather(s, ui);
   if (s->u[ui].state == HSR_SCHED_GATHERING) gather_wait(s, ui);
 }
 
-static int can_prefetch(const hsr_sched *s) { return s->cfg.max_live == 0 || s->live < s->cfg.max_live; }
+static int can_prefetch(const sched_ctx *s) { return s->cfg.max_live == 0 || s->live < s->cfg.max_live; }
 
 /* The next `prefetch` units of the recorded forward order (backward: the
  * previous ones) that are not gathered yet, while the live cap allows. A
  * forward prefetch leaves PARTIAL units alone: their backward gathers them. */
-static void prefetch(hsr_sched *s, int ui, int backward) {
+static void prefetch(sched_ctx *s, int ui, int backward) {
   if (!s->sharded_params || !s->order_fixed || s->cfg.prefetch <= 0) return;
   int pos = s->u[ui].fwd_pos;
   if (pos < 0) return;
   for (int j = 1; j <= s->cfg.prefetch; j++) {
     int p = backward ? pos - j : pos + j;
     if (p < 0 || p >= s->norder) break;
-    hsr_sched_state st = s->u[s->order[p]].state;
+    sched_state st = s->u[s->order[p]].state;
     int want = backward ? (st == HSR_SCHED_SHARDED || st == HSR_SCHED_PARTIAL) : st == HSR_SCHED_SHARDED;
     if (!want) continue;
     if (!can_prefetch(s)) break;
@@ -190,19 +190,19 @@ static void prefetch(hsr_sched *s, int ui, int backward) {
   }
 }
 
-static hsr_status need_full(const hsr_sched *s, int ui, const char *what) {
+static hsr_status need_full(const sched_ctx *s, int ui, const char *what) {
   if (s->u[ui].state == HSR_SCHED_FULL) return HSR_OK;
   return hsr_error(HSR_ERR_STATE, "schedule %s: unit %d is %s, not full", what, ui, sched_state_name(s->u[ui].state));
 }
 
 /* ---- the lifecycle ---- */
-hsr_status sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+hsr_status sched_setup(sched_ctx *s, const sched_action **acts, int *n) {
   HSR_CHECK(begin(s, acts, n));
   for (int i = 0; i < s->nu; i++) emit(s, act(HSR_SCHED_SETUP, i));
   return finish(s, acts, n);
 }
 
-hsr_status sched_forward_begin(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_forward_begin(sched_ctx *s, int ui, const sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "forward_begin", acts, n));
   sunit *u = &s->u[ui];
   if (!s->order_fixed && u->fwd_pos < 0) { /* the first step records the forward order */
@@ -214,18 +214,18 @@ hsr_status sched_forward_begin(hsr_sched *s, int ui, const hsr_sched_action **ac
   return finish(s, acts, n);
 }
 
-hsr_rt_reshard sched_reshard_of(const hsr_sched *s, int ui) {
+hsr_rt_reshard sched_reshard_of(const sched_ctx *s, int ui) {
   if (!s || ui < 0 || ui >= s->nu || !s->sharded_params) return HSR_RT_RESHARD_NONE;
   return s->u[ui].is_root && !s->cfg.root_reshard ? HSR_RT_RESHARD_NONE : s->cfg.reshard;
 }
 
-hsr_status sched_forward_end(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_forward_end(sched_ctx *s, int ui, const sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "forward_end", acts, n));
   HSR_CHECK(need_full(s, ui, "forward_end"));
   hsr_rt_reshard pol = sched_reshard_of(s, ui);
   if (pol != HSR_RT_RESHARD_NONE) {
     int part = pol == HSR_RT_RESHARD_PARTIAL;
-    hsr_sched_action a = act(HSR_SCHED_RESHARD, ui);
+    sched_action a = act(HSR_SCHED_RESHARD, ui);
     a.partial = part;
     a.group = part ? HSR_RT_GROUP_PARTIAL : HSR_RT_GROUP_SHARD;
     a.count = part ? s->u[ui].L / (size_t)s->K : 0;
@@ -236,7 +236,7 @@ hsr_status sched_forward_end(hsr_sched *s, int ui, const hsr_sched_action **acts
   return finish(s, acts, n);
 }
 
-hsr_status sched_backward_begin(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_backward_begin(sched_ctx *s, int ui, const sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "backward_begin", acts, n));
   sunit *u = &s->u[ui];
   if (u->micro >= s->cfg.micro_batches)
@@ -256,7 +256,7 @@ hsr_status sched_backward_begin(hsr_sched *s, int ui, const hsr_sched_action **a
  * serves it, so it decides nothing (no gather, no prefetch in the forward
  * order: the recompute is not a forward); the unit must be FULL, which is
  * what makes a third gather impossible. */
-hsr_status sched_recompute(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_recompute(sched_ctx *s, int ui, const sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "recompute", acts, n));
   if (s->cfg.recompute == HSR_RT_RECOMPUTE_NONE)
     return hsr_error(HSR_ERR_STATE, "schedule recompute: unit %d, but the configuration's recompute is none", ui);
@@ -266,10 +266,10 @@ hsr_status sched_recompute(hsr_sched *s, int ui, const hsr_sched_action **acts, 
 
 /* Appends a reduction to the queue; sched_run starts it (REDUCE,
  * DEFERRED_AR) and removes it (RETIRE). */
-static void push(hsr_sched *s, const hsr_sched_action *a) {
+static void push(sched_ctx *s, const sched_action *a) {
   if (s->qn == s->qcap) {
     int cap = s->qcap ? 2 * s->qcap : 16;
-    hsr_sched_red *nq = realloc(s->q, (size_t)cap * sizeof *nq);
+    sched_red *nq = realloc(s->q, (size_t)cap * sizeof *nq);
     if (!nq) {
       s->err = hsr_error(HSR_ERR_NOMEM, "schedule: out of memory");
       return;
@@ -278,7 +278,7 @@ static void push(hsr_sched *s, const hsr_sched_action *a) {
     s->qcap = cap;
   }
   int deferred = a->op == HSR_SCHED_DEFERRED_AR;
-  s->q[s->qn++] = (hsr_sched_red){.unit = a->unit,
+  s->q[s->qn++] = (sched_red){.unit = a->unit,
                                   .deferred = deferred,
                                   .scatter = a->scatter,
                                   .local = a->local,
@@ -291,8 +291,8 @@ static void push(hsr_sched *s, const hsr_sched_action *a) {
  * else an all-reduce in full; the replicate stage follows unless rs_only
  * defers it to the last micro-batch: an all-reduce of the slice, or (outer
  * shard optim) its reduce-scatter over R. */
-static void reduce(hsr_sched *s, int ui) {
-  hsr_sched_action a = act(HSR_SCHED_REDUCE, ui);
+static void reduce(sched_ctx *s, int ui) {
+  sched_action a = act(HSR_SCHED_REDUCE, ui);
   a.group = HSR_RT_GROUP_SHARD;
   a.local = s->S == 1;
   a.scatter = s->sharded_grads;
@@ -306,9 +306,9 @@ static void reduce(hsr_sched *s, int ui) {
 
 /* Retires the oldest reductions until `keep` remain, in FIFO order (qd:
  * the entries already decided; sched_run removes them). */
-static void retire(hsr_sched *s, int keep) {
+static void retire(sched_ctx *s, int keep) {
   while (s->qn - s->qd > keep) {
-    hsr_sched_action a = act(HSR_SCHED_RETIRE, s->q[s->qd].unit);
+    sched_action a = act(HSR_SCHED_RETIRE, s->q[s->qd].unit);
     a.deferred = s->q[s->qd].deferred;
     a.outer = s->q[s->qd].outer;
     emit(s, a);
@@ -316,7 +316,7 @@ static void retire(hsr_sched *s, int keep) {
   }
 }
 
-hsr_status sched_backward_end(hsr_sched *s, int ui, const hsr_sched_action **acts, int *n) {
+hsr_status sched_backward_end(sched_ctx *s, int ui, const sched_action **acts, int *n) {
   HSR_CHECK(begin_unit(s, ui, "backward_end", acts, n));
   HSR_CHECK(need_full(s, ui, "backward_end"));
   sunit *u = &s->u[ui];
@@ -331,7 +331,7 @@ hsr_status sched_backward_end(hsr_sched *s, int ui, const hsr_sched_action **act
     reduce(s, ui);
     if (last && s->cfg.sync == HSR_RT_SYNC_RS_ONLY && s->cfg.micro_batches > 1 && s->R > 1) {
       retire(s, 0); /* the accumulator must hold every micro-batch's slice */
-      hsr_sched_action a = act(HSR_SCHED_DEFERRED_AR, ui);
+      sched_action a = act(HSR_SCHED_DEFERRED_AR, ui);
       a.group = HSR_RT_GROUP_REPLICATE;
       a.outer = s->outer;
       a.count = s->outer ? u->Lo : u->Ls; /* elements each rank receives */
@@ -344,7 +344,7 @@ hsr_status sched_backward_end(hsr_sched *s, int ui, const hsr_sched_action **act
   return finish(s, acts, n);
 }
 
-hsr_status sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+hsr_status sched_step(sched_ctx *s, const sched_action **acts, int *n) {
   HSR_CHECK(begin(s, acts, n));
   retire(s, 0);
   emit(s, act(HSR_SCHED_NORM, -1));
@@ -362,7 +362,7 @@ hsr_status sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
     int ui = k < 0 ? first : k;
     if (ui < 0 || (k >= 0 && ui == first)) continue;
     emit(s, act(HSR_SCHED_OPTIM, ui));
-    hsr_sched_action a = act(HSR_SCHED_REGATHER, ui);
+    sched_action a = act(HSR_SCHED_REGATHER, ui);
     a.group = rg;
     a.count = s->outer ? s->u[ui].Lo : s->u[ui].Ls;
     if (regather) emit(s, a);
@@ -377,7 +377,7 @@ hsr_status sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
   }
   for (int i = 0; regather && i < s->nu; i++) {
     if (i == waited) continue;
-    hsr_sched_action a = act(HSR_SCHED_REGATHER_WAIT, i);
+    sched_action a = act(HSR_SCHED_REGATHER_WAIT, i);
     a.group = rg;
     a.count = s->outer ? s->u[i].Lo : s->u[i].Ls;
     emit(s, a);
@@ -389,11 +389,11 @@ hsr_status sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n) {
   return finish(s, acts, n);
 }
 
-hsr_status sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+hsr_status sched_zero_grad(sched_ctx *s, const sched_action **acts, int *n) {
   HSR_CHECK(begin(s, acts, n));
   retire(s, 0);
   for (int i = 0; i < s->nu; i++) {
-    hsr_sched_action a = act(HSR_SCHED_GRAD_ZERO, i);
+    sched_action a = act(HSR_SCHED_GRAD_ZERO, i);
     a.free_grad = s->u[i].has_grad;
     emit(s, a);
     s->u[i].has_grad = 0;
@@ -402,7 +402,7 @@ hsr_status sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n) 
   return finish(s, acts, n);
 }
 
-hsr_status sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n) {
+hsr_status sched_settle(sched_ctx *s, const sched_action **acts, int *n) {
   HSR_CHECK(begin(s, acts, n));
   for (int i = 0; i < s->nu; i++)
     if (s->u[i].state == HSR_SCHED_GATHERING) gather_wait(s, i);
@@ -410,15 +410,15 @@ hsr_status sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n) {
 }
 
 /* ---- buffers ---- */
-hsr_mem_cat sched_buf_cat(hsr_sched_buf b) {
-  static const hsr_mem_cat cat[HSR_SCHED_BUF_COUNT] = {
+mem_cat sched_buf_cat(sched_buf b) {
+  static const mem_cat cat[HSR_SCHED_BUF_COUNT] = {
       HSR_MEM_MASTER,       HSR_MEM_MOMENT_M,     HSR_MEM_MOMENT_V,  HSR_MEM_GRAD_SHARD,    HSR_MEM_PARAM_SHARD,
       HSR_MEM_HOST_STAGING, HSR_MEM_HOST_STAGING, HSR_MEM_FULL_UNIT, HSR_MEM_PARTIAL_SLICE, HSR_MEM_RS_BUF,
       HSR_MEM_STAGING,      HSR_MEM_AR_BUF,       HSR_MEM_STAGING,   HSR_MEM_STAGING,       HSR_MEM_AR_BUF};
   return b >= 0 && b < HSR_SCHED_BUF_COUNT ? cat[b] : HSR_MEM_STAGING;
 }
 
-hsr_mem_cat hsr_sched_cat_of(const hsr_sched *s, hsr_sched_buf b) {
+mem_cat hsr_sched_cat_of(const sched_ctx *s, sched_buf b) {
   if (s && s->offload) switch (b) {
     case HSR_SCHED_BUF_MASTER: return HSR_MEM_HOST_MASTER;
     case HSR_SCHED_BUF_MOMENT_M: return HSR_MEM_HOST_MOMENT_M;
@@ -429,7 +429,7 @@ hsr_mem_cat hsr_sched_cat_of(const hsr_sched *s, hsr_sched_buf b) {
   return sched_buf_cat(b);
 }
 
-size_t sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
+size_t sched_buf_bytes(const sched_ctx *s, sched_buf b, int unit) {
   if (!s || unit < 0 || unit >= s->nu) return 0;
   const sunit *u = &s->u[unit];
   size_t n = 0;
@@ -454,11 +454,11 @@ size_t sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit) {
   return n ? n : 64;
 }
 
-static void op(const hsr_sched *s, int get, hsr_sched_buf b, int unit, hsr_sched_bufop *out, int *n) {
-  out[(*n)++] = (hsr_sched_bufop){get, b, hsr_sched_cat_of(s, b), sched_buf_bytes(s, b, unit)};
+static void op(const sched_ctx *s, int get, sched_buf b, int unit, sched_bufop *out, int *n) {
+  out[(*n)++] = (sched_bufop){get, b, hsr_sched_cat_of(s, b), sched_buf_bytes(s, b, unit)};
 }
 
-hsr_status sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n) {
+hsr_status sched_buffers(const sched_ctx *s, const sched_action *a, sched_bufop *out, int *n) {
   if (!s || !a || !out || !n) return hsr_error(HSR_ERR_INVALID, "sched_buffers: NULL argument");
   *n = 0;
   int u = a->unit, staged = s->cfg.reduce_dtype != HSR_F32;
@@ -466,7 +466,7 @@ hsr_status sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sche
   switch (a->op) {
   case HSR_SCHED_SETUP:
     for (int b = HSR_SCHED_BUF_MASTER; b <= HSR_SCHED_BUF_LAST_HELD; b++)
-      if (sched_holds(s, (hsr_sched_buf)b)) op(s, 1, (hsr_sched_buf)b, u, out, n);
+      if (sched_holds(s, (sched_buf)b)) op(s, 1, (sched_buf)b, u, out, n);
     break;
   case HSR_SCHED_GATHER:
     if (a->cast) op(s, 1, HSR_SCHED_BUF_GATHER_IN, u, out, n);
@@ -513,7 +513,7 @@ hsr_status sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sche
   return HSR_OK;
 }
 
-int sched_holds(const hsr_sched *s, hsr_sched_buf b) {
+int sched_holds(const sched_ctx *s, sched_buf b) {
   if (!s || b < HSR_SCHED_BUF_MASTER || b > HSR_SCHED_BUF_LAST_HELD) return 0;
   if (b == HSR_SCHED_BUF_MASTER) return !s->master_in_param;
   if (b == HSR_SCHED_BUF_PARAM) return !s->sharded_params || s->outer || s->offload;
@@ -521,24 +521,24 @@ int sched_holds(const hsr_sched *s, hsr_sched_buf b) {
   return 1;
 }
 
-int hsr_sched_offload(const hsr_sched *s) { return s ? s->offload : 0; }
+int hsr_sched_offload(const sched_ctx *s) { return s ? s->offload : 0; }
 
-size_t sched_piece_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].Lo : 0; }
-size_t sched_acc_len(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].La : 0; }
-int sched_outer(const hsr_sched *s) { return s ? s->outer : 0; }
+size_t sched_piece_len(const sched_ctx *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].Lo : 0; }
+size_t sched_acc_len(const sched_ctx *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].La : 0; }
+int sched_outer(const sched_ctx *s) { return s ? s->outer : 0; }
 
 /* ---- getters ---- */
-int sched_in_flight(const hsr_sched *s) { return s ? s->in_flight : 0; }
-int sched_num_units(const hsr_sched *s) { return s ? s->nu : 0; }
-hsr_sched_state sched_state_of(const hsr_sched *s, int unit) {
+int sched_in_flight(const sched_ctx *s) { return s ? s->in_flight : 0; }
+int sched_num_units(const sched_ctx *s) { return s ? s->nu : 0; }
+sched_state sched_state_of(const sched_ctx *s, int unit) {
   return s && unit >= 0 && unit < s->nu ? s->u[unit].state : HSR_SCHED_SHARDED;
 }
-int sched_micro(const hsr_sched *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].micro : 0; }
-int sched_live(const hsr_sched *s) { return s ? s->live : 0; }
-int sched_live_peak(const hsr_sched *s) { return s ? s->live_peak : 0; }
-int sched_queued(const hsr_sched *s) { return s ? s->qn - s->qd : 0; }
-int sched_started(const hsr_sched *s) { return s ? s->qs : 0; }
-const int *sched_order(const hsr_sched *s, int *n) {
+int sched_micro(const sched_ctx *s, int unit) { return s && unit >= 0 && unit < s->nu ? s->u[unit].micro : 0; }
+int sched_live(const sched_ctx *s) { return s ? s->live : 0; }
+int sched_live_peak(const sched_ctx *s) { return s ? s->live_peak : 0; }
+int sched_queued(const sched_ctx *s) { return s ? s->qn - s->qd : 0; }
+int sched_started(const sched_ctx *s) { return s ? s->qs : 0; }
+const int *sched_order(const sched_ctx *s, int *n) {
   if (n) *n = s ? s->norder : 0;
   return s ? s->order : NULL;
 }

@@ -49,19 +49,19 @@
 extern "C" {
 #endif
 
-typedef struct hsr_sched hsr_sched;
+typedef struct sched_ctx sched_ctx;
 
 /* A unit's parameters: SHARDED (only the shard), GATHERING (an all-gather
  * into a full buffer is in flight), FULL (gathered; unsharded strategies are
  * always FULL), PARTIAL (resharded after forward to 1/K of the unit). */
-typedef enum hsr_sched_state {
+typedef enum sched_state {
   HSR_SCHED_SHARDED = 0,
   HSR_SCHED_GATHERING,
   HSR_SCHED_FULL,
   HSR_SCHED_PARTIAL
-} hsr_sched_state;
+} sched_state;
 
-typedef enum hsr_sched_op {
+typedef enum sched_op {
   HSR_SCHED_SETUP = 0,   /* commit: the unit's persistent buffers */
   HSR_SCHED_GATHER,      /* start the all-gather of a unit into a new full buffer */
   HSR_SCHED_WAIT,        /* finish it: the unit is FULL; the partial slice it read goes back */
@@ -81,10 +81,10 @@ typedef enum hsr_sched_op {
   HSR_SCHED_REGATHER_WAIT,
   HSR_SCHED_GRAD_ZERO, /* zero the gradient accumulator; free_grad: the full gradient buffer goes back */
   HSR_SCHED_OP_COUNT
-} hsr_sched_op;
+} sched_op;
 
-typedef struct hsr_sched_action {
-  hsr_sched_op op;
+typedef struct sched_action {
+  sched_op op;
   int unit;       /* -1: not about one unit (NORM, PROGRESS) */
   int group;      /* hsr_rt_group of the collective (gathers, reshard, stage 1 of REDUCE); -1: none */
   int local;      /* the group has one rank: a local copy stands in for the collective */
@@ -97,7 +97,7 @@ typedef struct hsr_sched_action {
   int all_reduce; /* REDUCE: the replicate all-reduce follows stage 1 */
   int deferred;   /* RETIRE: the entry is a DEFERRED_AR (its slice replaces the accumulator) */
   int free_grad;  /* GRAD_ZERO */
-} hsr_sched_action;
+} sched_action;
 
 /* Buffer kinds, each with its ledger category and size per unit. */
 /* Offload optim (cfg.offload, a device run): MASTER, MOMENT_M, MOMENT_V and
@@ -108,7 +108,7 @@ typedef struct hsr_sched_action {
  * Lo = Ls / R with the outer shard (the rank's piece of its shard), else Ls;
  * La, the accumulator: Lo, except Ls for rs_only with micro-batches (its
  * micro-batches sum whole slices before the one reduce-scatter over R). */
-typedef enum hsr_sched_buf {
+typedef enum sched_buf {
   HSR_SCHED_BUF_MASTER = 0,   /* f32 master: Lo x 4 (outer shard optim with f32 parameters: none, the
                                  master is the rank's piece of PARAM) */
   HSR_SCHED_BUF_MOMENT_M,     /* Lo x 4 */
@@ -130,15 +130,15 @@ typedef enum hsr_sched_buf {
   HSR_SCHED_BUF_GATHER_IN,    /* a gather's input cast from the master (bf16, no outer shard): Ls x param dtype */
   HSR_SCHED_BUF_OUTER_SLICE,  /* the reduce-scatter over R's result (outer shard optim): Lo x reduce dtype */
   HSR_SCHED_BUF_COUNT
-} hsr_sched_buf;
+} sched_buf;
 
 /* One buffer taken from (get = 1) or returned to (get = 0) the pool. */
-typedef struct hsr_sched_bufop {
+typedef struct sched_bufop {
   int get;
-  hsr_sched_buf buf;
-  hsr_mem_cat cat;
+  sched_buf buf;
+  mem_cat cat;
   size_t bytes;
-} hsr_sched_bufop;
+} sched_bufop;
 #define HSR_SCHED_MAX_BUFOPS 8
 
 /* cfg: strategy, reshard and K, root_reshard, prefetch, max_live,
@@ -146,24 +146,24 @@ typedef struct hsr_sched_bufop {
  * keeps no reduction in flight behind backward: the streams order them).
  * S, R: the resolved mesh. layout: finalized for S shards. is_root[u]: root
  * units (cfg->root_reshard applies; NULL: none). */
-hsr_status sched_create(const hsr_rt_config *cfg, int S, int R, const hsr_rt_layout *layout, const int *is_root,
-                        hsr_sched **out);
-void sched_free(hsr_sched *s);
+hsr_status sched_create(const hsr_rt_config *cfg, int S, int R, const rt_layout *layout, const int *is_root,
+                        sched_ctx **out);
+void sched_free(sched_ctx *s);
 
 /* The lifecycle. Each call decides, updates the schedule and returns its
  * actions in *acts (owned by the schedule, valid until its next call). A
  * call that the unit's state does not allow is HSR_ERR_STATE. */
-hsr_status sched_setup(hsr_sched *s, const hsr_sched_action **acts, int *n); /* once, at commit */
-hsr_status sched_forward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-hsr_status sched_forward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-hsr_status sched_backward_begin(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-hsr_status sched_backward_end(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
+hsr_status sched_setup(sched_ctx *s, const sched_action **acts, int *n); /* once, at commit */
+hsr_status sched_forward_begin(sched_ctx *s, int unit, const sched_action **acts, int *n);
+hsr_status sched_forward_end(sched_ctx *s, int unit, const sched_action **acts, int *n);
+hsr_status sched_backward_begin(sched_ctx *s, int unit, const sched_action **acts, int *n);
+hsr_status sched_backward_end(sched_ctx *s, int unit, const sched_action **acts, int *n);
 /* Inside the unit's backward window (FULL): no actions; see schedule.c. */
-hsr_status sched_recompute(hsr_sched *s, int unit, const hsr_sched_action **acts, int *n);
-hsr_status sched_step(hsr_sched *s, const hsr_sched_action **acts, int *n);
-hsr_status sched_zero_grad(hsr_sched *s, const hsr_sched_action **acts, int *n);
+hsr_status sched_recompute(sched_ctx *s, int unit, const sched_action **acts, int *n);
+hsr_status sched_step(sched_ctx *s, const sched_action **acts, int *n);
+hsr_status sched_zero_grad(sched_ctx *s, const sched_action **acts, int *n);
 /* WAIT for every unit still GATHERING (before a trace is written). */
-hsr_status sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n);
+hsr_status sched_settle(sched_ctx *s, const sched_action **acts, int *n);
 
 /* The buffers an action takes and returns, in the order it does so (at most
  * HSR_SCHED_MAX_BUFOPS):
@@ -183,34 +183,34 @@ hsr_status sched_settle(hsr_sched *s, const hsr_sched_action **acts, int *n);
  *                put OUTER_SLICE (if the entry is outer)
  *   GRAD_ZERO    put GRAD (if free_grad)
  * the others none. */
-hsr_status sched_buffers(const hsr_sched *s, const hsr_sched_action *a, hsr_sched_bufop *out, int *n);
-hsr_mem_cat sched_buf_cat(hsr_sched_buf b);
+hsr_status sched_buffers(const sched_ctx *s, const sched_action *a, sched_bufop *out, int *n);
+mem_cat sched_buf_cat(sched_buf b);
 /* The category of b in this schedule (offload: the host categories). */
-hsr_mem_cat hsr_sched_cat_of(const hsr_sched *s, hsr_sched_buf b);
+mem_cat hsr_sched_cat_of(const sched_ctx *s, sched_buf b);
 /* Bytes of a buffer of unit u, as the pool hands it out (an empty one is a
  * 64-byte block). */
-size_t sched_buf_bytes(const hsr_sched *s, hsr_sched_buf b, int unit);
+size_t sched_buf_bytes(const sched_ctx *s, sched_buf b, int unit);
 
 /* The persistent buffers (SETUP's) a unit holds: 1 for b in MASTER ..
  * HSR_SCHED_BUF_LAST_HELD when SETUP takes it. */
 #define HSR_SCHED_BUF_LAST_HELD HSR_SCHED_BUF_GRAD_DOWN
-int sched_holds(const hsr_sched *s, hsr_sched_buf b);
+int sched_holds(const sched_ctx *s, sched_buf b);
 /* Offload optim in effect (cfg.offload on a device run). */
-int hsr_sched_offload(const hsr_sched *s);
+int hsr_sched_offload(const sched_ctx *s);
 /* Elements of the rank's piece of unit u's shard (Lo) and of its gradient
  * accumulator (La); the optimizer's master, m, v and gradient cover them
  * (the accumulator's first Lo elements when La = Ls). */
-size_t sched_piece_len(const hsr_sched *s, int unit);
-size_t sched_acc_len(const hsr_sched *s, int unit);
+size_t sched_piece_len(const sched_ctx *s, int unit);
+size_t sched_acc_len(const sched_ctx *s, int unit);
 /* Outer shard optim in effect (hybrid with cfg.outer_shard = optim). */
-int sched_outer(const hsr_sched *s);
+int sched_outer(const sched_ctx *s);
 
 /* Pure decisions on their own. */
 /* What forward_end does to the unit: NONE for unsharded strategies and for
  * root units unless cfg.root_reshard, else cfg.reshard. */
-hsr_rt_reshard sched_reshard_of(const hsr_sched *s, int unit);
+hsr_rt_reshard sched_reshard_of(const sched_ctx *s, int unit);
 /* Reductions left in flight at the end of backward_end (2 on host, 0 on CUDA). */
-int sched_in_flight(const hsr_sched *s);
+int sched_in_flight(const sched_ctx *s);
 
 /* ---- the interpreter (run.c) ----
  *
@@ -219,7 +219,7 @@ int sched_in_flight(const hsr_sched *s);
  * fills in only the pool; the timeline no pool at all). It owns:
  *   - the buffer rules: for every action it takes and returns the buffers
  *     sched_buffers lists, in that order, through get/put, and keeps them
- *     (per unit; per reduction: hsr_sched_red). An action's effect runs once
+ *     (per unit; per reduction: sched_red). An action's effect runs once
  *     the buffers it takes are there and before any it returns goes back;
  *     REDUCE with a reduce-dtype copy is the one effect split in two: the
  *     copy (stage_cast) before the gradient goes back, stage 1 after the
@@ -238,7 +238,7 @@ int sched_in_flight(const hsr_sched *s);
  * is returned. */
 
 /* A reduction in the queue. */
-typedef struct hsr_sched_red {
+typedef struct sched_red {
   int unit;
   int deferred;       /* rs_only's DEFERRED_AR: its slice replaces the accumulator */
   int scatter, local; /* REDUCE: stage 1 is a reduce-scatter / its group has one rank (no collective) */
@@ -252,25 +252,25 @@ typedef struct hsr_sched_red {
   void *oslice;       /* Lo (reduce dtype): outer: stage 2's result (the rank's piece of the slice) */
   void *h;            /* the executor's handle of the stage's collective in flight (NULL: none) */
   uint64_t t0;        /* the executor's: when that stage was posted */
-} hsr_sched_red;
+} sched_red;
 
-typedef struct hsr_sched_exec {
+typedef struct sched_exec {
   /* The pool: a buffer of b's kind, category and size for `unit`, and back. */
-  hsr_status (*get)(void *ctx, int unit, const hsr_sched_bufop *b, void **p);
-  void (*put)(void *ctx, int unit, const hsr_sched_bufop *b, void *p);
+  hsr_status (*get)(void *ctx, int unit, const sched_bufop *b, void **p);
+  void (*put)(void *ctx, int unit, const sched_bufop *b, void *p);
   /* One callback per action (its unit's buffers: sched_buf_of). GATHER
    * and REGATHER return the handle their WAIT and REGATHER_WAIT get back. */
-  hsr_status (*setup)(void *ctx, const hsr_sched_action *a);
-  hsr_status (*gather)(void *ctx, const hsr_sched_action *a, void **h);
-  hsr_status (*gather_wait)(void *ctx, const hsr_sched_action *a, void *h);
-  hsr_status (*reshard)(void *ctx, const hsr_sched_action *a);
-  hsr_status (*release)(void *ctx, const hsr_sched_action *a);
-  hsr_status (*grad_buf)(void *ctx, const hsr_sched_action *a);
-  hsr_status (*norm)(void *ctx, const hsr_sched_action *a);
-  hsr_status (*optim)(void *ctx, const hsr_sched_action *a);
-  hsr_status (*regather)(void *ctx, const hsr_sched_action *a, void **h);
-  hsr_status (*regather_wait)(void *ctx, const hsr_sched_action *a, void *h);
-  hsr_status (*grad_zero)(void *ctx, const hsr_sched_action *a);
+  hsr_status (*setup)(void *ctx, const sched_action *a);
+  hsr_status (*gather)(void *ctx, const sched_action *a, void **h);
+  hsr_status (*gather_wait)(void *ctx, const sched_action *a, void *h);
+  hsr_status (*reshard)(void *ctx, const sched_action *a);
+  hsr_status (*release)(void *ctx, const sched_action *a);
+  hsr_status (*grad_buf)(void *ctx, const sched_action *a);
+  hsr_status (*norm)(void *ctx, const sched_action *a);
+  hsr_status (*optim)(void *ctx, const sched_action *a);
+  hsr_status (*regather)(void *ctx, const sched_action *a, void **h);
+  hsr_status (*regather_wait)(void *ctx, const sched_action *a, void *h);
+  hsr_status (*grad_zero)(void *ctx, const sched_action *a);
   /* The reduction queue's stages; each posting callback sets r->h (NULL:
    * nothing to wait for). stage_cast: the gradient into its reduce-dtype
    * copy r->send. stage1: post stage 1 (a local one: nothing to post).
@@ -284,41 +284,41 @@ typedef struct hsr_sched_exec {
    * accumulate: RETIRE, the slice (r->outer: oslice) into the unit's
    * accumulator (stage: an f32 staging buffer when the reduce dtype is not
    * f32, else NULL). */
-  hsr_status (*stage_cast)(void *ctx, hsr_sched_red *r, void *grad);
-  hsr_status (*stage1)(void *ctx, hsr_sched_red *r);
-  hsr_status (*stage1_done)(void *ctx, hsr_sched_red *r);
-  hsr_status (*stage2)(void *ctx, hsr_sched_red *r);
-  hsr_status (*deferred_ar)(void *ctx, hsr_sched_red *r);
-  hsr_status (*test)(void *ctx, hsr_sched_red *r, int *done);
-  hsr_status (*wait)(void *ctx, hsr_sched_red *r);
-  hsr_status (*accumulate)(void *ctx, hsr_sched_red *r, void *stage);
-} hsr_sched_exec;
+  hsr_status (*stage_cast)(void *ctx, sched_red *r, void *grad);
+  hsr_status (*stage1)(void *ctx, sched_red *r);
+  hsr_status (*stage1_done)(void *ctx, sched_red *r);
+  hsr_status (*stage2)(void *ctx, sched_red *r);
+  hsr_status (*deferred_ar)(void *ctx, sched_red *r);
+  hsr_status (*test)(void *ctx, sched_red *r, int *done);
+  hsr_status (*wait)(void *ctx, sched_red *r);
+  hsr_status (*accumulate)(void *ctx, sched_red *r, void *stage);
+} sched_exec;
 
 /* Runs acts[0..n) (a lifecycle call's list, just decided) with executor x. */
-hsr_status sched_run(hsr_sched *s, const hsr_sched_action *acts, int n, const hsr_sched_exec *x, void *ctx);
+hsr_status sched_run(sched_ctx *s, const sched_action *acts, int n, const sched_exec *x, void *ctx);
 /* Teardown: completes every reduction still queued (stage 2 included, so
  * peers that posted theirs are not left waiting) and every gather in
  * flight, and gives their buffers back. */
-hsr_status sched_drain(hsr_sched *s, const hsr_sched_exec *x, void *ctx);
+hsr_status sched_drain(sched_ctx *s, const sched_exec *x, void *ctx);
 /* The buffer of kind b that unit u holds (NULL: none). */
-void *sched_buf_of(const hsr_sched *s, int unit, hsr_sched_buf b);
+void *sched_buf_of(const sched_ctx *s, int unit, sched_buf b);
 /* The unit's full parameters: the gathered buffer (sharded strategies,
  * NULL while not FULL) or the persistent one. */
-void *sched_full_of(const hsr_sched *s, int unit);
+void *sched_full_of(const sched_ctx *s, int unit);
 /* Reductions started and not yet retired. */
-int sched_started(const hsr_sched *s);
+int sched_started(const sched_ctx *s);
 
 /* Getters. */
-int sched_num_units(const hsr_sched *s);
-hsr_sched_state sched_state_of(const hsr_sched *s, int unit);
-int sched_micro(const hsr_sched *s, int unit); /* backward passes this step */
-int sched_live(const hsr_sched *s);            /* units gathering or FULL (sharded strategies) */
-int sched_live_peak(const hsr_sched *s);
-int sched_queued(const hsr_sched *s); /* reductions in the queue */
+int sched_num_units(const sched_ctx *s);
+sched_state sched_state_of(const sched_ctx *s, int unit);
+int sched_micro(const sched_ctx *s, int unit); /* backward passes this step */
+int sched_live(const sched_ctx *s);            /* units gathering or FULL (sharded strategies) */
+int sched_live_peak(const sched_ctx *s);
+int sched_queued(const sched_ctx *s); /* reductions in the queue */
 /* The recorded forward order (*n units; fixed at the first step). */
-const int *sched_order(const hsr_sched *s, int *n);
-const char *sched_state_name(hsr_sched_state st); /* "sharded", "gathering", "full", "partial" */
-const char *sched_op_name(hsr_sched_op op);       /* "gather", "wait", ... */
+const int *sched_order(const sched_ctx *s, int *n);
+const char *sched_state_name(sched_state st); /* "sharded", "gathering", "full", "partial" */
+const char *sched_op_name(sched_op op);       /* "gather", "wait", ... */
 
 #ifdef __cplusplus
 }

@@ -54,12 +54,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fwrite(t, 1, size, f);
   fclose(f);
   free(t);
-  hsr_ckpt *c = NULL;
+  ckpt_handle *c = NULL;
   if (ckpt_open(dir, &c) != HSR_OK) return 0;
-  hsr_ckpt_info info;
+  ckpt_info info;
   ckpt_get_info(c, &info);
   for (int i = 0; i < ckpt_num_tensors(c); i++) {
-    hsr_ckpt_tensor tt;
+    ckpt_tensor_info tt;
     if (ckpt_tensor_at(c, i, &tt) == HSR_OK) {
       int j;
       ckpt_find(c, tt.name, &j);

@@ -7,9 +7,9 @@
 #include "fuzz_io.h"
 #include "runtime/io/safetensors.h"
 
-static void walk(const hsr_st_file *f) {
+static void walk(const st_file *f) {
   for (int i = 0; i < st_count(f); i++) {
-    hsr_st_info in;
+    st_info in;
     if (st_info_at(f, i, &in) != HSR_OK) continue;
     int j;
     if (st_find(f, in.name, &j) != HSR_OK || j != i) abort(); /* names are unique */
@@ -26,7 +26,7 @@ static void walk(const hsr_st_file *f) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  hsr_st_file *a = NULL, *b = NULL;
+  st_file *a = NULL, *b = NULL;
   const char *path = fuzz_file(data, size);
   hsr_status sa = path ? st_open(path, &a) : HSR_ERR_IO;
   hsr_status sb = st_parse(data, size, "fuzz input", &b);

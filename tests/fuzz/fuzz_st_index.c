@@ -10,11 +10,11 @@
 #include "fuzz_io.h"
 #include "runtime/io/safetensors_sharded.h"
 
-static int shard(const char *dir, const char *name, const hsr_st_tensor *t, int n, size_t bytes) {
+static int shard(const char *dir, const char *name, const st_tensor *t, int n, size_t bytes) {
   char p[160];
   snprintf(p, sizeof p, "%s/%s", dir, name);
-  hsr_st_kv meta[1] = {{"hsr.model", "fuzz"}};
-  hsr_st_writer *w;
+  st_kv meta[1] = {{"hsr.model", "fuzz"}};
+  st_writer *w;
   static const unsigned char data[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   if (st_create(p, t, n, meta, 1, &w) != HSR_OK) return 1;
   if (st_write(w, data, bytes) != HSR_OK) {
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!mkdtemp(dir)) return 0;
     atexit(cleanup);
     snprintf(file, sizeof file, "%s/%s", dir, HSR_ST_INDEX_NAME);
-    hsr_st_tensor one[2] = {{"a", "F32", 1, {2}}, {"b", "I32", 1, {1}}}, two[1] = {{"c", "U8", 1, {3}}};
+    st_tensor one[2] = {{"a", "F32", 1, {2}}, {"b", "I32", 1, {1}}}, two[1] = {{"c", "U8", 1, {3}}};
     if (shard(dir, "model-00001-of-00002.safetensors", one, 2, 12) ||
         shard(dir, "model-00002-of-00002.safetensors", two, 1, 3))
       return 0;
@@ -51,11 +51,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!f) return 0;
   fwrite(data, 1, size, f);
   fclose(f);
-  hsr_st_set *s = NULL;
+  st_set *s = NULL;
   if (st_set_open(dir, &s) != HSR_OK) return 0;
   unsigned char buf[16];
   for (int i = 0; i < st_set_count(s); i++) {
-    hsr_st_info in;
+    st_info in;
     int j;
     if (st_set_info_at(s, i, &in) != HSR_OK) continue;
     st_set_find(s, in.name, &j);

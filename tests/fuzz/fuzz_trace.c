@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!devnull) return 0;
   trace_summarize(path, 0, devnull);
   trace_summarize(path, 1, devnull);
-  hsr_trace_step_summary *st = NULL;
+  trace_step_summary *st = NULL;
   int n = 0;
   if (trace_steps(path, &st, &n) == HSR_OK) free(st);
   return 0;

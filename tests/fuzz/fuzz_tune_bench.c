@@ -18,18 +18,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!text) return 0;
   memcpy(text, data, size);
   text[size] = 0;
-  hsr_tune_calib *c = NULL;
+  tune_calib *c = NULL;
   if (tune_calib_create(&c) != HSR_OK) {
     free(text);
     return 0;
   }
-  hsr_tune_net net;
+  tune_net net;
   char report[2048];
   if (tune_calib_add_json(c, text, "fuzz.json") == HSR_OK && tune_net_default("host", &net) == HSR_OK &&
       tune_calib_fit(c, &net, report, sizeof report) == HSR_OK) {
     for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++) {
       for (int op = 0; op < HSR_TUNE_OPS; op++) {
-        const hsr_tune_link *l = &net.link[t][op];
+        const tune_link *l = &net.link[t][op];
         must(isfinite(l->alpha_us) && l->alpha_us >= 0);
         must(isfinite(l->busbw_gbs) && l->busbw_gbs > 0);
       }

@@ -324,7 +324,7 @@ int bc_have_gnuplot(void) {
  * cycle, as gnuplot data blocks. */
 hsr_status bc_plot(const bc_ctx *x, const bc_row *rows, int nrows) {
   const bc_opts *o = x->o;
-  hsr_cli_plot pl;
+  cli_plot pl;
   HSR_CHECK(cli_plot_open(&pl, "--plot", o->plot));
   FILE *gp = pl.script;
   int n = hsr_boot_size(x->boot), nodes = boot_num_nodes(x->boot), curves = 0;

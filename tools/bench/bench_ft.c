@@ -196,7 +196,7 @@ static void sample(void *ctx, int phase) {
 
 typedef struct run {
   int groups;
-  hsr_ft_sim_report r;
+  ft_sim_report r;
   double etcd_cpu, etcd_rss_mb, etcd_hwm_mb, self_rss_mb;
   int ok;
 } run;
@@ -223,7 +223,7 @@ static void secs(char *buf, size_t n, double s) {
     snprintf(buf, n, "%.2f", s);
 }
 
-static char *to_json(const hsr_ft_sim_config *c, const run *runs, int nr) {
+static char *to_json(const ft_sim_config *c, const run *runs, int nr) {
   size_t cap = 4096 + (size_t)nr * 2048, o = 0;
   char *j = malloc(cap);
   if (!j) return NULL;
@@ -234,7 +234,7 @@ static char *to_json(const hsr_ft_sim_config *c, const run *runs, int nr) {
                         c->steps, c->step_s, c->timeout_s, c->kill, c->kill_step, c->stop_step, c->stop_s, c->restart,
                         c->restart_gap, c->group_size, c->addr_bytes, c->detect_s, c->heal_s);
   for (int i = 0; i < nr; i++) {
-    const hsr_ft_sim_report *r = &runs[i].r;
+    const ft_sim_report *r = &runs[i].r;
     o += (size_t)snprintf(
         j + o, cap - o,
         "%s{\"groups\":%d,\"ok\":%s,\"setup_s\":%.3f,\"steps_s\":%.3f,\"finish_s\":%.3f,\"votes\":%d,"
@@ -290,7 +290,7 @@ int bench_ft(int argc, char **argv) {
                                        {"check", no_argument, 0, O_CHECK},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-  hsr_ft_sim_config c = {
+  ft_sim_config c = {
       .group_size = 8, .addr_bytes = 215, .steps = 10, .step_s = 1, .timeout_s = 4, .detect_s = 0.05, .heal_s = 0.1};
   int groups[MAX_RUNS] = {8, 64}, ng = 2, check = 0, c_;
   const char *json = NULL;
@@ -353,10 +353,10 @@ int bench_ft(int argc, char **argv) {
   if (json && strcmp(json, "-") && path_check_write("--json", json) != HSR_OK)
     return cli_usage_error("bench ft", "%s", hsr_last_error());
   for (int i = 0; i < ng; i++) { /* every run's settings checked before the first starts */
-    hsr_ft_sim_config t = c;
+    ft_sim_config t = c;
     t.groups = groups[i];
     t.coordinator = "127.0.0.1:1";
-    hsr_ft_sim_report r;
+    ft_sim_report r;
     if (c.restart > c.kill)
       return cli_usage_error("bench ft", "--restart %d: only %d group(s) are killed (--kill)", c.restart, c.kill);
     if (c.kill >= groups[i] - 1)
@@ -412,7 +412,7 @@ int bench_ft(int argc, char **argv) {
     R->etcd_cpu = co.t1 > co.t0 ? (co.cpu1 - co.cpu0) / (co.t1 - co.t0) : 0;
     R->etcd_rss_mb = (double)co.rss_kb / 1024, R->etcd_hwm_mb = (double)co.hwm_kb / 1024;
     R->self_rss_mb = (double)proc_kb(getpid(), "VmHWM:") / 1024;
-    const hsr_ft_sim_report *r = &R->r;
+    const ft_sim_report *r = &R->r;
     R->ok = !r->failure[0] && r->survivors == r->expected && r->same_steps && r->named == r->survivors &&
             r->admitted == c.restart;
     if (text) {
@@ -431,7 +431,7 @@ int bench_ft(int argc, char **argv) {
            "stop to commit (s) | join admitted (s, steps) | etcd req/s | per group | etcd CPU | etcd RSS (MB) | "
            "outcome |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < ng && runs[i].groups; i++) {
-      const hsr_ft_sim_report *r = &runs[i].r;
+      const ft_sim_report *r = &runs[i].r;
       char a[6][32];
       ms(a[0], 32, r->vote_p50), ms(a[1], 32, r->vote_p99), ms(a[2], 32, r->vote_max);
       secs(a[3], 32, r->kill_commit_s), secs(a[4], 32, r->stop_commit_s), secs(a[5], 32, r->admit_s);
@@ -441,7 +441,7 @@ int bench_ft(int argc, char **argv) {
              runs[i].etcd_cpu * 100, runs[i].etcd_hwm_mb, runs[i].ok ? "ok" : "WRONG");
     }
     for (int i = 0; i < ng && runs[i].groups; i++) {
-      const hsr_ft_sim_report *r = &runs[i].r;
+      const ft_sim_report *r = &runs[i].r;
       printf("# %d groups: survivors %d/%d, same steps on all: %s, named the dead (%s): %d, joiners admitted: %d, "
              "final state_hash equal on %d%s%s\n",
              runs[i].groups, r->survivors, r->expected, r->same_steps ? "yes" : "NO", r->dead, r->named, r->admitted,

@@ -50,11 +50,11 @@ typedef struct sopts {
 
 void openblas_set_num_threads(int); /* OpenBLAS: ranks share the cores, one thread each */
 
-/* The probe's trace as `keep` (hsr_out: a device or a FIFO is written in place, never renamed over). */
+/* The probe's trace as `keep` (sys_out: a device or a FIFO is written in place, never renamed over). */
 static hsr_status keep_trace(const char *path, const char *keep) {
   FILE *in;
   HSR_CHECK(file_fopen_read("trace", path, &in));
-  hsr_out o;
+  sys_out o;
   hsr_status st = out_open(&o, "--trace", keep, HSR_OUT_WHOLE);
   char buf[1 << 16];
   size_t n;
@@ -432,7 +432,7 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
   if (st == HSR_OK) st = d;
   HSR_CHECK(st);
   if (hsr_boot_rank(boot) != 0) return HSR_OK;
-  hsr_trace_step_summary *sum = NULL;
+  trace_step_summary *sum = NULL;
   int ns = 0;
   HSR_CHECK(trace_steps(path, &sum, &ns));
   memset(res, 0, sizeof *res);
@@ -482,8 +482,8 @@ static hsr_status run_config(hsr_boot *boot, hsr_comm *world, const hsr_cluster 
  * (hsr/tune_ledger.h), so the check is the engine's own count. */
 /* The run's units as run_config registers them; the outer shard cuts every
  * shard into R pieces, as the engine's commit does. */
-static hsr_status bench_layout(const sopts *o, long S, int parts, size_t align, hsr_rt_layout **out) {
-  hsr_rt_layout *lay = NULL;
+static hsr_status bench_layout(const sopts *o, long S, int parts, size_t align, rt_layout **out) {
+  rt_layout *lay = NULL;
   HSR_CHECK(rt_layout_create(align, &lay));
   int64_t per = (int64_t)(o->unit_bytes / 4 / (size_t)S * (size_t)S);
   char name[32];
@@ -512,7 +512,7 @@ static hsr_status predicted_peak(const sopts *o, long S, int n, double *peak) {
   if (st == HSR_OK && o->keep_last) is_root[o->units - 1] = 1;
   *peak = 0;
   for (int h = 0; h < o->nouter && st == HSR_OK; h++) {
-    hsr_rt_layout *lay = NULL;
+    rt_layout *lay = NULL;
     int R = n / (int)S;
     st = bench_layout(o, S, o->outer[h] == HSR_RT_OUTER_OPTIM ? R : 1, c.align, &lay);
     for (int i = 0; i < o->nres && st == HSR_OK; i++)
@@ -576,7 +576,7 @@ static int step_run(int argc, char **argv, hsr_boot *given) {
   result *res = NULL;
   int nres = 0;
   FILE *jf = NULL;
-  hsr_out jo = {0};
+  sys_out jo = {0};
   long S = o.shard ? o.shard : n;
   if (n % S) {
     st = hsr_error(HSR_ERR_INVALID, "--shard %ld does not divide the %d ranks", S, n);

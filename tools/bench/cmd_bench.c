@@ -5,7 +5,7 @@
 #include "bench.h"
 #include "tools/cli/cli.h"
 
-static const hsr_cli_command benches[] = {
+static const cli_command benches[] = {
     {"all_gather", "all-gather bandwidth per group (nccl-tests' all_gather_perf: table, JSON)", bench_all_gather},
     {"reduce_scatter", "reduce-scatter bandwidth per group (reduce_scatter_perf)", bench_reduce_scatter},
     {"all_reduce", "all-reduce bandwidth per group (all_reduce_perf)", bench_all_reduce},

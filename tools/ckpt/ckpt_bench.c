@@ -297,7 +297,7 @@ static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
     double t0 = clock_s();
     size_t off = 0;
     for (int u = 0; u < x->a->units && off < share && rc == HSR_OK; u++) {
-      hsr_rt_slice sl;
+      rt_slice sl;
       rc = rt_slice_get(x->rt, u, &sl);
       const float *kinds[3] = {sl.master, sl.m, sl.v};
       for (int k = 0; k < 3 && rc == HSR_OK && off < share; k++) {

@@ -39,14 +39,14 @@ static void export_usage(FILE *f) {
 
 #define EXPORT_CHUNK ((uint64_t)1 << 20) /* elements: 4 MiB */
 
-static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t max_shard, const model_meta *meta,
+static hsr_status export_to(const ckpt_handle *c, const char *path, uint64_t max_shard, const model_meta *meta,
                             uint64_t *bytes, int *files) {
   int n = ckpt_num_tensors(c);
-  hsr_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
+  st_tensor *t = calloc((size_t)n + 1, sizeof *t);
   float *buf = malloc(EXPORT_CHUNK * sizeof *buf);
   hsr_status st = t && buf ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "ckpt export: out of memory");
   for (int i = 0; i < n && st == HSR_OK; i++) {
-    hsr_ckpt_tensor x;
+    ckpt_tensor_info x;
     st = ckpt_tensor_at(c, i, &x);
     t[i].name = x.name, t[i].dtype = "F32", t[i].ndim = x.ndim;
     for (int d = 0; d < x.ndim; d++) t[i].shape[d] = x.shape[d];
@@ -55,7 +55,7 @@ static hsr_status export_to(const hsr_ckpt *c, const char *path, uint64_t max_sh
   if (st == HSR_OK) st = ckpt_export_begin(path, max_shard, t, n, meta->kv, meta->n, &w);
   *files = ckpt_export_files(w);
   for (int i = 0; i < n && st == HSR_OK; i++) {
-    hsr_ckpt_tensor x;
+    ckpt_tensor_info x;
     ckpt_tensor_at(c, i, &x);
     for (uint64_t at = 0; at < x.numel && st == HSR_OK; at += EXPORT_CHUNK) {
       uint64_t k = x.numel - at < EXPORT_CHUNK ? x.numel - at : EXPORT_CHUNK;
@@ -109,7 +109,7 @@ int ckpt_export_main(int argc, char **argv) {
     pst = path_check_outside("--safetensors", out, "DIR", root);
   }
   if (pst != HSR_OK) return cli_usage_error("ckpt export", "%s", hsr_last_error());
-  hsr_ckpt *c = NULL;
+  ckpt_handle *c = NULL;
   uint64_t bytes = 0;
   model_meta meta;
   int has_model = 0, files = 0;
@@ -119,7 +119,7 @@ int ckpt_export_main(int argc, char **argv) {
   int cfg = 0; /* the directory layout: transformers' config.json beside the shards */
   if (st == HSR_OK && max_shard) st = hf_config_write(out, meta.kv, meta.n, &cfg);
   if (st == HSR_OK) {
-    hsr_ckpt_info in;
+    ckpt_info in;
     ckpt_get_info(c, &in);
     printf("exported %d tensors (%" PRIu64 " bytes, F32) of %s, step %" PRId64 ", to %s (%d file%s%s%s)\n",
            in.num_tensors, bytes, in.dir, in.step, out, files, files == 1 ? "" : "s",

@@ -54,15 +54,15 @@ static double cpu_s(void) {
 }
 
 /* ---- the model's layout ---- */
-static hsr_status add(hsr_rt_layout *l, int u, const char *name, int64_t a, int64_t b) {
+static hsr_status add(rt_layout *l, int u, const char *name, int64_t a, int64_t b) {
   int64_t s[2] = {a, b};
   return rt_layout_add_param(l, u, name, b ? 2 : 1, s, 0);
 }
 
 /* Llama: the root (embeddings, final norm, head), then per block its norms,
  * attention (grouped KV) and SwiGLU MLP; GPT: tied head, biases. */
-static hsr_status model_layout(const hsr_tune_arch *a, int R, int S, int outer, hsr_rt_layout **out) {
-  hsr_rt_layout *l = NULL;
+static hsr_status model_layout(const tune_arch *a, int R, int S, int outer, rt_layout **out) {
+  rt_layout *l = NULL;
   HSR_CHECK(rt_layout_create(16, &l)); /* the engine's default alignment */
   int64_t C = a->width, V = a->vocab, F = a->ffn, hd = a->width / a->heads, kv = (int64_t)a->kv_heads * hd;
   int llama = a->family == HSR_TUNE_FAM_LLAMA || a->family == HSR_TUNE_FAM_HSR_LLAMA, u;
@@ -101,15 +101,15 @@ static hsr_status model_layout(const hsr_tune_arch *a, int R, int S, int outer, 
 
 /* The layout a checkpoint records: its units in order, its tensors in
  * layout order (the manifest lists them so), its alignment and shards. */
-static hsr_status saved_layout(const hsr_ckpt *c, int outer, hsr_rt_layout **out) {
+static hsr_status saved_layout(const ckpt_handle *c, int outer, rt_layout **out) {
   *out = NULL;
   cJSON *j = cJSON_Parse(ckpt_manifest_text(c));
   const cJSON *lay = j ? cJSON_GetObjectItemCaseSensitive(j, "layout") : NULL, *units, *it;
   const cJSON *al = lay ? cJSON_GetObjectItemCaseSensitive(lay, "align") : NULL;
   units = j ? cJSON_GetObjectItemCaseSensitive(j, "units") : NULL;
-  hsr_ckpt_info in;
+  ckpt_info in;
   ckpt_get_info(c, &in);
-  hsr_rt_layout *l = NULL;
+  rt_layout *l = NULL;
   hsr_status st = cJSON_IsNumber(al) && cJSON_IsArray(units)
                       ? rt_layout_create((size_t)al->valuedouble, &l)
                       : hsr_error(HSR_ERR_INVALID, "checkpoint '%s' records no layout", in.dir);
@@ -120,14 +120,14 @@ static hsr_status saved_layout(const hsr_ckpt *c, int outer, hsr_rt_layout **out
     if (st == HSR_OK) st = rt_layout_add_unit(l, cJSON_IsString(nm) ? nm->valuestring : "?", &u);
   }
   for (int i = 0; st == HSR_OK && i < ckpt_num_tensors(c); i++) {
-    hsr_ckpt_tensor t;
+    ckpt_tensor_info t;
     st = ckpt_tensor_at(c, i, &t);
     if (st == HSR_OK) st = rt_layout_add_param(l, t.unit_index, t.name, t.ndim, t.shape, t.group);
   }
   if (st == HSR_OK) st = rt_layout_finalize(l, in.shard);
   for (int i = 0; st == HSR_OK && i < ckpt_num_tensors(c); i++) { /* the same offsets, or another layout */
-    hsr_ckpt_tensor t;
-    hsr_rt_param_info p;
+    ckpt_tensor_info t;
+    rt_param_info p;
     ckpt_tensor_at(c, i, &t);
     st = rt_layout_param(l, i, &p);
     if (st == HSR_OK && p.offset != t.offset)
@@ -144,9 +144,9 @@ static hsr_status saved_layout(const hsr_ckpt *c, int outer, hsr_rt_layout **out
 
 /* Every tensor's ranges in the simulated manifest equal the saved one's:
  * elements, offsets and the rank whose file holds them. */
-static hsr_status compare(const hsr_ckpt *real, const hsr_ckpt *sim, int *ranges) {
+static hsr_status compare(const ckpt_handle *real, const ckpt_handle *sim, int *ranges) {
   *ranges = 0;
-  hsr_ckpt_info a, b;
+  ckpt_info a, b;
   ckpt_get_info(real, &a);
   ckpt_get_info(sim, &b);
   if (a.num_files != b.num_files || a.num_tensors != b.num_tensors)
@@ -154,14 +154,14 @@ static hsr_status compare(const hsr_ckpt *real, const hsr_ckpt *sim, int *ranges
                      b.num_tensors, a.num_files, a.num_tensors);
   static const char *const keys[] = {"start", "count", "master", "m", "v", "rank"};
   for (int i = 0; i < a.num_tensors; i++) {
-    hsr_ckpt_tensor x, y;
+    ckpt_tensor_info x, y;
     HSR_CHECK(ckpt_tensor_at(real, i, &x));
     HSR_CHECK(ckpt_tensor_at(sim, i, &y));
     if (x.ranges != y.ranges)
       return hsr_error(HSR_ERR_STATE, "tensor '%s': the plan has %d ranges, the checkpoint %d", x.name, y.ranges,
                        x.ranges);
     for (int k = 0; k < x.ranges; k++) {
-      hsr_ckpt_range p, q;
+      ckpt_saved_range p, q;
       HSR_CHECK(ckpt_range_at(real, i, k, &p));
       HSR_CHECK(ckpt_range_at(sim, i, k, &q));
       const uint64_t u[6] = {p.start, p.count, p.off[0], p.off[1], p.off[2], (uint64_t)p.rank};
@@ -185,7 +185,7 @@ typedef struct row {
 /* Best of three: the planner's own time, not the machine's noise. */
 #define REPEAT 3
 
-static hsr_status time_save(const hsr_rt_layout *l, int R, int S, int outer, int rank, row *r) {
+static hsr_status time_save(const rt_layout *l, int R, int S, int outer, int rank, row *r) {
   r->save_s = 1e30;
   for (int k = 0; k < REPEAT; k++) {
     double t0 = cpu_s();
@@ -202,7 +202,7 @@ static hsr_status time_save(const hsr_rt_layout *l, int R, int S, int outer, int
   return HSR_OK;
 }
 
-static hsr_status time_load(const hsr_ckpt *c, const hsr_rt_layout *l, int R, int S, int outer, int rank, row *r) {
+static hsr_status time_load(const ckpt_handle *c, const rt_layout *l, int R, int S, int outer, int rank, row *r) {
   r->load_s = 1e30;
   for (int k = 0; k < REPEAT; k++) {
     double t0 = cpu_s();
@@ -332,15 +332,15 @@ static void print_rows(const args *a, const char *model, double params, int W, s
 }
 
 static int run_against(const args *a) {
-  hsr_ckpt *real = NULL, *sim = NULL;
-  hsr_rt_layout *l = NULL;
+  ckpt_handle *real = NULL, *sim = NULL;
+  rt_layout *l = NULL;
   ckpt_geom *g = NULL;
   char *text = NULL;
   size_t len = 0;
   int ranges = 0;
   hsr_status st = ckpt_open(a->against, &real);
   if (st != HSR_OK) return cli_fail(CMD, st);
-  hsr_ckpt_info in;
+  ckpt_info in;
   ckpt_get_info(real, &in);
   int outer = a->outer || in.outer_shard; /* version 2 records it; version 1 needs the flag */
   st = saved_layout(real, outer, &l);
@@ -405,24 +405,24 @@ int ckpt_plan_main(int argc, char **argv) {
     if (cli_check_ckpt("--against", a.against) != HSR_OK) return cli_usage_error(CMD, "%s", hsr_last_error());
     return run_against(&a);
   }
-  hsr_tune_arch arch;
+  tune_arch arch;
   if (tune_arch_preset(a.arch, &arch) != HSR_OK) return cli_usage_error(CMD, "%s", hsr_last_error());
   if (arch.layers < 1 || arch.width < 1)
     return cli_usage_error(CMD, "--arch %s is a family without a shape (valid: gpt2-124m, llama3-8b, llama3-70b)",
                            a.arch);
   if (tune_arch_check(&arch) != HSR_OK) return cli_usage_error(CMD, "%s", hsr_last_error());
   int W = a.R * a.S, LW = a.LR * a.LS;
-  hsr_rt_layout *l = NULL, *ll = NULL;
+  rt_layout *l = NULL, *ll = NULL;
   ckpt_geom *g = NULL;
-  hsr_ckpt *c = NULL;
+  ckpt_handle *c = NULL;
   char *text = NULL;
   size_t len = 0;
   hsr_status st = model_layout(&arch, a.R, a.S, a.outer, &l);
   if (st == HSR_OK) st = LW == W ? HSR_OK : model_layout(&arch, a.LR, a.LS, 0, &ll);
-  const hsr_rt_layout *load_l = ll ? ll : l;
+  const rt_layout *load_l = ll ? ll : l;
   double params = 0, build_s = 0, parse_s = 0;
   for (int i = 0; st == HSR_OK && i < rt_layout_num_params(l); i++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     if (rt_layout_param(l, i, &p) == HSR_OK) params += (double)p.numel;
   }
   /* Before any work: the ranges a parse derives are about one per unit per
@@ -451,7 +451,7 @@ int ckpt_plan_main(int argc, char **argv) {
   parse_s = cpu_s() - t0;
   uint64_t ranges = 0;
   for (int i = 0; st == HSR_OK && i < ckpt_num_tensors(c); i++) {
-    hsr_ckpt_tensor t;
+    ckpt_tensor_info t;
     if (ckpt_tensor_at(c, i, &t) == HSR_OK) ranges += (uint64_t)t.ranges;
   }
   free(text);

@@ -45,7 +45,7 @@ static void shape_str(const int64_t *s, int nd, char *buf, size_t len) {
 }
 
 /* "model": {"kind": ..., "config": {...}}, or null for a checkpoint that records none. */
-static void model_json(const hsr_ckpt *c, cJSON *o) {
+static void model_json(const ckpt_handle *c, cJSON *o) {
   hsr_ckpt_state *cfg = NULL;
   const char *kind = NULL;
   char *cj = NULL;
@@ -62,11 +62,11 @@ static void model_json(const hsr_ckpt *c, cJSON *o) {
 }
 
 /* "model gpt: n_layer 4, n_head 4, ..." or why there is none. */
-static void print_model(const hsr_ckpt *c) {
+static void print_model(const ckpt_handle *c) {
   hsr_ckpt_state *cfg = NULL;
   const char *kind = NULL;
   if (hsr_ckpt_state_create(&cfg) != HSR_OK) return;
-  hsr_ckpt_info in;
+  ckpt_info in;
   ckpt_get_info(c, &in);
   if (ckpt_get_model(c, &kind, cfg) != HSR_OK) {
     printf("model: none recorded (saved by hsr %s, before checkpoints carried their model, or by a program that "
@@ -84,7 +84,7 @@ static void print_model(const hsr_ckpt *c) {
   hsr_ckpt_state_free(cfg);
 }
 
-static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
+static cJSON *info_json(const ckpt_handle *c, const ckpt_info *in) {
   cJSON *o = cJSON_CreateObject(), *m, *t;
   cJSON_AddStringToObject(o, "dir", in->dir);
   cJSON_AddNumberToObject(o, "step", (double)in->step);
@@ -111,7 +111,7 @@ static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
   cJSON_AddNumberToObject(o, "numel", (double)in->numel);
   t = cJSON_AddArrayToObject(o, "tensors");
   for (int i = 0; i < ckpt_num_tensors(c); i++) {
-    hsr_ckpt_tensor x;
+    ckpt_tensor_info x;
     if (ckpt_tensor_at(c, i, &x) != HSR_OK) continue;
     cJSON *e = cJSON_CreateObject(), *sh;
     cJSON_AddStringToObject(e, "name", x.name);
@@ -133,7 +133,7 @@ static cJSON *info_json(const hsr_ckpt *c, const hsr_ckpt_info *in) {
   return o;
 }
 
-static void print_table(const hsr_ckpt *c, const hsr_ckpt_info *in) {
+static void print_table(const ckpt_handle *c, const ckpt_info *in) {
   printf("checkpoint %s (format %d, hsr %s %s)\n", in->dir, in->format_version, in->hsr_version, in->git_hash);
   printf("step %" PRId64 "; saved on %d rank(s): mesh %d x %d (replicate x shard)%s, %s, reshard %s, prefetch %d, %s; "
          "dtypes param %s reduce %s, master and moments f32\n",
@@ -154,7 +154,7 @@ static void print_table(const hsr_ckpt *c, const hsr_ckpt_info *in) {
   hsr_ckpt_state_free(ps);
   printf("%-32s %-16s %-5s %-12s %5s %10s %6s\n", "tensor", "shape", "dtype", "unit", "group", "numel", "ranges");
   for (int i = 0; i < ckpt_num_tensors(c); i++) {
-    hsr_ckpt_tensor t;
+    ckpt_tensor_info t;
     char sh[96];
     if (ckpt_tensor_at(c, i, &t) != HSR_OK) continue;
     shape_str(t.shape, t.ndim, sh, sizeof sh);
@@ -164,7 +164,7 @@ static void print_table(const hsr_ckpt *c, const hsr_ckpt_info *in) {
 
 /* inspect (verify: 1 reads the data, 2 = the verify command: no listing). */
 static int run_inspect(const char *dir, int json, int verify, int listing) {
-  hsr_ckpt *c = NULL;
+  ckpt_handle *c = NULL;
   hsr_status st = ckpt_open(dir, &c);
   if (st != HSR_OK) {
     if (json) {
@@ -180,7 +180,7 @@ static int run_inspect(const char *dir, int json, int verify, int listing) {
     fprintf(stderr, "hsr ckpt: %s: %s\n", hsr_status_str(st), hsr_last_error());
     return cli_exit_code(st); /* a bad manifest: 2, as hsr train --resume says it */
   }
-  hsr_ckpt_info in;
+  ckpt_info in;
   ckpt_get_info(c, &in);
   uint64_t bytes = 0;
   if (verify) st = ckpt_verify(c, &bytes);

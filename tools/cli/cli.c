@@ -129,14 +129,14 @@ int cli_end_job(hsr_status st, hsr_boot *b) {
 
 hsr_status cli_write_text(const char *what, const char *path, const char *text) {
   if (!text) return hsr_error(HSR_ERR_NOMEM, "%s: out of memory", what);
-  hsr_out o;
+  sys_out o;
   HSR_CHECK(out_open(&o, what, path, HSR_OUT_WHOLE));
   fputs(text, o.f);
   fputc('\n', o.f);
   return out_close(&o);
 }
 
-hsr_status cli_plot_open(hsr_cli_plot *p, const char *what, const char *path) {
+hsr_status cli_plot_open(cli_plot *p, const char *what, const char *path) {
   memset(p, 0, sizeof *p);
   p->pid = -1;
   HSR_CHECK(out_open(&p->out, what, path, HSR_OUT_WHOLE));
@@ -165,7 +165,7 @@ hsr_status cli_plot_open(hsr_cli_plot *p, const char *what, const char *path) {
   return HSR_OK;
 }
 
-hsr_status cli_plot_close(hsr_cli_plot *p) {
+hsr_status cli_plot_close(cli_plot *p) {
   if (p->script) fclose(p->script);
   p->script = NULL;
   int status = 0;

@@ -11,11 +11,11 @@
 /* Exit codes of every hsr command. */
 enum { HSR_EXIT_OK = 0, HSR_EXIT_FAIL = 1, HSR_EXIT_USAGE = 2 };
 
-typedef struct hsr_cli_command {
+typedef struct cli_command {
   const char *name;
   const char *summary;
   int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
-} hsr_cli_command;
+} cli_command;
 
 /* Prints "hsr <cmd>: <msg>" and a hint to --help on stderr; returns
  * HSR_EXIT_USAGE. Under a launcher, before any bootstrap: said once per job
@@ -54,16 +54,16 @@ int cli_end_job(hsr_status st, hsr_boot *b);
 hsr_status cli_write_text(const char *what, const char *path, const char *text);
 
 /* gnuplot drawing into output `path`: the script goes to gnuplot's stdin and
- * the picture comes back on its stdout into hsr_out, so no file name (user
+ * the picture comes back on its stdout into sys_out, so no file name (user
  * text) is ever part of a gnuplot script (whose system() runs commands). */
-typedef struct hsr_cli_plot {
+typedef struct cli_plot {
   FILE *script; /* write the script here (no 'set output') */
   int pid;
-  hsr_out out;
-} hsr_cli_plot;
-hsr_status cli_plot_open(hsr_cli_plot *p, const char *what, const char *path);
+  sys_out out;
+} cli_plot;
+hsr_status cli_plot_open(cli_plot *p, const char *what, const char *path);
 /* Ends the script, waits for gnuplot, renames the picture into place. */
-hsr_status cli_plot_close(hsr_cli_plot *p);
+hsr_status cli_plot_close(cli_plot *p);
 
 /* Weights a command reads (--init): a readable safetensors file or index,
  * or a directory holding model.safetensors.index.json or model.safetensors

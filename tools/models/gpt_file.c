@@ -9,7 +9,7 @@
 #include "hsr/kernels.h"
 #include "llama.h"
 
-static int meta_int(const hsr_st_set *f, const char *key, int *out) {
+static int meta_int(const st_set *f, const char *key, int *out) {
   const char *v = st_set_meta(f, key);
   if (!v) return 0;
   char *end;
@@ -19,16 +19,16 @@ static int meta_int(const hsr_st_set *f, const char *key, int *out) {
   return 1;
 }
 
-static int shape_of(const hsr_st_set *f, const char *name, int64_t s[2]) {
+static int shape_of(const st_set *f, const char *name, int64_t s[2]) {
   int i;
-  hsr_st_info in;
+  st_info in;
   if (gpt_file_find(f, name, &i) != HSR_OK || st_set_info_at(f, i, &in) != HSR_OK || in.ndim != 2) return 0;
   s[0] = in.shape[0], s[1] = in.shape[1];
   return 1;
 }
 
 /* A Llama-style file without hsr's metadata (transformers' own): the shapes */
-static hsr_status llama_from_shapes(const hsr_st_set *f, const char *path, gpt_cfg *c, const int have[7]) {
+static hsr_status llama_from_shapes(const st_set *f, const char *path, gpt_cfg *c, const int have[7]) {
   int64_t s[2];
   if (!have[2] || !have[4]) {
     if (!shape_of(f, "model.embed_tokens.weight", s))
@@ -49,7 +49,7 @@ static hsr_status llama_from_shapes(const hsr_st_set *f, const char *path, gpt_c
   return HSR_OK;
 }
 
-hsr_status gpt_file_kv_heads(const hsr_st_set *f, const char *path, gpt_cfg *c) {
+hsr_status gpt_file_kv_heads(const st_set *f, const char *path, gpt_cfg *c) {
   int64_t s[2];
   if (c->arch != GPT_ARCH_LLAMA || c->n_kv_head > 0 || c->n_head < 1) return HSR_OK;
   if (c->n_layer == 0 || !shape_of(f, "model.layers.0.self_attn.k_proj.weight", s)) {
@@ -64,7 +64,7 @@ hsr_status gpt_file_kv_heads(const hsr_st_set *f, const char *path, gpt_cfg *c) 
   return HSR_OK;
 }
 
-hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c) {
+hsr_status gpt_file_config(const st_set *f, const char *path, gpt_cfg *c) {
   const char *model = st_set_meta(f, "hsr.model");
   int i0;
   if (model && strcmp(model, "gpt") && strcmp(model, "llama"))
@@ -106,8 +106,8 @@ hsr_status gpt_file_config(const hsr_st_set *f, const char *path, gpt_cfg *c) {
   return HSR_OK;
 }
 
-hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, hsr_st_set **out) {
-  hsr_st_set *f;
+hsr_status gpt_file_open(const char *path, int heads, gpt_cfg *c, st_set **out) {
+  st_set *f;
   HSR_CHECK(init_st_open(path, &f));
   hsr_status st = gpt_file_config(f, path, c);
   if (st == HSR_OK && heads > 0 && c->n_head > 0 && heads != c->n_head)
@@ -134,7 +134,7 @@ void gpt_file_free(const gpt_cfg *c, float **w) {
   free(w);
 }
 
-hsr_status gpt_file_load(const hsr_st_set *f, const char *path, const gpt_cfg *c, float ***out) {
+hsr_status gpt_file_load(const st_set *f, const char *path, const gpt_cfg *c, float ***out) {
   int np = gpt_num_params(c);
   float **w = calloc((size_t)np, sizeof *w);
   if (!w) return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -146,7 +146,7 @@ hsr_status gpt_file_load(const hsr_st_set *f, const char *path, const gpt_cfg *c
     int64_t shape[2];
     int g, nd = gpt_param_shape(c, i, shape, &g);
     size_t n = gpt_param_numel(c, i);
-    hsr_st_info in;
+    st_info in;
     gpt_param_name(c, i, name, sizeof name);
     st = gpt_file_find(f, name, &j);
     if (st == HSR_OK) st = st_set_info_at(f, j, &in);

@@ -9,7 +9,7 @@
 #include "tools/cli/cli.h"
 #include "llama.h"
 
-static const char *meta_of(const hsr_st_kv *kv, int n, const char *key) {
+static const char *meta_of(const st_kv *kv, int n, const char *key) {
   for (int i = 0; i < n; i++)
     if (!strcmp(kv[i].key, key)) return kv[i].value;
   return NULL;
@@ -57,7 +57,7 @@ static hsr_status write_config(const char *dir, char *text, int *wrote) {
 }
 
 /* The metadata's integers keys[0..n) into v (keys[1], n_head, positive). */
-static hsr_status ints_of(const hsr_st_kv *kv, int n, const char *const *keys, int nk, long *v) {
+static hsr_status ints_of(const st_kv *kv, int n, const char *const *keys, int nk, long *v) {
   for (int k = 0; k < nk; k++) {
     const char *s = meta_of(kv, n, keys[k]);
     char *end = NULL;
@@ -94,7 +94,7 @@ static cJSON *gpt2_config(const long *v) {
   return o;
 }
 
-hsr_status hf_config_write(const char *dir, const hsr_st_kv *kv, int n, int *wrote) {
+hsr_status hf_config_write(const char *dir, const st_kv *kv, int n, int *wrote) {
   *wrote = 0;
   const char *kind = meta_of(kv, n, "hsr.model");
   if (!kind || (strcmp(kind, "llama") && strcmp(kind, "gpt"))) return HSR_OK;

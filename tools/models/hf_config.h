@@ -11,6 +11,6 @@
  * hsr train --export and hsr ckpt export write them) as DIR/config.json;
  * *wrote 0 and nothing written for a model transformers has no class for
  * here (the MLP). */
-hsr_status hf_config_write(const char *dir, const hsr_st_kv *kv, int n, int *wrote);
+hsr_status hf_config_write(const char *dir, const st_kv *kv, int n, int *wrote);
 
 #endif

@@ -14,7 +14,7 @@ hsr_status model_meta_add(model_meta *m, const char *key, const char *value) {
   if ((size_t)snprintf(m->key[i], sizeof m->key[i], "%s", key) >= sizeof m->key[i] ||
       (size_t)snprintf(m->value[i], sizeof m->value[i], "%s", value) >= sizeof m->value[i])
     return hsr_error(HSR_ERR_INVALID, "metadata '%.40s' is longer than this export allows", key);
-  m->kv[i] = (hsr_st_kv){m->key[i], m->value[i]};
+  m->kv[i] = (st_kv){m->key[i], m->value[i]};
   m->n++;
   return HSR_OK;
 }
@@ -26,14 +26,14 @@ static hsr_status provenance(model_meta *m, int64_t step, const char *version) {
   return model_meta_add(m, "hsr_version", version);
 }
 
-hsr_status model_meta_make(model_meta *m, const hsr_st_kv *model, int nmodel, int64_t step, const char *version) {
+hsr_status model_meta_make(model_meta *m, const st_kv *model, int nmodel, int64_t step, const char *version) {
   m->n = 0;
   for (int i = 0; i < nmodel; i++) HSR_CHECK(model_meta_add(m, model[i].key, model[i].value));
   return provenance(m, step, version);
 }
 
-hsr_status model_meta_of_ckpt(model_meta *m, const hsr_ckpt *c, int *has_model) {
-  hsr_ckpt_info in;
+hsr_status model_meta_of_ckpt(model_meta *m, const ckpt_handle *c, int *has_model) {
+  ckpt_info in;
   HSR_CHECK(ckpt_get_info(c, &in));
   m->n = 0;
   *has_model = 0;
@@ -58,7 +58,7 @@ hsr_status model_meta_of_ckpt(model_meta *m, const hsr_ckpt *c, int *has_model) 
   return provenance(m, in.step, in.hsr_version);
 }
 
-hsr_status model_meta_config(const hsr_st_kv *model, int nmodel, const char **kind, hsr_ckpt_state *config) {
+hsr_status model_meta_config(const st_kv *model, int nmodel, const char **kind, hsr_ckpt_state *config) {
   if (nmodel < 1 || strcmp(model[0].key, MODEL_META_KIND))
     return hsr_error(HSR_ERR_INTERNAL, "the model's metadata does not start with %s", MODEL_META_KIND);
   *kind = model[0].value;

@@ -90,7 +90,7 @@ typedef struct train_model {
   size_t (*activation_bytes)(const train_run *r); /* per micro-batch, as noted in the ledger */
   void (*describe)(const train_run *r, FILE *f);  /* the "model: ..." line */
   /* __metadata__ of --export (n pairs at most 8, strings in buf) */
-  int (*export_meta)(const train_run *r, hsr_st_kv *kv, char buf[8][64]);
+  int (*export_meta)(const train_run *r, st_kv *kv, char buf[8][64]);
   /* GEMM of the probe that sizes the model's own (m x n x k) */
   void (*probe_shape)(const train_run *r, size_t *m, size_t *n, size_t *k);
   /* seconds of the model's own GEMMs, attention and other kernels since the
@@ -141,8 +141,8 @@ hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ran
 /* The run's learning-rate schedule (rt_lr_at): warm-up over --warmup
  * steps, then cosine decay to --lr-min over the run; constant when
  * --lr-min = --lr and no warm-up. */
-static inline hsr_rt_lr_schedule train_schedule(const train_args *a) {
-  hsr_rt_lr_schedule s = {a->lr, a->lr_min, a->warmup, a->lr_min < a->lr || a->warmup ? a->steps : 0};
+static inline rt_lr_schedule train_schedule(const train_args *a) {
+  rt_lr_schedule s = {a->lr, a->lr_min, a->warmup, a->lr_min < a->lr || a->warmup ? a->steps : 0};
   return s;
 }
 
@@ -155,7 +155,7 @@ hsr_status train_agree(hsr_boot *boot, hsr_status st);
  * Face's sharded layout (runtime/io/safetensors_sharded.h): rank 0 writes, one
  * tensor in memory at a time, read through rt_param_read. *files
  * (may be NULL): the files rank 0 writes. Collective. */
-hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t max_shard_bytes, const hsr_st_kv *meta,
+hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t max_shard_bytes, const st_kv *meta,
                         int nmeta, int *files);
 /* Initial values of every parameter from safetensors weights (F32, BF16 or
  * F16; a file, an index or a directory: st_set_open): names and shapes

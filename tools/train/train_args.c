@@ -471,7 +471,7 @@ static int check_args(train_args *a) {
                            a->cfg.micro_batches);
   if (a->lr_min > a->lr)
     return cli_usage_error("train", "--lr-min %g exceeds --lr %g (the schedule decays)", a->lr_min, a->lr);
-  hsr_rt_lr_schedule sched = train_schedule(a);
+  rt_lr_schedule sched = train_schedule(a);
   if (a->lr > 0 && sched.total > 0 && rt_lr_check(&sched) != HSR_OK)
     return cli_usage_error("train", "--warmup %d --lr-min %g --lr %g --steps %d: %s", a->warmup, a->lr_min, a->lr,
                            a->steps, hsr_last_error());
@@ -571,7 +571,7 @@ hsr_status train_check_fit(const train_args *a, int S, int R, int world, int ran
   int rows = a->batch / (dp > 0 ? dp : 1) / (c->micro_batches > 0 ? c->micro_batches : 1);
   double P, U, act;
   a->model->sizes(a, rows > 0 ? rows : 1, &P, &U, &act);
-  hsr_rt_sharding sh = rt_strategy_sharding(c->strategy);
+  rt_sharding sh = rt_strategy_sharding(c->strategy);
   int sp = sh.params, sg = sh.grads;
   int so = c->strategy != HSR_RT_DDP;
   double pes = (double)dtype_size(c->param_dtype), s = S > 0 ? S : 1;

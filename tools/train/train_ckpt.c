@@ -172,7 +172,7 @@ static hsr_status check_state(const hsr_ckpt_state *p, const train_ckpt_state *t
 /* The checkpoint's model (when it records one) is the run's: the kind and
  * every config value (the shapes can agree where the model does not: the
  * heads). */
-static hsr_status check_model(const hsr_ckpt *c, const train_ckpt_state *ts, const char *dir) {
+static hsr_status check_model(const ckpt_handle *c, const train_ckpt_state *ts, const char *dir) {
   if (!ts->nmodel_meta) return HSR_OK;
   hsr_ckpt_state *saved, *mine;
   const char *kind = NULL, *my_kind = NULL;
@@ -314,11 +314,11 @@ static hsr_status check_overwrite(const train_ckpt *c, int64_t start, int64_t st
  * said. */
 static hsr_status check_space(const train_ckpt *c, hsr_rt *rt, int64_t start, int64_t steps, int *warn, char *msg,
                               size_t n) {
-  const hsr_rt_layout *l = rt_get_layout(rt);
+  const rt_layout *l = rt_get_layout(rt);
   int np = rt_layout_num_params(l);
   double per = 64 * 1024; /* the manifest, `latest`, directory entries */
   for (int i = 0; i < np; i++) {
-    hsr_rt_param_info p;
+    rt_param_info p;
     if (rt_layout_param(l, i, &p) == HSR_OK) per += (double)p.numel * 4 * HSR_CKPT_KIND_COUNT + 512;
   }
   int64_t saves = c->save_every ? steps / c->save_every - start / c->save_every : 0; /* in (start, steps] */
@@ -387,8 +387,8 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
   HSR_CHECK(hsr_ckpt_state_create(&p));
   /* the run's own checks first, so that a refusal changes nothing; a
    * checkpoint that does not open is left to the load to report on every rank */
-  hsr_ckpt *pre = NULL;
-  hsr_ckpt_info pi;
+  ckpt_handle *pre = NULL;
+  ckpt_info pi;
   hsr_status st = HSR_OK;
   if (ckpt_open(path, &pre) == HSR_OK) {
     ckpt_get_info(pre, &pi);
@@ -409,8 +409,8 @@ hsr_status train_ckpt_resume(const train_ckpt *c, hsr_boot *boot, hsr_rt *rt, co
   if (st == HSR_OK) st = hsr_ckpt_load(rt, path, p, &s);
   if (st == HSR_OK) st = check_state(p, ts, s.step, path);
   if (st == HSR_OK && rank == 0) {
-    hsr_ckpt *ck = NULL;
-    hsr_ckpt_info in = {0};
+    ckpt_handle *ck = NULL;
+    ckpt_info in = {0};
     if (ckpt_open(s.dir, &ck) == HSR_OK) ckpt_get_info(ck, &in);
     printf("resume: %s: step %" PRId64 ", next sample %" PRId64 ", saved on %d rank(s) as %d x %d %s; read %.1f KB "
            "in %.1f ms (%s)\n",

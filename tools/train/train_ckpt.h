@@ -33,10 +33,10 @@ typedef struct train_ckpt_state {
   const char *model;
   int64_t batch;
   uint64_t seed;
-  const hsr_rt_lr_schedule *sched; /* NULL: constant learning rate */
+  const rt_lr_schedule *sched; /* NULL: constant learning rate */
   /* the model, as the export's __metadata__ (kv[0] "hsr.model" = kind, then
    * its config): saved as the manifest's "model", compared on resume */
-  const hsr_st_kv *model_meta;
+  const st_kv *model_meta;
   int nmodel_meta;
 } train_ckpt_state;
 

@@ -94,7 +94,7 @@ int train_ft_check(const train_args *a) {
 
 typedef struct ft_prog {
   train_ckpt_state ts;
-  hsr_rt_lr_schedule sched;
+  rt_lr_schedule sched;
 } ft_prog;
 
 static hsr_status program(void *ctx, int64_t done, hsr_ckpt_state *out) {

@@ -19,13 +19,13 @@ hsr_status train_agree(hsr_boot *boot, hsr_status st) {
 
 typedef struct tensors {
   int n;
-  hsr_rt_param_info *p;
-  hsr_st_tensor *t;
+  rt_param_info *p;
+  st_tensor *t;
   size_t maxn;
 } tensors;
 
 static hsr_status layout_tensors(hsr_rt *rt, tensors *ts) {
-  const hsr_rt_layout *l = rt_get_layout(rt);
+  const rt_layout *l = rt_get_layout(rt);
   ts->n = rt_layout_num_params(l);
   ts->p = calloc((size_t)ts->n + 1, sizeof *ts->p);
   ts->t = calloc((size_t)ts->n + 1, sizeof *ts->t);
@@ -44,7 +44,7 @@ static hsr_status layout_tensors(hsr_rt *rt, tensors *ts) {
 
 static void tensors_free(tensors *ts) { free(ts->p), free(ts->t); }
 
-hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t max_shard_bytes, const hsr_st_kv *meta,
+hsr_status train_export(hsr_rt *rt, hsr_boot *boot, const char *path, uint64_t max_shard_bytes, const st_kv *meta,
                         int nmeta, int *files) {
   int rank = hsr_boot_rank(boot);
   tensors ts = {0};
@@ -88,13 +88,13 @@ static int st_buffer_name(const char *name) {
 
 /* The file's tensors against the registered parameters: the same names
  * and shapes, float dtypes. */
-static hsr_status check_file(const hsr_st_set *f, const tensors *ts, const char *path, int *idx) {
+static hsr_status check_file(const st_set *f, const tensors *ts, const char *path, int *idx) {
   for (int i = 0; i < ts->n; i++) {
-    const hsr_rt_param_info *p = &ts->p[i];
+    const rt_param_info *p = &ts->p[i];
     if (gpt_file_find(f, p->name, &idx[i]) != HSR_OK)
       return hsr_error(HSR_ERR_INVALID, "--init '%s': no tensor '%s' (the model's parameter %d of %d)", path, p->name,
                        i + 1, ts->n);
-    hsr_st_info in;
+    st_info in;
     HSR_CHECK(st_set_info_at(f, idx[i], &in));
     int same = in.ndim == p->ndim;
     for (int d = 0; same && d < p->ndim; d++) same = in.shape[d] == p->shape[d];
@@ -113,7 +113,7 @@ static hsr_status check_file(const hsr_st_set *f, const tensors *ts, const char 
   }
   if (st_set_count(f) != ts->n) { /* an extra tensor: say which */
     for (int j = 0; j < st_set_count(f); j++) {
-      hsr_st_info in;
+      st_info in;
       st_set_info_at(f, j, &in);
       int known = st_buffer_name(in.name);
       for (int i = 0; i < ts->n && !known; i++) known = idx[i] == j;
@@ -127,8 +127,8 @@ static hsr_status check_file(const hsr_st_set *f, const tensors *ts, const char 
   return HSR_OK;
 }
 
-static hsr_status load_one(const hsr_st_set *f, int j, size_t n, float *out, void *tmp) {
-  hsr_st_info in;
+static hsr_status load_one(const st_set *f, int j, size_t n, float *out, void *tmp) {
+  st_info in;
   HSR_CHECK(st_set_info_at(f, j, &in));
   if (!strcmp(in.dtype, "F32")) return st_set_read(f, j, 0, out, n * 4);
   HSR_CHECK(st_set_read(f, j, 0, tmp, n * 2));
@@ -141,7 +141,7 @@ static hsr_status load_one(const hsr_st_set *f, int j, size_t n, float *out, voi
 
 hsr_status train_init_from(hsr_rt *rt, hsr_boot *boot, const char *path) {
   tensors ts = {0};
-  hsr_st_set *f = NULL;
+  st_set *f = NULL;
   int *idx = NULL;
   hsr_status st = layout_tensors(rt, &ts);
   if (st == HSR_OK) st = init_st_open(path, &f);

@@ -27,7 +27,7 @@
 #include "train_report.h"
 
 /* rank 0 opens a file; every rank learns whether it could, so none waits */
-static hsr_status open_out(train_run *r, const char *path, const char *flag, int mode, hsr_out *o) {
+static hsr_status open_out(train_run *r, const char *path, const char *flag, int mode, sys_out *o) {
   if (!path) return HSR_OK;
   hsr_status st = HSR_OK;
   if (r->rank == 0) st = out_open(o, flag, path, mode);
@@ -142,16 +142,16 @@ static void progress(const train_run *r, int s, double loss, double val, const h
   fflush(stdout);
 }
 
-static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
+static hsr_status train_loop(train_run *r, sys_out *logf, loop_stats *ls) {
   train_args *a = r->a;
   const train_model *m = a->model;
   double tokens = m->tokens_per_step(r), fpt = m->flops_per_token(r);
   ls->val = ls->val_first = NAN;
   int after_val = 0; /* a validation pass's gathers count in the next step's calls */
-  hsr_rt_lr_schedule sched = train_schedule(a);
+  rt_lr_schedule sched = train_schedule(a);
   /* --resume: the checkpoint says how many steps are done (and its data
    * position, seed and schedule must be this run's) */
-  hsr_st_kv mkv[8];
+  st_kv mkv[8];
   char mbuf[8][64];
   int nm = m->export_meta(r, mkv, mbuf); /* the model the checkpoints record */
   train_ckpt_state ts = {m->name, a->batch, a->seed, sched.total > 0 ? &sched : NULL, mkv, nm};
@@ -189,7 +189,7 @@ static hsr_status train_loop(train_run *r, hsr_out *logf, loop_stats *ls) {
     ls->last = loss;
     if (m->val && ((s + 1) % a->val_every == 0 || s + 1 == a->steps)) {
       double p[3];
-      hsr_rt_timing t0v, t1v;
+      rt_timing t0v, t1v;
       if (m->profile) m->profile(r, p, 0); /* validation is not training time */
       rt_get_timing(r->rt, &t0v);
       HSR_CHECK(m->val(r, &val));
@@ -241,7 +241,7 @@ static hsr_status throughput(train_run *r, const loop_stats *ls, cJSON *extra) {
   int ran = r->a->steps - ls->start;
   double step_s = ls->meas ? ls->meas_ms / ls->meas * 1e-3 : ls->total_ms * 1e-3 / (ran > 0 ? ran : 1);
   double tps = m->tokens_per_step(r) / step_s, gf = m->flops_per_token(r) * tps * 1e-9, per = gf / r->world;
-  hsr_rt_timing tm;
+  rt_timing tm;
   rt_get_timing(r->rt, &tm);
   double steps = tm.steps ? (double)tm.steps : 1, eng = (tm.engine_s - ls->val_engine_s) / steps * 1e3;
   double model_ms[3];
@@ -274,7 +274,7 @@ static hsr_status throughput(train_run *r, const loop_stats *ls, cJSON *extra) {
 /* The parameters by name to safetensors (--export after the last step,
  * --export-init before the first), the model's __metadata__ with hsr_step. */
 static hsr_status export_weights(train_run *r, const char *path, uint64_t max_shard_bytes, int step) {
-  hsr_st_kv kv[8];
+  st_kv kv[8];
   char buf[8][64];
   model_meta meta;
   int n = r->a->model->export_meta(r, kv, buf), files = 0;
@@ -369,7 +369,7 @@ static hsr_status run(train_run *r) {
   train_args *a = r->a;
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
-  hsr_out logf = {0}, jsonf = {0};
+  sys_out logf = {0}, jsonf = {0};
   hsr_status st = train_ft_create(r); /* a replica group: before the engine, which it hooks */
   if (st == HSR_OK) st = topo_discover(NULL, &topo);
   if (st == HSR_OK) st = cluster_gather(r->boot, topo, &cl);

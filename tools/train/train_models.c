@@ -87,15 +87,15 @@ static void mlp_describe(const train_run *r, FILE *f) {
           a->classes, mlp_rt_num_units(&((const mlp_state *)r->m)->c));
 }
 
-static int mlp_meta(const train_run *r, hsr_st_kv *kv, char buf[8][64]) {
+static int mlp_meta(const train_run *r, st_kv *kv, char buf[8][64]) {
   const train_args *a = r->a;
   snprintf(buf[0], 64, "%d", a->layers);
   snprintf(buf[1], 64, "%d", a->dim);
   snprintf(buf[2], 64, "%d", a->classes);
-  kv[0] = (hsr_st_kv){"hsr.model", "mlp"};
-  kv[1] = (hsr_st_kv){"layers", buf[0]};
-  kv[2] = (hsr_st_kv){"dim", buf[1]};
-  kv[3] = (hsr_st_kv){"classes", buf[2]};
+  kv[0] = (st_kv){"hsr.model", "mlp"};
+  kv[1] = (st_kv){"layers", buf[0]};
+  kv[2] = (st_kv){"dim", buf[1]};
+  kv[3] = (st_kv){"classes", buf[2]};
   return 4;
 }
 
@@ -148,7 +148,7 @@ static int arch_of(const train_args *a) { return a->model == &train_model_llama 
 /* --init: the file's configuration wins where a flag was not given and must
  * agree where one was; *fc is the file's (n_ctx, vocab, the llama's MLP width). */
 static hsr_status gpt_from_file(train_args *a, gpt_cfg *fc) {
-  hsr_st_set *f;
+  st_set *f;
   gpt_cfg c;
   HSR_CHECK(init_st_open(a->init, &f));
   hsr_status st = gpt_file_config(f, a->init, &c);
@@ -281,17 +281,17 @@ static void gpt_describe(const train_run *r, FILE *f) {
           (double)gpt_num_weights(&s->c) / 1e6, gpt_num_units(&s->c), a->seq, a->data, s->d.len, s->d.len - s->d.split);
 }
 
-static int gpt_meta(const train_run *r, hsr_st_kv *kv, char buf[8][64]) {
+static int gpt_meta(const train_run *r, st_kv *kv, char buf[8][64]) {
   const gpt_cfg *c = &((const gpt_state *)r->m)->c;
   int llama = c->arch == GPT_ARCH_LLAMA;
   const int v[7] = {
       c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab, llama ? llama_kv_heads(c) : 0, llama ? llama_ff(c) : 0};
   static const char *keys[7] = {"n_layer", "n_head", "n_embd", "n_ctx", "vocab_size", "n_kv_head", "n_ff"};
-  kv[0] = (hsr_st_kv){"hsr.model", r->a->model->name};
+  kv[0] = (st_kv){"hsr.model", r->a->model->name};
   int n = llama ? 7 : 5;
   for (int k = 0; k < n; k++) {
     snprintf(buf[k], 64, "%d", v[k]);
-    kv[k + 1] = (hsr_st_kv){keys[k], buf[k]};
+    kv[k + 1] = (st_kv){keys[k], buf[k]};
   }
   return n + 1;
 }

@@ -93,7 +93,7 @@ static hsr_status comm_report(hsr_rt *rt, const train_measured *m, FILE *out, cJ
 
 hsr_status train_predict(hsr_rt *rt, const hsr_rt_config *cfg, const hsr_prog_call *prog, int nprog, size_t act,
                          hsr_ledger *ph, hsr_ledger *pu, int *gathers) {
-  const hsr_rt_layout *lay = rt_get_layout(rt);
+  const rt_layout *lay = rt_get_layout(rt);
   int nu = rt_layout_num_units(lay);
   int *is_root = calloc((size_t)nu + 1, sizeof *is_root);
   if (!is_root) return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -110,7 +110,7 @@ hsr_status train_predict(hsr_rt *rt, const hsr_rt_config *cfg, const hsr_prog_ca
 
 hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measured *m, cJSON *extra, FILE *json,
                         FILE *out, int *warned) {
-  const hsr_rt_layout *lay = rt_get_layout(rt);
+  const rt_layout *lay = rt_get_layout(rt);
   int nu = rt_layout_num_units(lay), S = rt_shard(rt), R = rt_replicate(rt);
   *warned = 0;
   /* predicted ledgers: sizes and policy only */
@@ -120,20 +120,20 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
   int pred_gathers = 0;
   if (st == HSR_OK) st = train_predict(rt, cfg, m->prog, m->nprog, m->activation_bytes, ph, pu, &pred_gathers);
   double nparams = 0, inner_bytes = 0;
-  hsr_rt_param_info pi;
+  rt_param_info pi;
   for (int i = 0; st == HSR_OK && i < rt_layout_num_params(lay); i++)
     if (rt_layout_param(lay, i, &pi) == HSR_OK) nparams += (double)pi.numel;
   int inner = nu - 1;
   size_t pes = dtype_size(cfg->param_dtype);
   for (int u = 1; u < nu; u++) inner_bytes += (double)rt_layout_unit_len(lay, u) * (double)pes;
   /* wrap diagnostic: measured gathers against the repeating structure */
-  hsr_rt_timing tm;
+  rt_timing tm;
   rt_get_timing(rt, &tm);
   int sharded = rt_strategy_sharding(cfg->strategy).params;
   int per_unit = !sharded ? 0 : cfg->reshard == HSR_RT_RESHARD_NONE ? 1 : 2;
   size_t min_bytes = 64 << 10; /* checked before the run: every command validates the HSR_* variables first */
   if (st == HSR_OK) st = env_get_size("HSR_WRAP_MIN_BYTES", &min_bytes);
-  hsr_wrap_input wi = {.gathers_per_step = m->gathers_per_step,
+  wrap_input wi = {.gathers_per_step = m->gathers_per_step,
                        .repeating_blocks = m->blocks,
                        .units = nu,
                        .root_units = 1,
@@ -142,7 +142,7 @@ hsr_status train_report(hsr_rt *rt, const hsr_rt_config *cfg, const train_measur
                        .mean_gather_bytes = inner ? inner_bytes / inner : 0,
                        .mean_gather_us = tm.gathers ? tm.gather_s / (double)tm.gathers * 1e6 : 0,
                        .min_unit_bytes = (double)min_bytes};
-  hsr_wrap_report wr;
+  wrap_report wr;
   if (st == HSR_OK) st = tune_wrap_check(&wi, &wr);
   if (st != HSR_OK) {
     ledger_free(ph);

@@ -331,7 +331,7 @@ static int resolve_shape(tune_opts *o) {
                                      "--seq --vocab): without it activations are not counted");
     return 0;
   }
-  hsr_tune_arch *a = &o->arch;
+  tune_arch *a = &o->arch;
   hsr_status st = tune_arch_preset(o->arch_name ? o->arch_name : "gpt", a);
   if (st != HSR_OK) return cli_usage_error("tune", "%s", hsr_last_error());
   if (o->layers) a->layers = (int)o->layers;
@@ -590,8 +590,8 @@ static int calc_run(tune_opts *o, tune_ctx *xp) {
   mesh.shard = S, mesh.replicate = R;
   if (rt_config_resolve(&mesh, S * R, 0, NULL, NULL) != HSR_OK) return cli_usage_error("tune", "%s", hsr_last_error());
   int K = cfg.reshard == HSR_RT_RESHARD_PARTIAL ? cfg.partial_k : S;
-  hsr_tune_shape sh[HSR_RT_GROUP_COUNT] = {{S, 1, S, 1}, {R, R, 1, R}, {K, 1, K, 1}};
-  hsr_tune_result r;
+  tune_shape sh[HSR_RT_GROUP_COUNT] = {{S, 1, S, 1}, {R, R, 1, R}, {K, 1, K, 1}};
+  tune_result r;
   st = tune_eval(&x.model, &x.net, &cfg, S, R, sh, &r);
   if (st != HSR_OK) return cli_fail("tune", st);
   if (o->json) {
@@ -607,13 +607,13 @@ static int plan(tune_opts *o) {
   hsr_boot *boot = NULL;
   hsr_cluster *cl = NULL;
   tune_ctx x = {.o = o};
-  hsr_tune_plan p = {0};
+  tune_plan p = {0};
   hsr_status st = build_cluster(o, &boot, &cl, x.topo_desc, sizeof x.topo_desc);
   int rank0 = !boot || hsr_boot_rank(boot) == 0, code = HSR_EXIT_OK;
   x.live = boot && rank0; /* rank 0 plans, on its own GPU's memory */
   if (st == HSR_OK) st = tune_setup(&x, cl);
   if (st == HSR_OK && rank0) {
-    hsr_tune_space sp;
+    tune_space sp;
     tune_space_default(&sp);
     sp.mem_budget = x.budget;
     sp.max_prefetch = (int)o->max_prefetch;

@@ -18,7 +18,7 @@ typedef struct tune_opts {
   int outer;                   /* --outer-shard: hsr_rt_outer, -1 not given (the planner searches both) */
   hsr_rt_reshard reshard;
   hsr_dtype param_dtype, reduce_dtype;
-  hsr_tune_emit_kind emit;
+  tune_emit_kind emit;
   const char *xml, *nccl_xml, *hw, *plot, *compute_from;
   const char *bench[TUNE_MAX_BENCH];
   int nbench;
@@ -32,7 +32,7 @@ typedef struct tune_opts {
   long layers, width, heads, kv_heads, ffn, seq, vocab, micro_batch;
   int act_dtype_given, has_shape, recompute_given;
   hsr_dtype act_dtype;
-  hsr_tune_arch arch;
+  tune_arch arch;
   hsr_rt_recompute recompute; /* the calculator's (--recompute) */
   char given[64];             /* which flags were given (cmd_tune.c's option codes, from 256) */
   const char *v_keep;         /* directory for the bench files and results */
@@ -42,13 +42,13 @@ typedef struct tune_opts {
 typedef struct tune_ctx {
   const tune_opts *o;
   hsr_cluster *cl;
-  hsr_tune_model model;
-  hsr_tune_net net;
+  tune_model model;
+  tune_net net;
   char topo_desc[256], compute_desc[384], calib_report[2048];
   /* with a shape: per unit parameters, forward and each policy's recompute
    * (owned; tune_ctx_free), each policy's activations */
   double *unit_params, *unit_fwd, *unit_rc[HSR_TUNE_RECOMPUTES];
-  hsr_tune_act act[HSR_TUNE_RECOMPUTES]; /* indexed by hsr_rt_recompute */
+  tune_act act[HSR_TUNE_RECOMPUTES]; /* indexed by hsr_rt_recompute */
   int live;                              /* the job under a launcher: its own GPU's memory bounds the plan */
   double budget;         /* bytes per rank (0: none): --mem-budget, or the GPU's memory less the reserve */
   char budget_desc[256]; /* where it comes from */
@@ -56,23 +56,23 @@ typedef struct tune_ctx {
 void tune_ctx_free(tune_ctx *x);
 
 /* tune_out.c */
-void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p);
-hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char *explain);
-hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *measured, const int *which, int nm,
+void tune_print_table(const tune_ctx *x, const tune_plan *p);
+hsr_status tune_print_json(const tune_ctx *x, const tune_plan *p, const char *explain);
+hsr_status tune_plot(const tune_ctx *x, const tune_plan *p, const double *measured, const int *which, int nm,
                      const char *path);
-void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r);
+void tune_print_ledger(const tune_ctx *x, const tune_result *r);
 /* The persistent bytes per parameter as full + over_s / S + over_sr / (S R). */
 typedef struct tune_formula {
   double full, over_s, over_sr;
 } tune_formula;
-tune_formula tune_persistent_formula(const hsr_tune_result *r, double params);
+tune_formula tune_persistent_formula(const tune_result *r, double params);
 /* What a persistent category holds in this layout, in a few words. */
-const char *tune_cat_what(const hsr_tune_result *r, hsr_mem_cat c, double params);
-hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r);
+const char *tune_cat_what(const tune_result *r, mem_cat c, double params);
+hsr_status tune_print_ledger_json(const tune_ctx *x, const tune_result *r);
 /* One candidate as the planner's JSON writes it (p: for its tie; may be NULL). */
-struct cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p);
-struct cJSON *tune_cost_json(const hsr_tune_net *n);
-hsr_status tune_cost_json_text(const hsr_tune_net *n, char **out);
+struct cJSON *tune_cand_json(const tune_result *r, int rank, const tune_plan *p);
+struct cJSON *tune_cost_json(const tune_net *n);
+hsr_status tune_cost_json_text(const tune_net *n, char **out);
 
 /* tune_mem.c: a GPU's memory (bytes) and name by its PCI bus id, from the
  * driver; HSR_ERR_UNSUPPORTED without one */

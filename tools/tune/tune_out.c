@@ -18,14 +18,14 @@ static const double GiB = 1024.0 * 1024 * 1024;
 static const char *const tier_names[] = {"intra-node", "cross-node"};
 static const char *const op_names[] = {"all_gather", "reduce_scatter", "all_reduce"};
 
-static double fabric_rank(const hsr_tune_result *r) {
+static double fabric_rank(const tune_result *r) {
   double f = 0;
   for (int g = 0; g < HSR_RT_GROUP_COUNT; g++)
     for (int op = 0; op < HSR_TUNE_OPS; op++) f += r->bytes[g][op].fabric_sent;
   return f;
 }
 
-static const char *reshard_name(const hsr_tune_result *r, char *b, size_t n) {
+static const char *reshard_name(const tune_result *r, char *b, size_t n) {
   if (r->cfg.reshard == HSR_RT_RESHARD_PARTIAL)
     snprintf(b, n, "partial:%d", r->cfg.partial_k);
   else
@@ -46,7 +46,7 @@ static void act_header(const tune_ctx *x) {
              tune_arch_names());
     return;
   }
-  const hsr_tune_arch *a = &o->arch;
+  const tune_arch *a = &o->arch;
   printf("# shape %s (%s): layers %d, width %d, heads %d, kv heads %d, ffn %d, vocab %d, seq %d, micro-batch %d, "
          "%s activations: %.4g parameters\n",
          a->name, tune_family_name(a->family), a->layers, a->width, a->heads, a->kv_heads, a->ffn, a->vocab, a->seq,
@@ -57,8 +57,8 @@ static void act_header(const tune_ctx *x) {
   printf("\n");
 }
 
-static void header(const tune_ctx *x, const hsr_tune_plan *p) {
-  const hsr_tune_model *m = &x->model;
+static void header(const tune_ctx *x, const tune_plan *p) {
+  const tune_model *m = &x->model;
   printf("# hsr tune: %d ranks on %d nodes (%d per node), NVLink domain %d ranks; %s\n", p->world, p->nodes,
          p->per_node, p->domain_size, x->topo_desc);
   printf("# model: %.3g parameters in %d units, %s parameters, %s reduction, %d micro-batch%s; compute %s, "
@@ -68,7 +68,7 @@ static void header(const tune_ctx *x, const hsr_tune_plan *p) {
   act_header(x);
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++)
     for (int op = 0; op < HSR_TUNE_OPS; op++) {
-      const hsr_tune_link *l = &x->net.link[t][op];
+      const tune_link *l = &x->net.link[t][op];
       printf("# cost %s %s: %.3g GB/s busbw, %.1f us (%s)\n", tier_names[t], op_names[op], l->busbw_gbs, l->alpha_us,
              l->source);
     }
@@ -86,7 +86,7 @@ static void header(const tune_ctx *x, const hsr_tune_plan *p) {
            "reserve)\n");
 }
 
-void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
+void tune_print_table(const tune_ctx *x, const tune_plan *p) {
   header(x, p);
   int unc = p->nfeasible > 0 && p->cand[0].step_pm_ms > 0;
   int act = x->o->has_shape, lw = 34; /* the layout column: as wide as the longest label shown */
@@ -99,7 +99,7 @@ void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
          unc ? "+-" : "", "compute", "comm", "exposed", "fabric/rank", "peak GiB", act ? "   act GiB" : "", "tie");
   int shown = 0;
   for (int i = 0; i < p->nfeasible && shown < x->o->top; i++, shown++) {
-    const hsr_tune_result *r = &p->cand[i];
+    const tune_result *r = &p->cand[i];
     char lab[96], pm[16] = "", tie[16] = "";
     if (unc) snprintf(pm, sizeof pm, "%.2f", r->step_pm_ms);
     if (r->tie >= 0) snprintf(tie, sizeof tie, "= %d", r->tie + 1);
@@ -121,7 +121,7 @@ void tune_print_table(const tune_ctx *x, const hsr_tune_plan *p) {
   }
 }
 
-static cJSON *bytes_json(const hsr_tune_bytes *b) {
+static cJSON *bytes_json(const tune_bytes *b) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "calls", b->calls);
   cJSON_AddNumberToObject(o, "sent", b->sent);
@@ -132,7 +132,7 @@ static cJSON *bytes_json(const hsr_tune_bytes *b) {
   return o;
 }
 
-cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p) {
+cJSON *tune_cand_json(const tune_result *r, int rank, const tune_plan *p) {
   cJSON *o = cJSON_CreateObject();
   char lab[96], res[24];
   cJSON_AddNumberToObject(o, "rank", rank);
@@ -194,18 +194,18 @@ cJSON *tune_cand_json(const hsr_tune_result *r, int rank, const hsr_tune_plan *p
   cJSON_AddNumberToObject(w, "step", (double)r->peak_where.step);
   cJSON *cats = cJSON_AddObjectToObject(o, "peak_by_category");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
-    if (r->peak_cat[c]) cJSON_AddNumberToObject(cats, mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c]);
+    if (r->peak_cat[c]) cJSON_AddNumberToObject(cats, mem_cat_name((mem_cat)c), (double)r->peak_cat[c]);
   return o;
 }
 
-cJSON *tune_cost_json(const hsr_tune_net *n) {
+cJSON *tune_cost_json(const tune_net *n) {
   cJSON *o = cJSON_CreateObject(), *links = NULL;
   cJSON_AddStringToObject(o, "hardware", n->name);
   cJSON_AddBoolToObject(o, "defaults_used", tune_net_uses_defaults(n));
   links = cJSON_AddArrayToObject(o, "links");
   for (int t = 0; t < HSR_TUNE_TIER_COUNT; t++)
     for (int op = 0; op < HSR_TUNE_OPS; op++) {
-      const hsr_tune_link *l = &n->link[t][op];
+      const tune_link *l = &n->link[t][op];
       cJSON *j = cJSON_CreateObject();
       cJSON_AddStringToObject(j, "tier", tier_names[t]);
       cJSON_AddStringToObject(j, "op", op_names[op]);
@@ -218,7 +218,7 @@ cJSON *tune_cost_json(const hsr_tune_net *n) {
     }
   cJSON *tl = cJSON_AddArrayToObject(o, "two_level_cross_links");
   for (int op = 0; op < HSR_TUNE_OPS; op++) {
-    const hsr_tune_link *l = &n->span_link[op];
+    const tune_link *l = &n->span_link[op];
     if (!l->samples) continue;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "op", op_names[op]);
@@ -250,7 +250,7 @@ cJSON *tune_cost_json(const hsr_tune_net *n) {
   return o;
 }
 
-hsr_status tune_cost_json_text(const hsr_tune_net *n, char **out) {
+hsr_status tune_cost_json_text(const tune_net *n, char **out) {
   cJSON *o = tune_cost_json(n);
   *out = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
@@ -270,7 +270,7 @@ static hsr_status print_doc(cJSON *o) {
 /* The shape and its activations per policy (null without a shape). */
 static cJSON *shape_json(const tune_ctx *x) {
   if (!x->o->has_shape) return cJSON_CreateNull();
-  const hsr_tune_arch *a = &x->o->arch;
+  const tune_arch *a = &x->o->arch;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "arch", a->name);
   cJSON_AddStringToObject(o, "family", tune_family_name(a->family));
@@ -295,7 +295,7 @@ static cJSON *shape_json(const tune_ctx *x) {
   return o;
 }
 
-hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char *explain) {
+hsr_status tune_print_json(const tune_ctx *x, const tune_plan *p, const char *explain) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "tool", "hsr tune");
   cJSON_AddNumberToObject(o, "world", p->world);
@@ -337,19 +337,19 @@ hsr_status tune_print_json(const tune_ctx *x, const hsr_tune_plan *p, const char
 
 /* Predicted (and measured, where given) step time of every feasible candidate, split into compute and exposed
  * communication. measured: pairs (compute, exposed) for candidates which[0..nm). */
-hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *measured, const int *which, int nm,
+hsr_status tune_plot(const tune_ctx *x, const tune_plan *p, const double *measured, const int *which, int nm,
                      const char *path) {
   if (!bc_have_gnuplot())
     return hsr_error(HSR_ERR_INVALID, "--plot needs gnuplot, which is not installed (Debian: apt-get install "
                                       "gnuplot-nox; scripts/setup.sh installs it)");
   int n = nm > 0 ? nm : p->nfeasible;
   if (n == 0) return hsr_error(HSR_ERR_INVALID, "--plot: no feasible layout to draw");
-  hsr_cli_plot pl;
+  cli_plot pl;
   HSR_CHECK(cli_plot_open(&pl, "--plot", path));
   FILE *gp = pl.script;
   fprintf(gp, "$d << EOD\n");
   for (int i = 0; i < n; i++) {
-    const hsr_tune_result *r = &p->cand[nm > 0 ? which[i] : i];
+    const tune_result *r = &p->cand[nm > 0 ? which[i] : i];
     char lab[96];
     fprintf(gp, "%d \"%s\" %g %g %g %g\n", i, tune_label(r, lab, sizeof lab), r->step_ms - r->exposed_ms, r->exposed_ms,
             nm > 0 ? measured[2 * i] : NAN, nm > 0 ? measured[2 * i + 1] : NAN);
@@ -381,8 +381,8 @@ hsr_status tune_plot(const tune_ctx *x, const hsr_tune_plan *p, const double *me
 
 /* The calculator's --json: the layout (as a candidate of the planner's
  * JSON), its bytes per parameter by category and the formula. */
-hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
-  const hsr_tune_model *m = &x->model;
+hsr_status tune_print_ledger_json(const tune_ctx *x, const tune_result *r) {
+  const tune_model *m = &x->model;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "tool", "hsr tune");
   cJSON_AddStringToObject(o, "mode", "calculator");
@@ -394,7 +394,7 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
   cJSON *bp = cJSON_AddObjectToObject(o, "bytes_per_param");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
     if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
-    cJSON_AddNumberToObject(bp, mem_cat_name((hsr_mem_cat)c), (double)r->peak_cat[c] / m->params);
+    cJSON_AddNumberToObject(bp, mem_cat_name((mem_cat)c), (double)r->peak_cat[c] / m->params);
   }
   tune_formula fm = tune_persistent_formula(r, m->params);
   cJSON *f = cJSON_AddObjectToObject(o, "persistent_per_param");
@@ -406,8 +406,8 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
   cJSON_AddNumberToObject(f, "total", r->persistent_per_param);
   cJSON *what = cJSON_AddObjectToObject(o, "what");
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++)
-    if (r->peak_cat[c] && mem_cat_persistent((hsr_mem_cat)c))
-      cJSON_AddStringToObject(what, mem_cat_name((hsr_mem_cat)c), tune_cat_what(r, (hsr_mem_cat)c, m->params));
+    if (r->peak_cat[c] && mem_cat_persistent((mem_cat)c))
+      cJSON_AddStringToObject(what, mem_cat_name((mem_cat)c), tune_cat_what(r, (mem_cat)c, m->params));
   cJSON_AddItemToObject(o, "cost_model", tune_cost_json(&x->net));
   return print_doc(o);
 }
@@ -416,12 +416,12 @@ hsr_status tune_print_ledger_json(const tune_ctx *x, const hsr_tune_result *r) {
  * JSON: full + over_s / S + over_sr / (S R). Unsharded parameters are
  * whole; with the outer shard master, m, v (and the accumulator, unless it
  * holds whole slices: rs_only) cover 1/(S R). */
-tune_formula tune_persistent_formula(const hsr_tune_result *r, double P) {
+tune_formula tune_persistent_formula(const tune_result *r, double P) {
   tune_formula f = {0, 0, 0};
   int sharded_params = rt_strategy_sharding(r->cfg.strategy).params;
   int outer = r->cfg.outer_shard == HSR_RT_OUTER_OPTIM;
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
-    if (!r->peak_cat[c] || !mem_cat_persistent((hsr_mem_cat)c)) continue;
+    if (!r->peak_cat[c] || !mem_cat_persistent((mem_cat)c)) continue;
     double b = (double)r->peak_cat[c] / P;
     int acc_shard = c == HSR_MEM_GRAD_SHARD && fabs(b * r->S - 4) < 0.5; /* rs_only: the shard's slices */
     if (c == HSR_MEM_PARAM_SHARD && !sharded_params)
@@ -435,7 +435,7 @@ tune_formula tune_persistent_formula(const hsr_tune_result *r, double P) {
 }
 
 /* What a persistent category holds in this layout, in a few words. */
-const char *tune_cat_what(const hsr_tune_result *r, hsr_mem_cat c, double P) {
+const char *tune_cat_what(const tune_result *r, mem_cat c, double P) {
   int sharded = rt_strategy_sharding(r->cfg.strategy).params;
   int outer = r->cfg.outer_shard == HSR_RT_OUTER_OPTIM;
   double b = (double)r->peak_cat[c] / P;
@@ -463,8 +463,8 @@ const char *tune_cat_what(const hsr_tune_result *r, hsr_mem_cat c, double P) {
   }
 }
 
-void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
-  const hsr_tune_model *m = &x->model;
+void tune_print_ledger(const tune_ctx *x, const tune_result *r) {
+  const tune_model *m = &x->model;
   char res[24];
   double P = m->params;
   printf("# hsr tune ledger: %s, S = %d, R = %d, %.3g parameters in %d units, %s parameters, %s reduction, "
@@ -476,9 +476,9 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
   for (int c = 0; c < HSR_MEM_CAT_COUNT; c++) {
     if (!r->peak_cat[c] || c == HSR_MEM_ACTIVATION) continue;
     double b = (double)r->peak_cat[c];
-    int pers = mem_cat_persistent((hsr_mem_cat)c);
-    printf("%-18s %18.0f %12.3f %14.4f  %s\n", mem_cat_name((hsr_mem_cat)c), b, b / GiB, b / P,
-           pers ? tune_cat_what(r, (hsr_mem_cat)c, P) : "(transient, peak)");
+    int pers = mem_cat_persistent((mem_cat)c);
+    printf("%-18s %18.0f %12.3f %14.4f  %s\n", mem_cat_name((mem_cat)c), b, b / GiB, b / P,
+           pers ? tune_cat_what(r, (mem_cat)c, P) : "(transient, peak)");
   }
   tune_formula f = tune_persistent_formula(r, P);
   printf("%-18s %18.0f %12.3f %14.4f  = ", "persistent", (double)r->persistent, (double)r->persistent / GiB,
@@ -493,7 +493,7 @@ void tune_print_ledger(const tune_ctx *x, const hsr_tune_result *r) {
          (long long)r->peak_where.step);
   if (x->o->has_shape) {
     for (int rc = 0; rc < HSR_TUNE_RECOMPUTES; rc++) {
-      const hsr_tune_act *a = &x->act[rc];
+      const tune_act *a = &x->act[rc];
       printf("%-18s %18.0f %12.3f   recompute %-9s (%d layers x %.0f saved + %.0f recomputed + root %.0f)%s\n",
              "activations", a->peak, a->peak / GiB, hsr_rt_recompute_name((hsr_rt_recompute)rc), x->o->arch.layers,
              a->saved, a->scratch, a->root, rc == (int)r->cfg.recompute ? " <" : "");
@@ -519,7 +519,7 @@ hsr_status tune_compute_from(const char *path, int units, double bwd, double *fw
   head[n] = '\0';
   fclose(f);
   if (strstr(head, "traceEvents")) { /* a lifecycle trace: compute per step over the units */
-    hsr_trace_step_summary *s = NULL;
+    trace_step_summary *s = NULL;
     int ns = 0;
     HSR_CHECK(trace_steps(path, &s, &ns));
     double sum = 0;

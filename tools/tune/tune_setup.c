@@ -31,15 +31,15 @@ static char *slurp(const char *path, hsr_status *st) {
 hsr_status tune_compute_from(const char *path, int units, double bwd, double *fwd_ms, char *desc, size_t len);
 
 /* The unit that holds the root's parameters (the first unless --root last). */
-static int root_unit(const hsr_tune_model *m) { return m->root == HSR_TUNE_ROOT_LAST ? m->units - 1 : 0; }
+static int root_unit(const tune_model *m) { return m->root == HSR_TUNE_ROOT_LAST ? m->units - 1 : 0; }
 
 /* With a shape: each policy's activations, and its recompute per unit (a
  * layer's forward times the share of its FLOPs recomputed, plus the
  * elementwise bytes at the runtime's data rate), spread over the units that
  * hold layers. */
 static hsr_status activations(tune_ctx *x) {
-  const hsr_tune_arch *a = &x->o->arch;
-  hsr_tune_model *m = &x->model;
+  const tune_arch *a = &x->o->arch;
+  tune_model *m = &x->model;
   int root = root_unit(m), plain = m->units == a->layers + 1;
   int has_root = m->root != HSR_TUNE_ROOT_NONE && m->units > 1;
   double lf = tune_arch_layer_flops(a), rf = tune_arch_root_flops(a);
@@ -77,7 +77,7 @@ void tune_ctx_free(tune_ctx *x) {
 
 static hsr_status compute(tune_ctx *x) {
   const tune_opts *o = x->o;
-  hsr_tune_model *m = &x->model;
+  tune_model *m = &x->model;
   m->bwd_ratio = o->bwd_ratio;
   if (o->compute_ms > 0) {
     m->fwd_ms = o->compute_ms;
@@ -86,7 +86,7 @@ static hsr_status compute(tune_ctx *x) {
     double tf = o->tflops > 0 ? o->tflops : 400;
     m->fwd_ms = 2 * (m->params / m->units) * o->tokens / (tf * 1e12) * 1e3;
     if (x->unit_fwd) { /* the shape's FLOPs: the root's head, each layer's matmuls and attention */
-      const hsr_tune_arch *a = &o->arch;
+      const tune_arch *a = &o->arch;
       int root = root_unit(m), plain = m->units == a->layers + 1;
       double all = a->layers * tune_arch_layer_flops(a) + tune_arch_root_flops(a);
       for (int u = 0; u < m->units; u++)
@@ -152,7 +152,7 @@ hsr_status tune_setup(tune_ctx *x, hsr_cluster *cl) {
   if (cl && cluster_rank_gpu(cl, 0) >= 0) gpus = 1;
   HSR_CHECK(tune_net_default(o->hw ? o->hw : gpus ? "h100" : "host", &x->net));
   if (o->nbench) {
-    hsr_tune_calib *c = NULL;
+    tune_calib *c = NULL;
     HSR_CHECK(tune_calib_create(&c));
     hsr_status st = HSR_OK;
     for (int i = 0; i < o->nbench && st == HSR_OK; i++) {
@@ -164,13 +164,13 @@ hsr_status tune_setup(tune_ctx *x, hsr_cluster *cl) {
     tune_calib_free(c);
     HSR_CHECK(st);
   }
-  hsr_tune_model *m = &x->model;
+  tune_model *m = &x->model;
   m->units = (int)o->units;
   m->params = o->unit_bytes > 0 ? o->unit_bytes / 4 * (double)o->units : o->params;
-  m->root = (hsr_tune_root)o->root;
+  m->root = (tune_root)o->root;
   m->act_bytes = o->act_bytes;
   if (o->has_shape) { /* parameters per unit from the shape, scaled to a given --params */
-    const hsr_tune_arch *a = &o->arch;
+    const tune_arch *a = &o->arch;
     int root = root_unit(m);
     x->unit_params = malloc(sizeof(double) * (size_t)m->units);
     x->unit_fwd = malloc(sizeof(double) * (size_t)m->units);

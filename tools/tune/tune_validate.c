@@ -65,7 +65,7 @@ static hsr_status probe_kernels(hsr_boot *b, double *optim_ns, double *data_gbs)
     hsr_device_close(d);
     return hsr_error(HSR_ERR_NOMEM, "out of memory");
   }
-  hsr_adamw_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .step = 1, .grad_scale = 1};
+  adamw_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .step = 1, .grad_scale = 1};
   double best_o = 1e9, best_d = 1e9;
   hsr_status st = HSR_OK;
   for (int k = 0; k < 4 && st == HSR_OK; k++) {
@@ -253,7 +253,7 @@ static int same(const vpick *a, const vpick *b) {
   return a->S == b->S && a->pol == b->pol && a->K == b->K && a->prefetch == b->prefetch && a->outer == b->outer;
 }
 
-static vpick pick_of(const hsr_tune_result *r, int i) {
+static vpick pick_of(const tune_result *r, int i) {
   return (vpick){r->S, (int)r->cfg.reshard, r->cfg.partial_k, r->cfg.prefetch, i, V_TOP, (int)r->cfg.outer_shard};
 }
 
@@ -269,17 +269,17 @@ static int is_probe(const vpick *c, const vpick *probes, int np) {
  * node per shard group, both reshard full and prefetch 1 (only the mesh
  * differs), measured at every link rate so bench/tune_validate.sh can find
  * where they swap places. */
-static int choose(const tune_opts *o, const hsr_tune_plan *p, const vpick *probes, int nprobes, vpick *out) {
+static int choose(const tune_opts *o, const tune_plan *p, const vpick *probes, int nprobes, vpick *out) {
   int n = 0;
   for (int i = 0; i < p->nfeasible && n < o->v_top; i++) {
-    const hsr_tune_result *r = &p->cand[i];
+    const tune_result *r = &p->cand[i];
     if (r->cfg.strategy != HSR_RT_FSDP && r->cfg.strategy != HSR_RT_HYBRID) continue; /* hsr bench step runs these */
     vpick c = pick_of(r, i);
     if (!is_probe(&c, probes, nprobes)) out[n++] = c;
   }
   int bad = 0;
   for (int i = p->nfeasible - 1; i >= 0 && bad < o->v_bad && n < V_MAX; i--) {
-    const hsr_tune_result *r = &p->cand[i];
+    const tune_result *r = &p->cand[i];
     if (r->cfg.strategy != HSR_RT_FSDP && r->cfg.strategy != HSR_RT_HYBRID) continue;
     vpick c = pick_of(r, i);
     c.role = V_BAD;
@@ -348,7 +348,7 @@ static cJSON *times_json(double step, double pm, double comm, double exposed, do
 static double pct(double pred, double meas) { return meas > 0 ? 100 * (pred - meas) / meas : 0; }
 
 /* role: "top", "bad" or "probe" (fitted, shown, not counted) */
-static cJSON *meas_json(const hsr_tune_plan *p, const hsr_tune_result *r, const vmeas *m, const char *role) {
+static cJSON *meas_json(const tune_plan *p, const tune_result *r, const vmeas *m, const char *role) {
   cJSON *o = cJSON_CreateObject();
   char lab[96], res[24];
   cJSON_AddStringToObject(o, "label", tune_label(r, lab, sizeof lab));
@@ -380,7 +380,7 @@ static cJSON *meas_json(const hsr_tune_plan *p, const hsr_tune_result *r, const 
   return o;
 }
 
-static int find(const hsr_tune_plan *p, const vpick *c) {
+static int find(const tune_plan *p, const vpick *c) {
   for (int i = 0; i < p->n; i++) {
     vpick q = pick_of(&p->cand[i], i);
     if (rt_strategy_sharding(p->cand[i].cfg.strategy).params && same(&q, c)) return i;
@@ -410,7 +410,7 @@ static cJSON *errs_json(const errs *e) {
   return o;
 }
 
-static void row(const hsr_tune_result *r, const vmeas *m, const char *note) {
+static void row(const tune_result *r, const vmeas *m, const char *note) {
   char lab[96], pm[16] = "";
   if (r->step_pm_ms > 0) snprintf(pm, sizeof pm, "+-%.1f", r->step_pm_ms);
   printf("%-26s %9.1f %7s %9.1f %+6.1f%% %9.1f %9.1f %+6.1f%% %9.1f %9.1f%s\n", tune_label(r, lab, sizeof lab),
@@ -419,7 +419,7 @@ static void row(const hsr_tune_result *r, const vmeas *m, const char *note) {
 }
 
 /* The table (or, with --json, the JSON on stdout) and dir/validate.json. */
-static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, const vmeas *m, int n, const char *dir,
+static void report(const tune_ctx *x, const tune_plan *p, const vpick *pk, const vmeas *m, int n, const char *dir,
                    const vpick *probes, int nprobes) {
   double lbytes = 0, ratio = link_ratio(dir, &lbytes);
   const char *emu = getenv("HSR_EMULATE_NET");
@@ -466,7 +466,7 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
   cJSON_AddItemToObject(fit, "cost_model", tune_cost_json(&x->net));
   cJSON *arr = cJSON_AddArrayToObject(root, "layouts");
   for (int i = 0; i < n; i++) {
-    const hsr_tune_result *r = &p->cand[pk[i].idx];
+    const tune_result *r = &p->cand[pk[i].idx];
     int role = pk[i].role;
     char note[80] = "";
     if (role != V_TOP) snprintf(note, sizeof note, role == V_BAD ? "   (deliberately bad)" : "   (physics pair)");
@@ -515,7 +515,7 @@ static void report(const tune_ctx *x, const hsr_tune_plan *p, const vpick *pk, c
   /* the predicted ranking of every layout hsr bench step runs, for comparing link rates */
   cJSON *rank = cJSON_AddArrayToObject(root, "predicted_ranking");
   for (int i = 0; i < p->nfeasible; i++) {
-    const hsr_tune_result *r = &p->cand[i];
+    const tune_result *r = &p->cand[i];
     if (r->cfg.strategy != HSR_RT_FSDP && r->cfg.strategy != HSR_RT_HYBRID) continue;
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "label", tune_label(r, a, sizeof a));
@@ -567,7 +567,7 @@ static hsr_status first_session(tune_opts *o, hsr_boot *b, hsr_cluster **cl, int
  * unit from the probe, the plan, and the picks to run. */
 
 static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *dir, const double *probe,
-                                     const vpick *probes, int nprobes, vpick *picks, int *np, hsr_tune_plan *plan) {
+                                     const vpick *probes, int nprobes, vpick *picks, int *np, tune_plan *plan) {
   x->calib_report[0] = '\0';
   tune_opts *o = (tune_opts *)x->o;
   static char paths[6][512];
@@ -588,13 +588,13 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
   }
   snprintf(x->topo_desc, sizeof x->topo_desc, "this launch");
   /* the probes: the collectives' slowdown inside a step and the compute per unit */
-  hsr_tune_probe pr[3];
+  tune_probe pr[3];
   int npr = 0;
   for (int i = 0; i < nprobes; i++) {
     vmeas pm = {0};
     if (read_step(x->o->v_rounds, dir, probe_names[i], &pm) != 0)
       return hsr_error(HSR_ERR_INTERNAL, "--validate: no result in %s/%s.json", dir, probe_names[i]);
-    hsr_tune_probe *q = &pr[npr++];
+    tune_probe *q = &pr[npr++];
     memset(q, 0, sizeof *q);
     hsr_rt_config_default(&q->cfg);
     q->S = probes[i].S, q->R = cluster_world(cl) / probes[i].S;
@@ -605,7 +605,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
     q->step_ms = pm.step, q->comm_ms = pm.comm, q->compute_ms = pm.compute;
     memcpy(q->busy_ms, pm.busy, sizeof q->busy_ms);
     hsr_mesh *mm = NULL;
-    hsr_mesh_request req = {q->S, 0, 0};
+    mesh_request req = {q->S, 0, 0};
     HSR_CHECK(mesh_plan(cl, &req, &mm));
     hsr_status st = tune_mesh_shapes(cl, mm, q->shapes);
     mesh_free(mm);
@@ -617,7 +617,7 @@ static hsr_status tune_validate_plan(tune_ctx *x, hsr_cluster *cl, const char *d
            "%.3f ms per unit forward, fitted to the probes' measured compute (--compute-ms %g asked of hsr bench "
            "step); AdamW %.2f ns/element, data %.2f GB/s measured",
            x->model.fwd_ms, o->compute_ms, probe[0], probe[1]);
-  hsr_tune_space sp;
+  tune_space sp;
   tune_space_default(&sp);
   sp.max_prefetch = (int)o->max_prefetch;
   sp.mem_budget = x->budget;
@@ -648,7 +648,7 @@ static int run_round(hsr_boot *boot, const tune_opts *o, const vpick *probes, in
 /* Rank 0: the fit and plan, the table, the JSON, the plot. */
 static hsr_status finish(tune_ctx *x, hsr_cluster *cl, const char *dir, const double *probe, const vpick *probes,
                          int nprobes, vpick *picks, int np) {
-  hsr_tune_plan plan = {0};
+  tune_plan plan = {0};
   vmeas m[V_MAX];
   hsr_status st = tune_validate_plan(x, cl, dir, probe, probes, nprobes, picks, &np, &plan);
   for (int i = 0; i < np && st == HSR_OK; i++) {
@@ -710,7 +710,7 @@ int tune_validate(tune_opts *o) {
     rc = run_round(boot, o, probes, nprobes, picks, np, dir, round);
     if (round > 1 || rc) continue;
     /* rank 0 plans from the first round; every rank learns the picks */
-    hsr_tune_plan plan = {0};
+    tune_plan plan = {0};
     if (rank == 0) st = tune_validate_plan(&x, cl, dir, probe, probes, nprobes, picks, &np, &plan);
     tune_plan_free(&plan);
     hsr_status sst = boot_bcast(boot, &np, sizeof np, 0);
