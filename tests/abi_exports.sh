@@ -2,7 +2,8 @@
 # libhsr.so exports exactly the program API of tests/abi_exports.txt: every
 # dynamic symbol it defines is listed there, every listed one is exported,
 # declared with HSR_API in include/hsr/*.h (and nothing else is) and
-# documented in docs/api.md; the list holds at most 100. With EXAMPLES (the
+# documented in docs/api.md; the list holds at most 100; no header outside
+# include/hsr defines a type with the public prefix. With EXAMPLES (the
 # example models' archive), they call no hsr_ function outside the list.
 # Usage: abi_exports.sh LIBHSR_SO SOURCE_DIR [EXAMPLES_ARCHIVE]
 set -u
@@ -24,6 +25,10 @@ report "declared HSR_API in include/hsr but not in tests/abi_exports.txt" \
   "$(comm -23 <(echo "$declared") <(echo "$golden"))"
 report "in tests/abi_exports.txt but not declared HSR_API in include/hsr" \
   "$(comm -13 <(echo "$declared") <(echo "$golden"))"
+# the public prefix names the program API only: no header outside include/hsr defines an hsr_ type
+internal_types=$(cd "$src" && git ls-files '*.h' 2>/dev/null | grep -v '^include/' |
+  xargs -r grep -HnoE '^} hsr_[a-z0-9_]+;|typedef (struct|enum|union) hsr_[a-z0-9_]+ hsr_[a-z0-9_]+;|typedef [a-z ]+ hsr_[a-z0-9_]+;')
+report "an hsr_ type outside include/hsr (internal types have no public prefix)" "$internal_types"
 n=$(echo "$golden" | wc -l)
 [ "$n" -le 100 ] || { echo "tests/abi_exports.txt lists $n symbols: the program API holds at most 100"; rc=1; }
 undoc=""
