@@ -1,7 +1,8 @@
 /* runtime/ internal: checkpoints (hsr/ckpt.h) shared between their files.
  *
  *   ckpt_manifest.c  the manifest's one schema: write, parse and validate,
- *                    its checksum
+ *                    its checksum; version 1's listed ranges
+ *   ckpt_derive.c    version 2's ranges, derived with the save's planner
  *   ckpt_reader.c    the engine-less reader (open, info, tensors)
  *   ckpt_io.c        files: durable writes, directory syncs, the verified
  *                    block reader, verify, resolve, the fault hook
@@ -93,6 +94,22 @@ hsr_status ckpt_parse(const char *dir, char *text, size_t len, ckpt_handle **out
 /* Adds "manifest_crc32" as the last member and prints root with it:
  * *text malloc'd. */
 hsr_status ckpt_manifest_print(cJSON *root, char **text, size_t *len);
+/* The parser's validated getters: an error says "checkpoint 'DIR':
+ * manifest: WHERE: ..." (where: the item being read, or empty). */
+typedef struct pctx {
+  const char *dir;
+  char where[192];
+} pctx;
+hsr_status ckpt_perr(const pctx *px, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define PERR(px, ...) ckpt_perr(px, __VA_ARGS__)
+hsr_status ckpt_jint(const pctx *px, const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *v);
+hsr_status ckpt_jstr(const pctx *px, const cJSON *o, const char *k, const char **v);
+hsr_status ckpt_jarr(const pctx *px, const cJSON *o, const char *k, const cJSON **v, int *n);
+const cJSON *ckpt_jobj(const cJSON *o, const char *k); /* an object member, or NULL */
+/* Range i of a tensor: inside its file, no byte of the file twice (covered: bytes per file). */
+hsr_status ckpt_check_range(ckpt_handle *c, pctx *px, const ckpt_range *r, int i, uint64_t *covered);
+/* ---- ckpt_derive.c: version 2's ranges, derived with the save's planner ---- */
+hsr_status ckpt_derive_ranges(ckpt_handle *c, pctx *px, uint64_t *covered);
 /* The tensor and kind that byte `off` of file f holds (for messages). */
 void ckpt_what_at(const ckpt_handle *c, int f, uint64_t off, char *buf, size_t len); /* ckpt_reader.c */
 

@@ -1,8 +1,9 @@
 /* The checkpoint manifest, written and parsed from one schema: its fields
  * (the tables below), its checksum, the writer of its head, files and
  * tensors (ckpt_save.c assembles them), and parsing with strict validation
- * (every problem names the checkpoint and the item), version 2's ranges
- * derived with the save's planner and version 1's read as listed. The
+ * (every problem names the checkpoint and the item); version 1's ranges
+ * read as listed, version 2's derived with the save's planner
+ * (ckpt_derive.c). The
  * engine-less reader's getters are ckpt_reader.c. */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -12,7 +13,6 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "common/grow.h"
 #include "common/json.h"
 #include "ckpt_int.h"
 
@@ -193,14 +193,7 @@ const char *ckpt_kind_name(ckpt_kind k) {
 }
 
 /* ---- validated getters: errors say "checkpoint 'DIR': manifest: WHERE: ..." ---- */
-typedef struct pctx {
-  const char *dir;
-  char where[192];
-} pctx;
-
-#define PERR(px, ...) perr(px, __VA_ARGS__)
-static hsr_status perr(const pctx *px, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static hsr_status perr(const pctx *px, const char *fmt, ...) {
+hsr_status ckpt_perr(const pctx *px, const char *fmt, ...) {
   char m[384];
   va_list ap;
   va_start(ap, fmt);
@@ -212,7 +205,7 @@ static hsr_status perr(const pctx *px, const char *fmt, ...) {
 
 /* Outputs are set on every path: the error paths return hsr_error's status,
  * which the compiler cannot see is never HSR_OK. */
-static hsr_status jint(const pctx *px, const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *v) {
+hsr_status ckpt_jint(const pctx *px, const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *v) {
   *v = 0;
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   if (!cJSON_IsNumber(x)) return PERR(px, "'%s' is missing or not a number", k);
@@ -227,12 +220,12 @@ static hsr_status jint(const pctx *px, const cJSON *o, const char *k, int64_t lo
 static hsr_status ju64(const pctx *px, const cJSON *o, const char *k, uint64_t *v) {
   int64_t x = 0;
   *v = 0;
-  HSR_CHECK(jint(px, o, k, 0, (int64_t)1 << 53, &x));
+  HSR_CHECK(ckpt_jint(px, o, k, 0, (int64_t)1 << 53, &x));
   *v = (uint64_t)x;
   return HSR_OK;
 }
 
-static hsr_status jstr(const pctx *px, const cJSON *o, const char *k, const char **v) {
+hsr_status ckpt_jstr(const pctx *px, const cJSON *o, const char *k, const char **v) {
   *v = NULL;
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   if (!cJSON_IsString(x)) return PERR(px, "'%s' is missing or not a string", k);
@@ -240,7 +233,7 @@ static hsr_status jstr(const pctx *px, const cJSON *o, const char *k, const char
   return HSR_OK;
 }
 
-static hsr_status jarr(const pctx *px, const cJSON *o, const char *k, const cJSON **v, int *n) {
+hsr_status ckpt_jarr(const pctx *px, const cJSON *o, const char *k, const cJSON **v, int *n) {
   *n = 0;
   *v = NULL;
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -250,7 +243,7 @@ static hsr_status jarr(const pctx *px, const cJSON *o, const char *k, const cJSO
   return HSR_OK;
 }
 
-static const cJSON *jobj(const cJSON *o, const char *k) {
+const cJSON *ckpt_jobj(const cJSON *o, const char *k) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
   return cJSON_IsObject(x) ? x : NULL;
 }
@@ -261,10 +254,10 @@ static hsr_status get_fields(const pctx *px, const cJSON *o, const field *f, int
     void *p = base + f[i].off;
     int64_t v;
     if (f[i].type == F_STR) {
-      HSR_CHECK(jstr(px, o, f[i].key, (const char **)p));
+      HSR_CHECK(ckpt_jstr(px, o, f[i].key, (const char **)p));
       continue;
     }
-    HSR_CHECK(jint(px, o, f[i].key, f[i].lo, f[i].hi, &v));
+    HSR_CHECK(ckpt_jint(px, o, f[i].key, f[i].lo, f[i].hi, &v));
     if (f[i].type == F_INT)
       *(int *)p = (int)v;
     else
@@ -288,7 +281,7 @@ static const char *first_dup(const char **names, int n) {
 static hsr_status parse_blocks_v1(pctx *px, const cJSON *it, ckpt_file *f) {
   const cJSON *bl, *b;
   int nb = 0, j = 0;
-  HSR_CHECK(jarr(px, it, "block_crc32", &bl, &nb));
+  HSR_CHECK(ckpt_jarr(px, it, "block_crc32", &bl, &nb));
   if ((uint64_t)nb != f->nblocks)
     return PERR(px, "'%s' has %d block checksums, its %" PRIu64 " bytes make %" PRIu64 " blocks", f->name, nb, f->bytes,
                 f->nblocks);
@@ -306,7 +299,7 @@ static int hexval(char ch) { return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a
 /* Version 2: one string, 8 lowercase hex digits per block. */
 static hsr_status parse_blocks_hex(pctx *px, const cJSON *it, ckpt_file *f) {
   const char *s;
-  HSR_CHECK(jstr(px, it, "block_crc32", &s));
+  HSR_CHECK(ckpt_jstr(px, it, "block_crc32", &s));
   size_t n = strlen(s);
   if (n != 8 * f->nblocks)
     return PERR(px,
@@ -327,7 +320,7 @@ static hsr_status parse_blocks_hex(pctx *px, const cJSON *it, ckpt_file *f) {
 
 static hsr_status parse_files(ckpt_handle *c, pctx *px) {
   const cJSON *fa, *it;
-  HSR_CHECK(jarr(px, c->json, "files", &fa, &c->nf));
+  HSR_CHECK(ckpt_jarr(px, c->json, "files", &fa, &c->nf));
   c->f = calloc((size_t)c->nf + 1, sizeof *c->f);
   if (!c->f) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   int i = 0;
@@ -335,17 +328,17 @@ static hsr_status parse_files(ckpt_handle *c, pctx *px) {
     ckpt_file *f = &c->f[i];
     snprintf(px->where, sizeof px->where, "file %d", i);
     int64_t crc;
-    HSR_CHECK(jstr(px, it, "name", &f->name));
+    HSR_CHECK(ckpt_jstr(px, it, "name", &f->name));
     if (!ckpt_safe_name(f->name)) return PERR(px, "file name '%s' is not a plain file name", f->name);
     HSR_CHECK(ju64(px, it, "bytes", &f->bytes));
-    HSR_CHECK(jint(px, it, "crc32", 0, 0xffffffffll, &crc));
+    HSR_CHECK(ckpt_jint(px, it, "crc32", 0, 0xffffffffll, &crc));
     f->crc = (uint32_t)crc;
-    HSR_CHECK(jint(px, it, "rank", 0, 1 << 30, &crc));
+    HSR_CHECK(ckpt_jint(px, it, "rank", 0, 1 << 30, &crc));
     f->rank = (int)crc;
     if (c->info.format_version >= 2) {
-      HSR_CHECK(jint(px, it, "rep", 0, c->info.replicate - 1, &crc));
+      HSR_CHECK(ckpt_jint(px, it, "rep", 0, c->info.replicate - 1, &crc));
       f->rep = (int)crc;
-      HSR_CHECK(jint(px, it, "sh", 0, c->info.shard - 1, &crc));
+      HSR_CHECK(ckpt_jint(px, it, "sh", 0, c->info.shard - 1, &crc));
       f->sh = (int)crc;
     }
     f->nblocks = (f->bytes + c->info.block_bytes - 1) / c->info.block_bytes;
@@ -368,7 +361,7 @@ static hsr_status parse_files(ckpt_handle *c, pctx *px) {
 }
 
 /* Range r checked against the tensor and the files, its bytes counted. */
-static hsr_status check_range(ckpt_handle *c, pctx *px, const ckpt_range *r, int i, uint64_t *covered) {
+hsr_status ckpt_check_range(ckpt_handle *c, pctx *px, const ckpt_range *r, int i, uint64_t *covered) {
   for (int k = 0; k < CKPT_KINDS; k++)
     if (r->off[k] + 4 * r->count > c->f[r->file].bytes)
       return PERR(px, "range %d (%s) ends at byte %" PRIu64 " of '%s', which has %" PRIu64, i,
@@ -387,7 +380,7 @@ static hsr_status parse_ranges_v1(ckpt_handle *c, ckpt_tensor *t, const cJSON *r
     int64_t f;
     HSR_CHECK(ju64(px, it, "start", &r->start));
     HSR_CHECK(ju64(px, it, "count", &r->count));
-    HSR_CHECK(jint(px, it, "file", 0, c->nf - 1, &f));
+    HSR_CHECK(ckpt_jint(px, it, "file", 0, c->nf - 1, &f));
     r->file = (int)f;
     if (r->count == 0 || r->start != next)
       return PERR(px,
@@ -396,14 +389,14 @@ static hsr_status parse_ranges_v1(ckpt_handle *c, ckpt_tensor *t, const cJSON *r
                   i - 1, r->start, r->count, next);
     next = r->start + r->count;
     for (int k = 0; k < CKPT_KINDS; k++) HSR_CHECK(ju64(px, it, ckpt_kind_name((ckpt_kind)k), &r->off[k]));
-    HSR_CHECK(check_range(c, px, r, i - 1, covered));
+    HSR_CHECK(ckpt_check_range(c, px, r, i - 1, covered));
   }
   return HSR_OK;
 }
 
 static hsr_status parse_ranges(ckpt_handle *c, ckpt_tensor *t, const cJSON *tj, pctx *px, uint64_t *covered) {
   const cJSON *ra;
-  HSR_CHECK(jarr(px, tj, "ranges", &ra, &t->nr));
+  HSR_CHECK(ckpt_jarr(px, tj, "ranges", &ra, &t->nr));
   t->r = calloc((size_t)t->nr + 1, sizeof *t->r);
   if (!t->r) return hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
   HSR_CHECK(parse_ranges_v1(c, t, ra, px, covered));
@@ -412,132 +405,13 @@ static hsr_status parse_ranges(ckpt_handle *c, ckpt_tensor *t, const cJSON *tj, 
   return HSR_OK;
 }
 
-/* ---- version 2: the ranges derived, as the save placed them ---- */
-
-/* The layout the manifest records, rebuilt: its units in order, its tensors
- * in layout order, its alignment, finalized for the mesh's shards; every
- * tensor at the offset the manifest records and every unit as long. */
-static hsr_status saved_layout(ckpt_handle *c, pctx *px, rt_layout **out) {
-  *out = NULL;
-  const ckpt_info *in = &c->info;
-  const cJSON *lay = jobj(c->json, "layout"), *ua, *it;
-  int64_t align, len;
-  int nu;
-  snprintf(px->where, sizeof px->where, "layout");
-  if (!lay) return PERR(px, "missing or not an object");
-  HSR_CHECK(jint(px, lay, "align", 1, 1 << 20, &align));
-  px->where[0] = 0;
-  HSR_CHECK(jarr(px, c->json, "units", &ua, &nu));
-  rt_layout *l = NULL;
-  hsr_status st = rt_layout_create((size_t)align, &l);
-  if (st == HSR_OK && in->outer_shard) st = rt_layout_set_subshards(l, in->replicate);
-  int u = 0;
-  cJSON_ArrayForEach(it, ua) {
-    const char *name;
-    int got;
-    snprintf(px->where, sizeof px->where, "unit %d", u++);
-    if (st == HSR_OK) st = jstr(px, it, "name", &name);
-    if (st == HSR_OK) st = rt_layout_add_unit(l, name, &got);
-  }
-  for (int i = 0; st == HSR_OK && i < c->nt; i++) {
-    const ckpt_tensor *t = &c->t[i];
-    snprintf(px->where, sizeof px->where, "tensor '%.64s'", t->name);
-    st = t->unit_index < nu ? rt_layout_add_param(l, t->unit_index, t->name, t->ndim, t->shape, t->group)
-                            : PERR(px, "unit_index %d, the manifest lists %d units", t->unit_index, nu);
-  }
-  px->where[0] = 0;
-  if (st == HSR_OK) st = rt_layout_finalize(l, in->shard);
-  if (st != HSR_OK && !strstr(hsr_last_error(), "manifest")) { /* the layout's own words, placed */
-    char why[CKPT_MSG];
-    snprintf(why, sizeof why, "%s", hsr_last_error());
-    st = PERR(px, "its layout does not rebuild: %s", why);
-  }
-  for (int i = 0; st == HSR_OK && i < c->nt; i++) {
-    rt_param_info p;
-    st = rt_layout_param(l, i, &p);
-    if (st == HSR_OK && p.offset != c->t[i].offset)
-      st = (snprintf(px->where, sizeof px->where, "tensor '%.64s'", c->t[i].name),
-            PERR(px, "offset %" PRIu64 ", its layout rebuilt on %d shards puts it at %zu", c->t[i].offset, in->shard,
-                 p.offset));
-  }
-  u = 0;
-  cJSON_ArrayForEach(it, ua) {
-    if (st != HSR_OK) break;
-    snprintf(px->where, sizeof px->where, "unit %d", u);
-    st = jint(px, it, "shard_len", 0, (int64_t)1 << 53, &len);
-    if (st == HSR_OK && (uint64_t)len != rt_layout_shard_len(l, u))
-      st = PERR(px, "shard_len %" PRId64 ", its layout rebuilt on %d shards makes %zu", len, in->shard,
-                rt_layout_shard_len(l, u));
-    u++;
-  }
-  px->where[0] = 0;
-  if (st != HSR_OK) rt_layout_free(l), l = NULL;
-  *out = l;
-  return st;
-}
-
-static int range_cmp(const void *a, const void *b) {
-  const ckpt_range *x = a, *y = b;
-  return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* Each file's pieces (what its rank wrote: ckpt_geom_pieces at its mesh
- * coordinates, master, m and v side by side per piece, in order) as ranges
- * of their tensors, sorted by element; then checked as version 1's are. */
-static hsr_status derive_ranges(ckpt_handle *c, pctx *px, uint64_t *covered) {
-  rt_layout *l = NULL;
-  ckpt_geom *g = NULL;
-  int *cap = calloc((size_t)c->nt + 1, sizeof *cap);
-  hsr_status st = cap ? saved_layout(c, px, &l) : hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
-  if (st == HSR_OK) st = ckpt_geom_create(l, c->info.replicate, c->info.shard, c->info.outer_shard, &g);
-  for (int f = 0; st == HSR_OK && f < c->nf; f++) {
-    ckpt_piece *pc = NULL;
-    int np = 0;
-    uint64_t off = 0;
-    st = ckpt_geom_pieces(g, c->f[f].rep, c->f[f].sh, 0, &pc, &np);
-    for (int i = 0; st == HSR_OK && i < np; i++) {
-      ckpt_tensor *t = &c->t[pc[i].param];
-      st = grow_array(&t->r, &cap[pc[i].param], t->nr, sizeof *t->r, 8, "checkpoint");
-      uint64_t n = pc[i].count;
-      if (st == HSR_OK) t->r[t->nr++] = (ckpt_range){pc[i].start, n, {off, off + 4 * n, off + 8 * n}, f};
-      off += 12 * n;
-    }
-    free(pc);
-  }
-  free(cap);
-  ckpt_geom_free(g);
-  rt_layout_free(l);
-  for (int i = 0; st == HSR_OK && i < c->nt; i++) {
-    ckpt_tensor *t = &c->t[i];
-    snprintf(px->where, sizeof px->where, "tensor '%.64s'", t->name);
-    int sorted = 1;
-    for (int k = 1; k < t->nr && sorted; k++) sorted = t->r[k - 1].start <= t->r[k].start;
-    if (!sorted) qsort(t->r, (size_t)t->nr, sizeof *t->r, range_cmp);
-    uint64_t next = 0;
-    for (int k = 0; st == HSR_OK && k < t->nr; k++) {
-      if (t->r[k].start != next)
-        st = PERR(px, "elements [%" PRIu64 ", %" PRIu64 ") are in %s", next < t->r[k].start ? next : t->r[k].start,
-                  next < t->r[k].start ? t->r[k].start : next,
-                  next < t->r[k].start ? "no data file (one missing from the list?)"
-                                       : "two data files (two at the same mesh coordinates?)");
-      else
-        st = check_range(c, px, &t->r[k], k, covered);
-      next += t->r[k].count;
-    }
-    if (st == HSR_OK && next != t->numel)
-      st = PERR(px, "the data files' pieces cover %" PRIu64 " of its %" PRIu64 " elements", next, t->numel);
-  }
-  px->where[0] = 0;
-  return st;
-}
-
 static hsr_status parse_tensor(ckpt_handle *c, const cJSON *it, int i, pctx *px, uint64_t *covered) {
   ckpt_tensor *t = &c->t[i];
   snprintf(px->where, sizeof px->where, "tensor %d", i);
-  HSR_CHECK(jstr(px, it, "name", &t->name));
+  HSR_CHECK(ckpt_jstr(px, it, "name", &t->name));
   snprintf(px->where, sizeof px->where, "tensor '%.64s'", t->name);
   const cJSON *sh, *d;
-  HSR_CHECK(jarr(px, it, "shape", &sh, &t->ndim));
+  HSR_CHECK(ckpt_jarr(px, it, "shape", &sh, &t->ndim));
   if (t->ndim > HSR_RT_MAX_DIMS) return PERR(px, "%d dimensions (at most %d)", t->ndim, HSR_RT_MAX_DIMS);
   uint64_t numel = 1;
   int k = 0;
@@ -552,13 +426,13 @@ static hsr_status parse_tensor(ckpt_handle *c, const cJSON *it, int i, pctx *px,
   HSR_CHECK(ju64(px, it, "numel", &t->numel));
   if (t->numel != numel)
     return PERR(px, "numel %" PRIu64 " is not the product of its shape (%" PRIu64 ")", t->numel, numel);
-  HSR_CHECK(jstr(px, it, "dtype", &t->dtype));
+  HSR_CHECK(ckpt_jstr(px, it, "dtype", &t->dtype));
   if (strcmp(t->dtype, "f32")) return PERR(px, "dtype '%s' (this hsr keeps f32 master weights and moments)", t->dtype);
-  HSR_CHECK(jstr(px, it, "unit", &t->unit));
-  HSR_CHECK(jint(px, it, "unit_index", 0, 1 << 30, &v));
+  HSR_CHECK(ckpt_jstr(px, it, "unit", &t->unit));
+  HSR_CHECK(ckpt_jint(px, it, "unit_index", 0, 1 << 30, &v));
   t->unit_index = (int)v;
   HSR_CHECK(ju64(px, it, "offset", &t->offset));
-  HSR_CHECK(jint(px, it, "group", 0, HSR_RT_MAX_GROUPS - 1, &v));
+  HSR_CHECK(ckpt_jint(px, it, "group", 0, HSR_RT_MAX_GROUPS - 1, &v));
   t->group = (int)v;
   c->info.numel += t->numel;
   return c->info.format_version >= 2 ? HSR_OK : parse_ranges(c, t, it, px, covered);
@@ -566,16 +440,16 @@ static hsr_status parse_tensor(ckpt_handle *c, const cJSON *it, int i, pctx *px,
 
 static hsr_status parse_info(ckpt_handle *c, pctx *px) {
   ckpt_info *in = &c->info;
-  const cJSON *j = c->json, *mesh = jobj(j, "mesh"), *dt = jobj(j, "dtypes"), *opt = jobj(j, "optimizer");
+  const cJSON *j = c->json, *mesh = ckpt_jobj(j, "mesh"), *dt = ckpt_jobj(j, "dtypes"), *opt = ckpt_jobj(j, "optimizer");
   int64_t v;
   HSR_CHECK(get_fields(px, j, top_fields, NFIELDS(top_fields), in));
-  HSR_CHECK(jint(px, j, "block_bytes", 1, (int64_t)1 << 30, &v));
+  HSR_CHECK(ckpt_jint(px, j, "block_bytes", 1, (int64_t)1 << 30, &v));
   in->block_bytes = (uint64_t)v;
   if (!mesh || !dt || !opt) return PERR(px, "'mesh', 'dtypes' or 'optimizer' is missing or not an object");
   snprintf(px->where, sizeof px->where, "mesh");
   HSR_CHECK(get_fields(px, mesh, mesh_fields, NFIELDS(mesh_fields), in));
   if (in->format_version >= 2) {
-    HSR_CHECK(jint(px, mesh, "outer_shard", 0, 1, &v));
+    HSR_CHECK(ckpt_jint(px, mesh, "outer_shard", 0, 1, &v));
     in->outer_shard = (int)v;
   }
   snprintf(px->where, sizeof px->where, "dtypes");
@@ -584,7 +458,7 @@ static hsr_status parse_info(ckpt_handle *c, pctx *px) {
   const cJSON *ga, *g, *cl = cJSON_GetObjectItemCaseSensitive(opt, "clip");
   if (!cJSON_IsNumber(cl)) return PERR(px, "'clip' is missing or not a number");
   in->clip = cl->valuedouble;
-  HSR_CHECK(jarr(px, opt, "groups", &ga, &in->num_groups));
+  HSR_CHECK(ckpt_jarr(px, opt, "groups", &ga, &in->num_groups));
   if (in->num_groups < 1 || in->num_groups > HSR_RT_MAX_GROUPS)
     return PERR(px, "%d groups (valid: 1 to %d)", in->num_groups, HSR_RT_MAX_GROUPS);
   int i = 0;
@@ -608,7 +482,7 @@ static hsr_status parse_model(ckpt_handle *c, pctx *px) {
   snprintf(px->where, sizeof px->where, "model");
   const char *kind;
   if (!cJSON_IsObject(m)) return PERR(px, "not an object {\"kind\": ..., \"config\": {...}}");
-  HSR_CHECK(jstr(px, m, "kind", &kind));
+  HSR_CHECK(ckpt_jstr(px, m, "kind", &kind));
   if (ckpt_check_key(kind) != HSR_OK) return PERR(px, "kind '%.64s' is not a plain name", kind);
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(m, "config");
   if (!cJSON_IsObject(cfg)) return PERR(px, "'config' is missing or not an object");
@@ -644,7 +518,7 @@ static hsr_status parse_head(ckpt_handle *c, char *text, size_t len, pctx *px) {
     snprintf(m, sizeof m, "%s", hsr_last_error());
     return PERR(px, "%s", m);
   }
-  HSR_CHECK(jint(px, c->json, "format_version", 1, 1 << 30, &v));
+  HSR_CHECK(ckpt_jint(px, c->json, "format_version", 1, 1 << 30, &v));
   if (!d) return PERR(px, "no manifest_crc32 (every hsr manifest records its own checksum)");
   uint32_t want = (uint32_t)strtoul(d, NULL, 16), got = text_crc(text, len, d);
   if (want != got) return PERR(px, "its crc32 is 0x%08x, it records 0x%08x (the manifest is corrupted)", got, want);
@@ -672,7 +546,7 @@ hsr_status ckpt_parse(const char *dir, char *text, size_t len, ckpt_handle **out
   if (st == HSR_OK) st = parse_model(c, &px);
   if (st == HSR_OK) st = parse_files(c, &px);
   const cJSON *ta = NULL, *it;
-  if (st == HSR_OK) st = (px.where[0] = 0, jarr(&px, c->json, "tensors", &ta, &c->nt));
+  if (st == HSR_OK) st = (px.where[0] = 0, ckpt_jarr(&px, c->json, "tensors", &ta, &c->nt));
   if (st == HSR_OK) {
     c->t = calloc((size_t)c->nt + 1, sizeof *c->t);
     covered = calloc((size_t)c->nf + 1, sizeof *covered);
@@ -688,7 +562,7 @@ hsr_status ckpt_parse(const char *dir, char *text, size_t len, ckpt_handle **out
   const char *dup = st == HSR_OK ? first_dup(names, c->nt) : NULL;
   if (dup) st = (snprintf(px.where, sizeof px.where, "tensor '%.64s'", dup), PERR(&px, "listed twice"));
   free(names);
-  if (st == HSR_OK && c->info.format_version >= 2) st = derive_ranges(c, &px, covered);
+  if (st == HSR_OK && c->info.format_version >= 2) st = ckpt_derive_ranges(c, &px, covered);
   for (int f = 0; st == HSR_OK && f < c->nf; f++)
     if (covered[f] != c->f[f].bytes)
       st = (px.where[0] = 0, PERR(&px, "the tensors' ranges cover %" PRIu64 " of the %" PRIu64 " bytes of '%s'",
