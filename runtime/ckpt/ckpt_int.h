@@ -85,10 +85,11 @@ struct ckpt_handle {
  * in, then layout and units (taken) and in->block_bytes. */
 hsr_status ckpt_manifest_head(cJSON *m, const ckpt_info *in, cJSON *layout, cJSON *units);
 /* A data file's entry (its rank, mesh coordinates, f->nblocks block
- * checksums), and a tensor's (name, shape, unit, offset, group: its ranges
+ * checksums), and a parameter of the layout as a tensor (name, shape, unit,
+ * offset, group; f32, the master's dtype: its ranges
  * are derived from the layout and the files' coordinates when parsed). */
 cJSON *ckpt_manifest_file(const ckpt_file *f);
-cJSON *ckpt_manifest_tensor(const ckpt_tensor *t);
+cJSON *ckpt_manifest_tensor(const rt_param_info *p, const char *unit);
 /* Parses and validates manifest text read from dir (takes text). */
 hsr_status ckpt_parse(const char *dir, char *text, size_t len, ckpt_handle **out);
 /* Adds "manifest_crc32" as the last member and prints root with it:

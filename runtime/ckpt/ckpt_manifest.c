@@ -173,17 +173,17 @@ cJSON *ckpt_manifest_file(const ckpt_file *f) {
   return o;
 }
 
-cJSON *ckpt_manifest_tensor(const ckpt_tensor *t) {
+cJSON *ckpt_manifest_tensor(const rt_param_info *p, const char *unit) {
   cJSON *o = cJSON_CreateObject(), *sh;
-  cJSON_AddStringToObject(o, "name", t->name);
+  cJSON_AddStringToObject(o, "name", p->name);
   sh = cJSON_AddArrayToObject(o, "shape");
-  for (int d = 0; d < t->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
-  cJSON_AddStringToObject(o, "dtype", t->dtype);
-  cJSON_AddNumberToObject(o, "numel", (double)t->numel);
-  cJSON_AddStringToObject(o, "unit", t->unit);
-  cJSON_AddNumberToObject(o, "unit_index", t->unit_index);
-  cJSON_AddNumberToObject(o, "offset", (double)t->offset);
-  cJSON_AddNumberToObject(o, "group", t->group);
+  for (int d = 0; d < p->ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)p->shape[d]));
+  cJSON_AddStringToObject(o, "dtype", "f32"); /* the master's, what a checkpoint holds */
+  cJSON_AddNumberToObject(o, "numel", (double)p->numel);
+  cJSON_AddStringToObject(o, "unit", unit);
+  cJSON_AddNumberToObject(o, "unit_index", p->unit);
+  cJSON_AddNumberToObject(o, "offset", (double)p->offset);
+  cJSON_AddNumberToObject(o, "group", p->group);
   return o;
 }
 

@@ -224,16 +224,7 @@ static cJSON *tensor_json(hsr_rt *rt, const rt_state_info *in, int i) {
   rt_param_info p;
   rt_state_unit un;
   if (rt_layout_param(in->layout, i, &p) != HSR_OK || rt_state_unit_of(rt, p.unit, &un) != HSR_OK) return NULL;
-  ckpt_tensor t = {.name = p.name,
-                   .unit = un.name,
-                   .dtype = "f32",
-                   .ndim = p.ndim,
-                   .group = p.group,
-                   .unit_index = p.unit,
-                   .numel = p.numel,
-                   .offset = p.offset};
-  memcpy(t.shape, p.shape, sizeof t.shape);
-  return ckpt_manifest_tensor(&t);
+  return ckpt_manifest_tensor(&p, un.name);
 }
 
 /* The manifest's head from the engine (ckpt_manifest.c writes it), with

@@ -86,16 +86,7 @@ hsr_status ckpt_sim_manifest(const rt_layout *l, const ckpt_geom *g, int R, int 
     rt_param_info p;
     st = rt_layout_param(l, i, &p);
     if (st != HSR_OK) break;
-    ckpt_tensor t = {.name = p.name,
-                     .unit = rt_layout_unit_name(l, p.unit),
-                     .dtype = "f32",
-                     .ndim = p.ndim,
-                     .group = p.group,
-                     .unit_index = p.unit,
-                     .numel = p.numel,
-                     .offset = p.offset};
-    memcpy(t.shape, p.shape, sizeof t.shape);
-    cJSON *tj = ckpt_manifest_tensor(&t);
+    cJSON *tj = ckpt_manifest_tensor(&p, rt_layout_unit_name(l, p.unit));
     if (!tj) st = hsr_error(HSR_ERR_NOMEM, "checkpoint: out of memory");
     cJSON_AddItemToArray(ta, tj);
   }
