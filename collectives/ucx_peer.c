@@ -467,7 +467,7 @@ hsr_status peer_allreduce(hsr_comm *c, int64_t step, void *buf, size_t count, hs
     if (res->ok && op->fin) { /* a post failed */
       int j = op->wait_peer;
       if (j >= 0 && j < n)
-        add_culprit(res, c->world[j], "%s %d: %s", p->noun, op->err);
+        add_culprit(res, c->world[j], "%s %d: %.280s", p->noun, op->err);
       else
         res->ok = 0, snprintf(res->why, sizeof res->why, "%.300s", op->err);
     } else if (res->ok && op->xfer_err) { /* a transfer failed without an endpoint error: the member it waits for */
@@ -563,7 +563,7 @@ static hsr_status p2p(peer_ctx *p, int send, int64_t epoch, const peer_req *rq, 
                       op[k]->xfer_err ? op[k]->xfer_err : "an error");
         pend += ch[i].pending > 0;
       }
-      if (res[k].ok && op[k]->fin) add_culprit(&res[k], id, "%s %d: %s", p->noun, op[k]->err); /* a post failed */
+      if (res[k].ok && op[k]->fin) add_culprit(&res[k], id, "%s %d: %.280s", p->noun, op[k]->err); /* a post failed */
       if (!res[k].ok || !pend) continue;
       const ucx_peer *q = &p->u.peers[id];
       if (q->failed) {
