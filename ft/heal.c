@@ -89,14 +89,14 @@ hsr_status ft_heal_send(hsr_ft *ft, int joiner, int64_t done, hsr_ft_heal *out) 
   const rt_layout *l = rt_get_layout(ft->rt);
   int U = rt_layout_num_units(l);
   char *prog = NULL;
-  HSR_CHECK(program_json(ft, done, &prog));
+  if (mi == 0) HSR_CHECK(program_json(ft, done, &prog)); /* the first healer's to send */
   heal_hdr *hd = malloc(sizeof *hd); /* on the heap: a send to a joiner that stopped may outlive this call */
   float *host = device_of(ft) ? malloc(3 * (largest_unit(ft->rt) ? largest_unit(ft->rt) : 1) * sizeof(float)) : NULL;
   if (!hd || (device_of(ft) && !host)) {
     free(prog), free(hd), free(host);
     return hsr_error(HSR_ERR_NOMEM, "healing: out of memory");
   }
-  *hd = (heal_hdr){HEAL_MAGIC, done, rt_get_step(ft->rt), (uint64_t)U, 0, strlen(prog) + 1};
+  *hd = (heal_hdr){HEAL_MAGIC, done, rt_get_step(ft->rt), (uint64_t)U, 0, prog ? strlen(prog) + 1 : 0};
   for (int u = 0; u < U; u++) hd->total += rt_layout_shard_len(l, u);
   ft_result r = {.ok = 1};
   int64_t ep = ft->q.epoch;
