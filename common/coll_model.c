@@ -33,6 +33,13 @@ static void stage(coll_model_vol *v, int tier, int op, double bytes) {
   if (v->nstages < COLL_MODEL_MAX_STAGES) v->stage[v->nstages++] = (coll_model_stage){tier, op, bytes, 0};
 }
 
+/* A UCX algorithm's one cross stage: `sent` bytes each way per rank, `fabric` of them across nodes. */
+static void cross(coll_model_vol *v, int op, double sent, double fabric, double stage_bytes) {
+  v->sent += sent, v->recv += sent;
+  v->fabric_sent += fabric, v->fabric_recv += fabric;
+  stage(v, COLL_MODEL_CROSS, op, stage_bytes);
+}
+
 /* Shared memory among n members: every rank reads (n-1) blocks; all-reduce
  * reduces its slice from the others' inputs, then reads the others' slices;
  * broadcast: the others read the root's vector. */
@@ -64,9 +71,7 @@ static void ucx_ring_vol(const coll_model_cfg *cfg, int op, const coll_model_sha
   double frac = ring_frac(g);
   double sent = op == COLL_MODEL_AR ? 2.0 * B * (n - 1) / n : B * (n - 1);
   v->algo = "ucx ring";
-  v->sent += sent, v->recv += sent;
-  v->fabric_sent += sent * frac, v->fabric_recv += sent * frac;
-  stage(v, COLL_MODEL_CROSS, op, sent);
+  cross(v, op, sent, sent * frac, sent);
 }
 
 /* log2(n) exchanges of the vector; with p members per node the partner
@@ -77,9 +82,7 @@ static void ucx_rd_vol(const coll_model_cfg *cfg, int op, const coll_model_shape
   double sent = ilog2(g->n) * B;
   double frac = g->nodes > 1 ? (double)ilog2(g->nodes) / ilog2(g->n) : 0;
   v->algo = "ucx recursive doubling";
-  v->sent += sent, v->recv += sent;
-  v->fabric_sent += sent * frac, v->fabric_recv += sent * frac;
-  stage(v, COLL_MODEL_CROSS, op, sent);
+  cross(v, op, sent, sent * frac, sent);
 }
 
 /* the root sends the vector to every member: (n-1)/n of it per rank on average */
@@ -89,9 +92,7 @@ static void ucx_flat_vol(const coll_model_cfg *cfg, int op, const coll_model_sha
   int n = g->n;
   double mean = B * (n - 1) / n, frac = g->nodes > 1 ? (double)(g->nodes - 1) / g->nodes : 0;
   v->algo = "ucx flat";
-  v->sent += mean, v->recv += mean;
-  v->fabric_sent += B * frac, v->fabric_recv += B * frac;
-  stage(v, COLL_MODEL_CROSS, op, B * (n - 1));
+  cross(v, op, mean, B * frac, B * (n - 1));
 }
 
 /* ceil(log2 n) rounds of empty messages: latency only */
