@@ -276,9 +276,21 @@ static coll_op *longest_wait(coll_ctx *x) {
   return best;
 }
 
+static void peer_exited(coll_ctx *x, int r, uint64_t now);
+
 static void adopt(coll_ctx *x, const seg_notice *n) {
   coll_fault *f = &x->fault;
   if (f->declared) return;
+  /* Blamed on a node peer whose process this rank can see: what it sees
+   * beats hearsay (a remote finder only had its endpoint's error) */
+  int c = n->culprit;
+  if (c >= 0 && c < x->size && on_my_node(x, c) && !atomic_load(&x->seg.peer_ctl[c]->bye)) {
+    char s = proc_state(x->seg.pids[c]);
+    if (s == 0 || s == 'Z' || s == 'X') {
+      peer_exited(x, c, hsr_clock_ns());
+      if (f->declared) return;
+    }
+  }
   uint64_t now = hsr_clock_ns(), since = f->last_poll_ns ? now - f->last_poll_ns : 0;
   uint64_t gap = since > f->gap_ns ? since : f->gap_ns;
   /* Blamed while running: this rank knows better whom it waits for. Blamed
