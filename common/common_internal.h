@@ -22,6 +22,10 @@ typedef enum log_level { HSR_LOG_ERROR = 0, HSR_LOG_WARN = 1, HSR_LOG_INFO = 2, 
 void log_msg(log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int log_enabled(log_level level);
 
+/* Installs the fatal-signal report (common/crash.c) for the signals still
+ * at their default action, unless HSR_CRASH_REPORT=0. */
+void crash_report_install(void);
+
 /* Validates HSR_LOG; a malformed value is an error. */
 hsr_status log_check_env(void);
 #define HSR_LOG_E(...) log_msg(HSR_LOG_ERROR, __VA_ARGS__)

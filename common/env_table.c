@@ -12,6 +12,10 @@ static const env_info table[] = {
     /* ---- the library ---- */
     {"HSR_LOG", HSR_ENV_CHOICE, 0, 0, "error|warn|info|debug", 1, "warn", "common",
      "log level; lines go to stderr prefixed `[rank N]`"},
+    {"HSR_CRASH_REPORT", HSR_ENV_BOOL, 0, 0, NULL, 1, "1", "common",
+     "on a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) left at its default action, print the rank, the "
+     "thread, and the file and offset of the instruction, the fault address, the caller and each frame, then end "
+     "with the signal's default action (its exit status, a core where the limit allows); 0: no handler"},
     {"HSR_SIM_NODES", HSR_ENV_INT, 1, 4096, NULL, 1, "1", "launch",
      "split each host's ranks into N simulated nodes (contiguous local ranks); must divide the ranks per host; "
      "every rank alike (the bootstrap checks)"},
@@ -131,7 +135,8 @@ static const env_info table[] = {
      "own), `final` (hsr train's final barrier), `teardown` (the collectives' teardown), `ft_allreduce` (a replica "
      "group's cross-group all-reduce), `ft_vote` (before its vote) or `ft_heal` (each unit a healer sends or a healed "
      "group receives), `kill` (SIGKILL) or `stop` (SIGSTOP) itself, `killnode` (SIGKILL to every rank of its node at "
-     "once; collective phases), or `sleep:S` seconds and go on (docs/faults.md)"},
+     "once; collective phases), `jump` (a call through a pointer to data: a crash as a stale callback makes one), or "
+     "`sleep:S` seconds and go on (docs/faults.md)"},
     {"HSR_BENCH_CHECK_FAULT", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "hsr bench",
      "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},
     {"HSR_MEM_AVAILABLE", HSR_ENV_SIZE, 0, 1024 * T, NULL, 0, "unset (MemAvailable)", "common",

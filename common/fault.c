@@ -3,6 +3,7 @@
 #include "common/env.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,11 +14,14 @@ static const char *const phases[] = {"all_gather", "reduce_scatter", "all_reduce
                                      "ckpt_save",  "ckpt_done",      "ft_allreduce", "ft_vote",   "ft_heal", "boot",
                                      "final",      "teardown",       NULL};
 
+/* read-only data, never executable: the target of the `jump` action */
+static const unsigned long not_code = 0;
+
 static hsr_status bad(const char *v, const char *why) {
   return hsr_error(HSR_ERR_INVALID,
                    "HSR_FAULT='%s': %s (valid: RANK:PHASE:N:ACTION, PHASE all_gather|reduce_scatter|all_reduce|"
                    "broadcast|barrier|step|ckpt_save|ckpt_done|ft_allreduce|ft_vote|ft_heal|boot|final|teardown, N >= 1, ACTION "
-                   "kill|killnode|stop|sleep:SECONDS; a test hook)",
+                   "kill|killnode|stop|jump|sleep:SECONDS; a test hook)",
                    v, why);
 }
 
@@ -43,6 +47,8 @@ hsr_status fault_hook_init(fault_hook *h, int rank) {
     h->action = 0;
   else if (!strcmp(part[3], "stop") && np == 4)
     h->action = 1;
+  else if (!strcmp(part[3], "jump") && np == 4)
+    h->action = 4;
   else if (!strcmp(part[3], "killnode") && np == 4) {
     h->action = 3;
     if (ph >= 5) return bad(v, "killnode needs a collective PHASE (its node peers are the collectives')");
@@ -66,12 +72,17 @@ hsr_status fault_hook_hit(fault_hook *h, const char *phase) {
             h->action == 0   ? "SIGKILL"
             : h->action == 1 ? "SIGSTOP"
             : h->action == 3 ? "SIGKILL to this rank's node"
+            : h->action == 4 ? "a call through a pointer to data"
                              : "sleep",
             phase, k);
   if (h->action == 3) /* the node's ranks at once, as a node that loses power */
     for (int i = 0; i < h->n_node_pids; i++) kill((pid_t)h->node_pids[i], SIGKILL);
   if (h->action == 0 || h->action == 3) raise(SIGKILL);
   if (h->action == 1) raise(SIGSTOP);
+  if (h->action == 4) { /* a crash as a stale callback makes one: the caller is named by the crash report */
+    void (*fn)(void) = (void (*)(void))(uintptr_t)&not_code;
+    fn();
+  }
   if (h->action == 2) {
     struct timespec ts = {.tv_sec = (time_t)h->sleep_s,
                           .tv_nsec = (long)((h->sleep_s - (double)(time_t)h->sleep_s) * 1e9)};

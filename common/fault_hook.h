@@ -35,7 +35,7 @@ extern "C" {
 
 typedef struct fault_hook {
   int armed;      /* this rank is the victim */
-  int action;     /* 0 kill, 1 stop, 2 sleep, 3 killnode */
+  int action;     /* 0 kill, 1 stop, 2 sleep, 3 killnode, 4 jump */
   double sleep_s; /* sleep:S */
   long n;         /* the call that fires */
   long count;     /* calls of the phase so far (atomic) */

@@ -253,7 +253,8 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     free(b);
     return st;
   }
-  boot_life_start(b); /* from here on this rank ends with its launcher */
+  crash_report_install(); /* a crash names its rank, thread and code (unless the program has its own handler) */
+  boot_life_start(b);     /* from here on this rank ends with its launcher */
   boot_table_pids(b); /* what a rank killed in the exchange was: mpirun's table, or /proc */
   atomic_store(&b->booting, 1);
   st = exchange_records(b, lrank, lsize);

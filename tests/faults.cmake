@@ -43,3 +43,6 @@ endforeach()
 # on its node, SIGSTOP; "stopped responding" only where nothing knew more.
 add_test(NAME fault_verdict COMMAND ${CMAKE_SOURCE_DIR}/tests/faults/verdict.sh --timeout 4)
 set_tests_properties(fault_verdict PROPERTIES TIMEOUT 300 LABELS "mpi;fault" ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
+# a rank that crashes reports its signal, thread and caller (common/crash.c); its node peer names it
+add_test(NAME crash_report COMMAND ${CMAKE_SOURCE_DIR}/tests/crash_report.sh ${HSR_RUN} $<TARGET_FILE:hsr_cli>)
+set_tests_properties(crash_report PROPERTIES TIMEOUT 120 LABELS "mpi;fault" ENVIRONMENT "HSR_BOOT_TIMEOUT=120")

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tools/cli/cli.h"
+#include "common/common_internal.h"
 #include "common/env.h"
 
 static const cli_command commands[] = {
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hsr %s: %s\n(see 'hsr env')\n", cmd->name, hsr_last_error());
     return HSR_EXIT_USAGE;
   }
+  crash_report_install();
   if (!strcmp(name, "--version")) return out_checked("version", cmd_version(1, argv + 1));
   if (cmd) return out_checked(cmd->name, cmd->run(argc - 1, argv + 1));
   fprintf(stderr, "hsr: unknown command '%s'\n\n", name);
