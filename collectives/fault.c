@@ -484,6 +484,40 @@ int coll_fault_check_op(coll_op *op, uint64_t now) {
 
 /* ---- the job is ending ---------------------------------------------------------------------- */
 
+/* Nothing seen failing, yet the launcher ends the job while this rank
+ * waits (no endpoint errors, HSR_UCX_PEER_ERRORS=off, or sooner than the
+ * timeout): the rank it waits for, through its node peers' waits. A rank
+ * of this host (the launcher's process table) whose process is gone is
+ * named as such; one still running is not blamed (another rank of the
+ * host that is gone is named instead, if one is); of another host, what
+ * the wait shows, and that no failure was seen. */
+static void last_wait(coll_ctx *x) {
+  coll_op *op = longest_wait(x);
+  if (!op) return;
+  uint64_t now = hsr_clock_ns();
+  double idle = now > op->t_progress ? (double)(now - op->t_progress) * 1e-9 : 0;
+  seg_notice v;
+  if (blame(x, op->c->world[op->wait_peer], now, &v)) return; /* a node peer's state: the poll says it already */
+  int w = v.culprit, c = w, a = boot_rank_alive(x->boot, w);
+  for (int r = 0; a == 1 && r < x->size; r++)
+    if (r != x->rank && boot_rank_alive(x->boot, r) == 0) c = r, a = 0;
+  if (a == 1) return;
+  char what[160];
+  if (a == 0)
+    snprintf(what, sizeof what, "was killed or crashed: its process is gone");
+  else
+    snprintf(what, sizeof what, "had not answered for %.1f s (no failure of it was seen here)", idle);
+  v = notice(x, c, a == 0 ? FAULT_DIED : FAULT_SILENT, what);
+  if (c == w) {
+    op_where(op, c, idle, v.where, sizeof v.where);
+    size_t len = strlen(v.where);
+    snprintf(v.where + len, sizeof v.where - len, "; seen as the launcher ended this rank");
+  } else {
+    copy_text(v.where, sizeof v.where, "seen as the launcher ended this rank");
+  }
+  coll_fault_declare(x, &v);
+}
+
 /* The launcher ends this rank (its SIGTERM after a death elsewhere, or its
  * own death): what this rank already knows is said now, without the grace a
  * gone peer's last messages get, since nothing more will arrive. The lock is
@@ -513,6 +547,8 @@ static void last_word(void *arg) {
     seg_notice v = notice(x, g, f->gone[g], f->why[g]);
     copy_text(v.where, sizeof v.where, "seen as the launcher ended this rank");
     coll_fault_declare(x, &v);
+  } else if (f->gone && !f->declared && pending) {
+    last_wait(x);
   }
   pthread_mutex_unlock(&x->mu);
 }

@@ -58,6 +58,11 @@ hsr_status boot_watch_peers(hsr_boot *b, hsr_boot_peer_fn fn, void *arg);
  * reported `rank` terminated or aborted; 0 otherwise. */
 int boot_peer_gone(hsr_boot *b, int rank, char *why, size_t why_n);
 
+/* Whether `rank`'s process still runs, from the launcher's process table
+ * read at boot (mpirun's; /proc where there is none): 1 alive, 0 gone, -1
+ * unknown (a rank of another host, or no table). Asks no one. */
+int boot_rank_alive(hsr_boot *b, int rank);
+
 /* Records that this rank found a peer failure: silent = 0 a peer died (the
  * launcher ends the job), 1 a peer is alive but silent or stopped (it will not
  * end by itself: boot_end_failed_job aborts the job). The first call wins. */

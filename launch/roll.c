@@ -226,6 +226,13 @@ void boot_table_pids(hsr_boot *b) {
   atomic_store(&b->table_read, 1);
 }
 
+int boot_rank_alive(hsr_boot *b, int rank) {
+  if (!b || !b->table_pid || !atomic_load(&b->table_read) || rank < 0 || rank >= b->size || rank == b->rank ||
+      b->table_pid[rank] <= 0)
+    return -1;
+  return alive(b->table_pid[rank]);
+}
+
 int boot_gone_rank(hsr_boot *b, char *msg, size_t n) {
   /* exactly one: a second gone rank may be one that left on finding the first */
   int gone = -1, count = 0;

@@ -16,7 +16,7 @@ foreach(s train-kill-all_gather-mpirun-2n bench-kill-all_gather-mpirun-2n train-
           train-kill-ckpt_done-mpirun-2n train-kill-boot-mpirun-1n train-kill-last_step-mpirun-2n
           train-kill-final-mpirun-2n-peoff train-kill-teardown-mpirun-1n train-kill-teardown-mpirun-2n
           train-kill-ckpt_done-mpirun-2n-peoff
-          train-killnode-all_gather-mpirun-2n launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n
+          train-killnode-all_gather-mpirun-2n train-killnode-all_gather-mpirun-2n-peoff launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n
           launcher-pgterm-mpirun-2n launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n)
   string(REPLACE ":" "" _n "fault_${s}")
   add_test(NAME ${_n} COMMAND ${_fm} --only "^${s}$" --timeout 4)

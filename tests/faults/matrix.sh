@@ -100,6 +100,8 @@ for l in mpirun srun; do
   add train all_gather sleep:0.5 100 1 "$l" 2
   # a lost node: ranks 2 and 3 (node 1) at once, at rank 2's Nth call
   for ph in all_gather reduce_scatter all_reduce; do add train "$ph" killnode "$(nth train $ph 2)" 2 "$l" 2; done
+  # ... with UCX peer errors off: no endpoint says it; the launcher ends the job first
+  for ph in all_gather all_reduce; do add train "$ph" killnode "$(nth train $ph 2)" 2 "$l" 2 off; done
   add bench all_reduce killnode 200 2 "$l" 2
   # the launcher's own death
   for a in ctrlc ctrlc2 int2 pgterm kill9 kill9launcher; do scen+=("launcher-$a-$l-2n train launcher 0 $a - $l 2"); done
@@ -110,7 +112,7 @@ quick_set+="train-kill-step-mpirun-1n train-kill-ckpt_save-mpirun-2n train-kill-
 quick_set+="train-stop-ckpt_async-mpirun-1n train-sleep:2-all_gather-mpirun-2n "
 quick_set+="train-kill-ckpt_last-mpirun-2n train-kill-ckpt_done-mpirun-2n train-kill-ckpt_done-srun-2n "
 quick_set+="train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n train-killnode-all_gather-mpirun-2n "
-quick_set+="train-killnode-all_reduce-srun-2n launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n launcher-pgterm-mpirun-2n "
+quick_set+="train-killnode-all_reduce-srun-2n train-killnode-all_gather-mpirun-2n-peoff launcher-ctrlc-mpirun-2n launcher-ctrlc2-mpirun-2n launcher-pgterm-mpirun-2n "
 quick_set+="launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n launcher-kill9-srun-2n "
 quick_set+="train-kill-boot-mpirun-1n train-kill-last_step-mpirun-2n train-kill-final-mpirun-2n-peoff "
 quick_set+="train-kill-teardown-mpirun-1n train-kill-teardown-mpirun-2n train-kill-ckpt_done-mpirun-2n-peoff "
