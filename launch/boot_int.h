@@ -81,7 +81,9 @@ void boot_roll_free(hsr_boot *b); /* after PMIx_Finalize */
 /* A rank of the job that was killed or crashed (not one that left as it
  * should), from the launcher's process table, asked again for up to wait_s:
  * 1 with msg ("rank 1 (node 0, host vm, pid 42) was killed by a signal
- * before reaching it"), 0 when none or the launcher has no table (srun). */
+ * before reaching it"); after the bootstrap, where the table does not say
+ * (srun has none, mpirun's lags), the one rank of this host whose process
+ * is gone ("... was killed or crashed: its process is gone"); 0 when none. */
 int boot_killed_rank(hsr_boot *b, char *msg, size_t n, double wait_s);
 /* The pids of this host's ranks from the launcher's process table, asked
  * once (mpirun; srun has no table), for boot_gone_rank. */

@@ -233,12 +233,18 @@ int boot_rank_alive(hsr_boot *b, int rank) {
   return alive(b->table_pid[rank]);
 }
 
-int boot_gone_rank(hsr_boot *b, char *msg, size_t n) {
-  /* exactly one: a second gone rank may be one that left on finding the first */
+/* The one rank of this host whose process is gone, -1 when none or more
+ * (a second gone rank may be one that left on finding the first). */
+static int gone_one(hsr_boot *b) {
   int gone = -1, count = 0;
   for (int r = 0; b->table_pid && r < b->size; r++)
     if (r != b->rank && b->table_pid[r] > 0 && !alive(b->table_pid[r])) gone = r, count++;
-  if (count != 1) return 0;
+  return count == 1 ? gone : -1;
+}
+
+int boot_gone_rank(hsr_boot *b, char *msg, size_t n) {
+  int gone = gone_one(b);
+  if (gone < 0) return 0;
   snprintf(msg, n, "rank %d (host %s, pid %d) ended in the bootstrap (its process is gone) before reaching it", gone,
            b->hostname, b->table_pid[gone]);
   return 1;
@@ -250,6 +256,16 @@ int boot_killed_rank(hsr_boot *b, char *msg, size_t n, double wait_s) {
     /* in the exchange, a rank of this host whose process is gone (no launcher needed) */
     if (atomic_load(&b->booting) && boot_gone_rank(b, msg, n)) return 1;
     if (ended_rank_of(b, msg, n, 1)) return 1;
+    /* after the bootstrap, where the launcher's table does not say (srun has
+     * none; mpirun's lags): the one rank of this host whose process is gone */
+    int g = atomic_load(&b->booting) ? -1 : gone_one(b);
+    if (g >= 0) {
+      char node[32] = "";
+      if (b->node_of) snprintf(node, sizeof node, "node %d, ", b->node_of[g]);
+      snprintf(msg, n, "rank %d (%shost %s, pid %d) was killed or crashed: its process is gone", g, node, b->hostname,
+               b->table_pid[g]);
+      return 1;
+    }
     if (b->no_proc_table || clock_s() - t0 >= wait_s) return 0;
     struct timespec ts = {.tv_nsec = 50 * 1000 * 1000};
     nanosleep(&ts, NULL);
