@@ -109,7 +109,7 @@ one() { # index \t code \t regex \t command
   local re=${rest2%%$'\t'*} cmd=${rest2#*$'\t'} rc out=$T/res/$i.out
   (cd "$T" && timeout 30 bash -c "$cmd" </dev/null >"$out" 2>&1)
   rc=$?
-  if [ "$rc" != "$want" ] || ! grep -Eq -- "$re" "$out" || grep -Eq 'Segmentation|Aborted|core dumped' "$out"; then
+  if [ "$rc" != "$want" ] || ! grep -Eq -- "$re" "$out" || grep -Eq 'Segmentation|Aborted|core dumped|hsr fatal: ' "$out"; then
     { echo "FAIL (exit $rc, want $want, /$re/): $cmd"; sed 's/^/    /' "$out" | head -5; } >"$T/res/$i.fail"
   fi
   rm -f "$out"
