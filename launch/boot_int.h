@@ -60,6 +60,7 @@ struct hsr_boot {
   _Atomic int booting; /* inside hsr_boot_init's exchange: a rank that ends is a failure */
   int *table_pid;      /* per rank: its pid where on this host, from the process table; 0 unknown */
   _Atomic int table_read; /* boot_table_pids has run */
+  int pids_asked;          /* the peers' own pids asked for (no process table) */
   char named_msg[320];    /* the bootstrap's named failure, for the lifeline to say when the launcher ends it */
   /* roll.c */
   unsigned long fence_seq; /* per-fence marker keys */

@@ -214,12 +214,59 @@ static void scan_proc(hsr_boot *b) {
   closedir(d);
 }
 
+#define PID_KEY "hsr.pid"
+
+/* No process table: each rank gives its host's peers its pid (PMIX_LOCAL,
+ * held by the local PMIx server) before the bootstrap's first exchange, so
+ * a rank that started before a peer's process did can still find it. */
+static void put_pid(void) {
+  pmix_value_t val;
+  PMIX_VALUE_CONSTRUCT(&val);
+  val.type = PMIX_UINT32;
+  val.data.uint32 = (uint32_t)getpid();
+  if (PMIx_Put(PMIX_LOCAL, PID_KEY, &val) == PMIX_SUCCESS) PMIx_Commit();
+}
+
+/* The pids /proc did not show (peers started after the scan), from what
+ * they put; only this host's ranks (PMIX_LOCAL_PEERS), each Get bounded. */
+static void get_missing_pids(hsr_boot *b) {
+  pmix_proc_t wild;
+  PMIX_LOAD_PROCID(&wild, b->me.nspace, PMIX_RANK_WILDCARD);
+  pmix_value_t *peers = NULL;
+  if (PMIx_Get(&wild, PMIX_LOCAL_PEERS, NULL, 0, &peers) != PMIX_SUCCESS) return;
+  if (peers->type == PMIX_STRING && peers->data.string) {
+    pmix_info_t info;
+    PMIX_INFO_CONSTRUCT(&info);
+    int t = 1;
+    PMIX_INFO_LOAD(&info, PMIX_TIMEOUT, &t, PMIX_INT);
+    for (const char *c = peers->data.string; *c;) {
+      char *end;
+      long r = strtol(c, &end, 10);
+      if (end == c) break;
+      c = *end == ',' ? end + 1 : end;
+      if (r < 0 || r >= b->size || r == b->rank || b->table_pid[r] > 0) continue;
+      pmix_proc_t p;
+      PMIX_LOAD_PROCID(&p, b->me.nspace, (pmix_rank_t)r);
+      pmix_value_t *v = NULL;
+      if (PMIx_Get(&p, PID_KEY, &info, 1, &v) == PMIX_SUCCESS) {
+        if (v->type == PMIX_UINT32) b->table_pid[r] = (int)v->data.uint32;
+        PMIX_VALUE_RELEASE(v);
+      }
+    }
+    PMIX_INFO_DESTRUCT(&info);
+  }
+  PMIX_VALUE_RELEASE(peers);
+}
+
 void boot_table_pids(hsr_boot *b) {
   if (b->singleton || b->table_pid) return;
   b->table_pid = calloc((size_t)b->size, sizeof *b->table_pid);
   char msg[256];
   if (b->table_pid) ended_rank_of(b, msg, sizeof msg, 1);
-  if (b->table_pid && b->no_proc_table) scan_proc(b);
+  if (b->table_pid && b->no_proc_table) {
+    put_pid();
+    scan_proc(b);
+  }
   int known = 0;
   for (int r = 0; b->table_pid && r < b->size; r++) known += b->table_pid[r] > 0;
   HSR_LOG_D("boot: the launcher's process table: %d of %d ranks' pids on this host", known, b->size);
@@ -254,6 +301,10 @@ int boot_killed_rank(hsr_boot *b, char *msg, size_t n, double wait_s) {
   /* the launcher's table may lag the fence that failed by its news */
   for (double t0 = clock_s();;) {
     /* in the exchange, a rank of this host whose process is gone (no launcher needed) */
+    if (atomic_load(&b->booting) && b->no_proc_table && b->table_pid && !b->pids_asked) {
+      b->pids_asked = 1;
+      get_missing_pids(b);
+    }
     if (atomic_load(&b->booting) && boot_gone_rank(b, msg, n)) return 1;
     if (ended_rank_of(b, msg, n, 1)) return 1;
     /* after the bootstrap, where the launcher's table does not say (srun has
@@ -266,7 +317,9 @@ int boot_killed_rank(hsr_boot *b, char *msg, size_t n, double wait_s) {
                b->table_pid[g]);
       return 1;
     }
-    if (b->no_proc_table || clock_s() - t0 >= wait_s) return 0;
+    /* srun has no table, but the /proc one may need a moment: a killed
+     * peer's socket closes before its process is a zombie */
+    if ((b->no_proc_table && !b->table_pid) || clock_s() - t0 >= wait_s) return 0;
     struct timespec ts = {.tv_nsec = 50 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
