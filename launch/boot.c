@@ -262,8 +262,9 @@ hsr_status hsr_boot_init(hsr_boot **out) {
   /* A rank killed in the exchange, named: this rank stays until mpirun ends
    * the job (its lifeline then says it), for at most 5 s. Leaving at once
    * would make this rank's own exit a second death to a rank that looks
-   * later, which then names no one. (srun ends no survivor early: there
-   * each leaves with its error.) */
+   * later, which then names no one. (Under srun each leaves with its error
+   * at once: slurmstepd cancels the step with SIGKILL about 1 s after a
+   * task's death, and a rank that stayed would say nothing.) */
   for (int i = 0; st != HSR_OK && atomic_load(&b->named) && !strcmp(b->launcher, "mpirun") && i < 100; i++)
     nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
   if (st != HSR_OK) {

@@ -487,11 +487,14 @@ typedef struct roll_wait {
   int ended;
 } roll_wait;
 
-/* Past HSR_BOOT_TIMEOUT, or a rank has ended (the process table, every ROLL_EVERY_S). */
+/* Past HSR_BOOT_TIMEOUT, or a rank has ended: a rank of this host whose
+ * process is gone (each slice: no one is asked, and srun ends the step
+ * about 1 s after a task's death), the launcher's table every ROLL_EVERY_S. */
 static int roll_give_up(void *arg) {
   roll_wait *w = arg;
   double now = clock_s();
   if (now - w->t0 > w->b->timeout_s) return 1;
+  if (atomic_load(&w->b->booting) && boot_gone_rank(w->b, w->msg, sizeof w->msg)) return w->ended = 1;
   if (now < w->next) return 0;
   w->next = now + ROLL_EVERY_S;
   w->ended = ended_rank(w->b, w->msg, sizeof w->msg);
@@ -523,7 +526,11 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
   if (rc != PMIX_SUCCESS)
     return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(rc));
   if (!done) {
-    if (w.ended) return hsr_error(HSR_ERR_BOOT, "boot %s: %s", what, w.msg);
+    if (w.ended) { /* named: the rank stays until the launcher ends the job (boot.c), as below */
+      snprintf(b->named_msg, sizeof b->named_msg, "boot %s: %s", what, w.msg);
+      atomic_store(&b->named, 1);
+      return hsr_error(HSR_ERR_BOOT, "%s", b->named_msg);
+    }
     char who[512];
     missing(b, key, who, sizeof who);
     if (who[0])
