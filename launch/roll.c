@@ -487,14 +487,17 @@ typedef struct roll_wait {
   int ended;
 } roll_wait;
 
-/* Past HSR_BOOT_TIMEOUT, or a rank has ended: a rank of this host whose
- * process is gone (each slice: no one is asked, and srun ends the step
- * about 1 s after a task's death), the launcher's table every ROLL_EVERY_S. */
+/* Past HSR_BOOT_TIMEOUT, or a rank has ended: the launcher's table every
+ * ROLL_EVERY_S; without one (srun), each slice, a rank of this host whose
+ * process is gone (no one is asked: slurmstepd ends the step about 1 s
+ * after a task's death). The table says more (a rank that exited before
+ * joining the job), so where there is one it is what speaks. */
 static int roll_give_up(void *arg) {
   roll_wait *w = arg;
   double now = clock_s();
   if (now - w->t0 > w->b->timeout_s) return 1;
-  if (atomic_load(&w->b->booting) && boot_gone_rank(w->b, w->msg, sizeof w->msg)) return w->ended = 1;
+  if (atomic_load(&w->b->booting) && w->b->no_proc_table && boot_gone_rank(w->b, w->msg, sizeof w->msg))
+    return w->ended = 1;
   if (now < w->next) return 0;
   w->next = now + ROLL_EVERY_S;
   w->ended = ended_rank(w->b, w->msg, sizeof w->msg);
