@@ -23,6 +23,14 @@ enum { G_NEW = 0, G_RUN, G_KILLED, G_STOPPED, G_DONE, G_FAILED };
 
 typedef struct sim_world sim_world;
 
+/* The commit exchange of one step as the leaders' peer all-reduce would run
+ * it: the bits of the epoch's participants summed as they arrive. */
+typedef struct sim_xch {
+  int64_t epoch;
+  int n;
+  float sum;
+} sim_xch;
+
 typedef struct sim_group {
   sim_world *w;
   int id, inc; /* incarnation: 0 the first, 1 restarted with join */
@@ -53,7 +61,8 @@ struct sim_world {
   int ng, nrun;
   int victim[FT_MAX_REPLICAS], nvictim, stop_id;
   int64_t max_done;
-  char *addrs; /* a record's addresses: S base64 strings */
+  char *addrs;  /* a record's addresses: S base64 strings */
+  sim_xch *xch; /* [step]: its commit exchange (mu) */
 };
 
 static void nap(double s) {
@@ -108,6 +117,51 @@ static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
   }
 }
 
+/* The commit exchange (ft_decide's, as the peer all-reduce on the leaders'
+ * view runs it): a dead participant named after the detection delay; else
+ * the sum once every participant of the epoch gave its bit, or nothing
+ * within the exchange's bound (half the cross-group bound). */
+static hsr_status model_exchange(hsr_ft *ft, int64_t s, float *bits, int n, ft_result *r) {
+  sim_group *g = ft->xchg_ctx;
+  sim_world *w = g->w;
+  memset(r, 0, sizeof *r);
+  r->ok = 1;
+  for (int i = 0; i < ft->nparts; i++) {
+    int p = ft->parts[i];
+    if (p == g->id || !dead_for(w, ft, p, s)) continue;
+    if (r->ok) snprintf(r->why, sizeof r->why, "cannot send to replica %d (modelled)", p);
+    r->ok = 0;
+    if (r->n < FT_MAX_CULPRITS) r->culprit[r->n++] = p;
+  }
+  if (!r->ok) {
+    nap(w->c.detect_s);
+    return HSR_OK;
+  }
+  (void)n;
+  double end = clock_s() + ft->T / 2;
+  pthread_mutex_lock(&w->mu);
+  sim_xch *x = &w->xch[s];
+  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0, x->sum = 0;
+  int mine = x->epoch == ft->q.epoch;
+  if (mine) x->n++, x->sum += bits[0];
+  pthread_cond_broadcast(&w->cv);
+  while (mine && x->epoch == ft->q.epoch && x->n < ft->nparts && clock_s() < end) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double left = end - clock_s(), t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + (left < 0.1 ? left : 0.1);
+    ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+  }
+  if (mine && x->epoch == ft->q.epoch && x->n >= ft->nparts) {
+    bits[0] = x->sum;
+  } else {
+    r->ok = 0;
+    snprintf(r->why, sizeof r->why, "the commit exchange did not complete within the bound (modelled)");
+  }
+  pthread_mutex_unlock(&w->mu);
+  return HSR_OK;
+}
+
 static uint64_t parts_hash(const int *p, int n) {
   uint64_t h = 1469598103934665603ULL;
   for (int i = 0; i < n; i++) h = (h ^ (uint64_t)p[i]) * 1099511628211ULL;
@@ -135,10 +189,12 @@ static hsr_status group_open(sim_group *g) {
   ft->S = 1; /* the group's messages are its leader's own */
   ft->T = 0.75 * w->c.timeout_s;
   ft->beat = w->c.timeout_s / 4 < 1.0 ? w->c.timeout_s / 4 : 1.0;
-  ft->hash_step = -1;
+  ft->hash_step = ft->hash_sent = -1;
   ft->me = -1;
   ft->layout_hash = SIM_H0;
   ft->said_waiting = 1; /* the bench reports; N groups' "waiting for ..." lines would bury it */
+  ft->commit_xchg = model_exchange;
+  ft->xchg_ctx = g;
   pthread_mutex_init(&ft->mu, NULL);
   pthread_cond_init(&ft->cv, NULL);
   pthread_mutex_lock(&w->mu);
@@ -373,7 +429,8 @@ static hsr_status world_init(sim_world *w, const ft_sim_config *c) {
   snprintf(w->addrs + o, n - o, "]");
   free(b);
   w->g = calloc((size_t)(N + c->restart), sizeof *w->g);
-  if (!w->g) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  w->xch = calloc((size_t)c->steps + 2, sizeof *w->xch);
+  if (!w->g || !w->xch) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   for (int i = 0; i < N + c->restart; i++) {
     sim_group *g = &w->g[i];
     g->w = w;
@@ -397,6 +454,7 @@ static void world_free(sim_world *w) {
     free(g->parts), free(g->commit_t), free(g->vote), free(g->period), free(g->saw_dropped);
   }
   free(w->g);
+  free(w->xch);
   free(w->addrs);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);

@@ -63,6 +63,51 @@ static void merge(const ft_outcome *all, int S, ft_outcome *g) {
 
 static hsr_status fault_hit(hsr_ft *ft, const char *phase) { return fault_hook_hit(&ft->hook, phase); }
 
+/* The commit exchange on the participants' view of rank 0 (the leaders): the
+ * bits summed, tagged apart from the gradient's all-reduce of the same step. */
+static hsr_status xchg_peer(hsr_ft *ft, int64_t step, float *bits, int n, ft_result *r) {
+  HSR_CHECK(ft_view(ft));
+  float *b = malloc(sizeof(float) * (size_t)n);
+  if (!b) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  memcpy(b, bits, sizeof(float) * (size_t)n);
+  /* half the bound: the group's other ranks wait for its end with the whole timeout */
+  hsr_status st = peer_allreduce(ft->view, step + FT_COMMIT_SEQ, b, (size_t)n, HSR_F32, HSR_SUM, ft->T / 2, r);
+  if (r->buf_taken) return st; /* the peer context frees it once the request ends */
+  if (st == HSR_OK && r->ok) memcpy(bits, b, sizeof(float) * (size_t)n);
+  free(b);
+  return st;
+}
+
+/* Rank 0: whether the step commits through the exchange alone. The group's
+ * outcome is ok; its bit says whether it needs the coordinator for this
+ * step (a joiner waiting, a hash to compare, its lease not renewed lately).
+ * Every participant's bit set, the exchange complete: every group's
+ * all-reduce completed on all its ranks, so every group commits (those
+ * whose exchange did not complete learn it in the coordinator: a vote of
+ * the next step, the exchange's members' proof, commits it there). *doubt:
+ * the exchange did not complete here. */
+static hsr_status commit_exchange(hsr_ft *ft, ft_outcome *g, int *fast, int *doubt) {
+  *fast = *doubt = 0;
+  if (!g->ok || !g->healed || ft->q.njoin) return HSR_OK; /* the others cannot complete without this bit */
+  float bit = (float)ft_lead_fast_ok(ft);
+  if (ft->nparts <= 1) {
+    *fast = bit == 1.0f;
+    return HSR_OK;
+  }
+  ft_result r = {.ok = 1};
+  HSR_CHECK(ft->commit_xchg ? ft->commit_xchg(ft, ft->q.done + 1, &bit, 1, &r)
+                            : xchg_peer(ft, ft->q.done + 1, &bit, 1, &r));
+  if (!r.ok) { /* a member may have completed it: the vote is ok, and names whom this one could not hear */
+    *doubt = 1;
+    g->n = r.n;
+    memcpy(g->culprit, r.culprit, sizeof g->culprit);
+    snprintf(g->why, sizeof g->why, "the commit exchange: %.280s", r.why);
+    return HSR_OK;
+  }
+  *fast = bit == (float)ft->nparts;
+  return HSR_OK;
+}
+
 hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
   ft_outcome *all = calloc((unsigned)ft->S, sizeof *all), g;
   if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -71,6 +116,24 @@ hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
   free(all);
   HSR_CHECK(st);
   HSR_CHECK(fault_hit(ft, "ft_vote"));
+  int32_t fx[2] = {0, 0}; /* committed by the exchange; its status */
+  if (ft->rank == 0) {
+    int doubt = 0;
+    st = commit_exchange(ft, &g, &fx[0], &doubt);
+    fx[1] = st;
+    ft->doubt = doubt;
+  }
+  HSR_CHECK(ft_grp_bcast(ft, fx, sizeof fx));
+  if (fx[1] != HSR_OK) return ft->rank == 0 ? (hsr_status)fx[1] : hsr_error((hsr_status)fx[1], "ft: rank 0's commit exchange failed");
+  if (fx[0]) { /* every participant's bit: committed, the quorum unchanged, no coordinator request */
+    ft->q.done++;
+    ft->read_stale = 1;
+    ft->aborts_in_row = 0;
+    L->committed = 1;
+    L->saver = ft_quorum_is_member(&ft->q, ft->c.replica_id);
+    for (int i = 0; i < ft->q.nmem; i++) L->saver &= ft->q.mem[i] >= ft->c.replica_id;
+    return HSR_OK;
+  }
   char *blob = NULL;
   HSR_CHECK(ft_grp_wait(ft, ft_lead_vote, &g, &blob));
   cJSON *o = cJSON_Parse(blob);

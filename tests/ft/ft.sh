@@ -219,7 +219,7 @@ stop)
   final_equal g0 0,1; one_drop_line g0 2; one_drop_line g1 2
   ;;
 refuse)
-  STEPS=2000
+  STEPS=8000 # the groups train while every refusal is tried (about 30 s here: a step commits in milliseconds)
   group g0 0 --; group g1 1 --; group g2 2 --
   wait_step "$T/g0.log" 20 120 || FAIL "the groups did not start"
   one() { # WHAT REGEX ENV -- ARGS: a refused group
