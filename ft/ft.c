@@ -205,7 +205,7 @@ hsr_status hsr_ft_create(hsr_boot *boot, const hsr_ft_config *c, hsr_ft **out) {
   ft->S = hsr_boot_size(boot);
   ft->T = 0.75 * ct;
   ft->beat = ct / 4 < 1.0 ? ct / 4 : 1.0;
-  ft->hash_step = ft->hash_sent = -1;
+  ft->hash_step = -1;
   ft->me = -1;
   pthread_mutex_init(&ft->mu, NULL);
   pthread_cond_init(&ft->cv, NULL);

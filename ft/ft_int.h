@@ -30,7 +30,6 @@ typedef peer_result ft_result; /* what a cross-group operation did: ok, or the g
 
 #define FT_LEASE_TTL 5 /* seconds: a dead leader's records go after this (renewed every second) */
 #define FT_COMMIT_SEQ (1 << 19) /* the commit exchange's tag: the step's, offset from the gradient's */
-#define FT_FAST_LEASE 2.0 /* seconds: a step commits without the coordinator only while the lease was renewed since */
 
 /* One rank's outcome of a step's cross-group part, gathered by rank 0. */
 typedef struct ft_outcome {
@@ -82,7 +81,6 @@ struct hsr_ft {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int ka_stop, lease_lost;
-  double ka_ok_t;                    /* when the lease was last renewed (the keep-alive thread; mu) */
   int64_t ka_base;                   /* the store's revision at the leader's last read (mu) */
   int ka_new[FT_MAX_SEEN], ka_nnew;  /* records written since ka_base, as the keep-alive thread last read (mu) */
   char *my_addrs; /* JSON array of this group's addresses */
@@ -95,11 +93,10 @@ struct hsr_ft {
   int voted, vote_written;           /* this step's vote was tried; it is in the store */
   int doubt;                         /* this step's commit exchange did not complete: a member may have committed */
   int read_stale;                    /* steps committed by the exchange since the last read (seen joiners are old) */
-  int64_t hash_sent;                 /* the hash step the last vote carried (-1: none) */
   double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */
   double t_voted, t_begin;           /* when it was; when a wait began */
   double t_reg;                      /* when the registration began */
-  int wrote_done, said_waiting;
+  int wrote_done, finishing, said_waiting;
 
   /* the step */
   float *stage;
@@ -115,7 +112,7 @@ struct hsr_ft {
   int aborts_in_row;
   fault_hook hook; /* HSR_FAULT's ft_allreduce, ft_vote and ft_heal */
   /* the commit exchange among the leaders (NULL: peer_allreduce on the view; hsr bench ft models it) */
-  hsr_status (*commit_xchg)(hsr_ft *ft, int64_t step, float *bits, int n, ft_result *r);
+  hsr_status (*commit_xchg)(hsr_ft *ft, int64_t step, float *x, int n, ft_result *r); /* x: MAX over the leaders */
   void *xchg_ctx;
 };
 
@@ -141,8 +138,8 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
 /* The step's vote and decision; arg: the group's ft_outcome. */
 hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **blob);
 /* Whether this group may commit the step through the exchange alone: its
- * lease renewed within FT_FAST_LEASE s, no record written since the last read
- * that is not a participant's (a joiner waiting), no state hash to compare. */
+ * lease not found expired, and no record written since the last read that is
+ * not a participant's (a joiner waiting: the vote admits it). */
 int ft_lead_fast_ok(hsr_ft *ft);
 hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char **blob);
 /* The blob for the current quorum: {"q":..., "addrs":{id:[...]}, ...extra}. */

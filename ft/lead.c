@@ -58,7 +58,6 @@ static void *keepalive(void *arg) {
     hsr_status rs = st == HSR_OK && ttl > 0 && base > 0 ? ft_etcd_read(ft->ka, &rg, 1, &k) : HSR_ERR_STATE;
     pthread_mutex_lock(&ft->mu);
     if (st == HSR_OK && ttl <= 0) ft->lease_lost = 1; /* expired: the others dropped this group's record */
-    if (st == HSR_OK && ttl > 0) ft->ka_ok_t = clock_s();
     if (rs == HSR_OK && base == ft->ka_base) {
       ft->ka_nnew = 0;
       size_t ml = strlen(FT_PREFIX "m/");
@@ -405,11 +404,6 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
                    ft->c.replica_id, ft->qpresent ? "a quorum whose groups are all gone" : "no quorum");
   view_free(&v);
   if (st == HSR_OK) st = ft_etcd_lease_grant(ft->e, FT_LEASE_TTL, &ft->lease);
-  if (st == HSR_OK) {
-    pthread_mutex_lock(&ft->mu);
-    ft->ka_ok_t = clock_s();
-    pthread_mutex_unlock(&ft->mu);
-  }
   if (st == HSR_OK && !ft->ka_on) {
     if (pthread_create(&ft->ka_thread, NULL, keepalive, ft))
       st = hsr_error(HSR_ERR_SYSTEM, "ft: cannot start the lease's keep-alive thread");
@@ -420,7 +414,7 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
 put:; /* a previous run of this id may still hold the key until its lease ends */
   double end = ft->t_begin + FT_LEASE_TTL + 3;
   while (st == HSR_OK) {
-    ft_cmp c = {mk, FT_CMP_CREATE, 0};
+    ft_cmp c = {mk, FT_CMP_CREATE, 0, 0};
     ft_op op = {FT_OP_PUT, mk, mine, ft->lease};
     int ok = 0;
     int64_t rev = 0;
@@ -450,7 +444,7 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
     ft_quorum q;
     if (k.n && qk.n && qk.kv[0].mod_rev > k.kv[0].mod_rev && ft_quorum_parse(qk.kv[0].val, &q) == HSR_OK &&
         ft_quorum_index(&q, ft->c.replica_id) < 0) {
-      ft_cmp c2 = {mk, FT_CMP_MOD, k.kv[0].mod_rev};
+      ft_cmp c2 = {mk, FT_CMP_MOD, k.kv[0].mod_rev, 0};
       int64_t rev = 0;
       st = ft_etcd_txn(ft->e, &c2, 1, &op, 1, &ok, &rev);
       ft_kvs_free(&qk);
@@ -552,7 +546,7 @@ static hsr_status form(hsr_ft *ft, int *formed) {
   char *qs = NULL, qk[KEY_MAX] = FT_PREFIX "q", ve[KEY_MAX] = FT_PREFIX "w", ae[KEY_MAX] = FT_PREFIX "b",
        de[KEY_MAX] = FT_PREFIX "e", re[KEY_MAX] = FT_PREFIX "s";
   HSR_CHECK(ft_quorum_json(&q, &qs));
-  ft_cmp c = {qk, FT_CMP_MOD, ft->qmod};
+  ft_cmp c = {qk, FT_CMP_MOD, ft->qmod, 0};
   ft_op ops[5] = {{FT_OP_PUT, qk, qs, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", ve, 0}, /* a previous run's votes, markers and hashes */
                   {FT_OP_DELETE_RANGE, FT_PREFIX "a/", ae, 0},
@@ -707,36 +701,35 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
    * dropped it in the coordinator (they named it: write_abort) is out, and learns it here */
   char pk[KEY_MAX];
   key_abort(pk, s - 1, ft->q.epoch);
-  ft_cmp c[3] = {{ak, FT_CMP_CREATE, 0}, {mk, FT_CMP_MOD, ft->my_rev}, {pk, FT_CMP_CREATE, 0}};
+  ft_cmp c[3] = {{ak, FT_CMP_CREATE, 0, 0}, {mk, FT_CMP_MOD, ft->my_rev, 0}, {pk, FT_CMP_CREATE, 0, 0}};
   ft_op ops[4] = {{FT_OP_PUT, vk, js, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", vend, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "r/", rend, 0}};
   hsr_status st = ft_etcd_txn(ft->e, c, 3, ops, 4, written, NULL);
   free(js);
-  if (st == HSR_OK) ft->hash_sent = ft->hash_step;
   return st;
 }
 
 static hsr_status write_abort(hsr_ft *ft, const int *gone, int ngone, const char *why) {
-  char ak[KEY_MAX], vk[2 * FT_MAX_CULPRITS + 1][KEY_MAX];
+  char ak[KEY_MAX], vk[FT_MAX_CULPRITS + 2][KEY_MAX];
   int64_t s = ft->q.done + 1;
   key_abort(ak, s, ft->q.epoch);
-  ft_cmp c[2 * FT_MAX_CULPRITS + 1];
+  ft_cmp c[FT_MAX_CULPRITS + 2];
   int nc = 0;
-  c[nc++] = (ft_cmp){ak, FT_CMP_CREATE, 0};
+  c[nc++] = (ft_cmp){ak, FT_CMP_CREATE, 0, 0};
+  /* and no vote on the next step in this epoch: its group committed this step through the exchange */
+  snprintf(vk[nc], KEY_MAX, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s + 1, ft->q.epoch);
+  c[nc] = (ft_cmp){vk[nc], FT_CMP_CREATE, 0, 1};
+  nc++;
   cJSON *o = cJSON_CreateObject(), *g = cJSON_AddArrayToObject(o, "gone");
   cJSON_AddNumberToObject(o, "by", ft->c.replica_id);
   cJSON_AddStringToObject(o, "why", why);
   for (int i = 0; i < ngone; i++) { /* gone: the abort holds only while none of their votes exists */
     cJSON_AddItemToArray(g, cJSON_CreateNumber(gone[i]));
-    if (nc == 2 * FT_MAX_CULPRITS + 1) continue;
+    if (nc == FT_MAX_CULPRITS + 2) continue;
     key_vote(vk[nc], s, ft->q.epoch, gone[i]);
-    c[nc] = (ft_cmp){vk[nc], FT_CMP_CREATE, 0};
-    nc++;
-    /* nor its vote on the next step: that group committed this one through the exchange (ft_lead_vote) */
-    key_vote(vk[nc], s + 1, ft->q.epoch, gone[i]);
-    c[nc] = (ft_cmp){vk[nc], FT_CMP_CREATE, 0};
+    c[nc] = (ft_cmp){vk[nc], FT_CMP_CREATE, 0, 0};
     nc++;
   }
   char *val = cJSON_PrintUnformatted(o);
@@ -784,7 +777,7 @@ static hsr_status decided(hsr_ft *ft, const view *v, int commit, char **blob) {
   if (next.epoch != ft->q.epoch && stay) { /* for joiners and the record: the first writer wins, all agree */
     char qk[KEY_MAX] = FT_PREFIX "q", *qs = NULL;
     HSR_CHECK(ft_quorum_json(&next, &qs));
-    ft_cmp c = {qk, FT_CMP_MOD, ft->qmod};
+    ft_cmp c = {qk, FT_CMP_MOD, ft->qmod, 0};
     ft_op op = {FT_OP_PUT, qk, qs, 0};
     int ok;
     hsr_status st = ft_etcd_txn(ft->e, &c, 1, &op, 1, &ok, NULL);
@@ -797,9 +790,9 @@ static hsr_status decided(hsr_ft *ft, const view *v, int commit, char **blob) {
 }
 
 int ft_lead_fast_ok(hsr_ft *ft) {
-  if (ft->hash_step >= 0 && ft->hash_step != ft->hash_sent) return 0; /* the hashes are compared in the votes */
+  /* a coordinator that does not answer does not stop it: only a membership change needs the coordinator */
   pthread_mutex_lock(&ft->mu);
-  int ok = !ft->lease_lost && ft->ka_ok_t > 0 && clock_s() - ft->ka_ok_t < FT_FAST_LEASE;
+  int ok = !ft->lease_lost;
   for (int i = 0; i < ft->ka_nnew && ok; i++)
     ok = ft->ka_new[i] == ft->c.replica_id || ft_quorum_index(&ft->q, ft->ka_new[i]) >= 0;
   pthread_mutex_unlock(&ft->mu);
@@ -966,7 +959,7 @@ hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char 
   if (!ft->wrote_done) {
     char val[128];
     snprintf(val, sizeof val, "{\"done\":%" PRIu64 ",\"hash\":\"%016" PRIx64 "\"}", a[0], a[1]);
-    ft->t_begin = clock_s();
+    if (!ft->finishing) ft->t_begin = clock_s(), ft->finishing = 1; /* once: a failing put is retried until T */
     if ((st = ft_etcd_put(ft->e, dk, val, 0)) != HSR_OK) goto unreachable;
     ft->wrote_done = 1;
   }

@@ -24,11 +24,12 @@ enum { G_NEW = 0, G_RUN, G_KILLED, G_STOPPED, G_DONE, G_FAILED };
 typedef struct sim_world sim_world;
 
 /* The commit exchange of one step as the leaders' peer all-reduce would run
- * it: the bits of the epoch's participants summed as they arrive. */
+ * it: the vectors of the epoch's participants reduced with MAX as they arrive. */
+#define SIM_XN 16
 typedef struct sim_xch {
   int64_t epoch;
   int n;
-  float sum;
+  float max[SIM_XN];
 } sim_xch;
 
 typedef struct sim_group {
@@ -137,13 +138,14 @@ static hsr_status model_exchange(hsr_ft *ft, int64_t s, float *bits, int n, ft_r
     nap(w->c.detect_s);
     return HSR_OK;
   }
-  (void)n;
+  if (n > SIM_XN) return hsr_error(HSR_ERR_INTERNAL, "hsr bench ft: a commit exchange of %d elements", n);
   double end = clock_s() + ft->T / 2;
   pthread_mutex_lock(&w->mu);
   sim_xch *x = &w->xch[s];
-  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0, x->sum = 0;
+  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0;
   int mine = x->epoch == ft->q.epoch;
-  if (mine) x->n++, x->sum += bits[0];
+  for (int i = 0; i < n && mine; i++) x->max[i] = x->n == 0 || bits[i] > x->max[i] ? bits[i] : x->max[i];
+  if (mine) x->n++;
   pthread_cond_broadcast(&w->cv);
   while (mine && x->epoch == ft->q.epoch && x->n < ft->nparts && clock_s() < end) {
     struct timespec ts;
@@ -153,7 +155,7 @@ static hsr_status model_exchange(hsr_ft *ft, int64_t s, float *bits, int n, ft_r
     pthread_cond_timedwait(&w->cv, &w->mu, &ts);
   }
   if (mine && x->epoch == ft->q.epoch && x->n >= ft->nparts) {
-    bits[0] = x->sum;
+    memcpy(bits, x->max, sizeof(float) * (size_t)n);
   } else {
     r->ok = 0;
     snprintf(r->why, sizeof r->why, "the commit exchange did not complete within the bound (modelled)");
@@ -189,7 +191,7 @@ static hsr_status group_open(sim_group *g) {
   ft->S = 1; /* the group's messages are its leader's own */
   ft->T = 0.75 * w->c.timeout_s;
   ft->beat = w->c.timeout_s / 4 < 1.0 ? w->c.timeout_s / 4 : 1.0;
-  ft->hash_step = ft->hash_sent = -1;
+  ft->hash_step = -1;
   ft->me = -1;
   ft->layout_hash = SIM_H0;
   ft->said_waiting = 1; /* the bench reports; N groups' "waiting for ..." lines would bury it */

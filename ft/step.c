@@ -63,40 +63,59 @@ static void merge(const ft_outcome *all, int S, ft_outcome *g) {
 
 static hsr_status fault_hit(hsr_ft *ft, const char *phase) { return fault_hook_hit(&ft->hook, phase); }
 
-/* The commit exchange on the participants' view of rank 0 (the leaders): the
- * bits summed, tagged apart from the gradient's all-reduce of the same step. */
-static hsr_status xchg_peer(hsr_ft *ft, int64_t step, float *bits, int n, ft_result *r) {
+/* The commit exchange on the participants' view of rank 0 (the leaders): x
+ * reduced with MAX, tagged apart from the gradient's all-reduce of the step. */
+static hsr_status xchg_peer(hsr_ft *ft, int64_t step, float *x, int n, ft_result *r) {
   HSR_CHECK(ft_view(ft));
   float *b = malloc(sizeof(float) * (size_t)n);
   if (!b) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  memcpy(b, bits, sizeof(float) * (size_t)n);
+  memcpy(b, x, sizeof(float) * (size_t)n);
   /* half the bound: the group's other ranks wait for its end with the whole timeout */
-  hsr_status st = peer_allreduce(ft->view, step + FT_COMMIT_SEQ, b, (size_t)n, HSR_F32, HSR_SUM, ft->T / 2, r);
+  hsr_status st = peer_allreduce(ft->view, step + FT_COMMIT_SEQ, b, (size_t)n, HSR_F32, HSR_MAX, ft->T / 2, r);
   if (r->buf_taken) return st; /* the peer context frees it once the request ends */
-  if (st == HSR_OK && r->ok) memcpy(bits, b, sizeof(float) * (size_t)n);
+  if (st == HSR_OK && r->ok) memcpy(x, b, sizeof(float) * (size_t)n);
   free(b);
   return st;
 }
 
+/* The exchange's vector: -bit (its MAX is minus the smallest bit), then the
+ * hash step and the state hash in 16-bit pieces (exact in a float), each
+ * also negated: every group's equal when each MAX is minus its negation's. */
+#define XK 5
+#define XN (1 + 2 * XK)
+static void xchg_fill(float *x, int bit, int64_t hs, uint64_t h) {
+  float v[XK] = {(float)hs, (float)(h & 0xffff), (float)(h >> 16 & 0xffff), (float)(h >> 32 & 0xffff),
+                 (float)(h >> 48)};
+  x[0] = -(float)bit;
+  for (int k = 0; k < XK; k++) x[1 + k] = v[k], x[1 + XK + k] = -v[k];
+}
+static int xchg_equal(const float *x) {
+  for (int k = 0; k < XK; k++)
+    if (x[1 + k] != -x[1 + XK + k]) return 0;
+  return 1;
+}
+
 /* Rank 0: whether the step commits through the exchange alone. The group's
  * outcome is ok; its bit says whether it needs the coordinator for this
- * step (a joiner waiting, a hash to compare, its lease not renewed lately).
- * Every participant's bit set, the exchange complete: every group's
- * all-reduce completed on all its ranks, so every group commits (those
- * whose exchange did not complete learn it in the coordinator: a vote of
- * the next step, the exchange's members' proof, commits it there). *doubt:
- * the exchange did not complete here. */
+ * step (a joiner waiting, its lease found expired); its last state hash
+ * goes along. Every participant's bit set, every hash equal, the exchange
+ * complete: every group's all-reduce completed on all its ranks, so every
+ * group commits (one whose exchange did not complete learns it in the
+ * coordinator: a vote on the next step, by a group that committed this one,
+ * commits it there). *doubt: the exchange did not complete here. */
 static hsr_status commit_exchange(hsr_ft *ft, ft_outcome *g, int *fast, int *doubt) {
   *fast = *doubt = 0;
   if (!g->ok || !g->healed || ft->q.njoin) return HSR_OK; /* the others cannot complete without this bit */
-  float bit = (float)ft_lead_fast_ok(ft);
+  int bit = ft_lead_fast_ok(ft);
   if (ft->nparts <= 1) {
-    *fast = bit == 1.0f;
+    *fast = bit;
     return HSR_OK;
   }
+  float x[XN];
+  xchg_fill(x, bit, ft->hash_step, ft->hash);
   ft_result r = {.ok = 1};
-  HSR_CHECK(ft->commit_xchg ? ft->commit_xchg(ft, ft->q.done + 1, &bit, 1, &r)
-                            : xchg_peer(ft, ft->q.done + 1, &bit, 1, &r));
+  HSR_CHECK(ft->commit_xchg ? ft->commit_xchg(ft, ft->q.done + 1, x, XN, &r)
+                            : xchg_peer(ft, ft->q.done + 1, x, XN, &r));
   if (!r.ok) { /* a member may have completed it: the vote is ok, and names whom this one could not hear */
     *doubt = 1;
     g->n = r.n;
@@ -104,7 +123,7 @@ static hsr_status commit_exchange(hsr_ft *ft, ft_outcome *g, int *fast, int *dou
     snprintf(g->why, sizeof g->why, "the commit exchange: %.280s", r.why);
     return HSR_OK;
   }
-  *fast = bit == (float)ft->nparts;
+  *fast = x[0] == -1.0f && xchg_equal(x); /* hashes that differ: the votes compare them and name both */
   return HSR_OK;
 }
 

@@ -9,7 +9,7 @@ hsr_add_mpi_test(NAME ft_outer_2 NP 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGE
 # loopback, groups of 2 ranks, faults through HSR_FAULT, every run checked
 # against the single-rank reference with the live replicas of each step.
 hsr_add_program(ft_check ft_check.c)
-foreach(s equiv kill_heal kill_allreduce kill_healer kill_healed stop refuse coord3 resume hsr_run crash_restart
+foreach(s equiv kill_heal kill_allreduce kill_healer kill_healed stop refuse coord3 coord_away resume hsr_run crash_restart
           sim_device sim_offload)
   add_test(NAME ft_${s} COMMAND ${CMAKE_SOURCE_DIR}/tests/ft/ft.sh ${s})
   set_tests_properties(ft_${s} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mpi;ft" RESOURCE_LOCK ft
