@@ -28,7 +28,7 @@ _Static_assert(FT_MAX_REPLICAS <= PEER_MAX && FT_MAX_CULPRITS == PEER_MAX_CULPRI
                "a replica id is a peer id; a vote names what the data plane names");
 typedef peer_result ft_result; /* what a cross-group operation did: ok, or the groups it names */
 
-#define FT_LEASE_TTL 5 /* seconds: a dead leader's records go after this (renewed every second) */
+#define FT_LEASE_TTL 5          /* seconds: a dead leader's records go after this (renewed every second) */
 #define FT_COMMIT_SEQ (1 << 19) /* the commit exchange's tag: the step's, offset from the gradient's */
 
 /* One rank's outcome of a step's cross-group part, gathered by rank 0. */
@@ -81,9 +81,9 @@ struct hsr_ft {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int ka_stop, lease_lost;
-  int64_t ka_base;                   /* the store's revision at the leader's last read (mu) */
-  int ka_new[FT_MAX_SEEN], ka_nnew;  /* records written since ka_base, as the keep-alive thread last read (mu) */
-  char *my_addrs; /* JSON array of this group's addresses */
+  int64_t ka_base;                  /* the store's revision at the leader's last read (mu) */
+  int ka_new[FT_MAX_SEEN], ka_nnew; /* records written since ka_base, as the keep-alive thread last read (mu) */
+  char *my_addrs;                   /* JSON array of this group's addresses */
   ft_rec rec[FT_MAX_REPLICAS];
   int64_t part_rev[FT_MAX_REPLICAS]; /* each participant's record when the epoch began */
   int seen[FT_MAX_SEEN], nseen;      /* joiners waiting, seen in the last read */

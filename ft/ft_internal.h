@@ -27,11 +27,13 @@ void ft_coord_close(ft_coord *c);
 
 /* ---- the control plane's simulator (hsr bench ft) ----
  * N replica groups as threads of this process, each a leader without ranks
- * or data: it registers, waits for the quorum, votes every step and
- * installs the decision through the same code as hsr train's rank 0 (only
- * the cross-group all-reduce and the heal's transfer are modelled: a dead
- * or stopped participant is named as the peer all-reduce names it, after
- * the detection delay). Failures: groups killed at once (their leases left to
+ * or data: it registers, waits for the quorum, decides every step (the
+ * commit exchange, the vote when one is needed) and installs the decision
+ * through the same code as hsr train's rank 0 (only the cross-group
+ * all-reduce, the exchange's transport and the heal's transfer are
+ * modelled: a dead or stopped participant is named as the peer all-reduce
+ * names it, after the detection delay; the exchange's vectors are reduced
+ * among the threads). Failures: groups killed at once (their leases left to
  * expire), one group stopped past the timeout, killed groups restarted with
  * join. */
 typedef struct ft_sim_config {
@@ -56,7 +58,7 @@ typedef struct ft_sim_config {
 typedef struct ft_sim_report {
   double setup_s, steps_s, finish_s;   /* start to every group admitted; the steps; the final hash comparison */
   int nvotes;                          /* decisions of steady steps (committed, the quorum unchanged) */
-  double vote_p50, vote_p99, vote_max; /* a group's vote: its outcome handed in to the decision installed (s) */
+  double vote_p50, vote_p99, vote_max; /* a group's decision: its outcome handed in to the decision installed (s) */
   double period_p50, period_p99;       /* commit to commit of steady steps (s) */
   double kill_commit_s;                /* the kill to the last survivor's commit of that step (-1: none) */
   int kill_drops;                      /* times that step was dropped */

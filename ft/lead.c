@@ -109,7 +109,7 @@ typedef struct view {
   int nv, aborted;
   int ahead[FT_MAX_REPLICAS], nahead; /* participants that voted on (done + 2, epoch): they committed done + 1 */
   int prev_aborted;                   /* the marker of (done, epoch) exists: this group's last step was dropped */
-  int gone[FT_MAX_REPLICAS], ngone; /* the abort marker's groups that did not vote and are gone */
+  int gone[FT_MAX_REPLICAS], ngone;   /* the abort marker's groups that did not vote and are gone */
 } view;
 
 static void view_free(view *v) {
@@ -162,8 +162,12 @@ static hsr_status read_all(hsr_ft *ft, view *v, int full) {
   if (full) {
     HSR_CHECK(ft_etcd_get(ft->e, FT_PREFIX, 1, &v->kvs));
   } else {
-    ft_range rg[6] = {{FT_PREFIX "m/", 1, 1, 0}, {FT_PREFIX "q", 0, 0, 0}, {vp, 1, 0, 0}, {ak, 0, 0, 0},
-                      {np, 1, 1, 0},             {pk, 0, 1, 0}};
+    ft_range rg[6] = {{FT_PREFIX "m/", 1, 1, 0},
+                      {FT_PREFIX "q", 0, 0, 0},
+                      {vp, 1, 0, 0},
+                      {ak, 0, 0, 0},
+                      {np, 1, 1, 0},
+                      {pk, 0, 1, 0}};
     HSR_CHECK(ft_etcd_read(ft->e, rg, 6, &v->kvs));
   }
   pthread_mutex_lock(&ft->mu);
@@ -921,8 +925,8 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     } else { /* missing votes: gone, or past the bound */
       /* a group whose commit exchange did not complete waits longer: one that completed it, committed, and ran
        * into the next step's all-reduce without this one names it after the bound, then votes on that step */
-      int miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS], nd = 0,
-          late = now >= ft->t_voted + (ft->doubt ? 2 : 1) * ft->T;
+      double bound = (ft->doubt ? 2 : 1) * ft->T;
+      int miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS], nd = 0, late = now >= ft->t_voted + bound;
       for (int i = 0; i < n; i++) {
         int got = 0;
         for (int k = 0; k < v.nv; k++) got |= v.votes[k].id == p[i];

@@ -143,7 +143,8 @@ hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
     ft->doubt = doubt;
   }
   HSR_CHECK(ft_grp_bcast(ft, fx, sizeof fx));
-  if (fx[1] != HSR_OK) return ft->rank == 0 ? (hsr_status)fx[1] : hsr_error((hsr_status)fx[1], "ft: rank 0's commit exchange failed");
+  if (fx[1] != HSR_OK)
+    return ft->rank == 0 ? (hsr_status)fx[1] : hsr_error((hsr_status)fx[1], "ft: rank 0's commit exchange failed");
   if (fx[0]) { /* every participant's bit: committed, the quorum unchanged, no coordinator request */
     ft->q.done++;
     ft->read_stale = 1;

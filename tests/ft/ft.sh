@@ -228,9 +228,12 @@ stop)
   final_equal g0 0,1; one_drop_line g0 2; one_drop_line g1 2
   ;;
 refuse)
-  STEPS=15000 # the groups train while every refusal is tried (40 s here; a step commits in a few milliseconds)
-  group g0 0 --; group g1 1 --; group g2 2 --
-  wait_step "$T/g0.log" 20 120 || FAIL "the groups did not start"
+  STEPS=2000
+  # every refusal is tried while the groups train: a step commits in milliseconds, so each group's rank 0
+  # pauses 100 s after step 20 (the others' bounds allow it; the keep-alive thread renews its lease)
+  hold=(HSR_COMM_TIMEOUT=200 HSR_FAULT=0:step:20:sleep:100)
+  group g0 0 "${hold[@]}" --; group g1 1 "${hold[@]}" --; group g2 2 "${hold[@]}" --
+  wait_step "$T/g0.log" 19 120 || FAIL "the groups did not start" # step 20's row comes after the pause
   one() { # WHAT REGEX ENV -- ARGS: a refused group
     local what=$1 re=$2; shift 2
     local envs=()
