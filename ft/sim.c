@@ -81,7 +81,7 @@ static int is_victim(const sim_world *w, int id) {
 /* The participant this group's quorum holds for `id` is dead: a victim whose
  * record there is not its restarted incarnation's. */
 static int dead_for(sim_world *w, const hsr_ft *ft, int id, int64_t s) {
-  if (!w->c.kill || s < w->c.kill_step || !is_victim(w, id)) return 0;
+  if (!w->c.kill || s < w->c.kill_step + w->c.kill_xchg || !is_victim(w, id)) return 0;
   pthread_mutex_lock(&w->mu);
   int alive = 0;
   for (int k = w->c.groups; k < w->ng; k++)
@@ -138,6 +138,11 @@ static hsr_status model_exchange(hsr_ft *ft, int64_t s, float *bits, int n, ft_r
     nap(w->c.detect_s);
     return HSR_OK;
   }
+  /* --kill-in-exchange: a victim gives its vector and dies (SIGKILL); a group with a larger id than a victim
+   * waited on its later message in vain (in doubt), the others complete */
+  int xk = w->c.kill && w->c.kill_xchg && s == w->c.kill_step && g->inc == 0, after = -1;
+  for (int i = 0; xk && i < ft->nparts; i++)
+    if (is_victim(w, ft->parts[i]) && ft->parts[i] < g->id && after < 0) after = ft->parts[i];
   if (n > SIM_XN) return hsr_error(HSR_ERR_INTERNAL, "hsr bench ft: a commit exchange of %d elements", n);
   double end = clock_s() + ft->T / 2;
   pthread_mutex_lock(&w->mu);
@@ -154,8 +159,17 @@ static hsr_status model_exchange(hsr_ft *ft, int64_t s, float *bits, int n, ft_r
     ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
     pthread_cond_timedwait(&w->cv, &w->mu, &ts);
   }
-  if (mine && x->epoch == ft->q.epoch && x->n >= ft->nparts) {
+  if (xk && is_victim(w, g->id)) {
+    pthread_mutex_unlock(&w->mu);
+    g->t_kill = clock_s();
+    g->state = G_KILLED;
+    return hsr_error(HSR_ERR_STATE, "killed in the commit exchange (modelled)");
+  }
+  if (mine && x->epoch == ft->q.epoch && x->n >= ft->nparts && !(xk && after >= 0)) {
     memcpy(bits, x->max, sizeof(float) * (size_t)n);
+  } else if (xk && after >= 0) {
+    r->ok = 0, r->n = 1, r->culprit[0] = after;
+    snprintf(r->why, sizeof r->why, "replica %d is gone (modelled: in the commit exchange)", after);
   } else {
     r->ok = 0;
     snprintf(r->why, sizeof r->why, "the commit exchange did not complete within the bound (modelled)");
@@ -263,7 +277,7 @@ static hsr_status group_run(sim_group *g) {
   double last_commit = 0;
   while (ft->q.done < c->steps) {
     int64_t s = ft->q.done + 1, epoch = ft->q.epoch;
-    if (c->kill && g->inc == 0 && s >= c->kill_step && is_victim(w, g->id)) {
+    if (c->kill && g->inc == 0 && s >= c->kill_step + c->kill_xchg && is_victim(w, g->id)) {
       g->t_kill = clock_s();
       g->state = G_KILLED;
       return HSR_OK;
@@ -329,7 +343,7 @@ static hsr_status group_run(sim_group *g) {
 static void *group_main(void *arg) {
   sim_group *g = arg;
   hsr_status st = group_run(g);
-  if (st != HSR_OK) {
+  if (st != HSR_OK && g->state != G_KILLED) {
     snprintf(g->line, sizeof g->line, "%s: %.900s", g->phase, hsr_last_error());
     g->state = G_FAILED;
   }

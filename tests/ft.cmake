@@ -41,3 +41,9 @@ set_property(TEST ft_sim_device ft_sim_offload APPEND PROPERTY LABELS sim)
 add_test(NAME ft_sim COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 32 --steps 8 --step-time 0.2 --timeout 10
                              --kill 1@2 --restart 1@1 --stop 5:9 --check)
 set_tests_properties(ft_sim PROPERTIES TIMEOUT 120 LABELS ft RESOURCE_LOCK ft)
+# Groups killed inside a step's commit exchange, once their vectors are given: the groups with smaller ids
+# commit the step through the exchange, the others are in doubt and commit it in the coordinator (a vote on
+# the next step proves it); the next step drops the dead. --check: every survivor committed the same steps.
+add_test(NAME ft_sim_exchange COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 16 --steps 8 --step-time 0.2
+                                      --timeout 10 --kill 2@4 --kill-in-exchange --check)
+set_tests_properties(ft_sim_exchange PROPERTIES TIMEOUT 120 LABELS ft RESOURCE_LOCK ft)
