@@ -133,10 +133,10 @@ static const env_info table[] = {
      "(optimizer step), `ckpt_save` (after its checkpoint data, before the ranks agree), `ckpt_done` (once a "
      "background save has committed), `boot` (a PMIx exchange of the bootstrap layer: the first is the bootstrap's "
      "own), `final` (hsr train's final barrier), `teardown` (the collectives' teardown), `ft_allreduce` (a replica "
-     "group's cross-group all-reduce), `ft_vote` (before its vote) or `ft_heal` (each unit a healer sends or a healed "
-     "group receives), `kill` (SIGKILL) or `stop` (SIGSTOP) itself, `killnode` (SIGKILL to every rank of its node at "
-     "once; collective phases), `jump` (a call through a pointer to data: a crash as a stale callback makes one), or "
-     "`sleep:S` seconds and go on (docs/faults.md)"},
+     "group's cross-group all-reduce), `ft_vote` (before its commit exchange and vote) or `ft_heal` (each unit a "
+     "healer sends or a healed group receives), `kill` (SIGKILL) or `stop` (SIGSTOP) itself, `killnode` (SIGKILL "
+     "to every rank of its node at once; collective phases), `jump` (a call through a pointer to data: a crash as "
+     "a stale callback makes one), or `sleep:S` seconds and go on (docs/faults.md)"},
     {"HSR_BENCH_CHECK_FAULT", HSR_ENV_BOOL, 0, 0, NULL, 0, "0", "hsr bench",
      "test hook: `1` makes the checks count one element wrong on rank 0 of each group (exit code 3)"},
     {"HSR_MEM_AVAILABLE", HSR_ENV_SIZE, 0, 1024 * T, NULL, 0, "unset (MemAvailable)", "common",

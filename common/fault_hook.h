@@ -11,7 +11,7 @@
  *           ckpt_done (hsr_ckpt_wait, once a background save has committed:
  *           the last one is after the last step) |
  *           ft_allreduce (a replica group's cross-group all-reduce, hsr/ft.h)
- *           | ft_vote (after it, before the vote) | ft_heal (each buffer a
+ *           | ft_vote (after it, before the commit exchange and vote) | ft_heal (each buffer a
  *           healer sends or a healed group receives) | boot (the Nth PMIx
  *           exchange of the bootstrap layer: #1 is the bootstrap's own,
  *           before any communicator exists) | final (hsr train's final

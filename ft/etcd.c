@@ -416,6 +416,11 @@ hsr_status ft_etcd_txn(ft_etcd *e, const ft_cmp *cmp, int ncmp, const ft_op *ok,
     cJSON *c = cJSON_CreateObject();
     cJSON_AddItemToArray(ca, c);
     st = add_b64(c, "key", cmp[i].key, strlen(cmp[i].key));
+    if (st == HSR_OK && cmp[i].prefix) {
+      char end[512];
+      prefix_end(cmp[i].key, end, sizeof end);
+      st = add_b64(c, "range_end", end, strlen(end));
+    }
     cJSON_AddStringToObject(c, "target", cmp[i].target == FT_CMP_CREATE ? "CREATE" : "MOD");
     cJSON_AddStringToObject(c, "result", "EQUAL");
     add_i64(c, cmp[i].target == FT_CMP_CREATE ? "create_revision" : "mod_revision", cmp[i].rev);

@@ -64,6 +64,7 @@ typedef struct ft_cmp {
   const char *key;
   ft_cmp_target target;
   int64_t rev; /* equal to this create or mod revision (0: the key is absent) */
+  int prefix;  /* every key under the prefix `key` (CREATE 0: no key under it) */
 } ft_cmp;
 typedef enum { FT_OP_PUT = 0, FT_OP_DELETE_RANGE } ft_op_kind;
 typedef struct ft_op {

@@ -28,7 +28,8 @@ _Static_assert(FT_MAX_REPLICAS <= PEER_MAX && FT_MAX_CULPRITS == PEER_MAX_CULPRI
                "a replica id is a peer id; a vote names what the data plane names");
 typedef peer_result ft_result; /* what a cross-group operation did: ok, or the groups it names */
 
-#define FT_LEASE_TTL 5 /* seconds: a dead leader's records go after this (renewed every second) */
+#define FT_LEASE_TTL 5          /* seconds: a dead leader's records go after this (renewed every second) */
+#define FT_COMMIT_SEQ (1 << 19) /* the commit exchange's tag: the step's, offset from the gradient's */
 
 /* One rank's outcome of a step's cross-group part, gathered by rank 0. */
 typedef struct ft_outcome {
@@ -80,7 +81,9 @@ struct hsr_ft {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int ka_stop, lease_lost;
-  char *my_addrs; /* JSON array of this group's addresses */
+  int64_t ka_base;                  /* the store's revision at the leader's last read (mu) */
+  int ka_new[FT_MAX_SEEN], ka_nnew; /* records written since ka_base, as the keep-alive thread last read (mu) */
+  char *my_addrs;                   /* JSON array of this group's addresses */
   ft_rec rec[FT_MAX_REPLICAS];
   int64_t part_rev[FT_MAX_REPLICAS]; /* each participant's record when the epoch began */
   int seen[FT_MAX_SEEN], nseen;      /* joiners waiting, seen in the last read */
@@ -88,10 +91,12 @@ struct hsr_ft {
   int qpresent;                      /* a quorum key exists */
   ft_quorum qkey;                    /* and what it says */
   int voted, vote_written;           /* this step's vote was tried; it is in the store */
+  int doubt;                         /* this step's commit exchange did not complete: a member may have committed */
+  int read_stale;                    /* steps committed by the exchange since the last read (seen joiners are old) */
   double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */
   double t_voted, t_begin;           /* when it was; when a wait began */
   double t_reg;                      /* when the registration began */
-  int wrote_done, said_waiting;
+  int wrote_done, finishing, said_waiting;
 
   /* the step */
   float *stage;
@@ -106,6 +111,9 @@ struct hsr_ft {
   hsr_ckpt_state *healed_prog;
   int aborts_in_row;
   fault_hook hook; /* HSR_FAULT's ft_allreduce, ft_vote and ft_heal */
+  /* the commit exchange among the leaders (NULL: peer_allreduce on the view; hsr bench ft models it) */
+  hsr_status (*commit_xchg)(hsr_ft *ft, int64_t step, float *x, int n, ft_result *r); /* x: MAX over the leaders */
+  void *xchg_ctx;
 };
 
 /* ---- ft.c: the group's messages ---- */
@@ -129,6 +137,10 @@ hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double unti
 hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, char **blob);
 /* The step's vote and decision; arg: the group's ft_outcome. */
 hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **blob);
+/* Whether this group may commit the step through the exchange alone: its
+ * lease not found expired, and no record written since the last read that is
+ * not a participant's (a joiner waiting: the vote admits it). */
+int ft_lead_fast_ok(hsr_ft *ft);
 hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char **blob);
 /* The blob for the current quorum: {"q":..., "addrs":{id:[...]}, ...extra}. */
 hsr_status ft_lead_blob(hsr_ft *ft, const ft_quorum *q, const char *extra_json, char **blob);
@@ -144,9 +156,12 @@ hsr_status ft_heal_recv(hsr_ft *ft, int64_t done, hsr_ft_heal *out);
 /* ---- step.c ---- */
 hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit);
 /* The step's decision after the cross-group all-reduce: every rank's
- * outcome gathered, rank 0's vote, the decision installed; fills L (the
- * data plane's part of ft_outer stays there; hsr bench ft calls this with a
- * modelled outcome). */
+ * outcome gathered; when the group's is ok, its leader's commit bit reduced
+ * over the participants' leaders (the commit exchange): every bit set, the
+ * step commits with no coordinator request; otherwise rank 0's vote in the
+ * coordinator. The decision installed; fills L (the data plane's part of
+ * ft_outer stays there; hsr bench ft calls this with a modelled outcome and a
+ * modelled exchange). */
 hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L);
 
 #endif

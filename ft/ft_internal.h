@@ -27,11 +27,13 @@ void ft_coord_close(ft_coord *c);
 
 /* ---- the control plane's simulator (hsr bench ft) ----
  * N replica groups as threads of this process, each a leader without ranks
- * or data: it registers, waits for the quorum, votes every step and
- * installs the decision through the same code as hsr train's rank 0 (only
- * the cross-group all-reduce and the heal's transfer are modelled: a dead
- * or stopped participant is named as the peer all-reduce names it, after
- * the detection delay). Failures: groups killed at once (their leases left to
+ * or data: it registers, waits for the quorum, decides every step (the
+ * commit exchange, the vote when one is needed) and installs the decision
+ * through the same code as hsr train's rank 0 (only the cross-group
+ * all-reduce, the exchange's transport and the heal's transfer are
+ * modelled: a dead or stopped participant is named as the peer all-reduce
+ * names it, after the detection delay; the exchange's vectors are reduced
+ * among the threads). Failures: groups killed at once (their leases left to
  * expire), one group stopped past the timeout, killed groups restarted with
  * join. */
 typedef struct ft_sim_config {
@@ -45,6 +47,8 @@ typedef struct ft_sim_config {
   double detect_s;          /* how long the data plane takes to name a killed peer */
   double heal_s;            /* a heal's transfer */
   int kill, kill_step;      /* groups killed at once at the start of step kill_step (kill 0: none) */
+  int kill_xchg;            /* instead inside kill_step's commit exchange, once their vectors are given: the groups
+                               with smaller ids than a victim complete it and commit, the others are in doubt */
   int stop_step;            /* a group stopped in the all-reduce of this step (0: none) */
   double stop_s;            /* for this long */
   int restart, restart_gap; /* killed groups restarted with join once the others committed kill_step + gap */
@@ -56,7 +60,7 @@ typedef struct ft_sim_config {
 typedef struct ft_sim_report {
   double setup_s, steps_s, finish_s;   /* start to every group admitted; the steps; the final hash comparison */
   int nvotes;                          /* decisions of steady steps (committed, the quorum unchanged) */
-  double vote_p50, vote_p99, vote_max; /* a group's vote: its outcome handed in to the decision installed (s) */
+  double vote_p50, vote_p99, vote_max; /* a group's decision: its outcome handed in to the decision installed (s) */
   double period_p50, period_p99;       /* commit to commit of steady steps (s) */
   double kill_commit_s;                /* the kill to the last survivor's commit of that step (-1: none) */
   int kill_drops;                      /* times that step was dropped */

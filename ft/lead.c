@@ -48,11 +48,22 @@ static void *keepalive(void *arg) {
     ts.tv_sec += 1; /* a fifth of the TTL: a loaded host may delay a renewal or two */
     pthread_cond_timedwait(&ft->cv, &ft->mu, &ts);
     if (ft->ka_stop) break;
+    int64_t ttl = -1, base = ft->ka_base;
     pthread_mutex_unlock(&ft->mu);
-    int64_t ttl = -1;
     hsr_status st = ft_etcd_lease_keepalive(ft->ka, ft->lease, &ttl);
+    /* records written since the leader last read the store (keys only: none in a steady run): a joiner waiting
+     * makes the next step go through the coordinator, which admits it */
+    ft_kvs k = {0};
+    ft_range rg = {FT_PREFIX "m/", 1, 1, base + 1};
+    hsr_status rs = st == HSR_OK && ttl > 0 && base > 0 ? ft_etcd_read(ft->ka, &rg, 1, &k) : HSR_ERR_STATE;
     pthread_mutex_lock(&ft->mu);
     if (st == HSR_OK && ttl <= 0) ft->lease_lost = 1; /* expired: the others dropped this group's record */
+    if (rs == HSR_OK && base == ft->ka_base) {
+      ft->ka_nnew = 0;
+      size_t ml = strlen(FT_PREFIX "m/");
+      for (int i = 0; i < k.n && ft->ka_nnew < FT_MAX_SEEN; i++) ft->ka_new[ft->ka_nnew++] = atoi(k.kv[i].key + ml);
+    }
+    ft_kvs_free(&k);
   }
   pthread_mutex_unlock(&ft->mu);
   return NULL;
@@ -96,7 +107,9 @@ typedef struct view {
   ft_kvs kvs;
   ft_vote *votes; /* of (done + 1, epoch) */
   int nv, aborted;
-  int gone[FT_MAX_REPLICAS], ngone; /* the abort marker's groups that did not vote and are gone */
+  int ahead[FT_MAX_REPLICAS], nahead; /* participants that voted on (done + 2, epoch): they committed done + 1 */
+  int prev_aborted;                   /* the marker of (done, epoch) exists: this group's last step was dropped */
+  int gone[FT_MAX_REPLICAS], ngone;   /* the abort marker's groups that did not vote and are gone */
 } view;
 
 static void view_free(view *v) {
@@ -140,22 +153,34 @@ static hsr_status parse_rec(const ft_kv *kv, ft_rec *r) {
  * each vote cost O(N) records at N groups (hsr bench ft). */
 static hsr_status read_all(hsr_ft *ft, view *v, int full) {
   memset(v, 0, sizeof *v);
-  char vp[KEY_MAX], ak[KEY_MAX];
+  char vp[KEY_MAX], ak[KEY_MAX], np[KEY_MAX], pk[KEY_MAX];
   int64_t s = ft->q.done + 1;
   snprintf(vp, sizeof vp, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s, ft->q.epoch);
+  snprintf(np, sizeof np, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s + 1, ft->q.epoch);
   key_abort(ak, s, ft->q.epoch);
+  key_abort(pk, s - 1, ft->q.epoch);
   if (full) {
     HSR_CHECK(ft_etcd_get(ft->e, FT_PREFIX, 1, &v->kvs));
   } else {
-    ft_range rg[4] = {{FT_PREFIX "m/", 1, 1, 0}, {FT_PREFIX "q", 0, 0, 0}, {vp, 1, 0, 0}, {ak, 0, 0, 0}};
-    HSR_CHECK(ft_etcd_read(ft->e, rg, 4, &v->kvs));
+    ft_range rg[6] = {{FT_PREFIX "m/", 1, 1, 0},
+                      {FT_PREFIX "q", 0, 0, 0},
+                      {vp, 1, 0, 0},
+                      {ak, 0, 0, 0},
+                      {np, 1, 1, 0},
+                      {pk, 0, 1, 0}};
+    HSR_CHECK(ft_etcd_read(ft->e, rg, 6, &v->kvs));
   }
+  pthread_mutex_lock(&ft->mu);
+  ft->ka_base = v->kvs.rev; /* the keep-alive thread looks for records written after this read */
+  ft->ka_nnew = 0;
+  pthread_mutex_unlock(&ft->mu);
+  ft->read_stale = 0;
   for (int i = 0; i < FT_MAX_REPLICAS; i++) ft->rec[i].present = 0;
   ft->qpresent = 0;
   ft->qmod = 0;
   v->votes = calloc((size_t)v->kvs.n + 1, sizeof *v->votes);
   if (!v->votes) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  size_t ml = strlen(FT_PREFIX "m/"), vl = strlen(vp);
+  size_t ml = strlen(FT_PREFIX "m/"), vl = strlen(vp), nl = strlen(np);
   int64_t stale = 0; /* the oldest revision of a record whose value is not loaded */
   for (int i = 0; i < v->kvs.n; i++) {
     const ft_kv *kv = &v->kvs.kv[i];
@@ -181,6 +206,11 @@ static hsr_status read_all(hsr_ft *ft, view *v, int full) {
     } else if (!strncmp(kv->key, vp, vl)) {
       HSR_CHECK(ft_vote_parse(kv->val, &v->votes[v->nv]));
       v->nv++;
+    } else if (!strncmp(kv->key, np, nl)) {
+      int id = atoi(kv->key + nl);
+      if (ft_quorum_index(&ft->q, id) >= 0 && v->nahead < FT_MAX_REPLICAS) v->ahead[v->nahead++] = id;
+    } else if (!strcmp(kv->key, pk)) {
+      v->prev_aborted = 1;
     } else if (!strcmp(kv->key, ak)) {
       v->aborted = 1;
       cJSON *o = cJSON_Parse(kv->val);
@@ -388,7 +418,7 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
 put:; /* a previous run of this id may still hold the key until its lease ends */
   double end = ft->t_begin + FT_LEASE_TTL + 3;
   while (st == HSR_OK) {
-    ft_cmp c = {mk, FT_CMP_CREATE, 0};
+    ft_cmp c = {mk, FT_CMP_CREATE, 0, 0};
     ft_op op = {FT_OP_PUT, mk, mine, ft->lease};
     int ok = 0;
     int64_t rev = 0;
@@ -418,7 +448,7 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
     ft_quorum q;
     if (k.n && qk.n && qk.kv[0].mod_rev > k.kv[0].mod_rev && ft_quorum_parse(qk.kv[0].val, &q) == HSR_OK &&
         ft_quorum_index(&q, ft->c.replica_id) < 0) {
-      ft_cmp c2 = {mk, FT_CMP_MOD, k.kv[0].mod_rev};
+      ft_cmp c2 = {mk, FT_CMP_MOD, k.kv[0].mod_rev, 0};
       int64_t rev = 0;
       st = ft_etcd_txn(ft->e, &c2, 1, &op, 1, &ok, &rev);
       ft_kvs_free(&qk);
@@ -520,7 +550,7 @@ static hsr_status form(hsr_ft *ft, int *formed) {
   char *qs = NULL, qk[KEY_MAX] = FT_PREFIX "q", ve[KEY_MAX] = FT_PREFIX "w", ae[KEY_MAX] = FT_PREFIX "b",
        de[KEY_MAX] = FT_PREFIX "e", re[KEY_MAX] = FT_PREFIX "s";
   HSR_CHECK(ft_quorum_json(&q, &qs));
-  ft_cmp c = {qk, FT_CMP_MOD, ft->qmod};
+  ft_cmp c = {qk, FT_CMP_MOD, ft->qmod, 0};
   ft_op ops[5] = {{FT_OP_PUT, qk, qs, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", ve, 0}, /* a previous run's votes, markers and hashes */
                   {FT_OP_DELETE_RANGE, FT_PREFIX "a/", ae, 0},
@@ -671,31 +701,39 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
   snprintf(vend, sizeof vend, FT_PREFIX "v/%010" PRId64, s - 1);
   snprintf(aend, sizeof aend, FT_PREFIX "a/%010" PRId64, s - 1);
   snprintf(rend, sizeof rend, FT_PREFIX "r/%010" PRId64, s - 1);
-  ft_cmp c[2] = {{ak, FT_CMP_CREATE, 0}, {mk, FT_CMP_MOD, ft->my_rev}};
+  /* nor the previous step's marker: a group that committed that step through the exchange while the others
+   * dropped it in the coordinator (they named it: write_abort) is out, and learns it here */
+  char pk[KEY_MAX];
+  key_abort(pk, s - 1, ft->q.epoch);
+  ft_cmp c[3] = {{ak, FT_CMP_CREATE, 0, 0}, {mk, FT_CMP_MOD, ft->my_rev, 0}, {pk, FT_CMP_CREATE, 0, 0}};
   ft_op ops[4] = {{FT_OP_PUT, vk, js, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", vend, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "r/", rend, 0}};
-  hsr_status st = ft_etcd_txn(ft->e, c, 2, ops, 4, written, NULL);
+  hsr_status st = ft_etcd_txn(ft->e, c, 3, ops, 4, written, NULL);
   free(js);
   return st;
 }
 
 static hsr_status write_abort(hsr_ft *ft, const int *gone, int ngone, const char *why) {
-  char ak[KEY_MAX], vk[FT_MAX_CULPRITS + 1][KEY_MAX];
+  char ak[KEY_MAX], vk[FT_MAX_CULPRITS + 2][KEY_MAX];
   int64_t s = ft->q.done + 1;
   key_abort(ak, s, ft->q.epoch);
-  ft_cmp c[FT_MAX_CULPRITS + 1];
+  ft_cmp c[FT_MAX_CULPRITS + 2];
   int nc = 0;
-  c[nc++] = (ft_cmp){ak, FT_CMP_CREATE, 0};
+  c[nc++] = (ft_cmp){ak, FT_CMP_CREATE, 0, 0};
+  /* and no vote on the next step in this epoch: its group committed this step through the exchange */
+  snprintf(vk[nc], KEY_MAX, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s + 1, ft->q.epoch);
+  c[nc] = (ft_cmp){vk[nc], FT_CMP_CREATE, 0, 1};
+  nc++;
   cJSON *o = cJSON_CreateObject(), *g = cJSON_AddArrayToObject(o, "gone");
   cJSON_AddNumberToObject(o, "by", ft->c.replica_id);
   cJSON_AddStringToObject(o, "why", why);
   for (int i = 0; i < ngone; i++) { /* gone: the abort holds only while none of their votes exists */
     cJSON_AddItemToArray(g, cJSON_CreateNumber(gone[i]));
-    if (nc == FT_MAX_CULPRITS + 1) continue;
+    if (nc == FT_MAX_CULPRITS + 2) continue;
     key_vote(vk[nc], s, ft->q.epoch, gone[i]);
-    c[nc] = (ft_cmp){vk[nc], FT_CMP_CREATE, 0};
+    c[nc] = (ft_cmp){vk[nc], FT_CMP_CREATE, 0, 0};
     nc++;
   }
   char *val = cJSON_PrintUnformatted(o);
@@ -743,7 +781,7 @@ static hsr_status decided(hsr_ft *ft, const view *v, int commit, char **blob) {
   if (next.epoch != ft->q.epoch && stay) { /* for joiners and the record: the first writer wins, all agree */
     char qk[KEY_MAX] = FT_PREFIX "q", *qs = NULL;
     HSR_CHECK(ft_quorum_json(&next, &qs));
-    ft_cmp c = {qk, FT_CMP_MOD, ft->qmod};
+    ft_cmp c = {qk, FT_CMP_MOD, ft->qmod, 0};
     ft_op op = {FT_OP_PUT, qk, qs, 0};
     int ok;
     hsr_status st = ft_etcd_txn(ft->e, &c, 1, &op, 1, &ok, NULL);
@@ -753,6 +791,16 @@ static hsr_status decided(hsr_ft *ft, const view *v, int commit, char **blob) {
   ft->voted = 0;
   note_revs(ft, &next);
   return decision(ft, &next, commit, !stay, 0, line, blob);
+}
+
+int ft_lead_fast_ok(hsr_ft *ft) {
+  /* a coordinator that does not answer does not stop it: only a membership change needs the coordinator */
+  pthread_mutex_lock(&ft->mu);
+  int ok = !ft->lease_lost;
+  for (int i = 0; i < ft->ka_nnew && ok; i++)
+    ok = ft->ka_new[i] == ft->c.replica_id || ft_quorum_index(&ft->q, ft->ka_new[i]) >= 0;
+  pthread_mutex_unlock(&ft->mu);
+  return ok;
 }
 
 /* A coordinator error in the vote: retried in the next slice (each call is
@@ -781,6 +829,12 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     lost = ft->lease_lost;
     pthread_mutex_unlock(&ft->mu);
     int written = 0;
+    if (!lost && ft->read_stale) { /* the joiners waiting, as the vote reports them: the last read was steps ago */
+      view v;
+      st = read_all(ft, &v, 0);
+      view_free(&v);
+      if (st != HSR_OK) return vote_error(ft, st, final, blob);
+    }
     if (!lost) st = write_vote(ft, o, &written);
     if (st != HSR_OK) return vote_error(ft, st, final, blob); /* a retry writes the same vote */
     ft->coord_fail_since = 0;
@@ -792,12 +846,22 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     view v;
     st = read_all(ft, &v, 0);
     int mine = ft->rec[ft->c.replica_id].present && ft->rec[ft->c.replica_id].rev == ft->my_rev;
-    int aborted = v.aborted, lost;
+    int aborted = v.aborted, prev = v.prev_aborted, lost;
     view_free(&v);
     if (st != HSR_OK) return vote_error(ft, st, final, blob);
     pthread_mutex_lock(&ft->mu);
     lost = ft->lease_lost;
     pthread_mutex_unlock(&ft->mu);
+    if (mine && !lost && prev) { /* it committed the last step through the exchange; the others dropped it */
+      char line[512];
+      snprintf(line, sizeof line,
+               "replica %d was dropped from the quorum at step %" PRId64 ": the others could not complete the step's "
+               "commit exchange with it and dropped the step, which it had committed; restart it with --join",
+               ft->c.replica_id, ft->q.done);
+      ft->voted = 0;
+      *final = 1;
+      return decision(ft, &ft->q, 0, 1, 0, line, blob);
+    }
     if (!mine || lost || !aborted) {
       char line[512];
       snprintf(line, sizeof line,
@@ -826,6 +890,23 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     int agg = p[0] == ft->c.replica_id;
     char rk[KEY_MAX];
     key_result(rk, ft->q.done + 1, ft->q.epoch);
+    if (d != FT_ABORT && v.nahead) {
+      /* a participant voted on the next step in this epoch: it committed this one through the exchange, so every
+       * group's all-reduce completed and every group commits it, the quorum unchanged (the exchange ran only
+       * without joiners); write_abort and write_vote make this and a marker exclusive */
+      st = agg ? ft_etcd_put(ft->e, rk, "1", 0) : HSR_OK;
+      if (st != HSR_OK) {
+        view_free(&v);
+        return vote_error(ft, st, final, blob);
+      }
+      view_free(&v);
+      ft_quorum next = ft->q;
+      next.done++;
+      ft->voted = 0;
+      note_revs(ft, &next);
+      *final = 1;
+      return decision(ft, &next, 1, 0, 0, "", blob);
+    }
     if (d == FT_COMMIT || (d == FT_ABORT && v.aborted)) {
       st = agg ? ft_etcd_put(ft->e, rk, "1", 0) : HSR_OK;
       if (st != HSR_OK) {
@@ -842,7 +923,10 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     if (d == FT_ABORT) { /* a failed vote: freeze the votes before deciding */
       st = write_abort(ft, NULL, 0, "a vote failed");
     } else { /* missing votes: gone, or past the bound */
-      int miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS], nd = 0, late = now >= ft->t_voted + ft->T;
+      /* a group whose commit exchange did not complete waits longer: one that completed it, committed, and ran
+       * into the next step's all-reduce without this one names it after the bound, then votes on that step */
+      double bound = (ft->doubt ? 2 : 1) * ft->T;
+      int miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS], nd = 0, late = now >= ft->t_voted + bound;
       for (int i = 0; i < n; i++) {
         int got = 0;
         for (int k = 0; k < v.nv; k++) got |= v.votes[k].id == p[i];
@@ -850,14 +934,16 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
         miss[nm++] = p[i];
         if (!ft->rec[p[i]].present || ft->rec[p[i]].rev != ft->part_rev[p[i]]) dead[nd++] = p[i];
       }
-      if (nd || late) { /* past the bound every missing vote's group counts as gone */
+      /* a missing group that lives may have committed the step through the exchange (its vote on the next one
+       * comes): the marker waits until every missing group is gone; past the bound every one counts as gone */
+      if ((nd && nd == nm) || late) {
         char w[300], ids[200];
         ft_ids_text(late ? miss : dead, late ? nm : nd, ids, sizeof ids);
         snprintf(w, sizeof w, "no vote from replica(s) %s %s", ids, late ? "within the timeout" : "(gone)");
         st = write_abort(ft, late ? miss : dead, late ? nm : nd, w);
       } else {
         int ch;
-        double to = ft->t_voted + ft->T < until ? ft->t_voted + ft->T : until;
+        double end = ft->t_voted + (ft->doubt ? 2 : 1) * ft->T, to = end < until ? end : until;
         st = ft_etcd_watch(ft->e, agg ? FT_PREFIX : rk, v.kvs.rev + 1, to - now, &ch);
       }
     }
@@ -877,7 +963,7 @@ hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char 
   if (!ft->wrote_done) {
     char val[128];
     snprintf(val, sizeof val, "{\"done\":%" PRIu64 ",\"hash\":\"%016" PRIx64 "\"}", a[0], a[1]);
-    ft->t_begin = clock_s();
+    if (!ft->finishing) ft->t_begin = clock_s(), ft->finishing = 1; /* once: a failing put is retried until T */
     if ((st = ft_etcd_put(ft->e, dk, val, 0)) != HSR_OK) goto unreachable;
     ft->wrote_done = 1;
   }

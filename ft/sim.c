@@ -23,6 +23,15 @@ enum { G_NEW = 0, G_RUN, G_KILLED, G_STOPPED, G_DONE, G_FAILED };
 
 typedef struct sim_world sim_world;
 
+/* The commit exchange of one step as the leaders' peer all-reduce would run
+ * it: the vectors of the epoch's participants reduced with MAX as they arrive. */
+#define SIM_XN 16
+typedef struct sim_xch {
+  int64_t epoch;
+  int n;
+  float max[SIM_XN];
+} sim_xch;
+
 typedef struct sim_group {
   sim_world *w;
   int id, inc; /* incarnation: 0 the first, 1 restarted with join */
@@ -53,7 +62,8 @@ struct sim_world {
   int ng, nrun;
   int victim[FT_MAX_REPLICAS], nvictim, stop_id;
   int64_t max_done;
-  char *addrs; /* a record's addresses: S base64 strings */
+  char *addrs;  /* a record's addresses: S base64 strings */
+  sim_xch *xch; /* [step]: its commit exchange (mu) */
 };
 
 static void nap(double s) {
@@ -71,7 +81,7 @@ static int is_victim(const sim_world *w, int id) {
 /* The participant this group's quorum holds for `id` is dead: a victim whose
  * record there is not its restarted incarnation's. */
 static int dead_for(sim_world *w, const hsr_ft *ft, int id, int64_t s) {
-  if (!w->c.kill || s < w->c.kill_step || !is_victim(w, id)) return 0;
+  if (!w->c.kill || s < w->c.kill_step + w->c.kill_xchg || !is_victim(w, id)) return 0;
   pthread_mutex_lock(&w->mu);
   int alive = 0;
   for (int k = w->c.groups; k < w->ng; k++)
@@ -108,6 +118,66 @@ static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
   }
 }
 
+/* The commit exchange (ft_decide's, as the peer all-reduce on the leaders'
+ * view runs it): a dead participant named after the detection delay; else
+ * the sum once every participant of the epoch gave its bit, or nothing
+ * within the exchange's bound (half the cross-group bound). */
+static hsr_status model_exchange(hsr_ft *ft, int64_t s, float *bits, int n, ft_result *r) {
+  sim_group *g = ft->xchg_ctx;
+  sim_world *w = g->w;
+  memset(r, 0, sizeof *r);
+  r->ok = 1;
+  for (int i = 0; i < ft->nparts; i++) {
+    int p = ft->parts[i];
+    if (p == g->id || !dead_for(w, ft, p, s)) continue;
+    if (r->ok) snprintf(r->why, sizeof r->why, "cannot send to replica %d (modelled)", p);
+    r->ok = 0;
+    if (r->n < FT_MAX_CULPRITS) r->culprit[r->n++] = p;
+  }
+  if (!r->ok) {
+    nap(w->c.detect_s);
+    return HSR_OK;
+  }
+  /* --kill-in-exchange: a victim gives its vector and dies (SIGKILL); a group with a larger id than a victim
+   * waited on its later message in vain (in doubt), the others complete */
+  int xk = w->c.kill && w->c.kill_xchg && s == w->c.kill_step && g->inc == 0, after = -1;
+  for (int i = 0; xk && i < ft->nparts; i++)
+    if (is_victim(w, ft->parts[i]) && ft->parts[i] < g->id && after < 0) after = ft->parts[i];
+  if (n > SIM_XN) return hsr_error(HSR_ERR_INTERNAL, "hsr bench ft: a commit exchange of %d elements", n);
+  double end = clock_s() + ft->T / 2;
+  pthread_mutex_lock(&w->mu);
+  sim_xch *x = &w->xch[s];
+  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0;
+  int mine = x->epoch == ft->q.epoch;
+  for (int i = 0; i < n && mine; i++) x->max[i] = x->n == 0 || bits[i] > x->max[i] ? bits[i] : x->max[i];
+  if (mine) x->n++;
+  pthread_cond_broadcast(&w->cv);
+  while (mine && x->epoch == ft->q.epoch && x->n < ft->nparts && clock_s() < end) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double left = end - clock_s(), t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + (left < 0.1 ? left : 0.1);
+    ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+  }
+  if (xk && is_victim(w, g->id)) {
+    pthread_mutex_unlock(&w->mu);
+    g->t_kill = clock_s();
+    g->state = G_KILLED;
+    return hsr_error(HSR_ERR_STATE, "killed in the commit exchange (modelled)");
+  }
+  if (mine && x->epoch == ft->q.epoch && x->n >= ft->nparts && !(xk && after >= 0)) {
+    memcpy(bits, x->max, sizeof(float) * (size_t)n);
+  } else if (xk && after >= 0) {
+    r->ok = 0, r->n = 1, r->culprit[0] = after;
+    snprintf(r->why, sizeof r->why, "replica %d is gone (modelled: in the commit exchange)", after);
+  } else {
+    r->ok = 0;
+    snprintf(r->why, sizeof r->why, "the commit exchange did not complete within the bound (modelled)");
+  }
+  pthread_mutex_unlock(&w->mu);
+  return HSR_OK;
+}
+
 static uint64_t parts_hash(const int *p, int n) {
   uint64_t h = 1469598103934665603ULL;
   for (int i = 0; i < n; i++) h = (h ^ (uint64_t)p[i]) * 1099511628211ULL;
@@ -139,6 +209,8 @@ static hsr_status group_open(sim_group *g) {
   ft->me = -1;
   ft->layout_hash = SIM_H0;
   ft->said_waiting = 1; /* the bench reports; N groups' "waiting for ..." lines would bury it */
+  ft->commit_xchg = model_exchange;
+  ft->xchg_ctx = g;
   pthread_mutex_init(&ft->mu, NULL);
   pthread_cond_init(&ft->cv, NULL);
   pthread_mutex_lock(&w->mu);
@@ -205,7 +277,7 @@ static hsr_status group_run(sim_group *g) {
   double last_commit = 0;
   while (ft->q.done < c->steps) {
     int64_t s = ft->q.done + 1, epoch = ft->q.epoch;
-    if (c->kill && g->inc == 0 && s >= c->kill_step && is_victim(w, g->id)) {
+    if (c->kill && g->inc == 0 && s >= c->kill_step + c->kill_xchg && is_victim(w, g->id)) {
       g->t_kill = clock_s();
       g->state = G_KILLED;
       return HSR_OK;
@@ -271,7 +343,7 @@ static hsr_status group_run(sim_group *g) {
 static void *group_main(void *arg) {
   sim_group *g = arg;
   hsr_status st = group_run(g);
-  if (st != HSR_OK) {
+  if (st != HSR_OK && g->state != G_KILLED) {
     snprintf(g->line, sizeof g->line, "%s: %.900s", g->phase, hsr_last_error());
     g->state = G_FAILED;
   }
@@ -373,7 +445,8 @@ static hsr_status world_init(sim_world *w, const ft_sim_config *c) {
   snprintf(w->addrs + o, n - o, "]");
   free(b);
   w->g = calloc((size_t)(N + c->restart), sizeof *w->g);
-  if (!w->g) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  w->xch = calloc((size_t)c->steps + 2, sizeof *w->xch);
+  if (!w->g || !w->xch) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   for (int i = 0; i < N + c->restart; i++) {
     sim_group *g = &w->g[i];
     g->w = w;
@@ -397,6 +470,7 @@ static void world_free(sim_world *w) {
     free(g->parts), free(g->commit_t), free(g->vote), free(g->period), free(g->saw_dropped);
   }
   free(w->g);
+  free(w->xch);
   free(w->addrs);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);

@@ -63,6 +63,70 @@ static void merge(const ft_outcome *all, int S, ft_outcome *g) {
 
 static hsr_status fault_hit(hsr_ft *ft, const char *phase) { return fault_hook_hit(&ft->hook, phase); }
 
+/* The commit exchange on the participants' view of rank 0 (the leaders): x
+ * reduced with MAX, tagged apart from the gradient's all-reduce of the step. */
+static hsr_status xchg_peer(hsr_ft *ft, int64_t step, float *x, int n, ft_result *r) {
+  HSR_CHECK(ft_view(ft));
+  float *b = malloc(sizeof(float) * (size_t)n);
+  if (!b) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  memcpy(b, x, sizeof(float) * (size_t)n);
+  /* half the bound: the group's other ranks wait for its end with the whole timeout */
+  hsr_status st = peer_allreduce(ft->view, step + FT_COMMIT_SEQ, b, (size_t)n, HSR_F32, HSR_MAX, ft->T / 2, r);
+  if (r->buf_taken) return st; /* the peer context frees it once the request ends */
+  if (st == HSR_OK && r->ok) memcpy(x, b, sizeof(float) * (size_t)n);
+  free(b);
+  return st;
+}
+
+/* The exchange's vector: -bit (its MAX is minus the smallest bit), then the
+ * hash step and the state hash in 16-bit pieces (exact in a float), each
+ * also negated: every group's equal when each MAX is minus its negation's. */
+#define XK 5
+#define XN (1 + 2 * XK)
+static void xchg_fill(float *x, int bit, int64_t hs, uint64_t h) {
+  float v[XK] = {(float)hs, (float)(h & 0xffff), (float)(h >> 16 & 0xffff), (float)(h >> 32 & 0xffff),
+                 (float)(h >> 48)};
+  x[0] = -(float)bit;
+  for (int k = 0; k < XK; k++) x[1 + k] = v[k], x[1 + XK + k] = -v[k];
+}
+static int xchg_equal(const float *x) {
+  for (int k = 0; k < XK; k++)
+    if (x[1 + k] != -x[1 + XK + k]) return 0;
+  return 1;
+}
+
+/* Rank 0: whether the step commits through the exchange alone. The group's
+ * outcome is ok; its bit says whether it needs the coordinator for this
+ * step (a joiner waiting, its lease found expired); its last state hash
+ * goes along. Every participant's bit set, every hash equal, the exchange
+ * complete: every group's all-reduce completed on all its ranks, so every
+ * group commits (one whose exchange did not complete learns it in the
+ * coordinator: a vote on the next step, by a group that committed this one,
+ * commits it there). *doubt: the exchange did not complete here. */
+static hsr_status commit_exchange(hsr_ft *ft, ft_outcome *g, int *fast, int *doubt) {
+  *fast = *doubt = 0;
+  if (!g->ok || !g->healed || ft->q.njoin) return HSR_OK; /* the others cannot complete without this bit */
+  int bit = ft_lead_fast_ok(ft);
+  if (ft->nparts <= 1) {
+    *fast = bit;
+    return HSR_OK;
+  }
+  float x[XN];
+  xchg_fill(x, bit, ft->hash_step, ft->hash);
+  ft_result r = {.ok = 1};
+  HSR_CHECK(ft->commit_xchg ? ft->commit_xchg(ft, ft->q.done + 1, x, XN, &r)
+                            : xchg_peer(ft, ft->q.done + 1, x, XN, &r));
+  if (!r.ok) { /* a member may have completed it: the vote is ok, and names whom this one could not hear */
+    *doubt = 1;
+    g->n = r.n;
+    memcpy(g->culprit, r.culprit, sizeof g->culprit);
+    snprintf(g->why, sizeof g->why, "the commit exchange: %.280s", r.why);
+    return HSR_OK;
+  }
+  *fast = x[0] == -1.0f && xchg_equal(x); /* hashes that differ: the votes compare them and name both */
+  return HSR_OK;
+}
+
 hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
   ft_outcome *all = calloc((unsigned)ft->S, sizeof *all), g;
   if (!all) return hsr_error(HSR_ERR_NOMEM, "out of memory");
@@ -71,6 +135,25 @@ hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
   free(all);
   HSR_CHECK(st);
   HSR_CHECK(fault_hit(ft, "ft_vote"));
+  int32_t fx[2] = {0, 0}; /* committed by the exchange; its status */
+  if (ft->rank == 0) {
+    int doubt = 0;
+    st = commit_exchange(ft, &g, &fx[0], &doubt);
+    fx[1] = st;
+    ft->doubt = doubt;
+  }
+  HSR_CHECK(ft_grp_bcast(ft, fx, sizeof fx));
+  if (fx[1] != HSR_OK)
+    return ft->rank == 0 ? (hsr_status)fx[1] : hsr_error((hsr_status)fx[1], "ft: rank 0's commit exchange failed");
+  if (fx[0]) { /* every participant's bit: committed, the quorum unchanged, no coordinator request */
+    ft->q.done++;
+    ft->read_stale = 1;
+    ft->aborts_in_row = 0;
+    L->committed = 1;
+    L->saver = ft_quorum_is_member(&ft->q, ft->c.replica_id);
+    for (int i = 0; i < ft->q.nmem; i++) L->saver &= ft->q.mem[i] >= ft->c.replica_id;
+    return HSR_OK;
+  }
   char *blob = NULL;
   HSR_CHECK(ft_grp_wait(ft, ft_lead_vote, &g, &blob));
   cJSON *o = cJSON_Parse(blob);

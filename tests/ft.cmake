@@ -9,7 +9,7 @@ hsr_add_mpi_test(NAME ft_outer_2 NP 2 ENV OPENBLAS_NUM_THREADS=1 COMMAND $<TARGE
 # loopback, groups of 2 ranks, faults through HSR_FAULT, every run checked
 # against the single-rank reference with the live replicas of each step.
 hsr_add_program(ft_check ft_check.c)
-foreach(s equiv kill_heal kill_allreduce kill_healer kill_healed stop refuse coord3 resume hsr_run crash_restart
+foreach(s equiv kill_heal kill_allreduce kill_healer kill_healed stop refuse coord3 coord_away resume hsr_run crash_restart
           sim_device sim_offload)
   add_test(NAME ft_${s} COMMAND ${CMAKE_SOURCE_DIR}/tests/ft/ft.sh ${s})
   set_tests_properties(ft_${s} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77 LABELS "mpi;ft" RESOURCE_LOCK ft
@@ -41,3 +41,9 @@ set_property(TEST ft_sim_device ft_sim_offload APPEND PROPERTY LABELS sim)
 add_test(NAME ft_sim COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 32 --steps 8 --step-time 0.2 --timeout 10
                              --kill 1@2 --restart 1@1 --stop 5:9 --check)
 set_tests_properties(ft_sim PROPERTIES TIMEOUT 120 LABELS ft RESOURCE_LOCK ft)
+# Groups killed inside a step's commit exchange, once their vectors are given: the groups with smaller ids
+# commit the step through the exchange, the others are in doubt and commit it in the coordinator (a vote on
+# the next step proves it); the next step drops the dead. --check: every survivor committed the same steps.
+add_test(NAME ft_sim_exchange COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 16 --steps 8 --step-time 0.2
+                                      --timeout 10 --kill 2@4 --kill-in-exchange --check)
+set_tests_properties(ft_sim_exchange PROPERTIES TIMEOUT 120 LABELS ft RESOURCE_LOCK ft)

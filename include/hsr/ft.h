@@ -7,9 +7,12 @@
  * linked to rank i of the others over UCX (addresses exchanged through the
  * coordinator), and the engine's outer reduction (hsr_rt_config.outer)
  * averages each rank's gradient shard over the live groups (torchft's
- * WorldSizeMode.DYNAMIC). After the all-reduce every group votes through the
- * coordinator: the step commits on every live group or on none (a dropped
- * step changes nothing; the quorum re-forms and the same step runs again).
+ * WorldSizeMode.DYNAMIC). After the all-reduce the groups' leaders reduce
+ * a commit bit and their state hashes among themselves: every bit set and
+ * every hash equal, the step commits with no coordinator request; otherwise
+ * every group votes through the coordinator. The step commits on every live
+ * group or on none (a dropped step changes nothing; the quorum re-forms and
+ * the same step runs again).
  * A group that is killed, or stopped past the timeout, is dropped; a group
  * restarted with join = 1 receives its shards' whole state (parameters,
  * AdamW moments, step, the program's state) from a live group over UCX at a
@@ -113,7 +116,8 @@ HSR_API hsr_status hsr_ft_step_end(hsr_ft *ft, hsr_ft_step *out);
 /* The hash of this group's whole training state after `done` steps:
  * every rank's master weights and moments, hashed (XXH3) and combined in
  * rank order, with the step and the program's state. Remembered for the
- * next vote, where every group's is compared. Collective. */
+ * next step's commit exchange (and vote), where every group's is compared.
+ * Collective. */
 HSR_API hsr_status hsr_ft_state_hash(hsr_ft *ft, hsr_rt *rt, int64_t done, uint64_t *hash);
 
 /* After the last step: every live group's final hash compared through the

@@ -28,8 +28,8 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsr bench ft [--groups N[,N...]] [--steps S] [--step-time SEC] [--timeout SEC]\n"
-          "                    [--kill K@STEP] [--stop STEP:SEC] [--restart R@GAP] [--group-size S]\n"
-          "                    [--addr-bytes B] [--detect SEC] [--heal SEC] [--json FILE] [--check]\n"
+          "                    [--kill K@STEP] [--kill-in-exchange] [--stop STEP:SEC] [--restart R@GAP]\n"
+          "                    [--group-size S] [--addr-bytes B] [--detect SEC] [--heal SEC] [--json FILE] [--check]\n"
           "Simulates the control plane of replica groups (docs/fault-tolerance.md, \"At scale\"): N groups,\n"
           "each a leader thread running hsr train's own registration, vote and decision code against a real\n"
           "'hsr coordinator' (etcd) that this command starts on 127.0.0.1 and stops. No training: the\n"
@@ -39,6 +39,8 @@ static void usage(FILE *f) {
           "  --step-time SEC    a step's compute before its all-reduce (default 1)\n"
           "  --timeout SEC      HSR_COMM_TIMEOUT (default 4; the cross-group bound is 3/4 of it)\n"
           "  --kill K@STEP      kill K groups at once at the start of STEP (their leases run out)\n"
+          "  --kill-in-exchange the killed die inside STEP's commit exchange, their vectors given: the groups\n"
+          "                     with smaller ids complete it and commit STEP, the others are in doubt\n"
           "  --stop STEP:SEC    stop one group in STEP's all-reduce for SEC seconds (SIGSTOP)\n"
           "  --restart R@GAP    restart R of the killed with --join once the others committed STEP + GAP\n"
           "  --group-size S     ranks per group: the UCX addresses a record carries (default 8)\n"
@@ -228,11 +230,12 @@ static char *to_json(const ft_sim_config *c, const run *runs, int nr) {
   char *j = malloc(cap);
   if (!j) return NULL;
   o += (size_t)snprintf(j + o, cap - o,
-                        "{\"steps\":%d,\"step_s\":%g,\"timeout_s\":%g,\"kill\":%d,\"kill_step\":%d,\"stop_step\":%d,"
-                        "\"stop_s\":%g,\"restart\":%d,\"restart_gap\":%d,\"group_size\":%d,\"addr_bytes\":%d,"
+                        "{\"steps\":%d,\"step_s\":%g,\"timeout_s\":%g,\"kill\":%d,\"kill_step\":%d,"
+                        "\"kill_in_exchange\":%d,\"stop_step\":%d,\"stop_s\":%g,\"restart\":%d,\"restart_gap\":%d,"
+                        "\"group_size\":%d,\"addr_bytes\":%d,"
                         "\"detect_s\":%g,\"heal_s\":%g,\"runs\":[",
-                        c->steps, c->step_s, c->timeout_s, c->kill, c->kill_step, c->stop_step, c->stop_s, c->restart,
-                        c->restart_gap, c->group_size, c->addr_bytes, c->detect_s, c->heal_s);
+                        c->steps, c->step_s, c->timeout_s, c->kill, c->kill_step, c->kill_xchg, c->stop_step, c->stop_s,
+                        c->restart, c->restart_gap, c->group_size, c->addr_bytes, c->detect_s, c->heal_s);
   for (int i = 0; i < nr; i++) {
     const ft_sim_report *r = &runs[i].r;
     o += (size_t)snprintf(
@@ -267,6 +270,7 @@ int bench_ft(int argc, char **argv) {
     O_TIMEOUT,
     O_KILL,
     O_STOP,
+    O_KILLX,
     O_RESTART,
     O_SIZE,
     O_ADDR,
@@ -281,6 +285,7 @@ int bench_ft(int argc, char **argv) {
                                        {"timeout", required_argument, 0, O_TIMEOUT},
                                        {"kill", required_argument, 0, O_KILL},
                                        {"stop", required_argument, 0, O_STOP},
+                                       {"kill-in-exchange", no_argument, 0, O_KILLX},
                                        {"restart", required_argument, 0, O_RESTART},
                                        {"group-size", required_argument, 0, O_SIZE},
                                        {"addr-bytes", required_argument, 0, O_ADDR},
@@ -325,6 +330,7 @@ int bench_ft(int argc, char **argv) {
                        optarg);
       c.kill = (int)v, c.kill_step = (int)d;
       break;
+    case O_KILLX: c.kill_xchg = 1; break;
     case O_STOP:
       if (!parse_pair("--stop", optarg, ':', &v, &c.stop_s, 1, 1000000) || c.stop_s <= 0)
         st = hsr_error(HSR_ERR_INVALID, "--stop '%s': expected STEP:SEC (a group stopped in STEP for SEC > 0 s)",
@@ -359,6 +365,8 @@ int bench_ft(int argc, char **argv) {
     ft_sim_report r;
     if (c.restart > c.kill)
       return cli_usage_error("bench ft", "--restart %d: only %d group(s) are killed (--kill)", c.restart, c.kill);
+    if (c.kill_xchg && !c.kill)
+      return cli_usage_error("bench ft", "--kill-in-exchange without --kill K@STEP: no group is killed");
     if (c.kill >= groups[i] - 1)
       return cli_usage_error("bench ft", "--kill %d with --groups %d: at least two groups must survive", c.kill,
                              groups[i]);
