@@ -104,6 +104,13 @@ for l in open(sys.argv[1]):
   [ "$res" = FAIL ] && fails=$((fails + 1))
   rows+=("| $name | $dd | $dn | $lost | $named/2 | $equal/2 | $rcs | $left | $res |")
   echo "${rows[-1]}"
+  if [ "$res" = FAIL ]; then # what the groups said, before the folder goes: errors and crash reports first
+    for g in 0 1 2; do
+      echo "  group $g (exit $(cat "$d/g$g.rc")):"
+      grep -h -E "hsr (fatal|error)|HSR_ERR" "$d/g$g"/rank.*.log 2>/dev/null | head -30 | sed 's/^/    /'
+      tail -n 3 "$d/g$g.run" 2>/dev/null | sed 's/^/    /'
+    done
+  fi
 done
 hdr="| scenario (group 1) | fault to the survivors' drop line (s) | fault to their next committed step (s) | steps dropped and run again | survivors naming it | survivors ending with equal state_hash | exits (groups 0,1,2) | processes left | result |"
 sep="|---|---|---|---|---|---|---|---|---|"
