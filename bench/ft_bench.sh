@@ -72,9 +72,10 @@ def line(f, pat):
         if m: return l.split()[0], m
     return None, None
 _, hm = line(f"{d}/g1j/rank.0.log", r"healed from replica (\d+) after (\d+) steps: ([0-9.]+) MB over UCX in ([0-9.]+) s")
-_, sm = line(f"{d}/g0/rank.0.log", r"sent this group's state to replica 1 after (\d+) steps: ([0-9.]+) MB in ([0-9.]+) s")
-if not sm:
-    _, sm = line(f"{d}/g2/rank.0.log", r"sent this group's state to replica 1 after (\d+) steps: ([0-9.]+) MB in ([0-9.]+) s")
+# every live group heals a slice (" (a slice: one of 2 healers)"): the slowest healer's time
+sent = r"sent this group's state to replica 1 after (\d+) steps(?: \([^)]*\))?: ([0-9.]+) MB in ([0-9.]+) s"
+sm = max((m for m in (line(f"{d}/g{g}/rank.0.log", sent)[1] for g in (0, 2)) if m),
+         key=lambda m: float(m.group(3)), default=None)
 tk, _ = line(f"{d}/g1/rank.0.log", r"HSR_FAULT:")
 nxt = None
 for l in open(f"{d}/g0.log"):
