@@ -515,6 +515,14 @@ static hsr_status put_marker(const char *key) {
   return HSR_OK;
 }
 
+/* A fence that named the rank that ended: the rank stays until the
+ * launcher ends the job (boot.c), and its lifeline repeats the finding. */
+static hsr_status named(hsr_boot *b, const char *what, const char *who) {
+  snprintf(b->named_msg, sizeof b->named_msg, "boot %s: %s", what, who);
+  atomic_store(&b->named, 1);
+  return hsr_error(HSR_ERR_BOOT, "%s", b->named_msg);
+}
+
 hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
   char key[48];
   fault_hook_hit(&b->hook, "boot"); /* HSR_FAULT, a test hook */
@@ -529,11 +537,7 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
   if (rc != PMIX_SUCCESS)
     return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(rc));
   if (!done) {
-    if (w.ended) { /* named: the rank stays until the launcher ends the job (boot.c), as below */
-      snprintf(b->named_msg, sizeof b->named_msg, "boot %s: %s", what, w.msg);
-      atomic_store(&b->named, 1);
-      return hsr_error(HSR_ERR_BOOT, "%s", b->named_msg);
-    }
+    if (w.ended) return named(b, what, w.msg);
     char who[512];
     missing(b, key, who, sizeof who);
     if (who[0])
@@ -546,11 +550,7 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
     return hsr_error(HSR_ERR_TIMEOUT, "boot %s: not every rank arrived within HSR_BOOT_TIMEOUT=%d s", what,
                      b->timeout_s);
   if (fst != PMIX_SUCCESS) { /* the launcher failed it: a rank has ended, which the process table names */
-    if (boot_killed_rank(b, w.msg, sizeof w.msg, 1.0)) {
-      snprintf(b->named_msg, sizeof b->named_msg, "boot %s: %s", what, w.msg);
-      atomic_store(&b->named, 1);
-      return hsr_error(HSR_ERR_BOOT, "%s", b->named_msg);
-    }
+    if (boot_killed_rank(b, w.msg, sizeof w.msg, 1.0)) return named(b, what, w.msg);
     return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(fst));
   }
   return HSR_OK;
