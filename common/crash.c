@@ -203,7 +203,7 @@ static void on_crash(int sig, siginfo_t *si, void *uc_) {
       if (r > 0 && comm[r - 1] == '\n') comm[r - 1] = '\0';
       close(fd);
     }
-    where w[3 + CRASH_FRAMES];
+    where w[4 + CRASH_FRAMES]; /* ip, fault address, caller, sp, the frames */
     memset(w, 0, sizeof w);
     uintptr_t ip = 0, sp = 0;
 #if defined(__x86_64__)
@@ -213,25 +213,21 @@ static void on_crash(int sig, siginfo_t *si, void *uc_) {
 #else
     (void)uc;
 #endif
-    w[0].addr = ip, w[1].addr = (uintptr_t)si->si_addr;
+    w[0].addr = ip, w[1].addr = (uintptr_t)si->si_addr, w[3].addr = sp;
     void *fr[CRASH_FRAMES];
     int nf = backtrace(fr, CRASH_FRAMES), skip = 0;
     for (int i = 0; i < nf && !skip; i++) /* the handler's own frames and the signal's trampoline */
       if ((uintptr_t)fr[i] == ip) skip = i;
     nf -= skip;
-    for (int i = 0; i < nf; i++) w[3 + i].addr = (uintptr_t)fr[skip + i];
-    place(w, 3 + nf);
+    for (int i = 0; i < nf; i++) w[4 + i].addr = (uintptr_t)fr[skip + i];
+    place(w, 4 + nf);
     /* not code at the ip: a call through a bad pointer; on x86-64 the
      * caller's return address is the word at sp (the call pushed it) */
     int jumped = w[0].found ? w[0].perms[2] != 'x' : 1;
 #if defined(__x86_64__)
-    if (jumped && sp) {
-      where s = {.addr = sp};
-      place(&s, 1);
-      if (s.found && s.perms[0] == 'r') {
-        w[2].addr = *(const uintptr_t *)sp;
-        place(&w[2], 1);
-      }
+    if (jumped && sp && w[3].found && w[3].perms[0] == 'r') {
+      w[2].addr = *(const uintptr_t *)sp;
+      place(&w[2], 1);
     }
 #endif
     prefix(&o);
@@ -274,7 +270,7 @@ static void on_crash(int sig, siginfo_t *si, void *uc_) {
       put(&o, "  #");
       put_dec(&o, i);
       put(&o, " ");
-      put_where(&o, &w[3 + i]);
+      put_where(&o, &w[4 + i]);
       flush_line(&o);
     }
     prefix(&o);
