@@ -29,6 +29,10 @@ static void key_member(char *k, int id) { snprintf(k, KEY_MAX, FT_PREFIX "m/%04d
 static void key_vote(char *k, int64_t s, int64_t e, int id) {
   snprintf(k, KEY_MAX, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/%04d", s, e, id);
 }
+/* the prefix of step s's votes in epoch e */
+static void key_votes(char *k, int64_t s, int64_t e) {
+  snprintf(k, KEY_MAX, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s, e);
+}
 static void key_abort(char *k, int64_t s, int64_t e) {
   snprintf(k, KEY_MAX, FT_PREFIX "a/%010" PRId64 "/%06" PRId64, s, e);
 }
@@ -155,8 +159,8 @@ static hsr_status read_all(hsr_ft *ft, view *v, int full) {
   memset(v, 0, sizeof *v);
   char vp[KEY_MAX], ak[KEY_MAX], np[KEY_MAX], pk[KEY_MAX];
   int64_t s = ft->q.done + 1;
-  snprintf(vp, sizeof vp, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s, ft->q.epoch);
-  snprintf(np, sizeof np, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s + 1, ft->q.epoch);
+  key_votes(vp, s, ft->q.epoch);
+  key_votes(np, s + 1, ft->q.epoch);
   key_abort(ak, s, ft->q.epoch);
   key_abort(pk, s - 1, ft->q.epoch);
   if (full) {
@@ -723,7 +727,7 @@ static hsr_status write_abort(hsr_ft *ft, const int *gone, int ngone, const char
   int nc = 0;
   c[nc++] = (ft_cmp){ak, FT_CMP_CREATE, 0, 0};
   /* and no vote on the next step in this epoch: its group committed this step through the exchange */
-  snprintf(vk[nc], KEY_MAX, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/", s + 1, ft->q.epoch);
+  key_votes(vk[nc], s + 1, ft->q.epoch);
   c[nc] = (ft_cmp){vk[nc], FT_CMP_CREATE, 0, 1};
   nc++;
   cJSON *o = cJSON_CreateObject(), *g = cJSON_AddArrayToObject(o, "gone");
