@@ -50,6 +50,7 @@ static void notice_recv_cb(void *req, ucs_status_t status, const ucp_tag_recv_in
   ucx_ctx *u = user;
   ucp_request_free(req);
   u->notice_req = NULL;
+  u->notice_posting = 0;
   if (status == UCS_OK) u->notice_ready = 1; /* acted on outside the callback (ucx_net_progress) */
 }
 
@@ -58,8 +59,13 @@ static void post_notice_recv(coll_ctx *x, ucx_ctx *u) {
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                            .cb.recv = notice_recv_cb,
                            .user_data = u};
+  u->notice_posting = 1; /* see track_begin: the callback may run inside the post */
   ucs_status_ptr_t r = ucp_tag_recv_nbx(u->worker, &u->notice_in, sizeof u->notice_in, UCX_NOTICE_TAG, ~0ull, &p);
-  if (UCS_PTR_IS_ERR(r)) {
+  int ran = !u->notice_posting;
+  u->notice_posting = 0;
+  if (ran) {
+    /* ended inside the post: the callback freed the request and said what came */
+  } else if (UCS_PTR_IS_ERR(r)) {
     HSR_LOG_D("collectives: cannot post the fault-notice receive: %s", ucs_status_string(UCS_PTR_STATUS(r)));
   } else if (r == NULL) {
     u->notice_ready = 1; /* completed in place */
@@ -94,8 +100,9 @@ static void ucx_net_notify(coll_ctx *x, const seg_notice *n) {
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
                              .cb.send = notice_sent_cb,
                              .user_data = u};
+    u->notices_out++; /* before the post: its callback may run inside it */
     ucs_status_ptr_t q = ucp_tag_send_nbx(ep, &u->notice_out, sizeof u->notice_out, UCX_NOTICE_TAG, &p);
-    if (q && !UCS_PTR_IS_ERR(q)) u->notices_out++;
+    if (!q || UCS_PTR_IS_ERR(q)) u->notices_out--; /* done in place or refused: no callback */
   }
 }
 
@@ -302,6 +309,7 @@ static ucp_ep_h ep_of(coll_ctx *x, int wr) {
 
 static void forget(ucx_chunk *ch, void *req, ucs_status_t status) {
   coll_op *op = ch->op;
+  if (ch->posting) ch->ended_inline = 1; /* its post must not keep the request: it is freed below */
   ch->u->live--;
   ch->pending--;
   op->inflight--;
@@ -326,11 +334,30 @@ uint64_t ucx_tag(const coll_op *op, int stage, int step, int k) {
          ((uint64_t)(step & 0xfff) << 10) | (uint64_t)(k & 0x3ff);
 }
 
-static void track(ucx_chunk *ch, ucs_status_ptr_t r) {
+/* UCX may run a request's callback inside the call that posts it (a
+ * rendezvous that ends at once, over CMA, or fails there) and still return
+ * the request, which the callback has then freed. So a transfer is counted
+ * before it is posted, where that callback finds it, and a request whose
+ * callback already ran is not kept (ucx_cancel would cancel freed memory). */
+static void track_begin(ucx_chunk *ch) {
   ch->u = ucx_ctx_of(ch->op->c->ctx);
   ch->u->live++;
   ch->pending++;
   ch->op->inflight++;
+  ch->posting = 1;
+  ch->ended_inline = 0;
+}
+
+/* After the post: NULL (done in place) and an error ran no callback. */
+static void track_end(ucx_chunk *ch, ucs_status_ptr_t r) {
+  ch->posting = 0;
+  if (ch->ended_inline) return;
+  if (!r || UCS_PTR_IS_ERR(r)) {
+    ch->u->live--;
+    ch->pending--;
+    ch->op->inflight--;
+    return;
+  }
   for (int i = 0; i < 2; i++)
     if (!ch->reqs[i]) {
       ch->reqs[i] = r;
@@ -348,13 +375,14 @@ int ucx_send(ucx_chunk *ch, int peer, const void *buf, size_t bytes, uint64_t ta
   }
   ucp_request_param_t p = {
       .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, .cb.send = send_cb, .user_data = ch};
+  track_begin(ch);
   ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, bytes, tag, &p);
+  track_end(ch, r);
   if (UCS_PTR_IS_ERR(r)) {
     op->wait_peer = peer;
     coll_fault_transfer(op, ucs_status_string(UCS_PTR_STATUS(r)));
     return 0;
   }
-  if (r) track(ch, r);
   return 1;
 }
 
@@ -362,12 +390,13 @@ int ucx_recv(ucx_chunk *ch, void *buf, size_t bytes, uint64_t tag) {
   coll_op *op = ch->op;
   ucp_request_param_t p = {
       .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA, .cb.recv = recv_cb, .user_data = ch};
+  track_begin(ch);
   ucs_status_ptr_t r = ucp_tag_recv_nbx(ucx_ctx_of(op->c->ctx)->worker, buf, bytes, tag, ~0ull, &p);
+  track_end(ch, r);
   if (UCS_PTR_IS_ERR(r)) {
     coll_fault_transfer(op, ucs_status_string(UCS_PTR_STATUS(r)));
     return 0;
   }
-  if (r) track(ch, r);
   return 1;
 }
 

@@ -30,6 +30,7 @@ struct ucx_ctx {
   seg_notice notice_in, notice_out;
   void *notice_req;
   int notice_ready, notices_out;
+  int notice_posting; /* 1 while the notice receive is being posted; its callback clears it */
   int live; /* op transfers in flight (their requests are ours to free) */
 };
 
@@ -43,6 +44,7 @@ typedef struct ucx_chunk {
   ucx_ctx *u; /* set when a transfer is tracked: a failed op's communicator may be gone before its callback */
   int k, stage, step, posted, pending, finished;
   int failed; /* one of its transfers ended with an error (peer notices and point to point name its member) */
+  int posting, ended_inline; /* a transfer is being posted; its callback already ran inside the post */
   void *reqs[2];
 } ucx_chunk;
 

@@ -9,6 +9,10 @@
  *              1e-6 (relative)
  *   p2p        send/recv of three buffers between two members, and a receive
  *              whose sender is silent: named ("sent nothing") within its bound
+ *   late       a large all-reduce that rank 0 joins 0.3 s after the others:
+ *              their rendezvous messages wait unexpected, so its receives
+ *              match at once and UCX may run their callbacks inside the post
+ *              (a CMA get that ends there); the mean on every rank
  *   verdict    rank 2 skips a step's all-reduce: ranks 0 and 1 fail it within
  *              the bound naming member 2 alone (nothing else), while the job's
  *              world communicator is untouched (a barrier and an all-reduce on
@@ -18,6 +22,7 @@
  * over every rank, ITERS times after one warm-up), printed by rank 0 as a
  * line and as JSON; no checks.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +90,31 @@ static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* late: rank 0 posts after the others' messages have arrived. */
+static int check_late(peer_ctx *p, hsr_comm *w) {
+  const size_t n = (size_t)1 << 21;
+  int all[3] = {0, 1, 2};
+  hsr_comm *c;
+  OK(peer_comm_create(p, all, 3, 20, &c));
+  float *buf = malloc(n * sizeof *buf);
+  if (!buf) FAIL("out of memory");
+  for (size_t i = 0; i < n; i++) buf[i] = val(g_rank, i % 4096);
+  OK(hsr_comm_barrier(w, NULL));
+  if (g_rank == 0) nanosleep(&(struct timespec){0, 300000000}, NULL);
+  peer_result r;
+  OK(peer_allreduce(c, 1, buf, n, HSR_F32, HSR_AVG, 30, &r));
+  CHECK(r.ok, "late all-reduce: %s", r.why);
+  size_t bad = 0;
+  for (size_t i = 0; i < n && r.ok; i++) {
+    double e = expect(all, 3, i % 4096);
+    if (fabs(buf[i] - e) > 1e-6 * fabs(e) + 1e-7) bad++;
+  }
+  CHECK(bad == 0, "late all-reduce: %zu of %zu elements are not the mean", bad, n);
+  if (!r.buf_taken) free(buf);
+  peer_comm_free(c);
+  return 0;
 }
 
 /* The all-reduce alone, timed: ITERS steps of one view over every rank. */
@@ -171,6 +201,7 @@ int main(int argc, char **argv) {
   rc |= check_allreduce(p, w, all, 3, 1, 1);
   int pairs[3][2] = {{0, 1}, {0, 2}, {1, 2}};
   for (int k = 0; k < 3; k++) rc |= check_allreduce(p, w, pairs[k], 2, 2 + k, 1);
+  rc |= check_late(p, w);
 
   /* p2p: 0 sends three buffers to 1 */
   if (g_rank <= 1) {
