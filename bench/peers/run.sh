@@ -25,6 +25,8 @@
 #   --emulate-net RATE     hsr-run --emulate-net RATE (root; e.g. 300mbit, 1gbit)
 #   --quick                --ranks "1 2" --rounds 1 --steps 10 --reshard full --mesh fsdp: a smoke run
 #   --out DIR              logs, JSON and the initial weights (default a new /tmp/hsr-peers-XXXXXX)
+#   --corpus REV|FILE      the training text of both: hsr train's default text as it was at commit REV
+#                          (bench/peers/corpus.sh; default the pinned PINNED_REV below), or a file
 #   -- ARGS                more flags for both (e.g. --layers 4 --dim 128 --batch 16 --seq 128)
 # Env: HSR_BUILD (default <src>/build), HSR_PEERS_VENV (default bench/peers/.venv: bench/peers/setup.sh).
 # A benchmark, not a test: on a shared machine single figures swing; read the
@@ -37,13 +39,18 @@ VENV=${HSR_PEERS_VENV:-$HERE/.venv}
 PY=$VENV/bin/python
 model=gpt peers="fsdp2 ddp" ranks="1 2 4" reshards="full none partial" meshes="fsdp hsdp" rounds=3 steps=20 prefetch=1
 nodes=1 rate="" out="" quick=0
+# The text every table of docs/peers.md trains on: the default corpus of this
+# commit. hsr's default (build/hsr-corpus.txt) follows the tree, so its
+# batches, and the losses compared, would change with every commit.
+PINNED_REV=4a6cc29e31c27da6fb29d968ce1aaec75d1087aa
+corpus=$PINNED_REV
 extra=()
 prog=peers/run.sh
 . "$SRC/scripts/argcheck.sh"
 ac_env dir HSR_BUILD
 while [ $# -gt 0 ]; do
   case $1 in
-    --model|--peers|--ranks|--reshard|--mesh|--rounds|--steps|--prefetch|--nodes|--emulate-net|--out) ac_need "$1" $# "${2:-}" ;;&
+    --model|--peers|--ranks|--reshard|--mesh|--rounds|--steps|--prefetch|--nodes|--emulate-net|--out|--corpus) ac_need "$1" $# "${2:-}" ;;&
     --model) model=$2; shift 2;;
     --peers) peers=$2; shift 2;;
     --ranks) ranks=$2; shift 2;;
@@ -55,9 +62,10 @@ while [ $# -gt 0 ]; do
     --nodes) nodes=$2; shift 2;;
     --emulate-net) rate=$2; shift 2;;
     --out) out=$2; shift 2;;
+    --corpus) corpus=$2; shift 2;;
     --quick) quick=1; shift;;
     --) shift; extra=("$@"); break;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
     *) ac_die "unknown option '$1'";;
   esac
 done
@@ -77,6 +85,14 @@ ac_int --nodes "$nodes" 1 4096
 "$PY" -c "import torch" 2>/dev/null || { echo "peers: $PY cannot import torch (bench/peers/setup.sh --force)" >&2; exit 2; }
 out=${out:-$(mktemp -d /tmp/hsr-peers-XXXXXX)}
 mkdir -p "$out"
+if [ -f "$corpus" ]; then
+  text=$corpus
+else
+  text=$out/corpus.txt
+  "$HERE/corpus.sh" "$corpus" "$text" || exit 2
+fi
+text_sum=$(sha256sum "$text" | cut -c1-16)
+extra=(--data "$text" "${extra[@]}")
 netargs=(-n); [ "$nodes" -gt 1 ] && netargs=(--nodes "$nodes" -n); [ -n "$rate" ] && netargs=(--emulate-net "$rate" "${netargs[@]}")
 launch() { local n=$1; shift; "$B/hsr-run" "${netargs[@]}" "$n" -- "$@" </dev/null; } # stdin: the configurations
 
@@ -87,6 +103,7 @@ init=$out/init.safetensors
 tv=$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)
 echo "# hsr $("$B/hsr" version 2>/dev/null | head -1) vs torch $tv (gloo, CPU), model $model, $steps steps, ${extra[*]:-defaults}," \
   "prefetch $prefetch, nodes $nodes${rate:+, emulated net $rate}; one thread per rank; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# text: $text ($(wc -c <"$text") bytes, sha256 $text_sum...; --corpus $corpus)"
 
 # configurations: name|peer|hsr flags|peer flags, for N ranks
 configs() {
@@ -163,9 +180,9 @@ print("%-6s %-18s %-6s %11s %11s %7s" % (d["ranks"], d["peer"] + " " + d["config
   done < <(configs "$n")
 done
 
-python3 - "$out" "$rounds" "$steps" "$tv" "$nodes" "$rate" <<'PY'
+python3 - "$out" "$rounds" "$steps" "$tv" "$nodes" "$rate" "$corpus" "$text_sum" <<'PY'
 import json, os, statistics, sys
-out, rounds, steps, tv, nodes, rate = sys.argv[1:]
+out, rounds, steps, tv, nodes, rate, corpus, text_sum = sys.argv[1:]
 rows = [json.loads(l) for l in open(f"{out}/rows.jsonl")]
 keys = []
 for d in rows:
@@ -195,7 +212,7 @@ for n, peer, cfg in keys:
     print(f"{n:<6} {peer:<6} {cfg:<16} {f(mh, '10.0f')} {f(mp, '10.0f')} {f(row['ratio'], '8.2f')}x "
           f"{f(row['loss_max_rel'], '9.1e')} {f(row['grad_norm_max_rel'], '9.1e')}  "
           f"{ {True: 'yes', False: 'NO'}.get(row['same_job'], '-') }")
-res = {"torch": tv, "steps": int(steps), "rounds": int(rounds), "nodes": int(nodes), "emulate_net": rate or None,
+res = {"torch": tv, "corpus": corpus, "text_sha256_16": text_sum, "steps": int(steps), "rounds": int(rounds), "nodes": int(nodes), "emulate_net": rate or None,
        "load": open("/proc/loadavg").read().split()[:3], "cores": os.cpu_count(), "rows": table}
 json.dump(res, open(f"{out}/peers.json", "w"), indent=1)
 print(json.dumps(res))
