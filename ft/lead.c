@@ -21,6 +21,7 @@
 
 #include "ft_int.h"
 #include "hsr/config.h"
+#include "hsr/git.h"
 #include "common/common_internal.h"
 
 #define KEY_MAX 128

@@ -8,6 +8,7 @@
 
 #include "tools/cli/cli.h"
 #include "hsr/config.h"
+#include "hsr/git.h"
 #if HSR_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nccl.h>

@@ -26,6 +26,7 @@
 #include "common/grow.h"
 #include "ckpt_int.h"
 #include "hsr/config.h"
+#include "hsr/git.h"
 #include "common/dtype_internal.h"
 #include "common/env.h"
 #include "runtime/engine/state.h"

@@ -12,6 +12,7 @@
 
 #include "ckpt_int.h"
 #include "hsr/config.h"
+#include "hsr/git.h"
 
 /* Each rank's data file's bytes: 12 per element of its pieces. */
 static hsr_status file_bytes(const ckpt_geom *g, int R, int S, uint64_t *bytes) {

@@ -18,6 +18,7 @@
 #include "bench_coll.h"
 #include "tools/cli/cli.h"
 #include "hsr/config.h"
+#include "hsr/git.h"
 #include "common/dtype_internal.h"
 #include "collectives/comm_internal.h"
 #include "launch/boot_internal.h"
