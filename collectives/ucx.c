@@ -3,8 +3,8 @@
  * transport's table. The algorithms are ucx_ring.c (all-gather,
  * reduce-scatter, all-reduce as both), ucx_allreduce_rd.c, ucx_bcast_flat.c
  * and ucx_barrier_dissem.c. */
+#include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,13 +106,20 @@ static void ucx_net_notify(coll_ctx *x, const seg_notice *n) {
   }
 }
 
+/* One round of progress; when nothing moved, a sleep on the worker's event
+ * fd of at most ms (8 ranks share 2 cores at teardown: no spinning). */
+static void progress_or_sleep(coll_ctx *x, ucx_ctx *u, int ms) {
+  if (ucp_worker_progress(u->worker)) return;
+  if (x->net_fd < 0 || ucp_worker_arm(u->worker) == UCS_ERR_BUSY) return;
+  struct pollfd pf = {.fd = x->net_fd, .events = POLLIN};
+  poll(&pf, 1, ms);
+}
+
 /* Waits for a UCX request, at most limit_s. */
-static void wait_req(ucx_ctx *u, ucs_status_ptr_t r, double limit_s) {
+static void wait_req(coll_ctx *x, ucx_ctx *u, ucs_status_ptr_t r, double limit_s) {
   if (r == NULL || UCS_PTR_IS_ERR(r)) return;
   double t0 = clock_s();
-  while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_s() - t0 < limit_s) {
-    if (!ucp_worker_progress(u->worker)) sched_yield();
-  }
+  while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_s() - t0 < limit_s) progress_or_sleep(x, u, 10);
   ucp_request_free(r);
 }
 
@@ -186,7 +193,7 @@ static void close_failed(coll_ctx *x, ucx_ctx *u) {
     }
   double t0 = clock_s();
   for (int busy = 1; busy && clock_s() - t0 < 1.0;) {
-    if (!ucp_worker_progress(u->worker)) sched_yield();
+    progress_or_sleep(x, u, 10);
     busy = u->live > 0 || u->notices_out > 0;
     for (int i = 0; i < n; i++) busy |= ucp_request_check_status(reqs[i]) == UCS_INPROGRESS;
   }
@@ -199,7 +206,7 @@ static void close_failed(coll_ctx *x, ucx_ctx *u) {
     if (!m) break;
     void *big = info.length > sizeof sink ? malloc(info.length) : NULL;
     ucp_request_param_t p = {.op_attr_mask = 0};
-    wait_req(u, ucp_tag_msg_recv_nbx(u->worker, big ? big : sink, big ? info.length : sizeof sink, m, &p), 0.1);
+    wait_req(x, u, ucp_tag_msg_recv_nbx(u->worker, big ? big : sink, big ? info.length : sizeof sink, m, &p), 0.1);
     free(big);
   }
 }
@@ -220,7 +227,7 @@ static void ucx_net_fini(coll_ctx *x) {
       if (fr && !UCS_PTR_IS_ERR(fr)) {
         double t0 = clock_s(), next = 0;
         while (ucp_request_check_status(fr) == UCS_INPROGRESS && clock_s() - t0 < 10 && !failed) {
-          if (!ucp_worker_progress(u->worker)) sched_yield();
+          progress_or_sleep(x, u, 20);
           if (clock_s() >= next) next = clock_s() + 0.02, failed = fini_stop(x);
         }
         ucp_request_free(fr);
@@ -239,7 +246,7 @@ static void ucx_net_fini(coll_ctx *x) {
       for (int r = 0; r < x->size; r++)
         if (u->eps[r]) {
           ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
-          wait_req(u, ucp_ep_close_nbx(u->eps[r], &cp), 10);
+          wait_req(x, u, ucp_ep_close_nbx(u->eps[r], &cp), 10);
         }
     }
     for (int k = 0; k < 100 && u->notice_req; k++) ucp_worker_progress(u->worker);
