@@ -13,7 +13,7 @@ gradient norm is what shows a reduction that sums instead of averaging
 an error of a factor of 2 or more. Its bound is looser than the losses':
 at a loss spike (a step whose norm jumps several-fold) the norm sums large
 terms of both signs, and two correct f32 summation orders differ there by
-about 1.5e-4. json only: runs with any Python 3."""
+1.5e-4 to 2e-3 (run.sh trains on a pinned text without a spike early on). json only: runs with any Python 3."""
 import argparse
 import json
 import sys
