@@ -4,8 +4,10 @@
 #   `hsr train --model gpt` from the same initial weights (hsr train
 #   --export-init, once; torchft_peer.py --init) on the same pinned text
 #   (--data), 3 replica groups of 1 rank each, one thread each. Group 1 is
-#   SIGKILLed at step KILL (hsr: HSR_FAULT=0:step:KILL:kill, in its KILL-th
-#   optimizer step; torchft: by its driver once the group logged step KILL)
+#   SIGKILLed in its step KILL, KILL-1 steps committed (hsr:
+#   HSR_FAULT=0:step:KILL:kill, in that optimizer step; torchft: by its driver
+#   once the group has logged its step KILL-1, torchft_peer.py --kill-at
+#   KILL-2 as its steps count from 0)
 #   and restarted once group 0 has passed step RESTART (hsr: --join; torchft:
 #   the same command, healing from a live group). The same communication
 #   timeout on both (HSR_COMM_TIMEOUT and torchft's Manager timeout). torchft
@@ -28,7 +30,7 @@
 # Options:
 #   --rounds R         rounds (default 3)
 #   --steps N          steps of every group (default 60)
-#   --kill-at K        group 1's fatal step (default 4)
+#   --kill-at K        group 1's fatal step, from 1 (default 4)
 #   --restart-after S  restart once group 0 has passed step S (default 8; above K)
 #   --timeout T        HSR_COMM_TIMEOUT and torchft's Manager timeout, seconds (default 10)
 #   --batch B          the global batch, split over the groups (default 12)
@@ -56,7 +58,7 @@ while [ $# -gt 0 ]; do
     --rounds|--steps|--kill-at|--restart-after|--timeout|--batch|--corpus|--limit|--out) ac_need "$1" $# "${2:-}" ;;&
     --rounds) ac_int --rounds "$2" 1 1000; rounds=$2; shift 2;;
     --steps) ac_int --steps "$2" 3 100000000; steps=$2; shift 2;;
-    --kill-at) ac_int --kill-at "$2" 1 100000000; kill=$2; shift 2;;
+    --kill-at) ac_int --kill-at "$2" 2 100000000; kill=$2; shift 2;;
     --restart-after) ac_int --restart-after "$2" 1 100000000; restart=$2; shift 2;;
     --timeout) ac_int --timeout "$2" 1 3600; tmo=$2; shift 2;;
     --batch) ac_int --batch "$2" 3 100000000; batch=$2; shift 2;;
@@ -185,7 +187,7 @@ tft_round() { # DIR: one run of torchft_peer.py
   local d=$1
   mkdir -p "$d"
   "$PY" -W ignore "$HERE/torchft_peer.py" --init "$init" --data "$text" --groups 3 --steps "$steps" --batch "$batch" \
-    --kill-at "$kill" --restart-after "$restart" --manager-timeout "$tmo" --min-replicas 2 --reduce manager --timeout "$limit" \
+    --kill-at "$((kill - 2))" --restart-after "$restart" --manager-timeout "$tmo" --min-replicas 2 --reduce manager --timeout "$limit" \
     --out "$d" >"$d/driver.out" 2>&1 </dev/null
   tail -n 1 "$d/driver.out" | python3 -c '
 import json, sys
