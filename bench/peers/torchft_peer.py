@@ -7,8 +7,8 @@ group, time the survivors' next committed step and the restarted group's heal.
 
 The driver starts torchft's Lighthouse (in this process) and --groups replica
 groups, one process (one rank) each, as separate programs; each trains the
-GPT from INIT with torchft's Manager (gloo, min_replica_size --min-replicas), its
-DistributedDataParallel and Optimizer wrappers, the data windows of its
+GPT from INIT with torchft's Manager (gloo, min_replica_size --min-replicas),
+its DistributedDataParallel and Optimizer wrappers, the data windows of its
 replica slice of hsr's global batch, and logs one JSON line per step (time,
 step, committed, participants). Group 1 is SIGKILLed when it reaches step
 --kill-at and restarted once group 0 has passed step --restart-after; the
@@ -81,9 +81,8 @@ def group_main(a):
         log.write(json.dumps({"t": time.time(), "group": a.group_id, "step": step, "committed": bool(committed),
                               "participants": n, "loss": float(loss)}) + "\n")
         log.flush()
-    # the state every group ends with: equal bytes when the groups applied the
-    # same updates (gloo's all-reduce gives every participant the same sum) and
-    # a healed group installed the others' state
+    # the state every group ends with: the same bytes on every group when they
+    # applied the same updates and a healed group installed the others' state
     h = hashlib.sha256()
     for sd in (model.state_dict(), opt.state_dict()["state"]):
         for k in sorted(sd, key=str):
@@ -136,7 +135,8 @@ def driver(a):
         logf = os.path.join(out, f"group{g}.jsonl")
         cmd = [sys.executable, "-W", "ignore", __file__, "--role", "group", "--group-id", str(g), "--lighthouse", addr,
                "--reduce", a.reduce, "--manager-timeout", str(a.manager_timeout), "--min-replicas", str(a.min_replicas),
-               "--log", logf, "--final", os.path.join(out, f"group{g}.final.pt"), "--init", a.init, "--steps", str(a.steps), "--batch", str(a.batch), "--data", a.data]
+               "--log", logf, "--final", os.path.join(out, f"group{g}.final.pt"),
+               "--init", a.init, "--steps", str(a.steps), "--batch", str(a.batch), "--data", a.data]
         return subprocess.Popen(cmd, env=env, stdout=open(os.path.join(out, f"group{g}.out"), "a"),
                                 stderr=subprocess.STDOUT)
 
