@@ -311,6 +311,10 @@ hsr_status hsr_ft_join(hsr_ft *ft, hsr_rt *rt, int64_t *done) {
   HSR_CHECK(gather_addresses(ft));
   uint64_t arg[2] = {(uint64_t)d0, h};
   char *blob = NULL;
+  /* at info: the moment a (re)started group reaches the coordinator, engine built (bench/peers/ft_side.sh) */
+  if (ft->rank == 0)
+    log_msg(HSR_LOG_INFO, "replica group %d: registering with the coordinator%s", ft->c.replica_id,
+            ft->c.join ? " as a joiner" : "");
   HSR_CHECK(ft_grp_wait(ft, lead_register_fn, arg, &blob));
   free(blob);
   HSR_CHECK(ft_grp_wait(ft, ft_lead_wait_quorum, NULL, &blob));

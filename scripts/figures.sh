@@ -89,6 +89,12 @@ fig_peers_quick() { # per row: hsr/peer tokens/s; and how many rows ran the same
   jq -r '.rows[] | "r\(.ranks)_\(.peer)_\(.config | gsub("[:]"; "_"))_x \(.ratio)"' "$1/p/peers.json"
   jq -r '"same_job_rows \([.rows[] | select(.same_job)] | length)"' "$1/p/peers.json"
 }
+# hsr's replica groups beside torchft's, the same job and fault (docs/peers.md; needs setup.sh --with torchft)
+cmd[peers_ft_side]="bench/peers/ft_side.sh --rounds 2 --out \$OUT/f" # peers: on demand, never in CI
+quick[peers_ft_side]=0
+fig_peers_ft_side() { # the medians of each side: kill to next commit, restart to first commit, machinery up to it
+  jq -r '.table[] | "hsr_\(.measure) \(.hsr_s)", "torchft_\(.measure) \(.torchft_s)"' "$1/f/ft_side.json"
+}
 cmd[suite]="ctest --test-dir $build -j2 --output-junit \$OUT/junit.xml"
 quick[suite]=0
 fig_suite() {

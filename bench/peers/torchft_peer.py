@@ -7,8 +7,8 @@ group, time the survivors' next committed step and the restarted group's heal.
 
 The driver starts torchft's Lighthouse (in this process) and --groups replica
 groups, one process (one rank) each, as separate programs; each trains the
-GPT from INIT with torchft's Manager (gloo, min_replica_size 1), its
-DistributedDataParallel and Optimizer wrappers, the data windows of its
+GPT from INIT with torchft's Manager (gloo, min_replica_size --min-replicas),
+its DistributedDataParallel and Optimizer wrappers, the data windows of its
 replica slice of hsr's global batch, and logs one JSON line per step (time,
 step, committed, participants). Group 1 is SIGKILLed when it reaches step
 --kill-at and restarted once group 0 has passed step --restart-after; the
@@ -16,8 +16,13 @@ restarted group heals from a live one (torchft's checkpoint transport, HTTP)
 before it commits. Prints JSON: the time from the kill to the survivors'
 next committed step, and from the restart to the restarted group's first
 committed step (process start, imports and torchft's heal included) and
-from its quorum join to that step. Needs `bench/peers/setup.sh --with torchft`."""
+from its Manager up to that step; each group's committed steps after the
+kill, each group's final step, a hash of its final state (model and AdamW
+moments) and the largest difference of that state from group 0's.
+Needs `bench/peers/setup.sh --with torchft`."""
 import argparse
+import ctypes
+import hashlib
 import json
 import os
 import signal
@@ -49,9 +54,9 @@ def group_main(a):
         opt.load_state_dict(sd["optim"])
 
     manager = Manager(pg=ProcessGroupGloo(), load_state_dict=load_state_dict, state_dict=state_dict,
-                      min_replica_size=1, replica_id=f"hsr_peer_{a.group_id}", store_addr="127.0.0.1",
+                      min_replica_size=a.min_replicas, replica_id=f"hsr_peer_{a.group_id}", store_addr="127.0.0.1",
                       store_port=store.port, rank=0, world_size=1, lighthouse_addr=a.lighthouse,
-                      timeout=timedelta(seconds=10), quorum_timeout=timedelta(seconds=30))
+                      timeout=timedelta(seconds=a.manager_timeout), quorum_timeout=timedelta(seconds=30))
     ddp = DistributedDataParallel(manager, model) if a.reduce == "ddp" else model
     fopt = Optimizer(manager, opt)
     data = C.Data(a.data, a.seq, a.seed)
@@ -76,7 +81,45 @@ def group_main(a):
         log.write(json.dumps({"t": time.time(), "group": a.group_id, "step": step, "committed": bool(committed),
                               "participants": n, "loss": float(loss)}) + "\n")
         log.flush()
+    # the state every group ends with: the same bytes on every group when they
+    # applied the same updates and a healed group installed the others' state
+    h = hashlib.sha256()
+    for sd in (model.state_dict(), opt.state_dict()["state"]):
+        for k in sorted(sd, key=str):
+            for t in (sd[k].values() if isinstance(sd[k], dict) else [sd[k]]):
+                if torch.is_tensor(t):  # the bytes as they are (no NumPy in the environment)
+                    c = t.detach().contiguous()
+                    h.update(ctypes.string_at(c.data_ptr(), c.numel() * c.element_size()))
+    if a.final:  # the driver compares the groups' final states
+        torch.save({"model": model.state_dict(), "optim": opt.state_dict()["state"]}, a.final)
+    log.write(json.dumps({"t": time.time(), "event": "end", "group": a.group_id, "steps": manager.current_step(),
+                          "state_hash": h.hexdigest()[:16]}) + "\n")
+    log.flush()
     manager.shutdown()
+
+
+def state_diff(out, groups):
+    """The largest |difference| of each group's final weights and AdamW moments from group 0's."""
+    import torch
+
+    def flat(f):
+        try:
+            sd = torch.load(f, weights_only=True)
+        except (OSError, RuntimeError):
+            return None
+        ts = [("model." + k, v) for k, v in sd["model"].items()]
+        ts += [(f"optim.{i}.{k}", v) for i, st in sd["optim"].items() for k, v in st.items() if torch.is_tensor(v)]
+        return dict(ts)
+
+    ref = flat(os.path.join(out, "group0.final.pt"))
+    res = {}
+    for g in range(1, groups):
+        x = flat(os.path.join(out, f"group{g}.final.pt"))
+        if ref is None or x is None or x.keys() != ref.keys():
+            res[str(g)] = None
+            continue
+        res[str(g)] = max(float((x[k].double() - ref[k].double()).abs().max()) if x[k].numel() else 0.0 for k in ref)
+    return res
 
 
 def driver(a):
@@ -84,15 +127,16 @@ def driver(a):
 
     out = a.out or tempfile.mkdtemp(prefix="hsr-peers-torchft-")
     os.makedirs(out, exist_ok=True)
-    lh = LighthouseServer(bind="[::]:0", min_replicas=1, join_timeout_ms=100)
+    lh = LighthouseServer(bind="[::]:0", min_replicas=a.min_replicas, join_timeout_ms=100)
     addr = lh.address()
     env = dict(os.environ, OMP_NUM_THREADS="1")
 
     def start(g):
         logf = os.path.join(out, f"group{g}.jsonl")
         cmd = [sys.executable, "-W", "ignore", __file__, "--role", "group", "--group-id", str(g), "--lighthouse", addr,
-               "--reduce", a.reduce,
-               "--log", logf, "--init", a.init, "--steps", str(a.steps), "--batch", str(a.batch), "--data", a.data]
+               "--reduce", a.reduce, "--manager-timeout", str(a.manager_timeout), "--min-replicas", str(a.min_replicas),
+               "--log", logf, "--final", os.path.join(out, f"group{g}.final.pt"),
+               "--init", a.init, "--steps", str(a.steps), "--batch", str(a.batch), "--data", a.data]
         return subprocess.Popen(cmd, env=env, stdout=open(os.path.join(out, f"group{g}.out"), "a"),
                                 stderr=subprocess.STDOUT)
 
@@ -124,11 +168,20 @@ def driver(a):
         if p.poll() is None:
             p.kill()
     lh.shutdown()
-    res = {"peer": "torchft", "groups": a.groups, "reduce": a.reduce, "out": out, "kill_at": a.kill_at, "restart_after": a.restart_after}
+    res = {"peer": "torchft", "groups": a.groups, "reduce": a.reduce, "out": out, "kill_at": a.kill_at,
+           "restart_after": a.restart_after, "t_kill": t_kill, "t_restart": t_restart}
+    ends = {g: [d for d in lines(g) if d.get("event") == "end"] for g in range(a.groups)}
+    res["end_steps"] = {str(g): e[-1]["steps"] if e else None for g, e in ends.items()}
+    res["end_state_hash"] = {str(g): e[-1]["state_hash"] if e else None for g, e in ends.items()}
+    hs = set(res["end_state_hash"].values())
+    res["state_equal"] = len(hs) == 1 and None not in hs
+    res["state_max_abs_diff"] = state_diff(out, a.groups)
     if t_kill:
         nxt = [d["t"] for g in range(a.groups) if g != 1 for d in lines(g)
                if d.get("committed") and d["t"] > t_kill]
         res["kill_to_survivors_next_commit_s"] = min(nxt) - t_kill if nxt else None
+        res["survivors_commits_after_kill"] = {str(g): sum(1 for d in lines(g) if d.get("committed") and d["t"] > t_kill)
+                                               for g in range(a.groups) if g != 1}
     if t_restart:
         after = [d for d in lines(1) if d["t"] > t_restart]
         start_t = [d["t"] for d in after if d.get("event") == "start"]
@@ -150,6 +203,11 @@ def main():
     p.add_argument("--kill-at", type=int, default=10)
     p.add_argument("--restart-after", type=int, default=25)
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--min-replicas", type=int, default=1,
+                   help="the Lighthouse's min_replicas and the Managers' min_replica_size (default 1; with 1, "
+                        "groups that reach the quorum over 100 ms apart can go on as quorums of one)")
+    p.add_argument("--manager-timeout", type=float, default=10,
+                   help="the Manager's timeout in seconds (its collectives and heal; default 10)")
     p.add_argument("--reduce", choices=["ddp", "manager"], default="ddp",
                    help="gradients through torchft's DistributedDataParallel (default) or Manager.allreduce per tensor")
     p.add_argument("--out")
@@ -157,6 +215,7 @@ def main():
     p.add_argument("--group-id", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--lighthouse", help=argparse.SUPPRESS)
     p.add_argument("--log", help=argparse.SUPPRESS)
+    p.add_argument("--final", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.role == "group":
         sys.path.insert(0, HERE)
