@@ -145,12 +145,13 @@ void boot_hold_start(hsr_boot *b) {
   double hold = (comm > b->timeout_s ? comm : (double)b->timeout_s) + grace;
   int fds[HOLD_MAX_FDS], maxfd = 2, port = server_port();
   int n = port ? server_sockets(port, fds, HOLD_MAX_FDS, &maxfd) : 0;
-  if (n <= 0) {
-    HSR_LOG_W("boot: no connection to the PMIx server found to hold (%s): under srun a rank's death then ends the "
-              "step before the survivors can say which rank died",
-              n < 0  ? strerror(errno)
-              : port ? "no socket to its port"
-                     : "no TCP address in PMIX_SERVER_URI*");
+  if (n <= 0) { /* every rank alike: rank 0 says it */
+    if (b->rank == 0)
+      HSR_LOG_W("boot: no connection to the PMIx server found to hold (%s): under srun a rank's death then ends the "
+                "step before the survivors can say which rank died",
+                n < 0  ? strerror(errno)
+                : port ? "no socket to its port"
+                       : "no TCP address in PMIX_SERVER_URI*");
     return;
   }
   int p[2];
