@@ -20,7 +20,8 @@ static const env_info table[] = {
      "split each host's ranks into N simulated nodes (contiguous local ranks); must divide the ranks per host; "
      "every rank alike (the bootstrap checks)"},
     {"HSR_BOOT_TIMEOUT", HSR_ENV_INT, 1, 86400, NULL, 300, "300", "launch",
-     "seconds a bootstrap exchange (allgather, bcast, barrier) waits for every rank"},
+     "seconds a bootstrap exchange (allgather, bcast, barrier) waits for every rank; under srun, with "
+     "HSR_COMM_TIMEOUT, it also bounds how long a dead rank's PMIx connection is held (docs/faults.md)"},
     {"HSR_COMM_TIMEOUT", HSR_ENV_FLOAT, 1, 1e9, NULL, 300, "300", "collectives",
      "seconds without progress before a wait fails with HSR_ERR_TIMEOUT naming the communicator, the operation and "
      "the rank waited for; at least 1 (below, a rank descheduled on a loaded host, or computing between two "

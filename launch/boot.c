@@ -247,9 +247,10 @@ hsr_status hsr_boot_init(hsr_boot **out) {
     return st;
   }
   detect_launcher(b);
+  boot_hold_start(b); /* before any other descriptor: the child keeps only PMIx's */
   st = fault_hook_init(&b->hook, b->rank);
   if (st != HSR_OK) {
-    if (!b->singleton) PMIx_Finalize(NULL, 0);
+    if (!b->singleton && PMIx_Finalize(NULL, 0) == PMIX_SUCCESS) boot_hold_release(b);
     free(b);
     return st;
   }
@@ -262,10 +263,10 @@ hsr_status hsr_boot_init(hsr_boot **out) {
   /* A rank killed in the exchange, named: this rank stays until mpirun ends
    * the job (its lifeline then says it), for at most 5 s. Leaving at once
    * would make this rank's own exit a second death to a rank that looks
-   * later, which then names no one. (Under srun each leaves with its error
-   * at once: slurmstepd cancels the step with SIGKILL about 1 s after a
-   * task's death, and a rank that stayed would say nothing.) */
-  for (int i = 0; st != HSR_OK && atomic_load(&b->named) && !strcmp(b->launcher, "mpirun") && i < 100; i++)
+   * later, which then names no one. Under srun (hold.c: nothing ends the
+   * step on a death) it stays the 5 s, then leaves with its error. */
+  int stay = !strcmp(b->launcher, "mpirun") || b->hold_wfd >= 0;
+  for (int i = 0; st != HSR_OK && atomic_load(&b->named) && stay && i < 100; i++)
     nanosleep(&(struct timespec){.tv_nsec = 50 * 1000 * 1000}, NULL);
   if (st != HSR_OK) {
     char msg[1024];
@@ -290,6 +291,7 @@ hsr_status hsr_boot_finalize(hsr_boot *b) {
   if (!b->singleton && !atomic_load(&b->named)) {
     pmix_status_t rc = PMIx_Finalize(NULL, 0);
     if (rc != PMIX_SUCCESS) st = pmix_fail("PMIx_Finalize", rc);
+    else boot_hold_release(b);
   }
   boot_watch_free(b);
   boot_roll_free(b);

@@ -67,6 +67,9 @@ struct hsr_boot {
   int no_proc_table;       /* the launcher does not answer PMIX_QUERY_PROC_TABLE */
   void **roll_left;        /* given-up calls PMIx may still call back into: freed after PMIx_Finalize */
   int nroll_left;
+  /* hold.c */
+  int hold_wfd; /* the pipe to the child that holds the PMIx connection (srun), -1 if none */
+  int hold_pid;
 };
 
 /* watch.c */
@@ -106,5 +109,12 @@ pmix_status_t boot_fence_wait(hsr_boot *b, int collect, int pmix_timeout_s, doub
 /* lifeline.c */
 void boot_life_start(hsr_boot *b); /* after PMIx_Init (a singleton: only the subscriber table) */
 void boot_life_stop(hsr_boot *b);  /* before PMIx_Finalize */
+
+/* hold.c: under srun, a child holds a copy of the PMIx connection so that
+ * a rank's death is not a lost connection (Slurm answers one with SIGKILL to
+ * the whole step); bounded by HSR_COMM_TIMEOUT, HSR_BOOT_TIMEOUT and a grace. */
+#define BOOT_HOLD_COMM "hsr-hold"    /* the child's name (/proc/PID/comm): not a rank */
+void boot_hold_start(hsr_boot *b);   /* right after PMIx_Init */
+void boot_hold_release(hsr_boot *b); /* after PMIx_Finalize: the child leaves */
 
 #endif

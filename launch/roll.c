@@ -178,10 +178,33 @@ static const char *env_in(const char *env, size_t n, const char *key) {
   return NULL;
 }
 
+/* A rank's holder of its PMIx connection (hold.c): a fork of the rank, with
+ * its environment, that may outlive it; not a rank. Named so once it runs
+ * (comm), and before that a child of a process of this program. */
+static int is_hold(int pid, const char *self, ssize_t ls) {
+  char path[64], b[256], exe[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, b, sizeof b - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  b[n] = '\0';
+  const char *o = strchr(b, '('), *c = strrchr(b, ')');
+  if (!o || !c || c < o) return 0;
+  if ((size_t)(c - o - 1) == strlen(BOOT_HOLD_COMM) && !strncmp(o + 1, BOOT_HOLD_COMM, strlen(BOOT_HOLD_COMM)))
+    return 1;
+  int ppid = 0;
+  if (sscanf(c + 1, " %*c %d", &ppid) != 1 || ppid <= 1) return 0;
+  snprintf(path, sizeof path, "/proc/%d/exe", ppid);
+  ssize_t le = readlink(path, exe, sizeof exe - 1);
+  return le == ls && memcmp(exe, self, (size_t)ls) == 0;
+}
+
 /* No process table (srun): this host's ranks are the processes of this
  * program whose environment names this job and a rank (PMIX_NAMESPACE,
  * PMIX_RANK), read from /proc; a wrapper between the launcher and the rank
- * runs another program and is not taken for it. */
+ * runs another program and is not taken for it, nor is a rank's holder. */
 static void scan_proc(hsr_boot *b) {
   char self[512], exe[512], path[64], key[PMIX_MAX_NSLEN + 24];
   ssize_t ls = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -197,7 +220,7 @@ static void scan_proc(hsr_boot *b) {
     if (pid <= 0 || pid == (int)getpid()) continue;
     snprintf(path, sizeof path, "/proc/%d/exe", pid);
     ssize_t le = readlink(path, exe, sizeof exe - 1);
-    if (le != ls || memcmp(exe, self, (size_t)ls) != 0) continue;
+    if (le != ls || memcmp(exe, self, (size_t)ls) != 0 || is_hold(pid, self, ls)) continue;
     snprintf(path, sizeof path, "/proc/%d/environ", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
@@ -485,19 +508,32 @@ typedef struct roll_wait {
   double t0, next;
   char msg[256];
   int ended;
+  int after_failure; /* given up: this rank has found a peer's failure (srun) */
 } roll_wait;
 
 /* Past HSR_BOOT_TIMEOUT, or a rank has ended: the launcher's table every
  * ROLL_EVERY_S; without one (srun), each slice, a rank of this host whose
- * process is gone (no one is asked: slurmstepd ends the step about 1 s
- * after a task's death). The table says more (a rank that exited before
- * joining the job), so where there is one it is what speaks. */
+ * process is gone (from /proc, and after ROLL_FIRST_S the pids the peers
+ * put). The table says more (a rank that exited before joining the job), so
+ * where there is one it is what speaks. */
 static int roll_give_up(void *arg) {
   roll_wait *w = arg;
   double now = clock_s();
   if (now - w->t0 > w->b->timeout_s) return 1;
-  if (atomic_load(&w->b->booting) && w->b->no_proc_table && boot_gone_rank(w->b, w->msg, sizeof w->msg))
-    return w->ended = 1;
+  /* Under srun nothing ends a rank after a peer's death (hold.c keeps Slurm
+   * from killing the step) and a dead peer's fence never fails by itself: a
+   * rank that has said its verdict leaves the fence rather than wait for the
+   * dead rank until HSR_BOOT_TIMEOUT. Under mpirun the launcher ends it. */
+  if (w->b->hold_wfd >= 0 && boot_failure(w->b)) return w->after_failure = 1;
+  if (atomic_load(&w->b->booting) && w->b->no_proc_table) {
+    /* the pids /proc did not show, asked once: a victim that started after
+     * this rank's scan (its fence does not fail on the death: hold.c) */
+    if (w->b->table_pid && !w->b->pids_asked && now - w->t0 >= ROLL_FIRST_S) {
+      w->b->pids_asked = 1;
+      get_missing_pids(w->b);
+    }
+    if (boot_gone_rank(w->b, w->msg, sizeof w->msg)) return w->ended = 1;
+  }
   if (now < w->next) return 0;
   w->next = now + ROLL_EVERY_S;
   w->ended = ended_rank(w->b, w->msg, sizeof w->msg);
@@ -538,6 +574,8 @@ hsr_status boot_fence(hsr_boot *b, int collect, const char *what) {
     return hsr_error(HSR_ERR_BOOT, "PMIx fence of boot %s failed: %s", what, PMIx_Error_string(rc));
   if (!done) {
     if (w.ended) return named(b, what, w.msg);
+    if (w.after_failure) /* its verdict is this rank's line (cli_fail_job says nothing more) */
+      return hsr_error(HSR_ERR_BOOT, "boot %s: given up: this rank has found a peer's failure", what);
     char who[512];
     missing(b, key, who, sizeof who);
     if (who[0])

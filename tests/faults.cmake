@@ -28,10 +28,14 @@ set_tests_properties(fault_floor_train-sleep0.5-all_gather-mpirun-2n PROPERTIES 
                      ENVIRONMENT "HSR_BUILD=${CMAKE_BINARY_DIR}")
 # (a survivor whose teardown fence fails before it learns of the death names
 # the one rank of its host whose process is gone: launch/roll.c)
+# (a rank's death does not end an srun step: launch/hold.c holds its PMIx
+# connection, so the survivors of a lost node with UCX peer errors off live to
+# name it at the timeout, and those of a rank killed in the bootstrap name it
+# from /proc and the pids the peers put)
 foreach(s train-stop-all_reduce-srun-2n train-kill-reduce_scatter-srun-1n train-killnode-all_reduce-srun-2n
           launcher-kill9-srun-2n train-kill-ckpt_done-srun-2n train-kill-final-srun-2n-peoff
-          train-kill-teardown-srun-2n)
-# Not here: the srun boot rows (docs/faults.md says why); the matrix runs them.
+          train-kill-teardown-srun-2n train-kill-boot-srun-1n train-kill-boot-srun-2n train-kill-boot-srun-2n-peoff
+          train-killnode-all_gather-srun-2n-peoff train-killnode-all_reduce-srun-2n-peoff)
   string(REPLACE ":" "" _n "fault_${s}")
   add_test(NAME ${_n} COMMAND ${_fm} --only "^${s}$" --timeout 4)
   set_tests_properties(${_n} PROPERTIES TIMEOUT 90 LABELS "slurm;fault" FIXTURES_REQUIRED slurm RESOURCE_LOCK slurm

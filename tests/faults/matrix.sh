@@ -116,7 +116,8 @@ quick_set+="train-killnode-all_reduce-srun-2n train-killnode-all_gather-mpirun-2
 quick_set+="launcher-kill9-mpirun-2n launcher-kill9launcher-mpirun-2n launcher-kill9-srun-2n "
 quick_set+="train-kill-boot-mpirun-1n train-kill-last_step-mpirun-2n train-kill-final-mpirun-2n-peoff "
 quick_set+="train-kill-teardown-mpirun-1n train-kill-teardown-mpirun-2n train-kill-ckpt_done-mpirun-2n-peoff "
-quick_set+="train-kill-final-srun-2n-peoff train-kill-teardown-srun-2n "
+quick_set+="train-kill-final-srun-2n-peoff train-kill-teardown-srun-2n train-kill-boot-srun-1n train-kill-boot-srun-2n "
+quick_set+="train-kill-boot-srun-2n-peoff train-killnode-all_gather-srun-2n-peoff train-killnode-all_reduce-srun-2n-peoff "
 
 pick=()
 for s in "${scen[@]}"; do
