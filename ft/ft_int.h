@@ -28,7 +28,9 @@ _Static_assert(FT_MAX_REPLICAS <= PEER_MAX && FT_MAX_CULPRITS == PEER_MAX_CULPRI
                "a replica id is a peer id; a vote names what the data plane names");
 typedef peer_result ft_result; /* what a cross-group operation did: ok, or the groups it names */
 
-#define FT_LEASE_TTL 5          /* seconds: a dead leader's records go after this (renewed every second) */
+/* seconds: a dead leader's records go after this (renewed every second); past 512 groups N/512 times as long,
+ * at most twice (lead.c, lease_ttl) */
+#define FT_LEASE_TTL 5
 #define FT_COMMIT_SEQ (1 << 19) /* the commit exchange's tag: the step's, offset from the gradient's */
 
 /* One rank's outcome of a step's cross-group part, gathered by rank 0. */
@@ -47,8 +49,8 @@ typedef struct ft_rec {
   int pid;
   int64_t start;
   char start_hash[24];
-  char *js;    /* the record's JSON (the identity check compares it) */
-  char *addrs; /* JSON array of base64 UCX addresses, one per rank (NULL: not read) */
+  char *js;     /* the record's JSON (the identity check compares it) */
+  char *addrs;  /* JSON array of base64 UCX addresses, one per rank (NULL: not read) */
   int64_t arev; /* the record's revision whose addresses these are */
 } ft_rec;
 
@@ -85,10 +87,14 @@ struct hsr_ft {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int ka_stop, lease_lost;
-  int64_t ka_base;                  /* the store's revision at the leader's last read (mu) */
-  int ka_read;                      /* in a quorum: the keep-alive thread reads new records' keys (mu) */
-  int ka_new[FT_MAX_SEEN], ka_nnew; /* records written since ka_base, as the keep-alive thread last read (mu) */
-  char *my_addrs;                   /* JSON array of this group's addresses */
+  int64_t ka_base;                      /* the store's revision at the leader's last read (mu) */
+  int ka_read;                          /* in a quorum: the keep-alive thread reads new records' keys (mu) */
+  int ka_new[FT_MAX_SEEN], ka_nnew;     /* records written since ka_base, as the keep-alive thread last read (-1:
+                                       some record; mu) */
+  int64_t ka_count;                     /* the records at ka_base (mu) */
+  int ka_other[FT_MAX_SEEN], ka_nother; /* records outside the quorum at ka_base, and their revisions (mu) */
+  int64_t ka_other_rev[FT_MAX_SEEN];
+  char *my_addrs; /* JSON array of this group's addresses */
   ft_rec rec[FT_MAX_REPLICAS];
   int64_t m_rev, m_count;            /* the records as read at m_rev: etcd's count of them (0: never read) */
   int64_t part_rev[FT_MAX_REPLICAS]; /* each participant's record when the epoch began */

@@ -54,14 +54,15 @@ static void nap_until(double t) {
 
 /* ---- the lease's keep-alive thread ---- */
 
-/* The renewal's period: a fifth of the TTL (a loaded host may delay a
- * renewal or two), up to two fifths past 512 groups, where N groups'
- * renewals and reads are most of the coordinator's load; a failed renewal
- * is tried again a quarter second later. */
+/* The lease's renewal period: a fifth of the TTL (a loaded host may delay
+ * a renewal or two); 1 s up to 512 groups, N/512 s beyond (at most 2 s),
+ * where N groups' renewals are most of the coordinator's load, and the TTL
+ * with it. A failed renewal is tried again a quarter of the period later. */
 static double ka_period(const hsr_ft *ft) {
   double p = ft->c.replicas / 512.0;
   return p < 1 ? 1 : p > 2 ? 2 : p;
 }
+static int lease_ttl(const hsr_ft *ft) { return (int)(FT_LEASE_TTL * ka_period(ft) + 0.5); }
 
 static void *keepalive(void *arg) {
   hsr_ft *ft = arg;
@@ -75,20 +76,34 @@ static void *keepalive(void *arg) {
     pthread_cond_timedwait(&ft->cv, &ft->mu, &ts);
     if (ft->ka_stop) break;
     int64_t ttl = -1, base = ft->ka_read ? ft->ka_base : 0; /* no joiner to look for before it is in a quorum */
+    int64_t count = ft->ka_count, orev[FT_MAX_SEEN];
+    int no = ft->ka_nother;
+    char ok[FT_MAX_SEEN][KEY_MAX];
+    ft_range rg[1 + FT_MAX_SEEN] = {{FT_PREFIX "m/", 1, 1, 0, 1, 0}};
+    for (int i = 0; i < no; i++) {
+      key_member(ok[i], ft->ka_other[i]);
+      orev[i] = ft->ka_other_rev[i];
+      rg[1 + i] = (ft_range){ok[i], 0, 1, 0, 0, 0};
+    }
     pthread_mutex_unlock(&ft->mu);
     hsr_status st = ft_etcd_lease_keepalive(ft->ka, ft->lease, &ttl);
-    wait = st == HSR_OK ? ka_period(ft) : 0.25;
-    /* records written since the leader last read the store (keys only: none in a steady run): a joiner waiting
-     * makes the next step go through the coordinator, which admits it */
+    wait = ka_period(ft) / (st == HSR_OK ? 1 : 4);
+    /* a record written since the leader last read the store (none in a steady run): more records than then, or
+     * another revision of one outside the quorum (a restart that replaced its predecessor's); a joiner waiting
+     * makes the next step go through the coordinator, which admits it. The count and a few keys, not the
+     * records: etcd reads every record of a range it is asked for, whatever the filter */
     ft_kvs k = {0};
-    ft_range rg = {FT_PREFIX "m/", 1, 1, base + 1, 0, 0};
-    hsr_status rs = st == HSR_OK && ttl > 0 && base > 0 ? ft_etcd_read(ft->ka, &rg, 1, &k) : HSR_ERR_STATE;
+    hsr_status rs = st == HSR_OK && ttl > 0 && base > 0 ? ft_etcd_read(ft->ka, rg, 1 + no, &k) : HSR_ERR_STATE;
     pthread_mutex_lock(&ft->mu);
     if (st == HSR_OK && ttl <= 0) ft->lease_lost = 1; /* expired: the others dropped this group's record */
     if (rs == HSR_OK && base == ft->ka_base) {
+      int fresh = k.count > count;
+      for (int i = 0; i < no; i++) {
+        const ft_kv *kv = ft_kvs_find(&k, ok[i]);
+        fresh |= kv && kv->mod_rev != orev[i];
+      }
       ft->ka_nnew = 0;
-      size_t ml = strlen(FT_PREFIX "m/");
-      for (int i = 0; i < k.n && ft->ka_nnew < FT_MAX_SEEN; i++) ft->ka_new[ft->ka_nnew++] = atoi(k.kv[i].key + ml);
+      if (fresh) ft->ka_new[ft->ka_nnew++] = -1; /* who: the vote's read says */
     }
     ft_kvs_free(&k);
   }
@@ -195,6 +210,20 @@ static hsr_status parse_rec(const ft_kv *kv, ft_rec *r) {
   return st;
 }
 
+/* The records outside quorum q as last read, for the keep-alive thread:
+ * another revision of one of them is a restart that replaced its
+ * predecessor's record (the count of records does not change). */
+static void ka_note(hsr_ft *ft, const ft_quorum *q) {
+  pthread_mutex_lock(&ft->mu);
+  ft->ka_nother = 0;
+  for (int id = 0; id < FT_MAX_REPLICAS && ft->ka_nother < FT_MAX_SEEN; id++)
+    if (ft->rec[id].present && id != ft->c.replica_id && ft_quorum_index(q, id) < 0) {
+      ft->ka_other[ft->ka_nother] = id;
+      ft->ka_other_rev[ft->ka_nother++] = ft->rec[id].rev;
+    }
+  pthread_mutex_unlock(&ft->mu);
+}
+
 /* The store as the decisions need it: records, the quorum, the votes and
  * abort marker of the step about to commit, and the joiners waiting. One
  * transaction reads, at one revision, the records written since the last
@@ -220,10 +249,6 @@ static hsr_status read_all(hsr_ft *ft, view *v) {
                     {np, 1, 1, 0, 0, 0},
                     {pk, 0, 1, 0, 0, 0}};
   HSR_CHECK(ft_etcd_read(ft->e, rg, 7, &v->kvs));
-  pthread_mutex_lock(&ft->mu);
-  ft->ka_base = v->kvs.rev; /* the keep-alive thread looks for records written after this read */
-  ft->ka_nnew = 0;
-  pthread_mutex_unlock(&ft->mu);
   ft->read_stale = 0;
   ft->qpresent = 0;
   ft->qmod = 0;
@@ -273,6 +298,12 @@ static hsr_status read_all(hsr_ft *ft, view *v) {
   }
   ft->m_rev = v->kvs.rev;
   ft->m_count = v->kvs.count;
+  pthread_mutex_lock(&ft->mu); /* the keep-alive thread looks for records written after this read */
+  ft->ka_base = v->kvs.rev;
+  ft->ka_nnew = 0;
+  ft->ka_count = ft->m_count;
+  pthread_mutex_unlock(&ft->mu);
+  ka_note(ft, &ft->q);
   ft->nseen = 0;
   for (int id = 0; id < FT_MAX_REPLICAS && ft->nseen < FT_MAX_SEEN; id++)
     if (ft->rec[id].present && ft->rec[id].join && ft_quorum_index(&ft->q, id) < 0 && id != ft->c.replica_id)
@@ -458,7 +489,7 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
   if (st == HSR_OK) st = check_identity(ft, mine);
   /* a crashed job's records stay until their leases run out: a start waits that long for them to go before it
    * takes them for a running job (a stale quorum never blocks a start) */
-  double stale_end = ft->t_reg + FT_LEASE_TTL + 1, now = clock_s();
+  double stale_end = ft->t_reg + lease_ttl(ft) + 1, now = clock_s();
   if (st == HSR_OK && !ft->c.join && quorum_live(ft) && now < stale_end) {
     int64_t rev = v.kvs.rev;
     int ch;
@@ -480,7 +511,7 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
                    "group without --join (--resume to continue from a checkpoint)",
                    ft->c.replica_id, ft->qpresent ? "a quorum whose groups are all gone" : "no quorum");
   view_free(&v);
-  if (st == HSR_OK) st = ft_etcd_lease_grant(ft->e, FT_LEASE_TTL, &ft->lease);
+  if (st == HSR_OK) st = ft_etcd_lease_grant(ft->e, lease_ttl(ft), &ft->lease);
   if (st == HSR_OK && !ft->ka_on) {
     if (pthread_create(&ft->ka_thread, NULL, keepalive, ft))
       st = hsr_error(HSR_ERR_SYSTEM, "ft: cannot start the lease's keep-alive thread");
@@ -489,7 +520,7 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
   }
   ft->t_begin = clock_s();
 put:; /* a previous run of this id may still hold the key until its lease ends */
-  double end = ft->t_begin + FT_LEASE_TTL + 3;
+  double end = ft->t_begin + lease_ttl(ft) + 3;
   while (st == HSR_OK) {
     ft_cmp c = {mk, FT_CMP_CREATE, 0, 0};
     ft_op op[2] = {{FT_OP_PUT, mk, mine, ft->lease}, {FT_OP_PUT, xk, extra, ft->lease}}; /* one revision */
@@ -573,6 +604,7 @@ hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double unti
 /* ---- the quorum's formation and admission ---- */
 
 static void note_revs(hsr_ft *ft, const ft_quorum *q) {
+  ka_note(ft, q);
   int p[FT_MAX_REPLICAS], n = ft_quorum_parts(q, p);
   for (int i = 0; i < n; i++) ft->part_rev[p[i]] = ft->rec[p[i]].present ? ft->rec[p[i]].rev : -1;
   ft->part_rev[ft->c.replica_id] = ft->my_rev;
@@ -670,6 +702,12 @@ static hsr_status form(hsr_ft *ft, int *formed) {
   char *qs = NULL, qk[KEY_MAX] = FT_PREFIX "q", ve[KEY_MAX] = FT_PREFIX "w", ae[KEY_MAX] = FT_PREFIX "b",
        de[KEY_MAX] = FT_PREFIX "e", re[KEY_MAX] = FT_PREFIX "s";
   HSR_CHECK(ft_quorum_json(&q, &qs));
+  /* and every member's record revision, so that the others need not read N records to begin the epoch */
+  cJSON *qo = cJSON_Parse(qs), *rv = qo ? cJSON_AddArrayToObject(qo, "revs") : NULL;
+  for (int id = 0; rv && id < N; id++) cJSON_AddItemToArray(rv, cJSON_CreateNumber((double)ft->rec[id].rev));
+  char *qr = qo ? cJSON_PrintUnformatted(qo) : NULL;
+  cJSON_Delete(qo);
+  if (qr) free(qs), qs = qr;
   ft_cmp c = {qk, FT_CMP_MOD, ft->qmod, 0};
   ft_op ops[5] = {{FT_OP_PUT, qk, qs, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", ve, 0}, /* a previous run's votes, markers and hashes */
@@ -699,10 +737,88 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
   return st;
 }
 
-/* *coord: the error is a coordinator call's */
+/* In the quorum: the blob for the group, the steps' slices and bound. */
+static hsr_status admitted(hsr_ft *ft, int *final, char **blob, int *coord) {
+  *coord = 1; /* the addresses' read */
+  HSR_CHECK(ft_lead_blob(ft, &ft->q, NULL, blob));
+  pthread_mutex_lock(&ft->mu);
+  ft->ka_read = 1; /* from now on its keep-alive thread looks for joiners */
+  pthread_mutex_unlock(&ft->mu);
+  ft->slice = 0;
+  ft_etcd_set_deadline(ft->e, step_deadline(ft));
+  *final = 1;
+  return HSR_OK;
+}
 
+/* A starter that waited: the quorum key formed with this group as a member,
+ * which carries every member's record revision; the records as they were
+ * when it was written are then known without reading them (a later read
+ * takes those written since, and lists the keys if some went). */
+static int adopt_formed(hsr_ft *ft, const ft_kv *kv) {
+  ft_quorum q;
+  cJSON *o = cJSON_Parse(kv->val);
+  const cJSON *rv = o ? cJSON_GetObjectItemCaseSensitive(o, "revs") : NULL;
+  int ok = cJSON_IsArray(rv) && ft_quorum_parse(kv->val, &q) == HSR_OK && kv->mod_rev > ft->my_rev &&
+           ft_quorum_is_member(&q, ft->c.replica_id) && q.njoin == 0 && cJSON_GetArraySize(rv) == q.nmem;
+  for (int i = 0; ok && i < q.nmem; i++) {
+    const cJSON *r = cJSON_GetArrayItem(rv, i);
+    ok = cJSON_IsNumber(r) && q.mem[i] >= 0 && q.mem[i] < FT_MAX_REPLICAS &&
+         (q.mem[i] != ft->c.replica_id || (int64_t)r->valuedouble == ft->my_rev);
+  }
+  for (int i = 0; ok && i < q.nmem; i++) {
+    ft_rec *r = &ft->rec[q.mem[i]];
+    r->rev = (int64_t)cJSON_GetArrayItem(rv, i)->valuedouble;
+  }
+  cJSON_Delete(o);
+  if (!ok) return 0;
+  int n = 0;
+  for (int id = 0; id < FT_MAX_REPLICAS; id++) n += ft->rec[id].present = ft_quorum_index(&q, id) >= 0;
+  ft->qkey = q;
+  ft->qpresent = 1;
+  ft->qmod = kv->mod_rev;
+  ft->m_rev = kv->mod_rev;
+  ft->m_count = n; /* etcd's count then, unless other records were there: the next read lists them */
+  ft->read_stale = 1;
+  pthread_mutex_lock(&ft->mu);
+  ft->ka_base = kv->mod_rev;
+  ft->ka_count = n;
+  ft->ka_nnew = 0;
+  pthread_mutex_unlock(&ft->mu);
+  return 1;
+}
+
+/* *coord: the error is a coordinator call's */
 static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final, char **blob, int *coord) {
   for (;;) {
+    /* a starter that does not form the quorum reads the records again only when the quorum key changed (or
+     * for its messages): the quorum key and the records' count, then a watch of the key for the slice (etcd
+     * reads every record of a range it is asked for: N groups reading them each slice cost O(N^2)) */
+    int former = !ft->c.join;
+    for (int id = 0; id < ft->c.replica_id && former; id++) former = !ft->rec[id].present;
+    double now = clock_s();
+    if (!former && !ft->c.join && ft->m_rev > 0 && now < limit && (ft->said_waiting || now - ft->t_begin <= 5)) {
+      ft_kvs k;
+      ft_range rg = {FT_PREFIX "q", 0, 0, 0, 0, 0};
+      hsr_status st = ft_etcd_read(ft->e, &rg, 1, &k);
+      *coord = st != HSR_OK;
+      HSR_CHECK(st);
+      int64_t qm = k.n ? k.kv[0].mod_rev : 0, rev = k.rev;
+      int took = qm != ft->qmod && qm > ft->m_rev && adopt_formed(ft, &k.kv[0]);
+      ft_kvs_free(&k);
+      if (took) {
+        ft->q = ft->qkey;
+        note_revs(ft, &ft->q);
+        return admitted(ft, final, blob, coord);
+      }
+      if (qm == ft->qmod) {
+        int ch;
+        st = ft_etcd_watch(ft->e, FT_PREFIX "q", rev + 1, (until < limit ? until : limit) - clock_s(), &ch);
+        *coord = st != HSR_OK;
+        HSR_CHECK(st);
+        if (!ch) return HSR_OK; /* the slice is over */
+        continue;
+      }
+    }
     view v;
     hsr_status st = read_all(ft, &v);
     if (st != HSR_OK) {
@@ -719,15 +835,7 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
         (ft->c.join ? ft_quorum_healer_of(&ft->qkey, me) >= 0 : ft_quorum_is_member(&ft->qkey, me))) {
       ft->q = ft->qkey;
       note_revs(ft, &ft->q);
-      *coord = 1; /* the addresses' read */
-      HSR_CHECK(ft_lead_blob(ft, &ft->q, NULL, blob));
-      pthread_mutex_lock(&ft->mu);
-      ft->ka_read = 1; /* from now on its keep-alive thread looks for joiners */
-      pthread_mutex_unlock(&ft->mu);
-      ft->slice = 0; /* the steps: a heartbeat's slices and bound */
-      ft_etcd_set_deadline(ft->e, step_deadline(ft));
-      *final = 1;
-      return HSR_OK;
+      return admitted(ft, final, blob, coord);
     }
     if (!ft->c.join) {
       if (quorum_live(ft) && ft_quorum_index(&ft->qkey, ft->c.replica_id) < 0)
@@ -742,7 +850,7 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
       return hsr_error(HSR_ERR_STATE, "replica %d: every live replica group left before admitting this one",
                        ft->c.replica_id);
     }
-    double now = clock_s();
+    now = clock_s();
     if (now - ft->t_begin > 5 && !ft->said_waiting) { /* a line, once, while a slow start keeps the group waiting */
       int miss[FT_MAX_REPLICAS], n = 0;
       for (int id = 0; id < ft->c.replicas && !ft->c.join; id++)
@@ -774,8 +882,10 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
     /* only the group that forms the quorum (the smallest id registered) wakes on every registration; the
      * others on the quorum key, and read again each slice (the records written since their last read): N
      * groups starting at once would otherwise each read the store on every other's registration */
-    int former = !ft->c.join, ch;
+    former = !ft->c.join;
     for (int id = 0; id < ft->c.replica_id && former; id++) former = !ft->rec[id].present;
+    if (!former && !ft->c.join) continue; /* the quorum key, then its watch */
+    int ch;
     st = ft_etcd_watch(ft->e, former ? FT_PREFIX : FT_PREFIX "q", rev + 1, (until < limit ? until : limit) - now, &ch);
     *coord = st != HSR_OK;
     HSR_CHECK(st);
@@ -998,7 +1108,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       snprintf(line, sizeof line,
                "replica %d was dropped from the quorum at step %" PRId64 ": its lease expired (was the group stopped "
                "or cut off from the coordinator for more than %d s?); restart it with --join",
-               ft->c.replica_id, ft->q.done + 1, FT_LEASE_TTL);
+               ft->c.replica_id, ft->q.done + 1, lease_ttl(ft));
       ft->voted = 0;
       *final = 1;
       return decision(ft, &ft->q, 0, 1, 0, line, blob);
