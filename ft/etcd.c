@@ -361,16 +361,21 @@ hsr_status ft_etcd_read(ft_etcd *e, const ft_range *rg, int n, ft_kvs *out) {
     st = range_body(q, rg[i].key, rg[i].prefix);
     if (rg[i].keys_only) cJSON_AddTrueToObject(q, "keys_only");
     if (rg[i].min_mod_rev > 0) add_i64(q, "min_mod_revision", rg[i].min_mod_rev);
+    if (rg[i].count_only) cJSON_AddTrueToObject(q, "count_only");
+    if (rg[i].rev > 0) add_i64(q, "revision", rg[i].rev);
   }
   if (st == HSR_OK) st = request(e, "/v3/kv/txn", b, &r);
   cJSON_Delete(b);
   const cJSON *rs = st == HSR_OK ? cJSON_GetObjectItemCaseSensitive(r, "responses") : NULL, *it;
   const cJSON *hd = r ? cJSON_GetObjectItemCaseSensitive(r, "header") : NULL;
   out->rev = hd ? get_i64(hd, "revision") : 0;
+  int i = 0;
   cJSON_ArrayForEach(it, rs) { /* each range's keys, appended */
-    if (st != HSR_OK) break;
+    if (st != HSR_OK || i >= n) break;
     ft_kvs one;
-    st = parse_kvs(cJSON_GetObjectItemCaseSensitive(it, "response_range"), &one);
+    const cJSON *rr = cJSON_GetObjectItemCaseSensitive(it, "response_range");
+    st = parse_kvs(rr, &one);
+    if (rg[i++].count_only) out->count = get_i64(rr, "count"); /* absent when 0 (proto3's JSON) */
     ft_kv *kv = st == HSR_OK ? realloc(out->kv, sizeof *kv * (size_t)(out->n + one.n + 1)) : NULL;
     if (st == HSR_OK && !kv) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
     if (st == HSR_OK) {

@@ -38,7 +38,8 @@ typedef struct ft_kv {
 typedef struct ft_kvs {
   ft_kv *kv;
   int n;
-  int64_t rev; /* the store's revision the read saw */
+  int64_t rev;   /* the store's revision the read saw */
+  int64_t count; /* ft_etcd_read: the keys a count_only range counted */
 } ft_kvs;
 void ft_kvs_free(ft_kvs *k);
 const ft_kv *ft_kvs_find(const ft_kvs *k, const char *key);
@@ -47,11 +48,14 @@ const ft_kv *ft_kvs_find(const ft_kvs *k, const char *key);
 hsr_status ft_etcd_get(ft_etcd *e, const char *key, int prefix, ft_kvs *out);
 /* Several ranges read at one revision (a transaction of reads): their keys
  * appended in order. keys_only: no values; min_mod_rev > 0: only keys
- * written at or after it. */
+ * written at or after it; count_only: no keys, their number in out->count;
+ * rev > 0: the range as it was at that revision. */
 typedef struct ft_range {
   const char *key;
   int prefix, keys_only;
   int64_t min_mod_rev;
+  int count_only;
+  int64_t rev;
 } ft_range;
 hsr_status ft_etcd_read(ft_etcd *e, const ft_range *rg, int n, ft_kvs *out);
 hsr_status ft_etcd_put(ft_etcd *e, const char *key, const char *val, int64_t lease);

@@ -42,7 +42,7 @@ hsr_status ft_grp_wait(hsr_ft *ft, ft_lead_fn fn, void *arg, char **blob) {
     char *b = NULL;
     do {
       memset(&m, 0, sizeof m);
-      hsr_status st = fn(ft, arg, clock_s() + ft->beat, &final, &b);
+      hsr_status st = fn(ft, arg, clock_s() + (ft->slice > 0 ? ft->slice : ft->beat), &final, &b);
       if (st != HSR_OK) {
         final = 1;
         m.status = st;

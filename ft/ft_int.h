@@ -28,7 +28,9 @@ _Static_assert(FT_MAX_REPLICAS <= PEER_MAX && FT_MAX_CULPRITS == PEER_MAX_CULPRI
                "a replica id is a peer id; a vote names what the data plane names");
 typedef peer_result ft_result; /* what a cross-group operation did: ok, or the groups it names */
 
-#define FT_LEASE_TTL 5          /* seconds: a dead leader's records go after this (renewed every second) */
+/* seconds: a dead leader's records go after this (renewed every second); past 512 groups N/512 times as long,
+ * at most twice (lead.c, lease_ttl) */
+#define FT_LEASE_TTL 5
 #define FT_COMMIT_SEQ (1 << 19) /* the commit exchange's tag: the step's, offset from the gradient's */
 
 /* One rank's outcome of a step's cross-group part, gathered by rank 0. */
@@ -37,16 +39,19 @@ typedef struct ft_outcome {
   char why[320];
 } ft_outcome;
 
-/* A member record as the leader last read it. */
+/* A member record as the leader last read it (m/IIII: what the start and
+ * the decisions compare; the identity's flags and the UCX addresses are in
+ * x/IIII, written with it, read only by those who need them). */
 typedef struct ft_rec {
   int present, join;
-  int64_t rev;  /* the revision of the put that wrote it: a new process has a new one */
-  int64_t vrev; /* the revision whose value the fields below hold (0: none) */
+  int64_t rev; /* the revision of the put that wrote it: a new process has a new one */
   char host[64];
   int pid;
   int64_t start;
   char start_hash[24];
-  char *addrs; /* JSON array of base64 UCX addresses, one per rank */
+  char *js;     /* the record's JSON (the identity check compares it) */
+  char *addrs;  /* JSON array of base64 UCX addresses, one per rank (NULL: not read) */
+  int64_t arev; /* the record's revision whose addresses these are */
 } ft_rec;
 
 struct hsr_ft {
@@ -61,6 +66,7 @@ struct hsr_ft {
   uint64_t layout_hash;         /* the engine's flat layout, in the record (hsr bench ft: a stand-in) */
   double T;                     /* cross-group and coordinator bound */
   double beat;                  /* rank 0's heartbeat to its ranks while it waits */
+  double slice;                 /* the start's (ft_grp_wait's slice until admitted; 0: the beat) */
   peer_ctx *peers;              /* rank i of every group (NULL in hsr bench ft's simulated groups: no data plane) */
   void *paddr[FT_MAX_REPLICAS]; /* peers' addresses for this rank's index (the exchange's `get`) */
   size_t plen[FT_MAX_REPLICAS];
@@ -81,10 +87,16 @@ struct hsr_ft {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int ka_stop, lease_lost;
-  int64_t ka_base;                  /* the store's revision at the leader's last read (mu) */
-  int ka_new[FT_MAX_SEEN], ka_nnew; /* records written since ka_base, as the keep-alive thread last read (mu) */
-  char *my_addrs;                   /* JSON array of this group's addresses */
+  int64_t ka_base;                      /* the store's revision at the leader's last read (mu) */
+  int ka_read;                          /* in a quorum: the keep-alive thread reads new records' keys (mu) */
+  int ka_new[FT_MAX_SEEN], ka_nnew;     /* records written since ka_base, as the keep-alive thread last read (-1:
+                                       some record; mu) */
+  int64_t ka_count;                     /* the records at ka_base (mu) */
+  int ka_other[FT_MAX_SEEN], ka_nother; /* records outside the quorum at ka_base, and their revisions (mu) */
+  int64_t ka_other_rev[FT_MAX_SEEN];
+  char *my_addrs; /* JSON array of this group's addresses */
   ft_rec rec[FT_MAX_REPLICAS];
+  int64_t m_rev, m_count;            /* the records as read at m_rev: etcd's count of them (0: never read) */
   int64_t part_rev[FT_MAX_REPLICAS]; /* each participant's record when the epoch began */
   int seen[FT_MAX_SEEN], nseen;      /* joiners waiting, seen in the last read */
   int64_t qmod;                      /* the quorum key's mod revision as last read */
@@ -96,6 +108,7 @@ struct hsr_ft {
   double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */
   double t_voted, t_begin;           /* when it was; when a wait began */
   double t_reg;                      /* when the registration began */
+  int start_tries;                   /* the start's coordinator errors (spreads the retries) */
   int wrote_done, finishing, said_waiting;
 
   /* the step */

@@ -3,7 +3,9 @@
  * the final comparison of state hashes.
  *
  * Keys under /hsr/ft/:
- *   m/IIII               a group's record (lease-bound: it goes when the group does)
+ *   m/IIII               a group's record (lease-bound: it goes when the group does): what the start and the
+ *                        decisions compare, a few hundred bytes
+ *   x/IIII               its identity's flags and every rank's UCX address, written with it (the same revision)
  *   q                    the quorum (epoch, steps done, members, joiners and their healers)
  *   v/SSSSSSSSSS/EEEEEE/IIII   a vote on step S in epoch E
  *   a/SSSSSSSSSS/EEEEEE  the abort marker of (S, E): no vote is written after it
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "ft_int.h"
 #include "hsr/config.h"
@@ -27,6 +30,7 @@
 #define KEY_MAX 128
 
 static void key_member(char *k, int id) { snprintf(k, KEY_MAX, FT_PREFIX "m/%04d", id); }
+static void key_extra(char *k, int id) { snprintf(k, KEY_MAX, FT_PREFIX "x/%04d", id); }
 static void key_vote(char *k, int64_t s, int64_t e, int id) {
   snprintf(k, KEY_MAX, FT_PREFIX "v/%010" PRId64 "/%06" PRId64 "/%04d", s, e, id);
 }
@@ -42,31 +46,65 @@ static void key_result(char *k, int64_t s, int64_t e) {
   snprintf(k, KEY_MAX, FT_PREFIX "r/%010" PRId64 "/%06" PRId64, s, e);
 }
 
+static void nap_until(double t) {
+  double s = t - clock_s();
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
 /* ---- the lease's keep-alive thread ---- */
+
+/* The lease's renewal period: a fifth of the TTL (a loaded host may delay
+ * a renewal or two); 1 s up to 512 groups, N/512 s beyond (at most 2 s),
+ * where N groups' renewals are most of the coordinator's load, and the TTL
+ * with it. A failed renewal is tried again a quarter of the period later. */
+static double ka_period(const hsr_ft *ft) {
+  double p = ft->c.replicas / 512.0;
+  return p < 1 ? 1 : p > 2 ? 2 : p;
+}
+static int lease_ttl(const hsr_ft *ft) { return (int)(FT_LEASE_TTL * ka_period(ft) + 0.5); }
 
 static void *keepalive(void *arg) {
   hsr_ft *ft = arg;
+  double wait = ka_period(ft);
   pthread_mutex_lock(&ft->mu);
   while (!ft->ka_stop) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1; /* a fifth of the TTL: a loaded host may delay a renewal or two */
+    double t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + wait;
+    ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
     pthread_cond_timedwait(&ft->cv, &ft->mu, &ts);
     if (ft->ka_stop) break;
-    int64_t ttl = -1, base = ft->ka_base;
+    int64_t ttl = -1, base = ft->ka_read ? ft->ka_base : 0; /* no joiner to look for before it is in a quorum */
+    int64_t count = ft->ka_count, orev[FT_MAX_SEEN];
+    int no = ft->ka_nother;
+    char ok[FT_MAX_SEEN][KEY_MAX];
+    ft_range rg[1 + FT_MAX_SEEN] = {{FT_PREFIX "m/", 1, 1, 0, 1, 0}};
+    for (int i = 0; i < no; i++) {
+      key_member(ok[i], ft->ka_other[i]);
+      orev[i] = ft->ka_other_rev[i];
+      rg[1 + i] = (ft_range){ok[i], 0, 1, 0, 0, 0};
+    }
     pthread_mutex_unlock(&ft->mu);
     hsr_status st = ft_etcd_lease_keepalive(ft->ka, ft->lease, &ttl);
-    /* records written since the leader last read the store (keys only: none in a steady run): a joiner waiting
-     * makes the next step go through the coordinator, which admits it */
+    wait = ka_period(ft) / (st == HSR_OK ? 1 : 4);
+    /* a record written since the leader last read the store (none in a steady run): more records than then, or
+     * another revision of one outside the quorum (a restart that replaced its predecessor's); a joiner waiting
+     * makes the next step go through the coordinator, which admits it. The count and a few keys, not the
+     * records: etcd reads every record of a range it is asked for, whatever the filter */
     ft_kvs k = {0};
-    ft_range rg = {FT_PREFIX "m/", 1, 1, base + 1};
-    hsr_status rs = st == HSR_OK && ttl > 0 && base > 0 ? ft_etcd_read(ft->ka, &rg, 1, &k) : HSR_ERR_STATE;
+    hsr_status rs = st == HSR_OK && ttl > 0 && base > 0 ? ft_etcd_read(ft->ka, rg, 1 + no, &k) : HSR_ERR_STATE;
     pthread_mutex_lock(&ft->mu);
     if (st == HSR_OK && ttl <= 0) ft->lease_lost = 1; /* expired: the others dropped this group's record */
     if (rs == HSR_OK && base == ft->ka_base) {
+      int fresh = k.count > count;
+      for (int i = 0; i < no; i++) {
+        const ft_kv *kv = ft_kvs_find(&k, ok[i]);
+        fresh |= kv && kv->mod_rev != orev[i];
+      }
       ft->ka_nnew = 0;
-      size_t ml = strlen(FT_PREFIX "m/");
-      for (int i = 0; i < k.n && ft->ka_nnew < FT_MAX_SEEN; i++) ft->ka_new[ft->ka_nnew++] = atoi(k.kv[i].key + ml);
+      if (fresh) ft->ka_new[ft->ka_nnew++] = -1; /* who: the vote's read says */
     }
     ft_kvs_free(&k);
   }
@@ -74,15 +112,36 @@ static void *keepalive(void *arg) {
   return NULL;
 }
 
+/* The start's slice: N groups starting at once keep etcd busy for seconds,
+ * so until it is admitted a leader's request may take that long, and its
+ * ranks hear from it as often (they wait HSR_COMM_TIMEOUT for it): a third
+ * of the bound, at most 5 s, at least a heartbeat. */
+static double start_slice(const hsr_ft *ft) {
+  double s = ft->T / 3 < 5 ? ft->T / 3 : 5;
+  return s > ft->beat ? s : ft->beat;
+}
+
+/* The steps' bound of a call: a heartbeat's period, so that the group hears from its leader in time. */
+static double step_deadline(const hsr_ft *ft) { return ft->beat > 0.5 ? ft->beat : 0.5; }
+
 hsr_status ft_lead_open(hsr_ft *ft) {
-  /* a call lasts at most a heartbeat's period, so that the group hears from
-   * its leader in time; a failing coordinator is retried until ft->T */
-  double d = ft->T > 3 ? ft->T : 3, beat = ft->beat > 0.5 ? ft->beat : 0.5;
+  /* a failing coordinator is retried until ft->T */
+  double d = ft->T > 3 ? ft->T : 3;
   HSR_CHECK(ft_etcd_open(ft->coord, ft->token, d, &ft->e));
-  ft_etcd_set_deadline(ft->e, beat);
+  ft->slice = start_slice(ft);
+  ft_etcd_set_deadline(ft->e, ft->slice);
   HSR_CHECK(ft_etcd_open(ft->coord, ft->token, d, &ft->ka));
-  ft_etcd_set_deadline(ft->ka, 1.0);
+  ft_etcd_set_deadline(ft->ka, 2.0); /* renewed every second: two tries within the TTL on a loaded coordinator */
   return HSR_OK;
+}
+
+/* A busy coordinator at the start: the next try after a pause of a quarter
+ * to a whole heartbeat, spread over the groups (retried at once, N groups'
+ * requests that time out would keep it busy). */
+static void start_backoff(hsr_ft *ft, double until) {
+  unsigned x = (unsigned)ft->c.replica_id * 2654435761u + (unsigned)(++ft->start_tries) * 40503u;
+  double t = clock_s() + ft->beat * (0.25 + 0.75 * (double)(x % 1000u) / 1000.0);
+  nap_until(t < until ? t : until);
 }
 
 void ft_lead_close(hsr_ft *ft) {
@@ -101,7 +160,10 @@ void ft_lead_close(hsr_ft *ft) {
   ft_etcd_close(ft->e);
   ft_etcd_close(ft->ka);
   ft->e = ft->ka = NULL;
-  for (int i = 0; i < FT_MAX_REPLICAS; i++) free(ft->rec[i].addrs);
+  for (int i = 0; i < FT_MAX_REPLICAS; i++) {
+    free(ft->rec[i].addrs), free(ft->rec[i].js);
+    ft->rec[i].addrs = ft->rec[i].js = NULL;
+  }
   free(ft->my_addrs);
   ft->my_addrs = NULL;
 }
@@ -128,13 +190,15 @@ static hsr_status parse_rec(const ft_kv *kv, ft_rec *r) {
   if (!o) return hsr_error(HSR_ERR_IO, "coordinator: record '%s' is not JSON", kv->key);
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "host"), *p = cJSON_GetObjectItemCaseSensitive(o, "pid"),
               *j = cJSON_GetObjectItemCaseSensitive(o, "join"), *s = cJSON_GetObjectItemCaseSensitive(o, "start"),
-              *a = cJSON_GetObjectItemCaseSensitive(o, "addrs"),
               *sh = cJSON_GetObjectItemCaseSensitive(o, "start_hash");
-  hsr_status st = cJSON_IsString(h) && cJSON_IsNumber(p) && cJSON_IsNumber(j) && cJSON_IsNumber(s) && cJSON_IsArray(a)
+  hsr_status st = cJSON_IsString(h) && cJSON_IsNumber(p) && cJSON_IsNumber(j) && cJSON_IsNumber(s)
                       ? HSR_OK
                       : hsr_error(HSR_ERR_IO, "coordinator: record '%s' lacks fields", kv->key);
+  char *js = st == HSR_OK ? strdup(kv->val) : NULL;
+  if (st == HSR_OK && !js) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
   if (st == HSR_OK) {
-    free(r->addrs);
+    free(r->js);
+    r->js = js;
     r->present = 1;
     r->rev = kv->mod_rev; /* records are written once: the put that made this one (a restart replaces it) */
     snprintf(r->host, sizeof r->host, "%s", h->valuestring);
@@ -142,21 +206,35 @@ static hsr_status parse_rec(const ft_kv *kv, ft_rec *r) {
     r->join = j->valuedouble != 0;
     r->start = (int64_t)s->valuedouble;
     snprintf(r->start_hash, sizeof r->start_hash, "%s", cJSON_IsString(sh) ? sh->valuestring : "?");
-    r->addrs = cJSON_PrintUnformatted(a);
   }
   cJSON_Delete(o);
   return st;
 }
 
+/* The records outside quorum q as last read, for the keep-alive thread:
+ * another revision of one of them is a restart that replaced its
+ * predecessor's record (the count of records does not change). */
+static void ka_note(hsr_ft *ft, const ft_quorum *q) {
+  pthread_mutex_lock(&ft->mu);
+  ft->ka_nother = 0;
+  for (int id = 0; id < FT_MAX_REPLICAS && ft->ka_nother < FT_MAX_SEEN; id++)
+    if (ft->rec[id].present && id != ft->c.replica_id && ft_quorum_index(q, id) < 0) {
+      ft->ka_other[ft->ka_nother] = id;
+      ft->ka_other_rev[ft->ka_nother++] = ft->rec[id].rev;
+    }
+  pthread_mutex_unlock(&ft->mu);
+}
+
 /* The store as the decisions need it: records, the quorum, the votes and
- * abort marker of the step about to commit, and the joiners waiting. full:
- * everything under the prefix with every record's value (the start's
- * identity check reads v->kvs). Otherwise one transaction reads, at one
- * revision, the records' keys and revisions, the quorum, the step's votes
- * and its marker; a record's value (every rank's address) is read again
- * only when its revision changed: reading them all on every wake-up made
- * each vote cost O(N) records at N groups (hsr bench ft). */
-static hsr_status read_all(hsr_ft *ft, view *v, int full) {
+ * abort marker of the step about to commit, and the joiners waiting. One
+ * transaction reads, at one revision, the records written since the last
+ * read (values: a few hundred bytes each), the number of records, the
+ * quorum, the step's votes and its marker. A count that the new records do
+ * not explain means records went (a lease ran out, a group left): then
+ * their keys are listed at that revision. So a leader reads each record
+ * once, and N groups starting or voting cost O(N) bytes each, not O(N)
+ * records on every wake-up (hsr bench ft). */
+static hsr_status read_all(hsr_ft *ft, view *v) {
   memset(v, 0, sizeof *v);
   char vp[KEY_MAX], ak[KEY_MAX], np[KEY_MAX], pk[KEY_MAX];
   int64_t s = ft->q.done + 1;
@@ -164,46 +242,27 @@ static hsr_status read_all(hsr_ft *ft, view *v, int full) {
   key_votes(np, s + 1, ft->q.epoch);
   key_abort(ak, s, ft->q.epoch);
   key_abort(pk, s - 1, ft->q.epoch);
-  if (full) {
-    HSR_CHECK(ft_etcd_get(ft->e, FT_PREFIX, 1, &v->kvs));
-  } else {
-    ft_range rg[6] = {{FT_PREFIX "m/", 1, 1, 0},
-                      {FT_PREFIX "q", 0, 0, 0},
-                      {vp, 1, 0, 0},
-                      {ak, 0, 0, 0},
-                      {np, 1, 1, 0},
-                      {pk, 0, 1, 0}};
-    HSR_CHECK(ft_etcd_read(ft->e, rg, 6, &v->kvs));
-  }
-  pthread_mutex_lock(&ft->mu);
-  ft->ka_base = v->kvs.rev; /* the keep-alive thread looks for records written after this read */
-  ft->ka_nnew = 0;
-  pthread_mutex_unlock(&ft->mu);
+  ft_range rg[7] = {{FT_PREFIX "m/", 1, 0, ft->m_rev + 1, 0, 0},
+                    {FT_PREFIX "m/", 1, 1, 0, 1, 0},
+                    {FT_PREFIX "q", 0, 0, 0, 0, 0},
+                    {vp, 1, 0, 0, 0, 0},
+                    {ak, 0, 0, 0, 0, 0},
+                    {np, 1, 1, 0, 0, 0},
+                    {pk, 0, 1, 0, 0, 0}};
+  HSR_CHECK(ft_etcd_read(ft->e, rg, 7, &v->kvs));
   ft->read_stale = 0;
-  for (int i = 0; i < FT_MAX_REPLICAS; i++) ft->rec[i].present = 0;
   ft->qpresent = 0;
   ft->qmod = 0;
   v->votes = calloc((size_t)v->kvs.n + 1, sizeof *v->votes);
   if (!v->votes) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   size_t ml = strlen(FT_PREFIX "m/"), vl = strlen(vp), nl = strlen(np);
-  int64_t stale = 0; /* the oldest revision of a record whose value is not loaded */
+  int64_t created = 0; /* records whose key is new since the last read */
   for (int i = 0; i < v->kvs.n; i++) {
     const ft_kv *kv = &v->kvs.kv[i];
     if (!strncmp(kv->key, FT_PREFIX "m/", ml)) {
+      created += kv->create_rev > ft->m_rev;
       int id = atoi(kv->key + ml);
-      if (id < 0 || id >= FT_MAX_REPLICAS) continue;
-      ft_rec *r = &ft->rec[id];
-      if (full || r->vrev != kv->mod_rev) {
-        if (!full) {
-          stale = stale && stale < kv->mod_rev ? stale : kv->mod_rev;
-          r->vrev = 0;
-        } else {
-          HSR_CHECK(parse_rec(kv, r));
-          r->vrev = kv->mod_rev;
-        }
-      }
-      r->present = 1;
-      r->rev = kv->mod_rev;
+      if (id >= 0 && id < FT_MAX_REPLICAS) HSR_CHECK(parse_rec(kv, &ft->rec[id]));
     } else if (!strcmp(kv->key, FT_PREFIX "q")) {
       HSR_CHECK(ft_quorum_parse(kv->val, &ft->qkey));
       ft->qpresent = 1;
@@ -225,22 +284,27 @@ static hsr_status read_all(hsr_ft *ft, view *v, int full) {
       cJSON_Delete(o);
     }
   }
-  if (stale) { /* the values of records written since they were last read (a start, a restart) */
+  if (v->kvs.count != ft->m_count + created) { /* records went: which, at the same revision */
     ft_kvs k;
-    ft_range rg = {FT_PREFIX "m/", 1, 0, stale};
-    HSR_CHECK(ft_etcd_read(ft->e, &rg, 1, &k));
-    hsr_status st = HSR_OK;
-    for (int i = 0; i < k.n && st == HSR_OK; i++) {
+    ft_range lr = {FT_PREFIX "m/", 1, 1, 0, 0, v->kvs.rev};
+    HSR_CHECK(ft_etcd_read(ft->e, &lr, 1, &k));
+    unsigned char there[FT_MAX_REPLICAS] = {0};
+    for (int i = 0; i < k.n; i++) {
       int id = atoi(k.kv[i].key + ml);
-      ft_rec *r = id >= 0 && id < FT_MAX_REPLICAS ? &ft->rec[id] : NULL;
-      if (!r || !r->present || r->vrev) continue;
-      if ((st = parse_rec(&k.kv[i], r)) == HSR_OK) r->vrev = r->rev; /* a later one replaced it: as read now */
+      if (id >= 0 && id < FT_MAX_REPLICAS) there[id] = 1;
     }
     ft_kvs_free(&k);
-    HSR_CHECK(st);
     for (int id = 0; id < FT_MAX_REPLICAS; id++)
-      if (ft->rec[id].present && !ft->rec[id].vrev) ft->rec[id].present = 0; /* gone since */
+      if (!there[id]) ft->rec[id].present = 0;
   }
+  ft->m_rev = v->kvs.rev;
+  ft->m_count = v->kvs.count;
+  pthread_mutex_lock(&ft->mu); /* the keep-alive thread looks for records written after this read */
+  ft->ka_base = v->kvs.rev;
+  ft->ka_nnew = 0;
+  ft->ka_count = ft->m_count;
+  pthread_mutex_unlock(&ft->mu);
+  ka_note(ft, &ft->q);
   ft->nseen = 0;
   for (int id = 0; id < FT_MAX_REPLICAS && ft->nseen < FT_MAX_SEEN; id++)
     if (ft->rec[id].present && ft->rec[id].join && ft_quorum_index(&ft->q, id) < 0 && id != ft->c.replica_id)
@@ -266,8 +330,14 @@ static double start_limit(const hsr_ft *ft) { return 4 * ft->T > 60 ? 4 * ft->T 
 
 /* ---- the record and the identity check ---- */
 
-static hsr_status my_record(hsr_ft *ft, int64_t done, uint64_t hash, char **out) {
-  cJSON *o = cJSON_CreateObject();
+/* The record (m/IIII) and what only some read (x/IIII): the identity's
+ * flags, compared through their hash, and every rank's UCX address, which
+ * only a peer that connects to this group needs. */
+static hsr_status my_record(hsr_ft *ft, int64_t done, uint64_t hash, char **out, char **extra) {
+  cJSON *o = cJSON_CreateObject(), *x = cJSON_CreateObject(), *idj = cJSON_Parse(ft->identity);
+  char *ids = idj ? cJSON_PrintUnformatted(idj) : NULL, ih[24];
+  snprintf(ih, sizeof ih, "%016" PRIx64, ids ? (uint64_t)XXH3_64bits(ids, strlen(ids)) : 0);
+  free(ids);
   char host[64] = "?", ver[96], h[24];
   gethostname(host, sizeof host - 1);
   snprintf(ver, sizeof ver, "%s (git %s)", HSR_VERSION_STRING, HSR_GIT_HASH);
@@ -281,14 +351,20 @@ static hsr_status my_record(hsr_ft *ft, int64_t done, uint64_t hash, char **out)
   char lay[24]; /* the flat layout: units, offsets, padding (what is exchanged shard by shard) */
   snprintf(lay, sizeof lay, "%016" PRIx64, ft->layout_hash);
   cJSON_AddStringToObject(o, "layout", lay);
-  cJSON_AddItemToObject(o, "identity", cJSON_Parse(ft->identity));
-  cJSON_AddItemToObject(o, "addrs", cJSON_Parse(ft->my_addrs));
+  cJSON_AddStringToObject(o, "ident", ih);
   cJSON_AddNumberToObject(o, "join", ft->c.join);
   cJSON_AddNumberToObject(o, "start", (double)done);
   cJSON_AddStringToObject(o, "start_hash", h);
+  cJSON_AddItemToObject(x, "identity", idj);
+  cJSON_AddItemToObject(x, "addrs", cJSON_Parse(ft->my_addrs));
   *out = cJSON_PrintUnformatted(o);
+  *extra = cJSON_PrintUnformatted(x);
   cJSON_Delete(o);
-  return *out ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
+  cJSON_Delete(x);
+  if (*out && *extra) return HSR_OK;
+  free(*out), free(*extra);
+  *out = *extra = NULL;
+  return hsr_error(HSR_ERR_NOMEM, "out of memory");
 }
 
 static const char *str_or(const cJSON *o, const char *k, char *buf, size_t n) {
@@ -331,22 +407,45 @@ static void difference(const cJSON *mine, const cJSON *other, char *out, size_t 
   if (strcmp(x, y)) snprintf(out, n, what[3], x, y);
 }
 
-static hsr_status check_identity(hsr_ft *ft, const view *v, const char *mine_js) {
+/* Every record read against this group's: the identity's flags compared
+ * through their hash, and read (x/IIII) only from a record whose hash
+ * differs, to name the first difference. */
+static hsr_status check_identity(hsr_ft *ft, const char *mine_js) {
   cJSON *mine = cJSON_Parse(mine_js);
+  if (!mine) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  cJSON_AddItemToObject(mine, "identity", cJSON_Parse(ft->identity));
+  char a[64], b[64];
+  const char *mi = str_or(mine, "ident", a, sizeof a);
   hsr_status st = HSR_OK;
-  for (int i = 0; i < v->kvs.n && st == HSR_OK; i++) {
-    const ft_kv *kv = &v->kvs.kv[i];
-    if (strncmp(kv->key, FT_PREFIX "m/", strlen(FT_PREFIX "m/"))) continue;
-    int id = atoi(kv->key + strlen(FT_PREFIX "m/"));
-    if (id == ft->c.replica_id) continue;
-    cJSON *o = cJSON_Parse(kv->val);
+  for (int id = 0; id < FT_MAX_REPLICAS && st == HSR_OK; id++) {
+    const ft_rec *r = &ft->rec[id];
+    if (!r->present || !r->js || id == ft->c.replica_id) continue;
+    cJSON *o = cJSON_Parse(r->js);
+    if (!o) continue;
+    const char *oi = str_or(o, "ident", b, sizeof b);
+    int known = !strcmp(mi, oi); /* the same flags: compared as equal */
+    if (known) {
+      cJSON_AddItemToObject(o, "identity", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(mine, "identity"), 1));
+    } else {
+      char xk[KEY_MAX];
+      ft_kvs k;
+      key_extra(xk, id);
+      st = ft_etcd_get(ft->e, xk, 0, &k);
+      cJSON *x = st == HSR_OK && k.n && k.kv[0].mod_rev == r->rev ? cJSON_Parse(k.kv[0].val) : NULL;
+      cJSON *xi = x ? cJSON_DetachItemFromObjectCaseSensitive(x, "identity") : NULL;
+      if (xi) cJSON_AddItemToObject(o, "identity", xi), known = 1;
+      cJSON_Delete(x);
+      if (st == HSR_OK) ft_kvs_free(&k);
+    }
     char d[512];
     difference(mine, o, d, sizeof d);
-    if (d[0])
+    if (!d[0] && !known) /* the other's flags are gone with it, or never written (another build) */
+      snprintf(d, sizeof d, "the flags' hash is %s here and %s in", mi, oi);
+    if (st == HSR_OK && d[0])
       st = hsr_error(HSR_ERR_INVALID,
                      "replica %d cannot join: %s replica %d (host %s, pid %d); every replica group must run the same "
                      "hsr with the same model, data, optimizer and group size",
-                     ft->c.replica_id, d, id, ft->rec[id].host, ft->rec[id].pid);
+                     ft->c.replica_id, d, id, r->host, r->pid);
     cJSON_Delete(o);
   }
   cJSON_Delete(mine);
@@ -379,23 +478,24 @@ static hsr_status check_id_taken(const hsr_ft *ft) {
 }
 
 static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double until, int *final) {
-  char *mine = NULL, mk[KEY_MAX];
+  char *mine = NULL, *extra = NULL, mk[KEY_MAX], xk[KEY_MAX];
   *final = 0;
-  HSR_CHECK(my_record(ft, done, hash, &mine));
+  HSR_CHECK(my_record(ft, done, hash, &mine, &extra));
   key_member(mk, ft->c.replica_id);
+  key_extra(xk, ft->c.replica_id);
   hsr_status st = HSR_OK;
   if (ft->lease) goto put; /* a later slice: the checks are done */
   view v;
-  st = read_all(ft, &v, 1);
-  if (st == HSR_OK) st = check_identity(ft, &v, mine);
+  st = read_all(ft, &v);
+  if (st == HSR_OK) st = check_identity(ft, mine);
   /* a crashed job's records stay until their leases run out: a start waits that long for them to go before it
    * takes them for a running job (a stale quorum never blocks a start) */
-  double stale_end = ft->t_reg + FT_LEASE_TTL + 1, now = clock_s();
+  double stale_end = ft->t_reg + lease_ttl(ft) + 1, now = clock_s();
   if (st == HSR_OK && !ft->c.join && quorum_live(ft) && now < stale_end) {
     int64_t rev = v.kvs.rev;
     int ch;
     view_free(&v);
-    free(mine);
+    free(mine), free(extra);
     return ft_etcd_watch(ft->e, FT_PREFIX "m/", rev + 1, (until < stale_end ? until : stale_end) - now, &ch);
   }
   char ids[256];
@@ -412,7 +512,7 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
                    "group without --join (--resume to continue from a checkpoint)",
                    ft->c.replica_id, ft->qpresent ? "a quorum whose groups are all gone" : "no quorum");
   view_free(&v);
-  if (st == HSR_OK) st = ft_etcd_lease_grant(ft->e, FT_LEASE_TTL, &ft->lease);
+  if (st == HSR_OK) st = ft_etcd_lease_grant(ft->e, lease_ttl(ft), &ft->lease);
   if (st == HSR_OK && !ft->ka_on) {
     if (pthread_create(&ft->ka_thread, NULL, keepalive, ft))
       st = hsr_error(HSR_ERR_SYSTEM, "ft: cannot start the lease's keep-alive thread");
@@ -421,13 +521,13 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
   }
   ft->t_begin = clock_s();
 put:; /* a previous run of this id may still hold the key until its lease ends */
-  double end = ft->t_begin + FT_LEASE_TTL + 3;
+  double end = ft->t_begin + lease_ttl(ft) + 3;
   while (st == HSR_OK) {
     ft_cmp c = {mk, FT_CMP_CREATE, 0, 0};
-    ft_op op = {FT_OP_PUT, mk, mine, ft->lease};
+    ft_op op[2] = {{FT_OP_PUT, mk, mine, ft->lease}, {FT_OP_PUT, xk, extra, ft->lease}}; /* one revision */
     int ok = 0;
     int64_t rev = 0;
-    st = ft_etcd_txn(ft->e, &c, 1, &op, 1, &ok, &rev);
+    st = ft_etcd_txn(ft->e, &c, 1, op, 2, &ok, &rev);
     if (st != HSR_OK) break;
     if (ok) {
       ft->my_rev = rev;
@@ -455,7 +555,7 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
         ft_quorum_index(&q, ft->c.replica_id) < 0) {
       ft_cmp c2 = {mk, FT_CMP_MOD, k.kv[0].mod_rev, 0};
       int64_t rev = 0;
-      st = ft_etcd_txn(ft->e, &c2, 1, &op, 1, &ok, &rev);
+      st = ft_etcd_txn(ft->e, &c2, 1, op, 2, &ok, &rev);
       ft_kvs_free(&qk);
       ft_kvs_free(&k);
       if (st == HSR_OK && ok) {
@@ -472,7 +572,7 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
       if (k.n) {
         ft_rec r = {0};
         if (parse_rec(&k.kv[0], &r) == HSR_OK) snprintf(host, sizeof host, "%s", r.host), pid = r.pid;
-        free(r.addrs);
+        free(r.js);
       }
       st = hsr_error(HSR_ERR_INVALID, "replica %d is already running (host %s, pid %d): give another --replica-id",
                      ft->c.replica_id, host, pid);
@@ -485,7 +585,7 @@ put:; /* a previous run of this id may still hold the key until its lease ends *
     }
     ft_kvs_free(&k);
   }
-  free(mine);
+  free(mine), free(extra);
   if (*final) ft->t_begin = clock_s(); /* the quorum's wait starts */
   return st;
 }
@@ -495,19 +595,62 @@ hsr_status ft_lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double unti
   hsr_status st = lead_register(ft, done, hash, until, final);
   /* a busy coordinator (many groups starting at once) is asked again after a heartbeat; refusals are
    * HSR_ERR_INVALID and end the start at once */
-  if (st != HSR_OK && is_coord_error(st) && clock_s() < ft->t_reg + start_limit(ft)) return HSR_OK;
+  if (st != HSR_OK && is_coord_error(st) && clock_s() < ft->t_reg + start_limit(ft)) {
+    start_backoff(ft, until);
+    return HSR_OK;
+  }
   return st;
 }
 
 /* ---- the quorum's formation and admission ---- */
 
 static void note_revs(hsr_ft *ft, const ft_quorum *q) {
+  ka_note(ft, q);
   int p[FT_MAX_REPLICAS], n = ft_quorum_parts(q, p);
   for (int i = 0; i < n; i++) ft->part_rev[p[i]] = ft->rec[p[i]].present ? ft->rec[p[i]].rev : -1;
   ft->part_rev[ft->c.replica_id] = ft->my_rev;
 }
 
-hsr_status ft_lead_blob(hsr_ft *ft, const ft_quorum *q, const char *extra, char **blob) {
+/* The UCX addresses of q's participants that this leader does not hold for
+ * their current records: one read of the address keys written since the
+ * oldest of them (a start: every one, once). Only a group with a data plane
+ * connects to its peers (hsr bench ft's simulated groups have none). */
+static hsr_status load_addrs(hsr_ft *ft, const ft_quorum *q) {
+  int p[FT_MAX_REPLICAS], n = ft_quorum_parts(q, p);
+  int64_t oldest = 0;
+  for (int i = 0; i < n; i++) {
+    const ft_rec *r = &ft->rec[p[i]];
+    if (p[i] == ft->c.replica_id || !r->present || (r->addrs && r->arev == r->rev)) continue;
+    oldest = oldest && oldest < r->rev ? oldest : r->rev;
+  }
+  if (!oldest) return HSR_OK;
+  ft_kvs k;
+  ft_range rg = {FT_PREFIX "x/", 1, 0, oldest, 0, 0};
+  HSR_CHECK(ft_etcd_read(ft->e, &rg, 1, &k));
+  size_t xl = strlen(FT_PREFIX "x/");
+  hsr_status st = HSR_OK;
+  for (int i = 0; i < k.n && st == HSR_OK; i++) {
+    int id = atoi(k.kv[i].key + xl);
+    ft_rec *r = id >= 0 && id < FT_MAX_REPLICAS ? &ft->rec[id] : NULL;
+    if (!r || !r->present || k.kv[i].mod_rev != r->rev) continue; /* not the record held: the next read's */
+    cJSON *o = cJSON_Parse(k.kv[i].val);
+    const cJSON *a = o ? cJSON_GetObjectItemCaseSensitive(o, "addrs") : NULL;
+    char *as = cJSON_IsArray(a) ? cJSON_PrintUnformatted(a) : NULL;
+    if (as) {
+      free(r->addrs);
+      r->addrs = as, r->arev = r->rev;
+    } else {
+      st = hsr_error(HSR_ERR_IO, "coordinator: '%s' holds no addresses", k.kv[i].key);
+    }
+    cJSON_Delete(o);
+  }
+  ft_kvs_free(&k);
+  return st;
+}
+
+/* The blob; with_addrs: the participants' addresses in it (its ranks connect). */
+static hsr_status make_blob(hsr_ft *ft, const ft_quorum *q, const char *extra, int with_addrs, char **blob) {
+  if (with_addrs && ft->peers) HSR_CHECK(load_addrs(ft, q));
   char *qs = NULL;
   HSR_CHECK(ft_quorum_json(q, &qs));
   cJSON *o = extra ? cJSON_Parse(extra) : cJSON_CreateObject();
@@ -517,7 +660,8 @@ hsr_status ft_lead_blob(hsr_ft *ft, const ft_quorum *q, const char *extra, char 
   cJSON *ad = cJSON_AddObjectToObject(o, "addrs");
   int p[FT_MAX_REPLICAS], n = ft_quorum_parts(q, p);
   for (int i = 0; i < n; i++) {
-    if (p[i] == ft->c.replica_id || !ft->rec[p[i]].present || !ft->rec[p[i]].addrs) continue;
+    const ft_rec *r = &ft->rec[p[i]];
+    if (p[i] == ft->c.replica_id || !r->present || !r->addrs || r->arev != r->rev) continue;
     char id[16];
     snprintf(id, sizeof id, "%d", p[i]);
     cJSON_AddItemToObject(ad, id, cJSON_Parse(ft->rec[p[i]].addrs));
@@ -525,6 +669,10 @@ hsr_status ft_lead_blob(hsr_ft *ft, const ft_quorum *q, const char *extra, char 
   *blob = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return *blob ? HSR_OK : hsr_error(HSR_ERR_NOMEM, "out of memory");
+}
+
+hsr_status ft_lead_blob(hsr_ft *ft, const ft_quorum *q, const char *extra, char **blob) {
+  return make_blob(ft, q, extra, 1, blob);
 }
 
 /* Every group started: the first leader to see all N records writes the
@@ -555,6 +703,12 @@ static hsr_status form(hsr_ft *ft, int *formed) {
   char *qs = NULL, qk[KEY_MAX] = FT_PREFIX "q", ve[KEY_MAX] = FT_PREFIX "w", ae[KEY_MAX] = FT_PREFIX "b",
        de[KEY_MAX] = FT_PREFIX "e", re[KEY_MAX] = FT_PREFIX "s";
   HSR_CHECK(ft_quorum_json(&q, &qs));
+  /* and every member's record revision, so that the others need not read N records to begin the epoch */
+  cJSON *qo = cJSON_Parse(qs), *rv = qo ? cJSON_AddArrayToObject(qo, "revs") : NULL;
+  for (int id = 0; rv && id < N; id++) cJSON_AddItemToArray(rv, cJSON_CreateNumber((double)ft->rec[id].rev));
+  char *qr = qo ? cJSON_PrintUnformatted(qo) : NULL;
+  cJSON_Delete(qo);
+  if (qr) free(qs), qs = qr;
   ft_cmp c = {qk, FT_CMP_MOD, ft->qmod, 0};
   ft_op ops[5] = {{FT_OP_PUT, qk, qs, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", ve, 0}, /* a previous run's votes, markers and hashes */
@@ -577,15 +731,97 @@ hsr_status ft_lead_wait_quorum(hsr_ft *ft, void *arg, double until, int *final, 
   int coord = 0;
   hsr_status st = wait_quorum(ft, until, limit, final, blob, &coord);
   /* a busy coordinator (many groups starting at once) is asked again after a heartbeat, up to the limit */
-  if (st != HSR_OK && coord && is_coord_error(st) && clock_s() < limit) return HSR_OK;
+  if (st != HSR_OK && coord && is_coord_error(st) && clock_s() < limit) {
+    start_backoff(ft, until);
+    return HSR_OK;
+  }
   return st;
+}
+
+/* In the quorum: the blob for the group, the steps' slices and bound. */
+static hsr_status admitted(hsr_ft *ft, int *final, char **blob, int *coord) {
+  *coord = 1; /* the addresses' read */
+  HSR_CHECK(ft_lead_blob(ft, &ft->q, NULL, blob));
+  pthread_mutex_lock(&ft->mu);
+  ft->ka_read = 1; /* from now on its keep-alive thread looks for joiners */
+  pthread_mutex_unlock(&ft->mu);
+  ft->slice = 0;
+  ft_etcd_set_deadline(ft->e, step_deadline(ft));
+  *final = 1;
+  return HSR_OK;
+}
+
+/* A starter that waited: the quorum key formed with this group as a member,
+ * which carries every member's record revision; the records as they were
+ * when it was written are then known without reading them (a later read
+ * takes those written since, and lists the keys if some went). */
+static int adopt_formed(hsr_ft *ft, const ft_kv *kv) {
+  ft_quorum q;
+  cJSON *o = cJSON_Parse(kv->val);
+  const cJSON *rv = o ? cJSON_GetObjectItemCaseSensitive(o, "revs") : NULL;
+  int ok = cJSON_IsArray(rv) && ft_quorum_parse(kv->val, &q) == HSR_OK && kv->mod_rev > ft->my_rev &&
+           ft_quorum_is_member(&q, ft->c.replica_id) && q.njoin == 0 && cJSON_GetArraySize(rv) == q.nmem;
+  for (int i = 0; ok && i < q.nmem; i++) {
+    const cJSON *r = cJSON_GetArrayItem(rv, i);
+    ok = cJSON_IsNumber(r) && q.mem[i] >= 0 && q.mem[i] < FT_MAX_REPLICAS &&
+         (q.mem[i] != ft->c.replica_id || (int64_t)r->valuedouble == ft->my_rev);
+  }
+  for (int i = 0; ok && i < q.nmem; i++) {
+    ft_rec *r = &ft->rec[q.mem[i]];
+    r->rev = (int64_t)cJSON_GetArrayItem(rv, i)->valuedouble;
+  }
+  cJSON_Delete(o);
+  if (!ok) return 0;
+  int n = 0;
+  for (int id = 0; id < FT_MAX_REPLICAS; id++) n += ft->rec[id].present = ft_quorum_index(&q, id) >= 0;
+  ft->qkey = q;
+  ft->qpresent = 1;
+  ft->qmod = kv->mod_rev;
+  ft->m_rev = kv->mod_rev;
+  ft->m_count = n; /* etcd's count then, unless other records were there: the next read lists them */
+  ft->read_stale = 1;
+  pthread_mutex_lock(&ft->mu);
+  ft->ka_base = kv->mod_rev;
+  ft->ka_count = n;
+  ft->ka_nnew = 0;
+  pthread_mutex_unlock(&ft->mu);
+  return 1;
 }
 
 /* *coord: the error is a coordinator call's */
 static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final, char **blob, int *coord) {
   for (;;) {
+    /* a starter that does not form the quorum reads the records again only when the quorum key changed (or
+     * for its messages): the quorum key and the records' count, then a watch of the key for the slice (etcd
+     * reads every record of a range it is asked for: N groups reading them each slice cost O(N^2)) */
+    int former = !ft->c.join;
+    for (int id = 0; id < ft->c.replica_id && former; id++) former = !ft->rec[id].present;
+    double now = clock_s();
+    if (!former && !ft->c.join && ft->m_rev > 0 && now < limit && (ft->said_waiting || now - ft->t_begin <= 5)) {
+      ft_kvs k;
+      ft_range rg = {FT_PREFIX "q", 0, 0, 0, 0, 0};
+      hsr_status st = ft_etcd_read(ft->e, &rg, 1, &k);
+      *coord = st != HSR_OK;
+      HSR_CHECK(st);
+      int64_t qm = k.n ? k.kv[0].mod_rev : 0, rev = k.rev;
+      int took = qm != ft->qmod && qm > ft->m_rev && adopt_formed(ft, &k.kv[0]);
+      ft_kvs_free(&k);
+      if (took) {
+        ft->q = ft->qkey;
+        note_revs(ft, &ft->q);
+        return admitted(ft, final, blob, coord);
+      }
+      if (qm == ft->qmod) {
+        int ch;
+        st = ft_etcd_watch(ft->e, FT_PREFIX "q", rev + 1, (until < limit ? until : limit) - clock_s(), &ch);
+        *coord = st != HSR_OK;
+        HSR_CHECK(st);
+        if (!ch) return HSR_OK; /* the slice is over */
+        continue;
+      }
+    }
     view v;
-    hsr_status st = read_all(ft, &v, 0);
+    hsr_status st = read_all(ft, &v);
     if (st != HSR_OK) {
       view_free(&v);
       *coord = 1;
@@ -600,8 +836,7 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
         (ft->c.join ? ft_quorum_healer_of(&ft->qkey, me) >= 0 : ft_quorum_is_member(&ft->qkey, me))) {
       ft->q = ft->qkey;
       note_revs(ft, &ft->q);
-      *final = 1;
-      return ft_lead_blob(ft, &ft->q, NULL, blob);
+      return admitted(ft, final, blob, coord);
     }
     if (!ft->c.join) {
       if (quorum_live(ft) && ft_quorum_index(&ft->qkey, ft->c.replica_id) < 0)
@@ -616,7 +851,7 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
       return hsr_error(HSR_ERR_STATE, "replica %d: every live replica group left before admitting this one",
                        ft->c.replica_id);
     }
-    double now = clock_s();
+    now = clock_s();
     if (now - ft->t_begin > 5 && !ft->said_waiting) { /* a line, once, while a slow start keeps the group waiting */
       int miss[FT_MAX_REPLICAS], n = 0;
       for (int id = 0; id < ft->c.replicas && !ft->c.join; id++)
@@ -646,10 +881,12 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
     }
     if (now >= until) return HSR_OK;
     /* only the group that forms the quorum (the smallest id registered) wakes on every registration; the
-     * others on the quorum key, and read again each heartbeat: N groups starting at once would otherwise
-     * each read the store on every other's registration */
-    int former = !ft->c.join, ch;
+     * others on the quorum key, and read again each slice (the records written since their last read): N
+     * groups starting at once would otherwise each read the store on every other's registration */
+    former = !ft->c.join;
     for (int id = 0; id < ft->c.replica_id && former; id++) former = !ft->rec[id].present;
+    if (!former && !ft->c.join) continue; /* the quorum key, then its watch */
+    int ch;
     st = ft_etcd_watch(ft->e, former ? FT_PREFIX : FT_PREFIX "q", rev + 1, (until < limit ? until : limit) - now, &ch);
     *coord = st != HSR_OK;
     HSR_CHECK(st);
@@ -669,7 +906,7 @@ static hsr_status decision(hsr_ft *ft, const ft_quorum *next, int commit, int st
   char *ex = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   if (!ex) return hsr_error(HSR_ERR_NOMEM, "out of memory");
-  hsr_status st = ft_lead_blob(ft, next, ex, blob);
+  hsr_status st = make_blob(ft, next, ex, !stop, blob); /* a group that stops connects to none */
   free(ex);
   return st;
 }
@@ -836,7 +1073,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     int written = 0;
     if (!lost && ft->read_stale) { /* the joiners waiting, as the vote reports them: the last read was steps ago */
       view v;
-      st = read_all(ft, &v, 0);
+      st = read_all(ft, &v);
       view_free(&v);
       if (st != HSR_OK) return vote_error(ft, st, final, blob);
     }
@@ -849,7 +1086,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
   }
   if (!ft->vote_written) { /* the record is gone, or the votes were frozen without this one */
     view v;
-    st = read_all(ft, &v, 0);
+    st = read_all(ft, &v);
     int mine = ft->rec[ft->c.replica_id].present && ft->rec[ft->c.replica_id].rev == ft->my_rev;
     int aborted = v.aborted, prev = v.prev_aborted, lost;
     view_free(&v);
@@ -872,7 +1109,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       snprintf(line, sizeof line,
                "replica %d was dropped from the quorum at step %" PRId64 ": its lease expired (was the group stopped "
                "or cut off from the coordinator for more than %d s?); restart it with --join",
-               ft->c.replica_id, ft->q.done + 1, FT_LEASE_TTL);
+               ft->c.replica_id, ft->q.done + 1, lease_ttl(ft));
       ft->voted = 0;
       *final = 1;
       return decision(ft, &ft->q, 0, 1, 0, line, blob);
@@ -882,7 +1119,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
   for (;;) {
     if (clock_s() >= until) return HSR_OK; /* a heartbeat to the group, then on */
     view v;
-    st = read_all(ft, &v, 0);
+    st = read_all(ft, &v);
     if (st != HSR_OK) {
       view_free(&v);
       return vote_error(ft, st, final, blob);
@@ -909,8 +1146,10 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       next.done++;
       ft->voted = 0;
       note_revs(ft, &next);
+      st = decision(ft, &next, 1, 0, 0, "", blob); /* the addresses of a restarted participant: a read */
+      if (st != HSR_OK) return vote_error(ft, st, final, blob);
       *final = 1;
-      return decision(ft, &next, 1, 0, 0, "", blob);
+      return HSR_OK;
     }
     if (d == FT_COMMIT || (d == FT_ABORT && v.aborted)) {
       st = agg ? ft_etcd_put(ft->e, rk, "1", 0) : HSR_OK;

@@ -64,6 +64,7 @@ struct sim_world {
   int64_t max_done;
   char *addrs;  /* a record's addresses: S base64 strings */
   sim_xch *xch; /* [step]: its commit exchange (mu) */
+  sim_xch *ar;  /* [step]: its all-reduce's arrivals (mu) */
 };
 
 static void nap(double s) {
@@ -90,10 +91,34 @@ static int dead_for(sim_world *w, const hsr_ft *ft, int id, int64_t s) {
   return !alive;
 }
 
+/* The all-reduce cannot complete before every participant of the epoch
+ * entered it: groups that began the epoch at different times (a start's
+ * admissions, spread over seconds at N groups) meet here, within the bound,
+ * as over UCX. */
+static void model_arrival(sim_group *g, int64_t s) {
+  sim_world *w = g->w;
+  hsr_ft *ft = g->ft;
+  double end = clock_s() + ft->T;
+  pthread_mutex_lock(&w->mu);
+  sim_xch *x = &w->ar[s];
+  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0;
+  if (x->epoch == ft->q.epoch) x->n++;
+  pthread_cond_broadcast(&w->cv);
+  while (x->epoch == ft->q.epoch && x->n < ft->nparts && clock_s() < end) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double left = end - clock_s(), t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + (left < 0.1 ? left : 0.1);
+    ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+  }
+  pthread_mutex_unlock(&w->mu);
+}
+
 /* The all-reduce's outcome as peer_allreduce reports it: every participant it
  * knows dead (up to FT_MAX_CULPRITS), after the detection delay; with none dead, a
  * stopped one, after the bound and the stall round's grace (a quarter of the
- * bound, at most 1 s: the one waiting for it names it). */
+ * bound, at most 1 s: the one waiting for it names it); otherwise once every
+ * participant entered it. */
 static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
   sim_world *w = g->w;
   hsr_ft *ft = g->ft;
@@ -115,6 +140,8 @@ static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
     nap(ft->T + (ft->T / 4 < 1.0 ? ft->T / 4 : 1.0));
     o->ok = 0, o->n = 1, o->culprit[0] = stopped;
     snprintf(o->why, sizeof o->why, "replica %d sent nothing within the bound (modelled)", stopped);
+  } else {
+    model_arrival(g, s);
   }
 }
 
@@ -446,7 +473,8 @@ static hsr_status world_init(sim_world *w, const ft_sim_config *c) {
   free(b);
   w->g = calloc((size_t)(N + c->restart), sizeof *w->g);
   w->xch = calloc((size_t)c->steps + 2, sizeof *w->xch);
-  if (!w->g || !w->xch) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  w->ar = calloc((size_t)c->steps + 2, sizeof *w->ar);
+  if (!w->g || !w->xch || !w->ar) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   for (int i = 0; i < N + c->restart; i++) {
     sim_group *g = &w->g[i];
     g->w = w;
@@ -471,6 +499,7 @@ static void world_free(sim_world *w) {
   }
   free(w->g);
   free(w->xch);
+  free(w->ar);
   free(w->addrs);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
