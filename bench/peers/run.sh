@@ -191,7 +191,7 @@ for d in rows:
         keys.append(k)
 table = []
 print()
-print(f"{'ranks':<6} {'peer':<6} {'config':<16} {'hsr tok/s':>10} {'peer tok/s':>10} {'hsr/peer':>9} {'loss rel':>9} {'|g| rel':>9}  same job")
+print(f"{'ranks':<6} {'peer':<6} {'config':<16} {'hsr tok/s':>10} {'peer tok/s':>10} {'hsr/peer':>9} {'loss rel':>9} {'|g|1 rel':>9} {'|g| rel':>9}  same job")
 for n, peer, cfg in keys:
     rs = [d for d in rows if (d["ranks"], d["peer"], d["config"]) == (n, peer, cfg)]
     h = [d["hsr"] for d in rs if d["hsr"]]
@@ -206,11 +206,12 @@ for n, peer, cfg in keys:
     row = {"ranks": n, "peer": peer, "config": cfg, "rounds": len(rs), "hsr_tokens_per_s": mh,
            "peer_tokens_per_s": mp, "ratio": mh / mp if mh and mp else None,
            "loss_max_rel": c.get("max_rel"), "grad_norm_max_rel": c.get("max_rel_grad_norm"),
+           "grad_norm_first_rel": c.get("max_rel_grad_norm_judged"),
            "same_job": c.get("agree")}
     table.append(row)
     f = lambda x, fmt: format(x, fmt) if x is not None else "-"
     print(f"{n:<6} {peer:<6} {cfg:<16} {f(mh, '10.0f')} {f(mp, '10.0f')} {f(row['ratio'], '8.2f')}x "
-          f"{f(row['loss_max_rel'], '9.1e')} {f(row['grad_norm_max_rel'], '9.1e')}  "
+          f"{f(row['loss_max_rel'], '9.1e')} {f(row['grad_norm_first_rel'], '9.1e')} {f(row['grad_norm_max_rel'], '9.1e')}  "
           f"{ {True: 'yes', False: 'NO'}.get(row['same_job'], '-') }")
 res = {"torch": tv, "corpus": corpus, "text_sha256_16": text_sum, "steps": int(steps), "rounds": int(rounds), "nodes": int(nodes), "emulate_net": rate or None,
        "load": open("/proc/loadavg").read().split()[:3], "cores": os.cpu_count(), "rows": table}
