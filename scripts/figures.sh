@@ -90,7 +90,7 @@ fig_peers_quick() { # per row: hsr/peer tokens/s; and how many rows ran the same
   jq -r '"same_job_rows \([.rows[] | select(.same_job)] | length)"' "$1/p/peers.json"
 }
 # hsr's replica groups beside torchft's, the same job and fault (docs/peers.md; needs setup.sh --with torchft)
-cmd[peers_ft_side]="bench/peers/ft_side.sh --rounds 2 --out \$OUT/f" # peers: on demand, never in CI
+cmd[peers_ft_side]="bench/peers/ft_side.sh --rounds 3 --out \$OUT/f" # peers: on demand, never in CI
 quick[peers_ft_side]=0
 fig_peers_ft_side() { # the medians of each side: kill to next commit, restart to first commit, machinery up to it
   jq -r '.table[] | "hsr_\(.measure) \(.hsr_s)", "torchft_\(.measure) \(.torchft_s)"' "$1/f/ft_side.json"
