@@ -80,12 +80,8 @@ command -v etcd >/dev/null || { echo "$prog: etcd is not installed (apt-get inst
   { echo "$prog: $PY cannot import torch and torchft (bench/peers/setup.sh --with torchft)" >&2; exit 2; }
 out=${out:-$(mktemp -d /tmp/hsr-ft-side-XXXXXX)}
 mkdir -p "$out"
-if [ -f "$corpus" ]; then
-  text=$corpus
-else
-  text=$out/corpus.txt
-  "$HERE/corpus.sh" "$corpus" "$text" || exit 2
-fi
+text=$out/corpus.txt
+"$HERE/corpus.sh" "$corpus" "$text" || exit 2
 wrap=$SRC/tests/faults/rank.sh
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 HSR_COMM_TIMEOUT=$tmo
 

@@ -85,12 +85,8 @@ ac_int --nodes "$nodes" 1 4096
 "$PY" -c "import torch" 2>/dev/null || { echo "peers: $PY cannot import torch (bench/peers/setup.sh --force)" >&2; exit 2; }
 out=${out:-$(mktemp -d /tmp/hsr-peers-XXXXXX)}
 mkdir -p "$out"
-if [ -f "$corpus" ]; then
-  text=$corpus
-else
-  text=$out/corpus.txt
-  "$HERE/corpus.sh" "$corpus" "$text" || exit 2
-fi
+text=$out/corpus.txt
+"$HERE/corpus.sh" "$corpus" "$text" || exit 2
 text_sum=$(sha256sum "$text" | cut -c1-16)
 extra=(--data "$text" "${extra[@]}")
 netargs=(-n); [ "$nodes" -gt 1 ] && netargs=(--nodes "$nodes" -n); [ -n "$rate" ] && netargs=(--emulate-net "$rate" "${netargs[@]}")
