@@ -92,12 +92,6 @@ static int server_sockets(int port, int *fds, int max, int *maxfd) {
   return n;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* The child: system calls only (it was forked from a threaded process). */
 static void hold_main(int rfd, const int *fds, int nfds, int maxfd, double hold_s) {
   prctl(PR_SET_NAME, BOOT_HOLD_COMM, 0, 0, 0); /* not taken for a rank by the /proc scan (roll.c) */
@@ -119,10 +113,10 @@ static void hold_main(int rfd, const int *fds, int nfds, int maxfd, double hold_
   while ((r = read(rfd, &c, 1)) < 0 && errno == EINTR) {}
   if (r == 1 && c == HOLD_RELEASE) _exit(0);
   /* the rank ended without PMIx_Finalize: hold, bounded */
-  double until = now_s() + hold_s;
+  double until = clock_s() + hold_s;
   struct pollfd pf[HOLD_MAX_FDS];
   for (int i = 0; i < nfds; i++) pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
-  for (double left = hold_s; left > 0; left = until - now_s()) {
+  for (double left = hold_s; left > 0; left = until - clock_s()) {
     int n = poll(pf, (nfds_t)nfds, left > 1.0 ? 1000 : (int)(left * 1000) + 1);
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; n > 0 && i < nfds; i++) {
