@@ -11,10 +11,12 @@
 #include <string.h>
 
 #include "algos.h"
+#include "peer_hb.h"
 #include "ucx.h"
 #include "collectives/comm_internal.h"
 #include "collectives/peer_internal.h"
 #include "common/common_internal.h"
+#include "common/env.h"
 #include "launch/boot_internal.h"
 
 /* An abandoned operation: requests of it were still pending when it ended
@@ -26,6 +28,16 @@ typedef struct grave {
   struct grave *next;
 } grave;
 
+/* What this member knows of another's heartbeats (peer_hb.h). */
+typedef struct hb_probe {
+  ucp_ep_h ep; /* to its responder; made on the first ping */
+  void *addr;  /* its responder's address (NULL: it has none) */
+  size_t len;
+  int failed;   /* the endpoint reported an error: made again on the next ping */
+  double sent;  /* the last ping */
+  double quiet; /* the first ping no pong has come after (0: none) */
+} hb_probe;
+
 struct peer_ctx {
   coll_ctx x; /* rank: this member's id; size: PEER_MAX; no bootstrap, node-shared memory or world verdict */
   ucx_ctx u;
@@ -33,7 +45,19 @@ struct peer_ctx {
   char noun[16]; /* what a member is called in messages */
   int efd;
   grave *graves;
+  double hb_s;            /* HSR_PEER_HEARTBEAT (0: no heartbeats) */
+  peer_hb *hb;            /* this member's responder */
+  ucp_address_t *addr;    /* this member's main worker address: every ping's data */
+  size_t addr_len;
+  int32_t hb_hdr;         /* every ping's header: this member's id */
+  hb_probe *probe;        /* per member id */
 };
+
+/* Pings go out every HB_EVERY seconds to the member an operation waits for,
+ * once it has waited HB_AFTER (an operation that completes at once pings
+ * nobody). */
+#define HB_EVERY 0.25
+#define HB_AFTER 0.5
 
 /* A notice's tag: stage MISC, the sender in the step field, chunk NOTICE_K
  * (an abort) or STALL_K (alive and stalled). */
@@ -124,10 +148,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st) {
   q->err = ucs_status_string(st);
 }
 
-static void close_ep(peer_ctx *p, int id) {
-  ucp_ep_h ep = p->u.eps[id];
-  if (!ep) return;
-  p->u.eps[id] = NULL;
+static void close_one(peer_ctx *p, ucp_ep_h ep) {
   ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE};
   ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &cp);
   if (r == NULL || UCS_PTR_IS_ERR(r)) return;
@@ -135,6 +156,82 @@ static void close_ep(peer_ctx *p, int id) {
   while (ucp_request_check_status(r) == UCS_INPROGRESS && clock_s() < end) sleep_on(p, end);
   if (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_request_cancel(p->u.worker, r);
   ucp_request_free(r);
+}
+
+static void close_ep(peer_ctx *p, int id) {
+  ucp_ep_h ep = p->u.eps[id];
+  p->u.eps[id] = NULL;
+  if (ep) close_one(p, ep);
+  hb_probe *b = p->probe ? &p->probe[id] : NULL;
+  if (b && b->ep) {
+    ep = b->ep, b->ep = NULL;
+    close_one(p, ep);
+  }
+}
+
+/* ---- heartbeats: the prober's side (the responder is ucx_peer_hb.c) -------------------------- */
+
+static void hb_ep_failed(void *arg, ucp_ep_h ep, ucs_status_t st) {
+  (void)ep, (void)st;
+  ((hb_probe *)arg)->failed = 1;
+}
+
+/* A pong, inside this worker's progress: its sender is alive. */
+static ucs_status_t on_pong(void *arg, const void *header, size_t header_len, void *data, size_t len,
+                            const ucp_am_recv_param_t *param) {
+  (void)data, (void)len, (void)param;
+  peer_ctx *p = arg;
+  int32_t id;
+  if (header_len != sizeof id) return UCS_OK;
+  memcpy(&id, header, sizeof id);
+  if (id >= 0 && id < PEER_MAX && p->probe) p->probe[id].quiet = 0;
+  return UCS_OK;
+}
+
+/* Whether member id, which an operation has waited for since `since`,
+ * answers no heartbeat: once the wait passed HB_AFTER it is pinged every
+ * HB_EVERY, and it is silent once no pong came within hb_s of a ping. A
+ * member without a responder is never silent (its bound decides). */
+static int hb_silent(peer_ctx *p, int id, double since) {
+  if (p->hb_s <= 0 || id < 0 || id >= PEER_MAX || !p->probe) return 0;
+  hb_probe *b = &p->probe[id];
+  double now = clock_s();
+  if (!b->addr || now - since < HB_AFTER) return 0;
+  if (b->quiet && b->quiet < since) b->quiet = 0; /* a ping of an earlier wait */
+  if (b->failed && b->ep) {
+    ucp_ep_h ep = b->ep;
+    b->ep = NULL;
+    close_one(p, ep);
+  }
+  b->failed = 0;
+  if (!b->ep) {
+    ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                                        UCP_EP_PARAM_FIELD_ERR_HANDLER,
+                          .address = b->addr,
+                          .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+                          .err_handler = {.cb = hb_ep_failed, .arg = b}};
+    if (ucp_ep_create(p->u.worker, &ep, &b->ep) != UCS_OK) {
+      b->ep = NULL;
+      return 0;
+    }
+  }
+  if (now - b->sent >= HB_EVERY) {
+    /* header and data are the context's, alive until it closes */
+    ucp_request_param_t sp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_AM_SEND_FLAG_EAGER};
+    ucs_status_ptr_t r = ucp_am_send_nbx(b->ep, PEER_HB_PING, &p->hb_hdr, sizeof p->hb_hdr, p->addr, p->addr_len, &sp);
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r); /* released once it completes */
+    b->sent = now;
+    if (!b->quiet) b->quiet = now;
+  }
+  return b->quiet > 0 && now - b->quiet >= p->hb_s;
+}
+
+static void add_culprit(peer_result *r, int id, const char *fmt, const char *noun, const char *why);
+
+static void hb_name(peer_ctx *p, peer_result *res, int id) {
+  char t[96];
+  snprintf(t, sizeof t, "%.1f s (stopped, or its host hangs)", p->hb_s);
+  add_culprit(res, id, "%s %d answered no heartbeat in %s", p->noun, t);
 }
 
 /* Messages of abandoned attempts that no receive matched: taken off the
@@ -179,12 +276,15 @@ hsr_status peer_open(int id, const char *noun, const peer_xchg *xg, peer_ctx **o
   snprintf(p->noun, sizeof p->noun, "%s", noun && *noun ? noun : "member");
   p->u.eps = calloc(PEER_MAX, sizeof *p->u.eps);
   p->u.peers = calloc(PEER_MAX, sizeof *p->u.peers);
-  if (!p->u.eps || !p->u.peers) {
+  p->probe = calloc(PEER_MAX, sizeof *p->probe);
+  p->hb_hdr = id;
+  if (!p->u.eps || !p->u.peers || !p->probe) {
     peer_close(p);
     return hsr_error(HSR_ERR_NOMEM, "peer endpoint table");
   }
   for (int r = 0; r < PEER_MAX; r++) p->u.peers[r] = (ucx_peer){.x = &p->x, .wr = r};
   hsr_status st = coll_tuning_env(&p->x.tune);
+  if (st == HSR_OK) st = env_get_double("HSR_PEER_HEARTBEAT", &p->hb_s);
   ucp_config_t *cfg = NULL;
   ucs_status_t us = UCS_OK;
   if (st == HSR_OK) {
@@ -192,7 +292,8 @@ hsr_status peer_open(int id, const char *noun, const peer_xchg *xg, peer_ctx **o
     if (us != UCS_OK) st = hsr_error(HSR_ERR_TRANSPORT, "peer context: ucp_config_read: %s", ucs_status_string(us));
   }
   if (st == HSR_OK) {
-    ucp_params_t prm = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP};
+    ucp_params_t prm = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                        .features = UCP_FEATURE_TAG | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP};
     us = ucp_init(&prm, cfg, &p->u.ucp);
     ucp_config_release(cfg);
     if (us != UCS_OK) p->u.ucp = NULL, st = hsr_error(HSR_ERR_TRANSPORT, "peer context: ucp_init: %s", ucs_status_string(us));
@@ -202,17 +303,35 @@ hsr_status peer_open(int id, const char *noun, const peer_xchg *xg, peer_ctx **o
     us = ucp_worker_create(p->u.ucp, &wp, &p->u.worker);
     if (us != UCS_OK) p->u.worker = NULL;
     if (us == UCS_OK) us = ucp_worker_get_efd(p->u.worker, &p->efd);
+    if (us == UCS_OK) {
+      ucp_am_handler_param_t ap = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                                                 UCP_AM_HANDLER_PARAM_FIELD_ARG,
+                                   .id = PEER_HB_PONG,
+                                   .cb = on_pong,
+                                   .arg = p};
+      us = ucp_worker_set_am_recv_handler(p->u.worker, &ap);
+    }
     if (us != UCS_OK) st = hsr_error(HSR_ERR_TRANSPORT, "peer context: UCX worker: %s", ucs_status_string(us));
   }
   if (st == HSR_OK) {
-    ucp_address_t *a;
-    size_t len;
-    us = ucp_worker_get_address(p->u.worker, &a, &len);
-    if (us != UCS_OK) {
-      st = hsr_error(HSR_ERR_TRANSPORT, "peer context: ucp_worker_get_address: %s", ucs_status_string(us));
+    us = ucp_worker_get_address(p->u.worker, &p->addr, &p->addr_len);
+    if (us != UCS_OK)
+      p->addr = NULL, st = hsr_error(HSR_ERR_TRANSPORT, "peer context: ucp_worker_get_address: %s", ucs_status_string(us));
+  }
+  if (st == HSR_OK && p->hb_s > 0) st = peer_hb_open(id, &p->hb);
+  if (st == HSR_OK) { /* the blob: the main worker's address's length, it, the responder's (none: no heartbeats) */
+    size_t hl = 0;
+    const void *ha = peer_hb_address(p->hb, &hl);
+    uint32_t ml = (uint32_t)p->addr_len;
+    char *blob = malloc(sizeof ml + p->addr_len + hl);
+    if (!blob) {
+      st = hsr_error(HSR_ERR_NOMEM, "peer context: address");
     } else {
-      st = xg->put(xg->arg, a, len);
-      ucp_worker_release_address(p->u.worker, a);
+      memcpy(blob, &ml, sizeof ml);
+      memcpy(blob + sizeof ml, p->addr, p->addr_len);
+      if (hl) memcpy(blob + sizeof ml + p->addr_len, ha, hl);
+      st = xg->put(xg->arg, blob, sizeof ml + p->addr_len + hl);
+      free(blob);
     }
   }
   if (st != HSR_OK) {
@@ -225,6 +344,7 @@ hsr_status peer_open(int id, const char *noun, const peer_xchg *xg, peer_ctx **o
 
 void peer_close(peer_ctx *p) {
   if (!p) return;
+  peer_hb_close(p->hb); /* this member stops answering first: it is going */
   if (p->u.worker) {
     sweep(p);
     drain_unexpected(p);
@@ -234,6 +354,7 @@ void peer_close(peer_ctx *p) {
       sleep_on(p, end);
       sweep(p);
     }
+    if (p->addr) ucp_worker_release_address(p->u.worker, p->addr);
     ucp_worker_destroy(p->u.worker);
   }
   while (p->graves) { /* nothing runs on their buffers once the worker is gone */
@@ -246,6 +367,8 @@ void peer_close(peer_ctx *p) {
     free(g);
   }
   if (p->u.ucp) ucp_cleanup(p->u.ucp);
+  for (int i = 0; p->probe && i < PEER_MAX; i++) free(p->probe[i].addr);
+  free(p->probe);
   free(p->u.eps);
   free(p->u.peers);
   free(p);
@@ -257,12 +380,23 @@ hsr_status peer_connect(peer_ctx *p, int id) {
   size_t len = 0;
   HSR_CHECK(p->xchg.get(p->xchg.arg, id, &a, &len));
   if (!a) return hsr_error(HSR_ERR_INVALID, "peer_connect: no address for %s %d", p->noun, id);
+  uint32_t ml = 0;
+  if (len >= sizeof ml) memcpy(&ml, a, sizeof ml);
+  if (len < sizeof ml || ml == 0 || ml > len - sizeof ml) {
+    free(a);
+    return hsr_error(HSR_ERR_INVALID, "peer_connect: the address of %s %d is malformed (%zu bytes)", p->noun, id, len);
+  }
   close_ep(p, id);
+  hb_probe *b = &p->probe[id];
+  free(b->addr);
+  *b = (hb_probe){0};
+  size_t hl = len - sizeof ml - ml;
+  if (hl && (b->addr = malloc(hl))) memcpy(b->addr, (char *)a + sizeof ml + ml, hl), b->len = hl;
   ucx_peer *q = &p->u.peers[id];
   q->failed = 0, q->err = NULL;
   ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
-                        .address = a,
+                        .address = (const ucp_address_t *)(const void *)((char *)a + sizeof ml),
                         .err_mode = UCP_ERR_HANDLING_MODE_PEER,
                         .err_handler = {.cb = ep_error, .arg = q}};
   ucs_status_t us = ucp_ep_create(p->u.worker, &ep, &p->u.eps[id]);
@@ -456,7 +590,7 @@ hsr_status peer_allreduce(hsr_comm *c, int64_t step, void *buf, size_t count, hs
   for (int j = 0; j < n; j++) /* stall notices are received only once stalled (stall_round): they wait unexpected */
     if (j != me && ucx_recv(&nch[j], &ab[j], sizeof ab[j], ucx_tag(nop, UCX_S_MISC, j, NOTICE_K))) nch[j].posted = 1;
   op->algo->start(op);
-  double deadline = clock_s() + timeout_s;
+  double t0 = clock_s(), deadline = t0 + timeout_s;
   for (;;) {
     progress_all(p);
     while (!op->fin && op->algo->advance(op)) {}
@@ -476,6 +610,10 @@ hsr_status peer_allreduce(hsr_comm *c, int64_t step, void *buf, size_t count, hs
         add_culprit(res, c->world[j], "transfers with %s %d failed (%s)", p->noun, op->xfer_err);
       else
         res->ok = 0, snprintf(res->why, sizeof res->why, "a transfer failed (%s)", op->xfer_err);
+    }
+    if (res->ok) { /* the member it waits for answers no heartbeat: stopped, named without the whole bound */
+      int w = op->wait_peer;
+      if (w >= 0 && w < n && w != me && hb_silent(p, c->world[w], t0)) hb_name(p, res, c->world[w]);
     }
     if (!res->ok) break;
     if (clock_s() >= deadline) {
@@ -548,7 +686,7 @@ static hsr_status p2p(peer_ctx *p, int send, int64_t epoch, const peer_req *rq, 
         ch[i].posted = 1;
     }
   }
-  double deadline = clock_s() + timeout_s;
+  double t0 = clock_s(), deadline = t0 + timeout_s;
   for (int busy = st == HSR_OK; busy;) {
     progress_all(p);
     busy = 0;
@@ -568,6 +706,8 @@ static hsr_status p2p(peer_ctx *p, int send, int64_t epoch, const peer_req *rq, 
       const ucx_peer *q = &p->u.peers[id];
       if (q->failed) {
         add_culprit(&res[k], id, "%s %d is gone: its endpoint reported %s", p->noun, q->err ? q->err : "an error");
+      } else if (hb_silent(p, id, t0)) {
+        hb_name(p, &res[k], id);
       } else if (late) {
         char t[64];
         snprintf(t, sizeof t, "%s for %.1f s", send ? "took nothing" : "sent nothing", timeout_s);

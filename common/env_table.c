@@ -44,6 +44,11 @@ static const env_info table[] = {
      "`on`: UCX endpoints report a peer's death as an error hsr names (between simulated nodes of one host UCX then "
      "uses tcp instead of shared memory and CMA); `off`: the faster transports, for benchmarking on one host; every "
      "rank alike (the bootstrap checks)"},
+    {"HSR_PEER_HEARTBEAT", HSR_ENV_FLOAT, 0, 1e9, NULL, 2, "2", "collectives",
+     "seconds: a member of a peer communicator (rank i of another replica group) that a cross-group operation has "
+     "waited for is pinged every 0.25 s once it waited 0.5 s, and is named as stopped (a SIGSTOP, a host that "
+     "hangs) once it answered no ping for this long, without waiting for 3/4 of HSR_COMM_TIMEOUT; a thread of its "
+     "own answers, so a member that computes or waits is never named by it; 0: no heartbeats, the timeout only"},
     {"HSR_EMULATE_NET", HSR_ENV_RATE, 0, 0, NULL, 0, "unset", "collectives",
      "set by `hsr-run --emulate-net RATE` for the ranks: hsr's UCX context uses TCP on loopback only"},
     {"HSR_EMULATE_NET_NS", HSR_ENV_NAME, 0, 0, NULL, 0, "unset", "collectives",

@@ -16,7 +16,12 @@
  *   verdict    rank 2 skips a step's all-reduce: ranks 0 and 1 fail it within
  *              the bound naming member 2 alone (nothing else), while the job's
  *              world communicator is untouched (a barrier and an all-reduce on
- *              it succeed after); the next step's view works again
+ *              it succeed after); the next step's view works again; rank 2
+ *              was alive, so it is named by the bound, not by its heartbeats
+ *   heartbeat  rank 2 stops itself (SIGSTOP) in a step: the rank waiting for
+ *              it names it by its silence ("answered no heartbeat"), the
+ *              other by that rank's notice, long before the bound (120 s,
+ *              the test's own timeout)
  *
  * mr_peer --bench FLOATS ITERS: the all-reduce's time (HSR_AVG of FLOATS f32
  * over every rank, ITERS times after one warm-up), printed by rank 0 as a
@@ -28,6 +33,8 @@
 #include <string.h>
 #include <stdint.h>
 #include <time.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "hsr/boot.h"
 #include "hsr/comm.h"
@@ -245,6 +252,8 @@ int main(int argc, char **argv) {
       TRY(peer_allreduce(c, 5, buf, COUNT, HSR_F32, HSR_AVG, 1.0, &r));
       CHECK(!r.ok && r.n == 1 && r.culprit[0] == 2, "rank 2 skipped: ok %d, %d named (first %d): %s", r.ok, r.n,
             r.n ? r.culprit[0] : -1, r.why);
+      /* alive (in the world's barrier): its responder answers, so its bound named it, not its silence */
+      CHECK(!strstr(r.why, "heartbeat"), "rank 2 skipped but was alive, yet named by heartbeat: %s", r.why);
     }
     if (!r.buf_taken) free(buf);
     /* the world does not know: its collectives go on */
@@ -257,6 +266,39 @@ int main(int argc, char **argv) {
     rc |= check_allreduce(p, w, all, 3, 10, 6);
   }
   TRY(hsr_comm_barrier(w, NULL));
+
+  /* heartbeat: rank 2 stops itself (SIGSTOP) instead of step 7's all-reduce.
+   * Ranks 0 and 1, with a bound of 120 s, name it by its silence (its
+   * responder stopped with it) long before; rank 0 then resumes it. */
+  {
+    int32_t mine = (int32_t)getpid(), pid[3] = {0};
+    TRY(hsr_comm_allgather(w, &mine, pid, 1, HSR_I32, NULL));
+    hsr_comm *c;
+    TRY(peer_comm_create(p, all, 3, 11, &c));
+    float *buf = malloc(COUNT * sizeof *buf);
+    if (!buf) {
+      rc = 1;
+      goto out;
+    }
+    for (size_t i = 0; i < COUNT; i++) buf[i] = val(g_rank, i);
+    peer_result r = {.ok = 1};
+    int32_t heard = 0, named = 0; /* this rank named it by its silence; ranks that did */
+    if (g_rank == 2) {
+      raise(SIGSTOP);
+    } else {
+      TRY(peer_allreduce(c, 7, buf, COUNT, HSR_F32, HSR_AVG, 120.0, &r));
+      /* the rank waiting for it names it by its silence, the other by that rank's notice */
+      CHECK(!r.ok && r.n == 1 && r.culprit[0] == 2, "rank 2 stopped: ok %d, %d named (first %d): %s", r.ok, r.n,
+            r.n ? r.culprit[0] : -1, r.why);
+      heard = strstr(r.why, "answered no heartbeat") != NULL;
+      if (g_rank == 0) kill((pid_t)pid[2], SIGCONT);
+    }
+    TRY(hsr_comm_allreduce(w, &heard, &named, 1, HSR_I32, HSR_SUM, NULL));
+    CHECK(named >= 1, "no rank named the stopped rank 2 by its silence (%d)", named);
+    if (!r.buf_taken) free(buf);
+    peer_comm_free(c);
+    TRY(hsr_comm_barrier(w, NULL));
+  }
 out:
   peer_close(p);
   peer_xchg_boot_free(&x);
