@@ -100,6 +100,7 @@ struct coll_ctx {
   int have_avx2;
   int inline_progress;
   double timeout_s;
+  double stop_s; /* HSR_STOP_TIMEOUT */
   coll_tuning tune;
   seg_node seg;     /* node-shared memory, slots, doorbells, wake socket */
   coll_fault fault; /* failure detection and the verdict (fault.c) */

@@ -14,6 +14,7 @@ static hsr_status read_env(coll_ctx *x) {
   int p = 0; /* the registry's HSR_PROGRESS: thread|inline */
   hsr_status st = env_get_choice("HSR_PROGRESS", &p);
   if (st == HSR_OK) st = env_get_double("HSR_COMM_TIMEOUT", &x->timeout_s);
+  if (st == HSR_OK) st = env_get_double("HSR_STOP_TIMEOUT", &x->stop_s);
   if (st == HSR_OK) st = coll_tuning_env(&x->tune);
   x->inline_progress = p == 1;
   return st;

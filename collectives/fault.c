@@ -41,7 +41,8 @@ hsr_status coll_fault_open(coll_ctx *x) {
   f->gone = calloc((size_t)x->size, sizeof *f->gone);
   f->gone_ns = calloc((size_t)x->size, sizeof *f->gone_ns);
   f->why = calloc((size_t)x->size, sizeof *f->why);
-  if (!f->pidfd || !f->gone || !f->gone_ns || !f->why) return hsr_error(HSR_ERR_NOMEM, "fault tables");
+  f->stop_ns = calloc((size_t)x->size, sizeof *f->stop_ns);
+  if (!f->pidfd || !f->gone || !f->gone_ns || !f->why || !f->stop_ns) return hsr_error(HSR_ERR_NOMEM, "fault tables");
   f->node_pids = calloc((size_t)x->size, sizeof *f->node_pids);
   if (!f->node_pids) return hsr_error(HSR_ERR_NOMEM, "fault tables");
   for (int r = 0; r < x->size; r++) {
@@ -63,8 +64,8 @@ void coll_fault_close(coll_ctx *x) {
   for (int r = 0; f->pidfd && r < x->size; r++)
     if (f->pidfd[r] >= 0) close(f->pidfd[r]);
   f->hook.node_pids = NULL, f->hook.n_node_pids = 0;
-  free(f->pidfd), free(f->gone), free(f->gone_ns), free(f->why), free(f->node_pids);
-  f->pidfd = NULL, f->gone = NULL, f->gone_ns = NULL, f->why = NULL, f->node_pids = NULL;
+  free(f->pidfd), free(f->gone), free(f->gone_ns), free(f->why), free(f->node_pids), free(f->stop_ns);
+  f->pidfd = NULL, f->gone = NULL, f->gone_ns = NULL, f->why = NULL, f->node_pids = NULL, f->stop_ns = NULL;
 }
 
 void coll_fault_hook(coll_ctx *x, const char *phase) { fault_hook_hit(&x->fault.hook, phase); }
@@ -437,6 +438,29 @@ void coll_fault_transfer(coll_op *op, const char *why) {
                  why);
 }
 
+/* A node peer that this op waits for directly, seen stopped (process state
+ * T: SIGSTOP) at every look for HSR_STOP_TIMEOUT while this rank ran: it
+ * does not run, so the op need not wait for its timeout. A look after a
+ * gap of this rank's own (it was stopped or descheduled too, as under a
+ * job's suspension) starts the watch again; a debugger's stop ('t') and a
+ * peer of another node wait for the timeout. */
+static int seen_stopped(coll_ctx *x, int wr, uint64_t now, double idle, seg_notice *v) {
+  coll_fault *f = &x->fault;
+  if (x->stop_s <= 0 || wr < 0 || !on_my_node(x, wr) || idle < 0.5 || !f->stop_ns || now < f->next_stop_ns) return 0;
+  f->next_stop_ns = now + 100 * 1000 * 1000ull;
+  if (f->gap_ns > 500 * 1000 * 1000ull || proc_state(x->seg.pids[wr]) != 'T') {
+    f->stop_ns[wr] = 0;
+    return 0;
+  }
+  if (!f->stop_ns[wr]) f->stop_ns[wr] = now;
+  double s = (double)(now - f->stop_ns[wr]) * 1e-9;
+  if (s < x->stop_s) return 0;
+  char what[160];
+  snprintf(what, sizeof what, "is stopped (SIGSTOP, process state T, seen for %.1f s)", s);
+  *v = notice(x, wr, FAULT_STOPPED, what);
+  return 1;
+}
+
 int coll_fault_check_op(coll_op *op, uint64_t now) {
   coll_ctx *x = op->c->ctx;
   coll_fault *f = &x->fault;
@@ -459,7 +483,7 @@ int coll_fault_check_op(coll_op *op, uint64_t now) {
     if (now < since + GONE_GRACE_NS) return 0;
     v = notice(x, wr, f->gone[wr], f->why[wr]);
   } else if (idle <= op->timeout_s) {
-    return 0;
+    if (!seen_stopped(x, wr, now, idle, &v)) return 0;
   } else if ((double)f->gap_ns * 1e-9 > op->timeout_s / 2) {
     /* this rank itself did not run (stopped, descheduled): no evidence
      * against anyone; the clock starts again */

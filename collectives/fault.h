@@ -41,6 +41,8 @@ typedef struct coll_fault {
   unsigned launcher_seen;
   uint64_t next_poll_ns, last_poll_ns;
   uint64_t gap_ns; /* between the last two polls: long when this rank itself was stopped */
+  uint64_t *stop_ns; /* per world rank: since when a node peer waited for is seen stopped (0: not) */
+  uint64_t next_stop_ns; /* the next look at a stopped peer's process state */
   int declared;    /* a verdict holds: every communicator has failed */
   hsr_status st;
   seg_notice verdict;

@@ -45,7 +45,7 @@ struct peer_ctx {
   char noun[16]; /* what a member is called in messages */
   int efd;
   grave *graves;
-  double hb_s;            /* HSR_PEER_HEARTBEAT (0: no heartbeats) */
+  double hb_s;            /* HSR_STOP_TIMEOUT (0: no heartbeats) */
   peer_hb *hb;            /* this member's responder */
   ucp_address_t *addr;    /* this member's main worker address: every ping's data */
   size_t addr_len;
@@ -284,7 +284,7 @@ hsr_status peer_open(int id, const char *noun, const peer_xchg *xg, peer_ctx **o
   }
   for (int r = 0; r < PEER_MAX; r++) p->u.peers[r] = (ucx_peer){.x = &p->x, .wr = r};
   hsr_status st = coll_tuning_env(&p->x.tune);
-  if (st == HSR_OK) st = env_get_double("HSR_PEER_HEARTBEAT", &p->hb_s);
+  if (st == HSR_OK) st = env_get_double("HSR_STOP_TIMEOUT", &p->hb_s);
   ucp_config_t *cfg = NULL;
   ucs_status_t us = UCS_OK;
   if (st == HSR_OK) {

@@ -26,6 +26,13 @@ static const env_info table[] = {
      "seconds without progress before a wait fails with HSR_ERR_TIMEOUT naming the communicator, the operation and "
      "the rank waited for; at least 1 (below, a rank descheduled on a loaded host, or computing between two "
      "collectives, would be accused)"},
+    {"HSR_STOP_TIMEOUT", HSR_ENV_FLOAT, 0, 1e9, NULL, 2, "2", "collectives",
+     "seconds before a rank whose process does not run is named, without waiting for HSR_COMM_TIMEOUT: a rank of "
+     "this host that an operation waits for, seen stopped (SIGSTOP, process state T) all that time while the waiting "
+     "rank ran; across replica groups, a member that answered no heartbeat ping for that long (a thread of its own "
+     "answers, so a member that computes or waits is never named by it; pings go every 0.25 s to the member an "
+     "operation has waited 0.5 s for). A debugger's stop and a silent rank of another host wait for HSR_COMM_TIMEOUT; "
+     "0: HSR_COMM_TIMEOUT only"},
     {"HSR_PROGRESS", HSR_ENV_CHOICE, 0, 0, "thread|inline", 0, "thread", "collectives",
      "`thread`: a progress thread advances operations while the caller computes; `inline`: only inside "
      "req_test/hsr_req_wait"},
@@ -44,11 +51,6 @@ static const env_info table[] = {
      "`on`: UCX endpoints report a peer's death as an error hsr names (between simulated nodes of one host UCX then "
      "uses tcp instead of shared memory and CMA); `off`: the faster transports, for benchmarking on one host; every "
      "rank alike (the bootstrap checks)"},
-    {"HSR_PEER_HEARTBEAT", HSR_ENV_FLOAT, 0, 1e9, NULL, 2, "2", "collectives",
-     "seconds: a member of a peer communicator (rank i of another replica group) that a cross-group operation has "
-     "waited for is pinged every 0.25 s once it waited 0.5 s, and is named as stopped (a SIGSTOP, a host that "
-     "hangs) once it answered no ping for this long, without waiting for 3/4 of HSR_COMM_TIMEOUT; a thread of its "
-     "own answers, so a member that computes or waits is never named by it; 0: no heartbeats, the timeout only"},
     {"HSR_EMULATE_NET", HSR_ENV_RATE, 0, 0, NULL, 0, "unset", "collectives",
      "set by `hsr-run --emulate-net RATE` for the ranks: hsr's UCX context uses TCP on loopback only"},
     {"HSR_EMULATE_NET_NS", HSR_ENV_NAME, 0, 0, NULL, 0, "unset", "collectives",

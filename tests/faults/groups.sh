@@ -13,7 +13,7 @@
 #
 # usage: groups.sh [--only REGEX] [--list] [--md FILE] [--timeout S] [--out DIR]
 #   --timeout S   HSR_COMM_TIMEOUT (default 4): a silent group is dropped after 3/4 of it (one whose
-#                 stopped rank is waited for directly: after HSR_PEER_HEARTBEAT, 2 s)
+#                 stopped rank is waited for directly: after HSR_STOP_TIMEOUT, 2 s)
 # Environment: HSR_BUILD (default ./build). Exit status 0 when every scenario passed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
