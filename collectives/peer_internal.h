@@ -105,6 +105,36 @@ typedef struct peer_req {
 } peer_req;
 hsr_status peer_recv_many(peer_ctx *p, int64_t epoch, const peer_req *rq, int n, double timeout_s, peer_result *res);
 
+/* ---- device peer communicators (nccl_peer.c) ----
+ * An NCCL communicator over a view's members, for reductions of device
+ * memory across jobs. Its unique id travels through the view (no
+ * bootstrap); a membership that only loses members is made from the last
+ * one with ncclCommShrink (NCCL 2.27+) instead of a new rendezvous of
+ * every member; one that gains a member is made anew. NCCL cannot say who
+ * failed: a failed all-reduce revokes the communicator (ncclCommRevoke,
+ * 2.28+) and is reported without culprits; the caller names them with the
+ * view, which can. Built without NCCL every call but the plan returns
+ * HSR_ERR_UNSUPPORTED. */
+typedef struct peer_dev peer_dev;
+
+/* Which members of `from` (ascending ids) are not in `to` (ascending): their
+ * indices in `from` into exclude[] (n_from entries at most); the count, or -1
+ * when `to` holds an id `from` lacks (a join: no shrink makes it). Pure. */
+int peer_dev_shrink_plan(const int *from, int n_from, const int *to, int n_to, int *exclude);
+/* 1 when built with NCCL and a CUDA device is usable here. */
+int peer_dev_available(void);
+/* The communicator for the view's members, on the calling thread's CUDA
+ * device. *d NULL: a new one (the smallest member's unique id, through the
+ * view: tagged seq). Else *d is replaced: shrunk when the view only lost
+ * members (*how "shrunk"), otherwise made anew ("new"); a *d that failed
+ * is shrunk with NCCL_SHRINK_ABORT. Every member of the view calls it. */
+hsr_status peer_dev_update(peer_dev **d, hsr_comm *view, int64_t seq, double timeout_s, const char **how);
+/* In place on device memory; res as peer_allreduce's, without culprits
+ * when NCCL failed (the communicator is then revoked). */
+hsr_status peer_dev_allreduce(peer_dev *d, void *buf, size_t count, hsr_dtype dt, hsr_redop rop, double timeout_s,
+                              peer_result *res);
+void peer_dev_free(peer_dev *d);
+
 #ifdef __cplusplus
 }
 #endif

@@ -94,6 +94,11 @@ static const env_info table[] = {
      "`off` each reads its whole shard (the disk, or one host's page cache, serves each byte R times)"},
     {"HSR_CKPT_BLOCK", HSR_ENV_SIZE, 64, G, NULL, M, "1M", "runtime",
      "bytes per crc32 block of a new checkpoint (a load reads whole blocks)"},
+    {"HSR_FT_DEVICE_REDUCE", HSR_ENV_CHOICE, 0, 0, "host|nccl", 0, "host", "ft",
+     "replica groups on `--device cuda`: `host` averages the gradient shards across groups in host memory over UCX "
+     "(staged from the device); `nccl` keeps them in device memory on an NCCL communicator of the groups' rank i, "
+     "shrunk with ncclCommShrink when groups are dropped and made anew when one joins (the groups are named over UCX "
+     "after a failure); every group alike. `nccl` has not run on GPUs yet"},
     {"HSR_FT_TOKEN", HSR_ENV_SECRET, 0, 0, NULL, 0, "unset", "ft",
      "the shared token of a fault-tolerant run: `hsr coordinator` admits only replica groups that present it (etcd "
      "authentication), and `hsr train --coordinator` needs it (docs/fault-tolerance.md)"},

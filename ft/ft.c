@@ -194,6 +194,8 @@ hsr_status hsr_ft_create(hsr_boot *boot, const hsr_ft_config *c, hsr_ft **out) {
                                       "shared token (the one 'hsr coordinator' was started with)");
   double ct = 300;
   HSR_CHECK(env_get_double("HSR_COMM_TIMEOUT", &ct));
+  int dev_reduce = 0;
+  HSR_CHECK(env_get_choice("HSR_FT_DEVICE_REDUCE", &dev_reduce));
   hsr_ft *ft = calloc(1, sizeof *ft);
   if (!ft) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   ft->c = *c;
@@ -207,6 +209,8 @@ hsr_status hsr_ft_create(hsr_boot *boot, const hsr_ft_config *c, hsr_ft **out) {
   ft->beat = ct / 4 < 1.0 ? ct / 4 : 1.0;
   ft->hash_step = -1;
   ft->me = -1;
+  ft->dev_reduce = dev_reduce;
+  ft->dview_epoch = -1;
   pthread_mutex_init(&ft->mu, NULL);
   pthread_cond_init(&ft->cv, NULL);
   cJSON *idj = cJSON_Parse(ft->identity);
@@ -236,6 +240,8 @@ void hsr_ft_free(hsr_ft *ft) {
   free(ft->myaddr);
   if (ft->own_grp) hsr_comm_free(ft->grp);
   free(ft->stage);
+  peer_dev_free(ft->dview);
+  if (ft->dstage && ft->rt) hsr_device_free(hsr_rt_device(ft->rt), ft->dstage);
   hsr_ckpt_state_free(ft->healed_prog);
   pthread_mutex_destroy(&ft->mu);
   pthread_cond_destroy(&ft->cv);

@@ -32,6 +32,7 @@ typedef peer_result ft_result; /* what a cross-group operation did: ok, or the g
  * at most twice (lead.c, lease_ttl) */
 #define FT_LEASE_TTL 5
 #define FT_COMMIT_SEQ (1 << 19) /* the commit exchange's tag: the step's, offset from the gradient's */
+#define FT_DEV_SEQ (1 << 18)    /* the device communicator's unique id, and naming after its failure */
 
 /* One rank's outcome of a step's cross-group part, gathered by rank 0. */
 typedef struct ft_outcome {
@@ -114,6 +115,11 @@ struct hsr_ft {
   /* the step */
   float *stage;
   size_t stage_cap;
+  int dev_reduce;       /* HSR_FT_DEVICE_REDUCE=nccl: on a CUDA device the average stays in device memory */
+  peer_dev *dview;      /* its communicator, for dview_epoch */
+  int64_t dview_epoch;
+  float *dstage;        /* the device staging buffer */
+  size_t dstage_cap;
   hsr_ft_step last;
   int step_ran; /* the outer reduction ran since step_begin */
   int heal_failed;

@@ -8,6 +8,7 @@
 #include "ft_int.h"
 #include "hsr/kernels.h"
 #include "runtime/runtime_internal.h"
+#include "common/common_internal.h"
 #include "common/fault_hook.h"
 
 #define MAX_ABORTS_IN_ROW 5
@@ -19,8 +20,8 @@ static size_t total_len(hsr_rt *rt) {
   return t;
 }
 
-/* Every unit's gradient shard into (or out of) the staging buffer. */
-static hsr_status pack(hsr_ft *ft, int out) {
+/* Every unit's gradient shard into (or out of) a staging buffer (host or device memory). */
+static hsr_status pack(hsr_ft *ft, float *stage, int out) {
   hsr_rt *rt = ft->rt;
   hsr_device *d = hsr_rt_device(rt);
   hsr_stream *cs = hsr_rt_compute_stream(rt);
@@ -29,11 +30,60 @@ static hsr_status pack(hsr_ft *ft, int out) {
   for (int u = 0; u < U; u++) {
     rt_slice s;
     HSR_CHECK(rt_slice_get(rt, u, &s));
-    HSR_CHECK(out ? hsr_device_copy(d, s.grad, ft->stage + o, s.len * 4, cs)
-                  : hsr_device_copy(d, ft->stage + o, s.grad, s.len * 4, cs));
+    HSR_CHECK(out ? hsr_device_copy(d, s.grad, stage + o, s.len * 4, cs)
+                  : hsr_device_copy(d, stage + o, s.grad, s.len * 4, cs));
     o += s.len;
   }
   return cs ? hsr_stream_sync(cs, ft->T) : HSR_OK;
+}
+
+/* The average in device memory: on a CUDA device with HSR_FT_DEVICE_REDUCE=nccl. */
+static int on_device(hsr_ft *ft) {
+  return ft->dev_reduce && hsr_device_kind_of(hsr_rt_device(ft->rt)) == HSR_DEVICE_CUDA;
+}
+
+static hsr_status dstage_get(hsr_ft *ft, size_t n) {
+  if (ft->dstage && ft->dstage_cap >= n) return HSR_OK;
+  hsr_device *d = hsr_rt_device(ft->rt);
+  if (ft->dstage) HSR_CHECK(hsr_device_free(d, ft->dstage));
+  ft->dstage = NULL, ft->dstage_cap = 0;
+  void *p;
+  HSR_CHECK(hsr_device_alloc(d, (n ? n : 1) * sizeof(float), &p));
+  ft->dstage = p, ft->dstage_cap = n;
+  return HSR_OK;
+}
+
+/* The gradient's average over the participants in device memory (NCCL).
+ * The communicator follows the quorum: shrunk for a drop, made anew for a
+ * join. NCCL names no one, so after a failure a one-float all-reduce on the
+ * view (UCX, with its endpoints, heartbeats and bound) names whom this rank
+ * cannot complete with. */
+static hsr_status dev_allreduce(hsr_ft *ft, size_t n, ft_result *r) {
+  int64_t step = ft->q.done + 1;
+  hsr_status st = HSR_OK;
+  if (!ft->dview || ft->dview_epoch != ft->q.epoch) {
+    const char *how = "";
+    st = peer_dev_update(&ft->dview, ft->view, FT_DEV_SEQ + step, ft->T, &how);
+    if (st == HSR_OK) {
+      ft->dview_epoch = ft->q.epoch;
+      HSR_LOG_I("replica %d: the replicas' device communicator of %d is %s (epoch %lld)", ft->c.replica_id,
+                ft->nparts, how, (long long)ft->q.epoch);
+    } else {
+      r->ok = 0;
+      snprintf(r->why, sizeof r->why, "%.300s", hsr_last_error());
+    }
+  }
+  if (st == HSR_OK) HSR_CHECK(peer_dev_allreduce(ft->dview, ft->dstage, n, HSR_F32, HSR_AVG, ft->T, r));
+  if (r->ok) return HSR_OK;
+  float *one = malloc(sizeof *one);
+  if (!one) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  *one = 1;
+  ft_result who = {.ok = 1};
+  HSR_CHECK(peer_allreduce(ft->view, FT_DEV_SEQ + FT_COMMIT_SEQ + step, one, 1, HSR_F32, HSR_SUM, ft->T, &who));
+  if (!who.buf_taken) free(one);
+  r->n = who.ok ? 0 : who.n;
+  memcpy(r->culprit, who.culprit, sizeof r->culprit);
+  return HSR_OK;
 }
 
 static hsr_status stage_get(hsr_ft *ft, size_t n) {
@@ -202,8 +252,13 @@ hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
   L->nreplicas = ft->nparts;
   memcpy(L->replicas, ft->parts, sizeof(int) * (size_t)ft->nparts);
   size_t n = total_len(rt);
-  HSR_CHECK(stage_get(ft, n));
-  HSR_CHECK(pack(ft, 0));
+  int dev = on_device(ft) && ft->nparts > 1 && !ft->heal_failed;
+  if (dev) {
+    HSR_CHECK(dstage_get(ft, n));
+  } else {
+    HSR_CHECK(stage_get(ft, n));
+  }
+  HSR_CHECK(pack(ft, dev ? ft->dstage : ft->stage, 0));
   ft_result r = {.ok = 1};
   HSR_CHECK(fault_hit(ft, "ft_allreduce"));
   if (ft->heal_failed) {
@@ -211,14 +266,18 @@ hsr_status ft_outer(hsr_rt *rt, void *ctx, int *commit) {
     snprintf(r.why, sizeof r.why, "%s", ft->heal_why);
   } else if (ft->nparts > 1) {
     HSR_CHECK(ft_view(ft)); /* tagged with the quorum's epoch; the step below */
-    HSR_CHECK(peer_allreduce(ft->view, ft->q.done + 1, ft->stage, n, HSR_F32, HSR_AVG, ft->T, &r));
-    if (r.buf_taken) ft->stage = NULL, ft->stage_cap = 0; /* the peer context frees it */
+    if (dev) {
+      HSR_CHECK(dev_allreduce(ft, n, &r));
+    } else {
+      HSR_CHECK(peer_allreduce(ft->view, ft->q.done + 1, ft->stage, n, HSR_F32, HSR_AVG, ft->T, &r));
+      if (r.buf_taken) ft->stage = NULL, ft->stage_cap = 0; /* the peer context frees it */
+    }
   }
   ft_outcome mine = {r.ok, !ft->heal_failed, r.n, {0}, ""};
   memcpy(mine.culprit, r.culprit, sizeof mine.culprit);
   snprintf(mine.why, sizeof mine.why, "%s", r.why);
   HSR_CHECK(ft_decide(ft, &mine, L));
-  if (L->committed) HSR_CHECK(pack(ft, 1));
+  if (L->committed) HSR_CHECK(pack(ft, dev ? ft->dstage : ft->stage, 1));
   *commit = L->committed;
   return HSR_OK;
 }

@@ -18,6 +18,8 @@
  *              world communicator is untouched (a barrier and an all-reduce on
  *              it succeed after); the next step's view works again; rank 2
  *              was alive, so it is named by the bound, not by its heartbeats
+ *   plan       the device communicator's shrink plan (pure): the indices a
+ *              drop removes, and -1 for a join
  *   heartbeat  rank 2 stops itself (SIGSTOP) in a step: the rank waiting for
  *              it names it by its silence ("answered no heartbeat"), the
  *              other by that rank's notice, long before the bound (120 s,
@@ -201,6 +203,16 @@ int main(int argc, char **argv) {
   if (bench_iters) {
     rc = bench(p, w, hsr_boot_size(boot), bench_floats, bench_iters);
     goto out;
+  }
+
+  /* the device communicator's plan: which members a drop removes, and that a join cannot shrink */
+  {
+    int from[5] = {0, 2, 3, 7, 9}, ex[5];
+    int to1[3] = {2, 7, 9}, to2[5] = {0, 2, 3, 7, 9}, to3[3] = {0, 3, 8}, to4[1] = {9};
+    CHECK(peer_dev_shrink_plan(from, 5, to1, 3, ex) == 2 && ex[0] == 0 && ex[1] == 2, "plan: drop 0 and 3");
+    CHECK(peer_dev_shrink_plan(from, 5, to2, 5, ex) == 0, "plan: no change");
+    CHECK(peer_dev_shrink_plan(from, 5, to3, 3, ex) == -1, "plan: 8 joins, no shrink makes it");
+    CHECK(peer_dev_shrink_plan(from, 5, to4, 1, ex) == 4 && ex[3] == 3, "plan: only 9 left");
   }
 
   /* allreduce: all three, then each view of two that holds this rank */

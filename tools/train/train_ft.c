@@ -131,6 +131,9 @@ static char *identity(const train_args *a) {
                           a->cfg.device == HSR_DEVICE_CUDA  ? "cuda"
                           : a->cfg.device == HSR_DEVICE_SIM ? "sim"
                                                             : "host");
+  int dev_reduce = 0; /* where the groups average (HSR_FT_DEVICE_REDUCE): both ends must */
+  if (a->cfg.device == HSR_DEVICE_CUDA && env_get_choice("HSR_FT_DEVICE_REDUCE", &dev_reduce) == HSR_OK)
+    cJSON_AddStringToObject(o, "HSR_FT_DEVICE_REDUCE", dev_reduce ? "nccl" : "host");
 #undef NUM
   char *s = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
