@@ -542,6 +542,21 @@ static void last_wait(coll_ctx *x) {
   coll_fault_declare(x, &v);
 }
 
+int coll_fault_declare_gone(coll_ctx *x, const char *where) {
+  pthread_mutex_lock(&x->mu);
+  coll_fault *f = &x->fault;
+  int g = -1;
+  for (int r = 0; f->gone && !f->declared && r < x->size; r++)
+    if (f->gone[r] == FAULT_DIED && (g < 0 || f->gone_ns[r] < f->gone_ns[g])) g = r;
+  if (g >= 0) {
+    seg_notice v = notice(x, g, f->gone[g], f->why[g]);
+    copy_text(v.where, sizeof v.where, where);
+    coll_fault_declare(x, &v);
+  }
+  pthread_mutex_unlock(&x->mu);
+  return g >= 0;
+}
+
 /* The launcher ends this rank (its SIGTERM after a death elsewhere, or its
  * own death): what this rank already knows is said now, without the grace a
  * gone peer's last messages get, since nothing more will arrive. The lock is

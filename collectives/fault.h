@@ -73,6 +73,10 @@ void coll_fault_notice_in(coll_ctx *x, const seg_notice *n);
 /* Context lock held: fails every communicator with verdict v (the first one
  * holds), prints it, tells every rank. */
 void coll_fault_declare(coll_ctx *x, const seg_notice *v);
+/* Takes the context lock: the earliest rank seen dead (its endpoint, its
+ * pidfd), when no verdict holds yet, becomes the verdict, found `where`; 1
+ * if one did. */
+int coll_fault_declare_gone(coll_ctx *x, const char *where);
 /* Teardown, after seg_bye and before the network's: waits, at
  * most HSR_COMM_TIMEOUT, until every node peer has left hsr or ended; one
  * that ended without leaving gets the verdict a run gives it (a rank alive

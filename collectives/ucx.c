@@ -236,7 +236,9 @@ static void ucx_net_fini(coll_ctx *x) {
     if (!failed) {
       if (boot_barrier_until(x->boot, x->timeout_s, fini_stop, x) != HSR_OK) {
         failed = 1;
-        if (!x->fault.declared) HSR_LOG_E("collectives: teardown: %s", hsr_last_error());
+        /* a peer seen dead before any notice named it: named here, as everywhere */
+        if (!x->fault.declared && !coll_fault_declare_gone(x, "found at teardown (the barrier gave up on it)"))
+          HSR_LOG_E("collectives: teardown: %s", hsr_last_error());
       }
     }
     if (u->notice_req) ucp_request_cancel(u->worker, u->notice_req);
