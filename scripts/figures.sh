@@ -95,6 +95,13 @@ quick[peers_ft_side]=0
 fig_peers_ft_side() { # the medians of each side: kill to next commit, restart to first commit, machinery up to it
   jq -r '.table[] | "hsr_\(.measure) \(.hsr_s)", "torchft_\(.measure) \(.torchft_s)"' "$1/f/ft_side.json"
 }
+# the asynchronous checkpoint inside a training run: the time a save blocks hsr train and DCP's async_save (docs/peers.md)
+cmd[peers_ckpt_train]="bench/peers/ckpt_train.sh --ranks 4 --steps 20 --save-every 5 --rounds 3 --out \$OUT/c" # peers: on demand, never in CI
+quick[peers_ckpt_train]=0
+fig_peers_ckpt_train() { # the medians per save (rank 0), and whether the two ran the same job
+  jq -r '"hsr_blocked_s \(.hsr.blocked_s_median)", "dcp_blocked_s \(.dcp.blocked_s_median)", "blocked_dcp_over_hsr_x \(.ratio_blocked_dcp_over_hsr)",
+    "hsr_commit_s \(.hsr.commit_s_median)", "dcp_commit_s \(.dcp.commit_s_median)", "same_job \(.same_job)"' "$1/c/ckpt_train.json"
+}
 cmd[suite]="ctest --test-dir $build -j2 --output-junit \$OUT/junit.xml"
 quick[suite]=0
 fig_suite() {

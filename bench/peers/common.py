@@ -389,10 +389,13 @@ def global_mean(x, world):
 
 
 # ---- the loop -------------------------------------------------------------------------
-def train(a, rank, world, model, params, peer, extra):
+def train(a, rank, world, model, params, peer, extra, ckpt=None):
     """The step loop both peers share: windows of the global batch, forward,
     backward, clip, AdamW at the step's learning rate; step 0 is not timed
-    (hsr's tokens/s is the mean over the steps after the first)."""
+    (hsr's tokens/s is the mean over the steps after the first). ckpt: an
+    object whose after_step(done, model, opt) runs after each step, outside
+    its time (as hsr train's checkpoints), finish() after the last, and
+    stats() goes into the summary."""
     if a.batch % world:
         raise SystemExit(f"peers: --batch {a.batch} is not a multiple of the {world} ranks")
     per = a.batch // world
@@ -417,6 +420,10 @@ def train(a, rank, world, model, params, peer, extra):
             logf.write(json.dumps({"step": step + 1, "loss": mean, "grad_norm": gn, "lr": lr_at(a, step),
                                    "step_ms": times[-1] * 1e3}) + "\n")
             logf.flush()
+        if ckpt:
+            ckpt.after_step(step + 1, model, opt)
+    if ckpt:
+        ckpt.finish()
     if logf:
         logf.close()
     timed = times[1:] if len(times) > 1 else times
@@ -427,6 +434,8 @@ def train(a, rank, world, model, params, peer, extra):
            "tokens_per_s": a.batch * a.seq / step_s, "loss_first": losses[0], "loss_last": losses[-1],
            "losses": losses[:10]}
     out.update(extra)
+    if ckpt:
+        out.update(ckpt.stats())
     if rank == 0:
         s = json.dumps(out)
         print(s)

@@ -8,7 +8,9 @@ group, time the survivors' next committed step and the restarted group's heal.
 The driver starts torchft's Lighthouse (in this process) and --groups replica
 groups, one process (one rank) each, as separate programs; each trains the
 GPT from INIT with torchft's Manager (gloo, min_replica_size --min-replicas),
-its DistributedDataParallel and Optimizer wrappers, the data windows of its
+its DistributedDataParallel (--reduce ddp; ddp-completed: with a hook that
+hands the reducer a completed future where torchft's managed wait failed;
+manager: Manager.allreduce per gradient, no DDP) and Optimizer wrappers, the data windows of its
 replica slice of hsr's global batch, and logs one JSON line per step (time,
 step, committed, participants). Group 1 is SIGKILLed when it reaches step
 --kill-at and restarted once group 0 has passed step --restart-after; the
@@ -57,7 +59,21 @@ def group_main(a):
                       min_replica_size=a.min_replicas, replica_id=f"hsr_peer_{a.group_id}", store_addr="127.0.0.1",
                       store_port=store.port, rank=0, world_size=1, lighthouse_addr=a.lighthouse,
                       timeout=timedelta(seconds=a.manager_timeout), quorum_timeout=timedelta(seconds=30))
-    ddp = DistributedDataParallel(manager, model) if a.reduce == "ddp" else model
+    if a.reduce == "ddp-completed":
+        # torchft's hook asserts when its managed wait failed (_ManagedWork.wait
+        # returns False before it sets the future it hands back); this one hands
+        # the reducer the bucket as a completed future then: the Manager is in
+        # error already, so the step is not committed
+        def hook(state, bucket):
+            work = state.allreduce(bucket.buffer())
+            if work.wait() and getattr(work.get_future(), "_fut", None) is not None:
+                return work.get_future()._fut
+            done = torch.futures.Future()
+            done.set_result(bucket.buffer())
+            return done
+
+        DistributedDataParallel._comm_hook = staticmethod(hook)
+    ddp = model if a.reduce == "manager" else DistributedDataParallel(manager, model)
     fopt = Optimizer(manager, opt)
     data = C.Data(a.data, a.seq, a.seed)
     log = open(a.log, "a")
@@ -208,8 +224,9 @@ def main():
                         "groups that reach the quorum over 100 ms apart can go on as quorums of one)")
     p.add_argument("--manager-timeout", type=float, default=10,
                    help="the Manager's timeout in seconds (its collectives and heal; default 10)")
-    p.add_argument("--reduce", choices=["ddp", "manager"], default="ddp",
-                   help="gradients through torchft's DistributedDataParallel (default) or Manager.allreduce per tensor")
+    p.add_argument("--reduce", choices=["ddp", "manager", "ddp-completed"], default="ddp",
+                   help="gradients through torchft's DistributedDataParallel (default), Manager.allreduce per tensor, "
+                        "or the DDP wrapper with a hook that returns a completed future where a managed wait failed")
     p.add_argument("--out")
     p.add_argument("--role", choices=["driver", "group"], default="driver", help=argparse.SUPPRESS)
     p.add_argument("--group-id", type=int, default=0, help=argparse.SUPPRESS)
