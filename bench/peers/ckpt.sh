@@ -6,7 +6,7 @@
 #   rounds of one hsr ckpt bench --repeat 1 then one dcp.py --repeat 1. Prints
 #   the medians: save and load GB/s (cold page cache), the time the
 #   asynchronous save blocks (hsr --async-save's path against dcp.async_save),
-#   and DCP's load onto another mesh (1-D <-> 2-D); writes OUT/ckpt.json.
+#   and both loads onto another mesh (1-D <-> 2-D); writes OUT/ckpt.json.
 # Env: HSR_BUILD (default <src>/build), HSR_PEERS_VENV (default bench/peers/.venv).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -40,6 +40,9 @@ out=${out:-$(mktemp -d /tmp/hsr-peers-ckpt-XXXXXX)}
 mkdir -p "$out"
 hflags=() pflags=()
 if [[ "$mesh" == *x* ]]; then hflags=(--replicate "${mesh%x*}" --shard "${mesh#*x}"); pflags=(--mesh "$mesh"); fi
+# the other mesh of both loads, dcp.py's rule: 1-D into 2 x N/2, 2-D into 1-D
+if [[ "$mesh" == *x* ]]; then hflags+=(--load-mesh "1x$ranks")
+elif [ "$ranks" -ge 4 ] && [ $((ranks % 2)) = 0 ]; then hflags+=(--load-mesh "2x$((ranks / 2))"); fi
 echo "# hsr ckpt bench vs DCP (torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)), $ranks ranks," \
   "--size $size, mesh ${mesh:-$ranks}, dir $dir, $rounds rounds; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
@@ -65,7 +68,7 @@ rows = [("save (s)", med(H, "save_s"), med(D, "save_s")),
         ("load, cold (s)", med(H, "load_s"), med(D, "load_s")),
         ("async save: blocked (s)", med(H, "async_blocked_s"), med(D, "async_blocked_s")),
         ("async save: to committed (s)", med(H, "async_commit_s"), med(D, "async_total_s")),
-        ("load onto another mesh (s)", None, med(D, "load_other_mesh_s"))]
+        ("load onto another mesh (s)", med(H, "load_other_mesh_s"), med(D, "load_other_mesh_s"))]
 f = lambda x: f"{x:.3f}" if x is not None else "-"
 print(f"{'':<30} {'hsr':>8} {'DCP':>8} {'DCP / hsr':>10}")
 for name, h, d in rows:

@@ -40,6 +40,7 @@ typedef struct bench_args {
   double step_ms;
   const char *dir, *json;
   hsr_rt_config cfg;
+  int load_r, load_s; /* --load-mesh RxS (0: none) */
 } bench_args;
 
 enum {
@@ -63,6 +64,7 @@ enum {
   M_STEP,
   M_STEP_BG,
   M_COPY_TOUCHED,
+  M_LOAD_OTHER, /* --load-mesh only: reported apart */
   M_COUNT
 };
 static const char *const m_names[M_COUNT] = {
@@ -70,7 +72,7 @@ static const char *const m_names[M_COUNT] = {
     "save_data_s",      "disk_seq_read_s",       "disk_parallel_read_s", "load_s",         "load_data_s",
     "load_held_s",      "load_held_data_s",
     "staging_copy_s",   "async_blocked_s",       "async_stage_s",        "async_commit_s", "async_write_s",
-    "step_s",           "step_during_write_s",   "memcpy_touched_s"};
+    "step_s",           "step_during_write_s",   "memcpy_touched_s", "load_other_mesh_s"};
 
 static void bench_usage(void) {
   printf("usage: hsr-run -n 4 -- hsr ckpt bench [options]\n"
@@ -89,6 +91,8 @@ static void bench_usage(void) {
          "  --steps N        training steps timed without a save and after the async save (default 4)\n"
          "  --step-ms MS     a step's compute, spread over the units' forward and backward as waits without a\n"
          "                   core, as a GPU kernel (default 1000: a step of a GPU job, its host mostly idle)\n"
+         "  --load-mesh RxS  also load each round's checkpoint, cold, into an engine on this other mesh (R x S =\n"
+         "                   the ranks; fsdp for R = 1, else hybrid), as a job restarted on another layout\n"
          "  --json FILE      the figures as JSON\n"
          "  --keep-files     leave the checkpoint in DIR\n");
 }
@@ -105,6 +109,7 @@ static int parse(int argc, char **argv, bench_args *a) {
                                        {"keep-files", no_argument, 0, 'k'},
                                        {"steps", required_argument, 0, 't'},
                                        {"step-ms", required_argument, 0, 'm'},
+                                       {"load-mesh", required_argument, 0, 'L'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   memset(a, 0, sizeof *a);
@@ -140,6 +145,15 @@ static int parse(int argc, char **argv, bench_args *a) {
     case 'd': a->dir = optarg; break;
     case 'j': a->json = optarg; break;
     case 'k': a->keep_files = 1; break;
+    case 'L': {
+      char *e = NULL;
+      long r = strtol(optarg, &e, 10), s = 0;
+      if (e && *e == 'x') s = strtol(e + 1, &e, 10);
+      if (!e || *e || r < 1 || s < 1 || r > (1 << 20) || s > (1 << 20))
+        return cli_usage_error("ckpt bench", "--load-mesh '%s': RxS, two positive integers (e.g. 2x2)", optarg);
+      a->load_r = (int)r, a->load_s = (int)s;
+      break;
+    }
     default: return cli_usage_error("ckpt bench", "unknown option or missing value '%s'", argv[optind - 1]);
     }
     if (st != HSR_OK) return cli_usage_error("ckpt bench", "%s", hsr_last_error());
@@ -219,6 +233,7 @@ typedef struct bench_ctx {
   bench_args *a;
   hsr_boot *boot;
   hsr_rt *rt;
+  hsr_rt *rt2; /* --load-mesh's engine */
   int rank, world, reads, overlapped, readers, held_reads;
   char base[4096];
   char *buf;
@@ -337,7 +352,7 @@ static hsr_status async_round(bench_ctx *x, const char *ck, double *t) {
 
 /* A load from a cold page cache with HSR_CKPT_IN_PLACE=mode: "on" as into a
  * fresh engine (what --resume does), "off" as into one that has trained. */
-static hsr_status load_cold(bench_ctx *x, const char *ck, const char *mode, double *sec, double *data,
+static hsr_status load_cold(bench_ctx *x, hsr_rt *rt, const char *ck, const char *mode, double *sec, double *data,
                             hsr_ckpt_stats *s) {
   hsr_boot *b = x->boot;
   const char *was = getenv("HSR_CKPT_IN_PLACE");
@@ -347,7 +362,7 @@ static hsr_status load_cold(bench_ctx *x, const char *ck, const char *mode, doub
   HSR_CHECK(boot_barrier(b));
   setenv("HSR_CKPT_IN_PLACE", mode, 1);
   double t0 = clock_s();
-  hsr_status st = hsr_ckpt_load(x->rt, ck, NULL, s);
+  hsr_status st = hsr_ckpt_load(rt, ck, NULL, s);
   double dt = clock_s() - t0;
   if (was)
     setenv("HSR_CKPT_IN_PLACE", keep, 1);
@@ -410,10 +425,14 @@ static hsr_status round_once(bench_ctx *x, double *t) {
   HSR_CHECK(slowest(b, clock_s() - t0, &t[M_SAVE]));
   HSR_CHECK(slowest(b, s.seconds, &t[M_BLOCKED]));
   HSR_CHECK(slowest(b, s.data_seconds, &t[M_SAVE_DATA]));
-  HSR_CHECK(load_cold(x, ck, "on", &t[M_LOAD], &t[M_LOAD_DATA], &s));
+  HSR_CHECK(load_cold(x, x->rt, ck, "on", &t[M_LOAD], &t[M_LOAD_DATA], &s));
   x->reads = s.reads, x->readers = s.readers;
-  HSR_CHECK(load_cold(x, ck, "off", &t[M_LOAD_HELD], &t[M_LOAD_HELD_DATA], &s));
+  HSR_CHECK(load_cold(x, x->rt, ck, "off", &t[M_LOAD_HELD], &t[M_LOAD_HELD_DATA], &s));
   x->held_reads = s.reads;
+  if (x->rt2) { /* the same checkpoint into the other mesh's engine, as a fresh one */
+    double data;
+    HSR_CHECK(load_cold(x, x->rt2, ck, "on", &t[M_LOAD_OTHER], &data, &s));
+  }
   return async_round(x, ck, t);
 }
 
@@ -457,6 +476,10 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   printf("%-52s %9.3f %9.3f   %.0f%% of parallel readers; verified before it is installed, read %s\n",
          "load, held (an engine that has trained), cold", med[M_LOAD_HELD], held, 100 * held / prd,
          x->held_reads == 1 ? "once" : "twice (HSR_CKPT_BUFFER)");
+  if (x->rt2)
+    printf("%-52s %9.3f %9.3f   into mesh %d x %d (%s), as a job restarted on another layout\n",
+           "load onto another mesh, in place, cold", med[M_LOAD_OTHER], B / med[M_LOAD_OTHER] / gb, a->load_r,
+           a->load_s, a->load_r > 1 ? "hybrid" : "fsdp");
   double slow = 100 * (med[M_STEP_BG] / med[M_STEP] - 1), ratio = med[M_A_BLOCKED] / med[M_COPY];
   printf("async save (opts.async; after one untimed, which makes its communicator and staging), beside %d training "
          "steps (gathers, reductions, %.0f ms of compute as a wait, AdamW):\n",
@@ -481,7 +504,14 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
   cJSON_AddNumberToObject(o, "bytes", B);
   cJSON_AddNumberToObject(o, "share_bytes", (double)x->share);
   cJSON_AddNumberToObject(o, "repeat", a->repeat);
-  for (int i = 0; i < M_COUNT; i++) cJSON_AddNumberToObject(o, m_names[i], med[i]);
+  for (int i = 0; i < M_COUNT; i++)
+    if (i != M_LOAD_OTHER || x->rt2) cJSON_AddNumberToObject(o, m_names[i], med[i]);
+  if (x->rt2) {
+    char m[48];
+    snprintf(m, sizeof m, "%dx%d", a->load_r, a->load_s);
+    cJSON_AddStringToObject(o, "other_mesh", m);
+    cJSON_AddNumberToObject(o, "load_other_mesh_gbps", B / med[M_LOAD_OTHER] / gb);
+  }
   cJSON_AddNumberToObject(o, "disk_seq_write_gbps", seq);
   cJSON_AddNumberToObject(o, "save_gbps", save);
   cJSON_AddNumberToObject(o, "disk_parallel_write_gbps", par);
@@ -512,18 +542,19 @@ static hsr_status report(bench_ctx *x, double med[M_COUNT]) {
 /* The synthetic model: `units` units of one 1-D parameter each, filled with
  * pseudo-random values (a disk or file system that compresses must not see
  * zeros). */
-static hsr_status setup_model(bench_ctx *x) {
+static hsr_status setup_model(bench_ctx *x, hsr_rt *rt, int init) {
   uint64_t params = x->a->size / 12, per = params / (uint64_t)x->a->units;
   char name[64];
   for (int u = 0; u < x->a->units; u++) {
     int id;
     int64_t n = (int64_t)(u + 1 < x->a->units ? per : params - per * (uint64_t)(x->a->units - 1));
     snprintf(name, sizeof name, "u%d", u);
-    HSR_CHECK(hsr_rt_unit_add(x->rt, name, 0, &id));
+    HSR_CHECK(hsr_rt_unit_add(rt, name, 0, &id));
     snprintf(name, sizeof name, "u%d.w", u);
-    HSR_CHECK(hsr_rt_param_add(x->rt, id, name, 1, &n, 0));
+    HSR_CHECK(hsr_rt_param_add(rt, id, name, 1, &n, 0));
   }
-  HSR_CHECK(hsr_rt_commit(x->rt));
+  HSR_CHECK(hsr_rt_commit(rt));
+  if (!init) return HSR_OK; /* a load fills it */
   uint64_t maxn = params - per * (uint64_t)(x->a->units - 1);
   float *v = malloc((size_t)maxn * sizeof *v + 4);
   if (!v) return hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory for %" PRIu64 " values", maxn);
@@ -535,7 +566,7 @@ static hsr_status setup_model(bench_ctx *x) {
   hsr_status st = HSR_OK;
   for (int u = 0; u < x->a->units && st == HSR_OK; u++) {
     snprintf(name, sizeof name, "u%d.w", u);
-    st = hsr_rt_param_init(x->rt, name, v);
+    st = hsr_rt_param_init(rt, name, v);
   }
   free(v);
   x->bytes = 12 * params;
@@ -583,7 +614,8 @@ static hsr_status bench_run(bench_ctx *x) {
   if (!x->base[0]) return hsr_error(HSR_ERR_IO, "ckpt bench: cannot create a directory under '%s'", a->dir);
   x->chunk = (size_t)8 << 20;
   x->buf = malloc(x->chunk);
-  hsr_status st = x->buf ? setup_model(x) : hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory");
+  hsr_status st = x->buf ? setup_model(x, x->rt, 1) : hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory");
+  if (st == HSR_OK && x->rt2) st = setup_model(x, x->rt2, 0);
   for (size_t i = 0; x->buf && i < x->chunk; i++) x->buf[i] = (char)(i * 2654435761u >> 13);
   double *t = calloc((size_t)a->repeat * M_COUNT, sizeof *t), med[M_COUNT], col[100];
   if (!t && st == HSR_OK) st = hsr_error(HSR_ERR_NOMEM, "ckpt bench: out of memory");
@@ -617,6 +649,7 @@ static hsr_status bench_fits(hsr_boot *b, const bench_args *a) {
   /* and per rank about 4 shares more: the async save's staging, the load's
    * part, the two buffers of the copy yardstick */
   double mem_need = sz * 20 / 12 * here / S + 4 * sz / n * here, disk_need = 2 * sz;
+  if (a->load_s) mem_need += sz * 20 / 12 * here / a->load_s; /* --load-mesh's engine */
   uint64_t mem = 0, disk = 0;
   char msg[512] = "", x[32], y[32];
   if (hsr_boot_rank(b) == 0 && sys_mem_available(&mem) == HSR_OK && mem_need > 0.9 * (double)mem) {
@@ -643,10 +676,16 @@ int ckpt_bench_main(int argc, char **argv) {
   hsr_boot *boot = NULL;
   hsr_topo *topo = NULL;
   hsr_cluster *cl = NULL;
-  bench_ctx x = {&a, NULL, NULL, 0, 0, 0, 0, 0, 0, "", NULL, 0, 0, 0};
+  bench_ctx x = {.a = &a};
   hsr_status st = hsr_boot_init(&boot);
   if (st != HSR_OK) return cli_fail("ckpt bench", st);
   x.boot = boot, x.rank = hsr_boot_rank(boot), x.world = hsr_boot_size(boot);
+  if (a.load_r && (long)a.load_r * a.load_s != x.world) {
+    if (x.rank == 0)
+      fprintf(stderr, "hsr ckpt bench: --load-mesh %dx%d: R x S must be the %d ranks\n", a.load_r, a.load_s, x.world);
+    hsr_boot_finalize(boot);
+    return HSR_EXIT_USAGE;
+  }
   if (!a.cfg.shard) a.cfg.shard = a.cfg.replicate ? x.world / a.cfg.replicate : x.world;
   if (a.cfg.shard < 1) a.cfg.shard = 1;
   if (a.cfg.strategy == HSR_RT_STRATEGY_COUNT) a.cfg.strategy = x.world / a.cfg.shard > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
@@ -654,8 +693,15 @@ int ckpt_bench_main(int argc, char **argv) {
   if (st == HSR_OK) st = topo_discover(NULL, &topo);
   if (st == HSR_OK) st = cluster_gather(boot, topo, &cl);
   if (st == HSR_OK) st = hsr_rt_create(boot, NULL, cl, &a.cfg, &x.rt);
+  if (st == HSR_OK && a.load_r) {
+    hsr_rt_config c2 = a.cfg;
+    c2.replicate = a.load_r, c2.shard = a.load_s;
+    c2.strategy = a.load_r > 1 ? HSR_RT_HYBRID : HSR_RT_FSDP;
+    st = hsr_rt_create(boot, NULL, cl, &c2, &x.rt2);
+  }
   if (st == HSR_OK) st = bench_run(&x);
-  hsr_status d = hsr_rt_destroy(x.rt);
+  hsr_status d = hsr_rt_destroy(x.rt), d2 = x.rt2 ? hsr_rt_destroy(x.rt2) : HSR_OK;
+  if (d == HSR_OK) d = d2;
   if (st == HSR_OK) st = d;
   cluster_free(cl);
   topo_free(topo);
