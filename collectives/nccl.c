@@ -222,18 +222,6 @@ static hsr_status nccl_mem_free(hsr_comm *c, void *ptr) {
 
 /* ---- operations ---------------------------------------------------------------- */
 
-static ncclDataType_t nccl_dt(hsr_dtype dt) {
-  switch (dt) {
-  case HSR_F32: return ncclFloat32;
-  case HSR_F64: return ncclFloat64;
-  case HSR_BF16: return ncclBfloat16;
-  case HSR_F16: return ncclFloat16;
-  case HSR_I32: return ncclInt32;
-  default: return ncclUint8;
-  }
-}
-
-static ncclRedOp_t nccl_redop(hsr_redop op) { return op == HSR_AVG ? ncclAvg : op == HSR_MAX ? ncclMax : ncclSum; }
 
 /* Enqueues the collective and counts its bytes (NCCL's own accounting). */
 static ncclResult_t enqueue(coll_op *op, nccl_state *s) {

@@ -25,6 +25,18 @@ typedef struct nccl_op {
 _Static_assert(sizeof(nccl_op) <= COLL_OP_PRIV, "nccl_op must fit coll_op.priv");
 
 static inline nccl_op *nccl_op_of(coll_op *op) { return (nccl_op *)op->priv; }
+
+static inline ncclDataType_t nccl_dt(hsr_dtype dt) {
+  switch (dt) {
+  case HSR_F32: return ncclFloat32;
+  case HSR_F64: return ncclFloat64;
+  case HSR_BF16: return ncclBfloat16;
+  case HSR_F16: return ncclFloat16;
+  case HSR_I32: return ncclInt32;
+  default: return ncclUint8;
+  }
+}
+static inline ncclRedOp_t nccl_redop(hsr_redop op) { return op == HSR_AVG ? ncclAvg : op == HSR_MAX ? ncclMax : ncclSum; }
 static inline nccl_state *nccl_of(const hsr_comm *c) { return c->tp_state; }
 
 extern const coll_transport nccl_transport;

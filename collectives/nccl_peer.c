@@ -167,16 +167,6 @@ hsr_status peer_dev_update(peer_dev **dp, hsr_comm *view, int64_t seq, double ti
   return HSR_OK;
 }
 
-static ncclDataType_t nccl_dt(hsr_dtype dt) {
-  switch (dt) {
-  case HSR_F64: return ncclFloat64;
-  case HSR_BF16: return ncclBfloat16;
-  case HSR_F16: return ncclFloat16;
-  case HSR_I32: return ncclInt32;
-  default: return ncclFloat32;
-  }
-}
-
 static void dev_revoke(peer_dev *d) {
   d->failed = 1;
 #if NCCL_HAS_REVOKE
@@ -190,8 +180,7 @@ hsr_status peer_dev_allreduce(peer_dev *d, void *buf, size_t count, hsr_dtype dt
   res->ok = 1;
   if (!d || !d->comm) return hsr_error(HSR_ERR_STATE, "peer_dev_allreduce: no communicator");
   if (d->n <= 1 || !count) return HSR_OK;
-  ncclRedOp_t op = rop == HSR_AVG ? ncclAvg : rop == HSR_MAX ? ncclMax : ncclSum;
-  ncclResult_t rc = ncclAllReduce(buf, buf, count, nccl_dt(dt), op, d->comm, d->stream);
+  ncclResult_t rc = ncclAllReduce(buf, buf, count, nccl_dt(dt), nccl_redop(rop), d->comm, d->stream);
   hsr_status st = settle(&d->comm, rc, "ncclAllReduce", timeout_s);
   if (st == HSR_OK) st = cuda_ok(cudaEventRecord(d->done, d->stream), "cudaEventRecord");
   double end = clock_s() + timeout_s;

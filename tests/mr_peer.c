@@ -95,6 +95,13 @@ static int check_allreduce(peer_ctx *p, hsr_comm *w, const int *ids, int n, int6
   return 0;
 }
 
+/* This rank's COUNT values (val), malloc'd: a failed all-reduce may keep it. */
+static float *member_buf(void) {
+  float *b = malloc(COUNT * sizeof *b);
+  for (size_t i = 0; b && i < COUNT; i++) b[i] = val(g_rank, i);
+  return b;
+}
+
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -253,12 +260,11 @@ int main(int argc, char **argv) {
   {
     hsr_comm *c;
     TRY(peer_comm_create(p, all, 3, 9, &c));
-    float *buf = malloc(COUNT * sizeof *buf);
+    float *buf = member_buf();
     if (!buf) {
       rc = 1;
       goto out;
     }
-    for (size_t i = 0; i < COUNT; i++) buf[i] = val(g_rank, i);
     peer_result r = {.ok = 1};
     if (g_rank != 2) {
       TRY(peer_allreduce(c, 5, buf, COUNT, HSR_F32, HSR_AVG, 1.0, &r));
@@ -287,12 +293,11 @@ int main(int argc, char **argv) {
     TRY(hsr_comm_allgather(w, &mine, pid, 1, HSR_I32, NULL));
     hsr_comm *c;
     TRY(peer_comm_create(p, all, 3, 11, &c));
-    float *buf = malloc(COUNT * sizeof *buf);
+    float *buf = member_buf();
     if (!buf) {
       rc = 1;
       goto out;
     }
-    for (size_t i = 0; i < COUNT; i++) buf[i] = val(g_rank, i);
     peer_result r = {.ok = 1};
     int32_t heard = 0, named = 0; /* this rank named it by its silence; ranks that did */
     if (g_rank == 2) {
