@@ -54,6 +54,15 @@ typedef struct ft_rec {
   int64_t arev; /* the record's revision whose addresses these are */
 } ft_rec;
 
+/* The votes of one step as its decider has read them: each read takes only
+ * those written since the last, so a decider that wakes on every vote reads
+ * each once (allocated when a group first decides). */
+typedef struct ft_vbuf {
+  int64_t step, epoch, rev; /* the votes of (step, epoch) as of revision rev */
+  unsigned char has[FT_MAX_REPLICAS];
+  ft_vote v[FT_MAX_REPLICAS];
+} ft_vbuf;
+
 struct hsr_ft {
   hsr_ft_config c;
   char *coord, *identity;
@@ -103,6 +112,11 @@ struct hsr_ft {
   int qpresent;                      /* a quorum key exists */
   ft_quorum qkey;                    /* and what it says */
   int voted, vote_written;           /* this step's vote was tried; it is in the store */
+  int deciding;                      /* this group decides the step: it reads the votes and writes r/ */
+  int64_t xchg_done;                 /* the last step it committed through the commit exchange */
+  int64_t rk_rev;                    /* the step's decision was absent at this revision (0: not read) */
+  int64_t qw_rev;                    /* the start: the quorum key was as held at this revision (0: not read) */
+  ft_vbuf *vb;                       /* the votes it read (NULL until it first decides) */
   int doubt;                         /* this step's commit exchange did not complete: a member may have committed */
   int read_stale;                    /* steps committed by the exchange since the last read (seen joiners are old) */
   double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */
