@@ -162,7 +162,9 @@ static hsr_status request(ft_etcd *e, const char *path, const cJSON *body, cJSON
       snprintf(a, sizeof a, "Authorization: %s", e->auth);
       h = curl_slist_append(h, a);
     }
-    double tmo = left < REQ_S ? (left > 0.05 ? left : 0.05) : REQ_S;
+    /* one member: the whole deadline (a request that timed out is still in the member's queue: asking again
+     * adds to its load); several: REQ_S each, then the next */
+    double tmo = left < REQ_S || e->nep == 1 ? (left > 0.05 ? left : 0.05) : REQ_S;
     curl_easy_setopt(e->c, CURLOPT_URL, url);
     curl_easy_setopt(e->c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(e->c, CURLOPT_POSTFIELDS, js);

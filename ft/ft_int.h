@@ -28,8 +28,8 @@ _Static_assert(FT_MAX_REPLICAS <= PEER_MAX && FT_MAX_CULPRITS == PEER_MAX_CULPRI
                "a replica id is a peer id; a vote names what the data plane names");
 typedef peer_result ft_result; /* what a cross-group operation did: ok, or the groups it names */
 
-/* seconds: a dead leader's records go after this (renewed every second); past 512 groups N/512 times as long,
- * at most twice (lead.c, lease_ttl) */
+/* seconds: a dead leader's records go after this (renewed every second); past 256 groups N/256 times as long,
+ * at most 4 times, and past 512 groups at least N/1024 minutes (lead.c, lease_ttl) */
 #define FT_LEASE_TTL 5
 #define FT_COMMIT_SEQ (1 << 19) /* the commit exchange's tag: the step's, offset from the gradient's */
 

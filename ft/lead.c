@@ -63,7 +63,12 @@ static double ka_period(const hsr_ft *ft) {
   double p = ft->c.replicas / 256.0;
   return p < 1 ? 1 : p > 4 ? 4 : p;
 }
-static int lease_ttl(const hsr_ft *ft) { return (int)(FT_LEASE_TTL * ka_period(ft) + 0.5); }
+/* Five periods; past 512 groups at least N/1024 minutes: N groups starting at once keep the coordinator busy for
+ * tens of seconds, and a renewal waits behind that (1,024 groups: leases of 20 s ran out in the start, of 60 s not) */
+static int lease_ttl(const hsr_ft *ft) {
+  double t = FT_LEASE_TTL * ka_period(ft), big = ft->c.replicas > 512 ? 60.0 * ft->c.replicas / 1024 : 0;
+  return (int)((t > big ? t : big) + 0.5);
+}
 /* One group in K looks for joiners in a period, in turn: a joiner one group
  * sees clears that group's commit bit, and the exchange's MAX clears every
  * group's, so about 64 reads a period find it as soon as N would. */
@@ -129,8 +134,6 @@ static double start_slice(const hsr_ft *ft) {
   return s > ft->beat ? s : ft->beat;
 }
 
-/* The steps' bound of a call: a heartbeat's period, so that the group hears from its leader in time. */
-static double step_deadline(const hsr_ft *ft) { return ft->beat > 0.5 ? ft->beat : 0.5; }
 
 hsr_status ft_lead_open(hsr_ft *ft) {
   /* a failing coordinator is retried until ft->T */
@@ -139,7 +142,8 @@ hsr_status ft_lead_open(hsr_ft *ft) {
   ft->slice = start_slice(ft);
   ft_etcd_set_deadline(ft->e, ft->slice);
   HSR_CHECK(ft_etcd_open(ft->coord, ft->token, d, &ft->ka));
-  ft_etcd_set_deadline(ft->ka, 2.0); /* renewed every second: two tries within the TTL on a loaded coordinator */
+  /* renewed every period (1 to 4 s): at least two tries within the TTL on a loaded coordinator */
+  ft_etcd_set_deadline(ft->ka, ka_period(ft) > 2 ? ka_period(ft) : 2.0);
   return HSR_OK;
 }
 
@@ -780,7 +784,9 @@ static hsr_status admitted(hsr_ft *ft, int *final, char **blob, int *coord) {
   ft->ka_read = 1; /* from now on its keep-alive thread looks for joiners */
   pthread_mutex_unlock(&ft->mu);
   ft->slice = 0;
-  ft_etcd_set_deadline(ft->e, step_deadline(ft));
+  /* a request may take a start's slice: N groups going to the vote at once keep the coordinator busy for that
+   * long, and a request retried after a second would add to what it has yet to answer */
+  ft_etcd_set_deadline(ft->e, start_slice(ft));
   *final = 1;
   return HSR_OK;
 }
@@ -930,7 +936,11 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
     former = !ft->c.join;
     for (int id = 0; id < ft->c.replica_id && former; id++) former = !ft->rec[id].present;
     if (!former && !ft->c.join) continue; /* the quorum key, then its watch */
-    int ch;
+    int ch, nmiss = 0;
+    for (int id = 0; id < ft->c.replicas; id++) nmiss += !ft->rec[id].present;
+    if (former && nmiss > 64) /* many to come: a pause lets a few register (each read takes those since the last) */
+      nap_until(now + 0.05 < until ? now + 0.05 : until);
+    now = clock_s();
     st = ft_etcd_watch(ft->e, former ? FT_PREFIX : FT_PREFIX "q", rev + 1, (until < limit ? until : limit) - now, &ch);
     *coord = st != HSR_OK;
     HSR_CHECK(st);
@@ -965,7 +975,7 @@ static hsr_status coord_lost(hsr_ft *ft, char **blob) {
   return decision(ft, &ft->q, 0, 1, 1, line, blob);
 }
 
-static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
+static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written, int64_t *rev) {
   ft_vote v = {0};
   v.id = ft->c.replica_id;
   v.ok = o->ok;
@@ -991,7 +1001,13 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
    * dropped it in the coordinator (they named it: write_abort) is out, and learns it here */
   char pk[KEY_MAX];
   key_abort(pk, s - 1, ft->q.epoch);
-  ft_cmp c[3] = {{ak, FT_CMP_CREATE, 0, 0}, {mk, FT_CMP_MOD, ft->my_rev, 0}, {pk, FT_CMP_CREATE, 0, 0}};
+  /* and no decision yet (one that committed the step for a vote on the next, with no marker) */
+  char rk[KEY_MAX];
+  key_result(rk, s, ft->q.epoch);
+  ft_cmp c[4] = {{ak, FT_CMP_CREATE, 0, 0},
+                 {mk, FT_CMP_MOD, ft->my_rev, 0},
+                 {pk, FT_CMP_CREATE, 0, 0},
+                 {rk, FT_CMP_CREATE, 0, 0}};
   ft_op ops[5] = {{FT_OP_PUT, vk, js, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", vend, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0},
@@ -1014,7 +1030,7 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
     key_result(prk, s - 1, ft->q.epoch);
     ops[nop++] = (ft_op){FT_OP_PUT, prk, ps, 0};
   }
-  if (st == HSR_OK) st = ft_etcd_txn(ft->e, c, 3, ops, nop, written, NULL);
+  if (st == HSR_OK) st = ft_etcd_txn(ft->e, c, 4, ops, nop, written, rev);
   free(js), free(ps);
   return st;
 }
@@ -1087,6 +1103,9 @@ static hsr_status apply_decision(hsr_ft *ft, const ft_decision *d, char **blob) 
     if (d->rev[i] > 0) ft->rec[id].present = 1, ft->rec[id].rev = d->rev[i];
   }
   ft->part_rev[ft->c.replica_id] = ft->my_rev;
+  pthread_mutex_lock(&ft->mu); /* the keep-alive thread looks for records written after the decider's read */
+  if (d->base > ft->ka_base) ft->ka_base = d->base, ft->ka_count = d->count, ft->ka_nnew = 0;
+  pthread_mutex_unlock(&ft->mu);
   ka_note(ft, &d->next);
   return decision(ft, &d->next, d->commit, !stay, 0, line, blob);
 }
@@ -1231,32 +1250,54 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     lost = ft->lease_lost;
     pthread_mutex_unlock(&ft->mu);
     int written = 0;
-    if (!lost && ft->read_stale) { /* the joiners waiting, as the vote reports them: the last read was steps ago */
+    int p[FT_MAX_REPLICAS];
+    ft_quorum_parts(&ft->q, p);
+    ft->deciding = p[0] == ft->c.replica_id;
+    ft->rk_rev = 0;
+    /* the decider's vote names the joiners waiting (it reads the records first: the last read may be steps ago);
+     * the others' name none, so that N voters do not each read the store before voting */
+    if (!ft->deciding) ft->nseen = 0;
+    if (!lost && ft->read_stale && ft->deciding) {
       view v;
       st = read_all(ft, &v, 0);
       view_free(&v);
       if (st != HSR_OK) return vote_error(ft, st, final, blob);
     }
-    if (!lost) st = write_vote(ft, o, &written);
+    int64_t vrev = 0;
+    if (!lost) st = write_vote(ft, o, &written, &vrev);
     if (st != HSR_OK) return vote_error(ft, st, final, blob); /* a retry writes the same vote */
     ft->coord_fail_since = 0;
     ft->voted = 1;
     ft->t_voted = clock_s();
     ft->vote_written = written && !lost;
     /* the smallest participant decides: it reads the votes as they come and writes the decision (r/S/E) once;
-     * the others read that key alone. N groups each reading every vote would cost O(N^2) bytes a step */
-    int p[FT_MAX_REPLICAS];
-    ft_quorum_parts(&ft->q, p);
-    ft->deciding = p[0] == ft->c.replica_id;
-    ft->rk_rev = 0;
+     * the others watch that key alone (absent when the vote was written: from there). N groups each reading
+     * every vote would cost O(N^2) bytes a step */
+    if (ft->vote_written) ft->rk_rev = vrev;
   }
   if (!ft->vote_written) { /* the record is gone, or the votes were frozen without this one */
-    view v;
-    st = read_all(ft, &v, 0);
-    int mine = ft->rec[ft->c.replica_id].present && ft->rec[ft->c.replica_id].rev == ft->my_rev;
-    int aborted = v.aborted, prev = v.prev_aborted, lost;
-    view_free(&v);
+    /* its own record, the step's marker and decision, the previous step's marker: a few keys (N groups whose
+     * votes found the marker read no records) */
+    char mk[KEY_MAX], ak[KEY_MAX], pk[KEY_MAX], rk[KEY_MAX];
+    key_member(mk, ft->c.replica_id);
+    key_abort(ak, ft->q.done + 1, ft->q.epoch);
+    key_abort(pk, ft->q.done, ft->q.epoch);
+    key_result(rk, ft->q.done + 1, ft->q.epoch);
+    ft_range rg[4] = {{mk, 0, 1, 0, 0, 0}, {ak, 0, 1, 0, 0, 0}, {pk, 0, 1, 0, 0, 0}, {rk, 0, 0, 0, 0, 0}};
+    ft_kvs k;
+    st = ft_etcd_read(ft->e, rg, 4, &k);
     if (st != HSR_OK) return vote_error(ft, st, final, blob);
+    const ft_kv *r = ft_kvs_find(&k, rk), *m = ft_kvs_find(&k, mk);
+    if (r) { /* decided without it */
+      st = apply_result(ft, r->val, blob);
+      ft_kvs_free(&k);
+      if (st != HSR_OK) return vote_error(ft, st, final, blob);
+      *final = 1;
+      return HSR_OK;
+    }
+    int mine = m && m->mod_rev == ft->my_rev, aborted = ft_kvs_find(&k, ak) != NULL,
+        prev = ft_kvs_find(&k, pk) != NULL, lost;
+    ft_kvs_free(&k);
     pthread_mutex_lock(&ft->mu);
     lost = ft->lease_lost;
     pthread_mutex_unlock(&ft->mu);
@@ -1320,6 +1361,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
           ft_decision_make(&ft->q, v.votes, v.nv, d == FT_COMMIT, v.gone, v.ngone, dec);
           decision_revs(ft, dec);
         }
+        dec->base = v.kvs.rev, dec->count = v.kvs.count;
         st = write_decision(ft, dec, v.arev, &ok);
       }
       if (st == HSR_OK && ok) st = apply_decision(ft, dec, blob);

@@ -316,6 +316,8 @@ hsr_status ft_decision_json(const ft_decision *d, char **out) {
     cJSON_AddItemToArray(p, cJSON_CreateNumber((double)d->rev[i]));
     cJSON_AddItemToArray(r, p);
   }
+  cJSON_AddNumberToObject(o, "base", (double)d->base);
+  cJSON_AddNumberToObject(o, "count", (double)d->count);
   cJSON_AddStringToObject(o, "why", d->why);
   cJSON_AddStringToObject(o, "reason", d->reason);
   if (d->mismatch) {
@@ -333,8 +335,10 @@ hsr_status ft_decision_parse(const char *js, ft_decision *d) {
   memset(d, 0, sizeof *d);
   cJSON *o = cJSON_Parse(js);
   if (!o) return hsr_error(HSR_ERR_IO, "coordinator: a decision is not JSON");
-  double c = 0;
+  double c = 0, base = 0, count = 0;
   hsr_status st = get_num(o, "commit", &c);
+  if (st == HSR_OK) st = get_num(o, "base", &base);
+  if (st == HSR_OK) st = get_num(o, "count", &count);
   const cJSON *nx = cJSON_GetObjectItemCaseSensitive(o, "next"), *r = cJSON_GetObjectItemCaseSensitive(o, "revs"),
               *w = cJSON_GetObjectItemCaseSensitive(o, "why"), *rs = cJSON_GetObjectItemCaseSensitive(o, "reason"),
               *m = cJSON_GetObjectItemCaseSensitive(o, "mismatch"), *it;
@@ -370,6 +374,7 @@ hsr_status ft_decision_parse(const char *js, ft_decision *d) {
   }
   if (st == HSR_OK) {
     d->commit = c != 0;
+    d->base = (int64_t)base, d->count = (int64_t)count;
     snprintf(d->why, sizeof d->why, "%s", w->valuestring);
     snprintf(d->reason, sizeof d->reason, "%s", rs->valuestring);
   }

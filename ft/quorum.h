@@ -87,6 +87,7 @@ typedef struct ft_decision {
   ft_quorum next;                      /* the quorum after the step */
   int nrev, rev_id[FT_MAX_REPLICAS];   /* record revisions of next's participants that q lacks (-1: no record) */
   int64_t rev[FT_MAX_REPLICAS];
+  int64_t base, count; /* the decider's read: its revision and the records then (0: not given) */
   char why[600];    /* what changed (ft_quorum_next's), "" when nothing did */
   char reason[320]; /* the first failed vote's why ("" when none failed) */
 } ft_decision;

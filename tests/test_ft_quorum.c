@@ -247,6 +247,7 @@ static void decision(void **state) {
   assert_string_equal(d[0].reason, "rank 0: cannot send to replica 2");
   assert_non_null(strstr(d[0].why, "replica(s) 2 dropped"));
   d[0].nrev = 1, d[0].rev_id[0] = 7, d[0].rev[0] = 123456789012ll;
+  d[0].base = 4242, d[0].count = 1000;
   char *s = NULL;
   assert_int_equal(ft_decision_json(&d[0], &s), HSR_OK);
   assert_int_equal(ft_decision_parse(s, &d[1]), HSR_OK);
@@ -259,6 +260,7 @@ static void decision(void **state) {
   assert_int_equal(d[1].nrev, 1);
   assert_int_equal(d[1].rev_id[0], 7);
   assert_true(d[1].rev[0] == 123456789012ll);
+  assert_true(d[1].base == 4242 && d[1].count == 1000);
   assert_string_equal(d[1].why, d[0].why);
   assert_string_equal(d[1].reason, d[0].reason);
   /* a commit that admits a joiner: the next quorum and its healer travel */
@@ -297,7 +299,8 @@ static void decision(void **state) {
   assert_int_equal(d[0].next.nmem, 3);
   assert_int_equal(ft_decision_parse("{\"commit\":1}", &d[1]), HSR_ERR_IO);
   assert_int_equal(ft_decision_parse("{\"commit\":1,\"next\":{\"epoch\":1,\"done\":0,\"members\":[],\"joiners\":[],"
-                                     "\"healers\":[]},\"revs\":[[5000,1]],\"why\":\"\",\"reason\":\"\"}",
+                                     "\"healers\":[]},\"revs\":[[5000,1]],\"base\":0,\"count\":0,\"why\":\"\","
+                                     "\"reason\":\"\"}",
                                      &d[1]),
                    HSR_ERR_IO);
   free(d);
