@@ -117,6 +117,9 @@ struct hsr_ft {
   int64_t rk_rev;                    /* the step's decision was absent at this revision (0: not read) */
   int64_t qw_rev;                    /* the start: the quorum key was as held at this revision (0: not read) */
   ft_vbuf *vb;                       /* the votes it read (NULL until it first decides) */
+  uint64_t *fin;                     /* the end: [id] 0 not reported, 1 its hash equal, 2 not; [FT_MAX_REPLICAS +
+                                        id] its hash; read up to fin_rev */
+  int64_t fin_rev;
   int doubt;                         /* this step's commit exchange did not complete: a member may have committed */
   int read_stale;                    /* steps committed by the exchange since the last read (seen joiners are old) */
   double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */

@@ -28,7 +28,7 @@ typedef struct sim_world sim_world;
 #define SIM_XN 16
 typedef struct sim_xch {
   int64_t epoch;
-  int n;
+  int n, broken; /* broken: a participant left it incomplete (its bound passed): no one completes it after */
   float max[SIM_XN];
 } sim_xch;
 
@@ -181,20 +181,24 @@ static hsr_status model_exchange(hsr_ft *ft, int64_t s, float *bits, int n, ft_r
   pthread_mutex_lock(&w->mu);
   sim_xch *x = &w->xch[s];
   int wake = 0;
-  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0, wake = 1;
+  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0, x->broken = 0, wake = 1;
   int mine = x->epoch == ft->q.epoch;
   for (int i = 0; i < n && mine; i++) x->max[i] = x->n == 0 || bits[i] > x->max[i] ? bits[i] : x->max[i];
   if (mine && ++x->n >= ft->nparts) wake = 1;
   if (wake) pthread_cond_broadcast(&w->xcv);
-  while (mine && x->epoch == ft->q.epoch && x->n < ft->nparts)
+  while (mine && x->epoch == ft->q.epoch && x->n < ft->nparts && !x->broken)
     if (pthread_cond_timedwait(&w->xcv, &w->mu, &ts)) break;
+  if (mine && x->epoch == ft->q.epoch && x->n < ft->nparts && !x->broken) { /* it leaves: the rest cannot complete */
+    x->broken = 1;
+    pthread_cond_broadcast(&w->xcv);
+  }
   if (xk && is_victim(w, g->id)) {
     pthread_mutex_unlock(&w->mu);
     g->t_kill = clock_s();
     g->state = G_KILLED;
     return hsr_error(HSR_ERR_STATE, "killed in the commit exchange (modelled)");
   }
-  if (mine && x->epoch == ft->q.epoch && x->n >= ft->nparts && !(xk && after >= 0)) {
+  if (mine && x->epoch == ft->q.epoch && x->n >= ft->nparts && !x->broken && !(xk && after >= 0)) {
     memcpy(bits, x->max, sizeof(float) * (size_t)n);
   } else if (xk && after >= 0) {
     r->ok = 0, r->n = 1, r->culprit[0] = after;
