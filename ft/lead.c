@@ -978,7 +978,19 @@ static hsr_status coord_lost(hsr_ft *ft, char **blob) {
   return decision(ft, &ft->q, 0, 1, 1, line, blob);
 }
 
-static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written, int64_t *rev) {
+/* A vote that is not written reads, at that revision, what the group then
+ * needs (vote_frozen's keys), in the same request. */
+static void frozen_keys(const hsr_ft *ft, char mk[KEY_MAX], char ak[KEY_MAX], char pk[KEY_MAX], char rk[KEY_MAX],
+                        ft_range rg[4]) {
+  key_member(mk, ft->c.replica_id);
+  key_abort(ak, ft->q.done + 1, ft->q.epoch);
+  key_abort(pk, ft->q.done, ft->q.epoch);
+  key_result(rk, ft->q.done + 1, ft->q.epoch);
+  rg[0] = (ft_range){mk, 0, 1, 0, 0, 0}, rg[1] = (ft_range){ak, 0, 1, 0, 0, 0};
+  rg[2] = (ft_range){pk, 0, 1, 0, 0, 0}, rg[3] = (ft_range){rk, 0, 0, 0, 0, 0};
+}
+
+static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written, int64_t *rev, ft_kvs *fk) {
   ft_vote v = {0};
   v.id = ft->c.replica_id;
   v.ok = o->ok;
@@ -1033,7 +1045,10 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written, int6
     key_result(prk, s - 1, ft->q.epoch);
     ops[nop++] = (ft_op){FT_OP_PUT, prk, ps, 0};
   }
-  if (st == HSR_OK) st = ft_etcd_txn(ft->e, c, 4, ops, nop, written, rev);
+  char fm[KEY_MAX], fa[KEY_MAX], fp[KEY_MAX], fr[KEY_MAX];
+  ft_range frg[4];
+  frozen_keys(ft, fm, fa, fp, fr, frg);
+  if (st == HSR_OK) st = ft_etcd_txn_else(ft->e, c, 4, ops, nop, frg, 4, written, rev, fk);
   free(js), free(ps);
   return st;
 }
@@ -1247,6 +1262,8 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
   const ft_outcome *o = arg;
   *final = 0;
   hsr_status st = HSR_OK;
+  ft_kvs fk = {0}; /* what a vote that was not written read instead */
+  int have_fk = 0;
   if (!ft->voted) {
     int lost;
     pthread_mutex_lock(&ft->mu);
@@ -1267,7 +1284,8 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       if (st != HSR_OK) return vote_error(ft, st, final, blob);
     }
     int64_t vrev = 0;
-    if (!lost) st = write_vote(ft, o, &written, &vrev);
+    if (!lost) st = write_vote(ft, o, &written, &vrev, &fk);
+    have_fk = st == HSR_OK && !lost && !written;
     if (st != HSR_OK) return vote_error(ft, st, final, blob); /* a retry writes the same vote */
     ft->coord_fail_since = 0;
     ft->voted = 1;
@@ -1282,13 +1300,10 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     /* its own record, the step's marker and decision, the previous step's marker: a few keys (N groups whose
      * votes found the marker read no records) */
     char mk[KEY_MAX], ak[KEY_MAX], pk[KEY_MAX], rk[KEY_MAX];
-    key_member(mk, ft->c.replica_id);
-    key_abort(ak, ft->q.done + 1, ft->q.epoch);
-    key_abort(pk, ft->q.done, ft->q.epoch);
-    key_result(rk, ft->q.done + 1, ft->q.epoch);
-    ft_range rg[4] = {{mk, 0, 1, 0, 0, 0}, {ak, 0, 1, 0, 0, 0}, {pk, 0, 1, 0, 0, 0}, {rk, 0, 0, 0, 0, 0}};
-    ft_kvs k;
-    st = ft_etcd_read(ft->e, rg, 4, &k);
+    ft_range rg[4];
+    frozen_keys(ft, mk, ak, pk, rk, rg);
+    ft_kvs k = fk;
+    if (!have_fk) st = ft_etcd_read(ft->e, rg, 4, &k);
     if (st != HSR_OK) return vote_error(ft, st, final, blob);
     const ft_kv *r = ft_kvs_find(&k, rk), *m = ft_kvs_find(&k, mk);
     if (r) { /* decided without it */
@@ -1300,6 +1315,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
     }
     int mine = m && m->mod_rev == ft->my_rev, aborted = ft_kvs_find(&k, ak) != NULL,
         prev = ft_kvs_find(&k, pk) != NULL, lost;
+    int64_t krev = k.rev;
     ft_kvs_free(&k);
     pthread_mutex_lock(&ft->mu);
     lost = ft->lease_lost;
@@ -1324,7 +1340,8 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       *final = 1;
       return decision(ft, &ft->q, 0, 1, 0, line, blob);
     }
-    ft->vote_written = 1; /* frozen without it: decide from the others' */
+    ft->vote_written = 1; /* frozen without it: decide from the others' (no decision at krev: watched from there) */
+    ft->rk_rev = krev;
   }
   for (;;) {
     if (clock_s() >= until) return HSR_OK; /* a heartbeat to the group, then on */
