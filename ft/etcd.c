@@ -162,7 +162,9 @@ static hsr_status request(ft_etcd *e, const char *path, const cJSON *body, cJSON
       snprintf(a, sizeof a, "Authorization: %s", e->auth);
       h = curl_slist_append(h, a);
     }
-    double tmo = left < REQ_S ? (left > 0.05 ? left : 0.05) : REQ_S;
+    /* one member: the whole deadline (a request that timed out is still in the member's queue: asking again
+     * adds to its load); several: REQ_S each, then the next */
+    double tmo = left < REQ_S || e->nep == 1 ? (left > 0.05 ? left : 0.05) : REQ_S;
     curl_easy_setopt(e->c, CURLOPT_URL, url);
     curl_easy_setopt(e->c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(e->c, CURLOPT_POSTFIELDS, js);
@@ -349,14 +351,14 @@ hsr_status ft_etcd_get(ft_etcd *e, const char *key, int prefix, ft_kvs *out) {
   return st;
 }
 
-hsr_status ft_etcd_read(ft_etcd *e, const ft_range *rg, int n, ft_kvs *out) {
-  memset(out, 0, sizeof *out);
-  cJSON *b = cJSON_CreateObject(), *r = NULL, *sa = cJSON_AddArrayToObject(b, "success");
-  cJSON_AddArrayToObject(b, "compare");
+static hsr_status parse_ranges(const cJSON *r, const ft_range *rg, int n, ft_kvs *out);
+
+/* The ranges as a transaction's operations. */
+static hsr_status add_ranges(cJSON *arr, const ft_range *rg, int n) {
   hsr_status st = HSR_OK;
   for (int i = 0; i < n && st == HSR_OK; i++) {
     cJSON *o = cJSON_CreateObject(), *q = cJSON_CreateObject();
-    cJSON_AddItemToArray(sa, o);
+    cJSON_AddItemToArray(arr, o);
     cJSON_AddItemToObject(o, "request_range", q);
     st = range_body(q, rg[i].key, rg[i].prefix);
     if (rg[i].keys_only) cJSON_AddTrueToObject(q, "keys_only");
@@ -364,9 +366,25 @@ hsr_status ft_etcd_read(ft_etcd *e, const ft_range *rg, int n, ft_kvs *out) {
     if (rg[i].count_only) cJSON_AddTrueToObject(q, "count_only");
     if (rg[i].rev > 0) add_i64(q, "revision", rg[i].rev);
   }
+  return st;
+}
+
+hsr_status ft_etcd_read(ft_etcd *e, const ft_range *rg, int n, ft_kvs *out) {
+  memset(out, 0, sizeof *out);
+  cJSON *b = cJSON_CreateObject(), *r = NULL, *sa = cJSON_AddArrayToObject(b, "success");
+  cJSON_AddArrayToObject(b, "compare");
+  hsr_status st = add_ranges(sa, rg, n);
   if (st == HSR_OK) st = request(e, "/v3/kv/txn", b, &r);
   cJSON_Delete(b);
-  const cJSON *rs = st == HSR_OK ? cJSON_GetObjectItemCaseSensitive(r, "responses") : NULL, *it;
+  if (st == HSR_OK) st = parse_ranges(r, rg, n, out);
+  cJSON_Delete(r);
+  return st;
+}
+
+/* A transaction's range responses, their keys appended in order. */
+static hsr_status parse_ranges(const cJSON *r, const ft_range *rg, int n, ft_kvs *out) {
+  hsr_status st = HSR_OK;
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r, "responses"), *it;
   const cJSON *hd = r ? cJSON_GetObjectItemCaseSensitive(r, "header") : NULL;
   out->rev = hd ? get_i64(hd, "revision") : 0;
   int i = 0;
@@ -387,7 +405,6 @@ hsr_status ft_etcd_read(ft_etcd *e, const ft_range *rg, int n, ft_kvs *out) {
       ft_kvs_free(&one);
     }
   }
-  cJSON_Delete(r);
   if (st != HSR_OK) ft_kvs_free(out);
   return st;
 }
@@ -414,8 +431,15 @@ hsr_status ft_etcd_delete(ft_etcd *e, const char *key, int prefix) {
 
 hsr_status ft_etcd_txn(ft_etcd *e, const ft_cmp *cmp, int ncmp, const ft_op *ok, int nok, int *succeeded,
                        int64_t *rev) {
+  return ft_etcd_txn_else(e, cmp, ncmp, ok, nok, NULL, 0, succeeded, rev, NULL);
+}
+
+hsr_status ft_etcd_txn_else(ft_etcd *e, const ft_cmp *cmp, int ncmp, const ft_op *ok, int nok, const ft_range *fr,
+                            int nfr, int *succeeded, int64_t *rev, ft_kvs *out) {
+  if (out) memset(out, 0, sizeof *out);
   cJSON *b = cJSON_CreateObject(), *r = NULL;
   cJSON *ca = cJSON_AddArrayToObject(b, "compare"), *sa = cJSON_AddArrayToObject(b, "success");
+  hsr_status fst = nfr ? add_ranges(cJSON_AddArrayToObject(b, "failure"), fr, nfr) : HSR_OK;
   hsr_status st = HSR_OK;
   for (int i = 0; i < ncmp && st == HSR_OK; i++) {
     cJSON *c = cJSON_CreateObject();
@@ -442,12 +466,14 @@ hsr_status ft_etcd_txn(ft_etcd *e, const ft_cmp *cmp, int ncmp, const ft_op *ok,
       st = add_b64(q, "range_end", ok[i].val, strlen(ok[i].val));
     }
   }
+  if (st == HSR_OK) st = fst;
   if (st == HSR_OK) st = request(e, "/v3/kv/txn", b, &r);
   cJSON_Delete(b);
   if (st == HSR_OK) {
     *succeeded = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "succeeded"));
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(r, "header");
     if (rev) *rev = hd ? get_i64(hd, "revision") : 0;
+    if (!*succeeded && nfr && out) st = parse_ranges(r, fr, nfr, out);
   }
   cJSON_Delete(r);
   return st;

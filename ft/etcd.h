@@ -77,6 +77,10 @@ typedef struct ft_op {
   int64_t lease;
 } ft_op;
 hsr_status ft_etcd_txn(ft_etcd *e, const ft_cmp *cmp, int ncmp, const ft_op *ok, int nok, int *succeeded, int64_t *rev);
+/* The same, and when a comparison fails, the ranges fr read in its stead (at
+ * the same revision) into *out (the caller frees it; empty on success). */
+hsr_status ft_etcd_txn_else(ft_etcd *e, const ft_cmp *cmp, int ncmp, const ft_op *ok, int nok, const ft_range *fr,
+                            int nfr, int *succeeded, int64_t *rev, ft_kvs *out);
 
 hsr_status ft_etcd_lease_grant(ft_etcd *e, int ttl_s, int64_t *id);
 /* *ttl: what is left (0: the lease has expired). */

@@ -28,8 +28,8 @@ _Static_assert(FT_MAX_REPLICAS <= PEER_MAX && FT_MAX_CULPRITS == PEER_MAX_CULPRI
                "a replica id is a peer id; a vote names what the data plane names");
 typedef peer_result ft_result; /* what a cross-group operation did: ok, or the groups it names */
 
-/* seconds: a dead leader's records go after this (renewed every second); past 512 groups N/512 times as long,
- * at most twice (lead.c, lease_ttl) */
+/* seconds: a dead leader's records go after this (renewed every second); past 256 groups N/256 times as long,
+ * at most 4 times, and past 512 groups at least N/1024 minutes (lead.c, lease_ttl) */
 #define FT_LEASE_TTL 5
 #define FT_COMMIT_SEQ (1 << 19) /* the commit exchange's tag: the step's, offset from the gradient's */
 #define FT_DEV_SEQ (1 << 18)    /* the device communicator's unique id, and naming after its failure */
@@ -54,6 +54,15 @@ typedef struct ft_rec {
   char *addrs;  /* JSON array of base64 UCX addresses, one per rank (NULL: not read) */
   int64_t arev; /* the record's revision whose addresses these are */
 } ft_rec;
+
+/* The votes of one step as its decider has read them: each read takes only
+ * those written since the last, so a decider that wakes on every vote reads
+ * each once (allocated when a group first decides). */
+typedef struct ft_vbuf {
+  int64_t step, epoch, rev; /* the votes of (step, epoch) as of revision rev */
+  unsigned char has[FT_MAX_REPLICAS];
+  ft_vote v[FT_MAX_REPLICAS];
+} ft_vbuf;
 
 struct hsr_ft {
   hsr_ft_config c;
@@ -104,6 +113,14 @@ struct hsr_ft {
   int qpresent;                      /* a quorum key exists */
   ft_quorum qkey;                    /* and what it says */
   int voted, vote_written;           /* this step's vote was tried; it is in the store */
+  int deciding;                      /* this group decides the step: it reads the votes and writes r/ */
+  int64_t xchg_done;                 /* the last step it committed through the commit exchange */
+  int64_t rk_rev;                    /* the step's decision was absent at this revision (0: not read) */
+  int64_t qw_rev;                    /* the start: the quorum key was as held at this revision (0: not read) */
+  ft_vbuf *vb;                       /* the votes it read (NULL until it first decides) */
+  uint64_t *fin;                     /* the end: [id] 0 not reported, 1 its hash equal, 2 not; [FT_MAX_REPLICAS +
+                                        id] its hash; read up to fin_rev */
+  int64_t fin_rev;
   int doubt;                         /* this step's commit exchange did not complete: a member may have committed */
   int read_stale;                    /* steps committed by the exchange since the last read (seen joiners are old) */
   double coord_fail_since;           /* when the coordinator's calls began to fail (0: they do not) */

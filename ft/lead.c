@@ -9,7 +9,8 @@
  *   q                    the quorum (epoch, steps done, members, joiners and their healers)
  *   v/SSSSSSSSSS/EEEEEE/IIII   a vote on step S in epoch E
  *   a/SSSSSSSSSS/EEEEEE  the abort marker of (S, E): no vote is written after it
- *   r/SSSSSSSSSS/EEEEEE  (S, E) is decided: the votes are frozen (written by the smallest participant)
+ *   r/SSSSSSSSSS/EEEEEE  (S, E)'s decision, written once by its decider (the smallest participant): the others
+ *                        read it instead of the votes
  *   d/IIII               a group's final state hash */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -56,18 +57,29 @@ static void nap_until(double t) {
 /* ---- the lease's keep-alive thread ---- */
 
 /* The lease's renewal period: a fifth of the TTL (a loaded host may delay
- * a renewal or two); 1 s up to 512 groups, N/512 s beyond (at most 2 s),
+ * a renewal or two); 1 s up to 256 groups, N/256 s beyond (at most 4 s),
  * where N groups' renewals are most of the coordinator's load, and the TTL
  * with it. A failed renewal is tried again a quarter of the period later. */
 static double ka_period(const hsr_ft *ft) {
-  double p = ft->c.replicas / 512.0;
-  return p < 1 ? 1 : p > 2 ? 2 : p;
+  double p = ft->c.replicas / 256.0;
+  return p < 1 ? 1 : p > 4 ? 4 : p;
 }
-static int lease_ttl(const hsr_ft *ft) { return (int)(FT_LEASE_TTL * ka_period(ft) + 0.5); }
+/* Five periods; past 512 groups at least N/1024 minutes: N groups starting at once keep the coordinator busy for
+ * tens of seconds, and a renewal waits behind that (1,024 groups: leases of 20 s ran out in the start, of 60 s not) */
+static int lease_ttl(const hsr_ft *ft) {
+  double t = FT_LEASE_TTL * ka_period(ft), big = ft->c.replicas > 512 ? 60.0 * ft->c.replicas / 1024 : 0;
+  return (int)((t > big ? t : big) + 0.5);
+}
+/* One group in K looks for joiners in a period, in turn: a joiner one group
+ * sees clears that group's commit bit, and the exchange's MAX clears every
+ * group's, so about 64 reads a period find it as soon as N would. */
+static int ka_readers_every(const hsr_ft *ft) { return ft->c.replicas / 64 > 1 ? ft->c.replicas / 64 : 1; }
 
 static void *keepalive(void *arg) {
   hsr_ft *ft = arg;
   double wait = ka_period(ft);
+  long tick = 0;
+  int every = ka_readers_every(ft);
   pthread_mutex_lock(&ft->mu);
   while (!ft->ka_stop) {
     struct timespec ts;
@@ -76,7 +88,9 @@ static void *keepalive(void *arg) {
     ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
     pthread_cond_timedwait(&ft->cv, &ft->mu, &ts);
     if (ft->ka_stop) break;
-    int64_t ttl = -1, base = ft->ka_read ? ft->ka_base : 0; /* no joiner to look for before it is in a quorum */
+    int turn = (tick++ + ft->c.replica_id) % every == 0;
+    /* no joiner to look for before it is in a quorum, nor outside its turn */
+    int64_t ttl = -1, base = ft->ka_read && turn ? ft->ka_base : 0;
     int64_t count = ft->ka_count, orev[FT_MAX_SEEN];
     int no = ft->ka_nother;
     char ok[FT_MAX_SEEN][KEY_MAX];
@@ -121,8 +135,6 @@ static double start_slice(const hsr_ft *ft) {
   return s > ft->beat ? s : ft->beat;
 }
 
-/* The steps' bound of a call: a heartbeat's period, so that the group hears from its leader in time. */
-static double step_deadline(const hsr_ft *ft) { return ft->beat > 0.5 ? ft->beat : 0.5; }
 
 hsr_status ft_lead_open(hsr_ft *ft) {
   /* a failing coordinator is retried until ft->T */
@@ -131,7 +143,8 @@ hsr_status ft_lead_open(hsr_ft *ft) {
   ft->slice = start_slice(ft);
   ft_etcd_set_deadline(ft->e, ft->slice);
   HSR_CHECK(ft_etcd_open(ft->coord, ft->token, d, &ft->ka));
-  ft_etcd_set_deadline(ft->ka, 2.0); /* renewed every second: two tries within the TTL on a loaded coordinator */
+  /* renewed every period (1 to 4 s): at least two tries within the TTL on a loaded coordinator */
+  ft_etcd_set_deadline(ft->ka, ka_period(ft) > 2 ? ka_period(ft) : 2.0);
   return HSR_OK;
 }
 
@@ -166,14 +179,20 @@ void ft_lead_close(hsr_ft *ft) {
   }
   free(ft->my_addrs);
   ft->my_addrs = NULL;
+  free(ft->vb);
+  ft->vb = NULL;
+  free(ft->fin);
+  ft->fin = NULL;
 }
 
 /* ---- reading the store ---- */
 
 typedef struct view {
   ft_kvs kvs;
-  ft_vote *votes; /* of (done + 1, epoch) */
+  ft_vote *votes; /* of (done + 1, epoch), by id (read_all with votes) */
   int nv, aborted;
+  int64_t arev;       /* the abort marker's create revision (0: none) */
+  const char *result; /* the step's decision (r/S/E; NULL: not decided yet), in kvs */
   int ahead[FT_MAX_REPLICAS], nahead; /* participants that voted on (done + 2, epoch): they committed done + 1 */
   int prev_aborted;                   /* the marker of (done, epoch) exists: this group's last step was dropped */
   int gone[FT_MAX_REPLICAS], ngone;   /* the abort marker's groups that did not vote and are gone */
@@ -225,36 +244,45 @@ static void ka_note(hsr_ft *ft, const ft_quorum *q) {
   pthread_mutex_unlock(&ft->mu);
 }
 
-/* The store as the decisions need it: records, the quorum, the votes and
- * abort marker of the step about to commit, and the joiners waiting. One
- * transaction reads, at one revision, the records written since the last
- * read (values: a few hundred bytes each), the number of records, the
- * quorum, the step's votes and its marker. A count that the new records do
- * not explain means records went (a lease ran out, a group left): then
+/* The store as the decisions need it: records, the quorum, the abort
+ * marker and decision of the step about to commit, and the joiners
+ * waiting; with votes (the step's decider), the step's votes and the
+ * next step's voters too. One transaction reads, at one revision, the
+ * records written since the last read (values: a few hundred bytes each),
+ * the number of records, the quorum, the marker and the decision, and the
+ * votes written since the decider's last read. A count that the new records
+ * do not explain means records went (a lease ran out, a group left): then
  * their keys are listed at that revision. So a leader reads each record
- * once, and N groups starting or voting cost O(N) bytes each, not O(N)
- * records on every wake-up (hsr bench ft). */
-static hsr_status read_all(hsr_ft *ft, view *v) {
+ * once and a decider each vote once, and N groups starting or voting cost
+ * O(N) bytes each, not O(N) records or votes on every wake-up (hsr bench
+ * ft). */
+static hsr_status read_all(hsr_ft *ft, view *v, int votes) {
   memset(v, 0, sizeof *v);
-  char vp[KEY_MAX], ak[KEY_MAX], np[KEY_MAX], pk[KEY_MAX];
+  char vp[KEY_MAX], ak[KEY_MAX], np[KEY_MAX], pk[KEY_MAX], rk[KEY_MAX];
   int64_t s = ft->q.done + 1;
   key_votes(vp, s, ft->q.epoch);
   key_votes(np, s + 1, ft->q.epoch);
   key_abort(ak, s, ft->q.epoch);
   key_abort(pk, s - 1, ft->q.epoch);
-  ft_range rg[7] = {{FT_PREFIX "m/", 1, 0, ft->m_rev + 1, 0, 0},
+  key_result(rk, s, ft->q.epoch);
+  if (votes && !ft->vb && !(ft->vb = calloc(1, sizeof *ft->vb))) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  ft_vbuf *vb = votes ? ft->vb : NULL;
+  if (vb && (vb->step != s || vb->epoch != ft->q.epoch)) {
+    memset(vb->has, 0, sizeof vb->has);
+    vb->step = s, vb->epoch = ft->q.epoch, vb->rev = 0;
+  }
+  ft_range rg[8] = {{FT_PREFIX "m/", 1, 0, ft->m_rev + 1, 0, 0},
                     {FT_PREFIX "m/", 1, 1, 0, 1, 0},
                     {FT_PREFIX "q", 0, 0, 0, 0, 0},
-                    {vp, 1, 0, 0, 0, 0},
                     {ak, 0, 0, 0, 0, 0},
-                    {np, 1, 1, 0, 0, 0},
-                    {pk, 0, 1, 0, 0, 0}};
-  HSR_CHECK(ft_etcd_read(ft->e, rg, 7, &v->kvs));
+                    {pk, 0, 1, 0, 0, 0},
+                    {rk, 0, 0, 0, 0, 0},
+                    {vp, 1, 0, vb ? vb->rev + 1 : 0, 0, 0},
+                    {np, 1, 1, 0, 0, 0}};
+  HSR_CHECK(ft_etcd_read(ft->e, rg, vb ? 8 : 6, &v->kvs));
   ft->read_stale = 0;
   ft->qpresent = 0;
   ft->qmod = 0;
-  v->votes = calloc((size_t)v->kvs.n + 1, sizeof *v->votes);
-  if (!v->votes) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   size_t ml = strlen(FT_PREFIX "m/"), vl = strlen(vp), nl = strlen(np);
   int64_t created = 0; /* records whose key is new since the last read */
   for (int i = 0; i < v->kvs.n; i++) {
@@ -267,22 +295,35 @@ static hsr_status read_all(hsr_ft *ft, view *v) {
       HSR_CHECK(ft_quorum_parse(kv->val, &ft->qkey));
       ft->qpresent = 1;
       ft->qmod = kv->mod_rev;
-    } else if (!strncmp(kv->key, vp, vl)) {
-      HSR_CHECK(ft_vote_parse(kv->val, &v->votes[v->nv]));
-      v->nv++;
-    } else if (!strncmp(kv->key, np, nl)) {
+    } else if (vb && !strncmp(kv->key, vp, vl)) {
+      ft_vote x;
+      HSR_CHECK(ft_vote_parse(kv->val, &x));
+      if (x.id >= 0 && x.id < FT_MAX_REPLICAS) vb->v[x.id] = x, vb->has[x.id] = 1;
+    } else if (vb && !strncmp(kv->key, np, nl)) {
       int id = atoi(kv->key + nl);
       if (ft_quorum_index(&ft->q, id) >= 0 && v->nahead < FT_MAX_REPLICAS) v->ahead[v->nahead++] = id;
     } else if (!strcmp(kv->key, pk)) {
       v->prev_aborted = 1;
+    } else if (!strcmp(kv->key, rk)) {
+      v->result = kv->val;
     } else if (!strcmp(kv->key, ak)) {
       v->aborted = 1;
+      v->arev = kv->create_rev;
       cJSON *o = cJSON_Parse(kv->val);
       const cJSON *g = o ? cJSON_GetObjectItemCaseSensitive(o, "gone") : NULL, *it;
       cJSON_ArrayForEach(it, g) if (cJSON_IsNumber(it) && v->ngone < FT_MAX_REPLICAS) v->gone[v->ngone++] =
           (int)it->valuedouble;
       cJSON_Delete(o);
     }
+  }
+  if (vb) { /* every vote read so far, by id: the order of their keys */
+    vb->rev = v->kvs.rev;
+    int nv = 0;
+    for (int id = 0; id < FT_MAX_REPLICAS; id++) nv += vb->has[id];
+    v->votes = malloc(sizeof *v->votes * (size_t)(nv + 1));
+    if (!v->votes) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+    for (int id = 0; id < FT_MAX_REPLICAS; id++)
+      if (vb->has[id]) v->votes[v->nv++] = vb->v[id];
   }
   if (v->kvs.count != ft->m_count + created) { /* records went: which, at the same revision */
     ft_kvs k;
@@ -486,7 +527,7 @@ static hsr_status lead_register(hsr_ft *ft, int64_t done, uint64_t hash, double 
   hsr_status st = HSR_OK;
   if (ft->lease) goto put; /* a later slice: the checks are done */
   view v;
-  st = read_all(ft, &v);
+  st = read_all(ft, &v, 0);
   if (st == HSR_OK) st = check_identity(ft, mine);
   /* a crashed job's records stay until their leases run out: a start waits that long for them to go before it
    * takes them for a running job (a stale quorum never blocks a start) */
@@ -746,7 +787,9 @@ static hsr_status admitted(hsr_ft *ft, int *final, char **blob, int *coord) {
   ft->ka_read = 1; /* from now on its keep-alive thread looks for joiners */
   pthread_mutex_unlock(&ft->mu);
   ft->slice = 0;
-  ft_etcd_set_deadline(ft->e, step_deadline(ft));
+  /* a request may take a start's slice: N groups going to the vote at once keep the coordinator busy for that
+   * long, and a request retried after a second would add to what it has yet to answer */
+  ft_etcd_set_deadline(ft->e, start_slice(ft));
   *final = 1;
   return HSR_OK;
 }
@@ -798,6 +841,14 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
     for (int id = 0; id < ft->c.replica_id && former; id++) former = !ft->rec[id].present;
     double now = clock_s();
     if (!former && !ft->c.join && ft->m_rev > 0 && now < limit && (ft->said_waiting || now - ft->t_begin <= 5)) {
+      if (ft->qw_rev > 0) { /* the key was as held at qw_rev: a watch from there, no read (N groups, each slice) */
+        int ch;
+        hsr_status st = ft_etcd_watch(ft->e, FT_PREFIX "q", ft->qw_rev + 1, (until < limit ? until : limit) - now, &ch);
+        *coord = st != HSR_OK;
+        HSR_CHECK(st);
+        if (!ch) return HSR_OK; /* the slice is over */
+        ft->qw_rev = 0;
+      }
       ft_kvs k;
       ft_range rg = {FT_PREFIX "q", 0, 0, 0, 0, 0};
       hsr_status st = ft_etcd_read(ft->e, &rg, 1, &k);
@@ -813,15 +864,17 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
       }
       if (qm == ft->qmod) {
         int ch;
+        ft->qw_rev = rev;
         st = ft_etcd_watch(ft->e, FT_PREFIX "q", rev + 1, (until < limit ? until : limit) - clock_s(), &ch);
         *coord = st != HSR_OK;
         HSR_CHECK(st);
         if (!ch) return HSR_OK; /* the slice is over */
+        ft->qw_rev = 0;
         continue;
       }
     }
     view v;
-    hsr_status st = read_all(ft, &v);
+    hsr_status st = read_all(ft, &v, 0);
     if (st != HSR_OK) {
       view_free(&v);
       *coord = 1;
@@ -886,7 +939,11 @@ static hsr_status wait_quorum(hsr_ft *ft, double until, double limit, int *final
     former = !ft->c.join;
     for (int id = 0; id < ft->c.replica_id && former; id++) former = !ft->rec[id].present;
     if (!former && !ft->c.join) continue; /* the quorum key, then its watch */
-    int ch;
+    int ch, nmiss = 0;
+    for (int id = 0; id < ft->c.replicas; id++) nmiss += !ft->rec[id].present;
+    if (former && nmiss > 64) /* many to come: a pause lets a few register (each read takes those since the last) */
+      nap_until(now + 0.05 < until ? now + 0.05 : until);
+    now = clock_s();
     st = ft_etcd_watch(ft->e, former ? FT_PREFIX : FT_PREFIX "q", rev + 1, (until < limit ? until : limit) - now, &ch);
     *coord = st != HSR_OK;
     HSR_CHECK(st);
@@ -921,7 +978,19 @@ static hsr_status coord_lost(hsr_ft *ft, char **blob) {
   return decision(ft, &ft->q, 0, 1, 1, line, blob);
 }
 
-static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
+/* A vote that is not written reads, at that revision, what the group then
+ * needs (vote_frozen's keys), in the same request. */
+static void frozen_keys(const hsr_ft *ft, char mk[KEY_MAX], char ak[KEY_MAX], char pk[KEY_MAX], char rk[KEY_MAX],
+                        ft_range rg[4]) {
+  key_member(mk, ft->c.replica_id);
+  key_abort(ak, ft->q.done + 1, ft->q.epoch);
+  key_abort(pk, ft->q.done, ft->q.epoch);
+  key_result(rk, ft->q.done + 1, ft->q.epoch);
+  rg[0] = (ft_range){mk, 0, 1, 0, 0, 0}, rg[1] = (ft_range){ak, 0, 1, 0, 0, 0};
+  rg[2] = (ft_range){pk, 0, 1, 0, 0, 0}, rg[3] = (ft_range){rk, 0, 0, 0, 0, 0};
+}
+
+static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written, int64_t *rev, ft_kvs *fk) {
   ft_vote v = {0};
   v.id = ft->c.replica_id;
   v.ok = o->ok;
@@ -947,13 +1016,40 @@ static hsr_status write_vote(hsr_ft *ft, const ft_outcome *o, int *written) {
    * dropped it in the coordinator (they named it: write_abort) is out, and learns it here */
   char pk[KEY_MAX];
   key_abort(pk, s - 1, ft->q.epoch);
-  ft_cmp c[3] = {{ak, FT_CMP_CREATE, 0, 0}, {mk, FT_CMP_MOD, ft->my_rev, 0}, {pk, FT_CMP_CREATE, 0, 0}};
-  ft_op ops[4] = {{FT_OP_PUT, vk, js, 0},
+  /* and no decision yet (one that committed the step for a vote on the next, with no marker) */
+  char rk[KEY_MAX];
+  key_result(rk, s, ft->q.epoch);
+  ft_cmp c[4] = {{ak, FT_CMP_CREATE, 0, 0},
+                 {mk, FT_CMP_MOD, ft->my_rev, 0},
+                 {pk, FT_CMP_CREATE, 0, 0},
+                 {rk, FT_CMP_CREATE, 0, 0}};
+  ft_op ops[5] = {{FT_OP_PUT, vk, js, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "v/", vend, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "a/", aend, 0},
                   {FT_OP_DELETE_RANGE, FT_PREFIX "r/", rend, 0}};
-  hsr_status st = ft_etcd_txn(ft->e, c, 3, ops, 4, written, NULL);
-  free(js);
+  /* the decider of the previous step committed it through the exchange: groups in doubt about it wait for its
+   * decision, which this vote proves (a commit, the quorum unchanged); written with it, since a marker of that
+   * step (pk) and this vote exclude each other */
+  int p[FT_MAX_REPLICAS], nop = 4;
+  char prk[KEY_MAX], *ps = NULL;
+  hsr_status st = HSR_OK;
+  if (ft->xchg_done == s - 1 && ft_quorum_parts(&ft->q, p) > 1 && p[0] == v.id) {
+    ft_decision *d = calloc(1, sizeof *d);
+    if (!d) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
+    if (d) {
+      d->commit = 1;
+      d->next = ft->q; /* after s - 1 steps */
+      st = ft_decision_json(d, &ps);
+      free(d);
+    }
+    key_result(prk, s - 1, ft->q.epoch);
+    ops[nop++] = (ft_op){FT_OP_PUT, prk, ps, 0};
+  }
+  char fm[KEY_MAX], fa[KEY_MAX], fp[KEY_MAX], fr[KEY_MAX];
+  ft_range frg[4];
+  frozen_keys(ft, fm, fa, fp, fr, frg);
+  if (st == HSR_OK) st = ft_etcd_txn_else(ft->e, c, 4, ops, nop, frg, 4, written, rev, fk);
+  free(js), free(ps);
   return st;
 }
 
@@ -988,51 +1084,92 @@ static hsr_status write_abort(hsr_ft *ft, const int *gone, int ngone, const char
   return st;
 }
 
-/* The frozen votes decide; every group computes the same next quorum. */
-static hsr_status decided(hsr_ft *ft, const view *v, int commit, char **blob) {
-  ft_quorum next;
-  char why[600], line[1024] = "";
-  ft_quorum_next(&ft->q, v->votes, v->nv, commit, v->gone, v->ngone, &next, why, sizeof why);
-  int a, b;
-  if (ft_quorum_hash_mismatch(v->votes, v->nv, &a, &b)) {
+/* The decision applied on this group: the line, the next quorum's record
+ * revisions (the decider's, for the participants whose revision it does not
+ * share with every group), the blob. Every group applies the same decision. */
+static hsr_status apply_decision(hsr_ft *ft, const ft_decision *d, char **blob) {
+  char line[1024] = "";
+  ft->voted = 0;
+  ft->deciding = 0;
+  ft->read_stale = 1; /* the next vote reads the joiners waiting first */
+  if (d->mismatch) {
     snprintf(line, sizeof line,
              "the training state differs between replica groups: after %" PRId64 " steps replica %d has state_hash "
              "%016" PRIx64 " and replica %d %016" PRIx64 " (a bug: every group stops)",
-             v->votes[a].hs, v->votes[a].id, v->votes[a].h, v->votes[b].id, v->votes[b].h);
-    ft->voted = 0;
+             d->mm_step, d->mm_a, d->mm_ha, d->mm_b, d->mm_hb);
     return decision(ft, &ft->q, 0, 1, 0, line, blob);
   }
-  int stay = ft_quorum_index(&next, ft->c.replica_id) >= 0;
-  if (!commit) {
-    const char *reason = "";
-    for (int i = 0; i < v->nv && !reason[0]; i++)
-      if (!v->votes[i].ok) reason = v->votes[i].why;
+  int stay = ft_quorum_index(&d->next, ft->c.replica_id) >= 0;
+  if (!d->commit) {
     char what[400];
-    snprintf(what, sizeof what, "%s%s%s", reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
+    snprintf(what, sizeof what, "%s%s%s", d->reason[0] ? " (" : "", d->reason, d->reason[0] ? ")" : "");
     if (stay)
       snprintf(line, sizeof line, "step %" PRId64 " dropped on every replica%.400s: %.400s; the step runs again",
-               ft->q.done + 1, what, why);
+               ft->q.done + 1, what, d->why);
     else
       snprintf(line, sizeof line,
                "replica %d was dropped from the quorum at step %" PRId64 "%s; restart it with --join to heal from "
                "the others",
                ft->c.replica_id, ft->q.done + 1, what);
-  } else if (why[0]) {
-    snprintf(line, sizeof line, "after step %" PRId64 ": %s", ft->q.done + 1, why);
+  } else if (d->why[0]) {
+    snprintf(line, sizeof line, "after step %" PRId64 ": %.900s", ft->q.done + 1, d->why);
   }
-  if (next.epoch != ft->q.epoch && stay) { /* for joiners and the record: the first writer wins, all agree */
-    char qk[KEY_MAX] = FT_PREFIX "q", *qs = NULL;
-    HSR_CHECK(ft_quorum_json(&next, &qs));
-    ft_cmp c = {qk, FT_CMP_MOD, ft->qmod, 0};
-    ft_op op = {FT_OP_PUT, qk, qs, 0};
-    int ok;
-    hsr_status st = ft_etcd_txn(ft->e, &c, 1, &op, 1, &ok, NULL);
-    free(qs);
-    if (st != HSR_OK) return st;
+  for (int i = 0; i < d->nrev; i++) {
+    int id = d->rev_id[i];
+    if (id == ft->c.replica_id) continue;
+    ft->part_rev[id] = d->rev[i];
+    if (d->rev[i] > 0) ft->rec[id].present = 1, ft->rec[id].rev = d->rev[i];
   }
-  ft->voted = 0;
-  note_revs(ft, &next);
-  return decision(ft, &next, commit, !stay, 0, line, blob);
+  ft->part_rev[ft->c.replica_id] = ft->my_rev;
+  pthread_mutex_lock(&ft->mu); /* the keep-alive thread looks for records written after the decider's read */
+  if (d->base > ft->ka_base) ft->ka_base = d->base, ft->ka_count = d->count, ft->ka_nnew = 0;
+  pthread_mutex_unlock(&ft->mu);
+  ka_note(ft, &d->next);
+  return decision(ft, &d->next, d->commit, !stay, 0, line, blob);
+}
+
+/* The decider's: the record revisions of next's participants that not
+ * every group holds (a joiner's; a participant's that changed), as this
+ * group read them. */
+static void decision_revs(const hsr_ft *ft, ft_decision *d) {
+  int p[FT_MAX_REPLICAS], n = ft_quorum_parts(&d->next, p);
+  d->nrev = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t r = ft->rec[p[i]].present ? ft->rec[p[i]].rev : -1;
+    if (p[i] == ft->c.replica_id || (ft_quorum_index(&ft->q, p[i]) >= 0 && r == ft->part_rev[p[i]])) continue;
+    d->rev_id[d->nrev] = p[i], d->rev[d->nrev++] = r;
+  }
+}
+
+/* The decider writes the decision once (r/S/E), and the next quorum when
+ * the membership changed, only while what it decided from still holds:
+ * no decision yet, the abort marker as it read it (absent, or the same),
+ * the quorum key as it read it. The votes cannot change once frozen (every
+ * participant voted, or the marker exists), so a decision written is the
+ * one every group would compute. *ok = 0: something changed; read again. */
+static hsr_status write_decision(hsr_ft *ft, const ft_decision *d, int64_t arev, int *ok) {
+  char rk[KEY_MAX], ak[KEY_MAX], qk[KEY_MAX] = FT_PREFIX "q", *ds = NULL, *qs = NULL;
+  int64_t s = ft->q.done + 1;
+  key_result(rk, s, ft->q.epoch);
+  key_abort(ak, s, ft->q.epoch);
+  HSR_CHECK(ft_decision_json(d, &ds));
+  int newq = d->next.epoch != ft->q.epoch && !d->mismatch;
+  hsr_status st = newq ? ft_quorum_json(&d->next, &qs) : HSR_OK;
+  ft_cmp c[3] = {{rk, FT_CMP_CREATE, 0, 0}, {ak, FT_CMP_CREATE, arev, 0}, {qk, FT_CMP_MOD, ft->qmod, 0}};
+  ft_op ops[2] = {{FT_OP_PUT, rk, ds, 0}, {FT_OP_PUT, qk, qs, 0}};
+  if (st == HSR_OK) st = ft_etcd_txn(ft->e, c, newq ? 3 : 2, ops, newq ? 2 : 1, ok, NULL);
+  free(ds), free(qs);
+  return st;
+}
+
+/* The decision in r/S/E applied (malloc'd: a decision holds a quorum). */
+static hsr_status apply_result(hsr_ft *ft, const char *js, char **blob) {
+  ft_decision *d = malloc(sizeof *d);
+  if (!d) return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  hsr_status st = ft_decision_parse(js, d);
+  if (st == HSR_OK) st = apply_decision(ft, d, blob);
+  free(d);
+  return st;
 }
 
 int ft_lead_fast_ok(hsr_ft *ft) {
@@ -1061,36 +1198,125 @@ static hsr_status vote_error(hsr_ft *ft, hsr_status st, int *final, char **blob)
   return coord_lost(ft, blob);
 }
 
+/* A participant that does not decide waits for the step's decision, one
+ * small key (r/S/E): it reads it, or watches it for the slice. It takes
+ * over deciding when every participant before it in id order is gone (their
+ * records went or were replaced; only the first FT_MAX_CULPRITS look), and
+ * every one does once the votes' bound and half more passed with no
+ * decision: a decider that died does not leave the step undecided. */
+static hsr_status await_decision(hsr_ft *ft, double until, int *final, char **blob) {
+  int p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p), at = 0;
+  for (int i = 0; i < n; i++)
+    if (p[i] == ft->c.replica_id) at = i;
+  int nb = at <= FT_MAX_CULPRITS ? at : 0;
+  char rk[KEY_MAX], mk[FT_MAX_CULPRITS][KEY_MAX];
+  /* a watch window of the start's slice (a third of the bound, at most 5 s): N groups waiting cost a watch each
+   * that long, not a read and a watch each heartbeat */
+  double now = clock_s(), fall = ft->t_voted + (ft->doubt ? 2 : 1) * ft->T + ft->T / 2,
+         win = now + start_slice(ft) > until ? now + start_slice(ft) : until;
+  if (win > fall) win = fall;
+  if (ft->rk_rev > 0 && !nb && now < fall) { /* the key was absent at rk_rev: a watch from there, no read */
+    int ch;
+    key_result(rk, ft->q.done + 1, ft->q.epoch);
+    HSR_CHECK(ft_etcd_watch(ft->e, rk, ft->rk_rev + 1, win - now, &ch));
+    if (!ch) return HSR_OK;
+    ft->rk_rev = 0;
+  }
+  ft_range rg[1 + FT_MAX_CULPRITS];
+  key_result(rk, ft->q.done + 1, ft->q.epoch);
+  rg[0] = (ft_range){rk, 0, 0, 0, 0, 0};
+  for (int i = 0; i < nb; i++) {
+    key_member(mk[i], p[i]);
+    rg[1 + i] = (ft_range){mk[i], 0, 1, 0, 0, 0};
+  }
+  ft_kvs k;
+  HSR_CHECK(ft_etcd_read(ft->e, rg, 1 + nb, &k));
+  const ft_kv *r = ft_kvs_find(&k, rk);
+  hsr_status st = HSR_OK;
+  if (r) {
+    st = apply_result(ft, r->val, blob);
+    if (st == HSR_OK) *final = 1;
+    ft_kvs_free(&k);
+    return st;
+  }
+  int before_gone = nb > 0;
+  for (int i = 0; i < nb && before_gone; i++) {
+    const ft_kv *m = ft_kvs_find(&k, mk[i]);
+    before_gone = !m || m->mod_rev != ft->part_rev[p[i]];
+  }
+  int64_t rev = k.rev;
+  ft_kvs_free(&k);
+  now = clock_s();
+  if (before_gone || now >= fall) {
+    ft->deciding = 1;
+    return HSR_OK;
+  }
+  int ch;
+  ft->rk_rev = rev;
+  HSR_CHECK(ft_etcd_watch(ft->e, rk, rev + 1, (nb ? (until < fall ? until : fall) : win) - now, &ch));
+  if (ch) ft->rk_rev = 0;
+  return HSR_OK;
+}
+
 hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **blob) {
   const ft_outcome *o = arg;
   *final = 0;
   hsr_status st = HSR_OK;
+  ft_kvs fk = {0}; /* what a vote that was not written read instead */
+  int have_fk = 0;
   if (!ft->voted) {
     int lost;
     pthread_mutex_lock(&ft->mu);
     lost = ft->lease_lost;
     pthread_mutex_unlock(&ft->mu);
     int written = 0;
-    if (!lost && ft->read_stale) { /* the joiners waiting, as the vote reports them: the last read was steps ago */
+    int p[FT_MAX_REPLICAS];
+    ft_quorum_parts(&ft->q, p);
+    ft->deciding = p[0] == ft->c.replica_id;
+    ft->rk_rev = 0;
+    /* the decider's vote names the joiners waiting (it reads the records first: the last read may be steps ago);
+     * the others' name none, so that N voters do not each read the store before voting */
+    if (!ft->deciding) ft->nseen = 0;
+    if (!lost && ft->read_stale && ft->deciding) {
       view v;
-      st = read_all(ft, &v);
+      st = read_all(ft, &v, 0);
       view_free(&v);
       if (st != HSR_OK) return vote_error(ft, st, final, blob);
     }
-    if (!lost) st = write_vote(ft, o, &written);
+    int64_t vrev = 0;
+    if (!lost) st = write_vote(ft, o, &written, &vrev, &fk);
+    have_fk = st == HSR_OK && !lost && !written;
     if (st != HSR_OK) return vote_error(ft, st, final, blob); /* a retry writes the same vote */
     ft->coord_fail_since = 0;
     ft->voted = 1;
     ft->t_voted = clock_s();
     ft->vote_written = written && !lost;
+    /* the smallest participant decides: it reads the votes as they come and writes the decision (r/S/E) once;
+     * the others watch that key alone (absent when the vote was written: from there). N groups each reading
+     * every vote would cost O(N^2) bytes a step */
+    if (ft->vote_written) ft->rk_rev = vrev;
   }
   if (!ft->vote_written) { /* the record is gone, or the votes were frozen without this one */
-    view v;
-    st = read_all(ft, &v);
-    int mine = ft->rec[ft->c.replica_id].present && ft->rec[ft->c.replica_id].rev == ft->my_rev;
-    int aborted = v.aborted, prev = v.prev_aborted, lost;
-    view_free(&v);
+    /* its own record, the step's marker and decision, the previous step's marker: a few keys (N groups whose
+     * votes found the marker read no records) */
+    char mk[KEY_MAX], ak[KEY_MAX], pk[KEY_MAX], rk[KEY_MAX];
+    ft_range rg[4];
+    frozen_keys(ft, mk, ak, pk, rk, rg);
+    ft_kvs k = fk;
+    if (!have_fk) st = ft_etcd_read(ft->e, rg, 4, &k);
     if (st != HSR_OK) return vote_error(ft, st, final, blob);
+    const ft_kv *r = ft_kvs_find(&k, rk), *m = ft_kvs_find(&k, mk);
+    if (r) { /* decided without it */
+      st = apply_result(ft, r->val, blob);
+      ft_kvs_free(&k);
+      if (st != HSR_OK) return vote_error(ft, st, final, blob);
+      *final = 1;
+      return HSR_OK;
+    }
+    int mine = m && m->mod_rev == ft->my_rev, aborted = ft_kvs_find(&k, ak) != NULL,
+        prev = ft_kvs_find(&k, pk) != NULL, lost;
+    int64_t krev = k.rev;
+    ft_kvs_free(&k);
     pthread_mutex_lock(&ft->mu);
     lost = ft->lease_lost;
     pthread_mutex_unlock(&ft->mu);
@@ -1114,54 +1340,57 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       *final = 1;
       return decision(ft, &ft->q, 0, 1, 0, line, blob);
     }
-    ft->vote_written = 1; /* frozen without it: decide from the others' */
+    ft->vote_written = 1; /* frozen without it: decide from the others' (no decision at krev: watched from there) */
+    ft->rk_rev = krev;
   }
   for (;;) {
     if (clock_s() >= until) return HSR_OK; /* a heartbeat to the group, then on */
+    if (!ft->deciding) {
+      st = await_decision(ft, until, final, blob);
+      if (st != HSR_OK) return vote_error(ft, st, final, blob);
+      ft->coord_fail_since = 0;
+      if (*final) return HSR_OK;
+      continue;
+    }
     view v;
-    st = read_all(ft, &v);
+    st = read_all(ft, &v, 1);
     if (st != HSR_OK) {
       view_free(&v);
       return vote_error(ft, st, final, blob);
     }
     ft->coord_fail_since = 0;
-    int d = ft_quorum_decide(&ft->q, v.votes, v.nv, v.aborted), p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p);
-    /* the smallest participant wakes on every vote and says when the votes are frozen (r/S/E); the others
-     * wake on that key alone (or each heartbeat, to find the gone and the late themselves): N groups reading
-     * the store on every vote would cost O(N^2) reads a step */
-    int agg = p[0] == ft->c.replica_id;
-    char rk[KEY_MAX];
-    key_result(rk, ft->q.done + 1, ft->q.epoch);
-    if (d != FT_ABORT && v.nahead) {
-      /* a participant voted on the next step in this epoch: it committed this one through the exchange, so every
-       * group's all-reduce completed and every group commits it, the quorum unchanged (the exchange ran only
-       * without joiners); write_abort and write_vote make this and a marker exclusive */
-      st = agg ? ft_etcd_put(ft->e, rk, "1", 0) : HSR_OK;
-      if (st != HSR_OK) {
-        view_free(&v);
-        return vote_error(ft, st, final, blob);
-      }
+    if (v.result) { /* decided (another group took over) */
+      st = apply_result(ft, v.result, blob);
       view_free(&v);
-      ft_quorum next = ft->q;
-      next.done++;
-      ft->voted = 0;
-      note_revs(ft, &next);
-      st = decision(ft, &next, 1, 0, 0, "", blob); /* the addresses of a restarted participant: a read */
       if (st != HSR_OK) return vote_error(ft, st, final, blob);
       *final = 1;
       return HSR_OK;
     }
-    if (d == FT_COMMIT || (d == FT_ABORT && v.aborted)) {
-      st = agg ? ft_etcd_put(ft->e, rk, "1", 0) : HSR_OK;
-      if (st != HSR_OK) {
-        view_free(&v);
-        return vote_error(ft, st, final, blob);
+    int d = ft_quorum_decide(&ft->q, v.votes, v.nv, v.aborted), p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p);
+    if ((d != FT_ABORT && v.nahead) || d == FT_COMMIT || (d == FT_ABORT && v.aborted)) {
+      /* frozen. A participant that voted on the next step in this epoch committed this one through the exchange,
+       * so every group's all-reduce completed and every group commits it, the quorum unchanged (the exchange ran
+       * only without joiners); write_abort and write_vote make this and a marker exclusive */
+      ft_decision *dec = malloc(sizeof *dec);
+      int ok = 0;
+      if (!dec) st = hsr_error(HSR_ERR_NOMEM, "out of memory");
+      if (st == HSR_OK) {
+        if (d != FT_ABORT && v.nahead) { /* the membership unchanged: no revision changes */
+          ft_decision_ahead(&ft->q, dec);
+        } else {
+          ft_decision_make(&ft->q, v.votes, v.nv, d == FT_COMMIT, v.gone, v.ngone, dec);
+          decision_revs(ft, dec);
+        }
+        dec->base = v.kvs.rev, dec->count = v.kvs.count;
+        st = write_decision(ft, dec, v.arev, &ok);
       }
-      st = decided(ft, &v, d == FT_COMMIT, blob);
+      if (st == HSR_OK && ok) st = apply_decision(ft, dec, blob);
+      free(dec);
       view_free(&v);
       if (st != HSR_OK) return vote_error(ft, st, final, blob);
-      *final = 1;
-      return HSR_OK;
+      if (ok) *final = 1;
+      if (ok) return HSR_OK;
+      continue; /* something changed since the read: read again */
     }
     double now = clock_s();
     if (d == FT_ABORT) { /* a failed vote: freeze the votes before deciding */
@@ -1173,7 +1402,7 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
       int miss[FT_MAX_REPLICAS], nm = 0, dead[FT_MAX_REPLICAS], nd = 0, late = now >= ft->t_voted + bound;
       for (int i = 0; i < n; i++) {
         int got = 0;
-        for (int k = 0; k < v.nv; k++) got |= v.votes[k].id == p[i];
+        for (int k = 0; k < v.nv && !got; k++) got = v.votes[k].id == p[i];
         if (got) continue;
         miss[nm++] = p[i];
         if (!ft->rec[p[i]].present || ft->rec[p[i]].rev != ft->part_rev[p[i]]) dead[nd++] = p[i];
@@ -1186,9 +1415,13 @@ hsr_status ft_lead_vote(hsr_ft *ft, void *arg, double until, int *final, char **
         snprintf(w, sizeof w, "no vote from replica(s) %s %s", ids, late ? "within the timeout" : "(gone)");
         st = write_abort(ft, late ? miss : dead, late ? nm : nd, w);
       } else {
+        /* it wakes on every change under the prefix: with many votes to come, after a pause that lets a few
+         * arrive (each read takes those written since the last) */
         int ch;
-        double end = ft->t_voted + (ft->doubt ? 2 : 1) * ft->T, to = end < until ? end : until;
-        st = ft_etcd_watch(ft->e, agg ? FT_PREFIX : rk, v.kvs.rev + 1, to - now, &ch);
+        double end = ft->t_voted + bound, to = end < until ? end : until, pause = 0.02 * nm / 256;
+        if (nm > 64) nap_until(now + (pause < 0.05 ? pause : 0.05) < to ? now + (pause < 0.05 ? pause : 0.05) : to);
+        now = clock_s();
+        st = ft_etcd_watch(ft->e, FT_PREFIX, v.kvs.rev + 1, to - now, &ch);
       }
     }
     view_free(&v);
@@ -1212,24 +1445,40 @@ hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char 
     ft->wrote_done = 1;
   }
   for (;;) {
+    /* the hashes written since the last read (each group reads each once; N groups reading every hash on every
+     * wake-up would cost O(N^2)) */
     ft_kvs k;
-    if ((st = ft_etcd_get(ft->e, FT_PREFIX "d/", 1, &k)) != HSR_OK) goto unreachable;
+    ft_range rg = {FT_PREFIX "d/", 1, 0, ft->fin_rev + 1, 0, 0};
+    if ((st = ft_etcd_read(ft->e, &rg, 1, &k)) != HSR_OK) goto unreachable;
+    if (!ft->fin) ft->fin = calloc(2 * FT_MAX_REPLICAS, sizeof *ft->fin);
+    if (!ft->fin) {
+      ft_kvs_free(&k);
+      return hsr_error(HSR_ERR_NOMEM, "out of memory");
+    }
+    size_t dl = strlen(FT_PREFIX "d/");
+    for (int i = 0; i < k.n; i++) {
+      int id = atoi(k.kv[i].key + dl);
+      cJSON *o = cJSON_Parse(k.kv[i].val);
+      const cJSON *d = o ? cJSON_GetObjectItemCaseSensitive(o, "done") : NULL,
+                  *h = o ? cJSON_GetObjectItemCaseSensitive(o, "hash") : NULL;
+      if (id >= 0 && id < FT_MAX_REPLICAS && cJSON_IsNumber(d) && cJSON_IsString(h) &&
+          (uint64_t)d->valuedouble == a[0]) { /* reported: 1 equal, 2 not; the hash beside */
+        ft->fin[FT_MAX_REPLICAS + id] = strtoull(h->valuestring, NULL, 16);
+        ft->fin[id] = ft->fin[FT_MAX_REPLICAS + id] == a[1] ? 1 : 2;
+      }
+      cJSON_Delete(o);
+    }
     int p[FT_MAX_REPLICAS], n = ft_quorum_parts(&ft->q, p), miss[FT_MAX_REPLICAS], nm = 0, diff = -1;
     uint64_t hd = 0;
     for (int i = 0; i < n; i++) {
-      char key[KEY_MAX];
-      key_done(key, p[i]);
-      const ft_kv *kv = ft_kvs_find(&k, key);
-      cJSON *o = kv ? cJSON_Parse(kv->val) : NULL;
-      const cJSON *d = o ? cJSON_GetObjectItemCaseSensitive(o, "done") : NULL,
-                  *h = o ? cJSON_GetObjectItemCaseSensitive(o, "hash") : NULL;
-      if (!cJSON_IsNumber(d) || !cJSON_IsString(h) || (uint64_t)d->valuedouble != a[0])
+      uint64_t f = ft->fin[p[i]];
+      if (!f)
         miss[nm++] = p[i];
-      else if (strtoull(h->valuestring, NULL, 16) != a[1] && diff < 0)
-        diff = p[i], hd = strtoull(h->valuestring, NULL, 16);
-      cJSON_Delete(o);
+      else if (f != 1 && diff < 0)
+        diff = p[i], hd = ft->fin[FT_MAX_REPLICAS + p[i]];
     }
     int64_t rev = k.rev;
+    ft->fin_rev = rev;
     ft_kvs_free(&k);
     char ids[256], line[600];
     ft_ids_text(p, n, ids, sizeof ids);
@@ -1258,6 +1507,9 @@ hsr_status ft_lead_finish(hsr_ft *ft, void *arg, double until, int *final, char 
     if (now >= until) return HSR_OK;
     int ch;
     double to = ft->t_begin + ft->T < until ? ft->t_begin + ft->T : until;
+    if (nm > 64) /* many to come: a pause lets a few arrive */
+      nap_until(now + 0.05 < to ? now + 0.05 : to);
+    now = clock_s();
     if ((st = ft_etcd_watch(ft->e, FT_PREFIX "d/", rev + 1, to - now, &ch)) != HSR_OK) goto unreachable;
   }
 unreachable: /* the training is done; only the comparison is not possible */

@@ -265,3 +265,119 @@ hsr_status ft_vote_parse(const char *js, ft_vote *v) {
   cJSON_Delete(o);
   return st;
 }
+
+/* ---- the decision ---- */
+
+void ft_decision_make(const ft_quorum *q, const ft_vote *v, int nv, int commit, const int *gone, int ngone,
+                      ft_decision *d) {
+  memset(d, 0, sizeof *d);
+  d->commit = commit;
+  ft_quorum_next(q, v, nv, commit, gone, ngone, &d->next, d->why, sizeof d->why);
+  int a, b;
+  if (ft_quorum_hash_mismatch(v, nv, &a, &b)) {
+    d->mismatch = 1, d->commit = 0;
+    d->mm_step = v[a].hs, d->mm_a = v[a].id, d->mm_b = v[b].id, d->mm_ha = v[a].h, d->mm_hb = v[b].h;
+  }
+  for (int i = 0; i < nv && !commit; i++)
+    if (!v[i].ok) {
+      snprintf(d->reason, sizeof d->reason, "%s", v[i].why);
+      break;
+    }
+}
+
+void ft_decision_ahead(const ft_quorum *q, ft_decision *d) {
+  memset(d, 0, sizeof *d);
+  d->commit = 1;
+  d->next = *q;
+  d->next.done++;
+}
+
+static void add_hex(cJSON *o, const char *name, uint64_t h) {
+  char s[24];
+  snprintf(s, sizeof s, "%016" PRIx64, h);
+  cJSON_AddStringToObject(o, name, s);
+}
+
+hsr_status ft_decision_json(const ft_decision *d, char **out) {
+  char *qs = NULL;
+  HSR_CHECK(ft_quorum_json(&d->next, &qs));
+  cJSON *o = cJSON_CreateObject(), *qo = cJSON_Parse(qs);
+  free(qs);
+  if (!o || !qo) {
+    cJSON_Delete(o), cJSON_Delete(qo);
+    return hsr_error(HSR_ERR_NOMEM, "out of memory");
+  }
+  cJSON_AddNumberToObject(o, "commit", d->commit);
+  cJSON_AddItemToObject(o, "next", qo);
+  cJSON *r = cJSON_AddArrayToObject(o, "revs"); /* [id, rev] pairs */
+  for (int i = 0; i < d->nrev; i++) {
+    cJSON *p = cJSON_CreateArray();
+    cJSON_AddItemToArray(p, cJSON_CreateNumber(d->rev_id[i]));
+    cJSON_AddItemToArray(p, cJSON_CreateNumber((double)d->rev[i]));
+    cJSON_AddItemToArray(r, p);
+  }
+  cJSON_AddNumberToObject(o, "base", (double)d->base);
+  cJSON_AddNumberToObject(o, "count", (double)d->count);
+  cJSON_AddStringToObject(o, "why", d->why);
+  cJSON_AddStringToObject(o, "reason", d->reason);
+  if (d->mismatch) {
+    cJSON *m = cJSON_AddObjectToObject(o, "mismatch");
+    cJSON_AddNumberToObject(m, "step", (double)d->mm_step);
+    cJSON_AddNumberToObject(m, "a", d->mm_a);
+    cJSON_AddNumberToObject(m, "b", d->mm_b);
+    add_hex(m, "ha", d->mm_ha);
+    add_hex(m, "hb", d->mm_hb);
+  }
+  return emit(o, out);
+}
+
+hsr_status ft_decision_parse(const char *js, ft_decision *d) {
+  memset(d, 0, sizeof *d);
+  cJSON *o = cJSON_Parse(js);
+  if (!o) return hsr_error(HSR_ERR_IO, "coordinator: a decision is not JSON");
+  double c = 0, base = 0, count = 0;
+  hsr_status st = get_num(o, "commit", &c);
+  if (st == HSR_OK) st = get_num(o, "base", &base);
+  if (st == HSR_OK) st = get_num(o, "count", &count);
+  const cJSON *nx = cJSON_GetObjectItemCaseSensitive(o, "next"), *r = cJSON_GetObjectItemCaseSensitive(o, "revs"),
+              *w = cJSON_GetObjectItemCaseSensitive(o, "why"), *rs = cJSON_GetObjectItemCaseSensitive(o, "reason"),
+              *m = cJSON_GetObjectItemCaseSensitive(o, "mismatch"), *it;
+  if (st == HSR_OK && (!cJSON_IsObject(nx) || !cJSON_IsArray(r) || !cJSON_IsString(w) || !cJSON_IsString(rs)))
+    st = hsr_error(HSR_ERR_IO, "coordinator: a decision lacks 'next', 'revs', 'why' or 'reason'");
+  if (st == HSR_OK) {
+    char *qs = cJSON_PrintUnformatted(nx);
+    st = qs ? ft_quorum_parse(qs, &d->next) : hsr_error(HSR_ERR_NOMEM, "out of memory");
+    free(qs);
+  }
+  const cJSON *revs = st == HSR_OK ? r : NULL;
+  cJSON_ArrayForEach(it, revs) {
+    const cJSON *id = cJSON_GetArrayItem(it, 0), *rv = cJSON_GetArrayItem(it, 1);
+    if (!cJSON_IsNumber(id) || !cJSON_IsNumber(rv) || id->valuedouble < 0 || id->valuedouble >= FT_MAX_REPLICAS ||
+        d->nrev >= FT_MAX_REPLICAS) {
+      st = hsr_error(HSR_ERR_IO, "coordinator: a decision's 'revs' holds a bad pair");
+      break;
+    }
+    d->rev_id[d->nrev] = (int)id->valuedouble, d->rev[d->nrev++] = (int64_t)rv->valuedouble;
+  }
+  if (st == HSR_OK && m) {
+    double s = 0, a = 0, b = 0;
+    const cJSON *ha = cJSON_GetObjectItemCaseSensitive(m, "ha"), *hb = cJSON_GetObjectItemCaseSensitive(m, "hb");
+    st = get_num(m, "step", &s);
+    if (st == HSR_OK) st = get_num(m, "a", &a);
+    if (st == HSR_OK) st = get_num(m, "b", &b);
+    if (st == HSR_OK && (!cJSON_IsString(ha) || !cJSON_IsString(hb)))
+      st = hsr_error(HSR_ERR_IO, "coordinator: a decision's mismatch lacks its hashes");
+    if (st == HSR_OK) {
+      d->mismatch = 1, d->mm_step = (int64_t)s, d->mm_a = (int)a, d->mm_b = (int)b;
+      d->mm_ha = strtoull(ha->valuestring, NULL, 16), d->mm_hb = strtoull(hb->valuestring, NULL, 16);
+    }
+  }
+  if (st == HSR_OK) {
+    d->commit = c != 0;
+    d->base = (int64_t)base, d->count = (int64_t)count;
+    snprintf(d->why, sizeof d->why, "%s", w->valuestring);
+    snprintf(d->reason, sizeof d->reason, "%s", rs->valuestring);
+  }
+  cJSON_Delete(o);
+  return st;
+}

@@ -74,6 +74,35 @@ void ft_quorum_next(const ft_quorum *q, const ft_vote *v, int nv, int commit, co
 /* Two votes with hashes of the same step that differ: 1 and the pair. */
 int ft_quorum_hash_mismatch(const ft_vote *v, int nv, int *a, int *b);
 
+/* A decided step, as the deciding group writes it once into the step's
+ * r/ key: the others read this one small key instead of every vote. Made
+ * from the frozen votes by the pure functions above, so it is what every
+ * group would compute from them. */
+typedef struct ft_decision {
+  int commit;   /* the step commits */
+  int mismatch; /* two state hashes of one step differ: every group stops */
+  int64_t mm_step;
+  int mm_a, mm_b;
+  uint64_t mm_ha, mm_hb;
+  ft_quorum next;                      /* the quorum after the step */
+  int nrev, rev_id[FT_MAX_REPLICAS];   /* record revisions of next's participants that q lacks (-1: no record) */
+  int64_t rev[FT_MAX_REPLICAS];
+  int64_t base, count; /* the decider's read: its revision and the records then (0: not given) */
+  char why[600];    /* what changed (ft_quorum_next's), "" when nothing did */
+  char reason[320]; /* the first failed vote's why ("" when none failed) */
+} ft_decision;
+
+/* The decision from the frozen votes of (q, done + 1): commit or abort
+ * (ft_quorum_next, the hashes compared, the first failed vote's reason).
+ * d->nrev is 0: the caller adds the joiners' record revisions. */
+void ft_decision_make(const ft_quorum *q, const ft_vote *v, int nv, int commit, const int *gone, int ngone,
+                      ft_decision *d);
+/* The step committed with the quorum unchanged: a participant voted on the
+ * next step in this epoch, so it committed this one through the exchange. */
+void ft_decision_ahead(const ft_quorum *q, ft_decision *d);
+hsr_status ft_decision_json(const ft_decision *d, char **out);
+hsr_status ft_decision_parse(const char *js, ft_decision *d);
+
 /* JSON text of the quorum / a vote, and back (strict: missing fields are errors). */
 hsr_status ft_quorum_json(const ft_quorum *q, char **out);
 hsr_status ft_quorum_parse(const char *js, ft_quorum *q);

@@ -28,7 +28,7 @@ typedef struct sim_world sim_world;
 #define SIM_XN 16
 typedef struct sim_xch {
   int64_t epoch;
-  int n;
+  int n, broken; /* broken: a participant left it incomplete (its bound passed): no one completes it after */
   float max[SIM_XN];
 } sim_xch;
 
@@ -57,7 +57,8 @@ struct sim_world {
   ft_sim_config c;
   char token[1024];
   pthread_mutex_t mu;
-  pthread_cond_t cv;
+  pthread_cond_t cv, xcv; /* xcv: an all-reduce's or exchange's arrivals complete, or its epoch changed (waking
+                             N waiting threads on every arrival would keep two cores busy) */
   sim_group *g; /* N first incarnations, then the restarted */
   int ng, nrun;
   int victim[FT_MAX_REPLICAS], nvictim, stop_id;
@@ -91,6 +92,15 @@ static int dead_for(sim_world *w, const hsr_ft *ft, int id, int64_t s) {
   return !alive;
 }
 
+/* CLOCK_REALTIME's time s seconds from now (pthread_cond_timedwait's). */
+static struct timespec deadline(double s) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  double t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + s;
+  ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+  return ts;
+}
+
 /* The all-reduce cannot complete before every participant of the epoch
  * entered it: groups that began the epoch at different times (a start's
  * admissions, spread over seconds at N groups) meet here, within the bound,
@@ -98,19 +108,15 @@ static int dead_for(sim_world *w, const hsr_ft *ft, int id, int64_t s) {
 static void model_arrival(sim_group *g, int64_t s) {
   sim_world *w = g->w;
   hsr_ft *ft = g->ft;
-  double end = clock_s() + ft->T;
+  struct timespec ts = deadline(ft->T);
   pthread_mutex_lock(&w->mu);
   sim_xch *x = &w->ar[s];
-  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0;
-  if (x->epoch == ft->q.epoch) x->n++;
-  pthread_cond_broadcast(&w->cv);
-  while (x->epoch == ft->q.epoch && x->n < ft->nparts && clock_s() < end) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double left = end - clock_s(), t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + (left < 0.1 ? left : 0.1);
-    ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-  }
+  int wake = 0;
+  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0, wake = 1;
+  if (x->epoch == ft->q.epoch && ++x->n >= ft->nparts) wake = 1;
+  if (wake) pthread_cond_broadcast(&w->xcv);
+  while (x->epoch == ft->q.epoch && x->n < ft->nparts)
+    if (pthread_cond_timedwait(&w->xcv, &w->mu, &ts)) break;
   pthread_mutex_unlock(&w->mu);
 }
 
@@ -171,20 +177,20 @@ static hsr_status model_exchange(hsr_ft *ft, int64_t s, float *bits, int n, ft_r
   for (int i = 0; xk && i < ft->nparts; i++)
     if (is_victim(w, ft->parts[i]) && ft->parts[i] < g->id && after < 0) after = ft->parts[i];
   if (n > SIM_XN) return hsr_error(HSR_ERR_INTERNAL, "hsr bench ft: a commit exchange of %d elements", n);
-  double end = clock_s() + ft->T / 2;
+  struct timespec ts = deadline(ft->T / 2);
   pthread_mutex_lock(&w->mu);
   sim_xch *x = &w->xch[s];
-  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0;
+  int wake = 0;
+  if (x->epoch < ft->q.epoch) x->epoch = ft->q.epoch, x->n = 0, x->broken = 0, wake = 1;
   int mine = x->epoch == ft->q.epoch;
   for (int i = 0; i < n && mine; i++) x->max[i] = x->n == 0 || bits[i] > x->max[i] ? bits[i] : x->max[i];
-  if (mine) x->n++;
-  pthread_cond_broadcast(&w->cv);
-  while (mine && x->epoch == ft->q.epoch && x->n < ft->nparts && clock_s() < end) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double left = end - clock_s(), t = (double)ts.tv_sec + ts.tv_nsec * 1e-9 + (left < 0.1 ? left : 0.1);
-    ts.tv_sec = (time_t)t, ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+  if (mine && ++x->n >= ft->nparts) wake = 1;
+  if (wake) pthread_cond_broadcast(&w->xcv);
+  while (mine && x->epoch == ft->q.epoch && x->n < ft->nparts && !x->broken)
+    if (pthread_cond_timedwait(&w->xcv, &w->mu, &ts)) break;
+  if (mine && x->epoch == ft->q.epoch && x->n < ft->nparts && !x->broken) { /* it leaves: the rest cannot complete */
+    x->broken = 1;
+    pthread_cond_broadcast(&w->xcv);
   }
   if (xk && is_victim(w, g->id)) {
     pthread_mutex_unlock(&w->mu);
@@ -192,7 +198,7 @@ static hsr_status model_exchange(hsr_ft *ft, int64_t s, float *bits, int n, ft_r
     g->state = G_KILLED;
     return hsr_error(HSR_ERR_STATE, "killed in the commit exchange (modelled)");
   }
-  if (mine && x->epoch == ft->q.epoch && x->n >= ft->nparts && !(xk && after >= 0)) {
+  if (mine && x->epoch == ft->q.epoch && x->n >= ft->nparts && !x->broken && !(xk && after >= 0)) {
     memcpy(bits, x->max, sizeof(float) * (size_t)n);
   } else if (xk && after >= 0) {
     r->ok = 0, r->n = 1, r->culprit[0] = after;
@@ -503,6 +509,7 @@ static void world_free(sim_world *w) {
   free(w->addrs);
   pthread_mutex_destroy(&w->mu);
   pthread_cond_destroy(&w->cv);
+  pthread_cond_destroy(&w->xcv);
 }
 
 /* Waits until pred holds (w->mu held), or every group has ended. */
@@ -605,6 +612,7 @@ hsr_status ft_sim_run(const ft_sim_config *c, ft_sim_report *r) {
   if (!w) return hsr_error(HSR_ERR_NOMEM, "out of memory");
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
+  pthread_cond_init(&w->xcv, NULL);
   hsr_status st = world_init(w, c);
   double t0 = clock_s(), t1 = 0, t2 = 0;
   long q0 = 0, q1 = 0;

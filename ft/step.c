@@ -197,6 +197,7 @@ hsr_status ft_decide(hsr_ft *ft, const ft_outcome *mine, hsr_ft_step *L) {
     return ft->rank == 0 ? (hsr_status)fx[1] : hsr_error((hsr_status)fx[1], "ft: rank 0's commit exchange failed");
   if (fx[0]) { /* every participant's bit: committed, the quorum unchanged, no coordinator request */
     ft->q.done++;
+    ft->xchg_done = ft->q.done;
     ft->read_stale = 1;
     ft->aborts_in_row = 0;
     L->committed = 1;

@@ -227,9 +227,88 @@ static void json(void **state) {
                    HSR_ERR_IO);
 }
 
+/* The decision written once into the step's r/ key: what every group would
+ * compute from the frozen votes, and its JSON round trip. */
+static void decision(void **state) {
+  (void)state;
+  ft_quorum q = q3(), n;
+  ft_decision *d = calloc(2, sizeof *d);
+  assert_non_null(d);
+  /* an abort: 2 named by 0 and gone; the reason is the first failed vote's */
+  ft_vote v[2] = {fail_vote(0, 2), ok_vote(1)};
+  snprintf(v[0].why, sizeof v[0].why, "rank 0: cannot send to replica 2");
+  int gone[1] = {2};
+  ft_decision_make(&q, v, 2, 0, gone, 1, &d[0]);
+  ft_quorum_next(&q, v, 2, 0, gone, 1, &n, NULL, 0);
+  assert_int_equal(d[0].commit, 0);
+  assert_int_equal(d[0].mismatch, 0);
+  assert_int_equal(d[0].next.epoch, n.epoch);
+  assert_int_equal(d[0].next.nmem, 2);
+  assert_string_equal(d[0].reason, "rank 0: cannot send to replica 2");
+  assert_non_null(strstr(d[0].why, "replica(s) 2 dropped"));
+  d[0].nrev = 1, d[0].rev_id[0] = 7, d[0].rev[0] = 123456789012ll;
+  d[0].base = 4242, d[0].count = 1000;
+  char *s = NULL;
+  assert_int_equal(ft_decision_json(&d[0], &s), HSR_OK);
+  assert_int_equal(ft_decision_parse(s, &d[1]), HSR_OK);
+  free(s);
+  assert_int_equal(d[1].commit, 0);
+  assert_int_equal(d[1].next.epoch, d[0].next.epoch);
+  assert_int_equal(d[1].next.done, 9);
+  assert_int_equal(d[1].next.nmem, 2);
+  assert_int_equal(d[1].next.mem[1], d[0].next.mem[1]);
+  assert_int_equal(d[1].nrev, 1);
+  assert_int_equal(d[1].rev_id[0], 7);
+  assert_true(d[1].rev[0] == 123456789012ll);
+  assert_true(d[1].base == 4242 && d[1].count == 1000);
+  assert_string_equal(d[1].why, d[0].why);
+  assert_string_equal(d[1].reason, d[0].reason);
+  /* a commit that admits a joiner: the next quorum and its healer travel */
+  ft_vote c[3] = {ok_vote(0), ok_vote(1), ok_vote(2)};
+  c[1].nseen = 1, c[1].seen[0] = 5;
+  ft_decision_make(&q, c, 3, 1, NULL, 0, &d[0]);
+  assert_int_equal(d[0].commit, 1);
+  assert_int_equal(d[0].reason[0], 0);
+  assert_int_equal(ft_decision_json(&d[0], &s), HSR_OK);
+  assert_int_equal(ft_decision_parse(s, &d[1]), HSR_OK);
+  free(s);
+  assert_int_equal(d[1].commit, 1);
+  assert_int_equal(d[1].next.done, 10);
+  assert_int_equal(d[1].next.epoch, 5);
+  assert_int_equal(d[1].next.njoin, 1);
+  assert_int_equal(d[1].next.join[0], 5);
+  assert_int_equal(d[1].next.healer[0], d[0].next.healer[0]);
+  /* hashes that differ: every group stops, naming both */
+  c[2].hs = 8, c[2].h = 0x1111, c[0].hs = 8, c[0].h = 0x2222;
+  ft_decision_make(&q, c, 3, 1, NULL, 0, &d[0]);
+  assert_int_equal(d[0].mismatch, 1);
+  assert_int_equal(d[0].commit, 0);
+  assert_int_equal(ft_decision_json(&d[0], &s), HSR_OK);
+  assert_int_equal(ft_decision_parse(s, &d[1]), HSR_OK);
+  free(s);
+  assert_int_equal(d[1].mismatch, 1);
+  assert_true(d[1].mm_step == 8);
+  assert_int_equal(d[1].mm_a, 0);
+  assert_int_equal(d[1].mm_b, 2);
+  assert_true(d[1].mm_ha == 0x2222 && d[1].mm_hb == 0x1111);
+  /* a participant voted on the next step: committed, the quorum unchanged */
+  ft_decision_ahead(&q, &d[0]);
+  assert_int_equal(d[0].commit, 1);
+  assert_int_equal(d[0].next.epoch, 4);
+  assert_int_equal(d[0].next.done, 10);
+  assert_int_equal(d[0].next.nmem, 3);
+  assert_int_equal(ft_decision_parse("{\"commit\":1}", &d[1]), HSR_ERR_IO);
+  assert_int_equal(ft_decision_parse("{\"commit\":1,\"next\":{\"epoch\":1,\"done\":0,\"members\":[],\"joiners\":[],"
+                                     "\"healers\":[]},\"revs\":[[5000,1]],\"base\":0,\"count\":0,\"why\":\"\","
+                                     "\"reason\":\"\"}",
+                                     &d[1]),
+                   HSR_ERR_IO);
+  free(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(decide),      cmocka_unit_test(commit_admits),
                                      cmocka_unit_test(abort_drops), cmocka_unit_test(abort_joiners), cmocka_unit_test(healers),
-                                     cmocka_unit_test(hashes),      cmocka_unit_test(json)};
+                                     cmocka_unit_test(hashes),      cmocka_unit_test(json), cmocka_unit_test(decision)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
