@@ -62,6 +62,7 @@ struct sim_world {
   sim_group *g; /* N first incarnations, then the restarted */
   int ng, nrun;
   int victim[FT_MAX_REPLICAS], nvictim, stop_id;
+  double stop_s; /* HSR_STOP_TIMEOUT: a stopped participant answers no heartbeat for this long */
   int64_t max_done;
   char *addrs;  /* a record's addresses: S base64 strings */
   sim_xch *xch; /* [step]: its commit exchange (mu) */
@@ -122,8 +123,9 @@ static void model_arrival(sim_group *g, int64_t s) {
 
 /* The all-reduce's outcome as peer_allreduce reports it: every participant it
  * knows dead (up to FT_MAX_CULPRITS), after the detection delay; with none dead, a
- * stopped one, after the bound and the stall round's grace (a quarter of the
- * bound, at most 1 s: the one waiting for it names it); otherwise once every
+ * stopped one, after its heartbeats' silence (0.5 s and HSR_STOP_TIMEOUT), or the
+ * bound and the stall round's grace (a quarter of the bound, at most 1 s: the one
+ * waiting for it names it) when sooner; otherwise once every
  * participant entered it. */
 static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
   sim_world *w = g->w;
@@ -143,9 +145,15 @@ static void model_allreduce(sim_group *g, int64_t s, ft_outcome *o) {
   if (!o->ok) {
     nap(w->c.detect_s);
   } else if (stopped >= 0) {
-    nap(ft->T + (ft->T / 4 < 1.0 ? ft->T / 4 : 1.0));
+    /* its heartbeats: the 0.5 s before the first ping and HSR_STOP_TIMEOUT without a pong; the bound and the
+     * stall round's grace when that is sooner (or heartbeats are off) */
+    double bound = ft->T + (ft->T / 4 < 1.0 ? ft->T / 4 : 1.0), hb = w->stop_s > 0 ? 0.5 + w->stop_s : bound;
+    nap(hb < bound ? hb : bound);
     o->ok = 0, o->n = 1, o->culprit[0] = stopped;
-    snprintf(o->why, sizeof o->why, "replica %d sent nothing within the bound (modelled)", stopped);
+    if (hb < bound)
+      snprintf(o->why, sizeof o->why, "replica %d answered no heartbeat in %.1f s (modelled)", stopped, w->stop_s);
+    else
+      snprintf(o->why, sizeof o->why, "replica %d sent nothing within the bound (modelled)", stopped);
   } else {
     model_arrival(g, s);
   }
@@ -454,6 +462,7 @@ static hsr_status world_init(sim_world *w, const ft_sim_config *c) {
   HSR_CHECK(env_get_str("HSR_FT_TOKEN", &tok));
   if (!tok) return hsr_error(HSR_ERR_INVALID, "hsr bench ft: HSR_FT_TOKEN is not set (the coordinator's token)");
   snprintf(w->token, sizeof w->token, "%s", tok);
+  HSR_CHECK(env_get_double("HSR_STOP_TIMEOUT", &w->stop_s));
   int N = c->groups;
   for (int k = 0; k < c->kill; k++) w->victim[w->nvictim++] = 1 + (int)((int64_t)k * (N - 1) / c->kill);
   w->stop_id = N - 1;
