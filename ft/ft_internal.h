@@ -49,6 +49,7 @@ typedef struct ft_sim_config {
   int kill, kill_step;      /* groups killed at once at the start of step kill_step (kill 0: none) */
   int kill_xchg;            /* instead inside kill_step's commit exchange, once their vectors are given: the groups
                                with smaller ids than a victim complete it and commit, the others are in doubt */
+  int kill_decider;         /* the killed include group 0, the smallest participant: every vote's decider */
   int stop_step;            /* a group stopped in the all-reduce of this step (0: none) */
   double stop_s;            /* for this long */
   int restart, restart_gap; /* killed groups restarted with join once the others committed kill_step + gap */

@@ -464,7 +464,8 @@ static hsr_status world_init(sim_world *w, const ft_sim_config *c) {
   snprintf(w->token, sizeof w->token, "%s", tok);
   HSR_CHECK(env_get_double("HSR_STOP_TIMEOUT", &w->stop_s));
   int N = c->groups;
-  for (int k = 0; k < c->kill; k++) w->victim[w->nvictim++] = 1 + (int)((int64_t)k * (N - 1) / c->kill);
+  for (int k = 0; k < c->kill; k++) /* spread over 1 .. N-1; from 0 (the decider) with kill_decider */
+    w->victim[w->nvictim++] = !c->kill_decider + (int)((int64_t)k * (N - 1) / c->kill);
   w->stop_id = N - 1;
   while (w->stop_id > 0 && is_victim(w, w->stop_id)) w->stop_id--;
   /* one address: random-looking bytes (incompressible, as UCX's are) */

@@ -28,7 +28,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsr bench ft [--groups N[,N...]] [--steps S] [--step-time SEC] [--timeout SEC]\n"
-          "                    [--kill K@STEP] [--kill-in-exchange] [--stop STEP:SEC] [--restart R@GAP]\n"
+          "                    [--kill K@STEP] [--kill-in-exchange] [--kill-decider] [--stop STEP:SEC] [--restart R@GAP]\n"
           "                    [--group-size S] [--addr-bytes B] [--detect SEC] [--heal SEC] [--json FILE] [--check]\n"
           "Simulates the control plane of replica groups (docs/fault-tolerance.md, \"At scale\"): N groups,\n"
           "each a leader thread running hsr train's own registration, vote and decision code against a real\n"
@@ -41,6 +41,8 @@ static void usage(FILE *f) {
           "  --kill K@STEP      kill K groups at once at the start of STEP (their leases run out)\n"
           "  --kill-in-exchange the killed die inside STEP's commit exchange, their vectors given: the groups\n"
           "                     with smaller ids complete it and commit STEP, the others are in doubt\n"
+          "  --kill-decider     the killed include group 0, the smallest participant, which decides every vote:\n"
+          "                     the next participant whose predecessors are gone takes over\n"
           "  --stop STEP:SEC    stop one group in STEP's all-reduce for SEC seconds (SIGSTOP)\n"
           "  --restart R@GAP    restart R of the killed with --join once the others committed STEP + GAP\n"
           "  --group-size S     ranks per group: the UCX addresses a record carries (default 8)\n"
@@ -271,6 +273,7 @@ int bench_ft(int argc, char **argv) {
     O_KILL,
     O_STOP,
     O_KILLX,
+    O_KILLD,
     O_RESTART,
     O_SIZE,
     O_ADDR,
@@ -286,6 +289,7 @@ int bench_ft(int argc, char **argv) {
                                        {"kill", required_argument, 0, O_KILL},
                                        {"stop", required_argument, 0, O_STOP},
                                        {"kill-in-exchange", no_argument, 0, O_KILLX},
+                                       {"kill-decider", no_argument, 0, O_KILLD},
                                        {"restart", required_argument, 0, O_RESTART},
                                        {"group-size", required_argument, 0, O_SIZE},
                                        {"addr-bytes", required_argument, 0, O_ADDR},
@@ -331,6 +335,7 @@ int bench_ft(int argc, char **argv) {
       c.kill = (int)v, c.kill_step = (int)d;
       break;
     case O_KILLX: c.kill_xchg = 1; break;
+    case O_KILLD: c.kill_decider = 1; break;
     case O_STOP:
       if (!parse_pair("--stop", optarg, ':', &v, &c.stop_s, 1, 1000000) || c.stop_s <= 0)
         st = hsr_error(HSR_ERR_INVALID, "--stop '%s': expected STEP:SEC (a group stopped in STEP for SEC > 0 s)",
@@ -367,6 +372,8 @@ int bench_ft(int argc, char **argv) {
       return cli_usage_error("bench ft", "--restart %d: only %d group(s) are killed (--kill)", c.restart, c.kill);
     if (c.kill_xchg && !c.kill)
       return cli_usage_error("bench ft", "--kill-in-exchange without --kill K@STEP: no group is killed");
+    if (c.kill_decider && !c.kill)
+      return cli_usage_error("bench ft", "--kill-decider without --kill K@STEP: no group is killed");
     if (c.kill >= groups[i] - 1)
       return cli_usage_error("bench ft", "--kill %d with --groups %d: at least two groups must survive", c.kill,
                              groups[i]);
