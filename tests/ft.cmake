@@ -49,7 +49,8 @@ add_test(NAME ft_sim_exchange COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 1
 set_tests_properties(ft_sim_exchange PROPERTIES TIMEOUT 120 LABELS ft RESOURCE_LOCK ft)
 # The decider killed: group 0, the smallest participant, decides every vote; killed at step 3, the next
 # participant whose predecessors are gone takes over (once its record goes with its lease) and writes the
-# decision; group 0 restarted with --join is admitted. --check: the same steps everywhere, 0 named by all.
-add_test(NAME ft_sim_decider COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 16 --steps 8 --step-time 0.2
+# decision; group 0 restarted with --join is admitted (40 steps: the takeover takes a lease, 5 s, and the joiner
+# must find groups still running). --check: the same steps everywhere, 0 named by all.
+add_test(NAME ft_sim_decider COMMAND $<TARGET_FILE:hsr_cli> bench ft --groups 16 --steps 40 --step-time 0.2
                                      --timeout 10 --kill 1@3 --kill-decider --restart 1@1 --check)
 set_tests_properties(ft_sim_decider PROPERTIES TIMEOUT 120 LABELS ft RESOURCE_LOCK ft)
