@@ -542,19 +542,25 @@ static void last_wait(coll_ctx *x) {
   coll_fault_declare(x, &v);
 }
 
-int coll_fault_declare_gone(coll_ctx *x, const char *where) {
-  pthread_mutex_lock(&x->mu);
+/* Context lock held: the earliest rank seen gone (dead; or left too, with
+ * left_too) becomes the verdict, found `where`, when none holds yet; 1 if so. */
+static int declare_earliest_gone(coll_ctx *x, int left_too, const char *where) {
   coll_fault *f = &x->fault;
   int g = -1;
   for (int r = 0; f->gone && !f->declared && r < x->size; r++)
-    if (f->gone[r] == FAULT_DIED && (g < 0 || f->gone_ns[r] < f->gone_ns[g])) g = r;
-  if (g >= 0) {
-    seg_notice v = notice(x, g, f->gone[g], f->why[g]);
-    copy_text(v.where, sizeof v.where, where);
-    coll_fault_declare(x, &v);
-  }
+    if (f->gone[r] && (left_too || f->gone[r] != FAULT_LEFT) && (g < 0 || f->gone_ns[r] < f->gone_ns[g])) g = r;
+  if (g < 0) return 0;
+  seg_notice v = notice(x, g, f->gone[g], f->why[g]);
+  copy_text(v.where, sizeof v.where, where);
+  coll_fault_declare(x, &v);
+  return 1;
+}
+
+int coll_fault_declare_gone(coll_ctx *x, const char *where) {
+  pthread_mutex_lock(&x->mu);
+  int d = declare_earliest_gone(x, 0, where);
   pthread_mutex_unlock(&x->mu);
-  return g >= 0;
+  return d;
 }
 
 /* The launcher ends this rank (its SIGTERM after a death elsewhere, or its
@@ -579,14 +585,8 @@ static void last_word(void *arg) {
    * with the job (an error every rank agreed on), and blames no one */
   int pending = atomic_load(&x->incoming) != NULL;
   for (int c = 0; c < x->ncomms && !pending; c++) pending = x->comms[c] && x->comms[c]->head;
-  int g = -1;
-  for (int r = 0; f->gone && !f->declared && r < x->size; r++)
-    if (f->gone[r] && (pending || f->gone[r] != FAULT_LEFT) && (g < 0 || f->gone_ns[r] < f->gone_ns[g])) g = r;
-  if (g >= 0) {
-    seg_notice v = notice(x, g, f->gone[g], f->why[g]);
-    copy_text(v.where, sizeof v.where, "seen as the launcher ended this rank");
-    coll_fault_declare(x, &v);
-  } else if (f->gone && !f->declared && pending) {
+  if (!declare_earliest_gone(x, pending, "seen as the launcher ended this rank") && f->gone && !f->declared &&
+      pending) {
     last_wait(x);
   }
   pthread_mutex_unlock(&x->mu);

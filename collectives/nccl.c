@@ -27,31 +27,40 @@ static hsr_status cuda_err(cudaError_t e, const char *what) {
 
 /* Waits until a nonblocking NCCL call has finished its host-side work: the
  * call returns ncclSuccess or ncclInProgress, then the communicator's async
- * state is polled until it leaves ncclInProgress (bounded by the timeout). */
-static hsr_status nccl_settle(hsr_comm *c, ncclComm_t comm, ncclResult_t rc, const char *what) {
+ * state is polled until it leaves ncclInProgress (bounded by timeout_s; at
+ * the bound *comm is aborted and set to NULL). name: the communicator's, in
+ * messages. */
+hsr_status nccl_settle_comm(const char *name, ncclComm_t *comm, ncclResult_t rc, const char *what, double timeout_s) {
   if (rc != ncclSuccess && rc != ncclInProgress)
-    return hsr_error(HSR_ERR_TRANSPORT, "communicator '%s': %s: %s (%s)", c->name, what, ncclGetErrorString(rc),
-                     ncclGetLastError(comm));
+    return hsr_error(HSR_ERR_TRANSPORT, "communicator '%s': %s: %s (%s)", name, what, ncclGetErrorString(rc),
+                     *comm ? ncclGetLastError(*comm) : "");
+  if (!*comm) return hsr_error(HSR_ERR_TRANSPORT, "communicator '%s': %s: its NCCL communicator was aborted", name, what);
   double t0 = clock_s();
   long us = 1;
   ncclResult_t state = ncclInProgress;
-  for (;;) {
-    ncclResult_t q = ncclCommGetAsyncError(comm, &state);
+  while (*comm) {
+    ncclResult_t q = ncclCommGetAsyncError(*comm, &state);
     if (q != ncclSuccess) state = q;
     if (state != ncclInProgress) break;
-    if (clock_s() - t0 > c->timeout_s) {
-      ncclCommAbort(comm);
+    if (clock_s() - t0 > timeout_s) {
+      ncclCommAbort(*comm);
+      *comm = NULL;
       return hsr_error(HSR_ERR_TIMEOUT,
-                       "communicator '%s': %s did not complete within %.1f s (NCCL communicator aborted)", c->name,
-                       what, c->timeout_s);
+                       "communicator '%s': %s did not complete within %.1f s (NCCL communicator aborted)", name, what,
+                       timeout_s);
     }
     usleep((useconds_t)us);
     if (us < 1000) us *= 2;
   }
-  if (state != ncclSuccess)
-    return hsr_error(HSR_ERR_TRANSPORT, "communicator '%s': %s: %s (%s)", c->name, what, ncclGetErrorString(state),
-                     ncclGetLastError(comm));
+  if (state != ncclSuccess && state != ncclInProgress)
+    return hsr_error(HSR_ERR_TRANSPORT, "communicator '%s': %s: %s (%s)", name, what, ncclGetErrorString(state),
+                     *comm ? ncclGetLastError(*comm) : "");
   return HSR_OK;
+}
+
+/* The same for a communicator of the world's tree (the caller's handle is left as it is). */
+static hsr_status nccl_settle(hsr_comm *c, ncclComm_t comm, ncclResult_t rc, const char *what) {
+  return nccl_settle_comm(c->name, &comm, rc, what, c->timeout_s);
 }
 
 static hsr_status finish_setup(hsr_comm *c, nccl_state *s) {

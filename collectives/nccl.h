@@ -40,6 +40,11 @@ static inline ncclRedOp_t nccl_redop(hsr_redop op) { return op == HSR_AVG ? nccl
 static inline nccl_state *nccl_of(const hsr_comm *c) { return c->tp_state; }
 
 extern const coll_transport nccl_transport;
+
+/* A nonblocking call settled (nccl.c): its host side done and the
+ * communicator out of ncclInProgress within timeout_s, else *comm aborted
+ * and NULL. */
+hsr_status nccl_settle_comm(const char *name, ncclComm_t *comm, ncclResult_t rc, const char *what, double timeout_s);
 #endif
 
 #endif

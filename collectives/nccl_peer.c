@@ -60,30 +60,10 @@ static void nap(long *us) {
   if (*us < 1000) *us *= 2;
 }
 
-/* A nonblocking call's host side, then the communicator's state out of
- * ncclInProgress, within timeout_s; the communicator is aborted at the bound. */
+#define DEV_NAME "replicas' device"
+
 static hsr_status settle(ncclComm_t *comm, ncclResult_t rc, const char *what, double timeout_s) {
-  if (rc != ncclSuccess && rc != ncclInProgress)
-    return hsr_error(HSR_ERR_TRANSPORT, "replicas' device communicator: %s: %s", what, ncclGetErrorString(rc));
-  double end = clock_s() + timeout_s;
-  long us = 1;
-  ncclResult_t state = ncclInProgress;
-  while (*comm) {
-    ncclResult_t q = ncclCommGetAsyncError(*comm, &state);
-    if (q != ncclSuccess) state = q;
-    if (state != ncclInProgress) break;
-    if (clock_s() > end) {
-      ncclCommAbort(*comm);
-      *comm = NULL;
-      return hsr_error(HSR_ERR_TIMEOUT, "replicas' device communicator: %s did not complete within %.1f s (aborted)",
-                       what, timeout_s);
-    }
-    nap(&us);
-  }
-  if (state != ncclSuccess && state != ncclInProgress)
-    return hsr_error(HSR_ERR_TRANSPORT, "replicas' device communicator: %s: %s (%s)", what, ncclGetErrorString(state),
-                     *comm ? ncclGetLastError(*comm) : "");
-  return HSR_OK;
+  return nccl_settle_comm(DEV_NAME, comm, rc, what, timeout_s);
 }
 
 static hsr_status cuda_ok(cudaError_t e, const char *what) {
